@@ -1,0 +1,38 @@
+"""dpframe: a differentially private analysis engine for dataframes.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 2, 3, 4], "city": ["a", "b", "a", "a"], "spend": [1.0, 2, 3, 4]})
+    >>> sess = dp.Session({"visits": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=1),
+    ...                   budget=dp.ApproxDP(epsilon=3.0, delta=1e-6), seed=0)
+    >>> q = sess.table("visits").group_by("city", keys=["a", "b"]).agg(dp.len(), dp.mean("spend", bounds=(0, 5)))
+    >>> q.collect(budget=dp.PureDP(1.0)).columns
+    ['city', 'len', 'spend_mean']
+"""
+
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.errors import (
+    BoundsError,
+    BudgetConversionError,
+    BudgetError,
+    BudgetExceededError,
+    DPFrameError,
+    LedgerError,
+    PlanError,
+    PluginError,
+    SchemaError,
+)
+from dpframe.frame import Frame, GroupBy, Query
+from dpframe.measures import Measure, count, len, mean, measure, std, sum, var
+from dpframe.plugin import hookimpl
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.session import Session
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
+    "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "hookimpl", "len",
+    "mean", "measure", "std", "sum", "var",
+]

@@ -1,0 +1,269 @@
+"""Privacy budgets: pure ε-DP, approximate (ε, δ)-DP and zero-concentrated DP (ρ-zCDP).
+
+Budgets are exact: every number is stored as a :class:`fractions.Fraction` (a float argument is read as
+the decimal it prints as, so ``0.1`` is exactly 1/10). Conversions between notions are sound:
+
+* pure ε-DP → ρ-zCDP with ρ = ε²/2 (exact);
+* pure ε-DP → (ε, 0)-DP (exact);
+* ρ-zCDP (with an optional δ₀ for approximate zCDP) → (ε, δ₀ + δ)-DP with the conversion of
+  Canonne, Kamath and Steinke (2020, Corollary 13), which is tighter than ρ + 2√(ρ ln 1/δ); the ε is
+  rounded *up* so it never under-reports;
+* (ε, δ)-DP with δ > 0 → pure or zCDP: impossible, a :class:`~dpframe.errors.BudgetConversionError`.
+
+Example:
+    >>> import dpframe as dp
+    >>> dp.PureDP(1).to_zcdp()
+    ZCDP(rho=1/2)
+    >>> round(float(dp.ZCDP(0.5).to_approx(delta=1e-6).epsilon), 3)
+    5.222
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, TypeAlias, TypeVar, Union
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from dpframe.errors import BudgetConversionError, BudgetError
+
+Number: TypeAlias = Union[int, float, str, Fraction]
+Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
+
+
+def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
+    """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
+        raise BudgetError(f"expected a number, got {type(value).__name__}", argument=argument,
+                          fix=f"pass {argument} as an int, float or Fraction")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BudgetError(f"must be finite, got {value}", argument=argument,
+                              fix=f"pass a finite positive {argument}")
+        value = repr(value)
+    try:
+        result = Fraction(value)
+    except (ValueError, ZeroDivisionError) as e:
+        raise BudgetError(f"cannot read {value!r} as a number", argument=argument,
+                          fix=f"pass {argument} as a number such as 0.5") from e
+    if result < 0 or (result == 0 and not allow_zero):
+        raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {value}", argument=argument,
+                          fix=f"pass a positive {argument}")
+    return result
+
+
+def _fmt(x: Fraction) -> str:
+    if x.denominator == 1 or x.denominator < 1000:
+        return str(x)
+    return f"{float(x):.6g}"
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """Pure ε-differential privacy.
+
+    Example:
+        >>> PureDP(0.5) + PureDP(0.25)
+        PureDP(epsilon=3/4)
+    """
+
+    epsilon: Fraction
+    notion: Notion = "pure"
+
+    def __init__(self, epsilon: Number) -> None:
+        object.__setattr__(self, "epsilon", exact(epsilon, "epsilon", allow_zero=False))
+        object.__setattr__(self, "notion", "pure")
+
+    def __repr__(self) -> str:
+        return f"PureDP(epsilon={_fmt(self.epsilon)})"
+
+    def __add__(self, other: PureDP) -> PureDP:
+        return _raw(PureDP, epsilon=self.epsilon + other.epsilon)
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        """The same guarantee as (ε, 0)-DP (``delta`` is accepted for a uniform signature and ignored)."""
+        return _raw(ApproxDP, epsilon=self.epsilon, delta=Fraction(0))
+
+    def to_zcdp(self) -> ZCDP:
+        """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+        return _raw(ZCDP, rho=self.epsilon**2 / 2, delta=Fraction(0))
+
+
+@dataclass(frozen=True)
+class ApproxDP:
+    """Approximate (ε, δ)-differential privacy, 0 ≤ δ < 1.
+
+    Example:
+        >>> ApproxDP(1, 1e-6).delta
+        Fraction(1, 1000000)
+    """
+
+    epsilon: Fraction
+    delta: Fraction
+    notion: Notion = "approx"
+
+    def __init__(self, epsilon: Number, delta: Number = 0) -> None:
+        eps = exact(epsilon, "epsilon", allow_zero=False)
+        d = exact(delta, "delta", allow_zero=True)
+        if d >= 1:
+            raise BudgetError(f"must be < 1, got {delta}", argument="delta",
+                              fix="δ is a probability of failure: use something like 1e-6, below 1/n")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", d)
+        object.__setattr__(self, "notion", "approx")
+
+    def __repr__(self) -> str:
+        return f"ApproxDP(epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)})"
+
+    def __add__(self, other: ApproxDP) -> ApproxDP:
+        return _raw(ApproxDP, epsilon=self.epsilon + other.epsilon, delta=self.delta + other.delta)
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        """Itself."""
+        return self
+
+
+@dataclass(frozen=True)
+class ZCDP:
+    """ρ-zero-concentrated DP (Bun & Steinke 2016); ``delta`` > 0 makes it approximate (δ, ρ)-zCDP.
+
+    Example:
+        >>> ZCDP(0.125) + PureDP(0.5).to_zcdp()
+        ZCDP(rho=1/4)
+    """
+
+    rho: Fraction
+    delta: Fraction
+    notion: Notion = "zcdp"
+
+    def __init__(self, rho: Number, delta: Number = 0) -> None:
+        r = exact(rho, "rho", allow_zero=False)
+        d = exact(delta, "delta", allow_zero=True)
+        if d >= 1:
+            raise BudgetError(f"must be < 1, got {delta}", argument="delta", fix="use a δ such as 1e-7")
+        object.__setattr__(self, "rho", r)
+        object.__setattr__(self, "delta", d)
+        object.__setattr__(self, "notion", "zcdp")
+
+    def __repr__(self) -> str:
+        extra = f", delta={_fmt(self.delta)}" if self.delta else ""
+        return f"ZCDP(rho={_fmt(self.rho)}{extra})"
+
+    def __add__(self, other: ZCDP) -> ZCDP:
+        return _raw(ZCDP, rho=self.rho + other.rho, delta=self.delta + other.delta)
+
+    def to_zcdp(self) -> ZCDP:
+        """Itself."""
+        return self
+
+    def to_approx(self, delta: Number) -> ApproxDP:
+        """The (ε, δ₀ + δ)-DP guarantee implied by this (δ₀, ρ)-zCDP budget, ε rounded up."""
+        d = exact(delta, "delta", allow_zero=False)
+        if d + self.delta >= 1:
+            raise BudgetError("δ₀ + δ must be < 1", argument="delta", fix="use a smaller delta")
+        return ApproxDP(zcdp_epsilon(self.rho, d), self.delta + d)
+
+
+Budget: TypeAlias = PureDP | ApproxDP | ZCDP
+
+
+_B = TypeVar("_B", PureDP, ApproxDP, ZCDP)
+
+
+def _raw(cls: type[_B], **fields: Fraction) -> _B:
+    """Build a budget from already-exact, already-valid numbers (zero allowed: 'nothing spent')."""
+    obj = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
+    object.__setattr__(obj, "notion", {PureDP: "pure", ApproxDP: "approx", ZCDP: "zcdp"}[cls])
+    return obj
+
+
+def make(notion: Notion, first: Fraction, delta: Fraction = Fraction(0)) -> Budget:
+    """Build a (possibly zero) budget of a notion from exact, non-negative numbers."""
+    if notion == "pure":
+        return _raw(PureDP, epsilon=first)
+    if notion == "approx":
+        return _raw(ApproxDP, epsilon=first, delta=delta)
+    return _raw(ZCDP, rho=first, delta=delta)
+
+
+def zero(notion: Notion) -> Budget:
+    """The zero budget of a notion (what a fresh session has spent)."""
+    return make(notion, Fraction(0))
+
+
+def _log_delta(alpha: float, rho: float, eps: float) -> float:
+    # CKS20 Cor. 13: δ = exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α, in log space.
+    return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
+
+
+def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:
+    """The smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP (any α gives a valid bound)."""
+    r, e = float(rho), float(epsilon)
+    if r == 0:
+        return 0.0
+    grid = np.exp(np.linspace(math.log(1 + 1e-9), math.log(1e7), 4000))
+    values = np.array([_log_delta(a, r, e) for a in grid])
+    best = int(np.argmin(values))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    res = minimize_scalar(lambda a: _log_delta(a, r, e), bounds=(lo, hi), method="bounded")
+    log_d = min(float(values[best]), float(res.fun))
+    return min(1.0, math.exp(log_d))
+
+
+def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
+    """The ε of the CKS20 conversion of ρ-zCDP to (ε, δ)-DP, rounded up (never under-reports).
+
+    Example:
+        >>> float(zcdp_epsilon(Fraction(1, 2), Fraction(1, 10**6))) < 0.5 + 2 * (0.5 * math.log(1e6)) ** 0.5
+        True
+    """
+    r = float(rho)
+    if r == 0:
+        return Fraction(0)
+    target = math.log(float(delta))
+    lo, hi = 0.0, r + 2 * math.sqrt(r * math.log(1 / float(delta))) + 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if math.log(max(zcdp_delta(rho, Fraction(mid)), 1e-300)) <= target:
+            hi = mid
+        else:
+            lo = mid
+    # Round up with a margin far above float error in evaluating the bound.
+    return Fraction(hi * (1 + 1e-9) + 1e-12).limit_denominator(10**12) + Fraction(1, 10**12)
+
+
+def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budget:
+    """Convert ``budget`` into ``notion`` soundly, or raise :class:`BudgetConversionError`.
+
+    Approximate DP with δ > 0 converts to nothing else; zCDP converts to approximate DP only with a δ
+    (use :meth:`ZCDP.to_approx`).
+    """
+    if budget.notion == notion:
+        return budget
+    if isinstance(budget, PureDP):
+        return budget.to_approx() if notion == "approx" else budget.to_zcdp()
+    if isinstance(budget, ApproxDP) and budget.delta == 0:
+        return convert(_raw(PureDP, epsilon=budget.epsilon), notion, argument=argument)
+    if isinstance(budget, ApproxDP):
+        raise BudgetConversionError(
+            f"{budget!r} cannot be converted to {notion} (an (ε, δ) guarantee with δ > 0 implies no "
+            f"{'pure' if notion == 'pure' else 'zCDP'} guarantee)", argument=argument,
+            fix="give this query's budget as dp.PureDP(epsilon)" + (" or dp.ZCDP(rho)" if notion == "zcdp" else ""))
+    raise BudgetConversionError(
+        f"{budget!r} cannot be converted to {notion} without choosing a δ", argument=argument,
+        fix="give the query's budget in the session's notion, e.g. dp.ZCDP(rho).to_approx(delta=1e-7) "
+            "for an approximate-DP session, or dp.PureDP(epsilon)")
+
+
+def describe(budget: Budget) -> str:
+    """Human text such as 'ε=1' or 'ρ=0.5, δ=1e-06'."""
+    if isinstance(budget, PureDP):
+        return f"ε={_fmt(budget.epsilon)}"
+    if isinstance(budget, ApproxDP):
+        return f"ε={_fmt(budget.epsilon)}, δ={_fmt(budget.delta)}"
+    return f"ρ={_fmt(budget.rho)}" + (f", δ={_fmt(budget.delta)}" if budget.delta else "")

@@ -1,0 +1,5 @@
+"""The ``dpframe`` command line (filled in below)."""
+
+
+def main() -> None:
+    """Entry point."""

@@ -1,0 +1,203 @@
+"""The lazy, private frame users chain methods on, and the terminal :class:`Query`.
+
+A :class:`Frame` never hands back rows. Its methods build immutable plan nodes (validated at once,
+free); ``agg`` turns it into a :class:`Query` whose ``explain``/``cost`` are free and whose ``collect``
+charges the session and runs.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 2, 3], "age": [20, 30, 40], "city": ["a", "b", "a"]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(1), seed=1)
+    >>> q = sess.table("t").filter(pl.col("age") >= 18).group_by("city", keys=["a", "b"]).agg(dp.len())
+    >>> q.cost(budget=dp.PureDP(0.5))
+    PureDP(epsilon=1/2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dpframe.budgets import Budget
+from dpframe.errors import PlanError, SchemaError
+from dpframe.explain import render
+from dpframe.measures import Measure
+from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
+from dpframe.planner import PhysicalPlan, plan_query
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+
+class Frame:
+    """A private, lazy table: filter, derive columns, then aggregate with dp measures."""
+
+    def __init__(self, session: Session, node: Node) -> None:
+        self._session = session
+        self._node = node
+
+    @property
+    def schema(self) -> pl.Schema:
+        """Column names and types (public metadata; no rows)."""
+        return self._node.schema
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names."""
+        return list(self._node.schema.names())
+
+    def __repr__(self) -> str:
+        return "<dp.Frame (private) " + " → ".join(n.describe() for n in self._node.lineage()) + ">"
+
+    def _unit(self) -> str | None:
+        return self._session.privacy_unit.column
+
+    def filter(self, *predicates: pl.Expr) -> Frame:
+        """Keep the rows where every (row-level) predicate holds; nulls count as false."""
+        if not predicates:
+            raise PlanError("give at least one predicate", argument="predicates", fix="e.g. pl.col('age') >= 18")
+        node = self._node
+        for p in predicates:
+            node = Filter.of(node, p)
+        return Frame(self._session, node)
+
+    def with_columns(self, *exprs: pl.Expr, **named: Any) -> Frame:
+        """Add or replace columns computed row by row (like ``pl.LazyFrame.with_columns``)."""
+        return Frame(self._session, WithColumns.of(self._node, exprs, named, self._unit()))
+
+    def select(self, *exprs: pl.Expr | str, **named: Any) -> Frame:
+        """Keep only these row-level columns (the privacy-unit column stays, hidden from results)."""
+        return Frame(self._session, Select.of(self._node, exprs, named, self._unit()))  # type: ignore[arg-type]
+
+    def group_by(self, *by: str | Sequence[str], keys: Any = None) -> GroupBy:
+        """Group by columns. ``keys``: the public group keys (recommended), or ``None`` to let DP
+        partition selection choose keys from the data (needs a budget with δ > 0).
+
+        ``keys`` may be a list of values (one column), a dict ``{column: values}`` (all combinations),
+        or a ``pl.DataFrame`` with exactly the key columns.
+        """
+        cols: list[str] = []
+        for b in by:
+            cols += [b] if isinstance(b, str) else list(b)
+        if not cols:
+            raise PlanError("group by at least one column", argument="by", fix="e.g. group_by('city')")
+        for c in cols:
+            if c not in self.schema:
+                raise SchemaError(f"unknown column {c!r}", argument="by", fix=f"use one of {self.columns}")
+        if len(set(cols)) != len(cols):
+            raise PlanError(f"repeated key column in {cols}", argument="by", fix="name each column once")
+        return GroupBy(self, tuple(cols), None if keys is None else _public_keys(keys, cols, self.schema))
+
+    def agg(self, *measures: Measure | Iterable[Measure]) -> Query:
+        """Aggregate the whole (filtered) table into one row of private statistics."""
+        return Query(self._session, _aggregate(self._node, (), None, measures))
+
+
+class GroupBy:
+    """A grouped private frame; finish it with :meth:`agg`."""
+
+    def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None) -> None:
+        self._frame, self._by, self._keys = frame, by, keys
+
+    def agg(self, *measures: Measure | Iterable[Measure]) -> Query:
+        """Private statistics per group (one row per public key, or per selected private key)."""
+        return Query(self._frame._session, _aggregate(self._frame._node, self._by, self._keys, measures))
+
+    def __repr__(self) -> str:
+        return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"
+
+
+def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
+    fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
+    try:
+        if isinstance(keys, pl.DataFrame):
+            frame = keys
+        elif isinstance(keys, dict):
+            frame = pl.DataFrame({by[0]: []})
+            parts = [pl.DataFrame({c: pl.Series(c, list(keys[c]))}) for c in by]
+            frame = parts[0]
+            for p in parts[1:]:
+                frame = frame.join(p, how="cross")
+        elif len(by) == 1:
+            frame = pl.DataFrame({by[0]: pl.Series(by[0], list(keys))})
+        else:
+            raise TypeError("a plain list of keys needs a single key column")
+    except (TypeError, KeyError, pl.exceptions.PolarsError) as e:
+        raise SchemaError(f"cannot read keys: {e}", argument="keys", fix=fix) from e
+    if sorted(frame.columns) != sorted(by):
+        raise SchemaError(f"keys have columns {frame.columns}, the group-by has {by}", argument="keys", fix=fix)
+    try:
+        frame = frame.select([pl.col(c).cast(schema[c]) for c in by])
+    except pl.exceptions.PolarsError as e:
+        raise SchemaError(f"keys do not match the key column types: {e}", argument="keys", fix=fix) from e
+    if frame.height == 0:
+        raise SchemaError("no keys given", argument="keys", fix="pass at least one key")
+    if frame.is_duplicated().any():
+        raise SchemaError("keys contain duplicates", argument="keys", fix="pass each key once")
+    return frame
+
+
+def _aggregate(node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
+               measures: Sequence[Measure | Iterable[Measure]]) -> Aggregate:
+    flat: list[Measure] = []
+    for m in measures:
+        if isinstance(m, Measure):
+            flat.append(m)
+        elif isinstance(m, pl.Expr | str):
+            raise PlanError(f"{m} is not a private measure: a raw column cannot be released",
+                            argument="measures", fix="use dp measures such as dp.len(), dp.sum(col, bounds=...)")
+        else:
+            try:
+                flat += _flatten(m)
+            except TypeError as e:
+                raise PlanError(f"{m!r} is not a dp measure", argument="measures",
+                                fix="use dp.len(), dp.count(), dp.sum(), dp.mean(), dp.var(), dp.std()") from e
+    if not flat:
+        raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
+    return Aggregate(node, by, keys, tuple(flat))
+
+
+def _flatten(ms: Iterable[Measure]) -> list[Measure]:
+    out = list(ms)
+    for m in out:
+        if not isinstance(m, Measure):
+            raise TypeError(type(m).__name__)
+    return out
+
+
+class Query:
+    """A terminal private query: ``explain`` and ``cost`` are free; ``collect`` charges and runs."""
+
+    def __init__(self, session: Session, node: Aggregate) -> None:
+        self._session = session
+        self.node = node
+
+    def plan(self, budget: Budget) -> PhysicalPlan:
+        """The physical plan (mechanisms, shares, cost) for ``budget``. Free."""
+        return plan_query(self._session, self.node, budget)
+
+    def cost(self, budget: Budget) -> Budget:
+        """The exact cost this query would be charged, in the session's notion. Free."""
+        return self.plan(budget).session_cost
+
+    def explain(self, budget: Budget, format: str = "text") -> Any:
+        """The plan, the mechanisms, the cost and the expected accuracy, as text or a JSON-able dict."""
+        if format not in ("text", "json"):
+            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
+        return render(self._session, self.node, self.plan(budget), format)
+
+    def collect(self, budget: Budget) -> pl.DataFrame:
+        """Reserve the cost, run the query, release the noisy result (rows sorted by key)."""
+        return self._session._execute(self, self.plan(budget))
+
+    def describe(self) -> str:
+        """A compact one-line text of the query (used in the history)."""
+        steps = [n.describe() for n in self.node.lineage()[:-1]]
+        aggs = ", ".join(m.describe() for m in self.node.measures)
+        group = f" | group_by{list(self.node.by)}" if self.node.by else ""
+        return " | ".join(steps) + f"{group} | agg({aggs})"
+
+    def __repr__(self) -> str:
+        return f"<dp.Query {self.describe()}>"

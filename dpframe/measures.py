@@ -1,0 +1,146 @@
+"""Measures: the private statistics a query asks for (``dp.len()``, ``dp.sum(...)``, ...).
+
+A measure is a frozen description; it reads no data. The planner hands each measure to the mechanism
+plugin that handles its ``kind`` (built-ins: ``len``, ``count``, ``sum``, ``mean``, ``var``, ``std``),
+and that plugin decides which exact statistics the backend computes and how noise is added.
+
+Nulls and NaN: ``dp.len()`` counts rows; ``dp.count(col)`` counts rows where ``col`` is neither null nor
+NaN; ``sum``/``mean``/``var``/``std`` ignore null and NaN values (mean and variance divide by the noisy
+count of non-null values); ±inf and out-of-range values are clamped to the bounds.
+
+Example:
+    >>> import dpframe as dp
+    >>> dp.mean("spend", bounds=(0, 500)).output_name
+    'spend_mean'
+    >>> dp.len().alias("n").output_name
+    'n'
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+from dpframe.errors import BoundsError, DPFrameError
+
+Bounds = tuple[Fraction, Fraction]
+
+
+def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
+    """Validate ``(lower, upper)`` clipping bounds: two finite numbers with lower < upper."""
+    fix = "pass bounds=(lower, upper) with two finite numbers, lower < upper, chosen without looking at the data"
+    if bounds is None:
+        raise BoundsError("bounds are required", argument=argument, fix=fix)
+    if not isinstance(bounds, tuple | list) or builtins.len(bounds) != 2:
+        raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
+    out = []
+    for b in bounds:
+        if isinstance(b, bool) or not isinstance(b, int | float | Fraction):
+            raise BoundsError(f"bound {b!r} is not a number", argument=argument, fix=fix)
+        if isinstance(b, float) and not math.isfinite(b):
+            raise BoundsError(f"bound {b} is not finite", argument=argument, fix=fix)
+        out.append(Fraction(b))
+    if out[0] >= out[1]:
+        raise BoundsError(f"lower {bounds[0]} must be below upper {bounds[1]}", argument=argument, fix=fix)
+    return out[0], out[1]
+
+
+def _check_column(column: object) -> str:
+    if not isinstance(column, str) or not column:
+        raise DPFrameError(f"expected a column name, got {column!r}", argument="column",
+                           fix="pass the column's name as a string")
+    return column
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A private aggregate request: ``kind`` (routed to a mechanism plugin), column, bounds, options.
+
+    Third-party plugins add kinds; build their measures with :func:`measure`.
+    """
+
+    kind: str
+    column: str | None = None
+    bounds: Bounds | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    name: str | None = None
+
+    @property
+    def output_name(self) -> str:
+        """The released column's name (``len``, ``<col>_<kind>``, or the alias)."""
+        if self.name is not None:
+            return self.name
+        return self.kind if self.column is None else f"{self.column}_{self.kind}"
+
+    def alias(self, name: str) -> Measure:
+        """The same measure released under another column name."""
+        if not isinstance(name, str) or not name:
+            raise DPFrameError(f"expected a non-empty string, got {name!r}", argument="name",
+                               fix="pass the output column name")
+        return replace(self, name=name)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """An option's value (options are stored as a sorted tuple so measures stay hashable)."""
+        return dict(self.options).get(key, default)
+
+    def describe(self) -> str:
+        """Text such as ``mean(spend, bounds=[0, 500])``."""
+        args = [] if self.column is None else [self.column]
+        if self.bounds is not None:
+            args.append(f"bounds=[{_num(self.bounds[0])}, {_num(self.bounds[1])}]")
+        args += [f"{k}={v!r}" for k, v in self.options]
+        return f"{self.kind}({', '.join(args)})"
+
+
+def _num(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
+
+
+def measure(kind: str, column: str | None = None, bounds: object = None, **options: Any) -> Measure:
+    """Build a measure of any kind, e.g. one added by a third-party mechanism plugin.
+
+    Example:
+        >>> measure("histogram", "age", bounds=(0, 120), edges=(0, 18, 65, 120)).describe()
+        'histogram(age, bounds=[0, 120], edges=(0, 18, 65, 120))'
+    """
+    if not isinstance(kind, str) or not kind:
+        raise DPFrameError(f"expected a non-empty string, got {kind!r}", argument="kind",
+                           fix="name the measure kind a mechanism plugin handles (see `dpframe plugins`)")
+    col = None if column is None else _check_column(column)
+    b = None if bounds is None else check_bounds(bounds)
+    return Measure(kind, col, b, tuple(sorted(options.items())))
+
+
+def len() -> Measure:  # noqa: A001  (mirrors polars' pl.len())
+    """The number of rows (after contribution bounding), released with noise. Output column ``len``."""
+    return Measure("len")
+
+
+def count(column: str) -> Measure:
+    """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
+    return Measure("count", _check_column(column))
+
+
+def sum(column: str, bounds: tuple[float, float]) -> Measure:  # noqa: A001
+    """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``."""
+    return Measure("sum", _check_column(column), check_bounds(bounds))
+
+
+def mean(column: str, bounds: tuple[float, float]) -> Measure:
+    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values."""
+    return Measure("mean", _check_column(column), check_bounds(bounds))
+
+
+def var(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
+    """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars)."""
+    if ddof not in (0, 1):
+        raise DPFrameError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
+    return Measure("var", _check_column(column), check_bounds(bounds), (("ddof", ddof),))
+
+
+def std(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
+    """The standard deviation: the square root of :func:`var`."""
+    return replace(var(column, bounds, ddof), kind="std")

@@ -1,0 +1,136 @@
+"""The contract between the planner and a mechanism plugin.
+
+A :class:`Mechanism` handles one or more measure *kinds*. For the measures of one query that it
+handles, it says how many equal budget parts it needs (:meth:`Mechanism.parts`) and, given its share,
+returns a :class:`MechanismPlan`: the exact statistics the backend must compute (:class:`Statistic`),
+the cost, the noise it will add, an accuracy estimate, and ``release(statistics, rng)``. Mechanisms
+never charge budget and never create randomness: the core reserves the cost and passes the random
+source.
+
+Example (a minimal plugin; see ``docs/plugins.md`` for the full walk-through):
+
+    >>> from dpframe.mechanism import Mechanism
+    >>> class Mine:
+    ...     name = "mine"
+    ...     handles = frozenset({"my_kind"})
+    ...     notions = frozenset({"pure"})
+    ...     def validate(self, measure, ctx): ...
+    ...     def parts(self, measures, ctx): return 1
+    ...     def plan(self, measures, ctx, share): ...
+    >>> isinstance(Mine(), Mechanism)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import polars as pl
+
+from dpframe.budgets import Budget, Notion
+from dpframe.measures import Measure
+from dpframe.noise import RandomSource
+from dpframe.privacy_unit import PrivacyUnit
+
+StatisticKind = Literal["rows", "nonnull", "fixed_sum", "units", "indicator_sum"]
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """An exact per-group statistic that every backend computes (no noise; never released as is).
+
+    Kinds:
+        * ``rows``: number of rows.
+        * ``nonnull``: rows where ``column`` is neither null nor NaN.
+        * ``fixed_sum``: Σ round(((clamp(x, lower, upper) − shift) ** power) / 2**grid_exp) over
+          non-null, non-NaN values, summed exactly as integers (fixed point: no float-summation error).
+        * ``units``: number of distinct privacy units (partition selection).
+        * ``indicator_sum``: number of rows with ``lower <= column < upper`` (histograms).
+    """
+
+    kind: StatisticKind
+    column: str | None = None
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    shift: Fraction = Fraction(0)
+    power: int = 1
+    grid_exp: int = 0
+
+    @property
+    def key(self) -> str:
+        """A unique, readable name (also the column name in the backend's result)."""
+        if self.kind in ("rows", "units"):
+            return f"__{self.kind}"
+        if self.kind == "nonnull":
+            return f"__nonnull:{self.column}"
+        if self.kind == "indicator_sum":
+            return f"__ind:{self.column}:[{self.lower},{self.upper})"
+        return f"__sum:{self.column}:[{self.lower},{self.upper}]-{self.shift}^{self.power}@2^{self.grid_exp}"
+
+    def row_bound(self) -> Fraction:
+        """The largest |contribution| of one row, in the statistic's own integer units.
+
+        For ``fixed_sum`` this is ⌈max(|lower − shift|, |upper − shift|)^power / 2^grid_exp⌉ + 1: the +1
+        covers float rounding of the subtraction/power and the round-to-grid step.
+        """
+        if self.kind != "fixed_sum":
+            return Fraction(1)
+        assert self.lower is not None and self.upper is not None
+        top = max(abs(self.lower - self.shift), abs(self.upper - self.shift)) ** self.power
+        return Fraction(-((-top) // Fraction(2) ** self.grid_exp) + 1)
+
+
+@dataclass(frozen=True)
+class MeasureContext:
+    """Public facts a mechanism may use: privacy unit, input schema, grouping, the budget notion."""
+
+    unit: PrivacyUnit
+    schema: pl.Schema
+    grouped: bool
+    notion: Notion
+
+
+@dataclass
+class MechanismPlan:
+    """What a mechanism will do for its measures with its budget share.
+
+    ``release`` receives the exact statistics (one numpy array per :attr:`Statistic.key`, one entry per
+    group, already restricted to the released groups) and the session's random source, and returns one
+    array per output column.
+    """
+
+    mechanism: str
+    measures: tuple[Measure, ...]
+    statistics: tuple[Statistic, ...]
+    cost: Budget
+    noise: dict[str, object] = field(default_factory=dict)   # label -> Noise (or any describable)
+    accuracy: dict[str, str] = field(default_factory=dict)   # output column -> text
+    notes: tuple[str, ...] = ()
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        """Add noise and post-process (overridden by each mechanism's plan class)."""
+        raise NotImplementedError(f"{self.mechanism} does not define release()")
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """A mechanism plugin (return instances from the ``dpframe_mechanisms`` hook)."""
+
+    name: str
+    handles: frozenset[str]
+    notions: frozenset[Notion]
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        """Raise a :class:`~dpframe.errors.DPFrameError` if ``measure`` is malformed for ``ctx``."""
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        """How many equal budget parts this mechanism needs for ``measures`` (≥ 1)."""
+        ...
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
+        """Calibrate to ``share`` (a budget in ``ctx.notion``) and describe the work."""
+        ...

@@ -1,0 +1,94 @@
+"""Calibrated discrete noise: the two additive mechanisms every built-in uses, with their cost formulas.
+
+* Discrete Laplace with scale t on a statistic of L1 sensitivity Δ is ε-DP with ε = Δ / t
+  (the ratio of pmfs at x and x + d is exp(|d|/t) ≤ exp(Δ/t)).
+* Discrete Gaussian with variance parameter σ² on a statistic of L2 sensitivity Δ is ρ-zCDP with
+  ρ = Δ² / (2σ²) (Canonne, Kamath & Steinke 2020, Thm. 14).
+
+Calibration is exact (Fractions), so the cost of the calibrated noise equals the share it was
+calibrated to. Real-valued statistics live on a grid of ``unit = 2**k``: the statistic is an integer
+count of grid steps, the noise is an integer, and the release is ``(statistic + noise) * unit``, a
+float that is exactly representable while |value| < 2**53 units.
+
+Example:
+    >>> from fractions import Fraction
+    >>> from dpframe.budgets import PureDP
+    >>> n = Noise.calibrate(Fraction(10), PureDP(0.5))
+    >>> n.scale, n.cost()
+    (Fraction(20, 1), PureDP(epsilon=1/2))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+from dpframe.budgets import ZCDP, Budget, PureDP, make
+from dpframe.errors import BudgetConversionError
+from dpframe.noise import RandomSource, discrete_gaussian, discrete_laplace, discrete_laplace_variance
+
+Distribution = Literal["discrete_laplace", "discrete_gaussian"]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Integer noise of a known distribution on a statistic of known sensitivity."""
+
+    distribution: Distribution
+    scale: Fraction          # Laplace: t; Gaussian: σ²
+    sensitivity: Fraction    # L1 (Laplace) or L2 (Gaussian), in statistic units
+    unit: Fraction = Fraction(1)
+
+    @classmethod
+    def calibrate(cls, sensitivity: Fraction, share: Budget, unit: Fraction = Fraction(1)) -> Noise:
+        """The noise that makes a statistic of this sensitivity cost exactly ``share``."""
+        if isinstance(share, PureDP):
+            return cls("discrete_laplace", sensitivity / share.epsilon, sensitivity, unit)
+        if isinstance(share, ZCDP):
+            return cls("discrete_gaussian", sensitivity**2 / (2 * share.rho), sensitivity, unit)
+        raise BudgetConversionError(f"additive noise is calibrated to pure DP or zCDP, not {share!r}",
+                                    argument="share", fix="pass a PureDP or ZCDP share")
+
+    def cost(self) -> Budget:
+        """ε = Δ/t for discrete Laplace; ρ = Δ²/(2σ²) for discrete Gaussian."""
+        if self.distribution == "discrete_laplace":
+            return make("pure", self.sensitivity / self.scale)
+        return make("zcdp", self.sensitivity**2 / (2 * self.scale))
+
+    def sample(self, size: int, rng: RandomSource) -> np.ndarray:
+        """``size`` integer draws (in statistic units) from the session's random source."""
+        if self.distribution == "discrete_laplace":
+            return discrete_laplace(self.scale, size, rng)
+        return discrete_gaussian(self.scale, size, rng)
+
+    def std(self) -> float:
+        """Standard deviation in output units (for the Gaussian, σ is an upper bound)."""
+        if self.distribution == "discrete_laplace":
+            var = discrete_laplace_variance(self.scale)
+        else:
+            var = float(self.scale)
+        return math.sqrt(var) * float(self.unit)
+
+    def ci95(self) -> float:
+        """Half-width of a 95% interval for the noise, in output units."""
+        if self.distribution == "discrete_laplace":
+            t = float(self.scale)
+            # P[|Z| > k] = 2 e^{-(k+1)/t} / (1 + e^{-1/t}); smallest k with that ≤ 0.05.
+            k = max(0, math.ceil(-t * math.log(0.025 * (1 + math.exp(-1 / t))) - 1))
+            return k * float(self.unit)
+        return 1.96 * math.sqrt(float(self.scale)) * float(self.unit)
+
+    def describe(self) -> str:
+        """E.g. 'discrete Laplace(t=20) on grid 2^-3, ±58 (95%)'."""
+        name = "discrete Laplace" if self.distribution == "discrete_laplace" else "discrete Gaussian"
+        par = f"t={_short(self.scale)}" if self.distribution == "discrete_laplace" else f"σ²={_short(self.scale)}"
+        grid = "" if self.unit == 1 else f" on grid 2^{round(math.log2(self.unit))}"
+        return f"{name}({par}, Δ={_short(self.sensitivity)}){grid}, ±{self.ci95():.4g} (95%)"
+
+
+def _short(x: Fraction) -> str:
+    return str(x) if x.denominator == 1 else f"{float(x):.6g}"

@@ -1,0 +1,224 @@
+"""Logical plan nodes.
+
+A node is frozen and validated when it is built: its output schema is derived by running the same
+Polars operation on an *empty* frame with the input's schema, so unknown columns and type errors fail
+at build time, free, without reading a private row. Row-level nodes know how to apply themselves to a
+Polars LazyFrame (:meth:`RowNode.apply`), which both validation and the Polars backend use.
+
+Example:
+    >>> import polars as pl
+    >>> scan = Scan.of("visits", pl.Schema({"age": pl.Int64, "city": pl.String}))
+    >>> Filter.of(scan, pl.col("age") >= 18).describe()
+    'Filter [(col("age")) >= (dyn int: 18)]'
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from dpframe.errors import PlanError, SchemaError
+from dpframe.measures import Measure
+from dpframe.plan.rowlevel import check_row_level
+
+
+def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
+    """Output schema of ``node`` applied to an empty frame of ``input_schema`` (reads no data)."""
+    try:
+        return node.apply(pl.LazyFrame(schema=input_schema)).collect().schema
+    except pl.exceptions.ColumnNotFoundError as e:
+        raise SchemaError(f"unknown column: {str(e).splitlines()[0]}", argument=argument,
+                          fix=f"use one of the columns {list(input_schema.names())}") from e
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
+        raise SchemaError(f"invalid expression: {str(e).splitlines()[0]}", argument=argument,
+                          fix="check the column types with Frame.schema") from e
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """Base of all plan nodes."""
+
+    @property
+    @abstractmethod
+    def schema(self) -> pl.Schema:
+        """The (public) output schema."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for explain()."""
+
+    def lineage(self) -> list[Node]:
+        """The nodes from the scan to this one."""
+        chain: list[Node] = [self]
+        while isinstance(chain[-1], RowNode):
+            chain.append(chain[-1].input)
+        return chain[::-1]
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Node):
+    """Reads a registered private table."""
+
+    table: str
+    table_schema: pl.Schema
+
+    @classmethod
+    def of(cls, table: str, schema: pl.Schema) -> Scan:
+        """A scan of ``table`` whose public schema is ``schema``."""
+        return cls(table, schema)
+
+    @property
+    def schema(self) -> pl.Schema:
+        return self.table_schema
+
+    def describe(self) -> str:
+        return f"Scan {self.table} ({len(self.table_schema)} columns)"
+
+
+@dataclass(frozen=True, eq=False)
+class RowNode(Node):
+    """A stable row-level transformation: each output row comes from one input row."""
+
+    input: Node
+    output_schema: pl.Schema
+
+    @property
+    def schema(self) -> pl.Schema:
+        return self.output_schema
+
+    @abstractmethod
+    def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """Apply this transformation to a Polars LazyFrame."""
+
+
+@dataclass(frozen=True, eq=False)
+class Filter(RowNode):
+    """Keeps the rows where a row-level boolean predicate holds (nulls count as false)."""
+
+    predicate: pl.Expr
+
+    @classmethod
+    def of(cls, input: Node, predicate: pl.Expr) -> Filter:
+        """Validate and build."""
+        check_row_level(predicate, "predicate")
+        node = cls(input, input.schema, predicate)
+        schema = _derive(input.schema, node, "predicate")
+        if schema != input.schema:
+            raise PlanError("a filter must not change the columns", argument="predicate",
+                            fix="pass a boolean expression")
+        dtype = pl.LazyFrame(schema=input.schema).select(predicate).collect_schema().dtypes()
+        if len(dtype) != 1 or dtype[0] != pl.Boolean:
+            raise SchemaError(f"must be a boolean expression, got {dtype}", argument="predicate",
+                              fix="compare a column, e.g. pl.col('age') >= 18")
+        return node
+
+    def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.filter(self.predicate)
+
+    def describe(self) -> str:
+        return f"Filter [{self.predicate}]"
+
+
+def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str) -> tuple[pl.Expr, ...]:
+    out = []
+    for e in exprs:
+        if isinstance(e, str):
+            e = pl.col(e)
+        check_row_level(e, argument)
+        out.append(e)
+    for name, e in named.items():
+        e = e if isinstance(e, pl.Expr) else pl.lit(e)
+        check_row_level(e, name)
+        out.append(e.alias(name))
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class WithColumns(RowNode):
+    """Adds or replaces columns computed row by row. The privacy-unit column cannot be replaced."""
+
+    exprs: tuple[pl.Expr, ...]
+
+    @classmethod
+    def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
+           protected: str | None) -> WithColumns:
+        """Validate and build."""
+        checked = _named(exprs, named, "exprs")
+        node = cls(input, input.schema, checked)
+        schema = _derive(input.schema, node, "exprs")
+        written = pl.LazyFrame(schema=input.schema).select(checked).collect_schema().names()
+        if protected is not None and protected in written:
+            raise PlanError(f"would overwrite the privacy-unit column {protected!r}", argument="exprs",
+                            fix="write the result to a column with another name")
+        return cls(input, schema, checked)
+
+    def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.with_columns(self.exprs)
+
+    def describe(self) -> str:
+        return "WithColumns [" + ", ".join(str(e) for e in self.exprs) + "]"
+
+
+@dataclass(frozen=True, eq=False)
+class Select(RowNode):
+    """Keeps only the given (row-level) columns; the privacy-unit column is always kept."""
+
+    exprs: tuple[pl.Expr, ...]
+
+    @classmethod
+    def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
+           protected: str | None) -> Select:
+        """Validate and build."""
+        checked = _named(exprs, named, "exprs")
+        names = pl.LazyFrame(schema=input.schema).select(checked).collect_schema().names() \
+            if checked else []
+        if protected is not None and protected in names:
+            # Selected explicitly: it must be the unit column itself, unchanged.
+            raise PlanError(f"the privacy-unit column {protected!r} is kept automatically",
+                            argument="exprs", fix=f"leave {protected!r} out of select()")
+        if protected is not None:
+            checked = (pl.col(protected), *checked)
+        node = cls(input, input.schema, checked)
+        return cls(input, _derive(input.schema, node, "exprs"), checked)
+
+    def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.select(self.exprs)
+
+    def describe(self) -> str:
+        return "Select [" + ", ".join(str(e) for e in self.exprs) + "]"
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(Node):
+    """The private aggregation a query releases: measures, optionally per group.
+
+    ``keys`` is a DataFrame of public group keys, or ``None`` for keys chosen by DP partition
+    selection (grouped queries only).
+    """
+
+    input: Node
+    by: tuple[str, ...]
+    keys: pl.DataFrame | None
+    measures: tuple[Measure, ...]
+
+    @property
+    def schema(self) -> pl.Schema:
+        return self.input.schema
+
+    @property
+    def grouped(self) -> bool:
+        """Whether this is a group-by."""
+        return bool(self.by)
+
+    def describe(self) -> str:
+        if not self.by:
+            return "Aggregate (one row)"
+        source = "public keys" if self.keys is not None else "private keys (DP partition selection)"
+        n = f", {self.keys.height} groups" if self.keys is not None else ""
+        return f"GroupBy {list(self.by)}: {source}{n}"
+
+    def lineage(self) -> list[Node]:
+        return [*self.input.lineage(), self]

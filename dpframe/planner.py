@@ -1,0 +1,100 @@
+"""The planner: from a logical plan and a budget to a physical plan with an exact cost.
+
+It reads no data. It routes every measure to a mechanism plugin, splits the query's budget, asks each
+mechanism to calibrate to its share, and converts the total cost into the session's notion, so the
+accountant can reserve it before execution.
+
+Budget split (documented in ``docs/concepts.md``): the query budget's first coordinate (ε or ρ) is
+split into equal parts; each mechanism asks for as many parts as it releases distinct statistics, and
+partition selection (private group keys) takes one part plus all of δ. Noise family: a pure or
+approximate-DP budget uses discrete Laplace noise; a zCDP budget uses discrete Gaussian noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from dpframe.budgets import ApproxDP, Budget, PureDP, ZCDP, make
+from dpframe.errors import BudgetError, PlanError
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
+from dpframe.plan.nodes import Aggregate
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+
+@dataclass
+class PhysicalPlan:
+    """Mechanisms bound to their shares, the statistics they need, and the exact cost."""
+
+    budget: Budget
+    cost: Budget
+    session_cost: Budget
+    selection: MechanismPlan | None
+    plans: list[MechanismPlan]
+
+    def statistics(self) -> tuple[object, ...]:
+        """The distinct statistics the backend must compute."""
+        seen: dict[str, object] = {}
+        for p in ([self.selection] if self.selection else []) + self.plans:
+            for s in p.statistics:
+                seen.setdefault(s.key, s)
+        return tuple(seen.values())
+
+
+def check_budget(budget: object) -> Budget:
+    """A query budget must be given and be one of dp.PureDP / dp.ApproxDP / dp.ZCDP."""
+    if not isinstance(budget, PureDP | ApproxDP | ZCDP):
+        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {budget!r}", argument="budget",
+                          fix="pass budget=dp.PureDP(0.5) (or another budget) to explain/cost/collect")
+    return budget
+
+
+def _first(b: Budget) -> Fraction:
+    return b.rho if isinstance(b, ZCDP) else b.epsilon
+
+
+def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPlan:
+    """Plan ``node`` under ``budget``; raise a DPFrameError (nothing charged) if it cannot run."""
+    budget = check_budget(budget)
+    notion = "zcdp" if budget.notion == "zcdp" else "pure"
+    ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
+    host = session.plugins
+    groups: dict[str, tuple[Mechanism, list[Measure]]] = {}
+    names = set(node.by)
+    for m in node.measures:
+        if m.output_name in names:
+            raise PlanError(f"two output columns are named {m.output_name!r}", argument="measures",
+                            fix="rename one with .alias('new_name')")
+        names.add(m.output_name)
+        mech = host.mechanism_for(m.kind, notion, m.option("mechanism"))
+        mech.validate(m, ctx)
+        groups.setdefault(mech.name, (mech, []))[1].append(m)
+    select = node.grouped and node.keys is None
+    delta = getattr(budget, "delta", Fraction(0))
+    if select and delta == 0:
+        raise BudgetError(
+            "grouping by private keys needs DP partition selection, which needs δ > 0", argument="budget",
+            fix="pass public keys: group_by(..., keys=[...]), or a budget with a δ: "
+                "dp.ApproxDP(epsilon, delta=1e-7) or dp.ZCDP(rho, delta=1e-7)")
+    parts = {name: mech.parts(ms, ctx) for name, (mech, ms) in groups.items()}
+    total_parts = sum(parts.values()) + (1 if select else 0)
+    part = _first(budget) / total_parts
+    selection = None
+    if select:
+        sel_mech = host.mechanism_for("partition_selection", budget.notion)
+        share = make(budget.notion, part, delta)
+        selection = sel_mech.plan([Measure("partition_selection")], ctx, share)
+    plans = [mech.plan(ms, ctx, make(notion, part * parts[name])) for name, (mech, ms) in groups.items()]
+    first = sum((_first(p.cost) for p in plans), Fraction(0))
+    if selection is not None:
+        first += _first(selection.cost)
+    used_delta = delta if select else Fraction(0)
+    cost = make(budget.notion, first, used_delta)
+    if first > _first(budget):
+        raise PlanError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
+                        fix="this is a mechanism plugin bug: report it")
+    return PhysicalPlan(budget, cost, session.accountant.charge(cost), selection, plans)

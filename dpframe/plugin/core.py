@@ -1,0 +1,24 @@
+"""The core plugin: registers the built-in accountants and execution backends through the same hooks
+third-party plugins use (the built-in *mechanisms* live in ``plugins/`` and load through entry points).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dpframe.accounting.accountants import BasicAccountant, ZCDPAccountant
+from dpframe.backends.polars import PolarsBackend
+from dpframe.plugin.hookspecs import hookimpl
+
+
+@hookimpl
+def dpframe_accountants() -> dict[str, Callable[..., Any]]:
+    """Basic composition and zCDP composition."""
+    return {"basic": BasicAccountant, "zcdp": ZCDPAccountant}
+
+
+@hookimpl
+def dpframe_backends() -> dict[str, Callable[[], Any]]:
+    """The Polars backend."""
+    return {"polars": PolarsBackend}

@@ -1,0 +1,141 @@
+"""A typed facade over the pluggy plugin manager.
+
+Example:
+    >>> host = plugin_host()
+    >>> "polars" in host.backend_names()
+    True
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pluggy
+
+from dpframe.errors import PluginError
+from dpframe.mechanism import Mechanism
+from dpframe.plugin import hookspecs
+
+BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One row of ``dpframe plugins``."""
+
+    name: str
+    version: str
+    package: str
+    provides: str
+
+
+class PluginHost:
+    """Loads plugins once and answers the engine's questions about them."""
+
+    def __init__(self, blocked: frozenset[str] = frozenset()) -> None:
+        self.pm = pluggy.PluginManager("dpframe")
+        self.pm.add_hookspecs(hookspecs.DPFrameSpecs)
+        self.blocked = blocked
+        for name in blocked:
+            self.pm.set_blocked(name)
+        from dpframe.plugin import core
+
+        if "core" not in blocked:
+            self.pm.register(core, name="core")
+        self.pm.load_setuptools_entrypoints("dpframe")
+
+    def _collect(self, hook: Callable[..., list[Any]]) -> list[tuple[str, Any]]:
+        out = []
+        for impl in hook.get_hookimpls():  # type: ignore[attr-defined]
+            result = impl.function()
+            name = self.pm.get_name(impl.plugin) or "?"
+            items = result.items() if isinstance(result, dict) else [(getattr(r, "name", "?"), r) for r in result]
+            out += [(name, item) for item in items]
+        return out
+
+    def mechanisms(self) -> list[tuple[str, Mechanism]]:
+        """(plugin name, mechanism) pairs in registration order (built-ins first)."""
+        found = []
+        for plugin, (_, mech) in self._collect(self.pm.hook.dpframe_mechanisms):
+            if not isinstance(mech, Mechanism):
+                raise PluginError(f"plugin {plugin!r} returned {mech!r}, which is not a Mechanism",
+                                  argument="dpframe_mechanisms",
+                                  fix="give it name, handles, notions, validate(), parts() and plan()")
+            found.append((plugin, mech))
+        return found
+
+    def mechanism_for(self, kind: str, notion: str, name: str | None = None) -> Mechanism:
+        """The mechanism that handles measure ``kind`` under ``notion`` (or the one named ``name``)."""
+        candidates = [m for _, m in self.mechanisms() if kind in m.handles]
+        if name is not None:
+            candidates = [m for m in candidates if m.name == name]
+        usable = [m for m in candidates if notion in m.notions]
+        if usable:
+            return usable[0]
+        if candidates:
+            raise PluginError(
+                f"no mechanism for {kind!r} works with {notion} budgets "
+                f"(found {[m.name for m in candidates]} for {sorted({n for m in candidates for n in m.notions})})",
+                argument="budget", fix="give the query a budget of a notion listed there")
+        raise PluginError(f"no installed mechanism handles {kind!r}", argument="measure",
+                          fix="install the plugin that provides it (`dpframe plugins` lists what is installed;"
+                              " a source checkout needs `pip install -e .`)")
+
+    def _named(self, hook: Callable[..., list[Any]], what: str, name: str) -> Any:
+        table = dict(item for _, item in self._collect(hook))
+        if name not in table:
+            raise PluginError(f"unknown {what} {name!r}", argument=what,
+                              fix=f"use one of {sorted(table)}")
+        return table[name]
+
+    def accountant(self, name: str) -> Callable[..., Any]:
+        """The accountant factory registered as ``name``."""
+        return self._named(self.pm.hook.dpframe_accountants, "accountant", name)  # type: ignore[no-any-return]
+
+    def backend(self, name: str) -> Any:
+        """A new instance of the backend registered as ``name``."""
+        return self._named(self.pm.hook.dpframe_backends, "backend", name)()
+
+    def backend_names(self) -> list[str]:
+        """Registered backend names."""
+        return sorted(dict(item for _, item in self._collect(self.pm.hook.dpframe_backends)))
+
+    def describe(self) -> list[PluginInfo]:
+        """Name, version, source package and what each plugin provides."""
+        dists = {}
+        for dist in md.distributions():
+            for ep in dist.entry_points:
+                if ep.group == "dpframe":
+                    dists[ep.name] = dist
+        rows = []
+        for name, plugin in self.pm.list_name_plugin():
+            dist = dists.get(name)
+            provides = []
+            mech = getattr(plugin, "dpframe_mechanisms", None)
+            if mech:
+                provides += [f"{m.name}: {', '.join(sorted(m.handles))} [{'/'.join(sorted(m.notions))}]"
+                             for m in mech()]
+            for hook, label in (("dpframe_accountants", "accountant"), ("dpframe_backends", "backend")):
+                fn = getattr(plugin, hook, None)
+                if fn:
+                    provides += [f"{label} {n}" for n in fn()]
+            package = dist.metadata["Name"] if dist else "dpframe"
+            version = dist.version if dist else md.version("dpframe")
+            rows.append(PluginInfo(name, version, package, "; ".join(provides)))
+        return rows
+
+
+@lru_cache(maxsize=4)
+def _host(blocked: frozenset[str]) -> PluginHost:
+    return PluginHost(blocked)
+
+
+def plugin_host() -> PluginHost:
+    """The process-wide plugin host (rebuilt when ``DPFRAME_BLOCK_PLUGINS`` changes)."""
+    blocked = frozenset(n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip())
+    return _host(blocked)

@@ -1,0 +1,192 @@
+"""The session: private tables, the privacy unit, the total budget and the accountant that enforces it.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 1, 2, 3], "spend": [10.0, 20.0, 5.0, 7.5]})
+    >>> sess = dp.Session({"visits": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
+    ...                   budget=dp.PureDP(1.0), seed=7)
+    >>> out = sess.table("visits").agg(dp.len()).collect(budget=dp.PureDP(0.5))
+    >>> out.columns, sess.remaining()
+    (['len'], PureDP(epsilon=1/2))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from dpframe.accounting import Ledger
+from dpframe.accounting.accountants import Accountant, default_accountant
+from dpframe.budgets import ApproxDP, Budget, PureDP, ZCDP, describe
+from dpframe.backends.base import StatisticsRequest
+from dpframe.errors import BudgetError, DPFrameError, SchemaError
+from dpframe.frame import Frame
+from dpframe.noise import RandomSource, default_source
+from dpframe.plan.nodes import RowNode, Scan
+from dpframe.plugin import PluginHost, plugin_host
+from dpframe.privacy_unit import PrivacyUnit
+
+if TYPE_CHECKING:
+    from dpframe.frame import Query
+    from dpframe.planner import PhysicalPlan
+
+TableSource = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
+
+
+def _load(name: str, source: object) -> pl.LazyFrame:
+    fix = "pass a polars DataFrame/LazyFrame, a pyarrow Table, or a path to a .parquet or .csv file"
+    if isinstance(source, pl.LazyFrame):
+        return source
+    if isinstance(source, pl.DataFrame):
+        return source.lazy()
+    if isinstance(source, pa.Table):
+        frame = pl.from_arrow(source)
+        assert isinstance(frame, pl.DataFrame)
+        return frame.lazy()
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.exists():
+            raise SchemaError(f"file {str(path)!r} does not exist", argument=f"tables[{name!r}]", fix=fix)
+        if path.suffix.lower() == ".parquet":
+            return pl.scan_parquet(path)
+        if path.suffix.lower() == ".csv":
+            return pl.scan_csv(path)
+        raise SchemaError(f"unsupported file type {path.suffix!r}", argument=f"tables[{name!r}]", fix=fix)
+    raise SchemaError(f"unsupported table type {type(source).__name__}", argument=f"tables[{name!r}]", fix=fix)
+
+
+class Session:
+    """Private tables under one privacy unit and one enforced total budget.
+
+    Args:
+        tables: ``{name: table}``; a table is a polars DataFrame/LazyFrame, a pyarrow Table or a path to
+            a Parquet/CSV file.
+        privacy_unit: whose privacy is protected (``dp.PrivacyUnit("user_id", max_rows=10)`` or
+            ``dp.PrivacyUnit.row()``).
+        budget: the total budget: ``dp.PureDP``, ``dp.ApproxDP`` or ``dp.ZCDP``.
+        ledger: a file path to keep the spent budget across restarts (SQLite); ``None`` keeps it in memory.
+        backend: execution engine name (``"polars"``; see ``dpframe plugins``).
+        accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets); default by budget.
+        seed: **tests only** — a deterministic, NOT PRIVATE random source (``explain()`` says so).
+    """
+
+    def __init__(self, tables: Mapping[str, TableSource], *, privacy_unit: PrivacyUnit, budget: Budget,
+                 ledger: str | Path | None = None, backend: str = "polars", accountant: str | None = None,
+                 seed: int | None = None) -> None:
+        if not isinstance(privacy_unit, PrivacyUnit):
+            raise DPFrameError(f"expected dp.PrivacyUnit, got {privacy_unit!r}", argument="privacy_unit",
+                               fix="pass dp.PrivacyUnit('user_id', max_rows=...) or dp.PrivacyUnit.row()")
+        if not isinstance(budget, PureDP | ApproxDP | ZCDP):
+            raise BudgetError(f"expected a dp budget, got {budget!r}", argument="budget",
+                              fix="pass dp.PureDP(eps), dp.ApproxDP(eps, delta) or dp.ZCDP(rho)")
+        if not isinstance(tables, Mapping) or not tables:
+            raise SchemaError("give at least one table", argument="tables", fix="pass {'name': dataframe}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise DPFrameError(f"expected an int, got {seed!r}", argument="seed", fix="pass an int or None")
+        self.privacy_unit = privacy_unit
+        self.plugins: PluginHost = plugin_host()
+        self.accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
+        self.backend = self.plugins.backend(backend)
+        self.rng: RandomSource = default_source(seed)
+        self._schemas: dict[str, pl.Schema] = {}
+        for name, source in tables.items():
+            if not isinstance(name, str) or not name:
+                raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
+                                  fix="use {'visits': data}")
+            frame = _load(name, source)
+            self._schemas[name] = self._check_table(name, frame)
+            self.backend.register(name, frame)
+        self._ledger = Ledger(ledger, self.accountant)
+
+    def _check_table(self, name: str, frame: pl.LazyFrame) -> pl.Schema:
+        # Run by the data owner when the session is created, before any analyst query.
+        try:
+            schema = frame.collect_schema()
+            rows = frame.select(pl.len()).collect().item()
+        except pl.exceptions.PolarsError as e:
+            raise SchemaError(f"cannot read table {name!r}: {str(e).splitlines()[0]}", argument="tables",
+                              fix="check the file or frame") from e
+        if len(schema) == 0 or rows == 0:
+            raise SchemaError(f"table {name!r} is empty", argument="tables", fix="register a table with rows")
+        if len(set(schema.names())) != len(schema):
+            raise SchemaError(f"table {name!r} has duplicate column names", argument="tables",
+                              fix="rename the columns")
+        unit = self.privacy_unit.column
+        if unit is not None and unit not in schema:
+            raise SchemaError(f"table {name!r} has no privacy-unit column {unit!r}", argument="privacy_unit",
+                              fix=f"use one of {list(schema.names())}")
+        return schema
+
+    def __repr__(self) -> str:
+        return (f"<dp.Session tables={list(self._schemas)} {self.privacy_unit!r} budget={self.accountant.total!r} "
+                f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
+
+    def tables(self) -> list[str]:
+        """Names of the registered tables."""
+        return list(self._schemas)
+
+    def table(self, name: str) -> Frame:
+        """A lazy private frame over table ``name``."""
+        if name not in self._schemas:
+            raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.tables()}")
+        return Frame(self, Scan.of(name, self._schemas[name]))
+
+    def spent(self) -> Budget:
+        """Everything charged so far (reservations included), in the session's notion.
+
+        For a zCDP session, ``sess.spent().to_approx(delta=1e-6)`` gives the (ε, δ) equivalent.
+        """
+        return self._ledger.spent()
+
+    def remaining(self) -> Budget:
+        """What is left of the total budget."""
+        return self.accountant.remaining(self.spent())
+
+    def history(self) -> pl.DataFrame:
+        """One row per charged query: id, status, query, mechanisms, cost (exact text)."""
+        rows = self._ledger.charges()
+        return pl.DataFrame({
+            "id": [c.id for c in rows], "status": [c.status for c in rows], "query": [c.query for c in rows],
+            "mechanisms": [c.mechanisms for c in rows], "cost": [describe(c.cost) for c in rows],
+        }, schema={"id": pl.Int64, "status": pl.String, "query": pl.String, "mechanisms": pl.String,
+                   "cost": pl.String})
+
+    def _execute(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
+        node = query.node
+        mechanisms = ", ".join(p.mechanism for p in ([plan.selection] if plan.selection else []) + plan.plans)
+        charge = self._ledger.reserve(plan.session_cost, query.describe(), mechanisms)
+        try:
+            result = self._run(node, plan)
+        except Exception as e:
+            # The engine's own message may quote private values: keep only its type.
+            self._ledger.fail(charge, type(e).__name__)
+            raise DPFrameError(
+                f"the query failed while running ({type(e).__name__}); its cost stays charged",
+                argument="query", fix="check column types and expressions against Frame.schema") from None
+        self._ledger.commit(charge)
+        return result
+
+    def _run(self, node: Any, plan: PhysicalPlan) -> pl.DataFrame:
+        rows = tuple(n for n in node.lineage() if isinstance(n, RowNode))
+        request = StatisticsRequest(rows[0].lineage()[0].table if rows else node.lineage()[0].table, rows,
+                                    self.privacy_unit, node.by, node.keys, plan.statistics(),
+                                    self.rng.seed_for_engine())
+        stats = self.backend.statistics(request)
+        if plan.selection is not None:
+            keep = plan.selection.release({k: stats[k].to_numpy() for k in stats.columns
+                                           if k.startswith("__")}, self.rng)["__keep"]
+            stats = stats.filter(pl.Series(np.asarray(keep, dtype=bool)))
+        columns: dict[str, Any] = {c: stats[c] for c in node.by}
+        for p in plan.plans:
+            released = p.release({s.key: stats[s.key].to_numpy() for s in p.statistics}, self.rng)
+            columns.update({name: pl.Series(name, values) for name, values in released.items()})
+        return pl.DataFrame(columns) if node.by else pl.DataFrame({k: v for k, v in columns.items()})
+
+    def close(self) -> None:
+        """Close the ledger."""
+        self._ledger.close()

@@ -1,0 +1,99 @@
+"""DP partition selection: which group keys found in the private data may be released.
+
+Statistic: the number of distinct privacy units per group, u_g. After bounding, one unit touches at
+most L0 = min(max_groups, max_rows) groups and adds 1 to each. A group is released iff u_g + Z_g ≥ τ.
+
+* Pure-ε part: for groups present in both neighbours the vector (u_g) changes by ≤ 1 in ≤ L0 places
+  (L1 = L0, L2 = √L0); discrete Laplace with t = L0/ε is ε-DP, discrete Gaussian with σ² = L0/(2ρ) is
+  ρ-zCDP.
+* δ part: a group that exists only because of the added unit has u_g ≤ 1, so it is released with
+  probability ≤ P[Z ≥ τ − 1]; over its ≤ L0 groups, δ ≤ L0·P[Z ≥ τ − 1]. For discrete Laplace
+  P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) (k ≥ 1); for the discrete Gaussian, P[Z ≥ k] ≤ e^{−k²/(2σ²)}
+  (it is σ-subgaussian, CKS20 Prop. 3). τ is the smallest integer meeting the target δ, plus one for
+  floating-point safety.
+Measures released for the selected groups are noised independently; together this is the standard
+argument of Korolova et al. 2009 / Wilson et al. 2020 (total: (ε_sel + ε_measures, δ)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpframe.budgets import ApproxDP, Budget, make
+from dpframe.errors import BudgetError
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.noise import RandomSource
+
+KEEP = "__keep"
+
+
+def sqrt_up(n: int) -> Fraction:
+    """A rational ≥ √n (exact when n is a perfect square)."""
+    r = math.isqrt(n)
+    return Fraction(r) if r * r == n else Fraction(math.isqrt(n * 10**12) + 1, 10**6)
+
+
+def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
+    """Smallest τ with l0·P[Z ≥ τ − 1] ≤ δ for discrete Laplace(t = scale), plus one for safety."""
+    t = float(scale)
+    k = -t * (math.log(float(delta)) + math.log1p(math.exp(-1 / t)) - math.log(l0))
+    return max(1, math.ceil(k)) + 2
+
+
+def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
+    """Smallest τ with l0·exp(−(τ − 1)²/(2σ²)) ≤ δ, plus one for safety."""
+    k = math.sqrt(2 * float(sigma2) * math.log(l0 / float(delta)))
+    return max(1, math.ceil(k)) + 2
+
+
+@dataclass
+class SelectionPlan(MechanismPlan):
+    """Noisy distinct-unit counts against a threshold."""
+
+    selection_noise: Noise | None = None
+    threshold: int = 0
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.selection_noise is not None
+        units = np.asarray(stats[Statistic("units").key], dtype=np.int64)
+        noisy = units + self.selection_noise.sample(units.size, rng)
+        return {KEEP: noisy >= self.threshold}
+
+
+class PartitionSelection:
+    """Thresholded discrete Laplace (approx DP) or discrete Gaussian (approx zCDP) key selection."""
+
+    name = "partition_selection"
+    handles = frozenset({"partition_selection"})
+    notions = frozenset({"approx", "zcdp"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        """Nothing to check: the statistic is always available."""
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        """One part."""
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> SelectionPlan:
+        delta = share.delta  # type: ignore[union-attr]
+        if delta <= 0:
+            raise BudgetError("selecting private group keys needs δ > 0", argument="budget",
+                              fix="give public keys with group_by(..., keys=...), or a budget with delta > 0")
+        l0 = ctx.unit.groups_per_unit
+        pure = make("pure", share.epsilon) if isinstance(share, ApproxDP) else make("zcdp", share.rho)  # type: ignore[union-attr]
+        # L1 = l0 for the Laplace part; L2 = √l0 (rounded up to a rational) for the Gaussian part.
+        noise = Noise.calibrate(Fraction(l0) if pure.notion == "pure" else sqrt_up(l0), pure)
+        tau = laplace_threshold(l0, noise.scale, delta) if noise.distribution == "discrete_laplace" \
+            else gaussian_threshold(l0, noise.scale, delta)
+        cost = make(share.notion, share.epsilon if share.notion == "approx" else share.rho, delta)  # type: ignore[union-attr]
+        note = (f"groups need about {tau} privacy units to be released (τ = {tau}); "
+                f"a unit touches ≤ {l0} groups")
+        return SelectionPlan(self.name, tuple(measures), (Statistic("units"),), cost,
+                             noise={"distinct units per group": noise}, notes=(note,),
+                             selection_noise=noise, threshold=tau)
