@@ -10,6 +10,7 @@ Example:
     ['city', 'len', 'spend_mean']
 """
 
+from dpframe import datasets
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
     BoundsError,
@@ -34,5 +35,5 @@ __all__ = [
     "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "hookimpl", "len",
-    "mean", "measure", "std", "sum", "var",
+    "datasets", "mean", "measure", "std", "sum", "var",
 ]

@@ -1,0 +1,34 @@
+"""Deterministic synthetic datasets for demos, docs and tests (public, generated; no real people).
+
+Example:
+    >>> visits(rows=1000).columns
+    ['user_id', 'age', 'city', 'spend', 'visits']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+CITIES = ("Amsterdam", "Berlin", "Copenhagen", "Dublin", "Edinburgh", "Florence", "Geneva", "Helsinki",
+          "Istanbul", "Jena", "Krakow", "Lisbon", "Madrid", "Naples", "Oslo", "Porto", "Quimper", "Riga",
+          "Stockholm", "Tallinn", "Utrecht", "Vienna", "Warsaw", "Ypres", "Zurich")
+
+
+def visits(rows: int = 200_000, users: int | None = None, seed: int = 2024) -> pl.DataFrame:
+    """A 'visits' table: each user visits a few times (Zipf-popular cities, skewed spend).
+
+    Columns: ``user_id`` (int), ``age`` (int, a few nulls), ``city`` (str), ``spend`` (float, a few NaN
+    and outliers above 500), ``visits`` (int).
+    """
+    rng = np.random.default_rng(seed)
+    users = users or max(1, rows // 5)
+    user = rng.integers(0, users, rows)
+    user_age = rng.integers(12, 90, users)
+    p = 1.0 / np.arange(1, len(CITIES) + 1) ** 1.1
+    city = rng.choice(np.array(CITIES), rows, p=p / p.sum())
+    spend = np.round(rng.lognormal(3.5, 0.9, rows), 2)
+    spend[rng.random(rows) < 0.002] = np.nan
+    age = pl.Series("age", user_age[user]).scatter(np.flatnonzero(rng.random(rows) < 0.01), None)
+    return pl.DataFrame({"user_id": user, "age": age, "city": city, "spend": spend,
+                         "visits": rng.integers(1, 6, rows)})
