@@ -8,6 +8,7 @@ Example:
     >>> q = sess.table("visits").group_by("city", keys=["a", "b"]).agg(dp.len(), dp.mean("spend", bounds=(0, 5)))
     >>> q.collect(budget=dp.PureDP(1.0)).columns
     ['city', 'len', 'spend_mean']
+
 """
 
 from dpframe import datasets

@@ -16,6 +16,7 @@ Example:
     ZCDP(rho=1/2)
     >>> round(float(dp.ZCDP(0.5).to_approx(delta=1e-6).epsilon), 3)
     5.222
+
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class PureDP:
     Example:
         >>> PureDP(0.5) + PureDP(0.25)
         PureDP(epsilon=3/4)
+
     """
 
     epsilon: Fraction
@@ -99,6 +101,7 @@ class ApproxDP:
     Example:
         >>> ApproxDP(1, 1e-6).delta
         Fraction(1, 1000000)
+
     """
 
     epsilon: Fraction
@@ -133,6 +136,7 @@ class ZCDP:
     Example:
         >>> ZCDP(0.125) + PureDP(0.5).to_zcdp()
         ZCDP(rho=1/4)
+
     """
 
     rho: Fraction
@@ -221,6 +225,7 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     Example:
         >>> float(zcdp_epsilon(Fraction(1, 2), Fraction(1, 10**6))) < 0.5 + 2 * (0.5 * math.log(1e6)) ** 0.5
         True
+
     """
     r = float(rho)
     if r == 0:

@@ -1,8 +1,8 @@
 """The ``dpframe`` command line.
 
-    dpframe demo [--rows N] [--epsilon E]   run the headline query on a generated dataset
-    dpframe plugins                          list installed plugins and what they provide
-    dpframe --version
+dpframe demo [--rows N] [--epsilon E]   run the headline query on a generated dataset
+dpframe plugins                          list installed plugins and what they provide
+dpframe --version
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Example:
     >>> visits(rows=1000).columns
     ['user_id', 'age', 'city', 'spend', 'visits']
+
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ Example:
     ... except dp.BudgetError as e:
     ...     print(e.argument)
     epsilon
+
 """
 
 from __future__ import annotations

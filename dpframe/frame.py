@@ -11,6 +11,7 @@ Example:
     >>> q = sess.table("t").filter(pl.col("age") >= 18).group_by("city", keys=["a", "b"]).agg(dp.len())
     >>> q.cost(budget=dp.PureDP(0.5))
     PureDP(epsilon=1/2)
+
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ class Frame:
         return Frame(self._session, Select.of(self._node, exprs, named, self._unit()))  # type: ignore[arg-type]
 
     def group_by(self, *by: str | Sequence[str], keys: Any = None) -> GroupBy:
-        """Group by columns. ``keys``: the public group keys (recommended), or ``None`` to let DP
-        partition selection choose keys from the data (needs a budget with δ > 0).
+        """Group by columns, with public keys or with keys chosen by DP partition selection.
 
-        ``keys`` may be a list of values (one column), a dict ``{column: values}`` (all combinations),
-        or a ``pl.DataFrame`` with exactly the key columns.
+        ``keys``: the public group keys (recommended), or ``None`` to let DP partition selection choose
+        keys from the data (needs a budget with δ > 0). ``keys`` may be a list of values (one column),
+        a dict ``{column: values}`` (all combinations), or a ``pl.DataFrame`` with the key columns.
         """
         cols: list[str] = []
         for b in by:

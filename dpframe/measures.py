@@ -14,6 +14,7 @@ Example:
     'spend_mean'
     >>> dp.len().alias("n").output_name
     'n'
+
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def measure(kind: str, column: str | None = None, bounds: object = None, **optio
     Example:
         >>> measure("histogram", "age", bounds=(0, 120), edges=(0, 18, 65, 120)).describe()
         'histogram(age, bounds=[0, 120], edges=(0, 18, 65, 120))'
+
     """
     if not isinstance(kind, str) or not kind:
         raise DPFrameError(f"expected a non-empty string, got {kind!r}", argument="kind",

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from dpframe.budgets import ApproxDP, Budget, PureDP, ZCDP, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
 from dpframe.errors import BudgetError, PlanError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
+from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statistic
 from dpframe.plan.nodes import Aggregate
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ class PhysicalPlan:
     selection: MechanismPlan | None
     plans: list[MechanismPlan]
 
-    def statistics(self) -> tuple[object, ...]:
+    def statistics(self) -> tuple[Statistic, ...]:
         """The distinct statistics the backend must compute."""
-        seen: dict[str, object] = {}
+        seen: dict[str, Statistic] = {}
         for p in ([self.selection] if self.selection else []) + self.plans:
             for s in p.statistics:
                 seen.setdefault(s.key, s)
@@ -60,7 +60,7 @@ def _first(b: Budget) -> Fraction:
 def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPlan:
     """Plan ``node`` under ``budget``; raise a DPFrameError (nothing charged) if it cannot run."""
     budget = check_budget(budget)
-    notion = "zcdp" if budget.notion == "zcdp" else "pure"
+    notion: Notion = "zcdp" if budget.notion == "zcdp" else "pure"
     ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
     host = session.plugins
     groups: dict[str, tuple[Mechanism, list[Measure]]] = {}

@@ -12,6 +12,7 @@ Example:
     PrivacyUnit('user_id', max_rows=10)
     >>> dp.PrivacyUnit.row()
     PrivacyUnit.row()
+
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class PrivacyUnit:
         max_rows: at most this many rows per unit are kept (a uniformly random subset).
         max_groups: in a group-by, at most this many distinct groups per unit are kept (a uniformly
             random subset). ``None`` means ``max_rows`` (a unit cannot touch more groups than rows).
+
     """
 
     column: str | None

@@ -8,13 +8,14 @@ Example:
     >>> out = sess.table("visits").agg(dp.len()).collect(budget=dp.PureDP(0.5))
     >>> out.columns, sess.remaining()
     (['len'], PureDP(epsilon=1/2))
+
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import polars as pl
@@ -22,12 +23,12 @@ import pyarrow as pa
 
 from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
-from dpframe.budgets import ApproxDP, Budget, PureDP, ZCDP, describe
 from dpframe.backends.base import StatisticsRequest
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.errors import BudgetError, DPFrameError, SchemaError
 from dpframe.frame import Frame
 from dpframe.noise import RandomSource, default_source
-from dpframe.plan.nodes import RowNode, Scan
+from dpframe.plan.nodes import Aggregate, RowNode, Scan
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from dpframe.frame import Query
     from dpframe.planner import PhysicalPlan
 
-TableSource = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
+TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
 
 
 def _load(name: str, source: object) -> pl.LazyFrame:
@@ -73,6 +74,7 @@ class Session:
         backend: execution engine name (``"polars"``; see ``dpframe plugins``).
         accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets); default by budget.
         seed: **tests only** — a deterministic, NOT PRIVATE random source (``explain()`` says so).
+
     """
 
     def __init__(self, tables: Mapping[str, TableSource], *, privacy_unit: PrivacyUnit, budget: Budget,
@@ -171,9 +173,12 @@ class Session:
         self._ledger.commit(charge)
         return result
 
-    def _run(self, node: Any, plan: PhysicalPlan) -> pl.DataFrame:
-        rows = tuple(n for n in node.lineage() if isinstance(n, RowNode))
-        request = StatisticsRequest(rows[0].lineage()[0].table if rows else node.lineage()[0].table, rows,
+    def _run(self, node: Aggregate, plan: PhysicalPlan) -> pl.DataFrame:
+        lineage = node.lineage()
+        scan = lineage[0]
+        assert isinstance(scan, Scan)
+        rows = tuple(n for n in lineage if isinstance(n, RowNode))
+        request = StatisticsRequest(scan.table, rows,
                                     self.privacy_unit, node.by, node.keys, plan.statistics(),
                                     self.rng.seed_for_engine())
         stats = self.backend.statistics(request)

@@ -11,6 +11,7 @@ Example:
     >>> spent = acc.compose([acc.charge(PureDP(1)), ZCDP(0.25)])
     >>> spent, acc.fits(spent)
     (ZCDP(rho=3/4), True)
+
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ Example:
     >>> cid = led.reserve(PureDP(0.25), "count", "laplace")
     >>> led.commit(cid); led.spent()
     PureDP(epsilon=1/4)
+
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ Example:
     >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), (), None, (Statistic("rows"),), 7)
     >>> b.statistics(req)["__rows"].item()
     2
+
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ Example:
     >>> n = Noise.calibrate(Fraction(10), PureDP(0.5))
     >>> n.scale, n.cost()
     (Fraction(20, 1), PureDP(epsilon=1/2))
+
 """
 
 from __future__ import annotations

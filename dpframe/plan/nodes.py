@@ -10,6 +10,7 @@ Example:
     >>> scan = Scan.of("visits", pl.Schema({"age": pl.Int64, "city": pl.String}))
     >>> Filter.of(scan, pl.col("age") >= 18).describe()
     'Filter [(col("age")) >= (dyn int: 18)]'
+
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ Example:
     Traceback (most recent call last):
     ...
     dpframe.errors.PlanError: predicate: uses 'Agg:Mean', which combines several rows ...
+
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The core plugin: registers the built-in accountants and execution backends through the same hooks
-third-party plugins use (the built-in *mechanisms* live in ``plugins/`` and load through entry points).
+"""The core plugin: the built-in accountants and execution backends.
+
+They register through the same hooks third-party plugins use; the built-in *mechanisms* live in
+``plugins/`` and load through entry points.
 """
 
 from __future__ import annotations

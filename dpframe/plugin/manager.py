@@ -4,6 +4,7 @@ Example:
     >>> host = plugin_host()
     >>> "polars" in host.backend_names()
     True
+
 """
 
 from __future__ import annotations
@@ -107,14 +108,14 @@ class PluginHost:
 
     def describe(self) -> list[PluginInfo]:
         """Name, version, source package and what each plugin provides."""
-        dists = {}
+        dists: dict[str, md.Distribution] = {}
         for dist in md.distributions():
             for ep in dist.entry_points:
                 if ep.group == "dpframe":
                     dists[ep.name] = dist
         rows = []
         for name, plugin in self.pm.list_name_plugin():
-            dist = dists.get(name)
+            found = dists.get(name)
             provides = []
             mech = getattr(plugin, "dpframe_mechanisms", None)
             if mech:
@@ -124,8 +125,8 @@ class PluginHost:
                 fn = getattr(plugin, hook, None)
                 if fn:
                     provides += [f"{label} {n}" for n in fn()]
-            package = dist.metadata["Name"] if dist else "dpframe"
-            version = dist.version if dist else md.version("dpframe")
+            package = found.metadata["Name"] if found else "dpframe"
+            version = found.version if found else md.version("dpframe")
             rows.append(PluginInfo(name, version, package, "; ".join(provides)))
         return rows
 

@@ -34,9 +34,10 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 
 _KINDS = frozenset({"len", "count", "sum", "mean", "var", "std"})
+Need = tuple[str, str | None, int]
 
 
-def _needs(measure: Measure) -> list[tuple[str, str | None, int]]:
+def _needs(measure: Measure) -> list[Need]:
     """(statistic kind, column, power) pairs a measure needs; shift/bounds are added later."""
     col = measure.column
     if measure.kind == "len":
@@ -50,13 +51,13 @@ def _needs(measure: Measure) -> list[tuple[str, str | None, int]]:
     return [("nonnull", col, 0), ("sumc", col, 1), ("sumc", col, 2)]
 
 
-def _need_key(measure: Measure, need: tuple[str, str | None, int]) -> tuple[object, ...]:
+def _need_key(measure: Measure, need: Need) -> tuple[object, ...]:
     kind, col, power = need
     return (kind, col, power, measure.bounds if kind in ("sum0", "sumc") else None)
 
 
 def grid_exponent(noise_scale: Fraction, magnitude: Fraction) -> int:
-    """k with 2^k ≈ noise_scale / 2^20, raised so that ``magnitude`` / 2^k ≤ 2^31."""
+    """K with 2^k ≈ noise_scale / 2^20, raised so that ``magnitude`` / 2^k ≤ 2^31."""
     k_noise = math.floor(math.log2(noise_scale)) - 20 if noise_scale > 0 else -20
     k_range = math.ceil(math.log2(magnitude)) - 31 if magnitude > 0 else k_noise
     return max(k_noise, k_range)
@@ -112,7 +113,7 @@ def _finish(m: Measure, noisy: dict[str, np.ndarray], stats: dict[str, Statistic
     ddof = int(m.option("ddof", 1))
     var = (q.astype(np.float64) * unit2 - n * centred**2) / np.maximum(n - ddof, 1.0)
     var = np.clip(var, 0.0, ((hi - lo) / 2) ** 2)
-    return var if m.kind == "var" else np.sqrt(var)
+    return var if m.kind == "var" else np.asarray(np.sqrt(var))
 
 
 class AggregateMechanism:
@@ -139,8 +140,8 @@ class AggregateMechanism:
                 raise BoundsError(f"bounds {measure.bounds} are too large to compute with", argument="bounds",
                                   fix="use bounds below 1e150 in absolute value")
 
-    def _distinct(self, measures: Sequence[Measure]) -> dict[tuple[object, ...], tuple[Measure, tuple[str, str | None, int]]]:
-        out: dict[tuple[object, ...], tuple[Measure, tuple[str, str | None, int]]] = {}
+    def _distinct(self, measures: Sequence[Measure]) -> dict[tuple[object, ...], tuple[Measure, Need]]:
+        out: dict[tuple[object, ...], tuple[Measure, Need]] = {}
         for m in measures:
             for need in _needs(m):
                 out.setdefault(_need_key(m, need), (m, need))
