@@ -168,7 +168,7 @@ class ZCDP:
         d = exact(delta, "delta", allow_zero=False)
         if d + self.delta >= 1:
             raise BudgetError("δ₀ + δ must be < 1", argument="delta", fix="use a smaller delta")
-        return ApproxDP(zcdp_epsilon(self.rho, d), self.delta + d)
+        return _raw(ApproxDP, epsilon=zcdp_epsilon(self.rho, d), delta=self.delta + d)
 
 
 Budget: TypeAlias = PureDP | ApproxDP | ZCDP

@@ -145,6 +145,28 @@ class Session:
         """
         return self._ledger.spent()
 
+    def spent_as_approx(self, delta: float | None = None) -> ApproxDP:
+        """Everything spent so far as an (ε, δ)-DP guarantee.
+
+        Pure and approximate sessions report it directly; a zCDP session converts ρ with the CKS20
+        conversion at ``delta`` (default: the session total's δ, or 1e-6 if that is 0), adding the
+        approximate-zCDP δ already spent.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.ZCDP(0.5), seed=0)
+            >>> _ = sess.table("t").agg(dp.len()).collect(budget=dp.ZCDP(0.125))
+            >>> round(float(sess.spent_as_approx(1e-6).epsilon), 2)
+            2.42
+        """
+        spent = self.spent()
+        if isinstance(spent, ZCDP):
+            total = self.accountant.total
+            d = delta if delta is not None else (getattr(total, "delta", 0) or 1e-6)
+            return spent.to_approx(delta=d)
+        return spent.to_approx()
+
     def remaining(self) -> Budget:
         """What is left of the total budget."""
         return self.accountant.remaining(self.spent())

@@ -120,7 +120,7 @@ class Filter(RowNode):
         return frame.filter(self.predicate)
 
     def describe(self) -> str:
-        return f"Filter [{self.predicate}]"
+        return f"Filter {self.predicate}"
 
 
 def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str) -> tuple[pl.Expr, ...]:
