@@ -210,8 +210,8 @@ def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:
     r, e = float(rho), float(epsilon)
     if r == 0:
         return 0.0
-    grid = np.exp(np.linspace(math.log(1 + 1e-9), math.log(1e7), 4000))
-    values = np.array([_log_delta(a, r, e) for a in grid])
+    grid = np.exp(np.linspace(math.log(1 + 1e-9), math.log(1e7), 2000))
+    values = (grid - 1) * (grid * r - e) - np.log(grid - 1) + grid * np.log1p(-1 / grid)
     best = int(np.argmin(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
     res = minimize_scalar(lambda a: _log_delta(a, r, e), bounds=(lo, hi), method="bounded")
@@ -232,7 +232,7 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
         return Fraction(0)
     target = math.log(float(delta))
     lo, hi = 0.0, r + 2 * math.sqrt(r * math.log(1 / float(delta))) + 1.0
-    for _ in range(200):
+    for _ in range(64):
         mid = (lo + hi) / 2
         if math.log(max(zcdp_delta(rho, Fraction(mid)), 1e-300)) <= target:
             hi = mid
@@ -260,9 +260,9 @@ def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budg
             f"{'pure' if notion == 'pure' else 'zCDP'} guarantee)", argument=argument,
             fix="give this query's budget as dp.PureDP(epsilon)" + (" or dp.ZCDP(rho)" if notion == "zcdp" else ""))
     raise BudgetConversionError(
-        f"{budget!r} cannot be converted to {notion} without choosing a δ", argument=argument,
-        fix="give the query's budget in the session's notion, e.g. dp.ZCDP(rho).to_approx(delta=1e-7) "
-            "for an approximate-DP session, or dp.PureDP(epsilon)")
+        f"{budget!r} cannot be charged to a {notion} budget", argument=argument,
+        fix="give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1); "
+            "for Gaussian noise, open the session with a dp.ZCDP budget")
 
 
 def describe(budget: Budget) -> str:

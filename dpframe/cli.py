@@ -51,8 +51,11 @@ def demo(rows: int, epsilon: float) -> None:
 def plugins() -> None:
     """Print the installed plugins."""
     rows = plugin_host().describe()
-    print(pl.DataFrame({"name": [r.name for r in rows], "version": [r.version for r in rows],
-                        "package": [r.package for r in rows], "provides": [r.provides for r in rows]}))
+    head = ("name", "version", "package")
+    widths = [max(len(h), *(len(getattr(r, h)) for r in rows)) for h in head]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  provides")
+    for r in rows:
+        print("  ".join(getattr(r, h).ljust(w) for h, w in zip(head, widths)) + "  " + r.provides)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("plugins", help="list installed plugins")
     args = parser.parse_args(argv)
     pl.Config.set_tbl_rows(30)
-    pl.Config.set_tbl_width_chars(120)
+    pl.Config.set_tbl_width_chars(160)
+    pl.Config.set_fmt_str_lengths(80)
     try:
         if args.command == "demo":
             demo(args.rows, args.epsilon)

@@ -21,9 +21,11 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
     steps.append(node.describe())
     measures = []
     for p in plan.plans:
-        for m in p.measures:
-            measures.append({"output": m.output_name, "measure": m.describe(), "mechanism": p.mechanism,
-                             "accuracy": p.accuracy.get(m.output_name, "")})
+        described = {m.output_name: m.describe() for m in p.measures}
+        for name in p.output_names():
+            measures.append({"output": name, "measure": described.get(name, ", ".join(described.values())),
+                             "mechanism": p.mechanism, "accuracy": p.accuracy.get(name, ""),
+                             "ci95": p.ci95.get(name)})
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
     spent = session.spent()

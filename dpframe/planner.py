@@ -64,22 +64,20 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
     ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
     host = session.plugins
     groups: dict[str, tuple[Mechanism, list[Measure]]] = {}
-    names = set(node.by)
     for m in node.measures:
-        if m.output_name in names:
-            raise PlanError(f"two output columns are named {m.output_name!r}", argument="measures",
-                            fix="rename one with .alias('new_name')")
-        names.add(m.output_name)
         mech = host.mechanism_for(m.kind, notion, m.option("mechanism"))
         mech.validate(m, ctx)
         groups.setdefault(mech.name, (mech, []))[1].append(m)
     select = node.grouped and node.keys is None
     delta = getattr(budget, "delta", Fraction(0))
-    if select and delta == 0:
-        raise BudgetError(
-            "grouping by private keys needs DP partition selection, which needs δ > 0", argument="budget",
-            fix="pass public keys: group_by(..., keys=[...]), or a budget with a δ: "
-                "dp.ApproxDP(epsilon, delta=1e-7) or dp.ZCDP(rho, delta=1e-7)")
+    total = session.accountant.total
+    if select and (delta == 0 or getattr(total, "delta", Fraction(0)) == 0):
+        where = "the query budget has" if getattr(total, "delta", Fraction(0)) else "this session's total budget has"
+        fix = ("pass public keys: group_by(..., keys=[...])" if where.startswith("this") else
+               "pass public keys: group_by(..., keys=[...]), or give the query a δ: "
+               + ("dp.ZCDP(rho, delta=1e-7)" if total.notion == "zcdp" else "dp.ApproxDP(epsilon, delta=1e-7)"))
+        raise BudgetError(f"grouping by private keys needs DP partition selection, which needs δ > 0, and "
+                          f"{where} δ = 0", argument="budget", fix=fix)
     parts = {name: mech.parts(ms, ctx) for name, (mech, ms) in groups.items()}
     total_parts = sum(parts.values()) + (1 if select else 0)
     part = _first(budget) / total_parts
@@ -89,6 +87,13 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
         share = make(budget.notion, part, delta)
         selection = sel_mech.plan([Measure("partition_selection")], ctx, share)
     plans = [mech.plan(ms, ctx, make(notion, part * parts[name])) for name, (mech, ms) in groups.items()]
+    names = set(node.by)
+    for p in plans:
+        for name in p.output_names():
+            if name in names:
+                raise PlanError(f"two output columns are named {name!r}", argument="measures",
+                                fix="rename one with .alias('new_name')")
+            names.add(name)
     first = sum((_first(p.cost) for p in plans), Fraction(0))
     if selection is not None:
         first += _first(selection.cost)

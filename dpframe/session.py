@@ -159,6 +159,7 @@ class Session:
             >>> _ = sess.table("t").agg(dp.len()).collect(budget=dp.ZCDP(0.125))
             >>> round(float(sess.spent_as_approx(1e-6).epsilon), 2)
             2.42
+
         """
         spent = self.spent()
         if isinstance(spent, ZCDP):
@@ -211,9 +212,17 @@ class Session:
         columns: dict[str, Any] = {c: stats[c] for c in node.by}
         for p in plan.plans:
             released = p.release({s.key: stats[s.key].to_numpy() for s in p.statistics}, self.rng)
+            if set(released) != set(p.output_names()) or set(released) & set(columns):
+                raise RuntimeError(f"mechanism {p.mechanism} released unexpected columns")  # plugin bug
             columns.update({name: pl.Series(name, values) for name, values in released.items()})
         return pl.DataFrame(columns) if node.by else pl.DataFrame({k: v for k, v in columns.items()})
 
     def close(self) -> None:
         """Close the ledger."""
         self._ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -4,10 +4,13 @@ Contribution bounding is part of that query. For a unit column ``u`` with ``max_
 ``int_range(len).shuffle(seed).over(u) < m``: a uniformly random permutation of each unit's rows, cut
 at m, i.e. a uniformly random subset of min(len, m) rows. With ``max_groups = g`` it first keeps a
 uniformly random subset of g distinct group keys per unit (a semi-join on the shuffled distinct
-(unit, key) pairs). Why random selection is sound: for a fixed seed the kept rows of a unit depend only
-on that unit's rows, and the selections of different units are independent uniform subsets whether or
-not another unit is present, so neighbouring datasets stay neighbours after bounding (with at most m
-rows in at most g groups of difference) under the natural coupling of the selections.
+(unit, key) pairs). Why this is sound: for a given seed, which positions of a unit's rows are kept
+depends only on that unit's own row count and the seed, never on other units, so bounding is a stable
+transformation (neighbours stay neighbours, differing by ≤ m rows in ≤ g groups) for every seed, and
+hence for a random one. With the per-query random seed each unit keeps a uniformly random subset;
+units with the same number of rows share the same kept *positions* (Polars reuses the seed per
+window), which is harmless for privacy and, since row order within a unit carries no meaning, for
+accuracy.
 
 Example:
     >>> import polars as pl

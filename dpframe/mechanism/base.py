@@ -110,6 +110,12 @@ class MechanismPlan:
     noise: dict[str, object] = field(default_factory=dict)   # label -> Noise (or any describable)
     accuracy: dict[str, str] = field(default_factory=dict)   # output column -> text
     notes: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()                             # released columns (default: measure names)
+    ci95: dict[str, float] = field(default_factory=dict)     # output column -> 95% half-width, if known
+
+    def output_names(self) -> tuple[str, ...]:
+        """The columns ``release`` returns (declared ``outputs``, else one per measure)."""
+        return self.outputs or tuple(m.output_name for m in self.measures)
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
         """Add noise and post-process (overridden by each mechanism's plan class)."""

@@ -1,10 +1,14 @@
 """Checks that a Polars expression is row-level: each output row depends on one input row only.
 
-Filters and derived columns before aggregation must be *stable*: adding or removing one privacy unit
-may change only that unit's rows. Aggregations, windows, sorting, shifting, ranking, sampling and
-Python UDFs mix rows together and are refused with a :class:`~dpframe.errors.PlanError` that names
-the operation. The check walks the expression's serialized tree against an allowlist, so an operation
-Polars adds in the future is refused until someone reviews it.
+Filters and derived columns before aggregation must be *stable*: adding or removing one privacy unit may
+change only that unit's rows. They must also never fail because of a private value: an error raised by
+the engine mid-query would itself reveal something about the data, outside the DP guarantee. So strict
+casts and parsers (``strict=True``), ``ambiguous="raise"``, out-of-bounds list access and JSON/decimal
+parsing are refused too, with the non-failing alternative as the fix. Aggregations, windows, sorting,
+shifting, ranking, sampling and Python UDFs mix rows together and are refused with a
+:class:`~dpframe.errors.PlanError` that names the operation. The check walks the expression's serialized
+tree against an allowlist, so an operation Polars adds in the future is refused until someone reviews
+it.
 
 Example:
     >>> import polars as pl
@@ -30,10 +34,25 @@ _NODES = {"Column", "Literal", "BinaryExpr", "Alias", "Cast", "Ternary", "Functi
 _FUNCTIONS = {"Abs", "Log", "Log1p", "Exp", "Pow", "Sign", "Clip", "Round", "RoundSF", "Floor", "Ceil",
               "Trigonometry", "Atan2", "Boolean", "StringExpr", "TemporalExpr", "FillNull", "FillNan",
               "Coalesce", "MaxHorizontal", "MinHorizontal", "SumHorizontal", "MeanHorizontal", "Hash",
-              "AsStruct", "StructExpr", "ListExpr", "ArrayExpr", "Replace", "ReplaceStrict", "Negate",
+              "AsStruct", "StructExpr", "Replace", "Negate",
               "Cbrt", "ToPhysical", "Reinterpret", "IsIn", "Not"}
 _SUB_DENIED = {"IsDuplicated", "IsUnique", "IsFirstDistinct", "IsLastDistinct", "Any", "All",
-               "ConcatVertical", "Join"}
+               "ConcatVertical", "Join", "JsonDecode", "JsonPathMatch", "ToDecimal"}
+_FAILS = "can fail on some private values, and a failure would reveal them"
+
+
+def _may_raise(payload: Any) -> bool:
+    """Whether a function's options ask it to raise on bad data (strict=True, ambiguous='raise').
+
+    (Parsing to a Date carries an ``ambiguous='raise'`` literal that can never fire: no time zone.)
+    """
+    if isinstance(payload, dict):
+        if payload.get("strict") is True:
+            return True
+        return any(_may_raise(v) for v in payload.values())
+    if isinstance(payload, list):
+        return any(_may_raise(v) for v in payload)
+    return payload in ("raise", "Raise")
 
 
 def _variant(value: Any) -> str | None:
@@ -61,6 +80,9 @@ def _walk(node: Any, bad: list[str]) -> None:
     variant, payload = next(iter(node.items()))
     if variant not in _NODES:
         bad.append(f"{variant}:{_variant(payload)}" if variant == "Agg" else variant)
+    elif variant == "Cast" and payload.get("options") == "Strict":
+        bad.append(f"strict cast ({_FAILS}; use .cast(dtype, strict=False): unconvertible values become null)")
+        _fields(payload, bad)
     elif variant == "Literal":
         if isinstance(payload, dict) and "Series" in payload:
             bad.append("Literal:Series")
@@ -70,6 +92,8 @@ def _walk(node: Any, bad: list[str]) -> None:
         sub = _variant(function.get(name)) if isinstance(function, dict) else None
         if name not in _FUNCTIONS or sub in _SUB_DENIED:
             bad.append(f"{name}:{sub}" if sub else str(name))
+        elif _may_raise(function) or (_may_raise(payload.get("input", [])) and "'Date'" not in str(function)):
+            bad.append(f"{name}:{sub} in strict/raise mode ({_FAILS}; pass strict=False or ambiguous='null')")
         for item in payload.get("input", []):
             _walk(item, bad)
     else:
@@ -100,7 +124,9 @@ def check_row_level(expr: object, argument: str) -> None:
     _walk(tree, bad)
     if bad:
         raise PlanError(
-            f"uses {bad[0]!r}, which combines several rows (or is not on dpframe's list of row-by-row "
-            "operations); before aggregation every expression must be computed from one row at a time",
+            f"uses {bad[0]!r}" + ("" if "private values" in bad[0] else
+                                  ", which combines several rows (or is not on dpframe's list of row-by-row "
+                                  "operations); before aggregation every expression must be computed from "
+                                  "one row at a time"),
             argument=argument,
             fix="aggregate with dp measures in .agg(...) instead, or use an element-wise expression")

@@ -49,6 +49,22 @@ class PluginHost:
         if "core" not in blocked:
             self.pm.register(core, name="core")
         self.pm.load_setuptools_entrypoints("dpframe")
+        self.first_party = {"core"} | {ep.name for ep in md.entry_points(group="dpframe")
+                                       if ep.dist is not None and ep.dist.name == "dpframe"}
+
+    def register(self, plugin: object, name: str) -> None:
+        """Register a plugin object in this process (e.g. a module with ``@dpframe.hookimpl`` functions)."""
+        if name in self.blocked:
+            raise PluginError(f"plugin {name!r} is blocked by {BLOCK_ENV}", argument="name",
+                              fix=f"remove it from {BLOCK_ENV}")
+        self.pm.register(plugin, name=name)
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin registered under ``name``."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is None:
+            raise PluginError(f"no plugin named {name!r}", argument="name", fix="see `dpframe plugins`")
+        self.pm.unregister(plugin)
 
     def _collect(self, hook: Callable[..., list[Any]]) -> list[tuple[str, Any]]:
         out = []
@@ -71,21 +87,35 @@ class PluginHost:
         return found
 
     def mechanism_for(self, kind: str, notion: str, name: str | None = None) -> Mechanism:
-        """The mechanism that handles measure ``kind`` under ``notion`` (or the one named ``name``)."""
-        candidates = [m for _, m in self.mechanisms() if kind in m.handles]
+        """The mechanism that handles measure ``kind`` under ``notion`` (or the one named ``name``).
+
+        Built-in mechanisms come first; if only third-party plugins offer ``kind`` and more than one
+        could run it, the choice is refused as ambiguous (name one with ``mechanism=``).
+        """
+        found = [(p, m) for p, m in self.mechanisms() if kind in m.handles]
         if name is not None:
-            candidates = [m for m in candidates if m.name == name]
-        usable = [m for m in candidates if notion in m.notions]
+            found = [(p, m) for p, m in found if m.name == name]
+        usable = [(p, m) for p, m in found if notion in m.notions]
+        builtin = [m for p, m in usable if p in self.first_party]
+        if builtin:
+            return builtin[0]
+        if len(usable) > 1:
+            raise PluginError(f"several plugins offer {kind!r}: {[f'{p}:{m.name}' for p, m in usable]}",
+                              argument="mechanism",
+                              fix=f"choose one: dp.measure({kind!r}, ..., mechanism='<name>')")
         if usable:
-            return usable[0]
+            return usable[0][1]
+        candidates = [m for _, m in found]
         if candidates:
             raise PluginError(
                 f"no mechanism for {kind!r} works with {notion} budgets "
                 f"(found {[m.name for m in candidates]} for {sorted({n for m in candidates for n in m.notions})})",
                 argument="budget", fix="give the query a budget of a notion listed there")
-        raise PluginError(f"no installed mechanism handles {kind!r}", argument="measure",
+        blocked = f"; blocked by {BLOCK_ENV}: {sorted(self.blocked)}" if self.blocked else ""
+        raise PluginError(f"no installed mechanism handles {kind!r}{blocked}", argument="measure",
                           fix="install the plugin that provides it (`dpframe plugins` lists what is installed;"
-                              " a source checkout needs `pip install -e .`)")
+                              " a source checkout needs `pip install -e .`)" +
+                              (f", or unblock it in {BLOCK_ENV}" if self.blocked else ""))
 
     def _named(self, hook: Callable[..., list[Any]], what: str, name: str) -> Any:
         table = dict(item for _, item in self._collect(hook))
@@ -113,8 +143,12 @@ class PluginHost:
             for ep in dist.entry_points:
                 if ep.group == "dpframe":
                     dists[ep.name] = dist
-        rows = []
+        rows = [PluginInfo(name, dists[name].version if name in dists else "?",
+                           dists[name].metadata["Name"] if name in dists else "?", f"BLOCKED by {BLOCK_ENV}")
+                for name in sorted(self.blocked)]
         for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:  # a blocked name
+                continue
             found = dists.get(name)
             provides = []
             mech = getattr(plugin, "dpframe_mechanisms", None)

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import Budget, PureDP, make
-from dpframe.errors import BoundsError, SchemaError
+from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
@@ -124,7 +124,26 @@ class AggregateMechanism:
     notions = frozenset({"pure", "zcdp"})
 
     def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        """Column exists and is numeric (or boolean) for sum/mean/var/std."""
+        """Each kind gets exactly the column, bounds and options it needs; sums need numeric columns."""
+        kind = measure.kind
+        allowed = {"mechanism"} | ({"ddof"} if kind in ("var", "std") else set())
+        unknown = sorted(set(dict(measure.options)) - allowed)
+        if unknown:
+            raise DPFrameError(f"{kind}() takes no option {unknown[0]!r}", argument=unknown[0],
+                               fix=f"options of {kind}(): {sorted(allowed)}")
+        if kind in ("var", "std") and measure.option("ddof", 1) not in (0, 1):
+            raise DPFrameError(f"must be 0 or 1, got {measure.option('ddof')!r}", argument="ddof",
+                               fix="pass ddof=0 (population) or ddof=1 (sample)")
+        if kind == "len" and (measure.column is not None or measure.bounds is not None):
+            raise DPFrameError("len() counts rows and takes no column or bounds", argument="column",
+                               fix="use dp.len(), or dp.count(column) to count non-null values")
+        if kind != "len" and measure.column is None:
+            raise DPFrameError(f"{kind}() needs a column", argument="column", fix=f"e.g. dp.{kind}('spend', ...)")
+        if kind == "count" and measure.bounds is not None:
+            raise DPFrameError("count() takes no bounds", argument="bounds", fix="drop bounds=")
+        if kind in ("sum", "mean", "var", "std") and measure.bounds is None:
+            raise BoundsError(f"{kind}() needs clipping bounds", argument="bounds",
+                              fix=f"pass dp.{kind}(column, bounds=(lower, upper)) chosen without looking at the data")
         if measure.column is None:
             return
         if measure.column not in ctx.schema:
@@ -133,7 +152,8 @@ class AggregateMechanism:
         dtype = ctx.schema[measure.column]
         if measure.kind != "count" and not (dtype.is_numeric() or dtype == pl.Boolean):
             raise SchemaError(f"{measure.kind}() needs a numeric column; {measure.column!r} is {dtype}",
-                              argument="column", fix="cast it first: .with_columns(pl.col(...).cast(pl.Float64))")
+                              argument="column",
+                              fix="cast it first: .with_columns(pl.col(...).cast(pl.Float64, strict=False))")
         if measure.bounds is not None:
             top = max(abs(b) for b in measure.bounds)
             if top ** (2 if measure.kind in ("var", "std") else 1) > Fraction(2) ** 1000:
@@ -173,9 +193,11 @@ class AggregateMechanism:
             noises[stat.key] = noise
         cost = _sum([n.cost() for n in noises.values()], share.notion)
         accuracy = {m.output_name: _accuracy(m, statistics, noises) for m in measures}
+        ci95 = {m.output_name: noises[_own(m, statistics).key].ci95() for m in measures
+                if m.kind in ("len", "count", "sum")}
         return AggregatePlan(self.name, tuple(measures), tuple(statistics), cost,
                              noise={_label(s): noises[s.key] for s in statistics}, accuracy=accuracy,
-                             noises=noises)
+                             ci95=ci95, noises=noises)
 
 
 def _divide(share: Budget, parts: int) -> Budget:
@@ -197,11 +219,19 @@ def _label(s: Statistic) -> str:
     return f"Σ (clamp({s.column}){centre}){power}"
 
 
+def _own(m: Measure, statistics: list[Statistic]) -> Statistic:
+    """The statistic a len/count/sum measure releases directly."""
+    kind = {"len": "rows", "count": "nonnull", "sum": "fixed_sum"}[m.kind]
+    return next(s for s in statistics if s.kind == kind and (kind == "rows" or s.column == m.column)
+                and (kind != "fixed_sum" or (s.shift == 0 and (s.lower, s.upper) == m.bounds)))
+
+
 def _accuracy(m: Measure, statistics: list[Statistic], noises: dict[str, Noise]) -> str:
-    mine = [s for s in statistics if s.column == m.column or (m.kind == "len" and s.kind == "rows")]
     if m.kind in ("len", "count", "sum"):
-        key = next(s.key for s in mine if (s.kind == "fixed_sum") == (m.kind == "sum"))
-        return f"±{noises[key].ci95():.4g} (95%)"
-    sums = [noises[s.key] for s in mine if s.kind == "fixed_sum" and s.power == 1 and s.shift != 0]
-    return f"≈ ±{sums[0].ci95():.4g}/n (95%, n = count of values)" if m.kind == "mean" else \
-        "noise ≈ O(range² / n); see docs/guide.md"
+        return f"±{noises[_own(m, statistics).key].ci95():.4g} (95%)"
+    sums = {s.power: noises[s.key] for s in statistics
+            if s.kind == "fixed_sum" and s.column == m.column and s.shift != 0 and (s.lower, s.upper) == m.bounds}
+    if m.kind == "mean":
+        return f"≈ ±{sums[1].ci95():.4g}/n (95%, n = count of values)"
+    root = "√" if m.kind == "std" else ""
+    return f"≈ {root}(±{sums[2].ci95():.4g}/n) (95%, n = count of values; plus the mean's error)"
