@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeAlias, TypeVar, Union
@@ -37,6 +38,10 @@ Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
 
 def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
     """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, float | Fraction | bool):
+        value = float(value)  # numpy floating scalars
     if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
         raise BudgetError(f"expected a number, got {type(value).__name__}", argument=argument,
                           fix=f"pass {argument} as an int, float or Fraction")
@@ -83,6 +88,8 @@ class PureDP:
         return f"PureDP(epsilon={_fmt(self.epsilon)})"
 
     def __add__(self, other: PureDP) -> PureDP:
+        if not isinstance(other, PureDP):
+            return NotImplemented
         return _raw(PureDP, epsilon=self.epsilon + other.epsilon)
 
     def to_approx(self, delta: Number = 0) -> ApproxDP:
@@ -122,6 +129,8 @@ class ApproxDP:
         return f"ApproxDP(epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)})"
 
     def __add__(self, other: ApproxDP) -> ApproxDP:
+        if not isinstance(other, ApproxDP):
+            return NotImplemented
         return _raw(ApproxDP, epsilon=self.epsilon + other.epsilon, delta=self.delta + other.delta)
 
     def to_approx(self, delta: Number = 0) -> ApproxDP:
@@ -157,6 +166,8 @@ class ZCDP:
         return f"ZCDP(rho={_fmt(self.rho)}{extra})"
 
     def __add__(self, other: ZCDP) -> ZCDP:
+        if not isinstance(other, ZCDP):
+            return NotImplemented
         return _raw(ZCDP, rho=self.rho + other.rho, delta=self.delta + other.delta)
 
     def to_zcdp(self) -> ZCDP:

@@ -29,9 +29,10 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
     spent = session.spent()
+    after = session.accountant.compose([spent, plan.session_cost])
     return {
         "private": session.rng.private,
-        "backend": session.backend.name,
+        "backend": session.backend_name,
         "steps": steps,
         "measures": measures,
         "noise": noise,
@@ -39,8 +40,8 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
         "budget": {"requested": describe(plan.budget), "cost": describe(plan.cost),
                    "charged": describe(plan.session_cost), "accountant": session.accountant.describe(),
                    "spent": describe(spent),
-                   "remaining_after": describe(session.accountant.remaining(
-                       session.accountant.compose([spent, plan.session_cost])))},
+                   "fits": session.accountant.fits(after),
+                   "remaining_after": describe(session.accountant.remaining(after))},
     }
 
 
@@ -59,6 +60,10 @@ def render(session: Session, node: Aggregate, plan: PhysicalPlan, format: str) -
     b = d["budget"]
     lines.append(f"budget: requested {b['requested']}; cost {b['cost']}; charged {b['charged']} "
                  f"({b['accountant']})")
-    lines.append(f"        spent so far {b['spent']}; remaining after this query {b['remaining_after']}")
+    if b["fits"]:
+        lines.append(f"        spent so far {b['spent']}; remaining after this query {b['remaining_after']}")
+    else:
+        lines.append(f"        spent so far {b['spent']}; DOES NOT FIT the remaining "
+                     f"{describe(session.remaining())}: collect() would be refused")
     lines += [f"note: {n}" for n in d["notes"]]
     return "\n".join(lines)

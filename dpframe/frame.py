@@ -112,6 +112,11 @@ class GroupBy:
 
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
+    if isinstance(keys, str | bytes):
+        raise SchemaError(f"got the string {keys!r}, not a collection of keys", argument="keys",
+                          fix=f"pass keys=[{keys!r}] for a single key")
+    if isinstance(keys, dict) and sorted(keys) != sorted(by):
+        raise SchemaError(f"keys name the columns {sorted(keys)}, the group-by has {by}", argument="keys", fix=fix)
     try:
         if isinstance(keys, pl.DataFrame):
             frame = keys
@@ -130,9 +135,14 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     if sorted(frame.columns) != sorted(by):
         raise SchemaError(f"keys have columns {frame.columns}, the group-by has {by}", argument="keys", fix=fix)
     try:
-        frame = frame.select([pl.col(c).cast(schema[c]) for c in by])
+        cast = frame.select([pl.col(c).cast(schema[c]) for c in by])
+        lossless = cast.select([pl.col(c).cast(frame.schema[c]) for c in by]).equals(frame.select(by))
     except pl.exceptions.PolarsError as e:
         raise SchemaError(f"keys do not match the key column types: {e}", argument="keys", fix=fix) from e
+    if not lossless:
+        raise SchemaError(f"keys change value when cast to the key column types {[str(schema[c]) for c in by]}",
+                          argument="keys", fix="pass keys of the same type as the column (e.g. ints for an int column)")
+    frame = cast
     if frame.height == 0:
         raise SchemaError("no keys given", argument="keys", fix="pass at least one key")
     if frame.is_duplicated().any():

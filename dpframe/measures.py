@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -39,6 +40,8 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
         raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
     out = []
     for b in bounds:
+        if isinstance(b, numbers.Real) and not isinstance(b, bool | int | float | Fraction):
+            b = float(b)  # numpy scalars
         if isinstance(b, bool) or not isinstance(b, int | float | Fraction):
             raise BoundsError(f"bound {b!r} is not a number", argument=argument, fix=fix)
         if isinstance(b, float) and not math.isfinite(b):

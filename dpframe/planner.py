@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
-from dpframe.errors import BudgetError, PlanError
+from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statistic
 from dpframe.plan.nodes import Aggregate
@@ -87,6 +87,10 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
         share = make(budget.notion, part, delta)
         selection = sel_mech.plan([Measure("partition_selection")], ctx, share)
     plans = [mech.plan(ms, ctx, make(notion, part * parts[name])) for name, (mech, ms) in groups.items()]
+    for p in plans:
+        if p.cost.notion != notion or getattr(p.cost, "delta", Fraction(0)) != 0:
+            raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {notion} share",
+                              argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
     names = set(node.by)
     for p in plans:
         for name in p.output_names():
@@ -100,6 +104,6 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
     used_delta = delta if select else Fraction(0)
     cost = make(budget.notion, first, used_delta)
     if first > _first(budget):
-        raise PlanError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
-                        fix="this is a mechanism plugin bug: report it")
+        raise PluginError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
+                          fix="this is a mechanism plugin bug: report it")
     return PhysicalPlan(budget, cost, session.accountant.charge(cost), selection, plans)

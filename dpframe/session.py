@@ -25,9 +25,9 @@ from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
 from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
-from dpframe.errors import BudgetError, DPFrameError, SchemaError
+from dpframe.errors import BudgetError, DPFrameError, PluginError, SchemaError
 from dpframe.frame import Frame
-from dpframe.noise import RandomSource, default_source
+from dpframe.noise import RandomSource, SeededRandomSource, default_source
 from dpframe.plan.nodes import Aggregate, RowNode, Scan
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
@@ -61,6 +61,20 @@ def _load(name: str, source: object) -> pl.LazyFrame:
     raise SchemaError(f"unsupported table type {type(source).__name__}", argument=f"tables[{name!r}]", fix=fix)
 
 
+def _dry_run(plan: PhysicalPlan) -> None:
+    """Run each mechanism's release on all-zero statistics (no data): a broken plugin fails uncharged."""
+    for p in ([plan.selection] if plan.selection else []) + plan.plans:
+        zeros = {s.key: np.zeros(1, dtype=np.int64) for s in p.statistics}
+        try:
+            released = p.release(zeros, SeededRandomSource(0))
+        except Exception as e:
+            raise PluginError(f"mechanism {p.mechanism!r} fails on empty statistics ({type(e).__name__}: {e})",
+                              argument="mechanism", fix="this is a plugin bug: report it") from e
+        if set(released) != set(p.output_names()):
+            raise PluginError(f"mechanism {p.mechanism!r} releases {sorted(released)}, declared "
+                              f"{sorted(p.output_names())}", argument="mechanism", fix="this is a plugin bug")
+
+
 class Session:
     """Private tables under one privacy unit and one enforced total budget.
 
@@ -88,12 +102,13 @@ class Session:
                               fix="pass dp.PureDP(eps), dp.ApproxDP(eps, delta) or dp.ZCDP(rho)")
         if not isinstance(tables, Mapping) or not tables:
             raise SchemaError("give at least one table", argument="tables", fix="pass {'name': dataframe}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise DPFrameError(f"expected an int, got {seed!r}", argument="seed", fix="pass an int or None")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise DPFrameError(f"expected a non-negative int, got {seed!r}", argument="seed",
+                               fix="pass an int ≥ 0 (tests only), or None for private randomness")
         self.privacy_unit = privacy_unit
         self.plugins: PluginHost = plugin_host()
         self.accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
-        self.backend = self.plugins.backend(backend)
+        self._backend = self.plugins.backend(backend)
         self.rng: RandomSource = default_source(seed)
         self._schemas: dict[str, pl.Schema] = {}
         for name, source in tables.items():
@@ -102,7 +117,7 @@ class Session:
                                   fix="use {'visits': data}")
             frame = _load(name, source)
             self._schemas[name] = self._check_table(name, frame)
-            self.backend.register(name, frame)
+            self._backend.register(name, frame)
         self._ledger = Ledger(ledger, self.accountant)
 
     def _check_table(self, name: str, frame: pl.LazyFrame) -> pl.Schema:
@@ -127,6 +142,11 @@ class Session:
     def __repr__(self) -> str:
         return (f"<dp.Session tables={list(self._schemas)} {self.privacy_unit!r} budget={self.accountant.total!r} "
                 f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
+
+    @property
+    def backend_name(self) -> str:
+        """The execution backend's name (the backend itself holds the private tables and stays hidden)."""
+        return str(self._backend.name)
 
     def tables(self) -> list[str]:
         """Names of the registered tables."""
@@ -184,15 +204,19 @@ class Session:
     def _execute(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
         node = query.node
         mechanisms = ", ".join(p.mechanism for p in ([plan.selection] if plan.selection else []) + plan.plans)
+        _dry_run(plan)
         charge = self._ledger.reserve(plan.session_cost, query.describe(), mechanisms)
+        failure = None
         try:
             result = self._run(node, plan)
         except Exception as e:
-            # The engine's own message may quote private values: keep only its type.
-            self._ledger.fail(charge, type(e).__name__)
-            raise DPFrameError(
-                f"the query failed while running ({type(e).__name__}); its cost stays charged",
-                argument="query", fix="check column types and expressions against Frame.schema") from None
+            failure = type(e).__name__
+        if failure is not None:
+            # Raised outside the except block so the engine's exception (whose message may quote
+            # private values) is neither chained nor kept as __context__: only its type name survives.
+            self._ledger.fail(charge, failure)
+            raise DPFrameError(f"the query failed while running ({failure}); its cost stays charged",
+                               argument="query", fix="check column types and expressions against Frame.schema")
         self._ledger.commit(charge)
         return result
 
@@ -204,7 +228,7 @@ class Session:
         request = StatisticsRequest(scan.table, rows,
                                     self.privacy_unit, node.by, node.keys, plan.statistics(),
                                     self.rng.seed_for_engine())
-        stats = self.backend.statistics(request)
+        stats = self._backend.statistics(request)
         if plan.selection is not None:
             keep = plan.selection.release({k: stats[k].to_numpy() for k in stats.columns
                                            if k.startswith("__")}, self.rng)["__keep"]

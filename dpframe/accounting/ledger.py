@@ -71,6 +71,10 @@ class Ledger:
         self.accountant = accountant
         self.path = str(path) if path is not None else ":memory:"
         self._lock = threading.Lock()
+        self._cache: tuple[int, Budget] = (0, accountant.empty())
+        if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
+            raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
+                              argument="ledger", fix="restore it from a backup, or delete it knowingly")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
@@ -102,9 +106,15 @@ class Ledger:
                     fix="open the session with the ledger's original budget and accountant, or use a new file")
 
     def _spent_locked(self) -> Budget:
-        rows = self._db.execute("SELECT cost FROM charges").fetchall()
+        # Incremental: only rows added since the last read (by this or another process) are composed.
+        last_id, total = self._cache
+        rows = self._db.execute("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,)).fetchall()
+        if not rows:
+            return total
         try:
-            return self.accountant.compose([decode(r[0]) for r in rows])
+            total = self.accountant.compose([total, *(decode(r[1]) for r in rows)])
+            self._cache = (rows[-1][0], total)
+            return total
         except (ValueError, KeyError, json.JSONDecodeError) as e:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
@@ -151,7 +161,11 @@ class Ledger:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, created, status, query, mechanisms, cost, error FROM charges ORDER BY id").fetchall()
-        return [Charge(r[0], r[1], r[2], r[3], r[4], decode(r[5]), r[6]) for r in rows]
+        try:
+            return [Charge(r[0], r[1], r[2], r[3], r[4], decode(r[5]), r[6]) for r in rows]
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
+            raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it") from e
 
     def close(self) -> None:
         """Close the database connection."""

@@ -1,16 +1,14 @@
 """The Polars backend: one LazyFrame query per private query, collected once.
 
-Contribution bounding is part of that query. For a unit column ``u`` with ``max_rows = m`` it keeps
-``int_range(len).shuffle(seed).over(u) < m``: a uniformly random permutation of each unit's rows, cut
-at m, i.e. a uniformly random subset of min(len, m) rows. With ``max_groups = g`` it first keeps a
-uniformly random subset of g distinct group keys per unit (a semi-join on the shuffled distinct
-(unit, key) pairs). Why this is sound: for a given seed, which positions of a unit's rows are kept
-depends only on that unit's own row count and the seed, never on other units, so bounding is a stable
-transformation (neighbours stay neighbours, differing by ≤ m rows in ≤ g groups) for every seed, and
-hence for a random one. With the per-query random seed each unit keeps a uniformly random subset;
-units with the same number of rows share the same kept *positions* (Polars reuses the seed per
-window), which is harmless for privacy and, since row order within a unit carries no meaning, for
-accuracy.
+Contribution bounding is part of that query. For a unit column ``u`` with ``max_rows = m`` it ranks
+each unit's rows by a seeded 64-bit hash of the row's relevant values (unit, keys and every column a
+statistic reads) and keeps ranks ≤ m; with ``max_groups = g`` it first keeps, per unit, the g distinct
+group keys with the smallest seeded hashes. With a fresh random seed per query this keeps a uniformly
+random subset of each unit's rows and groups. Why it is sound: what a unit keeps depends only on its
+own rows and the seed — never on row order or on other units (unlike a positional shuffle) — so
+bounding is a stable transformation: neighbouring tables stay neighbours, differing by at most m rows
+in at most g groups. Two different rows of one unit tie only on a 64-bit hash collision; ties between
+rows that agree on every column the statistics read are harmless (the rows are interchangeable).
 
 Example:
     >>> import polars as pl
@@ -59,6 +57,17 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) 
     return fixed.sum().alias(stat.key)
 
 
+def _rank_within(unit: str, columns: list[str], seed: int) -> pl.Expr:
+    """1, 2, ... within each unit, in the order of a seeded hash of ``columns``.
+
+    The rank of a row depends only on its own values, its unit's other rows and the seed — not on
+    row order or on other units — so keeping ranks ≤ m is a stable selection. Rows with equal values
+    in ``columns`` (everything the statistics read) are interchangeable, so their tie order does not
+    matter; two *different* rows of one unit tie only on a 64-bit hash collision.
+    """
+    return pl.struct(columns).hash(seed).rank("ordinal").over(unit)
+
+
 class PolarsBackend:
     """Runs plans on Polars LazyFrames (in memory or scanned from Parquet/CSV)."""
 
@@ -86,9 +95,10 @@ class PolarsBackend:
         seed = request.seed & _SEED_MASK
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = (frame.select(u, *by).unique()
-                     .filter(pl.int_range(pl.len()).shuffle(seed=seed).over(u) < unit.max_groups))
+                     .filter(_rank_within(u, [u, *by], seed) <= unit.max_groups))
             frame = frame.join(pairs, on=[u, *by], how="semi", nulls_equal=True)
-        return frame.filter(pl.int_range(pl.len()).shuffle(seed=(seed + 1) & _SEED_MASK).over(u) < unit.max_rows)
+        used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
+        return frame.filter(_rank_within(u, [u, *by, *used], seed ^ 0x5DEECE66D) <= unit.max_rows)
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """One query: bound, group, aggregate; public keys get a row even when empty (zeros)."""

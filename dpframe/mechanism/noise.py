@@ -29,8 +29,15 @@ from typing import Literal
 import numpy as np
 
 from dpframe.budgets import ZCDP, Budget, PureDP, make
-from dpframe.errors import BudgetConversionError
-from dpframe.noise import RandomSource, discrete_gaussian, discrete_laplace, discrete_laplace_variance
+from dpframe.errors import BudgetConversionError, BudgetError
+from dpframe.noise import (
+    MAX_GAUSSIAN_SIGMA2,
+    MAX_LAPLACE_SCALE,
+    RandomSource,
+    discrete_gaussian,
+    discrete_laplace,
+    discrete_laplace_variance,
+)
 
 Distribution = Literal["discrete_laplace", "discrete_gaussian"]
 
@@ -48,11 +55,18 @@ class Noise:
     def calibrate(cls, sensitivity: Fraction, share: Budget, unit: Fraction = Fraction(1)) -> Noise:
         """The noise that makes a statistic of this sensitivity cost exactly ``share``."""
         if isinstance(share, PureDP):
-            return cls("discrete_laplace", sensitivity / share.epsilon, sensitivity, unit)
-        if isinstance(share, ZCDP):
-            return cls("discrete_gaussian", sensitivity**2 / (2 * share.rho), sensitivity, unit)
-        raise BudgetConversionError(f"additive noise is calibrated to pure DP or zCDP, not {share!r}",
-                                    argument="share", fix="pass a PureDP or ZCDP share")
+            noise = cls("discrete_laplace", sensitivity / share.epsilon, sensitivity, unit)
+        elif isinstance(share, ZCDP):
+            noise = cls("discrete_gaussian", sensitivity**2 / (2 * share.rho), sensitivity, unit)
+        else:
+            raise BudgetConversionError(f"additive noise is calibrated to pure DP or zCDP, not {share!r}",
+                                        argument="share", fix="pass a PureDP or ZCDP share")
+        limit = MAX_LAPLACE_SCALE if noise.distribution == "discrete_laplace" else MAX_GAUSSIAN_SIGMA2
+        if noise.scale > limit:  # refused while planning, before anything is charged
+            raise BudgetError(f"this budget is so small that the noise ({noise.describe()}) exceeds what the "
+                              "exact sampler supports", argument="budget",
+                              fix="give the query a larger budget, or narrow the bounds / max_rows")
+        return noise
 
     def cost(self) -> Budget:
         """ε = Δ/t for discrete Laplace; ρ = Δ²/(2σ²) for discrete Gaussian."""
@@ -81,7 +95,15 @@ class Noise:
             # P[|Z| > k] = 2 e^{-(k+1)/t} / (1 + e^{-1/t}); smallest k with that ≤ 0.05.
             k = max(0, math.ceil(-t * math.log(0.025 * (1 + math.exp(-1 / t))) - 1))
             return k * float(self.unit)
-        return 1.96 * math.sqrt(float(self.scale)) * float(self.unit)
+        sigma = math.sqrt(float(self.scale))
+        if sigma > 1e5:  # the discrete and continuous Gaussians agree to far better than a unit here
+            return math.ceil(1.96 * sigma) * float(self.unit)
+        # Exact: smallest k with P[|Z| <= k] >= 0.95 for the discrete Gaussian.
+        support = np.arange(0, math.ceil(12 * sigma) + 12)
+        mass = np.exp(-(support.astype(np.float64) ** 2) / (2 * float(self.scale)))
+        two_sided = np.concatenate([[mass[0]], 2 * mass[1:]])
+        k = int(np.searchsorted(np.cumsum(two_sided) / two_sided.sum(), 0.95))
+        return k * float(self.unit)
 
     def describe(self) -> str:
         """E.g. 'discrete Laplace(t=20) on grid 2^-3, ±58 (95%)'."""

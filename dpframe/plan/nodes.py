@@ -174,8 +174,7 @@ class Select(RowNode):
            protected: str | None) -> Select:
         """Validate and build."""
         checked = _named(exprs, named, "exprs")
-        names = pl.LazyFrame(schema=input.schema).select(checked).collect_schema().names() \
-            if checked else []
+        names = list(_derive(input.schema, cls(input, input.schema, checked), "exprs").names()) if checked else []
         if protected is not None and protected in names:
             # Selected explicitly: it must be the unit column itself, unchanged.
             raise PlanError(f"the privacy-unit column {protected!r} is kept automatically",

@@ -34,26 +34,34 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 
 _KINDS = frozenset({"len", "count", "sum", "mean", "var", "std"})
-Need = tuple[str, str | None, int]
 
 
-def _needs(measure: Measure) -> list[Need]:
-    """(statistic kind, column, power) pairs a measure needs; shift/bounds are added later."""
-    col = measure.column
-    if measure.kind == "len":
-        return [("rows", None, 0)]
-    if measure.kind == "count":
-        return [("nonnull", col, 0)]
-    if measure.kind == "sum":
-        return [("sum0", col, 1)]
-    if measure.kind == "mean":
-        return [("nonnull", col, 0), ("sumc", col, 1)]
-    return [("nonnull", col, 0), ("sumc", col, 1), ("sumc", col, 2)]
+@dataclass(frozen=True)
+class Need:
+    """A statistic template before calibration: kind, column, bounds, centre and power."""
+
+    kind: str                      # "rows" | "nonnull" | "sum"
+    column: str | None = None
+    bounds: tuple[Fraction, Fraction] | None = None
+    shift: Fraction = Fraction(0)
+    power: int = 1
 
 
-def _need_key(measure: Measure, need: Need) -> tuple[object, ...]:
-    kind, col, power = need
-    return (kind, col, power, measure.bounds if kind in ("sum0", "sumc") else None)
+def _needs(m: Measure) -> dict[str, Need]:
+    """The statistics a measure is computed from, by role: n (a count), s (Σ), q (Σ of squares)."""
+    if m.kind == "len":
+        return {"n": Need("rows")}
+    count = Need("nonnull", m.column)
+    if m.kind == "count":
+        return {"n": count}
+    assert m.bounds is not None
+    if m.kind == "sum":
+        return {"s": Need("sum", m.column, m.bounds)}
+    mid = Fraction(float((m.bounds[0] + m.bounds[1]) / 2))  # a float, so the backend subtracts it exactly
+    needs = {"n": count, "s": Need("sum", m.column, m.bounds, mid, 1)}
+    if m.kind in ("var", "std"):
+        needs["q"] = Need("sum", m.column, m.bounds, mid, 2)
+    return needs
 
 
 def grid_exponent(noise_scale: Fraction, magnitude: Fraction) -> int:
@@ -74,45 +82,36 @@ class AggregatePlan(MechanismPlan):
     """Noise per distinct statistic, then post-processing per measure."""
 
     noises: dict[str, Noise] | None = None
+    roles: dict[str, dict[str, str]] | None = None   # output -> role -> statistic key
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        assert self.noises is not None
+        assert self.noises is not None and self.roles is not None
         noisy: dict[str, np.ndarray] = {}
         for key, noise in self.noises.items():
             exact = np.asarray(stats[key], dtype=np.int64)
-            noisy[key] = exact + noise.sample(exact.size, rng)
-        by_need = {s.key: s for s in self.statistics}
-        return {m.output_name: _finish(m, noisy, by_need, self.noises) for m in self.measures}
+            noisy[key] = (exact + noise.sample(exact.size, rng)).astype(np.float64) * float(noise.unit)
+        return {m.output_name: _finish(m, {role: noisy[key] for role, key in self.roles[m.output_name].items()})
+                for m in self.measures}
 
 
-def _finish(m: Measure, noisy: dict[str, np.ndarray], stats: dict[str, Statistic],
-            noises: dict[str, Noise]) -> np.ndarray:
-    def find(kind: str, power: int = 1) -> tuple[np.ndarray, float]:
-        for key, s in stats.items():
-            if s.kind == kind and s.column == m.column and (kind != "fixed_sum" or (
-                    s.power == power and (s.lower, s.upper) == m.bounds and (s.shift != 0) == (m.kind != "sum"))):
-                return noisy[key], float(noises[key].unit)
-        raise AssertionError(f"missing statistic {kind} for {m}")
-
-    if m.kind == "len":
-        return find("rows")[0]
-    if m.kind == "count":
-        return find("nonnull")[0]
+def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
+    """Post-processing of the noisy statistics (already in output units) into the measure's value."""
+    if m.kind in ("len", "count"):
+        return np.asarray(np.rint(v["n"]).astype(np.int64))
     if m.kind == "sum":
-        s, unit = find("fixed_sum")
-        return s.astype(np.float64) * unit
+        return v["s"]
     assert m.bounds is not None
     lo, hi = float(m.bounds[0]), float(m.bounds[1])
-    shift = (lo + hi) / 2
-    n = np.maximum(find("nonnull")[0].astype(np.float64), 1.0)
-    s, unit = find("fixed_sum", 1)
-    centred = s.astype(np.float64) * unit / n
+    mid = (lo + hi) / 2
+    n = np.maximum(v["n"], 1.0)
+    centred = v["s"] / n
     if m.kind == "mean":
-        return np.clip(shift + centred, lo, hi)
-    q, unit2 = find("fixed_sum", 2)
+        return np.asarray(np.clip(mid + centred, lo, hi))
     ddof = int(m.option("ddof", 1))
-    var = (q.astype(np.float64) * unit2 - n * centred**2) / np.maximum(n - ddof, 1.0)
-    var = np.clip(var, 0.0, ((hi - lo) / 2) ** 2)
+    denominator = np.maximum(n - ddof, 1.0)
+    var = (v["q"] - n * centred**2) / denominator
+    # Values in [lo, hi] have population variance ≤ ((hi − lo)/2)²; with ddof the bound scales by n/(n − ddof).
+    var = np.clip(var, 0.0, ((hi - lo) / 2) ** 2 * n / denominator)
     return var if m.kind == "var" else np.asarray(np.sqrt(var))
 
 
@@ -160,44 +159,38 @@ class AggregateMechanism:
                 raise BoundsError(f"bounds {measure.bounds} are too large to compute with", argument="bounds",
                                   fix="use bounds below 1e150 in absolute value")
 
-    def _distinct(self, measures: Sequence[Measure]) -> dict[tuple[object, ...], tuple[Measure, Need]]:
-        out: dict[tuple[object, ...], tuple[Measure, Need]] = {}
-        for m in measures:
-            for need in _needs(m):
-                out.setdefault(_need_key(m, need), (m, need))
-        return out
-
     def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        """One part per distinct statistic."""
-        return len(self._distinct(measures))
+        """One part per distinct statistic (shared statistics are noised once)."""
+        return len({need for m in measures for need in _needs(m).values()})
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> AggregatePlan:
-        distinct = self._distinct(measures)
+        distinct = list(dict.fromkeys(need for m in measures for need in _needs(m).values()))
         part = _divide(share, len(distinct))
         m_rows = Fraction(ctx.unit.max_rows)
-        statistics, noises = [], {}
-        for measure, (kind, col, power) in distinct.values():
-            if kind in ("rows", "nonnull"):
-                stat = Statistic("rows") if kind == "rows" else Statistic("nonnull", col)
+        statistics: dict[Need, Statistic] = {}
+        noises: dict[str, Noise] = {}
+        for need in distinct:
+            if need.kind != "sum":
+                stat = Statistic("rows") if need.kind == "rows" else Statistic("nonnull", need.column)
                 unit = Fraction(1)
             else:
-                assert measure.bounds is not None
-                lo, hi = measure.bounds
-                shift = Fraction(float((lo + hi) / 2)) if kind == "sumc" else Fraction(0)
-                magnitude = max(abs(lo - shift), abs(hi - shift)) ** power
+                assert need.bounds is not None
+                lo, hi = need.bounds
+                magnitude = max(abs(lo - need.shift), abs(hi - need.shift)) ** need.power
                 k = grid_exponent(_noise_scale(m_rows * magnitude, part), magnitude)
-                stat = Statistic("fixed_sum", col, lo, hi, shift, power, k)
+                stat = Statistic("fixed_sum", need.column, lo, hi, need.shift, need.power, k)
                 unit = Fraction(2) ** k
-            noise = Noise.calibrate(m_rows * stat.row_bound(), part, unit)
-            statistics.append(stat)
-            noises[stat.key] = noise
+            statistics[need] = stat
+            noises[stat.key] = Noise.calibrate(m_rows * stat.row_bound(), part, unit)
+        roles = {m.output_name: {role: statistics[need].key for role, need in _needs(m).items()} for m in measures}
         cost = _sum([n.cost() for n in noises.values()], share.notion)
-        accuracy = {m.output_name: _accuracy(m, statistics, noises) for m in measures}
-        ci95 = {m.output_name: noises[_own(m, statistics).key].ci95() for m in measures
-                if m.kind in ("len", "count", "sum")}
-        return AggregatePlan(self.name, tuple(measures), tuple(statistics), cost,
-                             noise={_label(s): noises[s.key] for s in statistics}, accuracy=accuracy,
-                             ci95=ci95, noises=noises)
+        accuracy = {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()})
+                    for m in measures}
+        ci95 = {m.output_name: noises[roles[m.output_name]["n" if m.kind != "sum" else "s"]].ci95()
+                for m in measures if m.kind in ("len", "count", "sum")}
+        return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
+                             noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
+                             ci95=ci95, noises=noises, roles=roles)
 
 
 def _divide(share: Budget, parts: int) -> Budget:
@@ -219,19 +212,10 @@ def _label(s: Statistic) -> str:
     return f"Σ (clamp({s.column}){centre}){power}"
 
 
-def _own(m: Measure, statistics: list[Statistic]) -> Statistic:
-    """The statistic a len/count/sum measure releases directly."""
-    kind = {"len": "rows", "count": "nonnull", "sum": "fixed_sum"}[m.kind]
-    return next(s for s in statistics if s.kind == kind and (kind == "rows" or s.column == m.column)
-                and (kind != "fixed_sum" or (s.shift == 0 and (s.lower, s.upper) == m.bounds)))
-
-
-def _accuracy(m: Measure, statistics: list[Statistic], noises: dict[str, Noise]) -> str:
+def _accuracy(m: Measure, noise: dict[str, Noise]) -> str:
     if m.kind in ("len", "count", "sum"):
-        return f"±{noises[_own(m, statistics).key].ci95():.4g} (95%)"
-    sums = {s.power: noises[s.key] for s in statistics
-            if s.kind == "fixed_sum" and s.column == m.column and s.shift != 0 and (s.lower, s.upper) == m.bounds}
+        return f"±{noise['n' if m.kind != 'sum' else 's'].ci95():.4g} (95%)"
     if m.kind == "mean":
-        return f"≈ ±{sums[1].ci95():.4g}/n (95%, n = count of values)"
+        return f"≈ ±{noise['s'].ci95():.4g}/n (95%, n = count of values)"
     root = "√" if m.kind == "std" else ""
-    return f"≈ {root}(±{sums[2].ci95():.4g}/n) (95%, n = count of values; plus the mean's error)"
+    return f"≈ {root}(±{noise['q'].ci95():.4g}/n) (95%, n = count of values; plus the mean's error)"

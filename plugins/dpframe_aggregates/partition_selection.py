@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpframe.budgets import ApproxDP, Budget, make
+from dpframe.budgets import ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -81,6 +81,9 @@ class PartitionSelection:
         return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> SelectionPlan:
+        if isinstance(share, PureDP):
+            raise BudgetError("selecting private group keys needs δ > 0, and a pure-DP share has none",
+                              argument="budget", fix="give public keys with group_by(..., keys=...)")
         delta = share.delta  # type: ignore[union-attr]
         if delta <= 0:
             raise BudgetError("selecting private group keys needs δ > 0", argument="budget",
@@ -95,5 +98,5 @@ class PartitionSelection:
         note = (f"groups need about {tau} privacy units to be released (τ = {tau}); "
                 f"a unit touches ≤ {l0} groups")
         return SelectionPlan(self.name, tuple(measures), (Statistic("units"),), cost,
-                             noise={"distinct units per group": noise}, notes=(note,),
+                             noise={"distinct units per group": noise}, notes=(note,), outputs=(KEEP,),
                              selection_noise=noise, threshold=tau)

@@ -1,0 +1,39 @@
+"""Exact randomness for dpframe: random sources and exact discrete noise samplers.
+
+* :mod:`dpframe.noise.random` — :class:`SystemRandomSource` (OS CSPRNG, the only private source),
+  :class:`SeededRandomSource` (tests only) and exact derived draws (``uniform_below``, ``permutation``).
+* :mod:`dpframe.noise.samplers` — Bernoulli(exp(-γ)), discrete Laplace and discrete Gaussian samplers
+  following Canonne, Kamath & Steinke 2020, vectorized over numpy arrays, with exact integer decisions.
+
+Example:
+    >>> from fractions import Fraction
+    >>> from dpframe.noise import default_source, discrete_gaussian
+    >>> discrete_gaussian(Fraction(50), 3, default_source(seed=1)).shape
+    (3,)
+
+"""
+
+from dpframe.noise.random import RandomSource, SeededRandomSource, SystemRandomSource, default_source
+from dpframe.noise.samplers import (
+    MAX_GAUSSIAN_SIGMA2,
+    MAX_LAPLACE_SCALE,
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_laplace,
+    discrete_laplace_tail,
+    discrete_laplace_variance,
+)
+
+__all__ = [
+    "MAX_GAUSSIAN_SIGMA2",
+    "MAX_LAPLACE_SCALE",
+    "RandomSource",
+    "SeededRandomSource",
+    "SystemRandomSource",
+    "bernoulli_exp",
+    "default_source",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "discrete_laplace_tail",
+    "discrete_laplace_variance",
+]

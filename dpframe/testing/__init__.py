@@ -1,0 +1,76 @@
+"""The plugin author kit: a conformance suite, an empirical privacy audit and test helpers.
+
+A plugin's tests subclass :class:`MechanismConformance` (pytest collects the inherited ``test_*``
+methods); the audit helpers are plain functions that other tests can reuse.
+
+Example:
+    >>> import dpframe as dp
+    >>> from dpframe.testing import MechanismConformance
+    >>> from dpframe_aggregates import AggregateMechanism
+    >>> class TestCount(MechanismConformance):        # in a pytest module
+    ...     mechanism = AggregateMechanism()
+    ...     measures = [dp.count("x")]
+    ...     bad_measures = [dp.count("no_such_column")]
+    >>> from fractions import Fraction
+    >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+    >>> a = discrete_laplace(Fraction(2), 10_000, SeededRandomSource(1))
+    >>> b = 1 + discrete_laplace(Fraction(2), 10_000, SeededRandomSource(2))
+    >>> epsilon_lower_bound(a, b, threshold=1) <= 0.5      # the true ε is 1/2
+    True
+
+Nothing here is private: every random source in this package is seeded and for tests only.
+
+"""
+
+from dpframe.testing.audit import (
+    AuditResult,
+    audit_release,
+    audit_sampler,
+    audit_samples,
+    bound_extremes,
+    claimed_epsilon_delta,
+    epsilon_lower_bound,
+    exact_statistics,
+    extreme_assignments,
+    neighbouring_tables,
+    release_sampler,
+)
+from dpframe.testing.conformance import MechanismConformance
+from dpframe.testing.harness import (
+    CountingRandomSource,
+    check_refused,
+    context_for,
+    default_shares,
+    default_table,
+    measure_context,
+    pin_mechanisms,
+    session_budget,
+)
+from dpframe.testing.stats import clopper_pearson, noise_cdf, noise_chisquare, noise_pmf
+
+__all__ = [
+    "AuditResult",
+    "CountingRandomSource",
+    "MechanismConformance",
+    "audit_release",
+    "audit_sampler",
+    "audit_samples",
+    "bound_extremes",
+    "check_refused",
+    "claimed_epsilon_delta",
+    "clopper_pearson",
+    "context_for",
+    "default_shares",
+    "default_table",
+    "epsilon_lower_bound",
+    "exact_statistics",
+    "extreme_assignments",
+    "measure_context",
+    "neighbouring_tables",
+    "noise_cdf",
+    "noise_chisquare",
+    "noise_pmf",
+    "pin_mechanisms",
+    "release_sampler",
+    "session_budget",
+]

@@ -1,0 +1,384 @@
+"""Empirical privacy audits: a statistically sound *lower bound* on the ε a mechanism really has.
+
+The test (the standard distinguishing-test audit, e.g. Jagielski et al. 2020, Nasr et al. 2021):
+run the mechanism many times on two neighbouring datasets D and D'. For an event S (here a threshold
+event ``{output ≥ τ}`` or its complement) every (ε, δ)-DP mechanism satisfies
+P[M(D) ∈ S] ≤ e^ε · P[M(D') ∈ S] + δ, in both directions. With Clopper–Pearson bounds p̲ on the larger and
+p̄ on the smaller probability (each holding with probability ≥ 1 − α/2),
+
+    ε ≥ ln((p̲ − δ) / p̄)
+
+holds with probability ≥ 1 − α whatever the sample. If this lower bound exceeds the ε the mechanism
+claims, the claim is false (up to a 1 − α confidence; α = 1e-6 by default, so a correct mechanism
+fails about once in a million runs).
+
+Choosing the best output, threshold and direction from the same samples would bias the bound, so
+:func:`audit_samples` picks them on a *pilot* sample and computes the bound on an independent *final*
+sample.
+
+Example:
+    >>> from fractions import Fraction
+    >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+    >>> a = discrete_laplace(Fraction(1), 20_000, SeededRandomSource(1))        # t = 1 on a shift of 1: ε = 1
+    >>> b = 1 + discrete_laplace(Fraction(1), 20_000, SeededRandomSource(2))
+    >>> 0.5 < epsilon_lower_bound(a, b, threshold=1) <= 1.0
+    True
+
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.polars import PolarsBackend
+from dpframe.budgets import Budget
+from dpframe.mechanism import MechanismPlan, Statistic
+from dpframe.noise import SeededRandomSource
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.testing.stats import clopper_pearson
+
+__all__ = [
+    "AuditResult",
+    "audit_release",
+    "audit_sampler",
+    "audit_samples",
+    "bound_extremes",
+    "claimed_epsilon_delta",
+    "epsilon_lower_bound",
+    "exact_statistics",
+    "extreme_assignments",
+    "neighbouring_tables",
+    "release_sampler",
+]
+
+Samples = Mapping[str, npt.ArrayLike]
+#: ``sampler(n, seed)`` → ``{output: array of n samples}``: n independent runs of a mechanism on one dataset.
+Sampler = Callable[[int, int], Mapping[str, npt.ArrayLike]]
+
+_MAX_THRESHOLDS = 256
+
+
+def _as_float(x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    arr = np.asarray(x)
+    out = arr.astype(np.float64).ravel()
+    return np.where(np.isnan(out), np.inf, out)  # NaN is one more (top) value, the same in both runs
+
+
+def _thresholds(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    pooled = np.unique(np.concatenate([a, b]))
+    if pooled.size <= _MAX_THRESHOLDS:
+        return pooled[1:] if pooled.size > 1 else pooled
+    return np.unique(np.quantile(np.concatenate([a, b]), np.linspace(0.002, 0.998, _MAX_THRESHOLDS),
+                                 method="higher"))
+
+
+def _bounds(k_hi: npt.NDArray[np.float64], n_hi: int, k_lo: npt.NDArray[np.float64], n_lo: int,
+            delta: float, alpha: float) -> npt.NDArray[np.float64]:
+    """ln((CP lower of k_hi/n_hi − δ) / CP upper of k_lo/n_lo), each bound at α/2; 0 when not positive."""
+    lower, _ = clopper_pearson(k_hi, n_hi, alpha / 2)
+    _, upper = clopper_pearson(k_lo, n_lo, alpha / 2)
+    num = lower - delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.where(num > 0, np.log(np.maximum(num, 1e-300) / upper), 0.0)
+    return np.maximum(eps, 0.0)
+
+
+def _events(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], taus: npt.NDArray[np.float64],
+            delta: float, alpha: float) -> npt.NDArray[np.float64]:
+    """Lower bounds (4 × len(taus)) for the events {≥τ}, {<τ}, each with D over D' and D' over D."""
+    sa, sb = np.sort(a), np.sort(b)
+    ge_a = a.size - np.searchsorted(sa, taus, side="left")
+    ge_b = b.size - np.searchsorted(sb, taus, side="left")
+    lt_a, lt_b = a.size - ge_a, b.size - ge_b
+    f = np.asarray
+    return np.stack([
+        _bounds(f(ge_a, float), a.size, f(ge_b, float), b.size, delta, alpha),
+        _bounds(f(ge_b, float), b.size, f(ge_a, float), a.size, delta, alpha),
+        _bounds(f(lt_a, float), a.size, f(lt_b, float), b.size, delta, alpha),
+        _bounds(f(lt_b, float), b.size, f(lt_a, float), a.size, delta, alpha),
+    ])
+
+
+_EVENT_TEXT = ("P[{o} ≥ {t}] on D over D'", "P[{o} ≥ {t}] on D' over D",
+               "P[{o} < {t}] on D over D'", "P[{o} < {t}] on D' over D")
+
+
+def epsilon_lower_bound(samples_a: npt.ArrayLike, samples_b: npt.ArrayLike, threshold: float, *,
+                        delta: float = 0.0, alpha: float = 1e-6) -> float:
+    """A lower bound on ε (holding with probability ≥ 1 − alpha) from one threshold test.
+
+    ``samples_a``/``samples_b`` are independent outputs of the mechanism on two neighbouring datasets.
+    The four events ``x ≥ threshold`` / ``x < threshold`` in both directions are tested with a Bonferroni
+    split of ``alpha``; the largest bound is returned (0.0 if none is positive). Boolean samples work
+    (use ``threshold=1``).
+
+    Example:
+        >>> import numpy as np
+        >>> epsilon_lower_bound(np.zeros(1000), np.zeros(1000), threshold=0.5)
+        0.0
+
+    """
+    a, b = _as_float(samples_a), _as_float(samples_b)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("give at least one sample for each dataset")
+    bounds = _events(a, b, np.asarray([float(threshold)]), delta, alpha / 4)
+    return float(bounds.max())
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The outcome of one audit: the lower bound found, the claim, and the test that found it.
+
+    Example:
+        >>> r = AuditResult(1.2, 1.0, 0.0, "len", "P[len ≥ 3] on D' over D", 3.0, 1.3, 20_000, 1e-6)
+        >>> r.passed
+        False
+
+    """
+
+    epsilon_lower_bound: float
+    claimed_epsilon: float
+    delta: float
+    output: str
+    event: str
+    threshold: float
+    pilot_bound: float
+    samples: int
+    alpha: float
+
+    @property
+    def passed(self) -> bool:
+        """True when the empirical lower bound does not exceed the claimed ε."""
+        return self.epsilon_lower_bound <= self.claimed_epsilon
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.passed else "VIOLATION"
+        return (f"audit {verdict}: ε ≥ {self.epsilon_lower_bound:.4f} (confidence 1 − {self.alpha:g}) vs "
+                f"claimed ε = {self.claimed_epsilon:.4f}, δ = {self.delta:g}; test {self.event} "
+                f"[n = {self.samples} per dataset; pilot bound {self.pilot_bound:.4f}]")
+
+
+def claimed_epsilon_delta(cost: Budget, delta: float = 1e-3) -> tuple[float, float]:
+    """The (ε, δ) a cost claims: pure ε → (ε, 0); (ε, δ) as is; ρ-zCDP → its (ε, δ₀ + ``delta``)-DP form.
+
+    Example:
+        >>> import dpframe as dp
+        >>> claimed_epsilon_delta(dp.PureDP(1))
+        (1.0, 0.0)
+
+    """
+    if cost.notion == "pure":
+        return float(cost.epsilon), 0.0  # type: ignore[union-attr]
+    if cost.notion == "approx":
+        return float(cost.epsilon), float(cost.delta)  # type: ignore[union-attr]
+    approx = cost.to_approx(delta)  # type: ignore[union-attr]
+    return float(approx.epsilon), float(approx.delta)
+
+
+def audit_samples(pilot_a: Samples, pilot_b: Samples, final_a: Samples, final_b: Samples, *,
+                  claimed_epsilon: float, delta: float = 0.0, alpha: float = 1e-6,
+                  outputs: Sequence[str] | None = None) -> AuditResult:
+    """Pick the most revealing (output, threshold, event) on the pilot samples, bound ε on the final ones.
+
+    Every argument maps output names to samples (one entry per run). Pilot and final samples must be
+    independent runs. The returned bound holds with probability ≥ 1 − alpha.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> def runs(shift, seed):
+        ...     return {"x": shift + discrete_laplace(Fraction(1, 2), 20_000, SeededRandomSource(seed))}
+        >>> r = audit_samples(runs(0, 1), runs(1, 2), runs(0, 3), runs(1, 4), claimed_epsilon=1.0)
+        >>> r.passed, r.epsilon_lower_bound > 1.0      # the noise really has ε = 2: the claim is caught
+        (False, True)
+
+    """
+    names = list(outputs) if outputs is not None else [k for k in pilot_a if k in pilot_b]
+    if not names:
+        raise ValueError("no common output to audit")
+    best: tuple[float, str, int, float] | None = None
+    for name in names:
+        a, b = _as_float(pilot_a[name]), _as_float(pilot_b[name])
+        taus = _thresholds(a, b)
+        bounds = _events(a, b, taus, delta, alpha)
+        row, col = (int(i) for i in np.unravel_index(int(np.argmax(bounds)), bounds.shape))
+        value = float(bounds[row, col])
+        if best is None or value > best[0]:
+            best = (value, name, row, float(taus[col]))
+    assert best is not None
+    pilot_value, name, event, tau = best
+    a, b = _as_float(final_a[name]), _as_float(final_b[name])
+    final = float(_events(a, b, np.asarray([tau]), delta, alpha)[event, 0])
+    return AuditResult(final, claimed_epsilon, delta, name, _EVENT_TEXT[event].format(o=name, t=f"{tau:g}"),
+                       tau, pilot_value, int(min(a.size, b.size)), alpha)
+
+
+def _tile(stats: Mapping[str, npt.ArrayLike], group: int, n: int) -> dict[str, npt.NDArray[Any]]:
+    return {k: np.repeat(np.asarray(v)[group:group + 1], n) for k, v in stats.items()}
+
+
+def release_sampler(plan: MechanismPlan, stats: Mapping[str, npt.ArrayLike], *, group: int = 0,
+                    batched: bool = True) -> Sampler:
+    """``sampler(n, seed)``: n independent releases of ``plan`` on group ``group`` of ``stats``.
+
+    ``batched=True`` makes one ``release`` call on n copies of the group (valid when the mechanism noises
+    groups independently, as every additive mechanism does); ``batched=False`` calls ``release`` n times.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> import dpframe as dp
+        >>> from dpframe_aggregates import AggregateMechanism
+        >>> from dpframe.testing import measure_context
+        >>> plan = AggregateMechanism().plan([dp.len()], measure_context(), dp.PureDP(1))
+        >>> sampler = release_sampler(plan, {"__rows": [10]})
+        >>> sampler(5, 0)["len"].shape
+        (5,)
+
+    """
+    def sample(n: int, seed: int) -> dict[str, npt.NDArray[Any]]:
+        rng = SeededRandomSource(seed)
+        if batched:
+            return {k: np.asarray(v) for k, v in plan.release(_tile(stats, group, n), rng).items()}
+        runs = [plan.release(_tile(stats, group, 1), rng) for _ in range(n)]
+        return {k: np.concatenate([np.asarray(r[k]) for r in runs]) for k in runs[0]}
+    return sample
+
+
+def audit_sampler(sample_a: Sampler, sample_b: Sampler, *, claimed_epsilon: float, delta: float = 0.0,
+                  samples: int = 20_000, seed: int = 0, alpha: float = 1e-6,
+                  outputs: Sequence[str] | None = None) -> AuditResult:
+    """Audit any mechanism given as two samplers (runs on D and on D'): pilot then final, all seeded.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> def on(shift):
+        ...     return lambda n, seed: {"x": shift + discrete_laplace(Fraction(2), n, SeededRandomSource(seed))}
+        >>> audit_sampler(on(0), on(1), claimed_epsilon=0.5, samples=10_000).passed
+        True
+
+    """
+    seeds = [seed * 4 + i for i in range(4)]
+    return audit_samples(sample_a(samples, seeds[0]), sample_b(samples, seeds[1]), sample_a(samples, seeds[2]),
+                         sample_b(samples, seeds[3]), claimed_epsilon=claimed_epsilon, delta=delta,
+                         alpha=alpha, outputs=outputs)
+
+
+def audit_release(plan: MechanismPlan, stats_a: Mapping[str, npt.ArrayLike], stats_b: Mapping[str, npt.ArrayLike],
+                  *, samples: int = 20_000, seed: int = 0, group: int = 0, alpha: float = 1e-6,
+                  zcdp_delta: float = 1e-3, batched: bool = True,
+                  outputs: Sequence[str] | None = None) -> AuditResult:
+    """Audit ``plan.release`` on the exact statistics of two neighbouring datasets.
+
+    The claim audited is ``plan.cost`` (see :func:`claimed_epsilon_delta`; a zCDP cost is audited as
+    its (ε, ``zcdp_delta``)-DP form). ``group`` selects the group (row of the statistics) the neighbour
+    changed.
+
+    Example:
+        >>> import dpframe as dp
+        >>> from dpframe_aggregates import AggregateMechanism
+        >>> from dpframe.testing import measure_context
+        >>> plan = AggregateMechanism().plan([dp.len()], measure_context(max_rows=3), dp.PureDP(1))
+        >>> r = audit_release(plan, {"__rows": [40]}, {"__rows": [43]}, samples=10_000)
+        >>> r.passed, r.claimed_epsilon
+        (True, 1.0)
+
+    """
+    eps, delta = claimed_epsilon_delta(plan.cost, zcdp_delta)
+    return audit_sampler(release_sampler(plan, stats_a, group=group, batched=batched),
+                         release_sampler(plan, stats_b, group=group, batched=batched),
+                         claimed_epsilon=eps, delta=delta, samples=samples, seed=seed, alpha=alpha,
+                         outputs=outputs)
+
+
+def exact_statistics(table: pl.DataFrame, unit: PrivacyUnit, statistics: Sequence[Statistic], *,
+                     by: Sequence[str] = (), keys: pl.DataFrame | None = None,
+                     seed: int = 0) -> dict[str, npt.NDArray[Any]]:
+    """Compute exact statistics with the Polars backend: what a mechanism's ``release`` receives (tests only).
+
+    One array per :attr:`Statistic.key`, one entry per group, for ``table`` under ``unit`` (contribution
+    bounding included, seeded by ``seed``).
+
+    Example:
+        >>> import polars as pl
+        >>> from dpframe.mechanism import Statistic
+        >>> from dpframe.privacy_unit import PrivacyUnit
+        >>> t = pl.DataFrame({"user": [1, 1, 2], "x": [1.0, 5.0, 9.0]})
+        >>> exact_statistics(t, PrivacyUnit("user", max_rows=2), [Statistic("rows")])["__rows"].tolist()
+        [3]
+
+    """
+    backend = PolarsBackend()
+    backend.register("t", table.lazy())
+    request = StatisticsRequest("t", (), unit, tuple(by), keys, tuple(statistics), seed)
+    frame = backend.statistics(request)
+    return {s.key: frame[s.key].to_numpy() for s in statistics}
+
+
+def _new_unit_id(column: pl.Series) -> Any:
+    top: Any = column.max()
+    if column.dtype.is_integer():
+        return int(top or 0) + 1
+    if column.dtype.is_float():
+        return float(top or 0) + 1
+    return "__dpframe_neighbour__"
+
+
+def neighbouring_tables(table: pl.DataFrame, unit: PrivacyUnit, values: Mapping[str, Any]) -> pl.DataFrame:
+    """``table`` plus one new privacy unit with ``unit.max_rows`` rows (D' for the neighbour pair (D, D')).
+
+    Every new row takes ``values[column]`` where given, else the first row's value (so group columns
+    put the neighbour in the first row's group). The unit column gets a fresh id.
+
+    Example:
+        >>> import polars as pl
+        >>> from dpframe.privacy_unit import PrivacyUnit
+        >>> t = pl.DataFrame({"user": [1, 2], "x": [1.0, 2.0]})
+        >>> neighbouring_tables(t, PrivacyUnit("user", max_rows=2), {"x": 100.0})["x"].to_list()
+        [1.0, 2.0, 100.0, 100.0]
+
+    """
+    unknown = set(values) - set(table.columns)
+    if unknown:
+        raise ValueError(f"values name columns that are not in the table: {sorted(unknown)}")
+    row: dict[str, Any] = {c: table[c][0] for c in table.columns}
+    row.update(values)
+    if unit.column is not None:
+        row[unit.column] = _new_unit_id(table[unit.column])
+    extra = pl.DataFrame([row] * unit.max_rows, schema=table.schema, orient="row")
+    return pl.concat([table, extra])
+
+
+def extreme_assignments(candidates: Mapping[str, Sequence[Any]], limit: int = 8) -> list[dict[str, Any]]:
+    """Combinations of per-column candidate values for the neighbour's rows (at most ``limit``).
+
+    Example:
+        >>> extreme_assignments({"x": [0, 10], "y": [1]})
+        [{'x': 0, 'y': 1}, {'x': 10, 'y': 1}]
+
+    """
+    cols = list(candidates)
+    combos = itertools.islice(itertools.product(*(candidates[c] for c in cols)), limit)
+    return [dict(zip(cols, combo)) for combo in combos]
+
+
+def bound_extremes(bounds: tuple[Fraction, Fraction]) -> list[float]:
+    """The two ends of clipping bounds, farthest from zero first (the rows that move a sum the most).
+
+    Example:
+        >>> from fractions import Fraction
+        >>> bound_extremes((Fraction(-10), Fraction(5)))
+        [-10.0, 5.0]
+
+    """
+    lo, hi = float(bounds[0]), float(bounds[1])
+    return [hi, lo] if abs(hi) >= abs(lo) else [lo, hi]

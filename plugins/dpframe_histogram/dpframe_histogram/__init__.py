@@ -1,0 +1,39 @@
+"""dpframe-histogram: an example third-party dpframe plugin adding the measure kind ``"histogram"``.
+
+Install it next to dpframe (``pip install -e plugins/dpframe_histogram`` in a source checkout); dpframe
+finds it through the ``dpframe`` entry-point group (``histogram = "dpframe_histogram"``) and calls the
+``dpframe_mechanisms`` hook below. Block it with ``DPFRAME_BLOCK_PLUGINS=histogram``.
+
+See :mod:`dpframe_histogram.mechanism` for the privacy proof sketch.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 2, 3], "city": ["a", "b", "a"], "age": [12.0, 40.0, 70.0]})
+    >>> sess = dp.Session({"people": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(1), seed=0)
+    >>> q = (sess.table("people").group_by("city", keys=["a", "b"])
+    ...      .agg(dp.measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))))
+    >>> q.collect(budget=dp.PureDP(0.5)).columns
+    ['city', 'age_hist_0_18', 'age_hist_18_65', 'age_hist_65_100']
+
+"""
+
+from typing import Any
+
+from dpframe.plugin import hookimpl
+
+from dpframe_histogram.mechanism import MAX_BINS, HistogramMechanism, HistogramPlan, bin_columns, parse_edges
+
+__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "dpframe_mechanisms", "parse_edges"]
+__version__ = "0.1.0"
+
+
+@hookimpl
+def dpframe_mechanisms() -> list[Any]:
+    """Return the mechanisms this plugin provides (dpframe calls this hook once per plugin host).
+
+    Example:
+        >>> [m.name for m in dpframe_mechanisms()]
+        ['histogram']
+
+    """
+    return [HistogramMechanism()]
