@@ -28,7 +28,6 @@ from fractions import Fraction
 from typing import Literal, TypeAlias, TypeVar, Union
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from dpframe.errors import BudgetConversionError, BudgetError
 
@@ -225,6 +224,8 @@ def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:
     values = (grid - 1) * (grid * r - e) - np.log(grid - 1) + grid * np.log1p(-1 / grid)
     best = int(np.argmin(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    from scipy.optimize import minimize_scalar  # imported lazily: it is slow to import and rarely needed
+
     res = minimize_scalar(lambda a: _log_delta(a, r, e), bounds=(lo, hi), method="bounded")
     log_d = min(float(values[best]), float(res.fun))
     return min(1.0, math.exp(log_d))

@@ -29,6 +29,12 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.mechanism import Statistic
 
 _SEED_MASK = (1 << 63) - 1
+_HASH = "__dpframe_hash"
+
+
+def _hash(columns: list[str], seed: int) -> pl.Expr:
+    """A seeded 64-bit hash of a row's values in ``columns`` (computed once, before the ranking window)."""
+    return pl.struct(columns).hash(seed).alias(_HASH)
 
 
 def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) -> pl.Expr:
@@ -42,30 +48,34 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) 
     col = pl.col(stat.column)
     floating = schema[stat.column].is_float()
     if stat.kind == "nonnull":
-        present = col.is_not_null() & col.is_not_nan() if floating else col.is_not_null()
+        # is_not_nan is null on null, and sum skips nulls: counts values that are neither null nor NaN.
+        present = col.is_not_nan() if floating else col.is_not_null()
         return present.sum().cast(pl.Int64).alias(stat.key)
     assert stat.lower is not None and stat.upper is not None
     value = col.cast(pl.Float64)
-    if floating:
-        value = value.fill_nan(None)
     if stat.kind == "indicator_sum":
-        inside = (value >= float(stat.lower)) & (value < float(stat.upper))
+        inside = (value >= float(stat.lower)) & (value < float(stat.upper))  # NaN compares false
         return inside.sum().cast(pl.Int64).alias(stat.key)
-    clamped = value.clip(float(stat.lower), float(stat.upper)) - float(stat.shift)
+    clamped = value.clip(float(stat.lower), float(stat.upper))
+    if stat.shift:
+        clamped = clamped - float(stat.shift)
     powered = clamped if stat.power == 1 else clamped**stat.power
-    fixed = (powered * 2.0 ** (-stat.grid_exp)).round().cast(pl.Int64)
-    return fixed.sum().alias(stat.key)
+    if stat.grid_exp:
+        powered = powered * 2.0 ** (-stat.grid_exp)
+    # Truncation toward zero onto the grid: |trunc(y)| ≤ |y|, inside Statistic.row_bound(); a NaN
+    # (clamp keeps NaN) becomes null in the non-strict cast and the sum skips it.
+    return powered.cast(pl.Int64, strict=False).sum().alias(stat.key)
 
 
-def _rank_within(unit: str, columns: list[str], seed: int) -> pl.Expr:
-    """1, 2, ... within each unit, in the order of a seeded hash of ``columns``.
+def _rank_within(unit: str) -> pl.Expr:
+    """1, 2, ... within each unit, in the order of the seeded hash column (see :func:`_hash`).
 
     The rank of a row depends only on its own values, its unit's other rows and the seed — not on
     row order or on other units — so keeping ranks ≤ m is a stable selection. Rows with equal values
-    in ``columns`` (everything the statistics read) are interchangeable, so their tie order does not
-    matter; two *different* rows of one unit tie only on a 64-bit hash collision.
+    in the hashed columns (everything the statistics read) are interchangeable, so their tie order does
+    not matter; two *different* rows of one unit tie only on a 64-bit hash collision.
     """
-    return pl.struct(columns).hash(seed).rank("ordinal").over(unit)
+    return pl.col(_HASH).rank("ordinal").over(unit)
 
 
 class PolarsBackend:
@@ -86,19 +96,21 @@ class PolarsBackend:
         for node in request.row_nodes:
             frame = node.apply(frame)
         unit, by = request.unit, list(request.by)
-        if request.keys is not None:
-            frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
         if unit.column is None:
-            return frame
+            return frame  # no bounding: rows outside public keys are dropped by the final join
+        if request.keys is not None:  # drop them before bounding, so they use none of a unit's rows
+            frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
         u = unit.column
         frame = frame.filter(pl.col(u).is_not_null())
         seed = request.seed & _SEED_MASK
+        unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = (frame.select(u, *by).unique()
-                     .filter(_rank_within(u, [u, *by], seed) <= unit.max_groups))
-            frame = frame.join(pairs, on=[u, *by], how="semi", nulls_equal=True)
+            pairs = (frame.select(unit_and_keys).unique().with_columns(_hash(unit_and_keys, seed))
+                     .filter(_rank_within(u) <= unit.max_groups).drop(_HASH))
+            frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
-        return frame.filter(_rank_within(u, [u, *by, *used], seed ^ 0x5DEECE66D) <= unit.max_rows)
+        return (frame.with_columns(_hash([*unit_and_keys, *used], seed ^ 0x5DEECE66D))
+                .filter(_rank_within(u) <= unit.max_rows).drop(_HASH))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """One query: bound, group, aggregate; public keys get a row even when empty (zeros)."""

@@ -46,7 +46,7 @@ class Statistic:
     Kinds:
         * ``rows``: number of rows.
         * ``nonnull``: rows where ``column`` is neither null nor NaN.
-        * ``fixed_sum``: Σ round(((clamp(x, lower, upper) − shift) ** power) / 2**grid_exp) over
+        * ``fixed_sum``: Σ trunc(((clamp(x, lower, upper) − shift) ** power) / 2**grid_exp) over
           non-null, non-NaN values, summed exactly as integers (fixed point: no float-summation error).
         * ``units``: number of distinct privacy units (partition selection).
         * ``indicator_sum``: number of rows with ``lower <= column < upper`` (histograms).
@@ -75,7 +75,7 @@ class Statistic:
         """The largest |contribution| of one row, in the statistic's own integer units.
 
         For ``fixed_sum`` this is ⌈max(|lower − shift|, |upper − shift|)^power / 2^grid_exp⌉ + 1: the +1
-        covers float rounding of the subtraction/power and the round-to-grid step.
+        covers float rounding of the subtraction/power (truncation to the grid only shrinks |value|).
         """
         if self.kind != "fixed_sum":
             return Fraction(1)

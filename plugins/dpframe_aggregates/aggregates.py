@@ -4,7 +4,7 @@ Privacy (proof sketch). Under add/remove of one privacy unit, after contribution
 at most m = ``max_rows`` rows. Each measure is post-processing of a few exact integer statistics:
 
 * rows, non-null count: each row adds 1, so the L1 (and L2) sensitivity of the per-group vector is m;
-* fixed-point clamped sums Σ round((clamp(x) − c)^p / 2^k): each row adds at most
+* fixed-point clamped sums Σ trunc((clamp(x) − c)^p / 2^k): each row adds at most
   b = ⌈max|bound − c|^p / 2^k⌉ + 1 grid steps (see :meth:`Statistic.row_bound`), so sensitivity m·b.
 
 Each distinct statistic gets an equal part of the mechanism's share and discrete Laplace noise

@@ -57,22 +57,22 @@ def test_rows_nonnull_units_by_hand() -> None:
     assert all(out.schema[c] == pl.Int64 for c in out.columns)
 
 
-def test_fixed_sum_rounds_to_grid_and_clamps_by_hand() -> None:
+def test_fixed_sum_truncates_to_grid_and_clamps_by_hand() -> None:
     b = _backend(t=X)
     # bounds [0, 10], grid 2^-1: clamp → 1.3, 2.7, 0, 10, 0, (NaN), (null), 10, 0.25
-    #   /0.5 → 2.6, 5.4, 0, 20, 0, 20, 0.5 → round (half to even) → 3, 5, 0, 20, 0, 20, 0 = 48
+    #   /0.5 → 2.6, 5.4, 0, 20, 0, 20, 0.5 → truncate toward zero → 2, 5, 0, 20, 0, 20, 0 = 47
     s1 = Statistic("fixed_sum", "x", Fraction(0), Fraction(10), Fraction(0), 1, -1)
-    # centred at 5, squared, grid 2^0: (x−5)² → 13.69, 5.29, 25, 25, 25, 25, 22.5625 → 14+5+25·4+23 = 142
+    # centred at 5, squared, grid 2^0: (x−5)² → 13.69, 5.29, 25, 25, 25, 25, 22.5625 → 13+5+25·4+22 = 140
     s2 = Statistic("fixed_sum", "x", Fraction(0), Fraction(10), Fraction(5), 2, 0)
     # centred at 5, grid 2^2 = 4: (x−5)/4 → −0.925, −0.575, −1.25, 1.25, −1.25, 1.25, −1.1875
-    #   → −1, −1, −1, 1, −1, 1, −1 = −3
+    #   → 0, 0, −1, 1, −1, 1, −1 = −1
     s3 = Statistic("fixed_sum", "x", Fraction(0), Fraction(10), Fraction(5), 1, 2)
     # integer column, bounds [2, 6], grid 2^0: 2, (null), 3, 4, 5, 6, 6, 6, 6 = 38
     s4 = Statistic("fixed_sum", "i", Fraction(2), Fraction(6), Fraction(0), 1, 0)
     out = b.statistics(_req((s1, s2, s3, s4), ROW))
-    assert out[s1.key].item() == 48
-    assert out[s2.key].item() == 142
-    assert out[s3.key].item() == -3
+    assert out[s1.key].item() == 47
+    assert out[s2.key].item() == 140
+    assert out[s3.key].item() == -1
     assert out[s4.key].item() == 38
     assert out.schema[s1.key] == pl.Int64
 
@@ -86,7 +86,7 @@ def test_fixed_sum_matches_numpy_reference_on_random_data() -> None:
     for lo, hi, shift, power, k in [(-5, 15, 0, 1, -8), (-5, 15, 5, 1, -10), (-5, 15, 5, 2, -4), (0, 1, 0, 1, -20)]:
         s = Statistic("fixed_sum", "x", Fraction(lo), Fraction(hi), Fraction(shift), power, k)
         v = x[~np.isnan(x)]
-        ref = int(np.sum(np.round(((np.clip(v, lo, hi) - shift) ** power) * 2.0 ** (-k)).astype(np.int64)))
+        ref = int(np.sum(np.trunc(((np.clip(v, lo, hi) - shift) ** power) * 2.0 ** (-k)).astype(np.int64)))
         assert b.statistics(_req((s,), ROW))[s.key].item() == ref
         assert abs(ref) <= v.size * s.row_bound()
 
