@@ -1,0 +1,329 @@
+"""Shared helpers for dpframe's benchmarks (stdlib only at import time).
+
+* data: :func:`cached_file` builds a file once under ``bench/.data/`` (git-ignored) and reuses it;
+  :func:`synthetic_visits` is the standard synthetic table (users, Zipf-distributed cities, spend, qty).
+* timing: :func:`time_runs` / :func:`median` — wall time with ``time.perf_counter``, median of N runs.
+* memory: each case runs in its own subprocess (:func:`run_worker`); inside it :func:`measure` resets the
+  kernel's peak-RSS mark after the data is loaded (``/proc/self/clear_refs``), so the reported peak is
+  "loaded data + what the query needed"; the parent also records the child's lifetime ``ru_maxrss``
+  (``os.wait4``), which includes loading.
+* output: :func:`format_table` renders a Markdown table; ``fmt_*`` format cells.
+
+This module imports nothing outside the standard library at top level, so a worker running in another
+virtual environment (the peer libraries' venv) can import it too.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+DATA_DIR = BENCH_DIR / ".data"
+
+# --------------------------------------------------------------------------------------------------
+# data
+
+
+def cached_file(name: str, build: Callable[[Path], None]) -> tuple[Path, float | None]:
+    """``DATA_DIR / name``, built by ``build(tmp_path)`` on first use; returns (path, build seconds or None).
+
+    The builder writes to a temporary name that is renamed into place, so an interrupted build never
+    leaves a truncated file behind. Put every generation parameter in ``name``: it is the cache key.
+    """
+    path = DATA_DIR / name
+    if path.exists():
+        return path, None
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    t = time.perf_counter()
+    try:
+        build(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path, time.perf_counter() - t
+
+
+def city_names(n: int) -> list[str]:
+    """The public city keys: ``c0000``, ``c0001``, ... (rank order: ``c0000`` is the most frequent)."""
+    width = max(4, len(str(n - 1)))
+    return [f"c{i:0{width}d}" for i in range(n)]
+
+
+def synthetic_visits(rows: int, *, users: int = 1_000_000, cities: int = 1_000, zipf_s: float = 1.1,
+                     spend_max: float = 600.0, qty_max: int = 1_000, seed: int = 20240601,
+                     row_group_size: int = 1_000_000) -> tuple[Path, float | None]:
+    """A deterministic Parquet table of ``rows`` visits (cached under ``bench/.data/``).
+
+    Columns: ``user_id`` int64 uniform in [0, users); ``city`` string, ``cities`` names drawn with
+    Zipf(``zipf_s``) frequencies over ranks (as in shared/peers/perf_baseline.py); ``spend`` float64
+    uniform in [0, spend_max); ``qty`` int64 uniform in [0, qty_max). Returns (path, seconds it took to
+    build, or None when reused).
+    """
+    name = f"visits_r{rows}_u{users}_c{cities}_z{zipf_s:g}_s{spend_max:g}_q{qty_max}_seed{seed}.parquet"
+
+    def build(tmp: Path) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rng = np.random.default_rng(seed)
+        p = np.arange(1, cities + 1, dtype=np.float64) ** -zipf_s
+        p /= p.sum()
+        codes = rng.choice(cities, size=rows, p=p).astype(np.int32)
+        city = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(city_names(cities))).cast(pa.string())
+        table = pa.table({
+            "user_id": pa.array(rng.integers(0, users, size=rows, dtype=np.int64)),
+            "city": city,
+            "spend": pa.array(rng.uniform(0.0, spend_max, size=rows)),
+            "qty": pa.array(rng.integers(0, qty_max, size=rows, dtype=np.int64)),
+        })
+        pq.write_table(table, tmp, row_group_size=row_group_size)
+
+    return cached_file(name, build)
+
+
+# --------------------------------------------------------------------------------------------------
+# timing and memory (inside a worker process)
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median (NaN for an empty sequence)."""
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _proc_status() -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0])  # KiB
+    except OSError:
+        pass
+    return out
+
+
+def rss_kib() -> int:
+    """Current resident set size of this process (KiB); the lifetime peak where /proc is missing."""
+    return _proc_status().get("VmRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def peak_rss_kib() -> int:
+    """Peak resident set size since the last :func:`reset_peak_rss` (or since start), in KiB."""
+    return _proc_status().get("VmHWM", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark to the current RSS (Linux ≥ 4.0); False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def measure(fn: Callable[[], Any], runs: int, warmup: int = 1, slow_s: float = 5.0,
+            prime: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Time ``fn`` (median of ``runs`` perf_counter wall times) and record the peak RSS while it runs.
+
+    Call it after the data is loaded. ``prime()`` (e.g. the same query on a few rows) runs first, so
+    one-off lazy imports and plugin loading are not counted as the query's memory. Then the peak-RSS mark
+    is reset, so ``peak_kib`` is the largest RSS during the runs (loaded data included) and
+    ``extra_kib`` what the runs added on top of ``base_kib``. ``warmup`` untimed calls come next (inside
+    the memory window: warming up must not hide the query's memory in the allocator's cache); a warm-up
+    call slower than ``slow_s`` is kept as the first timed run instead (warming up cannot matter at that
+    scale, and it saves a long run).
+    """
+    if prime is not None:
+        prime()
+    gc.collect()
+    exact_peak = reset_peak_rss()
+    base = rss_kib()
+    times: list[float] = []
+    cold = None
+    result = None
+    for i in range(warmup):
+        t = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - t
+        if i == 0:
+            cold = elapsed
+        if elapsed > slow_s:
+            times.append(elapsed)
+            break
+    while len(times) < runs:
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    peak = peak_rss_kib()
+    return {"times_s": times, "median_s": median(times), "cold_s": cold, "base_kib": base, "peak_kib": peak,
+            "extra_kib": max(peak - base, 0), "peak_exact": exact_peak, "result": result}
+
+
+def time_runs(fn: Callable[[], Any], runs: int, warmup: int = 0) -> list[float]:
+    """Wall times (``time.perf_counter``) of ``runs`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as JSON (non-JSON values become strings)."""
+    with open(path, "w") as fh:
+        json.dump(obj, fh, default=str)
+
+
+def worker_main(run: Callable[[], dict[str, Any]], out: str | Path) -> None:
+    """Run one worker job and write its result (or the error and traceback) to ``out`` as JSON."""
+    try:
+        res = run()
+    except Exception as e:  # noqa: BLE001 - reported to the driver, which prints it
+        res = {"error": f"{type(e).__name__}: {e}"[:800], "traceback": traceback.format_exc()[-3000:]}
+    write_json(out, res)
+
+
+# --------------------------------------------------------------------------------------------------
+# running workers (in the driver)
+
+
+def run_worker(cmd: Sequence[str], out: str | Path, timeout_s: float, env: dict[str, str] | None = None,
+               log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (a worker that writes JSON to ``out``), return that JSON plus the child's peak RSS.
+
+    ``child_maxrss_kib`` is the child's lifetime ``ru_maxrss`` from ``os.wait4`` (per child, unlike
+    ``RUSAGE_CHILDREN``, which keeps the maximum over all children). stderr lines are passed to ``log``.
+    """
+    out = Path(out)
+    if out.exists():
+        out.unlink()
+    t = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    stderr_lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stderr_lines.append(line.rstrip("\n"))
+            if log:
+                log(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            timed_out = True
+            break
+        time.sleep(0.05)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from waiting on a reaped pid
+    reader.join(timeout=5)
+    res: dict[str, Any] = {}
+    if out.exists() and out.stat().st_size:
+        with open(out) as fh:
+            res = json.load(fh)
+    if timed_out:
+        res.setdefault("error", f"timed out after {timeout_s:.0f}s")
+    elif not res:
+        tail = "\n".join(stderr_lines[-15:])
+        res = {"error": f"worker exited with code {proc.returncode} and wrote no result", "stderr": tail}
+    res["child_maxrss_kib"] = usage.ru_maxrss
+    res["wall_s"] = time.perf_counter() - t
+    return res
+
+
+def machine_info() -> str:
+    """One line: cores, RAM, platform, Python."""
+    try:
+        ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM"
+    except (ValueError, OSError):
+        ram = "? RAM"
+    return f"{os.cpu_count()} CPU cores, {ram}, {platform.platform()}, Python {platform.python_version()}"
+
+
+def log_stderr(msg: str) -> None:
+    """Progress output goes to stderr so stdout holds only the report."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# output
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
+    """A Markdown table; ``align`` is one letter per column, ``l`` or ``r`` (default: first l, rest r)."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
+    n = len(headers)
+    align = align or "l" + "r" * (n - 1)
+    width = [max(len(r[i]) for r in cells) for i in range(n)]
+
+    def line(r: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(width[i]) if align[i] == "l" else c.rjust(width[i])
+                                 for i, c in enumerate(r)) + " |"
+
+    rule = "|" + "|".join(("-" * (width[i] + 1) + ":") if align[i] == "r" else ("-" * (width[i] + 2))
+                          for i in range(n)) + "|"
+    return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])
+
+
+def fmt_s(x: float | None) -> str:
+    """Seconds with 3 significant decimals (ms precision below 10 s)."""
+    if x is None or x != x:
+        return "-"
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def fmt_ms(x: float | None) -> str:
+    """Seconds shown as milliseconds."""
+    if x is None or x != x:
+        return "-"
+    return f"{x * 1000:.1f}" if x < 1 else f"{x * 1000:.0f}"
+
+
+def fmt_mib(kib: float | None) -> str:
+    """KiB shown as MiB."""
+    return "-" if kib is None else f"{kib / 1024:,.0f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio like ``1.23×``."""
+    if x is None or x != x:
+        return "-"
+    if x < 0.1:
+        return f"{x:.2g}×"
+    return f"{x:.2f}×" if x < 100 else f"{x:.0f}×"
+
+
+def ratio(a: float | None, b: float | None, floor: float = 0.0) -> float | None:
+    """``a / max(b, floor)``, or None when either is missing."""
+    if a is None or b is None or a != a or b != b:
+        return None
+    den = max(b, floor)
+    return a / den if den > 0 else None
