@@ -2,6 +2,9 @@
 
 dpframe demo [--rows N] [--epsilon E]   run the headline query on a generated dataset
 dpframe plugins                          list installed plugins and what they provide
+dpframe query "SELECT ..." --table ...   run a private SQL query (see docs/sql.md)
+dpframe explain "SELECT ..." ...         its plan, cost and accuracy (spends nothing)
+dpframe budget --ledger PATH             a ledger's total, spent and remaining budget
 dpframe --version
 """
 
@@ -67,10 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200,000)")
     d.add_argument("--epsilon", type=float, default=1.0, help="ε for the main query (default 1)")
     sub.add_parser("plugins", help="list installed plugins")
+    from dpframe.sql import cli as sql_cli
+
+    sql_cli.add_commands(sub)
     args = parser.parse_args(argv)
     pl.Config.set_tbl_rows(30)
     pl.Config.set_tbl_width_chars(160)
     pl.Config.set_fmt_str_lengths(80)
+    if args.command in sql_cli.COMMANDS:
+        return sql_cli.run(args)
     try:
         if args.command == "demo":
             demo(args.rows, args.epsilon)

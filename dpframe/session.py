@@ -31,6 +31,7 @@ from dpframe.noise import RandomSource, SeededRandomSource, default_source
 from dpframe.plan.nodes import Aggregate, RowNode, Scan
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.sql.catalog import SQLCatalog
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
@@ -75,6 +76,19 @@ def _dry_run(plan: PhysicalPlan) -> None:
                               f"{sorted(p.output_names())}", argument="mechanism", fix="this is a plugin bug")
 
 
+def _register(backend: Any, name: str, frame: pl.LazyFrame, source: object) -> None:
+    """Hand a private table to a backend.
+
+    A backend with ``register_source`` also gets the original source (e.g. a Parquet path DuckDB can
+    scan itself).
+    """
+    hook = getattr(backend, "register_source", None)
+    if callable(hook):
+        hook(name, frame, source)
+    else:
+        backend.register(name, frame)
+
+
 class Session:
     """Private tables under one privacy unit and one enforced total budget.
 
@@ -85,15 +99,20 @@ class Session:
             ``dp.PrivacyUnit.row()``).
         budget: the total budget: ``dp.PureDP``, ``dp.ApproxDP`` or ``dp.ZCDP``.
         ledger: a file path to keep the spent budget across restarts (SQLite); ``None`` keeps it in memory.
-        backend: execution engine name (``"polars"``; see ``dpframe plugins``).
+        backend: execution engine name (``"polars"`` or ``"duckdb"``; see ``dpframe plugins``).
         accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets); default by budget.
         seed: **tests only** — a deterministic, NOT PRIVATE random source (``explain()`` says so).
+        public_tables: for SQL: ``{name: table}`` of *public* lookup tables a query may JOIN with.
+        public_keys: for SQL: ``{"table.column": [key, ...]}``, the public GROUP BY keys of a column.
+        bounds: for SQL: ``{"table.column": (lower, upper)}``, clipping bounds used when an aggregate
+            names the column without ``CLAMP(col, lower, upper)``. See ``docs/sql.md``.
 
     """
 
     def __init__(self, tables: Mapping[str, TableSource], *, privacy_unit: PrivacyUnit, budget: Budget,
                  ledger: str | Path | None = None, backend: str = "polars", accountant: str | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, public_tables: Mapping[str, Any] | None = None,
+                 public_keys: Mapping[str, Any] | None = None, bounds: Mapping[str, Any] | None = None) -> None:
         if not isinstance(privacy_unit, PrivacyUnit):
             raise DPFrameError(f"expected dp.PrivacyUnit, got {privacy_unit!r}", argument="privacy_unit",
                                fix="pass dp.PrivacyUnit('user_id', max_rows=...) or dp.PrivacyUnit.row()")
@@ -111,13 +130,18 @@ class Session:
         self._backend = self.plugins.backend(backend)
         self.rng: RandomSource = default_source(seed)
         self._schemas: dict[str, pl.Schema] = {}
+        self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
+        self._backends: dict[str, Any] = {str(self._backend.name): self._backend}
         for name, source in tables.items():
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
                                   fix="use {'visits': data}")
             frame = _load(name, source)
             self._schemas[name] = self._check_table(name, frame)
-            self._backend.register(name, frame)
+            self._sources[name] = (frame, source)
+            _register(self._backend, name, frame, source)
+        self._sql_catalog = SQLCatalog.build(self._schemas, privacy_unit.column, public_tables=public_tables,
+                                             public_keys=public_keys, bounds=bounds)
         self._ledger = Ledger(ledger, self.accountant)
 
     def _check_table(self, name: str, frame: pl.LazyFrame) -> pl.Schema:
@@ -147,6 +171,36 @@ class Session:
     def backend_name(self) -> str:
         """The execution backend's name (the backend itself holds the private tables and stays hidden)."""
         return str(self._backend.name)
+
+    def _backend_for(self, name: str | None) -> Any:
+        """The backend named ``name`` (None: the session's), created on first use with every table."""
+        if name is None:
+            return self._backend
+        if name not in self._backends:
+            backend = self.plugins.backend(name)
+            for table, (frame, source) in self._sources.items():
+                _register(backend, table, frame, source)
+            self._backends[name] = backend
+        return self._backends[name]
+
+    def sql(self, query: str, *, keys: Mapping[str, Any] | None = None, backend: str | None = None) -> Query:
+        """A private query written in SQL (DuckDB dialect): the same ``dp.Query`` as the method chain.
+
+        ``keys={"column": [...]}`` gives public keys for GROUP BY columns (e.g. derived ones) in this query;
+        ``backend="duckdb"`` runs this query on another backend than the session's. ``EXPLAIN SELECT ...``
+        gives a query whose ``collect()`` returns the plan text and charges nothing. See ``docs/sql.md``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> sess.sql("SELECT COUNT(*) AS n, SUM(CLAMP(x, 0, 5)) AS s FROM t").cost(dp.PureDP(0.5))
+            PureDP(epsilon=1/2)
+
+        """
+        from dpframe.sql.query import sql_query
+
+        return sql_query(self, query, keys=keys, backend=backend)
 
     def tables(self) -> list[str]:
         """Names of the registered tables."""
@@ -208,7 +262,7 @@ class Session:
         charge = self._ledger.reserve(plan.session_cost, query.describe(), mechanisms)
         failure = None
         try:
-            result = self._run(node, plan)
+            result = self._run(node, plan, self._backend_for(getattr(query, "backend_name", None)))
         except Exception as e:
             failure = type(e).__name__
         if failure is not None:
@@ -220,7 +274,7 @@ class Session:
         self._ledger.commit(charge)
         return result
 
-    def _run(self, node: Aggregate, plan: PhysicalPlan) -> pl.DataFrame:
+    def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
         lineage = node.lineage()
         scan = lineage[0]
         assert isinstance(scan, Scan)
@@ -228,7 +282,7 @@ class Session:
         request = StatisticsRequest(scan.table, rows,
                                     self.privacy_unit, node.by, node.keys, plan.statistics(),
                                     self.rng.seed_for_engine())
-        stats = self._backend.statistics(request)
+        stats = (backend or self._backend).statistics(request)
         if plan.selection is not None:
             keep = plan.selection.release({k: stats[k].to_numpy() for k in stats.columns
                                            if k.startswith("__")}, self.rng)["__keep"]

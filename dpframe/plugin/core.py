@@ -22,5 +22,7 @@ def dpframe_accountants() -> dict[str, Callable[..., Any]]:
 
 @hookimpl
 def dpframe_backends() -> dict[str, Callable[[], Any]]:
-    """The Polars backend."""
-    return {"polars": PolarsBackend}
+    """The Polars backend and the DuckDB backend."""
+    from dpframe.backends.duckdb import DuckDBBackend
+
+    return {"polars": PolarsBackend, "duckdb": DuckDBBackend}

@@ -1,0 +1,249 @@
+"""The SQL commands of the ``dpframe`` command line: ``query``, ``explain`` and ``budget``.
+
+::
+
+    dpframe query "SELECT city, COUNT(*) AS n FROM visits GROUP BY city"
+        --table visits=data/visits.parquet --privacy-unit user_id --max-rows 10
+        --epsilon 1 [--delta 1e-6] [--ledger budget.ledger] [--format table|csv|json]
+    dpframe explain "SELECT ..." <same arguments>      # spends nothing
+    dpframe budget --ledger budget.ledger               # total, spent, remaining
+
+The total budget: a ledger file remembers the total it was created with (its ``meta`` table), so later
+commands only name the ledger. The first command on a new ledger must give it with ``--total-epsilon``
+(and ``--total-delta`` / ``--total-rho``). Without a ledger the total is ``--total-*`` or, if absent,
+just this query's budget (a one-shot session). Exit codes: 0 success, 2 bad input, 3 not enough budget;
+errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import polars as pl
+
+import dpframe as dp
+from dpframe.accounting import Ledger
+from dpframe.accounting.ledger import decode
+from dpframe.budgets import Budget, describe
+from dpframe.plugin import plugin_host
+
+COMMANDS = ("query", "explain", "budget")
+EXIT_INPUT, EXIT_BUDGET = 2, 3
+
+
+class CLIError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+def _one_line_error(parser: argparse.ArgumentParser) -> Any:
+    def error(message: str) -> NoReturn:
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_INPUT)
+    return error
+
+
+def _pair(text: str, what: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise CLIError(f"{what} must look like NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``query``, ``explain`` and ``budget`` to the ``dpframe`` subcommands."""
+    for name, text in (("query", "run a private SQL query (charges the budget)"),
+                       ("explain", "show a SQL query's plan, cost and accuracy (spends nothing)")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.error = _one_line_error(p)  # type: ignore[method-assign]
+        p.add_argument("sql", help="the SELECT query (DuckDB dialect)")
+        p.add_argument("--table", action="append", default=[], metavar="NAME=PATH", required=True,
+                       help="a private table: a .parquet or .csv file (repeat for several)")
+        p.add_argument("--public-table", action="append", default=[], metavar="NAME=PATH",
+                       help="a public lookup table the query may JOIN with")
+        unit = p.add_mutually_exclusive_group(required=True)
+        unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
+        unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
+        p.add_argument("--max-rows", type=int, default=1, help="rows kept per unit (default 1)")
+        p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
+        p.add_argument("--epsilon", type=float, help="this query's ε")
+        p.add_argument("--delta", type=float, default=0.0, help="this query's δ (default 0)")
+        p.add_argument("--rho", type=float, help="this query's zCDP ρ (instead of --epsilon)")
+        p.add_argument("--total-epsilon", type=float, help="total ε of a new ledger / one-shot session")
+        p.add_argument("--total-delta", type=float, default=None, help="total δ (default: the query's δ)")
+        p.add_argument("--total-rho", type=float, help="total zCDP ρ of a new ledger")
+        p.add_argument("--ledger", metavar="PATH", help="budget ledger file kept across runs")
+        p.add_argument("--keys", action="append", default=[], metavar="TABLE.COLUMN=V1,V2,...",
+                       help="public GROUP BY keys of a column (or =@file with one key per line)")
+        p.add_argument("--bounds", action="append", default=[], metavar="TABLE.COLUMN=LOW:HIGH",
+                       help="clipping bounds of a column (used without CLAMP in the query)")
+        p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
+        p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+        p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
+    b.error = _one_line_error(b)  # type: ignore[method-assign]
+    b.add_argument("--ledger", metavar="PATH", required=True, help="the ledger file")
+    b.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+
+
+def ledger_meta(path: str) -> tuple[Budget, str] | None:
+    """The total budget and accountant a ledger file was created with (None if it does not exist)."""
+    if not Path(path).exists():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        try:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            con.close()
+        return decode(meta["total"]), str(meta["accountant"])
+    except (sqlite3.Error, KeyError, ValueError, json.JSONDecodeError) as e:
+        raise CLIError(f"{path} is not a dpframe ledger ({e})") from None
+
+
+def _budget(epsilon: float | None, delta: float | None, rho: float | None, what: str) -> Budget | None:
+    if rho is not None:
+        if epsilon is not None:
+            raise CLIError(f"give {what} ε or ρ, not both")
+        return dp.ZCDP(rho, delta=delta or 0.0) if delta else dp.ZCDP(rho)
+    if epsilon is None:
+        return None
+    return dp.ApproxDP(epsilon, delta) if delta else dp.PureDP(epsilon)
+
+
+def _keys(specs: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        name, value = _pair(spec, "--keys")
+        if value.startswith("@"):
+            lines = Path(value[1:]).read_text().splitlines()
+            out[name] = [v.strip() for v in lines if v.strip()]
+        else:
+            out[name] = [v.strip() for v in value.split(",")]
+    return out
+
+
+def _bounds(specs: list[str]) -> dict[str, tuple[float, float]]:
+    out = {}
+    for spec in specs:
+        name, value = _pair(spec, "--bounds")
+        parts = value.replace(",", ":").split(":")
+        try:
+            lo, hi = (float(p) for p in parts)
+        except ValueError:
+            raise CLIError(f"--bounds must look like TABLE.COLUMN=LOW:HIGH, got {spec!r}") from None
+        out[name] = (lo, hi)
+    return out
+
+
+def session(args: argparse.Namespace, *, spend: bool) -> tuple[dp.Session, Budget]:
+    """The session and the query budget described by the command-line arguments."""
+    query_budget = _budget(args.epsilon, args.delta, args.rho, "the query's")
+    if query_budget is None:
+        raise CLIError("give the query's budget: --epsilon E [--delta D] or --rho R")
+    total = _budget(args.total_epsilon, args.total_delta if args.total_delta is not None else args.delta,
+                    args.total_rho, "the total")
+    accountant = None
+    ledger = args.ledger
+    if ledger is not None:
+        meta = ledger_meta(ledger)
+        if meta is not None:
+            total = total or meta[0]
+            accountant = meta[1]
+        elif not spend:
+            ledger = None
+        elif total is None:
+            raise CLIError(f"the ledger {ledger} does not exist yet: give its total budget with --total-epsilon "
+                           "(and --total-delta) or --total-rho")
+    if total is None:
+        total = query_budget
+    unit = dp.PrivacyUnit.row() if args.row_privacy else \
+        dp.PrivacyUnit(args.privacy_unit, max_rows=args.max_rows, max_groups=args.max_groups)
+    tables = dict(_pair(t, "--table") for t in args.table)
+    public = dict(_pair(t, "--public-table") for t in args.public_table)
+    sess = dp.Session(tables, privacy_unit=unit, budget=total, ledger=ledger, backend=args.backend,
+                      accountant=accountant, seed=args.seed, public_tables=public or None,
+                      public_keys=_keys(args.keys) or None, bounds=_bounds(args.bounds) or None)
+    return sess, query_budget
+
+
+def _emit(df: pl.DataFrame, fmt: str) -> None:
+    if fmt == "csv":
+        sys.stdout.write(df.write_csv())
+    elif fmt == "json":
+        print(json.dumps(df.to_dicts(), default=str))
+    else:
+        print(df)
+
+
+def query(args: argparse.Namespace) -> None:
+    """``dpframe query``: charge, run, print the released result."""
+    sess, budget = session(args, spend=True)
+    try:
+        q = sess.sql(args.sql)
+        result = q.collect(budget)
+        explain_only = getattr(q, "explain_only", False)
+        if explain_only:
+            print(result["explain"][0])
+            return
+        _emit(result, args.format)
+        summary = (f"spent {describe(sess.spent())} of {describe(sess.accountant.total)}; "
+                   f"remaining {describe(sess.remaining())}")
+        if not sess.rng.private:
+            summary += " [seeded random source: NOT PRIVATE]"
+        print(summary, file=sys.stderr if args.format != "table" else sys.stdout)
+    finally:
+        sess.close()
+
+
+def explain(args: argparse.Namespace) -> None:
+    """``dpframe explain``: the plan, cost and accuracy; spends nothing."""
+    sess, budget = session(args, spend=False)
+    try:
+        text = sess.sql(args.sql).explain(budget, format="json" if args.format == "json" else "text")
+        print(json.dumps(text, default=str, indent=2) if args.format == "json" else text)
+    finally:
+        sess.close()
+
+
+def budget(args: argparse.Namespace) -> None:
+    """``dpframe budget``: a ledger's total, spent and remaining budget."""
+    meta = ledger_meta(args.ledger)
+    if meta is None:
+        raise CLIError(f"no ledger at {args.ledger}")
+    total, name = meta
+    accountant = plugin_host().accountant(name)(total)
+    ledger = Ledger(args.ledger, accountant)
+    try:
+        spent = ledger.spent()
+        charges = ledger.charges()
+    finally:
+        ledger.close()
+    row = {"ledger": str(args.ledger), "accountant": name, "total": describe(total), "spent": describe(spent),
+           "remaining": describe(accountant.remaining(spent)), "queries": len(charges)}
+    if args.format == "json":
+        print(json.dumps(row))
+    else:
+        width = max(len(k) for k in row)
+        print("\n".join(f"{k:<{width}}  {v}" for k, v in row.items()))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch one of :data:`COMMANDS`; return the exit code."""
+    try:
+        {"query": query, "explain": explain, "budget": budget}[args.command](args)
+    except dp.BudgetExceededError as e:
+        print(f"dpframe: error: {_line(e)}", file=sys.stderr)
+        return EXIT_BUDGET
+    except (dp.DPFrameError, CLIError, OSError) as e:
+        print(f"dpframe: error: {_line(e)}", file=sys.stderr)
+        return EXIT_INPUT
+    return 0
+
+
+def _line(e: BaseException) -> str:
+    return " ".join(str(e).split())

@@ -1,0 +1,366 @@
+"""Lowering a whole SQL query into the plan the method chain builds.
+
+FROM/WHERE become row nodes, GROUP BY the keys, aggregates the measures, and the rest (HAVING, ORDER
+BY, LIMIT, expressions over aggregates) the post-processing of the released values. The result is
+the same :class:`~dpframe.plan.nodes.Aggregate` node the method chain builds, so the one planner and
+the one accountant path handle both. Only GROUP BY keys and aggregates can reach the
+output; a raw column, ``SELECT *`` or a window function is refused before anything is charged.
+
+Example:
+    >>> import polars as pl
+    >>> from dpframe.sql.catalog import SQLCatalog
+    >>> from dpframe.sql.parse import parse
+    >>> cat = SQLCatalog.build({"t": pl.Schema({"u": pl.Int64, "x": pl.Float64})}, "u", public_tables=None,
+    ...                        public_keys=None, bounds=None)
+    >>> done = Compiler(cat, parse("SELECT SUM(CLAMP(x, 0, 1)) / COUNT(*) AS r FROM t WHERE x > 0"), None).compile()
+    >>> [m.describe() for m in done.node.measures], done.post.describe()
+    (['sum(x, bounds=[0, 1])', 'len()'], 'SELECT (x_sum / len) AS r FROM __dp_released')
+
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from dpframe.errors import BoundsError, DPFrameError, PlanError, SchemaError
+from dpframe.frame import _public_keys
+from dpframe.measures import Measure
+from dpframe.plan.nodes import Aggregate, Node
+from dpframe.sql.aggregates import contains, is_aggregate, make_measure, parse_call
+from dpframe.sql.catalog import SQLCatalog
+from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
+from dpframe.sql.lower import Lowering
+from dpframe.sql.parse import Parsed, fragment
+from dpframe.sql.post import PostProcess, build_post
+from dpframe.sql.sandbox import Json, render_expression
+from dpframe.sql.scope import Column, Scope
+
+_NO_AGG = ("every output column must be an aggregate (COUNT, SUM, AVG, ...) or a GROUP BY key: "
+           "raw values of private rows are never released")
+
+
+def canonical(node: Any) -> str:
+    """A comparable text of a parse tree (locations and aliases removed)."""
+    def strip(n: Any) -> Any:
+        if isinstance(n, dict):
+            return {k: strip(v) for k, v in n.items() if k not in ("query_location", "query_location_length",
+                                                                    "alias")}
+        if isinstance(n, list):
+            return [strip(x) for x in n]
+        return n
+    return json.dumps(strip(node), sort_keys=True)
+
+
+@dataclass
+class Key:
+    """A GROUP BY key: its plan column, its SQL output name, and its public domain if any."""
+
+    flat: str
+    name: str
+    canon: str
+    expr: Json
+    column: Column | None
+
+
+@dataclass
+class Compiled:
+    """A lowered query: the Aggregate node, the post-processing, and notes for explain()."""
+
+    node: Aggregate
+    post: PostProcess
+    notes: list[str] = field(default_factory=list)
+
+
+class Compiler:
+    """Compiles one parsed SELECT against a session catalog."""
+
+    def __init__(self, catalog: SQLCatalog, parsed: Parsed, keys: Mapping[str, Any] | None) -> None:
+        self.catalog, self.parsed, self.text = catalog, parsed, parsed.text
+        self.lower = Lowering(catalog, parsed.text)
+        self.override = dict(keys or {})
+        self.notes: list[str] = []
+
+    def error(self, node: Json | None, what: str, fix: str = _NO_AGG) -> PlanError:
+        return PlanError(f"{what}: {fragment(self.text, node)}", argument="sql", fix=fix)
+
+    def compile(self) -> Compiled:
+        node = self.parsed.node
+        if node.get("type") != "SELECT_NODE":
+            what = {"SET_OPERATION_NODE": "UNION/INTERSECT/EXCEPT", "RECURSIVE_CTE_NODE": "recursive CTEs"}.get(
+                str(node.get("type")), str(node.get("type")))
+            raise PlanError(f"{what} are not supported", argument="sql", fix="send one SELECT per query")
+        for key, what in (("qualify", "QUALIFY (a window filter)"), ("sample", "USING SAMPLE")):
+            if node.get(key):
+                raise self.error(node[key] if isinstance(node[key], dict) else node, f"{what} is not supported",
+                                 "remove it")
+        ctes = self.lower.ctes(node, {})
+        rel = self.lower.relation(node["from_table"], ctes)
+        if rel.node is None:
+            raise PlanError("the query reads only public tables, which need no privacy", argument="sql",
+                            fix="query a private table (public tables may be JOINed to it)")
+        current: Node = rel.node
+        if node.get("where_clause"):
+            current = build_filter(current, node["where_clause"], rel.scope, self.text)
+        items = node["select_list"]
+        for item in items:
+            if item.get("class") in ("STAR", "COLUMNS"):
+                raise self.error(item, "SELECT * would release raw rows")
+        orders, limit = self.modifiers(node)
+        for part in [*items, node.get("having"), *[o["expression"] for o in orders]]:
+            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "WINDOW"):
+                raise self.error(_first(part, "WINDOW"), "window functions are not supported",
+                                 "use GROUP BY with aggregates; post-process the result in Python")
+            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
+                raise self.error(_first(part, "SUBQUERY"), "subqueries in SELECT/HAVING/ORDER BY are not supported",
+                                 "send them as separate queries")
+        keys = self.group_keys(node, items, rel.scope)
+        calls = self.aggregate_calls([*items, node.get("having"), *[o["expression"] for o in orders]])
+        if not calls and not keys:
+            raw = _first(items, "COLUMN_REF")
+            if raw is not None:
+                raise self.error(raw, "the raw column would be released (the query computes no aggregate)")
+        if not calls:
+            raise self.error(items[0] if items else node, "the query computes no aggregate",
+                             "add one, e.g. COUNT(*) (a DISTINCT list of private values is not private)")
+        measures, derived = self.measures(calls, rel.scope, current.schema, keys)
+        current = self.project(current, keys, derived, measures)
+        key_frame = self.key_domain(keys, current.schema)
+        by = tuple(k.flat for k in keys)
+        named = self.name_measures(items, calls, measures, by)
+        aggregate = Aggregate(current, by, key_frame, tuple(named.values()))
+        post = build_post(self.text, items, node.get("having"), orders, limit, keys, calls, named, aggregate,
+                          rel.scope)
+        return Compiled(aggregate, post, self.notes)
+
+    # --------------------------------------------------------------------------------- modifiers
+    def modifiers(self, node: Json) -> tuple[list[Json], Json | None]:
+        orders: list[Json] = []
+        limit = None
+        for mod in node.get("modifiers", []):
+            kind = mod.get("type")
+            if kind == "ORDER_MODIFIER":
+                orders = mod["orders"]
+            elif kind == "LIMIT_MODIFIER":
+                for part in ("limit", "offset"):
+                    value = mod.get(part)
+                    if value is not None and not (value.get("class") == "CONSTANT"
+                                                  and (value.get("literal") or {}).get("kind") == "INTEGER"):
+                        raise self.error(value, f"{part.upper()} must be a whole number", "e.g. LIMIT 10")
+                if mod.get("limit_type") not in (None, "ROW_COUNT"):
+                    raise self.error(mod.get("limit"), "LIMIT n% is not supported", "use LIMIT n")
+                limit = mod
+            elif kind == "DISTINCT_MODIFIER":
+                raise PlanError("SELECT DISTINCT is not supported", argument="sql",
+                                fix="GROUP BY the columns instead (each key is released once)")
+            else:
+                raise PlanError(f"{kind} is not supported", argument="sql", fix="remove it")
+        return orders, limit
+
+    # --------------------------------------------------------------------------------- group keys
+    def group_keys(self, node: Json, items: list[Json], scope: Scope) -> list[Key]:
+        groups = list(node.get("group_expressions") or [])
+        sets = node.get("group_sets") or []
+        if len(sets) > 1 or (sets and sorted(sets[0]) != list(range(len(groups)))):
+            raise PlanError("GROUPING SETS / ROLLUP / CUBE are not supported", argument="sql",
+                            fix="send one query per grouping")
+        if node.get("aggregate_handling") == "FORCE_AGGREGATES":  # GROUP BY ALL
+            groups = [i for i in items if not contains(i, is_aggregate) and i.get("class") != "CONSTANT"]
+        aliases = {str(i.get("alias")).lower(): i for i in items if i.get("alias")}
+        keys: list[Key] = []
+        for g in groups:
+            source = g
+            lit = g.get("literal") or {}
+            if g.get("class") == "CONSTANT" and lit.get("kind") == "INTEGER":
+                pos = int(lit["text"])
+                if not 1 <= pos <= len(items):
+                    raise self.error(g, f"GROUP BY {pos} is out of range", f"use 1..{len(items)}")
+                source = items[pos - 1]
+            elif g.get("class") == "COLUMN_REF" and len(g["column_names"]) == 1 \
+                    and str(g["column_names"][0]).lower() in aliases:
+                try:
+                    scope.resolve(g["column_names"], "GROUP BY")
+                except SchemaError:
+                    source = aliases[str(g["column_names"][0]).lower()]
+            if contains(source, is_aggregate):
+                raise self.error(source, "GROUP BY an aggregate is not possible", "group by columns")
+            checked, used = rewrite(source, scope, self.text, "GROUP BY")
+            plain = checked.get("class") == "COLUMN_REF" and len(used) == 1 and not used[0].path
+            name = str(source.get("alias") or "") or (used[0].name if plain else render_expression(source))
+            flat = used[0].flat if plain else render_expression(source)
+            canon = canonical(checked)
+            if any(k.canon == canon for k in keys):
+                continue
+            keys.append(Key(flat, name, canon, dict(checked, alias=""), used[0] if plain else None))
+        return keys
+
+    def key_domain(self, keys: list[Key], schema: pl.Schema) -> pl.DataFrame | None:
+        """Public keys for the GROUP BY columns, or None (DP partition selection chooses them)."""
+        if not keys:
+            return None
+        domains: dict[str, list[Any]] = {}
+        missing = []
+        for k in keys:
+            values = self.domain(k)
+            if values is None:
+                missing.append(k.name)
+            else:
+                domains[k.flat] = values
+        unknown = sorted(set(self.override) - {k.name for k in keys} - {k.flat for k in keys})
+        if unknown:
+            raise SchemaError(f"keys= names {unknown}, which the query does not GROUP BY", argument="keys",
+                              fix=f"name the GROUP BY columns: {[k.name for k in keys]}")
+        if missing:
+            self.notes.append(f"GROUP BY {', '.join(missing)}: no public keys declared, so DP partition selection "
+                              "chooses the released keys (needs δ > 0); declare them with "
+                              "dp.Session(public_keys={'table.column': [...]}) or sess.sql(..., keys={...})")
+            return None
+        try:
+            return _public_keys(domains, [k.flat for k in keys], schema)
+        except DPFrameError as e:
+            raise SchemaError(f"the public keys do not fit the GROUP BY columns: {e}", argument="public_keys",
+                              fix="declare keys of the column's type") from None
+
+    def domain(self, key: Key) -> list[Any] | None:
+        for name in (key.name, key.flat):
+            if name in self.override:
+                values = self.override[name]
+                if isinstance(values, str | bytes) or not hasattr(values, "__iter__"):
+                    raise SchemaError(f"keys[{name!r}] must be a list of values", argument="keys",
+                                      fix=f"pass keys={{{name!r}: [value, ...]}}")
+                return list(values.to_list() if isinstance(values, pl.Series) else values)
+        col = key.column
+        if col is None:
+            return None
+        if col.origin is not None and col.origin in self.catalog.keys:
+            return list(self.catalog.keys[col.origin])
+        if col.domain is not None:
+            values = col.domain.unique(maintain_order=True).drop_nulls().sort().to_list()
+            return [*values, None] if col.left_joined or col.domain.null_count() else values
+        return None
+
+    # --------------------------------------------------------------------------------- aggregates
+    def aggregate_calls(self, parts: list[Any]) -> list[Json]:
+        calls: list[Json] = []
+
+        def visit(n: Any) -> None:
+            if is_aggregate(n):
+                calls.append(n)
+                return
+            if isinstance(n, dict):
+                for v in n.values():
+                    visit(v)
+            elif isinstance(n, list):
+                for v in n:
+                    visit(v)
+        for p in parts:
+            visit(p)
+        return calls
+
+    def measures(self, calls: list[Json], scope: Scope, schema: pl.Schema,
+                 keys: list[Key]) -> tuple[list[Measure], dict[str, Json]]:
+        """One unnamed measure per call; derived value expressions become projected columns."""
+        out: list[Measure] = []
+        derived: dict[str, Json] = {}
+        for call in calls:
+            try:
+                kind, value, explicit, options = parse_call(call)
+            except DPFrameError as e:
+                raise type(e)(f"{e.args[0].split('. Fix:')[0]}: {fragment(self.text, call)}",
+                              argument=None, fix=e.fix) from None
+            bounds: Any = explicit
+            column = None
+            if value is not None:
+                checked, used = rewrite(value, scope, self.text, f"{str(call['function_name']).upper()}(...)")
+                plain = checked.get("class") == "COLUMN_REF" and len(used) == 1 and not used[0].path
+                if plain:
+                    column = used[0].flat
+                else:
+                    column = self.derived_name(render_expression(value), canonical(checked), derived, schema)
+                    derived[column] = dict(checked, alias="")
+                if bounds is None and kind not in ("count", "len"):
+                    origin = used[0].origin if plain else None
+                    bounds = self.catalog.bounds.get(origin) if origin else None
+                    if bounds is None:
+                        name = str(call["function_name"]).upper()
+                        inner = fragment(self.text, value).strip("'\"")
+                        declare = (f"dp.Session(..., bounds={{{origin!r}: (lower, upper)}})" if origin
+                                   else "dp.Session(..., bounds={'table.column': (lower, upper)})")
+                        raise BoundsError(f"{name}({inner}) needs clipping bounds: {fragment(self.text, call)}",
+                                          argument="sql", fix=f"write {name}(CLAMP({inner}, lower, upper)) with "
+                                          f"public bounds, or declare them: {declare}")
+            try:
+                out.append(make_measure(kind, column, bounds, options))
+            except DPFrameError as e:
+                raise type(e)(f"{e.args[0].split('. Fix:')[0]} in {fragment(self.text, call)}", argument=None,
+                              fix=e.fix) from None
+        return out, derived
+
+    def derived_name(self, text: str, canon: str, derived: dict[str, Json], schema: pl.Schema) -> str:
+        name, n = text, 1
+        while name in schema or (name in derived and canonical(derived[name]) != canon):
+            n += 1
+            name = f"{text}_{n}"
+        return name
+
+    def project(self, current: Node, keys: list[Key], derived: dict[str, Json], measures: list[Measure]) -> Node:
+        """A projection computing derived keys and aggregate values (only when there are any)."""
+        if not derived and all(k.column is not None for k in keys):
+            return current
+        items: dict[str, Json] = {}
+        unit = self.catalog.unit
+        if unit is not None and unit in current.schema:
+            items[unit] = column_ref(unit)
+        for k in keys:
+            items[k.flat] = k.expr if k.column is None else column_ref(k.flat)
+        for m in measures:
+            if m.column is not None and m.column not in items:
+                items[m.column] = derived.get(m.column, column_ref(m.column))
+        return build_project(current, list(items.items()), self.text, "GROUP BY / aggregate expressions")
+
+    def name_measures(self, items: list[Json], calls: list[Json], measures: list[Measure],
+                      by: tuple[str, ...]) -> dict[str, Measure]:
+        """``{canonical call: named measure}``: top-level aliases first, then default names."""
+        named: dict[str, Measure] = {}
+        taken = set(by)
+        by_call = {canonical(c): m for c, m in zip(calls, measures)}
+        order = [canonical(c) for c in calls]
+        for item in items:
+            c = canonical(item)
+            if is_aggregate(item) and c not in named:
+                name = str(item.get("alias") or "") or by_call[c].output_name
+                if name in taken:
+                    raise self.error(item, f"two output columns are named {name!r}", "give one another alias")
+                named[c] = by_call[c].alias(name)
+                taken.add(name)
+        for c in order:
+            if c in named:
+                continue
+            base = by_call[c].output_name
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}_{n}"
+            named[c] = by_call[c].alias(name)
+            taken.add(name)
+        return named
+
+
+def _first(node: Any, cls: str) -> Json | None:
+    if isinstance(node, dict):
+        if node.get("class") == cls:
+            return node
+        for v in node.values():
+            found = _first(v, cls)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for v in node:
+            found = _first(v, cls)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,224 @@
+"""Row-level SQL expressions: the allow-list check, column resolution, schema derivation, node building.
+
+Before aggregation every expression must be computed from one row at a time: aggregates, window
+functions, subqueries, table functions, ``*`` and parameters are refused with a
+:class:`~dpframe.errors.PlanError` that quotes the fragment. So are functions that change engine state or
+read its configuration (``setseed``, ``nextval``, ``current_setting`` ...), non-deterministic ones
+(every function DuckDB marks volatile: ``random``, ``uuid``, ``nextval``, ``sleep_ms`` ...), ``unnest``
+(it multiplies rows) and ``error`` (a data-dependent failure is a side channel). Everything else DuckDB
+knows as a scalar function is allowed.
+
+No row-level expression may fail because of a private value (the failure itself would reveal
+something): the DuckDB backend evaluates each one under ``TRY(...)`` (:func:`guard`), so an error becomes
+NULL — in ``WHERE`` the row is dropped — like Polars' non-strict casts.
+
+Example:
+    >>> import polars as pl
+    >>> from dpframe.plan.nodes import Scan
+    >>> from dpframe.sql.sandbox import parse_expression
+    >>> scan = Scan.of("t", pl.Schema({"age": pl.Int64}))
+    >>> scope = Scope([Column("age", "age", frozenset({"t"}), "t.age")])
+    >>> node = build_filter(scan, parse_expression("age >= 18"), scope, "age >= 18")
+    >>> node.sql, node.polars is not None
+    ('(age >= 18)', True)
+
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from dpframe.errors import PlanError, SchemaError
+from dpframe.plan.nodes import Node
+from dpframe.plan.rowlevel import check_row_level
+from dpframe.sql.nodes import SQLFilter, SQLProject, guard
+from dpframe.sql.parse import fragment
+from dpframe.sql.sandbox import Json, function_types, quote, render_expression, shared
+from dpframe.sql.scope import Column, Scope
+from dpframe.sql.topolars import Untranslatable, to_polars
+
+DENIED = {
+    "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
+    "error": "a data-dependent error is a side channel",
+    "unnest": "it turns one row into several", "unlist": "it turns one row into several",
+}
+_ROWLEVEL_HINT = "before aggregation every expression must be computed from one row at a time"
+
+
+class _Checker:
+    """Walks one expression: refuses what is not row-level, rewrites column references to plan columns."""
+
+    def __init__(self, text: str, scope: Scope, where: str) -> None:
+        self.text, self.scope, self.where = text, scope, where
+        self.origins: list[Column] = []
+
+    def refuse(self, node: Json, what: str, fix: str) -> PlanError:
+        return PlanError(f"{what} in {self.where}: {fragment(self.text, node)}", argument="sql", fix=fix)
+
+    def walk(self, node: Any, params: frozenset[str] = frozenset()) -> Any:
+        if isinstance(node, list):
+            return [self.walk(x, params) for x in node]
+        if not isinstance(node, dict):
+            return node
+        cls = node.get("class")
+        if cls is None:
+            return {k: self.walk(v, params) for k, v in node.items()}
+        if cls == "COLUMN_REF":
+            return self.column(node, params)
+        if cls == "FUNCTION":
+            self.function(node)
+        elif cls == "LAMBDA":
+            return self.lambda_(node, params)
+        elif cls == "SUBQUERY":
+            raise self.refuse(node, "subqueries inside expressions are not supported",
+                              "join a public table instead, or compute the value as a separate query")
+        elif cls == "WINDOW":
+            raise self.refuse(node, "window functions combine rows", f"{_ROWLEVEL_HINT}; remove the OVER (...)")
+        elif cls in ("STAR", "COLUMNS"):
+            raise self.refuse(node, "'*' is not allowed here", "name the columns")
+        elif cls in ("PARAMETER", "POSITIONAL_REFERENCE", "DEFAULT"):
+            raise self.refuse(node, f"{cls.lower().replace('_', ' ')} is not supported", "write the value inline")
+        elif cls not in ("CONSTANT", "OPERATOR", "COMPARISON", "CONJUNCTION", "CASE", "CAST", "BETWEEN",
+                         "COLLATE", "TYPE"):
+            raise self.refuse(node, f"the expression kind {cls} is not supported", "rewrite the expression")
+        return {k: self.walk(v, params) for k, v in node.items()}
+
+    def column(self, node: Json, params: frozenset[str]) -> Json:
+        parts = [str(p) for p in node["column_names"]]
+        if parts[0].lower() in params:
+            return node
+        col = self.scope.resolve(parts, f"{self.where} ({fragment(self.text, node)})")
+        self.origins.append(col)
+        return dict(node, column_names=[col.flat, *col.path])
+
+    def function(self, node: Json) -> None:
+        name = str(node.get("function_name", "")).lower()
+        kinds = function_types().get(name, frozenset())
+        if node.get("schema") or node.get("catalog"):
+            raise self.refuse(node, "schema-qualified functions are not supported", "call the function by name")
+        if name == "clamp":
+            raise self.refuse(node, "CLAMP(col, lower, upper) only declares the bounds of an aggregate",
+                              "write it as the whole argument of SUM/AVG/VAR/STDDEV/MEDIAN/QUANTILE_CONT, "
+                              "e.g. SUM(CLAMP(spend, 0, 500)); elsewhere use LEAST(GREATEST(x, lo), hi)")
+        if name in DENIED:
+            raise self.refuse(node, f"{name}() is not allowed ({DENIED[name]})", "remove it from the query")
+        if "volatile" in kinds:
+            raise self.refuse(node, f"{name}() is not allowed (it is volatile: not deterministic, or it changes "
+                              "or reads the engine's state)", "remove it from the query")
+        if "aggregate_macro" in kinds or ("aggregate" in kinds and not kinds & {"scalar", "macro"}):
+            raise self.refuse(node, f"aggregate {name}() combines rows", f"{_ROWLEVEL_HINT}; aggregate only in "
+                              "the outermost SELECT")
+        if kinds and not kinds & {"scalar", "macro"}:
+            raise self.refuse(node, f"{name}() is a table function", "read data only from registered tables")
+        if "subquery_macro" in kinds:
+            raise self.refuse(node, f"{name}() runs a subquery", "remove it from the query")
+        if node.get("distinct") or node.get("filter") or (node.get("order_bys") or {}).get("orders"):
+            raise self.refuse(node, "DISTINCT/FILTER/ORDER BY inside a function call is not supported",
+                              "remove it")
+
+    def lambda_(self, node: Json, params: frozenset[str]) -> Json:
+        lhs = node.get("lhs") or {}
+        names = [lhs] if lhs.get("class") == "COLUMN_REF" else [
+            a["expression"] for a in lhs.get("arguments", []) if isinstance(a, dict)]
+        bound = {str(n["column_names"][0]).lower() for n in names if n.get("class") == "COLUMN_REF"}
+        return dict(node, expr=self.walk(node.get("expr"), params | bound))
+
+
+def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list[Column]]:
+    """Check ``expr`` is row-level and point its column references at plan columns.
+
+    Returns the rewritten expression and the columns it references.
+    """
+    checker = _Checker(text, scope, where)
+    out = checker.walk(copy.deepcopy(expr))
+    return out, checker.origins
+
+
+def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str) -> pl.Schema:
+    """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB)."""
+    try:
+        empty = pl.DataFrame(schema=input_schema).to_arrow()
+    except Exception as e:
+        raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
+                          fix="cast the column to a standard type when registering the table") from e
+    select = ", ".join(f"{guard(sql)} AS {quote(name)}" for name, sql in items)
+    with shared() as con:
+        con.register("__dp_in", empty)
+        try:
+            result = con.sql(f"SELECT {select} FROM __dp_in").pl()
+        except Exception as e:
+            message = str(e).splitlines()[0]
+            raise SchemaError(f"{message} in {where}: {text!r}", argument="sql",
+                              fix="check the column names and types (DuckDB's message above)") from None
+        finally:
+            con.unregister("__dp_in")
+    if result.height:  # an empty input gave a row: something aggregated
+        raise PlanError(f"{where} combines rows: {text!r}", argument="sql",
+                        fix="before aggregation every expression must be computed from one row at a time")
+    schema: pl.Schema = result.schema
+    return schema
+
+
+def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
+               names: Sequence[str]) -> tuple[tuple[pl.Expr, ...] | None, str | None]:
+    """The Polars expressions with DuckDB's semantics, or ``None`` and the reason."""
+    out = []
+    try:
+        for expr, name in zip(exprs, names):
+            pe = to_polars(expr, input_schema)
+            got = pl.LazyFrame(schema=input_schema).select(pe.alias(name)).collect_schema()[name]
+            if got != want[name]:
+                raise Untranslatable(f"{name!r} has type {want[name]} in DuckDB but {got} in Polars")
+            check_row_level(pe, name)
+            out.append(pe.alias(name))
+    except Untranslatable as e:
+        return None, str(e)
+    except (PlanError, pl.exceptions.PolarsError, TypeError, ValueError) as e:
+        return None, f"no Polars equivalent ({str(e).splitlines()[0]})"
+    return tuple(out), None
+
+
+def build_filter(input: Node, predicate: Json, scope: Scope, text: str) -> SQLFilter:
+    """A validated ``WHERE`` node."""
+    where = "WHERE"
+    checked, _ = rewrite(predicate, scope, text, where)
+    sql = render_expression(checked)
+    frag = fragment(text, predicate).strip("'\"")
+    schema = derive(input.schema, [("__dp_pred", sql)], where, frag)
+    if schema["__dp_pred"] != pl.Boolean:
+        raise SchemaError(f"WHERE needs a true/false condition, got {schema['__dp_pred']}: {frag!r}",
+                          argument="sql", fix="compare a column, e.g. WHERE age >= 18")
+    exprs, reason = _translate([checked], input.schema, pl.Schema({"__dp_pred": pl.Boolean}), ["__dp_pred"])
+    return SQLFilter(input, input.schema, sql, None if exprs is None else exprs[0], reason)
+
+
+def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, where: str) -> SQLProject:
+    """A validated projection: exactly the columns ``items`` = ``[(name, rewritten expression)]``."""
+    names = [n for n, _ in items]
+    lowered = [n.lower() for n in names]
+    dupes = sorted({n for n in names if lowered.count(n.lower()) > 1})
+    if dupes:
+        raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
+                        fix="give each output column its own alias")
+    sql_items = [(name, render_expression(expr)) for name, expr in items]
+    derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items))
+    # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).
+    schema = pl.Schema({name: input.schema[expr["column_names"][0]] if _plain(expr, input.schema) else derived[name]
+                        for name, expr in items})
+    exprs, reason = _translate([e for _, e in items], input.schema, schema, names)
+    return SQLProject(input, schema, tuple(sql_items), exprs, reason)
+
+
+def _plain(expr: Json, schema: pl.Schema) -> bool:
+    return (expr.get("class") == "COLUMN_REF" and len(expr["column_names"]) == 1
+            and expr["column_names"][0] in schema)
+
+
+def column_ref(flat: str) -> Json:
+    """A parse-tree column reference to the plan column ``flat``."""
+    return {"class": "COLUMN_REF", "type": "COLUMN_REF", "alias": "", "query_location": 2**64 - 1,
+            "query_location_length": 0, "column_names": [flat]}

@@ -1,0 +1,183 @@
+"""Post-processing of released values: the SELECT list, HAVING, ORDER BY and LIMIT of a SQL query.
+
+After the mechanisms release the noisy statistics (one column per GROUP BY key and per aggregate), the
+rest of the query only reshapes those *public* values, which costs no privacy: expressions over
+aggregates (``SUM(x) / COUNT(*)``), ``HAVING`` (a filter on released values), ``ORDER BY`` and
+``LIMIT``. DuckDB runs it on a locked connection that holds nothing but the released frame. A column
+reference that is neither a GROUP BY key nor an aggregate is refused when the query is built, so no
+raw value can leak through this step.
+
+Example:
+    >>> released = pl.DataFrame({"city": ["a", "b"], "n": [12, 3]})
+    >>> PostProcess("SELECT city FROM __dp_released WHERE n > 5", ()).apply(released)["city"].to_list()
+    ['a']
+
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dpframe.errors import DPFrameError, PlanError
+from dpframe.measures import Measure
+from dpframe.plan.nodes import Aggregate
+from dpframe.sql.aggregates import contains, is_aggregate
+from dpframe.sql.expr import column_ref, rewrite
+from dpframe.sql.parse import fragment
+from dpframe.sql.sandbox import Json, connect, quote, render, render_expression, select_node
+from dpframe.sql.scope import Scope
+
+if TYPE_CHECKING:
+    from dpframe.sql.compile import Key
+
+RELEASED = "__dp_released"
+_RAW = ("only GROUP BY keys and aggregates can be released: use the column in GROUP BY, or aggregate it "
+        "(COUNT, SUM(CLAMP(...)), AVG(CLAMP(...)), ...)")
+
+
+def released_dtype(m: Measure) -> pl.DataType:
+    """The type a measure's released column will have (for checking post-processing before running)."""
+    if m.kind in ("len", "count"):
+        return pl.Int64()
+    if m.kind == "quantile" and isinstance(m.option("q"), tuple):
+        return pl.List(pl.Float64())
+    return pl.Float64()
+
+
+@dataclass(frozen=True)
+class PostProcess:
+    """Reshapes the released frame: a column selection, or a DuckDB query over the released values."""
+
+    sql: str | None
+    columns: tuple[tuple[str, str], ...]
+    restore: tuple[tuple[str, pl.DataType], ...] = ()
+
+    def describe(self) -> str | None:
+        """The post-processing SQL (None when the output is just a selection of released columns)."""
+        return self.sql
+
+    def apply(self, released: pl.DataFrame) -> pl.DataFrame:
+        """Run on the released (noisy) frame."""
+        if self.sql is None:
+            return released.select([pl.col(src).alias(out) for out, src in self.columns])
+        return run(self.sql, released, dict(self.restore))
+
+
+def run(sql: str, released: pl.DataFrame, restore: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Evaluate ``sql`` with ``released`` registered as the only table (``__dp_released``)."""
+    con = connect(locked=False)
+    try:
+        con.register(RELEASED, released.to_arrow())
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        out: pl.DataFrame = con.sql(sql).pl()
+    finally:
+        con.close()
+    casts = [pl.col(c).cast(t, strict=False) for c, t in restore.items() if c in out.columns and out.schema[c] != t]
+    return out.with_columns(casts) if casts else out
+
+
+class _Substitute:
+    """Replaces aggregates and GROUP BY expressions by references to released columns."""
+
+    def __init__(self, text: str, keys: list[Key], named: dict[str, Measure], scope: Scope,
+                 aliases: set[str]) -> None:
+        from dpframe.sql.compile import canonical
+
+        self.canonical = canonical
+        self.text, self.keys, self.named, self.scope, self.aliases = text, keys, named, scope, aliases
+        self.by_canon = {k.canon: k.flat for k in keys}
+
+    def key_for(self, node: Json) -> str | None:
+        try:
+            checked, _ = rewrite(node, self.scope, self.text, "output")
+        except DPFrameError:
+            return None
+        return self.by_canon.get(self.canonical(checked))
+
+    def __call__(self, node: Any, where: str, alias_first: bool) -> Any:
+        if isinstance(node, list):
+            return [self(x, where, alias_first) for x in node]
+        if not isinstance(node, dict):
+            return node
+        if is_aggregate(node):
+            return column_ref(self.named[self.canonical(node)].output_name)
+        if "class" in node and not contains(node, is_aggregate):
+            is_col = node.get("class") == "COLUMN_REF"
+            single = is_col and len(node["column_names"]) == 1
+            if single and alias_first and str(node["column_names"][0]).lower() in self.aliases:
+                return node
+            flat = self.key_for(node)
+            if flat is not None:
+                return column_ref(flat)
+            if single and str(node["column_names"][0]).lower() in self.aliases:
+                return node
+            if is_col:
+                raise PlanError(f"the raw column {fragment(self.text, node)} would be released in {where}",
+                                argument="sql", fix=_RAW)
+        return {k: self(v, where, alias_first) for k, v in node.items()}
+
+
+def build_post(text: str, items: list[Json], having: Json | None, orders: list[Json], limit: Json | None,
+               keys: list[Key], calls: list[Json], named: dict[str, Measure], aggregate: Aggregate,
+               scope: Scope) -> PostProcess:
+    """Check the output side of the query and build its post-processing."""
+    aliases = {str(i.get("alias")).lower() for i in items if i.get("alias")}
+    sub = _Substitute(text, keys, named, scope, aliases)
+    out_items: list[Json] = []
+    names: list[str] = []
+    for item in items:
+        new = sub(item, "SELECT", alias_first=False)
+        name = str(item.get("alias") or "") or _output_name(item, new, named, sub)
+        if name in names:
+            raise PlanError(f"two output columns are named {name!r}", argument="sql", fix="give one another alias")
+        names.append(name)
+        out_items.append(dict(new, alias=name))
+    where = sub(having, "HAVING", alias_first=False) if having else None
+    new_orders = [dict(o, expression=sub(o["expression"], "ORDER BY", alias_first=True)) for o in orders]
+    released = {*[k.flat for k in keys], *[m.output_name for m in named.values()]}
+    simple = where is None and not orders and limit is None and all(
+        i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1 and i["column_names"][0] in released
+        for i in out_items)
+    if simple:
+        return PostProcess(None, tuple((n, i["column_names"][0]) for n, i in zip(names, out_items)))
+    node = select_node(out_items)
+    node["from_table"] = {"type": "BASE_TABLE", "alias": "", "sample": None, "schema_name": "",
+                          "table_name": RELEASED, "column_name_alias": [], "catalog_name": "", "at_clause": None}
+    node["where_clause"] = where
+    modifiers = []
+    if new_orders:
+        modifiers.append({"type": "ORDER_MODIFIER", "orders": new_orders})
+    if limit is not None:
+        modifiers.append(copy.deepcopy(limit))
+    node["modifiers"] = modifiers
+    sql = render(node)
+    schema = {k.flat: aggregate.input.schema[k.flat] for k in keys}
+    schema.update({m.output_name: released_dtype(m) for m in named.values()})
+    try:
+        run(sql, pl.DataFrame(schema=schema), {})
+    except Exception as e:
+        raise PlanError(f"the output expressions cannot be computed: {str(e).splitlines()[0]}", argument="sql",
+                        fix="check the SELECT/HAVING/ORDER BY expressions over the released columns") from None
+    restore = tuple((n, schema[i["column_names"][0]]) for n, i in zip(names, out_items)
+                    if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
+                    and i["column_names"][0] in schema)
+    return PostProcess(sql, (), restore)
+
+
+def _output_name(item: Json, new: Json, named: dict[str, Measure], sub: _Substitute) -> str:
+    if is_aggregate(item):
+        return str(new["column_names"][0]) if new.get("class") == "COLUMN_REF" else render_expression(item)
+    if item.get("class") == "COLUMN_REF":
+        try:
+            return sub.scope.resolve([str(p) for p in item["column_names"]], "SELECT").name
+        except DPFrameError:
+            return str(item["column_names"][-1])
+    return render_expression(item)
+
+
+__all__ = ["RELEASED", "PostProcess", "build_post", "quote"]

@@ -1,0 +1,144 @@
+"""``sess.sql(text)``: a :class:`dp.Query` built from SQL, plus its post-processing and EXPLAIN.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 2, 3], "city": ["a", "b", "a"], "spend": [5.0, 7.0, 9.0]})
+    >>> sess = dp.Session({"visits": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(2),
+    ...                   public_keys={"visits.city": ["a", "b"]}, seed=0)
+    >>> q = sess.sql("SELECT city, COUNT(*) AS n, AVG(CLAMP(spend, 0, 10)) AS avg FROM visits GROUP BY city")
+    >>> isinstance(q, dp.Query), q.cost(dp.PureDP(1))
+    (True, PureDP(epsilon=1))
+    >>> q.collect(dp.PureDP(1)).columns
+    ['city', 'n', 'avg']
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dpframe.budgets import Budget
+from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.frame import Query
+from dpframe.plan.nodes import Aggregate, RowNode
+from dpframe.planner import PhysicalPlan, check_budget
+from dpframe.sql.compile import Compiler
+from dpframe.sql.parse import parse
+from dpframe.sql.post import PostProcess
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+
+def unsupported(backend: Any, node: RowNode) -> str | None:
+    """Why ``backend`` cannot run ``node`` (None if it can).
+
+    A backend may answer itself with ``supports(node) -> str | None``; otherwise a SQL node runs only if it
+    has a Polars translation (``polars_unavailable`` is None).
+    """
+    check = getattr(backend, "supports", None)
+    if callable(check):
+        reason = check(node)
+        return None if reason is None else str(reason)
+    reason = getattr(node, "polars_unavailable", None)
+    return None if reason is None else str(reason)
+
+
+class SQLQuery(Query):
+    """A query written in SQL: the same plan, cost and accountant path as the method chain.
+
+    ``collect()`` additionally applies the post-processing (output expressions, HAVING, ORDER BY,
+    LIMIT) to the released values; for an ``EXPLAIN SELECT ...`` it charges nothing and returns the plan
+    text in a one-row frame (column ``explain``).
+    """
+
+    def __init__(self, session: Session, node: Aggregate, *, text: str, post: PostProcess, explain_only: bool,
+                 backend: str | None, notes: list[str]) -> None:
+        super().__init__(session, node)
+        self.text = text
+        self.post = post
+        self.explain_only = explain_only
+        self.backend_name = backend
+        self.notes = notes
+
+    def _backend(self) -> Any:
+        return self._session._backend_for(self.backend_name)
+
+    def _refusal(self) -> str | None:
+        backend = self._backend()
+        for n in self.node.lineage():
+            if isinstance(n, RowNode):
+                reason = unsupported(backend, n)
+                if reason is not None:
+                    text = n.describe()
+                    return text if reason in text else f"{text}: {reason}"
+        return None
+
+    def plan(self, budget: Budget) -> PhysicalPlan:
+        budget = check_budget(budget)
+        if self.node.grouped and self.node.keys is None and getattr(budget, "delta", 0) == 0:
+            names = list(self.node.by)
+            raise BudgetError(
+                f"GROUP BY {', '.join(names)} has no public keys, so DP partition selection must choose them, "
+                "which needs δ > 0", argument="budget",
+                fix="declare the keys: dp.Session(..., public_keys={'table.column': [...]}) or "
+                    "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
+        return super().plan(budget)
+
+    def explain(self, budget: Budget, format: str = "text") -> Any:
+        out = super().explain(budget, format)
+        refusal = self._refusal()
+        backend = str(self._backend().name)
+        if format == "json":
+            out = dict(out, backend=backend, sql=self.text, post_processing=self.post.describe(),
+                       sql_notes=list(self.notes), refused=refusal)
+            return out
+        lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        if self.post.describe():
+            lines.append(f"post-processing (free, on released values only): {self.post.describe()}")
+        lines += [f"note: {n}" for n in self.notes]
+        if refusal:
+            lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
+        return "\n".join(lines)
+
+    def collect(self, budget: Budget) -> pl.DataFrame:
+        if self.explain_only:
+            return pl.DataFrame({"explain": [self.explain(budget)]})
+        plan = self.plan(budget)
+        refusal = self._refusal()
+        if refusal is not None:
+            raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
+                            fix="run it on DuckDB: sess.sql(..., backend='duckdb') or "
+                                "dp.Session(..., backend='duckdb'); nothing was charged")
+        released = self._session._execute(self, plan)
+        try:
+            return self.post.apply(released)
+        except Exception as e:
+            error = DPFrameError(f"post-processing of the released values failed ({str(e).splitlines()[0]}); the "
+                                 "query was charged; the released values are in this error's .released",
+                                 argument="sql", fix="check the output expressions")
+            error.released = released  # type: ignore[attr-defined]
+            raise error from None
+
+    def describe(self) -> str:
+        return "SQL: " + " ".join(self.text.split())
+
+    def __repr__(self) -> str:
+        return f"<dp.Query {self.describe()}>"
+
+
+def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = None,
+              backend: str | None = None) -> SQLQuery:
+    """Parse, check and lower ``text`` for ``session`` (free: reads no private data)."""
+    if backend is not None:
+        session._backend_for(backend)  # validates the name
+    if keys is not None and not isinstance(keys, Mapping):
+        raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
+                        fix="pass keys={'column': [value, ...]}")
+    parsed = parse(text)
+    compiled = Compiler(session._sql_catalog, parsed, keys).compile()
+    return SQLQuery(session, compiled.node, text=parsed.text, post=compiled.post, explain_only=parsed.explain,
+                    backend=backend, notes=compiled.notes)

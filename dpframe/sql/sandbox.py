@@ -1,0 +1,173 @@
+"""Locked-down DuckDB connections, the DuckDB function catalog, and SQL rendering helpers.
+
+Every DuckDB connection dpframe opens is private to the engine: an in-memory database with Python
+replacement scans off (no variable of the caller is readable), extension auto-install/auto-load off,
+external access (files, network, ``read_csv``, ``COPY``, ``ATTACH``) off except for the Parquet files the
+data owner registered, and the configuration locked so later SQL cannot undo any of it.
+
+Example:
+    >>> con = connect()
+    >>> con.execute("SELECT 40 + 2").fetchall()
+    [(42,)]
+    >>> render_expression(parse_expression("a+1"))
+    '(a + 1)'
+
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import json
+import re
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import duckdb
+
+Json = dict[str, Any]
+
+CONFIG: dict[str, str | bool] = {
+    "python_enable_replacements": False,
+    "python_scan_all_frames": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+
+def quote(name: str) -> str:
+    """A DuckDB quoted identifier (``"a""b"`` for ``a"b``)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A DuckDB string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def lock(con: duckdb.DuckDBPyConnection, allowed_paths: Iterable[str] = ()) -> None:
+    """Turn off external access (except ``allowed_paths``) and lock the configuration."""
+    paths = list(allowed_paths)
+    if paths:
+        con.execute("SET allowed_paths = [" + ", ".join(literal(p) for p in paths) + "]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def connect(*, locked: bool = True) -> duckdb.DuckDBPyConnection:
+    """A new private in-memory connection (locked unless ``locked=False``: then call :func:`lock`)."""
+    con = duckdb.connect(":memory:", config=dict(CONFIG))
+    _OPEN.add(con)
+    if locked:
+        lock(con)
+    return con
+
+
+_LOCK = threading.RLock()
+_SHARED: list[duckdb.DuckDBPyConnection] = []
+_OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close dpframe's connections before the interpreter tears DuckDB's bindings down."""
+    for con in list(_OPEN):
+        try:
+            con.close()
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+    _SHARED.clear()
+
+
+@contextmanager
+def shared() -> Iterator[duckdb.DuckDBPyConnection]:
+    """The process-wide locked connection used for parsing, rendering and schema derivation.
+
+    It never holds private data: only empty frames with a table's schema are registered on it.
+    """
+    with _LOCK:
+        if not _SHARED:
+            _SHARED.append(connect())
+        yield _SHARED[0]
+
+
+@lru_cache(maxsize=1)
+def function_types() -> dict[str, frozenset[str]]:
+    """``{function name: {"scalar", "aggregate", "table", "macro", ..., "volatile"}}`` of this DuckDB build.
+
+    ``"volatile"`` marks functions whose result may differ between calls (``random``, ``nextval`` ...).
+    Built-in *macros* are classified by their definition: ``"aggregate_macro"`` when it calls an
+    aggregate (``geomean``, ``weighted_avg``, ``json_group_array`` ...), ``"subquery_macro"`` when it
+    runs a subquery or a window (``pg_get_viewdef`` ...).
+    """
+    with shared() as con:
+        rows = con.execute("SELECT DISTINCT lower(function_name), function_type, stability = 'VOLATILE', "
+                           "lower(coalesce(macro_definition, '')) FROM duckdb_functions()").fetchall()
+    out: dict[str, set[str]] = {}
+    for name, kind, volatile, _ in rows:
+        out.setdefault(name, set()).add(kind)
+        if volatile:
+            out[name].add("volatile")
+    aggregates = {name for name, kinds in out.items() if "aggregate" in kinds}
+    for name, kind, _, definition in rows:
+        if kind == "macro":
+            calls = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", definition))
+            if calls & aggregates:
+                out[name].add("aggregate_macro")
+            if re.search(r"\b(select|over)\b", definition):
+                out[name].add("subquery_macro")
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def serialize(text: str) -> Json:
+    """DuckDB's own parse tree of ``text`` (``json_serialize_sql``), errors included."""
+    with shared() as con:
+        out = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchall()[0][0]
+    result: Json = json.loads(out)
+    return result
+
+
+@lru_cache(maxsize=1)
+def _template() -> str:
+    return json.dumps(serialize("SELECT 1"))
+
+
+def statement(node: Json) -> Json:
+    """A serialized statement around a query node (the input of :func:`render`)."""
+    doc = json.loads(_template())
+    doc["statements"][0]["node"] = node
+    return doc  # type: ignore[no-any-return]
+
+
+def render(node: Json) -> str:
+    """SQL text of a query node (``json_deserialize_sql``)."""
+    with shared() as con:
+        text: str = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(statement(node))]).fetchall()[0][0]
+    return text
+
+
+def select_node(select_list: list[Json]) -> Json:
+    """A ``SELECT <items>`` node with no FROM clause."""
+    node = copy.deepcopy(json.loads(_template())["statements"][0]["node"])
+    node["select_list"] = select_list
+    return node  # type: ignore[no-any-return]
+
+
+def render_expression(expr: Json) -> str:
+    """SQL text of one expression (its alias dropped)."""
+    expr = dict(expr, alias="")
+    text = render(select_node([expr]))
+    assert text.startswith("SELECT "), text
+    return text[len("SELECT "):]
+
+
+def parse_expression(text: str) -> Json:
+    """The parse tree of one SQL expression (for tests and docs)."""
+    doc = serialize(f"SELECT {text}")
+    if doc.get("error"):
+        raise ValueError(doc.get("error_message"))
+    return doc["statements"][0]["node"]["select_list"][0]  # type: ignore[no-any-return]

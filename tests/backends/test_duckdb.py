@@ -1,0 +1,90 @@
+"""The DuckDB backend's own guarantees: a private, locked connection; one query; method-chain fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import dpframe as dp
+from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.duckdb import DuckDBBackend
+from dpframe.mechanism import Statistic
+
+DATA = pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "g": ["a", "b", "a", "a", "b", "b"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+REQ = StatisticsRequest("t", (), dp.PrivacyUnit("u", max_rows=2), ("g",), None,
+                        (Statistic("rows"), Statistic("units")), 3)
+
+
+def backend(**tables: pl.DataFrame) -> DuckDBBackend:
+    b = DuckDBBackend()
+    for name, df in tables.items():
+        b.register(name, df.lazy())
+    return b
+
+
+def test_connection_is_locked_after_the_first_query(tmp_path: Path) -> None:
+    secret = pl.DataFrame({"s": [42]})  # noqa: F841  (a caller variable a replacement scan would find)
+    (tmp_path / "f.csv").write_text("a\n1\n")
+    b = backend(t=DATA)
+    b.statistics(REQ)
+    con = b._con
+    with pytest.raises(duckdb.Error):
+        con.sql("SELECT * FROM secret").fetchall()
+    with pytest.raises(duckdb.Error, match="disabled"):
+        con.sql(f"SELECT * FROM read_csv('{tmp_path / 'f.csv'}')").fetchall()
+    with pytest.raises(duckdb.Error, match="locked"):
+        con.execute("SET enable_external_access = true")
+    with pytest.raises(duckdb.Error):
+        con.execute("INSTALL httpfs")
+
+
+def test_parquet_is_scanned_in_place_and_nothing_else_is_readable(tmp_path: Path) -> None:
+    path, other = tmp_path / "t.parquet", tmp_path / "other.parquet"
+    DATA.write_parquet(path)
+    DATA.write_parquet(other)
+    b = DuckDBBackend()
+    b.register_source("t", pl.scan_parquet(path), path)
+    out = b.statistics(REQ)
+    assert out["g"].to_list() == ["a", "b"] and out["__rows"].sum() == 5  # unit 3 keeps 2 of its 3 rows
+    assert b._paths == [str(path.resolve())]
+    with pytest.raises(duckdb.Error, match="disabled"):
+        b._con.sql(f"SELECT * FROM read_parquet('{other}')").fetchall()
+
+
+def test_one_query_and_no_noise_in_sql() -> None:
+    b = backend(t=DATA)
+    sql, frames = b.compile(REQ)
+    assert sql.count("SELECT") >= 2 and not frames
+    assert "random" not in sql.lower() and "setseed" not in sql.lower()
+    assert 'hash("u", "g", ' in sql and 'QUALIFY rank() OVER (PARTITION BY "u" ORDER BY __dp_hash, __dp_row)' in sql
+
+
+def test_reserved_and_case_clashing_columns_are_refused() -> None:
+    with pytest.raises(dp.SchemaError, match="reserves"):
+        backend(t=pl.DataFrame({"__dp_row": [1]}))
+    with pytest.raises(dp.SchemaError, match="differ only in case"):
+        backend(t=pl.DataFrame({"a": [1], "A": [2]}))
+
+
+def test_method_chain_on_duckdb_matches_polars() -> None:
+    data = dp.datasets.visits(3_000)
+    out = {}
+    for name in ("polars", "duckdb"):
+        sess = dp.Session({"visits": data}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=1_000),
+                          budget=dp.PureDP(10), backend=name, seed=5)
+        q = (sess.table("visits").filter(pl.col("age") >= 30).with_columns(double=pl.col("spend") * 2)
+             .group_by("city", keys=sorted(data["city"].unique().to_list()))
+             .agg(dp.len(), dp.mean("double", bounds=(0, 500))))
+        out[name] = q.collect(dp.PureDP(1))
+    assert_frame_equal(out["polars"], out["duckdb"])
+
+
+def test_backend_is_listed_by_the_plugin_host() -> None:
+    from dpframe.plugin import plugin_host
+
+    assert "duckdb" in plugin_host().backend_names()
+    assert any("backend duckdb" in p.provides for p in plugin_host().describe())

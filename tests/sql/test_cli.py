@@ -1,0 +1,124 @@
+"""``dpframe query`` / ``explain`` / ``budget``: output formats, the ledger's total, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import PUBLIC_CITIES, VISITS
+
+from dpframe.cli import main
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    visits, cities = tmp_path / "visits.parquet", tmp_path / "cities.csv"
+    VISITS.write_parquet(visits)
+    PUBLIC_CITIES.write_csv(cities)
+    return {"visits": str(visits), "cities": str(cities), "ledger": str(tmp_path / "budget.ledger"),
+            "dir": str(tmp_path)}
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def base(files: dict[str, str], *extra: str) -> list[str]:
+    return ["--table", f"visits={files['visits']}", "--privacy-unit", "user_id", "--max-rows", "10", *extra]
+
+
+def test_query_table_csv_json(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    sql = "SELECT device, COUNT(*) AS n FROM visits GROUP BY device"
+    args = base(files, "--epsilon", "1", "--keys", "visits.device=android,ios,web", "--seed", "1")
+    code, out, _ = run(capsys, "query", sql, *args)
+    assert code == 0 and "android" in out and "spent ε=1" in out and "NOT PRIVATE" in out
+    code, out, err = run(capsys, "query", sql, *args, "--format", "csv")
+    assert code == 0 and out.splitlines()[0] == "device,n" and len(out.splitlines()) == 4 and "spent" in err
+    code, out, _ = run(capsys, "query", sql, *args, "--format", "json")
+    rows = json.loads(out)
+    assert code == 0 and [r["device"] for r in rows] == ["android", "ios", "web"]
+
+
+def test_ledger_keeps_the_total_and_refuses_overspending(files: dict[str, str],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    sql = "SELECT COUNT(*) FROM visits"
+    ledger = ["--ledger", files["ledger"]]
+    code, _, err = run(capsys, "query", sql, *base(files, "--epsilon", "1"), *ledger)
+    assert code == 2 and "--total-epsilon" in err and len(err.strip().splitlines()) == 1
+    assert not Path(files["ledger"]).exists()
+    code, _, _ = run(capsys, "query", sql, *base(files, "--epsilon", "1", "--total-epsilon", "1.5"), *ledger)
+    assert code == 0
+    code, _, err = run(capsys, "query", sql, *base(files, "--epsilon", "1"), *ledger)
+    assert code == 3 and "short by ε=1/2" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = run(capsys, "budget", *ledger)
+    assert code == 0 and "ε=3/2" in out and "remaining   ε=1/2" in out
+    code, out, _ = run(capsys, "budget", *ledger, "--format", "json")
+    info = json.loads(out)
+    assert info["spent"] == "ε=1" and info["queries"] == 1
+
+
+def test_explain_spends_nothing(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    sql = "SELECT SUM(spend) AS s FROM visits"
+    code, out, _ = run(capsys, "explain", sql, *base(files, "--epsilon", "1", "--bounds", "visits.spend=0:100",
+                                                        "--ledger", files["ledger"]))
+    assert code == 0 and "sum(spend, bounds=[0, 100])" in out and "backend: duckdb" in out
+    assert not Path(files["ledger"]).exists()
+    code, out, _ = run(capsys, "explain", sql, *base(files, "--epsilon", "1", "--bounds", "visits.spend=0:100",
+                                                        "--format", "json"))
+    assert code == 0 and json.loads(out)["budget"]["cost"] == "ε=1"
+
+
+def test_explain_statement_through_query(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "query", "EXPLAIN SELECT COUNT(*) FROM visits", *base(files, "--epsilon", "1"))
+    assert code == 0 and out.startswith("dpframe query plan")
+
+
+def test_public_table_and_polars_backend(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    sql = ("SELECT c.region, COUNT(*) AS n FROM visits v JOIN cities c ON v.city = c.name "
+           "GROUP BY c.region ORDER BY c.region")
+    code, out, _ = run(capsys, "query", sql, *base(files, "--epsilon", "1", "--public-table",
+                                                      f"cities={files['cities']}", "--backend", "polars",
+                                                      "--format", "json"))
+    assert code == 0
+    assert [r["region"] for r in json.loads(out)] == sorted(set(PUBLIC_CITIES["region"]))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["query", "SELECT * FROM visits"], "SELECT * would release raw rows"),
+    (["query", "SELECT COUNT(*) FROM read_csv('/etc/passwd')"], "table functions"),
+    (["query", "SELECT SUM(spend) FROM visits"], "needs clipping bounds"),
+    (["query", "SELEC 1"], "syntax error"),
+    (["query", "SELECT COUNT(*) FROM nope"], "unknown table"),
+])
+def test_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str],
+                                      args: list[str], message: str) -> None:
+    code, out, err = run(capsys, *args, *base(files, "--epsilon", "1"))
+    assert code == 2 and out == "" and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_arguments_are_one_line(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["query", "SELECT COUNT(*) FROM visits", "--table", f"visits={files['visits']}", "--epsilon", "1"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--privacy-unit" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "query", "SELECT COUNT(*) FROM visits", *base(files))
+    assert code == 2 and "--epsilon" in err
+    code, _, err = run(capsys, "budget", "--ledger", str(Path(files["dir"]) / "none.ledger"))
+    assert code == 2 and "no ledger" in err
+
+
+def test_subprocess_entry_point(files: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "dpframe.cli", "query",
+                           "SELECT COUNT(*) AS n FROM visits WHERE age >= 18", *base(files, "--epsilon", "2"),
+                           "--format", "csv"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    frame = pl.read_csv(proc.stdout.encode())
+    assert frame.columns == ["n"] and frame.height == 1
