@@ -13,9 +13,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import numpy as np
 import polars as pl
@@ -27,8 +27,9 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.errors import BudgetError, DPFrameError, PluginError, SchemaError
 from dpframe.frame import Frame
+from dpframe.mechanism import Statistic
 from dpframe.noise import RandomSource, SeededRandomSource, default_source
-from dpframe.plan.nodes import Aggregate, RowNode, Scan
+from dpframe.plan.nodes import Aggregate, Node, RowNode, Scan
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sql.catalog import SQLCatalog
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from dpframe.frame import Query
     from dpframe.planner import PhysicalPlan
 
+T = TypeVar("T")
 TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
 
 
@@ -256,13 +258,24 @@ class Session:
                    "cost": pl.String})
 
     def _execute(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
-        node = query.node
         mechanisms = ", ".join(p.mechanism for p in ([plan.selection] if plan.selection else []) + plan.plans)
         _dry_run(plan)
-        charge = self._ledger.reserve(plan.session_cost, query.describe(), mechanisms)
+        backend = self._backend_for(getattr(query, "backend_name", None))
+        return self._charged(plan.session_cost, query.describe(), mechanisms,
+                             lambda: self._run(query.node, plan, backend))
+
+    def _charged(self, cost: Budget, what: str, mechanisms: str, run: Callable[[], T]) -> T:
+        """Reserve ``cost`` in the ledger, call ``run()``, and commit; the building block of every release.
+
+        Query types other than ``agg`` (plugins' interior point, top-k, ...) plan and validate first
+        (raising, uncharged, on bad input), then call this with their exact session-notion cost. If
+        ``run`` raises, the charge stays (marked failed) and a :class:`DPFrameError` naming only the
+        exception's type is raised: the engine's message may quote private values.
+        """
+        charge = self._ledger.reserve(cost, what, mechanisms)
         failure = None
         try:
-            result = self._run(node, plan, self._backend_for(getattr(query, "backend_name", None)))
+            result = run()
         except Exception as e:
             failure = type(e).__name__
         if failure is not None:
@@ -274,15 +287,22 @@ class Session:
         self._ledger.commit(charge)
         return result
 
-    def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
+    def _statistics(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
+                    statistics: tuple[Statistic, ...], backend: Any = None) -> pl.DataFrame:
+        """The exact statistics of the rows of ``node`` per group of ``by``, bounded per privacy unit.
+
+        Private: never return them to a user. Only call this inside :meth:`_charged`.
+        """
         lineage = node.lineage()
         scan = lineage[0]
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        request = StatisticsRequest(scan.table, rows,
-                                    self.privacy_unit, node.by, node.keys, plan.statistics(),
+        request = StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
                                     self.rng.seed_for_engine())
-        stats = (backend or self._backend).statistics(request)
+        return (backend or self._backend).statistics(request)
+
+    def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
+        stats = self._statistics(node.input, node.by, node.keys, plan.statistics(), backend)
         if plan.selection is not None:
             keep = plan.selection.release({k: stats[k].to_numpy() for k in stats.columns
                                            if k.startswith("__")}, self.rng)["__keep"]
