@@ -299,7 +299,8 @@ class Session:
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
         request = StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
                                     self.rng.seed_for_engine())
-        return (backend or self._backend).statistics(request)
+        stats: pl.DataFrame = (backend or self._backend).statistics(request)
+        return stats
 
     def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
         stats = self._statistics(node.input, node.by, node.keys, plan.statistics(), backend)
