@@ -4,6 +4,8 @@
   :class:`SeededRandomSource` (tests only) and exact derived draws (``uniform_below``, ``permutation``).
 * :mod:`dpframe.noise.samplers` — Bernoulli(exp(-γ)), discrete Laplace and discrete Gaussian samplers
   following Canonne, Kamath & Steinke 2020, vectorized over numpy arrays, with exact integer decisions.
+* :mod:`dpframe.noise.exponential` — the exponential mechanism sampled exactly (lazy Gumbel-max with
+  certified interval comparisons), one draw or one per segment.
 
 Example:
     >>> from fractions import Fraction
@@ -13,6 +15,7 @@ Example:
 
 """
 
+from dpframe.noise.exponential import exponential_index, exponential_index_grouped
 from dpframe.noise.random import RandomSource, SeededRandomSource, SystemRandomSource, default_source
 from dpframe.noise.samplers import (
     MAX_GAUSSIAN_SIGMA2,
@@ -36,4 +39,6 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
+    "exponential_index",
+    "exponential_index_grouped",
 ]
