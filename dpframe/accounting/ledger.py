@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from dpframe.accounting.accountants import Accountant
 from dpframe.budgets import Budget, describe, make
@@ -38,15 +40,21 @@ CREATE TABLE IF NOT EXISTS charges (
 """
 
 
+def _check(notion: str, values: list[str]) -> str:
+    return hashlib.sha256(json.dumps([notion, values]).encode()).hexdigest()[:16]
+
+
 def encode(b: Budget) -> str:
-    """Exact JSON text of a budget."""
+    """Exact JSON text of a budget, with a checksum (a flipped bit in a stored cost is detected)."""
     values = [str(v) for k, v in vars(b).items() if k != "notion"]
-    return json.dumps({"notion": b.notion, "values": values})
+    return json.dumps({"notion": b.notion, "values": values, "check": _check(b.notion, values)})
 
 
 def decode(text: str) -> Budget:
-    """Inverse of :func:`encode`."""
+    """Inverse of :func:`encode`; raises ValueError when the checksum does not match."""
     d = json.loads(text)
+    if d.get("check") != _check(d["notion"], d["values"]):
+        raise ValueError(f"checksum mismatch in the stored cost {text!r}")
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
 
@@ -108,15 +116,23 @@ class Ledger:
     def _spent_locked(self) -> Budget:
         # Incremental: only rows added since the last read (by this or another process) are composed.
         last_id, total = self._cache
-        rows = self._db.execute("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,)).fetchall()
+        rows = self._rows("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,))
         if not rows:
             return total
         try:
             total = self.accountant.compose([total, *(decode(r[1]) for r in rows)])
             self._cache = (rows[-1][0], total)
             return total
-        except (ValueError, KeyError, json.JSONDecodeError) as e:
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it") from e
+
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""
+        try:
+            return self._db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise LedgerError(f"the ledger {self.path!r} is damaged: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
     def reserve(self, cost: Budget, query: str, mechanisms: str) -> int:
@@ -159,8 +175,7 @@ class Ledger:
     def charges(self) -> list[Charge]:
         """Every row, oldest first."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, created, status, query, mechanisms, cost, error FROM charges ORDER BY id").fetchall()
+            rows = self._rows("SELECT id, created, status, query, mechanisms, cost, error FROM charges ORDER BY id")
         try:
             return [Charge(r[0], r[1], r[2], r[3], r[4], decode(r[5]), r[6]) for r in rows]
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
