@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.budgets import Budget
-from dpframe.errors import PlanError, SchemaError
+from dpframe.errors import PlanError, PluginError, SchemaError
 from dpframe.explain import render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
@@ -94,6 +94,62 @@ class Frame:
     def agg(self, *measures: Measure | Iterable[Measure]) -> Query:
         """Aggregate the whole (filtered) table into one row of private statistics."""
         return Query(self._session, _aggregate(self._node, (), None, measures))
+
+    def interior_point(self, column: str, *, bounds: Any, method: str = "auto", beta: float = 1e-6,
+                       resolution: float | None = None) -> Any:
+        """A private value between min(column) and max(column) w.p. ≥ 1 − β; see ``docs/learning.md``.
+
+        ``method``: ``"auto"`` (fewest rows needed), ``"exponential"``, ``"binary_search"`` or
+        ``"treelog"`` (needs δ > 0). ``collect`` returns ``InteriorPoint`` or ``NoAnswer`` (too few rows).
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": range(500, 900)})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> 500 <= sess.table("t").interior_point("x", bounds=(0, 10**6)).collect(dp.PureDP(1)).value < 900
+            True
+
+        """
+        return _learning().InteriorPointQuery(self, column, bounds=bounds, method=method, beta=beta,
+                                              resolution=resolution)
+
+    def learn_threshold(self, feature: str, *, label: str, bounds: Any, positive: str = "auto",
+                        beta: float = 1e-6, xi: float = 0.05, resolution: float | None = None) -> Any:
+        """A private threshold classifier of a 0/1 ``label`` on ``feature``; see ``docs/learning.md``.
+
+        Guarantee (realizable data): with probability ≥ 1 − β the training error is ≤ 2k/n and the
+        population error ≤ ξ once n ≥ max(2k/ξ, (8/ξ)·ln(4/β)), k the interior point's row requirement
+        (``explain()`` prints k and that bound). ``collect`` returns ``Threshold`` or ``NoAnswer``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> data = pl.DataFrame({"x": range(2000), "y": [int(v <= 700) for v in range(2000)]})
+            >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), seed=0)
+            >>> model = sess.table("t").learn_threshold("x", label="y", bounds=(0, 2000)).collect(dp.PureDP(1))
+            >>> model.positive, abs(model.threshold - 700) < 300
+            ('below', True)
+
+        """
+        return _learning().ThresholdQuery(self, feature, label=label, bounds=bounds, positive=positive, beta=beta,
+                                          xi=xi, resolution=resolution)
+
+    def learn_rectangle(self, features: Sequence[str], *, label: str, bounds: Any, beta: float = 1e-6,
+                        resolution: Any = None) -> Any:
+        """A private axis-aligned box around the rows labelled 1; see ``docs/learning.md``.
+
+        ``bounds={feature: (lower, upper)}``. ``collect`` returns ``Rectangle`` or ``NoAnswer``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"a": [5] * 900, "b": [7] * 900, "y": [1] * 900})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(2), seed=0)
+            >>> sess.table("t").learn_rectangle(["a", "b"], label="y", bounds={"a": (0, 99), "b": (0, 99)}
+            ...                                 ).collect(dp.PureDP(2)).intervals
+            {'a': (5, 5), 'b': (7, 7)}
+
+        """
+        return _learning().RectangleQuery(self, features, label=label, bounds=bounds, beta=beta,
+                                          resolution=resolution)
 
 
 class GroupBy:
@@ -168,6 +224,21 @@ def _aggregate(node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
     if not flat:
         raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
     return Aggregate(node, by, keys, tuple(flat))
+
+
+def _learning() -> Any:
+    """The first-party learning plugin's query module (interior point, thresholds, rectangles)."""
+    from dpframe.plugin.manager import plugin_host
+
+    if "learning" in plugin_host().blocked:
+        raise PluginError("the learning plugin is blocked by DPFRAME_BLOCK_PLUGINS", argument="plugin",
+                          fix="remove 'learning' from DPFRAME_BLOCK_PLUGINS")
+    try:
+        from dpframe_learning import queries
+    except ImportError as e:
+        raise PluginError("the learning plugin (dpframe_learning) is not installed", argument="plugin",
+                          fix="install dpframe with its first-party plugins (`pip install -e .`)") from e
+    return queries
 
 
 def _flatten(ms: Iterable[Measure]) -> list[Measure]:
