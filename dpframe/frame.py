@@ -162,8 +162,50 @@ class GroupBy:
         """Private statistics per group (one row per public key, or per selected private key)."""
         return Query(self._frame._session, _aggregate(self._frame._node, self._by, self._keys, measures))
 
+    def top_k(self, k: int | None = 10, score: Measure | None = None, method: str = "stable",
+              release_scores: bool = False, *, k_max: int | None = None, lam: float | None = None,
+              ptr: str = "gaussian", delta_t: float | None = None) -> Any:
+        """The private set of the k keys with the largest ``score``; see ``docs/topk.md``.
+
+        ``score``: ``dp.count_units()`` (default), ``dp.len()``, ``dp.count(col)`` or ``dp.sum(col,
+        bounds=(lo, hi))``. ``k=None`` chooses k from the data (largest gap, ≤ ``k_max``). ``method``:
+        ``"stable"`` (StableTopK), ``"gumbel"``, ``"peeling"``, ``"limited_domain"``, ``"tct"``.
+        ``collect`` returns the keys sorted by key (plus noisy scores if ``release_scores``) or a
+        ``dpframe_topk.TopKFailed`` when the stability test does not pass.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> data = pl.DataFrame({"user": range(400), "city": ["a"] * 250 + ["b"] * 150})
+            >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ZCDP(1, 1e-8), seed=0)
+            >>> sess.table("t").group_by("city").top_k(k=None).collect(dp.ZCDP(1, 1e-8))["city"].to_list()
+            ['a', 'b']
+
+        """
+        from dpframe.measures import count_units
+
+        return _plugin_module("topk", "dpframe_topk.query").TopKQuery(
+            self._frame._session, self._frame._node, self._by, self._keys, k=k,
+            score=count_units() if score is None else score, method=method, release_scores=release_scores,
+            k_max=k_max, lam=lam, ptr=ptr, delta_t=delta_t)
+
     def __repr__(self) -> str:
         return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"
+
+
+def _plugin_module(plugin: str, module: str) -> Any:
+    """A first-party plugin's module, or a PluginError when it is blocked or not installed."""
+    import importlib
+
+    from dpframe.plugin.manager import plugin_host
+
+    if plugin in plugin_host().blocked:
+        raise PluginError(f"the {plugin} plugin is blocked by DPFRAME_BLOCK_PLUGINS", argument="plugin",
+                          fix=f"remove {plugin!r} from DPFRAME_BLOCK_PLUGINS")
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise PluginError(f"the {plugin} plugin ({module.split('.')[0]}) is not installed", argument="plugin",
+                          fix="install dpframe with its first-party plugins (`pip install -e .`)") from e
 
 
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:

@@ -124,6 +124,15 @@ def len() -> Measure:  # noqa: A001  (mirrors polars' pl.len())
     return Measure("len")
 
 
+def count_units() -> Measure:
+    """The number of distinct privacy units (e.g. users) per group. Output column ``count_units``.
+
+    Used as a top-k score: adding or removing one unit changes every group's value by 0 or 1, however
+    many groups the unit touches (``docs/topk.md``).
+    """
+    return Measure("count_units")
+
+
 def count(column: str) -> Measure:
     """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
     return Measure("count", _check_column(column))

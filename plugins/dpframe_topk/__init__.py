@@ -1,0 +1,13 @@
+"""dpframe's private top-k selection (a first-party plugin package).
+
+``frame.group_by(key).top_k(k=10 | None, score=dp.count_units(), method="stable")`` builds a
+:class:`~dpframe_topk.query.TopKQuery`. Methods: ``stable`` (StableTopK, Zhu & Wang: adaptive k and
+fixed k, Gaussian or Laplace PTR), ``gumbel`` (one-shot Gumbel / EM-CDP), ``peeling`` (peeling EM under
+standard composition), ``limited_domain`` (Durfee & Rogers), ``tct`` (one-shot top-k in the target-charging
+technique). :mod:`dpframe_topk.pate` aggregates multi-label PATE votes with StableTopK. See ``docs/topk.md``.
+"""
+
+from dpframe_topk.pate import MultiLabelPATE
+from dpframe_topk.query import METHODS, TopKFailed, TopKQuery
+
+__all__ = ["METHODS", "MultiLabelPATE", "TopKFailed", "TopKQuery"]

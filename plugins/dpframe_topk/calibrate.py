@@ -1,0 +1,213 @@
+"""Exact costs and noise calibration of the top-k methods (public parameters only, no data).
+
+Everything here is computed before a query runs. Noise parameters are exact Fractions rounded so that
+the cost they imply never exceeds the share they are calibrated to (square roots of ε rounded *down*,
+variances *up*); the query is then charged its full budget, which is an upper bound of the true cost.
+
+Notation (digest ``001_adaptive_topk.md``):
+
+* ``g`` — the gap sensitivity: the width of the interval in which one privacy unit can move every score
+  at once (Δ for monotone non-negative contributions under add/remove; 2Δ for signed contributions or
+  substitution). Every sorted gap moves by at most ``g`` and the EM on raw scores with ``exp(s·h)``,
+  ``s = ε/g``, is ε-DP and ε-bounded-range (§2 F9/F10, §6 P1/P10).
+* zCDP → (ε, δ): ``ε = ρ + 2√(ρ ln 1/δ)`` (F4'; the paper's Thm 11 prints ``√(2ρ ln 1/δ)``, a typo that
+  under-reports by √2 — digest §7). Its inverse ``ρ = (√(L+ε) − √L)²``, ``L = ln 1/δ``.
+
+Example:
+    >>> from fractions import Fraction
+    >>> round(float(rho_from_approx(Fraction(1), Fraction(1, 2293) / 2)), 5)
+    0.02802
+    >>> round(float(epsilon_from_rho(Fraction(1, 100), Fraction(1, 10**6))), 4)
+    0.7534
+
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from scipy.stats import binom
+
+_PREC = 10**15
+
+
+def floor_frac(x: float) -> Fraction:
+    """A Fraction ≤ x (to 1e-15), for parameters that must not exceed a float bound."""
+    return Fraction(math.floor(x * (1 - 1e-12) * _PREC), _PREC)
+
+
+def sqrt_down(x: Fraction) -> Fraction:
+    """A Fraction ≤ √x, within 1e-15."""
+    return Fraction(math.isqrt(x.numerator * _PREC * _PREC // x.denominator), _PREC)
+
+
+def log_inv(delta: Fraction) -> float:
+    """ln(1/δ) for an exact δ (also for δ far below float's smallest normal)."""
+    return math.log(delta.denominator) - math.log(delta.numerator)
+
+
+def rho_from_approx(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (rounded down) with ρ + 2√(ρ ln 1/δ) ≤ ε (F4' inverse)."""
+    L = log_inv(delta)
+    return floor_frac((math.sqrt(L + float(epsilon)) - math.sqrt(L)) ** 2)
+
+
+def epsilon_from_rho(rho: Fraction, delta: Fraction) -> float:
+    """ε = ρ + 2√(ρ ln 1/δ): the corrected Thm 11 / Lemma 17 conversion (reporting; rounded up 1e-12)."""
+    return (float(rho) + 2 * math.sqrt(float(rho) * log_inv(delta))) * (1 + 1e-12)
+
+
+def gaussian_shift(sigma2: Fraction, delta_t: Fraction) -> int:
+    """The integer PTR shift T ≥ σ√(2 ln 1/δ_t): P[Z > T] ≤ δ_t for a discrete Gaussian (sub-Gaussian tail)."""
+    return math.ceil(math.sqrt(2 * float(sigma2) * log_inv(delta_t)) * (1 + 1e-12))
+
+
+def laplace_shift(scale: Fraction, delta_t: Fraction) -> int:
+    """The integer PTR shift T with P[Z > T] ≤ e^{-(T+1)/t} ≤ δ_t for a discrete Laplace of scale t."""
+    return max(0, math.ceil(float(scale) * log_inv(delta_t) * (1 + 1e-12)))
+
+
+@dataclass(frozen=True)
+class StablePlan:
+    """Alg 2 (one StableTopK call) calibrated to an exact share: EM on gaps, then the PTR test."""
+
+    em_epsilon: Fraction      # Alg 1's ε (EM ∝ exp(ε/(2g)·gap))
+    ptr: str                  # "gaussian" | "laplace"
+    ptr_scale: Fraction       # σ² (Gaussian) or t (Laplace), in score units
+    shift: int                # integer PTR shift
+    delta_t: Fraction
+    g: Fraction
+
+    @property
+    def em_scale(self) -> Fraction:
+        """The exact EM scale s in P(j) ∝ exp(s·utility_j) on gaps (sensitivity g, non-monotone)."""
+        return self.em_epsilon / (2 * self.g)
+
+    def threshold(self) -> Fraction:
+        """Pass iff statistic + noise > threshold (statistic: max{g, q} for Gaussian, q for Laplace)."""
+        return self.g + self.shift
+
+
+def stable_plan_zcdp(rho: Fraction, delta_t: Fraction, g: Fraction, ptr: str = "gaussian") -> StablePlan:
+    """Alg 2 at δ_t-approximate ρ-zCDP: EM gets ε = 2√ρ (ε²/8 = ρ/2), the PTR the exact rest.
+
+    Gaussian PTR: σ² = g²/(2ρ_ptr) (ρ_ptr-zCDP, CKS20 Thm 14). Laplace PTR: ε_ptr = √(2ρ_ptr)
+    (pure ε-DP ⇒ ε²/2-zCDP), scale t = g/ε_ptr.
+    """
+    em = sqrt_down(4 * rho)
+    rest = rho - em * em / 8
+    if ptr == "gaussian":
+        s2 = g * g / (2 * rest)
+        return StablePlan(em, ptr, s2, gaussian_shift(s2, delta_t), delta_t, g)
+    eps_ptr = sqrt_down(2 * rest)
+    t = g / eps_ptr
+    return StablePlan(em, ptr, t, laplace_shift(t, delta_t), delta_t, g)
+
+
+def stable_plan_pure_parts(epsilon: Fraction, delta_t: Fraction, g: Fraction) -> StablePlan:
+    """Alg 2 with the Laplace PTR under basic composition: (ε/2 EM) + (ε/2, δ_t) PTR = (ε, δ_t)-DP."""
+    t = g / (epsilon / 2)
+    return StablePlan(epsilon / 2, "laplace", t, laplace_shift(t, delta_t), delta_t, g)
+
+
+def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, accounting: str) -> Fraction:
+    """Per-step ε of ``steps`` adaptive EM selections fitting a budget.
+
+    ``accounting="br"`` (one-shot Gumbel, EM-CDP): each step is ε-bounded-range ⇒ ε²/8-zCDP.
+    ``accounting="dp"`` (classic peeling): each step ε-DP ⇒ ε²/2-zCDP. ``notion`` is the budget's:
+    pure (basic composition: ε/steps), zcdp (ρ = first), approx (the better of basic composition and
+    the zCDP route converted with F4' at δ; δ = 0 means pure).
+    """
+    basic = first / steps
+    per = Fraction(8) if accounting == "br" else Fraction(2)
+    if notion == "pure" or (notion == "approx" and delta == 0):
+        return basic
+    rho = first if notion == "zcdp" else rho_from_approx(first, delta)
+    via_rho = sqrt_down(per * rho / steps)
+    return via_rho if notion == "zcdp" else max(basic, via_rho)
+
+
+def ld_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int) -> Fraction:
+    """Limited domain (Durfee–Rogers): per-step ε' so that ``steps`` BR steps fit (digest §3.9).
+
+    approx: the largest ε' with min(basic, DRV advanced, CDP-style) ≤ ε at δ/2 (the other δ/2 pays the
+    ⊥ threshold); zcdp: steps·ε'²/8 = ρ.
+    """
+    if notion == "zcdp":
+        return sqrt_down(8 * first / steps)
+    eps, dp = float(first), float(delta) / 2
+    L = math.log(1 / dp)
+
+    def composed(e: float) -> float:
+        drv = steps * e * math.expm1(e) / (math.exp(e) + 1) + e * math.sqrt(2 * steps * L)
+        cdp = steps * e * e / 2 + e * math.sqrt(steps / 2 * L)
+        return min(steps * e, drv, cdp)
+
+    lo, hi = 0.0, eps
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if composed(mid) <= eps else (lo, mid)
+    return floor_frac(lo)
+
+
+@dataclass(frozen=True)
+class TCTPlan:
+    """One-shot top-k inside TCT (target-charging digest §3.6): per-candidate ε_c, n data accesses."""
+
+    candidate_epsilon: Fraction   # each candidate: score + discrete Laplace(Δ_key/ε_c)
+    accesses: int                 # n: charged as n calls of 2ε_c-DP
+    tail: float                   # δ* = P[Bin(n, q) ≤ k − 1], q = 1/(e^{2ε_c}+1)
+
+
+def _tct_accesses(k: int, eps_c: float, delta: float) -> tuple[int, float] | None:
+    q = 1 / (math.exp(2 * eps_c) + 1)
+    n = math.ceil(k / q)
+    for _ in range(200_000):
+        tail = float(binom.cdf(k - 1, n, q))
+        if tail < delta:
+            return n, tail
+        n += max(1, n // 50)
+    return None
+
+
+def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
+    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None.
+
+    approx: minimise over n ≥ ⌈k/q⌉ of min(n·2ε_c, ½n(2ε_c)² + 2ε_c√(2n ln 1/δ_c)) with
+    δ* + δ_c = δ (O7 procedure, advanced composition with the √2 of Lemma A.4); zcdp: ρ = n(2ε_c)²/2 with
+    the smallest n whose tail δ* ≤ δ (the tail is charged as the approximate-zCDP δ).
+    """
+    e2 = 2 * eps_c
+    first = _tct_accesses(k, eps_c, delta)
+    if first is None:
+        return None
+    if notion == "zcdp":
+        return first[0] * e2 * e2 / 2
+    q = 1 / (math.exp(e2) + 1)
+    best = math.inf
+    n = first[0]
+    for _ in range(400):
+        tail = float(binom.cdf(k - 1, n, q))
+        if tail < delta:
+            dc = delta - tail
+            best = min(best, n * e2, n * e2 * e2 / 2 + e2 * math.sqrt(2 * n * math.log(1 / dc)))
+        n += max(1, n // 100)
+    return best * (1 + 1e-12)
+
+
+def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
+    """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
+    lo, hi = 0.0, float(first)
+    d = float(delta)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        c = tct_cost(notion, k, mid, d)
+        lo, hi = (mid, hi) if c is not None and c <= float(first) else (lo, mid)
+    if lo == 0.0:
+        return None
+    eps_c = floor_frac(lo)
+    found = _tct_accesses(k, float(eps_c), d)
+    assert found is not None
+    return TCTPlan(eps_c, found[0], found[1])
