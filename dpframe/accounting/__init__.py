@@ -1,12 +1,43 @@
-"""Privacy accounting: accountants (how costs compose) and the ledger (where charges are kept).
+"""Privacy accounting: privacy curves, accountants (how costs compose) and the ledger (where charges are kept).
 
-An accountant is a pure rule: it converts a query's cost into the session's notion, composes charges
-and says whether a total fits. The :class:`Ledger` stores every charge durably and does the
+Standalone use (the accountants compose a sequence fixed in advance)::
+
+    >>> from dpframe import accounting as acc
+    >>> a = acc.PLDAccountant()
+    >>> _ = a.compose(acc.gaussian(sigma=1.0).subsampled(rate=0.01), times=1000)
+    >>> _ = a.compose(acc.laplace(scale=10.0))
+    >>> r = acc.RDPAccountant().compose(acc.gaussian(sigma=1.0).subsampled(rate=0.01), times=1000)
+    >>> 0 < a.epsilon(delta=1e-5) < r.compose(acc.laplace(scale=10.0)).epsilon(delta=1e-5)
+    True
+
+In a session an accountant is a *filter*: it converts each query's cost into a charge, composes
+charges and says whether a total fits. The :class:`Ledger` stores every charge durably and does the
 check-and-charge atomically (one SQLite transaction, so threads and processes sharing a ledger file
-can never overspend).
+can never overspend). See ``docs/accounting.md``.
 """
 
 from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAccountant
+from dpframe.accounting.curves import (
+    PrivacyCurve,
+    approx,
+    discrete_gaussian,
+    discrete_laplace,
+    exponential,
+    from_profile,
+    from_rdp,
+    gaussian,
+    laplace,
+    pure,
+    randomized_response,
+    threshold_test,
+    zcdp,
+)
 from dpframe.accounting.ledger import Charge, Ledger
+from dpframe.accounting.pld import PLDAccountant
+from dpframe.accounting.rdp import RDPAccountant, RDPCharge
 
-__all__ = ["Accountant", "BasicAccountant", "Charge", "Ledger", "ZCDPAccountant"]
+__all__ = [
+    "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
+    "RDPCharge", "ZCDPAccountant", "approx", "discrete_gaussian", "discrete_laplace", "exponential",
+    "from_profile", "from_rdp", "gaussian", "laplace", "pure", "randomized_response", "threshold_test", "zcdp",
+]

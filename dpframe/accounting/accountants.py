@@ -1,9 +1,18 @@
-"""Built-in accountants: basic composition (pure / approximate DP) and zCDP composition.
+"""The accountant interface and the built-in basic and zCDP accountants.
 
-Both are *filters*: every charge is composed with what was spent before, and a charge is admitted
-only if the composition still fits the total. Basic composition of (εᵢ, δᵢ) and additive composition
-of ρᵢ (with δᵢ for approximate zCDP) stay valid when later budgets are chosen after seeing earlier
-results (Rogers et al. 2016 for basic composition filters; Whitehouse et al. 2023 for zCDP filters).
+An accountant has two faces.
+
+**Session filter** (constructed with the session's total budget): it converts each query's cost into
+a *charge* (:meth:`Accountant.charge`, or :meth:`Accountant.charge_plan` from the plan's privacy
+curves and sampling rate), composes charges (:meth:`Accountant.compose` on a list) and says whether a
+total fits (:meth:`Accountant.fits`). Every built-in filter stays valid when later budgets are chosen
+after seeing earlier results: basic composition of (εᵢ, δᵢ) (Rogers et al. 2016), additive ρ for
+zCDP (Whitehouse et al. 2023), and the RDP filter of :mod:`dpframe.accounting.rdp` (Feldman & Zrnic
+2021, one filter per order with δ split over the orders).
+
+**Standalone** (constructed without a total): ``compose(curve, times=k)`` records mechanisms (see
+:mod:`dpframe.accounting.curves`), ``epsilon(delta=...)`` / ``delta(epsilon=...)`` report the
+guarantee of the whole (fixed) sequence, ``explain()`` says how it was computed.
 
 Example:
     >>> from dpframe.budgets import PureDP, ZCDP
@@ -11,82 +20,220 @@ Example:
     >>> spent = acc.compose([acc.charge(PureDP(1)), ZCDP(0.25)])
     >>> spent, acc.fits(spent)
     (ZCDP(rho=3/4), True)
+    >>> from dpframe import accounting as a
+    >>> round(a.BasicAccountant().compose(a.laplace(scale=10.0), times=5).epsilon(delta=1e-6), 6)
+    0.5
 
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar, overload
 
-from dpframe.budgets import Budget, Notion, convert, describe, make, zero
-from dpframe.errors import BudgetConversionError
+from dpframe.accounting.curves import PrivacyCurve, approx, pure, zcdp
+from dpframe.budgets import Budget, Notion, convert, describe, make, zcdp_delta, zcdp_epsilon, zero
+from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
+
+#: Which standalone accountant can compose a curve (used in error messages).
+CAN_COMPOSE: dict[str, Callable[[PrivacyCurve], bool]] = {
+    "basic": lambda c: c.rdp is not None or c.hs is not None,
+    "zcdp": lambda c: c.rho is not None,
+    "rdp": lambda c: c.rdp is not None,
+    "pld": lambda c: c.rdp is not None or c.hs is not None,
+}
+
+
+def round_up(x: float) -> Fraction:
+    """A Fraction ≥ x with margin for float error (never under-reports)."""
+    if not math.isfinite(x):
+        raise BudgetError(f"the computed value is {x}", argument="budget", fix="use more noise or fewer queries")
+    return Fraction(math.ceil(max(x, 0.0) * (1 + 1e-12) * 10**12) + 1, 10**12)
+
+
+def check_delta(delta: object) -> float:
+    """δ for a conversion must be a number in (0, 1)."""
+    if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not (0 < delta < 1):
+        raise BudgetError(f"must be in (0, 1), got {delta!r}", argument="delta", fix="pass delta such as 1e-6")
+    return float(delta)
+
+
+def check_epsilon(epsilon: object) -> float:
+    """ε for a conversion must be a finite number ≥ 0."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | Fraction) or not (
+            math.isfinite(epsilon) and epsilon >= 0):
+        raise BudgetError(f"must be a finite number ≥ 0, got {epsilon!r}", argument="epsilon",
+                          fix="pass epsilon such as 1.0")
+    return float(epsilon)
+
+
+def curve_of(cost: Budget) -> PrivacyCurve:
+    """The privacy curve a bare budget guarantees (for charges without declared curves)."""
+    if cost.notion == "zcdp":
+        return zcdp(float(cost.rho), float(cost.delta))  # type: ignore[union-attr]
+    eps, delta = float(cost.epsilon), float(getattr(cost, "delta", 0))  # type: ignore[union-attr]
+    return approx(eps, delta) if delta else pure(eps)
 
 
 class Accountant(ABC):
-    """How a session composes charges. Subclass and register via ``dpframe_accountants``."""
+    """How charges compose. Subclass and register a factory via the ``dpframe_accountants`` hook."""
 
     name: ClassVar[str]
     accepts: ClassVar[frozenset[Notion]]
 
-    def __init__(self, total: Budget) -> None:
-        if total.notion not in self.accepts:
+    def __init__(self, total: Budget | None = None) -> None:
+        if total is not None and total.notion not in self.accepts:
             raise BudgetConversionError(
                 f"the {self.name!r} accountant accounts in {sorted(self.accepts)}, not {total.notion}",
                 argument="accountant", fix="pick the accountant that matches the session budget, or omit it")
-        self.total = total
+        self._total = total
+        self.entries: list[tuple[PrivacyCurve, int]] = []
+
+    # ------------------------------------------------------------------------------ session filter
+    @property
+    def total(self) -> Budget:
+        """The session's total budget (only for session accountants)."""
+        if self._total is None:
+            raise DPFrameError("this accountant was built standalone, without a total budget",
+                               argument="total", fix=f"construct it as {type(self).__name__}(total_budget)")
+        return self._total
 
     @property
-    def notion(self) -> Notion:
-        """The notion charges are kept in (the total budget's)."""
+    def notion(self) -> str:
+        """The notion charges are kept in."""
         return self.total.notion
 
-    def charge(self, cost: Budget) -> Budget:
-        """A query's cost in this accountant's notion (raises if it cannot convert soundly)."""
-        return convert(cost, self.notion)
+    def charge(self, cost: Budget) -> Any:
+        """A query's cost as a charge of this accountant (raises if it cannot convert soundly)."""
+        return convert(cost, self.total.notion)
 
-    def compose(self, charges: Sequence[Budget]) -> Budget:
-        """The total of ``charges`` (additive in the first coordinate and in δ)."""
+    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Any:
+        """The charge of a plan whose mechanisms cost ``cost`` in total, run on a Poisson sample.
+
+        ``curves`` are the plan's mechanisms (already subsampled), if every mechanism declared one;
+        ``rate`` < 1 means the input was Poisson-sampled. Default: basic amplification by sampling
+        (Li et al. 2012: (ε, δ) → (log(1 + γ(e^ε − 1)), γδ)) for pure/approximate DP; none for zCDP
+        (sampling never hurts, but zCDP cannot express the gain).
+        """
+        charged = self.charge(cost)
+        if rate >= 1 or self.total.notion == "zcdp":
+            return charged
+        eps = round_up(math.log1p(rate * math.expm1(float(charged.epsilon))))
+        if eps > charged.epsilon:
+            eps = charged.epsilon
+        return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(repr(rate)))
+
+    @overload
+    def compose(self, charges: Sequence[Any]) -> Any: ...
+
+    @overload
+    def compose(self, charges: PrivacyCurve, times: int = 1) -> Accountant: ...
+
+    def compose(self, charges: Any, times: int = 1) -> Any:
+        """Session: the total of a list of charges. Standalone: record ``times`` runs of a curve."""
+        if isinstance(charges, PrivacyCurve):
+            if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+                raise BudgetError(f"must be an int ≥ 1, got {times!r}", argument="times",
+                                  fix="pass how many times the mechanism runs")
+            if not self.can_compose(charges):
+                raise composability_error(charges, self.name)
+            self.entries.append((charges, times))
+            self._changed()
+            return self
+        return self._compose_charges(charges)
+
+    def can_compose(self, curve: PrivacyCurve) -> bool:
+        """Whether this accountant can compose ``curve`` (standalone)."""
+        check = CAN_COMPOSE.get(self.name)
+        return True if check is None else bool(check(curve))
+
+    def _changed(self) -> None:  # noqa: B027 - optional hook
+        """Hook: drop caches after a standalone compose()."""
+
+    def _compose_charges(self, charges: Sequence[Any]) -> Any:
         first = sum((_first(c) for c in charges), Fraction(0))
         delta = sum((getattr(c, "delta", Fraction(0)) for c in charges), Fraction(0))
-        return make(self.notion, first, delta)
+        return make(self.total.notion, first, delta)  # type: ignore[arg-type]
 
-    def fits(self, spent: Budget) -> bool:
+    def fits(self, spent: Any) -> bool:
         """Whether a composed total is within the session's budget."""
         return _first(spent) <= _first(self.total) and _delta(spent) <= _delta(self.total)
 
-    def remaining(self, spent: Budget) -> Budget:
+    def remaining(self, spent: Any) -> Budget:
         """What is left (coordinate-wise, never negative)."""
-        return make(self.notion, max(Fraction(0), _first(self.total) - _first(spent)),
+        return make(self.total.notion, max(Fraction(0), _first(self.total) - _first(spent)),  # type: ignore[arg-type]
                     max(Fraction(0), _delta(self.total) - _delta(spent)))
 
-    def shortfall(self, spent_after: Budget) -> str:
+    def shortfall(self, spent_after: Any) -> str:
         """By how much a total overshoots the budget, as text."""
-        over = make(self.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),
+        over = make(self.total.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),  # type: ignore[arg-type]
                     max(Fraction(0), _delta(spent_after) - _delta(self.total)))
         return describe(over)
 
-    def empty(self) -> Budget:
+    def empty(self) -> Any:
         """Nothing spent."""
-        return zero(self.notion)
+        return zero(self.total.notion)  # type: ignore[arg-type]
+
+    def report(self, spent: Any) -> Budget:
+        """A composed total as a budget (what ``sess.spent()`` shows)."""
+        return spent  # type: ignore[no-any-return]
+
+    def describe_charge(self, charge: Any) -> str:
+        """A charge as text."""
+        return describe(charge)
 
     @abstractmethod
     def describe(self) -> str:
         """One line for explain()."""
 
+    # ---------------------------------------------------------------------------------- standalone
+    @abstractmethod
+    def epsilon(self, delta: float) -> float:
+        """Standalone: the ε of everything composed, at ``delta``."""
 
-def _first(b: Budget) -> Fraction:
-    return b.rho if b.notion == "zcdp" else b.epsilon  # type: ignore[union-attr]
+    @abstractmethod
+    def delta(self, epsilon: float) -> float:
+        """Standalone: the δ of everything composed, at ``epsilon``."""
+
+    def explain(self, delta: float = 1e-6) -> str:
+        """Standalone: how the guarantee is computed, and the result at ``delta``."""
+        lines = [f"{self.name} accountant: {self.describe()}"]
+        lines += [f"  {times} × {curve.label}" for curve, times in self.entries]
+        lines.append(f"  ε = {self.epsilon(delta=delta):.6g} at δ = {delta:g}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {len(self.entries)} mechanism kinds>"
 
 
-def _delta(b: Budget) -> Fraction:
+def composability_error(curve: PrivacyCurve, name: str) -> DPFrameError:
+    """The error for a curve an accountant cannot compose, naming the ones that can."""
+    able = [n for n, ok in CAN_COMPOSE.items() if ok(curve)]
+    fix = (f"use the {' or '.join(repr(n) for n in able)} accountant" if able
+           else "declare an RDP curve or a privacy profile for the mechanism")
+    what = {"zcdp": "a zCDP bound (subsampled and purely profile-defined mechanisms have none)",
+            "rdp": "an RDP curve", "basic": "an (ε, δ) guarantee"}.get(name, "privacy curve it can use")
+    return BudgetConversionError(f"{curve.label} has no {what}, so the {name!r} accountant cannot compose it",
+                                 argument="mechanism", fix=fix)
+
+
+def _first(b: Any) -> Fraction:
+    return b.rho if b.notion == "zcdp" else b.epsilon  # type: ignore[no-any-return]
+
+
+def _delta(b: Any) -> Fraction:
     return getattr(b, "delta", Fraction(0))
 
 
 class BasicAccountant(Accountant):
-    """Basic composition: ε and δ add up. For pure and approximate DP sessions."""
+    """Basic composition: ε and δ add up. For pure and approximate DP sessions.
+
+    Standalone, a mechanism that is not pure ε-DP gets an equal share of δ (after the δ0 parts) and is
+    charged its own tight ε at that δ.
+    """
 
     name = "basic"
     accepts = frozenset({"pure", "approx"})
@@ -94,15 +241,60 @@ class BasicAccountant(Accountant):
     def describe(self) -> str:
         return "basic composition (ε and δ add up)"
 
+    def epsilon(self, delta: float) -> float:
+        d = check_delta(delta)
+        exact = [(c, t) for c, t in self.entries if c.pure_eps is not None and c.delta0 == 0]
+        other = [(c, t) for c, t in self.entries if not (c.pure_eps is not None and c.delta0 == 0)]
+        eps = math.fsum(t * float(c.pure_eps or 0.0) for c, t in exact)
+        if not other:
+            return float(eps)
+        spare = d - sum(t * c.delta0 for c, t in other)
+        if spare <= 0:
+            return math.inf
+        share = spare / sum(t for _, t in other)
+        return float(eps + sum(t * c.approx_dp(share + c.delta0) for c, t in other))
+
+    def delta(self, epsilon: float) -> float:
+        e = check_epsilon(epsilon)
+        lo, hi = 1e-300, 1 - 1e-12
+        if self.epsilon(hi) > e:
+            return 1.0
+        for _ in range(200):  # bisection on log δ
+            mid = math.sqrt(lo * hi)
+            lo, hi = (lo, mid) if self.epsilon(mid) <= e else (mid, hi)
+            if hi / lo < 1 + 1e-9:
+                break
+        return hi
+
 
 class ZCDPAccountant(Accountant):
-    """zCDP composition: ρ adds up (pure ε converts to ρ = ε²/2); δ of approximate zCDP adds up."""
+    """zCDP composition: ρ adds up (pure ε converts to ρ = ε²/2); δ of approximate zCDP adds up.
+
+    Conversion to (ε, δ): Canonne, Kamath & Steinke (2020, Cor. 13). It cannot express amplification
+    by subsampling.
+    """
 
     name = "zcdp"
     accepts = frozenset({"zcdp"})
 
     def describe(self) -> str:
         return "zCDP composition (ρ adds up; pure ε counts as ε²/2)"
+
+    def _rho(self) -> tuple[float, float]:
+        return (math.fsum(t * float(c.rho) for c, t in self.entries),  # type: ignore[arg-type]
+                math.fsum(t * c.delta0 for c, t in self.entries))
+
+    def epsilon(self, delta: float) -> float:
+        d = check_delta(delta)
+        rho, d0 = self._rho()
+        if d <= d0:
+            return math.inf
+        return float(zcdp_epsilon(Fraction(rho), Fraction(d - d0)))
+
+    def delta(self, epsilon: float) -> float:
+        e = check_epsilon(epsilon)
+        rho, d0 = self._rho()
+        return min(1.0, zcdp_delta(Fraction(rho), Fraction(e)) + d0)
 
 
 def default_accountant(total: Budget) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dpframe.accounting.accountants import Accountant
-from dpframe.budgets import Budget, describe, make
+from dpframe.budgets import describe, make
 from dpframe.errors import BudgetExceededError, LedgerError
 
 _SCHEMA = """
@@ -44,17 +44,24 @@ def _check(notion: str, values: list[str]) -> str:
     return hashlib.sha256(json.dumps([notion, values]).encode()).hexdigest()[:16]
 
 
-def encode(b: Budget) -> str:
-    """Exact JSON text of a budget, with a checksum (a flipped bit in a stored cost is detected)."""
-    values = [str(v) for k, v in vars(b).items() if k != "notion"]
+def encode(b: Any) -> str:
+    """Exact JSON text of a budget, with a checksum (a flipped bit in a stored cost is detected).
+
+    An accountant's own charge type (e.g. an RDP curve) is stored through its ``to_json``.
+    """
+    values = [b.to_json()] if hasattr(b, "to_json") else [str(v) for k, v in vars(b).items() if k != "notion"]
     return json.dumps({"notion": b.notion, "values": values, "check": _check(b.notion, values)})
 
 
-def decode(text: str) -> Budget:
+def decode(text: str) -> Any:
     """Inverse of :func:`encode`; raises ValueError when the checksum does not match."""
     d = json.loads(text)
     if d.get("check") != _check(d["notion"], d["values"]):
         raise ValueError(f"checksum mismatch in the stored cost {text!r}")
+    if d["notion"] == "rdp":
+        from dpframe.accounting.rdp import RDPCharge
+
+        return RDPCharge.from_json(d["values"][0])
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
 
@@ -68,7 +75,7 @@ class Charge:
     status: str
     query: str
     mechanisms: str
-    cost: Budget
+    cost: Any
     error: str | None
 
 
@@ -79,7 +86,7 @@ class Ledger:
         self.accountant = accountant
         self.path = str(path) if path is not None else ":memory:"
         self._lock = threading.Lock()
-        self._cache: tuple[int, Budget] = (0, accountant.empty())
+        self._cache: tuple[int, Any] = (0, accountant.empty())
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")
@@ -113,7 +120,7 @@ class Ledger:
                     f"{describe(self.accountant.total) if key == 'total' else value}", argument="ledger",
                     fix="open the session with the ledger's original budget and accountant, or use a new file")
 
-    def _spent_locked(self) -> Budget:
+    def _spent_locked(self) -> Any:
         # Incremental: only rows added since the last read (by this or another process) are composed.
         last_id, total = self._cache
         rows = self._rows("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,))
@@ -135,7 +142,7 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path!r} is damaged: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
-    def reserve(self, cost: Budget, query: str, mechanisms: str) -> int:
+    def reserve(self, cost: Any, query: str, mechanisms: str) -> int:
         """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -143,7 +150,8 @@ class Ledger:
                 spent = self._spent_locked()
                 after = self.accountant.compose([spent, cost])
                 if not self.accountant.fits(after):
-                    raise BudgetExceededError(describe(cost), describe(self.accountant.remaining(spent)),
+                    raise BudgetExceededError(self.accountant.describe_charge(cost),
+                                              describe(self.accountant.remaining(spent)),
                                               self.accountant.shortfall(after))
                 cur = self._db.execute(
                     "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
@@ -167,8 +175,8 @@ class Ledger:
         """Mark a reservation whose run failed (it stays spent)."""
         self._finish(charge_id, "failed", error)
 
-    def spent(self) -> Budget:
-        """The composition of every charge ever reserved."""
+    def spent(self) -> Any:
+        """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
         with self._lock:
             return self._spent_locked()
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dpframe.accounting.accountants import BasicAccountant, ZCDPAccountant
+from dpframe.accounting import BasicAccountant, PLDAccountant, RDPAccountant, ZCDPAccountant
 from dpframe.backends.polars import PolarsBackend
 from dpframe.plugin.hookspecs import hookimpl
 
 
 @hookimpl
 def dpframe_accountants() -> dict[str, Callable[..., Any]]:
-    """Basic composition and zCDP composition."""
-    return {"basic": BasicAccountant, "zcdp": ZCDPAccountant}
+    """Basic composition, zCDP, the Rényi filter and the PLD (reporting) accountant."""
+    return {"basic": BasicAccountant, "zcdp": ZCDPAccountant, "rdp": RDPAccountant, "pld": PLDAccountant}
 
 
 @hookimpl

@@ -1,0 +1,617 @@
+"""Privacy curves: what an accountant needs to know about one mechanism.
+
+A :class:`PrivacyCurve` describes a mechanism under add/remove-one neighbours by up to four facts:
+
+* ``rdp(α)``: its Rényi-DP curve ε(α) for α > 1 (Mironov 2017), used by :class:`RDPAccountant`;
+* ``hs`` / ``hs_rev``: the hockey-stick profile δ(ε) = H_{e^ε}(P‖Q) (ε ≥ 0) of a *dominating pair*
+  (P, Q) and of the reversed pair (Q, P) (Zhu, Dong & Wang 2022, Def. 3.3.1 of the thesis), used by
+  :class:`PLDAccountant`; symmetric mechanisms have ``hs_rev is hs``;
+* ``eps_inf``: a pure ε-DP bound (the RDP curve at α = ∞), used to cap subsampled curves;
+* ``delta0``: an additive δ (approximate RDP / approximate zCDP: with probability ≤ δ0 anything may
+  happen, otherwise the curves hold), e.g. DP partition selection.
+
+A mechanism that knows only an RDP curve still gets a PLD profile (the RDP → (ε, δ) conversion is a
+valid privacy-profile bound, made a dominating pair by connect-the-dots), and one that knows only δ(ε)
+(:func:`from_profile`) composes under the PLD accountant. Curves are built by the functions below and
+are serialisable (:meth:`PrivacyCurve.to_json`), so a session ledger re-composes them exactly.
+
+Closed forms (sensitivity-normalised; proofs/derivations in the digest
+``research/004_modern_accounting.md`` §1.3, §2.3–2.4):
+
+* Gaussian σ: ε(α) = α/(2σ²); δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), μ = 1/σ (exact).
+* Laplace b: ε(α) = 1/b + log1p((α−1)·expm1((1−2α)/b)/(2α−1))/(α−1); δ(ε) = 1 − e^{(ε−1/b)/2} on
+  [0, 1/b] (exact).
+* Randomized response p: binary pair (p, 1−p) vs (1−p, p) (exact).
+* pure ε-DP (any mechanism): dominated by randomized response with p = e^ε/(1+e^ε) (Kairouz et al.
+  2015); RDP (1/(α−1))·log[(sinh(αε) − sinh((α−1)ε))/sinh(ε)] (Bun & Steinke 2016).
+* ε-bounded-range (exponential mechanism, report-noisy-max with Gumbel noise): RDP min(pure, αε²/8)
+  (Cesar & Rogers 2021); δ(ε') = (e^{ε/2} − e^{ε'/2})²/(e^ε − 1) for 0 ≤ ε' ≤ ε (the sup over the
+  binary worst cases with losses in [t − ε, t]; derived in this module's tests).
+* discrete Laplace t, integer sensitivity Δ (one coordinate): exact RDP and profile by geometric sums.
+* threshold test (thesis Thm 4.3.1): a binary output "noisy count ≥ T" with Gaussian noise on a count
+  in [lo, hi]; exact binary divergences (also after subsampling, where they stay binary).
+
+Poisson subsampling with rate γ (:meth:`PrivacyCurve.subsampled`): RDP by the tight bound (thesis
+Thm 2.3.4; only for mechanisms meeting its condition: Gaussian, Laplace, randomized response) or the
+general bound (Thm 2.3.1), both in log space with the expm1 form (digest §1.4.1), CGF-interpolated
+between integer orders, and capped by log(1 + γ(e^{ε∞} − 1)); PLD by the two amplified dominating
+pairs of Thm 3.3.5 (remove: ((1−γ)Q + γP, Q); add: the reverse) — accountants take the max of both.
+
+Example:
+    >>> from dpframe.accounting import curves as c
+    >>> g = c.gaussian(sigma=2.0)
+    >>> float(g.rdp_at([2.0, 4.0])[1])
+    0.5
+    >>> s = g.subsampled(rate=0.01)
+    >>> bool(s.rdp_at([2.0])[0] < g.rdp_at([2.0])[0])
+    True
+
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpframe.errors import BudgetError, DPFrameError
+
+Array = np.ndarray
+Fn = Callable[[Array], Array]
+
+
+def _special() -> Any:
+    import scipy.special  # lazily: slow to import, and `import dpframe` must stay fast
+
+    return scipy.special
+
+
+def _positive(value: object, argument: str, fix: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"must be a finite number > 0, got {value!r}", argument=argument, fix=fix)
+    return float(value)
+
+
+def check_rate(rate: object) -> float:
+    """A Poisson sampling rate must be a number in (0, 1]."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (0 < rate <= 1):
+        raise BudgetError(f"must be in (0, 1], got {rate!r}", argument="rate",
+                          fix="pass the public probability with which each privacy unit is kept, e.g. 0.01")
+    return float(rate)
+
+
+def check_alpha(alpha: object) -> Array:
+    """Rényi orders must be numbers > 1."""
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 1):
+        raise BudgetError(f"Rényi orders must be finite and > 1, got {alpha!r}", argument="alpha",
+                          fix="use orders such as 1.5, 2, 8, 64 (α = 1 is KL, not supported)")
+    return a
+
+
+# ------------------------------------------------------------------------------------------------ RDP
+def _rdp_gaussian(sigma: float) -> Fn:
+    return lambda a: np.asarray(a / (2 * sigma**2))
+
+
+def _rdp_laplace(b: float) -> Fn:
+    def f(a: Array) -> Array:
+        return np.asarray(1 / b + np.log1p((a - 1) * np.expm1((1 - 2 * a) / b) / (2 * a - 1)) / (a - 1))
+
+    return f
+
+
+def _rdp_binary(lp: float, l1p: float, lq: float, l1q: float) -> Fn:
+    """D_α((p, 1−p) ‖ (q, 1−q)) from logs of the four probabilities."""
+    def f(a: Array) -> Array:
+        return np.asarray(np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q) / (a - 1))
+
+    return f
+
+
+def _rdp_pure(eps: float) -> Fn:
+    # (1/(α−1)) log[(sinh(αε) − sinh((α−1)ε))/sinh(ε)] = RR with p = e^ε/(1+e^ε), evaluated stably.
+    p = -math.log1p(math.exp(-eps))            # log p
+    q = -math.log1p(math.exp(eps))             # log (1 − p)
+    rr = _rdp_binary(p, q, q, p)
+    return lambda a: np.minimum(rr(a), eps)
+
+
+def _rdp_discrete_laplace(t: float, d: int) -> Fn:
+    def f(a: Array) -> Array:
+        k = (2 * a - 1) / t
+        # middle sum Σ_{k=1}^{Δ−1} r^k with r = e^{−(2α−1)/t}, written with expm1 (all terms ≥ 0)
+        mid = np.exp(-k) * (-np.expm1(-k * (d - 1))) / (-np.expm1(-k)) if d > 1 else np.zeros_like(a)
+        inner = 1 + np.exp(-(2 * a - 1) * d / t) + (-math.expm1(-1 / t)) * mid
+        return np.asarray(((a - 1) * d / t + np.log(inner) - math.log1p(math.exp(-1 / t))) / (a - 1))
+
+    return f
+
+
+# ------------------------------------------------------------------------------------ hockey sticks
+def _hs_gaussian(mu: float) -> Fn:
+    def f(e: Array) -> Array:
+        sp = _special()
+        out = np.exp(sp.log_ndtr(-e / mu + mu / 2)) - np.exp(e + sp.log_ndtr(-e / mu - mu / 2))
+        return np.asarray(np.clip(out, 0.0, 1.0))
+
+    return f
+
+
+def _hs_laplace(b: float) -> Fn:
+    return lambda e: np.where(e >= 1 / b, 0.0, -np.expm1(np.minimum(e - 1 / b, 0.0) / 2))
+
+
+def _hs_atoms(losses: Array, probs: Array) -> Fn:
+    """δ(ε) = Σ p_i (1 − e^{ε − L_i})_+ for a discrete privacy-loss distribution."""
+    def f(e: Array) -> Array:
+        e = np.asarray(e, dtype=np.float64)
+        terms = probs[None, :] * -np.expm1(np.minimum(e[:, None] - losses[None, :], 0.0))
+        return np.asarray(np.clip(terms.sum(axis=1), 0.0, 1.0))
+
+    return f
+
+
+def _hs_bounded_range(eps: float) -> Fn:
+    return lambda e: np.where(e >= eps, 0.0,
+                              (math.exp(eps / 2) - np.exp(np.minimum(e, eps) / 2)) ** 2 / math.expm1(eps))
+
+
+def _hs_discrete_laplace(t: float, d: int) -> Fn:
+    """Exact profile of discrete Laplace(t) shifted by integer Δ (P-loss atoms, summed in closed form)."""
+    norm = 1 + math.exp(-1 / t)
+    c = -math.expm1(-1 / t) / norm
+
+    def f(e: Array) -> Array:
+        e = np.asarray(e, dtype=np.float64)
+        top = (1 / norm) * -np.expm1(np.minimum(e - d / t, 0.0))          # atom at +Δ/t (k ≤ 0)
+        # middle atoms k = 1..K with loss (Δ − 2k)/t > ε: Σ c e^{−k/t} − e^{ε−Δ/t} Σ c e^{k/t}
+        kmax = np.clip(np.ceil((d - e * t) / 2) - 1, 0, d - 1)
+        s1 = c * math.exp(-1 / t) * (-np.expm1(-kmax / t)) / (-math.expm1(-1 / t))
+        s2 = c * math.exp(1 / t) * np.expm1(kmax / t) / math.expm1(1 / t)
+        mid = np.where(kmax > 0, s1 - np.exp(e - d / t) * s2, 0.0)
+        return np.clip(top + np.maximum(mid, 0.0), 0.0, 1.0)
+
+    return f
+
+
+def two_sided(hs: Fn, hs_rev: Fn, e: Array) -> Array:
+    """H_{e^ε}(P‖Q) for every real ε: for ε < 0, H_x(P‖Q) = 1 − x + x·H_{1/x}(Q‖P)."""
+    e = np.asarray(e, dtype=np.float64)
+    neg = e < 0
+    out = np.empty_like(e)
+    out[~neg] = hs(e[~neg])
+    x = np.exp(e[neg])
+    out[neg] = -np.expm1(e[neg]) + x * hs_rev(-e[neg])
+    return out
+
+
+def _hs_from_rdp(rdp: Fn, orders: Array) -> Fn:
+    """A privacy-profile bound from an RDP curve: min over orders of the improved conversion (≤ 1)."""
+    r = rdp(orders)
+
+    def f(e: Array) -> Array:
+        e = np.asarray(e, dtype=np.float64)
+        a = orders[None, :]
+        log_d = (a - 1) * (r[None, :] - e[:, None] + np.log1p(-1 / a)) - np.log(a)
+        return np.asarray(np.minimum(1.0, np.exp(np.min(log_d, axis=1))))
+
+    return f
+
+
+def _hs_mixture(hs: Fn, delta0: float) -> Fn:
+    return lambda e: delta0 + (1 - delta0) * hs(e)
+
+
+# ----------------------------------------------------------------------------------- subsampling
+def _log_comb(n: Array, k: Array) -> Array:
+    sp = _special()
+    return np.asarray(sp.gammaln(n + 1) - sp.gammaln(k + 1) - sp.gammaln(n - k + 1))
+
+
+def subsampled_rdp_integer(alpha: int, rate: float, rdp: Fn, *, tight: bool) -> float:
+    """ε of the Poisson-subsampled mechanism at integer α ≥ 2 (thesis Thm 2.3.4 / Thm 2.3.1).
+
+    Tight: log1p(Σ_{ℓ≥2} w_ℓ·expm1((ℓ−1)ε(ℓ)))/(α−1) with w_ℓ = C(α,ℓ)(1−γ)^{α−ℓ}γ^ℓ, all terms ≥ 0
+    (no cancellation, digest §1.4.1). General: log{(1−γ)^{α−1}(αγ−γ+1) + w_2 e^{ε(2)} + 3Σ_{ℓ≥3} w_ℓ
+    e^{(ℓ−1)ε(ℓ)}}/(α−1) in plain log-sum-exp.
+
+    Example:
+        >>> round(subsampled_rdp_integer(2, 0.01, lambda a: a / 8.0, tight=True), 14)
+        2.840213832e-05
+
+    """
+    sp = _special()
+    if rate == 1:
+        return float(rdp(np.array([float(alpha)]))[0])
+    ell = np.arange(2, alpha + 1, dtype=np.float64)
+    eps = rdp(ell)
+    if not np.all(np.isfinite(eps)):
+        return math.inf
+    log_w = _log_comb(np.asarray(float(alpha)), ell) + ell * math.log(rate) + (alpha - ell) * math.log1p(-rate)
+    x = (ell - 1) * eps
+    if tight:
+        small = x < 30
+        log_em1 = np.empty_like(x)
+        log_em1[small] = np.log(np.expm1(np.maximum(x[small], 1e-300)))
+        log_em1[~small] = x[~small] + np.log1p(-np.exp(-x[~small]))
+        return float(np.logaddexp(0.0, sp.logsumexp(log_w + log_em1))) / (alpha - 1)
+    terms = [(alpha - 1) * math.log1p(-rate) + math.log1p((alpha - 1) * rate), float(log_w[0] + x[0])]
+    if alpha >= 3:
+        terms.append(math.log(3) + float(sp.logsumexp(log_w[1:] + x[1:])))
+    return float(sp.logsumexp(terms)) / (alpha - 1)
+
+
+def _subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
+    cache: dict[int, float] = {}
+
+    def at_int(n: int) -> float:
+        if n not in cache:
+            cache[n] = subsampled_rdp_integer(n, rate, rdp, tight=tight)
+        return cache[n]
+
+    def f(a: Array) -> Array:
+        out = np.empty(len(a))
+        for i, alpha in enumerate(np.asarray(a, dtype=np.float64)):
+            if alpha <= 2:
+                v = at_int(2)  # RDP is non-decreasing in α
+            else:
+                lo, hi = math.floor(alpha), math.ceil(alpha)
+                if lo == hi:
+                    v = at_int(lo)
+                else:  # the CGF (α−1)ε(α) is convex: linear interpolation bounds it from above
+                    w = alpha - lo
+                    v = ((1 - w) * (lo - 1) * at_int(lo) + w * (hi - 1) * at_int(hi)) / (alpha - 1)
+            out[i] = v if cap is None else min(v, cap)
+        return out
+
+    return f
+
+
+def _hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
+    """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0."""
+    def rem(e: Array) -> Array:
+        x = np.exp(np.asarray(e, dtype=np.float64))
+        return rate * hs(np.log1p((x - 1) / rate))
+
+    def rev(e: Array) -> Array:
+        x = np.exp(np.asarray(e, dtype=np.float64))
+        c = 1 - x * (1 - rate)                       # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
+        out = np.zeros_like(x)
+        ok = c > 0
+        out[ok] = c[ok] * two_sided(hs_rev, hs, np.log(x[ok] * rate / c[ok]))
+        return np.clip(out, 0.0, 1.0)
+
+    return rem, rev
+
+
+# ------------------------------------------------------------------------------------------ curve
+RDP_ORDERS = np.concatenate([np.arange(1.1, 11.0, 0.1), np.arange(11, 64, dtype=np.float64),
+                             np.array([80.0, 128, 256, 512, 1024])])
+
+
+@dataclass(frozen=True, eq=False)
+class PrivacyCurve:
+    """One mechanism as accountants see it (build with :func:`gaussian`, :func:`laplace`, ...)."""
+
+    label: str
+    spec: dict[str, Any] | None
+    rdp: Fn | None = None
+    hs: Fn | None = None
+    hs_rev: Fn | None = None
+    eps_inf: float | None = None
+    delta0: float = 0.0
+    rho: float | None = None            # a zCDP bound, if the mechanism has one
+    tight_subsampling: bool = False     # condition (2.2) of thesis Thm 2.3.4 holds
+    rate: float = 1.0
+    pure_eps: float | None = field(default=None)  # an ε-DP bound (for basic composition)
+
+    # ----------------------------------------------------------------------------- public queries
+    @property
+    def symmetric(self) -> bool:
+        """Whether the dominating pair is symmetric (add and remove directions coincide)."""
+        return self.hs is not None and self.hs is self.hs_rev
+
+    def rdp_at(self, alpha: Sequence[float] | Array) -> Array:
+        """ε(α) at the given orders (∞ where unbounded)."""
+        a = check_alpha(alpha)
+        if self.rdp is None:
+            return np.full(a.shape, math.inf)
+        return np.asarray(self.rdp(a), dtype=np.float64)
+
+    def profile(self) -> tuple[Fn, Fn]:
+        """(hs, hs_rev) of a dominating pair: the declared one, or one derived from the RDP curve."""
+        if self.hs is not None and self.hs_rev is not None:
+            return self.hs, self.hs_rev
+        if self.rdp is None:
+            raise DPFrameError(f"{self.label} has neither an RDP curve nor a privacy profile",
+                               argument="mechanism", fix="declare rdp= or profile= for it")
+        h = _hs_from_rdp(self.rdp, RDP_ORDERS)
+        if self.delta0:
+            h = _hs_mixture(h, self.delta0)
+        return h, h
+
+    def delta_at(self, epsilon: float) -> float:
+        """δ(ε) of this single mechanism (max over both neighbour directions)."""
+        hs, rev = self.profile()
+        e = np.array([float(epsilon)])
+        return float(max(hs(e)[0], rev(e)[0]))
+
+    def approx_dp(self, delta: float) -> float:
+        """The smallest ε with δ(ε) ≤ ``delta`` for this mechanism alone (bisection; returns the upper end)."""
+        if self.delta_at(0.0) <= delta:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while self.delta_at(hi) > delta:
+            lo, hi = hi, hi * 2
+            if hi > 1e4:
+                return math.inf
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if self.delta_at(mid) <= delta else (mid, hi)
+        return hi
+
+    def subsampled(self, rate: float) -> PrivacyCurve:
+        """The same mechanism run on a Poisson sample that keeps each unit with probability ``rate``."""
+        g = check_rate(rate)
+        if g == 1:
+            return self
+        spec = None if self.spec is None else {**self.spec, "rate": self.rate * g}
+        rdp = None
+        cap = None if self.eps_inf is None else math.log1p(g * math.expm1(self.eps_inf))
+        if self.rdp is not None:
+            rdp = _subsampled_rdp(self.rdp, g, self.tight_subsampling and self.delta0 == 0, cap)
+        hs, rev = self.profile()
+        hs_s, rev_s = _hs_subsampled(hs, rev, g)
+        return PrivacyCurve(f"{self.label} sampled at rate {g:g}", spec, rdp, hs_s, rev_s, cap,
+                            self.delta0 * g, None, False, self.rate * g,
+                            None if self.pure_eps is None else cap)
+
+    def to_json(self) -> str:
+        """Serialise (for a ledger); raises for curves built from Python callables."""
+        if self.spec is None:
+            raise DPFrameError(f"{self.label} was built from Python functions and cannot be stored",
+                               argument="mechanism", fix="build it with a dpframe.accounting constructor")
+        return json.dumps(self.spec, sort_keys=True)
+
+    def __repr__(self) -> str:
+        return f"<PrivacyCurve {self.label}>"
+
+
+def from_json(text: str) -> PrivacyCurve:
+    """Rebuild a curve stored with :meth:`PrivacyCurve.to_json`."""
+    spec = dict(json.loads(text))
+    rate = float(spec.pop("rate", 1.0))
+    kind = spec.pop("kind")
+    if kind not in _KINDS:
+        raise DPFrameError(f"unknown curve kind {kind!r}", argument="ledger", fix="upgrade dpframe")
+    curve: PrivacyCurve = _KINDS[kind](**spec)
+    return curve.subsampled(rate) if rate != 1 else curve
+
+
+# ----------------------------------------------------------------------------------- constructors
+def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
+    """Gaussian noise of standard deviation ``sigma`` on a statistic of L2 sensitivity ``sensitivity``.
+
+    Example:
+        >>> round(gaussian(sigma=1.0).delta_at(0.276617), 4)
+        0.3
+
+    """
+    s = _positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
+    d = _positive(sensitivity, "sensitivity", "pass the L2 sensitivity, e.g. 1.0")
+    mu = d / s
+    hs = _hs_gaussian(mu)
+    return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
+                        _rdp_gaussian(s / d), hs, hs, None, 0.0, mu**2 / 2, True)
+
+
+def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
+    """Laplace noise of scale ``scale`` on a statistic of L1 sensitivity ``sensitivity`` (ε = Δ/b).
+
+    Example:
+        >>> laplace(scale=10.0).eps_inf
+        0.1
+
+    """
+    b = _positive(scale, "scale", "pass the Laplace scale, e.g. scale=10.0")
+    d = _positive(sensitivity, "sensitivity", "pass the L1 sensitivity, e.g. 1.0")
+    bn = b / d
+    hs = _hs_laplace(bn)
+    return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
+                        _rdp_laplace(bn), hs, hs, 1 / bn, 0.0, 1 / (2 * bn**2), True, pure_eps=1 / bn)
+
+
+def randomized_response(p: float | None = None, *, epsilon: float | None = None) -> PrivacyCurve:
+    """Binary randomized response: the true bit with probability ``p`` > ½ (or p = e^ε/(1+e^ε))."""
+    if (p is None) == (epsilon is None):
+        raise BudgetError("give exactly one of p and epsilon", argument="p",
+                          fix="randomized_response(p=0.75) or randomized_response(epsilon=1.0)")
+    if p is None:
+        e = _positive(epsilon, "epsilon", "pass epsilon > 0")
+        p = 1 / (1 + math.exp(-e))
+    if isinstance(p, bool) or not isinstance(p, int | float) or not (0.5 < p < 1):
+        raise BudgetError(f"must be in (0.5, 1), got {p!r}", argument="p", fix="pass the truth probability")
+    eta = math.log(p / (1 - p))
+    hs = _hs_atoms(np.array([eta, -eta]), np.array([p, 1 - p]))
+    lp, lq = math.log(p), math.log1p(-p)
+    return PrivacyCurve(f"randomized response(p={p:g})", {"kind": "randomized_response", "p": p},
+                        _rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta**2 / 2, True, pure_eps=eta)
+
+
+def pure(epsilon: float) -> PrivacyCurve:
+    """Any ε-DP mechanism (dominated by randomized response with p = e^ε/(1+e^ε))."""
+    e = _positive(epsilon, "epsilon", "pass epsilon > 0")
+    p = 1 / (1 + math.exp(-e))
+    hs = _hs_atoms(np.array([e, -e]), np.array([p, 1 - p]))
+    return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, _rdp_pure(e), hs, hs, e, 0.0,
+                        e**2 / 2, False, pure_eps=e)
+
+
+def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
+    """Any ρ-zCDP mechanism (ε(α) = αρ), optionally δ0-approximate."""
+    r = _positive(rho, "rho", "pass rho > 0")
+    d0 = _delta0(delta0)
+    return PrivacyCurve(f"{r:g}-zCDP" + (f" (δ0={d0:g})" if d0 else ""), {"kind": "zcdp", "rho": r, "delta0": d0},
+                        lambda a: a * r, None, None, None, d0, r, False)
+
+
+def approx(epsilon: float, delta: float) -> PrivacyCurve:
+    """Any (ε, δ)-DP mechanism: δ-approximately ε-DP (its tight dominating pair: δ + (1−δ)·RR_ε)."""
+    base = pure(epsilon)
+    d0 = _delta0(delta)
+    assert base.hs is not None
+    hs = _hs_mixture(base.hs, d0)
+    return PrivacyCurve(f"(ε={base.eps_inf:g}, δ={d0:g})-DP", {"kind": "approx", "epsilon": base.eps_inf,
+                        "delta": d0}, base.rdp, hs, hs, base.eps_inf, d0, base.rho, False, pure_eps=base.eps_inf)
+
+
+def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
+    """Discrete Laplace noise (pmf ∝ e^{−|k|/t}) on one integer statistic of sensitivity Δ (exact curves)."""
+    t = _positive(scale, "scale", "pass the discrete Laplace scale t > 0")
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
+        raise BudgetError(f"must be a positive int, got {sensitivity!r}", argument="sensitivity",
+                          fix="the sensitivity of an integer statistic is a positive integer")
+    hs = _hs_discrete_laplace(t, sensitivity)
+    eps = sensitivity / t
+    return PrivacyCurve(f"discrete Laplace(t={t:g}, Δ={sensitivity})",
+                        {"kind": "discrete_laplace", "scale": t, "sensitivity": sensitivity},
+                        _rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps**2 / 2, False, pure_eps=eps)
+
+
+def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
+    """Discrete Gaussian noise N_Z(0, σ²) with L2 sensitivity Δ: ε(α) = αΔ²/(2σ²) (Canonne et al. 2020).
+
+    Its PLD is derived from this RDP curve (valid for vectors of any dimension).
+    """
+    s = _positive(sigma, "sigma", "pass sigma > 0")
+    d = _positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
+    rho = d**2 / (2 * s**2)
+    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
+                        {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
+                        lambda a: a * rho, None, None, None, 0.0, rho, False)
+
+
+def exponential(epsilon: float) -> PrivacyCurve:
+    """An ε-bounded-range mechanism: the exponential mechanism exp(ε·u/(2Δ)), report-noisy-max (Gumbel)."""
+    base = pure(epsilon)
+    e = float(base.eps_inf)  # type: ignore[arg-type]
+    hs = _hs_bounded_range(e)
+    assert base.rdp is not None
+    pure_rdp = base.rdp
+    return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
+                        lambda a: np.minimum(pure_rdp(a), a * e**2 / 8), hs, hs, e, 0.0, e**2 / 8, False,
+                        pure_eps=e)
+
+
+def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> PrivacyCurve:
+    """Noisy threshold test 1[c + N(0, σ²) ≥ T] on a count c ∈ [lower, upper] (thesis Thm 4.3.1).
+
+    The output is binary, so its RDP curve and profile are exact maxima over the neighbour pairs
+    (c, c ± 1); subsampled versions stay binary and are computed exactly too.
+    """
+    s = _positive(sigma, "sigma", "pass sigma > 0")
+    if not (isinstance(lower, int) and isinstance(upper, int) and 0 <= lower <= upper):
+        raise BudgetError(f"need integers 0 ≤ lower ≤ upper, got {lower!r}, {upper!r}", argument="lower",
+                          fix="pass the public range of the count")
+    spec = {"kind": "threshold_test", "sigma": s, "threshold": float(threshold), "lower": lower, "upper": upper}
+    return _binary_family(f"threshold test(σ={s:g}, T={threshold:g}, c∈[{lower},{upper}])", spec,
+                          _threshold_pairs(s, float(threshold), lower, upper), 1.0)
+
+
+def _threshold_pairs(sigma: float, threshold: float, lower: int, upper: int) -> Array:
+    """Probabilities P[noisy ≥ T] for c and its neighbour c ± 1: rows (p, q)."""
+    c = np.arange(lower, upper + 1, dtype=np.float64)
+    sp = _special()
+    p = np.exp(sp.log_ndtr((c - threshold) / sigma))
+    pairs = [np.stack([p, np.exp(sp.log_ndtr((c + d - threshold) / sigma))], axis=1) for d in (1, -1)]
+    return np.concatenate(pairs)
+
+
+def _binary_family(label: str, spec: dict[str, Any], pairs: Array, rate: float) -> PrivacyCurve:
+    """Exact curves of a mechanism with a binary output over a finite set of neighbour pairs (p, q).
+
+    Under Poisson subsampling the remove pair is ((1−γ)q + γp, q) and the add pair its reverse, so both
+    directions are included as pairs.
+    """
+    p, q = pairs[:, 0], pairs[:, 1]
+    if rate < 1:
+        mix = (1 - rate) * q + rate * p
+        p, q = np.concatenate([mix, q]), np.concatenate([q, mix])
+    else:
+        p, q = np.concatenate([p, q]), np.concatenate([q, p])
+    p = np.clip(p, 1e-300, 1 - 1e-16)
+    q = np.clip(q, 1e-300, 1 - 1e-16)
+    lp, l1p, lq, l1q = np.log(p), np.log1p(-p), np.log(q), np.log1p(-q)
+
+    def rdp(a: Array) -> Array:
+        a = np.asarray(a, dtype=np.float64)[:, None]
+        v = np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q) / (a - 1)
+        return np.asarray(np.max(v, axis=1))
+
+    def hs(e: Array) -> Array:
+        x = np.exp(np.asarray(e, dtype=np.float64))[:, None]
+        v = np.maximum(p - x * q, 0.0) + np.maximum((1 - p) - x * (1 - q), 0.0)
+        return np.asarray(np.clip(np.max(v, axis=1), 0.0, 1.0))
+
+    spec = {**spec, "rate": rate} if rate < 1 else spec
+    curve = PrivacyCurve(label, spec, rdp, hs, hs, None, 0.0, None, False, rate)
+    return _BinaryCurve(curve, pairs)
+
+
+class _BinaryCurve(PrivacyCurve):
+    """A binary-output curve whose subsampling is computed exactly."""
+
+    def __init__(self, curve: PrivacyCurve, pairs: Array) -> None:
+        for name in curve.__dataclass_fields__:
+            object.__setattr__(self, name, getattr(curve, name))
+        object.__setattr__(self, "_pairs", pairs)
+
+    def subsampled(self, rate: float) -> PrivacyCurve:
+        g = check_rate(rate)
+        if g == 1:
+            return self
+        assert self.spec is not None
+        base = {k: v for k, v in self.spec.items() if k != "rate"}
+        pairs = self._pairs  # type: ignore[attr-defined]
+        if self.rate < 1:  # compose the rates: sampling at a then b keeps a unit w.p. a·b
+            g, pairs = g * self.rate, pairs
+        return _binary_family(f"{self.label} sampled at rate {g:g}", base, pairs, g)
+
+
+def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε) only)") -> PrivacyCurve:
+    """A mechanism known only by its privacy profile ε ↦ δ(ε) ≥ sup over neighbours (both orders).
+
+    The PLD accountant composes it via a dominating pair built from the profile (thesis Lemma 3.3.3 and
+    Cor. 3.5.1: connect-the-dots of the convex envelope); the RDP and zCDP accountants cannot.
+    """
+    def hs(e: Array) -> Array:
+        return np.asarray(np.clip(np.array([float(delta(float(v))) for v in np.asarray(e)]), 0.0, 1.0))
+
+    return PrivacyCurve(label, None, None, hs, hs, None, 0.0, None, False)
+
+
+def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
+             eps_inf: float | None = None) -> PrivacyCurve:
+    """A mechanism known only by its RDP curve α ↦ ε(α); subsampling uses the general bound."""
+    def f(a: Array) -> Array:
+        return np.array([float(rdp(float(v))) for v in np.asarray(a)])
+
+    return PrivacyCurve(label, None, f, None, None, eps_inf, 0.0, None, False)
+
+
+def _delta0(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 <= value < 1):
+        raise BudgetError(f"must be in [0, 1), got {value!r}", argument="delta", fix="pass a δ such as 1e-7")
+    return float(value)
+
+
+_KINDS: dict[str, Callable[..., PrivacyCurve]] = {
+    "gaussian": gaussian, "laplace": laplace, "randomized_response": randomized_response, "pure": pure,
+    "zcdp": zcdp, "approx": approx, "discrete_laplace": discrete_laplace, "discrete_gaussian": discrete_gaussian,
+    "exponential": exponential, "threshold_test": threshold_test,
+}
