@@ -1,7 +1,9 @@
 """The plugin author kit: a conformance suite, an empirical privacy audit and test helpers.
 
 A plugin's tests subclass :class:`MechanismConformance` (pytest collects the inherited ``test_*``
-methods); the audit helpers are plain functions that other tests can reuse.
+methods); the audit helpers are plain functions that other tests can reuse. The engine-wide audit
+registry (:func:`register_audit`, :func:`run_audit`, :class:`AuditSpec`) says on which adversarial
+neighbouring datasets each mechanism kind is audited (see ``docs/guarantees.md``).
 
 Example:
     >>> import dpframe as dp
@@ -35,6 +37,7 @@ from dpframe.testing.audit import (
     neighbouring_tables,
     release_sampler,
 )
+from dpframe.testing.builtin_audits import broken_specs
 from dpframe.testing.conformance import MechanismConformance
 from dpframe.testing.harness import (
     CountingRandomSource,
@@ -46,16 +49,34 @@ from dpframe.testing.harness import (
     pin_mechanisms,
     session_budget,
 )
+from dpframe.testing.registry import (
+    AuditSpec,
+    Neighbours,
+    Overclaiming,
+    adversarial_pairs,
+    agg_sampler,
+    query_sampler,
+    register_audit,
+    registered_audits,
+    run_audit,
+    unaudited_kinds,
+)
 from dpframe.testing.stats import clopper_pearson, noise_cdf, noise_chisquare, noise_pmf
 
 __all__ = [
     "AuditResult",
+    "AuditSpec",
     "CountingRandomSource",
     "MechanismConformance",
+    "Neighbours",
+    "Overclaiming",
+    "adversarial_pairs",
+    "agg_sampler",
     "audit_release",
     "audit_sampler",
     "audit_samples",
     "bound_extremes",
+    "broken_specs",
     "check_refused",
     "claimed_epsilon_delta",
     "clopper_pearson",
@@ -71,6 +92,11 @@ __all__ = [
     "noise_chisquare",
     "noise_pmf",
     "pin_mechanisms",
+    "query_sampler",
+    "register_audit",
+    "registered_audits",
     "release_sampler",
+    "run_audit",
     "session_budget",
+    "unaudited_kinds",
 ]

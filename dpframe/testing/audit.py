@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -154,15 +154,21 @@ class AuditResult:
     pilot_bound: float
     samples: int
     alpha: float
+    label: str = ""
 
     @property
     def passed(self) -> bool:
         """True when the empirical lower bound does not exceed the claimed ε."""
         return self.epsilon_lower_bound <= self.claimed_epsilon
 
+    def labelled(self, label: str) -> AuditResult:
+        """The same result, naming what was audited (e.g. the mechanism and the neighbouring pair)."""
+        return replace(self, label=label)
+
     def __str__(self) -> str:
         verdict = "ok" if self.passed else "VIOLATION"
-        return (f"audit {verdict}: ε ≥ {self.epsilon_lower_bound:.4f} (confidence 1 − {self.alpha:g}) vs "
+        label = f"{self.label}: " if self.label else ""
+        return (f"{label}audit {verdict}: ε ≥ {self.epsilon_lower_bound:.4f} (confidence 1 − {self.alpha:g}) vs "
                 f"claimed ε = {self.claimed_epsilon:.4f}, δ = {self.delta:g}; test {self.event} "
                 f"[n = {self.samples} per dataset; pilot bound {self.pilot_bound:.4f}]")
 

@@ -1,0 +1,145 @@
+"""Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
+
+Registered: ``len`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
+``var``/``std``, partition selection (private keys), and the example ``histogram`` plugin. Each is
+audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
+dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
+them (±inf, ±1e300: clamping must hold), and an added unit with 3 × ``max_rows`` rows (bounding must
+cut it). Partition selection is audited where it can break: a group absent from D vs present with
+one unit (the δ part: the key must stay hidden), and τ − 1 vs τ and τ vs τ + 1 units (the ε part).
+
+:func:`broken_specs` are the same audits of mechanisms that claim more than they deliver
+(:class:`~dpframe.testing.registry.Overclaiming`: noise scale halved, or a selection threshold
+meant for 50 × δ): the audit must flag
+each of them.
+
+To audit a new mechanism, register a spec (see ``docs/guarantees.md``)::
+
+    register_audit(AuditSpec("quantile", frozenset({"quantile"}), dp.PureDP(1), pairs, sampler))
+
+Example:
+    >>> sorted(k for s in BUILTIN for k in s.kinds)[:4]
+    ['count', 'histogram', 'len', 'mean']
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from fractions import Fraction
+
+import polars as pl
+
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.measures import Measure, count, len, mean, measure, std, sum, var
+from dpframe.plugin import plugin_host
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.testing.harness import default_table
+from dpframe.testing.registry import (
+    AuditSpec,
+    Neighbours,
+    Overclaiming,
+    _session,
+    adversarial_pairs,
+    agg_sampler,
+    register_audit,
+)
+
+__all__ = ["BUILTIN", "broken_specs", "selection_pairs"]
+
+UNIT = PrivacyUnit("user", max_rows=3)
+KEYS = ["a", "b", "c"]
+FAR = [math.inf, -math.inf, 1e300, -1e300]
+ONE = PureDP(1)
+
+
+def _agg(name: str, kinds: set[str], measures: list[Measure], values: Mapping[str, Sequence[object]], *,
+         budget: Budget = ONE, grouped: bool = False, min_power: float = 0.0, fast: bool = True,
+         mechanisms: tuple[object, ...] = ()) -> AuditSpec:
+    base = default_table(measures, unit=UNIT)
+    by = ["group"] if grouped else []
+    sampler = agg_sampler(measures, UNIT, by=by, keys=KEYS if grouped else None, group="a",
+                          mechanisms=mechanisms)
+    return AuditSpec(name, frozenset(kinds), budget, lambda: adversarial_pairs(base, UNIT, values), sampler,
+                     min_power=min_power, fast=fast)
+
+
+def _specs(mechanisms: tuple[object, ...] = ()) -> list[AuditSpec]:
+    bounded = {"x": [100.0, -50.0, *FAR]}
+    return [
+        _agg("len (group_by public keys)", {"len"}, [len()], {"group": ["a"]}, grouped=True, min_power=0.5,
+             mechanisms=mechanisms),
+        _agg("count", {"count"}, [count("x")], {"x": [100.0, math.inf]}, min_power=0.5, mechanisms=mechanisms),
+        _agg("sum", {"sum"}, [sum("x", bounds=(-50, 100))], bounded, min_power=0.5, mechanisms=mechanisms),
+        _agg("sum (zCDP)", {"sum"}, [sum("x", bounds=(-50, 100))], {"x": [100.0, -50.0]},
+             budget=ZCDP(Fraction(1, 2)), mechanisms=mechanisms),
+        _agg("mean", {"mean"}, [mean("x", bounds=(-50, 100))], bounded, mechanisms=mechanisms),
+        _agg("var / std", {"var", "std"}, [var("x", bounds=(-10, 5)), std("x", bounds=(-10, 5), ddof=0)],
+             {"x": [-10.0, 5.0, *FAR]}, mechanisms=mechanisms),
+    ]
+
+
+def selection_pairs(unit: PrivacyUnit, tau: int, *, base_units: int = 30) -> list[Neighbours]:
+    """Pairs for partition selection with threshold ``tau`` on group ``"s"`` (other groups: ``"a"``).
+
+    Example:
+        >>> [p.label for p in selection_pairs(PrivacyUnit("user"), 7)]
+        ['group absent vs one unit', '6 vs 7 units', '7 vs 8 units']
+
+    """
+    column = unit.column
+    assert column is not None
+
+    def table(in_s: int) -> pl.DataFrame:
+        rows = [(u, "a") for u in range(base_units)] + [(base_units + u, "s") for u in range(in_s)]
+        return pl.DataFrame(rows, schema={column: pl.Int64, "group": pl.String}, orient="row")
+
+    return [Neighbours("group absent vs one unit", table(0), table(1)),
+            Neighbours(f"{tau - 1} vs {tau} units", table(tau - 1), table(tau)),
+            Neighbours(f"{tau} vs {tau + 1} units", table(tau), table(tau + 1))]
+
+
+def _selection(mechanisms: tuple[object, ...] = ()) -> AuditSpec:
+    """Partition selection at (2, 10⁻²): δ this large makes the δ part measurable in 20 000 runs."""
+    unit = PrivacyUnit("user")
+    budget = ApproxDP(2, Fraction(1, 100))
+    sampler = agg_sampler([len()], unit, by=["group"], group="s", mechanisms=mechanisms)
+
+    def pairs() -> list[Neighbours]:
+        stand_in = selection_pairs(unit, 1)[1].neighbour
+        return selection_pairs(unit, _threshold(stand_in, unit, budget, mechanisms))
+
+    return AuditSpec("partition selection", frozenset({"partition_selection"}), budget, pairs, sampler,
+                     min_power=0.3)
+
+
+def _threshold(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanisms: tuple[object, ...]) -> int:
+    plan = _session(table, unit, budget, mechanisms, 0).table("t").group_by("group").agg(len()).plan(budget)
+    return int(plan.selection.threshold)
+
+
+def _histogram() -> AuditSpec:
+    hist = measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))
+    return _agg("histogram (example plugin)", {"histogram"}, [hist], {"age": [10.0, 99.5, 100.0, -5.0]},
+                min_power=0.5)
+
+
+BUILTIN: list[AuditSpec] = [register_audit(s) for s in [*_specs(), _selection(), _histogram()]]
+
+
+def broken_specs() -> list[AuditSpec]:
+    """Audits of deliberately broken built-ins; each must report a violation.
+
+    Example:
+        >>> [s.name for s in broken_specs()][:2]
+        ['BROKEN len (group_by public keys)', 'BROKEN count']
+
+    """
+    host = plugin_host()
+    halved = (Overclaiming(host.mechanism_for("len", "pure")),)
+    specs = [s for s in _specs(halved) if s.budget.notion == "pure" and s.min_power]
+    low_threshold = (Overclaiming(host.mechanism_for("partition_selection", "approx"), factor=1, delta_factor=50),)
+    out = [*specs, _selection(low_threshold)]
+    return [replace(s, name="BROKEN " + s.name) for s in out]
