@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 
 from scipy.stats import binom
@@ -197,6 +198,7 @@ def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
     return best * (1 + 1e-12)
 
 
+@lru_cache(maxsize=64)
 def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
     """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
     lo, hi = 0.0, float(first)

@@ -123,7 +123,7 @@ def limited_domain(scores: IntArray, candidates: IntArray, steps: int, k_bar: in
     pool_values = np.concatenate([values, [bottom]]).astype(np.int64)
     picks = peeling(pool_values, np.arange(pool_values.size, dtype=np.int64), steps + 1,
                     step_epsilon / g, rng)
-    return np.asarray([int(top[p]) for p in _prefix(picks, top.size)], dtype=np.int64)
+    return np.asarray([int(top[p]) for p in _prefix(picks, top.size)][:steps], dtype=np.int64)
 
 
 def _prefix(picks: IntArray, real: int) -> list[int]:
