@@ -24,38 +24,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from dpframe.errors import SchemaError
 from dpframe.measures import Bounds, check_bounds
+from dpframe.tables import load_table
 
 
 def _public_frame(name: str, source: object) -> pl.DataFrame:
-    fix = "pass a polars DataFrame/LazyFrame, a pyarrow Table, or a path to a .parquet or .csv file"
+    argument = "public_tables"
+    frame = load_table(name, source, argument)
     try:
-        if isinstance(source, pl.DataFrame):
-            return source
-        if isinstance(source, pl.LazyFrame):
-            return source.collect()
-        if isinstance(source, pa.Table):
-            frame = pl.from_arrow(source)
-            assert isinstance(frame, pl.DataFrame)
-            return frame
-        if isinstance(source, str | Path):
-            path = Path(source)
-            if path.suffix.lower() == ".parquet":
-                return pl.read_parquet(path)
-            if path.suffix.lower() == ".csv":
-                return pl.read_csv(path)
-            raise SchemaError(f"unsupported file type {path.suffix!r}", argument=f"public_tables[{name!r}]", fix=fix)
+        return frame.collect()
     except (OSError, pl.exceptions.PolarsError) as e:
         raise SchemaError(f"cannot read public table {name!r}: {str(e).splitlines()[0]}",
-                          argument=f"public_tables[{name!r}]", fix=fix) from e
-    raise SchemaError(f"unsupported table type {type(source).__name__}", argument=f"public_tables[{name!r}]", fix=fix)
+                          argument=f"{argument}[{name!r}]", fix="check the file or frame") from e
 
 
 def _split(key: object, argument: str) -> tuple[str, str]:
