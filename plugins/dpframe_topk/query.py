@@ -336,7 +336,7 @@ class TopKQuery:
         k_tested, chosen, noisy = self._select(plan, scores)
         if chosen is None:
             return TopKFailed(k_tested, self.method)
-        out = stats.select(self._by)[np.sort(chosen).tolist()]
+        out: pl.DataFrame = stats.select(self._by)[np.sort(chosen).tolist()]
         if noisy is None and self.release_scores and chosen.size:
             noise = self._score_noise(plan, int(chosen.size))
             noisy = scores[np.sort(chosen)] + noise.sample(int(chosen.size), sess.rng)

@@ -7,13 +7,13 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from dpframe.noise import SeededRandomSource
 from dpframe_topk import calibrate as cal
 from dpframe_topk import select
 from dpframe_topk.pate import MultiLabelPATE
 from dpframe_topk.query import gap_sensitivity
+from scipy import stats
+
+from dpframe.noise import SeededRandomSource
 
 INTRO = np.array([100, 100, 99, 99] + [98] * 15 + [54, 53, 53, 52, 50] + list(range(49, 0, -1)), dtype=np.int64)
 

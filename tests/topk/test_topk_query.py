@@ -3,10 +3,10 @@
 import numpy as np
 import polars as pl
 import pytest
+from dpframe_topk import TopKFailed
 from scipy import stats
 
 import dpframe as dp
-from dpframe_topk import TopKFailed
 
 COUNTS = {"a": 400, "b": 300, "c": 200, "d": 20, "e": 10, "f": 5}
 
