@@ -28,17 +28,22 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
                              "ci95": p.ci95.get(name)})
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
-    spent = session.spent()
-    after = session.accountant.compose([spent, plan.session_cost])
+    spent = session.accountant.report(session._ledger.spent())
+    after = session.accountant.compose([session._ledger.spent(), plan.session_cost])
     return {
         "private": session.rng.private,
         "backend": session.backend_name,
         "steps": steps,
         "measures": measures,
         "noise": noise,
-        "notes": [n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes] + [NULLS],
+        "notes": [n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes] + [NULLS]
+        + ([f"Poisson sample at rate {plan.rate:g}: " + ("charged the full cost (zCDP cannot express amplification; "
+                                                     "use accountant='rdp')" if session.accountant.notion == "zcdp"
+                                                     else "the charge is the amplified cost")]
+           if plan.rate < 1 else []),
         "budget": {"requested": describe(plan.budget), "cost": describe(plan.cost),
-                   "charged": describe(plan.session_cost), "accountant": session.accountant.describe(),
+                   "charged": session.accountant.describe_charge(plan.session_cost),
+                   "accountant": session.accountant.describe(),
                    "spent": describe(spent),
                    "fits": session.accountant.fits(after),
                    "remaining_after": describe(session.accountant.remaining(after))},

@@ -72,6 +72,17 @@ class Frame:
         """Keep only these row-level columns (the privacy-unit column stays, hidden from results)."""
         return Frame(self._session, Select.of(self._node, exprs, named, self._unit()))  # type: ignore[arg-type]
 
+    def sample(self, rate: float) -> Frame:
+        """Poisson-sample privacy units (rows for a row unit) with public probability ``rate`` ∈ (0, 1].
+
+        Fresh randomness at every execution. Queries on the sample are charged the *amplified* cost
+        (shown in ``explain()``): e.g. ε → log(1 + rate·(e^ε − 1)) under basic composition, and the
+        tight subsampled curves under ``accountant="rdp"``/``"pld"`` (see ``docs/accounting.md``).
+        """
+        from dpframe.plan.sample import Sample
+
+        return Frame(self._session, Sample.of(self._node, rate, self._unit()))
+
     def group_by(self, *by: str | Sequence[str], keys: Any = None) -> GroupBy:
         """Group by columns, with public keys or with keys chosen by DP partition selection.
 

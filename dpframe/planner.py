@@ -20,7 +20,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statistic
-from dpframe.plan.nodes import Aggregate
+from dpframe.plan.nodes import Aggregate, Node
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -35,6 +35,7 @@ class PhysicalPlan:
     session_cost: Budget
     selection: MechanismPlan | None
     plans: list[MechanismPlan]
+    rate: float = 1.0      # Poisson sampling rate of the input (amplification is in session_cost)
 
     def statistics(self) -> tuple[Statistic, ...]:
         """The distinct statistics the backend must compute."""
@@ -106,4 +107,15 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
     if first > _first(budget):
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
-    return PhysicalPlan(budget, cost, session.accountant.charge(cost), selection, plans)
+    rate = sampling_rate(node.input)
+    declared = [p.privacy for p in ([selection] if selection else []) + plans]
+    curves = None if any(c is None for c in declared) else [c.subsampled(rate) for cs in declared for c in cs]  # type: ignore[union-attr]
+    return PhysicalPlan(budget, cost, session.accountant.charge_plan(cost, curves, rate), selection, plans, rate)
+
+
+def sampling_rate(node: Node) -> float:
+    """The product of the Poisson sampling rates on the way from the scan to ``node`` (1: no sampling)."""
+    rate = 1.0
+    for n in node.lineage():
+        rate *= getattr(n, "rate", 1.0)
+    return rate

@@ -27,12 +27,13 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.errors import BudgetError, DPFrameError, PluginError, SchemaError
 from dpframe.frame import Frame
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource, default_source
 from dpframe.plan.nodes import Aggregate, Node, RowNode, Scan
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sql.catalog import SQLCatalog
+from dpframe.tables import load_table
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
@@ -42,32 +43,19 @@ T = TypeVar("T")
 TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
 
 
-def _load(name: str, source: object) -> pl.LazyFrame:
-    fix = "pass a polars DataFrame/LazyFrame, a pyarrow Table, or a path to a .parquet or .csv file"
-    if isinstance(source, pl.LazyFrame):
-        return source
-    if isinstance(source, pl.DataFrame):
-        return source.lazy()
-    if isinstance(source, pa.Table):
-        frame = pl.from_arrow(source)
-        assert isinstance(frame, pl.DataFrame)
-        return frame.lazy()
-    if isinstance(source, str | Path):
-        path = Path(source)
-        if not path.exists():
-            raise SchemaError(f"file {str(path)!r} does not exist", argument=f"tables[{name!r}]", fix=fix)
-        if path.suffix.lower() == ".parquet":
-            return pl.scan_parquet(path)
-        if path.suffix.lower() == ".csv":
-            return pl.scan_csv(path)
-        raise SchemaError(f"unsupported file type {path.suffix!r}", argument=f"tables[{name!r}]", fix=fix)
-    raise SchemaError(f"unsupported table type {type(source).__name__}", argument=f"tables[{name!r}]", fix=fix)
+def _empty_lists(n: int) -> np.ndarray:
+    """An object array of ``n`` empty int64 arrays (the all-empty value of a list-valued statistic)."""
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        out[i] = np.zeros(0, dtype=np.int64)
+    return out
 
 
 def _dry_run(plan: PhysicalPlan) -> None:
     """Run each mechanism's release on all-zero statistics (no data): a broken plugin fails uncharged."""
     for p in ([plan.selection] if plan.selection else []) + plan.plans:
-        zeros = {s.key: np.zeros(1, dtype=np.int64) for s in p.statistics}
+        zeros = {s.key: _empty_lists(1) if s.kind in LIST_KINDS else np.zeros(1, dtype=np.int64)
+                 for s in p.statistics}
         try:
             released = p.release(zeros, SeededRandomSource(0))
         except Exception as e:
@@ -138,7 +126,7 @@ class Session:
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
                                   fix="use {'visits': data}")
-            frame = _load(name, source)
+            frame = load_table(name, source)
             self._schemas[name] = self._check_table(name, frame)
             self._sources[name] = (frame, source)
             _register(self._backend, name, frame, source)
@@ -217,9 +205,33 @@ class Session:
     def spent(self) -> Budget:
         """Everything charged so far (reservations included), in the session's notion.
 
-        For a zCDP session, ``sess.spent().to_approx(delta=1e-6)`` gives the (ε, δ) equivalent.
+        For a zCDP session, ``sess.spent().to_approx(delta=1e-6)`` gives the (ε, δ) equivalent. For an
+        ``accountant="rdp"``/``"pld"`` session it is the Rényi filter's (ε, δ): what the budget is enforced by.
         """
-        return self._ledger.spent()
+        return self.accountant.report(self._ledger.spent())
+
+    def spent_report(self, delta: float | None = None) -> dict[str, float | None]:
+        """ε spent so far at ``delta`` (default: the session δ, or 1e-6) by every accountant.
+
+        ``{"basic": ..., "zcdp": ..., "rdp": ..., "pld": ...}``; None where an accountant cannot compose
+        some charge (e.g. zCDP and a sampled query). Only the session's own accountant *enforces*; the
+        others compose the sequence as it happened (valid for a sequence fixed in advance) and show
+        what tighter accounting buys. See ``docs/accounting.md``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.ApproxDP(2, 1e-6), seed=0)
+            >>> for _ in range(3):
+            ...     _ = sess.table("t").agg(dp.len()).collect(budget=dp.PureDP(0.25))
+            >>> {k: round(v, 3) for k, v in sess.spent_report().items()}
+            {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.754, 'pld': 0.75}
+
+        """
+        from dpframe.accounting.report import spent_report
+
+        total_delta = float(getattr(self.accountant.total, "delta", 0)) or 1e-6
+        return spent_report(self._ledger.charges(), delta if delta is not None else total_delta)
 
     def spent_as_approx(self, delta: float | None = None) -> ApproxDP:
         """Everything spent so far as an (ε, δ)-DP guarantee.
@@ -246,7 +258,7 @@ class Session:
 
     def remaining(self) -> Budget:
         """What is left of the total budget."""
-        return self.accountant.remaining(self.spent())
+        return self.accountant.remaining(self._ledger.spent())
 
     def history(self) -> pl.DataFrame:
         """One row per charged query: id, status, query, mechanisms, cost (exact text)."""
@@ -305,12 +317,12 @@ class Session:
     def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
         stats = self._statistics(node.input, node.by, node.keys, plan.statistics(), backend)
         if plan.selection is not None:
-            keep = plan.selection.release({k: stats[k].to_numpy() for k in stats.columns
+            keep = plan.selection.release({k: statistic_values(stats[k]) for k in stats.columns
                                            if k.startswith("__")}, self.rng)["__keep"]
             stats = stats.filter(pl.Series(np.asarray(keep, dtype=bool)))
         columns: dict[str, Any] = {c: stats[c] for c in node.by}
         for p in plan.plans:
-            released = p.release({s.key: stats[s.key].to_numpy() for s in p.statistics}, self.rng)
+            released = p.release({s.key: statistic_values(stats[s.key]) for s in p.statistics}, self.rng)
             if set(released) != set(p.output_names()) or set(released) & set(columns):
                 raise RuntimeError(f"mechanism {p.mechanism} released unexpected columns")  # plugin bug
             columns.update({name: pl.Series(name, values) for name, values in released.items()})

@@ -115,8 +115,8 @@ def _rdp_binary(lp: float, l1p: float, lq: float, l1q: float) -> Fn:
 
 def _rdp_pure(eps: float) -> Fn:
     # (1/(α−1)) log[(sinh(αε) − sinh((α−1)ε))/sinh(ε)] = RR with p = e^ε/(1+e^ε), evaluated stably.
-    p = -math.log1p(math.exp(-eps))            # log p
-    q = -math.log1p(math.exp(eps))             # log (1 − p)
+    p = -float(np.logaddexp(0.0, -eps))        # log p
+    q = -float(np.logaddexp(0.0, eps))         # log (1 − p)
     rr = _rdp_binary(p, q, q, p)
     return lambda a: np.minimum(rr(a), eps)
 

@@ -257,8 +257,19 @@ class RDPAccountant(Accountant):
 
     def describe_charge(self, charge: Any) -> str:
         c = self.filter_epsilon(charge)
-        return (f"RDP curve ({', '.join(charge.labels) or 'budget'}); alone: ε={c.epsilon:.6g} at the session δ "
-                f"via {c.rule} conversion at α={c.alpha:g}")
+        text = (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}]; alone ε={c.epsilon:.6g} by the filter "
+                f"({c.rule} conversion at α={c.alpha:g}, δ/{len(FILTER_ORDERS)} per order)")
+        if self.name == "pld" and charge.specs:
+            from dpframe.accounting.report import spent_report
+
+            plan = spent_report([_Row(charge)], float(self.total.delta))  # type: ignore[union-attr]
+            text += f"; PLD of this plan: ε={plan['pld']:.6g} at δ={float(self.total.delta):g}"  # type: ignore[union-attr]
+        return text
+
+
+@dataclass(frozen=True)
+class _Row:
+    cost: Any
 
 
 @dataclass(frozen=True)
@@ -280,6 +291,10 @@ class RDPCharge:
         specs = tuple(c.to_json() for c in curves if c.spec is not None)
         return cls(tuple(float(v) for v in values), math.fsum(c.delta0 for c in curves),
                    specs if len(specs) == len(curves) else (), tuple(c.label for c in curves))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
+        return f"RDPCharge({shown}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
 
     def to_json(self) -> str:
         """Exact text (floats by repr, which round-trips)."""

@@ -30,7 +30,7 @@ on — external access off (except the registered Parquet files) with the config
 
 Example:
     >>> import polars as pl
-    >>> from dpframe.mechanism import Statistic
+    >>> from dpframe.mechanism import LIST_KINDS, Statistic
     >>> from dpframe.privacy_unit import PrivacyUnit
     >>> b = DuckDBBackend(); b.register("t", pl.LazyFrame({"u": [1, 1, 2], "x": [1.0, 2.0, 3.0]}))
     >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), (), None, (Statistic("rows"),), 7)
@@ -51,8 +51,9 @@ import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import SchemaError
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import LIST_KINDS, Statistic
 from dpframe.plan.nodes import RowNode
+from dpframe.plan.sample import apply_node
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
 from dpframe.sql.sandbox import connect, literal, lock, quote
 
@@ -125,6 +126,9 @@ class Statistics:
             counted = self._clamped.get(stat.column) or self._value(f"CASE WHEN {present} THEN 1 END")
             return f"CAST(count({counted}) AS BIGINT) AS {key}"
         assert stat.lower is not None and stat.upper is not None
+        if stat.kind == "sorted":
+            code = self._code(stat)
+            return f"coalesce(list({code} ORDER BY {code}) FILTER (WHERE {code} IS NOT NULL), []::BIGINT[]) AS {key}"
         lo, hi = _double(stat.lower), _double(stat.upper)
         if stat.kind == "indicator_sum":
             inside = self._value(f"CASE WHEN {present} AND {value} >= {lo} AND {value} < {hi} THEN 1 END")
@@ -135,6 +139,25 @@ class Statistics:
         scaled = f"({powered}) * {_double(2.0 ** (-stat.grid_exp))}" if stat.grid_exp else powered
         fixed = f"CAST(trunc({scaled}) AS BIGINT)"
         return f"CAST(coalesce({_SUM}({fixed}), 0) AS BIGINT) AS {key}"
+
+    def _code(self, stat: Statistic) -> str:
+        """The ``sorted`` statistic's code of a row (NULL for NULL/NaN): floats in DOUBLE, the rest exactly."""
+        assert stat.column is not None and stat.lower is not None and stat.upper is not None
+        dtype = self.schema[stat.column]
+        if dtype.is_float():
+            shifted = f"({self._clamp(stat)} - {_double(stat.shift)})" if stat.shift else self._clamp(stat)
+            scaled = f"{shifted} * {_double(2.0 ** (-stat.grid_exp))}" if stat.grid_exp else shifted
+            return self._value(f"CAST(trunc({scaled}) AS BIGINT)")
+        col = quote(stat.column)
+        if dtype == pl.Date:
+            number = f"CAST({col} - DATE '1970-01-01' AS HUGEINT)"
+        elif isinstance(dtype, pl.Datetime):
+            number = f"CAST(epoch_{dtype.time_unit or 'us'}({col}) AS HUGEINT)"
+        else:
+            number = f"CAST({col} AS HUGEINT)"
+        # greatest/least skip NULLs, hence the CASE.
+        clamped = f"least(greatest({number}, {int(stat.lower)}), {int(stat.upper)}) - {int(stat.shift)}"
+        return self._value(f"CASE WHEN {col} IS NOT NULL THEN CAST(({clamped}) // {2 ** stat.grid_exp} AS BIGINT) END")
 
     def projection(self, keep: list[str]) -> str:
         """The SELECT list of the projection (``keep``: key and unit columns, already quoted)."""
@@ -242,7 +265,7 @@ class DuckDBBackend:
         if split:
             frame = self._frames[request.table]
             for node in nodes[:split]:
-                frame = node.apply(frame)
+                frame = apply_node(node, frame, request.seed)
             source = q.frame(frame.with_row_index(ROW).collect().to_arrow())
         else:
             source = self._views[request.table]
@@ -325,7 +348,8 @@ class DuckDBBackend:
     def _finish(out: pl.DataFrame, request: StatisticsRequest, schema: pl.Schema) -> pl.DataFrame:
         names = [s.key for s in request.statistics]
         by = list(request.by)
-        out = out.with_columns(pl.col(names).cast(pl.Int64))
+        types = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64 for s in request.statistics}
+        out = out.with_columns([pl.col(n).cast(t) for n, t in types.items()])
         if not by:
             return out.select(names)
         # Keys come back with the plan's types (DuckDB may return e.g. a Categorical as a String).
@@ -333,5 +357,6 @@ class DuckDBBackend:
         if request.keys is not None:
             out = out.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
             out = (request.keys.join(out, on=by, how="left", nulls_equal=True)
-                   .with_columns(pl.col(names).fill_null(0)))
+                   .with_columns([pl.col(n).fill_null(pl.lit([], dtype=t) if t == pl.List(pl.Int64) else 0)
+                                  for n, t in types.items()]))
         return out.sort(by, nulls_last=False).select([*by, *names])

@@ -12,7 +12,7 @@ rows that agree on every column the statistics read are harmless (the rows are i
 
 Example:
     >>> import polars as pl
-    >>> from dpframe.mechanism import Statistic
+    >>> from dpframe.mechanism import LIST_KINDS, Statistic
     >>> from dpframe.privacy_unit import PrivacyUnit
     >>> b = PolarsBackend(); b.register("t", pl.LazyFrame({"u": [1, 1, 2], "x": [1.0, 2.0, 3.0]}))
     >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), (), None, (Statistic("rows"),), 7)
@@ -26,7 +26,8 @@ from __future__ import annotations
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.plan.sample import apply_node
 
 _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
@@ -52,6 +53,8 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) 
         present = col.is_not_nan() if floating else col.is_not_null()
         return present.sum().cast(pl.Int64).alias(stat.key)
     assert stat.lower is not None and stat.upper is not None
+    if stat.kind == "sorted":
+        return sorted_codes(col, schema[stat.column], stat).alias(stat.key)
     value = col.cast(pl.Float64)
     if stat.kind == "indicator_sum":
         inside = (value >= float(stat.lower)) & (value < float(stat.upper))  # NaN compares false
@@ -65,6 +68,30 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) 
     # Truncation toward zero onto the grid: |trunc(y)| ≤ |y|, inside Statistic.row_bound(); a NaN
     # (clamp keeps NaN) becomes null in the non-strict cast and the sum skips it.
     return powered.cast(pl.Int64, strict=False).sum().alias(stat.key)
+
+
+def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
+    """The ``sorted`` statistic: codes of the non-null, non-NaN values, ascending (one list per group).
+
+    Floats in float64 (clamp, shift, scale, truncate toward zero); integers, dates and datetimes exactly
+    (clamped in Int128 so unsigned 64-bit values clamp correctly, then divided by 2**grid_exp toward zero).
+    """
+    assert stat.lower is not None and stat.upper is not None
+    if dtype.is_float():
+        value = col.cast(pl.Float64)
+        value = value.filter(value.is_not_nan()).clip(float(stat.lower), float(stat.upper))
+        if stat.shift:
+            value = value - float(stat.shift)
+        if stat.grid_exp:
+            value = value * 2.0 ** (-stat.grid_exp)
+        return value.cast(pl.Int64).sort()
+    temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
+    ints = col.drop_nulls().cast(pl.Int64 if temporal else pl.Int128)
+    codes = ints.clip(int(stat.lower), int(stat.upper)).cast(pl.Int64) - int(stat.shift)
+    if stat.grid_exp:
+        step = 2**stat.grid_exp   # truncation toward zero, as for floats (floor division only for codes ≥ 0)
+        codes = pl.when(codes >= 0).then(codes // step).otherwise(-(-codes // step))
+    return codes.sort()
 
 
 def _rank_within(unit: str) -> pl.Expr:
@@ -94,7 +121,7 @@ class PolarsBackend:
         """The row-level plan with contribution bounding applied (still lazy, still private)."""
         frame = self._tables[request.table]
         for node in request.row_nodes:
-            frame = node.apply(frame)
+            frame = apply_node(node, frame, request.seed)
         unit, by = request.unit, list(request.by)
         if unit.column is None:
             return frame  # no bounding: rows outside public keys are dropped by the final join
@@ -119,10 +146,11 @@ class PolarsBackend:
         exprs = [statistic_expr(s, request.unit.column, schema) for s in request.statistics]
         by = list(request.by)
         if not by:
-            return frame.select(exprs).collect()
+            return frame.select([e.implode() if s.kind in LIST_KINDS else e
+                                 for s, e in zip(request.statistics, exprs)]).collect()
         out = frame.group_by(by).agg(exprs)
         if request.keys is not None:
-            names = [s.key for s in request.statistics]
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
-                   .with_columns(pl.col(names).fill_null(0)))
+                   .with_columns([pl.col(s.key).fill_null(pl.lit([], dtype=pl.List(pl.Int64)) if s.kind in LIST_KINDS
+                                                          else 0) for s in request.statistics]))
         return out.sort(by, nulls_last=False).collect()

@@ -1,6 +1,6 @@
 """The mechanism-plugin contract: what a mechanism declares and how the core drives it."""
 
-from dpframe.mechanism.base import MeasureContext, Mechanism, MechanismPlan, Statistic
+from dpframe.mechanism.base import LIST_KINDS, MeasureContext, Mechanism, MechanismPlan, Statistic, statistic_values
 from dpframe.mechanism.noise import Noise
 
-__all__ = ["MeasureContext", "Mechanism", "MechanismPlan", "Noise", "Statistic"]
+__all__ = ["LIST_KINDS", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "Statistic", "statistic_values"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import polars as pl
@@ -36,7 +36,9 @@ from dpframe.measures import Measure
 from dpframe.noise import RandomSource
 from dpframe.privacy_unit import PrivacyUnit
 
-StatisticKind = Literal["rows", "nonnull", "fixed_sum", "units", "indicator_sum"]
+StatisticKind = Literal["rows", "nonnull", "fixed_sum", "units", "indicator_sum", "sorted"]
+LIST_KINDS = frozenset({"sorted"})
+"""Statistic kinds whose per-group value is a list (passed to ``release`` as an object array of int64 arrays)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,11 @@ class Statistic:
           non-null, non-NaN values, summed exactly as integers (fixed point: no float-summation error).
         * ``units``: number of distinct privacy units (partition selection).
         * ``indicator_sum``: number of rows with ``lower <= column < upper`` (histograms).
+        * ``sorted``: the list of trunc((clamp(x, lower, upper) − shift) / 2**grid_exp) over the non-null,
+          non-NaN values, sorted ascending (the codes of an ordered domain, see :mod:`dpframe.domains`).
+          Float columns are computed in float64 as for ``fixed_sum``; integer columns exactly (division
+          by 2**grid_exp toward zero); dates as days and datetimes as time units since the epoch.
+          A group without values gets an empty list.
     """
 
     kind: StatisticKind
@@ -69,6 +76,8 @@ class Statistic:
             return f"__nonnull:{self.column}"
         if self.kind == "indicator_sum":
             return f"__ind:{self.column}:[{self.lower},{self.upper})"
+        if self.kind == "sorted":
+            return f"__sorted:{self.column}:[{self.lower},{self.upper}]-{self.shift}@2^{self.grid_exp}"
         return f"__sum:{self.column}:[{self.lower},{self.upper}]-{self.shift}^{self.power}@2^{self.grid_exp}"
 
     def row_bound(self) -> Fraction:
@@ -82,6 +91,28 @@ class Statistic:
         assert self.lower is not None and self.upper is not None
         top = max(abs(self.lower - self.shift), abs(self.upper - self.shift)) ** self.power
         return Fraction(-((-top) // Fraction(2) ** self.grid_exp) + 1)
+
+
+def statistic_values(column: pl.Series) -> np.ndarray:
+    """A backend result column as ``release`` receives it.
+
+    Int64 values, or for a list-valued kind (``sorted``) an object array holding one int64 array per group
+    (views into one buffer, no copy).
+
+    Example:
+        >>> [a.tolist() for a in statistic_values(pl.Series([[1, 2], [], [5]], dtype=pl.List(pl.Int64)))]
+        [[1, 2], [], [5]]
+
+    """
+    if not isinstance(column.dtype, pl.List):
+        return column.to_numpy()
+    arrow = column.rechunk().to_arrow()
+    offsets = np.asarray(arrow.offsets, dtype=np.int64)
+    values = np.asarray(arrow.values, dtype=np.int64)
+    out = np.empty(len(column), dtype=object)
+    for i in range(len(column)):
+        out[i] = values[offsets[i]:offsets[i + 1]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -112,6 +143,9 @@ class MechanismPlan:
     notes: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()                             # released columns (default: measure names)
     ci95: dict[str, float] = field(default_factory=dict)     # output column -> 95% half-width, if known
+    # The privacy curves of the noise this plan adds (``dpframe.accounting`` curves, e.g. acc.gaussian(...)):
+    # RDP/PLD sessions charge them instead of ``cost`` (tighter); None: charged from ``cost``.
+    privacy: tuple[Any, ...] | None = None
 
     def output_names(self) -> tuple[str, ...]:
         """The columns ``release`` returns (declared ``outputs``, else one per measure)."""

@@ -27,6 +27,8 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 
+from dpframe import accounting as acc
+from dpframe.accounting import PrivacyCurve
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure
@@ -190,7 +192,19 @@ class AggregateMechanism:
                 for m in measures if m.kind in ("len", "count", "sum")}
         return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
                              noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
-                             ci95=ci95, noises=noises, roles=roles)
+                             ci95=ci95, privacy=tuple(noise_curve(n) for n in noises.values()),
+                             noises=noises, roles=roles)
+
+
+def noise_curve(noise: Noise) -> PrivacyCurve:
+    """The privacy curve of calibrated noise on a (possibly vector) statistic.
+
+    Discrete Laplace with L1 sensitivity Δ and scale t is Δ/t-DP whatever the dimension (the tight
+    ε-DP curve); discrete Gaussian with L2 sensitivity Δ and σ² is ρ = Δ²/(2σ²) in RDP at every order.
+    """
+    if noise.distribution == "discrete_laplace":
+        return acc.pure(float(noise.sensitivity / noise.scale))
+    return acc.discrete_gaussian(math.sqrt(float(noise.scale)), float(noise.sensitivity))
 
 
 def _divide(share: Budget, parts: int) -> Budget:

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpframe import accounting as acc
 from dpframe.budgets import ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError
 from dpframe.measures import Measure
@@ -97,6 +98,9 @@ class PartitionSelection:
         cost = make(share.notion, share.epsilon if share.notion == "approx" else share.rho, delta)  # type: ignore[union-attr]
         note = (f"groups need about {tau} privacy units to be released (τ = {tau}); "
                 f"a unit touches ≤ {l0} groups")
+        # Approximate: with probability ≤ δ a unit-only group is released; otherwise the noisy-count curve.
+        curve = (acc.approx(float(share.epsilon), float(delta)) if isinstance(share, ApproxDP)  # type: ignore[union-attr]
+                 else acc.zcdp(float(share.rho), float(delta)))  # type: ignore[union-attr]
         return SelectionPlan(self.name, tuple(measures), (Statistic("units"),), cost,
                              noise={"distinct units per group": noise}, notes=(note,), outputs=(KEEP,),
-                             selection_noise=noise, threshold=tau)
+                             privacy=(curve,), selection_noise=noise, threshold=tau)
