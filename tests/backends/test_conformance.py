@@ -340,3 +340,100 @@ def test_group_by_the_unit_column(backend_name: str) -> None:
     got = make(backend_name, t=df).statistics(request(stats, dp.PrivacyUnit("u", max_rows=2, max_groups=1), ("u",)))
     assert got["__units"].to_list() == [1] * 100
     assert got["__rows"].to_list() == [min(n, 2) for n in df.group_by("u").len().sort("u")["len"].to_list()]
+
+
+# ------------------------------------------------------------------------------- sorted (list) statistic
+
+
+def reference_sorted(stat: Statistic, rows: list[dict[str, Any]], dtype: pl.DataType) -> list[int]:
+    """The ``sorted`` statistic in plain Python: floats in float64 steps, everything else exactly."""
+    assert stat.lower is not None and stat.upper is not None
+    codes = []
+    for r in rows:
+        v = r[stat.column]
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if dtype.is_float():
+            c = (min(max(float(v), float(stat.lower)), float(stat.upper)) - float(stat.shift)) * 2.0 ** -stat.grid_exp
+            codes.append(int(np.trunc(np.float64(c))))
+            continue
+        if isinstance(v, dt.datetime):
+            v = (v - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+        elif isinstance(v, dt.date):
+            v = (v - dt.date(1970, 1, 1)).days
+        c = min(max(Fraction(v), stat.lower), stat.upper) - stat.shift
+        codes.append(math.trunc(c / 2**stat.grid_exp))
+    return sorted(codes)
+
+
+SORTED_TABLE = EDGE.with_columns(
+    d=pl.Series([dt.date(2000, 1, 1) + dt.timedelta(days=37 * k) for k in range(11)] + [None]),
+    t=pl.Series([dt.datetime(2024, 1, 1) + dt.timedelta(seconds=1_000_003 * k) for k in range(12)]),
+    w=pl.Series([2**64 - 1, 0, 7, None, 3, 2**63, 12, 5, 5, 1, 9, 10], dtype=pl.UInt64),
+)
+SORTED = (
+    Statistic("sorted", "x", F(-1), F(3), F(-1), grid_exp=-2),
+    Statistic("sorted", "x", F(-1, 3), F(7, 2), F(0), grid_exp=-5),   # shift != lower: negative codes
+    Statistic("sorted", "i", F(-2), F(9), F(-2)),
+    Statistic("sorted", "i", F(-5), F(20), F(3), grid_exp=2),            # trunc of negatives toward zero
+    Statistic("sorted", "w", F(-4), F(11), F(-4), grid_exp=1),
+    Statistic("sorted", "d", F(10_950), F(11_300), F(10_950)),
+    Statistic("sorted", "t", F(1_704_067_200_000_000), F(1_704_067_200_000_000 + 2**43), F(1_704_067_200_000_000),
+              grid_exp=20),
+)
+
+
+def reference_sorted_frame(df: pl.DataFrame, stats: tuple[Statistic, ...], by: tuple[str, ...],
+                           keys: pl.DataFrame | None = None) -> pl.DataFrame:
+    rows = df.to_dicts()
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[tuple(r[b] for b in by)].append(r)
+    names = keys.to_dicts() if keys is not None else [dict(zip(by, g)) for g in groups]
+    out: dict[str, list[Any]] = {b: [n[b] for n in names] for b in by}
+    for s in stats:
+        out[s.key] = [reference_sorted(s, groups.get(tuple(n[b] for b in by), []), df.schema[s.column]) for n in names]
+    schema = {b: df.schema[b] for b in by} | {s.key: pl.List(pl.Int64) for s in stats}
+    frame = pl.DataFrame(out, schema=schema)
+    return frame.sort(list(by), nulls_last=False) if by else frame
+
+
+@pytest.mark.parametrize("by", [(), ("g",), ("g", "h")])
+def test_sorted_codes_on_edge_values(backend_name: str, by: tuple[str, ...]) -> None:
+    got = make(backend_name, t=SORTED_TABLE).statistics(request(SORTED, ROW, by))
+    assert_same(got, reference_sorted_frame(SORTED_TABLE, SORTED, by))
+
+
+def test_sorted_codes_with_public_keys_and_empty_groups(backend_name: str) -> None:
+    keys = pl.DataFrame({"g": ["a", "zz", None]})
+    stats = (Statistic("rows"), *SORTED[:3])
+    got = make(backend_name, t=SORTED_TABLE).statistics(request(stats, ROW, ("g",), keys))
+    want = reference(SORTED_TABLE, stats[:1], None, ("g",), keys).join(
+        reference_sorted_frame(SORTED_TABLE, stats[1:], ("g",), keys), on="g", nulls_equal=True)
+    assert_same(got, want.sort("g", nulls_last=False))
+    assert got.filter(pl.col("g") == "zz").row(0)[1:] == (0, [], [], [])
+    node = Filter.of(Scan.of("t", SORTED_TABLE.schema), pl.col("h") > 100)
+    empty = make(backend_name, t=SORTED_TABLE).statistics(request(SORTED[:1], ROW, (), rows=(node,)))
+    assert empty.to_dicts() == [{SORTED[0].key: []}]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_sorted_codes_random_tables(backend_name: str, seed: int) -> None:
+    df = random_table(3_000, seed)
+    stats = (Statistic("sorted", "x", F(-20), F(120), F(-20), grid_exp=-3),
+             Statistic("sorted", "q", F(-60), F(60), F(-60)))
+    unit = dp.PrivacyUnit("u", max_rows=10_000)
+    for by in [(), ("g",), ("g", "k")]:
+        got = make(backend_name, t=df).statistics(request(stats, unit, by))
+        assert_same(got, reference_sorted_frame(df, stats, by))
+
+
+def test_sorted_codes_are_the_domain_encoding(backend_name: str) -> None:
+    """dpframe.domains.OrderedDomain.encode is the backends' map: same codes, same order once sorted."""
+    from dpframe.domains import OrderedDomain
+
+    for column, bounds, resolution in [("x", (-1, 3), 0.3), ("i", (-2, 9), None), ("w", (-4, 11), 2),
+                                       ("d", (dt.date(2000, 1, 1), dt.date(2001, 1, 1)), None)]:
+        dom = OrderedDomain.of(column, SORTED_TABLE.schema[column], bounds, resolution)
+        got = make(backend_name, t=SORTED_TABLE).statistics(request((dom.statistic,), ROW))
+        assert got[dom.statistic.key].to_list() == [sorted(dom.encode(SORTED_TABLE[column]).tolist())]

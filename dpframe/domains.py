@@ -1,0 +1,248 @@
+"""Ordered domains: a public, data-independent encoding of a column into integers ``0 .. size − 1``.
+
+Quantiles, interior points, thresholds and rectangles work on a finite, totally ordered domain. This
+module turns a numeric or temporal column plus the analyst's *public* bounds (and, for floats, a
+resolution) into one (digest ``003_thresholds_rsc.md`` §9.2): every value becomes the integer code
+
+    ``code(x) = trunc((clamp(x, lo, hi) − lo) / 2**g)``,   ``size = trunc((hi − lo) / 2**g) + 1``
+
+and a code decodes back to ``lo + code·2**g`` (the lower edge of its grid cell). Nothing here reads data.
+
+* **int** columns: ``lo``/``hi`` integers, ``g = 0`` unless an integer ``resolution`` coarsens the grid.
+* **float** columns: ``2**g`` is the ``resolution`` rounded *down* to a power of two (so the grid is never
+  coarser than asked); without one, the finest power-of-two grid with at most 2³² codes. ±inf clamp to
+  the bounds; −0.0 and +0.0 get the same code; **NaN and null are dropped** (they are not values).
+* **date** columns: days since 1970-01-01 (bounds are ``datetime.date``); **datetime** columns: the
+  column's integer time unit since the epoch (bounds are ``datetime.datetime``, time-zone aware exactly
+  when the column has a time zone; ``resolution`` may be a ``datetime.timedelta``).
+
+The backends compute the codes of a column as the ``"sorted"`` :class:`~dpframe.mechanism.Statistic`
+(:attr:`OrderedDomain.statistic`); :meth:`OrderedDomain.encode` is the same map in NumPy.
+
+Example:
+    >>> import polars as pl
+    >>> d = OrderedDomain.of("x", pl.Float64, (0, 1), resolution=0.3)   # grid 2**-2 = 0.25
+    >>> d.size, d.encode(pl.Series([0.3, -5.0, 0.99, float("nan")])).tolist(), d.decode(3)
+    (5, [1, 0, 3], 0.75)
+    >>> d.statistic.key
+    '__sorted:x:[0,1]-0@2^-2'
+
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from dpframe.errors import BoundsError, SchemaError
+from dpframe.measures import check_bounds
+from dpframe.mechanism import Statistic
+
+DomainKind = Literal["int", "float", "date", "datetime"]
+
+MAX_SIZE = 2**62
+"""The largest supported domain: codes (and code differences) stay well inside Int64."""
+
+DEFAULT_FLOAT_CODES = 2**32
+"""Without a resolution, a float domain gets the finest power-of-two grid with at most this many codes."""
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_PER_SECOND = {"ns": 10**9, "us": 10**6, "ms": 10**3}
+
+
+def domain_kind(column: str, dtype: pl.DataType) -> DomainKind:
+    """The domain kind of a column type, or a :class:`SchemaError` naming the column."""
+    if dtype == pl.Date:
+        return "date"
+    if isinstance(dtype, pl.Datetime):
+        return "datetime"
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float():
+        return "float"
+    raise SchemaError(f"column {column!r} has type {dtype}; an ordered domain needs an integer, float, date or "
+                      "datetime column", argument=column, fix="cast it (e.g. pl.col(...).cast(pl.Float64)) or pick "
+                      "another column")
+
+
+def _ticks(value: dt.datetime, dtype: pl.Datetime) -> int:
+    """A datetime as an integer count of the column's time unit since the epoch (exact)."""
+    unit = dtype.time_unit or "us"
+    if dtype.time_zone is None:
+        delta = value - _EPOCH
+    else:
+        delta = value - _EPOCH.replace(tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * _PER_SECOND[unit] + delta.microseconds * _PER_SECOND[unit] // 10**6
+
+
+def _temporal_bounds(column: str, kind: DomainKind, dtype: pl.DataType, bounds: object) -> tuple[int, int]:
+    argument = f"bounds[{column!r}]"
+    if kind == "date":
+        ok = isinstance(bounds, tuple | list) and len(bounds) == 2 and all(
+            isinstance(b, dt.date) and not isinstance(b, dt.datetime) for b in bounds)
+        if not ok:
+            raise BoundsError(f"a date column needs bounds=(date, date), got {bounds!r}", argument=argument,
+                              fix="pass e.g. (datetime.date(2000, 1, 1), datetime.date(2030, 12, 31))")
+        assert isinstance(bounds, tuple | list)
+        return (bounds[0] - _EPOCH_DATE).days, (bounds[1] - _EPOCH_DATE).days
+    assert isinstance(dtype, pl.Datetime)
+    aware = dtype.time_zone is not None
+    ok = isinstance(bounds, tuple | list) and len(bounds) == 2 and all(
+        isinstance(b, dt.datetime) and (b.tzinfo is not None) == aware for b in bounds)
+    if not ok:
+        zone = "time-zone-aware" if aware else "naive"
+        raise BoundsError(f"a {dtype} column needs bounds=(datetime, datetime), both {zone}, got {bounds!r}",
+                          argument=argument, fix="pass e.g. (datetime.datetime(2020, 1, 1), "
+                          "datetime.datetime(2025, 1, 1))" + (", tzinfo=datetime.UTC" if aware else ""))
+    assert isinstance(bounds, tuple | list)
+    return _ticks(bounds[0], dtype), _ticks(bounds[1], dtype)
+
+
+def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fraction, resolution: object) -> int:
+    """The exponent g with 2**g = ``resolution`` rounded down to a power of two (default: see module docstring)."""
+    fix = "pass a positive finite number, e.g. resolution=0.01" if kind == "float" else \
+        "pass a positive whole number of units" + (" or a datetime.timedelta" if kind == "datetime" else "")
+    if resolution is None:
+        if kind != "float":
+            return 0
+        g = math.floor(math.log2(float(hi - lo) / DEFAULT_FLOAT_CODES))
+        while (hi - lo) / Fraction(2) ** g >= DEFAULT_FLOAT_CODES:   # exact: fewer than 2**32 cells
+            g += 1
+        return g
+    if kind == "datetime" and isinstance(resolution, dt.timedelta):
+        assert isinstance(dtype, pl.Datetime)
+        micros = (resolution.days * 86_400 + resolution.seconds) * 10**6 + resolution.microseconds
+        resolution = Fraction(micros * _PER_SECOND[dtype.time_unit or "us"], 10**6)
+    if isinstance(resolution, bool) or not isinstance(resolution, int | float | Fraction) \
+            or (isinstance(resolution, float) and not math.isfinite(resolution)) or not resolution > 0:
+        raise BoundsError(f"resolution must be a positive finite number, got {resolution!r}", argument="resolution",
+                          fix=fix)
+    r = Fraction(resolution)
+    if kind != "float" and r < 1:
+        raise BoundsError(f"the resolution of a {kind} column is at least one unit, got {resolution!r}",
+                          argument="resolution", fix=fix)
+    g = r.numerator.bit_length() - r.denominator.bit_length()
+    return g if Fraction(2) ** g <= r else g - 1
+
+
+@dataclass(frozen=True)
+class OrderedDomain:
+    """The public ordered domain of one column: its kind, bounds (as numbers), grid ``2**grid_exp`` and size.
+
+    For dates and datetimes, ``lower``/``upper`` are in the column's integer representation (days, or
+    time units since the epoch). Build it with :meth:`of`, which validates everything.
+    """
+
+    column: str
+    kind: DomainKind
+    lower: Fraction
+    upper: Fraction
+    grid_exp: int
+    size: int
+    dtype: pl.DataType
+
+    @classmethod
+    def of(cls, column: str, dtype: pl.DataType, bounds: object, resolution: object = None) -> OrderedDomain:
+        """Validate the column type, bounds and resolution (raising a dpframe error) and build the domain.
+
+        Example:
+            >>> OrderedDomain.of("age", pl.Int64, (0, 120)).size
+            121
+
+        """
+        kind = domain_kind(column, dtype)
+        argument = f"bounds[{column!r}]"
+        if kind in ("date", "datetime"):
+            lo_i, hi_i = _temporal_bounds(column, kind, dtype, bounds)
+            if lo_i >= hi_i:
+                raise BoundsError(f"lower bound {bounds[0]!r} must be before the upper bound {bounds[1]!r}",  # type: ignore[index]
+                                  argument=argument, fix="pass (earliest, latest)")
+            lo, hi = Fraction(lo_i), Fraction(hi_i)
+        else:
+            lo, hi = check_bounds(bounds, argument=argument)
+            if kind == "int" and (lo.denominator != 1 or hi.denominator != 1):
+                raise BoundsError(f"bounds of the integer column {column!r} must be whole numbers, got {bounds!r}",
+                                  argument=argument, fix="pass integers, e.g. (0, 120)")
+            if kind == "int" and not (-(2**63) <= lo and hi < 2**63):
+                raise BoundsError(f"bounds {bounds!r} of the integer column {column!r} do not fit in Int64",
+                                  argument=argument, fix="pass bounds within ±9.2e18")
+        g = _grid_exponent(kind, dtype, lo, hi, resolution)
+        size = math.floor((hi - lo) / Fraction(2) ** g) + 1
+        if size > MAX_SIZE:
+            raise BoundsError(f"bounds {bounds!r} give {size} codes for {column!r}, more than the {MAX_SIZE} (2^62) "
+                              "an Int64 code supports", argument=argument,
+                              fix="narrow the bounds or pass a coarser resolution=")
+        return cls(column, kind, lo, hi, g, size, dtype)
+
+    @property
+    def step(self) -> Fraction:
+        """The grid step ``2**grid_exp`` (in the column's units)."""
+        return Fraction(2) ** self.grid_exp
+
+    @property
+    def statistic(self) -> Statistic:
+        """The backend statistic giving each group's sorted codes: ``Statistic("sorted", ...)``."""
+        return Statistic("sorted", self.column, self.lower, self.upper, shift=self.lower, grid_exp=self.grid_exp)
+
+    def encode(self, values: pl.Series) -> npt.NDArray[np.int64]:
+        """The codes of ``values`` (null and NaN dropped), in input order: the backends' map, in NumPy.
+
+        Example:
+            >>> OrderedDomain.of("n", pl.Int64, (10, 20)).encode(pl.Series([5, 12, None, 99])).tolist()
+            [0, 2, 10]
+
+        """
+        if self.kind == "float":
+            x = values.cast(pl.Float64).drop_nulls().drop_nans().to_numpy()
+            scaled = (np.clip(x, float(self.lower), float(self.upper)) - float(self.lower)) * 2.0 ** -self.grid_exp
+            codes: npt.NDArray[np.int64] = np.trunc(scaled).astype(np.int64)
+            return codes
+        ints = values.drop_nulls().cast(pl.Int64 if self.kind in ("date", "datetime") else pl.Int128)
+        clamped = ints.clip(int(self.lower), int(self.upper)).cast(pl.Int64).to_numpy()
+        return np.asarray((clamped - int(self.lower)) >> self.grid_exp, dtype=np.int64)
+
+    def value(self, code: int) -> Fraction:
+        """The exact number a code stands for, ``lower + code·2**grid_exp`` (codes are clamped to the domain)."""
+        return self.lower + min(max(int(code), 0), self.size - 1) * self.step
+
+    def decode(self, code: int) -> Any:
+        """The column value of a code: an int, float, ``date`` or ``datetime``.
+
+        Example:
+            >>> import datetime as dt
+            >>> OrderedDomain.of("d", pl.Date, (dt.date(2024, 1, 1), dt.date(2024, 12, 31))).decode(59)
+            datetime.date(2024, 2, 29)
+
+        """
+        v = self.value(code)
+        if self.kind == "float":
+            return float(v)
+        if self.kind == "int":
+            return int(v)
+        if self.kind == "date":
+            return _EPOCH_DATE + dt.timedelta(days=int(v))
+        assert isinstance(self.dtype, pl.Datetime)
+        unit = self.dtype.time_unit or "us"
+        seconds, rest = divmod(int(v), _PER_SECOND[unit])
+        out = _EPOCH + dt.timedelta(seconds=seconds, microseconds=rest * 10**6 // _PER_SECOND[unit])
+        return out if self.dtype.time_zone is None else out.replace(tzinfo=dt.UTC)
+
+    def decode_series(self, codes: npt.ArrayLike, name: str) -> pl.Series:
+        """Decode many codes into a Series (Float64 for numeric columns, the column's type for dates)."""
+        c = np.clip(np.asarray(codes, dtype=np.int64), 0, self.size - 1)
+        if self.kind in ("int", "float"):
+            return pl.Series(name, [float(self.value(int(x))) for x in c], dtype=pl.Float64)
+        return pl.Series(name, [self.decode(int(x)) for x in c], dtype=self.dtype)
+
+    def describe(self) -> str:
+        """Text such as ``x: 2^32 codes on [0, 1], grid 2^-32``."""
+        grid = f", grid 2^{self.grid_exp}" if self.grid_exp else ""
+        return f"{self.column}: {self.size} codes on [{self.decode(0)}, {self.decode(self.size - 1)}]{grid}"
