@@ -90,6 +90,12 @@ class Ledger:
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")
+        if path is not None and Path(path).exists():
+            with open(path, "rb") as f:     # SQLite would take a few stray bytes for a new, empty database
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise LedgerError(f"the ledger file {self.path!r} is not a SQLite database (truncated or "
+                                      "overwritten?); refusing to start from zero", argument="ledger",
+                                      fix="restore it from a backup, or delete it knowingly")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
