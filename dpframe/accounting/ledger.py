@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS charges (
     id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, status TEXT NOT NULL,
     query TEXT NOT NULL, mechanisms TEXT NOT NULL, cost TEXT NOT NULL, error TEXT);
+CREATE TABLE IF NOT EXISTS settlements (
+    charge_id INTEGER PRIMARY KEY, created REAL NOT NULL, reserved TEXT NOT NULL, cell TEXT NOT NULL);
 """
 
 
@@ -66,6 +68,13 @@ def decode(text: str) -> Any:
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
 
 
+def _shown_total(text: str) -> str:
+    try:
+        return describe(decode(text))
+    except (ValueError, KeyError, TypeError):       # json.JSONDecodeError is a ValueError
+        return f"{text!r}, which is unreadable (a corrupt file?)"
+
+
 @dataclass(frozen=True)
 class Charge:
     """One ledger row."""
@@ -87,6 +96,7 @@ class Ledger:
         self.path = str(path) if path is not None else ":memory:"
         self._lock = threading.Lock()
         self._cache: tuple[int, Any] = (0, accountant.empty())
+        self._settled = 0
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")
@@ -120,7 +130,7 @@ class Ledger:
                 raise
         for key, value in want.items():
             if have and have.get(key) != value:
-                shown = describe(decode(have[key])) if key == "total" else have.get(key)
+                shown = _shown_total(have[key]) if key == "total" else have.get(key)
                 raise LedgerError(
                     f"this ledger was written for {key} {shown}, the session has "
                     f"{describe(self.accountant.total) if key == 'total' else value}", argument="ledger",
@@ -128,13 +138,16 @@ class Ledger:
 
     def _spent_locked(self) -> Any:
         # Incremental: only rows added since the last read (by this or another process) are composed.
-        last_id, total = self._cache
+        # An ex-post settlement (by this or another process) lowers an earlier row: recompose from scratch.
+        settled = self._rows("SELECT COUNT(*) FROM settlements")[0][0]
+        last_id, total = self._cache if settled == self._settled else (0, self.accountant.empty())
         rows = self._rows("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,))
         if not rows:
+            self._cache, self._settled = (last_id, total), settled
             return total
         try:
             total = self.accountant.compose([total, *(decode(r[1]) for r in rows)])
-            self._cache = (rows[-1][0], total)
+            self._cache, self._settled = (rows[-1][0], total), settled
             return total
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
@@ -180,6 +193,41 @@ class Ledger:
     def fail(self, charge_id: int, error: str) -> None:
         """Mark a reservation whose run failed (it stays spent)."""
         self._finish(charge_id, "failed", error)
+
+    def settle(self, charge_id: int, cost: Any, cell: str) -> None:
+        """Ex-post (output-DP) settlement: lower a reservation to the cost of the released output's cell.
+
+        Hartmann et al. 2022, Thm 7: a mechanism declares its cells' ε before it runs, the worst cell is
+        reserved, and after the run the ε of the cell the *released* output fell in is charged. Only ε
+        is refunded, never δ (refunding δ is unsound: ``docs/interactive.md``), and only under basic
+        composition (the theorem is proven for additive ε only): any other accountant is refused. The
+        reservation and its settlement are one SQLite transaction each; a crash in between leaves the
+        full reservation spent.
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._rows("SELECT status, cost FROM charges WHERE id = ?", (charge_id,))
+                if not row or row[0][0] != "reserved":
+                    raise LedgerError(f"charge {charge_id} is not an open reservation", argument="charge_id",
+                                      fix="settle a reservation once, before committing it")
+                reserved = decode(row[0][1])
+                if self.accountant.name != "basic":
+                    raise LedgerError(f"ex-post settlement needs basic (additive) composition; this ledger's "
+                                      f"accountant is {self.accountant.name!r}", argument="accountant",
+                                      fix="use a pure/approx session with the basic accountant")
+                if (cost.notion != reserved.notion or cost.epsilon > reserved.epsilon
+                        or getattr(cost, "delta", 0) != getattr(reserved, "delta", 0)):
+                    raise LedgerError(f"cannot settle {describe(reserved)} to {describe(cost)}: only ε may go "
+                                      "down, δ is never refunded", argument="cost", fix="this is a mechanism bug")
+                self._db.execute("UPDATE charges SET status = 'committed', cost = ? WHERE id = ?",
+                                 (encode(cost), charge_id))
+                self._db.execute("INSERT INTO settlements VALUES (?, ?, ?, ?)",
+                                 (charge_id, time.time(), encode(reserved), cell))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def spent(self) -> Any:
         """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
