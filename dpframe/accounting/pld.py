@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from dpframe.accounting.accountants import check_delta, check_epsilon
-from dpframe.accounting.curves import Fn
+from dpframe.accounting.curves import Fn, PrivacyCurve
 from dpframe.accounting.rdp import RDPAccountant
 from dpframe.budgets import Budget
 
@@ -145,7 +145,7 @@ class PLDAccountant(RDPAccountant):
         rem: list[tuple[DiscretePLD, int]] = []
         add: list[tuple[DiscretePLD, int]] = []
         symmetric = True
-        for curve, times in self.entries:
+        for curve, times in _group_rdp_only(self.entries):
             key = id(curve)
             if key not in cache:
                 hs, rev = curve.profile()
@@ -185,6 +185,25 @@ class PLDAccountant(RDPAccountant):
                      f"({'one direction (all pairs symmetric)' if len(dirs) == 1 else 'max of add and remove'}; "
                      f"window {len(dirs[0][0])} points of {self.grid:g})")
         return "\n".join(lines)
+
+
+def _group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:
+    """Mechanisms known only by RDP curves are composed in RDP first and enter as one dominating pair.
+
+    Converting each one to a privacy profile before composing would lose far more (the conversion is
+    lossy once per mechanism instead of once); the group's summed curve is a valid RDP curve of the group.
+    """
+    rdp_only = [(c, t) for c, t in entries if c.hs is None]
+    if len(rdp_only) <= 1 and all(t == 1 for _, t in rdp_only):
+        return list(entries)
+    curves = [(c.rdp, t) for c, t in rdp_only]
+
+    def total(a: np.ndarray) -> np.ndarray:
+        return np.asarray(sum(t * f(a) for f, t in curves if f is not None))
+
+    delta0 = -math.expm1(sum(t * math.log1p(-c.delta0) for c, t in rdp_only))
+    group = PrivacyCurve("RDP-only mechanisms (composed in RDP)", None, total, delta0=delta0)
+    return [(c, t) for c, t in entries if c.hs is not None] + [(group, 1)]
 
 
 def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
