@@ -25,7 +25,7 @@ from dpframe.errors import (
     SchemaError,
 )
 from dpframe.frame import Frame, GroupBy, Query
-from dpframe.measures import Measure, count, count_units, len, mean, measure, std, sum, var
+from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
@@ -37,5 +37,5 @@ __all__ = [
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
     "hookimpl", "len",
-    "datasets", "mean", "measure", "std", "sum", "var",
+    "datasets", "mean", "measure", "median", "quantile", "std", "sum", "var",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -158,3 +159,75 @@ def var(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
 def std(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
     """The standard deviation: the square root of :func:`var`."""
     return replace(var(column, bounds, ddof), kind="std")
+
+
+Q_DENOMINATOR = 10_000
+"""Quantile probabilities are rounded to the nearest fraction with a denominator ≤ this (public)."""
+
+
+def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
+    """Validate quantile probabilities: one number or a sequence of distinct numbers in [0, 1].
+
+    Each becomes the nearest fraction with denominator ≤ 10,000 (``0.1`` → 1/10, ``1/3`` → 1/3); that
+    rounding depends only on ``q``, never on data. Returned sorted.
+
+    Example:
+        >>> quantile_fractions([0.9, 0.1])
+        (Fraction(1, 10), Fraction(9, 10))
+
+    """
+    fix = "pass a probability in [0, 1] or a list of distinct ones, e.g. q=[0.25, 0.5, 0.75]"
+    items = list(q) if isinstance(q, list | tuple) else [q]
+    if not items:
+        raise DPFrameError("no quantile probabilities given", argument=argument, fix=fix)
+    out = []
+    for v in items:
+        if isinstance(v, numbers.Real) and not isinstance(v, bool | int | float | Fraction):
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, int | float | Fraction) or \
+                (isinstance(v, float) and not math.isfinite(v)) or not 0 <= v <= 1:
+            raise DPFrameError(f"quantile probabilities must be numbers in [0, 1], got {v!r}", argument=argument,
+                               fix=fix)
+        out.append(Fraction(v).limit_denominator(Q_DENOMINATOR))
+    if builtins.len(set(out)) != builtins.len(out):
+        raise DPFrameError(f"duplicate quantile probabilities in {items!r}", argument=argument,
+                           fix="pass each probability once")
+    return tuple(sorted(out))
+
+
+def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+    """The private q-quantile(s) of ``column`` on its public ordered domain (``docs/quantiles.md``).
+
+    ``bounds=(lower, upper)`` are public clipping bounds (numbers; ``date``/``datetime`` for temporal
+    columns); float columns are placed on a power-of-two grid (``resolution``, rounded down; default:
+    at most 2³² grid points). Nulls and NaN are ignored. One ``q`` gives a Float64 column
+    ``<column>_quantile`` (the column's type for dates); a list of ``q`` gives one list per group,
+    released jointly (the recursive split of ``docs/quantiles.md``), non-decreasing in ``q``.
+
+    Example:
+        >>> quantile("age", [0.25, 0.75], bounds=(0, 120)).describe()
+        'quantile(age, bounds=[0, 120], q=(0.25, 0.75))'
+
+    """
+    quantile_fractions(q)
+    qs: float | tuple[float, ...] = tuple(float(v) for v in q) if isinstance(q, list | tuple) else float(q)  # type: ignore[arg-type]
+    options: dict[str, Any] = {"q": qs}
+    if resolution is not None:
+        options["resolution"] = resolution
+    numeric = isinstance(bounds, tuple | list) and all(
+        isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)
+    if bounds is not None and not numeric and isinstance(bounds, tuple | list):
+        options["bounds"] = tuple(bounds)       # dates / datetimes: validated against the column's type
+        return Measure("quantile", _check_column(column), None, tuple(sorted(options.items())))
+    return Measure("quantile", _check_column(column), check_bounds(bounds), tuple(sorted(options.items())))
+
+
+def median(column: str, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+    """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median``.
+
+    Example:
+        >>> median("age", bounds=(0, 120)).output_name
+        'age_median'
+
+    """
+    return quantile(column, 0.5, bounds, resolution).alias(f"{_check_column(column)}_median")

@@ -1,0 +1,19 @@
+"""dpframe's quantile mechanisms (a first-party plugin, loaded through entry points).
+
+* :class:`QuantileMechanism`: ``dp.quantile`` / ``dp.median`` / SQL ``MEDIAN`` and ``QUANTILE_CONT`` —
+  the exponential mechanism on a public ordered domain, sampled exactly, several q released jointly.
+* :mod:`dpframe_quantiles.bounds`: the DP bounds helper behind ``Frame.bounds``.
+"""
+
+from typing import Any
+
+from dpframe.plugin import hookimpl
+from dpframe_quantiles.mechanism import QuantileMechanism
+
+__all__ = ["QuantileMechanism"]
+
+
+@hookimpl
+def dpframe_mechanisms() -> list[Any]:
+    """The quantile mechanism."""
+    return [QuantileMechanism()]
