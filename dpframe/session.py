@@ -37,6 +37,8 @@ from dpframe.tables import load_table
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
+    from dpframe.interactive.svt import SparseVector
+    from dpframe.interactive.tct import TargetChargingChannel
     from dpframe.planner import PhysicalPlan
 
 T = TypeVar("T")
@@ -192,6 +194,29 @@ class Session:
 
         return sql_query(self, query, keys=keys, backend=backend)
 
+    def sparse_vector(self, threshold: float, max_positives: int, budget: Budget, *, release: Budget | None = None,
+                      refund: bool | None = None) -> SparseVector:
+        """A sparse-vector stream: ``sv.test(query) -> bool`` answers "above ``threshold``?" for scalar
+        queries, halting after ``max_positives`` "above" answers; ``budget`` (pure ε) is reserved now and,
+        under basic composition, the unused positives are refunded on ``sv.close()`` (output DP).
+        ``release=dp.PureDP(ε3)`` also releases the positive queries' values on close. See
+        ``docs/interactive.md``.
+        """
+        from dpframe.interactive.svt import SparseVector
+
+        return SparseVector(self, threshold, max_positives, budget, release=release, refund=refund)
+
+    def target_charging(self, epsilon: float, max_hits: int, delta: float, *, min_q: float | None = None,
+                        per_unit: bool = False) -> TargetChargingChannel:
+        """A target-charging channel (a context manager that reserves on enter): calls of at most
+        ``epsilon`` are free unless their output hits its target; the channel halts at ``max_hits`` hits
+        (per privacy unit with ``per_unit=True``). The reservation uses the exact binomial tail. See
+        ``docs/interactive.md``.
+        """
+        from dpframe.interactive.tct import TargetChargingChannel
+
+        return TargetChargingChannel(self, epsilon, max_hits, delta, min_q=min_q, per_unit=per_unit)
+
     def tables(self) -> list[str]:
         """Names of the registered tables."""
         return list(self._schemas)
@@ -276,15 +301,28 @@ class Session:
         return self._charged(plan.session_cost, query.describe(), mechanisms,
                              lambda: self._run(query.node, plan, backend))
 
-    def _charged(self, cost: Budget, what: str, mechanisms: str, run: Callable[[], T]) -> T:
+    def _charged(self, cost: Budget, what: str, mechanisms: str, run: Callable[[], T],
+                 settle: Callable[[T], tuple[Budget, str]] | None = None) -> T:
         """Reserve ``cost`` in the ledger, call ``run()``, and commit; the building block of every release.
 
         Query types other than ``agg`` (plugins' interior point, top-k, ...) plan and validate first
         (raising, uncharged, on bad input), then call this with their exact session-notion cost. If
         ``run`` raises, the charge stays (marked failed) and a :class:`DPFrameError` naming only the
-        exception's type is raised: the engine's message may quote private values.
+        exception's type is raised: the engine's message may quote private values. ``settle`` (output-DP
+        mechanisms, basic composition only) maps the *released* result to (its cell's cost, cell name):
+        ``cost`` is the worst cell, and the ledger lowers the charge to the realised cell
+        (:meth:`Ledger.settle`, :mod:`dpframe.interactive.odp`).
         """
         charge = self._ledger.reserve(cost, what, mechanisms)
+        result = self._guarded(charge, run)
+        if settle is None:
+            self._ledger.commit(charge)
+        else:
+            self._ledger.settle(charge, *settle(result))
+        return result
+
+    def _guarded(self, charge: int, run: Callable[[], T]) -> T:
+        """Call ``run()`` for the reservation ``charge``; on failure mark it failed (it stays spent)."""
         failure = None
         try:
             result = run()
@@ -296,7 +334,6 @@ class Session:
             self._ledger.fail(charge, failure)
             raise DPFrameError(f"the query failed while running ({failure}); its cost stays charged",
                                argument="query", fix="check column types and expressions against Frame.schema")
-        self._ledger.commit(charge)
         return result
 
     def _statistics(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,

@@ -1,0 +1,141 @@
+"""Scalar private queries: an ungrouped ``agg`` with one ``len``/``count``/``sum`` measure.
+
+Interactive mechanisms (sparse vector, target-charging tests, PTR gates) need a *scalar* statistic
+of known L1 sensitivity. :func:`scalar` reads it from the query's ordinary plan (public information
+only: bounds, privacy unit, budget): the integer statistic the backend computes, its sensitivity Δ in
+statistic units (``max_rows`` for counts; ``max_rows`` × one row's grid steps for clamped sums) and
+the grid unit that maps it back to output units. :meth:`Scalar.exact` reads the private value and is
+only called inside a charged run.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> from fractions import Fraction
+    >>> sess = dp.Session({"t": pl.DataFrame({"u": [1, 1, 2]})}, privacy_unit=dp.PrivacyUnit("u", max_rows=2),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> s = scalar(sess, sess.table("t").agg(dp.len()), Fraction(1, 2))
+    >>> s.sensitivity, s.unit, s.noise_scale
+    (Fraction(2, 1), Fraction(1, 1), Fraction(4, 1))
+
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from dpframe.budgets import PureDP, exact
+from dpframe.errors import DPFrameError, PlanError
+from dpframe.mechanism import Noise, Statistic
+from dpframe.noise import RandomSource, discrete_laplace
+
+if TYPE_CHECKING:
+    from dpframe.frame import Query
+    from dpframe.plan.nodes import Node
+    from dpframe.session import Session
+
+SCALAR_KINDS = frozenset({"len", "count", "sum"})
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar query, its integer statistic, L1 sensitivity (statistic units) and grid unit."""
+
+    query: Query
+    statistic: Statistic
+    sensitivity: Fraction
+    unit: Fraction
+    kind: str
+    noise_scale: Fraction          # discrete Laplace scale t = Δ/ε for the ε it was planned with
+
+    def exact(self, session: Session, exclude: frozenset[Any] = frozenset()) -> int:
+        """The exact statistic, without the privacy units in ``exclude`` (PRIVATE: only inside a run)."""
+        stats = session._statistics(self._input(session, exclude), (), None, (self.statistic,))
+        return int(stats[self.statistic.key][0])
+
+    def contributors(self, session: Session, exclude: frozenset[Any] = frozenset()) -> list[Any]:
+        """The privacy units whose contribution to the statistic is non-zero (PRIVATE: only inside a run)."""
+        unit = session.privacy_unit.column
+        assert unit is not None
+        stats = session._statistics(self._input(session, exclude), (unit,), None, (self.statistic,))
+        return stats.filter(pl.col(self.statistic.key) != 0)[unit].to_list()
+
+    def _input(self, session: Session, exclude: frozenset[Any]) -> Node:
+        node = self.query.node.input
+        if not exclude:
+            return node
+        from dpframe.frame import Frame
+
+        unit = session.privacy_unit.column
+        return Frame(session, node).filter(~pl.col(unit).is_in(list(exclude)))._node
+
+    def noisy(self, session: Session, scale: Fraction, rng: RandomSource,
+              exclude: frozenset[Any] = frozenset()) -> int:
+        """exact + discrete Laplace(scale), in statistic units (PRIVATE input, DP output)."""
+        return self.exact(session, exclude) + int(discrete_laplace(scale, 1, rng)[0])
+
+    def to_output(self, value: int) -> float | int:
+        """A statistic-unit integer in the query's output units (counts stay ints)."""
+        return int(value) if self.kind in ("len", "count") else float(value * self.unit)
+
+    def threshold_units(self, threshold: Fraction) -> int:
+        """The smallest integer statistic value v with v·unit ≥ threshold."""
+        return math.ceil(threshold / self.unit)
+
+    def describe(self) -> str:
+        """The query's one-line text."""
+        return self.query.describe()
+
+
+def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "query") -> Scalar:
+    """Validate ``query`` as a scalar, bounded query of ``session`` and plan it at pure ``epsilon``.
+
+    Raises a :class:`PlanError` (nothing charged) for anything else: grouped queries, several
+    measures, mean/var/quantiles (not Lipschitz in one unit), sampled inputs, another session's query.
+    """
+    from dpframe.frame import Query
+    from dpframe.planner import sampling_rate
+
+    fix = "pass sess.table(...).filter(...).agg(dp.len()) (or one dp.count / dp.sum(col, bounds=...))"
+    if not isinstance(query, Query) or type(query) is not Query:
+        raise PlanError(f"expected an ungrouped .agg(...) query, got {type(query).__name__}", argument=argument,
+                        fix=fix)
+    if query._session is not session:
+        raise PlanError("the query belongs to another session", argument=argument,
+                        fix="build the query from this session's tables")
+    node = query.node
+    if node.by or len(node.measures) != 1 or node.measures[0].kind not in SCALAR_KINDS:
+        raise PlanError(f"{query.describe()} is not a scalar count or bounded sum", argument=argument, fix=fix)
+    if sampling_rate(node.input) != 1:
+        raise PlanError("sampled inputs are not supported by interactive mechanisms", argument=argument,
+                        fix="drop .sample(...)")
+    plan = query.plan(PureDP(epsilon))
+    noises = list(plan.plans[0].noise.values()) if len(plan.plans) == 1 else []
+    if len(noises) != 1 or not isinstance(noises[0], Noise) or noises[0].distribution != "discrete_laplace":
+        raise PlanError(f"{query.describe()} has no single additive statistic", argument=argument, fix=fix)
+    noise = noises[0]
+    return Scalar(query, plan.statistics()[0], noise.sensitivity, noise.unit, node.measures[0].kind, noise.scale)
+
+
+def public_number(value: object, argument: str) -> Fraction:
+    """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction | np.integer | np.floating):
+        raise DPFrameError(f"must be a public number fixed before running, got {type(value).__name__}",
+                           argument=argument,
+                           fix="pass a constant (a threshold computed from the private data is not allowed)")
+    if isinstance(value, float | np.floating) and not math.isfinite(float(value)):
+        raise DPFrameError(f"must be finite, got {value}", argument=argument, fix="pass a finite number")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, int | np.integer):
+        return Fraction(int(value))
+    return Fraction(repr(float(value)))
+
+
+def positive_epsilon(value: object, argument: str = "epsilon") -> Fraction:
+    """ε > 0 as an exact Fraction (BudgetError otherwise)."""
+    return exact(value, argument)  # type: ignore[arg-type]

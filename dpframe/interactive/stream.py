@@ -1,0 +1,70 @@
+"""A reservation held open across several interactive calls (sparse vector, target-charging channels).
+
+The cost is reserved in the ledger when the stream opens (atomically, before any private row is
+read). Every call runs inside :meth:`Reservation.run` (a failure marks the charge failed: it stays
+spent and the stream closes). Closing commits the reservation, or — output DP, basic composition
+only — settles it to the cell the released answers fell in. A crash before closing leaves the whole
+reservation spent. One interactive stream may be open per session at a time (nesting is refused).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dpframe.budgets import Budget
+from dpframe.errors import DPFrameError, PlanError
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+T = TypeVar("T")
+_OPEN: weakref.WeakKeyDictionary[Any, Reservation] = weakref.WeakKeyDictionary()
+
+
+class Reservation:
+    """One open interactive stream's ledger charge."""
+
+    def __init__(self, session: Session, cost: Budget, what: str, mechanisms: str) -> None:
+        other = _OPEN.get(session)
+        if other is not None and not other.closed:
+            raise PlanError(f"{other.what} is still open; interactive streams cannot be nested or interleaved",
+                            argument="session", fix="close it first (leave its `with` block or call .close())")
+        self.session = session
+        self.cost = cost
+        self.what = what
+        self.closed = False
+        self.id = session._ledger.reserve(cost, what, mechanisms)
+        _OPEN[session] = self
+
+    def check_open(self) -> None:
+        """Raise (nothing charged) if the stream is closed."""
+        if self.closed:
+            raise DPFrameError(f"{self.what} is closed", argument="stream",
+                               fix="open a new one (sess.sparse_vector / sess.target_charging)")
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Run one private call under the reservation (a failure closes the stream, fully charged)."""
+        self.check_open()
+        try:
+            return self.session._guarded(self.id, fn)
+        except DPFrameError:
+            self.closed = True
+            raise
+
+    def interleaved(self) -> bool:
+        """Whether any other charge was reserved in this session's ledger since the stream opened."""
+        return any(c.id > self.id for c in self.session._ledger.charges())
+
+    def commit(self) -> None:
+        """Close, keeping the whole reservation charged."""
+        if not self.closed:
+            self.closed = True
+            self.session._ledger.commit(self.id)
+
+    def settle(self, cost: Budget, cell: str) -> None:
+        """Close, charging ``cost`` (the realised output cell; basic composition only, δ unchanged)."""
+        if not self.closed:
+            self.closed = True
+            self.session._ledger.settle(self.id, cost, cell)

@@ -1,0 +1,202 @@
+"""Sparse vector (AboveThreshold with c positives) with output-DP refund of unused positives.
+
+Mechanism (Lyu, Su & Li 2017, Alg. 1; digest 002 §2.1). One threshold noise ρ ~ DLap(Δ/ε₁) for the
+whole stream, fresh ν_i ~ DLap(2cΔ/ε₂) per query; answer "above" iff q_i + ν_i ≥ T + ρ; halt at the
+c-th "above". All queries are scalar counts / bounded sums of sensitivity ≤ Δ (Δ and the grid are
+fixed by the first query; later queries must match). Exact discrete noise on integer statistics: the
+proof's shifts ρ → ρ + Δ and ν → ν + 2Δ are integer shifts, so the continuous argument holds verbatim.
+
+Privacy. Classic: (ε₁ + ε₂)-DP. Output DP (Lemma 8): the outputs with k "above" answers form a cell
+of ε(O_k) = ε₁ + k·ε₂/c, δ = 0. The session reserves ε₁ + ε₂ (+ ε₃ for value release) when the
+stream opens and, on close, under basic composition and when no other query ran meanwhile (the
+lemma covers the SVT's own adaptive stream only), charges ε₁ + k·ε₂/c. Split ε₁ : ε₂ = 1 : (2c)^{2/3}
+(Lyu et al.'s optimum, rounded to a rational).
+
+Value release (optional ``release=dp.PureDP(ε₃)``): on close, each of the k positive queries is
+re-measured with fresh noise at ε_entry = (ε₃ + (c−k)·ε₂/c)/k (the refund is re-invested; O10) —
+a second ledger round whose ε depends only on the public k. Without the refund: ε₃/k each.
+
+Other sessions: zCDP sessions are charged ρ = (ε₁+ε₂+ε₃)²/2 at open and never refunded; asking for
+``refund=True`` there is an error (no theorem covers it).
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"g": [i % 10 for i in range(10_000)]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(2), seed=3)
+    >>> with sess.sparse_vector(threshold=1500, max_positives=2, budget=dp.PureDP(1)) as sv:
+    ...     answers = [sv.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len())) for g in range(5)]
+    >>> answers, sv.positives
+    ([False, False, False, False, False], 0)
+    >>> sess.spent().epsilon == sv.eps1, round(float(sv.eps1), 3)   # only ε₁ charged: nothing was above
+    (True, 0.284)
+
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from dpframe.budgets import ApproxDP, Budget, PureDP, make
+from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.interactive.odp import additive, require_additive
+from dpframe.interactive.scalar import Scalar, public_number, scalar
+from dpframe.interactive.stream import Reservation
+from dpframe.noise import discrete_laplace
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+
+def pure_epsilon(budget: object, argument: str = "budget") -> Fraction:
+    """The ε of a pure budget (``dp.PureDP`` or ``dp.ApproxDP`` with δ = 0); BudgetError otherwise."""
+    if isinstance(budget, PureDP) or (isinstance(budget, ApproxDP) and budget.delta == 0):
+        return budget.epsilon
+    raise BudgetError(f"expected a pure ε budget, got {budget!r}", argument=argument,
+                      fix="pass dp.PureDP(epsilon)")
+
+
+def positive_int(value: object, argument: str) -> int:
+    """An int ≥ 1 (BudgetError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BudgetError(f"must be an int ≥ 1, got {value!r}", argument=argument, fix=f"pass {argument}=5")
+    return value
+
+
+def svt_split(epsilon: Fraction, c: int) -> tuple[Fraction, Fraction]:
+    """(ε₁, ε₂) with ε₁ : ε₂ ≈ 1 : (2c)^{2/3} (Lyu et al.), exact rationals summing to ε."""
+    ratio = Fraction(1 / (1 + (2 * c) ** (2 / 3))).limit_denominator(1000)
+    eps1 = epsilon * ratio
+    return eps1, epsilon - eps1
+
+
+def cell_epsilon(eps1: Fraction, eps2: Fraction, c: int, k: int) -> Fraction:
+    """Lemma 8: the output-DP ε of the cell of outputs with k "above" answers, ε₁ + k·ε₂/c."""
+    return eps1 + k * eps2 / c
+
+
+def entry_epsilon(eps2: Fraction, eps3: Fraction, c: int, k: int, refund: bool) -> Fraction:
+    """ε of each released value: (ε₃ + (c−k)ε₂/c)/k with the refund, ε₃/k without (k ≥ 1)."""
+    return ((eps3 + (c - k) * eps2 / c) if refund else eps3) / k
+
+
+class SparseVector:
+    """An open sparse-vector stream: ``test(query) -> bool`` until ``max_positives`` "above" answers."""
+
+    def __init__(self, session: Session, threshold: object, max_positives: object, budget: object, *,
+                 release: object = None, refund: bool | None = None) -> None:
+        self._threshold = public_number(threshold, "threshold")
+        self.max_positives = positive_int(max_positives, "max_positives")
+        eps = pure_epsilon(budget)
+        self.eps3 = Fraction(0) if release is None else pure_epsilon(release, "release")
+        if refund is True:
+            require_additive(session, "the sparse vector's refund")
+        if refund not in (None, True, False):
+            raise DPFrameError(f"must be None, True or False, got {refund!r}", argument="refund",
+                               fix="omit it (refund where proven)")
+        self.refund = additive(session) if refund is None else bool(refund)
+        self.eps1, self.eps2 = svt_split(eps, self.max_positives)
+        self.session = session
+        self.answers: list[bool] = []
+        self.values: dict[int, float | int] = {}
+        self._positive_queries: list[tuple[int, Scalar]] = []
+        self._rho: int | None = None
+        self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
+        cost = session.accountant.charge(PureDP(eps + self.eps3))
+        self._reservation = Reservation(session, cost, f"sparse_vector(T={self._threshold}, c={self.max_positives})",
+                                        "sparse vector (discrete Laplace)")
+
+    # ----------------------------------------------------------------------------------- status
+    @property
+    def positives(self) -> int:
+        """How many "above" answers were given (public)."""
+        return sum(self.answers)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream is closed (by close(), the c-th positive, or a failure)."""
+        return self._reservation.closed
+
+    def status(self) -> str:
+        """E.g. 'reserved ε=1; 2 of 5 positives used; open'."""
+        state = "closed" if self.closed else "open"
+        return f"reserved {self.session.accountant.describe_charge(self._reservation.cost)}; " \
+               f"{self.positives} of {self.max_positives} positives used; {state}"
+
+    def __repr__(self) -> str:
+        return f"<dp.SparseVector {self.status()}>"
+
+    # --------------------------------------------------------------------------------- queries
+    def test(self, query: Any) -> bool:
+        """Whether the query's value is (noisily) above the threshold. Nothing extra is charged."""
+        self._reservation.check_open()
+        c = self.max_positives
+        sc = scalar(self.session, query, self.eps2 / (2 * c))
+        if self._shape is None:
+            shape = (sc.sensitivity, sc.unit)
+        else:
+            shape = self._shape
+            if sc.unit != shape[1] or sc.sensitivity > shape[0]:
+                raise PlanError(f"this query has sensitivity {sc.sensitivity * sc.unit} on grid {sc.unit}; the "
+                                f"stream was fixed to {shape[0] * shape[1]} on grid {shape[1]} by its first query",
+                                argument="query", fix="give all queries of one stream the same measure and bounds")
+        delta, unit = shape
+        rho_scale, nu_scale = delta / self.eps1, 2 * c * delta / self.eps2
+        bar = -((-self._threshold) // unit)   # ⌈T / unit⌉
+
+        def run() -> bool:
+            if self._rho is None:
+                self._rho = int(discrete_laplace(rho_scale, 1, self.session.rng)[0])
+            noisy = sc.exact(self.session) + int(discrete_laplace(nu_scale, 1, self.session.rng)[0])
+            return noisy - self._rho >= bar
+
+        above = self._reservation.run(run)
+        self._shape = shape
+        self.answers.append(bool(above))
+        if above:
+            self._positive_queries.append((len(self.answers) - 1, sc))
+            if self.positives == c:
+                self.close()
+        return bool(above)
+
+    # ----------------------------------------------------------------------------------- close
+    def charged(self) -> Budget:
+        """What the stream is charged: the reservation, or after a refunded close the realised cell."""
+        return self._cell_cost() if self._refunded else self._reservation.cost
+
+    def _cell_cost(self) -> Budget:
+        k, c = self.positives, self.max_positives
+        eps = cell_epsilon(self.eps1, self.eps2, c, k)
+        if self.eps3 and k:   # the value release spends ε₃ plus the refunded (c−k)ε₂/c
+            eps += self.eps3 + (c - k) * self.eps2 / c
+        return self.session.accountant.charge(make("pure", eps))
+
+    _refunded = False
+
+    def close(self) -> dict[int, float | int]:
+        """Close the stream: release the positive queries' values (if ``release``), settle the charge.
+
+        Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``).
+        """
+        if self.closed:
+            return self.values
+        k = self.positives
+        refund = self.refund and not self._reservation.interleaved()
+        if self.eps3 and k:
+            eps_entry = entry_epsilon(self.eps2, self.eps3, self.max_positives, k, refund)
+            for index, sc in self._positive_queries:
+                scale = sc.sensitivity / eps_entry
+                self.values[index] = sc.to_output(self._reservation.run(
+                    lambda sc=sc, scale=scale: sc.noisy(self.session, scale, self.session.rng)))
+        if refund:
+            self._reservation.settle(self._cell_cost(), f"{k} positives")
+            self._refunded = True
+        else:
+            self._reservation.commit()
+        return self.values
+
+    def __enter__(self) -> SparseVector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

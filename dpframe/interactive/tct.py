@@ -1,0 +1,357 @@
+"""Target-charging channels: pay only for calls whose output hits their target (Cohen & Lyu 2023).
+
+Digest ``000_target_charging.md``. Every call in a channel is an ε_call-DP mechanism with a target (a
+set of outputs fixed before the call, from public state only) that is a q-target (Def. 2.1). The
+channel counts hits — calls whose *published* output is in the target — and halts at τ hits. Calls
+that miss are free. Theorem B.4 (simulation argument): if the channel allows at most n data accesses
+at ε_ch, the whole adaptive interaction is (f_ε(n, ε_ch), f_δ + δ*)-DP where
+
+    δ* = P[Binomial(n, q_ch) ≤ τ − 1]        (exact binomial tail, [R2]: n trials, not n + 1)
+
+and (f_ε, f_δ) is any adaptive composition of n ε_ch-DP calls: min(n·ε, ½nε² + ε·√(2n·ln(1/δ_c)))
+(Lemma A.4 with the √2 the printed theorem drops, [R1]). n is chosen when the channel opens
+(data-independently) to minimise ε' subject to δ* + δ_c ≤ δ (oracles O6–O8). zCDP sessions reserve
+ρ = n·ε²/2 with δ* as the approximate-zCDP δ (the simulation's failure event).
+
+Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤ τ, channel open. Targets:
+
+* ``test`` — NotPrior (Lemma 2.3): q = 1/(e^ε + 1); ``prior`` (default "below") is free.
+* ``conditional_release`` — Lemma 2.4: publish the noisy value iff ``when(value)``; q = 1/(e^ε + 1).
+  With ``name=``, the unreleased value is kept secret and ``revise(name, when)`` may release it later:
+  Lemma 2.5, a 2ε call with q = 1/(e^{2ε} + 1).
+* ``between`` — BetweenThresholds (Lemma G.1) on a discrete Laplace value: "between" is the target,
+  q = (1 − e^{−wε/Δ})/(e^ε + 1) for w integer grid steps between the thresholds (verified by the LP of
+  digest §9 in the tests).
+* ``select_best`` — best of m candidates (Thm I.1 / Remark I.2): one hit of a 2ε call.
+
+The channel is a *filter*: the reservation is charged in full whatever the hit count (there is no
+odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used".
+
+``per_unit=True`` (Alg. 5, SVT with individual charging): tests and conditional releases only; hits
+are counted per privacy unit (every unit with a non-zero contribution to a hit pays one), a unit is
+removed from all later calls at τ hits, and the channel itself never runs out. Needs a privacy-unit
+column (stable identity) and add/remove neighbours.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"g": [i % 20 for i in range(20_000)]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(60, 1e-6), seed=1)
+    >>> with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
+    ...     low = [ch.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len()), threshold=4000) for g in range(20)]
+    ...     print(ch.status())  # doctest: +ELLIPSIS
+    reserved ε=56.75..., δ=1e-07; 0 of 30 hits used; open
+    >>> any(low)
+    False
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from dpframe.accounting.accountants import round_up
+from dpframe.budgets import ZCDP, ApproxDP, Budget, exact, make
+from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.interactive.scalar import Scalar, public_number, scalar
+from dpframe.interactive.stream import Reservation
+from dpframe.interactive.svt import positive_int
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+_Q_SLACK = 1 - 1e-12          # q is rounded down (a smaller q only makes δ* larger: never under-reports)
+
+
+def q_notprior(eps: float) -> float:
+    """Lemma 2.3: a NotPrior target of an ε-DP call is a 1/(e^ε + 1)-target."""
+    return 1.0 / (math.exp(eps) + 1.0)
+
+
+def q_revise(eps: float) -> float:
+    """Lemma 2.5: a revise call is a NotPrior target of a 2ε-DP call."""
+    return q_notprior(2 * eps)
+
+
+def q_between(eps: float, width: int, sensitivity: int) -> float:
+    """BetweenThresholds (Lemma G.1) with w = ``width`` grid steps and discrete Laplace noise."""
+    return -math.expm1(-width * eps / sensitivity) / (math.exp(eps) + 1.0)
+
+
+def delta_star(tau: int, n: int, q: float) -> float:
+    """P[Binomial(n, q) ≤ τ − 1]: the chance that n data accesses see fewer than τ hits (exact tail)."""
+    from scipy.stats import binom
+
+    return float(binom.cdf(tau - 1, n, q))
+
+
+def composed_epsilon(eps: float, n: int, delta: float) -> float:
+    """ε of n adaptive ε-DP calls at δ: min(basic nε, ½nε² + ε√(2n ln(1/δ))) (Lemma A.4)."""
+    basic = n * eps
+    if delta <= 0:
+        return basic
+    return min(basic, 0.5 * n * eps * eps + eps * math.sqrt(2 * n * math.log(1 / delta)))
+
+
+@dataclass(frozen=True)
+class ChannelPlan:
+    """The reservation of a channel: n data accesses, δ*, and the (ε', δ) it composes to."""
+
+    n: int
+    delta_star: float
+    epsilon: float
+
+    @staticmethod
+    def optimise(eps: float, q: float, tau: int, delta: float) -> ChannelPlan:
+        """Minimise ε'(n) over n ≥ ⌈τ/q⌉ subject to δ*(n) < δ (digest O7). Public inputs only."""
+        start = math.ceil(tau / q)
+        best: ChannelPlan | None = None
+        for n in range(start, start + 40 * max(tau, 10) + int(60 / q)):
+            ds = delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9)
+            if ds >= delta:
+                continue
+            e = composed_epsilon(eps, n, delta - ds)
+            if best is None or e < best.epsilon:
+                best = ChannelPlan(n, ds, e)
+            elif n * eps > 2 * best.epsilon and e > best.epsilon * 1.5:
+                break
+        if best is None:
+            raise BudgetError(f"no number of data accesses gives δ* < {delta:g} for τ={tau}", argument="delta",
+                              fix="raise delta or max_hits")
+        return best
+
+    @staticmethod
+    def smallest(q: float, tau: int, delta: float) -> ChannelPlan:
+        """The smallest n with δ*(n) ≤ δ (for zCDP sessions: ρ = nε²/2 grows with n)."""
+        n = math.ceil(tau / q)
+        while delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9) > delta:
+            n += max(1, n // 50)
+        return ChannelPlan(n, delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9), math.nan)
+
+
+class TargetChargingChannel:
+    """A TCT channel (use as ``with sess.target_charging(epsilon=, max_hits=, delta=) as ch:``)."""
+
+    def __init__(self, session: Session, epsilon: object, max_hits: object, delta: object, *,
+                 min_q: float | None = None, per_unit: bool = False) -> None:
+        self.session = session
+        self.epsilon = exact(epsilon, "epsilon")  # type: ignore[arg-type]
+        self.max_hits = positive_int(max_hits, "max_hits")
+        if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
+            raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
+                              "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
+        self.delta = float(delta)
+        eps = float(self.epsilon)
+        self.q = q_notprior(eps) if min_q is None else float(min_q)
+        if not 0 < self.q <= q_notprior(eps):
+            raise BudgetError(f"must be in (0, 1/(e^ε+1)] = (0, {q_notprior(eps):.6g}], got {min_q!r}",
+                              argument="min_q", fix="omit it (NotPrior targets) or lower it for between()")
+        self.per_unit = bool(per_unit)
+        if self.per_unit and session.privacy_unit.column is None:
+            raise PlanError("per-unit charging needs a privacy-unit column (a stable identity per unit)",
+                            argument="per_unit", fix="open the session with dp.PrivacyUnit('user_id', ...)")
+        total = session.accountant.total
+        if getattr(total, "delta", 0) == 0:
+            raise BudgetError("target charging needs δ > 0 but this session's total budget has δ = 0",
+                              argument="delta", fix="open the session with dp.ApproxDP(eps, delta) or dp.ZCDP(rho, delta)")
+        if total.notion == "zcdp":
+            self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
+            self.cost: Budget = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
+        else:
+            self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)
+            self.cost = session.accountant.charge(ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta")))
+        self.hits = 0
+        self.calls = 0
+        self._handles: dict[str, tuple[Scalar, int, Fraction]] = {}
+        self._unit_hits: dict[Any, int] = {}
+        self._exhausted: frozenset[Any] = frozenset()
+        self._reservation: Reservation | None = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> TargetChargingChannel:
+        if self._reservation is not None:
+            raise PlanError("this channel was already opened", argument="channel",
+                            fix="open a new one with sess.target_charging(...)")
+        self._reservation = Reservation(self.session, self.cost,
+                                        f"target_charging(ε={self.epsilon}, τ={self.max_hits}, δ={self.delta:g})",
+                                        f"TCT channel (n={self.plan.n} accesses, δ*={self.plan.delta_star:.3g})")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel; its reservation stays charged in full (a filter, not an odometer)."""
+        if self._reservation is not None:
+            self._reservation.commit()
+
+    @property
+    def closed(self) -> bool:
+        """Closed by close(), by the τ-th hit or by a failure (or never opened)."""
+        return self._reservation is None or self._reservation.closed
+
+    def status(self) -> str:
+        """E.g. 'reserved ε=7.58, δ=1e-07; 3 of 30 hits used; open'."""
+        state = "not open" if self._reservation is None else ("closed" if self.closed else "open")
+        used = (f"{len(self._exhausted)} units exhausted ({self.max_hits} hits each)" if self.per_unit
+                else f"{self.hits} of {self.max_hits} hits used")
+        return f"reserved {self.session.accountant.describe_charge(self.cost)}; {used}; {state}"
+
+    def __repr__(self) -> str:
+        return f"<dp.TargetChargingChannel {self.status()}>"
+
+    # ------------------------------------------------------------------------------ admission
+    def _call_epsilon(self, epsilon: object, factor: int) -> Fraction:
+        eps = self.epsilon / factor if epsilon is None else exact(epsilon, "epsilon")  # type: ignore[arg-type]
+        if eps * factor > self.epsilon:
+            raise BudgetError(f"this call is {factor}·ε = {float(eps * factor):g}-DP, more than the channel's "
+                              f"ε = {float(self.epsilon):g}", argument="epsilon",
+                              fix=f"pass epsilon ≤ {float(self.epsilon / factor):g}")
+        return eps
+
+    def _admit(self, q: float, hits: int = 1, kind: str = "this call") -> Reservation:
+        """Admission from public state only: open, q ≥ q_ch, room for the hits."""
+        if self._reservation is None:
+            raise DPFrameError("the channel is not open", argument="channel",
+                               fix="use it inside `with sess.target_charging(...) as ch:`")
+        self._reservation.check_open()
+        if q < self.q:
+            raise BudgetError(f"{kind} has a q = {q:.6g} target, below the channel's q = {self.q:.6g}",
+                              argument="min_q", fix="open the channel with a smaller min_q")
+        if not self.per_unit and self.hits + hits > self.max_hits:
+            raise BudgetError(f"{kind} needs {hits} hits, {self.max_hits - self.hits} left", argument="max_hits",
+                              fix="open a new channel")
+        return self._reservation
+
+    def _hit(self, sc: Scalar | None = None, contributors: Sequence[Any] = ()) -> None:
+        if self.per_unit:
+            for u in contributors:
+                self._unit_hits[u] = self._unit_hits.get(u, 0) + 1
+            self._exhausted = frozenset(u for u, h in self._unit_hits.items() if h >= self.max_hits)
+            return
+        self.hits += 1
+        if self.hits >= self.max_hits:
+            self.close()
+
+    def _measure(self, sc: Scalar, eps: Fraction, hit: Callable[[int], bool]) -> tuple[int, list[Any]]:
+        """Run one noisy evaluation; returns (noisy value, the units it charges if ``hit``) — PRIVATE."""
+        def run() -> tuple[int, list[Any]]:
+            value = sc.noisy(self.session, sc.sensitivity / eps, self.session.rng, self._exhausted)
+            charged = sc.contributors(self.session, self._exhausted) if self.per_unit and hit(value) else []
+            return value, charged
+        assert self._reservation is not None
+        return self._reservation.run(run)
+
+    # -------------------------------------------------------------------------------- calls
+    def test(self, query: Any, threshold: object, *, prior: bool = False, epsilon: object = None) -> bool:
+        """Private test "query ≥ threshold?"; NotPrior target: only an answer ≠ ``prior`` is charged."""
+        eps = self._call_epsilon(epsilon, 1)
+        bar_value = public_number(threshold, "threshold")
+        if not isinstance(prior, bool):
+            raise DPFrameError(f"must be True or False, got {prior!r}", argument="prior",
+                               fix="pass the expected answer (e.g. the previous one)")
+        if self.per_unit and prior:
+            raise PlanError("per-unit channels charge 'above' answers only", argument="prior", fix="omit prior")
+        sc = scalar(self.session, query, eps)
+        self._admit(q_notprior(float(eps)))
+        bar = sc.threshold_units(bar_value)
+        value, charged = self._measure(sc, eps, lambda v: (v >= bar) != prior)
+        above = value >= bar
+        self.calls += 1
+        if above != prior:
+            self._hit(sc, charged)
+        return bool(above)
+
+    def conditional_release(self, query: Any, when: Callable[[Any], bool], *, epsilon: object = None,
+                            name: str | None = None) -> Any:
+        """The noisy value if ``when(value)`` holds, else None; only releases are charged.
+
+        ``when`` must be a pure function of the value (fixed before the call). With ``name=``, an
+        unreleased value is kept (secretly) for :meth:`revise`; revisions cost 2ε, so a named call runs
+        at ε/2 by default.
+        """
+        if not callable(when):
+            raise DPFrameError(f"must be a function of the value, got {type(when).__name__}", argument="when",
+                               fix="pass when=lambda v: v > 4000")
+        if name is not None and (not isinstance(name, str) or name in self._handles):
+            raise DPFrameError(f"name {name!r} is not a new string", argument="name", fix="use a fresh name")
+        if name is not None and self.per_unit:
+            raise PlanError("revisions are not supported in per-unit channels", argument="name", fix="omit name")
+        eps = self._call_epsilon(epsilon, 1 if name is None else 2)
+        sc = scalar(self.session, query, eps)
+        self._admit(q_notprior(float(eps)))
+        value, charged = self._measure(sc, eps, lambda v: bool(when(sc.to_output(v))))
+        self.calls += 1
+        released = sc.to_output(value)
+        if bool(when(released)):
+            self._hit(sc, charged)
+            return released
+        if name is not None:
+            self._handles[name] = (sc, value, eps)
+        return None
+
+    def revise(self, name: str, when: Callable[[Any], bool]) -> Any:
+        """Release a named, not yet released value if ``when(value)`` holds (a 2ε call, Lemma 2.5)."""
+        if name not in self._handles:
+            raise DPFrameError(f"no unreleased value named {name!r}", argument="name",
+                               fix=f"use one of {sorted(self._handles)}")
+        if not callable(when):
+            raise DPFrameError("must be a function of the value", argument="when", fix="pass when=lambda v: ...")
+        sc, value, eps = self._handles[name]
+        self._admit(q_revise(float(eps)), kind="a revision")
+        released = sc.to_output(value)
+        self.calls += 1
+        if bool(when(released)):
+            del self._handles[name]
+            self._hit(sc)
+            return released
+        return None
+
+    def between(self, query: Any, lower: object, upper: object, *, epsilon: object = None) -> str:
+        """BetweenThresholds: "below", "between" or "above"; only "between" is charged (Lemma G.1)."""
+        if self.per_unit:
+            raise PlanError("per-unit channels support test and conditional_release", argument="between",
+                            fix="use a channel without per_unit")
+        eps = self._call_epsilon(epsilon, 1)
+        lo, hi = public_number(lower, "lower"), public_number(upper, "upper")
+        if not lo < hi:
+            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix="swap them")
+        sc = scalar(self.session, query, eps)
+        lo_units, hi_units = sc.threshold_units(lo), math.floor(hi / sc.unit)
+        width = hi_units - lo_units
+        self._admit(q_between(float(eps), width, int(sc.sensitivity)) if width > 0 else 0.0,
+                    kind=f"between() with a {width}-step gap")
+        value, _ = self._measure(sc, eps, lambda v: False)
+        self.calls += 1
+        if value < lo_units:
+            return "below"
+        if value > hi_units:
+            return "above"
+        self._hit(sc)
+        return "between"
+
+    def select_best(self, queries: Sequence[Any], *, epsilon: object = None) -> tuple[int, Any]:
+        """The index and noisy value of the largest of m scalar queries: one hit of a 2ε call."""
+        if self.per_unit:
+            raise PlanError("per-unit channels support test and conditional_release", argument="select_best",
+                            fix="use a channel without per_unit")
+        if isinstance(queries, str) or not isinstance(queries, Sequence) or len(queries) == 0:
+            raise DPFrameError("expected a non-empty list of queries", argument="queries",
+                               fix="pass [query1, query2, ...]")
+        eps = self._call_epsilon(epsilon, 2)
+        scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]
+        self._admit(q_notprior(2 * float(eps)), kind="a selection")
+        values = [self._measure(sc, eps, lambda v: False)[0] for sc in scalars]
+        outputs = [sc.to_output(v) for sc, v in zip(scalars, values, strict=True)]
+        best = max(range(len(outputs)), key=lambda i: (outputs[i], -i))  # ties: lowest index
+        self.calls += 1
+        self._hit()
+        return best, outputs[best]
+
+
+def zcdp_session(session: Session) -> bool:
+    """Whether the session accounts in zCDP."""
+    return isinstance(session.accountant.total, ZCDP)
