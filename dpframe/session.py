@@ -149,6 +149,9 @@ class Session:
         if len(set(schema.names())) != len(schema):
             raise SchemaError(f"table {name!r} has duplicate column names", argument="tables",
                               fix="rename the columns")
+        if any("\x00" in c for c in schema.names()):   # Arrow (and so DuckDB) cannot carry such a name
+            raise SchemaError(f"table {name!r} has a column name with a NUL character", argument="tables",
+                              fix="rename the column")
         unit = self.privacy_unit.column
         if unit is not None and unit not in schema:
             raise SchemaError(f"table {name!r} has no privacy-unit column {unit!r}", argument="privacy_unit",

@@ -27,6 +27,8 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
     if isinstance(source, pl.DataFrame):
         return source.lazy()
     if isinstance(source, pa.Table):
+        if len(set(source.column_names)) != len(source.column_names):   # Arrow allows it, Polars does not
+            raise SchemaError("the table has duplicate column names", argument=where, fix="rename the columns")
         frame = pl.from_arrow(source)
         assert isinstance(frame, pl.DataFrame)
         return frame.lazy()
