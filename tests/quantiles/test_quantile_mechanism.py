@@ -1,0 +1,159 @@
+"""The EM quantile and the joint recursive split: exact pmfs (brute force) vs sampled, privacy on neighbours."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from dpframe_quantiles.em import Segments, blocks, depth, joint_quantiles, rank_error_bound, scale
+from scipy import stats as sps
+
+from dpframe.noise import SeededRandomSource
+
+# ------------------------------------------------------------------------- brute-force reference
+
+
+def em_pmf(data: list[int], lo: int, hi: int, q: F, eps: F, m: int) -> dict[int, float]:
+    """P[z] ∝ exp(ε·u(z)/(2Δ)), u(z) = −|C(z) − q·n|, Δ = m·max(q, 1 − q), over every integer z of [lo, hi]."""
+    n = len(data)
+    delta = m * max(q, 1 - q)
+    logits = {z: -float(eps) * abs(sum(x <= z for x in data) - float(q) * n) / (2 * float(delta))
+              for z in range(lo, hi + 1)}
+    top = max(logits.values())
+    w = {z: math.exp(v - top) for z, v in logits.items()}
+    total = sum(w.values())
+    return {z: v / total for z, v in w.items()}
+
+
+def joint_pmf(data: list[int], lo: int, hi: int, qs: list[F], eps0: F, m: int) -> dict[tuple[int, ...], float]:
+    """The recursive split's exact output distribution, by enumerating every branch."""
+    if not qs:
+        return {(): 1.0}
+    mid = len(qs) // 2
+    p = qs[mid]
+    out: dict[tuple[int, ...], float] = {}
+    for v, pv in em_pmf(data, lo, hi, p, eps0, m).items():
+        left = joint_pmf([x for x in data if x <= v], lo, v, [x / p for x in qs[:mid]], eps0, m)
+        right = joint_pmf([x for x in data if x > v], v, hi, [(x - p) / (1 - p) for x in qs[mid + 1:]], eps0, m)
+        for a, pa in left.items():
+            for b, pb in right.items():
+                key = (*a, v, *b)
+                out[key] = out.get(key, 0.0) + pv * pa * pb
+    return out
+
+
+def sample(data: list[int], size: int, qs: list[F], eps0: F, m: int, draws: int, seed: int) -> Counter[tuple[int, ...]]:
+    """``draws`` independent releases, vectorised as ``draws`` identical groups."""
+    groups = [np.array(sorted(data), dtype=np.int64)] * draws
+    codes = joint_quantiles(groups, size, qs, eps0, m, SeededRandomSource(seed))
+    return Counter(map(tuple, codes.tolist()))
+
+
+def chi2_pvalue(counts: Counter[tuple[int, ...]], pmf: dict[tuple[int, ...], float]) -> float:
+    assert set(counts) <= {k for k, v in pmf.items() if v > 0}, "an output of probability 0 was drawn"
+    keys = sorted(pmf)
+    n = sum(counts.values())
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    expected = np.array([pmf[k] * n for k in keys])
+    # pool cells with small expectation so the χ² approximation holds
+    big = expected >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    keep = exp > 0
+    return float(sps.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+D = [1, 2, 2, 5, 6]
+NEIGHBOURS = [D, D + [0], D + [7], D[:-1], [2, 2, 5, 6]]
+
+
+def test_blocks_cover_the_domain_with_constant_rank() -> None:
+    values = np.array([1, 2, 2, 5, 3, 3], dtype=np.int64)
+    seg = Segments(np.array([0, 4, 6]), np.array([4, 6, 6]), np.array([0, 2, 0]), np.array([7, 5, 3]))
+    offsets, lower, length, c, utility = blocks(values, seg, F(1, 2))
+    assert offsets.tolist() == [0, 4, 6, 7]
+    assert lower.tolist() == [0, 1, 2, 5, 2, 3, 0]
+    assert length.tolist() == [1, 1, 3, 3, 1, 3, 4]
+    assert c.tolist() == [0, 1, 3, 4, 0, 2, 0]
+    assert utility.tolist() == [-4, -2, -2, -4, -2, -2, 0]   # −|2C − n|
+    for g in range(3):   # every integer of the domain in exactly one block, C(z) = #{x ≤ z}
+        s, e = offsets[g], offsets[g + 1]
+        covered = [z for b in range(s, e) for z in range(lower[b], lower[b] + length[b])]
+        assert covered == list(range(seg.lo[g], seg.hi[g] + 1))
+        data = values[seg.start[g]:seg.end[g]]
+        for b in range(s, e):
+            for z in range(lower[b], lower[b] + length[b]):
+                assert c[b] == int((data <= z).sum())
+
+
+@pytest.mark.parametrize(("q", "m"), [(F(1, 2), 1), (F(1, 4), 1), (F(9, 10), 2), (F(0), 1), (F(1), 1)])
+def test_single_quantile_matches_exact_pmf(q: F, m: int) -> None:
+    pmf = em_pmf(D, 0, 7, q, F(1), m)
+    counts = sample(D, 8, [q], F(1), m, 20_000, seed=int(q * 100) + m)
+    assert chi2_pvalue(counts, {(z,): p for z, p in pmf.items()}) > 1e-4
+
+
+def test_joint_quantiles_match_exact_pmf() -> None:
+    qs = [F(1, 4), F(1, 2), F(3, 4)]
+    pmf = joint_pmf(D, 0, 7, qs, F(1, 2), 1)
+    assert math.isclose(sum(pmf.values()), 1.0)
+    assert all(list(k) == sorted(k) for k, v in pmf.items() if v > 0)   # non-decreasing in q
+    counts = sample(D, 8, qs, F(1, 2), 1, 30_000, seed=5)
+    assert chi2_pvalue(counts, pmf) > 1e-4
+
+
+@pytest.mark.parametrize("qs", [[F(1, 2)], [F(1, 10), F(9, 10)], [F(1, 4), F(1, 2), F(3, 4)],
+                                [F(1, 5), F(2, 5), F(3, 5), F(4, 5)]])
+def test_exact_privacy_loss_on_neighbours(qs: list[F]) -> None:
+    """max |ln P[o|D] − ln P[o|D']| over outputs and add/remove neighbours ≤ ε = depth·ε₀ (exact pmfs)."""
+    eps0 = F(1, 3)
+    budget = float(eps0 * depth(len(qs)))
+    pmfs = [joint_pmf(d, 0, 7, qs, eps0, 1) for d in NEIGHBOURS]
+    worst = 0.0
+    for other in pmfs[1:]:
+        for o in pmfs[0]:
+            worst = max(worst, abs(math.log(pmfs[0][o]) - math.log(other[o])))
+    assert worst <= budget + 1e-9
+    assert worst > 0.2 * budget     # the bound is not vacuous
+
+
+def test_two_rows_per_unit_privacy() -> None:
+    """With max_rows = 2 the calibration covers adding two rows of one unit (in either sub-problem)."""
+    eps0 = F(1, 2)
+    qs = [F(1, 3), F(2, 3)]
+    base = joint_pmf(D, 0, 7, qs, eps0, 2)
+    for extra in ([0, 7], [3, 3], [0, 0]):
+        other = joint_pmf(D + extra, 0, 7, qs, eps0, 2)
+        worst = max(abs(math.log(base[o]) - math.log(other[o])) for o in base)
+        assert worst <= float(eps0 * depth(2)) + 1e-9
+
+
+def test_scale_and_depth_hand_checked() -> None:
+    assert scale(F(1, 2), F(1), 1) == F(1, 2)          # ε/(2·1·max(1, 1))
+    assert scale(F(1, 10), F(1), 1) == F(1, 18)        # ε/(2·max(1, 9))
+    assert scale(F(3, 4), F(2), 3) == F(1, 9)          # 2/(2·3·3)
+    assert [depth(k) for k in range(1, 10)] == [1, 2, 2, 3, 3, 3, 3, 4, 4]
+
+
+def test_accuracy_within_stated_bound() -> None:
+    rng = np.random.default_rng(0)
+    data = np.sort(rng.integers(0, 2**20, 2_000))
+    qs = [F(k, 10) for k in range(1, 10)]
+    eps0 = F(1, 4)
+    codes = joint_quantiles([data] * 40, 2**20, qs, eps0, 1, SeededRandomSource(9))
+    ranks = np.searchsorted(data, codes, side="right")
+    errors = np.abs(ranks - np.array([float(q) * 2_000 for q in qs]))
+    bound = rank_error_bound(2**20, 9, eps0, 1, 0.05)
+    assert np.mean(errors <= bound) >= 0.95
+    assert np.median(errors) < bound / 4        # typical errors are well inside the bound
+
+
+def test_empty_group_is_uniform_on_the_domain() -> None:
+    counts = sample([], 6, [F(1, 2)], F(1), 1, 12_000, seed=2)
+    assert set(counts) == {(z,) for z in range(6)}
+    assert sps.chisquare([counts[(z,)] for z in range(6)]).pvalue > 1e-4
