@@ -51,7 +51,9 @@ def round_up(x: float) -> Fraction:
     """A Fraction ≥ x with margin for float error (never under-reports)."""
     if not math.isfinite(x):
         raise BudgetError(f"the computed value is {x}", argument="budget", fix="use more noise or fewer queries")
-    return Fraction(math.ceil(max(x, 0.0) * (1 + 1e-12) * 10**12) + 1, 10**12)
+    if x <= 0:
+        return Fraction(0)
+    return Fraction(math.ceil(x * (1 + 1e-12) * 10**12) + 1, 10**12)
 
 
 def check_delta(delta: object) -> float:
