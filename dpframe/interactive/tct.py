@@ -196,7 +196,8 @@ class TargetChargingChannel:
     def status(self) -> str:
         """E.g. 'reserved ε=7.58, δ=1e-07; 3 of 30 hits used; open'."""
         state = "not open" if self._reservation is None else ("closed" if self.closed else "open")
-        used = (f"{len(self._exhausted)} units exhausted ({self.max_hits} hits each)" if self.per_unit
+        # Per unit: which units are exhausted is private (never shown); only the cap is public.
+        used = (f"{self.max_hits} hits per privacy unit" if self.per_unit
                 else f"{self.hits} of {self.max_hits} hits used")
         return f"reserved {self.session.accountant.describe_charge(self.cost)}; {used}; {state}"
 
