@@ -1,0 +1,222 @@
+"""Target-charging channels: q and reservation oracles (digest 000), exact privacy of a whole channel,
+LP check of the discrete BetweenThresholds q, admission from public state only, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.special import comb
+
+import dpframe as dp
+from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
+from dpframe.noise import discrete_laplace_tail
+
+
+def test_q_oracles() -> None:
+    assert [round(q_notprior(e), 10) for e in (0.01, 0.1, 0.5, 1, 2)] == \
+        [0.4975000208, 0.4750208125, 0.3775406688, 0.2689414214, 0.119202922]          # O1
+    assert [round(q_revise(e), 10) for e in (0.1, 0.25, 0.5)] == [0.4501660027, 0.3775406688, 0.2689414214]  # O2
+    assert [round(q_between(0.1, g, 1), 6) for g in (5, 10, 20, 50)] == [0.186906, 0.30027, 0.410734, 0.47182]  # O14
+
+
+def test_binomial_tail_and_reservation_oracles() -> None:
+    assert delta_star(100, 315, 0.475020813) == pytest.approx(4.857e-9, rel=1e-3)          # O4 exact tail
+    assert delta_star(1, 24, q_notprior(0.2)) == pytest.approx((1 - q_notprior(0.2)) ** 24)  # τ = 1
+    p = ChannelPlan.optimise(0.2, q_notprior(0.2), 1, 1e-6)
+    assert (p.n, round(p.epsilon, 6)) == (24, 4.8)                                              # O6
+    for k, n, e in ((10, 62, 9.636), (100, 319, 25.334), (1000, 2502, 102.95)):                 # O7
+        p = ChannelPlan.optimise(0.2, q_notprior(0.2), k, 1e-6)
+        assert p.n == n and p.epsilon == pytest.approx(e, rel=1e-3)
+    p = ChannelPlan.optimise(0.1, q_notprior(0.1), 20, 1e-6)                                    # O8
+    assert p.n == 89 and p.epsilon == pytest.approx(5.466, rel=1e-3)
+    # The loose Chernoff form would need far more hits for the same δ* (why the exact tail is used).
+    assert math.exp(-0.25 * 20 / 3) > 1e-6 > p.delta_star
+
+
+def _channel_delta(eps: float, tau: int, calls: int, eps_g: float, p0: float) -> float:
+    """Exact δ at ε_g of a whole channel of NotPrior tests (worst case p1 = e^ε p0), halting at τ hits."""
+    p1 = min(1.0, math.exp(eps) * p0)
+    total = 0.0
+    for a, b in ((p0, p1), (p1, p0)):
+        d = 0.0
+        for length in range(tau, calls + 1):                 # transcripts ending at the τ-th hit
+            ways = comb(length - 1, tau - 1, exact=True)
+            pa, pb = a**tau * (1 - a) ** (length - tau), b**tau * (1 - b) ** (length - tau)
+            d += ways * max(0.0, pa - math.exp(eps_g) * pb)
+        for h in range(tau):                                 # transcripts that never reach τ hits
+            ways = comb(calls, h, exact=True)
+            pa, pb = a**h * (1 - a) ** (calls - h), b**h * (1 - b) ** (calls - h)
+            d += ways * max(0.0, pa - math.exp(eps_g) * pb)
+        total = max(total, d)
+    return total
+
+
+@pytest.mark.parametrize("p0", [0.02, 0.1, 0.3])
+def test_whole_channel_true_loss_within_reservation(p0: float) -> None:
+    eps, tau, delta = 0.5, 3, 1e-3
+    plan = ChannelPlan.optimise(eps, q_notprior(eps), tau, delta)
+    assert _channel_delta(eps, tau, 400, plan.epsilon, p0) <= delta
+    # An odometer charging only the hits seen (τ·ε) is not a valid guarantee for the interaction.
+    assert max(_channel_delta(eps, tau, 400, tau * eps, p) for p in (0.02, 0.1, 0.3)) > delta
+
+
+def _dlap_cdf_below(scale: float, k: int) -> float:
+    """P[Z < k] = 1 − P[Z ≥ k]."""
+    return 1.0 - discrete_laplace_tail(scale, k)
+
+
+def test_between_thresholds_q_verified_by_lp() -> None:
+    from scipy.optimize import linprog
+
+    eps, width = 0.3, 6
+    lo, hi = 0, width
+    scale = 1 / eps
+
+    def law(v: int) -> np.ndarray:   # P[below], P[between], P[above] for value v + Z
+        below = _dlap_cdf_below(scale, lo - v)
+        above = discrete_laplace_tail(scale, hi + 1 - v)
+        return np.array([below, 1 - below - above, above])
+
+    def lp_q(z0: np.ndarray, z1: np.ndarray) -> float:
+        def feasible(q: float) -> bool:
+            e = math.exp(eps)
+            a_ub, b_ub = [], []
+            for y in range(3):
+                row = np.zeros(3)
+                row[y] = e - 1           # Z0_y − w ≤ e(Z1_y − w)  ⇔  (e−1) w ≤ e Z1_y − Z0_y
+                a_ub.append(row.copy()); b_ub.append(e * z1[y] - z0[y])
+                a_ub.append(row.copy()); b_ub.append(e * z0[y] - z1[y])
+            for z in (z0, z1):           # Σ_{y∈⊤}(Z_y − w_y) ≥ q(1 − Σ w)
+                row = np.full(3, -q)
+                row[1] += 1
+                a_ub.append(row); b_ub.append(z[1] - q)
+            res = linprog(np.zeros(3), A_ub=a_ub, b_ub=b_ub, bounds=[(0, min(a, b)) for a, b in zip(z0, z1)])
+            return bool(res.status == 0)
+        lo_q, hi_q = 0.0, 1.0
+        for _ in range(22):
+            mid = (lo_q + hi_q) / 2
+            lo_q, hi_q = (mid, hi_q) if feasible(mid) else (lo_q, mid)
+        return lo_q
+
+    claim = q_between(eps, width, 1)
+    worst = min(lp_q(law(v), law(v + s)) for v in range(-3, width + 4) for s in (-1, 1))
+    assert worst >= claim * (1 - 1e-5)
+
+
+def _session(seed: int = 0, budget: dp.Budget = dp.ApproxDP(100, 1e-5), **kw: object) -> dp.Session:
+    data = pl.DataFrame({"u": range(600), "g": [i % 6 for i in range(600)]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=budget, seed=seed, **kw)  # type: ignore[arg-type]
+
+
+def _q(sess: dp.Session, g: int) -> dp.Query:
+    return sess.table("t").filter(pl.col("g") <= g).agg(dp.len())
+
+
+def test_channel_reserves_on_enter_and_halts_at_tau() -> None:
+    sess = _session()
+    ch = sess.target_charging(epsilon=1, max_hits=2, delta=1e-6)
+    assert sess.spent().epsilon == 0  # type: ignore[union-attr]
+    with ch:
+        assert sess.spent() == ch.cost
+        assert ch.test(_q(sess, 5), threshold=0)          # far above: a hit
+        assert not ch.test(_q(sess, 0), threshold=10_000)  # far below: free
+        assert "1 of 2 hits used; open" in ch.status()
+        assert ch.conditional_release(_q(sess, 5), when=lambda v: v > 0) == pytest.approx(600, abs=30)
+        assert ch.closed                                   # the τ-th hit closes the channel
+        with pytest.raises(dp.DPFrameError, match="closed"):
+            ch.test(_q(sess, 0), threshold=10_000)
+    assert sess.spent() == ch.cost                         # a filter: the reservation, whatever the hits
+
+
+def test_pay_only_for_change_prior_and_revisions() -> None:
+    sess = _session(1)
+    with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6, min_q=0.25) as ch:
+        assert ch.test(_q(sess, 5), threshold=100, prior=True)     # unchanged "above": free
+        assert ch.hits == 0
+        assert ch.conditional_release(_q(sess, 2), when=lambda v: v > 1000, name="h") is None
+        assert ch.hits == 0
+        assert ch.revise("h", when=lambda v: v > 10) == pytest.approx(300, abs=40)
+        assert ch.hits == 1
+        with pytest.raises(dp.DPFrameError, match="no unreleased"):
+            ch.revise("h", when=lambda v: True)
+        assert ch.between(_q(sess, 5), 0, 50) == "above" and ch.between(_q(sess, 0), 90, 110) == "between"
+        best, value = ch.select_best([_q(sess, 0), _q(sess, 3), _q(sess, 1)], epsilon=0.5)
+        assert best == 1 and value == pytest.approx(400, abs=40)
+        assert ch.hits == 3
+
+
+def test_per_unit_channel_removes_exhausted_units() -> None:
+    sess = _session(2, budget=dp.ApproxDP(1000, 1e-5))
+    with sess.target_charging(epsilon=2, max_hits=2, delta=1e-6, per_unit=True) as ch:
+        q = sess.table("t").filter(pl.col("g") == 0).agg(dp.len())
+        answers = [ch.test(q, threshold=50) for _ in range(4)]
+        assert answers == [True, True, False, False]     # the 100 units of g = 0 are exhausted after 2 hits
+        assert ch.test(_q(sess, 5), threshold=450)        # the other 500 units still answer
+        assert "hits per privacy unit" in ch.status()     # never how many units are exhausted
+    with pytest.raises(dp.PlanError, match="privacy-unit column"):
+        dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(),
+                   budget=dp.ApproxDP(1, 1e-6)).target_charging(epsilon=1, max_hits=2, delta=1e-7, per_unit=True)
+
+
+def test_zcdp_session_reserves_rho_with_delta_star() -> None:
+    sess = _session(budget=dp.ZCDP(100, 1e-5))
+    with sess.target_charging(epsilon=0.2, max_hits=10, delta=1e-6) as ch:
+        assert ch.plan.delta_star <= 1e-6
+        assert ch.cost.rho == pytest.approx(ch.plan.n * 0.02, rel=1e-9)  # type: ignore[attr-defined]
+
+
+def test_admission_depends_only_on_public_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    sess = _session(3)
+    with sess.target_charging(epsilon=1, max_hits=1, delta=1e-6) as ch:
+        def no_data(*a: object, **k: object) -> None:
+            raise AssertionError("data read before admission")
+        with monkeypatch.context() as m:
+            m.setattr(dp.Session, "_statistics", no_data)
+            with pytest.raises(dp.BudgetError):           # ε above the channel's: refused before any read
+                ch.test(_q(sess, 0), threshold=1, epsilon=2)
+            with pytest.raises(dp.BudgetError):           # a revision needs 2ε ≤ ε_ch
+                ch.conditional_release(_q(sess, 0), when=lambda v: True, name="x", epsilon=1)
+            with pytest.raises(dp.BudgetError, match="q ="):  # BetweenThresholds' q below the channel's
+                ch.between(_q(sess, 0), 0, 2)
+        assert ch.test(_q(sess, 5), threshold=0)
+        with monkeypatch.context() as m:
+            m.setattr(dp.Session, "_statistics", no_data)
+            with pytest.raises(dp.DPFrameError, match="closed"):   # τ reached: refused from the count
+                ch.test(_q(sess, 0), threshold=1)
+
+
+def test_bad_input_charges_nothing() -> None:
+    sess = _session(4)
+    for kwargs in ({"epsilon": 0}, {"epsilon": -1}, {"max_hits": 0}, {"delta": 0}, {"delta": 1.5},
+                   {"min_q": 0.9}):
+        args = {"epsilon": 0.5, "max_hits": 5, "delta": 1e-7} | kwargs
+        with pytest.raises(dp.DPFrameError):
+            with sess.target_charging(**args):  # type: ignore[arg-type]
+                pass
+        assert sess.spent().epsilon == 0  # type: ignore[union-attr]
+    pure = _session(budget=dp.PureDP(5))
+    with pytest.raises(dp.BudgetError, match="δ > 0"):
+        pure.target_charging(epsilon=0.5, max_hits=5, delta=1e-7)
+    ch = sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7)
+    with pytest.raises(dp.DPFrameError, match="not open"):
+        ch.test(_q(sess, 0), threshold=3)
+    with ch:
+        spent = sess.spent()
+        with pytest.raises(dp.PlanError, match="still open"):
+            sess.sparse_vector(threshold=3, max_positives=1, budget=dp.PureDP(1))
+        with pytest.raises(dp.PlanError, match="still open"):
+            sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7).__enter__()
+        for call in (lambda: ch.test(_q(sess, 0), threshold=_q(sess, 1)),
+                     lambda: ch.test(sess.table("t").group_by("g", keys=[0]).agg(dp.len()), threshold=3),
+                     lambda: ch.conditional_release(_q(sess, 0), when=5),
+                     lambda: ch.between(_q(sess, 0), 5, 1),
+                     lambda: ch.select_best([]),
+                     lambda: ch.test(_q(sess, 0), threshold=3, prior="yes")):
+            with pytest.raises(dp.DPFrameError):
+                call()
+        assert sess.spent() == spent and ch.hits == 0 and ch.calls == 0
+    with pytest.raises(dp.DPFrameError, match="closed"):
+        ch.test(_q(sess, 0), threshold=3)
