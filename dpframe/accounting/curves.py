@@ -449,7 +449,7 @@ def pure(epsilon: float) -> PrivacyCurve:
     p = 1 / (1 + math.exp(-e))
     hs = _hs_atoms(np.array([e, -e]), np.array([p, 1 - p]))
     return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, _rdp_pure(e), hs, hs, e, 0.0,
-                        e**2 / 2, False, pure_eps=e)
+                        e * e / 2, False, pure_eps=e)   # e * e: inf (not OverflowError) for absurd ε
 
 
 def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:

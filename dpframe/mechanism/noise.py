@@ -63,8 +63,9 @@ class Noise:
                                         argument="share", fix="pass a PureDP or ZCDP share")
         limit = MAX_LAPLACE_SCALE if noise.distribution == "discrete_laplace" else MAX_GAUSSIAN_SIGMA2
         if noise.scale > limit:  # refused while planning, before anything is charged
-            raise BudgetError(f"this budget is so small that the noise ({noise.describe()}) exceeds what the "
-                              "exact sampler supports", argument="budget",
+            digits = math.log10(noise.scale.numerator) - math.log10(noise.scale.denominator)  # no float overflow
+            raise BudgetError(f"this budget is so small that the noise scale (about 10^{digits:.0f}) exceeds what "
+                              "the exact sampler supports", argument="budget",
                               fix="give the query a larger budget, or narrow the bounds / max_rows")
         return noise
 

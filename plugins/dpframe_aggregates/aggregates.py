@@ -68,9 +68,14 @@ def _needs(m: Measure) -> dict[str, Need]:
 
 def grid_exponent(noise_scale: Fraction, magnitude: Fraction) -> int:
     """K with 2^k ≈ noise_scale / 2^20, raised so that ``magnitude`` / 2^k ≤ 2^31."""
-    k_noise = math.floor(math.log2(noise_scale)) - 20 if noise_scale > 0 else -20
-    k_range = math.ceil(math.log2(magnitude)) - 31 if magnitude > 0 else k_noise
+    k_noise = math.floor(_log2(noise_scale)) - 20 if noise_scale > 0 else -20
+    k_range = math.ceil(_log2(magnitude)) - 31 if magnitude > 0 else k_noise
     return max(k_noise, k_range)
+
+
+def _log2(x: Fraction) -> float:
+    """log₂ of a positive Fraction, without converting it to a float (which overflows beyond 1e308)."""
+    return math.log2(x.numerator) - math.log2(x.denominator)
 
 
 def _noise_scale(sensitivity_real: Fraction, share: Budget) -> Fraction:
