@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from dpframe.interactive.svt import SparseVector
     from dpframe.interactive.tct import TargetChargingChannel
     from dpframe.planner import PhysicalPlan
+    from dpframe.sql.topk import SQLTopKQuery
 
 T = TypeVar("T")
 TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
@@ -91,8 +92,11 @@ class Session:
             ``dp.PrivacyUnit.row()``).
         budget: the total budget: ``dp.PureDP``, ``dp.ApproxDP`` or ``dp.ZCDP``.
         ledger: a file path to keep the spent budget across restarts (SQLite); ``None`` keeps it in memory.
-        backend: execution engine name (``"polars"`` or ``"duckdb"``; see ``dpframe plugins``).
-        accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets); default by budget.
+        backend: execution engine name (``"polars"``, ``"duckdb"`` or ``"spark"``; see ``dpframe plugins``).
+        spark: for ``backend="spark"``: the ``SparkSession`` to run on (default: the active one); tables may
+            then also be Spark DataFrames or Parquet/Delta paths read by Spark. See ``docs/scaling.md``.
+        accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets), the default by budget;
+            ``"rdp"`` (Rényi filter) or ``"pld"`` (Rényi filter + PLD reports) for (ε, δ > 0) budgets.
         seed: **tests only** — a deterministic, NOT PRIVATE random source (``explain()`` says so).
         public_tables: for SQL: ``{name: table}`` of *public* lookup tables a query may JOIN with.
         public_keys: for SQL: ``{"table.column": [key, ...]}``, the public GROUP BY keys of a column.
@@ -104,7 +108,8 @@ class Session:
     def __init__(self, tables: Mapping[str, TableSource], *, privacy_unit: PrivacyUnit, budget: Budget,
                  ledger: str | Path | None = None, backend: str = "polars", accountant: str | None = None,
                  seed: int | None = None, public_tables: Mapping[str, Any] | None = None,
-                 public_keys: Mapping[str, Any] | None = None, bounds: Mapping[str, Any] | None = None) -> None:
+                 public_keys: Mapping[str, Any] | None = None, bounds: Mapping[str, Any] | None = None,
+                 spark: Any = None) -> None:
         if not isinstance(privacy_unit, PrivacyUnit):
             raise DPFrameError(f"expected dp.PrivacyUnit, got {privacy_unit!r}", argument="privacy_unit",
                                fix="pass dp.PrivacyUnit('user_id', max_rows=...) or dp.PrivacyUnit.row()")
@@ -120,6 +125,11 @@ class Session:
         self.plugins: PluginHost = plugin_host()
         self.accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
         self._backend = self.plugins.backend(backend)
+        if spark is not None:
+            if not hasattr(self._backend, "use_spark"):
+                raise DPFrameError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
+                                   fix="pass backend='spark', or leave spark= out")
+            self._backend.use_spark(spark)
         self.rng: RandomSource = default_source(seed)
         self._schemas: dict[str, pl.Schema] = {}
         self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
@@ -128,7 +138,8 @@ class Session:
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
                                   fix="use {'visits': data}")
-            frame = load_table(name, source)
+            # A backend may read its own sources (Spark DataFrames and paths stay in Spark).
+            frame = getattr(self._backend, "load_table", load_table)(name, source)
             self._schemas[name] = self._check_table(name, frame)
             self._sources[name] = (frame, source)
             _register(self._backend, name, frame, source)
@@ -140,7 +151,8 @@ class Session:
         # Run by the data owner when the session is created, before any analyst query.
         try:
             schema = frame.collect_schema()
-            rows = frame.select(pl.len()).collect().item()
+            own = getattr(self._backend, "table_is_empty", None)  # counted in place by such a backend
+            rows = int(not own(name)) if own is not None else frame.select(pl.len()).collect().item()
         except pl.exceptions.PolarsError as e:
             raise SchemaError(f"cannot read table {name!r}: {str(e).splitlines()[0]}", argument="tables",
                               fix="check the file or frame") from e
@@ -178,7 +190,8 @@ class Session:
             self._backends[name] = backend
         return self._backends[name]
 
-    def sql(self, query: str, *, keys: Mapping[str, Any] | None = None, backend: str | None = None) -> Query:
+    def sql(self, query: str, *, keys: Mapping[str, Any] | None = None,
+            backend: str | None = None) -> Query | SQLTopKQuery:
         """A private query written in SQL (DuckDB dialect): the same ``dp.Query`` as the method chain.
 
         ``keys={"column": [...]}`` gives public keys for GROUP BY columns (e.g. derived ones) in this query;

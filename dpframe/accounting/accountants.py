@@ -108,11 +108,15 @@ class Accountant(ABC):
         """The notion charges are kept in."""
         return self.total.notion
 
-    def charge(self, cost: Budget) -> Any:
-        """A query's cost as a charge of this accountant (raises if it cannot convert soundly)."""
+    def charge(self, cost: Budget) -> Budget:
+        """A query's cost as a charge of this accountant (raises if it cannot convert soundly).
+
+        RDP/PLD sessions return an :class:`~dpframe.accounting.RDPCharge` in place of a budget; treat
+        charges as opaque values for ``compose``/``fits``/``describe_charge`` and the ledger.
+        """
         return convert(cost, self.total.notion)
 
-    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Any:
+    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Budget:
         """The charge of a plan whose mechanisms cost ``cost`` in total, run on a Poisson sample.
 
         ``curves`` are the plan's mechanisms (already subsampled), if every mechanism declared one;
@@ -123,9 +127,8 @@ class Accountant(ABC):
         charged = self.charge(cost)
         if rate >= 1 or self.total.notion == "zcdp":
             return charged
-        eps = round_up(math.log1p(rate * math.expm1(float(charged.epsilon))))
-        if eps > charged.epsilon:
-            eps = charged.epsilon
+        first = charged.epsilon  # type: ignore[union-attr]
+        eps = min(first, round_up(math.log1p(rate * math.expm1(float(first)))))
         return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(repr(rate)))
 
     @overload

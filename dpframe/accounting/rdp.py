@@ -198,11 +198,12 @@ class RDPAccountant(Accountant):
         return "\n".join(lines)
 
     # ------------------------------------------------------------------------------ session filter
-    def charge(self, cost: Budget) -> RDPCharge:
+    def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
         """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
         return RDPCharge.of([curve_of(cost)])
 
-    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
+    def charge_plan(  # type: ignore[override]
+            self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
         if not curves:
             return RDPCharge.of([curve_of(cost).subsampled(rate)])
         for c in curves:
