@@ -110,3 +110,19 @@ def test_plugin_accountants_are_registered() -> None:
     for name in ("basic", "zcdp", "rdp", "pld"):
         assert host.accountant(name) is not None
     assert host.accountant("pld") is acc.PLDAccountant
+
+
+def test_plan_curve_without_rdp_is_refused_by_the_filter_before_charging() -> None:
+    sess = session("rdp")
+    only_profile = acc.from_profile(lambda e: 0.0, label="profile-only plugin mechanism")
+    with pytest.raises(dp.BudgetConversionError) as info:
+        sess.accountant.charge_plan(dp.PureDP(0.1), [only_profile])
+    assert "'pld'" in str(info.value) and info.value.argument == "mechanism"
+    assert sess.history().height == 0
+
+
+def test_standalone_accountants_do_not_need_a_total_but_session_methods_say_so() -> None:
+    a = acc.RDPAccountant()
+    with pytest.raises(dp.DPFrameError) as info:
+        a.total
+    assert info.value.argument == "total"
