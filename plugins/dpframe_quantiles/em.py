@@ -52,7 +52,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.noise import RandomSource, exponential_index_grouped
+from dpframe.noise import RandomSource, bernoulli_exp, exponential_index_grouped
 
 SUB_DENOMINATOR = 2**20
 """Rescaled probabilities of sub-problems are rounded to this denominator (public; only shapes accuracy)."""
@@ -94,55 +94,115 @@ class Segments:
     hi: npt.NDArray[np.int64]
 
 
-def blocks(values: npt.NDArray[np.int64], seg: Segments, q: Fraction) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
-        npt.NDArray[np.int64]]:
-    """The EM's blocks of every segment: (offsets, lower, length, C, utility), blocks in segment order.
+ENVELOPE_NATS = 40
+"""Window slack: a proposal falls outside the exact window with probability ≤ e⁻⁴⁰ (speed only, not privacy)."""
 
-    Segment g has r_g distinct values and r_g + 1 blocks: ``[lo, v₁)`` with C = 0, then ``[vⱼ, vⱼ₊₁)``
-    (the last one ``[v_r, hi + 1)``) with C = #{x ≤ vⱼ}. Lengths may be 0 (never chosen).
+
+def window(s: Fraction, size: int) -> int:
+    """Δ_U: blocks with utility ≥ U_ref − Δ_U are sampled individually; the rest through two envelopes.
+
+    With Δ_U ≥ (ln|X| + 40)/s the envelopes' total weight is ≤ e⁻⁴⁰ of the window's, so the rejection
+    step below almost never runs. Any Δ_U ≥ 0 gives the same (exact) output distribution.
     """
-    count = seg.end - seg.start
-    nseg = count.size
-    index = _ranges(seg.start, seg.end)
-    x = values[index]
-    owner = np.repeat(np.arange(nseg), count)
-    first = np.ones(x.size, dtype=bool)
-    first[1:] = (x[1:] != x[:-1]) | (owner[1:] != owner[:-1])
-    runs = np.flatnonzero(first)
-    run_owner = owner[runs]
-    run_value = x[runs]
-    run_end = np.append(runs[1:], x.size)                    # next run, or the next segment's first value
-    seg_base = np.concatenate([[0], np.cumsum(count)])[:-1]
-    run_c = run_end - seg_base[run_owner]
-    per_seg = np.bincount(run_owner, minlength=nseg) + 1
-    offsets = np.concatenate([[0], np.cumsum(per_seg)]).astype(np.int64)
-    total = int(offsets[-1])
-    lower = np.empty(total, dtype=np.int64)
-    c = np.zeros(total, dtype=np.int64)
-    gap0 = offsets[:-1]
-    lower[gap0] = seg.lo
-    run_slot = np.arange(runs.size) + run_owner + 1           # run j of segment g sits after g + 1 gap blocks
-    lower[run_slot] = run_value
-    c[run_slot] = run_c
-    upper = np.empty(total, dtype=np.int64)
-    upper[:-1] = lower[1:]
-    last = offsets[1:] - 1
-    upper[last] = seg.hi + 1
-    length = upper - lower
-    a, b = q.numerator, q.denominator
-    utility = -np.abs(b * c - a * np.repeat(count, per_seg))
-    return offsets, lower, length, c, utility
+    return math.ceil(Fraction(math.ceil((size.bit_length() * 0.6932 + ENVELOPE_NATS) * 1024), 1024) / s)
 
 
 def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
                 rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """One EM quantile per segment: (the released codes, #{x ≤ code} in each segment — private, for splitting)."""
-    offsets, lower, length, c, utility = blocks(values, seg, q)
-    pick = exponential_index_grouped(utility, scale(q, epsilon, max_rows), rng, offsets, multiplicities=length)
+    """One EM quantile per segment: (the released codes, #{x ≤ code} in each segment — private, for splitting).
+
+    Exact sampling in O(window) per segment after an O(log n) search. The blocks ``[vⱼ, vⱼ₊₁)`` (C
+    constant) whose utility is within Δ_U of a reference block near rank q·n are candidates as they
+    are; the blocks below and above that window form two *envelope* candidates, each weighted by its
+    total length times exp(s·U_env), U_env ≥ every utility inside it (U is unimodal in C). The draw is
+    a rejection sampler: one exact EM draw over the candidates (``exponential_index_grouped``), a
+    uniform integer inside the chosen block (or envelope), and, for an envelope, acceptance with
+    probability exp(−s·(U_env − U(z))) (``bernoulli_exp``, exact); rejected segments draw again from
+    scratch. The proposal weight of every integer z is exp(s·Ũ(z)) with Ũ ≥ U, equal inside the window,
+    so accepted draws have probability exactly ∝ exp(s·U(z)).
+    """
+    out = np.zeros(seg.start.size, dtype=np.int64)
+    below = np.zeros(seg.start.size, dtype=np.int64)
+    pending = np.arange(seg.start.size)
+    while pending.size:
+        sub = Segments(seg.start[pending], seg.end[pending], seg.lo[pending], seg.hi[pending])
+        code, c, accepted = _propose(values, sub, q, epsilon, max_rows, rng)
+        out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
+        pending = pending[~accepted]
+    return out, below
+
+
+def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
+             rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """One round of the rejection sampler of :func:`em_quantile` for every segment."""
+    a, b = q.numerator, q.denominator
+    s = scale(q, epsilon, max_rows)
+    n = seg.end - seg.start
+    an = a * n
+    size = int((seg.hi - seg.lo).max()) + 1 if n.size else 1
+    # reference block: the run containing position ⌊q·n⌋ (or the whole domain when a segment is empty)
+    p = np.minimum(an // b, np.maximum(n - 1, 0))
+    ref = np.where(n > 0, _count_at_most(values, seg, values[np.minimum(seg.start + p, max(values.size - 1, 0))]
+                                         if values.size else np.zeros_like(p)), 0)
+    reach = np.abs(b * ref - an) + window(s, size)
+    c_min = np.maximum(-((reach - an) // b), 0)
+    c_max = np.minimum((an + reach) // b, n)
+    # candidate ends i in [c_min, c_max]: 0 (the gap below the data), n, or where the value changes
+    i = _ranges(c_min, c_max + 1)
+    owner = np.repeat(np.arange(n.size), c_max + 1 - c_min)
+    pos = seg.start[owner] + i
+    at_end = i == n[owner]
+    nxt = values[np.where(at_end, 0, pos)] if values.size else np.zeros_like(pos)
+    prev = values[np.where(i == 0, 0, pos - 1)] if values.size else np.zeros_like(pos)
+    keep = (i == 0) | at_end | (prev != nxt)
+    i, owner, at_end, nxt, prev = i[keep], owner[keep], at_end[keep], nxt[keep], prev[keep]
+    lower = np.where(i == 0, seg.lo[owner], prev)
+    upper = np.where(at_end, seg.hi[owner] + 1, nxt)
+    count = np.bincount(owner, minlength=n.size)
+    first = np.concatenate([[0], np.cumsum(count)])[:-1]
+    last = first + count - 1
+    # envelopes: everything below the first / above the last window block, at the utility bound next to it
+    left_len = lower[first] - seg.lo
+    right_len = seg.hi + 1 - upper[last]
+    left_u = -(an - b * (c_min - 1))
+    right_u = -(b * (c_max + 1) - an)
+    per = count + 2
+    offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+    slot = np.arange(i.size) + 2 * owner + 1
+    total = int(offsets[-1])
+    util = np.zeros(total, dtype=np.int64)
+    mult = np.zeros(total, dtype=np.int64)
+    util[slot], mult[slot] = -np.abs(b * i - an[owner]), upper - lower
+    util[offsets[:-1]], mult[offsets[:-1]] = np.where(c_min > 0, left_u, 0), np.where(c_min > 0, left_len, 0)
+    util[offsets[1:] - 1], mult[offsets[1:] - 1] = np.where(c_max < n, right_u, 0), np.where(c_max < n, right_len, 0)
+    pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=mult)
     chosen = offsets[:-1] + pick
-    inside = np.array([int(rng.uniform_below(int(n), 1)[0]) for n in length[chosen]], dtype=np.int64)
-    return lower[chosen] + inside, c[chosen]
+    start_code = np.where(pick == 0, seg.lo, np.where(pick == per - 1, upper[last], 0))
+    inner = (pick > 0) & (pick < per - 1)
+    block = first + np.where(inner, pick - 1, 0)
+    start_code = np.where(inner, lower[block], start_code)
+    code = start_code + np.array([int(rng.uniform_below(int(m), 1)[0]) for m in mult[chosen]], dtype=np.int64)
+    c = np.where(inner, i[block], 0)
+    accepted = inner.copy()
+    for g in np.flatnonzero(~inner):          # an envelope was proposed (probability ≤ e⁻⁴⁰ by default)
+        one = Segments(seg.start[g:g + 1], seg.end[g:g + 1], seg.lo[g:g + 1], seg.hi[g:g + 1])
+        c[g] = int(_count_at_most(values, one, code[g:g + 1])[0])
+        gamma = s * (int(util[chosen[g]]) + abs(b * int(c[g]) - int(an[g])))
+        accepted[g] = bool(bernoulli_exp(gamma, 1, rng)[0])
+    return code, c, accepted
+
+
+def _count_at_most(values: npt.NDArray[np.int64], seg: Segments, v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """#{x ≤ v[g]} in each segment's sorted slice (a vectorised binary search over all segments)."""
+    lo, hi = seg.start.copy(), seg.end.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo - seg.start
+        mid = (lo + hi) // 2
+        right = active & (values[np.where(active, mid, 0)] <= v)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
 
 
 def joint_quantiles(groups: Sequence[npt.NDArray[np.int64]], size: int, qs: Sequence[Fraction], epsilon_level: Fraction,

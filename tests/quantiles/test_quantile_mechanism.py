@@ -8,7 +8,8 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
-from dpframe_quantiles.em import Segments, blocks, depth, joint_quantiles, rank_error_bound, scale
+from dpframe_quantiles import em
+from dpframe_quantiles.em import Segments, _count_at_most, depth, joint_quantiles, rank_error_bound, scale
 from scipy import stats as sps
 
 from dpframe.noise import SeededRandomSource
@@ -72,23 +73,22 @@ D = [1, 2, 2, 5, 6]
 NEIGHBOURS = [D, D + [0], D + [7], D[:-1], [2, 2, 5, 6]]
 
 
-def test_blocks_cover_the_domain_with_constant_rank() -> None:
+def test_count_at_most_per_segment() -> None:
     values = np.array([1, 2, 2, 5, 3, 3], dtype=np.int64)
-    seg = Segments(np.array([0, 4, 6]), np.array([4, 6, 6]), np.array([0, 2, 0]), np.array([7, 5, 3]))
-    offsets, lower, length, c, utility = blocks(values, seg, F(1, 2))
-    assert offsets.tolist() == [0, 4, 6, 7]
-    assert lower.tolist() == [0, 1, 2, 5, 2, 3, 0]
-    assert length.tolist() == [1, 1, 3, 3, 1, 3, 4]
-    assert c.tolist() == [0, 1, 3, 4, 0, 2, 0]
-    assert utility.tolist() == [-4, -2, -2, -4, -2, -2, 0]   # −|2C − n|
-    for g in range(3):   # every integer of the domain in exactly one block, C(z) = #{x ≤ z}
-        s, e = offsets[g], offsets[g + 1]
-        covered = [z for b in range(s, e) for z in range(lower[b], lower[b] + length[b])]
-        assert covered == list(range(seg.lo[g], seg.hi[g] + 1))
-        data = values[seg.start[g]:seg.end[g]]
-        for b in range(s, e):
-            for z in range(lower[b], lower[b] + length[b]):
-                assert c[b] == int((data <= z).sum())
+    seg = Segments(np.array([0, 0, 4, 6]), np.array([4, 4, 6, 6]), np.zeros(4, dtype=np.int64), np.full(4, 9))
+    assert _count_at_most(values, seg, np.array([2, 0, 3, 7])).tolist() == [3, 0, 2, 0]
+
+
+@pytest.mark.parametrize("qs", [[F(1, 2)], pytest.param([F(1, 5), F(3, 5)], marks=pytest.mark.slow),
+                                pytest.param([F(0), F(1)], marks=pytest.mark.slow)])
+def test_envelope_rejection_path_is_exact(monkeypatch: pytest.MonkeyPatch, qs: list[F]) -> None:
+    """With no window every block outside the reference block goes through the envelopes and the
+    rejection step: the output distribution must still be the exact EM's."""
+    monkeypatch.setattr(em, "window", lambda s, size: 0)
+    data = [1, 2, 2, 2, 5, 6, 6, 9]
+    pmf = joint_pmf(data, 0, 11, qs, F(1), 1)
+    counts = sample(data, 12, qs, F(1), 1, 10_000, seed=len(qs))
+    assert chi2_pvalue(counts, pmf) > 1e-4
 
 
 @pytest.mark.parametrize(("q", "m"), [(F(1, 2), 1), (F(1, 4), 1), (F(9, 10), 2), (F(0), 1), (F(1), 1)])
