@@ -23,11 +23,12 @@ import polars as pl
 from dpframe.budgets import Budget
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.frame import Query
-from dpframe.plan.nodes import Aggregate, RowNode
+from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planner import PhysicalPlan, check_budget
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
+from dpframe.sql.topk import SQLTopKQuery, top_k_call, top_k_query
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -45,6 +46,17 @@ def unsupported(backend: Any, node: RowNode) -> str | None:
         return None if reason is None else str(reason)
     reason = getattr(node, "polars_unavailable", None)
     return None if reason is None else str(reason)
+
+
+def refusal(backend: Any, node: Node) -> str | None:
+    """The first row node of ``node``'s lineage that ``backend`` cannot run, with the reason (None: all run)."""
+    for n in node.lineage():
+        if isinstance(n, RowNode):
+            reason = unsupported(backend, n)
+            if reason is not None:
+                text = n.describe()
+                return text if reason in text else f"{text}: {reason}"
+    return None
 
 
 class SQLQuery(Query):
@@ -68,14 +80,7 @@ class SQLQuery(Query):
         return self._session._backend_for(self.backend_name)
 
     def _refusal(self) -> str | None:
-        backend = self._backend()
-        for n in self.node.lineage():
-            if isinstance(n, RowNode):
-                reason = unsupported(backend, n)
-                if reason is not None:
-                    text = n.describe()
-                    return text if reason in text else f"{text}: {reason}"
-        return None
+        return refusal(self._backend(), self.node)
 
     def plan(self, budget: Budget) -> PhysicalPlan:
         budget = check_budget(budget)
@@ -131,7 +136,7 @@ class SQLQuery(Query):
 
 
 def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = None,
-              backend: str | None = None) -> SQLQuery:
+              backend: str | None = None) -> SQLQuery | SQLTopKQuery:
     """Parse, check and lower ``text`` for ``session`` (free: reads no private data)."""
     if backend is not None:
         session._backend_for(backend)  # validates the name
@@ -139,6 +144,9 @@ def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = N
         raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
                         fix="pass keys={'column': [value, ...]}")
     parsed = parse(text)
+    call = top_k_call(parsed)
+    if call is not None:
+        return top_k_query(session, parsed, call, keys, backend)
     compiled = Compiler(session._sql_catalog, parsed, keys).compile()
     return SQLQuery(session, compiled.node, text=parsed.text, post=compiled.post, explain_only=parsed.explain,
                     backend=backend, notes=compiled.notes)

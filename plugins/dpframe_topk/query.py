@@ -135,8 +135,10 @@ class TopKQuery:
 
     def __init__(self, session: Session, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None, *,
                  k: int | None, score: Measure, method: str, release_scores: bool, k_max: int | None,
-                 lam: float | Fraction | None, ptr: str, delta_t: float | None) -> None:
+                 lam: float | Fraction | None, ptr: str, delta_t: float | Fraction | None,
+                 backend: str | None = None) -> None:
         self._session, self._node, self._by, self._keys = session, node, by, keys
+        self._backend = backend     # a backend name other than the session's (sess.sql(..., backend=))
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise PlanError(f"must be a whole number ≥ 1 or None, got {k!r}", argument="k",
                             fix="pass k=10, or k=None to choose k from the data")
@@ -331,7 +333,8 @@ class TopKQuery:
 
     def _run(self, plan: TopKPlan) -> pl.DataFrame | TopKFailed:
         sess = self._session
-        stats = sess._statistics(self._node, self._by, self._keys, (self.score.statistic,))
+        stats = sess._statistics(self._node, self._by, self._keys, (self.score.statistic,),
+                                 backend=sess._backend_for(self._backend))
         scores = stats[self.score.statistic.key].to_numpy().astype(np.int64)
         k_tested, chosen, noisy = self._select(plan, scores)
         if chosen is None:

@@ -1,0 +1,232 @@
+"""``HAVING TOP_K(score, k)``: private top-k selection written in SQL.
+
+.. code-block:: sql
+
+    SELECT city FROM visits WHERE age >= 18 GROUP BY city
+    HAVING TOP_K(COUNT(DISTINCT user_id), 10)                      -- the 10 cities with most users
+
+``TOP_K(score, k, [method := '...', k_max := n, lam := x, ptr := '...', delta_t := x])`` as the whole
+``HAVING`` clause keeps the groups whose ``score`` is among the k largest: exactly
+``frame.group_by(keys).top_k(k=k, score=..., method=...)`` (:class:`dpframe_topk.TopKQuery`), with the same
+cost, ``explain()`` and ``collect()``. ``k`` is a whole number, or ``NULL`` to choose k from the data.
+The score is ``COUNT(DISTINCT <privacy unit>)`` (``dp.count_units()``), ``COUNT(*)``, ``COUNT(x)`` or
+``SUM(CLAMP(x, lo, hi))``. The SELECT list holds the GROUP BY keys and, to also release noisy scores
+(``release_scores=True``, a visible share of the budget), the score aggregate itself. The result is the
+key set sorted by key, or a :class:`dpframe_topk.TopKFailed` — never ordered by score, so ``ORDER BY``
+and ``LIMIT`` are refused.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": range(400), "city": ["a"] * 250 + ["b"] * 150})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ZCDP(1, 1e-8), seed=0)
+    >>> q = sess.sql("SELECT city FROM t GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), NULL)")
+    >>> q.collect(dp.ZCDP(1, 1e-8))["city"].to_list()
+    ['a', 'b']
+
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+import dpframe.measures as dpm
+from dpframe.errors import PlanError
+from dpframe.measures import Measure
+from dpframe.sql.aggregates import contains, is_aggregate, number
+from dpframe.sql.compile import Compiler, canonical
+from dpframe.sql.parse import Parsed, fragment
+
+if TYPE_CHECKING:
+    from dpframe.session import Session
+
+FORM = "SELECT key FROM t GROUP BY key HAVING TOP_K(COUNT(DISTINCT unit) | COUNT(*) | SUM(CLAMP(x, lo, hi)), k | NULL)"
+_OPTIONS = {"method": "STRING", "ptr": "STRING", "k_max": "INTEGER", "lam": "number", "delta_t": "number"}
+
+
+def _is_top_k(node: Any) -> bool:
+    return isinstance(node, dict) and node.get("class") == "FUNCTION" and \
+        str(node.get("function_name", "")).lower() == "top_k"
+
+
+def top_k_call(parsed: Parsed) -> dict[str, Any] | None:
+    """The ``TOP_K(...)`` call that is the whole HAVING clause, None if the query has no TOP_K.
+
+    A ``TOP_K`` anywhere else (SELECT list, WHERE, a CTE, inside an expression) is refused.
+    """
+    node = parsed.node
+    having = node.get("having") if node.get("type") == "SELECT_NODE" else None
+    if _is_top_k(having):
+        rest = dict(node, having=None)
+        if not contains(rest, _is_top_k):
+            return having
+    found = _find(node)
+    if found is None:
+        return None
+    raise PlanError(f"TOP_K(...) must be the whole HAVING clause: {fragment(parsed.text, found)}", argument="sql",
+                    fix=f"write {FORM}")
+
+
+def _find(node: Any) -> dict[str, Any] | None:
+    if _is_top_k(node):
+        return dict(node)
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        found = _find(child)
+        if found is not None:
+            return found
+    return None
+
+
+class SQLTopKQuery:
+    """A top-k query written in SQL: a :class:`dpframe_topk.TopKQuery` plus the SQL's output names.
+
+    ``cost`` and ``explain`` are the top-k query's (free); ``collect`` charges and runs it and returns
+    its result with the SELECT list's column names, or its ``TopKFailed``.
+    """
+
+    def __init__(self, session: Session, inner: Any, *, text: str, columns: tuple[tuple[str, str], ...],
+                 explain_only: bool, backend: str | None) -> None:
+        self._session, self.inner, self.text, self.columns = session, inner, text, columns
+        self.explain_only, self.backend_name = explain_only, backend
+
+    def _refusal(self) -> str | None:
+        from dpframe.sql.query import refusal
+
+        return refusal(self._session._backend_for(self.backend_name), self.inner._node)
+
+    def cost(self, budget: object) -> Any:
+        """The exact cost (the whole budget, in the session's notion). Free."""
+        return self.inner.cost(budget)
+
+    def explain(self, budget: object, format: str = "text") -> Any:
+        """The top-k plan, then the SQL and the backend. Free."""
+        out = self.inner.explain(budget, format)
+        refused = self._refusal()
+        backend = str(self._session._backend_for(self.backend_name).name)
+        if format == "json":
+            return dict(out, sql=self.text, backend=backend, refused=refused)
+        lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        if refused:
+            lines.append(f"REFUSED on this backend: {refused}; run it with backend='duckdb'")
+        return "\n".join(lines)
+
+    def collect(self, budget: object) -> Any:
+        """Charge and run: the key set (sorted by key) under the SELECT list's names, or ``TopKFailed``."""
+        if self.explain_only:
+            return pl.DataFrame({"explain": [self.explain(budget)]})
+        self.inner.plan(budget)                      # bad budgets raise first, uncharged
+        refused = self._refusal()
+        if refused is not None:
+            raise PlanError(f"backend {self._session._backend_for(self.backend_name).name!r} cannot run {refused}",
+                            argument="backend", fix="run it on DuckDB: sess.sql(..., backend='duckdb'); nothing "
+                                                    "was charged")
+        out = self.inner.collect(budget)
+        if not isinstance(out, pl.DataFrame):
+            return out
+        return out.select([pl.col(src).alias(name) for name, src in self.columns])
+
+    def describe(self) -> str:
+        return "SQL: " + " ".join(self.text.split())
+
+    def __repr__(self) -> str:
+        return f"<dp.TopKQuery {self.describe()}>"
+
+
+def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Mapping[str, Any] | None,
+                backend: str | None) -> SQLTopKQuery:
+    """Lower ``SELECT keys ... GROUP BY keys HAVING TOP_K(score, k, ...)`` to the method chain's top-k query."""
+    from dpframe.frame import _plugin_module
+
+    text, node = parsed.text, parsed.node
+    args = [a for a in call.get("arguments", []) if not a.get("name")]
+    named = {str(a["name"]).lower(): a["expression"] for a in call.get("arguments", []) if a.get("name")}
+    if len(args) != 2 or not is_aggregate(args[0]["expression"]):
+        raise PlanError(f"TOP_K takes a score aggregate and k: {fragment(text, call)}", argument="sql",
+                        fix=f"write {FORM}")
+    score, k = args[0]["expression"], _k(text, args[1]["expression"])
+    options = {name: _option(text, name, value) for name, value in named.items()}
+    if not node.get("group_expressions"):
+        raise PlanError(f"TOP_K ranks groups, but the query has no GROUP BY: {fragment(text, call)}",
+                        argument="sql", fix=f"write {FORM}")
+    if node.get("modifiers"):
+        raise PlanError("ORDER BY / LIMIT / DISTINCT are not supported with TOP_K: the released key set is "
+                        "sorted by key and never ordered by score", argument="sql", fix="remove them")
+    units = _count_units(score)
+    target = canonical(score)
+    items = node["select_list"]
+    shown = [canonical(i) == target for i in items]
+    for item, is_score in zip(items, shown):
+        if not is_score and contains(item, is_aggregate):
+            raise PlanError(f"with TOP_K the SELECT list holds the GROUP BY keys and optionally the TOP_K score "
+                            f"(to release noisy scores): {fragment(text, item)}", argument="sql",
+                            fix="compute other aggregates of the selected keys in a second query")
+    # The same query without TOP_K, with the score as an aggregate: the compiler builds its row nodes,
+    # keys and measure. COUNT(DISTINCT unit) compiles as COUNT(unit), then becomes dp.count_units().
+    plain = dict(score, distinct=False)
+    select = [dict(plain, alias=i.get("alias", "")) if s else i for i, s in zip(items, shown)]
+    synthetic = dict(copy.deepcopy(node), having=None, modifiers=[],
+                     select_list=select if any(shown) else [*select, plain])
+    compiled = Compiler(session._sql_catalog, Parsed(text, synthetic, parsed.explain), keys).compile()
+    if compiled.post.describe() is not None:
+        raise PlanError("with TOP_K the SELECT list holds only GROUP BY keys and the TOP_K score, not expressions "
+                        "over them", argument="sql", fix="select the GROUP BY columns themselves")
+    agg = compiled.node
+    measure: Measure = agg.measures[-1] if not any(shown) else agg.measures[0]
+    columns = compiled.post.columns if any(shown) else compiled.post.columns[:-1]
+    if units:
+        unit = session._sql_catalog.unit
+        if unit is None or measure.column != unit:
+            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, so its argument must be the privacy-unit "
+                            f"column: {fragment(text, score)}", argument="sql",
+                            fix=f"write COUNT(DISTINCT {unit})" if unit else
+                            "with row-level privacy every row is a unit: use COUNT(*)")
+        default = measure.output_name == f"{unit}_count"
+        measure = dpm.count_units().alias(measure.output_name)
+        if default:
+            columns = tuple(("count_units", s) if s == measure.output_name else (n, s) for n, s in columns)
+    inner = _plugin_module("topk", "dpframe_topk.query").TopKQuery(
+        session, agg.input, agg.by, agg.keys, k=k, score=measure, method=options.get("method", "stable"),
+        release_scores=any(shown), k_max=options.get("k_max"), lam=options.get("lam"),
+        ptr=options.get("ptr", "gaussian"), delta_t=options.get("delta_t"), backend=backend)
+    return SQLTopKQuery(session, inner, text=text, columns=columns, explain_only=parsed.explain, backend=backend)
+
+
+def _count_units(score: dict[str, Any]) -> bool:
+    name = str(score.get("function_name", "")).lower()
+    if score.get("distinct") and name != "count":
+        raise PlanError(f"{name.upper()}(DISTINCT ...) is not a TOP_K score", argument="sql",
+                        fix="use COUNT(DISTINCT <privacy unit>), COUNT(*), COUNT(x) or SUM(CLAMP(x, lo, hi))")
+    return bool(score.get("distinct"))
+
+
+def _k(text: str, node: dict[str, Any]) -> int | None:
+    lit = node.get("literal") or {}
+    if node.get("class") == "CONSTANT" and lit.get("kind") == "NULL_LITERAL":
+        return None
+    value = number(node)
+    if not isinstance(value, int):
+        raise PlanError(f"k must be a whole-number literal or NULL: {fragment(text, node)}", argument="sql",
+                        fix="e.g. TOP_K(COUNT(*), 10), or TOP_K(COUNT(*), NULL) to choose k from the data")
+    return value
+
+
+def _option(text: str, name: str, node: dict[str, Any]) -> Any:
+    kind = _OPTIONS.get(name)
+    if kind is None:
+        raise PlanError(f"TOP_K has no option {name!r}: {fragment(text, node)}", argument="sql",
+                        fix=f"options: {', '.join(f'{o} := ...' for o in _OPTIONS)}")
+    lit = node.get("literal") or {}
+    if kind == "STRING" and node.get("class") == "CONSTANT" and lit.get("kind") == "STRING":
+        return str(lit["text"])
+    value = number(node)
+    if kind == "INTEGER" and isinstance(value, int):
+        return value
+    if kind == "number" and value is not None:
+        return Fraction(str(value)) if isinstance(value, float) else value
+    raise PlanError(f"TOP_K option {name} must be a {kind.lower()} literal: {fragment(text, node)}",
+                    argument="sql", fix=f"e.g. {name} := " + ("'stable'" if kind == "STRING" else "10"))

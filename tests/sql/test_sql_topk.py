@@ -1,0 +1,152 @@
+"""``HAVING TOP_K(score, k)``: the same top-k query as the method chain; bad input is refused uncharged."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from dpframe_topk import TopKFailed
+
+import dpframe as dp
+
+COUNTS = {"a": 400, "b": 300, "c": 200, "d": 20, "e": 10, "f": 5}
+KEYS = sorted(COUNTS)
+APPROX = dp.ApproxDP(2, 1e-6)
+
+
+def _data() -> pl.DataFrame:
+    rows, user = [], 0
+    for city, n in COUNTS.items():
+        for _ in range(n):
+            rows.append((user, city, user % 7))
+            rows.append((user, "a" if city != "a" else "b", user % 7))   # each user touches two cities
+            user += 1
+    return pl.DataFrame(rows, schema=["user", "city", "spend"], orient="row")
+
+
+def _session(seed: int = 0, **kw: object) -> dp.Session:
+    return dp.Session({"v": _data()}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
+                      budget=dp.ApproxDP(100, 1e-3), seed=seed, **kw)
+
+
+CASES = [
+    # (SQL, method-chain twin, budget, session options)
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), NULL)",
+     lambda s: s.table("v").group_by("city").top_k(k=None, score=dp.count_units()), APPROX, {}),
+    ("SELECT city FROM v WHERE spend >= 2 GROUP BY city HAVING TOP_K(COUNT(*), 3)",
+     lambda s: s.table("v").filter(pl.col("spend") >= 2).group_by("city").top_k(k=3, score=dp.len()), APPROX, {}),
+    ("SELECT city, SUM(CLAMP(spend, 0, 6)) FROM v GROUP BY city "
+     "HAVING TOP_K(SUM(CLAMP(spend, 0, 6)), 2, method := 'limited_domain')",
+     lambda s: s.table("v").group_by("city").top_k(k=2, score=dp.sum("spend", bounds=(0, 6)),
+                                                  method="limited_domain", release_scores=True), APPROX, {}),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), 3, method := 'gumbel')",
+     lambda s: s.table("v").group_by("city", keys=KEYS).top_k(k=3, method="gumbel"), dp.PureDP(3),
+     {"public_keys": {"v.city": KEYS}}),
+    ("SELECT city, COUNT(DISTINCT user) FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), 2, method := 'tct')",
+     lambda s: s.table("v").group_by("city", keys=KEYS).top_k(k=2, method="tct", release_scores=True),
+     dp.ApproxDP(8, 1e-6), {"public_keys": {"v.city": KEYS}}),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL, k_max := 4, ptr := 'laplace', "
+     "delta_t := 1e-7, lam := 2)",
+     lambda s: s.table("v").group_by("city").top_k(k=None, score=dp.len(), k_max=4, ptr="laplace", delta_t=1e-7,
+                                                  lam=2), APPROX, {}),
+]
+
+
+@pytest.mark.parametrize(("sql", "chain", "budget", "options"), CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_query_as_the_method_chain(sql, chain, budget, options, seed):
+    s1, s2 = _session(seed, **options), _session(seed, **options)
+    q_sql, q_chain = s1.sql(sql), chain(s2)
+    assert q_sql.cost(budget) == q_chain.cost(budget)
+    assert q_chain.explain(budget) in q_sql.explain(budget)
+    out_sql, out_chain = q_sql.collect(budget), q_chain.collect(budget)
+    assert s1.spent() == s2.spent() == s1.accountant.charge(budget)
+    assert type(out_sql) is type(out_chain)
+    if isinstance(out_chain, pl.DataFrame):
+        assert out_sql.columns[0] == "city"
+        assert out_sql.to_dicts() == out_chain.to_dicts()
+    else:
+        assert out_sql == out_chain
+
+
+def test_duckdb_backend_and_output_names():
+    s1, s2 = _session(3), _session(3)
+    q = s1.sql("SELECT city AS place, COUNT(DISTINCT user) AS users FROM v GROUP BY city "
+               "HAVING TOP_K(COUNT(DISTINCT user), 3)", backend="duckdb")
+    assert "backend: duckdb" in q.explain(APPROX)
+    out = q.collect(APPROX)
+    twin = s2.table("v").group_by("city").top_k(k=3, release_scores=True).collect(APPROX)
+    assert out.columns == ["place", "users"]
+    assert out.rows() == twin.rows()
+    assert out["place"].to_list() == ["a", "b", "c"]
+
+
+def test_multi_key_group_by_and_failed_result():
+    sess = _session(5)
+    out = sess.sql("SELECT city, spend FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), NULL)") \
+        .collect(dp.ApproxDP(0.01, 1e-6))
+    assert isinstance(out, TopKFailed) and not out
+    assert sess.spent() == dp.ApproxDP(0.01, 1e-6)
+    out = sess.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
+    twin = _session(5).table("v").group_by("city", "spend").top_k(k=2, score=dp.len())
+    twin._session.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)").collect(
+        dp.ApproxDP(0.01, 1e-6))                                    # the same draws before it
+    assert out.columns == ["spend", "city"]
+    assert out.select("city", "spend").rows() == twin.collect(APPROX).rows()
+
+
+def test_explain_select_charges_nothing():
+    sess = _session()
+    before = sess.spent()
+    out = sess.sql("EXPLAIN SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
+    assert "top-k" in out["explain"][0] and "sql: SELECT city" in out["explain"][0]
+    assert sess.spent() == before
+
+
+BAD = [
+    ("SELECT city FROM v WHERE TOP_K(COUNT(*), 2) GROUP BY city", "whole HAVING clause"),
+    ("SELECT TOP_K(COUNT(*), 2) FROM v GROUP BY city", "whole HAVING clause"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2) AND COUNT(*) > 3", "whole HAVING clause"),
+    ("SELECT COUNT(*) FROM v HAVING TOP_K(COUNT(*), 2)", "no GROUP BY"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2) ORDER BY city", "ORDER BY"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2) LIMIT 1", "ORDER BY / LIMIT"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*))", "score aggregate and k"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(city, 2)", "score aggregate and k"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2.5)", "whole-number literal"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), spend)", "whole-number literal"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 0)", "≥ 1"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, mode := 'x')", "no option 'mode'"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, method := 3)", "string literal"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, method := 'best')", "unknown method"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT city), 2)", "privacy-unit column"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(SUM(DISTINCT spend), 2)", "not a TOP_K score"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(AVG(CLAMP(spend, 0, 5)), 2)", "not a score top-k can rank"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(SUM(spend), 2)", "needs clipping bounds"),
+    ("SELECT city, COUNT(*) FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), 2)", "optionally the TOP_K"),
+    ("SELECT upper(city) FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2)", "not expressions"),
+    ("SELECT spend FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2)", "raw column"),
+    ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, method := 'gumbel')", "public key domain"),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), BAD)
+def test_bad_input_is_refused_uncharged(sql, message):
+    sess = _session()
+    before = sess.spent()
+    with pytest.raises(dp.DPFrameError, match=message):
+        sess.sql(sql).collect(APPROX)
+    assert sess.spent() == before
+
+
+def test_budget_and_backend_refusals_are_uncharged():
+    sess = _session()
+    before = sess.spent()
+    stable = sess.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)")
+    with pytest.raises(dp.BudgetError, match="needs δ > 0"):
+        stable.collect(dp.PureDP(1))
+    duck_only = sess.sql("SELECT city FROM v WHERE spend % 2 = 0 GROUP BY city HAVING TOP_K(COUNT(*), NULL)")
+    assert "REFUSED on this backend" in duck_only.explain(APPROX)
+    with pytest.raises(dp.PlanError, match="backend='duckdb'"):
+        duck_only.collect(APPROX)
+    assert sess.spent() == before
+    assert isinstance(sess.sql("SELECT city FROM v WHERE spend % 2 = 0 GROUP BY city HAVING TOP_K(COUNT(*), NULL)",
+                               backend="duckdb").collect(APPROX), pl.DataFrame | TopKFailed)
