@@ -4,6 +4,6 @@
   the released output's cell (basic composition only; δ never refunded);
 * :mod:`~dpframe.interactive.svt`: sparse vector with refund of unused positives (``sess.sparse_vector``);
 * :mod:`~dpframe.interactive.tct`: target-charging channels (``sess.target_charging``);
-* :mod:`~dpframe.interactive.ptr`: propose-test-release, generalized PTR median;
-* :mod:`~dpframe.interactive.gated`: gated release and early stopping charged by stopping time.
+* :mod:`~dpframe.interactive.ptr`: propose-test-release, gated release, generalized PTR median;
+* :mod:`~dpframe.interactive.stopping`: early stopping charged by stopping time.
 """

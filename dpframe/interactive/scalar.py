@@ -71,11 +71,12 @@ class Scalar:
         from dpframe.frame import Frame
 
         unit = session.privacy_unit.column
+        assert unit is not None
         return Frame(session, node).filter(~pl.col(unit).is_in(list(exclude)))._node
 
     def noisy(self, session: Session, scale: Fraction, rng: RandomSource,
               exclude: frozenset[Any] = frozenset()) -> int:
-        """exact + discrete Laplace(scale), in statistic units (PRIVATE input, DP output)."""
+        """Exact + discrete Laplace(scale), in statistic units (PRIVATE input, DP output)."""
         return self.exact(session, exclude) + int(discrete_laplace(scale, 1, rng)[0])
 
     def to_output(self, value: int) -> float | int:

@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from dpframe.session import Session
 
 T = TypeVar("T")
-_OPEN: weakref.WeakKeyDictionary[Any, Reservation] = weakref.WeakKeyDictionary()
-
-
 class Reservation:
     """One open interactive stream's ledger charge."""
+
+    closed: bool
+    what: str
 
     def __init__(self, session: Session, cost: Budget, what: str, mechanisms: str) -> None:
         other = _OPEN.get(session)
@@ -68,3 +68,6 @@ class Reservation:
         if not self.closed:
             self.closed = True
             self.session._ledger.settle(self.id, cost, cell)
+
+
+_OPEN: weakref.WeakKeyDictionary[Any, Reservation] = weakref.WeakKeyDictionary()

@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dpframe.budgets import ApproxDP, Budget, PureDP, make
@@ -186,8 +187,8 @@ class SparseVector:
             eps_entry = entry_epsilon(self.eps2, self.eps3, self.max_positives, k, refund)
             for index, sc in self._positive_queries:
                 scale = sc.sensitivity / eps_entry
-                self.values[index] = sc.to_output(self._reservation.run(
-                    lambda sc=sc, scale=scale: sc.noisy(self.session, scale, self.session.rng)))
+                self.values[index] = sc.to_output(self._reservation.run(partial(
+                    sc.noisy, self.session, scale, self.session.rng)))
         if refund:
             self._reservation.settle(self._cell_cost(), f"{k} positives")
             self._refunded = True

@@ -156,7 +156,8 @@ class TargetChargingChannel:
         total = session.accountant.total
         if getattr(total, "delta", 0) == 0:
             raise BudgetError("target charging needs δ > 0 but this session's total budget has δ = 0",
-                              argument="delta", fix="open the session with dp.ApproxDP(eps, delta) or dp.ZCDP(rho, delta)")
+                              argument="delta",
+                              fix="open the session with dp.ApproxDP(eps, delta) or dp.ZCDP(rho, delta)")
         if total.notion == "zcdp":
             self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
             self.cost: Budget = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))

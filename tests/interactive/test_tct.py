@@ -87,12 +87,13 @@ def test_between_thresholds_q_verified_by_lp() -> None:
             for y in range(3):
                 row = np.zeros(3)
                 row[y] = e - 1           # Z0_y − w ≤ e(Z1_y − w)  ⇔  (e−1) w ≤ e Z1_y − Z0_y
-                a_ub.append(row.copy()); b_ub.append(e * z1[y] - z0[y])
-                a_ub.append(row.copy()); b_ub.append(e * z0[y] - z1[y])
+                a_ub += [row.copy(), row.copy()]
+                b_ub += [e * z1[y] - z0[y], e * z0[y] - z1[y]]
             for z in (z0, z1):           # Σ_{y∈⊤}(Z_y − w_y) ≥ q(1 − Σ w)
                 row = np.full(3, -q)
                 row[1] += 1
-                a_ub.append(row); b_ub.append(z[1] - q)
+                a_ub.append(row)
+                b_ub.append(z[1] - q)
             res = linprog(np.zeros(3), A_ub=a_ub, b_ub=b_ub, bounds=[(0, min(a, b)) for a, b in zip(z0, z1)])
             return bool(res.status == 0)
         lo_q, hi_q = 0.0, 1.0

@@ -1,0 +1,212 @@
+"""Propose-test-release with output-DP charging; a generalized-PTR median adapting to local sensitivity.
+
+**Block** (:func:`propose_test_release`, digest 002 §2.2 / 004 §4.2): a DP ``test`` (ε_test) and a
+``release`` that is ε_rel-DP on the data the test lets through (failure probability ≤ δ). Its output-DP
+spec is {⊥: ε_test, value: ε_test + ε_rel}, δ: the worst case is reserved, and under basic composition
+a ⊥ costs only the test (δ is always charged). :func:`gated_release` is the same block with a noisy
+threshold test (release only if a DP quality/size check passes).
+
+**Generalized PTR median** (:class:`RobustMedian`, thesis Alg. 7 / Thm 6.4.3 with proposal selection by
+AboveThreshold, §4.1 footnote). Values are clamped to public bounds and coded on a grid 0..M. Proposals
+β_1 < β_2 < … (grid steps, halving from M) are candidate local sensitivities. For the sorted codes x
+(padded with 0 below and M above), c = ⌈n/2⌉ and m = max_rows,
+
+    A(d) = x_(c+d+m) − x_(c−d−m),     D̂_β = min{d ≥ 0 : A(d) > β}.
+
+Adding/removing one unit moves every order statistic by ≤ m ranks, so the median of any dataset at
+distance d lies in the window of radius d·m… and D̂_β lower-bounds the distance (in rows) to a dataset
+whose local sensitivity exceeds β; D̂_β has sensitivity m. An AboveThreshold stream (c = 1, budget
+ε_test) asks "D̂_β ≥ t?" for β ascending; the first "yes" picks β, and the median is released with
+discrete Laplace noise of scale β/ε_rel — small when the data are dense around the median, whatever
+the bounds. A wrong pick needs D̂_β = 0 yet a "yes": probability ≤ J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ,
+t chosen exactly from the discrete Laplace tails. So the query is (ε_test + ε_rel, δ)-DP, ⊥ (no
+proposal passed) costs ε_test only.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"x": [50.0 + (i % 7) for i in range(4000)]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(2, 1e-6), seed=4)
+    >>> q = robust_median(sess.table("t"), "x", bounds=(0, 1000))
+    >>> q.cost(dp.ApproxDP(1, 1e-7))
+    ApproxDP(epsilon=1, delta=1e-07)
+    >>> 48 <= q.collect(dp.ApproxDP(1, 1e-7)) <= 56
+    True
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from dpframe.budgets import ApproxDP, Budget
+from dpframe.errors import BoundsError, BudgetError, SchemaError
+from dpframe.interactive.odp import OdpSpec, run_ex_post
+from dpframe.interactive.scalar import public_number, scalar
+from dpframe.interactive.svt import pure_epsilon
+from dpframe.mechanism import Statistic
+from dpframe.noise import discrete_laplace, discrete_laplace_tail
+
+if TYPE_CHECKING:
+    from dpframe.frame import Frame, Query
+    from dpframe.session import Session
+
+T = TypeVar("T")
+GRID_BITS = 16
+
+
+def propose_test_release(session: Session, test: Callable[[], bool], release: Callable[[], T], *,
+                         test_epsilon: Fraction, release_epsilon: Fraction, delta: Fraction = Fraction(0),
+                         what: str = "propose-test-release", mechanisms: str = "PTR") -> T | None:
+    """Run ``test`` (ε_test-DP); if it passes, ``release`` (ε_rel-DP on data the test lets through, δ).
+
+    Returns None (⊥) when the test fails; charged ε_test (+ δ) then, ε_test + ε_rel otherwise (basic
+    composition; other sessions pay the worst case). Both callables read private data: they run
+    inside the charged reservation.
+    """
+    spec = OdpSpec({"⊥": test_epsilon, "value": test_epsilon + release_epsilon}, delta,
+                   lambda y: "⊥" if y is None else "value")
+    return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None)
+
+
+def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, gate_budget: Budget) -> Any:
+    """``query.collect(budget)`` only if the noisy scalar ``gate`` ≥ ``threshold``, else None.
+
+    The gate is a ``gate_budget`` test; a None is charged the test only (basic composition). Both budgets
+    are pure ε.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 50})}, privacy_unit=dp.PrivacyUnit.row(),
+        ...                   budget=dp.PureDP(2), seed=0)
+        >>> t = sess.table("t")
+        >>> gated_release(t.agg(dp.mean("x", bounds=(0, 5))), dp.PureDP(1), t.agg(dp.len()), 1000, dp.PureDP(0.25))
+        >>> sess.spent()
+        PureDP(epsilon=1/4)
+
+    """
+    session = query._session
+    eps_rel, eps_gate = pure_epsilon(budget), pure_epsilon(gate_budget, "gate_budget")
+    sc = scalar(session, gate, eps_gate, argument="gate")
+    bar = sc.threshold_units(public_number(threshold, "threshold"))
+    plan = query.plan(budget)
+    from dpframe.session import _dry_run
+
+    _dry_run(plan)
+    return propose_test_release(
+        session, lambda: sc.noisy(session, sc.noise_scale, session.rng) >= bar,
+        lambda: session._run(query.node, plan), test_epsilon=eps_gate, release_epsilon=eps_rel,
+        what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release")
+
+
+def instability_distance(codes: np.ndarray, top: int, m: int, beta: int) -> int:
+    """D̂_β: the first d with x_(c+d+m) − x_(c−d−m) > β (codes sorted, padded with 0 and ``top``)."""
+    n = len(codes)
+    c = (n + 1) // 2
+    d = np.arange(0, n + 2)
+    hi_idx, lo_idx = c + d + m, c - d - m           # 1-based ranks
+    hi = np.where(hi_idx > n, top, codes[np.clip(hi_idx - 1, 0, max(n - 1, 0))] if n else top)
+    lo = np.where(lo_idx < 1, 0, codes[np.clip(lo_idx - 1, 0, max(n - 1, 0))] if n else 0)
+    over = np.nonzero(hi - lo > beta)[0]
+    return int(over[0]) if len(over) else n + 2
+
+
+class RobustMedian:
+    """The generalized-PTR median query (``explain``/``cost``/``collect``)."""
+
+    def __init__(self, frame: Frame, column: str, bounds: tuple[float, float]) -> None:
+        self._session = frame._session
+        self._node = frame._node
+        if column not in self._node.schema or not self._node.schema[column].is_numeric():
+            raise SchemaError(f"{column!r} is not a numeric column", argument="column",
+                              fix=f"use one of {list(self._node.schema.names())}")
+        if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+            raise BoundsError("expected (lower, upper)", argument="bounds", fix="pass bounds=(0, 1000)")
+        lo, hi = (public_number(b, "bounds") for b in bounds)
+        if not lo < hi:
+            raise BoundsError(f"lower {lo} must be < upper {hi}", argument="bounds", fix="swap them")
+        self.column, self.lo, self.hi = column, lo, hi
+        self.grid_exp = math.ceil(math.log2((hi - lo) / 2**GRID_BITS))
+        self.top = int((hi - lo) // Fraction(2) ** self.grid_exp)
+        self.m = self._session.privacy_unit.max_rows
+        self.proposals = sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)})
+
+    def _split(self, budget: Budget) -> tuple[Fraction, Fraction, Fraction]:
+        if not isinstance(budget, ApproxDP) or budget.delta == 0:
+            raise BudgetError(f"PTR needs an (ε, δ) budget with δ > 0, got {budget!r}", argument="budget",
+                              fix="pass dp.ApproxDP(1, 1e-7)")
+        return budget.epsilon / 2, budget.epsilon / 2, budget.delta
+
+    def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
+        """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
+        rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)
+        j = len(self.proposals)
+        half = 1
+        while j * (discrete_laplace_tail(nu_scale, half) + discrete_laplace_tail(rho_scale, half)) * (1 + 1e-9) \
+                > float(delta):
+            half += max(1, half // 8)
+        return 2 * half, rho_scale, nu_scale
+
+    def cost(self, budget: Budget) -> Budget:
+        """The worst-case cost (reserved): the whole budget; a ⊥ is settled to ε_test + δ."""
+        eps_test, eps_rel, delta = self._split(budget)
+        return self._session.accountant.charge(ApproxDP(eps_test + eps_rel, delta))
+
+    def explain(self, budget: Budget) -> str:
+        """Free: the proposals, the test threshold and the costs."""
+        eps_test, eps_rel, delta = self._split(budget)
+        t, _, _ = self.threshold(eps_test, delta)
+        unit = float(Fraction(2) ** self.grid_exp)
+        return (f"robust median of {self.column} in [{self.lo}, {self.hi}] (grid {unit:g})\n"
+                f"  generalized PTR: AboveThreshold over {len(self.proposals)} proposed local sensitivities "
+                f"{[b * unit for b in self.proposals[:4]]}…, test 'distance to instability ≥ {t} rows' "
+                f"(ε={float(eps_test):g})\n  release: median + discrete Laplace(β/{float(eps_rel):g}) of the "
+                f"first proposal that passes; ⊥ if none\n  cost: ε={float(eps_test + eps_rel):g}, "
+                f"δ={float(delta):g}; a ⊥ is charged ε={float(eps_test):g}, δ={float(delta):g} (output DP)")
+
+    def collect(self, budget: Budget) -> float | None:
+        """The noisy median, or None (⊥) when no proposal passed the test."""
+        eps_test, eps_rel, delta = self._split(budget)
+        t, rho_scale, nu_scale = self.threshold(eps_test, delta)
+        stat = Statistic("sorted", self.column, self.lo, self.hi, self.lo, 1, self.grid_exp)
+        session, rng = self._session, self._session.rng
+        chosen: list[int] = []
+
+        def test() -> bool:
+            stats = session._statistics(self._node, (), None, (stat,))
+            codes = np.asarray(stats[stat.key][0], dtype=np.int64)
+            self._codes = codes
+            rho = int(discrete_laplace(rho_scale, 1, rng)[0])
+            for beta in self.proposals:
+                d = min(instability_distance(codes, self.top, self.m, beta), 10**12)
+                if d + int(discrete_laplace(nu_scale, 1, rng)[0]) >= t + rho:
+                    chosen.append(beta)
+                    return True
+            return False
+
+        def release() -> float:
+            codes = self._codes
+            median = int(codes[(len(codes) + 1) // 2 - 1]) if len(codes) else 0
+            noisy = min(max(median + int(discrete_laplace(Fraction(chosen[0]) / eps_rel, 1, rng)[0]), 0), self.top)
+            return float(self.lo + noisy * Fraction(2) ** self.grid_exp)
+
+        try:
+            return propose_test_release(session, test, release, test_epsilon=eps_test, release_epsilon=eps_rel,
+                                        delta=delta, what=f"robust_median({self.column})",
+                                        mechanisms="generalized PTR (AboveThreshold + discrete Laplace)")
+        finally:
+            self._codes = np.zeros(0, dtype=np.int64)   # never keep private values around
+
+    _codes: np.ndarray = np.zeros(0, dtype=np.int64)
+
+
+def robust_median(frame: Frame, column: str, bounds: tuple[float, float]) -> RobustMedian:
+    """A median whose noise adapts to the data's local sensitivity (generalized PTR), see module doc."""
+    return RobustMedian(frame, column, bounds)
+
+
+__all__ = ["RobustMedian", "gated_release", "propose_test_release", "robust_median"]

@@ -1,0 +1,88 @@
+"""PTR block, generalized-PTR median (sensitivity of the instability distance by brute force, ⊥
+charging), gated release and early stopping charged by stopping time."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.interactive.ptr import gated_release, instability_distance, propose_test_release, robust_median
+from dpframe.interactive.stopping import run_until
+
+
+def _median(codes: list[int]) -> int:
+    s = sorted(codes)
+    return s[(len(s) + 1) // 2 - 1]
+
+
+@pytest.mark.parametrize(("m", "n", "top"), [(1, 4, 5), (2, 3, 4),
+                                              pytest.param(2, 4, 6, marks=pytest.mark.slow)])
+def test_instability_distance_has_sensitivity_m_and_certifies_local_sensitivity(m: int, n: int, top: int) -> None:
+    for data in itertools.product(range(top + 1), repeat=n):
+        codes = sorted(data)
+        neighbours = []                # remove or add up to m values (one privacy unit)
+        for k in range(1, m + 1):
+            neighbours += [[c for i, c in enumerate(codes) if i not in drop]
+                           for drop in itertools.combinations(range(len(codes)), k)]
+            neighbours += [sorted(codes + list(add)) for add in itertools.product(range(top + 1), repeat=k)]
+        for beta in (0, 1, 2):
+            d = instability_distance(np.array(codes), top, m, beta)
+            for nb in neighbours:
+                assert abs(instability_distance(np.array(sorted(nb)), top, m, beta) - d) <= m
+                if d >= 1 and nb:       # certified: one unit moves the median by ≤ β
+                    assert abs(_median(nb) - _median(codes)) <= beta
+
+
+def test_block_charges_only_the_test_on_bottom() -> None:
+    sess = dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(1, 1e-6), seed=0)
+    out = propose_test_release(sess, lambda: False, lambda: 1, test_epsilon=Fraction(1, 4),
+                               release_epsilon=Fraction(1, 2), delta=Fraction(1, 10**7))
+    assert out is None and sess.spent() == dp.ApproxDP(Fraction(1, 4), Fraction(1, 10**7))
+    assert propose_test_release(sess, lambda: True, lambda: 7, test_epsilon=Fraction(1, 4),
+                                release_epsilon=Fraction(1, 2), delta=Fraction(1, 10**7)) == 7
+    assert sess.spent() == dp.ApproxDP(1, Fraction(2, 10**7))
+
+
+def test_robust_median_adapts_and_bottom_is_cheap() -> None:
+    dense = pl.DataFrame({"x": [500.0 + (i % 5) for i in range(5000)]})
+    sess = dp.Session({"t": dense}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=5)
+    q = robust_median(sess.table("t"), "x", bounds=(0, 10_000))
+    vals = [q.collect(dp.ApproxDP(1, 1e-7)) for _ in range(5)]
+    assert all(v is not None and abs(v - 502) < 5 for v in vals)   # bounds span 10 000: noise adapted
+    assert "generalized PTR" in q.explain(dp.ApproxDP(1, 1e-7))
+    sparse = dp.Session({"t": pl.DataFrame({"x": [1.0, 9000.0, 40.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+                        budget=dp.ApproxDP(2, 1e-5), seed=5)
+    assert robust_median(sparse.table("t"), "x", bounds=(0, 10_000)).collect(dp.ApproxDP(1, 1e-7)) is None
+    assert sparse.spent() == dp.ApproxDP(Fraction(1, 2), Fraction(1, 10**7))
+    with pytest.raises(dp.BudgetError):
+        q.collect(dp.PureDP(1))
+    with pytest.raises(dp.DPFrameError):
+        robust_median(sess.table("t"), "x", bounds=(5, 1))
+    with pytest.raises(dp.SchemaError):
+        robust_median(sess.table("t"), "nope", bounds=(0, 1))
+
+
+def test_gated_release_and_early_stopping() -> None:
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(3), seed=6)
+    t = sess.table("t")
+    out = gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), 100, dp.PureDP(0.5))
+    assert out is not None and abs(out["x_mean"][0] - 4.5) < 1
+    assert sess.spent() == dp.PureDP(Fraction(3, 2))
+    assert gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), 10**6,
+                         dp.PureDP(0.5)) is None
+    assert sess.spent() == dp.PureDP(2)
+    steps = [t.filter(pl.col("x") < b).agg(dp.len()) for b in (1, 5, 9)]
+    with pytest.raises(dp.BudgetExceededError):        # the worst case (3 × 0.5) must fit up front
+        run_until(steps, dp.PureDP(0.5), stop=lambda r: True)
+    assert sess.spent() == dp.PureDP(2)
+    res = run_until(steps, dp.PureDP(Fraction(1, 3)), stop=lambda r: r[-1]["len"][0] > 50)
+    assert len(res) == 2 and sess.spent() == dp.PureDP(Fraction(8, 3))
+    with pytest.raises(dp.DPFrameError):
+        run_until([], dp.PureDP(0.1), stop=lambda r: True)
