@@ -1,0 +1,605 @@
+"""The Spark backend: the stable part of a plan as Spark DataFrame operations; statistics come back.
+
+Install with ``pip install 'dpframe[spark]'`` (PySpark, and Java 17+ for a local session). Use it with
+``dp.Session({...}, backend="spark", spark=<SparkSession>)`` (without ``spark=``: the active session,
+else ``SparkSession.builder.getOrCreate()``). Tables may be Spark DataFrames, Parquet paths (files or
+directories, local or ``s3a://``/``hdfs://``; read by Spark), Delta directories (``_delta_log``; needs
+Delta Lake on the cluster) or Polars/Arrow frames (shipped to Spark once).
+
+What runs in Spark (on the executors of a cluster), as one Spark job per query:
+
+1. the row-level plan: filters, derived columns and selects. Polars expressions are translated from their
+   serialized tree (the walk :mod:`dpframe.plan.rowlevel` already checks) to native Spark columns when
+   dpframe knows an exactly equivalent Spark operation (column references, literals, comparisons,
+   boolean logic, null/NaN tests, Int64/Float64 ``+ - *``, widening casts, ``when/then/otherwise``);
+   any other row-level node runs the Polars expressions themselves on the executors, batch by batch,
+   through ``mapInArrow`` (row-level means each output row depends on one input row, so batching cannot
+   change a result). Public joins become broadcast joins; Poisson sampling a seeded hash filter;
+2. the semi-join with the public group keys, then contribution bounding: rows with a NULL privacy unit
+   are dropped (as on every backend); with ``max_groups`` each unit keeps the distinct keys with the
+   smallest seeded ``xxhash64`` of (unit, keys); then each unit keeps its ``max_rows`` rows with the
+   smallest seeded hash of the values the statistics read, ties broken by those values themselves.
+   As in the Polars backend, what a unit keeps depends only on its own rows and the seed — not on row
+   order, partitioning or other units — so bounding is a stable transformation for every seed. (Spark's
+   hash is not Polars' hash: for one seed the two engines keep different, equally random, subsets.);
+3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
+   ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend.
+
+Only the statistics come back to the driver (``toArrow``): one row per group, a few integers each — or,
+for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,
+in Python, exactly as with the other backends.
+
+Types: Polars types map to Spark types (unsigned integers widen; UInt64 becomes DECIMAL(20,0); naive
+datetimes TIMESTAMP_NTZ; categoricals STRING) and come back as the plan's types. Nanosecond datetimes,
+durations, times, lists, structs and Spark maps/arrays/structs are refused when the table is registered.
+
+Differences from Polars, both only on overflow: native Int64 ``+ - *`` give NULL where Polars wraps around
+(Spark's ANSI mode would raise instead: a failure that could reveal a private value), and widening casts
+are exact on both.
+
+Example (needs PySpark and Java; skipped by the doctests)::
+
+    >>> import dpframe as dp                                          # doctest: +SKIP
+    >>> from pyspark.sql import SparkSession                          # doctest: +SKIP
+    >>> spark = SparkSession.builder.master("local[2]").getOrCreate()  # doctest: +SKIP
+    >>> visits = spark.read.parquet("visits.parquet")                  # doctest: +SKIP
+    >>> sess = dp.Session({"visits": visits}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=10),
+    ...                   budget=dp.PureDP(1), backend="spark", spark=spark)  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dpframe.backends.base import StatisticsRequest
+from dpframe.errors import DPFrameError, PlanError, SchemaError
+from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
+from dpframe.plan.sample import _SALT, Sample
+from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
+from dpframe.tables import load_table
+
+_SEED_MASK = (1 << 63) - 1
+_RANK = "__dp_rank"
+_INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ for a local SparkSession)"
+
+
+def _pyspark() -> Any:
+    """``pyspark.sql`` (imported on first use: the core never needs it), or a DPFrameError with the fix."""
+    try:
+        import pyspark.sql
+    except ImportError:
+        raise DPFrameError("the Spark backend needs PySpark, which is not installed", argument="backend",
+                           fix=_INSTALL) from None
+    return pyspark.sql
+
+
+# ------------------------------------------------------------------------------------------------ types
+
+
+def spark_type(dtype: pl.DataType) -> Any:
+    """The Spark type storing a Polars type (None: Spark cannot hold it exactly)."""
+    T = _pyspark().types
+    simple = {pl.Int8: T.ByteType(), pl.Int16: T.ShortType(), pl.Int32: T.IntegerType(), pl.Int64: T.LongType(),
+              pl.UInt8: T.ShortType(), pl.UInt16: T.IntegerType(), pl.UInt32: T.LongType(),
+              pl.UInt64: T.DecimalType(20, 0), pl.Float32: T.FloatType(), pl.Float64: T.DoubleType(),
+              pl.Boolean: T.BooleanType(), pl.String: T.StringType(), pl.Categorical: T.StringType(),
+              pl.Date: T.DateType(), pl.Binary: T.BinaryType()}
+    if isinstance(dtype, pl.Enum):
+        return T.StringType()
+    if isinstance(dtype, pl.Datetime):
+        if dtype.time_unit == "ns":
+            return None
+        return T.TimestampType() if dtype.time_zone else T.TimestampNTZType()
+    if isinstance(dtype, pl.Decimal):
+        return T.DecimalType(dtype.precision or 38, dtype.scale or 0) if (dtype.precision or 38) <= 38 else None
+    return simple.get(dtype.base_type())
+
+
+def polars_type(stype: Any) -> pl.DataType | None:
+    """The Polars type of a Spark column (None: not supported by dpframe)."""
+    T = _pyspark().types
+    simple: dict[type, pl.DataType] = {
+        T.ByteType: pl.Int8(), T.ShortType: pl.Int16(), T.IntegerType: pl.Int32(), T.LongType: pl.Int64(),
+        T.FloatType: pl.Float32(), T.DoubleType: pl.Float64(), T.BooleanType: pl.Boolean(),
+        T.StringType: pl.String(), T.DateType: pl.Date(), T.BinaryType: pl.Binary(),
+        T.TimestampNTZType: pl.Datetime("us"), T.TimestampType: pl.Datetime("us", "UTC")}
+    if isinstance(stype, T.DecimalType):
+        return pl.Decimal(stype.precision, stype.scale)
+    return simple.get(type(stype))
+
+
+def _spark_schema(schema: pl.Schema, what: str) -> Any:
+    T = _pyspark().types
+    fields = []
+    for name, dtype in schema.items():
+        stype = spark_type(dtype)
+        if stype is None:
+            raise SchemaError(f"{what}: column {name!r} has type {dtype}, which the Spark backend cannot store "
+                              "exactly", argument="tables",
+                              fix="cast it (e.g. Datetime('ns') to Datetime('us')) or drop it before registering")
+        fields.append(T.StructField(name, stype, True))
+    return T.StructType(fields)
+
+
+def _encode(frame: pl.DataFrame, sschema: Any) -> Any:
+    """A Polars frame as the Arrow table Spark expects for ``sschema`` (storage types of :func:`spark_type`)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    widen: dict[pl.DataType, pl.DataType] = {pl.UInt8(): pl.Int16(), pl.UInt16(): pl.Int32(), pl.UInt32(): pl.Int64(),
+                                             pl.UInt64(): pl.Decimal(20, 0)}
+    casts: dict[str, pl.DataType] = {}
+    for name, dtype in frame.schema.items():
+        if isinstance(dtype, pl.Categorical | pl.Enum):
+            casts[name] = pl.String()
+        elif dtype in widen:
+            casts[name] = widen[dtype]
+    table = frame.cast(casts).to_arrow() if casts else frame.to_arrow()  # type: ignore[arg-type]
+    return table.cast(to_arrow_schema(sschema, prefers_large_types=False))
+
+
+def _decode(table: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A Spark (Arrow) result as Polars with the plan's types (keys, UInt64 ...)."""
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame.with_columns([pl.col(n).cast(t, strict=False) for n, t in schema.items()
+                               if n in frame.columns and frame.schema[n] != t])
+
+
+def _name(column: str) -> Any:
+    F = _pyspark().functions
+    return F.col("`" + column.replace("`", "``") + "`")
+
+
+# ------------------------------------------------------------------------- row-level Polars expressions
+
+
+class _Untranslatable(Exception):
+    """The expression has no exactly equivalent native Spark form (it then runs through Polars)."""
+
+
+_COMPARE = {"Eq": "__eq__", "NotEq": "__ne__", "Lt": "__lt__", "LtEq": "__le__", "Gt": "__gt__", "GtEq": "__ge__"}
+_ARITH = {"Plus": "try_add", "Minus": "try_subtract", "Multiply": "try_multiply"}
+_ORDERED = ("numeric", "string", "bool", "date")
+
+
+def _family(dtype: pl.DataType) -> str:
+    if dtype.is_numeric():
+        return "numeric"
+    return {pl.String: "string", pl.Boolean: "bool", pl.Date: "date"}.get(dtype.base_type(), "other")
+
+
+def _dyn_int(tree: Any) -> bool:
+    """A Python int literal (Polars gives it the other operand's integer type)."""
+    return isinstance(tree, dict) and "Int" in tree.get("Literal", {}).get("Dyn", {})
+
+
+class _Translator:
+    """Polars expression (serialized JSON tree) → an exactly equivalent Spark column, or _Untranslatable."""
+
+    def __init__(self, schema: pl.Schema) -> None:
+        self.schema = schema
+        self.F = _pyspark().functions
+
+    def dtype(self, tree: Any) -> pl.DataType:
+        expr = pl.Expr.deserialize(io.StringIO(json.dumps(tree)), format="json")
+        return pl.LazyFrame(schema=self.schema).select(expr).collect_schema().dtypes()[0]
+
+    def __call__(self, tree: Any) -> Any:
+        F = self.F
+        if not isinstance(tree, dict) or len(tree) != 1:
+            raise _Untranslatable(str(tree))
+        variant, payload = next(iter(tree.items()))
+        if variant == "Column" and isinstance(payload, str):
+            return _name(payload)
+        if variant == "Alias":
+            return self(payload[0])
+        if variant == "Literal":
+            return F.lit(self.literal(payload))
+        if variant == "BinaryExpr":
+            return self.binary(payload)
+        if variant == "Ternary":
+            return F.when(self(payload["predicate"]), self(payload["truthy"])).otherwise(self(payload["falsy"]))
+        if variant == "Cast" and payload.get("options") == "NonStrict":
+            return self.cast(payload)
+        if variant == "Function":
+            function, inputs = payload.get("function"), payload.get("input", [])
+            if isinstance(function, dict) and set(function) == {"Boolean"} and len(inputs) == 1:
+                return self.boolean(function["Boolean"], inputs[0])
+        raise _Untranslatable(variant)
+
+    @staticmethod
+    def literal(payload: Any) -> Any:
+        kind, value = next(iter(payload.items()))
+        inner, scalar = next(iter(value.items())) if isinstance(value, dict) else (None, None)
+        if kind == "Dyn" and inner in ("Int", "Float"):
+            return scalar
+        if kind == "Scalar" and inner in ("String", "Boolean"):
+            return scalar
+        if kind == "Scalar" and inner == "Null":
+            return None
+        raise _Untranslatable(f"literal {payload}")
+
+    def binary(self, payload: dict[str, Any]) -> Any:
+        op, left, right = payload["op"], payload["left"], payload["right"]
+        lt, rt = self.dtype(left), self.dtype(right)
+        if op in _COMPARE:
+            if _family(lt) != _family(rt) or _family(lt) not in _ORDERED:
+                raise _Untranslatable(f"{op} on {lt}, {rt}")
+            return getattr(self(left), _COMPARE[op])(self(right))
+        if op in ("And", "Or") and lt == pl.Boolean and rt == pl.Boolean:   # Kleene logic in both engines
+            return self(left) & self(right) if op == "And" else self(left) | self(right)
+        if op in _ARITH:
+            out = self.dtype({"BinaryExpr": payload})
+            if out == pl.Float64 and lt.is_numeric() and rt.is_numeric():
+                a, b = self(left).cast("double"), self(right).cast("double")
+                return a + b if op == "Plus" else a - b if op == "Minus" else a * b
+            if out == pl.Int64 and all(t == pl.Int64 or _dyn_int(e) for t, e in ((lt, left), (rt, right))):
+                return getattr(self.F, _ARITH[op])(self(left), self(right))
+        raise _Untranslatable(op)
+
+    def cast(self, payload: dict[str, Any]) -> Any:
+        source = self.dtype(payload["expr"])
+        target = self.dtype({"Cast": payload})
+        widening = (source.is_integer() or source == pl.Boolean) and (target.is_integer() or target == pl.Float64)
+        if not widening or spark_type(target) is None:
+            raise _Untranslatable(f"cast {source} to {target}")
+        return self(payload["expr"]).try_cast(spark_type(target))
+
+    def boolean(self, name: Any, tree: Any) -> Any:
+        value, dtype = self(tree), self.dtype(tree)
+        if name == "IsNull":
+            return value.isNull()
+        if name == "IsNotNull":
+            return value.isNotNull()
+        if name == "Not" and dtype == pl.Boolean:
+            return ~value
+        if name in ("IsNan", "IsNotNan") and dtype.is_float():  # Polars: null stays null
+            nan = self.F.isnan(value)
+            return self.F.when(value.isNull(), None).otherwise(nan if name == "IsNan" else ~nan)
+        raise _Untranslatable(str(name))
+
+
+def _native(node: RowNode, schema: pl.Schema) -> list[tuple[str, Any]] | Any:
+    """Spark columns for ``node`` (a predicate, or [(name, column)]); raises _Untranslatable."""
+    translate = _Translator(schema)
+    kind, exprs = _polars_form(node)
+    columns = [(e.meta.output_name(), translate(json.loads(e.meta.serialize(format="json")))) for e in exprs]
+    return columns[0][1] if kind == "filter" else columns
+
+
+def _polars_form(node: RowNode) -> tuple[str, list[pl.Expr]]:
+    """("filter" | "with_columns" | "select", the node's Polars expressions)."""
+    if isinstance(node, Filter):
+        return "filter", [node.predicate]
+    if isinstance(node, WithColumns | Select):
+        return "with_columns" if isinstance(node, WithColumns) else "select", list(node.exprs)
+    assert isinstance(node, SQLFilter | SQLProject) and node.polars is not None
+    return ("filter", [node.polars]) if isinstance(node, SQLFilter) else ("select", list(node.polars))
+
+
+def _polars_batches(kind: str, exprs: list[pl.Expr], input_schema: dict[str, pl.DataType],
+                    output_schema: Any, batches: Iterator[Any]) -> Iterator[Any]:
+    """Runs on the executors (``mapInArrow``): apply a row-level Polars node to each Arrow batch."""
+    import pyarrow as pa
+
+    for batch in batches:
+        frame = _decode(pa.Table.from_batches([batch]), input_schema)
+        if kind == "filter":
+            frame = frame.filter(exprs[0])
+        elif kind == "with_columns":
+            frame = frame.with_columns(exprs)
+        else:
+            frame = frame.select(exprs)
+        yield from _encode(frame, output_schema).to_batches()
+
+
+# --------------------------------------------------------------------------------------------- backend
+
+
+class SparkBackend:
+    """Runs plans as Spark DataFrame operations (see the module docstring)."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any = None) -> None:
+        self._sql = _pyspark()
+        self._spark = spark
+        self._frames: dict[str, Any] = {}               # name -> Spark DataFrame
+        self._schemas: dict[str, pl.Schema] = {}        # name -> the public (Polars) schema
+        self._loaded: dict[str, Any] = {}               # Spark sources read by load_table, not yet registered
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession (given, else the active one, else ``getOrCreate()``)."""
+        if self._spark is None:
+            session = self._sql.SparkSession
+            self._spark = session.getActiveSession() or session.builder.getOrCreate()
+        return self._spark
+
+    def use_spark(self, spark: Any) -> None:
+        """Run on ``spark`` (the ``spark=`` argument of ``dp.Session``)."""
+        if not isinstance(spark, self._sql.SparkSession):
+            raise DPFrameError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
+                               fix="pass SparkSession.builder.getOrCreate()")
+        self._spark = spark
+
+    # ---------------------------------------------------------------------------------- registration
+    def _read(self, name: str, source: object) -> Any:
+        """A Spark DataFrame for a Spark-side source (DataFrame, Parquet or Delta path), else None."""
+        if isinstance(source, self._sql.DataFrame):
+            return source
+        if isinstance(source, str | Path):
+            text = str(source)
+            local = "://" not in text
+            if local and not Path(text).exists():
+                raise SchemaError(f"path {text!r} does not exist", argument=f"tables[{name!r}]",
+                                  fix="pass a Parquet file or directory, or a Delta table directory")
+            if local and (Path(text) / "_delta_log").is_dir():
+                return self.spark.read.format("delta").load(text)
+            if not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet":
+                return self.spark.read.parquet(text)
+        return None
+
+    def _public_schema(self, name: str, frame: Any) -> pl.Schema:
+        schema = {}
+        for field in frame.schema.fields:
+            dtype = polars_type(field.dataType)
+            if dtype is None:
+                raise SchemaError(f"table {name!r}: column {field.name!r} has Spark type "
+                                  f"{field.dataType.simpleString()}, which dpframe does not support",
+                                  argument="tables", fix=f"drop or cast it first: df.drop({field.name!r})")
+            schema[field.name] = dtype
+        return pl.Schema(schema)
+
+    def load_table(self, name: str, source: object) -> pl.LazyFrame:
+        """The session's (lazy, Polars) view of a table; Spark-side sources stay in Spark.
+
+        The view reads from Spark (to the driver) only if another backend is asked to run a query on
+        this session (``sess.sql(..., backend="duckdb")``); the Spark backend never uses it.
+        """
+        frame = self._read(name, source)
+        if frame is None:
+            return load_table(name, source)
+        schema = self._public_schema(name, frame)
+        self._loaded[name] = frame
+        from polars.io.plugins import register_io_source
+
+        def read(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                 batch_size: int | None) -> Iterator[pl.DataFrame]:
+            part = frame.select(*[_name(c) for c in with_columns]) if with_columns is not None else frame
+            part = part.limit(n_rows) if n_rows is not None else part
+            out = _decode(part.toArrow(), dict(schema))
+            yield out.filter(predicate) if predicate is not None else out
+
+        return register_io_source(read, schema=schema)
+
+    def table_is_empty(self, name: str) -> bool:
+        """Whether a table read by :meth:`load_table` has no rows (checked in Spark)."""
+        return bool(self._loaded[name].isEmpty()) if name in self._loaded else False
+
+    def register(self, name: str, source: pl.LazyFrame) -> None:
+        """Own a private table given as a Polars LazyFrame (shipped to Spark once)."""
+        self.register_source(name, source, None)
+
+    def register_source(self, name: str, frame: pl.LazyFrame, source: object) -> None:
+        """Own a private table: a Spark DataFrame or path stays in Spark; Polars/Arrow data is shipped.
+
+        ``frame``'s schema is the declared (public) schema: a Spark table missing one of its columns, or
+        holding it with another type, is a SchemaError.
+        """
+        declared = frame.collect_schema()
+        spark_frame = self._loaded.pop(name, None)
+        if spark_frame is None:
+            spark_frame = self._read(name, source)
+        if spark_frame is None:
+            sschema = _spark_schema(declared, f"table {name!r}")
+            spark_frame = self.spark.createDataFrame(_encode(frame.collect(), sschema), schema=sschema)
+        else:
+            found = self._public_schema(name, spark_frame)
+            missing = [c for c in declared.names() if c not in found]
+            if missing:
+                raise SchemaError(f"the Spark table {name!r} has no column(s) {missing}", argument="tables",
+                                  fix=f"declare only its columns {list(found.names())}")
+            wrong = {c: (declared[c], found[c]) for c in declared.names()
+                     if spark_type(declared[c]) != spark_type(found[c])}
+            if wrong:
+                raise SchemaError(f"the Spark table {name!r} stores {wrong} (declared, found) differently",
+                                  argument="tables", fix="cast the columns in Spark to the declared types")
+            spark_frame = spark_frame.select(*[_name(c) for c in declared.names()])
+        self._frames[name] = spark_frame
+        self._schemas[name] = declared
+
+    def supports(self, node: RowNode) -> str | None:
+        """Why ``node`` cannot run here (None: it can). Only DuckDB-only SQL nodes are refused."""
+        if isinstance(node, SQLFilter | SQLProject) and node.polars is None:
+            return node.polars_unavailable or "this SQL has no Polars form"
+        return None
+
+    # ------------------------------------------------------------------------------------ row nodes
+    def _node(self, frame: Any, node: RowNode, schema: pl.Schema, seed: int) -> Any:
+        F = self._sql.functions
+        if isinstance(node, Sample):
+            if node.rate >= 1:
+                return frame
+            threshold = min(int(node.rate * 2**64), 2**64 - 1)
+            key = _name(node.unit) if node.unit is not None else F.monotonically_increasing_id()
+            h = F.xxhash64(F.lit((seed ^ _SALT) & _SEED_MASK), key, key.isNull())
+            # unsigned h < threshold  ⇔  (h XOR 2^63) < threshold − 2^63 as signed 64-bit integers
+            return frame.filter(h.bitwiseXOR(F.lit(-(2**63))) < F.lit(threshold - 2**63))
+        if isinstance(node, PublicJoin):
+            renamed = {c: f"__dp_k{i}" for i, c in enumerate(node.right_on)}
+            public = node.data.select([*node.right_on, *node.added]).rename(renamed)
+            sschema = _spark_schema(public.schema, f"public table {node.table!r}")
+            right = F.broadcast(self.spark.createDataFrame(_encode(public, sschema), schema=sschema))
+            on = functools.reduce(lambda a, b: a & b, [_name(a) == right[renamed[b]]
+                                                       for a, b in zip(node.left_on, node.right_on)])
+            joined = frame.join(right, on=on, how="left" if node.how == "left" else "inner")
+            return joined.select(*[_name(c) for c in node.output_schema.names()])
+        if isinstance(node, SQLFilter | SQLProject) and node.polars is None:
+            raise PlanError(f"{node.describe()} cannot run on the Spark backend", argument="backend",
+                            fix="run it with backend='duckdb'")
+        try:
+            native = _native(node, schema)
+        except _Untranslatable:
+            return self._through_polars(frame, node, schema)
+        if isinstance(node, Filter | SQLFilter):
+            return frame.filter(native)
+        if isinstance(node, WithColumns):
+            frame = frame.withColumns(dict(native))
+        else:
+            frame = frame.select(*[column.alias(name) for name, column in native])
+        return self._conform(frame, node.schema)
+
+    def _conform(self, frame: Any, schema: pl.Schema) -> Any:
+        """Cast columns whose Spark type is not the storage type of the node's declared Polars type."""
+        have = {f.name: f.dataType for f in frame.schema.fields}
+        wanted = {n: spark_type(t) for n, t in schema.items()}
+        if all(have.get(n) == t for n, t in wanted.items()):
+            return frame
+        return frame.select(*[_name(n) if have.get(n) == t else _name(n).try_cast(t).alias(n)
+                              for n, t in wanted.items()])
+
+    def _through_polars(self, frame: Any, node: RowNode, schema: pl.Schema) -> Any:
+        """Run the node's Polars expressions on the executors, one Arrow batch at a time."""
+        kind, exprs = _polars_form(node)
+        out = _spark_schema(node.schema, node.describe())
+        run = functools.partial(_polars_batches, kind, exprs, dict(schema), out)
+        return frame.mapInArrow(run, out)
+
+    # ------------------------------------------------------------------------------------ statistics
+    def bounded(self, request: StatisticsRequest) -> tuple[Any, pl.Schema]:
+        """The row-level plan with contribution bounding applied (a lazy Spark DataFrame) and its schema."""
+        F = self._sql.functions
+        frame, schema = self._frames[request.table], self._schemas[request.table]
+        seed = request.seed & _SEED_MASK
+        for node in request.row_nodes:
+            frame, schema = self._node(frame, node, schema, request.seed), node.schema
+        unit, by = request.unit, list(request.by)
+        if unit.column is None:
+            return frame, schema
+        if request.keys is not None:  # before bounding: rows of other keys use none of a unit's quota
+            keys = self._keys(request.keys)
+            on = functools.reduce(lambda a, b: a & b, [_name(c).eqNullSafe(keys[f"__dp_key{i}"])
+                                                       for i, c in enumerate(by)])
+            frame = frame.join(keys, on=on, how="left_semi")
+        u = unit.column
+        frame = frame.filter(_name(u).isNotNull())
+        unit_and_keys = list(dict.fromkeys([u, *by]))
+        if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
+            pairs = frame.select(*[_name(c) for c in unit_and_keys]).distinct()
+            pairs = pairs.withColumn(_RANK, F.row_number().over(self._order(u, unit_and_keys, seed)))
+            chosen = pairs.filter(F.col(_RANK) <= unit.max_groups).drop(_RANK)
+            chosen = chosen.select(*[_name(c).alias(f"__dp_p{i}") for i, c in enumerate(unit_and_keys)])
+            on = functools.reduce(lambda a, b: a & b, [_name(c).eqNullSafe(chosen[f"__dp_p{i}"])
+                                                       for i, c in enumerate(unit_and_keys)])
+            frame = frame.join(chosen, on=on, how="left_semi")
+        used = sorted({s.column for s in request.statistics if s.column is not None} - set(unit_and_keys))
+        window = self._order(u, [*unit_and_keys, *used], seed ^ 0x5DEECE66D)
+        frame = frame.withColumn(_RANK, F.row_number().over(window))
+        return frame.filter(F.col(_RANK) <= unit.max_rows).drop(_RANK), schema
+
+    def _order(self, unit: str, columns: list[str], seed: int) -> Any:
+        """Rows of one unit ordered by a seeded hash of ``columns``, ties by the values themselves.
+
+        Each column is hashed with its null flag (xxhash64 skips nulls, so (1, null) and (null, 1) would
+        otherwise always tie); the values as secondary keys make the order total on distinct rows, so it
+        never depends on the order Spark happens to read rows in.
+        """
+        F = self._sql.functions
+        hashed = [item for c in columns for item in (_name(c), _name(c).isNull())]
+        h = F.xxhash64(F.lit(seed), *hashed)
+        return self._sql.Window.partitionBy(_name(unit)).orderBy(h, *[_name(c).asc_nulls_first() for c in columns])
+
+    def _keys(self, keys: pl.DataFrame) -> Any:
+        renamed = keys.rename({c: f"__dp_key{i}" for i, c in enumerate(keys.columns)})
+        sschema = _spark_schema(renamed.schema, "public keys")
+        return self._sql.functions.broadcast(self.spark.createDataFrame(_encode(renamed, sschema), schema=sschema))
+
+    def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
+        """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver."""
+        frame, schema = self.bounded(request)
+        aggregates = [_aggregate(self._sql.functions, s, request.unit.column, schema) for s in request.statistics]
+        by = list(request.by)
+        out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
+        types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
+                                         for s in request.statistics}
+        result = _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
+        names = [s.key for s in request.statistics]
+        if not by:
+            return result.select(names)
+        if request.keys is not None:
+            result = result.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
+            result = (request.keys.join(result, on=by, how="left", nulls_equal=True)
+                      .with_columns([pl.col(n).fill_null(pl.lit([], dtype=t) if isinstance(t, pl.List) else 0)
+                                     for n, t in types.items()]))
+        return result.sort(by, nulls_last=False).select([*by, *names])
+
+
+# ---------------------------------------------------------------------------------- the statistics
+
+
+def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema) -> Any:
+    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`)."""
+    key = stat.key
+    if stat.kind == "rows":
+        return F.count(F.lit(1)).alias(key)
+    if stat.kind == "units":
+        return (F.countDistinct(_name(unit)) if unit else F.count(F.lit(1))).alias(key)
+    assert stat.column is not None
+    col, dtype = _name(stat.column), schema[stat.column]
+    present = col.isNotNull() & ~F.isnan(col) if dtype.is_float() else col.isNotNull()
+    if stat.kind == "nonnull":
+        return F.count(F.when(present, 1)).alias(key)
+    assert stat.lower is not None and stat.upper is not None
+    if stat.kind == "sorted":
+        return F.sort_array(F.collect_list(_code(F, stat, col, dtype, present))).alias(key)
+    value = col.cast("double")
+    lo, hi = F.lit(float(stat.lower)), F.lit(float(stat.upper))
+    if stat.kind == "indicator_sum":
+        return F.count(F.when(present & (value >= lo) & (value < hi), 1)).alias(key)
+    shifted = F.least(F.greatest(value, lo), hi)
+    if stat.shift:
+        shifted = shifted - F.lit(float(stat.shift))
+    powered = shifted if stat.power == 1 else functools.reduce(lambda a, b: a * b, [shifted] * stat.power)
+    if stat.grid_exp:
+        powered = powered * F.lit(2.0 ** (-stat.grid_exp))
+    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), so no overflow); NULL/NaN skipped.
+    return F.coalesce(F.sum(F.when(present, powered.cast("long"))), F.lit(0)).alias(key)
+
+
+def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -> Any:
+    """The ``sorted`` code of a row (NULL for NULL/NaN): floats in double, the rest exactly in DECIMAL."""
+    assert stat.lower is not None and stat.upper is not None
+    if dtype.is_float():
+        value = F.least(F.greatest(col.cast("double"), F.lit(float(stat.lower))), F.lit(float(stat.upper)))
+        if stat.shift:
+            value = value - F.lit(float(stat.shift))
+        if stat.grid_exp:
+            value = value * F.lit(2.0 ** (-stat.grid_exp))
+        return F.when(present, value.cast("long"))
+    if dtype == pl.Date:
+        number = F.unix_date(col).cast("decimal(38,0)")
+    elif isinstance(dtype, pl.Datetime):
+        unit = {"ms": "MILLISECOND", "us": "MICROSECOND"}[dtype.time_unit or "us"]
+        if dtype.time_zone:
+            number = (F.unix_millis(col) if unit == "MILLISECOND" else F.unix_micros(col)).cast("decimal(38,0)")
+        else:
+            epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
+            number = F.timestamp_diff(unit, epoch, col).cast("decimal(38,0)")
+    else:
+        number = col.cast("decimal(38,0)")
+    lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))
+    code = (F.least(F.greatest(number, lo), hi) - shift).cast("long")
+    if stat.grid_exp:  # division by 2**grid_exp toward zero (an arithmetic shift rounds toward −∞)
+        code = F.when(code >= 0, F.shiftright(code, stat.grid_exp)).otherwise(-F.shiftright(-code, stat.grid_exp))
+    return F.when(col.isNotNull(), code)
