@@ -22,7 +22,8 @@ def dpframe_accountants() -> dict[str, Callable[..., Any]]:
 
 @hookimpl
 def dpframe_backends() -> dict[str, Callable[[], Any]]:
-    """The Polars backend and the DuckDB backend."""
+    """The Polars, DuckDB and Spark backends (Spark needs the ``spark`` extra; PySpark loads on first use)."""
     from dpframe.backends.duckdb import DuckDBBackend
+    from dpframe.backends.spark import SparkBackend
 
-    return {"polars": PolarsBackend, "duckdb": DuckDBBackend}
+    return {"polars": PolarsBackend, "duckdb": DuckDBBackend, "spark": SparkBackend}

@@ -34,6 +34,8 @@ F = Fraction
 
 @pytest.fixture(params=BACKENDS)
 def backend_name(request: pytest.FixtureRequest) -> str:
+    if request.param == "spark":
+        request.getfixturevalue("spark_session")  # local[2]; skips with the reason without PySpark/Java
     return str(request.param)
 
 
