@@ -32,6 +32,30 @@ from dpframe.session import Session
 
 __version__ = "0.1.0"
 
+# Result types of first-party plugins that callers must check for (``isinstance(out, dp.TopKFailed)``).
+# Loaded on first access, so ``import dpframe`` imports no plugin package (and a blocked or missing plugin
+# fails only when its type is used, with a PluginError saying how to fix it).
+_PLUGIN_TYPES = {
+    "TopKFailed": ("topk", "dpframe_topk.query"),      # top_k: the stability test did not pass
+    "NoAnswer": ("learning", "dpframe_learning.queries"),  # interior_point / learn_*: too few rows for the guarantee
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _PLUGIN_TYPES:
+        from dpframe.frame import _plugin_module
+
+        plugin, module = _PLUGIN_TYPES[name]
+        value = getattr(_plugin_module(plugin, module), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PLUGIN_TYPES])
+
+
 __all__ = [
     "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",

@@ -182,7 +182,7 @@ class GroupBy:
         bounds=(lo, hi))``. ``k=None`` chooses k from the data (largest gap, ≤ ``k_max``). ``method``:
         ``"stable"`` (StableTopK), ``"gumbel"``, ``"peeling"``, ``"limited_domain"``, ``"tct"``.
         ``collect`` returns the keys sorted by key (plus noisy scores if ``release_scores``) or a
-        ``dpframe_topk.TopKFailed`` when the stability test does not pass.
+        ``dp.TopKFailed`` when the stability test does not pass.
 
         Example:
             >>> import polars as pl, dpframe as dp

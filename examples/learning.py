@@ -6,8 +6,6 @@ the cost) and returns a result, or dp's NoAnswer when the noisy row count is too
 
 import numpy as np
 import polars as pl
-from dpframe_learning import NoAnswer
-
 import dpframe as dp
 
 rng = np.random.default_rng(7)
@@ -31,7 +29,7 @@ print("interior point:", q.collect(dp.PureDP(1)))
 # 2. A threshold classifier: the direction and the cut are learned privately.
 model = loans.learn_threshold("income", label="approved", bounds=(0, 10**6)).collect(dp.PureDP(1))
 print("threshold:", model)
-if not isinstance(model, NoAnswer):
+if not isinstance(model, dp.NoAnswer):
     print("training accuracy:", float(np.mean(model.predict(income) == data["approved"].to_numpy())))
 
 # 3. An axis-aligned box around the positive rows (inside the true box when every step succeeds).
