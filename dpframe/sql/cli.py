@@ -223,7 +223,8 @@ def budget(args: argparse.Namespace) -> None:
         charges = ledger.charges()
     finally:
         ledger.close()
-    row = {"ledger": str(args.ledger), "accountant": name, "total": describe(total), "spent": describe(spent),
+    row = {"ledger": str(args.ledger), "accountant": name, "total": describe(total),
+           "spent": describe(accountant.report(spent)),
            "remaining": describe(accountant.remaining(spent)), "queries": len(charges)}
     if args.format == "json":
         print(json.dumps(row))

@@ -231,13 +231,14 @@ class LearningQuery(Generic[R]):
             raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
         p = self.plan(budget)
         sess = self._session
-        after = sess.accountant.compose([sess.spent(), p.session_cost])
+        after = sess.accountant.compose([sess._ledger.spent(), p.session_cost])
         steps = [n.describe() for n in self._node.lineage()] + [f"ContributionBound: {sess.privacy_unit.describe()}",
                                                                  self.describe()]
         data = {"private": sess.rng.private, "steps": steps, "mechanisms": p.mechanisms, "details": p.details,
                 "guarantee": p.guarantee,
                 "budget": {"requested": describe(p.budget), "cost": describe(p.cost),
-                           "charged": describe(p.session_cost), "fits": sess.accountant.fits(after),
+                           "charged": sess.accountant.describe_charge(p.session_cost),
+                           "fits": sess.accountant.fits(after),
                            "remaining_after": describe(sess.accountant.remaining(after))}}
         if format == "json":
             return data
