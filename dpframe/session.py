@@ -212,8 +212,9 @@ class Session:
 
     def sparse_vector(self, threshold: float, max_positives: int, budget: Budget, *, release: Budget | None = None,
                       refund: bool | None = None) -> SparseVector:
-        """A sparse-vector stream: ``sv.test(query) -> bool`` answers "above ``threshold``?" for scalar
-        queries, halting after ``max_positives`` "above" answers; ``budget`` (pure ε) is reserved now and,
+        """A sparse-vector stream: ``sv.test(query) -> bool`` answers "above ``threshold``?".
+
+        For scalar queries, halting after ``max_positives`` "above" answers; ``budget`` (pure ε) is reserved now and,
         under basic composition, the unused positives are refunded on ``sv.close()`` (output DP).
         ``release=dp.PureDP(ε3)`` also releases the positive queries' values on close. See
         ``docs/interactive.md``.
@@ -224,8 +225,9 @@ class Session:
 
     def target_charging(self, epsilon: float, max_hits: int, delta: float, *, min_q: float | None = None,
                         per_unit: bool = False) -> TargetChargingChannel:
-        """A target-charging channel (a context manager that reserves on enter): calls of at most
-        ``epsilon`` are free unless their output hits its target; the channel halts at ``max_hits`` hits
+        """A target-charging channel: a context manager that reserves on enter.
+
+        Calls of at most ``epsilon`` are free unless their output hits its target; the channel halts at ``max_hits`` hits
         (per privacy unit with ``per_unit=True``). The reservation uses the exact binomial tail. See
         ``docs/interactive.md``.
         """
