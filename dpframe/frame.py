@@ -106,6 +106,23 @@ class Frame:
         """Aggregate the whole (filtered) table into one row of private statistics."""
         return Query(self._session, _aggregate(self._node, (), None, measures))
 
+    def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99), resolution: Any = None) -> Any:
+        """Private clipping bounds (the low/high quantiles over a wide public ``domain``); costs the budget.
+
+        ``collect(budget)`` returns ``(low, high)``; see ``dpframe_quantiles.bounds`` and ``docs/quantiles.md``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"n": list(range(100, 300)) * 50})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), seed=0)
+            >>> low, high = sess.table("t").bounds("n", quantiles=(0.05, 0.95)).collect(dp.PureDP(1))
+            >>> 90 < low < 130 and 270 < high < 310
+            True
+
+        """
+        return _plugin_module("quantiles", "dpframe_quantiles.bounds").BoundsQuery(
+            self, column, domain=domain, quantiles=quantiles, resolution=resolution)
+
     def interior_point(self, column: str, *, bounds: Any, method: str = "auto", beta: float = 1e-6,
                        resolution: float | None = None) -> Any:
         """A private value between min(column) and max(column) w.p. ≥ 1 − β; see ``docs/learning.md``.

@@ -86,12 +86,12 @@ def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
             value = value * 2.0 ** (-stat.grid_exp)
         return value.cast(pl.Int64).sort()
     temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
-    ints = col.drop_nulls().cast(pl.Int64 if temporal else pl.Int128)
-    codes = ints.clip(int(stat.lower), int(stat.upper)).cast(pl.Int64) - int(stat.shift)
+    ints = (col.drop_nulls().cast(pl.Int64) if temporal else col.drop_nulls()).cast(pl.Int128)
+    codes = ints.clip(int(stat.lower), int(stat.upper)) - int(stat.shift)
     if stat.grid_exp:
         step = 2**stat.grid_exp   # truncation toward zero, as for floats (floor division only for codes ≥ 0)
-        codes = pl.when(codes >= 0).then(codes // step).otherwise(-(-codes // step))
-    return codes.sort()
+        codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
+    return codes.cast(pl.Int64).sort()
 
 
 def _rank_within(unit: str) -> pl.Expr:

@@ -1,23 +1,27 @@
 """The exponential-mechanism quantile on an ordered integer domain, and the joint (recursive) version.
 
-**One quantile** (Smith 2011; digest ``003_thresholds_rsc.md`` §8). Data: codes ``x₁ ≤ … ≤ xₙ`` in a
-public domain ``[lo, hi]`` of integers. For an output ``z`` let ``C(z) = #{i : xᵢ ≤ z}``. With
-``q = a/b`` the utility is
+**One quantile** (the EM quantile of Smith 2011, digest ``003_thresholds_rsc.md`` §8, with a tie-aware
+score). Data: codes ``x₁ ≤ … ≤ xₙ`` in a public domain ``[lo, hi]`` of integers. For an output ``z``
+let ``L(z) = #{i : xᵢ < z}`` and ``C(z) = #{i : xᵢ ≤ z}``; ``z`` is an exact q-quantile when
+``L(z) ≤ q·n ≤ C(z)``. With ``q = a/b`` the utility is minus the distance of ``q·n`` from ``[L, C]``:
 
-    ``u(z) = −|b·C(z) − a·n|``   (= −b·|C(z) − q·n|),
+    ``u(z) = −max(b·L(z) − a·n, a·n − b·C(z), 0)``,
 
 and ``z`` is drawn with probability ∝ ``exp(s·u(z))``, ``s = ε / (2·m·max(a, b − a))``, over *every*
-integer of ``[lo, hi]`` (``m`` = rows per privacy unit). Privacy: adding or removing one row changes
-either ``C(z)`` and ``n`` together (``xᵢ ≤ z``: ``u`` moves by ≤ ``b − a``) or ``n`` alone (``u`` moves
-by ≤ ``a``), so ``m`` rows move ``u`` by ≤ ``m·max(a, b − a)`` — the McSherry–Talwar exponential
-mechanism, ε-DP for private ``n`` (add/remove), and ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers
-2021). ``n`` is never needed in public.
+integer of ``[lo, hi]`` (``m`` = rows per privacy unit). Privacy: adding one row moves ``b·L − a·n``
+by ``b − a`` or ``−a`` and ``a·n − b·C`` by ``a − b`` or ``a`` (removing: the opposite), so each term
+of the max — and the max — moves by ≤ ``max(a, b − a)``, and ``m`` rows by ≤ ``m·max(a, b − a)``: the
+McSherry–Talwar exponential mechanism is ε-DP with ``n`` private (add/remove), and ε-bounded-range,
+hence ε²/8-zCDP (Cesar & Rogers 2021). Unlike the plain ``−|C(z) − q·n|``, a value repeated many
+times scores 0 when the target rank falls inside its run, so tied data (integers, dates) get the value
+itself rather than a random point of the gap after it.
 
-Sampling is exact and O(n) after the backend's sort: ``C`` is constant on each block ``[vⱼ, vⱼ₊₁)``
-between consecutive distinct values (plus ``[lo, v₁)``), so the block is drawn by
-:func:`~dpframe.noise.exponential_index_grouped` with its length as multiplicity — exactly the
-probability mass the EM gives the block's integers — and then a uniform integer inside it
-(``rng.uniform_below``). No float ``exp``-then-normalise step exists anywhere.
+Sampling is exact: ``(L, C)`` is constant on each data value ``{vⱼ}`` and on each gap
+``(vⱼ, vⱼ₊₁)`` (and ``[lo, v₁)``), so a block is drawn with its length as multiplicity by
+:func:`~dpframe.noise.exponential_index_grouped` — exactly the mass the EM gives its integers — then a
+uniform integer inside it (``rng.uniform_below``). Only blocks within a window of the best utility are
+listed; the rest is covered by two envelopes and a rejection step (:func:`em_quantile`), so a draw
+costs O(window + log n), not O(n). No float ``exp``-then-normalise step exists anywhere.
 
 **Several quantiles** ``q₁ < … < q_k`` of one column are released jointly by the recursive split of
 Kaplan, Ligett & Stemmer (2022, "Differentially private approximate quantiles"): estimate the middle
@@ -48,6 +52,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -111,15 +116,14 @@ def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsil
                 rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """One EM quantile per segment: (the released codes, #{x ≤ code} in each segment — private, for splitting).
 
-    Exact sampling in O(window) per segment after an O(log n) search. The blocks ``[vⱼ, vⱼ₊₁)`` (C
-    constant) whose utility is within Δ_U of a reference block near rank q·n are candidates as they
-    are; the blocks below and above that window form two *envelope* candidates, each weighted by its
-    total length times exp(s·U_env), U_env ≥ every utility inside it (U is unimodal in C). The draw is
-    a rejection sampler: one exact EM draw over the candidates (``exponential_index_grouped``), a
-    uniform integer inside the chosen block (or envelope), and, for an envelope, acceptance with
-    probability exp(−s·(U_env − U(z))) (``bernoulli_exp``, exact); rejected segments draw again from
-    scratch. The proposal weight of every integer z is exp(s·Ũ(z)) with Ũ ≥ U, equal inside the window,
-    so accepted draws have probability exactly ∝ exp(s·U(z)).
+    A rejection sampler. Blocks whose utility is within Δ_U (:func:`window`) of a reference block near
+    rank q·n are candidates as they are; all blocks below that window form one *envelope* candidate,
+    weighted by its total length times exp(s·U_env) with U_env ≥ each of their utilities (the score is
+    unimodal along the domain), and likewise above. One exact EM draw over the candidates
+    (``exponential_index_grouped``), a uniform integer inside the chosen block or envelope, and, for an
+    envelope, acceptance with probability exp(−s·(U_env − u(z))) (``bernoulli_exp``, exact); rejected
+    segments draw again from scratch. Every integer z is proposed with weight exp(s·ũ(z)), ũ ≥ u and
+    equal inside the window, so accepted draws have probability exactly ∝ exp(s·u(z)).
     """
     out = np.zeros(seg.start.size, dtype=np.int64)
     below = np.zeros(seg.start.size, dtype=np.int64)
@@ -132,6 +136,11 @@ def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsil
     return out, below
 
 
+def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:
+    """−max(b·L − a·n, a·n − b·C, 0), elementwise (``low`` = L, ``high`` = C)."""
+    return -np.maximum(np.maximum(b * low - an, an - b * high), 0)
+
+
 def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
              rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """One round of the rejection sampler of :func:`em_quantile` for every segment."""
@@ -139,68 +148,103 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     s = scale(q, epsilon, max_rows)
     n = seg.end - seg.start
     an = a * n
-    size = int((seg.hi - seg.lo).max()) + 1 if n.size else 1
-    # reference block: the run containing position ⌊q·n⌋ (or the whole domain when a segment is empty)
-    p = np.minimum(an // b, np.maximum(n - 1, 0))
-    ref = np.where(n > 0, _count_at_most(values, seg, values[np.minimum(seg.start + p, max(values.size - 1, 0))]
-                                         if values.size else np.zeros_like(p)), 0)
-    reach = np.abs(b * ref - an) + window(s, size)
+    nseg = n.size
+    size = int((seg.hi - seg.lo).max()) + 1 if nseg else 1
+    full = n > 0
+    # reference: the value at position ⌊q·n⌋ (a block of length 1); an empty segment has one block, u = 0
+    p = seg.start + np.minimum(an // b, np.maximum(n - 1, 0))
+    v_ref = values[np.where(full, p, 0)] if values.size else np.zeros(nseg, dtype=np.int64)
+    ref_low, ref_high = _count(values, seg, v_ref, strict=True), _count(values, seg, v_ref, strict=False)
+    reach = np.where(full, -_utility(a, b, an, ref_low, ref_high), 0) + window(s, size)
     c_min = np.maximum(-((reach - an) // b), 0)
     c_max = np.minimum((an + reach) // b, n)
-    # candidate ends i in [c_min, c_max]: 0 (the gap below the data), n, or where the value changes
-    i = _ranges(c_min, c_max + 1)
-    owner = np.repeat(np.arange(n.size), c_max + 1 - c_min)
-    pos = seg.start[owner] + i
-    at_end = i == n[owner]
-    nxt = values[np.where(at_end, 0, pos)] if values.size else np.zeros_like(pos)
-    prev = values[np.where(i == 0, 0, pos - 1)] if values.size else np.zeros_like(pos)
-    keep = (i == 0) | at_end | (prev != nxt)
-    i, owner, at_end, nxt, prev = i[keep], owner[keep], at_end[keep], nxt[keep], prev[keep]
-    lower = np.where(i == 0, seg.lo[owner], prev)
-    upper = np.where(at_end, seg.hi[owner] + 1, nxt)
-    count = np.bincount(owner, minlength=n.size)
-    first = np.concatenate([[0], np.cumsum(count)])[:-1]
-    last = first + count - 1
-    # envelopes: everything below the first / above the last window block, at the utility bound next to it
-    left_len = lower[first] - seg.lo
-    right_len = seg.hi + 1 - upper[last]
-    left_u = -(an - b * (c_min - 1))
-    right_u = -(b * (c_max + 1) - an)
-    per = count + 2
+    # runs meeting positions [c_min − 1, c_max] (listed by their last position), plus the run holding c_max
+    p0 = np.where(full, np.maximum(c_min - 1, 0), 0)
+    p1 = np.where(full, np.minimum(c_max, n - 1), -1)
+    pos = _ranges(p0, p1 + 1)
+    owner = np.repeat(np.arange(nseg), p1 + 1 - p0)
+    glob = seg.start[owner] + pos
+    last = (pos == n[owner] - 1) | (values[glob] != values[np.minimum(glob + 1, max(values.size - 1, 0))]) \
+        if values.size else np.zeros(0, dtype=bool)
+    tail = np.flatnonzero(full & (values[np.where(full, seg.start + np.maximum(p1, 0), 0)] ==
+                                  values[np.where(full, seg.start + np.minimum(p1 + 1, n - 1), 0)])
+                          & (p1 + 1 < n)) if values.size else np.zeros(0, dtype=np.int64)
+    run_value = np.concatenate([values[glob[last]], values[seg.start[tail] + p1[tail]]]) if values.size else \
+        np.zeros(0, dtype=np.int64)
+    run_owner = np.concatenate([owner[last], tail])
+    order = np.lexsort((run_value, run_owner))
+    run_value, run_owner = run_value[order], run_owner[order]
+    one = Segments(seg.start[run_owner], seg.end[run_owner], seg.lo[run_owner], seg.hi[run_owner])
+    run_low, run_high = _count(values, one, run_value, strict=True), _count(values, one, run_value, strict=False)
+    top = max(values.size - 1, 0)
+    after = np.where(run_high < n[run_owner], values[np.minimum(seg.start[run_owner] + run_high, top)]
+                     if values.size else 0, seg.hi[run_owner] + 1)
+    gap_in = run_high <= c_max[run_owner]
+    # candidates per segment, in domain order: [left envelope, gap0?, (value, gap?)…, right envelope]
+    gap0 = c_min == 0
+    first_run = np.searchsorted(run_owner, np.arange(nseg))
+    nruns = np.bincount(run_owner, minlength=nseg)
+    per = 2 + gap0 + nruns + np.bincount(run_owner, weights=gap_in, minlength=nseg).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
-    slot = np.arange(i.size) + 2 * owner + 1
     total = int(offsets[-1])
+    lower = np.zeros(total, dtype=np.int64)
+    length = np.zeros(total, dtype=np.int64)
     util = np.zeros(total, dtype=np.int64)
-    mult = np.zeros(total, dtype=np.int64)
-    util[slot], mult[slot] = -np.abs(b * i - an[owner]), upper - lower
-    util[offsets[:-1]], mult[offsets[:-1]] = np.where(c_min > 0, left_u, 0), np.where(c_min > 0, left_len, 0)
-    util[offsets[1:] - 1], mult[offsets[1:] - 1] = np.where(c_max < n, right_u, 0), np.where(c_max < n, right_len, 0)
-    pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=mult)
+    high_of = np.zeros(total, dtype=np.int64)                       # C of each block
+    # value blocks and the gaps after them
+    rank_in_seg = np.arange(run_owner.size) - first_run[run_owner]
+    gaps_before = np.concatenate([[0], np.cumsum(gap_in)])[:-1] - np.concatenate([[0], np.cumsum(gap_in)])[
+        first_run[run_owner]]
+    vslot = offsets[run_owner] + 1 + gap0[run_owner] + rank_in_seg + gaps_before
+    lower[vslot], length[vslot], high_of[vslot] = run_value, 1, run_high
+    util[vslot] = _utility(a, b, an[run_owner], run_low, run_high)
+    gslot = vslot[gap_in] + 1
+    lower[gslot], length[gslot], high_of[gslot] = run_value[gap_in] + 1, after[gap_in] - run_value[gap_in] - 1, \
+        run_high[gap_in]
+    util[gslot] = _utility(a, b, an[run_owner[gap_in]], run_high[gap_in], run_high[gap_in])
+    # gap0 [lo, first value) when c_min = 0
+    z0 = np.flatnonzero(gap0)
+    first_value = np.where(n > 0, values[np.minimum(seg.start, max(values.size - 1, 0))] if values.size else 0,
+                           seg.hi + 1)
+    lower[offsets[z0] + 1], length[offsets[z0] + 1] = seg.lo[z0], first_value[z0] - seg.lo[z0]
+    util[offsets[z0] + 1] = _utility(a, b, an[z0], 0, 0)
+    # envelopes: [lo, first listed block) and [end of last listed block, hi]
+    left, right = offsets[:-1], offsets[1:] - 1
+    first_value_listed = run_value[np.minimum(first_run, max(run_value.size - 1, 0))] if run_value.size else 0
+    first_listed = np.where(gap0, seg.lo, np.where(nruns > 0, first_value_listed, seg.lo))
+    last_block = right - 1
+    end_listed = lower[last_block] + length[last_block]
+    lower[left], length[left] = seg.lo, first_listed - seg.lo
+    util[left] = -(an - b * (c_min - 1))
+    lower[right], length[right] = end_listed, seg.hi + 1 - end_listed
+    util[right] = -(b * (c_max + 1) - an)
+    pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
-    start_code = np.where(pick == 0, seg.lo, np.where(pick == per - 1, upper[last], 0))
-    inner = (pick > 0) & (pick < per - 1)
-    block = first + np.where(inner, pick - 1, 0)
-    start_code = np.where(inner, lower[block], start_code)
-    code = start_code + np.array([int(rng.uniform_below(int(m), 1)[0]) for m in mult[chosen]], dtype=np.int64)
-    c = np.where(inner, i[block], 0)
-    accepted = inner.copy()
-    for g in np.flatnonzero(~inner):          # an envelope was proposed (probability ≤ e⁻⁴⁰ by default)
-        one = Segments(seg.start[g:g + 1], seg.end[g:g + 1], seg.lo[g:g + 1], seg.hi[g:g + 1])
-        c[g] = int(_count_at_most(values, one, code[g:g + 1])[0])
-        gamma = s * (int(util[chosen[g]]) + abs(b * int(c[g]) - int(an[g])))
+    code = lower[chosen] + np.array([int(rng.uniform_below(int(m), 1)[0]) for m in length[chosen]], dtype=np.int64)
+    c = high_of[chosen]
+    envelope = (chosen == left) | (chosen == right)
+    accepted = ~envelope
+    for g in np.flatnonzero(envelope):          # an envelope was proposed (probability ≤ e⁻⁴⁰ by default)
+        g1 = Segments(seg.start[g:g + 1], seg.end[g:g + 1], seg.lo[g:g + 1], seg.hi[g:g + 1])
+        low_z = _count(values, g1, code[g:g + 1], strict=True)[0]
+        c[g] = _count(values, g1, code[g:g + 1], strict=False)[0]
+        gamma = s * (int(util[chosen[g]]) - int(_utility(a, b, int(an[g]), int(low_z), int(c[g]))))
         accepted[g] = bool(bernoulli_exp(gamma, 1, rng)[0])
     return code, c, accepted
 
 
-def _count_at_most(values: npt.NDArray[np.int64], seg: Segments, v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """#{x ≤ v[g]} in each segment's sorted slice (a vectorised binary search over all segments)."""
+def _count(values: npt.NDArray[np.int64], seg: Segments, v: npt.NDArray[np.int64], *, strict: bool
+           ) -> npt.NDArray[np.int64]:
+    """#{x < v[g]} (``strict``) or #{x ≤ v[g]} in each segment's sorted slice (vectorised binary search)."""
     lo, hi = seg.start.copy(), seg.end.copy()
     while True:
         active = lo < hi
         if not active.any():
-            return lo - seg.start
+            out: npt.NDArray[np.int64] = lo - seg.start
+            return out
         mid = (lo + hi) // 2
-        right = active & (values[np.where(active, mid, 0)] <= v)
+        x = values[np.where(active, mid, 0)]
+        right = active & ((x < v) if strict else (x <= v))
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
 
@@ -238,14 +282,19 @@ def joint_quantiles(groups: Sequence[npt.NDArray[np.int64]], size: int, qs: Sequ
 
 
 def rank_error_bound(size: int, k: int, epsilon_level: Fraction, max_rows: int, beta: float) -> float:
-    """A (1 − β) bound on |C(z) − q·n| for each released quantile (an estimate, from public facts only).
+    """A (1 − β) bound on each released quantile's rank error (an estimate, from public facts only).
 
-    Each EM call is within ``(2·m/ε₀)·ln(|X|·k/β) + m`` ranks of its target with probability
-    ≥ 1 − β/k (McSherry–Talwar utility bound, sensitivity ≤ m, ties cost ≤ m); the errors of a quantile's
-    ancestors in the split tree add, over at most ⌈log₂(k + 1)⌉ levels.
+    The rank error of z is the distance from q·n to [L(z), C(z)] (0 for an exact quantile, ties
+    included). Each EM call has utility optimum 0, so by the McSherry–Talwar bound it is within
+    ``(2·m/ε₀)·ln(|X|·k/β)`` ranks of its target with probability ≥ 1 − β/k (sensitivity ≤ m ranks);
+    a quantile's error adds those of its ancestors in the split tree, at most ⌈log₂(k + 1)⌉ levels.
+
+    Example:
+        >>> round(rank_error_bound(2**32, 1, Fraction(1), 1, 0.05))
+        50
+
     """
-    per_call = 2 * max_rows / float(epsilon_level) * math.log(size * k / beta) + max_rows
-    return depth(k) * per_call
+    return depth(k) * 2 * max_rows / float(epsilon_level) * math.log(size * k / beta)
 
 
 def _bounded(x: Fraction) -> Fraction:

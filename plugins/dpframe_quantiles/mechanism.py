@@ -146,7 +146,7 @@ class QuantileMechanism:
             statistics.setdefault(dom.statistic.key, dom.statistic)
             plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0)
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
-            plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q; data without heavy ties)"
+            plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
                                    + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
         plan.statistics = tuple(statistics.values())
         plan.notes = ("quantiles: null and NaN values are ignored; values outside the bounds count as the "

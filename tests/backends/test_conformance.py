@@ -379,6 +379,7 @@ SORTED = (
     Statistic("sorted", "i", F(-2), F(9), F(-2)),
     Statistic("sorted", "i", F(-5), F(20), F(3), grid_exp=2),            # trunc of negatives toward zero
     Statistic("sorted", "w", F(-4), F(11), F(-4), grid_exp=1),
+    Statistic("sorted", "i", F(-(2**63)), F(2**63 - 1), F(-(2**63)), grid_exp=2),  # whole Int64 range
     Statistic("sorted", "d", F(10_950), F(11_300), F(10_950)),
     Statistic("sorted", "t", F(1_704_067_200_000_000), F(1_704_067_200_000_000 + 2**43), F(1_704_067_200_000_000),
               grid_exp=20),
