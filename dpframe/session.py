@@ -227,7 +227,8 @@ class Session:
                         per_unit: bool = False) -> TargetChargingChannel:
         """A target-charging channel: a context manager that reserves on enter.
 
-        Calls of at most ``epsilon`` are free unless their output hits its target; the channel halts at ``max_hits`` hits
+        Calls of at most ``epsilon`` are free unless their output hits its target; the channel halts at
+        ``max_hits`` hits
         (per privacy unit with ``per_unit=True``). The reservation uses the exact binomial tail. See
         ``docs/interactive.md``.
         """
