@@ -50,11 +50,10 @@ def default_domain(column: str, dtype: pl.DataType) -> tuple[tuple[Any, Any], An
     if kind == "date":
         return DATE_RANGE, None
     if kind == "datetime":
-        lo, hi = DATE_RANGE
-        return (dt.datetime(lo.year, 1, 1), dt.datetime(hi.year, 12, 31, 23, 59, 59)), dt.timedelta(seconds=1)
+        first, final = DATE_RANGE
+        return (dt.datetime(first.year, 1, 1), dt.datetime(final.year, 12, 31, 23, 59, 59)), dt.timedelta(seconds=1)
     info = pl.select(pl.lit(0, dtype=dtype).lower_bound().alias("lo"), pl.lit(0, dtype=dtype).upper_bound().alias("hi"))
-    lo, hi = int(info["lo"][0]), int(info["hi"][0])
-    lo, hi = max(lo, -(2**63)), min(hi, 2**63 - 1)
+    lo, hi = max(int(info["lo"][0]), -(2**63)), min(int(info["hi"][0]), 2**63 - 1)
     codes = hi - lo + 1
     return (lo, hi), (None if codes <= MAX_SIZE else 2 ** math.ceil(math.log2(codes / MAX_SIZE)))
 
