@@ -1,6 +1,6 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
-Registered: ``len`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
+Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
 ``var``/``std``, partition selection (private keys), and the example ``histogram`` plugin. Each is
 audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
 dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
@@ -19,7 +19,7 @@ To audit a new mechanism, register a spec (see ``docs/guarantees.md``)::
 
 Example:
     >>> sorted(k for s in BUILTIN for k in s.kinds)[:4]
-    ['count', 'histogram', 'len', 'mean']
+    ['count', 'count_units', 'histogram', 'len']
 
 """
 
@@ -33,7 +33,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
-from dpframe.measures import Measure, count, len, mean, measure, std, sum, var
+from dpframe.measures import Measure, count, count_units, len, mean, measure, std, sum, var
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.harness import default_table
@@ -120,13 +120,20 @@ def _threshold(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanism
     return int(plan.selection.threshold)
 
 
+def _count_units() -> AuditSpec:
+    """Distinct units per group: noise for L1 = G = 3 groups, so one group's change of 1 shows ε/3 at best."""
+    return _agg("count_units (group_by public keys)", {"count_units"}, [count_units()], {"group": ["a"]},
+                grouped=True, min_power=0.2)
+
+
 def _histogram() -> AuditSpec:
     hist = measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))
     return _agg("histogram (example plugin)", {"histogram"}, [hist], {"age": [10.0, 99.5, 100.0, -5.0]},
                 min_power=0.5)
 
 
-BUILTIN: list[AuditSpec] = [register_audit(s) for s in [*_specs(), _selection(), _histogram()]]
+BUILTIN: list[AuditSpec] = [register_audit(s) for s in [
+    *_specs(), _count_units(), _selection(), _histogram()]]
 
 
 def broken_specs() -> list[AuditSpec]:

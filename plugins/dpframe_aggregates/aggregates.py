@@ -4,6 +4,10 @@ Privacy (proof sketch). Under add/remove of one privacy unit, after contribution
 at most m = ``max_rows`` rows. Each measure is post-processing of a few exact integer statistics:
 
 * rows, non-null count: each row adds 1, so the L1 (and L2) sensitivity of the per-group vector is m;
+* distinct units (``count_units``): a unit adds 1 to each group it appears in, and after bounding it
+  appears in at most G = min(``max_groups`` or m, m) groups (one group without a group-by), so the per-group
+  vector moves by 0 or 1 in ≤ G coordinates: L1 sensitivity G, L2 sensitivity √G (rounded up to a
+  rational, so the cost is never under-reported), L∞ 1;
 * fixed-point clamped sums Σ trunc((clamp(x) − c)^p / 2^k): each row adds at most
   b = ⌈max|bound − c|^p / 2^k⌉ + 1 grid steps (see :meth:`Statistic.row_bound`), so sensitivity m·b.
 
@@ -34,15 +38,16 @@ from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
+from dpframe_aggregates.partition_selection import sqrt_up
 
-_KINDS = frozenset({"len", "count", "sum", "mean", "var", "std"})
+_KINDS = frozenset({"len", "count", "count_units", "sum", "mean", "var", "std"})
 
 
 @dataclass(frozen=True)
 class Need:
     """A statistic template before calibration: kind, column, bounds, centre and power."""
 
-    kind: str                      # "rows" | "nonnull" | "sum"
+    kind: str                      # "rows" | "nonnull" | "units" | "sum"
     column: str | None = None
     bounds: tuple[Fraction, Fraction] | None = None
     shift: Fraction = Fraction(0)
@@ -53,6 +58,8 @@ def _needs(m: Measure) -> dict[str, Need]:
     """The statistics a measure is computed from, by role: n (a count), s (Σ), q (Σ of squares)."""
     if m.kind == "len":
         return {"n": Need("rows")}
+    if m.kind == "count_units":
+        return {"n": Need("units")}
     count = Need("nonnull", m.column)
     if m.kind == "count":
         return {"n": count}
@@ -103,7 +110,7 @@ class AggregatePlan(MechanismPlan):
 
 def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
     """Post-processing of the noisy statistics (already in output units) into the measure's value."""
-    if m.kind in ("len", "count"):
+    if m.kind in ("len", "count", "count_units"):
         return np.asarray(np.rint(v["n"]).astype(np.int64))
     if m.kind == "sum":
         return v["s"]
@@ -123,7 +130,7 @@ def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class AggregateMechanism:
-    """len / count / sum / mean / var / std with discrete Laplace (pure) or discrete Gaussian (zCDP)."""
+    """len / count / count_units / sum / mean / var / std with discrete Laplace (pure) or discrete Gaussian (zCDP)."""
 
     name = "aggregates"
     handles = _KINDS
@@ -143,7 +150,10 @@ class AggregateMechanism:
         if kind == "len" and (measure.column is not None or measure.bounds is not None):
             raise DPFrameError("len() counts rows and takes no column or bounds", argument="column",
                                fix="use dp.len(), or dp.count(column) to count non-null values")
-        if kind != "len" and measure.column is None:
+        if kind == "count_units" and (measure.column is not None or measure.bounds is not None):
+            raise DPFrameError("count_units() counts privacy units and takes no column or bounds",
+                               argument="column", fix="use dp.count_units()")
+        if kind not in ("len", "count_units") and measure.column is None:
             raise DPFrameError(f"{kind}() needs a column", argument="column", fix=f"e.g. dp.{kind}('spend', ...)")
         if kind == "count" and measure.bounds is not None:
             raise DPFrameError("count() takes no bounds", argument="bounds", fix="drop bounds=")
@@ -177,6 +187,11 @@ class AggregateMechanism:
         statistics: dict[Need, Statistic] = {}
         noises: dict[str, Noise] = {}
         for need in distinct:
+            if need.kind == "units":
+                stat = Statistic("units")
+                noises[stat.key] = Noise.calibrate(units_sensitivity(ctx, share.notion), part)
+                statistics[need] = stat
+                continue
             if need.kind != "sum":
                 stat = Statistic("rows") if need.kind == "rows" else Statistic("nonnull", need.column)
                 unit = Fraction(1)
@@ -194,11 +209,28 @@ class AggregateMechanism:
         accuracy = {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()})
                     for m in measures}
         ci95 = {m.output_name: noises[roles[m.output_name]["n" if m.kind != "sum" else "s"]].ci95()
-                for m in measures if m.kind in ("len", "count", "sum")}
+                for m in measures if m.kind in ("len", "count", "count_units", "sum")}
         return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
                              noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
                              ci95=ci95, privacy=tuple(noise_curve(n) for n in noises.values()),
                              noises=noises, roles=roles)
+
+
+def units_sensitivity(ctx: MeasureContext, notion: str) -> Fraction:
+    """Sensitivity of the per-group distinct-unit counts: L1 = G (pure), L2 = √G rounded up (zCDP).
+
+    G = the groups one unit can touch after bounding (``PrivacyUnit.groups_per_unit``), 1 without a
+    group-by.
+
+    Example:
+        >>> from dpframe.testing import measure_context
+        >>> ctx = measure_context(max_rows=4, grouped=True)
+        >>> units_sensitivity(ctx, "pure"), units_sensitivity(ctx, "zcdp")
+        (Fraction(4, 1), Fraction(2, 1))
+
+    """
+    groups = ctx.unit.groups_per_unit if ctx.grouped else 1
+    return Fraction(groups) if notion == "pure" else sqrt_up(groups)
 
 
 def noise_curve(noise: Noise) -> PrivacyCurve:
@@ -224,15 +256,15 @@ def _sum(costs: list[Budget], notion: str) -> Budget:
 
 
 def _label(s: Statistic) -> str:
-    if s.kind in ("rows", "nonnull"):
-        return "count(rows)" if s.kind == "rows" else f"count({s.column} not null)"
+    if s.kind in ("rows", "nonnull", "units"):
+        return {"rows": "count(rows)", "units": "count(distinct units)"}.get(s.kind, f"count({s.column} not null)")
     centre = f" − {float(s.shift):g}" if s.shift else ""
     power = "²" if s.power == 2 else ""
     return f"Σ (clamp({s.column}){centre}){power}"
 
 
 def _accuracy(m: Measure, noise: dict[str, Noise]) -> str:
-    if m.kind in ("len", "count", "sum"):
+    if m.kind in ("len", "count", "count_units", "sum"):
         return f"±{noise['n' if m.kind != 'sum' else 's'].ci95():.4g} (95%)"
     if m.kind == "mean":
         return f"≈ ±{noise['s'].ci95():.4g}/n (95%, n = count of values)"
