@@ -1,7 +1,8 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
 Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
-``var``/``std``, partition selection (private keys), and the example ``histogram`` plugin. Each is
+``var``/``std``, partition selection (private keys), the median (``quantile`` plugin) and the example
+``histogram`` plugin. Each is
 audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
 dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
 them (±inf, ±1e300: clamping must hold), and an added unit with 3 × ``max_rows`` rows (bounding must
@@ -33,7 +34,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
-from dpframe.measures import Measure, count, count_units, len, mean, measure, std, sum, var
+from dpframe.measures import Measure, count, count_units, len, mean, measure, median, std, sum, var
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.harness import default_table
@@ -57,13 +58,13 @@ ONE = PureDP(1)
 
 def _agg(name: str, kinds: set[str], measures: list[Measure], values: Mapping[str, Sequence[object]], *,
          budget: Budget = ONE, grouped: bool = False, min_power: float = 0.0, fast: bool = True,
-         mechanisms: tuple[object, ...] = ()) -> AuditSpec:
-    base = default_table(measures, unit=UNIT)
+         mechanisms: tuple[object, ...] = (), samples: int = 20_000, units: int = 45) -> AuditSpec:
+    base = default_table(measures, unit=UNIT, units=units)
     by = ["group"] if grouped else []
     sampler = agg_sampler(measures, UNIT, by=by, keys=KEYS if grouped else None, group="a",
                           mechanisms=mechanisms)
     return AuditSpec(name, frozenset(kinds), budget, lambda: adversarial_pairs(base, UNIT, values), sampler,
-                     min_power=min_power, fast=fast)
+                     min_power=min_power, fast=fast, samples=samples, slow_samples=10 * samples)
 
 
 def _specs(mechanisms: tuple[object, ...] = ()) -> list[AuditSpec]:
@@ -120,6 +121,12 @@ def _threshold(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanism
     return int(plan.selection.threshold)
 
 
+def _median() -> AuditSpec:
+    """The exponential-mechanism quantile (per-group releases are slower: 5 000 runs, 12 units)."""
+    return _agg("median (quantile plugin)", {"quantile"}, [median("x", bounds=(0, 100))],
+                {"x": [0.0, 100.0, math.inf]}, min_power=0.3, samples=5_000, units=12)
+
+
 def _count_units() -> AuditSpec:
     """Distinct units per group: noise for L1 = G = 3 groups, so one group's change of 1 shows ε/3 at best."""
     return _agg("count_units (group_by public keys)", {"count_units"}, [count_units()], {"group": ["a"]},
@@ -133,7 +140,7 @@ def _histogram() -> AuditSpec:
 
 
 BUILTIN: list[AuditSpec] = [register_audit(s) for s in [
-    *_specs(), _count_units(), _selection(), _histogram()]]
+    *_specs(), _count_units(), _selection(), _median(), _histogram()]]
 
 
 def broken_specs() -> list[AuditSpec]:
