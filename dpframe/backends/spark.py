@@ -76,10 +76,11 @@ _INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ 
 def _pyspark() -> Any:
     """``pyspark.sql`` (imported on first use: the core never needs it), or a DPFrameError with the fix."""
     try:
+        import pandas  # noqa: F401  (PySpark's mapInArrow, used for untranslated expressions, needs it)
         import pyspark.sql
-    except ImportError:
-        raise DPFrameError("the Spark backend needs PySpark, which is not installed", argument="backend",
-                           fix=_INSTALL) from None
+    except ImportError as e:
+        raise DPFrameError(f"the Spark backend needs PySpark and pandas ({e.name} is not installed)",
+                           argument="backend", fix=_INSTALL) from None
     return pyspark.sql
 
 
@@ -191,8 +192,11 @@ class _Translator:
         self.F = _pyspark().functions
 
     def dtype(self, tree: Any) -> pl.DataType:
-        expr = pl.Expr.deserialize(io.StringIO(json.dumps(tree)), format="json")
-        return pl.LazyFrame(schema=self.schema).select(expr).collect_schema().dtypes()[0]
+        try:
+            expr = pl.Expr.deserialize(io.StringIO(json.dumps(tree)), format="json")
+            return pl.LazyFrame(schema=self.schema).select(expr).collect_schema().dtypes()[0]
+        except (pl.exceptions.PolarsError, ValueError) as e:  # e.g. a NaN literal does not round-trip JSON
+            raise _Untranslatable(str(e)) from None
 
     def __call__(self, tree: Any) -> Any:
         F = self.F

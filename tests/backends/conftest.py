@@ -40,7 +40,29 @@ def spark_session() -> Iterator[Any]:
     spark = (SparkSession.builder.master("local[2]").appName("dpframe-tests")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g")
-             .config("spark.sql.adaptive.enabled", "true").getOrCreate())
+             # Tiny test tables: compiling generated code would cost more than it saves.
+             .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.adaptive.enabled", "false")
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+# The Spark cases of the conformance suite that run by default (a JVM query costs ~0.3-1 s); the others
+# are marked slow and run with ``-m slow`` / ``-m ''``.
+SPARK_DEFAULT = {
+    "test_every_statistic_on_edge_values[spark-by2]", "test_public_keys_give_zeros_and_drop_other_keys[spark]",
+    "test_null_units_are_dropped[spark]", "test_empty_result_ungrouped_and_grouped[spark]",
+    "test_method_chain_row_nodes[spark]", "test_sql_row_nodes[spark]", "test_bounding_keeps_min_rows_per_unit[spark-3]",
+    "test_bounding_keeps_min_groups_per_unit[spark-2]", "test_bounding_is_stable_for_a_seed[spark]",
+    "test_key_types_are_kept[spark]", "test_sorted_codes_on_edge_values[spark-by1]",
+    "test_sorted_codes_with_public_keys_and_empty_groups[spark]", "test_backends_are_registered",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "[spark" in item.name and item.nodeid.startswith("tests/backends/test_conformance.py") \
+                and item.name not in SPARK_DEFAULT:
+            item.add_marker(pytest.mark.slow)

@@ -1,0 +1,184 @@
+"""The Spark backend beyond the shared conformance suite: expression translation, sessions over Spark
+DataFrames and Parquet paths, identical releases to Polars for one seed, and bad input (nothing charged)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.backends.spark import SparkBackend, _native, _Untranslatable
+from dpframe.errors import DPFrameError, PlanError, SchemaError
+from dpframe.plan.nodes import Filter, Scan, WithColumns
+
+INF, NAN = float("inf"), float("nan")
+TABLE = pl.DataFrame({
+    "u": [1, 2, 3, 4, 5, 6, 7, 8],
+    "x": [1.5, -2.0, NAN, INF, None, 0.0, 7.25, -INF],
+    "i": [3, None, -4, 9_000_000_000, 0, 2, -1, 5],
+    "b": [True, False, None, True, False, None, True, True],
+    "s": ["a", "b", None, "a", "c", "b", "a", None],
+    "d": [dt.date(2024, 1, k) for k in range(1, 9)],
+})
+SCHEMA = TABLE.schema
+
+NATIVE = [  # translated to Spark columns: must agree with Polars on NaN, ±inf and nulls
+    pl.col("x") > 1, pl.col("x") == 7.25, pl.col("x") <= pl.col("i"), pl.col("i") != 2, pl.col("s") >= "b",
+    (pl.col("x") > 0) & pl.col("b"), (pl.col("x") < 0) | ~pl.col("b"), pl.col("x").is_nan(), pl.col("x").is_not_nan(),
+    pl.col("s").is_null(), pl.col("i").is_not_null(), pl.col("d") < pl.col("d"),
+    pl.when(pl.col("x") > 0).then(pl.col("i")).otherwise(pl.lit(None)) > 1,
+]
+NATIVE_COLUMNS = [
+    (pl.col("i") * 2 + 1).alias("j"), (pl.col("x") * pl.col("i") - 0.5).alias("f"),
+    pl.col("b").cast(pl.Int64, strict=False).alias("bi"), pl.col("i").cast(pl.Float64, strict=False).alias("fi"),
+    pl.col("i").cast(pl.Int32, strict=False).alias("i32"),   # 9e9 overflows: null in both engines
+    pl.when(pl.col("b")).then(pl.lit("yes")).otherwise(pl.col("s")).alias("w"),
+]
+THROUGH_POLARS = [  # no exact Spark equivalent known to dpframe: Polars runs them on the executors
+    (pl.col("x") / pl.col("i")).alias("q"), pl.col("s").str.to_uppercase().alias("S"),
+    pl.col("x").sqrt().alias("r"), (pl.col("x") == NAN).alias("n"), (pl.col("x") < INF).alias("fin"), pl.col("d").dt.weekday().alias("wd"), (pl.col("i") // 3).alias("fd"),
+]
+
+
+@pytest.fixture(scope="module")
+def backend(spark_session: Any) -> SparkBackend:
+    b = SparkBackend(spark_session)
+    b.register("t", TABLE.lazy())
+    return b
+
+
+def _rows(backend: SparkBackend, node: Any) -> pl.DataFrame:
+    frame = backend._node(backend._frames["t"], node, SCHEMA, 3)
+    from dpframe.backends.spark import _decode
+
+    return _decode(frame.toArrow(), dict(node.schema)).sort("u")
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    assert a.schema == b.schema
+    assert a.to_dicts() == b.to_dicts() or str(a.to_dicts()) == str(b.to_dicts())  # NaN != NaN in ==
+
+
+@pytest.mark.parametrize("predicate", NATIVE, ids=str)
+def test_native_filters_match_polars(backend: SparkBackend, predicate: pl.Expr) -> None:
+    node = Filter.of(Scan.of("t", SCHEMA), predicate)
+    _native(node, SCHEMA)  # translated (raises _Untranslatable otherwise)
+    _same(_rows(backend, node), node.apply(TABLE.lazy()).collect().sort("u"))
+
+
+def test_native_columns_match_polars(backend: SparkBackend) -> None:
+    node = WithColumns.of(Scan.of("t", SCHEMA), NATIVE_COLUMNS, {}, "u")
+    _native(node, SCHEMA)
+    _same(_rows(backend, node), node.apply(TABLE.lazy()).collect().sort("u"))
+
+
+def test_other_expressions_run_through_polars_on_executors(backend: SparkBackend) -> None:
+    node = WithColumns.of(Scan.of("t", SCHEMA), THROUGH_POLARS, {}, "u")
+    with pytest.raises(_Untranslatable):
+        _native(node, SCHEMA)
+    _same(_rows(backend, node), node.apply(TABLE.lazy()).collect().sort("u"))
+
+
+# --------------------------------------------------------------------------------------------- sessions
+
+
+def _visits(n: int = 3_000) -> pl.DataFrame:
+    return pl.DataFrame({"user": [k % 400 for k in range(n)], "city": [f"c{k % 7}" for k in range(n)],
+                         "spend": [float((k * 37) % 101) for k in range(n)]})
+
+
+def _query(sess: dp.Session) -> pl.DataFrame:
+    q = (sess.table("v").filter(pl.col("spend") > 10).with_columns(big=pl.col("spend") * 2)
+         .group_by("city", keys=[f"c{k}" for k in range(8)])
+         .agg(dp.len(), dp.sum("big", bounds=(0, 200)), dp.mean("spend", bounds=(0, 100))))
+    return q.collect(dp.PureDP(1))
+
+
+def test_same_release_as_polars_for_a_seed(spark_session: Any, tmp_path: Any) -> None:
+    """Bounding binds nowhere (≤ 8 rows per user): same statistics, same seed ⇒ identical released values,
+    for a Spark DataFrame, a Parquet path read by Spark, and a Polars frame shipped to Spark."""
+    data = _visits()
+    unit = dp.PrivacyUnit("user", max_rows=8)
+    path = tmp_path / "v.parquet"
+    data.write_parquet(path)
+    want = _query(dp.Session({"v": data}, privacy_unit=unit, budget=dp.PureDP(5), seed=42))
+    for source in (spark_session.createDataFrame(data.to_arrow()), str(path), data):
+        sess = dp.Session({"v": source}, privacy_unit=unit, budget=dp.PureDP(5), seed=42, backend="spark",
+                          spark=spark_session)
+        assert sess.backend_name == "spark"
+        assert _query(sess).equals(want)
+
+
+def test_spark_table_seen_by_another_backend(spark_session: Any) -> None:
+    """The session's Polars view of a Spark table reads it from Spark (sess.sql(..., backend="polars"))."""
+    data = _visits(500)
+    sess = dp.Session({"v": spark_session.createDataFrame(data.to_arrow())}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(4), seed=1, backend="spark", spark=spark_session)
+    ref = dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(4), seed=1)
+    text = "SELECT COUNT(*) AS n, SUM(CLAMP(spend, 0, 50)) AS s FROM v WHERE spend > 3"
+    assert sess.sql(text, backend="polars").collect(dp.PureDP(1)).equals(ref.sql(text).collect(dp.PureDP(1)))
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def test_without_pyspark_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(DPFrameError, match=r"pip install 'dpframe\[spark\]'"):
+        dp.Session({"t": TABLE}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark")
+
+
+def test_core_import_does_not_load_pyspark() -> None:
+    code = "import sys, dpframe as dp; dp.plugin.plugin_host().backend_names(); print('pyspark' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_bad_tables_and_arguments(spark_session: Any) -> None:
+    unit = dp.PrivacyUnit("user", max_rows=2)
+    spark_df = spark_session.createDataFrame(TABLE.to_arrow())
+    with pytest.raises(SchemaError, match="no privacy-unit column 'user'"):
+        dp.Session({"t": spark_df}, privacy_unit=unit, budget=dp.PureDP(1), backend="spark", spark=spark_session)
+    backend = SparkBackend(spark_session)
+    with pytest.raises(SchemaError, match=r"has no column\(s\) \['z'\]"):   # declared schema vs the Spark table
+        backend.register_source("t", TABLE.lazy().with_columns(z=pl.lit(1)), spark_df)
+    with pytest.raises(SchemaError, match="map<string,int>"):
+        bad = spark_session.sql("SELECT 1 AS u, map('a', 1) AS m")
+        dp.Session({"t": bad}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark",
+                   spark=spark_session)
+    with pytest.raises(SchemaError, match="cannot store"):
+        ns = TABLE.with_columns(ts=pl.lit(dt.datetime(2024, 1, 1)).cast(pl.Datetime("ns")))
+        dp.Session({"t": ns}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark",
+                   spark=spark_session)
+    with pytest.raises(SchemaError, match="is empty"):
+        dp.Session({"t": spark_df.limit(0)}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1),
+                   backend="spark", spark=spark_session)
+    with pytest.raises(DPFrameError, match="spark= is for backend='spark'"):
+        dp.Session({"t": TABLE}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), spark=spark_session)
+    with pytest.raises(DPFrameError, match="expected a pyspark.sql.SparkSession"):
+        dp.Session({"t": TABLE}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark",
+                   spark="local[2]")
+
+
+def test_bad_queries_charge_nothing(spark_session: Any) -> None:
+    sess = dp.Session({"t": spark_session.createDataFrame(TABLE.to_arrow())}, privacy_unit=dp.PrivacyUnit("u"),
+                      budget=dp.PureDP(1), backend="spark", spark=spark_session, seed=0)
+    before = sess.spent()
+    with pytest.raises(SchemaError):
+        sess.table("t").filter(pl.col("nope") > 1).agg(dp.len()).collect(dp.PureDP(0.5))
+    with pytest.raises(PlanError, match="cannot run"):   # a DuckDB-only SQL function
+        sess.sql("SELECT COUNT(*) FROM t WHERE levenshtein(s, 'ab') < 2").collect(dp.PureDP(0.5))
+    assert sess.spent() == before
+
+
+def test_null_units_are_dropped_in_a_session(spark_session: Any) -> None:
+    """Documented handling: rows whose privacy unit is NULL belong to nobody and are dropped (every backend)."""
+    data = pl.DataFrame({"u": [1, None, 2, None, 3], "x": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    kept = data.filter(pl.col("u").is_not_null())
+    run = [dp.Session({"t": d}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), backend="spark",
+                      spark=spark_session, seed=5).table("t").agg(dp.len()).collect(dp.PureDP(1)) for d in (data, kept)]
+    assert run[0].equals(run[1])
