@@ -603,7 +603,10 @@ def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -
     else:
         number = col.cast("decimal(38,0)")
     lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))
-    code = (F.least(F.greatest(number, lo), hi) - shift).cast("long")
-    if stat.grid_exp:  # division by 2**grid_exp toward zero (an arithmetic shift rounds toward −∞)
-        code = F.when(code >= 0, F.shiftright(code, stat.grid_exp)).otherwise(-F.shiftright(-code, stat.grid_exp))
-    return F.when(col.isNotNull(), code)
+    code = F.least(F.greatest(number, lo), hi) - shift          # exact; may exceed 64 bits before the division
+    if stat.grid_exp:  # division by 2**grid_exp toward zero, exactly in DECIMAL: floor, plus 1 below zero
+        step = F.lit(Decimal(2**stat.grid_exp)).cast("decimal(38,0)")
+        rest = F.pmod(code, step)
+        floor = ((code - rest) / step).cast("long")
+        code = F.when((code < 0) & (rest != 0), floor + 1).otherwise(floor)
+    return F.when(col.isNotNull(), code.cast("long"))
