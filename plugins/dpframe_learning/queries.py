@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -36,11 +36,11 @@ import numpy.typing as npt
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
+from dpframe.domains import OrderedDomain
 from dpframe.errors import BudgetError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import Statistic
 from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.plan.nodes import Filter, Node
-from dpframe_learning.encoding import Domain
 from dpframe_learning.interior_point import ALGORITHMS, Exponential, InteriorPointAlgorithm, Stability
 from dpframe_learning.learners import Direction, choose_direction, learn_rectangle_codes, learn_threshold_codes
 from dpframe_learning.slicing import SlicePlan, slice_plan
@@ -50,6 +50,24 @@ if TYPE_CHECKING:
     from dpframe.session import Session
 
 GATE_SHARE = Fraction(1, 10)
+
+
+def decode_edge(domain: OrderedDomain, code: int) -> Any:
+    """The value of a code in ``-1 .. size``, without clamping the two codes just outside the domain.
+
+    ``domain.decode`` clamps codes to the domain; a threshold that labels every value negative (or
+    positive) sits one grid step beyond a bound, so those codes decode one step outside.
+
+    Example:
+        >>> d = OrderedDomain.of("age", pl.Int64, (0, 120))
+        >>> decode_edge(d, -1), decode_edge(d, 7), decode_edge(d, 121)
+        (-1, 7, 121)
+
+    """
+    if 0 <= code < domain.size:
+        return domain.decode(code)
+    wider = replace(domain, lower=domain.lower - domain.step, size=domain.size + 2)
+    return wider.decode(code + 1)
 DIRECTION_SHARE = Fraction(1, 10)
 R = TypeVar("R")
 
@@ -353,7 +371,7 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
                  resolution: float | None = None) -> None:
         super().__init__(frame)
         self.column = _column(frame, column, "column")
-        self.domain = Domain.of(self.column, frame.schema[self.column], bounds, resolution)
+        self.domain = OrderedDomain.of(self.column, frame.schema[self.column], bounds, resolution)
         self.method = _method(method)
         self.beta = check_beta(beta)
 
@@ -419,7 +437,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
         self.label = _label(frame, label)
         if self.label == self.feature:
             raise SchemaError("the label cannot be the feature", argument="label", fix="pass another column")
-        self.domain = Domain.of(self.feature, frame.schema[self.feature], bounds, resolution)
+        self.domain = OrderedDomain.of(self.feature, frame.schema[self.feature], bounds, resolution)
         if positive not in ("auto", "below", "above"):
             raise PlanError(f"unknown direction {positive!r}", argument="positive",
                             fix="use 'below' (label 1 ⇔ x ≤ t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
@@ -466,7 +484,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
                                if self.positive == "auto" else self.positive)  # type: ignore[assignment]
         z = learn_threshold_codes(x, y, self.domain.size, positive, k=params["k"], epsilon=params["eps_ip"],
                                   rows=self._rows, rng=rng)
-        return Threshold(self.feature, self.domain.decode(z), positive)
+        return Threshold(self.feature, decode_edge(self.domain, z), positive)
 
 
 class RectangleQuery(LearningQuery[Rectangle]):
@@ -500,7 +518,7 @@ class RectangleQuery(LearningQuery[Rectangle]):
             raise SchemaError(f"bounds must map every feature to (lower, upper); got {bounds!r}",
                               argument="bounds", fix="pass bounds={'x1': (0, 99), 'x2': (0, 99)}")
         res = dict(resolution or {})
-        self.domains = [Domain.of(f, frame.schema[f], bounds[f], res.get(f)) for f in self.features]
+        self.domains = [OrderedDomain.of(f, frame.schema[f], bounds[f], res.get(f)) for f in self.features]
         self.beta = check_beta(beta)
         self._input = Filter.of(frame._node, pl.col(self.label).cast(pl.Int64, strict=False) == 1)
 
@@ -546,6 +564,7 @@ class RectangleQuery(LearningQuery[Rectangle]):
         box = learn_rectangle_codes(points, [dom.size for dom in self.domains], plan, params["targets"],
                                     self._rows, rng)
         empty = any(a > b for a, b in box)
-        return Rectangle({dom.column: (dom.decode(a), dom.decode(b)) for dom, (a, b) in zip(self.domains, box,
-                                                                                            strict=True)}, empty)
+        ends = {dom.column: (decode_edge(dom, a), decode_edge(dom, b)) for dom, (a, b) in zip(self.domains, box,
+                                                                                              strict=True)}
+        return Rectangle(ends, empty)
 
