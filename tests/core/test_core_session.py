@@ -108,7 +108,7 @@ def test_bad_files(tmp_path: Path) -> None:
     ({"budget": dp.ZCDP(1), "accountant": "basic"}, dp.BudgetConversionError, "accountant"),
     ({"budget": dp.PureDP(1), "accountant": "zcdp"}, dp.BudgetConversionError, "accountant"),
     ({"accountant": "nope"}, dp.PluginError, "accountant"),
-    ({"backend": "spark"}, dp.PluginError, "backend"),
+    ({"backend": "no_such_engine"}, dp.PluginError, "backend"),
 ], ids=lambda v: repr(v) if not isinstance(v, dict) else "-".join(f"{k}={v[k]!r}" for k in v))
 def test_bad_session_arguments(kwargs: dict, exc: type, argument: str) -> None:
     args = {"privacy_unit": dp.PrivacyUnit("u"), "budget": dp.PureDP(1), **kwargs}

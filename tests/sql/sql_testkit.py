@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pytest
 
 import dpframe as dp
 
@@ -68,8 +67,3 @@ def make_session(backend: str = "polars", seed: int | None = 42, **extra: Any) -
     )
     kwargs.update(extra)
     return dp.Session({"visits": VISITS, "vj": VISITS_INNER, "vl": VISITS_LEFT}, **kwargs)
-
-
-@pytest.fixture
-def sess() -> dp.Session:
-    return make_session()

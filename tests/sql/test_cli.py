@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import PUBLIC_CITIES, VISITS
+from sql_testkit import PUBLIC_CITIES, VISITS
 
 from dpframe.cli import main
 

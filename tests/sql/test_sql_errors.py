@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_session
+from sql_testkit import make_session
 
 import dpframe as dp
 

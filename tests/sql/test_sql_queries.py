@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CITIES, DEVICES, REGIONS, make_session
 from polars.testing import assert_frame_equal
+from sql_testkit import CITIES, DEVICES, REGIONS, make_session
 
 import dpframe as dp
 
