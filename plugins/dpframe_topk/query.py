@@ -229,7 +229,8 @@ class TopKQuery:
             plan.delta_t = dt
             plan.delta_ld = dt if unknown_fixed else Fraction(0)
             rest = delta - dt - plan.delta_ld
-            if dt >= delta or rest < 0 or (self.ptr == "gaussian" and rest <= 0):
+            # An explicit δ_t must leave room (δ_t < δ); the Laplace default may take all of δ (cost (ε, δ_t)).
+            if (self.delta_t is not None and dt >= delta) or rest < 0 or (self.ptr == "gaussian" and rest <= 0):
                 raise BudgetError(f"δ_t = {float(dt):g} leaves no δ for the rest of the budget δ = {float(delta):g}",
                                   argument="delta_t", fix="pass delta_t well below the budget's δ (e.g. δ/10)")
             if self.ptr == "laplace":

@@ -142,3 +142,15 @@ def test_neighbouring_datasets_output_distribution():
         from tests.topk.test_topk_oracles import dgauss_tail
         exact = p_k[0] * dgauss_tail(plan.ptr_scale, int(plan.threshold()) - max(1, gaps[0]))
         assert stats.binomtest(got, 300, exact).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("keys", [None, KEYS])
+def test_laplace_ptr_default_delta_t(keys):
+    """With ptr='laplace' and no delta_t, δ_t defaults within the budget's δ (public keys: all of it)."""
+    sess = _session()
+    q = sess.table("v").group_by("city", keys=keys).top_k(k=None, ptr="laplace")
+    budget = dp.ApproxDP(4, 1e-6)
+    assert q.cost(budget) == budget
+    assert q.collect(budget)["city"].to_list() == ["a", "b"]
+    with pytest.raises(dp.BudgetError):                       # an explicit δ_t = δ is refused
+        sess.table("v").group_by("city", keys=keys).top_k(k=None, ptr="laplace", delta_t=1e-6).cost(budget)
