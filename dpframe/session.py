@@ -24,7 +24,7 @@ import pyarrow as pa
 from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
 from dpframe.backends.base import StatisticsRequest
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import BudgetError, DPFrameError, PluginError, SchemaError
 from dpframe.frame import Frame
 from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
@@ -37,6 +37,7 @@ from dpframe.tables import load_table
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
+    from dpframe.interactive.individual import IndividualFilter
     from dpframe.interactive.svt import SparseVector
     from dpframe.interactive.tct import TargetChargingChannel
     from dpframe.planner import PhysicalPlan
@@ -223,6 +224,17 @@ class Session:
 
         return SparseVector(self, threshold, max_positives, budget, release=release, refund=refund)
 
+    def individual_filter(self, budget: Budget) -> IndividualFilter:
+        """A per-unit Rényi filter: each privacy unit gets ``budget`` (ρ) and pays only its own loss.
+
+        Charges the session ``budget`` once, now; ``filt.collect(query, budget=dp.ZCDP(rho))`` then runs
+        Gaussian linear queries in which each unit pays Σc²/(2σ²) for its own contribution c, and units that
+        cannot afford it are left out. See ``docs/interactive.md`` (conditions and refused queries).
+        """
+        from dpframe.interactive.individual import IndividualFilter
+
+        return IndividualFilter(self, budget)
+
     def target_charging(self, epsilon: float, max_hits: int, delta: float, *, min_q: float | None = None,
                         per_unit: bool = False) -> TargetChargingChannel:
         """A target-charging channel: a context manager that reserves on enter.
@@ -309,7 +321,7 @@ class Session:
         rows = self._ledger.charges()
         return pl.DataFrame({
             "id": [c.id for c in rows], "status": [c.status for c in rows], "query": [c.query for c in rows],
-            "mechanisms": [c.mechanisms for c in rows], "cost": [describe(c.cost) for c in rows],
+            "mechanisms": [c.mechanisms for c in rows], "cost": [self.accountant.describe_charge(c.cost) for c in rows],
         }, schema={"id": pl.Int64, "status": pl.String, "query": pl.String, "mechanisms": pl.String,
                    "cost": pl.String})
 

@@ -1,0 +1,205 @@
+"""Per-unit (individual) Rényi filter: every privacy unit has its own budget and pays only its own loss.
+
+Digest ``004_modern_accounting.md`` §3.2–3.3 (thesis ch. 5; Feldman & Zrnic 2021). A query releases
+``Σ_u c_u + Z`` where ``c_u`` is unit u's (contribution-bounded) vector of integer statistics over the
+released groups and ``Z`` is discrete Gaussian noise with variance parameter σ² per statistic. For a unit
+u the *individual* Rényi divergence between the outputs with and without u is exactly
+
+    D_α = α · ρ_u,     ρ_u = Σ_statistics ‖c_u‖₂² / (2σ²)        (Lemma 5.2.3; CKS20 Thm. 14 per coordinate)
+
+— linear in α, so one scalar per unit tracks every order. The filter (Alg. 2, Thm. 5.2.4 — fully adaptive
+composition) keeps ``spent_u``; before each query it computes ρ_u from u's own rows and public
+parameters, and u takes part only if ``spent_u + ρ_u ≤ B`` (the prospective check includes this query's
+charge); otherwise u is left out of this query and pays nothing. Every unit's total loss then stays
+≤ B almost surely, and the whole interaction is (α, α·B)-RDP for every α ≥ 1, i.e. B-zCDP: that is what
+the session is charged, once, when the filter is opened (:meth:`dpframe.Session.individual_filter`).
+A unit that contributes nothing to a query (filtered out, or only rows outside the public keys) pays 0.
+
+Validity (checked; anything else is refused before charging): a unit's participation and contribution
+must depend only on its own rows and public parameters, and σ² must be public:
+
+* ungrouped queries, or groups with **public keys** (``group_by(..., keys=[...])``): private keys need
+  partition selection, whose outcome depends on other units (a unit's loss would not be its own);
+* measures of the built-in ``aggregates`` mechanism under a ``dp.ZCDP`` budget (discrete Gaussian noise on
+  linear statistics: ``len``, ``count``, ``count_units``, ``sum``, ``mean``, ``var``, ``std`` — means and
+  variances are post-processing of noisy sums); quantiles, Laplace noise and plugin mechanisms are not
+  Gaussian-linear (their RDP is not linear in α, so a scalar filter is unsound);
+* no ``.sample(...)`` (amplification is not individual); a privacy-unit column (the per-unit state is
+  keyed by it). Filters and row-level columns are per row, hence per unit.
+
+The per-unit state is private: a dict inside the filter, never returned; nothing reports how many units
+were left out (dropping units biases answers towards zero — the docs say so, the result does not).
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"user": [1, 1, 2, 3], "x": [1.0, 2.0, 3.0, 4.0]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
+    ...                   budget=dp.ZCDP(1), seed=3)
+    >>> filt = sess.individual_filter(budget=dp.ZCDP(0.5))
+    >>> sess.spent()
+    ZCDP(rho=1/2)
+    >>> out = filt.collect(sess.table("t").agg(dp.len()), budget=dp.ZCDP(0.25))
+    >>> out.columns, sess.spent()
+    (['len'], ZCDP(rho=1/2))
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from dpframe.budgets import ZCDP, describe
+from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
+from dpframe.mechanism import Noise
+
+if TYPE_CHECKING:
+    from dpframe.frame import Query
+    from dpframe.planner import PhysicalPlan
+    from dpframe.session import Session
+
+LINEAR_KINDS = frozenset({"rows", "nonnull", "fixed_sum", "units"})
+"""Statistic kinds that are sums over rows/units of a value depending on one unit only."""
+
+
+def individual_loss(contributions: Iterable[tuple[int, Fraction]]) -> Fraction:
+    """ρ_u = Σ c²/(2σ²) over ``(c, σ²)`` pairs: one unit's statistics (every group, every statistic).
+
+    The individual RDP at order α is α·ρ_u (Gaussian linear query, digest §3.2 Lemma 5.2.3).
+
+    Example:
+        >>> individual_loss([(3, Fraction(2)), (1, Fraction(2)), (2, Fraction(8))])
+        Fraction(11, 4)
+
+    """
+    return sum((Fraction(int(c) ** 2) / (2 * s2) for c, s2 in contributions), Fraction(0))
+
+
+def _zcdp(budget: object, argument: str) -> ZCDP:
+    if not isinstance(budget, ZCDP) or budget.delta != 0:
+        raise BudgetError(f"expected dp.ZCDP(rho) (δ = 0), got {budget!r}", argument=argument,
+                          fix="pass dp.ZCDP(0.1): the individual filter uses Gaussian noise (Rényi DP)")
+    return budget
+
+
+class IndividualFilter:
+    """A per-unit Rényi filter with budget ρ = B per unit; see the module docstring.
+
+    Open it with :meth:`dpframe.Session.individual_filter`; run queries with :meth:`collect`.
+    """
+
+    def __init__(self, session: Session, budget: object) -> None:
+        bound = _zcdp(budget, "budget")
+        if session.privacy_unit.column is None:
+            raise PlanError("the individual filter keeps a budget per privacy unit and needs a unit id column",
+                            argument="privacy_unit",
+                            fix="open the session with dp.PrivacyUnit('user_id', ...) (add a row id column "
+                                "and use max_rows=1 for row-level privacy)")
+        try:
+            charge = session.accountant.charge(bound)
+        except BudgetConversionError as e:
+            raise BudgetError(f"this session's accountant cannot compose a zCDP filter ({e.args[0]})",
+                              argument="budget",
+                              fix="open the session with a dp.ZCDP budget, or an (ε, δ) budget with "
+                                  "accountant='rdp'") from None
+        self.session = session
+        self.budget = bound
+        self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
+        session._charged(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
+                         lambda: None)
+
+    def __repr__(self) -> str:
+        return f"<dp.IndividualFilter per-unit budget={self.budget!r}>"
+
+    def plan(self, query: object, budget: object) -> PhysicalPlan:
+        """The ordinary plan of ``query`` at ``budget`` (σ² per statistic), after the validity checks. Free."""
+        from dpframe.frame import Query
+        from dpframe.planner import sampling_rate
+
+        rho = _zcdp(budget, "budget")
+        if rho.rho > self.budget.rho:
+            raise BudgetError(f"{rho!r} is more than the per-unit budget {self.budget!r}", argument="budget",
+                              fix=f"pass at most {describe(self.budget)}")
+        fix = "pass sess.table(...).agg(...) or .group_by(col, keys=[...]).agg(...) of len/count/sum/mean"
+        if type(query) is not Query:
+            raise PlanError(f"expected an .agg(...) query, got {type(query).__name__}", argument="query", fix=fix)
+        if query._session is not self.session:
+            raise PlanError("the query belongs to another session", argument="query",
+                            fix="build the query from this session's tables")
+        node = query.node
+        if node.by and node.keys is None:
+            raise PlanError("grouping by private keys needs partition selection, whose outcome depends on "
+                            "other units: a unit's loss would not be its own", argument="query",
+                            fix="pass public keys: group_by(..., keys=[...])")
+        if sampling_rate(node.input) != 1:
+            raise PlanError("sampled inputs are not supported by the individual filter", argument="query",
+                            fix="drop .sample(...)")
+        plan = query.plan(rho)
+        for p in plan.plans:
+            noises: dict[str, Noise] = getattr(p, "noises", None) or {}
+            linear = (p.mechanism == "aggregates" and set(noises) == {s.key for s in p.statistics}
+                      and all(s.kind in LINEAR_KINDS for s in p.statistics)
+                      and all(n.distribution == "discrete_gaussian" for n in noises.values()))
+            if not linear:
+                names = ", ".join(m.describe() for m in p.measures)
+                raise PlanError(f"{names} is not a Gaussian linear query (mechanism {p.mechanism!r}): its "
+                                "individual loss is not α·Σc²/(2σ²)", argument="query",
+                                fix="use len/count/count_units/sum/mean/var/std of the built-in mechanism")
+        return plan
+
+    def cost(self, query: object, budget: object) -> ZCDP:
+        """The most one unit can pay for ``query`` (the nominal ρ); most units pay less. Free."""
+        return ZCDP(sum((n.cost().rho for p in self.plan(query, budget).plans  # type: ignore[union-attr]
+                         for n in p.noises.values()), Fraction(0)))  # type: ignore[attr-defined]
+
+    def collect(self, query: Query, budget: ZCDP) -> pl.DataFrame:
+        """Run ``query`` with the units that can afford their own loss; each pays only ρ_u.
+
+        The session is not charged again (the filter's B was charged when it was opened). On an engine
+        failure the affected units stay charged and only the exception's type is reported.
+        """
+        plan = self.plan(query, budget)
+        try:
+            return self._run(query, plan)
+        except Exception as e:   # its message may quote private values: only the type is reported
+            failure = type(e).__name__
+        raise DPFrameError(f"the query failed while running ({failure}); units stay charged", argument="query",
+                           fix="check column types and expressions against Frame.schema")
+
+    def _run(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
+        sess, node = self.session, query.node
+        unit = sess.privacy_unit.column
+        assert unit is not None
+        stats = plan.statistics()
+        sigma2 = {k: n.scale for p in plan.plans for k, n in p.noises.items()}  # type: ignore[attr-defined]
+        by = list(node.by)
+        per = sess._statistics(node.input, (unit, *by), None, stats)   # PRIVATE: per (unit, group)
+        if by:
+            assert node.keys is not None
+            per = per.join(node.keys, on=by, how="semi", nulls_equal=True)   # only released groups
+        loss: dict[Any, Fraction] = {}
+        keys = [s.key for s in stats]
+        for row in per.select([unit, *keys]).iter_rows():
+            rho_u = individual_loss(zip(row[1:], (sigma2[k] for k in keys), strict=True))
+            loss[row[0]] = loss.get(row[0], Fraction(0)) + rho_u
+        active = [u for u, r in loss.items() if r and self._spent.get(u, Fraction(0)) + r <= self.budget.rho]
+        for u in active:
+            self._spent[u] = self._spent.get(u, Fraction(0)) + loss[u]
+        kept = per.filter(pl.col(unit).is_in(active)) if active else per.clear()
+        if by:
+            assert node.keys is not None
+            summed = kept.group_by(by).agg([pl.col(k).sum().cast(pl.Int64) for k in keys])
+            totals = (node.keys.join(summed, on=by, how="left", nulls_equal=True)
+                      .with_columns([pl.col(k).fill_null(0) for k in keys]).sort(by, nulls_last=False))
+        else:
+            totals = pl.DataFrame({k: [int(kept[k].sum())] for k in keys}, schema={k: pl.Int64 for k in keys})
+        columns: dict[str, Any] = {c: totals[c] for c in by}
+        for p in plan.plans:
+            released = p.release({s.key: np.asarray(totals[s.key].to_numpy(), dtype=np.int64)
+                                  for s in p.statistics}, sess.rng)
+            columns.update({name: pl.Series(name, values) for name, values in released.items()})
+        return pl.DataFrame(columns)
