@@ -238,8 +238,10 @@ class OrderedDomain:
     def decode_series(self, codes: npt.ArrayLike, name: str) -> pl.Series:
         """Decode many codes into a Series (Float64 for numeric columns, the column's type for dates)."""
         c = np.clip(np.asarray(codes, dtype=np.int64), 0, self.size - 1)
-        if self.kind in ("int", "float"):
-            return pl.Series(name, [float(self.value(int(x))) for x in c], dtype=pl.Float64)
+        if self.kind == "int":   # exact in int64 (the value lies within the Int64 bounds), then Float64
+            return pl.Series(name, int(self.lower) + c * int(self.step), dtype=pl.Int64).cast(pl.Float64)
+        if self.kind == "float":  # lower + code·2^g in float64, within one rounding of the exact value
+            return pl.Series(name, float(self.lower) + c.astype(np.float64) * float(self.step), dtype=pl.Float64)
         return pl.Series(name, [self.decode(int(x)) for x in c], dtype=self.dtype)
 
     def describe(self) -> str:

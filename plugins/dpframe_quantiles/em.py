@@ -98,6 +98,10 @@ class Segments:
     lo: npt.NDArray[np.int64]
     hi: npt.NDArray[np.int64]
 
+    def take(self, index: npt.NDArray[np.intp]) -> Segments:
+        """The segments at ``index`` (repeats allowed)."""
+        return Segments(self.start[index], self.end[index], self.lo[index], self.hi[index])
+
 
 ENVELOPE_NATS = 40
 """Window slack: a proposal falls outside the exact window with probability ≤ e⁻⁴⁰ (speed only, not privacy)."""
@@ -129,7 +133,7 @@ def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsil
     below = np.zeros(seg.start.size, dtype=np.int64)
     pending = np.arange(seg.start.size)
     while pending.size:
-        sub = Segments(seg.start[pending], seg.end[pending], seg.lo[pending], seg.hi[pending])
+        sub = seg.take(pending)
         code, c, accepted = _propose(values, sub, q, epsilon, max_rows, rng)
         out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
         pending = pending[~accepted]
@@ -174,8 +178,17 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     run_owner = np.concatenate([owner[last], tail])
     order = np.lexsort((run_value, run_owner))
     run_value, run_owner = run_value[order], run_owner[order]
-    one = Segments(seg.start[run_owner], seg.end[run_owner], seg.lo[run_owner], seg.hi[run_owner])
-    run_low, run_high = _count(values, one, run_value, strict=True), _count(values, one, run_value, strict=False)
+    # C of a run listed by its last position is that position + 1; L is the previous run's C (a search
+    # only for the first run of each segment and for the runs continuing past c_max)
+    tail_high = _count(values, seg.take(tail), values[seg.start[tail] + p1[tail]], strict=False) if tail.size \
+        else np.zeros(0, dtype=np.int64)
+    run_high = np.concatenate([pos[last] + 1, tail_high])[order]
+    follows = np.zeros(run_owner.size, dtype=bool)
+    follows[1:] = run_owner[1:] == run_owner[:-1]
+    run_low = np.zeros(run_owner.size, dtype=np.int64)
+    run_low[1:][follows[1:]] = run_high[:-1][follows[1:]]
+    heads = np.flatnonzero(~follows)
+    run_low[heads] = _count(values, seg.take(run_owner[heads]), run_value[heads], strict=True)
     top = max(values.size - 1, 0)
     after = np.where(run_high < n[run_owner], values[np.minimum(seg.start[run_owner] + run_high, top)]
                      if values.size else 0, seg.hi[run_owner] + 1)
@@ -220,12 +233,12 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     util[right] = -(b * (c_max + 1) - an)
     pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
-    code = lower[chosen] + np.array([int(rng.uniform_below(int(m), 1)[0]) for m in length[chosen]], dtype=np.int64)
+    code = lower[chosen] + _uniform_below_each(length[chosen], rng)
     c = high_of[chosen]
     envelope = (chosen == left) | (chosen == right)
     accepted = ~envelope
     for g in np.flatnonzero(envelope):          # an envelope was proposed (probability ≤ e⁻⁴⁰ by default)
-        g1 = Segments(seg.start[g:g + 1], seg.end[g:g + 1], seg.lo[g:g + 1], seg.hi[g:g + 1])
+        g1 = seg.take(np.array([g]))
         low_z = _count(values, g1, code[g:g + 1], strict=True)[0]
         c[g] = _count(values, g1, code[g:g + 1], strict=False)[0]
         gamma = s * (int(util[chosen[g]]) - int(_utility(a, b, int(an[g]), int(low_z), int(c[g]))))
@@ -299,6 +312,23 @@ def rank_error_bound(size: int, k: int, epsilon_level: Fraction, max_rows: int, 
 
 def _bounded(x: Fraction) -> Fraction:
     return x.limit_denominator(SUB_DENOMINATOR)
+
+
+def _uniform_below_each(bounds: npt.NDArray[np.int64], rng: RandomSource) -> npt.NDArray[np.int64]:
+    """One exact uniform integer in ``[0, bounds[i])`` per entry (1 ≤ bound ≤ 2⁶²), vectorised.
+
+    64-bit words below 2⁶⁴ mod bound are rejected and redrawn; the accepted range has a length divisible
+    by the bound, so the residue is exactly uniform.
+    """
+    m = bounds.astype(np.uint64)
+    threshold = (np.uint64(2**64 - 1) - m + np.uint64(1)) % m        # 2⁶⁴ mod m, in uint64
+    words = rng.random_uint64(m.size)
+    bad = np.flatnonzero(words < threshold)
+    while bad.size:
+        words[bad] = rng.random_uint64(bad.size)
+        bad = bad[words[bad] < threshold[bad]]
+    out: npt.NDArray[np.int64] = (words % m).astype(np.int64)
+    return out
 
 
 def _ranges(start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
