@@ -168,3 +168,15 @@ def test_mean_and_grouped_output_shape() -> None:
     exact = data.group_by("g").agg(pl.len(), pl.col("x").mean()).sort("g")
     assert all(abs(v - e) < 2 for v, e in zip(out["len"][:2], exact["len"], strict=True))
     assert abs(out["x_mean"][0] - exact["x"][0]) < 0.5
+
+
+def test_docs_scenario_each_visitor_pays_its_own_stores() -> None:
+    # docs/interactive.md: 5 rows per visitor, one in each of 5 stores; 20 store counts at ρ = 0.1
+    visits = pl.DataFrame({"visitor": [i // 5 for i in range(600)], "store": [i % 20 for i in range(600)]})
+    sess = dp.Session({"visits": visits}, privacy_unit=dp.PrivacyUnit("visitor", max_rows=5),
+                      budget=dp.ZCDP(1), seed=2)
+    filt = sess.individual_filter(budget=dp.ZCDP(Fraction(1, 2)))
+    for s in range(20):
+        filt.collect(sess.table("visits").filter(pl.col("store") == s).agg(dp.len()), budget=dp.ZCDP(Fraction(1, 10)))
+    assert set(filt._spent.values()) == {Fraction(1, 50)} and len(filt._spent) == 120
+    assert sess.spent() == dp.ZCDP(Fraction(1, 2))
