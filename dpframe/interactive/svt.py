@@ -38,6 +38,7 @@ from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from dpframe.accounting import curves
 from dpframe.budgets import ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
@@ -103,7 +104,10 @@ class SparseVector:
         self._positive_queries: list[tuple[int, Scalar]] = []
         self._rho: int | None = None
         self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
-        cost = session.accountant.charge(PureDP(eps + self.eps3))
+        # RDP/PLD sessions charge the SVT's RDP curve (curves.sparse_vector); others its pure cost
+        svt_curve = curves.sparse_vector(float(self.eps1), float(self.eps2), self.max_positives)
+        cost = session.accountant.charge_plan(PureDP(eps + self.eps3),
+                                              [svt_curve] + ([curves.pure(float(self.eps3))] if self.eps3 else []))
         self._reservation = Reservation(session, cost, f"sparse_vector(T={self._threshold}, c={self.max_positives})",
                                         "sparse vector (discrete Laplace)")
 
