@@ -180,3 +180,31 @@ def test_docs_scenario_each_visitor_pays_its_own_stores() -> None:
         filt.collect(sess.table("visits").filter(pl.col("store") == s).agg(dp.len()), budget=dp.ZCDP(Fraction(1, 10)))
     assert set(filt._spent.values()) == {Fraction(1, 50)} and len(filt._spent) == 120
     assert sess.spent() == dp.ZCDP(Fraction(1, 2))
+
+
+def test_neighbouring_datasets_differ_only_by_the_removed_units_own_share() -> None:
+    # Noise ≈ 0 (σ² = 4/(2·ρ) with ρ ≥ 400): releases are the exact sums over the units still active.
+    # Removing unit 1 must change each release by exactly unit 1's contribution while unit 1 is
+    # active, and leave every other unit's participation (hence the rest of the output) unchanged.
+    data = pl.DataFrame({"u": [1, 1, 2, 3, 3, 4], "g": ["a", "b", "a", "a", "b", "b"], "x": [5, 5, 1, 2, 3, 4]})
+    plan = [(1, None, 400), (3, ["a", "b"], 800), (1, ["a"], 400), (2, None, 800), (1, None, 400), (1, ["b"], 800)]
+
+    def run(frame: pl.DataFrame) -> list[list[int]]:
+        sess = _session(frame)
+        filt = sess.individual_filter(dp.ZCDP(1600))
+        out = []
+        for pred, keys, rho in plan:
+            q = sess.table("t").filter(pl.col("x") >= pred)
+            q = q.agg(dp.len()) if keys is None else q.group_by("g", keys=keys).agg(dp.len())
+            out.append([int(v) for v in filt.collect(q, budget=dp.ZCDP(rho))["len"]])
+        return out
+
+    with_u, without_u = run(data), run(data.filter(pl.col("u") != 1))
+    spent = Fraction(0)
+    for (pred, keys, rho), a, b in zip(plan, with_u, without_u, strict=True):
+        c = _exact_contribution(data, 1, pred, keys)
+        loss = Fraction(rho) * sum(v * v for v in c) / 4
+        active = bool(loss) and spent + loss <= 1600
+        spent += loss if active else 0
+        assert [x - y for x, y in zip(a, b, strict=True)] == (c if active else [0] * len(c))
+    assert spent <= 1600
