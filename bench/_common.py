@@ -101,6 +101,26 @@ def synthetic_visits(rows: int, *, users: int = 1_000_000, cities: int = 1_000, 
 # timing and memory (inside a worker process)
 
 
+def core_query(dp: Any, table: Any, case: str, bounds: tuple[float, float], keys: Sequence[str]) -> Any:
+    """The core benchmark's dpframe query for ``case`` on the private frame ``table``.
+
+    ``dp`` is the ``dpframe`` module, passed in because this file is also imported by peer venvs
+    that do not have dpframe installed.
+    """
+    measures = [dp.len(), dp.sum("spend", bounds=bounds), dp.mean("spend", bounds=bounds)]
+    if case == "count":
+        return table.agg(dp.len())
+    if case == "sum":
+        return table.agg(dp.sum("spend", bounds=bounds))
+    if case == "mean":
+        return table.agg(dp.mean("spend", bounds=bounds))
+    if case == "grp_private":
+        return table.group_by("city").agg(*measures)
+    if case in ("grp_public", "grp_public_user"):
+        return table.group_by("city", keys=list(keys)).agg(*measures)
+    raise ValueError(f"unknown case {case!r}")
+
+
 def median(xs: Sequence[float]) -> float:
     """The median (NaN for an empty sequence)."""
     return statistics.median(xs) if xs else float("nan")

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402  (bench/ is not a package)
     DATA_DIR,
     city_names,
+    core_query,
     fmt_mib,
     fmt_ms,
     fmt_ratio,
@@ -197,24 +198,9 @@ def dpframe_query(df: Any, case: str) -> tuple[Callable[[], Any], Callable[[], A
     budget = dp.ApproxDP(EPS, DELTA) if case == "grp_private" else dp.PureDP(EPS)
     total = dp.ApproxDP(*SESSION_BUDGET)
     keys = _cities()
-    measures = [dp.len(), dp.sum("spend", bounds=BOUNDS), dp.mean("spend", bounds=BOUNDS)]
-
     def build() -> tuple[Any, Any]:
         sess = dp.Session({"visits": df}, privacy_unit=unit, budget=total)
-        t = sess.table("visits")
-        if case == "count":
-            q = t.agg(dp.len())
-        elif case == "sum":
-            q = t.agg(dp.sum("spend", bounds=BOUNDS))
-        elif case == "mean":
-            q = t.agg(dp.mean("spend", bounds=BOUNDS))
-        elif case == "grp_private":
-            q = t.group_by("city").agg(*measures)
-        elif case in ("grp_public", "grp_public_user"):
-            q = t.group_by("city", keys=keys).agg(*measures)
-        else:
-            raise ValueError(f"unknown case {case!r}")
-        return sess, q
+        return sess, core_query(dp, sess.table("visits"), case, BOUNDS, keys)
 
     def run() -> Any:
         _sess, q = build()

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_ratio, fmt_s, format_table, machine_info, median, ratio, synthetic_visits  # noqa: E402
+from _common import core_query, fmt_ratio, fmt_s, format_table, machine_info, median, ratio, synthetic_visits  # noqa: E402
 from aggregations import (  # noqa: E402
     BOUNDS,
     CASES,
@@ -57,18 +57,7 @@ def dpframe_run(source: Any, case: str, backend: str, spark: Any = None) -> Any:
     extra = {"spark": spark} if spark is not None else {}
     sess = dp.Session({"visits": source}, privacy_unit=unit, budget=dp.ApproxDP(*SESSION_BUDGET), backend=backend,
                       **extra)
-    t = sess.table("visits")
-    measures = [dp.len(), dp.sum("spend", bounds=BOUNDS), dp.mean("spend", bounds=BOUNDS)]
-    if case == "count":
-        q = t.agg(dp.len())
-    elif case == "sum":
-        q = t.agg(dp.sum("spend", bounds=BOUNDS))
-    elif case == "mean":
-        q = t.agg(dp.mean("spend", bounds=BOUNDS))
-    elif case == "grp_private":
-        q = t.group_by("city").agg(*measures)
-    else:
-        q = t.group_by("city", keys=city_names(N_CITIES)).agg(*measures)
+    q = core_query(dp, sess.table("visits"), case, BOUNDS, city_names(N_CITIES))
     return q.collect(budget=budget)
 
 
