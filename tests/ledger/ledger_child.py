@@ -8,7 +8,7 @@ Usage: ``python ledger_child.py LEDGER MODE [ARG]``
   ``after_reserve`` (the reservation is committed, no private row read yet), ``in_run`` (inside the
   backend, reading private rows), ``before_commit`` (the noisy result exists, not yet marked committed),
   ``after_commit`` (committed, about to be returned).
-* ``loop``: run queries of ε = 1/64 forever, printing ``released`` after each result is returned.
+* ``loop N``: run queries of ε = 1/N forever, printing ``released`` after each result is returned.
 * ``race N BARRIER``: wait for the file BARRIER to exist, then try N queries of (ε = 1/8, δ = 10⁻⁶)
   (private group keys, so δ is
   charged) and print how many were admitted.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,9 @@ def main() -> None:
         query.collect(dp.PureDP(0.5))
         print("NOT PAUSED", flush=True)
     elif mode == "loop":
+        share = dp.PureDP(Fraction(1, int(sys.argv[3])))
         while True:
-            query.collect(dp.PureDP(1 / 64))
+            query.collect(share)
             print("released", flush=True)
     elif mode == "race":
         tries, barrier = int(sys.argv[3]), Path(sys.argv[4])
