@@ -25,17 +25,34 @@ from dpframe.errors import PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.plan.rowlevel import check_row_level
 
+_PROBE_ROWS = 3
+
 
 def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
-    """Output schema of ``node`` applied to an empty frame of ``input_schema`` (reads no data)."""
+    """Output schema of ``node`` applied to an empty frame of ``input_schema`` (reads no data).
+
+    The node is also run on a few rows of nulls (public, made up here): an expression that fails on a
+    null, or that does not give one output row per input row (``select`` of literals only, a function
+    that shortens its input), is refused now rather than failing or misbehaving on the private data.
+    """
     try:
-        return node.apply(pl.LazyFrame(schema=input_schema)).collect().schema
+        schema = node.apply(pl.LazyFrame(schema=input_schema)).collect().schema
     except pl.exceptions.ColumnNotFoundError as e:
         raise SchemaError(f"unknown column: {str(e).splitlines()[0]}", argument=argument,
                           fix=f"use one of the columns {list(input_schema.names())}") from e
     except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
         raise SchemaError(f"invalid expression: {str(e).splitlines()[0]}", argument=argument,
                           fix="check the column types with Frame.schema") from e
+    try:
+        probe = node.apply(pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS).lazy()).collect()
+    except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
+        raise PlanError(f"fails on null values ({str(e).splitlines()[0]}), so it could fail on the private data",
+                        argument=argument, fix="handle nulls, e.g. with fill_null(...) or pl.when(...)") from e
+    if not isinstance(node, Filter) and probe.height != _PROBE_ROWS:
+        raise PlanError(f"gives {probe.height} rows for {_PROBE_ROWS} input rows: every expression must give one "
+                        "value per row", argument=argument,
+                        fix="reference a column in the expression (a literal alone gives a single row)")
+    return schema
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,7 +121,7 @@ class Filter(RowNode):
     @classmethod
     def of(cls, input: Node, predicate: pl.Expr) -> Filter:
         """Validate and build."""
-        check_row_level(predicate, "predicate")
+        check_row_level(predicate, "predicate", input.schema)
         node = cls(input, input.schema, predicate)
         schema = _derive(input.schema, node, "predicate")
         if schema != input.schema:
@@ -123,16 +140,17 @@ class Filter(RowNode):
         return f"Filter {self.predicate}"
 
 
-def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str) -> tuple[pl.Expr, ...]:
+def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
+           schema: pl.Schema) -> tuple[pl.Expr, ...]:
     out = []
     for e in exprs:
         if isinstance(e, str):
             e = pl.col(e)
-        check_row_level(e, argument)
+        check_row_level(e, argument, schema)
         out.append(e)
     for name, e in named.items():
         e = e if isinstance(e, pl.Expr) else pl.lit(e)
-        check_row_level(e, name)
+        check_row_level(e, name, schema)
         out.append(e.alias(name))
     return tuple(out)
 
@@ -147,7 +165,7 @@ class WithColumns(RowNode):
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
            protected: str | None) -> WithColumns:
         """Validate and build."""
-        checked = _named(exprs, named, "exprs")
+        checked = _named(exprs, named, "exprs", input.schema)
         node = cls(input, input.schema, checked)
         schema = _derive(input.schema, node, "exprs")
         written = pl.LazyFrame(schema=input.schema).select(checked).collect_schema().names()
@@ -173,7 +191,7 @@ class Select(RowNode):
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
            protected: str | None) -> Select:
         """Validate and build."""
-        checked = _named(exprs, named, "exprs")
+        checked = _named(exprs, named, "exprs", input.schema)
         names = list(_derive(input.schema, cls(input, input.schema, checked), "exprs").names()) if checked else []
         if protected is not None and protected in names:
             # Selected explicitly: it must be the unit column itself, unchanged.

@@ -2,13 +2,25 @@
 
 Filters and derived columns before aggregation must be *stable*: adding or removing one privacy unit may
 change only that unit's rows. They must also never fail because of a private value: an error raised by
-the engine mid-query would itself reveal something about the data, outside the DP guarantee. So strict
-casts and parsers (``strict=True``), ``ambiguous="raise"``, out-of-bounds list access and JSON/decimal
-parsing are refused too, with the non-failing alternative as the fix. Aggregations, windows, sorting,
-shifting, ranking, sampling and Python UDFs mix rows together and are refused with a
-:class:`~dpframe.errors.PlanError` that names the operation. The check walks the expression's serialized
-tree against an allowlist, so an operation Polars adds in the future is refused until someone reviews
-it.
+the engine mid-query would itself reveal something about the data, outside the DP guarantee.
+
+The check is a strict allowlist over the expression's serialized tree. It visits **every** node, at
+every depth and in every expression position (a bare variant such as ``"Len"`` inside an alias, a
+binary operation or a ``when`` is a node too), and refuses any node, function or operator that is not
+on the list, so an operation Polars adds in the future is refused until someone reviews it. Refused:
+
+- anything whose value for a row depends on other rows: aggregations (``len``, ``count``, ``sum``,
+  ``mean``, ``implode``, ``has_nulls`` ...), windows (``over``), cumulative and rolling functions,
+  ``shift``, ``rank``, ``sort``, ``unique``, sampling, Series literals, ``replace``/``is_in`` against a
+  column (both look at the whole column), date parsing with an inferred format or ``ambiguous="infer"``;
+- operations that can fail on some private values: strict casts and parsers (``strict=True``),
+  ``ambiguous="raise"``, JSON/decimal parsing, and parameters (regex patterns, lengths, durations,
+  integer exponents) taken from a column rather than a literal;
+- the physical codes of a ``pl.Categorical`` (``to_physical``, ``reinterpret``, ``min``/``max_horizontal``
+  and anything else not on the short categorical allowlist) and casts/literals *to* ``pl.Categorical``:
+  Polars numbers categories in the order the process first saw each string, so a code depends on
+  other rows. ``pl.Enum([...])`` is allowed: its categories, and so its codes, are public;
+- Python functions (``map_elements``/``map_batches``), which cannot be inspected.
 
 Example:
     >>> import polars as pl
@@ -17,28 +29,100 @@ Example:
     Traceback (most recent call last):
     ...
     dpframe.errors.PlanError: predicate: uses 'Agg:Mean', which combines several rows ...
+    >>> check_row_level(pl.len().alias("n"), "exprs")
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.PlanError: exprs: uses 'Len', which combines several rows ...
 
 """
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from dpframe.errors import PlanError
 
-_NODES = {"Column", "Literal", "BinaryExpr", "Alias", "Cast", "Ternary", "Function", "KeepName",
-          "RenameAlias", "Selector", "Field", "Nth", "Columns"}
-_FUNCTIONS = {"Abs", "Log", "Log1p", "Exp", "Pow", "Sign", "Clip", "Round", "RoundSF", "Floor", "Ceil",
-              "Trigonometry", "Atan2", "Boolean", "StringExpr", "TemporalExpr", "FillNull", "FillNan",
-              "Coalesce", "MaxHorizontal", "MinHorizontal", "SumHorizontal", "MeanHorizontal", "Hash",
-              "AsStruct", "StructExpr", "Replace", "Negate",
-              "Cbrt", "ToPhysical", "Reinterpret", "IsIn", "Not"}
-_SUB_DENIED = {"IsDuplicated", "IsUnique", "IsFirstDistinct", "IsLastDistinct", "Any", "All",
-               "ConcatVertical", "Join", "JsonDecode", "JsonPathMatch", "ToDecimal"}
+_ROWS = ("which combines several rows (or is not on dpframe's list of row-by-row operations); before "
+         "aggregation every expression must be computed from one row at a time")
+_ROWS_FIX = "aggregate with dp measures in .agg(...) instead, or use an element-wise expression"
 _FAILS = "can fail on some private values, and a failure would reveal them"
+_CATEGORICAL = ("which reads a Categorical's physical codes; Polars numbers categories in the order the process "
+                "first saw each string, so a code depends on other rows")
+_CATEGORICAL_FIX = "cast to pl.String, or to pl.Enum([...]) with public categories, before this operation"
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    what: str
+    why: str = _ROWS
+    fix: str = _ROWS_FIX
+
+
+# Expression nodes that are row-level by themselves (their sub-expressions are checked separately).
+_LEAVES = {"Column", "Columns", "Nth", "Selector", "Field"}
+_OPERATORS = {"Eq", "EqValidity", "NotEq", "NotEqValidity", "Lt", "LtEq", "Gt", "GtEq", "Plus", "Minus",
+              "Multiply", "Divide", "RustDivide", "TrueDivide", "FloorDivide", "TruncDivide", "Modulus", "And",
+              "Or", "Xor", "LogicalAnd", "LogicalOr"}
+_RENAMES = {"Prefix", "Suffix", "ToLowercase", "ToUppercase"}
+
+# Functions: name -> allowed sub-variants (for namespaces), or None (a plain function; its payload holds options).
+_STRING = {"ConcatHorizontal", "Contains", "CountMatches", "EndsWith", "Extract", "ExtractAll", "ExtractGroups",
+           "Find", "ToInteger", "LenBytes", "LenChars", "Lowercase", "Replace", "Reverse", "PadStart", "PadEnd",
+           "Slice", "Head", "Tail", "HexEncode", "HexDecode", "Base64Encode", "Base64Decode", "StartsWith",
+           "StripChars", "StripCharsStart", "StripCharsEnd", "StripPrefix", "StripSuffix", "SplitExact", "SplitN",
+           "Strptime", "Split", "SplitRegex", "Titlecase", "Uppercase", "ZFill", "ContainsAny", "ReplaceMany",
+           "EscapeRegex", "Normalize", "Format", "ExtractMany", "FindMany"}
+_TEMPORAL = {"Millennium", "Century", "Year", "IsLeapYear", "IsoYear", "Quarter", "Month", "DaysInMonth", "Week",
+             "WeekDay", "Day", "OrdinalDay", "Time", "Date", "Datetime", "Duration", "Hour", "Minute", "Second",
+             "Millisecond", "Microsecond", "Nanosecond", "TotalDays", "TotalHours", "TotalMinutes", "TotalSeconds",
+             "TotalMilliseconds", "TotalMicroseconds", "TotalNanoseconds", "ToString", "CastTimeUnit",
+             "WithTimeUnit", "ConvertTimeZone", "TimeStamp", "Truncate", "OffsetBy", "MonthStart", "MonthEnd",
+             "BaseUtcOffset", "DSTOffset", "Round", "Replace", "ReplaceTimeZone", "Combine", "DatetimeFunction"}
+_FUNCTIONS: dict[str, set[str] | None] = {
+    "Abs": None, "Negate": None, "Log": None, "Log1p": None, "Exp": None, "Sign": None, "Cbrt": None,
+    "Clip": None, "Round": None, "RoundSF": None, "Floor": None, "Ceil": None, "Atan2": None,
+    "FillNull": None, "FillNan": None, "Coalesce": None, "Hash": None, "AsStruct": None, "Replace": None,
+    "MaxHorizontal": None, "MinHorizontal": None, "SumHorizontal": None, "MeanHorizontal": None,
+    "ToPhysical": None, "Reinterpret": None,
+    "Pow": {"Generic", "Sqrt", "Cbrt"},
+    "Trigonometry": {"Cos", "Cot", "Sin", "Tan", "ArcCos", "ArcSin", "ArcTan", "Cosh", "Sinh", "Tanh", "ArcCosh",
+                     "ArcSinh", "ArcTanh", "Degrees", "Radians"},
+    "Boolean": {"IsNull", "IsNotNull", "IsFinite", "IsInfinite", "IsNan", "IsNotNan", "IsBetween", "IsIn",
+                "IsClose", "AllHorizontal", "AnyHorizontal", "Not"},
+    "StringExpr": _STRING,
+    "TemporalExpr": _TEMPORAL,
+    "StructExpr": {"FieldByName", "FieldByIndex", "RenameFields", "PrefixFields", "SuffixFields", "JsonEncode",
+                   "SelectFields", "DropFields"},
+}
+# Functions whose inputs after the first may be any row-level expression. For every other function
+# those inputs are parameters (a regex, a length, a duration, a replacement map ...): they must be
+# literals, because a bad value from a column would make the query fail, or (replace, is_in) because
+# Polars reads the whole column as the parameter.
+_COLUMN_PARAMETERS = {
+    "Log", "Clip", "Atan2", "FillNull", "FillNan", "Coalesce", "AsStruct", "Hash", "MaxHorizontal",
+    "MinHorizontal", "SumHorizontal", "MeanHorizontal", "Boolean:IsBetween", "Boolean:IsClose",
+    "Boolean:AllHorizontal", "Boolean:AnyHorizontal", "StringExpr:ConcatHorizontal", "StringExpr:Format",
+    "StringExpr:StartsWith", "StringExpr:EndsWith", "StringExpr:Contains", "StringExpr:StripChars",
+    "StringExpr:StripCharsStart", "StringExpr:StripCharsEnd", "StringExpr:StripPrefix", "StringExpr:StripSuffix",
+    "TemporalExpr:Combine", "TemporalExpr:Duration",
+}
+# Functions that may consume a Categorical value: they see the string, never the physical code (the
+# other nodes the walk allows, alias/when/comparisons, do too; a Cast only to String or Enum).
+_CATEGORICAL_SAFE = {"FillNull", "Coalesce", "Hash", "AsStruct", "StructExpr", "Boolean:IsNull", "Boolean:IsNotNull",
+                     "Boolean:IsIn", "StringExpr:ConcatHorizontal"}
+
+
+def _variant(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and value:
+        return str(next(iter(value)))
+    return None
 
 
 def _may_raise(payload: Any) -> bool:
@@ -55,78 +139,197 @@ def _may_raise(payload: Any) -> bool:
     return payload in ("raise", "Raise")
 
 
-def _variant(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and value:
-        return str(next(iter(value)))
-    return None
+def _is_literal(node: Any) -> bool:
+    return isinstance(node, dict) and set(node) == {"Literal"}
 
 
-def _is_node(value: Any) -> bool:
-    """Expression nodes serialize as ``{"CamelCaseVariant": payload}``; struct fields are snake_case."""
-    return isinstance(value, dict) and len(value) == 1 and str(next(iter(value)))[:1].isupper()
+def _string_literal(node: Any) -> str | None:
+    scalar = node.get("Literal", {}).get("Scalar") if _is_literal(node) and isinstance(node["Literal"], dict) else None
+    value = scalar.get("String") if isinstance(scalar, dict) else None
+    return value if isinstance(value, str) else None
 
 
-def _walk(node: Any, bad: list[str]) -> None:
-    """Check one expression node and everything below it."""
-    if isinstance(node, str):
-        if node == "Len":
-            bad.append("Len")
-        return
-    if not _is_node(node):
-        _fields(node, bad)
-        return
-    variant, payload = next(iter(node.items()))
-    if variant not in _NODES:
-        bad.append(f"{variant}:{_variant(payload)}" if variant == "Agg" else variant)
-    elif variant == "Cast" and payload.get("options") == "Strict":
-        bad.append(f"strict cast ({_FAILS}; use .cast(dtype, strict=False): unconvertible values become null)")
-        _fields(payload, bad)
-    elif variant == "Literal":
-        if isinstance(payload, dict) and "Series" in payload:
-            bad.append("Literal:Series")
-    elif variant == "Function":
+def _names_categorical(tree: Any) -> bool:
+    """Whether a serialized type or value names the Categorical type (as a variant key, never a string value)."""
+    if isinstance(tree, dict):
+        return "Categorical" in tree or any(_names_categorical(v) for v in tree.values())
+    if isinstance(tree, list):
+        return any(_names_categorical(v) for v in tree)
+    return False
+
+
+def _has_categorical(dtype: Any) -> bool:
+    """Whether a Polars type is, or contains (list, array, struct field), a Categorical."""
+    if isinstance(dtype, pl.Categorical):
+        return True
+    if isinstance(dtype, pl.List | pl.Array):
+        return _has_categorical(dtype.inner)
+    if isinstance(dtype, pl.Struct):
+        return any(_has_categorical(f.dtype) for f in dtype.fields)
+    return False
+
+
+class _Checker:
+    """One walk over a serialized expression tree, collecting refusals."""
+
+    def __init__(self, schema: pl.Schema | None, categoricals: bool) -> None:
+        self.schema = schema
+        self.categoricals = categoricals   # whether a Categorical value can occur at all in this expression
+        self.bad: list[_Refusal] = []
+
+    def dtypes(self, node: Any) -> list[pl.DataType] | None:
+        """The output types of a sub-expression over the input schema, or None when unknown."""
+        try:
+            expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
+            frame = pl.LazyFrame(schema=self.schema or {})
+            return list(frame.select(expr).collect_schema().dtypes())
+        except Exception:   # invalid over this schema: the node's own validation reports it
+            return None
+
+    def is_categorical(self, node: Any) -> bool:
+        types = self.dtypes(node) if self.categoricals else None
+        return bool(types) and any(_has_categorical(t) for t in types or ())
+
+    def walk(self, node: Any) -> None:
+        """Check one expression node (in expression position) and everything below it."""
+        if isinstance(node, str):   # a unit variant: Len, Element, ... — none is row-level
+            self.bad.append(_Refusal(node))
+            return
+        if not (isinstance(node, dict) and len(node) == 1):
+            self.bad.append(_Refusal(f"unrecognised expression {str(node)[:40]}"))
+            return
+        variant, payload = next(iter(node.items()))
+        children: list[Any]
+        if variant in _LEAVES:
+            children = []
+        elif variant == "Literal":
+            children = []
+            self.literal(payload, node)
+        elif variant == "Alias" and isinstance(payload, list) and payload:
+            children = [payload[0]]
+        elif variant == "KeepName":
+            children = [payload]
+        elif variant == "RenameAlias" and isinstance(payload, dict):
+            if _variant(payload.get("function")) not in _RENAMES:
+                self.bad.append(_Refusal(f"name.{_variant(payload.get('function'))}"))
+            children = [payload.get("expr")]
+        elif variant == "BinaryExpr" and isinstance(payload, dict):
+            if payload.get("op") not in _OPERATORS:
+                self.bad.append(_Refusal(f"operator {payload.get('op')}"))
+            children = [payload.get("left"), payload.get("right")]
+        elif variant == "Ternary" and isinstance(payload, dict):
+            children = [payload.get("predicate"), payload.get("truthy"), payload.get("falsy")]
+        elif variant == "Cast" and isinstance(payload, dict):
+            children = [payload.get("expr")]
+            self.cast(payload)
+        elif variant == "Function" and isinstance(payload, dict):
+            children = list(payload.get("input", []))
+            self.function(payload, children)
+            return
+        else:
+            self.bad.append(_Refusal(f"{variant}:{_variant(payload)}" if variant == "Agg" else variant))
+            return
+        for child in children:
+            self.walk(child)
+
+    def literal(self, payload: Any, node: Any) -> None:
+        kind = _variant(payload)
+        if kind not in ("Dyn", "Scalar"):
+            self.bad.append(_Refusal(f"Literal:{kind}"))   # a Series (one value per row, by position) or a range
+        elif _names_categorical(payload) or (kind == "Scalar" and self.is_literal_categorical(node)):
+            self.bad.append(_Refusal("a pl.Categorical literal", _CATEGORICAL, "use a plain string literal"))
+
+    def is_literal_categorical(self, node: Any) -> bool:
+        scalar = _variant(node["Literal"]["Scalar"]) if isinstance(node["Literal"]["Scalar"], dict) else None
+        if scalar not in ("List", "Array", "Struct"):   # nested values are Arrow bytes: ask Polars for the type
+            return False
+        types = self.dtypes(node)
+        return bool(types) and any(_has_categorical(t) for t in types or ())
+
+    def cast(self, payload: dict[str, Any]) -> None:
+        dtype: Any = payload.get("dtype")
+        if _variant(dtype) != "Literal":
+            self.bad.append(_Refusal("a cast to a computed type", fix="cast to a concrete type, e.g. pl.Float64"))
+        elif _names_categorical(dtype):
+            self.bad.append(_Refusal("a cast to pl.Categorical", _CATEGORICAL,
+                                     "keep pl.String, or cast to pl.Enum([...]) with public categories"))
+        elif self.categoricals and self.is_categorical(payload.get("expr")) \
+                and str(_variant(dtype["Literal"])) not in ("String", "Enum"):
+            self.bad.append(_Refusal("a cast of a Categorical to a non-string type", _CATEGORICAL, _CATEGORICAL_FIX))
+        if payload.get("options") == "Strict":
+            self.bad.append(_Refusal("strict cast", f"which {_FAILS}",
+                                     "use .cast(dtype, strict=False): unconvertible values become null"))
+
+    def function(self, payload: dict[str, Any], inputs: list[Any]) -> None:
         function = payload.get("function")
         name = _variant(function)
-        sub = _variant(function.get(name)) if isinstance(function, dict) else None
-        if name not in _FUNCTIONS or sub in _SUB_DENIED:
-            bad.append(f"{name}:{sub}" if sub else str(name))
-        elif _may_raise(function) or (_may_raise(payload.get("input", [])) and "'Date'" not in str(function)):
-            bad.append(f"{name}:{sub} in strict/raise mode ({_FAILS}; pass strict=False or ambiguous='null')")
-        for item in payload.get("input", []):
-            _walk(item, bad)
-    else:
-        _fields(payload, bad)
+        subs = _FUNCTIONS.get(name or "", set())
+        sub = _variant(function.get(name)) if isinstance(function, dict) and subs is not None else None
+        label = f"{name}:{sub}" if sub else str(name)
+        if name not in _FUNCTIONS or (subs is not None and sub not in subs):
+            detail = _variant(function.get(name)) if isinstance(function, dict) else None
+            self.bad.append(_Refusal(f"{name}:{detail}" if detail else str(name)))
+        else:
+            self.function_rules(name or "", label, function, inputs)
+        for item in inputs:
+            self.walk(item)
+
+    def function_rules(self, name: str, label: str, function: Any, inputs: list[Any]) -> None:
+        """The per-function rules for an allowlisted function."""
+        if _may_raise(function) or (_may_raise(inputs) and "'Date'" not in str(function)):
+            self.bad.append(_Refusal(f"{label} in strict/raise mode", f"which {_FAILS}",
+                                     "pass strict=False or ambiguous='null'"))
+        if label == "StringExpr:Strptime" and isinstance(function["StringExpr"]["Strptime"], list) \
+                and function["StringExpr"]["Strptime"][1].get("format") is None:
+            self.bad.append(_Refusal(f"{label} without a format", "whose format Polars infers from other rows",
+                                     "give the format, e.g. .str.to_date('%Y-%m-%d', strict=False)"))
+        if label in ("StringExpr:Strptime", "TemporalExpr:ReplaceTimeZone") and \
+                any(_string_literal(i) == "infer" for i in inputs):
+            self.bad.append(_Refusal(f"{label} with ambiguous='infer'", "which resolves a time from neighbouring rows",
+                                     "pass ambiguous='earliest', 'latest' or 'null'"))
+        if label not in _COLUMN_PARAMETERS:
+            for i in inputs[1:]:
+                if not _is_literal(i) and not self.parameter_ok(label, inputs[0], i):
+                    self.bad.append(_Refusal(f"{label} with a parameter taken from a column",
+                                             f"which either reads the whole column or {_FAILS}",
+                                             "pass the parameter as a literal value"))
+                    break
+        if self.categoricals and name not in _CATEGORICAL_SAFE and label not in _CATEGORICAL_SAFE \
+                and any(self.is_categorical(i) for i in inputs):
+            self.bad.append(_Refusal(label, _CATEGORICAL, _CATEGORICAL_FIX))
+
+    def parameter_ok(self, label: str, first: Any, parameter: Any) -> bool:
+        """Column parameters that are row-level and cannot fail: is_in a list column; a float exponent."""
+        if self.schema is None:
+            return False
+        types = self.dtypes(parameter)
+        if not types or len(types) != 1:
+            return False
+        if label == "Boolean:IsIn":
+            return isinstance(types[0], pl.List | pl.Array)
+        if label == "Pow:Generic":   # only an integer raised to a negative integer fails
+            base = self.dtypes(first)
+            return types[0].is_float() or bool(base and len(base) == 1 and base[0].is_float())
+        return False
 
 
-def _fields(payload: Any, bad: list[str]) -> None:
-    """Walk a node's payload (a struct of fields or a list), visiting sub-expressions."""
-    items = payload.values() if isinstance(payload, dict) else payload if isinstance(payload, list) else []
-    for value in items:
-        if _is_node(value):
-            _walk(value, bad)
-        elif isinstance(value, dict | list):
-            _fields(value, bad)
+def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None) -> None:
+    """Raise :class:`PlanError` unless ``expr`` is a Polars expression computed row by row.
 
-
-def check_row_level(expr: object, argument: str) -> None:
-    """Raise :class:`PlanError` unless ``expr`` is a Polars expression computed row by row."""
+    ``schema`` is the input's (public) schema. Give it whenever it is known: it lets the check see
+    Categorical values, allow a list column in ``is_in`` and a float exponent in ``pow``.
+    """
     if not isinstance(expr, pl.Expr):
         raise PlanError(f"expected a Polars expression, got {type(expr).__name__}", argument=argument,
                         fix="pass an expression such as pl.col('age') >= 18")
     try:
-        tree = json.loads(expr.meta.serialize(format="json"))
+        text = expr.meta.serialize(format="json")
     except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
         raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument=argument,
                         fix="express the transformation with built-in Polars expressions") from e
-    bad: list[str] = []
-    _walk(tree, bad)
-    if bad:
-        raise PlanError(
-            f"uses {bad[0]!r}" + ("" if "private values" in bad[0] else
-                                  ", which combines several rows (or is not on dpframe's list of row-by-row "
-                                  "operations); before aggregation every expression must be computed from "
-                                  "one row at a time"),
-            argument=argument,
-            fix="aggregate with dp measures in .agg(...) instead, or use an element-wise expression")
+    categoricals = "Categorical" in text or (schema is not None and any(_has_categorical(t) for t in schema.dtypes()))
+    checker = _Checker(schema, categoricals)
+    checker.walk(json.loads(text))
+    if checker.bad:
+        first = checker.bad[0]
+        raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)
