@@ -55,11 +55,21 @@ class Frame:
     def _unit(self) -> str | None:
         return self._session.privacy_unit.column
 
-    def filter(self, *predicates: pl.Expr) -> Frame:
-        """Keep the rows where every (row-level) predicate holds; nulls count as false."""
-        if not predicates:
+    def filter(self, *predicates: pl.Expr, **constraints: Any) -> Frame:
+        """Keep the rows where every (row-level) predicate holds; nulls count as false.
+
+        Like Polars, ``filter(city="a")`` is short for ``filter(pl.col("city") == "a")``.
+        """
+        if not predicates and not constraints:
             raise PlanError("give at least one predicate", argument="predicates", fix="e.g. pl.col('age') >= 18")
         node = self._node
+        for name, value in constraints.items():
+            if name not in self.schema:
+                raise SchemaError(f"unknown column {name!r}", argument=name, fix=f"use one of {self.columns}")
+            if isinstance(value, pl.Expr | pl.Series | pl.DataFrame | list | tuple | dict | set):
+                raise PlanError(f"{name}=... must be a single value, got {type(value).__name__}", argument=name,
+                                fix=f"pass a value, e.g. {name}=..., or a predicate such as pl.col({name!r}) > 1")
+            predicates = (*predicates, pl.col(name) == pl.lit(value))
         for p in predicates:
             node = Filter.of(node, p)
         return Frame(self._session, node)
@@ -92,7 +102,13 @@ class Frame:
         """
         cols: list[str] = []
         for b in by:
-            cols += [b] if isinstance(b, str) else list(b)
+            names: list[Any] = [b] if isinstance(b, str) else list(b) if isinstance(b, list | tuple) else [b]
+            for c in names:
+                if not isinstance(c, str):
+                    raise PlanError(f"expected column names, got {c!r} ({type(c).__name__})", argument="by",
+                                    fix="pass column names, e.g. group_by('city') or group_by(['city', 'year']); "
+                                        "derive a key with with_columns(...) first")
+            cols += names
         if not cols:
             raise PlanError("group by at least one column", argument="by", fix="e.g. group_by('city')")
         for c in cols:
@@ -102,9 +118,24 @@ class Frame:
             raise PlanError(f"repeated key column in {cols}", argument="by", fix="name each column once")
         return GroupBy(self, tuple(cols), None if keys is None else _public_keys(keys, cols, self.schema))
 
-    def agg(self, *measures: Measure | Iterable[Measure]) -> Query:
-        """Aggregate the whole (filtered) table into one row of private statistics."""
-        return Query(self._session, _aggregate(self._node, (), None, measures))
+    def agg(self, *measures: Measure | Iterable[Measure], **named: Measure) -> Query:
+        """Aggregate the whole (filtered) table into one row of private statistics.
+
+        ``agg(n=dp.len())`` releases the measure under the column name ``n`` (like ``.alias("n")``).
+        Each measure is validated now, free: its kind must be handled by an installed mechanism, its
+        column must exist and have a type the mechanism accepts.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"s": ["a"]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1))
+            >>> sess.table("t").agg(dp.sum("s", bounds=(0, 1)))
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.SchemaError: column: sum() needs a numeric column; 's' is String. Fix: ...
+
+        """
+        return Query(self._session, _aggregate(self._session, self._node, (), None, measures, named))
 
     def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99), resolution: Any = None) -> Any:
         """Private clipping bounds (the low/high quantiles over a wide public ``domain``); costs the budget.
@@ -186,9 +217,13 @@ class GroupBy:
     def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None) -> None:
         self._frame, self._by, self._keys = frame, by, keys
 
-    def agg(self, *measures: Measure | Iterable[Measure]) -> Query:
-        """Private statistics per group (one row per public key, or per selected private key)."""
-        return Query(self._frame._session, _aggregate(self._frame._node, self._by, self._keys, measures))
+    def agg(self, *measures: Measure | Iterable[Measure], **named: Measure) -> Query:
+        """Private statistics per group (one row per public key, or per selected private key).
+
+        Measures are validated now, free, as in :meth:`Frame.agg`; ``agg(n=dp.len())`` names a column.
+        """
+        return Query(self._frame._session,
+                     _aggregate(self._frame._session, self._frame._node, self._by, self._keys, measures, named))
 
     def top_k(self, k: int | None = 10, score: Measure | None = None, method: str = "stable",
               release_scores: bool = False, *, k_max: int | None = None, lam: float | None = None,
@@ -260,6 +295,12 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
         raise SchemaError(f"cannot read keys: {e}", argument="keys", fix=fix) from e
     if sorted(frame.columns) != sorted(by):
         raise SchemaError(f"keys have columns {frame.columns}, the group-by has {by}", argument="keys", fix=fix)
+    for c in by:
+        if not _same_kind(frame.schema[c], schema[c]):
+            raise SchemaError(f"keys for {c!r} are {frame.schema[c]}, the column is {schema[c]}", argument="keys",
+                              fix=f"pass keys of the column's type ({schema[c]}), e.g. "
+                                  + ("strings" if _kind(schema[c]) == "string" else "numbers"
+                                     if _kind(schema[c]) == "numeric" else f"{schema[c]} values"))
     try:
         cast = frame.select([pl.col(c).cast(schema[c]) for c in by])
         lossless = cast.select([pl.col(c).cast(frame.schema[c]) for c in by]).equals(frame.select(by))
@@ -276,8 +317,28 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     return frame
 
 
-def _aggregate(node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
-               measures: Sequence[Measure | Iterable[Measure]]) -> Aggregate:
+def _kind(dtype: pl.DataType) -> str:
+    """The family of a type for matching public keys: strings, numbers, booleans, or the type's class."""
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum | pl.Categorical):
+        return "string"
+    if dtype.is_numeric():
+        return "numeric"
+    return type(dtype).__name__
+
+
+def _same_kind(keys: pl.DataType, column: pl.DataType) -> bool:
+    """Whether public keys of type ``keys`` may stand for values of ``column`` (all-null keys always may).
+
+    Example:
+        >>> _same_kind(pl.Int64, pl.String), _same_kind(pl.Int64, pl.Float32), _same_kind(pl.String, pl.Enum(["a"]))
+        (False, True, True)
+
+    """
+    return keys == pl.Null or _kind(keys) == _kind(column)
+
+
+def _aggregate(session: Session, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
+               measures: Sequence[Measure | Iterable[Measure]], named: dict[str, Measure]) -> Aggregate:
     flat: list[Measure] = []
     for m in measures:
         if isinstance(m, Measure):
@@ -291,9 +352,38 @@ def _aggregate(node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
             except TypeError as e:
                 raise PlanError(f"{m!r} is not a dp measure", argument="measures",
                                 fix="use dp.len(), dp.count(), dp.sum(), dp.mean(), dp.var(), dp.std()") from e
+    for name, m in named.items():
+        if not isinstance(m, Measure):
+            raise PlanError(f"{m!r} is not a dp measure", argument=name,
+                            fix=f"e.g. .agg({name}=dp.len()); a raw column or Polars expression cannot be released")
+        flat.append(m.alias(name))
     if not flat:
         raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
+    _validate_measures(session, node.schema, by, flat)
     return Aggregate(node, by, keys, tuple(flat))
+
+
+def _validate_measures(session: Session, schema: pl.Schema, by: tuple[str, ...], measures: list[Measure]) -> None:
+    """Build-time checks of ``agg(...)``, free: each measure's mechanism accepts it.
+
+    Every kind must have a mechanism, which accepts the measure's column, type, bounds and options.
+    (Output-name clashes depend on the mechanisms' outputs and are checked by the planner, also free.)
+
+    The mechanism is validated under the session's notion when it supports it (the notion a query
+    budget converts to), else under one it does support; ``plan_query`` checks again for the actual
+    query budget.
+    """
+    from dpframe.mechanism import MeasureContext
+
+    host = session.plugins
+    preferred = "zcdp" if session.accountant.total.notion == "zcdp" else "pure"
+    for m in measures:
+        name = m.option("mechanism")
+        notions = {n for _, mech in host.mechanisms() if m.kind in mech.handles and name in (None, mech.name)
+                   for n in mech.notions}
+        notion = preferred if preferred in notions or not notions else sorted(notions)[0]
+        mech = host.mechanism_for(m.kind, notion, name)  # raises PluginError when nothing handles the kind
+        mech.validate(m, MeasureContext(session.privacy_unit, schema, bool(by), notion))  # type: ignore[arg-type]
 
 
 def _learning() -> Any:

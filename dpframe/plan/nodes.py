@@ -143,13 +143,19 @@ class Filter(RowNode):
 def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
            schema: pl.Schema) -> tuple[pl.Expr, ...]:
     out = []
-    for e in exprs:
+    flat = [x for e in exprs for x in (e if isinstance(e, list | tuple) else [e])]   # like Polars: lists too
+    for e in flat:
         if isinstance(e, str):
             e = pl.col(e)
         check_row_level(e, argument, schema)
         out.append(e)
     for name, e in named.items():
-        e = e if isinstance(e, pl.Expr) else pl.lit(e)
+        if not isinstance(e, pl.Expr):
+            try:
+                e = pl.lit(e)
+            except (TypeError, ValueError) as err:
+                raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
+                                argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
         check_row_level(e, name, schema)
         out.append(e.alias(name))
     return tuple(out)

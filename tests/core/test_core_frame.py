@@ -340,7 +340,16 @@ def test_aliases_resolve_duplicates(sess: dp.Session) -> None:
     (dp.measure("no_such_kind", "age"), dp.PluginError),
 ])
 def test_measures_are_validated_against_the_schema_when_planned(sess: dp.Session, m: dp.Measure, exc) -> None:
-    q = sess.table("t").agg(m)
+    """agg() refuses them at once (build time); the planner checks again (a Query built around agg)."""
+    from dpframe.frame import Query
+    from dpframe.plan.nodes import Aggregate
+
+    t = sess.table("t")
+    with pytest.raises(exc):
+        t.agg(m)
+    with pytest.raises(exc):
+        t.group_by("city", keys=["a"]).agg(m)
+    q = Query(sess, Aggregate(t._node, (), None, (m,)))
     with pytest.raises(exc):
         q.cost(dp.PureDP(1))
     with pytest.raises(exc):

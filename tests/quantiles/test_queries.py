@@ -114,9 +114,15 @@ def test_bad_measures_are_refused_at_construction(make: object, error: type, arg
     (dp.measure("quantile", "i", bounds=(0, 9), q=0.5, typo=1), dp.DPFrameError, "typo"),
 ])
 def test_bad_input_charges_nothing(measure: dp.Measure, error: type, argument: str) -> None:
+    from dpframe.frame import Query
+    from dpframe.plan.nodes import Aggregate
+
     sess = session()
     before = sess.spent()
-    q = sess.table("t").agg(measure)
+    with pytest.raises(error) as info:    # agg() validates at build time ...
+        sess.table("t").agg(measure)
+    assert info.value.argument == argument and info.value.fix
+    q = Query(sess, Aggregate(sess.table("t")._node, (), None, (measure,)))   # ... and the planner again
     for call in (q.cost, q.explain, q.collect):
         with pytest.raises(error) as info:
             call(dp.PureDP(1))
