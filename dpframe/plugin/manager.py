@@ -24,6 +24,15 @@ from dpframe.plugin import hookspecs
 
 BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
 
+QUERY_ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "learning": ("Frame.interior_point", "Frame.learn_threshold", "Frame.learn_rectangle"),
+    "quantiles": ("Frame.bounds",),
+    "topk": ("GroupBy.top_k", "SQL HAVING TOP_K(...)", "dpframe_topk.MultiLabelPATE"),
+}
+"""First-party plugins that add query types rather than (only) mechanisms through hooks: the methods
+that build their queries (each raises ``PluginError`` naming the plugin when it is blocked or missing).
+``dpframe plugins`` lists them under ``provides``."""
+
 
 @dataclass(frozen=True)
 class PluginInfo:
@@ -159,9 +168,11 @@ class PluginHost:
                 fn = getattr(plugin, hook, None)
                 if fn:
                     provides += [f"{label} {n}" for n in fn()]
+            if name in QUERY_ENTRY_POINTS and name in self.first_party:
+                provides.append("queries: " + ", ".join(QUERY_ENTRY_POINTS[name]))
             package = found.metadata["Name"] if found else "dpframe"
             version = found.version if found else md.version("dpframe")
-            rows.append(PluginInfo(name, version, package, "; ".join(provides)))
+            rows.append(PluginInfo(name, version, package, "; ".join(provides) or "(no hooks)"))
         return rows
 
 
