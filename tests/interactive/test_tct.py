@@ -221,3 +221,62 @@ def test_bad_input_charges_nothing() -> None:
         assert sess.spent() == spent and ch.hits == 0 and ch.calls == 0
     with pytest.raises(dp.DPFrameError, match="closed"):
         ch.test(_q(sess, 0), threshold=3)
+
+
+def test_per_unit_charges_exactly_the_units_in_the_released_sum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (audit 7, gap 1): the value and the charged units come from ONE bounded sample.
+
+    Unit 0 has rows x = 0 and x = 5 but max_rows = 1, so contribution bounding keeps one of them at
+    random. With the noise patched to 0 the released sum shows whether unit 0's 5 was kept; unit 0 must
+    be charged exactly then (Alg. 5 charges every unit with f_i(x) > 0). The old two-call code charged
+    from a second, independently bounded sample (8 mismatches in 40 seeds).
+    """
+    import dpframe.interactive.tct as tct
+
+    monkeypatch.setattr(tct, "discrete_laplace", lambda scale, size, rng: np.zeros(size, dtype=np.int64))
+    data = pl.DataFrame({"u": [0, 0] + list(range(1, 200)), "x": [0.0, 5.0] + [5.0] * 199})
+    kept = 0
+    for seed in range(40):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1),
+                          budget=dp.ApproxDP(1e6, 1e-5), seed=seed)
+        with sess.target_charging(epsilon=1, max_hits=1000, delta=1e-6, per_unit=True) as ch:
+            q = sess.table("t").agg(dp.sum("x", bounds=(0, 10)))
+            released = ch.conditional_release(q, when=lambda v: v >= 10)
+            assert released in (995.0, 1000.0)
+            unit0_in_value = released == 1000.0
+            assert (ch._unit_hits.get(0, 0) == 1) == unit0_in_value, seed
+            assert all(ch._unit_hits[u] == 1 for u in range(1, 200))
+            kept += unit0_in_value
+            before = ch._unit_hits.get(0, 0)
+            value = ch.conditional_release(q, when=lambda v: v >= 10)   # a fresh bounded sample
+            assert ch._unit_hits.get(0, 0) - before == (value == 1000.0)
+    assert 5 <= kept <= 35                         # both cases were exercised
+
+
+def test_when_is_evaluated_once_and_an_exception_counts_as_a_hit() -> None:
+    sess = _session(5)
+    calls: list[object] = []
+    with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6) as ch:
+        flip = iter([True, False])
+        out = ch.conditional_release(_q(sess, 5), when=lambda v: calls.append(v) or next(flip))
+        assert out is not None and len(calls) == 1 and ch.hits == 1   # one evaluation decides both
+
+        def boom(v: object) -> bool:
+            raise ValueError(f"value was {v}")
+        with pytest.raises(dp.DPFrameError, match="raised ValueError") as info:
+            ch.conditional_release(_q(sess, 5), when=boom)
+        assert "value was" not in str(info.value) and ch.hits == 2
+
+
+def test_huge_epsilon_is_refused_without_overflow_or_charge() -> None:
+    assert q_notprior(1000) == 0.0 and q_between(1000, 3, 1) == 0.0      # no OverflowError
+    assert q_notprior(-math.log(3)) == pytest.approx(0.75)
+    sess = _session(budget=dp.ApproxDP(1e9, 1e-5))
+    for eps in (1000, 30):
+        with pytest.raises(dp.BudgetError, match="cannot pay off") as info:
+            sess.target_charging(epsilon=eps, max_hits=5, delta=1e-7)
+        assert info.value.argument == "epsilon"
+    with pytest.raises(dp.BudgetError, match="cannot pay off") as info:
+        sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7, min_q=1e-9)
+    assert info.value.argument == "min_q"
+    assert sess.spent().epsilon == 0  # type: ignore[union-attr]
