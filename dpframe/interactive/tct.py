@@ -23,6 +23,9 @@ Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤
   q = (1 − e^{−wε/Δ})/(e^ε + 1) for w integer grid steps between the thresholds (verified by the LP of
   digest §9 in the tests).
 * ``select_best`` — best of m candidates (Thm I.1 / Remark I.2): one hit of a 2ε call.
+* ``boundary_test`` — the boundary wrapper (Alg. 4, Lemmas E.1/E.2) of a threshold test with an exact
+  oracle: "boundary" is the target, charged as a 4ε/3 call with q = (e^t − 1)/(2(e^{ε+t} − 1)), t = 4ε/3
+  (:mod:`dpframe.interactive.boundary`).
 
 The channel is a *filter*: the reservation is charged in full whatever the hit count (there is no
 odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used".
@@ -56,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from dpframe.accounting.accountants import round_up
 from dpframe.budgets import ZCDP, ApproxDP, Budget, exact, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation
 from dpframe.interactive.svt import positive_int
@@ -224,13 +228,14 @@ class TargetChargingChannel:
         return f"<dp.TargetChargingChannel {self.status()}>"
 
     # ------------------------------------------------------------------------------ admission
-    def _call_epsilon(self, epsilon: object, factor: int) -> Fraction:
+    def _call_epsilon(self, epsilon: object, factor: Fraction | int) -> Fraction:
+        """The ε of the call's mechanism; the call is charged factor·ε, which must be ≤ the channel's ε."""
         eps = self.epsilon / factor if epsilon is None else exact(epsilon, "epsilon")  # type: ignore[arg-type]
         if eps * factor > self.epsilon:
             raise BudgetError(f"this call is {factor}·ε = {float(eps * factor):g}-DP, more than the channel's "
                               f"ε = {float(self.epsilon):g}", argument="epsilon",
                               fix=f"pass epsilon ≤ {float(self.epsilon / factor):g}")
-        return eps
+        return Fraction(eps)
 
     def _admit(self, q: float, hits: int = 1, kind: str = "this call") -> Reservation:
         """Admission from public state only: open, q ≥ q_ch, room for the hits."""
@@ -374,6 +379,30 @@ class TargetChargingChannel:
             return "above"
         self._hit()
         return "between"
+
+    def boundary_test(self, query: Any, threshold: object, *, epsilon: object = None) -> str:
+        """The boundary-wrapped test "query ≥ threshold?": "above", "below" or "boundary" (the target).
+
+        Alg. 4 with an exact oracle (:mod:`dpframe.interactive.boundary`): "boundary" comes out with
+        probability π/(1+π), π the chance of the test's less likely answer, else a fresh test answer.
+        Only "boundary" is charged: a t = 4ε/3 call with q = (e^t − 1)/(2(e^{ε+t} − 1)) ≈ 2/7 (Lemmas
+        E.1/E.2), so the test runs at ε = 3/4 of the channel's by default and the channel needs
+        ``min_q ≤ q_boundary(ε)``. Values far from the threshold on *either* side are almost free.
+        """
+        if self.per_unit:
+            raise PlanError("per-unit channels support test and conditional_release", argument="boundary_test",
+                            fix="use a channel without per_unit")
+        eps = self._call_epsilon(epsilon, WRAPPER_FACTOR)
+        bar_value = public_number(threshold, "threshold")
+        sc = scalar(self.session, query, eps)
+        self._admit(q_boundary(float(eps)), kind="a boundary test")
+        bar, scale = sc.threshold_units(bar_value), sc.sensitivity / eps
+        assert self._reservation is not None
+        outcome = self._reservation.run(lambda: wrapped_test(sc.exact(self.session), bar, scale, self.session.rng))
+        self.calls += 1
+        if outcome == "boundary":
+            self._hit()
+        return outcome
 
     def select_best(self, queries: Sequence[Any], *, epsilon: object = None) -> tuple[int, Any]:
         """The index and noisy value of the largest of m scalar queries: one hit of a 2ε call."""

@@ -14,6 +14,8 @@ import dpframe as dp
 from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
 from dpframe.noise import discrete_laplace_tail
 
+from .lp import is_q_target
+
 
 def test_q_oracles() -> None:
     assert [round(q_notprior(e), 10) for e in (0.01, 0.1, 0.5, 1, 2)] == \
@@ -68,43 +70,25 @@ def _dlap_cdf_below(scale: float, k: int) -> float:
     return 1.0 - discrete_laplace_tail(scale, k)
 
 
-def test_between_thresholds_q_verified_by_lp() -> None:
-    from scipy.optimize import linprog
-
-    eps, width = 0.3, 6
+@pytest.mark.parametrize(("eps", "width", "sensitivity"), [(0.3, 6, 1), (0.3, 6, 2), (0.5, 4, 3), (0.1, 20, 5),
+                                                          (1.0, 3, 2)])
+def test_between_thresholds_q_verified_by_lp(eps: float, width: int, sensitivity: int) -> None:
+    """The discrete BetweenThresholds q ≤ the LP's worst-case q over all pairs shifted by ≤ Δ (digest §9)."""
     lo, hi = 0, width
-    scale = 1 / eps
+    scale = sensitivity / eps
 
     def law(v: int) -> np.ndarray:   # P[below], P[between], P[above] for value v + Z
         below = _dlap_cdf_below(scale, lo - v)
         above = discrete_laplace_tail(scale, hi + 1 - v)
         return np.array([below, 1 - below - above, above])
 
-    def lp_q(z0: np.ndarray, z1: np.ndarray) -> float:
-        def feasible(q: float) -> bool:
-            e = math.exp(eps)
-            a_ub, b_ub = [], []
-            for y in range(3):
-                row = np.zeros(3)
-                row[y] = e - 1           # Z0_y − w ≤ e(Z1_y − w)  ⇔  (e−1) w ≤ e Z1_y − Z0_y
-                a_ub += [row.copy(), row.copy()]
-                b_ub += [e * z1[y] - z0[y], e * z0[y] - z1[y]]
-            for z in (z0, z1):           # Σ_{y∈⊤}(Z_y − w_y) ≥ q(1 − Σ w)
-                row = np.full(3, -q)
-                row[1] += 1
-                a_ub.append(row)
-                b_ub.append(z[1] - q)
-            res = linprog(np.zeros(3), A_ub=a_ub, b_ub=b_ub, bounds=[(0, min(a, b)) for a, b in zip(z0, z1)])
-            return bool(res.status == 0)
-        lo_q, hi_q = 0.0, 1.0
-        for _ in range(22):
-            mid = (lo_q + hi_q) / 2
-            lo_q, hi_q = (mid, hi_q) if feasible(mid) else (lo_q, mid)
-        return lo_q
-
-    claim = q_between(eps, width, 1)
-    worst = min(lp_q(law(v), law(v + s)) for v in range(-3, width + 4) for s in (-1, 1))
-    assert worst >= claim * (1 - 1e-5)
+    claim = q_between(eps, width, sensitivity)
+    between = np.array([False, True, False])
+    pairs = [(v, v + s) for v in range(-3 * sensitivity, width + 3 * sensitivity + 1)
+             for s in range(-sensitivity, sensitivity + 1) if s]
+    assert all(is_q_target(law(a), law(b), eps, between, claim * (1 - 1e-6)) for a, b in pairs)
+    # and not vacuous: within 20% of the LP's worst case (5% at Δ = 1, where Lemma G.1 is tight, O14)
+    assert not all(is_q_target(law(a), law(b), eps, between, claim * 1.2) for a, b in pairs)
 
 
 def _session(seed: int = 0, budget: dp.Budget = dp.ApproxDP(100, 1e-5), **kw: object) -> dp.Session:
