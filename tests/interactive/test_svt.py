@@ -183,3 +183,23 @@ def test_bad_input_charges_nothing() -> None:
     with pytest.raises(dp.PlanError, match="another session"):
         sv.test(_q(other, 0))
     assert sess.spent() == spent and not sv.closed
+
+
+def test_o3_sparse_vector_release_noise_with_and_without_refund() -> None:
+    """Digest 002 O3 (Fig. 1): per-entry std f(c′) = √2Δ/ε_entry(c′) with the refund re-invested,
+    against √2Δc/ε₃ = 56.5685 without ODP (Δ = 1, c = 20, ε₁+ε₂ = 0.5, ε₃ = 0.5)."""
+    from dpframe.noise import discrete_laplace_variance
+
+    c, eps3 = 20, Fraction(1, 2)
+    eps1, eps2 = svt_split(Fraction(1, 2), c)
+    assert float(eps1) == pytest.approx(0.039382262580038824, rel=1e-4)
+    table = {1: 1.5084, 2: 3.0927, 5: 8.3635, 10: 19.3646, 15: 34.4844, 19: 51.3737, 20: 56.5685}
+    classic = math.sqrt(2) * c / float(eps3)
+    assert classic == pytest.approx(56.5685, abs=1e-4)
+    for k, f in table.items():
+        eps_entry = entry_epsilon(eps2, eps3, c, k, refund=True)
+        assert math.sqrt(2) / float(eps_entry) == pytest.approx(f, abs=2e-4)
+        assert math.sqrt(2) / float(eps_entry) <= classic + 1e-9
+        # the engine's discrete Laplace noise at that scale has (slightly less than) that std
+        std = math.sqrt(discrete_laplace_variance(1 / eps_entry))
+        assert f - 0.06 <= std <= f + 1e-9

@@ -264,3 +264,20 @@ def test_huge_epsilon_is_refused_without_overflow_or_charge() -> None:
         sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7, min_q=1e-9)
     assert info.value.argument == "min_q"
     assert sess.spent().epsilon == 0  # type: ignore[union-attr]
+
+
+def test_o3_hits_per_log_factor_and_exact_tail_beats_chernoff() -> None:
+    """Remark B.5 (digest O3/O3b): τ ≥ ln(1/δ*)/(α − ln(1+α)) hits suffice by raw Chernoff; the exact
+    binomial tail the channels use is at least as small at those τ (n = ⌊(1+α)τ/q⌋ accesses)."""
+    raw = {0.5: 10.578, 1: 3.2589, 5: 0.31170, 0.25: 37.235, 2: 1.1094}
+    for alpha, factor in raw.items():
+        assert 1 / (alpha - math.log1p(alpha)) == pytest.approx(factor, abs=1e-3)
+    for alpha, simple in {0.5: 12, 1: 4, 5: 0.48}.items():
+        assert 2 * (1 + alpha) / alpha**2 == pytest.approx(simple)
+    q, target = q_notprior(0.1), 1e-6
+    for alpha in (0.5, 1, 5):
+        tau = math.ceil(raw[alpha] * math.log(1 / target))
+        n = math.floor((1 + alpha) * tau / q)
+        chernoff = math.exp(-tau * (alpha - math.log1p(alpha)))
+        assert chernoff <= target * 1.001
+        assert delta_star(tau, n, q) <= chernoff
