@@ -200,7 +200,8 @@ class TargetChargingChannel:
                             fix="open a new one with sess.target_charging(...)")
         self._reservation = Reservation(self.session, self.cost,
                                         f"target_charging(ε={self.epsilon}, τ={self.max_hits}, δ={self.delta:g})",
-                                        f"TCT channel (n={self.plan.n} accesses, δ*={self.plan.delta_star:.3g})")
+                                        f"TCT channel (n={self.plan.n} accesses, δ*={self.plan.delta_star:.3g})",
+                                        owner=self)
         return self
 
     def __exit__(self, *exc: object) -> None:
