@@ -57,7 +57,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import ZCDP, ApproxDP, Budget, exact, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.scalar import Scalar, public_number, scalar
@@ -183,9 +183,11 @@ class TargetChargingChannel:
         if total.notion == "zcdp":
             self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
             self.cost: Budget = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
+            self.guarantee: Budget = self.cost
         else:
             self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)
-            self.cost = session.accountant.charge(ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta")))
+            self.guarantee = ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta"))
+            self.cost = session.accountant.charge(self.guarantee)
         self.hits = 0
         self.calls = 0
         self._handles: dict[str, tuple[Scalar, int, Fraction]] = {}
@@ -223,7 +225,9 @@ class TargetChargingChannel:
         # Per unit: which units are exhausted is private (never shown); only the cap is public.
         used = (f"{self.max_hits} hits per privacy unit" if self.per_unit
                 else f"{self.hits} of {self.max_hits} hits used")
-        return f"reserved {self.session.accountant.describe_charge(self.cost)}; {used}; {state}"
+        # The channel's own guarantee (not the accountant's rendering of the charge: a PLD session would
+        # re-discretise an (ε', δ) point and print a meaningless ε).
+        return f"reserved {describe(self.guarantee)}; {used}; {state}"
 
     def __repr__(self) -> str:
         return f"<dp.TargetChargingChannel {self.status()}>"
@@ -366,7 +370,8 @@ class TargetChargingChannel:
         eps = self._call_epsilon(epsilon, 1)
         lo, hi = public_number(lower, "lower"), public_number(upper, "upper")
         if not lo < hi:
-            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix="swap them")
+            fix = "swap them" if lo > hi else "pass two different thresholds (for one threshold use ch.test)"
+            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix=fix)
         sc = scalar(self.session, query, eps)
         lo_units, hi_units = sc.threshold_units(lo), math.floor(hi / sc.unit)
         width = hi_units - lo_units

@@ -281,3 +281,19 @@ def test_o3_hits_per_log_factor_and_exact_tail_beats_chernoff() -> None:
         chernoff = math.exp(-tau * (alpha - math.log1p(alpha)))
         assert chernoff <= target * 1.001
         assert delta_star(tau, n, q) <= chernoff
+
+
+def test_status_in_a_pld_session_and_equal_thresholds_message() -> None:
+    import warnings
+
+    sess = _session(budget=dp.ApproxDP(1000, 1e-5), accountant="pld")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
+            assert ch.status().startswith("reserved ε=56.75")             # the channel's (ε', δ), no overflow
+    basic = _session()
+    with basic.target_charging(epsilon=1, max_hits=5, delta=1e-6, min_q=0.25) as ch:
+        with pytest.raises(dp.DPFrameError, match="two different thresholds"):
+            ch.between(_q(basic, 0), 3, 3)
+        with pytest.raises(dp.DPFrameError, match="swap them"):
+            ch.between(_q(basic, 0), 5, 3)
