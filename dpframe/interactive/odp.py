@@ -13,7 +13,13 @@ Rules this module enforces (each one is a pitfall of the digest, §5):
 * the cell is computed from the released value only (``classify`` never sees data or noise);
 * every cell must fit before running (the worst cell is reserved);
 * only the basic accountant: RDP/zCDP/PLD sessions are refused (:func:`require_additive`) — no
-  theorem covers refunds under non-additive composition.
+  theorem covers refunds under non-additive composition; user-facing tools take ``refund=False`` to
+  run there at the worst cell instead (:func:`resolve_refund`);
+* a spec is validated when built: at least one cell, every ε finite and ≥ 0, 0 ≤ δ < 1 (digest §4.3);
+  :func:`odp_delta` checks a discrete mechanism's spec exactly on a neighbouring pair.
+
+This is also the public hook for mechanism and plugin authors (DESIGN §3, "its ex-post cost where it
+has one"): declare an :class:`OdpSpec` from public information and run through :func:`run_ex_post`.
 
 Example:
     >>> import polars as pl, dpframe as dp
