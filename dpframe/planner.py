@@ -23,6 +23,7 @@ from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statisti
 from dpframe.plan.nodes import Aggregate, Node
 
 if TYPE_CHECKING:
+    from dpframe.accounting.accountants import Accountant
     from dpframe.session import Session
 
 
@@ -58,9 +59,14 @@ def _first(b: Budget) -> Fraction:
     return b.rho if isinstance(b, ZCDP) else b.epsilon
 
 
-def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPlan:
-    """Plan ``node`` under ``budget``; raise a DPFrameError (nothing charged) if it cannot run."""
+def plan_query(session: Session, node: Aggregate, budget: object, accountant: Accountant | None = None) -> PhysicalPlan:
+    """Plan ``node`` under ``budget``; raise a DPFrameError (nothing charged) if it cannot run.
+
+    ``accountant`` prices the plan (default: the session's); a mechanism with its own inner accounting
+    (early stopping's zCDP steps in a basic session) passes a standalone one.
+    """
     budget = check_budget(budget)
+    accountant = session.accountant if accountant is None else accountant
     notion: Notion = "zcdp" if budget.notion == "zcdp" else "pure"
     ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
     host = session.plugins
@@ -71,7 +77,7 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
         groups.setdefault(mech.name, (mech, []))[1].append(m)
     select = node.grouped and node.keys is None
     delta = getattr(budget, "delta", Fraction(0))
-    total = session.accountant.total
+    total = accountant.total
     if select and (delta == 0 or getattr(total, "delta", Fraction(0)) == 0):
         where = "the query budget has" if getattr(total, "delta", Fraction(0)) else "this session's total budget has"
         fix = ("pass public keys: group_by(..., keys=[...])" if where.startswith("this") else
@@ -110,7 +116,7 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
     rate = sampling_rate(node.input)
     declared = [p.privacy for p in ([selection] if selection else []) + plans]
     curves = None if any(c is None for c in declared) else [c.subsampled(rate) for cs in declared for c in cs]  # type: ignore[union-attr]
-    return PhysicalPlan(budget, cost, session.accountant.charge_plan(cost, curves, rate), selection, plans, rate)
+    return PhysicalPlan(budget, cost, accountant.charge_plan(cost, curves, rate), selection, plans, rate)
 
 
 def sampling_rate(node: Node) -> float:

@@ -1,4 +1,4 @@
-"""Paying only for what you learn: sparse vector, a target-charging channel, PTR and early stopping.
+"""Paying only for what you learn: sparse vector, target charging (with the boundary wrapper), PTR, early stopping.
 
 Run: python examples/interactive.py   (seeded for reproducibility: NOT private; drop seed= in real use)
 """
@@ -6,6 +6,7 @@ Run: python examples/interactive.py   (seeded for reproducibility: NOT private; 
 import polars as pl
 
 import dpframe as dp
+from dpframe.interactive.boundary import q_boundary
 from dpframe.interactive.ptr import gated_release, robust_median
 from dpframe.interactive.stopping import run_until
 
@@ -16,7 +17,7 @@ visits = pl.DataFrame({
     "basket": [float(10 + (i * 7) % 40) for i in range(60_000)],
 })
 sess = dp.Session({"visits": visits}, privacy_unit=dp.PrivacyUnit("visitor", max_rows=5),
-                  budget=dp.ApproxDP(70, 1e-6), seed=11)
+                  budget=dp.ApproxDP(130, 1e-6), seed=11)
 store = lambda s: sess.table("visits").filter(pl.col("store") == s).agg(dp.len())  # noqa: E731
 
 # 1. Sparse vector: which stores have more than 4000 visits? Only "above" answers use the budget.
@@ -29,6 +30,12 @@ with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
     flags = [ch.test(store(s), threshold=4000) for s in range(20)]
     big = ch.conditional_release(store(0), when=lambda v: v > 4000)
     print("channel:", ch.status(), "| store 0 released:", big)
+
+# 2b. The boundary wrapper: pay only for *uncertain* answers, on either side of the threshold.
+with sess.target_charging(epsilon=0.5, max_hits=10, delta=1e-7, min_q=q_boundary(0.375)) as ch:
+    answers = [ch.boundary_test(store(s), threshold=3000) for s in range(20)]
+    print("boundary-wrapped tests:", answers.count("above"), "above,", answers.count("below"), "below,",
+          answers.count("boundary"), "boundary |", ch.status())
 
 # 3. Generalized PTR: a median whose noise adapts to the data (⊥ would cost only the test).
 print("robust median basket:", robust_median(sess.table("visits"), "basket", bounds=(0, 10_000))
@@ -43,3 +50,8 @@ print("gated mean:", gated_release(t.agg(dp.mean("basket", bounds=(0, 100))), dp
 steps = [sess.table("visits").filter(pl.col("store") < k).agg(dp.len()) for k in (2, 5, 10, 20)]
 out = run_until(steps, dp.PureDP(0.25), stop=lambda r: r[-1]["len"][0] > 10_000)
 print("early stopping ran", len(out), "of", len(steps), "steps; spent so far:", sess.spent())
+
+# 6. Early stopping with Gaussian steps: ρ adds up inside the run (Lemma 11), the session settles (ε_j, δ).
+steps = [sess.table("visits").filter(pl.col("store") < k).agg(dp.len()) for k in range(1, 21)]
+out = run_until(steps, dp.ZCDP(0.01), stop=lambda r: r[-1]["len"][0] > 20_000, delta=1e-7, stops=[5, 10, 15])
+print("Gaussian early stopping ran", len(out), "of", len(steps), "steps; spent so far:", sess.spent())

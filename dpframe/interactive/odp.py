@@ -13,7 +13,13 @@ Rules this module enforces (each one is a pitfall of the digest, §5):
 * the cell is computed from the released value only (``classify`` never sees data or noise);
 * every cell must fit before running (the worst cell is reserved);
 * only the basic accountant: RDP/zCDP/PLD sessions are refused (:func:`require_additive`) — no
-  theorem covers refunds under non-additive composition.
+  theorem covers refunds under non-additive composition; user-facing tools take ``refund=False`` to
+  run there at the worst cell instead (:func:`resolve_refund`);
+* a spec is validated when built: at least one cell, every ε finite and ≥ 0, 0 ≤ δ < 1 (digest §4.3);
+  :func:`odp_delta` checks a discrete mechanism's spec exactly on a neighbouring pair.
+
+This is also the public hook for mechanism and plugin authors (DESIGN §3, "its ex-post cost where it
+has one"): declare an :class:`OdpSpec` from public information and run through :func:`run_ex_post`.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -28,13 +34,14 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dpframe.budgets import Budget, make
-from dpframe.errors import BudgetConversionError, PluginError
+from dpframe.errors import BudgetConversionError, DPFrameError, PluginError
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -44,11 +51,40 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class OdpSpec:
-    """An output-DP spec: ε per cell (finite, ≥ 0), one δ, and the released value → cell map."""
+    """An output-DP spec: ε per cell (finite, ≥ 0, at least one cell), one δ, and the released value → cell map.
+
+    Declared before the mechanism runs, from public information only (digest §4.1); validated here
+    (a :class:`~dpframe.errors.PluginError` names the bad field). ``classify`` sees only the released
+    value. Lemma 4: the mechanism is (max ε, δ)-DP, which is what is reserved.
+    """
 
     cells: Mapping[str, Fraction]
     delta: Fraction
     classify: Callable[[Any], str]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cells, Mapping) or not self.cells:
+            raise PluginError("an output-DP spec needs at least one cell", argument="cells",
+                              fix="pass {'cell name': epsilon, ...} (one cell: the trivial spec, Lemma 3)")
+        cells: dict[str, Fraction] = {}
+        for name, eps in self.cells.items():
+            if not isinstance(name, str):
+                raise PluginError(f"cell names must be strings, got {name!r}", argument="cells",
+                                  fix="name cells by str")
+            cells[name] = _finite(eps, f"cells[{name!r}]")
+        object.__setattr__(self, "cells", cells)
+        delta = _finite(self.delta, "delta")
+        if delta >= 1:
+            raise PluginError(f"δ must be < 1, got {float(delta)}", argument="delta", fix="pass a δ such as 1e-7")
+        object.__setattr__(self, "delta", delta)
+        if not callable(self.classify):
+            raise PluginError("classify must map the released value to a cell name", argument="classify",
+                              fix="pass classify=lambda released: 'cell name'")
+
+    @staticmethod
+    def trivial(epsilon: object, delta: object = 0) -> OdpSpec:
+        """Lemma 3: every (ε, δ)-DP mechanism has the one-cell spec {*: ε}, δ (no refund)."""
+        return OdpSpec({"*": epsilon}, delta, lambda _: "*")  # type: ignore[dict-item, arg-type]
 
     @property
     def worst(self) -> Fraction:
@@ -59,6 +95,36 @@ class OdpSpec:
         """The cost of ``cell`` (None: the worst cell) as a pure/approx budget."""
         eps = self.worst if cell is None else self.cells[cell]
         return make("approx", eps, self.delta) if self.delta else make("pure", eps)
+
+
+def _finite(value: object, argument: str) -> Fraction:
+    """A finite number ≥ 0 as an exact Fraction (PluginError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise PluginError(f"must be a number, got {type(value).__name__}", argument=argument, fix="pass a number ≥ 0")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PluginError(f"must be finite, got {value}", argument=argument, fix="pass a finite number ≥ 0")
+    exact_value = Fraction(value) if not isinstance(value, float) else Fraction(repr(value))
+    if exact_value < 0:
+        raise PluginError(f"must be ≥ 0, got {value}", argument=argument, fix="pass a number ≥ 0")
+    return exact_value
+
+
+def odp_delta(law0: Mapping[Any, float], law1: Mapping[Any, float], spec: OdpSpec) -> float:
+    """The exact δ a discrete mechanism needs for ``spec``'s cells on one neighbouring pair (digest §1.2).
+
+    max over both directions of Σ_o max(0, P[M(x)=o] − e^{ε(cell(o))}·P[M(x′)=o]): a spec validator for
+    plugin authors (compute it on small neighbouring datasets and check it is ≤ the declared δ).
+
+    Example:
+        >>> coin = OdpSpec({"⊥": 0, "value": 1}, 0, lambda y: "⊥" if y is None else "value")
+        >>> odp_delta({None: 0.5, 1: 0.5}, {None: 0.5, 1: 0.5}, coin)
+        0.0
+
+    """
+    def one_way(p: Mapping[Any, float], q: Mapping[Any, float]) -> float:
+        return sum(max(0.0, pr - math.exp(float(spec.cells[spec.classify(o)])) * q.get(o, 0.0)) for o, pr in p.items())
+
+    return max(one_way(law0, law1), one_way(law1, law0))
 
 
 def additive(session: Session) -> bool:
@@ -72,17 +138,37 @@ def require_additive(session: Session, what: str) -> None:
         raise BudgetConversionError(
             f"{what} refunds budget after the fact (output DP), which is proven only under basic (additive) "
             f"composition; this session's accountant is {session.accountant.name!r}", argument="refund",
-            fix="pass refund=False (charged at the worst case), or use a pure/approx session with "
+            fix="pass refund=False (charged the worst case, no refund), or use a pure/approx session with "
                 "accountant='basic' (see docs/interactive.md)")
 
 
-def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run: Callable[[], T]) -> T:
+def resolve_refund(session: Session, refund: object, what: str) -> bool:
+    """Resolve a user-facing ``refund=`` argument (nothing is charged when this raises).
+
+    None/True → refund (refused, clearly, outside basic sessions); False → the worst cell everywhere.
+    """
+    if refund not in (None, True, False):
+        raise DPFrameError(f"must be None, True or False, got {refund!r}", argument="refund",
+                           fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
+    if refund is False:
+        return False
+    require_additive(session, what)
+    return True
+
+
+def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run: Callable[[], T], *,
+                refund: bool | None = None) -> T:
     """Reserve the worst cell of ``spec``, run, settle to the released output's cell (basic sessions).
 
-    Other sessions are charged the worst cell (no refund). A failure leaves the worst cell charged.
+    The public building block for mechanisms and plugins with an ex-post cost (DESIGN §3): declare an
+    :class:`OdpSpec` from public information, pass the private computation as ``run``. ``refund``:
+    None — settle in basic sessions, charge the worst cell in others; True — settle (a non-basic session
+    is refused, nothing charged); False — always the worst cell. A failure leaves the worst cell charged.
     """
     worst = session.accountant.charge(spec.budget())
-    if not additive(session):
+    if refund is True:
+        require_additive(session, what)
+    if refund is False or not additive(session):
         return session._charged(worst, what, mechanisms, run)
 
     def settle(result: T) -> tuple[Budget, str]:
@@ -93,4 +179,3 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
         return session.accountant.charge(spec.budget(cell)), cell
 
     return session._charged(worst, what, mechanisms, run, settle=settle)
-

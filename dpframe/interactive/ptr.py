@@ -45,7 +45,7 @@ import numpy as np
 
 from dpframe.budgets import ApproxDP, Budget
 from dpframe.errors import BoundsError, BudgetError, SchemaError
-from dpframe.interactive.odp import OdpSpec, run_ex_post
+from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
@@ -61,23 +61,27 @@ GRID_BITS = 16
 
 def propose_test_release(session: Session, test: Callable[[], bool], release: Callable[[], T], *,
                          test_epsilon: Fraction, release_epsilon: Fraction, delta: Fraction = Fraction(0),
-                         what: str = "propose-test-release", mechanisms: str = "PTR") -> T | None:
+                         what: str = "propose-test-release", mechanisms: str = "PTR",
+                         refund: bool | None = None) -> T | None:
     """Run ``test`` (ε_test-DP); if it passes, ``release`` (ε_rel-DP on data the test lets through, δ).
 
     Returns None (⊥) when the test fails; charged ε_test (+ δ) then, ε_test + ε_rel otherwise (basic
-    composition; other sessions pay the worst case). Both callables read private data: they run
-    inside the charged reservation.
+    composition). Sessions with another accountant are refused (nothing charged) unless
+    ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer. Both callables
+    read private data: they run inside the charged reservation.
     """
     spec = OdpSpec({"⊥": test_epsilon, "value": test_epsilon + release_epsilon}, delta,
                    lambda y: "⊥" if y is None else "value")
-    return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None)
+    settle = resolve_refund(session, refund, what)
+    return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None, refund=settle)
 
 
-def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, gate_budget: Budget) -> Any:
+def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, gate_budget: Budget, *,
+                  refund: bool | None = None) -> Any:
     """``query.collect(budget)`` only if the noisy scalar ``gate`` ≥ ``threshold``, else None.
 
-    The gate is a ``gate_budget`` test; a None is charged the test only (basic composition). Both budgets
-    are pure ε.
+    The gate is a ``gate_budget`` test; a None is charged the test only (basic composition; other
+    sessions need ``refund=False`` and pay both budgets). Both budgets are pure ε.
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -100,7 +104,8 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     return propose_test_release(
         session, lambda: sc.noisy(session, sc.noise_scale, session.rng) >= bar,
         lambda: session._run(query.node, plan), test_epsilon=eps_gate, release_epsilon=eps_rel,
-        what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release")
+        what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
+        refund=refund)
 
 
 def instability_distance(codes: np.ndarray, top: int, m: int, beta: int) -> int:
@@ -168,8 +173,8 @@ class RobustMedian:
                 f"first proposal that passes; ⊥ if none\n  cost: ε={float(eps_test + eps_rel):g}, "
                 f"δ={float(delta):g}; a ⊥ is charged ε={float(eps_test):g}, δ={float(delta):g} (output DP)")
 
-    def collect(self, budget: Budget) -> float | None:
-        """The noisy median, or None (⊥) when no proposal passed the test."""
+    def collect(self, budget: Budget, *, refund: bool | None = None) -> float | None:
+        """The noisy median, or None (⊥) when no proposal passed the test (``refund``: see propose_test_release)."""
         eps_test, eps_rel, delta = self._split(budget)
         t, rho_scale, nu_scale = self.threshold(eps_test, delta)
         stat = Statistic("sorted", self.column, self.lo, self.hi, self.lo, 1, self.grid_exp)
@@ -197,7 +202,8 @@ class RobustMedian:
         try:
             return propose_test_release(session, test, release, test_epsilon=eps_test, release_epsilon=eps_rel,
                                         delta=delta, what=f"robust_median({self.column})",
-                                        mechanisms="generalized PTR (AboveThreshold + discrete Laplace)")
+                                        mechanisms="generalized PTR (AboveThreshold + discrete Laplace)",
+                                        refund=refund)
         finally:
             self._codes = np.zeros(0, dtype=np.int64)   # never keep private values around
 

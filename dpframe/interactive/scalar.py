@@ -57,12 +57,19 @@ class Scalar:
         stats = session._statistics(self._input(session, exclude), (), None, (self.statistic,))
         return int(stats[self.statistic.key][0])
 
-    def contributors(self, session: Session, exclude: frozenset[Any] = frozenset()) -> list[Any]:
-        """The privacy units whose contribution to the statistic is non-zero (PRIVATE: only inside a run)."""
+    def exact_by_unit(self, session: Session, exclude: frozenset[Any] = frozenset()) -> tuple[int, list[Any]]:
+        """(exact statistic, the units whose contribution to it is non-zero) — PRIVATE: only inside a run.
+
+        ONE statistics call grouped by privacy unit: contribution bounding (which keeps ``max_rows`` rows
+        per unit by a seeded hash) runs once, so the units returned are exactly the units that moved the
+        statistic returned (per-unit charging, Alg. 5: charge every unit with f_i(x) > 0).
+        """
         unit = session.privacy_unit.column
         assert unit is not None
         stats = session._statistics(self._input(session, exclude), (unit,), None, (self.statistic,))
-        return stats.filter(pl.col(self.statistic.key) != 0)[unit].to_list()
+        values = stats[self.statistic.key].to_list()
+        units = stats[unit].to_list()
+        return sum(int(v) for v in values), [u for u, v in zip(units, values, strict=True) if v != 0]
 
     def _input(self, session: Session, exclude: frozenset[Any]) -> Node:
         node = self.query.node.input

@@ -1,12 +1,23 @@
-"""Iterative releases that may stop early, charged by their stopping time (output DP).
+"""Iterative releases that may stop early, charged by their stopping time (output DP, Lemma 11).
 
-Digest 002 §2.3 (Alg. 3, Lemma 11): an iteration of ε_i-DP steps whose stopping rule reads only the
-released outputs has the output-DP spec "stopped after j steps → Σ_{i≤j} ε_i", δ = Σ δ_i = 0 here
-(pure steps). The whole run's worst case is reserved before the first step, so it can never be cut
-short by the budget halfway, and on stopping the charge is settled to the steps actually run (basic
-composition; other sessions pay the worst case). With additive inner accounting this equals running
-the steps as separate ledger rounds (the digest's "practical reading"); the tighter Thm 15 only pays
-off with a non-additive inner accountant, which this module does not offer.
+Digest 002 §2.3 (Alg. 3). Steps are agg queries run in order; ``stop(results so far)`` reads only
+released results and is consulted at public stopping points k_1 < … < k_m (default: after every
+step). The output-DP spec is "stopped at k_j → ε_j", δ = Σ_j δ_j (Lemma 11, δ_j = δ/m), with ε_j from
+an **inner** composition theorem applied to the first k_j steps (:mod:`dpframe.interactive.composition`):
+
+* ``budget=dp.PureDP(ε)`` (Laplace steps), no ``delta``: ε_j = k_j·ε, δ = 0 — the same as separate
+  ledger rounds (the digest's "practical reading"); kept for a single reservation up front;
+* ``budget=dp.PureDP(ε)`` with ``delta``: ε_j = the exact optimal composition of k_j ε-DP steps at δ_j
+  (Kairouz–Oh–Viswanath; e.g. 20 steps of 0.1 at δ_j = 10⁻⁶: 1.79, not 2.0);
+* ``budget=dp.ZCDP(ρ)`` (discrete Gaussian steps) with ``delta``: ρ adds up inside the run and
+  ε_j = the CKS20 conversion of k_j·ρ at δ_j — grows like √k_j (30 steps of ρ = 0.005, δ = 10⁻⁶, a
+  stopping point after every step: ε_30 = 3.04, where 30 separate rounds at (ε, δ/30) cost 15.0).
+
+The worst cell (ε_m, δ) is reserved before the first step, so the run is never cut short by the budget,
+and on stopping the session is settled to ε_j under **basic composition** (Thm 7; δ is never
+refunded). Other accountants are refused unless ``refund=False`` (then (ε_m, δ) is charged).
+Thm 15's tighter δ_OPT is available as :func:`~dpframe.interactive.composition.optimal_stopping_delta`
+to validate specs; the cells here come from Lemma 11.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -16,6 +27,8 @@ Example:
     >>> out = run_until(steps, dp.PureDP(0.25), stop=lambda results: results[-1]["len"][0] > 30)
     >>> len(out), sess.spent()
     (2, PureDP(epsilon=1/2))
+    >>> stopping_cells(30, dp.ZCDP(0.005), delta=1e-6, stops=[10, 20, 30])   # doctest: +ELLIPSIS
+    {'10': Fraction(...), '20': Fraction(...), '30': Fraction(...)}
 
 """
 
@@ -26,17 +39,68 @@ from fractions import Fraction
 
 import polars as pl
 
-from dpframe.budgets import make
-from dpframe.errors import DPFrameError, PlanError
+from dpframe.accounting.accountants import ZCDPAccountant, round_up
+from dpframe.budgets import ZCDP, Budget, exact, make
+from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.frame import Query
-from dpframe.interactive.odp import OdpSpec, run_ex_post
+from dpframe.interactive.composition import optimal_epsilon
+from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.svt import pure_epsilon
 
 
-def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.DataFrame]], bool]) -> list[pl.DataFrame]:
-    """Collect ``steps`` in order at ``budget`` (pure ε each) until ``stop(results so far)`` is true.
+def _step_budget(budget: object, delta: Fraction) -> Budget:
+    if isinstance(budget, ZCDP):
+        if budget.delta != 0:
+            raise BudgetError(f"expected dp.ZCDP(rho) with δ = 0 per step, got {budget!r}", argument="budget",
+                              fix="pass dp.ZCDP(0.01) and the run's δ as delta=")
+        if delta == 0:
+            raise BudgetError("zCDP steps need delta > 0 to convert each stopping point's ρ to (ε, δ_j)",
+                              argument="delta", fix="pass delta=1e-6")
+        return budget
+    return make("pure", pure_epsilon(budget))
 
-    ``stop`` sees only released results. Returns the released results; charged for their number.
+
+def _stops(stops: object, n: int) -> list[int]:
+    if stops is None:
+        return list(range(1, n + 1))
+    if isinstance(stops, str) or not isinstance(stops, Sequence) or not all(
+            isinstance(k, int) and not isinstance(k, bool) for k in stops):
+        raise DPFrameError(f"expected a list of step counts, got {stops!r}", argument="stops", fix="pass stops=[5, 10]")
+    points = sorted(set(stops) | {n})
+    if points[0] < 1 or points[-1] > n:
+        raise DPFrameError(f"stopping points must be in 1..{n}, got {sorted(set(stops))}", argument="stops",
+                           fix=f"pass step counts between 1 and {n}")
+    return points
+
+
+def stopping_cells(n: int, budget: object, *, delta: object = 0, stops: object = None) -> dict[str, Fraction]:
+    """The cells "stopped after k_j steps" → ε_j of ``n`` steps at ``budget`` each (public inputs only).
+
+    Lemma 11 with δ_j = delta/m; see the module docstring for the inner composition used.
+    """
+    d = Fraction(0) if delta == 0 else exact(delta, "delta")  # type: ignore[arg-type]
+    step = _step_budget(budget, d)
+    points = _stops(stops, n)
+    if d >= 1:
+        raise BudgetError(f"must be < 1, got {delta}", argument="delta", fix="pass delta=1e-6")
+    d_j = d / len(points)
+    cells: dict[str, Fraction] = {}
+    for k in points:
+        if isinstance(step, ZCDP):
+            cells[str(k)] = ZCDP(k * step.rho).to_approx(d_j).epsilon
+        else:
+            eps = step.epsilon   # type: ignore[union-attr]
+            basic = k * eps
+            cells[str(k)] = basic if d == 0 else min(basic, round_up(optimal_epsilon(k, float(eps), float(d_j))))
+    return cells
+
+
+def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.DataFrame]], bool], *,
+              delta: object = 0, stops: object = None, refund: bool | None = None) -> list[pl.DataFrame]:
+    """Collect ``steps`` in order at ``budget`` each until ``stop(results so far)`` is true at a stopping point.
+
+    ``stop`` sees only released results. Returns the released results; charged the cell of their number
+    (see the module docstring: ``budget`` is ``dp.PureDP(ε)`` or ``dp.ZCDP(ρ)``, ``delta`` the spec's δ).
     """
     if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
         raise DPFrameError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
@@ -45,22 +109,28 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
                         fix="build the steps from one session's tables")
     if not callable(stop):
         raise DPFrameError("must be a function of the released results", argument="stop", fix="pass stop=lambda r: ...")
-    eps = pure_epsilon(budget)
     session = steps[0]._session
-    plans = [s.plan(make("pure", eps)) for s in steps]          # validate all steps before anything is charged
+    cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
+    points = {int(k) for k in cells}
+    step = _step_budget(budget, Fraction(1))
+    from dpframe.planner import plan_query
     from dpframe.session import _dry_run
 
+    inner = ZCDPAccountant(ZCDP(len(steps) * step.rho)) if isinstance(step, ZCDP) else None
+    plans = [plan_query(session, s.node, step, inner) for s in steps]   # validate every step, nothing charged
     for p in plans:
         _dry_run(p)
-    cells = {str(j): j * eps for j in range(1, len(steps) + 1)}
+    spec = OdpSpec(cells, Fraction(0) if delta == 0 else exact(delta, "delta"),  # type: ignore[arg-type]
+                   lambda results: str(len(results)))
+    what = f"run_until({len(steps)} steps)"
+    settle = resolve_refund(session, refund, what)
 
     def run() -> list[pl.DataFrame]:
         results: list[pl.DataFrame] = []
         for query, plan in zip(steps, plans, strict=True):
             results.append(session._run(query.node, plan))
-            if stop(results):
+            if len(results) in points and len(results) < len(steps) and stop(results):
                 break
         return results
 
-    spec = OdpSpec(cells, Fraction(0), lambda results: str(len(results)))
-    return run_ex_post(session, spec, f"run_until({len(steps)} steps)", "early stopping (output DP)", run)
+    return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle)

@@ -109,7 +109,7 @@ class SparseVector:
         cost = session.accountant.charge_plan(PureDP(eps + self.eps3),
                                               [svt_curve] + ([curves.pure(float(self.eps3))] if self.eps3 else []))
         self._reservation = Reservation(session, cost, f"sparse_vector(T={self._threshold}, c={self.max_positives})",
-                                        "sparse vector (discrete Laplace)")
+                                        "sparse vector (discrete Laplace)", owner=self)
 
     # ----------------------------------------------------------------------------------- status
     @property

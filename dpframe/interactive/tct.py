@@ -23,6 +23,9 @@ Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤
   q = (1 − e^{−wε/Δ})/(e^ε + 1) for w integer grid steps between the thresholds (verified by the LP of
   digest §9 in the tests).
 * ``select_best`` — best of m candidates (Thm I.1 / Remark I.2): one hit of a 2ε call.
+* ``boundary_test`` — the boundary wrapper (Alg. 4, Lemmas E.1/E.2) of a threshold test with an exact
+  oracle: "boundary" is the target, charged as a 4ε/3 call with q = (e^t − 1)/(2(e^{ε+t} − 1)), t = 4ε/3
+  (:mod:`dpframe.interactive.boundary`).
 
 The channel is a *filter*: the reservation is charged in full whatever the hit count (there is no
 odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used".
@@ -54,11 +57,13 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import ZCDP, ApproxDP, Budget, exact, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation
 from dpframe.interactive.svt import positive_int
+from dpframe.noise import discrete_laplace
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -66,9 +71,13 @@ if TYPE_CHECKING:
 _Q_SLACK = 1 - 1e-12          # q is rounded down (a smaller q only makes δ* larger: never under-reports)
 
 
+MAX_ACCESSES = 10**6
+"""The most data accesses a channel may plan for (⌈τ/q⌉ above it: TCT cannot pay off, refuse)."""
+
+
 def q_notprior(eps: float) -> float:
-    """Lemma 2.3: a NotPrior target of an ε-DP call is a 1/(e^ε + 1)-target."""
-    return 1.0 / (math.exp(eps) + 1.0)
+    """Lemma 2.3: a NotPrior target of an ε-DP call is a 1/(e^ε + 1)-target (e^{−ε}/(1 + e^{−ε}): no overflow)."""
+    return math.exp(-eps) / (1.0 + math.exp(-eps))
 
 
 def q_revise(eps: float) -> float:
@@ -78,7 +87,7 @@ def q_revise(eps: float) -> float:
 
 def q_between(eps: float, width: int, sensitivity: int) -> float:
     """BetweenThresholds (Lemma G.1) with w = ``width`` grid steps and discrete Laplace noise."""
-    return -math.expm1(-width * eps / sensitivity) / (math.exp(eps) + 1.0)
+    return -math.expm1(-width * eps / sensitivity) * q_notprior(eps)
 
 
 def delta_star(tau: int, n: int, q: float) -> float:
@@ -107,7 +116,7 @@ class ChannelPlan:
     @staticmethod
     def optimise(eps: float, q: float, tau: int, delta: float) -> ChannelPlan:
         """Minimise ε'(n) over n ≥ ⌈τ/q⌉ subject to δ*(n) < δ (digest O7). Public inputs only."""
-        start = math.ceil(tau / q)
+        start = ChannelPlan._first(q, tau)
         best: ChannelPlan | None = None
         for n in range(start, start + 40 * max(tau, 10) + int(60 / q)):
             ds = delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9)
@@ -124,9 +133,20 @@ class ChannelPlan:
         return best
 
     @staticmethod
+    def _first(q: float, tau: int, argument: str = "epsilon") -> int:
+        """⌈τ/q⌉, the fewest accesses that can see τ hits; refused (public inputs) beyond MAX_ACCESSES."""
+        if q <= 0 or tau / q > MAX_ACCESSES:
+            per_hit = 1 / q if q > 0 else math.inf
+            raise BudgetError(f"a hit costs ~1/q = {per_hit:.3g} data accesses at this per-call ε (q = {q:.3g}), so "
+                              f"{tau} hits need more than {MAX_ACCESSES:,}: target charging cannot pay off",
+                              argument=argument, fix="use a per-call epsilon ≲ 2 (q near 1/2), or run the "
+                                                      "queries as ordinary collects (plain composition)")
+        return math.ceil(tau / q)
+
+    @staticmethod
     def smallest(q: float, tau: int, delta: float) -> ChannelPlan:
         """The smallest n with δ*(n) ≤ δ (for zCDP sessions: ρ = nε²/2 grows with n)."""
-        n = math.ceil(tau / q)
+        n = ChannelPlan._first(q, tau)
         while delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9) > delta:
             n += max(1, n // 50)
         return ChannelPlan(n, delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9), math.nan)
@@ -145,10 +165,12 @@ class TargetChargingChannel:
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
         self.delta = float(delta)
         eps = float(self.epsilon)
+        ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
         self.q = q_notprior(eps) if min_q is None else float(min_q)
         if not 0 < self.q <= q_notprior(eps):
             raise BudgetError(f"must be in (0, 1/(e^ε+1)] = (0, {q_notprior(eps):.6g}], got {min_q!r}",
                               argument="min_q", fix="omit it (NotPrior targets) or lower it for between()")
+        ChannelPlan._first(self.q, self.max_hits, "min_q")
         self.per_unit = bool(per_unit)
         if self.per_unit and session.privacy_unit.column is None:
             raise PlanError("per-unit charging needs a privacy-unit column (a stable identity per unit)",
@@ -161,9 +183,11 @@ class TargetChargingChannel:
         if total.notion == "zcdp":
             self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
             self.cost: Budget = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
+            self.guarantee: Budget = self.cost
         else:
             self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)
-            self.cost = session.accountant.charge(ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta")))
+            self.guarantee = ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta"))
+            self.cost = session.accountant.charge(self.guarantee)
         self.hits = 0
         self.calls = 0
         self._handles: dict[str, tuple[Scalar, int, Fraction]] = {}
@@ -178,7 +202,8 @@ class TargetChargingChannel:
                             fix="open a new one with sess.target_charging(...)")
         self._reservation = Reservation(self.session, self.cost,
                                         f"target_charging(ε={self.epsilon}, τ={self.max_hits}, δ={self.delta:g})",
-                                        f"TCT channel (n={self.plan.n} accesses, δ*={self.plan.delta_star:.3g})")
+                                        f"TCT channel (n={self.plan.n} accesses, δ*={self.plan.delta_star:.3g})",
+                                        owner=self)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,19 +225,22 @@ class TargetChargingChannel:
         # Per unit: which units are exhausted is private (never shown); only the cap is public.
         used = (f"{self.max_hits} hits per privacy unit" if self.per_unit
                 else f"{self.hits} of {self.max_hits} hits used")
-        return f"reserved {self.session.accountant.describe_charge(self.cost)}; {used}; {state}"
+        # The channel's own guarantee (not the accountant's rendering of the charge: a PLD session would
+        # re-discretise an (ε', δ) point and print a meaningless ε).
+        return f"reserved {describe(self.guarantee)}; {used}; {state}"
 
     def __repr__(self) -> str:
         return f"<dp.TargetChargingChannel {self.status()}>"
 
     # ------------------------------------------------------------------------------ admission
-    def _call_epsilon(self, epsilon: object, factor: int) -> Fraction:
+    def _call_epsilon(self, epsilon: object, factor: Fraction | int) -> Fraction:
+        """The ε of the call's mechanism; the call is charged factor·ε, which must be ≤ the channel's ε."""
         eps = self.epsilon / factor if epsilon is None else exact(epsilon, "epsilon")  # type: ignore[arg-type]
         if eps * factor > self.epsilon:
             raise BudgetError(f"this call is {factor}·ε = {float(eps * factor):g}-DP, more than the channel's "
                               f"ε = {float(self.epsilon):g}", argument="epsilon",
                               fix=f"pass epsilon ≤ {float(self.epsilon / factor):g}")
-        return eps
+        return Fraction(eps)
 
     def _admit(self, q: float, hits: int = 1, kind: str = "this call") -> Reservation:
         """Admission from public state only: open, q ≥ q_ch, room for the hits."""
@@ -228,7 +256,7 @@ class TargetChargingChannel:
                               fix="open a new channel")
         return self._reservation
 
-    def _hit(self, sc: Scalar | None = None, contributors: Sequence[Any] = ()) -> None:
+    def _hit(self, contributors: Sequence[Any] = ()) -> None:
         if self.per_unit:
             for u in contributors:
                 self._unit_hits[u] = self._unit_hits.get(u, 0) + 1
@@ -238,14 +266,36 @@ class TargetChargingChannel:
         if self.hits >= self.max_hits:
             self.close()
 
-    def _measure(self, sc: Scalar, eps: Fraction, hit: Callable[[int], bool]) -> tuple[int, list[Any]]:
-        """Run one noisy evaluation; returns (noisy value, the units it charges if ``hit``) — PRIVATE."""
+    def _measure(self, sc: Scalar, eps: Fraction) -> tuple[int, list[Any]]:
+        """One noisy evaluation: (noisy value, units that contributed to it) — both PRIVATE until published.
+
+        The units come from the same statistics call as the value (per-unit channels; [] otherwise), so
+        a hit charges exactly the units that moved the released value.
+        """
+        scale = sc.sensitivity / eps
+
         def run() -> tuple[int, list[Any]]:
-            value = sc.noisy(self.session, sc.sensitivity / eps, self.session.rng, self._exhausted)
-            charged = sc.contributors(self.session, self._exhausted) if self.per_unit and hit(value) else []
-            return value, charged
+            if self.per_unit:
+                exact, units = sc.exact_by_unit(self.session, self._exhausted)
+            else:
+                exact, units = sc.exact(self.session), []
+            return exact + int(discrete_laplace(scale, 1, self.session.rng)[0]), units
         assert self._reservation is not None
         return self._reservation.run(run)
+
+    def _released(self, when: Callable[[Any], bool], released: Any, units: list[Any]) -> bool:
+        """Evaluate ``when`` ONCE on the released value (its answer decides both publication and charge).
+
+        An exception is itself an output that depends on the value: it is counted as a hit (the units
+        are charged) and reported by type only.
+        """
+        try:
+            return bool(when(released))
+        except Exception as e:
+            failure = type(e).__name__
+        self._hit(units)
+        raise DPFrameError(f"`when` raised {failure}; counted as a hit (an exception reveals the value too)",
+                           argument="when", fix="pass a function that returns True or False for every number")
 
     # -------------------------------------------------------------------------------- calls
     def test(self, query: Any, threshold: object, *, prior: bool = False, epsilon: object = None) -> bool:
@@ -260,11 +310,11 @@ class TargetChargingChannel:
         sc = scalar(self.session, query, eps)
         self._admit(q_notprior(float(eps)))
         bar = sc.threshold_units(bar_value)
-        value, charged = self._measure(sc, eps, lambda v: (v >= bar) != prior)
+        value, units = self._measure(sc, eps)
         above = value >= bar
         self.calls += 1
         if above != prior:
-            self._hit(sc, charged)
+            self._hit(units)
         return bool(above)
 
     def conditional_release(self, query: Any, when: Callable[[Any], bool], *, epsilon: object = None,
@@ -285,11 +335,11 @@ class TargetChargingChannel:
         eps = self._call_epsilon(epsilon, 1 if name is None else 2)
         sc = scalar(self.session, query, eps)
         self._admit(q_notprior(float(eps)))
-        value, charged = self._measure(sc, eps, lambda v: bool(when(sc.to_output(v))))
+        value, units = self._measure(sc, eps)
         self.calls += 1
         released = sc.to_output(value)
-        if bool(when(released)):
-            self._hit(sc, charged)
+        if self._released(when, released, units):
+            self._hit(units)
             return released
         if name is not None:
             self._handles[name] = (sc, value, eps)
@@ -306,9 +356,9 @@ class TargetChargingChannel:
         self._admit(q_revise(float(eps)), kind="a revision")
         released = sc.to_output(value)
         self.calls += 1
-        if bool(when(released)):
+        if self._released(when, released, []):
             del self._handles[name]
-            self._hit(sc)
+            self._hit()
             return released
         return None
 
@@ -320,20 +370,45 @@ class TargetChargingChannel:
         eps = self._call_epsilon(epsilon, 1)
         lo, hi = public_number(lower, "lower"), public_number(upper, "upper")
         if not lo < hi:
-            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix="swap them")
+            fix = "swap them" if lo > hi else "pass two different thresholds (for one threshold use ch.test)"
+            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix=fix)
         sc = scalar(self.session, query, eps)
         lo_units, hi_units = sc.threshold_units(lo), math.floor(hi / sc.unit)
         width = hi_units - lo_units
         self._admit(q_between(float(eps), width, int(sc.sensitivity)) if width > 0 else 0.0,
                     kind=f"between() with a {width}-step gap")
-        value, _ = self._measure(sc, eps, lambda v: False)
+        value, _ = self._measure(sc, eps)
         self.calls += 1
         if value < lo_units:
             return "below"
         if value > hi_units:
             return "above"
-        self._hit(sc)
+        self._hit()
         return "between"
+
+    def boundary_test(self, query: Any, threshold: object, *, epsilon: object = None) -> str:
+        """The boundary-wrapped test "query ≥ threshold?": "above", "below" or "boundary" (the target).
+
+        Alg. 4 with an exact oracle (:mod:`dpframe.interactive.boundary`): "boundary" comes out with
+        probability π/(1+π), π the chance of the test's less likely answer, else a fresh test answer.
+        Only "boundary" is charged: a t = 4ε/3 call with q = (e^t − 1)/(2(e^{ε+t} − 1)) ≈ 2/7 (Lemmas
+        E.1/E.2), so the test runs at ε = 3/4 of the channel's by default and the channel needs
+        ``min_q ≤ q_boundary(ε)``. Values far from the threshold on *either* side are almost free.
+        """
+        if self.per_unit:
+            raise PlanError("per-unit channels support test and conditional_release", argument="boundary_test",
+                            fix="use a channel without per_unit")
+        eps = self._call_epsilon(epsilon, WRAPPER_FACTOR)
+        bar_value = public_number(threshold, "threshold")
+        sc = scalar(self.session, query, eps)
+        self._admit(q_boundary(float(eps)), kind="a boundary test")
+        bar, scale = sc.threshold_units(bar_value), sc.sensitivity / eps
+        assert self._reservation is not None
+        outcome = self._reservation.run(lambda: wrapped_test(sc.exact(self.session), bar, scale, self.session.rng))
+        self.calls += 1
+        if outcome == "boundary":
+            self._hit()
+        return outcome
 
     def select_best(self, queries: Sequence[Any], *, epsilon: object = None) -> tuple[int, Any]:
         """The index and noisy value of the largest of m scalar queries: one hit of a 2ε call."""
@@ -346,7 +421,7 @@ class TargetChargingChannel:
         eps = self._call_epsilon(epsilon, 2)
         scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]
         self._admit(q_notprior(2 * float(eps)), kind="a selection")
-        values = [self._measure(sc, eps, lambda v: False)[0] for sc in scalars]
+        values = [self._measure(sc, eps)[0] for sc in scalars]
         outputs = [sc.to_output(v) for sc, v in zip(scalars, values, strict=True)]
         best = max(range(len(outputs)), key=lambda i: (outputs[i], -i))  # ties: lowest index
         self.calls += 1

@@ -94,8 +94,9 @@ def test_run_ex_post_failure_keeps_worst_and_pure_session_refuses_delta() -> Non
 # interaction needs at ε_g: max over directions of Σ_view max(0, P_b(view) − e^{ε_g} P_{1−b}(view)).
 
 def _needed_delta(mech: dict[str, tuple[float, float]], spec: OdpSpec, eps_g: float, policy: str,
-                  total: dp.Budget, rounds: int) -> tuple[float, float]:
-    views: list[tuple[float, float]] = []
+                  total: dp.Budget, rounds: int) -> tuple[float, float, float]:
+    """(δ needed at ε_g, total probability of the views under x0, E_x0[number of mechanisms run])."""
+    views: list[tuple[float, float, int]] = []
 
     def admit_sound(led: Ledger) -> int | None:
         try:
@@ -117,7 +118,7 @@ def _needed_delta(mech: dict[str, tuple[float, float]], spec: OdpSpec, eps_g: fl
             admitted = (len(prefix) < rounds and eps_s + float(spec.worst) <= eps_g + 1e-12
                         and d_s + float(spec.delta) <= float(getattr(total, "delta", 0)) + 1e-15)
         if not admitted:
-            views.append((p0, p1))
+            views.append((p0, p1, len(prefix)))
             return
         for out, (q0, q1) in mech.items():
             if q0 == 0 and q1 == 0:
@@ -128,8 +129,8 @@ def _needed_delta(mech: dict[str, tuple[float, float]], spec: OdpSpec, eps_g: fl
 
     walk([], 1.0, 1.0, (0.0, 0.0))
     e = math.exp(eps_g)
-    need = max(sum(max(0.0, a - e * b) for a, b in views), sum(max(0.0, b - e * a) for a, b in views))
-    return need, sum(a for a, _ in views)
+    need = max(sum(max(0.0, a - e * b) for a, b, _ in views), sum(max(0.0, b - e * a) for a, b, _ in views))
+    return need, sum(a for a, _, _ in views), sum(a * n for a, _, n in views)
 
 
 def test_o7_coin_mechanism_needs_no_delta_and_answers_two_on_average() -> None:
@@ -137,11 +138,11 @@ def test_o7_coin_mechanism_needs_no_delta_and_answers_two_on_average() -> None:
     p = math.e / (1 + math.e)
     mech = {"⊥": (0.5, 0.5), "r0": (0.5 * p, 0.5 * (1 - p)), "r1": (0.5 * (1 - p), 0.5 * p)}
     spec = OdpSpec({"⊥": Fraction(0), "r": Fraction(1)}, Fraction(0), lambda y: "⊥" if y == "⊥" else "r")
-    need, _ = _needed_delta(mech, spec, 1.0, "sound", dp.PureDP(1), rounds=12)
-    assert need <= 1e-12
-    # E[#mechanisms answered] = 2 − 2^{−11} (digest O7): count the ⊥ prefix length + 1 in expectation.
-    expected = sum(0.5**i * (i + 1) * 0.5 for i in range(11)) + 0.5**11 * 12
-    assert expected == pytest.approx(2 - 2**-11)
+    need, mass, answered = _needed_delta(mech, spec, 1.0, "sound", dp.PureDP(1), rounds=12)
+    assert need <= 1e-12 and mass == pytest.approx(1.0)
+    # E[#mechanisms answered] under dpframe's real ledger (refunds on ⊥) = 2 − 2^{−11} (digest O7),
+    # against exactly 1 under worst-case accounting.
+    assert answered == pytest.approx(2 - 2**-11, rel=1e-12)
 
 
 def test_o8_delta_refund_counterexample_is_caught() -> None:
@@ -150,13 +151,43 @@ def test_o8_delta_refund_counterexample_is_caught() -> None:
     spec = OdpSpec({"T": Fraction(0), "⊥": Fraction(repr(math.log(1 / (1 - d))))}, Fraction(1, 1000),
                    lambda y: y)
     total = dp.ApproxDP(1, Fraction(1, 1000))
-    sound, _ = _needed_delta(mech, spec, 1.0, "sound", total, rounds=2000)
+    sound, _, _ = _needed_delta(mech, spec, 1.0, "sound", total, rounds=2000)
     assert sound <= 1e-3 + 1e-12
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(20_000)    # the unsound accountant admits ~999 invocations in a chain
     try:
-        unsound, _ = _needed_delta(mech, spec, 1.0, "unsound", total, rounds=2000)
+        unsound, _, _ = _needed_delta(mech, spec, 1.0, "unsound", total, rounds=2000)
     finally:
         sys.setrecursionlimit(limit)
     assert unsound == pytest.approx(0.632, abs=2e-3)     # needed δ ≫ δ_g: the harness catches it
     assert unsound > 100 * 1e-3
+
+
+def test_odp_spec_is_validated_and_has_a_trivial_form() -> None:
+    from dpframe.errors import PluginError
+
+    for cells, delta, argument in [({}, 0, "cells"), ({"a": float("inf")}, 0, "cells['a']"),
+                                   ({"a": -1}, 0, "cells['a']"), ({"a": "1"}, 0, "cells['a']"),
+                                   ({1: 1}, 0, "cells"), ({"a": 1}, 1.5, "delta"), ({"a": 1}, float("nan"), "delta")]:
+        with pytest.raises(PluginError) as info:
+            OdpSpec(cells, delta, lambda y: "a")  # type: ignore[arg-type]
+        assert info.value.argument == argument
+    with pytest.raises(PluginError, match="classify"):
+        OdpSpec({"a": 1}, 0, "a")  # type: ignore[arg-type]
+    spec = OdpSpec({"⊥": 0.25, "value": 1}, 1e-7, lambda y: "⊥" if y is None else "value")  # type: ignore[dict-item, arg-type]
+    assert spec.cells == {"⊥": Fraction(1, 4), "value": Fraction(1)} and spec.worst == 1
+    assert spec.budget("⊥") == dp.ApproxDP(Fraction(1, 4), 1e-7)
+    assert OdpSpec.trivial(0.5).budget() == dp.PureDP(0.5)
+
+
+def test_odp_delta_validates_a_discrete_spec() -> None:
+    """The exact spec validator (digest §1.2): the coin toy's spec needs δ = 0, a too-cheap one does not."""
+    from dpframe.interactive.odp import odp_delta
+
+    p = math.e / (1 + math.e)
+    law0 = {"⊥": 0.5, "r0": 0.5 * p, "r1": 0.5 * (1 - p)}
+    law1 = {"⊥": 0.5, "r0": 0.5 * (1 - p), "r1": 0.5 * p}
+    good = OdpSpec({"⊥": 0, "r": 1}, 0, lambda y: "⊥" if y == "⊥" else "r")  # type: ignore[dict-item, arg-type]
+    cheap = OdpSpec({"⊥": 0, "r": 0.5}, 0, lambda y: "⊥" if y == "⊥" else "r")  # type: ignore[dict-item, arg-type]
+    assert odp_delta(law0, law1, good) <= 1e-15
+    assert odp_delta(law0, law1, cheap) == pytest.approx(0.5 * (p - math.exp(0.5) * (1 - p)), rel=1e-12)

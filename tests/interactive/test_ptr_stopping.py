@@ -86,3 +86,21 @@ def test_gated_release_and_early_stopping() -> None:
     assert len(res) == 2 and sess.spent() == dp.PureDP(Fraction(8, 3))
     with pytest.raises(dp.DPFrameError):
         run_until([], dp.PureDP(0.1), stop=lambda r: True)
+
+
+def test_ptr_and_gated_release_refused_outside_basic_sessions_unless_refund_false() -> None:
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5),
+                      accountant="rdp", seed=8)
+    t = sess.table("t")
+    with pytest.raises(dp.BudgetConversionError, match="refund=False"):
+        gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), 10**6, dp.PureDP(0.5))
+    with pytest.raises(dp.BudgetConversionError, match="refund=False"):
+        robust_median(t, "x", bounds=(0, 100)).collect(dp.ApproxDP(1, 1e-7))
+    with pytest.raises(dp.DPFrameError, match="refund"):
+        propose_test_release(sess, lambda: False, lambda: 1, test_epsilon=Fraction(1, 4),
+                             release_epsilon=Fraction(1), refund="no")  # type: ignore[arg-type]
+    assert sess.history().height == 0                     # nothing charged
+    assert gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), 10**6,
+                         dp.PureDP(0.5), refund=False) is None
+    assert sess.spent().epsilon >= Fraction(3, 2)         # type: ignore[union-attr]  # ⊥, yet the worst case

@@ -183,3 +183,68 @@ def test_bad_input_charges_nothing() -> None:
     with pytest.raises(dp.PlanError, match="another session"):
         sv.test(_q(other, 0))
     assert sess.spent() == spent and not sv.closed
+
+
+def test_o3_sparse_vector_release_noise_with_and_without_refund() -> None:
+    """Digest 002 O3 (Fig. 1): per-entry std f(c′) = √2Δ/ε_entry(c′) with the refund re-invested,
+    against √2Δc/ε₃ = 56.5685 without ODP (Δ = 1, c = 20, ε₁+ε₂ = 0.5, ε₃ = 0.5)."""
+    from dpframe.noise import discrete_laplace_variance
+
+    c, eps3 = 20, Fraction(1, 2)
+    eps1, eps2 = svt_split(Fraction(1, 2), c)
+    assert float(eps1) == pytest.approx(0.039382262580038824, rel=1e-4)
+    table = {1: 1.5084, 2: 3.0927, 5: 8.3635, 10: 19.3646, 15: 34.4844, 19: 51.3737, 20: 56.5685}
+    classic = math.sqrt(2) * c / float(eps3)
+    assert classic == pytest.approx(56.5685, abs=1e-4)
+    for k, f in table.items():
+        eps_entry = entry_epsilon(eps2, eps3, c, k, refund=True)
+        assert math.sqrt(2) / float(eps_entry) == pytest.approx(f, abs=2e-4)
+        assert math.sqrt(2) / float(eps_entry) <= classic + 1e-9
+        # the engine's discrete Laplace noise at that scale has (slightly less than) that std
+        std = math.sqrt(discrete_laplace_variance(1 / eps_entry))
+        assert f - 0.06 <= std <= f + 1e-9
+
+
+def test_refund_forfeited_when_an_earlier_charge_finishes_while_open() -> None:
+    """Audit 7 gap 5: a charge reserved *before* the stream opened (another thread) and released while it
+    is open is interleaving (concurrent composition, digest 002 pitfall 7): no refund."""
+    import threading
+
+    data = pl.DataFrame({"g": [i % 10 for i in range(1000)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(5), seed=2)
+    started, release = threading.Event(), threading.Event()
+
+    def other_query() -> None:
+        sess._charged(dp.PureDP(1), "slow query", "test", lambda: (started.set(), release.wait(10)))
+
+    worker = threading.Thread(target=other_query)
+    worker.start()
+    assert started.wait(10)                      # reserved and running in the other thread
+    q = sess.table("t").filter(pl.col("g") == 0).agg(dp.len())
+    with sess.sparse_vector(threshold=10_000, max_positives=3, budget=dp.PureDP(1)) as sv:
+        assert not sv.test(q)
+        release.set()                            # the other charge is committed while the stream is open
+        worker.join(10)
+    assert sess.spent() == dp.PureDP(2)          # no refund: the stream's full ε = 1 stays charged
+    with sess.sparse_vector(threshold=10_000, max_positives=3, budget=dp.PureDP(1)) as sv2:
+        assert not sv2.test(q)
+    assert sess.spent() == dp.PureDP(2) + dp.PureDP(sv2.eps1)   # alone: refunded to ε₁
+
+
+def test_a_lost_unclosed_stream_does_not_lock_the_session() -> None:
+    """Audit 7 gap 6: an unreachable stream is committed in full (no refund), so new streams can open."""
+    import gc
+
+    data = pl.DataFrame({"g": [i % 10 for i in range(1000)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(200, 1e-5), seed=3)
+    q = sess.table("t").filter(pl.col("g") == 0).agg(dp.len())
+    assert sess.sparse_vector(threshold=10_000, max_positives=2, budget=dp.PureDP(1)).test(q) is False
+    gc.collect()
+    assert sess.history()["status"].to_list() == ["committed"]
+    assert sess.spent().epsilon == 1                     # type: ignore[union-attr]  # fully charged
+    with sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7) as ch:   # not locked
+        ch.test(q, threshold=10_000)
+    sv = sess.sparse_vector(threshold=10_000, max_positives=2, budget=dp.PureDP(1))
+    with pytest.raises(dp.PlanError, match="still open"):  # a reachable open stream still blocks
+        sess.sparse_vector(threshold=10_000, max_positives=2, budget=dp.PureDP(1))
+    sv.close()

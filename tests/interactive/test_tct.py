@@ -14,6 +14,8 @@ import dpframe as dp
 from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
 from dpframe.noise import discrete_laplace_tail
 
+from .lp import is_q_target
+
 
 def test_q_oracles() -> None:
     assert [round(q_notprior(e), 10) for e in (0.01, 0.1, 0.5, 1, 2)] == \
@@ -68,43 +70,25 @@ def _dlap_cdf_below(scale: float, k: int) -> float:
     return 1.0 - discrete_laplace_tail(scale, k)
 
 
-def test_between_thresholds_q_verified_by_lp() -> None:
-    from scipy.optimize import linprog
-
-    eps, width = 0.3, 6
+@pytest.mark.parametrize(("eps", "width", "sensitivity"), [(0.3, 6, 1), (0.3, 6, 2), (0.5, 4, 3), (0.1, 20, 5),
+                                                          (1.0, 3, 2)])
+def test_between_thresholds_q_verified_by_lp(eps: float, width: int, sensitivity: int) -> None:
+    """The discrete BetweenThresholds q ≤ the LP's worst-case q over all pairs shifted by ≤ Δ (digest §9)."""
     lo, hi = 0, width
-    scale = 1 / eps
+    scale = sensitivity / eps
 
     def law(v: int) -> np.ndarray:   # P[below], P[between], P[above] for value v + Z
         below = _dlap_cdf_below(scale, lo - v)
         above = discrete_laplace_tail(scale, hi + 1 - v)
         return np.array([below, 1 - below - above, above])
 
-    def lp_q(z0: np.ndarray, z1: np.ndarray) -> float:
-        def feasible(q: float) -> bool:
-            e = math.exp(eps)
-            a_ub, b_ub = [], []
-            for y in range(3):
-                row = np.zeros(3)
-                row[y] = e - 1           # Z0_y − w ≤ e(Z1_y − w)  ⇔  (e−1) w ≤ e Z1_y − Z0_y
-                a_ub += [row.copy(), row.copy()]
-                b_ub += [e * z1[y] - z0[y], e * z0[y] - z1[y]]
-            for z in (z0, z1):           # Σ_{y∈⊤}(Z_y − w_y) ≥ q(1 − Σ w)
-                row = np.full(3, -q)
-                row[1] += 1
-                a_ub.append(row)
-                b_ub.append(z[1] - q)
-            res = linprog(np.zeros(3), A_ub=a_ub, b_ub=b_ub, bounds=[(0, min(a, b)) for a, b in zip(z0, z1)])
-            return bool(res.status == 0)
-        lo_q, hi_q = 0.0, 1.0
-        for _ in range(22):
-            mid = (lo_q + hi_q) / 2
-            lo_q, hi_q = (mid, hi_q) if feasible(mid) else (lo_q, mid)
-        return lo_q
-
-    claim = q_between(eps, width, 1)
-    worst = min(lp_q(law(v), law(v + s)) for v in range(-3, width + 4) for s in (-1, 1))
-    assert worst >= claim * (1 - 1e-5)
+    claim = q_between(eps, width, sensitivity)
+    between = np.array([False, True, False])
+    pairs = [(v, v + s) for v in range(-3 * sensitivity, width + 3 * sensitivity + 1)
+             for s in range(-sensitivity, sensitivity + 1) if s]
+    assert all(is_q_target(law(a), law(b), eps, between, claim * (1 - 1e-6)) for a, b in pairs)
+    # and not vacuous: within 20% of the LP's worst case (5% at Δ = 1, where Lemma G.1 is tight, O14)
+    assert not all(is_q_target(law(a), law(b), eps, between, claim * 1.2) for a, b in pairs)
 
 
 def _session(seed: int = 0, budget: dp.Budget = dp.ApproxDP(100, 1e-5), **kw: object) -> dp.Session:
@@ -221,3 +205,95 @@ def test_bad_input_charges_nothing() -> None:
         assert sess.spent() == spent and ch.hits == 0 and ch.calls == 0
     with pytest.raises(dp.DPFrameError, match="closed"):
         ch.test(_q(sess, 0), threshold=3)
+
+
+def test_per_unit_charges_exactly_the_units_in_the_released_sum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (audit 7, gap 1): the value and the charged units come from ONE bounded sample.
+
+    Unit 0 has rows x = 0 and x = 5 but max_rows = 1, so contribution bounding keeps one of them at
+    random. With the noise patched to 0 the released sum shows whether unit 0's 5 was kept; unit 0 must
+    be charged exactly then (Alg. 5 charges every unit with f_i(x) > 0). The old two-call code charged
+    from a second, independently bounded sample (8 mismatches in 40 seeds).
+    """
+    import dpframe.interactive.tct as tct
+
+    monkeypatch.setattr(tct, "discrete_laplace", lambda scale, size, rng: np.zeros(size, dtype=np.int64))
+    data = pl.DataFrame({"u": [0, 0] + list(range(1, 200)), "x": [0.0, 5.0] + [5.0] * 199})
+    kept = 0
+    for seed in range(40):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1),
+                          budget=dp.ApproxDP(1e6, 1e-5), seed=seed)
+        with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6, per_unit=True) as ch:
+            q = sess.table("t").agg(dp.sum("x", bounds=(0, 10)))
+            released = ch.conditional_release(q, when=lambda v: v >= 10)
+            assert released in (995.0, 1000.0)
+            unit0_in_value = released == 1000.0
+            assert (ch._unit_hits.get(0, 0) == 1) == unit0_in_value, seed
+            assert all(ch._unit_hits[u] == 1 for u in range(1, 200))
+            kept += unit0_in_value
+            before = ch._unit_hits.get(0, 0)
+            value = ch.conditional_release(q, when=lambda v: v >= 10)   # a fresh bounded sample
+            assert ch._unit_hits.get(0, 0) - before == (value == 1000.0)
+    assert 5 <= kept <= 35                         # both cases were exercised
+
+
+def test_when_is_evaluated_once_and_an_exception_counts_as_a_hit() -> None:
+    sess = _session(5)
+    calls: list[object] = []
+    with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6) as ch:
+        flip = iter([True, False])
+        out = ch.conditional_release(_q(sess, 5), when=lambda v: calls.append(v) or next(flip))
+        assert out is not None and len(calls) == 1 and ch.hits == 1   # one evaluation decides both
+
+        def boom(v: object) -> bool:
+            raise ValueError(f"value was {v}")
+        with pytest.raises(dp.DPFrameError, match="raised ValueError") as info:
+            ch.conditional_release(_q(sess, 5), when=boom)
+        assert "value was" not in str(info.value) and ch.hits == 2
+
+
+def test_huge_epsilon_is_refused_without_overflow_or_charge() -> None:
+    assert q_notprior(1000) == 0.0 and q_between(1000, 3, 1) == 0.0      # no OverflowError
+    assert q_notprior(-math.log(3)) == pytest.approx(0.75)
+    sess = _session(budget=dp.ApproxDP(1e9, 1e-5))
+    for eps in (1000, 30):
+        with pytest.raises(dp.BudgetError, match="cannot pay off") as info:
+            sess.target_charging(epsilon=eps, max_hits=5, delta=1e-7)
+        assert info.value.argument == "epsilon"
+    with pytest.raises(dp.BudgetError, match="cannot pay off") as info:
+        sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7, min_q=1e-9)
+    assert info.value.argument == "min_q"
+    assert sess.spent().epsilon == 0  # type: ignore[union-attr]
+
+
+def test_o3_hits_per_log_factor_and_exact_tail_beats_chernoff() -> None:
+    """Remark B.5 (digest O3/O3b): τ ≥ ln(1/δ*)/(α − ln(1+α)) hits suffice by raw Chernoff; the exact
+    binomial tail the channels use is at least as small at those τ (n = ⌊(1+α)τ/q⌋ accesses)."""
+    raw = {0.5: 10.578, 1: 3.2589, 5: 0.31170, 0.25: 37.235, 2: 1.1094}
+    for alpha, factor in raw.items():
+        assert 1 / (alpha - math.log1p(alpha)) == pytest.approx(factor, abs=1e-3)
+    for alpha, simple in {0.5: 12, 1: 4, 5: 0.48}.items():
+        assert 2 * (1 + alpha) / alpha**2 == pytest.approx(simple)
+    q, target = q_notprior(0.1), 1e-6
+    for alpha in (0.5, 1, 5):
+        tau = math.ceil(raw[alpha] * math.log(1 / target))
+        n = math.floor((1 + alpha) * tau / q)
+        chernoff = math.exp(-tau * (alpha - math.log1p(alpha)))
+        assert chernoff <= target * 1.001
+        assert delta_star(tau, n, q) <= chernoff
+
+
+def test_status_in_a_pld_session_and_equal_thresholds_message() -> None:
+    import warnings
+
+    sess = _session(budget=dp.ApproxDP(1000, 1e-5), accountant="pld")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
+            assert ch.status().startswith("reserved ε=56.75")             # the channel's (ε', δ), no overflow
+    basic = _session()
+    with basic.target_charging(epsilon=1, max_hits=5, delta=1e-6, min_q=0.25) as ch:
+        with pytest.raises(dp.DPFrameError, match="two different thresholds"):
+            ch.between(_q(basic, 0), 3, 3)
+        with pytest.raises(dp.DPFrameError, match="swap them"):
+            ch.between(_q(basic, 0), 5, 3)
