@@ -117,8 +117,10 @@ class SQLTopKQuery:
         return "\n".join(lines)
 
     def collect(self, budget: object) -> Any:
-        """Charge and run: the key set (sorted by key) under the SELECT list's names, or ``TopKFailed`` /
-        ``TopKPartial`` (whose ``keys`` carry the SELECT list's names too)."""
+        """Charge and run: the key set (sorted by key) under the SELECT list's names, or a typed shortfall.
+
+        The shortfall is ``TopKFailed``, or ``TopKPartial`` whose ``keys`` carry the SELECT list's names too.
+        """
         if self.explain_only:
             return pl.DataFrame({"explain": [self.explain(budget)]})
         self.inner.plan(budget)                      # bad budgets raise first, uncharged

@@ -13,9 +13,9 @@ from collections import defaultdict
 from fractions import Fraction
 
 import numpy as np
+from dpframe_topk.calibrate import StablePlan, log_inv
 
 from dpframe.noise import discrete_laplace_tail
-from dpframe_topk.calibrate import StablePlan, log_inv
 
 Law = dict[frozenset[int] | None, float]
 

@@ -71,6 +71,7 @@ def test_stable_adaptive_curve_hand_computed():
     assert np.allclose(_values(charge), br_rdp(math.sqrt(2), A) + 0.25 * A, rtol=1e-9)
     assert charge.delta0 == pytest.approx(1e-6, rel=1e-12)
     assert q.collect(dp.ZCDP(F(1, 2), F(1, 10**6)))["city"].to_list() == ["a", "b"]
+    assert "RDP curve of [exponential mechanism" in q.explain(dp.ZCDP(F(1, 2), F(1, 10**6)))
 
 
 def test_fixed_k_keys_from_the_data_split_hand_computed():
@@ -81,7 +82,8 @@ def test_fixed_k_keys_from_the_data_split_hand_computed():
     eps, delta = F(2), F(1, 10**6)
     plan = q.plan(dp.ApproxDP(eps, delta))
     rho = cal.rho_from_approx(F(1), delta / 4)
-    assert plan.delta_t == delta / 4 and plan.stable == cal.stable_plan_zcdp(rho, delta / 4, F(1), "gaussian")   # count_units: g = 1
+    assert plan.delta_t == delta / 4                                   # count_units: g = 1
+    assert plan.stable == cal.stable_plan_zcdp(rho, delta / 4, F(1), "gaussian")
     p = plan.patch
     assert (p.notion, p.first, p.delta, p.fill) == ("approx", F(1), delta / 2, "ld")
     assert p.ld_delta == delta / 4 and p.ld_epsilon(2) == cal.ld_step_epsilon("approx", F(1), delta / 2, 3)
