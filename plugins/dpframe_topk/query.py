@@ -279,7 +279,7 @@ class TopKQuery:
                 fill = {"peel": "the missing keys by peeling EM over the other public keys",
                         "ld": "the missing keys by limited domain over keys from the data, which may stop early "
                               "(result: dp.TopKFailed or a partial result with fewer than k keys)",
-                        "none": "no missing keys: in zCDP there is no patch over keys from the data "
+                        "none": "missing keys cannot be added: in zCDP there is no patch over keys from the data "
                                 "(limited domain has no zCDP proof), so a short set is returned as partial"}
                 mech.append(f"Alg 3 patch to exactly k on the other half ({p.patch.notion}): extra keys dropped by "
                             f"peeling EM over the released set; {fill[p.patch.fill]}; charged even when not run")
