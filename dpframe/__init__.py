@@ -36,7 +36,8 @@ __version__ = "0.1.0"
 # Loaded on first access, so ``import dpframe`` imports no plugin package (and a blocked or missing plugin
 # fails only when its type is used, with a PluginError saying how to fix it).
 _PLUGIN_TYPES = {
-    "TopKFailed": ("topk", "dpframe_topk.query"),      # top_k: the stability test did not pass
+    "TopKFailed": ("topk", "dpframe_topk.results"),    # top_k: the stability test did not pass
+    "TopKPartial": ("topk", "dpframe_topk.results"),   # top_k with a fixed k: fewer than k keys released
     "NoAnswer": ("learning", "dpframe_learning.queries"),  # interior_point / learn_*: too few rows for the guarantee
 }
 

@@ -368,9 +368,11 @@ class Session:
         return result
 
     def _statistics(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
-                    statistics: tuple[Statistic, ...], backend: Any = None) -> pl.DataFrame:
+                    statistics: tuple[Statistic, ...], backend: Any = None, *, bound: bool = True) -> pl.DataFrame:
         """The exact statistics of the rows of ``node`` per group of ``by``, bounded per privacy unit.
 
+        ``bound=False`` skips ``max_groups`` / ``max_rows`` bounding (see :class:`StatisticsRequest`): only for
+        statistics whose sensitivity does not depend on it (top-k's distinct units per key).
         Private: never return them to a user. Only call this inside :meth:`_charged`.
         """
         lineage = node.lineage()
@@ -378,7 +380,7 @@ class Session:
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
         request = StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
-                                    self.rng.seed_for_engine())
+                                    self.rng.seed_for_engine(), contribution_bounding=bound)
         stats: pl.DataFrame = (backend or self._backend).statistics(request)
         return stats
 

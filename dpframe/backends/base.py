@@ -5,6 +5,10 @@ privacy unit, the grouping and the exact statistics the mechanisms need. It retu
 ``pl.DataFrame`` with one row per group (sorted by the key columns, nulls first) and one integer column
 per :attr:`Statistic.key`. It must bound contributions inside the query (a uniformly random subset of
 each unit's groups and rows) and must never add noise: noise is drawn by mechanisms in Python.
+
+``contribution_bounding=False`` asks for no ``max_groups`` / ``max_rows`` bounding (rows with a null unit
+are still dropped). Only callers whose sensitivity does not depend on the bounds may ask for it: top-k's
+distinct-units-per-key score moves every key by at most 1 when a whole unit is added or removed.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class StatisticsRequest:
     keys: pl.DataFrame | None
     statistics: tuple[Statistic, ...]
     seed: int
+    contribution_bounding: bool = True
 
 
 class Backend(Protocol):

@@ -298,6 +298,8 @@ class DuckDBBackend:
         u = quote(unit.column)
         seed = request.seed & _SEED_MASK
         cur = q.add(f"SELECT * FROM {cur} WHERE {u} IS NOT NULL")
+        if not request.contribution_bounding:
+            return cur
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             cols = ", ".join(dict.fromkeys([u, *by]))
             pairs = q.add(f"SELECT DISTINCT {cols} FROM {cur}")

@@ -129,6 +129,8 @@ class PolarsBackend:
             frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
         u = unit.column
         frame = frame.filter(pl.col(u).is_not_null())
+        if not request.contribution_bounding:
+            return frame
         seed = request.seed & _SEED_MASK
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:

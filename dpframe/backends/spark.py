@@ -498,6 +498,8 @@ class SparkBackend:
             frame = frame.join(keys, on=on, how="left_semi")
         u = unit.column
         frame = frame.filter(_name(u).isNotNull())
+        if not request.contribution_bounding:
+            return frame, schema
         unit_and_keys = list(dict.fromkeys([u, *by]))
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = frame.select(*[_name(c) for c in unit_and_keys]).distinct()

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -116,7 +117,10 @@ class SQLTopKQuery:
         return "\n".join(lines)
 
     def collect(self, budget: object) -> Any:
-        """Charge and run: the key set (sorted by key) under the SELECT list's names, or ``TopKFailed``."""
+        """Charge and run: the key set (sorted by key) under the SELECT list's names, or a typed shortfall.
+
+        The shortfall is ``TopKFailed``, or ``TopKPartial`` whose ``keys`` carry the SELECT list's names too.
+        """
         if self.explain_only:
             return pl.DataFrame({"explain": [self.explain(budget)]})
         self.inner.plan(budget)                      # bad budgets raise first, uncharged
@@ -126,9 +130,14 @@ class SQLTopKQuery:
                             argument="backend", fix="run it on DuckDB: sess.sql(..., backend='duckdb'); nothing "
                                                     "was charged")
         out = self.inner.collect(budget)
-        if not isinstance(out, pl.DataFrame):
-            return out
-        return out.select([pl.col(src).alias(name) for name, src in self.columns])
+        if isinstance(out, pl.DataFrame):
+            return self._named(out)
+        if hasattr(out, "keys") and isinstance(out.keys, pl.DataFrame):   # TopKPartial: fewer than k keys
+            return dataclasses.replace(out, keys=self._named(out.keys))
+        return out
+
+    def _named(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.select([pl.col(src).alias(name) for name, src in self.columns])
 
     def describe(self) -> str:
         return "SQL: " + " ".join(self.text.split())

@@ -4,10 +4,13 @@
 :class:`~dpframe_topk.query.TopKQuery`. Methods: ``stable`` (StableTopK, Zhu & Wang: adaptive k and
 fixed k, Gaussian or Laplace PTR), ``gumbel`` (one-shot Gumbel / EM-CDP), ``peeling`` (peeling EM under
 standard composition), ``limited_domain`` (Durfee & Rogers), ``tct`` (one-shot top-k in the target-charging
-technique). :mod:`dpframe_topk.pate` aggregates multi-label PATE votes with StableTopK. See ``docs/topk.md``.
+technique). :mod:`dpframe_topk.pate` aggregates multi-label PATE votes with StableTopK. A query that cannot
+release its set returns :class:`TopKFailed`; a fixed-k query that releases fewer than k keys returns
+:class:`TopKPartial` (a falsy subclass carrying the keys). See ``docs/topk.md``.
 """
 
 from dpframe_topk.pate import MultiLabelPATE
-from dpframe_topk.query import METHODS, TopKFailed, TopKQuery
+from dpframe_topk.query import METHODS, TopKQuery
+from dpframe_topk.results import TopKFailed, TopKPartial
 
-__all__ = ["METHODS", "MultiLabelPATE", "TopKFailed", "TopKQuery"]
+__all__ = ["METHODS", "MultiLabelPATE", "TopKFailed", "TopKPartial", "TopKQuery"]

@@ -5,7 +5,10 @@ Each teacher votes for any subset of the labels of a public query; per query the
 the pseudo-label. A teacher can vote for all m labels, yet every gap moves by ≤ 1 when a teacher is
 added or removed (``neighbouring="add_remove"``, the paper's analysis); if one private record can change
 one teacher's whole vote vector, that is substitution and the gap sensitivity is 2 (``"substitute"``,
-digest §6 P2). T queries cost T·ρ_q-zCDP with T·δ_t (approximate-zCDP composition, F6).
+digest §6 P2). T queries cost T·ρ_q-zCDP with T·δ_t (approximate-zCDP composition, F6); in an RDP/PLD
+session they are charged their curves (T bounded-range EM steps and T δ_t-approximate Gaussian PTRs).
+The vote table is validated (columns, integer and non-negative votes, one row per (query, label)) before
+anything is charged.
 
 Noise follows the *provable* reading of the paper's experiment (§4.4): Alg 1 as the exact EM with
 Gumbel scale b (ε_EM = 2g/b, ε²/8-zCDP), PTR discrete Gaussian σ. With b = 50, σ = 60, δ_t = 1e-9,
@@ -25,15 +28,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from dpframe.budgets import ZCDP
-from dpframe.errors import BudgetError, PlanError, SchemaError
+from dpframe.accounting import curves
+from dpframe.accounting.curves import PrivacyCurve
+from dpframe.budgets import ZCDP, ApproxDP, PureDP
+from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
 from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
 from dpframe_topk import calibrate as cal
+from dpframe_topk.budgeting import repeat, up
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -98,6 +104,30 @@ class MultiLabelPATE:
                               fix="use a larger δ or a smaller delta_t")
         return cal.epsilon_from_rho(c.rho, rest)
 
+    def curves(self, queries: int) -> list[PrivacyCurve]:
+        """The privacy curves of ``queries`` queries (for RDP/PLD sessions): T EM steps + the T PTR tests.
+
+        Each query: the EM on the gaps is ε_EM-bounded-range; its PTR is δ_t-approximately g²/(2σ²)-zCDP.
+        """
+        self.cost(queries)                                   # validates queries
+        em = curves.exponential(up(self.plan().em_epsilon))
+        return [*repeat(em, queries), curves.zcdp(up(queries * self.g**2 / (2 * self.sigma**2)),
+                                                  up(queries * self.delta_t))]
+
+    def charge(self, session: Session, queries: int) -> Any:
+        """What ``session`` reserves for ``queries`` queries: ZCDP(T·ρ, T·δ_t), or the curves (RDP/PLD)."""
+        cost = self.cost(queries)
+        try:
+            charged = session.accountant.charge(cost)
+        except BudgetConversionError:
+            raise BudgetError(f"multi-label PATE is accounted in approximate zCDP / RDP, which the session's "
+                              f"{session.accountant.name!r} accountant cannot charge", argument="session",
+                              fix="open the session with a dp.ZCDP(rho, delta) budget (accountant 'zcdp'), or with "
+                                  "dp.ApproxDP and accountant='rdp' or 'pld'") from None
+        if isinstance(charged, ZCDP | ApproxDP | PureDP):
+            return charged
+        return session.accountant.charge_plan(cost, self.curves(queries))
+
     def release(self, votes: pl.DataFrame, rng: RandomSource, *, query: str = "query", label: str = "label",
                 vote: str = "vote") -> pl.DataFrame:
         """Per query: the released label set (sorted), or null when the PTR fails. Private input, no charge.
@@ -105,18 +135,8 @@ class MultiLabelPATE:
         ``votes`` has one row per (query, label) with the number of teachers voting for the label
         (every query lists the same public labels). Use :meth:`collect` to charge a session.
         """
-        for c in (query, label, vote):
-            if c not in votes.columns:
-                raise SchemaError(f"no column {c!r}", argument="votes", fix=f"columns are {votes.columns}")
-        table = votes.sort(query, label)
-        labels = table[label].unique(maintain_order=True).sort()
-        m = labels.len()
-        if m < 2 or table.height != m * table[query].n_unique():
-            raise SchemaError("every query needs one row per label (≥ 2 labels)", argument="votes",
-                              fix="fill missing (query, label) pairs with vote 0")
-        counts = table[vote].to_numpy().astype(np.int64).reshape(-1, m)
-        queries = table[query].unique(maintain_order=True)
-        t = counts.shape[0]
+        queries, names, label_dtype, counts = _vote_table(votes, query, label, vote)
+        t, m = counts.shape
         p = self.plan()
         desc = -np.sort(-counts, axis=1)
         gaps = (desc[:, :-1] - desc[:, 1:]).reshape(-1)
@@ -125,16 +145,52 @@ class MultiLabelPATE:
         z = discrete_gaussian(p.ptr_scale, t, rng)
         passed = np.maximum(q, int(p.g)) + z > p.threshold()
         order = np.argsort(-counts, axis=1, kind="stable")
-        names = labels.to_list()
         sets = [sorted(names[j] for j in order[i, :k[i]]) if passed[i] else None for i in range(t)]
-        return pl.DataFrame({query: queries, "labels": pl.Series("labels", sets, dtype=pl.List(labels.dtype)),
+        return pl.DataFrame({query: queries, "labels": pl.Series("labels", sets, dtype=pl.List(label_dtype)),
                              "k": k.astype(np.int64)})
 
     def collect(self, session: Session, votes: pl.DataFrame, **columns: str) -> pl.DataFrame:
-        """Charge ``session`` the cost of ``votes``' queries (a zCDP session), then :meth:`release`."""
-        if session.accountant.notion != "zcdp":
-            raise BudgetError("multi-label PATE is accounted in approximate zCDP", argument="session",
-                              fix="open the session with a dp.ZCDP(rho, delta) budget")
-        t = votes[columns.get("query", "query")].n_unique()
-        return session._charged(self.cost(t), f"multilabel_pate(T={t})", "pate:stable_topk",
+        """Validate ``votes`` and charge ``session`` (nothing is charged on bad input), then :meth:`release`.
+
+        Sessions: zCDP (charged ZCDP(T·ρ, T·δ_t)), or ``accountant="rdp"`` / ``"pld"`` (charged the curves);
+        a basic (ε, δ) session cannot express the zCDP cost and is refused.
+        """
+        unknown = set(columns) - {"query", "label", "vote"}
+        if unknown:
+            raise PlanError(f"unknown argument(s) {sorted(unknown)}", argument=sorted(unknown)[0],
+                            fix="pass query=, label= and/or vote= (column names)")
+        queries = _vote_table(votes, **columns)[0]
+        cost = self.charge(session, queries.len())
+        return session._charged(cost, f"multilabel_pate(T={queries.len()})", "pate:stable_topk",
                                 lambda: self.release(votes, session.rng, **columns))
+
+
+def _vote_table(votes: object, query: str = "query", label: str = "label",
+                vote: str = "vote") -> tuple[pl.Series, list[Any], pl.DataType, np.ndarray]:
+    """(queries, label names, label dtype, T × m vote counts) of a validated vote table; SchemaError otherwise."""
+    if not isinstance(votes, pl.DataFrame):
+        raise SchemaError(f"expected a polars DataFrame, got {type(votes).__name__}", argument="votes",
+                          fix="pass a pl.DataFrame with one row per (query, label) and an integer vote count")
+    for argument, c in (("query", query), ("label", label), ("vote", vote)):
+        if not isinstance(c, str) or c not in votes.columns:
+            raise SchemaError(f"no column {c!r}", argument=argument, fix=f"pass {argument}= one of {votes.columns}")
+    if not votes.schema[vote].is_integer():
+        raise SchemaError(f"votes must be whole numbers of teachers, got dtype {votes.schema[vote]}", argument="vote",
+                          fix=f"cast it: votes.with_columns(pl.col({vote!r}).cast(pl.Int64)) (after rounding)")
+    table = votes.select(query, label, vote)
+    if table.null_count().sum_horizontal().item():
+        raise SchemaError("the vote table has nulls", argument="votes", fix="fill missing votes with 0 and drop rows "
+                                                                            "without a query or label")
+    if table.height and int(table[vote].min()) < 0:  # type: ignore[arg-type]
+        raise SchemaError("vote counts must be ≥ 0", argument="vote", fix="pass the number of teachers per label")
+    if table.select(query, label).is_duplicated().any():
+        raise SchemaError("a (query, label) pair appears twice", argument="votes", fix="sum duplicate rows first")
+    table = table.sort(query, label)
+    labels = table[label].unique(maintain_order=True).sort()
+    m = labels.len()
+    n = table[query].n_unique()
+    if m < 2 or table.height != m * n:
+        raise SchemaError("every query needs one row per label (≥ 2 labels)", argument="votes",
+                          fix="fill missing (query, label) pairs with vote 0")
+    counts = table[vote].to_numpy().astype(np.int64).reshape(-1, m)
+    return table[query].unique(maintain_order=True), labels.to_list(), labels.dtype, counts

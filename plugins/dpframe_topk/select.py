@@ -38,7 +38,11 @@ def order_desc(scores: npt.ArrayLike) -> IntArray:
 
 
 def sorted_padded(scores: IntArray, length: int) -> IntArray:
-    """The ``length`` largest scores in descending order, padded with zeros (unobserved keys score 0)."""
+    """The ``length`` largest scores in descending order, padded with zeros (unobserved keys score 0).
+
+    Over keys from the data the caller passes scores ≥ 0 (signed sums are clamped at 0, like the
+    unobserved keys), so the padding stays below every observed score and the result is sorted.
+    """
     top = np.sort(scores)[::-1][:length]
     return np.concatenate([top, np.zeros(max(0, length - top.size), dtype=np.int64)])
 
@@ -98,7 +102,7 @@ def peeling(scores: IntArray, candidates: IntArray, steps: int, scale: Fraction,
     selection order. Each round is (scale·g)-DP and (scale·g)-bounded-range.
     """
     pool = np.asarray(candidates, dtype=np.int64)
-    chosen = []
+    chosen: list[int] = []
     for _ in range(min(steps, pool.size)):
         i = exponential_index(scores[pool], scale, rng)
         chosen.append(int(pool[i]))
@@ -112,27 +116,29 @@ def limited_domain(scores: IntArray, candidates: IntArray, steps: int, k_bar: in
 
     The top k̄ candidates (padded with zero-score virtual items) and a ⊥ item with score
     h_(k̄+1) + g + ⌈g·ln(k̄/δ)/ε'⌉ go through peeling EM at ε' per step; the output is the items drawn
-    before ⊥ (or a virtual item), at most ``steps``. Equivalent to the one-shot Gumbel version (items
-    above the noisy ⊥ in noisy order). May return fewer than ``steps`` items.
+    before ⊥ or a virtual item, at most ``steps``. Equivalent to the one-shot Gumbel version (items above
+    the noisy ⊥ in noisy order). May return fewer than ``steps`` items.
+
+    Cost O(steps · min(k̄, #candidates)): drawing stops at the first ⊥ or virtual item, and the virtual
+    items are one item of multiplicity k̄ − #real (any of them stops the draw, so they need not be told
+    apart — the exact EM with multiplicities has the same law as the padded pool).
     """
     order = candidates[order_desc(scores[candidates])]
     top = order[:k_bar]
-    values = np.concatenate([scores[top], np.zeros(k_bar - top.size, dtype=np.int64)])
     nxt = int(scores[order[k_bar]]) if order.size > k_bar else 0
     bottom = nxt + int(g) + int(np.ceil(float(g) * log_k_over_delta / float(step_epsilon) * (1 + 1e-12)))
-    pool_values = np.concatenate([values, [bottom]]).astype(np.int64)
-    picks = peeling(pool_values, np.arange(pool_values.size, dtype=np.int64), steps + 1,
-                    step_epsilon / g, rng)
-    return np.asarray([int(top[p]) for p in _prefix(picks, top.size)][:steps], dtype=np.int64)
-
-
-def _prefix(picks: IntArray, real: int) -> list[int]:
-    out = []
-    for p in picks.tolist():
-        if p >= real:        # ⊥ or a zero-score virtual item: stop
+    values = np.concatenate([scores[top], [0, bottom]]).astype(np.int64)
+    weights = np.concatenate([np.ones(top.size, dtype=np.int64), [k_bar - top.size, 1]]).astype(np.int64)
+    alive = np.ones(values.size, dtype=bool)
+    out: list[int] = []
+    for _ in range(steps):
+        live = np.flatnonzero(alive)
+        pick = int(live[exponential_index(values[live], step_epsilon / g, rng, multiplicities=weights[live])])
+        if pick >= top.size:         # ⊥ or a zero-score virtual item: stop
             break
-        out.append(p)
-    return out
+        out.append(int(top[pick]))
+        alive[pick] = False
+    return np.asarray(out, dtype=np.int64)
 
 
 def tct_topk(scores: IntArray, k: int, laplace_scale: Fraction, rng: RandomSource) -> tuple[IntArray, IntArray]:
