@@ -48,6 +48,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import SchemaError
@@ -60,6 +61,12 @@ from dpframe.sql.sandbox import connect, literal, lock, quote
 ROW = "__dp_row"
 _SQL_NODES = (SQLFilter, SQLProject, PublicJoin)
 _SEED_MASK = (1 << 63) - 1
+
+
+def _first_line(error: BaseException, limit: int = 200) -> str:
+    """The first paragraph of an engine's error message, on one line (Polars puts newlines in quotes)."""
+    text = " ".join(str(error).strip().split("\n\n")[0].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _double(value: Any) -> str:
@@ -232,12 +239,20 @@ class DuckDBBackend:
         with self._mutex:
             internal = f"__dp_t{len(self._views)}"
             path = self._parquet(source, schema)
+            try:
+                if path is not None:
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), file_row_number "
+                                      f"AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
+                else:
+                    self._con.register(internal, frame.collect().with_row_index(ROW).to_arrow())
+            except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
+                # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
+                raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {_first_line(e)}",
+                                  argument=f"tables[{name!r}]",
+                                  fix="check the file (a CSV needs the same number of fields on every line) "
+                                      "or load it yourself and pass a DataFrame") from e
             if path is not None:
-                self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), "
-                                  f"file_row_number AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
                 self._paths.append(path)
-            else:
-                self._con.register(internal, frame.collect().with_row_index(ROW).to_arrow())
             self._views[name] = internal
             self._frames[name] = frame
 
