@@ -156,6 +156,28 @@ def _decode(table: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
                                if n in frame.columns and frame.schema[n] != t])
 
 
+def _first_line(error: BaseException, limit: int = 240) -> str:
+    r"""The first informative line of an engine's error, without the Java stack trace.
+
+    A Py4J error starts with "An error occurred while calling o29.load." and gives the Java exception
+    on the next line: that one is kept (without its package name).
+
+    Example:
+        >>> error = RuntimeError("An error occurred while calling o1.load.\n: org.x.NotFound: [X] no delta\n\tat a.b")
+        >>> _first_line(error)
+        'NotFound: [X] no delta'
+
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+        lines = lines[1:]
+    text = " ".join(lines[0].lstrip(": ").split()) if lines else ""
+    head, sep, rest = text.partition(": ")
+    if sep and " " not in head and "." in head:   # a Java class name: keep its last part
+        text = f"{head.rsplit('.', 1)[-1]}: {rest}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _name(column: str) -> Any:
     F = _pyspark().functions
     return F.col("`" + column.replace("`", "``") + "`")
@@ -327,7 +349,12 @@ class SparkBackend:
         """The SparkSession (given, else the active one, else ``getOrCreate()``)."""
         if self._spark is None:
             session = self._sql.SparkSession
-            self._spark = session.getActiveSession() or session.builder.getOrCreate()
+            try:
+                self._spark = session.getActiveSession() or session.builder.getOrCreate()
+            except Exception as e:  # typically no Java: PySparkRuntimeError [JAVA_GATEWAY_EXITED]
+                raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
+                                   argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
+                                   "or pass spark=<SparkSession> connected to your cluster") from None
         return self._spark
 
     def use_spark(self, spark: Any) -> None:
@@ -348,10 +375,20 @@ class SparkBackend:
             if local and not Path(text).exists():
                 raise SchemaError(f"path {text!r} does not exist", argument=f"tables[{name!r}]",
                                   fix="pass a Parquet file or directory, or a Delta table directory")
-            if local and (Path(text) / "_delta_log").is_dir():
-                return self.spark.read.format("delta").load(text)
-            if not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet":
-                return self.spark.read.parquet(text)
+            delta = local and (Path(text) / "_delta_log").is_dir()
+            if not (delta or not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet"):
+                return None
+            spark = self.spark   # (its own error when Spark cannot start)
+            try:
+                return spark.read.format("delta").load(text) if delta else spark.read.parquet(text)
+            except Exception as e:   # Py4J / AnalysisException: a missing data source, an unreadable path ...
+                what = "Delta table" if delta else "Parquet data"
+                fix = ("Delta Lake must be on the Spark classpath (pip install delta-spark and start Spark with "
+                       "delta.pip_utils.configure_spark_with_delta_pip), or pass spark.read.format('delta')"
+                       ".load(path) as a DataFrame") if delta else \
+                    "check the path and that Spark can read it (credentials, file system), or pass a DataFrame"
+                raise SchemaError(f"Spark cannot read the {what} at {text!r} ({type(e).__name__}: "
+                                  f"{_first_line(e)})", argument=f"tables[{name!r}]", fix=fix) from None
         return None
 
     def _public_schema(self, name: str, frame: Any) -> pl.Schema:
