@@ -62,7 +62,7 @@ import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import DPFrameError, PlanError, SchemaError
-from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
@@ -567,14 +567,20 @@ class SparkBackend:
         return self._sql.functions.broadcast(self.spark.createDataFrame(_encode(renamed, sschema), schema=sschema))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
-        """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver."""
+        """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver.
+
+        Sums are 64-bit ``try_sum``s; only if one leaves 64 bits (NULL) does a second job sum in
+        DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT.
+        """
         frame, schema = self.bounded(request)
-        aggregates = [_aggregate(self._sql.functions, s, request.unit.column, schema) for s in request.statistics]
-        by = list(request.by)
-        out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
         types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
                                          for s in request.statistics}
-        result = _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
+        sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
+        result = self._aggregate_all(frame, schema, request, types, wide=False)
+        if any(result[k].null_count() for k in sums):
+            result = self._aggregate_all(frame, schema, request, types, wide=True)
+        result = result.with_columns([pl.col(k).clip(-SUM_LIMIT, SUM_LIMIT) for k in sums])
+        by = list(request.by)
         names = [s.key for s in request.statistics]
         if not by:
             return result.select(names)
@@ -585,12 +591,24 @@ class SparkBackend:
                                      for n, t in types.items()]))
         return result.sort(by, nulls_last=False).select([*by, *names])
 
+    def _aggregate_all(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,
+                       types: dict[str, pl.DataType], wide: bool) -> pl.DataFrame:
+        F = self._sql.functions
+        aggregates = [_aggregate(F, s, request.unit.column, schema, wide) for s in request.statistics]
+        by = list(request.by)
+        out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
+        return _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
+
 
 # ---------------------------------------------------------------------------------- the statistics
 
 
-def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema) -> Any:
-    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`)."""
+def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool = False) -> Any:
+    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`).
+
+    A ``fixed_sum`` is a 64-bit ``try_sum`` (NULL if it leaves 64 bits: never ANSI's overflow error), or
+    with ``wide`` a DECIMAL(38,0) sum clipped to ±SUM_LIMIT (n < 2⁶³ terms of ≤ 2⁶² fit in 10³⁸).
+    """
     key = stat.key
     if stat.kind == "rows":
         return F.count(F.lit(1)).alias(key)
@@ -614,8 +632,16 @@ def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema) -> 
     powered = shifted if stat.power == 1 else functools.reduce(lambda a, b: a * b, [shifted] * stat.power)
     if stat.grid_exp:
         powered = powered * F.lit(2.0 ** (-stat.grid_exp))
-    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), so no overflow); NULL/NaN skipped.
-    return F.coalesce(F.sum(F.when(present, powered.cast("long"))), F.lit(0)).alias(key)
+    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), and clipped to ±SUM_LIMIT so the
+    # cast cannot fail); NULL/NaN skipped.
+    limit = F.lit(float(SUM_LIMIT))
+    term = F.when(present, F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
+                  .cast("long"))
+    if wide:
+        bound = F.lit(Decimal(SUM_LIMIT)).cast("decimal(38,0)")
+        total = F.coalesce(F.sum(term.cast("decimal(38,0)")), F.lit(Decimal(0)).cast("decimal(38,0)"))
+        return F.least(F.greatest(total, -bound), bound).cast("long").alias(key)
+    return F.when(F.count(term) == 0, F.lit(0).cast("long")).otherwise(F.try_sum(term)).alias(key)
 
 
 def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -> Any:
@@ -637,6 +663,8 @@ def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -
         else:
             epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
             number = F.timestamp_diff(unit, epoch, col).cast("decimal(38,0)")
+    elif isinstance(dtype, pl.Decimal):   # toward zero, as Polars (Spark's cast rounds half up)
+        number = F.when(col >= 0, F.floor(col)).otherwise(F.ceil(col)).cast("decimal(38,0)")
     else:
         number = col.cast("decimal(38,0)")
     lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))
