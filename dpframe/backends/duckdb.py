@@ -145,10 +145,11 @@ class Statistics:
         shifted = f"({clamped} - {_double(stat.shift)})" if stat.shift else clamped
         powered = shifted if stat.power == 1 else " * ".join([shifted] * stat.power)
         scaled = f"({powered}) * {_double(2.0 ** (-stat.grid_exp))}" if stat.grid_exp else powered
-        # Each term and the (HUGEINT, exact) total clipped to ±SUM_LIMIT: no overflow error, no wrap-around.
-        # A CASE, not least/greatest: those skip NULL, and a NULL (no value) must stay NULL.
+        # Each term (if its public bound allows more) and the (HUGEINT, exact) total clipped to ±SUM_LIMIT:
+        # no overflow error, no wrap-around. A CASE, not least/greatest: those skip NULL, which must stay NULL.
         limit = _double(SUM_LIMIT)
-        term = f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
+        term = scaled if 2 * stat.row_bound() <= SUM_LIMIT else \
+            f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
         total = f"coalesce(sum(CAST(trunc({term}) AS BIGINT)), 0)"
         return f"CAST(least(greatest({total}, -{SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT) AS {key}"
 

@@ -73,7 +73,9 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
         powered = powered * 2.0 ** (-stat.grid_exp)
     # Truncation toward zero onto the grid: |trunc(y)| ≤ |y|, inside Statistic.row_bound() and clipped to
     # ±SUM_LIMIT; a NaN (clip keeps NaN) becomes null in the non-strict cast and the sum skips it.
-    term = powered.clip(-float(SUM_LIMIT), float(SUM_LIMIT)).cast(pl.Int64, strict=False)
+    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
+        powered = powered.clip(-float(SUM_LIMIT), float(SUM_LIMIT))
+    term = powered.cast(pl.Int64, strict=False)
     if wide:
         return term.cast(pl.Int128).sum().clip(-SUM_LIMIT, SUM_LIMIT).cast(pl.Int64).alias(stat.key)
     return term.sum().alias(stat.key)

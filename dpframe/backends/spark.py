@@ -634,9 +634,10 @@ def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema, wid
         powered = powered * F.lit(2.0 ** (-stat.grid_exp))
     # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), and clipped to ±SUM_LIMIT so the
     # cast cannot fail); NULL/NaN skipped.
-    limit = F.lit(float(SUM_LIMIT))
-    term = F.when(present, F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
-                  .cast("long"))
+    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
+        limit = F.lit(float(SUM_LIMIT))
+        powered = F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
+    term = F.when(present, powered.cast("long"))
     if wide:
         bound = F.lit(Decimal(SUM_LIMIT)).cast("decimal(38,0)")
         total = F.coalesce(F.sum(term.cast("decimal(38,0)")), F.lit(Decimal(0)).cast("decimal(38,0)"))

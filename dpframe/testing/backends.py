@@ -206,14 +206,16 @@ EVERY = (
 )
 # Sums that leave 64 bits: terms of 2^60..2^62 grid steps (a plain Int64 sum would wrap around).
 HUGE = pl.DataFrame({
-    "u": list(range(1, 13)),
-    "g": ["a"] * 5 + ["b"] * 5 + ["c", "c"],
-    "x": [3.0, 3.0, 3.0, 3.0, 3.0, -3.0, -3.0, -3.0, 2.0, None, 1.0, -1.0],
+    "u": list(range(1, 30)),
+    "g": ["a"] * 5 + ["b"] * 5 + ["c", "c"] + ["d"] * 11 + ["e"] * 6,
+    "x": [3.0, 3.0, 3.0, 3.0, 3.0, -3.0, -3.0, -3.0, 2.0, None, 1.0, -1.0] + [3.0] * 11 + [3.0] * 6,
 })
 SATURATING = (
     Statistic("fixed_sum", "x", F(-4), F(4), F(0), 1, -61),        # ±1.5·2^62 a row: terms clipped to ±2^62
     Statistic("fixed_sum", "x", F(-4), F(4), F(0), 1, -60),        # 3·2^60 a row: 5 rows exceed 2^63
     Statistic("fixed_sum", "x", F(-4), F(4), F(0), 2, -59),        # squares: 9·2^59 a row
+    Statistic("fixed_sum", "x", F(-4), F(4), F(0), 1, -58),        # terms need no clip; 11 rows exceed 2^63 (d),
+    #                                                                 6 rows exceed 2^62 but not 2^63 (e)
     Statistic("fixed_sum", "x", F(-4), F(4), F(0), 1, -2),         # small: exact
 )
 
