@@ -23,7 +23,8 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    order, partitioning or other units — so bounding is a stable transformation for every seed. (Spark's
    hash is not Polars' hash: for one seed the two engines keep different, equally random, subsets.);
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
-   ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend.
+   ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
+   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT).
 
 Only the statistics come back to the driver (``toArrow``): one row per group, a few integers each — or,
 for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,
