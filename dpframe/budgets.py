@@ -254,6 +254,9 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     return Fraction(hi * (1 + 1e-9) + 1e-12).limit_denominator(10**12) + Fraction(1, 10**12)
 
 
+_NOTION_NAMES = {"pure": "a pure-ε", "approx": "an (ε, δ)", "zcdp": "a zCDP"}
+
+
 def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budget:
     """Convert ``budget`` into ``notion`` soundly, or raise :class:`BudgetConversionError`.
 
@@ -272,7 +275,7 @@ def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budg
             f"{'pure' if notion == 'pure' else 'zCDP'} guarantee)", argument=argument,
             fix="give this query's budget as dp.PureDP(epsilon)" + (" or dp.ZCDP(rho)" if notion == "zcdp" else ""))
     raise BudgetConversionError(
-        f"{budget!r} cannot be charged to a {notion} budget", argument=argument,
+        f"{budget!r} cannot be charged to {_NOTION_NAMES.get(notion, notion)} budget", argument=argument,
         fix="give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1); "
             "for Gaussian noise, open the session with a dp.ZCDP budget")
 

@@ -4,7 +4,8 @@ A backend receives a :class:`StatisticsRequest`: the private table, the row-leve
 privacy unit, the grouping and the exact statistics the mechanisms need. It returns one small
 ``pl.DataFrame`` with one row per group (sorted by the key columns, nulls first) and one integer column
 per :attr:`Statistic.key`. It must bound contributions inside the query (a uniformly random subset of
-each unit's groups and rows) and must never add noise: noise is drawn by mechanisms in Python.
+each unit's groups and rows) and must never add noise: noise is drawn by mechanisms in Python. A
+``fixed_sum`` saturates at ±:data:`~dpframe.mechanism.SUM_LIMIT` (see :func:`int64_sums_are_exact`).
 
 ``contribution_bounding=False`` asks for no ``max_groups`` / ``max_rows`` bounding (rows with a null unit
 are still dropped). Only callers whose sensitivity does not depend on the bounds may ask for it: top-k's
@@ -13,12 +14,14 @@ distinct-units-per-key score moves every key by at most 1 when a whole unit is a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol
 
 import polars as pl
 
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.privacy_unit import PrivacyUnit
 
@@ -35,6 +38,24 @@ class StatisticsRequest:
     statistics: tuple[Statistic, ...]
     seed: int
     contribution_bounding: bool = True
+
+
+def int64_sums_are_exact(statistics: Sequence[Statistic], rows: int) -> bool:
+    """Whether plain 64-bit sums of these ``fixed_sum`` statistics over at most ``rows`` rows are exact.
+
+    A term is at most ``row_bound()`` (doubled: a margin for the float steps before truncation) and never
+    more than :data:`SUM_LIMIT`; if ``rows`` such terms stay below 2⁶³ no int64 sum can wrap, and the total
+    only needs clipping to ±SUM_LIMIT. Otherwise a backend sums in a wider type (Int128, HUGEINT,
+    DECIMAL(38,0)) before clipping. The aggregates' grid (row_bound ≤ 2³¹ + 1) passes up to 2³⁰ rows.
+
+    Example:
+        >>> s = Statistic("fixed_sum", "x", Fraction(0), Fraction(2**31), grid_exp=0)
+        >>> int64_sums_are_exact([s], 2**30), int64_sums_are_exact([s], 2**31)
+        (True, False)
+
+    """
+    bounds = [min(2 * s.row_bound(), Fraction(SUM_LIMIT)) for s in statistics if s.kind == "fixed_sum"]
+    return rows * max(bounds, default=Fraction(0)) < 2**63
 
 
 class Backend(Protocol):

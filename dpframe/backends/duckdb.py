@@ -30,7 +30,7 @@ on — external access off (except the registered Parquet files) with the config
 
 Example:
     >>> import polars as pl
-    >>> from dpframe.mechanism import LIST_KINDS, Statistic
+    >>> from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
     >>> from dpframe.privacy_unit import PrivacyUnit
     >>> b = DuckDBBackend(); b.register("t", pl.LazyFrame({"u": [1, 1, 2], "x": [1.0, 2.0, 3.0]}))
     >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), (), None, (Statistic("rows"),), 7)
@@ -48,10 +48,11 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import SchemaError
-from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
@@ -60,6 +61,12 @@ from dpframe.sql.sandbox import connect, literal, lock, quote
 ROW = "__dp_row"
 _SQL_NODES = (SQLFilter, SQLProject, PublicJoin)
 _SEED_MASK = (1 << 63) - 1
+
+
+def _first_line(error: BaseException, limit: int = 200) -> str:
+    """The first paragraph of an engine's error message, on one line (Polars puts newlines in quotes)."""
+    text = " ".join(str(error).strip().split("\n\n")[0].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _double(value: Any) -> str:
@@ -72,7 +79,8 @@ class Statistics:
 
     Definitions as in the Polars backend: NULL and NaN are not values; values are cast to DOUBLE, clamped
     (±inf too), shifted, raised to ``power``, scaled to the 2^grid_exp grid, truncated toward zero onto
-    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly. A projection computes
+    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT); terms and totals
+    are clipped to ±SUM_LIMIT. A projection computes
     each clamped column once (NULL when the value is NULL or NaN); the aggregates then read it.
 
     Example:
@@ -137,8 +145,13 @@ class Statistics:
         shifted = f"({clamped} - {_double(stat.shift)})" if stat.shift else clamped
         powered = shifted if stat.power == 1 else " * ".join([shifted] * stat.power)
         scaled = f"({powered}) * {_double(2.0 ** (-stat.grid_exp))}" if stat.grid_exp else powered
-        fixed = f"CAST(trunc({scaled}) AS BIGINT)"
-        return f"CAST(coalesce({_SUM}({fixed}), 0) AS BIGINT) AS {key}"
+        # Each term (if its public bound allows more) and the (HUGEINT, exact) total clipped to ±SUM_LIMIT:
+        # no overflow error, no wrap-around. A CASE, not least/greatest: those skip NULL, which must stay NULL.
+        limit = _double(SUM_LIMIT)
+        term = scaled if 2 * stat.row_bound() <= SUM_LIMIT else \
+            f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
+        total = f"coalesce(sum(CAST(trunc({term}) AS BIGINT)), 0)"
+        return f"CAST(least(greatest({total}, -{SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT) AS {key}"
 
     def _code(self, stat: Statistic) -> str:
         """The ``sorted`` statistic's code of a row (NULL for NULL/NaN): floats in DOUBLE, the rest exactly."""
@@ -153,6 +166,8 @@ class Statistics:
             number = f"CAST({col} - DATE '1970-01-01' AS HUGEINT)"
         elif isinstance(dtype, pl.Datetime):
             number = f"CAST(epoch_{dtype.time_unit or 'us'}({col}) AS HUGEINT)"
+        elif isinstance(dtype, pl.Decimal):
+            number = f"CAST(trunc({col}) AS HUGEINT)"   # toward zero, as Polars (a plain CAST rounds)
         else:
             number = f"CAST({col} AS HUGEINT)"
         # greatest/least skip NULLs, hence the CASE.
@@ -162,20 +177,6 @@ class Statistics:
     def projection(self, keep: list[str]) -> str:
         """The SELECT list of the projection (``keep``: key and unit columns, already quoted)."""
         return ", ".join([*keep, *(f"{sql} AS {quote(name)}" for name, sql in self.values.items())]) or "1"
-
-
-def _sum_function() -> str:
-    """``sum_no_overflow`` (BIGINT in, BIGINT out; no HUGEINT) when this DuckDB has it, else ``sum``.
-
-    Each fixed-point term is at most ~2^31 grid steps (see the aggregates plugin), so a sum of fewer than
-    2^32 rows cannot overflow 64 bits, the same range Polars' Int64 sum has.
-    """
-    from dpframe.sql.sandbox import function_types
-
-    return "sum_no_overflow" if "sum_no_overflow" in function_types() else "sum"
-
-
-_SUM = _sum_function()
 
 
 class _Query:
@@ -232,12 +233,20 @@ class DuckDBBackend:
         with self._mutex:
             internal = f"__dp_t{len(self._views)}"
             path = self._parquet(source, schema)
+            try:
+                if path is not None:
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), file_row_number "
+                                      f"AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
+                else:
+                    self._con.register(internal, frame.collect().with_row_index(ROW).to_arrow())
+            except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
+                # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
+                raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {_first_line(e)}",
+                                  argument=f"tables[{name!r}]",
+                                  fix="check the file (a CSV needs the same number of fields on every line) "
+                                      "or load it yourself and pass a DataFrame") from e
             if path is not None:
-                self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), "
-                                  f"file_row_number AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
                 self._paths.append(path)
-            else:
-                self._con.register(internal, frame.collect().with_row_index(ROW).to_arrow())
             self._views[name] = internal
             self._frames[name] = frame
 

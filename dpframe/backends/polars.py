@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from dpframe.backends.base import StatisticsRequest
-from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
 
 _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
+_ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
 
 
 def _hash(columns: list[str], seed: int) -> pl.Expr:
@@ -38,8 +39,13 @@ def _hash(columns: list[str], seed: int) -> pl.Expr:
     return pl.struct(columns).hash(seed).alias(_HASH)
 
 
-def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) -> pl.Expr:
-    """The Polars aggregation computing ``stat`` exactly (an integer per group)."""
+def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, wide: bool = False) -> pl.Expr:
+    """The Polars aggregation computing ``stat`` exactly (an integer per group).
+
+    A ``fixed_sum`` is an Int64 sum (exact when :func:`int64_sums_are_exact` holds for the group's row
+    count; :meth:`PolarsBackend.statistics` checks and clips it), or with ``wide`` an Int128 sum clipped
+    to ±SUM_LIMIT.
+    """
     if stat.kind == "rows":
         return pl.len().cast(pl.Int64).alias(stat.key)
     if stat.kind == "units":
@@ -65,9 +71,14 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema) 
     powered = clamped if stat.power == 1 else clamped**stat.power
     if stat.grid_exp:
         powered = powered * 2.0 ** (-stat.grid_exp)
-    # Truncation toward zero onto the grid: |trunc(y)| ≤ |y|, inside Statistic.row_bound(); a NaN
-    # (clamp keeps NaN) becomes null in the non-strict cast and the sum skips it.
-    return powered.cast(pl.Int64, strict=False).sum().alias(stat.key)
+    # Truncation toward zero onto the grid: |trunc(y)| ≤ |y|, inside Statistic.row_bound() and clipped to
+    # ±SUM_LIMIT; a NaN (clip keeps NaN) becomes null in the non-strict cast and the sum skips it.
+    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
+        powered = powered.clip(-float(SUM_LIMIT), float(SUM_LIMIT))
+    term = powered.cast(pl.Int64, strict=False)
+    if wide:
+        return term.cast(pl.Int128).sum().clip(-SUM_LIMIT, SUM_LIMIT).cast(pl.Int64).alias(stat.key)
+    return term.sum().alias(stat.key)
 
 
 def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
@@ -142,15 +153,30 @@ class PolarsBackend:
                 .filter(_rank_within(u) <= unit.max_rows).drop(_HASH))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
-        """One query: bound, group, aggregate; public keys get a row even when empty (zeros)."""
+        """One query: bound, group, aggregate; public keys get a row even when empty (zeros).
+
+        Sums run in Int64 with each group's row count alongside; only if a group is so large that an
+        Int64 sum could wrap (:func:`int64_sums_are_exact`) is the query run again with Int128 sums.
+        Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT.
+        """
+        sums = [s for s in request.statistics if s.kind == "fixed_sum"]
+        out = self._statistics(request, wide=False, count=bool(sums))
+        if sums and not int64_sums_are_exact(sums, int(out.select(pl.col(_ROWS).max().fill_null(0)).item())):
+            out = self._statistics(request, wide=True, count=True)
+        if sums:
+            out = out.drop(_ROWS).with_columns([pl.col(s.key).clip(-SUM_LIMIT, SUM_LIMIT) for s in sums])
+        return out
+
+    def _statistics(self, request: StatisticsRequest, wide: bool, count: bool) -> pl.DataFrame:
         frame = self.bounded(request)
         schema = frame.collect_schema()
-        exprs = [statistic_expr(s, request.unit.column, schema) for s in request.statistics]
+        exprs = [statistic_expr(s, request.unit.column, schema, wide) for s in request.statistics]
+        extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
         if not by:
             return frame.select([e.implode() if s.kind in LIST_KINDS else e
-                                 for s, e in zip(request.statistics, exprs)]).collect()
-        out = frame.group_by(by).agg(exprs)
+                                 for s, e in zip(request.statistics, exprs)] + extra).collect()
+        out = frame.group_by(by).agg(exprs + extra)
         if request.keys is not None:
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(pl.lit([], dtype=pl.List(pl.Int64)) if s.kind in LIST_KINDS

@@ -23,7 +23,8 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    order, partitioning or other units — so bounding is a stable transformation for every seed. (Spark's
    hash is not Polars' hash: for one seed the two engines keep different, equally random, subsets.);
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
-   ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend.
+   ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
+   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT).
 
 Only the statistics come back to the driver (``toArrow``): one row per group, a few integers each — or,
 for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,
@@ -62,7 +63,7 @@ import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import DPFrameError, PlanError, SchemaError
-from dpframe.mechanism import LIST_KINDS, Statistic
+from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
@@ -154,6 +155,28 @@ def _decode(table: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     assert isinstance(frame, pl.DataFrame)
     return frame.with_columns([pl.col(n).cast(t, strict=False) for n, t in schema.items()
                                if n in frame.columns and frame.schema[n] != t])
+
+
+def _first_line(error: BaseException, limit: int = 240) -> str:
+    r"""The first informative line of an engine's error, without the Java stack trace.
+
+    A Py4J error starts with "An error occurred while calling o29.load." and gives the Java exception
+    on the next line: that one is kept (without its package name).
+
+    Example:
+        >>> error = RuntimeError("An error occurred while calling o1.load.\n: org.x.NotFound: [X] no delta\n\tat a.b")
+        >>> _first_line(error)
+        'NotFound: [X] no delta'
+
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+        lines = lines[1:]
+    text = " ".join(lines[0].lstrip(": ").split()) if lines else ""
+    head, sep, rest = text.partition(": ")
+    if sep and " " not in head and "." in head:   # a Java class name: keep its last part
+        text = f"{head.rsplit('.', 1)[-1]}: {rest}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _name(column: str) -> Any:
@@ -327,7 +350,12 @@ class SparkBackend:
         """The SparkSession (given, else the active one, else ``getOrCreate()``)."""
         if self._spark is None:
             session = self._sql.SparkSession
-            self._spark = session.getActiveSession() or session.builder.getOrCreate()
+            try:
+                self._spark = session.getActiveSession() or session.builder.getOrCreate()
+            except Exception as e:  # typically no Java: PySparkRuntimeError [JAVA_GATEWAY_EXITED]
+                raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
+                                   argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
+                                   "or pass spark=<SparkSession> connected to your cluster") from None
         return self._spark
 
     def use_spark(self, spark: Any) -> None:
@@ -348,10 +376,20 @@ class SparkBackend:
             if local and not Path(text).exists():
                 raise SchemaError(f"path {text!r} does not exist", argument=f"tables[{name!r}]",
                                   fix="pass a Parquet file or directory, or a Delta table directory")
-            if local and (Path(text) / "_delta_log").is_dir():
-                return self.spark.read.format("delta").load(text)
-            if not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet":
-                return self.spark.read.parquet(text)
+            delta = local and (Path(text) / "_delta_log").is_dir()
+            if not (delta or not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet"):
+                return None
+            spark = self.spark   # (its own error when Spark cannot start)
+            try:
+                return spark.read.format("delta").load(text) if delta else spark.read.parquet(text)
+            except Exception as e:   # Py4J / AnalysisException: a missing data source, an unreadable path ...
+                what = "Delta table" if delta else "Parquet data"
+                fix = ("Delta Lake must be on the Spark classpath (pip install delta-spark and start Spark with "
+                       "delta.pip_utils.configure_spark_with_delta_pip), or pass spark.read.format('delta')"
+                       ".load(path) as a DataFrame") if delta else \
+                    "check the path and that Spark can read it (credentials, file system), or pass a DataFrame"
+                raise SchemaError(f"Spark cannot read the {what} at {text!r} ({type(e).__name__}: "
+                                  f"{_first_line(e)})", argument=f"tables[{name!r}]", fix=fix) from None
         return None
 
     def _public_schema(self, name: str, frame: Any) -> pl.Schema:
@@ -532,14 +570,20 @@ class SparkBackend:
         return self._sql.functions.broadcast(self.spark.createDataFrame(_encode(renamed, sschema), schema=sschema))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
-        """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver."""
+        """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver.
+
+        Sums are 64-bit ``try_sum``s; only if one leaves 64 bits (NULL) does a second job sum in
+        DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT.
+        """
         frame, schema = self.bounded(request)
-        aggregates = [_aggregate(self._sql.functions, s, request.unit.column, schema) for s in request.statistics]
-        by = list(request.by)
-        out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
         types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
                                          for s in request.statistics}
-        result = _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
+        sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
+        result = self._aggregate_all(frame, schema, request, types, wide=False)
+        if any(result[k].null_count() for k in sums):
+            result = self._aggregate_all(frame, schema, request, types, wide=True)
+        result = result.with_columns([pl.col(k).clip(-SUM_LIMIT, SUM_LIMIT) for k in sums])
+        by = list(request.by)
         names = [s.key for s in request.statistics]
         if not by:
             return result.select(names)
@@ -550,12 +594,24 @@ class SparkBackend:
                                      for n, t in types.items()]))
         return result.sort(by, nulls_last=False).select([*by, *names])
 
+    def _aggregate_all(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,
+                       types: dict[str, pl.DataType], wide: bool) -> pl.DataFrame:
+        F = self._sql.functions
+        aggregates = [_aggregate(F, s, request.unit.column, schema, wide) for s in request.statistics]
+        by = list(request.by)
+        out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
+        return _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
+
 
 # ---------------------------------------------------------------------------------- the statistics
 
 
-def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema) -> Any:
-    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`)."""
+def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool = False) -> Any:
+    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`).
+
+    A ``fixed_sum`` is a 64-bit ``try_sum`` (NULL if it leaves 64 bits: never ANSI's overflow error), or
+    with ``wide`` a DECIMAL(38,0) sum clipped to ±SUM_LIMIT (n < 2⁶³ terms of ≤ 2⁶² fit in 10³⁸).
+    """
     key = stat.key
     if stat.kind == "rows":
         return F.count(F.lit(1)).alias(key)
@@ -579,8 +635,17 @@ def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema) -> 
     powered = shifted if stat.power == 1 else functools.reduce(lambda a, b: a * b, [shifted] * stat.power)
     if stat.grid_exp:
         powered = powered * F.lit(2.0 ** (-stat.grid_exp))
-    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), so no overflow); NULL/NaN skipped.
-    return F.coalesce(F.sum(F.when(present, powered.cast("long"))), F.lit(0)).alias(key)
+    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), and clipped to ±SUM_LIMIT so the
+    # cast cannot fail); NULL/NaN skipped.
+    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
+        limit = F.lit(float(SUM_LIMIT))
+        powered = F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
+    term = F.when(present, powered.cast("long"))
+    if wide:
+        bound = F.lit(Decimal(SUM_LIMIT)).cast("decimal(38,0)")
+        total = F.coalesce(F.sum(term.cast("decimal(38,0)")), F.lit(Decimal(0)).cast("decimal(38,0)"))
+        return F.least(F.greatest(total, -bound), bound).cast("long").alias(key)
+    return F.when(F.count(term) == 0, F.lit(0).cast("long")).otherwise(F.try_sum(term)).alias(key)
 
 
 def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -> Any:
@@ -602,6 +667,8 @@ def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -
         else:
             epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
             number = F.timestamp_diff(unit, epoch, col).cast("decimal(38,0)")
+    elif isinstance(dtype, pl.Decimal):   # toward zero, as Polars (Spark's cast rounds half up)
+        number = F.when(col >= 0, F.floor(col)).otherwise(F.ceil(col)).cast("decimal(38,0)")
     else:
         number = col.cast("decimal(38,0)")
     lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))

@@ -1,6 +1,15 @@
 """The mechanism-plugin contract: what a mechanism declares and how the core drives it."""
 
-from dpframe.mechanism.base import LIST_KINDS, MeasureContext, Mechanism, MechanismPlan, Statistic, statistic_values
+from dpframe.mechanism.base import (
+    LIST_KINDS,
+    SUM_LIMIT,
+    MeasureContext,
+    Mechanism,
+    MechanismPlan,
+    Statistic,
+    statistic_values,
+)
 from dpframe.mechanism.noise import Noise
 
-__all__ = ["LIST_KINDS", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "Statistic", "statistic_values"]
+__all__ = ["LIST_KINDS", "SUM_LIMIT", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "Statistic",
+           "statistic_values"]

@@ -38,6 +38,9 @@ from dpframe.privacy_unit import PrivacyUnit
 
 StatisticKind = Literal["rows", "nonnull", "fixed_sum", "units", "indicator_sum", "sorted"]
 LIST_KINDS = frozenset({"sorted"})
+SUM_LIMIT = 2**62
+"""The saturation bound of a ``fixed_sum`` (terms and total), in grid steps: every backend clips to ±2⁶²,
+leaving int64 headroom for the noise a mechanism adds."""
 """Statistic kinds whose per-group value is a list (passed to ``release`` as an object array of int64 arrays)."""
 
 
@@ -50,12 +53,17 @@ class Statistic:
         * ``nonnull``: rows where ``column`` is neither null nor NaN.
         * ``fixed_sum``: Σ trunc(((clamp(x, lower, upper) − shift) ** power) / 2**grid_exp) over
           non-null, non-NaN values, summed exactly as integers (fixed point: no float-summation error).
+          Every term and the total are clipped to ±:data:`SUM_LIMIT` (2⁶², saturating: never an overflow,
+          a wrap-around or an error). Clipping is 1-Lipschitz, so one unit still moves the total by at
+          most max_rows · :meth:`row_bound`; with the aggregates' grid (≤ 2³¹ steps a row) a total only
+          saturates beyond 2³¹ rows at the bound in one group.
         * ``units``: number of distinct privacy units (partition selection).
         * ``indicator_sum``: number of rows with ``lower <= column < upper`` (histograms).
         * ``sorted``: the list of trunc((clamp(x, lower, upper) − shift) / 2**grid_exp) over the non-null,
           non-NaN values, sorted ascending (the codes of an ordered domain, see :mod:`dpframe.domains`).
           Float columns are computed in float64 as for ``fixed_sum``; integer columns exactly (division
-          by 2**grid_exp toward zero); dates as days and datetimes as time units since the epoch.
+          by 2**grid_exp toward zero; Decimal values first truncated toward zero to integers); dates as
+          days and datetimes as time units since the epoch.
           A group without values gets an empty list.
     """
 

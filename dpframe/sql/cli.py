@@ -11,8 +11,9 @@
 The total budget: a ledger file remembers the total it was created with (its ``meta`` table), so later
 commands only name the ledger. The first command on a new ledger must give it with ``--total-epsilon``
 (and ``--total-delta`` / ``--total-rho``). Without a ledger the total is ``--total-*`` or, if absent,
-just this query's budget (a one-shot session). Exit codes: 0 success, 2 bad input, 3 not enough budget;
-errors are one line on stderr.
+just this query's budget (a one-shot session). Exit codes: 0 success, 2 bad input (or any other error),
+3 not enough budget; errors are one line on stderr, never a traceback. ``explain --format`` is ``table``
+(text) or ``json``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def add_commands(sub: Any) -> None:
         p.add_argument("--bounds", action="append", default=[], metavar="TABLE.COLUMN=LOW:HIGH",
                        help="clipping bounds of a column (used without CLAMP in the query)")
         p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
-        p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+        formats = ("table", "csv", "json") if name == "query" else ("table", "json")   # a plan is text or JSON
+        p.add_argument("--format", choices=formats, default="table", help="output format")
         p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
     b.error = _one_line_error(b)  # type: ignore[method-assign]
@@ -243,8 +245,12 @@ def run(args: argparse.Namespace) -> int:
     except (dp.DPFrameError, CLIError, OSError) as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_INPUT
+    except Exception as e:  # an engine error dpframe did not anticipate: still one line, never a traceback
+        print(f"dpframe: error: {type(e).__name__}: {_line(e, 300)}", file=sys.stderr)
+        return EXIT_INPUT
     return 0
 
 
-def _line(e: BaseException) -> str:
-    return " ".join(str(e).split())
+def _line(e: BaseException, limit: int | None = None) -> str:
+    text = " ".join(str(e).split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

@@ -35,7 +35,16 @@ from dpframe.sql.aggregates import contains, is_aggregate, make_measure, parse_c
 from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
 from dpframe.sql.lower import Lowering
-from dpframe.sql.parse import Parsed, fragment
+from dpframe.sql.parse import (
+    CLAUSE_ENDS,
+    Parsed,
+    _short,
+    clause,
+    fragment,
+    location,
+    modifier_fragment,
+    set_operation_fragment,
+)
 from dpframe.sql.post import PostProcess, build_post
 from dpframe.sql.sandbox import Json, render_expression
 from dpframe.sql.scope import Column, Scope
@@ -91,9 +100,9 @@ class Compiler:
     def compile(self) -> Compiled:
         node = self.parsed.node
         if node.get("type") != "SELECT_NODE":
-            what = {"SET_OPERATION_NODE": "UNION/INTERSECT/EXCEPT", "RECURSIVE_CTE_NODE": "recursive CTEs"}.get(
-                str(node.get("type")), str(node.get("type")))
-            raise PlanError(f"{what} are not supported", argument="sql", fix="send one SELECT per query")
+            quoted = set_operation_fragment(self.text, node) if node.get("type") == "SET_OPERATION_NODE" else None
+            raise PlanError(f"UNION/INTERSECT/EXCEPT are not supported: {quoted or repr(_short(self.text))}",
+                            argument="sql", fix="send one SELECT (with GROUP BY for several groups) per query")
         for key, what in (("qualify", "QUALIFY (a window filter)"), ("sample", "USING SAMPLE")):
             if node.get(key):
                 raise self.error(node[key] if isinstance(node[key], dict) else node, f"{what} is not supported",
@@ -155,10 +164,14 @@ class Compiler:
                     raise self.error(mod.get("limit"), "LIMIT n% is not supported", "use LIMIT n")
                 limit = mod
             elif kind == "DISTINCT_MODIFIER":
-                raise PlanError("SELECT DISTINCT is not supported", argument="sql",
+                quoted = modifier_fragment(self.text, node, mod) or "'DISTINCT'"
+                raise PlanError(f"SELECT DISTINCT is not supported: {quoted}", argument="sql",
                                 fix="GROUP BY the columns instead (each key is released once)")
             else:
-                raise PlanError(f"{kind} is not supported", argument="sql", fix="remove it")
+                quoted = modifier_fragment(self.text, node, mod) or repr(_short(self.text))
+                what = "LIMIT n%" if kind == "LIMIT_PERCENT_MODIFIER" else "this clause"
+                raise PlanError(f"{what} is not supported: {quoted}", argument="sql",
+                                fix="use ORDER BY and LIMIT n (a whole number) on the released values")
         return orders, limit
 
     # --------------------------------------------------------------------------------- group keys
@@ -166,8 +179,11 @@ class Compiler:
         groups = list(node.get("group_expressions") or [])
         sets = node.get("group_sets") or []
         if len(sets) > 1 or (sets and sorted(sets[0]) != list(range(len(groups)))):
-            raise PlanError("GROUPING SETS / ROLLUP / CUBE are not supported", argument="sql",
-                            fix="send one query per grouping")
+            at = location(groups)
+            quoted = clause(self.text, [("GROUP", "BY")], before=at + 1 if at is not None else None,
+                            stop=CLAUSE_ENDS) or "'GROUP BY ...'"
+            raise PlanError(f"GROUPING SETS / ROLLUP / CUBE are not supported: {quoted}", argument="sql",
+                            fix="send one query per grouping, each with GROUP BY plain columns or expressions")
         if node.get("aggregate_handling") == "FORCE_AGGREGATES":  # GROUP BY ALL
             groups = [i for i in items if not contains(i, is_aggregate) and i.get("class") != "CONSTANT"]
         aliases = {str(i.get("alias")).lower(): i for i in items if i.get("alias")}

@@ -41,7 +41,7 @@ from dpframe.plan.nodes import Node, Scan
 from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
 from dpframe.sql.nodes import PublicJoin
-from dpframe.sql.parse import fragment
+from dpframe.sql.parse import clause, fragment, modifier_fragment, set_operation_fragment
 from dpframe.sql.sandbox import Json, connect, render, render_expression
 from dpframe.sql.scope import Column, Scope
 
@@ -150,10 +150,15 @@ class Lowering:
     # ------------------------------------------------------------------------------------ subqueries
     def subquery(self, node: Json, ctes: dict[str, Json], label: str) -> Relation:
         """A CTE body or FROM subquery: public (evaluated now) or row-level over a private table."""
+        if node.get("type") == "SET_OPERATION_NODE":
+            quoted = set_operation_fragment(self.text, node) or fragment(self.text, None)
+            raise PlanError(f"UNION/INTERSECT/EXCEPT inside a subquery or CTE is not supported: {quoted}",
+                            argument="sql", fix=_ROW_LEVEL)
         if node.get("type") != "SELECT_NODE":
-            what = {"SET_OPERATION_NODE": "UNION/INTERSECT/EXCEPT", "RECURSIVE_CTE_NODE": "recursive CTEs"}.get(
-                str(node.get("type")), str(node.get("type")))
-            raise self.error(node, f"{what} are not supported", _ROW_LEVEL)
+            recursive = node.get("type") == "RECURSIVE_CTE_NODE"
+            what = "recursive CTEs are" if recursive else f"this kind of subquery ({node.get('type')}) is"
+            cte = clause(self.text, [("WITH", "RECURSIVE")], group=True) if recursive else None
+            raise PlanError(f"{what} not supported: {cte or repr(label)}", argument="sql", fix=_ROW_LEVEL)
         inner = self.ctes(node, ctes)
         if not self.reads_private(node, inner):
             return self.public_subquery(node, inner, label)
@@ -211,9 +216,10 @@ class Lowering:
                              "GROUP BY inside a subquery is not supported (one aggregation per query)", _ROW_LEVEL)
         for mod in node.get("modifiers", []):
             what = {"ORDER_MODIFIER": "ORDER BY", "LIMIT_MODIFIER": "LIMIT", "DISTINCT_MODIFIER": "DISTINCT",
-                    "LIMIT_PERCENT_MODIFIER": "LIMIT %"}.get(mod.get("type"), str(mod.get("type")))
-            raise self.error(mod.get("limit") or node, f"{what} inside a subquery is not supported "
-                             "(which rows are kept must not depend on other rows)", _ROW_LEVEL)
+                    "LIMIT_PERCENT_MODIFIER": "LIMIT %"}.get(mod.get("type"), "this clause")
+            quoted = modifier_fragment(self.text, node, mod) or repr(label)
+            raise PlanError(f"{what} inside a subquery is not supported (which rows are kept must not depend on "
+                            f"other rows): {quoted}", argument="sql", fix=_ROW_LEVEL)
         rel = self.relation(node["from_table"], ctes)
         if not rel.private:  # pragma: no cover - reads_private said so
             raise self.error(node, "expected a private table", _ROW_LEVEL)

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from dpframe.errors import PlanError
-from dpframe.sql.sandbox import Json, render_expression, serialize
+from dpframe.sql.sandbox import Json, render, render_expression, serialize
 
 SUPPORTED = ("supported: one SELECT (optionally after EXPLAIN, with WITH ... CTEs) over registered tables with "
              "COUNT/SUM/AVG/VAR/STDDEV/MEDIAN/QUANTILE_CONT aggregates, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT; "
@@ -69,15 +69,125 @@ def parse(text: object) -> Parsed:
         if doc.get("error_type") == "parser":
             at = _location(body, doc.get("location"), doc.get("position"))
             raise PlanError(f"{message}{at}", argument="sql", fix="correct the SQL syntax (DuckDB dialect)")
-        first = re.match(r"\s*(\w+)", body)
-        word = first.group(1).upper() if first else body.strip()[:20]
-        raise PlanError(f"only SELECT queries are supported, got a {word} statement", argument="sql",
-                        fix=SUPPORTED)
+        raise _not_serializable(body)
     statements = doc["statements"]
     if len(statements) != 1:
-        raise PlanError(f"expected one statement, got {len(statements)}", argument="sql",
-                        fix="send one SELECT per call (remove the ';'-separated extra statements)")
+        raise _several(body, len(statements))
+    window = clause(body, [("WINDOW", None, "AS")], group=True)
+    if window is not None:
+        raise PlanError(f"named WINDOW clauses are not supported (window functions combine rows): {window}",
+                        argument="sql", fix="remove the WINDOW clause; " + SUPPORTED)
     return Parsed(body, statements[0]["node"], explain)
+
+
+def _statements(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each ';'-separated statement (outside parentheses, strings and comments)."""
+    spans, start, depth = [], 0, 0
+    for pos, word, kind in _tokens(text):
+        if kind == "operator":
+            depth += word.count("(") - word.count(")")
+            if word == ";" and depth == 0:
+                spans.append((start, pos))
+                start = pos + 1
+    spans.append((start, len(text)))
+    return [(a, b) for a, b in spans if text[a:b].strip()]
+
+
+def _several(text: str, count: int) -> PlanError:
+    spans = _statements(text)
+    extra = f": {_short(text[spans[1][0]:spans[1][1]].strip())!r}" if len(spans) > 1 else ""
+    return PlanError(f"expected one statement, got {count}{extra}", argument="sql",
+                     fix="send one SELECT per call (remove the ';'-separated extra statements)")
+
+
+def _not_serializable(text: str) -> PlanError:
+    """The error for a statement DuckDB cannot serialize: name the statement or construct that is not a SELECT."""
+    spans = _statements(text)
+    for a, b in spans:
+        part = text[a:b]
+        words = [w for _, w, kind in _tokens(part) if kind in ("keyword", "identifier")]
+        head = words[0].upper() if words else ""
+        if head not in ("SELECT", "WITH", "FROM"):
+            what = f"got a {head} statement" if head else "got a statement that is not a SELECT"
+            return PlanError(f"only SELECT queries are supported, {what}: {_short(part.strip())!r}",
+                             argument="sql", fix=SUPPORTED)
+    for a, b in spans:
+        pivot = clause(text[a:b], [("PIVOT",), ("UNPIVOT",), ("PIVOT_WIDER",), ("PIVOT_LONGER",)])
+        if pivot is not None:
+            return PlanError(f"PIVOT/UNPIVOT is not supported: {pivot}", argument="sql",
+                             fix="GROUP BY the pivot column instead; " + SUPPORTED)
+    if len(spans) > 1:
+        return _several(text, len(spans))
+    return PlanError(f"DuckDB cannot check this query (only plain SELECT statements can be): {_short(text.strip())!r}",
+                     argument="sql", fix=SUPPORTED)
+
+
+def _tokens(text: str) -> list[tuple[int, str, str]]:
+    """(position, text, kind) of each token; kind is 'keyword', 'identifier', 'operator', ... (no comments)."""
+    try:
+        raw = duckdb.tokenize(text)
+    except Exception:  # pragma: no cover - a tokenizer failure only loses the quoted fragment
+        return []
+    out = []
+    for i, (pos, kind) in enumerate(raw):
+        end = raw[i + 1][0] if i + 1 < len(raw) else len(text)
+        name = str(kind).rsplit(".", 1)[-1]
+        if name != "comment":
+            out.append((pos, text[pos:end].strip(), name))
+    return out
+
+
+Pattern = tuple[str | None, ...]
+
+
+def clause(text: str, starts: list[Pattern], *, after: int | None = None, before: int | None = None,
+           group: bool = False, stop: tuple[str, ...] = ()) -> str | None:
+    """The quoted text of a clause that starts with keywords (``None`` matches any token), or None.
+
+    Only keyword tokens match (not identifiers, strings or comments). With ``before`` the last match
+    starting before that position is used, else the first at or after ``after``. The clause runs to the
+    end of its parenthesis level (or ``;``), to a keyword of ``stop`` at its own level, or — with
+    ``group`` — just after its first parenthesised group.
+
+    Example:
+        >>> clause("SELECT COUNT(*) FROM (SELECT * FROM t ORDER BY x) LIMIT 2", [("ORDER", "BY")])
+        "'ORDER BY x'"
+
+    """
+    tokens = _tokens(text)
+    hit = None
+    for i in range(len(tokens)):
+        if (after is not None and tokens[i][0] < after) or (before is not None and tokens[i][0] >= before):
+            continue
+        if any(_matches(tokens, i, pattern) for pattern in starts):
+            hit = i
+            if before is None:
+                break
+    if hit is None:
+        return None
+    depth, opened, end = 0, False, len(text)
+    for j in range(hit + 1, len(tokens)):
+        pos, word, kind = tokens[j]
+        if kind == "operator":
+            if (word == ";" or word.startswith(")")) and depth == 0:
+                end = pos
+                break
+            depth += word.count("(") - word.count(")")
+            opened = opened or "(" in word
+            if group and opened and depth == 0:
+                end = pos + len(word)
+                break
+        elif kind == "keyword" and depth == 0 and word.upper() in stop:
+            end = pos
+            break
+    return repr(_short(text[tokens[hit][0]:end].strip()))
+
+
+def _matches(tokens: list[tuple[int, str, str]], i: int, pattern: Pattern) -> bool:
+    if i + len(pattern) > len(tokens) or tokens[i][2] != "keyword":
+        return False
+    return all(want is None or (tokens[i + k][2] == "keyword" and tokens[i + k][1].upper() == want)
+               for k, want in enumerate(pattern))
 
 
 def _location(text: str, location: Any, position: Any) -> str:
@@ -105,9 +215,47 @@ def fragment(text: str, node: Json | None) -> str:
     loc, size = node.get("query_location"), node.get("query_location_length")
     if isinstance(loc, int) and loc != _NO_LOCATION and isinstance(size, int) and size > 0 and loc < len(text):
         return repr(_short(text[loc:loc + size]))
-    if "class" in node:
-        try:
+    try:
+        if "class" in node:
             return repr(_short(render_expression(node)))
-        except Exception:  # pragma: no cover - rendering is best-effort in an error path
-            pass
-    return repr(_short(str(node.get("table_name") or node.get("type") or "?")))
+        if str(node.get("type", "")).endswith("_NODE"):   # a query node: its SQL, never the node's name
+            return repr(_short(render(node)))
+    except Exception:  # pragma: no cover - rendering is best-effort in an error path
+        pass
+    return repr(_short(str(node.get("table_name") or "the query")))
+
+
+def location(node: Any) -> int | None:
+    """The smallest query position of anything inside a parse-tree node (None: no position known)."""
+    if isinstance(node, list):
+        found = [location(x) for x in node]
+        return min((f for f in found if f is not None), default=None)
+    if not isinstance(node, dict):
+        return None
+    own = node.get("query_location")
+    found = [own if isinstance(own, int) and own != _NO_LOCATION else None, *(location(v) for v in node.values())]
+    return min((f for f in found if f is not None), default=None)
+
+
+SET_OPERATIONS: list[Pattern] = [("UNION",), ("INTERSECT",), ("EXCEPT",)]
+CLAUSE_ENDS = ("HAVING", "WINDOW", "QUALIFY", "ORDER", "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT")
+
+
+def modifier_fragment(text: str, node: Json, mod: Json) -> str | None:
+    """The quoted text of a SELECT node's modifier (ORDER BY / LIMIT / DISTINCT), or None."""
+    kind = mod.get("type")
+    if kind == "ORDER_MODIFIER":
+        return clause(text, [("ORDER", "BY")], before=location(mod.get("orders")), stop=("LIMIT", "OFFSET"))
+    if kind in ("LIMIT_MODIFIER", "LIMIT_PERCENT_MODIFIER"):
+        at = location([mod.get("limit"), mod.get("offset")])
+        return clause(text, [("LIMIT",), ("OFFSET",)], before=at, stop=("OFFSET",)) if at is not None else None
+    if kind == "DISTINCT_MODIFIER":
+        return clause(text, [("SELECT", "DISTINCT")], before=location(node.get("select_list")),
+                      stop=("FROM",), group=bool(mod.get("distinct_on_targets")))
+    return None
+
+
+def set_operation_fragment(text: str, node: Json) -> str | None:
+    """The quoted ``UNION ...`` (INTERSECT, EXCEPT) text of a set-operation node, or None."""
+    children = node.get("children") or [node.get("left")]
+    return clause(text, SET_OPERATIONS, after=location(children[0]))

@@ -4,7 +4,9 @@ Only constructs whose semantics were checked to match DuckDB's on nulls, NaN, ±
 are translated: column references, literals, ``+ - * /``, comparisons (NaN is the largest value and
 equals itself in both engines), ``AND/OR/NOT`` (three-valued), ``IS [NOT] NULL``, ``IS [NOT] DISTINCT
 FROM``, ``IN``/``NOT IN`` over literals, ``BETWEEN``, ``CASE``, ``COALESCE``, ``NULLIF``, ``LIKE``,
-``||``, a few numeric and string functions, date parts, and widening casts. Anything else raises
+``||``, a few numeric and string functions, date parts, and widening casts. Integer ``+ - *``, unary
+``-`` and ``abs`` are computed exactly in Int128 and give NULL when the result leaves the result type, as
+DuckDB's overflow error does under ``TRY`` (Polars alone would wrap around). Anything else raises
 :class:`Untranslatable`; the node then runs only on the DuckDB backend. The caller also checks that the
 Polars result type equals DuckDB's.
 
@@ -14,6 +16,9 @@ Example:
     >>> expr = to_polars(parse_expression("a + 1 > 2"), pl.Schema({"a": pl.Int64}))
     >>> pl.DataFrame({"a": [1, 2, None]}).select(expr)["a"].to_list()
     [False, True, None]
+    >>> big = to_polars(parse_expression("a * 4"), pl.Schema({"a": pl.Int64}))
+    >>> pl.DataFrame({"a": [2, 2**62]}).select(big)["a"].to_list()   # overflow: NULL, as in DuckDB
+    [8, None]
 
 """
 
@@ -51,6 +56,40 @@ _DATE_PARTS = {"year": "year", "month": "month", "day": "day", "dayofmonth": "da
 
 def _dtype(expr: pl.Expr, schema: pl.Schema) -> pl.DataType:
     return pl.LazyFrame(schema=schema).select(expr.alias("x")).collect_schema()["x"]
+
+
+_INT_BITS: dict[pl.DataType, tuple[int, int]] = {
+    pl.Int8(): (-(2**7), 2**7 - 1), pl.Int16(): (-(2**15), 2**15 - 1), pl.Int32(): (-(2**31), 2**31 - 1),
+    pl.Int64(): (-(2**63), 2**63 - 1), pl.UInt8(): (0, 2**8 - 1), pl.UInt16(): (0, 2**16 - 1),
+    pl.UInt32(): (0, 2**32 - 1), pl.UInt64(): (0, 2**64 - 1),
+}
+_ARITH: dict[str, Callable[..., pl.Expr]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "neg": lambda a: -a,
+    "abs": lambda a: a.abs(),
+}
+
+
+def _checked(name: str, xs: list[pl.Expr], schema: pl.Schema) -> pl.Expr:
+    """Integer arithmetic with DuckDB's overflow semantics (under ``TRY``): NULL instead of wrapping around.
+
+    The result type is the one Polars gives (the caller checks it equals DuckDB's); the value is computed
+    exactly in Int128 and kept only inside that type's range. Operands of 64-bit size fit: a sum or
+    difference needs 66 bits, a product of signed 64-bit values 127 bits; a product with an unsigned
+    64-bit operand could need 128, so it stays DuckDB-only.
+    """
+    op = _ARITH[name]
+    target = _dtype(op(*xs), schema)
+    if not target.is_integer():
+        return op(*xs)
+    types = [_dtype(x, schema) for x in xs]
+    if target not in _INT_BITS or any(t.is_integer() and t not in _INT_BITS for t in types):
+        raise Untranslatable(f"128-bit integer arithmetic ({name})")
+    if name == "*" and pl.UInt64() in (target, *types):
+        raise Untranslatable("multiplication of unsigned 64-bit integers")
+    lo, hi = _INT_BITS[target]
+    wide = [x.cast(pl.Int128, strict=False) for x in xs]
+    exact = pl.lit(0, dtype=pl.Int128) - wide[0] if name == "neg" else op(*wide)  # Polars cannot negate Int128
+    return pl.when(exact.is_between(lo, hi)).then(exact).otherwise(None).cast(target, strict=False)
 
 
 def _literal(node: Json) -> pl.Expr:
@@ -171,14 +210,12 @@ class _Translator:
             matched = self(args[0]).str.contains(_like(args[1]), strict=False)
             return ~matched if name == "!~~" else matched
         xs = [self(a) for a in args]
-        binary: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-            "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-            "/": lambda a, b: a.cast(pl.Float64, strict=False) / b.cast(pl.Float64, strict=False),
-        }
-        if name in binary and len(xs) == 2:
-            return binary[name](xs[0], xs[1])
+        if name in ("+", "-", "*") and len(xs) == 2:
+            return _checked(name, xs, self.schema)
+        if name == "/" and len(xs) == 2:
+            return xs[0].cast(pl.Float64, strict=False) / xs[1].cast(pl.Float64, strict=False)
         if name == "-" and len(xs) == 1:
-            return -xs[0]
+            return _checked("neg", xs, self.schema)
         if name == "||" and len(xs) == 2:
             return pl.concat_str(xs)
         if name in ("lower", "lcase") and len(xs) == 1:
@@ -186,7 +223,7 @@ class _Translator:
         if name in ("upper", "ucase") and len(xs) == 1:
             return xs[0].str.to_uppercase()
         if name == "abs" and len(xs) == 1:
-            return xs[0].abs()
+            return _checked("abs", xs, self.schema)
         if name in ("starts_with", "prefix") and len(xs) == 2:
             return xs[0].str.starts_with(xs[1])
         if name in ("ends_with", "suffix") and len(xs) == 2:

@@ -1,9 +1,10 @@
 """The plugin author kit: a conformance suite, an empirical privacy audit and test helpers.
 
 A plugin's tests subclass :class:`MechanismConformance` (pytest collects the inherited ``test_*``
-methods); the audit helpers are plain functions that other tests can reuse. The engine-wide audit
-registry (:func:`register_audit`, :func:`run_audit`, :class:`AuditSpec`) says on which adversarial
-neighbouring datasets each mechanism kind is audited (see ``docs/guarantees.md``).
+methods), a backend's tests :class:`BackendConformance`; the audit helpers are plain functions that
+other tests can reuse. The engine-wide audit registry (:func:`register_audit`, :func:`run_audit`,
+:class:`AuditSpec`) says on which adversarial neighbouring datasets each mechanism kind is audited (see
+``docs/guarantees.md``).
 
 Example:
     >>> import dpframe as dp
@@ -37,6 +38,7 @@ from dpframe.testing.audit import (
     neighbouring_tables,
     release_sampler,
 )
+from dpframe.testing.backends import BackendConformance
 from dpframe.testing.builtin_audits import broken_specs
 from dpframe.testing.conformance import MechanismConformance
 from dpframe.testing.harness import (
@@ -66,6 +68,7 @@ from dpframe.testing.stats import clopper_pearson, noise_cdf, noise_chisquare, n
 __all__ = [
     "AuditResult",
     "AuditSpec",
+    "BackendConformance",
     "CountingRandomSource",
     "MechanismConformance",
     "Neighbours",

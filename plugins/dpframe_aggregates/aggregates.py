@@ -173,8 +173,9 @@ class AggregateMechanism:
         if measure.bounds is not None:
             top = max(abs(b) for b in measure.bounds)
             if top ** (2 if measure.kind in ("var", "std") else 1) > Fraction(2) ** 1000:
-                raise BoundsError(f"bounds {measure.bounds} are too large to compute with", argument="bounds",
-                                  fix="use bounds below 1e150 in absolute value")
+                lo, hi = (float(b) for b in measure.bounds)
+                raise BoundsError(f"bounds ({lo:g}, {hi:g}) are too large to compute with", argument="bounds",
+                                  fix="use bounds below 1e300 in absolute value (1e150 for var and std)")
 
     def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
         """One part per distinct statistic (shared statistics are noised once)."""

@@ -88,3 +88,18 @@ def test_backend_is_listed_by_the_plugin_host() -> None:
 
     assert "duckdb" in plugin_host().backend_names()
     assert any("backend duckdb" in p.provides for p in plugin_host().describe())
+
+
+def test_unreadable_table_is_a_schema_error_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text('u,b\n1,2,3\n"x\n')
+    with pytest.raises(dp.SchemaError) as info:
+        dp.Session({"visits": bad}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), backend="duckdb")
+    assert info.value.argument == "tables['visits']"
+    assert "cannot read table 'visits': ComputeError" in str(info.value) and "\n" not in str(info.value)
+    sess = dp.Session({"visits": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=1,
+                      public_tables=None)
+    sess._sources["broken"] = (pl.scan_csv(bad), bad)   # another backend registers it on first use
+    with pytest.raises(dp.SchemaError, match=r"tables\['broken'\]"):
+        sess.sql("SELECT COUNT(*) FROM visits", backend="duckdb").collect(dp.PureDP(0.5))
+    assert sess.history().height == 0

@@ -185,3 +185,36 @@ def test_null_units_are_dropped_in_a_session(spark_session: Any) -> None:
     run = [dp.Session({"t": d}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), backend="spark",
                       spark=spark_session, seed=5).table("t").agg(dp.len()).collect(dp.PureDP(1)) for d in (data, kept)]
     assert run[0].equals(run[1])
+
+
+def test_unreadable_sources_are_schema_errors_naming_the_table(spark_session: Any, tmp_path: Any) -> None:
+    """Spark read failures at registration (no Delta Lake, a corrupt file) are dpframe errors with a hint."""
+    delta = tmp_path / "delta"
+    (delta / "_delta_log").mkdir(parents=True)
+    with pytest.raises(SchemaError) as info:
+        dp.Session({"events": delta}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark",
+                   spark=spark_session)
+    assert info.value.argument == "tables['events']" and "delta-spark" in (info.value.fix or "")
+    assert "Spark cannot read the Delta table" in str(info.value) and "\n" not in str(info.value)
+    corrupt = tmp_path / "bad.parquet"
+    corrupt.write_bytes(b"not a parquet file")
+    with pytest.raises(SchemaError, match=r"Spark cannot read the Parquet data") as info:
+        dp.Session({"v": corrupt}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), backend="spark",
+                   spark=spark_session)
+    assert info.value.argument == "tables['v']" and "\n" not in str(info.value)
+
+
+def test_without_java_a_clear_error(tmp_path: Any) -> None:
+    """No Java (JAVA_HOME pointing nowhere, in a subprocess): a DPFrameError naming spark= and the fix."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pandas")
+    code = ("import polars as pl, dpframe as dp\n"
+            "try:\n"
+            "    dp.Session({'t': pl.DataFrame({'u': [1]})}, privacy_unit=dp.PrivacyUnit('u'),\n"
+            "               budget=dp.PureDP(1), backend='spark')\n"
+            "except dp.DPFrameError as e:\n"
+            "    print('DPFrameError', e.argument, '|', e.fix)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
+    env["JAVA_HOME"] = str(tmp_path / "no-java")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.stdout.startswith("DPFrameError spark | install Java 17+"), (proc.stdout, proc.stderr[-2000:])

@@ -122,3 +122,38 @@ def test_subprocess_entry_point(files: dict[str, str]) -> None:
     assert proc.returncode == 0, proc.stderr
     frame = pl.read_csv(proc.stdout.encode())
     assert frame.columns == ["n"] and frame.height == 1
+
+
+def test_malformed_csv_is_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    bad = Path(files["dir"]) / "bad.csv"
+    bad.write_text('user_id,b\n1,2,3\n"x\n')
+    args = ["SELECT COUNT(*) FROM visits", "--table", f"visits={bad}", "--privacy-unit", "user_id",
+            "--epsilon", "1", "--ledger", files["ledger"], "--total-epsilon", "5"]
+    # DuckDB (the default) reads the table when the session is created: refused before any charge.
+    code, out, err = run(capsys, "query", *args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "tables['visits']: cannot read table 'visits': ComputeError: could not parse" in err, err
+    assert not Path(files["ledger"]).exists()
+    # Polars scans a CSV lazily: the error surfaces when the query runs (one line too).
+    code, out, err = run(capsys, "query", *args, "--backend", "polars")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+
+
+def test_unexpected_errors_are_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpframe.sql import cli as sql_cli
+
+    def boom(args: object, *, spend: bool) -> None:
+        raise RuntimeError("engine exploded\nwith a second line")
+
+    monkeypatch.setattr(sql_cli, "session", boom)
+    code, out, err = run(capsys, "query", "SELECT COUNT(*) FROM visits", *base(files, "--epsilon", "1"))
+    assert code == 2 and out == ""
+    assert err.strip() == "dpframe: error: RuntimeError: engine exploded with a second line"
+
+
+def test_explain_refuses_csv_format(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["explain", "SELECT COUNT(*) FROM visits", *base(files, "--epsilon", "1"), "--format", "csv"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "invalid choice: 'csv'" in err and len(err.strip().splitlines()) == 1

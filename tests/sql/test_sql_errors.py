@@ -84,6 +84,44 @@ ERRORS = [
      "only declares the bounds"),
     ("plan_non_numeric_sum", "SELECT SUM(CLAMP(city, 0, 1)) FROM visits", dp.SchemaError, "numeric"),
     ("plan_private_keys_pure", "SELECT age, COUNT(*) FROM visits GROUP BY age", dp.BudgetError, "public_keys="),
+    # refusals quote the offending text (not a parse-tree node name)
+    ("order_in_subquery_quoted", "SELECT COUNT(*) FROM (SELECT * FROM visits ORDER BY spend)", dp.PlanError,
+     "ORDER BY inside a subquery is not supported (which rows are kept must not depend on other rows): "
+     "'ORDER BY spend'"),
+    ("limit_in_subquery_quoted", "SELECT COUNT(*) FROM (SELECT * FROM visits LIMIT 10)", dp.PlanError, "'LIMIT 10'"),
+    ("distinct_in_subquery_quoted", "SELECT COUNT(*) FROM (SELECT DISTINCT city FROM visits)", dp.PlanError,
+     "'SELECT DISTINCT city'"),
+    ("union_in_subquery", "SELECT COUNT(*) FROM (SELECT * FROM visits WHERE age > 3 UNION ALL SELECT * FROM visits)",
+     dp.PlanError, "UNION/INTERSECT/EXCEPT inside a subquery or CTE is not supported: "
+     "'UNION ALL SELECT * FROM visits'"),
+    ("except_in_cte", "WITH x AS (SELECT city FROM visits EXCEPT SELECT name FROM cities) SELECT COUNT(*) FROM x",
+     dp.PlanError, "'EXCEPT SELECT name FROM cities'"),
+    ("recursive_cte", "WITH RECURSIVE r AS (SELECT * FROM visits UNION ALL SELECT * FROM r) SELECT COUNT(*) FROM r",
+     dp.PlanError, "recursive CTEs are not supported: 'WITH RECURSIVE r AS (SELECT * FROM visits UNION ALL"),
+    ("pivot_in_from", "SELECT COUNT(*) FROM (PIVOT visits ON city USING COUNT(*))", dp.PlanError,
+     "PIVOT/UNPIVOT is not supported: 'PIVOT visits ON city USING COUNT(*)'"),
+    ("select_then_drop", "SELECT COUNT(*) FROM visits; DROP TABLE visits", dp.PlanError,
+     "only SELECT queries are supported, got a DROP statement: 'DROP TABLE visits'"),
+    ("two_selects_quoted", "SELECT COUNT(*) FROM visits; SELECT 1", dp.PlanError,
+     "expected one statement, got 2: 'SELECT 1'"),
+    ("select_distinct", "SELECT DISTINCT city, COUNT(*) FROM visits GROUP BY city", dp.PlanError,
+     "SELECT DISTINCT is not supported: 'SELECT DISTINCT city, COUNT(*)'"),
+    ("select_distinct_on", "SELECT DISTINCT ON (city) city, COUNT(*) FROM visits GROUP BY city", dp.PlanError,
+     "'SELECT DISTINCT ON (city)'"),
+    ("cube", "SELECT city, COUNT(*) FROM visits GROUP BY CUBE (city) ORDER BY 2", dp.PlanError,
+     "GROUPING SETS / ROLLUP / CUBE are not supported: 'GROUP BY CUBE (city)'"),
+    ("rollup_quoted", "SELECT city, device, COUNT(*) FROM visits GROUP BY ROLLUP (city, device)", dp.PlanError,
+     "'GROUP BY ROLLUP (city, device)'"),
+    ("grouping_sets", "SELECT city, COUNT(*) FROM visits GROUP BY GROUPING SETS ((city), ())", dp.PlanError,
+     "'GROUP BY GROUPING SETS ((city), ())'"),
+    ("union_top_level", "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits", dp.PlanError,
+     "UNION/INTERSECT/EXCEPT are not supported: 'UNION ALL SELECT COUNT(*) FROM visits'"),
+    ("intersect_top_level", "SELECT COUNT(*) FROM visits INTERSECT SELECT COUNT(*) FROM visits", dp.PlanError,
+     "'INTERSECT SELECT COUNT(*) FROM visits'"),
+    ("named_window", "SELECT COUNT(*) FROM visits WINDOW w AS (PARTITION BY city)", dp.PlanError,
+     "named WINDOW clauses are not supported (window functions combine rows): 'WINDOW w AS (PARTITION BY city)'"),
+    ("plan_clamp_huge_bounds", "SELECT SUM(CLAMP(spend, -1e308, 1e308)) FROM visits", dp.BoundsError,
+     "bounds (-1e+308, 1e+308) are too large to compute with"),
     ("plan_quantile_string", "SELECT MEDIAN(CLAMP(city, 0, 100)) FROM visits", dp.SchemaError,
      "an ordered domain needs an integer, float, date or datetime column"),
 ]
@@ -142,4 +180,21 @@ def test_insufficient_budget_charges_nothing() -> None:
     sess = make_session(budget=dp.PureDP(1.0))
     with pytest.raises(dp.BudgetExceededError):
         sess.sql("SELECT COUNT(*) FROM visits").collect(dp.PureDP(2.0))
+    assert sess.history().height == 0
+
+
+def test_refusals_are_short_and_never_name_parse_tree_nodes() -> None:
+    sess = make_session()
+    for _, sql, _, _ in ERRORS:
+        with pytest.raises(dp.DPFrameError) as info:
+            sess.sql(sql).collect(P)
+        text = str(info.value)
+        assert "_NODE" not in text and "_MODIFIER" not in text and "Fraction(" not in text, text
+        assert len(text) < 600, text
+
+
+def test_mixing_notions_names_the_budget_kind() -> None:
+    sess = make_session()
+    with pytest.raises(dp.BudgetConversionError, match=r"cannot be charged to an \(ε, δ\) budget"):
+        sess.sql("SELECT COUNT(*) FROM visits").collect(dp.ZCDP(0.1))
     assert sess.history().height == 0

@@ -14,7 +14,10 @@ import math
 import duckdb
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
+from sql_testkit import VISITS, make_session
 
+import dpframe as dp
 from dpframe.plan.nodes import Scan
 from dpframe.sql.expr import build_project, rewrite
 from dpframe.sql.nodes import guard
@@ -31,6 +34,11 @@ DATA = pl.DataFrame({
     "b": [True, False, None, True, False, True, None],
     "d": [dt.date(2024, 2, 29), None, dt.date(1999, 12, 31), dt.date(2024, 1, 1), dt.date(2000, 1, 1),
           dt.date(2024, 12, 31), dt.date(1970, 1, 1)],
+    # integer extremes: DuckDB's overflow error becomes NULL under TRY; the translation must agree
+    "k": pl.Series([-128, 127, 100, None, -1, 0, 64], dtype=pl.Int8),
+    "l": pl.Series([-(2**63), 2**63 - 1, 2**62, None, -1, 3, -(2**62)], dtype=pl.Int64),
+    "u": pl.Series([0, 255, 3, None, 128, 1, 16], dtype=pl.UInt8),
+    "w": pl.Series([0, 2**64 - 1, 2**63, None, 1, 2, 2**32], dtype=pl.UInt64),
 })
 SCAN = Scan.of("t", DATA.schema)
 SCOPE = Scope([Column(c, c, frozenset({"t"}), f"t.{c}") for c in DATA.columns])
@@ -47,11 +55,16 @@ TRANSLATED = [
     "sqrt(x)", "exp(y)", "ln(x)", "round(x)", "round(y, 1)", "greatest(i, j)", "least(s, 'b')",
     "year(d)", "month(d)", "day(d)", "CAST(i AS DOUBLE)", "CAST(b AS INTEGER)", "CAST(i AS VARCHAR)",
     "CAST(i AS INTEGER)", "CAST(x AS FLOAT)",
+    # overflow → NULL (Int8, Int64, UInt8, UInt64 extremes; mixed widths; literals)
+    "k + k", "k - 1", "k + 1", "k * k", "k * 2", "-k", "abs(k)", "k + l", "k * l",
+    "l + l", "l - 1", "l + 1", "l * l", "l * 4611686018427387904", "-l", "abs(l)", "l - k",
+    "u - 1", "u + u", "u * u", "-u", "abs(u)", "w + w", "w - 1", "-w", "abs(w)",
+    "(k + k) - k", "-(l * 2) + 1", "CASE WHEN k > 0 THEN k * 2 ELSE -k END",
 ]
 DUCKDB_ONLY = [
     "i // j", "i % j", "greatest(x, y)", "CAST(x AS INTEGER)", "CAST(x AS VARCHAR)", "strftime(d, '%Y')",
     "date_trunc('month', d)", "regexp_matches(s, 'a.c')", "length(s)", "TRY_CAST(s AS INTEGER)",
-    "i * 1.5", "list_value(i, j)",
+    "i * 1.5", "list_value(i, j)", "w * w", "w * 2",
 ]
 
 
@@ -84,3 +97,25 @@ def test_untranslatable_runs_on_duckdb_only(sql: str) -> None:
     node = _project(sql)
     assert node.polars is None and node.polars_unavailable
     assert "DuckDB only" in node.describe()
+
+
+
+# (query, column, the exact value without noise): overflowing rows are NULL on both backends
+OVERFLOWING = [
+    ("SELECT COUNT(*) AS n FROM visits WHERE age * 4611686018427387904 < 0", "n", 0),
+    ("WITH t AS (SELECT user_id, CAST(age AS TINYINT) AS a FROM visits) "
+     "SELECT COUNT(a + a + a) AS n FROM t", "n", int(VISITS["age"].is_between(0, 42).sum())),
+    ("SELECT COUNT(-(age - 9223372036854775807 - 20)) AS n FROM visits", "n", int((VISITS["age"] >= 20).sum())),
+]
+
+
+@pytest.mark.parametrize(("sql", "column", "exact"), OVERFLOWING)
+def test_integer_overflow_gives_the_same_answer_on_both_backends(sql: str, column: str, exact: int) -> None:
+    """An overflowing integer expression is NULL on both backends (DuckDB: TRY; Polars: exact Int128 check)."""
+    out = {}
+    for backend in ("polars", "duckdb"):
+        query = make_session(backend).sql(sql)
+        assert not any("DuckDB only" in n.describe() for n in query.node.lineage())
+        out[backend] = query.collect(dp.PureDP(100.0))
+    assert_frame_equal(out["polars"], out["duckdb"])
+    assert abs(out["polars"][column].item() - exact) <= 1
