@@ -190,15 +190,42 @@ def two_sided(hs: Fn, hs_rev: Fn, e: Array) -> Array:
     return out
 
 
-def _hs_from_rdp(rdp: Fn, orders: Array) -> Fn:
-    """A privacy-profile bound from an RDP curve: min over orders of the improved conversion (≤ 1)."""
-    r = rdp(orders)
+def _hs_from_rdp(rdp: Fn, orders: Array, fine: int = 8) -> Fn:
+    """A privacy-profile bound from an RDP curve: min over orders of the improved conversion (≤ 1).
+
+    At order α, log δ(ε) = (α−1)(ε(α) + log(1 − 1/α)) − log α − (α−1)ε is a line in ε, so the minimum
+    over orders is the lower envelope of lines (computed once, evaluated by binary search). The orders
+    are ``orders`` refined by ``fine`` points between neighbours (the curve is evaluated once on them).
+    """
+    grid = np.unique(np.concatenate([np.linspace(a, b, fine + 1) for a, b in zip(orders[:-1], orders[1:])]))
+    with np.errstate(all="ignore"):
+        intercept = (grid - 1) * (np.asarray(rdp(grid), dtype=np.float64) + np.log1p(-1 / grid)) - np.log(grid)
+    ok = np.isfinite(intercept)
+    if not ok.any():
+        return lambda e: np.ones(np.shape(e))
+    b_all, m_all = intercept[ok].tolist(), (1 - grid[ok]).tolist()       # slopes decrease along the grid
+    lines: list[tuple[float, float]] = []      # (slope, intercept) of the envelope, slopes decreasing
+    breaks: list[float] = []                   # where line k + 1 takes over from line k
+    for m, b in zip(m_all, b_all):
+        while lines:
+            m0, b0 = lines[-1]
+            at = (b - b0) / (m0 - m)           # where the new line drops below the last one
+            if breaks and at <= breaks[-1]:    # ... before the last one is ever the lowest: drop it
+                lines.pop()
+                breaks.pop()
+                continue
+            breaks.append(at)
+            break
+        lines.append((m, b))
+    slope = np.array([m for m, _ in lines])
+    inter = np.array([b for _, b in lines])
+    cut = np.array(breaks)
 
     def f(e: Array) -> Array:
         e = np.asarray(e, dtype=np.float64)
-        a = orders[None, :]
-        log_d = (a - 1) * (r[None, :] - e[:, None] + np.log1p(-1 / a)) - np.log(a)
-        return np.asarray(np.minimum(1.0, np.exp(np.min(log_d, axis=1))))
+        k = np.searchsorted(cut, e, side="right")
+        with np.errstate(over="ignore"):
+            return np.asarray(np.minimum(1.0, np.exp(inter[k] + slope[k] * e)))
 
     return f
 
