@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from dpframe.accounting.accountants import plan_curves
 from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
@@ -108,8 +109,9 @@ def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPla
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(node.input)
-    declared = [p.privacy for p in ([selection] if selection else []) + plans]
-    curves = None if any(c is None for c in declared) else [c.subsampled(rate) for cs in declared for c in cs]  # type: ignore[union-attr]
+    # every mechanism of the query reads the same Poisson sample: the accountant composes the curves
+    # first and amplifies the composition once (never each curve on its own)
+    curves = [c for p in ([selection] if selection else []) + plans for c in plan_curves(p.privacy, p.cost)]
     return PhysicalPlan(budget, cost, session.accountant.charge_plan(cost, curves, rate), selection, plans, rate)
 
 

@@ -274,6 +274,49 @@ class PLDAccountant(RDPAccountant):
         return "\n".join(lines)
 
 
+def composition_profile(curves: Sequence[PrivacyCurve], grid: float) -> tuple[Fn, Fn]:
+    """(hs, hs_rev) of the product of the curves' dominating pairs, from their composed discretised PLD.
+
+    The discretised pairs dominate the parts (connect-the-dots of an envelope), so their product
+    dominates the composition (thesis Thm 3.3.4); its profile at ε is Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞
+    (+ the FFT window's tail bound). The add direction is the composition of the reversed pairs. The
+    composition is computed on first use and kept.
+    """
+    acc = PLDAccountant(grid=grid)
+    for c in curves:
+        acc.compose(c)
+    tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+
+    def table(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        if i not in tables:
+            from scipy.signal import lfilter
+
+            dirs = acc.composed()
+            p, start, extra = dirs[min(i, len(dirs) - 1)]
+            losses = (start + np.arange(len(p))) * grid
+            a = np.cumsum(p[::-1])[::-1]                               # Σ_{j ≥ m} p_j
+            b = lfilter([1.0], [1.0, -math.exp(-grid)], p[::-1])[::-1]  # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
+            tables[i] = (losses, a, b, extra)
+        return tables[i]
+
+    def direction(i: int) -> Fn:
+        def f(e: np.ndarray) -> np.ndarray:
+            losses, a, b, extra = table(i)
+            e = np.asarray(e, dtype=np.float64)
+            m = np.searchsorted(losses, e, side="right")               # first atom with loss > ε
+            inside = m < len(losses)
+            k = np.minimum(m, len(losses) - 1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                above = np.where(inside, a[k] - np.exp(np.minimum(e - losses[k], 0.0)) * b[k], 0.0)
+            return np.asarray(np.clip(np.maximum(above, 0.0) + extra, 0.0, 1.0))
+
+        return f
+
+    symmetric = all(c.hs is None or c.hs is c.hs_rev for c in curves)
+    rem = direction(0)
+    return (rem, rem) if symmetric else (rem, direction(1))
+
+
 def _group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:
     """Mechanisms known only by RDP curves are composed in RDP first and enter as one dominating pair.
 
