@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dpframe.accounting.accountants import plan_curves
-from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, convert, make
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statistic
@@ -55,6 +55,26 @@ def check_budget(budget: object) -> Budget:
     return budget
 
 
+def check_convertible(budget: Budget, total: Budget) -> None:
+    """Refuse a query budget whose δ the session's notion cannot hold (docs/concepts.md, Conversions).
+
+    An (ε, δ > 0) budget implies no pure-DP or zCDP guarantee; planning it in a pure or zCDP session
+    would silently drop its δ (only partition selection uses δ), so it is a
+    :class:`~dpframe.errors.BudgetConversionError` before anything runs.
+
+    Example:
+        >>> check_convertible(PureDP(1), PureDP(2)) is None
+        True
+        >>> check_convertible(ApproxDP(1, 1e-6), PureDP(2))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetConversionError: budget: ApproxDP(epsilon=1, delta=1e-06) cannot be converted to pure ...
+
+    """
+    if total.notion in ("pure", "zcdp") and isinstance(budget, ApproxDP) and budget.delta > 0:
+        convert(budget, total.notion)
+
+
 def _first(b: Budget) -> Fraction:
     return b.rho if isinstance(b, ZCDP) else b.epsilon
 
@@ -62,6 +82,7 @@ def _first(b: Budget) -> Fraction:
 def plan_query(session: Session, node: Aggregate, budget: object) -> PhysicalPlan:
     """Plan ``node`` under ``budget``; raise a DPFrameError (nothing charged) if it cannot run."""
     budget = check_budget(budget)
+    check_convertible(budget, session.accountant.total)
     notion: Notion = "zcdp" if budget.notion == "zcdp" else "pure"
     ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
     host = session.plugins

@@ -142,3 +142,19 @@ def test_standalone_accountants_do_not_need_a_total_but_session_methods_say_so()
     with pytest.raises(dp.DPFrameError) as info:
         a.total
     assert info.value.argument == "total"
+
+
+def test_query_delta_the_session_cannot_hold_is_refused_not_dropped() -> None:
+    """docs/concepts.md: (ε, δ>0) → pure or zCDP is impossible. The planner used to drop δ silently."""
+    for total in (dp.PureDP(5.0), dp.ZCDP(5.0)):
+        sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=total, seed=3)
+        q = sess.table("t").agg(dp.len())
+        before = sess._ledger.spent()
+        for run in (q.cost, q.explain, q.collect):
+            with pytest.raises(dp.BudgetConversionError) as info:
+                run(dp.ApproxDP(1.0, 1e-6))
+            assert info.value.argument == "budget" and "dp.PureDP" in str(info.value)
+        assert sess._ledger.spent() == before and sess.history().height == 0
+        assert q.cost(dp.ApproxDP(1.0, 0)) == (dp.PureDP(1) if total.notion == "pure" else dp.ZCDP(0.5))
+    rdp = session("rdp")
+    assert isinstance(rdp.table("t").agg(dp.len()).cost(dp.ApproxDP(1.0, 1e-6)), RDPCharge)
