@@ -585,6 +585,13 @@ def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> Pr
 
     The output is binary, so its RDP curve and profile are exact maxima over the neighbour pairs
     (c, c ± 1); subsampled versions stay binary and are computed exactly too.
+
+    Validity condition: [``lower``, ``upper``] must contain every count the test can *see*. After
+    ``.subsampled(rate)`` that is the count on the Poisson sample, not on the full data: the exact
+    subsampled curves take the max over mixtures of the pairs (c, c ± 1) with c in the range (valid by
+    joint convexity of the divergences only while the sampled count stays in it), and sampling can push
+    the count below a ``lower`` that holds for the full data. Use ``lower=0`` for a subsampled test
+    unless the sampled count is bounded below by construction.
     """
     s = _positive(sigma, "sigma", "pass sigma > 0")
     if not (isinstance(lower, int) and isinstance(upper, int) and 0 <= lower <= upper):
