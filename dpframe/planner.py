@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
+from dpframe.accounting.accountants import plan_curves
+from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, convert, make
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Statistic
@@ -55,6 +56,26 @@ def check_budget(budget: object) -> Budget:
     return budget
 
 
+def check_convertible(budget: Budget, total: Budget) -> None:
+    """Refuse a query budget whose δ the session's notion cannot hold (docs/concepts.md, Conversions).
+
+    An (ε, δ > 0) budget implies no pure-DP or zCDP guarantee; planning it in a pure or zCDP session
+    would silently drop its δ (only partition selection uses δ), so it is a
+    :class:`~dpframe.errors.BudgetConversionError` before anything runs.
+
+    Example:
+        >>> check_convertible(PureDP(1), PureDP(2)) is None
+        True
+        >>> check_convertible(ApproxDP(1, 1e-6), PureDP(2))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetConversionError: budget: ApproxDP(epsilon=1, delta=1e-06) cannot be converted to pure ...
+
+    """
+    if total.notion in ("pure", "zcdp") and isinstance(budget, ApproxDP) and budget.delta > 0:
+        convert(budget, total.notion)
+
+
 def _first(b: Budget) -> Fraction:
     return b.rho if isinstance(b, ZCDP) else b.epsilon
 
@@ -67,6 +88,7 @@ def plan_query(session: Session, node: Aggregate, budget: object, accountant: Ac
     """
     budget = check_budget(budget)
     accountant = session.accountant if accountant is None else accountant
+    check_convertible(budget, accountant.total)
     notion: Notion = "zcdp" if budget.notion == "zcdp" else "pure"
     ctx = MeasureContext(session.privacy_unit, node.input.schema, node.grouped, notion)
     host = session.plugins
@@ -114,8 +136,9 @@ def plan_query(session: Session, node: Aggregate, budget: object, accountant: Ac
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(node.input)
-    declared = [p.privacy for p in ([selection] if selection else []) + plans]
-    curves = None if any(c is None for c in declared) else [c.subsampled(rate) for cs in declared for c in cs]  # type: ignore[union-attr]
+    # every mechanism of the query reads the same Poisson sample: the accountant composes the curves
+    # first and amplifies the composition once (never each curve on its own)
+    curves = [c for p in ([selection] if selection else []) + plans for c in plan_curves(p.privacy, p.cost)]
     return PhysicalPlan(budget, cost, accountant.charge_plan(cost, curves, rate), selection, plans, rate)
 
 

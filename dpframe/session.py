@@ -263,6 +263,8 @@ class Session:
 
         For a zCDP session, ``sess.spent().to_approx(delta=1e-6)`` gives the (ε, δ) equivalent. For an
         ``accountant="rdp"``/``"pld"`` session it is the Rényi filter's (ε, δ): what the budget is enforced by.
+        For ε at the session δ by *every* valid accountant (basic, zCDP, RDP, PLD), use
+        :meth:`spent_report`; ``spent()`` keeps returning the enforcing value as a budget.
         """
         return self.accountant.report(self._ledger.spent())
 

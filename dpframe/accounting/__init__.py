@@ -10,6 +10,12 @@ Standalone use (the accountants compose a sequence fixed in advance)::
     >>> 0 < a.epsilon(delta=1e-5) < r.compose(acc.laplace(scale=10.0)).epsilon(delta=1e-5)
     True
 
+Mechanisms that read the *same* Poisson sample are composed first and subsampled once
+(:func:`composition`; amplifying each and adding under-reports)::
+
+    >>> one_batch = acc.composition([acc.gaussian(sigma=1.0), acc.laplace(scale=2.0)]).subsampled(rate=0.01)
+    >>> _ = acc.RDPAccountant().compose(one_batch, times=1000)
+
 In a session an accountant is a *filter*: it converts each query's cost into a charge, composes
 charges and says whether a total fits. The :class:`Ledger` stores every charge durably and does the
 check-and-charge atomically (one SQLite transaction, so threads and processes sharing a ledger file
@@ -20,6 +26,7 @@ from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAcco
 from dpframe.accounting.curves import (
     PrivacyCurve,
     approx,
+    composition,
     discrete_gaussian,
     discrete_laplace,
     exponential,
@@ -38,6 +45,6 @@ from dpframe.accounting.rdp import RDPAccountant, RDPCharge
 
 __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
-    "RDPCharge", "ZCDPAccountant", "approx", "discrete_gaussian", "discrete_laplace", "exponential",
+    "RDPCharge", "ZCDPAccountant", "approx", "composition", "discrete_gaussian", "discrete_laplace", "exponential",
     "from_profile", "from_rdp", "gaussian", "laplace", "pure", "randomized_response", "threshold_test", "zcdp",
 ]

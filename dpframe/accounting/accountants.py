@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, overload
 
-from dpframe.accounting.curves import PrivacyCurve, approx, pure, zcdp
+from dpframe.accounting.curves import PrivacyCurve, amplified_epsilon, approx, pure, zcdp
 from dpframe.budgets import Budget, Notion, convert, describe, make, zcdp_delta, zcdp_epsilon, zero
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
 
@@ -117,18 +117,19 @@ class Accountant(ABC):
         return convert(cost, self.total.notion)
 
     def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Budget:
-        """The charge of a plan whose mechanisms cost ``cost`` in total, run on a Poisson sample.
+        """The charge of a plan whose mechanisms cost ``cost`` in total, all run on one Poisson sample.
 
-        ``curves`` are the plan's mechanisms (already subsampled), if every mechanism declared one;
-        ``rate`` < 1 means the input was Poisson-sampled. Default: basic amplification by sampling
-        (Li et al. 2012: (ε, δ) → (log(1 + γ(e^ε − 1)), γδ)) for pure/approximate DP; none for zCDP
-        (sampling never hurts, but zCDP cannot express the gain).
+        ``curves`` are the plan's mechanisms (not subsampled: they all read the *same* sample, so
+        accountants that use curves amplify their composition once, see
+        :func:`~dpframe.accounting.curves.composition`); ``rate`` < 1 means the input was Poisson-sampled.
+        Default: basic amplification of the whole cost (Li et al. 2012: (ε, δ) → (log(1 + γ(e^ε − 1)),
+        γδ)) for pure/approximate DP; none for zCDP (sampling never hurts, but zCDP cannot express the gain).
         """
         charged = self.charge(cost)
         if rate >= 1 or self.total.notion == "zcdp":
             return charged
         first = charged.epsilon  # type: ignore[union-attr]
-        eps = min(first, round_up(math.log1p(rate * math.expm1(float(first)))))
+        eps = min(first, round_up(amplified_epsilon(float(first), rate)))
         return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(repr(rate)))
 
     @overload
@@ -161,7 +162,7 @@ class Accountant(ABC):
     def _compose_charges(self, charges: Sequence[Any]) -> Any:
         first = sum((_first(c) for c in charges), Fraction(0))
         delta = sum((getattr(c, "delta", Fraction(0)) for c in charges), Fraction(0))
-        return make(self.total.notion, first, delta)  # type: ignore[arg-type]
+        return make(self.total.notion, first, delta)
 
     def fits(self, spent: Any) -> bool:
         """Whether a composed total is within the session's budget."""
@@ -169,18 +170,18 @@ class Accountant(ABC):
 
     def remaining(self, spent: Any) -> Budget:
         """What is left (coordinate-wise, never negative)."""
-        return make(self.total.notion, max(Fraction(0), _first(self.total) - _first(spent)),  # type: ignore[arg-type]
+        return make(self.total.notion, max(Fraction(0), _first(self.total) - _first(spent)),
                     max(Fraction(0), _delta(self.total) - _delta(spent)))
 
     def shortfall(self, spent_after: Any) -> str:
         """By how much a total overshoots the budget, as text."""
-        over = make(self.total.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),  # type: ignore[arg-type]
+        over = make(self.total.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),
                     max(Fraction(0), _delta(spent_after) - _delta(self.total)))
         return describe(over)
 
     def empty(self) -> Any:
         """Nothing spent."""
-        return zero(self.total.notion)  # type: ignore[arg-type]
+        return zero(self.total.notion)
 
     def report(self, spent: Any) -> Budget:
         """A composed total as a budget (what ``sess.spent()`` shows)."""
@@ -215,14 +216,37 @@ class Accountant(ABC):
 
 
 def composability_error(curve: PrivacyCurve, name: str) -> DPFrameError:
-    """The error for a curve an accountant cannot compose, naming the ones that can."""
-    able = [n for n, ok in CAN_COMPOSE.items() if ok(curve)]
-    fix = (f"use the {' or '.join(repr(n) for n in able)} accountant" if able
+    """The error for a curve a standalone accountant cannot compose, naming the ones that can."""
+    able = [n for n, ok in CAN_COMPOSE.items() if ok(curve) and n != name]
+    fix = (f"compose it with the {' or '.join(repr(n) for n in able)} accountant" if able
            else "declare an RDP curve or a privacy profile for the mechanism")
-    what = {"zcdp": "a zCDP bound (subsampled and purely profile-defined mechanisms have none)",
-            "rdp": "an RDP curve", "basic": "an (ε, δ) guarantee"}.get(name, "privacy curve it can use")
+    what = {"zcdp": "zCDP bound (subsampled and purely profile-defined mechanisms have none)",
+            "rdp": "RDP curve", "basic": "(ε, δ) guarantee"}.get(name, "privacy curve this accountant can use")
     return BudgetConversionError(f"{curve.label} has no {what}, so the {name!r} accountant cannot compose it",
                                  argument="mechanism", fix=fix)
+
+
+def plan_curves(declared: Sequence[PrivacyCurve] | None, cost: Budget) -> list[PrivacyCurve]:
+    """The curves a session charges for one mechanism's plan.
+
+    Session filters compose RDP curves (the Rényi filter of ``rdp``/``pld`` sessions; ``basic`` and
+    ``zcdp`` sessions charge budgets), so a mechanism is charged its declared curves when each has
+    one, and otherwise the curve its budget ``cost`` guarantees (:func:`curve_of`) — always sound,
+    since the mechanism is ``cost``-private. That is how a plugin mechanism that declares only δ(ε)
+    (:func:`~dpframe.accounting.curves.from_profile`) still composes in every session.
+
+    Example:
+        >>> from dpframe.budgets import PureDP
+        >>> from dpframe.accounting.curves import from_profile, gaussian
+        >>> [c.label for c in plan_curves([from_profile(lambda e: 0.0, label="δ(ε) only")], PureDP(1))]
+        ['ε-DP(ε=1)']
+        >>> [c.label for c in plan_curves([gaussian(sigma=2.0)], PureDP(1))]
+        ['Gaussian(σ=2, Δ=1)']
+
+    """
+    if declared and all(c.rdp is not None for c in declared):
+        return list(declared)
+    return [curve_of(cost)]
 
 
 def _first(b: Any) -> Fraction:

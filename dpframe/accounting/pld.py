@@ -46,6 +46,7 @@ from dpframe.budgets import Budget
 
 TAIL = 1e-15          # mass allowed outside the FFT window on each side (added to δ)
 ATOM_TAIL = 1e-18     # profile value at which a single mechanism's grid stops (rest → +∞)
+MAX_POINTS = 1 << 22  # grid points per side of one mechanism at most (beyond: the rest of δ goes to +∞)
 
 
 @dataclass(frozen=True)
@@ -57,22 +58,41 @@ class DiscretePLD:
     p_inf: float
 
 
-def _grid_end(f: Fn, h: float, sign: float) -> int:
-    """The smallest n (in grid steps) with f(sign-side point) ≤ ATOM_TAIL, by doubling then bisection."""
+
+
+def _grid_end(f: Fn, h: float) -> int:
+    """Grid steps n after which f is flat: f(nh) ≤ ATOM_TAIL + f at the far end (doubling, then bisection).
+
+    f is non-increasing, so putting its value at the last point into the mass at +∞ is always sound; the
+    plateau rule stops a profile that never reaches 0 (an (ε0, δ0) step) at its plateau instead of
+    walking a huge grid, and :data:`MAX_POINTS` bounds the grid for profiles that decay too slowly.
+    """
+    with np.errstate(all="ignore"):
+        far = float(f(np.array([MAX_POINTS * h]))[0])
+    target = ATOM_TAIL + (far if math.isfinite(far) else 0.0)
+
+    def flat(n: int) -> bool:
+        with np.errstate(all="ignore"):
+            return bool(float(f(np.array([n * h]))[0]) <= target)   # NaN: not flat
+
     hi = 1
-    while float(f(np.array([hi * h]))[0]) > ATOM_TAIL:
-        hi *= 2
-        if hi * h > 1e4:
-            break
+    while not flat(hi):
+        if hi >= MAX_POINTS:
+            return MAX_POINTS
+        hi = min(hi * 2, MAX_POINTS)
     lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if float(f(np.array([mid * h]))[0]) <= ATOM_TAIL else (mid, hi)
+        lo, hi = (lo, mid) if flat(mid) else (mid, hi)
     return hi
 
 
 def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
     """Connect-the-dots discretisation of the pair with profiles ``hs`` (P‖Q) and ``hs_rev`` (Q‖P).
+
+    The profile values are upper bounds (they need not be convex: profiles derived from RDP curves or
+    declared by plugins are not); the discrete pair's profile is the chord interpolation of their lower
+    convex envelope (:func:`envelope_masses`), which dominates every mechanism the bounds hold for.
 
     Example:
         >>> from dpframe.accounting.curves import pure
@@ -82,8 +102,8 @@ def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
         (-2, [0.2689, 0.7311], 0.0)
 
     """
-    top = _grid_end(hs, h, 1.0)
-    bottom = _grid_end(hs_rev, h, -1.0)
+    top = _grid_end(hs, h)
+    bottom = _grid_end(hs_rev, h)
     j = np.arange(-bottom, top + 1)
     eps = j * h
     x = np.exp(eps)
@@ -91,21 +111,88 @@ def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
     # for ε < 0, f − (1 − x) = x·H_{1/x}(Q‖P).
     g = np.empty_like(eps)
     neg = j < 0
-    g[neg] = x[neg] * hs_rev(-eps[neg])
-    g[~neg] = hs(eps[~neg])
-    # chord slopes of g between consecutive points, with the point x = 0 (g = 0) first and flat after the top
+    with np.errstate(all="ignore"):
+        g[neg] = x[neg] * hs_rev(-eps[neg])
+        g[~neg] = hs(eps[~neg])
+    p, p_inf = envelope_masses(x, g)
+    return DiscretePLD(int(-bottom), p, p_inf)
+
+
+def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
+    """Loss-atom masses of the pair whose profile is the lower convex envelope of the given points.
+
+    The points are upper bounds f_j ≥ H_{x_j}(P‖Q) of a mechanism's two-sided profile at increasing
+    x_j = e^{jh} (with x_0 < 1 ≤ x_last), given as g_j = f_j − (1 − x_j)_+. Thesis Cor. 3.5.1 (HS(h)):
+    the true profile H is convex, non-increasing, ≤ 1 and ≥ (1 − x)_+, so capping at 1, raising to
+    (1 − x)_+, taking the running minimum and then the lower convex envelope of the points (with
+    (0, 1) first and a flat ray after the last point) keeps an upper bound of H; the envelope is a valid
+    profile (Lemma 3.3.3), so the discrete pair it defines dominates the mechanism. Its P-mass at loss
+    log x_j is x_j times the envelope's slope increase there, the mass at +∞ its final value; they sum
+    to its value at 0, which is 1: masses are never clipped or rescaled.
+
+    Example (a non-convex bound: the envelope drops the middle point):
+        >>> x = np.array([0.5, 1.0, 2.0])
+        >>> p, p_inf = envelope_masses(x, np.array([0.1, 0.45, 0.0]))   # f = 0.6, 0.45, 0 at x = ½, 1, 2
+        >>> [round(float(v), 4) for v in p], p_inf
+        ([0.2, 0.0, 0.8], 0.0)
+
+    """
+    m = np.minimum(x, 1.0)
+    g = np.where(np.isnan(g), m, np.clip(g, 0.0, m))          # (1 − x)_+ ≤ f ≤ 1
+    f = g + (1.0 - m)
+    run = np.minimum.accumulate(f)                              # H is non-increasing
+    lower = run < f
+    if lower.any():
+        g[lower] = np.maximum(run[lower] - (1.0 - m[lower]), 0.0)
     xs = np.concatenate([[0.0], x])
     gs = np.concatenate([[0.0], g])
-    slopes = np.diff(gs) / np.diff(xs)
-    slopes = np.concatenate([slopes, [0.0]])
-    p = x * np.diff(slopes)
-    p[j == 0] += 1.0   # the kink of (1 − x)_+ at x = 1
-    p = np.maximum(p, 0.0)
+    ms = np.concatenate([[0.0], m])
+    keep = _lower_hull(xs, gs, ms)
+    dx = np.diff(xs[keep])
+    sg, kap = np.diff(gs[keep]) / dx, -np.diff(ms[keep]) / dx
+    sg, kap = np.append(sg, 0.0), np.append(kap, 0.0)          # flat after the last point
+    p = np.zeros(len(x))
+    p[keep[1:] - 1] = np.maximum(xs[keep[1:]] * (np.diff(sg) + np.diff(kap)), 0.0)
     p_inf = float(g[-1])
-    total = float(p.sum()) + p_inf
-    if total > 1:  # float noise: never report more than a probability distribution
-        p *= (1 - p_inf) / float(p.sum())
-    return DiscretePLD(int(-bottom), p, p_inf)
+    total = math.fsum(p) + p_inf
+    if total > 1 + 1e-9:
+        from dpframe.errors import DPFrameError
+
+        raise DPFrameError(f"internal error: the discretised pair has mass {total!r} > 1", argument="mechanism",
+                           fix="report this bug to the dpframe authors with the mechanism's curve")
+    return p, p_inf
+
+
+def _turns(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
+    """Slope increase of f = g + 1 − m at each interior point.
+
+    The chord slopes of g and of (1 − x)_+ are kept apart (the latter are exactly −1 or 0 away from
+    x = 1), so no digits of the small g are lost.
+    """
+    dx = np.diff(xs)
+    return np.asarray(np.diff(np.diff(gs) / dx) + np.diff(-np.diff(ms) / dx))
+
+
+def _lower_hull(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
+    """Indices of the vertices of the lower convex envelope of the points (x, g + 1 − m), in order."""
+    keep = np.arange(len(xs))
+    for _ in range(8):   # vectorised passes: a point above the chord of its neighbours is no vertex
+        bad = np.nonzero(_turns(xs[keep], gs[keep], ms[keep]) < 0)[0]
+        if len(bad) == 0:
+            return keep
+        keep = np.delete(keep, bad + 1)
+    x, g, m = xs[keep].tolist(), gs[keep].tolist(), ms[keep].tolist()
+    stack: list[int] = []
+    for c in range(len(x)):   # Andrew's monotone chain on what is left
+        while len(stack) >= 2:
+            a, b = stack[-2], stack[-1]
+            left, right = x[b] - x[a], x[c] - x[b]
+            turn = ((g[c] - g[b]) / right - (g[b] - g[a]) / left) + ((m[b] - m[c]) / right - (m[a] - m[b]) / left)
+            if turn >= 0:
+                break
+            stack.pop()
+        stack.append(c)
+    return np.asarray(keep[np.array(stack)])
 
 
 class PLDAccountant(RDPAccountant):
@@ -187,6 +274,49 @@ class PLDAccountant(RDPAccountant):
         return "\n".join(lines)
 
 
+def composition_profile(curves: Sequence[PrivacyCurve], grid: float) -> tuple[Fn, Fn]:
+    """(hs, hs_rev) of the product of the curves' dominating pairs, from their composed discretised PLD.
+
+    The discretised pairs dominate the parts (connect-the-dots of an envelope), so their product
+    dominates the composition (thesis Thm 3.3.4); its profile at ε is Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞
+    (+ the FFT window's tail bound). The add direction is the composition of the reversed pairs. The
+    composition is computed on first use and kept.
+    """
+    acc = PLDAccountant(grid=grid)
+    for c in curves:
+        acc.compose(c)
+    tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+
+    def table(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        if i not in tables:
+            from scipy.signal import lfilter
+
+            dirs = acc.composed()
+            p, start, extra = dirs[min(i, len(dirs) - 1)]
+            losses = (start + np.arange(len(p))) * grid
+            a = np.cumsum(p[::-1])[::-1]                               # Σ_{j ≥ m} p_j
+            b = lfilter([1.0], [1.0, -math.exp(-grid)], p[::-1])[::-1]  # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
+            tables[i] = (losses, a, b, extra)
+        return tables[i]
+
+    def direction(i: int) -> Fn:
+        def f(e: np.ndarray) -> np.ndarray:
+            losses, a, b, extra = table(i)
+            e = np.asarray(e, dtype=np.float64)
+            m = np.searchsorted(losses, e, side="right")               # first atom with loss > ε
+            inside = m < len(losses)
+            k = np.minimum(m, len(losses) - 1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                above = np.where(inside, a[k] - np.exp(np.minimum(e - losses[k], 0.0)) * b[k], 0.0)
+            return np.asarray(np.clip(np.maximum(above, 0.0) + extra, 0.0, 1.0))
+
+        return f
+
+    symmetric = all(c.hs is None or c.hs is c.hs_rev for c in curves)
+    rem = direction(0)
+    return (rem, rem) if symmetric else (rem, direction(1))
+
+
 def _group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:
     """Mechanisms known only by RDP curves are composed in RDP first and enter as one dominating pair.
 
@@ -207,12 +337,16 @@ def _group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[P
 
 
 def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
-    """Log Σ p_i e^{t·l_i} over the finite atoms, for each t."""
-    from scipy.special import logsumexp
-
+    """Log Σ p_i e^{t·l_i} over the finite atoms, for each t (a few t at a time: bounded memory)."""
     nz = d.p > 0
     losses = (d.start + np.nonzero(nz)[0]) * h
-    return np.asarray(logsumexp(t[:, None] * losses[None, :], b=d.p[nz][None, :], axis=1))
+    log_p = np.log(d.p[nz])
+    out = np.empty(len(t))
+    for i in range(0, len(t), 8):
+        a = t[i:i + 8, None] * losses[None, :] + log_p[None, :]
+        top = a.max(axis=1)
+        out[i:i + 8] = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+    return out
 
 
 def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[np.ndarray, int, float]:

@@ -39,11 +39,11 @@ from dpframe.accounting.accountants import (
     Accountant,
     check_delta,
     check_epsilon,
-    composability_error,
     curve_of,
+    plan_curves,
     round_up,
 )
-from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, check_alpha
+from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, check_alpha, composition
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
 
@@ -159,7 +159,7 @@ class RDPAccountant(Accountant):
         if hi - lo <= 0:
             return best
         rules: list[Literal["standard", "improved"]] = (
-            ["standard", "improved"] if conversion == "best" else [conversion])  # type: ignore[list-item]
+            ["standard", "improved"] if conversion == "best" else [conversion])
         out = best
         for rule in rules:
             def f(a: float, rule: str = rule) -> float:
@@ -204,12 +204,15 @@ class RDPAccountant(Accountant):
 
     def charge_plan(  # type: ignore[override]
             self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
-        if not curves:
-            return RDPCharge.of([curve_of(cost).subsampled(rate)])
-        for c in curves:
-            if c.rdp is None:
-                raise composability_error(c, self.name)
-        return RDPCharge.of(curves)
+        """The RDP charge of a plan: its curves composed, amplified once when they share a Poisson sample.
+
+        A plan whose curves are missing or lack an RDP curve is charged the curve of ``cost`` (sound:
+        ``cost`` bounds the whole plan; see :func:`~dpframe.accounting.accountants.plan_curves`).
+        """
+        plan = plan_curves(curves, cost)
+        if rate < 1:
+            plan = [composition(plan).subsampled(rate)]
+        return RDPCharge.of(plan)
 
     def _compose_charges(self, charges: Sequence[Any]) -> RDPCharge:
         values = np.zeros(len(FILTER_ORDERS))

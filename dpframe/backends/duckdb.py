@@ -273,8 +273,8 @@ class DuckDBBackend:
         split = max((i + 1 for i, n in enumerate(nodes) if not isinstance(n, _SQL_NODES)), default=0)
         if split:
             frame = self._frames[request.table]
-            for node in nodes[:split]:
-                frame = apply_node(node, frame, request.seed)
+            for position, node in enumerate(nodes[:split]):
+                frame = apply_node(node, frame, request.seed, position)
             source = q.frame(frame.with_row_index(ROW).collect().to_arrow())
         else:
             source = self._views[request.table]

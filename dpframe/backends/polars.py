@@ -131,8 +131,8 @@ class PolarsBackend:
     def bounded(self, request: StatisticsRequest) -> pl.LazyFrame:
         """The row-level plan with contribution bounding applied (still lazy, still private)."""
         frame = self._tables[request.table]
-        for node in request.row_nodes:
-            frame = apply_node(node, frame, request.seed)
+        for position, node in enumerate(request.row_nodes):
+            frame = apply_node(node, frame, request.seed, position)
         unit, by = request.unit, list(request.by)
         if unit.column is None:
             return frame  # no bounding: rows outside public keys are dropped by the final join

@@ -65,7 +65,7 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
-from dpframe.plan.sample import _SALT, Sample
+from dpframe.plan.sample import _SALT, Sample, node_seed
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
 from dpframe.tables import load_table
 
@@ -524,8 +524,8 @@ class SparkBackend:
         F = self._sql.functions
         frame, schema = self._frames[request.table], self._schemas[request.table]
         seed = request.seed & _SEED_MASK
-        for node in request.row_nodes:
-            frame, schema = self._node(frame, node, schema, request.seed), node.schema
+        for position, node in enumerate(request.row_nodes):   # each Sample node: its own derived seed
+            frame, schema = self._node(frame, node, schema, node_seed(request.seed, position)), node.schema
         unit, by = request.unit, list(request.by)
         if unit.column is None:
             return frame, schema

@@ -112,13 +112,29 @@ def test_plugin_accountants_are_registered() -> None:
     assert host.accountant("pld") is acc.PLDAccountant
 
 
-def test_plan_curve_without_rdp_is_refused_by_the_filter_before_charging() -> None:
-    sess = session("rdp")
+def test_plan_curve_without_rdp_composes_by_its_cost_in_rdp_and_pld_sessions() -> None:
+    """Issue 6 item 7: a mechanism that declares only δ(ε) must still compose. The Rényi filter cannot use
+    a profile, so the plan is charged the curve its budget cost guarantees (sound: the cost bounds it).
+    (This test used to assert a refusal whose fix named the 'pld' accountant, which refused it too.)"""
     only_profile = acc.from_profile(lambda e: 0.0, label="profile-only plugin mechanism")
+    for name in ("rdp", "pld"):
+        sess = session(name)
+        for rate in (1.0, 0.1):
+            got = sess.accountant.charge_plan(dp.PureDP(0.1), [only_profile], rate)
+            want = RDPCharge.of([acc.pure(0.1).subsampled(rate)])
+            assert got.values == want.values and got.delta0 == 0.0
+        assert sess.history().height == 0
+
+
+def test_standalone_composability_errors_name_the_accountants_that_can() -> None:
+    only_profile = acc.from_profile(lambda e: 0.0, label="profile-only")
     with pytest.raises(dp.BudgetConversionError) as info:
-        sess.accountant.charge_plan(dp.PureDP(0.1), [only_profile])
-    assert "'pld'" in str(info.value) and info.value.argument == "mechanism"
-    assert sess.history().height == 0
+        acc.RDPAccountant().compose(only_profile)
+    assert "has no RDP curve" in str(info.value) and "'pld'" in str(info.value) and "'rdp' or" not in str(info.value)
+    with pytest.raises(dp.BudgetConversionError) as info:
+        acc.ZCDPAccountant().compose(acc.gaussian(sigma=1.0).subsampled(rate=0.1))
+    assert "has no zCDP bound" in str(info.value) and info.value.argument == "mechanism"
+    assert acc.PLDAccountant().compose(only_profile).epsilon(1e-6) == 0.0
 
 
 def test_standalone_accountants_do_not_need_a_total_but_session_methods_say_so() -> None:
@@ -126,3 +142,19 @@ def test_standalone_accountants_do_not_need_a_total_but_session_methods_say_so()
     with pytest.raises(dp.DPFrameError) as info:
         a.total
     assert info.value.argument == "total"
+
+
+def test_query_delta_the_session_cannot_hold_is_refused_not_dropped() -> None:
+    """docs/concepts.md: (ε, δ>0) → pure or zCDP is impossible. The planner used to drop δ silently."""
+    for total in (dp.PureDP(5.0), dp.ZCDP(5.0)):
+        sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=total, seed=3)
+        q = sess.table("t").agg(dp.len())
+        before = sess._ledger.spent()
+        for run in (q.cost, q.explain, q.collect):
+            with pytest.raises(dp.BudgetConversionError) as info:
+                run(dp.ApproxDP(1.0, 1e-6))
+            assert info.value.argument == "budget" and "dp.PureDP" in str(info.value)
+        assert sess._ledger.spent() == before and sess.history().height == 0
+        assert q.cost(dp.ApproxDP(1.0, 0)) == (dp.PureDP(1) if total.notion == "pure" else dp.ZCDP(0.5))
+    rdp = session("rdp")
+    assert isinstance(rdp.table("t").agg(dp.len()).cost(dp.ApproxDP(1.0, 1e-6)), RDPCharge)

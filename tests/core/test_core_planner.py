@@ -172,8 +172,12 @@ def test_query_budgets_that_cannot_convert_to_the_session_notion(data: pl.DataFr
     zc = make_session(data, budget=dp.ZCDP(5, 1e-6))
     with pytest.raises(dp.BudgetConversionError):   # (ε, δ>0) implies no zCDP guarantee
         zc.table("t").group_by("g").agg(dp.len()).cost(dp.ApproxDP(1, 1e-7))
-    # with public keys an approximate budget spends no δ, so it is pure and converts
-    assert zc.table("t").group_by("g", keys=["a"]).agg(dp.len()).cost(dp.ApproxDP(1, 1e-7)) == dp.ZCDP(0.5)
+    # with public keys the plan would spend no δ, but an (ε, δ>0) budget still does not convert: the
+    # documented rule (docs/concepts.md, Conversions) — it used to be charged as ZCDP(0.5), dropping δ
+    with pytest.raises(dp.BudgetConversionError) as info:
+        zc.table("t").group_by("g", keys=["a"]).agg(dp.len()).cost(dp.ApproxDP(1, 1e-7))
+    assert info.value.argument == "budget"
+    assert zc.table("t").group_by("g", keys=["a"]).agg(dp.len()).cost(dp.ApproxDP(1, 0)) == dp.ZCDP(0.5)
 
 
 # ----------------------------------------------------------------------------- partition selection

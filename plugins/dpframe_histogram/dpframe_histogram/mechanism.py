@@ -26,6 +26,9 @@ and the parts add up (basic / zCDP composition). The cost depends only on m, the
 of measures: public facts, never the data. Everything after the noise (naming columns) is
 post-processing.
 
+The plan declares these guarantees as privacy curves (``MechanismPlan.privacy``, one per histogram
+measure, see :func:`privacy_curve`), which RDP/PLD sessions compose instead of the bare cost.
+
 Example:
     >>> import polars as pl, dpframe as dp
     >>> data = pl.DataFrame({"user": [1, 2, 3, 4], "age": [10.0, 30.0, 70.0, 40.0]})
@@ -46,13 +49,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from dpframe import accounting as acc
 from dpframe.budgets import Budget, make
 from dpframe.errors import BoundsError, DPFrameError, PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 
-__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "parse_edges"]
+__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "parse_edges", "privacy_curve"]
 
 #: The most bins one histogram measure may have.
 MAX_BINS = 10_000
@@ -222,7 +226,28 @@ class HistogramMechanism:
             total += cost.rho if cost.notion == "zcdp" else cost.epsilon  # type: ignore[union-attr]
         return HistogramPlan(self.name, tuple(measures), tuple(statistics.values()), make(share.notion, total),
                              noise=noise_labels, accuracy=accuracy, notes=tuple(notes), outputs=tuple(outputs),
-                             ci95=ci95, layout=tuple(layout))
+                             ci95=ci95, privacy=tuple(privacy_curve(noise) for noise, _ in layout),
+                             layout=tuple(layout))
+
+
+def privacy_curve(noise: Noise) -> acc.PrivacyCurve:
+    """Return the privacy curve of one histogram's noise on all its bins (sensitivity m in L1 and L2).
+
+    Discrete Laplace of scale t: the vector is m/t-DP, so the tight curve of any ε-DP mechanism
+    (``acc.pure``). Discrete Gaussian of variance parameter σ²: ρ = m²/(2σ²) at every Rényi order
+    (Canonne, Kamath & Steinke 2020, for vectors; ``acc.discrete_gaussian``).
+
+    Example:
+        >>> from dpframe.budgets import ZCDP, PureDP
+        >>> privacy_curve(Noise.calibrate(Fraction(2), PureDP(Fraction(1, 2)))).label
+        'ε-DP(ε=0.5)'
+        >>> privacy_curve(Noise.calibrate(Fraction(2), ZCDP(Fraction(1, 8)))).rho
+        0.125
+
+    """
+    if noise.distribution == "discrete_laplace":
+        return acc.pure(float(noise.sensitivity / noise.scale))
+    return acc.discrete_gaussian(math.sqrt(float(noise.scale)), float(noise.sensitivity))
 
 
 def describe_measure(measure: Measure) -> dict[str, Any]:

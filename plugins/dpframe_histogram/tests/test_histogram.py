@@ -127,3 +127,25 @@ def test_audit_catches_a_histogram_charged_per_bin_wrongly() -> None:
     assert audit_release(good, a, b, samples=20_000).passed
     caught = audit_release(bad, a, b, samples=20_000)
     assert not caught.passed and caught.epsilon_lower_bound > 1.5, caught
+
+
+def test_plan_declares_one_privacy_curve_per_histogram() -> None:
+    from dpframe import accounting as acc
+
+    ctx = measure_context(max_rows=2)
+    pure = HistogramMechanism().plan([AGE, HALVES], ctx, dp.PureDP(1))
+    assert [c.label for c in pure.privacy] == ["ε-DP(ε=0.5)", "ε-DP(ε=0.5)"]     # m/t = 2/4 each
+    zc = HistogramMechanism().plan([AGE], measure_context(max_rows=2, notion="zcdp"), dp.ZCDP(Fraction(1, 8)))
+    (curve,) = zc.privacy
+    assert curve.rho == pytest.approx(0.125) and curve.rdp_at([2.0, 8.0]).tolist() == pytest.approx([0.25, 1.0])
+    # an RDP session charges the declared curves: hand value of the RR-dominated ε-DP curve at α = 2
+    data = pl.DataFrame({"u": range(50), "age": [float(i) for i in range(50)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(5, 1e-6),
+                      accountant="rdp", seed=0)
+    charge = sess.table("t").agg(AGE).cost(dp.PureDP(0.5))
+    p = math.exp(0.5) / (1 + math.exp(0.5))
+    want = math.log(p**2 / (1 - p) + (1 - p) ** 2 / p)
+    from dpframe.accounting.rdp import FILTER_ORDERS
+
+    assert charge.values[list(FILTER_ORDERS).index(2.0)] == pytest.approx(want, rel=1e-12)
+    assert charge.labels == (acc.pure(0.5).label,)
