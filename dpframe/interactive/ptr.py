@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from dpframe.budgets import ApproxDP, Budget
-from dpframe.errors import BoundsError, BudgetError, SchemaError
+from dpframe.budgets import ApproxDP, Budget, exact
+from dpframe.errors import BoundsError, BudgetError, DPFrameError, SchemaError
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
@@ -70,7 +70,15 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer. Both callables
     read private data: they run inside the charged reservation.
     """
-    spec = OdpSpec({"⊥": test_epsilon, "value": test_epsilon + release_epsilon}, delta,
+    eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
+    delta = exact(delta, "delta", allow_zero=True)
+    if delta >= 1:
+        raise BudgetError(f"δ must be < 1, got {float(delta)}", argument="delta", fix="pass a δ such as 1e-7")
+    for name, fn in (("test", test), ("release", release)):
+        if not callable(fn):
+            raise DPFrameError(f"must be a callable, got {type(fn).__name__}", argument=name,
+                               fix=f"pass {name}=lambda: ... (it runs inside the charged reservation)")
+    spec = OdpSpec({"⊥": eps_test, "value": eps_test + eps_rel}, delta,
                    lambda y: "⊥" if y is None else "value")
     settle = resolve_refund(session, refund, what)
     return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None, refund=settle)
@@ -93,6 +101,15 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
         PureDP(epsilon=1/4)
 
     """
+    from dpframe.frame import Query
+
+    for name, value in (("query", query), ("gate", gate)):
+        if not isinstance(value, Query):
+            raise DPFrameError(f"must be a query built with .agg(...), got {type(value).__name__}", argument=name,
+                               fix=f"pass {name}=sess.table(...).agg(dp.len())")
+    if gate._session is not query._session:
+        raise DPFrameError("the gate and the query belong to different sessions", argument="gate",
+                           fix="build both from the same dp.Session")
     session = query._session
     eps_rel, eps_gate = pure_epsilon(budget), pure_epsilon(gate_budget, "gate_budget")
     sc = scalar(session, gate, eps_gate, argument="gate")
@@ -126,6 +143,9 @@ class RobustMedian:
     def __init__(self, frame: Frame, column: str, bounds: tuple[float, float]) -> None:
         self._session = frame._session
         self._node = frame._node
+        if not isinstance(column, str):
+            raise SchemaError(f"expected a column name, got {type(column).__name__}", argument="column",
+                              fix=f"pass one of {list(self._node.schema.names())} as a string")
         if column not in self._node.schema or not self._node.schema[column].is_numeric():
             raise SchemaError(f"{column!r} is not a numeric column", argument="column",
                               fix=f"use one of {list(self._node.schema.names())}")

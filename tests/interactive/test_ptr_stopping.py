@@ -104,3 +104,27 @@ def test_ptr_and_gated_release_refused_outside_basic_sessions_unless_refund_fals
     assert gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), 10**6,
                          dp.PureDP(0.5), refund=False) is None
     assert sess.spent().epsilon >= Fraction(3, 2)         # type: ignore[union-attr]  # ⊥, yet the worst case
+
+
+def test_ptr_bad_input_is_refused_before_anything_is_charged() -> None:
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 10})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(3), seed=1)
+    sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
+    bad = [
+        ("test_epsilon", dict(test=lambda: False, release=lambda: 1.0, test_epsilon=Fraction(-1), release_epsilon=2)),
+        ("release_epsilon", dict(test=lambda: False, release=lambda: 1.0, test_epsilon=1, release_epsilon=-1)),
+        ("delta", dict(test=lambda: False, release=lambda: 1.0, test_epsilon=1, release_epsilon=1, delta=2)),
+        ("test", dict(test=None, release=lambda: 1.0, test_epsilon=1, release_epsilon=1)),
+    ]
+    for argument, kwargs in bad:
+        with pytest.raises(dp.DPFrameError) as info:
+            propose_test_release(sess, **kwargs)
+        assert info.value.argument == argument
+    t = sess.table("t")
+    with pytest.raises(dp.DPFrameError) as info:
+        gated_release("x", dp.PureDP(1), t.agg(dp.len()), 1, dp.PureDP(1))   # type: ignore[arg-type]
+    assert info.value.argument == "query"
+    for column in (["x"], pl.col("x")):
+        with pytest.raises(dp.SchemaError):
+            robust_median(t, column, (0, 100))                                # type: ignore[arg-type]
+    assert sess.spent() == dp.PureDP(1)              # the earlier charge is intact, nothing new charged
