@@ -159,6 +159,9 @@ class PluginHost:
                 fn = getattr(plugin, hook, None)
                 if fn:
                     provides += [f"{label} {n}" for n in fn()]
+            points = getattr(plugin, "dpframe_interior_points", None)
+            if points:
+                provides += [f"interior point {getattr(a, 'name', '?')}" for a in points()]
             package = found.metadata["Name"] if found else "dpframe"
             version = found.version if found else md.version("dpframe")
             rows.append(PluginInfo(name, version, package, "; ".join(provides)))
