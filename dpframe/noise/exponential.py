@@ -173,23 +173,23 @@ def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float6
     """Float64 bounds of G(U) for U ∈ [k/2⁶⁴, (k+1)/2⁶⁴] (before the safety margin).
 
     ``E = −ln U`` is computed where it keeps full relative precision: for U ≥ 1/2 (k ≥ 2⁶³) from the
-    integer 2⁶⁴ − k as ``−log1p(−(1 − U))`` (exact below 2⁶³, so no cancellation near U = 1); for
+    integer 2⁶⁴ − k as ``−log1p(−(1 − U))`` (an integer, so no cancellation near U = 1); for
     U < 1/2 as ``64·ln 2 − ln k`` (no rounding of 2⁶⁴ − k, which would lose tiny uniforms: for
     k < 2¹¹ it rounds to 2⁶⁴ and gives U = 0). Each is within a few float64 roundings of the truth,
     far inside ``_MARGIN``. G(0) = −∞ and G(1) = +∞.
     """
     k = words.astype(np.uint64)
     high = k >= np.uint64(2**63)
+    e_lo = np.empty(k.size)                               # −ln U_lo
+    e_hi = np.empty(k.size)                               # −ln U_hi
     with np.errstate(divide="ignore"):
-        below_lo = (~k).astype(np.float64) + 1.0        # 2⁶⁴ − k       (used only when k ≥ 2⁶³: exact)
-        below_hi = (~k).astype(np.float64)              # 2⁶⁴ − k − 1   (0 when k = 2⁶⁴ − 1: U = 1)
-        near_one_lo = -np.log1p(-below_lo / _TWO_64)
-        near_one_hi = -np.log1p(-below_hi / _TWO_64)
-        k_float = k.astype(np.float64)
-        small_lo = _LN_2_64 - np.log(k_float)                      # +∞ at k = 0 (U = 0)
-        small_hi = _LN_2_64 - np.log(k_float + 1.0)                # (k + 1 < 2⁶³ + 1: one rounding at most)
-        e_lo = np.where(high, near_one_lo, small_lo)              # −ln U_lo
-        e_hi = np.where(high, near_one_hi, small_hi)              # −ln U_hi
+        top = k[high]
+        below = (~top).astype(np.float64)                 # 2⁶⁴ − k − 1 < 2⁶³, one relative rounding (0: U_hi = 1)
+        e_lo[high] = -np.log1p(-(below + 1.0) / _TWO_64)
+        e_hi[high] = -np.log1p(-below / _TWO_64)
+        small = k[~high].astype(np.float64)
+        e_lo[~high] = _LN_2_64 - np.log(small)            # +∞ at k = 0 (U = 0)
+        e_hi[~high] = _LN_2_64 - np.log(small + 1.0)      # k + 1 ≤ 2⁶³: one rounding at most
         return -np.log(e_lo), -np.log(e_hi)
 
 
