@@ -299,6 +299,10 @@ class TreeLog:
     (ε₀) gives ε = (9 + 4L)·ε₀ and δ = (L·(2 + e^{ε₀}) + 1)·δ₀ (the last Lδ₀ bounds AboveThreshold
     missing Γ ≥ t, which E_embed's adjacency needs). Utility (Theorem 3.7): with n ≥ 10·max(1, L)·t
     the output is interior with probability ≥ 1 − O(L·δ₀).
+
+    Why basic composition and not Reorder-Slice-Compute: RSC charges (3w·ε₀, δ) with w ≈ 21–45 at
+    δ = 1e-6 (§3.5–3.6), which beats basic composition only beyond about 3w slice computations; TreeLog
+    has at most 3L + 1 ≤ 10 of them (L ≤ 2 for any domain up to 2²⁵⁶, §4.7), so RSC would cost more.
     """
 
     name = "treelog"

@@ -44,6 +44,7 @@ from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.noise.exponential import epsilon_from_rho
 from dpframe.plan.nodes import Filter, Node
 from dpframe_learning.interior_point import (
+    ALGORITHMS,
     Exponential,
     InteriorPointAlgorithm,
     Stability,
@@ -449,9 +450,10 @@ def _pick(method: str, reqs: Mapping[str, _Requirement]) -> str:
 
 def _table(reqs: Mapping[str, _Requirement], chosen: str) -> list[str]:
     out = []
+    width = max(14, *(len(name) for name in reqs))
     for name, req in reqs.items():
         text = f"{req.rows} rows" if req.rows is not None else req.why
-        out.append(f"  {name:<14} {text}{'   ← chosen' if name == chosen else ''}")
+        out.append(f"  {name:<{width}} {text}{'   ← chosen' if name == chosen else ''}")
     return out
 
 
@@ -514,6 +516,8 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
         where = (f"min({self.column}) ≤ value ≤ max({self.column})" if exact else
                  f"g(min({self.column})) ≤ value ≤ g(max({self.column})), g(v) = the grid point nearest v "
                  f"(grid step {self.domain.step})")
+        if ALGORITHMS.get(chosen) is not algorithm:       # a plugin's method: its guarantee is its own
+            where = f"{where}, as far as method {chosen!r} guarantees an interior point of the codes"
         guarantee = (f"if it answers, with probability ≥ 1 − {self.beta:g}: {where} (needs ≥ {required} rows; "
                      f"{gate.answers()})")
         params = {"algorithm": algorithm, "epsilon": eps_ip, "delta": used_delta, "gate": gate,
