@@ -6,6 +6,7 @@ the cost) and returns a result, or dp's NoAnswer when the noisy row count is too
 
 import numpy as np
 import polars as pl
+
 import dpframe as dp
 
 rng = np.random.default_rng(7)
