@@ -19,8 +19,8 @@ Queries: the median and the deciles of ``x``, over the whole table and per group
   dpframe's ordered domain, OpenDP's ``candidates``. OpenDP (``make_private_quantile``, the EM quantile
   with a Gumbel noisy max) has no joint mechanism, so its deciles spend ε/9 each; dpframe releases the
   nine jointly (recursive split, 4 levels of ε/4). Per-group OpenDP runs its measurement once per group,
-  on the first ``--peer-groups`` groups (each release costs O(n log c + c) with c = 1,024,001 candidates):
-  its per-group standard error is over those groups.
+  on the first ``--peer-groups`` groups, ``--peer-group-runs`` times (each release costs O(n log c + c)
+  with c = 1,024,001 candidates): its per-group standard error is over those releases.
 
 ``--peer`` is a Python with ``opendp`` installed in a throwaway venv (never a dpframe dependency); the
 peer part is skipped when it is missing.
@@ -168,7 +168,7 @@ def run_opendp(args: argparse.Namespace) -> dict[str, Any]:
         for eps in (0.1, 1.0):
             ms = [measurement(q, eps / len(qs)) for q in qs]       # sequential composition: ε/k each
             errs, seconds = [], []
-            for _ in range((args.error_runs or args.runs) if not grouped else 1):
+            for _ in range((args.error_runs or args.runs) if not grouped else args.peer_group_runs):
                 t = time.perf_counter()
                 released = [[m(d) for m in ms] for d in data_sets]
                 seconds.append(time.perf_counter() - t)
@@ -194,6 +194,7 @@ def main() -> None:
     p.add_argument("--peer-groups", type=int, default=20,
                    help="OpenDP per-group errors are averaged over the first N groups (its O(candidates) "
                         "cost per release makes all 1,000 groups take hours)")
+    p.add_argument("--peer-group-runs", type=int, default=1, help="OpenDP releases per group (per-group cells)")
     p.add_argument("--worker", choices=["opendp"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker == "opendp":
@@ -204,7 +205,7 @@ def main() -> None:
     if Path(args.peer).exists():
         cmd = [args.peer, __file__, "--worker", "opendp", "--rows", str(args.rows), "--groups", str(args.groups),
                "--runs", str(args.runs), "--error-runs", str(args.error_runs), "--peer-groups", str(args.peer_groups),
-               "--queries", args.queries]
+               "--peer-group-runs", str(args.peer_group_runs), "--queries", args.queries]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode == 0:
             peer = json.loads(done.stdout)

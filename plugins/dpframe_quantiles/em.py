@@ -180,7 +180,9 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     run_value = np.concatenate([values[glob[last]], values[seg.start[tail] + p1[tail]]]) if values.size else \
         np.zeros(0, dtype=np.int64)
     run_owner = np.concatenate([owner[last], tail])
-    order = np.lexsort((run_value, run_owner))
+    # runs are listed in (segment, value) order, each segment's tail run after its other runs: a stable
+    # sort by segment alone gives the (segment, value) order
+    order = np.argsort(run_owner, kind="stable")
     run_value, run_owner = run_value[order], run_owner[order]
     # C of a run listed by its last position is that position + 1; L is the previous run's C (a search
     # only for the first run of each segment and for the runs continuing past c_max)
