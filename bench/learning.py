@@ -125,8 +125,8 @@ def rectangle_rows(runs: int) -> list[list[object]]:
             q = session(data, seed).table("t").learn_rectangle(["a", "b"], label="y", bounds=bounds)
 
             def ok(r: Any) -> bool:
-                (a0, a1), (b0, b1) = r.intervals["a"], r.intervals["b"]
-                return isinstance(r, Rectangle) and 200 <= a0 <= a1 <= 700 and 100 <= b0 <= b1 <= 400
+                (a0, a1), (b0, b1) = r.intervals["a"], r.intervals["b"]    # half-open: lower ≤ x < upper
+                return isinstance(r, Rectangle) and 200 <= a0 < a1 <= 701 and 100 <= b0 < b1 <= 401
             return q, ok
 
         rows.append(["learn_rectangle d=2", need, f"{mult:g}× = {n}", *rate(runs, make, budget)])

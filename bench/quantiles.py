@@ -3,7 +3,8 @@
 
 Usage::
 
-    python bench/quantiles.py [--rows 10000000] [--groups 1000] [--runs 3] [--peer /tmp/peers-quantiles/bin/python]
+    python bench/quantiles.py [--rows 10000000] [--groups 1000] [--runs 3] [--error-runs 30]
+                              [--queries median,deciles,...] [--peer /tmp/peers-quantiles/bin/python]
 
 Data (deterministic, numpy seed 7): ``x`` uniform in [0, 1000) (float64), ``g`` uniform in 0..groups−1.
 Queries: the median and the deciles of ``x``, over the whole table and per group (public keys).
@@ -12,12 +13,14 @@ Queries: the median and the deciles of ``x``, over the whole table and per group
   against the same plain Polars query (``pl.col("x").median()`` / nine ``quantile(q)``), median of
   ``--runs`` runs, as a ratio;
 * **rank error**: |rank − q·n| in rows (distance of q·n from [#{x < z}, #{x ≤ z}]), averaged over the
-  quantiles and, per group, over the groups, then over ``--runs`` releases, at ε ∈ {0.1, 1} (pure DP).
+  quantiles and, per group, over the groups, then over ``--error-runs`` releases (default ``--runs``), at
+  ε ∈ {0.1, 1} (pure DP); shown as mean ± standard error over the releases.
   Both libraries use the same public grid: bounds [0, 1000] with step 2⁻¹⁰ (1,024,001 points) —
   dpframe's ordered domain, OpenDP's ``candidates``. OpenDP (``make_private_quantile``, the EM quantile
   with a Gumbel noisy max) has no joint mechanism, so its deciles spend ε/9 each; dpframe releases the
   nine jointly (recursive split, 4 levels of ε/4). Per-group OpenDP runs its measurement once per group,
-  on the first ``--peer-groups`` groups (each release costs O(n log c + c) with c = 1,024,001 candidates).
+  on the first ``--peer-groups`` groups, ``--peer-group-runs`` times (each release costs O(n log c + c)
+  with c = 1,024,001 candidates): its per-group standard error is over those releases.
 
 ``--peer`` is a Python with ``opendp`` installed in a throwaway venv (never a dpframe dependency); the
 peer part is skipped when it is missing.
@@ -37,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import fmt_ratio, format_table, log_stderr, machine_info, median, ratio  # noqa: E402
 
+QUERIES = [("median", [0.5], False), ("deciles", [k / 10 for k in range(1, 10)], False),
+           ("median per group", [0.5], True), ("deciles per group", [k / 10 for k in range(1, 10)], True)]
+
 GRID = 2.0**-10
 BOUNDS = (0.0, 1000.0)
-DECILES = [k / 10 for k in range(1, 10)]
 
 
 def data(rows: int, groups: int) -> Any:
@@ -64,6 +69,19 @@ def errors(sorted_groups: list[Any], released: list[list[float]], qs: list[float
         len(sorted_groups) * len(qs))
 
 
+def summary(samples: list[float]) -> dict[str, float]:
+    """Mean and standard error of the mean."""
+    n = len(samples)
+    mean = sum(samples) / n
+    var = sum((v - mean) ** 2 for v in samples) / (n - 1) if n > 1 else 0.0
+    return {"mean": mean, "se": (var / n) ** 0.5, "n": n}
+
+
+def selected(args: argparse.Namespace) -> list[tuple[str, list[float], bool]]:
+    wanted = [q.strip() for q in args.queries.split(",")] if args.queries else [q[0] for q in QUERIES]
+    return [q for q in QUERIES if q[0] in wanted]
+
+
 # ---------------------------------------------------------------------------------------------- dpframe
 
 
@@ -82,8 +100,7 @@ def run_dpframe(args: argparse.Namespace) -> dict[str, Any]:
     sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10**6))
     keys = list(range(args.groups))
     out: dict[str, Any] = {}
-    for name, qs, grouped in [("median", [0.5], False), ("deciles", DECILES, False),
-                              ("median per group", [0.5], True), ("deciles per group", DECILES, True)]:
+    for name, qs, grouped in selected(args):
         measure = dp.quantile("x", qs if len(qs) > 1 else qs[0], bounds=BOUNDS, resolution=GRID).alias("q")
         frame = sess.table("t")
         plain_expr = [pl.col("x").quantile(q).alias(f"q{q}") for q in qs] if len(qs) > 1 else [pl.col("x").median()]
@@ -106,10 +123,13 @@ def run_dpframe(args: argparse.Namespace) -> dict[str, Any]:
         truth = sorted_groups if grouped else sorted_all
         for eps in (0.1, 1.0):
             errs = []
-            for _ in range(args.runs):
+            for _ in range(args.error_runs or args.runs):
                 res = query().collect(dp.PureDP(eps))["q"].to_list()
-                errs.append(errors(truth, [r if isinstance(r, list) else [r] for r in res], qs))
-            row[f"err_{eps:g}"] = float(np.mean(errs))
+                if grouped:      # one sample per group and release: the per-group errors are independent
+                    errs += [errors([t], [r if isinstance(r, list) else [r]], qs) for t, r in zip(truth, res)]
+                else:
+                    errs.append(errors(truth, [r if isinstance(r, list) else [r] for r in res], qs))
+            row[f"err_{eps:g}"] = summary(errs)
         out[name] = row
         log_stderr(f"dpframe {name}: {row}")
     return out
@@ -141,20 +161,19 @@ def run_opendp(args: argparse.Namespace) -> dict[str, Any]:
     groups_raw = [x[g == k].tolist() for k in range(args.peer_groups)]
     all_raw = x.tolist()
     out: dict[str, Any] = {}
-    for name, qs, grouped in [("median", [0.5], False), ("deciles", DECILES, False),
-                              ("median per group", [0.5], True), ("deciles per group", DECILES, True)]:
+    for name, qs, grouped in selected(args):
         row: dict[str, Any] = {}
         truth = groups_sorted if grouped else [np.sort(x)]
         data_sets = groups_raw if grouped else [all_raw]
         for eps in (0.1, 1.0):
             ms = [measurement(q, eps / len(qs)) for q in qs]       # sequential composition: ε/k each
             errs, seconds = [], []
-            for _ in range(args.runs if not grouped else 1):
+            for _ in range((args.error_runs or args.runs) if not grouped else args.peer_group_runs):
                 t = time.perf_counter()
                 released = [[m(d) for m in ms] for d in data_sets]
                 seconds.append(time.perf_counter() - t)
-                errs.append(errors(truth, released, qs))
-            row[f"err_{eps:g}"] = float(np.mean(errs))
+                errs += [errors([t_], [r], qs) for t_, r in zip(truth, released)]
+            row[f"err_{eps:g}"] = summary(errs)
             row["seconds"] = median(seconds)
         out[name] = row
         log_stderr(f"opendp {name}: {row}")
@@ -169,10 +188,13 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--groups", type=int, default=1_000)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--error-runs", type=int, default=0, help="releases per rank-error cell (default: --runs)")
+    p.add_argument("--queries", default="", help="comma-separated subset of: " + ", ".join(q[0] for q in QUERIES))
     p.add_argument("--peer", default="/tmp/peers-quantiles/bin/python")
     p.add_argument("--peer-groups", type=int, default=20,
                    help="OpenDP per-group errors are averaged over the first N groups (its O(candidates) "
                         "cost per release makes all 1,000 groups take hours)")
+    p.add_argument("--peer-group-runs", type=int, default=1, help="OpenDP releases per group (per-group cells)")
     p.add_argument("--worker", choices=["opendp"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker == "opendp":
@@ -182,7 +204,8 @@ def main() -> None:
     peer: dict[str, Any] = {}
     if Path(args.peer).exists():
         cmd = [args.peer, __file__, "--worker", "opendp", "--rows", str(args.rows), "--groups", str(args.groups),
-               "--runs", str(args.runs), "--peer-groups", str(args.peer_groups)]
+               "--runs", str(args.runs), "--error-runs", str(args.error_runs), "--peer-groups", str(args.peer_groups),
+               "--peer-group-runs", str(args.peer_group_runs), "--queries", args.queries]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode == 0:
             peer = json.loads(done.stdout)
@@ -190,14 +213,17 @@ def main() -> None:
             log_stderr(f"OpenDP worker failed: {done.stderr[-2000:]}")
     else:
         log_stderr(f"no peer Python at {args.peer}: OpenDP skipped")
+    def err(cell: dict[str, float] | None) -> str:
+        return f"{cell['mean']:.2f} ± {cell['se']:.2f}" if cell else "-"
+
     rows = []
     for name, r in ours.items():
         o = peer.get(name, {})
         rows.append([name, f"{r['polars_s'] * 1000:.0f} ms", f"{r['dpframe_s'] * 1000:.0f} ms",
                      fmt_ratio(ratio(r["dpframe_s"], r["polars_s"])),
-                     f"{r['err_0.1']:.1f}", f"{o['err_0.1']:.1f}" if o else "-",
-                     f"{r['err_1']:.1f}", f"{o['err_1']:.1f}" if o else "-"])
-    print(f"# Private quantiles: {args.rows:,} rows, {args.groups:,} groups, median of {args.runs} runs\n")
+                     err(r["err_0.1"]), err(o.get("err_0.1")), err(r["err_1"]), err(o.get("err_1"))])
+    print(f"# Private quantiles: {args.rows:,} rows, {args.groups:,} groups, time: median of {args.runs} runs; "
+          f"rank error: mean ± s.e. over {args.error_runs or args.runs} releases (per group: × groups)\n")
     print(machine_info() + "\n")
     print(format_table(["query", "Polars", "dpframe", "ratio", "rank err ε=0.1", "OpenDP ε=0.1",
                         "rank err ε=1", "OpenDP ε=1"], rows))

@@ -6,7 +6,18 @@ resolution) into one (digest ``003_thresholds_rsc.md`` §9.2): every value becom
 
     ``code(x) = trunc((clamp(x, lo, hi) − lo) / 2**g)``,   ``size = trunc((hi − lo) / 2**g) + 1``
 
-and a code decodes back to ``lo + code·2**g`` (the lower edge of its grid cell). Nothing here reads data.
+and a code decodes back to the grid point ``lo + code·2**g``. Nothing here reads data.
+
+**Cells.** A code stands for a *cell* of values. With ``rounding="down"`` (the default) the cell of
+grid point ``p`` is ``[p, p + 2**g)``, so the grid points are the cells' lower edges — the natural
+choice for classifiers, whose cuts then fall on grid points. With ``rounding="nearest"`` the codes are
+``trunc((clamp(x) − lo + 2**(g−1)) / 2**g)`` (clipped to ``size − 1``): each value gets the code of its
+nearest grid point, so the cell of ``p`` is ``[p − 2**(g−1), p + 2**(g−1))`` and a released grid point
+sits in the middle of the values it stands for — the choice for point outputs (quantiles, interior
+points). On an integer grid of step 1 both are the identity. Either way a value *on* the grid decodes
+back to itself. :meth:`OrderedDomain.edge` gives the exact lower edge of a cell (the smallest value
+whose code reaches it), and :meth:`OrderedDomain.at_least` the exact Polars predicate
+``code(x) ≥ c`` — the same map as the backends' float64 arithmetic, value for value.
 
 * **int** columns: ``lo``/``hi`` integers, ``g = 0`` unless an integer ``resolution`` coarsens the grid.
 * **float** columns: ``2**g`` is the ``resolution`` rounded *down* to a power of two (so the grid is never
@@ -35,7 +46,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +57,7 @@ from dpframe.measures import check_bounds
 from dpframe.mechanism import Statistic
 
 DomainKind = Literal["int", "float", "date", "datetime"]
+Rounding = Literal["down", "nearest"]
 
 MAX_SIZE = 2**62
 """The largest supported domain: codes (and code differences) stay well inside Int64."""
@@ -53,9 +65,27 @@ MAX_SIZE = 2**62
 DEFAULT_FLOAT_CODES = 2**32
 """Without a resolution, a float domain gets the finest power-of-two grid with at most this many codes."""
 
+MAX_FLOAT_WIDTH = Fraction(2) ** 1000
+"""Float bounds must be closer than this (their difference, and every code computation, stays finite in float64)."""
+
+MIN_GRID_EXP = -1000
+"""The finest float grid, 2⁻¹⁰⁰⁰ (coarser than float64's subnormals, so scaling by 2**-g stays exact)."""
+
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _PER_SECOND = {"ns": 10**9, "us": 10**6, "ms": 10**3}
+
+
+def _key_of(y: float) -> int:
+    """An integer that orders float64 values like the values themselves (−0.0 and 0.0 share 0)."""
+    bits = int(np.float64(y).view(np.int64))
+    return bits if bits >= 0 else -(bits & (2**63 - 1))
+
+
+def _float_of(key: int) -> float:
+    """The inverse of :func:`_key_of`."""
+    bits = key if key >= 0 else (-key) | -(2**63)
+    return float(np.int64(bits).view(np.float64))
 
 
 def domain_kind(column: str, dtype: pl.DataType) -> DomainKind:
@@ -148,14 +178,21 @@ class OrderedDomain:
     grid_exp: int
     size: int
     dtype: pl.DataType
+    rounding: Rounding = "down"
 
     @classmethod
-    def of(cls, column: str, dtype: pl.DataType, bounds: object, resolution: object = None) -> OrderedDomain:
+    def of(cls, column: str, dtype: pl.DataType, bounds: object, resolution: object = None,
+           rounding: Rounding = "down") -> OrderedDomain:
         """Validate the column type, bounds and resolution (raising a dpframe error) and build the domain.
+
+        ``rounding`` (public, chosen by the caller): ``"down"`` or ``"nearest"`` (see the module docstring).
 
         Example:
             >>> OrderedDomain.of("age", pl.Int64, (0, 120)).size
             121
+            >>> nearest = OrderedDomain.of("x", pl.Float64, (0, 1), 0.25, rounding="nearest")
+            >>> nearest.encode(pl.Series([0.3, 0.4])).tolist()
+            [1, 2]
 
         """
         kind = domain_kind(column, dtype)
@@ -174,13 +211,22 @@ class OrderedDomain:
             if kind == "int" and not (-(2**63) <= lo and hi < 2**63):
                 raise BoundsError(f"bounds {bounds!r} of the integer column {column!r} do not fit in Int64",
                                   argument=argument, fix="pass bounds within ±9.2e18")
+            if kind == "float" and hi - lo >= MAX_FLOAT_WIDTH:
+                raise BoundsError(f"bounds {bounds!r} of {column!r} are too far apart: upper − lower must stay below "
+                                  "2^1000 ≈ 1.1e301 so the codes can be computed in float64", argument=argument,
+                                  fix="pass narrower bounds, e.g. (-1e300, 1e300)")
+        if rounding not in get_args(Rounding):
+            raise ValueError(f"rounding must be 'down' or 'nearest', got {rounding!r}")
         g = _grid_exponent(kind, dtype, lo, hi, resolution)
+        if kind == "float" and g < MIN_GRID_EXP:
+            raise BoundsError(f"the grid 2^{g} of {column!r} is finer than the supported 2^{MIN_GRID_EXP}",
+                              argument="resolution", fix="pass a coarser resolution=")
         size = math.floor((hi - lo) / Fraction(2) ** g) + 1
         if size > MAX_SIZE:
             raise BoundsError(f"bounds {bounds!r} give {size} codes for {column!r}, more than the {MAX_SIZE} (2^62) "
                               "an Int64 code supports", argument=argument,
                               fix="narrow the bounds or pass a coarser resolution=")
-        return cls(column, kind, lo, hi, g, size, dtype)
+        return cls(column, kind, lo, hi, g, size, dtype, rounding)
 
     @property
     def step(self) -> Fraction:
@@ -188,9 +234,28 @@ class OrderedDomain:
         return Fraction(2) ** self.grid_exp
 
     @property
+    def bounds(self) -> tuple[Any, Any]:
+        """The public bounds as column values (what values are clamped to)."""
+        return self._decode_number(self.lower), self._decode_number(self.upper)
+
+    @property
+    def shift(self) -> Fraction:
+        """What the codes subtract before scaling: ``lower``, or ``lower − step/2`` for ``rounding="nearest"``.
+
+        (On an integer grid of step 1 nearest rounding is the identity, so the shift stays ``lower``.)
+        """
+        if self.rounding == "nearest" and (self.kind == "float" or self.grid_exp > 0):
+            return self.lower - self.step / 2
+        return self.lower
+
+    @property
     def statistic(self) -> Statistic:
-        """The backend statistic giving each group's sorted codes: ``Statistic("sorted", ...)``."""
-        return Statistic("sorted", self.column, self.lower, self.upper, shift=self.lower, grid_exp=self.grid_exp)
+        """The backend statistic giving each group's sorted codes: ``Statistic("sorted", ...)``.
+
+        The backends do not clip to ``size − 1`` (nearest rounding can reach ``size`` at the upper
+        bound); consumers clip, as :meth:`encode` does.
+        """
+        return Statistic("sorted", self.column, self.lower, self.upper, shift=self.shift, grid_exp=self.grid_exp)
 
     def encode(self, values: pl.Series) -> npt.NDArray[np.int64]:
         """The codes of ``values`` (null and NaN dropped), in input order: the backends' map, in NumPy.
@@ -202,12 +267,82 @@ class OrderedDomain:
         """
         if self.kind == "float":
             x = values.cast(pl.Float64).drop_nulls().drop_nans().to_numpy()
-            scaled = (np.clip(x, float(self.lower), float(self.upper)) - float(self.lower)) * 2.0 ** -self.grid_exp
-            codes: npt.NDArray[np.int64] = np.trunc(scaled).astype(np.int64)
+            scaled = (np.clip(x, float(self.lower), float(self.upper)) - float(self.shift)) * 2.0 ** -self.grid_exp
+            codes: npt.NDArray[np.int64] = np.minimum(np.trunc(scaled).astype(np.int64), self.size - 1)
             return codes
-        ints = values.drop_nulls().cast(pl.Int64 if self.kind in ("date", "datetime") else pl.Int128)
-        clamped = ints.clip(int(self.lower), int(self.upper)).cast(pl.Int64).to_numpy()
-        return np.asarray((clamped - int(self.lower)) >> self.grid_exp, dtype=np.int64)
+        ints = values.drop_nulls().cast(pl.Int64 if self.kind in ("date", "datetime") else pl.Int128).cast(pl.Int128)
+        # exact in Int128 (clamped − shift ≥ 0 can exceed Int64 on a 64-bit range), then floor division by the step
+        shifted = ints.clip(int(self.lower), int(self.upper)) - pl.Series([int(self.shift)], dtype=pl.Int128)
+        codes = (shifted // (2**self.grid_exp)).cast(pl.Int64).to_numpy()
+        return np.minimum(np.asarray(codes, dtype=np.int64), self.size - 1)
+
+    def edge(self, code: int) -> Any:
+        """The lower edge of cell ``code`` as a column value: the smallest value ``x`` with ``code(x) ≥ code``.
+
+        ``code ≤ 0`` gives ``lower`` and ``code ≥ size`` a value above ``upper`` (no value of the domain
+        reaches it). Exact: float edges are found in the same float64 arithmetic as the codes (a
+        datetime with nanoseconds is shown to the microsecond; :meth:`at_least` stays exact).
+
+        Example:
+            >>> d = OrderedDomain.of("x", pl.Float64, (0, 1), resolution=0.25)
+            >>> [d.edge(c) for c in (0, 2, 5)]
+            [0.0, 0.5, 1.25]
+            >>> OrderedDomain.of("x", pl.Float64, (0, 1), 0.25, rounding="nearest").edge(2)
+            0.375
+
+        """
+        number = self._edge_number(code)
+        if self.kind == "float":
+            return number
+        return self._decode_number(Fraction(number))
+
+    def at_least(self, code: int) -> pl.Expr:
+        """The Polars predicate ``code(x) ≥ code`` on the column: exact, null for null (and NaN) values.
+
+        Values are clamped to the bounds first, exactly as when they were encoded, so the predicate
+        agrees with :meth:`encode` (and the backends) on every input.
+
+        Example:
+            >>> d = OrderedDomain.of("x", pl.Float64, (0, 1), resolution=0.25)
+            >>> pl.DataFrame({"x": [0.49, 0.5, 7.0, -1.0, None]}).select(d.at_least(2)).to_series().to_list()
+            [False, True, True, False, None]
+
+        """
+        col = pl.col(self.column)
+        if self.kind == "float":
+            v = col.cast(pl.Float64)
+            test = v.clip(float(self.lower), float(self.upper)) >= self._edge_number(code)
+            return pl.when(v.is_nan()).then(None).otherwise(test)
+        v = col.cast(pl.Int128 if self.kind == "int" else pl.Int64)
+        return v.clip(int(self.lower), int(self.upper)) >= pl.lit(int(self._edge_number(code)), dtype=pl.Int128)
+
+    def _edge_number(self, code: int) -> int | float:
+        """:meth:`edge` in the column's numeric representation (an int, or a float64 for float columns)."""
+        if self.kind != "float":
+            if code <= 0:
+                return int(self.lower)
+            if code >= self.size:
+                return max(int(self.shift + code * self.step), int(self.upper) + 1)
+            return int(self.shift + code * self.step)
+        lo, hi = float(self.lower), float(self.upper)
+        if code <= 0:
+            return lo
+        if code >= self.size:
+            beyond = float(self.lower + code * self.step)
+            return beyond if beyond > hi else math.nextafter(hi, math.inf)
+        shift, target = float(self.shift), code * self.step
+
+        def reaches(key: int) -> bool:     # code(y) ≥ code for the float y of this key, in the encoder's arithmetic
+            return Fraction(_float_of(key) - shift) >= target
+
+        # y ↦ fl(y − shift) is monotone, so bisect over the floats in order (≤ 64 steps): the first that reaches
+        low, high = _key_of(lo), _key_of(math.inf)
+        if reaches(low):
+            return lo
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if reaches(mid) else (mid, high)
+        return _float_of(high)
 
     def value(self, code: int) -> Fraction:
         """The exact number a code stands for, ``lower + code·2**grid_exp`` (codes are clamped to the domain)."""
@@ -222,7 +357,10 @@ class OrderedDomain:
             datetime.date(2024, 2, 29)
 
         """
-        v = self.value(code)
+        return self._decode_number(self.value(code))
+
+    def _decode_number(self, v: Fraction) -> Any:
+        """A number in the column's representation as a column value (int, float, date or datetime)."""
         if self.kind == "float":
             return float(v)
         if self.kind == "int":

@@ -156,7 +156,10 @@ class Frame:
 
     def interior_point(self, column: str, *, bounds: Any, method: str = "auto", beta: float = 1e-6,
                        resolution: float | None = None) -> Any:
-        """A private value between min(column) and max(column) w.p. ≥ 1 − β; see ``docs/learning.md``.
+        """A private grid point between min(column) and max(column) w.p. ≥ 1 − β; see ``docs/learning.md``.
+
+        (Precisely: between the grid points nearest them; on an integer column without ``resolution``,
+        between min and max.)
 
         ``method``: ``"auto"`` (fewest rows needed), ``"exponential"``, ``"binary_search"`` or
         ``"treelog"`` (needs δ > 0). ``collect`` returns ``InteriorPoint`` or ``NoAnswer`` (too few rows).
@@ -176,9 +179,12 @@ class Frame:
                         beta: float = 1e-6, xi: float = 0.05, resolution: float | None = None) -> Any:
         """A private threshold classifier of a 0/1 ``label`` on ``feature``; see ``docs/learning.md``.
 
-        Guarantee (realizable data): with probability ≥ 1 − β the training error is ≤ 2k/n and the
-        population error ≤ ξ once n ≥ max(2k/ξ, (8/ξ)·ln(4/β)), k the interior point's row requirement
-        (``explain()`` prints k and that bound). ``collect`` returns ``Threshold`` or ``NoAnswer``.
+        ``positive="below"`` predicts 1 iff x < threshold, ``"above"`` iff x ≥ threshold. Guarantee, when
+        it answers (else ``NoAnswer``), on data some grid cut separates, with a *fixed* direction: with
+        probability ≥ 1 − β the training error is ≤ 2k/n and the population error ≤ ξ once
+        n ≥ max(2k/ξ, (8/ξ)·ln(4/β)), k the interior point's row requirement. With ``positive="auto"``
+        it holds (w.p. ≥ 1 − 2β) only if each class has ≥ (2Δ/ε_dir)·ln(1/β) rows; ``explain()`` prints
+        k, that row count and the bounds. ``collect`` returns ``Threshold`` or ``NoAnswer``.
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -196,7 +202,8 @@ class Frame:
                         resolution: Any = None) -> Any:
         """A private axis-aligned box around the rows labelled 1; see ``docs/learning.md``.
 
-        ``bounds={feature: (lower, upper)}``. ``collect`` returns ``Rectangle`` or ``NoAnswer``.
+        ``bounds={feature: (lower, upper)}``. ``collect`` returns ``Rectangle`` (1 iff lower ≤ x < upper on
+        every feature) or ``NoAnswer``.
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -204,7 +211,7 @@ class Frame:
             ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(2), seed=0)
             >>> sess.table("t").learn_rectangle(["a", "b"], label="y", bounds={"a": (0, 99), "b": (0, 99)}
             ...                                 ).collect(dp.PureDP(2)).intervals
-            {'a': (5, 5), 'b': (7, 7)}
+            {'a': (5, 6), 'b': (7, 8)}
 
         """
         return _learning().RectangleQuery(self, features, label=label, bounds=bounds, beta=beta,

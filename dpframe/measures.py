@@ -202,7 +202,7 @@ def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], r
     columns); float columns are placed on a power-of-two grid (``resolution``, rounded down; default:
     at most 2³² grid points). Nulls and NaN are ignored. One ``q`` gives a Float64 column
     ``<column>_quantile`` (the column's type for dates); a list of ``q`` gives one list per group,
-    released jointly (the recursive split of ``docs/quantiles.md``), non-decreasing in ``q``.
+    released jointly (the recursive split of ``docs/quantiles.md``) in the order given, monotone in ``q``.
 
     Example:
         >>> quantile("age", [0.25, 0.75], bounds=(0, 120)).describe()

@@ -6,6 +6,7 @@ the cost) and returns a result, or dp's NoAnswer when the noisy row count is too
 
 import numpy as np
 import polars as pl
+
 import dpframe as dp
 
 rng = np.random.default_rng(7)
@@ -21,7 +22,8 @@ data = pl.DataFrame({
 sess = dp.Session({"loans": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(4, 1e-6))
 loans = sess.table("loans")
 
-# 1. An interior point: some value between the smallest and largest income, from ~200 rows at ε = 1.
+# 1. An interior point: some value between the smallest and largest income. explain() shows it needs 154
+#    rows at ε = 1 and that the noisy-count gate answers reliably from 432 rows.
 q = loans.interior_point("income", bounds=(0, 10**9))
 print(q.explain(dp.PureDP(1)))
 print("interior point:", q.collect(dp.PureDP(1)))

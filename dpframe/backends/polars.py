@@ -82,10 +82,12 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
 
 
 def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
-    """The ``sorted`` statistic: codes of the non-null, non-NaN values, ascending (one list per group).
+    """The codes of the ``sorted`` statistic: of the non-null, non-NaN values, *unsorted*.
 
     Floats in float64 (clamp, shift, scale, truncate toward zero); integers, dates and datetimes exactly
     (clamped in Int128 so unsigned 64-bit values clamp correctly, then divided by 2**grid_exp toward zero).
+    :meth:`PolarsBackend.statistics` aggregates them into one list per group and sorts each list
+    afterwards (``list.sort``: several times faster than sorting inside the aggregation).
     """
     assert stat.lower is not None and stat.upper is not None
     if dtype.is_float():
@@ -95,14 +97,14 @@ def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
             value = value - float(stat.shift)
         if stat.grid_exp:
             value = value * 2.0 ** (-stat.grid_exp)
-        return value.cast(pl.Int64).sort()
+        return value.cast(pl.Int64)
     temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
     ints = (col.drop_nulls().cast(pl.Int64) if temporal else col.drop_nulls()).cast(pl.Int128)
     codes = ints.clip(int(stat.lower), int(stat.upper)) - int(stat.shift)
     if stat.grid_exp:
         step = 2**stat.grid_exp   # truncation toward zero, as for floats (floor division only for codes ≥ 0)
         codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
-    return codes.cast(pl.Int64).sort()
+    return codes.cast(pl.Int64)
 
 
 def _rank_within(unit: str) -> pl.Expr:
@@ -173,10 +175,11 @@ class PolarsBackend:
         exprs = [statistic_expr(s, request.unit.column, schema, wide) for s in request.statistics]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
+        lists = [pl.col(s.key).list.sort() for s in request.statistics if s.kind in LIST_KINDS]
         if not by:
             return frame.select([e.implode() if s.kind in LIST_KINDS else e
-                                 for s, e in zip(request.statistics, exprs)] + extra).collect()
-        out = frame.group_by(by).agg(exprs + extra)
+                                 for s, e in zip(request.statistics, exprs)] + extra).with_columns(lists).collect()
+        out = frame.group_by(by).agg(exprs + extra).with_columns(lists)
         if request.keys is not None:
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(pl.lit([], dtype=pl.List(pl.Int64)) if s.kind in LIST_KINDS

@@ -51,10 +51,11 @@ import numpy.typing as npt
 from dpframe.noise.random import RandomSource
 from dpframe.noise.samplers import RationalLike, _check_rng, _exact
 
-__all__ = ["exponential_index", "exponential_index_grouped"]
+__all__ = ["epsilon_from_rho", "exponential_index", "exponential_index_grouped"]
 
 _MARGIN = 1e-10           # relative and absolute slack on float64 score intervals
 _TWO_64 = float(2**64)
+_LN_2_64 = 64 * math.log(2)
 
 
 def exponential_index(utilities: npt.ArrayLike, scale: RationalLike, rng: RandomSource, *,
@@ -171,15 +172,24 @@ def _multiplicities(multiplicities: npt.ArrayLike | None, n: int) -> tuple[npt.N
 def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Float64 bounds of G(U) for U ∈ [k/2⁶⁴, (k+1)/2⁶⁴] (before the safety margin).
 
-    1 − U is computed from the integer 2⁶⁴ − k so that −ln U = −log1p(−(1 − U)) keeps full relative
-    precision near U = 1; G(0) = −∞ and G(1) = +∞.
+    ``E = −ln U`` is computed where it keeps full relative precision: for U ≥ 1/2 (k ≥ 2⁶³) from the
+    integer 2⁶⁴ − k as ``−log1p(−(1 − U))`` (an integer, so no cancellation near U = 1); for
+    U < 1/2 as ``64·ln 2 − ln k`` (no rounding of 2⁶⁴ − k, which would lose tiny uniforms: for
+    k < 2¹¹ it rounds to 2⁶⁴ and gives U = 0). Each is within a few float64 roundings of the truth,
+    far inside ``_MARGIN``. G(0) = −∞ and G(1) = +∞.
     """
     k = words.astype(np.uint64)
-    below_lo = (~k).astype(np.float64) + 1.0        # 2⁶⁴ − k   (k = 0 gives 2⁶⁴: U = 0)
-    below_hi = (~k).astype(np.float64)              # 2⁶⁴ − k − 1 (0 when k = 2⁶⁴ − 1: U = 1)
+    high = k >= np.uint64(2**63)
+    e_lo = np.empty(k.size)                               # −ln U_lo
+    e_hi = np.empty(k.size)                               # −ln U_hi
     with np.errstate(divide="ignore"):
-        e_lo = -np.log1p(-below_lo / _TWO_64)        # −ln U_lo  (+∞ at U = 0)
-        e_hi = -np.log1p(-below_hi / _TWO_64)        # −ln U_hi  (0 at U = 1)
+        top = k[high]
+        below = (~top).astype(np.float64)                 # 2⁶⁴ − k − 1 < 2⁶³, one relative rounding (0: U_hi = 1)
+        e_lo[high] = -np.log1p(-(below + 1.0) / _TWO_64)
+        e_hi[high] = -np.log1p(-below / _TWO_64)
+        small = k[~high].astype(np.float64)
+        e_lo[~high] = _LN_2_64 - np.log(small)            # +∞ at k = 0 (U = 0)
+        e_hi[~high] = _LN_2_64 - np.log(small + 1.0)      # k + 1 ≤ 2⁶³: one rounding at most
         return -np.log(e_lo), -np.log(e_hi)
 
 
@@ -227,3 +237,20 @@ def _score_interval(prefix: int, bits: int, utility: int, multiplicity: int, s: 
                 out.append(base + g)
         width = slack * (Decimal(2) ** bits + abs(base) + 100)
         return out[0] - width, out[1] + width
+
+
+def epsilon_from_rho(rho: Fraction, *, bounded_range: bool, bits: int = 40) -> Fraction:
+    """The largest ε on the grid 2^−bits that a zCDP budget ρ pays for (rounded down: never over-spends).
+
+    An ε-DP *bounded-range* mechanism — the exponential mechanism sampled by this module, report-noisy-max
+    — is ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2 / Dong, Durfee & Rogers 2020), so ε = √(8ρ); any
+    other pure ε-DP mechanism (a noisy count) is ε²/2-zCDP (Bun & Steinke 2016), so ε = √(2ρ).
+    ρ is non-negative.
+
+    Example:
+        >>> epsilon_from_rho(Fraction(1, 8), bounded_range=True), epsilon_from_rho(Fraction(1, 2), bounded_range=False)
+        (Fraction(1, 1), Fraction(1, 1))
+
+    """
+    scaled = (8 if bounded_range else 2) * Fraction(rho) * 2 ** (2 * bits)
+    return Fraction(math.isqrt(scaled.numerator // scaled.denominator), 2**bits)

@@ -19,7 +19,7 @@ hookimpl = pluggy.HookimplMarker("dpframe")
 
 
 class DPFrameSpecs:
-    """The three extension points."""
+    """The extension points."""
 
     @hookspec
     def dpframe_mechanisms(self) -> list[Any]:
@@ -54,5 +54,22 @@ class DPFrameSpecs:
             @dpframe.hookimpl
             def dpframe_backends():
                 return {"polars": PolarsBackend}
+        """
+        raise NotImplementedError
+
+    @hookspec
+    def dpframe_interior_points(self) -> list[Any]:
+        """Return interior-point algorithms for ``Frame.interior_point(method=...)`` (learning plugin).
+
+        Each object follows ``dpframe_learning.interior_point.InteriorPointAlgorithm``: ``name``,
+        ``approximate``, ``min_rows()``, ``cost()`` and ``run()``. A new name is offered next to the
+        built-ins (``method="auto"`` picks whichever needs the fewest rows); a name already taken is
+        refused. See ``docs/plugins.md``.
+
+        Example::
+
+            @dpframe.hookimpl
+            def dpframe_interior_points():
+                return [MyInteriorPoint()]
         """
         raise NotImplementedError

@@ -170,6 +170,9 @@ class PluginHost:
                     provides += [f"{label} {n}" for n in fn()]
             if name in QUERY_ENTRY_POINTS and name in self.first_party:
                 provides.append("queries: " + ", ".join(QUERY_ENTRY_POINTS[name]))
+            points = getattr(plugin, "dpframe_interior_points", None)
+            if points:
+                provides += [f"interior point {getattr(a, 'name', '?')}" for a in points()]
             package = found.metadata["Name"] if found else "dpframe"
             version = found.version if found else md.version("dpframe")
             rows.append(PluginInfo(name, version, package, "; ".join(provides) or "(no hooks)"))

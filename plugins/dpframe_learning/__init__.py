@@ -4,9 +4,24 @@ Reached through ``Frame.interior_point``, ``Frame.learn_threshold`` and ``Frame.
 algorithms and their privacy arguments follow ``research/003_thresholds_rsc.md`` (Cohen, Lyu, Nelson,
 Sarlós, Stemmer 2022): the exponential interior point, noisy binary search, TreeLog, and
 Reorder-Slice-Compute accounting. Guide: ``docs/learning.md``.
+
+The interior-point algorithms are registered through the ``dpframe_interior_points`` hook, like a
+third-party package's would be (``docs/plugins.md``).
 """
 
-from dpframe_learning.interior_point import ALGORITHMS, BinarySearch, Exponential, Stability, TreeLog
+from typing import Any
+
+from dpframe.plugin import hookimpl
+from dpframe_learning.interior_point import (
+    ALGORITHMS,
+    BUILTIN,
+    BinarySearch,
+    Exponential,
+    InteriorPointAlgorithm,
+    Stability,
+    TreeLog,
+    algorithms,
+)
 from dpframe_learning.queries import (
     InteriorPoint,
     InteriorPointQuery,
@@ -18,6 +33,12 @@ from dpframe_learning.queries import (
 )
 
 __all__ = [
-    "ALGORITHMS", "BinarySearch", "Exponential", "InteriorPoint", "InteriorPointQuery", "NoAnswer", "Rectangle",
-    "RectangleQuery", "Stability", "Threshold", "ThresholdQuery", "TreeLog",
+    "ALGORITHMS", "BinarySearch", "Exponential", "InteriorPoint", "InteriorPointAlgorithm", "InteriorPointQuery",
+    "NoAnswer", "Rectangle", "RectangleQuery", "Stability", "Threshold", "ThresholdQuery", "TreeLog", "algorithms",
 ]
+
+
+@hookimpl
+def dpframe_interior_points() -> list[Any]:
+    """The built-in interior-point algorithms: exponential, binary_search, treelog."""
+    return list(BUILTIN)

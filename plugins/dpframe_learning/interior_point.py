@@ -11,6 +11,13 @@ each with its privacy argument, its cost and its minimum row count (digest
 * :class:`TreeLog` — the paper's recursive algorithm (§4.3) with the explicit basic-composition
   accounting of §4.5, (ε, δ)-DP, ``n ≥ 10·max(1, L)·t`` (§4.6). Needs 10⁵–10⁶ rows at ε ≈ 1.
 
+Algorithms are plugins: the learning plugin registers these three through the
+``dpframe_interior_points`` hook, and a third-party package can add its own the same way
+(:func:`algorithms` collects them; ``docs/plugins.md``). Besides the :class:`InteriorPointAlgorithm`
+protocol an algorithm may define ``zcdp_epsilon(rho, size)`` (the ε it can run at for a zCDP ρ;
+default: pure ε-DP ⇒ ε²/2-zCDP) and ``curves(epsilon, size, stability)`` (its privacy curves for RDP/PLD
+sessions; default: charged from its cost) — see :func:`zcdp_epsilon` and :func:`privacy_curves`.
+
 ``Δ`` is the *stability* of the input: how much one privacy unit can change the counts the algorithm
 reads. A privacy unit with ``max_rows = m`` rows changes every count ``#{x ≤ z}`` by at most m (add/remove
 neighbours). When the input is a deterministic slice of a larger table (threshold learning,
@@ -35,13 +42,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from dpframe import accounting as acc
 from dpframe.budgets import ApproxDP, Budget, PureDP
+from dpframe.errors import PluginError
 from dpframe.noise import RandomSource, discrete_laplace, exponential_index
+from dpframe.noise.exponential import epsilon_from_rho
 
 Codes = npt.NDArray[np.int64]
 
@@ -84,8 +94,9 @@ def levels(size: int) -> int:
     return 0 if size <= 8 else 1 + levels(max(1, (size - 1).bit_length()))
 
 
+@runtime_checkable
 class InteriorPointAlgorithm(Protocol):
-    """What the planner needs from an interior-point algorithm."""
+    """What the planner needs from an interior-point algorithm (return instances from ``dpframe_interior_points``)."""
 
     name: str
     approximate: bool     # needs δ > 0
@@ -170,6 +181,14 @@ class Exponential:
     def cost(self, epsilon: Fraction, delta: Fraction) -> Budget:
         return PureDP(epsilon)
 
+    def zcdp_epsilon(self, rho: Fraction, size: int) -> Fraction:
+        """√(8ρ): the exponential mechanism is ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers 2021)."""
+        return epsilon_from_rho(rho, bounded_range=True)
+
+    def curves(self, epsilon: Fraction, size: int, stability: Stability) -> list[acc.PrivacyCurve]:
+        """One ε-bounded-range curve (its score moves by ≤ Δ, sampled at ε/(2Δ): the log-ratio spans ≤ ε)."""
+        return [acc.exponential(float(epsilon))]
+
     def run(self, codes: Codes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
             stability: Stability, rng: RandomSource) -> int:
         return exponential_interior_point(codes, size, self.scale(epsilon, stability), rng)
@@ -197,6 +216,21 @@ class BinarySearch:
 
     def cost(self, epsilon: Fraction, delta: Fraction) -> Budget:
         return PureDP(epsilon)
+
+    @staticmethod
+    def rounds(size: int) -> int:
+        """The number of rounds, b = ⌈log₂ size⌉ (at least 1)."""
+        return max(1, (size - 1).bit_length())
+
+    def zcdp_epsilon(self, rho: Fraction, size: int) -> Fraction:
+        """√(2bρ): b rounds, each pure ε/b-DP and so (ε/b)²/2-zCDP, add up to ε²/(2b)."""
+        b = self.rounds(size)
+        return epsilon_from_rho(rho / b, bounded_range=False) * b
+
+    def curves(self, epsilon: Fraction, size: int, stability: Stability) -> list[acc.PrivacyCurve]:
+        """One discrete-Laplace release of scale b·Δ'/ε per round, on a statistic of sensitivity Δ'."""
+        b = self.rounds(size)
+        return [acc.discrete_laplace(float(b * stability.difference / epsilon), stability.difference)] * b
 
     def run(self, codes: Codes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
             stability: Stability, rng: RandomSource) -> int:
@@ -265,6 +299,10 @@ class TreeLog:
     (ε₀) gives ε = (9 + 4L)·ε₀ and δ = (L·(2 + e^{ε₀}) + 1)·δ₀ (the last Lδ₀ bounds AboveThreshold
     missing Γ ≥ t, which E_embed's adjacency needs). Utility (Theorem 3.7): with n ≥ 10·max(1, L)·t
     the output is interior with probability ≥ 1 − O(L·δ₀).
+
+    Why basic composition and not Reorder-Slice-Compute: RSC charges (3w·ε₀, δ) with w ≈ 21–45 at
+    δ = 1e-6 (§3.5–3.6), which beats basic composition only beyond about 3w slice computations; TreeLog
+    has at most 3L + 1 ≤ 10 of them (L ≤ 2 for any domain up to 2²⁵⁶, §4.7), so RSC would cost more.
     """
 
     name = "treelog"
@@ -380,4 +418,65 @@ def _labels(x: Codes, leaf: int, bits: int) -> Codes:
     return np.minimum(bits, bits - length + 1)
 
 
-ALGORITHMS: dict[str, InteriorPointAlgorithm] = {a.name: a for a in (Exponential(), BinarySearch(), TreeLog())}
+BUILTIN: tuple[InteriorPointAlgorithm, ...] = (Exponential(), BinarySearch(), TreeLog())
+"""The learning plugin's own algorithms (registered through its ``dpframe_interior_points`` hook)."""
+
+ALGORITHMS: dict[str, InteriorPointAlgorithm] = {a.name: a for a in BUILTIN}
+"""The built-in algorithms by name (:func:`algorithms` adds the ones other plugins register)."""
+
+
+def algorithms(host: Any = None) -> dict[str, InteriorPointAlgorithm]:
+    """Every interior-point algorithm registered through the ``dpframe_interior_points`` hook, by name.
+
+    ``host``: a :class:`~dpframe.plugin.PluginHost` (default: the process-wide one). Built-ins come first.
+    A plugin returning something that is not an :class:`InteriorPointAlgorithm`, or a name another
+    plugin already uses, is refused with a :class:`~dpframe.errors.PluginError`.
+
+    Example:
+        >>> sorted(algorithms())
+        ['binary_search', 'exponential', 'treelog']
+
+    """
+    from dpframe.plugin.manager import plugin_host
+
+    host = host if host is not None else plugin_host()
+    found: dict[str, InteriorPointAlgorithm] = {}
+    owner: dict[str, str] = {}
+    impls = host.pm.hook.dpframe_interior_points.get_hookimpls()
+    impls = sorted(impls, key=lambda i: (host.pm.get_name(i.plugin) not in host.first_party))   # stable
+    for impl in impls:
+        plugin = host.pm.get_name(impl.plugin) or "?"
+        for algorithm in impl.function():
+            if not isinstance(algorithm, InteriorPointAlgorithm):
+                raise PluginError(f"plugin {plugin!r} returned {algorithm!r}, which is not an interior-point "
+                                  "algorithm", argument="dpframe_interior_points",
+                                  fix="give it name, approximate, min_rows(), cost() and run()")
+            if algorithm.name in found:
+                raise PluginError(f"plugins {owner[algorithm.name]!r} and {plugin!r} both offer an interior-point "
+                                  f"method named {algorithm.name!r}", argument="dpframe_interior_points",
+                                  fix="give the new method another name (method='auto' considers every method)")
+            found[algorithm.name], owner[algorithm.name] = algorithm, plugin
+    return found
+
+
+def zcdp_epsilon(algorithm: InteriorPointAlgorithm, rho: Fraction, size: int) -> Fraction | None:
+    """The ε ``algorithm`` may run at for a zCDP budget ρ (None: it has no zCDP guarantee, e.g. needs δ).
+
+    Uses the algorithm's own ``zcdp_epsilon`` when it has one; otherwise a pure ε-DP algorithm is
+    ε²/2-zCDP (Bun & Steinke 2016), so ε = √(2ρ).
+    """
+    own: Any = getattr(algorithm, "zcdp_epsilon", None)
+    if own is not None:
+        out: Fraction | None = own(rho, size)
+        return out
+    return None if algorithm.approximate else epsilon_from_rho(rho, bounded_range=False)
+
+
+def privacy_curves(algorithm: InteriorPointAlgorithm, epsilon: Fraction, size: int,
+                   stability: Stability) -> list[acc.PrivacyCurve] | None:
+    """The privacy curves of one run (for RDP/PLD sessions), or None: charged from its cost instead."""
+    own: Any = getattr(algorithm, "curves", None)
+    if own is None or algorithm.approximate:
+        return None
+    out: list[acc.PrivacyCurve] = own(epsilon, size, stability)
+    return out

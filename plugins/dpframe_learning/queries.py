@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -35,40 +35,34 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from dpframe import accounting as acc
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.domains import OrderedDomain
 from dpframe.errors import BudgetError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import Statistic
 from dpframe.noise import RandomSource, discrete_laplace
+from dpframe.noise.exponential import epsilon_from_rho
 from dpframe.plan.nodes import Filter, Node
-from dpframe_learning.interior_point import ALGORITHMS, Exponential, InteriorPointAlgorithm, Stability
+from dpframe_learning.interior_point import (
+    ALGORITHMS,
+    Exponential,
+    InteriorPointAlgorithm,
+    Stability,
+    algorithms,
+    privacy_curves,
+    zcdp_epsilon,
+)
 from dpframe_learning.learners import Direction, choose_direction, learn_rectangle_codes, learn_threshold_codes
-from dpframe_learning.slicing import SlicePlan, slice_plan
+from dpframe_learning.slicing import SlicePlan, sequential_cost, slice_plan
 
 if TYPE_CHECKING:
     from dpframe.frame import Frame
     from dpframe.session import Session
 
 GATE_SHARE = Fraction(1, 10)
-
-
-def decode_edge(domain: OrderedDomain, code: int) -> Any:
-    """The value of a code in ``-1 .. size``, without clamping the two codes just outside the domain.
-
-    ``domain.decode`` clamps codes to the domain; a threshold that labels every value negative (or
-    positive) sits one grid step beyond a bound, so those codes decode one step outside.
-
-    Example:
-        >>> d = OrderedDomain.of("age", pl.Int64, (0, 120))
-        >>> decode_edge(d, -1), decode_edge(d, 7), decode_edge(d, 121)
-        (-1, 7, 121)
-
-    """
-    if 0 <= code < domain.size:
-        return domain.decode(code)
-    wider = replace(domain, lower=domain.lower - domain.step, size=domain.size + 2)
-    return wider.decode(code + 1)
+"""The noisy row count's share of a query's budget (of ε, or of ρ under zCDP)."""
 DIRECTION_SHARE = Fraction(1, 10)
+"""``learn_threshold(positive="auto")``: the direction's share of the budget (of ε, or of ρ)."""
 R = TypeVar("R")
 
 
@@ -93,7 +87,11 @@ class NoAnswer:
 
 @dataclass(frozen=True)
 class InteriorPoint:
-    """A private point between the column's smallest and largest value (with probability ≥ 1 − β)."""
+    """A private point of the column's grid between its smallest and largest value (w.p. ≥ 1 − β).
+
+    Precisely: between the grid points nearest min(column) and max(column) — on an integer column
+    without ``resolution``, min ≤ value ≤ max.
+    """
 
     column: str
     value: Any
@@ -102,60 +100,127 @@ class InteriorPoint:
 
 @dataclass(frozen=True)
 class Threshold:
-    """A threshold classifier: ``positive="below"`` predicts 1 iff x ≤ threshold, ``"above"`` iff x ≥ threshold."""
+    """A threshold classifier: one cut ``threshold`` on ``feature``.
+
+    ``positive="below"`` predicts 1 iff x < threshold, ``"above"`` iff x ≥ threshold, with x first
+    clamped to ``bounds`` (as in training). This is exactly the classifier learned on the feature's
+    grid cells, for every input: :meth:`expr` evaluates it in the same arithmetic as the encoding. A
+    null (or NaN) feature gets a null prediction.
+    """
 
     feature: str
     threshold: Any
     positive: Direction
+    bounds: tuple[Any, Any]
+    domain: OrderedDomain = field(repr=False, compare=False)
+    cut: int = field(repr=False)            # the cell code where the cut lies: code(x) ≥ cut ⇔ x ≥ threshold
 
     def expr(self) -> pl.Expr:
-        """The classifier as a Polars expression (1 = positive)."""
-        col = pl.col(self.feature)
-        inside = col <= self.threshold if self.positive == "below" else col >= self.threshold
-        expr: pl.Expr = inside.cast(pl.Int8).alias("prediction")
-        return expr
+        """The classifier as a Polars expression (1 = positive, null for a null/NaN feature)."""
+        above = self.domain.at_least(self.cut)
+        inside = above if self.positive == "above" else ~above
+        return inside.cast(pl.Int8).alias("prediction")
 
-    def predict(self, values: Sequence[Any] | pl.Series) -> npt.NDArray[np.int8]:
-        """Predicted labels of ``values``."""
+    def predict(self, values: Sequence[Any] | pl.Series | npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Predicted labels of ``values`` (int8; float with NaN where a value is null or NaN)."""
         frame = pl.DataFrame({self.feature: pl.Series(values)})
         return frame.select(self.expr()).to_series().to_numpy()
 
 
 @dataclass(frozen=True)
 class Rectangle:
-    """An axis-aligned box: predicts 1 iff every feature lies in its closed interval (empty: never)."""
+    """An axis-aligned box: predicts 1 iff ``lower ≤ x < upper`` for every feature (empty: never).
+
+    Each feature is clamped to its ``bounds`` first (as in training); like :class:`Threshold` this is
+    exactly the box learned on the grid cells, for every input.
+    """
 
     intervals: dict[str, tuple[Any, Any]]
     empty: bool
+    bounds: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    cells: tuple[tuple[OrderedDomain, int, int], ...] = field(default=(), repr=False, compare=False)
 
     def expr(self) -> pl.Expr:
         """The classifier as a Polars expression (1 = inside the box)."""
         inside = pl.lit(not self.empty)
-        for name, (lo, hi) in self.intervals.items():
-            inside = inside & pl.col(name).is_between(lo, hi)
+        for domain, first, last in self.cells:
+            inside = inside & domain.at_least(first) & ~domain.at_least(last + 1)
         return inside.cast(pl.Int8).alias("prediction")
 
-    def predict(self, frame: pl.DataFrame) -> npt.NDArray[np.int8]:
+    def predict(self, frame: pl.DataFrame) -> npt.NDArray[Any]:
         """Predicted labels of the rows of ``frame`` (which has the feature columns)."""
         return frame.select(self.expr()).to_series().to_numpy()
 
 
 # ----------------------------------------------------------------------------------------------- planning
 
-def split_budget(budget: object) -> tuple[Fraction, Fraction]:
-    """(ε, δ) of a query budget; a zCDP budget ρ becomes pure ε = √(2ρ) rounded down (ε²/2 ≤ ρ)."""
-    if isinstance(budget, PureDP):
-        return budget.epsilon, Fraction(0)
-    if isinstance(budget, ApproxDP):
-        return budget.epsilon, budget.delta
-    if isinstance(budget, ZCDP) and budget.delta == 0:
-        den = 2**32
-        eps = Fraction(math.isqrt(math.floor(2 * budget.rho * den * den)), den)
-        if eps == 0:
-            raise BudgetError(f"{budget!r} is too small", argument="budget", fix="give a larger budget")
-        return eps, Fraction(0)
-    raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {budget!r}", argument="budget",
-                      fix="pass budget=dp.PureDP(1) (or dp.ApproxDP(1, 1e-7) for TreeLog / RSC)")
+@dataclass(frozen=True)
+class Allowance:
+    """A learning query's budget, as what each part of it may spend.
+
+    Parts take *shares* of the budget: of ε under pure or approximate DP (basic composition adds the
+    ε's), of ρ under zCDP (zCDP adds the ρ's). A share becomes the part's ε through the part's own
+    zCDP guarantee: a noisy count (discrete Laplace, pure ε-DP) is ε²/2-zCDP; an exponential
+    mechanism is ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers 2021) — the same tight conversion as
+    the quantile mechanism's. Both are rounded down, so the parts never spend more than the budget.
+
+    Example:
+        >>> a = Allowance.of(ZCDP(Fraction(1, 2)))        # the gate: √(2ρ/10); an EM with the rest: √(8·9ρ/10)
+        >>> round(float(a.pure(GATE_SHARE)), 6), round(float(a.bounded_range(1 - GATE_SHARE)), 6)
+        (0.316228, 1.897367)
+
+    """
+
+    epsilon: Fraction
+    delta: Fraction
+    rho: Fraction | None = None
+
+    @classmethod
+    def of(cls, budget: object) -> Allowance:
+        """Validate a query budget: dp.PureDP, dp.ApproxDP, or dp.ZCDP without δ."""
+        if isinstance(budget, PureDP):
+            return cls(budget.epsilon, Fraction(0))
+        if isinstance(budget, ApproxDP):
+            return cls(budget.epsilon, budget.delta)
+        if isinstance(budget, ZCDP) and budget.delta == 0:
+            return cls(Fraction(0), Fraction(0), budget.rho)
+        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP (without δ), got {budget!r}",
+                          argument="budget",
+                          fix="pass budget=dp.PureDP(1) (or dp.ApproxDP(1, 1e-7) for TreeLog / RSC)")
+
+    def _nonzero(self, eps: Fraction) -> Fraction:
+        if eps <= 0:
+            raise BudgetError(f"ρ = {self.rho} is too small for this query", argument="budget",
+                              fix="give a larger budget")
+        return eps
+
+    def pure(self, share: Fraction) -> Fraction:
+        """The ε of a pure-DP part (a noisy count) given ``share`` of the budget."""
+        if self.rho is None:
+            return self.epsilon * share
+        return self._nonzero(epsilon_from_rho(self.rho * share, bounded_range=False, bits=32))
+
+    def bounded_range(self, share: Fraction) -> Fraction:
+        """The ε of an exponential-mechanism part given ``share`` of the budget."""
+        if self.rho is None:
+            return self.epsilon * share
+        return self._nonzero(epsilon_from_rho(self.rho * share, bounded_range=True, bits=32))
+
+    def algorithm(self, algorithm: InteriorPointAlgorithm, share: Fraction, size: int) -> Fraction | None:
+        """The ε an interior-point algorithm runs at with ``share`` of the budget (None: not under zCDP)."""
+        if self.rho is None:
+            return self.epsilon * share
+        eps = zcdp_epsilon(algorithm, self.rho * share, size)
+        return None if eps is None or eps <= 0 else eps
+
+    def cost(self, delta: Fraction = Fraction(0)) -> Budget:
+        """What the query charges: the whole budget (with the δ actually used)."""
+        if self.rho is not None:
+            return ZCDP(self.rho)
+        return ApproxDP(self.epsilon, delta) if delta else PureDP(self.epsilon)
+
+    def describe(self) -> str:
+        return f"ρ={_f(self.rho)} (zCDP)" if self.rho is not None else f"ε={_f(self.epsilon)}"
 
 
 def check_beta(beta: object) -> float:
@@ -189,6 +254,10 @@ class Gate:
     def passes(self, n: int, rng: RandomSource) -> bool:
         return n + int(discrete_laplace(self.scale, 1, rng)[0]) >= self.required + self.margin
 
+    def curve(self) -> acc.PrivacyCurve:
+        """Discrete Laplace of scale rows/ε_c on a count of sensitivity ``rows``."""
+        return acc.discrete_laplace(float(self.scale), self.rows)
+
     def no_answer(self, what: str) -> NoAnswer:
         return NoAnswer(f"the noisy count of {what} was below the {self.required} rows the guarantee needs "
                         f"(+ a noise margin of {self.margin})", self.required, self.reliable)
@@ -197,8 +266,15 @@ class Gate:
         return (f"noisy count of {what} (ε={_f(self.epsilon)}, discrete Laplace scale {_f(self.scale)}); "
                 f"answers iff it is ≥ {self.required} + {self.margin}; reliable from {self.reliable} rows")
 
+    def answers(self) -> str:
+        """The gate's part of every guarantee."""
+        return (f"it answers with probability ≤ {self.beta:g} below {self.required} rows and ≥ 1 − {self.beta:g} "
+                f"from {self.reliable} rows; otherwise NoAnswer (charged)")
 
-def _f(x: Fraction) -> str:
+
+def _f(x: Fraction | None) -> str:
+    if x is None:
+        return "-"
     return str(x) if x.denominator < 1000 else f"{float(x):.4g}"
 
 
@@ -215,6 +291,18 @@ class LearningPlan:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _Plan:
+    """What a query's ``_plan`` returns (its ``curves``: the parts' privacy curves, None if some part has none)."""
+
+    cost: Budget
+    mechanisms: str
+    details: list[str]
+    guarantee: str
+    params: dict[str, Any]
+    curves: list[acc.PrivacyCurve] | None
+
+
 class LearningQuery(Generic[R]):
     """Shared explain/cost/collect for learning queries (subclasses plan and run)."""
 
@@ -226,18 +314,22 @@ class LearningQuery(Generic[R]):
     def describe(self) -> str:
         raise NotImplementedError
 
-    def _plan(self, epsilon: Fraction, delta: Fraction) -> tuple[Budget, str, list[str], str, dict[str, Any]]:
+    def _plan(self, allowance: Allowance) -> _Plan:
         raise NotImplementedError
 
     def _run(self, params: dict[str, Any]) -> R | NoAnswer:
         raise NotImplementedError
 
     def plan(self, budget: Budget) -> LearningPlan:
-        """Plan under ``budget`` (free; raises a dpframe error, uncharged, if it cannot run)."""
-        epsilon, delta = split_budget(budget)
-        cost, mechanisms, details, guarantee, params = self._plan(epsilon, delta)
-        return LearningPlan(budget, cost, self._session.accountant.charge(cost), mechanisms, details,
-                            guarantee, params)
+        """Plan under ``budget`` (free; raises a dpframe error, uncharged, if it cannot run).
+
+        The session is charged from the parts' privacy curves where every part declares one (RDP/PLD
+        sessions: exponential mechanisms as bounded-range, noisy counts as discrete Laplace), else from
+        the cost.
+        """
+        p = self._plan(Allowance.of(budget))
+        charged = self._session.accountant.charge_plan(p.cost, p.curves)
+        return LearningPlan(budget, p.cost, charged, p.mechanisms, p.details, p.guarantee, p.params)
 
     def cost(self, budget: Budget) -> Budget:
         """The exact cost in the session's notion. Free."""
@@ -314,40 +406,59 @@ def _binary(frame: Frame, label: str) -> Node:
     return Filter.of(frame._node, pl.col(label).cast(pl.Int64, strict=False).is_in([0, 1]))
 
 
-def _method(method: object) -> str:
-    if method != "auto" and method not in ALGORITHMS:
+def _method(method: object, known: Mapping[str, InteriorPointAlgorithm]) -> str:
+    if method != "auto" and method not in known:
         raise PlanError(f"unknown method {method!r}", argument="method",
-                        fix=f"use 'auto' or one of {sorted(ALGORITHMS)}")
+                        fix=f"use 'auto' or one of {sorted(known)}")
     return str(method)
 
 
-def _requirements(epsilon: Fraction, delta: Fraction, beta: float, size: int,
-                  stability: Stability) -> dict[str, int | None]:
-    return {name: a.min_rows(epsilon, delta, beta, size, stability) for name, a in ALGORITHMS.items()}
+@dataclass(frozen=True)
+class _Requirement:
+    """One interior-point method under a query budget: the ε it runs at and the rows it needs (None: unusable)."""
+
+    epsilon: Fraction | None
+    rows: int | None
+    why: str = ""
 
 
-def _unavailable(name: str, delta: Fraction, stability: Stability) -> str:
-    if name == "treelog" and delta == 0:
-        return "not available: needs an (ε, δ) budget with δ > 0"
-    return "not available: its accounting needs one row per privacy unit (max_rows=1)"
+def _requirements(known: Mapping[str, InteriorPointAlgorithm], allowance: Allowance, share: Fraction, beta: float,
+                  size: int, stability: Stability) -> dict[str, _Requirement]:
+    out = {}
+    for name, a in known.items():
+        eps = allowance.algorithm(a, share, size)
+        if eps is None:
+            out[name] = _Requirement(None, None, "not available: no zCDP guarantee (it needs an (ε, δ) budget)")
+            continue
+        rows = a.min_rows(eps, allowance.delta, beta, size, stability)
+        why = "" if rows is not None else ("not available: needs an (ε, δ) budget with δ > 0" if allowance.delta == 0
+                                           else "not available: its accounting needs one row per privacy unit "
+                                                "(max_rows=1)")
+        out[name] = _Requirement(eps, rows, why)
+    return out
 
 
-def _pick(method: str, reqs: Mapping[str, int | None], delta: Fraction, stability: Stability) -> str:
+def _pick(method: str, reqs: Mapping[str, _Requirement]) -> str:
     if method == "auto":
-        usable = {k: v for k, v in reqs.items() if v is not None}
+        usable = {k: v.rows for k, v in reqs.items() if v.rows is not None}
         return min(usable, key=lambda k: (usable[k], k))
-    if reqs[method] is None:
-        raise PlanError(f"method {method!r} is {_unavailable(method, delta, stability)}", argument="method",
+    if reqs[method].rows is None:
+        raise PlanError(f"method {method!r} is {reqs[method].why}", argument="method",
                         fix="use method='auto', or give the query dp.ApproxDP(epsilon, delta)")
     return method
 
 
-def _table(reqs: Mapping[str, int | None], chosen: str, delta: Fraction, stability: Stability) -> list[str]:
+def _table(reqs: Mapping[str, _Requirement], chosen: str) -> list[str]:
     out = []
+    width = max(14, *(len(name) for name in reqs))
     for name, req in reqs.items():
-        text = f"{req} rows" if req is not None else _unavailable(name, delta, stability)
-        out.append(f"  {name:<14} {text}{'   ← chosen' if name == chosen else ''}")
+        text = f"{req.rows} rows" if req.rows is not None else req.why
+        out.append(f"  {name:<{width}} {text}{'   ← chosen' if name == chosen else ''}")
     return out
+
+
+def _with_gate(gate: Gate, parts: list[acc.PrivacyCurve] | None) -> list[acc.PrivacyCurve] | None:
+    return None if parts is None else [gate.curve(), *parts]
 
 
 # ----------------------------------------------------------------------------------------------- queries
@@ -358,46 +469,61 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
     Methods (rows needed for success probability 1 − β, ε the algorithm's share = 9/10 of the budget,
     Δ = ``max_rows``, |X| the number of codes):
 
-    * ``exponential``: ⌈(4Δ/ε)·ln(|X|/β)⌉ — 256 rows for 2⁶² codes at a budget of ε = 1 (β = 1e-6).
+    * ``exponential``: ⌈(4Δ/ε)·ln(|X|/β)⌉ — 253 rows for 2⁶² codes at a budget of ε = 1 (β = 1e-6).
     * ``binary_search``: ⌈(bΔ/ε)·ln(b/β)⌉, b = ⌈log₂|X|⌉.
     * ``treelog``: 10·max(1, L)·⌈100·ln(1/δ₀)/ε₀⌉ (digest §4.6) — 10⁵–10⁶ rows; needs δ > 0, max_rows = 1.
+    * any method a plugin registers through ``dpframe_interior_points``.
 
     ``auto`` picks the method with the smallest requirement. Privacy of each method: see
     :mod:`dpframe_learning.interior_point`; the gate is ε/10-DP and the algorithm gets the rest (basic
-    composition), so the cost is exactly the budget (ε, plus δ for TreeLog).
+    composition), so the cost is exactly the budget (ε, plus δ for TreeLog). Under a zCDP budget ρ the
+    gate gets ρ/10 and each method converts the rest with its own zCDP guarantee (exponential:
+    ε = √(8·0.9ρ), bounded range).
+
+    The codes round each value to its **nearest** grid point (:class:`~dpframe.domains.OrderedDomain`,
+    ``rounding="nearest"``), so the guarantee is on the grid: the value lies between the grid points
+    nearest min(col) and max(col); on a constant column whose value is a grid point it is that value.
     """
 
     def __init__(self, frame: Frame, column: str, *, bounds: object, method: str = "auto", beta: float = 1e-6,
                  resolution: float | None = None) -> None:
         super().__init__(frame)
         self.column = _column(frame, column, "column")
-        self.domain = OrderedDomain.of(self.column, frame.schema[self.column], bounds, resolution)
-        self.method = _method(method)
+        self.domain = OrderedDomain.of(self.column, frame.schema[self.column], bounds, resolution, rounding="nearest")
+        self._algorithms = algorithms(frame._session.plugins)
+        self.method = _method(method, self._algorithms)
         self.beta = check_beta(beta)
 
     def describe(self) -> str:
         return f"interior_point({self.column}, method={self.method!r}, β={self.beta:g}) over {self.domain.describe()}"
 
-    def _plan(self, epsilon: Fraction, delta: Fraction) -> tuple[Budget, str, list[str], str, dict[str, Any]]:
+    def _plan(self, allowance: Allowance) -> _Plan:
         stability = Stability(self._rows)
-        eps_ip = epsilon * (1 - GATE_SHARE)
-        reqs = _requirements(eps_ip, delta, self.beta, self.domain.size, stability)
-        chosen = _pick(self.method, reqs, delta, stability)
-        algorithm = ALGORITHMS[chosen]
+        share = 1 - GATE_SHARE
+        reqs = _requirements(self._algorithms, allowance, share, self.beta, self.domain.size, stability)
+        chosen = _pick(self.method, reqs)
+        algorithm = self._algorithms[chosen]
         summary = getattr(algorithm, "summary", chosen)
-        used_delta = delta if algorithm.approximate else Fraction(0)
-        required = reqs[chosen]
-        assert required is not None
-        gate = Gate(epsilon * GATE_SHARE, self._rows, self.beta, required)
-        details = [f"rows each method needs (ε={_f(eps_ip)}, β={self.beta:g}, |X|={self.domain.size}):",
-                   *_table(reqs, chosen, delta, stability),
-                   f"{chosen}: {summary}", f"gate: {gate.describe('rows')}"]
-        guarantee = (f"with probability ≥ 1 − {self.beta:g}: min({self.column}) ≤ value ≤ max({self.column}) "
-                     f"when the answer is given (needs ≥ {required} rows)")
-        cost = ApproxDP(epsilon, used_delta) if used_delta else PureDP(epsilon)
+        used_delta = allowance.delta if algorithm.approximate else Fraction(0)
+        required, eps_ip = reqs[chosen].rows, reqs[chosen].epsilon
+        assert required is not None and eps_ip is not None
+        gate = Gate(allowance.pure(GATE_SHARE), self._rows, self.beta, required)
+        each = f"ε={_f(eps_ip)}" if allowance.rho is None else "each at its own ε for 9/10 of ρ"
+        details = [f"rows each method needs ({each}, β={self.beta:g}, |X|={self.domain.size}):",
+                   *_table(reqs, chosen),
+                   f"{chosen} at ε={_f(eps_ip)}: {summary}", f"gate: {gate.describe('rows')}"]
+        exact = self.domain.kind != "float" and self.domain.grid_exp == 0
+        where = (f"min({self.column}) ≤ value ≤ max({self.column})" if exact else
+                 f"g(min({self.column})) ≤ value ≤ g(max({self.column})), g(v) = the grid point nearest v "
+                 f"(grid step {self.domain.step})")
+        if ALGORITHMS.get(chosen) is not algorithm:       # a plugin's method: its guarantee is its own
+            where = f"{where}, as far as method {chosen!r} guarantees an interior point of the codes"
+        guarantee = (f"if it answers, with probability ≥ 1 − {self.beta:g}: {where} (needs ≥ {required} rows; "
+                     f"{gate.answers()})")
         params = {"algorithm": algorithm, "epsilon": eps_ip, "delta": used_delta, "gate": gate,
                   "stability": stability}
-        return cost, f"noisy count + {chosen}", details, guarantee, params
+        curves = _with_gate(gate, privacy_curves(algorithm, eps_ip, self.domain.size, stability))
+        return _Plan(allowance.cost(used_delta), f"noisy count + {chosen}", details, guarantee, params, curves)
 
     def _run(self, params: dict[str, Any]) -> InteriorPoint | NoAnswer:
         rng = self._session.rng
@@ -412,22 +538,50 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
         return InteriorPoint(self.column, self.domain.decode(code), algorithm.name)
 
 
+def direction_rows(epsilon: Fraction, rows: int, beta: float) -> int:
+    """Rows the smaller class needs so that ``positive="auto"`` picks the wrong direction w.p. ≤ β.
+
+    On data that some cut separates (say label 1 ⇔ x below it), the right direction has training error
+    0 and the wrong one ≥ m, the number of rows in the smaller class: any "above" cut at or below the
+    separating cut errs on every negative, any cut above it on every positive. The exponential
+    mechanism at scale ε/(2Δ) therefore errs with probability 1/(1 + e^{εm/(2Δ)}) ≤ e^{−εm/(2Δ)} ≤ β once
+    m ≥ (2Δ/ε)·ln(1/β).
+
+    Example:
+        >>> direction_rows(Fraction(1, 10), 1, 1e-6)
+        277
+
+    """
+    return math.ceil(2 * rows / float(epsilon) * math.log(1 / beta) * (1 + 1e-12))
+
+
 class ThresholdQuery(LearningQuery[Threshold]):
     """``frame.learn_threshold(feature, label=..., bounds=...)``: a private proper threshold learner.
 
-    Reduction (digest §5.2): with k = the exponential interior point's row requirement (at the IP's
-    share of ε, β/2, swap-stability), run the interior point on the k largest positives (shifted +1) and
-    the k smallest negatives. Direction ``"auto"`` first picks below/above with the exponential
-    mechanism on −(best training error) (ε/10).
+    Reduction (digest §5.2) on the feature's grid cells (codes, ``rounding="down"``, so every possible
+    cut is a grid point): with k = the exponential interior point's row requirement (at the IP's share
+    of ε, β/2, swap-stability), run the interior point on the k largest positives (shifted +1) and the
+    k smallest negatives. Direction ``"auto"`` first picks below/above with the exponential mechanism on
+    −(best training error) (ε/10). The released ``Threshold`` is the learned cell cut, exactly.
 
-    Guarantee (realizable data, i.i.d. sample of n labelled rows, fixed direction): with probability
-    ≥ 1 − β the training error is ≤ 2k/n, and the population error is ≤ ξ whenever
+    Guarantee, when it answers (the gate returns :class:`NoAnswer` with probability ≤ β from its
+    ``reliable`` row count on, and answers with probability ≤ β below k rows). Data *realizable on the
+    grid* (some cut at a grid point separates the labels; any integer cut on an integer feature
+    without ``resolution``), n labelled rows, a fixed direction: with probability ≥ 1 − β the training
+    error is ≤ 2k/n, and for an i.i.d. sample the population error is ≤ ξ whenever
     ``n ≥ max(2k/ξ, (8/ξ)·ln(4/β))``. Proof: every positive outside P_k is ≤ the output and every
     negative outside N_k is above it, so only the 2k sliced points can be wrong; the error region is an
     interval ending at the target u holding ≤ k sample points, and an interval of mass ≥ ξ holds ≤ k
     ≤ nξ/2 of n i.i.d. points with probability ≤ e^{−nξ/8} (Chernoff), once per side (β/4 each); the
-    interior point fails with probability ≤ β/2. Privacy: gate (ε/10) + direction (ε/10, if auto) +
-    interior point on swap-stable slices (the rest), basic composition.
+    interior point fails with probability ≤ β/2.
+
+    With ``positive="auto"`` the direction is wrong with probability ≤ 1/(1 + e^{ε_dir·m/(2Δ)}), m the
+    rows of the smaller class (:func:`direction_rows`): the guarantee then holds with probability
+    ≥ 1 − 2β *provided* each class has ≥ ``direction_rows`` rows; below that it does not — pass
+    ``positive=`` when the direction is known. ``explain()`` prints that row count.
+
+    Privacy: gate (ε/10) + direction (ε/10, if auto) + interior point on swap-stable slices (the rest),
+    basic composition (zCDP: shares of ρ, each exponential mechanism as bounded range).
     """
 
     def __init__(self, frame: Frame, feature: str, *, label: str, bounds: object, positive: str = "auto",
@@ -440,7 +594,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
         self.domain = OrderedDomain.of(self.feature, frame.schema[self.feature], bounds, resolution)
         if positive not in ("auto", "below", "above"):
             raise PlanError(f"unknown direction {positive!r}", argument="positive",
-                            fix="use 'below' (label 1 ⇔ x ≤ t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
+                            fix="use 'below' (label 1 ⇔ x < t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
         self.positive = positive
         self.beta = check_beta(beta)
         if isinstance(xi, bool) or not isinstance(xi, int | float) or not 0 < xi < 1:
@@ -452,24 +606,34 @@ class ThresholdQuery(LearningQuery[Threshold]):
         return (f"learn_threshold({self.feature}, label={self.label}, positive={self.positive!r}, "
                 f"β={self.beta:g}) over {self.domain.describe()}")
 
-    def _plan(self, epsilon: Fraction, delta: Fraction) -> tuple[Budget, str, list[str], str, dict[str, Any]]:
-        eps_dir = epsilon * DIRECTION_SHARE if self.positive == "auto" else Fraction(0)
-        eps_ip = epsilon * (1 - GATE_SHARE) - eps_dir
+    def _plan(self, allowance: Allowance) -> _Plan:
+        auto = self.positive == "auto"
+        eps_dir = allowance.bounded_range(DIRECTION_SHARE) if auto else Fraction(0)
+        eps_ip = allowance.bounded_range(1 - GATE_SHARE - (DIRECTION_SHARE if auto else 0))
         stability = Stability(self._rows, swap=True)
         k = Exponential().min_rows(eps_ip, Fraction(0), self.beta / 2, self.domain.size + 1, stability)
         assert k is not None
-        gate = Gate(epsilon * GATE_SHARE, self._rows, self.beta, k)
+        gate = Gate(allowance.pure(GATE_SHARE), self._rows, self.beta, k)
         needed = max(math.ceil(2 * k / self.xi), math.ceil(8 / self.xi * math.log(4 / self.beta)))
+        minority = direction_rows(eps_dir, self._rows, self.beta) if auto else 0
         details = [f"slices: the k = {k} largest positives and k smallest negatives (interior point at "
                    f"ε={_f(eps_ip)}, exponential mechanism, swap-stable)",
-                   ("direction: exponential mechanism on −(best training error), ε=" + _f(eps_dir))
-                   if eps_dir else f"direction: fixed, label 1 ⇔ x {'≤' if self.positive == 'below' else '≥'} t",
+                   (f"direction: exponential mechanism on −(best training error), ε={_f(eps_dir)}; wrong with "
+                    f"probability ≤ {self.beta:g} only when each class has ≥ {minority} labelled rows")
+                   if auto else f"direction: fixed, label 1 ⇔ x {'<' if self.positive == 'below' else '≥'} t",
                    f"gate: {gate.describe('labelled rows')}",
                    "rows whose label is not 0/1 (or is null) and rows with a null/NaN feature are dropped"]
-        guarantee = (f"with probability ≥ 1 − {self.beta:g}: training error ≤ 2k/n = {2 * k}/n; population "
-                     f"error ≤ ξ = {self.xi:g} for realizable data once n ≥ {needed}")
-        params = {"k": k, "eps_ip": eps_ip, "eps_dir": eps_dir, "gate": gate}
-        return PureDP(epsilon), "noisy count + threshold via exponential interior point", details, guarantee, params
+        cut = "cut at a grid point" if self.domain.kind == "float" or self.domain.grid_exp else "cut"
+        fixed = ("" if not auto else f" and each class has ≥ {minority} rows (else the direction may be wrong: "
+                 "pass positive='below' or 'above')")
+        guarantee = (f"if it answers ({gate.answers()}), on data some {cut} separates{fixed}: with probability "
+                     f"≥ 1 − {(2 if auto else 1) * self.beta:g} training error ≤ 2k/n = {2 * k}/n, and population "
+                     f"error ≤ ξ = {self.xi:g} for an i.i.d. sample of n ≥ {needed} rows "
+                     f"({needed / gate.reliable:.1f}× the {gate.reliable} rows from which it answers reliably)")
+        params = {"k": k, "eps_ip": eps_ip, "eps_dir": eps_dir, "gate": gate, "direction_rows": minority}
+        curves = [gate.curve(), *([acc.exponential(float(eps_dir))] if auto else []), acc.exponential(float(eps_ip))]
+        return _Plan(allowance.cost(), "noisy count + threshold via exponential interior point", details,
+                     guarantee, params, curves)
 
     def _run(self, params: dict[str, Any]) -> Threshold | NoAnswer:
         rng = self._session.rng
@@ -484,22 +648,26 @@ class ThresholdQuery(LearningQuery[Threshold]):
                                if self.positive == "auto" else self.positive)  # type: ignore[assignment]
         z = learn_threshold_codes(x, y, self.domain.size, positive, k=params["k"], epsilon=params["eps_ip"],
                                   rows=self._rows, rng=rng)
-        return Threshold(self.feature, decode_edge(self.domain, z), positive)
+        cut = z + 1 if positive == "below" else z          # below: code ≤ z ⇔ code < z + 1; above: code ≥ z
+        return Threshold(self.feature, self.domain.edge(cut), positive, self.domain.bounds, self.domain, cut)
 
 
 class RectangleQuery(LearningQuery[Rectangle]):
     """``frame.learn_rectangle(features, label=..., bounds={...})``: a private axis-aligned box learner.
 
-    Algorithm (digest §6): from the positive rows, for each axis slice off the m smallest points (by
-    that coordinate, ties by the whole record) and take an exponential interior point of the slice's
-    coordinate, delete the slice; the same with the m largest. m is the interior point's requirement
-    at β/(4d). Every interior point that succeeds lies inside its slice's range, so when all 2d
-    succeed the box lies inside the target box (no false positives on realizable data).
+    Algorithm (digest §6), on each feature's grid cells (``rounding="down"``): from the positive rows,
+    for each axis slice off the m smallest points (by that coordinate, ties by the whole record) and
+    take an exponential interior point of the slice's coordinate, delete the slice; the same with the m
+    largest. m is the interior point's requirement at β/(4d). Every interior point that succeeds lies
+    inside its slice's range, so when all 2d succeed the box lies inside the target box (no false
+    positives on data realizable on the grid). The released box is the learned cells exactly:
+    ``lower ≤ x < upper`` per feature.
 
     Accounting: the 2d computations are paid by whichever valid bound lets each run with the larger
     ε₀ (:func:`dpframe_learning.slicing.slice_plan`): sequential composition over deterministic slices
     (2d·ε₀, pure), or Reorder-Slice-Compute with Geom-padded slices ((3wε₀, δ), needs δ > 0 and
-    ``max_rows = 1``); the charge is the chosen, cheaper bound plus the ε/10 gate.
+    ``max_rows = 1``); the charge is the chosen, cheaper bound plus the ε/10 gate. Under zCDP the 2d
+    exponential mechanisms share 9/10 of ρ as bounded-range mechanisms (2d·ε₀²/8).
     """
 
     def __init__(self, frame: Frame, features: Sequence[str], *, label: str, bounds: Mapping[str, object],
@@ -526,18 +694,29 @@ class RectangleQuery(LearningQuery[Rectangle]):
         return (f"learn_rectangle({self.features}, label={self.label}, β={self.beta:g}) over "
                 + "; ".join(d.describe() for d in self.domains))
 
-    def _plan(self, epsilon: Fraction, delta: Fraction) -> tuple[Budget, str, list[str], str, dict[str, Any]]:
+    def _slices(self, allowance: Allowance, slices: int) -> SlicePlan:
+        share = 1 - GATE_SHARE
+        if allowance.rho is None:
+            return slice_plan(allowance.epsilon * share, allowance.delta if self._rows == 1 else Fraction(0), slices)
+        eps0 = allowance.bounded_range(share / slices)
+        return SlicePlan("sequential", eps0, slices, sequential_cost(eps0, slices),
+                         f"zCDP: {slices} bounded-range mechanisms at ε₀ cost {slices}·ε₀²/8; RSC needs δ > 0")
+
+    def _plan(self, allowance: Allowance) -> _Plan:
         d = len(self.features)
-        eps_slices = epsilon * (1 - GATE_SHARE)
-        plan = slice_plan(eps_slices, delta if self._rows == 1 else Fraction(0), 2 * d)
+        plan = self._slices(allowance, 2 * d)
         stability = Stability(self._rows, swap=True)
         targets = [Exponential().min_rows(plan.epsilon0, Fraction(0), self.beta / (4 * d), dom.size, stability)
                    for dom in self.domains]
         pad = math.ceil(math.log(4 * d / self.beta) / float(plan.epsilon0)) if plan.method == "rsc" else 0
         required = 2 * sum(t + pad for t in targets if t is not None)
-        gate = Gate(epsilon * GATE_SHARE, self._rows, self.beta, required)
-        cost: Budget = (ApproxDP(plan.cost.epsilon + gate.epsilon, plan.cost.delta) if isinstance(plan.cost, ApproxDP)
-                        else PureDP(plan.cost.epsilon + gate.epsilon))
+        gate = Gate(allowance.pure(GATE_SHARE), self._rows, self.beta, required)
+        if allowance.rho is not None:
+            cost = allowance.cost()
+        elif isinstance(plan.cost, ApproxDP):
+            cost = ApproxDP(plan.cost.epsilon + gate.epsilon, plan.cost.delta)
+        else:
+            cost = PureDP(plan.cost.epsilon + gate.epsilon)
         details = [f"accounting: {plan.method} over {2 * d} slice computations at ε₀={_f(plan.epsilon0)} "
                    f"costs {describe(plan.cost)} ({plan.alternative})",
                    f"slice sizes: {dict(zip(self.features, targets, strict=True))}"
@@ -545,11 +724,14 @@ class RectangleQuery(LearningQuery[Rectangle]):
                       if pad else ""),
                    f"gate: {gate.describe('positive rows')}",
                    "rows with label 1 are the positives; rows with a null/NaN feature are dropped"]
-        guarantee = (f"with probability ≥ 1 − {self.beta:g} every interior point succeeds, so on realizable "
-                     f"data the box lies inside the target box and errs only on the ≤ {required}+padding "
-                     "sliced positives")
+        guarantee = (f"if it answers ({gate.answers()}): with probability ≥ 1 − {self.beta:g} every interior point "
+                     f"succeeds, so on data some box with sides on grid points separates, the box lies inside it "
+                     f"and errs only on the ≤ {required} sliced positives (RSC: plus their padding); it needs "
+                     f"{required} positive rows")
         params = {"plan": plan, "targets": targets, "gate": gate}
-        return cost, f"noisy count + rectangle ({plan.method} accounting)", details, guarantee, params
+        curves = ([gate.curve()] + [acc.exponential(float(plan.epsilon0))] * (2 * d)) if plan.method != "rsc" \
+            else None
+        return _Plan(cost, f"noisy count + rectangle ({plan.method} accounting)", details, guarantee, params, curves)
 
     def _run(self, params: dict[str, Any]) -> Rectangle | NoAnswer:
         rng = self._session.rng
@@ -564,7 +746,7 @@ class RectangleQuery(LearningQuery[Rectangle]):
         box = learn_rectangle_codes(points, [dom.size for dom in self.domains], plan, params["targets"],
                                     self._rows, rng)
         empty = any(a > b for a, b in box)
-        ends = {dom.column: (decode_edge(dom, a), decode_edge(dom, b)) for dom, (a, b) in zip(self.domains, box,
-                                                                                              strict=True)}
-        return Rectangle(ends, empty)
-
+        pairs = list(zip(self.domains, box, strict=True))
+        return Rectangle({dom.column: (dom.edge(a), dom.edge(b + 1)) for dom, (a, b) in pairs}, empty,
+                         {dom.column: dom.bounds for dom in self.domains},
+                         tuple((dom, a, b) for dom, (a, b) in pairs))

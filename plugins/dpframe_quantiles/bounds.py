@@ -17,7 +17,7 @@ Example:
     >>> sess = dp.Session({"t": pl.DataFrame({"age": list(range(18, 90)) * 600})},
     ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(2), seed=1)
     >>> low, high = sess.table("t").bounds("age").collect(dp.PureDP(1))
-    >>> 10 < low <= 18 and 86 <= high < 95
+    >>> 10 < low <= 20 and 86 <= high < 95          # a 64-bit column: grid of 4, values count as the nearest point
     True
 
 """
@@ -72,7 +72,7 @@ class BoundsQuery:
         if domain is None:
             domain, default_resolution = default_domain(column, frame.schema[column])
             resolution = default_resolution if resolution is None else resolution
-        self.domain = OrderedDomain.of(column, frame.schema[column], domain, resolution)   # validates, free
+        self.domain = OrderedDomain.of(column, frame.schema[column], domain, resolution, rounding="nearest")  # free
         self._query = frame.agg(quantile(column, [float(q) for q in qs], bounds=domain, resolution=resolution)
                                 .alias(f"{column}_bounds"))
         self.column = column

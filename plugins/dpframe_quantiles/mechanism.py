@@ -11,7 +11,15 @@ spends it in full whatever the data:
 * pure ε: ε₀ = ε_part / ⌈log₂(k + 1)⌉ per level of the split tree (k = number of q);
 * zCDP ρ: ρ₀ = ρ_part / ⌈log₂(k + 1)⌉ per level and ε₀ = √(8ρ₀) rounded *down* to a multiple of 2⁻⁴⁰
   (the EM is ε₀-bounded-range, hence ε₀²/8 ≤ ρ₀ -zCDP; Cesar & Rogers 2021), so the charge never
-  under-reports.
+  under-reports;
+* RDP / PLD sessions: the plan declares one ε₀-bounded-range curve (``accounting.exponential``) per
+  level and measure. A level is bounded range as a whole: its sub-problems (and groups) hold disjoint
+  rows, each sub-problem's log-likelihood ratio spans ≤ ε₀·cᵢ/m for the cᵢ of a unit's m rows in it, so
+  their sum spans ≤ ε₀.
+
+Values are encoded to their *nearest* grid point (``OrderedDomain(rounding="nearest")``) and a released
+code decodes to that grid point, so a released value sits in the middle of the values it stands for
+(on the grid: the value itself). Several q are released in the order they were requested.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -37,12 +45,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpframe import accounting as acc
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.domains import OrderedDomain
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
 from dpframe.mechanism import MeasureContext, MechanismPlan, Statistic
 from dpframe.noise import RandomSource
+from dpframe.noise.exponential import epsilon_from_rho as _epsilon_from_rho
 from dpframe_quantiles.em import depth, joint_quantiles, rank_error_bound
 
 _OPTIONS = frozenset({"q", "resolution", "bounds", "mechanism"})
@@ -75,7 +85,21 @@ def domain_of(measure: Measure, schema: pl.Schema) -> OrderedDomain:
         raise BoundsError("quantiles need public bounds", argument="bounds",
                           fix="pass bounds=(lower, upper) chosen without looking at the data, or estimate them "
                               "with frame.bounds(column) (which spends budget)")
-    return OrderedDomain.of(measure.column, schema[measure.column], tuple(bounds), measure.option("resolution"))
+    return OrderedDomain.of(measure.column, schema[measure.column], tuple(bounds), measure.option("resolution"),
+                            rounding="nearest")
+
+
+def requested_order(q: object) -> tuple[int, ...]:
+    """For each requested q (in the order given), its index among the sorted probabilities.
+
+    Example:
+        >>> requested_order([0.9, 0.1, 0.5])
+        (2, 0, 1)
+
+    """
+    items = list(q) if isinstance(q, list | tuple) else [q]
+    ordered = quantile_fractions(q)
+    return tuple(ordered.index(quantile_fractions(v)[0]) for v in items)
 
 
 @dataclass
@@ -86,6 +110,7 @@ class QuantilePlan(MechanismPlan):
     probabilities: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
     levels: dict[str, Fraction] = field(default_factory=dict)                # output -> ε₀
     as_list: dict[str, bool] = field(default_factory=dict)
+    order: dict[str, tuple[int, ...]] = field(default_factory=dict)       # output -> requested order
     max_rows: int = 1
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, Any]:
@@ -93,6 +118,7 @@ class QuantilePlan(MechanismPlan):
         for name, dom in self.domains.items():
             groups = list(stats[dom.statistic.key])
             codes = joint_quantiles(groups, dom.size, self.probabilities[name], self.levels[name], self.max_rows, rng)
+            codes = codes[:, list(self.order[name])]
             flat = dom.decode_series(codes.reshape(-1), name)
             if self.as_list[name]:
                 k = codes.shape[1]
@@ -135,6 +161,7 @@ class QuantileMechanism:
         plan = QuantilePlan(self.name, tuple(measures), (), make(share.notion, part * len(measures)),
                             max_rows=m_rows)
         statistics: dict[str, Statistic] = {}
+        curves: list[acc.PrivacyCurve] = []
         for m in measures:
             dom = domain_of(m, ctx.schema)
             qs = quantile_fractions(m.option("q"))
@@ -143,14 +170,18 @@ class QuantileMechanism:
             name = m.output_name
             plan.domains[name], plan.probabilities[name], plan.levels[name] = dom, qs, eps0
             plan.as_list[name] = isinstance(m.option("q"), tuple)
+            plan.order[name] = requested_order(m.option("q"))
+            curves += [acc.exponential(float(eps0))] * levels
             statistics.setdefault(dom.statistic.key, dom.statistic)
             plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0)
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
             plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
                                    + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
         plan.statistics = tuple(statistics.values())
+        plan.privacy = tuple(curves)
         plan.notes = ("quantiles: null and NaN values are ignored; values outside the bounds count as the "
-                      "nearest bound; outputs are points of the public grid",)
+                      "nearest bound; outputs are points of the public grid (each value counts as its nearest "
+                      "grid point); several q come back in the order requested",)
         return plan
 
 
@@ -162,5 +193,4 @@ def epsilon_from_rho(rho: Fraction) -> Fraction:
         Fraction(1, 1)
 
     """
-    scaled = 8 * rho * 2**80
-    return Fraction(math.isqrt(scaled.numerator // scaled.denominator), 2**40)
+    return _epsilon_from_rho(rho, bounded_range=True, bits=40)

@@ -221,22 +221,26 @@ def test_approx_cost_on_a_pure_session_is_refused_uncharged() -> None:
     assert sess.spent().epsilon == 0
 
 
-def test_codes_just_outside_the_domain_decode_one_step_beyond_the_bounds() -> None:
-    """dpframe.domains clamps codes; a threshold labelling everything negative/positive sits one step outside."""
-    from dpframe_learning.queries import decode_edge
+def test_extreme_cuts_are_all_or_nothing_also_outside_the_bounds() -> None:
+    """A cut below every cell (or above) predicts the same for every input, values outside the bounds included.
 
+    (Replaces a test of the old ``decode_edge``, which released the lower edge of the cut cell with ``≤``: that
+    classifier differed from the learned one on gridded features — see test_float_thresholds_*.)
+    """
     from dpframe.domains import OrderedDomain
 
     grid = OrderedDomain.of("x", pl.Float64, (0, 1), resolution=0.25)
     days = OrderedDomain.of("d", pl.Date, (dt.date(2024, 1, 1), dt.date(2024, 1, 10)))
-    assert [decode_edge(grid, c) for c in (-1, 0, 4, 5)] == [-0.25, 0.0, 1.0, 1.25]
-    assert [decode_edge(days, c) for c in (-1, 9, 10)] == [dt.date(2023, 12, 31), dt.date(2024, 1, 10),
-                                                           dt.date(2024, 1, 11)]
-    assert grid.decode(-1) == 0.0 and grid.decode(5) == 1.0        # what decode alone would give
-    # Every row negative at the lower bound: the learned cut is code −1, below every value of the domain.
+    assert [grid.edge(c) for c in (-1, 0, 4, 5)] == [0.0, 0.0, 1.0, 1.25]
+    assert [days.edge(c) for c in (9, 10)] == [dt.date(2024, 1, 10), dt.date(2024, 1, 11)]
+    # Every row negative at the lower bound: the learned cut is below every cell.
     table = pl.DataFrame({"x": np.zeros(400), "y": np.zeros(400, dtype=np.int8)})
     sess = dp.Session({"t": table}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=1)
     model = sess.table("t").learn_threshold("x", label="y", bounds=(0, 1), resolution=0.25,
                                             positive="below").collect(dp.PureDP(50))
-    assert isinstance(model, Threshold) and model.threshold == -0.25
-    assert not model.predict(np.array([0.0])).any()                # clamped to 0.0 it would predict 1
+    assert isinstance(model, Threshold) and model.threshold == 0.0 and model.cut == 0
+    assert not model.predict(np.array([0.0, -5.0, 0.3, 2.0])).any()     # x < 0.0 after clamping: never
+    everything = Threshold("x", grid.edge(5), "below", grid.bounds, grid, 5)
+    assert everything.predict(np.array([-1.0, 0.0, 1.0, 7.0])).tolist() == [1, 1, 1, 1]
+    nothing = Threshold("x", grid.edge(5), "above", grid.bounds, grid, 5)
+    assert nothing.predict(np.array([-1.0, 0.0, 1.0, 7.0])).tolist() == [0, 0, 0, 0]

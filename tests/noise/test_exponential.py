@@ -124,3 +124,43 @@ def test_bad_input(kwargs, error):
 def test_bad_offsets(offsets):
     with pytest.raises(ValueError):
         exponential_index_grouped([0, 1], 1, SeededRandomSource(0), offsets)
+
+
+def _true_gumbel(k: int) -> float:
+    """G(k/2⁶⁴) = −ln(−ln U), in 60-digit decimal arithmetic (−inf at 0, +inf at 1)."""
+    import decimal
+
+    if k == 0:
+        return -math.inf
+    if k == 2**64:
+        return math.inf
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        u = decimal.Decimal(k) / decimal.Decimal(2**64)
+        return float(-(-(u.ln())).ln())
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 1023, 1024, 2047, 2**11, 2**20, 2**34 - 1, 2**40, 2**52 + 3, 2**62,
+                               2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2**11, 2**64 - 2, 2**64 - 1])
+def test_float_gumbel_interval_holds_the_true_value_also_for_tiny_uniforms(k: int) -> None:
+    """The first-pass float64 interval of G(U), U ∈ [k/2⁶⁴, (k+1)/2⁶⁴], must contain the true values (with the
+    sampler's own slack): tiny uniforms (k < 2¹¹ used to give U = 0, i.e. G = −∞ for the upper end) included."""
+    from dpframe.noise.exponential import _MARGIN, _gumbel_bounds
+
+    lo, hi = (float(v[0]) for v in _gumbel_bounds(np.array([k], dtype=np.uint64)))
+    true_lo, true_hi = _true_gumbel(k), _true_gumbel(k + 1)
+    slack = _MARGIN * (1 + (abs(lo) if math.isfinite(lo) else 0) + (abs(hi) if math.isfinite(hi) else 0))
+    assert (lo == -math.inf) if true_lo == -math.inf else lo - slack <= true_lo
+    assert (hi == math.inf) if true_hi == math.inf else hi + slack >= true_hi
+    assert math.isfinite(hi) or k == 2**64 - 1          # only U = 1 has an infinite upper end
+    if 0 < k < 2**64 - 1:
+        assert hi - lo < 1e-3 or not 2**20 <= k <= 2**64 - 2**20   # tight except where G itself is steep
+
+
+def test_tiny_uniform_item_can_still_win() -> None:
+    """An item whose uniform is tiny has a finite (very low) Gumbel score, so a huge weight lets it win."""
+    from dpframe.noise.exponential import _gumbel_bounds
+
+    lo, hi = _gumbel_bounds(np.array([3, 2**63], dtype=np.uint64))
+    assert math.isfinite(hi[0]) and hi[0] < lo[1]
+    assert hi[0] + 10 > lo[1]                               # a weight e¹⁰ larger overtakes a median uniform

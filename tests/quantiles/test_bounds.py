@@ -25,7 +25,8 @@ def test_integer_bounds_on_the_whole_int64_range(backend: str) -> None:
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
     assert "rank error ≤" in q.explain(dp.PureDP(1)) and sess.history().height == 0
     low, high = q.collect(dp.PureDP(1))
-    assert isinstance(low, int) and 90 <= low <= 102 and 296 <= high <= 310
+    # grid of 4, values count as their nearest grid point: the 1st percentile (rank 400, 101|102) may come back as 104
+    assert isinstance(low, int) and 90 <= low <= 104 and 296 <= high <= 310
     assert sess.spent() == dp.PureDP(1)
 
 

@@ -151,3 +151,42 @@ def test_sql_median_and_quantile_cont(backend: str) -> None:
     with pytest.raises(dp.PlanError):
         sess.sql("SELECT QUANTILE_CONT(CLAMP(x, 0, 100), 1.5) FROM t").cost(dp.PureDP(1))
     assert sess.spent() == dp.PureDP(1)
+
+
+# ------------------------------------------------------------------ requested order, nearest grid points, curves
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_several_q_come_back_in_the_requested_order(backend: str) -> None:
+    sess = session(dp.PureDP(200), backend)
+    df = sess.table("t").agg(dp.quantile("i", [0.9, 0.1, 0.5], bounds=(0, 2000))).collect(dp.PureDP(50))
+    hi, lo, mid = df["i_quantile"][0]
+    assert abs(hi - 1800) < 40 and abs(lo - 200) < 40 and abs(mid - 1000) < 40
+    sql = sess.sql("SELECT QUANTILE_CONT(CLAMP(i, 0, 2000), [0.9, 0.1]) AS q FROM t").collect(dp.PureDP(50))
+    hi, lo = sql["q"][0]
+    assert abs(hi - 1800) < 40 and abs(lo - 200) < 40
+    from dpframe_quantiles.mechanism import requested_order
+
+    assert requested_order((0.9, 0.1)) == (1, 0) and requested_order(0.5) == (0,)
+
+
+def test_values_count_as_their_nearest_grid_point() -> None:
+    data = pl.DataFrame({"a": [0.3] * 500, "b": [0.4] * 500, "c": [0.25] * 500, "t": [42.0] * 300 + [50.0] * 200})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=1)
+    out = sess.table("t").agg(*(dp.median(c, bounds=(0, 1), resolution=0.25).alias(c) for c in "abc"),
+                              dp.median("t", bounds=(0, 100), resolution=2**-10).alias("t")).collect(dp.PureDP(20))
+    assert out.row(0) == (0.25, 0.5, 0.25, 42.0)        # 0.4 → 0.5 (the lower cell edge was 0.25); tied data: itself
+
+
+def test_rdp_sessions_charge_bounded_range_curves_per_level() -> None:
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-6),
+                      accountant="rdp", seed=1)
+    q = sess.table("t").agg(dp.quantile("i", [0.25, 0.5, 0.75], bounds=(0, 2000)), dp.median("x", bounds=(0, 100)))
+    plan = q.plan(dp.PureDP(1))
+    (qp,) = plan.plans
+    curves = qp.privacy
+    assert [c.spec for c in curves] == [{"kind": "exponential", "epsilon": 0.25}] * 2 + \
+        [{"kind": "exponential", "epsilon": 0.5}]                         # ε/2 per measure; 3 quartiles: 2 levels
+    want = dp.accounting.RDPCharge.of(list(curves))
+    assert np.allclose(plan.session_cost.values, want.values) and plan.session_cost.delta0 == 0   # type: ignore[attr-defined]
+    generic = dp.accounting.RDPCharge.of([dp.accounting.pure(1.0)])
+    assert np.all(np.asarray(want.values) <= np.asarray(generic.values) + 1e-12)
