@@ -6,6 +6,15 @@ fits; only then is any private row read. Afterwards the row becomes ``committed`
 still count as spent, so a crash or an error after reservation never loses a charge. With a file path
 the ledger survives restarts and may be shared by several processes; without one it lives in memory.
 
+Durability: the file uses SQLite's rollback journal (``journal_mode=DELETE``, ``synchronous=FULL``), not
+WAL. A committed charge is therefore always in the main file, where a damaged page is detected; the
+``-journal`` file only ever holds the *old* pages of a transaction that has not committed, so damaging
+or deleting it can at worst lose that uncommitted reservation (made before any private row is read).
+(With WAL, a commit could live only in the ``-wal`` file, and SQLite silently stops replaying it at a
+damaged frame: a smaller spend.) Every read also checks that the charge ids run 1..N without a gap and
+that N is the last id SQLite handed out, and opening a file runs ``PRAGMA quick_check``: a lost or
+half-restored page is a :class:`~dpframe.errors.LedgerError`, never a smaller spend.
+
 Example:
     >>> from dpframe.accounting import BasicAccountant
     >>> from dpframe.budgets import PureDP
@@ -108,13 +117,44 @@ class Ledger:
                                       fix="restore it from a backup, or delete it knowingly")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=FULL")
+            if path is not None:
+                self._use_rollback_journal()
+                self._quick_check()
+            else:
+                self._db.execute("PRAGMA journal_mode=MEMORY")
             self._db.executescript(_SCHEMA)
             self._check_meta()
-        except sqlite3.DatabaseError as e:
-            raise LedgerError(f"cannot open the ledger {self.path!r}: {e}", argument="ledger",
-                              fix="point ledger= at the file this session wrote, or at a new path") from e
+        except BaseException as e:
+            if hasattr(self, "_db"):
+                self._db.close()            # a refused file stays closed (and unlocked) for other sessions
+            if isinstance(e, sqlite3.DatabaseError):
+                raise LedgerError(f"cannot open the ledger {self.path!r}: {e}", argument="ledger",
+                                  fix="point ledger= at the file this session wrote, or at a new path") from e
+            raise
+
+    def _use_rollback_journal(self) -> None:
+        """Switch the file to the rollback journal (a ledger written by an older dpframe may be in WAL mode).
+
+        Leaving WAL mode checkpoints the ``-wal`` file into the main file and deletes it; SQLite can do
+        that only while no other connection has the file open.
+        """
+        try:
+            mode = self._db.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        except sqlite3.OperationalError:            # "database is locked": another connection holds the WAL
+            mode = "wal"
+        if str(mode).lower() != "delete":
+            raise LedgerError(f"the ledger {self.path!r} is in {mode} journal mode and is open elsewhere, so it "
+                              "cannot be switched to the rollback journal", argument="ledger",
+                              fix="close every other session (and older dpframe versions) using this file, "
+                                  "then open it again")
+
+    def _quick_check(self) -> None:
+        """SQLite's structural check of the whole file (after it rolled back any crashed transaction)."""
+        problems = [r[0] for r in self._rows("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise LedgerError(f"the ledger {self.path!r} is damaged: {'; '.join(problems[:3])}", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it")
 
     def _check_meta(self) -> None:
         want = {"total": encode(self.accountant.total), "accountant": self.accountant.name}
@@ -142,6 +182,7 @@ class Ledger:
         settled = self._rows("SELECT COUNT(*) FROM settlements")[0][0]
         last_id, total = self._cache if settled == self._settled else (0, self.accountant.empty())
         rows = self._rows("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,))
+        self._check_ids(last_id, [r[0] for r in rows])
         if not rows:
             self._cache, self._settled = (last_id, total), settled
             return total
@@ -152,6 +193,20 @@ class Ledger:
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
+
+    def _check_ids(self, last_id: int, ids: list[int]) -> None:
+        """Charges are never deleted and ids are AUTOINCREMENT: ids must run 1..N, N the last id handed out.
+
+        A gap, or fewer rows than SQLite's own sequence counter says were inserted, means pages were lost
+        (a damaged file or journal): refuse rather than read a smaller spend.
+        """
+        seq = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'charges'")
+        last = ids[-1] if ids else last_id
+        if ids != list(range(last_id + 1, last_id + 1 + len(ids))) or last != (seq[0][0] if seq else 0):
+            raise LedgerError(f"the ledger {self.path!r} has lost charges (ids after {last_id}: "
+                              f"{ids[:3]}{'...' if len(ids) > 3 else ''}; last id issued: "
+                              f"{seq[0][0] if seq else None})", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it")
 
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""
@@ -232,7 +287,11 @@ class Ledger:
     def spent(self) -> Any:
         """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
         with self._lock:
-            return self._spent_locked()
+            self._db.execute("BEGIN")      # one snapshot for the charges and the id counter checked against them
+            try:
+                return self._spent_locked()
+            finally:
+                self._db.execute("COMMIT")
 
     def charges(self) -> list[Charge]:
         """Every row, oldest first."""
