@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
+from .checks import run_query
 from .strategies import (
     CI,
     DEEP,
     KEYS,
     NUMBERS,
-    Ledgered,
     budgets,
     duplicate_names,
     frames,
@@ -70,24 +70,7 @@ def _check_result(out: pl.DataFrame, query: Any, budget: dp.Budget) -> None:
 
 def _run_query(sess: dp.Session, make: Any, budget_thunk: Any) -> str:
     """Build, inspect and collect one query; returns the outcome (checked on the way)."""
-    ledger = Ledgered(sess)
-    try:
-        query = make()
-        budget = budget_thunk()
-        query.explain(budget)
-        query.explain(budget, format="json")
-        cost = query.cost(budget)
-    except dp.DPFrameError as e:
-        ledger.refused(e)
-        return "refused"
-    try:
-        out = query.collect(budget)
-    except dp.DPFrameError as e:
-        ledger.refused(e)
-        return "failed" if "failed while running" in str(e) else "refused"
-    ledger.released(cost)
-    _check_result(out, query, budget)
-    return "released"
+    return run_query(sess, make, budget_thunk, _check_result)
 
 
 def _fuzz_api(data: pl.DataFrame, unit: Any, total: Any, steps: list[Any], ms: list[Any], budget: Any,
