@@ -106,15 +106,23 @@ class Ledger:
         self._lock = threading.Lock()
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
+        if path is not None and Path(path).is_dir():
+            raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
+                              fix="pass a file path, e.g. ledger='budget.ledger'")
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")
         if path is not None and Path(path).exists():
-            with open(path, "rb") as f:     # SQLite would take a few stray bytes for a new, empty database
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise LedgerError(f"the ledger file {self.path!r} is not a SQLite database (truncated or "
-                                      "overwritten?); refusing to start from zero", argument="ledger",
-                                      fix="restore it from a backup, or delete it knowingly")
+            try:
+                with open(path, "rb") as f:     # SQLite would take a few stray bytes for a new, empty database
+                    header = f.read(16)
+            except OSError as e:
+                raise LedgerError(f"cannot read the ledger file {self.path!r}: {e.strerror}", argument="ledger",
+                                  fix="check the path and its permissions") from e
+            if header != b"SQLite format 3\x00":
+                raise LedgerError(f"the ledger file {self.path!r} is not a SQLite database (truncated or "
+                                  "overwritten?); refusing to start from zero", argument="ledger",
+                                  fix="restore it from a backup, or delete it knowingly")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA synchronous=FULL")
@@ -216,26 +224,45 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path!r} is damaged: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
+    @staticmethod
+    def _check_cost(cost: Any) -> None:
+        """A charge is never negative or NaN in any coordinate (it would erase earlier spending)."""
+        parts = [getattr(cost, a) for a in ("epsilon", "rho", "delta", "delta0") if hasattr(cost, a)]
+        curve = list(getattr(cost, "values", ()))       # an RDP curve (floats): allow rounding just below 0
+        if (not parts and not curve) or any(not isinstance(v, int | float | Fraction) or not v >= 0 for v in parts) \
+                or any(not isinstance(v, float) or not v >= -1e-9 for v in curve):
+            shown = ", ".join(str(v) for v in [*parts, *curve][:4])  # not repr(cost): it may not print them
+            raise LedgerError(f"refusing to record a {type(cost).__name__} charge with coordinates ({shown}): every "
+                              "coordinate must be a number ≥ 0",
+                              argument="cost", fix="this is a mechanism bug: a cost is never negative")
+
     def reserve(self, cost: Any, query: str, mechanisms: str) -> int:
-        """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise."""
+        """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise.
+
+        A negative or NaN cost is refused with a LedgerError (nothing recorded).
+        """
+        self._check_cost(cost)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spent_locked()
                 after = self.accountant.compose([spent, cost])
-                if not self.accountant.fits(after):
-                    raise BudgetExceededError(self.accountant.describe_charge(cost),
-                                              describe(self.accountant.remaining(spent)),
-                                              self.accountant.shortfall(after))
-                cur = self._db.execute(
-                    "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
-                    (time.time(), "reserved", query, mechanisms, encode(cost)))
-                self._db.execute("COMMIT")
+                fits = self.accountant.fits(after)
+                if fits:
+                    cur = self._db.execute(
+                        "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
+                        (time.time(), "reserved", query, mechanisms, encode(cost)))
+                    self._db.execute("COMMIT")
+                else:
+                    self._db.execute("ROLLBACK")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            assert cur.lastrowid is not None
-            return cur.lastrowid
+        if not fits:     # the refusal's report (possibly a PLD) is built after the write lock is released
+            raise BudgetExceededError(self.accountant.describe_charge(cost), describe(self.accountant.remaining(spent)),
+                                      self.accountant.shortfall(after))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         with self._lock:
@@ -257,8 +284,9 @@ class Ledger:
         is refunded, never δ (refunding δ is unsound: ``docs/interactive.md``), and only under basic
         composition (the theorem is proven for additive ε only): any other accountant is refused. The
         reservation and its settlement are one SQLite transaction each; a crash in between leaves the
-        full reservation spent.
+        full reservation spent. A negative or NaN cost is refused (the reservation stays charged in full).
         """
+        self._check_cost(cost)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:

@@ -53,7 +53,7 @@ def run_query(sess: dp.Session, make: Callable[[], Any], budget_thunk: Callable[
         return "failed" if "failed while running" in str(e) else "refused"
     if ex_post:
         spent = sess.spent()
-        worst = sess.accountant.compose([ledger.spent, cost])
+        worst = ledger.after(cost)
         assert _first(ledger.spent) <= _first(spent) <= _first(worst), (ledger.spent, cost, spent)
         assert getattr(spent, "delta", 0) == getattr(worst, "delta", 0), ("δ must never be refunded", spent, worst)
         assert sess.history().height == ledger.rows + 1
@@ -76,7 +76,7 @@ def run_stream(sess: dp.Session, open: Callable[[], Any], reserved: Callable[[An
         ledger.refused(e)
         return "refused"
     cost = reserved(stream)
-    worst = sess.accountant.compose([ledger.spent, cost])
+    worst = ledger.after(cost)
     assert sess.spent() == worst, ("opening must reserve exactly its cost", ledger.spent, cost, sess.spent())
     outcome = "opened"
     for call in calls:
