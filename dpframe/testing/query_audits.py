@@ -94,7 +94,7 @@ def _spec(name: str, queries: set[str], budget: Budget, sampler: SamplerFactory,
           kinds: frozenset[str] = frozenset(), notes: str = "") -> AuditSpec:
     return AuditSpec(name, kinds, budget, pairs, sampler, samples=samples, slow_samples=slow, fast=fast,
                      min_power=min_power, queries=frozenset(queries), ex_post=ex_post, known_bug=known_bug,
-                     notions=frozenset(), notes=notes, fast_pairs=1)
+                     notions=frozenset(), notes=notes, fast_pairs=1, max_samples=slow)
 
 
 def _pairs(*items: tuple[str, pl.DataFrame, pl.DataFrame]) -> Callable[[], list[Neighbours]]:

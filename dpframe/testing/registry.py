@@ -102,7 +102,8 @@ class AuditSpec:
     guards against an audit too weak to catch anything: the best pair's lower bound must reach it.
     ``ex_post``: the mechanism settles its charge after the run (output DP); every cell is also audited
     against the ε it was settled to (:mod:`dpframe.testing.expost`). ``fast_pairs``: how many of the
-    pairs the default run audits (None: all; every pair under ``-m slow``). ``known_bug``: the id of a known,
+    pairs the default run audits (None: all; every pair under ``-m slow``). ``max_samples``: the most runs
+    ``bench/audit_report.py`` uses (query-level specs: each run is a ``collect``). ``known_bug``: the id of a known,
     reported bug that makes this audit fail until it is fixed; the test suite marks the spec
     ``xfail(strict=True)``, so the fix turns it into a failure that asks for the mark to go.
     """
@@ -124,6 +125,7 @@ class AuditSpec:
     ex_post: bool = False
     known_bug: str | None = None
     fast_pairs: int | None = None
+    max_samples: int | None = None
 
     def covered(self) -> set[tuple[str, str]]:
         """The (measure kind, noise notion) pairs this spec audits."""
