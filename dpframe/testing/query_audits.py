@@ -91,10 +91,10 @@ def _membership(column: str, keys: Sequence[str]) -> Callable[[Any], dict[str, f
 def _spec(name: str, queries: set[str], budget: Budget, sampler: SamplerFactory,
           pairs: Callable[[], Sequence[Neighbours]], *, samples: int = 400, slow: int = 4_000,
           fast: bool = False, min_power: float = 0.0, ex_post: bool = False, known_bug: str | None = None,
-          kinds: frozenset[str] = frozenset(), notes: str = "") -> AuditSpec:
+          kinds: frozenset[str] = frozenset(), notes: str = "", release_level: bool = False) -> AuditSpec:
     return AuditSpec(name, kinds, budget, pairs, sampler, samples=samples, slow_samples=slow, fast=fast,
                      min_power=min_power, queries=frozenset(queries), ex_post=ex_post, known_bug=known_bug,
-                     notions=frozenset(), notes=notes, fast_pairs=1, max_samples=slow)
+                     notions=frozenset(), notes=notes, fast_pairs=1, max_samples=None if release_level else slow)
 
 
 def _pairs(*items: tuple[str, pl.DataFrame, pl.DataFrame]) -> Callable[[], list[Neighbours]]:
@@ -162,14 +162,14 @@ def _topk_specs() -> list[AuditSpec]:
     return [
         _top_k("top_k stable (fixed k, public keys)", {"GroupBy.top_k", "GroupBy.top_k[method=stable]"}, TOPK_BUDGET,
                _stable_pairs(True, fixed), spec={"samples": 600, "fast": True, "min_power": 0.02}, **fixed),
-        _top_k("top_k stable (k=None, keys from the data: PTR pass / TopKFailed)", {"GroupBy.top_k"}, TOPK_BUDGET,
+        _top_k("top_k stable (k=None, keys from the data; PTR pass or TopKFailed)", {"GroupBy.top_k"}, TOPK_BUDGET,
                _stable_pairs(False, adaptive), public=False, spec={"min_power": 0.05}, **adaptive),
         _top_k("top_k stable (ptr='laplace')", {"GroupBy.top_k"}, TOPK_BUDGET, _stable_pairs(True, laplace),
                spec={"min_power": 0.05}, **laplace),
         _top_k("top_k gumbel", {"GroupBy.top_k[method=gumbel]"}, PureDP(1), _pairs(tied), k=1, method="gumbel",
                spec={"samples": 2_000, "slow": 20_000, "fast": True, "min_power": 0.2}),
         _top_k("top_k peeling", {"GroupBy.top_k[method=peeling]"}, PureDP(1), _pairs(tied), k=2, method="peeling",
-               spec={"min_power": 0.1}),
+               spec={"min_power": 0.03}),
         _top_k("top_k limited_domain (keys from the data)", {"GroupBy.top_k[method=limited_domain]"}, TOPK_BUDGET,
                _pairs(("two tied keys, +1 unit on a", two, plus_unit(two, g="a")),
                       ("one key at the ⊥ threshold, +1 unit on it", one_key, plus_unit(one_key, g="a")),
@@ -236,7 +236,7 @@ def _pate() -> AuditSpec:
     return _spec("multi-label PATE (StableTopK per query)", {"dpframe_topk:MultiLabelPATE.collect"}, pate.cost(1),
                  factory, _pairs(("+1 teacher voting for l1 only", base, pl.concat([base, teachers([(0, 1, 0)])])),
                                  ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
-                 samples=20_000, slow=200_000, fast=True, min_power=0.1)
+                 samples=20_000, slow=200_000, fast=True, min_power=0.1, release_level=True)
 
 
 # --------------------------------------------------------------------------------- learning, bounds
@@ -255,10 +255,11 @@ def _learning_specs() -> list[AuditSpec]:
     lt_table = _ints(values, y=[int(v <= 7) for v in values])
     lt_pairs = _pairs(("+1 mislabelled row at the low end", lt_table, plus_unit(lt_table, x=0, y=0)),
                       ("+1 positive row at the high end", lt_table, plus_unit(lt_table, x=15, y=1)))
-    rect = _ints([3 + i % 4 for i in range(120)], z=[2 + i % 3 for i in range(120)], y=[1] * 120)
-    rect_pairs = _pairs(("+1 positive row at a corner", rect, plus_unit(rect, x=15, z=15, y=1)))
-    few = _ints([4, 5, 6, 7])
-    bounds_pairs = _pairs(("+1 row at the domain's high end", few, plus_unit(few, x=15)),
+    rect = _ints([3 + i % 10 for i in range(13)], y=[1] * 13)        # the gate needs 12 + 1 rows at ε = 8
+    rect_pairs = _pairs(("+1 positive row at the domain's high end", rect, plus_unit(rect, x=15, y=1)),
+                        ("gate: 12 vs 13 positive rows", rect.head(12), rect))
+    few = _ints([1, 2])                                  # two rows on the domain 0..3, at ε = 4
+    bounds_pairs = _pairs(("+1 row at the domain's high end", few, plus_unit(few, x=3)),
                           ("+1 row at the low end", few, plus_unit(few, x=0)))
     weak = ("the algorithm composes several noisy steps (and a row-count gate at ε/10): a single-output test "
             "sees a small part of the claimed ε")
@@ -275,15 +276,13 @@ def _learning_specs() -> list[AuditSpec]:
               ip_pairs, samples=1_000, slow=4_000, min_power=0.03, notes=weak),
         _spec("learn_threshold", {"Frame.learn_threshold"}, PureDP(4),
               q(lambda s: s.table("t").learn_threshold("x", label="y", bounds=(0, 15), beta=0.5)), lt_pairs,
-              samples=1_000, slow=4_000, notes=weak),
-        _spec("learn_rectangle", {"Frame.learn_rectangle"}, PureDP(4),
-              q(lambda s: s.table("t").learn_rectangle(["x", "z"], label="y", bounds={"x": (0, 15), "z": (0, 15)},
-                                                       beta=0.5)), rect_pairs, samples=1_000, slow=4_000, notes=weak),
-        _spec("bounds (quantile plugin)", {"Frame.bounds"}, PureDP(1),
-              q(lambda s: s.table("t").bounds("x", domain=(0, 15), quantiles=(0.1, 0.9))), bounds_pairs,
-              samples=1_000, slow=4_000,
-              notes="two quantiles released jointly by a recursive split over 16 codes: outputs are spread over "
-                    "256 pairs, so one row moves each event little"),
+              samples=1_000, slow=4_000, min_power=0.05, notes=weak),
+        _spec("learn_rectangle", {"Frame.learn_rectangle"}, PureDP(8),
+              q(lambda s: s.table("t").learn_rectangle(["x"], label="y", bounds={"x": (0, 15)}, beta=0.5)),
+              rect_pairs, samples=1_000, slow=4_000, min_power=0.03, notes=weak),
+        _spec("bounds (quantile plugin)", {"Frame.bounds"}, PureDP(4),
+              q(lambda s: s.table("t").bounds("x", domain=(0, 3), quantiles=(0.25, 0.75))), bounds_pairs,
+              samples=1_000, slow=4_000, min_power=0.05),
     ]
 
 
@@ -418,18 +417,20 @@ def _ptr_specs() -> list[AuditSpec]:
             out = run_until(steps, PureDP(Fraction(1, 2)), stop=lambda r: r[-1]["len"][0] >= 11)
             return tuple(float(r["len"][0]) for r in out) + (len(out),)
 
-    values = pl.DataFrame({"user": list(range(200)), "x": [50.0 + (i % 5) for i in range(200)]})
-    median_pairs = _pairs(("+1 row at the upper bound", values, plus_unit(values, x=1000.0)),
-                          ("+1 row at the median", values, plus_unit(values, x=52.0)))
+    values = pl.DataFrame({"user": list(range(200)), "x": [50.0] * 100 + [54.0] * 100})
+    median_pairs = _pairs(("median between two values, +1 row at the upper bound", values,
+                           plus_unit(values, x=1000.0)),
+                          ("+1 row at the lower bound", values, plus_unit(values, x=0.0)))
     pairs = _pairs(("gate at its threshold, +1 unit on a", table, plus_unit(table, g="a")))
+    stop_pairs = _pairs(("first step near its stop rule, +1 unit on a", table, plus_unit(table, g="a")))
     return [
         _spec("gated_release (propose-test-release)", {"dpframe.interactive.ptr:gated_release",
                                                        "dpframe.interactive.ptr:propose_test_release"},
               PureDP(Fraction(5, 4)), query_sampler(Gated, UNIT, reuse_statistics=True, per_session=50), pairs,
               samples=600, slow=4_000, fast=True, min_power=0.2, ex_post=True),
         _spec("run_until (early stopping)", {"dpframe.interactive.stopping:run_until"}, PureDP(Fraction(3, 2)),
-              query_sampler(Until, UNIT, reuse_statistics=True, per_session=50), pairs, samples=1_000, slow=4_000,
-              min_power=0.2, ex_post=True),
+              query_sampler(Until, UNIT, reuse_statistics=True, per_session=50), stop_pairs, samples=1_000, slow=4_000,
+              min_power=0.1, ex_post=True),
         _spec("robust_median (generalized PTR)", {"dpframe.interactive.ptr:robust_median"},
               ApproxDP(2, Fraction(1, 10**3)),
               query_sampler(lambda s: robust_median(s.table("t"), "x", bounds=(0, 1000)), UNIT,
