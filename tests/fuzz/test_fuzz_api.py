@@ -4,10 +4,11 @@ For adversarial frames, privacy units, budgets, bounds, measures, query plans an
 ``strategies.py``): ``dp.Session(...)`` (every constructor argument, ledger paths included), the ``Frame``
 methods, ``agg``, ``explain``/``cost``/``collect`` and ``sess.sql`` (aggregates, ``TOP_K``, quantiles,
 post-processing, sampling, ``EXPLAIN``) either succeed or raise a ``dp.DPFrameError`` — no other
-exception, no hang (30 s per example) — and a refused call charges nothing. The other entry points are
-fuzzed in ``test_fuzz_queries.py``, ``test_fuzz_interactive.py`` and ``test_fuzz_accounting.py``. A released result has the declared columns, one row per
-public key, and costs exactly what ``cost()`` said. With a huge ε the released counts and sums match a
-plain Polars computation (the results are *correct*, not only well-formed).
+exception, no hang (30 s per example) — and a refused call charges nothing. A released result has the
+declared columns, one row per public key, and costs exactly what ``cost()`` said. The other entry points
+are fuzzed in ``test_fuzz_queries.py``, ``test_fuzz_interactive.py`` and ``test_fuzz_accounting.py``.
+With a huge ε the released counts and sums match a plain Polars computation (the results are *correct*,
+not only well-formed).
 
 Default run: the ``CI`` profile (derandomized, 60 examples per test). ``-m slow``: ``DEEP`` (1 500).
 """
