@@ -1,8 +1,11 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
-Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
+Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum``, ``mean``,
 ``var``/``std``, partition selection (private keys), the median (``quantile`` plugin) and the example
-``histogram`` plugin. Each is
+``histogram`` plugin — each under a pure ε budget and under a zCDP ρ budget (discrete Gaussian noise;
+audited as (ε(δ = 10⁻³), 10⁻³)-DP). The query-level specs (top-k, learning, bounds, sampling, the
+interactive mechanisms) are in :mod:`dpframe.testing.query_audits`, registered on import of this module.
+Each release-level spec is
 audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
 dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
 them (±inf, ±1e300: clamping must hold), and an added unit with 3 × ``max_rows`` rows (bounding must

@@ -5,8 +5,10 @@ sampler)``), the budget to audit at, and the adversarial neighbouring pairs (D, 
 :func:`run_audit` runs :func:`~dpframe.testing.audit_sampler` on every pair and checks, on the way, that
 the cost does not depend on the data. :func:`register_audit` adds a spec to the registry that the
 engine's own audit suite (``tests/audit``) and ``bench/audit_report.py`` run, and
-:func:`unaudited_kinds` lists the measure kinds of installed mechanisms that no spec covers (the audit
-suite fails on each of them), so a new mechanism is audited by registering one spec.
+:func:`unaudited_kinds` / :func:`unaudited_notions` / :func:`unaudited_queries` list the measure kinds
+and noise notions of installed mechanisms, and the public query entry points (:func:`query_entry_points`),
+that no spec covers (the audit suite fails on each of them), so a new mechanism or query method is
+audited by registering one spec.
 
 Two sampler factories cover most mechanisms:
 
@@ -14,8 +16,10 @@ Two sampler factories cover most mechanisms:
   selection). The exact statistics of each dataset are computed once by a real backend (contribution
   bounding included) and the plan's ``release`` is called on n copies of the audited group: fast
   (20 000 runs in milliseconds) and valid because every group is noised independently.
-* :func:`query_sampler` — any query object with ``cost(budget)`` / ``collect(budget)`` (top-k,
-  interior point, ...): runs ``collect`` n times in seeded sessions. Slow but assumes nothing.
+* :func:`~dpframe.testing.queries.query_sampler` — any query object with ``cost(budget)`` /
+  ``collect(budget)`` (top-k, interior point, an interactive stream wrapped in
+  :class:`~dpframe.testing.queries.Stream`, ...): runs ``collect`` n times in seeded sessions. Slower but
+  assumes nothing; the built-in query-level specs are in :mod:`dpframe.testing.query_audits`.
 
 Adversarial neighbours (:func:`adversarial_pairs`): the empty dataset vs one unit; D vs D plus one unit
 with ``max_rows`` rows at each extreme value (ends of the bounds, and values far outside them that
