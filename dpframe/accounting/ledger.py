@@ -6,6 +6,15 @@ fits; only then is any private row read. Afterwards the row becomes ``committed`
 still count as spent, so a crash or an error after reservation never loses a charge. With a file path
 the ledger survives restarts and may be shared by several processes; without one it lives in memory.
 
+Durability: the file uses SQLite's rollback journal (``journal_mode=DELETE``, ``synchronous=FULL``), not
+WAL. A committed charge is therefore always in the main file, where a damaged page is detected; the
+``-journal`` file only ever holds the *old* pages of a transaction that has not committed, so damaging
+or deleting it can at worst lose that uncommitted reservation (made before any private row is read).
+(With WAL, a commit could live only in the ``-wal`` file, and SQLite silently stops replaying it at a
+damaged frame: a smaller spend.) Every read also checks that the charge ids run 1..N without a gap and
+that N is the last id SQLite handed out, and opening a file runs ``PRAGMA quick_check``: a lost or
+half-restored page is a :class:`~dpframe.errors.LedgerError`, never a smaller spend.
+
 Example:
     >>> from dpframe.accounting import BasicAccountant
     >>> from dpframe.budgets import PureDP
@@ -97,24 +106,63 @@ class Ledger:
         self._lock = threading.Lock()
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
+        if path is not None and Path(path).is_dir():
+            raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
+                              fix="pass a file path, e.g. ledger='budget.ledger'")
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")
         if path is not None and Path(path).exists():
-            with open(path, "rb") as f:     # SQLite would take a few stray bytes for a new, empty database
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise LedgerError(f"the ledger file {self.path!r} is not a SQLite database (truncated or "
-                                      "overwritten?); refusing to start from zero", argument="ledger",
-                                      fix="restore it from a backup, or delete it knowingly")
+            try:
+                with open(path, "rb") as f:     # SQLite would take a few stray bytes for a new, empty database
+                    header = f.read(16)
+            except OSError as e:
+                raise LedgerError(f"cannot read the ledger file {self.path!r}: {e.strerror}", argument="ledger",
+                                  fix="check the path and its permissions") from e
+            if header != b"SQLite format 3\x00":
+                raise LedgerError(f"the ledger file {self.path!r} is not a SQLite database (truncated or "
+                                  "overwritten?); refusing to start from zero", argument="ledger",
+                                  fix="restore it from a backup, or delete it knowingly")
         try:
             self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=FULL")
+            if path is not None:
+                self._use_rollback_journal()
+                self._quick_check()
+            else:
+                self._db.execute("PRAGMA journal_mode=MEMORY")
             self._db.executescript(_SCHEMA)
             self._check_meta()
-        except sqlite3.DatabaseError as e:
-            raise LedgerError(f"cannot open the ledger {self.path!r}: {e}", argument="ledger",
-                              fix="point ledger= at the file this session wrote, or at a new path") from e
+        except BaseException as e:
+            if hasattr(self, "_db"):
+                self._db.close()            # a refused file stays closed (and unlocked) for other sessions
+            if isinstance(e, sqlite3.DatabaseError):
+                raise LedgerError(f"cannot open the ledger {self.path!r}: {e}", argument="ledger",
+                                  fix="point ledger= at the file this session wrote, or at a new path") from e
+            raise
+
+    def _use_rollback_journal(self) -> None:
+        """Switch the file to the rollback journal (a ledger written by an older dpframe may be in WAL mode).
+
+        Leaving WAL mode checkpoints the ``-wal`` file into the main file and deletes it; SQLite can do
+        that only while no other connection has the file open.
+        """
+        try:
+            mode = self._db.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        except sqlite3.OperationalError:            # "database is locked": another connection holds the WAL
+            mode = "wal"
+        if str(mode).lower() != "delete":
+            raise LedgerError(f"the ledger {self.path!r} is in {mode} journal mode and is open elsewhere, so it "
+                              "cannot be switched to the rollback journal", argument="ledger",
+                              fix="close every other session (and older dpframe versions) using this file, "
+                                  "then open it again")
+
+    def _quick_check(self) -> None:
+        """SQLite's structural check of the whole file (after it rolled back any crashed transaction)."""
+        problems = [r[0] for r in self._rows("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise LedgerError(f"the ledger {self.path!r} is damaged: {'; '.join(problems[:3])}", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it")
 
     def _check_meta(self) -> None:
         want = {"total": encode(self.accountant.total), "accountant": self.accountant.name}
@@ -142,6 +190,7 @@ class Ledger:
         settled = self._rows("SELECT COUNT(*) FROM settlements")[0][0]
         last_id, total = self._cache if settled == self._settled else (0, self.accountant.empty())
         rows = self._rows("SELECT id, cost FROM charges WHERE id > ? ORDER BY id", (last_id,))
+        self._check_ids(last_id, [r[0] for r in rows])
         if not rows:
             self._cache, self._settled = (last_id, total), settled
             return total
@@ -153,6 +202,20 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
+    def _check_ids(self, last_id: int, ids: list[int]) -> None:
+        """Charges are never deleted and ids are AUTOINCREMENT: ids must run 1..N, N the last id handed out.
+
+        A gap, or fewer rows than SQLite's own sequence counter says were inserted, means pages were lost
+        (a damaged file or journal): refuse rather than read a smaller spend.
+        """
+        seq = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'charges'")
+        last = ids[-1] if ids else last_id
+        if ids != list(range(last_id + 1, last_id + 1 + len(ids))) or last != (seq[0][0] if seq else 0):
+            raise LedgerError(f"the ledger {self.path!r} has lost charges (ids after {last_id}: "
+                              f"{ids[:3]}{'...' if len(ids) > 3 else ''}; last id issued: "
+                              f"{seq[0][0] if seq else None})", argument="ledger",
+                              fix="restore the ledger file from a backup; dpframe never resets it")
+
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""
         try:
@@ -161,26 +224,45 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path!r} is damaged: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
+    @staticmethod
+    def _check_cost(cost: Any) -> None:
+        """A charge is never negative or NaN in any coordinate (it would erase earlier spending)."""
+        parts = [getattr(cost, a) for a in ("epsilon", "rho", "delta", "delta0") if hasattr(cost, a)]
+        curve = list(getattr(cost, "values", ()))       # an RDP curve (floats): allow rounding just below 0
+        if (not parts and not curve) or any(not isinstance(v, int | float | Fraction) or not v >= 0 for v in parts) \
+                or any(not isinstance(v, float) or not v >= -1e-9 for v in curve):
+            shown = ", ".join(str(v) for v in [*parts, *curve][:4])  # not repr(cost): it may not print them
+            raise LedgerError(f"refusing to record a {type(cost).__name__} charge with coordinates ({shown}): every "
+                              "coordinate must be a number ≥ 0",
+                              argument="cost", fix="this is a mechanism bug: a cost is never negative")
+
     def reserve(self, cost: Any, query: str, mechanisms: str) -> int:
-        """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise."""
+        """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise.
+
+        A negative or NaN cost is refused with a LedgerError (nothing recorded).
+        """
+        self._check_cost(cost)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spent_locked()
                 after = self.accountant.compose([spent, cost])
-                if not self.accountant.fits(after):
-                    raise BudgetExceededError(self.accountant.describe_charge(cost),
-                                              describe(self.accountant.remaining(spent)),
-                                              self.accountant.shortfall(after))
-                cur = self._db.execute(
-                    "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
-                    (time.time(), "reserved", query, mechanisms, encode(cost)))
-                self._db.execute("COMMIT")
+                fits = self.accountant.fits(after)
+                if fits:
+                    cur = self._db.execute(
+                        "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
+                        (time.time(), "reserved", query, mechanisms, encode(cost)))
+                    self._db.execute("COMMIT")
+                else:
+                    self._db.execute("ROLLBACK")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            assert cur.lastrowid is not None
-            return cur.lastrowid
+        if not fits:     # the refusal's report (possibly a PLD) is built after the write lock is released
+            raise BudgetExceededError(self.accountant.describe_charge(cost), describe(self.accountant.remaining(spent)),
+                                      self.accountant.shortfall(after))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         with self._lock:
@@ -202,8 +284,9 @@ class Ledger:
         is refunded, never δ (refunding δ is unsound: ``docs/interactive.md``), and only under basic
         composition (the theorem is proven for additive ε only): any other accountant is refused. The
         reservation and its settlement are one SQLite transaction each; a crash in between leaves the
-        full reservation spent.
+        full reservation spent. A negative or NaN cost is refused (the reservation stays charged in full).
         """
+        self._check_cost(cost)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -232,7 +315,11 @@ class Ledger:
     def spent(self) -> Any:
         """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
         with self._lock:
-            return self._spent_locked()
+            self._db.execute("BEGIN")      # one snapshot for the charges and the id counter checked against them
+            try:
+                return self._spent_locked()
+            finally:
+                self._db.execute("COMMIT")
 
     def charges(self) -> list[Charge]:
         """Every row, oldest first."""

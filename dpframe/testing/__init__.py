@@ -41,6 +41,7 @@ from dpframe.testing.audit import (
 from dpframe.testing.backends import BackendConformance
 from dpframe.testing.builtin_audits import broken_specs
 from dpframe.testing.conformance import MechanismConformance
+from dpframe.testing.expost import audit_ex_post_sampler, audit_ex_post_samples
 from dpframe.testing.harness import (
     CountingRandomSource,
     check_refused,
@@ -51,17 +52,20 @@ from dpframe.testing.harness import (
     pin_mechanisms,
     session_budget,
 )
+from dpframe.testing.queries import Stream, query_sampler, result_features
 from dpframe.testing.registry import (
     AuditSpec,
     Neighbours,
     Overclaiming,
     adversarial_pairs,
     agg_sampler,
-    query_sampler,
+    query_entry_points,
     register_audit,
     registered_audits,
     run_audit,
     unaudited_kinds,
+    unaudited_notions,
+    unaudited_queries,
 )
 from dpframe.testing.stats import clopper_pearson, noise_cdf, noise_chisquare, noise_pmf
 
@@ -75,6 +79,9 @@ __all__ = [
     "Overclaiming",
     "adversarial_pairs",
     "agg_sampler",
+    "Stream",
+    "audit_ex_post_sampler",
+    "audit_ex_post_samples",
     "audit_release",
     "audit_sampler",
     "audit_samples",
@@ -95,11 +102,15 @@ __all__ = [
     "noise_chisquare",
     "noise_pmf",
     "pin_mechanisms",
+    "query_entry_points",
     "query_sampler",
     "register_audit",
     "registered_audits",
     "release_sampler",
+    "result_features",
     "run_audit",
     "session_budget",
     "unaudited_kinds",
+    "unaudited_notions",
+    "unaudited_queries",
 ]

@@ -186,7 +186,7 @@ def claimed_epsilon_delta(cost: Budget, delta: float = 1e-3) -> tuple[float, flo
         return float(cost.epsilon), 0.0  # type: ignore[union-attr]
     if cost.notion == "approx":
         return float(cost.epsilon), float(cost.delta)  # type: ignore[union-attr]
-    approx = cost.to_approx(delta)  # type: ignore[union-attr]
+    approx = cost.to_approx(delta)
     return float(approx.epsilon), float(approx.delta)
 
 

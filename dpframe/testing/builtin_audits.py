@@ -1,8 +1,11 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
-Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum`` (pure and zCDP), ``mean``,
+Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum``, ``mean``,
 ``var``/``std``, partition selection (private keys), the median (``quantile`` plugin) and the example
-``histogram`` plugin. Each is
+``histogram`` plugin — each under a pure ε budget and under a zCDP ρ budget (discrete Gaussian noise;
+audited as (ε(δ = 10⁻³), 10⁻³)-DP). The query-level specs (top-k, learning, bounds, sampling, the
+interactive mechanisms) are in :mod:`dpframe.testing.query_audits`, registered on import of this module.
+Each release-level spec is
 audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
 dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
 them (±inf, ±1e300: clamping must hold), and an added unit with 3 × ``max_rows`` rows (bounding must
@@ -19,7 +22,7 @@ To audit a new mechanism, register a spec (see ``docs/guarantees.md``)::
     register_audit(AuditSpec("quantile", frozenset({"quantile"}), dp.PureDP(1), pairs, sampler))
 
 Example:
-    >>> sorted(k for s in BUILTIN for k in s.kinds)[:4]
+    >>> sorted({k for s in BUILTIN for k in s.kinds})[:4]
     ['count', 'count_units', 'histogram', 'len']
 
 """
@@ -38,11 +41,11 @@ from dpframe.measures import Measure, count, count_units, len, mean, measure, me
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.harness import default_table
+from dpframe.testing.queries import _session
 from dpframe.testing.registry import (
     AuditSpec,
     Neighbours,
     Overclaiming,
-    _session,
     adversarial_pairs,
     agg_sampler,
     register_audit,
@@ -64,7 +67,8 @@ def _agg(name: str, kinds: set[str], measures: list[Measure], values: Mapping[st
     sampler = agg_sampler(measures, UNIT, by=by, keys=KEYS if grouped else None, group="a",
                           mechanisms=mechanisms)
     return AuditSpec(name, frozenset(kinds), budget, lambda: adversarial_pairs(base, UNIT, values), sampler,
-                     min_power=min_power, fast=fast, samples=samples, slow_samples=10 * samples)
+                     min_power=min_power, fast=fast, samples=samples, slow_samples=10 * samples,
+                     queries=frozenset({"GroupBy.agg" if grouped else "Frame.agg"}))
 
 
 def _specs(mechanisms: tuple[object, ...] = ()) -> list[AuditSpec]:
@@ -79,6 +83,27 @@ def _specs(mechanisms: tuple[object, ...] = ()) -> list[AuditSpec]:
         _agg("mean", {"mean"}, [mean("x", bounds=(-50, 100))], bounded, mechanisms=mechanisms),
         _agg("var / std", {"var", "std"}, [var("x", bounds=(-10, 5)), std("x", bounds=(-10, 5), ddof=0)],
              {"x": [-10.0, 5.0, *FAR]}, mechanisms=mechanisms),
+    ]
+
+
+def _zcdp_specs() -> list[AuditSpec]:
+    """The discrete-Gaussian (zCDP) form of every aggregate, audited as (ε(δ = 10⁻³), 10⁻³)-DP."""
+    rho = ZCDP(Fraction(1, 2))
+    bounded = {"x": [100.0, -50.0, *FAR]}
+    return [
+        _agg("len (zCDP, group_by public keys)", {"len"}, [len()], {"group": ["a"]}, grouped=True, budget=rho,
+             min_power=0.3),
+        _agg("count (zCDP)", {"count"}, [count("x")], {"x": [100.0, math.inf]}, budget=rho, min_power=0.3),
+        _agg("mean (zCDP)", {"mean"}, [mean("x", bounds=(-50, 100))], bounded, budget=rho, min_power=0.2),
+        _agg("var / std (zCDP)", {"var", "std"}, [var("x", bounds=(-10, 5)), std("x", bounds=(-10, 5), ddof=0)],
+             {"x": [-10.0, 5.0, *FAR]}, budget=rho, min_power=0.1),
+        _agg("count_units (zCDP, group_by public keys)", {"count_units"}, [count_units()], {"group": ["a"]},
+             grouped=True, budget=rho, min_power=0.15),
+        _agg("median (zCDP, quantile plugin)", {"quantile"}, [median("x", bounds=(0, 100))],
+             {"x": [0.0, 100.0, math.inf]}, budget=rho, min_power=0.1, samples=2_000, units=12),
+        _agg("histogram (zCDP, example plugin)", {"histogram"},
+             [measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))],
+             {"age": [10.0, 99.5, 100.0, -5.0]}, budget=rho, min_power=0.3),
     ]
 
 
@@ -102,18 +127,22 @@ def selection_pairs(unit: PrivacyUnit, tau: int, *, base_units: int = 30) -> lis
             Neighbours(f"{tau} vs {tau + 1} units", table(tau), table(tau + 1))]
 
 
-def _selection(mechanisms: tuple[object, ...] = ()) -> AuditSpec:
-    """Partition selection at (2, 10⁻²): δ this large makes the δ part measurable in 20 000 runs."""
+SELECTION_BUDGET = ApproxDP(2, Fraction(1, 100))
+
+
+def _selection(mechanisms: tuple[object, ...] = (), budget: Budget = SELECTION_BUDGET) -> AuditSpec:
+    """Partition selection at (2, 10⁻²) (or a (ρ, δ) budget): δ this large makes the δ part measurable."""
     unit = PrivacyUnit("user")
-    budget = ApproxDP(2, Fraction(1, 100))
     sampler = agg_sampler([len()], unit, by=["group"], group="s", mechanisms=mechanisms)
 
     def pairs() -> list[Neighbours]:
         stand_in = selection_pairs(unit, 1)[1].neighbour
         return selection_pairs(unit, _threshold(stand_in, unit, budget, mechanisms))
 
-    return AuditSpec("partition selection", frozenset({"partition_selection"}), budget, pairs, sampler,
-                     min_power=0.3)
+    name = "partition selection" + (" (zCDP)" if budget.notion == "zcdp" else "")
+    return AuditSpec(name, frozenset({"partition_selection"}), budget, pairs, sampler,
+                     min_power=0.15 if budget.notion == "zcdp" else 0.3,
+                     queries=frozenset({"GroupBy.agg"}))
 
 
 def _threshold(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanisms: tuple[object, ...]) -> int:
@@ -140,7 +169,12 @@ def _histogram() -> AuditSpec:
 
 
 BUILTIN: list[AuditSpec] = [register_audit(s) for s in [
-    *_specs(), _count_units(), _selection(), _median(), _histogram()]]
+    *_specs(), _count_units(), _selection(), _median(), _histogram(), *_zcdp_specs(),
+    _selection(budget=ZCDP(Fraction(1, 2), Fraction(1, 100)))]]
+
+from dpframe.testing import query_audits  # noqa: E402  (registers the query-level specs after the agg ones)
+
+QUERY: list[AuditSpec] = query_audits.QUERY_SPECS
 
 
 def broken_specs() -> list[AuditSpec]:

@@ -5,8 +5,10 @@ sampler)``), the budget to audit at, and the adversarial neighbouring pairs (D, 
 :func:`run_audit` runs :func:`~dpframe.testing.audit_sampler` on every pair and checks, on the way, that
 the cost does not depend on the data. :func:`register_audit` adds a spec to the registry that the
 engine's own audit suite (``tests/audit``) and ``bench/audit_report.py`` run, and
-:func:`unaudited_kinds` lists the measure kinds of installed mechanisms that no spec covers (the audit
-suite fails on each of them), so a new mechanism is audited by registering one spec.
+:func:`unaudited_kinds` / :func:`unaudited_notions` / :func:`unaudited_queries` list the measure kinds
+and noise notions of installed mechanisms, and the public query entry points (:func:`query_entry_points`),
+that no spec covers (the audit suite fails on each of them), so a new mechanism or query method is
+audited by registering one spec.
 
 Two sampler factories cover most mechanisms:
 
@@ -14,8 +16,10 @@ Two sampler factories cover most mechanisms:
   selection). The exact statistics of each dataset are computed once by a real backend (contribution
   bounding included) and the plan's ``release`` is called on n copies of the audited group: fast
   (20 000 runs in milliseconds) and valid because every group is noised independently.
-* :func:`query_sampler` — any query object with ``cost(budget)`` / ``collect(budget)`` (top-k,
-  interior point, ...): runs ``collect`` n times in seeded sessions. Slow but assumes nothing.
+* :func:`~dpframe.testing.queries.query_sampler` — any query object with ``cost(budget)`` /
+  ``collect(budget)`` (top-k, interior point, an interactive stream wrapped in
+  :class:`~dpframe.testing.queries.Stream`, ...): runs ``collect`` n times in seeded sessions. Slower but
+  assumes nothing; the built-in query-level specs are in :mod:`dpframe.testing.query_audits`.
 
 Adversarial neighbours (:func:`adversarial_pairs`): the empty dataset vs one unit; D vs D plus one unit
 with ``max_rows`` rows at each extreme value (ends of the bounds, and values far outside them that
@@ -35,7 +39,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,28 +57,32 @@ from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.audit import (
     AuditResult,
     Sampler,
-    audit_sampler,
+    audit_samples,
     claimed_epsilon_delta,
     extreme_assignments,
     neighbouring_tables,
 )
+from dpframe.testing.queries import SamplerFactory, _session, query_sampler
 
 __all__ = [
+    "MODULE_QUERIES",
+    "NOT_QUERIES",
     "AuditSpec",
     "Neighbours",
     "Overclaiming",
     "SamplerFactory",
     "adversarial_pairs",
     "agg_sampler",
+    "query_entry_points",
     "query_sampler",
     "register_audit",
     "registered_audits",
     "run_audit",
     "unaudited_kinds",
+    "unaudited_notions",
+    "unaudited_queries",
 ]
 
-#: ``factory(dataset, budget)`` → ``(the cost the engine charges for it, sampler(n, seed))``.
-SamplerFactory = Callable[[pl.DataFrame, Budget], tuple[Budget, Sampler]]
 
 
 @dataclass(frozen=True)
@@ -91,9 +98,18 @@ class Neighbours:
 class AuditSpec:
     """How to audit one mechanism: budget, neighbouring pairs, and how to run it.
 
-    ``kinds`` are the measure kinds (``Mechanism.handles``) the spec covers. ``fast`` specs run in the
+    ``kinds`` are the measure kinds (``Mechanism.handles``) the spec covers, at the noise notions of
+    ``notions`` (default: from the budget — ``zcdp`` for a ρ budget, ``pure`` and ``approx`` for an (ε, δ)
+    budget, ``pure`` for ε). ``queries`` are the public query entry points it covers (see
+    :func:`query_entry_points`), e.g. ``"GroupBy.top_k[method=gumbel]"``. ``fast`` specs run in the
     default test run; the others only under ``-m slow``. ``min_power`` (a fraction of the claimed ε)
     guards against an audit too weak to catch anything: the best pair's lower bound must reach it.
+    ``ex_post``: the mechanism settles its charge after the run (output DP); every cell is also audited
+    against the ε it was settled to (:mod:`dpframe.testing.expost`). ``fast_pairs``: how many of the
+    pairs the default run audits (None: all; every pair under ``-m slow``). ``max_samples``: the most runs
+    ``bench/audit_report.py`` uses (query-level specs: each run is a ``collect``). ``known_bug``: the id of a known,
+    reported bug that makes this audit fail until it is fixed; the test suite marks the spec
+    ``xfail(strict=True)``, so the fix turns it into a failure that asks for the mark to go.
     """
 
     name: str
@@ -108,6 +124,23 @@ class AuditSpec:
     zcdp_delta: float = 1e-3
     outputs: tuple[str, ...] | None = None
     notes: str = ""
+    queries: frozenset[str] = frozenset()
+    notions: frozenset[str] | None = None
+    ex_post: bool = False
+    known_bug: str | None = None
+    fast_pairs: int | None = None
+    max_samples: int | None = None
+
+    def covered(self) -> set[tuple[str, str]]:
+        """The (measure kind, noise notion) pairs this spec audits."""
+        notions = self.notions if self.notions is not None else _notions_of(self.budget)
+        return {(k, n) for k in self.kinds for n in notions}
+
+
+def _notions_of(budget: Budget) -> frozenset[str]:
+    if budget.notion == "zcdp":
+        return frozenset({"zcdp"})
+    return frozenset({"pure", "approx"}) if budget.notion == "approx" else frozenset({"pure"})
 
 
 _REGISTRY: dict[str, AuditSpec] = {}
@@ -150,25 +183,107 @@ def unaudited_kinds(host: PluginHost, specs: Iterable[AuditSpec] | None = None) 
             if kind not in covered}
 
 
-def run_audit(spec: AuditSpec, *, samples: int | None = None, seed: int = 0,
-              alpha: float = 1e-6) -> list[AuditResult]:
+def unaudited_notions(host: PluginHost, specs: Iterable[AuditSpec] | None = None) -> dict[str, str]:
+    """``{"kind@notion": mechanism name}`` for every (kind, notion) an installed mechanism declares unaudited.
+
+    A mechanism's ``notions`` are the noise notions it calibrates to (``pure``, ``zcdp``; ``approx`` for
+    partition selection): each is a different noise distribution, so each needs its own spec.
+
+    Example:
+        >>> from dpframe.plugin import plugin_host
+        >>> unaudited_notions(plugin_host(), []).get("len@zcdp")
+        'aggregates'
+
+    """
+    covered = {pair for s in (registered_audits() if specs is None else specs) for pair in s.covered()}
+    return {f"{kind}@{notion}": mech.name for _, mech in host.mechanisms() for kind in sorted(mech.handles)
+            for notion in sorted(mech.notions) if (kind, notion) not in covered}
+
+
+def unaudited_queries(specs: Iterable[AuditSpec] | None = None,
+                      entry_points: Iterable[str] | None = None) -> list[str]:
+    """The public query entry points (:func:`query_entry_points`) that no spec's ``queries`` covers.
+
+    Example:
+        >>> unaudited_queries([], ["Frame.agg"])
+        ['Frame.agg']
+
+    """
+    covered = {q for s in (registered_audits() if specs is None else specs) for q in s.queries}
+    wanted = query_entry_points() if entry_points is None else list(entry_points)
+    return [q for q in wanted if q not in covered]
+
+
+#: Public methods that build or inspect but never release anything (no spec needed). Every *other*
+#: public method of ``Frame``, ``GroupBy`` and ``Session`` is a query entry point and needs a spec.
+NOT_QUERIES = frozenset({
+    "Frame.filter", "Frame.with_columns", "Frame.select", "Frame.group_by", "Frame.schema", "Frame.columns",
+    "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
+    "Session.remaining", "Session.history", "Session.close", "Session.backend_name",
+})
+
+#: Query entry points outside the three classes (documented in ``docs/interactive.md`` / ``docs/topk.md``).
+MODULE_QUERIES = ("dpframe.interactive.ptr:propose_test_release", "dpframe.interactive.ptr:gated_release",
+                  "dpframe.interactive.ptr:robust_median", "dpframe.interactive.stopping:run_until",
+                  "dpframe_topk:MultiLabelPATE.collect")
+
+
+def query_entry_points() -> list[str]:
+    """Every public way to release something, as ``"Class.method"`` (plus variants), each needing a spec.
+
+    The public methods of :class:`~dpframe.Frame`, :class:`~dpframe.GroupBy` and
+    :class:`~dpframe.Session` except :data:`NOT_QUERIES` (so a new query method fails the audit suite
+    until a spec covers it), ``GroupBy.top_k[method=...]`` for each method of the installed top-k plugin,
+    and :data:`MODULE_QUERIES`.
+
+    Example:
+        >>> "GroupBy.top_k[method=peeling]" in query_entry_points()
+        True
+
+    """
+    from dpframe.frame import Frame, GroupBy
+    from dpframe.session import Session
+
+    out = [f"{cls.__name__}.{name}" for cls in (Frame, GroupBy, Session) for name in sorted(vars(cls))
+           if not name.startswith("_") and f"{cls.__name__}.{name}" not in NOT_QUERIES]
+    try:
+        from dpframe_topk import METHODS
+    except ImportError:        # the plugin is not installed: its methods need no spec
+        methods: tuple[str, ...] = ()
+    else:
+        methods = tuple(METHODS)
+    out += [f"GroupBy.top_k[method={m}]" for m in methods]
+    return out + list(MODULE_QUERIES)
+
+
+def run_audit(spec: AuditSpec, *, samples: int | None = None, seed: int = 0, alpha: float = 1e-6,
+              pairs: int | None = None) -> list[AuditResult]:
     """Audit ``spec`` on each of its neighbouring pairs (one :class:`AuditResult` per pair).
+
+    An ``ex_post`` spec gives two results per pair: the claim, then the settled cells. ``pairs``: audit
+    only the first ``pairs`` pairs (default: all).
 
     Raises AssertionError if the cost the engine would charge differs between D and D' (a cost must
     depend on public information only).
     """
+    from dpframe.testing.expost import audit_ex_post_samples
+
     n = spec.samples if samples is None else samples
     results = []
-    for i, pair in enumerate(spec.pairs()):
+    for i, pair in enumerate(spec.pairs()[:pairs]):
         cost_a, sample_a = spec.sampler(pair.table, spec.budget)
         cost_b, sample_b = spec.sampler(pair.neighbour, spec.budget)
         if cost_a != cost_b:
             raise AssertionError(f"{spec.name} / {pair.label}: the cost depends on the data "
                                  f"({cost_a!r} on D, {cost_b!r} on D')")
         eps, delta = claimed_epsilon_delta(cost_a, spec.zcdp_delta)
-        result = audit_sampler(sample_a, sample_b, claimed_epsilon=eps, delta=delta, samples=n,
-                               seed=seed * 1000 + i, alpha=alpha, outputs=spec.outputs)
+        seeds = [(seed * 1000 + i) * 4 + j for j in range(4)]       # as audit_sampler draws them
+        runs = (sample_a(n, seeds[0]), sample_b(n, seeds[1]), sample_a(n, seeds[2]), sample_b(n, seeds[3]))
+        result = audit_samples(*runs, claimed_epsilon=eps, delta=delta, alpha=alpha, outputs=spec.outputs)
         results.append(result.labelled(f"{spec.name}: {pair.label}"))
+        if spec.ex_post:     # a second test on the same runs: each result holds at 1 − alpha on its own
+            cells = audit_ex_post_samples(*runs, delta=delta, alpha=alpha, outputs=spec.outputs)
+            results.append(cells.labelled(f"{spec.name} (settled cells): {pair.label}"))
     return results
 
 
@@ -208,16 +323,6 @@ def adversarial_pairs(base: pl.DataFrame, unit: PrivacyUnit, values: Mapping[str
 
 
 # -------------------------------------------------------------------------------------- samplers
-
-
-def _session(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanisms: Sequence[Any],
-             seed: int, **kwargs: Any) -> Any:
-    """A seeded session over ``table`` (as ``"t"``), large enough for many queries of ``budget``."""
-    from dpframe.session import Session
-    from dpframe.testing.harness import pin_mechanisms, session_budget
-
-    sess = Session({"t": table}, privacy_unit=unit, budget=session_budget(budget, 10**9), seed=seed, **kwargs)
-    return pin_mechanisms(sess, *mechanisms) if mechanisms else sess
 
 
 def _tile(stats: pl.DataFrame, row: int, n: int) -> dict[str, npt.NDArray[Any]]:
@@ -289,49 +394,6 @@ def _group_row(stats: pl.DataFrame, by: list[str], group: Any) -> int | None:
         mask &= (stats[c] == key[c]).fill_null(False).to_numpy()
     rows = np.flatnonzero(mask)
     return int(rows[0]) if rows.size else None
-
-
-def _numeric(values: pl.Series) -> npt.NDArray[np.float64]:
-    if values.dtype.is_numeric() or values.dtype == pl.Boolean:
-        return values.cast(pl.Float64).fill_null(np.nan).to_numpy()
-    codes = [int.from_bytes(hashlib.sha256(repr(v).encode()).digest()[:6], "big") for v in values.to_list()]
-    return np.asarray(codes, dtype=np.float64)
-
-
-def query_sampler(make_query: Callable[[Any], Any], unit: PrivacyUnit, *, mechanisms: Sequence[Any] = (),
-                  rows: int = 1, per_session: int = 200, **session_kwargs: Any) -> SamplerFactory:
-    """Samples of any query: ``make_query(session)`` returns an object with ``cost``/``collect``.
-
-    Each sample is one ``collect`` (in a fresh seeded session every ``per_session`` runs). Output
-    ``"{column}[{i}]"`` is the value in row i < ``rows`` (NaN when the result is shorter; non-numeric
-    values become stable hash codes), and ``"rows"`` the result's height. D must not be empty.
-
-    Example:
-        >>> import polars as pl, dpframe as dp
-        >>> t = pl.DataFrame({"user": [1, 2, 3]})
-        >>> cost, sample = query_sampler(lambda s: s.table("t").agg(dp.len()), dp.PrivacyUnit("user"))(
-        ...     t, dp.PureDP(1))
-        >>> sorted(sample(3, 0))
-        ['len[0]', 'rows']
-
-    """
-    def factory(table: pl.DataFrame, budget: Budget) -> tuple[Budget, Sampler]:
-        cost = make_query(_session(table, unit, budget, mechanisms, 0, **session_kwargs)).cost(budget)
-
-        def sample(n: int, seed: int) -> dict[str, npt.NDArray[Any]]:
-            runs: list[pl.DataFrame] = []
-            for chunk in range(-(-n // per_session)):
-                sess = _session(table, unit, budget, mechanisms, seed * 100_003 + chunk, **session_kwargs)
-                query = make_query(sess)
-                runs += [query.collect(budget) for _ in range(min(per_session, n - len(runs)))]
-            out: dict[str, npt.NDArray[Any]] = {"rows": np.asarray([r.height for r in runs], dtype=np.float64)}
-            for column in runs[0].columns:
-                for i in range(rows):
-                    out[f"{column}[{i}]"] = np.asarray([_numeric(r[column])[i] if i < r.height else np.nan
-                                                        for r in runs])
-            return out
-        return cost, sample
-    return factory
 
 
 # ----------------------------------------------------------------------------- broken mechanisms

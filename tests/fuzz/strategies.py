@@ -199,7 +199,12 @@ class Ledgered:
     def __init__(self, sess: dp.Session) -> None:
         self.sess = sess
         self.spent = sess.spent()
+        self.raw = sess._ledger.spent()      # the accountant's own total (an RDP curve for rdp/pld sessions)
         self.rows = sess.history().height
+
+    def after(self, cost: Any) -> dp.Budget:
+        """What ``sess.spent()`` must report once ``cost`` (a query's ``cost()``) is charged."""
+        return self.sess.accountant.report(self.sess.accountant.compose([self.raw, cost]))
 
     def refused(self, error: dp.DPFrameError) -> None:
         """A dpframe error: nothing charged, unless the engine says the query failed after its reservation."""
@@ -212,6 +217,6 @@ class Ledgered:
 
     def released(self, cost: dp.Budget) -> None:
         """A result: exactly ``cost`` was charged."""
-        after = self.sess.accountant.compose([self.spent, cost])
+        after = self.after(cost)
         assert self.sess.spent() == after, (self.spent, cost, self.sess.spent())
         assert self.sess.history().height == self.rows + 1

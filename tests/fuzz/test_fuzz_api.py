@@ -1,11 +1,14 @@
 """Fuzzing every public entry point: the only outcomes are a correct result or a dpframe error.
 
 For adversarial frames, privacy units, budgets, bounds, measures, query plans and SQL text (see
-``strategies.py``): ``dp.Session(...)``, the ``Frame`` methods, ``agg``, ``explain``/``cost``/``collect``
-and ``sess.sql`` either succeed or raise a ``dp.DPFrameError`` — no other exception, no hang (30 s per
-example) — and a refused call charges nothing. A released result has the declared columns, one row per
-public key, and costs exactly what ``cost()`` said. With a huge ε the released counts and sums match a
-plain Polars computation (the results are *correct*, not only well-formed).
+``strategies.py``): ``dp.Session(...)`` (every constructor argument, ledger paths included), the ``Frame``
+methods, ``agg``, ``explain``/``cost``/``collect`` and ``sess.sql`` (aggregates, ``TOP_K``, quantiles,
+post-processing, sampling, ``EXPLAIN``) either succeed or raise a ``dp.DPFrameError`` — no other
+exception, no hang (30 s per example) — and a refused call charges nothing. A released result has the
+declared columns, one row per public key, and costs exactly what ``cost()`` said. The other entry points
+are fuzzed in ``test_fuzz_queries.py``, ``test_fuzz_interactive.py`` and ``test_fuzz_accounting.py``.
+With a huge ε the released counts and sums match a plain Polars computation (the results are *correct*,
+not only well-formed).
 
 Default run: the ``CI`` profile (derandomized, 60 examples per test). ``-m slow``: ``DEEP`` (1 500).
 """
@@ -18,11 +21,13 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import event, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 import dpframe as dp
 
+from .checks import run_query
+from .entry_points import known_bug
 from .strategies import (
     CI,
     DEEP,
@@ -70,24 +75,7 @@ def _check_result(out: pl.DataFrame, query: Any, budget: dp.Budget) -> None:
 
 def _run_query(sess: dp.Session, make: Any, budget_thunk: Any) -> str:
     """Build, inspect and collect one query; returns the outcome (checked on the way)."""
-    ledger = Ledgered(sess)
-    try:
-        query = make()
-        budget = budget_thunk()
-        query.explain(budget)
-        query.explain(budget, format="json")
-        cost = query.cost(budget)
-    except dp.DPFrameError as e:
-        ledger.refused(e)
-        return "refused"
-    try:
-        out = query.collect(budget)
-    except dp.DPFrameError as e:
-        ledger.refused(e)
-        return "failed" if "failed while running" in str(e) else "refused"
-    ledger.released(cost)
-    _check_result(out, query, budget)
-    return "released"
+    return run_query(sess, make, budget_thunk, _check_result)
 
 
 def _fuzz_api(data: pl.DataFrame, unit: Any, total: Any, steps: list[Any], ms: list[Any], budget: Any,
@@ -158,11 +146,67 @@ def test_fuzz_session_arguments(tables: Any, kwargs: dict[str, Any]) -> None:
             pass
 
 
+LEDGERS = st.sampled_from([None, "new.ledger", "a dir", "missing/dir/x.ledger", "empty.ledger", "garbage.ledger",
+                           "", "ok.ledger"])
+CONSTRUCTOR = st.fixed_dictionaries({}, optional={
+    "backend": st.one_of(st.sampled_from(["polars", "duckdb", "spark", "nope", ""]), NUMBERS),
+    "accountant": st.one_of(st.sampled_from(["basic", "zcdp", "rdp", "pld", "nope"]), NUMBERS),
+    "seed": st.one_of(st.integers(-5, 2**70), NUMBERS),
+    "public_tables": st.sampled_from([{"p": pl.DataFrame({"k": ["a"]})}, {"t": pl.DataFrame({"k": ["a"]})}, {3: 4},
+                                      "p", {"p": "missing.parquet"}]),
+    "public_keys": st.sampled_from([{"t.k": ["a", "b"]}, {"t.nope": [1]}, {"k": ["a"]}, {"t.k": []}, "t.k"]),
+    "bounds": st.sampled_from([{"t.x": (0, 1)}, {"t.x": (1, 0)}, {"t.k": (0, 1)}, {"t.x": "0,1"}, {"x": (0, 1)}]),
+    "spark": st.sampled_from([object(), "spark"]),
+})
+
+
+@CI
+@given(data=frames(min_rows=1), unit=st.one_of(UNITS, st.sampled_from([lambda: "user", lambda: None])),
+       total=budgets(), ledger=LEDGERS, kwargs=CONSTRUCTOR)
+def test_fuzz_session_constructor(tmp_path_factory: pytest.TempPathFactory, data: pl.DataFrame, unit: Any,
+                                  total: Any, ledger: str | None, kwargs: dict[str, Any]) -> None:
+    """Every constructor argument: a working, empty session or a dpframe error (ledger files are never reset)."""
+    assume(known_bug(public_tables=kwargs.get("public_tables", {})) is None)
+    folder = tmp_path_factory.mktemp("ledgers")
+    (folder / "a dir").mkdir()
+    (folder / "empty.ledger").write_bytes(b"")
+    (folder / "garbage.ledger").write_bytes(b"not a database" * 10)
+    path = None if ledger is None else folder / ledger
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    with time_limit():
+        try:
+            sess = dp.Session({"t": data}, privacy_unit=unit(), budget=total(), ledger=path, **kwargs)
+        except dp.DPFrameError:
+            event("refused")
+        else:
+            event("created")
+            assert sess.history().height == 0 and repr(sess)
+            assert sess.accountant.fits(sess._ledger.spent())
+            sess.close()
+    for name, content in before.items():
+        assert (folder / name).read_bytes() == content, f"the session rewrote {name}"
+
+
 # --------------------------------------------------------------------------------------------- SQL
 
 AGGS = ["COUNT(*)", "COUNT(x)", "SUM(CLAMP(x, 0, 10))", "AVG(CLAMP(x, -1, 1))", "SUM(x)", "VAR_SAMP(CLAMP(x, 0, 1))",
         "STDDEV(CLAMP(x, 0, 5))", "MEDIAN(x)", "MAX(x)", "COUNT(DISTINCT user)", "SUM(CLAMP(x, 10, 0))",
-        "SUM(CLAMP(x, 0, 'inf'))", "COUNT(*) FILTER (WHERE x > 1)", "SUM(CLAMP(user, 0, 1e308))"]
+        "SUM(CLAMP(x, 0, 'inf'))", "COUNT(*) FILTER (WHERE x > 1)", "SUM(CLAMP(user, 0, 1e308))",
+        "MEDIAN(CLAMP(x, 0, 10))", "QUANTILE_CONT(CLAMP(x, 0, 10), 0.9)", "QUANTILE_CONT(CLAMP(x, 0, 10), [0.9, 0.1])",
+        "QUANTILE_CONT(CLAMP(x, 0, 10), 2)", "APPROX_COUNT_DISTINCT(user)", "STDDEV_POP(CLAMP(x, 0, 1))"]
+#: Whole statements beyond the SELECT-aggregate template: top-k, HAVING / ORDER BY / LIMIT post-processing,
+#: sampling, subqueries and EXPLAIN.
+STATEMENTS = [
+    "SELECT k FROM t GROUP BY k HAVING TOP_K(COUNT(DISTINCT user), 2)",
+    "SELECT k FROM t GROUP BY k HAVING TOP_K(COUNT(*), 0)",
+    "SELECT k FROM t GROUP BY k HAVING TOP_K(SUM(CLAMP(x, 0, 5)), 1)",
+    "SELECT k FROM t GROUP BY k HAVING TOP_K(COUNT(DISTINCT user), 99999999999999999999)",
+    "SELECT k, COUNT(*) AS n FROM t GROUP BY k HAVING n > 1 ORDER BY n DESC LIMIT 2",
+    "SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY x",
+    "SELECT COUNT(*) FROM t USING SAMPLE 50%", "SELECT COUNT(*) FROM t TABLESAMPLE BERNOULLI(10)",
+    "SELECT COUNT(*) FROM (SELECT * FROM t WHERE x > 0)", "EXPLAIN SELECT COUNT(*) FROM t",
+    "SELECT COUNT(*) / 2 + 1 AS half FROM t", "SELECT k, COUNT(*) FROM t GROUP BY ALL",
+]
 WHERES = ["", "WHERE x > 1", "WHERE k = 'a'", "WHERE x IS NULL", "WHERE 1/0 > 1", "WHERE k LIKE '%'",
           "WHERE CAST(k AS INTEGER) > 1", "WHERE x IN (SELECT x FROM t)", "WHERE isnan(x)", "WHERE user = 1"]
 TOKENS = ["SELECT", "FROM", "t", "GROUP", "BY", "k", ",", "(", ")", "'", '"', ";", "--", "/*", "*", "AS", "x",
@@ -171,6 +215,8 @@ TOKENS = ["SELECT", "FROM", "t", "GROUP", "BY", "k", ",", "(", ")", "'", '"', ";
 
 @st.composite
 def sql_text(draw: st.DrawFn) -> str:
+    if draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(STATEMENTS))
     group = draw(st.booleans())
     select = ", ".join(draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3, unique=True)))
     text = (f"SELECT {'k, ' if group else ''}{select} FROM t {draw(st.sampled_from(WHERES))}"
@@ -187,13 +233,47 @@ def sql_text(draw: st.DrawFn) -> str:
     return " ".join(words)
 
 
+def _check_sql(out: Any, query: Any, budget: Any) -> None:
+    if isinstance(query, dp.Query) and query.post.sql is None:
+        _check_result(out, query, budget)
+    elif isinstance(query, dp.Query):         # HAVING / ORDER BY / LIMIT / expressions: at most one row per group
+        assert isinstance(out, pl.DataFrame)
+        if query.node.keys is not None:
+            assert out.height <= query.node.keys.height
+        elif not query.node.by:
+            assert out.height <= 1
+    else:                                     # TOP_K: the key set (sorted by key) or dp.TopKFailed
+        assert isinstance(out, pl.DataFrame | dp.TopKFailed), out
+        if isinstance(out, pl.DataFrame):
+            assert out.columns[0] == "k" and out.sort("k", nulls_last=False).equals(out), out
+
+
+def _explain_only(sess: dp.Session, text: str, keys: Any, budget: Any) -> str | None:
+    """``EXPLAIN SELECT ...``: collect returns the plan text and charges nothing (None: not such a query)."""
+    try:
+        query = sess.sql(text, keys=keys)
+    except dp.DPFrameError:
+        return None
+    if not getattr(query, "explain_only", False):
+        return None
+    ledger = Ledgered(sess)
+    try:
+        out = query.collect(budget())
+    except dp.DPFrameError as e:
+        ledger.refused(e)
+        return "refused"
+    assert out.columns == ["explain"] and sess.spent() == ledger.spent and sess.history().height == ledger.rows
+    return "explained"
+
+
 def _fuzz_sql(text: str, keys: Any, budget: Any, backend: str) -> None:
     data = pl.DataFrame({"user": [1, 1, 2, 3, None], "k": ["a", "b", "a", None, "😀"],
                          "x": [1.0, math.nan, math.inf, None, -3.0]})
     with time_limit():
         sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
                           budget=dp.ApproxDP(50, Fraction(1, 1000)), backend=backend, seed=0)
-        outcome = _run_query(sess, lambda: sess.sql(text, keys=keys), budget)
+        outcome = _explain_only(sess, text, keys, budget) or run_query(sess, lambda: sess.sql(text, keys=keys),
+                                                                       budget, _check_sql)
         event(outcome)
         assert outcome != "failed", f"{text!r} passed validation, was charged, then failed while running"
 

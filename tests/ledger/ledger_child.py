@@ -12,6 +12,11 @@ Usage: ``python ledger_child.py LEDGER MODE [ARG]``
 * ``race N BARRIER``: wait for the file BARRIER to exist, then try N queries of (ε = 1/8, δ = 10⁻⁶)
   (private group keys, so δ is
   charged) and print how many were admitted.
+* ``spill N``: commit N charges of ε = 1/4 on a bare ledger (total ε = 1000), then reserve ε = 1/2 with a
+  300 kB query text and a 10-page cache, so SQLite spills pages to the main file and syncs the journal
+  (a *hot* journal) before COMMIT; pause at COMMIT (``PAUSED``) until killed.
+* ``legacy_wal N``: an older dpframe's ledger: the same tables in WAL mode, N committed charges of ε = 1/4
+  written by plain SQLite; print ``PAUSED`` and sleep until killed (the charges are only in the ``-wal``).
 """
 
 from __future__ import annotations
@@ -70,8 +75,37 @@ def instrument(point: str) -> None:
         raise SystemExit(f"unknown point {point}")
 
 
+def bare(path: str, mode: str, charges: int) -> None:
+    from dpframe.accounting import BasicAccountant
+
+    if mode == "spill":
+        led = Ledger(path, BasicAccountant(dp.PureDP(1000)))
+        for i in range(charges):
+            led.commit(led.reserve(dp.PureDP(Fraction(1, 4)), f"query {i} " + "q" * 300, "aggregates"))
+        led._db.execute("PRAGMA cache_size=10")
+        led._db.set_trace_callback(lambda sql: pause() if sql.strip().upper() == "COMMIT" else None)
+        led.reserve(dp.PureDP(Fraction(1, 2)), "big" * 100_000, "aggregates")
+        return
+    import sqlite3
+
+    from dpframe.accounting.ledger import _SCHEMA, encode
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")       # keep every commit in the -wal file
+    db.executescript(_SCHEMA)
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [("total", encode(dp.PureDP(1000))), ("accountant", "basic")])
+    for i in range(charges):
+        db.execute("INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
+                   (time.time(), "committed", f"query {i}", "aggregates", encode(dp.PureDP(Fraction(1, 4)))))
+    pause()
+
+
 def main() -> None:
     path, mode = sys.argv[1], sys.argv[2]
+    if mode in ("spill", "legacy_wal"):
+        bare(path, mode, int(sys.argv[3]))
+        return
     sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=TOTAL, ledger=path)
     query = sess.table("t").agg(dp.len(), dp.sum("x", bounds=(0, 5)))
     if mode == "pause":

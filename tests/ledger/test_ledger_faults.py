@@ -6,6 +6,10 @@
 * Killed at random moments in a loop of queries, the ledger never counts less than the results released.
 * A truncated file, or a flipped bit in a stored cost, is refused with a LedgerError — never read as a
   smaller spend or reset to zero; a bit flipped anywhere else either is refused or changes nothing.
+* The rollback journal left by a process killed inside a transaction (a *hot* journal, after SQLite
+  spilled pages to the main file) may be deleted, truncated or bit-flipped: the ledger is refused or reads
+  the full committed spend, never less. (The ledger used WAL mode before; a damaged ``-wal`` file was
+  silently read as a smaller spend.) A ledger an older version left in WAL mode is converted on open.
 * Two processes sharing one ledger, and N threads with their own sessions on one ledger file, never
   together exceed the budget (in ε, in δ, and across notions for a zCDP accountant).
 """
@@ -125,7 +129,6 @@ def _ledger_file(tmp_path: Path, charges: int = 200) -> tuple[Path, bytes]:
     led = Ledger(path, BasicAccountant(dp.PureDP(1000)))
     for i in range(charges):
         led.commit(led.reserve(dp.PureDP(Fraction(1, 4)), f"query {i} " + "q" * 100, "aggregates"))
-    led._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")      # everything in the main file
     led.close()
     return path, path.read_bytes()
 
@@ -181,6 +184,126 @@ def test_a_flipped_bit_anywhere_is_refused_or_harmless(tmp_path: Path) -> None:
             assert spent == dp.PureDP(50), f"a corrupt ledger was read as {spent!r} instead of refused"
             outcomes["harmless"] += 1
     print(outcomes)
+
+
+def _killed_in_a_spilled_transaction(tmp_path: Path, charges: int) -> tuple[Path, bytes, Path, bytes]:
+    """A ledger whose writer was SIGKILLed inside a transaction, with a hot journal: (file, bytes, journal, bytes)."""
+    path = tmp_path / "budget.ledger"
+    proc = _child(str(path), "spill", str(charges))
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == "PAUSED", (line, proc.stderr.read() if proc.stderr else "")
+    _kill(proc)
+    journal = tmp_path / "budget.ledger-journal"
+    data, jdata = path.read_bytes(), journal.read_bytes()
+    assert jdata[:8] == bytes.fromhex("d9d505f920a163d7"), "the journal is not hot: the test lost its point"
+    assert len(data) > 50 * 4096, "SQLite did not spill the uncommitted transaction into the main file"
+    return path, data, journal, jdata
+
+
+def _damaged_journals(jdata: bytes) -> dict[str, bytes | None]:
+    rng = random.Random(11)
+    out: dict[str, bytes | None] = {"intact": jdata, "deleted": None, "emptied": b"",
+                                    "header zeroed": bytes(28) + jdata[28:], "garbage": rng.randbytes(len(jdata))}
+    for cut in sorted({1, 27, 28, 512, 516, 4096, len(jdata) // 2, len(jdata) - 1}):
+        out[f"cut at {cut}"] = jdata[:cut]
+    for _ in range(30):
+        flipped = bytearray(jdata)
+        at = rng.randrange(len(jdata))
+        flipped[at] ^= 1 << rng.randrange(8)
+        out[f"bit flipped at {at}"] = bytes(flipped)
+    return out
+
+
+def test_a_damaged_journal_after_a_kill_is_refused_or_reads_the_full_spend(tmp_path: Path) -> None:
+    path, data, journal, jdata = _killed_in_a_spilled_transaction(tmp_path, charges=40)
+    outcomes: dict[str, list[str]] = {"refused": [], "full": []}
+    for name, damaged in _damaged_journals(jdata).items():
+        path.write_bytes(data)
+        journal.unlink(missing_ok=True)
+        if damaged is not None:
+            journal.write_bytes(damaged)
+        try:
+            spent = _open_spent(path)
+        except dp.LedgerError:
+            outcomes["refused"].append(name)
+            continue
+        # 40 committed charges of 1/4; the killed reservation (1/2) had not committed (no private row read).
+        assert spent == dp.PureDP(10), f"journal {name}: the ledger read {spent!r}, not the committed ε = 10"
+        outcomes["full"].append(name)
+    print(outcomes)
+    assert "intact" in outcomes["full"]
+
+
+def test_a_killed_reservation_leaves_no_journal_that_matters(tmp_path: Path) -> None:
+    """Killed inside the reserve transaction (nothing spilled): any damage to the journal changes nothing."""
+    path = tmp_path / "budget.ledger"
+    proc = _child(str(path), "pause", "in_reserve")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "PAUSED"
+    _kill(proc)
+    journal = tmp_path / "budget.ledger-journal"
+    data, jdata = path.read_bytes(), journal.read_bytes() if journal.exists() else b""
+    for name, damaged in _damaged_journals(jdata).items():
+        path.write_bytes(data)
+        journal.unlink(missing_ok=True)
+        if damaged is not None:
+            journal.write_bytes(damaged)
+        assert _reopen(path).spent() == dp.ApproxDP(Fraction(1, 4), 0), name
+
+
+def test_no_charge_is_left_only_in_a_side_file(tmp_path: Path) -> None:
+    """After a commit the charge is in the main file: a copy of the main file alone reads the full spend."""
+    path = tmp_path / "budget.ledger"
+    proc = _child(str(path), "pause", "after_commit")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "PAUSED"
+    _kill(proc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.ledger"]     # no -wal, no -journal
+    copy = tmp_path / "copy" / "budget.ledger"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    assert _reopen(copy).spent() == dp.ApproxDP(Fraction(3, 4), 0)
+
+
+def test_a_ledger_left_in_wal_mode_is_converted_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "budget.ledger"
+    proc = _child(str(path), "legacy_wal", "12")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "PAUSED"
+    _kill(proc)
+    assert (tmp_path / "budget.ledger-wal").stat().st_size > 0          # the charges are only there
+    led = Ledger(path, BasicAccountant(dp.PureDP(1000)))
+    assert led._db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert led.spent() == dp.PureDP(3)
+    led.close()
+    assert not (tmp_path / "budget.ledger-wal").exists()
+    assert _open_spent(path) == dp.PureDP(3)
+
+
+def test_a_ledger_open_in_wal_mode_elsewhere_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "budget.ledger"
+    Ledger(path, BasicAccountant(dp.PureDP(1000))).close()
+    other = sqlite3.connect(path)
+    try:
+        assert other.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+        other.execute("SELECT COUNT(*) FROM charges").fetchall()
+        with pytest.raises(dp.LedgerError, match="journal mode"):
+            Ledger(path, BasicAccountant(dp.PureDP(1000)))
+    finally:
+        other.close()
+    assert _open_spent(path) == BasicAccountant(dp.PureDP(1000)).empty()
+
+
+def test_lost_charge_rows_are_refused(tmp_path: Path) -> None:
+    """Rows missing from the middle or the end (ids not 1..N, or N below SQLite's id counter) are refused."""
+    path, data = _ledger_file(tmp_path, charges=20)
+    for where in ("id = 7", "id = 20"):
+        path.write_bytes(data)
+        with sqlite3.connect(path) as db:
+            db.execute(f"DELETE FROM charges WHERE {where}")
+        with pytest.raises(dp.LedgerError, match="lost charges"):
+            _open_spent(path)
 
 
 def test_sqlite_errors_on_a_damaged_page_are_ledger_errors(tmp_path: Path) -> None:

@@ -1,0 +1,212 @@
+"""Hypothesis strategies for the entry points beyond ``agg``: top-k, learning, bounds, sampling, the
+interactive streams, the PTR helpers, budgets and the standalone accountants.
+
+Every strategy draws *thunks* (building the object may itself raise a dpframe error, which the test
+must accept) from adversarial values: the numbers of :data:`~tests.fuzz.strategies.NUMBERS` (NaN, ±inf,
+huge, tiny, 0, negative, wrong types), unknown / non-string / unit columns, malformed bounds and keys.
+
+Known bugs routed to other areas are kept *out* of the random search by :func:`known_bug` (so the
+general tests stay green and keep finding new bugs); each has a minimal regression test marked
+``xfail(strict=True)`` in ``test_known_bugs.py``. When a fix lands, its XPASS fails that test: remove the
+mark there and the entry here.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+from hypothesis import strategies as st
+
+import dpframe as dp
+
+from .strategies import BOUNDS, KEYS, NUMBERS, budgets
+
+
+def mostly(valid: st.SearchStrategy[Any], bad: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``valid`` about 3 times in 4, else ``bad``: most examples get past validation to the mechanism."""
+    return st.one_of(valid, valid, valid, bad)
+
+
+#: Columns a query may name: real ones (of :func:`tables`), the unit column, unknown ones, wrong types.
+BAD_COLUMNS = st.sampled_from(["user", "nope", "", 3, None, ["x"], ("x",), pl.col("x"), b"x"])
+COLUMNS = st.one_of(st.sampled_from(["x", "g", "y", "z", "f"]), BAD_COLUMNS)
+
+
+def tables(rows: int = 40) -> st.SearchStrategy[pl.DataFrame]:
+    """A well-formed table (unit ``user``, ints ``x``, labels ``y``, ints ``z``, keys ``g``, floats ``f``)."""
+    @st.composite
+    def build(draw: st.DrawFn) -> pl.DataFrame:
+        n = draw(st.integers(1, rows))
+        ints = st.integers(-5, 20)
+        return pl.DataFrame({
+            "user": draw(st.lists(st.integers(0, n), min_size=n, max_size=n)),
+            "x": draw(st.lists(ints, min_size=n, max_size=n)),
+            "y": draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n)),
+            "z": draw(st.lists(ints, min_size=n, max_size=n)),
+            "g": draw(st.lists(st.sampled_from(["a", "b", "c", "ä"]), min_size=n, max_size=n)),
+            "f": draw(st.lists(st.one_of(st.floats(-100, 100), st.sampled_from([math.nan, math.inf])), min_size=n,
+                               max_size=n)),
+        })
+    return build()
+
+
+def known_bug(**kw: Any) -> str | None:
+    """The finding id of a known, routed bug the arguments would hit (see ``test_known_bugs.py``), else None."""
+    by = kw.get("by")
+    if "by" in kw and not isinstance(by, str) and not (isinstance(by, list | tuple) and all(
+            isinstance(b, str) for b in by)):
+        return "F-core-groupby-type"
+    k = kw.get("k")
+    if isinstance(k, int) and not isinstance(k, bool) and k > 10_000:
+        return "F-topk-huge-k"
+    if "curve_numbers" in kw and not all(_sane(v) for v in kw["curve_numbers"]):
+        return "F-accounting-curve-inputs"
+    if "curve_numbers" in kw and kw["curve_numbers"][0] > 700:       # ε of pure/approx/exponential, subsampled
+        return "F-accounting-sample-overflow"
+    if "curve_numbers" in kw and abs(kw["curve_numbers"][0]) < 0.01:  # a noise scale that small: ε ≥ 100 (PLD grid)
+        return "F-accounting-curve-inputs"
+    if "pld_budgets" in kw and kw["pld_budgets"][0] == "pld":
+        for thunk in kw["pld_budgets"][1:]:
+            try:
+                b = thunk() if callable(thunk) else thunk
+                first = b.rho if isinstance(b, dp.ZCDP) else b.epsilon
+                if first > 100:
+                    return "F-accounting-pld-refusal-report"
+            except (dp.DPFrameError, AttributeError, TypeError):
+                continue
+    if "public_tables" in kw and not isinstance(kw["public_tables"], dict):
+        return "F-sql-public-tables-type"
+    step = kw.get("pld_step")
+    if step is not None and step[2] == "pld" and (step[0] == "approx" or (step[0] == "zcdp" and step[1] != 0)):
+        return "F-accounting-pld-step-memory"
+    grid = kw.get("pld_grid")          # (curve name, first parameter, sensitivity, times, accountant)
+    if grid is not None and grid[4] == "pld":
+        name, a, b, times = grid[:4]
+        scale = name in ("gaussian", "laplace", "discrete_laplace", "discrete_gaussian", "threshold_test", "from_rdp")
+        loss = (abs(float(b)) / max(abs(float(a)), 1e-300)) if scale else abs(float(a))
+        if loss * (times if isinstance(times, int) else 1) > 100:
+            return "F-accounting-pld-grid-memory"
+    if "zcdp_numbers" in kw and not all(_sane(v) for v in kw["zcdp_numbers"]):
+        return "F-core-budget-overflow"
+    if "sample_budget" in kw:
+        try:
+            b = kw["sample_budget"]()
+            first = b.rho if isinstance(b, dp.ZCDP) else b.epsilon
+        except (dp.DPFrameError, AttributeError):
+            return None
+        return "F-accounting-sample-overflow" if first > 100 else None
+    numbers = kw.get("ptr_numbers")
+    if numbers is not None and any(isinstance(v, bool) or not isinstance(v, int | Fraction) or v < 0 for v in numbers):
+        return "F-interactive-ptr-validation"
+    gated = kw.get("gated")
+    if gated is not None and any(type(q) is not dp.Query and not isinstance(q, dp.DPFrameError) for q in gated):
+        return "F-interactive-ptr-validation"
+    if "median_column" in kw and not isinstance(kw["median_column"], str):
+        return "F-interactive-robust-median-column"
+    eps = kw.get("tct_epsilon")
+    if eps is not None:
+        try:
+            if float(eps) > 700:
+                return "F-interactive-tct-overflow"
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
+def _sane(value: Any) -> bool:
+    """A number the curves handle today (F-accounting-curve-inputs): finite, 0 or 1e-12 ≤ |x| ≤ 1e12, not a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        return False
+    try:
+        x = abs(float(value))
+    except OverflowError:
+        return False
+    return math.isfinite(x) and (x == 0 or 1e-12 <= x <= 1e12)
+
+
+SCORES = st.one_of(st.none(), st.sampled_from(["count_units", "len", "count_x", "sum_x", "sum_signed", "sum_f",
+                                               "mean_x", "raw"]))
+
+
+def score_of(name: str | None) -> Any:
+    """A top-k ``score`` argument from a drawn name (built lazily: the constructor may refuse)."""
+    return {None: lambda: None, "count_units": dp.count_units, "len": dp.len, "count_x": lambda: dp.count("x"),
+            "sum_x": lambda: dp.sum("x", bounds=(0, 20)), "sum_signed": lambda: dp.sum("x", bounds=(-5, 5)),
+            "sum_f": lambda: dp.sum("f", bounds=(0, 1e6)), "mean_x": lambda: dp.mean("x", bounds=(0, 5)),
+            "raw": lambda: "x"}[name]()
+
+
+TOP_K = st.fixed_dictionaries({
+    "by": mostly(st.just("g"), st.one_of(st.sampled_from(["x", "y", "nope", "user"]), COLUMNS)),
+    "keys": mostly(st.sampled_from([None, ["a", "b", "c"], ["a", "b", "c", "ä", "zz"]]),
+                   st.one_of(st.lists(KEYS, max_size=4), st.sampled_from([[1, 2], "a", [], ["a", "a"]]))),
+    "k": mostly(st.one_of(st.integers(1, 4), st.none()),
+                st.one_of(st.integers(-1, 12), st.sampled_from([0, 2**63, 10**400, 1.0, "2", True]), NUMBERS)),
+    "score": mostly(st.sampled_from([None, "count_units", "len", "count_x", "sum_x"]), SCORES),
+    "method": mostly(st.sampled_from(["stable", "gumbel", "peeling", "limited_domain", "tct"]),
+                     st.one_of(st.text(max_size=4), st.none())),
+    "release_scores": mostly(st.booleans(), st.sampled_from([None, 1, "yes"])),
+    "k_max": mostly(st.one_of(st.none(), st.integers(1, 8)), st.one_of(st.integers(-1, 0), NUMBERS)),
+    "lam": mostly(st.sampled_from([None, 0, 0.5, 2]), st.one_of(st.sampled_from([-1, math.nan, math.inf, "1"]),
+                                                                 NUMBERS)),
+    "ptr": mostly(st.sampled_from(["gaussian", "laplace"]), st.one_of(st.text(max_size=3), st.none())),
+    "delta_t": mostly(st.sampled_from([None, None, 1e-9, 1e-12]),
+                      st.one_of(st.sampled_from([0.5, 0, 1, -1, math.nan]), NUMBERS)),
+})
+
+INTERIOR = st.fixed_dictionaries({
+    "column": mostly(st.sampled_from(["x", "z", "f"]), COLUMNS),
+    "bounds": mostly(st.sampled_from([(0, 20), (-5, 20), (0, 10**6), (-100.0, 100.0)]), BOUNDS),
+    "method": mostly(st.sampled_from(["auto", "exponential", "binary_search", "treelog"]),
+                     st.one_of(st.text(max_size=3), NUMBERS)),
+    "beta": mostly(st.sampled_from([1e-6, 0.5, 0.1]), NUMBERS),
+    "resolution": mostly(st.sampled_from([None, None, 1, 0.5]), st.one_of(
+        st.sampled_from([0, -1, math.nan, 1e-300, 10**9]), NUMBERS)),
+})
+
+THRESHOLD = st.fixed_dictionaries({
+    "feature": mostly(st.sampled_from(["x", "z"]), COLUMNS), "label": mostly(st.just("y"), COLUMNS),
+    "bounds": mostly(st.sampled_from([(0, 20), (-5, 20)]), BOUNDS),
+    "positive": mostly(st.sampled_from(["auto", "below", "above"]), st.one_of(st.text(max_size=3), NUMBERS)),
+    "beta": mostly(st.sampled_from([1e-6, 0.5]), NUMBERS), "xi": mostly(st.sampled_from([0.05, 0.5]), NUMBERS),
+    "resolution": mostly(st.sampled_from([None, 1]), NUMBERS),
+})
+
+RECTANGLE = st.fixed_dictionaries({
+    "features": mostly(st.sampled_from([["x", "z"], ["x"], ("z",)]), st.one_of(st.lists(COLUMNS, max_size=3),
+                                                                                   COLUMNS)),
+    "label": mostly(st.just("y"), COLUMNS),
+    "bounds": mostly(st.just({"x": (0, 20), "z": (-5, 20)}), st.one_of(st.dictionaries(
+        st.sampled_from(["x", "z", "y", "nope"]), BOUNDS, max_size=3), BOUNDS)),
+    "beta": mostly(st.just(0.5), NUMBERS),
+    "resolution": mostly(st.sampled_from([None, {"x": 1}]), st.one_of(NUMBERS, st.just({"nope": 1}))),
+})
+
+BOUNDS_QUERY = st.fixed_dictionaries({
+    "column": mostly(st.sampled_from(["x", "z", "f"]), COLUMNS),
+    "domain": mostly(st.sampled_from([None, (0, 20), (-100, 100), (-1e6, 1e6)]), BOUNDS),
+    "quantiles": mostly(st.sampled_from([(0.1, 0.9), (0.05, 0.95), [0.5, 0.5]]),
+                        st.one_of(st.lists(NUMBERS, max_size=3), NUMBERS, st.just((0.9, 0.1)))),
+    "resolution": mostly(st.sampled_from([None, 1]), NUMBERS),
+})
+
+QUANTILE = st.fixed_dictionaries({
+    "column": mostly(st.sampled_from(["x", "f"]), COLUMNS),
+    "q": mostly(st.sampled_from([0.5, [0.1, 0.9], [0.9, 0.1], (0.5,), [0, 1]]),
+                st.one_of(NUMBERS, st.lists(NUMBERS, max_size=3), st.just([]))),
+    "bounds": mostly(st.sampled_from([(0, 20), (-100, 100)]), BOUNDS),
+    "resolution": mostly(st.sampled_from([None, 1]), NUMBERS),
+})
+
+RATES = mostly(st.sampled_from([0.5, 1, 0.01, 0.9]),
+               st.one_of(st.sampled_from([1e-300, 0, 1.5, -0.5, math.nan, "0.5", None]), NUMBERS))
+
+SESSION_BUDGETS = st.sampled_from([
+    lambda: dp.PureDP(1000), lambda: dp.ApproxDP(1000, Fraction(1, 10)), lambda: dp.ZCDP(1000),
+    lambda: dp.ZCDP(1000, Fraction(1, 10))])
+ACCOUNTANTS = mostly(st.none(), st.sampled_from(["basic", "zcdp", "rdp", "pld", "nope"]))
+QUERY_BUDGETS = budgets()
+SANE_BUDGETS = budgets(sane=True)
