@@ -164,7 +164,7 @@ class TargetChargingChannel:
             raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
         self.delta = float(delta)
-        eps = float(self.epsilon)
+        eps = float(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
         ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
         self.q = q_notprior(eps) if min_q is None else float(min_q)
         if not 0 < self.q <= q_notprior(eps):

@@ -66,6 +66,9 @@ class SQLCatalog:
               public_keys: Mapping[str, Any] | None, bounds: Mapping[str, Any] | None) -> SQLCatalog:
         """Validate the declarations against the registered tables."""
         cat = cls(dict(private), unit)
+        if public_tables is not None and not isinstance(public_tables, Mapping):
+            raise SchemaError(f"expected a dict, got {type(public_tables).__name__}", argument="public_tables",
+                              fix="pass {'cities': data}")
         for name, source in (public_tables or {}).items():
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="public_tables",

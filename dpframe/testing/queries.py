@@ -134,10 +134,11 @@ def _reuse_statistics(sess: Any) -> None:
     original = sess._statistics
     memo: dict[tuple[Any, ...], tuple[Any, pl.DataFrame]] = {}
 
-    def statistics(node: Any, by: Any, keys: Any, statistics: Any, backend: Any = None) -> pl.DataFrame:
-        key = (id(node), tuple(by), id(keys), tuple(statistics), id(backend))
+    def statistics(node: Any, by: Any, keys: Any, statistics: Any, backend: Any = None, *,
+                   bound: bool = True) -> pl.DataFrame:
+        key = (id(node), tuple(by), id(keys), tuple(statistics), id(backend), bound)
         if key not in memo:
-            memo[key] = ((node, keys, backend), original(node, by, keys, statistics, backend))
+            memo[key] = ((node, keys, backend), original(node, by, keys, statistics, backend, bound=bound))
         return memo[key][1]
     sess._statistics = statistics
 

@@ -182,7 +182,7 @@ def _topk_specs() -> list[AuditSpec]:
                _pairs(("A: +1 from one unit, B: -1 from 500 units; D' without the A unit", signed,
                        signed.filter(pl.col("user") != 0))), public=False, k=None, k_max=1,
                score=sum("x", bounds=(-1, 1)),
-               spec={"samples": 300, "fast": True, "known_bug": "F-topk-signed-sum (issue 5 #1)"}),
+               spec={"samples": 300, "fast": True}),
     ]
 
 

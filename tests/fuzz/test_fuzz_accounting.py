@@ -78,7 +78,6 @@ TOL = 1e-12
 def _fuzz_curve(name: str, a: Any, b: Any, c: Any, rate: Any, delta: Any, eps: Any, times: Any,
                 accountant: str) -> None:
     assume(known_bug(curve_numbers=(a, b, c, rate, delta, eps, times)) is None)
-    assume(known_bug(pld_step=(name, c, accountant)) is None)
     assume(known_bug(pld_grid=(name, a, b, times, accountant)) is None)
     curve = _outcome(lambda: _curve(name, a, b, c))
     if curve is None:

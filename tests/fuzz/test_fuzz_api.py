@@ -21,13 +21,12 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import dpframe as dp
 
 from .checks import run_query
-from .entry_points import known_bug
 from .strategies import (
     CI,
     DEEP,
@@ -166,7 +165,6 @@ CONSTRUCTOR = st.fixed_dictionaries({}, optional={
 def test_fuzz_session_constructor(tmp_path_factory: pytest.TempPathFactory, data: pl.DataFrame, unit: Any,
                                   total: Any, ledger: str | None, kwargs: dict[str, Any]) -> None:
     """Every constructor argument: a working, empty session or a dpframe error (ledger files are never reset)."""
-    assume(known_bug(public_tables=kwargs.get("public_tables", {})) is None)
     folder = tmp_path_factory.mktemp("ledgers")
     (folder / "a dir").mkdir()
     (folder / "empty.ledger").write_bytes(b"")

@@ -90,7 +90,6 @@ def _top_k(sess: dp.Session, a: dict[str, Any]) -> Any:
 
 
 def _fuzz_top_k(args: dict[str, Any], budget: Any, **session: Any) -> None:
-    assume(known_bug(by=args["by"], k=args["k"]) is None)
     sess = _session(**session)
     _fuzz(sess, lambda: _top_k(sess, args), budget, _check_top_k)   # type: ignore[arg-type]
 
@@ -189,8 +188,6 @@ def learning_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 def _fuzz_learning(call: tuple[str, dict[str, Any]], budget: Any, **session: Any) -> None:
     which, args = call
-    if which == "robust_median":
-        assume(known_bug(median_column=args["column"]) is None)
     sess = _session(**session)
     _fuzz(sess, lambda: _learning(sess, which, args), budget, CHECKS[which],    # type: ignore[arg-type]
           ex_post=which == "robust_median")
@@ -240,7 +237,6 @@ def _check_agg(out: Any, query: Any, budget: Any) -> None:
        grouped=st.booleans(), budget=SANE_BUDGETS, **SESSION)
 def test_fuzz_sample_and_quantiles(rate: Any, q: dict[str, Any], measure: str, grouped: bool, budget: Any,
                                    **session: Any) -> None:
-    assume(rate == 1 or known_bug(sample_budget=budget) is None)
     sess = _session(**session)
 
     def make() -> Any:
