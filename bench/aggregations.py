@@ -520,7 +520,8 @@ def render(results: dict[str, Any], args: argparse.Namespace, path: Path, gen_s:
     out.append(f"- dpframe {dv}{_git_rev()}, polars {pv} (venv {sys.prefix}); both collect() with Polars' "
                "default engine")
     out.append(f"- data: {path} ({path.stat().st_size / 2**20:.0f} MiB Parquet"
-               f"{f', generated in {gen_s:.0f}s' if gen_s else ', cached'}); {N_USERS:,} users, {N_CITIES:,} "
+               f"{f', generated in {gen_s:.0f}s' if gen_s else ', cached'}); {args.users:,} users "
+               f"({rows_n / args.users:g} rows per user), {N_CITIES:,} "
                f"Zipf({ZIPF_S}) cities, spend ~ U[0, {SPEND_MAX:g}), bounds {list(BOUNDS)}")
     out.append(f"- dpframe: ε={EPS:g} pure DP (case 3: ε={EPS:g}, δ={DELTA:g}); time = Session + query + collect(). "
                f"Ratios use max(Polars, {TIME_FLOOR_S * 1000:.0f} ms) as the base (marked *).")
@@ -644,6 +645,10 @@ def render(results: dict[str, Any], args: argparse.Namespace, path: Path, gen_s:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000, help="table rows (default 10M)")
+    ap.add_argument("--users", type=int, default=N_USERS,
+                    help="distinct user_id values (default 1M). Contribution bounding (case 4) costs most when "
+                         "users have more than max_rows=10 rows: --rows 2000000 --users 200000 has the 10 rows "
+                         "per user of the default 10M-row table at a fifth of the size")
     ap.add_argument("--runs", type=int, default=3, help="timed runs per query; the median is reported")
     ap.add_argument("--warmup", type=int, default=1, help="untimed warm-up calls before the timed runs")
     ap.add_argument("--peers", action="store_true", help="also run OpenDP and diffprivlib in the peer venv")
@@ -675,11 +680,12 @@ def main() -> None:
         log_stderr(f"NOTE: --peers given but {args.peers_venv}/bin/python does not exist; the peers are skipped. "
                    "Create the venv as bench/README.md explains.")
     log_stderr(f"data: {args.rows:,} rows ...")
-    path, gen_s = synthetic_visits(args.rows, users=N_USERS, cities=N_CITIES, zipf_s=ZIPF_S, spend_max=SPEND_MAX)
+    path, gen_s = synthetic_visits(args.rows, users=args.users, cities=N_CITIES, zipf_s=ZIPF_S, spend_max=SPEND_MAX)
     log_stderr(f"data: {path} ({f'generated in {gen_s:.0f}s' if gen_s else 'cached'})")
     results = run_all(args, path)
     report = render(results, args, path, gen_s)
-    json_out = Path(args.json_out) if args.json_out else DATA_DIR / f"aggregations_{args.rows}.json"
+    suffix = "" if args.users == N_USERS else f"_u{args.users}"
+    json_out = Path(args.json_out) if args.json_out else DATA_DIR / f"aggregations_{args.rows}{suffix}.json"
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps({"args": vars(args), "results": results}, indent=1, default=str))
     print(report)

@@ -10,7 +10,9 @@ What runs in DuckDB, in one ``WITH ... SELECT`` statement:
    dropped; with ``max_groups`` each unit keeps the distinct keys with the smallest seeded hash of
    (unit, keys) (ties broken by the keys); then each unit keeps its ``max_rows`` rows with the smallest
    seeded hash of the values the statistics read (unit, keys, measured columns), ties broken by
-   ``__dp_row`` — so never more than ``min(n, max_rows)`` rows. As in the Polars backend, which *values*
+   ``__dp_row`` — so never more than ``min(n, max_rows)`` rows (only units with more rows are ranked:
+   the window runs on their rows alone, and the rows it ranks past ``max_rows`` are anti-joined away by
+   ``__dp_row``; the same rows as one window over every unit). As in the Polars backend, which *values*
    a unit keeps depends only on its own rows and the seed (not on row order or other units): bounding is
    a stable transformation for every seed; the row number only picks among rows that agree on every
    hashed column, which are interchangeable for the statistics;
@@ -320,9 +322,18 @@ class DuckDBBackend:
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {chosen} AS p ON {on}")
         used = sorted({s.column for s in request.statistics if s.column is not None} - {unit.column, *request.by})
         hashed = ", ".join(dict.fromkeys([u, *by, *(quote(c) for c in used)]))
-        cur = q.add(f"SELECT *, hash({hashed}, {seed ^ 0x5DEECE66D}) AS __dp_hash FROM {cur}")
-        return q.add(f"SELECT * EXCLUDE (__dp_hash) FROM {cur} QUALIFY rank() OVER (PARTITION BY {u} "
-                     f"ORDER BY __dp_hash, {ROW}) <= {unit.max_rows}")
+        # Only units with more than max_rows rows lose any: rank just their rows, on the three columns the
+        # window needs (not every column), and drop the rows ranked past max_rows by their row number
+        # (unique). The same rows as ranking every unit (QUALIFY rank() ... <= max_rows), at a fraction of
+        # the window's cost when most units are small. GROUP BY, the join and PARTITION BY agree on which
+        # values are one unit (NaN = NaN, -0.0 = 0.0), and every row node is deterministic (volatile SQL
+        # functions are refused), so the three reads of the CTE see the same rows.
+        big = q.add(f"SELECT {u} FROM {cur} GROUP BY {u} HAVING count(*) > {unit.max_rows}")
+        ranked = q.add(f"SELECT {u}, {ROW}, hash({hashed}, {seed ^ 0x5DEECE66D}) AS __dp_hash "
+                       f"FROM {cur} SEMI JOIN {big} USING ({u})")
+        dropped = q.add(f"SELECT {ROW} FROM {ranked} QUALIFY rank() OVER (PARTITION BY {u} "
+                        f"ORDER BY __dp_hash, {ROW}) > {unit.max_rows}")
+        return q.add(f"SELECT * FROM {cur} ANTI JOIN {dropped} USING ({ROW})")
 
     def _node(self, q: _Query, cur: str, node: RowNode) -> str:
         if isinstance(node, SQLFilter):

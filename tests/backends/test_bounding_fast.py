@@ -1,0 +1,158 @@
+"""The fast contribution bounding keeps exactly the rows of the one-window definition.
+
+Both backends bound a unit's rows by ranking them on a seeded hash of the values the statistics read
+and keeping ranks ≤ max_rows (ties, i.e. rows equal in every hashed column, broken by position). The
+backends now rank only the units that have more rows than that (Polars: a count per unit, and a
+minimum per unit when max_rows = 1; DuckDB: a GROUP BY count and an anti-join of the rows ranked past
+max_rows). These tests compare them with the plain definition, written out here independently of the
+backends' code: same rows kept (by row id) on tables mixing small units, big units, duplicate rows,
+NULL units and several unit types, for max_rows = 1 and larger, with and without max_groups.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+
+from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.duckdb import DuckDBBackend
+from dpframe.backends.polars import PolarsBackend, keep_smallest, statistic_expr
+from dpframe.mechanism import Statistic
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.testing.backends import assert_same, reference
+
+SEED_MASK = (1 << 63) - 1
+ROW_SALT = 0x5DEECE66D
+STATS = (Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"),
+         Statistic("fixed_sum", "x", Fraction(0), Fraction(3), Fraction(0), 1, -4))
+
+
+def stats_for(unit_kind: str) -> tuple[Statistic, ...]:
+    """STATS, without ``units`` for float units (the Python reference counts each NaN as its own unit)."""
+    return STATS if unit_kind != "float" else tuple(s for s in STATS if s.kind != "units")
+
+
+def table(seed: int, unit_kind: str = "int") -> pl.DataFrame:
+    """Units of 1-3 rows (most) and 8-30 rows (some), few distinct values (many duplicate rows), NULL units."""
+    rng = np.random.default_rng(seed)
+    sizes = np.where(rng.random(120) < 0.8, rng.integers(1, 4, 120), rng.integers(8, 31, 120))
+    ids = np.repeat(np.arange(120), sizes)
+    rng.shuffle(ids)
+    n = ids.size
+    u: Any = ids
+    if unit_kind == "str":
+        u = [f"user-{i}" for i in ids]
+    elif unit_kind == "float":   # -0.0 and 0.0 are one unit, NaN is one unit (as in the group-by)
+        u = np.choose(ids % 4, [ids * 1.0, np.where(ids % 8 == 1, -0.0, 0.0), np.full(n, np.nan), ids + 0.5])
+    df = pl.DataFrame({"u": u, "g": rng.choice(["a", "b", "c"], n), "x": rng.choice([0.5, 1.5, 2.5], n),
+                       "i": np.arange(n)})
+    return df.with_columns(pl.when(pl.col("i") % 17 == 3).then(None).otherwise(pl.col("u")).alias("u"))
+
+
+# ------------------------------------------------------------------------------------ reference: Polars
+
+
+def polars_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], used: list[str],
+                     seed: int) -> pl.DataFrame:
+    """The bounded rows by the definition: rank every unit's rows on the hash (one window), keep rank ≤ m."""
+    u = unit.column
+    assert u is not None
+    seed &= SEED_MASK
+    frame = df.lazy().filter(pl.col(u).is_not_null())
+    unit_and_keys = list(dict.fromkeys([u, *by]))
+    if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
+        pairs = (frame.select(unit_and_keys).unique().with_columns(pl.struct(unit_and_keys).hash(seed).alias("h"))
+                 .filter(pl.col("h").rank("ordinal").over(u) <= unit.max_groups).drop("h"))
+        frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
+    frame = frame.with_columns(pl.struct([*unit_and_keys, *used]).hash(seed ^ ROW_SALT).alias("h"))
+    return frame.filter(pl.col("h").rank("ordinal").over(u) <= unit.max_rows).drop("h").collect()
+
+
+@pytest.mark.parametrize("unit_kind", ["int", "str", "float"])
+@pytest.mark.parametrize("max_rows", [1, 2, 5, 40])
+def test_polars_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) -> None:
+    for seed in range(3):
+        df = table(seed, unit_kind)
+        b = PolarsBackend()
+        b.register("t", df.lazy())
+        for by in [(), ("g",)]:
+            unit = PrivacyUnit("u", max_rows=max_rows)
+            req = StatisticsRequest("t", (), unit, by, None, stats_for(unit_kind), seed * 1_000_003 + 17)
+            got = b.bounded(req).collect()
+            want = polars_reference(df, unit, by, ["x"], req.seed)
+            assert sorted(got["i"]) == sorted(want["i"])
+            assert_same(b.statistics(req), reference(want, req.statistics, "u", by))
+
+
+@pytest.mark.parametrize("max_rows, max_groups", [(5, 1), (5, 2), (2, 1)])
+def test_polars_keeps_the_groups_and_rows_of_the_definition(max_rows: int, max_groups: int) -> None:
+    for seed in range(3):
+        df = table(seed + 10)
+        b = PolarsBackend()
+        b.register("t", df.lazy())
+        unit = PrivacyUnit("u", max_rows=max_rows, max_groups=max_groups)
+        req = StatisticsRequest("t", (), unit, ("g",), None, STATS, seed + 5)
+        want = polars_reference(df, unit, ("g",), ["x"], req.seed)
+        assert sorted(b.bounded(req).collect()["i"]) == sorted(want["i"])
+
+
+def test_keep_smallest_breaks_ties_by_position_like_an_ordinal_rank() -> None:
+    """Rows equal in every hashed column tie; the first ones (in row order) are kept, as rank('ordinal')."""
+    df = pl.DataFrame({"u": [1, 2, 1, 1, 2, 1, 3], "i": [0, 1, 2, 3, 4, 5, 6]})
+    for k, want in [(1, [0, 1, 6]), (2, [0, 1, 2, 4, 6]), (3, [0, 1, 2, 3, 4, 6])]:
+        got = keep_smallest(df.lazy(), "u", ["u"], 99, k).collect()
+        assert sorted(got["i"]) == want
+
+
+# ------------------------------------------------------------------------------------ reference: DuckDB
+
+
+def duckdb_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], used: list[str],
+                     seed: int) -> pl.DataFrame:
+    """The definition in DuckDB SQL: one window over every unit, ties broken by the row number."""
+    con = duckdb.connect()
+    con.register("t", df.with_row_index("r").to_arrow())
+    hashed = ", ".join(dict.fromkeys([str(unit.column), *by, *used]))
+    out = con.sql(f"SELECT * EXCLUDE (r) FROM t WHERE u IS NOT NULL QUALIFY rank() OVER (PARTITION BY u "
+                  f"ORDER BY hash({hashed}, {(seed & SEED_MASK) ^ ROW_SALT}), r) <= {unit.max_rows}").pl()
+    return out.with_columns(pl.col(c).cast(df.schema[c]) for c in out.columns)
+
+
+@pytest.mark.parametrize("unit_kind", ["int", "str", "float"])
+@pytest.mark.parametrize("max_rows", [1, 3, 40])
+def test_duckdb_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) -> None:
+    for seed in range(3):
+        df = table(seed, unit_kind)
+        b = DuckDBBackend()
+        b.register("t", df.lazy())
+        unit = PrivacyUnit("u", max_rows=max_rows)
+        for by in [(), ("g",)]:
+            req = StatisticsRequest("t", (), unit, by, None, stats_for(unit_kind), seed * 7919 + 3)
+            want = duckdb_reference(df, unit, by, ["x"], req.seed)
+            assert_same(b.statistics(req), reference(want, req.statistics, "u", by))
+            # The row ids themselves: with "i" read by a statistic, each kept set is a set of distinct rows.
+            ids = (Statistic("sorted", "i", Fraction(0), Fraction(10**6), Fraction(0)),)
+            got = b.statistics(StatisticsRequest("t", (), unit, (), None, ids, req.seed))
+            assert got[ids[0].key].item().to_list() == sorted(duckdb_reference(df, unit, (), ["i"], req.seed)["i"])
+
+
+# ------------------------------------------------------------------------------ fixed_sum's float → int cast
+
+
+def test_fixed_sum_cast_truncates_toward_zero_and_skips_nan() -> None:
+    """The saturating cast of statistic_expr: values already inside Int64 truncate toward zero, NaN adds 0.
+
+    It relies on Polars' ``wrap_numerical`` float → Int64 cast (Rust ``as``); this pins that behaviour.
+    """
+    values = pl.Series([float("nan"), 1.75, -1.75, 0.5, -0.5, None, float("inf"), float("-inf"), -3.0])
+    assert values.cast(pl.Int64, wrap_numerical=True).to_list() == \
+        [0, 1, -1, 0, 0, None, 2**63 - 1, -(2**63), -3]
+    stat = Statistic("fixed_sum", "x", Fraction(-2), Fraction(2), Fraction(0), 1, -1)   # terms: trunc(2·clamp(x))
+    df = pl.DataFrame({"x": values})
+    got = df.select(statistic_expr(stat, None, df.schema)).item()
+    assert got == 0 + 3 - 3 + 1 - 1 + 4 - 4 - 4
