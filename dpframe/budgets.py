@@ -256,7 +256,8 @@ def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
     from scipy.optimize import minimize_scalar  # imported lazily: it is slow to import and rarely needed
 
-    res = minimize_scalar(lambda a: _log_delta(a, r, e), bounds=(lo, hi), method="bounded")
+    with np.errstate(all="ignore"):
+        res = minimize_scalar(lambda a: _log_delta(float(a), r, e), bounds=(lo, hi), method="bounded")
     found = float(res.fun) if math.isfinite(float(res.fun)) else math.inf
     return min(0.0, float(values[best]), found)
 

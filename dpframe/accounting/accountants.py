@@ -41,6 +41,7 @@ from dpframe.accounting.checks import (
     check_times,
     delta_out,
     epsilon_out,
+    shown,
 )
 from dpframe.accounting.curves import PrivacyCurve, amplified_epsilon, approx, pure, zcdp
 from dpframe.budgets import (
@@ -79,7 +80,7 @@ def round_up(x: float) -> Fraction:
 def check_budget(value: object, argument: str = "cost") -> Budget:
     """A privacy budget: dp.PureDP, dp.ApproxDP or dp.ZCDP."""
     if not isinstance(value, PureDP | ApproxDP | ZCDP):
-        raise BudgetError(f"expected a budget, got {value!r}", argument=argument,
+        raise BudgetError(f"expected a budget, got {shown(value)}", argument=argument,
                           fix="pass dp.PureDP(epsilon), dp.ApproxDP(epsilon, delta) or dp.ZCDP(rho)")
     return value
 
@@ -180,7 +181,8 @@ class Accountant(ABC):
             self._changed()
             return self
         if isinstance(charges, str | bytes) or not isinstance(charges, Sequence):
-            raise BudgetError(f"expected a privacy curve or a list of charges, got {charges!r}", argument="charges",
+            raise BudgetError(f"expected a privacy curve or a list of charges, got {shown(charges)}",
+                              argument="charges",
                               fix="pass a curve such as acc.gaussian(sigma=1.0) (a list of charges only to a "
                                   "session accountant, built with its total budget)")
         for c in charges:
@@ -190,7 +192,7 @@ class Accountant(ABC):
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not a charge of this accountant (a budget of the session's notion here)."""
         if not isinstance(charge, PureDP | ApproxDP | ZCDP) or charge.notion != self.total.notion:
-            raise BudgetError(f"expected a {self.total.notion} charge of this accountant, got {charge!r}",
+            raise BudgetError(f"expected a {self.total.notion} charge of this accountant, got {shown(charge)}",
                               argument=argument, fix="pass what charge()/charge_plan()/compose() returned")
 
     def can_compose(self, curve: PrivacyCurve) -> bool:
@@ -253,6 +255,7 @@ class Accountant(ABC):
 
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""
+        delta = check_delta(delta)
         lines = [f"{self.name} accountant: {self.describe()}"]
         lines += [f"  {times} × {curve.label}" for curve, times in self.entries]
         lines.append(f"  ε = {self.epsilon(delta=delta):.6g} at δ = {delta:g}")
@@ -266,7 +269,7 @@ def check_curves(curves: object) -> None:
     """``None`` or a sequence of privacy curves."""
     if curves is not None and (isinstance(curves, str | bytes) or not isinstance(curves, Sequence) or not all(
             isinstance(c, PrivacyCurve) for c in curves)):
-        raise BudgetError(f"expected a list of privacy curves or None, got {curves!r}", argument="curves",
+        raise BudgetError(f"expected a list of privacy curves or None, got {shown(curves)}", argument="curves",
                           fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
 
 

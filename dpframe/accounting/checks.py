@@ -37,6 +37,20 @@ from dpframe.errors import BudgetError
 MAX_TIMES = 2**53
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, shortened (a 400-digit int is not worth printing).
+
+    Example:
+        >>> shown(10**400)
+        'an int with 401 digits'
+
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an int with {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + f"… ({len(text)} characters)"
+
+
 def _number(value: object) -> float | None:
     """``value`` as a float, or None when it is not a real number (bools are not numbers here)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | Decimal):
@@ -52,7 +66,7 @@ def real(value: object, argument: str, fix: str) -> float:
     x = _number(value)
     if x is None or not math.isfinite(x):
         what = "a number" if x is None else "a finite number"
-        raise BudgetError(f"must be {what}, got {value!r}", argument=argument, fix=fix)
+        raise BudgetError(f"must be {what}, got {shown(value)}", argument=argument, fix=fix)
     return x
 
 
@@ -60,7 +74,7 @@ def positive(value: object, argument: str, fix: str) -> float:
     """A finite number > 0 (also after conversion to float: 1e-400 as a Fraction is refused)."""
     x = _number(value)
     if x is None or not math.isfinite(x) or x <= 0:
-        raise BudgetError(f"must be a finite number > 0, got {value!r}", argument=argument, fix=fix)
+        raise BudgetError(f"must be a finite number > 0, got {shown(value)}", argument=argument, fix=fix)
     return x
 
 
@@ -68,7 +82,7 @@ def nonnegative(value: object, argument: str, fix: str) -> float:
     """A finite number ≥ 0."""
     x = _number(value)
     if x is None or not math.isfinite(x) or x < 0:
-        raise BudgetError(f"must be a finite number ≥ 0, got {value!r}", argument=argument, fix=fix)
+        raise BudgetError(f"must be a finite number ≥ 0, got {shown(value)}", argument=argument, fix=fix)
     return x
 
 
@@ -94,7 +108,7 @@ def check_rate(rate: object) -> float:
     """A Poisson sampling rate must be a number in (0, 1]."""
     x = _number(rate)
     if x is None or not (0 < x <= 1):
-        raise BudgetError(f"must be in (0, 1], got {rate!r}", argument="rate",
+        raise BudgetError(f"must be in (0, 1], got {shown(rate)}", argument="rate",
                           fix="pass the public probability with which each privacy unit is kept, e.g. 0.01")
     return x
 
@@ -103,7 +117,7 @@ def check_delta(delta: object) -> float:
     """δ for a conversion must be a number in (0, 1) (and not underflow to 0 as a float)."""
     x = _number(delta)
     if x is None or not (0 < x < 1):
-        raise BudgetError(f"must be in (0, 1), got {delta!r}", argument="delta", fix="pass delta such as 1e-6")
+        raise BudgetError(f"must be in (0, 1), got {shown(delta)}", argument="delta", fix="pass delta such as 1e-6")
     return x
 
 
@@ -116,7 +130,7 @@ def check_times(times: object) -> int:
     """A repetition count: an int in [1, 2**53]."""
     if isinstance(times, bool | np.bool_) or not isinstance(times, numbers.Integral) or not (
             1 <= int(times) <= MAX_TIMES):
-        raise BudgetError(f"must be an int in [1, 2**53], got {times!r}", argument="times",
+        raise BudgetError(f"must be an int in [1, 2**53], got {shown(times)}", argument="times",
                           fix="pass how many times the mechanism runs")
     return int(times)
 
@@ -134,7 +148,7 @@ def check_alpha(alpha: object) -> np.ndarray:
     else:                                                 # strings, booleans, dates
         a = np.array([math.nan])
     if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 1):
-        raise BudgetError(f"Rényi orders must be finite and > 1, got {alpha!r}", argument="alpha",
+        raise BudgetError(f"Rényi orders must be finite and > 1, got {shown(alpha)}", argument="alpha",
                           fix="use orders such as 1.5, 2, 8, 64 (α = 1 is KL, not supported)")
     return a
 
@@ -143,7 +157,7 @@ def check_grid(grid: object) -> float:
     """A PLD discretisation step in (0, 0.1]."""
     x = _number(grid)
     if x is None or not (0 < x <= 0.1):
-        raise BudgetError(f"must be in (0, 0.1], got {grid!r}", argument="grid", fix="pass e.g. 1e-4")
+        raise BudgetError(f"must be in (0, 0.1], got {shown(grid)}", argument="grid", fix="pass e.g. 1e-4")
     return x
 
 

@@ -71,6 +71,7 @@ from dpframe.accounting.checks import (
     ratio,
     rdp_out,
     real,
+    shown,
 )
 from dpframe.errors import BudgetError, DPFrameError
 
@@ -407,10 +408,14 @@ class PrivacyCurve:
         if self.rdp is None:
             raise DPFrameError(f"{self.label} has neither an RDP curve nor a privacy profile",
                                argument="mechanism", fix="declare rdp= or profile= for it")
-        h = _hs_from_rdp(self.rdp, RDP_ORDERS)
-        if self.delta0:
-            h = _hs_mixture(h, self.delta0)
-        return h, h
+        cached: tuple[Fn, Fn] | None = self.__dict__.get("_derived_profile")
+        if cached is None:            # derived once per curve (δ(ε) queries call this in loops)
+            h = _hs_from_rdp(self.rdp, RDP_ORDERS)
+            if self.delta0:
+                h = _hs_mixture(h, self.delta0)
+            cached = (h, h)
+            object.__setattr__(self, "_derived_profile", cached)
+        return cached
 
     def delta_at(self, epsilon: float) -> float:
         """δ(ε) of this single mechanism (max over both neighbour directions), for a finite ε ≥ 0.
@@ -550,7 +555,7 @@ def randomized_response(p: float | None = None, *, epsilon: float | None = None)
     else:
         prob = real(p, "p", "pass the truth probability, in (0.5, 1)")
         if not (0.5 < prob < 1):
-            raise BudgetError(f"must be in (0.5, 1), got {p!r}", argument="p", fix="pass the truth probability")
+            raise BudgetError(f"must be in (0.5, 1), got {shown(p)}", argument="p", fix="pass the truth probability")
         eta, lp, lq = math.log(prob / (1 - prob)), math.log(prob), math.log1p(-prob)
         label, spec = f"randomized response(p={prob:g})", {"kind": "randomized_response", "p": prob}
     probs = np.array([prob, 1 - prob]) if p is not None else np.array([math.exp(lp), math.exp(lq)])
@@ -585,7 +590,8 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
     e1 = positive(eps1, "eps1", "pass ε₁ > 0")
     e2 = positive(eps2, "eps2", "pass ε₂ > 0")
     if isinstance(max_positives, bool) or not isinstance(max_positives, int) or max_positives < 1:
-        raise BudgetError(f"must be an int ≥ 1, got {max_positives!r}", argument="max_positives", fix="pass 1 or more")
+        raise BudgetError(f"must be an int ≥ 1, got {shown(max_positives)}", argument="max_positives",
+                          fix="pass 1 or more")
     total = pure(e1 + e2)
     assert total.rdp is not None
     rdp = total.rdp
@@ -622,7 +628,7 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
     """Discrete Laplace noise (pmf ∝ e^{−|k|/t}) on one integer statistic of sensitivity Δ (exact curves)."""
     t = positive(scale, "scale", "pass the discrete Laplace scale t > 0")
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or not (1 <= sensitivity <= 2**53):
-        raise BudgetError(f"must be an int in [1, 2**53], got {sensitivity!r}", argument="sensitivity",
+        raise BudgetError(f"must be an int in [1, 2**53], got {shown(sensitivity)}", argument="sensitivity",
                           fix="the sensitivity of an integer statistic is a positive integer")
     eps = ratio(sensitivity, t, "scale", "ε = Δ/t")
     hs = _hs_discrete_laplace(t, sensitivity)
@@ -674,8 +680,8 @@ def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> Pr
     t = real(threshold, "threshold", "pass the public threshold T as a finite number")
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_) for v in (lower, upper)) or not (
             0 <= lower <= upper <= 2**53):
-        raise BudgetError(f"need integers 0 ≤ lower ≤ upper ≤ 2**53, got {lower!r}, {upper!r}", argument="lower",
-                          fix="pass the public range of the count")
+        raise BudgetError(f"need integers 0 ≤ lower ≤ upper ≤ 2**53, got {shown(lower)}, {shown(upper)}",
+                          argument="lower", fix="pass the public range of the count")
     lo, hi = int(lower), int(upper)
     if hi - lo > MAX_COUNT_RANGE:
         raise BudgetError(f"the count range [{lo}, {hi}] has more than {MAX_COUNT_RANGE} values (the curves are "
@@ -812,7 +818,7 @@ def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε
     Cor. 3.5.1: connect-the-dots of the convex envelope); the RDP and zCDP accountants cannot.
     """
     if not callable(delta):
-        raise BudgetError(f"expected a function ε ↦ δ(ε), got {delta!r}", argument="delta",
+        raise BudgetError(f"expected a function ε ↦ δ(ε), got {shown(delta)}", argument="delta",
                           fix="pass e.g. lambda eps: max(0.0, 1e-6 - eps)")
     _check_label(label)
 
@@ -825,13 +831,13 @@ def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε
 
 def _check_label(label: object) -> None:
     if not isinstance(label, str):
-        raise BudgetError(f"must be a string, got {label!r}", argument="label", fix="pass a short description")
+        raise BudgetError(f"must be a string, got {shown(label)}", argument="label", fix="pass a short description")
 
 
 def _returned(value: object, argument: str) -> float:
     """A number returned by a user's curve function (NaN allowed: read as the vacuous bound)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise BudgetError(f"the function returned {value!r}, not a number", argument=argument,
+        raise BudgetError(f"the function returned {shown(value)}, not a number", argument=argument,
                           fix="return a float from the function")
     try:
         return float(value)
@@ -843,7 +849,7 @@ def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
              eps_inf: float | None = None) -> PrivacyCurve:
     """A mechanism known only by its RDP curve α ↦ ε(α); subsampling uses the general bound."""
     if not callable(rdp):
-        raise BudgetError(f"expected a function α ↦ ε(α), got {rdp!r}", argument="rdp",
+        raise BudgetError(f"expected a function α ↦ ε(α), got {shown(rdp)}", argument="rdp",
                           fix="pass e.g. lambda alpha: alpha / 8")
     _check_label(label)
     cap = None if eps_inf is None else nonnegative(eps_inf, "eps_inf", "pass the pure ε-DP bound, or None")
@@ -883,7 +889,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     """
     parts = list(curves) if isinstance(curves, Sequence) else []
     if not parts or not all(isinstance(c, PrivacyCurve) for c in parts):
-        raise BudgetError(f"expected a non-empty list of privacy curves, got {curves!r}", argument="curves",
+        raise BudgetError(f"expected a non-empty list of privacy curves, got {shown(curves)}", argument="curves",
                           fix="pass e.g. [acc.laplace(scale=2.0), acc.gaussian(sigma=3.0)]")
     if len(parts) == 1:
         return parts[0]
@@ -921,7 +927,7 @@ def _composition_of_specs(parts: list[dict[str, Any]]) -> PrivacyCurve:
 def _delta0(value: object) -> float:
     d = nonnegative(value, "delta", "pass a δ such as 1e-7")
     if d >= 1:
-        raise BudgetError(f"must be in [0, 1), got {value!r}", argument="delta", fix="pass a δ such as 1e-7")
+        raise BudgetError(f"must be in [0, 1), got {shown(value)}", argument="delta", fix="pass a δ such as 1e-7")
     return d
 
 

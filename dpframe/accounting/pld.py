@@ -312,10 +312,16 @@ class PLDAccountant(RDPAccountant):
         self.composed()
         return self._h
 
-    def _rdp_fallback(self) -> bool:
-        """Whether the PLD was degraded (coarser grid, mass cut off) and the RDP bound applies as well."""
+    def _rdp_fallback(self, vacuous: bool = False) -> bool:
+        """Whether to take the RDP bound as well (PLD degraded or vacuous, and every mechanism has RDP)."""
         self.composed()
-        return self._degraded and all(c.rdp is not None for c, _ in self.entries)
+        return (self._degraded or vacuous) and all(c.rdp is not None for c, _ in self.entries)
+
+    def _pure_total(self) -> float | None:
+        """Σ times·ε of the sequence when every mechanism is pure ε-DP (basic composition; else None)."""
+        if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in self.entries):
+            return math.fsum(t * float(c.pure_eps) for c, t in self.entries)  # type: ignore[arg-type]
+        return None
 
     def delta(self, epsilon: float, conversion: Any = None) -> float:
         """δ at ``epsilon``: the max over the add and remove directions.
@@ -329,15 +335,19 @@ class PLDAccountant(RDPAccountant):
         e = check_epsilon(epsilon)
         if not self.entries:
             return 0.0
+        pure = self._pure_total()
+        if pure is not None and e >= pure:
+            return 0.0                                   # basic composition: (Σε, 0)-DP
         d = max(delta_out(_delta_at(p, s, extra, self._h, e)) for p, s, extra in self.composed())
-        return min(d, super().delta(e)) if self._rdp_fallback() else d
+        return min(d, super().delta(e)) if self._rdp_fallback(d >= 1) else d
 
     def epsilon(self, delta: float, conversion: Any = None) -> float:
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
 
-        When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) the RDP bound of
-        the same sequence is taken as well, if every mechanism has an RDP curve: both are valid, so is the
-        smaller.
+        When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) or the PLD cannot
+        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound) the RDP bound of the same sequence is taken as
+        well, if every mechanism has an RDP curve, and a sequence of pure ε-DP mechanisms is never reported
+        above Σε (basic composition): all are valid, so is the smallest.
 
         Example:
             >>> from dpframe.accounting.curves import laplace
@@ -349,7 +359,10 @@ class PLDAccountant(RDPAccountant):
         if not self.entries:
             return 0.0
         eps = max(epsilon_out(_epsilon_at(p, s, extra, self._h, d)) for p, s, extra in self.composed())
-        return min(eps, super().epsilon(d)) if self._rdp_fallback() else eps
+        if self._rdp_fallback(math.isinf(eps)):
+            eps = min(eps, super().epsilon(d))
+        pure = self._pure_total()
+        return eps if pure is None else min(eps, pure)
 
     def explain(self, delta: float = 1e-6) -> str:
         d = check_delta(delta)
@@ -387,7 +400,7 @@ def composition_profile(curves: Sequence[PrivacyCurve], grid: float) -> tuple[Fn
             dirs = acc.composed()
             h = acc.effective_grid
             p, start, extra = dirs[min(i, len(dirs) - 1)]
-            losses = (start + np.arange(len(p))) * h
+            losses = losses_of(start, len(p), h)
             a = np.cumsum(p[::-1])[::-1]                               # Σ_{j ≥ m} p_j
             b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]    # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
             tables[i] = (losses, a, b, extra)
@@ -482,8 +495,22 @@ def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float,
     return window, lo_idx, p_inf + 2 * TAIL
 
 
+def losses_of(start: int, n: int, h: float) -> np.ndarray:
+    """The losses (start + i)·h, i < n, rounded up when the index is beyond exact int64/float range.
+
+    Example:
+        >>> losses_of(-2, 3, 0.5).tolist(), bool(losses_of(2**62, 1, 1.0)[0] >= 2.0**62)
+        ([-1.0, -0.5, 0.0], True)
+
+    """
+    if abs(start) + n < 2**52:
+        return (start + np.arange(n)) * h
+    out = float(start) * h + np.arange(n) * h             # each step rounds: nudge up (larger losses: pessimistic)
+    return np.asarray(np.nextafter(np.nextafter(np.nextafter(out, math.inf), math.inf), math.inf))
+
+
 def _delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float) -> float:
-    losses = (start + np.arange(len(p))) * h
+    losses = losses_of(start, len(p), h)
     mask = losses > eps
     return float(np.sum(p[mask] * -np.expm1(eps - losses[mask]))) + extra
 
@@ -495,7 +522,7 @@ def _epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float)
     target = delta - extra
     if target <= 0:
         return math.inf
-    losses = (start + np.arange(len(p))) * h
+    losses = losses_of(start, len(p), h)
     a = np.cumsum(p[::-1])[::-1]                                # A_m = Σ_{i ≥ m} p_i
     b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]     # B_m = Σ_{i ≥ m} p_i e^{−(l_i − l_m)}
     # δ(l_k) − extra = A_{k+1} − e^{−h}·B_{k+1} (the atoms above l_k), and 0 at the last point

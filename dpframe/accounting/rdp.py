@@ -43,7 +43,15 @@ from dpframe.accounting.accountants import (
     plan_curves,
     round_up,
 )
-from dpframe.accounting.checks import check_alpha, check_delta, check_epsilon, check_rate, delta_out, epsilon_out
+from dpframe.accounting.checks import (
+    check_alpha,
+    check_delta,
+    check_epsilon,
+    check_rate,
+    delta_out,
+    epsilon_out,
+    shown,
+)
 from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, composition
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
@@ -58,7 +66,7 @@ FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12
 def check_conversion(conversion: object) -> Conversion:
     """One of the conversion rules."""
     if not isinstance(conversion, str) or conversion not in ("best", "standard", "improved"):
-        raise BudgetError(f"must be 'best', 'standard' or 'improved', got {conversion!r}", argument="conversion",
+        raise BudgetError(f"must be 'best', 'standard' or 'improved', got {shown(conversion)}", argument="conversion",
                           fix="pass conversion='best'")
     return conversion  # type: ignore[return-value]
 
@@ -249,7 +257,7 @@ class RDPAccountant(Accountant):
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
         if not isinstance(charge, RDPCharge) or len(charge.values) != len(FILTER_ORDERS):
-            raise BudgetError(f"expected an RDP charge of this accountant, got {charge!r}", argument=argument,
+            raise BudgetError(f"expected an RDP charge of this accountant, got {shown(charge)}", argument=argument,
                               fix="pass what charge()/charge_plan()/compose() returned")
 
     def filter_epsilon(self, spent: RDPCharge) -> Converted:
@@ -322,8 +330,8 @@ class RDPCharge:
                    specs if len(specs) == len(curves) else (), tuple(c.label for c in curves))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
-        return f"RDPCharge({shown}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
+        orders = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
+        return f"RDPCharge({orders}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
 
     def to_json(self) -> str:
         """Exact text (floats by repr, which round-trips)."""
