@@ -218,9 +218,9 @@ def check_zcdp_conversion(data: st.DataObject) -> None:
         return
     event("converted")
     assert isinstance(out, dp.ApproxDP) and out.epsilon >= 0 and repr(out)
-    r, d = float(budget.rho), out.delta - budget.delta
-    if 1e-12 <= r <= 1e12 and d >= Fraction(1, 10**300):
-        assert witnessed(r, float(out.epsilon), d), (r, out)
+    d = out.delta - budget.delta
+    if Fraction(1, 10**12) <= budget.rho <= 10**12 and d >= Fraction(1, 10**300):
+        assert witnessed(float(budget.rho), float(out.epsilon), d), (budget, out)
 
 
 def run(body: Callable[[st.DataObject], None], data: st.DataObject) -> None:
