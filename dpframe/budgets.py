@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Literal, TypeAlias, TypeVar, Union
 
@@ -63,7 +65,9 @@ def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction
 def _fmt(x: Fraction) -> str:
     if x.denominator == 1 or x.denominator < 1000:
         return str(x)
-    return f"{float(x):.6g}"
+    if 1e-300 < abs(x) < 1e300:
+        return f"{float(x):.6g}"
+    return f"{Decimal(x.numerator) / Decimal(x.denominator):.6g}"   # beyond floats: Decimal has no range limit
 
 
 @dataclass(frozen=True)
@@ -210,48 +214,112 @@ def zero(notion: Notion) -> Budget:
     return make(notion, Fraction(0))
 
 
+#: Above this ρ the float search of the CKS20 conversion is not used: ε is the exact standard bound.
+_FLOAT_RHO = 1e100
+
+
 def _log_delta(alpha: float, rho: float, eps: float) -> float:
     # CKS20 Cor. 13: δ = exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α, in log space.
     return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
 
 
-def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:
-    """The smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP (any α gives a valid bound)."""
-    r, e = float(rho), float(epsilon)
+def _float(x: Fraction) -> float:
+    """``x`` as a float, +∞ when it is too large for one."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _log(x: Fraction) -> float:
+    """Log x for an exact x > 0, also where float(x) underflows or overflows (via the integer parts)."""
+    return math.log(x.numerator) - math.log(x.denominator)
+
+
+def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
+    """Log of the smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP, capped at 0 (δ ≤ 1).
+
+    Any order α gives a valid bound, so a search that misses the optimum only loses tightness.
+    """
+    r, e = _float(rho), _float(epsilon)
     if r == 0:
-        return 0.0
+        return -math.inf
+    if not math.isfinite(r) or r > _FLOAT_RHO:
+        return 0.0                      # δ ≤ 1: vacuous but true (such a ρ protects nothing)
+    if not math.isfinite(e):
+        e = sys.float_info.max          # δ is non-increasing in ε: a smaller ε gives a larger, valid δ
     grid = np.exp(np.linspace(math.log(1 + 1e-9), math.log(1e7), 2000))
-    values = (grid - 1) * (grid * r - e) - np.log(grid - 1) + grid * np.log1p(-1 / grid)
+    with np.errstate(all="ignore"):
+        values = (grid - 1) * (grid * r - e) - np.log(grid - 1) + grid * np.log1p(-1 / grid)
+    values = np.where(np.isnan(values), math.inf, values)
     best = int(np.argmin(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
     from scipy.optimize import minimize_scalar  # imported lazily: it is slow to import and rarely needed
 
-    res = minimize_scalar(lambda a: _log_delta(a, r, e), bounds=(lo, hi), method="bounded")
-    log_d = min(float(values[best]), float(res.fun))
-    return min(1.0, math.exp(log_d))
+    with np.errstate(all="ignore"):
+        res = minimize_scalar(lambda a: _log_delta(float(a), r, e), bounds=(lo, hi), method="bounded")
+    found = float(res.fun) if math.isfinite(float(res.fun)) else math.inf
+    return min(0.0, float(values[best]), found)
+
+
+def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:
+    """The smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP (any α gives a valid bound).
+
+    Example:
+        >>> round(zcdp_delta(Fraction(1, 2), Fraction(5)), 8)
+        2.9e-06
+        >>> zcdp_delta(Fraction(10**400), Fraction(1))     # too large for floats: the vacuous δ = 1
+        1.0
+
+    """
+    return math.exp(zcdp_log_delta(rho, epsilon))
+
+
+def _sqrt_up(x: Fraction) -> Fraction:
+    """A Fraction ≥ √x (exact integer square root of the scaled value, rounded up)."""
+    n, d = x.numerator, x.denominator
+    m = math.isqrt(n * d)
+    return Fraction(m if m * m == n * d else m + 1, d)
+
+
+def _round_up(x: Fraction) -> Fraction:
+    """The multiple of 10⁻¹² at or above x."""
+    return Fraction(-((-x.numerator * 10**12) // x.denominator), 10**12)
 
 
 def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     """The ε of the CKS20 conversion of ρ-zCDP to (ε, δ)-DP, rounded up (never under-reports).
 
+    It is never above the standard bound ρ + 2√(ρ·log(1/δ)) (Bun & Steinke 2016, Prop. 1.3), which is
+    what is returned, computed exactly and rounded up, when ρ is too large for the float search.
+
     Example:
         >>> float(zcdp_epsilon(Fraction(1, 2), Fraction(1, 10**6))) < 0.5 + 2 * (0.5 * math.log(1e6)) ** 0.5
         True
+        >>> zcdp_epsilon(Fraction(10**200), Fraction(1, 10**6)) > 10**200
+        True
 
     """
-    r = float(rho)
-    if r == 0:
+    if rho == 0:
         return Fraction(0)
-    target = math.log(float(delta))
-    lo, hi = 0.0, r + 2 * math.sqrt(r * math.log(1 / float(delta))) + 1.0
+    log_inv = -_log(delta)                               # log(1/δ) > 0, also for δ below the float range
+    # an upper bound of log(1/δ) as an exact number (relative margin far above float error)
+    log_up = Fraction(log_inv * (1 + 1e-12) + 1e-300)
+    standard = _round_up(rho + 2 * _sqrt_up(rho * log_up)) + Fraction(1, 10**12)
+    r = _float(rho)
+    if r > _FLOAT_RHO:
+        return standard
+    target = -log_inv
+    lo, hi = 0.0, float(standard)
     for _ in range(64):
         mid = (lo + hi) / 2
-        if math.log(max(zcdp_delta(rho, Fraction(mid)), 1e-300)) <= target:
+        if zcdp_log_delta(rho, Fraction(mid)) <= target:
             hi = mid
         else:
             lo = mid
     # Round up with a margin far above float error in evaluating the bound.
-    return Fraction(hi * (1 + 1e-9) + 1e-12).limit_denominator(10**12) + Fraction(1, 10**12)
+    found = Fraction(hi * (1 + 1e-9) + 1e-12).limit_denominator(10**12) + Fraction(1, 10**12)
+    return min(found, standard)
 
 
 _NOTION_NAMES = {"pure": "a pure-ε", "approx": "an (ε, δ)", "zcdp": "a zCDP"}

@@ -48,11 +48,27 @@ class PhysicalPlan:
         return tuple(seen.values())
 
 
+#: Largest ε (or ρ) of one query: noise is calibrated in floats, and its scale (Δ/ε) must not underflow.
+MAX_QUERY_BUDGET = Fraction(10**300)
+
+
 def check_budget(budget: object) -> Budget:
-    """A query budget must be given and be one of dp.PureDP / dp.ApproxDP / dp.ZCDP."""
+    """A query budget must be given, be one of dp.PureDP / dp.ApproxDP / dp.ZCDP, and be below 1e300.
+
+    Example:
+        >>> check_budget(PureDP(10**400))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: ε (or ρ) of one query must be below 1e300 ...
+
+    """
     if not isinstance(budget, PureDP | ApproxDP | ZCDP):
         raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {budget!r}", argument="budget",
                           fix="pass budget=dp.PureDP(0.5) (or another budget) to explain/cost/collect")
+    if _first(budget) >= MAX_QUERY_BUDGET:
+        raise BudgetError("ε (or ρ) of one query must be below 1e300 (noise scales are floats: Δ/ε would "
+                          "underflow to 0)", argument="budget", fix="pass a smaller budget; 1e6 already adds "
+                          "next to no noise")
     return budget
 
 

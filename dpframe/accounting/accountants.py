@@ -34,8 +34,29 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, overload
 
+from dpframe.accounting.checks import (
+    check_delta,
+    check_epsilon,
+    check_rate,
+    check_times,
+    delta_out,
+    epsilon_out,
+    shown,
+)
 from dpframe.accounting.curves import PrivacyCurve, amplified_epsilon, approx, pure, zcdp
-from dpframe.budgets import Budget, Notion, convert, describe, make, zcdp_delta, zcdp_epsilon, zero
+from dpframe.budgets import (
+    ZCDP,
+    ApproxDP,
+    Budget,
+    Notion,
+    PureDP,
+    convert,
+    describe,
+    make,
+    zcdp_delta,
+    zcdp_epsilon,
+    zero,
+)
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
 
 #: Which standalone accountant can compose a curve (used in error messages).
@@ -56,27 +77,32 @@ def round_up(x: float) -> Fraction:
     return Fraction(math.ceil(x * (1 + 1e-12) * 10**12) + 1, 10**12)
 
 
-def check_delta(delta: object) -> float:
-    """δ for a conversion must be a number in (0, 1)."""
-    if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not (0 < delta < 1):
-        raise BudgetError(f"must be in (0, 1), got {delta!r}", argument="delta", fix="pass delta such as 1e-6")
-    return float(delta)
+def check_budget(value: object, argument: str = "cost") -> Budget:
+    """A privacy budget: dp.PureDP, dp.ApproxDP or dp.ZCDP."""
+    if not isinstance(value, PureDP | ApproxDP | ZCDP):
+        raise BudgetError(f"expected a budget, got {shown(value)}", argument=argument,
+                          fix="pass dp.PureDP(epsilon), dp.ApproxDP(epsilon, delta) or dp.ZCDP(rho)")
+    return value
 
 
-def check_epsilon(epsilon: object) -> float:
-    """ε for a conversion must be a finite number ≥ 0."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | Fraction) or not (
-            math.isfinite(epsilon) and epsilon >= 0):
-        raise BudgetError(f"must be a finite number ≥ 0, got {epsilon!r}", argument="epsilon",
-                          fix="pass epsilon such as 1.0")
-    return float(epsilon)
+def _float_of(x: Fraction, argument: str) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        raise BudgetError(f"{_short(x)} is too large to account with privacy curves", argument=argument,
+                          fix="use a budget below 1e300") from None
+
+
+def _short(x: Fraction) -> str:
+    return f"a number with {len(str(x.numerator // x.denominator))} digits"
 
 
 def curve_of(cost: Budget) -> PrivacyCurve:
     """The privacy curve a bare budget guarantees (for charges without declared curves)."""
     if cost.notion == "zcdp":
-        return zcdp(float(cost.rho), float(cost.delta))  # type: ignore[union-attr]
-    eps, delta = float(cost.epsilon), float(getattr(cost, "delta", 0))  # type: ignore[union-attr]
+        return zcdp(_float_of(cost.rho, "rho"), float(cost.delta))  # type: ignore[union-attr]
+    eps = _float_of(cost.epsilon, "epsilon")  # type: ignore[union-attr]
+    delta = float(getattr(cost, "delta", 0))
     return approx(eps, delta) if delta else pure(eps)
 
 
@@ -87,6 +113,8 @@ class Accountant(ABC):
     accepts: ClassVar[frozenset[Notion]]
 
     def __init__(self, total: Budget | None = None) -> None:
+        if total is not None:
+            check_budget(total, "total")
         if total is not None and total.notion not in self.accepts:
             raise BudgetConversionError(
                 f"the {self.name!r} accountant accounts in {sorted(self.accepts)}, not {total.notion}",
@@ -114,7 +142,7 @@ class Accountant(ABC):
         RDP/PLD sessions return an :class:`~dpframe.accounting.RDPCharge` in place of a budget; treat
         charges as opaque values for ``compose``/``fits``/``describe_charge`` and the ledger.
         """
-        return convert(cost, self.total.notion)
+        return convert(check_budget(cost), self.total.notion)
 
     def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Budget:
         """The charge of a plan whose mechanisms cost ``cost`` in total, all run on one Poisson sample.
@@ -126,10 +154,15 @@ class Accountant(ABC):
         γδ)) for pure/approximate DP; none for zCDP (sampling never hurts, but zCDP cannot express the gain).
         """
         charged = self.charge(cost)
+        check_curves(curves)
+        rate = check_rate(rate)
         if rate >= 1 or self.total.notion == "zcdp":
             return charged
         first = charged.epsilon  # type: ignore[union-attr]
-        eps = min(first, round_up(amplified_epsilon(float(first), rate)))
+        try:
+            eps = min(first, round_up(amplified_epsilon(float(first), rate)))
+        except (OverflowError, BudgetError):      # ε beyond floats: no amplification (sound, and it fits nothing)
+            eps = first
         return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(repr(rate)))
 
     @overload
@@ -141,15 +174,26 @@ class Accountant(ABC):
     def compose(self, charges: Any, times: int = 1) -> Any:
         """Session: the total of a list of charges. Standalone: record ``times`` runs of a curve."""
         if isinstance(charges, PrivacyCurve):
-            if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-                raise BudgetError(f"must be an int ≥ 1, got {times!r}", argument="times",
-                                  fix="pass how many times the mechanism runs")
+            times = check_times(times)
             if not self.can_compose(charges):
                 raise composability_error(charges, self.name)
             self.entries.append((charges, times))
             self._changed()
             return self
+        if isinstance(charges, str | bytes) or not isinstance(charges, Sequence):
+            raise BudgetError(f"expected a privacy curve or a list of charges, got {shown(charges)}",
+                              argument="charges",
+                              fix="pass a curve such as acc.gaussian(sigma=1.0) (a list of charges only to a "
+                                  "session accountant, built with its total budget)")
+        for c in charges:
+            self.check_charge(c)
         return self._compose_charges(charges)
+
+    def check_charge(self, charge: object, argument: str = "charges") -> None:
+        """Refuse what is not a charge of this accountant (a budget of the session's notion here)."""
+        if not isinstance(charge, PureDP | ApproxDP | ZCDP) or charge.notion != self.total.notion:
+            raise BudgetError(f"expected a {self.total.notion} charge of this accountant, got {shown(charge)}",
+                              argument=argument, fix="pass what charge()/charge_plan()/compose() returned")
 
     def can_compose(self, curve: PrivacyCurve) -> bool:
         """Whether this accountant can compose ``curve`` (standalone)."""
@@ -166,15 +210,18 @@ class Accountant(ABC):
 
     def fits(self, spent: Any) -> bool:
         """Whether a composed total is within the session's budget."""
+        self.check_charge(spent, "spent")
         return _first(spent) <= _first(self.total) and _delta(spent) <= _delta(self.total)
 
     def remaining(self, spent: Any) -> Budget:
         """What is left (coordinate-wise, never negative)."""
+        self.check_charge(spent, "spent")
         return make(self.total.notion, max(Fraction(0), _first(self.total) - _first(spent)),
                     max(Fraction(0), _delta(self.total) - _delta(spent)))
 
     def shortfall(self, spent_after: Any) -> str:
         """By how much a total overshoots the budget, as text."""
+        self.check_charge(spent_after, "spent_after")
         over = make(self.total.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),
                     max(Fraction(0), _delta(spent_after) - _delta(self.total)))
         return describe(over)
@@ -185,10 +232,12 @@ class Accountant(ABC):
 
     def report(self, spent: Any) -> Budget:
         """A composed total as a budget (what ``sess.spent()`` shows)."""
+        self.check_charge(spent, "spent")
         return spent  # type: ignore[no-any-return]
 
     def describe_charge(self, charge: Any) -> str:
         """A charge as text."""
+        self.check_charge(charge, "charge")
         return describe(charge)
 
     @abstractmethod
@@ -206,6 +255,7 @@ class Accountant(ABC):
 
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""
+        delta = check_delta(delta)
         lines = [f"{self.name} accountant: {self.describe()}"]
         lines += [f"  {times} × {curve.label}" for curve, times in self.entries]
         lines.append(f"  ε = {self.epsilon(delta=delta):.6g} at δ = {delta:g}")
@@ -213,6 +263,14 @@ class Accountant(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {len(self.entries)} mechanism kinds>"
+
+
+def check_curves(curves: object) -> None:
+    """``None`` or a sequence of privacy curves."""
+    if curves is not None and (isinstance(curves, str | bytes) or not isinstance(curves, Sequence) or not all(
+            isinstance(c, PrivacyCurve) for c in curves)):
+        raise BudgetError(f"expected a list of privacy curves or None, got {shown(curves)}", argument="curves",
+                          fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
 
 
 def composability_error(curve: PrivacyCurve, name: str) -> DPFrameError:
@@ -277,14 +335,16 @@ class BasicAccountant(Accountant):
         eps = math.fsum(t * float(c.pure_eps or 0.0) for c, t in exact)
         if not other:
             return float(eps)
-        spare = d - sum(t * c.delta0 for c, t in other)
+        spare = d - math.fsum(t * c.delta0 for c, t in other)
         if spare <= 0:
             return math.inf
         share = spare / sum(t for _, t in other)
-        return float(eps + sum(t * c.approx_dp(share + c.delta0) for c, t in other))
+        return epsilon_out(eps + math.fsum(t * c._approx_dp(share + c.delta0) for c, t in other))
 
     def delta(self, epsilon: float) -> float:
         e = check_epsilon(epsilon)
+        if not self.entries:
+            return 0.0
         lo, hi = 1e-300, 1 - 1e-12
         if self.epsilon(hi) > e:
             return 1.0
@@ -316,14 +376,19 @@ class ZCDPAccountant(Accountant):
     def epsilon(self, delta: float) -> float:
         d = check_delta(delta)
         rho, d0 = self._rho()
-        if d <= d0:
+        if d <= d0 or not math.isfinite(rho):
             return math.inf
-        return float(zcdp_epsilon(Fraction(rho), Fraction(d - d0)))
+        try:
+            return epsilon_out(zcdp_epsilon(Fraction(rho), Fraction(d - d0)))
+        except OverflowError:       # ε beyond floats
+            return math.inf
 
     def delta(self, epsilon: float) -> float:
         e = check_epsilon(epsilon)
         rho, d0 = self._rho()
-        return min(1.0, zcdp_delta(Fraction(rho), Fraction(e)) + d0)
+        if not math.isfinite(rho):
+            return 1.0
+        return delta_out(zcdp_delta(Fraction(rho), Fraction(e)) + d0)
 
 
 def default_accountant(total: Budget) -> str:

@@ -52,12 +52,27 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from dpframe.accounting.checks import (
+    check_alpha,
+    check_delta,
+    check_epsilon,
+    check_grid,
+    check_rate,
+    delta_out,
+    nonnegative,
+    positive,
+    ratio,
+    rdp_out,
+    real,
+    shown,
+)
 from dpframe.errors import BudgetError, DPFrameError
 
 Array = np.ndarray
@@ -70,27 +85,14 @@ def _special() -> Any:
     return scipy.special
 
 
-def _positive(value: object, argument: str, fix: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise BudgetError(f"must be a finite number > 0, got {value!r}", argument=argument, fix=fix)
-    return float(value)
+#: Evaluations of a profile or RDP function are done in blocks of at most this many array entries.
+BLOCK = 1 << 21
 
+#: Largest integer order at which a subsampled RDP curve is computed term by term (beyond: the cap).
+MAX_SUBSAMPLED_ORDER = 4096
 
-def check_rate(rate: object) -> float:
-    """A Poisson sampling rate must be a number in (0, 1]."""
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (0 < rate <= 1):
-        raise BudgetError(f"must be in (0, 1], got {rate!r}", argument="rate",
-                          fix="pass the public probability with which each privacy unit is kept, e.g. 0.01")
-    return float(rate)
-
-
-def check_alpha(alpha: object) -> Array:
-    """Rényi orders must be numbers > 1."""
-    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
-    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 1):
-        raise BudgetError(f"Rényi orders must be finite and > 1, got {alpha!r}", argument="alpha",
-                          fix="use orders such as 1.5, 2, 8, 64 (α = 1 is KL, not supported)")
-    return a
+#: Largest count range [lower, upper] of :func:`threshold_test` (its cost grows with the range).
+MAX_COUNT_RANGE = 100_000
 
 
 def amplified_epsilon(epsilon: float, rate: float) -> float:
@@ -107,13 +109,16 @@ def amplified_epsilon(epsilon: float, rate: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ RDP
-def _rdp_gaussian(sigma: float) -> Fn:
-    return lambda a: np.asarray(a / (2 * sigma**2))
+def _rdp_linear(rho: float) -> Fn:
+    """ε(α) = αρ (Gaussian with ρ = Δ²/(2σ²), any ρ-zCDP mechanism); ρ may be +∞ (vacuous)."""
+    return lambda a: np.asarray(a * rho)
 
 
-def _rdp_laplace(b: float) -> Fn:
+def _rdp_laplace(eps: float) -> Fn:
+    """Laplace with ε = Δ/b: ε + log1p((α−1)·expm1((1−2α)ε)/(2α−1))/(α−1)."""
     def f(a: Array) -> Array:
-        return np.asarray(1 / b + np.log1p((a - 1) * np.expm1((1 - 2 * a) / b) / (2 * a - 1)) / (a - 1))
+        with np.errstate(over="ignore"):
+            return np.asarray(eps + np.log1p((a - 1) * np.expm1((1 - 2 * a) * eps) / (2 * a - 1)) / (a - 1))
 
     return f
 
@@ -136,27 +141,35 @@ def _rdp_pure(eps: float) -> Fn:
 
 def _rdp_discrete_laplace(t: float, d: int) -> Fn:
     def f(a: Array) -> Array:
-        k = (2 * a - 1) / t
-        # middle sum Σ_{k=1}^{Δ−1} r^k with r = e^{−(2α−1)/t}, written with expm1 (all terms ≥ 0)
-        mid = np.exp(-k) * (-np.expm1(-k * (d - 1))) / (-np.expm1(-k)) if d > 1 else np.zeros_like(a)
-        inner = 1 + np.exp(-(2 * a - 1) * d / t) + (-math.expm1(-1 / t)) * mid
-        return np.asarray(((a - 1) * d / t + np.log(inner) - math.log1p(math.exp(-1 / t))) / (a - 1))
+        with np.errstate(over="ignore"):
+            k = (2 * a - 1) / t
+            # middle sum Σ_{k=1}^{Δ−1} r^k with r = e^{−(2α−1)/t}, written with expm1 (all terms ≥ 0)
+            mid = np.exp(-k) * (-np.expm1(-k * (d - 1))) / (-np.expm1(-k)) if d > 1 else np.zeros_like(a)
+            inner = 1 + np.exp(-(2 * a - 1) * (d / t)) + (-math.expm1(-1 / t)) * mid
+            return np.asarray(((a - 1) * (d / t) + np.log(inner) - math.log1p(math.exp(-1 / t))) / (a - 1))
 
     return f
 
 
 # ------------------------------------------------------------------------------------ hockey sticks
+#: Profiles are evaluated at ε ≤ this (δ is non-increasing in ε, so a smaller ε only raises δ: sound).
+E_MAX = 1e300
+
+
 def _hs_gaussian(mu: float) -> Fn:
     def f(e: Array) -> Array:
         sp = _special()
-        out = np.exp(sp.log_ndtr(-e / mu + mu / 2)) - np.exp(e + sp.log_ndtr(-e / mu - mu / 2))
+        e = np.minimum(np.asarray(e, dtype=np.float64), E_MAX)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.exp(sp.log_ndtr(-e / mu + mu / 2)) - np.exp(e + sp.log_ndtr(-e / mu - mu / 2))
         return np.asarray(np.clip(out, 0.0, 1.0))
 
     return f
 
 
-def _hs_laplace(b: float) -> Fn:
-    return lambda e: np.where(e >= 1 / b, 0.0, -np.expm1(np.minimum(e - 1 / b, 0.0) / 2))
+def _hs_laplace(eps: float) -> Fn:
+    """Laplace with ε = Δ/b: δ(e) = 1 − e^{(e−ε)/2} on [0, ε], 0 beyond."""
+    return lambda e: np.where(e >= eps, 0.0, -np.expm1(np.minimum(e - eps, 0.0) / 2))
 
 
 def _hs_atoms(losses: Array, probs: Array) -> Fn:
@@ -170,23 +183,24 @@ def _hs_atoms(losses: Array, probs: Array) -> Fn:
 
 
 def _hs_bounded_range(eps: float) -> Fn:
-    return lambda e: np.where(e >= eps, 0.0,
-                              (math.exp(eps / 2) - np.exp(np.minimum(e, eps) / 2)) ** 2 / math.expm1(eps))
+    # (e^{ε/2} − e^{e/2})²/(e^ε − 1) = (1 − e^{(e−ε)/2})²/(1 − e^{−ε}): no overflow for any ε
+    return lambda e: np.where(e >= eps, 0.0, np.expm1((np.minimum(e, eps) - eps) / 2) ** 2 / -math.expm1(-eps))
 
 
 def _hs_discrete_laplace(t: float, d: int) -> Fn:
     """Exact profile of discrete Laplace(t) shifted by integer Δ (P-loss atoms, summed in closed form)."""
     norm = 1 + math.exp(-1 / t)
-    c = -math.expm1(-1 / t) / norm
 
     def f(e: Array) -> Array:
-        e = np.asarray(e, dtype=np.float64)
+        e = np.minimum(np.asarray(e, dtype=np.float64), E_MAX)
         top = (1 / norm) * -np.expm1(np.minimum(e - d / t, 0.0))          # atom at +Δ/t (k ≤ 0)
-        # middle atoms k = 1..K with loss (Δ − 2k)/t > ε: Σ c e^{−k/t} − e^{ε−Δ/t} Σ c e^{k/t}
+        # middle atoms k = 1..K with loss (Δ − 2k)/t > ε and P-mass c·e^{−k/t}, c = (1 − e^{−1/t})/norm:
+        # Σ_k c e^{−k/t}(1 − e^{ε − (Δ−2k)/t}) = (1 − e^{−K/t})/norm · (e^{−1/t} − e^{ε − (Δ−K)/t}),
+        # both exponents ≤ 0 on the atoms used, so nothing overflows for a tiny t
         kmax = np.clip(np.ceil((d - e * t) / 2) - 1, 0, d - 1)
-        s1 = c * math.exp(-1 / t) * (-np.expm1(-kmax / t)) / (-math.expm1(-1 / t))
-        s2 = c * math.exp(1 / t) * np.expm1(kmax / t) / math.expm1(1 / t)
-        mid = np.where(kmax > 0, s1 - np.exp(e - d / t) * s2, 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mid = -np.expm1(-kmax / t) / norm * (math.exp(-1 / t) - np.exp(np.minimum(e - (d - kmax) / t, 0.0)))
+        mid = np.where(kmax > 0, mid, 0.0)
         return np.clip(top + np.maximum(mid, 0.0), 0.0, 1.0)
 
     return f
@@ -299,6 +313,10 @@ def _subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
         for i, alpha in enumerate(np.asarray(a, dtype=np.float64)):
             if alpha <= 2:
                 v = at_int(2)  # RDP is non-decreasing in α
+            elif alpha > MAX_SUBSAMPLED_ORDER:
+                # subsampling never increases a Rényi divergence (joint quasi-convexity, van Erven &
+                # Harremoës 2014, Thm 13: D_α((1−γ)Q + γP‖Q) ≤ D_α(P‖Q), likewise for the reverse pair)
+                v = float(rdp(np.array([alpha]))[0])
             else:
                 lo, hi = math.floor(alpha), math.ceil(alpha)
                 if lo == hi:
@@ -312,15 +330,34 @@ def _subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
     return f
 
 
+def unamplified_epsilon(e: Array, rate: float) -> Array:
+    """log(1 + (e^ε − 1)/γ) for ε ≥ 0 (the inverse of :func:`amplified_epsilon`), finite where it can be.
+
+    Example:
+        >>> [round(float(v), 6) for v in unamplified_epsilon(np.array([0.017037, 1000.0]), 0.01)]
+        [1.000005, 1004.60517]
+
+    """
+    e = np.asarray(e, dtype=np.float64)
+    log_rate = math.log(rate)
+    with np.errstate(over="ignore", divide="ignore"):
+        em1 = np.expm1(np.minimum(e, 700.0))
+        direct = np.log1p(em1 / rate)                               # accurate for small ε
+        summed = np.log(em1 + rate) - log_rate                      # when em1/γ overflows
+        large = e + np.log1p((rate - 1) * np.exp(-e)) - log_rate    # when e^ε overflows
+    out = np.where(e >= 700.0, large, np.where(np.isfinite(direct), direct, summed))
+    return np.asarray(np.minimum(out, E_MAX))
+
+
 def _hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
     """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0."""
     def rem(e: Array) -> Array:
-        x = np.exp(np.asarray(e, dtype=np.float64))
-        return rate * hs(np.log1p((x - 1) / rate))
+        return rate * hs(unamplified_epsilon(e, rate))
 
     def rev(e: Array) -> Array:
-        x = np.exp(np.asarray(e, dtype=np.float64))
-        c = 1 - x * (1 - rate)                       # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
+        with np.errstate(over="ignore"):
+            x = np.exp(np.asarray(e, dtype=np.float64))
+            c = 1 - x * (1 - rate)                   # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
         out = np.zeros_like(x)
         ok = c > 0
         out[ok] = c[ok] * two_sided(hs_rev, hs, np.log(x[ok] * rate / c[ok]))
@@ -361,7 +398,8 @@ class PrivacyCurve:
         a = check_alpha(alpha)
         if self.rdp is None:
             return np.full(a.shape, math.inf)
-        return np.asarray(self.rdp(a), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            return rdp_out(self.rdp(a))
 
     def profile(self) -> tuple[Fn, Fn]:
         """(hs, hs_rev) of a dominating pair: the declared one, or one derived from the RDP curve."""
@@ -370,29 +408,57 @@ class PrivacyCurve:
         if self.rdp is None:
             raise DPFrameError(f"{self.label} has neither an RDP curve nor a privacy profile",
                                argument="mechanism", fix="declare rdp= or profile= for it")
-        h = _hs_from_rdp(self.rdp, RDP_ORDERS)
-        if self.delta0:
-            h = _hs_mixture(h, self.delta0)
-        return h, h
+        cached: tuple[Fn, Fn] | None = self.__dict__.get("_derived_profile")
+        if cached is None:            # derived once per curve (δ(ε) queries call this in loops)
+            h = _hs_from_rdp(self.rdp, RDP_ORDERS)
+            if self.delta0:
+                h = _hs_mixture(h, self.delta0)
+            cached = (h, h)
+            object.__setattr__(self, "_derived_profile", cached)
+        return cached
 
     def delta_at(self, epsilon: float) -> float:
-        """δ(ε) of this single mechanism (max over both neighbour directions)."""
+        """δ(ε) of this single mechanism (max over both neighbour directions), for a finite ε ≥ 0.
+
+        Example:
+            >>> round(laplace(scale=1.0).delta_at(0.5), 6)      # 1 − e^{(0.5 − 1)/2}
+            0.221199
+
+        """
+        return self._delta_at(check_epsilon(epsilon))
+
+    def _delta_at(self, epsilon: float) -> float:
         hs, rev = self.profile()
-        e = np.array([float(epsilon)])
-        return float(max(hs(e)[0], rev(e)[0]))
+        e = np.array([epsilon])
+        with np.errstate(all="ignore"):
+            return max(delta_out(hs(e)[0]), delta_out(rev(e)[0]))
 
     def approx_dp(self, delta: float) -> float:
-        """The smallest ε with δ(ε) ≤ ``delta`` for this mechanism alone (bisection; returns the upper end)."""
-        if self.delta_at(0.0) <= delta:
+        """The smallest ε with δ(ε) ≤ ``delta`` (in (0, 1)) for this mechanism alone (bisection; the upper end).
+
+        ∞ when no ε up to max(10⁴, 2·ε∞) has that δ (e.g. ``delta`` below the mechanism's δ0).
+
+        Example:
+            >>> round(laplace(scale=1.0).approx_dp(0.221199), 4)
+            0.5
+
+        """
+        return self._approx_dp(check_delta(delta))
+
+    def _approx_dp(self, delta: float) -> float:
+        if self._delta_at(0.0) <= delta:
             return 0.0
+        limit = max(1e4, 2 * self.eps_inf) if self.eps_inf is not None and math.isfinite(self.eps_inf) else 1e4
         lo, hi = 0.0, 1.0
-        while self.delta_at(hi) > delta:
+        while self._delta_at(hi) > delta:
             lo, hi = hi, hi * 2
-            if hi > 1e4:
+            if hi > limit:
                 return math.inf
-        for _ in range(60):
+        for _ in range(80):
             mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if self.delta_at(mid) <= delta else (mid, hi)
+            lo, hi = (lo, mid) if self._delta_at(mid) <= delta else (mid, hi)
+            if hi - lo <= 1e-15 * hi:
+                break
         return hi
 
     def subsampled(self, rate: float) -> PrivacyCurve:
@@ -442,12 +508,13 @@ def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
         0.3
 
     """
-    s = _positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
-    d = _positive(sensitivity, "sensitivity", "pass the L2 sensitivity, e.g. 1.0")
-    mu = d / s
+    s = positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
+    d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity, e.g. 1.0")
+    mu = ratio(d, s, "sigma", "μ = Δ/σ")
     hs = _hs_gaussian(mu)
+    rho = mu * mu / 2                          # +∞ when μ² overflows: a vacuous, valid bound
     return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
-                        _rdp_gaussian(s / d), hs, hs, None, 0.0, mu**2 / 2, True)
+                        _rdp_linear(rho), hs, hs, None, 0.0, rho, True)
 
 
 def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
@@ -458,36 +525,50 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
         0.1
 
     """
-    b = _positive(scale, "scale", "pass the Laplace scale, e.g. scale=10.0")
-    d = _positive(sensitivity, "sensitivity", "pass the L1 sensitivity, e.g. 1.0")
-    bn = b / d
-    hs = _hs_laplace(bn)
+    b = positive(scale, "scale", "pass the Laplace scale, e.g. scale=10.0")
+    d = positive(sensitivity, "sensitivity", "pass the L1 sensitivity, e.g. 1.0")
+    eps = ratio(d, b, "scale", "ε = Δ/b")
+    hs = _hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        _rdp_laplace(bn), hs, hs, 1 / bn, 0.0, 1 / (2 * bn**2), True, pure_eps=1 / bn)
+                        _rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps)
 
 
 def randomized_response(p: float | None = None, *, epsilon: float | None = None) -> PrivacyCurve:
-    """Binary randomized response: the true bit with probability ``p`` > ½ (or p = e^ε/(1+e^ε))."""
+    """Binary randomized response: the true bit with probability ``p`` > ½ (or p = e^ε/(1+e^ε)).
+
+    Example:
+        >>> randomized_response(epsilon=1000.0).eps_inf      # p rounds to 1 as a float: built from ε
+        1000.0
+
+    """
     if (p is None) == (epsilon is None):
         raise BudgetError("give exactly one of p and epsilon", argument="p",
                           fix="randomized_response(p=0.75) or randomized_response(epsilon=1.0)")
+    spec: dict[str, Any]
     if p is None:
-        e = _positive(epsilon, "epsilon", "pass epsilon > 0")
-        p = 1 / (1 + math.exp(-e))
-    if isinstance(p, bool) or not isinstance(p, int | float) or not (0.5 < p < 1):
-        raise BudgetError(f"must be in (0.5, 1), got {p!r}", argument="p", fix="pass the truth probability")
-    eta = math.log(p / (1 - p))
-    hs = _hs_atoms(np.array([eta, -eta]), np.array([p, 1 - p]))
-    lp, lq = math.log(p), math.log1p(-p)
-    return PrivacyCurve(f"randomized response(p={p:g})", {"kind": "randomized_response", "p": p},
-                        _rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta**2 / 2, True, pure_eps=eta)
+        eta = positive(epsilon, "epsilon", "pass epsilon > 0")
+        prob = 1 / (1 + math.exp(-eta))
+        if 0.5 < prob < 1:           # representable: described by p, as always
+            return randomized_response(prob)
+        lp, lq = -float(np.logaddexp(0.0, -eta)), -float(np.logaddexp(0.0, eta))   # log p, log(1 − p)
+        label, spec = f"randomized response(ε={eta:g})", {"kind": "randomized_response", "epsilon": eta}
+    else:
+        prob = real(p, "p", "pass the truth probability, in (0.5, 1)")
+        if not (0.5 < prob < 1):
+            raise BudgetError(f"must be in (0.5, 1), got {shown(p)}", argument="p", fix="pass the truth probability")
+        eta, lp, lq = math.log(prob / (1 - prob)), math.log(prob), math.log1p(-prob)
+        label, spec = f"randomized response(p={prob:g})", {"kind": "randomized_response", "p": prob}
+    probs = np.array([prob, 1 - prob]) if p is not None else np.array([math.exp(lp), math.exp(lq)])
+    hs = _hs_atoms(np.array([eta, -eta]), probs)
+    return PrivacyCurve(label, spec, _rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta * eta / 2, True,
+                        pure_eps=eta)
 
 
 def pure(epsilon: float) -> PrivacyCurve:
     """Any ε-DP mechanism (dominated by randomized response with p = e^ε/(1+e^ε))."""
-    e = _positive(epsilon, "epsilon", "pass epsilon > 0")
+    e = positive(epsilon, "epsilon", "pass epsilon > 0")
     p = 1 / (1 + math.exp(-e))
-    hs = _hs_atoms(np.array([e, -e]), np.array([p, 1 - p]))
+    hs = _hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
     return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, _rdp_pure(e), hs, hs, e, 0.0,
                         e * e / 2, False, pure_eps=e)   # e * e: inf (not OverflowError) for absurd ε
 
@@ -506,10 +587,11 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
         [0.9367, 0.9898]
 
     """
-    e1 = _positive(eps1, "eps1", "pass ε₁ > 0")
-    e2 = _positive(eps2, "eps2", "pass ε₂ > 0")
+    e1 = positive(eps1, "eps1", "pass ε₁ > 0")
+    e2 = positive(eps2, "eps2", "pass ε₂ > 0")
     if isinstance(max_positives, bool) or not isinstance(max_positives, int) or max_positives < 1:
-        raise BudgetError(f"must be an int ≥ 1, got {max_positives!r}", argument="max_positives", fix="pass 1 or more")
+        raise BudgetError(f"must be an int ≥ 1, got {shown(max_positives)}", argument="max_positives",
+                          fix="pass 1 or more")
     total = pure(e1 + e2)
     assert total.rdp is not None
     rdp = total.rdp
@@ -526,10 +608,10 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
 
 def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
     """Any ρ-zCDP mechanism (ε(α) = αρ), optionally δ0-approximate."""
-    r = _positive(rho, "rho", "pass rho > 0")
+    r = positive(rho, "rho", "pass rho > 0")
     d0 = _delta0(delta0)
     return PrivacyCurve(f"{r:g}-zCDP" + (f" (δ0={d0:g})" if d0 else ""), {"kind": "zcdp", "rho": r, "delta0": d0},
-                        lambda a: a * r, None, None, None, d0, r, False)
+                        _rdp_linear(r), None, None, None, d0, r, False)
 
 
 def approx(epsilon: float, delta: float) -> PrivacyCurve:
@@ -544,15 +626,15 @@ def approx(epsilon: float, delta: float) -> PrivacyCurve:
 
 def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
     """Discrete Laplace noise (pmf ∝ e^{−|k|/t}) on one integer statistic of sensitivity Δ (exact curves)."""
-    t = _positive(scale, "scale", "pass the discrete Laplace scale t > 0")
-    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
-        raise BudgetError(f"must be a positive int, got {sensitivity!r}", argument="sensitivity",
+    t = positive(scale, "scale", "pass the discrete Laplace scale t > 0")
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or not (1 <= sensitivity <= 2**53):
+        raise BudgetError(f"must be an int in [1, 2**53], got {shown(sensitivity)}", argument="sensitivity",
                           fix="the sensitivity of an integer statistic is a positive integer")
+    eps = ratio(sensitivity, t, "scale", "ε = Δ/t")
     hs = _hs_discrete_laplace(t, sensitivity)
-    eps = sensitivity / t
     return PrivacyCurve(f"discrete Laplace(t={t:g}, Δ={sensitivity})",
                         {"kind": "discrete_laplace", "scale": t, "sensitivity": sensitivity},
-                        _rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps**2 / 2, False, pure_eps=eps)
+                        _rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
 
 
 def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
@@ -560,12 +642,13 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
 
     Its PLD is derived from this RDP curve (valid for vectors of any dimension).
     """
-    s = _positive(sigma, "sigma", "pass sigma > 0")
-    d = _positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
-    rho = d**2 / (2 * s**2)
+    s = positive(sigma, "sigma", "pass sigma > 0")
+    d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
+    mu = ratio(d, s, "sigma", "Δ/σ")
+    rho = mu * mu / 2
     return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
                         {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
-                        lambda a: a * rho, None, None, None, 0.0, rho, False)
+                        _rdp_linear(rho), None, None, None, 0.0, rho, False)
 
 
 def exponential(epsilon: float) -> PrivacyCurve:
@@ -576,7 +659,7 @@ def exponential(epsilon: float) -> PrivacyCurve:
     assert base.rdp is not None
     pure_rdp = base.rdp
     return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
-                        lambda a: np.minimum(pure_rdp(a), a * e**2 / 8), hs, hs, e, 0.0, e**2 / 8, False,
+                        lambda a: np.minimum(pure_rdp(a), a * (e * e / 8)), hs, hs, e, 0.0, e * e / 8, False,
                         pure_eps=e)
 
 
@@ -593,53 +676,119 @@ def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> Pr
     the count below a ``lower`` that holds for the full data. Use ``lower=0`` for a subsampled test
     unless the sampled count is bounded below by construction.
     """
-    s = _positive(sigma, "sigma", "pass sigma > 0")
-    if not (isinstance(lower, int) and isinstance(upper, int) and 0 <= lower <= upper):
-        raise BudgetError(f"need integers 0 ≤ lower ≤ upper, got {lower!r}, {upper!r}", argument="lower",
-                          fix="pass the public range of the count")
-    spec = {"kind": "threshold_test", "sigma": s, "threshold": float(threshold), "lower": lower, "upper": upper}
-    return _binary_family(f"threshold test(σ={s:g}, T={threshold:g}, c∈[{lower},{upper}])", spec,
-                          _threshold_pairs(s, float(threshold), lower, upper), 1.0)
+    s = positive(sigma, "sigma", "pass sigma > 0")
+    t = real(threshold, "threshold", "pass the public threshold T as a finite number")
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_) for v in (lower, upper)) or not (
+            0 <= lower <= upper <= 2**53):
+        raise BudgetError(f"need integers 0 ≤ lower ≤ upper ≤ 2**53, got {shown(lower)}, {shown(upper)}",
+                          argument="lower", fix="pass the public range of the count")
+    lo, hi = int(lower), int(upper)
+    if hi - lo > MAX_COUNT_RANGE:
+        raise BudgetError(f"the count range [{lo}, {hi}] has more than {MAX_COUNT_RANGE} values (the curves are "
+                          "exact maxima over every count in it)", argument="upper",
+                          fix=f"pass a range of at most {MAX_COUNT_RANGE} counts around the values the count can take")
+    spec = {"kind": "threshold_test", "sigma": s, "threshold": t, "lower": lo, "upper": hi}
+    return _binary_family(f"threshold test(σ={s:g}, T={t:g}, c∈[{lo},{hi}])", spec,
+                          _threshold_pairs(s, t, lo, hi), 1.0)
 
 
 def _threshold_pairs(sigma: float, threshold: float, lower: int, upper: int) -> Array:
-    """Probabilities P[noisy ≥ T] for c and its neighbour c ± 1: rows (p, q)."""
+    """Log-probabilities of P[noisy ≥ T] for c and its neighbour c ± 1: rows (log p, log(1−p), log q, log(1−q)).
+
+    Kept in log space (log Φ, not Φ): a probability that underflows as a float still has its exact log, so the
+    divergences of far-away counts are not cut off.
+    """
     c = np.arange(lower, upper + 1, dtype=np.float64)
     sp = _special()
-    p = np.exp(sp.log_ndtr((c - threshold) / sigma))
-    pairs = [np.stack([p, np.exp(sp.log_ndtr((c + d - threshold) / sigma))], axis=1) for d in (1, -1)]
-    return np.concatenate(pairs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (c - threshold) / sigma
+        rows = [np.stack([sp.log_ndtr(z), sp.log_ndtr(-z), sp.log_ndtr(z + d / sigma), sp.log_ndtr(-z - d / sigma)],
+                         axis=1) for d in (1, -1)]
+    return np.concatenate(rows)
 
 
 def _binary_family(label: str, spec: dict[str, Any], pairs: Array, rate: float) -> PrivacyCurve:
-    """Exact curves of a mechanism with a binary output over a finite set of neighbour pairs (p, q).
+    """Exact curves of a mechanism with a binary output over a finite set of neighbour pairs (P, Q).
 
-    Under Poisson subsampling the remove pair is ((1−γ)q + γp, q) and the add pair its reverse, so both
-    directions are included as pairs.
+    ``pairs`` holds rows (log p, log(1−p), log q, log(1−q)) of the output "1". Under Poisson subsampling
+    the remove pair is ((1−γ)Q + γP, Q) and the add pair its reverse, so both directions are included.
+    The profile is H_x = max over pairs of (p − xq)_+ + ((1−p) − x(1−q))_+ = max(0, 1 − x, p − xq,
+    (1−p) − x(1−q)) (the two parts add up to 1 − x), the upper envelope of lines in x, evaluated by binary
+    search; the RDP curve is evaluated in blocks (bounded memory for wide count ranges).
     """
-    p, q = pairs[:, 0], pairs[:, 1]
+    lp, l1p, lq, l1q = (pairs[:, i] for i in range(4))
     if rate < 1:
-        mix = (1 - rate) * q + rate * p
-        p, q = np.concatenate([mix, q]), np.concatenate([q, mix])
+        la = np.logaddexp(math.log1p(-rate) + lq, math.log(rate) + lp)        # A = (1−γ)Q + γP
+        l1a = np.logaddexp(math.log1p(-rate) + l1q, math.log(rate) + l1p)
+        lp, l1p, lq, l1q = (np.concatenate(v) for v in ((la, lq), (l1a, l1q), (lq, la), (l1q, l1a)))
     else:
-        p, q = np.concatenate([p, q]), np.concatenate([q, p])
-    p = np.clip(p, 1e-300, 1 - 1e-16)
-    q = np.clip(q, 1e-300, 1 - 1e-16)
-    lp, l1p, lq, l1q = np.log(p), np.log1p(-p), np.log(q), np.log1p(-q)
+        lp, l1p, lq, l1q = (np.concatenate(v) for v in ((lp, lq), (l1p, l1q), (lq, lp), (l1q, l1p)))
+    step = max(1, BLOCK // len(lp))
 
     def rdp(a: Array) -> Array:
-        a = np.asarray(a, dtype=np.float64)[:, None]
-        v = np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q) / (a - 1)
-        return np.asarray(np.max(v, axis=1))
+        a = np.asarray(a, dtype=np.float64)
+        out = np.empty(len(a))
+        for i in range(0, len(a), step):
+            b = a[i:i + step, None]
+            with np.errstate(invalid="ignore", over="ignore"):
+                one, zero = b * lp + (1 - b) * lq, b * l1p + (1 - b) * l1q
+                v = np.logaddexp(np.nan_to_num(one, nan=-math.inf), np.nan_to_num(zero, nan=-math.inf)) / (b - 1)
+            out[i:i + step] = np.max(v, axis=1)        # 0·log 0 terms (p = q = 0) count as 0 above
+        return out
+
+    with np.errstate(under="ignore"):
+        hull = _upper_envelope(np.concatenate([-np.exp(lq), -np.exp(l1q), [0.0, -1.0]]),
+                               np.concatenate([np.exp(lp), np.exp(l1p), [0.0, 1.0]]))
 
     def hs(e: Array) -> Array:
-        x = np.exp(np.asarray(e, dtype=np.float64))[:, None]
-        v = np.maximum(p - x * q, 0.0) + np.maximum((1 - p) - x * (1 - q), 0.0)
-        return np.asarray(np.clip(np.max(v, axis=1), 0.0, 1.0))
+        with np.errstate(over="ignore"):
+            x = np.minimum(np.exp(np.asarray(e, dtype=np.float64)), 1e308)   # a smaller x only raises H: sound
+        return np.asarray(np.clip(_evaluate_envelope(hull, x), 0.0, 1.0))
 
     spec = {**spec, "rate": rate} if rate < 1 else spec
     curve = PrivacyCurve(label, spec, rdp, hs, hs, None, 0.0, None, False, rate)
     return _BinaryCurve(curve, pairs)
+
+
+Envelope = tuple[Array, Array, Array]
+
+
+def _upper_envelope(slopes: Array, intercepts: Array) -> Envelope:
+    """The upper envelope of the lines y = m·x + b: (slopes, intercepts, breakpoints), slopes increasing.
+
+    Example:
+        >>> env = _upper_envelope(np.array([-1.0, 0.0, -0.5]), np.array([1.0, 0.0, 0.9]))
+        >>> [float(v) for v in _evaluate_envelope(env, np.array([0.0, 1.0, 10.0]))]
+        [1.0, 0.4, 0.0]
+
+    """
+    order = np.lexsort((intercepts, slopes))               # by slope, then intercept
+    m, b = slopes[order], intercepts[order]
+    last = np.append(m[1:] != m[:-1], True)                # of equal slopes keep the largest intercept
+    ms, bs = m[last].tolist(), b[last].tolist()
+    hm: list[float] = []
+    hb: list[float] = []
+    cut: list[float] = []
+    for mi, bi in zip(ms, bs):
+        while hm:
+            x = (hb[-1] - bi) / (mi - hm[-1])                # where the new (steeper) line overtakes the last
+            if cut and x <= cut[-1]:
+                hm.pop()
+                hb.pop()
+                cut.pop()
+                continue
+            cut.append(x)
+            break
+        hm.append(mi)
+        hb.append(bi)
+    return np.array(hm), np.array(hb), np.array(cut)
+
+
+def _evaluate_envelope(env: Envelope, x: Array) -> Array:
+    m, b, cut = env
+    k = np.searchsorted(cut, x, side="right")
+    with np.errstate(over="ignore"):
+        return np.asarray(m[k] * x + b[k])
 
 
 class _BinaryCurve(PrivacyCurve):
@@ -668,19 +817,47 @@ def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε
     The PLD accountant composes it via a dominating pair built from the profile (thesis Lemma 3.3.3 and
     Cor. 3.5.1: connect-the-dots of the convex envelope); the RDP and zCDP accountants cannot.
     """
+    if not callable(delta):
+        raise BudgetError(f"expected a function ε ↦ δ(ε), got {shown(delta)}", argument="delta",
+                          fix="pass e.g. lambda eps: max(0.0, 1e-6 - eps)")
+    _check_label(label)
+
     def hs(e: Array) -> Array:
-        return np.asarray(np.clip(np.array([float(delta(float(v))) for v in np.asarray(e)]), 0.0, 1.0))
+        values = np.array([_returned(delta(float(v)), "delta") for v in np.asarray(e)])
+        return np.asarray(np.clip(values, 0.0, 1.0))      # a NaN stays: it is read as the vacuous δ = 1
 
     return PrivacyCurve(label, None, None, hs, hs, None, 0.0, None, False)
+
+
+def _check_label(label: object) -> None:
+    if not isinstance(label, str):
+        raise BudgetError(f"must be a string, got {shown(label)}", argument="label", fix="pass a short description")
+
+
+def _returned(value: object, argument: str) -> float:
+    """A number returned by a user's curve function (NaN allowed: read as the vacuous bound)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise BudgetError(f"the function returned {shown(value)}, not a number", argument=argument,
+                          fix="return a float from the function")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
              eps_inf: float | None = None) -> PrivacyCurve:
     """A mechanism known only by its RDP curve α ↦ ε(α); subsampling uses the general bound."""
-    def f(a: Array) -> Array:
-        return np.array([float(rdp(float(v))) for v in np.asarray(a)])
+    if not callable(rdp):
+        raise BudgetError(f"expected a function α ↦ ε(α), got {shown(rdp)}", argument="rdp",
+                          fix="pass e.g. lambda alpha: alpha / 8")
+    _check_label(label)
+    cap = None if eps_inf is None else nonnegative(eps_inf, "eps_inf", "pass the pure ε-DP bound, or None")
 
-    return PrivacyCurve(label, None, f, None, None, eps_inf, 0.0, None, False)
+    def f(a: Array) -> Array:
+        return rdp_out([_returned(rdp(float(v)), "rdp") for v in np.asarray(a)])   # NaN → ∞, below 0 → 0
+
+    return PrivacyCurve(label, None, f, None, None, cap, 0.0, None, False)
 
 
 def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> PrivacyCurve:
@@ -712,13 +889,16 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     """
     parts = list(curves) if isinstance(curves, Sequence) else []
     if not parts or not all(isinstance(c, PrivacyCurve) for c in parts):
-        raise BudgetError(f"expected a non-empty list of privacy curves, got {curves!r}", argument="curves",
+        raise BudgetError(f"expected a non-empty list of privacy curves, got {shown(curves)}", argument="curves",
                           fix="pass e.g. [acc.laplace(scale=2.0), acc.gaussian(sigma=3.0)]")
     if len(parts) == 1:
         return parts[0]
     label = f"composition of ({'; '.join(c.label for c in parts)})"
+    h = check_grid(grid)
+    mu = math.inf
     if all(c.spec is not None and c.spec.get("kind") == "gaussian" and "rate" not in c.spec for c in parts):
-        mu = math.sqrt(math.fsum((c.spec["sensitivity"] / c.spec["sigma"]) ** 2 for c in parts))  # type: ignore[index]
+        mu = math.hypot(*(c.spec["sensitivity"] / c.spec["sigma"] for c in parts))  # type: ignore[index]
+    if math.isfinite(mu):   # (an overflowing μ is composed like any other mechanisms)
         one = gaussian(sigma=1.0, sensitivity=mu)
         return PrivacyCurve(label, one.spec, one.rdp, one.hs, one.hs_rev, None, 0.0, one.rho, True)
     specs = [c.spec for c in parts]
@@ -734,7 +914,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
 
     from dpframe.accounting.pld import composition_profile
 
-    hs, hs_rev = composition_profile(parts, grid)
+    hs, hs_rev = composition_profile(parts, h)
     return PrivacyCurve(label, spec, rdp, hs, hs_rev, total([c.eps_inf for c in parts]),
                         min(1.0, math.fsum(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
                         pure_eps=total([c.pure_eps for c in parts]))
@@ -745,9 +925,10 @@ def _composition_of_specs(parts: list[dict[str, Any]]) -> PrivacyCurve:
 
 
 def _delta0(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 <= value < 1):
-        raise BudgetError(f"must be in [0, 1), got {value!r}", argument="delta", fix="pass a δ such as 1e-7")
-    return float(value)
+    d = nonnegative(value, "delta", "pass a δ such as 1e-7")
+    if d >= 1:
+        raise BudgetError(f"must be in [0, 1), got {shown(value)}", argument="delta", fix="pass a δ such as 1e-7")
+    return d
 
 
 _KINDS: dict[str, Callable[..., PrivacyCurve]] = {

@@ -33,20 +33,23 @@ Example:
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpframe.accounting.accountants import check_delta, check_epsilon
-from dpframe.accounting.curves import Fn, PrivacyCurve
+from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
+from dpframe.accounting.curves import BLOCK, E_MAX, Fn, PrivacyCurve
 from dpframe.accounting.rdp import RDPAccountant
 from dpframe.budgets import Budget
 
 TAIL = 1e-15          # mass allowed outside the FFT window on each side (added to δ)
 ATOM_TAIL = 1e-18     # profile value at which a single mechanism's grid stops (rest → +∞)
-MAX_POINTS = 1 << 22  # grid points per side of one mechanism at most (beyond: the rest of δ goes to +∞)
+MAX_POINTS = 1 << 20  # grid points per side of one mechanism at most (beyond: the rest of δ goes to +∞)
+LOSS_MAX = 700.0      # largest loss of one mechanism's grid: x = e^{loss} must stay a finite float
+MAX_WINDOW = 1 << 22  # FFT window of a composition at most (beyond: the grid is coarsened)
 
 
 @dataclass(frozen=True)
@@ -60,26 +63,37 @@ class DiscretePLD:
 
 
 
+def _reach(h: float) -> int:
+    """Grid steps of one side at step h: at most :data:`MAX_POINTS`, and losses at most :data:`LOSS_MAX`."""
+    return max(0, min(MAX_POINTS, math.floor(LOSS_MAX / h)))
+
+
+def _value(f: Fn, e: float) -> float:
+    with np.errstate(all="ignore"):
+        return float(f(np.array([e]))[0])
+
+
 def _grid_end(f: Fn, h: float) -> int:
     """Grid steps n after which f is flat: f(nh) ≤ ATOM_TAIL + f at the far end (doubling, then bisection).
 
     f is non-increasing, so putting its value at the last point into the mass at +∞ is always sound; the
     plateau rule stops a profile that never reaches 0 (an (ε0, δ0) step) at its plateau instead of
-    walking a huge grid, and :data:`MAX_POINTS` bounds the grid for profiles that decay too slowly.
+    walking a huge grid, and :func:`_reach` bounds the grid for profiles that decay too slowly.
     """
-    with np.errstate(all="ignore"):
-        far = float(f(np.array([MAX_POINTS * h]))[0])
+    limit = _reach(h)
+    if limit == 0:
+        return 0
+    far = _value(f, limit * h)
     target = ATOM_TAIL + (far if math.isfinite(far) else 0.0)
 
     def flat(n: int) -> bool:
-        with np.errstate(all="ignore"):
-            return bool(float(f(np.array([n * h]))[0]) <= target)   # NaN: not flat
+        return _value(f, n * h) <= target   # NaN: not flat
 
     hi = 1
     while not flat(hi):
-        if hi >= MAX_POINTS:
-            return MAX_POINTS
-        hi = min(hi * 2, MAX_POINTS)
+        if hi >= limit:
+            return limit
+        hi = min(hi * 2, limit)
     lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -104,7 +118,7 @@ def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
     """
     top = _grid_end(hs, h)
     bottom = _grid_end(hs_rev, h)
-    j = np.arange(-bottom, top + 1)
+    j = np.arange(-bottom, top + 1, dtype=np.float64)
     eps = j * h
     x = np.exp(eps)
     # g = f − (1 − x)_+ is small where f is close to 1 − x (below ε = 0), which avoids cancellation:
@@ -116,6 +130,32 @@ def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
         g[~neg] = hs(eps[~neg])
     p, p_inf = envelope_masses(x, g)
     return DiscretePLD(int(-bottom), p, p_inf)
+
+
+def truncated(f: Fn, h: float) -> bool:
+    """Whether a profile still decreases after the grid's reach at step h (so mass would go to +∞)."""
+    at_reach, far = _value(f, _reach(h) * h), _value(f, E_MAX)
+    return at_reach > ATOM_TAIL + (far if math.isfinite(far) else 0.0)    # NaN: no
+
+
+def coarse_grid(profiles: Sequence[Fn], grid: float) -> float:
+    """The step to discretise at: ``grid`` doubled while some profile would be cut off by the grid's reach.
+
+    A profile that still carries mass beyond :data:`MAX_POINTS` steps (a large-ε mechanism: Laplace with a
+    tiny scale) is better described by a coarser grid than by moving its mass to +∞; connect-the-dots is
+    pessimistic at any step, so the result stays an upper bound. The step stops growing once the reach
+    is :data:`LOSS_MAX` (beyond, the rest of δ goes to +∞).
+
+    Example:
+        >>> from dpframe.accounting.curves import laplace, gaussian
+        >>> coarse_grid([gaussian(sigma=1.0).hs], 1e-4), coarse_grid([laplace(scale=0.005).hs], 1e-4)
+        (0.0001, 0.0002)
+
+    """
+    h = grid
+    while _reach(h) == MAX_POINTS and any(truncated(f, h) for f in profiles):
+        h *= 2
+    return h
 
 
 def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
@@ -181,8 +221,9 @@ def _lower_hull(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
         if len(bad) == 0:
             return keep
         keep = np.delete(keep, bad + 1)
-    x, g, m = xs[keep].tolist(), gs[keep].tolist(), ms[keep].tolist()
-    stack: list[int] = []
+    # compact arrays (not lists of Python floats): up to 2·MAX_POINTS points stay within a few dozen MB
+    x, g, m = (array("d", np.ascontiguousarray(v[keep]).tobytes()) for v in (xs, gs, ms))
+    stack = array("q")
     for c in range(len(x)):   # Andrew's monotone chain on what is left
         while len(stack) >= 2:
             a, b = stack[-2], stack[-1]
@@ -192,7 +233,7 @@ def _lower_hull(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
                 break
             stack.pop()
         stack.append(c)
-    return np.asarray(keep[np.array(stack)])
+    return np.asarray(keep[np.frombuffer(stack, dtype=np.int64)])
 
 
 class PLDAccountant(RDPAccountant):
@@ -208,12 +249,11 @@ class PLDAccountant(RDPAccountant):
 
     def __init__(self, total: Budget | None = None, *, grid: float = 1e-4) -> None:
         super().__init__(total)
-        if isinstance(grid, bool) or not isinstance(grid, int | float) or not (0 < grid <= 0.1):
-            from dpframe.errors import BudgetError
-
-            raise BudgetError(f"must be in (0, 0.1], got {grid!r}", argument="grid", fix="pass e.g. 1e-4")
-        self.grid = float(grid)
+        self.grid = check_grid(grid)
         self._pmfs: dict[str, tuple[np.ndarray, int, float]] | None = None
+        self._h = self.grid
+        self._degraded = False
+        self._groups: list[tuple[PrivacyCurve, int]] = []
 
     def describe(self) -> str:
         if self._total is None:
@@ -226,13 +266,12 @@ class PLDAccountant(RDPAccountant):
         self._pmfs = None
 
     # -------------------------------------------------------------------------------- composition
-    def _directions(self) -> list[list[tuple[DiscretePLD, int]]]:
-        h = self.grid
+    def _directions(self, h: float) -> list[list[tuple[DiscretePLD, int]]]:
         cache: dict[int, tuple[DiscretePLD, DiscretePLD]] = {}
         rem: list[tuple[DiscretePLD, int]] = []
         add: list[tuple[DiscretePLD, int]] = []
         symmetric = True
-        for curve, times in _group_rdp_only(self.entries):
+        for curve, times in self._groups:
             key = id(curve)
             if key not in cache:
                 hs, rev = curve.profile()
@@ -245,32 +284,99 @@ class PLDAccountant(RDPAccountant):
         return [rem] if symmetric else [rem, add]
 
     def composed(self) -> list[tuple[np.ndarray, int, float]]:
-        """Per direction: (pmf over the window, window start index, extra δ: p_∞ + tail bounds)."""
+        """Per direction: (pmf over the window, window start index, extra δ: p_∞ + tail bounds).
+
+        The grid is :attr:`grid` unless a mechanism's losses reach beyond :data:`MAX_POINTS` steps or the
+        composition's window beyond :data:`MAX_WINDOW` points; then it is doubled until they fit (both
+        pessimistic: the result stays an upper bound; :attr:`effective_grid` says which step was used).
+        """
         if self._pmfs is None:
-            self._pmfs = {str(i): _compose(parts, self.grid) for i, parts in enumerate(self._directions())}
+            self._groups = _group_rdp_only(self.entries)
+            profiles = [f for curve, _ in self._groups for f in curve.profile()]
+            h = coarse_grid(profiles, self.grid)
+            for _ in range(64):
+                dirs = self._directions(h)
+                windows = [_window(parts, h) for parts in dirs]
+                width = max(w for _, w in windows)
+                if width <= MAX_WINDOW:
+                    break
+                h *= 2.0 ** math.ceil(math.log2(width / MAX_WINDOW))
+            self._h = h
+            self._degraded = h > self.grid or any(truncated(f, h) for f in profiles)
+            self._pmfs = {str(i): _compose(parts, h, w) for i, (parts, w) in enumerate(zip(dirs, windows))}
         return list(self._pmfs.values())
 
+    @property
+    def effective_grid(self) -> float:
+        """The discretisation step of the last composition (:attr:`grid`, or coarser: see :meth:`composed`)."""
+        self.composed()
+        return self._h
+
+    def _rdp_fallback(self, vacuous: bool = False) -> bool:
+        """Whether to take the RDP bound as well (PLD degraded or vacuous, and every mechanism has RDP)."""
+        self.composed()
+        return (self._degraded or vacuous) and all(c.rdp is not None for c, _ in self.entries)
+
+    def _pure_total(self) -> float | None:
+        """Σ times·ε of the sequence when every mechanism is pure ε-DP (basic composition; else None)."""
+        if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in self.entries):
+            return math.fsum(t * float(c.pure_eps) for c, t in self.entries)  # type: ignore[arg-type]
+        return None
+
     def delta(self, epsilon: float, conversion: Any = None) -> float:
-        """δ at ``epsilon``: the max over the add and remove directions."""
+        """δ at ``epsilon``: the max over the add and remove directions.
+
+        Example:
+            >>> from dpframe.accounting.curves import laplace
+            >>> round(PLDAccountant().compose(laplace(1.0)).delta(0.5), 4)      # 1 − e^{(0.5 − 1)/2}
+            0.2212
+
+        """
         e = check_epsilon(epsilon)
         if not self.entries:
             return 0.0
-        return min(1.0, max(_delta_at(p, s, extra, self.grid, e) for p, s, extra in self.composed()))
+        pure = self._pure_total()
+        if pure is not None and e >= pure:
+            return 0.0                                   # basic composition: (Σε, 0)-DP
+        d = max(delta_out(_delta_at(p, s, extra, self._h, e)) for p, s, extra in self.composed())
+        return min(d, super().delta(e)) if self._rdp_fallback(d >= 1) else d
 
     def epsilon(self, delta: float, conversion: Any = None) -> float:
-        """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points)."""
+        """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
+
+        When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) or the PLD cannot
+        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound) the RDP bound of the same sequence is taken as
+        well, if every mechanism has an RDP curve, and a sequence of pure ε-DP mechanisms is never reported
+        above Σε (basic composition): all are valid, so is the smallest.
+
+        Example:
+            >>> from dpframe.accounting.curves import laplace
+            >>> round(PLDAccountant().compose(laplace(0.001)).epsilon(0.5))   # ε∞ = 1000; exactly 1000 − 2 log 2
+            999
+
+        """
         d = check_delta(delta)
         if not self.entries:
             return 0.0
-        return max(_epsilon_at(p, s, extra, self.grid, d) for p, s, extra in self.composed())
+        eps = max(epsilon_out(_epsilon_at(p, s, extra, self._h, d)) for p, s, extra in self.composed())
+        if self._rdp_fallback(math.isinf(eps)):
+            eps = min(eps, super().epsilon(d))
+        pure = self._pure_total()
+        return eps if pure is None else min(eps, pure)
 
     def explain(self, delta: float = 1e-6) -> str:
+        d = check_delta(delta)
         lines = [f"pld accountant: {self.describe()}"]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
         dirs = self.composed()
-        lines.append(f"  ε = {self.epsilon(delta):.6g} at δ = {delta:g} "
+        lines.append(f"  ε = {self.epsilon(d):.6g} at δ = {d:g} "
                      f"({'one direction (all pairs symmetric)' if len(dirs) == 1 else 'max of add and remove'}; "
-                     f"window {len(dirs[0][0])} points of {self.grid:g})")
+                     f"window {len(dirs[0][0])} points of {self._h:g})")
+        if self._h > self.grid:
+            lines.append(f"  note: the grid was coarsened from {self.grid:g} to {self._h:g} (a mechanism's losses "
+                         "or the composition reach too far for the finer grid)")
+        if self._rdp_fallback():
+            lines.append("  note: the PLD is degraded here; the RDP bound of the same sequence is used where smaller")
         return "\n".join(lines)
 
 
@@ -292,10 +398,11 @@ def composition_profile(curves: Sequence[PrivacyCurve], grid: float) -> tuple[Fn
             from scipy.signal import lfilter
 
             dirs = acc.composed()
+            h = acc.effective_grid
             p, start, extra = dirs[min(i, len(dirs) - 1)]
-            losses = (start + np.arange(len(p))) * grid
+            losses = losses_of(start, len(p), h)
             a = np.cumsum(p[::-1])[::-1]                               # Σ_{j ≥ m} p_j
-            b = lfilter([1.0], [1.0, -math.exp(-grid)], p[::-1])[::-1]  # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
+            b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]    # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
             tables[i] = (losses, a, b, extra)
         return tables[i]
 
@@ -342,16 +449,18 @@ def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
     losses = (d.start + np.nonzero(nz)[0]) * h
     log_p = np.log(d.p[nz])
     out = np.empty(len(t))
-    for i in range(0, len(t), 8):
-        a = t[i:i + 8, None] * losses[None, :] + log_p[None, :]
+    step = max(1, BLOCK // max(1, len(losses)))
+    for i in range(0, len(t), step):
+        a = t[i:i + step, None] * losses[None, :] + log_p[None, :]
         top = a.max(axis=1)
-        out[i:i + 8] = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+        out[i:i + step] = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
     return out
 
 
-def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[np.ndarray, int, float]:
-    from scipy.fft import irfft, next_fast_len, rfft
-
+def _window(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[int, int]:
+    """(first index, width) of the FFT window: Chernoff bounds leave at most TAIL outside on each side."""
+    if any(not np.any(d.p > 0) for d, _ in parts):
+        return 0, 1              # a part with all its mass at +∞: so has the composition
     ts = np.geomspace(1e-3, 1e3, 61)
     k_pos = sum(t * _log_mgf(d, h, ts) for d, t in parts)
     k_neg = sum(t * _log_mgf(d, h, -ts) for d, t in parts)
@@ -360,7 +469,19 @@ def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[np.nda
     lower = float(np.max(-(k_neg - log_tail) / ts))         # P[S ≤ lower] ≤ TAIL
     lo_idx = math.floor(lower / h)
     hi_idx = math.ceil(upper / h)
-    width = max(hi_idx - lo_idx + 1, max(len(d.p) for d, _ in parts))
+    return lo_idx, max(hi_idx - lo_idx + 1, max(len(d.p) for d, _ in parts))
+
+
+def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float,
+             span: tuple[int, int] | None = None) -> tuple[np.ndarray, int, float]:
+    """The composed pmf over the FFT window (see :func:`_window`), its first index and the extra δ."""
+    from scipy.fft import irfft, next_fast_len, rfft
+
+    survive = [t * math.log1p(-d.p_inf) for d, t in parts if d.p_inf < 1]
+    p_inf = 1.0 if len(survive) < len(parts) else -math.expm1(math.fsum(survive))
+    lo_idx, width = _window(parts, h) if span is None else span
+    if any(not np.any(d.p > 0) for d, _ in parts):
+        return np.zeros(1), 0, 1.0 + 2 * TAIL
     n = next_fast_len(width, real=True)
     spectrum = np.ones(n // 2 + 1, dtype=np.complex128)
     base = 0
@@ -371,12 +492,25 @@ def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[np.nda
     out = np.maximum(out, 0.0)
     # entry m holds the folded mass of every loss index s with (s − base) mod n == m; read the window
     window = np.roll(out, -((lo_idx - base) % n))[:width]
-    p_inf = -math.expm1(sum(t * math.log1p(-d.p_inf) for d, t in parts))
     return window, lo_idx, p_inf + 2 * TAIL
 
 
+def losses_of(start: int, n: int, h: float) -> np.ndarray:
+    """The losses (start + i)·h, i < n, rounded up when the index is beyond exact int64/float range.
+
+    Example:
+        >>> losses_of(-2, 3, 0.5).tolist(), bool(losses_of(2**62, 1, 1.0)[0] >= 2.0**62)
+        ([-1.0, -0.5, 0.0], True)
+
+    """
+    if abs(start) + n < 2**52:
+        return (start + np.arange(n)) * h
+    out = float(start) * h + np.arange(n) * h             # each step rounds: nudge up (larger losses: pessimistic)
+    return np.asarray(np.nextafter(np.nextafter(np.nextafter(out, math.inf), math.inf), math.inf))
+
+
 def _delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float) -> float:
-    losses = (start + np.arange(len(p))) * h
+    losses = losses_of(start, len(p), h)
     mask = losses > eps
     return float(np.sum(p[mask] * -np.expm1(eps - losses[mask]))) + extra
 
@@ -388,7 +522,7 @@ def _epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float)
     target = delta - extra
     if target <= 0:
         return math.inf
-    losses = (start + np.arange(len(p))) * h
+    losses = losses_of(start, len(p), h)
     a = np.cumsum(p[::-1])[::-1]                                # A_m = Σ_{i ≥ m} p_i
     b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]     # B_m = Σ_{i ≥ m} p_i e^{−(l_i − l_m)}
     # δ(l_k) − extra = A_{k+1} − e^{−h}·B_{k+1} (the atoms above l_k), and 0 at the last point

@@ -37,13 +37,22 @@ import numpy as np
 
 from dpframe.accounting.accountants import (
     Accountant,
-    check_delta,
-    check_epsilon,
+    check_budget,
+    check_curves,
     curve_of,
     plan_curves,
     round_up,
 )
-from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, check_alpha, composition
+from dpframe.accounting.checks import (
+    check_alpha,
+    check_delta,
+    check_epsilon,
+    check_rate,
+    delta_out,
+    epsilon_out,
+    shown,
+)
+from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, composition
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
 
@@ -52,6 +61,14 @@ Conversion = Literal["best", "standard", "improved"]
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
 FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
                           64, 128, 256], dtype=np.float64)
+
+
+def check_conversion(conversion: object) -> Conversion:
+    """One of the conversion rules."""
+    if not isinstance(conversion, str) or conversion not in ("best", "standard", "improved"):
+        raise BudgetError(f"must be 'best', 'standard' or 'improved', got {shown(conversion)}", argument="conversion",
+                          fix="pass conversion='best'")
+    return conversion  # type: ignore[return-value]
 
 
 def conversions(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -108,6 +125,9 @@ class RDPAccountant(Accountant):
         if total is not None and getattr(total, "delta", 0) == 0:
             raise BudgetError("an RDP session needs a total budget with δ > 0", argument="budget",
                               fix="use dp.ApproxDP(epsilon, delta=1e-6), or accountant='basic' for pure DP")
+        if total is not None and total.epsilon >= Fraction(10**300):  # type: ignore[union-attr]
+            raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
+                              fix="use a smaller total ε, or accountant='basic'")
         self.orders = RDP_ORDERS if orders is None else np.unique(check_alpha(orders))
         self._curve: np.ndarray | None = None
 
@@ -140,15 +160,16 @@ class RDPAccountant(Accountant):
 
     def conversion(self, delta: float, conversion: Conversion = "best", *, refine: bool = True) -> Converted:
         """ε at ``delta`` with the order and the rule used."""
+        rule = check_conversion(conversion)
         d = check_delta(delta) - self._delta0()
         if d <= 0:
             return Converted(math.inf, math.nan, "δ0 of the mechanisms exceeds δ")
         if not self.entries:
             return Converted(0.0, math.nan, "nothing composed")
-        best = best_epsilon(self.orders, self.rdp(), d, conversion)
+        best = best_epsilon(self.orders, self.rdp(), d, rule)
         if refine and math.isfinite(best.epsilon):
-            best = self._refine(best, d, conversion)
-        return best
+            best = self._refine(best, d, rule)
+        return Converted(epsilon_out(best.epsilon), best.alpha, best.rule)
 
     def _refine(self, best: Converted, delta: float, conversion: Conversion) -> Converted:
         from scipy.optimize import minimize_scalar
@@ -179,13 +200,15 @@ class RDPAccountant(Accountant):
     def delta(self, epsilon: float, conversion: Conversion = "best") -> float:
         """δ at ``epsilon`` (plus the mechanisms' δ0)."""
         e = check_epsilon(epsilon)
+        rule = check_conversion(conversion)
         if not self.entries:
             return 0.0
         std, imp = delta_conversions(self.orders, self.rdp(), e)
-        pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[conversion]
-        return float(min(1.0, float(np.min(pick)) + self._delta0()))
+        pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[rule]
+        return delta_out(np.nanmin(pick, initial=1.0) + self._delta0())
 
     def explain(self, delta: float = 1e-6) -> str:
+        delta = check_delta(delta)
         c = self.conversion(delta)
         other = self.conversion(delta, "standard" if c.rule == "improved" else "improved")
         lines = [f"rdp accountant: {self.describe()}"]
@@ -200,7 +223,7 @@ class RDPAccountant(Accountant):
     # ------------------------------------------------------------------------------ session filter
     def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
         """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
-        return RDPCharge.of([curve_of(cost)])
+        return RDPCharge.of([curve_of(check_budget(cost))])
 
     def charge_plan(  # type: ignore[override]
             self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
@@ -209,6 +232,9 @@ class RDPAccountant(Accountant):
         A plan whose curves are missing or lack an RDP curve is charged the curve of ``cost`` (sound:
         ``cost`` bounds the whole plan; see :func:`~dpframe.accounting.accountants.plan_curves`).
         """
+        check_budget(cost)
+        check_curves(curves)
+        rate = check_rate(rate)
         plan = plan_curves(curves, cost)
         if rate < 1:
             plan = [composition(plan).subsampled(rate)]
@@ -228,8 +254,15 @@ class RDPAccountant(Accountant):
     def _budget(self) -> tuple[float, float]:
         return float(self.total.epsilon), float(self.total.delta)  # type: ignore[union-attr]
 
+    def check_charge(self, charge: object, argument: str = "charges") -> None:
+        """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
+        if not isinstance(charge, RDPCharge) or len(charge.values) != len(FILTER_ORDERS):
+            raise BudgetError(f"expected an RDP charge of this accountant, got {shown(charge)}", argument=argument,
+                              fix="pass what charge()/charge_plan()/compose() returned")
+
     def filter_epsilon(self, spent: RDPCharge) -> Converted:
         """The filter's ε for a composed total: min over Λ of the conversion at (δ − Σδ0)/|Λ|."""
+        self.check_charge(spent, "spent")
         _, delta = self._budget()
         left = delta - spent.delta0
         if left <= 0:
@@ -297,8 +330,8 @@ class RDPCharge:
                    specs if len(specs) == len(curves) else (), tuple(c.label for c in curves))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
-        return f"RDPCharge({shown}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
+        orders = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
+        return f"RDPCharge({orders}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
 
     def to_json(self) -> str:
         """Exact text (floats by repr, which round-trips)."""

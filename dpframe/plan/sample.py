@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from dpframe.accounting.curves import check_rate
+from dpframe.accounting.checks import check_rate
 from dpframe.plan.nodes import Node, RowNode
 
 _SALT = 0x9E3779B97F4A7C15
