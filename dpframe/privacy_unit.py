@@ -4,7 +4,8 @@ dpframe uses one neighbouring relation everywhere: two datasets are neighbours w
 plus all rows of one privacy unit. Because a unit may own many rows, the engine bounds its contribution
 *inside the backend query*, before any statistic is computed: it keeps a uniformly random subset of at
 most ``max_groups`` distinct group keys per unit (for group-by queries) and then of at most ``max_rows``
-rows per unit. Rows whose unit id is null are dropped (they cannot be attributed to a unit).
+rows per unit (every row is equally likely to be kept, repeated rows too: a unit's rows are sampled,
+not its distinct rows). Rows whose unit id is null are dropped (they cannot be attributed to a unit).
 
 Example:
     >>> import dpframe as dp

@@ -12,10 +12,13 @@ What runs in DuckDB, in one ``WITH ... SELECT`` statement:
    seeded hash of the values the statistics read (unit, keys, measured columns), ties broken by
    ``__dp_row`` — so never more than ``min(n, max_rows)`` rows (only units with more rows are ranked:
    the window runs on their rows alone, and the rows it ranks past ``max_rows`` are anti-joined away by
-   ``__dp_row``; the same rows as one window over every unit). As in the Polars backend, which *values*
-   a unit keeps depends only on its own rows and the seed (not on row order or other units): bounding is
-   a stable transformation for every seed; the row number only picks among rows that agree on every
-   hashed column, which are interchangeable for the statistics;
+   ``__dp_row``; the same rows as one window over every unit). Copies of a row (equal in every hashed
+   column) are numbered 0, 1, ... within the unit by a window partitioned by (unit, hash), and copy
+   j ≥ 1 is ranked by the hash of (hash, j): each row, not each distinct row, is equally likely to be
+   kept. As in the Polars backend, which *values* a unit keeps depends only on its own rows and the seed
+   (not on row order or other units): bounding is a stable transformation for every seed; the row
+   number only picks among rows that agree on every hashed column, which are interchangeable for the
+   statistics;
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped).
 
@@ -328,9 +331,19 @@ class DuckDBBackend:
         # the window's cost when most units are small. GROUP BY, the join and PARTITION BY agree on which
         # values are one unit (NaN = NaN, -0.0 = 0.0), and every row node is deterministic (volatile SQL
         # functions are refused), so the three reads of the CTE see the same rows.
+        # Copies of a row (equal in every hashed column, so with one hash) are numbered 0, 1, ... within
+        # the unit and copy j ≥ 1 is re-hashed with j: without it copies would share one rank position and
+        # be kept or dropped together (a choice uniform over distinct rows, not rows). Which copy gets which
+        # number does not matter (copies are interchangeable; the row number only makes it reproducible),
+        # so the hashes a unit's rows get depend only on its multiset of rows and the seed.
+        row_seed = seed ^ 0x5DEECE66D
         big = q.add(f"SELECT {u} FROM {cur} GROUP BY {u} HAVING count(*) > {unit.max_rows}")
-        ranked = q.add(f"SELECT {u}, {ROW}, hash({hashed}, {seed ^ 0x5DEECE66D}) AS __dp_hash "
-                       f"FROM {cur} SEMI JOIN {big} USING ({u})")
+        hashed_rows = q.add(f"SELECT {u}, {ROW}, hash({hashed}, {row_seed}) AS __dp_hash "
+                            f"FROM {cur} SEMI JOIN {big} USING ({u})")
+        copies = q.add(f"SELECT {u}, {ROW}, __dp_hash, row_number() OVER (PARTITION BY {u}, __dp_hash "
+                       f"ORDER BY {ROW}) - 1 AS __dp_copy FROM {hashed_rows}")
+        ranked = q.add(f"SELECT {u}, {ROW}, CASE WHEN __dp_copy = 0 THEN __dp_hash "
+                       f"ELSE hash(__dp_hash, __dp_copy, {row_seed}) END AS __dp_hash FROM {copies}")
         dropped = q.add(f"SELECT {ROW} FROM {ranked} QUALIFY rank() OVER (PARTITION BY {u} "
                         f"ORDER BY __dp_hash, {ROW}) > {unit.max_rows}")
         return q.add(f"SELECT * FROM {cur} ANTI JOIN {dropped} USING ({ROW})")

@@ -2,18 +2,22 @@
 
 Contribution bounding is part of that query. For a unit column ``u`` with ``max_rows = m`` it ranks
 each unit's rows by a seeded 64-bit hash of the row's relevant values (unit, keys and every column a
-statistic reads) and keeps ranks ≤ m; with ``max_groups = g`` it first keeps, per unit, the g distinct
-group keys with the smallest seeded hashes. With a fresh random seed per query this keeps a uniformly
-random subset of each unit's rows and groups. Why it is sound: what a unit keeps depends only on its
-own rows and the seed — never on row order or on other units (unlike a positional shuffle) — so
-bounding is a stable transformation: neighbouring tables stay neighbours, differing by at most m rows
-in at most g groups. Two different rows of one unit tie only on a 64-bit hash collision; ties between
-rows that agree on every column the statistics read are harmless (the rows are interchangeable).
+statistic reads) and keeps ranks ≤ m. Rows of a unit that agree on all those values (copies) would
+share one hash, so the j-th copy (j ≥ 1) is hashed again together with j: every row, not every distinct
+row, has its own chance (9 copies of a row and 1 other row, m = 1: a copy is kept 9 times in 10). With
+``max_groups = g`` it first keeps, per unit, the g distinct group keys with the smallest seeded hashes
+(a choice among the unit's distinct keys, however many rows each has). With a fresh random seed per
+query this keeps a uniformly random subset of each unit's rows and groups. Why it is sound: what a
+unit keeps depends only on its own rows (as a multiset) and the seed — never on row order or on other
+units (unlike a positional shuffle) — so bounding is a stable transformation: neighbouring tables stay
+neighbours, differing by at most m rows in at most g groups. Two different rows of one unit tie only on
+a 64-bit hash collision; which of a row's copies is kept does not matter (they are interchangeable).
 
-Speed: the rank is only computed where it can matter. A unit with at most m rows keeps them all, and
-counting a unit's rows is one vectorized pass, while a rank window costs about half a microsecond per
-unit; so only the rows of units with more than m rows are ranked (with m = 1, a per-unit minimum of
-the hash replaces the rank). See :func:`keep_smallest`: the rows kept are the same as ranking them all.
+Speed: the hash and rank are only computed where they can matter. A unit with at most m rows keeps them
+all, and counting a unit's rows is one vectorized pass, while a rank window costs about half a
+microsecond per unit; so only the rows of units with more than m rows are ranked (with m = 1 every
+row is hashed and a per-unit minimum of the hash replaces the rank), and only rows whose hash repeats
+are numbered as copies. See :func:`keep_smallest`: the rows kept are the same as ranking them all.
 
 Example:
     >>> import polars as pl
@@ -38,10 +42,12 @@ _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
 _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
 _COUNT = "__dpframe_count"  # rows per unit, in bounding
+_COPIES = "__dpframe_copies"  # rows sharing a row's hash, in bounding
+_COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
 
 
 def _hash(columns: list[str], seed: int) -> pl.Expr:
-    """A seeded 64-bit hash of a row's values in ``columns`` (computed once, before the ranking window)."""
+    """A seeded 64-bit hash of a row's values in ``columns`` (before :func:`_number_copies`)."""
     return pl.struct(columns).hash(seed).alias(_HASH)
 
 
@@ -117,28 +123,58 @@ def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
     return codes.cast(pl.Int64)
 
 
-def _rank_within(unit: str) -> pl.Expr:
-    """1, 2, ... within each unit, in the order of the seeded hash column (see :func:`_hash`).
+def _number_copies(frame: pl.LazyFrame, unit: str, seed: int) -> pl.LazyFrame:
+    """Give every copy of a repeated row its own hash: the j-th copy (j ≥ 1) gets ``hash((h, j))``.
 
-    The rank of a row depends only on its own values, its unit's other rows and the seed — not on
-    row order or on other units — so keeping ranks ≤ m is a stable selection. Rows with equal values
-    in the hashed columns (everything the statistics read) are interchangeable, so their tie order does
-    not matter; two *different* rows of one unit tie only on a 64-bit hash collision.
+    ``frame`` holds the seeded value hash ``h`` (:func:`_hash`) of each row. Rows of one unit that agree
+    on every hashed column share ``h``; ranking them by ``h`` alone would keep or drop all of them
+    together, so a unit's rows would be chosen uniformly among its *distinct* rows, not among its rows
+    (9 copies of a value and 1 other row, one row kept: the copies would win half the time, not 9 in
+    10). Here the copies of a row in a unit are numbered 0, 1, ..., c - 1 and copy j ≥ 1 is re-hashed
+    with j, so the unit's n rows carry n different hashes. Copies are interchangeable (equal in every
+    column a statistic reads), so which one gets which number does not matter: a unit's hashes are a
+    function of its multiset of rows and the seed alone — never of row order or other units.
+
+    Copy 0 keeps ``h``, so only repeated hashes need any work: the rows whose ``h`` occurs once (a
+    count over ``h``, one vectorized pass) are left alone; the others are sorted by (``h``, unit) and
+    numbered by their position in their run. (Counting over ``h`` alone may also route a row that
+    merely collides with another unit's row: it is then numbered 0 in its own (``h``, unit) run.)
+
+    Example:
+        >>> lf = pl.LazyFrame({"u": [1, 1, 1, 2], "x": [5, 5, 5, 5]}).with_columns(_hash(["u", "x"], 3))
+        >>> _number_copies(lf, "u", 3).group_by("u").agg(pl.col(_HASH).n_unique()).sort("u").collect().rows()
+        [(1, 3), (2, 1)]
+
     """
-    return pl.col(_HASH).rank("ordinal").over(unit)
+    flagged = frame.with_columns(pl.len().over(_HASH).alias(_COPIES))
+    once = flagged.filter(pl.col(_COPIES) == 1)
+    h, u, position = pl.col(_HASH), pl.col(unit), pl.int_range(pl.len())
+    starts = h.ne_missing(h.shift()) | u.ne_missing(u.shift())     # the first row of a run of copies
+    copy = (position - pl.when(starts).then(position).forward_fill()).alias(_COPY)
+    repeated = (flagged.filter(pl.col(_COPIES) > 1).sort(_HASH, unit).with_columns(copy)
+                .with_columns(pl.when(pl.col(_COPY) == 0).then(h).otherwise(pl.struct(h, _COPY).hash(seed))
+                              .alias(_HASH)).drop(_COPY))
+    return pl.concat([once, repeated]).drop(_COPIES)
 
 
-def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int) -> pl.LazyFrame:
-    """Per unit, the ``min(k, n)`` rows (of its ``n``) with the smallest seeded hash of ``columns``.
+def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int,
+                  distinct: bool = False) -> pl.LazyFrame:
+    """Per unit, a uniformly random ``min(k, n)`` of its ``n`` rows (a function of the seed and its rows).
 
-    The rows kept are exactly those of ``filter(rank ≤ k)`` with :func:`_rank_within` (ties, i.e. rows
-    equal in ``columns``, broken by position as ``rank("ordinal")`` does), computed faster. Polars
-    evaluates a rank window unit by unit (about half a microsecond per unit), while a count or a minimum
-    over the unit is a single vectorized pass, so:
+    The definition: each row gets a seeded hash of its values in ``columns`` (which include ``unit``),
+    the j-th copy (j ≥ 1) of a row repeated in a unit ``hash((h, j))`` instead (:func:`_number_copies`:
+    copies must not share one hash, or the choice would be uniform over distinct rows, not rows); each
+    unit keeps its k rows with the smallest hashes (``rank("ordinal") ≤ k`` over the unit: two different
+    rows tie only on a 64-bit collision). ``distinct=True`` says the rows are already distinct in
+    ``columns`` (as the distinct keys ``max_groups`` picks from), so no copy needs numbering.
 
-    * ``k = 1``: keep the rows whose hash is their unit's minimum, then the first of those per unit;
+    Computed faster than that definition says: Polars evaluates a rank window unit by unit (about half a
+    microsecond per unit), while a count or a minimum over the unit is a single vectorized pass, so
+
+    * ``k = 1``: keep the rows whose hash is their unit's minimum, then the first of those per unit
+      (two rows share the minimum only on a collision);
     * otherwise units with ``n ≤ k`` keep every row and need no hash; only the rows of units with
-      ``n > k`` are ranked (at 2 rows per unit on average, almost none).
+      ``n > k`` are hashed and ranked (at 2 rows per unit on average, almost none).
 
     Row order is not kept (the statistics do not depend on it).
 
@@ -148,14 +184,19 @@ def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int,
         [(1, 2), (2, 1)]
 
     """
+    def hashed(rows: pl.LazyFrame) -> pl.LazyFrame:
+        rows = rows.with_columns(_hash(columns, seed))
+        return rows if distinct else _number_copies(rows, unit, seed)
+
     h = pl.col(_HASH)
     if k == 1:
-        return (frame.with_columns(_hash(columns, seed)).filter(h == h.min().over(unit))
-                .filter(pl.col(unit).is_first_distinct()).drop(_HASH))
-    counted = frame.with_columns(pl.len().over(unit).alias(_COUNT))
+        return (hashed(frame).filter(h == h.min().over(unit)).filter(pl.col(unit).is_first_distinct())
+                .drop(_HASH))
+    # Read by both branches (and twice inside the second): cached explicitly, as the optimizer would
+    # otherwise count the units twice.
+    counted = frame.with_columns(pl.len().over(unit).alias(_COUNT)).cache()
     small = counted.filter(pl.col(_COUNT) <= k)
-    big = (counted.filter(pl.col(_COUNT) > k).with_columns(_hash(columns, seed))
-           .filter(_rank_within(unit) <= k).drop(_HASH))
+    big = hashed(counted.filter(pl.col(_COUNT) > k)).filter(h.rank("ordinal").over(unit) <= k).drop(_HASH)
     return pl.concat([small, big]).drop(_COUNT)
 
 
@@ -188,7 +229,8 @@ class PolarsBackend:
         seed = request.seed & _SEED_MASK
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = keep_smallest(frame.select(unit_and_keys).unique(), u, unit_and_keys, seed, unit.max_groups)
+            pairs = keep_smallest(frame.select(unit_and_keys).unique(), u, unit_and_keys, seed, unit.max_groups,
+                                 distinct=True)
             frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         return keep_smallest(frame, u, [*unit_and_keys, *used], seed ^ 0x5DEECE66D, unit.max_rows)

@@ -18,10 +18,12 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
 2. the semi-join with the public group keys, then contribution bounding: rows with a NULL privacy unit
    are dropped (as on every backend); with ``max_groups`` each unit keeps the distinct keys with the
    smallest seeded ``xxhash64`` of (unit, keys); then each unit keeps its ``max_rows`` rows with the
-   smallest seeded hash of the values the statistics read, ties broken by those values themselves.
-   As in the Polars backend, what a unit keeps depends only on its own rows and the seed — not on row
-   order, partitioning or other units — so bounding is a stable transformation for every seed. (Spark's
-   hash is not Polars' hash: for one seed the two engines keep different, equally random, subsets.);
+   smallest seeded hash of the values the statistics read, ties broken by those values themselves —
+   the j-th copy (j ≥ 1) of a row repeated in its unit ranked by the hash of (hash, j), so that each
+   row, not each distinct row, is equally likely to be kept. As in the Polars backend, what a unit
+   keeps depends only on its own rows and the seed — not on row order, partitioning or other units — so
+   bounding is a stable transformation for every seed. (Spark's hash is not Polars' hash: for one seed
+   the two engines keep different, equally random, subsets.);
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
    ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
    ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT).
@@ -71,6 +73,8 @@ from dpframe.tables import load_table
 
 _SEED_MASK = (1 << 63) - 1
 _RANK = "__dp_rank"
+_HASH = "__dp_hash"
+_COPY = "__dp_copy"
 _INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ for a local SparkSession)"
 
 
@@ -541,28 +545,44 @@ class SparkBackend:
         unit_and_keys = list(dict.fromkeys([u, *by]))
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = frame.select(*[_name(c) for c in unit_and_keys]).distinct()
-            pairs = pairs.withColumn(_RANK, F.row_number().over(self._order(u, unit_and_keys, seed)))
+            window = self._order(u, self._hash(unit_and_keys, seed), unit_and_keys)
+            pairs = pairs.withColumn(_RANK, F.row_number().over(window))
             chosen = pairs.filter(F.col(_RANK) <= unit.max_groups).drop(_RANK)
             chosen = chosen.select(*[_name(c).alias(f"__dp_p{i}") for i, c in enumerate(unit_and_keys)])
             on = functools.reduce(lambda a, b: a & b, [_name(c).eqNullSafe(chosen[f"__dp_p{i}"])
                                                        for i, c in enumerate(unit_and_keys)])
             frame = frame.join(chosen, on=on, how="left_semi")
         used = sorted({s.column for s in request.statistics if s.column is not None} - set(unit_and_keys))
-        window = self._order(u, [*unit_and_keys, *used], seed ^ 0x5DEECE66D)
-        frame = frame.withColumn(_RANK, F.row_number().over(window))
-        return frame.filter(F.col(_RANK) <= unit.max_rows).drop(_RANK), schema
+        columns, row_seed = [*unit_and_keys, *used], seed ^ 0x5DEECE66D
+        # Copies of a row (equal in every hashed column, so with one hash h) are numbered 0, 1, ... within
+        # the unit and copy j ≥ 1 is ordered by hash((h, j)): copies sharing one position in the order would
+        # be kept or dropped together (a choice uniform over distinct rows, not rows). Which copy gets which
+        # number does not matter (copies are interchangeable), so the copy window has no order of its own
+        # (Spark requires one: h, constant in it), and what a unit keeps depends only on its multiset of
+        # rows and the seed.
+        h, copy = F.col(_HASH), F.col(_COPY)
+        frame = frame.withColumn(_HASH, self._hash(columns, row_seed))
+        frame = frame.withColumn(_COPY, F.row_number().over(self._sql.Window.partitionBy(_name(u), h).orderBy(h)) - 1)
+        key = F.when(copy == 0, h).otherwise(F.xxhash64(F.lit(row_seed), h, copy))
+        frame = frame.withColumn(_RANK, F.row_number().over(self._order(u, key, [*columns, _COPY])))
+        return frame.filter(F.col(_RANK) <= unit.max_rows).drop(_RANK, _COPY, _HASH), schema
 
-    def _order(self, unit: str, columns: list[str], seed: int) -> Any:
-        """Rows of one unit ordered by a seeded hash of ``columns``, ties by the values themselves.
+    def _hash(self, columns: list[str], seed: int) -> Any:
+        """A seeded 64-bit hash of a row's values in ``columns``.
 
         Each column is hashed with its null flag (xxhash64 skips nulls, so (1, null) and (null, 1) would
-        otherwise always tie); the values as secondary keys make the order total on distinct rows, so it
-        never depends on the order Spark happens to read rows in.
+        otherwise always hash alike).
         """
         F = self._sql.functions
-        hashed = [item for c in columns for item in (_name(c), _name(c).isNull())]
-        h = F.xxhash64(F.lit(seed), *hashed)
-        return self._sql.Window.partitionBy(_name(unit)).orderBy(h, *[_name(c).asc_nulls_first() for c in columns])
+        return F.xxhash64(F.lit(seed), *[item for c in columns for item in (_name(c), _name(c).isNull())])
+
+    def _order(self, unit: str, key: Any, ties: list[str]) -> Any:
+        """Rows of one unit ordered by ``key`` (a seeded hash), ties by the values of ``ties`` themselves.
+
+        The values as secondary keys make the order total on rows that differ in ``ties``, so it never
+        depends on the order Spark happens to read rows in.
+        """
+        return self._sql.Window.partitionBy(_name(unit)).orderBy(key, *[_name(c).asc_nulls_first() for c in ties])
 
     def _keys(self, keys: pl.DataFrame) -> Any:
         renamed = keys.rename({c: f"__dp_key{i}" for i, c in enumerate(keys.columns)})

@@ -21,9 +21,11 @@ What the inherited tests check:
   wrap-around or an error;
 * public keys (empty keys get zeros, other keys are dropped before bounding), NULL privacy units dropped;
 * contribution bounding: at most ``max_rows`` rows and ``max_groups`` groups per unit, a uniformly random
-  choice (chi-square), deterministic for a seed and stable (what a unit keeps depends only on its own
-  rows and the seed). Which rows are kept may differ between engines (each has its own hash), so these
-  tests compare only what does not depend on the choice, or use ``max_rows`` ≥ rows per unit;
+  choice of rows — not of distinct values: copies of a row are kept with their multiplicity (binomial and
+  multivariate hypergeometric tests) — deterministic for a seed and stable (what a unit keeps depends only
+  on its own rows and the seed, with or without repeated rows). Which rows are kept may differ between
+  engines (each has its own hash), so these tests compare only what does not depend on the choice, test
+  its distribution, or use ``max_rows`` ≥ rows per unit;
 * key column types come back unchanged.
 
 Override :meth:`BackendConformance.new_backend` to build the backend another way (e.g. on a given
@@ -454,6 +456,66 @@ class BackendConformance:
 
         assert sps.chisquare(counts).pvalue > 1e-4
 
+    def kept_per_unit(self, df: pl.DataFrame, max_rows: int, seed: int) -> pl.DataFrame:
+        """How many rows of each value ``v`` each unit ``u`` keeps (one row per unit, a column per value)."""
+        got: pl.DataFrame = self.make(t=df).statistics(
+            request((Statistic("rows"),), PrivacyUnit("u", max_rows=max_rows), ("u", "v"), seed=seed))
+        return got.group_by("u").agg([pl.col("__rows").filter(pl.col("v") == v).sum().alias(str(v))
+                                      for v in sorted(set(df["v"].to_list()))]).sort("u")
+
+    def test_bounding_picks_rows_not_distinct_values(self) -> None:
+        """A unit's copies of a row are separate rows: 9 copies of 0 and one 1, max_rows=1, keeps the 1 in 1/10.
+
+        Each of 2,000 units is one trial (what a unit keeps depends only on its own rows and the seed). A
+        choice uniform over distinct rows would keep the 1 in half of them.
+        """
+        units = 2_000
+        df = pl.DataFrame({"u": np.repeat(np.arange(units), 10), "v": np.tile([0] * 9 + [1], units)})
+        got = self.make(t=df.sample(fraction=1.0, shuffle=True, seed=1)).statistics(
+            request((Statistic("rows"),), PrivacyUnit("u", max_rows=1), ("v",)))
+        kept = dict(zip(got["v"].to_list(), got["__rows"].to_list()))
+        assert kept.get(0, 0) + kept.get(1, 0) == units
+        from scipy import stats as sps
+
+        assert sps.binomtest(kept.get(1, 0), units, 0.1).pvalue > 1e-4
+
+    def test_bounding_samples_rows_without_replacement(self) -> None:
+        """max_rows=3 of 5 copies of 0, 3 of 1 and 2 of 2: the kept counts are multivariate hypergeometric."""
+        units, copies, k = 2_000, (5, 3, 2), 3
+        df = pl.DataFrame({"u": np.repeat(np.arange(units), sum(copies)),
+                           "v": np.tile(np.repeat(np.arange(len(copies)), copies), units)})
+        kept = self.kept_per_unit(df.sample(fraction=1.0, shuffle=True, seed=2), k, seed=12)
+        assert kept.height == units and (kept.select(pl.sum_horizontal(pl.exclude("u")).alias("n"))["n"] == k).all()
+        self.assert_hypergeometric(kept, copies, k)
+
+    @staticmethod
+    def assert_hypergeometric(kept: pl.DataFrame, copies: tuple[int, ...], k: int) -> None:
+        """Chi-square test of per-unit kept counts (columns after ``u``) against sampling k rows without replacement."""
+        from itertools import product
+
+        from scipy import stats as sps
+
+        outcomes = [c for c in product(*[range(min(n, k) + 1) for n in copies]) if sum(c) == k]
+        total = math.comb(sum(copies), k)
+        expected = np.array([math.prod(math.comb(n, c) for n, c in zip(copies, o)) / total for o in outcomes])
+        seen = Counter(kept.select(pl.exclude("u")).rows())
+        assert set(seen) <= set(outcomes)
+        observed = np.array([seen.get(o, 0) for o in outcomes])
+        assert sps.chisquare(observed, expected * observed.sum()).pvalue > 1e-4
+
+    @pytest.mark.slow
+    def test_bounding_picks_rows_not_distinct_values_over_seeds(self) -> None:
+        """The same units under 40 seeds (each unit and seed a trial): 1/10 for max_rows=1, hypergeometric for 3."""
+        from scipy import stats as sps
+
+        units, seeds = 50, range(40)
+        df = pl.DataFrame({"u": np.repeat(np.arange(units), 10), "v": np.tile([0] * 9 + [1], units)})
+        ones = sum(int(self.kept_per_unit(df, 1, seed)["1"].sum()) for seed in seeds)
+        assert sps.binomtest(ones, units * len(seeds), 0.1).pvalue > 1e-4
+        copies = (5, 3, 2)
+        df = pl.DataFrame({"u": np.repeat(np.arange(units), 10), "v": np.tile(np.repeat([0, 1, 2], copies), units)})
+        self.assert_hypergeometric(pl.concat([self.kept_per_unit(df, 3, seed) for seed in seeds]), copies, 3)
+
     def test_bounding_is_stable_for_a_seed(self) -> None:
         """Bounding is stable: what a unit keeps depends only on its own rows and the seed.
 
@@ -469,6 +531,16 @@ class BackendConformance:
         a = self.make(t=df).statistics(request(stats, unit, ("owner",), seed=99))
         b = self.make(t=bigger).statistics(request(stats, unit, ("owner",), seed=99))
         assert_same(b.filter(pl.col("owner") != 10_000), a)
+
+    def test_bounding_with_copies_is_stable_for_a_seed(self) -> None:
+        """With repeated rows too: shuffling the rows or adding a unit changes no other unit's kept rows."""
+        rng = np.random.default_rng(4)
+        df = pl.DataFrame({"u": np.repeat(np.arange(300), 12), "v": rng.integers(0, 3, 3_600)})
+        extra = pl.DataFrame({"u": [10_000] * 30, "v": [0] * 20 + [1] * 10})
+        bigger = pl.concat([extra, df]).sample(fraction=1.0, shuffle=True, seed=5)
+        a = self.kept_per_unit(df, 4, seed=77)
+        b = self.kept_per_unit(bigger, 4, seed=77)
+        assert_same(b.filter(pl.col("u") != 10_000), a)
 
     def test_group_by_the_unit_column(self) -> None:
         df = units_table(100, 8)

@@ -55,7 +55,9 @@ SPARK_DEFAULT = {
     "test_public_keys_give_zeros_and_drop_other_keys", "test_null_units_are_dropped",
     "test_empty_result_ungrouped_and_grouped", "test_method_chain_row_nodes", "test_sql_row_nodes",
     "test_bounding_keeps_min_rows_per_unit[3]", "test_bounding_keeps_min_groups_per_unit[2]",
-    "test_bounding_is_stable_for_a_seed", "test_key_types_are_kept", "test_sorted_codes_on_edge_values[by1]",
+    "test_bounding_is_stable_for_a_seed", "test_bounding_picks_rows_not_distinct_values",
+    "test_bounding_samples_rows_without_replacement", "test_bounding_with_copies_is_stable_for_a_seed",
+    "test_key_types_are_kept", "test_sorted_codes_on_edge_values[by1]",
     "test_sorted_codes_with_public_keys_and_empty_groups", "test_backend_is_registered",
 }
 

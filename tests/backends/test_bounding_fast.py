@@ -1,12 +1,15 @@
 """The fast contribution bounding keeps exactly the rows of the one-window definition.
 
 Both backends bound a unit's rows by ranking them on a seeded hash of the values the statistics read
-and keeping ranks ≤ max_rows (ties, i.e. rows equal in every hashed column, broken by position). The
-backends now rank only the units that have more rows than that (Polars: a count per unit, and a
-minimum per unit when max_rows = 1; DuckDB: a GROUP BY count and an anti-join of the rows ranked past
-max_rows). These tests compare them with the plain definition, written out here independently of the
-backends' code: same rows kept (by row id) on tables mixing small units, big units, duplicate rows,
-NULL units and several unit types, for max_rows = 1 and larger, with and without max_groups.
+— the j-th copy (j ≥ 1) of a row repeated in its unit re-hashed with j, so copies do not share one
+hash — and keeping ranks ≤ max_rows. The backends rank only the units that have more rows than that
+(Polars: a count per unit, a minimum per unit when max_rows = 1, and copies numbered only where a
+hash repeats; DuckDB: a GROUP BY count and an anti-join of the rows ranked past max_rows). These tests
+compare them with the plain definition, written out here independently of the backends' code (copies
+numbered by one window over (unit, hash)): the same rows kept on tables mixing small units, big units,
+many repeated rows, NULL units and several unit types, for max_rows = 1 and larger, with and without
+max_groups. Copies are interchangeable (equal in every column a statistic reads), so what is compared
+is the multiset of kept values — and, where the row id is itself read by a statistic, the row ids.
 """
 
 from __future__ import annotations
@@ -57,9 +60,14 @@ def table(seed: int, unit_kind: str = "int") -> pl.DataFrame:
 # ------------------------------------------------------------------------------------ reference: Polars
 
 
+def copy_hash(h: pl.Expr, copy: pl.Expr, seed: int) -> pl.Expr:
+    """Copy 0 of a row keeps its hash ``h``; copy j ≥ 1 gets the hash of (h, j)."""
+    return pl.when(copy == 0).then(h).otherwise(pl.struct(h, copy).hash(seed))
+
+
 def polars_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], used: list[str],
                      seed: int) -> pl.DataFrame:
-    """The bounded rows by the definition: rank every unit's rows on the hash (one window), keep rank ≤ m."""
+    """The bounded rows by the definition: number the copies, rank every unit's rows on the hash, keep rank ≤ m."""
     u = unit.column
     assert u is not None
     seed &= SEED_MASK
@@ -70,7 +78,15 @@ def polars_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], u
                  .filter(pl.col("h").rank("ordinal").over(u) <= unit.max_groups).drop("h"))
         frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
     frame = frame.with_columns(pl.struct([*unit_and_keys, *used]).hash(seed ^ ROW_SALT).alias("h"))
+    copy = pl.int_range(pl.len(), dtype=pl.Int64).over(u, "h").alias("copy")
+    frame = frame.with_columns(copy_hash(pl.col("h"), copy, seed ^ ROW_SALT).alias("h"))
     return frame.filter(pl.col("h").rank("ordinal").over(u) <= unit.max_rows).drop("h").collect()
+
+
+def kept_values(frame: pl.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The multiset of kept values (sorted rows; NaN and -0.0 written so that equal values compare equal)."""
+    return sorted(tuple(repr(v + 0.0) if isinstance(v, float) else v for v in row)
+                  for row in frame.select(columns).rows())
 
 
 @pytest.mark.parametrize("unit_kind", ["int", "str", "float"])
@@ -85,8 +101,11 @@ def test_polars_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) 
             req = StatisticsRequest("t", (), unit, by, None, stats_for(unit_kind), seed * 1_000_003 + 17)
             got = b.bounded(req).collect()
             want = polars_reference(df, unit, by, ["x"], req.seed)
-            assert sorted(got["i"]) == sorted(want["i"])
+            hashed = ["u", *by, "x"]      # what the statistics read: other columns may differ between copies
+            assert kept_values(got, hashed) == kept_values(want, hashed)
             assert_same(b.statistics(req), reference(want, req.statistics, "u", by))
+            ids = StatisticsRequest("t", (), unit, by, None, (Statistic("nonnull", "i"),), req.seed)
+            assert sorted(b.bounded(ids).collect()["i"]) == sorted(polars_reference(df, unit, by, ["i"], req.seed)["i"])
 
 
 @pytest.mark.parametrize("max_rows, max_groups", [(5, 1), (5, 2), (2, 1)])
@@ -98,15 +117,34 @@ def test_polars_keeps_the_groups_and_rows_of_the_definition(max_rows: int, max_g
         unit = PrivacyUnit("u", max_rows=max_rows, max_groups=max_groups)
         req = StatisticsRequest("t", (), unit, ("g",), None, STATS, seed + 5)
         want = polars_reference(df, unit, ("g",), ["x"], req.seed)
-        assert sorted(b.bounded(req).collect()["i"]) == sorted(want["i"])
+        assert kept_values(b.bounded(req).collect(), ["u", "g", "x"]) == kept_values(want, ["u", "g", "x"])
 
 
-def test_keep_smallest_breaks_ties_by_position_like_an_ordinal_rank() -> None:
-    """Rows equal in every hashed column tie; the first ones (in row order) are kept, as rank('ordinal')."""
+def test_keep_smallest_gives_copies_their_own_hashes() -> None:
+    """Rows equal in every hashed column are separate rows: a unit of n copies keeps min(k, n) of them."""
     df = pl.DataFrame({"u": [1, 2, 1, 1, 2, 1, 3], "i": [0, 1, 2, 3, 4, 5, 6]})
-    for k, want in [(1, [0, 1, 6]), (2, [0, 1, 2, 4, 6]), (3, [0, 1, 2, 3, 4, 6])]:
-        got = keep_smallest(df.lazy(), "u", ["u"], 99, k).collect()
-        assert sorted(got["i"]) == want
+    for k in (1, 2, 3):
+        got = keep_smallest(df.lazy(), "u", ["u"], 99, k).group_by("u").len().sort("u").collect()
+        assert got.rows() == [(1, min(k, 4)), (2, min(k, 2)), (3, 1)]
+
+
+def test_keep_smallest_keeps_copies_with_their_multiplicity() -> None:
+    """9 copies of 0 and one 1 per unit, k = 1: the 1 is kept in about a tenth of the units (not half)."""
+    df = pl.DataFrame({"u": np.repeat(np.arange(5_000), 10), "x": np.tile([0] * 9 + [1], 5_000)})
+    for k, want in [(1, 500), (3, 1_500)]:
+        got = keep_smallest(df.lazy(), "u", ["u", "x"], 99, k).collect()
+        assert got.height == 5_000 * k and abs(got["x"].sum() - want) < 5 * (want * 0.9) ** 0.5
+
+
+def test_keep_smallest_does_not_depend_on_row_order_or_other_units() -> None:
+    """The kept multiset of each unit, copies included, is the same after shuffling and adding a unit."""
+    rng = np.random.default_rng(8)
+    df = pl.DataFrame({"u": np.repeat(np.arange(400), 9), "x": rng.integers(0, 3, 3_600)})
+    bigger = pl.concat([df, pl.DataFrame({"u": [-1] * 50, "x": [1] * 50})]).sample(fraction=1.0, shuffle=True, seed=9)
+    for k in (1, 4):
+        a = keep_smallest(df.lazy(), "u", ["u", "x"], 5, k).collect()
+        b = keep_smallest(bigger.lazy(), "u", ["u", "x"], 5, k).filter(pl.col("u") >= 0).collect()
+        assert kept_values(a, ["u", "x"]) == kept_values(b, ["u", "x"])
 
 
 # ------------------------------------------------------------------------------------ reference: DuckDB
@@ -114,12 +152,15 @@ def test_keep_smallest_breaks_ties_by_position_like_an_ordinal_rank() -> None:
 
 def duckdb_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], used: list[str],
                      seed: int) -> pl.DataFrame:
-    """The definition in DuckDB SQL: one window over every unit, ties broken by the row number."""
+    """The definition in DuckDB SQL: copies numbered in row order, one window over every unit, ties by row."""
     con = duckdb.connect()
     con.register("t", df.with_row_index("r").to_arrow())
     hashed = ", ".join(dict.fromkeys([str(unit.column), *by, *used]))
-    out = con.sql(f"SELECT * EXCLUDE (r) FROM t WHERE u IS NOT NULL QUALIFY rank() OVER (PARTITION BY u "
-                  f"ORDER BY hash({hashed}, {(seed & SEED_MASK) ^ ROW_SALT}), r) <= {unit.max_rows}").pl()
+    salted = (seed & SEED_MASK) ^ ROW_SALT
+    out = con.sql(f"SELECT * EXCLUDE (r, h, c) FROM (SELECT *, row_number() OVER (PARTITION BY u, h ORDER BY r) - 1 "
+                  f"AS c FROM (SELECT *, hash({hashed}, {salted}) AS h FROM t WHERE u IS NOT NULL)) "
+                  f"QUALIFY rank() OVER (PARTITION BY u ORDER BY CASE WHEN c = 0 THEN h ELSE hash(h, c, {salted}) END, "
+                  f"r) <= {unit.max_rows}").pl()
     return out.with_columns(pl.col(c).cast(df.schema[c]) for c in out.columns)
 
 
