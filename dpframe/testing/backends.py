@@ -479,6 +479,19 @@ class BackendConformance:
 
         assert sps.binomtest(kept.get(1, 0), units, 0.1).pvalue > 1e-4
 
+    @pytest.mark.parametrize("copy", [None, NAN], ids=["null", "nan"])
+    def test_bounding_counts_copies_of_null_and_nan(self, copy: float | None) -> None:
+        """Copies holding NULL or NaN are copies too: 9 of them and one 1.0, max_rows=1, keep the 1.0 in 1/10."""
+        units = 2_000
+        df = pl.DataFrame({"u": np.repeat(np.arange(units), 10), "x": ([copy] * 9 + [1.0]) * units},
+                          schema={"u": pl.Int64, "x": pl.Float64})
+        got = self.make(t=df.sample(fraction=1.0, shuffle=True, seed=3)).statistics(
+            request((Statistic("rows"), Statistic("nonnull", "x")), PrivacyUnit("u", max_rows=1)))
+        assert got["__rows"].item() == units
+        from scipy import stats as sps
+
+        assert sps.binomtest(got["__nonnull:x"].item(), units, 0.1).pvalue > 1e-4
+
     def test_bounding_samples_rows_without_replacement(self) -> None:
         """max_rows=3 of 5 copies of 0, 3 of 1 and 2 of 2: the kept counts are multivariate hypergeometric."""
         units, copies, k = 2_000, (5, 3, 2), 3

@@ -57,6 +57,7 @@ SPARK_DEFAULT = {
     "test_bounding_keeps_min_rows_per_unit[3]", "test_bounding_keeps_min_groups_per_unit[2]",
     "test_bounding_is_stable_for_a_seed", "test_bounding_picks_rows_not_distinct_values",
     "test_bounding_samples_rows_without_replacement", "test_bounding_with_copies_is_stable_for_a_seed",
+    "test_bounding_counts_copies_of_null_and_nan[null]", "test_bounding_counts_copies_of_null_and_nan[nan]",
     "test_key_types_are_kept", "test_sorted_codes_on_edge_values[by1]",
     "test_sorted_codes_with_public_keys_and_empty_groups", "test_backend_is_registered",
 }
