@@ -83,6 +83,16 @@ def test_propose_test_release_bad_epsilons(kwargs: dict[str, Any]) -> None:
     _contract(sess, lambda: propose_test_release(sess, lambda: False, lambda: 1.0, **kwargs))
 
 
+@pytest.mark.parametrize("bounds", [(0, 1e-320), (-1e308, 1e308)], ids=["subnormal width", "width past 2^1000"])
+def test_robust_median_extreme_bounds(bounds: tuple[float, float]) -> None:
+    from dpframe.interactive.ptr import robust_median
+
+    sess = _session()
+    with pytest.raises(dp.BoundsError) as info:
+        robust_median(sess.table("t"), "x", bounds)
+    assert info.value.argument == "bounds"
+
+
 def test_gated_release_non_query() -> None:
     from dpframe.interactive.ptr import gated_release
 
