@@ -136,6 +136,18 @@ def _temporal_bounds(column: str, kind: DomainKind, dtype: pl.DataType, bounds: 
     return _ticks(bounds[0], dtype), _ticks(bounds[1], dtype)
 
 
+def floor_log2(x: Fraction) -> int:
+    """⌊log₂ x⌋ of a positive rational, exactly (a float log2 is off at powers of two and 0 for subnormals).
+
+    Example:
+        >>> floor_log2(Fraction(1, 3)), floor_log2(Fraction(8)), floor_log2(Fraction(10**-320))
+        (-2, 3, -1064)
+
+    """
+    g = x.numerator.bit_length() - x.denominator.bit_length()
+    return g if Fraction(2) ** g <= x else g - 1
+
+
 def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fraction, resolution: object) -> int:
     """The exponent g with 2**g = ``resolution`` rounded down to a power of two (default: see module docstring)."""
     fix = "pass a positive finite number, e.g. resolution=0.01" if kind == "float" else \
@@ -143,7 +155,7 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
     if resolution is None:
         if kind != "float":
             return 0
-        g = math.floor(math.log2(float(hi - lo) / DEFAULT_FLOAT_CODES))
+        g = floor_log2((hi - lo) / DEFAULT_FLOAT_CODES)
         while (hi - lo) / Fraction(2) ** g >= DEFAULT_FLOAT_CODES:   # exact: fewer than 2**32 cells
             g += 1
         return g
@@ -159,8 +171,7 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
     if kind != "float" and r < 1:
         raise BoundsError(f"the resolution of a {kind} column is at least one unit, got {resolution!r}",
                           argument="resolution", fix=fix)
-    g = r.numerator.bit_length() - r.denominator.bit_length()
-    return g if Fraction(2) ** g <= r else g - 1
+    return floor_log2(r)
 
 
 @dataclass(frozen=True)
@@ -220,7 +231,9 @@ class OrderedDomain:
         g = _grid_exponent(kind, dtype, lo, hi, resolution)
         if kind == "float" and g < MIN_GRID_EXP:
             raise BoundsError(f"the grid 2^{g} of {column!r} is finer than the supported 2^{MIN_GRID_EXP}",
-                              argument="resolution", fix="pass a coarser resolution=")
+                              argument="resolution" if resolution is not None else argument,
+                              fix="pass a coarser resolution=" if resolution is not None else
+                              "pass bounds at least 2^-968 ≈ 4e-292 apart (rescale the column if needed)")
         size = math.floor((hi - lo) / Fraction(2) ** g) + 1
         if size > MAX_SIZE:
             raise BoundsError(f"bounds {bounds!r} give {size} codes for {column!r}, more than the {MAX_SIZE} (2^62) "

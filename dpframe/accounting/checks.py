@@ -43,10 +43,13 @@ def shown(value: object) -> str:
     Example:
         >>> shown(10**400)
         'an int with 401 digits'
+        >>> shown(2**20_000)
+        'an int of 20,001 bits'
 
     """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an int with {len(str(abs(value)))} digits"
+        digits = len(str(abs(value))) if value.bit_length() < 10_000 else None   # str() refuses > 4,300 digits
+        return f"an int with {digits} digits" if digits else f"an int of {value.bit_length():,} bits"
     text = repr(value)
     return text if len(text) <= 80 else text[:60] + f"… ({len(text)} characters)"
 

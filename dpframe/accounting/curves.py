@@ -823,7 +823,7 @@ def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε
     _check_label(label)
 
     def hs(e: Array) -> Array:
-        values = np.array([_returned(delta(float(v)), "delta") for v in np.asarray(e)])
+        values = np.array([_returned(delta, float(v), "delta") for v in np.asarray(e)])
         return np.asarray(np.clip(values, 0.0, 1.0))      # a NaN stays: it is read as the vacuous δ = 1
 
     return PrivacyCurve(label, None, None, hs, hs, None, 0.0, None, False)
@@ -834,8 +834,16 @@ def _check_label(label: object) -> None:
         raise BudgetError(f"must be a string, got {shown(label)}", argument="label", fix="pass a short description")
 
 
-def _returned(value: object, argument: str) -> float:
-    """A number returned by a user's curve function (NaN allowed: read as the vacuous bound)."""
+def _returned(function: Callable[[float], object], x: float, argument: str) -> float:
+    """``function(x)`` for a user's curve function: a number (NaN allowed: read as the vacuous bound).
+
+    An exception the function raises becomes a BudgetError naming the argument (chained to the cause).
+    """
+    try:
+        value = function(x)
+    except Exception as e:
+        raise BudgetError(f"the function raised {type(e).__name__}: {e} at {x!r}", argument=argument,
+                          fix="make the function return a number (math.inf for no bound) for every input") from e
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise BudgetError(f"the function returned {shown(value)}, not a number", argument=argument,
                           fix="return a float from the function")
@@ -855,7 +863,7 @@ def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
     cap = None if eps_inf is None else nonnegative(eps_inf, "eps_inf", "pass the pure ε-DP bound, or None")
 
     def f(a: Array) -> Array:
-        return rdp_out([_returned(rdp(float(v)), "rdp") for v in np.asarray(a)])   # NaN → ∞, below 0 → 0
+        return rdp_out([_returned(rdp, float(v), "rdp") for v in np.asarray(a)])   # NaN → ∞, below 0 → 0
 
     return PrivacyCurve(label, None, f, None, None, cap, 0.0, None, False)
 

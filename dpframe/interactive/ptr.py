@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from dpframe.budgets import ApproxDP, Budget, exact
+from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import BoundsError, BudgetError, DPFrameError, SchemaError
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
@@ -154,8 +154,13 @@ class RobustMedian:
         lo, hi = (public_number(b, "bounds") for b in bounds)
         if not lo < hi:
             raise BoundsError(f"lower {lo} must be < upper {hi}", argument="bounds", fix="swap them")
+        width_exp = -floor_log2(1 / Fraction(hi - lo))          # ⌈log₂(upper − lower)⌉, exact
+        if width_exp - GRID_BITS < MIN_GRID_EXP or hi - lo >= MAX_FLOAT_WIDTH:
+            raise BoundsError(f"upper − lower ≈ 2^{width_exp} is outside the supported [2^-984, 2^1000) "
+                              "(the grid's codes are computed in float64)", argument="bounds",
+                              fix="rescale the column to a moderate range, e.g. with .with_columns(pl.col(c) * 1e6)")
         self.column, self.lo, self.hi = column, lo, hi
-        self.grid_exp = math.ceil(math.log2((hi - lo) / 2**GRID_BITS))
+        self.grid_exp = width_exp - GRID_BITS
         self.top = int((hi - lo) // Fraction(2) ** self.grid_exp)
         self.m = self._session.privacy_unit.max_rows
         self.proposals = sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)})

@@ -39,6 +39,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
+from dpframe.accounting.checks import shown
 from dpframe.budgets import ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
@@ -58,16 +59,33 @@ def pure_epsilon(budget: object, argument: str = "budget") -> Fraction:
                       fix="pass dp.PureDP(epsilon)")
 
 
-def positive_int(value: object, argument: str) -> int:
-    """An int ≥ 1 (BudgetError otherwise)."""
+def positive_int(value: object, argument: str, at_most: int) -> int:
+    """An int in [1, at_most] (BudgetError otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BudgetError(f"must be an int ≥ 1, got {value!r}", argument=argument, fix=f"pass {argument}=5")
+        raise BudgetError(f"must be an int ≥ 1, got {shown(value)}", argument=argument, fix=f"pass {argument}=5")
+    if value > at_most:
+        raise BudgetError(f"must be at most {at_most:,}, got {shown(value)}", argument=argument,
+                          fix=f"pass {argument} ≤ {at_most:,} (a stream cannot use more)")
     return value
 
 
+MAX_POSITIVES = 10**9
+"""The most "above" answers a sparse-vector stream may plan for."""
+
+
 def svt_split(epsilon: Fraction, c: int) -> tuple[Fraction, Fraction]:
-    """(ε₁, ε₂) with ε₁ : ε₂ ≈ 1 : (2c)^{2/3} (Lyu et al.), exact rationals summing to ε."""
-    ratio = Fraction(1 / (1 + (2 * c) ** (2 / 3))).limit_denominator(1000)
+    """(ε₁, ε₂) with ε₁ : ε₂ ≈ 1 : (2c)^{2/3} (Lyu et al.), exact rationals summing to ε.
+
+    The ratio is rounded to a denominator ≤ 1000 (small exact noise scales), but never below 1/10⁶ (at
+    c ≳ 45,000 it would round to 0, leaving nothing for the threshold's noise).
+
+    Example:
+        >>> svt_split(Fraction(1), 1)
+        (Fraction(349, 903), Fraction(554, 903))
+
+    """
+    precise = 1 / (1 + (2 * c) ** (2 / 3))
+    ratio = max(Fraction(precise).limit_denominator(1000 if precise > 1e-3 else 10**6), Fraction(1, 10**6))
     eps1 = epsilon * ratio
     return eps1, epsilon - eps1
 
@@ -88,7 +106,7 @@ class SparseVector:
     def __init__(self, session: Session, threshold: object, max_positives: object, budget: object, *,
                  release: object = None, refund: bool | None = None) -> None:
         self._threshold = public_number(threshold, "threshold")
-        self.max_positives = positive_int(max_positives, "max_positives")
+        self.max_positives = positive_int(max_positives, "max_positives", MAX_POSITIVES)
         eps = pure_epsilon(budget)
         self.eps3 = Fraction(0) if release is None else pure_epsilon(release, "release")
         if refund is True:

@@ -159,7 +159,7 @@ class TargetChargingChannel:
                  min_q: float | None = None, per_unit: bool = False) -> None:
         self.session = session
         self.epsilon = exact(epsilon, "epsilon")  # type: ignore[arg-type]
-        self.max_hits = positive_int(max_hits, "max_hits")
+        self.max_hits = positive_int(max_hits, "max_hits", MAX_ACCESSES)
         if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
             raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")

@@ -11,8 +11,9 @@ on the list, so an operation Polars adds in the future is refused until someone 
 
 - anything whose value for a row depends on other rows: aggregations (``len``, ``count``, ``sum``,
   ``mean``, ``implode``, ``has_nulls`` ...), windows (``over``), cumulative and rolling functions,
-  ``shift``, ``rank``, ``sort``, ``unique``, sampling, Series literals, ``replace``/``is_in`` against a
-  column (both look at the whole column), date parsing with an inferred format or ``ambiguous="infer"``;
+  ``shift``, ``rank``, ``sort``, ``unique``, sampling, Series literals (except as ``replace``'s old/new
+  values, a constant mapping), ``replace``/``is_in`` against a column (both look at the whole column),
+  date parsing with an inferred format or ``ambiguous="infer"``;
 - operations that can fail on some private values: strict casts and parsers (``strict=True``),
   ``ambiguous="raise"``, JSON/decimal parsing, and parameters (regex patterns, lengths, durations,
   integer exponents) taken from a column rather than a literal;
@@ -271,8 +272,17 @@ class _Checker:
             self.bad.append(_Refusal(f"{name}:{detail}" if detail else str(name)))
         else:
             self.function_rules(name or "", label, function, inputs)
-        for item in inputs:
-            self.walk(item)
+        for position, item in enumerate(inputs):
+            if not (position and label == "Replace" and self.is_mapping_series(item)):
+                self.walk(item)
+
+    def is_mapping_series(self, node: Any) -> bool:
+        """A Series literal given as ``replace``'s old/new values: a constant mapping, not one value per row.
+
+        ``replace`` keeps its input's type (the new values are cast to it), and replacing in a Categorical
+        input is refused by the categorical rules, so no category code can come from the Series.
+        """
+        return _is_literal(node) and _variant(node["Literal"]) == "Series"
 
     def function_rules(self, name: str, label: str, function: Any, inputs: list[Any]) -> None:
         """The per-function rules for an allowlisted function."""

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -147,6 +148,17 @@ def test_extreme_curves_give_finite_sound_values() -> None:
     bad = acc.from_rdp(lambda a: float("nan") if a > 5 else -1.0)   # user curve: NaN → ∞, negative → 0
     assert bad.rdp_at([2.0, 8.0]).tolist() == [0.0, math.inf]
     assert acc.from_profile(lambda e: float("nan")).delta_at(1.0) == 1.0
+
+
+@pytest.mark.parametrize(("curve", "argument"), [
+    (lambda: acc.from_rdp(lambda a: 1 / (a - a)), "rdp"),                 # ZeroDivisionError inside the function
+    (lambda: acc.from_profile(lambda e: math.exp(1e6 * e)), "delta"),     # OverflowError inside the function
+])
+def test_a_user_function_that_raises_becomes_a_budget_error(curve: Any, argument: str) -> None:
+    with pytest.raises(dp.BudgetError) as info:
+        curve().approx_dp(1e-6)
+    assert info.value.argument == argument and "raised" in str(info.value)
+    assert info.value.__cause__ is not None                                # the user's own exception is kept
 
 
 def test_subsampled_rdp_beyond_the_term_limit_uses_the_unsampled_curve() -> None:

@@ -167,8 +167,17 @@ def test_cross_row_expressions_are_refused_by_frame_methods(sess: dp.Session, ex
         t.select(expr.alias("new"))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (usability): replace(old_list, new_list) is element-wise but is "
-                                        "refused because its mapping is serialized as a Series literal")
 def test_replace_with_lists_is_accepted() -> None:
     check_row_level(pl.col("c").replace(["a", "b"], ["x", "y"]), "exprs")
+    check_row_level(pl.col("c").replace(pl.Series(["a"]), pl.Series([1.5])), "exprs")
+
+
+@pytest.mark.parametrize("expr", [
+    pl.col("c") + pl.lit(pl.Series(["a", "b"])),                                  # a Series outside replace
+    pl.col("c").replace(pl.col("d"), ["x"]),                                      # old values from a column
+    pl.col("c").cast(pl.Categorical).replace(["a"], ["x"]),                      # category codes
+])
+def test_replace_series_exceptions_stay_refused(expr: pl.Expr) -> None:
+    with pytest.raises(dp.PlanError):
+        check_row_level(expr, "exprs")
 

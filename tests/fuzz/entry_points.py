@@ -5,10 +5,9 @@ Every strategy draws *thunks* (building the object may itself raise a dpframe er
 must accept) from adversarial values: the numbers of :data:`~tests.fuzz.strategies.NUMBERS` (NaN, ±inf,
 huge, tiny, 0, negative, wrong types), unknown / non-string / unit columns, malformed bounds and keys.
 
-Known bugs routed to other areas are kept *out* of the random search by :func:`known_bug` (so the
-general tests stay green and keep finding new bugs); each has a minimal regression test marked
-``xfail(strict=True)`` in ``test_known_bugs.py``. When a fix lands, its XPASS fails that test: remove the
-mark there and the entry here.
+A bug the search finds gets a minimal regression test in ``test_known_bugs.py`` (marked
+``xfail(strict=True)`` with its finding id until the fix lands) and, meanwhile, an ``assume`` that keeps
+the input out of the random search so the general tests keep finding new bugs.
 """
 
 from __future__ import annotations
@@ -51,44 +50,6 @@ def tables(rows: int = 40) -> st.SearchStrategy[pl.DataFrame]:
                                max_size=n)),
         })
     return build()
-
-
-def known_bug(**kw: Any) -> str | None:
-    """The finding id of a known, routed bug the arguments would hit (see ``test_known_bugs.py``), else None."""
-    if "curve_numbers" in kw and not all(_sane(v) for v in kw["curve_numbers"]):
-        return "F-accounting-curve-inputs"
-    if "curve_numbers" in kw and abs(kw["curve_numbers"][0]) < 0.01:  # a noise scale that small: ε ≥ 100 (PLD grid)
-        return "F-accounting-curve-inputs"
-    if "pld_budgets" in kw and kw["pld_budgets"][0] == "pld":
-        for thunk in kw["pld_budgets"][1:]:
-            try:
-                b = thunk() if callable(thunk) else thunk
-                first = b.rho if isinstance(b, dp.ZCDP) else b.epsilon
-                if first > 100:
-                    return "F-accounting-pld-refusal-report"
-            except (dp.DPFrameError, AttributeError, TypeError):
-                continue
-    grid = kw.get("pld_grid")          # (curve name, first parameter, sensitivity, times, accountant)
-    if grid is not None and grid[4] == "pld":
-        name, a, b, times = grid[:4]
-        scale = name in ("gaussian", "laplace", "discrete_laplace", "discrete_gaussian", "threshold_test", "from_rdp")
-        loss = (abs(float(b)) / max(abs(float(a)), 1e-300)) if scale else abs(float(a))
-        if loss * (times if isinstance(times, int) else 1) > 100:
-            return "F-accounting-pld-grid-memory"
-    if "zcdp_numbers" in kw and not all(_sane(v) for v in kw["zcdp_numbers"]):
-        return "F-core-budget-overflow"
-    return None
-
-
-def _sane(value: Any) -> bool:
-    """A number the curves handle today (F-accounting-curve-inputs): finite, 0 or 1e-12 ≤ |x| ≤ 1e12, not a bool."""
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        return False
-    try:
-        x = abs(float(value))
-    except OverflowError:
-        return False
-    return math.isfinite(x) and (x == 0 or 1e-12 <= x <= 1e12)
 
 
 SCORES = st.one_of(st.none(), st.sampled_from(["count_units", "len", "count_x", "sum_x", "sum_signed", "sum_f",

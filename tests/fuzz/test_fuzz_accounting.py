@@ -15,13 +15,13 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import dpframe as dp
 from dpframe import accounting as acc
 
-from .entry_points import known_bug, mostly
+from .entry_points import mostly
 from .strategies import CI, DEEP, NUMBERS, time_limit
 
 POSITIVE = mostly(st.sampled_from([0.5, 1, 2.0, 10, Fraction(1, 3), 1e-3]), NUMBERS)
@@ -40,7 +40,6 @@ def _outcome(build: Any) -> Any:
 @given(kind=st.sampled_from(["pure", "approx", "zcdp"]), a=NUMBERS, b=NUMBERS, c=NUMBERS)
 def test_fuzz_budgets(kind: str, a: Any, b: Any, c: Any) -> None:
     make = {"pure": lambda: dp.PureDP(a), "approx": lambda: dp.ApproxDP(a, b), "zcdp": lambda: dp.ZCDP(a, b)}[kind]
-    assume(kind != "zcdp" or known_bug(zcdp_numbers=(a, b, c)) is None)
     budget = _outcome(make)
     event("valid" if budget is not None else "refused")
     if budget is None:
@@ -77,8 +76,6 @@ TOL = 1e-12
 
 def _fuzz_curve(name: str, a: Any, b: Any, c: Any, rate: Any, delta: Any, eps: Any, times: Any,
                 accountant: str) -> None:
-    assume(known_bug(curve_numbers=(a, b, c, rate, delta, eps, times)) is None)
-    assume(known_bug(pld_grid=(name, a, b, times, accountant)) is None)
     curve = _outcome(lambda: _curve(name, a, b, c))
     if curve is None:
         event("refused")

@@ -232,8 +232,11 @@ def sql_text(draw: st.DrawFn) -> str:
 
 
 def _check_sql(out: Any, query: Any, budget: Any) -> None:
-    if isinstance(query, dp.Query) and query.post.sql is None:
-        _check_result(out, query, budget)
+    if isinstance(query, dp.Query) and query.post.sql is None:   # a selection of the released columns, renamed
+        plan = query.plan(budget)
+        released = {*query.node.by, *(name for p in plan.plans for name in p.output_names())}
+        assert {source for source, _ in query.post.columns} <= released, (query.post.columns, released)
+        assert out.columns == [name for _, name in query.post.columns], (out.columns, query.post.columns)
     elif isinstance(query, dp.Query):         # HAVING / ORDER BY / LIMIT / expressions: at most one row per group
         assert isinstance(out, pl.DataFrame)
         if query.node.keys is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import dpframe as dp
@@ -25,7 +25,7 @@ from dpframe.interactive.ptr import gated_release, propose_test_release
 from dpframe.interactive.stopping import run_until
 
 from .checks import run_stream
-from .entry_points import ACCOUNTANTS, QUERY_BUDGETS, SANE_BUDGETS, SESSION_BUDGETS, known_bug, mostly, tables
+from .entry_points import ACCOUNTANTS, QUERY_BUDGETS, SANE_BUDGETS, SESSION_BUDGETS, mostly, tables
 from .strategies import CI, DEEP, NUMBERS, Ledgered, time_limit
 
 QUERIES = st.sampled_from(["len", "len_a", "count", "sum", "sum_unbounded", "mean", "grouped", "two", "sampled",
@@ -47,7 +47,6 @@ def _query(sess: dp.Session, other: dp.Session, name: str) -> Any:
 
 
 def _sessions(data: pl.DataFrame, total: Any, accountant: Any, *budgets: Any) -> tuple[dp.Session, dp.Session] | None:
-    assume(known_bug(pld_budgets=(accountant, *budgets)) is None)
     try:
         return tuple(dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=2), budget=total(),  # type: ignore[return-value]
                                 accountant=accountant, seed=s) for s in (0, 1))

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import dpframe as dp
@@ -35,7 +35,6 @@ from .entry_points import (
     SESSION_BUDGETS,
     THRESHOLD,
     TOP_K,
-    known_bug,
     score_of,
     tables,
 )
@@ -59,7 +58,6 @@ SESSION = dict(data=tables(), unit=UNITS, total=SESSION_BUDGETS, accountant=ACCO
 def _fuzz(sess: dp.Session | None, make: Any, budget: Any, check: Any = None, *, ex_post: bool = False) -> None:
     if sess is None:
         return
-    assume(known_bug(pld_budgets=(sess.accountant.name, budget)) is None)
     with time_limit():
         outcome = run_query(sess, make, budget, check, ex_post=ex_post)
     event(outcome)

@@ -1,10 +1,9 @@
-"""Minimal regressions of known bugs found by fuzzing and routed to the areas that own them.
+"""Minimal regressions of bugs found by fuzzing (all fixed today).
 
 Each test states the contract every public entry point has — a correct result or a dpframe error,
-nothing charged, no hang — on the smallest input that breaks it today, and is marked
-``xfail(strict=True)`` with the finding's id: when the fix lands the test XPASSes, which fails the suite
-until the mark (and the matching entry of ``entry_points.known_bug``, which keeps the input out of the
-random search meanwhile) is removed.
+nothing charged, no hang — on the smallest input that once broke it. A newly found bug gets its test
+here marked ``xfail(strict=True)`` with the finding's id: when the fix lands the test XPASSes, which
+fails the suite until the mark is removed.
 """
 
 from __future__ import annotations
@@ -84,6 +83,16 @@ def test_propose_test_release_bad_epsilons(kwargs: dict[str, Any]) -> None:
     _contract(sess, lambda: propose_test_release(sess, lambda: False, lambda: 1.0, **kwargs))
 
 
+@pytest.mark.parametrize("bounds", [(0, 1e-320), (-1e308, 1e308)], ids=["subnormal width", "width past 2^1000"])
+def test_robust_median_extreme_bounds(bounds: tuple[float, float]) -> None:
+    from dpframe.interactive.ptr import robust_median
+
+    sess = _session()
+    with pytest.raises(dp.BoundsError) as info:
+        robust_median(sess.table("t"), "x", bounds)
+    assert info.value.argument == "bounds"
+
+
 def test_gated_release_non_query() -> None:
     from dpframe.interactive.ptr import gated_release
 
@@ -104,7 +113,6 @@ def _accounting_contract(call: Callable[[], Any]) -> None:
     assert all(isinstance(v, float) and not math.isnan(v) for v in values), out
 
 
-@pytest.mark.xfail(strict=True, reason="F-accounting-curve-inputs")
 @pytest.mark.parametrize("case", ["laplace(10**400)", "laplace(1e-320)", "delta_at(None)", "approx_dp([1])",
                                   "subsampled nan", "charge('x')"])
 def test_accounting_curve_inputs(case: str) -> None:
@@ -121,7 +129,6 @@ def test_accounting_curve_inputs(case: str) -> None:
     _accounting_contract(call)
 
 
-@pytest.mark.xfail(strict=True, reason="F-core-budget-overflow")
 @pytest.mark.parametrize("args", [(7e16, 1e-159), (5e-324, 5e-324)], ids=["huge rho", "subnormal"])
 def test_zcdp_to_approx_extremes(args: tuple[float, float]) -> None:
     _accounting_contract(lambda: float(dp.ZCDP(*args).to_approx(args[1]).epsilon))
@@ -130,7 +137,7 @@ def test_zcdp_to_approx_extremes(args: tuple[float, float]) -> None:
 @pytest.mark.parametrize("curve", [
     pytest.param("acc.approx(1, 1e-6)"),
     pytest.param("acc.zcdp(0.5, 1e-6)"),
-    pytest.param("acc.laplace(0.001)", marks=pytest.mark.xfail(strict=True, reason="F-accounting-curve-inputs")),
+    pytest.param("acc.laplace(0.001)"),
 ])
 def test_pld_of_a_curve_in_a_small_memory_child(curve: str) -> None:
     """Run in a child limited to 1 GiB of address space: today these need ~1e8 grid points or overflow."""
@@ -154,7 +161,6 @@ def test_session_public_tables_not_a_mapping() -> None:
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="F-accounting-pld-refusal-report")
 @pytest.mark.parametrize("epsilon", [2000, 10**5])
 def test_pld_session_refuses_a_huge_query(epsilon: int) -> None:
     """Over budget in a pld session: a BudgetExceededError (run in a 1 GiB child: today it may allocate GBs)."""

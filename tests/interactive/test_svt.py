@@ -43,6 +43,24 @@ def svt_pmf(values: list[int], bar: int, delta: int, eps1: float, eps2: float, c
     return out
 
 
+@pytest.mark.parametrize("c", [45_000, 10**6, 10**9])
+def test_split_keeps_a_positive_threshold_share_for_many_positives(c: int) -> None:
+    eps1, eps2 = svt_split(Fraction(1), c)
+    assert eps1 > 0 and eps1 + eps2 == 1
+    assert float(eps1) == pytest.approx(max(1 / (1 + (2 * c) ** (2 / 3)), 1e-6), rel=1e-2)
+
+
+def test_huge_stream_sizes_are_refused_by_name() -> None:
+    sess = dp.Session({"t": pl.DataFrame({"u": [0]})}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1))
+    with pytest.raises(dp.BudgetError) as info:
+        sess.sparse_vector(threshold=1, max_positives=10**400, budget=dp.PureDP(1))
+    assert info.value.argument == "max_positives" and "401 digits" in str(info.value)
+    with pytest.raises(dp.BudgetError) as info:
+        sess.target_charging(epsilon=0.5, max_hits=10**5000, delta=1e-6)
+    assert info.value.argument == "max_hits"
+    assert sess.history().height == 0
+
+
 def test_oracles_split_cells_and_entries() -> None:
     eps1, eps2 = svt_split(Fraction(1, 2), 20)
     assert float(eps1) == pytest.approx(0.039382262580038824, abs=2e-5)          # O1

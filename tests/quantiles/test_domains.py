@@ -85,6 +85,8 @@ def test_decode_series_clamps_and_types() -> None:
     (pl.Float64, (0, 1), 0.0, dp.BoundsError, "resolution"),
     (pl.Float64, (0, 1), float("nan"), dp.BoundsError, "resolution"),
     (pl.Float64, (0, 1e20), 1e-3, dp.BoundsError, "bounds['c']"),        # 2^76 codes
+    (pl.Float64, (0, 1e-320), None, dp.BoundsError, "bounds['c']"),       # default grid finer than 2^-1000
+    (pl.Float64, (0, 1), 2.0**-1010, dp.BoundsError, "resolution"),
     (pl.Int64, (0, 2**63), None, dp.BoundsError, "bounds['c']"),
     (pl.Int64, (-(2**62), 2**62), None, dp.BoundsError, "bounds['c']"),  # more than 2^62 codes
     (pl.Int64, (0.5, 3), None, dp.BoundsError, "bounds['c']"),
