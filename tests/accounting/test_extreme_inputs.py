@@ -8,6 +8,7 @@ conversion is checked against an order α that witnesses it, PLD results against
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -255,7 +256,8 @@ def test_pld_memory_is_bounded_in_a_1_gib_process() -> None:
         print(acc.PLDAccountant().compose(acc.laplace(0.05), times=50).epsilon(1e-6))
         print(acc.PLDAccountant().compose(acc.threshold_test(0.3, 5.0, 0, 2000)).epsilon(1e-6))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    one_thread = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=one_thread)
     assert out.returncode == 0, out.stderr[-2000:]
     step, zc, lap, many, thr = (float(v) for v in out.stdout.split())
     assert step == pytest.approx(1.0, abs=1e-3) and step <= 1.0            # (1, 1e-6)-DP at δ = 1e-5

@@ -8,6 +8,7 @@ fails the suite until the mark is removed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -100,6 +101,11 @@ def test_gated_release_non_query() -> None:
     _contract(sess, lambda: gated_release("x", dp.PureDP(1), "y", 1, dp.PureDP(1)))
 
 
+#: A child under a 1 GiB address-space limit: one Polars thread and one malloc arena, so the limit
+#: measures the code under test and not the machine's core count (each thread reserves address space).
+_SMALL_CHILD_ENV = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "1"}
+
+
 def _accounting_contract(call: Callable[[], Any]) -> None:
     """A standalone accounting call: a number in range or a dpframe error (nothing is charged there)."""
     import math
@@ -149,7 +155,8 @@ def test_pld_of_a_curve_in_a_small_memory_child(curve: str) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
 
     code = f"from dpframe import accounting as acc; print(acc.PLDAccountant().compose({curve}).epsilon(1e-5))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=limit,
+                          env=_SMALL_CHILD_ENV)
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[-500:]
 
 
@@ -178,5 +185,6 @@ def test_pld_session_refuses_a_huge_query(epsilon: int) -> None:
             f"    s.table('t').agg(dp.len()).collect(dp.PureDP({epsilon}))\n"
             "except dp.BudgetExceededError:\n"
             "    print('refused')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, preexec_fn=limit,
+                          env=_SMALL_CHILD_ENV)
     assert proc.stdout.strip() == "refused", proc.stderr[-500:]
