@@ -807,7 +807,8 @@ def gaussian_sparse_vector(sigma1: float, sigma2: float, sensitivity: float, max
 
     spec = {"kind": "gaussian_sparse_vector", "sigma1": s1, "sigma2": s2, "sensitivity": d, "max_positives": c,
             "threshold": t, "max_length": k, "nonnegative": nonnegative}
-    label = (f"Gaussian sparse vector(σ₁={s1:g}, σ₂={s2:g}, Δ={d:g}, c={c}" + (f", T={t:g}" if use_moment else "")
+    noise = f"σ₁={s1:g}, σ₂={s2:g}, Δ={d:g}, T={t:g}" if use_moment else f"σ₁/Δ={s1 / d:g}, σ₂/Δ={s2 / d:g}"
+    label = (f"Gaussian sparse vector({noise}, c={c}"
              + (f", k={k}" if k is not None else "") + (", q ≥ 0" if nonnegative else "") + ")")
     return PrivacyCurve(label, spec, rdp, None, None, None, 0.0, None, False)
 
