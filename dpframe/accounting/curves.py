@@ -681,6 +681,8 @@ def gaussian_svt_log_moments(sigma1: float, sigma2: float, threshold: int, gamma
     if np.any(g <= 1) or np.any(g * s1 * s1 >= s2 * s2):
         raise BudgetError("the moment is finite only for 1 < γ < (σ₂/σ₁)²", argument="gammas",
                           fix="pass orders between 1 and (σ₂/σ₁)²")
+    if abs(threshold) > 2**52 or max(s1, s2) > 2**40:   # beyond exact float integers: the vacuous bound
+        return np.full(g.shape, math.inf)
     bar = float(threshold)
     log_z1_low, _ = _log_norm_bounds(s1)
     _, log_z2_up = _log_norm_bounds(s2)
@@ -688,7 +690,8 @@ def gaussian_svt_log_moments(sigma1: float, sigma2: float, threshold: int, gamma
     kappa = 1 / (s1 * s1) - gmax / (s2 * s2)
     z_peak = gmax * bar * s1 * s1 / (s2 * s2 - gmax * s1 * s1)
     zlo = -math.ceil(40 * s1) - 1
-    zhi = math.ceil(max(z_peak, 0.0, -bar) + 40 / math.sqrt(kappa)) + 1
+    zhi = math.ceil(max(z_peak, 0.0) + 40 / math.sqrt(kappa)) + 1
+    z0 = max(zhi, -bar)        # T + z ≥ 0 from here on
     n = zhi - zlo + 1
     width = max(1, math.ceil(n / _MOMENT_POINTS))
     a = np.arange(zlo, zhi + 1, width, dtype=np.float64)
@@ -703,12 +706,15 @@ def gaussian_svt_log_moments(sigma1: float, sigma2: float, threshold: int, gamma
         # z < zlo: pmf tail Σ_{j≥1} exp(−(zlo−j)²/2σ₁²) ≤ exp(−zlo²/2σ₁²)·r/(1−r), r = exp(−|zlo|/σ₁²); P ≥ P[ν ≥ T+zlo]
         t = -zlo / (s1 * s1)
         parts.append(-zlo * zlo / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low - gamma * left_s)
-        # z > zhi (T + z ≥ 0): summand ≤ exp(G(z)), G(z) = −z²/2σ₁² + γ((T+z)²/2σ₂² + log Z₂) − log Z₁, concave,
-        # decreasing beyond its peak: Σ_{z>zhi} ≤ exp(G(zhi))·r/(1−r), r = exp(G'(zhi)) < 1
-        big = -zhi * zhi / (2 * s1 * s1) + gamma * ((bar + zhi) ** 2 / (2 * s2 * s2) + log_z2_up) - log_z1_low
-        slope = -zhi / (s1 * s1) + gamma * (bar + zhi) / (s2 * s2)
+        # zhi < z < z0 (T + z < 0, so P ≥ P[ν ≥ 0] > 1/2): summand ≤ 2^γ·pmf; the pmf's right tail as on the left
+        t = zhi / (s1 * s1)
+        parts.append(gamma * math.log(2) - zhi * zhi / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low)
+        # z ≥ z0 (T + z ≥ 0; P ≥ pmf(T+z)): summand ≤ exp(G(z)), G(z) = −z²/2σ₁² + γ((T+z)²/2σ₂² + log Z₂) − log Z₁,
+        # concave, decreasing beyond its peak z_peak < zhi ≤ z0: Σ_{z≥z0} ≤ exp(G(z0))/(1−r), r = exp(G'(z0)) < 1
+        big = -z0 * z0 / (2 * s1 * s1) + gamma * ((bar + z0) ** 2 / (2 * s2 * s2) + log_z2_up) - log_z1_low
+        slope = -z0 / (s1 * s1) + gamma * (bar + z0) / (s2 * s2)
         assert slope < 0
-        parts.append(big + slope - math.log(-math.expm1(slope)))
+        parts.append(big - math.log(-math.expm1(slope)))
         out.flat[i] = float(_special().logsumexp(np.array(parts))) + 1e-9   # + 1e-9: float rounding (upward)
     return out
 

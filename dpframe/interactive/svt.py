@@ -192,6 +192,7 @@ class SparseVector:
             self.curve = curves.gaussian_sparse_vector(sigma1, 2 * sigma1, float(delta), 1, math.ceil(self._threshold),
                                                        None, True)
         else:
+            self._check_sampler(Fraction(1))     # Δ ≥ 1 is only known at the first query
             self.curve = curves.gaussian_sparse_vector(unit_sigma, 2 * unit_sigma, 1.0, c, 0, k)
         self.nonnegative = nonneg
         assert self.curve is not None

@@ -341,3 +341,21 @@ def test_nonnegative_stream_is_calibrated_for_max_rows() -> None:
         assert sv.curve is not None and sv.curve.spec is not None
         assert sv.curve.spec["sensitivity"] == 3.0 and sv.curve.spec["sigma1"] == pytest.approx(3 * math.sqrt(10))
         sv.test(_count(sess, 0))
+
+
+def test_extreme_thresholds_give_sound_moments() -> None:
+    g = np.array([2.0])
+    assert curves.gaussian_svt_log_moments(1.0, 2.0, -10**15, g)[0] == pytest.approx(0.0, abs=1e-6)   # always ⊤
+    assert curves.gaussian_svt_log_moments(1.0, 2.0, 10**300, g)[0] == math.inf                       # vacuous
+    sess = _session()
+    _refused(sess, "budget", dp.BudgetExceededError, threshold=1e300)   # an infinite curve never fits
+
+
+def test_laplace_stream_halts_after_max_length() -> None:
+    sess = _session("basic", dp.PureDP(2))
+    with sess.sparse_vector(threshold=1000, max_positives=2, budget=dp.PureDP(1), max_length=2) as sv:
+        assert [sv.test(_count(sess)) for _ in range(2)] == [False, False] and sv.closed
+    before = sess.history().height
+    with pytest.raises(dp.BudgetError) as info:
+        sess.sparse_vector(threshold=1000, max_positives=2, budget=dp.PureDP(1), max_length=0)
+    assert info.value.argument == "max_length" and sess.history().height == before
