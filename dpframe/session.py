@@ -226,8 +226,20 @@ class Session:
         Gaussian threshold noise σ₁ = Δ·√((1+c)/(2ρ)) and query noise σ₂ = 2σ₁; the stream is charged its RDP
         curve (:func:`dpframe.accounting.curves.gaussian_sparse_vector`: αρ plus a length or moment term),
         reserved now (``sv.status()`` shows it). ``max_positives > 1`` needs ``max_length``; with
-        ``max_positives=1`` and no ``max_length`` queries must be nonnegative counts/sums. No refund, no release.
-        See ``docs/interactive.md``.
+        ``max_positives=1`` and no ``max_length`` it is the nonnegative-query curve and only counts may be tested.
+        No refund, no release. See ``docs/interactive.md``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"g": [i % 4 for i in range(40)]})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(8, 1e-6),
+            ...                   accountant="rdp", seed=0)
+            >>> with sess.sparse_vector(threshold=50, max_positives=2, budget=dp.ZCDP(0.1), noise="gaussian",
+            ...                         max_length=4) as sv:
+            ...     answers = [sv.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len())) for g in range(4)]
+            >>> answers, sv.closed     # four counts of 10, far below 50; closed after max_length tests
+            ([False, False, False, False], True)
+
         """
         from dpframe.interactive.svt import SparseVector
 
