@@ -212,17 +212,39 @@ class Session:
         return sql_query(self, query, keys=keys, backend=backend)
 
     def sparse_vector(self, threshold: float, max_positives: int, budget: Budget, *, release: Budget | None = None,
-                      refund: bool | None = None) -> SparseVector:
+                      refund: bool | None = None, noise: str = "laplace",
+                      max_length: int | None = None) -> SparseVector:
         """A sparse-vector stream: ``sv.test(query) -> bool`` answers "above ``threshold``?".
 
-        For scalar queries, halting after ``max_positives`` "above" answers; ``budget`` (pure ε) is reserved now and,
-        under basic composition, the unused positives are refunded on ``sv.close()`` (output DP).
-        ``release=dp.PureDP(ε3)`` also releases the positive queries' values on close. See
-        ``docs/interactive.md``.
+        For scalar queries, halting after ``max_positives`` "above" answers (or ``max_length`` tests).
+
+        ``noise="laplace"`` (default): ``budget`` (pure ε) is reserved now and, under basic composition, the
+        unused positives are refunded on ``sv.close()`` (output DP). ``release=dp.PureDP(ε3)`` also releases
+        the positive queries' values on close.
+
+        ``noise="gaussian"`` (``accountant="rdp"``/``"pld"`` sessions; ``budget=dp.ZCDP(rho)``): discrete
+        Gaussian threshold noise σ₁ = Δ·√((1+c)/(2ρ)) and query noise σ₂ = 2σ₁; the stream is charged its RDP
+        curve (:func:`dpframe.accounting.curves.gaussian_sparse_vector`: αρ plus a length or moment term),
+        reserved now (``sv.status()`` shows it). ``max_positives > 1`` needs ``max_length``; with
+        ``max_positives=1`` and no ``max_length`` it is the nonnegative-query curve and only counts may be tested.
+        No refund, no release. See ``docs/interactive.md``.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"g": [i % 4 for i in range(40)]})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(8, 1e-6),
+            ...                   accountant="rdp", seed=0)
+            >>> with sess.sparse_vector(threshold=50, max_positives=2, budget=dp.ZCDP(0.1), noise="gaussian",
+            ...                         max_length=4) as sv:
+            ...     answers = [sv.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len())) for g in range(4)]
+            >>> answers, sv.closed     # four counts of 10, far below 50; closed after max_length tests
+            ([False, False, False, False], True)
+
         """
         from dpframe.interactive.svt import SparseVector
 
-        return SparseVector(self, threshold, max_positives, budget, release=release, refund=refund)
+        return SparseVector(self, threshold, max_positives, budget, release=release, refund=refund, noise=noise,
+                            max_length=max_length)
 
     def individual_filter(self, budget: Budget) -> IndividualFilter:
         """A per-unit Rényi filter: each privacy unit gets ``budget`` (ρ) and pays only its own loss.

@@ -55,3 +55,12 @@ print("early stopping ran", len(out), "of", len(steps), "steps; spent so far:", 
 steps = [sess.table("visits").filter(pl.col("store") < k).agg(dp.len()) for k in range(1, 21)]
 out = run_until(steps, dp.ZCDP(0.01), stop=lambda r: r[-1]["len"][0] > 20_000, delta=1e-7, stops=[5, 10, 15])
 print("Gaussian early stopping ran", len(out), "of", len(steps), "steps; spent so far:", sess.spent())
+
+# 7. Gaussian sparse vector (RDP session, ρ budget): charged its RDP curve — length-capped for c > 1.
+rsess = dp.Session({"visits": visits}, privacy_unit=dp.PrivacyUnit("visitor", max_rows=5),
+                   budget=dp.ApproxDP(8, 1e-6), accountant="rdp", seed=11)
+rstore = lambda s: rsess.table("visits").filter(pl.col("store") == s).agg(dp.len())  # noqa: E731
+with rsess.sparse_vector(threshold=4000, max_positives=5, budget=dp.ZCDP(0.05), noise="gaussian",
+                         max_length=20) as sv:
+    busy = [s for s in range(20) if not sv.closed and sv.test(rstore(s))]
+print("Gaussian SVT busy stores:", busy, "|", sv.status())

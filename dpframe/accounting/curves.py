@@ -606,6 +606,219 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
                         rdp, total.hs, total.hs_rev, e1 + e2, 0.0, total.rho, False, pure_eps=e1 + e2)
 
 
+#: Longest stream a length-capped sparse vector may declare (its log-term sums min(c, k) + 1 binomials).
+MAX_SVT_LENGTH = 10**6
+
+#: Orders γ of the Hölder step in (7.2), as fractions of the way from 1 to (σ₂/σ₁)² (where the moment diverges).
+_SVT_GAMMA_FRACTIONS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65,
+                                 0.7, 0.75, 0.8, 0.85, 0.9])
+
+_TERMS = 64          # pmf terms summed exactly before a tail is bounded by an integral
+_MOMENT_POINTS = 40_000   # beyond this many integers z, the moment sum is bounded block by block
+
+
+def _log_norm_bounds(s: float) -> tuple[float, float]:
+    """(lower, upper) bounds of log Σ_{x∈ℤ} exp(−x²/(2s²)) (direct sum + integral tail; Poisson summation)."""
+    sp = _special()
+    x = np.arange(1, _TERMS + 1, dtype=np.float64)
+    direct = 1 + 2 * float(np.exp(-x * x / (2 * s * s)).sum())
+    # Σ_{x>J} f(x) ≤ ∫_J^∞ f (f decreasing); Poisson: Z = √(2π)s·Σ_k exp(−2π²s²k²) ≥ √(2π)s
+    upper = direct + 2 * s * math.sqrt(2 * math.pi) * float(sp.ndtr(-_TERMS / s))
+    root = math.sqrt(2 * math.pi) * s
+    q = math.exp(-2 * math.pi ** 2 * s * s)
+    if q < 0.5:
+        upper = min(upper, root * (1 + 2 * q / (1 - q)))
+    return math.log(max(direct, root)), math.log(upper)
+
+
+def _log_tail_lower(m: Array, s: float) -> Array:
+    """Lower bounds of log P[ν ≥ m] for ν ~ N_ℤ(0, s²) and integers m (float64 array)."""
+    sp = _special()
+    log_low, log_up = _log_norm_bounds(s)
+    j = np.arange(_TERMS + 1, dtype=np.float64)
+    out = np.empty(m.shape)
+    pos = m >= 0
+    n = np.where(pos, m, -m + 1)        # m < 0: P[ν ≥ m] = 1 − P[ν ≥ |m| + 1]
+    out_n = np.empty(m.shape)
+    for lo in range(0, m.size, 4096):
+        nn = n[lo:lo + 4096]
+        x = nn[:, None] + j[None, :]
+        head = sp.logsumexp(-x * x / (2 * s * s), axis=1)
+        out_n[lo:lo + 4096] = head
+    log_root = math.log(s * math.sqrt(2 * math.pi))
+    # m ≥ 0: Σ_{x>m+J} f(x) ≥ ∫_{m+J+1}^∞ f (each f(x) ≥ ∫_x^{x+1} f), over Z ≤ e^{log_up}
+    tail_low = log_root + sp.log_ndtr(-(n + _TERMS + 1) / s)
+    low = np.logaddexp(out_n, tail_low) - log_up
+    # m < 0: P[ν ≥ |m|+1] ≤ (Σ_{x=n}^{n+J} f + ∫_{n+J}^∞ f)/Z with Z ≥ e^{log_low}; and P[ν ≥ m] ≥ P[ν ≥ 0] > 1/2
+    tail_up = log_root + sp.log_ndtr(-(n + _TERMS) / s)
+    up = np.minimum(np.logaddexp(out_n, tail_up) - log_low, 0.0)
+    with np.errstate(divide="ignore"):
+        neg = np.maximum(np.log(-np.expm1(up)), math.log(0.5))
+    out[pos] = low[pos]
+    out[~pos] = neg[~pos]
+    return out
+
+
+def gaussian_svt_log_moments(sigma1: float, sigma2: float, threshold: int, gammas: Array) -> Array:
+    """Upper bounds of log M_γ = log E_{z∼N_ℤ(0,σ₁²)}[P[ν ≥ T + z]^{−γ}], ν ∼ N_ℤ(0, σ₂²), for each γ.
+
+    M_γ bounds E_z[E[K|z]^γ] of a c = 1 sparse vector on nonnegative queries (see
+    :func:`gaussian_sparse_vector`); it is finite iff γ < (σ₂/σ₁)². Computed in log space (M_γ is
+    astronomically large when T ≫ σ₁) as a sum over the integers z, every piece an upper bound: the pmf
+    of z over a lower bound of its normaliser, the tail probability from below (64 exact terms plus an
+    integral), integers beyond ±40 widths of the summand by geometric bounds (the summand is log-concave
+    there), and — when σ₁ is large — blocks of integers each bounded by its largest pmf value times its
+    largest P[·]^{−γ}.
+
+    Example (thesis digest O-16 is the continuous σ₁ = 1, σ₂ = √3, γ = 2: 12.9644 at T = 0, 161.4347 at T = 1;
+    σ₁ = 100 on the integers is close to it):
+        >>> [round(float(v), 2) for v in np.exp(gaussian_svt_log_moments(100.0, 100 * 3 ** 0.5, 0, np.array([2.0])))]
+        [12.91]
+
+    """
+    s1, s2 = float(sigma1), float(sigma2)
+    g = np.asarray(gammas, dtype=np.float64)
+    if np.any(g <= 1) or np.any(g * s1 * s1 >= s2 * s2):
+        raise BudgetError("the moment is finite only for 1 < γ < (σ₂/σ₁)²", argument="gammas",
+                          fix="pass orders between 1 and (σ₂/σ₁)²")
+    if abs(threshold) > 2**52 or max(s1, s2) > 2**40:   # beyond exact float integers: the vacuous bound
+        return np.full(g.shape, math.inf)
+    bar = float(threshold)
+    log_z1_low, _ = _log_norm_bounds(s1)
+    _, log_z2_up = _log_norm_bounds(s2)
+    gmax = float(g.max())
+    kappa = 1 / (s1 * s1) - gmax / (s2 * s2)
+    z_peak = gmax * bar * s1 * s1 / (s2 * s2 - gmax * s1 * s1)
+    zlo = -math.ceil(40 * s1) - 1
+    zhi = math.ceil(max(z_peak, 0.0) + 40 / math.sqrt(kappa)) + 1
+    z0 = max(zhi, -bar)        # T + z ≥ 0 from here on
+    n = zhi - zlo + 1
+    width = max(1, math.ceil(n / _MOMENT_POINTS))
+    a = np.arange(zlo, zhi + 1, width, dtype=np.float64)
+    b = np.minimum(a + width - 1, zhi)
+    nearest = np.clip(0.0, a, b)
+    log_p = np.log(b - a + 1) - nearest * nearest / (2 * s1 * s1) - log_z1_low
+    log_s = _log_tail_lower(bar + b, s2)
+    left_s = float(_log_tail_lower(np.array([bar + zlo]), s2)[0])
+    out = np.empty(g.shape)
+    for i, gamma in enumerate(g.flat):
+        parts = list(log_p - gamma * log_s)
+        # z < zlo: pmf tail Σ_{j≥1} exp(−(zlo−j)²/2σ₁²) ≤ exp(−zlo²/2σ₁²)·r/(1−r), r = exp(−|zlo|/σ₁²); P ≥ P[ν ≥ T+zlo]
+        t = -zlo / (s1 * s1)
+        parts.append(-zlo * zlo / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low - gamma * left_s)
+        # zhi < z < z0 (T + z < 0, so P ≥ P[ν ≥ 0] > 1/2): summand ≤ 2^γ·pmf; the pmf's right tail as on the left
+        t = zhi / (s1 * s1)
+        parts.append(gamma * math.log(2) - zhi * zhi / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low)
+        # z ≥ z0 (T + z ≥ 0; P ≥ pmf(T+z)): summand ≤ exp(G(z)), G(z) = −z²/2σ₁² + γ((T+z)²/2σ₂² + log Z₂) − log Z₁,
+        # concave, decreasing beyond its peak z_peak < zhi ≤ z0: Σ_{z≥z0} ≤ exp(G(z0))/(1−r), r = exp(G'(z0)) < 1
+        big = -z0 * z0 / (2 * s1 * s1) + gamma * ((bar + z0) ** 2 / (2 * s2 * s2) + log_z2_up) - log_z1_low
+        slope = -z0 / (s1 * s1) + gamma * (bar + z0) / (s2 * s2)
+        assert slope < 0
+        parts.append(big - math.log(-math.expm1(slope)))
+        out.flat[i] = float(_special().logsumexp(np.array(parts))) + 1e-9   # + 1e-9: float rounding (upward)
+    return out
+
+
+def _log_binomial_sum(k: int, c: int) -> float:
+    """The log of Σ_{j=0}^{min(c,k)} C(k, j), the number of outputs of a c-positive, length-k stream."""
+    if c >= k:
+        return k * math.log(2)
+    j = np.arange(c + 1, dtype=np.float64)
+    sp = _special()
+    terms = sp.gammaln(k + 1) - sp.gammaln(j + 1) - sp.gammaln(k - j + 1)
+    return float(sp.logsumexp(terms))
+
+
+def gaussian_sparse_vector(sigma1: float, sigma2: float, sensitivity: float, max_positives: int,
+                           threshold: float, max_length: int | None = None,
+                           nonnegative: bool = False) -> PrivacyCurve:
+    """Gaussian sparse vector: one threshold noise N_ℤ(0, σ₁²), query noise N_ℤ(0, σ₂²), cut-off c, no refresh.
+
+    The stream answers ⊤ iff q_i + ν_i ≥ T + ρ for integer statistics q_i of sensitivity Δ (integer
+    noise ρ, ν_i; a non-integer T acts as ⌈T⌉, since q_i + ν_i − ρ is an integer). With
+    ε_ρ(α) = αΔ²/(2σ₁²) and ε_ν(α) = α(2Δ)²/(2σ₂²) (discrete Gaussian RDP is at most the continuous one,
+    Canonne–Kamath–Steinke 2020), the RDP curve at order α is the least of the bounds that apply
+    (thesis Ch. 7, digest 004 §5.2, with the digest's corrections):
+
+    * ``max_length`` k given (any c; Thm 7.2.7, Remark 7.2.3 for c = 1):
+      ε_ρ(α) + c·ε_ν(α) + log(Σ_{j≤c} C(k, j))/(α−1) — the log of the number of outputs.
+    * c = 1 and ``nonnegative`` (every query is ≥ 0 on every dataset; (7.2)), minimised over a grid
+      of γ ∈ (1, (σ₂/σ₁)²): ((α − (γ−1)/γ)/(α−1))·ε_ρ(γα/(γ−1)) + ε_ν(α) + log M_γ/(γ(α−1)),
+      M_γ = E_{z}[E[K|z]^γ] bounded by :func:`gaussian_svt_log_moments`.
+
+    Why M_γ bounds the moment for every nonnegative stream (the extremal stream is q ≡ 0): given the
+    threshold noise ρ = z, K (the number of queries asked, up to and including the first ⊤) counts
+    independent trials; trial i is ⊤ iff ν_i ≥ ⌈T⌉ + z − q_i, of probability P[ν ≥ ⌈T⌉ + z − q_i] ≥
+    P[ν ≥ ⌈T⌉ + z] =: p(z) because q_i ≥ 0 (the tail is non-increasing). An adaptive analyst only
+    chooses q_i after i − 1 ⊥'s, so each trial still succeeds with probability ≥ p(z) and K is
+    stochastically dominated by a geometric variable: E[K|z] = Σ_{k≥0} P[K > k | z] ≤ Σ_k (1 − p(z))^k
+    = 1/p(z) — i.e. 1/(1 − F_ν(T + z − 1)), not the thesis's F/(1 − F) = E[K|z] − 1 (the digest's
+    off-by-one). The proof's fictitious queries q + Δ are nonnegative too. The Hölder step (exponents
+    γ/(γ−1) and γ) gives the threshold term ((α − (γ−1)/γ)/(α−1))·ε_ρ(γα/(γ−1)) (the factor the thesis's
+    Prop. 7.2.5 drops). Halting after k queries post-processes the uncapped stream, so both bounds
+    hold together. Without ``max_length`` and for c > 1 or queries that can be negative no finite
+    bound is known: refused (BudgetError naming ``max_length``).
+
+    Example (ρ = 1/2 split as in ``sess.sparse_vector``: σ₁ = Δ·√((1+c)/(2ρ)), σ₂ = 2σ₁):
+        >>> curve = gaussian_sparse_vector(2 ** 0.5, 2 * 2 ** 0.5, 1, 1, 0, max_length=100)
+        >>> [round(float(v), 4) for v in curve.rdp_at([2, 8])]     # α/2 + log(101)/(α−1)
+        [5.6151, 4.6593]
+
+    """
+    s1 = positive(sigma1, "sigma1", "pass the threshold noise's σ₁ > 0")
+    s2 = positive(sigma2, "sigma2", "pass the query noise's σ₂ > 0")
+    d = positive(sensitivity, "sensitivity", "pass the queries' sensitivity Δ")
+    t = real(threshold, "threshold", "pass the threshold in statistic units")
+    c = max_positives
+    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+        raise BudgetError(f"must be an int ≥ 1, got {shown(c)}", argument="max_positives", fix="pass 1 or more")
+    k = max_length
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not (1 <= k <= MAX_SVT_LENGTH)):
+        raise BudgetError(f"must be None or an int in [1, {MAX_SVT_LENGTH:,}], got {shown(k)}",
+                          argument="max_length", fix="pass the most queries the stream may test, e.g. 1000")
+    if not isinstance(nonnegative, bool):
+        raise BudgetError(f"must be True or False, got {shown(nonnegative)}", argument="nonnegative",
+                          fix="pass True only if every query is ≥ 0 on every dataset")
+    use_moment = nonnegative and c == 1
+    if k is None and not use_moment:
+        raise BudgetError("a Gaussian sparse vector has no finite RDP bound without a maximum length "
+                          + ("for max_positives > 1" if c > 1 else "when queries can be negative"),
+                          argument="max_length", fix="pass max_length=k (the stream halts after k queries)")
+    r1 = d * d / (2 * s1 * s1)
+    r2 = 4 * d * d / (2 * s2 * s2)
+    fns: list[Fn] = []
+    if k is not None:
+        log_outputs = _log_binomial_sum(k, c)
+
+        def capped(a: Array) -> Array:
+            return a * (r1 + c * r2) + log_outputs / (a - 1)
+        fns.append(capped)
+    if use_moment:
+        if s2 <= s1:
+            raise BudgetError("the nonnegative-query bound needs σ₂ > σ₁", argument="sigma2",
+                              fix="pass σ₂ = 2σ₁ (as sess.sparse_vector does), or a max_length")
+        gam = 1 + ((s2 / s1) ** 2 - 1) * _SVT_GAMMA_FRACTIONS
+        log_m = gaussian_svt_log_moments(s1, s2, math.ceil(t), gam)
+
+        def moment(a: Array) -> Array:
+            x = np.asarray(a, dtype=np.float64)[..., None]
+            thr = (x - (gam - 1) / gam) / (x - 1) * r1 * (gam * x / (gam - 1))
+            out: Array = np.min(thr + r2 * x + log_m / (gam * (x - 1)), axis=-1)
+            return out
+        fns.append(moment)
+
+    def rdp(a: Array) -> Array:
+        out: Array = np.min(np.stack([f(a) for f in fns]), axis=0)
+        return out
+
+    spec = {"kind": "gaussian_sparse_vector", "sigma1": s1, "sigma2": s2, "sensitivity": d, "max_positives": c,
+            "threshold": t, "max_length": k, "nonnegative": nonnegative}
+    noise = f"σ₁={s1:g}, σ₂={s2:g}, Δ={d:g}, T={t:g}" if use_moment else f"σ₁/Δ={s1 / d:g}, σ₂/Δ={s2 / d:g}"
+    label = (f"Gaussian sparse vector({noise}, c={c}"
+             + (f", k={k}" if k is not None else "") + (", q ≥ 0" if nonnegative else "") + ")")
+    return PrivacyCurve(label, spec, rdp, None, None, None, 0.0, None, False)
+
+
 def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
     """Any ρ-zCDP mechanism (ε(α) = αρ), optionally δ0-approximate."""
     r = positive(rho, "rho", "pass rho > 0")
@@ -943,5 +1156,6 @@ _KINDS: dict[str, Callable[..., PrivacyCurve]] = {
     "gaussian": gaussian, "laplace": laplace, "randomized_response": randomized_response, "pure": pure,
     "zcdp": zcdp, "approx": approx, "discrete_laplace": discrete_laplace, "discrete_gaussian": discrete_gaussian,
     "exponential": exponential, "threshold_test": threshold_test, "sparse_vector": sparse_vector,
+    "gaussian_sparse_vector": gaussian_sparse_vector,
     "composition": _composition_of_specs,
 }

@@ -16,6 +16,14 @@ Value release (optional ``release=dp.PureDP(ε₃)``): on close, each of the k p
 re-measured with fresh noise at ε_entry = (ε₃ + (c−k)·ε₂/c)/k (the refund is re-invested; O10) —
 a second ledger round whose ε depends only on the public k. Without the refund: ε₃/k each.
 
+Gaussian noise (``noise="gaussian"``, RDP/PLD sessions, ``budget=dp.ZCDP(ρ)``): threshold noise
+ρ ~ N_ℤ(0, σ₁²), query noise ν_i ~ N_ℤ(0, (2σ₁)²) with σ₁ = Δ·√((1+c)/(2ρ)) (so ε_ρ(α) + c·ε_ν(α) = αρ),
+no threshold refresh, same ⊤ rule and halting (plus ``max_length``). The stream is charged the RDP
+curve of :func:`dpframe.accounting.curves.gaussian_sparse_vector` when it opens: with ``max_length``
+k the length-capped bound (Thm 7.2.7), for c = 1 without it the nonnegative-query bound (7.2) —
+then only counts may be tested (they are ≥ 0; the bound depends on the noise in statistic units,
+fixed at open to Δ = ``max_rows`` on the unit grid). No refund, no value release.
+
 Other sessions: zCDP sessions are charged ρ = (ε₁+ε₂+ε₃)²/2 at open and never refunded; asking for
 ``refund=True`` there is an error (no theorem covers it).
 
@@ -34,18 +42,19 @@ Example:
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
-from dpframe.budgets import ApproxDP, Budget, PureDP, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation
-from dpframe.noise import discrete_laplace
+from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -71,6 +80,9 @@ def positive_int(value: object, argument: str, at_most: int) -> int:
 
 MAX_POSITIVES = 10**9
 """The most "above" answers a sparse-vector stream may plan for."""
+
+MAX_LENGTH = curves.MAX_SVT_LENGTH
+"""The longest stream (``max_length``) a sparse vector may declare."""
 
 
 def svt_split(epsilon: Fraction, c: int) -> tuple[Fraction, Fraction]:
@@ -104,9 +116,24 @@ class SparseVector:
     """An open sparse-vector stream: ``test(query) -> bool`` until ``max_positives`` "above" answers."""
 
     def __init__(self, session: Session, threshold: object, max_positives: object, budget: object, *,
-                 release: object = None, refund: bool | None = None) -> None:
+                 release: object = None, refund: bool | None = None, noise: object = "laplace",
+                 max_length: object = None) -> None:
         self._threshold = public_number(threshold, "threshold")
         self.max_positives = positive_int(max_positives, "max_positives", MAX_POSITIVES)
+        if noise not in ("laplace", "gaussian"):
+            raise DPFrameError(f"must be 'laplace' or 'gaussian', got {shown(noise)}", argument="noise",
+                               fix="pass noise='laplace' (pure ε) or noise='gaussian' (zCDP budget, RDP session)")
+        self.noise = str(noise)
+        self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
+        self.session = session
+        self.answers: list[bool] = []
+        self.values: dict[int, float | int] = {}
+        self._positive_queries: list[tuple[int, Scalar]] = []
+        self._rho: int | None = None
+        self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
+        if self.noise == "gaussian":
+            self._open_gaussian(budget, release, refund)
+            return
         eps = pure_epsilon(budget)
         self.eps3 = Fraction(0) if release is None else pure_epsilon(release, "release")
         if refund is True:
@@ -116,18 +143,69 @@ class SparseVector:
                                fix="omit it (refund where proven)")
         self.refund = additive(session) if refund is None else bool(refund)
         self.eps1, self.eps2 = svt_split(eps, self.max_positives)
-        self.session = session
-        self.answers: list[bool] = []
-        self.values: dict[int, float | int] = {}
-        self._positive_queries: list[tuple[int, Scalar]] = []
-        self._rho: int | None = None
-        self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
         # RDP/PLD sessions charge the SVT's RDP curve (curves.sparse_vector); others its pure cost
         svt_curve = curves.sparse_vector(float(self.eps1), float(self.eps2), self.max_positives)
         cost = session.accountant.charge_plan(PureDP(eps + self.eps3),
                                               [svt_curve] + ([curves.pure(float(self.eps3))] if self.eps3 else []))
         self._reservation = Reservation(session, cost, f"sparse_vector(T={self._threshold}, c={self.max_positives})",
                                         "sparse vector (discrete Laplace)", owner=self)
+
+    # Gaussian stream: the budget ρ sets the noise, the stream is charged its RDP curve
+    eps1 = eps2 = eps3 = Fraction(0)
+    refund = False
+    nonnegative = False
+    curve: curves.PrivacyCurve | None = None
+    _sigma2: Fraction | None = None          # σ₁² per unit Δ² (σ₁² = Δ²·(1+c)/(2ρ)); σ₂² = 4σ₁²
+
+    def _open_gaussian(self, budget: object, release: object, refund: object) -> None:
+        from dpframe.accounting.rdp import RDPAccountant
+
+        session, c, k = self.session, self.max_positives, self.max_length
+        if not isinstance(budget, ZCDP) or budget.delta != 0:
+            raise BudgetError(f"noise='gaussian' needs a zCDP budget (it sets the noise), got {shown(budget)}",
+                              argument="budget", fix="pass budget=dp.ZCDP(rho)")
+        if not isinstance(session.accountant, RDPAccountant):
+            raise BudgetError(f"noise='gaussian' is charged an RDP curve; this session's accountant is "
+                              f"{session.accountant.name!r}", argument="noise",
+                              fix="open the session with accountant='rdp' (or 'pld'), or use noise='laplace'")
+        if release is not None:
+            raise PlanError("noise='gaussian' does not release values", argument="release",
+                            fix="omit release= (or run a separate query on the positives)")
+        if refund not in (None, False):
+            raise BudgetError("noise='gaussian' has no refund (output DP covers the Laplace stream under basic "
+                              "composition only)", argument="refund", fix="omit refund=")
+        if c > 1 and k is None:
+            raise BudgetError("a Gaussian sparse vector with max_positives > 1 has a finite RDP curve only with a "
+                              "maximum length (thesis Thm 7.2.7)", argument="max_length",
+                              fix="pass max_length=k (the stream halts after k queries)")
+        self._sigma2 = Fraction(1 + c) / (2 * budget.rho)
+        unit_sigma = math.sqrt(self._sigma2)
+        # c = 1 without max_length: the nonnegative-query bound (7.2), which depends on the noise in statistic
+        # units — calibrated for counts (Δ = max_rows, grid 1; sums are on a finer grid), counts only.
+        # With max_length: the length-capped curve, the same in any statistic units (σ ∝ Δ), any scalar query.
+        nonneg = c == 1 and k is None
+        if nonneg:
+            delta = Fraction(session.privacy_unit.max_rows)
+            sigma1 = float(delta) * unit_sigma
+            self._shape = (delta, Fraction(1))
+            self._check_sampler(delta)
+            self.curve = curves.gaussian_sparse_vector(sigma1, 2 * sigma1, float(delta), 1, math.ceil(self._threshold),
+                                                       None, True)
+        else:
+            self._check_sampler(Fraction(1))     # Δ ≥ 1 is only known at the first query
+            self.curve = curves.gaussian_sparse_vector(unit_sigma, 2 * unit_sigma, 1.0, c, 0, k)
+        self.nonnegative = nonneg
+        assert self.curve is not None
+        cost = self.session.accountant.charge_plan(budget, [self.curve])
+        what = f"sparse_vector(T={self._threshold}, c={c}" + (f", k={k}" if k is not None else "") + ", gaussian)"
+        self._reservation = Reservation(session, cost, what, f"sparse vector (discrete Gaussian): {self.curve.label}",
+                                        owner=self)
+
+    def _check_sampler(self, delta: Fraction) -> None:
+        assert self._sigma2 is not None
+        if 4 * delta * delta * self._sigma2 > MAX_GAUSSIAN_SIGMA2:
+            raise BudgetError("the query noise's variance is beyond the exact sampler's range", argument="budget",
+                              fix="pass a larger rho")
 
     # ----------------------------------------------------------------------------------- status
     @property
@@ -154,23 +232,44 @@ class SparseVector:
         """Whether the query's value is (noisily) above the threshold. Nothing extra is charged."""
         self._reservation.check_open()
         c = self.max_positives
-        sc = scalar(self.session, query, self.eps2 / (2 * c))
+        gaussian = self.noise == "gaussian"
+        sc = scalar(self.session, query, Fraction(1) if gaussian else self.eps2 / (2 * c))
+        if gaussian and self.nonnegative:
+            self._require_nonnegative(sc)
         if self._shape is None:
             shape = (sc.sensitivity, sc.unit)
         else:
             shape = self._shape
             if sc.unit != shape[1] or sc.sensitivity > shape[0]:
+                fixed = "for counts" if self.nonnegative else "by its first query"
                 raise PlanError(f"this query has sensitivity {sc.sensitivity * sc.unit} on grid {sc.unit}; the "
-                                f"stream was fixed to {shape[0] * shape[1]} on grid {shape[1]} by its first query",
+                                f"stream was fixed to {shape[0] * shape[1]} on grid {shape[1]} {fixed}",
                                 argument="query", fix="give all queries of one stream the same measure and bounds")
         delta, unit = shape
-        rho_scale, nu_scale = delta / self.eps1, 2 * c * delta / self.eps2
         bar = -((-self._threshold) // unit)   # ⌈T / unit⌉
+        if gaussian:
+            self._check_sampler(delta)
+            assert self._sigma2 is not None
+            var1 = delta * delta * self._sigma2
+
+            def draw_rho() -> int:
+                return int(discrete_gaussian(var1, 1, self.session.rng)[0])
+
+            def draw_nu() -> int:
+                return int(discrete_gaussian(4 * var1, 1, self.session.rng)[0])
+        else:
+            rho_scale, nu_scale = delta / self.eps1, 2 * c * delta / self.eps2
+
+            def draw_rho() -> int:
+                return int(discrete_laplace(rho_scale, 1, self.session.rng)[0])
+
+            def draw_nu() -> int:
+                return int(discrete_laplace(nu_scale, 1, self.session.rng)[0])
 
         def run() -> bool:
             if self._rho is None:
-                self._rho = int(discrete_laplace(rho_scale, 1, self.session.rng)[0])
-            noisy = sc.exact(self.session) + int(discrete_laplace(nu_scale, 1, self.session.rng)[0])
+                self._rho = draw_rho()
+            noisy = sc.exact(self.session) + draw_nu()
             return noisy - self._rho >= bar
 
         above = self._reservation.run(run)
@@ -178,9 +277,17 @@ class SparseVector:
         self.answers.append(bool(above))
         if above:
             self._positive_queries.append((len(self.answers) - 1, sc))
-            if self.positives == c:
-                self.close()
+        if self.positives == c or (self.max_length is not None and len(self.answers) >= self.max_length):
+            self.close()
         return bool(above)
+
+    def _require_nonnegative(self, sc: Scalar) -> None:
+        if sc.kind in ("len", "count"):
+            return
+        raise PlanError(f"{sc.describe()} is not a count; this Gaussian stream (max_positives=1, no max_length) is "
+                        "charged the nonnegative-query curve (thesis (7.2)), calibrated for counts", argument="query",
+                        fix="test counts (dp.len / dp.count), or open the stream with max_length=k "
+                            "(the length-capped curve covers any scalar query)")
 
     # ----------------------------------------------------------------------------------- close
     def charged(self) -> Budget:
