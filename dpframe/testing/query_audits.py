@@ -338,6 +338,30 @@ def _svt() -> AuditSpec:
                  samples=1_500, slow=6_000, min_power=0.05, ex_post=True)
 
 
+#: The δ at which the Gaussian sparse vector's RDP curve is read as the audited (ε, δ) claim.
+GAUSSIAN_SVT_DELTA = Fraction(1, 10**6)
+
+
+def _gaussian_svt() -> AuditSpec:
+    """Gaussian sparse vector in an RDP session (c = 1, counts, no length cap): its curve's ε at δ = 10⁻⁶."""
+    table = keyed_table({"a": 10, "b": 10, "c": 10})
+
+    def script(sess: Any, sv: Any) -> tuple[Any, ...]:
+        return tuple(sv.test(_count(sess, k)) if not sv.closed else None for k in KEYS)
+
+    def claim(sv: Any) -> Budget:
+        return ApproxDP(sv.curve.approx_dp(float(GAUSSIAN_SVT_DELTA)), GAUSSIAN_SVT_DELTA)
+
+    def stream(s: Any, b: Budget) -> Any:
+        return s.sparse_vector(threshold=10, max_positives=1, budget=b, noise="gaussian")
+    sampler = query_sampler(lambda s: Stream(s, stream, script, reserved=claim), UNIT, reuse_statistics=True,
+                            per_session=50, accountant="rdp", total=ApproxDP(10**9, Fraction(1, 2)))
+    return _spec("sparse_vector (Gaussian, c=1, counts; RDP curve at δ=1e-6)", {"Session.sparse_vector"}, ZCDP(2),
+                 sampler, _pairs(("counts at the threshold, +1 unit on a", table, plus_unit(table, g="a")),
+                                 ("+1 unit on c (the last query)", table, plus_unit(table, g="c"))),
+                 samples=1_500, slow=6_000, min_power=0.05)
+
+
 def _tct() -> list[AuditSpec]:
     table = keyed_table({"a": 10, "b": 10, "c": 10})
     total = ApproxDP(10**9, Fraction(1, 2))
@@ -441,5 +465,5 @@ def _ptr_specs() -> list[AuditSpec]:
 
 
 QUERY_SPECS: list[AuditSpec] = [register_audit(s) for s in [
-    *_topk_specs(), _sql_top_k(), _sql_count(), _pate(), *_learning_specs(), _sample(), _svt(), *_tct(),
-    _individual(), *_ptr_specs()]]
+    *_topk_specs(), _sql_top_k(), _sql_count(), _pate(), *_learning_specs(), _sample(), _svt(), _gaussian_svt(),
+    *_tct(), _individual(), *_ptr_specs()]]
