@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -49,6 +50,36 @@ CREATE TABLE IF NOT EXISTS charges (
 CREATE TABLE IF NOT EXISTS settlements (
     charge_id INTEGER PRIMARY KEY, created REAL NOT NULL, reserved TEXT NOT NULL, cell TEXT NOT NULL);
 """
+
+
+def _create(path: Path) -> None:
+    """A new ledger file (schema only) at ``path``, unless one is there already, created atomically.
+
+    SQLite creates a database as an empty file and writes its header only later, so two processes
+    opening a new shared ledger at once could see each other's empty file — which the ledger refuses
+    as truncated. The file is built aside and hard-linked into place instead: another process sees no
+    file or a complete one; if another process linked its own first, that one is kept. A file system
+    without hard links gets SQLite's own creation (and the race).
+    """
+    if path.exists():
+        return
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        db = sqlite3.connect(aside, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=DELETE")
+            db.executescript(_SCHEMA)
+        finally:
+            db.close()
+        os.link(aside, path)
+    except FileExistsError:
+        pass
+    except (OSError, sqlite3.Error) as e:
+        if not path.parent.is_dir():
+            raise LedgerError(f"cannot create the ledger file {str(path)!r}: its directory does not exist",
+                              argument="ledger", fix="create the directory first, or pass another path") from e
+    finally:
+        aside.unlink(missing_ok=True)
 
 
 def _check(notion: str, values: list[str]) -> str:
@@ -109,6 +140,8 @@ class Ledger:
         if path is not None and Path(path).is_dir():
             raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
                               fix="pass a file path, e.g. ledger='budget.ledger'")
+        if path is not None:
+            _create(Path(path))
         if path is not None and Path(path).exists() and Path(path).stat().st_size == 0:
             raise LedgerError(f"the ledger file {self.path!r} is empty (truncated?); refusing to start from zero",
                               argument="ledger", fix="restore it from a backup, or delete it knowingly")

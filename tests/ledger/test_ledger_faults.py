@@ -337,6 +337,26 @@ def test_two_processes_racing_on_one_ledger_never_exceed_the_budget(tmp_path: Pa
     assert spent == dp.ApproxDP(Fraction(10, 8), Fraction(1, 10**5))
 
 
+def test_sessions_creating_one_new_ledger_at_once_all_open_it(tmp_path: Path) -> None:
+    """SQLite creates a database as an empty file first: a racing opener saw it and refused it as truncated."""
+    for attempt in range(10):
+        path, barrier, errors = tmp_path / f"new{attempt}.ledger", threading.Barrier(6), []
+
+        def open_it(path: Path = path, barrier: threading.Barrier = barrier, errors: list = errors) -> None:
+            barrier.wait()
+            try:
+                dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=TOTAL, ledger=path).close()
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []   # no file left aside
+
+
 def test_threads_with_their_own_sessions_on_one_ledger_never_exceed_a_zcdp_budget(tmp_path: Path) -> None:
     path = tmp_path / "zcdp.ledger"
     total = dp.ZCDP(1)
