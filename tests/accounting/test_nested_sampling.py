@@ -3,12 +3,7 @@ node made ``.sample(0.5).sample(0.5)`` keep half the units while the accountant 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,35 +37,8 @@ def test_nested_samples_keep_rate_a_times_b(backend: str) -> None:
     _check(_counts(backend))
 
 
-@pytest.fixture(scope="session")
-def local_spark() -> Iterator[Any]:
-    """The backend tests' local SparkSession settings (skipped without PySpark or Java)."""
-    spec = importlib.util.spec_from_file_location("_backends_conftest",
-                                                  Path(__file__).resolve().parents[1] / "backends" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
-    reason = conftest.spark_unavailable()
-    if reason is not None:
-        pytest.skip(f"Spark backend: {reason}")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    mine = SparkSession.getActiveSession() is None
-    spark = (SparkSession.builder.master("local[2]").appName("dpframe-tests")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g")
-             .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.adaptive.enabled", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    yield spark
-    if mine:
-        spark.stop()
-
-
-def test_nested_samples_on_spark(local_spark: Any) -> None:
-    _check(_counts("spark", runs=2, spark=local_spark))
+def test_nested_samples_on_spark(spark_session: Any) -> None:
+    _check(_counts("spark", runs=2, spark=spark_session))
 
 
 def test_polars_and_duckdb_draw_the_same_samples() -> None:

@@ -1,52 +1,8 @@
-"""Spark in local mode for the backend tests: one SparkSession per test process (``local[2]``).
-
-Skipped, with the reason shown in the summary (``pytest -rs``), when PySpark or Java is unavailable.
-"""
+"""Which Spark conformance cases run by default (the ``spark_session`` fixture is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
-
-
-def spark_unavailable() -> str | None:
-    """Why a local SparkSession cannot start here (None if it can)."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return "PySpark is not installed (pip install 'dpframe[spark]')"
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") \
-        else shutil.which("java")
-    if java is None or subprocess.run([java, "-version"], capture_output=True).returncode != 0:
-        return "Java is not available (the Spark backend tests need Java 17+)"
-    return None
-
-
-@pytest.fixture(scope="session")
-def spark_session() -> Iterator[Any]:
-    reason = spark_unavailable()
-    if reason is not None:
-        pytest.skip(f"Spark backend: {reason}")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("dpframe-tests")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g")
-             # Tiny test tables: compiling generated code would cost more than it saves.
-             .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.adaptive.enabled", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    yield spark
-    spark.stop()
-
 
 # The Spark cases of the conformance suite that run by default (a JVM query costs ~0.3-1 s); the others
 # are marked slow and run with ``-m slow`` / ``-m ''``.

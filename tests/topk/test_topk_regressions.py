@@ -184,7 +184,7 @@ def _visits() -> pl.DataFrame:
 def test_count_units_counts_every_key_of_a_unit(backend):
     """Distinct units per key need no max_rows bound (Δ = 1 per key under add/remove of a whole unit)."""
     if backend == "spark":
-        from tests.backends.conftest import spark_unavailable
+        from tests.conftest import spark_unavailable
         if spark_unavailable():
             pytest.skip(spark_unavailable())
     sess = dp.Session({"t": _visits()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ApproxDP(100, 1e-3),
