@@ -13,16 +13,15 @@ Default run: few derandomized examples (well under 20 s); ``-m slow`` runs many 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
+from fuzz.strategies import time_limit  # tests/ is on sys.path: its packages are imported by their names
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -54,20 +53,6 @@ RDPS: list[Callable[[float], Any]] = [
 
 #: Wall-clock limit of one example (a hang fails the test instead of stalling the suite).
 EXAMPLE_SECONDS = 60
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int = EXAMPLE_SECONDS) -> Iterator[None]:
-    def fail(*_: object) -> None:
-        raise AssertionError(f"one example took more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def arg(data: st.DataObject, sane: st.SearchStrategy[Any]) -> Any:
@@ -224,7 +209,7 @@ def check_zcdp_conversion(data: st.DataObject) -> None:
 
 
 def run(body: Callable[[st.DataObject], None], data: st.DataObject) -> None:
-    with time_limit(), np.errstate(all="ignore"):
+    with time_limit(EXAMPLE_SECONDS), np.errstate(all="ignore"):
         body(data)
 
 
