@@ -10,6 +10,7 @@ from dpframe.mechanism.base import (
     statistic_values,
 )
 from dpframe.mechanism.noise import Noise
+from dpframe.mechanism.sorted_codes import SortedCodes
 
-__all__ = ["LIST_KINDS", "SUM_LIMIT", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "Statistic",
-           "statistic_values"]
+__all__ = ["LIST_KINDS", "SUM_LIMIT", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "SortedCodes",
+           "Statistic", "statistic_values"]

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.mechanism.sorted_codes import SortedCodes
 from dpframe.noise import RandomSource, bernoulli_exp, exponential_index_grouped
 
 SUB_DENOMINATOR = 2**20
@@ -120,7 +121,7 @@ def window(s: Fraction, size: int) -> int:
     return math.ceil(Fraction(math.ceil((size.bit_length() * 0.6932 + ENVELOPE_NATS) * 1024), 1024) / s)
 
 
-def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
+def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
                 rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """One EM quantile per segment: (the released codes, #{x ≤ code} in each segment — private, for splitting).
 
@@ -132,13 +133,17 @@ def em_quantile(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsil
     envelope, acceptance with probability exp(−s·(U_env − u(z))) (``bernoulli_exp``, exact); rejected
     segments draw again from scratch. Every integer z is proposed with weight exp(s·ũ(z)), ũ ≥ u and
     equal inside the window, so accepted draws have probability exactly ∝ exp(s·u(z)).
+
+    ``codes`` is read only through :meth:`SortedCodes.at` / :meth:`SortedCodes.count`, which answer as
+    the fully sorted data would (completing partial codes first if they must), so the draw does not
+    depend on which ranks the backend listed.
     """
     out = np.zeros(seg.start.size, dtype=np.int64)
     below = np.zeros(seg.start.size, dtype=np.int64)
     pending = np.arange(seg.start.size)
     while pending.size:
         sub = seg.take(pending)
-        code, c, accepted = _propose(values, sub, q, epsilon, max_rows, rng)
+        code, c, accepted = _propose(codes, sub, q, epsilon, max_rows, rng)
         out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
         pending = pending[~accepted]
     return out, below
@@ -149,7 +154,15 @@ def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:
     return -np.maximum(np.maximum(b * low - an, an - b * high), 0)
 
 
-def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
+def _take(codes: SortedCodes, pos: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_],
+          default: Any = 0) -> npt.NDArray[np.int64]:
+    """``codes`` at ``pos`` where ``mask`` holds, ``default`` elsewhere (only masked positions are read)."""
+    out = np.broadcast_to(np.asarray(default, dtype=np.int64), pos.shape).copy()
+    out[mask] = codes.at(pos[mask])
+    return out
+
+
+def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
              rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """One round of the rejection sampler of :func:`em_quantile` for every segment."""
     a, b = q.numerator, q.denominator
@@ -160,9 +173,8 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     size = int((seg.hi - seg.lo).max()) + 1 if nseg else 1
     full = n > 0
     # reference: the value at position ⌊q·n⌋ (a block of length 1); an empty segment has one block, u = 0
-    p = seg.start + np.minimum(an // b, np.maximum(n - 1, 0))
-    v_ref = values[np.where(full, p, 0)] if values.size else np.zeros(nseg, dtype=np.int64)
-    ref_low, ref_high = _count(values, seg, v_ref, strict=True), _count(values, seg, v_ref, strict=False)
+    v_ref = _take(codes, seg.start + np.minimum(an // b, np.maximum(n - 1, 0)), full)
+    ref_low, ref_high = _count(codes, seg, v_ref, strict=True), _count(codes, seg, v_ref, strict=False)
     reach = np.where(full, -_utility(a, b, an, ref_low, ref_high), 0) + window(s, size)
     c_min = np.maximum(-((reach - an) // b), 0)
     c_max = np.minimum((an + reach) // b, n)
@@ -172,13 +184,13 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     pos = _ranges(p0, p1 + 1)
     owner = np.repeat(np.arange(nseg), p1 + 1 - p0)
     glob = seg.start[owner] + pos
-    last = (pos == n[owner] - 1) | (values[glob] != values[np.minimum(glob + 1, max(values.size - 1, 0))]) \
-        if values.size else np.zeros(0, dtype=bool)
-    tail = np.flatnonzero(full & (values[np.where(full, seg.start + np.maximum(p1, 0), 0)] ==
-                                  values[np.where(full, seg.start + np.minimum(p1 + 1, n - 1), 0)])
-                          & (p1 + 1 < n)) if values.size else np.zeros(0, dtype=np.int64)
-    run_value = np.concatenate([values[glob[last]], values[seg.start[tail] + p1[tail]]]) if values.size else \
-        np.zeros(0, dtype=np.int64)
+    here = codes.at(glob)
+    inner = pos < n[owner] - 1
+    last = ~inner | (here != _take(codes, glob + 1, inner))
+    continues = full & (p1 + 1 < n)
+    end_value = _take(codes, seg.start + np.maximum(p1, 0), continues)
+    tail = np.flatnonzero(continues & (end_value == _take(codes, seg.start + p1 + 1, continues)))
+    run_value = np.concatenate([here[last], end_value[tail]])
     run_owner = np.concatenate([owner[last], tail])
     # runs are listed in (segment, value) order, each segment's tail run after its other runs: a stable
     # sort by segment alone gives the (segment, value) order
@@ -186,18 +198,16 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     run_value, run_owner = run_value[order], run_owner[order]
     # C of a run listed by its last position is that position + 1; L is the previous run's C (a search
     # only for the first run of each segment and for the runs continuing past c_max)
-    tail_high = _count(values, seg.take(tail), values[seg.start[tail] + p1[tail]], strict=False) if tail.size \
-        else np.zeros(0, dtype=np.int64)
+    tail_high = _count(codes, seg.take(tail), end_value[tail], strict=False)
     run_high = np.concatenate([pos[last] + 1, tail_high])[order]
     follows = np.zeros(run_owner.size, dtype=bool)
     follows[1:] = run_owner[1:] == run_owner[:-1]
     run_low = np.zeros(run_owner.size, dtype=np.int64)
     run_low[1:][follows[1:]] = run_high[:-1][follows[1:]]
     heads = np.flatnonzero(~follows)
-    run_low[heads] = _count(values, seg.take(run_owner[heads]), run_value[heads], strict=True)
-    top = max(values.size - 1, 0)
-    after = np.where(run_high < n[run_owner], values[np.minimum(seg.start[run_owner] + run_high, top)]
-                     if values.size else 0, seg.hi[run_owner] + 1)
+    run_low[heads] = _count(codes, seg.take(run_owner[heads]), run_value[heads], strict=True)
+    more = run_high < n[run_owner]
+    after = _take(codes, seg.start[run_owner] + run_high, more, seg.hi[run_owner] + 1)
     gap_in = run_high <= c_max[run_owner]
     # candidates per segment, in domain order: [left envelope, gap0?, (value, gap?)…, right envelope]
     gap0 = c_min == 0
@@ -223,8 +233,7 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     util[gslot] = _utility(a, b, an[run_owner[gap_in]], run_high[gap_in], run_high[gap_in])
     # gap0 [lo, first value) when c_min = 0
     z0 = np.flatnonzero(gap0)
-    first_value = np.where(n > 0, values[np.minimum(seg.start, max(values.size - 1, 0))] if values.size else 0,
-                           seg.hi + 1)
+    first_value = _take(codes, seg.start, full & gap0, seg.hi + 1)     # read only where it is used
     lower[offsets[z0] + 1], length[offsets[z0] + 1] = seg.lo[z0], first_value[z0] - seg.lo[z0]
     util[offsets[z0] + 1] = _utility(a, b, an[z0], 0, 0)
     # envelopes: [lo, first listed block) and [end of last listed block, hi]
@@ -245,42 +254,30 @@ def _propose(values: npt.NDArray[np.int64], seg: Segments, q: Fraction, epsilon:
     accepted = ~envelope
     for g in np.flatnonzero(envelope):          # an envelope was proposed (probability ≤ e⁻¹² by default)
         g1 = seg.take(np.array([g]))
-        low_z = _count(values, g1, code[g:g + 1], strict=True)[0]
-        c[g] = _count(values, g1, code[g:g + 1], strict=False)[0]
+        low_z = _count(codes, g1, code[g:g + 1], strict=True)[0]
+        c[g] = _count(codes, g1, code[g:g + 1], strict=False)[0]
         gamma = s * (int(util[chosen[g]]) - int(_utility(a, b, int(an[g]), int(low_z), int(c[g]))))
         accepted[g] = bool(bernoulli_exp(gamma, 1, rng)[0])
     return code, c, accepted
 
 
-def _count(values: npt.NDArray[np.int64], seg: Segments, v: npt.NDArray[np.int64], *, strict: bool
-           ) -> npt.NDArray[np.int64]:
-    """#{x < v[g]} (``strict``) or #{x ≤ v[g]} in each segment's sorted slice (vectorised binary search)."""
-    lo, hi = seg.start.copy(), seg.end.copy()
-    while True:
-        active = lo < hi
-        if not active.any():
-            out: npt.NDArray[np.int64] = lo - seg.start
-            return out
-        mid = (lo + hi) // 2
-        x = values[np.where(active, mid, 0)]
-        right = active & ((x < v) if strict else (x <= v))
-        lo = np.where(right, mid + 1, lo)
-        hi = np.where(active & ~right, mid, hi)
+def _count(codes: SortedCodes, seg: Segments, v: npt.NDArray[np.int64], *, strict: bool) -> npt.NDArray[np.int64]:
+    """#{x < v[g]} (``strict``) or #{x ≤ v[g]} in each segment's sorted slice."""
+    return codes.count(seg.start, seg.end, v, strict=strict)
 
 
-def joint_quantiles(groups: Sequence[npt.NDArray[np.int64]], size: int, qs: Sequence[Fraction], epsilon_level: Fraction,
-                    max_rows: int, rng: RandomSource) -> npt.NDArray[np.int64]:
+def joint_quantiles(groups: SortedCodes | Sequence[npt.NDArray[np.int64]], size: int, qs: Sequence[Fraction],
+                    epsilon_level: Fraction, max_rows: int, rng: RandomSource) -> npt.NDArray[np.int64]:
     """Codes of the quantiles ``qs`` (sorted, distinct) per group: shape (groups, k), rows non-decreasing.
 
-    ``groups`` holds each group's sorted codes; codes outside ``[0, size)`` (float rounding at the top
-    bound) are clipped. Each level of the recursion costs ``epsilon_level`` (see the module docstring).
+    ``groups`` holds each group's sorted codes (arrays, or :class:`~dpframe.mechanism.SortedCodes`,
+    possibly partial); codes outside ``[0, size)`` (float rounding at the top bound) are clipped. Each
+    level of the recursion costs ``epsilon_level`` (see the module docstring).
     """
-    arrays = [np.clip(np.asarray(g, dtype=np.int64), 0, size - 1) for g in groups]
-    values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-    lengths = np.array([a.size for a in arrays], dtype=np.int64)
-    end = np.cumsum(lengths)
-    ngroups = lengths.size
-    root = Segments(end - lengths, end, np.zeros(ngroups, dtype=np.int64), np.full(ngroups, size - 1, dtype=np.int64))
+    codes = SortedCodes.of(groups).clipped(0, size - 1)
+    ngroups = codes.sizes.size
+    root = Segments(codes.starts, codes.starts + codes.sizes, np.zeros(ngroups, dtype=np.int64),
+                    np.full(ngroups, size - 1, dtype=np.int64))
     out = np.zeros((ngroups, len(qs)), dtype=np.int64)
     stack: list[tuple[list[int], list[Fraction], Segments]] = [(list(range(len(qs))), list(qs), root)]
     while stack:
@@ -289,7 +286,7 @@ def joint_quantiles(groups: Sequence[npt.NDArray[np.int64]], size: int, qs: Sequ
             continue
         mid = len(idx) // 2
         p = probs[mid]
-        v, below = em_quantile(values, seg, p, epsilon_level, max_rows, rng)
+        v, below = em_quantile(codes, seg, p, epsilon_level, max_rows, rng)
         out[:, idx[mid]] = v
         split = seg.start + below
         if mid > 0:

@@ -12,6 +12,7 @@ from dpframe_quantiles import em
 from dpframe_quantiles.em import Segments, _count, depth, joint_quantiles, rank_error_bound, scale
 from scipy import stats as sps
 
+from dpframe.mechanism import SortedCodes
 from dpframe.noise import SeededRandomSource
 
 # ------------------------------------------------------------------------- brute-force reference
@@ -76,7 +77,7 @@ NEIGHBOURS = [D, D + [0], D + [7], D[:-1], [2, 2, 5, 6]]
 
 
 def test_count_per_segment() -> None:
-    values = np.array([1, 2, 2, 5, 3, 3], dtype=np.int64)
+    values = SortedCodes.of([np.array([1, 2, 2, 5]), np.array([3, 3])])
     seg = Segments(np.array([0, 0, 4, 6]), np.array([4, 4, 6, 6]), np.zeros(4, dtype=np.int64), np.full(4, 9))
     assert _count(values, seg, np.array([2, 0, 3, 7]), strict=False).tolist() == [3, 0, 2, 0]
     assert _count(values, seg, np.array([2, 0, 3, 7]), strict=True).tolist() == [1, 0, 0, 0]
