@@ -59,6 +59,7 @@ class SortedCodes:
         values: the codes at those positions (non-decreasing within each group).
         complete: returns every group's full sorted codes (one int64 array per group), or None when
             ``positions`` already covers everything.
+
     """
 
     def __init__(self, sizes: npt.ArrayLike, positions: npt.ArrayLike, values: npt.ArrayLike,
