@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -399,24 +400,36 @@ class Session:
         statistics whose sensitivity does not depend on it (top-k's distinct units per key).
         Private: never return them to a user. Only call this inside :meth:`_charged`.
         """
+        stats: pl.DataFrame = (backend or self._backend).statistics(self._request(node, by, keys, statistics, bound))
+        return stats
+
+    def _request(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
+                 statistics: tuple[Statistic, ...], bound: bool = True) -> StatisticsRequest:
+        """A backend request for ``statistics`` of ``node``'s rows, with a fresh engine seed."""
         lineage = node.lineage()
         scan = lineage[0]
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        request = StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
-                                    self.rng.seed_for_engine(), contribution_bounding=bound)
-        stats: pl.DataFrame = (backend or self._backend).statistics(request)
-        return stats
+        return StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
+                                 self.rng.seed_for_engine(), contribution_bounding=bound)
 
     def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
-        stats = self._statistics(node.input, node.by, node.keys, plan.statistics(), backend)
+        backend = backend or self._backend
+        request = self._request(node.input, node.by, node.keys, plan.statistics())
+        stats = backend.statistics(request)
+        keep = None
         if plan.selection is not None:
-            keep = plan.selection.release({k: statistic_values(stats[k]) for k in stats.columns
-                                           if k.startswith("__")}, self.rng)["__keep"]
-            stats = stats.filter(pl.Series(np.asarray(keep, dtype=bool)))
+            inputs = {k: statistic_values(stats[k]) for k in stats.columns if k.startswith("__")}
+            keep = pl.Series(np.asarray(plan.selection.release(inputs, self.rng)["__keep"], dtype=bool))
+            stats = stats.filter(keep)
+
+        def values(stat: Statistic) -> Any:
+            if not stat.near:
+                return statistic_values(stats[stat.key])
+            return statistic_values(stats[stat.key], lambda: _whole_codes(backend, request, stat, keep))
         columns: dict[str, Any] = {c: stats[c] for c in node.by}
         for p in plan.plans:
-            released = p.release({s.key: statistic_values(stats[s.key]) for s in p.statistics}, self.rng)
+            released = p.release({s.key: values(s) for s in p.statistics}, self.rng)
             if set(released) != set(p.output_names()) or set(released) & set(columns):
                 raise RuntimeError(f"mechanism {p.mechanism} released unexpected columns")  # plugin bug
             columns.update({name: pl.Series(name, values) for name, values in released.items()})
@@ -431,3 +444,17 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _whole_codes(backend: Any, request: StatisticsRequest, stat: Statistic, keep: pl.Series | None) -> Any:
+    """Every group's full sorted codes for a partial ``sorted`` statistic: the same request run again.
+
+    Same seed, same row plan and the same statistics (only ``near`` dropped, so the same columns are
+    hashed for contribution bounding): the same bounded rows, hence the same groups; the partial-key
+    selection ``keep`` is applied again. See :mod:`dpframe.mechanism.sorted_codes`.
+    """
+    whole = tuple(dict.fromkeys(s.whole() if s == stat else s for s in request.statistics))
+    stats = backend.statistics(dataclasses.replace(request, statistics=whole))
+    if keep is not None:
+        stats = stats.filter(keep)
+    return statistic_values(stats[stat.whole().key])

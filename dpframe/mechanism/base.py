@@ -23,16 +23,18 @@ Example (a minimal plugin; see ``docs/plugins.md`` for the full walk-through):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpframe.budgets import Budget, Notion
 from dpframe.measures import Measure
+from dpframe.mechanism.sorted_codes import SortedCodes
 from dpframe.noise import RandomSource
 from dpframe.privacy_unit import PrivacyUnit
 
@@ -65,6 +67,12 @@ class Statistic:
           by 2**grid_exp toward zero; Decimal values first truncated toward zero to integers); dates as
           days and datetimes as time units since the epoch.
           A group without values gets an empty list.
+
+          With ``near`` (probabilities q) the consumer mostly reads ranks within ``reach`` of ⌊q·n⌋: a
+          backend may then return a struct ``{n, positions, codes}`` per group — the group's number of
+          codes and the codes at some of its ranks (0-based, increasing) — instead of the whole list.
+          ``release`` then receives a :class:`~dpframe.mechanism.SortedCodes`, which answers exactly as the
+          whole list would and completes itself from the data when it must.
     """
 
     kind: StatisticKind
@@ -74,6 +82,8 @@ class Statistic:
     shift: Fraction = Fraction(0)
     power: int = 1
     grid_exp: int = 0
+    near: tuple[Fraction, ...] = ()
+    reach: int = 0
 
     @property
     def key(self) -> str:
@@ -85,8 +95,13 @@ class Statistic:
         if self.kind == "indicator_sum":
             return f"__ind:{self.column}:[{self.lower},{self.upper})"
         if self.kind == "sorted":
-            return f"__sorted:{self.column}:[{self.lower},{self.upper}]-{self.shift}@2^{self.grid_exp}"
+            ranks = f"~{','.join(map(str, self.near))}±{self.reach}" if self.near else ""
+            return f"__sorted:{self.column}:[{self.lower},{self.upper}]-{self.shift}@2^{self.grid_exp}{ranks}"
         return f"__sum:{self.column}:[{self.lower},{self.upper}]-{self.shift}^{self.power}@2^{self.grid_exp}"
+
+    def whole(self) -> Statistic:
+        """The same statistic without ``near``: every rank (what a partial ``sorted`` completes from)."""
+        return replace(self, near=(), reach=0)
 
     def row_bound(self) -> Fraction:
         """The largest |contribution| of one row, in the statistic's own integer units.
@@ -101,26 +116,45 @@ class Statistic:
         return Fraction(-((-top) // Fraction(2) ** self.grid_exp) + 1)
 
 
-def statistic_values(column: pl.Series) -> np.ndarray:
+def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | None = None) -> Any:
     """A backend result column as ``release`` receives it.
 
     Int64 values, or for a list-valued kind (``sorted``) an object array holding one int64 array per group
-    (views into one buffer, no copy).
+    (views into one buffer, no copy). A partial ``sorted`` (a struct ``{n, positions, codes}``, see
+    :class:`Statistic`) becomes a :class:`~dpframe.mechanism.SortedCodes` completed by ``complete``.
 
     Example:
         >>> [a.tolist() for a in statistic_values(pl.Series([[1, 2], [], [5]], dtype=pl.List(pl.Int64)))]
         [[1, 2], [], [5]]
 
     """
+    if isinstance(column.dtype, pl.Struct):
+        return partial_codes(column, complete)
     if not isinstance(column.dtype, pl.List):
         return column.to_numpy()
-    arrow = column.rechunk().to_arrow()
-    offsets = np.asarray(arrow.offsets, dtype=np.int64)
-    values = np.asarray(arrow.values, dtype=np.int64)
+    values, offsets = flat_lists(column)
     out = np.empty(len(column), dtype=object)
     for i in range(len(column)):
         out[i] = values[offsets[i]:offsets[i + 1]]
     return out
+
+
+def partial_codes(column: pl.Series, complete: Callable[[], Sequence[Any]] | None) -> SortedCodes:
+    """A struct column ``{n, positions, codes}`` (one row per group) as :class:`SortedCodes`."""
+    sizes = column.struct.field("n").to_numpy().astype(np.int64)
+    ranks, offsets = flat_lists(column.struct.field("positions"))
+    codes, _ = flat_lists(column.struct.field("codes"))
+    starts = np.cumsum(sizes) - sizes
+    owner = np.repeat(np.arange(sizes.size), np.diff(offsets))
+    return SortedCodes(sizes, starts[owner] + ranks, codes, complete)
+
+
+def flat_lists(column: pl.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A List[Int64] column's values and offsets (no copy where Arrow allows)."""
+    arrow = column.rechunk().to_arrow()
+    offsets = np.asarray(arrow.offsets, dtype=np.int64)
+    values = np.asarray(arrow.values, dtype=np.int64)[offsets[0]:offsets[-1]]
+    return values, offsets - offsets[0]
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class SortedCodes:
             raise ValueError("partial sorted codes need a `complete` function")
 
     @classmethod
-    def of(cls, groups: SortedCodes | Sequence[Any]) -> SortedCodes:
+    def of(cls, groups: SortedCodes | Sequence[Any] | npt.NDArray[Any]) -> SortedCodes:
         """``groups`` as is if already :class:`SortedCodes`, else from one sorted int64 array per group."""
         if isinstance(groups, SortedCodes):
             return groups
@@ -124,7 +124,7 @@ class SortedCodes:
         if not self.known:
             lo = np.searchsorted(self._positions, start)
             hi = np.searchsorted(self._positions, end)
-            k = _search(self._values, lo, hi, v, strict)
+            k = search_ranges(self._values, lo, hi, v, strict)
             found = k < hi
             p = np.where(found, self._positions[np.minimum(k, max(self._positions.size - 1, 0))], end) \
                 if self._positions.size else end
@@ -135,7 +135,7 @@ class SortedCodes:
                 out: Int64s = p - start
                 return out
             self._fill()
-        k = _search(self._values, start, end, v, strict)
+        k = search_ranges(self._values, start, end, v, strict)
         out = k - start
         return out
 
@@ -153,10 +153,16 @@ class SortedCodes:
         self._positions, self._values = np.arange(self.total, dtype=np.int64), values
 
 
-def _search(values: Int64s, lo: Int64s, hi: Int64s, v: Int64s, strict: bool) -> Int64s:
+def search_ranges(values: Int64s, lo: Int64s, hi: Int64s, v: Int64s, strict: bool) -> Int64s:
     """Per i, the first index k in [lo[i], hi[i]) with values[k] ≥ v[i] (``strict``) or > v[i], else hi[i].
 
-    ``values[lo[i]:hi[i]]`` must be sorted. Vectorised binary search.
+    ``values[lo[i]:hi[i]]`` must be sorted. Vectorised binary search (a ``searchsorted`` per range).
+
+    Example:
+        >>> search_ranges(np.array([1, 3, 3, 0, 2]), np.array([0, 3]), np.array([3, 5]), np.array([3, 1]),
+        ...               True).tolist()
+        [1, 4]
+
     """
     lo, hi = lo.copy(), hi.copy()
     while True:

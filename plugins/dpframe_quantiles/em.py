@@ -297,6 +297,34 @@ def joint_quantiles(groups: SortedCodes | Sequence[npt.NDArray[np.int64]], size:
     return out
 
 
+def listing_reach(size: int, qs: Sequence[Fraction], epsilon_level: Fraction, max_rows: int) -> int:
+    """How far from ⌊qᵢ·n⌋ (in ranks) :func:`joint_quantiles` usually reads: the ``reach`` of its ``near``.
+
+    Each EM call lists ranks within ``window/b + 1`` of its sub-problem's target (q = a/b), and a
+    sub-problem's target moves by at most its ancestors' listing widths (unless an envelope was drawn,
+    probability ≤ e⁻¹²); the reach is the largest sum along a path of the split tree, plus a margin.
+    Public: a function of the domain size, the probabilities and the budget only. Reading further is
+    still exact (:class:`~dpframe.mechanism.SortedCodes` completes), just slower.
+
+    Example:
+        >>> listing_reach(2**20, [Fraction(1, 2)], Fraction(1), 1)   # ±27 ranks listed, +2, +16
+        45
+
+    """
+    def width(q: Fraction) -> int:
+        return window(scale(q, epsilon_level, max_rows), size) // q.denominator + 2
+
+    def reach(probs: list[Fraction]) -> int:
+        if not probs:
+            return 0
+        mid = len(probs) // 2
+        p = probs[mid]
+        left = reach([_bounded(x / p) for x in probs[:mid]])
+        right = reach([_bounded((x - p) / (1 - p)) for x in probs[mid + 1:]])
+        return width(p) + max(left, right)
+    return reach(list(qs)) + 16
+
+
 def rank_error_bound(size: int, k: int, epsilon_level: Fraction, max_rows: int, beta: float) -> float:
     """A (1 − β) bound on each released quantile's rank error (an estimate, from public facts only).
 

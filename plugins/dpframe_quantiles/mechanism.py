@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -50,10 +50,10 @@ from dpframe.budgets import Budget, PureDP, make
 from dpframe.domains import OrderedDomain
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
-from dpframe.mechanism import MeasureContext, MechanismPlan, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statistic
 from dpframe.noise import RandomSource
 from dpframe.noise.exponential import epsilon_from_rho as _epsilon_from_rho
-from dpframe_quantiles.em import depth, joint_quantiles, rank_error_bound
+from dpframe_quantiles.em import depth, joint_quantiles, listing_reach, rank_error_bound
 
 _OPTIONS = frozenset({"q", "resolution", "bounds", "mechanism"})
 _BETA = 0.05
@@ -107,6 +107,7 @@ class QuantilePlan(MechanismPlan):
     """One joint release per measure."""
 
     domains: dict[str, OrderedDomain] = field(default_factory=dict)          # output -> domain
+    inputs: dict[str, Statistic] = field(default_factory=dict)               # output -> its sorted codes
     probabilities: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
     levels: dict[str, Fraction] = field(default_factory=dict)                # output -> ε₀
     as_list: dict[str, bool] = field(default_factory=dict)
@@ -116,8 +117,8 @@ class QuantilePlan(MechanismPlan):
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, dom in self.domains.items():
-            groups = list(stats[dom.statistic.key])
-            codes = joint_quantiles(groups, dom.size, self.probabilities[name], self.levels[name], self.max_rows, rng)
+            codes = joint_quantiles(SortedCodes.of(stats[self.inputs[name].key]), dom.size, self.probabilities[name],
+                                    self.levels[name], self.max_rows, rng)
             codes = codes[:, list(self.order[name])]
             flat = dom.decode_series(codes.reshape(-1), name)
             if self.as_list[name]:
@@ -172,7 +173,9 @@ class QuantileMechanism:
             plan.as_list[name] = isinstance(m.option("q"), tuple)
             plan.order[name] = requested_order(m.option("q"))
             curves += [acc.exponential(float(eps0))] * levels
-            statistics.setdefault(dom.statistic.key, dom.statistic)
+            # only ranks near each q·n are read: the backend may list just those (exact either way)
+            stat = replace(dom.statistic, near=qs, reach=listing_reach(dom.size, qs, eps0, m_rows))
+            plan.inputs[name] = statistics.setdefault(stat.key, stat)
             plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0)
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
             plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
