@@ -32,14 +32,11 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
-from dpframe.backends.rank_windows import OPEN_HIGH, OPEN_LOW, SAMPLE_STRIDE, window_bounds, window_positions
+from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sorted_codes
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
-from dpframe.mechanism.base import flat_lists
 from dpframe.plan.sample import apply_node
 
 _SEED_MASK = (1 << 63) - 1
@@ -99,38 +96,6 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
     if wide:
         return term.cast(pl.Int128).sum().clip(-SUM_LIMIT, SUM_LIMIT).cast(pl.Int64).alias(stat.key)
     return term.sum().alias(stat.key)
-
-
-def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
-    """The codes of the ``sorted`` statistic: of the non-null, non-NaN values, *unsorted*.
-
-    :meth:`PolarsBackend.statistics` aggregates them into one list per group and sorts each list
-    afterwards (``list.sort``: several times faster than sorting inside the aggregation).
-    """
-    return code_values(col, dtype, stat).drop_nulls()
-
-
-def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
-    """One ``sorted`` code per row, null for a null or NaN value.
-
-    Floats in float64 (clamp, shift, scale, truncate toward zero); integers, dates and datetimes exactly
-    (clamped in Int128 so unsigned 64-bit values clamp correctly, then divided by 2**grid_exp toward zero).
-    """
-    assert stat.lower is not None and stat.upper is not None
-    if dtype.is_float():
-        value = col.cast(pl.Float64).fill_nan(None).clip(float(stat.lower), float(stat.upper))
-        if stat.shift:
-            value = value - float(stat.shift)
-        if stat.grid_exp:
-            value = value * 2.0 ** (-stat.grid_exp)
-        return value.cast(pl.Int64)
-    temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
-    ints = (col.cast(pl.Int64) if temporal else col).cast(pl.Int128)
-    codes = ints.clip(int(stat.lower), int(stat.upper)) - int(stat.shift)
-    if stat.grid_exp:
-        step = 2**stat.grid_exp   # truncation toward zero, as for floats (floor division only for codes ≥ 0)
-        codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
-    return codes.cast(pl.Int64)
 
 
 def _number_copies(frame: pl.LazyFrame, unit: str, seed: int) -> pl.LazyFrame:
@@ -264,101 +229,34 @@ class PolarsBackend:
         frame = self.bounded(request)
         schema = frame.collect_schema()
         near = [s for s in request.statistics if s.kind == "sorted" and s.near]
-        if near:
-            frame = _with_windows(frame, schema, request, near)
-        exprs = [e for s in request.statistics
-                 for e in (_window_counts(s, near.index(s)) if s in near else
-                           [statistic_expr(s, request.unit.column, schema, wide)])]
+        windows = RankWindows.plan(frame, schema, request, near) if near else None
+        if windows is not None:
+            frame, near = windows.frame, windows.near
+        exprs = [e for s in request.statistics for e in
+                 (windows.aggregates(s) if windows is not None and s in windows.stats else
+                  [statistic_expr(s, request.unit.column, schema, wide)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
         lists = [pl.col(s.key).list.sort() for s in request.statistics if s.kind in LIST_KINDS]
-        listed = [pl.col(_CODE.format(i)).filter(pl.col(_IN.format(i))).alias(s.key) for i, s in enumerate(near)]
         if not by:
+            listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
-            return _partial_sorted(single.with_columns(lists).collect(), near)
+            return finish(single.with_columns(lists).collect(), near)
         out = frame.group_by(by).agg(exprs + extra)
-        for i, s in enumerate(near):   # the codes inside the windows: a second aggregation, of few rows
-            inside = frame.filter(pl.col(_IN.format(i))).group_by(by).agg(pl.col(_CODE.format(i)).alias(s.key))
-            out = out.join(inside, on=by, how="left", nulls_equal=True)
         empty = pl.lit([], dtype=pl.List(pl.Int64))
-        out = out.with_columns([pl.col(s.key).fill_null(empty) for s in near]).with_columns(lists)
+        if windows is not None and near:   # the codes inside the windows: a second aggregation, of few rows
+            for s in near:
+                out = out.join(frame.filter(windows.inside(s)).group_by(by).agg(windows.listed(s)), on=by,
+                               how="left", nulls_equal=True)
+            out = out.with_columns([pl.col(s.key).fill_null(empty) for s in near])
+        out = out.with_columns(lists)
         if request.keys is not None:
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
                                   for s in request.statistics])
-                   .with_columns([pl.col(f"{s.key}#{a}{j}").fill_null(fill) for s in near
-                                  for a, fill in (("below", 0), ("lo", OPEN_LOW)) for j in range(len(s.near))]
-                                 + [pl.col(f"{s.key}#n").fill_null(0) for s in near]))
-        return _partial_sorted(out.sort(by, nulls_last=False).collect(engine="streaming" if near else "auto"), near)
+                   .with_columns(fill_missing_groups(near)))
+        return finish(out.sort(by, nulls_last=False).collect(engine="streaming" if windows else "auto"), near)
 
 
 def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:
     return e.meta.output_name() in {s.key for s in request.statistics if s.kind in LIST_KINDS}
-
-
-_CODE = "__dpframe_code{}"
-_LO, _HI = "__dpframe_lo{}_{}", "__dpframe_hi{}_{}"
-_BELOW, _IN = "__dpframe_below{}_{}", "__dpframe_in{}"
-
-
-def _with_windows(frame: pl.LazyFrame, schema: pl.Schema, request: StatisticsRequest,
-                  near: list[Statistic]) -> pl.LazyFrame:
-    """The bounded rows with each partial ``sorted`` statistic's codes and rank windows as columns.
-
-    One pass materialises the grouping columns, the columns the other statistics read and the codes;
-    every 16th row's codes give each group's window ends (:mod:`dpframe.backends.rank_windows`), joined
-    back per group (or added as literals without grouping). Groups missing from the sample get open
-    windows (all their codes).
-    """
-    by = list(request.by)
-    read = [s.column for s in request.statistics if s.column is not None and s not in near]
-    unit = [request.unit.column] if request.unit.column and any(s.kind == "units" for s in request.statistics) \
-        else []
-    codes = [code_values(pl.col(s.column), schema[s.column], s).alias(_CODE.format(i))
-             for i, s in enumerate(near) if s.column is not None]
-    base = frame.select(*dict.fromkeys(by + unit + read), *codes).collect().lazy()
-    lists = [pl.col(_CODE.format(i)).drop_nulls().sort() for i in range(len(near))]
-    sample = base.gather_every(SAMPLE_STRIDE)
-    sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
-    ends: dict[str, np.ndarray] = {}
-    for i, s in enumerate(near):
-        values, offsets = flat_lists(sampled[_CODE.format(i)])
-        lo, hi = window_bounds(values, offsets, s.near, s.reach)
-        for j in range(len(s.near)):
-            ends[_LO.format(i, j)], ends[_HI.format(i, j)] = lo[:, j], hi[:, j]
-    if not by:
-        windowed = base.with_columns([pl.lit(int(v[0]), dtype=pl.Int64).alias(k) for k, v in ends.items()])
-    else:
-        bounds = sampled.select(by).with_columns([pl.Series(k, v, dtype=pl.Int64) for k, v in ends.items()])
-        windowed = (base.join(bounds.lazy(), on=by, how="left", nulls_equal=True, maintain_order="none")
-                    .with_columns([pl.col(k).fill_null(OPEN_LOW if k.startswith("__dpframe_lo") else OPEN_HIGH)
-                                   for k in ends]))
-    flags = []
-    for i, s in enumerate(near):
-        c, targets = pl.col(_CODE.format(i)), range(len(s.near))
-        flags += [(c < pl.col(_LO.format(i, j))).alias(_BELOW.format(i, j)) for j in targets]
-        flags.append(pl.any_horizontal([c.is_between(pl.col(_LO.format(i, j)), pl.col(_HI.format(i, j)))
-                                        for j in targets]).alias(_IN.format(i)))
-    return windowed.with_columns(flags)
-
-
-def _window_counts(stat: Statistic, i: int) -> list[pl.Expr]:
-    """A partial ``sorted``'s per-group numbers: its count of codes, and per window #{x < lo} and lo."""
-    k, targets = stat.key, range(len(stat.near))
-    return [pl.col(_CODE.format(i)).count().cast(pl.Int64).alias(f"{k}#n"),
-            *[pl.col(_BELOW.format(i, j)).sum().cast(pl.Int64).alias(f"{k}#below{j}") for j in targets],
-            *[pl.col(_LO.format(i, j)).first().alias(f"{k}#lo{j}") for j in targets]]
-
-
-def _partial_sorted(out: pl.DataFrame, near: list[Statistic]) -> pl.DataFrame:
-    """Each partial ``sorted`` as the struct ``{n, positions, codes}`` (see :class:`Statistic`)."""
-    for s in near:
-        k, targets = s.key, range(len(s.near))
-        codes, offsets = flat_lists(out[k])
-        below = np.column_stack([out[f"{k}#below{j}"].to_numpy() for j in targets]).astype(np.int64)
-        lo = np.column_stack([out[f"{k}#lo{j}"].to_numpy() for j in targets]).astype(np.int64)
-        ranks = window_positions(codes, offsets, below, lo)
-        positions = pl.Series(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ranks)))
-        struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": positions, "codes": out[k]}).to_struct(k)
-        out = out.drop([f"{k}#{a}{j}" for a in ("below", "lo") for j in targets] + [f"{k}#n"]).with_columns(struct)
-    return out

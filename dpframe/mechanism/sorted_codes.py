@@ -93,6 +93,10 @@ class SortedCodes:
         """Whether every position is known (no completion can happen any more)."""
         return self._positions.size == self.total
 
+    def known_positions(self) -> Int64s:
+        """The global positions whose codes are known (every position once complete)."""
+        return self._positions.copy()
+
     def clipped(self, lo: int, hi: int) -> SortedCodes:
         """The same codes clipped to ``[lo, hi]`` (a monotone map: still sorted; completion clips too)."""
         out = SortedCodes(self.sizes, self._positions, np.clip(self._values, lo, hi), self._complete)

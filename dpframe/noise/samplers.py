@@ -220,8 +220,17 @@ def _bernoulli_exp_kr(k: IntArray, r: IntArray, den: int, rng: RandomSource) -> 
     return _bernoulli_exp_parts(k, np.asarray(r != 0, dtype=bool), frac, rng)
 
 
-def _bernoulli_exp_ratio(num: IntArray, den: int, rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(-num_i / den)) for an int64 or object array ``num >= 0`` and an int ``den >= 1``."""
+def bernoulli_exp_ratio(num: IntArray, den: int, rng: RandomSource) -> BoolArray:
+    """One Bernoulli(exp(-num_i / den)) per element: an int64 or object array ``num >= 0``, an int ``den >= 1``.
+
+    Exact (the algorithm of :func:`bernoulli_exp`, vectorised over different γᵢ = numᵢ/den).
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource
+        >>> bernoulli_exp_ratio(np.array([0, 0, 10**6]), 3, SeededRandomSource(0)).tolist()
+        [True, True, False]
+
+    """
     k, r = _divmod_exact(num, den)
     return _bernoulli_exp_kr(k, r, den, rng)
 
@@ -479,16 +488,16 @@ def _gaussian_accept(a: npt.NDArray[np.int64], A: int, P: int, D: int, rng: Rand
     M = max(int(a.max()) * A - P, P)  # max |m| over the batch (m ranges over [-P, amax·A - P])
     if M >= 2**62 or A > _INT64_MAX:
         mo = a.astype(object) * A - P
-        return _bernoulli_exp_ratio(mo * mo, D, rng)
+        return bernoulli_exp_ratio(mo * mo, D, rng)
     m = a * np.int64(A) - np.int64(P)  # a·A <= M + P <= 2M < 2^63
     if M * M <= _INT64_MAX and D <= _INT64_MAX:
-        return _bernoulli_exp_ratio(m * m, D, rng)
+        return bernoulli_exp_ratio(m * m, D, rng)
     kmax = M * M // D
     absm = np.abs(m).astype(np.uint64)
     if D < 2**126 and kmax <= 2**14:
         return _accept_wide(absm, D, kmax, rng)
     mo = absm.astype(object)
-    return _bernoulli_exp_ratio(mo * mo, D, rng)
+    return bernoulli_exp_ratio(mo * mo, D, rng)
 
 
 def _gaussian_rate(sigma2: Fraction, t: int) -> float:

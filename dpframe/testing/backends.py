@@ -46,7 +46,7 @@ import polars as pl
 import pytest
 
 from dpframe.backends.base import StatisticsRequest
-from dpframe.mechanism import SUM_LIMIT, Statistic
+from dpframe.mechanism import SUM_LIMIT, SortedCodes, Statistic, statistic_values
 from dpframe.plan.nodes import Filter, Scan, WithColumns
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
@@ -589,6 +589,36 @@ class BackendConformance:
         for by in [(), ("g",), ("g", "k")]:
             got = self.make(t=df).statistics(request(stats, unit, by))
             assert_same(got, reference_sorted_frame(df, stats, by))
+
+    @pytest.mark.parametrize("by", [(), ("g",)])
+    def test_partial_sorted_codes_agree_with_the_whole_list(self, by: tuple[str, ...]) -> None:
+        """``near``: whatever a backend lists (everything, or codes near q·n) sits at its true ranks."""
+        rng = np.random.default_rng(3)
+        n = 60_000
+        x = rng.normal(0, 30, n).round(1)           # ties, NaN and nulls
+        x[rng.random(n) < 0.02] = np.nan
+        keys = pl.Series(rng.choice(["a", "b", "-"], n)).replace("-", None)
+        df = pl.DataFrame({"u": np.arange(n), "x": pl.Series(x).set(pl.Series(rng.random(n) < 0.02), None),
+                           "q": rng.integers(-50, 50, n), "g": keys})
+        whole = (Statistic("sorted", "x", Fraction(-80), Fraction(80), Fraction(-80), grid_exp=-2),
+                 Statistic("sorted", "q", Fraction(-60), Fraction(60), Fraction(-60)))
+        near = tuple(Statistic(s.kind, s.column, s.lower, s.upper, s.shift, grid_exp=s.grid_exp,
+                               near=targets, reach=40)
+                     for s, targets in zip(whole, [(Fraction(1, 2),), (Fraction(1, 10), Fraction(9, 10))]))
+        backend = self.make(t=df)
+        public = pl.DataFrame({"g": ["a", "b", "zz", None]}) if by else None
+        got = backend.statistics(request((Statistic("rows"), *near), ROW, by, public))
+        full = backend.statistics(request((Statistic("rows"), *whole), ROW, by, public))
+        assert got.select(list(by)).equals(full.select(list(by)))
+        for partial, complete in zip(near, whole):
+            lists = [np.asarray(v, dtype=np.int64) for v in full[complete.key].to_list()]
+            codes = statistic_values(got[partial.key], lambda lists=lists: lists)   # type: ignore[misc]
+            codes = SortedCodes.of(codes)
+            assert codes.sizes.tolist() == [v.size for v in lists]
+            reference = np.concatenate(lists)
+            known = codes.known_positions()
+            assert (codes.at(known) == reference[known]).all()
+            assert codes.known or known.size < reference.size
 
     def test_sorted_codes_are_the_domain_encoding(self) -> None:
         """dpframe.domains.OrderedDomain.encode is the backends' map: same codes, same order once sorted."""

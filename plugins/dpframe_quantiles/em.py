@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpframe.mechanism.sorted_codes import SortedCodes
-from dpframe.noise import RandomSource, bernoulli_exp, exponential_index_grouped
+from dpframe.noise import RandomSource, bernoulli_exp_ratio, exponential_index_grouped
 
 SUB_DENOMINATOR = 2**20
 """Rescaled probabilities of sub-problems are rounded to this denominator (public; only shapes accuracy)."""
@@ -105,38 +105,49 @@ class Segments:
 
 
 ENVELOPE_NATS = 12
-"""Window slack: a proposal falls outside the exact window with probability ≤ e⁻¹² (speed only, not privacy).
-
-A proposal outside costs one exact acceptance test (two binary searches) and, if rejected, a redraw of
-that segment; listing fewer blocks makes every draw cheaper (40 nats listed ~2.5× more blocks).
-"""
+"""Window slack: a proposal falls outside the window with probability ≤ e⁻¹² (speed only, not privacy)."""
+CORE_NATS = 2
+"""Blocks within 2 nats (utility 2/s) of the best are listed one by one; beyond, pieces of 2 nats each."""
 
 
 def window(s: Fraction, size: int) -> int:
-    """Δ_U: blocks with utility ≥ U_ref − Δ_U are sampled individually; the rest through two envelopes.
+    """Δ_U: blocks with utility ≥ U_ref − Δ_U are proposed exactly or through pieces; the rest, two envelopes.
 
-    With Δ_U ≥ (ln|X| + 12)/s the envelopes' total weight is ≤ e⁻¹² of the window's, so the rejection
-    step below almost never runs. Any Δ_U ≥ 0 gives the same (exact) output distribution.
+    With Δ_U ≥ (ln|X| + 12)/s the two outer envelopes' total weight is ≤ e⁻¹² of the window's, so they
+    are almost never proposed. Any Δ_U ≥ 0 gives the same (exact) output distribution.
     """
     return math.ceil(Fraction(math.ceil((size.bit_length() * 0.6932 + ENVELOPE_NATS) * 1024), 1024) / s)
+
+
+def core_window(s: Fraction) -> int:
+    """The utility span listed block by block (:data:`CORE_NATS`/s); also each envelope piece's span."""
+    return math.ceil(CORE_NATS / s)
 
 
 def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
                 rng: RandomSource) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """One EM quantile per segment: (the released codes, #{x ≤ code} in each segment — private, for splitting).
 
-    A rejection sampler. Blocks whose utility is within Δ_U (:func:`window`) of a reference block near
-    rank q·n are candidates as they are; all blocks below that window form one *envelope* candidate,
-    weighted by its total length times exp(s·U_env) with U_env ≥ each of their utilities (the score is
-    unimodal along the domain), and likewise above. One exact EM draw over the candidates
-    (``exponential_index_grouped``), a uniform integer inside the chosen block or envelope, and, for an
-    envelope, acceptance with probability exp(−s·(U_env − u(z))) (``bernoulli_exp``, exact); rejected
-    segments draw again from scratch. Every integer z is proposed with weight exp(s·ũ(z)), ũ ≥ u and
-    equal inside the window, so accepted draws have probability exactly ∝ exp(s·u(z)).
+    A rejection sampler. The score is unimodal along the domain and moves by b per rank, so blocks are
+    grouped by rank distance from the target q·n:
+
+    * the *core* — blocks within :func:`core_window` (2 nats) of the best utility — is listed block by
+      block with its exact utility;
+    * beyond it, up to :func:`window` (ln|X| + 12 nats), consecutive ranks form *pieces* of 2 nats each:
+      a piece is one candidate whose weight is its domain length times exp(s·U_piece), with U_piece the
+      utility bound at its inner edge (≥ the utility of each of its integers);
+    * beyond the window, two outer *envelopes* reach the domain ends, bounded the same way.
+
+    One exact EM draw over the candidates (``exponential_index_grouped``), a uniform integer z inside the
+    chosen block or piece, and for a piece or envelope acceptance with probability exp(−s·(U − u(z)))
+    (an exact Bernoulli); rejected segments draw again from scratch. Every integer z is thus proposed
+    with weight exp(s·ũ(z)), ũ ≥ u and equal in the core, so accepted draws have probability exactly
+    ∝ exp(s·u(z)). A piece spans ≤ 2 nats, so it is accepted with probability ≥ e⁻²; pieces are
+    proposed in about a third of the draws (speed only).
 
     ``codes`` is read only through :meth:`SortedCodes.at` / :meth:`SortedCodes.count`, which answer as
-    the fully sorted data would (completing partial codes first if they must), so the draw does not
-    depend on which ranks the backend listed.
+    the fully sorted data would (completing partial codes first if they must); the reads stay within
+    the window (plus the envelope tests), which :func:`listing_reach` bounds.
     """
     out = np.zeros(seg.start.size, dtype=np.int64)
     below = np.zeros(seg.start.size, dtype=np.int64)
@@ -175,10 +186,11 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     # reference: the value at position ⌊q·n⌋ (a block of length 1); an empty segment has one block, u = 0
     v_ref = _take(codes, seg.start + np.minimum(an // b, np.maximum(n - 1, 0)), full)
     ref_low, ref_high = _count(codes, seg, v_ref, strict=True), _count(codes, seg, v_ref, strict=False)
-    reach = np.where(full, -_utility(a, b, an, ref_low, ref_high), 0) + window(s, size)
-    c_min = np.maximum(-((reach - an) // b), 0)
-    c_max = np.minimum((an + reach) // b, n)
-    # runs meeting positions [c_min − 1, c_max] (listed by their last position), plus the run holding c_max
+    u_ref = np.where(full, -_utility(a, b, an, ref_low, ref_high), 0)
+    wide, narrow = window(s, size), min(core_window(s), window(s, size))
+    outer_min, outer_max = _rank_range(u_ref + wide, an, b, n)      # the window, in ranks C
+    c_min, c_max = _rank_range(u_ref + narrow, an, b, n)            # the core
+    # core: runs meeting positions [c_min − 1, c_max] (listed by their last position), plus the run holding c_max
     p0 = np.where(full, np.maximum(c_min - 1, 0), 0)
     p1 = np.where(full, np.minimum(c_max, n - 1), -1)
     pos = _ranges(p0, p1 + 1)
@@ -209,22 +221,24 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     more = run_high < n[run_owner]
     after = _take(codes, seg.start[run_owner] + run_high, more, seg.hi[run_owner] + 1)
     gap_in = run_high <= c_max[run_owner]
-    # candidates per segment, in domain order: [left envelope, gap0?, (value, gap?)…, right envelope]
+    # candidates per segment, in domain order:
+    #   [left envelope, left pieces (outermost first)…, gap0?, (value, gap?)…, right pieces…, right envelope]
+    pieces = max(1, -(-(wide - narrow) // (_piece_ranks(s, b) * b)) + 1)
     gap0 = c_min == 0
     first_run = np.searchsorted(run_owner, np.arange(nseg))
     nruns = np.bincount(run_owner, minlength=nseg)
-    per = 2 + gap0 + nruns + np.bincount(run_owner, weights=gap_in, minlength=nseg).astype(np.int64)
+    per = 2 + 2 * pieces + gap0 + nruns + np.bincount(run_owner, weights=gap_in, minlength=nseg).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     total = int(offsets[-1])
     lower = np.zeros(total, dtype=np.int64)
     length = np.zeros(total, dtype=np.int64)
     util = np.zeros(total, dtype=np.int64)
-    high_of = np.zeros(total, dtype=np.int64)                       # C of each block
+    high_of = np.zeros(total, dtype=np.int64)                       # C of each core block
     # value blocks and the gaps after them
     rank_in_seg = np.arange(run_owner.size) - first_run[run_owner]
     gaps_before = np.concatenate([[0], np.cumsum(gap_in)])[:-1] - np.concatenate([[0], np.cumsum(gap_in)])[
         first_run[run_owner]]
-    vslot = offsets[run_owner] + 1 + gap0[run_owner] + rank_in_seg + gaps_before
+    vslot = offsets[run_owner] + 1 + pieces + gap0[run_owner] + rank_in_seg + gaps_before
     lower[vslot], length[vslot], high_of[vslot] = run_value, 1, run_high
     util[vslot] = _utility(a, b, an[run_owner], run_low, run_high)
     gslot = vslot[gap_in] + 1
@@ -234,31 +248,75 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     # gap0 [lo, first value) when c_min = 0
     z0 = np.flatnonzero(gap0)
     first_value = _take(codes, seg.start, full & gap0, seg.hi + 1)     # read only where it is used
-    lower[offsets[z0] + 1], length[offsets[z0] + 1] = seg.lo[z0], first_value[z0] - seg.lo[z0]
-    util[offsets[z0] + 1] = _utility(a, b, an[z0], 0, 0)
-    # envelopes: [lo, first listed block) and [end of last listed block, hi]
-    left, right = offsets[:-1], offsets[1:] - 1
-    first_value_listed = run_value[np.minimum(first_run, max(run_value.size - 1, 0))] if run_value.size else 0
-    first_listed = np.where(gap0, seg.lo, np.where(nruns > 0, first_value_listed, seg.lo))
-    last_block = right - 1
-    end_listed = lower[last_block] + length[last_block]
-    lower[left], length[left] = seg.lo, first_listed - seg.lo
-    util[left] = -(an - b * (c_min - 1))
-    lower[right], length[right] = end_listed, seg.hi + 1 - end_listed
-    util[right] = -(b * (c_max + 1) - an)
+    lower[offsets[z0] + 1 + pieces], length[offsets[z0] + 1 + pieces] = seg.lo[z0], first_value[z0] - seg.lo[z0]
+    util[offsets[z0] + 1 + pieces] = _utility(a, b, an[z0], 0, 0)
+    bound = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max), (outer_min, outer_max))
+    slots = np.concatenate([offsets[:-1, None] + np.arange(pieces + 1), offsets[1:, None] - 1 - np.arange(pieces + 1)],
+                           axis=1)
+    lower[slots], length[slots], util[slots] = bound
     pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
     code = lower[chosen] + _uniform_below_each(length[chosen], rng)
     c = high_of[chosen]
-    envelope = (chosen == left) | (chosen == right)
-    accepted = ~envelope
-    for g in np.flatnonzero(envelope):          # an envelope was proposed (probability ≤ e⁻¹² by default)
-        g1 = seg.take(np.array([g]))
-        low_z = _count(codes, g1, code[g:g + 1], strict=True)[0]
-        c[g] = _count(codes, g1, code[g:g + 1], strict=False)[0]
-        gamma = s * (int(util[chosen[g]]) - int(_utility(a, b, int(an[g]), int(low_z), int(c[g]))))
-        accepted[g] = bool(bernoulli_exp(gamma, 1, rng)[0])
+    offset_in = chosen - offsets[:-1]
+    bounded = (offset_in <= pieces) | (offset_in >= per - 1 - pieces)
+    accepted = ~bounded
+    tested = np.flatnonzero(bounded)            # a piece or an envelope: test z's exact utility
+    if tested.size:
+        sub = seg.take(tested)
+        low_z = _count(codes, sub, code[tested], strict=True)
+        c[tested] = _count(codes, sub, code[tested], strict=False)
+        gap = util[chosen[tested]] - _utility(a, b, an[tested], low_z, c[tested])       # ≥ 0 integers
+        big = int(gap.max()) > 2**62 // s.numerator          # s·gap as an exact ratio, in Python ints if needed
+        accepted[tested] = bernoulli_exp_ratio((gap.astype(object) if big else gap) * s.numerator, s.denominator, rng)
     return code, c, accepted
+
+
+def _rank_range(reach: npt.NDArray[np.int64], an: npt.NDArray[np.int64], b: int, n: npt.NDArray[np.int64]
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ranks C with a·n − b·C ≤ reach and b·C − a·n ≤ reach, clipped to [0, n]."""
+    return np.maximum(-((reach - an) // b), 0), np.minimum((an + reach) // b, n)
+
+
+def _piece_ranks(s: Fraction, b: int) -> int:
+    """Ranks per envelope piece: the score moves by b per rank, so a piece spans ≈ core_window(s)."""
+    return max(1, core_window(s) // b)
+
+
+def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.int64], b: int, s: Fraction,
+                         pieces: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                         outer: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> tuple[Any, Any, Any]:
+    """(lower, length, utility bound) of each segment's pieces and envelopes, shape (segments, 2·pieces + 2).
+
+    Columns: the left envelope and left pieces from the outside in, then the right ones from the outside
+    in. Left of the core the boundaries are ranks B₀ = c_min − 1 > B₁ > … > B_P = max(outer_min − 1, 0)
+    (steps of :func:`_piece_ranks`); piece i is ``[x(Bᵢ), x(Bᵢ₋₁))``: every z in it has z < x(Bᵢ₋₁), so
+    C(z) ≤ Bᵢ₋₁ and u(z) ≤ −(a·n − b·Bᵢ₋₁); the envelope is ``[lo, x(B_P))``. Right of the core,
+    A₀ = c_max < A₁ < … < A_P = min(outer_max, n − 1); piece i is ``[x(Aᵢ₋₁) + 1, x(Aᵢ) + 1)`` where
+    L(z) ≥ Aᵢ₋₁ + 1, so u(z) ≤ −(b·(Aᵢ₋₁ + 1) − a·n); the envelope is ``[x(A_P) + 1, hi]``. Together with
+    the core they partition ``[lo, hi]``. A side the core already reaches the end of gets zero lengths.
+    """
+    (c_min, c_max), (outer_min, outer_max) = core, outer
+    n = seg.end - seg.start
+    step = _piece_ranks(s, b) * np.arange(pieces + 1)
+    left_ok = (n > 0) & (c_min >= 1)
+    left_rank = np.maximum(c_min[:, None] - 1 - step, np.maximum(outer_min - 1, 0)[:, None])   # B₀ … B_P
+    left_x = _take(codes, seg.start[:, None] + left_rank, np.broadcast_to(left_ok[:, None], left_rank.shape))
+    right_ok = (n > 0) & (c_max < n)
+    right_rank = np.minimum(c_max[:, None] + step, np.minimum(outer_max, n - 1)[:, None])      # A₀ … A_P
+    right_x = _take(codes, seg.start[:, None] + right_rank, np.broadcast_to(right_ok[:, None], right_rank.shape))
+    # columns, each side: [envelope, piece P, …, piece 1]
+    l_lower = np.column_stack([seg.lo, left_x[:, pieces:0:-1]])
+    l_end = left_x[:, pieces::-1]
+    l_util = -(an[:, None] - b * left_rank[:, pieces::-1])
+    r_lower = right_x[:, pieces::-1] + 1
+    r_end = np.column_stack([seg.hi, right_x[:, pieces:0:-1]]) + 1
+    r_util = -(b * (right_rank[:, pieces::-1] + 1) - an[:, None])
+    lower = np.concatenate([l_lower, r_lower], axis=1)
+    length = np.concatenate([np.where(left_ok[:, None], l_end - l_lower, 0),
+                             np.where(right_ok[:, None], r_end - r_lower, 0)], axis=1)
+    util = np.concatenate([np.where(left_ok[:, None], l_util, 0), np.where(right_ok[:, None], r_util, 0)], axis=1)
+    return lower, length, util
 
 
 def _count(codes: SortedCodes, seg: Segments, v: npt.NDArray[np.int64], *, strict: bool) -> npt.NDArray[np.int64]:

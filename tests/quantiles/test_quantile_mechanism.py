@@ -102,6 +102,28 @@ def test_envelope_rejection_path_is_exact(monkeypatch: pytest.MonkeyPatch, qs: l
     assert chi2_pvalue(counts, pmf) > 1e-4
 
 
+@pytest.mark.parametrize(("core", "wide", "qs"), [(4, 16, [F(1, 2)]), (8, 40, [F(1, 4)]), (8, 30, [F(1, 3), F(3, 4)]),
+                                                (20, 60, [F(9, 10)]), (1, 6, [F(1, 2)])])
+def test_envelope_pieces_are_exact(monkeypatch: pytest.MonkeyPatch, core: int, wide: int, qs: list[F]) -> None:
+    """A narrow core and many envelope pieces (each tested and often rejected): still the exact EM."""
+    monkeypatch.setattr(em, "core_window", lambda s: core)
+    monkeypatch.setattr(em, "window", lambda s, size: wide)
+    tests: list[int] = []
+    real = em.bernoulli_exp_ratio
+
+    def counted(num: np.ndarray, den: int, rng: SeededRandomSource) -> np.ndarray:
+        out = real(num, den, rng)
+        tests.append(int((~out).sum()))
+        return out
+    monkeypatch.setattr(em, "bernoulli_exp_ratio", counted)
+    data = [0, 1, 2, 2, 2, 5, 6, 6, 9, 30, 31, 31, 40]
+    pmf = joint_pmf(data, 0, 44, qs, F(1), 1)
+    counts = sample(data, 45, qs, F(1), 1, 10_000, seed=core * 100 + wide)
+    assert chi2_pvalue(counts, pmf) > 1e-4
+    # pieces were proposed and tested (rejections need pieces of ≥ 2 ranks: 1-rank pieces are exact)
+    assert len(tests) >= 1 and (sum(tests) > 100 or core < 2 * max(q.denominator for q in qs))
+
+
 @pytest.mark.parametrize(("q", "m"), [(F(1, 2), 1), (F(1, 4), 1), (F(9, 10), 2), (F(0), 1), (F(1), 1)])
 def test_single_quantile_matches_exact_pmf(q: F, m: int) -> None:
     pmf = em_pmf(D, 0, 7, q, F(1), m)

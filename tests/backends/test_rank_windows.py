@@ -1,0 +1,114 @@
+"""Partial sorted codes on the Polars backend: rank windows, exact positions, and exact releases."""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+import dpframe.session
+from dpframe.backends.polars import PolarsBackend
+from dpframe.backends.rank_windows import OPEN_HIGH, OPEN_LOW, window_bounds, window_positions
+from dpframe.mechanism import Statistic
+from dpframe.testing.backends import ROW, request
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_window_positions_are_the_true_ranks(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    groups = [np.sort(rng.integers(0, 30, rng.integers(0, 80))) for _ in range(4)]
+    lo = np.sort(rng.integers(-2, 32, (4, 3)), axis=1)
+    hi = np.maximum(np.sort(rng.integers(-2, 32, (4, 3)), axis=1), lo)
+    hi = np.maximum.accumulate(hi, axis=1)
+    listed, below, offsets, truth = [], [], [0], []
+    for g, values in enumerate(groups):
+        inside = np.zeros(values.size, dtype=bool)
+        for j in range(3):
+            inside |= (values >= lo[g, j]) & (values <= hi[g, j])
+        listed.append(values[inside])
+        truth.append(np.flatnonzero(inside))
+        below.append([(values < lo[g, j]).sum() for j in range(3)])
+        offsets.append(offsets[-1] + int(inside.sum()))
+    got = window_positions(np.concatenate(listed), np.array(offsets), np.array(below), lo)
+    assert got.tolist() == np.concatenate(truth).tolist()
+
+
+def test_window_bounds_are_monotone_and_open_past_the_sample() -> None:
+    sample = np.arange(0, 100)
+    lo, hi = window_bounds(sample, np.array([0, 100, 100]), [F(1, 100), F(1, 2), F(99, 100)], reach=0)
+    assert (lo[0, :-1] <= lo[0, 1:]).all() and (hi[0, :-1] <= hi[0, 1:]).all()
+    assert lo[0, 0] == OPEN_LOW and hi[0, 2] == OPEN_HIGH        # q·m ± 5σ passes the ends
+    assert lo[1].tolist() == [OPEN_LOW] * 3 and hi[1].tolist() == [OPEN_HIGH] * 3   # an empty sample: open
+
+
+def table(n: int, seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(100, 30, n).round(2)
+    x[rng.random(n) < 0.01] = np.nan
+    return pl.DataFrame({"x": x, "d": rng.integers(0, 1000, n), "g": rng.choice(["a", "b", "c"], n)})
+
+
+def releases(df: pl.DataFrame, backend: str, grouped: bool) -> list[Any]:
+    sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=17, backend=backend)
+    frame = sess.table("t").group_by("g", keys=["a", "b", "c", "zz"]) if grouped else sess.table("t")
+    out = frame.agg(dp.median("x", bounds=(0, 200)).alias("m"),
+                    dp.quantile("d", [0.1, 0.5, 0.9], bounds=(0, 1000)).alias("d")).collect(dp.PureDP(2))
+    return out.rows()
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_windows_release_exactly_what_whole_lists_release(grouped: bool) -> None:
+    """Same seed, Polars (windows) and DuckDB (whole lists): the same random draws give the same outputs."""
+    df = table(80_000, 1)
+    assert releases(df, "polars", grouped) == releases(df, "duckdb", grouped)
+
+
+def test_a_misleading_sample_completes_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every 16th row (the sample) is spread over [0, 200], the rest sits in [20, 21]: the sample's
+    windows miss the true median, and the codes complete from the data."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(20, 21, 64_000).round(3)
+    x[::16] = rng.uniform(0, 200, x[::16].size).round(3)
+    df = pl.DataFrame({"x": x, "d": rng.integers(0, 1000, x.size), "g": rng.choice(["a", "b", "c"], x.size)})
+    calls: list[int] = []
+    real = dpframe.session._whole_codes
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+    monkeypatch.setattr(dpframe.session, "_whole_codes", counted)
+    assert releases(df, "polars", False) == releases(df, "duckdb", False)
+    assert calls          # the window missed, and the completion ran
+
+
+def test_small_groups_get_whole_lists() -> None:
+    """Windows that would hold most codes are not worth it: the backend returns whole sorted lists."""
+    df = table(2_000, 3)
+    backend = PolarsBackend()
+    backend.register("t", df.lazy())
+    stat = Statistic("sorted", "d", F(0), F(1000), F(0), near=(F(1, 2),), reach=500)
+    out = backend.statistics(request((stat,), ROW, ("g",)))
+    assert out.schema[stat.key] == pl.List(pl.Int64)
+    want = df.group_by("g").agg(pl.col("d").sort()).sort("g")["d"].to_list()
+    assert out[stat.key].to_list() == want
+
+
+def test_user_level_bounding_is_materialised_once() -> None:
+    """With contribution bounding the bounded rows are computed once; the windows still sit at true ranks."""
+    rng = np.random.default_rng(4)
+    n = 60_000
+    df = pl.DataFrame({"u": rng.integers(0, 5_000, n), "x": rng.normal(0, 1, n), "g": rng.choice(["a", "b"], n)})
+    backend = PolarsBackend()
+    backend.register("t", df.lazy())
+    unit = dp.PrivacyUnit("u", max_rows=3)
+    whole = Statistic("sorted", "x", F(-5), F(5), F(-5), grid_exp=-8)
+    near = Statistic("sorted", "x", F(-5), F(5), F(-5), grid_exp=-8, near=(F(1, 2),), reach=30)
+    part = backend.statistics(request((near,), unit, ("g",), seed=9))
+    full = backend.statistics(request((whole,), unit, ("g",), seed=9))
+    for row, lists in zip(part[near.key].to_list(), full[whole.key].to_list()):
+        assert row["n"] == len(lists) and row["positions"]
+        assert [lists[p] for p in row["positions"]] == row["codes"]
