@@ -237,25 +237,26 @@ class PolarsBackend:
                   [statistic_expr(s, request.unit.column, schema, wide)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
-        lists = [pl.col(s.key).list.sort() for s in request.statistics if s.kind in LIST_KINDS]
+        lists = [pl.col(s.key).list.sort() for s in request.statistics if s.kind in LIST_KINDS and s not in near]
         if not by:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
-            return finish(single.with_columns(lists).collect(), near)
+            return finish(single.with_columns(lists).collect(), windows)
         out = frame.group_by(by).agg(exprs + extra)
+        if windows is not None and near:   # and per statistic an aggregation of the few rows inside its windows
+            main, *inside = pl.collect_all([out, *[frame.filter(windows.inside(s)).group_by(by).agg(windows.listed(s))
+                                                   for s in near]], engine="streaming")
+            for part in inside:
+                main = main.join(part, on=by, how="left", nulls_equal=True)
+            out = main.lazy()
         empty = pl.lit([], dtype=pl.List(pl.Int64))
-        if windows is not None and near:   # the codes inside the windows: a second aggregation, of few rows
-            for s in near:
-                out = out.join(frame.filter(windows.inside(s)).group_by(by).agg(windows.listed(s)), on=by,
-                               how="left", nulls_equal=True)
-            out = out.with_columns([pl.col(s.key).fill_null(empty) for s in near])
-        out = out.with_columns(lists)
+        out = out.with_columns(lists).with_columns([pl.col(s.key).fill_null(empty) for s in near])
         if request.keys is not None:
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
                                   for s in request.statistics])
                    .with_columns(fill_missing_groups(near)))
-        return finish(out.sort(by, nulls_last=False).collect(engine="streaming" if windows else "auto"), near)
+        return finish(out.sort(by, nulls_last=False).collect(), windows)
 
 
 def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:

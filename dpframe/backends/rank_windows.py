@@ -37,7 +37,9 @@ from dpframe.mechanism.sorted_codes import search_ranges
 Int64s = npt.NDArray[np.int64]
 
 SAMPLE_STRIDE = 16
-"""Every 16th row is sampled (speed only: a larger stride samples less but needs wider windows)."""
+"""Every 16th row is sampled per group (speed only: a larger stride samples less but needs wider windows)."""
+SINGLE_STRIDE = 64
+"""Without grouping, every 64th row: one large group's windows stay narrow with a sparser sample."""
 SAMPLE_SIGMAS = 5.0
 """Windows extend 5 standard deviations of the sample quantile beyond the reach (speed only)."""
 OPEN_LOW, OPEN_HIGH = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -78,9 +80,42 @@ def window_bounds(sample: Int64s, offsets: Int64s, near: Sequence[Fraction | flo
     lo = np.where(i_lo >= 0, sample[np.minimum(first + np.maximum(i_lo, 0), top)] if sample.size else 0, OPEN_LOW)
     hi = np.where(i_hi < sizes[:, None], sample[np.minimum(first + np.maximum(i_hi, 0), top)] if sample.size else 0,
                   OPEN_HIGH)
-    lo = np.minimum.accumulate(lo[:, ::-1], axis=1)[:, ::-1]     # widening only: never loses a rank
-    hi = np.maximum.accumulate(hi, axis=1)
-    return lo.astype(np.int64), hi.astype(np.int64)
+    return monotone_ends(lo, hi)
+
+
+def monotone_ends(lo: Int64s, hi: Int64s) -> tuple[Int64s, Int64s]:
+    """Widen windows so both ends are non-decreasing along the targets (never loses a rank).
+
+    Example:
+        >>> [a.tolist() for a in monotone_ends(np.array([[5, 3]]), np.array([[9, 8]]))]
+        [[[3, 3]], [[9, 9]]]
+
+    """
+    lo = np.minimum.accumulate(np.asarray(lo, dtype=np.int64)[:, ::-1], axis=1)[:, ::-1]
+    hi = np.maximum.accumulate(np.asarray(hi, dtype=np.int64), axis=1)
+    return lo, hi
+
+
+def window_share(sizes: npt.NDArray[np.int64], near: Sequence[Fraction | float], reach: int,
+                 stride: int = SAMPLE_STRIDE) -> float:
+    """The share of the sampled codes that fall inside a window (from the sample sizes alone).
+
+    Example:
+        >>> round(window_share(np.array([1000, 10]), [0.5], reach=0), 3)     # 500 ± 82 of 1000; all 10
+        0.173
+
+    """
+    i_lo, i_hi = window_ranks(sizes, near, reach, stride)
+    top = sizes[:, None] - 1
+    start, end = np.clip(i_lo, 0, np.maximum(top, 0)), np.clip(i_hi, -1, top) + 1      # [start, end)
+    covered = np.zeros(sizes.size, dtype=np.int64)
+    reached = np.zeros(sizes.size, dtype=np.int64)
+    for j in range(start.shape[1]):        # windows start in order: count each new stretch once
+        begin = np.maximum(start[:, j], reached)
+        covered += np.maximum(end[:, j] - begin, 0)
+        reached = np.maximum(reached, end[:, j])
+    total = int(sizes.sum())
+    return float(covered.sum() / total) if total else 1.0
 
 
 def partition_sample(sample: Int64s, near: Sequence[Fraction | float], reach: int,

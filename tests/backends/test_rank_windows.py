@@ -60,11 +60,26 @@ def releases(df: pl.DataFrame, backend: str, grouped: bool) -> list[Any]:
     return out.rows()
 
 
+def completions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sessions' completions of partial codes."""
+    calls: list[int] = []
+    real = dpframe.session._whole_codes
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+    monkeypatch.setattr(dpframe.session, "_whole_codes", counted)
+    return calls
+
+
 @pytest.mark.parametrize("grouped", [False, True])
-def test_windows_release_exactly_what_whole_lists_release(grouped: bool) -> None:
-    """Same seed, Polars (windows) and DuckDB (whole lists): the same random draws give the same outputs."""
+def test_windows_release_exactly_what_whole_lists_release(grouped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same seed, Polars (windows) and DuckDB (whole lists): the same random draws give the same outputs,
+    and on ordinary data the windows held every rank the draws read (no completion)."""
     df = table(80_000, 1)
+    calls = completions(monkeypatch)
     assert releases(df, "polars", grouped) == releases(df, "duckdb", grouped)
+    assert calls == []
 
 
 def test_a_misleading_sample_completes_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,13 +89,7 @@ def test_a_misleading_sample_completes_and_stays_exact(monkeypatch: pytest.Monke
     x = rng.uniform(20, 21, 64_000).round(3)
     x[::16] = rng.uniform(0, 200, x[::16].size).round(3)
     df = pl.DataFrame({"x": x, "d": rng.integers(0, 1000, x.size), "g": rng.choice(["a", "b", "c"], x.size)})
-    calls: list[int] = []
-    real = dpframe.session._whole_codes
-
-    def counted(*args: Any) -> Any:
-        calls.append(1)
-        return real(*args)
-    monkeypatch.setattr(dpframe.session, "_whole_codes", counted)
+    calls = completions(monkeypatch)
     assert releases(df, "polars", False) == releases(df, "duckdb", False)
     assert calls          # the window missed, and the completion ran
 
