@@ -1,25 +1,29 @@
 """Partial ``sorted`` statistics on Polars: each group's codes near some ranks (see ``Statistic.near``).
 
-The ``sorted`` statistic's codes are computed once per row (:func:`code_values`; with contribution
-bounding or a row plan, the bounded rows are materialised first so they are computed once). Then
+The ``sorted`` statistic's codes are computed per row (:func:`code_values`; with contribution bounding
+or a row plan, the bounded rows are materialised first so bounding runs once). Then
 :class:`RankWindows` follows :mod:`dpframe.backends.rank_windows`:
 
-1. every 16th row's codes (64th without grouping) give, per group and target q, window ends
-   ``lo ≤ hi`` (joined back per group; literals without grouping);
-2. the main aggregation counts each group's codes and, per window, ``#{x < lo}``; a second aggregation
-   over the few rows inside a window lists their codes, sorted;
-3. :func:`finish` turns those into the struct ``{n, positions, codes}`` the mechanisms read through
-   :class:`~dpframe.mechanism.SortedCodes`.
+1. every 8th row's codes (64th without grouping) give, per group and target q, window ends
+   ``lo ≤ hi``; each target's window is then *shared* by all groups: ``[min lo, max hi]`` over the
+   groups. Shared windows are literals, so no per-row join is needed;
+2. the main aggregation counts each group's codes and ``#{x < lo}`` per window; a second aggregation
+   over the rows inside a window lists their codes. A group the sample missed (a small one) gets
+   its whole list instead, from one more pass over just those groups;
+3. :func:`finish` sorts the listed codes and turns them into the struct ``{n, positions, codes}`` the
+   mechanisms read through :class:`~dpframe.mechanism.SortedCodes`.
 
 When the windows would hold more than half of the sampled codes (small groups, many targets, a small
-ε) the listing saves nothing: the plan then returns every group's whole sorted list instead (same
-statistic, same key). Either way the answer is exact; only the time differs.
+ε, groups with very different values) the listing saves nothing: the plan then returns every group's
+whole sorted list instead (same statistic, same key). Either way the answer is exact; only the time
+differs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +39,6 @@ from dpframe.backends.rank_windows import (
     partition_sample,
     window_bounds,
     window_positions,
-    window_share,
 )
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
@@ -68,12 +71,16 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
     """
     assert stat.lower is not None and stat.upper is not None
     if dtype.is_float():
-        value = col.cast(pl.Float64).fill_nan(None).clip(float(stat.lower), float(stat.upper))
+        # When every clamped code fits in int64 (public: from the bounds), NaN is the only value a
+        # non-strict cast turns into null — about 1.5× faster than replacing NaN by null first.
+        widest = max(abs(stat.lower - stat.shift), abs(stat.upper - stat.shift)) * Fraction(2) ** (-stat.grid_exp)
+        value = col.cast(pl.Float64)
+        value = (value if widest < 2**62 else value.fill_nan(None)).clip(float(stat.lower), float(stat.upper))
         if stat.shift:
             value = value - float(stat.shift)
         if stat.grid_exp:
             value = value * 2.0 ** (-stat.grid_exp)
-        return value.cast(pl.Int64)
+        return value.cast(pl.Int64, strict=widest >= 2**62)
     temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
     ints = (col.cast(pl.Int64) if temporal else col).cast(pl.Int128)
     codes = ints.clip(int(stat.lower), int(stat.upper)) - int(stat.shift)
@@ -85,17 +92,19 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
 
 @dataclass
 class RankWindows:
-    """The rows (with codes, window ends and flags) and, per partial ``sorted`` statistic, its expressions.
+    """The rows (with codes) and, per partial ``sorted`` statistic, its shared windows and expressions.
 
     ``near`` lists the statistics answered partially; empty when the windows were not worth it, in which
-    case ``frame`` holds the codes and :meth:`aggregates` lists whole groups.
+    case ``frame`` holds the codes and :meth:`aggregates` lists whole groups. ``ends[i]`` holds
+    statistic i's windows ``(lo, hi)`` per target; ``sampled`` the groups the sample saw.
     """
 
     frame: pl.LazyFrame
     stats: list[Statistic]
     near: list[Statistic]
     by: list[str] = field(default_factory=list)
-    ends: pl.DataFrame = field(default_factory=pl.DataFrame)   # per sampled group: the window ends
+    ends: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    sampled: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @classmethod
     def plan(cls, frame: pl.LazyFrame, schema: pl.Schema, request: StatisticsRequest,
@@ -110,75 +119,95 @@ class RankWindows:
         base = frame.select(*dict.fromkeys(by + unit + read), *codes)
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
-            base = base.collect().lazy()        # bounding or a row plan: run it once, read the rows three times
+            base = base.collect().lazy()        # bounding or a row plan: run it once, read the rows twice more
             sample = base.gather_every(stride)
         else:                                   # a stored table: codes of the sampled rows only
             sample = frame.gather_every(stride).select(*by, *codes)
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
         sampled = (sample.group_by(by).agg([e.sort() for e in lists]) if by else
                    sample.select([e.implode() for e in lists])).collect()
-        ends: dict[str, np.ndarray] = {}
+        ends: dict[int, list[tuple[int, int]]] = {}
         for i, s in enumerate(stats):
             values, offsets = flat_lists(sampled[_CODE.format(i)])
             if not by:  # one group: its order statistics by a partition, not a sort
                 values = partition_sample(values, s.near, s.reach, stride)
-            sizes = np.diff(offsets)
-            if window_share(sizes, s.near, s.reach, stride) > WORTH:
-                return cls(base, stats, [])     # most codes would be listed anyway: whole lists
             lo, hi = window_bounds(values, offsets, s.near, s.reach, stride)
-            for j in range(len(s.near)):
-                ends[_LO.format(i, j)], ends[_HI.format(i, j)] = lo[:, j], hi[:, j]
-        columns = [pl.Series(k, v, dtype=pl.Int64) for k, v in ends.items()]
-        bounds = sampled.select(by).with_columns(columns) if by else pl.DataFrame(columns)
-        if not by:
-            windowed = base.with_columns([pl.lit(int(v[0]), dtype=pl.Int64).alias(k) for k, v in ends.items()])
-        else:
-            windowed = (base.join(bounds.lazy(), on=by, how="left", nulls_equal=True, maintain_order="none")
-                        .with_columns([pl.col(k).fill_null(OPEN_LOW if k.startswith("__dpframe_lo") else OPEN_HIGH)
-                                       for k in ends]))
-        flags = []
-        for i, s in enumerate(stats):
-            c, targets = pl.col(_CODE.format(i)), range(len(s.near))
-            flags += [(c < pl.col(_LO.format(i, j))).alias(_BELOW.format(i, j)) for j in targets]
-            flags.append(pl.any_horizontal([c.is_between(pl.col(_LO.format(i, j)), pl.col(_HI.format(i, j)))
-                                            for j in targets]).alias(_IN.format(i)))
-        return cls(windowed.with_columns(flags), stats, stats, by, bounds)
+            ends[i] = [(int(lo[:, j].min()), int(hi[:, j].max())) if lo.size else (OPEN_LOW, OPEN_HIGH)
+                       for j in range(len(s.near))]
+            if not values.size or _share(values, ends[i]) > WORTH:
+                return cls(base, stats, [])     # most codes would be listed anyway: whole lists
+        return cls(base, stats, stats, by, ends, sampled.select(by))
 
     def aggregates(self, stat: Statistic) -> list[pl.Expr]:
-        """The main aggregation's expressions for ``stat``: the whole list, or the per-window numbers."""
-        i, k, targets = self.stats.index(stat), stat.key, range(len(stat.near))
+        """The main aggregation's expressions for ``stat``: the whole list, or the count and #{x < lo}."""
+        i, k = self.stats.index(stat), stat.key
         code = pl.col(_CODE.format(i))
         if stat not in self.near:
             return [code.drop_nulls().alias(k)]
         return [code.count().cast(pl.Int64).alias(f"{k}#n"),
-                *[pl.col(_BELOW.format(i, j)).sum().cast(pl.Int64).alias(f"{k}#below{j}") for j in targets]]
+                *[(code < lo).sum().cast(pl.Int64).alias(f"{k}#below{j}") for j, (lo, _) in enumerate(self.ends[i])]]
 
     def inside(self, stat: Statistic) -> pl.Expr:
         """Rows whose code lies in one of ``stat``'s windows."""
-        return pl.col(_IN.format(self.stats.index(stat)))
+        code = pl.col(_CODE.format(self.stats.index(stat)))
+        return pl.any_horizontal([code.is_between(lo, hi) for lo, hi in self.ends[self.stats.index(stat)]])
 
     def listed(self, stat: Statistic) -> pl.Expr:
         """The codes inside ``stat``'s windows (unsorted), named by its key."""
         return pl.col(_CODE.format(self.stats.index(stat))).filter(self.inside(stat)).alias(stat.key)
 
+    def unsampled(self, groups: pl.DataFrame) -> pl.DataFrame:
+        """The groups (grouping columns of ``groups``) the sample did not see."""
+        return groups.select(self.by).join(self.sampled, on=self.by, how="anti", nulls_equal=True)
+
+    def whole(self, stat: Statistic, groups: pl.DataFrame) -> pl.LazyFrame:
+        """Every code of the groups ``groups`` (a whole list each): for groups the sample missed."""
+        code = pl.col(_CODE.format(self.stats.index(stat)))
+        return (self.frame.join(groups.lazy(), on=self.by, how="semi", nulls_equal=True)
+                .group_by(self.by).agg(code.drop_nulls().alias(stat.key)))
+
     def lower_ends(self, stat: Statistic, groups: pl.DataFrame) -> npt.NDArray[np.int64]:
         """Each window's lower end for the groups (rows of ``groups``' grouping columns), shape (groups, targets).
 
-        A group the sample missed had open windows.
+        A group the sample missed has one open window: its whole list.
         """
-        i, targets = self.stats.index(stat), range(len(stat.near))
-        names = [_LO.format(i, j) for j in targets]
-        ends = (groups.select(self.by).join(self.ends.select(*self.by, *names), on=self.by, how="left",
-                                            nulls_equal=True, maintain_order="left") if self.by
-                else self.ends.select(names))
-        out: npt.NDArray[np.int64] = ends.select(pl.col(names).fill_null(OPEN_LOW)).to_numpy().astype(np.int64)
+        lows = np.array([lo for lo, _ in self.ends[self.stats.index(stat)]], dtype=np.int64)
+        out = np.tile(lows, (groups.height, 1))
+        if self.by:
+            seen = groups.select(self.by).join(self.sampled.with_columns(pl.lit(True).alias("__dpframe_seen")),
+                                               on=self.by, how="left", nulls_equal=True, maintain_order="left")
+            out[~seen["__dpframe_seen"].fill_null(False).to_numpy()] = OPEN_LOW
         return out
+
+
+def _share(values: npt.NDArray[np.int64], ends: list[tuple[int, int]]) -> float:
+    """The share of the sampled codes inside one of the windows."""
+    hit = np.zeros(values.size, dtype=bool)
+    for lo, hi in ends:
+        hit |= (values >= lo) & (values <= hi)
+    return float(hit.mean())
 
 
 def fill_missing_groups(near: Sequence[Statistic]) -> list[pl.Expr]:
     """Public keys without rows: no codes, so zero counts."""
     return [pl.col(f"{s.key}#{a}").fill_null(0) for s in near
             for a in ["n", *(f"below{j}" for j in range(len(s.near)))]]
+
+
+def aligned(result: pl.DataFrame, part: pl.DataFrame, by: list[str], key: str) -> pl.Series:
+    """``part[key]`` (one value per group of ``part``) in the row order of ``result``; ``[]`` or 0 where missing.
+
+    Example:
+        >>> result = pl.DataFrame({"g": ["a", "b", "c"]})
+        >>> part = pl.DataFrame({"g": ["c", "a"], "k": [[3], [1, 2]]})
+        >>> aligned(result, part, ["g"], "k").to_list()
+        [[1, 2], [], [3]]
+
+    """
+    index = (result.select(by).join(part.select(by).with_row_index("__dpframe_row"), on=by, how="left",
+                                    nulls_equal=True, maintain_order="left")["__dpframe_row"])
+    missing = pl.lit([], dtype=pl.List(pl.Int64)) if isinstance(part.schema[key], pl.List) else 0
+    return part[key].gather(index).fill_null(missing).alias(key)
 
 
 def finish(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame:
@@ -194,11 +223,14 @@ def finish(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame:
         codes, offsets = flat_lists(out[k])
         codes = sort_groups(codes, offsets) if offsets.size <= _LOOP_GROUPS else \
             flat_lists(out[k].list.sort())[0]
+        lo = windows.lower_ends(s, out)
         below = np.column_stack([out[f"{k}#below{j}"].to_numpy() for j in targets]).astype(np.int64)
-        ranks = window_positions(codes, offsets, below, windows.lower_ends(s, out))
+        below[lo == OPEN_LOW] = 0              # whole lists (groups the sample missed) start at rank 0
+        ranks = window_positions(codes, offsets, below, lo)
         lists = [pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(v))) for v in (ranks, codes)]
         struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": lists[0], "codes": lists[1]}).to_struct(k)
-        out = out.drop([f"{k}#below{j}" for j in targets] + [f"{k}#n"]).with_columns(struct)
+        helpers = [c for c in out.columns if c.startswith(f"{k}#")]
+        out = out.drop(helpers).with_columns(struct)
     return out
 
 

@@ -83,8 +83,8 @@ def test_windows_release_exactly_what_whole_lists_release(grouped: bool, monkeyp
 
 
 def test_a_misleading_sample_completes_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every 16th row (the sample) is spread over [0, 200], the rest sits in [20, 21]: the sample's
-    windows miss the true median, and the codes complete from the data."""
+    """Every 16th row (so every sampled one) is spread over [0, 200], the rest sits in [20, 21]: the
+    windows from the sample miss the true median, and the codes complete from the data."""
     rng = np.random.default_rng(2)
     x = rng.uniform(20, 21, 64_000).round(3)
     x[::16] = rng.uniform(0, 200, x[::16].size).round(3)
