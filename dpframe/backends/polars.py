@@ -35,7 +35,7 @@ from __future__ import annotations
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
-from dpframe.backends.polars_windows import RankWindows, aligned, fill_missing_groups, finish, sorted_codes
+from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sorted_codes
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
 
@@ -241,29 +241,27 @@ class PolarsBackend:
         if not by:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
-            return finish(single.with_columns(lists).collect(), windows)
+            return finish(single.with_columns(lists).collect(), windows, {})
         out = frame.group_by(by).agg(exprs + extra)
         inside: list[pl.DataFrame] = []
-        if windows is not None and near:   # and per statistic an aggregation of the few rows inside its windows
-            main, *inside = pl.collect_all([out, *[frame.filter(windows.inside(s)).group_by(by).agg(windows.listed(s))
+        if windows is not None and near:   # and per statistic the (few) rows inside its windows, ungrouped
+            main, *inside = pl.collect_all([out, *[frame.filter(windows.inside(s)).select(*by, windows.listed(s))
                                                    for s in near]], engine="streaming")
             missed = windows.unsampled(main)
-            if missed.height:              # small groups the sample missed: their whole lists instead
+            if missed.height:              # small groups the sample missed: all their rows instead
                 whole = pl.collect_all([windows.whole(s, missed) for s in near])
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
-        empty = pl.lit([], dtype=pl.List(pl.Int64))
         out = out.with_columns(lists)
         if request.keys is not None:
+            empty = pl.lit([], dtype=pl.List(pl.Int64))
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
                                   for s in request.statistics if s not in near])
                    .with_columns(fill_missing_groups(near)))
         result = out.sort(by, nulls_last=False).collect()
-        # the listed codes join the (small) result last, by row index: list columns are costly to move
-        return finish(result.with_columns([aligned(result, part, by, s.key) for s, part in zip(near, inside)]),
-                      windows)
+        return finish(result, windows, dict(zip([s.key for s in near], inside)))
 
 
 def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:

@@ -47,8 +47,6 @@ WORTH = 0.5
 """Windows are used only if they hold at most half of the sampled codes (speed only; an empty sample
 counts as all listed)."""
 
-_LOOP_GROUPS = 20_000
-"""Up to this many groups, window codes are sorted group by group in numpy; beyond, by ``list.sort``."""
 _CODE = "__dpframe_code{}"
 _LO, _HI = "__dpframe_lo{}_{}", "__dpframe_hi{}_{}"
 _BELOW, _IN = "__dpframe_below{}_{}", "__dpframe_in{}"
@@ -161,10 +159,10 @@ class RankWindows:
         return groups.select(self.by).join(self.sampled, on=self.by, how="anti", nulls_equal=True)
 
     def whole(self, stat: Statistic, groups: pl.DataFrame) -> pl.LazyFrame:
-        """Every code of the groups ``groups`` (a whole list each): for groups the sample missed."""
+        """Every code of the groups ``groups`` (grouping columns and code per row): groups the sample missed."""
         code = pl.col(_CODE.format(self.stats.index(stat)))
         return (self.frame.join(groups.lazy(), on=self.by, how="semi", nulls_equal=True)
-                .group_by(self.by).agg(code.drop_nulls().alias(stat.key)))
+                .select(*self.by, code.alias(stat.key)).drop_nulls(stat.key))
 
     def lower_ends(self, stat: Statistic, groups: pl.DataFrame) -> npt.NDArray[np.int64]:
         """Each window's lower end for the groups (rows of ``groups``' grouping columns), shape (groups, targets).
@@ -194,56 +192,57 @@ def fill_missing_groups(near: Sequence[Statistic]) -> list[pl.Expr]:
             for a in ["n", *(f"below{j}" for j in range(len(s.near)))]]
 
 
-def aligned(result: pl.DataFrame, part: pl.DataFrame, by: list[str], key: str) -> pl.Series:
-    """``part[key]`` (one value per group of ``part``) in the row order of ``result``; ``[]`` or 0 where missing.
+def grouped_codes(result: pl.DataFrame, rows: pl.DataFrame, by: list[str], key: str
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The listed codes ``rows`` (grouping columns and ``key``) per group of ``result``, sorted: (codes, offsets).
+
+    Groups come in ``result``'s row order. Each row finds its group's index in ``result`` (a join with
+    the small result), then one sort by (group, code) — of a single combined integer when group index
+    and code fit in 63 bits, else a lexsort.
 
     Example:
         >>> result = pl.DataFrame({"g": ["a", "b", "c"]})
-        >>> part = pl.DataFrame({"g": ["c", "a"], "k": [[3], [1, 2]]})
-        >>> aligned(result, part, ["g"], "k").to_list()
-        [[1, 2], [], [3]]
+        >>> rows = pl.DataFrame({"g": ["c", "a", "c", "a", "a"], "k": [5, 3, 4, 1, 2]})
+        >>> [a.tolist() for a in grouped_codes(result, rows, ["g"], "k")]
+        [[1, 2, 3, 4, 5], [0, 3, 3, 5]]
 
     """
-    index = (result.select(by).join(part.select(by).with_row_index("__dpframe_row"), on=by, how="left",
-                                    nulls_equal=True, maintain_order="left")["__dpframe_row"])
-    missing = pl.lit([], dtype=pl.List(pl.Int64)) if isinstance(part.schema[key], pl.List) else 0
-    return part[key].gather(index).fill_null(missing).alias(key)
+    groups = result.select(by).with_row_index("__dpframe_group")
+    index = rows.select(*by, key).rechunk().join(groups, on=by, how="inner", nulls_equal=True)
+    group = index["__dpframe_group"].to_numpy().astype(np.int64)
+    codes = index[key].to_numpy().astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=result.height))]).astype(np.int64)
+    if not codes.size:
+        return codes, offsets
+    low, span = int(codes.min()), int(codes.max()) - int(codes.min())
+    if span.bit_length() + result.height.bit_length() <= 62:
+        combined = (group << span.bit_length()) | (codes - low)
+        combined.sort()
+        return (combined & ((1 << span.bit_length()) - 1)) + low, offsets
+    return codes[np.lexsort((codes, group))], offsets
 
 
-def finish(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame:
+def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """Each partial ``sorted`` as the struct ``{n, positions, codes}`` (see :class:`Statistic`).
 
-    The listed codes are sorted here, group by group with numpy (far faster than ``list.sort`` on many
-    mid-sized lists).
+    ``rows`` holds, when grouped, each statistic's listed codes one per row (see :func:`grouped_codes`);
+    without grouping they are the statistic's (single) list in ``out``. Codes are sorted here, in numpy.
     """
     if windows is None:
         return out
     for s in windows.near:
         k, targets = s.key, range(len(s.near))
-        codes, offsets = flat_lists(out[k])
-        codes = sort_groups(codes, offsets) if offsets.size <= _LOOP_GROUPS else \
-            flat_lists(out[k].list.sort())[0]
+        if windows.by:
+            codes, offsets = grouped_codes(out, rows[k], windows.by, k)
+        else:
+            codes, offsets = flat_lists(out[k])
+            codes = np.sort(codes)
         lo = windows.lower_ends(s, out)
         below = np.column_stack([out[f"{k}#below{j}"].to_numpy() for j in targets]).astype(np.int64)
         below[lo == OPEN_LOW] = 0              # whole lists (groups the sample missed) start at rank 0
         ranks = window_positions(codes, offsets, below, lo)
         lists = [pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(v))) for v in (ranks, codes)]
         struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": lists[0], "codes": lists[1]}).to_struct(k)
-        helpers = [c for c in out.columns if c.startswith(f"{k}#")]
+        helpers = [c for c in out.columns if c.startswith(f"{k}#") or c == k]
         out = out.drop(helpers).with_columns(struct)
-    return out
-
-
-def sort_groups(values: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """``values`` with each group ``values[offsets[g]:offsets[g + 1]]`` sorted (a copy).
-
-    Example:
-        >>> sort_groups(np.array([3, 1, 2, 9, 7]), np.array([0, 3, 5])).tolist()
-        [1, 2, 3, 7, 9]
-
-    """
-    out = values.copy()
-    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-        if b - a > 1:
-            out[a:b].sort()
     return out
