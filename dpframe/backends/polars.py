@@ -35,7 +35,7 @@ from __future__ import annotations
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
-from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sorted_codes
+from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sort_each, sorted_codes
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
 
@@ -237,11 +237,11 @@ class PolarsBackend:
                   [statistic_expr(s, request.unit.column, schema, wide)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
-        lists = [pl.col(s.key).list.sort() for s in request.statistics if s.kind in LIST_KINDS and s not in near]
+        lists = [s.key for s in request.statistics if s.kind in LIST_KINDS and s not in near]
         if not by:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
-            return finish(single.with_columns(lists).collect(), windows, {})
+            return finish(_sorted_lists(single.collect(), lists), windows, {})
         out = frame.group_by(by).agg(exprs + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) rows inside its windows, ungrouped
@@ -253,15 +253,19 @@ class PolarsBackend:
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
-        out = out.with_columns(lists)
         if request.keys is not None:
             empty = pl.lit([], dtype=pl.List(pl.Int64))
             out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
                                   for s in request.statistics if s not in near])
                    .with_columns(fill_missing_groups(near)))
-        result = out.sort(by, nulls_last=False).collect()
+        result = _sorted_lists(out.sort(by, nulls_last=False).collect(), lists)
         return finish(result, windows, dict(zip([s.key for s in near], inside)))
+
+
+def _sorted_lists(out: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``out`` with the lists of the columns ``keys`` sorted (aggregated unsorted: sorting after is faster)."""
+    return out.with_columns([sort_each(out[k]) for k in keys]) if keys else out
 
 
 def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:

@@ -39,6 +39,7 @@ from dpframe.backends.rank_windows import (
     partition_sample,
     window_bounds,
     window_positions,
+    window_share,
 )
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
@@ -56,7 +57,7 @@ def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
     """The codes of the ``sorted`` statistic: of the non-null, non-NaN values, *unsorted*.
 
     :meth:`PolarsBackend.statistics` aggregates them into one list per group and sorts each list
-    afterwards (``list.sort``: several times faster than sorting inside the aggregation).
+    afterwards (:func:`sort_each`: several times faster than sorting inside the aggregation).
     """
     return code_values(col, dtype, stat).drop_nulls()
 
@@ -122,12 +123,16 @@ class RankWindows:
         else:                                   # a stored table: codes of the sampled rows only
             sample = frame.gather_every(stride).select(*by, *codes)
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
-        sampled = (sample.group_by(by).agg([e.sort() for e in lists]) if by else
-                   sample.select([e.implode() for e in lists])).collect()
+        sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
         ends: dict[int, list[tuple[int, int]]] = {}
         for i, s in enumerate(stats):
-            values, offsets = flat_lists(sampled[_CODE.format(i)])
-            if not by:  # one group: its order statistics by a partition, not a sort
+            column = sampled[_CODE.format(i)]
+            if by:      # if even each group's own windows would hold most codes, stop before sorting
+                if window_share(column.list.len().to_numpy().astype(np.int64), s.near, s.reach, stride) > WORTH:
+                    return cls(base, stats, [])
+                values, offsets = flat_lists(sort_each(column))
+            else:       # one group: its order statistics by a partition, not a sort
+                values, offsets = flat_lists(column)
                 values = partition_sample(values, s.near, s.reach, stride)
             lo, hi = window_bounds(values, offsets, s.near, s.reach, stride)
             ends[i] = [(int(lo[:, j].min()), int(hi[:, j].max())) if lo.size else (OPEN_LOW, OPEN_HIGH)
@@ -246,3 +251,35 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.Da
         helpers = [c for c in out.columns if c.startswith(f"{k}#") or c == k]
         out = out.drop(helpers).with_columns(struct)
     return out
+
+
+def sort_each(column: pl.Series) -> pl.Series:
+    """A List[Int64] column with every list sorted (in numpy: several times faster than ``list.sort``).
+
+    Up to 10,000 lists, each is sorted in place in turn; beyond, one sort of (list index, value) packed
+    into a single integer when that fits in 63 bits, else a lexsort.
+
+    Example:
+        >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]])).to_list()
+        [[1, 2, 3], [], [7, 9]]
+
+    """
+    values, offsets = flat_lists(column)
+    values = values.copy()
+    if offsets.size <= 10_001:
+        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            if b - a > 1:
+                values[a:b].sort()
+    elif values.size:
+        group = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+        low, span = int(values.min()), int(values.max()) - int(values.min())
+        bits = span.bit_length()
+        if bits + (offsets.size - 1).bit_length() <= 62:
+            packed = (group << bits) | (values - low)
+            packed.sort()
+            values = (packed & ((1 << bits) - 1)) + low
+        else:
+            values = values[np.lexsort((values, group))]
+    listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values)))
+    assert isinstance(listed, pl.Series)
+    return listed.alias(column.name)

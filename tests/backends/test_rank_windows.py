@@ -12,6 +12,7 @@ import pytest
 import dpframe as dp
 import dpframe.session
 from dpframe.backends.polars import PolarsBackend
+from dpframe.backends.polars_windows import sort_each
 from dpframe.backends.rank_windows import OPEN_HIGH, OPEN_LOW, window_bounds, window_positions
 from dpframe.mechanism import Statistic
 from dpframe.testing.backends import ROW, request
@@ -121,3 +122,12 @@ def test_user_level_bounding_is_materialised_once() -> None:
     for row, lists in zip(part[near.key].to_list(), full[whole.key].to_list()):
         assert row["n"] == len(lists) and row["positions"]
         assert [lists[p] for p in row["positions"]] == row["codes"]
+
+
+@pytest.mark.parametrize(("groups", "span"), [(5, 100), (12_000, 100), (12_000, 2**62)])
+def test_sort_each_sorts_every_list(groups: int, span: int) -> None:
+    """Few lists: sorted one by one; many: one packed sort, or a lexsort when the values are too wide."""
+    rng = np.random.default_rng(groups)
+    lists = [rng.integers(-span // 2, span // 2, rng.integers(0, 6)).tolist() for _ in range(groups)]
+    got = sort_each(pl.Series("k", lists, dtype=pl.List(pl.Int64)))
+    assert got.name == "k" and got.to_list() == [sorted(v) for v in lists]
