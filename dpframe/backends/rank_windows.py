@@ -54,7 +54,7 @@ def window_ranks(sizes: npt.NDArray[np.int64], near: Sequence[Fraction | float],
     (groups, targets).
 
     Example:
-        >>> window_ranks(np.array([100]), [0.5], reach=20)    # 50 ± (5·√25 + 20/16 + 2)
+        >>> window_ranks(np.array([100]), [0.5], reach=20, stride=16)    # 50 ± (5·√25 + 20/16 + 2)
         (array([[21]]), array([[79]]))
 
     """

@@ -223,7 +223,7 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     gap_in = run_high <= c_max[run_owner]
     # candidates per segment, in domain order:
     #   [left envelope, left pieces (outermost first)…, gap0?, (value, gap?)…, right pieces…, right envelope]
-    pieces = max(1, -(-(wide - narrow) // (_piece_ranks(s, b) * b)) + 1)
+    pieces = _pieces(s, b, wide - narrow, (c_min, c_max), (outer_min, outer_max), n)
     gap0 = c_min == 0
     first_run = np.searchsorted(run_owner, np.arange(nseg))
     nruns = np.bincount(run_owner, minlength=nseg)
@@ -276,6 +276,21 @@ def _rank_range(reach: npt.NDArray[np.int64], an: npt.NDArray[np.int64], b: int,
                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The ranks C with a·n − b·C ≤ reach and b·C − a·n ≤ reach, clipped to [0, n]."""
     return np.maximum(-((reach - an) // b), 0), np.minimum((an + reach) // b, n)
+
+
+def _pieces(s: Fraction, b: int, span: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+            outer: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], n: npt.NDArray[np.int64]) -> int:
+    """Pieces per side: enough to reach the window's edge in every segment (≥ 1; speed only).
+
+    Fewer would still be exact (the outer envelope's bound holds from wherever the pieces stop); small
+    segments, whose core already spans the window, get one (empty) piece a side instead of dozens.
+    """
+    step = _piece_ranks(s, b)
+    (c_min, c_max), (outer_min, outer_max) = core, outer
+    left = c_min - 1 - np.maximum(outer_min - 1, 0)
+    right = np.minimum(outer_max, n - 1) - c_max
+    needed = int(np.maximum(left, right).max(initial=0))
+    return max(1, min(-(-needed // step), -(-span // (step * b)) + 1))
 
 
 def _piece_ranks(s: Fraction, b: int) -> int:
