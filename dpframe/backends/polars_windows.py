@@ -67,6 +67,13 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
 
     Floats in float64 (clamp, shift, scale, truncate toward zero); integers, dates and datetimes exactly
     (clamped in Int128 so unsigned 64-bit values clamp correctly, then divided by 2**grid_exp toward zero).
+
+    Example:
+        >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(10), grid_exp=-1)
+        >>> x = pl.Series([1.3, float("nan"), 99.0])
+        >>> pl.select(code_values(pl.lit(x), pl.Float64(), stat)).to_series().to_list()
+        [2, None, 20]
+
     """
     assert stat.lower is not None and stat.upper is not None
     if dtype.is_float():

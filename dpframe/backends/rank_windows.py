@@ -72,6 +72,12 @@ def window_bounds(sample: Int64s, offsets: Int64s, near: Sequence[Fraction | flo
     statistics at the :func:`window_ranks` indices, as after ``np.partition``). Ends are non-decreasing
     along the targets (so each listed code has a last window starting at or below it); a window reaching
     past the sample's ends is open there (:data:`OPEN_LOW` / :data:`OPEN_HIGH`).
+
+    Example:
+        >>> lo, hi = window_bounds(np.arange(100) * 10, np.array([0, 100]), [0.5], reach=20, stride=16)
+        >>> lo.tolist(), hi.tolist()      # the sample's values at indices 21 and 79
+        ([[210]], [[790]])
+
     """
     sizes = np.diff(offsets)
     i_lo, i_hi = window_ranks(sizes, near, reach, stride)
@@ -123,6 +129,12 @@ def partition_sample(sample: Int64s, near: Sequence[Fraction | float], reach: in
     """One group's unsorted sample with its window-end order statistics in place (``np.partition``).
 
     Faster than sorting a large sample; :func:`window_bounds` reads only those indices.
+
+    Example:
+        >>> part = partition_sample(np.arange(100)[::-1].copy(), [0.5], reach=20, stride=16)
+        >>> int(part[21]), int(part[79])
+        (21, 79)
+
     """
     i_lo, i_hi = window_ranks(np.array([sample.size]), near, reach, stride)
     kth = np.unique(np.concatenate([i_lo.ravel(), i_hi.ravel()]))

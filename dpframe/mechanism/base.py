@@ -140,7 +140,14 @@ def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | 
 
 
 def partial_codes(column: pl.Series, complete: Callable[[], Sequence[Any]] | None) -> SortedCodes:
-    """A struct column ``{n, positions, codes}`` (one row per group) as :class:`SortedCodes`."""
+    """A struct column ``{n, positions, codes}`` (one row per group) as :class:`SortedCodes`.
+
+    Example:
+        >>> col = pl.Series([{"n": 4, "positions": [1, 2], "codes": [5, 6]}])
+        >>> partial_codes(col, lambda: [np.array([1, 5, 6, 9])]).at(np.array([2])).tolist()
+        [6]
+
+    """
     sizes = column.struct.field("n").to_numpy().astype(np.int64)
     ranks, offsets = flat_lists(column.struct.field("positions"))
     codes, _ = flat_lists(column.struct.field("codes"))
@@ -150,7 +157,13 @@ def partial_codes(column: pl.Series, complete: Callable[[], Sequence[Any]] | Non
 
 
 def flat_lists(column: pl.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """A List[Int64] column's values and offsets (no copy where Arrow allows)."""
+    """A List[Int64] column's values and offsets (no copy where Arrow allows).
+
+    Example:
+        >>> [a.tolist() for a in flat_lists(pl.Series([[1, 2], [], [3]]))]
+        [[1, 2, 3], [0, 2, 2, 3]]
+
+    """
     arrow = column.rechunk().to_arrow()
     offsets = np.asarray(arrow.offsets, dtype=np.int64)
     values = np.asarray(arrow.values, dtype=np.int64)[offsets[0]:offsets[-1]]
