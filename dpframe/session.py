@@ -417,16 +417,16 @@ class Session:
         backend = backend or self._backend
         request = self._request(node.input, node.by, node.keys, plan.statistics())
         stats = backend.statistics(request)
-        keep = None
-        if plan.selection is not None:
-            inputs = {k: statistic_values(stats[k]) for k in stats.columns if k.startswith("__")}
-            keep = pl.Series(np.asarray(plan.selection.release(inputs, self.rng)["__keep"], dtype=bool))
-            stats = stats.filter(keep)
+        keep: pl.Series | None = None
 
         def values(stat: Statistic) -> Any:
             if not stat.near:
                 return statistic_values(stats[stat.key])
             return statistic_values(stats[stat.key], lambda: _whole_codes(backend, request, stat, keep))
+        if plan.selection is not None:     # partition selection reads its own statistics, before any filter
+            inputs = {s.key: values(s) for s in plan.selection.statistics}
+            keep = pl.Series(np.asarray(plan.selection.release(inputs, self.rng)["__keep"], dtype=bool))
+            stats = stats.filter(keep)
         columns: dict[str, Any] = {c: stats[c] for c in node.by}
         for p in plan.plans:
             released = p.release({s.key: values(s) for s in p.statistics}, self.rng)

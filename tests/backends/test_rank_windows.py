@@ -83,6 +83,21 @@ def test_windows_release_exactly_what_whole_lists_release(grouped: bool, monkeyp
     assert calls == []
 
 
+def test_private_keys_with_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partition selection reads only its own statistic; the kept groups' windows release as whole lists do."""
+    rng = np.random.default_rng(5)
+    n = 90_000
+    df = pl.DataFrame({"u": np.arange(n), "x": rng.normal(0, 1, n), "g": rng.choice(["a", "b", "c"], n)})
+
+    def run(backend: str) -> list[Any]:
+        sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, 1e-6), seed=3,
+                          backend=backend)
+        return sess.table("t").group_by("g").agg(dp.median("x", bounds=(-5, 5))).collect(dp.ApproxDP(1, 1e-7)).rows()
+    calls = completions(monkeypatch)
+    assert run("polars") == run("duckdb")
+    assert calls == []
+
+
 def test_a_misleading_sample_completes_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every 16th row (so every sampled one) is spread over [0, 200], the rest sits in [20, 21]: the
     windows from the sample miss the true median, and the codes complete from the data."""
