@@ -3,10 +3,11 @@
 A backend receives a :class:`StatisticsRequest`: the private table, the row-level plan nodes, the
 privacy unit, the grouping and the exact statistics the mechanisms need. It returns one small
 ``pl.DataFrame`` with one row per group (sorted by the key columns, nulls first) and one integer column
-per :attr:`Statistic.key`. It must bound contributions inside the query (a uniformly random subset of
-each unit's distinct group keys, then of its rows — each row counts, copies of a row included) and must
-never add noise: noise is drawn by mechanisms in Python. A ``fixed_sum`` saturates at
-±:data:`~dpframe.mechanism.SUM_LIMIT` (see :func:`int64_sums_are_exact`).
+per :attr:`Statistic.key` (a list for ``sorted``; for ``sorted`` with ``near``, a list or a partial struct
+``{n, positions, codes}``, see :class:`~dpframe.mechanism.Statistic`). It must bound contributions inside
+the query (a uniformly random subset of each unit's distinct group keys, then of its rows — each row
+counts, copies of a row included) and must never add noise: noise is drawn by mechanisms in Python. A
+``fixed_sum`` saturates at ±:data:`~dpframe.mechanism.SUM_LIMIT` (see :func:`int64_sums_are_exact`).
 
 ``contribution_bounding=False`` asks for no ``max_groups`` / ``max_rows`` bounding (rows with a null unit
 are still dropped). Only callers whose sensitivity does not depend on the bounds may ask for it: top-k's
