@@ -66,12 +66,14 @@ class ExponentialNoise:
     domain: OrderedDomain
     k: int
     epsilon_level: Fraction
+    reach: int = 0
 
     def describe(self) -> str:
         levels = depth(self.k)
         how = "exponential mechanism" if self.k == 1 else f"joint recursive split, {levels} levels"
+        near = f"; reads ranks within ±{self.reach} of each target" if self.reach else ""
         return (f"{how} over {self.domain.describe()}, ε₀ = {float(self.epsilon_level):.4g} per level "
-                f"(exact sampling)")
+                f"(exact sampling{near})")
 
 
 def domain_of(measure: Measure, schema: pl.Schema) -> OrderedDomain:
@@ -176,7 +178,7 @@ class QuantileMechanism:
             # only ranks near each q·n are read: the backend may list just those (exact either way)
             stat = replace(dom.statistic, near=qs, reach=listing_reach(dom.size, qs, eps0, m_rows))
             plan.inputs[name] = statistics.setdefault(stat.key, stat)
-            plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0)
+            plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0, stat.reach)
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
             plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
                                    + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
