@@ -123,10 +123,8 @@ class QuantilePlan(MechanismPlan):
                                     self.levels[name], self.max_rows, rng)
             codes = codes[:, list(self.order[name])]
             flat = dom.decode_series(codes.reshape(-1), name)
-            if self.as_list[name]:
-                k = codes.shape[1]
-                out[name] = pl.Series(name, [flat[i * k:(i + 1) * k].to_list() for i in range(codes.shape[0])],
-                                      dtype=pl.List(flat.dtype))
+            if self.as_list[name]:     # one list of k values per group (a reshape: no loop over groups)
+                out[name] = flat.reshape((codes.shape[0], codes.shape[1])).cast(pl.List(flat.dtype)).alias(name)
             else:
                 out[name] = flat
         return out
