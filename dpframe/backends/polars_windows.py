@@ -224,14 +224,7 @@ def grouped_codes(result: pl.DataFrame, rows: pl.DataFrame, by: list[str], key: 
     group = index["__dpframe_group"].to_numpy().astype(np.int64)
     codes = index[key].to_numpy().astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=result.height))]).astype(np.int64)
-    if not codes.size:
-        return codes, offsets
-    low, span = int(codes.min()), int(codes.max()) - int(codes.min())
-    if span.bit_length() + result.height.bit_length() <= 62:
-        combined = (group << span.bit_length()) | (codes - low)
-        combined.sort()
-        return (combined & ((1 << span.bit_length()) - 1)) + low, offsets
-    return codes[np.lexsort((codes, group))], offsets
+    return _sort_by_group(codes, group, result.height), offsets
 
 
 def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -277,16 +270,25 @@ def sort_each(column: pl.Series) -> pl.Series:
         for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
             if b - a > 1:
                 values[a:b].sort()
-    elif values.size:
+    else:
         group = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
-        low, span = int(values.min()), int(values.max()) - int(values.min())
-        bits = span.bit_length()
-        if bits + (offsets.size - 1).bit_length() <= 62:
-            packed = (group << bits) | (values - low)
-            packed.sort()
-            values = (packed & ((1 << bits) - 1)) + low
-        else:
-            values = values[np.lexsort((values, group))]
+        values = _sort_by_group(values, group, offsets.size - 1)
     listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values)))
     assert isinstance(listed, pl.Series)
     return listed.alias(column.name)
+
+
+def _sort_by_group(values: npt.NDArray[np.int64], group: npt.NDArray[np.int64], groups: int
+                   ) -> npt.NDArray[np.int64]:
+    """``values`` ordered by (group, value), as one packed-integer sort when both fit in 63 bits, else a lexsort."""
+    if not values.size:
+        return values
+    low = int(values.min())
+    bits = (int(values.max()) - low).bit_length()
+    if bits + groups.bit_length() <= 62:
+        packed = (group << bits) | (values - low)
+        packed.sort()
+        out: npt.NDArray[np.int64] = (packed & ((1 << bits) - 1)) + low
+        return out
+    ordered: npt.NDArray[np.int64] = values[np.lexsort((values, group))]
+    return ordered
