@@ -123,16 +123,16 @@ class Session:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise DPFrameError(f"expected a non-negative int, got {seed!r}", argument="seed",
                                fix="pass an int ≥ 0 (tests only), or None for private randomness")
-        self.privacy_unit = privacy_unit
-        self.plugins: PluginHost = plugin_host()
-        self.accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
+        self._privacy_unit = privacy_unit
+        self._plugins: PluginHost = plugin_host()
+        self._accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
         self._backend = self.plugins.backend(backend)
         if spark is not None:
             if not hasattr(self._backend, "use_spark"):
                 raise DPFrameError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
                                    fix="pass backend='spark', or leave spark= out")
             self._backend.use_spark(spark)
-        self.rng: RandomSource = default_source(seed)
+        self._rng: RandomSource = default_source(seed)
         self._schemas: dict[str, pl.Schema] = {}
         self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
         self._backends: dict[str, Any] = {str(self._backend.name): self._backend}
@@ -175,6 +175,28 @@ class Session:
     def __repr__(self) -> str:
         return (f"<dp.Session tables={list(self._schemas)} {self.privacy_unit!r} budget={self.accountant.total!r} "
                 f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
+
+    # Read-only: reassigning any of these would drop contribution bounding, swap the enforcing accountant or
+    # make the noise replayable (the guarantee's inputs are fixed when the session is created).
+    @property
+    def privacy_unit(self) -> PrivacyUnit:
+        """Whose privacy is protected (fixed for the session's life)."""
+        return self._privacy_unit
+
+    @property
+    def accountant(self) -> Accountant:
+        """The accountant that enforces the total budget."""
+        return self._accountant
+
+    @property
+    def rng(self) -> RandomSource:
+        """The random source every mechanism draws from (the OS CSPRNG unless ``seed=`` was given)."""
+        return self._rng
+
+    @property
+    def plugins(self) -> PluginHost:
+        """The plugin host the session's mechanisms, accountant and backends came from."""
+        return self._plugins
 
     @property
     def backend_name(self) -> str:
@@ -378,11 +400,19 @@ class Session:
         return result
 
     def _guarded(self, charge: int, run: Callable[[], T]) -> T:
-        """Call ``run()`` for the reservation ``charge``; on failure mark it failed (it stays spent)."""
+        """Call ``run()`` for the reservation ``charge``; on any failure mark it failed (it stays spent).
+
+        Any failure: pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``,
+        not ``Exception``. ``KeyboardInterrupt`` and ``SystemExit`` are re-raised as they are, after the
+        charge is marked failed; everything else becomes a :class:`DPFrameError` naming only its type.
+        """
         failure = None
         try:
             result = run()
-        except Exception as e:
+        except (KeyboardInterrupt, SystemExit):
+            self._ledger.fail(charge, "interrupted")
+            raise
+        except BaseException as e:   # noqa: BLE001 — PanicException too
             failure = type(e).__name__
         if failure is not None:
             # Raised outside the except block so the engine's exception (whose message may quote

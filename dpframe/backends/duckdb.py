@@ -60,6 +60,7 @@ from dpframe.errors import SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
+from dpframe.plan.values import instance as _instance
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
 from dpframe.sql.sandbox import connect, literal, lock, quote
 
@@ -72,6 +73,41 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     """The first paragraph of an engine's error message, on one line (Polars puts newlines in quotes)."""
     text = " ".join(str(error).strip().split("\n\n")[0].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _duckdb_type(dtype: pl.DataType) -> pl.DataType:
+    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail reading it.
+
+    DuckDB keeps times in microseconds: a millisecond datetime or duration beyond its range raises a
+    conversion error *when a row is read* (which rows reach the engine is private), and Arrow cannot carry
+    Polars' 128-bit integers at all. They become microseconds and ``DECIMAL(38, 0)``; a value that does
+    not fit becomes null (non-strict cast), as the Polars backend's statistics would not read it either.
+
+    Example:
+        >>> _duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), _duckdb_type(pl.Int128()), _duckdb_type(pl.Int8())
+        (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int8)
+
+    """
+    if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":
+        return pl.Datetime("us", dtype.time_zone)
+    if isinstance(dtype, pl.Duration) and dtype.time_unit == "ms":
+        return pl.Duration("us")
+    if dtype in (pl.Int128, pl.UInt128):
+        return pl.Decimal(38, 0)
+    if isinstance(dtype, pl.List):
+        return pl.List(_duckdb_type(_instance(dtype.inner)))
+    if isinstance(dtype, pl.Array):
+        return pl.Array(_duckdb_type(_instance(dtype.inner)), dtype.size)
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct({f.name: _duckdb_type(_instance(f.dtype)) for f in dtype.fields})
+    return dtype
+
+
+def _for_duckdb(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """``frame`` with every column in its :func:`_duckdb_type` (unchanged when all already are)."""
+    schema = frame.collect_schema()
+    casts = [pl.col(name).cast(_duckdb_type(t), strict=False) for name, t in schema.items() if _duckdb_type(t) != t]
+    return frame.with_columns(casts) if casts else frame
 
 
 def _double(value: Any) -> str:
@@ -243,7 +279,7 @@ class DuckDBBackend:
                     self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), file_row_number "
                                       f"AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
                 else:
-                    self._con.register(internal, frame.collect().with_row_index(ROW).to_arrow())
+                    self._con.register(internal, _for_duckdb(frame).collect().with_row_index(ROW).to_arrow())
             except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
                 # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
                 raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {_first_line(e)}",
@@ -256,7 +292,8 @@ class DuckDBBackend:
             self._frames[name] = frame
 
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
-        if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet":
+        if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
+                or any(_duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
             return None
         path = str(Path(source).resolve())
         try:
@@ -280,7 +317,7 @@ class DuckDBBackend:
             frame = self._frames[request.table]
             for position, node in enumerate(nodes[:split]):
                 frame = apply_node(node, frame, request.seed, position)
-            source = q.frame(frame.with_row_index(ROW).collect().to_arrow())
+            source = q.frame(_for_duckdb(frame).with_row_index(ROW).collect().to_arrow())
         else:
             source = self._views[request.table]
         cur = q.add(f"SELECT * FROM {source}")

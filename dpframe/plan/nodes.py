@@ -23,7 +23,7 @@ import polars as pl
 
 from dpframe.errors import PlanError, SchemaError
 from dpframe.measures import Measure
-from dpframe.plan.rowlevel import check_row_level
+from dpframe.plan.totality import output_schema, total_expression
 
 _PROBE_ROWS = 3
 
@@ -35,19 +35,16 @@ def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
     null, or that does not give one output row per input row (``select`` of literals only, a function
     that shortens its input), is refused now rather than failing or misbehaving on the private data.
     """
-    try:
-        schema = node.apply(pl.LazyFrame(schema=input_schema)).collect().schema
-    except pl.exceptions.ColumnNotFoundError as e:
-        raise SchemaError(f"unknown column: {str(e).splitlines()[0]}", argument=argument,
-                          fix=f"use one of the columns {list(input_schema.names())}") from e
-    except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
-        raise SchemaError(f"invalid expression: {str(e).splitlines()[0]}", argument=argument,
-                          fix="check the column types with Frame.schema") from e
+    schema = output_schema(node.apply, input_schema, argument)
     try:
         probe = node.apply(pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS).lazy()).collect()
-    except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
-        raise PlanError(f"fails on null values ({str(e).splitlines()[0]}), so it could fail on the private data",
-                        argument=argument, fix="handle nulls, e.g. with fill_null(...) or pl.when(...)") from e
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:   # noqa: BLE001 — a Polars panic (pyo3's PanicException) too
+        lines = str(e).strip().splitlines()
+        raise PlanError(f"fails on null values ({type(e).__name__}: {lines[0] if lines else ''}), so it could fail "
+                        "on the private data",
+                        argument=argument, fix="handle nulls, e.g. with fill_null(...) or pl.when(...)") from None
     if not isinstance(node, Filter) and probe.height != _PROBE_ROWS:
         raise PlanError(f"gives {probe.height} rows for {_PROBE_ROWS} input rows: every expression must give one "
                         "value per row", argument=argument,
@@ -121,7 +118,7 @@ class Filter(RowNode):
     @classmethod
     def of(cls, input: Node, predicate: pl.Expr) -> Filter:
         """Validate and build."""
-        check_row_level(predicate, "predicate", input.schema)
+        predicate = total_expression(predicate, "predicate", input.schema)
         node = cls(input, input.schema, predicate)
         schema = _derive(input.schema, node, "predicate")
         if schema != input.schema:
@@ -147,8 +144,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
     for e in flat:
         if isinstance(e, str):
             e = pl.col(e)
-        check_row_level(e, argument, schema)
-        out.append(e)
+        out.append(total_expression(e, argument, schema))
     for name, e in named.items():
         if not isinstance(e, pl.Expr):
             try:
@@ -156,8 +152,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
             except (TypeError, ValueError) as err:
                 raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
                                 argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
-        check_row_level(e, name, schema)
-        out.append(e.alias(name))
+        out.append(total_expression(e.alias(name), name, schema))
     return tuple(out)
 
 

@@ -67,7 +67,7 @@ class _Refusal:
 # Expression nodes that are row-level by themselves (their sub-expressions are checked separately).
 _LEAVES = {"Column", "Columns", "Nth", "Selector", "Field"}
 _OPERATORS = {"Eq", "EqValidity", "NotEq", "NotEqValidity", "Lt", "LtEq", "Gt", "GtEq", "Plus", "Minus",
-              "Multiply", "Divide", "RustDivide", "TrueDivide", "FloorDivide", "TruncDivide", "Modulus", "And",
+              "Multiply", "RustDivide", "TrueDivide", "FloorDivide", "TruncDivide", "Modulus", "And",
               "Or", "Xor", "LogicalAnd", "LogicalOr"}
 _RENAMES = {"Prefix", "Suffix", "ToLowercase", "ToUppercase"}
 
@@ -79,15 +79,15 @@ _STRING = {"ConcatHorizontal", "Contains", "CountMatches", "EndsWith", "Extract"
            "Strptime", "Split", "SplitRegex", "Titlecase", "Uppercase", "ZFill", "ContainsAny", "ReplaceMany",
            "EscapeRegex", "Normalize", "Format", "ExtractMany", "FindMany"}
 _TEMPORAL = {"Millennium", "Century", "Year", "IsLeapYear", "IsoYear", "Quarter", "Month", "DaysInMonth", "Week",
-             "WeekDay", "Day", "OrdinalDay", "Time", "Date", "Datetime", "Duration", "Hour", "Minute", "Second",
+             "WeekDay", "Day", "OrdinalDay", "Time", "Date", "Duration", "Hour", "Minute", "Second",
              "Millisecond", "Microsecond", "Nanosecond", "TotalDays", "TotalHours", "TotalMinutes", "TotalSeconds",
              "TotalMilliseconds", "TotalMicroseconds", "TotalNanoseconds", "ToString", "CastTimeUnit",
-             "WithTimeUnit", "ConvertTimeZone", "TimeStamp", "Truncate", "OffsetBy", "MonthStart", "MonthEnd",
+             "ConvertTimeZone", "TimeStamp", "Truncate", "OffsetBy", "MonthStart", "MonthEnd",
              "BaseUtcOffset", "DSTOffset", "Round", "Replace", "ReplaceTimeZone", "Combine", "DatetimeFunction"}
 _FUNCTIONS: dict[str, set[str] | None] = {
-    "Abs": None, "Negate": None, "Log": None, "Log1p": None, "Exp": None, "Sign": None, "Cbrt": None,
+    "Abs": None, "Negate": None, "Log": None, "Log1p": None, "Exp": None, "Sign": None,
     "Clip": None, "Round": None, "RoundSF": None, "Floor": None, "Ceil": None, "Atan2": None,
-    "FillNull": None, "FillNan": None, "Coalesce": None, "Hash": None, "AsStruct": None, "Replace": None,
+    "FillNull": None, "Coalesce": None, "Hash": None, "AsStruct": None, "Replace": None,
     "MaxHorizontal": None, "MinHorizontal": None, "SumHorizontal": None, "MeanHorizontal": None,
     "ToPhysical": None, "Reinterpret": None,
     "Pow": {"Generic", "Sqrt", "Cbrt"},
@@ -97,15 +97,14 @@ _FUNCTIONS: dict[str, set[str] | None] = {
                 "IsClose", "AllHorizontal", "AnyHorizontal", "Not"},
     "StringExpr": _STRING,
     "TemporalExpr": _TEMPORAL,
-    "StructExpr": {"FieldByName", "FieldByIndex", "RenameFields", "PrefixFields", "SuffixFields", "JsonEncode",
-                   "SelectFields", "DropFields"},
+    "StructExpr": {"FieldByName", "RenameFields", "PrefixFields", "SuffixFields", "JsonEncode", "SelectFields"},
 }
 # Functions whose inputs after the first may be any row-level expression. For every other function
 # those inputs are parameters (a regex, a length, a duration, a replacement map ...): they must be
 # literals, because a bad value from a column would make the query fail, or (replace, is_in) because
 # Polars reads the whole column as the parameter.
 _COLUMN_PARAMETERS = {
-    "Log", "Clip", "Atan2", "FillNull", "FillNan", "Coalesce", "AsStruct", "Hash", "MaxHorizontal",
+    "Log", "Clip", "Atan2", "FillNull", "Coalesce", "AsStruct", "Hash", "MaxHorizontal",
     "MinHorizontal", "SumHorizontal", "MeanHorizontal", "Boolean:IsBetween", "Boolean:IsClose",
     "Boolean:AllHorizontal", "Boolean:AnyHorizontal", "StringExpr:ConcatHorizontal", "StringExpr:Format",
     "StringExpr:StartsWith", "StringExpr:EndsWith", "StringExpr:Contains", "StringExpr:StripChars",
@@ -321,6 +320,22 @@ class _Checker:
             base = self.dtypes(first)
             return types[0].is_float() or bool(base and len(base) == 1 and base[0].is_float())
         return False
+
+
+def allowed_operations() -> frozenset[str]:
+    """Every operation label the allowlist accepts (the adversarial fuzzer must cover each one).
+
+    Labels: ``"Abs"``, ``"StringExpr:ToInteger"``, ``"operator Plus"``, ``"Cast"``, ``"Ternary"`` ...
+
+    Example:
+        >>> ops = allowed_operations()
+        >>> "TemporalExpr:MonthStart" in ops, "operator Plus" in ops, "Agg:Sum" in ops
+        (True, True, False)
+
+    """
+    functions = {f"{name}:{sub}" if subs else name for name, subs in _FUNCTIONS.items() for sub in (subs or [None])}
+    return frozenset({*functions, *(f"operator {op}" for op in _OPERATORS), *(f"name.{r}" for r in _RENAMES),
+                      "Cast", "Ternary"})
 
 
 def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None) -> None:

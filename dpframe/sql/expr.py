@@ -34,7 +34,7 @@ import polars as pl
 
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.nodes import Node
-from dpframe.plan.rowlevel import check_row_level
+from dpframe.plan.totality import total_expression
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
 from dpframe.sql.sandbox import Json, function_types, quote, render_expression, shared
@@ -173,8 +173,7 @@ def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
             got = pl.LazyFrame(schema=input_schema).select(pe.alias(name)).collect_schema()[name]
             if got != want[name]:
                 raise Untranslatable(f"{name!r} has type {want[name]} in DuckDB but {got} in Polars")
-            check_row_level(pe, name)
-            out.append(pe.alias(name))
+            out.append(total_expression(pe.alias(name), name, input_schema))
     except Untranslatable as e:
         return None, str(e)
     except (PlanError, pl.exceptions.PolarsError, TypeError, ValueError) as e:

@@ -189,9 +189,9 @@ def pin_mechanisms(session: Any, *mechanisms: Any) -> Any:
                               fix="give it name, handles, notions, validate(), parts() and plan()")
     base = session.plugins
     if isinstance(base, _PinnedHost):
-        session.plugins = _PinnedHost(base, [*mechanisms, *base.pinned])
+        session._plugins = _PinnedHost(base, [*mechanisms, *base.pinned])
     else:
-        session.plugins = _PinnedHost(base, list(mechanisms))
+        session._plugins = _PinnedHost(base, list(mechanisms))
     return session
 
 

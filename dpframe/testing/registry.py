@@ -219,7 +219,8 @@ def unaudited_queries(specs: Iterable[AuditSpec] | None = None,
 NOT_QUERIES = frozenset({
     "Frame.filter", "Frame.with_columns", "Frame.select", "Frame.group_by", "Frame.schema", "Frame.columns",
     "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
-    "Session.remaining", "Session.history", "Session.close", "Session.backend_name",
+    "Session.remaining", "Session.history", "Session.close", "Session.backend_name", "Session.privacy_unit",
+    "Session.accountant", "Session.rng", "Session.plugins",
 })
 
 #: Query entry points outside the three classes (documented in ``docs/interactive.md`` / ``docs/topk.md``).

@@ -52,7 +52,7 @@ def _session_with(cost_of, budget: dp.Budget = dp.ApproxDP(10, 1e-3)) -> dp.Sess
             return [_Fake(cost_of)]
 
     host.pm.register(Plugin(), name="fake-plugin")
-    s.plugins = host
+    s._plugins = host
     return s
 
 

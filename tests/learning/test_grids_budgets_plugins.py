@@ -276,7 +276,7 @@ def test_a_plugin_adds_an_interior_point_method() -> None:
     host = _host_with(Midpoint())
     assert sorted(algorithms(host)) == ["binary_search", "exponential", "midpoint", "treelog"]
     sess = session(pl.DataFrame({"x": [40, 60] * 200}))
-    sess.plugins = host
+    sess._plugins = host
     q = sess.table("t").interior_point("x", bounds=(0, 100), method="midpoint")
     assert "midpoint       1 rows   ← chosen" in q.explain(dp.PureDP(1))
     assert q.collect(dp.PureDP(1)) == InteriorPoint("x", 50, "midpoint")
@@ -289,7 +289,7 @@ def test_a_plugin_adds_an_interior_point_method() -> None:
 @pytest.mark.parametrize("bad", [Exponential(), object()])
 def test_a_clashing_or_malformed_interior_point_plugin_is_refused(bad: object) -> None:
     sess = session(pl.DataFrame({"x": [1, 2]}))
-    sess.plugins = _host_with(bad)
+    sess._plugins = _host_with(bad)
     with pytest.raises(dp.PluginError) as info:
         sess.table("t").interior_point("x", bounds=(0, 10))
     assert info.value.argument == "dpframe_interior_points"
