@@ -5,12 +5,15 @@ package metadata under the ``dpframe`` entry-point group::
 
     [project.entry-points.dpframe]
     histogram = "dpframe_histogram"
+
+Every hook receives a ``register`` callback and calls it once per item; the host owns naming and
+collisions (:mod:`dpframe.plugin.registry`). The built-ins register through the same hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 
@@ -18,58 +21,73 @@ hookspec = pluggy.HookspecMarker("dpframe")
 hookimpl = pluggy.HookimplMarker("dpframe")
 
 
+class RegisterMechanism(Protocol):
+    """``register(mechanism, replaces=None)``: the name is ``mechanism.name``."""
+
+    def __call__(self, mechanism: Any, /, *, replaces: str | None = None) -> None: ...
+
+
+class RegisterFactory(Protocol):
+    """``register(factory, name=..., replaces=None)`` for accountants and backends."""
+
+    def __call__(self, factory: Callable[..., Any], /, *, name: str, replaces: str | None = None) -> None: ...
+
+
+class RegisterMethod(Protocol):
+    """``register(method, family=..., name=None, replaces=None)``: a sub-method of a query family."""
+
+    def __call__(self, method: Any, /, *, family: str, name: str | None = None,
+                 replaces: str | None = None) -> None: ...
+
+
 class DPFrameSpecs:
     """The extension points."""
 
     @hookspec
-    def dpframe_mechanisms(self) -> list[Any]:
-        """Return mechanism objects (see :class:`dpframe.mechanism.Mechanism`).
+    def dpframe_mechanisms(self, register: RegisterMechanism) -> None:
+        """Register mechanism objects (see :class:`dpframe.mechanism.Mechanism`).
 
         Example::
 
             @dpframe.hookimpl
-            def dpframe_mechanisms():
-                return [HistogramMechanism()]
+            def dpframe_mechanisms(register):
+                register(HistogramMechanism())
         """
-        raise NotImplementedError
 
     @hookspec
-    def dpframe_accountants(self) -> dict[str, Callable[..., Any]]:
-        """Return ``{name: factory}``; ``factory(total_budget)`` builds an accountant.
+    def dpframe_accountants(self, register: RegisterFactory) -> None:
+        """Register accountant factories: ``factory(total_budget)`` builds an accountant.
+
+        Accountants enforce the budget, so a name can never be registered twice (``replaces=`` is refused).
 
         Example::
 
             @dpframe.hookimpl
-            def dpframe_accountants():
-                return {"basic": BasicAccountant}
+            def dpframe_accountants(register):
+                register(HoldBackAccountant, name="basic_holdback")
         """
-        raise NotImplementedError
 
     @hookspec
-    def dpframe_backends(self) -> dict[str, Callable[[], Any]]:
-        """Return ``{name: factory}``; ``factory()`` builds an execution backend.
+    def dpframe_backends(self, register: RegisterFactory) -> None:
+        """Register execution-backend factories: ``factory()`` builds a backend.
 
         Example::
 
             @dpframe.hookimpl
-            def dpframe_backends():
-                return {"polars": PolarsBackend}
+            def dpframe_backends(register):
+                register(MyBackend, name="mine")
         """
-        raise NotImplementedError
 
     @hookspec
-    def dpframe_interior_points(self) -> list[Any]:
-        """Return interior-point algorithms for ``Frame.interior_point(method=...)`` (learning plugin).
+    def dpframe_methods(self, register: RegisterMethod) -> None:
+        """Register sub-methods of a query family, e.g. an interior-point algorithm (``family="interior_point"``).
 
-        Each object follows ``dpframe_learning.interior_point.InteriorPointAlgorithm``: ``name``,
-        ``approximate``, ``min_rows()``, ``cost()`` and ``run()``. A new name is offered next to the
-        built-ins (``method="auto"`` picks whichever needs the fewest rows); a name already taken is
-        refused. See ``docs/plugins.md``.
+        The family validates its own methods (the learning plugin checks ``InteriorPointAlgorithm``). See
+        ``docs/plugins.md``.
 
         Example::
 
             @dpframe.hookimpl
-            def dpframe_interior_points():
-                return [MyInteriorPoint()]
+            def dpframe_methods(register):
+                register(MyInteriorPoint(), family="interior_point")
         """
-        raise NotImplementedError

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -21,8 +22,10 @@ import pluggy
 from dpframe.errors import PluginError
 from dpframe.mechanism import Mechanism
 from dpframe.plugin import hookspecs
+from dpframe.plugin.registry import Registry
 
 BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
+TRACE_ENV = "DPFRAME_TRACE_PLUGINS"
 
 QUERY_ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "learning": ("Frame.interior_point", "Frame.learn_threshold", "Frame.learn_rectangle"),
@@ -44,8 +47,23 @@ class PluginInfo:
     provides: str
 
 
+@dataclass
+class _Registries:
+    """Everything the loaded plugins registered."""
+
+    mechanisms: Registry[Mechanism] = field(default_factory=lambda: Registry("mechanism", replaceable=True))
+    accountants: Registry[Callable[..., Any]] = field(
+        default_factory=lambda: Registry("accountant", replaceable=False))
+    backends: Registry[Callable[[], Any]] = field(default_factory=lambda: Registry("backend", replaceable=True))
+    methods: dict[str, Registry[Any]] = field(default_factory=dict)
+
+
 class PluginHost:
-    """Loads plugins once and answers the engine's questions about them."""
+    """Loads plugins once and answers the engine's questions about them.
+
+    After loading the entry points, ``pm.check_pending()`` refuses an implementation of a hook that does
+    not exist (a misspelled hook name). ``DPFRAME_TRACE_PLUGINS=1`` prints every hook call to stderr.
+    """
 
     def __init__(self, blocked: frozenset[str] = frozenset()) -> None:
         self.pm = pluggy.PluginManager("dpframe")
@@ -58,8 +76,21 @@ class PluginHost:
         if "core" not in blocked:
             self.pm.register(core, name="core")
         self.pm.load_setuptools_entrypoints("dpframe")
+        self._check()
         self.first_party = {"core"} | {ep.name for ep in md.entry_points(group="dpframe")
                                        if ep.dist is not None and ep.dist.name == "dpframe"}
+        if os.environ.get(TRACE_ENV, "") not in ("", "0"):
+            self.pm.trace.root.setwriter(lambda text: print(text, end="", file=sys.stderr))
+            self.pm.enable_tracing()
+        self._loaded: _Registries | None = None
+
+    def _check(self) -> None:
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            raise PluginError(f"plugin {self.pm.get_name(e.plugin)!r}: {e}", argument="hookimpl",
+                              fix="hooks are dpframe_mechanisms, dpframe_accountants, dpframe_backends and "
+                                  "dpframe_methods (see docs/plugins.md)") from None
 
     def register(self, plugin: object, name: str) -> None:
         """Register a plugin object in this process (e.g. a module with ``@dpframe.hookimpl`` functions)."""
@@ -67,6 +98,14 @@ class PluginHost:
             raise PluginError(f"plugin {name!r} is blocked by {BLOCK_ENV}", argument="name",
                               fix=f"remove it from {BLOCK_ENV}")
         self.pm.register(plugin, name=name)
+        try:
+            self._check()
+            self._loaded = None
+            self._registries()
+        except PluginError:
+            self.pm.unregister(plugin)
+            self._loaded = None
+            raise
 
     def unregister(self, name: str) -> None:
         """Remove a plugin registered under ``name``."""
@@ -74,26 +113,33 @@ class PluginHost:
         if plugin is None:
             raise PluginError(f"no plugin named {name!r}", argument="name", fix="see `dpframe plugins`")
         self.pm.unregister(plugin)
+        self._loaded = None
 
-    def _collect(self, hook: Callable[..., list[Any]]) -> list[tuple[str, Any]]:
-        out = []
-        for impl in hook.get_hookimpls():  # type: ignore[attr-defined]
-            result = impl.function()
-            name = self.pm.get_name(impl.plugin) or "?"
-            items = result.items() if isinstance(result, dict) else [(getattr(r, "name", "?"), r) for r in result]
-            out += [(name, item) for item in items]
-        return out
+    def _plugins(self) -> list[tuple[str, object]]:
+        """(name, plugin) in load order: built-ins first, so their names are taken before third parties'."""
+        loaded = [(n, p) for n, p in self.pm.list_name_plugin() if p is not None]
+        return sorted(loaded, key=lambda item: item[0] not in self.first_party)
+
+    def _registries(self) -> _Registries:
+        if self._loaded is None:
+            found = _Registries()
+            for name, plugin in self._plugins():
+                first = name in self.first_party
+                for caller in self.pm.get_hookcallers(plugin) or []:
+                    register = _registrar(caller.name, found, name, first)
+                    others = [p for n, p in self._plugins() if n != name]
+                    results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                    if any(r is not None for r in results):
+                        raise PluginError(f"plugin {name!r}: {caller.name} returned a value instead of calling "
+                                          "register(...)", argument=caller.name,
+                                          fix=f"write `def {caller.name}(register): register(...)` (see "
+                                              "docs/plugins.md)")
+            self._loaded = found
+        return self._loaded
 
     def mechanisms(self) -> list[tuple[str, Mechanism]]:
         """(plugin name, mechanism) pairs in registration order (built-ins first)."""
-        found = []
-        for plugin, (_, mech) in self._collect(self.pm.hook.dpframe_mechanisms):
-            if not isinstance(mech, Mechanism):
-                raise PluginError(f"plugin {plugin!r} returned {mech!r}, which is not a Mechanism",
-                                  argument="dpframe_mechanisms",
-                                  fix="give it name, handles, notions, validate(), parts() and plan()")
-            found.append((plugin, mech))
-        return found
+        return [(e.plugin, e.item) for e in self._registries().mechanisms]
 
     def mechanism_for(self, kind: str, notion: str, name: str | None = None) -> Mechanism:
         """The mechanism that handles measure ``kind`` under ``notion`` (or the one named ``name``).
@@ -101,20 +147,20 @@ class PluginHost:
         Built-in mechanisms come first; if only third-party plugins offer ``kind`` and more than one
         could run it, the choice is refused as ambiguous (name one with ``mechanism=``).
         """
-        found = [(p, m) for p, m in self.mechanisms() if kind in m.handles]
+        entries = [e for e in self._registries().mechanisms if kind in e.item.handles]
         if name is not None:
-            found = [(p, m) for p, m in found if m.name == name]
-        usable = [(p, m) for p, m in found if notion in m.notions]
-        builtin = [m for p, m in usable if p in self.first_party]
+            entries = [e for e in entries if e.name == name]
+        usable = [e for e in entries if notion in e.item.notions]
+        builtin = [e.item for e in usable if e.first_party]
         if builtin:
             return builtin[0]
         if len(usable) > 1:
-            raise PluginError(f"several plugins offer {kind!r}: {[f'{p}:{m.name}' for p, m in usable]}",
+            raise PluginError(f"several plugins offer {kind!r}: {[f'{e.plugin}:{e.name}' for e in usable]}",
                               argument="mechanism",
                               fix=f"choose one: dp.measure({kind!r}, ..., mechanism='<name>')")
         if usable:
-            return usable[0][1]
-        candidates = [m for _, m in found]
+            return usable[0].item
+        candidates = [e.item for e in entries]
         if candidates:
             raise PluginError(
                 f"no mechanism for {kind!r} works with {notion} budgets "
@@ -123,27 +169,29 @@ class PluginHost:
         blocked = f"; blocked by {BLOCK_ENV}: {sorted(self.blocked)}" if self.blocked else ""
         raise PluginError(f"no installed mechanism handles {kind!r}{blocked}", argument="measure",
                           fix="install the plugin that provides it (`dpframe plugins` lists what is installed;"
-                              " a source checkout needs `pip install -e .`)" +
+                              " for the example plugin of a source checkout: "
+                              "`pip install -e plugins/dpframe_histogram`)" +
                               (f", or unblock it in {BLOCK_ENV}" if self.blocked else ""))
-
-    def _named(self, hook: Callable[..., list[Any]], what: str, name: str) -> Any:
-        table = dict(item for _, item in self._collect(hook))
-        if name not in table:
-            raise PluginError(f"unknown {what} {name!r}", argument=what,
-                              fix=f"use one of {sorted(table)}")
-        return table[name]
 
     def accountant(self, name: str) -> Callable[..., Any]:
         """The accountant factory registered as ``name``."""
-        return self._named(self.pm.hook.dpframe_accountants, "accountant", name)  # type: ignore[no-any-return]
+        return self._registries().accountants.get(name)
 
     def backend(self, name: str) -> Any:
         """A new instance of the backend registered as ``name``."""
-        return self._named(self.pm.hook.dpframe_backends, "backend", name)()
+        return self._registries().backends.get(name)()
 
     def backend_names(self) -> list[str]:
         """Registered backend names."""
-        return sorted(dict(item for _, item in self._collect(self.pm.hook.dpframe_backends)))
+        return self._registries().backends.names()
+
+    def accountant_names(self) -> list[str]:
+        """Registered accountant names."""
+        return self._registries().accountants.names()
+
+    def methods(self, family: str) -> Registry[Any]:
+        """The sub-methods registered for query family ``family`` (empty when none)."""
+        return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
 
     def describe(self) -> list[PluginInfo]:
         """Name, version, source package and what each plugin provides."""
@@ -155,28 +203,55 @@ class PluginHost:
         rows = [PluginInfo(name, dists[name].version if name in dists else "?",
                            dists[name].metadata["Name"] if name in dists else "?", f"BLOCKED by {BLOCK_ENV}")
                 for name in sorted(self.blocked)]
+        found = self._registries()
         for name, plugin in self.pm.list_name_plugin():
             if plugin is None:  # a blocked name
                 continue
-            found = dists.get(name)
-            provides = []
-            mech = getattr(plugin, "dpframe_mechanisms", None)
-            if mech:
-                provides += [f"{m.name}: {', '.join(sorted(m.handles))} [{'/'.join(sorted(m.notions))}]"
-                             for m in mech()]
-            for hook, label in (("dpframe_accountants", "accountant"), ("dpframe_backends", "backend")):
-                fn = getattr(plugin, hook, None)
-                if fn:
-                    provides += [f"{label} {n}" for n in fn()]
+            provides = [f"{e.name}: {', '.join(sorted(e.item.handles))} [{'/'.join(sorted(e.item.notions))}]"
+                        for e in found.mechanisms if e.plugin == name]
+            provides += [f"accountant {e.name}" for e in found.accountants if e.plugin == name]
+            provides += [f"backend {e.name}" for e in found.backends if e.plugin == name]
+            provides += [f"{family} method {e.name}" for family, reg in found.methods.items() for e in reg
+                         if e.plugin == name]
             if name in QUERY_ENTRY_POINTS and name in self.first_party:
                 provides.append("queries: " + ", ".join(QUERY_ENTRY_POINTS[name]))
-            points = getattr(plugin, "dpframe_interior_points", None)
-            if points:
-                provides += [f"interior point {getattr(a, 'name', '?')}" for a in points()]
-            package = found.metadata["Name"] if found else "dpframe"
-            version = found.version if found else md.version("dpframe")
-            rows.append(PluginInfo(name, version, package, "; ".join(provides) or "(no hooks)"))
+            if not provides:
+                hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
+                provides = [f"(hooks {', '.join(hooks)}: nothing registered)" if hooks else "(no hooks)"]
+            source = dists.get(name)
+            package = source.metadata["Name"] if source else "dpframe"
+            version = source.version if source else md.version("dpframe")
+            rows.append(PluginInfo(name, version, package, "; ".join(provides)))
         return rows
+
+
+def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
+    """The ``register`` callback ``plugin`` gets in ``hook``."""
+    def mechanism(item: Any, /, *, replaces: str | None = None) -> None:
+        if not isinstance(item, Mechanism):
+            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a Mechanism",
+                              argument="dpframe_mechanisms",
+                              fix="give it name, handles, notions, validate(), parts() and plan()")
+        found.mechanisms.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
+
+    def factory(registry: Registry[Any]) -> Callable[..., None]:
+        def add(item: Callable[..., Any], /, *, name: str, replaces: str | None = None) -> None:
+            if not callable(item):
+                raise PluginError(f"plugin {plugin!r} registered {item!r} as {registry.kind} {name!r}, which is not "
+                                  "callable", argument=hook, fix=f"register a factory (a class or function) of the "
+                                                                 f"{registry.kind}")
+            registry.add(item, name=name, plugin=plugin, first_party=first_party, replaces=replaces)
+        return add
+
+    def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:
+        registry = found.methods.setdefault(family, Registry(f"{family} method", replaceable=True))
+        registry.add(item, name=name if name is not None else str(getattr(item, "name", "")), plugin=plugin,
+                     first_party=first_party, replaces=replaces)
+
+    registrars: dict[str, Callable[..., None]] = {
+        "dpframe_mechanisms": mechanism, "dpframe_accountants": factory(found.accountants),
+        "dpframe_backends": factory(found.backends), "dpframe_methods": method}
+    return registrars[hook]
 
 
 @lru_cache(maxsize=4)

@@ -4,9 +4,7 @@
 * :class:`PartitionSelection`: which private group keys may be released.
 """
 
-from typing import Any
-
-from dpframe.plugin import hookimpl
+from dpframe.plugin import RegisterMechanism, hookimpl
 from dpframe_aggregates.aggregates import AggregateMechanism
 from dpframe_aggregates.partition_selection import PartitionSelection
 
@@ -14,6 +12,7 @@ __all__ = ["AggregateMechanism", "PartitionSelection"]
 
 
 @hookimpl
-def dpframe_mechanisms() -> list[Any]:
+def dpframe_mechanisms(register: RegisterMechanism) -> None:
     """The built-in aggregate mechanisms."""
-    return [AggregateMechanism(), PartitionSelection()]
+    register(AggregateMechanism())
+    register(PartitionSelection())

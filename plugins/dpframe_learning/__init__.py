@@ -5,16 +5,15 @@ algorithms and their privacy arguments follow ``research/003_thresholds_rsc.md``
 Sarlós, Stemmer 2022): the exponential interior point, noisy binary search, TreeLog, and
 Reorder-Slice-Compute accounting. Guide: ``docs/learning.md``.
 
-The interior-point algorithms are registered through the ``dpframe_interior_points`` hook, like a
+The interior-point algorithms are registered through the ``dpframe_methods`` hook, like a
 third-party package's would be (``docs/plugins.md``).
 """
 
-from typing import Any
-
-from dpframe.plugin import hookimpl
+from dpframe.plugin import RegisterMethod, hookimpl
 from dpframe_learning.interior_point import (
     ALGORITHMS,
     BUILTIN,
+    FAMILY,
     BinarySearch,
     Exponential,
     InteriorPointAlgorithm,
@@ -39,6 +38,7 @@ __all__ = [
 
 
 @hookimpl
-def dpframe_interior_points() -> list[Any]:
+def dpframe_methods(register: RegisterMethod) -> None:
     """The built-in interior-point algorithms: exponential, binary_search, treelog."""
-    return list(BUILTIN)
+    for algorithm in BUILTIN:
+        register(algorithm, family=FAMILY)

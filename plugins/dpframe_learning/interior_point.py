@@ -12,7 +12,7 @@ each with its privacy argument, its cost and its minimum row count (digest
   accounting of §4.5, (ε, δ)-DP, ``n ≥ 10·max(1, L)·t`` (§4.6). Needs 10⁵–10⁶ rows at ε ≈ 1.
 
 Algorithms are plugins: the learning plugin registers these three through the
-``dpframe_interior_points`` hook, and a third-party package can add its own the same way
+``dpframe_methods`` hook (``family="interior_point"``), and a third-party package can add its own the same way
 (:func:`algorithms` collects them; ``docs/plugins.md``). Besides the :class:`InteriorPointAlgorithm`
 protocol an algorithm may define ``zcdp_epsilon(rho, size)`` (the ε it can run at for a zCDP ρ;
 default: pure ε-DP ⇒ ε²/2-zCDP) and ``curves(epsilon, size, stability)`` (its privacy curves for RDP/PLD
@@ -96,7 +96,7 @@ def levels(size: int) -> int:
 
 @runtime_checkable
 class InteriorPointAlgorithm(Protocol):
-    """What the planner needs from an interior-point algorithm (return instances from ``dpframe_interior_points``)."""
+    """What the planner needs from an interior-point algorithm (register instances through ``dpframe_methods``)."""
 
     name: str
     approximate: bool     # needs δ > 0
@@ -418,19 +418,22 @@ def _labels(x: Codes, leaf: int, bits: int) -> Codes:
     return np.minimum(bits, bits - length + 1)
 
 
+FAMILY = "interior_point"
+"""The query family interior-point algorithms are registered for (``dpframe_methods``)."""
+
 BUILTIN: tuple[InteriorPointAlgorithm, ...] = (Exponential(), BinarySearch(), TreeLog())
-"""The learning plugin's own algorithms (registered through its ``dpframe_interior_points`` hook)."""
+"""The learning plugin's own algorithms (registered through its ``dpframe_methods`` hook)."""
 
 ALGORITHMS: dict[str, InteriorPointAlgorithm] = {a.name: a for a in BUILTIN}
 """The built-in algorithms by name (:func:`algorithms` adds the ones other plugins register)."""
 
 
 def algorithms(host: Any = None) -> dict[str, InteriorPointAlgorithm]:
-    """Every interior-point algorithm registered through the ``dpframe_interior_points`` hook, by name.
+    """Every interior-point algorithm registered through ``dpframe_methods`` (``family="interior_point"``), by name.
 
-    ``host``: a :class:`~dpframe.plugin.PluginHost` (default: the process-wide one). Built-ins come first.
-    A plugin returning something that is not an :class:`InteriorPointAlgorithm`, or a name another
-    plugin already uses, is refused with a :class:`~dpframe.errors.PluginError`.
+    ``host``: a :class:`~dpframe.plugin.PluginHost` (default: the process-wide one). Built-ins come first;
+    names are unique (the plugin registry refuses a clash, naming both plugins). A registered object that
+    is not an :class:`InteriorPointAlgorithm` is refused with a :class:`~dpframe.errors.PluginError`.
 
     Example:
         >>> sorted(algorithms())
@@ -441,21 +444,12 @@ def algorithms(host: Any = None) -> dict[str, InteriorPointAlgorithm]:
 
     host = host if host is not None else plugin_host()
     found: dict[str, InteriorPointAlgorithm] = {}
-    owner: dict[str, str] = {}
-    impls = host.pm.hook.dpframe_interior_points.get_hookimpls()
-    impls = sorted(impls, key=lambda i: (host.pm.get_name(i.plugin) not in host.first_party))   # stable
-    for impl in impls:
-        plugin = host.pm.get_name(impl.plugin) or "?"
-        for algorithm in impl.function():
-            if not isinstance(algorithm, InteriorPointAlgorithm):
-                raise PluginError(f"plugin {plugin!r} returned {algorithm!r}, which is not an interior-point "
-                                  "algorithm", argument="dpframe_interior_points",
-                                  fix="give it name, approximate, min_rows(), cost() and run()")
-            if algorithm.name in found:
-                raise PluginError(f"plugins {owner[algorithm.name]!r} and {plugin!r} both offer an interior-point "
-                                  f"method named {algorithm.name!r}", argument="dpframe_interior_points",
-                                  fix="give the new method another name (method='auto' considers every method)")
-            found[algorithm.name], owner[algorithm.name] = algorithm, plugin
+    for entry in host.methods(FAMILY):
+        if not isinstance(entry.item, InteriorPointAlgorithm):
+            raise PluginError(f"plugin {entry.plugin!r} registered {entry.item!r}, which is not an interior-point "
+                              "algorithm", argument="dpframe_methods",
+                              fix="give it name, approximate, min_rows(), cost() and run()")
+        found[entry.name] = entry.item
     return found
 
 

@@ -472,7 +472,7 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
     * ``exponential``: ⌈(4Δ/ε)·ln(|X|/β)⌉ — 253 rows for 2⁶² codes at a budget of ε = 1 (β = 1e-6).
     * ``binary_search``: ⌈(bΔ/ε)·ln(b/β)⌉, b = ⌈log₂|X|⌉.
     * ``treelog``: 10·max(1, L)·⌈100·ln(1/δ₀)/ε₀⌉ (digest §4.6) — 10⁵–10⁶ rows; needs δ > 0, max_rows = 1.
-    * any method a plugin registers through ``dpframe_interior_points``.
+    * any method a plugin registers through ``dpframe_methods``.
 
     ``auto`` picks the method with the smallest requirement. Privacy of each method: see
     :mod:`dpframe_learning.interior_point`; the gate is ε/10-DP and the algorithm gets the rest (basic

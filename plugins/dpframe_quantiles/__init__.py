@@ -5,15 +5,13 @@
 * :mod:`dpframe_quantiles.bounds`: the DP bounds helper behind ``Frame.bounds``.
 """
 
-from typing import Any
-
-from dpframe.plugin import hookimpl
+from dpframe.plugin import RegisterMechanism, hookimpl
 from dpframe_quantiles.mechanism import QuantileMechanism
 
 __all__ = ["QuantileMechanism"]
 
 
 @hookimpl
-def dpframe_mechanisms() -> list[Any]:
+def dpframe_mechanisms(register: RegisterMechanism) -> None:
     """The quantile mechanism."""
-    return [QuantileMechanism()]
+    register(QuantileMechanism())

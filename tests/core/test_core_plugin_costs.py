@@ -48,8 +48,8 @@ def _session_with(cost_of, budget: dp.Budget = dp.ApproxDP(10, 1e-3)) -> dp.Sess
 
     class Plugin:
         @dp.hookimpl
-        def dpframe_mechanisms(self):  # noqa: ANN202
-            return [_Fake(cost_of)]
+        def dpframe_mechanisms(self, register):  # noqa: ANN001, ANN202
+            register(_Fake(cost_of))
 
     host.pm.register(Plugin(), name="fake-plugin")
     s._plugins = host

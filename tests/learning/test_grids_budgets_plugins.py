@@ -265,8 +265,9 @@ def _host_with(*algos: object) -> PluginHost:
 
     class Plugin:
         @dp.hookimpl
-        def dpframe_interior_points(self):  # noqa: ANN202
-            return list(algos)
+        def dpframe_methods(self, register):  # noqa: ANN001, ANN202
+            for algo in algos:
+                register(algo, family="interior_point")
 
     host.pm.register(Plugin(), name="third-party")
     return host
@@ -283,7 +284,7 @@ def test_a_plugin_adds_an_interior_point_method() -> None:
     assert sess.spent() == dp.PureDP(1)
     auto = sess.table("t").interior_point("x", bounds=(0, 100))
     assert auto.plan(dp.PureDP(1)).mechanisms == "noisy count + midpoint"        # auto: fewest rows
-    assert "interior point midpoint" in " ".join(i.provides for i in host.describe())
+    assert "interior_point method midpoint" in " ".join(i.provides for i in host.describe())
 
 
 @pytest.mark.parametrize("bad", [Exponential(), object()])
@@ -292,5 +293,5 @@ def test_a_clashing_or_malformed_interior_point_plugin_is_refused(bad: object) -
     sess._plugins = _host_with(bad)
     with pytest.raises(dp.PluginError) as info:
         sess.table("t").interior_point("x", bounds=(0, 10))
-    assert info.value.argument == "dpframe_interior_points"
+    assert info.value.argument == "interior_point method"
     assert sess.spent().epsilon == 0

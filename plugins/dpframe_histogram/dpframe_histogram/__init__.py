@@ -17,9 +17,7 @@ Example:
 
 """
 
-from typing import Any
-
-from dpframe.plugin import hookimpl
+from dpframe.plugin import RegisterMechanism, hookimpl
 
 from dpframe_histogram.mechanism import MAX_BINS, HistogramMechanism, HistogramPlan, bin_columns, parse_edges
 
@@ -28,12 +26,14 @@ __version__ = "0.1.0"
 
 
 @hookimpl
-def dpframe_mechanisms() -> list[Any]:
-    """Return the mechanisms this plugin provides (dpframe calls this hook once per plugin host).
+def dpframe_mechanisms(register: RegisterMechanism) -> None:
+    """Register the mechanisms this plugin provides (dpframe calls this hook once per plugin host).
 
     Example:
-        >>> [m.name for m in dpframe_mechanisms()]
+        >>> found = []
+        >>> dpframe_mechanisms(lambda mechanism: found.append(mechanism.name))
+        >>> found
         ['histogram']
 
     """
-    return [HistogramMechanism()]
+    register(HistogramMechanism())

@@ -1,0 +1,106 @@
+"""One registry, one collision policy, for everything plugins register.
+
+Mechanisms, accountants, backends, query families and families' sub-methods (interior-point
+algorithms, ...) are all kept in a :class:`Registry`, filled by the plugins' ``register`` callbacks
+(built-ins use the same hooks). The policy is the same for every kind:
+
+* a name is registered once; a second plugin using it is refused with a :class:`PluginError` that
+  names both plugins — unless it passes ``replaces=<name>`` explicitly;
+* names that dpframe itself registers are reserved the same way: replacing one needs ``replaces=``;
+* an **enforcement-critical** kind (accountants: they decide what a session may spend) can never be
+  replaced, not even with ``replaces=``.
+
+Example:
+    >>> reg = Registry("backend", replaceable=True)
+    >>> reg.add(object, name="polars", plugin="core", first_party=True)
+    >>> reg.add(object, name="polars", plugin="fast_polars", first_party=False)
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.PluginError: backend: plugin 'fast_polars' registers a backend named 'polars', which ...
+    >>> reg.add(dict, name="polars", plugin="fast_polars", first_party=False, replaces="polars")
+    >>> reg.get("polars"), reg.entry("polars").plugin
+    (<class 'dict'>, 'fast_polars')
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from dpframe.errors import PluginError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One registered item: its name, the item, the plugin that registered it and whether that is built in."""
+
+    name: str
+    item: T
+    plugin: str
+    first_party: bool
+    replaced: str | None = None
+
+
+class Registry(Generic[T]):
+    """Named items of one kind, in registration order (built-ins are registered first)."""
+
+    def __init__(self, kind: str, *, replaceable: bool) -> None:
+        self.kind = kind
+        self.replaceable = replaceable
+        self._entries: dict[str, Entry[T]] = {}
+
+    def add(self, item: T, *, name: str, plugin: str, first_party: bool, replaces: str | None = None) -> None:
+        """Register ``item`` as ``name`` (see the module docstring for the collision policy)."""
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {plugin!r} registers a {self.kind} without a name ({name!r})",
+                              argument=self.kind, fix="give it a non-empty string name")
+        if replaces is not None and replaces != name:
+            raise PluginError(f"plugin {plugin!r} registers {self.kind} {name!r} with replaces={replaces!r}",
+                              argument="replaces", fix="replaces= must repeat the name being replaced")
+        existing = self._entries.get(name)
+        if existing is None and replaces is not None:
+            raise PluginError(f"plugin {plugin!r} replaces {self.kind} {name!r}, which nothing registered",
+                              argument="replaces", fix=f"leave replaces= out (no {self.kind} {name!r} exists)")
+        if existing is not None:
+            owner = f"{existing.plugin!r}{' (built in)' if existing.first_party else ''}"
+            if not self.replaceable:
+                raise PluginError(f"plugin {plugin!r} registers an {self.kind} named {name!r}, which plugin {owner} "
+                                  f"already registered; {self.kind}s enforce the budget and can never be replaced",
+                                  argument=self.kind, fix="give it another name and select it by that name")
+            if replaces is None:
+                raise PluginError(f"plugin {plugin!r} registers a {self.kind} named {name!r}, which plugin {owner} "
+                                  "already registered", argument=self.kind,
+                                  fix=f"give it another name, pass replaces={name!r} to replace it on purpose, or "
+                                      "block one of the two plugins with DPFRAME_BLOCK_PLUGINS")
+        self._entries[name] = Entry(name, item, plugin, first_party, replaces)
+
+    def get(self, name: str) -> T:
+        """The item registered as ``name``; a :class:`PluginError` listing the names otherwise."""
+        return self.entry(name).item
+
+    def entry(self, name: str) -> Entry[T]:
+        """The entry registered as ``name``."""
+        if name not in self._entries:
+            raise PluginError(f"unknown {self.kind} {name!r}", argument=self.kind,
+                              fix=f"use one of {sorted(self._entries)} (`dpframe plugins` lists what is installed)")
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._entries)
+
+    def __iter__(self) -> Iterator[Entry[T]]:
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+__all__ = ["Entry", "Registry"]
