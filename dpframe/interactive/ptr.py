@@ -119,7 +119,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
 
     _dry_run(plan)
     return propose_test_release(
-        session, lambda: sc.noisy(session, sc.noise_scale, session.rng) >= bar,
+        session, lambda: sc._noisy(session, sc.noise_scale, session.rng) >= bar,
         lambda: session._run(query.node, plan), test_epsilon=eps_gate, release_epsilon=eps_rel,
         what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
         refund=refund)

@@ -269,7 +269,7 @@ class SparseVector:
         def run() -> bool:
             if self._rho is None:
                 self._rho = draw_rho()
-            noisy = sc.exact(self.session) + draw_nu()
+            noisy = sc._exact(self.session) + draw_nu()
             return noisy - self._rho >= bar
 
         above = self._reservation.run(run)
@@ -317,7 +317,7 @@ class SparseVector:
             for index, sc in self._positive_queries:
                 scale = sc.sensitivity / eps_entry
                 self.values[index] = sc.to_output(self._reservation.run(partial(
-                    sc.noisy, self.session, scale, self.session.rng)))
+                    sc._noisy, self.session, scale, self.session.rng)))
         if refund:
             self._reservation.settle(self._cell_cost(), f"{k} positives")
             self._refunded = True
