@@ -1,10 +1,14 @@
 """A reservation held open across several interactive calls (sparse vector, target-charging channels).
 
 The cost is reserved in the ledger when the stream opens (atomically, before any private row is
-read). Every call runs inside :meth:`Reservation.run` (a failure marks the charge failed: it stays
-spent and the stream closes). Closing commits the reservation, or — output DP, basic composition
-only — settles it to the cell the released answers fell in. A crash before closing leaves the whole
-reservation spent. One interactive stream may be open per session at a time (nesting is refused).
+read). Every call runs inside :meth:`Reservation.run`. A failure there — any ``BaseException``: a
+Rust panic (pyo3's ``PanicException`` is not an ``Exception``) as much as an engine error — marks the
+charge failed and closes the stream *charged in full*: a failure may depend on the data, so after one
+there is no further call and no refund, ever. The caller sees a :class:`DPFrameError` naming the
+failure's type only (``KeyboardInterrupt`` and ``SystemExit`` are re-raised as themselves, after
+marking). Closing commits the reservation, or — output DP, basic composition only — settles it to the
+cell the released answers fell in. A crash before closing leaves the whole reservation spent. One
+interactive stream may be open per session at a time (nesting is refused).
 
 A stream object that becomes unreachable without being closed is committed in full (no refund) by a
 ``weakref.finalize``, so a lost handle never locks the session. Refunds need the stream to have run
@@ -31,6 +35,7 @@ class Reservation:
     """One open interactive stream's ledger charge."""
 
     closed: bool
+    failed: bool
     what: str
 
     def __init__(self, session: Session, cost: Budget, what: str, mechanisms: str, owner: object) -> None:
@@ -45,6 +50,7 @@ class Reservation:
         self.cost = cost
         self.what = what
         self.closed = False
+        self.failed = False
         before = {(c.id, c.status) for c in session._ledger.charges()}
         self.id = session._ledger.reserve(cost, what, mechanisms)
         self._before = before
@@ -61,17 +67,38 @@ class Reservation:
     def check_open(self) -> None:
         """Raise (nothing charged) if the stream is closed."""
         if self.closed:
-            raise DPFrameError(f"{self.what} is closed", argument="stream",
+            why = " after a call failed while running (it stays charged in full)" if self.failed else ""
+            raise DPFrameError(f"{self.what} is closed{why}", argument="stream",
                                fix="open a new one (sess.sparse_vector / sess.target_charging)")
 
     def run(self, fn: Callable[[], T]) -> T:
-        """Run one private call under the reservation (a failure closes the stream, fully charged)."""
+        """Run one private call under the reservation; any failure closes the stream, charged in full.
+
+        ``fn`` receives no values: it is the mechanism's own private computation (library code).
+        """
         self.check_open()
         try:
             return self.session._guarded(self.id, fn)
-        except DPFrameError:
-            self.closed = True
+        except DPFrameError:            # the session's guard marked the charge failed
+            self._fail(None)
             raise
+        except (KeyboardInterrupt, SystemExit) as e:
+            self._fail(type(e).__name__)
+            raise
+        except BaseException as e:      # noqa: BLE001 — a panic that passed the guard: reported by type only
+            failure = type(e).__name__
+        # Raised outside the except block: the failure (whose message may quote private values) is
+        # neither chained nor kept as __context__.
+        self._fail(failure)
+        raise DPFrameError(f"the query failed while running ({failure}); the stream is closed and stays "
+                           "charged in full", argument="query",
+                           fix="check column types and expressions against Frame.schema")
+
+    def _fail(self, failure: str | None) -> None:
+        """Close for good after a failure: the row is failed (fully charged); no commit, no settlement."""
+        self.closed = self.failed = True
+        if failure is not None:
+            self.session._ledger.fail(self.id, failure)
 
     def interleaved(self) -> bool:
         """Whether any other ledger row appeared or changed status since just before the stream opened."""
@@ -84,7 +111,10 @@ class Reservation:
             self.session._ledger.commit(self.id)
 
     def settle(self, cost: Budget, cell: str) -> None:
-        """Close, charging ``cost`` (the realised output cell; basic composition only, δ unchanged)."""
+        """Close, charging ``cost`` (the realised output cell; basic composition only, δ unchanged).
+
+        Never after a failure: the stream is closed then, and its row stays failed, charged in full.
+        """
         if not self.closed:
             self.closed = True
             self.session._ledger.settle(self.id, cost, cell)

@@ -306,7 +306,8 @@ class SparseVector:
     def close(self) -> dict[int, float | int]:
         """Close the stream: release the positive queries' values (if ``release``), settle the charge.
 
-        Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``).
+        Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``). A stream
+        closed by a failure stays charged in full (no refund).
         """
         if self.closed:
             return self.values
