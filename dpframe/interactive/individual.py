@@ -30,9 +30,11 @@ must depend only on its own rows and public parameters, and σ² must be public:
 The per-unit state is private: a dict inside the filter, never returned; nothing reports how many units
 were left out (dropping units biases answers towards zero — the docs say so, the result does not).
 
-Failures: a query that fails while running — any ``BaseException``, a Rust panic included — closes the
-filter for good (what every unit paid stays paid; the session's charge was never refundable) and is
-reported by its type only (``KeyboardInterrupt``/``SystemExit`` are re-raised after closing).
+Failures and threads: a query that fails while running — any ``BaseException``, a Rust panic included —
+closes the filter for good (what every unit paid stays paid; the session's charge was never refundable)
+and is reported by its type only (``KeyboardInterrupt``/``SystemExit`` are re-raised after closing).
+Queries from several threads run one at a time: each unit's check "spent + ρ_u ≤ B" and its update are
+one step, so no unit ever pays more than B.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -50,6 +52,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -59,6 +62,7 @@ import polars as pl
 
 from dpframe.budgets import ZCDP, describe
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
+from dpframe.interactive.stream import _atomic
 from dpframe.mechanism import Noise
 
 if TYPE_CHECKING:
@@ -113,6 +117,7 @@ class IndividualFilter:
         self.session = session
         self.budget = bound
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
+        self._lock = threading.RLock()              # one query at a time: each unit's check and charge atomically
         self._closed = False
         session._charged(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
                          lambda: None)
@@ -166,6 +171,7 @@ class IndividualFilter:
         return ZCDP(sum((n.cost().rho for p in self.plan(query, budget).plans  # type: ignore[union-attr]
                          for n in p.noises.values()), Fraction(0)))  # type: ignore[attr-defined]
 
+    @_atomic
     def collect(self, query: Query, budget: ZCDP) -> pl.DataFrame:
         """Run ``query`` with the units that can afford their own loss; each pays only ρ_u.
 

@@ -205,11 +205,12 @@ class RobustMedian:
         stat = Statistic("sorted", self.column, self.lo, self.hi, self.lo, 1, self.grid_exp)
         session, rng = self._session, self._session.rng
         chosen: list[int] = []
+        read: list[np.ndarray] = []   # PRIVATE: this call's codes, shared by its test and release only
 
         def test() -> bool:
             stats = session._statistics(self._node, (), None, (stat,))
             codes = np.asarray(stats[stat.key][0], dtype=np.int64)
-            self._codes = codes
+            read.append(codes)
             rho = int(discrete_laplace(rho_scale, 1, rng)[0])
             for beta in self.proposals:
                 d = min(instability_distance(codes, self.top, self.m, beta), 10**12)
@@ -219,7 +220,7 @@ class RobustMedian:
             return False
 
         def release() -> float:
-            codes = self._codes
+            codes = read[0]
             median = int(codes[(len(codes) + 1) // 2 - 1]) if len(codes) else 0
             noisy = min(max(median + int(discrete_laplace(Fraction(chosen[0]) / eps_rel, 1, rng)[0]), 0), self.top)
             return float(self.lo + noisy * Fraction(2) ** self.grid_exp)
@@ -230,9 +231,7 @@ class RobustMedian:
                                         mechanisms="generalized PTR (AboveThreshold + discrete Laplace)",
                                         refund=refund)
         finally:
-            self._codes = np.zeros(0, dtype=np.int64)   # never keep private values around
-
-    _codes: np.ndarray = np.zeros(0, dtype=np.int64)
+            read.clear()                # never keep private values around
 
 
 def robust_median(frame: Frame, column: str, bounds: tuple[float, float]) -> RobustMedian:

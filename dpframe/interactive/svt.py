@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
-from dpframe.interactive.stream import Reservation
+from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class SparseVector:
         self.noise = str(noise)
         self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
         self.session = session
+        self._lock = threading.RLock()      # one test (or close) at a time: check, run and record atomically
         self.answers: list[bool] = []
         self.values: dict[int, float | int] = {}
         self._positive_queries: list[tuple[int, Scalar]] = []
@@ -228,8 +230,13 @@ class SparseVector:
         return f"<dp.SparseVector {self.status()}>"
 
     # --------------------------------------------------------------------------------- queries
+    @_atomic
     def test(self, query: Any) -> bool:
-        """Whether the query's value is (noisily) above the threshold. Nothing extra is charged."""
+        """Whether the query's value is (noisily) above the threshold. Nothing extra is charged.
+
+        Concurrent tests from several threads run one at a time (the threshold's noise, drawn at the
+        first test, included), so no more than ``max_positives`` "above" answers are ever given.
+        """
         self._reservation.check_open()
         c = self.max_positives
         gaussian = self.noise == "gaussian"
@@ -303,6 +310,7 @@ class SparseVector:
 
     _refunded = False
 
+    @_atomic
     def close(self) -> dict[int, float | int]:
         """Close the stream: release the positive queries' values (if ``release``), settle the charge.
 

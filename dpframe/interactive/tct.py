@@ -31,7 +31,9 @@ Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤
   (:mod:`dpframe.interactive.boundary`).
 
 The channel is a *filter*: the reservation is charged in full whatever the hit count (there is no
-odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used".
+odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used". Calls from several threads
+run one at a time (admission, the private run and the hit count are one step), and a call that fails
+while running closes the channel (:mod:`dpframe.interactive.stream`).
 
 ``per_unit=True`` (Alg. 5, SVT with individual charging): tests and conditional releases only; hits
 are counted per privacy unit (every unit with a non-zero contribution to a hit pays one), a unit is
@@ -54,6 +56,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -64,7 +67,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.scalar import Scalar, public_number, scalar
-from dpframe.interactive.stream import Reservation
+from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
 from dpframe.interactive.targets import Target, as_target
 from dpframe.noise import discrete_laplace
@@ -162,6 +165,7 @@ class TargetChargingChannel:
     def __init__(self, session: Session, epsilon: object, max_hits: object, delta: object, *,
                  min_q: float | None = None, per_unit: bool = False) -> None:
         self.session = session
+        self._lock = threading.RLock()      # one call at a time: admission, private run and hit count atomically
         self.epsilon = exact(epsilon, "epsilon")  # type: ignore[arg-type]
         self.max_hits = positive_int(max_hits, "max_hits", MAX_ACCESSES)
         if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
@@ -200,6 +204,7 @@ class TargetChargingChannel:
         self._reservation: Reservation | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
+    @_atomic
     def __enter__(self) -> TargetChargingChannel:
         if self._reservation is not None:
             raise PlanError("this channel was already opened", argument="channel",
@@ -213,6 +218,7 @@ class TargetChargingChannel:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_atomic
     def close(self) -> None:
         """Close the channel; its reservation stays charged in full (a filter, not an odometer)."""
         if self._reservation is not None:
@@ -288,6 +294,7 @@ class TargetChargingChannel:
         return self._reservation.run(run)
 
     # -------------------------------------------------------------------------------- calls
+    @_atomic
     def test(self, query: Any, threshold: object, *, prior: bool = False, epsilon: object = None) -> bool:
         """Private test "query ≥ threshold?"; NotPrior target: only an answer ≠ ``prior`` is charged."""
         eps = self._call_epsilon(epsilon, 1)
@@ -307,6 +314,7 @@ class TargetChargingChannel:
             self._hit(units)
         return bool(above)
 
+    @_atomic
     def conditional_release(self, query: Any, when: Target, *, epsilon: object = None,
                             name: str | None = None) -> Any:
         """The noisy value if it lies in the target ``when``, else None; only releases are charged.
@@ -344,6 +352,7 @@ class TargetChargingChannel:
             self._handles[name] = (sc, value, eps)
         return None
 
+    @_atomic
     def revise(self, name: str, when: Target) -> Any:
         """Release a named, not yet released value if it lies in the target ``when`` (a 2ε call, Lemma 2.5).
 
@@ -362,6 +371,7 @@ class TargetChargingChannel:
             return sc.to_output(value)
         return None
 
+    @_atomic
     def between(self, query: Any, lower: object, upper: object, *, epsilon: object = None) -> str:
         """BetweenThresholds: "below", "between" or "above"; only "between" is charged (Lemma G.1)."""
         if self.per_unit:
@@ -386,6 +396,7 @@ class TargetChargingChannel:
         self._hit()
         return "between"
 
+    @_atomic
     def boundary_test(self, query: Any, threshold: object, *, epsilon: object = None) -> str:
         """The boundary-wrapped test "query ≥ threshold?": "above", "below" or "boundary" (the target).
 
@@ -410,6 +421,7 @@ class TargetChargingChannel:
             self._hit()
         return outcome
 
+    @_atomic
     def select_best(self, queries: Sequence[Any], *, epsilon: object = None) -> tuple[int, Any]:
         """The index and noisy value of the largest of m scalar queries: one hit of a 2ε call."""
         if self.per_unit:
