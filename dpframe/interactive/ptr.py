@@ -67,8 +67,12 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
 
     Returns None (⊥) when the test fails; charged ε_test (+ δ) then, ε_test + ε_rel otherwise (basic
     composition). Sessions with another accountant are refused (nothing charged) unless
-    ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer. Both callables
-    read private data: they run inside the charged reservation.
+    ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer.
+
+    ``test`` and ``release`` receive no values: they are the mechanism's own computation (a mechanism
+    author's code, trusted like a plugin), run inside the charged reservation. Analyst code there can
+    reach data only through ordinary charged queries — and any other charge while the block runs
+    forfeits its refund (:func:`~dpframe.interactive.odp.run_ex_post`).
     """
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
     delta = exact(delta, "delta", allow_zero=True)
