@@ -15,8 +15,8 @@ The four targets split the number line at public points (ends included as shown)
 
 Example:
     >>> import dpframe as dp
-    >>> dp.above(4000), dp.between(10, 20.5), dp.outside(-1, 1)
-    (dp.above(4000), dp.between(10, 20.5), dp.outside(-1, 1))
+    >>> dp.above(4000), dp.between(0.1, 20.5), dp.outside(-1, 1)
+    (dp.above(4000), dp.between(0.1, 20.5), dp.outside(-1, 1))
     >>> [dp.above(4000).contains(v) for v in (3999, 4000)], dp.below(4000).contains(4000)
     ([False, True], False)
     >>> dp.between(5, 1)
@@ -39,8 +39,8 @@ from dpframe.interactive.scalar import public_number
 def _shown(value: Fraction) -> str:
     if value.denominator == 1:
         return str(value.numerator)
-    as_float = float(value)
-    return repr(as_float) if Fraction(as_float) == value else str(value)
+    as_float = repr(float(value))
+    return as_float if Fraction(as_float) == value else str(value)      # 0.1 as typed, not 1/10
 
 
 @dataclass(frozen=True)
