@@ -25,6 +25,7 @@ from dpframe.errors import (
     SchemaError,
 )
 from dpframe.frame import Frame, GroupBy, Query
+from dpframe.interactive.targets import above, below, between, outside
 from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
@@ -61,6 +62,6 @@ __all__ = [
     "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
-    "hookimpl", "len",
+    "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "quantile", "std", "sum", "var",
 ]

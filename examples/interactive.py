@@ -28,7 +28,7 @@ print("busy stores:", busy, "| noisy visits:", sv.values, "| sparse vector charg
 # 2. A target-charging channel: tests and conditional releases, paying only for "above"/released.
 with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
     flags = [ch.test(store(s), threshold=4000) for s in range(20)]
-    big = ch.conditional_release(store(0), when=lambda v: v > 4000)
+    big = ch.conditional_release(store(0), when=dp.above(4000))   # released only if ≥ 4000
     print("channel:", ch.status(), "| store 0 released:", big)
 
 # 2b. The boundary wrapper: pay only for *uncertain* answers, on either side of the threshold.

@@ -1028,7 +1028,8 @@ def from_profile(delta: Callable[[float], float], *, label: str = "custom (δ(ε
     """A mechanism known only by its privacy profile ε ↦ δ(ε) ≥ sup over neighbours (both orders).
 
     The PLD accountant composes it via a dominating pair built from the profile (thesis Lemma 3.3.3 and
-    Cor. 3.5.1: connect-the-dots of the convex envelope); the RDP and zCDP accountants cannot.
+    Cor. 3.5.1: connect-the-dots of the convex envelope); the RDP and zCDP accountants cannot. ``delta``
+    receives public values only (the accountant's ε grid), never data.
     """
     if not callable(delta):
         raise BudgetError(f"expected a function ε ↦ δ(ε), got {shown(delta)}", argument="delta",
@@ -1068,7 +1069,10 @@ def _returned(function: Callable[[float], object], x: float, argument: str) -> f
 
 def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
              eps_inf: float | None = None) -> PrivacyCurve:
-    """A mechanism known only by its RDP curve α ↦ ε(α); subsampling uses the general bound."""
+    """A mechanism known only by its RDP curve α ↦ ε(α); subsampling uses the general bound.
+
+    ``rdp`` receives public values only (the accountant's orders α), never data.
+    """
     if not callable(rdp):
         raise BudgetError(f"expected a function α ↦ ε(α), got {shown(rdp)}", argument="rdp",
                           fix="pass e.g. lambda alpha: alpha / 8")

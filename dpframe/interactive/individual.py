@@ -30,6 +30,12 @@ must depend only on its own rows and public parameters, and σ² must be public:
 The per-unit state is private: a dict inside the filter, never returned; nothing reports how many units
 were left out (dropping units biases answers towards zero — the docs say so, the result does not).
 
+Failures and threads: a query that fails while running — any ``BaseException``, a Rust panic included —
+closes the filter for good (what every unit paid stays paid; the session's charge was never refundable)
+and is reported by its type only (``KeyboardInterrupt``/``SystemExit`` are re-raised after closing).
+Queries from several threads run one at a time: each unit's check "spent + ρ_u ≤ B" and its update are
+one step, so no unit ever pays more than B.
+
 Example:
     >>> import polars as pl, dpframe as dp
     >>> data = pl.DataFrame({"user": [1, 1, 2, 3], "x": [1.0, 2.0, 3.0, 4.0]})
@@ -46,6 +52,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -55,6 +62,7 @@ import polars as pl
 
 from dpframe.budgets import ZCDP, describe
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
+from dpframe.interactive.stream import _atomic
 from dpframe.mechanism import Noise
 
 if TYPE_CHECKING:
@@ -109,11 +117,18 @@ class IndividualFilter:
         self.session = session
         self.budget = bound
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
+        self._lock = threading.RLock()              # one query at a time: each unit's check and charge atomically
+        self._closed = False
         session._charged(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
                          lambda: None)
 
     def __repr__(self) -> str:
-        return f"<dp.IndividualFilter per-unit budget={self.budget!r}>"
+        return f"<dp.IndividualFilter per-unit budget={self.budget!r}{' closed' if self._closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        """Whether a query failed while running, which closes the filter for good (public)."""
+        return self._closed
 
     def plan(self, query: object, budget: object) -> PhysicalPlan:
         """The ordinary plan of ``query`` at ``budget`` (σ² per statistic), after the validity checks. Free."""
@@ -156,19 +171,28 @@ class IndividualFilter:
         return ZCDP(sum((n.cost().rho for p in self.plan(query, budget).plans  # type: ignore[union-attr]
                          for n in p.noises.values()), Fraction(0)))  # type: ignore[attr-defined]
 
+    @_atomic
     def collect(self, query: Query, budget: ZCDP) -> pl.DataFrame:
         """Run ``query`` with the units that can afford their own loss; each pays only ρ_u.
 
-        The session is not charged again (the filter's B was charged when it was opened). On an engine
-        failure the affected units stay charged and only the exception's type is reported.
+        The session is not charged again (the filter's B was charged when it was opened). A failure
+        while running (any ``BaseException``) closes the filter: units stay charged, only the exception's
+        type is reported, and no further query runs.
         """
+        if self._closed:
+            raise DPFrameError("the filter is closed: a query failed while running (everything it was charged "
+                               "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
         plan = self.plan(query, budget)
         try:
             return self._run(query, plan)
-        except Exception as e:   # its message may quote private values: only the type is reported
+        except (KeyboardInterrupt, SystemExit):
+            self._closed = True
+            raise
+        except BaseException as e:  # noqa: BLE001 — its message may quote private values: only the type is reported
             failure = type(e).__name__
-        raise DPFrameError(f"the query failed while running ({failure}); units stay charged", argument="query",
-                           fix="check column types and expressions against Frame.schema")
+        self._closed = True
+        raise DPFrameError(f"the query failed while running ({failure}); units stay charged and the filter is "
+                           "closed", argument="query", fix="check column types and expressions against Frame.schema")
 
     def _run(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
         sess, node = self.session, query.node

@@ -11,6 +11,9 @@ Rules this module enforces (each one is a pitfall of the digest, §5):
 * δ is never refunded and never depends on the output (the δ-refund counterexample O8 leaks with
   probability 0.63 on a 10⁻³ budget: ``tests/interactive/test_odp.py``);
 * the cell is computed from the released value only (``classify`` never sees data or noise);
+* a refund needs the mechanism to have run alone: if any other ledger row appeared or changed status
+  while it ran (a query run from inside ``run`` — e.g. an early-stopping rule — or from another thread),
+  it is settled at its worst cell (interleaving is concurrent composition: §5, pitfall 7);
 * every cell must fit before running (the worst cell is reserved);
 * only the basic accountant: RDP/zCDP/PLD sessions are refused (:func:`require_additive`) — no
   theorem covers refunds under non-additive composition; user-facing tools take ``refund=False`` to
@@ -54,8 +57,9 @@ class OdpSpec:
     """An output-DP spec: ε per cell (finite, ≥ 0, at least one cell), one δ, and the released value → cell map.
 
     Declared before the mechanism runs, from public information only (digest §4.1); validated here
-    (a :class:`~dpframe.errors.PluginError` names the bad field). ``classify`` sees only the released
-    value. Lemma 4: the mechanism is (max ε, δ)-DP, which is what is reserved.
+    (a :class:`~dpframe.errors.PluginError` names the bad field). ``classify`` receives released values
+    only: the output the mechanism returns to its caller. Lemma 4: the mechanism is (max ε, δ)-DP, which
+    is what is reserved.
     """
 
     cells: Mapping[str, Fraction]
@@ -161,21 +165,27 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     """Reserve the worst cell of ``spec``, run, settle to the released output's cell (basic sessions).
 
     The public building block for mechanisms and plugins with an ex-post cost (DESIGN §3): declare an
-    :class:`OdpSpec` from public information, pass the private computation as ``run``. ``refund``:
-    None — settle in basic sessions, charge the worst cell in others; True — settle (a non-basic session
-    is refused, nothing charged); False — always the worst cell. A failure leaves the worst cell charged.
+    :class:`OdpSpec` from public information, pass the private computation as ``run`` (it receives no
+    values; it runs inside the reservation). ``refund``: None — settle in basic sessions, charge the
+    worst cell in others; True — settle (a non-basic session is refused, nothing charged); False — always
+    the worst cell. A failure leaves the worst cell charged, and so does any other charge reserved or
+    finished while ``run`` ran (no refund for an interleaved run).
     """
     worst = session.accountant.charge(spec.budget())
     if refund is True:
         require_additive(session, what)
     if refund is False or not additive(session):
         return session._charged(worst, what, mechanisms, run)
+    before = {(c.id, c.status) for c in session._ledger.charges()}
 
     def settle(result: T) -> tuple[Budget, str]:
         cell = spec.classify(result)
         if cell not in spec.cells:
             raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",
                               fix="this is a mechanism bug")
+        changed = [c for c in session._ledger.charges() if (c.id, c.status) not in before]
+        if len(changed) > 1:    # more than this run's own reservation: it did not run alone
+            return worst, f"{cell} (interleaved with another charge: not refunded)"
         return session.accountant.charge(spec.budget(cell)), cell
 
     return session._charged(worst, what, mechanisms, run, settle=settle)

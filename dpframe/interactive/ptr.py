@@ -67,8 +67,12 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
 
     Returns None (⊥) when the test fails; charged ε_test (+ δ) then, ε_test + ε_rel otherwise (basic
     composition). Sessions with another accountant are refused (nothing charged) unless
-    ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer. Both callables
-    read private data: they run inside the charged reservation.
+    ``refund=False``: then the worst case ε_test + ε_rel is charged whatever the answer.
+
+    ``test`` and ``release`` receive no values: they are the mechanism's own computation (a mechanism
+    author's code, trusted like a plugin), run inside the charged reservation. Analyst code there can
+    reach data only through ordinary charged queries — and any other charge while the block runs
+    forfeits its refund (:func:`~dpframe.interactive.odp.run_ex_post`).
     """
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
     delta = exact(delta, "delta", allow_zero=True)
@@ -119,7 +123,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
 
     _dry_run(plan)
     return propose_test_release(
-        session, lambda: sc.noisy(session, sc.noise_scale, session.rng) >= bar,
+        session, lambda: sc._noisy(session, sc.noise_scale, session.rng) >= bar,
         lambda: session._run(query.node, plan), test_epsilon=eps_gate, release_epsilon=eps_rel,
         what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
         refund=refund)
@@ -205,11 +209,12 @@ class RobustMedian:
         stat = Statistic("sorted", self.column, self.lo, self.hi, self.lo, 1, self.grid_exp)
         session, rng = self._session, self._session.rng
         chosen: list[int] = []
+        read: list[np.ndarray] = []   # PRIVATE: this call's codes, shared by its test and release only
 
         def test() -> bool:
             stats = session._statistics(self._node, (), None, (stat,))
             codes = np.asarray(stats[stat.key][0], dtype=np.int64)
-            self._codes = codes
+            read.append(codes)
             rho = int(discrete_laplace(rho_scale, 1, rng)[0])
             for beta in self.proposals:
                 d = min(instability_distance(codes, self.top, self.m, beta), 10**12)
@@ -219,7 +224,7 @@ class RobustMedian:
             return False
 
         def release() -> float:
-            codes = self._codes
+            codes = read[0]
             median = int(codes[(len(codes) + 1) // 2 - 1]) if len(codes) else 0
             noisy = min(max(median + int(discrete_laplace(Fraction(chosen[0]) / eps_rel, 1, rng)[0]), 0), self.top)
             return float(self.lo + noisy * Fraction(2) ** self.grid_exp)
@@ -230,9 +235,7 @@ class RobustMedian:
                                         mechanisms="generalized PTR (AboveThreshold + discrete Laplace)",
                                         refund=refund)
         finally:
-            self._codes = np.zeros(0, dtype=np.int64)   # never keep private values around
-
-    _codes: np.ndarray = np.zeros(0, dtype=np.int64)
+            read.clear()                # never keep private values around
 
 
 def robust_median(frame: Frame, column: str, bounds: tuple[float, float]) -> RobustMedian:

@@ -4,8 +4,9 @@ Interactive mechanisms (sparse vector, target-charging tests, PTR gates) need a 
 of known L1 sensitivity. :func:`scalar` reads it from the query's ordinary plan (public information
 only: bounds, privacy unit, budget): the integer statistic the backend computes, its sensitivity Δ in
 statistic units (``max_rows`` for counts; ``max_rows`` × one row's grid steps for clamped sums) and
-the grid unit that maps it back to output units. :meth:`Scalar.exact` reads the private value and is
-only called inside a charged run.
+the grid unit that maps it back to output units. Its private reads (``_exact``, ``_exact_by_unit``,
+``_noisy``) are not public names: they return exact or arbitrarily lightly noised statistics uncharged,
+so only the interactive mechanisms call them, inside a charged run.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -15,6 +16,8 @@ Example:
     >>> s = scalar(sess, sess.table("t").agg(dp.len()), Fraction(1, 2))
     >>> s.sensitivity, s.unit, s.noise_scale
     (Fraction(2, 1), Fraction(1, 1), Fraction(4, 1))
+    >>> hasattr(s, "exact")          # no public name reads the private statistic
+    False
 
 """
 
@@ -52,12 +55,12 @@ class Scalar:
     kind: str
     noise_scale: Fraction          # discrete Laplace scale t = Δ/ε for the ε it was planned with
 
-    def exact(self, session: Session, exclude: frozenset[Any] = frozenset()) -> int:
+    def _exact(self, session: Session, exclude: frozenset[Any] = frozenset()) -> int:
         """The exact statistic, without the privacy units in ``exclude`` (PRIVATE: only inside a run)."""
         stats = session._statistics(self._input(session, exclude), (), None, (self.statistic,))
         return int(stats[self.statistic.key][0])
 
-    def exact_by_unit(self, session: Session, exclude: frozenset[Any] = frozenset()) -> tuple[int, list[Any]]:
+    def _exact_by_unit(self, session: Session, exclude: frozenset[Any] = frozenset()) -> tuple[int, list[Any]]:
         """(exact statistic, the units whose contribution to it is non-zero) — PRIVATE: only inside a run.
 
         ONE statistics call grouped by privacy unit: contribution bounding (which keeps ``max_rows`` rows
@@ -81,14 +84,23 @@ class Scalar:
         assert unit is not None
         return Frame(session, node).filter(~pl.col(unit).is_in(list(exclude)))._node
 
-    def noisy(self, session: Session, scale: Fraction, rng: RandomSource,
-              exclude: frozenset[Any] = frozenset()) -> int:
-        """Exact + discrete Laplace(scale), in statistic units (PRIVATE input, DP output)."""
-        return self.exact(session, exclude) + int(discrete_laplace(scale, 1, rng)[0])
+    def _noisy(self, session: Session, scale: Fraction, rng: RandomSource,
+               exclude: frozenset[Any] = frozenset()) -> int:
+        """Exact + discrete Laplace(scale), in statistic units (PRIVATE input, DP output only at a charged scale)."""
+        return self._exact(session, exclude) + int(discrete_laplace(scale, 1, rng)[0])
+
+    def in_output_units(self, value: int) -> Fraction:
+        """A statistic-unit integer in the query's output units, exactly (targets are compared on this)."""
+        return value * self.unit
 
     def to_output(self, value: int) -> float | int:
-        """A statistic-unit integer in the query's output units (counts stay ints)."""
-        return int(value) if self.kind in ("len", "count") else float(value * self.unit)
+        """A statistic-unit integer in the query's output units (counts stay ints; beyond float range: ±inf)."""
+        if self.kind in ("len", "count"):
+            return int(value)
+        try:
+            return float(value * self.unit)
+        except OverflowError:
+            return math.copysign(math.inf, value)
 
     def threshold_units(self, threshold: Fraction) -> int:
         """The smallest integer statistic value v with v·unit ≥ threshold."""

@@ -99,8 +99,12 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
               delta: object = 0, stops: object = None, refund: bool | None = None) -> list[pl.DataFrame]:
     """Collect ``steps`` in order at ``budget`` each until ``stop(results so far)`` is true at a stopping point.
 
-    ``stop`` sees only released results. Returns the released results; charged the cell of their number
-    (see the module docstring: ``budget`` is ``dp.PureDP(ε)`` or ``dp.ZCDP(ρ)``, ``delta`` the spec's δ).
+    ``stop`` receives released values only: the results of the steps run so far, each a DP release
+    covered by the reserved cell, and every one of them is returned. Returns the released results;
+    charged the cell of their number (see the module docstring: ``budget`` is ``dp.PureDP(ε)`` or
+    ``dp.ZCDP(ρ)``, ``delta`` the spec's δ). ``stop`` runs while the run's reservation is open: a query
+    it runs (or another thread's) forfeits the refund, and an exception it raises fails the run (the
+    worst cell stays charged).
     """
     if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
         raise DPFrameError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")

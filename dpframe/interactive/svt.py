@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
-from dpframe.interactive.stream import Reservation
+from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class SparseVector:
         self.noise = str(noise)
         self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
         self.session = session
+        self._lock = threading.RLock()      # one test (or close) at a time: check, run and record atomically
         self.answers: list[bool] = []
         self.values: dict[int, float | int] = {}
         self._positive_queries: list[tuple[int, Scalar]] = []
@@ -228,8 +230,13 @@ class SparseVector:
         return f"<dp.SparseVector {self.status()}>"
 
     # --------------------------------------------------------------------------------- queries
+    @_atomic
     def test(self, query: Any) -> bool:
-        """Whether the query's value is (noisily) above the threshold. Nothing extra is charged."""
+        """Whether the query's value is (noisily) above the threshold. Nothing extra is charged.
+
+        Concurrent tests from several threads run one at a time (the threshold's noise, drawn at the
+        first test, included), so no more than ``max_positives`` "above" answers are ever given.
+        """
         self._reservation.check_open()
         c = self.max_positives
         gaussian = self.noise == "gaussian"
@@ -269,7 +276,7 @@ class SparseVector:
         def run() -> bool:
             if self._rho is None:
                 self._rho = draw_rho()
-            noisy = sc.exact(self.session) + draw_nu()
+            noisy = sc._exact(self.session) + draw_nu()
             return noisy - self._rho >= bar
 
         above = self._reservation.run(run)
@@ -303,10 +310,12 @@ class SparseVector:
 
     _refunded = False
 
+    @_atomic
     def close(self) -> dict[int, float | int]:
         """Close the stream: release the positive queries' values (if ``release``), settle the charge.
 
-        Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``).
+        Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``). A stream
+        closed by a failure stays charged in full (no refund).
         """
         if self.closed:
             return self.values
@@ -317,7 +326,7 @@ class SparseVector:
             for index, sc in self._positive_queries:
                 scale = sc.sensitivity / eps_entry
                 self.values[index] = sc.to_output(self._reservation.run(partial(
-                    sc.noisy, self.session, scale, self.session.rng)))
+                    sc._noisy, self.session, scale, self.session.rng)))
         if refund:
             self._reservation.settle(self._cell_cost(), f"{k} positives")
             self._refunded = True

@@ -16,9 +16,12 @@ and (f_ε, f_δ) is any adaptive composition of n ε_ch-DP calls: min(n·ε, ½n
 Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤ τ, channel open. Targets:
 
 * ``test`` — NotPrior (Lemma 2.3): q = 1/(e^ε + 1); ``prior`` (default "below") is free.
-* ``conditional_release`` — Lemma 2.4: publish the noisy value iff ``when(value)``; q = 1/(e^ε + 1).
-  With ``name=``, the unreleased value is kept secret and ``revise(name, when)`` may release it later:
-  Lemma 2.5, a 2ε call with q = 1/(e^{2ε} + 1).
+* ``conditional_release`` — Lemma 2.4: publish the noisy value iff it lies in ``when``, a declarative
+  target (``dp.above(x)``, ``dp.below(x)``, ``dp.between(a, b)``, ``dp.outside(a, b)``,
+  :mod:`dpframe.interactive.targets`) the library evaluates itself; q = 1/(e^ε + 1). No analyst code
+  sees the value before it is released (a function ``when=`` is refused). With ``name=``, the
+  unreleased value is kept secret and ``revise(name, when)`` may release it later: Lemma 2.5, a 2ε
+  call with q = 1/(e^{2ε} + 1).
 * ``between`` — BetweenThresholds (Lemma G.1) on a discrete Laplace value: "between" is the target,
   q = (1 − e^{−wε/Δ})/(e^ε + 1) for w integer grid steps between the thresholds (verified by the LP of
   digest §9 in the tests).
@@ -28,7 +31,9 @@ Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤
   (:mod:`dpframe.interactive.boundary`).
 
 The channel is a *filter*: the reservation is charged in full whatever the hit count (there is no
-odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used".
+odometer for TCT); ``status()`` says "reserved (ε', δ'); h of τ hits used". Calls from several threads
+run one at a time (admission, the private run and the hit count are one step), and a call that fails
+while running closes the channel (:mod:`dpframe.interactive.stream`).
 
 ``per_unit=True`` (Alg. 5, SVT with individual charging): tests and conditional releases only; hits
 are counted per privacy unit (every unit with a non-zero contribution to a hit pays one), a unit is
@@ -51,7 +56,8 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -61,8 +67,9 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.scalar import Scalar, public_number, scalar
-from dpframe.interactive.stream import Reservation
+from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
+from dpframe.interactive.targets import Target, as_target
 from dpframe.noise import discrete_laplace
 
 if TYPE_CHECKING:
@@ -158,6 +165,7 @@ class TargetChargingChannel:
     def __init__(self, session: Session, epsilon: object, max_hits: object, delta: object, *,
                  min_q: float | None = None, per_unit: bool = False) -> None:
         self.session = session
+        self._lock = threading.RLock()      # one call at a time: admission, private run and hit count atomically
         self.epsilon = exact(epsilon, "epsilon")  # type: ignore[arg-type]
         self.max_hits = positive_int(max_hits, "max_hits", MAX_ACCESSES)
         if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
@@ -196,6 +204,7 @@ class TargetChargingChannel:
         self._reservation: Reservation | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
+    @_atomic
     def __enter__(self) -> TargetChargingChannel:
         if self._reservation is not None:
             raise PlanError("this channel was already opened", argument="channel",
@@ -209,6 +218,7 @@ class TargetChargingChannel:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_atomic
     def close(self) -> None:
         """Close the channel; its reservation stays charged in full (a filter, not an odometer)."""
         if self._reservation is not None:
@@ -276,28 +286,15 @@ class TargetChargingChannel:
 
         def run() -> tuple[int, list[Any]]:
             if self.per_unit:
-                exact, units = sc.exact_by_unit(self.session, self._exhausted)
+                exact, units = sc._exact_by_unit(self.session, self._exhausted)
             else:
-                exact, units = sc.exact(self.session), []
+                exact, units = sc._exact(self.session), []
             return exact + int(discrete_laplace(scale, 1, self.session.rng)[0]), units
         assert self._reservation is not None
         return self._reservation.run(run)
 
-    def _released(self, when: Callable[[Any], bool], released: Any, units: list[Any]) -> bool:
-        """Evaluate ``when`` ONCE on the released value (its answer decides both publication and charge).
-
-        An exception is itself an output that depends on the value: it is counted as a hit (the units
-        are charged) and reported by type only.
-        """
-        try:
-            return bool(when(released))
-        except Exception as e:
-            failure = type(e).__name__
-        self._hit(units)
-        raise DPFrameError(f"`when` raised {failure}; counted as a hit (an exception reveals the value too)",
-                           argument="when", fix="pass a function that returns True or False for every number")
-
     # -------------------------------------------------------------------------------- calls
+    @_atomic
     def test(self, query: Any, threshold: object, *, prior: bool = False, epsilon: object = None) -> bool:
         """Private test "query ≥ threshold?"; NotPrior target: only an answer ≠ ``prior`` is charged."""
         eps = self._call_epsilon(epsilon, 1)
@@ -317,17 +314,28 @@ class TargetChargingChannel:
             self._hit(units)
         return bool(above)
 
-    def conditional_release(self, query: Any, when: Callable[[Any], bool], *, epsilon: object = None,
+    @_atomic
+    def conditional_release(self, query: Any, when: Target, *, epsilon: object = None,
                             name: str | None = None) -> Any:
-        """The noisy value if ``when(value)`` holds, else None; only releases are charged.
+        """The noisy value if it lies in the target ``when``, else None; only releases are charged.
 
-        ``when`` must be a pure function of the value (fixed before the call). With ``name=``, an
-        unreleased value is kept (secretly) for :meth:`revise`; revisions cost 2ε, so a named call runs
-        at ε/2 by default.
+        ``when`` is declarative — ``dp.above(x)``, ``dp.below(x)``, ``dp.between(a, b)`` or
+        ``dp.outside(a, b)`` — and the library evaluates it, exactly, on the noisy value: no analyst code
+        sees a value that is not released (a function is refused). With ``name=``, an unreleased value
+        is kept (secretly) for :meth:`revise`; revisions cost 2ε, so a named call runs at ε/2 by default.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"g": [i % 4 for i in range(4000)]})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(60, 1e-6), seed=0)
+            >>> with sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7) as ch:
+            ...     big = ch.conditional_release(sess.table("t").agg(dp.len()), when=dp.above(3000))
+            ...     small = ch.conditional_release(sess.table("t").agg(dp.len()), when=dp.below(3000))
+            >>> 3950 < big < 4050, small, ch.hits
+            (True, None, 1)
+
         """
-        if not callable(when):
-            raise DPFrameError(f"must be a function of the value, got {type(when).__name__}", argument="when",
-                               fix="pass when=lambda v: v > 4000")
+        target = as_target(when)
         if name is not None and (not isinstance(name, str) or name in self._handles):
             raise DPFrameError(f"name {name!r} is not a new string", argument="name", fix="use a fresh name")
         if name is not None and self.per_unit:
@@ -337,31 +345,33 @@ class TargetChargingChannel:
         self._admit(q_notprior(float(eps)))
         value, units = self._measure(sc, eps)
         self.calls += 1
-        released = sc.to_output(value)
-        if self._released(when, released, units):
+        if target.contains(sc.in_output_units(value)):
             self._hit(units)
-            return released
+            return sc.to_output(value)
         if name is not None:
             self._handles[name] = (sc, value, eps)
         return None
 
-    def revise(self, name: str, when: Callable[[Any], bool]) -> Any:
-        """Release a named, not yet released value if ``when(value)`` holds (a 2ε call, Lemma 2.5)."""
+    @_atomic
+    def revise(self, name: str, when: Target) -> Any:
+        """Release a named, not yet released value if it lies in the target ``when`` (a 2ε call, Lemma 2.5).
+
+        ``when`` is declarative, as for :meth:`conditional_release` (e.g. a lower bar: ``dp.above(3000)``).
+        """
+        target = as_target(when)
         if name not in self._handles:
             raise DPFrameError(f"no unreleased value named {name!r}", argument="name",
                                fix=f"use one of {sorted(self._handles)}")
-        if not callable(when):
-            raise DPFrameError("must be a function of the value", argument="when", fix="pass when=lambda v: ...")
         sc, value, eps = self._handles[name]
         self._admit(q_revise(float(eps)), kind="a revision")
-        released = sc.to_output(value)
         self.calls += 1
-        if self._released(when, released, []):
+        if target.contains(sc.in_output_units(value)):
             del self._handles[name]
             self._hit()
-            return released
+            return sc.to_output(value)
         return None
 
+    @_atomic
     def between(self, query: Any, lower: object, upper: object, *, epsilon: object = None) -> str:
         """BetweenThresholds: "below", "between" or "above"; only "between" is charged (Lemma G.1)."""
         if self.per_unit:
@@ -386,6 +396,7 @@ class TargetChargingChannel:
         self._hit()
         return "between"
 
+    @_atomic
     def boundary_test(self, query: Any, threshold: object, *, epsilon: object = None) -> str:
         """The boundary-wrapped test "query ≥ threshold?": "above", "below" or "boundary" (the target).
 
@@ -404,12 +415,13 @@ class TargetChargingChannel:
         self._admit(q_boundary(float(eps)), kind="a boundary test")
         bar, scale = sc.threshold_units(bar_value), sc.sensitivity / eps
         assert self._reservation is not None
-        outcome = self._reservation.run(lambda: wrapped_test(sc.exact(self.session), bar, scale, self.session.rng))
+        outcome = self._reservation.run(lambda: wrapped_test(sc._exact(self.session), bar, scale, self.session.rng))
         self.calls += 1
         if outcome == "boundary":
             self._hit()
         return outcome
 
+    @_atomic
     def select_best(self, queries: Sequence[Any], *, epsilon: object = None) -> tuple[int, Any]:
         """The index and noisy value of the largest of m scalar queries: one hit of a 2ε call."""
         if self.per_unit:
@@ -422,11 +434,11 @@ class TargetChargingChannel:
         scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]
         self._admit(q_notprior(2 * float(eps)), kind="a selection")
         values = [self._measure(sc, eps)[0] for sc in scalars]
-        outputs = [sc.to_output(v) for sc, v in zip(scalars, values, strict=True)]
-        best = max(range(len(outputs)), key=lambda i: (outputs[i], -i))  # ties: lowest index
+        exact_values = [sc.in_output_units(v) for sc, v in zip(scalars, values, strict=True)]
+        best = max(range(len(values)), key=lambda i: (exact_values[i], -i))  # ties: lowest index
         self.calls += 1
         self._hit()
-        return best, outputs[best]
+        return best, scalars[best].to_output(values[best])
 
 
 def zcdp_session(session: Session) -> bool:

@@ -121,7 +121,8 @@ def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | 
 
     Int64 values, or for a list-valued kind (``sorted``) an object array holding one int64 array per group
     (views into one buffer, no copy). A partial ``sorted`` (a struct ``{n, positions, codes}``, see
-    :class:`Statistic`) becomes a :class:`~dpframe.mechanism.SortedCodes` completed by ``complete``.
+    :class:`Statistic`) becomes a :class:`~dpframe.mechanism.SortedCodes` completed by ``complete``, which
+    the engine supplies and a mechanism calls inside the charged run; ``complete`` receives no values.
 
     Example:
         >>> [a.tolist() for a in statistic_values(pl.Series([[1, 2], [], [5]], dtype=pl.List(pl.Int64)))]
@@ -141,6 +142,8 @@ def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | 
 
 def partial_codes(column: pl.Series, complete: Callable[[], Sequence[Any]] | None) -> SortedCodes:
     """A struct column ``{n, positions, codes}`` (one row per group) as :class:`SortedCodes`.
+
+    ``complete`` (engine-supplied, called by the mechanism inside the charged run) receives no values.
 
     Example:
         >>> col = pl.Series([{"n": 4, "positions": [1, 2], "codes": [5, 6]}])

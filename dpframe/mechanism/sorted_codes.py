@@ -58,7 +58,8 @@ class SortedCodes:
         positions: the global virtual positions whose codes are known, strictly increasing.
         values: the codes at those positions (non-decreasing within each group).
         complete: returns every group's full sorted codes (one int64 array per group), or None when
-            ``positions`` already covers everything.
+            ``positions`` already covers everything. The engine supplies it and the mechanism calls it
+            inside the charged run; it receives no values.
 
     """
 

@@ -62,7 +62,10 @@ def is_aggregate(node: Any) -> bool:
 
 
 def contains(node: Any, test: Callable[[Any], bool]) -> bool:
-    """Whether ``test`` holds for ``node`` or any node below it."""
+    """Whether ``test`` holds for ``node`` or any node below it.
+
+    ``test`` receives public values only: nodes of the parsed query text, never data.
+    """
     if test(node):
         return True
     if isinstance(node, dict):

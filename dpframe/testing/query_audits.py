@@ -38,6 +38,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.interactive.targets import above
 from dpframe.measures import len as dp_len
 from dpframe.measures import sum
 from dpframe.privacy_unit import PrivacyUnit
@@ -374,7 +375,7 @@ def _tct() -> list[AuditSpec]:
         return tuple(ch.test(_count(sess, k), threshold=12) if not ch.closed else None for k in KEYS)
 
     def releases(sess: Any, ch: Any) -> tuple[Any, ...]:
-        return tuple(ch.conditional_release(_count(sess, k), when=lambda v: v >= 12) if not ch.closed else None
+        return tuple(ch.conditional_release(_count(sess, k), when=above(12)) if not ch.closed else None
                      for k in KEYS)
 
     pairs = _pairs(("counts near the target, +1 unit on a", table, plus_unit(table, g="a")))

@@ -140,9 +140,10 @@ def _tct_step(sess: dp.Session, other: dp.Session, method: str, q: str, threshol
             return _call(ch.test, query, threshold, prior=flag, epsilon=eps)
         if method in ("conditional_release", "named_release"):
             name = f"n{q}" if method == "named_release" else None
-            return _call(ch.conditional_release, query, lambda v: v >= threshold if flag else v, epsilon=eps, name=name)
+            when = _safe(lambda: dp.above(threshold)) if flag else threshold   # a bare number is refused
+            return _call(ch.conditional_release, query, when, epsilon=eps, name=name)
         if method == "revise":
-            return ch.revise(f"n{q}", lambda v: True)
+            return ch.revise(f"n{q}", dp.above(-(10**9)) if flag else dp.below(-(10**9)))
         if method == "between":
             return _call(ch.between, query, threshold, threshold + 5 if isinstance(threshold, int) else eps,
                          epsilon=eps)

@@ -109,7 +109,7 @@ def test_channel_reserves_on_enter_and_halts_at_tau() -> None:
         assert ch.test(_q(sess, 5), threshold=0)          # far above: a hit
         assert not ch.test(_q(sess, 0), threshold=10_000)  # far below: free
         assert "1 of 2 hits used; open" in ch.status()
-        assert ch.conditional_release(_q(sess, 5), when=lambda v: v > 0) == pytest.approx(600, abs=30)
+        assert ch.conditional_release(_q(sess, 5), when=dp.above(1)) == pytest.approx(600, abs=30)
         assert ch.closed                                   # the τ-th hit closes the channel
         with pytest.raises(dp.DPFrameError, match="closed"):
             ch.test(_q(sess, 0), threshold=10_000)
@@ -121,12 +121,12 @@ def test_pay_only_for_change_prior_and_revisions() -> None:
     with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6, min_q=0.25) as ch:
         assert ch.test(_q(sess, 5), threshold=100, prior=True)     # unchanged "above": free
         assert ch.hits == 0
-        assert ch.conditional_release(_q(sess, 2), when=lambda v: v > 1000, name="h") is None
+        assert ch.conditional_release(_q(sess, 2), when=dp.above(1001), name="h") is None
         assert ch.hits == 0
-        assert ch.revise("h", when=lambda v: v > 10) == pytest.approx(300, abs=40)
+        assert ch.revise("h", when=dp.above(11)) == pytest.approx(300, abs=40)
         assert ch.hits == 1
         with pytest.raises(dp.DPFrameError, match="no unreleased"):
-            ch.revise("h", when=lambda v: True)
+            ch.revise("h", when=dp.above(0))
         assert ch.between(_q(sess, 5), 0, 50) == "above" and ch.between(_q(sess, 0), 90, 110) == "between"
         best, value = ch.select_best([_q(sess, 0), _q(sess, 3), _q(sess, 1)], epsilon=0.5)
         assert best == 1 and value == pytest.approx(400, abs=40)
@@ -163,7 +163,7 @@ def test_admission_depends_only_on_public_state(monkeypatch: pytest.MonkeyPatch)
             with pytest.raises(dp.BudgetError):           # ε above the channel's: refused before any read
                 ch.test(_q(sess, 0), threshold=1, epsilon=2)
             with pytest.raises(dp.BudgetError):           # a revision needs 2ε ≤ ε_ch
-                ch.conditional_release(_q(sess, 0), when=lambda v: True, name="x", epsilon=1)
+                ch.conditional_release(_q(sess, 0), when=dp.above(0), name="x", epsilon=1)
             with pytest.raises(dp.BudgetError, match="q ="):  # BetweenThresholds' q below the channel's
                 ch.between(_q(sess, 0), 0, 2)
         assert ch.test(_q(sess, 5), threshold=0)
@@ -225,31 +225,47 @@ def test_per_unit_charges_exactly_the_units_in_the_released_sum(monkeypatch: pyt
                           budget=dp.ApproxDP(1e6, 1e-5), seed=seed)
         with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6, per_unit=True) as ch:
             q = sess.table("t").agg(dp.sum("x", bounds=(0, 10)))
-            released = ch.conditional_release(q, when=lambda v: v >= 10)
+            released = ch.conditional_release(q, when=dp.above(10))
             assert released in (995.0, 1000.0)
             unit0_in_value = released == 1000.0
             assert (ch._unit_hits.get(0, 0) == 1) == unit0_in_value, seed
             assert all(ch._unit_hits[u] == 1 for u in range(1, 200))
             kept += unit0_in_value
             before = ch._unit_hits.get(0, 0)
-            value = ch.conditional_release(q, when=lambda v: v >= 10)   # a fresh bounded sample
+            value = ch.conditional_release(q, when=dp.above(10))   # a fresh bounded sample
             assert ch._unit_hits.get(0, 0) - before == (value == 1000.0)
     assert 5 <= kept <= 35                         # both cases were exercised
 
 
-def test_when_is_evaluated_once_and_an_exception_counts_as_a_hit() -> None:
+def test_declarative_targets_decide_release_exactly() -> None:
+    """The library evaluates the target on the exact noisy value; each kind splits the line as documented."""
     sess = _session(5)
-    calls: list[object] = []
+    q = sess.table("t").agg(dp.sum("g", bounds=(0, 0.5)))         # a float sum on a fine grid
     with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6) as ch:
-        flip = iter([True, False])
-        out = ch.conditional_release(_q(sess, 5), when=lambda v: calls.append(v) or next(flip))
-        assert out is not None and len(calls) == 1 and ch.hits == 1   # one evaluation decides both
+        value = ch.conditional_release(q, when=dp.above(-10**9))
+        assert isinstance(value, float) and ch.hits == 1
+        for target, inside in ((dp.above(value), True), (dp.below(value), False),
+                               (dp.between(value, value), True), (dp.outside(value, value), False)):
+            assert target.contains(value) is inside
+        assert ch.conditional_release(_q(sess, 5), when=dp.between(0, 10)) is None          # 600: a miss
+        assert ch.conditional_release(_q(sess, 5), when=dp.outside(0, 10)) is not None      # a hit
+        assert ch.conditional_release(_q(sess, 5), when=dp.below(10)) is None and ch.hits == 2
 
-        def boom(v: object) -> bool:
-            raise ValueError(f"value was {v}")
-        with pytest.raises(dp.DPFrameError, match="raised ValueError") as info:
-            ch.conditional_release(_q(sess, 5), when=boom)
-        assert "value was" not in str(info.value) and ch.hits == 2
+
+def test_bad_targets_are_refused_naming_the_argument() -> None:
+    for build, argument in ((lambda: dp.above(math.nan), "threshold"), (lambda: dp.below("4000"), "threshold"),
+                            (lambda: dp.between(5, 1), "upper"), (lambda: dp.outside(math.inf, 1), "lower"),
+                            (lambda: dp.between(True, 2), "lower"), (lambda: dp.above(_q(_session(), 0)), "threshold")):
+        with pytest.raises(dp.DPFrameError) as info:
+            build()
+        assert info.value.argument == argument and info.value.fix
+    sess = _session(6)
+    with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6) as ch:
+        for when in (4000, None, "above 4000", (0, 10)):
+            with pytest.raises(dp.DPFrameError, match="target") as info:
+                ch.conditional_release(_q(sess, 0), when=when)  # type: ignore[arg-type]
+            assert info.value.argument == "when" and "dp.above(4000)" in (info.value.fix or "")
+        assert ch.calls == 0 and sess.spent() == ch.cost
 
 
 def test_huge_epsilon_is_refused_without_overflow_or_charge() -> None:
