@@ -396,7 +396,8 @@ class Session:
         if settle is None:
             self._ledger.commit(charge)
         else:
-            self._ledger.settle(charge, *settle(result))
+            # A settlement that fails (a plugin's classify bug, an unknown cell) marks the charge failed, in full.
+            self._guarded(charge, lambda: self._ledger.settle(charge, *settle(result)))
         return result
 
     def _guarded(self, charge: int, run: Callable[[], T]) -> T:

@@ -134,7 +134,8 @@ class Ledger:
     def __init__(self, path: str | Path | None, accountant: Accountant) -> None:
         self.accountant = accountant
         self.path = str(path) if path is not None else ":memory:"
-        self._lock = threading.Lock()
+        # Re-entrant: a lost stream's finalizer (gc, any time) commits through this same lock.
+        self._lock = threading.RLock()
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
         if path is not None and Path(path).is_dir():
@@ -298,8 +299,10 @@ class Ledger:
         return cur.lastrowid
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
+        """Close an open reservation; a charge already marked failed or committed keeps its status."""
         with self._lock:
-            self._db.execute("UPDATE charges SET status = ?, error = ? WHERE id = ?", (status, error, charge_id))
+            self._db.execute("UPDATE charges SET status = ?, error = ? WHERE id = ? AND status = 'reserved'",
+                             (status, error, charge_id))
 
     def commit(self, charge_id: int) -> None:
         """Mark a reservation as released."""

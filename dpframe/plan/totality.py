@@ -338,6 +338,8 @@ def _shown(column: pl.Series, row: int) -> str:
 def output_schema(apply: Callable[[pl.LazyFrame], pl.LazyFrame], schema: pl.Schema, argument: str) -> pl.Schema:
     """The schema ``apply`` gives on an empty frame of ``schema`` (reads no data), or a :class:`SchemaError`.
 
+    ``apply`` receives public values only: an empty frame with the public schema.
+
     Example:
         >>> output_schema(lambda f: f.select(pl.col("x") + 1), pl.Schema({"x": pl.Int8}), "exprs")
         Schema([('x', Int8)])

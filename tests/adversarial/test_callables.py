@@ -107,6 +107,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
+    ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").
@@ -114,6 +115,9 @@ TEST_KIT = {
     ("dpframe.testing.queries.Stream", "open"), ("dpframe.testing.queries.Stream", "script"),
     ("dpframe.testing.queries.Stream", "reserved"), ("dpframe.testing.queries.query_sampler", "make_query"),
     ("dpframe.testing.queries.query_sampler", "features"), ("dpframe.testing.registry.AuditSpec", "pairs"),
+    ("dpframe.testing.distinguish.outcome_sampler", "make_query"),
+    ("dpframe.testing.distinguish.outcome_sampler", "features"), ("dpframe.testing.distinguish.catching", "make_query"),
+    ("dpframe.testing.distinguish.outcome_features", "features"),
 }
 
 #: Parameters that once took a callable on unreleased values and are now declarative (a callable is refused).
