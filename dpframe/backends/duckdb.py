@@ -78,20 +78,22 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
 def _duckdb_type(dtype: pl.DataType) -> pl.DataType:
     """The type a column is handed to DuckDB as, so that no value can make DuckDB fail reading it.
 
-    DuckDB keeps times in microseconds: a millisecond datetime or duration beyond its range raises a
-    conversion error *when a row is read* (which rows reach the engine is private), and Arrow cannot carry
-    Polars' 128-bit integers at all. They become microseconds and ``DECIMAL(38, 0)``; a value that does
-    not fit becomes null (non-strict cast), as the Polars backend's statistics would not read it either.
+    DuckDB keeps times in microseconds: a millisecond datetime beyond its range raises a conversion error
+    *when a row is read* (which rows reach the engine is private); Arrow cannot carry Polars' 128-bit
+    integers; and a duration comes back from DuckDB as an interval Polars cannot read. They become
+    microseconds, ``DECIMAL(38, 0)`` and the duration's integer count of its unit (a group key is cast
+    back to its type when the result returns); a value that does not fit becomes null (non-strict
+    cast), as the Polars backend's statistics would not read it either.
 
     Example:
-        >>> _duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), _duckdb_type(pl.Int128()), _duckdb_type(pl.Int8())
-        (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int8)
+        >>> _duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), _duckdb_type(pl.Int128()), _duckdb_type(pl.Duration())
+        (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int64)
 
     """
     if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":
         return pl.Datetime("us", dtype.time_zone)
-    if isinstance(dtype, pl.Duration) and dtype.time_unit == "ms":
-        return pl.Duration("us")
+    if isinstance(dtype, pl.Duration):
+        return pl.Int64()
     if dtype in (pl.Int128, pl.UInt128):
         return pl.Decimal(38, 0)
     if isinstance(dtype, pl.List):
@@ -343,7 +345,7 @@ class DuckDBBackend:
             return cur
         if request.keys is not None:
             # Rows outside the public keys must not use up a unit's max_rows / max_groups.
-            keys = q.frame(request.keys.to_arrow())
+            keys = q.frame(_for_duckdb(request.keys.lazy()).collect().to_arrow())
             on = " AND ".join(f"s.{b} IS NOT DISTINCT FROM k.{b}" for b in by)
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {keys} AS k ON {on}")
         u = quote(unit.column)

@@ -143,12 +143,13 @@ def _session(schema: pl.Schema, backend: str) -> dp.Session:
     key = (repr(schema), backend)
     if key not in _SESSIONS:
         table = _frame(probe_values(schema["c"]), probe_values(schema["d"]))
-        _SESSIONS[key] = dp.Session({"t": table}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10**9),
-                                    backend=backend, seed=0)
+        _SESSIONS[key] = dp.Session({"t": table}, privacy_unit=dp.PrivacyUnit.row(),
+                                    budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
     return _SESSIONS[key]
 
 
 def _end_to_end(name: str, backend: str, every_type: bool) -> None:
+    """Filtered on the result, and (``every_type``) grouped by it with keys from the data and public keys."""
     case = CASES[name]
     for dtype in case.types:
         schema = _schema(case, dtype)
@@ -156,11 +157,21 @@ def _end_to_end(name: str, backend: str, every_type: bool) -> None:
             frame = _session(schema, backend).table("t").with_columns(out=case.build(pl.col("c"), pl.col("d")))
         except (PlanError, SchemaError, AttributeError, TypeError, ValueError, pl.exceptions.PolarsError):
             continue   # refused when built, or not buildable for this type: nothing charged, nothing read
-        query = frame.filter(pl.col("out").is_null()).agg(dp.len())
-        try:
-            query.collect(dp.PureDP(1))
-        except BaseException as e:   # noqa: BLE001
-            pytest.fail(f"{name} on {dtype} ({backend}) failed while running: {type(e).__name__}: {str(e)[:200]}")
+        queries = [lambda: frame.filter(pl.col("out").is_null()).agg(dp.len())]
+        if every_type:
+            keys = probe_values(frame.schema["out"]).slice(0, 2)
+            queries += [lambda: frame.group_by("out").agg(dp.len()),
+                        lambda: frame.group_by("out", keys=keys.to_frame("out")).agg(dp.len())]
+        for build in queries:
+            try:
+                query = build()
+            except dp.DPFrameError:
+                continue   # e.g. a key type that cannot be grouped: refused, free
+            try:
+                query.collect(dp.ApproxDP(1, 1e-6))
+            except BaseException as e:   # noqa: BLE001
+                pytest.fail(f"{name} on {dtype} ({backend}) failed while running: {type(e).__name__}: "
+                            f"{str(e)[:200]}")
         if not every_type:
             return
 
