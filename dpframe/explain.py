@@ -8,7 +8,7 @@ from dpframe.budgets import describe
 from dpframe.plan.nodes import Aggregate
 
 if TYPE_CHECKING:
-    from dpframe.planner import PhysicalPlan
+    from dpframe.planning import PhysicalPlan
     from dpframe.session import Session
 
 NULLS = ("nulls: len counts rows; count/sum/mean/var/std ignore null and NaN values; "
@@ -36,11 +36,8 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
         "steps": steps,
         "measures": measures,
         "noise": noise,
-        "notes": [n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes] + [NULLS]
-        + ([f"Poisson sample at rate {plan.rate:g}: " + ("charged the full cost (zCDP cannot express amplification; "
-                                                     "use accountant='rdp')" if session.accountant.notion == "zcdp"
-                                                     else "the charge is the amplified cost")]
-           if plan.rate < 1 else []),
+        "notes": [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans
+                                 for n in p.notes), NULLS],
         "budget": {"requested": describe(plan.budget), "cost": describe(plan.cost),
                    "charged": session.accountant.describe_charge(plan.session_cost),
                    "accountant": session.accountant.describe(),

@@ -26,7 +26,7 @@ from dpframe.errors import PlanError, PluginError, SchemaError
 from dpframe.explain import render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
-from dpframe.planner import PhysicalPlan, plan_query
+from dpframe.planning import PhysicalPlan, plan_query, validate_measures
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -366,31 +366,9 @@ def _aggregate(session: Session, node: Node, by: tuple[str, ...], keys: pl.DataF
         flat.append(m.alias(name))
     if not flat:
         raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
-    _validate_measures(session, node.schema, by, flat)
-    return Aggregate(node, by, keys, tuple(flat))
-
-
-def _validate_measures(session: Session, schema: pl.Schema, by: tuple[str, ...], measures: list[Measure]) -> None:
-    """Build-time checks of ``agg(...)``, free: each measure's mechanism accepts it.
-
-    Every kind must have a mechanism, which accepts the measure's column, type, bounds and options.
-    (Output-name clashes depend on the mechanisms' outputs and are checked by the planner, also free.)
-
-    The mechanism is validated under the session's notion when it supports it (the notion a query
-    budget converts to), else under one it does support; ``plan_query`` checks again for the actual
-    query budget.
-    """
-    from dpframe.mechanism import MeasureContext
-
-    host = session.plugins
-    preferred = "zcdp" if session.accountant.total.notion == "zcdp" else "pure"
-    for m in measures:
-        name = m.option("mechanism")
-        notions = {n for _, mech in host.mechanisms() if m.kind in mech.handles and name in (None, mech.name)
-                   for n in mech.notions}
-        notion = preferred if preferred in notions or not notions else sorted(notions)[0]
-        mech = host.mechanism_for(m.kind, notion, name)  # raises PluginError when nothing handles the kind
-        mech.validate(m, MeasureContext(session.privacy_unit, schema, bool(by), notion))  # type: ignore[arg-type]
+    aggregate = Aggregate(node, by, keys, tuple(flat))
+    validate_measures(session.plan_context, aggregate)
+    return aggregate
 
 
 def _learning() -> Any:
@@ -425,7 +403,7 @@ class Query:
 
     def plan(self, budget: Budget) -> PhysicalPlan:
         """The physical plan (mechanisms, shares, cost) for ``budget``. Free."""
-        return plan_query(self._session, self.node, budget)
+        return plan_query(self._session.plan_context, self.node, budget)
 
     def cost(self, budget: Budget) -> Budget:
         """The exact cost this query would be charged, in the session's notion. Free."""

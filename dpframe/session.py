@@ -31,6 +31,7 @@ from dpframe.frame import Frame
 from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource, default_source
 from dpframe.plan.nodes import Aggregate, Node, RowNode, Scan
+from dpframe.planning import PlanContext
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sql.catalog import SQLCatalog
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from dpframe.interactive.individual import IndividualFilter
     from dpframe.interactive.svt import SparseVector
     from dpframe.interactive.tct import TargetChargingChannel
-    from dpframe.planner import PhysicalPlan
+    from dpframe.planning import PhysicalPlan
     from dpframe.sql.topk import SQLTopKQuery
 
 T = TypeVar("T")
@@ -197,6 +198,11 @@ class Session:
     def plugins(self) -> PluginHost:
         """The plugin host the session's mechanisms, accountant and backends came from."""
         return self._plugins
+
+    @property
+    def plan_context(self) -> PlanContext:
+        """The public facts plans depend on (privacy unit, plugins, accountant); reading it charges nothing."""
+        return PlanContext(self._privacy_unit, self._plugins, self._accountant)
 
     @property
     def backend_name(self) -> str:

@@ -67,7 +67,7 @@ from dpframe.mechanism import Noise
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
-    from dpframe.planner import PhysicalPlan
+    from dpframe.planning import PhysicalPlan
     from dpframe.session import Session
 
 LINEAR_KINDS = frozenset({"rows", "nonnull", "fixed_sum", "units"})
@@ -133,7 +133,7 @@ class IndividualFilter:
     def plan(self, query: object, budget: object) -> PhysicalPlan:
         """The ordinary plan of ``query`` at ``budget`` (σ² per statistic), after the validity checks. Free."""
         from dpframe.frame import Query
-        from dpframe.planner import sampling_rate
+        from dpframe.planning import sampling_rate
 
         rho = _zcdp(budget, "budget")
         if rho.rho > self.budget.rho:

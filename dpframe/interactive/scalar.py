@@ -118,7 +118,7 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
     measures, mean/var/quantiles (not Lipschitz in one unit), sampled inputs, another session's query.
     """
     from dpframe.frame import Query
-    from dpframe.planner import sampling_rate
+    from dpframe.planning import sampling_rate
 
     fix = "pass sess.table(...).filter(...).agg(dp.len()) (or one dp.count / dp.sum(col, bounds=...))"
     if not isinstance(query, Query) or type(query) is not Query:

@@ -117,11 +117,12 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
     points = {int(k) for k in cells}
     step = _step_budget(budget, Fraction(1))
-    from dpframe.planner import plan_query
+    from dpframe.planning import plan_query
     from dpframe.session import _dry_run
 
     inner = ZCDPAccountant(ZCDP(len(steps) * step.rho)) if isinstance(step, ZCDP) else None
-    plans = [plan_query(session, s.node, step, inner) for s in steps]   # validate every step, nothing charged
+    # validate every step, nothing charged
+    plans = [plan_query(session.plan_context, s.node, step, inner) for s in steps]
     for p in plans:
         _dry_run(p)
     spec = OdpSpec(cells, Fraction(0) if delta == 0 else exact(delta, "delta"),  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from dpframe.budgets import Budget
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
-from dpframe.planner import PhysicalPlan, check_budget
+from dpframe.planning import PhysicalPlan, budget_of
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
@@ -83,7 +83,7 @@ class SQLQuery(Query):
         return refusal(self._backend(), self.node)
 
     def plan(self, budget: Budget) -> PhysicalPlan:
-        budget = check_budget(budget)
+        budget = budget_of(budget)
         if self.node.grouped and self.node.keys is None and getattr(budget, "delta", 0) == 0:
             names = list(self.node.by)
             raise BudgetError(

@@ -220,7 +220,7 @@ NOT_QUERIES = frozenset({
     "Frame.filter", "Frame.with_columns", "Frame.select", "Frame.group_by", "Frame.schema", "Frame.columns",
     "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
     "Session.remaining", "Session.history", "Session.close", "Session.backend_name", "Session.privacy_unit",
-    "Session.accountant", "Session.rng", "Session.plugins",
+    "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",
 })
 
 #: Query entry points outside the three classes (documented in ``docs/interactive.md`` / ``docs/topk.md``).

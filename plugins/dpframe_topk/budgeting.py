@@ -44,7 +44,7 @@ from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import BudgetError
-from dpframe.planner import check_budget
+from dpframe.planning import budget_of as check_budget
 from dpframe_topk import calibrate as cal
 
 if TYPE_CHECKING:
