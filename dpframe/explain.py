@@ -28,8 +28,8 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
                              "ci95": p.ci95.get(name)})
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
-    spent = session.accountant.report(session._ledger.spent())
-    after = session.accountant.compose([session._ledger.spent(), plan.session_cost])
+    spent = session.accountant.report(session._release.spent())
+    after = session.accountant.compose([session._release.spent(), plan.session_cost])
     return {
         "private": session.rng.private,
         "backend": session.backend_name,

@@ -119,8 +119,8 @@ class IndividualFilter:
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
         self._lock = threading.RLock()              # one query at a time: each unit's check and charge atomically
         self._closed = False
-        session._charged(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
-                         lambda: None)
+        session._release.release(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
+                                 lambda reader: None)
 
     def __repr__(self) -> str:
         return f"<dp.IndividualFilter per-unit budget={self.budget!r}{' closed' if self._closed else ''}>"
@@ -201,7 +201,7 @@ class IndividualFilter:
         stats = plan.statistics()
         sigma2 = {k: n.scale for p in plan.plans for k, n in p.noises.items()}  # type: ignore[attr-defined]
         by = list(node.by)
-        per = sess._statistics(node.input, (unit, *by), None, stats)   # PRIVATE: per (unit, group)
+        per = sess._release.reader().statistics(node.input, stats, by=(unit, *by))   # PRIVATE: per (unit, group)
         if by:
             assert node.keys is not None
             per = per.join(node.keys, on=by, how="semi", nulls_equal=True)   # only released groups

@@ -77,7 +77,7 @@ class SQLQuery(Query):
         self.notes = notes
 
     def _backend(self) -> Any:
-        return self._session._backend_for(self.backend_name)
+        return self._session._catalog.backend(self.backend_name)
 
     def _refusal(self) -> str | None:
         return refusal(self._backend(), self.node)
@@ -139,7 +139,7 @@ def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = N
               backend: str | None = None) -> SQLQuery | SQLTopKQuery:
     """Parse, check and lower ``text`` for ``session`` (free: reads no private data)."""
     if backend is not None:
-        session._backend_for(backend)  # validates the name
+        session._catalog.backend(backend)  # validates the name
     if keys is not None and not isinstance(keys, Mapping):
         raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
                         fix="pass keys={'column': [value, ...]}")

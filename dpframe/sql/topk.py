@@ -98,7 +98,7 @@ class SQLTopKQuery:
     def _refusal(self) -> str | None:
         from dpframe.sql.query import refusal
 
-        return refusal(self._session._backend_for(self.backend_name), self.inner._node)
+        return refusal(self._session._catalog.backend(self.backend_name), self.inner._node)
 
     def cost(self, budget: object) -> Any:
         """The exact cost (the whole budget, in the session's notion). Free."""
@@ -108,7 +108,7 @@ class SQLTopKQuery:
         """The top-k plan, then the SQL and the backend. Free."""
         out = self.inner.explain(budget, format)
         refused = self._refusal()
-        backend = str(self._session._backend_for(self.backend_name).name)
+        backend = str(self._session._catalog.backend(self.backend_name).name)
         if format == "json":
             return dict(out, sql=self.text, backend=backend, refused=refused)
         lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
@@ -126,7 +126,7 @@ class SQLTopKQuery:
         self.inner.plan(budget)                      # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
-            raise PlanError(f"backend {self._session._backend_for(self.backend_name).name!r} cannot run {refused}",
+            raise PlanError(f"backend {self._session._catalog.backend(self.backend_name).name!r} cannot run {refused}",
                             argument="backend", fix="run it on DuckDB: sess.sql(..., backend='duckdb'); nothing "
                                                     "was charged")
         out = self.inner.collect(budget)

@@ -384,7 +384,7 @@ class BackendConformance:
         assert isinstance(q, Query)
         stats = q.plan(PureDP(1)).statistics()
         rows = tuple(q.node.lineage()[1:-1])
-        got = sess._backend_for(None).statistics(request(stats, ROW, (), rows=rows))
+        got = sess._catalog.backend().statistics(request(stats, ROW, (), rows=rows))
         base = EDGE.filter(pl.col("i").is_not_null() & (pl.col("h") == 1)).with_columns(j=pl.col("i") * 2 + 1)
         base = base.join(pl.DataFrame({"g": ["a", "b"], "w": [10, 20]}), on="g", how="left")
         assert got.to_dicts() == reference(base, stats, None).to_dicts()

@@ -364,8 +364,9 @@ def agg_sampler(measures: Sequence[Measure], unit: PrivacyUnit, *, by: Sequence[
         # whole sorted lists (not partial ones), renamed to the keys the plans read: tiled copies of a
         # group must not depend on a completion function
         wanted = plan.statistics()
-        stats = sess._statistics(node.input, node.by, node.keys, tuple(dict.fromkeys(s.whole() for s in wanted)),
-                                 engine)
+        request = sess._release.reader().request(node.input, tuple(dict.fromkeys(s.whole() for s in wanted)),
+                                                 by=node.by, keys=node.keys)
+        stats = engine.statistics(request)
         stats = stats.with_columns([stats[s.whole().key].alias(s.key) for s in wanted if s.near])
         row = _group_row(stats, list(by), group)
         outputs = [name for p in plan.plans for name in p.output_names()]

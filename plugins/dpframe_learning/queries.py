@@ -341,7 +341,7 @@ class LearningQuery(Generic[R]):
             raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
         p = self.plan(budget)
         sess = self._session
-        after = sess.accountant.compose([sess._ledger.spent(), p.session_cost])
+        after = sess.accountant.compose([sess._release.spent(), p.session_cost])
         steps = [n.describe() for n in self._node.lineage()] + [f"ContributionBound: {sess.privacy_unit.describe()}",
                                                                  self.describe()]
         data = {"private": sess.rng.private, "steps": steps, "mechanisms": p.mechanisms, "details": p.details,
@@ -366,14 +366,15 @@ class LearningQuery(Generic[R]):
     def collect(self, budget: Budget) -> R | NoAnswer:
         """Reserve the cost, run once on the private rows, release the result (or :class:`NoAnswer`)."""
         p = self.plan(budget)
-        return self._session._charged(p.session_cost, self.describe(), p.mechanisms, lambda: self._run(p.params))
+        return self._session._release.release(p.session_cost, self.describe(), p.mechanisms,
+                                              lambda reader: self._run(p.params))
 
     def _groups(self, node: Node, columns: list[str]) -> pl.DataFrame:
         """Distinct value combinations of ``columns`` with their row counts, after contribution bounding.
 
         Private: only inside :meth:`_run`. Rows with a null or NaN in any of ``columns`` are dropped.
         """
-        stats = self._session._statistics(node, tuple(columns), None, (Statistic("rows"),))
+        stats = self._session._release.reader().statistics(node, (Statistic("rows"),), by=tuple(columns))
         schema = stats.schema
         keep = [pl.col(c).is_not_null() & (~pl.col(c).is_nan() if schema[c].is_float() else pl.lit(True))
                 for c in columns]

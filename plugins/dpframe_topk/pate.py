@@ -161,8 +161,8 @@ class MultiLabelPATE:
                             fix="pass query=, label= and/or vote= (column names)")
         queries = _vote_table(votes, **columns)[0]
         cost = self.charge(session, queries.len())
-        return session._charged(cost, f"multilabel_pate(T={queries.len()})", "pate:stable_topk",
-                                lambda: self.release(votes, session.rng, **columns))
+        return session._release.release(cost, f"multilabel_pate(T={queries.len()})", "pate:stable_topk",
+                                        lambda reader: self.release(votes, session.rng, **columns))
 
 
 def _vote_table(votes: object, query: str = "query", label: str = "label",

@@ -2,8 +2,8 @@
 
 Validation and the exact cost happen before anything runs (bad input raises, nothing charged); the
 cost is the whole query budget in the session's notion (in RDP/PLD sessions: the privacy curves of the
-mechanisms, see :mod:`dpframe_topk.budgeting`), reserved with ``Session._charged``. The exact
-per-key scores come from ``Session._statistics`` (keys from the data, or the public ``keys=`` of the
+mechanisms, see :mod:`dpframe_topk.budgeting`), reserved by the session's release context. The exact
+per-key scores come from its private reader (keys from the data, or the public ``keys=`` of the
 group-by) and never leave :meth:`TopKQuery.collect`'s ``run``. See ``docs/topk.md``.
 
 Example:
@@ -54,6 +54,7 @@ from dpframe_topk.results import TopKFailed, TopKPartial
 
 if TYPE_CHECKING:
     from dpframe.plan.nodes import Node
+    from dpframe.release import PrivateReader
     from dpframe.session import Session
 
 METHODS = ("stable", "gumbel", "peeling", "limited_domain", "tct")
@@ -335,12 +336,13 @@ class TopKQuery:
         """
         plan = self.plan(budget)
         sess = self._session
-        return sess._charged(plan.charge, self.describe(), f"topk:{self.method}", lambda: self._run(plan))
+        return sess._release.release(plan.charge, self.describe(), f"topk:{self.method}",
+                                     lambda reader: self._run(plan, reader), backend=self._backend)
 
-    def _run(self, plan: TopKPlan) -> pl.DataFrame | TopKFailed:
+    def _run(self, plan: TopKPlan, reader: PrivateReader) -> pl.DataFrame | TopKFailed:
         sess = self._session
-        stats = sess._statistics(self._node, self._by, self._keys, (self.score.statistic,),
-                                 backend=sess._backend_for(self._backend), bound=self.score.bound_rows)
+        stats = reader.statistics(self._node, (self.score.statistic,), by=self._by, keys=self._keys,
+                                  bound=self.score.bound_rows)
         scores = stats[self.score.statistic.key].to_numpy().astype(np.int64)
         if self._keys is None:
             # Unknown domain: every unobserved key scores 0. Ranking max(score, 0) for *every* key (observed

@@ -132,7 +132,7 @@ def _fail_backend(sess: dp.Session, monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(request):  # noqa: ANN001, ANN202
         raise RuntimeError(f"row with spend={SECRET} could not be parsed")
 
-    monkeypatch.setattr(sess._backend, "statistics", boom)
+    monkeypatch.setattr(sess._catalog.default_backend, "statistics", boom)
 
 
 def test_failure_after_reservation_keeps_the_charge_and_hides_private_values(monkeypatch) -> None:
@@ -150,7 +150,7 @@ def test_failure_after_reservation_keeps_the_charge_and_hides_private_values(mon
     assert h["status"].to_list() == ["committed", "failed"]
     assert h["cost"].to_list() == ["ε=1/2", "ε=1/4"]
     assert SECRET not in str(h.rows())
-    charges = s._ledger.charges()
+    charges = s._release.charges()
     assert charges[-1].error == "RuntimeError" and charges[0].error is None
 
 

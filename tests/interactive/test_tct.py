@@ -11,6 +11,7 @@ import pytest
 from scipy.special import comb
 
 import dpframe as dp
+from dpframe.release import PrivateReader
 from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
 from dpframe.noise import discrete_laplace_tail
 
@@ -159,7 +160,7 @@ def test_admission_depends_only_on_public_state(monkeypatch: pytest.MonkeyPatch)
         def no_data(*a: object, **k: object) -> None:
             raise AssertionError("data read before admission")
         with monkeypatch.context() as m:
-            m.setattr(dp.Session, "_statistics", no_data)
+            m.setattr(PrivateReader, "run", no_data)
             with pytest.raises(dp.BudgetError):           # ε above the channel's: refused before any read
                 ch.test(_q(sess, 0), threshold=1, epsilon=2)
             with pytest.raises(dp.BudgetError):           # a revision needs 2ε ≤ ε_ch
@@ -168,7 +169,7 @@ def test_admission_depends_only_on_public_state(monkeypatch: pytest.MonkeyPatch)
                 ch.between(_q(sess, 0), 0, 2)
         assert ch.test(_q(sess, 5), threshold=0)
         with monkeypatch.context() as m:
-            m.setattr(dp.Session, "_statistics", no_data)
+            m.setattr(PrivateReader, "run", no_data)
             with pytest.raises(dp.DPFrameError, match="closed"):   # τ reached: refused from the count
                 ch.test(_q(sess, 0), threshold=1)
 
