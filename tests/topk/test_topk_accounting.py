@@ -143,8 +143,8 @@ def test_pate_in_rdp_and_pld_sessions_is_charged_its_curves(accountant):
     sess = dp.Session({"votes": _votes()}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5),
                       accountant=accountant, seed=0)
     charge = pate.charge(sess, 3)
-    em = 2 / 5                                           # ε_EM = 2g/b per query, bounded range
-    assert np.allclose(_values(charge), 3 * br_rdp(em, A) + 3 * A / (2 * 36), rtol=1e-9)
+    em = 4 / 5                                           # ε_EM = 2g/b per query (record level: g = 2), bounded range
+    assert np.allclose(_values(charge), 3 * br_rdp(em, A) + 3 * 4 * A / (2 * 36), rtol=1e-9)
     assert charge.delta0 == pytest.approx(3e-9, rel=1e-12)
     out = pate.collect(sess, _votes())
     assert out.height == 3 and sess.spent().epsilon > 0

@@ -199,9 +199,16 @@ def test_em_step_costs_hand_checked():
 
 
 def test_pate_accounting_vectors():
-    pate = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)
-    assert pate.query_rho() == F(1, 5000) + F(1, 7200)                  # 0.04²/8 + 1/(2·60²)
-    assert pate.cost(600).delta == F(6, 10**7)
-    assert abs(pate.epsilon(600, 1e-6) - 3.665) < 1e-3                  # digest §4.4
-    assert abs(MultiLabelPATE(neighbouring="substitute").epsilon(600, 1e-6) - 7.736) < 2e-3
-    assert pate.plan().shift == math.ceil(60 * math.sqrt(2 * math.log(1e9)))   # 386.3 → 387
+    teacher = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9, privacy_unit="teacher")
+    assert teacher.query_rho() == F(1, 5000) + F(1, 7200)               # 0.04²/8 + 1/(2·60²)
+    assert teacher.cost(600).delta == F(6, 10**7)
+    record = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)    # the default: g = 2
+    assert record.query_rho() == F(8, 10**4) + F(4, 7200)               # 0.08²/8 + 4/(2·60²)
+    # digest §4.4 with ρ + 2√(ρ ln 1/δ') at δ' = 4e-7: 3.665 (teacher) and 7.736 (record) ...
+    for pate, classic in ((teacher, 3.665), (record, 7.736)):
+        rho, log_inv = float(pate.cost(600).rho), math.log(1 / 4e-7)
+        assert abs(rho + 2 * math.sqrt(rho * log_inv) - classic) < 1e-3
+    # ... and the optimal (CKS20) conversion that epsilon() uses: 3.278 and 7.124
+    assert abs(teacher.epsilon(600, 1e-6) - 3.278) < 1e-3 and abs(record.epsilon(600, 1e-6) - 7.124) < 1e-3
+    assert teacher.plan().shift == math.ceil(60 * math.sqrt(2 * math.log(1e9)))   # 386.3 → 387
+    assert (teacher.plan().threshold(), record.plan().threshold()) == (388, 389)   # g + shift
