@@ -14,6 +14,7 @@ from dpframe_topk import calibrate as cal
 
 import dpframe as dp
 from dpframe.accounting.rdp import FILTER_ORDERS, RDPCharge
+from dpframe.budgets import zcdp_rho
 
 A = FILTER_ORDERS
 COUNTS = {"a": 400, "b": 300, "c": 200, "d": 20, "e": 10, "f": 5}
@@ -81,7 +82,7 @@ def test_fixed_k_keys_from_the_data_split_hand_computed():
     q = sess.table("v").group_by("city").top_k(k=3)
     eps, delta = F(2), F(1, 10**6)
     plan = q.plan(dp.ApproxDP(eps, delta))
-    rho = cal.rho_from_approx(F(1), delta / 4)
+    rho = zcdp_rho(F(1), delta / 4)
     assert plan.delta_t == delta / 4                                   # count_units: g = 1
     assert plan.stable == cal.stable_plan_zcdp(rho, delta / 4, F(1), "gaussian")
     p = plan.patch
