@@ -8,10 +8,14 @@ at ε_ch, the whole adaptive interaction is (f_ε(n, ε_ch), f_δ + δ*)-DP wher
 
     δ* = P[Binomial(n, q_ch) ≤ τ − 1]        (exact binomial tail, [R2]: n trials, not n + 1)
 
-and (f_ε, f_δ) is any adaptive composition of n ε_ch-DP calls: min(n·ε, ½nε² + ε·√(2n·ln(1/δ_c)))
-(Lemma A.4 with the √2 the printed theorem drops, [R1]). n is chosen when the channel opens
-(data-independently) to minimise ε' subject to δ* + δ_c ≤ δ (oracles O6–O8). zCDP sessions reserve
-ρ = n·ε²/2 with δ* as the approximate-zCDP δ (the simulation's failure event).
+and (f_ε, f_δ) is any adaptive composition bound of n ε_ch-DP calls (the proof: conditioned on no
+failure, the data holder answers at most n adaptive ε-DP calls, Lemma A.6). dpframe uses the *optimal*
+one, exact for every n (Kairouz, Oh & Viswanath 2015, Thm 3.3; :func:`composed_epsilon`), where the
+paper uses advanced composition min(n·ε, ½nε² + ε·√(2n·ln(1/δ_c))) (Lemma A.4 with the √2 the printed
+theorem drops, [R1]): e.g. 25.33 → 22.57 for 100 hits at ε = 0.2, δ = 1e-6 (docs/interactive.md). n is
+chosen when the channel opens (data-independently) to minimise ε' subject to δ* + δ_c ≤ δ (oracles
+O6–O8). zCDP sessions reserve ρ = n·ε²/2 with δ* as the approximate-zCDP δ (the simulation's failure
+event).
 
 Admission (public state only): ε_call ≤ ε_ch, q(call) ≥ q_ch, hits + h ≤ τ, channel open. Targets:
 
@@ -42,7 +46,7 @@ Example:
     >>> with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
     ...     low = [ch.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len()), threshold=4000) for g in range(20)]
     ...     print(ch.status())  # doctest: +ELLIPSIS
-    reserved ε=56.75..., δ=1e-07; 0 of 30 hits used; open
+    reserved ε=49.97..., δ=1e-07; 0 of 30 hits used; open
     >>> any(low)
     False
 
@@ -55,6 +59,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dpframe.accounting.accountants import round_up
 from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
@@ -98,11 +104,39 @@ def delta_star(tau: int, n: int, q: float) -> float:
 
 
 def composed_epsilon(eps: float, n: int, delta: float) -> float:
-    """ε of n adaptive ε-DP calls at δ: min(basic nε, ½nε² + ε√(2n ln(1/δ))) (Lemma A.4)."""
+    """ε of n adaptive ε-DP calls at δ: the optimal composition (Kairouz, Oh & Viswanath 2015, Thm 3.3).
+
+    n-fold randomized response is the worst case of n adaptive ε-DP mechanisms, so its exact privacy
+    profile is the tight bound. With p = e^ε/(1+e^ε), its loss is L_j = (2j − n)ε when j of the n
+    answers agree with the input, j ~ Bin(n, p) under D and Bin(n, 1 − p) under D', hence
+
+        δ(ε_g) = A_j − e^{ε_g}·B_j  for ε_g ∈ [L_{j−1}, L_j),  A_j = P[Bin(n, p) ≥ j], B_j = P[Bin(n, 1−p) ≥ j],
+
+    which decreases in ε_g; the smallest ε_g with δ(ε_g) ≤ δ is read off interval by interval (no search).
+    Rounded up by a relative 1e-9 (+1e-12) and never above basic composition nε; it is never above
+    advanced composition ½nε² + ε√(2n ln 1/δ) either (that is one of the bounds it is the best of).
+
+    Example:
+        >>> advanced = min(24 * 0.2, 0.5 * 24 * 0.2**2 + 0.2 * math.sqrt(2 * 24 * math.log(1e6)))
+        >>> round(composed_epsilon(0.2, 24, 1e-6), 4), round(advanced, 4)
+        (4.3294, 4.8)
+
+    """
     basic = n * eps
-    if delta <= 0:
+    if delta <= 0 or n == 0:
         return basic
-    return min(basic, 0.5 * n * eps * eps + eps * math.sqrt(2 * n * math.log(1 / delta)))
+    from scipy.stats import binom
+
+    p = 1.0 / (1.0 + math.exp(-eps))
+    j = np.arange(1, n + 1)
+    upper = (2 * j - n) * eps                           # L_j; the interval is [L_{j−1}, L_j) = [L_j − 2ε, L_j)
+    agree_d, agree_d1 = binom.sf(j - 1, n, p), binom.sf(j - 1, n, 1 - p)
+    with np.errstate(all="ignore"):                     # B_j underflowing to 0: that interval is skipped (sound)
+        root = np.where(agree_d > delta, np.log((agree_d - delta) / agree_d1), -np.inf)
+    left = np.maximum(upper - 2 * eps, root)
+    feasible = left[left < upper]
+    exact = float(feasible.min()) if feasible.size else basic
+    return min(basic, max(0.0, exact) * (1 + 1e-9) + 1e-12)
 
 
 @dataclass(frozen=True)
@@ -115,21 +149,39 @@ class ChannelPlan:
 
     @staticmethod
     def optimise(eps: float, q: float, tau: int, delta: float) -> ChannelPlan:
-        """Minimise ε'(n) over n ≥ ⌈τ/q⌉ subject to δ*(n) < δ (digest O7). Public inputs only."""
+        """Minimise ε'(n) over n ≥ ⌈τ/q⌉ subject to δ*(n) < δ (digest O7). Public inputs only.
+
+        A coarse pass in steps of ~0.5 % of n, then finer passes (a tenth of the step, then 1) around the
+        best. Any n gives a valid reservation; the search only decides how tight it is. The coarse pass
+        stops at the first n with δ*(n) ≤ δ/1000: every larger n has ε'(n) ≥ f_ε(n, δ) ≥ f_ε(n_stop, δ)
+        (more calls never compose to less), which is at most a hair below ε'(n_stop) = f_ε(n_stop, 0.999·δ).
+        """
         start = ChannelPlan._first(q, tau)
-        best: ChannelPlan | None = None
-        for n in range(start, start + 40 * max(tau, 10) + int(60 / q)):
+
+        def at(n: int) -> ChannelPlan | None:
             ds = delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9)
-            if ds >= delta:
-                continue
-            e = composed_epsilon(eps, n, delta - ds)
-            if best is None or e < best.epsilon:
-                best = ChannelPlan(n, ds, e)
-            elif n * eps > 2 * best.epsilon and e > best.epsilon * 1.5:
+            return None if ds >= delta else ChannelPlan(n, ds, composed_epsilon(eps, n, delta - ds))
+
+        best: ChannelPlan | None = None
+        n, step, stop = start, 1, start + 40 * max(tau, 10) + int(60 / q)
+        while n < stop:
+            plan = at(n)
+            if plan is not None and (best is None or plan.epsilon < best.epsilon):
+                best = plan
+            if plan is not None and plan.delta_star <= delta * 1e-3:
                 break
+            step = max(1, n // 200)
+            n += step
         if best is None:
             raise BudgetError(f"no number of data accesses gives δ* < {delta:g} for τ={tau}", argument="delta",
                               fix="raise delta or max_hits")
+        while step > 1:
+            fine = max(1, step // 10)
+            for m in range(max(start, best.n - step), best.n + step + 1, fine):
+                plan = at(m)
+                if plan is not None and plan.epsilon < best.epsilon:
+                    best = plan
+            step = fine
         return best
 
     @staticmethod

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from scipy.stats import binom
-
 from dpframe.budgets import zcdp_rho
+from dpframe.errors import BudgetError
+from dpframe.interactive.tct import ChannelPlan, q_notprior
 
 _PREC = 10**15
 
@@ -154,40 +154,29 @@ class TCTPlan:
     tail: float                   # δ* = P[Bin(n, q) ≤ k − 1], q = 1/(e^{2ε_c}+1)
 
 
-def _tct_accesses(k: int, eps_c: float, delta: float) -> tuple[int, float] | None:
-    q = 1 / (math.exp(2 * eps_c) + 1)
-    n = math.ceil(k / q)
-    for _ in range(200_000):
-        tail = float(binom.cdf(k - 1, n, q))
-        if tail < delta:
-            return n, tail
-        n += max(1, n // 50)
-    return None
+def _tct_channel(notion: str, k: int, eps_c: float, delta: float) -> tuple[ChannelPlan, float] | None:
+    """The TCT channel of k hits of 2ε_c-DP NotPrior calls and its first coordinate (ε or ρ), or None.
+
+    The same reservation as ``sess.target_charging`` (:class:`~dpframe.interactive.tct.ChannelPlan`):
+    approx — n minimising the optimal composition of n 2ε_c-DP calls at δ − δ*(n); zcdp — the smallest n
+    with δ*(n) ≤ δ, ρ = n(2ε_c)²/2 (the tail is charged as the approximate-zCDP δ).
+    """
+    e2 = 2 * eps_c
+    q = q_notprior(e2)
+    try:
+        if notion == "zcdp":
+            plan = ChannelPlan.smallest(q, k, delta)
+            return plan, plan.n * e2 * e2 / 2
+        plan = ChannelPlan.optimise(e2, q, k, delta)
+    except BudgetError:          # more than MAX_ACCESSES accesses, or no n with δ* < δ: does not fit
+        return None
+    return plan, plan.epsilon
 
 
 def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
-    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None.
-
-    approx: minimise over n ≥ ⌈k/q⌉ of min(n·2ε_c, ½n(2ε_c)² + 2ε_c√(2n ln 1/δ_c)) with
-    δ* + δ_c = δ (O7 procedure, advanced composition with the √2 of Lemma A.4); zcdp: ρ = n(2ε_c)²/2 with
-    the smallest n whose tail δ* ≤ δ (the tail is charged as the approximate-zCDP δ).
-    """
-    e2 = 2 * eps_c
-    first = _tct_accesses(k, eps_c, delta)
-    if first is None:
-        return None
-    if notion == "zcdp":
-        return first[0] * e2 * e2 / 2
-    q = 1 / (math.exp(e2) + 1)
-    best = math.inf
-    n = first[0]
-    for _ in range(400):
-        tail = float(binom.cdf(k - 1, n, q))
-        if tail < delta:
-            dc = delta - tail
-            best = min(best, n * e2, n * e2 * e2 / 2 + e2 * math.sqrt(2 * n * math.log(1 / dc)))
-        n += max(1, n // 100)
-    return best * (1 + 1e-12)
+    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None."""
+    found = _tct_channel(notion, k, eps_c, delta)
+    return None if found is None else found[1]
 
 
 @lru_cache(maxsize=64)
@@ -195,13 +184,11 @@ def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan |
     """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
     lo, hi = 0.0, float(first)
     d = float(delta)
-    for _ in range(60):
+    while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
         c = tct_cost(notion, k, mid, d)
         lo, hi = (mid, hi) if c is not None and c <= float(first) else (lo, mid)
-    if lo == 0.0:
+    found = _tct_channel(notion, k, lo, d) if lo > 0 else None
+    if found is None:
         return None
-    eps_c = floor_frac(lo)
-    found = _tct_accesses(k, float(eps_c), d)
-    assert found is not None
-    return TCTPlan(eps_c, found[0], found[1])
+    return TCTPlan(Fraction(lo), found[0].n, found[0].delta_star)      # lo itself, exactly: it was found to fit

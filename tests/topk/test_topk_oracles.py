@@ -190,9 +190,11 @@ def test_limited_domain_matches_one_shot_gumbel_reference():
     assert stats.chi2_contingency(table).pvalue > 1e-3
 
 
-@pytest.mark.parametrize(("k", "expected"), [(1, 4.80), (10, 9.636), (100, 25.334)])
-def test_tct_cost_oracle_o7(k, expected):
-    assert abs(cal.tct_cost("approx", k, 0.1, 1e-6) - expected) / expected < 1e-3
+@pytest.mark.parametrize(("k", "expected", "digest"), [(1, 4.3808, 4.80), (10, 7.9801, 9.636), (100, 22.5658, 25.334)])
+def test_tct_cost_oracle_o7(k, expected, digest):
+    """k hits of 2ε_c = 0.2-DP calls: the channel reservation (optimal composition; the digest's O7 values use
+    advanced composition)."""
+    assert abs(cal.tct_cost("approx", k, 0.1, 1e-6) - expected) / expected < 1e-4 and expected < digest
 
 
 def test_em_step_costs_hand_checked():
