@@ -1,5 +1,6 @@
-"""Target-charging channels: q and reservation oracles (digest 000), exact privacy of a whole channel,
-LP check of the discrete BetweenThresholds q, admission from public state only, and bad input."""
+"""Target-charging channels: q and reservation oracles (digest 000), the optimal composition against brute
+force, LP check of the discrete BetweenThresholds q, admission from public state only, and bad input.
+Whole-channel exact checks of every call type: ``test_tct_exact.py``."""
 
 from __future__ import annotations
 
@@ -91,33 +92,6 @@ def test_optimal_composition_at_kairouz_breakpoints() -> None:
                     for m in range(i)) / (1 + math.exp(eps)) ** k
             assert composed_epsilon(eps, k, d) == pytest.approx((k - 2 * i) * eps, rel=1e-8, abs=1e-9)
             assert composed_epsilon(eps, k, d * 0.99) > (k - 2 * i) * eps
-
-
-def _channel_delta(eps: float, tau: int, calls: int, eps_g: float, p0: float) -> float:
-    """Exact δ at ε_g of a whole channel of NotPrior tests (worst case p1 = e^ε p0), halting at τ hits."""
-    p1 = min(1.0, math.exp(eps) * p0)
-    total = 0.0
-    for a, b in ((p0, p1), (p1, p0)):
-        d = 0.0
-        for length in range(tau, calls + 1):                 # transcripts ending at the τ-th hit
-            ways = comb(length - 1, tau - 1, exact=True)
-            pa, pb = a**tau * (1 - a) ** (length - tau), b**tau * (1 - b) ** (length - tau)
-            d += ways * max(0.0, pa - math.exp(eps_g) * pb)
-        for h in range(tau):                                 # transcripts that never reach τ hits
-            ways = comb(calls, h, exact=True)
-            pa, pb = a**h * (1 - a) ** (calls - h), b**h * (1 - b) ** (calls - h)
-            d += ways * max(0.0, pa - math.exp(eps_g) * pb)
-        total = max(total, d)
-    return total
-
-
-@pytest.mark.parametrize("p0", [0.02, 0.1, 0.3])
-def test_whole_channel_true_loss_within_reservation(p0: float) -> None:
-    eps, tau, delta = 0.5, 3, 1e-3
-    plan = ChannelPlan.optimise(eps, q_notprior(eps), tau, delta)
-    assert _channel_delta(eps, tau, 400, plan.epsilon, p0) <= delta
-    # An odometer charging only the hits seen (τ·ε) is not a valid guarantee for the interaction.
-    assert max(_channel_delta(eps, tau, 400, tau * eps, p) for p in (0.02, 0.1, 0.3)) > delta
 
 
 def _dlap_cdf_below(scale: float, k: int) -> float:
