@@ -64,7 +64,7 @@ class Patch:
     ``notion``: ``"zcdp"`` (ρ = ``first``: s bounded-range steps of ε = √(8ρ/s)), ``"pure"`` (ε/s per
     step, basic composition) or ``"approx"`` ((ε, δ) = (``first``, ``delta``): peeling at the better of
     basic composition and the zCDP route at δ; limited domain at :func:`calibrate.ld_step_epsilon`, which
-    spends δ/2 on composition and leaves δ/2 to its ⊥ threshold). Dropping keys from a released set
+    leaves δ/2 to its ⊥ threshold). Dropping keys from a released set
     that is too large always peels (the released set is public). ``fill`` says where *missing* keys come
     from: ``"peel"`` (public keys: peeling over the other public keys), ``"ld"`` (keys from the data,
     (ε, δ): limited domain, which may stop early) or ``"none"`` (keys from the data in zCDP: nothing —
@@ -85,9 +85,9 @@ class Patch:
         return cal.em_step_epsilon("approx", self.first, self.delta, steps, "br")
 
     def ld_epsilon(self, steps: int) -> Fraction:
-        """Per-step ε' of limited domain returning up to ``steps`` keys (steps + 1 selections with ⊥)."""
+        """Per-step ε' of limited domain returning up to ``steps`` keys (at most ``steps`` draws, ⊥ included)."""
         assert self.fill == "ld"
-        return cal.ld_step_epsilon("approx", self.first, self.delta, steps + 1)
+        return cal.ld_step_epsilon(self.first, self.delta, steps)
 
     @property
     def ld_delta(self) -> Fraction:

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 from dpframe.budgets import zcdp_rho
 from dpframe.errors import BudgetError
-from dpframe.interactive.tct import ChannelPlan, q_notprior
+from dpframe.interactive.tct import ChannelPlan, composed_epsilon, q_notprior
 
 _PREC = 10**15
 
@@ -122,27 +122,55 @@ def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, a
     return via_rho if notion == "zcdp" else max(basic, via_rho)
 
 
-def ld_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int) -> Fraction:
-    """Limited domain (Durfee–Rogers): per-step ε' so that ``steps`` BR steps fit (digest §3.9).
+def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
+    """Per-step ε' of a limited-domain run of at most ``steps`` draws that is (ε, δ)-DP with its ⊥ at δ/2.
 
-    approx: the largest ε' with min(basic, DRV advanced, CDP-style) ≤ ε at δ/2 (the other δ/2 pays the
-    ⊥ threshold); zcdp: steps·ε'²/8 = ρ.
+    The run (Durfee–Rogers; :func:`select.limited_domain`, ⊥ threshold set at δ_⊥ = δ/2) draws at most
+    ``steps`` times (a draw of ⊥ or of a virtual zero-score slot stops it). Each draw is the EM at scale
+    s = ε'/g over the k̄ slots (the top k̄ keys, padded with virtual slots) and ⊥,
+    whose score is b = h₍k̄₊₁₎ + g + ⌈g·ln(k̄/δ_⊥)/ε'⌉. Proof that the run is
+    (ε* + (steps + 1)·ln(1 + δ_⊥), (1 + δ_⊥)·δ* + δ_⊥)-DP, where (ε*, δ*) is any composition bound of
+    ``steps`` adaptive ε'-bounded-range steps:
+
+    * Fix neighbours D, D'. Every key's score (0 when absent) moves within one interval I of width g, so
+      does every order statistic, hence h₍k̄₊₁₎ and b. Let G be the keys in both top-k̄ sets and let the
+      *ideal* run I(X) be the same peeling EM over G ∪ {⊥} only. Each of its draws is an EM over a common
+      set whose scores all move within I: ε'-bounded range. So I is a composition of ``steps`` ε'-BR steps
+      (Cesar & Rogers 2021: ε'²/8-zCDP each, hence steps·ε'²/8-zCDP; or ε'-DP each), (ε*, δ*)-DP.
+    * A slot of X outside G is a virtual slot (score 0 ≤ h₍k̄₊₁₎), or a key missing from the other
+      dataset's top k̄, whose score there is ≤ that dataset's h₍k̄₊₁₎, so here ≤ h₍k̄₊₁₎ + g. Either way its EM
+      weight is ≤ e^{−ln(k̄/δ_⊥)} = δ_⊥/k̄ times ⊥'s, and there are ≤ k̄ of them: their total weight N is
+      ≤ δ_⊥·w(⊥), and (one-shot Gumbel view) a key outside G is drawn before ⊥ with probability ≤ δ_⊥.
+    * For an output o of keys of G, the real run and the ideal run differ only in the normalisers (by N)
+      and in the stop weight (⊥ plus the virtual slots): per draw the ratio is within [1/(1 + δ_⊥), 1 + δ_⊥],
+      so P_D[o] ≤ (1 + δ_⊥)·P_{I(D)}[o] and P_{I(D')}[o] ≤ (1 + δ_⊥)^{steps}·P_D'[o]. Hence for any set S
+      P_D[S] ≤ (1 + δ_⊥)·(e^{ε*}·(1 + δ_⊥)^{steps}·P_D'[S] + δ*) + δ_⊥.
+
+    So ε' is the larger of the two routes that fit ε − (steps + 1)·ln(1 + δ_⊥) at δ* = (δ/2)/(1 + δ/2):
+    steps·ε'²/8-zCDP read with the optimal conversion (:func:`dpframe.budgets.zcdp_rho`), and ``steps``
+    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.tct.composed_epsilon`; it includes
+    basic composition). Durfee & Rogers compose with min(basic, advanced, kε'²/2 + ε'√(k/2·ln 1/δ)) over
+    k + 1 selections: at ε = 1, δ = 10⁻⁶ and k = 10 / 100 / 1000 that is ε' = 0.1051 / 0.0347 / 0.0110, here
+    0.1355 / 0.0428 / 0.0135 (checked by enumeration in ``tests/topk/test_limited_domain_exact.py``).
+    Returns 0 when the slack alone exceeds ε.
+
+    Example:
+        >>> round(float(ld_step_epsilon(Fraction(1), Fraction(1, 10**6), 10)), 4)
+        0.1355
+
     """
-    if notion == "zcdp":
-        return sqrt_down(8 * first / steps)
-    eps, dp = float(first), float(delta) / 2
-    L = math.log(1 / dp)
-
-    def composed(e: float) -> float:
-        drv = steps * e * math.expm1(e) / (math.exp(e) + 1) + e * math.sqrt(2 * steps * L)
-        cdp = steps * e * e / 2 + e * math.sqrt(steps / 2 * L)
-        return min(steps * e, drv, cdp)
-
-    lo, hi = 0.0, eps
-    for _ in range(80):
+    half = delta / 2
+    slack = Fraction((steps + 1) * math.log1p(float(half))) * Fraction(10**9 + 1, 10**9)   # rounded up
+    budget = epsilon - slack
+    if budget <= 0:
+        return Fraction(0)
+    d_comp = half / (1 + half)
+    via_br = sqrt_down(8 * zcdp_rho(budget, d_comp) / steps)
+    lo, hi = 0.0, float(budget)
+    for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if composed(mid) <= eps else (lo, mid)
-    return floor_frac(lo)
+        lo, hi = (mid, hi) if composed_epsilon(mid, steps, float(d_comp)) <= float(budget) else (lo, mid)
+    return max(via_br, floor_frac(lo))
 
 
 @dataclass(frozen=True)

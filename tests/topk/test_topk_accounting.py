@@ -87,7 +87,7 @@ def test_fixed_k_keys_from_the_data_split_hand_computed():
     assert plan.stable == cal.stable_plan_zcdp(rho, delta / 4, F(1), "gaussian")
     p = plan.patch
     assert (p.notion, p.first, p.delta, p.fill) == ("approx", F(1), delta / 2, "ld")
-    assert p.ld_delta == delta / 4 and p.ld_epsilon(2) == cal.ld_step_epsilon("approx", F(1), delta / 2, 3)
+    assert p.ld_delta == delta / 4 and p.ld_epsilon(2) == cal.ld_step_epsilon(F(1), delta / 2, 2)
     assert plan.charge == dp.ApproxDP(eps, delta)
     # in an RDP session the same plan is charged: EM + PTR curves and the patch's (ε/2, δ/2) curve
     rdp_q = _session(accountant="rdp").table("v").group_by("city").top_k(k=3)
