@@ -32,7 +32,8 @@ from functools import lru_cache
 
 from dpframe.budgets import zcdp_rho
 from dpframe.errors import BudgetError
-from dpframe.interactive.tct import ChannelPlan, composed_epsilon, q_notprior
+from dpframe.interactive.composition import optimal_epsilon
+from dpframe.interactive.tct import ChannelPlan, q_notprior
 
 _PREC = 10**15
 
@@ -148,7 +149,7 @@ def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
 
     So ε' is the larger of the two routes that fit ε − (steps + 1)·ln(1 + δ_⊥) at δ* = (δ/2)/(1 + δ/2):
     steps·ε'²/8-zCDP read with the optimal conversion (:func:`dpframe.budgets.zcdp_rho`), and ``steps``
-    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.tct.composed_epsilon`; it includes
+    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.composition.optimal_epsilon`; it includes
     basic composition). Durfee & Rogers compose with min(basic, advanced, kε'²/2 + ε'√(k/2·ln 1/δ)) over
     k + 1 selections: at ε = 1, δ = 10⁻⁶ and k = 10 / 100 / 1000 that is ε' = 0.1051 / 0.0347 / 0.0110, here
     0.1355 / 0.0428 / 0.0135 (checked by enumeration in ``tests/topk/test_limited_domain_exact.py``).
@@ -169,7 +170,7 @@ def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
     lo, hi = 0.0, float(budget)
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if composed_epsilon(mid, steps, float(d_comp)) <= float(budget) else (lo, mid)
+        lo, hi = (mid, hi) if optimal_epsilon(steps, mid, float(d_comp)) <= float(budget) else (lo, mid)
     return max(via_br, floor_frac(lo))
 
 

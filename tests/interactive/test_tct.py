@@ -1,5 +1,6 @@
-"""Target-charging channels: q and reservation oracles (digest 000), the optimal composition against brute
-force, LP check of the discrete BetweenThresholds q, admission from public state only, and bad input.
+"""Target-charging channels: q and reservation oracles (digest 000; the optimal composition they use is
+brute-forced in test_stopping.py), LP check of the discrete BetweenThresholds q, admission from public state
+only, and bad input.
 Whole-channel exact checks of every call type: ``test_tct_exact.py``."""
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from scipy.special import comb
-from scipy.stats import binom
 
 import dpframe as dp
-from dpframe.interactive.tct import ChannelPlan, composed_epsilon, delta_star, q_between, q_notprior, q_revise
+from dpframe.interactive.composition import optimal_epsilon
+from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
 from dpframe.noise import discrete_laplace_tail
 
 from .lp import is_q_target
@@ -37,7 +37,7 @@ def test_binomial_tail_and_reservation_oracles() -> None:
     for k, n, e, digest in ((10, 62, 7.9801, 9.636), (100, 319, 22.5658, 25.334), (1000, 2503, 96.533, 102.95)):
         p = ChannelPlan.optimise(0.2, q_notprior(0.2), k, 1e-6)                                 # O7
         assert p.n == n and p.epsilon == pytest.approx(e, rel=1e-4) and p.epsilon < digest
-        assert p.epsilon == pytest.approx(_rr_epsilon(0.2, n, 1e-6 - p.delta_star), rel=1e-7)
+        assert p.epsilon == optimal_epsilon(n, 0.2, 1e-6 - p.delta_star)   # brute-forced in test_stopping.py
     p = ChannelPlan.optimise(0.1, q_notprior(0.1), 20, 1e-6)                                    # O8: 5.466
     assert p.n == 89 and p.epsilon == pytest.approx(4.5069, rel=1e-4)
     # The loose Chernoff form would need far more hits for the same δ* (why the exact tail is used).
@@ -47,51 +47,6 @@ def test_binomial_tail_and_reservation_oracles() -> None:
 def _advanced(eps: float, n: int, delta: float) -> float:
     """Advanced composition (Lemma A.4 with the √2), the paper's f_ε."""
     return min(n * eps, 0.5 * n * eps * eps + eps * math.sqrt(2 * n * math.log(1 / delta)))
-
-
-def _rr_delta(eps: float, n: int, eps_g: float) -> float:
-    """δ(ε_g) of n-fold randomized response as a sum over the pmf (independent of composed_epsilon's tails)."""
-    j = np.arange(n + 1)
-    loss = (2 * j - n) * eps
-    pmf = binom.pmf(j, n, math.exp(eps) / (1 + math.exp(eps)))
-    above = loss > eps_g
-    return float(np.sum(pmf[above] * -np.expm1(eps_g - loss[above])))
-
-
-def _rr_epsilon(eps: float, n: int, delta: float) -> float:
-    """The smallest ε_g with _rr_delta ≤ δ, by bisection."""
-    lo, hi = 0.0, n * eps
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if _rr_delta(eps, n, mid) <= delta else (mid, hi)
-    return hi
-
-
-@pytest.mark.parametrize(("eps", "n", "delta"), [(0.2, 12, 1e-3), (0.5, 10, 1e-4), (1.0, 8, 1e-2), (0.05, 14, 1e-3)])
-def test_optimal_composition_against_all_outcome_sequences(eps: float, n: int, delta: float) -> None:
-    """Brute force: the exact δ(ε_g) of n randomized responses, summed over all 2ⁿ output sequences."""
-    p = math.exp(eps) / (1 + math.exp(eps))
-    agree = np.array([[(s >> i) & 1 for i in range(n)] for s in range(2**n)]).sum(axis=1)
-    prob_d, prob_d1 = p**agree * (1 - p) ** (n - agree), (1 - p) ** agree * p ** (n - agree)
-
-    def brute(eps_g: float) -> float:
-        return float(np.maximum(0.0, prob_d - math.exp(eps_g) * prob_d1).sum())
-
-    e = composed_epsilon(eps, n, delta)
-    assert brute(e) <= delta                                # sound ...
-    assert brute(e - 1e-6) > delta or e == 0.0              # ... and exact
-    assert e <= _advanced(eps, n, delta)
-
-
-def test_optimal_composition_at_kairouz_breakpoints() -> None:
-    """Kairouz, Oh & Viswanath 2015, Thm 3.3: k ε-DP steps are ((k−2i)ε, δ_i)-DP with
-    δ_i = Σ_{m<i} C(k,m)(e^{(k−m)ε} − e^{(k−2i+m)ε})/(1+e^ε)^k — and no better at that δ."""
-    for eps, k in ((0.3, 20), (0.1, 50), (1.0, 6)):
-        for i in (1, 2, k // 4):
-            d = sum(comb(k, m, exact=True) * (math.exp((k - m) * eps) - math.exp((k - 2 * i + m) * eps))
-                    for m in range(i)) / (1 + math.exp(eps)) ** k
-            assert composed_epsilon(eps, k, d) == pytest.approx((k - 2 * i) * eps, rel=1e-8, abs=1e-9)
-            assert composed_epsilon(eps, k, d * 0.99) > (k - 2 * i) * eps
 
 
 def _dlap_cdf_below(scale: float, k: int) -> float:
