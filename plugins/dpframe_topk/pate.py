@@ -12,7 +12,8 @@ anything is charged.
 * ``"record"`` (the default) — one training record added or removed. A teacher trained on one record more
   or less may change its *whole* vote vector (any labels on, any off), so every count moves by ≤ 1 in
   either direction and every sorted gap by ≤ 2: gap sensitivity g = 2. This is what "PATE protects the
-  training data" means, and what a user of a private aggregation expects by default.
+  training data" means, and what a user of a private aggregation expects by default (teachers trained on
+  disjoint partitions: a record reaches one teacher).
 * ``"teacher"`` — one whole teacher added or removed (the paper's analysis): every count moves by ≤ 1 in
   the same direction, so every gap moves by ≤ 1 (g = 1). It does **not** protect a record: changing one
   record changes one teacher's vote vector, which is a removal *and* an addition of a teacher. For the
