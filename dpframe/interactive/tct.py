@@ -116,8 +116,9 @@ class ChannelPlan:
     def optimise(eps: float, q: float, tau: int, delta: float) -> ChannelPlan:
         """Minimise ε'(n) over n ≥ ⌈τ/q⌉ subject to δ*(n) < δ (digest O7). Public inputs only.
 
-        A coarse pass in steps of ~0.5 % of n, then finer passes (a tenth of the step, then 1) around the
-        best. Any n gives a valid reservation; the search only decides how tight it is. The coarse pass
+        A coarse pass in steps of ~0.5 % of n, then finer passes around the best (a tenth of the step each
+        time, down to 1 or n/2000). Any n gives a valid reservation; the search only decides how tight it
+        is. The coarse pass
         stops at the first n with δ*(n) ≤ δ/1000: every larger n has ε'(n) ≥ f_ε(n, δ) ≥ f_ε(n_stop, δ)
         (more calls never compose to less), which is at most a hair below ε'(n_stop) = f_ε(n_stop, 0.999·δ).
         """
@@ -140,7 +141,7 @@ class ChannelPlan:
         if best is None:
             raise BudgetError(f"no number of data accesses gives δ* < {delta:g} for τ={tau}", argument="delta",
                               fix="raise delta or max_hits")
-        while step > 1:
+        while step > max(1, best.n // 2000):      # a step of n/2000 moves ε' by ~1/4000 of itself: stop there
             fine = max(1, step // 10)
             for m in range(max(start, best.n - step), best.n + step + 1, fine):
                 plan = at(m)

@@ -149,10 +149,11 @@ def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
 
     So ε' is the larger of the two routes that fit ε − (steps + 1)·ln(1 + δ_⊥) at δ* = (δ/2)/(1 + δ/2):
     steps·ε'²/8-zCDP read with the optimal conversion (:func:`dpframe.budgets.zcdp_rho`), and ``steps``
-    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.composition.optimal_epsilon`; it includes
-    basic composition). Durfee & Rogers compose with min(basic, advanced, kε'²/2 + ε'√(k/2·ln 1/δ)) over
-    k + 1 selections: at ε = 1, δ = 10⁻⁶ and k = 10 / 100 / 1000 that is ε' = 0.1051 / 0.0347 / 0.0110, here
-    0.1355 / 0.0428 / 0.0135 (checked by enumeration in ``tests/topk/test_limited_domain_exact.py``).
+    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.composition.optimal_epsilon`,
+    which includes basic composition; beyond 200 draws basic composition alone, to keep planning fast).
+    Durfee & Rogers compose with min(basic, advanced, kε'²/2 + ε'√(k/2·ln 1/δ)) over k + 1 selections: at
+    ε = 1, δ = 10⁻⁶ and k = 10 / 100 / 1000 that is ε' = 0.1051 / 0.0347 / 0.0110, here 0.1355 / 0.0428 /
+    0.0135 (checked by enumeration in ``tests/topk/test_limited_domain_exact.py``).
     Returns 0 when the slack alone exceeds ε.
 
     Example:
@@ -167,11 +168,18 @@ def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
         return Fraction(0)
     d_comp = half / (1 + half)
     via_br = sqrt_down(8 * zcdp_rho(budget, d_comp) / steps)
+    if steps > _LD_OPTIMAL_STEPS:           # the bounded-range route wins there: pure steps by basic composition
+        return max(via_br, budget / steps)
     lo, hi = 0.0, float(budget)
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if optimal_epsilon(steps, mid, float(d_comp)) <= float(budget) else (lo, mid)
     return max(via_br, floor_frac(lo))
+
+
+#: Up to this many draws the pure route of :func:`ld_step_epsilon` uses the optimal composition (O(steps) per
+#: evaluation); beyond it basic composition, which the bounded-range route beats anyway.
+_LD_OPTIMAL_STEPS = 200
 
 
 @dataclass(frozen=True)
