@@ -234,9 +234,11 @@ def _pate() -> AuditSpec:
         return pl.DataFrame(list(votes), schema=labels, orient="row")
 
     base = teachers([(1, 1, 0)] * 20 + [(1, 0, 0)] * 12)
-    return _spec("multi-label PATE (StableTopK per query)", {"dpframe_topk:MultiLabelPATE.collect"}, pate.cost(1),
-                 factory, _pairs(("+1 teacher voting for l1 only", base, pl.concat([base, teachers([(0, 1, 0)])])),
-                                 ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
+    moved = teachers([(1, 1, 0)] * 19 + [(0, 0, 1)] + [(1, 0, 0)] * 12)     # one record: a teacher's votes change
+    return _spec("multi-label PATE (StableTopK per query, record level)", {"dpframe_topk:MultiLabelPATE.collect"},
+                 pate.cost(1), factory,
+                 _pairs(("one teacher's votes move from {l0, l1} to {l2}", base, moved),
+                        ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
                  samples=20_000, slow=200_000, fast=True, min_power=0.1, release_level=True)
 
 

@@ -421,6 +421,7 @@ class _Requirement:
     epsilon: Fraction | None
     rows: int | None
     why: str = ""
+    experimental: bool = False
 
 
 def _requirements(known: Mapping[str, InteriorPointAlgorithm], allowance: Allowance, share: Fraction, beta: float,
@@ -435,13 +436,13 @@ def _requirements(known: Mapping[str, InteriorPointAlgorithm], allowance: Allowa
         why = "" if rows is not None else ("not available: needs an (ε, δ) budget with δ > 0" if allowance.delta == 0
                                            else "not available: its accounting needs one row per privacy unit "
                                                 "(max_rows=1)")
-        out[name] = _Requirement(eps, rows, why)
+        out[name] = _Requirement(eps, rows, why, bool(getattr(a, "experimental", False)))
     return out
 
 
 def _pick(method: str, reqs: Mapping[str, _Requirement]) -> str:
-    if method == "auto":
-        usable = {k: v.rows for k, v in reqs.items() if v.rows is not None}
+    if method == "auto":       # never an experimental method: those run only when named
+        usable = {k: v.rows for k, v in reqs.items() if v.rows is not None and not v.experimental}
         return min(usable, key=lambda k: (usable[k], k))
     if reqs[method].rows is None:
         raise PlanError(f"method {method!r} is {reqs[method].why}", argument="method",
@@ -454,6 +455,7 @@ def _table(reqs: Mapping[str, _Requirement], chosen: str) -> list[str]:
     width = max(14, *(len(name) for name in reqs))
     for name, req in reqs.items():
         text = f"{req.rows} rows" if req.rows is not None else req.why
+        text += " (experimental: never chosen by method='auto')" if req.experimental else ""
         out.append(f"  {name:<{width}} {text}{'   ← chosen' if name == chosen else ''}")
     return out
 
@@ -475,7 +477,8 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
     * ``treelog``: 10·max(1, L)·⌈100·ln(1/δ₀)/ε₀⌉ (digest §4.6) — 10⁵–10⁶ rows; needs δ > 0, max_rows = 1.
     * any method a plugin registers through ``dpframe_methods``.
 
-    ``auto`` picks the method with the smallest requirement. Privacy of each method: see
+    ``auto`` picks the method with the smallest requirement among those not marked ``experimental``
+    (TreeLog is: it runs only when named). Privacy of each method: see
     :mod:`dpframe_learning.interior_point`; the gate is ε/10-DP and the algorithm gets the rest (basic
     composition), so the cost is exactly the budget (ε, plus δ for TreeLog). Under a zCDP budget ρ the
     gate gets ρ/10 and each method converts the rest with its own zCDP guarantee (exponential:
@@ -524,7 +527,8 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
         params = {"algorithm": algorithm, "epsilon": eps_ip, "delta": used_delta, "gate": gate,
                   "stability": stability}
         curves = _with_gate(gate, privacy_curves(algorithm, eps_ip, self.domain.size, stability))
-        return _Plan(allowance.cost(used_delta), f"noisy count + {chosen}", details, guarantee, params, curves)
+        mechanisms = f"noisy count + {chosen}" + (" (experimental)" if reqs[chosen].experimental else "")
+        return _Plan(allowance.cost(used_delta), mechanisms, details, guarantee, params, curves)
 
     def _run(self, params: dict[str, Any]) -> InteriorPoint | NoAnswer:
         rng = self._session.rng

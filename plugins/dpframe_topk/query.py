@@ -199,7 +199,7 @@ class TopKQuery:
                 raise BudgetError(f"{LD_NO_ZCDP}; this budget is zCDP", argument="method",
                                   fix="use method='stable', or give an (ε, δ) budget in a session with the 'basic', "
                                       "'rdp' or 'pld' accountant")
-            plan.step_epsilon = cal.ld_step_epsilon("approx", sel, delta, self._k + 1)
+            plan.step_epsilon = cal.ld_step_epsilon(sel, delta, self._k)
             plan.delta_ld = delta / 2
             plan.curves.append(curves.approx(up(sel), up(delta)))
         else:
