@@ -209,7 +209,9 @@ class Releasable(Generic[R]):
 
     def collect(self, budget: object) -> R:
         """Reserve the cost, run once on the private rows, release the result."""
-        plan = self._planned(budget)
+        return self._collect(self._planned(budget))
+
+    def _collect(self, plan: FamilyPlan[R]) -> R:
         if plan.check is not None:
             plan.check()
         front = self._front
