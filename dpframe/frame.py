@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
 
@@ -28,6 +28,8 @@ from dpframe.family import Releasable, Source
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
 from dpframe.planning import PhysicalPlan
+from dpframe.tuning.diagnostics import Diagnosed
+from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -392,11 +394,28 @@ class Query(Releasable[pl.DataFrame]):
         self.node = node
 
     def plan(self, budget: object) -> PhysicalPlan:
-        """The physical plan (mechanisms, shares, cost) for ``budget``. Free."""
-        detail: PhysicalPlan = self._planned(budget).detail
+        """The physical plan (mechanisms, shares, cost) for ``budget``. Free.
+
+        A query with ``"auto"`` bounds has no single plan before it runs (its release is planned with the
+        bounds it chooses): a PlanError; ``explain(budget)`` and ``cost(budget)`` describe it.
+        """
+        detail = self._planned(budget).detail
+        if isinstance(detail, StagedPlan):
+            raise PlanError("this query chooses its bounds when it runs, so its release has no plan yet",
+                            argument="budget", fix="use explain(budget) and cost(budget); or pass numbers for "
+                                                   "max_rows / max_groups and bounds")
+        assert isinstance(detail, PhysicalPlan)
         return detail
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    @overload
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[False] = False
+                ) -> pl.DataFrame: ...
+
+    @overload
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
+
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: bool = False
+                ) -> pl.DataFrame | Diagnosed:
         """Reserve the cost, run, release the noisy result (rows sorted by key).
 
         ``ci=0.95`` also releases ``<output>_ci_low`` and ``<output>_ci_high`` for every measure whose
@@ -404,6 +423,11 @@ class Query(Releasable[pl.DataFrame]):
         noise-only interval holding with probability ≥ ``ci`` — exact for counts and sums, conservative for
         mean, var and std. Post-processing of the same noisy statistics: no extra budget. The intervals do
         not cover contribution-bounding or clipping bias (``explain()`` names those).
+
+        ``diagnostics=True`` spends a stated share of ``budget`` (1/10) on noisy counts of the rows dropped
+        by contribution bounding, the values clipped and the groups suppressed by partition selection, and
+        returns ``Diagnosed(frame, diagnostics)`` (it unpacks as a pair); it also lists the bounds chosen
+        for ``"auto"`` (``docs/bounds.md``).
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -414,11 +438,14 @@ class Query(Releasable[pl.DataFrame]):
             (['len', 'len_ci_low', 'len_ci_high'], True)
 
         """
-        if ci is None:
+        if not isinstance(diagnostics, bool):
+            raise PlanError(f"expected True or False, got {diagnostics!r}", argument="diagnostics",
+                            fix="pass diagnostics=True to release noisy counts of what bounding left out")
+        if ci is None and not diagnostics:
             return super().collect(budget)
         query = self._query
         assert isinstance(query, AggregateQuery)
-        return self._collect(query.plan(budget, ci=ci))
+        return self._collect(query.plan(budget, ci=ci, diagnostics=diagnostics))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
 
@@ -31,6 +31,7 @@ from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
 from dpframe.sql.topk import SQLTopKQuery, top_k_call, top_k_query
+from dpframe.tuning.diagnostics import Diagnosed
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -110,11 +111,20 @@ class SQLQuery(Query):
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
         return "\n".join(lines)
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    @overload
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[False] = False
+                ) -> pl.DataFrame: ...
+
+    @overload
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
+
+    def collect(self, budget: object, *, ci: float | None = None, diagnostics: bool = False
+                ) -> pl.DataFrame | Diagnosed:
         """Charge and run, then apply the SQL's post-processing to the released values.
 
         ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
-        selected column that is a measure itself (not for expressions over measures).
+        selected column that is a measure itself (not for expressions over measures). ``diagnostics=True``
+        (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``.
         """
         if self.explain_only:
             return pl.DataFrame({"explain": [self.explain(budget)]})
@@ -126,7 +136,12 @@ class SQLQuery(Query):
             raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
                             fix="run it on DuckDB: sess.sql(..., backend='duckdb') or "
                                 "dp.Session(..., backend='duckdb'); nothing was charged")
-        released = super().collect(budget, ci=ci)
+        if diagnostics:
+            result = super().collect(budget, ci=ci, diagnostics=True)
+            return Diagnosed(self._post(result.frame, ci), result.diagnostics)
+        return self._post(super().collect(budget, ci=ci), ci)
+
+    def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:
             out = self.post.apply(released)
             if ci is None or self.post.sql is not None:
