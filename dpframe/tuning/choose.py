@@ -100,6 +100,20 @@ def denoise(noisy: npt.ArrayLike, noise: Noise) -> Array:
     return out
 
 
+def kept_rows(counts: npt.ArrayLike) -> Array:
+    """Estimated rows kept at each candidate ``max_rows`` (counts: units per bin): Σ_u min(n_u, c).
+
+    Example:
+        >>> kept_rows(np.eye(1, len(ROW_CANDIDATES), 3)[0] * 10)[:6].tolist()   # 10 units of 4–5 rows (as 5)
+        [10.0, 20.0, 30.0, 40.0, 50.0, 50.0]
+
+    """
+    h = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    c = np.asarray(ROW_CANDIDATES, dtype=np.float64)
+    out: Array = (h[None, :] * np.minimum(representatives(ROW_CANDIDATES)[None, :], c[:, None])).sum(axis=1)
+    return out
+
+
 def rows_error(counts: npt.ArrayLike, model: ErrorModel) -> Array:
     """Estimated relative error of the query at each candidate ``max_rows`` (counts: units per bin)."""
     h = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
@@ -107,7 +121,7 @@ def rows_error(counts: npt.ArrayLike, model: ErrorModel) -> Array:
     v = representatives(ROW_CANDIDATES)
     total = max(float(h @ v), 1.0)
     dropped = (h[None, :] * np.maximum(v[None, :] - c[:, None], 0.0)).sum(axis=1)
-    kept = np.maximum((h[None, :] * np.minimum(v[None, :], c[:, None])).sum(axis=1), 1.0)
+    kept = np.maximum(kept_rows(h), 1.0)
     noise = model.cells * model.noise * c
     out: Array = model.totals * (dropped + noise) / total + model.ratios * (dropped / total + noise / kept)
     return out
@@ -156,4 +170,4 @@ def clipping_error(counts: npt.ArrayLike, edges: npt.ArrayLike, kind: str, noise
     return np.where(lo < hi, err, np.inf)
 
 
-__all__ = ["MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "rows_error"]
+__all__ = ["MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "kept_rows", "rows_error"]

@@ -10,11 +10,14 @@ reservation of its whole budget, split before anything runs (:mod:`dpframe.tunin
    by 1 in one bin (L1 = L2 = 1): discrete Laplace (scale 1/ε) or discrete Gaussian (σ² = 1/(2ρ)) noise
    makes each histogram cost exactly its share. ``max_groups``, then ``max_rows`` are the candidates
    with the least estimated error (:mod:`dpframe.tuning.choose`: post-processing).
-2. **Clipping bounds.** For each ``bounds="auto"`` column, one read of the rows kept by the *chosen*
-   contribution bounds, released as a noisy histogram on the column's signed grid
-   (:func:`~dpframe.tuning.grid.value_edges`). A unit keeps ≤ ``max_rows`` rows, each in one bin:
-   L1 (and L2) sensitivity ``max_rows``, noise calibrated to it. Bounds per measure: the least
-   estimated clipping bias plus noise.
+2. **Clipping bounds.** For each ``bounds="auto"`` column, one read of a uniform random subset of ≤
+   :data:`SAMPLE_ROWS` rows per unit, released as a noisy histogram on the column's signed grid
+   (:func:`~dpframe.tuning.grid.value_edges`): each row in one bin, L1 (and L2) sensitivity
+   :data:`SAMPLE_ROWS`, noise calibrated to it (not to ``max_rows``, which would drown the histogram at
+   user level). Scaled to the rows the release keeps (estimated from stage 1, else ``max_rows`` /
+   :data:`SAMPLE_ROWS`: post-processing), it gives each measure's bounds: the least estimated clipping
+   bias plus noise. The subset weighs units more evenly than the release does: a unit with many rows
+   and unusual values is under-represented.
 3. **Release.** The query is planned with the chosen numbers (public: they were released) at the
    release share, and runs as any ``agg`` query.
 
@@ -62,7 +65,7 @@ from dpframe.plan.nodes import Aggregate
 from dpframe.plan.sample import Sample
 from dpframe.planning import PhysicalPlan, PlanContext, budget_of, first, plan_query
 from dpframe.privacy_unit import AUTO, PrivacyUnit
-from dpframe.tuning.choose import Chosen, ErrorModel, clipping_error, denoise, groups_error, rows_error
+from dpframe.tuning.choose import Chosen, ErrorModel, clipping_error, denoise, groups_error, kept_rows, rows_error
 from dpframe.tuning.diagnostics import Diagnosed, diagnose
 from dpframe.tuning.grid import AUTO_MAX_ROWS, OUTER, ROW_CANDIDATES, bin_of, value_edges
 from dpframe.tuning.shares import Shares, split
@@ -70,6 +73,9 @@ from dpframe.tuning.shares import Shares, split
 if TYPE_CHECKING:
     from dpframe.noise import RandomSource
     from dpframe.release import PrivateReader
+
+SAMPLE_ROWS = 4
+"""Rows per unit the clipping histogram reads (a uniform random subset): its noise scales with this, not max_rows."""
 
 TOTALS = frozenset({"len", "count", "count_units", "sum"})
 """Measures whose value is a total (their error is judged against the total; others are ratios)."""
@@ -198,8 +204,9 @@ class Tuner:
     def tune(self, reader: PrivateReader, rng: RandomSource) -> tuple[Chosen, PrivateReader, Aggregate]:
         """Choose the bounds (releases noisy histograms; runs inside the reservation)."""
         unit, node = self.source.unit, self.node
+        kept: float | None = None
         if unit.auto:
-            unit = self._contribution(reader, rng)
+            unit, kept = self._contribution(reader, rng)
         bounded = reader.bounded_by(unit)
         chosen: dict[str, tuple[Fraction, Fraction]] = {}
         measures = []
@@ -208,7 +215,7 @@ class Tuner:
             if auto_bounds(m):
                 assert m.column is not None
                 if m.column not in histograms:
-                    histograms[m.column] = self._values(bounded, unit, m.column, rng)
+                    histograms[m.column] = self._values(reader, unit, kept, m.column, rng)
                 edges, counts = histograms[m.column]
                 noise = self.model.cells * self.model.noise * unit.max_rows
                 err = clipping_error(counts, np.asarray([float(e) for e in edges]), m.kind, noise)
@@ -222,10 +229,11 @@ class Tuner:
         tuned = tuple(item for item, _ in self.shares.tuning if item in ("max_rows", "max_groups"))
         return Chosen(unit, chosen, tuned), bounded, dataclasses.replace(node, measures=tuple(measures))
 
-    def _contribution(self, reader: PrivateReader, rng: RandomSource) -> PrivacyUnit:
+    def _contribution(self, reader: PrivateReader, rng: RandomSource) -> tuple[PrivacyUnit, float | None]:
+        """The unit with chosen numbers, and the rows it keeps as estimated from the released histogram."""
         unit, node = self.source.unit, self.node
         if not any(item in ("max_rows", "max_groups") for item, _ in self.shares.tuning):
-            return unit.tuned(unit.max_rows, None)            # max_groups="auto" without a group-by: unused
+            return unit.tuned(unit.max_rows, None), None      # max_groups="auto" without a group-by: unused
         assert unit.column is not None
         per = reader.statistics(node.input, (Statistic("rows"),), by=(unit.column, *node.by), bound=False)
         if node.keys is not None:
@@ -240,9 +248,10 @@ class Tuner:
             err = groups_error(counts, [*costs, *[np.inf] * (len(ROW_CANDIDATES) - len(costs))], self.model.cells)
             groups = ROW_CANDIDATES[int(np.argmin(err))]
         if unit.rows != AUTO:
-            return unit.tuned(unit.max_rows, groups)
+            return unit.tuned(unit.max_rows, groups), None
         counts = self._histogram(units["n"].to_numpy(), self.share("max_rows"), rng)
-        return unit.tuned(ROW_CANDIDATES[int(np.argmin(rows_error(counts, self.model)))], groups)
+        best = int(np.argmin(rows_error(counts, self.model)))
+        return unit.tuned(ROW_CANDIDATES[best], groups), float(kept_rows(counts)[best])
 
     def _histogram(self, values: np.ndarray, share: Budget, rng: RandomSource) -> np.ndarray:
         exact = np.bincount(bin_of(values, ROW_CANDIDATES), minlength=len(ROW_CANDIDATES))
@@ -258,15 +267,20 @@ class Tuner:
         units = sum(m.kind == "count_units" for m in self.node.measures) * self.model.noise * math.sqrt(groups)
         return float(getattr(plan.selection, "threshold", 0)) + units
 
-    def _values(self, bounded: PrivateReader, unit: PrivacyUnit, column: str, rng: RandomSource
+    def _values(self, reader: PrivateReader, unit: PrivacyUnit, kept: float | None, column: str, rng: RandomSource
                 ) -> tuple[tuple[Fraction, ...], np.ndarray]:
+        """The column's noisy histogram, read on ≤ SAMPLE_ROWS rows per unit and scaled to the rows kept."""
         edges = value_edges(self.node.schema[column])
         cuts = (-OUTER, *edges, OUTER)
         stats = tuple(Statistic("indicator_sum", column, lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]))
-        exact = bounded.statistics(self.node.input, stats)
+        few = min(SAMPLE_ROWS, unit.max_rows)
+        sample = reader.bounded_by(unit if unit.is_row else PrivacyUnit(unit.column, few))
+        exact = sample.statistics(self.node.input, stats)
         counts = np.asarray([int(exact[s.key][0]) if exact.height else 0 for s in stats], dtype=np.int64)
-        noise = Noise.calibrate(Fraction(1 if unit.is_row else unit.max_rows), self.share(f"bounds({column})"))
-        return edges, denoise(counts + noise.sample(counts.size, rng), noise)
+        noise = Noise.calibrate(Fraction(few), self.share(f"bounds({column})"))
+        seen = denoise(counts + noise.sample(counts.size, rng), noise)
+        scale = unit.max_rows / few if kept is None else kept / max(float(seen.sum()), 1.0)
+        return edges, seen * max(scale, 1.0)
 
     def explain(self, backend: str) -> Explain:
         """The tuning block, then the release as planned at max_rows = 1 and bounds (−1, 1)."""
