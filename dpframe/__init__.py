@@ -30,6 +30,7 @@ from dpframe.measures import Measure, count, count_units, len, mean, measure, me
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
+from dpframe.tuning import Diagnosed
 
 __version__ = "0.1.0"
 
@@ -61,7 +62,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
-    "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
+    "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "quantile", "std", "sum", "var",
