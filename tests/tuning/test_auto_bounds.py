@@ -37,7 +37,8 @@ def test_cost_is_the_query_budget_and_history_shows_the_shares() -> None:
     assert _first(sess.spent()) == 0
     q.collect(budget)
     assert sess.spent() == budget
-    assert "bound tuning" in sess.history()["mechanisms"][0]
+    mechanisms = sess.history()["mechanisms"][0]
+    assert mechanisms.startswith("bound tuning, ") and "max_rows ε=1/10, max_groups ε=1/10" in mechanisms
 
 
 @pytest.mark.parametrize("budget, tuning, diagnostics, release", [
