@@ -239,6 +239,13 @@ class _Translator:
         if variant == "BinaryExpr":
             return self.binary(payload)
         if variant == "Ternary":
+            # Spark coerces mismatched branches its own way (a String branch cast to a number fails on
+            # some values under ANSI mode): native only when both branches already have the result type.
+            out = self.dtype(tree)
+            for branch in (payload["truthy"], payload["falsy"]):
+                kind = self.dtype(branch)
+                if kind != out and kind != pl.Null and not (_dyn_int(branch) and out == pl.Int64):
+                    raise _Untranslatable(f"when/then/otherwise mixes {kind} into {out}")
             return F.when(self(payload["predicate"]), self(payload["truthy"])).otherwise(self(payload["falsy"]))
         if variant == "Cast" and payload.get("options") == "NonStrict":
             return self.cast(payload)
