@@ -23,10 +23,17 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    row, not each distinct row, is equally likely to be kept. As in the Polars backend, what a unit
    keeps depends only on its own rows and the seed — not on row order, partitioning or other units — so
    bounding is a stable transformation for every seed. (Spark's hash is not Polars' hash: for one seed
-   the two engines keep different, equally random, subsets.);
+   the two engines keep different, equally random, subsets.) It costs one shuffle of the rows by unit
+   and two sorts within it (by hash, which numbers the copies; then by each row's final key), with no
+   Python on the executors; Spark stops each unit's second sort after ``max_rows`` rows;
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
    ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
-   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT).
+   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT). A
+   partial ``sorted`` statistic (``near``: quantiles) is answered with rank windows, as on the other
+   backends: a first small job samples one row in the stride and places the windows; the aggregation
+   then counts each group's codes and those below each window and collects only the codes inside one
+   (all of them for a group the sample missed) — the same ``SortedCodes`` contract, so the released
+   quantiles are those of the other backends for the same seed and the same bounded rows.
 
 Only the statistics come back to the driver (``toArrow``): one row per group, a few integers each — or,
 for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -66,6 +67,18 @@ def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql
     assert masked.column_names == [*DATA.columns, KEEP] and sum(masked[KEEP].to_pylist()) == 5
     assert f"WHERE {KEEP}" in sql and "hash(" not in sql
     assert "random" not in sql.lower() and "setseed" not in sql.lower()
+
+
+def test_an_in_memory_table_is_handed_over_once_without_a_copy() -> None:
+    """Registered once as Arrow sharing the frame's buffers (strings as views); queries reuse it."""
+    df = DATA.with_columns(s=pl.col("g") + "x")
+    b = backend(t=df)
+    data = b._tables["t"].data
+    assert data is not None and data.schema.field("s").type == pa.string_view()
+    assert data.column("x").chunks[0].buffers()[1].address == df["x"].to_arrow().buffers()[1].address
+    for request in (REQ, StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3)):
+        b.statistics(request)
+    assert b._tables["t"].data is data
 
 
 def test_reserved_and_case_clashing_columns_are_refused() -> None:
