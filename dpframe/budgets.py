@@ -7,7 +7,8 @@ the decimal it prints as, so ``0.1`` is exactly 1/10). Conversions between notio
 * pure ε-DP → (ε, 0)-DP (exact);
 * ρ-zCDP (with an optional δ₀ for approximate zCDP) → (ε, δ₀ + δ)-DP with the conversion of
   Canonne, Kamath and Steinke (2020, Corollary 13), which is tighter than ρ + 2√(ρ ln 1/δ); the ε is
-  rounded *up* so it never under-reports;
+  rounded *up* so it never under-reports; its inverse :func:`zcdp_rho` (the largest ρ that fits an (ε, δ)
+  share, rounded down) calibrates zCDP mechanisms to (ε, δ) budgets;
 * (ε, δ)-DP with δ > 0 → pure or zCDP: impossible, a :class:`~dpframe.errors.BudgetConversionError`.
 
 Example:
@@ -27,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal, TypeAlias, TypeVar, Union
 
 import numpy as np
@@ -320,6 +322,48 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     # Round up with a margin far above float error in evaluating the bound.
     found = Fraction(hi * (1 + 1e-9) + 1e-12).limit_denominator(10**12) + Fraction(1, 10**12)
     return min(found, standard)
+
+
+@lru_cache(maxsize=256)
+def zcdp_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (rounded down) whose CKS20 conversion fits (ε, δ): the inverse of :func:`zcdp_epsilon`.
+
+    For a fixed order α the CKS20 bound ``δ ≤ e^{(α−1)(αρ−ε)}·(1 − 1/α)^α/(α − 1)`` is linear in ρ
+    inside the exponent, so it holds exactly for ``ρ ≤ r(α) = (ε + (ln δ + ln(α−1) − α·ln(1 − 1/α))/(α−1))/α``;
+    every α gives a valid ρ, and the best over a grid of α (refined) is taken, less a relative 10⁻⁶. The
+    result is checked against :func:`zcdp_epsilon` (the conversion the engine reports), so
+    ``zcdp_epsilon(ρ, δ) ≤ ε`` always holds; it is never below the classic inverse ``(√(L + ε) − √L)²``,
+    ``L = ln 1/δ`` (also checked), and is 0 only when no positive ρ passes the check.
+
+    Example:
+        >>> classic = (math.sqrt(math.log(1e6) + 1) - math.sqrt(math.log(1e6))) ** 2
+        >>> rho = zcdp_rho(Fraction(1), Fraction(1, 10**6))
+        >>> round(classic, 5), round(float(rho), 5), zcdp_epsilon(rho, Fraction(1, 10**6)) <= 1
+        (0.01747, 0.02436, True)
+
+    """
+    eps, log_d = float(epsilon), _log(delta)
+    classic_root = math.sqrt(-log_d + eps) - math.sqrt(-log_d)
+    classic = Fraction(classic_root * classic_root * (1 - 1e-6))
+    candidates = [classic]
+    grid = np.exp(np.linspace(math.log(1 + 1e-6), math.log(1e6), 4000))
+
+    def r(a: np.ndarray) -> np.ndarray:
+        return np.asarray((eps + (log_d + np.log(a - 1) - a * np.log1p(-1 / a)) / (a - 1)) / a)
+
+    with np.errstate(all="ignore"):
+        values = np.nan_to_num(r(grid), nan=-math.inf)
+    best = int(np.argmax(values))
+    from scipy.optimize import minimize_scalar  # imported lazily: it is slow to import and rarely needed
+
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    with np.errstate(all="ignore"):
+        res = minimize_scalar(lambda a: -float(r(np.array([a]))[0]), bounds=(lo, hi), method="bounded")
+    found = max(float(values[best]), -float(res.fun) if math.isfinite(float(res.fun)) else -math.inf)
+    if found > 0:
+        candidates.append(Fraction(found * (1 - 1e-6)))
+    fitting = [c for c in candidates if c > 0 and zcdp_epsilon(c, delta) <= epsilon]
+    return max(fitting, default=Fraction(0))
 
 
 _NOTION_NAMES = {"pure": "a pure-ε", "approx": "an (ε, δ)", "zcdp": "a zCDP"}

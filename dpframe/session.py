@@ -13,76 +13,32 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
-from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
-from dpframe.errors import BudgetError, DPFrameError, PluginError, SchemaError
+from dpframe.catalog import TableCatalog, TableSource
+from dpframe.errors import BudgetError, DPFrameError
 from dpframe.frame import Frame
-from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
-from dpframe.noise import RandomSource, SeededRandomSource, default_source
-from dpframe.plan.nodes import Aggregate, Node, RowNode, Scan
+from dpframe.noise import RandomSource, default_source
+from dpframe.plan.nodes import Scan
+from dpframe.planning import PlanContext
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.release import ReleaseContext
 from dpframe.sql.catalog import SQLCatalog
-from dpframe.tables import load_table
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
     from dpframe.interactive.individual import IndividualFilter
     from dpframe.interactive.svt import SparseVector
     from dpframe.interactive.tct import TargetChargingChannel
-    from dpframe.planner import PhysicalPlan
     from dpframe.sql.topk import SQLTopKQuery
-
-T = TypeVar("T")
-TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
-
-
-def _empty_lists(n: int) -> np.ndarray:
-    """An object array of ``n`` empty int64 arrays (the all-empty value of a list-valued statistic)."""
-    out = np.empty(n, dtype=object)
-    for i in range(n):
-        out[i] = np.zeros(0, dtype=np.int64)
-    return out
-
-
-def _dry_run(plan: PhysicalPlan) -> None:
-    """Run each mechanism's release on all-zero statistics (no data): a broken plugin fails uncharged."""
-    for p in ([plan.selection] if plan.selection else []) + plan.plans:
-        zeros = {s.key: _empty_lists(1) if s.kind in LIST_KINDS else np.zeros(1, dtype=np.int64)
-                 for s in p.statistics}
-        try:
-            released = p.release(zeros, SeededRandomSource(0))
-        except Exception as e:
-            raise PluginError(f"mechanism {p.mechanism!r} fails on empty statistics ({type(e).__name__}: {e})",
-                              argument="mechanism", fix="this is a plugin bug: report it") from e
-        if set(released) != set(p.output_names()):
-            raise PluginError(f"mechanism {p.mechanism!r} releases {sorted(released)}, declared "
-                              f"{sorted(p.output_names())}", argument="mechanism", fix="this is a plugin bug")
-
-
-def _register(backend: Any, name: str, frame: pl.LazyFrame, source: object) -> None:
-    """Hand a private table to a backend.
-
-    A backend with ``register_source`` also gets the original source (e.g. a Parquet path DuckDB can
-    scan itself).
-    """
-    hook = getattr(backend, "register_source", None)
-    if callable(hook):
-        hook(name, frame, source)
-    else:
-        backend.register(name, frame)
-
 
 class Session:
     """Private tables under one privacy unit and one enforced total budget.
@@ -118,62 +74,21 @@ class Session:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise BudgetError(f"expected a dp budget, got {budget!r}", argument="budget",
                               fix="pass dp.PureDP(eps), dp.ApproxDP(eps, delta) or dp.ZCDP(rho)")
-        if not isinstance(tables, Mapping) or not tables:
-            raise SchemaError("give at least one table", argument="tables", fix="pass {'name': dataframe}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise DPFrameError(f"expected a non-negative int, got {seed!r}", argument="seed",
                                fix="pass an int ≥ 0 (tests only), or None for private randomness")
         self._privacy_unit = privacy_unit
         self._plugins: PluginHost = plugin_host()
         self._accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
-        self._backend = self.plugins.backend(backend)
-        if spark is not None:
-            if not hasattr(self._backend, "use_spark"):
-                raise DPFrameError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
-                                   fix="pass backend='spark', or leave spark= out")
-            self._backend.use_spark(spark)
         self._rng: RandomSource = default_source(seed)
-        self._schemas: dict[str, pl.Schema] = {}
-        self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
-        self._backends: dict[str, Any] = {str(self._backend.name): self._backend}
-        for name, source in tables.items():
-            if not isinstance(name, str) or not name:
-                raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
-                                  fix="use {'visits': data}")
-            # A backend may read its own sources (Spark DataFrames and paths stay in Spark).
-            frame = getattr(self._backend, "load_table", load_table)(name, source)
-            self._schemas[name] = self._check_table(name, frame)
-            self._sources[name] = (frame, source)
-            _register(self._backend, name, frame, source)
-        self._sql_catalog = SQLCatalog.build(self._schemas, privacy_unit.column, public_tables=public_tables,
-                                             public_keys=public_keys, bounds=bounds)
-        self._ledger = Ledger(ledger, self.accountant)
-
-    def _check_table(self, name: str, frame: pl.LazyFrame) -> pl.Schema:
-        # Run by the data owner when the session is created, before any analyst query.
-        try:
-            schema = frame.collect_schema()
-            own = getattr(self._backend, "table_is_empty", None)  # counted in place by such a backend
-            rows = int(not own(name)) if own is not None else frame.select(pl.len()).collect().item()
-        except pl.exceptions.PolarsError as e:
-            raise SchemaError(f"cannot read table {name!r}: {str(e).splitlines()[0]}", argument="tables",
-                              fix="check the file or frame") from e
-        if len(schema) == 0 or rows == 0:
-            raise SchemaError(f"table {name!r} is empty", argument="tables", fix="register a table with rows")
-        if len(set(schema.names())) != len(schema):
-            raise SchemaError(f"table {name!r} has duplicate column names", argument="tables",
-                              fix="rename the columns")
-        if any("\x00" in c for c in schema.names()):   # Arrow (and so DuckDB) cannot carry such a name
-            raise SchemaError(f"table {name!r} has a column name with a NUL character", argument="tables",
-                              fix="rename the column")
-        unit = self.privacy_unit.column
-        if unit is not None and unit not in schema:
-            raise SchemaError(f"table {name!r} has no privacy-unit column {unit!r}", argument="privacy_unit",
-                              fix=f"use one of {list(schema.names())}")
-        return schema
+        self._catalog = TableCatalog.load(tables, privacy_unit, self._plugins, backend, spark)
+        self._sql_catalog = SQLCatalog.build(self._catalog.schemas(), privacy_unit.column,
+                                             public_tables=public_tables, public_keys=public_keys, bounds=bounds)
+        # The only road to private data and the ledger (private: it reads exact statistics).
+        self._release = ReleaseContext(privacy_unit, Ledger(ledger, self._accountant), self._rng, self._catalog)
 
     def __repr__(self) -> str:
-        return (f"<dp.Session tables={list(self._schemas)} {self.privacy_unit!r} budget={self.accountant.total!r} "
+        return (f"<dp.Session tables={self.tables()} {self.privacy_unit!r} budget={self.accountant.total!r} "
                 f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
 
     # Read-only: reassigning any of these would drop contribution bounding, swap the enforcing accountant or
@@ -199,20 +114,14 @@ class Session:
         return self._plugins
 
     @property
+    def plan_context(self) -> PlanContext:
+        """The public facts plans depend on (privacy unit, plugins, accountant); reading it charges nothing."""
+        return PlanContext(self._privacy_unit, self._plugins, self._accountant, self.backend_name)
+
+    @property
     def backend_name(self) -> str:
         """The execution backend's name (the backend itself holds the private tables and stays hidden)."""
-        return str(self._backend.name)
-
-    def _backend_for(self, name: str | None) -> Any:
-        """The backend named ``name`` (None: the session's), created on first use with every table."""
-        if name is None:
-            return self._backend
-        if name not in self._backends:
-            backend = self.plugins.backend(name)
-            for table, (frame, source) in self._sources.items():
-                _register(backend, table, frame, source)
-            self._backends[name] = backend
-        return self._backends[name]
+        return str(self._catalog.default_backend.name)
 
     def sql(self, query: str, *, keys: Mapping[str, Any] | None = None,
             backend: str | None = None) -> Query | SQLTopKQuery:
@@ -295,13 +204,11 @@ class Session:
 
     def tables(self) -> list[str]:
         """Names of the registered tables."""
-        return list(self._schemas)
+        return self._catalog.names()
 
     def table(self, name: str) -> Frame:
         """A lazy private frame over table ``name``."""
-        if name not in self._schemas:
-            raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.tables()}")
-        return Frame(self, Scan.of(name, self._schemas[name]))
+        return Frame(self, Scan.of(name, self._catalog.schema(name)))
 
     def spent(self) -> Budget:
         """Everything charged so far (reservations included), in the session's notion.
@@ -311,7 +218,7 @@ class Session:
         For ε at the session δ by *every* valid accountant (basic, zCDP, RDP, PLD), use
         :meth:`spent_report`; ``spent()`` keeps returning the enforcing value as a budget.
         """
-        return self.accountant.report(self._ledger.spent())
+        return self.accountant.report(self._release.spent())
 
     def spent_report(self, delta: float | None = None) -> dict[str, float | None]:
         """ε spent so far at ``delta`` (default: the session δ, or 1e-6) by every accountant.
@@ -334,7 +241,7 @@ class Session:
         from dpframe.accounting.report import spent_report
 
         total_delta = float(getattr(self.accountant.total, "delta", 0)) or 1e-6
-        return spent_report(self._ledger.charges(), delta if delta is not None else total_delta)
+        return spent_report(self._release.charges(), delta if delta is not None else total_delta)
 
     def spent_as_approx(self, delta: float | None = None) -> ApproxDP:
         """Everything spent so far as an (ε, δ)-DP guarantee.
@@ -361,114 +268,20 @@ class Session:
 
     def remaining(self) -> Budget:
         """What is left of the total budget."""
-        return self.accountant.remaining(self._ledger.spent())
+        return self.accountant.remaining(self._release.spent())
 
     def history(self) -> pl.DataFrame:
         """One row per charged query: id, status, query, mechanisms, cost (exact text)."""
-        rows = self._ledger.charges()
+        rows = self._release.charges()
         return pl.DataFrame({
             "id": [c.id for c in rows], "status": [c.status for c in rows], "query": [c.query for c in rows],
             "mechanisms": [c.mechanisms for c in rows], "cost": [self.accountant.describe_charge(c.cost) for c in rows],
         }, schema={"id": pl.Int64, "status": pl.String, "query": pl.String, "mechanisms": pl.String,
                    "cost": pl.String})
 
-    def _execute(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
-        mechanisms = ", ".join(p.mechanism for p in ([plan.selection] if plan.selection else []) + plan.plans)
-        _dry_run(plan)
-        backend = self._backend_for(getattr(query, "backend_name", None))
-        return self._charged(plan.session_cost, query.describe(), mechanisms,
-                             lambda: self._run(query.node, plan, backend))
-
-    def _charged(self, cost: Budget, what: str, mechanisms: str, run: Callable[[], T],
-                 settle: Callable[[T], tuple[Budget, str]] | None = None) -> T:
-        """Reserve ``cost`` in the ledger, call ``run()``, and commit; the building block of every release.
-
-        Query types other than ``agg`` (plugins' interior point, top-k, ...) plan and validate first
-        (raising, uncharged, on bad input), then call this with their exact session-notion cost. If
-        ``run`` raises, the charge stays (marked failed) and a :class:`DPFrameError` naming only the
-        exception's type is raised: the engine's message may quote private values. ``settle`` (output-DP
-        mechanisms, basic composition only) maps the *released* result to (its cell's cost, cell name):
-        ``cost`` is the worst cell, and the ledger lowers the charge to the realised cell
-        (:meth:`Ledger.settle`, :mod:`dpframe.interactive.odp`).
-        """
-        charge = self._ledger.reserve(cost, what, mechanisms)
-        result = self._guarded(charge, run)
-        if settle is None:
-            self._ledger.commit(charge)
-        else:
-            # A settlement that fails (a plugin's classify bug, an unknown cell) marks the charge failed, in full.
-            self._guarded(charge, lambda: self._ledger.settle(charge, *settle(result)))
-        return result
-
-    def _guarded(self, charge: int, run: Callable[[], T]) -> T:
-        """Call ``run()`` for the reservation ``charge``; on any failure mark it failed (it stays spent).
-
-        Any failure: pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``,
-        not ``Exception``. ``KeyboardInterrupt`` and ``SystemExit`` are re-raised as they are, after the
-        charge is marked failed; everything else becomes a :class:`DPFrameError` naming only its type.
-        """
-        failure = None
-        try:
-            result = run()
-        except (KeyboardInterrupt, SystemExit):
-            self._ledger.fail(charge, "interrupted")
-            raise
-        except BaseException as e:   # noqa: BLE001 — PanicException too
-            failure = type(e).__name__
-        if failure is not None:
-            # Raised outside the except block so the engine's exception (whose message may quote
-            # private values) is neither chained nor kept as __context__: only its type name survives.
-            self._ledger.fail(charge, failure)
-            raise DPFrameError(f"the query failed while running ({failure}); its cost stays charged",
-                               argument="query", fix="check column types and expressions against Frame.schema")
-        return result
-
-    def _statistics(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
-                    statistics: tuple[Statistic, ...], backend: Any = None, *, bound: bool = True) -> pl.DataFrame:
-        """The exact statistics of the rows of ``node`` per group of ``by``, bounded per privacy unit.
-
-        ``bound=False`` skips ``max_groups`` / ``max_rows`` bounding (see :class:`StatisticsRequest`): only for
-        statistics whose sensitivity does not depend on it (top-k's distinct units per key).
-        Private: never return them to a user. Only call this inside :meth:`_charged`.
-        """
-        stats: pl.DataFrame = (backend or self._backend).statistics(self._request(node, by, keys, statistics, bound))
-        return stats
-
-    def _request(self, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
-                 statistics: tuple[Statistic, ...], bound: bool = True) -> StatisticsRequest:
-        """A backend request for ``statistics`` of ``node``'s rows, with a fresh engine seed."""
-        lineage = node.lineage()
-        scan = lineage[0]
-        assert isinstance(scan, Scan)
-        rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        return StatisticsRequest(scan.table, rows, self.privacy_unit, by, keys, statistics,
-                                 self.rng.seed_for_engine(), contribution_bounding=bound)
-
-    def _run(self, node: Aggregate, plan: PhysicalPlan, backend: Any = None) -> pl.DataFrame:
-        backend = backend or self._backend
-        request = self._request(node.input, node.by, node.keys, plan.statistics())
-        stats = backend.statistics(request)
-        keep: pl.Series | None = None
-
-        def values(stat: Statistic) -> Any:
-            if not stat.near:
-                return statistic_values(stats[stat.key])
-            return statistic_values(stats[stat.key], lambda: _whole_codes(backend, request, stat, keep))
-        if plan.selection is not None:     # partition selection reads its own statistics, before any filter
-            inputs = {s.key: values(s) for s in plan.selection.statistics}
-            keep = pl.Series(np.asarray(plan.selection.release(inputs, self.rng)["__keep"], dtype=bool))
-            stats = stats.filter(keep)
-        columns: dict[str, Any] = {c: stats[c] for c in node.by}
-        for p in plan.plans:
-            released = p.release({s.key: values(s) for s in p.statistics}, self.rng)
-            if set(released) != set(p.output_names()) or set(released) & set(columns):
-                raise RuntimeError(f"mechanism {p.mechanism} released unexpected columns")  # plugin bug
-            columns.update({name: pl.Series(name, values) for name, values in released.items()})
-        return pl.DataFrame(columns) if node.by else pl.DataFrame({k: v for k, v in columns.items()})
-
     def close(self) -> None:
         """Close the ledger."""
-        self._ledger.close()
+        self._release.close()
 
     def __enter__(self) -> Session:
         return self
@@ -476,16 +289,3 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _whole_codes(backend: Any, request: StatisticsRequest, stat: Statistic, keep: pl.Series | None) -> Any:
-    """Every group's full sorted codes for a partial ``sorted`` statistic: the same request run again.
-
-    Same seed, same row plan and the same statistics (only ``near`` dropped, so the same columns are
-    hashed for contribution bounding): the same bounded rows, hence the same groups; the partial-key
-    selection ``keep`` is applied again. See :mod:`dpframe.mechanism.sorted_codes`.
-    """
-    whole = tuple(dict.fromkeys(s.whole() if s == stat else s for s in request.statistics))
-    stats = backend.statistics(dataclasses.replace(request, statistics=whole))
-    if keep is not None:
-        stats = stats.filter(keep)
-    return statistic_values(stats[stat.whole().key])

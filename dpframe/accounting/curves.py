@@ -579,7 +579,33 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
     RDP at order α (digest 004 §5.2; ``R_ε`` is the RDP of any ε-DP mechanism, the curve of :func:`pure`):
     the classic (ε₁ + ε₂)-DP bound ``R_{ε₁+ε₂}(α)``, and for c = 1 the least of it and the thesis's (7.3),
     ``R_{ε₁}(α) + ε₂`` (query noise with ε_ν(∞) = ε₂ at sensitivity 2Δ). The privacy profile is the
-    classic one. The thesis's length-capped bound (Thm. 7.2.7, ``R_{ε₁} + c·R_{ε₂/c} + log Σ_{j≤c} C(k, j)/(α−1)``)
+    classic one.
+
+    Proof of (7.3) for the stream of :mod:`dpframe.interactive.svt` (c = 1; thesis §7.6.1, re-derived).
+    Integers throughout: ρ ~ DLap(Δ/ε₁) with pmf p, ν_i ~ DLap(2Δ/ε₂), "above" iff q_i + ν_i ≥ T + ρ, halt at
+    the first "above". Before it every answer is "below", so the i-th query is a fixed function of i (and
+    of the analyst's coins, conditioned on); a stream closed after k "below"s is the stream whose (k+1)-th
+    query always answers "above" (the same on both datasets). The output is the stopping index K. Fix an
+    ordered neighbouring pair (D, D'); |q_i(D) − q_i(D')| ≤ Δ. Substituting z = u − Δ for the threshold noise,
+
+        P_D[K = k] = Σ_u p(u)·λ(u)·a_k(u),   P_D'[K = k] = Σ_u p(u)·b_k(u),   λ(u) = p(u − Δ)/p(u),
+
+    where a_k(u) is the law of K at threshold T + u for the *shifted* queries q_i(D) + Δ and b_k(u) that of
+    the queries q_i(D'). (1) Jensen for the jointly convex (x, y) ↦ x^α y^{1−α} (α > 1):
+    Σ_k P_D[k]^α P_D'[k]^{1−α} ≤ Σ_u p(u) λ(u)^α Σ_k a_k(u)^α b_k(u)^{1−α}. (2) For fixed u let
+    X_k = a_k(u)/b_k(u): each "below" factor P[q_i(D) + Δ + ν < T + u]/P[q_i(D') + ν < T + u] ≤ 1 because
+    q_i(D) + Δ ≥ q_i(D'); the "above" factor is ≤ e^{ε₂} because the two statistics differ by a shift in
+    [0, 2Δ] and DLap(2Δ/ε₂) tails move by at most e^{ε₂} under it. So 0 ≤ X_k ≤ e^{ε₂}, and
+    Σ_k b_k X_k = Σ_k a_k(u) ≤ 1 (a is a sub-probability law of K), hence
+    Σ_k b_k X_k^α ≤ e^{(α−1)ε₂}·Σ_k b_k X_k ≤ e^{(α−1)ε₂} (X^α ≤ X·e^{(α−1)ε₂} on [0, e^{ε₂}]). (3)
+    Σ_u p(u) λ(u)^α = exp((α−1)·D_α(p(· − Δ)‖p)) and p(u − Δ)/p(u) ∈ [e^{−ε₁}, e^{ε₁}], so that divergence
+    is at most R_{ε₁}(α), the largest α-Rényi divergence of two laws with likelihood ratio in that range
+    (attained by randomized response). Together: D_α(K_D‖K_D') ≤ R_{ε₁}(α) + ε₂ for every ordered pair, so
+    both directions. The classic bound holds because the stream is (ε₁ + ε₂)-DP (Lyu et al. 2017); the
+    minimum of two valid bounds is valid. ``tests/interactive/test_svt_rdp.py`` checks the curve against the
+    exact Rényi divergence of small discrete streams.
+
+    The thesis's length-capped bound (Thm. 7.2.7, ``R_{ε₁} + c·R_{ε₂/c} + log Σ_{j≤c} C(k, j)/(α−1)``)
     is not used: with Laplace noise it never beats ``R_{ε₁+ε₂}`` (checked on a grid of ε₁, ε₂, c, k, α).
 
     Example:

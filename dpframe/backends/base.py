@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
@@ -61,7 +61,11 @@ def int64_sums_are_exact(statistics: Sequence[Statistic], rows: int) -> bool:
 
 
 class Backend(Protocol):
-    """An execution engine (register a factory with the ``dpframe_backends`` hook)."""
+    """An execution engine (register a factory with the ``dpframe_backends`` hook).
+
+    Optional capabilities are the protocols below; the engine checks them with ``isinstance`` (a backend
+    author reads this module to learn every hook the engine may call).
+    """
 
     name: str
 
@@ -70,4 +74,42 @@ class Backend(Protocol):
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """Compute the requested exact statistics per group."""
+        ...
+
+
+@runtime_checkable
+class SourceAware(Protocol):
+    """Also receives the table's original source (e.g. a Parquet path the engine can scan itself)."""
+
+    def register_source(self, name: str, frame: pl.LazyFrame, source: object) -> None:
+        """Take ownership of a private table; ``source`` is what the data owner passed."""
+
+
+@runtime_checkable
+class LoadsOwnTables(Protocol):
+    """Reads table sources itself (Spark DataFrames and paths stay in Spark) and counts rows in place."""
+
+    def load_table(self, name: str, source: object) -> pl.LazyFrame:
+        """The table as a lazy frame with its public schema (its rows may stay in the engine)."""
+        ...
+
+    def table_is_empty(self, name: str) -> bool:
+        """Whether a table read by :meth:`load_table` has no rows."""
+        ...
+
+
+@runtime_checkable
+class SparkBound(Protocol):
+    """Runs on a SparkSession the data owner gives (``dp.Session(..., spark=...)``)."""
+
+    def use_spark(self, spark: Any) -> None:
+        """Run on ``spark`` from now on."""
+
+
+@runtime_checkable
+class Refuses(Protocol):
+    """Cannot run every row-level node: says which, for free, before anything is charged."""
+
+    def supports(self, node: RowNode) -> str | None:
+        """Why this backend cannot run ``node`` (None: it can)."""
         ...

@@ -67,7 +67,7 @@ from dpframe.mechanism import Noise
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
-    from dpframe.planner import PhysicalPlan
+    from dpframe.planning import PhysicalPlan
     from dpframe.session import Session
 
 LINEAR_KINDS = frozenset({"rows", "nonnull", "fixed_sum", "units"})
@@ -119,8 +119,8 @@ class IndividualFilter:
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
         self._lock = threading.RLock()              # one query at a time: each unit's check and charge atomically
         self._closed = False
-        session._charged(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
-                         lambda: None)
+        session._release.release(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
+                                 lambda reader: None)
 
     def __repr__(self) -> str:
         return f"<dp.IndividualFilter per-unit budget={self.budget!r}{' closed' if self._closed else ''}>"
@@ -133,7 +133,7 @@ class IndividualFilter:
     def plan(self, query: object, budget: object) -> PhysicalPlan:
         """The ordinary plan of ``query`` at ``budget`` (σ² per statistic), after the validity checks. Free."""
         from dpframe.frame import Query
-        from dpframe.planner import sampling_rate
+        from dpframe.planning import sampling_rate
 
         rho = _zcdp(budget, "budget")
         if rho.rho > self.budget.rho:
@@ -201,7 +201,7 @@ class IndividualFilter:
         stats = plan.statistics()
         sigma2 = {k: n.scale for p in plan.plans for k, n in p.noises.items()}  # type: ignore[attr-defined]
         by = list(node.by)
-        per = sess._statistics(node.input, (unit, *by), None, stats)   # PRIVATE: per (unit, group)
+        per = sess._release.reader().statistics(node.input, stats, by=(unit, *by))   # PRIVATE: per (unit, group)
         if by:
             assert node.keys is not None
             per = per.join(node.keys, on=by, how="semi", nulls_equal=True)   # only released groups

@@ -175,17 +175,17 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     if refund is True:
         require_additive(session, what)
     if refund is False or not additive(session):
-        return session._charged(worst, what, mechanisms, run)
-    before = {(c.id, c.status) for c in session._ledger.charges()}
+        return session._release.release(worst, what, mechanisms, lambda reader: run())
+    before = {(c.id, c.status) for c in session._release.charges()}
 
     def settle(result: T) -> tuple[Budget, str]:
         cell = spec.classify(result)
         if cell not in spec.cells:
             raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",
                               fix="this is a mechanism bug")
-        changed = [c for c in session._ledger.charges() if (c.id, c.status) not in before]
+        changed = [c for c in session._release.charges() if (c.id, c.status) not in before]
         if len(changed) > 1:    # more than this run's own reservation: it did not run alone
             return worst, f"{cell} (interleaved with another charge: not refunded)"
         return session.accountant.charge(spec.budget(cell)), cell
 
-    return session._charged(worst, what, mechanisms, run, settle=settle)
+    return session._release.release(worst, what, mechanisms, lambda reader: run(), settle=settle)

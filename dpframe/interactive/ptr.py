@@ -119,12 +119,13 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     sc = scalar(session, gate, eps_gate, argument="gate")
     bar = sc.threshold_units(public_number(threshold, "threshold"))
     plan = query.plan(budget)
-    from dpframe.session import _dry_run
+    from dpframe.aggregate import dry_run, run_aggregate
 
-    _dry_run(plan)
+    dry_run(plan)
     return propose_test_release(
         session, lambda: sc._noisy(session, sc.noise_scale, session.rng) >= bar,
-        lambda: session._run(query.node, plan), test_epsilon=eps_gate, release_epsilon=eps_rel,
+        lambda: run_aggregate(session._release.reader(), query.node, plan, session.rng),
+        test_epsilon=eps_gate, release_epsilon=eps_rel,
         what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
         refund=refund)
 
@@ -212,7 +213,7 @@ class RobustMedian:
         read: list[np.ndarray] = []   # PRIVATE: this call's codes, shared by its test and release only
 
         def test() -> bool:
-            stats = session._statistics(self._node, (), None, (stat,))
+            stats = session._release.reader().statistics(self._node, (stat,))
             codes = np.asarray(stats[stat.key][0], dtype=np.int64)
             read.append(codes)
             rho = int(discrete_laplace(rho_scale, 1, rng)[0])

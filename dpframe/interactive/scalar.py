@@ -57,7 +57,7 @@ class Scalar:
 
     def _exact(self, session: Session, exclude: frozenset[Any] = frozenset()) -> int:
         """The exact statistic, without the privacy units in ``exclude`` (PRIVATE: only inside a run)."""
-        stats = session._statistics(self._input(session, exclude), (), None, (self.statistic,))
+        stats = session._release.reader().statistics(self._input(session, exclude), (self.statistic,))
         return int(stats[self.statistic.key][0])
 
     def _exact_by_unit(self, session: Session, exclude: frozenset[Any] = frozenset()) -> tuple[int, list[Any]]:
@@ -69,7 +69,7 @@ class Scalar:
         """
         unit = session.privacy_unit.column
         assert unit is not None
-        stats = session._statistics(self._input(session, exclude), (unit,), None, (self.statistic,))
+        stats = session._release.reader().statistics(self._input(session, exclude), (self.statistic,), by=(unit,))
         values = stats[self.statistic.key].to_list()
         units = stats[unit].to_list()
         return sum(int(v) for v in values), [u for u, v in zip(units, values, strict=True) if v != 0]
@@ -118,7 +118,7 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
     measures, mean/var/quantiles (not Lipschitz in one unit), sampled inputs, another session's query.
     """
     from dpframe.frame import Query
-    from dpframe.planner import sampling_rate
+    from dpframe.planning import sampling_rate
 
     fix = "pass sess.table(...).filter(...).agg(dp.len()) (or one dp.count / dp.sum(col, bounds=...))"
     if not isinstance(query, Query) or type(query) is not Query:

@@ -117,13 +117,14 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
     points = {int(k) for k in cells}
     step = _step_budget(budget, Fraction(1))
-    from dpframe.planner import plan_query
-    from dpframe.session import _dry_run
+    from dpframe.aggregate import dry_run, run_aggregate
+    from dpframe.planning import plan_query
 
     inner = ZCDPAccountant(ZCDP(len(steps) * step.rho)) if isinstance(step, ZCDP) else None
-    plans = [plan_query(session, s.node, step, inner) for s in steps]   # validate every step, nothing charged
+    # validate every step, nothing charged
+    plans = [plan_query(session.plan_context, s.node, step, inner) for s in steps]
     for p in plans:
-        _dry_run(p)
+        dry_run(p)
     spec = OdpSpec(cells, Fraction(0) if delta == 0 else exact(delta, "delta"),  # type: ignore[arg-type]
                    lambda results: str(len(results)))
     what = f"run_until({len(steps)} steps)"
@@ -132,7 +133,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     def run() -> list[pl.DataFrame]:
         results: list[pl.DataFrame] = []
         for query, plan in zip(steps, plans, strict=True):
-            results.append(session._run(query.node, plan))
+            results.append(run_aggregate(session._release.reader(), query.node, plan, session.rng))
             if len(results) in points and len(results) < len(steps) and stop(results):
                 break
         return results

@@ -100,8 +100,8 @@ class Reservation:
             self.what = what
             self.closed = False
             self.failed = False
-            before = {(c.id, c.status) for c in session._ledger.charges()}
-            self.id = session._ledger.reserve(cost, what, mechanisms)
+            before = {(c.id, c.status) for c in session._release.charges()}
+            self.id = session._release.reserve(cost, what, mechanisms)
             self._before = before
             _OPEN[session] = weakref.ref(self)
         lost = weakref.finalize(owner, self._lost)   # unreachable and unclosed: keep it fully charged
@@ -113,7 +113,7 @@ class Reservation:
             return
         self.closed = True
         try:
-            self.session._ledger.commit(self.id)
+            self.session._release.commit(self.id)
         except Exception:   # noqa: BLE001 — e.g. the ledger was closed: the row stays reserved (fully charged)
             pass
 
@@ -132,7 +132,7 @@ class Reservation:
         with self.lock:
             self.check_open()
             try:
-                return self.session._guarded(self.id, fn)
+                return self.session._release.guarded(self.id, fn)
             except DPFrameError:            # the session's guard marked the charge failed
                 self._fail(None)
                 raise
@@ -152,18 +152,18 @@ class Reservation:
         """Close for good after a failure: the row is failed (fully charged); no commit, no settlement."""
         self.closed = self.failed = True
         if failure is not None:
-            self.session._ledger.fail(self.id, failure)
+            self.session._release.fail(self.id, failure)
 
     def interleaved(self) -> bool:
         """Whether any other ledger row appeared or changed status since just before the stream opened."""
-        return any(c.id != self.id and (c.id, c.status) not in self._before for c in self.session._ledger.charges())
+        return any(c.id != self.id and (c.id, c.status) not in self._before for c in self.session._release.charges())
 
     def commit(self) -> None:
         """Close, keeping the whole reservation charged."""
         with self.lock:
             if not self.closed:
                 self.closed = True
-                self.session._ledger.commit(self.id)
+                self.session._release.commit(self.id)
 
     def settle(self, cost: Budget, cell: str) -> None:
         """Close, charging ``cost`` (the realised output cell; basic composition only, δ unchanged).
@@ -173,7 +173,7 @@ class Reservation:
         with self.lock:
             if not self.closed:
                 self.closed = True
-                self.session._ledger.settle(self.id, cost, cell)
+                self.session._release.settle(self.id, cost, cell)
 
 
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.ref[Reservation]] = weakref.WeakKeyDictionary()

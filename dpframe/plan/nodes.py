@@ -24,6 +24,7 @@ import polars as pl
 from dpframe.errors import PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
+from dpframe.plan.values import probe_frame
 
 _PROBE_ROWS = 3
 
@@ -31,24 +32,35 @@ _PROBE_ROWS = 3
 def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
     """Output schema of ``node`` applied to an empty frame of ``input_schema`` (reads no data).
 
-    The node is also run on a few rows of nulls (public, made up here): an expression that fails on a
-    null, or that does not give one output row per input row (``select`` of literals only, a function
-    that shortens its input), is refused now rather than failing or misbehaving on the private data.
+    The node is also run on a few rows of nulls and on the adversarial values of every input column
+    (:func:`~dpframe.plan.values.probe_frame`; public, made up here): an expression that fails, that does
+    not give one output row per input row (``select`` of literals only, a function that shortens its
+    input), or whose values come out in another type than Polars reports for it (a struct cast to a
+    number casts each field; then any later step fails) is refused now rather than failing or
+    misbehaving on the private data.
     """
     schema = output_schema(node.apply, input_schema, argument)
-    try:
-        probe = node.apply(pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS).lazy()).collect()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:   # noqa: BLE001 — a Polars panic (pyo3's PanicException) too
-        lines = str(e).strip().splitlines()
-        raise PlanError(f"fails on null values ({type(e).__name__}: {lines[0] if lines else ''}), so it could fail "
-                        "on the private data",
-                        argument=argument, fix="handle nulls, e.g. with fill_null(...) or pl.when(...)") from None
-    if not isinstance(node, Filter) and probe.height != _PROBE_ROWS:
-        raise PlanError(f"gives {probe.height} rows for {_PROBE_ROWS} input rows: every expression must give one "
-                        "value per row", argument=argument,
-                        fix="reference a column in the expression (a literal alone gives a single row)")
+    for probe, what in ((pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS), "null values"),
+                        (probe_frame(input_schema), "some values of its input types")):
+        try:
+            out = node.apply(probe.lazy()).collect()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:   # noqa: BLE001 — a Polars panic (pyo3's PanicException) too
+            lines = str(e).strip().splitlines()
+            raise PlanError(f"fails on {what} ({type(e).__name__}: {lines[0] if lines else ''}), so it could fail on "
+                            "the private data", argument=argument,
+                            fix="handle nulls, e.g. with fill_null(...) or pl.when(...)") from None
+        if not isinstance(node, Filter) and out.height != probe.height:
+            raise PlanError(f"gives {out.height} rows for {probe.height} input rows: every expression must give one "
+                            "value per row", argument=argument,
+                            fix="reference a column in the expression (a literal alone gives a single row)")
+        wrong = [(c, schema[c], t) for c, t in out.schema.items() if c in schema and schema[c] != t]
+        if wrong:
+            name, said, got = wrong[0]
+            raise PlanError(f"column {name!r} is reported as {said} but computed as {got} (a Polars type "
+                            "inconsistency), so the query would fail after it is charged", argument=argument,
+                            fix=f"cast {name!r} explicitly to the type you want, e.g. .cast(pl.{said}, strict=False)")
     return schema
 
 

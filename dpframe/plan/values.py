@@ -172,6 +172,30 @@ def probe_values(dtype: pl.DataType) -> pl.Series:
     return _cached(repr(dtype), dtype)
 
 
+@functools.lru_cache(maxsize=256)
+def _frame(columns: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
+    pools = []
+    for name, dtype in columns:
+        try:
+            pools.append(probe_values(dtype).alias(name))
+        except PlanError:   # no values for this type: nulls only (an operation on it is refused anyway)
+            pools.append(pl.Series(name, [None], dtype=dtype))
+    length = max((p.len() for p in pools), default=1)
+    return pl.DataFrame([p.extend_constant(None, length - p.len()) for p in pools])
+
+
+def probe_frame(schema: pl.Schema) -> pl.DataFrame:
+    """A frame of ``schema`` whose columns hold their types' adversarial values side by side (padded with nulls).
+
+    Example:
+        >>> frame = probe_frame(pl.Schema({"x": pl.Int8, "s": pl.String}))
+        >>> frame.schema == pl.Schema({"x": pl.Int8, "s": pl.String}), frame.height == probe_values(pl.String()).len()
+        (True, True)
+
+    """
+    return _frame(tuple(schema.items()))
+
+
 def guard_range(dtype: pl.DataType) -> tuple[int, int] | None:
     """The physical range a temporal value must lie in before an operation reads it (None: no limit needed).
 
@@ -188,4 +212,4 @@ def guard_range(dtype: pl.DataType) -> tuple[int, int] | None:
     return None
 
 
-__all__ = ["SAFE_DAYS", "guard_range", "instance", "probe_values"]
+__all__ = ["SAFE_DAYS", "guard_range", "instance", "probe_frame", "probe_values"]

@@ -84,7 +84,7 @@ class Registry(Generic[T]):
 
     def entry(self, name: str) -> Entry[T]:
         """The entry registered as ``name``."""
-        if name not in self._entries:
+        if not isinstance(name, str) or name not in self._entries:
             raise PluginError(f"unknown {self.kind} {name!r}", argument=self.kind,
                               fix=f"use one of {sorted(self._entries)} (`dpframe plugins` lists what is installed)")
         return self._entries[name]

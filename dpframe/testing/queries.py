@@ -128,19 +128,26 @@ def _session(table: pl.DataFrame, unit: PrivacyUnit, budget: Budget, mechanisms:
 def _reuse_statistics(sess: Any) -> None:
     """Compute each distinct statistics request of ``sess`` once (the data never change within a sampler).
 
-    Only for queries whose statistics are a deterministic function of the data: not for ``.sample()``
-    (a fresh Poisson sample at every execution).
+    Memoizes :meth:`~dpframe.release.PrivateReader.statistics` (families and streams read through it; an
+    ``agg`` query's own request is not memoized). Only for queries whose statistics are a deterministic
+    function of the data: not for ``.sample()`` (a fresh Poisson sample at every execution).
     """
-    original = sess._statistics
+    context = sess._release
     memo: dict[tuple[Any, ...], tuple[Any, pl.DataFrame]] = {}
+    make = context.reader
 
-    def statistics(node: Any, by: Any, keys: Any, statistics: Any, backend: Any = None, *,
-                   bound: bool = True) -> pl.DataFrame:
-        key = (id(node), tuple(by), id(keys), tuple(statistics), id(backend), bound)
-        if key not in memo:
-            memo[key] = ((node, keys, backend), original(node, by, keys, statistics, backend, bound=bound))
-        return memo[key][1]
-    sess._statistics = statistics
+    def reader(backend: str | None = None) -> Any:
+        inner = make(backend)
+        original = inner.statistics
+
+        def statistics(node: Any, statistics: Any, *, by: Any = (), keys: Any = None, bound: bool = True) -> Any:
+            key = (id(node), tuple(by), id(keys), tuple(statistics), backend, bound)
+            if key not in memo:
+                memo[key] = ((node, keys), original(node, statistics, by=by, keys=keys, bound=bound))
+            return memo[key][1]
+        inner.statistics = statistics
+        return inner
+    context.reader = reader
 
 
 def query_sampler(make_query: Callable[[Any], Any], unit: PrivacyUnit, *, mechanisms: Sequence[Any] = (),

@@ -234,9 +234,11 @@ def _pate() -> AuditSpec:
         return pl.DataFrame(list(votes), schema=labels, orient="row")
 
     base = teachers([(1, 1, 0)] * 20 + [(1, 0, 0)] * 12)
-    return _spec("multi-label PATE (StableTopK per query)", {"dpframe_topk:MultiLabelPATE.collect"}, pate.cost(1),
-                 factory, _pairs(("+1 teacher voting for l1 only", base, pl.concat([base, teachers([(0, 1, 0)])])),
-                                 ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
+    moved = teachers([(1, 1, 0)] * 19 + [(0, 0, 1)] + [(1, 0, 0)] * 12)     # one record: a teacher's votes change
+    return _spec("multi-label PATE (StableTopK per query, record level)", {"dpframe_topk:MultiLabelPATE.collect"},
+                 pate.cost(1), factory,
+                 _pairs(("one teacher's votes move from {l0, l1} to {l2}", base, moved),
+                        ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
                  samples=20_000, slow=200_000, fast=True, min_power=0.1, release_level=True)
 
 
@@ -284,6 +286,13 @@ def _learning_specs() -> list[AuditSpec]:
         _spec("bounds (quantile plugin)", {"Frame.bounds"}, PureDP(4),
               q(lambda s: s.table("t").bounds("x", domain=(0, 3), quantiles=(0.25, 0.75))), bounds_pairs,
               samples=1_000, slow=4_000, min_power=0.05),
+        _spec("linear_regression (example plugin's query family)", {"Frame.linear_regression"}, PureDP(4),
+              query_sampler(lambda s: s.table("t").query("linear_regression", ["x"], "y",
+                                                         bounds={"x": (0, 15), "y": (0, 1)}), UNIT,
+                            features=lambda m: {"slope": m.coefficients["x"], "intercept": m.intercept,
+                                                "rows": m.rows}),
+              lt_pairs, samples=400, slow=4_000, notes="five noisy sums (ε/5 each) and a least-squares fit: a "
+              "single-output test sees a part of the claimed ε"),
     ]
 
 

@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, zcdp_rho
 from dpframe.errors import BudgetError
-from dpframe.planner import check_budget
+from dpframe.planning import budget_of as check_budget
 from dpframe_topk import calibrate as cal
 
 if TYPE_CHECKING:
-    from dpframe.session import Session
+    from dpframe.accounting.accountants import Accountant
 
 SCORE_SHARE = Fraction(1, 4)    # of the first budget coordinate, when release_scores=True
 #: Curves beyond this many identical steps are declared as one zCDP curve (k·ρ_step) to keep charging fast.
@@ -64,7 +64,7 @@ class Patch:
     ``notion``: ``"zcdp"`` (ρ = ``first``: s bounded-range steps of ε = √(8ρ/s)), ``"pure"`` (ε/s per
     step, basic composition) or ``"approx"`` ((ε, δ) = (``first``, ``delta``): peeling at the better of
     basic composition and the zCDP route at δ; limited domain at :func:`calibrate.ld_step_epsilon`, which
-    spends δ/2 on composition and leaves δ/2 to its ⊥ threshold). Dropping keys from a released set
+    leaves δ/2 to its ⊥ threshold). Dropping keys from a released set
     that is too large always peels (the released set is public). ``fill`` says where *missing* keys come
     from: ``"peel"`` (public keys: peeling over the other public keys), ``"ld"`` (keys from the data,
     (ε, δ): limited domain, which may stop early) or ``"none"`` (keys from the data in zCDP: nothing —
@@ -85,9 +85,9 @@ class Patch:
         return cal.em_step_epsilon("approx", self.first, self.delta, steps, "br")
 
     def ld_epsilon(self, steps: int) -> Fraction:
-        """Per-step ε' of limited domain returning up to ``steps`` keys (steps + 1 selections with ⊥)."""
+        """Per-step ε' of limited domain returning up to ``steps`` keys (at most ``steps`` draws, ⊥ included)."""
         assert self.fill == "ld"
-        return cal.ld_step_epsilon("approx", self.first, self.delta, steps + 1)
+        return cal.ld_step_epsilon(self.first, self.delta, steps)
 
     @property
     def ld_delta(self) -> Fraction:
@@ -143,10 +143,10 @@ def stable_curves(st: cal.StablePlan) -> list[PrivacyCurve]:
     return [em, curves.approx(up(st.g / st.ptr_scale), up(st.delta_t))]
 
 
-def query_budget(session: Session, budget: object) -> tuple[Budget, bool]:
+def query_budget(accountant: Accountant, budget: object) -> tuple[Budget, bool]:
     """(the budget to calibrate in, whether the session charges curves) — raises for unsound conversions."""
     given = check_budget(budget)
-    charged = session.accountant.charge(given)
+    charged = accountant.charge(given)
     if isinstance(charged, PureDP | ApproxDP | ZCDP):
         return charged, False
     return given, True
@@ -194,10 +194,10 @@ def plan_stable(plan: TopKPlan, delta: Fraction, req: StableRequest) -> None:
         if req.ptr == "gaussian":
             dt = req.delta_t if req.delta_t is not None else delta / 4
             conv, patch_delta = (delta - dt) / 3, (delta - dt) * 2 / 3
-            rho = cal.rho_from_approx(half, conv)
+            rho = zcdp_rho(half, conv)
             plan.stable = cal.stable_plan_zcdp(rho, dt, g, "gaussian")
-            plan.notes.append(f"StableTopK half (ε/2, δ_t + δ'): ρ = {float(rho):.6g} from ε/2 = ρ + 2√(ρ ln 1/δ') at "
-                              f"δ' = {float(conv):.3g} (Thm 11, corrected)")
+            plan.notes.append(f"StableTopK half (ε/2, δ_t + δ'): ρ = {float(rho):.6g}, the largest ρ whose optimal "
+                              f"(CKS20) conversion at δ' = {float(conv):.3g} is ≤ ε/2")
         else:
             dt = req.delta_t if req.delta_t is not None else delta / 2
             patch_delta = delta - dt
@@ -205,9 +205,9 @@ def plan_stable(plan: TopKPlan, delta: Fraction, req: StableRequest) -> None:
         plan.patch = Patch("approx", half, patch_delta, "ld")
     elif req.ptr == "gaussian":
         dt = req.delta_t if req.delta_t is not None else delta / 2
-        rho = cal.rho_from_approx(sel, delta - dt)
-        plan.notes.append(f"(ε, δ) → zCDP: ρ = {float(rho):.6g} from ε = ρ + 2√(ρ ln 1/δ') at "
-                          f"δ' = {float(delta - dt):.3g} (Thm 11, corrected)")
+        rho = zcdp_rho(sel, delta - dt)
+        plan.notes.append(f"(ε, δ) → zCDP: ρ = {float(rho):.6g}, the largest ρ whose optimal (CKS20) conversion at "
+                          f"δ' = {float(delta - dt):.3g} is ≤ ε")
         plan.stable = cal.stable_plan_zcdp(rho / 2 if fixed else rho, dt, g, "gaussian")
         plan.patch = Patch("zcdp", rho / 2, Fraction(0), "peel") if fixed else None
     else:

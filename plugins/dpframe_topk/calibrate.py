@@ -10,15 +10,16 @@ Notation (digest ``001_adaptive_topk.md``):
   at once (Δ for monotone non-negative contributions under add/remove; 2Δ for signed contributions or
   substitution). Every sorted gap moves by at most ``g`` and the EM on raw scores with ``exp(s·h)``,
   ``s = ε/g``, is ε-DP and ε-bounded-range (§2 F9/F10, §6 P1/P10).
-* zCDP → (ε, δ): ``ε = ρ + 2√(ρ ln 1/δ)`` (F4'; the paper's Thm 11 prints ``√(2ρ ln 1/δ)``, a typo that
-  under-reports by √2 — digest §7). Its inverse ``ρ = (√(L+ε) − √L)²``, ``L = ln 1/δ``.
+* zCDP ↔ (ε, δ): the optimal conversion of Canonne, Kamath & Steinke (2020), :func:`dpframe.budgets.zcdp_epsilon`
+  and its inverse :func:`dpframe.budgets.zcdp_rho` (the largest ρ whose conversion fits (ε, δ)). The paper
+  uses ``ε = ρ + 2√(ρ ln 1/δ)`` (its Thm 11 prints ``√(2ρ ln 1/δ)``, a typo that under-reports by √2 —
+  digest §7); the optimal conversion gives more ρ for the same (ε, δ) — 0.02436 instead of 0.01747 at
+  (1, 1e-6) — so the same charge buys less noise.
 
 Example:
     >>> from fractions import Fraction
-    >>> round(float(rho_from_approx(Fraction(1), Fraction(1, 2293) / 2)), 5)
-    0.02802
-    >>> round(float(epsilon_from_rho(Fraction(1, 100), Fraction(1, 10**6))), 4)
-    0.7534
+    >>> round(float(zcdp_rho(Fraction(1), Fraction(1, 2293) / 2)), 5)    # the paper's conversion: 0.02802
+    0.0456
 
 """
 
@@ -29,7 +30,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from scipy.stats import binom
+from dpframe.budgets import zcdp_rho
+from dpframe.errors import BudgetError
+from dpframe.interactive.composition import optimal_epsilon
+from dpframe.interactive.tct import ChannelPlan, q_notprior
 
 _PREC = 10**15
 
@@ -47,17 +51,6 @@ def sqrt_down(x: Fraction) -> Fraction:
 def log_inv(delta: Fraction) -> float:
     """ln(1/δ) for an exact δ (also for δ far below float's smallest normal)."""
     return math.log(delta.denominator) - math.log(delta.numerator)
-
-
-def rho_from_approx(epsilon: Fraction, delta: Fraction) -> Fraction:
-    """The largest ρ (rounded down) with ρ + 2√(ρ ln 1/δ) ≤ ε (F4' inverse)."""
-    L = log_inv(delta)
-    return floor_frac((math.sqrt(L + float(epsilon)) - math.sqrt(L)) ** 2)
-
-
-def epsilon_from_rho(rho: Fraction, delta: Fraction) -> float:
-    """ε = ρ + 2√(ρ ln 1/δ): the corrected Thm 11 / Lemma 17 conversion (reporting; rounded up 1e-12)."""
-    return (float(rho) + 2 * math.sqrt(float(rho) * log_inv(delta))) * (1 + 1e-12)
 
 
 def gaussian_shift(sigma2: Fraction, delta_t: Fraction) -> int:
@@ -119,38 +112,74 @@ def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, a
     ``accounting="br"`` (one-shot Gumbel, EM-CDP): each step is ε-bounded-range ⇒ ε²/8-zCDP.
     ``accounting="dp"`` (classic peeling): each step ε-DP ⇒ ε²/2-zCDP. ``notion`` is the budget's:
     pure (basic composition: ε/steps), zcdp (ρ = first), approx (the better of basic composition and
-    the zCDP route converted with F4' at δ; δ = 0 means pure).
+    the zCDP route converted optimally at δ; δ = 0 means pure).
     """
     basic = first / steps
     per = Fraction(8) if accounting == "br" else Fraction(2)
     if notion == "pure" or (notion == "approx" and delta == 0):
         return basic
-    rho = first if notion == "zcdp" else rho_from_approx(first, delta)
+    rho = first if notion == "zcdp" else zcdp_rho(first, delta)
     via_rho = sqrt_down(per * rho / steps)
     return via_rho if notion == "zcdp" else max(basic, via_rho)
 
 
-def ld_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int) -> Fraction:
-    """Limited domain (Durfee–Rogers): per-step ε' so that ``steps`` BR steps fit (digest §3.9).
+def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
+    """Per-step ε' of a limited-domain run of at most ``steps`` draws that is (ε, δ)-DP with its ⊥ at δ/2.
 
-    approx: the largest ε' with min(basic, DRV advanced, CDP-style) ≤ ε at δ/2 (the other δ/2 pays the
-    ⊥ threshold); zcdp: steps·ε'²/8 = ρ.
+    The run (Durfee–Rogers; :func:`select.limited_domain`, ⊥ threshold set at δ_⊥ = δ/2) draws at most
+    ``steps`` times (a draw of ⊥ or of a virtual zero-score slot stops it). Each draw is the EM at scale
+    s = ε'/g over the k̄ slots (the top k̄ keys, padded with virtual slots) and ⊥,
+    whose score is b = h₍k̄₊₁₎ + g + ⌈g·ln(k̄/δ_⊥)/ε'⌉. Proof that the run is
+    (ε* + (steps + 1)·ln(1 + δ_⊥), (1 + δ_⊥)·δ* + δ_⊥)-DP, where (ε*, δ*) is any composition bound of
+    ``steps`` adaptive ε'-bounded-range steps:
+
+    * Fix neighbours D, D'. Every key's score (0 when absent) moves within one interval I of width g, so
+      does every order statistic, hence h₍k̄₊₁₎ and b. Let G be the keys in both top-k̄ sets and let the
+      *ideal* run I(X) be the same peeling EM over G ∪ {⊥} only. Each of its draws is an EM over a common
+      set whose scores all move within I: ε'-bounded range. So I is a composition of ``steps`` ε'-BR steps
+      (Cesar & Rogers 2021: ε'²/8-zCDP each, hence steps·ε'²/8-zCDP; or ε'-DP each), (ε*, δ*)-DP.
+    * A slot of X outside G is a virtual slot (score 0 ≤ h₍k̄₊₁₎), or a key missing from the other
+      dataset's top k̄, whose score there is ≤ that dataset's h₍k̄₊₁₎, so here ≤ h₍k̄₊₁₎ + g. Either way its EM
+      weight is ≤ e^{−ln(k̄/δ_⊥)} = δ_⊥/k̄ times ⊥'s, and there are ≤ k̄ of them: their total weight N is
+      ≤ δ_⊥·w(⊥), and (one-shot Gumbel view) a key outside G is drawn before ⊥ with probability ≤ δ_⊥.
+    * For an output o of keys of G, the real run and the ideal run differ only in the normalisers (by N)
+      and in the stop weight (⊥ plus the virtual slots): per draw the ratio is within [1/(1 + δ_⊥), 1 + δ_⊥],
+      so P_D[o] ≤ (1 + δ_⊥)·P_{I(D)}[o] and P_{I(D')}[o] ≤ (1 + δ_⊥)^{steps}·P_D'[o]. Hence for any set S
+      P_D[S] ≤ (1 + δ_⊥)·(e^{ε*}·(1 + δ_⊥)^{steps}·P_D'[S] + δ*) + δ_⊥.
+
+    So ε' is the larger of the two routes that fit ε − (steps + 1)·ln(1 + δ_⊥) at δ* = (δ/2)/(1 + δ/2):
+    steps·ε'²/8-zCDP read with the optimal conversion (:func:`dpframe.budgets.zcdp_rho`), and ``steps``
+    ε'-DP steps under the optimal composition (:func:`dpframe.interactive.composition.optimal_epsilon`,
+    which includes basic composition; beyond 200 draws basic composition alone, to keep planning fast).
+    Durfee & Rogers compose with min(basic, advanced, kε'²/2 + ε'√(k/2·ln 1/δ)) over k + 1 selections: at
+    ε = 1, δ = 10⁻⁶ and k = 10 / 100 / 1000 that is ε' = 0.1051 / 0.0347 / 0.0110, here 0.1355 / 0.0428 /
+    0.0135 (checked by enumeration in ``tests/topk/test_limited_domain_exact.py``).
+    Returns 0 when the slack alone exceeds ε.
+
+    Example:
+        >>> round(float(ld_step_epsilon(Fraction(1), Fraction(1, 10**6), 10)), 4)
+        0.1355
+
     """
-    if notion == "zcdp":
-        return sqrt_down(8 * first / steps)
-    eps, dp = float(first), float(delta) / 2
-    L = math.log(1 / dp)
-
-    def composed(e: float) -> float:
-        drv = steps * e * math.expm1(e) / (math.exp(e) + 1) + e * math.sqrt(2 * steps * L)
-        cdp = steps * e * e / 2 + e * math.sqrt(steps / 2 * L)
-        return min(steps * e, drv, cdp)
-
-    lo, hi = 0.0, eps
-    for _ in range(80):
+    half = delta / 2
+    slack = Fraction((steps + 1) * math.log1p(float(half))) * Fraction(10**9 + 1, 10**9)   # rounded up
+    budget = epsilon - slack
+    if budget <= 0:
+        return Fraction(0)
+    d_comp = half / (1 + half)
+    via_br = sqrt_down(8 * zcdp_rho(budget, d_comp) / steps)
+    if steps > _LD_OPTIMAL_STEPS:           # the bounded-range route wins there: pure steps by basic composition
+        return max(via_br, budget / steps)
+    lo, hi = 0.0, float(budget)
+    for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if composed(mid) <= eps else (lo, mid)
-    return floor_frac(lo)
+        lo, hi = (mid, hi) if optimal_epsilon(steps, mid, float(d_comp)) <= float(budget) else (lo, mid)
+    return max(via_br, floor_frac(lo))
+
+
+#: Up to this many draws the pure route of :func:`ld_step_epsilon` uses the optimal composition (O(steps) per
+#: evaluation); beyond it basic composition, which the bounded-range route beats anyway.
+_LD_OPTIMAL_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -162,40 +191,29 @@ class TCTPlan:
     tail: float                   # δ* = P[Bin(n, q) ≤ k − 1], q = 1/(e^{2ε_c}+1)
 
 
-def _tct_accesses(k: int, eps_c: float, delta: float) -> tuple[int, float] | None:
-    q = 1 / (math.exp(2 * eps_c) + 1)
-    n = math.ceil(k / q)
-    for _ in range(200_000):
-        tail = float(binom.cdf(k - 1, n, q))
-        if tail < delta:
-            return n, tail
-        n += max(1, n // 50)
-    return None
+def _tct_channel(notion: str, k: int, eps_c: float, delta: float) -> tuple[ChannelPlan, float] | None:
+    """The TCT channel of k hits of 2ε_c-DP NotPrior calls and its first coordinate (ε or ρ), or None.
+
+    The same reservation as ``sess.target_charging`` (:class:`~dpframe.interactive.tct.ChannelPlan`):
+    approx — n minimising the optimal composition of n 2ε_c-DP calls at δ − δ*(n); zcdp — the smallest n
+    with δ*(n) ≤ δ, ρ = n(2ε_c)²/2 (the tail is charged as the approximate-zCDP δ).
+    """
+    e2 = 2 * eps_c
+    q = q_notprior(e2)
+    try:
+        if notion == "zcdp":
+            plan = ChannelPlan.smallest(q, k, delta)
+            return plan, plan.n * e2 * e2 / 2
+        plan = ChannelPlan.optimise(e2, q, k, delta)
+    except BudgetError:          # more than MAX_ACCESSES accesses, or no n with δ* < δ: does not fit
+        return None
+    return plan, plan.epsilon
 
 
 def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
-    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None.
-
-    approx: minimise over n ≥ ⌈k/q⌉ of min(n·2ε_c, ½n(2ε_c)² + 2ε_c√(2n ln 1/δ_c)) with
-    δ* + δ_c = δ (O7 procedure, advanced composition with the √2 of Lemma A.4); zcdp: ρ = n(2ε_c)²/2 with
-    the smallest n whose tail δ* ≤ δ (the tail is charged as the approximate-zCDP δ).
-    """
-    e2 = 2 * eps_c
-    first = _tct_accesses(k, eps_c, delta)
-    if first is None:
-        return None
-    if notion == "zcdp":
-        return first[0] * e2 * e2 / 2
-    q = 1 / (math.exp(e2) + 1)
-    best = math.inf
-    n = first[0]
-    for _ in range(400):
-        tail = float(binom.cdf(k - 1, n, q))
-        if tail < delta:
-            dc = delta - tail
-            best = min(best, n * e2, n * e2 * e2 / 2 + e2 * math.sqrt(2 * n * math.log(1 / dc)))
-        n += max(1, n // 100)
-    return best * (1 + 1e-12)
+    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None."""
+    found = _tct_channel(notion, k, eps_c, delta)
+    return None if found is None else found[1]
 
 
 @lru_cache(maxsize=64)
@@ -203,13 +221,11 @@ def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan |
     """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
     lo, hi = 0.0, float(first)
     d = float(delta)
-    for _ in range(60):
+    while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
         c = tct_cost(notion, k, mid, d)
         lo, hi = (mid, hi) if c is not None and c <= float(first) else (lo, mid)
-    if lo == 0.0:
+    found = _tct_channel(notion, k, lo, d) if lo > 0 else None
+    if found is None:
         return None
-    eps_c = floor_frac(lo)
-    found = _tct_accesses(k, float(eps_c), d)
-    assert found is not None
-    return TCTPlan(eps_c, found[0], found[1])
+    return TCTPlan(Fraction(lo), found[0].n, found[0].delta_star)      # lo itself, exactly: it was found to fit

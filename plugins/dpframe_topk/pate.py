@@ -2,25 +2,42 @@
 
 Each teacher votes for any subset of the labels of a public query; per query the vote counts
 ``n_1..n_m`` go through Alg 2 (EM on the gaps, then the PTR test) and the released label *set* (or ⊥) is
-the pseudo-label. A teacher can vote for all m labels, yet every gap moves by ≤ 1 when a teacher is
-added or removed (``neighbouring="add_remove"``, the paper's analysis); if one private record can change
-one teacher's whole vote vector, that is substitution and the gap sensitivity is 2 (``"substitute"``,
-digest §6 P2). T queries cost T·ρ_q-zCDP with T·δ_t (approximate-zCDP composition, F6); in an RDP/PLD
+the pseudo-label. T queries cost T·ρ_q-zCDP with T·δ_t (approximate-zCDP composition, F6); in an RDP/PLD
 session they are charged their curves (T bounded-range EM steps and T δ_t-approximate Gaussian PTRs).
 The vote table is validated (columns, integer and non-negative votes, one row per (query, label)) before
 anything is charged.
 
+**What is protected** (``privacy_unit``, digest §6 P2):
+
+* ``"record"`` (the default) — one training record added or removed. A teacher trained on one record more
+  or less may change its *whole* vote vector (any labels on, any off), so every count moves by ≤ 1 in
+  either direction and every sorted gap by ≤ 2: gap sensitivity g = 2. This is what "PATE protects the
+  training data" means, and what a user of a private aggregation expects by default (teachers trained on
+  disjoint partitions: a record reaches one teacher).
+* ``"teacher"`` — one whole teacher added or removed (the paper's analysis): every count moves by ≤ 1 in
+  the same direction, so every gap moves by ≤ 1 (g = 1). It does **not** protect a record: changing one
+  record changes one teacher's vote vector, which is a removal *and* an addition of a teacher. For the
+  pair below (one teacher's vote moving from {2} to {1, 3..40}) the exact δ at the teacher-level ε is
+  over 1000× the claimed one (``tests/topk/test_pate_record_level.py``).
+
+The noise is set by ``gumbel_scale`` and ``sigma`` in vote units whatever the unit is; the unit sets g, so
+the EM on the gaps is ε_EM = 2g/b-bounded-range and the PTR's noisy gap has sensitivity g.
+
 Noise follows the *provable* reading of the paper's experiment (§4.4): Alg 1 as the exact EM with
-Gumbel scale b (ε_EM = 2g/b, ε²/8-zCDP), PTR discrete Gaussian σ. With b = 50, σ = 60, δ_t = 1e-9,
-T = 600 and δ = 1e-6 this gives ε = 3.665 (the paper reports 3.6 for RNM-Gaussian σ₁ = 50, an accounting
-its own Cor. 9 does not support: that gives ≈ 71).
+Gumbel scale b (ε_EM = 2g/b, ε²/8-zCDP), PTR discrete Gaussian σ. With b = 50, σ = 60, δ_t = 1e-9 and
+T = 600 the record-level cost is ρ = 61/75, i.e. ε = 7.124 at δ = 1e-6 (teacher level: ρ = 61/300,
+ε = 3.278), with the optimal zCDP → (ε, δ) conversion (:func:`dpframe.budgets.zcdp_epsilon`, Canonne,
+Kamath & Steinke 2020; the classic ρ + 2√(ρ ln 1/δ) gives 7.736 / 3.665). The paper reports 3.6 for an
+RNM-Gaussian first step, which this code does not run and whose own Cor. 9 gives ≈ 71.
 
 Example:
-    >>> pate = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)
+    >>> pate = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)       # protects one record
     >>> pate.cost(600)
-    ZCDP(rho=61/300, delta=6e-07)
+    ZCDP(rho=61/75, delta=6e-07)
     >>> round(pate.epsilon(600, delta=1e-6), 3)
-    3.665
+    7.124
+    >>> round(MultiLabelPATE(privacy_unit="teacher").epsilon(600, delta=1e-6), 3)
+    3.278
 
 """
 
@@ -35,7 +52,7 @@ import polars as pl
 
 from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
-from dpframe.budgets import ZCDP, ApproxDP, PureDP
+from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
 from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
 from dpframe_topk import calibrate as cal
@@ -51,6 +68,12 @@ def _exact(value: object, argument: str) -> Fraction:
     return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
+#: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
+UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change)", 2),
+         "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's "
+                     "votes)", 1)}
+
+
 @dataclass(frozen=True)
 class MultiLabelPATE:
     """StableTopK label-set aggregation of teacher votes; cost per query is fixed in advance."""
@@ -58,25 +81,30 @@ class MultiLabelPATE:
     gumbel_scale: Fraction
     sigma: Fraction
     delta_t: Fraction
-    neighbouring: str = "add_remove"
+    privacy_unit: str = "record"
 
     def __init__(self, gumbel_scale: float = 50, sigma: float = 60, delta_t: float = 1e-9,
-                 neighbouring: str = "add_remove") -> None:
+                 privacy_unit: str = "record") -> None:
         object.__setattr__(self, "gumbel_scale", _exact(gumbel_scale, "gumbel_scale"))
         object.__setattr__(self, "sigma", _exact(sigma, "sigma"))
         dt = _exact(delta_t, "delta_t")
         if dt >= 1:
             raise BudgetError(f"must be < 1, got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
         object.__setattr__(self, "delta_t", dt)
-        if neighbouring not in ("add_remove", "substitute"):
-            raise PlanError(f"unknown relation {neighbouring!r}", argument="neighbouring",
-                            fix="use 'add_remove' (a teacher added/removed) or 'substitute' (a vote vector changes)")
-        object.__setattr__(self, "neighbouring", neighbouring)
+        if privacy_unit not in UNITS:
+            raise PlanError(f"unknown privacy unit {privacy_unit!r}", argument="privacy_unit",
+                            fix="use 'record' (the default: one training record, gap sensitivity 2) or 'teacher' "
+                                "(one whole teacher added or removed, gap sensitivity 1)")
+        object.__setattr__(self, "privacy_unit", privacy_unit)
 
     @property
     def g(self) -> Fraction:
-        """Gap sensitivity: 1 (add/remove a teacher) or 2 (one teacher's vote vector replaced)."""
-        return Fraction(1 if self.neighbouring == "add_remove" else 2)
+        """Gap sensitivity: 2 (a record: one teacher's vote vector changes) or 1 (a teacher added/removed)."""
+        return Fraction(UNITS[self.privacy_unit][1])
+
+    def protects(self) -> str:
+        """The protected unit in words (shown by :meth:`explain` and in the session history)."""
+        return f"{self.privacy_unit}: {UNITS[self.privacy_unit][0]}"
 
     def plan(self) -> cal.StablePlan:
         """The per-query Alg 2 parameters: EM ε = 2g/b on the gaps, PTR σ² = σ², shift ≥ σ√(2 ln 1/δ_t)."""
@@ -96,13 +124,13 @@ class MultiLabelPATE:
         return ZCDP(queries * self.query_rho(), queries * self.delta_t)
 
     def epsilon(self, queries: int, delta: float) -> float:
-        """ε at total δ: ρ_T + 2√(ρ_T ln 1/(δ − T·δ_t)) (Lemma 17 with the Thm 11 typo corrected)."""
+        """ε at total δ: the optimal conversion of ρ_T-zCDP at δ − T·δ_t (:func:`~dpframe.budgets.zcdp_epsilon`)."""
         c = self.cost(queries)
-        rest = Fraction(repr(delta)) - c.delta
+        rest = exact(delta, "delta") - c.delta
         if rest <= 0:
             raise BudgetError(f"δ = {delta} does not cover T·δ_t = {float(c.delta):g}", argument="delta",
                               fix="use a larger δ or a smaller delta_t")
-        return cal.epsilon_from_rho(c.rho, rest)
+        return float(zcdp_epsilon(c.rho, rest))
 
     def curves(self, queries: int) -> list[PrivacyCurve]:
         """The privacy curves of ``queries`` queries (for RDP/PLD sessions): T EM steps + the T PTR tests.
@@ -127,6 +155,35 @@ class MultiLabelPATE:
         if isinstance(charged, ZCDP | ApproxDP | PureDP):
             return charged
         return session.accountant.charge_plan(cost, self.curves(queries))
+
+    def explain(self, queries: int, delta: float = 1e-6, format: str = "text") -> Any:
+        """What ``queries`` queries protect, run and cost, as text or a dict. Free: reads no votes, charges nothing.
+
+        ``delta`` is where the ε is read (it must exceed T·δ_t).
+        """
+        if format not in ("text", "json"):
+            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
+        cost, p = self.cost(queries), self.plan()
+        data = {"queries": queries, "privacy_unit": self.privacy_unit, "protects": UNITS[self.privacy_unit][0],
+                "gap_sensitivity": int(self.g), "em_epsilon": float(p.em_epsilon),
+                "gumbel_scale": float(self.gumbel_scale), "sigma": float(self.sigma), "delta_t": float(self.delta_t),
+                "threshold": int(p.threshold()), "cost": repr(cost), "delta": delta,
+                "epsilon": self.epsilon(queries, delta)}
+        if format == "json":
+            return data
+        lines = [f"multi-label PATE: {queries} public queries, StableTopK on each query's label vote counts",
+                 f"privacy unit: {self.protects()}; gap sensitivity g = {data['gap_sensitivity']}",
+                 f"  Alg 1: exact EM on the sorted vote gaps, Gumbel scale {data['gumbel_scale']:g} votes "
+                 f"(ε_EM = 2g/b = {data['em_epsilon']:g}, bounded range: ε_EM²/8-zCDP)",
+                 f"  PTR: discrete Gaussian σ = {data['sigma']:g} votes, δ_t = {data['delta_t']:g}; releases the top-k "
+                 f"label set iff max{{g, gap}} + noise > {data['threshold']} votes",
+                 f"cost: {cost!r} (T·(ε_EM²/8 + g²/(2σ²)) with T·δ_t), charged in full also for ⊥; "
+                 f"ε = {data['epsilon']:.4g} at δ = {delta:g} (optimal zCDP → (ε, δ) conversion)",
+                 "output: per query the released label set, or null when the PTR fails, and the EM's k"]
+        if self.privacy_unit == "teacher":
+            lines.append("note: teacher level does not protect a training record (a changed record changes one "
+                         "teacher's whole vote vector); use privacy_unit='record' for that")
+        return "\n".join(lines)
 
     def release(self, votes: pl.DataFrame, rng: RandomSource, *, query: str = "query", label: str = "label",
                 vote: str = "vote") -> pl.DataFrame:
@@ -161,8 +218,9 @@ class MultiLabelPATE:
                             fix="pass query=, label= and/or vote= (column names)")
         queries = _vote_table(votes, **columns)[0]
         cost = self.charge(session, queries.len())
-        return session._charged(cost, f"multilabel_pate(T={queries.len()})", "pate:stable_topk",
-                                lambda: self.release(votes, session.rng, **columns))
+        return session._release.release(cost, f"multilabel_pate(T={queries.len()}, privacy_unit={self.privacy_unit!r})",
+                                        f"pate:stable_topk protecting {self.protects()}; gap sensitivity {int(self.g)}",
+                                        lambda reader: self.release(votes, session.rng, **columns))
 
 
 def _vote_table(votes: object, query: str = "query", label: str = "label",

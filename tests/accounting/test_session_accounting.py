@@ -40,7 +40,7 @@ def test_rdp_session_charges_the_plans_curves_and_enforces_by_the_filter() -> No
 
 def test_refused_and_bad_queries_charge_nothing() -> None:
     sess = session("rdp", dp.ApproxDP(0.5, 1e-6))
-    before = sess._ledger.spent()
+    before = sess._release.spent()
     with pytest.raises(dp.BudgetExceededError):
         sess.table("t").agg(dp.len()).collect(budget=dp.PureDP(5.0))
     with pytest.raises(dp.DPFrameError) as info:
@@ -48,7 +48,7 @@ def test_refused_and_bad_queries_charge_nothing() -> None:
     assert info.value.argument == "rate"
     with pytest.raises(dp.DPFrameError):
         sess.table("t").sample(1.5)
-    assert sess._ledger.spent() == before and sess.history().height == 0
+    assert sess._release.spent() == before and sess.history().height == 0
 
 
 def test_rdp_session_needs_delta() -> None:
@@ -93,10 +93,10 @@ def test_ledger_reopen_recomposes_exactly(tmp_path) -> None:
     sess = session("pld", ledger=path)
     sess.table("t").agg(dp.len(), dp.sum("x", bounds=(0, 1))).collect(budget=dp.ZCDP(0.02))
     sess.table("t").sample(0.1).agg(dp.len()).collect(budget=dp.PureDP(0.5))
-    raw, spent, report = sess._ledger.spent(), sess.spent(), sess.spent_report()
+    raw, spent, report = sess._release.spent(), sess.spent(), sess.spent_report()
     sess.close()
     again = session("pld", ledger=path)
-    assert again._ledger.spent() == raw and isinstance(raw, RDPCharge)
+    assert again._release.spent() == raw and isinstance(raw, RDPCharge)
     assert again.spent() == spent and again.spent_report() == report
     assert set(report) == {"basic", "zcdp", "rdp", "pld"}
     assert report["zcdp"] is None                       # a sampled query: zCDP cannot compose it
@@ -149,12 +149,12 @@ def test_query_delta_the_session_cannot_hold_is_refused_not_dropped() -> None:
     for total in (dp.PureDP(5.0), dp.ZCDP(5.0)):
         sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=total, seed=3)
         q = sess.table("t").agg(dp.len())
-        before = sess._ledger.spent()
+        before = sess._release.spent()
         for run in (q.cost, q.explain, q.collect):
             with pytest.raises(dp.BudgetConversionError) as info:
                 run(dp.ApproxDP(1.0, 1e-6))
             assert info.value.argument == "budget" and "dp.PureDP" in str(info.value)
-        assert sess._ledger.spent() == before and sess.history().height == 0
+        assert sess._release.spent() == before and sess.history().height == 0
         assert q.cost(dp.ApproxDP(1.0, 0)) == (dp.PureDP(1) if total.notion == "pure" else dp.ZCDP(0.5))
     rdp = session("rdp")
     assert isinstance(rdp.table("t").agg(dp.len()).cost(dp.ApproxDP(1.0, 1e-6)), RDPCharge)

@@ -9,8 +9,9 @@ any data is read, with nothing charged.
 The meta-test at the end enumerates every public function, class and method of dpframe and its
 plugins and every parameter annotated as a callable. Each must be classified here: receives released
 values only (it sees outputs the caller gets anyway), receives no values (a zero-argument hook run
-inside a charged run), receives public values only (e.g. an accountant's ε grid), or belongs to the
-test kit (``dpframe.testing``: the caller's own data). Its docstring must say which. Declarative
+inside a charged run), receives public values only (e.g. an accountant's ε grid), receives the private
+reader (engine and registered plugin code, reached only through the session's private release
+context: nothing public hands a reader to analyst code), or belongs to the test kit (``dpframe.testing``: the caller's own data). Its docstring must say which. Declarative
 parameters must keep refusing callables.
 """
 
@@ -26,6 +27,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.release import PrivateReader
 from dpframe.interactive.scalar import scalar
 from dpframe.interactive.stopping import run_until
 
@@ -47,7 +49,7 @@ def test_a_when_callable_never_sees_the_value(monkeypatch: pytest.MonkeyPatch) -
         assert ch.conditional_release(q, when=dp.above(10**9), name="h") is None
         spent = sess.spent()
         with monkeypatch.context() as m:
-            m.setattr(dp.Session, "_statistics", _no_data)
+            m.setattr(PrivateReader, "run", _no_data)
             for call in (lambda: ch.conditional_release(q, when=lambda v: seen.append(v) or False),
                          lambda: ch.conditional_release(q, lambda v: seen.append(v) or False, name="x"),
                          lambda: ch.revise("h", when=lambda v: seen.append(v) or False)):
@@ -92,6 +94,7 @@ def test_no_public_name_reads_an_exact_statistic() -> None:
 RELEASED = "receives released values only"
 NO_VALUES = "receives no values"
 PUBLIC = "receives public values only"
+READER = "receives the private reader"
 
 #: Every public parameter annotated as a callable, with what it may receive; its docstring must say so.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -108,6 +111,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
     ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
+    ("dpframe.release.ReleaseContext.release", "run"): READER,
+    ("dpframe.release.ReleaseContext.release", "settle"): RELEASED,
+    ("dpframe.release.ReleaseContext.guarded", "run"): NO_VALUES,
+    ("dpframe.family.FamilyPlan", "run"): READER,
+    ("dpframe.family.FamilyPlan", "settle"): RELEASED,
+    ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").
@@ -198,7 +207,7 @@ def test_declarative_parameters_refuse_every_callable(monkeypatch: pytest.Monkey
     with sess.target_charging(epsilon=1, max_hits=1, delta=1e-6) as ch:
         ch.conditional_release(q, when=dp.above(10**9), name="h")
         spent = sess.spent()
-        monkeypatch.setattr(dp.Session, "_statistics", _no_data)
+        monkeypatch.setattr(PrivateReader, "run", _no_data)
         for call in calls.values():
             for f in (lambda v: True, print, dp.above(0).contains, type("F", (), {"__call__": lambda s, v: True})()):
                 with pytest.raises(dp.DPFrameError, match="not a function") as info:

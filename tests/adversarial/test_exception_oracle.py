@@ -148,8 +148,34 @@ def _session(schema: pl.Schema, backend: str) -> dp.Session:
     return _SESSIONS[key]
 
 
+def _queries(frame: dp.Frame, every_type: bool) -> dict[str, Any]:
+    """Queries reading the result ``out``: filtered on it; with ``every_type`` also grouped by it (both key kinds)."""
+    out: dict[str, Any] = {"filter": lambda: frame.filter(pl.col("out").is_null()).agg(dp.len())}
+    if every_type:
+        keys = probe_values(frame.schema["out"]).slice(0, 2).to_frame("out")
+        out["private keys"] = lambda: frame.group_by("out").agg(dp.len())
+        out["public keys"] = lambda: frame.group_by("out", keys=keys).agg(dp.len())
+    return out
+
+
+def _fails_on_nulls(schema: pl.Schema, backend: str, case: Case, query: str) -> bool:
+    """Whether the same query also fails on a table of nulls only: then the failure does not depend on values."""
+    sess = dp.Session({"t": pl.DataFrame(schema=schema).clear(3)}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(10, 0.5), backend=backend, seed=0)
+    frame = sess.table("t").with_columns(out=case.build(pl.col("c"), pl.col("d")))
+    try:
+        _queries(frame, True)[query]().collect(dp.ApproxDP(1, 1e-6))
+    except dp.DPFrameError:
+        return True
+    return False
+
+
 def _end_to_end(name: str, backend: str, every_type: bool) -> None:
-    """Filtered on the result, and (``every_type``) grouped by it with keys from the data and public keys."""
+    """Each query of :func:`_queries` runs, or is refused when built; none fails while running.
+
+    With ``every_type``, a failure that a table of nulls reproduces is a type-level Polars inconsistency
+    (it fails whatever the data: charged, but no oracle) and is tolerated; any other is an oracle.
+    """
     case = CASES[name]
     for dtype in case.types:
         schema = _schema(case, dtype)
@@ -157,12 +183,7 @@ def _end_to_end(name: str, backend: str, every_type: bool) -> None:
             frame = _session(schema, backend).table("t").with_columns(out=case.build(pl.col("c"), pl.col("d")))
         except (PlanError, SchemaError, AttributeError, TypeError, ValueError, pl.exceptions.PolarsError):
             continue   # refused when built, or not buildable for this type: nothing charged, nothing read
-        queries = [lambda: frame.filter(pl.col("out").is_null()).agg(dp.len())]
-        if every_type:
-            keys = probe_values(frame.schema["out"]).slice(0, 2)
-            queries += [lambda: frame.group_by("out").agg(dp.len()),
-                        lambda: frame.group_by("out", keys=keys.to_frame("out")).agg(dp.len())]
-        for build in queries:
+        for label, build in _queries(frame, every_type).items():
             try:
                 query = build()
             except dp.DPFrameError:
@@ -170,7 +191,9 @@ def _end_to_end(name: str, backend: str, every_type: bool) -> None:
             try:
                 query.collect(dp.ApproxDP(1, 1e-6))
             except BaseException as e:   # noqa: BLE001
-                pytest.fail(f"{name} on {dtype} ({backend}) failed while running: {type(e).__name__}: "
+                if every_type and _fails_on_nulls(schema, backend, case, label):
+                    continue
+                pytest.fail(f"{name} on {dtype} ({backend}, {label}) failed while running: {type(e).__name__}: "
                             f"{str(e)[:200]}")
         if not every_type:
             return

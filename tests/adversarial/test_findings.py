@@ -110,7 +110,7 @@ class _Panic(BaseException):
 def _break_backend(sess: dp.Session, error: BaseException, monkeypatch: pytest.MonkeyPatch) -> None:
     def statistics(request: object) -> pl.DataFrame:
         raise error
-    monkeypatch.setattr(sess._backend, "statistics", statistics)
+    monkeypatch.setattr(sess._catalog.default_backend, "statistics", statistics)
 
 
 def test_a_panic_while_running_is_caught_and_stays_charged(monkeypatch: pytest.MonkeyPatch) -> None:

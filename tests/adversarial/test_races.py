@@ -21,6 +21,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.release import PrivateReader
 from dpframe.accounting.ledger import Ledger
 from dpframe.interactive import ptr
 from dpframe.interactive.boundary import q_boundary
@@ -43,7 +44,7 @@ def _slow_private_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             return fn(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(dp.Session, "_statistics", slowed(dp.Session._statistics))
+    monkeypatch.setattr(PrivateReader, "run", slowed(PrivateReader.run))
     monkeypatch.setattr(Ledger, "reserve", slowed(Ledger.reserve))
     monkeypatch.setattr(Reservation, "check_open", slowed(Reservation.check_open))
     monkeypatch.setattr(ptr, "discrete_laplace", slowed(ptr.discrete_laplace))

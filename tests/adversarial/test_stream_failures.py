@@ -46,7 +46,7 @@ class _Breaker:
 
     def __init__(self, sess: dp.Session, monkeypatch: pytest.MonkeyPatch, failure: BaseException) -> None:
         self.on = False
-        backend = sess._backend
+        backend = sess._catalog.default_backend
         real = backend.statistics
 
         def statistics(request: Any) -> Any:

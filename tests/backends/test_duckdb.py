@@ -119,7 +119,7 @@ def test_unreadable_table_is_a_schema_error_naming_it(tmp_path: Path) -> None:
     assert "cannot read table 'visits': ComputeError" in str(info.value) and "\n" not in str(info.value)
     sess = dp.Session({"visits": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=1,
                       public_tables=None)
-    sess._sources["broken"] = (pl.scan_csv(bad), bad)   # another backend registers it on first use
+    sess._catalog._sources["broken"] = (pl.scan_csv(bad), bad)   # another backend registers it on first use
     with pytest.raises(dp.SchemaError, match=r"tables\['broken'\]"):
         sess.sql("SELECT COUNT(*) FROM visits", backend="duckdb").collect(dp.PureDP(0.5))
     assert sess.history().height == 0

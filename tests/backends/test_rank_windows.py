@@ -82,12 +82,12 @@ def partial_statistics(monkeypatch: pytest.MonkeyPatch, backend: type) -> list[i
 def completions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the sessions' completions of partial codes."""
     calls: list[int] = []
-    real = dpframe.session._whole_codes
+    real = dpframe.aggregate._whole_codes
 
     def counted(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
-    monkeypatch.setattr(dpframe.session, "_whole_codes", counted)
+    monkeypatch.setattr(dpframe.aggregate, "_whole_codes", counted)
     return calls
 
 

@@ -37,7 +37,7 @@ def _full_query(t: dp.Frame) -> dp.Query:
 
 
 def test_building_explaining_and_costing_never_touch_the_backend(sess: dp.Session, monkeypatch) -> None:
-    monkeypatch.setattr(sess, "_backend", _Exploding())
+    monkeypatch.setattr(sess._catalog, "_default", _Exploding())
     q = _full_query(sess.table("t"))
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
     assert q.plan(dp.PureDP(0.5)).session_cost == dp.PureDP(0.5)

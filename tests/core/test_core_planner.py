@@ -1,4 +1,4 @@
-"""The planner (dpframe/planner.py) and the built-in mechanisms' calibration: budget split, noise scales,
+"""The planner (dpframe/planning/) and the built-in mechanisms' calibration: budget split, noise scales,
 partition selection thresholds, exact total cost. Every expected number is computed by hand here."""
 
 from __future__ import annotations

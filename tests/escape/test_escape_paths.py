@@ -230,7 +230,7 @@ def test_engine_connections_are_locked(secret_file: str) -> None:
     sess = dp.Session({"visits": PRIVATE}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(10), seed=0,
                       backend="duckdb")
     sess.table("visits").agg(dp.len()).collect(dp.PureDP(1))            # the backend locks on first use
-    engine = sess._backend._con
+    engine = sess._catalog.default_backend._con
     for con in (engine, connect()):
         settings = dict(con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
         assert settings["python_enable_replacements"] == "false"

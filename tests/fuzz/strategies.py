@@ -199,7 +199,7 @@ class Ledgered:
     def __init__(self, sess: dp.Session) -> None:
         self.sess = sess
         self.spent = sess.spent()
-        self.raw = sess._ledger.spent()      # the accountant's own total (an RDP curve for rdp/pld sessions)
+        self.raw = sess._release.spent()      # the accountant's own total (an RDP curve for rdp/pld sessions)
         self.rows = sess.history().height
 
     def after(self, cost: Any) -> dp.Budget:

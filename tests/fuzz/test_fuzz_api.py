@@ -179,7 +179,7 @@ def test_fuzz_session_constructor(tmp_path_factory: pytest.TempPathFactory, data
         else:
             event("created")
             assert sess.history().height == 0 and repr(sess)
-            assert sess.accountant.fits(sess._ledger.spent())
+            assert sess.accountant.fits(sess._release.spent())
             sess.close()
     for name, content in before.items():
         assert (folder / name).read_bytes() == content, f"the session rewrote {name}"

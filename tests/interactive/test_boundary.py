@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.release import PrivateReader
 from dpframe.interactive.boundary import (
     boundary_coin,
     boundary_probability,
@@ -142,7 +143,7 @@ def test_boundary_test_bad_input_charges_nothing(monkeypatch: pytest.MonkeyPatch
     with sess.target_charging(epsilon=1, max_hits=5, delta=1e-6, min_q=0.1) as ch:
         def no_data(*a: object, **k: object) -> None:
             raise AssertionError("data read before admission")
-        monkeypatch.setattr(dp.Session, "_statistics", no_data)
+        monkeypatch.setattr(PrivateReader, "run", no_data)
         with pytest.raises(dp.BudgetError, match="4/3"):                 # 4/3 · 0.8 > 1
             ch.boundary_test(q, threshold=3, epsilon=0.8)
         with pytest.raises(dp.DPFrameError):

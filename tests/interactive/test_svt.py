@@ -233,7 +233,7 @@ def test_refund_forfeited_when_an_earlier_charge_finishes_while_open() -> None:
     started, release = threading.Event(), threading.Event()
 
     def other_query() -> None:
-        sess._charged(dp.PureDP(1), "slow query", "test", lambda: (started.set(), release.wait(10)))
+        sess._release.release(dp.PureDP(1), "slow query", "test", lambda reader: (started.set(), release.wait(10)))
 
     worker = threading.Thread(target=other_query)
     worker.start()

@@ -60,7 +60,8 @@ def test_zcdp_sensitivity_of_a_non_square_is_rounded_up():
 def _units_vector(table: pl.DataFrame, unit: dp.PrivacyUnit, keys: list[str]) -> np.ndarray:
     sess = dp.Session({"t": table}, privacy_unit=unit, budget=dp.PureDP(1), seed=4)
     frame = sess.table("t")
-    stats = sess._statistics(frame._node, ("g",), pl.DataFrame({"g": keys}), (Statistic("units"),))
+    stats = sess._release.reader().statistics(frame._node, (Statistic("units"),), by=("g",),
+                                              keys=pl.DataFrame({"g": keys}))
     return stats.sort("g")[Statistic("units").key].to_numpy()
 
 

@@ -14,6 +14,7 @@ from dpframe_topk import calibrate as cal
 
 import dpframe as dp
 from dpframe.accounting.rdp import FILTER_ORDERS, RDPCharge
+from dpframe.budgets import zcdp_rho
 
 A = FILTER_ORDERS
 COUNTS = {"a": 400, "b": 300, "c": 200, "d": 20, "e": 10, "f": 5}
@@ -81,12 +82,12 @@ def test_fixed_k_keys_from_the_data_split_hand_computed():
     q = sess.table("v").group_by("city").top_k(k=3)
     eps, delta = F(2), F(1, 10**6)
     plan = q.plan(dp.ApproxDP(eps, delta))
-    rho = cal.rho_from_approx(F(1), delta / 4)
+    rho = zcdp_rho(F(1), delta / 4)
     assert plan.delta_t == delta / 4                                   # count_units: g = 1
     assert plan.stable == cal.stable_plan_zcdp(rho, delta / 4, F(1), "gaussian")
     p = plan.patch
     assert (p.notion, p.first, p.delta, p.fill) == ("approx", F(1), delta / 2, "ld")
-    assert p.ld_delta == delta / 4 and p.ld_epsilon(2) == cal.ld_step_epsilon("approx", F(1), delta / 2, 3)
+    assert p.ld_delta == delta / 4 and p.ld_epsilon(2) == cal.ld_step_epsilon(F(1), delta / 2, 2)
     assert plan.charge == dp.ApproxDP(eps, delta)
     # in an RDP session the same plan is charged: EM + PTR curves and the patch's (ε/2, δ/2) curve
     rdp_q = _session(accountant="rdp").table("v").group_by("city").top_k(k=3)
@@ -143,8 +144,8 @@ def test_pate_in_rdp_and_pld_sessions_is_charged_its_curves(accountant):
     sess = dp.Session({"votes": _votes()}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5),
                       accountant=accountant, seed=0)
     charge = pate.charge(sess, 3)
-    em = 2 / 5                                           # ε_EM = 2g/b per query, bounded range
-    assert np.allclose(_values(charge), 3 * br_rdp(em, A) + 3 * A / (2 * 36), rtol=1e-9)
+    em = 4 / 5                                           # ε_EM = 2g/b per query (record level: g = 2), bounded range
+    assert np.allclose(_values(charge), 3 * br_rdp(em, A) + 3 * 4 * A / (2 * 36), rtol=1e-9)
     assert charge.delta0 == pytest.approx(3e-9, rel=1e-12)
     out = pate.collect(sess, _votes())
     assert out.height == 3 and sess.spent().epsilon > 0

@@ -13,6 +13,7 @@ from dpframe_topk.pate import MultiLabelPATE
 from dpframe_topk.query import gap_sensitivity
 from scipy import stats
 
+from dpframe.budgets import zcdp_epsilon, zcdp_rho
 from dpframe.noise import SeededRandomSource
 
 INTRO = np.array([100, 100, 99, 99] + [98] * 15 + [54, 53, 53, 52, 50] + list(range(49, 0, -1)), dtype=np.int64)
@@ -33,12 +34,18 @@ def softmax(u, scale):
     return z / z.sum()
 
 
+def classic_rho(eps: float, delta: float) -> F:
+    """The paper's (ε, δ) → ρ: the largest ρ with ρ + 2√(ρ ln 1/δ) ≤ ε (F4' inverse), for its oracles."""
+    L = math.log(1 / delta)
+    return F((math.sqrt(L + eps) - math.sqrt(L)) ** 2 * (1 - 1e-12))
+
+
 def test_rho_and_calibration_vectors():
-    rho = cal.rho_from_approx(F(1), F(1, 2293) / 2)
-    assert abs(float(rho) - 0.02802) < 5e-5                     # digest §4.6 accounting vector
-    # F4' round trip, and the corrected Thm 11 conversion is the larger (sound) one
-    assert float(rho) + 2 * math.sqrt(float(rho) * math.log(4586)) <= 1
-    assert cal.epsilon_from_rho(rho, F(1, 4586)) > float(rho) + math.sqrt(2 * float(rho) * math.log(4586))
+    rho = classic_rho(1, 1 / 4586)
+    assert abs(float(rho) - 0.02802) < 5e-5                     # digest §4.6 accounting vector (paper's conversion)
+    # the engine calibrates with the optimal conversion: more ρ for the same (ε, δ), still within it
+    optimal = zcdp_rho(F(1), F(1, 4586))
+    assert float(optimal) == pytest.approx(0.0456, abs=1e-4) and zcdp_epsilon(optimal, F(1, 4586)) <= 1
     plan = cal.stable_plan_zcdp(rho, F(1, 4586), F(1))
     assert abs(float(1 / plan.em_scale) - 5.97) < 0.01 and abs(math.sqrt(plan.ptr_scale) - 5.97) < 0.01
     assert plan.shift == 25                                    # ⌈5.97·√(2 ln 4586)⌉ = ⌈24.5⌉
@@ -48,7 +55,7 @@ def test_rho_and_calibration_vectors():
 
 def test_intro_example_exact_and_sampled():
     """P(return exactly the top-19 at ε = 1) = softmax(gaps/5.97)[19] × P(PTR passes at q = 44)."""
-    rho = cal.rho_from_approx(F(1), F(1, 4586))
+    rho = classic_rho(1, 1 / 4586)                               # the digest's numbers use the paper's conversion
     plan = cal.stable_plan_zcdp(rho, F(1, 4586), F(1))
     gaps = INTRO[:-1] - INTRO[1:]
     p_k = softmax(gaps, float(plan.em_scale))
@@ -183,25 +190,35 @@ def test_limited_domain_matches_one_shot_gumbel_reference():
     assert stats.chi2_contingency(table).pvalue > 1e-3
 
 
-@pytest.mark.parametrize(("k", "expected"), [(1, 4.80), (10, 9.636), (100, 25.334)])
-def test_tct_cost_oracle_o7(k, expected):
-    assert abs(cal.tct_cost("approx", k, 0.1, 1e-6) - expected) / expected < 1e-3
+@pytest.mark.parametrize(("k", "expected", "digest"), [(1, 4.3808, 4.80), (10, 7.9801, 9.636), (100, 22.5658, 25.334)])
+def test_tct_cost_oracle_o7(k, expected, digest):
+    """k hits of 2ε_c = 0.2-DP calls: the channel reservation (optimal composition; the digest's O7 values use
+    advanced composition)."""
+    assert abs(cal.tct_cost("approx", k, 0.1, 1e-6) - expected) / expected < 1e-4 and expected < digest
 
 
 def test_em_step_costs_hand_checked():
     assert cal.em_step_epsilon("pure", F(1), F(0), 4, "br") == F(1, 4)
     assert abs(float(cal.em_step_epsilon("zcdp", F(1, 2), F(0), 4, "br")) - 1.0) < 1e-12      # √(8·½/4)
     assert abs(float(cal.em_step_epsilon("zcdp", F(1, 2), F(0), 4, "dp")) - 0.5) < 1e-12      # √(2·½/4)
-    rho = float(cal.rho_from_approx(F(15, 100), F(1, 10**6)))
-    assert abs(rho - 3.857e-4 * 1.05) < 0.3e-4                                               # digest §4.3
+    assert abs(float(classic_rho(0.15, 1e-6)) - 3.857e-4 * 1.05) < 0.3e-4                    # digest §4.3
+    rho = float(zcdp_rho(F(15, 100), F(1, 10**6)))                 # the optimal conversion: 6.88e-4
+    assert rho == pytest.approx(6.884e-4, rel=1e-3)
     assert float(cal.em_step_epsilon("approx", F(15, 100), F(1, 10**6), 10, "br")) == pytest.approx(
         math.sqrt(8 * rho / 10), rel=1e-9)
 
 
 def test_pate_accounting_vectors():
-    pate = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)
-    assert pate.query_rho() == F(1, 5000) + F(1, 7200)                  # 0.04²/8 + 1/(2·60²)
-    assert pate.cost(600).delta == F(6, 10**7)
-    assert abs(pate.epsilon(600, 1e-6) - 3.665) < 1e-3                  # digest §4.4
-    assert abs(MultiLabelPATE(neighbouring="substitute").epsilon(600, 1e-6) - 7.736) < 2e-3
-    assert pate.plan().shift == math.ceil(60 * math.sqrt(2 * math.log(1e9)))   # 386.3 → 387
+    teacher = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9, privacy_unit="teacher")
+    assert teacher.query_rho() == F(1, 5000) + F(1, 7200)               # 0.04²/8 + 1/(2·60²)
+    assert teacher.cost(600).delta == F(6, 10**7)
+    record = MultiLabelPATE(gumbel_scale=50, sigma=60, delta_t=1e-9)    # the default: g = 2
+    assert record.query_rho() == F(8, 10**4) + F(4, 7200)               # 0.08²/8 + 4/(2·60²)
+    # digest §4.4 with ρ + 2√(ρ ln 1/δ') at δ' = 4e-7: 3.665 (teacher) and 7.736 (record) ...
+    for pate, classic in ((teacher, 3.665), (record, 7.736)):
+        rho, log_inv = float(pate.cost(600).rho), math.log(1 / 4e-7)
+        assert abs(rho + 2 * math.sqrt(rho * log_inv) - classic) < 1e-3
+    # ... and the optimal (CKS20) conversion that epsilon() uses: 3.278 and 7.124
+    assert abs(teacher.epsilon(600, 1e-6) - 3.278) < 1e-3 and abs(record.epsilon(600, 1e-6) - 7.124) < 1e-3
+    assert teacher.plan().shift == math.ceil(60 * math.sqrt(2 * math.log(1e9)))   # 386.3 → 387
+    assert (teacher.plan().threshold(), record.plan().threshold()) == (388, 389)   # g + shift

@@ -1,0 +1,133 @@
+"""The catalog of private tables: their public schemas, their sources, and the backends that hold them.
+
+The data owner's tables are loaded and checked once, when the session is created (before any analyst
+query): each must be non-empty, have distinct column names without NUL characters, and contain the
+privacy-unit column. Backends are created on first use and given every table; a backend that reads
+its own sources (:class:`~dpframe.backends.base.LoadsOwnTables`) or wants the original source
+(:class:`~dpframe.backends.base.SourceAware`) gets it through its typed capability.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> from dpframe.plugin import plugin_host
+    >>> cat = TableCatalog.load({"t": pl.DataFrame({"u": [1, 2], "x": [0.5, 1.5]})}, dp.PrivacyUnit("u"),
+    ...                         plugin_host(), "polars")
+    >>> cat.names(), cat.schema("t")
+    (['t'], Schema([('u', Int64), ('x', Float64)]))
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import polars as pl
+import pyarrow as pa
+
+from dpframe.backends.base import LoadsOwnTables, SourceAware, SparkBound
+from dpframe.errors import DPFrameError, SchemaError
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.tables import load_table
+
+if TYPE_CHECKING:
+    from dpframe.plugin import PluginHost
+
+TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
+
+
+class TableCatalog:
+    """Private tables by name, with their public schemas and the backends that hold them."""
+
+    def __init__(self, plugins: PluginHost, backend: Any) -> None:
+        self._plugins = plugins
+        self._default = backend
+        self._schemas: dict[str, pl.Schema] = {}
+        self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
+        self._backends: dict[str, Any] = {str(backend.name): backend}
+
+    @classmethod
+    def load(cls, tables: Mapping[str, TableSource], unit: PrivacyUnit, plugins: PluginHost, backend: str,
+             spark: Any = None) -> TableCatalog:
+        """Load and check every table into a new backend named ``backend`` (run by the data owner)."""
+        engine = plugins.backend(backend)
+        if spark is not None:
+            if not isinstance(engine, SparkBound):
+                raise DPFrameError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
+                                   fix="pass backend='spark', or leave spark= out")
+            engine.use_spark(spark)
+        if not isinstance(tables, Mapping) or not tables:
+            raise SchemaError("give at least one table", argument="tables", fix="pass {'name': dataframe}")
+        catalog = cls(plugins, engine)
+        for name, source in tables.items():
+            if not isinstance(name, str) or not name:
+                raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
+                                  fix="use {'visits': data}")
+            frame = engine.load_table(name, source) if isinstance(engine, LoadsOwnTables) else load_table(name, source)
+            catalog._schemas[name] = catalog._check(name, frame, unit)
+            catalog._sources[name] = (frame, source)
+            _register(engine, name, frame, source)
+        return catalog
+
+    def _check(self, name: str, frame: pl.LazyFrame, unit: PrivacyUnit) -> pl.Schema:
+        try:
+            schema = frame.collect_schema()
+            engine = self._default
+            rows = int(not engine.table_is_empty(name)) if isinstance(engine, LoadsOwnTables) else \
+                frame.select(pl.len()).collect().item()
+        except pl.exceptions.PolarsError as e:
+            raise SchemaError(f"cannot read table {name!r}: {str(e).splitlines()[0]}", argument="tables",
+                              fix="check the file or frame") from e
+        if len(schema) == 0 or rows == 0:
+            raise SchemaError(f"table {name!r} is empty", argument="tables", fix="register a table with rows")
+        if len(set(schema.names())) != len(schema):
+            raise SchemaError(f"table {name!r} has duplicate column names", argument="tables",
+                              fix="rename the columns")
+        if any("\x00" in c for c in schema.names()):   # Arrow (and so DuckDB) cannot carry such a name
+            raise SchemaError(f"table {name!r} has a column name with a NUL character", argument="tables",
+                              fix="rename the column")
+        if unit.column is not None and unit.column not in schema:
+            raise SchemaError(f"table {name!r} has no privacy-unit column {unit.column!r}", argument="privacy_unit",
+                              fix=f"use one of {list(schema.names())}")
+        return schema
+
+    def names(self) -> list[str]:
+        """The registered table names."""
+        return list(self._schemas)
+
+    def schemas(self) -> dict[str, pl.Schema]:
+        """Every table's public schema."""
+        return dict(self._schemas)
+
+    def schema(self, name: str) -> pl.Schema:
+        """Table ``name``'s public schema; a SchemaError naming the tables otherwise."""
+        if name not in self._schemas:
+            raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.names()}")
+        return self._schemas[name]
+
+    @property
+    def default_backend(self) -> Any:
+        """The session's backend."""
+        return self._default
+
+    def backend(self, name: str | None = None) -> Any:
+        """The backend named ``name`` (None: the session's), created on first use with every table."""
+        if name is None:
+            return self._default
+        if name not in self._backends:
+            engine = self._plugins.backend(name)
+            for table, (frame, source) in self._sources.items():
+                _register(engine, table, frame, source)
+            self._backends[name] = engine
+        return self._backends[name]
+
+
+def _register(backend: Any, name: str, frame: pl.LazyFrame, source: object) -> None:
+    """Hand a private table to a backend (with its original source when it is :class:`SourceAware`)."""
+    if isinstance(backend, SourceAware):
+        backend.register_source(name, frame, source)
+    else:
+        backend.register(name, frame)
+
+
+__all__ = ["TableCatalog", "TableSource"]

@@ -1,0 +1,294 @@
+"""The planner's passes: small pure functions ``PlanState -> PlanState``, run in order by :func:`plan`.
+
+Each pass does one job, raises a :class:`~dpframe.errors.DPFrameError` (nothing is charged) when the
+query cannot run, and may leave a note for ``explain()``. Build-time validation (``Frame.agg``) runs the
+first ones only, so it can never disagree with planning. The examples start from
+:func:`~dpframe.planning.state.example_state`: ``len`` and ``mean`` per private group, at (1, 1e-7).
+
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpframe.accounting.accountants import plan_curves
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make
+from dpframe.errors import BudgetError, PlanError, PluginError
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, Mechanism
+from dpframe.plan.nodes import Node
+from dpframe.plan.sample import Sample
+from dpframe.planning.state import PhysicalPlan, PlanState, first
+
+#: Largest ε (or ρ) of one query: noise is calibrated in floats, and its scale (Δ/ε) must not underflow.
+MAX_QUERY_BUDGET = Fraction(10**300)
+
+
+def check_budget(state: PlanState) -> PlanState:
+    """The query budget is a dp budget below 1e300, in a notion the pricing accountant can hold.
+
+    An (ε, δ > 0) budget implies no pure-DP or zCDP guarantee; planning it in a pure or zCDP session
+    would silently drop its δ, so it is a :class:`~dpframe.errors.BudgetConversionError`.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> check_budget(state).budget
+        ApproxDP(epsilon=1, delta=1e-07)
+        >>> check_budget(state.but(budget=0.5))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got 0.5...
+
+    """
+    budget = budget_of(state.budget)
+    total = state.accountant.total
+    if total.notion in ("pure", "zcdp") and isinstance(budget, ApproxDP) and budget.delta > 0:
+        convert(budget, total.notion)
+    return state.but(budget=budget)
+
+
+def budget_of(budget: object) -> Budget:
+    """``budget`` if it is a dp budget below 1e300 (noise scales are floats), else a BudgetError.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> budget_of(PureDP(10**400))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: ε (or ρ) of one query must be below 1e300 ...
+
+    """
+    if not isinstance(budget, PureDP | ApproxDP | ZCDP):
+        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {budget!r}", argument="budget",
+                          fix="pass budget=dp.PureDP(0.5) (or another budget) to explain/cost/collect")
+    if first(budget) >= MAX_QUERY_BUDGET:
+        raise BudgetError("ε (or ρ) of one query must be below 1e300 (noise scales are floats: Δ/ε would "
+                          "underflow to 0)", argument="budget", fix="pass a smaller budget; 1e6 already adds "
+                          "next to no noise")
+    return budget
+
+
+def choose_notion(state: PlanState) -> PlanState:
+    """The mechanisms' share notion: a zCDP budget calibrates Gaussian noise, any other Laplace noise.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> choose_notion(check_budget(state)).notion
+        'pure'
+
+    """
+    return state.but(notion="zcdp" if state.budget.notion == "zcdp" else "pure")
+
+
+def session_notion(state: PlanState) -> PlanState:
+    """Build-time form of :func:`choose_notion`: no query budget yet, so the session's notion (pure or zCDP).
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> session_notion(state).notion
+        'pure'
+
+    """
+    return state.but(notion="zcdp" if state.accountant.total.notion == "zcdp" else "pure")
+
+
+def route_measures(state: PlanState) -> PlanState:
+    """Each measure to the mechanism that handles its kind under the notion; each mechanism validates it.
+
+    At build time (:func:`session_notion`) a measure whose mechanisms all use another notion is
+    validated under one of theirs: the query budget may be of that notion.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> [(m.name, len(ms)) for m, ms in route_measures(choose_notion(check_budget(state))).groups]
+        [('aggregates', 2)]
+
+    """
+    assert state.notion is not None
+    host = state.context.plugins
+    groups: dict[str, tuple[Mechanism, list[Measure]]] = {}
+    for m in state.node.measures:
+        name, notion = m.option("mechanism"), state.notion
+        if state.budget is None:   # build time: fall back to a notion the kind's mechanisms support
+            notions = {n for _, mech in host.mechanisms() if m.kind in mech.handles and name in (None, mech.name)
+                       for n in mech.notions}
+            notion = notion if notion in notions or not notions else sorted(notions)[0]  # type: ignore[assignment]
+        mech = host.mechanism_for(m.kind, notion, name)
+        mech.validate(m, _measure_context(state, notion))
+        groups.setdefault(mech.name, (mech, []))[1].append(m)
+    return state.but(groups=tuple((mech, tuple(ms)) for mech, ms in groups.values()))
+
+
+def _measure_context(state: PlanState, notion: str | None = None) -> MeasureContext:
+    return MeasureContext(state.context.unit, state.node.input.schema, state.node.grouped,
+                          notion or state.notion)  # type: ignore[arg-type]
+
+
+def require_delta_for_private_keys(state: PlanState) -> PlanState:
+    """Keys chosen from the data need DP partition selection, which needs δ > 0 in the query and the session.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> require_delta_for_private_keys(check_budget(state.but(budget=dp.PureDP(1))))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: grouping by private keys needs DP partition selection, ...
+
+    """
+    total_delta = Fraction(getattr(state.accountant.total, "delta", 0))
+    if not state.select or (state.delta > 0 and total_delta > 0):
+        return state
+    if total_delta == 0:
+        where, fix = "this session's total budget has", "pass public keys: group_by(..., keys=[...])"
+    else:
+        example = "dp.ZCDP(rho, delta=1e-7)" if state.accountant.total.notion == "zcdp" else \
+            "dp.ApproxDP(epsilon, delta=1e-7)"
+        where = "the query budget has"
+        fix = f"pass public keys: group_by(..., keys=[...]), or give the query a δ: {example}"
+    raise BudgetError(f"grouping by private keys needs DP partition selection, which needs δ > 0, and {where} "
+                      "δ = 0", argument="budget", fix=fix)
+
+
+def split_budget(state: PlanState) -> PlanState:
+    """Equal parts of ε (or ρ): each mechanism asks for as many as it releases statistics; selection takes one.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = split_budget(route_measures(choose_notion(check_budget(state))))
+        >>> s.parts, s.part
+        ((3,), Fraction(1, 4))
+        >>> s.notes[-1]
+        'budget: ε split into 4 equal parts of 1/4 (3 for aggregates, 1 for partition selection)'
+
+    """
+    ctx = _measure_context(state)
+    parts = tuple(mech.parts(ms, ctx) for mech, ms in state.groups)
+    total = sum(parts) + (1 if state.select else 0)
+    part = first(state.budget) / total
+    who = [f"{p} for {mech.name}" for (mech, _), p in zip(state.groups, parts)]
+    who += ["1 for partition selection"] if state.select else []
+    symbol = "ρ" if state.budget.notion == "zcdp" else "ε"
+    return state.but(parts=parts, part=part).noted(
+        f"budget: {symbol} split into {total} equal part{'s' * (total != 1)} of {part} ({', '.join(who)})")
+
+
+def plan_selection(state: PlanState) -> PlanState:
+    """Partition selection's plan (private keys only), at one part of the budget and all of its δ.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = plan_selection(split_budget(route_measures(choose_notion(check_budget(state)))))
+        >>> s.selection.mechanism
+        'partition_selection'
+
+    """
+    if not state.select:
+        return state
+    assert state.part is not None
+    mech = state.context.plugins.mechanism_for("partition_selection", state.budget.notion)
+    share = make(state.budget.notion, state.part, state.delta)
+    return state.but(selection=mech.plan([Measure("partition_selection")], _measure_context(state), share))
+
+
+def plan_mechanisms(state: PlanState) -> PlanState:
+    """Each mechanism calibrated to its parts of the budget.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
+        >>> [(p.mechanism, p.cost) for p in s.plans]
+        [('aggregates', PureDP(epsilon=3/4))]
+
+    """
+    assert state.part is not None and state.notion is not None
+    ctx = _measure_context(state)
+    plans = tuple(mech.plan(list(ms), ctx, make(state.notion, state.part * n))
+                  for (mech, ms), n in zip(state.groups, state.parts))
+    return state.but(plans=plans)
+
+
+def check_plugin_costs(state: PlanState) -> PlanState:
+    """A mechanism's cost is in its share's notion, without δ (a plugin bug otherwise).
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> planned = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
+        >>> check_plugin_costs(planned).plans[0].cost
+        PureDP(epsilon=3/4)
+
+    """
+    for p in state.plans:
+        if p.cost.notion != state.notion or getattr(p.cost, "delta", Fraction(0)) != 0:
+            raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {state.notion} share",
+                              argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
+    return state
+
+
+def check_output_names(state: PlanState) -> PlanState:
+    """No two output columns (group keys included) share a name.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> twice = state.node.__class__(state.node.input, (), None, (dp.len(), dp.len()))
+        >>> check_output_names(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(
+        ...     state.but(node=twice)))))))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: measures: two output columns are named 'len'...
+
+    """
+    names = set(state.node.by)
+    for p in state.plans:
+        for name in p.output_names():
+            if name in names:
+                raise PlanError(f"two output columns are named {name!r}", argument="measures",
+                                fix="rename one with .alias('new_name')")
+            names.add(name)
+    return state
+
+
+def price(state: PlanState) -> PlanState:
+    """The exact cost (never above the budget) and the session's charge, Poisson sampling included.
+
+    Every mechanism reads the same sample, so the accountant composes their curves first and
+    amplifies the composition once (never each curve on its own).
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = price(plan_mechanisms(plan_selection(split_budget(route_measures(choose_notion(check_budget(state)))))))
+        >>> s.physical.cost, s.physical.session_cost
+        (ApproxDP(epsilon=1, delta=1e-07), ApproxDP(epsilon=1, delta=1e-07))
+
+    """
+    plans = [*([state.selection] if state.selection else []), *state.plans]
+    spent = sum((first(p.cost) for p in plans), Fraction(0))
+    cost = make(state.budget.notion, spent, state.delta if state.select else Fraction(0))
+    if spent > first(state.budget):
+        raise PluginError(f"mechanisms cost {cost!r}, more than the query's {state.budget!r}", argument="budget",
+                          fix="this is a mechanism plugin bug: report it")
+    rate = sampling_rate(state.node.input)
+    curves = [c for p in plans for c in plan_curves(p.privacy, p.cost)]
+    charge = state.accountant.charge_plan(cost, curves, rate)
+    notes = state.notes
+    if rate < 1:
+        notes = (*notes, f"Poisson sample at rate {rate:g}: " + (
+            "charged the full cost (zCDP cannot express amplification; use accountant='rdp')"
+            if state.accountant.notion == "zcdp" else "the charge is the amplified cost"))
+    physical = PhysicalPlan(state.budget, cost, charge, state.selection, list(state.plans), rate, notes)
+    return state.but(physical=physical, notes=notes)
+
+
+def sampling_rate(node: Node) -> float:
+    """The product of the Poisson sampling rates on the way from the scan to ``node`` (1: no sampling).
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> sampling_rate(state.node.input)
+        1.0
+
+    """
+    rate = 1.0
+    for n in node.lineage():
+        if isinstance(n, Sample):
+            rate *= n.rate
+    return rate

@@ -1,0 +1,213 @@
+"""The release context: the only place that charges the budget and reads private data.
+
+Every release takes the same road: the cost is **reserved** in the ledger (atomically, before any
+private row is read; refused if it does not fit), a :class:`PrivateReader` is handed to the release's
+code, the code runs under the **guard** (any failure, a Rust panic included, marks the charge failed: it
+stays spent, and only the exception's type is reported), and the charge is **committed** — or, for
+output-DP mechanisms under basic composition, **settled** to the cell the released output fell in.
+
+A :class:`PrivateReader` exists only inside its reservation: after the release it refuses to read. It
+is how query families (``dpframe.family``) and interactive streams get exact statistics; the
+statistics are private and must only reach a user through a mechanism.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> node, context = sess.table("t")._node, sess._release    # the session's context is private
+    >>> rows = context.release(dp.PureDP(0.5), "count rows", "example",
+    ...                        lambda reader: int(reader.statistics(node, (Statistic("rows"),))["__rows"][0]))
+    >>> rows, sess.spent()          # a real release would add noise before returning anything
+    (2, PureDP(epsilon=1/2))
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import polars as pl
+
+from dpframe.backends.base import StatisticsRequest
+from dpframe.budgets import Budget
+from dpframe.errors import DPFrameError
+from dpframe.mechanism import Statistic
+from dpframe.plan.nodes import Node, RowNode, Scan
+from dpframe.privacy_unit import PrivacyUnit
+
+if TYPE_CHECKING:
+    from dpframe.accounting import Ledger
+    from dpframe.catalog import TableCatalog
+    from dpframe.noise import RandomSource
+
+T = TypeVar("T")
+
+
+class PrivateReader:
+    """Exact, contribution-bounded statistics of the private tables, valid only inside one open reservation.
+
+    Private: what it returns must reach a user only through a mechanism (noise drawn by the core's
+    random source). Each :meth:`request` draws a fresh engine seed for contribution bounding; run the
+    same request again (:meth:`run`) to read the same bounded rows.
+    """
+
+    def __init__(self, context: ReleaseContext, backend: str | None = None) -> None:
+        self._context = context
+        self._backend = context.catalog.backend(backend)
+        self._open = True
+
+    @property
+    def backend_name(self) -> str:
+        """The name of the backend this reader reads through."""
+        return str(self._backend.name)
+
+    def _check(self) -> None:
+        if not self._open:
+            raise DPFrameError("this reader's release is over: a reader only reads inside its reservation",
+                               argument="reader", fix="read statistics inside the run function you pass to release")
+
+    def request(self, node: Node, statistics: tuple[Statistic, ...], *, by: tuple[str, ...] = (),
+                keys: pl.DataFrame | None = None, bound: bool = True) -> StatisticsRequest:
+        """A backend request for ``statistics`` of ``node``'s rows per group of ``by``, with a fresh engine seed.
+
+        ``bound=False`` skips ``max_groups`` / ``max_rows`` bounding: only for statistics whose sensitivity
+        does not depend on it (top-k's distinct units per key).
+        """
+        self._check()
+        lineage = node.lineage()
+        scan = lineage[0]
+        assert isinstance(scan, Scan)
+        rows = tuple(n for n in lineage if isinstance(n, RowNode))
+        return StatisticsRequest(scan.table, rows, self._context.unit, by, keys, statistics,
+                                 self._context.rng.seed_for_engine(), contribution_bounding=bound)
+
+    def run(self, request: StatisticsRequest) -> pl.DataFrame:
+        """The exact statistics of ``request`` (one backend query)."""
+        self._check()
+        out: pl.DataFrame = self._backend.statistics(request)
+        return out
+
+    def rerun(self, request: StatisticsRequest, statistics: tuple[Statistic, ...]) -> pl.DataFrame:
+        """``request`` again with other ``statistics`` (same seed and rows: the same bounded rows)."""
+        return self.run(dataclasses.replace(request, statistics=statistics))
+
+    def statistics(self, node: Node, statistics: tuple[Statistic, ...], *, by: tuple[str, ...] = (),
+                   keys: pl.DataFrame | None = None, bound: bool = True) -> pl.DataFrame:
+        """:meth:`request` then :meth:`run`."""
+        return self.run(self.request(node, statistics, by=by, keys=keys, bound=bound))
+
+    def close(self) -> None:
+        """End the reader's life (the release calls it when its run returns or fails)."""
+        self._open = False
+
+
+class ReleaseContext:
+    """The ledger, the guard and the private reader: every charge of a session goes through here."""
+
+    def __init__(self, unit: PrivacyUnit, ledger: Ledger, rng: RandomSource, catalog: TableCatalog) -> None:
+        self._unit, self._ledger, self._rng, self._catalog = unit, ledger, rng, catalog
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """The privacy unit every read is bounded by."""
+        return self._unit
+
+    @property
+    def rng(self) -> RandomSource:
+        """The random source mechanisms draw from."""
+        return self._rng
+
+    @property
+    def catalog(self) -> TableCatalog:
+        """The tables and their backends."""
+        return self._catalog
+
+    def release(self, cost: Budget, what: str, mechanisms: str, run: Callable[[PrivateReader], T], *,
+                backend: str | None = None, settle: Callable[[T], tuple[Budget, str]] | None = None) -> T:
+        """Reserve ``cost``, call ``run(reader)`` under the guard, then commit (or settle); the one road.
+
+        ``run`` receives the private reader: engine and registered plugin code only (the context is private
+        to the session; nothing public hands a reader to analyst code). ``settle`` receives released values
+        only.
+
+        ``settle`` (output-DP mechanisms, basic composition only) maps the *released* result to (its cell's
+        cost, the cell's name): ``cost`` is the worst cell, and the ledger lowers the charge to the realised
+        cell. A settlement that fails marks the charge failed, in full.
+        """
+        charge = self.reserve(cost, what, mechanisms)
+        reader = self.reader(backend)
+        try:
+            result = self.guarded(charge, lambda: run(reader))
+        finally:
+            reader.close()
+        if settle is None:
+            self._ledger.commit(charge)
+        else:
+            self.guarded(charge, lambda: self._ledger.settle(charge, *settle(result)))
+        return result
+
+    def reserve(self, cost: Budget, what: str, mechanisms: str) -> int:
+        """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id."""
+        return self._ledger.reserve(cost, what, mechanisms)
+
+    def guarded(self, charge: int, run: Callable[[], T]) -> T:
+        """Call ``run()`` for the reservation ``charge``; on any failure mark it failed (it stays spent).
+
+        ``run`` receives no values (engine code running inside the reservation). Any failure counts:
+        pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``, not
+        ``Exception``. ``KeyboardInterrupt`` and ``SystemExit`` are re-raised as they are, after the charge
+        is marked failed; everything else becomes a :class:`DPFrameError` naming only its type.
+        """
+        failure = None
+        try:
+            result = run()
+        except (KeyboardInterrupt, SystemExit):
+            self._ledger.fail(charge, "interrupted")
+            raise
+        except BaseException as e:   # noqa: BLE001 — PanicException too
+            failure = type(e).__name__
+        if failure is not None:
+            # Raised outside the except block so the engine's exception (whose message may quote
+            # private values) is neither chained nor kept as __context__: only its type name survives.
+            self._ledger.fail(charge, failure)
+            raise DPFrameError(f"the query failed while running ({failure}); its cost stays charged",
+                               argument="query", fix="check column types and expressions against Frame.schema")
+        return result
+
+    def reader(self, backend: str | None = None) -> PrivateReader:
+        """A reader through ``backend`` (None: the session's).
+
+        :meth:`release` makes one per release and closes it when the run ends; core code that holds a
+        reservation of its own (an interactive stream, an ex-post run) reads only inside a :meth:`guarded`
+        call of that reservation.
+        """
+        return PrivateReader(self, backend)
+
+    def commit(self, charge: int) -> None:
+        """Close the reservation ``charge``, keeping it charged in full."""
+        self._ledger.commit(charge)
+
+    def fail(self, charge: int, error: str) -> None:
+        """Mark the reservation ``charge`` failed (it stays spent)."""
+        self._ledger.fail(charge, error)
+
+    def settle(self, charge: int, cost: Budget, cell: str) -> None:
+        """Close the reservation ``charge`` at the released output's cell (basic composition, ε only)."""
+        self._ledger.settle(charge, cost, cell)
+
+    def spent(self) -> Any:
+        """Everything charged so far (reservations included), composed by the session's accountant."""
+        return self._ledger.spent()
+
+    def charges(self) -> list[Any]:
+        """The ledger's rows, oldest first."""
+        return self._ledger.charges()
+
+    def close(self) -> None:
+        """Close the ledger."""
+        self._ledger.close()
+
+
+__all__ = ["PrivateReader", "ReleaseContext"]
