@@ -189,6 +189,10 @@ class PluginHost:
         """Registered accountant names."""
         return self._registries().accountants.names()
 
+    def accountants(self) -> Registry[Callable[..., Any]]:
+        """Every registered accountant factory, in registration order (built-ins first)."""
+        return self._registries().accountants
+
     def methods(self, family: str) -> Registry[Any]:
         """The sub-methods registered for query family ``family`` (empty when none)."""
         return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
