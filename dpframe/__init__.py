@@ -33,29 +33,30 @@ from dpframe.session import Session
 
 __version__ = "0.1.0"
 
-# Result types of first-party plugins that callers must check for (``isinstance(out, dp.TopKFailed)``).
-# Loaded on first access, so ``import dpframe`` imports no plugin package (and a blocked or missing plugin
-# fails only when its type is used, with a PluginError saying how to fix it).
-_PLUGIN_TYPES = {
-    "TopKFailed": ("topk", "dpframe_topk.results"),    # top_k: the stability test did not pass
-    "TopKPartial": ("topk", "dpframe_topk.results"),   # top_k with a fixed k: fewer than k keys released
-    "NoAnswer": ("learning", "dpframe_learning.queries"),  # interior_point / learn_*: too few rows for the guarantee
-}
+def _result_types() -> dict[str, type]:
+    """The result types query families declare (``dp.TopKFailed``, ``dp.NoAnswer`` ...), by name."""
+    from dpframe.plugin import plugin_host
+
+    return {name: kind for e in plugin_host().families() for name, kind in e.item.result_types.items()}
 
 
 def __getattr__(name: str) -> object:
-    if name in _PLUGIN_TYPES:
-        from dpframe.frame import _plugin_module
+    # Result types of query families that callers check for (``isinstance(out, dp.TopKFailed)``). Looked up
+    # on first access, so ``import dpframe`` imports no plugin package before a session does.
+    types = _result_types()
+    if name in types:
+        return types[name]
+    from dpframe.plugin import plugin_host
 
-        plugin, module = _PLUGIN_TYPES[name]
-        value = getattr(_plugin_module(plugin, module), name)
-        globals()[name] = value
-        return value
+    blocked = plugin_host().blocked
+    if blocked and name[:1].isupper():
+        raise PluginError(f"dp.{name} is not defined: no installed query family declares it (blocked plugins: "
+                          f"{sorted(blocked)})", argument="plugin", fix="remove its plugin from DPFRAME_BLOCK_PLUGINS")
     raise AttributeError(f"module 'dpframe' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_PLUGIN_TYPES])
+    return sorted([*globals(), *_result_types()])
 
 
 __all__ = [

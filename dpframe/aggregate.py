@@ -1,8 +1,11 @@
-"""Running an aggregate plan: one statistics query, partition selection, then each mechanism's release.
+"""The ``agg`` query family: private measures per group (or one row), planned by :mod:`dpframe.planning`.
 
-The code that runs inside the release (:mod:`dpframe.release`) for ``agg`` queries, in the method chain
-and in SQL. :func:`dry_run` first runs every mechanism on all-zero statistics, *before* charging, so a
-broken plugin fails without spending budget.
+It is registered by the core plugin through ``dpframe_query_families``, like every other family:
+:class:`Aggregates` builds an :class:`AggregateQuery` (measures validated at once, free); its plan runs,
+inside the release (:mod:`dpframe.release`), one statistics query, partition selection, then each
+mechanism's release (:func:`run_aggregate`). :func:`dry_run` first runs every mechanism on all-zero
+statistics, *before* charging, so a broken plugin fails without spending budget. SQL queries lower to
+the same family.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -17,19 +20,25 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
-from dpframe.errors import PluginError
+from dpframe.errors import PlanError, PluginError
+from dpframe.explain import explain_aggregate
+from dpframe.family import FamilyPlan, Source
+from dpframe.measures import Measure
 from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plan.nodes import Aggregate
+from dpframe.planning import PhysicalPlan, plan_query, validate_measures
 
 if TYPE_CHECKING:
-    from dpframe.planning import PhysicalPlan
     from dpframe.release import PrivateReader
 
 
@@ -98,4 +107,101 @@ def _whole_codes(reader: PrivateReader, request: StatisticsRequest, stat: Statis
     return statistic_values(stats[stat.whole().key])
 
 
-__all__ = ["dry_run", "mechanisms", "run_aggregate"]
+class AggregateQuery:
+    """An ``agg`` query: its :class:`~dpframe.plan.nodes.Aggregate` node over a :class:`~dpframe.family.Source`."""
+
+    def __init__(self, source: Source, node: Aggregate) -> None:
+        self.source, self.node = source, node
+
+    @property
+    def backend(self) -> str | None:
+        """The backend this query runs on (None: the session's)."""
+        return self.source.backend
+
+    def plan(self, budget: object, ci: float | None = None) -> FamilyPlan[pl.DataFrame]:
+        """Plan with :data:`dpframe.planning.PASSES` (free; raises, uncharged, if it cannot run).
+
+        ``ci``: also release ``<output>_ci_low`` / ``<output>_ci_high`` at that confidence for the outputs
+        whose mechanism gives intervals (post-processing of the same noisy statistics: no extra cost).
+        """
+        physical = plan_query(self.source.context, self.node, budget)
+        if ci is not None:
+            physical = dataclasses.replace(physical, plans=[dataclasses.replace(p, confidence=confidence(ci))
+                                                            for p in physical.plans])
+        node = self.node
+        backend = self.source.backend or self.source.context.backend
+        return FamilyPlan(physical.budget, physical.cost, physical.session_cost, mechanisms(physical),
+                          explain_aggregate(self.source.unit, node, physical, backend),
+                          lambda reader, rng: run_aggregate(reader, node, physical, rng),
+                          check=lambda: dry_run(physical), detail=physical)
+
+    def describe(self) -> str:
+        """A compact one-line text of the query (used in the history)."""
+        steps = [n.describe() for n in self.node.lineage()[:-1]]
+        aggs = ", ".join(m.describe() for m in self.node.measures)
+        group = f" | group_by{list(self.node.by)}" if self.node.by else ""
+        return " | ".join(steps) + f"{group} | agg({aggs})"
+
+
+class Aggregates:
+    """The ``agg`` family: ``frame.agg(...)`` and ``frame.group_by(...).agg(...)``."""
+
+    name = "agg"
+    attach: Literal["frame", "group_by", "both"] = "both"
+    methods: tuple[str, ...] = ()
+    result_types: dict[str, type] = {}
+
+    def build(self, source: Source, /, *measures: Measure | Iterable[Measure], **named: Measure) -> AggregateQuery:
+        """Validate the measures (free) and build the query."""
+        node = Aggregate(source.node, source.by, source.keys, tuple(_measures(measures, named)))
+        validate_measures(source.context, node)
+        return AggregateQuery(source, node)
+
+
+def confidence(ci: object) -> float:
+    """A confidence level for ``collect(..., ci=...)``: a number strictly between 0 and 1.
+
+    Example:
+        >>> confidence(0.95)
+        0.95
+        >>> confidence(95)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, got 95...
+
+    """
+    if isinstance(ci, bool) or not isinstance(ci, int | float) or not math.isfinite(ci) or not 0 < ci < 1:
+        raise PlanError(f"must be a confidence level strictly between 0 and 1, got {ci!r}", argument="ci",
+                        fix="pass e.g. ci=0.95")
+    return float(ci)
+
+
+def _measures(measures: Sequence[Measure | Iterable[Measure]], named: dict[str, Measure]) -> list[Measure]:
+    flat: list[Measure] = []
+    for m in measures:
+        if isinstance(m, Measure):
+            flat.append(m)
+        elif isinstance(m, pl.Expr | str):
+            raise PlanError(f"{m} is not a private measure: a raw column cannot be released",
+                            argument="measures", fix="use dp measures such as dp.len(), dp.sum(col, bounds=...)")
+        else:
+            try:
+                items = list(m)
+            except TypeError as e:
+                raise PlanError(f"{m!r} is not a dp measure", argument="measures",
+                                fix="use dp.len(), dp.count(), dp.sum(), dp.mean(), dp.var(), dp.std()") from e
+            if not all(isinstance(i, Measure) for i in items):
+                raise PlanError(f"{m!r} is not a dp measure", argument="measures",
+                                fix="use dp.len(), dp.count(), dp.sum(), dp.mean(), dp.var(), dp.std()")
+            flat += items
+    for name, m in named.items():
+        if not isinstance(m, Measure):
+            raise PlanError(f"{m!r} is not a dp measure", argument=name,
+                            fix=f"e.g. .agg({name}=dp.len()); a raw column or Polars expression cannot be released")
+        flat.append(m.alias(name))
+    if not flat:
+        raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
+    return flat
+
+
+__all__ = ["AggregateQuery", "Aggregates", "confidence", "dry_run", "mechanisms", "run_aggregate"]

@@ -1,25 +1,62 @@
-"""Rendering of ``Query.explain()``: the plan, mechanisms, noise, cost and accuracy (reads no data)."""
+"""What ``explain()`` shows of an ``agg`` plan: the steps, the measures, the noise and the notes (reads no data).
+
+The budget block and the text/JSON layout are the same for every query family
+(:func:`dpframe.family.render`); this module builds the ``agg`` family's part.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dpframe.budgets import describe
+from dpframe.family import Explain
 from dpframe.plan.nodes import Aggregate
 
 if TYPE_CHECKING:
     from dpframe.planning import PhysicalPlan
-    from dpframe.session import Session
+    from dpframe.privacy_unit import PrivacyUnit
 
 NULLS = ("nulls: len counts rows; count/sum/mean/var/std ignore null and NaN values; "
          "±inf and out-of-range values are clamped to the bounds")
 
 
-def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, Any]:
+def error_sources(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan) -> list[str]:
+    """Every source of error besides the noise, from public parameters alone (free): what the ± omits.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"u": [1], "x": [1.0]})}, privacy_unit=dp.PrivacyUnit("u", max_rows=5),
+        ...                   budget=dp.PureDP(1))
+        >>> q = sess.table("t").agg(dp.sum("x", bounds=(0, 10)))
+        >>> for line in error_sources(sess.privacy_unit, q.node, q.plan(dp.PureDP(1))):
+        ...     print(line[:60])
+        error: noise — the ± above (collect(..., ci=0.95) releases i
+        error: contribution bounding — each unit keeps at most 5 row
+        error: clipping — values outside the bounds are clamped to t
+
+    """
+    lines = ["error: noise — the ± above (collect(..., ci=0.95) releases intervals for it); it is the only error "
+             "the ± and the intervals cover"]
+    if unit.column is not None:
+        groups = f" in at most {unit.groups_per_unit} groups" if node.grouped else ""
+        lines.append(f"error: contribution bounding — each unit keeps at most {unit.max_rows} rows{groups} (a "
+                     "uniformly random subset); a unit with more loses rows, so counts and sums are biased low by "
+                     "what it loses, not covered by the ±")
+    clipped = [m.describe() for p in plan.plans for m in p.measures if m.bounds is not None]
+    if clipped:
+        lines.append(f"error: clipping — values outside the bounds are clamped to them ({'; '.join(clipped)}); "
+                     "the bias this causes is not covered by the ±")
+    if plan.selection is not None:
+        lines.append("error: partition selection — groups with few privacy units are not released at all (see τ "
+                     "above); released groups' values are unbiased by it")
+    return lines
+
+
+def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, backend: str) -> Explain:
+    """The explanation of ``plan`` for ``node``: steps, measures (with accuracy), noise, notes."""
     steps = [n.describe() for n in node.lineage()[:-1]]
-    steps.append(f"ContributionBound: {session.privacy_unit.describe()}")
+    steps.append(f"ContributionBound: {unit.describe()}")
     steps.append(node.describe())
-    measures = []
+    measures: list[dict[str, Any]] = []
     for p in plan.plans:
         described = {m.output_name: m.describe() for m in p.measures}
         for name in p.output_names():
@@ -28,44 +65,11 @@ def _data(session: Session, node: Aggregate, plan: PhysicalPlan) -> dict[str, An
                              "ci95": p.ci95.get(name)})
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
-    spent = session.accountant.report(session._release.spent())
-    after = session.accountant.compose([session._release.spent(), plan.session_cost])
-    return {
-        "private": session.rng.private,
-        "backend": session.backend_name,
-        "steps": steps,
-        "measures": measures,
-        "noise": noise,
-        "notes": [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans
-                                 for n in p.notes), NULLS],
-        "budget": {"requested": describe(plan.budget), "cost": describe(plan.cost),
-                   "charged": session.accountant.describe_charge(plan.session_cost),
-                   "accountant": session.accountant.describe(),
-                   "spent": describe(spent),
-                   "fits": session.accountant.fits(after),
-                   "remaining_after": describe(session.accountant.remaining(after))},
-    }
-
-
-def render(session: Session, node: Aggregate, plan: PhysicalPlan, format: str) -> Any:
-    """Text or a JSON-able dict."""
-    d = _data(session, node, plan)
-    if format == "json":
-        return d
-    lines = ["dpframe query plan" + ("" if d["private"] else "   [seeded random source: NOT PRIVATE]")]
-    lines += [f"  {i}. {s}" for i, s in enumerate(d["steps"], 1)]
-    lines.append("measures:")
-    width = max(len(m["output"]) for m in d["measures"])
-    lines += [f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in d["measures"]]
-    lines.append("noise:")
-    lines += [f"  {n['statistic']}: {n['noise']}" for n in d["noise"]]
-    b = d["budget"]
-    lines.append(f"budget: requested {b['requested']}; cost {b['cost']}; charged {b['charged']} "
-                 f"({b['accountant']})")
-    if b["fits"]:
-        lines.append(f"        spent so far {b['spent']}; remaining after this query {b['remaining_after']}")
-    else:
-        lines.append(f"        spent so far {b['spent']}; DOES NOT FIT the remaining "
-                     f"{describe(session.remaining())}: collect() would be refused")
-    lines += [f"note: {n}" for n in d["notes"]]
-    return "\n".join(lines)
+    notes = [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes),
+             NULLS, *error_sources(unit, node, plan)]
+    width = max(len(m["output"]) for m in measures)
+    lines = ["measures:",
+             *(f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in measures),
+             "noise:", *(f"  {n['statistic']}: {n['noise']}" for n in noise)]
+    return Explain("dpframe query plan", tuple(steps), tuple(lines), tuple(notes),
+                   {"backend": backend, "measures": measures, "noise": noise})

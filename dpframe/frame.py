@@ -16,20 +16,42 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe.budgets import Budget
-from dpframe.errors import PlanError, PluginError, SchemaError
-from dpframe.explain import render
+from dpframe.aggregate import AggregateQuery
+from dpframe.errors import PlanError, SchemaError
+from dpframe.family import Releasable, Source
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
-from dpframe.planning import PhysicalPlan, plan_query, validate_measures
+from dpframe.planning import PhysicalPlan
 
 if TYPE_CHECKING:
     from dpframe.session import Session
+
+
+def _family_query(session: Session, where: str, name: str, source: Source, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+    """Build query family ``name`` on ``source``; a PluginError when no installed family attaches ``where``."""
+    family = session.plugins.family(name)
+    if family.attach not in (where, "both"):
+        raise PlanError(f"{name!r} is a {family.attach.replace('_', '-')} query, not a {where.replace('_', '-')} one",
+                        argument=name, fix="call it on a group_by(...)" if family.attach == "group_by"
+                        else "call it on the frame, before group_by")
+    return family.build(source, *args, **kwargs)
+
+
+def _families(session: Session, where: str) -> list[str]:
+    return [e.name for e in session.plugins.families() if e.item.attach in (where, "both")]
+
+
+def _no_attribute(session: Session, owner: str, name: str) -> AttributeError:
+    blocked = sorted(session.plugins.blocked)
+    hint = f" (no installed query family is named so; blocked plugins: {blocked})" if blocked else ""
+    return AttributeError(f"'{owner}' object has no attribute {name!r}{hint}")
 
 
 class Frame:
@@ -54,6 +76,27 @@ class Frame:
 
     def _unit(self) -> str | None:
         return self._session.privacy_unit.column
+
+    def _source(self) -> Source:
+        return Source(self._node, self._session.plan_context)
+
+    def query(self, family: str, /, *args: Any, **kwargs: Any) -> Releasable[Any]:
+        """A query of any registered query family by name (built-in or a plugin's); ``frame.<family>(...)`` too.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> sess.table("t").query("agg", dp.len()).cost(dp.PureDP(0.5))
+            PureDP(epsilon=1/2)
+
+        """
+        return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_") and name in _families(self._session, "frame"):
+            return functools.partial(self.query, name)
+        raise _no_attribute(self._session, "Frame", name)
 
     def filter(self, *predicates: pl.Expr, **constraints: Any) -> Frame:
         """Keep the rows where every (row-level) predicate holds; nulls count as false.
@@ -135,9 +178,10 @@ class Frame:
             dpframe.errors.SchemaError: column: sum() needs a numeric column; 's' is String. Fix: ...
 
         """
-        return Query(self._session, _aggregate(self._session, self._node, (), None, measures, named))
+        return Query(self._session, _family_query(self._session, "frame", "agg", self._source(), measures, named).node)
 
-    def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99), resolution: Any = None) -> Any:
+    def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
+               resolution: Any = None) -> Releasable[tuple[Any, Any]]:
         """Private clipping bounds (the low/high quantiles over a wide public ``domain``); costs the budget.
 
         ``collect(budget)`` returns ``(low, high)``; see ``dpframe_quantiles.bounds`` and ``docs/quantiles.md``.
@@ -151,11 +195,10 @@ class Frame:
             True
 
         """
-        return _plugin_module("quantiles", "dpframe_quantiles.bounds").BoundsQuery(
-            self, column, domain=domain, quantiles=quantiles, resolution=resolution)
+        return self.query("bounds", column, domain=domain, quantiles=quantiles, resolution=resolution)
 
     def interior_point(self, column: str, *, bounds: Any, method: str = "auto", beta: float = 1e-6,
-                       resolution: float | None = None) -> Any:
+                       resolution: float | None = None) -> Releasable[Any]:
         """A private grid point between min(column) and max(column) w.p. ≥ 1 − β; see ``docs/learning.md``.
 
         (Precisely: between the grid points nearest them; on an integer column without ``resolution``,
@@ -172,11 +215,10 @@ class Frame:
             True
 
         """
-        return _learning().InteriorPointQuery(self, column, bounds=bounds, method=method, beta=beta,
-                                              resolution=resolution)
+        return self.query("interior_point", column, bounds=bounds, method=method, beta=beta, resolution=resolution)
 
     def learn_threshold(self, feature: str, *, label: str, bounds: Any, positive: str = "auto",
-                        beta: float = 1e-6, xi: float = 0.05, resolution: float | None = None) -> Any:
+                        beta: float = 1e-6, xi: float = 0.05, resolution: float | None = None) -> Releasable[Any]:
         """A private threshold classifier of a 0/1 ``label`` on ``feature``; see ``docs/learning.md``.
 
         ``positive="below"`` predicts 1 iff x < threshold, ``"above"`` iff x ≥ threshold. Guarantee, when
@@ -195,11 +237,11 @@ class Frame:
             ('below', True)
 
         """
-        return _learning().ThresholdQuery(self, feature, label=label, bounds=bounds, positive=positive, beta=beta,
-                                          xi=xi, resolution=resolution)
+        return self.query("learn_threshold", feature, label=label, bounds=bounds, positive=positive, beta=beta,
+                          xi=xi, resolution=resolution)
 
     def learn_rectangle(self, features: Sequence[str], *, label: str, bounds: Any, beta: float = 1e-6,
-                        resolution: Any = None) -> Any:
+                        resolution: Any = None) -> Releasable[Any]:
         """A private axis-aligned box around the rows labelled 1; see ``docs/learning.md``.
 
         ``bounds={feature: (lower, upper)}``. ``collect`` returns ``Rectangle`` (1 iff lower ≤ x < upper on
@@ -214,8 +256,7 @@ class Frame:
             {'a': (5, 6), 'b': (7, 8)}
 
         """
-        return _learning().RectangleQuery(self, features, label=label, bounds=bounds, beta=beta,
-                                          resolution=resolution)
+        return self.query("learn_rectangle", features, label=label, bounds=bounds, beta=beta, resolution=resolution)
 
 
 class GroupBy:
@@ -224,17 +265,30 @@ class GroupBy:
     def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None) -> None:
         self._frame, self._by, self._keys = frame, by, keys
 
+    def _source(self) -> Source:
+        return Source(self._frame._node, self._frame._session.plan_context, self._by, self._keys)
+
+    def query(self, family: str, /, *args: Any, **kwargs: Any) -> Releasable[Any]:
+        """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
+        session = self._frame._session
+        return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_") and name in _families(self._frame._session, "group_by"):
+            return functools.partial(self.query, name)
+        raise _no_attribute(self._frame._session, "GroupBy", name)
+
     def agg(self, *measures: Measure | Iterable[Measure], **named: Measure) -> Query:
         """Private statistics per group (one row per public key, or per selected private key).
 
         Measures are validated now, free, as in :meth:`Frame.agg`; ``agg(n=dp.len())`` names a column.
         """
-        return Query(self._frame._session,
-                     _aggregate(self._frame._session, self._frame._node, self._by, self._keys, measures, named))
+        session = self._frame._session
+        return Query(session, _family_query(session, "group_by", "agg", self._source(), measures, named).node)
 
     def top_k(self, k: int | None = 10, score: Measure | None = None, method: str = "stable",
               release_scores: bool = False, *, k_max: int | None = None, lam: float | None = None,
-              ptr: str = "gaussian", delta_t: float | None = None) -> Any:
+              ptr: str = "gaussian", delta_t: float | None = None) -> Releasable[Any]:
         """The private set of the k keys with the largest ``score``; see ``docs/topk.md``.
 
         ``score``: ``dp.count_units()`` (default), ``dp.len()``, ``dp.count(col)`` or ``dp.sum(col,
@@ -251,31 +305,11 @@ class GroupBy:
             ['a', 'b']
 
         """
-        from dpframe.measures import count_units
-
-        return _plugin_module("topk", "dpframe_topk.query").TopKQuery(
-            self._frame._session, self._frame._node, self._by, self._keys, k=k,
-            score=count_units() if score is None else score, method=method, release_scores=release_scores,
-            k_max=k_max, lam=lam, ptr=ptr, delta_t=delta_t)
+        return self.query("top_k", k=k, score=score, method=method, release_scores=release_scores, k_max=k_max,
+                          lam=lam, ptr=ptr, delta_t=delta_t)
 
     def __repr__(self) -> str:
         return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"
-
-
-def _plugin_module(plugin: str, module: str) -> Any:
-    """A first-party plugin's module, or a PluginError when it is blocked or not installed."""
-    import importlib
-
-    from dpframe.plugin.manager import plugin_host
-
-    if plugin in plugin_host().blocked:
-        raise PluginError(f"the {plugin} plugin is blocked by DPFRAME_BLOCK_PLUGINS", argument="plugin",
-                          fix=f"remove {plugin!r} from DPFRAME_BLOCK_PLUGINS")
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise PluginError(f"the {plugin} plugin ({module.split('.')[0]}) is not installed", argument="plugin",
-                          fix="install dpframe with its first-party plugins (`pip install -e .`)") from e
 
 
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
@@ -344,87 +378,47 @@ def _same_kind(keys: pl.DataType, column: pl.DataType) -> bool:
     return keys == pl.Null or _kind(keys) == _kind(column)
 
 
-def _aggregate(session: Session, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None,
-               measures: Sequence[Measure | Iterable[Measure]], named: dict[str, Measure]) -> Aggregate:
-    flat: list[Measure] = []
-    for m in measures:
-        if isinstance(m, Measure):
-            flat.append(m)
-        elif isinstance(m, pl.Expr | str):
-            raise PlanError(f"{m} is not a private measure: a raw column cannot be released",
-                            argument="measures", fix="use dp measures such as dp.len(), dp.sum(col, bounds=...)")
-        else:
-            try:
-                flat += _flatten(m)
-            except TypeError as e:
-                raise PlanError(f"{m!r} is not a dp measure", argument="measures",
-                                fix="use dp.len(), dp.count(), dp.sum(), dp.mean(), dp.var(), dp.std()") from e
-    for name, m in named.items():
-        if not isinstance(m, Measure):
-            raise PlanError(f"{m!r} is not a dp measure", argument=name,
-                            fix=f"e.g. .agg({name}=dp.len()); a raw column or Polars expression cannot be released")
-        flat.append(m.alias(name))
-    if not flat:
-        raise PlanError("no measures given", argument="measures", fix="e.g. .agg(dp.len())")
-    aggregate = Aggregate(node, by, keys, tuple(flat))
-    validate_measures(session.plan_context, aggregate)
-    return aggregate
+class Query(Releasable[pl.DataFrame]):
+    """A terminal ``agg`` query: ``explain`` and ``cost`` are free; ``collect`` charges and runs.
 
+    The ``agg`` query family's releasable (see :mod:`dpframe.family`); ``plan(budget)`` gives its
+    :class:`~dpframe.planning.PhysicalPlan`.
+    """
 
-def _learning() -> Any:
-    """The first-party learning plugin's query module (interior point, thresholds, rectangles)."""
-    from dpframe.plugin.manager import plugin_host
-
-    if "learning" in plugin_host().blocked:
-        raise PluginError("the learning plugin is blocked by DPFRAME_BLOCK_PLUGINS", argument="plugin",
-                          fix="remove 'learning' from DPFRAME_BLOCK_PLUGINS")
-    try:
-        from dpframe_learning import queries
-    except ImportError as e:
-        raise PluginError("the learning plugin (dpframe_learning) is not installed", argument="plugin",
-                          fix="install dpframe with its first-party plugins (`pip install -e .`)") from e
-    return queries
-
-
-def _flatten(ms: Iterable[Measure]) -> list[Measure]:
-    out = list(ms)
-    for m in out:
-        if not isinstance(m, Measure):
-            raise TypeError(type(m).__name__)
-    return out
-
-
-class Query:
-    """A terminal private query: ``explain`` and ``cost`` are free; ``collect`` charges and runs."""
-
-    def __init__(self, session: Session, node: Aggregate) -> None:
+    def __init__(self, session: Session, node: Aggregate, *, backend: str | None = None) -> None:
+        super().__init__(session, AggregateQuery(Source(node.input, session.plan_context, node.by, node.keys, backend),
+                                                 node))
         self._session = session
         self.node = node
 
-    def plan(self, budget: Budget) -> PhysicalPlan:
+    def plan(self, budget: object) -> PhysicalPlan:
         """The physical plan (mechanisms, shares, cost) for ``budget``. Free."""
-        return plan_query(self._session.plan_context, self.node, budget)
+        detail: PhysicalPlan = self._planned(budget).detail
+        return detail
 
-    def cost(self, budget: Budget) -> Budget:
-        """The exact cost this query would be charged, in the session's notion. Free."""
-        return self.plan(budget).session_cost
+    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+        """Reserve the cost, run, release the noisy result (rows sorted by key).
 
-    def explain(self, budget: Budget, format: str = "text") -> Any:
-        """The plan, the mechanisms, the cost and the expected accuracy, as text or a JSON-able dict."""
-        if format not in ("text", "json"):
-            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
-        return render(self._session, self.node, self.plan(budget), format)
+        ``ci=0.95`` also releases ``<output>_ci_low`` and ``<output>_ci_high`` for every measure whose
+        mechanism gives intervals (the built-in counts, sums, means, variances and standard deviations): a
+        noise-only interval holding with probability ≥ ``ci`` — exact for counts and sums, conservative for
+        mean, var and std. Post-processing of the same noisy statistics: no extra budget. The intervals do
+        not cover contribution-bounding or clipping bias (``explain()`` names those).
 
-    def collect(self, budget: Budget) -> pl.DataFrame:
-        """Reserve the cost, run the query, release the noisy result (rows sorted by key)."""
-        return self._session._execute(self, self.plan(budget))
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 100})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> out = sess.table("t").agg(dp.len()).collect(dp.PureDP(1), ci=0.9)
+            >>> out.columns, out["len_ci_low"][0] <= out["len"][0] <= out["len_ci_high"][0]
+            (['len', 'len_ci_low', 'len_ci_high'], True)
 
-    def describe(self) -> str:
-        """A compact one-line text of the query (used in the history)."""
-        steps = [n.describe() for n in self.node.lineage()[:-1]]
-        aggs = ", ".join(m.describe() for m in self.node.measures)
-        group = f" | group_by{list(self.node.by)}" if self.node.by else ""
-        return " | ".join(steps) + f"{group} | agg({aggs})"
+        """
+        if ci is None:
+            return super().collect(budget)
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+        return self._collect(query.plan(budget, ci=ci))
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

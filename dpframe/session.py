@@ -21,7 +21,6 @@ import polars as pl
 
 from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
-from dpframe.aggregate import dry_run, mechanisms, run_aggregate
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.catalog import TableCatalog, TableSource
 from dpframe.errors import BudgetError, DPFrameError
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from dpframe.interactive.individual import IndividualFilter
     from dpframe.interactive.svt import SparseVector
     from dpframe.interactive.tct import TargetChargingChannel
-    from dpframe.planning import PhysicalPlan
     from dpframe.sql.topk import SQLTopKQuery
 
 class Session:
@@ -118,7 +116,7 @@ class Session:
     @property
     def plan_context(self) -> PlanContext:
         """The public facts plans depend on (privacy unit, plugins, accountant); reading it charges nothing."""
-        return PlanContext(self._privacy_unit, self._plugins, self._accountant)
+        return PlanContext(self._privacy_unit, self._plugins, self._accountant, self.backend_name)
 
     @property
     def backend_name(self) -> str:
@@ -283,12 +281,6 @@ class Session:
             "mechanisms": [c.mechanisms for c in rows], "cost": [self.accountant.describe_charge(c.cost) for c in rows],
         }, schema={"id": pl.Int64, "status": pl.String, "query": pl.String, "mechanisms": pl.String,
                    "cost": pl.String})
-
-    def _execute(self, query: Query, plan: PhysicalPlan) -> pl.DataFrame:
-        dry_run(plan)
-        return self._release.release(plan.session_cost, query.describe(), mechanisms(plan),
-                                     lambda reader: run_aggregate(reader, query.node, plan, self._rng),
-                                     backend=getattr(query, "backend_name", None))
 
     def close(self) -> None:
         """Close the ledger."""

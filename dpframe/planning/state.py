@@ -41,6 +41,7 @@ class PlanContext:
     unit: PrivacyUnit
     plugins: PluginHost
     accountant: Accountant
+    backend: str = "polars"     # the session's backend (a query may name another)
 
 
 @dataclass

@@ -4,9 +4,16 @@ Plugins are found through the ``dpframe`` entry-point group (the built-ins too).
 variable ``DPFRAME_BLOCK_PLUGINS`` to a comma-separated list of plugin names to keep them from loading.
 """
 
-from dpframe.plugin.hookspecs import RegisterFactory, RegisterMechanism, RegisterMethod, hookimpl, hookspec
+from dpframe.plugin.hookspecs import (
+    RegisterFactory,
+    RegisterFamily,
+    RegisterMechanism,
+    RegisterMethod,
+    hookimpl,
+    hookspec,
+)
 from dpframe.plugin.manager import PluginHost, PluginInfo, plugin_host
 from dpframe.plugin.registry import Entry, Registry
 
-__all__ = ["Entry", "PluginHost", "PluginInfo", "RegisterFactory", "RegisterMechanism", "RegisterMethod", "Registry",
-           "hookimpl", "hookspec", "plugin_host"]
+__all__ = ["Entry", "PluginHost", "PluginInfo", "RegisterFactory", "RegisterFamily", "RegisterMechanism",
+           "RegisterMethod", "Registry", "hookimpl", "hookspec", "plugin_host"]

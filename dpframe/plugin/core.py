@@ -1,4 +1,4 @@
-"""The core plugin: the built-in accountants and execution backends.
+"""The core plugin: the built-in accountants, execution backends and the ``agg`` query family.
 
 They register through the same hooks third-party plugins use; the built-in *mechanisms* live in
 ``plugins/`` and load through entry points.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dpframe.accounting import BasicAccountant, PLDAccountant, RDPAccountant, ZCDPAccountant
 from dpframe.backends.polars import PolarsBackend
-from dpframe.plugin.hookspecs import RegisterFactory, hookimpl
+from dpframe.plugin.hookspecs import RegisterFactory, RegisterFamily, hookimpl
 
 
 @hookimpl
@@ -27,3 +27,11 @@ def dpframe_backends(register: RegisterFactory) -> None:
 
     for name, factory in (("polars", PolarsBackend), ("duckdb", DuckDBBackend), ("spark", SparkBackend)):
         register(factory, name=name)
+
+
+@hookimpl
+def dpframe_query_families(register: RegisterFamily) -> None:
+    """The ``agg`` family (measures per group): the query families' road is the same for the built-ins."""
+    from dpframe.aggregate import Aggregates
+
+    register(Aggregates())

@@ -33,6 +33,12 @@ class RegisterFactory(Protocol):
     def __call__(self, factory: Callable[..., Any], /, *, name: str, replaces: str | None = None) -> None: ...
 
 
+class RegisterFamily(Protocol):
+    """``register(family, replaces=None)``: the name is ``family.name``."""
+
+    def __call__(self, family: Any, /, *, replaces: str | None = None) -> None: ...
+
+
 class RegisterMethod(Protocol):
     """``register(method, family=..., name=None, replaces=None)``: a sub-method of a query family."""
 
@@ -76,6 +82,20 @@ class DPFrameSpecs:
             @dpframe.hookimpl
             def dpframe_backends(register):
                 register(MyBackend, name="mine")
+        """
+
+    @hookspec
+    def dpframe_query_families(self, register: RegisterFamily) -> None:
+        """Register query families (:class:`dpframe.family.QueryFamily`): ``agg``, ``top_k`` ... and yours.
+
+        A family becomes a method of ``Frame`` or ``GroupBy`` (its ``attach``) and of ``frame.query(name)``.
+        A name that is a core method (``filter``, ``select`` ...) is refused; a taken name needs ``replaces=``.
+
+        Example::
+
+            @dpframe.hookimpl
+            def dpframe_query_families(register):
+                register(LinearRegression())
         """
 
     @hookspec

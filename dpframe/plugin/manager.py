@@ -20,21 +20,13 @@ from typing import Any
 import pluggy
 
 from dpframe.errors import PluginError
+from dpframe.family import RESERVED, QueryFamily
 from dpframe.mechanism import Mechanism
 from dpframe.plugin import hookspecs
 from dpframe.plugin.registry import Registry
 
 BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
 TRACE_ENV = "DPFRAME_TRACE_PLUGINS"
-
-QUERY_ENTRY_POINTS: dict[str, tuple[str, ...]] = {
-    "learning": ("Frame.interior_point", "Frame.learn_threshold", "Frame.learn_rectangle"),
-    "quantiles": ("Frame.bounds",),
-    "topk": ("GroupBy.top_k", "SQL HAVING TOP_K(...)", "dpframe_topk.MultiLabelPATE"),
-}
-"""First-party plugins that add query types rather than (only) mechanisms through hooks: the methods
-that build their queries (each raises ``PluginError`` naming the plugin when it is blocked or missing).
-``dpframe plugins`` lists them under ``provides``."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +47,7 @@ class _Registries:
     accountants: Registry[Callable[..., Any]] = field(
         default_factory=lambda: Registry("accountant", replaceable=False))
     backends: Registry[Callable[[], Any]] = field(default_factory=lambda: Registry("backend", replaceable=True))
+    families: Registry[QueryFamily] = field(default_factory=lambda: Registry("query family", replaceable=True))
     methods: dict[str, Registry[Any]] = field(default_factory=dict)
 
 
@@ -193,6 +186,18 @@ class PluginHost:
         """Every registered accountant factory, in registration order (built-ins first)."""
         return self._registries().accountants
 
+    def families(self) -> Registry[QueryFamily]:
+        """Every registered query family (built-ins first)."""
+        return self._registries().families
+
+    def family(self, name: str) -> QueryFamily:
+        """The query family registered as ``name``; a PluginError (naming blocked plugins) otherwise."""
+        families = self._registries().families
+        if name not in families and self.blocked:
+            raise PluginError(f"no query family {name!r} is installed; blocked by {BLOCK_ENV}: {sorted(self.blocked)}",
+                              argument="plugin", fix=f"remove its plugin from {BLOCK_ENV}")
+        return families.get(name)
+
     def methods(self, family: str) -> Registry[Any]:
         """The sub-methods registered for query family ``family`` (empty when none)."""
         return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
@@ -215,10 +220,9 @@ class PluginHost:
                         for e in found.mechanisms if e.plugin == name]
             provides += [f"accountant {e.name}" for e in found.accountants if e.plugin == name]
             provides += [f"backend {e.name}" for e in found.backends if e.plugin == name]
+            provides += [f"query family {e.name} ({e.item.attach})" for e in found.families if e.plugin == name]
             provides += [f"{family} method {e.name}" for family, reg in found.methods.items() for e in reg
                          if e.plugin == name]
-            if name in QUERY_ENTRY_POINTS and name in self.first_party:
-                provides.append("queries: " + ", ".join(QUERY_ENTRY_POINTS[name]))
             if not provides:
                 hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
                 provides = [f"(hooks {', '.join(hooks)}: nothing registered)" if hooks else "(no hooks)"]
@@ -247,6 +251,18 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
             registry.add(item, name=name, plugin=plugin, first_party=first_party, replaces=replaces)
         return add
 
+    def query_family(item: Any, /, *, replaces: str | None = None) -> None:
+        if not isinstance(item, QueryFamily) or item.attach not in ("frame", "group_by", "both"):
+            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a query family",
+                              argument="dpframe_query_families",
+                              fix="give it name, attach ('frame', 'group_by' or 'both'), methods, result_types and "
+                                  "build() (see dpframe.family.QueryFamily)")
+        if item.name in RESERVED:
+            raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
+                              "dpframe.Frame / GroupBy", argument="dpframe_query_families",
+                              fix="give the family another name")
+        found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
+
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:
         registry = found.methods.setdefault(family, Registry(f"{family} method", replaceable=True))
         registry.add(item, name=name if name is not None else str(getattr(item, "name", "")), plugin=plugin,
@@ -254,7 +270,8 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
 
     registrars: dict[str, Callable[..., None]] = {
         "dpframe_mechanisms": mechanism, "dpframe_accountants": factory(found.accountants),
-        "dpframe_backends": factory(found.backends), "dpframe_methods": method}
+        "dpframe_backends": factory(found.backends), "dpframe_methods": method,
+        "dpframe_query_families": query_family}
     return registrars[hook]
 
 

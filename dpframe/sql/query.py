@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe.budgets import Budget
+from dpframe.aggregate import confidence
+from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.family import FamilyPlan
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
-from dpframe.planning import PhysicalPlan, budget_of
+from dpframe.planning import budget_of
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
@@ -40,9 +42,8 @@ def unsupported(backend: Any, node: RowNode) -> str | None:
     A backend may answer itself with ``supports(node) -> str | None``; otherwise a SQL node runs only if it
     has a Polars translation (``polars_unavailable`` is None).
     """
-    check = getattr(backend, "supports", None)
-    if callable(check):
-        reason = check(node)
+    if isinstance(backend, Refuses):
+        reason = backend.supports(node)
         return None if reason is None else str(reason)
     reason = getattr(node, "polars_unavailable", None)
     return None if reason is None else str(reason)
@@ -69,7 +70,7 @@ class SQLQuery(Query):
 
     def __init__(self, session: Session, node: Aggregate, *, text: str, post: PostProcess, explain_only: bool,
                  backend: str | None, notes: list[str]) -> None:
-        super().__init__(session, node)
+        super().__init__(session, node, backend=backend)
         self.text = text
         self.post = post
         self.explain_only = explain_only
@@ -82,7 +83,7 @@ class SQLQuery(Query):
     def _refusal(self) -> str | None:
         return refusal(self._backend(), self.node)
 
-    def plan(self, budget: Budget) -> PhysicalPlan:
+    def _planned(self, budget: object) -> FamilyPlan[pl.DataFrame]:
         budget = budget_of(budget)
         if self.node.grouped and self.node.keys is None and getattr(budget, "delta", 0) == 0:
             names = list(self.node.by)
@@ -91,9 +92,9 @@ class SQLQuery(Query):
                 "which needs δ > 0", argument="budget",
                 fix="declare the keys: dp.Session(..., public_keys={'table.column': [...]}) or "
                     "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
-        return super().plan(budget)
+        return super()._planned(budget)
 
-    def explain(self, budget: Budget, format: str = "text") -> Any:
+    def explain(self, budget: object, format: str = "text") -> Any:
         out = super().explain(budget, format)
         refusal = self._refusal()
         backend = str(self._backend().name)
@@ -109,18 +110,29 @@ class SQLQuery(Query):
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
         return "\n".join(lines)
 
-    def collect(self, budget: Budget) -> pl.DataFrame:
+    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+        """Charge and run, then apply the SQL's post-processing to the released values.
+
+        ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
+        selected column that is a measure itself (not for expressions over measures).
+        """
         if self.explain_only:
             return pl.DataFrame({"explain": [self.explain(budget)]})
-        plan = self.plan(budget)
+        self._planned(budget)                       # bad budgets raise first, uncharged
+        if ci is not None:
+            confidence(ci)
         refusal = self._refusal()
         if refusal is not None:
             raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
                             fix="run it on DuckDB: sess.sql(..., backend='duckdb') or "
                                 "dp.Session(..., backend='duckdb'); nothing was charged")
-        released = self._session._execute(self, plan)
+        released = super().collect(budget, ci=ci)
         try:
-            return self.post.apply(released)
+            out = self.post.apply(released)
+            if ci is None or self.post.sql is not None:
+                return out
+            return out.with_columns([released[f"{src}_{end}"].alias(f"{name}_{end}") for name, src in self.post.columns
+                                     for end in ("ci_low", "ci_high") if f"{src}_{end}" in released.columns])
         except Exception as e:
             error = DPFrameError(f"post-processing of the released values failed ({str(e).splitlines()[0]}); the "
                                  "query was charged; the released values are in this error's .released",

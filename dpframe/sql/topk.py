@@ -37,7 +37,9 @@ import polars as pl
 
 import dpframe.measures as dpm
 from dpframe.errors import PlanError
+from dpframe.family import Releasable, Source
 from dpframe.measures import Measure
+from dpframe.plan.nodes import Node
 from dpframe.sql.aggregates import contains, is_aggregate, number
 from dpframe.sql.compile import Compiler, canonical
 from dpframe.sql.parse import Parsed, fragment
@@ -84,21 +86,21 @@ def _find(node: Any) -> dict[str, Any] | None:
 
 
 class SQLTopKQuery:
-    """A top-k query written in SQL: a :class:`dpframe_topk.TopKQuery` plus the SQL's output names.
+    """A top-k query written in SQL: the ``top_k`` query family's query plus the SQL's output names.
 
     ``cost`` and ``explain`` are the top-k query's (free); ``collect`` charges and runs it and returns
     its result with the SELECT list's column names, or its ``TopKFailed``.
     """
 
-    def __init__(self, session: Session, inner: Any, *, text: str, columns: tuple[tuple[str, str], ...],
-                 explain_only: bool, backend: str | None) -> None:
+    def __init__(self, session: Session, inner: Releasable[Any], node: Node, *, text: str,
+                 columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None) -> None:
         self._session, self.inner, self.text, self.columns = session, inner, text, columns
-        self.explain_only, self.backend_name = explain_only, backend
+        self.explain_only, self.backend_name, self._node = explain_only, backend, node
 
     def _refusal(self) -> str | None:
         from dpframe.sql.query import refusal
 
-        return refusal(self._session._catalog.backend(self.backend_name), self.inner._node)
+        return refusal(self._session._catalog.backend(self.backend_name), self._node)
 
     def cost(self, budget: object) -> Any:
         """The exact cost (the whole budget, in the session's notion). Free."""
@@ -149,8 +151,6 @@ class SQLTopKQuery:
 def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Mapping[str, Any] | None,
                 backend: str | None) -> SQLTopKQuery:
     """Lower ``SELECT keys ... GROUP BY keys HAVING TOP_K(score, k, ...)`` to the method chain's top-k query."""
-    from dpframe.frame import _plugin_module
-
     text, node = parsed.text, parsed.node
     args = [a for a in call.get("arguments", []) if not a.get("name")]
     named = {str(a["name"]).lower(): a["expression"] for a in call.get("arguments", []) if a.get("name")}
@@ -198,11 +198,13 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
         measure = dpm.count_units().alias(measure.output_name)
         if default:
             columns = tuple(("count_units", s) if s == measure.output_name else (n, s) for n, s in columns)
-    inner = _plugin_module("topk", "dpframe_topk.query").TopKQuery(
-        session, agg.input, agg.by, agg.keys, k=k, score=measure, method=options.get("method", "stable"),
-        release_scores=any(shown), k_max=options.get("k_max"), lam=options.get("lam"),
-        ptr=options.get("ptr", "gaussian"), delta_t=options.get("delta_t"), backend=backend)
-    return SQLTopKQuery(session, inner, text=text, columns=columns, explain_only=parsed.explain, backend=backend)
+    source = Source(agg.input, session.plan_context, agg.by, agg.keys, backend)
+    built = session.plugins.family("top_k").build(
+        source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
+        k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
+        delta_t=options.get("delta_t"))
+    return SQLTopKQuery(session, Releasable(session, built), agg.input, text=text, columns=columns,
+                        explain_only=parsed.explain, backend=backend)
 
 
 def _count_units(score: dict[str, Any]) -> bool:

@@ -42,6 +42,7 @@ from dpframe.testing.backends import BackendConformance
 from dpframe.testing.builtin_audits import broken_specs
 from dpframe.testing.conformance import MechanismConformance
 from dpframe.testing.expost import audit_ex_post_sampler, audit_ex_post_samples
+from dpframe.testing.families import FamilyConformance
 from dpframe.testing.harness import (
     CountingRandomSource,
     check_refused,
@@ -74,6 +75,7 @@ __all__ = [
     "AuditSpec",
     "BackendConformance",
     "CountingRandomSource",
+    "FamilyConformance",
     "MechanismConformance",
     "Neighbours",
     "Overclaiming",

@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.base import SourceAware, StatisticsRequest
 from dpframe.mechanism import SUM_LIMIT, SortedCodes, Statistic, statistic_values
 from dpframe.plan.nodes import Filter, Scan, WithColumns
 from dpframe.plugin import plugin_host
@@ -293,9 +293,8 @@ class BackendConformance:
         """A fresh backend owning ``tables`` (through ``register_source`` when it has one)."""
         backend = self.new_backend()
         for table, df in tables.items():
-            hook = getattr(backend, "register_source", None)
-            if hook is not None:
-                hook(table, df.lazy(), df)
+            if isinstance(backend, SourceAware):
+                backend.register_source(table, df.lazy(), df)
             else:
                 backend.register(table, df.lazy())
         return backend
@@ -402,11 +401,10 @@ class BackendConformance:
         path = tmp_path / "t.parquet"
         df.write_parquet(path)
         backend = self.new_backend()
-        hook = getattr(backend, "register_source", None)
-        if hook is None:
-            backend.register("t", pl.scan_parquet(path))
+        if isinstance(backend, SourceAware):
+            backend.register_source("t", pl.scan_parquet(path), path)
         else:
-            hook("t", pl.scan_parquet(path), path)
+            backend.register("t", pl.scan_parquet(path))
         stats = (Statistic("rows"), Statistic("fixed_sum", "x", F(0), F(100), F(0), 1, -8))
         unit = PrivacyUnit("u", max_rows=10_000)
         assert_same(backend.statistics(request(stats, unit, ("g",))), reference(df, stats, "u", ("g",)))

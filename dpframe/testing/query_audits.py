@@ -286,6 +286,13 @@ def _learning_specs() -> list[AuditSpec]:
         _spec("bounds (quantile plugin)", {"Frame.bounds"}, PureDP(4),
               q(lambda s: s.table("t").bounds("x", domain=(0, 3), quantiles=(0.25, 0.75))), bounds_pairs,
               samples=1_000, slow=4_000, min_power=0.05),
+        _spec("linear_regression (example plugin's query family)", {"Frame.linear_regression"}, PureDP(4),
+              query_sampler(lambda s: s.table("t").query("linear_regression", ["x"], "y",
+                                                         bounds={"x": (0, 15), "y": (0, 1)}), UNIT,
+                            features=lambda m: {"slope": m.coefficients["x"], "intercept": m.intercept,
+                                                "rows": m.rows}),
+              lt_pairs, samples=400, slow=4_000, notes="five noisy sums (ε/5 each) and a least-squares fit: a "
+              "single-output test sees a part of the claimed ε"),
     ]
 
 

@@ -218,6 +218,7 @@ def unaudited_queries(specs: Iterable[AuditSpec] | None = None,
 #: public method of ``Frame``, ``GroupBy`` and ``Session`` is a query entry point and needs a spec.
 NOT_QUERIES = frozenset({
     "Frame.filter", "Frame.with_columns", "Frame.select", "Frame.group_by", "Frame.schema", "Frame.columns",
+    "Frame.query", "GroupBy.query",
     "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
     "Session.remaining", "Session.history", "Session.close", "Session.backend_name", "Session.privacy_unit",
     "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",
@@ -234,8 +235,8 @@ def query_entry_points() -> list[str]:
 
     The public methods of :class:`~dpframe.Frame`, :class:`~dpframe.GroupBy` and
     :class:`~dpframe.Session` except :data:`NOT_QUERIES` (so a new query method fails the audit suite
-    until a spec covers it), ``GroupBy.top_k[method=...]`` for each method of the installed top-k plugin,
-    and :data:`MODULE_QUERIES`.
+    until a spec covers it), every registered query family (a plugin's too) and each of its ``methods``
+    (``GroupBy.top_k[method=...]``), and :data:`MODULE_QUERIES`.
 
     Example:
         >>> "GroupBy.top_k[method=peeling]" in query_entry_points()
@@ -243,17 +244,17 @@ def query_entry_points() -> list[str]:
 
     """
     from dpframe.frame import Frame, GroupBy
+    from dpframe.plugin import plugin_host
     from dpframe.session import Session
 
     out = [f"{cls.__name__}.{name}" for cls in (Frame, GroupBy, Session) for name in sorted(vars(cls))
            if not name.startswith("_") and f"{cls.__name__}.{name}" not in NOT_QUERIES]
-    try:
-        from dpframe_topk import METHODS
-    except ImportError:        # the plugin is not installed: its methods need no spec
-        methods: tuple[str, ...] = ()
-    else:
-        methods = tuple(METHODS)
-    out += [f"GroupBy.top_k[method={m}]" for m in methods]
+    for entry in plugin_host().families():      # every registered family, and each of its audited variants
+        owner = "GroupBy" if entry.item.attach == "group_by" else "Frame"
+        name = f"{owner}.{entry.name}"
+        if name not in out and name not in NOT_QUERIES:
+            out.append(name)
+        out += [f"{name}[method={m}]" for m in entry.item.methods]
     return out + list(MODULE_QUERIES)
 
 

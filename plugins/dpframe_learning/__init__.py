@@ -9,7 +9,7 @@ The interior-point algorithms are registered through the ``dpframe_methods`` hoo
 third-party package's would be (``docs/plugins.md``).
 """
 
-from dpframe.plugin import RegisterMethod, hookimpl
+from dpframe.plugin import RegisterFamily, RegisterMethod, hookimpl
 from dpframe_learning.interior_point import (
     ALGORITHMS,
     BUILTIN,
@@ -22,6 +22,7 @@ from dpframe_learning.interior_point import (
     algorithms,
 )
 from dpframe_learning.queries import (
+    FAMILIES,
     InteriorPoint,
     InteriorPointQuery,
     NoAnswer,
@@ -35,6 +36,13 @@ __all__ = [
     "ALGORITHMS", "BinarySearch", "Exponential", "InteriorPoint", "InteriorPointAlgorithm", "InteriorPointQuery",
     "NoAnswer", "Rectangle", "RectangleQuery", "Stability", "Threshold", "ThresholdQuery", "TreeLog", "algorithms",
 ]
+
+
+@hookimpl
+def dpframe_query_families(register: RegisterFamily) -> None:
+    """The learning query families: interior_point, learn_threshold, learn_rectangle."""
+    for family in FAMILIES:
+        register(family)
 
 
 @hookimpl

@@ -1,8 +1,9 @@
 """The learning queries behind ``Frame.interior_point``, ``Frame.learn_threshold`` and ``Frame.learn_rectangle``.
 
-Each is lazy: construction validates columns, types and bounds (free); ``explain(budget)`` and
-``cost(budget)`` plan from public information only (free); ``collect(budget)`` reserves the exact cost in
-the session's ledger, reads the private rows once, and returns a result or :class:`NoAnswer`.
+Three query families (``dpframe.family``), registered through ``dpframe_query_families``: construction
+validates columns, types and bounds (free); ``explain(budget)`` and ``cost(budget)`` plan from public
+information only (free); the core's ``collect(budget)`` reserves the exact cost, hands the plan's ``run``
+the private reader once, and returns a result or :class:`NoAnswer`.
 
 **Row counts are private**, so every query spends a tenth of its ε on a noisy row count (discrete
 Laplace, sensitivity ``max_rows``) and answers only when that count clears the rows the algorithm needs
@@ -29,7 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,7 @@ from dpframe import accounting as acc
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.domains import OrderedDomain
 from dpframe.errors import BudgetError, DPFrameError, PlanError, SchemaError
+from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.mechanism import Statistic
 from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.noise.exponential import epsilon_from_rho
@@ -56,8 +58,7 @@ from dpframe_learning.learners import Direction, choose_direction, learn_rectang
 from dpframe_learning.slicing import SlicePlan, sequential_cost, slice_plan
 
 if TYPE_CHECKING:
-    from dpframe.frame import Frame
-    from dpframe.session import Session
+    from dpframe.release import PrivateReader
 
 GATE_SHARE = Fraction(1, 10)
 """The noisy row count's share of a query's budget (of ε, or of ρ under zCDP)."""
@@ -304,12 +305,12 @@ class _Plan:
 
 
 class LearningQuery(Generic[R]):
-    """Shared explain/cost/collect for learning queries (subclasses plan and run)."""
+    """Shared planning for learning queries (subclasses plan and run); the core explains, costs and collects."""
 
-    def __init__(self, frame: Frame) -> None:
-        self._session: Session = frame._session
-        self._node: Node = frame._node
-        self._rows = self._session.privacy_unit.max_rows
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._node: Node = source.node
+        self._rows = source.unit.max_rows
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -317,94 +318,66 @@ class LearningQuery(Generic[R]):
     def _plan(self, allowance: Allowance) -> _Plan:
         raise NotImplementedError
 
-    def _run(self, params: dict[str, Any]) -> R | NoAnswer:
+    def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> R | NoAnswer:
         raise NotImplementedError
 
-    def plan(self, budget: Budget) -> LearningPlan:
+    def plan(self, budget: object) -> FamilyPlan[R | NoAnswer]:
         """Plan under ``budget`` (free; raises a dpframe error, uncharged, if it cannot run).
 
         The session is charged from the parts' privacy curves where every part declares one (RDP/PLD
         sessions: exponential mechanisms as bounded-range, noisy counts as discrete Laplace), else from
         the cost.
         """
-        p = self._plan(Allowance.of(budget))
-        charged = self._session.accountant.charge_plan(p.cost, p.curves)
-        return LearningPlan(budget, p.cost, charged, p.mechanisms, p.details, p.guarantee, p.params)
+        allowance = Allowance.of(budget)
+        assert isinstance(budget, PureDP | ApproxDP | ZCDP)
+        b: Budget = budget
+        p = self._plan(allowance)
+        charged = self._source.context.accountant.charge_plan(p.cost, p.curves)
+        detail = LearningPlan(b, p.cost, charged, p.mechanisms, p.details, p.guarantee, p.params)
+        steps = (*(n.describe() for n in self._node.lineage()), f"ContributionBound: {self._source.unit.describe()}",
+                 self.describe())
+        lines = (f"mechanisms: {p.mechanisms}", *(f"  {d}" for d in p.details), f"guarantee: {p.guarantee}",
+                 "no answer: returns dp NoAnswer (cost charged) when the noisy row count is below the requirement")
+        explain = Explain("dpframe learning query", steps, lines,
+                          data={"mechanisms": p.mechanisms, "details": p.details, "guarantee": p.guarantee})
+        params = p.params
+        return FamilyPlan(b, p.cost, charged, p.mechanisms, explain,
+                          lambda reader, rng: self._run(params, reader, rng), detail=detail)
 
-    def cost(self, budget: Budget) -> Budget:
-        """The exact cost in the session's notion. Free."""
-        return self.plan(budget).session_cost
-
-    def explain(self, budget: Budget, format: str = "text") -> Any:
-        """The plan, the methods' row requirements, the gate, the guarantee and the cost. Free."""
-        if format not in ("text", "json"):
-            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
-        p = self.plan(budget)
-        sess = self._session
-        after = sess.accountant.compose([sess._release.spent(), p.session_cost])
-        steps = [n.describe() for n in self._node.lineage()] + [f"ContributionBound: {sess.privacy_unit.describe()}",
-                                                                 self.describe()]
-        data = {"private": sess.rng.private, "steps": steps, "mechanisms": p.mechanisms, "details": p.details,
-                "guarantee": p.guarantee,
-                "budget": {"requested": describe(p.budget), "cost": describe(p.cost),
-                           "charged": sess.accountant.describe_charge(p.session_cost),
-                           "fits": sess.accountant.fits(after),
-                           "remaining_after": describe(sess.accountant.remaining(after))}}
-        if format == "json":
-            return data
-        lines = ["dpframe learning query" + ("" if data["private"] else "   [seeded random source: NOT PRIVATE]")]
-        lines += [f"  {i}. {s}" for i, s in enumerate(steps, 1)]
-        lines += [f"mechanisms: {p.mechanisms}"] + [f"  {d}" for d in p.details]
-        lines += [f"guarantee: {p.guarantee}",
-                  "no answer: returns dp NoAnswer (cost charged) when the noisy row count is below the requirement"]
-        b = data["budget"]
-        assert isinstance(b, dict)
-        lines.append(f"budget: requested {b['requested']}; cost {b['cost']}; charged {b['charged']}; "
-                     f"{'fits' if b['fits'] else 'DOES NOT FIT'}; remaining after {b['remaining_after']}")
-        return "\n".join(lines)
-
-    def collect(self, budget: Budget) -> R | NoAnswer:
-        """Reserve the cost, run once on the private rows, release the result (or :class:`NoAnswer`)."""
-        p = self.plan(budget)
-        return self._session._release.release(p.session_cost, self.describe(), p.mechanisms,
-                                              lambda reader: self._run(p.params))
-
-    def _groups(self, node: Node, columns: list[str]) -> pl.DataFrame:
+    @staticmethod
+    def _groups(reader: PrivateReader, node: Node, columns: list[str]) -> pl.DataFrame:
         """Distinct value combinations of ``columns`` with their row counts, after contribution bounding.
 
         Private: only inside :meth:`_run`. Rows with a null or NaN in any of ``columns`` are dropped.
         """
-        stats = self._session._release.reader().statistics(node, (Statistic("rows"),), by=tuple(columns))
+        stats = reader.statistics(node, (Statistic("rows"),), by=tuple(columns))
         schema = stats.schema
         keep = [pl.col(c).is_not_null() & (~pl.col(c).is_nan() if schema[c].is_float() else pl.lit(True))
                 for c in columns]
         return stats.filter(pl.all_horizontal(keep)) if keep else stats
 
-    def __repr__(self) -> str:
-        return f"<dp.{type(self).__name__} {self.describe()}>"
 
-
-def _column(frame: Frame, column: object, argument: str) -> str:
-    if not isinstance(column, str) or column not in frame.schema:
-        raise SchemaError(f"unknown column {column!r}", argument=argument, fix=f"use one of {frame.columns}")
-    if column == frame._session.privacy_unit.column:
+def _column(source: Source, column: object, argument: str) -> str:
+    if not isinstance(column, str) or column not in source.schema:
+        raise SchemaError(f"unknown column {column!r}", argument=argument, fix=f"use one of {list(source.schema)}")
+    if column == source.unit.column:
         raise SchemaError(f"{column!r} is the privacy-unit column", argument=argument,
                           fix="learn from another column")
     return column
 
 
-def _label(frame: Frame, label: object) -> str:
-    name = _column(frame, label, "label")
-    dtype = frame.schema[name]
+def _label(source: Source, label: object) -> str:
+    name = _column(source, label, "label")
+    dtype = source.schema[name]
     if not (dtype == pl.Boolean or dtype.is_integer()):
         raise SchemaError(f"label column {name!r} has type {dtype}; it must be bool or an integer 0/1 column",
                           argument="label", fix=f"derive one, e.g. .with_columns(y=(pl.col({name!r}) == ...))")
     return name
 
 
-def _binary(frame: Frame, label: str) -> Node:
+def _binary(source: Source, label: str) -> Node:
     """Keep rows whose label is 0/1 (or false/true); other labels and nulls are dropped (row-level)."""
-    return Filter.of(frame._node, pl.col(label).cast(pl.Int64, strict=False).is_in([0, 1]))
+    return Filter.of(source.node, pl.col(label).cast(pl.Int64, strict=False).is_in([0, 1]))
 
 
 def _method(method: object, known: Mapping[str, InteriorPointAlgorithm]) -> str:
@@ -489,12 +462,12 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
     nearest min(col) and max(col); on a constant column whose value is a grid point it is that value.
     """
 
-    def __init__(self, frame: Frame, column: str, *, bounds: object, method: str = "auto", beta: float = 1e-6,
+    def __init__(self, source: Source, column: str, *, bounds: object, method: str = "auto", beta: float = 1e-6,
                  resolution: float | None = None) -> None:
-        super().__init__(frame)
-        self.column = _column(frame, column, "column")
-        self.domain = OrderedDomain.of(self.column, frame.schema[self.column], bounds, resolution, rounding="nearest")
-        self._algorithms = algorithms(frame._session.plugins)
+        super().__init__(source)
+        self.column = _column(source, column, "column")
+        self.domain = OrderedDomain.of(self.column, source.schema[self.column], bounds, resolution, rounding="nearest")
+        self._algorithms = algorithms(source.context.plugins)
         self.method = _method(method, self._algorithms)
         self.beta = check_beta(beta)
 
@@ -530,9 +503,8 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
         mechanisms = f"noisy count + {chosen}" + (" (experimental)" if reqs[chosen].experimental else "")
         return _Plan(allowance.cost(used_delta), mechanisms, details, guarantee, params, curves)
 
-    def _run(self, params: dict[str, Any]) -> InteriorPoint | NoAnswer:
-        rng = self._session.rng
-        groups = self._groups(self._node, [self.column])
+    def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> InteriorPoint | NoAnswer:
+        groups = self._groups(reader, self._node, [self.column])
         codes = np.sort(np.repeat(self.domain.encode(groups[self.column]), groups["__rows"].to_numpy()))
         gate: Gate = params["gate"]
         if not gate.passes(int(codes.size), rng):
@@ -589,14 +561,14 @@ class ThresholdQuery(LearningQuery[Threshold]):
     basic composition (zCDP: shares of ρ, each exponential mechanism as bounded range).
     """
 
-    def __init__(self, frame: Frame, feature: str, *, label: str, bounds: object, positive: str = "auto",
+    def __init__(self, source: Source, feature: str, *, label: str, bounds: object, positive: str = "auto",
                  beta: float = 1e-6, xi: float = 0.05, resolution: float | None = None) -> None:
-        super().__init__(frame)
-        self.feature = _column(frame, feature, "feature")
-        self.label = _label(frame, label)
+        super().__init__(source)
+        self.feature = _column(source, feature, "feature")
+        self.label = _label(source, label)
         if self.label == self.feature:
             raise SchemaError("the label cannot be the feature", argument="label", fix="pass another column")
-        self.domain = OrderedDomain.of(self.feature, frame.schema[self.feature], bounds, resolution)
+        self.domain = OrderedDomain.of(self.feature, source.schema[self.feature], bounds, resolution)
         if positive not in ("auto", "below", "above"):
             raise PlanError(f"unknown direction {positive!r}", argument="positive",
                             fix="use 'below' (label 1 ⇔ x < t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
@@ -605,7 +577,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
         if isinstance(xi, bool) or not isinstance(xi, int | float) or not 0 < xi < 1:
             raise DPFrameError(f"xi must be in (0, 1), got {xi!r}", argument="xi", fix="pass e.g. xi=0.05")
         self.xi = float(xi)
-        self._input = _binary(frame, self.label)
+        self._input = _binary(source, self.label)
 
     def describe(self) -> str:
         return (f"learn_threshold({self.feature}, label={self.label}, positive={self.positive!r}, "
@@ -640,9 +612,8 @@ class ThresholdQuery(LearningQuery[Threshold]):
         return _Plan(allowance.cost(), "noisy count + threshold via exponential interior point", details,
                      guarantee, params, curves)
 
-    def _run(self, params: dict[str, Any]) -> Threshold | NoAnswer:
-        rng = self._session.rng
-        groups = self._groups(self._input, [self.feature, self.label])
+    def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> Threshold | NoAnswer:
+        groups = self._groups(reader, self._input, [self.feature, self.label])
         counts = groups["__rows"].to_numpy()
         x = np.repeat(self.domain.encode(groups[self.feature]), counts)
         y = np.repeat(groups[self.label].cast(pl.Int8).to_numpy(), counts)
@@ -675,25 +646,25 @@ class RectangleQuery(LearningQuery[Rectangle]):
     exponential mechanisms share 9/10 of ρ as bounded-range mechanisms (2d·ε₀²/8).
     """
 
-    def __init__(self, frame: Frame, features: Sequence[str], *, label: str, bounds: Mapping[str, object],
+    def __init__(self, source: Source, features: Sequence[str], *, label: str, bounds: Mapping[str, object],
                  beta: float = 1e-6, resolution: Mapping[str, float] | None = None) -> None:
-        super().__init__(frame)
+        super().__init__(source)
         if isinstance(features, str) or not isinstance(features, Sequence) or not features:
             raise SchemaError(f"expected a list of feature columns, got {features!r}", argument="features",
                               fix="pass e.g. ['x1', 'x2']")
-        self.features = [_column(frame, f, "features") for f in features]
+        self.features = [_column(source, f, "features") for f in features]
         if len(set(self.features)) != len(self.features):
             raise SchemaError(f"repeated feature in {self.features}", argument="features", fix="name each once")
-        self.label = _label(frame, label)
+        self.label = _label(source, label)
         if self.label in self.features:
             raise SchemaError("the label cannot be a feature", argument="label", fix="pass another column")
         if not isinstance(bounds, Mapping) or sorted(bounds) != sorted(self.features):
             raise SchemaError(f"bounds must map every feature to (lower, upper); got {bounds!r}",
                               argument="bounds", fix="pass bounds={'x1': (0, 99), 'x2': (0, 99)}")
         res = dict(resolution or {})
-        self.domains = [OrderedDomain.of(f, frame.schema[f], bounds[f], res.get(f)) for f in self.features]
+        self.domains = [OrderedDomain.of(f, source.schema[f], bounds[f], res.get(f)) for f in self.features]
         self.beta = check_beta(beta)
-        self._input = Filter.of(frame._node, pl.col(self.label).cast(pl.Int64, strict=False) == 1)
+        self._input = Filter.of(source.node, pl.col(self.label).cast(pl.Int64, strict=False) == 1)
 
     def describe(self) -> str:
         return (f"learn_rectangle({self.features}, label={self.label}, β={self.beta:g}) over "
@@ -738,9 +709,8 @@ class RectangleQuery(LearningQuery[Rectangle]):
             else None
         return _Plan(cost, f"noisy count + rectangle ({plan.method} accounting)", details, guarantee, params, curves)
 
-    def _run(self, params: dict[str, Any]) -> Rectangle | NoAnswer:
-        rng = self._session.rng
-        groups = self._groups(self._input, self.features)
+    def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> Rectangle | NoAnswer:
+        groups = self._groups(reader, self._input, self.features)
         counts = groups["__rows"].to_numpy()
         points = np.column_stack([np.repeat(dom.encode(groups[dom.column]), counts) for dom in self.domains]) \
             if groups.height else np.zeros((0, len(self.domains)), dtype=np.int64)
@@ -755,3 +725,23 @@ class RectangleQuery(LearningQuery[Rectangle]):
         return Rectangle({dom.column: (dom.edge(a), dom.edge(b + 1)) for dom, (a, b) in pairs}, empty,
                          {dom.column: dom.bounds for dom in self.domains},
                          tuple((dom, a, b) for dom, (a, b) in pairs))
+
+
+@dataclass(frozen=True)
+class LearningFamily:
+    """One learning query family: ``frame.<name>(...)`` builds ``query(source, ...)``."""
+
+    name: str
+    query: type[LearningQuery[Any]]
+    attach: Literal["frame", "group_by", "both"] = "frame"
+    methods: tuple[str, ...] = ()
+    result_types: Mapping[str, type] = field(default_factory=lambda: {"NoAnswer": NoAnswer})
+
+    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> LearningQuery[Any]:
+        """Validate the arguments (free) and build the query."""
+        return self.query(source, *args, **kwargs)
+
+
+FAMILIES = (LearningFamily("interior_point", InteriorPointQuery), LearningFamily("learn_threshold", ThresholdQuery),
+            LearningFamily("learn_rectangle", RectangleQuery))
+"""The learning plugin's query families (registered through ``dpframe_query_families``)."""

@@ -5,7 +5,8 @@
 * :mod:`dpframe_quantiles.bounds`: the DP bounds helper behind ``Frame.bounds``.
 """
 
-from dpframe.plugin import RegisterMechanism, hookimpl
+from dpframe.plugin import RegisterFamily, RegisterMechanism, hookimpl
+from dpframe_quantiles.bounds import Bounds
 from dpframe_quantiles.mechanism import QuantileMechanism
 
 __all__ = ["QuantileMechanism"]
@@ -15,3 +16,9 @@ __all__ = ["QuantileMechanism"]
 def dpframe_mechanisms(register: RegisterMechanism) -> None:
     """The quantile mechanism."""
     register(QuantileMechanism())
+
+
+@hookimpl
+def dpframe_query_families(register: RegisterFamily) -> None:
+    """The ``bounds`` query family."""
+    register(Bounds())

@@ -24,19 +24,19 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import polars as pl
 
-from dpframe.budgets import Budget
+from dpframe.aggregate import Aggregates
 from dpframe.domains import MAX_SIZE, OrderedDomain, domain_kind
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
+from dpframe.family import FamilyPlan, Source
 from dpframe.measures import quantile, quantile_fractions
-
-if TYPE_CHECKING:
-    from dpframe.frame import Frame
 
 DATE_RANGE = (dt.date(1900, 1, 1), dt.date(2100, 12, 31))
 
@@ -59,38 +59,52 @@ def default_domain(column: str, dtype: pl.DataType) -> tuple[tuple[Any, Any], An
 
 
 class BoundsQuery:
-    """A lazy private bounds estimate: ``explain``/``cost`` are free, ``collect`` charges and returns (low, high)."""
+    """A private bounds estimate: one ``agg`` quantile query whose released pair becomes (low, high)."""
 
-    def __init__(self, frame: Frame, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
+    def __init__(self, source: Source, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
                  resolution: Any = None) -> None:
-        if not isinstance(column, str) or column not in frame.schema:
-            raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {frame.columns}")
+        if not isinstance(column, str) or column not in source.schema:
+            raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
         qs = quantile_fractions(quantiles, argument="quantiles")
         if len(qs) != 2:
             raise DPFrameError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
                                fix="pass e.g. quantiles=(0.01, 0.99)")
         if domain is None:
-            domain, default_resolution = default_domain(column, frame.schema[column])
+            domain, default_resolution = default_domain(column, source.schema[column])
             resolution = default_resolution if resolution is None else resolution
-        self.domain = OrderedDomain.of(column, frame.schema[column], domain, resolution, rounding="nearest")  # free
-        self._query = frame.agg(quantile(column, [float(q) for q in qs], bounds=domain, resolution=resolution)
-                                .alias(f"{column}_bounds"))
+        self.domain = OrderedDomain.of(column, source.schema[column], domain, resolution, rounding="nearest")  # free
+        self._query = Aggregates().build(source, quantile(column, [float(q) for q in qs], bounds=domain,
+                                                          resolution=resolution).alias(f"{column}_bounds"))
         self.column = column
 
-    def cost(self, budget: Budget) -> Budget:
-        """The exact cost ``collect(budget)`` would charge. Free."""
-        return self._query.cost(budget)
+    @property
+    def backend(self) -> str | None:
+        """The backend this query runs on (None: the session's)."""
+        return self._query.backend
 
-    def explain(self, budget: Budget, format: str = "text") -> Any:
-        """The plan: domain, mechanism, cost and the rank error of both bounds. Free."""
-        return self._query.explain(budget, format)
+    def plan(self, budget: object) -> FamilyPlan[tuple[Any, Any]]:
+        """The quantile query's plan; its run returns (low, high): ints for integer columns. Free."""
+        inner = self._query.plan(budget)
+        column, kind = self.column, self.domain.kind
 
-    def collect(self, budget: Budget) -> tuple[Any, Any]:
-        """Charge ``budget`` and release (low, high): ints for integer columns, dates for date columns."""
-        low, high = self._query.collect(budget)[f"{self.column}_bounds"][0]
-        if self.domain.kind == "int":
-            return int(low), int(high)
-        return low, high
+        def run(reader: Any, rng: Any) -> tuple[Any, Any]:
+            low, high = inner.run(reader, rng)[f"{column}_bounds"][0]
+            return (int(low), int(high)) if kind == "int" else (low, high)
+        return dataclasses.replace(inner, run=run, settle=None)
 
-    def __repr__(self) -> str:
-        return f"<dp.BoundsQuery {self.column} on {self.domain.describe()}>"
+    def describe(self) -> str:
+        """One line for the history."""
+        return f"bounds({self.column}) on {self.domain.describe()} | {self._query.describe()}"
+
+
+class Bounds:
+    """The ``bounds`` query family: ``frame.bounds(column, ...)``."""
+
+    name = "bounds"
+    attach: Literal["frame", "group_by", "both"] = "frame"
+    methods: tuple[str, ...] = ()
+    result_types: Mapping[str, type] = {}
+
+    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> BoundsQuery:
+        """Validate the arguments (free) and build the query."""
+        return BoundsQuery(source, *args, **kwargs)

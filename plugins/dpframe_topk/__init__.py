@@ -1,16 +1,24 @@
 """dpframe's private top-k selection (a first-party plugin package).
 
 ``frame.group_by(key).top_k(k=10 | None, score=dp.count_units(), method="stable")`` builds a
-:class:`~dpframe_topk.query.TopKQuery`. Methods: ``stable`` (StableTopK, Zhu & Wang: adaptive k and
-fixed k, Gaussian or Laplace PTR), ``gumbel`` (one-shot Gumbel / EM-CDP), ``peeling`` (peeling EM under
-standard composition), ``limited_domain`` (Durfee & Rogers), ``tct`` (one-shot top-k in the target-charging
-technique). :mod:`dpframe_topk.pate` aggregates multi-label PATE votes with StableTopK. A query that cannot
+:class:`~dpframe_topk.query.TopKQuery` through the ``top_k`` query family this package registers.
+Methods: ``stable`` (StableTopK, Zhu & Wang: adaptive k and fixed k, Gaussian or Laplace PTR),
+``gumbel`` (one-shot Gumbel / EM-CDP), ``peeling`` (peeling EM under standard composition),
+``limited_domain`` (Durfee & Rogers), ``tct`` (one-shot top-k in the target-charging technique).
+:mod:`dpframe_topk.pate` aggregates multi-label PATE votes with StableTopK. A query that cannot
 release its set returns :class:`TopKFailed`; a fixed-k query that releases fewer than k keys returns
 :class:`TopKPartial` (a falsy subclass carrying the keys). See ``docs/topk.md``.
 """
 
+from dpframe.plugin import RegisterFamily, hookimpl
 from dpframe_topk.pate import MultiLabelPATE
-from dpframe_topk.query import METHODS, TopKQuery
+from dpframe_topk.query import METHODS, TopK, TopKQuery
 from dpframe_topk.results import TopKFailed, TopKPartial
 
-__all__ = ["METHODS", "MultiLabelPATE", "TopKFailed", "TopKPartial", "TopKQuery"]
+__all__ = ["METHODS", "MultiLabelPATE", "TopK", "TopKFailed", "TopKPartial", "TopKQuery", "dpframe_query_families"]
+
+
+@hookimpl
+def dpframe_query_families(register: RegisterFamily) -> None:
+    """The ``top_k`` query family (its methods: ``METHODS``)."""
+    register(TopK())

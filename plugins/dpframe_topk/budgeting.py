@@ -48,7 +48,7 @@ from dpframe.planning import budget_of as check_budget
 from dpframe_topk import calibrate as cal
 
 if TYPE_CHECKING:
-    from dpframe.session import Session
+    from dpframe.accounting.accountants import Accountant
 
 SCORE_SHARE = Fraction(1, 4)    # of the first budget coordinate, when release_scores=True
 #: Curves beyond this many identical steps are declared as one zCDP curve (k·ρ_step) to keep charging fast.
@@ -143,10 +143,10 @@ def stable_curves(st: cal.StablePlan) -> list[PrivacyCurve]:
     return [em, curves.approx(up(st.g / st.ptr_scale), up(st.delta_t))]
 
 
-def query_budget(session: Session, budget: object) -> tuple[Budget, bool]:
+def query_budget(accountant: Accountant, budget: object) -> tuple[Budget, bool]:
     """(the budget to calibrate in, whether the session charges curves) — raises for unsound conversions."""
     given = check_budget(budget)
-    charged = session.accountant.charge(given)
+    charged = accountant.charge(given)
     if isinstance(charged, PureDP | ApproxDP | ZCDP):
         return charged, False
     return given, True

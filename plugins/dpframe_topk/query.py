@@ -23,9 +23,10 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -33,7 +34,8 @@ import polars as pl
 from dpframe.accounting import curves
 from dpframe.budgets import ZCDP, describe, make
 from dpframe.errors import BoundsError, BudgetError, PlanError
-from dpframe.measures import Measure
+from dpframe.family import Explain, FamilyPlan, Source
+from dpframe.measures import Measure, count_units
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.noise import Noise
 from dpframe_topk import calibrate as cal
@@ -53,9 +55,9 @@ from dpframe_topk.budgeting import (
 from dpframe_topk.results import TopKFailed, TopKPartial
 
 if TYPE_CHECKING:
-    from dpframe.plan.nodes import Node
+    from dpframe.noise import RandomSource
+    from dpframe.privacy_unit import PrivacyUnit
     from dpframe.release import PrivateReader
-    from dpframe.session import Session
 
 METHODS = ("stable", "gumbel", "peeling", "limited_domain", "tct")
 K_LIMIT = 1_000_000                    # largest k / k_max (public sizes; the selection is O(k_max))
@@ -83,7 +85,7 @@ class Score:
     bound_rows: bool = True       # the statistic needs max_rows / max_groups bounding (count_units does not)
 
 
-def score_of(measure: object, session: Session, schema: pl.Schema) -> Score:
+def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
     """Validate ``score`` and derive its statistic and sensitivities from public facts only.
 
     ``count_units`` (distinct units per key) moves every key by 0 or 1 when a unit is added or removed,
@@ -94,7 +96,6 @@ def score_of(measure: object, session: Session, schema: pl.Schema) -> Score:
     fix = "use score=dp.count_units(), dp.len(), dp.count(col) or dp.sum(col, bounds=(0, B))"
     if not isinstance(measure, Measure):
         raise PlanError(f"{measure!r} is not a dp measure", argument="score", fix=fix)
-    unit = session.privacy_unit
     rows = Fraction(1 if unit.is_row else unit.max_rows)
     if measure.column is not None and measure.column not in schema:
         raise PlanError(f"unknown column {measure.column!r}", argument="score", fix=f"use one of {schema.names()}")
@@ -130,12 +131,12 @@ class Selection(NamedTuple):
 class TopKQuery:
     """A private top-k selection over the keys of a group-by (see :meth:`dpframe.GroupBy.top_k`)."""
 
-    def __init__(self, session: Session, node: Node, by: tuple[str, ...], keys: pl.DataFrame | None, *,
-                 k: int | None, score: Measure, method: str, release_scores: bool, k_max: int | None,
-                 lam: float | Fraction | None, ptr: str, delta_t: float | Fraction | None,
-                 backend: str | None = None) -> None:
-        self._session, self._node, self._by, self._keys = session, node, by, keys
-        self._backend = backend     # a backend name other than the session's (sess.sql(..., backend=))
+    def __init__(self, source: Source, *, k: int | None = 10, score: Measure | None = None, method: str = "stable",
+                 release_scores: bool = False, k_max: int | None = None, lam: float | Fraction | None = None,
+                 ptr: str = "gaussian", delta_t: float | Fraction | None = None) -> None:
+        self._source, self._node, self._by, self._keys = source, source.node, source.by, source.keys
+        self._context = source.context
+        score = count_units() if score is None else score
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= K_LIMIT):
             raise PlanError(f"must be a whole number ≥ 1 (at most {K_LIMIT:,}) or None, got {_short(k)}", argument="k",
                             fix="pass k=10, or k=None to choose k from the data")
@@ -149,11 +150,11 @@ class TopKQuery:
         if k is None and method != "stable":
             raise PlanError(f"method {method!r} needs a fixed k", argument="k",
                             fix="pass k=..., or use method='stable' for a data-chosen k")
-        self.score = score_of(score, session, node.schema)
-        m = None if keys is None else keys.height
+        self.score = score_of(score, source.unit, source.schema)
+        m = None if self._keys is None else self._keys.height
         if k is not None and m is not None and k > m:
             raise PlanError(f"k={k} is larger than the {m} public keys", argument="k", fix=f"pass k ≤ {m}")
-        if method in ("gumbel", "peeling", "tct") and keys is None:
+        if method in ("gumbel", "peeling", "tct") and self._keys is None:
             raise PlanError(f"method {method!r} samples among all candidate keys, so it needs a public key "
                             "domain (keys present in the data would leak which keys exist)", argument="keys",
                             fix="pass group_by(..., keys=[...]), or use method='stable' or 'limited_domain'")
@@ -174,9 +175,24 @@ class TopKQuery:
 
     # -- planning (free) ------------------------------------------------------------------------
 
-    def plan(self, budget: object) -> TopKPlan:
+    @property
+    def backend(self) -> str | None:
+        """The backend this query runs on (None: the session's)."""
+        return self._source.backend
+
+    def plan(self, budget: object) -> FamilyPlan[pl.DataFrame | TopKFailed]:
         """Calibrate to ``budget`` (in a notion the session can charge); raises before anything is charged."""
-        b, curve_session = query_budget(self._session, budget)
+        plan = self._calibrate(budget)
+        data = self._explain_data(plan)
+        lines = (f"method: {data['method']}", f"candidates: {data['candidates']}", f"score: {data['score']}",
+                 *(f"  {line}" for line in data["mechanisms"]), f"output: {data['output']}")
+        notes = (*data["notes"], "the cost is charged in full, also when the result is failed or partial")
+        explain = Explain(f"top-k: {data['query']}", lines=lines, notes=notes, data=data)
+        return FamilyPlan(plan.budget, plan.budget, plan.charge, f"topk:{self.method}", explain,
+                          lambda reader, rng: self._run(plan, reader, rng), detail=plan)
+
+    def _calibrate(self, budget: object) -> TopKPlan:
+        b, curve_session = query_budget(self._context.accountant, budget)
         notion, first = notion_of(b), first_of(b)
         delta = getattr(b, "delta", Fraction(0))
         sel = first * (1 - SCORE_SHARE) if self.release_scores and self.method != "tct" else first
@@ -214,7 +230,7 @@ class TopKQuery:
             plan.curves.append(curves.zcdp(up(plan.score_noise_first)) if notion == "zcdp" else
                                curves.pure(up(plan.score_noise_first)))
         self._check_noise(plan)
-        plan.charge = self._session.accountant.charge_plan(b, plan.curves) if curve_session else b
+        plan.charge = self._context.accountant.charge_plan(b, plan.curves) if curve_session else b
         return plan
 
     @property
@@ -232,27 +248,6 @@ class TopKQuery:
                               fix="give the query a larger budget or a smaller k")
         if self.release_scores and plan.tct is None:
             self._score_noise(plan, self.k or self.k_max)    # raises if the noise is beyond the sampler
-
-    def cost(self, budget: object) -> Any:
-        """The exact charge (the whole budget in the session's notion, or its curves in RDP/PLD sessions). Free."""
-        return self.plan(budget).charge
-
-    def explain(self, budget: object, format: str = "text") -> Any:
-        """The method, candidates, sensitivity, noise, PTR threshold and cost, as text or a dict. Free."""
-        if format not in ("text", "json"):
-            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
-        p = self.plan(budget)
-        data = self._explain_data(p)
-        if format == "json":
-            return data
-        lines = [f"top-k: {data['query']}", f"method: {data['method']}", f"candidates: {data['candidates']}",
-                 f"score: {data['score']}", *[f"  {line}" for line in data["mechanisms"]],
-                 *[f"note: {n}" for n in data["notes"]],
-                 f"cost: {data['cost']} (charged in full, also when the result is failed or partial)",
-                 f"output: {data['output']}"]
-        if not self._session.rng.private:
-            lines.insert(0, "WARNING: seeded session — NOT PRIVATE (tests only)")
-        return "\n".join(lines)
 
     def _units(self, grid: float | int | Fraction) -> str:
         """A quantity in the statistic's grid units, shown in score units (and grid units for sums)."""
@@ -302,15 +297,15 @@ class TopKQuery:
         if self._keys is None and s.gap != s.key_sensitivity and s.measure.kind == "sum":
             notes.append("signed sum over keys from the data: a key's negative total is ranked as 0, like the "
                          "unobserved keys (max(total, 0) keeps the gap sensitivity)")
-        if not s.bound_rows and self._session.privacy_unit.column is not None:
+        if not s.bound_rows and self._source.unit.column is not None:
             notes.append("count_units: every row counts (no max_rows / max_groups bounding: one unit moves each "
                          "key's distinct-unit count by at most 1)")
-        cost = describe(p.charge) if p.charge is p.budget else self._session.accountant.describe_charge(p.charge)
+        cost = describe(p.charge) if p.charge is p.budget else self._context.accountant.describe_charge(p.charge)
         short = p.stable is not None and self.k is None or (p.patch is not None and p.patch.fill != "peel") \
             or self.method == "limited_domain"
         return {
             "query": f"group_by{list(self._by)}.top_k(k={self.k}, score={s.measure.describe()})",
-            "method": self.method, "candidates": cand, "private": self._session.rng.private,
+            "method": self.method, "candidates": cand,
             "score": f"{s.measure.describe()}: one unit moves a key's score by ≤ {float(s.key_sensitivity * s.unit):g}"
                      f", every gap by ≤ {float(g * s.unit):g}",
             "mechanisms": mech, "notes": notes, "cost": cost,
@@ -328,19 +323,8 @@ class TopKQuery:
 
     # -- running (charged) ----------------------------------------------------------------------
 
-    def collect(self, budget: object) -> pl.DataFrame | TopKFailed:
-        """Reserve the cost, run, and release the key set (sorted by key), or a typed shortfall.
-
-        Returns a ``pl.DataFrame`` with exactly k keys (fixed k) or the data-chosen k keys, else
-        :class:`TopKFailed` (nothing released) or :class:`TopKPartial` (fixed k, fewer than k released).
-        """
-        plan = self.plan(budget)
-        sess = self._session
-        return sess._release.release(plan.charge, self.describe(), f"topk:{self.method}",
-                                     lambda reader: self._run(plan, reader), backend=self._backend)
-
-    def _run(self, plan: TopKPlan, reader: PrivateReader) -> pl.DataFrame | TopKFailed:
-        sess = self._session
+    def _run(self, plan: TopKPlan, reader: PrivateReader, rng: RandomSource) -> pl.DataFrame | TopKFailed:
+        """Select on the exact per-key scores (inside the release: ``reader`` reads private rows)."""
         stats = reader.statistics(self._node, (self.score.statistic,), by=self._by, keys=self._keys,
                                   bound=self.score.bound_rows)
         scores = stats[self.score.statistic.key].to_numpy().astype(np.int64)
@@ -350,14 +334,14 @@ class TopKQuery:
             # is 1-Lipschitz and monotone), so the gap sensitivity is unchanged, and the observed keys plus
             # zero padding are then exactly the top of that clamped histogram (signed sums only; counts ≥ 0).
             scores = np.maximum(scores, 0)
-        sel = self._select(plan, scores)
+        sel = self._select(plan, scores, rng)
         if sel.chosen is None or sel.chosen.size == 0:
             return TopKFailed(sel.k, self.method, sel.reason or TopKFailed.reason)
         chosen = np.sort(sel.chosen)
         out: pl.DataFrame = stats.select(self._by)[chosen.tolist()]
         noisy = sel.noisy
         if noisy is None and self.release_scores:
-            noisy = scores[chosen] + self._score_noise(plan, int(chosen.size)).sample(int(chosen.size), sess.rng)
+            noisy = scores[chosen] + self._score_noise(plan, int(chosen.size)).sample(int(chosen.size), rng)
         elif noisy is not None:
             noisy = noisy[np.argsort(sel.chosen)]
         if noisy is not None:
@@ -367,9 +351,9 @@ class TopKQuery:
             return TopKPartial(self.k, self.method, sel.reason, keys=out)
         return out
 
-    def _select(self, plan: TopKPlan, scores: np.ndarray) -> Selection:
+    def _select(self, plan: TopKPlan, scores: np.ndarray, rng: RandomSource) -> Selection:
         """The selection on exact scores (candidate indices), per method."""
-        rng, g = self._session.rng, self.score.gap
+        g = self.score.gap
         m = scores.size
         everyone = np.arange(m, dtype=np.int64)
         if plan.tct is not None:
@@ -381,7 +365,7 @@ class TopKQuery:
             return Selection(self._k, select.peeling(scores, everyone, self._k, plan.step_epsilon / g, rng))
         if plan.method == "limited_domain":
             assert plan.step_epsilon is not None
-            got = self._ld(scores, everyone, self._k, plan.step_epsilon, plan.delta_ld)
+            got = self._ld(scores, everyone, self._k, plan.step_epsilon, plan.delta_ld, rng)
             return Selection(self._k, got, reason=f"limited domain stopped at its ⊥ item after {got.size} of "
                                                   f"{self._k} keys")
         assert plan.stable is not None
@@ -389,16 +373,18 @@ class TopKQuery:
                                             lam=self.lam if self.k is not None else Fraction(0))
         if self.k is None:
             return Selection(k_tilde, found)
-        return self._patch(plan, scores, k_tilde, found)
+        return self._patch(plan, scores, k_tilde, found, rng)
 
-    def _ld(self, scores: np.ndarray, pool: np.ndarray, steps: int, eps: Fraction, delta: Fraction) -> np.ndarray:
+    def _ld(self, scores: np.ndarray, pool: np.ndarray, steps: int, eps: Fraction, delta: Fraction,
+            rng: RandomSource) -> np.ndarray:
         k_bar = max(steps, self.k_max)
         return select.limited_domain(scores, pool, steps, k_bar, eps, self.score.gap,
-                                     math.log(k_bar) + cal.log_inv(delta), self._session.rng)
+                                     math.log(k_bar) + cal.log_inv(delta), rng)
 
-    def _patch(self, plan: TopKPlan, scores: np.ndarray, k_tilde: int, found: np.ndarray | None) -> Selection:
+    def _patch(self, plan: TopKPlan, scores: np.ndarray, k_tilde: int, found: np.ndarray | None,
+               rng: RandomSource) -> Selection:
         """Alg 3 lines 3–6: reach exactly k with the second half of the budget (public s = #steps)."""
-        k, rng, g, patch = self._k, self._session.rng, self.score.gap, plan.patch
+        k, g, patch = self._k, self.score.gap, plan.patch
         assert patch is not None
         if found is not None and k_tilde == k:
             return Selection(k, found)
@@ -418,7 +404,7 @@ class TopKQuery:
         if patch.fill == "peel":
             return Selection(k, np.concatenate([have, select.peeling(scores, outside, steps,
                                                                      patch.peel_epsilon(steps) / g, rng)]))
-        extra = self._ld(scores, outside, steps, patch.ld_epsilon(steps), patch.ld_delta)
+        extra = self._ld(scores, outside, steps, patch.ld_epsilon(steps), patch.ld_delta, rng)
         return Selection(k, np.concatenate([have, extra]),
                          reason=f"{first}, and the limited-domain patch stopped at its ⊥ item after {extra.size} "
                                 f"of the {steps} missing keys")
@@ -428,10 +414,6 @@ class TopKQuery:
         steps = " | ".join(n.describe() for n in self._node.lineage())
         return (f"{steps} | group_by{list(self._by)} | top_k(k={self.k}, score={self.score.measure.describe()}, "
                 f"method={self.method!r})")
-
-    def __repr__(self) -> str:
-        return f"<dp.TopKQuery {self.describe()}>"
-
 
 def _short(value: object) -> str:
     text = repr(value)
@@ -449,5 +431,18 @@ def _fraction(value: object, argument: str) -> Fraction:
     return out
 
 
-__all__ = ["K_LIMIT", "METHODS", "Score", "Selection", "TopKFailed", "TopKPartial", "TopKPlan", "TopKQuery",
+__all__ = ["K_LIMIT", "METHODS", "Score", "Selection", "TopK", "TopKFailed", "TopKPartial", "TopKPlan", "TopKQuery",
            "gap_sensitivity", "score_of"]
+
+
+class TopK:
+    """The ``top_k`` query family: ``frame.group_by(...).top_k(...)`` (and SQL ``HAVING TOP_K(...)``)."""
+
+    name = "top_k"
+    attach: Literal["frame", "group_by", "both"] = "group_by"
+    methods: tuple[str, ...] = METHODS
+    result_types: Mapping[str, type] = {"TopKFailed": TopKFailed, "TopKPartial": TopKPartial}
+
+    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> TopKQuery:
+        """Validate the arguments (free) and build the query."""
+        return TopKQuery(source, *args, **kwargs)

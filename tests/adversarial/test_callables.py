@@ -116,6 +116,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.release.ReleaseContext.release", "run"): READER,
     ("dpframe.release.ReleaseContext.release", "settle"): RELEASED,
     ("dpframe.release.ReleaseContext.guarded", "run"): NO_VALUES,
+    ("dpframe.family.FamilyPlan", "run"): READER,
+    ("dpframe.family.FamilyPlan", "settle"): RELEASED,
+    ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").

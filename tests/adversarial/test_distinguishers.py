@@ -262,6 +262,8 @@ CASES = [
     Case("sample(0.5).agg", _q("Frame.sample"), PURE,
          lambda s, f: f.sample(0.5).agg(dp.len(), dp.sum("x", bounds=BOUNDS))),
     Case("bounds", _q("Frame.bounds"), PURE, lambda s, f: f.bounds("x", domain=BOUNDS)),
+    Case("linear_regression (the example plugin's query family)", _q("Frame.linear_regression"), PURE,
+         lambda s, f: f.query("linear_regression", ["x"], "y", bounds={"x": BOUNDS, "y": (0, 1)})),
     Case("interior_point", _q("Frame.interior_point"), PURE,
          lambda s, f: f.interior_point("x", bounds=BOUNDS, beta=0.5)),
     Case("learn_threshold", _q("Frame.learn_threshold"), PURE,

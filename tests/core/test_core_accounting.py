@@ -166,14 +166,16 @@ def test_failure_error_does_not_carry_the_private_exception(monkeypatch) -> None
 def test_failure_of_a_mechanism_after_reservation_is_also_kept(monkeypatch) -> None:
     s = make_session(DATA, unit=dp.PrivacyUnit("u"), budget=dp.PureDP(2))
     q = s.table("t").agg(dp.len())
-    plan = q.plan(dp.PureDP(1))
+    pinned = q._planned(dp.PureDP(1))                 # collect() would plan again: pin this plan
+    monkeypatch.setattr(q, "_planned", lambda budget: pinned)
+    plan = pinned.detail
 
     def always(stats, rng):  # noqa: ANN001, ANN202
         raise ValueError("broken plugin")
 
     monkeypatch.setattr(plan.plans[0], "release", always)
     with pytest.raises(dp.PluginError):          # caught by the dry run on zero statistics: nothing charged
-        s._execute(q, plan)
+        q.collect(dp.PureDP(1))
     assert s.history().height == 0
 
     original = type(plan.plans[0]).release
@@ -185,7 +187,7 @@ def test_failure_of_a_mechanism_after_reservation_is_also_kept(monkeypatch) -> N
 
     monkeypatch.setattr(plan.plans[0], "release", on_data)
     with pytest.raises(dp.DPFrameError) as info:
-        s._execute(q, plan)
+        q.collect(dp.PureDP(1))
     assert SECRET not in str(info.value)
     assert s.spent() == dp.PureDP(1) and s.history()["status"].to_list() == ["failed"]
 

@@ -94,9 +94,9 @@ def test_multi_key_group_by_and_failed_result():
     out = sess.sql("SELECT spend, city FROM v WHERE spend = 0 GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)") \
         .collect(big)
     twin = _session(5).table("v").filter(pl.col("spend") == 0).group_by("city", "spend").top_k(k=2, score=dp.len())
-    twin._session.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)").collect(
+    twin._front.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)").collect(
         dp.ApproxDP(0.01, 1e-6))                                    # the same draws before it
-    twin._session.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
+    twin._front.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
     assert out.columns == ["spend", "city"]
     assert out.select("city", "spend").rows() == twin.collect(big).rows() == [("a", 0), ("b", 0)]
 

@@ -49,7 +49,7 @@ def _sample(q, plan, scores, n, runner=None):
     scores = np.asarray(scores, dtype=np.int64)
     draws: Counter = Counter()
     for _ in range(n):
-        sel = runner(scores) if runner else q._select(plan, scores)
+        sel = runner(scores) if runner else q.query._select(plan, scores, q._front.rng)
         draws[None if sel.chosen is None else frozenset(sel.chosen.tolist())] += 1
     return draws
 
@@ -75,7 +75,8 @@ def test_fixed_k_stable_topk_law(keys, session_budget, budget, scores, ptr):
 
 def _patch_runner(q, plan, k_tilde, found):
     def run(scores):
-        return q._patch(plan, scores, k_tilde, None if found is None else np.asarray(found, dtype=np.int64))
+        return q.query._patch(plan, scores, k_tilde, None if found is None else np.asarray(found, dtype=np.int64),
+                             q._front.rng)
     return run
 
 
@@ -119,10 +120,10 @@ def test_zcdp_patch_over_keys_from_the_data_only_drops():
     q = _query(None, dp.ZCDP(10, 0.5), 3)
     plan = q.plan(dp.ZCDP(F(1, 10), F(4, 10)))
     scores = np.array([9, 8, 6, 5], dtype=np.int64)
-    short = q._patch(plan, scores, 1, np.array([0]))
+    short = q.query._patch(plan, scores, 1, np.array([0]), q._front.rng)
     assert short.chosen.tolist() == [0] and "no patch over keys from the data" in short.reason
-    assert q._patch(plan, scores, 3, None).chosen.size == 0
-    assert q._patch(plan, scores, 4, np.array([0, 1, 2, 3])).chosen.size == 3
+    assert q.query._patch(plan, scores, 3, None, q._front.rng).chosen.size == 0
+    assert q.query._patch(plan, scores, 4, np.array([0, 1, 2, 3]), q._front.rng).chosen.size == 3
 
 
 @pytest.mark.parametrize("k", [1, 2])

@@ -38,7 +38,7 @@ def _signed_query(data: pl.DataFrame, k_max: int, seed: int = 0):
 def _exact_law(data: pl.DataFrame, k_max: int, budget) -> dict:
     """The law of Alg 2 on the *whole* domain's clamped histogram (unobserved keys 0, max(total, 0))."""
     sess, q = _signed_query(data, k_max)
-    stats = sess._release.reader().statistics(q._node, (q.score.statistic,), by=q._by)
+    stats = sess._release.reader().statistics(q.query._node, (q.score.statistic,), by=q.query._by)
     keys = stats["key"].to_list()
     scores = np.maximum(stats[q.score.statistic.key].to_numpy(), 0)
     law = oracle.alg2_law(scores, q.plan(budget).stable, k_max)
@@ -190,12 +190,12 @@ def test_count_units_counts_every_key_of_a_unit(backend):
     sess = dp.Session({"t": _visits()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ApproxDP(100, 1e-3),
                       seed=0, backend=backend)
     q = sess.table("t").group_by("place").top_k(k=3)
-    stats = sess._release.reader().statistics(q._node, (Statistic("units"),), by=q._by, bound=q.score.bound_rows)
+    stats = sess._release.reader().statistics(q.query._node, (Statistic("units"),), by=q.query._by, bound=q.score.bound_rows)
     assert dict(stats.rows()) == {"w": 300, "x": 1000, "y": 1000, "z": 1000}
     assert q.collect(dp.ApproxDP(5, 1e-6))["place"].to_list() == ["x", "y", "z"]
     assert "no max_rows" in q.explain(dp.ApproxDP(5, 1e-6))
     # len() still counts rows per unit, so it is bounded (max_rows = 1 keeps one of x, y, z per user)
-    bounded = sess._release.reader().statistics(q._node, (Statistic("rows"),), by=q._by)
+    bounded = sess._release.reader().statistics(q.query._node, (Statistic("rows"),), by=q.query._by)
     assert bounded["__rows"].sum() == 1300
 
 

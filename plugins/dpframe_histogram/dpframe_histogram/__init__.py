@@ -1,10 +1,13 @@
-"""dpframe-histogram: an example third-party dpframe plugin adding the measure kind ``"histogram"``.
+"""dpframe-histogram: an example third-party dpframe plugin.
 
+It adds the measure kind ``"histogram"`` (a mechanism, :mod:`dpframe_histogram.mechanism`) and the query
+family ``linear_regression`` (:mod:`dpframe_histogram.regression`: ``frame.linear_regression(...)``).
 Install it next to dpframe (``pip install -e plugins/dpframe_histogram`` in a source checkout); dpframe
 finds it through the ``dpframe`` entry-point group (``histogram = "dpframe_histogram"``) and calls the
-``dpframe_mechanisms`` hook below. Block it with ``DPFRAME_BLOCK_PLUGINS=histogram``.
+``dpframe_mechanisms`` and ``dpframe_query_families`` hooks below. Block it with
+``DPFRAME_BLOCK_PLUGINS=histogram``.
 
-See :mod:`dpframe_histogram.mechanism` for the privacy proof sketch.
+See :mod:`dpframe_histogram.mechanism` and :mod:`dpframe_histogram.regression` for the privacy proof sketches.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -17,11 +20,13 @@ Example:
 
 """
 
-from dpframe.plugin import RegisterMechanism, hookimpl
+from dpframe.plugin import RegisterFamily, RegisterMechanism, hookimpl
 
 from dpframe_histogram.mechanism import MAX_BINS, HistogramMechanism, HistogramPlan, bin_columns, parse_edges
+from dpframe_histogram.regression import LinearModel, LinearRegression
 
-__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "dpframe_mechanisms", "parse_edges"]
+__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "LinearModel", "LinearRegression", "bin_columns",
+           "dpframe_mechanisms", "dpframe_query_families", "parse_edges"]
 __version__ = "0.1.0"
 
 
@@ -37,3 +42,9 @@ def dpframe_mechanisms(register: RegisterMechanism) -> None:
 
     """
     register(HistogramMechanism())
+
+
+@hookimpl
+def dpframe_query_families(register: RegisterFamily) -> None:
+    """Register the query families this plugin provides: ``linear_regression``."""
+    register(LinearRegression())

@@ -1,0 +1,258 @@
+"""Query families: every way to release something takes the same road, built-ins and plugins alike.
+
+A **query family** (``agg``, ``top_k``, ``bounds``, ``interior_point``, a plugin's DP linear regression
+...) is registered through the ``dpframe_query_families`` hook and reached as a method of
+:class:`~dpframe.Frame` or :class:`~dpframe.GroupBy` (``attach``). It only *describes*:
+
+* :meth:`QueryFamily.build` validates the arguments against the public :class:`Source` (the frame's
+  plan, schema, privacy unit, group keys) and returns a :class:`FamilyQuery`;
+* :meth:`FamilyQuery.plan` turns a budget into a :class:`FamilyPlan` — the cost (data-independent,
+  computed before anything runs), the charge in the session's notion, what ``explain()`` shows, and a
+  ``run(reader, rng)`` function.
+
+The core does the rest, the same way for every family (:class:`Releasable`): ``explain`` and ``cost``
+are free; ``collect`` reserves the charge in the ledger, hands ``run`` a private reader that exists
+only inside that reservation and the session's random source, and commits. A family never charges,
+never sees the ledger and never creates randomness, like a mechanism one level down.
+
+Example (a toy family: a noisy row count; see ``docs/plugins.md`` for a complete one)::
+
+    >>> import polars as pl, dpframe as dp
+    >>> from dpframe.mechanism import Noise, Statistic
+    >>> class RowsQuery:
+    ...     def __init__(self, source):
+    ...         self.source = source
+    ...     def describe(self):
+    ...         return "rows()"
+    ...     def plan(self, budget):
+    ...         noise = Noise.calibrate(self.source.unit.max_rows, budget)
+    ...         def run(reader, rng):
+    ...             exact = int(reader.statistics(self.source.node, (Statistic("rows"),))["__rows"][0])
+    ...             return exact + int(noise.sample(1, rng)[0])
+    ...         return FamilyPlan(budget, budget, self.source.context.accountant.charge(budget), "noisy rows",
+    ...                           Explain("rows query", lines=(f"noise: {noise.describe()}",)), run)
+    >>> class Rows:
+    ...     name, attach, methods, result_types = "rows", "frame", (), {}
+    ...     def build(self, source):
+    ...         return RowsQuery(source)
+    >>> isinstance(Rows(), QueryFamily)
+    True
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+import polars as pl
+
+from dpframe.budgets import Budget, describe
+from dpframe.errors import PlanError
+from dpframe.plan.nodes import Node
+from dpframe.planning import PlanContext
+from dpframe.privacy_unit import PrivacyUnit
+
+if TYPE_CHECKING:
+    from dpframe.accounting.accountants import Accountant
+    from dpframe.noise import RandomSource
+    from dpframe.release import PrivateReader, ReleaseContext
+
+RESERVED = frozenset({"filter", "with_columns", "select", "sample", "group_by", "schema", "columns", "query",
+                      "plan", "cost", "explain", "collect", "describe"})
+"""Names no query family may take: the core methods of ``Frame``, ``GroupBy`` and queries."""
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a family may see of a frame: public facts only (no data, no ledger, no session)."""
+
+    node: Node                               # the row-level plan: Scan → Filter → WithColumns ...
+    context: PlanContext                     # privacy unit, plugins, accountant
+    by: tuple[str, ...] = ()                 # the group-by columns (a ``group_by`` family)
+    keys: pl.DataFrame | None = None         # public group keys (None: keys from the data)
+    backend: str | None = None               # another backend than the session's (``sess.sql(..., backend=)``)
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The frame's public schema."""
+        return self.node.schema
+
+    @property
+    def unit(self) -> PrivacyUnit:
+        """The session's privacy unit."""
+        return self.context.unit
+
+
+@dataclass(frozen=True)
+class Explain:
+    """What ``explain()`` shows of a plan: a title, the row-level steps, the family's own lines, notes.
+
+    ``data`` is the same content as JSON-able values (``explain(format="json")``); the core adds the
+    budget block (requested, cost, charged, spent, fits, remaining) and whether the session is private.
+    """
+
+    title: str
+    steps: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FamilyPlan(Generic[R]):
+    """A planned query: its data-independent cost and how to run it (see the module docstring).
+
+    ``run`` receives the private reader (and the session's random source): registered family code only,
+    called by the core inside the reservation. ``settle`` receives released values only; ``check``
+    receives no values. ``charge`` is what the session's ledger reserves (``cost`` in the session's
+    notion, or the plan's privacy curves in RDP/PLD sessions: ``context.accountant.charge_plan``).
+    ``settle`` (output-DP mechanisms, basic composition only) maps the released result to (its cell's
+    cost, cell name). ``check`` runs before charging (e.g. every mechanism on all-zero statistics): a
+    plugin bug fails for free. ``detail`` is the family's own plan object (``query.plan(budget)`` returns it).
+    """
+
+    budget: Budget
+    cost: Budget
+    charge: Budget
+    mechanisms: str
+    explain: Explain
+    run: Callable[[PrivateReader, RandomSource], R]
+    settle: Callable[[R], tuple[Budget, str]] | None = None
+    check: Callable[[], None] | None = None
+    detail: Any = None
+
+
+@runtime_checkable
+class FamilyQuery(Protocol[R]):
+    """A built, validated query of one family."""
+
+    def describe(self) -> str:
+        """One line for ``repr`` and the ledger's history."""
+        ...
+
+    def plan(self, budget: Any) -> FamilyPlan[R]:
+        """The plan under ``budget``, free; a DPFrameError (nothing charged) if it cannot run."""
+        ...
+
+
+@runtime_checkable
+class QueryFamily(Protocol):
+    """A kind of query, registered through ``dpframe_query_families`` (built-ins use the same hook).
+
+    ``name`` is the method name (``frame.<name>(...)`` or ``frame.group_by(...).<name>(...)`` as
+    ``attach`` says, or both); ``methods`` the variants the privacy audit must cover (``()`` if none);
+    ``result_types`` the types its results may have besides a frame (exported as ``dp.<Name>``).
+    """
+
+    name: str
+    attach: Literal["frame", "group_by", "both"]
+    methods: Sequence[str]
+    result_types: Mapping[str, type]
+
+    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> FamilyQuery[Any]:
+        """Validate the arguments (free; a DPFrameError naming the argument otherwise) and build the query."""
+        ...
+
+
+class Front(Protocol):
+    """What :class:`Releasable` needs of a session (the session is a front door; families never see it)."""
+
+    @property
+    def accountant(self) -> Accountant: ...
+
+    @property
+    def rng(self) -> RandomSource: ...
+
+    @property
+    def _release(self) -> ReleaseContext: ...
+
+
+class Releasable(Generic[R]):
+    """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once."""
+
+    def __init__(self, front: Front, query: FamilyQuery[R]) -> None:
+        self._front = front
+        self._query = query
+
+    @property
+    def query(self) -> FamilyQuery[R]:
+        """The family's built query (its validated arguments, e.g. ``top_k(...).query.k``)."""
+        return self._query
+
+    def __getattr__(self, name: str) -> Any:
+        # The family query's public attributes read through (``frame.bounds("x").domain``).
+        if name.startswith("_") or name == "query":
+            raise AttributeError(name)
+        return getattr(self._query, name)
+
+    def _planned(self, budget: object) -> FamilyPlan[R]:
+        return self._query.plan(budget)
+
+    def plan(self, budget: object) -> Any:
+        """The family's own plan for ``budget`` (mechanisms, shares, cost). Free."""
+        planned = self._planned(budget)
+        return planned.detail if planned.detail is not None else planned
+
+    def cost(self, budget: object) -> Budget:
+        """The exact charge this query would be charged, in the session's notion. Free."""
+        return self._planned(budget).charge
+
+    def explain(self, budget: object, format: str = "text") -> Any:
+        """The plan, the mechanisms, the cost and the accuracy, as text or a JSON-able dict. Free."""
+        if format not in ("text", "json"):
+            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
+        return render(self._front, self._planned(budget), format)
+
+    def collect(self, budget: object) -> R:
+        """Reserve the cost, run once on the private rows, release the result."""
+        return self._collect(self._planned(budget))
+
+    def _collect(self, plan: FamilyPlan[R]) -> R:
+        if plan.check is not None:
+            plan.check()
+        front = self._front
+        return front._release.release(plan.charge, self.describe(), plan.mechanisms,
+                                      lambda reader: plan.run(reader, front.rng), settle=plan.settle,
+                                      backend=getattr(self._query, "backend", None))
+
+    def describe(self) -> str:
+        """A compact one-line text of the query (used in the history)."""
+        return self._query.describe()
+
+    def __repr__(self) -> str:
+        return f"<dp.{type(self).__name__} {self.describe()}>"
+
+
+def render(front: Front, plan: FamilyPlan[Any], format: str) -> Any:
+    """The one ``explain()`` renderer: the family's explanation plus the budget block, as text or a dict."""
+    accountant = front.accountant
+    spent = front._release.spent()
+    after = accountant.compose([spent, plan.charge])
+    fits = accountant.fits(after)
+    budget = {"requested": describe(plan.budget), "cost": describe(plan.cost),
+              "charged": accountant.describe_charge(plan.charge), "accountant": accountant.describe(),
+              "spent": describe(accountant.report(spent)), "fits": fits,
+              "remaining_after": describe(accountant.remaining(after))}
+    e = plan.explain
+    if format == "json":
+        return {"private": front.rng.private, "steps": list(e.steps), **e.data, "notes": list(e.notes),
+                "budget": budget}
+    lines = [e.title + ("" if front.rng.private else "   [seeded random source: NOT PRIVATE]")]
+    lines += [f"  {i}. {s}" for i, s in enumerate(e.steps, 1)]
+    lines += e.lines
+    lines.append(f"budget: requested {budget['requested']}; cost {budget['cost']}; charged {budget['charged']} "
+                 f"({budget['accountant']})")
+    if fits:
+        lines.append(f"        spent so far {budget['spent']}; remaining after this query {budget['remaining_after']}")
+    else:
+        lines.append(f"        spent so far {budget['spent']}; DOES NOT FIT the remaining "
+                     f"{describe(accountant.remaining(spent))}: collect() would be refused")
+    lines += [f"note: {n}" for n in e.notes]
+    return "\n".join(lines)
+
+
+__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "Releasable", "Source", "render"]

@@ -1,0 +1,187 @@
+"""The conformance suite for query families: subclass :class:`FamilyConformance` in a pytest module.
+
+Example (a plugin's ``tests/test_regression.py``)::
+
+    import dpframe as dp
+    from dpframe.testing import FamilyConformance
+    from dpframe_histogram import LinearRegression
+
+    class TestRegression(FamilyConformance):
+        family = LinearRegression()
+        table = pl.DataFrame({"user": range(300), "x": [i % 10 for i in range(300)], "y": ...})
+        call = staticmethod(lambda frame: frame.linear_regression(["x"], "y", bounds={"x": (0, 10), "y": (0, 30)}))
+        bad_calls = [lambda frame: frame.linear_regression(["x"], "y", bounds={})]
+
+What the inherited tests check:
+
+* ``test_declares_the_family_protocol``: the object satisfies :class:`~dpframe.family.QueryFamily`, its name
+  is not a core method, and it is reachable as ``frame.<name>`` / ``frame.query(name)`` once registered;
+* ``test_cost_is_computed_before_running_and_is_data_independent``: the charge is a dp budget that fits the
+  query budget, equals ``cost()`` and ``explain(format="json")["budget"]``, and is the same on two
+  neighbouring tables (it may not depend on the data);
+* ``test_collect_charges_exactly_the_cost``: in every session kind (pure, approximate, zCDP, and the RDP and
+  PLD filters) the ledger records exactly the planned charge, once;
+* ``test_a_failure_while_running_keeps_the_charge``: a backend failure after the reservation leaves the
+  charge spent and reports only the exception's type;
+* ``test_bad_calls_charge_nothing``: each bad call raises a :class:`~dpframe.errors.DPFrameError` naming an
+  argument, and nothing is charged;
+* ``test_neighbouring_audit`` (and ``test_neighbouring_audit_large``, marked ``slow``): outputs on two
+  neighbouring tables (one privacy unit added) are audited with the Clopper–Pearson test of
+  :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result), and the
+  claim must hold at confidence 1 − 1e-6.
+
+Nothing here is private: the tables are the caller's test data and the sessions are seeded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import polars as pl
+import pytest
+
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.errors import DPFrameError
+from dpframe.family import RESERVED, QueryFamily
+from dpframe.plugin import plugin_host
+from dpframe.privacy_unit import PrivacyUnit
+from dpframe.session import Session
+from dpframe.testing.queries import query_sampler
+from dpframe.testing.registry import AuditSpec, Neighbours, run_audit
+
+#: (session total, query budget, accountant) for every session kind the charge must be right in.
+SESSIONS: tuple[tuple[Budget, Budget, str | None], ...] = (
+    (PureDP(10), PureDP(1), None), (ApproxDP(10, 1e-5), ApproxDP(1, 1e-6), None), (ZCDP(5), ZCDP(0.5), None),
+    (ApproxDP(10, 1e-5), PureDP(1), "rdp"), (ApproxDP(10, 1e-5), PureDP(1), "pld"),
+)
+
+
+def _numbers(result: Any) -> dict[str, float]:
+    """Every number in a result (a frame's cells, a dataclass's fields, nested dicts), by path."""
+    out: dict[str, float] = {}
+
+    def visit(value: Any, path: str) -> None:
+        if isinstance(value, bool):
+            out[path] = float(value)
+        elif isinstance(value, int | float):
+            out[path] = float(value)
+        elif isinstance(value, pl.DataFrame):
+            for name in value.columns:
+                for i, v in enumerate(value[name].to_list()):
+                    visit(v, f"{path}{name}[{i}]")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                visit(getattr(value, f.name), f"{path}{f.name}.")
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                visit(v, f"{path}{k}.")
+    visit(result, "")
+    return out
+
+
+class FamilyConformance:
+    """Base class of a query family's conformance tests: set :attr:`family`, :attr:`table` and :attr:`call`."""
+
+    family: ClassVar[Any] = None
+    table: ClassVar[pl.DataFrame | None] = None
+    call: ClassVar[Callable[[Any], Any] | None] = None            # frame -> the family's query
+    bad_calls: ClassVar[Sequence[Callable[[Any], Any]]] = ()
+    privacy_unit: ClassVar[PrivacyUnit] = PrivacyUnit("user", max_rows=2)
+    neighbour: ClassVar[pl.DataFrame | None] = None              # rows of the added unit (default: a copy of row 0)
+    audit_budget: ClassVar[Budget] = PureDP(1)
+    audit_samples: ClassVar[int] = 200
+    slow_audit_samples: ClassVar[int] = 4_000
+    features: ClassVar[Callable[[Any], Mapping[str, float]] | None] = None
+    sessions: ClassVar[Sequence[tuple[Budget, Budget, str | None]]] = SESSIONS
+
+    def _table(self) -> pl.DataFrame:
+        if self.family is None or self.table is None or self.call is None:
+            pytest.fail(f"{type(self).__name__}: set the class attributes family, table and call")
+        assert self.table is not None
+        return self.table
+
+    def _neighbour(self) -> pl.DataFrame:
+        table = self._table()
+        added = self.neighbour if self.neighbour is not None else table.head(1)
+        unit = self.privacy_unit.column
+        if unit is not None and self.neighbour is None:
+            added = added.with_columns(pl.lit(10**9).cast(table.schema[unit]).alias(unit))
+        return pl.concat([table, added])
+
+    def _query(self, table: pl.DataFrame, total: Budget | None = None, accountant: str | None = None,
+               seed: int = 0) -> tuple[Session, Any]:
+        sess = Session({"t": table}, privacy_unit=self.privacy_unit, budget=total or PureDP(10), accountant=accountant,
+                       seed=seed)
+        assert self.call is not None
+        return sess, type(self).call(sess.table("t"))   # type: ignore[misc]
+
+    def test_declares_the_family_protocol(self) -> None:
+        family = self.family
+        self._table()
+        assert isinstance(family, QueryFamily), "give it name, attach, methods, result_types and build()"
+        assert family.name not in RESERVED and family.attach in ("frame", "group_by", "both")
+        assert plugin_host().family(family.name) is not None, "register it through dpframe_query_families"
+
+    def test_cost_is_computed_before_running_and_is_data_independent(self) -> None:
+        for total, budget, accountant in self.sessions:
+            costs = []
+            for table in (self._table(), self._neighbour()):
+                sess, query = self._query(table, total, accountant)
+                cost = query.cost(budget)
+                assert cost == query.explain(budget, format="json")["budget"]["charged"] or \
+                    sess.accountant.describe_charge(cost) == query.explain(budget, format="json")["budget"]["charged"]
+                assert sess.history().height == 0, "cost() and explain() must charge nothing"
+                costs.append(sess.accountant.describe_charge(cost))
+            assert costs[0] == costs[1], f"the charge depends on the data: {costs}"
+
+    def test_collect_charges_exactly_the_cost(self) -> None:
+        for total, budget, accountant in self.sessions:
+            sess, query = self._query(self._table(), total, accountant)
+            cost = query.cost(budget)
+            query.collect(budget)
+            history = sess.history()
+            assert history.height == 1 and history["status"].to_list() == ["committed"]
+            assert history["cost"][0] == sess.accountant.describe_charge(cost)
+
+    def test_a_failure_while_running_keeps_the_charge(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from dpframe.release import PrivateReader
+
+        def broken(self: Any, request: Any) -> pl.DataFrame:
+            raise RuntimeError("private value 123456")
+        monkeypatch.setattr(PrivateReader, "run", broken)
+        sess, query = self._query(self._table())
+        with pytest.raises(DPFrameError, match="failed while running") as info:
+            query.collect(self.audit_budget)
+        assert "123456" not in str(info.value)
+        assert sess.history()["status"].to_list() == ["failed"]
+
+    def test_bad_calls_charge_nothing(self) -> None:
+        for bad in self.bad_calls:
+            sess = Session({"t": self._table()}, privacy_unit=self.privacy_unit, budget=PureDP(10), seed=0)
+            with pytest.raises(DPFrameError) as info:
+                bad(sess.table("t")).collect(PureDP(1))
+            assert info.value.argument, "a bad call's error must name the argument"
+            assert sess.history().height == 0
+
+    def test_neighbouring_audit(self) -> None:
+        self._audit(self.audit_samples)
+
+    @pytest.mark.slow
+    def test_neighbouring_audit_large(self) -> None:
+        self._audit(self.slow_audit_samples)
+
+    def _audit(self, samples: int) -> None:
+        call = type(self).call
+        assert call is not None
+        features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers   # type: ignore[assignment]
+        sampler = query_sampler(lambda sess: call(sess.table("t")), self.privacy_unit, features=features)
+        pair = Neighbours("+1 unit", self._table(), self._neighbour())
+        spec = AuditSpec(f"{self.family.name} (query family)", frozenset(), self.audit_budget, lambda: [pair],
+                         sampler, samples=samples)
+        failed = [r for r in run_audit(spec) if not r.passed]
+        assert not failed, failed
+
+
+__all__ = ["FamilyConformance", "SESSIONS"]
