@@ -223,9 +223,10 @@ class Session:
     def spent_report(self, delta: float | None = None) -> dict[str, float | None]:
         """ε spent so far at ``delta`` (default: the session δ, or 1e-6) by every accountant.
 
-        ``{"basic": ..., "zcdp": ..., "rdp": ..., "pld": ...}``; None where an accountant cannot compose
-        some charge (e.g. zCDP and a sampled query). Only the session's own accountant *enforces*; the
-        others compose the sequence as it happened (valid for a sequence fixed in advance) and show
+        ``{"basic": ..., "zcdp": ..., "rdp": ..., "pld": ...}`` and any accountant a plugin registers (by name;
+        one that needs a total budget is left out); None where an accountant cannot compose some charge
+        (e.g. zCDP and a sampled query). Only the session's own accountant *enforces*; the others compose
+        the sequence as it happened (valid for a sequence fixed in advance) and show
         what tighter accounting buys. See ``docs/accounting.md``.
 
         Example:
@@ -238,10 +239,12 @@ class Session:
             {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.754, 'pld': 0.75}
 
         """
+        from dpframe.accounting.accountants import registered_accountants
         from dpframe.accounting.report import spent_report
 
         total_delta = float(getattr(self.accountant.total, "delta", 0)) or 1e-6
-        return spent_report(self._release.charges(), delta if delta is not None else total_delta)
+        return spent_report(self._release.charges(), delta if delta is not None else total_delta,
+                            registered_accountants(self.plugins))
 
     def spent_as_approx(self, delta: float | None = None) -> ApproxDP:
         """Everything spent so far as an (ε, δ)-DP guarantee.

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from dpframe.accounting.accountants import Accountant
+from dpframe.accounting.rdp import RDPCharge
 from dpframe.budgets import describe, make
 from dpframe.errors import BudgetExceededError, LedgerError
 
@@ -101,8 +102,6 @@ def decode(text: str) -> Any:
     if d.get("check") != _check(d["notion"], d["values"]):
         raise ValueError(f"checksum mismatch in the stored cost {text!r}")
     if d["notion"] == "rdp":
-        from dpframe.accounting.rdp import RDPCharge
-
         return RDPCharge.from_json(d["values"][0])
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
@@ -331,7 +330,7 @@ class Ledger:
                     raise LedgerError(f"charge {charge_id} is not an open reservation", argument="charge_id",
                                       fix="settle a reservation once, before committing it")
                 reserved = decode(row[0][1])
-                if self.accountant.name != "basic":
+                if not self.accountant.additive:
                     raise LedgerError(f"ex-post settlement needs basic (additive) composition; this ledger's "
                                       f"accountant is {self.accountant.name!r}", argument="accountant",
                                       fix="use a pure/approx session with the basic accountant")

@@ -191,6 +191,10 @@ class PluginHost:
         """Registered accountant names."""
         return self._registries().accountants.names()
 
+    def accountants(self) -> Registry[Callable[..., Any]]:
+        """Every registered accountant factory, in registration order (built-ins first)."""
+        return self._registries().accountants
+
     def families(self) -> Registry[QueryFamily]:
         """Every registered query family (built-ins first)."""
         return self._registries().families
