@@ -44,8 +44,9 @@ class Session:
     """Private tables under one privacy unit and one enforced total budget.
 
     Args:
-        tables: ``{name: table}``; a table is a polars DataFrame/LazyFrame, a pyarrow Table or a path to
-            a Parquet/CSV file.
+        tables: ``{name: table}``; a table is a polars DataFrame/LazyFrame, a pyarrow Table, a pandas
+            DataFrame, any object with the Arrow stream interface (``__arrow_c_stream__``), or a path to a
+            Parquet/CSV file. In-memory tables are converted once, here.
         privacy_unit: whose privacy is protected (``dp.PrivacyUnit("user_id", max_rows=10)`` or
             ``dp.PrivacyUnit.row()``).
         budget: the total budget: ``dp.PureDP``, ``dp.ApproxDP`` or ``dp.ZCDP``.
