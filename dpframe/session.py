@@ -97,6 +97,11 @@ class Session:
         return (f"<dp.Session tables={self.tables()} {self.privacy_unit!r} budget={self.accountant.total!r} "
                 f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
 
+    def _repr_html_(self) -> str:
+        from dpframe.display import session_html
+
+        return session_html(self)
+
     # Read-only: reassigning any of these would drop contribution bounding, swap the enforcing accountant or
     # make the noise replayable (the guarantee's inputs are fixed when the session is created).
     @property
