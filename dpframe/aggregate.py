@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -116,9 +118,16 @@ class AggregateQuery:
         """The backend this query runs on (None: the session's)."""
         return self.source.backend
 
-    def plan(self, budget: object) -> FamilyPlan[pl.DataFrame]:
-        """Plan with :data:`dpframe.planning.PASSES` (free; raises, uncharged, if it cannot run)."""
+    def plan(self, budget: object, ci: float | None = None) -> FamilyPlan[pl.DataFrame]:
+        """Plan with :data:`dpframe.planning.PASSES` (free; raises, uncharged, if it cannot run).
+
+        ``ci``: also release ``<output>_ci_low`` / ``<output>_ci_high`` at that confidence for the outputs
+        whose mechanism gives intervals (post-processing of the same noisy statistics: no extra cost).
+        """
         physical = plan_query(self.source.context, self.node, budget)
+        if ci is not None:
+            physical = dataclasses.replace(physical, plans=[dataclasses.replace(p, confidence=confidence(ci))
+                                                            for p in physical.plans])
         node = self.node
         backend = self.source.backend or self.source.context.backend
         return FamilyPlan(physical.budget, physical.cost, physical.session_cost, mechanisms(physical),
@@ -149,6 +158,24 @@ class Aggregates:
         return AggregateQuery(source, node)
 
 
+def confidence(ci: object) -> float:
+    """A confidence level for ``collect(..., ci=...)``: a number strictly between 0 and 1.
+
+    Example:
+        >>> confidence(0.95)
+        0.95
+        >>> confidence(95)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, got 95...
+
+    """
+    if isinstance(ci, bool) or not isinstance(ci, int | float) or not math.isfinite(ci) or not 0 < ci < 1:
+        raise PlanError(f"must be a confidence level strictly between 0 and 1, got {ci!r}", argument="ci",
+                        fix="pass e.g. ci=0.95")
+    return float(ci)
+
+
 def _measures(measures: Sequence[Measure | Iterable[Measure]], named: dict[str, Measure]) -> list[Measure]:
     flat: list[Measure] = []
     for m in measures:
@@ -177,4 +204,4 @@ def _measures(measures: Sequence[Measure | Iterable[Measure]], named: dict[str, 
     return flat
 
 
-__all__ = ["AggregateQuery", "Aggregates", "dry_run", "mechanisms", "run_aggregate"]
+__all__ = ["AggregateQuery", "Aggregates", "confidence", "dry_run", "mechanisms", "run_aggregate"]

@@ -19,6 +19,38 @@ NULLS = ("nulls: len counts rows; count/sum/mean/var/std ignore null and NaN val
          "±inf and out-of-range values are clamped to the bounds")
 
 
+def error_sources(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan) -> list[str]:
+    """Every source of error besides the noise, from public parameters alone (free): what the ± omits.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"u": [1], "x": [1.0]})}, privacy_unit=dp.PrivacyUnit("u", max_rows=5),
+        ...                   budget=dp.PureDP(1))
+        >>> q = sess.table("t").agg(dp.sum("x", bounds=(0, 10)))
+        >>> for line in error_sources(sess.privacy_unit, q.node, q.plan(dp.PureDP(1))):
+        ...     print(line[:60])
+        error: noise — the ± above (collect(..., ci=0.95) releases i
+        error: contribution bounding — each unit keeps at most 5 row
+        error: clipping — values outside the bounds are clamped to t
+
+    """
+    lines = ["error: noise — the ± above (collect(..., ci=0.95) releases intervals for it); it is the only error "
+             "the ± and the intervals cover"]
+    if unit.column is not None:
+        groups = f" in at most {unit.groups_per_unit} groups" if node.grouped else ""
+        lines.append(f"error: contribution bounding — each unit keeps at most {unit.max_rows} rows{groups} (a "
+                     "uniformly random subset); a unit with more loses rows, so counts and sums are biased low by "
+                     "what it loses, not covered by the ±")
+    clipped = [m.describe() for p in plan.plans for m in p.measures if m.bounds is not None]
+    if clipped:
+        lines.append(f"error: clipping — values outside the bounds are clamped to them ({'; '.join(clipped)}); "
+                     "the bias this causes is not covered by the ±")
+    if plan.selection is not None:
+        lines.append("error: partition selection — groups with few privacy units are not released at all (see τ "
+                     "above); released groups' values are unbiased by it")
+    return lines
+
+
 def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, backend: str) -> Explain:
     """The explanation of ``plan`` for ``node``: steps, measures (with accuracy), noise, notes."""
     steps = [n.describe() for n in node.lineage()[:-1]]
@@ -34,7 +66,7 @@ def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, ba
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
     notes = [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes),
-             NULLS]
+             NULLS, *error_sources(unit, node, plan)]
     width = max(len(m["output"]) for m in measures)
     lines = ["measures:",
              *(f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in measures),

@@ -213,7 +213,9 @@ class Releasable(Generic[R]):
 
     def collect(self, budget: object = None) -> R:
         """Reserve the cost, run once on the private rows, release the result."""
-        plan = self._planned(needs_budget(budget, "collect"))
+        return self._collect(self._planned(needs_budget(budget, "collect")))
+
+    def _collect(self, plan: FamilyPlan[R]) -> R:
         if plan.check is not None:
             plan.check()
         front = self._front

@@ -407,5 +407,29 @@ class Query(Releasable[pl.DataFrame]):
         detail: PhysicalPlan = self._planned(needs_budget(budget, "plan")).detail
         return detail
 
+    def collect(self, budget: object = None, *, ci: float | None = None) -> pl.DataFrame:
+        """Reserve the cost, run, release the noisy result (rows sorted by key).
+
+        ``ci=0.95`` also releases ``<output>_ci_low`` and ``<output>_ci_high`` for every measure whose
+        mechanism gives intervals (the built-in counts, sums, means, variances and standard deviations): a
+        noise-only interval holding with probability ≥ ``ci`` — exact for counts and sums, conservative for
+        mean, var and std. Post-processing of the same noisy statistics: no extra budget. The intervals do
+        not cover contribution-bounding or clipping bias (``explain()`` names those).
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 100})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> out = sess.table("t").agg(dp.len()).collect(dp.PureDP(1), ci=0.9)
+            >>> out.columns, out["len_ci_low"][0] <= out["len"][0] <= out["len_ci_high"][0]
+            (['len', 'len_ci_low', 'len_ci_high'], True)
+
+        """
+        if ci is None:
+            return super().collect(budget)
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+        return self._collect(query.plan(needs_budget(budget, "collect"), ci=ci))
+
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

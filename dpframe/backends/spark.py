@@ -150,7 +150,7 @@ def _encode(frame: pl.DataFrame, sschema: Any) -> Any:
         elif dtype in widen:
             casts[name] = widen[dtype]
     table = frame.cast(casts).to_arrow() if casts else frame.to_arrow()  # type: ignore[arg-type]
-    return table.cast(to_arrow_schema(sschema, prefers_large_types=False))
+    return table.cast(to_arrow_schema(sschema, timezone="UTC", prefers_large_types=False))
 
 
 def _decode(table: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:

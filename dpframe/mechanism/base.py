@@ -204,10 +204,20 @@ class MechanismPlan:
     # The privacy curves of the noise this plan adds (``dpframe.accounting`` curves, e.g. acc.gaussian(...)):
     # RDP/PLD sessions charge them instead of ``cost`` (tighter); None: charged from ``cost``.
     privacy: tuple[Any, ...] | None = None
+    # ``collect(budget, ci=...)``: a mechanism whose plan lists ``interval_outputs()`` then also releases
+    # ``<output>_ci_low`` / ``<output>_ci_high`` (noise-only intervals; post-processing, no extra cost).
+    confidence: float | None = None
 
     def output_names(self) -> tuple[str, ...]:
-        """The columns ``release`` returns (declared ``outputs``, else one per measure)."""
-        return self.outputs or tuple(m.output_name for m in self.measures)
+        """The columns ``release`` returns (declared ``outputs``, else one per measure; then the intervals)."""
+        names = self.outputs or tuple(m.output_name for m in self.measures)
+        if self.confidence is None:
+            return names
+        return names + tuple(f"{n}_{end}" for n in self.interval_outputs() for end in ("ci_low", "ci_high"))
+
+    def interval_outputs(self) -> tuple[str, ...]:
+        """The outputs this plan releases a confidence interval for when ``confidence`` is set (none here)."""
+        return ()
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
         """Add noise and post-process (overridden by each mechanism's plan class)."""

@@ -91,19 +91,38 @@ class Noise:
 
     def ci95(self) -> float:
         """Half-width of a 95% interval for the noise, in output units."""
+        return self.half_width(0.95)
+
+    def half_width(self, confidence: float) -> float:
+        """The smallest k (in output units) with P[|noise| ≤ k] ≥ ``confidence``: exact for both distributions.
+
+        Discrete Laplace(t): P[|Z| > k] = 2e^{-(k+1)/t} / (1 + e^{-1/t}). Discrete Gaussian(σ²): the mass is
+        summed exactly; beyond σ = 10⁵ the discrete and continuous Gaussians agree to far better than a
+        unit, and the normal quantile, rounded up, is used.
+
+        Example:
+            >>> from fractions import Fraction
+            >>> Noise("discrete_laplace", Fraction(10), Fraction(1)).half_width(0.95)
+            30.0
+            >>> Noise("discrete_gaussian", Fraction(100), Fraction(1)).half_width(0.95)
+            20.0
+
+        """
+        miss = 1 - confidence
         if self.distribution == "discrete_laplace":
             t = float(self.scale)
-            # P[|Z| > k] = 2 e^{-(k+1)/t} / (1 + e^{-1/t}); smallest k with that ≤ 0.05.
-            k = max(0, math.ceil(-t * math.log(0.025 * (1 + math.exp(-1 / t))) - 1))
+            k = max(0, math.ceil(-t * math.log(miss / 2 * (1 + math.exp(-1 / t))) - 1))
             return k * float(self.unit)
         sigma = math.sqrt(float(self.scale))
-        if sigma > 1e5:  # the discrete and continuous Gaussians agree to far better than a unit here
-            return math.ceil(1.96 * sigma) * float(self.unit)
-        # Exact: smallest k with P[|Z| <= k] >= 0.95 for the discrete Gaussian.
-        support = np.arange(0, math.ceil(12 * sigma) + 12)
+        if sigma > 1e5:
+            from scipy.stats import norm
+
+            return math.ceil(float(norm.ppf(1 - miss / 2)) * sigma) * float(self.unit)
+        z = float(-np.log(miss)) if miss > 0 else 40.0
+        support = np.arange(0, math.ceil((6 + z) * sigma) + 12)
         mass = np.exp(-(support.astype(np.float64) ** 2) / (2 * float(self.scale)))
         two_sided = np.concatenate([[mass[0]], 2 * mass[1:]])
-        k = int(np.searchsorted(np.cumsum(two_sided) / two_sided.sum(), 0.95))
+        k = int(np.searchsorted(np.cumsum(two_sided) / two_sided.sum(), confidence))
         return k * float(self.unit)
 
     def describe(self) -> str:

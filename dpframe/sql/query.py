@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dpframe.aggregate import confidence
 from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.family import FamilyPlan, check_format, needs_budget
@@ -108,18 +109,29 @@ class SQLQuery(Query):
             "sql_notes": list(self.notes), "refused": refusal})
         return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object = None) -> pl.DataFrame:
+    def collect(self, budget: object = None, *, ci: float | None = None) -> pl.DataFrame:
+        """Charge and run, then apply the SQL's post-processing to the released values.
+
+        ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
+        selected column that is a measure itself (not for expressions over measures).
+        """
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget))]})
         self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
+        if ci is not None:
+            confidence(ci)
         refusal = self._refusal()
         if refusal is not None:
             raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
                             fix="run it on DuckDB: sess.sql(..., backend='duckdb') or "
                                 "dp.Session(..., backend='duckdb'); nothing was charged")
-        released = super().collect(budget)
+        released = super().collect(budget, ci=ci)
         try:
-            return self.post.apply(released)
+            out = self.post.apply(released)
+            if ci is None or self.post.sql is not None:
+                return out
+            return out.with_columns([released[f"{src}_{end}"].alias(f"{name}_{end}") for name, src in self.post.columns
+                                     for end in ("ci_low", "ci_high") if f"{src}_{end}" in released.columns])
         except Exception as e:
             error = DPFrameError(f"post-processing of the released values failed ({str(e).splitlines()[0]}); the "
                                  "query was charged; the released values are in this error's .released",

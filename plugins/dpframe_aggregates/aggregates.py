@@ -104,8 +104,59 @@ class AggregatePlan(MechanismPlan):
         for key, noise in self.noises.items():
             exact = np.asarray(stats[key], dtype=np.int64)
             noisy[key] = (exact + noise.sample(exact.size, rng)).astype(np.float64) * float(noise.unit)
-        return {m.output_name: _finish(m, {role: noisy[key] for role, key in self.roles[m.output_name].items()})
-                for m in self.measures}
+        out: dict[str, np.ndarray] = {}
+        for m in self.measures:
+            roles = self.roles[m.output_name]
+            values = {role: noisy[key] for role, key in roles.items()}
+            out[m.output_name] = _finish(m, values)
+            if self.confidence is not None:
+                out[f"{m.output_name}_ci_low"], out[f"{m.output_name}_ci_high"] = _interval(
+                    m, out[m.output_name], values, {role: self.noises[key] for role, key in roles.items()},
+                    self.confidence)
+        return out
+
+    def interval_outputs(self) -> tuple[str, ...]:
+        """Every measure: exact intervals for counts and sums, conservative ones for mean, var and std."""
+        return tuple(m.output_name for m in self.measures)
+
+
+def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: dict[str, Noise],
+              confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """A noise-only interval around each released value that holds with probability ≥ ``confidence``.
+
+    Counts and sums: value ± the noise's exact half-width (the interval covers the statistic before the
+    noise: the clamped, grid-rounded sum; bounding and clipping bias are not covered). Mean, var, std: each
+    noisy statistic (n, Σ, Σ²) gets an interval at level 1 − (1 − confidence)/r (r statistics: Bonferroni, so
+    all hold together with probability ≥ confidence), and the interval is the range of the measure's
+    formula over that box, bounded to what values in ``bounds`` allow — conservative.
+    """
+    if m.kind in ("len", "count", "count_units", "sum"):
+        role = "s" if m.kind == "sum" else "n"
+        half = noise[role].half_width(confidence)
+        if m.kind != "sum":       # counts are whole numbers, and so are their half-widths (unit 1)
+            return value - int(half), value + int(half)
+        return value - half, value + half
+    assert m.bounds is not None
+    lo, hi = float(m.bounds[0]), float(m.bounds[1])
+    mid = (lo + hi) / 2
+    each = 1 - (1 - confidence) / len(v)
+    n_lo = np.maximum(v["n"] - noise["n"].half_width(each), 1.0)
+    n_hi = np.maximum(v["n"] + noise["n"].half_width(each), 1.0)
+    s_half = noise["s"].half_width(each)
+    s_lo, s_hi = v["s"] - s_half, v["s"] + s_half
+    if m.kind == "mean":
+        corners = np.stack([s_lo / n_lo, s_lo / n_hi, s_hi / n_lo, s_hi / n_hi])
+        return np.clip(mid + corners.min(axis=0), lo, hi), np.clip(mid + corners.max(axis=0), lo, hi)
+    q_half = noise["q"].half_width(each)
+    s2_max = np.maximum(s_lo**2, s_hi**2)
+    s2_min = np.where((s_lo <= 0) & (s_hi >= 0), 0.0, np.minimum(s_lo**2, s_hi**2))
+    top, bottom = v["q"] + q_half - s2_min / n_hi, v["q"] - q_half - s2_max / n_lo
+    ddof = int(m.option("ddof", 1))
+    d_lo, d_hi = np.maximum(n_lo - ddof, 1.0), np.maximum(n_hi - ddof, 1.0)
+    candidates = np.stack([bottom / d_lo, bottom / d_hi, top / d_lo, top / d_hi])
+    cap = ((hi - lo) / 2) ** 2 * n_hi / d_lo
+    var_lo, var_hi = np.clip(candidates.min(axis=0), 0.0, cap), np.clip(candidates.max(axis=0), 0.0, cap)
+    return (var_lo, var_hi) if m.kind == "var" else (np.sqrt(var_lo), np.sqrt(var_hi))
 
 
 def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:

@@ -53,6 +53,14 @@ def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
     return max(1, math.ceil(k)) + 2
 
 
+def _threshold(l0: int, sensitivity: Fraction, share: Budget, delta: Fraction) -> int:
+    """τ for ``l0`` groups per unit at this share (the noise calibrated to ``sensitivity``)."""
+    noise = Noise.calibrate(sensitivity, share)
+    if noise.distribution == "discrete_laplace":
+        return laplace_threshold(l0, noise.scale, delta)
+    return gaussian_threshold(l0, noise.scale, delta)
+
+
 @dataclass
 class SelectionPlan(MechanismPlan):
     """Noisy distinct-unit counts against a threshold."""
@@ -93,14 +101,21 @@ class PartitionSelection:
         pure = make("pure", share.epsilon) if isinstance(share, ApproxDP) else make("zcdp", share.rho)  # type: ignore[union-attr]
         # L1 = l0 for the Laplace part; L2 = √l0 (rounded up to a rational) for the Gaussian part.
         noise = Noise.calibrate(Fraction(l0) if pure.notion == "pure" else sqrt_up(l0), pure)
-        tau = laplace_threshold(l0, noise.scale, delta) if noise.distribution == "discrete_laplace" \
-            else gaussian_threshold(l0, noise.scale, delta)
+        tau = _threshold(l0, Fraction(l0) if pure.notion == "pure" else sqrt_up(l0), pure, delta)
         cost = make(share.notion, share.epsilon if share.notion == "approx" else share.rho, delta)  # type: ignore[union-attr]
-        note = (f"groups need about {tau} privacy units to be released (τ = {tau}); "
-                f"a unit touches ≤ {l0} groups")
+        note = (f"partition selection: a group is released only when its noisy count of privacy units reaches "
+                f"τ = {tau} (a group with about {tau} units is released half of the time; smaller groups are "
+                f"suppressed, larger ones almost always kept); a unit touches ≤ {l0} groups")
+        notes = [note]
+        if l0 > 1:
+            one = _threshold(1, Fraction(1), pure, delta)
+            default = " (the default: max_rows)" if ctx.unit.max_groups is None else ""
+            notes.append(f"partition selection: max_groups={l0}{default} multiplies the selection noise; with "
+                         f"max_groups=1 the threshold would be τ = {one} units. If each unit belongs to one group (or "
+                         "a few), say so: dp.PrivacyUnit(..., max_groups=1)")
         # Approximate: with probability ≤ δ a unit-only group is released; otherwise the noisy-count curve.
         curve = (acc.approx(float(share.epsilon), float(delta)) if isinstance(share, ApproxDP)  # type: ignore[union-attr]
                  else acc.zcdp(float(share.rho), float(delta)))  # type: ignore[union-attr]
         return SelectionPlan(self.name, tuple(measures), (Statistic("units"),), cost,
-                             noise={"distinct units per group": noise}, notes=(note,), outputs=(KEEP,),
+                             noise={"distinct units per group": noise}, notes=tuple(notes), outputs=(KEEP,),
                              privacy=(curve,), selection_noise=noise, threshold=tau)

@@ -46,6 +46,15 @@ def test_every_family_and_sql_explain_the_same_way(sess: dp.Session) -> None:
     assert top.explain(dp.ApproxDP(1, 1e-7)).to_dict()["budget"]["fits"] is True
 
 
+def test_the_explanation_carries_the_error_sources(sess: dp.Session) -> None:
+    approx = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("user", max_rows=2), budget=dp.ApproxDP(2, 1e-6))
+    e = approx.table("t").group_by("city").agg(dp.sum("x", bounds=(0, 10))).explain(dp.ApproxDP(1, 1e-7))
+    notes = [n for n in e.to_dict()["notes"] if n.startswith("error: ")]
+    assert [n.split(" — ")[0] for n in notes] == ["error: noise", "error: contribution bounding", "error: clipping",
+                                                  "error: partition selection"]
+    assert all(n in e and n.split(" — ")[1][:40] in e._repr_html_() for n in notes)
+
+
 def test_a_query_that_does_not_fit_says_so_everywhere(sess: dp.Session) -> None:
     e = sess.table("t").agg(dp.len()).explain(dp.PureDP(5))
     assert "DOES NOT FIT the remaining ε=2" in e and "collect() would be refused" in e._repr_html_()
@@ -82,7 +91,9 @@ def test_nothing_in_a_repr_reads_private_data(sess: dp.Session) -> None:
 
 def test_a_budget_is_named_when_missing(sess: dp.Session) -> None:
     q = sess.table("t").agg(dp.len())
-    for call in (q.collect, q.explain, q.cost, q.plan, sess.sql("SELECT COUNT(*) FROM t").collect):
+    sql = sess.sql("SELECT COUNT(*) AS n FROM t")
+    for call in (q.collect, q.explain, q.cost, q.plan, sql.collect, lambda: q.collect(ci=0.9),
+                 lambda: sql.collect(ci=0.9)):
         with pytest.raises(dp.BudgetError, match=r"needs this query's privacy budget") as err:
             call()
         assert "dp.PureDP(0.5)" in str(err.value)

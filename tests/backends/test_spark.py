@@ -218,3 +218,13 @@ def test_without_java_a_clear_error(tmp_path: Any) -> None:
     env["JAVA_HOME"] = str(tmp_path / "no-java")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert proc.stdout.startswith("DPFrameError spark | install Java 17+"), (proc.stdout, proc.stderr[-2000:])
+
+
+def test_time_zone_aware_datetimes_register_and_answer(spark_session: Any) -> None:
+    """A tz-aware Datetime column is stored as a Spark TIMESTAMP (an instant) and reads back as the same instants."""
+    stamps = TABLE.with_columns(ts=pl.datetime(2024, 1, 1, time_zone="Europe/Paris") + pl.duration(hours=pl.col("u")))
+    sess = dp.Session({"t": stamps}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1e6), backend="spark",
+                      spark=spark_session, seed=0)
+    cut = pl.lit(dt.datetime(2024, 1, 1, 2, tzinfo=dt.timezone.utc)).dt.convert_time_zone("Europe/Paris")
+    released = sess.table("t").filter(pl.col("ts") >= cut).agg(dp.len()).collect(dp.PureDP(1e6))
+    assert abs(released.item(0, "len") - stamps.filter(pl.col("ts") >= cut).height) <= 1
