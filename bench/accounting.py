@@ -42,7 +42,7 @@ def dpframe_run(name: str, n: int) -> float | None:
         curve = acc.laplace(scale=p) if kind == "laplace" else acc.gaussian(sigma=p)
         if kind == "sampled_gaussian":
             curve = curve.subsampled(rate=rate)
-        if not a.can_compose(curve):
+        if not a.supports(curve):
             return None
         a.compose(curve, times=count)
     return a.epsilon(delta=DELTA)

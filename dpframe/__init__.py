@@ -11,7 +11,7 @@ Example:
 
 """
 
-from dpframe import datasets
+from dpframe import datasets, plots
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
     BoundsError,
@@ -65,5 +65,5 @@ __all__ = [
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
-    "datasets", "mean", "measure", "median", "quantile", "std", "sum", "var",
+    "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",
 ]

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import polars as pl
 
 from dpframe.aggregate import AggregateQuery
+from dpframe.display import query_html
 from dpframe.errors import PlanError, SchemaError
-from dpframe.family import Releasable, Source
+from dpframe.family import Releasable, Source, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
 from dpframe.planning import PhysicalPlan
@@ -75,6 +76,11 @@ class Frame:
 
     def __repr__(self) -> str:
         return "<dp.Frame (private) " + " → ".join(n.describe() for n in self._node.lineage()) + ">"
+
+    def _repr_html_(self) -> str:
+        return query_html("dp.Frame", [n.describe() for n in self._node.lineage()],
+                          f"columns: {', '.join(self.columns)}. Aggregate it: .agg(dp.len(), ...) or "
+                          ".group_by(...).agg(...), then .explain(budget) / .collect(budget)")
 
     def _unit(self) -> str | None:
         return self._session.privacy_unit.column
@@ -313,6 +319,11 @@ class GroupBy:
     def __repr__(self) -> str:
         return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"
 
+    def _repr_html_(self) -> str:
+        keys = "public keys" if self._keys is not None else "private keys (DP partition selection)"
+        return query_html("dp.GroupBy", [n.describe() for n in self._frame._node.lineage()] + [
+            f"group by {list(self._by)}: {keys}"], "finish it with .agg(dp.len(), ...) or .top_k(...)")
+
 
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
@@ -393,13 +404,13 @@ class Query(Releasable[pl.DataFrame]):
         self._session = session
         self.node = node
 
-    def plan(self, budget: object) -> PhysicalPlan:
+    def plan(self, budget: object = None) -> PhysicalPlan:
         """The physical plan (mechanisms, shares, cost) for ``budget``. Free.
 
         A query with ``"auto"`` bounds has no single plan before it runs (its release is planned with the
         bounds it chooses): a PlanError; ``explain(budget)`` and ``cost(budget)`` describe it.
         """
-        detail = self._planned(budget).detail
+        detail = self._planned(needs_budget(budget, "plan")).detail
         if isinstance(detail, StagedPlan):
             raise PlanError("this query chooses its bounds when it runs, so its release has no plan yet",
                             argument="budget", fix="use explain(budget) and cost(budget); or pass numbers for "
@@ -408,13 +419,13 @@ class Query(Releasable[pl.DataFrame]):
         return detail
 
     @overload
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[False] = False
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False
                 ) -> pl.DataFrame: ...
 
     @overload
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
 
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: bool = False
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False
                 ) -> pl.DataFrame | Diagnosed:
         """Reserve the cost, run, release the noisy result (rows sorted by key).
 
@@ -445,7 +456,8 @@ class Query(Releasable[pl.DataFrame]):
             return super().collect(budget)
         query = self._query
         assert isinstance(query, AggregateQuery)
-        return self._collect(query.plan(budget, ci=ci, diagnostics=diagnostics))  # type: ignore[no-any-return]
+        return self._collect(query.plan(needs_budget(budget, "collect"), ci=ci,  # type: ignore[no-any-return]
+                                        diagnostics=diagnostics))
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

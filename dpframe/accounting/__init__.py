@@ -20,13 +20,18 @@ In a session an accountant is a *filter*: it converts each query's cost into a c
 charges and says whether a total fits. The :class:`Ledger` stores every charge durably and does the
 check-and-charge atomically (one SQLite transaction, so threads and processes sharing a ledger file
 can never overspend). See ``docs/accounting.md``.
+
+Layers (each imports only the ones above it; ``tests/accounting/test_layers.py`` checks it):
+``checks`` → ``numerics/`` (the math) → ``curve`` (the curve type and the open registry of curve kinds)
+→ ``curves``, ``composition`` (the built-in curves) → ``accountants`` (the interface, basic, zCDP) →
+``rdp`` → ``pld`` → ``report``, ``ledger``.
 """
 
 from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAccountant
+from dpframe.accounting.composition import composition
+from dpframe.accounting.curve import PrivacyCurve, curve_kinds, from_json, register_curve
 from dpframe.accounting.curves import (
-    PrivacyCurve,
     approx,
-    composition,
     discrete_gaussian,
     discrete_laplace,
     exponential,
@@ -45,6 +50,7 @@ from dpframe.accounting.rdp import RDPAccountant, RDPCharge
 
 __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
-    "RDPCharge", "ZCDPAccountant", "approx", "composition", "discrete_gaussian", "discrete_laplace", "exponential",
-    "from_profile", "from_rdp", "gaussian", "laplace", "pure", "randomized_response", "threshold_test", "zcdp",
+    "RDPCharge", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian", "discrete_laplace",
+    "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "laplace", "pure", "randomized_response",
+    "register_curve", "threshold_test", "zcdp",
 ]

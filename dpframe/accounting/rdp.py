@@ -52,11 +52,17 @@ from dpframe.accounting.checks import (
     epsilon_out,
     shown,
 )
-from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, composition
+from dpframe.accounting.composition import composition
+from dpframe.accounting.curve import PrivacyCurve
+from dpframe.accounting.numerics.rdp import (
+    RDP_ORDERS,
+    Conversion,
+    Converted,
+    best_epsilon,
+    delta_conversions,
+)
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
-
-Conversion = Literal["best", "standard", "improved"]
 
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
 FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
@@ -71,44 +77,109 @@ def check_conversion(conversion: object) -> Conversion:
     return conversion  # type: ignore[return-value]
 
 
-def conversions(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(standard, improved) ε at ``delta`` for each order (improved clamped at ≥ 0)."""
-    std = rdp + math.log(1 / delta) / (alpha - 1)
-    imp = rdp + np.log1p(-1 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1)
-    return std, np.maximum(imp, 0.0)
+class RenyiFilter(Accountant):
+    """The session half of the RDP and PLD accountants: a multi-order Rényi filter (see the module docstring).
+
+    A charge is an :class:`RDPCharge`: the RDP curve of a plan on :data:`FILTER_ORDERS` (plus δ0). Subclasses
+    add the standalone half (:class:`RDPAccountant`, :class:`~dpframe.accounting.PLDAccountant`) and may
+    add to :meth:`describe_charge` through :meth:`plan_note`.
+    """
+
+    accepts = frozenset({"approx"})
+
+    def __init__(self, total: Budget | None = None) -> None:
+        super().__init__(total)
+        if total is not None and getattr(total, "delta", 0) == 0:
+            raise BudgetError("an RDP session needs a total budget with δ > 0", argument="budget",
+                              fix="use dp.ApproxDP(epsilon, delta=1e-6), or accountant='basic' for pure DP")
+        if total is not None and total.epsilon >= Fraction(10**300):  # type: ignore[union-attr]
+            raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
+                              fix="use a smaller total ε, or accountant='basic'")
+
+    def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
+        """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
+        return RDPCharge.of([curve_of(check_budget(cost))])
+
+    def charge_plan(  # type: ignore[override]
+            self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
+        """The RDP charge of a plan: its curves composed, amplified once when they share a Poisson sample.
+
+        A plan whose curves are missing or lack an RDP curve is charged the curve of ``cost`` (sound:
+        ``cost`` bounds the whole plan; see :func:`~dpframe.accounting.accountants.plan_curves`).
+        """
+        check_budget(cost)
+        check_curves(curves)
+        rate = check_rate(rate)
+        plan = plan_curves(curves, cost)
+        if rate < 1:
+            plan = [composition(plan).subsampled(rate)]
+        return RDPCharge.of(plan)
+
+    def _compose_charges(self, charges: Sequence[Any]) -> RDPCharge:
+        values = np.zeros(len(FILTER_ORDERS))
+        d0 = 0.0
+        for c in charges:
+            values = values + np.asarray(c.values)
+            d0 += c.delta0
+        return RDPCharge(tuple(float(v) for v in values), d0)
+
+    def empty(self) -> RDPCharge:
+        return RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)
+
+    def _budget(self) -> tuple[float, float]:
+        return float(self.total.epsilon), float(self.total.delta)  # type: ignore[union-attr]
+
+    def check_charge(self, charge: object, argument: str = "charges") -> None:
+        """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
+        if not isinstance(charge, RDPCharge) or len(charge.values) != len(FILTER_ORDERS):
+            raise BudgetError(f"expected an RDP charge of this accountant, got {shown(charge)}", argument=argument,
+                              fix="pass what charge()/charge_plan()/compose() returned")
+
+    def filter_epsilon(self, spent: RDPCharge) -> Converted:
+        """The filter's ε for a composed total: min over Λ of the conversion at (δ − Σδ0)/|Λ|."""
+        self.check_charge(spent, "spent")
+        _, delta = self._budget()
+        left = delta - spent.delta0
+        if left <= 0:
+            return Converted(math.inf, math.nan, "δ0 exceeds δ")
+        values = np.asarray(spent.values) * (1 + 1e-12)
+        if not np.any(values > 0):
+            return Converted(0.0, math.nan, "nothing spent")
+        return best_epsilon(FILTER_ORDERS, values, left / len(FILTER_ORDERS))
+
+    def fits(self, spent: Any) -> bool:
+        eps, _ = self._budget()
+        return self.filter_epsilon(spent).epsilon <= eps
+
+    def report(self, spent: Any) -> Budget:
+        c = self.filter_epsilon(spent)
+        eps = round_up(c.epsilon) if math.isfinite(c.epsilon) else Fraction(10**9)
+        return make("approx", eps, self.total.delta)  # type: ignore[union-attr]
+
+    def remaining(self, spent: Any) -> Budget:
+        eps, delta = self._budget()
+        used = self.report(spent)
+        return make("approx", max(Fraction(0), Fraction(repr(eps)) - used.epsilon),  # type: ignore[union-attr]
+                    max(Fraction(0), self.total.delta - Fraction(repr(spent.delta0))))  # type: ignore[union-attr]
+
+    def shortfall(self, spent_after: Any) -> str:
+        c = self.filter_epsilon(spent_after)
+        eps, _ = self._budget()
+        return f"ε={max(0.0, c.epsilon - eps):.6g} (by the Rényi filter)"
+
+    def describe_charge(self, charge: Any) -> str:
+        c = self.filter_epsilon(charge)
+        text = (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}]; alone ε={c.epsilon:.6g} by the filter "
+                f"({c.rule} conversion at α={c.alpha:g}, δ/{len(FILTER_ORDERS)} per order)")
+        note = self.plan_note(charge)
+        return f"{text}; {note}" if note else text
+
+    def plan_note(self, charge: RDPCharge) -> str:
+        """More about a charge for :meth:`describe_charge` (none here)."""
+        return ""
 
 
-def delta_conversions(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    """(standard, improved) δ at ``epsilon`` for each order (capped at 1)."""
-    with np.errstate(over="ignore"):
-        std = np.exp((alpha - 1) * (rdp - epsilon))
-        imp = np.exp((alpha - 1) * (rdp - epsilon + np.log1p(-1 / alpha)) - np.log(alpha))
-    return np.minimum(std, 1.0), np.minimum(imp, 1.0)
-
-
-@dataclass(frozen=True)
-class Converted:
-    """The result of a conversion: ε, the order and the rule that gave it."""
-
-    epsilon: float
-    alpha: float
-    rule: str
-
-
-def best_epsilon(alpha: np.ndarray, rdp: np.ndarray, delta: float, conversion: Conversion = "best") -> Converted:
-    """The smallest ε over ``alpha`` by the chosen conversion rule(s)."""
-    std, imp = conversions(alpha, rdp, delta)
-    options = []
-    if conversion in ("best", "standard"):
-        i = int(np.nanargmin(std))
-        options.append(Converted(float(std[i]), float(alpha[i]), "standard"))
-    if conversion in ("best", "improved"):
-        i = int(np.nanargmin(imp))
-        options.append(Converted(float(imp[i]), float(alpha[i]), "improved"))
-    return min(options, key=lambda c: c.epsilon)
-
-
-class RDPAccountant(Accountant):
+class RDPAccountant(RenyiFilter):
     """Rényi-DP accountant (standalone: odometer of a fixed sequence; session: multi-order Rényi filter).
 
     Args:
@@ -118,16 +189,10 @@ class RDPAccountant(Accountant):
     """
 
     name = "rdp"
-    accepts = frozenset({"approx"})
+    requires = "RDP curve"
 
     def __init__(self, total: Budget | None = None, *, orders: Sequence[float] | None = None) -> None:
         super().__init__(total)
-        if total is not None and getattr(total, "delta", 0) == 0:
-            raise BudgetError("an RDP session needs a total budget with δ > 0", argument="budget",
-                              fix="use dp.ApproxDP(epsilon, delta=1e-6), or accountant='basic' for pure DP")
-        if total is not None and total.epsilon >= Fraction(10**300):  # type: ignore[union-attr]
-            raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
-                              fix="use a smaller total ε, or accountant='basic'")
         self.orders = RDP_ORDERS if orders is None else np.unique(check_alpha(orders))
         self._curve: np.ndarray | None = None
 
@@ -136,6 +201,10 @@ class RDPAccountant(Accountant):
             return "Rényi DP: ε(α) adds up; the smaller of the standard and improved conversion"
         return (f"Rényi filter over {len(FILTER_ORDERS)} orders (δ split over them); ε(α) adds up; "
                 "the smaller of the standard and improved conversion")
+
+    def supports(self, curve: PrivacyCurve) -> bool:
+        """Curves with an RDP curve."""
+        return curve.rdp is not None
 
     # ---------------------------------------------------------------------------------- standalone
     def _changed(self) -> None:
@@ -219,94 +288,6 @@ class RDPAccountant(Accountant):
         if math.isfinite(c.alpha) and c.alpha >= edge * 0.99:
             lines.append(f"  warning: the best order is at the edge of the grid ({edge:g}); add larger orders")
         return "\n".join(lines)
-
-    # ------------------------------------------------------------------------------ session filter
-    def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
-        """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
-        return RDPCharge.of([curve_of(check_budget(cost))])
-
-    def charge_plan(  # type: ignore[override]
-            self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> RDPCharge:
-        """The RDP charge of a plan: its curves composed, amplified once when they share a Poisson sample.
-
-        A plan whose curves are missing or lack an RDP curve is charged the curve of ``cost`` (sound:
-        ``cost`` bounds the whole plan; see :func:`~dpframe.accounting.accountants.plan_curves`).
-        """
-        check_budget(cost)
-        check_curves(curves)
-        rate = check_rate(rate)
-        plan = plan_curves(curves, cost)
-        if rate < 1:
-            plan = [composition(plan).subsampled(rate)]
-        return RDPCharge.of(plan)
-
-    def _compose_charges(self, charges: Sequence[Any]) -> RDPCharge:
-        values = np.zeros(len(FILTER_ORDERS))
-        d0 = 0.0
-        for c in charges:
-            values = values + np.asarray(c.values)
-            d0 += c.delta0
-        return RDPCharge(tuple(float(v) for v in values), d0)
-
-    def empty(self) -> RDPCharge:
-        return RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)
-
-    def _budget(self) -> tuple[float, float]:
-        return float(self.total.epsilon), float(self.total.delta)  # type: ignore[union-attr]
-
-    def check_charge(self, charge: object, argument: str = "charges") -> None:
-        """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
-        if not isinstance(charge, RDPCharge) or len(charge.values) != len(FILTER_ORDERS):
-            raise BudgetError(f"expected an RDP charge of this accountant, got {shown(charge)}", argument=argument,
-                              fix="pass what charge()/charge_plan()/compose() returned")
-
-    def filter_epsilon(self, spent: RDPCharge) -> Converted:
-        """The filter's ε for a composed total: min over Λ of the conversion at (δ − Σδ0)/|Λ|."""
-        self.check_charge(spent, "spent")
-        _, delta = self._budget()
-        left = delta - spent.delta0
-        if left <= 0:
-            return Converted(math.inf, math.nan, "δ0 exceeds δ")
-        values = np.asarray(spent.values) * (1 + 1e-12)
-        if not np.any(values > 0):
-            return Converted(0.0, math.nan, "nothing spent")
-        return best_epsilon(FILTER_ORDERS, values, left / len(FILTER_ORDERS))
-
-    def fits(self, spent: Any) -> bool:
-        eps, _ = self._budget()
-        return self.filter_epsilon(spent).epsilon <= eps
-
-    def report(self, spent: Any) -> Budget:
-        c = self.filter_epsilon(spent)
-        eps = round_up(c.epsilon) if math.isfinite(c.epsilon) else Fraction(10**9)
-        return make("approx", eps, self.total.delta)  # type: ignore[union-attr]
-
-    def remaining(self, spent: Any) -> Budget:
-        eps, delta = self._budget()
-        used = self.report(spent)
-        return make("approx", max(Fraction(0), Fraction(repr(eps)) - used.epsilon),  # type: ignore[union-attr]
-                    max(Fraction(0), self.total.delta - Fraction(repr(spent.delta0))))  # type: ignore[union-attr]
-
-    def shortfall(self, spent_after: Any) -> str:
-        c = self.filter_epsilon(spent_after)
-        eps, _ = self._budget()
-        return f"ε={max(0.0, c.epsilon - eps):.6g} (by the Rényi filter)"
-
-    def describe_charge(self, charge: Any) -> str:
-        c = self.filter_epsilon(charge)
-        text = (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}]; alone ε={c.epsilon:.6g} by the filter "
-                f"({c.rule} conversion at α={c.alpha:g}, δ/{len(FILTER_ORDERS)} per order)")
-        if self.name == "pld" and charge.specs:
-            from dpframe.accounting.report import spent_report
-
-            plan = spent_report([_Row(charge)], float(self.total.delta))  # type: ignore[union-attr]
-            text += f"; PLD of this plan: ε={plan['pld']:.6g} at δ={float(self.total.delta):g}"  # type: ignore[union-attr]
-        return text
-
-
-@dataclass(frozen=True)
-class _Row:
-    cost: Any
 
 
 @dataclass(frozen=True)

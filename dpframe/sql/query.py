@@ -23,7 +23,7 @@ import polars as pl
 from dpframe.aggregate import confidence
 from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
-from dpframe.family import FamilyPlan
+from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
@@ -95,30 +95,29 @@ class SQLQuery(Query):
                     "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
         return super()._planned(budget)
 
-    def explain(self, budget: object, format: str = "text") -> Any:
-        out = super().explain(budget, format)
+    def explain(self, budget: object = None, format: str = "text") -> Any:
+        check_format(format)
         refusal = self._refusal()
         backend = str(self._backend().name)
-        if format == "json":
-            out = dict(out, backend=backend, sql=self.text, post_processing=self.post.describe(),
-                       sql_notes=list(self.notes), refused=refusal)
-            return out
-        lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        lines = [f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
         if self.post.describe():
             lines.append(f"post-processing (free, on released values only): {self.post.describe()}")
         lines += [f"note: {n}" for n in self.notes]
         if refusal:
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
-        return "\n".join(lines)
+        out = super().explain(budget).extended(lines, {
+            "backend": backend, "sql": self.text, "post_processing": self.post.describe(),
+            "sql_notes": list(self.notes), "refused": refusal})
+        return out.to_dict() if format == "json" else out
 
     @overload
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[False] = False
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False
                 ) -> pl.DataFrame: ...
 
     @overload
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
 
-    def collect(self, budget: object, *, ci: float | None = None, diagnostics: bool = False
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False
                 ) -> pl.DataFrame | Diagnosed:
         """Charge and run, then apply the SQL's post-processing to the released values.
 
@@ -127,8 +126,8 @@ class SQLQuery(Query):
         (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``.
         """
         if self.explain_only:
-            return pl.DataFrame({"explain": [self.explain(budget)]})
-        self._planned(budget)                       # bad budgets raise first, uncharged
+            return pl.DataFrame({"explain": [str(self.explain(budget))]})
+        self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)
         refusal = self._refusal()

@@ -22,8 +22,8 @@ import pytest
 
 import dpframe as dp
 from dpframe import accounting as acc
-from dpframe.accounting.curves import MAX_SUBSAMPLED_ORDER, unamplified_epsilon
-from dpframe.accounting.pld import LOSS_MAX
+from dpframe.accounting.numerics.pld import LOSS_MAX
+from dpframe.accounting.numerics.subsampling import MAX_SUBSAMPLED_ORDER, unamplified_epsilon
 
 
 def cks_log_delta(am1: np.ndarray, rho: float, eps: float) -> np.ndarray:
@@ -135,7 +135,7 @@ def test_extreme_curves_give_finite_sound_values() -> None:
     assert acc.pure(1e-300).rdp_at([2, 8]).tolist() == [0.0, 0.0]
     rr = acc.randomized_response(epsilon=1000.0)             # p rounds to 1: built from ε
     assert rr.eps_inf == 1000.0 and rr.delta_at(999.0) > 0.6 and rr.delta_at(1000.0) == 0.0
-    from dpframe.accounting.curves import from_json
+    from dpframe.accounting import from_json
 
     assert from_json(rr.to_json()).eps_inf == 1000.0
     lap = acc.laplace(1e-5)                                  # ε = 1e5

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
 import dpframe as dp
 from dpframe.backends.base import StatisticsRequest
-from dpframe.backends.duckdb import DuckDBBackend
+from dpframe.backends.duckdb import KEEP, DuckDBBackend
 from dpframe.mechanism import Statistic
 
 DATA = pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "g": ["a", "b", "a", "a", "b", "b"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
@@ -55,17 +56,36 @@ def test_parquet_is_scanned_in_place_and_nothing_else_is_readable(tmp_path: Path
         b._con.sql(f"SELECT * FROM read_parquet('{other}')").fetchall()
 
 
-def test_one_query_and_no_noise_in_sql() -> None:
+def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql() -> None:
+    """Row level: one query, nothing registered. User level: the statistics query reads the table through
+    the bounding mask (a boolean column beside the table's); the hashing ran in the candidates query."""
     b = backend(t=DATA)
+    sql, frames = b.compile(StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3))
+    assert not frames and KEEP not in sql
     sql, frames = b.compile(REQ)
-    assert sql.count("SELECT") >= 2 and not frames
+    (masked,) = frames.values()                  # the table's columns (shared, not copied) and the mask
+    assert masked.column_names == [*DATA.columns, KEEP] and sum(masked[KEEP].to_pylist()) == 5
+    assert f"WHERE {KEEP}" in sql and "hash(" not in sql
     assert "random" not in sql.lower() and "setseed" not in sql.lower()
-    assert 'hash("u", "g", ' in sql and 'QUALIFY rank() OVER (PARTITION BY "u" ORDER BY __dp_hash, __dp_row)' in sql
+
+
+def test_an_in_memory_table_is_handed_over_once_without_a_copy() -> None:
+    """Registered once as Arrow sharing the frame's buffers (strings as views); queries reuse it."""
+    df = DATA.with_columns(s=pl.col("g") + "x")
+    b = backend(t=df)
+    data = b._tables["t"].data
+    assert data is not None and data.schema.field("s").type == pa.string_view()
+    assert data.column("x").chunks[0].buffers()[1].address == df["x"].to_arrow().buffers()[1].address
+    for request in (REQ, StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3)):
+        b.statistics(request)
+    assert b._tables["t"].data is data
 
 
 def test_reserved_and_case_clashing_columns_are_refused() -> None:
     with pytest.raises(dp.SchemaError, match="reserves"):
         backend(t=pl.DataFrame({"__dp_row": [1]}))
+    with pytest.raises(dp.SchemaError, match="reserves"):
+        backend(t=pl.DataFrame({"__dp_keep": [1]}))
     with pytest.raises(dp.SchemaError, match="differ only in case"):
         backend(t=pl.DataFrame({"a": [1], "A": [2]}))
 
