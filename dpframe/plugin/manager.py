@@ -41,7 +41,11 @@ class PluginInfo:
 
 @dataclass(frozen=True)
 class Audits:
-    """What a plugin registered through ``dpframe_audits``: a factory of audit specs and its entry points."""
+    """What a plugin registered through ``dpframe_audits``: a factory of audit specs and its entry points.
+
+    ``specs`` receives no values: it is called with no arguments when an audit runs and returns
+    :class:`dpframe.testing.AuditSpec` objects.
+    """
 
     specs: Callable[[], Iterable[Any]]
     entry_points: tuple[str, ...]

@@ -119,6 +119,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.family.FamilyPlan", "run"): READER,
     ("dpframe.family.FamilyPlan", "settle"): RELEASED,
     ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
+    ("dpframe.plugin.manager.Audits", "specs"): NO_VALUES,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").
