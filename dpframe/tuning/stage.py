@@ -156,7 +156,9 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
                 run: RunAggregate, finish: Callable[[PhysicalPlan], PhysicalPlan]) -> FamilyPlan[Any]:
     """The plan of a staged ``agg`` query under ``budget`` (free; raises, uncharged, if it cannot run).
 
-    ``run`` releases the tuned query, ``finish`` adds what ``collect`` asked for (intervals) to a plan.
+    ``run`` releases the tuned query (engine code: it receives the private reader, inside the reservation);
+    ``finish`` adds what ``collect`` asked for (intervals) to a plan: it receives public values only (a plan
+    made from released choices).
     """
     budget = budget_of(budget)
     unit, items = source.unit, _items(source.unit, node)

@@ -120,6 +120,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.family.FamilyPlan", "settle"): RELEASED,
     ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
     ("dpframe.plugin.manager.Audits", "specs"): NO_VALUES,
+    ("dpframe.tuning.stage.plan_staged", "finish"): PUBLIC,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").
