@@ -278,6 +278,20 @@ def check_curves(curves: object) -> None:
                           fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
 
 
+def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:
+    """Σ times·ε of a sequence when every mechanism is pure ε-DP (basic composition: (Σε, 0)-DP; else None).
+
+    Example:
+        >>> from dpframe.accounting.curves import gaussian, laplace
+        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])
+        (0.03, None)
+
+    """
+    if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in entries):
+        return math.fsum(t * float(c.pure_eps) for c, t in entries)  # type: ignore[arg-type]
+    return None
+
+
 def registered_accountants(host: Any = None) -> dict[str, Accountant]:
     """A standalone instance of every accountant registered with ``host`` (default: the process' plugin host).
 

@@ -59,6 +59,7 @@ from dpframe.accounting.numerics.profiles import (
     hs_mixture,
 )
 from dpframe.accounting.numerics.rdp import rdp_binary, rdp_discrete_laplace, rdp_laplace, rdp_linear, rdp_pure
+from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp
 from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
 from dpframe.errors import BudgetError
 
@@ -86,7 +87,8 @@ def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     hs = hs_gaussian(mu)
     rho = mu * mu / 2                          # +∞ when μ² overflows: a vacuous, valid bound
     return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
-                        rdp_linear(rho), hs, hs, None, 0.0, rho, True)
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, True, kl=rho,
+                        sampled_rdp=(lambda g: sampled_gaussian_rdp(mu, g)) if math.isfinite(rho) else None)
 
 
 def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
@@ -102,7 +104,8 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     eps = ratio(d, b, "scale", "ε = Δ/b")
     hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps)
+                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps,
+                        kl=eps + math.expm1(-eps))     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
 
 
 def randomized_response(p: float | None = None, *, epsilon: float | None = None) -> PrivacyCurve:
@@ -133,7 +136,7 @@ def randomized_response(p: float | None = None, *, epsilon: float | None = None)
     probs = np.array([prob, 1 - prob]) if p is not None else np.array([math.exp(lp), math.exp(lq)])
     hs = hs_atoms(np.array([eta, -eta]), probs)
     return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta * eta / 2, True,
-                        pure_eps=eta)
+                        pure_eps=eta, kl=_kl_rr(eta))
 
 
 def pure(epsilon: float) -> PrivacyCurve:
@@ -142,7 +145,12 @@ def pure(epsilon: float) -> PrivacyCurve:
     p = 1 / (1 + math.exp(-e))
     hs = hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
     return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, rdp_pure(e), hs, hs, e, 0.0,
-                        e * e / 2, False, pure_eps=e)   # e * e: inf (not OverflowError) for absurd ε
+                        e * e / 2, False, pure_eps=e, kl=min(_kl_rr(e), e))   # e * e: inf, not OverflowError
+
+
+def _kl_rr(eta: float) -> float:
+    """D(RR_p‖RR_{1−p}) = (2p − 1)·η = η·tanh(η/2), p = e^η/(1+e^η): the KL divergence of ε-DP's worst case."""
+    return eta * math.tanh(eta / 2)
 
 
 def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
@@ -305,7 +313,7 @@ def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
     r = positive(rho, "rho", "pass rho > 0")
     d0 = _delta0(delta0)
     return PrivacyCurve(f"{r:g}-zCDP" + (f" (δ0={d0:g})" if d0 else ""), {"kind": "zcdp", "rho": r, "delta0": d0},
-                        rdp_linear(r), None, None, None, d0, r, False)
+                        rdp_linear(r), None, None, None, d0, r, False, kl=None if d0 else r)
 
 
 def approx(epsilon: float, delta: float) -> PrivacyCurve:
@@ -342,7 +350,7 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     rho = mu * mu / 2
     return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
                         {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
-                        rdp_linear(rho), None, None, None, 0.0, rho, False)
+                        rdp_linear(rho), None, None, None, 0.0, rho, False, kl=rho)
 
 
 def exponential(epsilon: float) -> PrivacyCurve:
@@ -354,7 +362,7 @@ def exponential(epsilon: float) -> PrivacyCurve:
     pure_rdp = base.rdp
     return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
                         lambda a: np.minimum(pure_rdp(a), a * (e * e / 8)), hs, hs, e, 0.0, e * e / 8, False,
-                        pure_eps=e)
+                        pure_eps=e, kl=min(float(base.kl or math.inf), e * e / 8))
 
 
 def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> PrivacyCurve:

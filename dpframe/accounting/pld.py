@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from dpframe.accounting.accountants import pure_total
 from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
 from dpframe.accounting.composition import group_rdp_only
 from dpframe.accounting.curve import from_json
@@ -91,12 +92,6 @@ class PLDAccountant(RenyiFilter):
                 self._rdp.compose(curve, times=times)
         return self._rdp
 
-    def _pure_total(self) -> float | None:
-        """Σ times·ε of the sequence when every mechanism is pure ε-DP (basic composition; else None)."""
-        if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in self.entries):
-            return math.fsum(t * float(c.pure_eps) for c, t in self.entries)  # type: ignore[arg-type]
-        return None
-
     def delta(self, epsilon: float) -> float:
         """δ at ``epsilon``: the max over the add and remove directions.
 
@@ -109,7 +104,7 @@ class PLDAccountant(RenyiFilter):
         e = check_epsilon(epsilon)
         if not self.entries:
             return 0.0
-        pure = self._pure_total()
+        pure = pure_total(self.entries)
         if pure is not None and e >= pure:
             return 0.0                                   # basic composition: (Σε, 0)-DP
         h = self.effective_grid
@@ -139,7 +134,7 @@ class PLDAccountant(RenyiFilter):
         rdp = self._rdp_fallback(math.isinf(eps))
         if rdp is not None:
             eps = min(eps, rdp.epsilon(d))
-        pure = self._pure_total()
+        pure = pure_total(self.entries)
         return eps if pure is None else min(eps, pure)
 
     def explain(self, delta: float = 1e-6) -> str:

@@ -110,6 +110,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
+    ("dpframe.accounting.curve.PrivacyCurve", "sampled_rdp"): PUBLIC,
     ("dpframe.accounting.numerics.pld.composed_profile", "build"): NO_VALUES,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
     ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
