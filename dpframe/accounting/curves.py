@@ -51,8 +51,10 @@ from dpframe.accounting.curve import PrivacyCurve, register_curve
 from dpframe.accounting.numerics.binary import binary_profile, binary_rdp, sampled_pairs, threshold_pairs
 from dpframe.accounting.numerics.common import Array, Fn
 from dpframe.accounting.numerics.profiles import (
+    MAX_DISCRETE_GAUSSIAN_SIGMA,
     hs_atoms,
     hs_bounded_range,
+    hs_discrete_gaussian,
     hs_discrete_laplace,
     hs_gaussian,
     hs_laplace,
@@ -339,18 +341,37 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
                         rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
 
 
-def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
+def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = False) -> PrivacyCurve:
     """Discrete Gaussian noise N_Z(0, σ²) with L2 sensitivity Δ: ε(α) = αΔ²/(2σ²) (Canonne et al. 2020).
 
-    Its PLD is derived from this RDP curve (valid for vectors of any dimension).
+    By default its PLD is derived from this RDP curve (valid for vectors of any dimension). With
+    ``scalar=True`` the noise is on *one* integer statistic whose sensitivity Δ is an integer: the PLD then
+    uses the exact privacy profile of N_Z(0, σ²) against N_Z(Δ, σ²) (CKS20 Thm 7; σ ≤ 10⁴).
+
+    Example:
+        >>> round(discrete_gaussian(1.0, scalar=True).delta_at(1.0), 4)    # exact; 0.2475 from the RDP curve
+        0.1414
+
     """
     s = positive(sigma, "sigma", "pass sigma > 0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
     mu = ratio(d, s, "sigma", "Δ/σ")
     rho = mu * mu / 2
-    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
-                        {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
-                        rdp_linear(rho), None, None, None, 0.0, rho, False, kl=rho)
+    spec: dict[str, Any] = {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d}
+    hs = None
+    if scalar is not False:
+        if scalar is not True or not float(d).is_integer() or d > 2**53:
+            raise BudgetError(f"scalar=True needs an integer sensitivity, got {shown(sensitivity)}"
+                              if scalar is True else f"scalar must be True or False, got {shown(scalar)}",
+                              argument="scalar" if scalar is not True else "sensitivity",
+                              fix="pass the integer sensitivity of the one statistic, or leave scalar=False")
+        if s > MAX_DISCRETE_GAUSSIAN_SIGMA:
+            raise BudgetError(f"scalar=True tabulates the pmf: σ must be at most {MAX_DISCRETE_GAUSSIAN_SIGMA:g}, "
+                              f"got {shown(sigma)}", argument="sigma", fix="leave scalar=False (the RDP-derived PLD)")
+        hs = hs_discrete_gaussian(s, int(d))
+        spec["scalar"] = True
+    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g}{', scalar' if hs else ''})", spec,
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, False, kl=rho)
 
 
 def exponential(epsilon: float) -> PrivacyCurve:
