@@ -16,15 +16,19 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dpframe.accuracy import check_accuracy, smallest_budget
+from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
-from dpframe.errors import PlanError, SchemaError
-from dpframe.family import Releasable, Source
+from dpframe.budgets import Budget, describe
+from dpframe.errors import BudgetExceededError, PlanError, SchemaError
+from dpframe.family import Releasable, Source, render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
 from dpframe.planning import PhysicalPlan
@@ -396,7 +400,67 @@ class Query(Releasable[pl.DataFrame]):
         detail: PhysicalPlan = self._planned(budget).detail
         return detail
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    def _budget(self, budget: object, accuracy: object) -> tuple[object, str | None]:
+        """``budget``, or the smallest budget meeting ``accuracy`` and the line ``explain()`` adds (free)."""
+        if accuracy is None:
+            if budget is None:
+                raise PlanError("give a budget or an accuracy target", argument="budget",
+                                fix="collect(dp.PureDP(1.0)) or collect(accuracy=dp.Accuracy(half_width=5))")
+            return budget, None
+        if budget is not None:
+            raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
+                            fix="drop the budget: the accuracy target chooses it")
+        target = check_accuracy(accuracy)
+        notion = target.notion or ("zcdp" if self._session.accountant.total.notion == "zcdp" else "pure")
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+
+        def widths(b: Budget) -> dict[str, float]:
+            out: dict[str, float] = {}
+            for p in query.plan(b).detail.plans:
+                out.update(p.half_widths(target.confidence))
+            return out
+
+        found, at = smallest_budget(widths, [m.output_name for m in self.node.measures], target, notion)
+        return found, accuracy_note(target, found, at)
+
+    def _affordable(self, budget: object, accuracy: object) -> object:
+        """The budget ``accuracy`` chooses, refused (uncharged) when the remaining budget cannot pay for it."""
+        chosen = self._budget(budget, accuracy)[0]
+        front, charge = self._front, self._planned(chosen).charge
+        accountant, spent = front.accountant, front._release.spent()
+        after = accountant.compose([spent, charge])
+        if not accountant.fits(after):
+            raise BudgetExceededError(accountant.describe_charge(charge), describe(accountant.remaining(spent)),
+                                      accountant.shortfall(after), argument="accuracy",
+                                      fix="ask for a wider half_width or a lower confidence (the remaining budget "
+                                          "cannot give this accuracy)")
+        return chosen
+
+    def cost(self, budget: object = None, *, accuracy: object = None) -> Budget:
+        """The exact charge this query would be charged, in the session's notion. Free.
+
+        ``accuracy=dp.Accuracy(half_width, confidence)`` instead of a budget: the charge of the smallest
+        budget whose noise meets it (see :mod:`dpframe.accuracy`).
+        """
+        return super().cost(self._budget(budget, accuracy)[0])
+
+    def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
+        """The plan, the mechanisms, the cost and the accuracy, as text or a JSON-able dict. Free.
+
+        With ``accuracy=`` the plan is at the smallest budget meeting it, and a note says which.
+        """
+        chosen, line = self._budget(budget, accuracy)
+        if line is None:
+            return super().explain(chosen, format)
+        if format not in ("text", "json"):
+            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
+        planned = self._planned(chosen)
+        planned = dataclasses.replace(planned, explain=dataclasses.replace(
+            planned.explain, notes=(*planned.explain.notes, line)))
+        return render(self._front, planned, format)
+
+    def collect(self, budget: object = None, *, ci: float | None = None, accuracy: object = None) -> pl.DataFrame:
         """Reserve the cost, run, release the noisy result (rows sorted by key).
 
         ``ci=0.95`` also releases ``<output>_ci_low`` and ``<output>_ci_high`` for every measure whose
@@ -404,6 +468,10 @@ class Query(Releasable[pl.DataFrame]):
         noise-only interval holding with probability ≥ ``ci`` — exact for counts and sums, conservative for
         mean, var and std. Post-processing of the same noisy statistics: no extra budget. The intervals do
         not cover contribution-bounding or clipping bias (``explain()`` names those).
+
+        ``accuracy=dp.Accuracy(half_width=5, confidence=0.95)`` instead of a budget charges the smallest budget
+        whose noise meets it for every targeted measure (``cost``/``explain`` show it first, free), and is
+        refused, uncharged, when the remaining budget cannot pay for it.
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -414,6 +482,7 @@ class Query(Releasable[pl.DataFrame]):
             (['len', 'len_ci_low', 'len_ci_high'], True)
 
         """
+        budget = self._affordable(budget, accuracy) if accuracy is not None else self._budget(budget, None)[0]
         if ci is None:
             return super().collect(budget)
         query = self._query

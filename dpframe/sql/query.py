@@ -94,8 +94,8 @@ class SQLQuery(Query):
                     "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
         return super()._planned(budget)
 
-    def explain(self, budget: object, format: str = "text") -> Any:
-        out = super().explain(budget, format)
+    def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
+        out = super().explain(budget, format, accuracy=accuracy)
         refusal = self._refusal()
         backend = str(self._backend().name)
         if format == "json":
@@ -110,14 +110,17 @@ class SQLQuery(Query):
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
         return "\n".join(lines)
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    def collect(self, budget: object = None, *, ci: float | None = None, accuracy: object = None) -> pl.DataFrame:
         """Charge and run, then apply the SQL's post-processing to the released values.
 
         ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
-        selected column that is a measure itself (not for expressions over measures).
+        selected column that is a measure itself (not for expressions over measures); ``accuracy`` (see
+        there too) chooses the budget.
         """
         if self.explain_only:
-            return pl.DataFrame({"explain": [self.explain(budget)]})
+            return pl.DataFrame({"explain": [self.explain(budget, accuracy=accuracy)]})
+        if accuracy is not None:
+            budget = self._affordable(budget, accuracy)
         self._planned(budget)                       # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)

@@ -116,6 +116,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.calibrate.largest_epsilon", "curve"): PUBLIC,
     ("dpframe.accounting.calibrate.largest_epsilon", "accountant"): NO_VALUES,
     ("dpframe.accounting.calibrate.most_steps", "accountant"): NO_VALUES,
+    ("dpframe.accuracy.smallest_budget", "half_widths"): PUBLIC,
     ("dpframe.accounting.numerics.pld.composed_profile", "build"): NO_VALUES,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
     ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
