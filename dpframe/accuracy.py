@@ -124,7 +124,8 @@ def smallest_budget(half_widths: Callable[[Budget], Mapping[str, float]], output
 
     ``half_widths(budget)`` plans the query at ``budget`` (free) and returns each output's noise half-width at
     ``accuracy.confidence`` (outputs without a data-independent one are left out); it receives public values
-    only (candidate budgets). Returns the budget and its half-widths. A budget too small to plan (noise beyond the sampler's range) counts as missing the target.
+    only (candidate budgets). Returns the budget and its half-widths. A budget too small to plan (noise
+    beyond the sampler's range) counts as missing the target.
 
     Example:
         >>> hw = lambda b: {"n": 3 / float(b.epsilon)}          # a Laplace-like count: half-width ∝ 1/ε

@@ -30,7 +30,7 @@ can never overspend). See ``docs/accounting.md``.
 Layers (each imports only the ones above it; ``tests/accounting/test_layers.py`` checks it):
 ``checks`` → ``numerics/`` (the math) → ``curve`` (the curve type and the open registry of curve kinds)
 → ``curves``, ``composition`` (the built-in curves) → ``accountants`` (the interface, basic, zCDP) →
-``rdp`` → ``pld`` → ``report``, ``ledger``, ``calibrate``.
+``rdp`` → ``pld`` → ``report``, ``ledger``, ``calibrate``, ``fdp``.
 """
 
 from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAccountant
@@ -51,6 +51,7 @@ from dpframe.accounting.curves import (
     threshold_test,
     zcdp,
 )
+from dpframe.accounting.fdp import gdp_mu, power, tradeoff
 from dpframe.accounting.ledger import Charge, Ledger
 from dpframe.accounting.pld import PLDAccountant
 from dpframe.accounting.rdp import RDPAccountant, RDPCharge
@@ -58,6 +59,7 @@ from dpframe.accounting.rdp import RDPAccountant, RDPCharge
 __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
     "RDPCharge", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian", "discrete_laplace",
-    "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "laplace", "largest_epsilon", "most_steps",
-    "pure", "randomized_response", "register_curve", "smallest_noise", "threshold_test", "zcdp",
+    "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "gdp_mu", "laplace", "largest_epsilon",
+    "most_steps", "power", "pure", "randomized_response", "register_curve", "smallest_noise", "threshold_test",
+    "tradeoff", "zcdp",
 ]

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, overload
 
+import numpy as np
+
 from dpframe.accounting.checks import (
     check_delta,
     check_epsilon,
@@ -257,6 +259,10 @@ class Accountant(ABC):
     @abstractmethod
     def delta(self, epsilon: float) -> float:
         """Standalone: the δ of everything composed, at ``epsilon``."""
+
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Standalone: :meth:`delta` at each of ``epsilons`` (accountants may compute them at once)."""
+        return np.array([self.delta(float(e)) for e in np.asarray(epsilons, dtype=np.float64)])
 
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""

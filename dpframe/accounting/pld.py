@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from dpframe.accounting.accountants import pure_total
 from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
 from dpframe.accounting.composition import group_rdp_only
 from dpframe.accounting.curve import from_json
-from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, delta_at, epsilon_at
+from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile, delta_at, epsilon_at
 from dpframe.accounting.rdp import RDPAccountant, RDPCharge, RenyiFilter
 from dpframe.budgets import Budget
 
@@ -111,6 +112,17 @@ class PLDAccountant(RenyiFilter):
         d = max(delta_out(delta_at(p, s, extra, h, e)) for p, s, extra in self.composed())
         rdp = self._rdp_fallback(d >= 1)
         return d if rdp is None else min(d, rdp.delta(e))
+
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """δ at each ε of ``epsilons`` (≥ 0) at once, from the composed PLD's tail sums (0 from Σε on, if pure)."""
+        e = np.asarray(epsilons, dtype=np.float64)
+        if not self.entries:
+            return np.zeros(len(e))
+        composed = self._composition()
+        hs, rev = composed_profile(lambda: composed, len(composed.directions) == 1)
+        out = np.maximum(hs(e), rev(e))
+        pure = pure_total(self.entries)
+        return np.where(e >= pure, 0.0, out) if pure is not None else out
 
     def epsilon(self, delta: float) -> float:
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
