@@ -49,6 +49,7 @@ from dpframe.accounting.curves import (
     pure,
     randomized_response,
     threshold_test,
+    tree_aggregation,
     zcdp,
 )
 from dpframe.accounting.fdp import gdp_mu, power, tradeoff
@@ -61,5 +62,5 @@ __all__ = [
     "RDPCharge", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian", "discrete_laplace",
     "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "gdp_mu", "laplace", "largest_epsilon",
     "most_steps", "power", "pure", "randomized_response", "register_curve", "smallest_noise", "threshold_test",
-    "tradeoff", "zcdp",
+    "tradeoff", "tree_aggregation", "zcdp",
 ]

@@ -149,6 +149,27 @@ class PLDAccountant(RenyiFilter):
         pure = pure_total(self.entries)
         return eps if pure is None else min(eps, pure)
 
+    def directions(self, delta: float) -> dict[str, float]:
+        """ε at ``delta`` for each neighbour direction on its own: ``{"remove": ε, "add": ε}``.
+
+        The remove direction is the pairs (P, Q) (a record removed from the input), the add direction the
+        reversed pairs; :meth:`epsilon` is their max (before the RDP and pure-ε caps). Symmetric pairs give
+        the same ε in both.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> d = PLDAccountant().compose(acc.laplace(1.0).subsampled(0.5), times=10).directions(1e-6)
+            >>> d["remove"] > d["add"]
+            True
+
+        """
+        d = check_delta(delta)
+        if not self.entries:
+            return {"remove": 0.0, "add": 0.0}
+        h = self.effective_grid
+        eps = [epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed()]
+        return {"remove": eps[0], "add": eps[-1]}
+
     def explain(self, delta: float = 1e-6) -> str:
         d = check_delta(delta)
         lines = [f"pld accountant: {self.describe()}"]
