@@ -27,7 +27,7 @@ from dpframe.accuracy import check_accuracy, smallest_budget
 from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
 from dpframe.budgets import Budget, describe
-from dpframe.errors import BudgetExceededError, PlanError, SchemaError
+from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
 from dpframe.family import Releasable, Source, render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
@@ -404,8 +404,9 @@ class Query(Releasable[pl.DataFrame]):
         """``budget``, or the smallest budget meeting ``accuracy`` and the line ``explain()`` adds (free)."""
         if accuracy is None:
             if budget is None:
-                raise PlanError("give a budget or an accuracy target", argument="budget",
-                                fix="collect(dp.PureDP(1.0)) or collect(accuracy=dp.Accuracy(half_width=5))")
+                raise BudgetError("expected dp.PureDP, dp.ApproxDP or dp.ZCDP (or an accuracy target), got None",
+                                  argument="budget",
+                                  fix="collect(dp.PureDP(1.0)) or collect(accuracy=dp.Accuracy(half_width=5))")
             return budget, None
         if budget is not None:
             raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",

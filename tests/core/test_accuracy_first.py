@@ -108,7 +108,7 @@ def test_budget_and_accuracy_are_exclusive() -> None:
     q = _session(dp.PureDP(1)).table("t").agg(dp.len())
     with pytest.raises(dp.PlanError, match="not both"):
         q.collect(dp.PureDP(0.1), accuracy=dp.Accuracy(half_width=5))
-    with pytest.raises(dp.PlanError, match="a budget or an accuracy target") as info:
+    with pytest.raises(dp.BudgetError, match="or an accuracy target") as info:
         q.collect()
     assert info.value.argument == "budget"
     with pytest.raises(dp.PlanError) as info:
