@@ -12,6 +12,7 @@ Example:
 """
 
 from dpframe import datasets, plots
+from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
     BoundsError,
@@ -61,7 +62,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "ZCDP", "Accuracy", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",

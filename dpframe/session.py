@@ -247,7 +247,7 @@ class Session:
             >>> for _ in range(3):
             ...     _ = sess.table("t").agg(dp.len()).collect(budget=dp.PureDP(0.25))
             >>> {k: round(v, 3) for k, v in sess.spent_report().items()}
-            {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.754, 'pld': 0.75}
+            {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.75, 'pld': 0.75}
 
         """
         from dpframe.accounting.accountants import registered_accountants

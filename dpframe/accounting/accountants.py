@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, overload
 
+import numpy as np
+
 from dpframe.accounting.checks import (
     check_delta,
     check_epsilon,
@@ -258,6 +260,10 @@ class Accountant(ABC):
     def delta(self, epsilon: float) -> float:
         """Standalone: the δ of everything composed, at ``epsilon``."""
 
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Standalone: :meth:`delta` at each of ``epsilons`` (accountants may compute them at once)."""
+        return np.array([self.delta(float(e)) for e in np.asarray(epsilons, dtype=np.float64)])
+
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""
         delta = check_delta(delta)
@@ -276,6 +282,20 @@ def check_curves(curves: object) -> None:
             isinstance(c, PrivacyCurve) for c in curves)):
         raise BudgetError(f"expected a list of privacy curves or None, got {shown(curves)}", argument="curves",
                           fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
+
+
+def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:
+    """Σ times·ε of a sequence when every mechanism is pure ε-DP (basic composition: (Σε, 0)-DP; else None).
+
+    Example:
+        >>> from dpframe.accounting.curves import gaussian, laplace
+        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])
+        (0.03, None)
+
+    """
+    if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in entries):
+        return math.fsum(t * float(c.pure_eps) for c, t in entries)  # type: ignore[arg-type]
+    return None
 
 
 def registered_accountants(host: Any = None) -> dict[str, Accountant]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     if all(c.spec is not None and c.spec.get("kind") == "gaussian" and "rate" not in c.spec for c in parts):
         mu = math.hypot(*(c.spec["sensitivity"] / c.spec["sigma"] for c in parts))  # type: ignore[index]
     if math.isfinite(mu):   # (an overflowing μ is composed like any other mechanisms)
-        one = gaussian(sigma=1.0, sensitivity=mu)
-        return PrivacyCurve(label, one.spec, one.rdp, one.hs, one.hs_rev, None, 0.0, one.rho, True)
+        return replace(gaussian(sigma=1.0, sensitivity=mu), label=label)
     specs = [c.spec for c in parts]
     spec = None if any(x is None for x in specs) else {"kind": "composition", "parts": specs}
     rdps = [c.rdp for c in parts]
@@ -85,7 +85,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     hs, hs_rev = composed_profile(build, all(c.hs is None or c.hs is c.hs_rev for c in parts))
     return PrivacyCurve(label, spec, rdp, hs, hs_rev, total([c.eps_inf for c in parts]),
                         min(1.0, math.fsum(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
-                        pure_eps=total([c.pure_eps for c in parts]))
+                        pure_eps=total([c.pure_eps for c in parts]), kl=total([c.kl for c in parts]))
 
 
 def group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -51,21 +52,24 @@ from dpframe.accounting.curve import PrivacyCurve, register_curve
 from dpframe.accounting.numerics.binary import binary_profile, binary_rdp, sampled_pairs, threshold_pairs
 from dpframe.accounting.numerics.common import Array, Fn
 from dpframe.accounting.numerics.profiles import (
+    MAX_DISCRETE_GAUSSIAN_SIGMA,
     hs_atoms,
     hs_bounded_range,
+    hs_discrete_gaussian,
     hs_discrete_laplace,
     hs_gaussian,
     hs_laplace,
     hs_mixture,
 )
 from dpframe.accounting.numerics.rdp import rdp_binary, rdp_discrete_laplace, rdp_laplace, rdp_linear, rdp_pure
+from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp
 from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
 from dpframe.errors import BudgetError
 
 __all__ = [
     "MAX_COUNT_RANGE", "MAX_SVT_LENGTH", "PrivacyCurve", "approx", "discrete_gaussian", "discrete_laplace",
     "exponential", "from_profile", "from_rdp", "gaussian", "gaussian_sparse_vector", "laplace", "pure",
-    "randomized_response", "sparse_vector", "threshold_test", "zcdp",
+    "randomized_response", "sparse_vector", "threshold_test", "tree_aggregation", "zcdp",
 ]
 
 #: Largest count range [lower, upper] of :func:`threshold_test` (its cost grows with the range).
@@ -86,7 +90,34 @@ def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     hs = hs_gaussian(mu)
     rho = mu * mu / 2                          # +∞ when μ² overflows: a vacuous, valid bound
     return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
-                        rdp_linear(rho), hs, hs, None, 0.0, rho, True)
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, True, kl=rho,
+                        sampled_rdp=(lambda g: sampled_gaussian_rdp(mu, g)) if math.isfinite(rho) else None)
+
+
+def tree_aggregation(sigma: float, steps: int | Sequence[int], sensitivity: float = 1.0) -> PrivacyCurve:
+    """Tree aggregation (DP-FTRL's prefix sums, one epoch): Gaussian noise σ on every node of a binary tree.
+
+    ``steps``: the leaves of the tree, or a list of epoch lengths when the tree restarts (each record in
+    one epoch). A record's contribution (L2 ≤ Δ) is in one leaf and its ancestors, at most
+    D = ⌈log₂(max steps + 1)⌉ nodes, so the whole release is one Gaussian mechanism with sensitivity Δ√D
+    (Kairouz et al. 2021, App. D; dp_accounting's ``SingleEpochTreeAggregationDpEvent``).
+
+    Example:
+        >>> round(float(tree_aggregation(sigma=1.0, steps=100).rdp_at([2.0])[0]), 12)   # αD/(2σ²), D = ⌈log₂ 101⌉
+        7.0
+
+    """
+    counts = [steps] if isinstance(steps, int) and not isinstance(steps, bool) else steps
+    if (isinstance(counts, str | bytes) or not isinstance(counts, Sequence) or not counts
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 2**53 for n in counts)):
+        raise BudgetError(f"must be a positive int or a non-empty list of them, got {shown(steps)}",
+                          argument="steps", fix="pass the number of steps per tree, e.g. steps=1000")
+    depth = math.ceil(math.log2(max(counts) + 1))
+    s = positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
+    d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity of one record, e.g. 1.0")
+    one = gaussian(s, d * math.sqrt(depth))
+    return replace(one, label=f"tree aggregation(σ={s:g}, Δ={d:g}, depth {depth})",
+                   spec={"kind": "tree_aggregation", "sigma": s, "steps": list(counts), "sensitivity": d})
 
 
 def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
@@ -102,38 +133,62 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     eps = ratio(d, b, "scale", "ε = Δ/b")
     hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps)
+                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps,
+                        kl=eps + math.expm1(-eps))     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
 
 
-def randomized_response(p: float | None = None, *, epsilon: float | None = None) -> PrivacyCurve:
-    """Binary randomized response: the true bit with probability ``p`` > ½ (or p = e^ε/(1+e^ε)).
+def randomized_response(p: float | None = None, *, epsilon: float | None = None, k: int = 2) -> PrivacyCurve:
+    """k-ary randomized response (binary by default): the true value w.p. ``p`` (or e^ε/(e^ε + k − 1)).
+
+    Each of the k − 1 other values comes out with probability (1 − p)/(k − 1). Two inputs x ≠ x′ give
+    outputs whose likelihood ratio is e^ε at x, e^{−ε} at x′ and 1 elsewhere, so the privacy loss is ±ε
+    or 0 with probabilities (e^ε, 1, k − 2)/(e^ε + k − 1): exact curves.
+    (dp_accounting's ``RandomizedResponseDpEvent(q, k)`` is p = 1 − q + q/k.)
 
     Example:
         >>> randomized_response(epsilon=1000.0).eps_inf      # p rounds to 1 as a float: built from ε
         1000.0
+        >>> round(randomized_response(0.5, k=4).eps_inf, 6)   # log(0.5/(0.5/3))
+        1.098612
 
     """
     if (p is None) == (epsilon is None):
         raise BudgetError("give exactly one of p and epsilon", argument="p",
                           fix="randomized_response(p=0.75) or randomized_response(epsilon=1.0)")
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 2**53:
+        raise BudgetError(f"must be an int in [2, 2**53], got {shown(k)}", argument="k",
+                          fix="pass the number of possible values, e.g. k=2")
     spec: dict[str, Any]
+    others = math.log(k - 1)
     if p is None:
         eta = positive(epsilon, "epsilon", "pass epsilon > 0")
-        prob = 1 / (1 + math.exp(-eta))
-        if 0.5 < prob < 1:           # representable: described by p, as always
-            return randomized_response(prob)
-        lp, lq = -float(np.logaddexp(0.0, -eta)), -float(np.logaddexp(0.0, eta))   # log p, log(1 − p)
-        label, spec = f"randomized response(ε={eta:g})", {"kind": "randomized_response", "epsilon": eta}
+        prob = 1 / (1 + (k - 1) * math.exp(-eta))
+        if 1 / k < prob < 1:         # representable: described by p, as always
+            return randomized_response(prob, k=k)
+        # log p, log q (q = one other value's probability), without forming e^η
+        lp = -float(np.logaddexp(0.0, others - eta))
+        lq = lp - eta
+        label, spec = f"randomized response(ε={eta:g}{_k(k)})", {"kind": "randomized_response", "epsilon": eta}
     else:
-        prob = real(p, "p", "pass the truth probability, in (0.5, 1)")
-        if not (0.5 < prob < 1):
-            raise BudgetError(f"must be in (0.5, 1), got {shown(p)}", argument="p", fix="pass the truth probability")
-        eta, lp, lq = math.log(prob / (1 - prob)), math.log(prob), math.log1p(-prob)
-        label, spec = f"randomized response(p={prob:g})", {"kind": "randomized_response", "p": prob}
-    probs = np.array([prob, 1 - prob]) if p is not None else np.array([math.exp(lp), math.exp(lq)])
-    hs = hs_atoms(np.array([eta, -eta]), probs)
-    return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta * eta / 2, True,
-                        pure_eps=eta)
+        prob = real(p, "p", "pass the truth probability, in (1/k, 1)")
+        if not (1 / k < prob < 1):
+            raise BudgetError(f"must be in (1/k, 1) = ({1 / k:g}, 1), got {shown(p)}", argument="p",
+                              fix="pass the truth probability")
+        lp, lq = math.log(prob), math.log1p(-prob) - others
+        eta = lp - lq
+        label, spec = f"randomized response(p={prob:g}{_k(k)})", {"kind": "randomized_response", "p": prob}
+    if k != 2:
+        spec["k"] = k
+    atoms = np.array([eta, -eta, 0.0])
+    probs = np.array([math.exp(lp), math.exp(lq), max(0.0, 1 - math.exp(lp) - math.exp(lq))])
+    hs = hs_atoms(atoms, probs) if k > 2 else hs_atoms(atoms[:2], probs[:2])
+    rest = math.log1p(-math.exp(lp) - math.exp(lq)) if k > 2 else -math.inf
+    return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp, rest), hs, hs, eta, 0.0, eta * eta / 2, k == 2,
+                        pure_eps=eta, kl=eta * (math.exp(lp) - math.exp(lq)))   # Σ P·loss = ε(P(x) − P(x′))
+
+
+def _k(k: int) -> str:
+    return "" if k == 2 else f", k={k}"
 
 
 def pure(epsilon: float) -> PrivacyCurve:
@@ -142,7 +197,12 @@ def pure(epsilon: float) -> PrivacyCurve:
     p = 1 / (1 + math.exp(-e))
     hs = hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
     return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, rdp_pure(e), hs, hs, e, 0.0,
-                        e * e / 2, False, pure_eps=e)   # e * e: inf (not OverflowError) for absurd ε
+                        e * e / 2, False, pure_eps=e, kl=min(_kl_rr(e), e))   # e * e: inf, not OverflowError
+
+
+def _kl_rr(eta: float) -> float:
+    """D(RR_p‖RR_{1−p}) = (2p − 1)·η = η·tanh(η/2), p = e^η/(1+e^η): the KL divergence of ε-DP's worst case."""
+    return eta * math.tanh(eta / 2)
 
 
 def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
@@ -305,7 +365,7 @@ def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
     r = positive(rho, "rho", "pass rho > 0")
     d0 = _delta0(delta0)
     return PrivacyCurve(f"{r:g}-zCDP" + (f" (δ0={d0:g})" if d0 else ""), {"kind": "zcdp", "rho": r, "delta0": d0},
-                        rdp_linear(r), None, None, None, d0, r, False)
+                        rdp_linear(r), None, None, None, d0, r, False, kl=None if d0 else r)
 
 
 def approx(epsilon: float, delta: float) -> PrivacyCurve:
@@ -331,18 +391,37 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
                         rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
 
 
-def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
+def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = False) -> PrivacyCurve:
     """Discrete Gaussian noise N_Z(0, σ²) with L2 sensitivity Δ: ε(α) = αΔ²/(2σ²) (Canonne et al. 2020).
 
-    Its PLD is derived from this RDP curve (valid for vectors of any dimension).
+    By default its PLD is derived from this RDP curve (valid for vectors of any dimension). With
+    ``scalar=True`` the noise is on *one* integer statistic whose sensitivity Δ is an integer: the PLD then
+    uses the exact privacy profile of N_Z(0, σ²) against N_Z(Δ, σ²) (CKS20 Thm 7; σ ≤ 10⁴).
+
+    Example:
+        >>> round(discrete_gaussian(1.0, scalar=True).delta_at(1.0), 4)    # exact; 0.2475 from the RDP curve
+        0.1414
+
     """
     s = positive(sigma, "sigma", "pass sigma > 0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
     mu = ratio(d, s, "sigma", "Δ/σ")
     rho = mu * mu / 2
-    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
-                        {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
-                        rdp_linear(rho), None, None, None, 0.0, rho, False)
+    spec: dict[str, Any] = {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d}
+    hs = None
+    if scalar is not False:
+        if scalar is not True or not float(d).is_integer() or d > 2**53:
+            raise BudgetError(f"scalar=True needs an integer sensitivity, got {shown(sensitivity)}"
+                              if scalar is True else f"scalar must be True or False, got {shown(scalar)}",
+                              argument="scalar" if scalar is not True else "sensitivity",
+                              fix="pass the integer sensitivity of the one statistic, or leave scalar=False")
+        if s > MAX_DISCRETE_GAUSSIAN_SIGMA:
+            raise BudgetError(f"scalar=True tabulates the pmf: σ must be at most {MAX_DISCRETE_GAUSSIAN_SIGMA:g}, "
+                              f"got {shown(sigma)}", argument="sigma", fix="leave scalar=False (the RDP-derived PLD)")
+        hs = hs_discrete_gaussian(s, int(d))
+        spec["scalar"] = True
+    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g}{', scalar' if hs else ''})", spec,
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, False, kl=rho)
 
 
 def exponential(epsilon: float) -> PrivacyCurve:
@@ -354,7 +433,7 @@ def exponential(epsilon: float) -> PrivacyCurve:
     pure_rdp = base.rdp
     return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
                         lambda a: np.minimum(pure_rdp(a), a * (e * e / 8)), hs, hs, e, 0.0, e * e / 8, False,
-                        pure_eps=e)
+                        pure_eps=e, kl=min(float(base.kl or math.inf), e * e / 8))
 
 
 def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> PrivacyCurve:
@@ -491,6 +570,7 @@ _BUILT_IN: dict[str, Callable[..., PrivacyCurve]] = {
     "gaussian": gaussian, "laplace": laplace, "randomized_response": randomized_response, "pure": pure,
     "zcdp": zcdp, "approx": approx, "discrete_laplace": discrete_laplace, "discrete_gaussian": discrete_gaussian,
     "exponential": exponential, "threshold_test": threshold_test, "sparse_vector": sparse_vector,
+    "tree_aggregation": tree_aggregation,
     "gaussian_sparse_vector": gaussian_sparse_vector}
 for _kind, _build in _BUILT_IN.items():
     register_curve(_kind, _build)

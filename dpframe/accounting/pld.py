@@ -22,13 +22,15 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from dpframe.accounting.accountants import pure_total
 from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
 from dpframe.accounting.composition import group_rdp_only
 from dpframe.accounting.curve import from_json
-from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, delta_at, epsilon_at
+from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile, delta_at, epsilon_at
 from dpframe.accounting.rdp import RDPAccountant, RDPCharge, RenyiFilter
 from dpframe.budgets import Budget
 
@@ -91,12 +93,6 @@ class PLDAccountant(RenyiFilter):
                 self._rdp.compose(curve, times=times)
         return self._rdp
 
-    def _pure_total(self) -> float | None:
-        """Σ times·ε of the sequence when every mechanism is pure ε-DP (basic composition; else None)."""
-        if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in self.entries):
-            return math.fsum(t * float(c.pure_eps) for c, t in self.entries)  # type: ignore[arg-type]
-        return None
-
     def delta(self, epsilon: float) -> float:
         """δ at ``epsilon``: the max over the add and remove directions.
 
@@ -109,13 +105,24 @@ class PLDAccountant(RenyiFilter):
         e = check_epsilon(epsilon)
         if not self.entries:
             return 0.0
-        pure = self._pure_total()
+        pure = pure_total(self.entries)
         if pure is not None and e >= pure:
             return 0.0                                   # basic composition: (Σε, 0)-DP
         h = self.effective_grid
         d = max(delta_out(delta_at(p, s, extra, h, e)) for p, s, extra in self.composed())
         rdp = self._rdp_fallback(d >= 1)
         return d if rdp is None else min(d, rdp.delta(e))
+
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """δ at each ε of ``epsilons`` (≥ 0) at once, from the composed PLD's tail sums (0 from Σε on, if pure)."""
+        e = np.asarray(epsilons, dtype=np.float64)
+        if not self.entries:
+            return np.zeros(len(e))
+        composed = self._composition()
+        hs, rev = composed_profile(lambda: composed, len(composed.directions) == 1)
+        out = np.maximum(hs(e), rev(e))
+        pure = pure_total(self.entries)
+        return np.where(e >= pure, 0.0, out) if pure is not None else out
 
     def epsilon(self, delta: float) -> float:
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
@@ -139,8 +146,29 @@ class PLDAccountant(RenyiFilter):
         rdp = self._rdp_fallback(math.isinf(eps))
         if rdp is not None:
             eps = min(eps, rdp.epsilon(d))
-        pure = self._pure_total()
+        pure = pure_total(self.entries)
         return eps if pure is None else min(eps, pure)
+
+    def directions(self, delta: float) -> dict[str, float]:
+        """ε at ``delta`` for each neighbour direction on its own: ``{"remove": ε, "add": ε}``.
+
+        The remove direction is the pairs (P, Q) (a record removed from the input), the add direction the
+        reversed pairs; :meth:`epsilon` is their max (before the RDP and pure-ε caps). Symmetric pairs give
+        the same ε in both.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> d = PLDAccountant().compose(acc.laplace(1.0).subsampled(0.5), times=10).directions(1e-6)
+            >>> d["remove"] > d["add"]
+            True
+
+        """
+        d = check_delta(delta)
+        if not self.entries:
+            return {"remove": 0.0, "add": 0.0}
+        h = self.effective_grid
+        eps = [epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed()]
+        return {"remove": eps[0], "add": eps[-1]}
 
     def explain(self, delta: float = 1e-6) -> str:
         d = check_delta(delta)

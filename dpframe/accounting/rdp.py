@@ -41,6 +41,7 @@ from dpframe.accounting.accountants import (
     check_curves,
     curve_of,
     plan_curves,
+    pure_total,
     round_up,
 )
 from dpframe.accounting.checks import (
@@ -228,7 +229,17 @@ class RDPAccountant(RenyiFilter):
         return total
 
     def conversion(self, delta: float, conversion: Conversion = "best", *, refine: bool = True) -> Converted:
-        """ε at ``delta`` with the order and the rule used."""
+        """ε at ``delta`` with the order and the rule used.
+
+        A sequence of pure ε-DP mechanisms is never reported above Σε (basic composition, rule ``"basic"``,
+        order α = ∞): both bounds are valid, so is the smaller.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> RDPAccountant().compose(acc.laplace(scale=100.0)).conversion(1e-6)
+            Converted(epsilon=0.01, alpha=inf, rule='basic')
+
+        """
         rule = check_conversion(conversion)
         d = check_delta(delta) - self._delta0()
         if d <= 0:
@@ -238,6 +249,9 @@ class RDPAccountant(RenyiFilter):
         best = best_epsilon(self.orders, self.rdp(), d, rule)
         if refine and math.isfinite(best.epsilon):
             best = self._refine(best, d, rule)
+        pure = pure_total(self.entries)
+        if pure is not None and pure <= best.epsilon:
+            return Converted(pure, math.inf, "basic")
         return Converted(epsilon_out(best.epsilon), best.alpha, best.rule)
 
     def _refine(self, best: Converted, delta: float, conversion: Conversion) -> Converted:
@@ -270,8 +284,9 @@ class RDPAccountant(RenyiFilter):
         """δ at ``epsilon`` (plus the mechanisms' δ0)."""
         e = check_epsilon(epsilon)
         rule = check_conversion(conversion)
-        if not self.entries:
-            return 0.0
+        pure = pure_total(self.entries)
+        if not self.entries or (pure is not None and e >= pure):
+            return 0.0                                   # basic composition: (Σε, 0)-DP
         std, imp = delta_conversions(self.orders, self.rdp(), e)
         pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[rule]
         return delta_out(np.nanmin(pick, initial=1.0) + self._delta0())
@@ -279,9 +294,14 @@ class RDPAccountant(RenyiFilter):
     def explain(self, delta: float = 1e-6) -> str:
         delta = check_delta(delta)
         c = self.conversion(delta)
-        other = self.conversion(delta, "standard" if c.rule == "improved" else "improved")
         lines = [f"rdp accountant: {self.describe()}"]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
+        if c.rule == "basic":
+            rdp = best_epsilon(self.orders, self.rdp(), delta - self._delta0())
+            lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g} by basic composition (every mechanism is pure ε-DP; "
+                         f"the RDP conversion gives {rdp.epsilon:.6g})")
+            return "\n".join(lines)
+        other = self.conversion(delta, "standard" if c.rule == "improved" else "improved")
         lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g}: {c.rule} conversion at α = {c.alpha:.4g} "
                      f"(the {other.rule} conversion gives {other.epsilon:.6g})")
         edge = self.orders[-1]

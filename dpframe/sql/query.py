@@ -95,7 +95,7 @@ class SQLQuery(Query):
                     "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
         return super()._planned(budget)
 
-    def explain(self, budget: object = None, format: str = "text") -> Any:
+    def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
         check_format(format)
         refusal = self._refusal()
         backend = str(self._backend().name)
@@ -105,29 +105,32 @@ class SQLQuery(Query):
         lines += [f"note: {n}" for n in self.notes]
         if refusal:
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
-        out = super().explain(budget).extended(lines, {
+        out = super().explain(budget, accuracy=accuracy).extended(lines, {
             "backend": backend, "sql": self.text, "post_processing": self.post.describe(),
             "sql_notes": list(self.notes), "refused": refusal})
         return out.to_dict() if format == "json" else out
 
     @overload
-    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False
-                ) -> pl.DataFrame: ...
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False,
+                accuracy: object = None) -> pl.DataFrame: ...
 
     @overload
-    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True]) -> Diagnosed: ...
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True],
+                accuracy: object = None) -> Diagnosed: ...
 
-    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False
-                ) -> pl.DataFrame | Diagnosed:
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False,
+                accuracy: object = None) -> pl.DataFrame | Diagnosed:
         """Charge and run, then apply the SQL's post-processing to the released values.
 
         ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
         selected column that is a measure itself (not for expressions over measures). ``diagnostics=True``
-        (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``.
+        (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``; ``accuracy`` (see
+        there too) chooses the budget.
         """
         if self.explain_only:
-            return pl.DataFrame({"explain": [str(self.explain(budget))]})
-        self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
+            return pl.DataFrame({"explain": [str(self.explain(budget, accuracy=accuracy))]})
+        budget = self._affordable(budget, accuracy) if accuracy is not None else needs_budget(budget, "collect")
+        self._planned(budget)                       # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)
         refusal = self._refusal()

@@ -53,10 +53,15 @@ def rdp_laplace(eps: float) -> Fn:
     return f
 
 
-def rdp_binary(lp: float, l1p: float, lq: float, l1q: float) -> Fn:
-    """D_α((p, 1−p) ‖ (q, 1−q)) from logs of the four probabilities."""
+def rdp_binary(lp: float, l1p: float, lq: float, l1q: float, rest: float = -math.inf) -> Fn:
+    """D_α((p, 1−p) ‖ (q, 1−q)) from logs of the four probabilities.
+
+    ``rest``: the log of mass both share (outputs with the same probability under both, as k-ary
+    randomized response's other values).
+    """
     def f(a: Array) -> Array:
-        return np.asarray(np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q) / (a - 1))
+        both = np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q)
+        return np.asarray(np.logaddexp(both, rest) / (a - 1))
 
     return f
 
