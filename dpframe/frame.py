@@ -28,7 +28,7 @@ from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
 from dpframe.budgets import Budget, describe
 from dpframe.display import query_html
-from dpframe.errors import BudgetExceededError, PlanError, SchemaError
+from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
@@ -425,7 +425,12 @@ class Query(Releasable[pl.DataFrame]):
     def _budget(self, budget: object, accuracy: object, method: str) -> tuple[object, str | None]:
         """``budget``, or the smallest budget meeting ``accuracy`` and the line ``explain()`` adds (free)."""
         if accuracy is None:
-            return needs_budget(budget, method), None
+            if budget is None:
+                raise BudgetError(f"{method}() needs this query's privacy budget, or an accuracy target",
+                                  argument="budget", fix=f"pass one, e.g. {method}(budget=dp.PureDP(0.5)) (or "
+                                  f"dp.ApproxDP(eps, delta), dp.ZCDP(rho)), or {method}(accuracy=dp.Accuracy("
+                                  "half_width=5)); explain(budget) shows what it buys and costs nothing")
+            return budget, None
         if budget is not None:
             raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
                             fix="drop the budget: the accuracy target chooses it")
