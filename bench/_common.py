@@ -331,12 +331,18 @@ def run_worker(cmd: Sequence[str], out: str | Path, timeout_s: float, env: dict[
 
 
 def machine_info() -> str:
-    """One line: cores, RAM, platform, Python."""
+    """One line: cores (and Polars' thread pool), RAM, platform, Python."""
     try:
         ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM"
     except (ValueError, OSError):
         ram = "? RAM"
-    return f"{os.cpu_count()} CPU cores, {ram}, {platform.platform()}, Python {platform.python_version()}"
+    try:
+        import polars as pl
+
+        pool = f" (Polars thread pool: {pl.thread_pool_size()})"
+    except ImportError:   # a peer venv without Polars
+        pool = ""
+    return f"{os.cpu_count()} CPU cores{pool}, {ram}, {platform.platform()}, Python {platform.python_version()}"
 
 
 def log_stderr(msg: str) -> None:

@@ -199,7 +199,7 @@ def dpframe_bounded_frame(df: Any, case: str) -> Any:
     rows = tuple(n for n in node.lineage() if isinstance(n, RowNode))
     request = StatisticsRequest(node.lineage()[0].table, rows, sess.privacy_unit, node.by, node.keys,
                                 plan.statistics(), 20240601)  # type: ignore[arg-type]
-    backend = getattr(sess, "_backend", None) or sess.backend
+    backend = sess._catalog.default_backend
     return backend.bounded(request)
 
 
@@ -231,7 +231,7 @@ def dpframe_query(df: Any, case: str) -> tuple[Callable[[], Any], Callable[[], A
 # Cumulative times; "noise" is inside "release". Names that stop matching show as "-".
 PROFILE_PARTS = [
     ("session", "dpframe/session.py", ("__init__",)),
-    ("plan", "dpframe/planner.py", ("plan_query",)),
+    ("plan", "dpframe/planning/__init__.py", ("plan_query",)),
     ("polars", "dpframe/backends/polars.py", ("statistics",)),
     ("release", "dpframe_aggregates/", ("release",)),
     ("noise", "dpframe/noise/samplers.py", ("discrete_laplace", "discrete_gaussian")),

@@ -3,9 +3,9 @@
 
 Usage::
 
-    python bench/spark.py [--rows 10000000] [--runs 3] [--master local[*]] [--driver-memory 6g]
+    python bench/spark.py [--rows 10000000] [--users 1000000] [--runs 3] [--master local[*]] [--driver-memory 6g]
 
-Data and queries are those of ``bench/aggregations.py`` (``--rows`` visits, 1M users, 1,000 Zipf cities;
+Data and queries are those of ``bench/aggregations.py`` (``--rows`` visits by ``--users`` users, 1,000 Zipf cities;
 count / sum / mean ungrouped, then by city with public keys, private keys, a user unit with
 ``max_rows=10`` on uniform and on Pareto-distributed rows per user), plus the median of ``spend``. Spark
 reads each Parquet file itself and caches it (as a cluster would hold it); per query, the median of
@@ -100,6 +100,8 @@ def dp_query(sess: Any, case: str) -> Any:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=10_000_000)
+    p.add_argument("--users", type=int, default=N_USERS,
+                   help="distinct user_id values (--rows 2000000 --users 200000 keeps the default's rows per user)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--master", default="local[*]")
     p.add_argument("--driver-memory", default="6g")
@@ -115,7 +117,7 @@ def main() -> None:
     before = load_average()
     cases = args.cases.split(",")
     tails = {TAILS.get(c, "uniform") for c in cases}
-    paths = {t: synthetic_visits(args.rows, users=N_USERS, cities=N_CITIES, zipf_s=ZIPF_S, spend_max=SPEND_MAX,
+    paths = {t: synthetic_visits(args.rows, users=args.users, cities=N_CITIES, zipf_s=ZIPF_S, spend_max=SPEND_MAX,
                                  tail=t)[0] for t in tails}
     t = time.perf_counter()
     spark = (SparkSession.builder.master(args.master).appName("dpframe-bench")
@@ -153,7 +155,8 @@ def main() -> None:
                      "yes" if opened is not None and opened <= TARGET else "NO",
                      fmt_s(got["dpframe Spark (fresh)"]), fmt_ratio(fresh),
                      fmt_s(got.get("plain Polars")), fmt_s(got.get("dpframe Polars"))])
-    print(f"# dpframe Spark backend ({args.master}, Spark {spark.version}) vs plain Spark SQL, {args.rows:,} rows, "
+    print(f"# dpframe Spark backend ({args.master}, Spark {spark.version}) vs plain Spark SQL, {args.rows:,} rows by "
+          f"{args.users:,} users, "
           f"{os.cpu_count()} cores\n")
     print(f"{machine_info()}; SparkSession startup {startup:.1f} s (not in the times); median of {args.runs} runs; "
           f"load average before / after: {before} / {load_average()}\n")

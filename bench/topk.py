@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 from dpframe_topk import TopKFailed, TopKPartial
 
 import dpframe as dp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info  # noqa: E402  (bench/ is not a package)
 
 BINS, COUNT = 15_000, 700
 KS = (10, 50, 100, 200, 400, 700)
@@ -108,6 +113,7 @@ def main() -> None:
     ap.add_argument("--skip-recall", action="store_true")
     ap.add_argument("--skip-time", action="store_true")
     args = ap.parse_args()
+    print(f"machine: {machine_info()}\n")
     if not args.skip_time:
         print(f"## time: {args.rows:,} rows, 100,000 keys (median of {args.runs})\n")
         print(time_table(args.rows, args.runs), flush=True)

@@ -21,7 +21,9 @@ What runs in DuckDB:
    unit, one sort, no window over the units) and go back as a boolean column the statistics query
    reads the table through (again a ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
-   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). A partial ``sorted``
+   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
+   (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
+   (:func:`~dpframe.backends.base.int64_sums_are_exact`), else in HUGEINT. A partial ``sorted``
    statistic (``near``: quantiles) is answered with rank windows, as on Polars: a Bernoulli sample of
    one row in :data:`~dpframe.backends.rank_windows.SAMPLE_STRIDE` places the windows
    (:func:`~dpframe.backends.polars_windows.place_windows`), and the statistics query counts each
@@ -65,7 +67,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
-from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
@@ -74,7 +76,7 @@ from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
 from dpframe.plan.values import instance as _instance
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
-from dpframe.sql.sandbox import connect, literal, lock, quote
+from dpframe.sql.sandbox import connect, function_types, literal, lock, quote
 
 ROW = "__dp_row"
 KEEP = "__dp_keep"
@@ -135,8 +137,9 @@ class Statistics:
 
     Definitions as in the Polars backend: NULL and NaN are not values; values are cast to DOUBLE, clamped
     (±inf too), shifted, raised to ``power``, scaled to the 2^grid_exp grid, truncated toward zero onto
-    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT); terms and totals
-    are clipped to ±SUM_LIMIT. A projection computes
+    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT, or with
+    ``int64_sums`` — which the caller sets only where no sum can leave 64 bits — DuckDB's 64-bit
+    ``sum_no_overflow``); terms and totals are clipped to ±SUM_LIMIT. A projection computes
     each clamped column once (NULL when the value is NULL or NaN); the aggregates then read it.
 
     Example:
@@ -147,8 +150,10 @@ class Statistics:
 
     """
 
-    def __init__(self, unit: str | None, schema: pl.Schema, statistics: tuple[Statistic, ...] = ()) -> None:
+    def __init__(self, unit: str | None, schema: pl.Schema, statistics: tuple[Statistic, ...] = (),
+                 int64_sums: bool = False) -> None:
         self.unit, self.schema = unit, schema
+        self._sum = "sum_no_overflow" if int64_sums else "sum"
         self.values: dict[str, str] = {}
         # A column's non-null count can reuse any of its clamped values (NULL exactly when not a value).
         self._clamped: dict[str, str] = {}
@@ -206,7 +211,7 @@ class Statistics:
         limit = _double(SUM_LIMIT)
         term = scaled if 2 * stat.row_bound() <= SUM_LIMIT else \
             f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
-        total = f"coalesce(sum(CAST(trunc({term}) AS BIGINT)), 0)"
+        total = f"coalesce({self._sum}(CAST(trunc({term}) AS BIGINT)), 0)"
         return f"CAST(least(greatest({total}, -{SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT) AS {key}"
 
     def window_aggregates(self, stat: Statistic, ends: list[tuple[int, int]], seen: bool) -> list[str]:
@@ -291,6 +296,7 @@ class _Table:
     data: pa.Table | None
     path: str | None = None
     numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
+    rows: int | None = None             # the Parquet file's row count, once needed
 
 
 @dataclass
@@ -477,7 +483,7 @@ class DuckDBBackend:
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
         by = [quote(b) for b in request.by]
         unit = request.unit
-        st = Statistics(unit.column, schema, request.statistics)
+        st = Statistics(unit.column, schema, request.statistics, self._int64_sums(request, source))
         aggregates = [st.aggregate(s) for s in request.statistics if windows is None or s not in windows.windows.near]
         carry = [*by, *([quote(unit.column)] if unit.column is not None and unit.column not in request.by else [])]
         if windows is not None:
@@ -490,6 +496,22 @@ class DuckDBBackend:
         cur = q.add(f"SELECT {st.projection(carry)} FROM {cur}")
         final = f"SELECT {', '.join([*by, *aggregates])} FROM {cur}" + (f" GROUP BY {', '.join(by)}" if by else "")
         return q.sql(final), q.frames
+
+    def _size(self, request: StatisticsRequest, source: pa.Table | None) -> int:
+        """The number of source rows (for a Parquet file: counted once, from its metadata)."""
+        table = self._tables[request.table]
+        data = source if source is not None else table.data
+        if data is not None:
+            return int(data.num_rows)
+        if table.rows is None:
+            table.rows = int(self._run(f"SELECT count(*) AS n FROM {table.view}", {})["n"][0])
+        return table.rows
+
+    def _int64_sums(self, request: StatisticsRequest, source: pa.Table | None) -> bool:
+        """Whether 64-bit sums are exact: few enough source rows (row nodes add none: public join keys are unique)."""
+        sums = [s for s in request.statistics if s.kind == "fixed_sum"]
+        return bool(sums) and "sum_no_overflow" in function_types() \
+            and int64_sums_are_exact(sums, self._size(request, source))
 
     def _unit_rows(self, q: _Query, cur: str, request: StatisticsRequest) -> str:
         """Rows of the public keys (if any) with a unit (with a unit column; else every row)."""
@@ -530,10 +552,7 @@ class DuckDBBackend:
         hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
         row_seed = seed ^ 0x5DEECE66D
         rows = self._run(q.sql(f"SELECT {ROW}, {u}, hash({hashed}, {row_seed}) AS __dp_hash FROM {cur}"), q.frames)
-        table = self._tables[request.table]
-        data = source if source is not None else table.data
-        size = data.num_rows if data is not None else self._run(f"SELECT count(*) AS n FROM {table.view}", {})["n"][0]
-        keep = np.zeros(size, dtype=bool)
+        keep = np.zeros(self._size(request, source), dtype=bool)
         keep[rows[ROW].to_numpy()[self._kept(rows, unit.column, row_seed, unit.max_rows)]] = True
         return keep
 

@@ -64,7 +64,6 @@ import functools
 import io
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ import polars as pl
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
+from dpframe.backends.spark_statistics import aggregate, code, ident, window_aggregates
 from dpframe.errors import DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
@@ -649,8 +649,7 @@ class SparkBackend:
         F = self._sql.functions
         by = list(request.by)
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
-        codes = [F.collect_list(_code(F, s, _name(s.column), schema[s.column], _present(F, s.column, schema)))
-                 .alias(code_column(i)) for i, s in enumerate(near) if s.column is not None]
+        codes = [F.expr(f"collect_list({code(s, schema)}) AS {ident(code_column(i))}") for i, s in enumerate(near)]
         sample = frame.sample(fraction=1 / stride, seed=request.seed & 0x7FFFFFFF)
         sampled = sample.groupBy(*[_name(b) for b in by]).agg(*codes) if by else sample.agg(*codes)
         types = {**{b: schema[b] for b in by}, **{code_column(i): pl.List(pl.Int64) for i in range(len(near))}}
@@ -661,7 +660,8 @@ class SparkBackend:
         F = self._sql.functions
         by = list(request.by)
         near = windows.near if windows is not None else []
-        aggregates = [_aggregate(F, s, request.unit.column, schema, wide) for s in request.statistics if s not in near]
+        aggregates = [F.expr(aggregate(s, request.unit.column, schema, wide))
+                      for s in request.statistics if s not in near]
         helpers: dict[str, pl.DataType] = {}
         if windows is not None and near:
             if by:    # groups the sample missed list all their codes
@@ -673,100 +673,8 @@ class SparkBackend:
                                                            for i, b in enumerate(by)])
                 frame = frame.join(right, on=on, how="left").drop(*[f"__dp_key{i}" for i in range(len(by))])
             for s in near:
-                i = windows.stats.index(s)
-                assert s.column is not None
-                code = _code(F, s, _name(s.column), schema[s.column], _present(F, s.column, schema))
-                inside = functools.reduce(lambda a, b: a | b, [code.between(lo, hi) for lo, hi in windows.ends[i]])
-                if by:
-                    inside = inside | F.col("__dp_seen").isNull()
-                aggregates += [F.count(code).alias(f"{s.key}#n"),
-                               *[F.count(F.when(code < lo, 1)).alias(f"{s.key}#below{j}")
-                                 for j, (lo, _) in enumerate(windows.ends[i])],
-                               F.collect_list(F.when(inside, code)).alias(s.key)]
+                ends = [(int(lo), int(hi)) for lo, hi in windows.ends[windows.stats.index(s)]]
+                aggregates += [F.expr(a) for a in window_aggregates(s, schema, ends, bool(by))]
                 helpers |= {f"{s.key}#n": pl.Int64(), **{f"{s.key}#below{j}": pl.Int64() for j in range(len(s.near))}}
         out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
         return _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types, **helpers})
-
-
-# ---------------------------------------------------------------------------------- the statistics
-
-
-def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool = False) -> Any:
-    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`).
-
-    A ``fixed_sum`` is a 64-bit ``try_sum`` (NULL if it leaves 64 bits: never ANSI's overflow error), or
-    with ``wide`` a DECIMAL(38,0) sum clipped to ±SUM_LIMIT (n < 2⁶³ terms of ≤ 2⁶² fit in 10³⁸).
-    """
-    key = stat.key
-    if stat.kind == "rows":
-        return F.count(F.lit(1)).alias(key)
-    if stat.kind == "units":
-        return (F.countDistinct(_name(unit)) if unit else F.count(F.lit(1))).alias(key)
-    assert stat.column is not None
-    col, dtype = _name(stat.column), schema[stat.column]
-    present = _present(F, stat.column, schema)
-    if stat.kind == "nonnull":
-        return F.count(F.when(present, 1)).alias(key)
-    assert stat.lower is not None and stat.upper is not None
-    if stat.kind == "sorted":
-        return F.sort_array(F.collect_list(_code(F, stat, col, dtype, present))).alias(key)
-    value = col.cast("double")
-    lo, hi = F.lit(float(stat.lower)), F.lit(float(stat.upper))
-    if stat.kind == "indicator_sum":
-        return F.count(F.when(present & (value >= lo) & (value < hi), 1)).alias(key)
-    shifted = F.least(F.greatest(value, lo), hi)
-    if stat.shift:
-        shifted = shifted - F.lit(float(stat.shift))
-    powered = shifted if stat.power == 1 else functools.reduce(lambda a, b: a * b, [shifted] * stat.power)
-    if stat.grid_exp:
-        powered = powered * F.lit(2.0 ** (-stat.grid_exp))
-    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), and clipped to ±SUM_LIMIT so the
-    # cast cannot fail); NULL/NaN skipped.
-    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
-        limit = F.lit(float(SUM_LIMIT))
-        powered = F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
-    term = F.when(present, powered.cast("long"))
-    if wide:
-        bound = F.lit(Decimal(SUM_LIMIT)).cast("decimal(38,0)")
-        total = F.coalesce(F.sum(term.cast("decimal(38,0)")), F.lit(Decimal(0)).cast("decimal(38,0)"))
-        return F.least(F.greatest(total, -bound), bound).cast("long").alias(key)
-    return F.when(F.count(term) == 0, F.lit(0).cast("long")).otherwise(F.try_sum(term)).alias(key)
-
-
-def _present(F: Any, column: str, schema: pl.Schema) -> Any:
-    """True where ``column`` holds a value (neither NULL nor NaN)."""
-    col = _name(column)
-    return col.isNotNull() & ~F.isnan(col) if schema[column].is_float() else col.isNotNull()
-
-
-def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -> Any:
-    """The ``sorted`` code of a row (NULL for NULL/NaN): floats in double, the rest exactly in DECIMAL."""
-    assert stat.lower is not None and stat.upper is not None
-    if dtype.is_float():
-        value = F.least(F.greatest(col.cast("double"), F.lit(float(stat.lower))), F.lit(float(stat.upper)))
-        if stat.shift:
-            value = value - F.lit(float(stat.shift))
-        if stat.grid_exp:
-            value = value * F.lit(2.0 ** (-stat.grid_exp))
-        return F.when(present, value.cast("long"))
-    if dtype == pl.Date:
-        number = F.unix_date(col).cast("decimal(38,0)")
-    elif isinstance(dtype, pl.Datetime):
-        unit = {"ms": "MILLISECOND", "us": "MICROSECOND"}[dtype.time_unit or "us"]
-        if dtype.time_zone:
-            number = (F.unix_millis(col) if unit == "MILLISECOND" else F.unix_micros(col)).cast("decimal(38,0)")
-        else:
-            epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
-            number = F.timestamp_diff(unit, epoch, col).cast("decimal(38,0)")
-    elif isinstance(dtype, pl.Decimal):   # toward zero, as Polars (Spark's cast rounds half up)
-        number = F.when(col >= 0, F.floor(col)).otherwise(F.ceil(col)).cast("decimal(38,0)")
-    else:
-        number = col.cast("decimal(38,0)")
-    lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))
-    code = F.least(F.greatest(number, lo), hi) - shift          # exact; may exceed 64 bits before the division
-    if stat.grid_exp:  # division by 2**grid_exp toward zero, exactly in DECIMAL: floor, plus 1 below zero
-        step = F.lit(Decimal(2**stat.grid_exp)).cast("decimal(38,0)")
-        rest = F.pmod(code, step)
-        floor = ((code - rest) / step).cast("long")
-        code = F.when((code < 0) & (rest != 0), floor + 1).otherwise(floor)
-    return F.when(col.isNotNull(), code.cast("long"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction as F
 from pathlib import Path
 
 import duckdb
@@ -67,6 +68,22 @@ def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql
     assert masked.column_names == [*DATA.columns, KEEP] and sum(masked[KEEP].to_pylist()) == 5
     assert f"WHERE {KEEP}" in sql and "hash(" not in sql
     assert "random" not in sql.lower() and "setseed" not in sql.lower()
+
+
+def test_sums_run_in_64_bits_only_where_no_sum_can_leave_them(tmp_path: Path) -> None:
+    """Six rows of terms ≤ 10 cannot leave 64 bits (DuckDB's sum_no_overflow); terms up to SUM_LIMIT can
+    (HUGEINT); the totals are exact either way, from memory and from Parquet."""
+    small, huge = Statistic("fixed_sum", "x", F(0), F(10), grid_exp=0), Statistic("fixed_sum", "x", F(0), F(2**62),
+                                                                                  grid_exp=0)
+    DATA.write_parquet(tmp_path / "t.parquet")
+    for b in (backend(t=DATA), DuckDBBackend()):
+        if not b._tables:
+            b.register_source("t", pl.scan_parquet(tmp_path / "t.parquet"), tmp_path / "t.parquet")
+        for stat, wide in ((small, False), (huge, True)):
+            request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (stat,), 3)
+            sql, _ = b.compile(request)
+            assert ("sum_no_overflow(" in sql) is not wide and ("sum(" in sql) is wide
+            assert b.statistics(request)[stat.key].item() == 21
 
 
 def test_an_in_memory_table_is_handed_over_once_without_a_copy() -> None:
