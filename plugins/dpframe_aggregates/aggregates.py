@@ -36,7 +36,7 @@ from dpframe.accounting import PrivacyCurve
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic, sample_batch
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
@@ -100,10 +100,10 @@ class AggregatePlan(MechanismPlan):
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
         assert self.noises is not None and self.roles is not None
-        noisy: dict[str, np.ndarray] = {}
-        for key, noise in self.noises.items():
-            exact = np.asarray(stats[key], dtype=np.int64)
-            noisy[key] = (exact + noise.sample(exact.size, rng)).astype(np.float64) * float(noise.unit)
+        exact = {key: np.asarray(stats[key], dtype=np.int64) for key in self.noises}
+        draws = sample_batch([(noise, exact[key].size) for key, noise in self.noises.items()], rng)
+        noisy = {key: (exact[key] + z).astype(np.float64) * float(noise.unit)
+                 for (key, noise), z in zip(self.noises.items(), draws, strict=True)}
         out: dict[str, np.ndarray] = {}
         for m in self.measures:
             roles = self.roles[m.output_name]
