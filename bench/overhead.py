@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import time
@@ -40,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import format_table, machine_info, median  # noqa: E402
+from _scaling import cores  # noqa: E402
 
 PARTS = [  # (label, file suffix, functions whose cumulative time is the part)
     ("build query", "dpframe/frame.py", ("group_by", "agg")),
@@ -55,13 +55,6 @@ NOISE = [("discrete_laplace", Fraction(4), "count at ε/4"),
          ("discrete_gaussian", Fraction(8), "count at ρ/4 = 1/16"),
          ("discrete_gaussian", Fraction(2**40), "fixed-point sum under zCDP")]
 TARGET_MS = 5.0
-
-
-def cores() -> str:
-    """Usable cores, the machine's cores and the load average (every report's first line)."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return f"cores: {usable} usable of {os.cpu_count()}; load average {load}"
 
 
 def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
