@@ -16,7 +16,8 @@ how often the gate answered, and how often an answer was correct:
 * rectangle (ε = 2, d = 2, 10³ codes per axis, uniform positives in a box): box inside the true box.
 
 Time: ``interior_point`` and ``learn_threshold`` on ``--rows`` rows, as a ratio to the plain Polars
-query giving the non-private answer (``median`` / a sort plus ``min``/``max``) on the same DataFrame.
+query giving the non-private answer (``median`` / a sort plus ``min``/``max``) on the same DataFrame, with
+the CPU ratio, the serial time and the projected 16-core ratio (``bench/_scaling.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fmt_ms, fmt_ratio, format_table, machine_info, median, time_runs  # noqa: E402
+from _common import format_table, machine_info  # noqa: E402
+from _scaling import SCALING_HEADERS, cores, scaling_columns, timed  # noqa: E402
 from dpframe_learning import InteriorPoint, NoAnswer, Rectangle, Threshold  # noqa: E402
 
 import dpframe as dp  # noqa: E402
@@ -137,18 +139,17 @@ def timing_rows(n: int, runs: int) -> list[list[object]]:
     rng = np.random.default_rng(1)
     x = rng.integers(0, 2**40, n)
     data = pl.DataFrame({"x": x, "y": (x <= 2**39).astype(np.int8)})
+    sess = session(data, 0)       # built once: the session is not what is timed
     out = []
     cases = [
-        ("interior_point (auto)", lambda: session(data, 0).table("t").interior_point(
-            "x", bounds=(0, 2**40)).collect(dp.PureDP(1)), lambda: data.select(pl.col("x").median())),
-        ("learn_threshold (auto)", lambda: session(data, 0).table("t").learn_threshold(
+        ("interior_point (auto)", lambda: sess.table("t").interior_point("x", bounds=(0, 2**40)).collect(dp.PureDP(1)),
+         lambda: data.select(pl.col("x").median())),
+        ("learn_threshold (auto)", lambda: sess.table("t").learn_threshold(
             "x", label="y", bounds=(0, 2**40)).collect(dp.PureDP(1)),
          lambda: data.sort("x").group_by("y").agg(pl.col("x").min().alias("lo"), pl.col("x").max().alias("hi"))),
     ]
     for name, private, plain in cases:
-        t_dp = median(time_runs(private, runs, warmup=1))
-        t_pl = median(time_runs(plain, runs, warmup=1))
-        out.append([name, f"{n:,}", fmt_ms(t_dp), fmt_ms(t_pl), fmt_ratio(t_dp / t_pl)])
+        out.append([name, f"{n:,}", *scaling_columns(timed(private, runs), timed(plain, runs))])
     return out
 
 
@@ -157,14 +158,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50, help="collects per cell (default 50)")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows for the timing table")
     parser.add_argument("--time-runs", type=int, default=3)
+    parser.add_argument("--time-only", action="store_true", help="skip the success-rate tables")
     args = parser.parse_args()
     start = time.perf_counter()
-    print(f"# dpframe learning benchmark\n\n{machine_info()}; β = 1e-6; {args.runs} runs per cell\n")
-    headers = ["query", "required rows", "n", "answered", "correct | answered"]
-    rows = interior_rows(args.runs) + threshold_rows(args.runs) + rectangle_rows(args.runs)
-    print(format_table(headers, rows))
-    print()
-    print(format_table(["query", "rows", "dpframe", "plain Polars", "ratio"], timing_rows(args.rows, args.time_runs)))
+    print(f"# dpframe learning benchmark\n\n{machine_info()}; β = 1e-6; {args.runs} runs per cell  \n{cores()}\n")
+    if not args.time_only:
+        headers = ["query", "required rows", "n", "answered", "correct | answered"]
+        rows = interior_rows(args.runs) + threshold_rows(args.runs) + rectangle_rows(args.runs)
+        print(format_table(headers, rows))
+        print()
+    print(format_table(["query", "rows", *SCALING_HEADERS], timing_rows(args.rows, args.time_runs)))
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
 
 

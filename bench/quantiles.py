@@ -11,7 +11,8 @@ Queries: the median and the deciles of ``x``, over the whole table and per group
 
 * **time**: dpframe ``collect()`` (session created once; query built and collected each run, ε = 1)
   against the same plain Polars query (``pl.col("x").median()`` / nine ``quantile(q)``), median of
-  ``--runs`` runs, as a ratio;
+  ``--runs`` runs, as a ratio; plus a scaling table (wall, CPU, serial ms and the projected 16-core ratio,
+  see ``bench/_scaling.py``). ``--groups 100000`` is the many-tiny-groups case;
 * **rank error**: |rank − q·n| in rows (distance of q·n from [#{x < z}, #{x ≤ z}]), averaged over the
   quantiles and, per group, over the groups, then over ``--error-runs`` releases (default ``--runs``), at
   ε ∈ {0.1, 1} (pure DP); shown as mean ± standard error over the releases.
@@ -39,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import fmt_ratio, format_table, log_stderr, machine_info, median, ratio  # noqa: E402
+from _scaling import SCALING_HEADERS, cores, scaling_columns, timed  # noqa: E402
 
 QUERIES = [("median", [0.5], False), ("deciles", [k / 10 for k in range(1, 10)], False),
            ("median per group", [0.5], True), ("deciles per group", [k / 10 for k in range(1, 10)], True)]
@@ -111,15 +113,10 @@ def run_dpframe(args: argparse.Namespace) -> dict[str, Any]:
         def plain(grouped: bool = grouped, plain_expr: list[Any] = plain_expr) -> Any:
             return df.group_by("g").agg(plain_expr) if grouped else df.select(plain_expr)
 
-        timing = {"dpframe": [], "polars": []}
-        for _ in range(args.runs + 1):              # first run: warm-up
-            t = time.perf_counter()
-            query().collect(dp.PureDP(1))
-            timing["dpframe"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            plain()
-            timing["polars"].append(time.perf_counter() - t)
-        row: dict[str, Any] = {"dpframe_s": median(timing["dpframe"][1:]), "polars_s": median(timing["polars"][1:])}
+        ours = timed(lambda query=query: query().collect(dp.PureDP(1)), args.runs)
+        theirs = timed(plain, args.runs)
+        row: dict[str, Any] = {"dpframe": ours, "polars": theirs,
+                               "dpframe_s": ours.wall, "polars_s": theirs.wall}
         truth = sorted_groups if grouped else sorted_all
         for eps in (0.1, 1.0):
             errs = []
@@ -216,17 +213,20 @@ def main() -> None:
     def err(cell: dict[str, float] | None) -> str:
         return f"{cell['mean']:.2f} ± {cell['se']:.2f}" if cell else "-"
 
-    rows = []
+    rows, times = [], []
     for name, r in ours.items():
         o = peer.get(name, {})
         rows.append([name, f"{r['polars_s'] * 1000:.0f} ms", f"{r['dpframe_s'] * 1000:.0f} ms",
                      fmt_ratio(ratio(r["dpframe_s"], r["polars_s"])),
                      err(r["err_0.1"]), err(o.get("err_0.1")), err(r["err_1"]), err(o.get("err_1"))])
+        times.append([name, *scaling_columns(r["dpframe"], r["polars"])])
     print(f"# Private quantiles: {args.rows:,} rows, {args.groups:,} groups, time: median of {args.runs} runs; "
           f"rank error: mean ± s.e. over {args.error_runs or args.runs} releases (per group: × groups)\n")
-    print(machine_info() + "\n")
+    print(machine_info() + "  \n" + cores() + "\n")
     print(format_table(["query", "Polars", "dpframe", "ratio", "rank err ε=0.1", "OpenDP ε=0.1",
                         "rank err ε=1", "OpenDP ε=1"], rows))
+    print("\n## Scaling (bench/_scaling.py: serial = the calling thread's CPU; projected = serial + rest/16)\n")
+    print(format_table(["query", *SCALING_HEADERS], times))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
    Methods: StableTopK adaptive (k=None, k ≤ 1500) and fixed k, one-shot Gumbel (EM-CDP), peeling EM,
    limited domain, TCT. Target: StableTopK recall ≈ 0.98 at every k (closed form 0.984).
 2. Time: 10M rows, 100,000 distinct keys (Zipf), 1M users; ``group_by(key).top_k(k=10)`` vs plain Polars
-   ``group_by(key).agg(n_unique(user)).top_k(10)``, as a ratio (median of runs).
+   ``group_by(key).agg(n_unique(user)).top_k(10)``, as a ratio (median of runs), with the CPU ratio, the
+   serial time and the projected 16-core ratio (``bench/_scaling.py``).
 
 Cells: mean recall / precision; ⊥ counts ``TopKFailed`` runs (recall 0), "partial" counts ``TopKPartial`` runs
 (fewer than k keys, scored on the keys they released).
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,11 @@ from dpframe_topk import TopKFailed, TopKPartial
 import dpframe as dp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info  # noqa: E402  (bench/ is not a package)
+from _common import (
+    format_table,  # noqa: E402
+    machine_info,  # noqa: E402  (bench/ is not a package)
+)
+from _scaling import SCALING_HEADERS, cores, scaling_columns, timed  # noqa: E402
 
 BINS, COUNT = 15_000, 700
 KS = (10, 50, 100, 200, 400, 700)
@@ -77,32 +81,20 @@ def recall_table(trials: int) -> str:
     return "\n".join(lines)
 
 
-def _median_time(run, runs: int) -> float:
-    run()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def time_table(rows: int, runs: int) -> str:
     gen = np.random.default_rng(0)
     keys = np.minimum(gen.zipf(1.1, rows), 100_000) - 1
     df = pl.DataFrame({"user": gen.integers(0, 1_000_000, rows), "key": keys})
-    plain = _median_time(lambda: df.lazy().group_by("key").agg(pl.col("user").n_unique())
-                         .top_k(10, by="user").collect(), runs)
-    plain_rows = _median_time(lambda: df.lazy().group_by("key").agg(pl.len()).top_k(10, by="len").collect(), runs)
-    out = ["| case | dpframe (s) | plain Polars (s) | ratio |", "|---|---|---|---|"]
+    plain = timed(lambda: df.lazy().group_by("key").agg(pl.col("user").n_unique()).top_k(10, by="user").collect(), runs)
+    plain_rows = timed(lambda: df.lazy().group_by("key").agg(pl.len()).top_k(10, by="len").collect(), runs)
     cases = [("user unit, count_units, max_rows=10", dp.PrivacyUnit("user", max_rows=10), dp.count_units(), plain),
              ("row unit, len", dp.PrivacyUnit.row(), dp.len(), plain_rows)]
+    out = []
     for label, unit, score, base in cases:
         sess = dp.Session({"t": df}, privacy_unit=unit, budget=dp.ApproxDP(10**6, 0.5))
         q = sess.table("t").group_by("key").top_k(k=10, score=score)
-        t = _median_time(lambda q=q: q.collect(dp.ApproxDP(1, 1e-7)), runs)
-        out.append(f"| {label} | {t:.3f} | {base:.3f} | {t / base:.2f}× |")
-    return "\n".join(out)
+        out.append([label, *scaling_columns(timed(lambda q=q: q.collect(dp.ApproxDP(1, 1e-7)), runs), base)])
+    return format_table(["case", *SCALING_HEADERS], out)
 
 
 def main() -> None:
@@ -115,7 +107,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"machine: {machine_info()}\n")
     if not args.skip_time:
-        print(f"## time: {args.rows:,} rows, 100,000 keys (median of {args.runs})\n")
+        print(f"## time: {args.rows:,} rows, 100,000 keys (median of {args.runs})\n\n{cores()}\n")
         print(time_table(args.rows, args.runs), flush=True)
     if not args.skip_recall:
         print(f"\n## recall / precision: {BINS} bins, top k at {COUNT}, {BUDGET!r}, {args.trials} trials\n")

@@ -228,14 +228,14 @@ class PolarsBackend:
 
         Sums run in Int64 with each group's row count alongside; only if a group is so large that an
         Int64 sum could wrap (:func:`int64_sums_are_exact`) is the query run again with Int128 sums.
-        Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT.
+        Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT (inside the query).
         """
         sums = [s for s in request.statistics if s.kind == "fixed_sum"]
         out = self._statistics(request, wide=False, count=bool(sums))
-        if sums and not int64_sums_are_exact(sums, int(out.select(pl.col(_ROWS).max().fill_null(0)).item())):
+        if sums and not int64_sums_are_exact(sums, int(out[_ROWS].max() or 0)):  # type: ignore[arg-type]
             out = self._statistics(request, wide=True, count=True)
         if sums:
-            out = out.drop(_ROWS).with_columns([pl.col(s.key).clip(-SUM_LIMIT, SUM_LIMIT) for s in sums])
+            out.drop_in_place(_ROWS)
         return out
 
     def _statistics(self, request: StatisticsRequest, wide: bool, count: bool) -> pl.DataFrame:
@@ -247,7 +247,7 @@ class PolarsBackend:
             frame, near = windows.frame, windows.near
         exprs = [e for s in request.statistics for e in
                  (windows.aggregates(s) if windows is not None and s in windows.stats else
-                  [statistic_expr(s, request.unit.column, schema, wide)])]
+                  [_clipped(statistic_expr(s, request.unit.column, schema, wide), s)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
         lists = [s.key for s in request.statistics if s.kind in LIST_KINDS and s not in near]
@@ -266,14 +266,19 @@ class PolarsBackend:
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
-        if request.keys is not None:
+        if request.keys is not None:       # the keys and the (small) aggregate are joined after the big query
             empty = pl.lit([], dtype=pl.List(pl.Int64))
-            out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
+            out = (request.keys.lazy().join(out.collect().lazy(), on=by, how="left", nulls_equal=True)
                    .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
                                   for s in request.statistics if s not in near])
                    .with_columns(fill_missing_groups(near)))
         result = _sorted_lists(out.sort(by, nulls_last=False).collect(), lists)
         return finish(result, windows, dict(zip([s.key for s in near], inside)))
+
+
+def _clipped(expr: pl.Expr, stat: Statistic) -> pl.Expr:
+    """A ``fixed_sum`` aggregate clipped to ±SUM_LIMIT (on the aggregated values: one per group)."""
+    return expr.clip(-SUM_LIMIT, SUM_LIMIT).alias(stat.key) if stat.kind == "fixed_sum" else expr
 
 
 def _sorted_lists(out: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -43,6 +43,7 @@ from dpframe.backends.rank_windows import (
 )
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
+from dpframe.parallel import map_chunks
 
 WORTH = 0.5
 """Windows are used only if they hold at most half of the sampled codes (speed only; an empty sample
@@ -258,7 +259,7 @@ def grouped_codes(result: pl.DataFrame, rows: pl.DataFrame, by: list[str], key: 
 
     """
     groups = result.select(by).with_row_index("__dpframe_group")
-    index = rows.select(*by, key).rechunk().join(groups, on=by, how="inner", nulls_equal=True)
+    index = rows.select(*by, key).join(groups, on=by, how="inner", nulls_equal=True)
     group = index["__dpframe_group"].to_numpy().astype(np.int64)
     codes = index[key].to_numpy().astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=result.height))]).astype(np.int64)
@@ -283,7 +284,15 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.Da
         lo = windows.lower_ends(s, out)
         below = np.column_stack([out[f"{k}#below{j}"].to_numpy() for j in targets]).astype(np.int64)
         below[lo == OPEN_LOW] = 0              # whole lists (groups the sample missed) start at rank 0
-        ranks = window_positions(codes, offsets, below, lo)
+        ranks = np.empty_like(codes)
+
+        def place(first: int, end: int, codes: npt.NDArray[np.int64] = codes, offsets: npt.NDArray[np.int64] = offsets,
+                  below: npt.NDArray[np.int64] = below, lo: npt.NDArray[np.int64] = lo,
+                  ranks: npt.NDArray[np.int64] = ranks) -> None:   # groups [first, end): a contiguous slice
+            a, b = int(offsets[first]), int(offsets[end])
+            ranks[a:b] = window_positions(codes[a:b], offsets[first:end + 1] - a, below[first:end], lo[first:end])
+
+        map_chunks(place, offsets.size - 1, LIST_CHUNK)
         lists = [pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(v))) for v in (ranks, codes)]
         struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": lists[0], "codes": lists[1]}).to_struct(k)
         helpers = [c for c in out.columns if c.startswith(f"{k}#") or c == k]
@@ -302,11 +311,16 @@ def finish_lists(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame
                                  for s in windows.near})
 
 
+LIST_CHUNK = 256
+"""Lists per task of :func:`sort_each` on the thread pool."""
+
+
 def sort_each(column: pl.Series) -> pl.Series:
     """A List[Int64] column with every list sorted (in numpy: several times faster than ``list.sort``).
 
-    Up to 10,000 lists, each is sorted in place in turn; beyond, one sort of (list index, value) packed
-    into a single integer when that fits in 63 bits, else a lexsort.
+    Chunks of :data:`LIST_CHUNK` lists are sorted as tasks on the thread pool (:mod:`dpframe.parallel`;
+    numpy's sort releases the GIL): long lists one by one, in place; short ones by one sort of (list,
+    value) packed into a single integer when that fits in 63 bits, else a lexsort.
 
     Example:
         >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]])).to_list()
@@ -314,15 +328,19 @@ def sort_each(column: pl.Series) -> pl.Series:
 
     """
     values, offsets = flat_lists(column)
-    values = values.copy()
-    if offsets.size <= 10_001:
-        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-            if b - a > 1:
-                values[a:b].sort()
-    else:
-        group = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
-        values = _sort_by_group(values, group, offsets.size - 1)
-    listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values)))
+    out = np.empty_like(values)       # written chunk by chunk by the tasks (no copy pass on one thread)
+
+    def sort_lists(first: int, end: int) -> None:
+        lo, hi = int(offsets[first]), int(offsets[end])
+        if hi - lo >= 64 * (end - first):
+            for a, b in zip(offsets[first:end].tolist(), offsets[first + 1:end + 1].tolist()):
+                out[a:b] = np.sort(values[a:b])
+        elif hi > lo:
+            group = np.repeat(np.arange(end - first, dtype=np.int64), np.diff(offsets[first:end + 1]))
+            out[lo:hi] = _sort_by_group(values[lo:hi], group, end - first)
+
+    map_chunks(sort_lists, offsets.size - 1, LIST_CHUNK)
+    listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(out)))
     assert isinstance(listed, pl.Series)
     return listed.alias(column.name)
 

@@ -9,8 +9,8 @@ from dpframe.mechanism.base import (
     Statistic,
     statistic_values,
 )
-from dpframe.mechanism.noise import Noise
+from dpframe.mechanism.noise import Noise, sample_batch
 from dpframe.mechanism.sorted_codes import SortedCodes
 
 __all__ = ["LIST_KINDS", "SUM_LIMIT", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "SortedCodes",
-           "Statistic", "statistic_values"]
+           "Statistic", "sample_batch", "statistic_values"]

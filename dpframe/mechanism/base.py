@@ -119,8 +119,9 @@ class Statistic:
 def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | None = None) -> Any:
     """A backend result column as ``release`` receives it.
 
-    Int64 values, or for a list-valued kind (``sorted``) an object array holding one int64 array per group
-    (views into one buffer, no copy). A partial ``sorted`` (a struct ``{n, positions, codes}``, see
+    Int64 values, or for a list-valued kind (``sorted``) a :class:`~dpframe.mechanism.SortedCodes` holding
+    every group's codes in one buffer (no copy; it is also a sequence of per-group int64 arrays:
+    ``codes[g]``, ``len(codes)``, iteration). A partial ``sorted`` (a struct ``{n, positions, codes}``, see
     :class:`Statistic`) becomes a :class:`~dpframe.mechanism.SortedCodes` completed by ``complete``, which
     the engine supplies and a mechanism calls inside the charged run; ``complete`` receives no values.
 
@@ -133,11 +134,7 @@ def statistic_values(column: pl.Series, complete: Callable[[], Sequence[Any]] | 
         return partial_codes(column, complete)
     if not isinstance(column.dtype, pl.List):
         return column.to_numpy()
-    values, offsets = flat_lists(column)
-    out = np.empty(len(column), dtype=object)
-    for i in range(len(column)):
-        out[i] = values[offsets[i]:offsets[i + 1]]
-    return out
+    return SortedCodes.lists(*flat_lists(column))
 
 
 def partial_codes(column: pl.Series, complete: Callable[[], Sequence[Any]] | None) -> SortedCodes:

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -35,7 +36,9 @@ from dpframe.noise import (
     MAX_LAPLACE_SCALE,
     RandomSource,
     discrete_gaussian,
+    discrete_gaussian_batch,
     discrete_laplace,
+    discrete_laplace_batch,
     discrete_laplace_variance,
 )
 
@@ -131,6 +134,31 @@ class Noise:
         par = f"t={_short(self.scale)}" if self.distribution == "discrete_laplace" else f"σ²={_short(self.scale)}"
         grid = "" if self.unit == 1 else f" on grid 2^{round(math.log2(self.unit))}"
         return f"{name}({par}, Δ={_short(self.sensitivity)}){grid}, ±{self.ci95():.4g} (95%)"
+
+
+def sample_batch(draws: Sequence[tuple[Noise, int]], rng: RandomSource) -> list[np.ndarray]:
+    """Integer draws for several noises at once, ``size`` of each ``(noise, size)``: one vectorised batch per family.
+
+    The same distribution as calling :meth:`Noise.sample` for each (independent draws); the fixed cost of a
+    sampler call is paid once per distribution family, not once per statistic.
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource
+        >>> a = Noise("discrete_laplace", Fraction(4), Fraction(1))
+        >>> b = Noise("discrete_gaussian", Fraction(9), Fraction(1))
+        >>> [z.shape for z in sample_batch([(a, 3), (b, 2)], SeededRandomSource(0))]
+        [(3,), (2,)]
+
+    """
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(draws)
+    families = (("discrete_laplace", discrete_laplace_batch), ("discrete_gaussian", discrete_gaussian_batch))
+    for family, sampler in families:
+        which = [i for i, (noise, _) in enumerate(draws) if noise.distribution == family]
+        if which:
+            for i, z in zip(which, sampler([draws[i][0].scale for i in which], [draws[i][1] for i in which], rng),
+                            strict=True):
+                out[i] = z
+    return out
 
 
 def _short(x: Fraction) -> str:

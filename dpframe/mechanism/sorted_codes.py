@@ -41,7 +41,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,22 +64,28 @@ class SortedCodes:
 
     """
 
-    def __init__(self, sizes: npt.ArrayLike, positions: npt.ArrayLike, values: npt.ArrayLike,
+    def __init__(self, sizes: npt.ArrayLike, positions: npt.ArrayLike | None, values: npt.ArrayLike,
                  complete: Callable[[], Sequence[Any]] | None = None) -> None:
         self.sizes: Int64s = np.asarray(sizes, dtype=np.int64)
         ends = np.cumsum(self.sizes)
         self.starts: Int64s = ends - self.sizes
         self.total = int(ends[-1]) if ends.size else 0
-        self._positions: Int64s = np.asarray(positions, dtype=np.int64)
-        self._values: Int64s = np.asarray(values, dtype=np.int64)
-        self._complete = complete
-        self._clip: tuple[int, int] | None = None
-        if self._positions.size != self._values.size:
+        vals: Int64s = np.asarray(values, dtype=np.int64)
+        known: Int64s | None = None if positions is None else np.asarray(positions, dtype=np.int64)
+        if known is None or known.size == self.total:
+            if vals.size != self.total:
+                raise ValueError("values must hold every code when every position is known")
+            known = None                            # every position known (no index array needed)
+        elif known.size != vals.size:
             raise ValueError("positions and values must have the same length")
-        if self._positions.size == self.total:
-            self._positions = np.arange(self.total, dtype=np.int64)
         elif complete is None:
             raise ValueError("partial sorted codes need a `complete` function")
+        # (known positions or None for all, codes): one attribute, replaced at once on completion, so a
+        # reader on another thread never mixes the partial positions with the full codes
+        self._state: tuple[Int64s | None, Int64s] = (known, vals)
+        self._complete = complete
+        self._clip: tuple[int, int] | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, groups: SortedCodes | Sequence[Any] | npt.NDArray[Any]) -> SortedCodes:
@@ -87,34 +94,63 @@ class SortedCodes:
             return groups
         arrays = [np.asarray(g, dtype=np.int64) for g in groups]
         values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        return cls([a.size for a in arrays], np.arange(values.size), values)
+        return cls([a.size for a in arrays], None, values)
+
+    @classmethod
+    def lists(cls, values: Int64s, offsets: Int64s) -> SortedCodes:
+        """Every group's sorted codes from one buffer: group g is ``values[offsets[g]:offsets[g + 1]]`` (no copy)."""
+        return cls(np.diff(offsets), None, values[offsets[0]:offsets[-1]] if offsets.size else values[:0])
 
     @property
     def known(self) -> bool:
         """Whether every position is known (no completion can happen any more)."""
-        return self._positions.size == self.total
+        return self._state[0] is None
 
     def known_positions(self) -> Int64s:
         """The global positions whose codes are known (every position once complete)."""
-        return self._positions.copy()
+        known = self._state[0]
+        return np.arange(self.total, dtype=np.int64) if known is None else known.copy()
+
+    def __len__(self) -> int:
+        """The number of groups."""
+        return int(self.sizes.size)
+
+    def __getitem__(self, g: int) -> Int64s:
+        """Group ``g``'s whole sorted codes (as :meth:`group`): the object behaves as a sequence of arrays."""
+        return self.group(g)
+
+    def __iter__(self) -> Iterator[Int64s]:
+        return (self.group(g) for g in range(len(self)))
+
+    def group(self, g: int) -> Int64s:
+        """Group ``g``'s whole sorted codes (completing partial codes first)."""
+        out: Int64s = self._full()[self.starts[g]:self.starts[g] + self.sizes[g]]
+        return out
 
     def clipped(self, lo: int, hi: int) -> SortedCodes:
-        """The same codes clipped to ``[lo, hi]`` (a monotone map: still sorted; completion clips too)."""
-        out = SortedCodes(self.sizes, self._positions, np.clip(self._values, lo, hi), self._complete)
+        """The same codes clipped to ``[lo, hi]`` (a monotone map: still sorted; completion clips too).
+
+        Codes already inside are shared, not copied (the usual case: only float rounding at an upper bound
+        can reach past it).
+        """
+        known, values = self._state
+        inside = not values.size or (int(values.min()) >= lo and int(values.max()) <= hi)
+        out = SortedCodes(self.sizes, known, values if inside else np.clip(values, lo, hi), self._complete)
         out._clip = (lo, hi)
         return out
 
     def at(self, pos: Int64s) -> Int64s:
         """The codes at the global positions ``pos`` (each inside its group)."""
-        if not self.known:
-            k = np.searchsorted(self._positions, pos)
-            hit = k < self._positions.size
-            hit[hit] = self._positions[k[hit]] == pos[hit]
+        known, values = self._state
+        if known is not None:
+            k = np.searchsorted(known, pos)
+            hit = k < known.size
+            hit[hit] = known[k[hit]] == pos[hit]
             if hit.all():
-                out: Int64s = self._values[k]
+                out: Int64s = values[k]
                 return out
-            self._fill()
-        out = self._values[pos]
+            values = self._full()
+        out = values[pos]
         return out
 
     def count(self, start: Int64s, end: Int64s, v: Int64s, *, strict: bool) -> Int64s:
@@ -126,36 +162,44 @@ class SortedCodes:
         before does), and ``end − start`` if no known code fails and the range's last position is known.
         Otherwise the codes are completed and the count is taken from the full array.
         """
-        if not self.known:
-            lo = np.searchsorted(self._positions, start)
-            hi = np.searchsorted(self._positions, end)
-            k = search_ranges(self._values, lo, hi, v, strict)
+        known, values = self._state
+        if known is not None:
+            lo = np.searchsorted(known, start)
+            hi = np.searchsorted(known, end)
+            k = search_ranges(values, lo, hi, v, strict)
             found = k < hi
-            p = np.where(found, self._positions[np.minimum(k, max(self._positions.size - 1, 0))], end) \
-                if self._positions.size else end
-            before_known = (k > lo) & (self._positions[np.maximum(k - 1, 0)] == p - 1) if self._positions.size \
+            p = np.where(found, known[np.minimum(k, max(known.size - 1, 0))], end) if known.size else end
+            before_known = (k > lo) & (known[np.maximum(k - 1, 0)] == p - 1) if known.size \
                 else np.zeros(k.size, dtype=bool)
             decided = (p == start) | before_known
             if decided.all():
                 out: Int64s = p - start
                 return out
-            self._fill()
-        k = search_ranges(self._values, start, end, v, strict)
+            values = self._full()
+        k = search_ranges(values, start, end, v, strict)
         out = k - start
         return out
 
-    def _fill(self) -> None:
-        """Replace the partial codes by the full sorted codes (see the module docstring)."""
-        assert self._complete is not None
-        groups = [np.asarray(g, dtype=np.int64) for g in self._complete()]
-        sizes = np.array([g.size for g in groups], dtype=np.int64)
-        if sizes.shape != self.sizes.shape or np.any(sizes != self.sizes):
-            raise RuntimeError("the data changed between two reads of one query (group sizes differ); "
-                               "nothing was released")
-        values = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
-        if self._clip is not None:
-            values = np.clip(values, *self._clip)
-        self._positions, self._values = np.arange(self.total, dtype=np.int64), values
+    def _full(self) -> Int64s:
+        """Every code, completing partial codes first (once, whichever thread asks first; see the module docstring)."""
+        known, values = self._state
+        if known is None:
+            return values
+        with self._lock:
+            known, values = self._state
+            if known is None:
+                return values
+            assert self._complete is not None
+            groups = [np.asarray(g, dtype=np.int64) for g in self._complete()]
+            sizes = np.array([g.size for g in groups], dtype=np.int64)
+            if sizes.shape != self.sizes.shape or np.any(sizes != self.sizes):
+                raise RuntimeError("the data changed between two reads of one query (group sizes differ); "
+                                   "nothing was released")
+            full = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+            if self._clip is not None:
+                full = np.clip(full, *self._clip)
+            self._state = (None, full)
+            return full
 
 
 def search_ranges(values: Int64s, lo: Int64s, hi: Int64s, v: Int64s, strict: bool) -> Int64s:

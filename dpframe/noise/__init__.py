@@ -2,8 +2,10 @@
 
 * :mod:`dpframe.noise.random` — :class:`SystemRandomSource` (OS CSPRNG, the only private source),
   :class:`SeededRandomSource` (tests only) and exact derived draws (``uniform_below``, ``permutation``).
-* :mod:`dpframe.noise.samplers` — Bernoulli(exp(-γ)), discrete Laplace and discrete Gaussian samplers
-  following Canonne, Kamath & Steinke 2020, vectorized over numpy arrays, with exact integer decisions.
+* :mod:`dpframe.noise.samplers` — Bernoulli(exp(-γ)), discrete Laplace (inverse CDF) and discrete Gaussian
+  (Canonne, Kamath & Steinke 2020) samplers, vectorised over numpy arrays (several scales in one batch).
+* :mod:`dpframe.noise.certified` — the exact decisions ``U < exp(-x)`` they are built from: certified
+  float64 bounds, and an exact Decimal fallback for the rare undecided ones.
 * :mod:`dpframe.noise.exponential` — the exponential mechanism sampled exactly (lazy Gumbel-max with
   certified interval comparisons), one draw or one per segment.
 
@@ -23,7 +25,9 @@ from dpframe.noise.samplers import (
     bernoulli_exp,
     bernoulli_exp_ratio,
     discrete_gaussian,
+    discrete_gaussian_batch,
     discrete_laplace,
+    discrete_laplace_batch,
     discrete_laplace_tail,
     discrete_laplace_variance,
 )
@@ -38,7 +42,9 @@ __all__ = [
     "bernoulli_exp_ratio",
     "default_source",
     "discrete_gaussian",
+    "discrete_gaussian_batch",
     "discrete_laplace",
+    "discrete_laplace_batch",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
     "exponential_index",

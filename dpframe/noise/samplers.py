@@ -1,18 +1,39 @@
-"""Exact, vectorized samplers for discrete Laplace and discrete Gaussian noise.
+"""Exact, vectorised samplers for discrete Laplace and discrete Gaussian noise, and Bernoulli(exp(-γ)).
 
-The algorithms are those of Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential
-Privacy" (NeurIPS 2020; "CKS20" below): Algorithm 1 (Bernoulli(exp(-γ)) for rational γ), Algorithm 2
-(discrete Laplace with rational scale) and Algorithm 3 (discrete Gaussian with rational σ²). Every
-accept/reject decision is an exact integer comparison ``U < n`` with ``U`` uniform on ``[0, d)`` (a
-Bernoulli(n/d) draw), or a fair bit; no floating-point ``exp``/``log`` ever decides anything. Floats
-are used only to size batches and in :func:`discrete_laplace_tail` / :func:`discrete_laplace_variance`,
-which are reporting helpers, not samplers.
+Every sample is an exact function of fresh uniform bits, and its distribution is exactly the stated
+pmf: each random decision is the indicator ``U < p`` of a uniform U ∈ [0, 1) (an infinite string of
+fair bits, of which only as many are drawn as the decision needs) and an exact threshold p. The
+decisions are made by :mod:`dpframe.noise.certified`: in float64 where the error bounds *prove* the
+outcome (all but about 2⁻³⁶ of them), else exactly with :mod:`decimal` bounds and more bits of U.
+No floating-point value ever decides what it cannot certify.
 
-The samplers work on numpy arrays of candidates with "still active" index sets and loop over rejection
-rounds, whose number is small in expectation (a logarithmic number of rounds per batch). Integers that
-fit in 64 bits are handled natively; larger ones (huge denominators, or the square in the Gaussian
-acceptance test) use exact two-limb (128-bit) integer arithmetic or, beyond that, Python ints in object
-arrays. Nothing is ever rounded.
+* **Bernoulli(exp(-γ))**: one uniform per draw, ``U < exp(-γ)``.
+* **Discrete Laplace** (scale t > 0, q = e^(-1/t)): P[Z = z] ∝ q^|z|. One 64-bit word per draw: its top
+  bit is a sign S, its other 63 bits begin U, and with c = 2/(1 + q) the magnitude is
+  M = #{m ≥ 1 : U < c·qᵐ} (inverse-CDF sampling). Then P[M ≥ m] = c·qᵐ for m ≥ 1, so
+  P[Z = 0] = 1 − c·q = (1 − q)/(1 + q) and, for m ≥ 1, P[Z = ±m] = (c·qᵐ − c·qᵐ⁺¹)/2 =
+  qᵐ(1 − q)/(1 + q) — exactly the discrete Laplace pmf (which sums to 1). M is found from a float64
+  guess ⌈t·(ln c − ln U)⌉ − 1 that is then *verified* exactly (U < c·q^M and U ≥ c·q^(M+1)), and
+  corrected by a galloping search when the guess is off; the guess only affects speed.
+* **Discrete Gaussian** (σ² > 0): Canonne, Kamath & Steinke 2020 ("CKS20") Algorithm 3. With
+  t = ⌊σ⌋ + 1, a discrete Laplace Y of scale t is accepted when ``U < exp(-(|Y| − σ²/t)²/(2σ²))``.
+  Expanding, exp(-|y|/t)·exp(-(|y| − σ²/t)²/(2σ²)) = exp(-y²/(2σ²))·exp(-σ²/(2t²)), whose second factor
+  does not depend on y, so accepted values have P[Z = y] ∝ exp(-y²/(2σ²)) exactly. Rejected candidates
+  are replaced by fresh ones; accepted candidates of a batch are iid, so the output is iid.
+
+Certified float64 evaluation of the thresholds (proof of the bounds that :func:`~dpframe.noise.certified.decide`
+needs, |x̂ − x| ≤ 2⁻⁴² for x ≤ 64, u = 2⁻⁵² bounding every IEEE-754 rounding):
+
+* Laplace: x_m = m/t − ln c, evaluated as fl(fl(m·fl(1/t)) − fl(ln c)) (the constants correctly rounded
+  from 50-digit Decimals). Its error is at most 3.01u·m/t + u·ln 2 + 1.01u·x̂ ≤ 4.1u(x̂ + 1) ≤ 2⁻⁴³·⁹.
+  The next threshold c·q^(m+1) is p̂·fl(q) (one more factor within u, allowed by ``decide``).
+* Gaussian: x = (|Y| − S)²/(2σ²) with S = σ²/t, evaluated as fl(fl(d̂·d̂)·fl(1/(2σ²))),
+  d̂ = fl(fl(|Y|) − fl(S)). Then |d̂ − d| ≤ δ = 2.01u(|Y| + S), and for x̂ ≤ 64: |d̂| ≤ 11.4σ, S ≤ σ
+  (t > σ), so δ ≤ 26.7uσ and |x̂ − x| ≤ (2|d̂| + δ)·δ/(2σ²) + 3.01u·x̂ ≤ 495u < 2⁻⁴³ (for
+  2⁻⁹⁰⁰ ≤ σ² ≤ 2¹¹⁰, where nothing overflows and underflow costs below 2⁻¹⁷⁰ absolute; other σ² go
+  to the exact path).
+* Bernoulli(exp(-num/den)): fl(fl(num)/fl(den)) is within 3.01u·x̂ ≤ 2⁻⁴⁴ (Python ``int / int``,
+  correctly rounded, for huge operands).
 
 Parameters (``gamma``, ``scale``, ``sigma2``) are exact rationals: ``int``, ``fractions.Fraction`` (or
 any ``numbers.Rational``), ``decimal.Decimal`` or ``float``. A float is converted *exactly* to the
@@ -30,9 +51,12 @@ Example:
 
 from __future__ import annotations
 
+import decimal
+import functools
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational
@@ -41,14 +65,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.noise.certified import LazyUniform, decide, exp_neg, exp_neg_bounds, uniform_cells
 from dpframe.noise.random import RandomSource, check_size
 
 __all__ = [
     "MAX_GAUSSIAN_SIGMA2",
     "MAX_LAPLACE_SCALE",
     "bernoulli_exp",
+    "bernoulli_exp_ratio",
     "discrete_gaussian",
+    "discrete_gaussian_batch",
     "discrete_laplace",
+    "discrete_laplace_batch",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
 ]
@@ -56,18 +84,19 @@ __all__ = [
 #: What the samplers accept as an exact rational parameter (floats and Decimals are converted exactly).
 RationalLike = Fraction | int | float | Decimal | np.integer[Any] | np.floating[Any]
 
-IntArray = npt.NDArray[Any]  # int64, or object (Python ints) when values may exceed 64 bits
+IntArray = npt.NDArray[Any]  # int64, or object (Python ints)
 BoolArray = npt.NDArray[np.bool_]
-Index = npt.NDArray[np.intp]
-
-_INT64_MAX = 2**63 - 1
-_MASK64 = 2**64 - 1
+FloatArray = npt.NDArray[np.float64]
+Int64Array = npt.NDArray[np.int64]
+Bounds = Callable[[int, int], tuple[Fraction, Fraction]]   # (element, digits) -> rational bounds of p
 
 #: Largest accepted discrete Laplace scale. Outputs are int64; at this scale a draw exceeds 2**63 in
 #: magnitude with probability about exp(-64) ≈ 1.6e-28 (if it ever happens, OverflowError is raised).
 MAX_LAPLACE_SCALE = Fraction(2**57)
 #: Largest accepted discrete Gaussian σ² (σ ≤ 2**55), for the same int64 reason.
 MAX_GAUSSIAN_SIGMA2 = Fraction(2**110)
+_MIN_FAST_SIGMA2 = Fraction(1, 2**900)
+_INT64_MAX = 2**63 - 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,109 +150,50 @@ def _float(x: Fraction) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# Elementary exact draws
+# Exact decisions
 
 
-def _bits(n: int, rng: RandomSource) -> BoolArray:
-    """``n`` fair coins (True with probability exactly 1/2), 64 per random word."""
-    words = np.ascontiguousarray(rng.random_uint64(-(-n // 64)), dtype=np.uint64)
-    return np.unpackbits(words.view(np.uint8))[:n].astype(bool)
+class _Cells:
+    """Uniforms known by their first 63 bits (the low bits of ``words``), extended exactly where needed."""
+
+    def __init__(self, words: npt.NDArray[np.uint64], rng: RandomSource) -> None:
+        self.u, self.u_hat = uniform_cells(words)
+        self._rng = rng
+        self._lazy: dict[int, LazyUniform] = {}
+
+    def below(self, idx: npt.NDArray[np.intp] | None, p_hat: FloatArray, bounds: Bounds) -> BoolArray:
+        """Exactly ``U_i < p_i`` for the elements ``idx`` (None: all), p̂ certified as ``decide`` requires.
+
+        ``bounds(j, digits)`` gives exact rational bounds of the j-th threshold (j indexes ``p_hat``).
+        Undecided elements keep their :class:`LazyUniform`, so later decisions see the same U.
+        """
+        yes, no = decide(self.u_hat if idx is None else self.u_hat[idx], p_hat)
+        for j in np.flatnonzero(~(yes | no)):
+            i = int(j if idx is None else idx[j])
+            lazy = self._lazy.setdefault(i, LazyUniform(int(self.u[i]), 63, self._rng))
+            yes[j] = lazy.below(functools.partial(bounds, int(j)))
+        return yes
 
 
-def _bernoulli_inv(K: int, n: int, rng: RandomSource) -> BoolArray:
-    """``n`` Bernoulli(1/K) draws: ``uniform_below(K) == 0``."""
-    if K == 1:
-        return np.ones(n, dtype=bool)
-    if K == 2:
-        return _bits(n, rng)
-    return np.asarray(rng.uniform_below(K, n) == 0, dtype=bool)
+def _ratio_floats(num: IntArray, den: int) -> FloatArray:
+    """fl(num/den) per element, within 3.01u (relative; Python ``int / int`` is correctly rounded)."""
+    if num.dtype != object and den < 2**1000:
+        out: FloatArray = num.astype(np.float64) / float(den)
+        return out
+    return np.array([_true_div(int(a), den) for a in num], dtype=np.float64)
 
 
-def _bernoulli_exp_one(n: int, rng: RandomSource) -> BoolArray:
-    """``n`` Bernoulli(exp(-1)) draws: CKS20 Algorithm 1 with γ = 1, vectorized over rounds."""
-    out = np.empty(n, dtype=bool)
-    idx: Index = np.arange(n)
-    K = 2  # round K = 1 draws Bernoulli(γ/1) = Bernoulli(1), which always continues
-    while idx.size:
-        a = _bernoulli_inv(K, idx.size, rng)
-        out[idx[~a]] = K % 2 == 1
-        idx = idx[a]
-        K += 1
-    return out
-
-
-def _geometric_exp1(n: int, rng: RandomSource) -> npt.NDArray[np.int64]:
-    """``n`` draws of V with P[V = v] = (1 - e^-1) e^-v: successes of Bernoulli(e^-1) before a failure."""
-    v = np.zeros(n, dtype=np.int64)
-    idx: Index = np.arange(n)
-    while idx.size:
-        idx = idx[_bernoulli_exp_one(idx.size, rng)]
-        v[idx] += 1
-    return v
-
-
-def _bernoulli_exp_parts(k: IntArray, has_frac: BoolArray,
-                         frac: Callable[[Index], BoolArray], rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(-(k_i + f_i))) for integers k_i >= 0 and f_i in [0, 1) (CKS20 Algorithm 1).
-
-    ``frac(idx)`` returns independent Bernoulli(f_i) draws for the elements ``idx``; ``has_frac`` is
-    False exactly where f_i = 0. exp(-(k + f)) = exp(-1)^k · exp(-f): element i needs k_i successes
-    of Bernoulli(exp(-1)) and then one success of the von Neumann loop for exp(-f_i), in which round
-    K draws Bernoulli(f_i / K) as the product of independent Bernoulli(1/K) and Bernoulli(f_i).
-    """
-    n = k.shape[0]
-    alive = np.ones(n, dtype=bool)
-    idx: Index = np.flatnonzero(np.asarray(k > 0, dtype=bool))
-    j = 0
-    while idx.size:  # integer part: element i survives round j < k_i with probability e^-1
-        ok = _bernoulli_exp_one(idx.size, rng)
-        alive[idx[~ok]] = False
-        idx = idx[ok]
-        j += 1
-        idx = idx[np.asarray(k[idx] > j, dtype=bool)]
-    idx = np.flatnonzero(alive & has_frac)  # f = 0 gives exp(0) = 1: nothing to draw
-    K = 1
-    while idx.size:  # fractional part: loop until A = 0; the output is 1 iff that round K is odd
-        a = _bernoulli_inv(K, idx.size, rng)
-        a[a] = frac(idx[a])
-        if K % 2 == 0:
-            alive[idx[~a]] = False
-        idx = idx[a]
-        K += 1
-    return alive
-
-
-def _divmod_exact(num: IntArray, den: int) -> tuple[IntArray, IntArray]:
-    """(num // den, num % den) for an int64 or object array ``num >= 0``; int64 results when they fit."""
-    k: IntArray
-    r: IntArray
-    if num.dtype == object:
-        k = num // den
-        r = num - k * den
-        if num.size and int(k.max()) <= _INT64_MAX:
-            k = k.astype(np.int64)
-        if den <= _INT64_MAX:
-            r = r.astype(np.int64)
-    elif den > _INT64_MAX:
-        k, r = np.zeros(num.shape[0], dtype=np.int64), num
-    else:
-        k, r = np.divmod(num, np.int64(den))
-    return k, r
-
-
-def _bernoulli_exp_kr(k: IntArray, r: IntArray, den: int, rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(-(k_i + r_i/den))) for integer arrays k >= 0 and 0 <= r < den."""
-
-    def frac(idx: Index) -> BoolArray:  # Bernoulli(r/den) = [U < r], U uniform on [0, den)
-        return np.asarray(rng.uniform_below(den, idx.size) < r[idx], dtype=bool)
-
-    return _bernoulli_exp_parts(k, np.asarray(r != 0, dtype=bool), frac, rng)
+def _true_div(a: int, b: int) -> float:
+    try:
+        return a / b
+    except OverflowError:
+        return math.inf
 
 
 def bernoulli_exp_ratio(num: IntArray, den: int, rng: RandomSource) -> BoolArray:
     """One Bernoulli(exp(-num_i / den)) per element: an int64 or object array ``num >= 0``, an int ``den >= 1``.
 
-    Exact (the algorithm of :func:`bernoulli_exp`, vectorised over different γᵢ = numᵢ/den).
+    Exact: element i is the indicator U_i < exp(-num_i/den) of its own uniform.
 
     Example:
         >>> from dpframe.noise import SeededRandomSource
@@ -231,19 +201,17 @@ def bernoulli_exp_ratio(num: IntArray, den: int, rng: RandomSource) -> BoolArray
         [True, True, False]
 
     """
-    k, r = _divmod_exact(num, den)
-    return _bernoulli_exp_kr(k, r, den, rng)
+    num = np.asarray(num)
+    cells = _Cells(rng.random_uint64(num.size), rng)
+    return cells.below(None, exp_neg(_ratio_floats(num, den)),
+                       lambda j, digits: exp_neg_bounds(Fraction(int(num[j]), den), digits))
 
 
 def bernoulli_exp(gamma: RationalLike, size: int, rng: RandomSource) -> BoolArray:
     """``size`` independent draws of Bernoulli(exp(-gamma)) for a rational ``gamma >= 0``.
 
-    Correctness (CKS20 Algorithm 1): write γ = k + f with k = floor(γ), f in [0, 1). For f, run the
-    von Neumann loop K = 1, 2, ...: draw A ~ Bernoulli(f/K) (as Bernoulli(1/K)·Bernoulli(f), each an
-    exact comparison ``uniform_below(d) < n``) and stop at the first A = 0; the probability of stopping
-    after exactly K trials is f^(K-1)/(K-1)! - f^K/K!, so P[K odd] = Σ (-f)^j/j! = exp(-f). The integer
-    part multiplies k independent Bernoulli(exp(-1)) draws, made by the same loop with γ = 1, so the
-    output is True with probability exp(-1)^k · exp(-f) = exp(-γ) exactly.
+    Each draw is the indicator U < exp(-γ) of its own uniform U, so it is True with probability
+    exp(-γ) exactly.
 
     Example:
         >>> from fractions import Fraction
@@ -259,97 +227,210 @@ def bernoulli_exp(gamma: RationalLike, size: int, rng: RandomSource) -> BoolArra
         raise ValueError(f"gamma must be >= 0, got {g}; pass a non-negative rational such as Fraction(1, 3)")
     size = check_size(size)
     rng = _check_rng(rng)
-    den = g.denominator
-    whole, rem = divmod(g.numerator, den)
-    k = np.full(size, whole, dtype=np.int64 if whole <= _INT64_MAX else object)
-
-    def frac(idx: Index) -> BoolArray:
-        return np.asarray(rng.uniform_below(den, idx.size) < rem, dtype=bool)
-
-    return _bernoulli_exp_parts(k, np.full(size, rem != 0), frac, rng)
+    cells = _Cells(rng.random_uint64(size), rng)
+    return cells.below(None, exp_neg(np.full(size, _float(g))), lambda j, digits: exp_neg_bounds(g, digits))
 
 
 # --------------------------------------------------------------------------------------------------
-# Discrete Laplace (CKS20 Algorithm 2)
+# Discrete Laplace
 
 
-def _fill(size: int, rate: float,
-          candidates: Callable[[int], npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    """Collect ``size`` accepted draws from batches of iid candidates (``rate`` only sizes batches)."""
-    out = np.empty(size, dtype=np.int64)
-    filled = 0
-    rate = min(max(rate, 0.05), 1.0)
-    while filled < size:
-        need = size - filled
-        got = candidates(int(need / rate * 1.03) + 16)
-        take = min(need, got.size)
-        out[filled:filled + take] = got[:take]  # accepted candidates are iid: the first `take` are iid too
-        filled += take
+_SPLIT = 24   # scales above 2^24: the magnitude is split into a coarse part and an exact low part
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """A discrete Laplace scale t and the float64 constants of its coarse magnitude M' (each within u).
+
+    M' = #{j ≥ 1 : U < c·q·q^(K(j−1))} with K = 2^k; the magnitude is M' for k = 0, else 0 when M' = 0 and
+    1 + K(M' − 1) + L otherwise, L a truncated geometric on [0, K) (:func:`_low_parts`). The j-th
+    threshold is exp(-x_j) with x_j = (j − 1)·K/t + x₁.
+    """
+
+    t: Fraction
+    k: int          # 0 up to t = 2^24; else ⌊log₂ t⌋ − 12, so K/t ∈ (2⁻¹³, 2⁻¹²]
+    inv_step: float  # t/K (only the guess uses it)
+    step: float     # K/t
+    x1: float       # 1/t − ln c, with c = 2/(1 + q), q = e^(-1/t): −ln of the first threshold c·q
+    first: float    # c·q
+    r: float        # q^K: the ratio of consecutive thresholds
+    inv_t: float    # 1/t (the low part's acceptance)
+    cap: int        # ⌈61·t/K⌉ + 1: x_cap ≥ 61, so M' < cap whenever U ≥ 2⁻⁶³
+
+
+@functools.lru_cache(maxsize=256)
+def _scale(t: Fraction) -> _Scale:
+    k = max(0, math.floor(math.log2(t.numerator) - math.log2(t.denominator)) - 12) if t > 2**_SPLIT else 0
+    ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX, traps=[])
+    inv = ctx.divide(Decimal(t.denominator), Decimal(t.numerator))
+    q = ctx.exp(-inv)
+    one_q = ctx.add(1, q)
+    step = Fraction(2**k) / t
+    return _Scale(t, k, _float(1 / step), _float(step), float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))),
+                  float(ctx.divide(ctx.multiply(2, q), one_q)), float(ctx.exp(ctx.multiply(-inv, 2**k))),
+                  _float(1 / t), math.ceil(61 / step) + 1)
+
+
+def _threshold_bounds(s: _Scale, j: int, digits: int) -> tuple[Fraction, Fraction]:
+    """Rational bounds of the j-th threshold c·q·q^(K(j−1)) = 2·exp(-(1 + K(j−1))/t)/(1 + exp(-1/t))."""
+    e_lo, e_hi = exp_neg_bounds((1 + (j - 1) * 2**s.k) / s.t, digits)
+    q_lo, q_hi = exp_neg_bounds(1 / s.t, digits)
+    return 2 * e_lo / (1 + q_hi), 2 * e_hi / (1 + q_lo)
+
+
+class _Batch:
+    """Per-element constants of draws of several scales (plain scalars when there is one scale)."""
+
+    def __init__(self, scales: Sequence[Any], sizes: Sequence[int]) -> None:
+        self.scales, self.sizes = list(scales), [int(s) for s in sizes]
+        self.offsets = np.cumsum([0, *self.sizes])
+
+    def __call__(self, name: str, idx: npt.NDArray[np.intp] | None = None) -> Any:
+        values = [getattr(s, name) for s in self.scales]
+        if len(values) == 1:
+            return values[0]
+        per = np.repeat(np.array(values), self.sizes)
+        return per if idx is None else per[idx]
+
+    def of(self, i: int) -> Any:
+        """The scale of element ``i``."""
+        return self.scales[int(np.searchsorted(self.offsets, i, side="right")) - 1]
+
+
+def _gallop(lo: IntArray, hi: IntArray, cap: IntArray, test: Callable[[IntArray, npt.NDArray[np.intp]], BoolArray]
+            ) -> IntArray:
+    """max{m ≥ 0 : A(m)} per element, for A non-increasing in m with A(0) true and A(cap) false.
+
+    ``lo`` holds an m with A(m) true or -1, ``hi`` an m with A(m) false or -1 (one of them known).
+    Steps 1, 2, 4, ... away from the known end until the other end is found, then bisects.
+    ``test(m, positions)`` is the exact A(m) for those positions.
+    """
+    step = np.ones_like(lo)
+    active = np.arange(lo.shape[0])
+    while active.size:
+        a, b, s = lo[active], hi[active], step[active]
+        probe = np.where(b < 0, a + np.minimum(s, cap[active] - a),
+                         np.where(a < 0, np.maximum(b - s, 0), (a + b) // 2))
+        ok = test(probe, active)
+        lo[active], hi[active], step[active] = np.where(ok, probe, a), np.where(ok, b, probe), s * 2
+        active = active[(lo[active] < 0) | (hi[active] != lo[active] + 1)]
+    return lo
+
+
+def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
+    """M' per element (int64, or object where U < 2⁻⁶³): a float64 guess, verified exactly, corrected by search."""
+    def thresholds(j: IntArray, idx: npt.NDArray[np.intp] | None) -> FloatArray:
+        x = (np.asarray(j, dtype=np.float64) - 1) * batch("step", idx) + batch("x1", idx)
+        p: FloatArray = exp_neg(x)
+        p[np.asarray(j == 0)] = 2.0                # A(0) holds (c > 1): certain without a comparison
+        return p
+
+    def above(j: IntArray, idx: npt.NDArray[np.intp] | None, p_hat: FloatArray) -> BoolArray:
+        def bounds(pos: int, digits: int) -> tuple[Fraction, Fraction]:
+            return _threshold_bounds(batch.of(pos if idx is None else int(idx[pos])), int(j[pos]), digits)
+        return cells.below(idx, p_hat, bounds)
+
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
+    guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
+    p_here = thresholds(guess, None)
+    p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
+    here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
+    m: IntArray = guess
+    for bad, dtype in ((np.flatnonzero((~here | nxt) & (cells.u > 0)), np.int64),
+                       (np.flatnonzero((~here | nxt) & (cells.u == 0)), object)):   # U < 2⁻⁶³: no cap
+        if bad.size:
+            start = guess[bad].astype(dtype)
+            cap = (np.broadcast_to(np.asarray(batch("cap", bad)), bad.shape) if dtype is np.int64
+                   else np.full(bad.size, 2**4096, dtype=object))
+            found = _gallop(np.where(nxt[bad], start + 1, -1), np.where(nxt[bad], -1, start), cap,
+                            functools.partial(_probe, above, thresholds, bad))
+            if dtype is object:
+                m = m.astype(object)
+            m[bad] = found
+    return m
+
+
+def _probe(above: Callable[..., BoolArray], thresholds: Callable[..., FloatArray], bad: npt.NDArray[np.intp],
+           j: IntArray, pos: npt.NDArray[np.intp]) -> BoolArray:
+    """A(j) for the elements ``bad[pos]`` (one step of :func:`_gallop`)."""
+    return above(j, bad[pos], thresholds(j, bad[pos]))
+
+
+def _low_parts(batch: _Batch, idx: npt.NDArray[np.intp], rng: RandomSource) -> Int64Array:
+    """L per element of ``idx``: P[L = l] ∝ q^l on [0, 2^k), by rejection (uniform l accepted w.p. q^l ≥ 1 − 2⁻¹²).
+
+    l is the top k bits of a fresh word (exactly uniform); acceptance is the exact U < exp(-l/t).
+    """
+    out = np.empty(idx.size, dtype=np.int64)
+    pending = np.arange(idx.size)
+    while pending.size:
+        k = np.asarray(batch("k", idx[pending]), dtype=np.uint64)
+        low = (rng.random_uint64(pending.size) >> (np.uint64(64) - k)).astype(np.int64)
+        cells = _Cells(rng.random_uint64(pending.size), rng)
+        p_hat = exp_neg(low.astype(np.float64) * batch("inv_t", idx[pending]))
+
+        def bounds(j: int, digits: int, low: Int64Array = low, pending: Any = pending) -> tuple[Fraction, Fraction]:
+            return exp_neg_bounds(int(low[j]) / batch.of(int(idx[pending[j]])).t, digits)
+
+        ok = cells.below(None, p_hat, bounds)
+        out[pending[ok]] = low[ok]
+        pending = pending[~ok]
     return out
 
 
-def _laplace_rate(t: int, s: int) -> float:
-    """Approximate acceptance rate of one Algorithm 2 attempt (batch sizing only)."""
-    inv_t = _float(Fraction(1, t))
-    if t == 1:
-        p_keep_u = 1.0
-    elif inv_t < 1e-9:
-        p_keep_u = 1 - math.exp(-1)
-    else:
-        p_keep_u = (1 - math.exp(-1)) / (-math.expm1(-inv_t) / inv_t)
-    p_zero = -math.expm1(-_float(Fraction(s, t)))
-    return p_keep_u * (1 - p_zero / 2)
+def _laplace(batch: _Batch, rng: RandomSource) -> Int64Array:
+    """Discrete Laplace draws, ``batch.sizes[k]`` of scale ``batch.scales[k]``, concatenated."""
+    words = rng.random_uint64(int(batch.offsets[-1]))
+    m = _coarse(batch, _Cells(words, rng))
+    if any(s.k for s in batch.scales):
+        split = np.flatnonzero((np.asarray(batch("k")) > 0) & (m > 0))
+        k = np.asarray(batch("k", split))
+        m = m.astype(object) if m.dtype == object else m
+        m[split] = 1 + (m[split] - 1) * (np.ones_like(k) << k).astype(m.dtype) + _low_parts(batch, split, rng)
+    m = _checked_int64(m)
+    return np.where(words >= np.uint64(2**63), -m, m)
 
 
-def _fold(u: IntArray, v: npt.NDArray[np.int64], t: int, s: int) -> npt.NDArray[np.int64]:
-    """floor((u + t·v) / s) exactly, as int64 (int64 arithmetic when it cannot overflow, else Python ints)."""
-    n = u.shape[0]
-    vmax = int(v.max()) if n else 0
-    if u.dtype != object and t * (vmax + 1) <= _INT64_MAX:  # u < t, so u + t·v < t·(vmax + 1)
-        x = u + np.int64(t) * v
-        y: IntArray = x // np.int64(s) if s <= _INT64_MAX else np.zeros(n, dtype=np.int64)
-        return y
-    y = (u.astype(object) + v.astype(object) * t) // s
-    if n and int(y.max()) > _INT64_MAX:
+def _checked_int64(values: IntArray) -> Int64Array:
+    if values.dtype == object and values.size and max(int(v) for v in values) > _INT64_MAX:
         raise OverflowError("a discrete Laplace draw does not fit in int64; use a smaller scale")
-    out: npt.NDArray[np.int64] = y.astype(np.int64)
-    return out
+    return values.astype(np.int64)
 
 
-def _laplace_candidates(t: int, s: int, m: int, rng: RandomSource) -> npt.NDArray[np.int64]:
-    """One vectorized attempt of CKS20 Algorithm 2 on ``m`` candidates (scale t/s); returns the accepted."""
-    u: IntArray
-    if t == 1:
-        u = np.zeros(m, dtype=np.int64)
-    else:
-        u = rng.uniform_below(t, m)
-        u = u[_bernoulli_exp_kr(np.zeros(m, dtype=np.int64), u, t, rng)]  # P[U = u | kept] ∝ exp(-u/t)
-    n = u.shape[0]
-    v = _geometric_exp1(n, rng)  # P[V = v] ∝ exp(-v)
-    y = _fold(u, v, t, s)  # Y = floor((U + tV)/s)
-    neg = _bits(n, rng)
-    keep = ~(neg & (y == 0))  # "-0" is rejected so that 0 is not counted twice
-    z: npt.NDArray[np.int64] = np.where(neg, -y, y)[keep]
-    return z
+def discrete_laplace_batch(scales: Sequence[RationalLike], sizes: Sequence[int],
+                           rng: RandomSource) -> list[Int64Array]:
+    """``sizes[k]`` independent discrete Laplace draws of scale ``scales[k]`` for each k, in one vectorised pass.
+
+    The same distribution as :func:`discrete_laplace` per scale (and the same draws for one scale); one
+    batch costs one set of numpy passes however many scales it mixes.
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource
+        >>> [a.shape for a in discrete_laplace_batch([1, Fraction(7, 2)], [3, 2], SeededRandomSource(0))]
+        [(3,), (2,)]
+
+    """
+    if len(scales) != len(sizes):
+        raise ValueError(f"scales and sizes must have the same length, got {len(scales)} and {len(sizes)}")
+    lams = [_positive(s, "scale", MAX_LAPLACE_SCALE) for s in scales]
+    counts = [check_size(n) for n in sizes]
+    rng = _check_rng(rng)
+    if not lams:
+        return []
+    batch = _Batch([_scale(lam) for lam in lams], counts)
+    return np.split(_laplace(batch, rng), batch.offsets[1:-1])
 
 
-def _laplace(t: int, s: int, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
-    return _fill(size, _laplace_rate(t, s), lambda m: _laplace_candidates(t, s, m, rng))
-
-
-def discrete_laplace(scale: RationalLike, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
+def discrete_laplace(scale: RationalLike, size: int, rng: RandomSource) -> Int64Array:
     """``size`` independent draws Z with P[Z = x] ∝ exp(-|x| / scale), as int64.
 
-    ``scale`` = t/s is an exact positive rational (a float is converted exactly), at most
+    ``scale`` = t is an exact positive rational (a float is converted exactly), at most
     :data:`MAX_LAPLACE_SCALE`. Adding Z to an integer statistic of L1 sensitivity Δ is (Δ/scale)-DP.
 
-    Correctness (CKS20 Algorithm 2): U uniform on {0, ..., t-1} is kept with probability exp(-U/t)
-    (Algorithm 1), so P[U = u] ∝ exp(-u/t); V counts Bernoulli(exp(-1)) successes before the first
-    failure, so P[V = v] ∝ exp(-v). Then X = U + tV has P[X = x] ∝ exp(-x/t) on x >= 0 (each x has one
-    (u, v)), and Y = floor(X/s) sums s consecutive terms: P[Y = y] ∝ exp(-ys/t). A fair sign B gives
-    ±Y; rejecting (B = negative, Y = 0) and restarting leaves every z ≠ 0 with mass ∝ exp(-|z|s/t)/2
-    and z = 0 with mass ∝ 1/2, i.e. P[Z = z] ∝ exp(-|z|/scale) exactly. Rejected attempts are retried
-    with fresh randomness, and accepted candidates of a batch are iid, so the output is iid.
+    Correctness: one 64-bit word per draw, a sign bit S and a uniform U, and Z = ±M with
+    M = #{m ≥ 1 : U < c·qᵐ}, q = e^(-1/t), c = 2/(1 + q), so P[Z = z] = q^|z|(1 − q)/(1 + q) exactly
+    (module docstring); every comparison U < c·qᵐ is exact (:mod:`dpframe.noise.certified`).
 
     Example:
         >>> from fractions import Fraction
@@ -359,9 +440,7 @@ def discrete_laplace(scale: RationalLike, size: int, rng: RandomSource) -> npt.N
         (dtype('int64'), 5)
 
     """
-    lam = _positive(scale, "scale", MAX_LAPLACE_SCALE)
-    size = check_size(size)
-    return _laplace(lam.numerator, lam.denominator, size, _check_rng(rng))
+    return discrete_laplace_batch([scale], [size], rng)[0]
 
 
 def discrete_laplace_variance(scale: RationalLike) -> float:
@@ -413,91 +492,29 @@ def discrete_laplace_tail(scale: RationalLike, k: int) -> float:
     return math.exp(log_p) if log_p > -800 else 0.0
 
 
+
 # --------------------------------------------------------------------------------------------------
 # Discrete Gaussian (CKS20 Algorithm 3)
 
 
-def _uniform_below_128(bound: int, n: int, rng: RandomSource) -> tuple[npt.NDArray[np.uint64], ...]:
-    """``n`` exact uniform draws in [0, bound), bound < 2**127, as (high, low) 64-bit limbs."""
-    if bound <= 2**63:
-        return np.zeros(n, dtype=np.uint64), rng.uniform_below(bound, n).astype(np.uint64)
-    b_hi, b_lo = np.uint64(bound >> 64), np.uint64(bound & _MASK64)
-    hi = rng.uniform_below(int(b_hi) + 1, n).astype(np.uint64)
-    lo = np.array(rng.random_uint64(n), dtype=np.uint64)
-    bad = np.flatnonzero((hi == b_hi) & (lo >= b_lo))  # uniform on [0, (b_hi+1)·2^64), keep < bound
-    while bad.size:
-        hi[bad] = rng.uniform_below(int(b_hi) + 1, bad.size)
-        lo[bad] = rng.random_uint64(bad.size)
-        bad = bad[(hi[bad] == b_hi) & (lo[bad] >= b_lo)]
-    return hi, lo
+@dataclass(frozen=True)
+class _Sigma2:
+    """A discrete Gaussian σ² with its Laplace proposal (t = ⌊σ⌋ + 1) and float64 constants (within u)."""
+
+    sigma2: Fraction
+    laplace: _Scale
+    s: Fraction      # σ²/t
+    s_f: float
+    v_f: float       # 1/(2σ²)
+    fast: bool       # 2⁻⁹⁰⁰ ≤ σ²: the float64 bound of the module docstring holds
+    rate: float      # approximate acceptance rate (batch sizing only)
 
 
-def _square_u128(x: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    """x² as (high, low) 64-bit limbs, exactly, for 0 <= x < 2**62."""
-    h, low = x >> np.uint64(32), x & np.uint64(0xFFFFFFFF)  # x = h·2^32 + low, h < 2^30
-    ll, cross = low * low, np.uint64(2) * h * low           # ll < 2^64, cross = 2·h·low < 2^63
-    sq_lo = ll + (cross << np.uint64(32))                   # wraps mod 2^64; the carry is added below
-    sq_hi = h * h + (cross >> np.uint64(32)) + (sq_lo < ll).astype(np.uint64)
-    return sq_hi, sq_lo
-
-
-def _floor_square_div(x: npt.NDArray[np.uint64], D: int, kmax: int) -> npt.NDArray[np.int64]:
-    """floor(x² / D) for 0 <= x with x² // D <= kmax, by integer thresholds (no wide products needed).
-
-    x² >= j·D  <=>  x >= ceil(sqrt(j·D)), so floor(x²/D) counts the thresholds ceil(sqrt(j·D)) <= x.
-    """
-    roots = np.array([math.isqrt(j * D - 1) + 1 for j in range(1, kmax + 1)], dtype=np.uint64)
-    return np.searchsorted(roots, x, side="right").astype(np.int64)
-
-
-def _limbs(values: list[int]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    return (np.array([v >> 64 for v in values], dtype=np.uint64),
-            np.array([v & _MASK64 for v in values], dtype=np.uint64))
-
-
-def _sum_less_u128(a_hi: npt.NDArray[np.uint64], a_lo: npt.NDArray[np.uint64], b_hi: npt.NDArray[np.uint64],
-                   b_lo: npt.NDArray[np.uint64], c_hi: npt.NDArray[np.uint64],
-                   c_lo: npt.NDArray[np.uint64]) -> BoolArray:
-    """Exactly a + b < c for 128-bit limb pairs with a + b < 2**128."""
-    s_lo = a_lo + b_lo
-    s_hi = a_hi + b_hi + (s_lo < a_lo).astype(np.uint64)
-    out: BoolArray = (s_hi < c_hi) | ((s_hi == c_hi) & (s_lo < c_lo))
-    return out
-
-
-def _accept_wide(absm: npt.NDArray[np.uint64], D: int, kmax: int, rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(-m²/D)) for |m| < 2**62, D < 2**126, m²/D <= kmax, in exact 128-bit limbs."""
-    k = _floor_square_div(absm, D, kmax)
-    sq_hi, sq_lo = _square_u128(absm)
-    kd_hi, kd_lo = _limbs([j * D for j in range(kmax + 1)])
-    has_frac = (sq_hi != kd_hi[k]) | (sq_lo != kd_lo[k])
-
-    def frac(idx: Index) -> BoolArray:
-        # Bernoulli(r/D) with r = m² - kD: U < r  <=>  U + kD < m²  (U uniform on [0, D)).
-        u_hi, u_lo = _uniform_below_128(D, idx.size, rng)
-        kk = k[idx]
-        return _sum_less_u128(u_hi, u_lo, kd_hi[kk], kd_lo[kk], sq_hi[idx], sq_lo[idx])
-
-    return _bernoulli_exp_parts(k, has_frac, frac, rng)
-
-
-def _gaussian_accept(a: npt.NDArray[np.int64], A: int, P: int, D: int, rng: RandomSource) -> BoolArray:
-    """Bernoulli(exp(-(a·A - P)² / D)) per element, choosing the cheapest exact arithmetic."""
-    if a.size == 0:
-        return np.zeros(0, dtype=bool)
-    M = max(int(a.max()) * A - P, P)  # max |m| over the batch (m ranges over [-P, amax·A - P])
-    if M >= 2**62 or A > _INT64_MAX:
-        mo = a.astype(object) * A - P
-        return bernoulli_exp_ratio(mo * mo, D, rng)
-    m = a * np.int64(A) - np.int64(P)  # a·A <= M + P <= 2M < 2^63
-    if M * M <= _INT64_MAX and D <= _INT64_MAX:
-        return bernoulli_exp_ratio(m * m, D, rng)
-    kmax = M * M // D
-    absm = np.abs(m).astype(np.uint64)
-    if D < 2**126 and kmax <= 2**14:
-        return _accept_wide(absm, D, kmax, rng)
-    mo = absm.astype(object)
-    return bernoulli_exp_ratio(mo * mo, D, rng)
+@functools.lru_cache(maxsize=256)
+def _sigma2(s2: Fraction) -> _Sigma2:
+    t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
+    return _Sigma2(s2, _scale(Fraction(t)), s2 / t, _float(s2 / t), _float(1 / (2 * s2)),
+                   s2 >= _MIN_FAST_SIGMA2, _gaussian_rate(s2, t))
 
 
 def _gaussian_rate(sigma2: Fraction, t: int) -> float:
@@ -509,10 +526,65 @@ def _gaussian_rate(sigma2: Fraction, t: int) -> float:
     else:
         norm_g = 1 + 2 * sum(math.exp(-y * y / (2 * s2)) for y in range(1, 61))
     norm_l = 1 / math.tanh(1 / (2 * t))
-    return norm_g * math.exp(-s2 / (2 * t * t)) / norm_l
+    return min(max(norm_g * math.exp(-s2 / (2 * t * t)) / norm_l, 0.05), 1.0)
 
 
-def discrete_gaussian(sigma2: RationalLike, size: int, rng: RandomSource) -> npt.NDArray[np.int64]:
+def _accept(y: Int64Array, batch: _Batch, rng: RandomSource) -> BoolArray:
+    """Exactly U < exp(-(|y| − σ²/t)²/(2σ²)) per candidate (σ² per element from ``batch``)."""
+    cells = _Cells(rng.random_uint64(y.size), rng)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.abs(y).astype(np.float64) - batch("s_f")
+        p_hat = exp_neg(np.nan_to_num(d * d * batch("v_f"), nan=np.inf))
+    slow = ~np.asarray(batch("fast"), dtype=bool)
+    if slow.any():          # no float bound: NaN is never certain, so the exact path decides
+        p_hat[np.broadcast_to(slow, p_hat.shape)] = np.nan
+
+    def bounds(j: int, digits: int) -> tuple[Fraction, Fraction]:
+        g = batch.of(j)
+        return exp_neg_bounds((abs(int(y[j])) - g.s) ** 2 / (2 * g.sigma2), digits)
+
+    return cells.below(None, p_hat, bounds)
+
+
+def _gaussian(batch: _Batch, rng: RandomSource) -> Int64Array:
+    """Concatenated draws, ``batch.sizes[k]`` of σ² = ``batch.scales[k]``: candidates until each has enough."""
+    need = list(batch.sizes)
+    parts: list[list[Int64Array]] = [[] for _ in need]
+    while any(need):
+        live = [k for k, n in enumerate(need) if n]
+        round_ = _Batch([batch.scales[k] for k in live],
+                        [int(need[k] / batch.scales[k].rate * 1.03) + 16 for k in live])
+        y = _laplace(_Batch([g.laplace for g in round_.scales], round_.sizes), rng)
+        keep = _accept(y, round_, rng)
+        for pos, k in enumerate(live):
+            got = y[round_.offsets[pos]:round_.offsets[pos + 1]][keep[round_.offsets[pos]:round_.offsets[pos + 1]]]
+            parts[k].append(got[:need[k]])   # accepted candidates are iid: the first ones are iid too
+            need[k] -= parts[k][-1].size
+    return np.concatenate([np.concatenate(p) if p else np.zeros(0, dtype=np.int64) for p in parts])
+
+
+def discrete_gaussian_batch(sigma2s: Sequence[RationalLike], sizes: Sequence[int],
+                            rng: RandomSource) -> list[Int64Array]:
+    """``sizes[k]`` independent discrete Gaussian draws of variance parameter ``sigma2s[k]`` for each k, vectorised.
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource
+        >>> [a.shape for a in discrete_gaussian_batch([1, Fraction(9, 2)], [3, 2], SeededRandomSource(0))]
+        [(3,), (2,)]
+
+    """
+    if len(sigma2s) != len(sizes):
+        raise ValueError(f"sigma2s and sizes must have the same length, got {len(sigma2s)} and {len(sizes)}")
+    values = [_positive(s, "sigma2", MAX_GAUSSIAN_SIGMA2) for s in sigma2s]
+    counts = [check_size(n) for n in sizes]
+    rng = _check_rng(rng)
+    if not values:
+        return []
+    batch = _Batch([_sigma2(v) for v in values], counts)
+    return np.split(_gaussian(batch, rng), batch.offsets[1:-1])
+
+
+def discrete_gaussian(sigma2: RationalLike, size: int, rng: RandomSource) -> Int64Array:
     """``size`` independent draws Z with P[Z = x] ∝ exp(-x² / (2·sigma2)), as int64.
 
     ``sigma2`` is an exact positive rational (a float is converted exactly), at most
@@ -520,12 +592,9 @@ def discrete_gaussian(sigma2: RationalLike, size: int, rng: RandomSource) -> npt
     (Δ²/(2σ²))-zCDP (CKS20 Thm. 14). The variance of Z is strictly less than σ² (CKS20 Cor. 9), so σ²
     is a safe upper bound for accuracy reporting.
 
-    Correctness (CKS20 Algorithm 3): with t = floor(σ) + 1, draw Y from the discrete Laplace with scale
-    t (Algorithm 2) and accept it with probability exp(-(|Y| - σ²/t)² / (2σ²)) (Algorithm 1). Expanding,
-    exp(-|y|/t) · exp(-(|y| - σ²/t)²/(2σ²)) = exp(-y²/(2σ²)) · exp(-σ²/(2t²)), whose second factor
-    does not depend on y, so accepted values have P[Z = y] ∝ exp(-y²/(2σ²)) exactly. With σ² = p/q
-    the exponent is m²/D for the integers m = |Y|·q·t - p and D = 2·p·q·t² (both divided by
-    g = gcd(q·t, p), g² respectively), so the test is an exact integer Bernoulli(exp(-m²/D)).
+    Correctness (CKS20 Algorithm 3): with t = ⌊σ⌋ + 1, a discrete Laplace Y of scale t is accepted
+    when U < exp(-(|Y| − σ²/t)²/(2σ²)); accepted values have P[Z = y] ∝ exp(-y²/(2σ²)) exactly (module
+    docstring), and every acceptance is an exact comparison (:mod:`dpframe.noise.certified`).
 
     Example:
         >>> from fractions import Fraction
@@ -535,17 +604,4 @@ def discrete_gaussian(sigma2: RationalLike, size: int, rng: RandomSource) -> npt
         (dtype('int64'), 5)
 
     """
-    s2 = _positive(sigma2, "sigma2", MAX_GAUSSIAN_SIGMA2)
-    size = check_size(size)
-    rng = _check_rng(rng)
-    p, q = s2.numerator, s2.denominator
-    t = math.isqrt(p // q) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
-    g = math.gcd(q * t, p)
-    A, P, D = q * t // g, p // g, 2 * p * q * t * t // (g * g)
-
-    def candidates(m: int) -> npt.NDArray[np.int64]:
-        y = _laplace(t, 1, m, rng)
-        out: npt.NDArray[np.int64] = y[_gaussian_accept(np.abs(y), A, P, D, rng)]
-        return out
-
-    return _fill(size, _gaussian_rate(s2, t), candidates)
+    return discrete_gaussian_batch([sigma2], [size], rng)[0]

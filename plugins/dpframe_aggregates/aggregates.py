@@ -15,7 +15,9 @@ Each distinct statistic gets an equal part of the mechanism's share and discrete
 (pure ε: scale Δ/εᵢ) or discrete Gaussian noise (zCDP: σ² = Δ²/(2ρᵢ)). Statistics shared by several
 measures (e.g. the count of ``spend`` used by both ``mean`` and ``var``) are noised once and reused.
 By basic (resp. zCDP) composition the whole costs Σεᵢ = ε (resp. Σρᵢ = ρ); everything after the noise
-(mean = c + S/n, var = (Q − S²/n)/(n − ddof), clamping, sqrt) is post-processing.
+(mean = c + S/n, var = (Q − S²/n)/(n − ddof), clamping, sqrt) is post-processing. A sum next to a
+mean/var/std of the same column and bounds is post-processing too: Σx = S + c·n from their centred sum
+S = Σ(x − c) and count n (fewer statistics, and never more noise than a sum of its own).
 
 Grid: sums are computed on the grid 2^k with k = ⌊log₂(noise scale)⌋ − 20 (rounding error ≈ 10⁻⁶ of the
 noise), raised if needed so one row is ≤ 2³¹ grid steps (exact int64 sums up to 2³² rows).
@@ -36,7 +38,7 @@ from dpframe.accounting import PrivacyCurve
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic, sample_batch
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
@@ -66,10 +68,28 @@ def _needs(m: Measure) -> dict[str, Need]:
     assert m.bounds is not None
     if m.kind == "sum":
         return {"s": Need("sum", m.column, m.bounds)}
-    mid = Fraction(float((m.bounds[0] + m.bounds[1]) / 2))  # a float, so the backend subtracts it exactly
+    mid = _centre(m)  # a float, so the backend subtracts it exactly
     needs = {"n": count, "s": Need("sum", m.column, m.bounds, mid, 1)}
     if m.kind in ("var", "std"):
         needs["q"] = Need("sum", m.column, m.bounds, mid, 2)
+    return needs
+
+
+def _needs_of(measures: Sequence[Measure]) -> dict[str, dict[str, Need]]:
+    """Each measure's statistics by role, a ``sum`` sharing those of a mean/var/std on its column and bounds.
+
+    Σx = Σ(x − c) + c·n: with the centred sum Σ(x − c) and the count n already noised for the mean, the sum
+    is their post-processing. That is never less accurate than a sum of its own: the query has one
+    statistic fewer (a larger part for every statistic), and the centred noise plus c times the count's
+    noise has sensitivity √(w² + c²) ≤ |c| + w (w the half-width of the bounds) — and one pass over the
+    data fewer.
+    """
+    needs = {m.output_name: _needs(m) for m in measures}
+    centred = {(m.column, m.bounds): needs[m.output_name] for m in measures if m.kind in ("mean", "var", "std")}
+    for m in measures:
+        if m.kind == "sum" and (m.column, m.bounds) in centred:
+            shared = centred[(m.column, m.bounds)]
+            needs[m.output_name] = {"n": shared["n"], "s": shared["s"]}
     return needs
 
 
@@ -100,10 +120,10 @@ class AggregatePlan(MechanismPlan):
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
         assert self.noises is not None and self.roles is not None
-        noisy: dict[str, np.ndarray] = {}
-        for key, noise in self.noises.items():
-            exact = np.asarray(stats[key], dtype=np.int64)
-            noisy[key] = (exact + noise.sample(exact.size, rng)).astype(np.float64) * float(noise.unit)
+        exact = {key: np.asarray(stats[key], dtype=np.int64) for key in self.noises}
+        draws = sample_batch([(noise, exact[key].size) for key, noise in self.noises.items()], rng)
+        noisy = {key: (exact[key] + z).astype(np.float64) * float(noise.unit)
+                 for (key, noise), z in zip(self.noises.items(), draws, strict=True)}
         out: dict[str, np.ndarray] = {}
         for m in self.measures:
             roles = self.roles[m.output_name]
@@ -135,14 +155,14 @@ def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: di
     """A noise-only interval around each released value that holds with probability ≥ ``confidence``.
 
     Counts and sums: value ± the noise's exact half-width (the interval covers the statistic before the
-    noise: the clamped, grid-rounded sum; bounding and clipping bias are not covered). Mean, var, std: each
+    noise: the clamped, grid-rounded sum; bounding and clipping bias are not covered); a sum shared with a
+    mean (Σ(x − c) + c·n) adds the two half-widths, each at level 1 − (1 − confidence)/2. Mean, var, std: each
     noisy statistic (n, Σ, Σ²) gets an interval at level 1 − (1 − confidence)/r (r statistics: Bonferroni, so
     all hold together with probability ≥ confidence), and the interval is the range of the measure's
     formula over that box, bounded to what values in ``bounds`` allow — conservative.
     """
     if m.kind in ("len", "count", "count_units", "sum"):
-        role = "s" if m.kind == "sum" else "n"
-        half = noise[role].half_width(confidence)
+        half = _half_width(m, noise, confidence)
         if m.kind != "sum":       # counts are whole numbers, and so are their half-widths (unit 1)
             return value - int(half), value + int(half)
         return value - half, value + half
@@ -174,7 +194,7 @@ def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
     if m.kind in ("len", "count", "count_units"):
         return np.asarray(np.rint(v["n"]).astype(np.int64))
     if m.kind == "sum":
-        return v["s"]
+        return v["s"] + float(_centre(m)) * v["n"] if "n" in v else v["s"]   # shared: Σ(x − c) + c·n
     assert m.bounds is not None
     lo, hi = float(m.bounds[0]), float(m.bounds[1])
     mid = (lo + hi) / 2
@@ -240,10 +260,11 @@ class AggregateMechanism:
 
     def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
         """One part per distinct statistic (shared statistics are noised once)."""
-        return len({need for m in measures for need in _needs(m).values()})
+        return len({need for roles in _needs_of(measures).values() for need in roles.values()})
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> AggregatePlan:
-        distinct = list(dict.fromkeys(need for m in measures for need in _needs(m).values()))
+        needs = _needs_of(measures)
+        distinct = list(dict.fromkeys(need for roles in needs.values() for need in roles.values()))
         part = _divide(share, len(distinct))
         m_rows = Fraction(ctx.unit.max_rows)
         statistics: dict[Need, Statistic] = {}
@@ -266,11 +287,11 @@ class AggregateMechanism:
                 unit = Fraction(2) ** k
             statistics[need] = stat
             noises[stat.key] = Noise.calibrate(m_rows * stat.row_bound(), part, unit)
-        roles = {m.output_name: {role: statistics[need].key for role, need in _needs(m).items()} for m in measures}
+        roles = {name: {role: statistics[need].key for role, need in of.items()} for name, of in needs.items()}
         cost = _sum([n.cost() for n in noises.values()], share.notion)
         accuracy = {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()})
                     for m in measures}
-        ci95 = {m.output_name: noises[roles[m.output_name]["n" if m.kind != "sum" else "s"]].ci95()
+        ci95 = {m.output_name: _half_width(m, {r: noises[k] for r, k in roles[m.output_name].items()}, 0.95)
                 for m in measures if m.kind in ("len", "count", "count_units", "sum")}
         return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
                              noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
@@ -325,9 +346,25 @@ def _label(s: Statistic) -> str:
     return f"Σ (clamp({s.column}){centre}){power}"
 
 
+def _half_width(m: Measure, noise: dict[str, Noise], confidence: float) -> float:
+    """Half-width of a ``confidence`` interval for the noise of a count or sum (exact; a shared sum: Bonferroni)."""
+    if m.kind != "sum":
+        return noise["n"].half_width(confidence)
+    if "n" not in noise:
+        return noise["s"].half_width(confidence)
+    each = 1 - (1 - confidence) / 2          # Σx = Σ(x − c) + c·n: both noises within their half-widths
+    return noise["s"].half_width(each) + abs(float(_centre(m))) * noise["n"].half_width(each)
+
+
+def _centre(m: Measure) -> Fraction:
+    """The centre c that mean/var/std subtract (the midpoint of the bounds, as a float)."""
+    assert m.bounds is not None
+    return Fraction(float((m.bounds[0] + m.bounds[1]) / 2))
+
+
 def _accuracy(m: Measure, noise: dict[str, Noise]) -> str:
     if m.kind in ("len", "count", "count_units", "sum"):
-        return f"±{noise['n' if m.kind != 'sum' else 's'].ci95():.4g} (95%)"
+        return f"±{_half_width(m, noise, 0.95):.4g} (95%)"
     if m.kind == "mean":
         return f"≈ ±{noise['s'].ci95():.4g}/n (95%, n = count of values)"
     root = "√" if m.kind == "std" else ""

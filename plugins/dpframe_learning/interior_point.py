@@ -51,7 +51,8 @@ import numpy.typing as npt
 from dpframe import accounting as acc
 from dpframe.budgets import ApproxDP, Budget, PureDP
 from dpframe.errors import PluginError
-from dpframe.noise import RandomSource, discrete_laplace, exponential_index
+from dpframe.mechanism import SortedCodes
+from dpframe.noise import RandomSource, bernoulli_exp_ratio, discrete_laplace, exponential_index
 from dpframe.noise.exponential import epsilon_from_rho
 
 Codes = npt.NDArray[np.int64]
@@ -146,15 +147,76 @@ def score_blocks(codes: Codes, size: int) -> tuple[Codes, Codes, Codes]:
     return starts, lengths, scores
 
 
-def exponential_interior_point(codes: Codes, size: int, scale: Fraction, rng: RandomSource) -> int:
-    """Draw z ∈ [0, size) with probability ∝ exp(scale·f(z)), f the interior-point score; O(n log n).
+ENVELOPE_NATS = 12
+"""Listing slack: the two envelopes are proposed with probability ≤ e⁻¹² (speed only, not privacy)."""
 
-    Exact: a block is drawn with probability ∝ length·exp(scale·score) by
-    :func:`dpframe.noise.exponential_index`, then a uniform point inside it.
+
+def listing_ranks(size: int, scale: Fraction) -> int:
+    """R: the exponential interior point lists the codes within R ranks of the median, (ln size + 12)/scale + 1.
+
+    The score moves by 1 per rank away from its peak (≥ ⌈n/2⌉), so everything further than R ranks
+    scores ≥ (ln size + 12)/scale below it and, weighted by at most ``size`` points, is proposed with
+    probability ≤ e⁻¹². Public (from the domain and the budget); any R gives the same distribution.
+
+    Example:
+        >>> listing_ranks(2**40, Fraction(1, 2))
+        82
+
     """
-    starts, lengths, scores = score_blocks(codes, size)
-    i = exponential_index(scores, scale, rng, multiplicities=lengths)
-    return int(starts[i]) + int(rng.uniform_below(int(lengths[i]), 1)[0])
+    return math.ceil(Fraction(math.ceil((size.bit_length() * 0.6932 + ENVELOPE_NATS) * 1024), 1024) / scale) + 1
+
+
+def exponential_interior_point(codes: Codes | SortedCodes, size: int, scale: Fraction, rng: RandomSource,
+                               ranks: int | None = None) -> int:
+    """Draw z ∈ [0, size) with probability ∝ exp(scale·f(z)), f the interior-point score; reads O(R) ranks.
+
+    ``codes``: the sorted codes (an array, or one group of :class:`~dpframe.mechanism.SortedCodes`,
+    possibly partial — read only near the median, completed if a read needs more). A rejection
+    sampler, exact:
+
+    * the *core* — every point and gap between the codes of ranks ⌊n/2⌋ ∓ R (``ranks``, default
+      :func:`listing_ranks`) and the gap after the last of them — is listed as blocks (those of
+      :func:`score_blocks`, with global counts), each with its exact score;
+    * below the core, the *left envelope* [0, v_first) has the bound L(v_first) ≥ #{x ≤ z} ≥ f(z); above
+      it, the *right envelope* [next, size) has n − C(v_last) ≥ #{x ≥ z} ≥ f(z).
+
+    One exact EM draw over the blocks and envelopes (:func:`~dpframe.noise.exponential_index`, lengths
+    as multiplicities), a uniform z inside; an envelope's z is kept with probability
+    exp(−scale·(bound − f(z))) (an exact Bernoulli), else everything is drawn again. Every z is thus
+    proposed with weight exp(scale·f(z)) — exactly in the core, bound times acceptance outside — so
+    the output has exactly the exponential mechanism's distribution (:class:`Exponential`).
+    """
+    sc = codes if isinstance(codes, SortedCodes) else SortedCodes.of([np.asarray(codes, dtype=np.int64)])
+    n = int(sc.total)
+    zero = np.zeros(1, dtype=np.int64)
+    reach = listing_ranks(size, scale) if ranks is None else ranks
+    while True:
+        if n == 0:
+            return int(rng.uniform_below(size, 1)[0])          # every score is 0: uniform
+        r0, r1 = max(0, n // 2 - reach), min(n - 1, n // 2 + reach)
+        vals = np.unique(np.minimum(sc.at(np.arange(r0, r1 + 1, dtype=np.int64)), size - 1))
+        ends = np.full(vals.size, n, dtype=np.int64)
+        low = sc.count(np.zeros(vals.size, dtype=np.int64), ends, vals, strict=True)       # L(v) = #{x < v}
+        high = sc.count(np.zeros(vals.size, dtype=np.int64), ends, vals, strict=False)     # C(v) = #{x ≤ v}
+        last_c = int(high[-1])
+        nxt = min(int(sc.at(np.array([last_c]))[0]), size) if last_c < n else size       # first code above the core
+        gaps = np.append(vals[1:], nxt) - vals - 1
+        k = vals.size
+        starts = np.concatenate([zero, np.ravel(np.column_stack([vals, vals + 1])), [nxt]])
+        lengths = np.concatenate([[vals[0]], np.ravel(np.column_stack([np.ones(k, dtype=np.int64), gaps])),
+                                  [size - nxt]])
+        scores = np.concatenate([low[:1], np.ravel(np.column_stack([np.minimum(high, n - low),
+                                                                   np.minimum(high, n - high)])), [n - last_c]])
+        i = exponential_index(scores, scale, rng, multiplicities=lengths)
+        z = int(starts[i]) + int(rng.uniform_below(int(lengths[i]), 1)[0])
+        if 0 < i < scores.size - 1:
+            return z
+        at = np.array([z], dtype=np.int64)
+        f = min(int(sc.count(zero, np.array([n]), at, strict=False)[0]),
+                n - int(sc.count(zero, np.array([n]), at, strict=True)[0]))
+        gap = (int(scores[i]) - f) * scale
+        if bool(bernoulli_exp_ratio(np.array([gap.numerator], dtype=object), gap.denominator, rng)[0]):
+            return z
 
 
 class Exponential:
@@ -170,6 +232,9 @@ class Exponential:
     name = "exponential"
     approximate = False
     summary: ClassVar[str] = "exponential mechanism, interior-point score (pure DP)"
+    reads_sorted_codes: ClassVar[bool] = True
+    """``run`` also takes :class:`~dpframe.mechanism.SortedCodes` and reads them near the median only (the
+    query then asks the backend for the ranks within :func:`listing_ranks` of it, not a full sort)."""
 
     @staticmethod
     def scale(epsilon: Fraction, stability: Stability) -> Fraction:
@@ -190,7 +255,7 @@ class Exponential:
         """One ε-bounded-range curve (its score moves by ≤ Δ, sampled at ε/(2Δ): the log-ratio spans ≤ ε)."""
         return [acc.exponential(float(epsilon))]
 
-    def run(self, codes: Codes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
+    def run(self, codes: Codes | SortedCodes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
             stability: Stability, rng: RandomSource) -> int:
         return exponential_interior_point(codes, size, self.scale(epsilon, stability), rng)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -41,7 +41,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.domains import OrderedDomain
 from dpframe.errors import BudgetError, DPFrameError, PlanError, SchemaError
 from dpframe.family import Explain, FamilyPlan, Source
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import SortedCodes, Statistic, statistic_values
 from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.noise.exponential import epsilon_from_rho
 from dpframe.plan.nodes import Filter, Node
@@ -51,6 +51,7 @@ from dpframe_learning.interior_point import (
     InteriorPointAlgorithm,
     Stability,
     algorithms,
+    listing_ranks,
     privacy_curves,
     zcdp_epsilon,
 )
@@ -504,15 +505,32 @@ class InteriorPointQuery(LearningQuery[InteriorPoint]):
         return _Plan(allowance.cost(used_delta), mechanisms, details, guarantee, params, curves)
 
     def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> InteriorPoint | NoAnswer:
-        groups = self._groups(reader, self._node, [self.column])
-        codes = np.sort(np.repeat(self.domain.encode(groups[self.column]), groups["__rows"].to_numpy()))
-        gate: Gate = params["gate"]
-        if not gate.passes(int(codes.size), rng):
-            return gate.no_answer("rows")
         algorithm: InteriorPointAlgorithm = params["algorithm"]
-        code = algorithm.run(codes, self.domain.size, params["epsilon"], params["delta"], self.beta,
-                             params["stability"], rng)
+        ranked = getattr(algorithm, "reads_sorted_codes", False)
+        codes = self._codes(reader, listing_ranks(self.domain.size, Exponential.scale(params["epsilon"],
+                                                                                      params["stability"]))
+                            if ranked else None)
+        gate: Gate = params["gate"]
+        if not gate.passes(int(codes.total), rng):
+            return gate.no_answer("rows")
+        code = algorithm.run(codes if ranked else codes.group(0), self.domain.size,  # type: ignore[arg-type]
+                             params["epsilon"], params["delta"], self.beta, params["stability"], rng)
         return InteriorPoint(self.column, self.domain.decode(code), algorithm.name)
+
+    def _codes(self, reader: PrivateReader, reach: int | None) -> SortedCodes:
+        """The column's sorted codes (nulls and NaN dropped) after contribution bounding: private, only in ``_run``.
+
+        With ``reach`` only the ranks within it of the median are listed (the backend's rank windows; the rest
+        is read only if the algorithm needs it), else every code.
+        """
+        stat = self.domain.statistic
+        if reach is not None:
+            stat = replace(stat, near=(Fraction(1, 2),), reach=reach + 2)
+        request = reader.request(self._node, (stat,))
+        whole = stat.whole()
+        values = statistic_values(reader.run(request)[stat.key],
+                                  lambda: statistic_values(reader.rerun(request, (whole,))[whole.key]))
+        return SortedCodes.of(values).clipped(0, self.domain.size - 1)
 
 
 def direction_rows(epsilon: Fraction, rows: int, beta: float) -> int:

@@ -59,6 +59,7 @@ import numpy.typing as npt
 
 from dpframe.mechanism.sorted_codes import SortedCodes
 from dpframe.noise import RandomSource, bernoulli_exp_ratio, exponential_index_grouped
+from dpframe.parallel import map_chunks
 
 SUB_DENOMINATOR = 2**20
 """Rescaled probabilities of sub-problems are rounded to this denominator (public; only shapes accuracy)."""
@@ -104,6 +105,10 @@ class Segments:
         return Segments(self.start[index], self.end[index], self.lo[index], self.hi[index])
 
 
+SEGMENT_CHUNK = 256
+"""Segments (groups) per task of :func:`em_quantile` on the thread pool (:mod:`dpframe.parallel`); fixed, so
+a seeded run draws the same stream on every machine."""
+
 ENVELOPE_NATS = 12
 """Window slack: a proposal falls outside the window with probability ≤ e⁻¹² (speed only, not privacy)."""
 CORE_NATS = 2
@@ -148,16 +153,24 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
     ``codes`` is read only through :meth:`SortedCodes.at` / :meth:`SortedCodes.count`, which answer as
     the fully sorted data would (completing partial codes first if they must); the reads stay within
     the window (plus the envelope tests), which :func:`listing_reach` bounds.
+
+    Segments are independent: chunks of :data:`SEGMENT_CHUNK` run as tasks on the thread pool
+    (:func:`dpframe.parallel.map_chunks`; in chunk order on one thread for a seeded source).
     """
-    out = np.zeros(seg.start.size, dtype=np.int64)
-    below = np.zeros(seg.start.size, dtype=np.int64)
-    pending = np.arange(seg.start.size)
-    while pending.size:
-        sub = seg.take(pending)
-        code, c, accepted = _propose(codes, sub, q, epsilon, max_rows, rng)
-        out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
-        pending = pending[~accepted]
-    return out, below
+    def chunk(first: int, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        out = np.zeros(end - first, dtype=np.int64)
+        below = np.zeros(end - first, dtype=np.int64)
+        pending = np.arange(first, end)
+        while pending.size:
+            code, c, accepted = _propose(codes, seg.take(pending), q, epsilon, max_rows, rng)
+            out[pending[accepted] - first], below[pending[accepted] - first] = code[accepted], c[accepted]
+            pending = pending[~accepted]
+        return out, below
+
+    parts = map_chunks(chunk, seg.start.size, SEGMENT_CHUNK, rng)
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:

@@ -35,33 +35,35 @@ def _grid_exp(sens_real: Fraction, eps_or_scale: float, magnitude: Fraction) -> 
 # --------------------------------------------------------------------------------- pure-DP budget split
 
 
-def test_len_sum_mean_split_into_four_parts_with_hand_computed_scales(data: pl.DataFrame) -> None:
+def test_len_sum_mean_split_into_three_parts_with_hand_computed_scales(data: pl.DataFrame) -> None:
     s = make_session(data, unit=dp.PrivacyUnit("u", max_rows=10))
     q = s.table("t").agg(dp.len(), dp.sum("spend", bounds=(0, 500)), dp.mean("spend", bounds=(0, 500)))
     plan = q.plan(dp.PureDP(1))
     assert len(plan.plans) == 1 and plan.plans[0].mechanism == "aggregates" and plan.selection is None
-    # len → rows; sum → one clamped sum; mean → non-null count + centred sum: 4 distinct statistics.
-    assert len(plan.plans[0].statistics) == 4 and len(plan.statistics()) == 4
+    # len → rows; mean → non-null count + centred sum; the sum (same bounds) is Σ(x − 250) + 250·n: 3 statistics.
+    assert len(plan.plans[0].statistics) == 3 and len(plan.statistics()) == 3
     noise = _noises(plan)
-    assert set(noise) == {"count(rows)", "Σ (clamp(spend))", "count(spend not null)", "Σ (clamp(spend) − 250)"}
-    part = Fraction(1, 4)
-    # counts: Δ = max_rows = 10, t = Δ/ε_part = 40
+    assert set(noise) == {"count(rows)", "count(spend not null)", "Σ (clamp(spend) − 250)"}
+    part = Fraction(1, 3)
+    # counts: Δ = max_rows = 10, t = Δ/ε_part = 30
     for label in ("count(rows)", "count(spend not null)"):
         n = noise[label]
-        assert (n.distribution, n.sensitivity, n.scale, n.unit) == ("discrete_laplace", 10, 40, 1)
-    # plain sum on [0, 500]: k = max(⌊log2(10·500/¼)⌋ − 20, ⌈log2 500⌉ − 31) = max(14 − 20, 9 − 31) = −6;
-    # one row ≤ ⌈500 / 2^−6⌉ + 1 = 32001 grid steps; Δ = 10·32001; t = Δ/¼.
-    k = _grid_exp(Fraction(10 * 500), 0.25, Fraction(500))
-    assert k == -6
-    n = noise["Σ (clamp(spend))"]
-    assert (n.sensitivity, n.scale, n.unit) == (320010, 1280040, Fraction(1, 64))
-    # centred sum (shift 250, |x − 250| ≤ 250): k = max(⌊log2(10·250·4)⌋ − 20, 8 − 31) = −7; row ≤ 250·128 + 1.
+        assert (n.distribution, n.sensitivity, n.scale, n.unit) == ("discrete_laplace", 10, 30, 1)
+    # centred sum (shift 250, |x − 250| ≤ 250): k = max(⌊log2(10·250·3)⌋ − 20, 8 − 31) = −8; row ≤ 250·256 + 1.
     n = noise["Σ (clamp(spend) − 250)"]
-    assert (n.sensitivity, n.scale, n.unit) == (10 * 32001, 4 * 10 * 32001, Fraction(1, 128))
+    assert (n.sensitivity, n.scale, n.unit) == (10 * 64001, 3 * 10 * 64001, Fraction(1, 256))
     for n in noise.values():
         assert n.cost() == dp.PureDP(part)
     assert plan.cost == dp.PureDP(1) and plan.session_cost == dp.PureDP(1)
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    # a sum with bounds of its own is one clamped sum, a fourth part:
+    # k = max(⌊log2(10·500/¼)⌋ − 20, ⌈log2 500⌉ − 31) = max(14 − 20, 9 − 31) = −6; one row ≤ ⌈500 / 2^−6⌉ + 1 = 32001
+    # grid steps; Δ = 10·32001; t = Δ/¼.
+    own = _noises(s.table("t").agg(dp.len(), dp.sum("spend", bounds=(0, 500)),
+                                   dp.mean("spend", bounds=(0, 600))).plan(dp.PureDP(1)))
+    assert _grid_exp(Fraction(10 * 500), 0.25, Fraction(500)) == -6
+    assert (own["Σ (clamp(spend))"].sensitivity, own["Σ (clamp(spend))"].scale,
+            own["Σ (clamp(spend))"].unit) == (320010, 1280040, Fraction(1, 64))
 
 
 def test_shared_statistics_are_noised_once(data: pl.DataFrame) -> None:
@@ -71,7 +73,8 @@ def test_shared_statistics_are_noised_once(data: pl.DataFrame) -> None:
         ((dp.mean("x", bounds=(0, 10)), dp.var("x", bounds=(0, 10)), dp.std("x", bounds=(0, 10))), 3),
         ((dp.count("x"), dp.mean("x", bounds=(0, 10))), 2),
         ((dp.mean("x", bounds=(0, 10)), dp.mean("x", bounds=(0, 20)).alias("m2")), 3),
-        ((dp.sum("x", bounds=(0, 10)), dp.mean("x", bounds=(0, 10))), 3),
+        ((dp.sum("x", bounds=(0, 10)), dp.mean("x", bounds=(0, 10))), 2),       # Σx = Σ(x − c) + c·n
+        ((dp.sum("x", bounds=(0, 10)), dp.mean("x", bounds=(0, 20))), 3),
         ((dp.len(), dp.count("x"), dp.count("spend")), 3),
         ((dp.var("x", bounds=(0, 10), ddof=0), dp.var("x", bounds=(0, 10)).alias("v1")), 3),
     ]
@@ -328,9 +331,10 @@ def test_explain_reports_noise_and_ci95_consistent_with_the_plan(data: pl.DataFr
     noise = _noises(q.plan(dp.PureDP(1)))
     by_output = {m["output"]: m for m in d["measures"]}
     assert by_output["len"]["ci95"] == noise["count(rows)"].ci95()
-    assert by_output["spend_sum"]["ci95"] == noise["Σ (clamp(spend))"].ci95()
+    assert by_output["spend_sum"]["ci95"] == q.plan(dp.PureDP(1)).plans[0].ci95["spend_sum"]
+    assert by_output["spend_sum"]["ci95"] > noise["Σ (clamp(spend) − 250)"].ci95()      # two noises, Bonferroni
     assert {n["statistic"] for n in d["noise"]} == set(noise)
     assert d["budget"] == {"requested": "ε=1", "cost": "ε=1", "charged": "ε=1", "accountant": s.accountant.describe(),
                            "spent": "ε=0", "fits": True, "remaining_after": "ε=9"}
     text = q.explain(dp.PureDP(1))
-    assert "discrete Laplace(t=40, Δ=10)" in text
+    assert "discrete Laplace(t=30, Δ=10)" in text

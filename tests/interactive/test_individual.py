@@ -166,7 +166,8 @@ def test_mean_and_grouped_output_shape() -> None:
                        budget=dp.ZCDP(5))
     assert out["g"].to_list() == ["a", "b", "z"]
     exact = data.group_by("g").agg(pl.len(), pl.col("x").mean()).sort("g")
-    assert all(abs(v - e) < 2 for v, e in zip(out["len"][:2], exact["len"], strict=True))
+    # σ² = 1.2 per count: |noise| ≤ 8 fails with probability < 1e-12 (< 2, as before, failed 1 seed in 4)
+    assert all(abs(v - e) <= 8 for v, e in zip(out["len"][:2], exact["len"], strict=True))
     assert abs(out["x_mean"][0] - exact["x"][0]) < 0.5
 
 

@@ -15,6 +15,7 @@ from dpframe_learning.interior_point import (
     TreeLogParameters,
     _heavy_path,
     _labels,
+    exponential_interior_point,
     levels,
     score_blocks,
 )
@@ -103,6 +104,17 @@ def test_em_distribution_matches_exact_pmf_on_neighbours(neighbour: list[int]) -
         draws = [EM.run(codes, size, eps, Fraction(0), 1e-6, Stability(1), rng) for _ in range(6000)]
         observed = np.bincount(draws, minlength=size)
         assert stats.chisquare(observed, pmf * len(draws)).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("ranks", [0, 3])
+def test_listed_em_with_envelopes_matches_exact_pmf(ranks: int) -> None:
+    """Few listed ranks: most of the mass lies in the envelopes, drawn by rejection; still the exact pmf."""
+    size, scale = 32, Fraction(1, 6)
+    codes = np.sort(np.random.default_rng(3).integers(4, 28, 40)).astype(np.int64)
+    rng = SeededRandomSource(9)
+    draws = [exponential_interior_point(codes, size, scale, rng, ranks=ranks) for _ in range(4000)]
+    pmf = exact_pmf(codes, size, float(scale))
+    assert stats.chisquare(np.bincount(draws, minlength=size), pmf * len(draws)).pvalue > 1e-4
 
 
 def test_em_success_at_min_rows_on_adversarial_data() -> None:

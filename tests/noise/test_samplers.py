@@ -7,6 +7,7 @@ n = 200k draws.
 
 from __future__ import annotations
 
+import decimal
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -24,8 +25,11 @@ from dpframe.noise import (
     SeededRandomSource,
     SystemRandomSource,
     bernoulli_exp,
+    certified,
     discrete_gaussian,
+    discrete_gaussian_batch,
     discrete_laplace,
+    discrete_laplace_batch,
     discrete_laplace_tail,
     discrete_laplace_variance,
     samplers,
@@ -134,12 +138,13 @@ def test_discrete_laplace_variance_formula_matches_samples() -> None:
     assert abs(z.astype(float).var() - var) < Z_MAX * var * math.sqrt(5 / N)  # kurtosis of Laplace ≈ 6
 
 
-def test_discrete_laplace_large_scale_binned() -> None:
-    """Scale 10^6: compare decile-like bins with the exact geometric tail formula."""
-    scale = 10**6
+@pytest.mark.parametrize("scale", [10**6, 2**30 + 7])   # 2^30 + 7: the split magnitude (coarse part + low part)
+def test_discrete_laplace_large_scale_binned(scale: int) -> None:
+    """Large scales: compare decile-like bins with the exact geometric tail formula."""
     z = discrete_laplace(Fraction(scale), N, SeededRandomSource(3))
     q = math.exp(-1 / scale)
-    edges = [-(10**8), -2 * 10**6, -5 * 10**5, -10**5, 0, 1, 10**5 + 1, 5 * 10**5 + 1, 2 * 10**6 + 1, 10**8]
+    edges = [-100 * scale, -2 * scale, -scale // 2, -scale // 10, 0, 1, scale // 10 + 1, scale // 2 + 1,
+             2 * scale + 1, 100 * scale]
 
     def cdf_below(k: int) -> float:  # P[Z < k]
         return 1 - q**k / (1 + q) if k >= 1 else q ** (1 - k) / (1 + q)
@@ -321,132 +326,159 @@ def test_discrete_laplace_variance_extremes() -> None:
     assert discrete_laplace_variance(1) == pytest.approx(2 * q / (1 - q) ** 2, rel=1e-14)
 
 
-# -------------------------------------------------------------------------------- exact arithmetic
-# White-box property tests of the integer helpers behind the wide paths. Their errors (a lost carry, an
-# off-by-one threshold) would shift probabilities by far less than any sampling test can see, so they are
-# checked exactly against Python ints instead.
+# ----------------------------------------------------------------------- certified decisions (white box)
+# The fast path decides about all but 2^-40 of the comparisons; its errors (a wrong table entry, a margin
+# too thin, a fallback that compares with the wrong threshold) would shift probabilities far below what a
+# sampling test can see, so they are checked exactly instead: table entries and bounds against 60-digit
+# Decimals, and the samplers' outputs on scripted bits (cells placed on thresholds, so that the exact
+# fallback runs) against an independent high-precision inverse CDF.
 
-U62 = st.integers(0, 2**62 - 1)
-
-
-@settings(max_examples=100, deadline=None)
-@given(xs=st.lists(U62 | st.sampled_from([0, 1, 2**32 - 1, 2**32, 2**62 - 1]), min_size=1, max_size=30))
-def test_square_u128_is_exact(xs: list[int]) -> None:
-    hi, lo = samplers._square_u128(np.array(xs, dtype=np.uint64))
-    assert [(int(h) << 64) | int(lo_) for h, lo_ in zip(hi, lo, strict=True)] == [x * x for x in xs]
+_CTX = decimal.Context(prec=80)
 
 
-@settings(max_examples=150, deadline=None)
-@given(D=st.integers(1, 2**126 - 1), xs=st.lists(U62, min_size=1, max_size=20), data=st.data())
-def test_floor_square_div_is_exact(D: int, xs: list[int], data: st.DataObject) -> None:
-    # Concentrate half the points on the thresholds ceil(sqrt(jD)) and their neighbours.
-    j = data.draw(st.integers(1, 50))
-    root = math.isqrt(j * D - 1) + 1
-    xs = [x for x in xs + [root - 1, root, root + 1] if 0 <= x < 2**62 and x * x // D <= 2**14]
-    if not xs:
-        return
-    kmax = max(x * x // D for x in xs)
-    k = samplers._floor_square_div(np.array(xs, dtype=np.uint64), D, kmax)
-    assert k.tolist() == [x * x // D for x in xs]
+def _dexp(x: Fraction) -> Decimal:
+    return _CTX.exp(-_CTX.divide(Decimal(x.numerator), Decimal(x.denominator)))
 
 
-U128 = st.integers(0, 2**127 - 1)
+def test_exp_tables_are_correctly_rounded() -> None:
+    for i, table in enumerate(certified._tables()):
+        step = Fraction(2) ** (certified._DIGIT_BITS * i - certified._FRAC_BITS)
+        for j in range(0, table.size, 7):
+            exact = _dexp(j * step)
+            assert abs(Decimal(float(table[j])) / exact - 1) <= Decimal(2) ** -53
 
 
-@settings(max_examples=200, deadline=None)
-@given(a=U128, b=U128, c=st.integers(0, 2**128 - 1), tweak=st.sampled_from([None, -1, 0, 1]))
-def test_sum_less_u128_is_exact(a: int, b: int, c: int, tweak: int | None) -> None:
-    if tweak is not None:
-        c = min(max(a + b + tweak, 0), 2**128 - 1)  # probe the boundary a + b == c exactly
-    limbs = [np.array([v >> 64], dtype=np.uint64) for v in (a, b, c)]
-    lows = [np.array([v & (2**64 - 1)], dtype=np.uint64) for v in (a, b, c)]
-    got = samplers._sum_less_u128(limbs[0], lows[0], limbs[1], lows[1], limbs[2], lows[2])
-    assert bool(got[0]) == (a + b < c)
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(0, 60) | st.integers(0, 60 * 2**20).map(lambda k: k * 2.0**-20),
+       shift=st.sampled_from([0, 1, -1]), delta=st.integers(-(2**20), 2**20))
+def test_exp_neg_bounds_hold(x: float, shift: int, delta: int) -> None:
+    """p̂ = exp_neg(x̂) is within 2^-42.9 of exp(-x) for every x within 2^-43 of x̂ (grid edges included)."""
+    xf = max(0.0, x + shift * 2.0**-48)
+    p_hat = Decimal(float(certified.exp_neg(np.array([xf]))[0]))
+    true_x = max(Fraction(xf) + Fraction(delta, 2**63), Fraction(0))   # |delta| ≤ 2^-43
+    assert abs(_dexp(true_x) / p_hat - 1) <= Decimal(2) ** Decimal("-42.9")
 
 
-@settings(max_examples=100, deadline=None)
-@given(nums=st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=20),
-       big=st.lists(st.integers(0, 2**200), min_size=1, max_size=20), den=st.integers(1, 2**140))
-def test_divmod_exact(nums: list[int], big: list[int], den: int) -> None:
-    for arr in (np.array(nums, dtype=np.int64), np.array(big, dtype=object)):
-        k, r = samplers._divmod_exact(arr, den)
-        assert [int(v) for v in k] == [int(v) // den for v in arr]
-        assert [int(v) for v in r] == [int(v) % den for v in arr]
+@settings(max_examples=300, deadline=None)
+@given(u=st.integers(0, 2**63 - 1), rel=st.integers(-(2**20), 2**20), near=st.booleans(),
+       p_exp=st.integers(-70, 0))
+def test_decide_is_sound(u: int, rel: int, near: bool, p_exp: int) -> None:
+    """Whenever decide() is certain, it is right for every p within 2^-42.5 of p̂ and every U in u's cell."""
+    p_hat = float(Fraction(u + rel, 2**63)) if near else 2.0**p_exp * 0.75
+    u_hat = certified.uniform_cells(np.array([u], dtype=np.uint64))[1]
+    yes, no = certified.decide(u_hat, np.array([p_hat]))
+    slack = Fraction(2) ** -42 * Fraction(p_hat)   # wider than the claimed 2^-42.5
+    if yes[0]:
+        assert Fraction(u + 1, 2**63) <= Fraction(p_hat) - slack
+    if no[0]:
+        assert Fraction(u, 2**63) >= Fraction(p_hat) + slack
 
 
-@settings(max_examples=120, deadline=None)
-@given(t=st.integers(1, 2**70) | st.integers(2**57, 2**66), data=st.data())
-def test_fold_is_exact(t: int, data: st.DataObject) -> None:
-    s = data.draw(st.integers(max(1, t >> 50), 4 * t))  # keeps results within int64
-    us = data.draw(st.lists(st.integers(0, t - 1), min_size=1, max_size=10))
-    vs = data.draw(st.lists(st.integers(0, 60), min_size=len(us), max_size=len(us)))
-    expected = [(u + t * v) // s for u, v in zip(us, vs, strict=True)]
-    u_arr = np.array(us, dtype=np.int64) if t <= 2**63 else np.array(us, dtype=object)
-    assert samplers._fold(u_arr, np.array(vs, dtype=np.int64), t, s).tolist() == expected
+class _Words(SeededRandomSource):
+    """Returns the scripted 64-bit words first (in order), then seeded ones."""
 
-
-@pytest.mark.parametrize("bound", [6, 2**63, 2**63 + 5, 2**64, 3 * 2**64, 3 * 2**100, 2**126 - 1])
-def test_uniform_below_128(bound: int) -> None:
-    hi, lo = samplers._uniform_below_128(bound, 30_000, SeededRandomSource(bound % 97))
-    values = [(int(h) << 64) | int(x) for h, x in zip(hi, lo, strict=True)]
-    assert all(0 <= v < bound for v in values)
-    thirds = np.bincount([3 * v // bound for v in values], minlength=3)
-    assert stats.chisquare(thirds).pvalue > P_FLOOR
-
-
-class _Scripted(SeededRandomSource):
-    """uniform_below returns bound - 1; random_uint64 returns ``first`` once, then zeros."""
-
-    def __init__(self, first: int) -> None:
-        super().__init__(0)
-        self.first: int | None = first
-
-    def uniform_below(self, bound: int, size: int) -> np.ndarray:
-        return np.full(size, bound - 1, dtype=np.int64)
+    def __init__(self, words: list[int]) -> None:
+        super().__init__(11)
+        self.script = list(words)
 
     def random_uint64(self, size: int) -> np.ndarray:
-        value, self.first = (self.first or 0), None
-        return np.full(size, value, dtype=np.uint64)
+        head, self.script = self.script[:size], self.script[size:]
+        return np.concatenate([np.array(head, dtype=np.uint64), super().random_uint64(size - len(head))])
 
 
-@pytest.mark.parametrize("bound", [3 * 2**64 + 5, 2**100 + 2**64 + 1, 2**63 + 1])
-def test_uniform_below_128_rejects_the_bound_itself(bound: int) -> None:
-    """The candidate (high = max, low = bound's low limb) equals ``bound`` and must be redrawn."""
-    hi, lo = samplers._uniform_below_128(bound, 4, _Scripted(bound & (2**64 - 1)))
-    values = [(int(h) << 64) | int(x) for h, x in zip(hi, lo, strict=True)]
-    assert values == [bound - (bound & (2**64 - 1))] * 4
+def _uniform(words: list[int]) -> Fraction:
+    """U from its first word's low 63 bits and the following words (what LazyUniform reads)."""
+    value, bits = words[0] & (2**63 - 1), 63
+    for w in words[1:]:
+        value, bits = (value << 64) | w, bits + 64
+    return Fraction(value, 2**bits)
 
 
-@pytest.mark.parametrize(("m", "D"), [
-    (2**32 - 1, 2**64 + 1),            # k = 0, r just below 2^64: only the low limbs differ
-    (2**33, 3 * 2**64),                # k = 1
-    (3 * 2**40 + 7, 2**81 + 12345),    # k = 4
-    (2**61 + 3, 2**121 + 1),           # k = 2, large limbs
-    (10**15, 7 * 10**29 + 1),          # k = 1
-])
-def test_accept_wide_frequency(m: int, D: int) -> None:
-    """The 128-bit acceptance test accepts with probability exp(-m²/D) (checked on direct inputs)."""
-    n = 40_000
-    absm = np.full(n, m, dtype=np.uint64)
-    acc = samplers._accept_wide(absm, D, m * m // D, SeededRandomSource(m % 1000))
-    p = math.exp(-(m * m) / D)
-    assert stats.binomtest(int(acc.sum()), n, p).pvalue > P_FLOOR
+def _laplace_reference(t: Fraction, words: list[int]) -> int:
+    """Z by the definition: ±#{m ≥ 1 : U < c·q^m} in 80-digit arithmetic."""
+    u = Decimal(_uniform(words).numerator) / Decimal(_uniform(words).denominator)
+    q = _dexp(1 / t)
+    c = 2 / (1 + q)
+    m = 0
+    if u < c * q:   # count by bisection on the monotone condition
+        lo, hi = 1, 2
+        while u < c * _dexp(hi / t):
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if u < c * _dexp(mid / t) else (lo, mid)
+        m = lo
+    return -m if words[0] >> 63 else m
 
 
-@pytest.mark.parametrize(("a", "A", "P", "D"), [
-    (3, 5, 7, 50),                       # int64 arithmetic: m = 8
-    (1, 2**40, 3, 2**80 + 1),            # 128-bit limbs
-    (2, 2**61, 2**62 - 5, 3 * 2**62),    # 128-bit limbs, |m| close to 2^62
-    (1, 2**63, 2**63, 1),                # Python ints: m = 0, so always accepted
-    (1, 2**63, 2**63 - 1, 2),            # Python ints: m = 1, exp(-1/2)
-    (1, 10**40, 10**40 + 3, 7),          # Python ints: m = -3, exp(-9/7)
-])
-def test_gaussian_accept_each_arithmetic_path(a: int, A: int, P: int, D: int) -> None:
-    """Bernoulli(exp(-(a·A - P)²/D)) on direct inputs, so that an off-by-one in m is visible."""
-    n = 40_000
-    acc = samplers._gaussian_accept(np.full(n, a, dtype=np.int64), A, P, D, SeededRandomSource(D % 1000))
-    p = math.exp(-float(Fraction((a * A - P) ** 2, D)))
-    if p == 1.0:
-        assert acc.all()
-    else:
-        assert stats.binomtest(int(acc.sum()), n, p).pvalue > P_FLOOR
+def _on_threshold(t: Fraction, exponent: Fraction, sign: int, seed: int) -> list[int]:
+    """Words whose first cell contains the threshold c·q·exp(-exponent), then random continuation words."""
+    q = _dexp(1 / t)
+    cell = int(2 * q / (1 + q) * _dexp(exponent) * 2**63)
+    return [sign | cell, *[int(w) * 2 + 1 for w in np.random.default_rng(seed).integers(0, 2**62, 4)]]
+
+
+@pytest.mark.parametrize("t", [Fraction(7, 2), Fraction(4), Fraction(2048004)])
+@pytest.mark.parametrize("m", [1, 2, 5, 30])
+def test_laplace_on_a_threshold_matches_the_definition(t: Fraction, m: int) -> None:
+    """U's first 63 bits straddle the m-th threshold: only the exact fallback can decide."""
+    for sign in (0, 2**63):
+        words = _on_threshold(t, (m - 1) / t, sign, m)
+        assert discrete_laplace(t, 1, _Words(words))[0] == _laplace_reference(t, words)
+
+
+@pytest.mark.parametrize("j", [1, 2, 40])
+def test_split_laplace_on_a_coarse_threshold(j: int) -> None:
+    """t > 2^24: |Z| = 1 + K(M' − 1) + L with L < K; M' (the coarse count) must match the definition."""
+    t = Fraction(2**30 + 1, 3)
+    K = 2 ** samplers._scale(t).k
+    words = _on_threshold(t, Fraction((j - 1) * K) / t, 0, j)
+    z = int(discrete_laplace(t, 1, _Words(words))[0])
+    u = _uniform(words)
+    q = _dexp(1 / t)
+    coarse = 0
+    while Decimal(u.numerator) / Decimal(u.denominator) < 2 * q / (1 + q) * _dexp(Fraction(coarse * K) / t):
+        coarse += 1
+    assert (0 if z == 0 else (z - 1) // K + 1) == coarse
+
+
+def test_laplace_tiniest_uniform_takes_the_exact_path() -> None:
+    """u = 0 (U < 2^-63): the magnitude exceeds the float cap; found exactly with Python ints."""
+    words = [0, 2**40, 12345]
+    z = int(discrete_laplace(Fraction(1, 3), 1, _Words(words))[0])
+    assert z == _laplace_reference(Fraction(1, 3), words) >= 20
+
+
+@pytest.mark.parametrize("x", [Fraction(1, 3), Fraction(5, 2), Fraction(10**30 + 1, 10**30)])
+def test_bernoulli_on_the_threshold_matches_the_definition(x: Fraction) -> None:
+    cell = int(_dexp(x) * 2**63)
+    for follow in (0, 2**64 - 1, 2**63):
+        words = [cell, follow, 777]
+        expected = _uniform(words) < Fraction(_dexp(x))
+        assert bool(bernoulli_exp(x, 1, _Words(words))[0]) == expected
+
+
+def test_gaussian_acceptance_on_the_threshold_matches_the_definition() -> None:
+    sigma2 = Fraction(9, 2)
+    g = samplers._sigma2(sigma2)
+    y = np.array([0, 1, 3, -7], dtype=np.int64)
+    xs = [(abs(int(v)) - g.s) ** 2 / (2 * sigma2) for v in y]
+    cells = [int(_dexp(x) * 2**63) for x in xs]
+    for follow in (0, 2**64 - 1):
+        rng = _Words(cells + [follow] * 12)
+        got = samplers._accept(y, samplers._Batch([g], [y.size]), rng)
+        assert got.tolist() == [_uniform([c, follow]) < Fraction(_dexp(x)) for c, x in zip(cells, xs, strict=True)]
+
+
+def test_batches_match_single_draws_and_mix_scales() -> None:
+    one = discrete_laplace(Fraction(7, 2), 50, SeededRandomSource(3))
+    assert discrete_laplace_batch([Fraction(7, 2)], [50], SeededRandomSource(3))[0].tolist() == one.tolist()
+    a, b, c = discrete_laplace_batch([Fraction(1, 3), 10, 2**30], [N // 4, N // 4, 1000], SeededRandomSource(4))
+    for z, scale in ((a, Fraction(1, 3)), (b, Fraction(10))):
+        assert _gof_p(z, *_laplace_pmf(scale)) > P_FLOOR
+    assert c.size == 1000 and np.abs(c).max() > 2**28
+    g1, g2 = discrete_gaussian_batch([Fraction(1, 4), 50], [N // 4, N // 4], SeededRandomSource(5))
+    assert _gof_p(g1, *_gaussian_pmf(Fraction(1, 4))) > P_FLOOR
+    assert _gof_p(g2, *_gaussian_pmf(Fraction(50))) > P_FLOOR
+    with pytest.raises(ValueError, match="same length"):
+        discrete_laplace_batch([1, 2], [3], SeededRandomSource(0))

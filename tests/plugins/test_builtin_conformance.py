@@ -44,7 +44,9 @@ from dpframe.testing import (
 
 class TestAggregateConformance(MechanismConformance):
     mechanism = AggregateMechanism()
-    measures = [dp.len(), dp.count("x"), dp.sum("x", bounds=(0, 100)), dp.mean("x", bounds=(0, 100))]
+    # the sum's bounds differ from the mean's: a sum of its own (with the mean's bounds it would be computed from
+    # the mean's centred sum and count, see test_a_sum_next_to_a_mean_is_their_post_processing)
+    measures = [dp.len(), dp.count("x"), dp.sum("x", bounds=(0, 50)), dp.mean("x", bounds=(0, 100))]
     bad_measures = [
         dp.sum("nope", bounds=(0, 1)),                          # unknown column
         dp.sum("name", bounds=(0, 1)),                          # non-numeric column
@@ -63,9 +65,34 @@ class TestAggregateSpreadConformance(MechanismConformance):
 
     mechanism = AggregateMechanism()
     privacy_unit = dp.PrivacyUnit.row()
-    measures = [dp.var("x", bounds=(-10, 5)), dp.std("x", bounds=(-10, 5), ddof=0), dp.sum("x", bounds=(-10, 5))]
+    measures = [dp.var("x", bounds=(-10, 5)), dp.std("x", bounds=(-10, 5), ddof=0), dp.sum("x", bounds=(-10, 6))]
     bad_measures = [dp.std("name", bounds=(0, 1))]
     noise_outputs = {"x_sum": "Σ (clamp(x))"}
+
+
+def test_a_sum_next_to_a_mean_is_their_post_processing() -> None:
+    """sum + mean with the same bounds: Σx = Σ(x − c) + c·n from the mean's noisy statistics (one statistic
+    fewer, never more noise); the residual has the variance of that combination, and the interval covers it."""
+    ctx = measure_context(max_rows=1)
+    measures = [dp.sum("x", bounds=(0, 100)), dp.mean("x", bounds=(0, 100))]
+    mech = AggregateMechanism()
+    assert mech.parts(measures, ctx) == 2
+    plan = mech.plan(measures, ctx, dp.PureDP(1))
+    assert set(plan.noise) == {"count(x not null)", "Σ (clamp(x) − 50)"}
+    n_noise, s_noise = plan.noise["count(x not null)"], plan.noise["Σ (clamp(x) − 50)"]
+    own = mech.plan(measures[:1], ctx, dp.PureDP(Fraction(1, 3))).noise["Σ (clamp(x))"]   # a sum of its own
+    shared_var = s_noise.std() ** 2 + 50**2 * n_noise.std() ** 2
+    assert shared_var < own.std() ** 2
+    n, exact = 5000, 40.0          # 5000 identical groups: one value 40 each → n = 1, Σ(x − 50) = −10
+    stats = {s.key: np.full(n, 1 if s.kind == "nonnull" else round(-10 / float(s_noise.unit)), dtype=np.int64)
+             for s in plan.statistics}
+    out = plan.release(stats, CountingRandomSource(7))
+    residual = np.asarray(out["x_sum"]) - exact
+    assert abs(residual.mean()) < 5.3 * np.sqrt(shared_var / n)
+    assert abs(residual.var() / shared_var - 1) < 0.15
+    ci = replace(plan, confidence=0.95).release(stats, CountingRandomSource(8))
+    covered = (ci["x_sum_ci_low"] <= exact) & (exact <= ci["x_sum_ci_high"])
+    assert covered.mean() >= 0.95 - 5.3 * np.sqrt(0.05 * 0.95 / n)
 
 
 PS_SHARES = [dp.ApproxDP(1, Fraction(1, 10**6)), dp.ApproxDP(Fraction(1, 2), Fraction(1, 10**9)),

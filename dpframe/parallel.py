@@ -1,0 +1,77 @@
+"""Per-group numpy work on chunks of groups across a thread pool (numpy releases the GIL in its loops).
+
+Polars parallelises the data side of a query by itself; what is left in Python — sorting each group's
+codes, the exponential mechanism over thousands of groups — runs here on contiguous chunks of groups,
+one task per chunk. Chunks are laid out by a fixed size, never by the number of cores, so the work each
+chunk does (and, for seeded sources, the random stream it reads) does not depend on the machine.
+
+Randomness: a task that draws needs a random source it may use from a worker thread. The OS CSPRNG
+(:class:`~dpframe.noise.SystemRandomSource`, every private session's source) is safe to share; any
+other source (seeded test sources, counting sources) is not assumed thread-safe, and its chunks then
+run one after the other, in chunk order, on the calling thread — so a seeded run gives the same output
+on every machine. The distribution is the same either way: chunks hold disjoint groups, and each group's
+draws are independent of the others'.
+
+``DPFRAME_THREADS`` (an integer ≥ 1) caps the pool; the default is the number of usable cores.
+
+Example:
+    >>> import numpy as np
+    >>> chunks(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    >>> [int(x) for x in map_chunks(lambda a, b: np.arange(a, b).sum(), 10, 4)]
+    [6, 22, 17]
+
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from dpframe.noise import RandomSource, SystemRandomSource
+
+__all__ = ["chunks", "map_chunks", "threads"]
+
+T = TypeVar("T")
+
+
+def threads() -> int:
+    """Worker threads: ``DPFRAME_THREADS`` if set (≥ 1), else the usable cores.
+
+    Example:
+        >>> threads() >= 1
+        True
+
+    """
+    env = os.environ.get("DPFRAME_THREADS", "")
+    if env.strip().isdigit() and int(env) >= 1:
+        return int(env)
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return len(usable) if usable else (os.cpu_count() or 1)
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpframe")
+
+
+def chunks(n: int, size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` ranges of at most ``size`` items covering ``range(n)`` in order."""
+    return [(a, min(a + size, n)) for a in range(0, n, max(1, size))]
+
+
+def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource | None = None) -> list[T]:
+    """``[fn(start, end) for each chunk]``, in chunk order; on the thread pool when it may be.
+
+    ``rng``: the random source ``fn`` draws from, if any. Threads are used only when there is more
+    than one chunk and more than one thread, and ``rng`` is None or the OS CSPRNG (module docstring).
+    """
+    parts = chunks(n, size)
+    workers = min(threads(), len(parts))
+    if workers <= 1 or not (rng is None or isinstance(rng, SystemRandomSource)):
+        return [fn(a, b) for a, b in parts]
+    return list(_pool(workers).map(lambda ab: fn(*ab), parts))
+
