@@ -72,6 +72,8 @@ BoolArray = npt.NDArray[np.bool_]
 X_MAX = 60.0
 """Above this x̂ the fast path returns 0 (the true p is below 2⁻⁸⁶)."""
 
+_HUGE_X = 4096
+_HUGE_BITS = 5909            # 4096·log₂(e) = 5909.3...: exp(-x) < 2^-5909 for x > _HUGE_X
 _FRAC_BITS = 48
 _DIGIT_BITS = 11
 _DIGITS = 5
@@ -92,16 +94,15 @@ def _tables() -> tuple[FloatArray, ...]:
     """
     one = 1 << _FIXED_BITS
     tables = []
-    with decimal.localcontext() as ctx:
-        ctx.prec = 170
-        for i in range(_DIGITS):
-            step = Decimal(2) ** (_DIGIT_BITS * i - _FRAC_BITS)            # exact
-            a1 = int((-step).exp() * Decimal(one))
-            values, a = [1.0], one
-            for _ in range(1, 1 << _DIGIT_BITS):
-                a = (a * a1) >> _FIXED_BITS
-                values.append(a / one)
-            tables.append(np.array(values, dtype=np.float64))
+    ctx = _context(170, decimal.ROUND_HALF_EVEN)    # never the caller's global context (precision, traps)
+    for i in range(_DIGITS):
+        step = ctx.power(Decimal(2), _DIGIT_BITS * i - _FRAC_BITS)      # exact
+        a1 = int(ctx.multiply(ctx.exp(step.copy_negate()), Decimal(one)))
+        values, a = [1.0], one
+        for _ in range(1, 1 << _DIGIT_BITS):
+            a = (a * a1) >> _FIXED_BITS
+            values.append(a / one)
+        tables.append(np.array(values, dtype=np.float64))
     return tuple(tables)
 
 
@@ -156,12 +157,18 @@ def exp_neg_bounds(x: Fraction, digits: int) -> tuple[Fraction, Fraction]:
     """
     if x == 0:
         return Fraction(1), Fraction(1)
+    if x > _HUGE_X and digits <= 80:
+        # exp(-x) < exp(-4096) = 2^(-4096·log₂e) < 2^-5909: enough to decide unless U's first 5,909 bits are all
+        # zero (probability 2^-5909); only then (more digits asked) the Decimal bounds below, however slow.
+        return Fraction(0), Fraction(1, 1 << _HUGE_BITS)
     ctx = _context(digits, decimal.ROUND_HALF_EVEN)
     num, den = Decimal(x.numerator), Decimal(x.denominator)
     x_lo = _context(digits, decimal.ROUND_FLOOR).divide(num, den)
     x_hi = _context(digits, decimal.ROUND_CEILING).divide(num, den)
-    lo = ctx.next_minus(ctx.exp(-x_hi))          # exp is correctly rounded: one unit outward is safe
-    hi = ctx.next_plus(ctx.exp(-x_lo))
+    # copy_negate is exact (a unary minus would round in the global context); exp is correctly rounded, so
+    # one unit outward is safe
+    lo = ctx.next_minus(ctx.exp(x_hi.copy_negate()))
+    hi = ctx.next_plus(ctx.exp(x_lo.copy_negate()))
     return max(Fraction(lo), Fraction(0)), Fraction(hi)
 
 

@@ -263,11 +263,11 @@ def _scale(t: Fraction) -> _Scale:
     k = max(0, math.floor(math.log2(t.numerator) - math.log2(t.denominator)) - 12) if t > 2**_SPLIT else 0
     ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX, traps=[])
     inv = ctx.divide(Decimal(t.denominator), Decimal(t.numerator))
-    q = ctx.exp(-inv)
+    q = ctx.exp(inv.copy_negate())               # (copy_negate is exact; a unary minus rounds in the global context)
     one_q = ctx.add(1, q)
     step = Fraction(2**k) / t
     return _Scale(t, k, _float(1 / step), _float(step), float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))),
-                  float(ctx.divide(ctx.multiply(2, q), one_q)), float(ctx.exp(ctx.multiply(-inv, 2**k))),
+                  float(ctx.divide(ctx.multiply(2, q), one_q)), float(ctx.exp(ctx.multiply(inv.copy_negate(), 2**k))),
                   _float(1 / t), math.ceil(61 / step) + 1)
 
 
@@ -332,7 +332,7 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
 
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
-    guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
+    guess = np.clip(np.nan_to_num(guess_f, nan=0.0), 0, batch("cap")).astype(np.int64)   # NaN: t below 2^-1074
     p_here = thresholds(guess, None)
     p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
