@@ -22,6 +22,7 @@ from dpframe.errors import (
     LedgerError,
     PlanError,
     PluginError,
+    PolarsHabitError,
     SchemaError,
 )
 from dpframe.frame import Frame, GroupBy, Query
@@ -62,7 +63,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count",
+    "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",
 ]

@@ -65,6 +65,14 @@ class PlanError(DPFrameError, ValueError):
     """A query that is not fully private or that the planner cannot run (e.g. a raw column in the output)."""
 
 
+class PolarsHabitError(PlanError, AttributeError, TypeError):
+    """A Polars method a private frame, group-by or query does not have (it would hand back private rows).
+
+    The message says what to write instead (see :mod:`dpframe.habits`). It is also an ``AttributeError``
+    (``hasattr`` is False) and a ``TypeError`` (like ``len()`` of an object without a length).
+    """
+
+
 class PluginError(DPFrameError):
     """A plugin could not be loaded, or no plugin handles what a query asks for."""
 

@@ -8,18 +8,25 @@ Nulls and NaN: ``dp.len()`` counts rows; ``dp.count(col)`` counts rows where ``c
 NaN; ``sum``/``mean``/``var``/``std`` ignore null and NaN values (mean and variance divide by the noisy
 count of non-null values); ±inf and out-of-range values are clamped to the bounds.
 
+A measure's column may be a row-level Polars expression, as in ``with_columns`` (same allow-list, same
+totality checks): ``dp.mean(pl.col("delay") > 15, bounds=(0, 1))`` is the share of rows with a delay
+over 15. It is named like Polars names the expression (``delay_mean``); ``.alias()`` names it otherwise.
+
 Example:
-    >>> import dpframe as dp
+    >>> import polars as pl, dpframe as dp
     >>> dp.mean("spend", bounds=(0, 500)).output_name
     'spend_mean'
     >>> dp.len().alias("n").output_name
     'n'
+    >>> dp.mean(pl.col("delay") > 15, bounds=(0, 1)).alias("late_share").describe()
+    'mean([(col("delay")) > (dyn int: 15)], bounds=[0, 1])'
 
 """
 
 from __future__ import annotations
 
 import builtins
+import io
 import math
 import numbers
 from collections.abc import Sequence
@@ -27,7 +34,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from dpframe.errors import BoundsError, DPFrameError
+import polars as pl
+
+from dpframe.errors import BoundsError, DPFrameError, PlanError
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -53,11 +62,40 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     return out[0], out[1]
 
 
+Column = str | pl.Expr
+"""A measure's input: a column name, or a row-level Polars expression."""
+
+
 def _check_column(column: object) -> str:
     if not isinstance(column, str) or not column:
-        raise DPFrameError(f"expected a column name, got {column!r}", argument="column",
-                           fix="pass the column's name as a string")
+        raise DPFrameError(f"expected a column name or a Polars expression, got {column!r}", argument="column",
+                           fix="pass the column's name as a string, or a row-level expression such as "
+                               "pl.col('delay') > 15")
     return column
+
+
+def _column(column: object) -> tuple[str, str | None]:
+    """``(name, expression)``: a column's name and None, or an expression's Polars output name and its JSON.
+
+    ``pl.col("x")`` is the column ``x``. Any other expression is checked like a ``with_columns``
+    expression (allow-list and totality, against the frame's schema) when the measure is used.
+    """
+    if not isinstance(column, pl.Expr):
+        return _check_column(column), None
+    fix = "pass one row-level expression with one output, e.g. (pl.col('a') + pl.col('b')).alias('total')"
+    if column.meta.has_multiple_outputs():
+        raise DPFrameError("the expression has several outputs", argument="column", fix=fix)
+    try:
+        name = column.meta.output_name()
+    except pl.exceptions.PolarsError:
+        raise DPFrameError("the expression has no output name", argument="column", fix=fix) from None
+    if column.meta.is_column():
+        return name, None
+    try:
+        return name, column.meta.serialize(format="json")
+    except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
+        raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument="column",
+                        fix="express it with built-in Polars expressions") from e
 
 
 @dataclass(frozen=True)
@@ -72,6 +110,14 @@ class Measure:
     bounds: Bounds | None = None
     options: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
+    expression: str | None = None   # a row-level expression (JSON) computing ``column``; None: a plain column
+
+    @property
+    def expr(self) -> pl.Expr | None:
+        """The row-level expression the measure reads (named ``column``), or None for a plain column."""
+        if self.expression is None:
+            return None
+        return pl.Expr.deserialize(io.StringIO(self.expression), format="json")
 
     @property
     def output_name(self) -> str:
@@ -93,7 +139,8 @@ class Measure:
 
     def describe(self) -> str:
         """Text such as ``mean(spend, bounds=[0, 500])``."""
-        args = [] if self.column is None else [self.column]
+        expr = self.expr
+        args = [] if self.column is None else [self.column if expr is None else str(expr)]
         if self.bounds is not None:
             args.append(f"bounds=[{_num(self.bounds[0])}, {_num(self.bounds[1])}]")
         args += [f"{k}={v!r}" for k, v in self.options]
@@ -104,7 +151,7 @@ def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-def measure(kind: str, column: str | None = None, bounds: object = None, **options: Any) -> Measure:
+def measure(kind: str, column: Column | None = None, bounds: object = None, **options: Any) -> Measure:
     """Build a measure of any kind, e.g. one added by a third-party mechanism plugin.
 
     Example:
@@ -115,9 +162,9 @@ def measure(kind: str, column: str | None = None, bounds: object = None, **optio
     if not isinstance(kind, str) or not kind:
         raise DPFrameError(f"expected a non-empty string, got {kind!r}", argument="kind",
                            fix="name the measure kind a mechanism plugin handles (see `dpframe plugins`)")
-    col = None if column is None else _check_column(column)
+    col, expression = (None, None) if column is None else _column(column)
     b = None if bounds is None else check_bounds(bounds)
-    return Measure(kind, col, b, tuple(sorted(options.items())))
+    return Measure(kind, col, b, tuple(sorted(options.items())), expression=expression)
 
 
 def len() -> Measure:  # noqa: A001  (mirrors polars' pl.len())
@@ -134,29 +181,43 @@ def count_units() -> Measure:
     return Measure("count_units")
 
 
-def count(column: str) -> Measure:
+def count(column: Column) -> Measure:
     """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
-    return Measure("count", _check_column(column))
+    name, expression = _column(column)
+    return Measure("count", name, expression=expression)
 
 
-def sum(column: str, bounds: tuple[float, float]) -> Measure:  # noqa: A001
+def sum(column: Column, bounds: tuple[float, float]) -> Measure:  # noqa: A001
     """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``."""
-    return Measure("sum", _check_column(column), check_bounds(bounds))
+    return _bounded("sum", column, bounds)
 
 
-def mean(column: str, bounds: tuple[float, float]) -> Measure:
-    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values."""
-    return Measure("mean", _check_column(column), check_bounds(bounds))
+def mean(column: Column, bounds: tuple[float, float]) -> Measure:
+    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values.
+
+    Example:
+        >>> import polars as pl
+        >>> mean(pl.col("delay") > 15, bounds=(0, 1)).output_name       # the share of rows with delay > 15
+        'delay_mean'
+
+    """
+    return _bounded("mean", column, bounds)
 
 
-def var(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
+def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measure:
+    """A measure that needs ``bounds`` (a BoundsError naming them when missing)."""
+    name, expression = _column(column)
+    return Measure(kind, name, check_bounds(bounds), tuple(sorted(options.items())), expression=expression)
+
+
+def var(column: Column, bounds: tuple[float, float], ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars)."""
     if ddof not in (0, 1):
         raise DPFrameError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
-    return Measure("var", _check_column(column), check_bounds(bounds), (("ddof", ddof),))
+    return _bounded("var", column, bounds, ddof=ddof)
 
 
-def std(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
+def std(column: Column, bounds: tuple[float, float], ddof: int = 1) -> Measure:
     """The standard deviation: the square root of :func:`var`."""
     return replace(var(column, bounds, ddof), kind="std")
 
@@ -195,7 +256,7 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     return tuple(sorted(out))
 
 
-def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
     """The private q-quantile(s) of ``column`` on its public ordered domain (``docs/quantiles.md``).
 
     ``bounds=(lower, upper)`` are public clipping bounds (numbers; ``date``/``datetime`` for temporal
@@ -218,11 +279,12 @@ def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], r
         isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)
     if bounds is not None and not numeric and isinstance(bounds, tuple | list):
         options["bounds"] = tuple(bounds)       # dates / datetimes: validated against the column's type
-        return Measure("quantile", _check_column(column), None, tuple(sorted(options.items())))
-    return Measure("quantile", _check_column(column), check_bounds(bounds), tuple(sorted(options.items())))
+        name, expression = _column(column)
+        return Measure("quantile", name, None, tuple(sorted(options.items())), expression=expression)
+    return _bounded("quantile", column, bounds, **options)
 
 
-def median(column: str, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+def median(column: Column, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
     """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median``.
 
     Example:
@@ -230,4 +292,5 @@ def median(column: str, bounds: tuple[Any, Any], resolution: Any = None) -> Meas
         'age_median'
 
     """
-    return quantile(column, 0.5, bounds, resolution).alias(f"{_check_column(column)}_median")
+    m = quantile(column, 0.5, bounds, resolution)
+    return m.alias(f"{m.column}_median")

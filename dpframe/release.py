@@ -34,7 +34,7 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import Budget
 from dpframe.errors import DPFrameError
 from dpframe.mechanism import Statistic
-from dpframe.plan.nodes import Node, RowNode, Scan
+from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import PrivacyUnit
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class PrivateReader:
         scan = lineage[0]
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        return StatisticsRequest(scan.table, rows, self._context.unit, by, keys, statistics,
+        return StatisticsRequest(scan.table, rows, bounded_unit(self._context.unit, node), by, keys, statistics,
                                  self._context.rng.seed_for_engine(), contribution_bounding=bound)
 
     def run(self, request: StatisticsRequest) -> pl.DataFrame:

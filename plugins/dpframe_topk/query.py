@@ -345,11 +345,17 @@ class TopKQuery:
         elif noisy is not None:
             noisy = noisy[np.argsort(sel.chosen)]
         if noisy is not None:
-            out = out.with_columns(pl.Series(self.score.measure.output_name,
-                                             noisy.astype(np.float64) * float(self.score.unit)))
+            out = out.with_columns(self._released_scores(noisy))
         if self.k is not None and out.height < self.k:
             return TopKPartial(self.k, self.method, sel.reason, keys=out)
         return out
+
+    def _released_scores(self, noisy: np.ndarray) -> pl.Series:
+        """The noisy scores in score units, typed like the same measure in ``agg``: Int64 for counts."""
+        name = self.score.measure.output_name
+        if self.score.unit == 1 and self.score.measure.kind in ("len", "count", "count_units"):
+            return pl.Series(name, noisy.astype(np.int64), dtype=pl.Int64)
+        return pl.Series(name, noisy.astype(np.float64) * float(self.score.unit), dtype=pl.Float64)
 
     def _select(self, plan: TopKPlan, scores: np.ndarray, rng: RandomSource) -> Selection:
         """The selection on exact scores (candidate indices), per method."""
