@@ -14,6 +14,7 @@ Example:
 from dpframe import datasets, plots
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
+    ArgumentError,
     BoundsError,
     BudgetConversionError,
     BudgetError,
@@ -61,7 +62,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "ZCDP", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count",
     "count_units",

@@ -31,6 +31,13 @@ class DPFrameError(Exception):
         super().__init__(text)
 
 
+class ArgumentError(DPFrameError, ValueError):
+    """An argument outside its domain: ``q=90`` for a quantile, ``max_rows=0``, ``ddof=2``, an empty name ...
+
+    Raised when the call is made (or the query is built), before anything is charged.
+    """
+
+
 class BudgetError(DPFrameError, ValueError):
     """A privacy budget is malformed (≤ 0, NaN, δ ≥ 1, ...)."""
 

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import builtins
+import datetime as dt
 import io
 import math
 import numbers
@@ -36,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.errors import BoundsError, DPFrameError, PlanError
+from dpframe.errors import ArgumentError, BoundsError, PlanError
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -50,6 +51,11 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
         raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
     out = []
     for b in bounds:
+        if isinstance(b, dt.date):
+            raise BoundsError(f"bound {b!r} is a date: this measure takes numbers", argument=argument,
+                              fix="sums, means and variances of dates are not supported: dp.median and dp.quantile "
+                                  "take date bounds; or measure days since 1970: dp.mean(pl.col('day').to_physical(), "
+                                  "bounds=(lo_days, hi_days))")
         if isinstance(b, numbers.Real) and not isinstance(b, bool | int | float | Fraction):
             b = float(b)  # numpy scalars
         if isinstance(b, bool) or not isinstance(b, int | float | Fraction):
@@ -68,7 +74,7 @@ Column = str | pl.Expr
 
 def _check_column(column: object) -> str:
     if not isinstance(column, str) or not column:
-        raise DPFrameError(f"expected a column name or a Polars expression, got {column!r}", argument="column",
+        raise ArgumentError(f"expected a column name or a Polars expression, got {column!r}", argument="column",
                            fix="pass the column's name as a string, or a row-level expression such as "
                                "pl.col('delay') > 15")
     return column
@@ -84,11 +90,11 @@ def _column(column: object) -> tuple[str, str | None]:
         return _check_column(column), None
     fix = "pass one row-level expression with one output, e.g. (pl.col('a') + pl.col('b')).alias('total')"
     if column.meta.has_multiple_outputs():
-        raise DPFrameError("the expression has several outputs", argument="column", fix=fix)
+        raise ArgumentError("the expression has several outputs", argument="column", fix=fix)
     try:
         name = column.meta.output_name()
     except pl.exceptions.PolarsError:
-        raise DPFrameError("the expression has no output name", argument="column", fix=fix) from None
+        raise ArgumentError("the expression has no output name", argument="column", fix=fix) from None
     if column.meta.is_column():
         return name, None
     try:
@@ -129,7 +135,7 @@ class Measure:
     def alias(self, name: str) -> Measure:
         """The same measure released under another column name."""
         if not isinstance(name, str) or not name:
-            raise DPFrameError(f"expected a non-empty string, got {name!r}", argument="name",
+            raise ArgumentError(f"expected a non-empty string, got {name!r}", argument="name",
                                fix="pass the output column name")
         return replace(self, name=name)
 
@@ -160,7 +166,7 @@ def measure(kind: str, column: Column | None = None, bounds: object = None, **op
 
     """
     if not isinstance(kind, str) or not kind:
-        raise DPFrameError(f"expected a non-empty string, got {kind!r}", argument="kind",
+        raise ArgumentError(f"expected a non-empty string, got {kind!r}", argument="kind",
                            fix="name the measure kind a mechanism plugin handles (see `dpframe plugins`)")
     col, expression = (None, None) if column is None else _column(column)
     b = None if bounds is None else check_bounds(bounds)
@@ -213,7 +219,7 @@ def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measu
 def var(column: Column, bounds: tuple[float, float], ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars)."""
     if ddof not in (0, 1):
-        raise DPFrameError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
+        raise ArgumentError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
     return _bounded("var", column, bounds, ddof=ddof)
 
 
@@ -240,18 +246,18 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     fix = "pass a probability in [0, 1] or a list of distinct ones, e.g. q=[0.25, 0.5, 0.75]"
     items = list(q) if isinstance(q, list | tuple) else [q]
     if not items:
-        raise DPFrameError("no quantile probabilities given", argument=argument, fix=fix)
+        raise ArgumentError("no quantile probabilities given", argument=argument, fix=fix)
     out = []
     for v in items:
         if isinstance(v, numbers.Real) and not isinstance(v, bool | int | float | Fraction):
             v = float(v)
         if isinstance(v, bool) or not isinstance(v, int | float | Fraction) or \
                 (isinstance(v, float) and not math.isfinite(v)) or not 0 <= v <= 1:
-            raise DPFrameError(f"quantile probabilities must be numbers in [0, 1], got {v!r}", argument=argument,
+            raise ArgumentError(f"quantile probabilities must be numbers in [0, 1], got {v!r}", argument=argument,
                                fix=fix)
         out.append(Fraction(v).limit_denominator(Q_DENOMINATOR))
     if builtins.len(set(out)) != builtins.len(out):
-        raise DPFrameError(f"duplicate quantile probabilities in {items!r}", argument=argument,
+        raise ArgumentError(f"duplicate quantile probabilities in {items!r}", argument=argument,
                            fix="pass each probability once")
     return tuple(sorted(out))
 

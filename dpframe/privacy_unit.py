@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpframe.errors import DPFrameError, PlanError
+from dpframe.errors import ArgumentError, PlanError
 
 
 def _positive_int(value: object, argument: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DPFrameError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
+        raise ArgumentError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
                            fix=f"pass {argument}=1 or more (the most one privacy unit may contribute)")
     return value
 
@@ -51,14 +51,14 @@ class PrivacyUnit:
 
     def __init__(self, column: str | None, max_rows: int | None = None, max_groups: int | None = None) -> None:
         if column is not None and (not isinstance(column, str) or not column):
-            raise DPFrameError(f"must be a column name, got {column!r}", argument="column",
+            raise ArgumentError(f"must be a column name, got {column!r}", argument="column",
                                fix="pass the name of the id column, or use dp.PrivacyUnit.row()")
         object.__setattr__(self, "column", column)
         object.__setattr__(self, "max_rows_given", max_rows is not None or column is None)
         max_rows = 1 if max_rows is None else max_rows
         object.__setattr__(self, "max_rows", _positive_int(max_rows, "max_rows"))
         if column is None and max_rows != 1:
-            raise DPFrameError("a row-level unit owns exactly one row", argument="max_rows",
+            raise ArgumentError("a row-level unit owns exactly one row", argument="max_rows",
                                fix="name the id column: dp.PrivacyUnit('user_id', max_rows=...)")
         groups = None if max_groups is None else _positive_int(max_groups, "max_groups")
         object.__setattr__(self, "max_groups", groups)

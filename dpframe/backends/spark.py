@@ -64,7 +64,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
-from dpframe.errors import DPFrameError, PlanError, SchemaError
+from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample, node_seed
@@ -365,7 +365,7 @@ class SparkBackend:
     def use_spark(self, spark: Any) -> None:
         """Run on ``spark`` (the ``spark=`` argument of ``dp.Session``)."""
         if not isinstance(spark, self._sql.SparkSession):
-            raise DPFrameError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
+            raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
         self._spark = spark
 

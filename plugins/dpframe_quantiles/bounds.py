@@ -34,7 +34,7 @@ import polars as pl
 
 from dpframe.aggregate import Aggregates
 from dpframe.domains import MAX_SIZE, OrderedDomain, domain_kind
-from dpframe.errors import BoundsError, DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, SchemaError
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import quantile, quantile_fractions
 
@@ -67,7 +67,7 @@ class BoundsQuery:
             raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
         qs = quantile_fractions(quantiles, argument="quantiles")
         if len(qs) != 2:
-            raise DPFrameError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
+            raise ArgumentError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
                                fix="pass e.g. quantiles=(0.01, 0.99)")
         if domain is None:
             domain, default_resolution = default_domain(column, source.schema[column])
