@@ -15,6 +15,7 @@ from dpframe import datasets, plots
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
+    ArgumentError,
     BoundsError,
     BudgetConversionError,
     BudgetError,
@@ -23,6 +24,7 @@ from dpframe.errors import (
     LedgerError,
     PlanError,
     PluginError,
+    PolarsHabitError,
     SchemaError,
 )
 from dpframe.frame import Frame, GroupBy, Query
@@ -62,9 +64,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ZCDP", "Accuracy", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count",
+    "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",
 ]

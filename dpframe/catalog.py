@@ -26,7 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends.base import LoadsOwnTables, SourceAware, SparkBound
-from dpframe.errors import DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, SchemaError
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.tables import load_table
 
@@ -63,7 +63,7 @@ class TableCatalog:
         engine = plugins.backend(backend)
         if spark is not None:
             if not isinstance(engine, SparkBound):
-                raise DPFrameError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
+                raise ArgumentError(f"spark= is for backend='spark', not {backend!r}", argument="spark",
                                    fix="pass backend='spark', or leave spark= out")
             engine.use_spark(spark)
         if not isinstance(tables, Mapping) or not tables:

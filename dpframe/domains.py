@@ -4,9 +4,12 @@ Quantiles, interior points, thresholds and rectangles work on a finite, totally 
 module turns a numeric or temporal column plus the analyst's *public* bounds (and, for floats, a
 resolution) into one (digest ``003_thresholds_rsc.md`` §9.2): every value becomes the integer code
 
-    ``code(x) = trunc((clamp(x, lo, hi) − lo) / 2**g)``,   ``size = trunc((hi − lo) / 2**g) + 1``
+    ``code(x) = trunc((clamp(x, lo, hi) − o) / 2**g)``,   ``size = trunc((hi − o) / 2**g) + 1``
 
-and a code decodes back to the grid point ``lo + code·2**g``. Nothing here reads data.
+and a code decodes back to the grid point ``max(lo, o + code·2**g)``. The grid is **anchored on round
+numbers**: its origin ``o = floor(lo / 2**g)·2**g`` is a multiple of the step, so the grid points are
+the multiples of ``2**g`` inside the bounds (with ``resolution=1`` the whole numbers, whatever ``lo``
+is), plus ``lo`` itself for the first cell when ``lo`` is not on the grid. Nothing here reads data.
 
 **Cells.** A code stands for a *cell* of values. With ``rounding="down"`` (the default) the cell of
 grid point ``p`` is ``[p, p + 2**g)``, so the grid points are the cells' lower edges — the natural
@@ -148,6 +151,18 @@ def floor_log2(x: Fraction) -> int:
     return g if Fraction(2) ** g <= x else g - 1
 
 
+def grid_origin(lower: Fraction, grid_exp: int) -> Fraction:
+    """The grid's origin: ``lower`` rounded down to a multiple of ``2**grid_exp`` (grid points are round).
+
+    Example:
+        >>> grid_origin(Fraction("-4.3"), 0), grid_origin(Fraction("12.34"), -2), grid_origin(Fraction(3), 0)
+        (Fraction(-5, 1), Fraction(49, 4), Fraction(3, 1))
+
+    """
+    step = Fraction(2) ** grid_exp
+    return math.floor(lower / step) * step
+
+
 def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fraction, resolution: object) -> int:
     """The exponent g with 2**g = ``resolution`` rounded down to a power of two (default: see module docstring)."""
     fix = "pass a positive finite number, e.g. resolution=0.01" if kind == "float" else \
@@ -156,7 +171,7 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
         if kind != "float":
             return 0
         g = floor_log2((hi - lo) / DEFAULT_FLOAT_CODES)
-        while (hi - lo) / Fraction(2) ** g >= DEFAULT_FLOAT_CODES:   # exact: fewer than 2**32 cells
+        while (hi - grid_origin(lo, g)) / Fraction(2) ** g >= DEFAULT_FLOAT_CODES:   # exact: ≤ 2**32 codes
             g += 1
         return g
     if kind == "datetime" and isinstance(resolution, dt.timedelta):
@@ -234,7 +249,7 @@ class OrderedDomain:
                               argument="resolution" if resolution is not None else argument,
                               fix="pass a coarser resolution=" if resolution is not None else
                               "pass bounds at least 2^-968 ≈ 4e-292 apart (rescale the column if needed)")
-        size = math.floor((hi - lo) / Fraction(2) ** g) + 1
+        size = math.floor((hi - grid_origin(lo, g)) / Fraction(2) ** g) + 1
         if size > MAX_SIZE:
             raise BoundsError(f"bounds {bounds!r} give {size} codes for {column!r}, more than the {MAX_SIZE} (2^62) "
                               "an Int64 code supports", argument=argument,
@@ -247,19 +262,24 @@ class OrderedDomain:
         return Fraction(2) ** self.grid_exp
 
     @property
+    def origin(self) -> Fraction:
+        """Where the grid starts: ``lower`` rounded down to a multiple of the step (``lower`` when on the grid)."""
+        return grid_origin(self.lower, self.grid_exp)
+
+    @property
     def bounds(self) -> tuple[Any, Any]:
         """The public bounds as column values (what values are clamped to)."""
         return self._decode_number(self.lower), self._decode_number(self.upper)
 
     @property
     def shift(self) -> Fraction:
-        """What the codes subtract before scaling: ``lower``, or ``lower − step/2`` for ``rounding="nearest"``.
+        """What the codes subtract before scaling: ``origin``, or ``origin − step/2`` for ``rounding="nearest"``.
 
-        (On an integer grid of step 1 nearest rounding is the identity, so the shift stays ``lower``.)
+        (On an integer grid of step 1 nearest rounding is the identity, so the shift stays ``origin``.)
         """
         if self.rounding == "nearest" and (self.kind == "float" or self.grid_exp > 0):
-            return self.lower - self.step / 2
-        return self.lower
+            return self.origin - self.step / 2
+        return self.origin
 
     @property
     def statistic(self) -> Statistic:
@@ -336,12 +356,12 @@ class OrderedDomain:
                 return int(self.lower)
             if code >= self.size:
                 return max(int(self.shift + code * self.step), int(self.upper) + 1)
-            return int(self.shift + code * self.step)
+            return max(int(self.lower), math.ceil(self.shift + code * self.step))
         lo, hi = float(self.lower), float(self.upper)
         if code <= 0:
             return lo
         if code >= self.size:
-            beyond = float(self.lower + code * self.step)
+            beyond = float(self.origin + code * self.step)
             return beyond if beyond > hi else math.nextafter(hi, math.inf)
         shift, target = float(self.shift), code * self.step
 
@@ -358,8 +378,8 @@ class OrderedDomain:
         return _float_of(high)
 
     def value(self, code: int) -> Fraction:
-        """The exact number a code stands for, ``lower + code·2**grid_exp`` (codes are clamped to the domain)."""
-        return self.lower + min(max(int(code), 0), self.size - 1) * self.step
+        """The exact number a code stands for: ``max(lower, origin + code·2**grid_exp)`` (codes clamped)."""
+        return max(self.lower, self.origin + min(max(int(code), 0), self.size - 1) * self.step)
 
     def decode(self, code: int) -> Any:
         """The column value of a code: an int, float, ``date`` or ``datetime``.
@@ -390,9 +410,11 @@ class OrderedDomain:
         """Decode many codes into a Series (Float64 for numeric columns, the column's type for dates)."""
         c = np.clip(np.asarray(codes, dtype=np.int64), 0, self.size - 1)
         if self.kind == "int":   # exact in int64 (the value lies within the Int64 bounds), then Float64
-            return pl.Series(name, int(self.lower) + c * int(self.step), dtype=pl.Int64).cast(pl.Float64)
-        if self.kind == "float":  # lower + code·2^g in float64, within one rounding of the exact value
-            return pl.Series(name, float(self.lower) + c.astype(np.float64) * float(self.step), dtype=pl.Float64)
+            ints = np.maximum(int(self.origin) + c * int(self.step), int(self.lower))
+            return pl.Series(name, ints, dtype=pl.Int64).cast(pl.Float64)
+        if self.kind == "float":  # origin + code·2^g in float64 (exact: a multiple of the step), at least lower
+            points = np.maximum(float(self.origin) + c.astype(np.float64) * float(self.step), float(self.lower))
+            return pl.Series(name, points, dtype=pl.Float64)
         return pl.Series(name, [self.decode(int(x)) for x in c], dtype=self.dtype)
 
     def describe(self) -> str:

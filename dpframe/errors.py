@@ -31,6 +31,13 @@ class DPFrameError(Exception):
         super().__init__(text)
 
 
+class ArgumentError(DPFrameError, ValueError):
+    """An argument outside its domain: ``q=90`` for a quantile, ``max_rows=0``, ``ddof=2``, an empty name ...
+
+    Raised when the call is made (or the query is built), before anything is charged.
+    """
+
+
 class BudgetError(DPFrameError, ValueError):
     """A privacy budget is malformed (≤ 0, NaN, δ ≥ 1, ...)."""
 
@@ -62,6 +69,14 @@ class BoundsError(DPFrameError, ValueError):
 
 class PlanError(DPFrameError, ValueError):
     """A query that is not fully private or that the planner cannot run (e.g. a raw column in the output)."""
+
+
+class PolarsHabitError(PlanError, AttributeError, TypeError):
+    """A Polars method a private frame, group-by or query does not have (it would hand back private rows).
+
+    The message says what to write instead (see :mod:`dpframe.habits`). It is also an ``AttributeError``
+    (``hasattr`` is False) and a ``TypeError`` (like ``len()`` of an object without a length).
+    """
 
 
 class PluginError(DPFrameError):

@@ -42,6 +42,7 @@ Example (a toy family: a noisy row count; see ``docs/plugins.md`` for a complete
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -51,7 +52,8 @@ import polars as pl
 from dpframe.budgets import Budget, describe
 from dpframe.display import Explanation, query_html
 from dpframe.errors import BudgetError, PlanError
-from dpframe.plan.nodes import Node
+from dpframe.habits import QUERY, habit
+from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
 
@@ -61,7 +63,8 @@ if TYPE_CHECKING:
     from dpframe.release import PrivateReader, ReleaseContext
 
 RESERVED = frozenset({"filter", "with_columns", "select", "sample", "group_by", "schema", "columns", "query",
-                      "plan", "cost", "explain", "collect", "describe"})
+                      "plan", "cost", "explain", "collect", "describe", "bound", "drop", "rename", "dtypes",
+                      "width", "collect_schema"})
 """Names no query family may take: the core methods of ``Frame``, ``GroupBy`` and queries."""
 
 R = TypeVar("R")
@@ -82,9 +85,16 @@ class Source:
         """The frame's public schema."""
         return self.node.schema
 
+    def __post_init__(self) -> None:
+        # The unit a query on this node is planned with: the session's, tightened by ``frame.bound(...)``
+        # (the reader bounds the rows with the same function, dpframe.plan.nodes.bounded_unit).
+        unit = bounded_unit(self.context.unit, self.node)
+        if unit != self.context.unit:
+            object.__setattr__(self, "context", dataclasses.replace(self.context, unit=unit))
+
     @property
     def unit(self) -> PrivacyUnit:
-        """The session's privacy unit."""
+        """The privacy unit this query is bounded by (the session's, or tighter after ``frame.bound``)."""
         return self.context.unit
 
 
@@ -185,10 +195,27 @@ class Releasable(Generic[R]):
         return self._query
 
     def __getattr__(self, name: str) -> Any:
-        # The family query's public attributes read through (``frame.bounds("x").domain``).
+        # The family query's public attributes read through (``frame.bounds("x").domain``); a Polars habit
+        # (``q.head()``) says to collect first.
+        found = habit("Query", QUERY, name)
         if name.startswith("_") or name == "query":
-            raise AttributeError(name)
-        return getattr(self._query, name)
+            raise found or AttributeError(name)
+        try:
+            return getattr(self._query, name)
+        except AttributeError:
+            raise found or AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}") from None
+
+    def __len__(self) -> int:
+        raise habit("Query", QUERY, "__len__") or TypeError("no len()")
+
+    def __iter__(self) -> Any:
+        raise habit("Query", QUERY, "__iter__") or TypeError("not iterable")
+
+    def __getitem__(self, item: object) -> Any:
+        raise habit("Query", QUERY, "__getitem__") or TypeError("not subscriptable")
+
+    def __bool__(self) -> bool:
+        return True
 
     def _planned(self, budget: object) -> FamilyPlan[R]:
         return self._query.plan(budget)
@@ -274,8 +301,10 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
               "spent": describe(accountant.report(spent)), "fits": fits,
               "remaining_after": describe(accountant.remaining(after))}
     e = plan.explain
+    default = front._release.unit.default_note
+    notes = (*e.notes, *([default] if default else []))
     out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,
-                      remaining=describe(accountant.remaining(spent)), notes=e.notes, data=e.data)
+                      remaining=describe(accountant.remaining(spent)), notes=notes, data=e.data)
     return out.to_dict() if format == "json" else out
 
 

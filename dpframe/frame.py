@@ -30,8 +30,10 @@ from dpframe.budgets import Budget, describe
 from dpframe.display import query_html
 from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
+from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
-from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
+from dpframe.plan.derive import derive_keys, derive_measures
+from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound
 from dpframe.planning import PhysicalPlan
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
@@ -56,6 +58,9 @@ def _families(session: Session, where: str) -> list[str]:
 
 
 def _no_attribute(session: Session, owner: str, name: str) -> AttributeError:
+    found = habit(owner, FRAME if owner == "Frame" else GROUP_BY, name)
+    if found is not None:
+        return found
     blocked = sorted(session.plugins.blocked)
     hint = f" (no installed query family is named so; blocked plugins: {blocked})" if blocked else ""
     return AttributeError(f"'{owner}' object has no attribute {name!r}{hint}")
@@ -77,6 +82,32 @@ class Frame:
     def columns(self) -> list[str]:
         """Column names."""
         return list(self._node.schema.names())
+
+    @property
+    def dtypes(self) -> list[pl.DataType]:
+        """Column types, in column order (public metadata)."""
+        return list(self._node.schema.dtypes())
+
+    @property
+    def width(self) -> int:
+        """The number of columns (public; the number of rows is not: ``agg(dp.len())``)."""
+        return len(self._node.schema)
+
+    def collect_schema(self) -> pl.Schema:
+        """The schema, as ``pl.LazyFrame.collect_schema()`` gives it (public; reads no rows)."""
+        return self._node.schema
+
+    def __len__(self) -> int:
+        raise _no_attribute(self._session, "Frame", "__len__")
+
+    def __iter__(self) -> Any:
+        raise _no_attribute(self._session, "Frame", "__iter__")
+
+    def __getitem__(self, item: object) -> Any:
+        raise _no_attribute(self._session, "Frame", "__getitem__")
+
+    def __bool__(self) -> bool:
+        return True
 
     def __repr__(self) -> str:
         return "<dp.Frame (private) " + " → ".join(n.describe() for n in self._node.lineage()) + ">"
@@ -137,6 +168,70 @@ class Frame:
         """Keep only these row-level columns (the privacy-unit column stays, hidden from results)."""
         return Frame(self._session, Select.of(self._node, exprs, named, self._unit()))  # type: ignore[arg-type]
 
+    def bound(self, *, max_rows: int | None = None, max_groups: int | None = None) -> Frame:
+        """The frame with tighter contribution bounds for the queries built on it, never looser than the session's.
+
+        A query by carrier may want ``max_groups=1``, one by airport 3: each unit then keeps at most
+        ``max_rows`` rows (in at most ``max_groups`` groups, in a group-by) of this frame, a uniformly random
+        subset, and the query's noise is calibrated to these bounds (``explain()`` shows them). A bound
+        looser than the session's privacy unit is refused: the session's unit is the most any query may
+        read of one unit. Charges are in the session's budget, as for any query.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> data = pl.DataFrame({"u": [1, 1, 2], "g": ["a", "b", "a"]})
+            >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=10), budget=dp.PureDP(1))
+            >>> by_g = sess.table("t").bound(max_groups=1).group_by("g", keys=["a", "b"]).agg(dp.len())
+            >>> [line[:64] for line in str(by_g.explain(dp.PureDP(1))).splitlines() if "ContributionBound" in line]
+            ["  2. ContributionBound: unit 'u': ≤ 10 rows, ≤ 1 groups per unit"]
+
+        """
+        unit = self._session.privacy_unit.tightened(max_rows, max_groups)
+        return Frame(self._session, rebound(self._node, unit.within(bounded_unit(unit, self._node))))
+
+    def drop(self, *columns: str | Sequence[str]) -> Frame:
+        """The frame without these columns (the privacy-unit column cannot be dropped).
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"u": [1], "a": [1], "b": [2]})},
+            ...                   privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(1))
+            >>> sess.table("t").drop("b").columns
+            ['u', 'a']
+
+        """
+        names = [name for c in columns for name in ([c] if isinstance(c, str) else c)]
+        for c in names:
+            if c not in self.schema:
+                raise SchemaError(f"unknown column {c!r}", argument="columns", fix=f"use one of {self.columns}")
+            if c == self._unit():
+                raise PlanError(f"the privacy-unit column {c!r} stays", argument="columns",
+                                fix=f"leave {c!r} out of drop()")
+        return self.select(*[c for c in self.columns if c not in names and c != self._unit()])
+
+    def rename(self, mapping: dict[str, str]) -> Frame:
+        """The frame with columns renamed ``{old: new}`` (not the privacy-unit column).
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"a": [1]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1))
+            >>> sess.table("t").rename({"a": "b"}).columns
+            ['b']
+
+        """
+        if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in mapping.items()):
+            raise PlanError(f"expected a dict {{old: new}} of column names, got {mapping!r}", argument="mapping",
+                            fix="e.g. rename({'dep_delay': 'delay'})")
+        for old in mapping:
+            if old not in self.schema:
+                raise SchemaError(f"unknown column {old!r}", argument="mapping", fix=f"use one of {self.columns}")
+            if old == self._unit():
+                raise PlanError(f"the privacy-unit column {old!r} keeps its name", argument="mapping",
+                                fix=f"leave {old!r} out of rename()")
+        return self.select(*[pl.col(c).alias(mapping.get(c, c)) for c in self.columns if c != self._unit()])
+
     def sample(self, rate: float) -> Frame:
         """Poisson-sample privacy units (rows for a row unit) with public probability ``rate`` ∈ (0, 1].
 
@@ -148,30 +243,42 @@ class Frame:
 
         return Frame(self._session, Sample.of(self._node, rate, self._unit()))
 
-    def group_by(self, *by: str | Sequence[str], keys: Any = None) -> GroupBy:
+    def group_by(self, *by: str | pl.Expr | Sequence[str | pl.Expr], keys: Any = None) -> GroupBy:
         """Group by columns, with public keys or with keys chosen by DP partition selection.
 
+        ``by``: column names, or row-level expressions (checked like ``with_columns``): ``pl.col("origin")``,
+        ``(pl.col("dep_time") // 100).alias("hour")``.
         ``keys``: the public group keys (recommended), or ``None`` to let DP partition selection choose
         keys from the data (needs a budget with δ > 0). ``keys`` may be a list of values (one column),
         a dict ``{column: values}`` (all combinations), or a ``pl.DataFrame`` with the key columns.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"dep_time": [905, 1410]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                   budget=dp.PureDP(1), seed=0)
+            >>> q = sess.table("t").group_by((pl.col("dep_time") // 100).alias("hour"), keys=[9, 14]).agg(dp.len())
+            >>> q.collect(dp.PureDP(1)).columns
+            ['hour', 'len']
+
         """
+        items = [c for b in by for c in (list(b) if isinstance(b, list | tuple) else [b])]
+        node, names = derive_keys(self._node, items, self._unit())
+        frame = Frame(self._session, node)
         cols: list[str] = []
-        for b in by:
-            names: list[Any] = [b] if isinstance(b, str) else list(b) if isinstance(b, list | tuple) else [b]
-            for c in names:
-                if not isinstance(c, str):
-                    raise PlanError(f"expected column names, got {c!r} ({type(c).__name__})", argument="by",
-                                    fix="pass column names, e.g. group_by('city') or group_by(['city', 'year']); "
-                                        "derive a key with with_columns(...) first")
-            cols += names
+        for c in names:
+            if not isinstance(c, str):
+                raise PlanError(f"expected column names or expressions, got {c!r} ({type(c).__name__})",
+                                argument="by", fix="pass column names, e.g. group_by('city') or group_by(['city', "
+                                                   "'year']), or expressions such as pl.col('city')")
+            cols.append(c)
         if not cols:
             raise PlanError("group by at least one column", argument="by", fix="e.g. group_by('city')")
         for c in cols:
-            if c not in self.schema:
+            if c not in frame.schema:
                 raise SchemaError(f"unknown column {c!r}", argument="by", fix=f"use one of {self.columns}")
         if len(set(cols)) != len(cols):
             raise PlanError(f"repeated key column in {cols}", argument="by", fix="name each column once")
-        return GroupBy(self, tuple(cols), None if keys is None else _public_keys(keys, cols, self.schema))
+        return GroupBy(frame, tuple(cols), None if keys is None else _public_keys(keys, cols, frame.schema))
 
     def agg(self, *measures: Measure | Iterable[Measure], **named: Measure) -> Query:
         """Aggregate the whole (filtered) table into one row of private statistics.
@@ -190,7 +297,9 @@ class Frame:
             dpframe.errors.SchemaError: column: sum() needs a numeric column; 's' is String. Fix: ...
 
         """
-        return Query(self._session, _family_query(self._session, "frame", "agg", self._source(), measures, named).node)
+        node, measures, named = derive_measures(self._node, measures, named, self._unit())
+        source = Source(node, self._session.plan_context)
+        return Query(self._session, _family_query(self._session, "frame", "agg", source, measures, named).node)
 
     def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
                resolution: Any = None) -> Releasable[tuple[Any, Any]]:
@@ -280,6 +389,15 @@ class GroupBy:
     def _source(self) -> Source:
         return Source(self._frame._node, self._frame._session.plan_context, self._by, self._keys)
 
+    def __len__(self) -> int:
+        raise _no_attribute(self._frame._session, "GroupBy", "__len__")
+
+    def __iter__(self) -> Any:
+        raise _no_attribute(self._frame._session, "GroupBy", "__iter__")
+
+    def __bool__(self) -> bool:
+        return True
+
     def query(self, family: str, /, *args: Any, **kwargs: Any) -> Releasable[Any]:
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
@@ -296,7 +414,9 @@ class GroupBy:
         Measures are validated now, free, as in :meth:`Frame.agg`; ``agg(n=dp.len())`` names a column.
         """
         session = self._frame._session
-        return Query(session, _family_query(session, "group_by", "agg", self._source(), measures, named).node)
+        node, measures, named = derive_measures(self._frame._node, measures, named, self._frame._unit())
+        source = Source(node, session.plan_context, self._by, self._keys)
+        return Query(session, _family_query(session, "group_by", "agg", source, measures, named).node)
 
     def top_k(self, k: int | None = 10, score: Measure | None = None, method: str = "stable",
               release_scores: bool = False, *, k_max: int | None = None, lam: float | None = None,
@@ -317,8 +437,10 @@ class GroupBy:
             ['a', 'b']
 
         """
-        return self.query("top_k", k=k, score=score, method=method, release_scores=release_scores, k_max=k_max,
-                          lam=lam, ptr=ptr, delta_t=delta_t)
+        node, (score,), _ = derive_measures(self._frame._node, (score,), {}, self._frame._unit())
+        grouped = GroupBy(Frame(self._frame._session, node), self._by, self._keys)
+        return grouped.query("top_k", k=k, score=score, method=method, release_scores=release_scores, k_max=k_max,
+                             lam=lam, ptr=ptr, delta_t=delta_t)
 
     def __repr__(self) -> str:
         return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"

@@ -8,18 +8,26 @@ Nulls and NaN: ``dp.len()`` counts rows; ``dp.count(col)`` counts rows where ``c
 NaN; ``sum``/``mean``/``var``/``std`` ignore null and NaN values (mean and variance divide by the noisy
 count of non-null values); ±inf and out-of-range values are clamped to the bounds.
 
+A measure's column may be a row-level Polars expression, as in ``with_columns`` (same allow-list, same
+totality checks): ``dp.mean(pl.col("delay") > 15, bounds=(0, 1))`` is the share of rows with a delay
+over 15. It is named like Polars names the expression (``delay_mean``); ``.alias()`` names it otherwise.
+
 Example:
-    >>> import dpframe as dp
+    >>> import polars as pl, dpframe as dp
     >>> dp.mean("spend", bounds=(0, 500)).output_name
     'spend_mean'
     >>> dp.len().alias("n").output_name
     'n'
+    >>> dp.mean(pl.col("delay") > 15, bounds=(0, 1)).alias("late_share").describe()
+    'mean([(col("delay")) > (dyn int: 15)], bounds=[0, 1])'
 
 """
 
 from __future__ import annotations
 
 import builtins
+import datetime as dt
+import io
 import math
 import numbers
 from collections.abc import Sequence
@@ -27,7 +35,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from dpframe.errors import BoundsError, DPFrameError
+import polars as pl
+
+from dpframe.errors import ArgumentError, BoundsError, PlanError
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -41,6 +51,11 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
         raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
     out = []
     for b in bounds:
+        if isinstance(b, dt.date):
+            raise BoundsError(f"bound {b!r} is a date: this measure takes numbers", argument=argument,
+                              fix="sums, means and variances of dates are not supported: dp.median and dp.quantile "
+                                  "take date bounds; or measure days since 1970: dp.mean(pl.col('day').to_physical(), "
+                                  "bounds=(lo_days, hi_days))")
         if isinstance(b, numbers.Real) and not isinstance(b, bool | int | float | Fraction):
             b = float(b)  # numpy scalars
         if isinstance(b, bool) or not isinstance(b, int | float | Fraction):
@@ -53,11 +68,40 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     return out[0], out[1]
 
 
+Column = str | pl.Expr
+"""A measure's input: a column name, or a row-level Polars expression."""
+
+
 def _check_column(column: object) -> str:
     if not isinstance(column, str) or not column:
-        raise DPFrameError(f"expected a column name, got {column!r}", argument="column",
-                           fix="pass the column's name as a string")
+        raise ArgumentError(f"expected a column name or a Polars expression, got {column!r}", argument="column",
+                           fix="pass the column's name as a string, or a row-level expression such as "
+                               "pl.col('delay') > 15")
     return column
+
+
+def _column(column: object) -> tuple[str, str | None]:
+    """``(name, expression)``: a column's name and None, or an expression's Polars output name and its JSON.
+
+    ``pl.col("x")`` is the column ``x``. Any other expression is checked like a ``with_columns``
+    expression (allow-list and totality, against the frame's schema) when the measure is used.
+    """
+    if not isinstance(column, pl.Expr):
+        return _check_column(column), None
+    fix = "pass one row-level expression with one output, e.g. (pl.col('a') + pl.col('b')).alias('total')"
+    if column.meta.has_multiple_outputs():
+        raise ArgumentError("the expression has several outputs", argument="column", fix=fix)
+    try:
+        name = column.meta.output_name()
+    except pl.exceptions.PolarsError:
+        raise ArgumentError("the expression has no output name", argument="column", fix=fix) from None
+    if column.meta.is_column():
+        return name, None
+    try:
+        return name, column.meta.serialize(format="json")
+    except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
+        raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument="column",
+                        fix="express it with built-in Polars expressions") from e
 
 
 @dataclass(frozen=True)
@@ -72,6 +116,14 @@ class Measure:
     bounds: Bounds | None = None
     options: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
+    expression: str | None = None   # a row-level expression (JSON) computing ``column``; None: a plain column
+
+    @property
+    def expr(self) -> pl.Expr | None:
+        """The row-level expression the measure reads (named ``column``), or None for a plain column."""
+        if self.expression is None:
+            return None
+        return pl.Expr.deserialize(io.StringIO(self.expression), format="json")
 
     @property
     def output_name(self) -> str:
@@ -83,7 +135,7 @@ class Measure:
     def alias(self, name: str) -> Measure:
         """The same measure released under another column name."""
         if not isinstance(name, str) or not name:
-            raise DPFrameError(f"expected a non-empty string, got {name!r}", argument="name",
+            raise ArgumentError(f"expected a non-empty string, got {name!r}", argument="name",
                                fix="pass the output column name")
         return replace(self, name=name)
 
@@ -93,7 +145,8 @@ class Measure:
 
     def describe(self) -> str:
         """Text such as ``mean(spend, bounds=[0, 500])``."""
-        args = [] if self.column is None else [self.column]
+        expr = self.expr
+        args = [] if self.column is None else [self.column if expr is None else str(expr)]
         if self.bounds is not None:
             args.append(f"bounds=[{_num(self.bounds[0])}, {_num(self.bounds[1])}]")
         args += [f"{k}={v!r}" for k, v in self.options]
@@ -104,7 +157,7 @@ def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-def measure(kind: str, column: str | None = None, bounds: object = None, **options: Any) -> Measure:
+def measure(kind: str, column: Column | None = None, bounds: object = None, **options: Any) -> Measure:
     """Build a measure of any kind, e.g. one added by a third-party mechanism plugin.
 
     Example:
@@ -113,11 +166,11 @@ def measure(kind: str, column: str | None = None, bounds: object = None, **optio
 
     """
     if not isinstance(kind, str) or not kind:
-        raise DPFrameError(f"expected a non-empty string, got {kind!r}", argument="kind",
+        raise ArgumentError(f"expected a non-empty string, got {kind!r}", argument="kind",
                            fix="name the measure kind a mechanism plugin handles (see `dpframe plugins`)")
-    col = None if column is None else _check_column(column)
+    col, expression = (None, None) if column is None else _column(column)
     b = None if bounds is None else check_bounds(bounds)
-    return Measure(kind, col, b, tuple(sorted(options.items())))
+    return Measure(kind, col, b, tuple(sorted(options.items())), expression=expression)
 
 
 def len() -> Measure:  # noqa: A001  (mirrors polars' pl.len())
@@ -134,9 +187,10 @@ def count_units() -> Measure:
     return Measure("count_units")
 
 
-def count(column: str) -> Measure:
+def count(column: Column) -> Measure:
     """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
-    return Measure("count", _check_column(column))
+    name, expression = _column(column)
+    return Measure("count", name, expression=expression)
 
 
 AUTO_BOUNDS = "auto"
@@ -165,34 +219,44 @@ def with_bounds(m: Measure, bounds: Bounds) -> Measure:
     return replace(m, bounds=bounds, options=tuple((k, v) for k, v in m.options if k != "bounds"))
 
 
-def _clipped(kind: str, column: str, bounds: object, options: tuple[tuple[str, Any], ...] = ()) -> Measure:
+def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measure:
+    """A measure that needs ``bounds``: numbers (a BoundsError naming them when missing), or ``"auto"``."""
+    name, expression = _column(column)
     if isinstance(bounds, str) and bounds == AUTO_BOUNDS:
-        return Measure(kind, _check_column(column), None, tuple(sorted((*options, ("bounds", AUTO_BOUNDS)))))
-    return Measure(kind, _check_column(column), check_bounds(bounds), options)
+        return Measure(kind, name, None, tuple(sorted({**options, "bounds": AUTO_BOUNDS}.items())),
+                       expression=expression)
+    return Measure(kind, name, check_bounds(bounds), tuple(sorted(options.items())), expression=expression)
 
 
-def sum(column: str, bounds: tuple[float, float] | str) -> Measure:  # noqa: A001
+def sum(column: Column, bounds: tuple[float, float] | str) -> Measure:  # noqa: A001
     """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``.
 
     ``bounds="auto"`` chooses the clipping range privately from a share of the query's budget
     (``docs/bounds.md``): the range whose clipping bias plus noise is smallest.
     """
-    return _clipped("sum", column, bounds)
+    return _bounded("sum", column, bounds)
 
 
-def mean(column: str, bounds: tuple[float, float] | str) -> Measure:
-    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values (or ``"auto"``)."""
-    return _clipped("mean", column, bounds)
+def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
+    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values (or ``"auto"``).
+
+    Example:
+        >>> import polars as pl
+        >>> mean(pl.col("delay") > 15, bounds=(0, 1)).output_name       # the share of rows with delay > 15
+        'delay_mean'
+
+    """
+    return _bounded("mean", column, bounds)
 
 
-def var(column: str, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
+def var(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
     if ddof not in (0, 1):
-        raise DPFrameError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
-    return _clipped("var", column, bounds, (("ddof", ddof),))
+        raise ArgumentError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
+    return _bounded("var", column, bounds, ddof=ddof)
 
 
-def std(column: str, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
+def std(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The standard deviation: the square root of :func:`var`."""
     return replace(var(column, bounds, ddof), kind="std")
 
@@ -215,23 +279,23 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     fix = "pass a probability in [0, 1] or a list of distinct ones, e.g. q=[0.25, 0.5, 0.75]"
     items = list(q) if isinstance(q, list | tuple) else [q]
     if not items:
-        raise DPFrameError("no quantile probabilities given", argument=argument, fix=fix)
+        raise ArgumentError("no quantile probabilities given", argument=argument, fix=fix)
     out = []
     for v in items:
         if isinstance(v, numbers.Real) and not isinstance(v, bool | int | float | Fraction):
             v = float(v)
         if isinstance(v, bool) or not isinstance(v, int | float | Fraction) or \
                 (isinstance(v, float) and not math.isfinite(v)) or not 0 <= v <= 1:
-            raise DPFrameError(f"quantile probabilities must be numbers in [0, 1], got {v!r}", argument=argument,
+            raise ArgumentError(f"quantile probabilities must be numbers in [0, 1], got {v!r}", argument=argument,
                                fix=fix)
         out.append(Fraction(v).limit_denominator(Q_DENOMINATOR))
     if builtins.len(set(out)) != builtins.len(out):
-        raise DPFrameError(f"duplicate quantile probabilities in {items!r}", argument=argument,
+        raise ArgumentError(f"duplicate quantile probabilities in {items!r}", argument=argument,
                            fix="pass each probability once")
     return tuple(sorted(out))
 
 
-def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
     """The private q-quantile(s) of ``column`` on its public ordered domain (``docs/quantiles.md``).
 
     ``bounds=(lower, upper)`` are public clipping bounds (numbers; ``date``/``datetime`` for temporal
@@ -254,11 +318,12 @@ def quantile(column: str, q: float | Sequence[float], bounds: tuple[Any, Any], r
         isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)
     if bounds is not None and not numeric and isinstance(bounds, tuple | list):
         options["bounds"] = tuple(bounds)       # dates / datetimes: validated against the column's type
-        return Measure("quantile", _check_column(column), None, tuple(sorted(options.items())))
-    return Measure("quantile", _check_column(column), check_bounds(bounds), tuple(sorted(options.items())))
+        name, expression = _column(column)
+        return Measure("quantile", name, None, tuple(sorted(options.items())), expression=expression)
+    return _bounded("quantile", column, bounds, **options)
 
 
-def median(column: str, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+def median(column: Column, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
     """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median``.
 
     Example:
@@ -266,4 +331,5 @@ def median(column: str, bounds: tuple[Any, Any], resolution: Any = None) -> Meas
         'age_median'
 
     """
-    return quantile(column, 0.5, bounds, resolution).alias(f"{_check_column(column)}_median")
+    m = quantile(column, 0.5, bounds, resolution)
+    return m.alias(f"{m.column}_median")

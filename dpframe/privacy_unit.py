@@ -23,10 +23,10 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from dpframe.errors import DPFrameError
+from dpframe.errors import ArgumentError, DPFrameError, PlanError
 
 AUTO: Literal["auto"] = "auto"
 """The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
@@ -38,9 +38,17 @@ def _bound(value: object, argument: str) -> Bound:
     if isinstance(value, str) and value == AUTO:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DPFrameError(f"must be a whole number ≥ 1 or 'auto', got {value!r}", argument=argument,
-                           fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
-                               f"{argument}='auto' to choose it privately per query")
+        raise ArgumentError(f"must be a whole number ≥ 1 or 'auto', got {value!r}", argument=argument,
+                            fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
+                                f"{argument}='auto' to choose it privately per query")
+    return value
+
+
+def _positive_int(value: object, argument: str) -> int:
+    """A whole number ≥ 1 (``bound()``: a number, never ``"auto"``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArgumentError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
+                            fix=f"pass {argument}=1 or more (at most the session's bound)")
     return value
 
 
@@ -52,7 +60,8 @@ class PrivacyUnit:
         column: the column holding the unit's id (e.g. ``"user_id"``); ``None`` means each row is a unit
             (use :meth:`row`).
         max_rows: at most this many rows per unit are kept (a uniformly random subset); ``"auto"``: each
-            ``agg`` query chooses it privately from a share of its budget (``docs/bounds.md``).
+            ``agg`` query chooses it privately from a share of its budget (``docs/bounds.md``). Give it for a
+            column unit: left out, it is 1 (each unit keeps one random row), and ``explain()`` says so.
         max_groups: in a group-by, at most this many distinct groups per unit are kept (a uniformly
             random subset). ``None`` means ``max_rows`` (a unit cannot touch more groups than rows);
             ``"auto"``: chosen privately per query, like ``max_rows``.
@@ -62,15 +71,18 @@ class PrivacyUnit:
     column: str | None
     rows: Bound = 1
     groups: Bound | None = None
+    max_rows_given: bool = field(default=True, compare=False, repr=False)  # False: the default 1 (explained)
 
-    def __init__(self, column: str | None, max_rows: Bound = 1, max_groups: Bound | None = None) -> None:
+    def __init__(self, column: str | None, max_rows: Bound | None = None, max_groups: Bound | None = None) -> None:
         if column is not None and (not isinstance(column, str) or not column):
-            raise DPFrameError(f"must be a column name, got {column!r}", argument="column",
+            raise ArgumentError(f"must be a column name, got {column!r}", argument="column",
                                fix="pass the name of the id column, or use dp.PrivacyUnit.row()")
         object.__setattr__(self, "column", column)
+        object.__setattr__(self, "max_rows_given", max_rows is not None or column is None)
+        max_rows = 1 if max_rows is None else max_rows
         object.__setattr__(self, "rows", _bound(max_rows, "max_rows"))
         if column is None and max_rows != 1:
-            raise DPFrameError("a row-level unit owns exactly one row", argument="max_rows",
+            raise ArgumentError("a row-level unit owns exactly one row", argument="max_rows",
                                fix="name the id column: dp.PrivacyUnit('user_id', max_rows=...)")
         object.__setattr__(self, "groups", None if max_groups is None else _bound(max_groups, "max_groups"))
 
@@ -83,6 +95,54 @@ class PrivacyUnit:
     def is_row(self) -> bool:
         """True when each row is its own unit."""
         return self.column is None
+
+    def tightened(self, max_rows: int | None = None, max_groups: int | None = None) -> PrivacyUnit:
+        """The unit with smaller contribution bounds (for one query); never looser than this one.
+
+        Example:
+            >>> PrivacyUnit("user", max_rows=10).tightened(max_rows=3, max_groups=1)
+            PrivacyUnit('user', max_rows=3, max_groups=1)
+            >>> PrivacyUnit("user", max_rows=10).tightened(max_rows=20)
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.PlanError: max_rows: 20 is looser than the session's unit (max_rows=10)...
+
+        """
+        if self.column is None:
+            raise PlanError("each row is its own unit: there is no contribution to bound", argument="bound",
+                            fix="leave bound() out with dp.PrivacyUnit.row()")
+        if max_rows is None and max_groups is None:
+            raise PlanError("give max_rows, max_groups or both", argument="bound", fix="e.g. bound(max_groups=1)")
+        if self.auto:
+            raise PlanError("this session's unit chooses its bounds per query ('auto'): there is no number to tighten",
+                            argument="bound", fix="open the session with numbers for max_rows / max_groups to "
+                                                  "tighten them per query with bound()")
+        rows = self.max_rows if max_rows is None else _positive_int(max_rows, "max_rows")
+        groups = None if max_groups is None else _positive_int(max_groups, "max_groups")
+        fix = ("a query may only tighten the bounds the session was opened with; open the session with the larger "
+               "bound (dp.PrivacyUnit(..., max_rows=..., max_groups=...))")
+        if rows > self.max_rows:
+            raise PlanError(f"{rows} is looser than the session's unit (max_rows={self.max_rows})",
+                            argument="max_rows", fix=fix)
+        if groups is not None and groups > self.groups_per_unit:
+            raise PlanError(f"{groups} is looser than the session's unit (at most {self.groups_per_unit} groups per "
+                            "unit)", argument="max_groups", fix=fix)
+        if groups is None and self.max_groups is not None:
+            groups = min(self.max_groups, rows)
+        return PrivacyUnit(self.column, rows, groups)
+
+    def within(self, other: PrivacyUnit) -> PrivacyUnit:
+        """The tighter of this unit's and ``other``'s bounds, on this unit's column (``other`` cannot loosen them).
+
+        Example:
+            >>> PrivacyUnit("user", max_rows=5).within(PrivacyUnit("user", max_rows=50, max_groups=2))
+            PrivacyUnit('user', max_rows=5, max_groups=2)
+
+        """
+        if self.column is None:
+            return self
+        groups = [g for g in (self.max_groups, other.max_groups) if g is not None]
+        return PrivacyUnit(self.column, min(self.max_rows, other.max_rows), min(groups) if groups else None)
 
     @property
     def auto(self) -> bool:
@@ -126,12 +186,28 @@ class PrivacyUnit:
         extra = f", max_groups={self.groups!r}" if self.groups is not None else ""
         return f"PrivacyUnit({self.column!r}, max_rows={self.rows!r}{extra})"
 
+    @property
+    def default_note(self) -> str | None:
+        """What ``explain()`` says when ``max_rows`` was left out of a column unit (None when it was given).
+
+        Example:
+            >>> print(PrivacyUnit("tailnum").default_note)
+            privacy unit: max_rows was not given, so it is 1: each unit 'tailnum' keeps one random row ...
+
+        """
+        if self.max_rows_given:
+            return None
+        return (f"privacy unit: max_rows was not given, so it is 1: each unit {self.column!r} keeps one random row "
+                "in every query and its other rows are dropped; if a unit owns several rows, pass "
+                f"dp.PrivacyUnit({self.column!r}, max_rows=N) with N the most rows one unit may contribute (the "
+                "noise grows with N)")
+
     def describe(self) -> str:
         """One line for explain()."""
         if self.column is None:
             return "one row per unit"
         rows = "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
-        text = f"unit {self.column!r}: {rows}"
+        text = f"unit {self.column!r}: {rows}" + ("" if self.max_rows_given else " (the default)")
         if self.groups is not None:
             text += ", max_groups chosen privately" if self.groups == AUTO else f", ≤ {self.groups} groups"
         return text + " per unit (uniform random subset; null ids dropped)"

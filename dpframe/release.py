@@ -34,7 +34,7 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import Budget
 from dpframe.errors import DPFrameError
 from dpframe.mechanism import Statistic
-from dpframe.plan.nodes import Node, RowNode, Scan
+from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import PrivacyUnit
 
 if TYPE_CHECKING:
@@ -95,10 +95,11 @@ class PrivateReader:
         scan = lineage[0]
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        if bound and self._unit.auto:   # engine bug: a tuned query reads through bounded_by(tuned unit)
+        unit = bounded_unit(self._unit, node)
+        if bound and unit.auto:   # engine bug: a tuned query reads through bounded_by(tuned unit)
             raise DPFrameError("contribution bounds are 'auto' but were not chosen", argument="privacy_unit",
                                fix="this is a dpframe bug: report it")
-        return StatisticsRequest(scan.table, rows, self._unit, by, keys, statistics,
+        return StatisticsRequest(scan.table, rows, unit, by, keys, statistics,
                                  self._context.rng.seed_for_engine(), contribution_bounding=bound)
 
     def run(self, request: StatisticsRequest) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from dpframe.accounting.accountants import Accountant, default_accountant
 from dpframe.accounting.binding import LedgerBinding
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.catalog import TableCatalog, TableSource
-from dpframe.errors import BudgetError, DPFrameError
+from dpframe.errors import ArgumentError, BudgetError
 from dpframe.frame import Frame
 from dpframe.noise import RandomSource, default_source
 from dpframe.plan.nodes import Scan
@@ -73,13 +73,13 @@ class Session:
                  public_keys: Mapping[str, Any] | None = None, bounds: Mapping[str, Any] | None = None,
                  spark: Any = None) -> None:
         if not isinstance(privacy_unit, PrivacyUnit):
-            raise DPFrameError(f"expected dp.PrivacyUnit, got {privacy_unit!r}", argument="privacy_unit",
+            raise ArgumentError(f"expected dp.PrivacyUnit, got {privacy_unit!r}", argument="privacy_unit",
                                fix="pass dp.PrivacyUnit('user_id', max_rows=...) or dp.PrivacyUnit.row()")
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise BudgetError(f"expected a dp budget, got {budget!r}", argument="budget",
                               fix="pass dp.PureDP(eps), dp.ApproxDP(eps, delta) or dp.ZCDP(rho)")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise DPFrameError(f"expected a non-negative int, got {seed!r}", argument="seed",
+            raise ArgumentError(f"expected a non-negative int, got {seed!r}", argument="seed",
                                fix="pass an int ≥ 0 (tests only), or None for private randomness")
         self._privacy_unit = privacy_unit
         self._plugins: PluginHost = plugin_host()

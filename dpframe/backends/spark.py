@@ -73,7 +73,7 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.backends.spark_statistics import aggregate, code, ident, window_aggregates
-from dpframe.errors import DPFrameError, PlanError, SchemaError
+from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample, node_seed
@@ -381,7 +381,7 @@ class SparkBackend:
     def use_spark(self, spark: Any) -> None:
         """Run on ``spark`` (the ``spark=`` argument of ``dp.Session``)."""
         if not isinstance(spark, self._sql.SparkSession):
-            raise DPFrameError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
+            raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
         self._spark = spark
 

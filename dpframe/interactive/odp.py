@@ -44,7 +44,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dpframe.budgets import Budget, make
-from dpframe.errors import BudgetConversionError, DPFrameError, PluginError
+from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -152,7 +152,7 @@ def resolve_refund(session: Session, refund: object, what: str) -> bool:
     None/True → refund (refused, clearly, outside basic sessions); False → the worst cell everywhere.
     """
     if refund not in (None, True, False):
-        raise DPFrameError(f"must be None, True or False, got {refund!r}", argument="refund",
+        raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
                            fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
     if refund is False:
         return False

@@ -44,7 +44,7 @@ import numpy as np
 
 from dpframe.budgets import ApproxDP, Budget, exact
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
-from dpframe.errors import BoundsError, BudgetError, DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
@@ -80,7 +80,7 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
         raise BudgetError(f"δ must be < 1, got {float(delta)}", argument="delta", fix="pass a δ such as 1e-7")
     for name, fn in (("test", test), ("release", release)):
         if not callable(fn):
-            raise DPFrameError(f"must be a callable, got {type(fn).__name__}", argument=name,
+            raise ArgumentError(f"must be a callable, got {type(fn).__name__}", argument=name,
                                fix=f"pass {name}=lambda: ... (it runs inside the charged reservation)")
     spec = OdpSpec({"⊥": eps_test, "value": eps_test + eps_rel}, delta,
                    lambda y: "⊥" if y is None else "value")
@@ -109,10 +109,10 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
 
     for name, value in (("query", query), ("gate", gate)):
         if not isinstance(value, Query):
-            raise DPFrameError(f"must be a query built with .agg(...), got {type(value).__name__}", argument=name,
+            raise ArgumentError(f"must be a query built with .agg(...), got {type(value).__name__}", argument=name,
                                fix=f"pass {name}=sess.table(...).agg(dp.len())")
     if gate._session is not query._session:
-        raise DPFrameError("the gate and the query belong to different sessions", argument="gate",
+        raise ArgumentError("the gate and the query belong to different sessions", argument="gate",
                            fix="build both from the same dp.Session")
     session = query._session
     eps_rel, eps_gate = pure_epsilon(budget), pure_epsilon(gate_budget, "gate_budget")

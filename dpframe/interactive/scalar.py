@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import PureDP, exact
-from dpframe.errors import DPFrameError, PlanError
+from dpframe.errors import ArgumentError, PlanError
 from dpframe.mechanism import Noise, Statistic
 from dpframe.noise import RandomSource, discrete_laplace
 
@@ -144,11 +144,11 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
 def public_number(value: object, argument: str) -> Fraction:
     """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction | np.integer | np.floating):
-        raise DPFrameError(f"must be a public number fixed before running, got {type(value).__name__}",
+        raise ArgumentError(f"must be a public number fixed before running, got {type(value).__name__}",
                            argument=argument,
                            fix="pass a constant (a threshold computed from the private data is not allowed)")
     if isinstance(value, float | np.floating) and not math.isfinite(float(value)):
-        raise DPFrameError(f"must be finite, got {value}", argument=argument, fix="pass a finite number")
+        raise ArgumentError(f"must be finite, got {value}", argument=argument, fix="pass a finite number")
     if isinstance(value, Fraction):
         return value
     if isinstance(value, int | np.integer):

@@ -41,7 +41,7 @@ import polars as pl
 
 from dpframe.accounting.accountants import ZCDPAccountant, round_up
 from dpframe.budgets import ZCDP, Budget, exact, make
-from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.frame import Query
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
@@ -65,10 +65,11 @@ def _stops(stops: object, n: int) -> list[int]:
         return list(range(1, n + 1))
     if isinstance(stops, str) or not isinstance(stops, Sequence) or not all(
             isinstance(k, int) and not isinstance(k, bool) for k in stops):
-        raise DPFrameError(f"expected a list of step counts, got {stops!r}", argument="stops", fix="pass stops=[5, 10]")
+        raise ArgumentError(f"expected a list of step counts, got {stops!r}", argument="stops",
+                            fix="pass stops=[5, 10]")
     points = sorted(set(stops) | {n})
     if points[0] < 1 or points[-1] > n:
-        raise DPFrameError(f"stopping points must be in 1..{n}, got {sorted(set(stops))}", argument="stops",
+        raise ArgumentError(f"stopping points must be in 1..{n}, got {sorted(set(stops))}", argument="stops",
                            fix=f"pass step counts between 1 and {n}")
     return points
 
@@ -107,12 +108,13 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     worst cell stays charged).
     """
     if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
-        raise DPFrameError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
+        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
     if not all(type(s) is Query for s in steps) or len({id(s._session) for s in steps}) != 1:
         raise PlanError("every step must be an agg query of one session", argument="steps",
                         fix="build the steps from one session's tables")
     if not callable(stop):
-        raise DPFrameError("must be a function of the released results", argument="stop", fix="pass stop=lambda r: ...")
+        raise ArgumentError("must be a function of the released results", argument="stop",
+                            fix="pass stop=lambda r: ...")
     session = steps[0]._session
     cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
     points = {int(k) for k in cells}

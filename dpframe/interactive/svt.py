@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make
-from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
@@ -122,7 +122,7 @@ class SparseVector:
         self._threshold = public_number(threshold, "threshold")
         self.max_positives = positive_int(max_positives, "max_positives", MAX_POSITIVES)
         if noise not in ("laplace", "gaussian"):
-            raise DPFrameError(f"must be 'laplace' or 'gaussian', got {shown(noise)}", argument="noise",
+            raise ArgumentError(f"must be 'laplace' or 'gaussian', got {shown(noise)}", argument="noise",
                                fix="pass noise='laplace' (pure ε) or noise='gaussian' (zCDP budget, RDP session)")
         self.noise = str(noise)
         self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
@@ -141,7 +141,7 @@ class SparseVector:
         if refund is True:
             require_additive(session, "the sparse vector's refund")
         if refund not in (None, True, False):
-            raise DPFrameError(f"must be None, True or False, got {refund!r}", argument="refund",
+            raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
                                fix="omit it (refund where proven)")
         self.refund = additive(session) if refund is None else bool(refund)
         self.eps1, self.eps2 = svt_split(eps, self.max_positives)

@@ -22,7 +22,7 @@ Example:
     >>> dp.between(5, 1)
     Traceback (most recent call last):
     ...
-    dpframe.errors.DPFrameError: upper: must be ≥ lower = 5, got 1. Fix: pass dp.between(1, 5)
+    dpframe.errors.ArgumentError: upper: must be ≥ lower = 5, got 1. Fix: pass dp.between(1, 5)
 
 """
 
@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpframe.errors import DPFrameError
+from dpframe.errors import ArgumentError
 from dpframe.interactive.scalar import public_number
 
 
@@ -58,10 +58,10 @@ class Target:
     def __post_init__(self) -> None:
         bounds = (self.lower,) if self.upper is None else (self.lower, self.upper)
         if not all(isinstance(b, Fraction) for b in bounds) or not isinstance(self.inside, bool):
-            raise DPFrameError("a target's ends are exact numbers", argument="when",
+            raise ArgumentError("a target's ends are exact numbers", argument="when",
                                fix="build it with dp.above(x), dp.below(x), dp.between(a, b) or dp.outside(a, b)")
         if self.upper is not None and self.upper < self.lower:
-            raise DPFrameError(f"must be ≥ lower = {_shown(self.lower)}, got {_shown(self.upper)}", argument="upper",
+            raise ArgumentError(f"must be ≥ lower = {_shown(self.lower)}, got {_shown(self.upper)}", argument="upper",
                                fix=f"pass dp.{self.kind}({_shown(self.upper)}, {_shown(self.lower)})")
 
     @property
@@ -78,7 +78,7 @@ class Target:
         """
         if isinstance(value, float) and not math.isfinite(value):
             if math.isnan(value):
-                raise DPFrameError("must be a number, got nan", argument="value", fix="pass a finite number or ±inf")
+                raise ArgumentError("must be a number, got nan", argument="value", fix="pass a finite number or ±inf")
             return (value > 0 and self.upper is None) == self.inside     # +inf is above every end, -inf below
         v = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
         in_interval = self.lower <= v and (self.upper is None or v <= self.upper)
@@ -143,6 +143,6 @@ def as_target(when: object) -> Target:
         return when
     fix = "pass when=dp.above(4000) (or dp.below(x), dp.between(a, b), dp.outside(a, b))"
     if callable(when):
-        raise DPFrameError("must be a declarative target, not a function: a function would see the noisy value "
+        raise ArgumentError("must be a declarative target, not a function: a function would see the noisy value "
                            "before it is released", argument="when", fix=fix)
-    raise DPFrameError(f"must be a target such as dp.above(4000), got {type(when).__name__}", argument="when", fix=fix)
+    raise ArgumentError(f"must be a target such as dp.above(4000), got {type(when).__name__}", argument="when", fix=fix)

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting.accountants import round_up
 from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
-from dpframe.errors import BudgetError, DPFrameError, PlanError
+from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.scalar import Scalar, public_number, scalar
@@ -318,7 +318,7 @@ class TargetChargingChannel:
         eps = self._call_epsilon(epsilon, 1)
         bar_value = public_number(threshold, "threshold")
         if not isinstance(prior, bool):
-            raise DPFrameError(f"must be True or False, got {prior!r}", argument="prior",
+            raise ArgumentError(f"must be True or False, got {prior!r}", argument="prior",
                                fix="pass the expected answer (e.g. the previous one)")
         if self.per_unit and prior:
             raise PlanError("per-unit channels charge 'above' answers only", argument="prior", fix="omit prior")
@@ -355,7 +355,7 @@ class TargetChargingChannel:
         """
         target = as_target(when)
         if name is not None and (not isinstance(name, str) or name in self._handles):
-            raise DPFrameError(f"name {name!r} is not a new string", argument="name", fix="use a fresh name")
+            raise ArgumentError(f"name {name!r} is not a new string", argument="name", fix="use a fresh name")
         if name is not None and self.per_unit:
             raise PlanError("revisions are not supported in per-unit channels", argument="name", fix="omit name")
         eps = self._call_epsilon(epsilon, 1 if name is None else 2)
@@ -378,7 +378,7 @@ class TargetChargingChannel:
         """
         target = as_target(when)
         if name not in self._handles:
-            raise DPFrameError(f"no unreleased value named {name!r}", argument="name",
+            raise ArgumentError(f"no unreleased value named {name!r}", argument="name",
                                fix=f"use one of {sorted(self._handles)}")
         sc, value, eps = self._handles[name]
         self._admit(q_revise(float(eps)), kind="a revision")
@@ -399,7 +399,7 @@ class TargetChargingChannel:
         lo, hi = public_number(lower, "lower"), public_number(upper, "upper")
         if not lo < hi:
             fix = "swap them" if lo > hi else "pass two different thresholds (for one threshold use ch.test)"
-            raise DPFrameError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix=fix)
+            raise ArgumentError(f"needs lower < upper, got {lo} ≥ {hi}", argument="lower", fix=fix)
         sc = scalar(self.session, query, eps)
         lo_units, hi_units = sc.threshold_units(lo), math.floor(hi / sc.unit)
         width = hi_units - lo_units
@@ -446,7 +446,7 @@ class TargetChargingChannel:
             raise PlanError("per-unit channels support test and conditional_release", argument="select_best",
                             fix="use a channel without per_unit")
         if isinstance(queries, str) or not isinstance(queries, Sequence) or len(queries) == 0:
-            raise DPFrameError("expected a non-empty list of queries", argument="queries",
+            raise ArgumentError("expected a non-empty list of queries", argument="queries",
                                fix="pass [query1, query2, ...]")
         eps = self._call_epsilon(epsilon, 2)
         scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from dpframe.errors import PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
+from dpframe.privacy_unit import PrivacyUnit
 
 _PROBE_ROWS = 3
 
@@ -87,10 +89,11 @@ class Node:
 
 @dataclass(frozen=True, eq=False)
 class Scan(Node):
-    """Reads a registered private table."""
+    """Reads a registered private table (``bound``: tighter contribution bounds for queries on it)."""
 
     table: str
     table_schema: pl.Schema
+    bound: PrivacyUnit | None = None
 
     @classmethod
     def of(cls, table: str, schema: pl.Schema) -> Scan:
@@ -102,7 +105,31 @@ class Scan(Node):
         return self.table_schema
 
     def describe(self) -> str:
-        return f"Scan {self.table} ({len(self.table_schema)} columns)"
+        bound = "" if self.bound is None else f", bound to ≤ {self.bound.max_rows} rows" + (
+            f", ≤ {self.bound.max_groups} groups" if self.bound.max_groups is not None else "") + " per unit"
+        return f"Scan {self.table} ({len(self.table_schema)} columns{bound})"
+
+
+def bounded_unit(unit: PrivacyUnit, node: Node) -> PrivacyUnit:
+    """The unit queries on ``node`` are bounded by: ``unit``, tightened by the scan's ``bound`` (never loosened).
+
+    Planning and execution both call it, so the sensitivity a query is charged for and the contribution
+    bounding its rows get come from the same place.
+    """
+    scan = node.lineage()[0]
+    return unit if not isinstance(scan, Scan) or scan.bound is None else unit.within(scan.bound)
+
+
+def rebound(node: Node, unit: PrivacyUnit) -> Node:
+    """``node``'s chain of row steps on a scan bound by ``unit``."""
+    chain = node.lineage()
+    scan = chain[0]
+    assert isinstance(scan, Scan)
+    out: Node = dataclasses.replace(scan, bound=unit)
+    for n in chain[1:]:
+        assert isinstance(n, RowNode)
+        out = dataclasses.replace(n, input=out)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

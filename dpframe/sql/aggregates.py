@@ -9,7 +9,7 @@ SQL                                        measure
 ``AVG`` / ``MEAN``                         ``dp.mean``
 ``VAR_SAMP`` / ``VARIANCE`` / ``VAR_POP``  ``dp.var(..., ddof=1 / 1 / 0)``
 ``STDDEV`` / ``STDDEV_SAMP`` / ``_POP``    ``dp.std(..., ddof=1 / 1 / 0)``
-``MEDIAN(x)``                              ``dp.measure("quantile", x, bounds=..., q=0.5)``
+``MEDIAN(x)``                              ``dp.median(x, bounds=...)`` (named ``x_median``)
 ``QUANTILE_CONT(x, q | [q, ...])``         ``dp.measure("quantile", x, bounds=..., q=q | (q, ...))``
 =========================================  ==========================================================
 
@@ -188,7 +188,7 @@ def parse_call(node: Json) -> tuple[str, Json | None, tuple[int | float, int | f
             raise PlanError(f"wrong arguments for {name.upper()}", argument="sql",
                             fix="MEDIAN(CLAMP(x, lo, hi)) or QUANTILE_CONT(CLAMP(x, lo, hi), q | [q, ...])")
         inner, bounds = bounds_of(value)
-        return "quantile", inner, bounds, {"q": q}
+        return "quantile", inner, bounds, {"q": q, "median": name == "median"}
     raise PlanError(f"the aggregate {name.upper()}() is not supported", argument="sql",
                     fix=_HINTS.get(name, f"supported aggregates: {SUPPORTED}"))
 
@@ -201,5 +201,6 @@ def make_measure(kind: str, column: str | None, bounds: Any, options: dict[str, 
     if kind == "count":
         return dpm.count(column)
     if kind == "quantile":
-        return dpm.measure("quantile", column, bounds=bounds, q=options["q"])
+        m = dpm.measure("quantile", column, bounds=bounds, q=options["q"])
+        return m.alias(f"{column}_median") if options.get("median") else m
     return _BUILD[kind](column, bounds)

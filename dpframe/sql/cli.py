@@ -71,7 +71,8 @@ def add_commands(sub: Any) -> None:
         unit = p.add_mutually_exclusive_group(required=True)
         unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
         unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
-        p.add_argument("--max-rows", type=int, default=1, help="rows kept per unit (default 1)")
+        p.add_argument("--max-rows", type=int, default=None,
+                       help="rows kept per unit (default 1: one random row per unit; explain says so)")
         p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
         p.add_argument("--epsilon", type=float, help="this query's ε")
         p.add_argument("--delta", type=float, default=0.0, help="this query's δ (default 0)")

@@ -231,7 +231,8 @@ def unaudited_queries(specs: Iterable[AuditSpec] | None = None,
 #: public method of ``Frame``, ``GroupBy`` and ``Session`` is a query entry point and needs a spec.
 NOT_QUERIES = frozenset({
     "Frame.filter", "Frame.with_columns", "Frame.select", "Frame.group_by", "Frame.schema", "Frame.columns",
-    "Frame.query", "GroupBy.query",
+    "Frame.query", "GroupBy.query", "Frame.drop", "Frame.rename", "Frame.dtypes", "Frame.width",
+    "Frame.collect_schema", "Frame.bound",   # bound() tightens the unit of later queries; it releases nothing
     "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
     "Session.remaining", "Session.history", "Session.close", "Session.backend_name", "Session.privacy_unit",
     "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",

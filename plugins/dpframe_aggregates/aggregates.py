@@ -36,7 +36,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
 from dpframe.budgets import Budget, PureDP, make
-from dpframe.errors import BoundsError, DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic, sample_batch
 from dpframe.noise import RandomSource
@@ -223,21 +223,21 @@ class AggregateMechanism:
         allowed = {"mechanism"} | ({"ddof"} if kind in ("var", "std") else set())
         unknown = sorted(set(dict(measure.options)) - allowed)
         if unknown:
-            raise DPFrameError(f"{kind}() takes no option {unknown[0]!r}", argument=unknown[0],
+            raise ArgumentError(f"{kind}() takes no option {unknown[0]!r}", argument=unknown[0],
                                fix=f"options of {kind}(): {sorted(allowed)}")
         if kind in ("var", "std") and measure.option("ddof", 1) not in (0, 1):
-            raise DPFrameError(f"must be 0 or 1, got {measure.option('ddof')!r}", argument="ddof",
+            raise ArgumentError(f"must be 0 or 1, got {measure.option('ddof')!r}", argument="ddof",
                                fix="pass ddof=0 (population) or ddof=1 (sample)")
         if kind == "len" and (measure.column is not None or measure.bounds is not None):
-            raise DPFrameError("len() counts rows and takes no column or bounds", argument="column",
+            raise ArgumentError("len() counts rows and takes no column or bounds", argument="column",
                                fix="use dp.len(), or dp.count(column) to count non-null values")
         if kind == "count_units" and (measure.column is not None or measure.bounds is not None):
-            raise DPFrameError("count_units() counts privacy units and takes no column or bounds",
+            raise ArgumentError("count_units() counts privacy units and takes no column or bounds",
                                argument="column", fix="use dp.count_units()")
         if kind not in ("len", "count_units") and measure.column is None:
-            raise DPFrameError(f"{kind}() needs a column", argument="column", fix=f"e.g. dp.{kind}('spend', ...)")
+            raise ArgumentError(f"{kind}() needs a column", argument="column", fix=f"e.g. dp.{kind}('spend', ...)")
         if kind == "count" and measure.bounds is not None:
-            raise DPFrameError("count() takes no bounds", argument="bounds", fix="drop bounds=")
+            raise ArgumentError("count() takes no bounds", argument="bounds", fix="drop bounds=")
         if kind in ("sum", "mean", "var", "std") and measure.bounds is None:
             raise BoundsError(f"{kind}() needs clipping bounds", argument="bounds",
                               fix=f"pass dp.{kind}(column, bounds=(lower, upper)) chosen without looking at the data")
@@ -247,6 +247,9 @@ class AggregateMechanism:
             raise SchemaError(f"unknown column {measure.column!r}", argument="column",
                               fix=f"use one of {list(ctx.schema.names())}")
         dtype = ctx.schema[measure.column]
+        if measure.kind != "count" and dtype.is_temporal():
+            raise SchemaError(f"{measure.kind}() of a {dtype} column is not supported: a {measure.kind} of dates has "
+                              "no numeric bounds", argument="column", fix=temporal_fix(measure.kind, measure.column))
         if measure.kind != "count" and not (dtype.is_numeric() or dtype == pl.Boolean):
             raise SchemaError(f"{measure.kind}() needs a numeric column; {measure.column!r} is {dtype}",
                               argument="column",
@@ -296,7 +299,20 @@ class AggregateMechanism:
         return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
                              noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
                              ci95=ci95, privacy=tuple(noise_curve(n) for n in noises.values()),
-                             noises=noises, roles=roles)
+                             notes=small_input_notes(measures), noises=noises, roles=roles)
+
+
+def temporal_fix(kind: str, column: str) -> str:
+    """What to do instead of a sum, mean, var or std of a date or datetime column.
+
+    Example:
+        >>> print(temporal_fix("mean", "day")[:60])
+        dp.median('day', bounds=(date, date)) and dp.quantile work o
+
+    """
+    return (f"dp.median({column!r}, bounds=(date, date)) and dp.quantile work on dates; for a {kind} in days "
+            f"since 1970, measure an expression: dp.{kind}(pl.col({column!r}).to_physical(), bounds=(lo_days, "
+            "hi_days)) (a Date's days; .dt.epoch('s') gives seconds)")
 
 
 def units_sensitivity(ctx: MeasureContext, notion: str) -> Fraction:
@@ -360,6 +376,26 @@ def _centre(m: Measure) -> Fraction:
     """The centre c that mean/var/std subtract (the midpoint of the bounds, as a float)."""
     assert m.bounds is not None
     return Fraction(float((m.bounds[0] + m.bounds[1]) / 2))
+
+
+def small_input_notes(measures: Sequence[Measure]) -> tuple[str, ...]:
+    """What explain() says of means, variances and deviations over few or no values (public: no data read).
+
+    Example:
+        >>> import dpframe as dp
+        >>> print(small_input_notes([dp.mean("x", bounds=(0, 10)), dp.len()])[0][:91])
+        aggregates: x_mean: its ± is divided by n, the count of non-null values: with few values it
+
+    """
+    ratios = [m for m in measures if m.kind in ("mean", "var", "std")]
+    if not ratios:
+        return ()
+    names = ", ".join(m.output_name for m in ratios)
+    counts = ", ".join(dict.fromkeys(f"dp.count({m.column!r})" for m in ratios))
+    return (f"aggregates: {names}: its ± is divided by n, the count of non-null values: with few values it is mostly "
+            "noise, and with none (an empty or all-null input, or a group without values) the noisy n is floored "
+            "at 1, so a mean is the centre of the bounds plus noise and a variance is noise clipped to its range; "
+            f"release {counts} alongside to see n",)
 
 
 def _accuracy(m: Measure, noise: dict[str, Noise]) -> str:

@@ -39,7 +39,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
 from dpframe.domains import OrderedDomain
-from dpframe.errors import BudgetError, DPFrameError, PlanError, SchemaError
+from dpframe.errors import ArgumentError, BudgetError, PlanError, SchemaError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.mechanism import SortedCodes, Statistic, statistic_values
 from dpframe.noise import RandomSource, discrete_laplace
@@ -228,7 +228,7 @@ class Allowance:
 def check_beta(beta: object) -> float:
     """β, the failure probability the row requirements are computed for: a float in (0, 1/2]."""
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta <= 0.5:
-        raise DPFrameError(f"beta must be in (0, 0.5], got {beta!r}", argument="beta", fix="pass e.g. beta=1e-6")
+        raise ArgumentError(f"beta must be in (0, 0.5], got {beta!r}", argument="beta", fix="pass e.g. beta=1e-6")
     return float(beta)
 
 
@@ -593,7 +593,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
         self.positive = positive
         self.beta = check_beta(beta)
         if isinstance(xi, bool) or not isinstance(xi, int | float) or not 0 < xi < 1:
-            raise DPFrameError(f"xi must be in (0, 1), got {xi!r}", argument="xi", fix="pass e.g. xi=0.05")
+            raise ArgumentError(f"xi must be in (0, 1), got {xi!r}", argument="xi", fix="pass e.g. xi=0.05")
         self.xi = float(xi)
         self._input = _binary(source, self.label)
 

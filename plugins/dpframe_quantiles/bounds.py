@@ -32,7 +32,7 @@ import polars as pl
 
 from dpframe.aggregate import Aggregates
 from dpframe.domains import MAX_SIZE, OrderedDomain, domain_kind
-from dpframe.errors import BoundsError, DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, SchemaError
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import quantile, quantile_fractions
 from dpframe_quantiles.grid_bounds import GridBoundsQuery
@@ -116,6 +116,6 @@ class Bounds:
 def _pair(quantiles: Any) -> tuple[Fraction, Fraction]:
     qs = quantile_fractions(quantiles, argument="quantiles")
     if len(qs) != 2:
-        raise DPFrameError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
-                           fix="pass e.g. quantiles=(0.01, 0.99)")
+        raise ArgumentError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
+                            fix="pass e.g. quantiles=(0.01, 0.99)")
     return qs[0], qs[1]

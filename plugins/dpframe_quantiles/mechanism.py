@@ -48,7 +48,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.domains import OrderedDomain
-from dpframe.errors import BoundsError, DPFrameError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
 from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statistic
 from dpframe.noise import RandomSource
@@ -141,13 +141,13 @@ class QuantileMechanism:
         """Column, type, bounds, resolution and q — all before anything is charged."""
         unknown = sorted(set(dict(measure.options)) - _OPTIONS)
         if unknown:
-            raise DPFrameError(f"quantile() takes no option {unknown[0]!r}", argument=unknown[0],
+            raise ArgumentError(f"quantile() takes no option {unknown[0]!r}", argument=unknown[0],
                                fix=f"options of quantile(): {sorted(_OPTIONS)}")
         if measure.column is None:
-            raise DPFrameError("quantile() needs a column", argument="column",
+            raise ArgumentError("quantile() needs a column", argument="column",
                                fix="e.g. dp.quantile('age', 0.5, bounds=(0, 120))")
         if measure.option("q") is None:
-            raise DPFrameError("quantile() needs q", argument="q", fix="pass q=0.5 or q=[0.25, 0.5, 0.75]")
+            raise ArgumentError("quantile() needs q", argument="q", fix="pass q=0.5 or q=[0.25, 0.5, 0.75]")
         quantile_fractions(measure.option("q"))
         domain_of(measure, ctx.schema)
 
@@ -163,6 +163,9 @@ class QuantileMechanism:
                             max_rows=m_rows)
         statistics: dict[str, Statistic] = {}
         curves: list[acc.PrivacyCurve] = []
+        notes = ["quantiles: null and NaN values are ignored; values outside the bounds count as the nearest bound; "
+                 "outputs are points of the public grid (each value counts as its nearest grid point); several q "
+                 "come back in the order requested"]
         for m in measures:
             dom = domain_of(m, ctx.schema)
             qs = quantile_fractions(m.option("q"))
@@ -180,12 +183,35 @@ class QuantileMechanism:
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
             plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
                                    + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
+            notes += grid_notes(name, dom, m.option("resolution"), math.ceil(err))
         plan.statistics = tuple(statistics.values())
         plan.privacy = tuple(curves)
-        plan.notes = ("quantiles: null and NaN values are ignored; values outside the bounds count as the "
-                      "nearest bound; outputs are points of the public grid (each value counts as its nearest "
-                      "grid point); several q come back in the order requested",)
+        plan.notes = tuple(notes)
         return plan
+
+
+def grid_notes(name: str, dom: OrderedDomain, resolution: object, err: int) -> list[str]:
+    """What explain() says of a quantile's grid and of small inputs (public parameters only).
+
+    Example:
+        >>> import polars as pl
+        >>> dom = OrderedDomain.of("delay", pl.Float64, (-60, 600), rounding="nearest")
+        >>> for line in grid_notes("delay_median", dom, None, 150):
+        ...     print(line[:100])
+        quantiles: delay_median: the grid is 2^-22 = 2.38419e-07 (no resolution given: the finest with at mo
+        quantiles: delay_median: with fewer than about 300 non-null values (per group) the released value is
+
+    """
+    out = []
+    if dom.kind == "float" and resolution is None:
+        hint = ("; if the column holds whole numbers (minutes, counts), pass resolution=1 for whole-number outputs"
+                if dom.grid_exp < 0 else "")
+        out.append(f"quantiles: {name}: the grid is 2^{dom.grid_exp} = {float(dom.step):g} (no resolution given: "
+                   f"the finest with at most 2^32 points on the bounds; grid points are multiples of it){hint}")
+    out.append(f"quantiles: {name}: with fewer than about {2 * err} non-null values (per group) the released value is "
+               "mostly noise, and with none (an empty or all-null input) it is a random point of the bounds; release "
+               f"dp.count('{dom.column}') with it to see how many values there were")
+    return out
 
 
 def epsilon_from_rho(rho: Fraction) -> Fraction:

@@ -336,7 +336,7 @@ class TopKQuery:
             scores = np.maximum(scores, 0)
         sel = self._select(plan, scores, rng)
         if sel.chosen is None or sel.chosen.size == 0:
-            return TopKFailed(sel.k, self.method, sel.reason or TopKFailed.reason)
+            return TopKFailed(sel.k, self.method, f"{sel.reason or TopKFailed.reason}; {self._next_step(plan)}")
         chosen = np.sort(sel.chosen)
         out: pl.DataFrame = stats.select(self._by)[chosen.tolist()]
         noisy = sel.noisy
@@ -345,11 +345,34 @@ class TopKQuery:
         elif noisy is not None:
             noisy = noisy[np.argsort(sel.chosen)]
         if noisy is not None:
-            out = out.with_columns(pl.Series(self.score.measure.output_name,
-                                             noisy.astype(np.float64) * float(self.score.unit)))
+            out = out.with_columns(self._released_scores(noisy))
         if self.k is not None and out.height < self.k:
-            return TopKPartial(self.k, self.method, sel.reason, keys=out)
+            return TopKPartial(self.k, self.method, f"{sel.reason}; {self._next_step(plan)}", keys=out)
         return out
+
+    def _next_step(self, plan: TopKPlan) -> str:
+        """What to try after a failed or partial release (from public parameters: method, k, keys, notion)."""
+        tries = []
+        if self.method == "stable" and self.k is None:
+            tries.append("a fixed k, e.g. k=10 (with public keys it always returns k keys; over keys from the data it "
+                         "may return fewer)")
+        elif self.method == "stable" and plan.notion != "zcdp":
+            tries.append("method='limited_domain' (fixed k over keys from the data)")
+        if self.method == "limited_domain" or (self.method == "stable" and self.k is not None):
+            tries.append(f"k=None (a data-chosen k: a superset or subset of the top {self.k})")
+        if self.method == "limited_domain":
+            tries.append(f"a larger k_max (now {self.k_max}: more candidate keys)")
+        if self._keys is None:
+            tries.append("public keys: group_by(..., keys=[...]).top_k(k, method='gumbel') always returns k keys")
+        tries.append("a larger budget for this query (each retry is charged again)")
+        return "try " + "; or ".join(tries)
+
+    def _released_scores(self, noisy: np.ndarray) -> pl.Series:
+        """The noisy scores in score units, typed like the same measure in ``agg``: Int64 for counts."""
+        name = self.score.measure.output_name
+        if self.score.unit == 1 and self.score.measure.kind in ("len", "count", "count_units"):
+            return pl.Series(name, noisy.astype(np.int64), dtype=pl.Int64)
+        return pl.Series(name, noisy.astype(np.float64) * float(self.score.unit), dtype=pl.Float64)
 
     def _select(self, plan: TopKPlan, scores: np.ndarray, rng: RandomSource) -> Selection:
         """The selection on exact scores (candidate indices), per method."""

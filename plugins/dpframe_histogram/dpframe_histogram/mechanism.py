@@ -51,7 +51,7 @@ import numpy as np
 import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, make
-from dpframe.errors import BoundsError, DPFrameError, PlanError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
@@ -169,7 +169,7 @@ class HistogramMechanism:
                               argument="column", fix="cast it first: .with_columns(pl.col(...).cast(pl.Float64))")
         unknown = sorted(k for k, _ in measure.options if k not in _OPTIONS)
         if unknown:
-            raise DPFrameError(f"unknown option(s) {unknown}", argument="options",
+            raise ArgumentError(f"unknown option(s) {unknown}", argument="options",
                                fix=f"a histogram takes {sorted(_OPTIONS)}")
         if measure.bounds is None:
             raise BoundsError("a histogram needs bounds (the public domain of the column)", argument="bounds",
