@@ -108,8 +108,8 @@ def test_plain_query_with_diagnostics_and_ci() -> None:
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "AUTO", "3", True, None, [2]], ids=repr)
 @pytest.mark.parametrize("argument", ["max_rows", "max_groups"])
 def test_bad_max_rows_max_groups(argument: str, bad: object) -> None:
-    if argument == "max_groups" and bad is None:
-        return   # None: the default (max_rows)
+    if bad is None:
+        return   # None: the default (max_rows = 1, explained; max_groups = max_rows)
     with pytest.raises(dp.DPFrameError) as info:
         dp.PrivacyUnit("u", **{argument: bad})  # type: ignore[arg-type]
     assert info.value.argument == argument and "'auto'" in str(info.value)
@@ -144,3 +144,12 @@ def test_nothing_to_diagnose() -> None:
     with pytest.raises(dp.PlanError) as info:
         sess.table("t").agg(dp.len()).collect(dp.PureDP(1), diagnostics=True)
     assert info.value.argument == "diagnostics" and _first(sess.spent()) == 0
+
+
+def test_bound_refuses_an_auto_unit_and_charges_nothing() -> None:
+    """frame.bound() tightens numbers; an 'auto' unit has none yet, so it is refused before anything runs."""
+    data = pl.DataFrame({"u": [i % 20 for i in range(200)], "g": [i % 3 for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows="auto"), budget=dp.PureDP(4), seed=0)
+    with pytest.raises(dp.PlanError, match="'auto'") as info:
+        sess.table("t").bound(max_rows=2)
+    assert info.value.argument == "bound" and sess.history().height == 0
