@@ -28,7 +28,9 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    Python on the executors; Spark stops each unit's second sort after ``max_rows`` rows;
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
    ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
-   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT). A
+   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT), each
+   handed to Spark as one SQL expression (:mod:`dpframe.backends.spark_statistics`: one Py4J call, not
+   one per operator). A
    partial ``sorted`` statistic (``near``: quantiles) is answered with rank windows, as on the other
    backends: a first small job samples one row in the stride and places the windows; the aggregation
    then counts each group's codes and those below each window and collects only the codes inside one
