@@ -28,7 +28,10 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    Python on the executors; Spark stops each unit's second sort after ``max_rows`` rows;
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
    ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
-   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT). A
+   ``sum``s, exact unless a group has so many rows that one could leave 64 bits — then, or if ANSI mode
+   reports an overflow, the query runs again in DECIMAL(38,0) — then clipped to ±SUM_LIMIT), each
+   handed to Spark as one SQL expression (:mod:`dpframe.backends.spark_statistics`: one Py4J call, not
+   one per operator). A
    partial ``sorted`` statistic (``near``: quantiles) is answered with rank windows, as on the other
    backends: a first small job samples one row in the stride and places the windows; the aggregation
    then counts each group's codes and those below each window and collects only the codes inside one
@@ -69,7 +72,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.backends.spark_statistics import aggregate, code, ident, window_aggregates
@@ -84,6 +87,7 @@ _SEED_MASK = (1 << 63) - 1
 _RANK = "__dp_rank"
 _HASH = "__dp_hash"
 _COPY = "__dp_copy"
+_ROWS = "__dp_rows"
 _INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ for a local SparkSession)"
 
 
@@ -609,11 +613,15 @@ class SparkBackend:
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver.
 
-        Sums are 64-bit ``try_sum``s; only if one leaves 64 bits (NULL) does a second job sum in
-        DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT. A partial
+        Sums are 64-bit ``sum``s; only if a group's row count allows one to leave 64 bits
+        (:func:`~dpframe.backends.base.int64_sums_are_exact`), or Spark's ANSI mode reports an overflow,
+        does a second job sum in DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to
+        ±SUM_LIMIT. A partial
         ``sorted`` statistic (quantiles) adds a first, small job: a sample placing its rank windows
         (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads.
         """
+        from pyspark.errors import ArithmeticException  # (installed: the backend was made)
+
         frame, schema = self.bounded(request)
         near = [s for s in request.statistics if s.kind == "sorted" and s.near]
         cached = bool(near) and request.unit.column is not None and request.contribution_bounding
@@ -624,8 +632,14 @@ class SparkBackend:
             types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
                                              for s in request.statistics}
             sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
-            result = self._aggregate_all(frame, schema, request, types, windows, wide=False)
-            if any(result[k].null_count() for k in sums):
+            try:
+                result = self._aggregate_all(frame, schema, request, types, windows, wide=False)
+                most = result.get_column(_ROWS).max() if sums else 0
+                exact = not sums or int64_sums_are_exact(
+                    [s for s in request.statistics if s.kind == "fixed_sum"], most if isinstance(most, int) else 0)
+            except ArithmeticException:   # ANSI mode: a 64-bit sum overflowed
+                exact = False
+            if not exact:
                 result = self._aggregate_all(frame, schema, request, types, windows, wide=True)
         finally:
             if cached:
@@ -663,6 +677,9 @@ class SparkBackend:
         aggregates = [F.expr(aggregate(s, request.unit.column, schema, wide))
                       for s in request.statistics if s not in near]
         helpers: dict[str, pl.DataType] = {}
+        if not wide and any(s.kind == "fixed_sum" for s in request.statistics):   # checks the 64-bit sums
+            aggregates.append(F.expr(f"count(1) AS {ident(_ROWS)}"))
+            helpers[_ROWS] = pl.Int64()
         if windows is not None and near:
             if by:    # groups the sample missed list all their codes
                 seen = windows.sampled.with_columns(pl.lit(True).alias("__dp_seen"))

@@ -6,9 +6,10 @@ for a mean), which is most of the time of a small query. The definitions are tho
 :class:`~dpframe.mechanism.Statistic`, as on the other backends: NULL and NaN are not values; a
 ``fixed_sum`` casts to DOUBLE, clamps, shifts, raises to ``power``, scales onto the 2^grid_exp grid and
 truncates toward zero (``CAST(... AS BIGINT)``, which cannot fail: terms are bounded, and clipped to
-±SUM_LIMIT where their public bound allows more), then sums exactly — a 64-bit ``try_sum`` (NULL if it
-leaves 64 bits: never ANSI's overflow error), or with ``wide`` a DECIMAL(38,0) sum clipped to
-±SUM_LIMIT; a ``sorted`` code is exact (DECIMAL) for non-float columns.
+±SUM_LIMIT where their public bound allows more), then sums — a 64-bit ``sum``, exact where the group's
+row count proves it cannot leave 64 bits (the backend checks, and otherwise runs the query again), or with
+``wide`` a DECIMAL(38,0) sum clipped to ±SUM_LIMIT; a ``sorted`` code is exact (DECIMAL) for non-float
+columns.
 
 Example:
     >>> from fractions import Fraction
@@ -85,7 +86,7 @@ def aggregate(stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool =
         bound, zero = decimal(SUM_LIMIT), decimal(0)
         total = f"coalesce(sum(CAST({term} AS DECIMAL(38,0))), {zero})"
         return f"CAST(least(greatest({total}, -{bound}), {bound}) AS BIGINT) AS {key}"
-    return f"CASE WHEN count({term}) = 0 THEN CAST(0 AS BIGINT) ELSE try_sum({term}) END AS {key}"
+    return f"coalesce(sum({term}), CAST(0 AS BIGINT)) AS {key}"
 
 
 def code(stat: Statistic, schema: pl.Schema) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+from fractions import Fraction
 from typing import Any
 
 import polars as pl
@@ -127,6 +128,35 @@ def test_same_release_as_polars_for_a_seed(spark_session: Any, tmp_path: Any, ki
                       spark=spark_session)
     assert sess.backend_name == "spark"
     assert _query(sess).equals(want)
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_64_bit_sums_that_could_leave_64_bits_run_again_wide(spark_session: Any, ansi: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four terms of 2^62 leave 64 bits: ANSI mode raises an overflow, without it the sum wraps; either way
+    the backend runs the sums again in DECIMAL(38,0) and the total saturates. Small sums run once."""
+    from dpframe.backends.base import StatisticsRequest
+    from dpframe.mechanism import SUM_LIMIT, Statistic
+
+    runs: list[bool] = []
+    real = SparkBackend._aggregate_all
+
+    def counted(self: Any, *args: Any, wide: bool) -> Any:
+        runs.append(wide)
+        return real(self, *args, wide=wide)
+    monkeypatch.setattr(SparkBackend, "_aggregate_all", counted)
+    before = spark_session.conf.get("spark.sql.ansi.enabled")
+    spark_session.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        b = SparkBackend(spark_session)
+        b.register("t", pl.LazyFrame({"x": [2.0**62] * 4}))
+        huge, small = (Statistic("fixed_sum", "x", Fraction(0), Fraction(top), grid_exp=0) for top in (2**62, 10))
+        for stat, want, wide in ((huge, SUM_LIMIT, [False, True]), (small, 40, [False])):
+            runs.clear()
+            out = b.statistics(StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (stat,), 1))
+            assert out[stat.key].item() == want and runs == wide
+    finally:
+        spark_session.conf.set("spark.sql.ansi.enabled", before)
 
 
 def test_spark_table_seen_by_another_backend(spark_session: Any) -> None:
