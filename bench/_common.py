@@ -64,17 +64,45 @@ def city_names(n: int) -> list[str]:
     return [f"c{i:0{width}d}" for i in range(n)]
 
 
+PARETO_SHAPE = 1.5
+"""Shape α of the heavy-tailed rows-per-user law (``tail="pareto"``): infinite variance, finite mean."""
+
+
+def user_ids(rows: int, users: int, tail: str, rng: Any) -> Any:
+    """``rows`` user ids, shuffled: uniform over ``users`` ids, or with Pareto-distributed rows per user.
+
+    ``tail="uniform"``: each row's user uniform in [0, users) (Poisson rows per user, mean rows/users).
+    ``tail="pareto"``: user i has about ``m·(1 + Lomax(α))`` rows, α = :data:`PARETO_SHAPE`, scaled so the
+    mean is rows/users (truncated to ``rows`` in all): most users have a few rows, a few have tens of
+    thousands (at 10M rows by 1M users the largest has about 30k).
+    """
+    import numpy as np
+
+    if tail == "uniform":
+        return rng.integers(0, users, size=rows, dtype=np.int64)
+    if tail != "pareto":
+        raise ValueError(f"unknown tail {tail!r}")
+    scale = (rows / users) * (PARETO_SHAPE - 1) / PARETO_SHAPE
+    counts = np.maximum(1, np.floor(scale * (1 + rng.pareto(PARETO_SHAPE, users)))).astype(np.int64)
+    ids = np.repeat(np.arange(users, dtype=np.int64), counts)
+    ids = ids[rng.permutation(ids.size)[:rows]] if ids.size >= rows else \
+        np.concatenate([ids, rng.integers(0, users, size=rows - ids.size, dtype=np.int64)])
+    rng.shuffle(ids)
+    return ids
+
+
 def synthetic_visits(rows: int, *, users: int = 1_000_000, cities: int = 1_000, zipf_s: float = 1.1,
                      spend_max: float = 600.0, qty_max: int = 1_000, seed: int = 20240601,
-                     row_group_size: int = 1_000_000) -> tuple[Path, float | None]:
+                     row_group_size: int = 1_000_000, tail: str = "uniform") -> tuple[Path, float | None]:
     """A deterministic Parquet table of ``rows`` visits (cached under ``bench/.data/``).
 
-    Columns: ``user_id`` int64 uniform in [0, users); ``city`` string, ``cities`` names drawn with
-    Zipf(``zipf_s``) frequencies over ranks (as in shared/peers/perf_baseline.py); ``spend`` float64
-    uniform in [0, spend_max); ``qty`` int64 uniform in [0, qty_max). Returns (path, seconds it took to
-    build, or None when reused).
+    Columns: ``user_id`` int64 (:func:`user_ids`: uniform in [0, users), or with ``tail="pareto"``
+    heavy-tailed rows per user); ``city`` string, ``cities`` names drawn with Zipf(``zipf_s``) frequencies
+    over ranks (as in shared/peers/perf_baseline.py); ``spend`` float64 uniform in [0, spend_max); ``qty``
+    int64 uniform in [0, qty_max). Returns (path, seconds it took to build, or None when reused).
     """
-    name = f"visits_r{rows}_u{users}_c{cities}_z{zipf_s:g}_s{spend_max:g}_q{qty_max}_seed{seed}.parquet"
+    shape = "" if tail == "uniform" else f"_{tail}{PARETO_SHAPE:g}"
+    name = f"visits_r{rows}_u{users}{shape}_c{cities}_z{zipf_s:g}_s{spend_max:g}_q{qty_max}_seed{seed}.parquet"
 
     def build(tmp: Path) -> None:
         import numpy as np
@@ -87,7 +115,7 @@ def synthetic_visits(rows: int, *, users: int = 1_000_000, cities: int = 1_000, 
         codes = rng.choice(cities, size=rows, p=p).astype(np.int32)
         city = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(city_names(cities))).cast(pa.string())
         table = pa.table({
-            "user_id": pa.array(rng.integers(0, users, size=rows, dtype=np.int64)),
+            "user_id": pa.array(user_ids(rows, users, tail, rng)),
             "city": city,
             "spend": pa.array(rng.uniform(0.0, spend_max, size=rows)),
             "qty": pa.array(rng.integers(0, qty_max, size=rows, dtype=np.int64)),
@@ -209,6 +237,29 @@ def time_runs(fn: Callable[[], Any], runs: int, warmup: int = 0) -> list[float]:
     return out
 
 
+def interleaved(engines: dict[str, Callable[[], Any]], runs: int) -> dict[str, float]:
+    """Median wall time of each engine's call over ``runs`` rounds (after one warm-up round).
+
+    Each round calls every engine once, in turn, so that all see the same load on a shared machine.
+    """
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for run in range(runs + 1):
+        for name, fn in engines.items():
+            t = time.perf_counter()
+            fn()
+            if run:  # the first round warms up
+                times[name].append(time.perf_counter() - t)
+    return {name: median(ts) for name, ts in times.items()}
+
+
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages ("?" where unknown): read timings on a shared machine against them."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as JSON (non-JSON values become strings)."""
     with open(path, "w") as fh:
@@ -280,12 +331,18 @@ def run_worker(cmd: Sequence[str], out: str | Path, timeout_s: float, env: dict[
 
 
 def machine_info() -> str:
-    """One line: cores, RAM, platform, Python."""
+    """One line: cores (and Polars' thread pool), RAM, platform, Python."""
     try:
         ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM"
     except (ValueError, OSError):
         ram = "? RAM"
-    return f"{os.cpu_count()} CPU cores, {ram}, {platform.platform()}, Python {platform.python_version()}"
+    try:
+        import polars as pl
+
+        pool = f" (Polars thread pool: {pl.thread_pool_size()})"
+    except ImportError:   # a peer venv without Polars
+        pool = ""
+    return f"{os.cpu_count()} CPU cores{pool}, {ram}, {platform.platform()}, Python {platform.python_version()}"
 
 
 def log_stderr(msg: str) -> None:

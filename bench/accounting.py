@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, median  # noqa: E402
+from _common import format_table, machine_info, median  # noqa: E402
 
 DELTA = 1e-6
 KINDS = [("gaussian", 150.0, 1.0), ("gaussian", 250.0, 1.0), ("laplace", 800.0, 1.0), ("laplace", 1200.0, 1.0),
@@ -42,7 +42,7 @@ def dpframe_run(name: str, n: int) -> float | None:
         curve = acc.laplace(scale=p) if kind == "laplace" else acc.gaussian(sigma=p)
         if kind == "sampled_gaussian":
             curve = curve.subsampled(rate=rate)
-        if not a.can_compose(curve):
+        if not a.supports(curve):
             return None
         a.compose(curve, times=count)
     return a.epsilon(delta=DELTA)
@@ -128,7 +128,7 @@ def main() -> None:
                 "" if eps is None or tight is None else f"{(eps / tight - 1) * 100:+.2f}%",
                 "" if secs is None else f"{secs:.3f}",
                 "" if secs is None or ref is None else f"{secs / ref:.3f}", note])
-        print(f"\n### {n:,} heterogeneous mechanisms, ε at δ = {DELTA:g}\n")
+        print(f"\n### {n:,} heterogeneous mechanisms, ε at δ = {DELTA:g} ({machine_info()})\n")
         print(format_table(["accountant", "ε", "vs tightest peer", "seconds", "time / dp_accounting PLD", "note"],
                            table))
         if not have_peers:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import format_table  # noqa: E402
+from _common import format_table, machine_info  # noqa: E402
 
 from dpframe.testing import broken_specs, registered_audits, run_audit  # noqa: E402
 
@@ -64,7 +64,8 @@ def main() -> None:
             rows.append(_row(spec, results, runs, seconds, cells=True))
         print(f"{spec.name}: {seconds:.1f} s", file=sys.stderr, flush=True)
     print(f"Privacy audit: release-level specs {args.samples:,} runs per dataset and pair, query-level specs as "
-          "shown; confidence 1 − 1e-6\n")
+          "shown; confidence 1 − 1e-6")
+    print(f"machine: {machine_info()}\n")
     print(format_table(["spec", "covers", "claimed ε", "δ", "audited ε ≥", "ratio", "pairs", "runs",
                         "strongest pair", "verdict", "s"], rows, align="lllrrrrrllr"))
 

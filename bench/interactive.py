@@ -23,11 +23,15 @@ from __future__ import annotations
 import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 import dpframe as dp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info  # noqa: E402  (bench/ is not a package)
 
 ROWS = 100_000 if "--quick" in sys.argv else 1_000_000
 GROUPS, ABOVE, THRESHOLD, TOTAL = 1_000, 50, 3_000 * ROWS // 1_000_000, 10
@@ -107,6 +111,7 @@ def main() -> None:
         per = (time.perf_counter() - t0) / max(answered, 1)
         rows.append((name, answered, wrong, answered / eps, per / plain_polars))
     base = rows[0][3]
+    print(f"machine: {machine_info()}\n")
     print(f"Scenario A: {GROUPS} threshold queries on {ROWS:,} rows, {ABOVE / GROUPS:.0%} above; total ε = {TOTAL}")
     print("| method | answered | wrong | answers per ε spent | × plain | time / answer vs Polars |")
     print("|---|---|---|---|---|---|")

@@ -1,7 +1,8 @@
 """Throughput of the exact samplers with the OS CSPRNG source (a script, not a test).
 
 Times ``--draws`` draws (default 1,000,000) of each sampler at a few scales, ``--repeat`` times, and
-prints the best and median draws/second. Run from the repository root:
+prints the best and median draws/second, and the best time over the best time of ``os.urandom`` for
+as many 64-bit words (the price over raw random bits); the core count heads the report. Run from the repository root:
 
     PYTHONPATH=. python bench/noise.py [--draws N] [--repeat R]
 """
@@ -11,13 +12,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
 from dpframe.noise import SystemRandomSource, bernoulli_exp, discrete_gaussian, discrete_laplace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info  # noqa: E402  (bench/ is not a package)
 
 CASES: list[tuple[str, Callable[[int, SystemRandomSource], np.ndarray]]] = [
     ("discrete_laplace  scale=1", lambda n, rng: discrete_laplace(Fraction(1), n, rng)),
@@ -56,14 +62,15 @@ def main() -> None:
     n, rng = args.draws, SystemRandomSource()
 
     base = _time(lambda: os.urandom(8 * n), args.repeat)
+    print(f"machine: {machine_info()}")
     print(f"os.urandom baseline: {n:,} 64-bit words in {min(base):.3f} s "
           f"({8 * n / min(base) / 1e6:,.0f} MB/s)")
-    print(f"{'sampler':50s} {'best s':>8s} {'median s':>9s} {'best draws/s':>14s}")
+    print(f"{'sampler':50s} {'best s':>8s} {'median s':>9s} {'best draws/s':>14s} {'× urandom':>10s}")
     for name, sample in CASES:
         sample(1000, rng)  # warm up
         times = _time(lambda sample=sample: sample(n, rng), args.repeat)  # type: ignore[misc]
         best = min(times)
-        print(f"{name:50s} {best:8.3f} {statistics.median(times):9.3f} {n / best:14,.0f}")
+        print(f"{name:50s} {best:8.3f} {statistics.median(times):9.3f} {n / best:14,.0f} {best / min(base):9.1f}×")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ from dpframe_topk import TopKFailed, TopKPartial
 import dpframe as dp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table  # noqa: E402
+from _common import (
+    format_table,  # noqa: E402
+    machine_info,  # noqa: E402  (bench/ is not a package)
+)
 from _scaling import SCALING_HEADERS, cores, scaling_columns, timed  # noqa: E402
 
 BINS, COUNT = 15_000, 700
@@ -102,6 +105,7 @@ def main() -> None:
     ap.add_argument("--skip-recall", action="store_true")
     ap.add_argument("--skip-time", action="store_true")
     args = ap.parse_args()
+    print(f"machine: {machine_info()}\n")
     if not args.skip_time:
         print(f"## time: {args.rows:,} rows, 100,000 keys (median of {args.runs})\n\n{cores()}\n")
         print(time_table(args.rows, args.runs), flush=True)

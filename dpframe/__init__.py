@@ -11,7 +11,8 @@ Example:
 
 """
 
-from dpframe import datasets
+from dpframe import datasets, plots
+from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
     BoundsError,
@@ -30,6 +31,7 @@ from dpframe.measures import Measure, count, count_units, len, mean, measure, me
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
+from dpframe.tuning import Diagnosed
 
 __version__ = "0.1.0"
 
@@ -60,9 +62,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ZCDP", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
-    "BudgetExceededError", "DPFrameError", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
+    "ZCDP", "Accuracy", "ApproxDP", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count", "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
-    "datasets", "mean", "measure", "median", "quantile", "std", "sum", "var",
+    "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",
 ]

@@ -37,6 +37,8 @@ from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plan.nodes import Aggregate
 from dpframe.planning import PhysicalPlan, plan_query, validate_measures
+from dpframe.tuning.diagnostics import counted
+from dpframe.tuning.stage import check_auto, plan_staged, staged, stand_in
 
 if TYPE_CHECKING:
     from dpframe.release import PrivateReader
@@ -118,16 +120,34 @@ class AggregateQuery:
         """The backend this query runs on (None: the session's)."""
         return self.source.backend
 
-    def plan(self, budget: object, ci: float | None = None) -> FamilyPlan[pl.DataFrame]:
+    def plan(self, budget: object, ci: float | None = None, diagnostics: bool = False) -> FamilyPlan[Any]:
         """Plan with :data:`dpframe.planning.PASSES` (free; raises, uncharged, if it cannot run).
 
         ``ci``: also release ``<output>_ci_low`` / ``<output>_ci_high`` at that confidence for the outputs
         whose mechanism gives intervals (post-processing of the same noisy statistics: no extra cost).
+        ``diagnostics``, or ``"auto"`` bounds: a staged plan (:mod:`dpframe.tuning.stage`) whose run returns a
+        :class:`~dpframe.tuning.diagnostics.Diagnosed` when ``diagnostics`` is set.
         """
-        physical = plan_query(self.source.context, self.node, budget)
-        if ci is not None:
-            physical = dataclasses.replace(physical, plans=[dataclasses.replace(p, confidence=confidence(ci))
-                                                            for p in physical.plans])
+        level = None if ci is None else confidence(ci)
+
+        def finish(physical: PhysicalPlan) -> PhysicalPlan:
+            if level is None:
+                return physical
+            return dataclasses.replace(physical, plans=[dataclasses.replace(p, confidence=level)
+                                                        for p in physical.plans])
+        if diagnostics or staged(self.source.unit, self.node):
+            if diagnostics and not counted(self.source.unit.is_row, self.node):
+                raise PlanError("nothing to diagnose: no contribution bounding, clipping or partition selection",
+                                argument="diagnostics", fix="drop diagnostics=True: this query has no bias to count")
+            planned = plan_staged(self.source, self.node, budget, ci=level, diagnostics=diagnostics,
+                                  run=run_aggregate, finish=finish)
+            detail = planned.detail
+
+            def check() -> None:
+                dry_run(detail.shown)
+                dry_run(detail.worst)
+            return dataclasses.replace(planned, check=check)
+        physical = finish(plan_query(self.source.context, self.node, budget))
         node = self.node
         backend = self.source.backend or self.source.context.backend
         return FamilyPlan(physical.budget, physical.cost, physical.session_cost, mechanisms(physical),
@@ -154,7 +174,12 @@ class Aggregates:
     def build(self, source: Source, /, *measures: Measure | Iterable[Measure], **named: Measure) -> AggregateQuery:
         """Validate the measures (free) and build the query."""
         node = Aggregate(source.node, source.by, source.keys, tuple(_measures(measures, named)))
-        validate_measures(source.context, node)
+        if staged(source.unit, node):
+            check_auto(source, node)
+            unit, stand = stand_in(source.unit, node)
+            validate_measures(dataclasses.replace(source.context, unit=unit), stand)
+        else:
+            validate_measures(source.context, node)
         return AggregateQuery(source, node)
 
 

@@ -261,7 +261,29 @@ def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
     with np.errstate(all="ignore"):
         res = minimize_scalar(lambda a: _log_delta(float(a), r, e), bounds=(lo, hi), method="bounded")
     found = float(res.fun) if math.isfinite(float(res.fun)) else math.inf
-    return min(0.0, float(values[best]), found)
+    return min(0.0, float(values[best]), found, _at_optimal_order(r, e))
+
+
+def _at_optimal_order(rho: float, eps: float) -> float:
+    """The CKS20 log δ at its optimal order, which may lie far beyond any grid (ρ = 5e-30, ε = 1e-13: α ≈ 10¹⁶).
+
+    The exponent is convex in α (second derivative 2ρ + 1/(α(α − 1)) > 0) and its derivative
+    (2α − 1)ρ − ε + log(1 − 1/α) increases from −∞, so the optimum is its unique root, found by bisection
+    on log(α − 1). Any α gives a valid δ, so a root found inexactly only loses tightness.
+    """
+    def slope(log_am1: float) -> float:
+        am1 = math.exp(log_am1)
+        return (2 * am1 + 1) * rho - eps - math.log1p(1 / am1)   # log(1 − 1/α) = −log(1 + 1/(α − 1))
+
+    lo, hi = -40.0, 700.0                 # α − 1 from e⁻⁴⁰ to e⁷⁰⁰
+    if slope(hi) < 0:
+        return math.inf
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if slope(mid) < 0 else (lo, mid)
+    am1 = math.exp(hi)
+    value = am1 * ((am1 + 1) * rho - eps) - math.log(am1) - (am1 + 1) * math.log1p(1 / am1)
+    return value if math.isfinite(value) else math.inf
 
 
 def zcdp_delta(rho: Fraction, epsilon: Fraction) -> float:

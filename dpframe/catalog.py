@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import polars as pl
 import pyarrow as pa
@@ -33,7 +33,17 @@ from dpframe.tables import load_table
 if TYPE_CHECKING:
     from dpframe.plugin import PluginHost
 
-TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path
+
+
+@runtime_checkable
+class ArrowStream(Protocol):
+    """Anything with the Arrow PyCapsule stream interface (pandas ≥ 2.2, DuckDB relations, RecordBatchReaders ...)."""
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object: ...
+
+
+TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | ArrowStream | str | Path
+"""What a session accepts as a table (a pandas DataFrame too; see :mod:`dpframe.tables`)."""
 
 
 class TableCatalog:
@@ -130,4 +140,4 @@ def _register(backend: Any, name: str, frame: pl.LazyFrame, source: object) -> N
         backend.register(name, frame)
 
 
-__all__ = ["TableCatalog", "TableSource"]
+__all__ = ["ArrowStream", "TableCatalog", "TableSource"]

@@ -42,15 +42,14 @@ class BudgetConversionError(DPFrameError, ValueError):
 class BudgetExceededError(DPFrameError):
     """A query's cost does not fit into the remaining budget. Nothing was charged."""
 
-    def __init__(self, requested: str, remaining: str, difference: str) -> None:
+    def __init__(self, requested: str, remaining: str, difference: str, *, argument: str = "budget",
+                 fix: str = "ask for a smaller budget for this query, or open a session with a larger total budget",
+                 ) -> None:
         self.requested = requested
         self.remaining = remaining
         self.difference = difference
-        super().__init__(
-            f"requested {requested}, remaining {remaining}, short by {difference}; nothing was charged",
-            argument="budget",
-            fix="ask for a smaller budget for this query, or open a session with a larger total budget",
-        )
+        super().__init__(f"requested {requested}, remaining {remaining}, short by {difference}; nothing was charged",
+                         argument=argument, fix=fix)
 
 
 class SchemaError(DPFrameError, ValueError):

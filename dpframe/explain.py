@@ -37,8 +37,10 @@ def error_sources(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan) -> lis
     lines = ["error: noise — the ± above (collect(..., ci=0.95) releases intervals for it); it is the only error "
              "the ± and the intervals cover"]
     if unit.column is not None:
-        groups = f" in at most {unit.groups_per_unit} groups" if node.grouped else ""
-        lines.append(f"error: contribution bounding — each unit keeps at most {unit.max_rows} rows{groups} (a "
+        rows = "the chosen max_rows" if unit.rows == "auto" else str(unit.rows)
+        count = "the chosen max_groups" if unit.groups == "auto" else None if unit.auto else unit.groups_per_unit
+        groups = f" in at most {count or 'max_rows'} groups" if node.grouped else ""
+        lines.append(f"error: contribution bounding — each unit keeps at most {rows} rows{groups} (a "
                      "uniformly random subset); a unit with more loses rows, so counts and sums are biased low by "
                      "what it loses, not covered by the ±")
     clipped = [m.describe() for p in plan.plans for m in p.measures if m.bounds is not None]

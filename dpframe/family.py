@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 import polars as pl
 
 from dpframe.budgets import Budget, describe
-from dpframe.errors import PlanError
+from dpframe.display import Explanation, query_html
+from dpframe.errors import BudgetError, PlanError
 from dpframe.plan.nodes import Node
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
@@ -192,24 +193,27 @@ class Releasable(Generic[R]):
     def _planned(self, budget: object) -> FamilyPlan[R]:
         return self._query.plan(budget)
 
-    def plan(self, budget: object) -> Any:
+    def plan(self, budget: object = None) -> Any:
         """The family's own plan for ``budget`` (mechanisms, shares, cost). Free."""
-        planned = self._planned(budget)
+        planned = self._planned(needs_budget(budget, "plan"))
         return planned.detail if planned.detail is not None else planned
 
-    def cost(self, budget: object) -> Budget:
+    def cost(self, budget: object = None) -> Budget:
         """The exact charge this query would be charged, in the session's notion. Free."""
-        return self._planned(budget).charge
+        return self._planned(needs_budget(budget, "cost")).charge
 
-    def explain(self, budget: object, format: str = "text") -> Any:
-        """The plan, the mechanisms, the cost and the accuracy, as text or a JSON-able dict. Free."""
-        if format not in ("text", "json"):
-            raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
-        return render(self._front, self._planned(budget), format)
+    def explain(self, budget: object = None, format: str = "text") -> Any:
+        """The plan, the mechanisms, the cost and the accuracy: an :class:`~dpframe.display.Explanation`. Free.
 
-    def collect(self, budget: object) -> R:
+        ``str(e)``/``print(e)`` is the text; in a notebook it renders as HTML; ``e.to_dict()`` (or
+        ``format="json"``) is the same content as JSON-able values.
+        """
+        check_format(format)
+        return render(self._front, self._planned(needs_budget(budget, "explain")), format)
+
+    def collect(self, budget: object = None) -> R:
         """Reserve the cost, run once on the private rows, release the result."""
-        return self._collect(self._planned(budget))
+        return self._collect(self._planned(needs_budget(budget, "collect")))
 
     def _collect(self, plan: FamilyPlan[R]) -> R:
         if plan.check is not None:
@@ -226,9 +230,41 @@ class Releasable(Generic[R]):
     def __repr__(self) -> str:
         return f"<dp.{type(self).__name__} {self.describe()}>"
 
+    def _repr_html_(self) -> str:
+        return query_html(f"dp.{type(self).__name__}", [self.describe()],
+                          "q.explain(budget) shows the plan, cost and accuracy for free; q.collect(budget) charges "
+                          "and releases")
 
-def render(front: Front, plan: FamilyPlan[Any], format: str) -> Any:
-    """The one ``explain()`` renderer: the family's explanation plus the budget block, as text or a dict."""
+
+def check_format(format: object) -> None:
+    """``explain(format=...)`` is ``"text"`` or ``"json"``; a PlanError otherwise."""
+    if format not in ("text", "json"):
+        raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
+
+
+def needs_budget(budget: object, method: str) -> object:
+    """``budget``, or (None: a Polars habit, ``collect()``) a BudgetError saying what to pass. Nothing is charged.
+
+    Example:
+        >>> needs_budget(None, "collect")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: collect() needs this query's privacy budget. Fix: ...
+
+    """
+    if budget is None:
+        raise BudgetError(f"{method}() needs this query's privacy budget", argument="budget",
+                          fix=f"pass one, e.g. {method}(budget=dp.PureDP(0.5)) (or dp.ApproxDP(eps, delta), "
+                              "dp.ZCDP(rho)); explain(budget) shows what it buys and costs nothing")
+    return budget
+
+
+def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
+    """The one ``explain()`` renderer: the family's explanation plus the budget block.
+
+    An :class:`~dpframe.display.Explanation` (the text, with notebook reprs), or its ``to_dict()`` for
+    ``format="json"``.
+    """
     accountant = front.accountant
     spent = front._release.spent()
     after = accountant.compose([spent, plan.charge])
@@ -238,21 +274,10 @@ def render(front: Front, plan: FamilyPlan[Any], format: str) -> Any:
               "spent": describe(accountant.report(spent)), "fits": fits,
               "remaining_after": describe(accountant.remaining(after))}
     e = plan.explain
-    if format == "json":
-        return {"private": front.rng.private, "steps": list(e.steps), **e.data, "notes": list(e.notes),
-                "budget": budget}
-    lines = [e.title + ("" if front.rng.private else "   [seeded random source: NOT PRIVATE]")]
-    lines += [f"  {i}. {s}" for i, s in enumerate(e.steps, 1)]
-    lines += e.lines
-    lines.append(f"budget: requested {budget['requested']}; cost {budget['cost']}; charged {budget['charged']} "
-                 f"({budget['accountant']})")
-    if fits:
-        lines.append(f"        spent so far {budget['spent']}; remaining after this query {budget['remaining_after']}")
-    else:
-        lines.append(f"        spent so far {budget['spent']}; DOES NOT FIT the remaining "
-                     f"{describe(accountant.remaining(spent))}: collect() would be refused")
-    lines += [f"note: {n}" for n in e.notes]
-    return "\n".join(lines)
+    out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,
+                      remaining=describe(accountant.remaining(spent)), notes=e.notes, data=e.data)
+    return out.to_dict() if format == "json" else out
 
 
-__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "Releasable", "Source", "render"]
+__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "Releasable", "Source",
+           "check_format", "needs_budget", "render"]

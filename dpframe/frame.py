@@ -16,18 +16,25 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
 
+from dpframe.accuracy import check_accuracy, smallest_budget
+from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
-from dpframe.errors import PlanError, SchemaError
-from dpframe.family import Releasable, Source
+from dpframe.budgets import Budget, describe
+from dpframe.display import query_html
+from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
+from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns
 from dpframe.planning import PhysicalPlan
+from dpframe.tuning.diagnostics import Diagnosed
+from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -73,6 +80,11 @@ class Frame:
 
     def __repr__(self) -> str:
         return "<dp.Frame (private) " + " → ".join(n.describe() for n in self._node.lineage()) + ">"
+
+    def _repr_html_(self) -> str:
+        return query_html("dp.Frame", [n.describe() for n in self._node.lineage()],
+                          f"columns: {', '.join(self.columns)}. Aggregate it: .agg(dp.len(), ...) or "
+                          ".group_by(...).agg(...), then .explain(budget) / .collect(budget)")
 
     def _unit(self) -> str | None:
         return self._session.privacy_unit.column
@@ -311,6 +323,11 @@ class GroupBy:
     def __repr__(self) -> str:
         return f"<dp.GroupBy {list(self._by)} of {self._frame!r}>"
 
+    def _repr_html_(self) -> str:
+        keys = "public keys" if self._keys is not None else "private keys (DP partition selection)"
+        return query_html("dp.GroupBy", [n.describe() for n in self._frame._node.lineage()] + [
+            f"group by {list(self._by)}: {keys}"], "finish it with .agg(dp.len(), ...) or .top_k(...)")
+
 
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
@@ -391,12 +408,96 @@ class Query(Releasable[pl.DataFrame]):
         self._session = session
         self.node = node
 
-    def plan(self, budget: object) -> PhysicalPlan:
-        """The physical plan (mechanisms, shares, cost) for ``budget``. Free."""
-        detail: PhysicalPlan = self._planned(budget).detail
+    def plan(self, budget: object = None) -> PhysicalPlan:
+        """The physical plan (mechanisms, shares, cost) for ``budget``. Free.
+
+        A query with ``"auto"`` bounds has no single plan before it runs (its release is planned with the
+        bounds it chooses): a PlanError; ``explain(budget)`` and ``cost(budget)`` describe it.
+        """
+        detail = self._planned(needs_budget(budget, "plan")).detail
+        if isinstance(detail, StagedPlan):
+            raise PlanError("this query chooses its bounds when it runs, so its release has no plan yet",
+                            argument="budget", fix="use explain(budget) and cost(budget); or pass numbers for "
+                                                   "max_rows / max_groups and bounds")
+        assert isinstance(detail, PhysicalPlan)
         return detail
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    def _budget(self, budget: object, accuracy: object, method: str) -> tuple[object, str | None]:
+        """``budget``, or the smallest budget meeting ``accuracy`` and the line ``explain()`` adds (free)."""
+        if accuracy is None:
+            if budget is None:
+                raise BudgetError(f"{method}() needs this query's privacy budget, or an accuracy target",
+                                  argument="budget", fix=f"pass one, e.g. {method}(budget=dp.PureDP(0.5)) (or "
+                                  f"dp.ApproxDP(eps, delta), dp.ZCDP(rho)), or {method}(accuracy=dp.Accuracy("
+                                  "half_width=5)); explain(budget) shows what it buys and costs nothing")
+            return budget, None
+        if budget is not None:
+            raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
+                            fix="drop the budget: the accuracy target chooses it")
+        target = check_accuracy(accuracy)
+        notion = target.notion or ("zcdp" if self._session.accountant.total.notion == "zcdp" else "pure")
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+
+        def widths(b: Budget) -> dict[str, float]:
+            out: dict[str, float] = {}
+            detail = query.plan(b).detail
+            if isinstance(detail, StagedPlan):
+                raise PlanError("an accuracy target needs the query's bounds fixed: this query chooses them when it "
+                                "runs", argument="accuracy",
+                                fix="pass numbers for max_rows / max_groups and bounds, or a budget instead")
+            for p in detail.plans:
+                out.update(p.half_widths(target.confidence))
+            return out
+
+        found, at = smallest_budget(widths, [m.output_name for m in self.node.measures], target, notion)
+        return found, accuracy_note(target, found, at)
+
+    def _affordable(self, budget: object, accuracy: object) -> object:
+        """The budget ``accuracy`` chooses, refused (uncharged) when the remaining budget cannot pay for it."""
+        chosen = self._budget(budget, accuracy, "collect")[0]
+        front, charge = self._front, self._planned(chosen).charge
+        accountant, spent = front.accountant, front._release.spent()
+        after = accountant.compose([spent, charge])
+        if not accountant.fits(after):
+            raise BudgetExceededError(accountant.describe_charge(charge), describe(accountant.remaining(spent)),
+                                      accountant.shortfall(after), argument="accuracy",
+                                      fix="ask for a wider half_width or a lower confidence (the remaining budget "
+                                          "cannot give this accuracy)")
+        return chosen
+
+    def cost(self, budget: object = None, *, accuracy: object = None) -> Budget:
+        """The exact charge this query would be charged, in the session's notion. Free.
+
+        ``accuracy=dp.Accuracy(half_width, confidence)`` instead of a budget: the charge of the smallest
+        budget whose noise meets it (see :mod:`dpframe.accuracy`).
+        """
+        return super().cost(self._budget(budget, accuracy, "cost")[0])
+
+    def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
+        """The plan, the mechanisms, the cost and the accuracy, as text or a JSON-able dict. Free.
+
+        With ``accuracy=`` the plan is at the smallest budget meeting it, and a note says which.
+        """
+        check_format(format)
+        chosen, line = self._budget(budget, accuracy, "explain")
+        if line is None:
+            return super().explain(chosen, format)
+        planned = self._planned(chosen)
+        planned = dataclasses.replace(planned, explain=dataclasses.replace(
+            planned.explain, notes=(*planned.explain.notes, line)))
+        return render(self._front, planned, format)
+
+    @overload
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False,
+                accuracy: object = None) -> pl.DataFrame: ...
+
+    @overload
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True],
+                accuracy: object = None) -> Diagnosed: ...
+
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False,
+                accuracy: object = None) -> pl.DataFrame | Diagnosed:
         """Reserve the cost, run, release the noisy result (rows sorted by key).
 
         ``ci=0.95`` also releases ``<output>_ci_low`` and ``<output>_ci_high`` for every measure whose
@@ -404,6 +505,15 @@ class Query(Releasable[pl.DataFrame]):
         noise-only interval holding with probability ≥ ``ci`` — exact for counts and sums, conservative for
         mean, var and std. Post-processing of the same noisy statistics: no extra budget. The intervals do
         not cover contribution-bounding or clipping bias (``explain()`` names those).
+
+        ``diagnostics=True`` spends a stated share of ``budget`` (1/10) on noisy counts of the rows dropped
+        by contribution bounding, the values clipped and the groups suppressed by partition selection, and
+        returns ``Diagnosed(frame, diagnostics)`` (it unpacks as a pair); it also lists the bounds chosen
+        for ``"auto"`` (``docs/bounds.md``).
+
+        ``accuracy=dp.Accuracy(half_width=5, confidence=0.95)`` instead of a budget charges the smallest budget
+        whose noise meets it for every targeted measure (``cost``/``explain`` show it first, free), and is
+        refused, uncharged, when the remaining budget cannot pay for it.
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -414,11 +524,16 @@ class Query(Releasable[pl.DataFrame]):
             (['len', 'len_ci_low', 'len_ci_high'], True)
 
         """
-        if ci is None:
+        if not isinstance(diagnostics, bool):
+            raise PlanError(f"expected True or False, got {diagnostics!r}", argument="diagnostics",
+                            fix="pass diagnostics=True to release noisy counts of what bounding left out")
+        budget = (self._affordable(budget, accuracy) if accuracy is not None
+                  else self._budget(budget, None, "collect")[0])
+        if ci is None and not diagnostics:
             return super().collect(budget)
         query = self._query
         assert isinstance(query, AggregateQuery)
-        return self._collect(query.plan(budget, ci=ci))
+        return self._collect(query.plan(budget, ci=ci, diagnostics=diagnostics))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

@@ -139,24 +139,60 @@ def count(column: str) -> Measure:
     return Measure("count", _check_column(column))
 
 
-def sum(column: str, bounds: tuple[float, float]) -> Measure:  # noqa: A001
-    """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``."""
-    return Measure("sum", _check_column(column), check_bounds(bounds))
+AUTO_BOUNDS = "auto"
+"""``bounds="auto"``: the clipping range is chosen privately per query (``docs/bounds.md``)."""
 
 
-def mean(column: str, bounds: tuple[float, float]) -> Measure:
-    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values."""
-    return Measure("mean", _check_column(column), check_bounds(bounds))
+def auto_bounds(m: Measure) -> bool:
+    """Whether ``m`` has ``bounds="auto"`` (chosen privately when the query runs).
+
+    Example:
+        >>> auto_bounds(mean("spend", bounds="auto")), auto_bounds(mean("spend", bounds=(0, 1)))
+        (True, False)
+
+    """
+    return m.bounds is None and m.option("bounds") == AUTO_BOUNDS
 
 
-def var(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
-    """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars)."""
+def with_bounds(m: Measure, bounds: Bounds) -> Measure:
+    """``m`` with explicit clipping ``bounds`` in place of ``"auto"``.
+
+    Example:
+        >>> with_bounds(sum("x", bounds="auto"), (Fraction(0), Fraction(8))).describe()
+        'sum(x, bounds=[0, 8])'
+
+    """
+    return replace(m, bounds=bounds, options=tuple((k, v) for k, v in m.options if k != "bounds"))
+
+
+def _clipped(kind: str, column: str, bounds: object, options: tuple[tuple[str, Any], ...] = ()) -> Measure:
+    if isinstance(bounds, str) and bounds == AUTO_BOUNDS:
+        return Measure(kind, _check_column(column), None, tuple(sorted((*options, ("bounds", AUTO_BOUNDS)))))
+    return Measure(kind, _check_column(column), check_bounds(bounds), options)
+
+
+def sum(column: str, bounds: tuple[float, float] | str) -> Measure:  # noqa: A001
+    """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``.
+
+    ``bounds="auto"`` chooses the clipping range privately from a share of the query's budget
+    (``docs/bounds.md``): the range whose clipping bias plus noise is smallest.
+    """
+    return _clipped("sum", column, bounds)
+
+
+def mean(column: str, bounds: tuple[float, float] | str) -> Measure:
+    """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values (or ``"auto"``)."""
+    return _clipped("mean", column, bounds)
+
+
+def var(column: str, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
+    """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
     if ddof not in (0, 1):
         raise DPFrameError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
-    return Measure("var", _check_column(column), check_bounds(bounds), (("ddof", ddof),))
+    return _clipped("var", column, bounds, (("ddof", ddof),))
 
 
-def std(column: str, bounds: tuple[float, float], ddof: int = 1) -> Measure:
+def std(column: str, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The standard deviation: the square root of :func:`var`."""
     return replace(var(column, bounds, ddof), kind="std")
 

@@ -7,10 +7,15 @@ most ``max_groups`` distinct group keys per unit (for group-by queries) and then
 rows per unit (every row is equally likely to be kept, repeated rows too: a unit's rows are sampled,
 not its distinct rows). Rows whose unit id is null are dropped (they cannot be attributed to a unit).
 
+``max_rows="auto"`` / ``max_groups="auto"`` let each ``agg`` query choose the bound privately, from a
+stated share of its own budget (:mod:`dpframe.tuning`, ``docs/bounds.md``).
+
 Example:
     >>> import dpframe as dp
     >>> dp.PrivacyUnit("user_id", max_rows=10)
     PrivacyUnit('user_id', max_rows=10)
+    >>> dp.PrivacyUnit("user_id", max_rows="auto", max_groups="auto")
+    PrivacyUnit('user_id', max_rows='auto', max_groups='auto')
     >>> dp.PrivacyUnit.row()
     PrivacyUnit.row()
 
@@ -19,14 +24,23 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from dpframe.errors import DPFrameError
 
+AUTO: Literal["auto"] = "auto"
+"""The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
 
-def _positive_int(value: object, argument: str) -> int:
+Bound = int | Literal["auto"]
+
+
+def _bound(value: object, argument: str) -> Bound:
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DPFrameError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
-                           fix=f"pass {argument}=1 or more (the most one privacy unit may contribute)")
+        raise DPFrameError(f"must be a whole number ≥ 1 or 'auto', got {value!r}", argument=argument,
+                           fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
+                               f"{argument}='auto' to choose it privately per query")
     return value
 
 
@@ -37,27 +51,28 @@ class PrivacyUnit:
     Args:
         column: the column holding the unit's id (e.g. ``"user_id"``); ``None`` means each row is a unit
             (use :meth:`row`).
-        max_rows: at most this many rows per unit are kept (a uniformly random subset).
+        max_rows: at most this many rows per unit are kept (a uniformly random subset); ``"auto"``: each
+            ``agg`` query chooses it privately from a share of its budget (``docs/bounds.md``).
         max_groups: in a group-by, at most this many distinct groups per unit are kept (a uniformly
-            random subset). ``None`` means ``max_rows`` (a unit cannot touch more groups than rows).
+            random subset). ``None`` means ``max_rows`` (a unit cannot touch more groups than rows);
+            ``"auto"``: chosen privately per query, like ``max_rows``.
 
     """
 
     column: str | None
-    max_rows: int = 1
-    max_groups: int | None = None
+    rows: Bound = 1
+    groups: Bound | None = None
 
-    def __init__(self, column: str | None, max_rows: int = 1, max_groups: int | None = None) -> None:
+    def __init__(self, column: str | None, max_rows: Bound = 1, max_groups: Bound | None = None) -> None:
         if column is not None and (not isinstance(column, str) or not column):
             raise DPFrameError(f"must be a column name, got {column!r}", argument="column",
                                fix="pass the name of the id column, or use dp.PrivacyUnit.row()")
         object.__setattr__(self, "column", column)
-        object.__setattr__(self, "max_rows", _positive_int(max_rows, "max_rows"))
+        object.__setattr__(self, "rows", _bound(max_rows, "max_rows"))
         if column is None and max_rows != 1:
             raise DPFrameError("a row-level unit owns exactly one row", argument="max_rows",
                                fix="name the id column: dp.PrivacyUnit('user_id', max_rows=...)")
-        groups = None if max_groups is None else _positive_int(max_groups, "max_groups")
-        object.__setattr__(self, "max_groups", groups)
+        object.__setattr__(self, "groups", None if max_groups is None else _bound(max_groups, "max_groups"))
 
     @classmethod
     def row(cls) -> PrivacyUnit:
@@ -70,21 +85,60 @@ class PrivacyUnit:
         return self.column is None
 
     @property
+    def auto(self) -> bool:
+        """Whether ``max_rows`` or ``max_groups`` is ``"auto"`` (chosen per query)."""
+        return AUTO in (self.rows, self.groups)
+
+    @property
+    def max_rows(self) -> int:
+        """The most rows one unit keeps (a DPFrameError for ``"auto"``: only ``agg`` queries tune it)."""
+        if self.rows == AUTO:
+            raise _needs_number("max_rows")
+        return self.rows
+
+    @property
+    def max_groups(self) -> int | None:
+        """The most groups one unit keeps (None: ``max_rows``); a DPFrameError for ``"auto"``."""
+        if self.groups == AUTO:
+            raise _needs_number("max_groups")
+        return self.groups
+
+    @property
     def groups_per_unit(self) -> int:
         """The most distinct groups one unit can touch after bounding (the L0 sensitivity)."""
         return min(self.max_groups or self.max_rows, self.max_rows)
 
+    def tuned(self, max_rows: int, max_groups: int | None) -> PrivacyUnit:
+        """The same unit with numbers in place of ``"auto"`` (a number already given is kept).
+
+        Example:
+            >>> PrivacyUnit("u", max_rows="auto", max_groups=2).tuned(40, 8)
+            PrivacyUnit('u', max_rows=40, max_groups=2)
+
+        """
+        rows = max_rows if self.rows == AUTO else self.rows
+        groups = max_groups if self.groups == AUTO else self.groups
+        return PrivacyUnit(self.column, rows, groups)
+
     def __repr__(self) -> str:
         if self.column is None:
             return "PrivacyUnit.row()"
-        extra = f", max_groups={self.max_groups}" if self.max_groups is not None else ""
-        return f"PrivacyUnit({self.column!r}, max_rows={self.max_rows}{extra})"
+        extra = f", max_groups={self.groups!r}" if self.groups is not None else ""
+        return f"PrivacyUnit({self.column!r}, max_rows={self.rows!r}{extra})"
 
     def describe(self) -> str:
         """One line for explain()."""
         if self.column is None:
             return "one row per unit"
-        text = f"unit {self.column!r}: ≤ {self.max_rows} rows"
-        if self.max_groups is not None:
-            text += f", ≤ {self.max_groups} groups"
+        rows = "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
+        text = f"unit {self.column!r}: {rows}"
+        if self.groups is not None:
+            text += ", max_groups chosen privately" if self.groups == AUTO else f", ≤ {self.groups} groups"
         return text + " per unit (uniform random subset; null ids dropped)"
+
+
+def _needs_number(argument: str) -> DPFrameError:
+    return DPFrameError(f"{argument}='auto' is chosen per query by agg queries (group_by(...).agg, agg, SQL "
+                        "aggregates); this query needs a number", argument=argument,
+                        fix=f"open the session with dp.PrivacyUnit(column, {argument}=<a number>) for this kind "
+                            "of query")

@@ -57,6 +57,21 @@ class PrivateReader:
         self._context = context
         self._backend = context.catalog.backend(backend)
         self._open = True
+        self._unit = context.unit
+        self._parent: PrivateReader | None = None
+
+    def bounded_by(self, unit: PrivacyUnit) -> PrivateReader:
+        """A view of this reader that bounds contributions by ``unit``; it lives and dies with this reader.
+
+        ``unit``: the session's unit with the numbers chosen for ``"auto"`` (see :mod:`dpframe.tuning`).
+        """
+        if unit.column != self._unit.column:
+            raise DPFrameError("a reader bounds by the session's privacy-unit column only", argument="unit",
+                               fix="tune max_rows / max_groups of the session's unit")
+        view = PrivateReader.__new__(PrivateReader)
+        view._context, view._backend, view._open = self._context, self._backend, True
+        view._unit, view._parent = unit, self
+        return view
 
     @property
     def backend_name(self) -> str:
@@ -64,7 +79,7 @@ class PrivateReader:
         return str(self._backend.name)
 
     def _check(self) -> None:
-        if not self._open:
+        if not self._open or (self._parent is not None and not self._parent._open):
             raise DPFrameError("this reader's release is over: a reader only reads inside its reservation",
                                argument="reader", fix="read statistics inside the run function you pass to release")
 
@@ -80,7 +95,10 @@ class PrivateReader:
         scan = lineage[0]
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
-        return StatisticsRequest(scan.table, rows, self._context.unit, by, keys, statistics,
+        if bound and self._unit.auto:   # engine bug: a tuned query reads through bounded_by(tuned unit)
+            raise DPFrameError("contribution bounds are 'auto' but were not chosen", argument="privacy_unit",
+                               fix="this is a dpframe bug: report it")
+        return StatisticsRequest(scan.table, rows, self._unit, by, keys, statistics,
                                  self._context.rng.seed_for_engine(), contribution_bounding=bound)
 
     def run(self, request: StatisticsRequest) -> pl.DataFrame:

@@ -21,6 +21,7 @@ import polars as pl
 
 from dpframe.accounting import Ledger
 from dpframe.accounting.accountants import Accountant, default_accountant
+from dpframe.accounting.binding import LedgerBinding
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.catalog import TableCatalog, TableSource
 from dpframe.errors import BudgetError, DPFrameError
@@ -44,12 +45,15 @@ class Session:
     """Private tables under one privacy unit and one enforced total budget.
 
     Args:
-        tables: ``{name: table}``; a table is a polars DataFrame/LazyFrame, a pyarrow Table or a path to
-            a Parquet/CSV file.
+        tables: ``{name: table}``; a table is a polars DataFrame/LazyFrame, a pyarrow Table, a pandas
+            DataFrame, any object with the Arrow stream interface (``__arrow_c_stream__``), or a path to a
+            Parquet/CSV file. In-memory tables are converted once, here.
         privacy_unit: whose privacy is protected (``dp.PrivacyUnit("user_id", max_rows=10)`` or
             ``dp.PrivacyUnit.row()``).
         budget: the total budget: ``dp.PureDP``, ``dp.ApproxDP`` or ``dp.ZCDP``.
         ledger: a file path to keep the spent budget across restarts (SQLite); ``None`` keeps it in memory.
+            The file records the total budget, the accountant, the privacy unit and the tables (names and
+            schemas); a session that differs in any of them is refused (``LedgerError``).
         backend: execution engine name (``"polars"``, ``"duckdb"`` or ``"spark"``; see ``dpframe plugins``).
         spark: for ``backend="spark"``: the ``SparkSession`` to run on (default: the active one); tables may
             then also be Spark DataFrames or Parquet/Delta paths read by Spark. See ``docs/scaling.md``.
@@ -85,11 +89,18 @@ class Session:
         self._sql_catalog = SQLCatalog.build(self._catalog.schemas(), privacy_unit.column,
                                              public_tables=public_tables, public_keys=public_keys, bounds=bounds)
         # The only road to private data and the ledger (private: it reads exact statistics).
-        self._release = ReleaseContext(privacy_unit, Ledger(ledger, self._accountant), self._rng, self._catalog)
+        binding = LedgerBinding.of(privacy_unit, self._catalog.schemas())
+        self._release = ReleaseContext(privacy_unit, Ledger(ledger, self._accountant, binding), self._rng,
+                                       self._catalog)
 
     def __repr__(self) -> str:
         return (f"<dp.Session tables={self.tables()} {self.privacy_unit!r} budget={self.accountant.total!r} "
                 f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
+
+    def _repr_html_(self) -> str:
+        from dpframe.display import session_html
+
+        return session_html(self)
 
     # Read-only: reassigning any of these would drop contribution bounding, swap the enforcing accountant or
     # make the noise replayable (the guarantee's inputs are fixed when the session is created).
@@ -223,9 +234,10 @@ class Session:
     def spent_report(self, delta: float | None = None) -> dict[str, float | None]:
         """ε spent so far at ``delta`` (default: the session δ, or 1e-6) by every accountant.
 
-        ``{"basic": ..., "zcdp": ..., "rdp": ..., "pld": ...}``; None where an accountant cannot compose
-        some charge (e.g. zCDP and a sampled query). Only the session's own accountant *enforces*; the
-        others compose the sequence as it happened (valid for a sequence fixed in advance) and show
+        ``{"basic": ..., "zcdp": ..., "rdp": ..., "pld": ...}`` and any accountant a plugin registers (by name;
+        one that needs a total budget is left out); None where an accountant cannot compose some charge
+        (e.g. zCDP and a sampled query). Only the session's own accountant *enforces*; the others compose
+        the sequence as it happened (valid for a sequence fixed in advance) and show
         what tighter accounting buys. See ``docs/accounting.md``.
 
         Example:
@@ -235,13 +247,15 @@ class Session:
             >>> for _ in range(3):
             ...     _ = sess.table("t").agg(dp.len()).collect(budget=dp.PureDP(0.25))
             >>> {k: round(v, 3) for k, v in sess.spent_report().items()}
-            {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.754, 'pld': 0.75}
+            {'basic': 0.75, 'zcdp': 2.068, 'rdp': 0.75, 'pld': 0.75}
 
         """
+        from dpframe.accounting.accountants import registered_accountants
         from dpframe.accounting.report import spent_report
 
         total_delta = float(getattr(self.accountant.total, "delta", 0)) or 1e-6
-        return spent_report(self._release.charges(), delta if delta is not None else total_delta)
+        return spent_report(self._release.charges(), delta if delta is not None else total_delta,
+                            registered_accountants(self.plugins))
 
     def spent_as_approx(self, delta: float | None = None) -> ApproxDP:
         """Everything spent so far as an (ε, δ)-DP guarantee.

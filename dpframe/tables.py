@@ -1,9 +1,18 @@
-"""Reading a table source (polars frame, pyarrow Table, Parquet/CSV path) as a lazy Polars frame.
+"""Reading a table source as a lazy Polars frame, converted once when the session is created.
+
+Accepted: a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame (pandas stays optional: it
+is only recognised, never imported), any object with the Arrow PyCapsule stream interface
+(``__arrow_c_stream__``: e.g. a DuckDB relation, a pyarrow RecordBatchReader, a nanoarrow or
+pandas ≥ 2.2 frame), or a path to a Parquet/CSV file (scanned lazily).
 
 Example:
     >>> import polars as pl
     >>> load_table("t", pl.DataFrame({"x": [1, 2]})).collect().height
     2
+    >>> load_table("t", {"x": [1, 2]})
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.SchemaError: tables['t']: unsupported table type builtins.dict. Fix: pass a polars ...
 
 """
 
@@ -16,7 +25,39 @@ import pyarrow as pa
 
 from dpframe.errors import SchemaError
 
-_FIX = "pass a polars DataFrame/LazyFrame, a pyarrow Table, or a path to a .parquet or .csv file"
+_FIX = ("pass a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame, an object with the Arrow "
+        "stream interface (__arrow_c_stream__), or a path to a .parquet or .csv file")
+
+
+def _is_pandas(source: object) -> bool:
+    """Whether ``source`` is a pandas DataFrame (recognised by its type, without importing pandas)."""
+    return any(c.__module__.split(".")[0] == "pandas" and c.__name__ == "DataFrame" for c in type(source).__mro__)
+
+
+def _from_arrow(source: pa.Table, where: str) -> pl.LazyFrame:
+    if len(set(source.column_names)) != len(source.column_names):   # Arrow allows it, Polars does not
+        raise SchemaError("the table has duplicate column names", argument=where, fix="rename the columns")
+    frame = pl.from_arrow(source)
+    assert isinstance(frame, pl.DataFrame)
+    return frame.lazy()
+
+
+def _from_pandas(source: object, where: str) -> pl.LazyFrame:
+    """A pandas DataFrame converted once (its index is not a column: ``reset_index()`` first to keep it)."""
+    columns = list(source.columns)  # type: ignore[attr-defined]
+    odd = [c for c in columns if not isinstance(c, str)]
+    if odd:
+        raise SchemaError(f"the pandas DataFrame has non-string column names {odd[:3]}", argument=where,
+                          fix="rename the columns to strings, e.g. df.columns = [str(c) for c in df.columns]")
+    if len(set(columns)) != len(columns):
+        raise SchemaError("the pandas DataFrame has duplicate column names", argument=where, fix="rename the columns")
+    try:
+        frame = pl.from_pandas(source)   # type: ignore[call-overload]
+    except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaError(f"cannot convert the pandas DataFrame: {type(e).__name__}: {str(e).splitlines()[0]}",
+                          argument=where, fix="convert object columns to a single type (e.g. df[c].astype(str))") from e
+    assert isinstance(frame, pl.DataFrame)
+    return frame.lazy()
 
 
 def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFrame:
@@ -27,11 +68,16 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
     if isinstance(source, pl.DataFrame):
         return source.lazy()
     if isinstance(source, pa.Table):
-        if len(set(source.column_names)) != len(source.column_names):   # Arrow allows it, Polars does not
-            raise SchemaError("the table has duplicate column names", argument=where, fix="rename the columns")
-        frame = pl.from_arrow(source)
-        assert isinstance(frame, pl.DataFrame)
-        return frame.lazy()
+        return _from_arrow(source, where)
+    if _is_pandas(source):
+        return _from_pandas(source, where)
+    if hasattr(type(source), "__arrow_c_stream__"):
+        try:
+            table = pa.table(source)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise SchemaError(f"cannot read the Arrow stream of a {_type_name(source)}: {str(e).splitlines()[0]}",
+                              argument=where, fix=_FIX) from e
+        return _from_arrow(table, where)
     if isinstance(source, str | Path):
         path = Path(source)
         if not path.exists():
@@ -41,4 +87,8 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
         if path.suffix.lower() == ".csv":
             return pl.scan_csv(path)
         raise SchemaError(f"unsupported file type {path.suffix!r}", argument=where, fix=_FIX)
-    raise SchemaError(f"unsupported table type {type(source).__name__}", argument=where, fix=_FIX)
+    raise SchemaError(f"unsupported table type {_type_name(source)}", argument=where, fix=_FIX)
+
+
+def _type_name(source: object) -> str:
+    return f"{type(source).__module__}.{type(source).__qualname__}"

@@ -18,10 +18,10 @@ sess = dp.Session({"visits": data}, privacy_unit=dp.PrivacyUnit("user_id", max_r
 
 # A measure of a kind no built-in handles: bins [0, 18), [18, 65), [65, 100) of age.
 ages = dp.measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))
-q = sess.table("visits").filter(pl.col("spend") > 20).agg(ages, dp.len())
 
 try:
-    print(q.explain(budget=dp.PureDP(0.5)))  # planning finds the mechanism (or fails, free)
+    q = sess.table("visits").filter(pl.col("spend") > 20).agg(ages, dp.len())   # validated now: finds the mechanism
+    print(q.explain(budget=dp.PureDP(0.5)))                                     # free
 except dp.PluginError as e:
     print("No mechanism handles this measure: the histogram plugin is not installed", end="")
     blocked = os.environ.get("DPFRAME_BLOCK_PLUGINS")

@@ -28,11 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, overload
+
+import numpy as np
 
 from dpframe.accounting.checks import (
     check_delta,
@@ -43,7 +46,9 @@ from dpframe.accounting.checks import (
     epsilon_out,
     shown,
 )
-from dpframe.accounting.curves import PrivacyCurve, amplified_epsilon, approx, pure, zcdp
+from dpframe.accounting.curve import PrivacyCurve
+from dpframe.accounting.curves import approx, pure, zcdp
+from dpframe.accounting.numerics.subsampling import amplified_epsilon
 from dpframe.budgets import (
     ZCDP,
     ApproxDP,
@@ -58,14 +63,6 @@ from dpframe.budgets import (
     zero,
 )
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
-
-#: Which standalone accountant can compose a curve (used in error messages).
-CAN_COMPOSE: dict[str, Callable[[PrivacyCurve], bool]] = {
-    "basic": lambda c: c.rdp is not None or c.hs is not None,
-    "zcdp": lambda c: c.rho is not None,
-    "rdp": lambda c: c.rdp is not None,
-    "pld": lambda c: c.rdp is not None or c.hs is not None,
-}
 
 
 def round_up(x: float) -> Fraction:
@@ -107,10 +104,17 @@ def curve_of(cost: Budget) -> PrivacyCurve:
 
 
 class Accountant(ABC):
-    """How charges compose. Subclass and register a factory via the ``dpframe_accountants`` hook."""
+    """How charges compose. Subclass and register a factory via the ``dpframe_accountants`` hook.
+
+    Class attributes: ``name`` (the registered name), ``accepts`` (the session notions it filters),
+    ``requires`` (what :meth:`supports` needs of a curve, for error messages) and ``additive`` (charges
+    compose by adding ε and δ: basic composition, the only composition ex-post refunds are proven for).
+    """
 
     name: ClassVar[str]
     accepts: ClassVar[frozenset[Notion]]
+    requires: ClassVar[str] = "privacy curve this accountant can use"
+    additive: ClassVar[bool] = False
 
     def __init__(self, total: Budget | None = None) -> None:
         if total is not None:
@@ -175,8 +179,8 @@ class Accountant(ABC):
         """Session: the total of a list of charges. Standalone: record ``times`` runs of a curve."""
         if isinstance(charges, PrivacyCurve):
             times = check_times(times)
-            if not self.can_compose(charges):
-                raise composability_error(charges, self.name)
+            if not self.supports(charges):
+                raise composability_error(charges, self)
             self.entries.append((charges, times))
             self._changed()
             return self
@@ -195,10 +199,13 @@ class Accountant(ABC):
             raise BudgetError(f"expected a {self.total.notion} charge of this accountant, got {shown(charge)}",
                               argument=argument, fix="pass what charge()/charge_plan()/compose() returned")
 
+    def supports(self, curve: PrivacyCurve) -> bool:
+        """Whether this accountant can compose ``curve`` standalone (here: any curve with an RDP curve or a profile)."""
+        return curve.rdp is not None or curve.hs is not None
+
     def can_compose(self, curve: PrivacyCurve) -> bool:
-        """Whether this accountant can compose ``curve`` (standalone)."""
-        check = CAN_COMPOSE.get(self.name)
-        return True if check is None else bool(check(curve))
+        """The same as :meth:`supports` (its earlier name)."""
+        return self.supports(curve)
 
     def _changed(self) -> None:  # noqa: B027 - optional hook
         """Hook: drop caches after a standalone compose()."""
@@ -253,6 +260,10 @@ class Accountant(ABC):
     def delta(self, epsilon: float) -> float:
         """Standalone: the δ of everything composed, at ``epsilon``."""
 
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Standalone: :meth:`delta` at each of ``epsilons`` (accountants may compute them at once)."""
+        return np.array([self.delta(float(e)) for e in np.asarray(epsilons, dtype=np.float64)])
+
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""
         delta = check_delta(delta)
@@ -273,15 +284,54 @@ def check_curves(curves: object) -> None:
                           fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
 
 
-def composability_error(curve: PrivacyCurve, name: str) -> DPFrameError:
-    """The error for a curve a standalone accountant cannot compose, naming the ones that can."""
-    able = [n for n, ok in CAN_COMPOSE.items() if ok(curve) and n != name]
+def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:
+    """Σ times·ε of a sequence when every mechanism is pure ε-DP (basic composition: (Σε, 0)-DP; else None).
+
+    Example:
+        >>> from dpframe.accounting.curves import gaussian, laplace
+        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])
+        (0.03, None)
+
+    """
+    if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in entries):
+        return math.fsum(t * float(c.pure_eps) for c, t in entries)  # type: ignore[arg-type]
+    return None
+
+
+def registered_accountants(host: Any = None) -> dict[str, Accountant]:
+    """A standalone instance of every accountant registered with ``host`` (default: the process' plugin host).
+
+    Built-ins first, then plugins' accountants, in registration order. An accountant whose factory needs the
+    session's total budget (it cannot be built standalone) is left out.
+
+    Example:
+        >>> list(registered_accountants())[:4]
+        ['basic', 'zcdp', 'rdp', 'pld']
+
+    """
+    if host is None:
+        from dpframe.plugin import plugin_host  # the host registers the accountants: it imports this package
+
+        host = plugin_host()
+    out: dict[str, Accountant] = {}
+    for entry in host.accountants():
+        try:
+            inspect.signature(entry.item).bind()
+        except TypeError:
+            continue                  # needs a total budget: a session-only accountant
+        except ValueError:
+            pass                      # no signature to inspect (a builtin): try it
+        out[entry.name] = entry.item()
+    return out
+
+
+def composability_error(curve: PrivacyCurve, accountant: Accountant) -> DPFrameError:
+    """The error for a curve a standalone accountant cannot compose, naming the registered ones that can."""
+    able = [n for n, other in registered_accountants().items() if n != accountant.name and other.supports(curve)]
     fix = (f"compose it with the {' or '.join(repr(n) for n in able)} accountant" if able
            else "declare an RDP curve or a privacy profile for the mechanism")
-    what = {"zcdp": "zCDP bound (subsampled and purely profile-defined mechanisms have none)",
-            "rdp": "RDP curve", "basic": "(ε, δ) guarantee"}.get(name, "privacy curve this accountant can use")
-    return BudgetConversionError(f"{curve.label} has no {what}, so the {name!r} accountant cannot compose it",
-                                 argument="mechanism", fix=fix)
+    return BudgetConversionError(f"{curve.label} has no {accountant.requires}, so the {accountant.name!r} "
+                                 "accountant cannot compose it", argument="mechanism", fix=fix)
 
 
 def plan_curves(declared: Sequence[PrivacyCurve] | None, cost: Budget) -> list[PrivacyCurve]:
@@ -324,6 +374,8 @@ class BasicAccountant(Accountant):
 
     name = "basic"
     accepts = frozenset({"pure", "approx"})
+    requires = "(ε, δ) guarantee"
+    additive = True
 
     def describe(self) -> str:
         return "basic composition (ε and δ add up)"
@@ -365,6 +417,11 @@ class ZCDPAccountant(Accountant):
 
     name = "zcdp"
     accepts = frozenset({"zcdp"})
+    requires = "zCDP bound (subsampled and purely profile-defined mechanisms have none)"
+
+    def supports(self, curve: PrivacyCurve) -> bool:
+        """Curves with a zCDP bound ρ."""
+        return curve.rho is not None
 
     def describe(self) -> str:
         return "zCDP composition (ρ adds up; pure ε counts as ε²/2)"

@@ -138,8 +138,8 @@ def check_times(times: object) -> int:
     return int(times)
 
 
-def check_alpha(alpha: object) -> np.ndarray:
-    """Rényi orders must be finite numbers > 1 (one or a non-empty sequence)."""
+def check_alpha(alpha: object, *, limits: bool = False) -> np.ndarray:
+    """Rényi orders must be finite numbers > 1 (one or a non-empty sequence); with ``limits``, α = 1 and ∞ too."""
     try:
         raw = np.atleast_1d(np.asarray(alpha))
     except (TypeError, ValueError, OverflowError):       # ragged nesting
@@ -150,9 +150,11 @@ def check_alpha(alpha: object) -> np.ndarray:
         a = np.array([math.nan if (x := _number(v)) is None else x for v in raw.ravel()]).reshape(raw.shape)
     else:                                                 # strings, booleans, dates
         a = np.array([math.nan])
+    if limits and a.ndim == 1 and a.size and not np.any(np.isnan(a)) and np.all(a >= 1):
+        return a
     if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)) or np.any(a <= 1):
         raise BudgetError(f"Rényi orders must be finite and > 1, got {shown(alpha)}", argument="alpha",
-                          fix="use orders such as 1.5, 2, 8, 64 (α = 1 is KL, not supported)")
+                          fix="use orders such as 1.5, 2, 8, 64 (curve.rdp_at also takes 1 and math.inf)")
     return a
 
 

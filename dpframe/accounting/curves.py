@@ -1,21 +1,6 @@
-"""Privacy curves: what an accountant needs to know about one mechanism.
+"""The built-in privacy curves: one constructor per mechanism (each curve's kind is registered for the ledger).
 
-A :class:`PrivacyCurve` describes a mechanism under add/remove-one neighbours by up to four facts:
-
-* ``rdp(α)``: its Rényi-DP curve ε(α) for α > 1 (Mironov 2017), used by :class:`RDPAccountant`;
-* ``hs`` / ``hs_rev``: the hockey-stick profile δ(ε) = H_{e^ε}(P‖Q) (ε ≥ 0) of a *dominating pair*
-  (P, Q) and of the reversed pair (Q, P) (Zhu, Dong & Wang 2022, Def. 3.3.1 of the thesis), used by
-  :class:`PLDAccountant`; symmetric mechanisms have ``hs_rev is hs``;
-* ``eps_inf``: a pure ε-DP bound (the RDP curve at α = ∞), used to cap subsampled curves;
-* ``delta0``: an additive δ (approximate RDP / approximate zCDP: with probability ≤ δ0 anything may
-  happen, otherwise the curves hold), e.g. DP partition selection.
-
-A mechanism that knows only an RDP curve still gets a PLD profile (the RDP → (ε, δ) conversion is a
-valid privacy-profile bound, made a dominating pair by connect-the-dots), and one that knows only δ(ε)
-(:func:`from_profile`) composes under the PLD accountant. Curves are built by the functions below and
-are serialisable (:meth:`PrivacyCurve.to_json`), so a session ledger re-composes them exactly.
-
-Closed forms (sensitivity-normalised; proofs/derivations in the digest
+Closed forms are in :mod:`dpframe.accounting.numerics` (sensitivity-normalised; derivations in the digest
 ``research/004_modern_accounting.md`` §1.3, §2.3–2.4):
 
 * Gaussian σ: ε(α) = α/(2σ²); δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), μ = 1/σ (exact).
@@ -30,42 +15,32 @@ Closed forms (sensitivity-normalised; proofs/derivations in the digest
 * discrete Laplace t, integer sensitivity Δ (one coordinate): exact RDP and profile by geometric sums.
 * threshold test (thesis Thm 4.3.1): a binary output "noisy count ≥ T" with Gaussian noise on a count
   in [lo, hi]; exact binary divergences (also after subsampling, where they stay binary).
+* sparse vectors (discrete Laplace and Gaussian noise; thesis Ch. 7).
 
-Poisson subsampling with rate γ (:meth:`PrivacyCurve.subsampled`): RDP by the tight bound (thesis
-Thm 2.3.4; only for mechanisms meeting its condition: Gaussian, Laplace, randomized response) or the
-general bound (Thm 2.3.1), both in log space with the expm1 form (digest §1.4.1), CGF-interpolated
-between integer orders, and capped by log(1 + γ(e^{ε∞} − 1)); PLD by the two amplified dominating
-pairs of Thm 3.3.5 (remove: ((1−γ)Q + γP, Q); add: the reverse) — accountants take the max of both.
+Poisson subsampling is :meth:`PrivacyCurve.subsampled`; several mechanisms on one input are
+:func:`~dpframe.accounting.composition`.
 
 Example:
-    >>> from dpframe.accounting import curves as c
-    >>> g = c.gaussian(sigma=2.0)
+    >>> g = gaussian(sigma=2.0)
     >>> float(g.rdp_at([2.0, 4.0])[1])
     0.5
-    >>> s = g.subsampled(rate=0.01)
-    >>> bool(s.rdp_at([2.0])[0] < g.rdp_at([2.0])[0])
-    True
+    >>> round(laplace(scale=10.0).delta_at(0.05), 6)
+    0.02469
 
 """
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from dpframe.accounting.checks import (
-    check_alpha,
-    check_delta,
-    check_epsilon,
-    check_grid,
     check_rate,
-    delta_out,
     nonnegative,
     positive,
     ratio,
@@ -73,433 +48,34 @@ from dpframe.accounting.checks import (
     real,
     shown,
 )
-from dpframe.errors import BudgetError, DPFrameError
+from dpframe.accounting.curve import PrivacyCurve, register_curve
+from dpframe.accounting.numerics.binary import binary_profile, binary_rdp, sampled_pairs, threshold_pairs
+from dpframe.accounting.numerics.common import Array, Fn
+from dpframe.accounting.numerics.profiles import (
+    MAX_DISCRETE_GAUSSIAN_SIGMA,
+    hs_atoms,
+    hs_bounded_range,
+    hs_discrete_gaussian,
+    hs_discrete_laplace,
+    hs_gaussian,
+    hs_laplace,
+    hs_mixture,
+)
+from dpframe.accounting.numerics.rdp import rdp_binary, rdp_discrete_laplace, rdp_laplace, rdp_linear, rdp_pure
+from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp
+from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
+from dpframe.errors import BudgetError
 
-Array = np.ndarray
-Fn = Callable[[Array], Array]
-
-
-def _special() -> Any:
-    import scipy.special  # lazily: slow to import, and `import dpframe` must stay fast
-
-    return scipy.special
-
-
-#: Evaluations of a profile or RDP function are done in blocks of at most this many array entries.
-BLOCK = 1 << 21
-
-#: Largest integer order at which a subsampled RDP curve is computed term by term (beyond: the cap).
-MAX_SUBSAMPLED_ORDER = 4096
+__all__ = [
+    "MAX_COUNT_RANGE", "MAX_SVT_LENGTH", "PrivacyCurve", "approx", "discrete_gaussian", "discrete_laplace",
+    "exponential", "from_profile", "from_rdp", "gaussian", "gaussian_sparse_vector", "laplace", "pure",
+    "randomized_response", "sparse_vector", "threshold_test", "tree_aggregation", "zcdp",
+]
 
 #: Largest count range [lower, upper] of :func:`threshold_test` (its cost grows with the range).
 MAX_COUNT_RANGE = 100_000
 
 
-def amplified_epsilon(epsilon: float, rate: float) -> float:
-    """log(1 + γ(e^ε − 1)): ε-DP on a Poisson sample of rate γ (Li et al. 2012), finite for any finite ε.
-
-    Example:
-        >>> round(amplified_epsilon(1.0, 0.01), 6), round(amplified_epsilon(1000.0, 0.5), 6)
-        (0.017037, 999.306853)
-
-    """
-    if epsilon < 700:
-        return math.log1p(rate * math.expm1(epsilon))
-    return epsilon + math.log(rate) + math.log1p((1 - rate) * math.exp(-epsilon) / rate)  # log((1−γ) + γe^ε)
-
-
-# ------------------------------------------------------------------------------------------------ RDP
-def _rdp_linear(rho: float) -> Fn:
-    """ε(α) = αρ (Gaussian with ρ = Δ²/(2σ²), any ρ-zCDP mechanism); ρ may be +∞ (vacuous)."""
-    return lambda a: np.asarray(a * rho)
-
-
-def _rdp_laplace(eps: float) -> Fn:
-    """Laplace with ε = Δ/b: ε + log1p((α−1)·expm1((1−2α)ε)/(2α−1))/(α−1)."""
-    def f(a: Array) -> Array:
-        with np.errstate(over="ignore"):
-            return np.asarray(eps + np.log1p((a - 1) * np.expm1((1 - 2 * a) * eps) / (2 * a - 1)) / (a - 1))
-
-    return f
-
-
-def _rdp_binary(lp: float, l1p: float, lq: float, l1q: float) -> Fn:
-    """D_α((p, 1−p) ‖ (q, 1−q)) from logs of the four probabilities."""
-    def f(a: Array) -> Array:
-        return np.asarray(np.logaddexp(a * lp + (1 - a) * lq, a * l1p + (1 - a) * l1q) / (a - 1))
-
-    return f
-
-
-def _rdp_pure(eps: float) -> Fn:
-    # (1/(α−1)) log[(sinh(αε) − sinh((α−1)ε))/sinh(ε)] = RR with p = e^ε/(1+e^ε), evaluated stably.
-    p = -float(np.logaddexp(0.0, -eps))        # log p
-    q = -float(np.logaddexp(0.0, eps))         # log (1 − p)
-    rr = _rdp_binary(p, q, q, p)
-    return lambda a: np.minimum(rr(a), eps)
-
-
-def _rdp_discrete_laplace(t: float, d: int) -> Fn:
-    def f(a: Array) -> Array:
-        with np.errstate(over="ignore"):
-            k = (2 * a - 1) / t
-            # middle sum Σ_{k=1}^{Δ−1} r^k with r = e^{−(2α−1)/t}, written with expm1 (all terms ≥ 0)
-            mid = np.exp(-k) * (-np.expm1(-k * (d - 1))) / (-np.expm1(-k)) if d > 1 else np.zeros_like(a)
-            inner = 1 + np.exp(-(2 * a - 1) * (d / t)) + (-math.expm1(-1 / t)) * mid
-            return np.asarray(((a - 1) * (d / t) + np.log(inner) - math.log1p(math.exp(-1 / t))) / (a - 1))
-
-    return f
-
-
-# ------------------------------------------------------------------------------------ hockey sticks
-#: Profiles are evaluated at ε ≤ this (δ is non-increasing in ε, so a smaller ε only raises δ: sound).
-E_MAX = 1e300
-
-
-def _hs_gaussian(mu: float) -> Fn:
-    def f(e: Array) -> Array:
-        sp = _special()
-        e = np.minimum(np.asarray(e, dtype=np.float64), E_MAX)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = np.exp(sp.log_ndtr(-e / mu + mu / 2)) - np.exp(e + sp.log_ndtr(-e / mu - mu / 2))
-        return np.asarray(np.clip(out, 0.0, 1.0))
-
-    return f
-
-
-def _hs_laplace(eps: float) -> Fn:
-    """Laplace with ε = Δ/b: δ(e) = 1 − e^{(e−ε)/2} on [0, ε], 0 beyond."""
-    return lambda e: np.where(e >= eps, 0.0, -np.expm1(np.minimum(e - eps, 0.0) / 2))
-
-
-def _hs_atoms(losses: Array, probs: Array) -> Fn:
-    """δ(ε) = Σ p_i (1 − e^{ε − L_i})_+ for a discrete privacy-loss distribution."""
-    def f(e: Array) -> Array:
-        e = np.asarray(e, dtype=np.float64)
-        terms = probs[None, :] * -np.expm1(np.minimum(e[:, None] - losses[None, :], 0.0))
-        return np.asarray(np.clip(terms.sum(axis=1), 0.0, 1.0))
-
-    return f
-
-
-def _hs_bounded_range(eps: float) -> Fn:
-    # (e^{ε/2} − e^{e/2})²/(e^ε − 1) = (1 − e^{(e−ε)/2})²/(1 − e^{−ε}): no overflow for any ε
-    return lambda e: np.where(e >= eps, 0.0, np.expm1((np.minimum(e, eps) - eps) / 2) ** 2 / -math.expm1(-eps))
-
-
-def _hs_discrete_laplace(t: float, d: int) -> Fn:
-    """Exact profile of discrete Laplace(t) shifted by integer Δ (P-loss atoms, summed in closed form)."""
-    norm = 1 + math.exp(-1 / t)
-
-    def f(e: Array) -> Array:
-        e = np.minimum(np.asarray(e, dtype=np.float64), E_MAX)
-        top = (1 / norm) * -np.expm1(np.minimum(e - d / t, 0.0))          # atom at +Δ/t (k ≤ 0)
-        # middle atoms k = 1..K with loss (Δ − 2k)/t > ε and P-mass c·e^{−k/t}, c = (1 − e^{−1/t})/norm:
-        # Σ_k c e^{−k/t}(1 − e^{ε − (Δ−2k)/t}) = (1 − e^{−K/t})/norm · (e^{−1/t} − e^{ε − (Δ−K)/t}),
-        # both exponents ≤ 0 on the atoms used, so nothing overflows for a tiny t
-        kmax = np.clip(np.ceil((d - e * t) / 2) - 1, 0, d - 1)
-        with np.errstate(over="ignore", invalid="ignore"):
-            mid = -np.expm1(-kmax / t) / norm * (math.exp(-1 / t) - np.exp(np.minimum(e - (d - kmax) / t, 0.0)))
-        mid = np.where(kmax > 0, mid, 0.0)
-        return np.clip(top + np.maximum(mid, 0.0), 0.0, 1.0)
-
-    return f
-
-
-def two_sided(hs: Fn, hs_rev: Fn, e: Array) -> Array:
-    """H_{e^ε}(P‖Q) for every real ε: for ε < 0, H_x(P‖Q) = 1 − x + x·H_{1/x}(Q‖P)."""
-    e = np.asarray(e, dtype=np.float64)
-    neg = e < 0
-    out = np.empty_like(e)
-    out[~neg] = hs(e[~neg])
-    x = np.exp(e[neg])
-    out[neg] = -np.expm1(e[neg]) + x * hs_rev(-e[neg])
-    return out
-
-
-def _hs_from_rdp(rdp: Fn, orders: Array, fine: int = 8) -> Fn:
-    """A privacy-profile bound from an RDP curve: min over orders of the improved conversion (≤ 1).
-
-    At order α, log δ(ε) = (α−1)(ε(α) + log(1 − 1/α)) − log α − (α−1)ε is a line in ε, so the minimum
-    over orders is the lower envelope of lines (computed once, evaluated by binary search). The orders
-    are ``orders`` refined by ``fine`` points between neighbours (the curve is evaluated once on them).
-    """
-    grid = np.unique(np.concatenate([np.linspace(a, b, fine + 1) for a, b in zip(orders[:-1], orders[1:])]))
-    with np.errstate(all="ignore"):
-        intercept = (grid - 1) * (np.asarray(rdp(grid), dtype=np.float64) + np.log1p(-1 / grid)) - np.log(grid)
-    ok = np.isfinite(intercept)
-    if not ok.any():
-        return lambda e: np.ones(np.shape(e))
-    b_all, m_all = intercept[ok].tolist(), (1 - grid[ok]).tolist()       # slopes decrease along the grid
-    lines: list[tuple[float, float]] = []      # (slope, intercept) of the envelope, slopes decreasing
-    breaks: list[float] = []                   # where line k + 1 takes over from line k
-    for m, b in zip(m_all, b_all):
-        while lines:
-            m0, b0 = lines[-1]
-            at = (b - b0) / (m0 - m)           # where the new line drops below the last one
-            if breaks and at <= breaks[-1]:    # ... before the last one is ever the lowest: drop it
-                lines.pop()
-                breaks.pop()
-                continue
-            breaks.append(at)
-            break
-        lines.append((m, b))
-    slope = np.array([m for m, _ in lines])
-    inter = np.array([b for _, b in lines])
-    cut = np.array(breaks)
-
-    def f(e: Array) -> Array:
-        e = np.asarray(e, dtype=np.float64)
-        k = np.searchsorted(cut, e, side="right")
-        with np.errstate(over="ignore"):
-            return np.asarray(np.minimum(1.0, np.exp(inter[k] + slope[k] * e)))
-
-    return f
-
-
-def _hs_mixture(hs: Fn, delta0: float) -> Fn:
-    return lambda e: delta0 + (1 - delta0) * hs(e)
-
-
-# ----------------------------------------------------------------------------------- subsampling
-def _log_comb(n: Array, k: Array) -> Array:
-    sp = _special()
-    return np.asarray(sp.gammaln(n + 1) - sp.gammaln(k + 1) - sp.gammaln(n - k + 1))
-
-
-def subsampled_rdp_integer(alpha: int, rate: float, rdp: Fn, *, tight: bool) -> float:
-    """ε of the Poisson-subsampled mechanism at integer α ≥ 2 (thesis Thm 2.3.4 / Thm 2.3.1).
-
-    Tight: log1p(Σ_{ℓ≥2} w_ℓ·expm1((ℓ−1)ε(ℓ)))/(α−1) with w_ℓ = C(α,ℓ)(1−γ)^{α−ℓ}γ^ℓ, all terms ≥ 0
-    (no cancellation, digest §1.4.1). General: log{(1−γ)^{α−1}(αγ−γ+1) + w_2 e^{ε(2)} + 3Σ_{ℓ≥3} w_ℓ
-    e^{(ℓ−1)ε(ℓ)}}/(α−1) in plain log-sum-exp.
-
-    Example:
-        >>> round(subsampled_rdp_integer(2, 0.01, lambda a: a / 8.0, tight=True), 14)
-        2.840213832e-05
-
-    """
-    sp = _special()
-    if rate == 1:
-        return float(rdp(np.array([float(alpha)]))[0])
-    ell = np.arange(2, alpha + 1, dtype=np.float64)
-    eps = rdp(ell)
-    if not np.all(np.isfinite(eps)):
-        return math.inf
-    log_w = _log_comb(np.asarray(float(alpha)), ell) + ell * math.log(rate) + (alpha - ell) * math.log1p(-rate)
-    x = (ell - 1) * eps
-    if tight:
-        small = x < 30
-        log_em1 = np.empty_like(x)
-        log_em1[small] = np.log(np.expm1(np.maximum(x[small], 1e-300)))
-        log_em1[~small] = x[~small] + np.log1p(-np.exp(-x[~small]))
-        return float(np.logaddexp(0.0, sp.logsumexp(log_w + log_em1))) / (alpha - 1)
-    terms = [(alpha - 1) * math.log1p(-rate) + math.log1p((alpha - 1) * rate), float(log_w[0] + x[0])]
-    if alpha >= 3:
-        terms.append(math.log(3) + float(sp.logsumexp(log_w[1:] + x[1:])))
-    return float(sp.logsumexp(terms)) / (alpha - 1)
-
-
-def _subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
-    cache: dict[int, float] = {}
-
-    def at_int(n: int) -> float:
-        if n not in cache:
-            cache[n] = subsampled_rdp_integer(n, rate, rdp, tight=tight)
-        return cache[n]
-
-    def f(a: Array) -> Array:
-        out = np.empty(len(a))
-        for i, alpha in enumerate(np.asarray(a, dtype=np.float64)):
-            if alpha <= 2:
-                v = at_int(2)  # RDP is non-decreasing in α
-            elif alpha > MAX_SUBSAMPLED_ORDER:
-                # subsampling never increases a Rényi divergence (joint quasi-convexity, van Erven &
-                # Harremoës 2014, Thm 13: D_α((1−γ)Q + γP‖Q) ≤ D_α(P‖Q), likewise for the reverse pair)
-                v = float(rdp(np.array([alpha]))[0])
-            else:
-                lo, hi = math.floor(alpha), math.ceil(alpha)
-                if lo == hi:
-                    v = at_int(lo)
-                else:  # the CGF (α−1)ε(α) is convex: linear interpolation bounds it from above
-                    w = alpha - lo
-                    v = ((1 - w) * (lo - 1) * at_int(lo) + w * (hi - 1) * at_int(hi)) / (alpha - 1)
-            out[i] = v if cap is None else min(v, cap)
-        return out
-
-    return f
-
-
-def unamplified_epsilon(e: Array, rate: float) -> Array:
-    """log(1 + (e^ε − 1)/γ) for ε ≥ 0 (the inverse of :func:`amplified_epsilon`), finite where it can be.
-
-    Example:
-        >>> [round(float(v), 6) for v in unamplified_epsilon(np.array([0.017037, 1000.0]), 0.01)]
-        [1.000005, 1004.60517]
-
-    """
-    e = np.asarray(e, dtype=np.float64)
-    log_rate = math.log(rate)
-    with np.errstate(over="ignore", divide="ignore"):
-        em1 = np.expm1(np.minimum(e, 700.0))
-        direct = np.log1p(em1 / rate)                               # accurate for small ε
-        summed = np.log(em1 + rate) - log_rate                      # when em1/γ overflows
-        large = e + np.log1p((rate - 1) * np.exp(-e)) - log_rate    # when e^ε overflows
-    out = np.where(e >= 700.0, large, np.where(np.isfinite(direct), direct, summed))
-    return np.asarray(np.minimum(out, E_MAX))
-
-
-def _hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
-    """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0."""
-    def rem(e: Array) -> Array:
-        return rate * hs(unamplified_epsilon(e, rate))
-
-    def rev(e: Array) -> Array:
-        with np.errstate(over="ignore"):
-            x = np.exp(np.asarray(e, dtype=np.float64))
-            c = 1 - x * (1 - rate)                   # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
-        out = np.zeros_like(x)
-        ok = c > 0
-        out[ok] = c[ok] * two_sided(hs_rev, hs, np.log(x[ok] * rate / c[ok]))
-        return np.clip(out, 0.0, 1.0)
-
-    return rem, rev
-
-
-# ------------------------------------------------------------------------------------------ curve
-RDP_ORDERS = np.concatenate([np.arange(1.1, 11.0, 0.1), np.arange(11, 64, dtype=np.float64),
-                             np.array([80.0, 128, 256, 512, 1024])])
-
-
-@dataclass(frozen=True, eq=False)
-class PrivacyCurve:
-    """One mechanism as accountants see it (build with :func:`gaussian`, :func:`laplace`, ...)."""
-
-    label: str
-    spec: dict[str, Any] | None
-    rdp: Fn | None = None
-    hs: Fn | None = None
-    hs_rev: Fn | None = None
-    eps_inf: float | None = None
-    delta0: float = 0.0
-    rho: float | None = None            # a zCDP bound, if the mechanism has one
-    tight_subsampling: bool = False     # condition (2.2) of thesis Thm 2.3.4 holds
-    rate: float = 1.0
-    pure_eps: float | None = field(default=None)  # an ε-DP bound (for basic composition)
-
-    # ----------------------------------------------------------------------------- public queries
-    @property
-    def symmetric(self) -> bool:
-        """Whether the dominating pair is symmetric (add and remove directions coincide)."""
-        return self.hs is not None and self.hs is self.hs_rev
-
-    def rdp_at(self, alpha: Sequence[float] | Array) -> Array:
-        """ε(α) at the given orders (∞ where unbounded)."""
-        a = check_alpha(alpha)
-        if self.rdp is None:
-            return np.full(a.shape, math.inf)
-        with np.errstate(all="ignore"):
-            return rdp_out(self.rdp(a))
-
-    def profile(self) -> tuple[Fn, Fn]:
-        """(hs, hs_rev) of a dominating pair: the declared one, or one derived from the RDP curve."""
-        if self.hs is not None and self.hs_rev is not None:
-            return self.hs, self.hs_rev
-        if self.rdp is None:
-            raise DPFrameError(f"{self.label} has neither an RDP curve nor a privacy profile",
-                               argument="mechanism", fix="declare rdp= or profile= for it")
-        cached: tuple[Fn, Fn] | None = self.__dict__.get("_derived_profile")
-        if cached is None:            # derived once per curve (δ(ε) queries call this in loops)
-            h = _hs_from_rdp(self.rdp, RDP_ORDERS)
-            if self.delta0:
-                h = _hs_mixture(h, self.delta0)
-            cached = (h, h)
-            object.__setattr__(self, "_derived_profile", cached)
-        return cached
-
-    def delta_at(self, epsilon: float) -> float:
-        """δ(ε) of this single mechanism (max over both neighbour directions), for a finite ε ≥ 0.
-
-        Example:
-            >>> round(laplace(scale=1.0).delta_at(0.5), 6)      # 1 − e^{(0.5 − 1)/2}
-            0.221199
-
-        """
-        return self._delta_at(check_epsilon(epsilon))
-
-    def _delta_at(self, epsilon: float) -> float:
-        hs, rev = self.profile()
-        e = np.array([epsilon])
-        with np.errstate(all="ignore"):
-            return max(delta_out(hs(e)[0]), delta_out(rev(e)[0]))
-
-    def approx_dp(self, delta: float) -> float:
-        """The smallest ε with δ(ε) ≤ ``delta`` (in (0, 1)) for this mechanism alone (bisection; the upper end).
-
-        ∞ when no ε up to max(10⁴, 2·ε∞) has that δ (e.g. ``delta`` below the mechanism's δ0).
-
-        Example:
-            >>> round(laplace(scale=1.0).approx_dp(0.221199), 4)
-            0.5
-
-        """
-        return self._approx_dp(check_delta(delta))
-
-    def _approx_dp(self, delta: float) -> float:
-        if self._delta_at(0.0) <= delta:
-            return 0.0
-        limit = max(1e4, 2 * self.eps_inf) if self.eps_inf is not None and math.isfinite(self.eps_inf) else 1e4
-        lo, hi = 0.0, 1.0
-        while self._delta_at(hi) > delta:
-            lo, hi = hi, hi * 2
-            if hi > limit:
-                return math.inf
-        for _ in range(80):
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if self._delta_at(mid) <= delta else (mid, hi)
-            if hi - lo <= 1e-15 * hi:
-                break
-        return hi
-
-    def subsampled(self, rate: float) -> PrivacyCurve:
-        """The same mechanism run on a Poisson sample that keeps each unit with probability ``rate``."""
-        g = check_rate(rate)
-        if g == 1:
-            return self
-        spec = None if self.spec is None else {**self.spec, "rate": self.rate * g}
-        rdp = None
-        cap = None if self.eps_inf is None else amplified_epsilon(self.eps_inf, g)
-        if self.rdp is not None:
-            rdp = _subsampled_rdp(self.rdp, g, self.tight_subsampling and self.delta0 == 0, cap)
-        hs, rev = self.profile()
-        hs_s, rev_s = _hs_subsampled(hs, rev, g)
-        return PrivacyCurve(f"{self.label} sampled at rate {g:g}", spec, rdp, hs_s, rev_s, cap,
-                            self.delta0 * g, None, False, self.rate * g,
-                            None if self.pure_eps is None else cap)
-
-    def to_json(self) -> str:
-        """Serialise (for a ledger); raises for curves built from Python callables."""
-        if self.spec is None:
-            raise DPFrameError(f"{self.label} was built from Python functions and cannot be stored",
-                               argument="mechanism", fix="build it with a dpframe.accounting constructor")
-        return json.dumps(self.spec, sort_keys=True)
-
-    def __repr__(self) -> str:
-        return f"<PrivacyCurve {self.label}>"
-
-
-def from_json(text: str) -> PrivacyCurve:
-    """Rebuild a curve stored with :meth:`PrivacyCurve.to_json`."""
-    spec = dict(json.loads(text))
-    rate = float(spec.pop("rate", 1.0))
-    kind = spec.pop("kind")
-    if kind not in _KINDS:
-        raise DPFrameError(f"unknown curve kind {kind!r}", argument="ledger", fix="upgrade dpframe")
-    curve: PrivacyCurve = _KINDS[kind](**spec)
-    return curve.subsampled(rate) if rate != 1 else curve
-
-
-# ----------------------------------------------------------------------------------- constructors
 def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     """Gaussian noise of standard deviation ``sigma`` on a statistic of L2 sensitivity ``sensitivity``.
 
@@ -511,10 +87,37 @@ def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     s = positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity, e.g. 1.0")
     mu = ratio(d, s, "sigma", "μ = Δ/σ")
-    hs = _hs_gaussian(mu)
+    hs = hs_gaussian(mu)
     rho = mu * mu / 2                          # +∞ when μ² overflows: a vacuous, valid bound
     return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
-                        _rdp_linear(rho), hs, hs, None, 0.0, rho, True)
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, True, kl=rho,
+                        sampled_rdp=(lambda g: sampled_gaussian_rdp(mu, g)) if math.isfinite(rho) else None)
+
+
+def tree_aggregation(sigma: float, steps: int | Sequence[int], sensitivity: float = 1.0) -> PrivacyCurve:
+    """Tree aggregation (DP-FTRL's prefix sums, one epoch): Gaussian noise σ on every node of a binary tree.
+
+    ``steps``: the leaves of the tree, or a list of epoch lengths when the tree restarts (each record in
+    one epoch). A record's contribution (L2 ≤ Δ) is in one leaf and its ancestors, at most
+    D = ⌈log₂(max steps + 1)⌉ nodes, so the whole release is one Gaussian mechanism with sensitivity Δ√D
+    (Kairouz et al. 2021, App. D; dp_accounting's ``SingleEpochTreeAggregationDpEvent``).
+
+    Example:
+        >>> round(float(tree_aggregation(sigma=1.0, steps=100).rdp_at([2.0])[0]), 12)   # αD/(2σ²), D = ⌈log₂ 101⌉
+        7.0
+
+    """
+    counts = [steps] if isinstance(steps, int) and not isinstance(steps, bool) else steps
+    if (isinstance(counts, str | bytes) or not isinstance(counts, Sequence) or not counts
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 2**53 for n in counts)):
+        raise BudgetError(f"must be a positive int or a non-empty list of them, got {shown(steps)}",
+                          argument="steps", fix="pass the number of steps per tree, e.g. steps=1000")
+    depth = math.ceil(math.log2(max(counts) + 1))
+    s = positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
+    d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity of one record, e.g. 1.0")
+    one = gaussian(s, d * math.sqrt(depth))
+    return replace(one, label=f"tree aggregation(σ={s:g}, Δ={d:g}, depth {depth})",
+                   spec={"kind": "tree_aggregation", "sigma": s, "steps": list(counts), "sensitivity": d})
 
 
 def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
@@ -528,49 +131,78 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     b = positive(scale, "scale", "pass the Laplace scale, e.g. scale=10.0")
     d = positive(sensitivity, "sensitivity", "pass the L1 sensitivity, e.g. 1.0")
     eps = ratio(d, b, "scale", "ε = Δ/b")
-    hs = _hs_laplace(eps)
+    hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        _rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps)
+                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps,
+                        kl=eps + math.expm1(-eps))     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
 
 
-def randomized_response(p: float | None = None, *, epsilon: float | None = None) -> PrivacyCurve:
-    """Binary randomized response: the true bit with probability ``p`` > ½ (or p = e^ε/(1+e^ε)).
+def randomized_response(p: float | None = None, *, epsilon: float | None = None, k: int = 2) -> PrivacyCurve:
+    """k-ary randomized response (binary by default): the true value w.p. ``p`` (or e^ε/(e^ε + k − 1)).
+
+    Each of the k − 1 other values comes out with probability (1 − p)/(k − 1). Two inputs x ≠ x′ give
+    outputs whose likelihood ratio is e^ε at x, e^{−ε} at x′ and 1 elsewhere, so the privacy loss is ±ε
+    or 0 with probabilities (e^ε, 1, k − 2)/(e^ε + k − 1): exact curves.
+    (dp_accounting's ``RandomizedResponseDpEvent(q, k)`` is p = 1 − q + q/k.)
 
     Example:
         >>> randomized_response(epsilon=1000.0).eps_inf      # p rounds to 1 as a float: built from ε
         1000.0
+        >>> round(randomized_response(0.5, k=4).eps_inf, 6)   # log(0.5/(0.5/3))
+        1.098612
 
     """
     if (p is None) == (epsilon is None):
         raise BudgetError("give exactly one of p and epsilon", argument="p",
                           fix="randomized_response(p=0.75) or randomized_response(epsilon=1.0)")
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= 2**53:
+        raise BudgetError(f"must be an int in [2, 2**53], got {shown(k)}", argument="k",
+                          fix="pass the number of possible values, e.g. k=2")
     spec: dict[str, Any]
+    others = math.log(k - 1)
     if p is None:
         eta = positive(epsilon, "epsilon", "pass epsilon > 0")
-        prob = 1 / (1 + math.exp(-eta))
-        if 0.5 < prob < 1:           # representable: described by p, as always
-            return randomized_response(prob)
-        lp, lq = -float(np.logaddexp(0.0, -eta)), -float(np.logaddexp(0.0, eta))   # log p, log(1 − p)
-        label, spec = f"randomized response(ε={eta:g})", {"kind": "randomized_response", "epsilon": eta}
+        prob = 1 / (1 + (k - 1) * math.exp(-eta))
+        if 1 / k < prob < 1:         # representable: described by p, as always
+            return randomized_response(prob, k=k)
+        # log p, log q (q = one other value's probability), without forming e^η
+        lp = -float(np.logaddexp(0.0, others - eta))
+        lq = lp - eta
+        label, spec = f"randomized response(ε={eta:g}{_k(k)})", {"kind": "randomized_response", "epsilon": eta}
     else:
-        prob = real(p, "p", "pass the truth probability, in (0.5, 1)")
-        if not (0.5 < prob < 1):
-            raise BudgetError(f"must be in (0.5, 1), got {shown(p)}", argument="p", fix="pass the truth probability")
-        eta, lp, lq = math.log(prob / (1 - prob)), math.log(prob), math.log1p(-prob)
-        label, spec = f"randomized response(p={prob:g})", {"kind": "randomized_response", "p": prob}
-    probs = np.array([prob, 1 - prob]) if p is not None else np.array([math.exp(lp), math.exp(lq)])
-    hs = _hs_atoms(np.array([eta, -eta]), probs)
-    return PrivacyCurve(label, spec, _rdp_binary(lp, lq, lq, lp), hs, hs, eta, 0.0, eta * eta / 2, True,
-                        pure_eps=eta)
+        prob = real(p, "p", "pass the truth probability, in (1/k, 1)")
+        if not (1 / k < prob < 1):
+            raise BudgetError(f"must be in (1/k, 1) = ({1 / k:g}, 1), got {shown(p)}", argument="p",
+                              fix="pass the truth probability")
+        lp, lq = math.log(prob), math.log1p(-prob) - others
+        eta = lp - lq
+        label, spec = f"randomized response(p={prob:g}{_k(k)})", {"kind": "randomized_response", "p": prob}
+    if k != 2:
+        spec["k"] = k
+    atoms = np.array([eta, -eta, 0.0])
+    probs = np.array([math.exp(lp), math.exp(lq), max(0.0, 1 - math.exp(lp) - math.exp(lq))])
+    hs = hs_atoms(atoms, probs) if k > 2 else hs_atoms(atoms[:2], probs[:2])
+    rest = math.log1p(-math.exp(lp) - math.exp(lq)) if k > 2 else -math.inf
+    return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp, rest), hs, hs, eta, 0.0, eta * eta / 2, k == 2,
+                        pure_eps=eta, kl=eta * (math.exp(lp) - math.exp(lq)))   # Σ P·loss = ε(P(x) − P(x′))
+
+
+def _k(k: int) -> str:
+    return "" if k == 2 else f", k={k}"
 
 
 def pure(epsilon: float) -> PrivacyCurve:
     """Any ε-DP mechanism (dominated by randomized response with p = e^ε/(1+e^ε))."""
     e = positive(epsilon, "epsilon", "pass epsilon > 0")
     p = 1 / (1 + math.exp(-e))
-    hs = _hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
-    return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, _rdp_pure(e), hs, hs, e, 0.0,
-                        e * e / 2, False, pure_eps=e)   # e * e: inf (not OverflowError) for absurd ε
+    hs = hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
+    return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, rdp_pure(e), hs, hs, e, 0.0,
+                        e * e / 2, False, pure_eps=e, kl=min(_kl_rr(e), e))   # e * e: inf, not OverflowError
+
+
+def _kl_rr(eta: float) -> float:
+    """D(RR_p‖RR_{1−p}) = (2p − 1)·η = η·tanh(η/2), p = e^η/(1+e^η): the KL divergence of ε-DP's worst case."""
+    return eta * math.tanh(eta / 2)
 
 
 def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
@@ -622,7 +254,7 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
     assert total.rdp is not None
     rdp = total.rdp
     if max_positives == 1:
-        r1, classic = _rdp_pure(e1), total.rdp
+        r1, classic = rdp_pure(e1), total.rdp
 
         def rdp(a: Array) -> Array:
             return np.minimum(classic(a), r1(a) + e2)
@@ -636,123 +268,6 @@ def sparse_vector(eps1: float, eps2: float, max_positives: int) -> PrivacyCurve:
 MAX_SVT_LENGTH = 10**6
 
 #: Orders γ of the Hölder step in (7.2), as fractions of the way from 1 to (σ₂/σ₁)² (where the moment diverges).
-_SVT_GAMMA_FRACTIONS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65,
-                                 0.7, 0.75, 0.8, 0.85, 0.9])
-
-_TERMS = 64          # pmf terms summed exactly before a tail is bounded by an integral
-_MOMENT_POINTS = 40_000   # beyond this many integers z, the moment sum is bounded block by block
-
-
-def _log_norm_bounds(s: float) -> tuple[float, float]:
-    """(lower, upper) bounds of log Σ_{x∈ℤ} exp(−x²/(2s²)) (direct sum + integral tail; Poisson summation)."""
-    sp = _special()
-    x = np.arange(1, _TERMS + 1, dtype=np.float64)
-    direct = 1 + 2 * float(np.exp(-x * x / (2 * s * s)).sum())
-    # Σ_{x>J} f(x) ≤ ∫_J^∞ f (f decreasing); Poisson: Z = √(2π)s·Σ_k exp(−2π²s²k²) ≥ √(2π)s
-    upper = direct + 2 * s * math.sqrt(2 * math.pi) * float(sp.ndtr(-_TERMS / s))
-    root = math.sqrt(2 * math.pi) * s
-    q = math.exp(-2 * math.pi ** 2 * s * s)
-    if q < 0.5:
-        upper = min(upper, root * (1 + 2 * q / (1 - q)))
-    return math.log(max(direct, root)), math.log(upper)
-
-
-def _log_tail_lower(m: Array, s: float) -> Array:
-    """Lower bounds of log P[ν ≥ m] for ν ~ N_ℤ(0, s²) and integers m (float64 array)."""
-    sp = _special()
-    log_low, log_up = _log_norm_bounds(s)
-    j = np.arange(_TERMS + 1, dtype=np.float64)
-    out = np.empty(m.shape)
-    pos = m >= 0
-    n = np.where(pos, m, -m + 1)        # m < 0: P[ν ≥ m] = 1 − P[ν ≥ |m| + 1]
-    out_n = np.empty(m.shape)
-    for lo in range(0, m.size, 4096):
-        nn = n[lo:lo + 4096]
-        x = nn[:, None] + j[None, :]
-        head = sp.logsumexp(-x * x / (2 * s * s), axis=1)
-        out_n[lo:lo + 4096] = head
-    log_root = math.log(s * math.sqrt(2 * math.pi))
-    # m ≥ 0: Σ_{x>m+J} f(x) ≥ ∫_{m+J+1}^∞ f (each f(x) ≥ ∫_x^{x+1} f), over Z ≤ e^{log_up}
-    tail_low = log_root + sp.log_ndtr(-(n + _TERMS + 1) / s)
-    low = np.logaddexp(out_n, tail_low) - log_up
-    # m < 0: P[ν ≥ |m|+1] ≤ (Σ_{x=n}^{n+J} f + ∫_{n+J}^∞ f)/Z with Z ≥ e^{log_low}; and P[ν ≥ m] ≥ P[ν ≥ 0] > 1/2
-    tail_up = log_root + sp.log_ndtr(-(n + _TERMS) / s)
-    up = np.minimum(np.logaddexp(out_n, tail_up) - log_low, 0.0)
-    with np.errstate(divide="ignore"):
-        neg = np.maximum(np.log(-np.expm1(up)), math.log(0.5))
-    out[pos] = low[pos]
-    out[~pos] = neg[~pos]
-    return out
-
-
-def gaussian_svt_log_moments(sigma1: float, sigma2: float, threshold: int, gammas: Array) -> Array:
-    """Upper bounds of log M_γ = log E_{z∼N_ℤ(0,σ₁²)}[P[ν ≥ T + z]^{−γ}], ν ∼ N_ℤ(0, σ₂²), for each γ.
-
-    M_γ bounds E_z[E[K|z]^γ] of a c = 1 sparse vector on nonnegative queries (see
-    :func:`gaussian_sparse_vector`); it is finite iff γ < (σ₂/σ₁)². Computed in log space (M_γ is
-    astronomically large when T ≫ σ₁) as a sum over the integers z, every piece an upper bound: the pmf
-    of z over a lower bound of its normaliser, the tail probability from below (64 exact terms plus an
-    integral), integers beyond ±40 widths of the summand by geometric bounds (the summand is log-concave
-    there), and — when σ₁ is large — blocks of integers each bounded by its largest pmf value times its
-    largest P[·]^{−γ}.
-
-    Example (thesis digest O-16 is the continuous σ₁ = 1, σ₂ = √3, γ = 2: 12.9644 at T = 0, 161.4347 at T = 1;
-    σ₁ = 100 on the integers is close to it):
-        >>> [round(float(v), 2) for v in np.exp(gaussian_svt_log_moments(100.0, 100 * 3 ** 0.5, 0, np.array([2.0])))]
-        [12.91]
-
-    """
-    s1, s2 = float(sigma1), float(sigma2)
-    g = np.asarray(gammas, dtype=np.float64)
-    if np.any(g <= 1) or np.any(g * s1 * s1 >= s2 * s2):
-        raise BudgetError("the moment is finite only for 1 < γ < (σ₂/σ₁)²", argument="gammas",
-                          fix="pass orders between 1 and (σ₂/σ₁)²")
-    if abs(threshold) > 2**52 or max(s1, s2) > 2**40:   # beyond exact float integers: the vacuous bound
-        return np.full(g.shape, math.inf)
-    bar = float(threshold)
-    log_z1_low, _ = _log_norm_bounds(s1)
-    _, log_z2_up = _log_norm_bounds(s2)
-    gmax = float(g.max())
-    kappa = 1 / (s1 * s1) - gmax / (s2 * s2)
-    z_peak = gmax * bar * s1 * s1 / (s2 * s2 - gmax * s1 * s1)
-    zlo = -math.ceil(40 * s1) - 1
-    zhi = math.ceil(max(z_peak, 0.0) + 40 / math.sqrt(kappa)) + 1
-    z0 = max(zhi, -bar)        # T + z ≥ 0 from here on
-    n = zhi - zlo + 1
-    width = max(1, math.ceil(n / _MOMENT_POINTS))
-    a = np.arange(zlo, zhi + 1, width, dtype=np.float64)
-    b = np.minimum(a + width - 1, zhi)
-    nearest = np.clip(0.0, a, b)
-    log_p = np.log(b - a + 1) - nearest * nearest / (2 * s1 * s1) - log_z1_low
-    log_s = _log_tail_lower(bar + b, s2)
-    left_s = float(_log_tail_lower(np.array([bar + zlo]), s2)[0])
-    out = np.empty(g.shape)
-    for i, gamma in enumerate(g.flat):
-        parts = list(log_p - gamma * log_s)
-        # z < zlo: pmf tail Σ_{j≥1} exp(−(zlo−j)²/2σ₁²) ≤ exp(−zlo²/2σ₁²)·r/(1−r), r = exp(−|zlo|/σ₁²); P ≥ P[ν ≥ T+zlo]
-        t = -zlo / (s1 * s1)
-        parts.append(-zlo * zlo / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low - gamma * left_s)
-        # zhi < z < z0 (T + z < 0, so P ≥ P[ν ≥ 0] > 1/2): summand ≤ 2^γ·pmf; the pmf's right tail as on the left
-        t = zhi / (s1 * s1)
-        parts.append(gamma * math.log(2) - zhi * zhi / (2 * s1 * s1) - t - math.log(-math.expm1(-t)) - log_z1_low)
-        # z ≥ z0 (T + z ≥ 0; P ≥ pmf(T+z)): summand ≤ exp(G(z)), G(z) = −z²/2σ₁² + γ((T+z)²/2σ₂² + log Z₂) − log Z₁,
-        # concave, decreasing beyond its peak z_peak < zhi ≤ z0: Σ_{z≥z0} ≤ exp(G(z0))/(1−r), r = exp(G'(z0)) < 1
-        big = -z0 * z0 / (2 * s1 * s1) + gamma * ((bar + z0) ** 2 / (2 * s2 * s2) + log_z2_up) - log_z1_low
-        slope = -z0 / (s1 * s1) + gamma * (bar + z0) / (s2 * s2)
-        assert slope < 0
-        parts.append(big - math.log(-math.expm1(slope)))
-        out.flat[i] = float(_special().logsumexp(np.array(parts))) + 1e-9   # + 1e-9: float rounding (upward)
-    return out
-
-
-def _log_binomial_sum(k: int, c: int) -> float:
-    """The log of Σ_{j=0}^{min(c,k)} C(k, j), the number of outputs of a c-positive, length-k stream."""
-    if c >= k:
-        return k * math.log(2)
-    j = np.arange(c + 1, dtype=np.float64)
-    sp = _special()
-    terms = sp.gammaln(k + 1) - sp.gammaln(j + 1) - sp.gammaln(k - j + 1)
-    return float(sp.logsumexp(terms))
 
 
 def gaussian_sparse_vector(sigma1: float, sigma2: float, sensitivity: float, max_positives: int,
@@ -814,7 +329,7 @@ def gaussian_sparse_vector(sigma1: float, sigma2: float, sensitivity: float, max
     r2 = 4 * d * d / (2 * s2 * s2)
     fns: list[Fn] = []
     if k is not None:
-        log_outputs = _log_binomial_sum(k, c)
+        log_outputs = log_binomial_sum(k, c)
 
         def capped(a: Array) -> Array:
             return a * (r1 + c * r2) + log_outputs / (a - 1)
@@ -823,7 +338,7 @@ def gaussian_sparse_vector(sigma1: float, sigma2: float, sensitivity: float, max
         if s2 <= s1:
             raise BudgetError("the nonnegative-query bound needs σ₂ > σ₁", argument="sigma2",
                               fix="pass σ₂ = 2σ₁ (as sess.sparse_vector does), or a max_length")
-        gam = 1 + ((s2 / s1) ** 2 - 1) * _SVT_GAMMA_FRACTIONS
+        gam = 1 + ((s2 / s1) ** 2 - 1) * SVT_GAMMA_FRACTIONS
         log_m = gaussian_svt_log_moments(s1, s2, math.ceil(t), gam)
 
         def moment(a: Array) -> Array:
@@ -850,7 +365,7 @@ def zcdp(rho: float, delta0: float = 0.0) -> PrivacyCurve:
     r = positive(rho, "rho", "pass rho > 0")
     d0 = _delta0(delta0)
     return PrivacyCurve(f"{r:g}-zCDP" + (f" (δ0={d0:g})" if d0 else ""), {"kind": "zcdp", "rho": r, "delta0": d0},
-                        _rdp_linear(r), None, None, None, d0, r, False)
+                        rdp_linear(r), None, None, None, d0, r, False, kl=None if d0 else r)
 
 
 def approx(epsilon: float, delta: float) -> PrivacyCurve:
@@ -858,7 +373,7 @@ def approx(epsilon: float, delta: float) -> PrivacyCurve:
     base = pure(epsilon)
     d0 = _delta0(delta)
     assert base.hs is not None
-    hs = _hs_mixture(base.hs, d0)
+    hs = hs_mixture(base.hs, d0)
     return PrivacyCurve(f"(ε={base.eps_inf:g}, δ={d0:g})-DP", {"kind": "approx", "epsilon": base.eps_inf,
                         "delta": d0}, base.rdp, hs, hs, base.eps_inf, d0, base.rho, False, pure_eps=base.eps_inf)
 
@@ -870,36 +385,55 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
         raise BudgetError(f"must be an int in [1, 2**53], got {shown(sensitivity)}", argument="sensitivity",
                           fix="the sensitivity of an integer statistic is a positive integer")
     eps = ratio(sensitivity, t, "scale", "ε = Δ/t")
-    hs = _hs_discrete_laplace(t, sensitivity)
+    hs = hs_discrete_laplace(t, sensitivity)
     return PrivacyCurve(f"discrete Laplace(t={t:g}, Δ={sensitivity})",
                         {"kind": "discrete_laplace", "scale": t, "sensitivity": sensitivity},
-                        _rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
+                        rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
 
 
-def discrete_gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
+def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = False) -> PrivacyCurve:
     """Discrete Gaussian noise N_Z(0, σ²) with L2 sensitivity Δ: ε(α) = αΔ²/(2σ²) (Canonne et al. 2020).
 
-    Its PLD is derived from this RDP curve (valid for vectors of any dimension).
+    By default its PLD is derived from this RDP curve (valid for vectors of any dimension). With
+    ``scalar=True`` the noise is on *one* integer statistic whose sensitivity Δ is an integer: the PLD then
+    uses the exact privacy profile of N_Z(0, σ²) against N_Z(Δ, σ²) (CKS20 Thm 7; σ ≤ 10⁴).
+
+    Example:
+        >>> round(discrete_gaussian(1.0, scalar=True).delta_at(1.0), 4)    # exact; 0.2475 from the RDP curve
+        0.1414
+
     """
     s = positive(sigma, "sigma", "pass sigma > 0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
     mu = ratio(d, s, "sigma", "Δ/σ")
     rho = mu * mu / 2
-    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g})",
-                        {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d},
-                        _rdp_linear(rho), None, None, None, 0.0, rho, False)
+    spec: dict[str, Any] = {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d}
+    hs = None
+    if scalar is not False:
+        if scalar is not True or not float(d).is_integer() or d > 2**53:
+            raise BudgetError(f"scalar=True needs an integer sensitivity, got {shown(sensitivity)}"
+                              if scalar is True else f"scalar must be True or False, got {shown(scalar)}",
+                              argument="scalar" if scalar is not True else "sensitivity",
+                              fix="pass the integer sensitivity of the one statistic, or leave scalar=False")
+        if s > MAX_DISCRETE_GAUSSIAN_SIGMA:
+            raise BudgetError(f"scalar=True tabulates the pmf: σ must be at most {MAX_DISCRETE_GAUSSIAN_SIGMA:g}, "
+                              f"got {shown(sigma)}", argument="sigma", fix="leave scalar=False (the RDP-derived PLD)")
+        hs = hs_discrete_gaussian(s, int(d))
+        spec["scalar"] = True
+    return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g}{', scalar' if hs else ''})", spec,
+                        rdp_linear(rho), hs, hs, None, 0.0, rho, False, kl=rho)
 
 
 def exponential(epsilon: float) -> PrivacyCurve:
     """An ε-bounded-range mechanism: the exponential mechanism exp(ε·u/(2Δ)), report-noisy-max (Gumbel)."""
     base = pure(epsilon)
     e = float(base.eps_inf)  # type: ignore[arg-type]
-    hs = _hs_bounded_range(e)
+    hs = hs_bounded_range(e)
     assert base.rdp is not None
     pure_rdp = base.rdp
     return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
                         lambda a: np.minimum(pure_rdp(a), a * (e * e / 8)), hs, hs, e, 0.0, e * e / 8, False,
-                        pure_eps=e)
+                        pure_eps=e, kl=min(float(base.kl or math.inf), e * e / 8))
 
 
 def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> PrivacyCurve:
@@ -928,106 +462,20 @@ def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> Pr
                           fix=f"pass a range of at most {MAX_COUNT_RANGE} counts around the values the count can take")
     spec = {"kind": "threshold_test", "sigma": s, "threshold": t, "lower": lo, "upper": hi}
     return _binary_family(f"threshold test(σ={s:g}, T={t:g}, c∈[{lo},{hi}])", spec,
-                          _threshold_pairs(s, t, lo, hi), 1.0)
-
-
-def _threshold_pairs(sigma: float, threshold: float, lower: int, upper: int) -> Array:
-    """Log-probabilities of P[noisy ≥ T] for c and its neighbour c ± 1: rows (log p, log(1−p), log q, log(1−q)).
-
-    Kept in log space (log Φ, not Φ): a probability that underflows as a float still has its exact log, so the
-    divergences of far-away counts are not cut off.
-    """
-    c = np.arange(lower, upper + 1, dtype=np.float64)
-    sp = _special()
-    with np.errstate(over="ignore", invalid="ignore"):
-        z = (c - threshold) / sigma
-        rows = [np.stack([sp.log_ndtr(z), sp.log_ndtr(-z), sp.log_ndtr(z + d / sigma), sp.log_ndtr(-z - d / sigma)],
-                         axis=1) for d in (1, -1)]
-    return np.concatenate(rows)
+                          threshold_pairs(s, t, lo, hi), 1.0)
 
 
 def _binary_family(label: str, spec: dict[str, Any], pairs: Array, rate: float) -> PrivacyCurve:
     """Exact curves of a mechanism with a binary output over a finite set of neighbour pairs (P, Q).
 
-    ``pairs`` holds rows (log p, log(1−p), log q, log(1−q)) of the output "1". Under Poisson subsampling
-    the remove pair is ((1−γ)Q + γP, Q) and the add pair its reverse, so both directions are included.
-    The profile is H_x = max over pairs of (p − xq)_+ + ((1−p) − x(1−q))_+ = max(0, 1 − x, p − xq,
-    (1−p) − x(1−q)) (the two parts add up to 1 − x), the upper envelope of lines in x, evaluated by binary
-    search; the RDP curve is evaluated in blocks (bounded memory for wide count ranges).
+    ``pairs`` holds rows (log p, log(1−p), log q, log(1−q)) of the output "1" (see
+    :mod:`dpframe.accounting.numerics.binary`); both neighbour directions are included.
     """
-    lp, l1p, lq, l1q = (pairs[:, i] for i in range(4))
-    if rate < 1:
-        la = np.logaddexp(math.log1p(-rate) + lq, math.log(rate) + lp)        # A = (1−γ)Q + γP
-        l1a = np.logaddexp(math.log1p(-rate) + l1q, math.log(rate) + l1p)
-        lp, l1p, lq, l1q = (np.concatenate(v) for v in ((la, lq), (l1a, l1q), (lq, la), (l1q, l1a)))
-    else:
-        lp, l1p, lq, l1q = (np.concatenate(v) for v in ((lp, lq), (l1p, l1q), (lq, lp), (l1q, l1p)))
-    step = max(1, BLOCK // len(lp))
-
-    def rdp(a: Array) -> Array:
-        a = np.asarray(a, dtype=np.float64)
-        out = np.empty(len(a))
-        for i in range(0, len(a), step):
-            b = a[i:i + step, None]
-            with np.errstate(invalid="ignore", over="ignore"):
-                one, zero = b * lp + (1 - b) * lq, b * l1p + (1 - b) * l1q
-                v = np.logaddexp(np.nan_to_num(one, nan=-math.inf), np.nan_to_num(zero, nan=-math.inf)) / (b - 1)
-            out[i:i + step] = np.max(v, axis=1)        # 0·log 0 terms (p = q = 0) count as 0 above
-        return out
-
-    with np.errstate(under="ignore"):
-        hull = _upper_envelope(np.concatenate([-np.exp(lq), -np.exp(l1q), [0.0, -1.0]]),
-                               np.concatenate([np.exp(lp), np.exp(l1p), [0.0, 1.0]]))
-
-    def hs(e: Array) -> Array:
-        with np.errstate(over="ignore"):
-            x = np.minimum(np.exp(np.asarray(e, dtype=np.float64)), 1e308)   # a smaller x only raises H: sound
-        return np.asarray(np.clip(_evaluate_envelope(hull, x), 0.0, 1.0))
-
+    both = sampled_pairs(pairs, rate)
+    rdp, hs = binary_rdp(both), binary_profile(both)
     spec = {**spec, "rate": rate} if rate < 1 else spec
     curve = PrivacyCurve(label, spec, rdp, hs, hs, None, 0.0, None, False, rate)
     return _BinaryCurve(curve, pairs)
-
-
-Envelope = tuple[Array, Array, Array]
-
-
-def _upper_envelope(slopes: Array, intercepts: Array) -> Envelope:
-    """The upper envelope of the lines y = m·x + b: (slopes, intercepts, breakpoints), slopes increasing.
-
-    Example:
-        >>> env = _upper_envelope(np.array([-1.0, 0.0, -0.5]), np.array([1.0, 0.0, 0.9]))
-        >>> [float(v) for v in _evaluate_envelope(env, np.array([0.0, 1.0, 10.0]))]
-        [1.0, 0.4, 0.0]
-
-    """
-    order = np.lexsort((intercepts, slopes))               # by slope, then intercept
-    m, b = slopes[order], intercepts[order]
-    last = np.append(m[1:] != m[:-1], True)                # of equal slopes keep the largest intercept
-    ms, bs = m[last].tolist(), b[last].tolist()
-    hm: list[float] = []
-    hb: list[float] = []
-    cut: list[float] = []
-    for mi, bi in zip(ms, bs):
-        while hm:
-            x = (hb[-1] - bi) / (mi - hm[-1])                # where the new (steeper) line overtakes the last
-            if cut and x <= cut[-1]:
-                hm.pop()
-                hb.pop()
-                cut.pop()
-                continue
-            cut.append(x)
-            break
-        hm.append(mi)
-        hb.append(bi)
-    return np.array(hm), np.array(hb), np.array(cut)
-
-
-def _evaluate_envelope(env: Envelope, x: Array) -> Array:
-    m, b, cut = env
-    k = np.searchsorted(cut, x, side="right")
-    with np.errstate(over="ignore"):
-        return np.asarray(m[k] * x + b[k])
 
 
 class _BinaryCurve(PrivacyCurve):
@@ -1046,7 +494,7 @@ class _BinaryCurve(PrivacyCurve):
         base = {k: v for k, v in self.spec.items() if k != "rate"}
         pairs = self._pairs  # type: ignore[attr-defined]
         if self.rate < 1:  # compose the rates: sampling at a then b keeps a unit w.p. a·b
-            g, pairs = g * self.rate, pairs
+            g *= self.rate
         return _binary_family(f"{self.label} sampled at rate {g:g}", base, pairs, g)
 
 
@@ -1111,70 +559,6 @@ def from_rdp(rdp: Callable[[float], float], *, label: str = "custom (RDP only)",
     return PrivacyCurve(label, None, f, None, None, cap, 0.0, None, False)
 
 
-def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> PrivacyCurve:
-    """Several mechanisms run on the same input, as one mechanism.
-
-    Use it when the mechanisms share one Poisson sample: ``composition([a, b]).subsampled(rate)`` is the
-    cost of running a and b on the same sample; ``a.subsampled(rate)`` composed with
-    ``b.subsampled(rate)`` is the cost of two *independent* samples and under-reports here. Facts of the
-    composition (each proven for adaptive composition of the parts):
-
-    * RDP: ε(α) adds up (Mironov 2017, Prop. 1); the pure bound ε∞ and ρ add up; the δ0 parts add up;
-    * profile: the product of the parts' dominating pairs dominates (thesis Thm 3.3.4); it is computed
-      (on first use) as the composed discretised PLD at step ``grid``, in each neighbour direction;
-    * Gaussian parts only: noise σᵢ on statistics of L2 sensitivity Δᵢ is one Gaussian mechanism with
-      Δ/σ = √(Σ (Δᵢ/σᵢ)²) (stack the statistics, divided by σᵢ: the L2 sensitivity of the stack is at
-      most that), so the tight subsampling bound (thesis Thm 2.3.4) still applies.
-
-    Subsampling the composition uses the general bound (Thm 2.3.1; the tight one needs condition (2.2),
-    which is not known for a composition of different families) capped at log(1 + γ(e^{Σε∞} − 1)).
-
-    Example:
-        >>> c = composition([pure(1.0), pure(1.0)])
-        >>> round(c.subsampled(0.01).eps_inf, 6)                 # log(1 + 0.01(e² − 1)), not 2·log(1 + 0.01(e − 1))
-        0.061933
-        >>> g = composition([gaussian(sigma=3.0), gaussian(sigma=4.0)])
-        >>> round(float(g.rdp_at([2.0])[0]), 6) == round(2 * (1 / 9 + 1 / 16) / 2, 6)   # one Gaussian, Δ/σ = 5/12
-        True
-
-    """
-    parts = list(curves) if isinstance(curves, Sequence) else []
-    if not parts or not all(isinstance(c, PrivacyCurve) for c in parts):
-        raise BudgetError(f"expected a non-empty list of privacy curves, got {shown(curves)}", argument="curves",
-                          fix="pass e.g. [acc.laplace(scale=2.0), acc.gaussian(sigma=3.0)]")
-    if len(parts) == 1:
-        return parts[0]
-    label = f"composition of ({'; '.join(c.label for c in parts)})"
-    h = check_grid(grid)
-    mu = math.inf
-    if all(c.spec is not None and c.spec.get("kind") == "gaussian" and "rate" not in c.spec for c in parts):
-        mu = math.hypot(*(c.spec["sensitivity"] / c.spec["sigma"] for c in parts))  # type: ignore[index]
-    if math.isfinite(mu):   # (an overflowing μ is composed like any other mechanisms)
-        one = gaussian(sigma=1.0, sensitivity=mu)
-        return PrivacyCurve(label, one.spec, one.rdp, one.hs, one.hs_rev, None, 0.0, one.rho, True)
-    specs = [c.spec for c in parts]
-    spec = None if any(x is None for x in specs) else {"kind": "composition", "parts": specs}
-    rdps = [c.rdp for c in parts]
-    rdp = None
-    if all(f is not None for f in rdps):
-        def rdp(a: Array) -> Array:
-            return np.asarray(sum(f(a) for f in rdps))  # type: ignore[misc]
-
-    def total(values: list[float | None]) -> float | None:
-        return None if any(v is None for v in values) else math.fsum(values)  # type: ignore[arg-type]
-
-    from dpframe.accounting.pld import composition_profile
-
-    hs, hs_rev = composition_profile(parts, h)
-    return PrivacyCurve(label, spec, rdp, hs, hs_rev, total([c.eps_inf for c in parts]),
-                        min(1.0, math.fsum(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
-                        pure_eps=total([c.pure_eps for c in parts]))
-
-
-def _composition_of_specs(parts: list[dict[str, Any]]) -> PrivacyCurve:
-    return composition([from_json(json.dumps(p)) for p in parts])
-
-
 def _delta0(value: object) -> float:
     d = nonnegative(value, "delta", "pass a δ such as 1e-7")
     if d >= 1:
@@ -1182,10 +566,11 @@ def _delta0(value: object) -> float:
     return d
 
 
-_KINDS: dict[str, Callable[..., PrivacyCurve]] = {
+_BUILT_IN: dict[str, Callable[..., PrivacyCurve]] = {
     "gaussian": gaussian, "laplace": laplace, "randomized_response": randomized_response, "pure": pure,
     "zcdp": zcdp, "approx": approx, "discrete_laplace": discrete_laplace, "discrete_gaussian": discrete_gaussian,
     "exponential": exponential, "threshold_test": threshold_test, "sparse_vector": sparse_vector,
-    "gaussian_sparse_vector": gaussian_sparse_vector,
-    "composition": _composition_of_specs,
-}
+    "tree_aggregation": tree_aggregation,
+    "gaussian_sparse_vector": gaussian_sparse_vector}
+for _kind, _build in _BUILT_IN.items():
+    register_curve(_kind, _build)

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from dpframe.accounting.accountants import Accountant
+from dpframe.accounting.binding import LedgerBinding, difference
+from dpframe.accounting.rdp import RDPCharge
 from dpframe.budgets import describe, make
 from dpframe.errors import BudgetExceededError, LedgerError
 
@@ -101,8 +103,6 @@ def decode(text: str) -> Any:
     if d.get("check") != _check(d["notion"], d["values"]):
         raise ValueError(f"checksum mismatch in the stored cost {text!r}")
     if d["notion"] == "rdp":
-        from dpframe.accounting.rdp import RDPCharge
-
         return RDPCharge.from_json(d["values"][0])
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
@@ -129,10 +129,16 @@ class Charge:
 
 
 class Ledger:
-    """Durable, atomic storage of charges for one session budget."""
+    """Durable, atomic storage of charges for one session budget.
 
-    def __init__(self, path: str | Path | None, accountant: Accountant) -> None:
+    ``binding`` (a session's privacy unit and tables, :mod:`dpframe.accounting.binding`) is recorded in a
+    new file and checked against an existing one; ``None`` (a standalone ledger, ``dpframe budget``)
+    checks only the total and the accountant.
+    """
+
+    def __init__(self, path: str | Path | None, accountant: Accountant, binding: LedgerBinding | None = None) -> None:
         self.accountant = accountant
+        self.binding = binding
         self.path = str(path) if path is not None else ":memory:"
         # Re-entrant: a lost stream's finalizer (gc, any time) commits through this same lock.
         self._lock = threading.RLock()
@@ -199,24 +205,40 @@ class Ledger:
                               fix="restore the ledger file from a backup; dpframe never resets it")
 
     def _check_meta(self) -> None:
-        want = {"total": encode(self.accountant.total), "accountant": self.accountant.name}
+        """The ledger's total, accountant and (with a binding) privacy unit and tables must be the session's.
+
+        A new file records them; an older file without a privacy unit or tables adopts the session's.
+        """
+        want = {"total": encode(self.accountant.total), "accountant": self.accountant.name,
+                **(self.binding.meta() if self.binding is not None else {})}
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 have = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-                if not have:
-                    self._db.executemany("INSERT INTO meta VALUES (?, ?)", list(want.items()))
+                wrong = [k for k in want if k in have and have[k] != want[k]]
+                if not wrong:
+                    self._db.executemany("INSERT INTO meta VALUES (?, ?)", [(k, v) for k, v in want.items()
+                                                                           if k not in have])
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        for key, value in want.items():
-            if have and have.get(key) != value:
-                shown = _shown_total(have[key]) if key == "total" else have.get(key)
-                raise LedgerError(
-                    f"this ledger was written for {key} {shown}, the session has "
-                    f"{describe(self.accountant.total) if key == 'total' else value}", argument="ledger",
-                    fix="open the session with the ledger's original budget and accountant, or use a new file")
+        for key in wrong:
+            if key in ("privacy_unit", "tables"):
+                raise LedgerError(difference(key, have[key], want[key]) + ": charges spent under another privacy "
+                                  "unit or on other tables add up to no single guarantee", argument="ledger",
+                                  fix="open the session with the ledger's privacy unit and tables (`dpframe budget "
+                                      "--ledger PATH` shows them), or use a new ledger file")
+            shown = _shown_total(have[key]) if key == "total" else have.get(key)
+            raise LedgerError(
+                f"this ledger was written for {key} {shown}, the session has "
+                f"{describe(self.accountant.total) if key == 'total' else want[key]}", argument="ledger",
+                fix="open the session with the ledger's original budget and accountant, or use a new file")
+
+    def meta(self) -> dict[str, str]:
+        """What the ledger records about itself: ``total``, ``accountant``, ``privacy_unit``, ``tables``."""
+        with self._lock:
+            return dict(self._rows("SELECT key, value FROM meta"))
 
     def _spent_locked(self) -> Any:
         # Incremental: only rows added since the last read (by this or another process) are composed.
@@ -331,7 +353,7 @@ class Ledger:
                     raise LedgerError(f"charge {charge_id} is not an open reservation", argument="charge_id",
                                       fix="settle a reservation once, before committing it")
                 reserved = decode(row[0][1])
-                if self.accountant.name != "basic":
+                if not self.accountant.additive:
                     raise LedgerError(f"ex-post settlement needs basic (additive) composition; this ledger's "
                                       f"accountant is {self.accountant.name!r}", argument="accountant",
                                       fix="use a pure/approx session with the basic accountant")

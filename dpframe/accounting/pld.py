@@ -1,26 +1,15 @@
 """The privacy-loss-distribution (PLD) accountant: discretised dominating pairs, composed by FFT.
 
-For each mechanism and each neighbour direction (remove, add) the accountant takes the hockey-stick
-profile f(x) = H_x(P‖Q) of a dominating pair (see :mod:`dpframe.accounting.curves`) at the points
-x_j = e^{jh} of a uniform privacy-loss grid and builds the discrete pair whose profile is the chord
-interpolation of those points ("connect the dots", Doroshenko et al. 2022): the loss atom at jh gets
-mass p_j = x_j·(s_j − s_{j−1}) (s = chord slopes), the mass beyond the top point goes to +∞. f is
-convex, so the chords lie above it: the discrete pair *dominates* the mechanism (pessimistic; the
-thesis' Lemma 3.3.3 and Cor. 3.5.1 say any convex profile bound is a dominating pair, which is also
-how a mechanism known only by δ(ε) is composed).
-
-Composition of dominating pairs dominates the composition (thesis Thm 3.3.4), and the loss of a
-product pair is the sum of losses, so the composed loss distribution is the convolution: the product
-of the characteristic functions on the grid (an FFT), with heterogeneous mechanisms and
-multiplicities handled as Π φ_i^{k_i}. The FFT window is chosen from Chernoff bounds on the composed
-moment-generating function so that at most τ = 1e-15 mass lies outside on each side; that mass is
-added to δ (cyclic wrap-around only adds mass inside the window, which can only increase δ). δ(ε) =
-Σ_j p_j(1 − e^{ε − jh})_+ + p_∞, and add- and remove-direction compositions are kept apart and the max
+For each mechanism and each neighbour direction (remove, add) the accountant discretises the hockey-stick
+profile of a dominating pair (see :mod:`dpframe.accounting.curve`) by connect-the-dots on a uniform
+privacy-loss grid and composes the discrete pairs by FFT (the numerics, with their proofs, are in
+:mod:`dpframe.accounting.numerics.pld`); add- and remove-direction compositions are kept apart and the max
 is reported (thesis Thm 3.3.5; feeding only the remove pair certifies remove-only privacy).
 
 Validity: the PLD (like any accountant that optimises over the whole curve after the fact) composes a
-sequence fixed in advance. dpframe sessions therefore *enforce* with the Rényi filter and use the PLD
-within one query's plan and for reporting (``sess.spent_report()``).
+sequence fixed in advance. dpframe sessions therefore *enforce* with the Rényi filter
+(:class:`~dpframe.accounting.rdp.RenyiFilter`) and use the PLD within one query's plan and for reporting
+(``sess.spent_report()``).
 
 Example:
     >>> from dpframe import accounting as acc
@@ -33,210 +22,20 @@ Example:
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from dpframe.accounting.accountants import pure_total
 from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
-from dpframe.accounting.curves import BLOCK, E_MAX, Fn, PrivacyCurve
-from dpframe.accounting.rdp import RDPAccountant
+from dpframe.accounting.composition import group_rdp_only
+from dpframe.accounting.curve import from_json
+from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile, delta_at, epsilon_at
+from dpframe.accounting.rdp import RDPAccountant, RDPCharge, RenyiFilter
 from dpframe.budgets import Budget
 
-TAIL = 1e-15          # mass allowed outside the FFT window on each side (added to δ)
-ATOM_TAIL = 1e-18     # profile value at which a single mechanism's grid stops (rest → +∞)
-MAX_POINTS = 1 << 20  # grid points per side of one mechanism at most (beyond: the rest of δ goes to +∞)
-LOSS_MAX = 700.0      # largest loss of one mechanism's grid: x = e^{loss} must stay a finite float
-MAX_WINDOW = 1 << 22  # FFT window of a composition at most (beyond: the grid is coarsened)
 
-
-@dataclass(frozen=True)
-class DiscretePLD:
-    """A sub-probability distribution of privacy loss on the grid {j·h}: p[i] at (start + i)·h, plus p_inf."""
-
-    start: int
-    p: np.ndarray
-    p_inf: float
-
-
-
-
-def _reach(h: float) -> int:
-    """Grid steps of one side at step h: at most :data:`MAX_POINTS`, and losses at most :data:`LOSS_MAX`."""
-    return max(0, min(MAX_POINTS, math.floor(LOSS_MAX / h)))
-
-
-def _value(f: Fn, e: float) -> float:
-    with np.errstate(all="ignore"):
-        return float(f(np.array([e]))[0])
-
-
-def _grid_end(f: Fn, h: float) -> int:
-    """Grid steps n after which f is flat: f(nh) ≤ ATOM_TAIL + f at the far end (doubling, then bisection).
-
-    f is non-increasing, so putting its value at the last point into the mass at +∞ is always sound; the
-    plateau rule stops a profile that never reaches 0 (an (ε0, δ0) step) at its plateau instead of
-    walking a huge grid, and :func:`_reach` bounds the grid for profiles that decay too slowly.
-    """
-    limit = _reach(h)
-    if limit == 0:
-        return 0
-    far = _value(f, limit * h)
-    target = ATOM_TAIL + (far if math.isfinite(far) else 0.0)
-
-    def flat(n: int) -> bool:
-        return _value(f, n * h) <= target   # NaN: not flat
-
-    hi = 1
-    while not flat(hi):
-        if hi >= limit:
-            return limit
-        hi = min(hi * 2, limit)
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if flat(mid) else (mid, hi)
-    return hi
-
-
-def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
-    """Connect-the-dots discretisation of the pair with profiles ``hs`` (P‖Q) and ``hs_rev`` (Q‖P).
-
-    The profile values are upper bounds (they need not be convex: profiles derived from RDP curves or
-    declared by plugins are not); the discrete pair's profile is the chord interpolation of their lower
-    convex envelope (:func:`envelope_masses`), which dominates every mechanism the bounds hold for.
-
-    Example:
-        >>> from dpframe.accounting.curves import pure
-        >>> c = pure(1.0)
-        >>> d = discretize(c.hs, c.hs_rev, 0.5)
-        >>> d.start, [round(float(x), 4) for x in d.p if x > 1e-12], d.p_inf   # RR: atoms at ±1
-        (-2, [0.2689, 0.7311], 0.0)
-
-    """
-    top = _grid_end(hs, h)
-    bottom = _grid_end(hs_rev, h)
-    j = np.arange(-bottom, top + 1, dtype=np.float64)
-    eps = j * h
-    x = np.exp(eps)
-    # g = f − (1 − x)_+ is small where f is close to 1 − x (below ε = 0), which avoids cancellation:
-    # for ε < 0, f − (1 − x) = x·H_{1/x}(Q‖P).
-    g = np.empty_like(eps)
-    neg = j < 0
-    with np.errstate(all="ignore"):
-        g[neg] = x[neg] * hs_rev(-eps[neg])
-        g[~neg] = hs(eps[~neg])
-    p, p_inf = envelope_masses(x, g)
-    return DiscretePLD(int(-bottom), p, p_inf)
-
-
-def truncated(f: Fn, h: float) -> bool:
-    """Whether a profile still decreases after the grid's reach at step h (so mass would go to +∞)."""
-    at_reach, far = _value(f, _reach(h) * h), _value(f, E_MAX)
-    return at_reach > ATOM_TAIL + (far if math.isfinite(far) else 0.0)    # NaN: no
-
-
-def coarse_grid(profiles: Sequence[Fn], grid: float) -> float:
-    """The step to discretise at: ``grid`` doubled while some profile would be cut off by the grid's reach.
-
-    A profile that still carries mass beyond :data:`MAX_POINTS` steps (a large-ε mechanism: Laplace with a
-    tiny scale) is better described by a coarser grid than by moving its mass to +∞; connect-the-dots is
-    pessimistic at any step, so the result stays an upper bound. The step stops growing once the reach
-    is :data:`LOSS_MAX` (beyond, the rest of δ goes to +∞).
-
-    Example:
-        >>> from dpframe.accounting.curves import laplace, gaussian
-        >>> coarse_grid([gaussian(sigma=1.0).hs], 1e-4), coarse_grid([laplace(scale=0.005).hs], 1e-4)
-        (0.0001, 0.0002)
-
-    """
-    h = grid
-    while _reach(h) == MAX_POINTS and any(truncated(f, h) for f in profiles):
-        h *= 2
-    return h
-
-
-def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
-    """Loss-atom masses of the pair whose profile is the lower convex envelope of the given points.
-
-    The points are upper bounds f_j ≥ H_{x_j}(P‖Q) of a mechanism's two-sided profile at increasing
-    x_j = e^{jh} (with x_0 < 1 ≤ x_last), given as g_j = f_j − (1 − x_j)_+. Thesis Cor. 3.5.1 (HS(h)):
-    the true profile H is convex, non-increasing, ≤ 1 and ≥ (1 − x)_+, so capping at 1, raising to
-    (1 − x)_+, taking the running minimum and then the lower convex envelope of the points (with
-    (0, 1) first and a flat ray after the last point) keeps an upper bound of H; the envelope is a valid
-    profile (Lemma 3.3.3), so the discrete pair it defines dominates the mechanism. Its P-mass at loss
-    log x_j is x_j times the envelope's slope increase there, the mass at +∞ its final value; they sum
-    to its value at 0, which is 1: masses are never clipped or rescaled.
-
-    Example (a non-convex bound: the envelope drops the middle point):
-        >>> x = np.array([0.5, 1.0, 2.0])
-        >>> p, p_inf = envelope_masses(x, np.array([0.1, 0.45, 0.0]))   # f = 0.6, 0.45, 0 at x = ½, 1, 2
-        >>> [round(float(v), 4) for v in p], p_inf
-        ([0.2, 0.0, 0.8], 0.0)
-
-    """
-    m = np.minimum(x, 1.0)
-    g = np.where(np.isnan(g), m, np.clip(g, 0.0, m))          # (1 − x)_+ ≤ f ≤ 1
-    f = g + (1.0 - m)
-    run = np.minimum.accumulate(f)                              # H is non-increasing
-    lower = run < f
-    if lower.any():
-        g[lower] = np.maximum(run[lower] - (1.0 - m[lower]), 0.0)
-    xs = np.concatenate([[0.0], x])
-    gs = np.concatenate([[0.0], g])
-    ms = np.concatenate([[0.0], m])
-    keep = _lower_hull(xs, gs, ms)
-    dx = np.diff(xs[keep])
-    sg, kap = np.diff(gs[keep]) / dx, -np.diff(ms[keep]) / dx
-    sg, kap = np.append(sg, 0.0), np.append(kap, 0.0)          # flat after the last point
-    p = np.zeros(len(x))
-    p[keep[1:] - 1] = np.maximum(xs[keep[1:]] * (np.diff(sg) + np.diff(kap)), 0.0)
-    p_inf = float(g[-1])
-    total = math.fsum(p) + p_inf
-    if total > 1 + 1e-9:
-        from dpframe.errors import DPFrameError
-
-        raise DPFrameError(f"internal error: the discretised pair has mass {total!r} > 1", argument="mechanism",
-                           fix="report this bug to the dpframe authors with the mechanism's curve")
-    return p, p_inf
-
-
-def _turns(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
-    """Slope increase of f = g + 1 − m at each interior point.
-
-    The chord slopes of g and of (1 − x)_+ are kept apart (the latter are exactly −1 or 0 away from
-    x = 1), so no digits of the small g are lost.
-    """
-    dx = np.diff(xs)
-    return np.asarray(np.diff(np.diff(gs) / dx) + np.diff(-np.diff(ms) / dx))
-
-
-def _lower_hull(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
-    """Indices of the vertices of the lower convex envelope of the points (x, g + 1 − m), in order."""
-    keep = np.arange(len(xs))
-    for _ in range(8):   # vectorised passes: a point above the chord of its neighbours is no vertex
-        bad = np.nonzero(_turns(xs[keep], gs[keep], ms[keep]) < 0)[0]
-        if len(bad) == 0:
-            return keep
-        keep = np.delete(keep, bad + 1)
-    # compact arrays (not lists of Python floats): up to 2·MAX_POINTS points stay within a few dozen MB
-    x, g, m = (array("d", np.ascontiguousarray(v[keep]).tobytes()) for v in (xs, gs, ms))
-    stack = array("q")
-    for c in range(len(x)):   # Andrew's monotone chain on what is left
-        while len(stack) >= 2:
-            a, b = stack[-2], stack[-1]
-            left, right = x[b] - x[a], x[c] - x[b]
-            turn = ((g[c] - g[b]) / right - (g[b] - g[a]) / left) + ((m[b] - m[c]) / right - (m[a] - m[b]) / left)
-            if turn >= 0:
-                break
-            stack.pop()
-        stack.append(c)
-    return np.asarray(keep[np.frombuffer(stack, dtype=np.int64)])
-
-
-class PLDAccountant(RDPAccountant):
+class PLDAccountant(RenyiFilter):
     """PLD accountant (standalone: tight ε(δ)/δ(ε) of a fixed sequence; session: reports, RDP filter enforces).
 
     Args:
@@ -250,10 +49,8 @@ class PLDAccountant(RDPAccountant):
     def __init__(self, total: Budget | None = None, *, grid: float = 1e-4) -> None:
         super().__init__(total)
         self.grid = check_grid(grid)
-        self._pmfs: dict[str, tuple[np.ndarray, int, float]] | None = None
-        self._h = self.grid
-        self._degraded = False
-        self._groups: list[tuple[PrivacyCurve, int]] = []
+        self._composed: ComposedPLD | None = None
+        self._rdp: RDPAccountant | None = None
 
     def describe(self) -> str:
         if self._total is None:
@@ -262,86 +59,72 @@ class PLDAccountant(RDPAccountant):
                 "(valid for the fixed sequence)")
 
     def _changed(self) -> None:
-        super()._changed()
-        self._pmfs = None
+        self._composed = None
+        self._rdp = None
 
     # -------------------------------------------------------------------------------- composition
-    def _directions(self, h: float) -> list[list[tuple[DiscretePLD, int]]]:
-        cache: dict[int, tuple[DiscretePLD, DiscretePLD]] = {}
-        rem: list[tuple[DiscretePLD, int]] = []
-        add: list[tuple[DiscretePLD, int]] = []
-        symmetric = True
-        for curve, times in self._groups:
-            key = id(curve)
-            if key not in cache:
-                hs, rev = curve.profile()
-                d_rem = discretize(hs, rev, h)
-                d_add = d_rem if hs is rev else discretize(rev, hs, h)
-                cache[key] = (d_rem, d_add)
-            symmetric = symmetric and cache[key][0] is cache[key][1]
-            rem.append((cache[key][0], times))
-            add.append((cache[key][1], times))
-        return [rem] if symmetric else [rem, add]
+    def _composition(self) -> ComposedPLD:
+        if self._composed is None:
+            groups = group_rdp_only(self.entries)
+            self._composed = compose_pairs([(*curve.profile(), times) for curve, times in groups], self.grid)
+        return self._composed
 
     def composed(self) -> list[tuple[np.ndarray, int, float]]:
         """Per direction: (pmf over the window, window start index, extra δ: p_∞ + tail bounds).
 
-        The grid is :attr:`grid` unless a mechanism's losses reach beyond :data:`MAX_POINTS` steps or the
-        composition's window beyond :data:`MAX_WINDOW` points; then it is doubled until they fit (both
-        pessimistic: the result stays an upper bound; :attr:`effective_grid` says which step was used).
+        The grid is :attr:`grid` unless a mechanism's losses reach too far or the composition's window is
+        too wide; then it is coarsened (pessimistic: the result stays an upper bound; :attr:`effective_grid`
+        says which step was used; :func:`~dpframe.accounting.numerics.pld.compose_pairs`).
         """
-        if self._pmfs is None:
-            self._groups = _group_rdp_only(self.entries)
-            profiles = [f for curve, _ in self._groups for f in curve.profile()]
-            h = coarse_grid(profiles, self.grid)
-            for _ in range(64):
-                dirs = self._directions(h)
-                windows = [_window(parts, h) for parts in dirs]
-                width = max(w for _, w in windows)
-                if width <= MAX_WINDOW:
-                    break
-                h *= 2.0 ** math.ceil(math.log2(width / MAX_WINDOW))
-            self._h = h
-            self._degraded = h > self.grid or any(truncated(f, h) for f in profiles)
-            self._pmfs = {str(i): _compose(parts, h, w) for i, (parts, w) in enumerate(zip(dirs, windows))}
-        return list(self._pmfs.values())
+        return self._composition().directions
 
     @property
     def effective_grid(self) -> float:
         """The discretisation step of the last composition (:attr:`grid`, or coarser: see :meth:`composed`)."""
-        self.composed()
-        return self._h
+        return self._composition().grid
 
-    def _rdp_fallback(self, vacuous: bool = False) -> bool:
-        """Whether to take the RDP bound as well (PLD degraded or vacuous, and every mechanism has RDP)."""
-        self.composed()
-        return (self._degraded or vacuous) and all(c.rdp is not None for c, _ in self.entries)
+    def _rdp_fallback(self, vacuous: bool = False) -> RDPAccountant | None:
+        """The RDP accountant of the same sequence, when the PLD is degraded or vacuous and every mechanism has RDP."""
+        if not ((self._composition().degraded or vacuous) and all(c.rdp is not None for c, _ in self.entries)):
+            return None
+        if self._rdp is None:
+            self._rdp = RDPAccountant()
+            for curve, times in self.entries:
+                self._rdp.compose(curve, times=times)
+        return self._rdp
 
-    def _pure_total(self) -> float | None:
-        """Σ times·ε of the sequence when every mechanism is pure ε-DP (basic composition; else None)."""
-        if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in self.entries):
-            return math.fsum(t * float(c.pure_eps) for c, t in self.entries)  # type: ignore[arg-type]
-        return None
-
-    def delta(self, epsilon: float, conversion: Any = None) -> float:
+    def delta(self, epsilon: float) -> float:
         """δ at ``epsilon``: the max over the add and remove directions.
 
         Example:
-            >>> from dpframe.accounting.curves import laplace
-            >>> round(PLDAccountant().compose(laplace(1.0)).delta(0.5), 4)      # 1 − e^{(0.5 − 1)/2}
+            >>> from dpframe import accounting as acc
+            >>> round(PLDAccountant().compose(acc.laplace(1.0)).delta(0.5), 4)      # 1 − e^{(0.5 − 1)/2}
             0.2212
 
         """
         e = check_epsilon(epsilon)
         if not self.entries:
             return 0.0
-        pure = self._pure_total()
+        pure = pure_total(self.entries)
         if pure is not None and e >= pure:
             return 0.0                                   # basic composition: (Σε, 0)-DP
-        d = max(delta_out(_delta_at(p, s, extra, self._h, e)) for p, s, extra in self.composed())
-        return min(d, super().delta(e)) if self._rdp_fallback(d >= 1) else d
+        h = self.effective_grid
+        d = max(delta_out(delta_at(p, s, extra, h, e)) for p, s, extra in self.composed())
+        rdp = self._rdp_fallback(d >= 1)
+        return d if rdp is None else min(d, rdp.delta(e))
 
-    def epsilon(self, delta: float, conversion: Any = None) -> float:
+    def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
+        """δ at each ε of ``epsilons`` (≥ 0) at once, from the composed PLD's tail sums (0 from Σε on, if pure)."""
+        e = np.asarray(epsilons, dtype=np.float64)
+        if not self.entries:
+            return np.zeros(len(e))
+        composed = self._composition()
+        hs, rev = composed_profile(lambda: composed, len(composed.directions) == 1)
+        out = np.maximum(hs(e), rev(e))
+        pure = pure_total(self.entries)
+        return np.where(e >= pure, 0.0, out) if pure is not None else out
+
+    def epsilon(self, delta: float) -> float:
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
 
         When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) or the PLD cannot
@@ -350,187 +133,66 @@ class PLDAccountant(RDPAccountant):
         above Σε (basic composition): all are valid, so is the smallest.
 
         Example:
-            >>> from dpframe.accounting.curves import laplace
-            >>> round(PLDAccountant().compose(laplace(0.001)).epsilon(0.5))   # ε∞ = 1000; exactly 1000 − 2 log 2
+            >>> from dpframe import accounting as acc
+            >>> round(PLDAccountant().compose(acc.laplace(0.001)).epsilon(0.5))   # ε∞ = 1000; exactly 1000 − 2 log 2
             999
 
         """
         d = check_delta(delta)
         if not self.entries:
             return 0.0
-        eps = max(epsilon_out(_epsilon_at(p, s, extra, self._h, d)) for p, s, extra in self.composed())
-        if self._rdp_fallback(math.isinf(eps)):
-            eps = min(eps, super().epsilon(d))
-        pure = self._pure_total()
+        h = self.effective_grid
+        eps = max(epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed())
+        rdp = self._rdp_fallback(math.isinf(eps))
+        if rdp is not None:
+            eps = min(eps, rdp.epsilon(d))
+        pure = pure_total(self.entries)
         return eps if pure is None else min(eps, pure)
+
+    def directions(self, delta: float) -> dict[str, float]:
+        """ε at ``delta`` for each neighbour direction on its own: ``{"remove": ε, "add": ε}``.
+
+        The remove direction is the pairs (P, Q) (a record removed from the input), the add direction the
+        reversed pairs; :meth:`epsilon` is their max (before the RDP and pure-ε caps). Symmetric pairs give
+        the same ε in both.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> d = PLDAccountant().compose(acc.laplace(1.0).subsampled(0.5), times=10).directions(1e-6)
+            >>> d["remove"] > d["add"]
+            True
+
+        """
+        d = check_delta(delta)
+        if not self.entries:
+            return {"remove": 0.0, "add": 0.0}
+        h = self.effective_grid
+        eps = [epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed()]
+        return {"remove": eps[0], "add": eps[-1]}
 
     def explain(self, delta: float = 1e-6) -> str:
         d = check_delta(delta)
         lines = [f"pld accountant: {self.describe()}"]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
         dirs = self.composed()
+        h = self.effective_grid
         lines.append(f"  ε = {self.epsilon(d):.6g} at δ = {d:g} "
                      f"({'one direction (all pairs symmetric)' if len(dirs) == 1 else 'max of add and remove'}; "
-                     f"window {len(dirs[0][0])} points of {self._h:g})")
-        if self._h > self.grid:
-            lines.append(f"  note: the grid was coarsened from {self.grid:g} to {self._h:g} (a mechanism's losses "
+                     f"window {len(dirs[0][0])} points of {h:g})")
+        if h > self.grid:
+            lines.append(f"  note: the grid was coarsened from {self.grid:g} to {h:g} (a mechanism's losses "
                          "or the composition reach too far for the finer grid)")
-        if self._rdp_fallback():
+        if self._rdp_fallback() is not None:
             lines.append("  note: the PLD is degraded here; the RDP bound of the same sequence is used where smaller")
         return "\n".join(lines)
 
-
-def composition_profile(curves: Sequence[PrivacyCurve], grid: float) -> tuple[Fn, Fn]:
-    """(hs, hs_rev) of the product of the curves' dominating pairs, from their composed discretised PLD.
-
-    The discretised pairs dominate the parts (connect-the-dots of an envelope), so their product
-    dominates the composition (thesis Thm 3.3.4); its profile at ε is Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞
-    (+ the FFT window's tail bound). The add direction is the composition of the reversed pairs. The
-    composition is computed on first use and kept.
-    """
-    acc = PLDAccountant(grid=grid)
-    for c in curves:
-        acc.compose(c)
-    tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
-
-    def table(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        if i not in tables:
-            from scipy.signal import lfilter
-
-            dirs = acc.composed()
-            h = acc.effective_grid
-            p, start, extra = dirs[min(i, len(dirs) - 1)]
-            losses = losses_of(start, len(p), h)
-            a = np.cumsum(p[::-1])[::-1]                               # Σ_{j ≥ m} p_j
-            b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]    # Σ_{j ≥ m} p_j e^{−(l_j − l_m)}
-            tables[i] = (losses, a, b, extra)
-        return tables[i]
-
-    def direction(i: int) -> Fn:
-        def f(e: np.ndarray) -> np.ndarray:
-            losses, a, b, extra = table(i)
-            e = np.asarray(e, dtype=np.float64)
-            m = np.searchsorted(losses, e, side="right")               # first atom with loss > ε
-            inside = m < len(losses)
-            k = np.minimum(m, len(losses) - 1)
-            with np.errstate(over="ignore", invalid="ignore"):
-                above = np.where(inside, a[k] - np.exp(np.minimum(e - losses[k], 0.0)) * b[k], 0.0)
-            return np.asarray(np.clip(np.maximum(above, 0.0) + extra, 0.0, 1.0))
-
-        return f
-
-    symmetric = all(c.hs is None or c.hs is c.hs_rev for c in curves)
-    rem = direction(0)
-    return (rem, rem) if symmetric else (rem, direction(1))
-
-
-def _group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:
-    """Mechanisms known only by RDP curves are composed in RDP first and enter as one dominating pair.
-
-    Converting each one to a privacy profile before composing would lose far more (the conversion is
-    lossy once per mechanism instead of once); the group's summed curve is a valid RDP curve of the group.
-    """
-    rdp_only = [(c, t) for c, t in entries if c.hs is None]
-    if len(rdp_only) <= 1 and all(t == 1 for _, t in rdp_only):
-        return list(entries)
-    curves = [(c.rdp, t) for c, t in rdp_only]
-
-    def total(a: np.ndarray) -> np.ndarray:
-        return np.asarray(sum(t * f(a) for f, t in curves if f is not None))
-
-    delta0 = -math.expm1(sum(t * math.log1p(-c.delta0) for c, t in rdp_only))
-    group = PrivacyCurve("RDP-only mechanisms (composed in RDP)", None, total, delta0=delta0)
-    return [(c, t) for c, t in entries if c.hs is not None] + [(group, 1)]
-
-
-def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
-    """Log Σ p_i e^{t·l_i} over the finite atoms, for each t (a few t at a time: bounded memory)."""
-    nz = d.p > 0
-    losses = (d.start + np.nonzero(nz)[0]) * h
-    log_p = np.log(d.p[nz])
-    out = np.empty(len(t))
-    step = max(1, BLOCK // max(1, len(losses)))
-    for i in range(0, len(t), step):
-        a = t[i:i + step, None] * losses[None, :] + log_p[None, :]
-        top = a.max(axis=1)
-        out[i:i + step] = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
-    return out
-
-
-def _window(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[int, int]:
-    """(first index, width) of the FFT window: Chernoff bounds leave at most TAIL outside on each side."""
-    if any(not np.any(d.p > 0) for d, _ in parts):
-        return 0, 1              # a part with all its mass at +∞: so has the composition
-    ts = np.geomspace(1e-3, 1e3, 61)
-    k_pos = sum(t * _log_mgf(d, h, ts) for d, t in parts)
-    k_neg = sum(t * _log_mgf(d, h, -ts) for d, t in parts)
-    log_tail = math.log(TAIL)
-    upper = float(np.min((k_pos - log_tail) / ts))          # P[S ≥ upper] ≤ TAIL
-    lower = float(np.max(-(k_neg - log_tail) / ts))         # P[S ≤ lower] ≤ TAIL
-    lo_idx = math.floor(lower / h)
-    hi_idx = math.ceil(upper / h)
-    return lo_idx, max(hi_idx - lo_idx + 1, max(len(d.p) for d, _ in parts))
-
-
-def _compose(parts: Sequence[tuple[DiscretePLD, int]], h: float,
-             span: tuple[int, int] | None = None) -> tuple[np.ndarray, int, float]:
-    """The composed pmf over the FFT window (see :func:`_window`), its first index and the extra δ."""
-    from scipy.fft import irfft, next_fast_len, rfft
-
-    survive = [t * math.log1p(-d.p_inf) for d, t in parts if d.p_inf < 1]
-    p_inf = 1.0 if len(survive) < len(parts) else -math.expm1(math.fsum(survive))
-    lo_idx, width = _window(parts, h) if span is None else span
-    if any(not np.any(d.p > 0) for d, _ in parts):
-        return np.zeros(1), 0, 1.0 + 2 * TAIL
-    n = next_fast_len(width, real=True)
-    spectrum = np.ones(n // 2 + 1, dtype=np.complex128)
-    base = 0
-    for d, times in parts:
-        spectrum *= rfft(d.p, n) ** times
-        base += times * d.start
-    out = irfft(spectrum, n)
-    out = np.maximum(out, 0.0)
-    # entry m holds the folded mass of every loss index s with (s − base) mod n == m; read the window
-    window = np.roll(out, -((lo_idx - base) % n))[:width]
-    return window, lo_idx, p_inf + 2 * TAIL
-
-
-def losses_of(start: int, n: int, h: float) -> np.ndarray:
-    """The losses (start + i)·h, i < n, rounded up when the index is beyond exact int64/float range.
-
-    Example:
-        >>> losses_of(-2, 3, 0.5).tolist(), bool(losses_of(2**62, 1, 1.0)[0] >= 2.0**62)
-        ([-1.0, -0.5, 0.0], True)
-
-    """
-    if abs(start) + n < 2**52:
-        return (start + np.arange(n)) * h
-    out = float(start) * h + np.arange(n) * h             # each step rounds: nudge up (larger losses: pessimistic)
-    return np.asarray(np.nextafter(np.nextafter(np.nextafter(out, math.inf), math.inf), math.inf))
-
-
-def _delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float) -> float:
-    losses = losses_of(start, len(p), h)
-    mask = losses > eps
-    return float(np.sum(p[mask] * -np.expm1(eps - losses[mask]))) + extra
-
-
-def _epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float) -> float:
-    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (δ is exact and monotone between grid points)."""
-    from scipy.signal import lfilter
-
-    target = delta - extra
-    if target <= 0:
-        return math.inf
-    losses = losses_of(start, len(p), h)
-    a = np.cumsum(p[::-1])[::-1]                                # A_m = Σ_{i ≥ m} p_i
-    b = lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]     # B_m = Σ_{i ≥ m} p_i e^{−(l_i − l_m)}
-    # δ(l_k) − extra = A_{k+1} − e^{−h}·B_{k+1} (the atoms above l_k), and 0 at the last point
-    at_grid = np.concatenate([a[1:] - math.exp(-h) * b[1:], [0.0]])
-    k = int(np.argmax(at_grid <= target))                       # first grid point meeting the target
-    # on (l_{k−1}, l_k] the atoms above ε are those ≥ k: δ = A_k − e^{ε − l_k}·B_k
-    if b[k] <= 0:
-        return max(0.0, float(losses[k]))
-    ratio = (a[k] - target) / b[k]
-    eps = float(losses[k]) + math.log(ratio) if ratio > 0 else float(losses[k])
-    return max(0.0, min(eps, float(losses[k])))
+    # ------------------------------------------------------------------------------ session filter
+    def plan_note(self, charge: RDPCharge) -> str:
+        """The PLD of the plan's curves at the session δ (when they were stored)."""
+        if not charge.specs:
+            return ""
+        plan = PLDAccountant()
+        for spec in charge.specs:
+            plan.compose(from_json(spec))
+        delta = float(self.total.delta)  # type: ignore[union-attr]
+        return f"PLD of this plan: ε={plan.epsilon(delta):.6g} at δ={delta:g}"

@@ -41,6 +41,7 @@ from dpframe.accounting.accountants import (
     check_curves,
     curve_of,
     plan_curves,
+    pure_total,
     round_up,
 )
 from dpframe.accounting.checks import (
@@ -52,11 +53,17 @@ from dpframe.accounting.checks import (
     epsilon_out,
     shown,
 )
-from dpframe.accounting.curves import RDP_ORDERS, PrivacyCurve, composition
+from dpframe.accounting.composition import composition
+from dpframe.accounting.curve import PrivacyCurve
+from dpframe.accounting.numerics.rdp import (
+    RDP_ORDERS,
+    Conversion,
+    Converted,
+    best_epsilon,
+    delta_conversions,
+)
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
-
-Conversion = Literal["best", "standard", "improved"]
 
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
 FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
@@ -71,56 +78,17 @@ def check_conversion(conversion: object) -> Conversion:
     return conversion  # type: ignore[return-value]
 
 
-def conversions(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(standard, improved) ε at ``delta`` for each order (improved clamped at ≥ 0)."""
-    std = rdp + math.log(1 / delta) / (alpha - 1)
-    imp = rdp + np.log1p(-1 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1)
-    return std, np.maximum(imp, 0.0)
+class RenyiFilter(Accountant):
+    """The session half of the RDP and PLD accountants: a multi-order Rényi filter (see the module docstring).
 
-
-def delta_conversions(alpha: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    """(standard, improved) δ at ``epsilon`` for each order (capped at 1)."""
-    with np.errstate(over="ignore"):
-        std = np.exp((alpha - 1) * (rdp - epsilon))
-        imp = np.exp((alpha - 1) * (rdp - epsilon + np.log1p(-1 / alpha)) - np.log(alpha))
-    return np.minimum(std, 1.0), np.minimum(imp, 1.0)
-
-
-@dataclass(frozen=True)
-class Converted:
-    """The result of a conversion: ε, the order and the rule that gave it."""
-
-    epsilon: float
-    alpha: float
-    rule: str
-
-
-def best_epsilon(alpha: np.ndarray, rdp: np.ndarray, delta: float, conversion: Conversion = "best") -> Converted:
-    """The smallest ε over ``alpha`` by the chosen conversion rule(s)."""
-    std, imp = conversions(alpha, rdp, delta)
-    options = []
-    if conversion in ("best", "standard"):
-        i = int(np.nanargmin(std))
-        options.append(Converted(float(std[i]), float(alpha[i]), "standard"))
-    if conversion in ("best", "improved"):
-        i = int(np.nanargmin(imp))
-        options.append(Converted(float(imp[i]), float(alpha[i]), "improved"))
-    return min(options, key=lambda c: c.epsilon)
-
-
-class RDPAccountant(Accountant):
-    """Rényi-DP accountant (standalone: odometer of a fixed sequence; session: multi-order Rényi filter).
-
-    Args:
-        total: the session's total ``dp.ApproxDP(ε, δ)`` budget (δ > 0); omit for standalone use.
-        orders: the Rényi orders (default: 1.1 … 10.9 step 0.1, 11 … 63, 80, 128, 256, 512, 1024).
-
+    A charge is an :class:`RDPCharge`: the RDP curve of a plan on :data:`FILTER_ORDERS` (plus δ0). Subclasses
+    add the standalone half (:class:`RDPAccountant`, :class:`~dpframe.accounting.PLDAccountant`) and may
+    add to :meth:`describe_charge` through :meth:`plan_note`.
     """
 
-    name = "rdp"
     accepts = frozenset({"approx"})
 
-    def __init__(self, total: Budget | None = None, *, orders: Sequence[float] | None = None) -> None:
+    def __init__(self, total: Budget | None = None) -> None:
         super().__init__(total)
         if total is not None and getattr(total, "delta", 0) == 0:
             raise BudgetError("an RDP session needs a total budget with δ > 0", argument="budget",
@@ -128,99 +96,7 @@ class RDPAccountant(Accountant):
         if total is not None and total.epsilon >= Fraction(10**300):  # type: ignore[union-attr]
             raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
                               fix="use a smaller total ε, or accountant='basic'")
-        self.orders = RDP_ORDERS if orders is None else np.unique(check_alpha(orders))
-        self._curve: np.ndarray | None = None
 
-    def describe(self) -> str:
-        if self._total is None:
-            return "Rényi DP: ε(α) adds up; the smaller of the standard and improved conversion"
-        return (f"Rényi filter over {len(FILTER_ORDERS)} orders (δ split over them); ε(α) adds up; "
-                "the smaller of the standard and improved conversion")
-
-    # ---------------------------------------------------------------------------------- standalone
-    def _changed(self) -> None:
-        self._curve = None
-
-    def _delta0(self) -> float:
-        return math.fsum(t * c.delta0 for c, t in self.entries)
-
-    def rdp(self, alpha: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
-        """The composed ε(α) at ``alpha`` (default: the accountant's orders)."""
-        if alpha is None:
-            if self._curve is None:
-                self._curve = self._sum(self.orders)
-            return self._curve
-        return self._sum(check_alpha(alpha))
-
-    def _sum(self, alpha: np.ndarray) -> np.ndarray:
-        total = np.zeros(len(alpha))
-        for curve, times in self.entries:
-            total = total + times * curve.rdp_at(alpha)
-        return total
-
-    def conversion(self, delta: float, conversion: Conversion = "best", *, refine: bool = True) -> Converted:
-        """ε at ``delta`` with the order and the rule used."""
-        rule = check_conversion(conversion)
-        d = check_delta(delta) - self._delta0()
-        if d <= 0:
-            return Converted(math.inf, math.nan, "δ0 of the mechanisms exceeds δ")
-        if not self.entries:
-            return Converted(0.0, math.nan, "nothing composed")
-        best = best_epsilon(self.orders, self.rdp(), d, rule)
-        if refine and math.isfinite(best.epsilon):
-            best = self._refine(best, d, rule)
-        return Converted(epsilon_out(best.epsilon), best.alpha, best.rule)
-
-    def _refine(self, best: Converted, delta: float, conversion: Conversion) -> Converted:
-        from scipy.optimize import minimize_scalar
-
-        i = int(np.searchsorted(self.orders, best.alpha))
-        lo = float(self.orders[max(i - 1, 0)])
-        hi = float(self.orders[min(i + 1, len(self.orders) - 1)])
-        if hi - lo <= 0:
-            return best
-        rules: list[Literal["standard", "improved"]] = (
-            ["standard", "improved"] if conversion == "best" else [conversion])
-        out = best
-        for rule in rules:
-            def f(a: float, rule: str = rule) -> float:
-                c = best_epsilon(np.array([a]), self._sum(np.array([a])), delta, rule)  # type: ignore[arg-type]
-                return c.epsilon
-
-            res = minimize_scalar(f, bounds=(max(lo, 1 + 1e-6), hi), method="bounded",
-                                  options={"xatol": 1e-4})
-            if float(res.fun) < out.epsilon:
-                out = Converted(float(res.fun), float(res.x), rule)
-        return out
-
-    def epsilon(self, delta: float, conversion: Conversion = "best") -> float:
-        """ε at ``delta`` (the smaller of both conversions unless one is named)."""
-        return self.conversion(delta, conversion).epsilon
-
-    def delta(self, epsilon: float, conversion: Conversion = "best") -> float:
-        """δ at ``epsilon`` (plus the mechanisms' δ0)."""
-        e = check_epsilon(epsilon)
-        rule = check_conversion(conversion)
-        if not self.entries:
-            return 0.0
-        std, imp = delta_conversions(self.orders, self.rdp(), e)
-        pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[rule]
-        return delta_out(np.nanmin(pick, initial=1.0) + self._delta0())
-
-    def explain(self, delta: float = 1e-6) -> str:
-        delta = check_delta(delta)
-        c = self.conversion(delta)
-        other = self.conversion(delta, "standard" if c.rule == "improved" else "improved")
-        lines = [f"rdp accountant: {self.describe()}"]
-        lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
-        lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g}: {c.rule} conversion at α = {c.alpha:.4g} "
-                     f"(the {other.rule} conversion gives {other.epsilon:.6g})")
-        edge = self.orders[-1]
-        if math.isfinite(c.alpha) and c.alpha >= edge * 0.99:
-            lines.append(f"  warning: the best order is at the edge of the grid ({edge:g}); add larger orders")
-        return "\n".join(lines)
-
-    # ------------------------------------------------------------------------------ session filter
     def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
         """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
         return RDPCharge.of([curve_of(check_budget(cost))])
@@ -296,17 +172,142 @@ class RDPAccountant(Accountant):
         c = self.filter_epsilon(charge)
         text = (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}]; alone ε={c.epsilon:.6g} by the filter "
                 f"({c.rule} conversion at α={c.alpha:g}, δ/{len(FILTER_ORDERS)} per order)")
-        if self.name == "pld" and charge.specs:
-            from dpframe.accounting.report import spent_report
+        note = self.plan_note(charge)
+        return f"{text}; {note}" if note else text
 
-            plan = spent_report([_Row(charge)], float(self.total.delta))  # type: ignore[union-attr]
-            text += f"; PLD of this plan: ε={plan['pld']:.6g} at δ={float(self.total.delta):g}"  # type: ignore[union-attr]
-        return text
+    def plan_note(self, charge: RDPCharge) -> str:
+        """More about a charge for :meth:`describe_charge` (none here)."""
+        return ""
 
 
-@dataclass(frozen=True)
-class _Row:
-    cost: Any
+class RDPAccountant(RenyiFilter):
+    """Rényi-DP accountant (standalone: odometer of a fixed sequence; session: multi-order Rényi filter).
+
+    Args:
+        total: the session's total ``dp.ApproxDP(ε, δ)`` budget (δ > 0); omit for standalone use.
+        orders: the Rényi orders (default: 1.1 … 10.9 step 0.1, 11 … 63, 80, 128, 256, 512, 1024).
+
+    """
+
+    name = "rdp"
+    requires = "RDP curve"
+
+    def __init__(self, total: Budget | None = None, *, orders: Sequence[float] | None = None) -> None:
+        super().__init__(total)
+        self.orders = RDP_ORDERS if orders is None else np.unique(check_alpha(orders))
+        self._curve: np.ndarray | None = None
+
+    def describe(self) -> str:
+        if self._total is None:
+            return "Rényi DP: ε(α) adds up; the smaller of the standard and improved conversion"
+        return (f"Rényi filter over {len(FILTER_ORDERS)} orders (δ split over them); ε(α) adds up; "
+                "the smaller of the standard and improved conversion")
+
+    def supports(self, curve: PrivacyCurve) -> bool:
+        """Curves with an RDP curve."""
+        return curve.rdp is not None
+
+    # ---------------------------------------------------------------------------------- standalone
+    def _changed(self) -> None:
+        self._curve = None
+
+    def _delta0(self) -> float:
+        return math.fsum(t * c.delta0 for c, t in self.entries)
+
+    def rdp(self, alpha: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+        """The composed ε(α) at ``alpha`` (default: the accountant's orders)."""
+        if alpha is None:
+            if self._curve is None:
+                self._curve = self._sum(self.orders)
+            return self._curve
+        return self._sum(check_alpha(alpha))
+
+    def _sum(self, alpha: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(alpha))
+        for curve, times in self.entries:
+            total = total + times * curve.rdp_at(alpha)
+        return total
+
+    def conversion(self, delta: float, conversion: Conversion = "best", *, refine: bool = True) -> Converted:
+        """ε at ``delta`` with the order and the rule used.
+
+        A sequence of pure ε-DP mechanisms is never reported above Σε (basic composition, rule ``"basic"``,
+        order α = ∞): both bounds are valid, so is the smaller.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> RDPAccountant().compose(acc.laplace(scale=100.0)).conversion(1e-6)
+            Converted(epsilon=0.01, alpha=inf, rule='basic')
+
+        """
+        rule = check_conversion(conversion)
+        d = check_delta(delta) - self._delta0()
+        if d <= 0:
+            return Converted(math.inf, math.nan, "δ0 of the mechanisms exceeds δ")
+        if not self.entries:
+            return Converted(0.0, math.nan, "nothing composed")
+        best = best_epsilon(self.orders, self.rdp(), d, rule)
+        if refine and math.isfinite(best.epsilon):
+            best = self._refine(best, d, rule)
+        pure = pure_total(self.entries)
+        if pure is not None and pure <= best.epsilon:
+            return Converted(pure, math.inf, "basic")
+        return Converted(epsilon_out(best.epsilon), best.alpha, best.rule)
+
+    def _refine(self, best: Converted, delta: float, conversion: Conversion) -> Converted:
+        from scipy.optimize import minimize_scalar
+
+        i = int(np.searchsorted(self.orders, best.alpha))
+        lo = float(self.orders[max(i - 1, 0)])
+        hi = float(self.orders[min(i + 1, len(self.orders) - 1)])
+        if hi - lo <= 0:
+            return best
+        rules: list[Literal["standard", "improved"]] = (
+            ["standard", "improved"] if conversion == "best" else [conversion])
+        out = best
+        for rule in rules:
+            def f(a: float, rule: str = rule) -> float:
+                c = best_epsilon(np.array([a]), self._sum(np.array([a])), delta, rule)  # type: ignore[arg-type]
+                return c.epsilon
+
+            res = minimize_scalar(f, bounds=(max(lo, 1 + 1e-6), hi), method="bounded",
+                                  options={"xatol": 1e-4})
+            if float(res.fun) < out.epsilon:
+                out = Converted(float(res.fun), float(res.x), rule)
+        return out
+
+    def epsilon(self, delta: float, conversion: Conversion = "best") -> float:
+        """ε at ``delta`` (the smaller of both conversions unless one is named)."""
+        return self.conversion(delta, conversion).epsilon
+
+    def delta(self, epsilon: float, conversion: Conversion = "best") -> float:
+        """δ at ``epsilon`` (plus the mechanisms' δ0)."""
+        e = check_epsilon(epsilon)
+        rule = check_conversion(conversion)
+        pure = pure_total(self.entries)
+        if not self.entries or (pure is not None and e >= pure):
+            return 0.0                                   # basic composition: (Σε, 0)-DP
+        std, imp = delta_conversions(self.orders, self.rdp(), e)
+        pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[rule]
+        return delta_out(np.nanmin(pick, initial=1.0) + self._delta0())
+
+    def explain(self, delta: float = 1e-6) -> str:
+        delta = check_delta(delta)
+        c = self.conversion(delta)
+        lines = [f"rdp accountant: {self.describe()}"]
+        lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
+        if c.rule == "basic":
+            rdp = best_epsilon(self.orders, self.rdp(), delta - self._delta0())
+            lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g} by basic composition (every mechanism is pure ε-DP; "
+                         f"the RDP conversion gives {rdp.epsilon:.6g})")
+            return "\n".join(lines)
+        other = self.conversion(delta, "standard" if c.rule == "improved" else "improved")
+        lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g}: {c.rule} conversion at α = {c.alpha:.4g} "
+                     f"(the {other.rule} conversion gives {other.epsilon:.6g})")
+        edge = self.orders[-1]
+        if math.isfinite(c.alpha) and c.alpha >= edge * 0.99:
+            lines.append(f"  warning: the best order is at the edge of the grid ({edge:g}); add larger orders")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""``sess.spent_report()``: the ledger's charges composed by every built-in accountant.
+"""``sess.spent_report()``: the ledger's charges composed by every registered accountant.
 
 Each charge becomes privacy curves: RDP/PLD sessions store the plan's curves with the charge; other
 charges are their budget's curve (pure ε, ρ-zCDP, or (ε, δ)). Identical curves are counted once
-with a multiplicity, so long histories stay fast.
+with a multiplicity, so long histories stay fast. The accountants are the plugin host's (the built-ins
+and any a plugin registers); an accountant reports None where it does not :meth:`~Accountant.supports`
+some charge's curve.
 
 Example:
     >>> from dpframe.accounting.ledger import Charge
@@ -16,15 +18,12 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpframe.accounting.accountants import BasicAccountant, ZCDPAccountant, curve_of
-from dpframe.accounting.curves import PrivacyCurve, from_json
-from dpframe.accounting.pld import PLDAccountant
-from dpframe.accounting.rdp import RDPAccountant, RDPCharge
-
-ACCOUNTANTS = {"basic": BasicAccountant, "zcdp": ZCDPAccountant, "rdp": RDPAccountant, "pld": PLDAccountant}
+from dpframe.accounting.accountants import Accountant, curve_of, registered_accountants
+from dpframe.accounting.curve import PrivacyCurve, from_json
+from dpframe.accounting.rdp import RDPCharge
 
 
 def charge_curves(cost: Any) -> list[str] | None:
@@ -34,8 +33,13 @@ def charge_curves(cost: Any) -> list[str] | None:
     return [curve_of(cost).to_json()]
 
 
-def spent_report(charges: Sequence[Any], delta: float) -> dict[str, float | None]:
-    """ε at ``delta`` of all ``charges`` by each accountant (None where it cannot compose them)."""
+def spent_report(charges: Sequence[Any], delta: float,
+                 accountants: Mapping[str, Accountant] | None = None) -> dict[str, float | None]:
+    """ε at ``delta`` of all ``charges`` by each accountant (None where it cannot compose them).
+
+    ``accountants``: fresh standalone accountants by name (default: every accountant registered with the
+    plugin host, :func:`~dpframe.accounting.accountants.registered_accountants`).
+    """
     counts: Counter[str] = Counter()
     complete = True
     for c in charges:
@@ -46,9 +50,8 @@ def spent_report(charges: Sequence[Any], delta: float) -> dict[str, float | None
         counts.update(specs)
     curves: list[tuple[PrivacyCurve, int]] = [(from_json(s), n) for s, n in counts.items()]
     out: dict[str, float | None] = {}
-    for name, cls in ACCOUNTANTS.items():
-        acc = cls()
-        if not complete or not all(acc.can_compose(c) for c, _ in curves):
+    for name, acc in (registered_accountants() if accountants is None else accountants).items():
+        if not complete or not all(acc.supports(c) for c, _ in curves):
             out[name] = None
             continue
         for curve, n in curves:

@@ -1,37 +1,46 @@
-"""The DuckDB backend: the stable part of a plan as ONE DuckDB query that returns the statistics.
+"""The DuckDB backend: the stable part of a plan as DuckDB SQL that returns the statistics.
 
-What runs in DuckDB, in one ``WITH ... SELECT`` statement:
+What runs in DuckDB:
 
-1. the registered table (an Arrow table handed over by Polars, or a Parquet file DuckDB scans itself),
-   each row numbered (``__dp_row``, used only to break ties between identical rows);
+1. the registered table: an Arrow table handed over by Polars once, zero-copy (strings as string
+   views; only types DuckDB could fail on are converted first, see :func:`_duckdb_type`), or a Parquet
+   file DuckDB scans itself;
 2. the row-level SQL nodes built by ``sess.sql`` (filters, projections, joins with public tables),
    each expression evaluated under ``TRY(...)`` so no private value can make the query fail;
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
    dropped; with ``max_groups`` each unit keeps the distinct keys with the smallest seeded hash of
-   (unit, keys) (ties broken by the keys); then each unit keeps its ``max_rows`` rows with the smallest
-   seeded hash of the values the statistics read (unit, keys, measured columns), ties broken by
-   ``__dp_row`` — so never more than ``min(n, max_rows)`` rows (only units with more rows are ranked:
-   the window runs on their rows alone, and the rows it ranks past ``max_rows`` are anti-joined away by
-   ``__dp_row``; the same rows as one window over every unit). Copies of a row (equal in every hashed
-   column) are numbered 0, 1, ... within the unit by a window partitioned by (unit, hash), and copy
-   j ≥ 1 is ranked by the hash of (hash, j): each row, not each distinct row, is equally likely to be
-   kept. As in the Polars backend, which *values* a unit keeps depends only on its own rows and the seed
-   (not on row order or other units): bounding is a stable transformation for every seed; the row
-   number only picks among rows that agree on every hashed column, which are interchangeable for the
-   statistics;
+   (unit, keys); then each unit keeps its ``max_rows`` rows with the smallest seeded hash of the values
+   the statistics read (unit, keys, measured columns) — the j-th copy (j ≥ 1) of a row repeated in its
+   unit (equal in every hashed column) ranked by the hash of (hash, j), so that each row, not each
+   distinct row, is equally likely to be kept; ties (a 64-bit collision) go to the earlier row. As in
+   the Polars backend, which *values* a unit keeps depends only on its own rows and the seed (not on
+   row order or other units): bounding is a stable transformation for every seed. A first query
+   returns each candidate row's position, unit and hash (row positions come from a ``POSITIONAL JOIN``
+   with ``range(n)``: nothing is numbered when nothing is bounded); the kept positions are picked in
+   numpy exactly as the Polars backend picks them (:func:`dpframe.backends._bounding.kept`: a count per
+   unit, one sort, no window over the units) and go back as a boolean column the statistics query
+   reads the table through (again a ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
-   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped).
+   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
+   (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
+   (:func:`~dpframe.backends.base.int64_sums_are_exact`), else in HUGEINT. A partial ``sorted``
+   statistic (``near``: quantiles) is answered with rank windows, as on Polars: a Bernoulli sample of
+   one row in :data:`~dpframe.backends.rank_windows.SAMPLE_STRIDE` places the windows
+   (:func:`~dpframe.backends.polars_windows.place_windows`), and the statistics query counts each
+   group's codes and those below each window and lists only the codes inside one (a group the sample
+   missed lists all of its codes); whole sorted lists where windows would not pay.
 
 Public keys with no rows get zeros; rows come back sorted by key (nulls first). Noise is never drawn in
 SQL: the result goes back to the mechanisms in Python.
 
 Plans built by the method chain hold Polars expressions that DuckDB cannot run: those row nodes are
-applied by Polars (lazily, then collected to Arrow once) and DuckDB does the keys, bounding and
-aggregation on the result.
+applied by Polars (lazily, then collected to Arrow once per query) and DuckDB does the keys, bounding
+and aggregation on the result.
 
 Privacy of the connection: an in-memory DuckDB database private to this backend, Python replacement
 scans off (no variable of the caller is visible), extension auto-loading off, and — from the first query
-on — external access off (except the registered Parquet files) with the configuration locked.
+on — external access off (except the registered Parquet files) with the configuration locked. The
+bounding step's arrays stay in this process (the engine's), as the Polars backend's do.
 
 Example:
     >>> import polars as pl
@@ -48,23 +57,29 @@ from __future__ import annotations
 
 import itertools
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends.base import StatisticsRequest
+from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
+from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
+from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
 from dpframe.plan.values import instance as _instance
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
-from dpframe.sql.sandbox import connect, literal, lock, quote
+from dpframe.sql.sandbox import connect, function_types, literal, lock, quote
 
 ROW = "__dp_row"
+KEEP = "__dp_keep"
 _SQL_NODES = (SQLFilter, SQLProject, PublicJoin)
 _SEED_MASK = (1 << 63) - 1
 
@@ -122,8 +137,9 @@ class Statistics:
 
     Definitions as in the Polars backend: NULL and NaN are not values; values are cast to DOUBLE, clamped
     (±inf too), shifted, raised to ``power``, scaled to the 2^grid_exp grid, truncated toward zero onto
-    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT); terms and totals
-    are clipped to ±SUM_LIMIT. A projection computes
+    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT, or with
+    ``int64_sums`` — which the caller sets only where no sum can leave 64 bits — DuckDB's 64-bit
+    ``sum_no_overflow``); terms and totals are clipped to ±SUM_LIMIT. A projection computes
     each clamped column once (NULL when the value is NULL or NaN); the aggregates then read it.
 
     Example:
@@ -134,8 +150,10 @@ class Statistics:
 
     """
 
-    def __init__(self, unit: str | None, schema: pl.Schema, statistics: tuple[Statistic, ...] = ()) -> None:
+    def __init__(self, unit: str | None, schema: pl.Schema, statistics: tuple[Statistic, ...] = (),
+                 int64_sums: bool = False) -> None:
         self.unit, self.schema = unit, schema
+        self._sum = "sum_no_overflow" if int64_sums else "sum"
         self.values: dict[str, str] = {}
         # A column's non-null count can reuse any of its clamped values (NULL exactly when not a value).
         self._clamped: dict[str, str] = {}
@@ -178,7 +196,7 @@ class Statistics:
             return f"CAST(count({counted}) AS BIGINT) AS {key}"
         assert stat.lower is not None and stat.upper is not None
         if stat.kind == "sorted":
-            code = self._code(stat)
+            code = self.code(stat)
             return f"coalesce(list({code} ORDER BY {code}) FILTER (WHERE {code} IS NOT NULL), []::BIGINT[]) AS {key}"
         lo, hi = _double(stat.lower), _double(stat.upper)
         if stat.kind == "indicator_sum":
@@ -193,10 +211,35 @@ class Statistics:
         limit = _double(SUM_LIMIT)
         term = scaled if 2 * stat.row_bound() <= SUM_LIMIT else \
             f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
-        total = f"coalesce(sum(CAST(trunc({term}) AS BIGINT)), 0)"
+        total = f"coalesce({self._sum}(CAST(trunc({term}) AS BIGINT)), 0)"
         return f"CAST(least(greatest({total}, -{SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT) AS {key}"
 
-    def _code(self, stat: Statistic) -> str:
+    def window_aggregates(self, stat: Statistic, ends: list[tuple[int, int]], seen: bool) -> list[str]:
+        """A partial ``sorted`` statistic's aggregates: its count, #{code < lo} per window, the codes inside one.
+
+        Named as :class:`~dpframe.backends.polars_windows.RankWindows` expects them (``key#n``,
+        ``key#below{j}``, and ``key`` for the unsorted listed codes); with ``seen``, rows of a group the
+        sample missed (``__dp_seen`` NULL) are all listed.
+
+        Example:
+            >>> from fractions import Fraction
+            >>> st = Statistics(None, pl.Schema({"x": pl.Int64}))
+            >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(9), near=(Fraction(1, 2),))
+            >>> st.window_aggregates(stat, [(3, 5)], False)[1]
+            'CAST(count("__dp_v0") FILTER (WHERE "__dp_v0" < 3) AS BIGINT) AS "__sorted:x:[0,9]-0@2^0~1/2±0#below0"'
+
+        """
+        code, key = self.code(stat), stat.key
+        inside = " OR ".join(f"{code} BETWEEN {lo} AND {hi}" for lo, hi in ends)
+        if seen:
+            inside = f"{inside} OR __dp_seen IS NULL"
+        listed = f"list({code}) FILTER (WHERE {code} IS NOT NULL AND ({inside}))"
+        return [f"CAST(count({code}) AS BIGINT) AS {quote(key + '#n')}",
+                *[f"CAST(count({code}) FILTER (WHERE {code} < {lo}) AS BIGINT) AS {quote(f'{key}#below{j}')}"
+                  for j, (lo, _) in enumerate(ends)],
+                f"coalesce({listed}, []::BIGINT[]) AS {quote(key)}"]
+
+    def code(self, stat: Statistic) -> str:
         """The ``sorted`` statistic's code of a row (NULL for NULL/NaN): floats in DOUBLE, the rest exactly."""
         assert stat.column is not None and stat.lower is not None and stat.upper is not None
         dtype = self.schema[stat.column]
@@ -244,6 +287,26 @@ class _Query:
         return ("WITH " + ",\n".join(self.ctes) + "\n" if self.ctes else "") + final
 
 
+@dataclass
+class _Table:
+    """A registered table: its DuckDB view, its declared Polars frame, and its Arrow data or Parquet path."""
+
+    view: str
+    frame: pl.LazyFrame
+    data: pa.Table | None
+    path: str | None = None
+    numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
+    rows: int | None = None             # the Parquet file's row count, once needed
+
+
+@dataclass
+class _Windows:
+    """The rank windows of a request's partial ``sorted`` statistics (see :class:`RankWindows`)."""
+
+    windows: RankWindows
+    seen: pa.Table | None     # grouped: the groups the sample saw (column ``__dp_seen``, true)
+
+
 class DuckDBBackend:
     """Runs plans in a private, locked DuckDB connection (see the module docstring)."""
 
@@ -251,11 +314,10 @@ class DuckDBBackend:
 
     def __init__(self) -> None:
         self._con = connect(locked=False)
-        self._frames: dict[str, pl.LazyFrame] = {}
-        self._views: dict[str, str] = {}
+        self._tables: dict[str, _Table] = {}
         self._paths: list[str] = []
         self._locked = False
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()
 
     # ---------------------------------------------------------------------------------- registration
     def register(self, name: str, source: pl.LazyFrame) -> None:
@@ -263,25 +325,30 @@ class DuckDBBackend:
         self.register_source(name, source, None)
 
     def register_source(self, name: str, frame: pl.LazyFrame, source: object) -> None:
-        """Own a private table; a Parquet path is scanned by DuckDB itself, anything else via Arrow."""
+        """Own a private table; a Parquet path is scanned by DuckDB itself, anything else via Arrow.
+
+        An in-memory frame is handed over once, zero-copy where its types allow (Arrow string views);
+        columns of a type DuckDB could fail on are converted first (:func:`_for_duckdb`).
+        """
         schema = frame.collect_schema()
-        if ROW in schema:
-            raise SchemaError(f"table {name!r} has a column named {ROW!r}, which the DuckDB backend reserves",
-                              argument="tables", fix="rename that column")
+        if ROW in schema or KEEP in schema:
+            raise SchemaError(f"table {name!r} has a column named {ROW!r} or {KEEP!r}, which the DuckDB backend "
+                              "reserves", argument="tables", fix="rename that column")
         lowered = [c.lower() for c in schema.names()]
         clash = sorted({c for c in schema.names() if lowered.count(c.lower()) > 1})
         if clash:
             raise SchemaError(f"table {name!r} has columns that differ only in case ({clash}), which DuckDB "
                               "cannot tell apart", argument="tables", fix="rename them")
         with self._mutex:
-            internal = f"__dp_t{len(self._views)}"
+            internal = f"__dp_t{len(self._tables)}"
             path = self._parquet(source, schema)
+            data = None
             try:
                 if path is not None:
-                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * EXCLUDE (file_row_number), file_row_number "
-                                      f"AS {ROW} FROM read_parquet({literal(path)}, file_row_number=true)")
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM read_parquet({literal(path)})")
                 else:
-                    self._con.register(internal, _for_duckdb(frame).collect().with_row_index(ROW).to_arrow())
+                    data = _arrow(_for_duckdb(frame).collect())
+                    self._con.register(internal, data)
             except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
                 # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
                 raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {_first_line(e)}",
@@ -290,8 +357,7 @@ class DuckDBBackend:
                                       "or load it yourself and pass a DataFrame") from e
             if path is not None:
                 self._paths.append(path)
-            self._views[name] = internal
-            self._frames[name] = frame
+            self._tables[name] = _Table(internal, frame, data, path)
 
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
@@ -310,89 +376,245 @@ class DuckDBBackend:
         return None
 
     # ------------------------------------------------------------------------------------ statistics
+    def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
+        """Row nodes, keys, bounding, statistics; zeros for empty public keys (see the module docstring).
+
+        Without contribution bounding and rank windows this is one query; bounding adds one query (the
+        candidates' positions, units and hashes) and rank windows one more (their sample).
+        """
+        with self._mutex:
+            if not self._locked:
+                lock(self._con, self._paths)
+                self._locked = True
+            source = self._polars_part(request)
+            keep = self._keep(request, source) if self._bounds(request) else None
+            near = [s for s in request.statistics if s.kind == "sorted" and s.near]
+            windows = self._windows(request, source, keep, near) if near else None
+            sql, frames = self._compile(request, source, keep, windows)
+            out = self._run(sql, frames)
+        nodes = request.row_nodes
+        schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
+        return self._finish(out, request, schema, windows.windows if windows is not None else None)
+
     def compile(self, request: StatisticsRequest) -> tuple[str, dict[str, Any]]:
-        """The SQL of the statistics query and the frames it needs registered (for tests and EXPLAIN)."""
-        q = _Query()
+        """The SQL of the statistics query and the frames it needs registered (for tests and EXPLAIN).
+
+        With contribution bounding, this runs the candidates query first (the mask is one of the frames).
+        """
+        with self._mutex:
+            source = self._polars_part(request)
+            keep = self._keep(request, source) if self._bounds(request) else None
+            return self._compile(request, source, keep, None)
+
+    @staticmethod
+    def _bounds(request: StatisticsRequest) -> bool:
+        return request.unit.column is not None and request.contribution_bounding
+
+    def _run(self, sql: str, frames: dict[str, Any]) -> pl.DataFrame:
+        """Run one query with its frames registered for its duration (under the backend's lock)."""
+        for name, data in frames.items():
+            self._con.register(name, data)
+        try:
+            out: pl.DataFrame = self._con.sql(sql).pl()
+        finally:
+            for name in frames:
+                self._con.unregister(name)
+        return out
+
+    def _polars_part(self, request: StatisticsRequest) -> pa.Table | None:
+        """The rows after the method-chain nodes (run by Polars once per query, for every query it needs)."""
         nodes = request.row_nodes
         split = max((i + 1 for i, n in enumerate(nodes) if not isinstance(n, _SQL_NODES)), default=0)
-        if split:
-            frame = self._frames[request.table]
-            for position, node in enumerate(nodes[:split]):
-                frame = apply_node(node, frame, request.seed, position)
-            source = q.frame(_for_duckdb(frame).with_row_index(ROW).collect().to_arrow())
+        if not split:
+            return None
+        frame = self._tables[request.table].frame
+        for position, node in enumerate(nodes[:split]):
+            frame = apply_node(node, frame, request.seed, position)
+        return _arrow(_for_duckdb(frame).collect())
+
+    def _scan(self, q: _Query, request: StatisticsRequest, source: pa.Table | None, *, numbered: bool = False,
+              keep: Mask | None = None) -> str:
+        """The source rows through the SQL row nodes: numbered (column ``ROW``: the position), masked, or as is.
+
+        Arrow data gets the extra column zero-copy (a table sharing the data's columns); a Parquet file is
+        numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``.
+        """
+        table = self._tables[request.table]
+        data = source if source is not None else table.data
+        if data is None:                 # a Parquet file DuckDB scans itself
+            assert table.path is not None
+            if numbered:
+                cur = q.add(f"SELECT * EXCLUDE (file_row_number), file_row_number AS {ROW} FROM "
+                            f"read_parquet({literal(table.path)}, file_row_number=true)")
+            elif keep is not None:
+                mask = q.frame(pa.table({KEEP: keep}))
+                cur = q.add(f"SELECT s.* FROM {table.view} AS s POSITIONAL JOIN {mask} AS k WHERE k.{KEEP}")
+            else:
+                cur = q.add(f"SELECT * FROM {table.view}")
+        elif numbered:
+            cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, source))}")
+        elif keep is not None:
+            cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, pa.array(keep)))} "
+                        f"WHERE {KEEP}")
         else:
-            source = self._views[request.table]
-        cur = q.add(f"SELECT * FROM {source}")
-        for node in nodes[split:]:
-            cur = self._node(q, cur, node)
-        schema = nodes[-1].schema if nodes else self._frames[request.table].collect_schema()
-        cur = self._bound(q, cur, request)
+            cur = q.add(f"SELECT * FROM {q.frame(source) if source is not None else table.view}")
+        split = max((i + 1 for i, n in enumerate(request.row_nodes) if not isinstance(n, _SQL_NODES)), default=0)
+        for node in request.row_nodes[split:]:
+            cur = self._node(q, cur, node, numbered)
+        return cur
+
+    @staticmethod
+    def _numbered(table: _Table, source: pa.Table | None) -> pa.Table:
+        """Arrow data with each row's position as column ``ROW`` (for a registered table: made once)."""
+        if source is not None:
+            return source.append_column(ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
+        if table.numbered is None:
+            assert table.data is not None
+            table.numbered = table.data.append_column(ROW, pa.array(np.arange(table.data.num_rows, dtype=np.int64)))
+        return table.numbered
+
+    def _compile(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
+                 windows: _Windows | None) -> tuple[str, dict[str, Any]]:
+        q = _Query()
+        cur = self._scan(q, request, source, keep=keep)
+        if keep is None:       # (the mask keeps only rows of public keys with a unit)
+            cur = self._unit_rows(q, cur, request)
+        nodes = request.row_nodes
+        schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
         by = [quote(b) for b in request.by]
         unit = request.unit
-        st = Statistics(unit.column, schema, request.statistics)
-        aggregates = [st.aggregate(s) for s in request.statistics]
+        st = Statistics(unit.column, schema, request.statistics, self._int64_sums(request, source))
+        aggregates = [st.aggregate(s) for s in request.statistics if windows is None or s not in windows.windows.near]
         carry = [*by, *([quote(unit.column)] if unit.column is not None and unit.column not in request.by else [])]
+        if windows is not None:
+            aggregates += [a for s in windows.windows.near for a in st.window_aggregates(
+                s, windows.windows.ends[windows.windows.stats.index(s)], windows.seen is not None)]
+            if windows.seen is not None:   # groups the sample missed list all their codes
+                carry.append("__dp_seen")
+                on = " AND ".join(f"s.{b} IS NOT DISTINCT FROM z.{b}" for b in by)
+                cur = q.add(f"SELECT s.*, z.__dp_seen FROM {cur} AS s LEFT JOIN {q.frame(windows.seen)} AS z ON {on}")
         cur = q.add(f"SELECT {st.projection(carry)} FROM {cur}")
         final = f"SELECT {', '.join([*by, *aggregates])} FROM {cur}" + (f" GROUP BY {', '.join(by)}" if by else "")
         return q.sql(final), q.frames
 
-    def _bound(self, q: _Query, cur: str, request: StatisticsRequest) -> str:
-        """Public-key semi-join, then contribution bounding (null units dropped, max_groups, max_rows)."""
-        by = [quote(b) for b in request.by]
+    def _size(self, request: StatisticsRequest, source: pa.Table | None) -> int:
+        """The number of source rows (for a Parquet file: counted once, from its metadata)."""
+        table = self._tables[request.table]
+        data = source if source is not None else table.data
+        if data is not None:
+            return int(data.num_rows)
+        if table.rows is None:
+            table.rows = int(self._run(f"SELECT count(*) AS n FROM {table.view}", {})["n"][0])
+        return table.rows
+
+    def _int64_sums(self, request: StatisticsRequest, source: pa.Table | None) -> bool:
+        """Whether 64-bit sums are exact: few enough source rows (row nodes add none: public join keys are unique)."""
+        sums = [s for s in request.statistics if s.kind == "fixed_sum"]
+        return bool(sums) and "sum_no_overflow" in function_types() \
+            and int64_sums_are_exact(sums, self._size(request, source))
+
+    def _unit_rows(self, q: _Query, cur: str, request: StatisticsRequest) -> str:
+        """Rows of the public keys (if any) with a unit (with a unit column; else every row)."""
         unit = request.unit
         if unit.column is None:
             # Nothing is bounded: rows of other groups cost nothing; _finish keeps only the public keys.
             return cur
         if request.keys is not None:
             # Rows outside the public keys must not use up a unit's max_rows / max_groups.
-            keys = q.frame(_for_duckdb(request.keys.lazy()).collect().to_arrow())
-            on = " AND ".join(f"s.{b} IS NOT DISTINCT FROM k.{b}" for b in by)
+            keys = q.frame(_arrow(_for_duckdb(request.keys.lazy()).collect()))
+            on = " AND ".join(f"s.{quote(b)} IS NOT DISTINCT FROM k.{quote(b)}" for b in request.by)
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {keys} AS k ON {on}")
-        u = quote(unit.column)
-        seed = request.seed & _SEED_MASK
-        cur = q.add(f"SELECT * FROM {cur} WHERE {u} IS NOT NULL")
-        if not request.contribution_bounding:
-            return cur
-        if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            cols = ", ".join(dict.fromkeys([u, *by]))
-            pairs = q.add(f"SELECT DISTINCT {cols} FROM {cur}")
-            # rank() over a unique order (hash, then the pair itself) is a row number; DuckDB runs it
-            # several times faster than row_number() here.
-            chosen = q.add(f"SELECT {cols} FROM {pairs} QUALIFY rank() OVER (PARTITION BY {u} "
-                           f"ORDER BY hash({cols}, {seed}), {cols}) <= {unit.max_groups}")
-            on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM p.{c}" for c in dict.fromkeys([u, *by]))
-            cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {chosen} AS p ON {on}")
-        used = sorted({s.column for s in request.statistics if s.column is not None} - {unit.column, *request.by})
-        hashed = ", ".join(dict.fromkeys([u, *by, *(quote(c) for c in used)]))
-        # Only units with more than max_rows rows lose any: rank just their rows, on the three columns the
-        # window needs (not every column), and drop the rows ranked past max_rows by their row number
-        # (unique). The same rows as ranking every unit (QUALIFY rank() ... <= max_rows), at a fraction of
-        # the window's cost when most units are small. GROUP BY, the join and PARTITION BY agree on which
-        # values are one unit (NaN = NaN, -0.0 = 0.0), and every row node is deterministic (volatile SQL
-        # functions are refused), so the three reads of the CTE see the same rows.
-        # Copies of a row (equal in every hashed column, so with one hash) are numbered 0, 1, ... within
-        # the unit and copy j ≥ 1 is re-hashed with j: without it copies would share one rank position and
-        # be kept or dropped together (a choice uniform over distinct rows, not rows). Which copy gets which
-        # number does not matter (copies are interchangeable; the row number only makes it reproducible),
-        # so the hashes a unit's rows get depend only on its multiset of rows and the seed.
-        row_seed = seed ^ 0x5DEECE66D
-        big = q.add(f"SELECT {u} FROM {cur} GROUP BY {u} HAVING count(*) > {unit.max_rows}")
-        hashed_rows = q.add(f"SELECT {u}, {ROW}, hash({hashed}, {row_seed}) AS __dp_hash "
-                            f"FROM {cur} SEMI JOIN {big} USING ({u})")
-        copies = q.add(f"SELECT {u}, {ROW}, __dp_hash, row_number() OVER (PARTITION BY {u}, __dp_hash "
-                       f"ORDER BY {ROW}) - 1 AS __dp_copy FROM {hashed_rows}")
-        ranked = q.add(f"SELECT {u}, {ROW}, CASE WHEN __dp_copy = 0 THEN __dp_hash "
-                       f"ELSE hash(__dp_hash, __dp_copy, {row_seed}) END AS __dp_hash FROM {copies}")
-        dropped = q.add(f"SELECT {ROW} FROM {ranked} QUALIFY rank() OVER (PARTITION BY {u} "
-                        f"ORDER BY __dp_hash, {ROW}) > {unit.max_rows}")
-        return q.add(f"SELECT * FROM {cur} ANTI JOIN {dropped} USING ({ROW})")
+        return q.add(f"SELECT * FROM {cur} WHERE {quote(unit.column)} IS NOT NULL")
 
-    def _node(self, q: _Query, cur: str, node: RowNode) -> str:
+    def _keep(self, request: StatisticsRequest, source: pa.Table | None) -> Mask:
+        """The bounding mask: which positions of the source rows contribution bounding keeps.
+
+        One query returns the candidates (rows of the public keys with a unit, of the chosen groups with
+        ``max_groups``): position, unit and the seeded hash of the values the statistics read; the kept
+        positions are :func:`~dpframe.backends._bounding.kept` of them (:meth:`_definition` decides the
+        rare units the fast steps leave open).
+        """
+        unit = request.unit
+        assert unit.column is not None
+        u, by = quote(unit.column), [quote(b) for b in request.by]
+        seed = request.seed & _SEED_MASK
+        q = _Query()
+        cur = self._unit_rows(q, self._scan(q, request, source, numbered=True), request)
+        unit_and_keys = list(dict.fromkeys([u, *by]))
+        if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
+            pairs = self._run(q.sql(f"SELECT {', '.join(unit_and_keys)}, hash({', '.join(unit_and_keys)}, {seed}) "
+                                    f"AS __dp_hash, row_number() OVER () AS {ROW} FROM (SELECT DISTINCT "
+                                    f"{', '.join(unit_and_keys)} FROM {cur})"), q.frames)
+            chosen = pairs.filter(self._kept(pairs, unit.column, seed, unit.max_groups)).drop("__dp_hash", ROW)
+            on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM p.{c}" for c in unit_and_keys)
+            cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {q.frame(_arrow(chosen))} AS p ON {on}")
+        used = sorted({s.column for s in request.statistics if s.column is not None} - {unit.column, *request.by})
+        hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
+        row_seed = seed ^ 0x5DEECE66D
+        rows = self._run(q.sql(f"SELECT {ROW}, {u}, hash({hashed}, {row_seed}) AS __dp_hash FROM {cur}"), q.frames)
+        keep = np.zeros(self._size(request, source), dtype=bool)
+        keep[rows[ROW].to_numpy()[self._kept(rows, unit.column, row_seed, unit.max_rows)]] = True
+        return keep
+
+    def _kept(self, rows: pl.DataFrame, unit: str, seed: int, k: int) -> Mask:
+        """The bounding law on ``rows`` (the unit, ``__dp_hash`` and the tie-breaking ``ROW``): its kept rows."""
+        hashes = rows["__dp_hash"].to_numpy()
+
+        def rehash(h: U64s, copy: Rows) -> U64s:
+            frame = pa.table({"h": pa.array(h, pa.uint64()), "c": pa.array(copy, pa.int64())})
+            out: U64s = self._run(f"SELECT hash(h, c, {seed}) AS h FROM __dp_copies", {"__dp_copies": frame}
+                                  )["h"].to_numpy()
+            return out
+
+        def exact(at: Rows) -> Mask:
+            return self._definition(rows[at], unit, seed, k)
+
+        return kept(rows[unit], hashes, k, seed ^ UNIT_SALT, rehash, exact)
+
+    def _definition(self, rows: pl.DataFrame, unit: str, seed: int, k: int) -> Mask:
+        """The law itself in SQL on a few rows: copies numbered in ``ROW`` order, ranks by (hash, ``ROW``)."""
+        u = quote(unit)
+        data = _arrow(rows.select(unit, "__dp_hash", ROW).with_row_index("__dp_i"))
+        out = self._run(f"SELECT __dp_i FROM (SELECT *, row_number() OVER (PARTITION BY {u}, __dp_hash ORDER BY "
+                        f"{ROW}) - 1 AS __dp_copy FROM __dp_rows) QUALIFY rank() OVER (PARTITION BY {u} ORDER BY "
+                        f"CASE WHEN __dp_copy = 0 THEN __dp_hash ELSE hash(__dp_hash, __dp_copy, {seed}) END, "
+                        f"{ROW}) <= {k}", {"__dp_rows": data})
+        mask = np.zeros(rows.height, dtype=bool)
+        mask[out["__dp_i"].to_numpy()] = True
+        return mask
+
+    def _windows(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
+                 near: list[Statistic]) -> _Windows | None:
+        """Sample the codes of ``near`` (Bernoulli, one row in the stride) and place the rank windows."""
+        by = [quote(b) for b in request.by]
+        nodes = request.row_nodes
+        schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
+        q = _Query()
+        cur = self._scan(q, request, source, keep=keep)
+        if keep is None:
+            cur = self._unit_rows(q, cur, request)
+        st = Statistics(request.unit.column, schema)
+        codes = [f"list({st.code(s)}) FILTER (WHERE {st.code(s)} IS NOT NULL) AS {quote(code_column(i))}"
+                 for i, s in enumerate(near)]
+        cur = q.add(f"SELECT {st.projection(by)} FROM {cur}")
+        stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
+        sampled = self._run(q.sql(f"SELECT {', '.join([*by, *codes])} FROM {cur} TABLESAMPLE {100 / stride}% "
+                                  "(bernoulli)" + (f" GROUP BY {', '.join(by)}" if by else "")), q.frames)
+        sampled = sampled.with_columns(
+            [pl.col(b).cast(schema[b], strict=False) for b in request.by if sampled.schema[b] != schema[b]]
+            + [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
+               for i in range(len(near))])
+        windows = RankWindows.placed(sampled, near, list(request.by), stride)
+        if windows is None:
+            return None
+        return _Windows(windows, _arrow(windows.sampled.with_columns(pl.lit(True).alias("__dp_seen"))) if by else None)
+
+    def _node(self, q: _Query, cur: str, node: RowNode, numbered: bool = False) -> str:
         if isinstance(node, SQLFilter):
             return q.add(f"SELECT * FROM {cur} WHERE {guard(node.sql)}")
         if isinstance(node, SQLProject):
             items = ", ".join(f"{guard(sql)} AS {quote(name)}" for name, sql in node.items)
-            return q.add(f"SELECT {items}, {ROW} FROM {cur}")
+            return q.add(f"SELECT {items}{f', {ROW}' if numbered else ''} FROM {cur}")
         assert isinstance(node, PublicJoin)
         public = q.frame(node.data.to_arrow())
         added = "".join(f", r.{quote(c)}" for c in node.added)
@@ -400,37 +622,30 @@ class DuckDBBackend:
         how = "LEFT" if node.how == "left" else "INNER"
         return q.add(f"SELECT l.*{added} FROM {cur} AS l {how} JOIN {public} AS r ON {on}")
 
-    def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
-        """One DuckDB query: row nodes, keys, bounding, statistics; zeros for empty public keys."""
-        sql, frames = self.compile(request)
-        with self._mutex:
-            if not self._locked:
-                lock(self._con, self._paths)
-                self._locked = True
-            for name, data in frames.items():
-                self._con.register(name, data)
-            try:
-                out = self._con.sql(sql).pl()
-            finally:
-                for name in frames:
-                    self._con.unregister(name)
-        nodes = request.row_nodes
-        schema = nodes[-1].schema if nodes else self._frames[request.table].collect_schema()
-        return self._finish(out, request, schema)
-
     @staticmethod
-    def _finish(out: pl.DataFrame, request: StatisticsRequest, schema: pl.Schema) -> pl.DataFrame:
+    def _finish(out: pl.DataFrame, request: StatisticsRequest, schema: pl.Schema,
+                windows: RankWindows | None) -> pl.DataFrame:
+        near = windows.near if windows is not None else []
         names = [s.key for s in request.statistics]
         by = list(request.by)
-        types = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64 for s in request.statistics}
+        types: dict[str, pl.DataType] = {
+            s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64() for s in request.statistics}
         out = out.with_columns([pl.col(n).cast(t) for n, t in types.items()])
-        if not by:
-            return out.select(names)
-        # Keys come back with the plan's types (DuckDB may return e.g. a Categorical as a String).
-        out = out.with_columns([pl.col(b).cast(schema[b], strict=False) for b in by if out.schema[b] != schema[b]])
-        if request.keys is not None:
-            out = out.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
-            out = (request.keys.join(out, on=by, how="left", nulls_equal=True)
-                   .with_columns([pl.col(n).fill_null(pl.lit([], dtype=t) if t == pl.List(pl.Int64) else 0)
-                                  for n, t in types.items()]))
-        return out.sort(by, nulls_last=False).select([*by, *names])
+        helpers = [c for s in near for c in out.columns if c.startswith(f"{s.key}#")]
+        out = out.with_columns([pl.col(c).cast(pl.Int64) for c in helpers])
+        if by:
+            # Keys come back with the plan's types (DuckDB may return e.g. a Categorical as a String).
+            out = out.with_columns([pl.col(b).cast(schema[b], strict=False) for b in by if out.schema[b] != schema[b]])
+            if request.keys is not None:
+                out = out.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
+                out = (request.keys.join(out, on=by, how="left", nulls_equal=True)
+                       .with_columns([pl.col(n).fill_null(pl.lit([], dtype=t) if t == pl.List(pl.Int64) else 0)
+                                      for n, t in types.items()])
+                       .with_columns(fill_missing_groups(near)))
+            out = out.sort(by, nulls_last=False)
+        return finish_lists(out, windows).select([*by, *names])
+
+
+def _arrow(frame: pl.DataFrame) -> pa.Table:
+    """A Polars frame as Arrow for DuckDB, zero-copy (strings and binaries as views)."""
+    return frame.to_arrow(compat_level=pl.CompatLevel.newest())

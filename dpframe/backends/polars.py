@@ -1,8 +1,8 @@
 """The Polars backend: one LazyFrame query per private query, collected once.
 
-Contribution bounding is part of that query. For a unit column ``u`` with ``max_rows = m`` it ranks
-each unit's rows by a seeded 64-bit hash of the row's relevant values (unit, keys and every column a
-statistic reads) and keeps ranks ≤ m. Rows of a unit that agree on all those values (copies) would
+Contribution bounding is part of that query. For a unit column ``u`` with ``max_rows = m`` each row gets a
+seeded 64-bit hash of its relevant values (unit, keys and every column a statistic reads) and each unit
+keeps its m rows with the smallest hashes. Rows of a unit that agree on all those values (copies) would
 share one hash, so the j-th copy (j ≥ 1) is hashed again together with j: every row, not every distinct
 row, has its own chance (9 copies of a row and 1 other row, m = 1: a copy is kept 9 times in 10). With
 ``max_groups = g`` it first keeps, per unit, the g distinct group keys with the smallest seeded hashes
@@ -13,11 +13,11 @@ units (unlike a positional shuffle) — so bounding is a stable transformation: 
 neighbours, differing by at most m rows in at most g groups. Two different rows of one unit tie only on
 a 64-bit hash collision; which of a row's copies is kept does not matter (they are interchangeable).
 
-Speed: the hash and rank are only computed where they can matter. A unit with at most m rows keeps them
-all, and counting a unit's rows is one vectorized pass, while a rank window costs about half a
-microsecond per unit; so only the rows of units with more than m rows are ranked (with m = 1 every
-row is hashed and a per-unit minimum of the hash replaces the rank), and only rows whose hash repeats
-are numbered as copies. See :func:`keep_smallest`: the rows kept are the same as ranking them all.
+Speed: the rows are not ranked unit by unit (a rank window costs about half a microsecond per unit).
+One query computes each row's unit and hash (and its position); :func:`~dpframe.backends._bounding.kept`
+picks the kept positions in a few vectorized numpy passes (a count per bucket of units, one sort of the
+rows of units over the limit), exactly the rows of the definition; the statistics query then reads
+the table through that mask. See :func:`keep_smallest`.
 
 Example:
     >>> import polars as pl
@@ -32,8 +32,10 @@ Example:
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sort_each, sorted_codes
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
@@ -42,13 +44,14 @@ from dpframe.plan.sample import apply_node
 _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
 _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
-_COUNT = "__dpframe_count"  # rows per unit, in bounding
-_COPIES = "__dpframe_copies"  # rows sharing a row's hash, in bounding
+_INDEX = "__dpframe_index"  # a row's position, in bounding
+_KEEP = "__dpframe_keep"   # the bounding mask
+_UNIT = "__dpframe_unit"   # the unit column, in definition()
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
 
 
 def _hash(columns: list[str], seed: int) -> pl.Expr:
-    """A seeded 64-bit hash of a row's values in ``columns`` (before :func:`_number_copies`)."""
+    """A seeded 64-bit hash of a row's values in ``columns`` (copies are re-hashed in :func:`definition`)."""
     return pl.struct(columns).hash(seed).alias(_HASH)
 
 
@@ -98,60 +101,63 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
     return term.sum().alias(stat.key)
 
 
-def _number_copies(frame: pl.LazyFrame, unit: str, seed: int) -> pl.LazyFrame:
-    """Give every copy of a repeated row its own hash: the j-th copy (j ≥ 1) gets ``hash((h, j))``.
+def _copy_hash(hashes: pl.Expr, copy: pl.Expr, seed: int) -> pl.Expr:
+    """The hash of the j-th copy (j = ``copy`` ≥ 1, Int64) of a row whose hash is ``hashes``."""
+    return pl.struct(hashes, copy).hash(seed)
 
-    ``frame`` holds the seeded value hash ``h`` (:func:`_hash`) of each row. Rows of one unit that agree
-    on every hashed column share ``h``; ranking them by ``h`` alone would keep or drop all of them
-    together, so a unit's rows would be chosen uniformly among its *distinct* rows, not among its rows
-    (9 copies of a value and 1 other row, one row kept: the copies would win half the time, not 9 in
-    10). Here the copies of a row in a unit are numbered 0, 1, ..., c - 1 and copy j ≥ 1 is re-hashed
-    with j, so the unit's n rows carry n different hashes. Copies are interchangeable (equal in every
-    column a statistic reads), so which one gets which number does not matter: a unit's hashes are a
-    function of its multiset of rows and the seed alone — never of row order or other units.
 
-    Copy 0 keeps ``h``, so only repeated hashes need any work: the rows whose ``h`` occurs once (a
-    count over ``h``, one vectorized pass) are left alone; the others are sorted by (``h``, unit) and
-    numbered by their position in their run. (Counting over ``h`` alone may also route a row that
-    merely collides with another unit's row: it is then numbered 0 in its own (``h``, unit) run.)
+def definition(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
+    """The bounding law itself, row by row: which of these rows (hashes from :func:`_hash`) are kept.
+
+    Copies (rows of a unit with one hash) are numbered 0, 1, ... in row order and copy j ≥ 1 is
+    re-hashed with j; each unit keeps its k rows with the smallest hashes (``rank("ordinal")`` over the
+    unit: two different rows tie only on a 64-bit collision). A window over the unit: slow with many
+    units, used only for the few units :func:`~dpframe.backends._bounding.smallest_per_unit` leaves
+    undecided — and the reference the fast path is tested against.
 
     Example:
-        >>> lf = pl.LazyFrame({"u": [1, 1, 1, 2], "x": [5, 5, 5, 5]}).with_columns(_hash(["u", "x"], 3))
-        >>> _number_copies(lf, "u", 3).group_by("u").agg(pl.col(_HASH).n_unique()).sort("u").collect().rows()
-        [(1, 3), (2, 1)]
+        >>> units = pl.Series([1, 1, 1, 2])
+        >>> definition(units, np.array([30, 10, 20, 5], dtype=np.uint64), 3, 2).tolist()
+        [False, True, True, True]
 
     """
-    flagged = frame.with_columns(pl.len().over(_HASH).alias(_COPIES))
-    once = flagged.filter(pl.col(_COPIES) == 1)
-    h, u, position = pl.col(_HASH), pl.col(unit), pl.int_range(pl.len())
-    starts = h.ne_missing(h.shift()) | u.ne_missing(u.shift())     # the first row of a run of copies
-    copy = (position - pl.when(starts).then(position).forward_fill()).alias(_COPY)
-    repeated = (flagged.filter(pl.col(_COPIES) > 1).sort(_HASH, unit).with_columns(copy)
-                .with_columns(pl.when(pl.col(_COPY) == 0).then(h).otherwise(pl.struct(h, _COPY).hash(seed))
-                              .alias(_HASH)).drop(_COPY))
-    return pl.concat([once, repeated]).drop(_COPIES)
+    h = pl.col(_HASH)
+    copy = pl.int_range(pl.len(), dtype=pl.Int64).over(_UNIT, _HASH)
+    final = pl.when(copy == 0).then(h).otherwise(_copy_hash(h, copy, seed))
+    frame = pl.DataFrame({_UNIT: units, _HASH: pl.Series(hashes, dtype=pl.UInt64)})
+    out: Mask = frame.select(final.rank("ordinal").over(_UNIT) <= k).to_series().to_numpy()
+    return out
 
 
-def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int,
-                  distinct: bool = False) -> pl.LazyFrame:
+def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
+    """Which rows the bounding law keeps, given each row's unit and hash (:func:`_hash`, with ``seed``).
+
+    Exactly :func:`definition`'s rows, computed by :func:`~dpframe.backends._bounding.kept` (a count per
+    unit bucket and one sort, no window over the units).
+
+    Example:
+        >>> rows = pl.DataFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]}).select("u", _hash(["u", "x"], 7))
+        >>> int(kept_mask(rows["u"], rows[_HASH].to_numpy(), 7, 2).sum())
+        3
+
+    """
+    def rehash(h: U64s, copy: Rows) -> U64s:
+        pairs = pl.DataFrame({_HASH: pl.Series(h, dtype=pl.UInt64), _COPY: pl.Series(copy, dtype=pl.Int64)})
+        out: U64s = pairs.select(_copy_hash(pl.col(_HASH), pl.col(_COPY), seed)).to_series().to_numpy()
+        return out
+
+    def exact(at: Rows) -> Mask:
+        return definition(units.gather(at), hashes[at], seed, k)
+
+    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact)
+
+
+def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int) -> pl.LazyFrame:
     """Per unit, a uniformly random ``min(k, n)`` of its ``n`` rows (a function of the seed and its rows).
 
-    The definition: each row gets a seeded hash of its values in ``columns`` (which include ``unit``),
-    the j-th copy (j ≥ 1) of a row repeated in a unit ``hash((h, j))`` instead (:func:`_number_copies`:
-    copies must not share one hash, or the choice would be uniform over distinct rows, not rows); each
-    unit keeps its k rows with the smallest hashes (``rank("ordinal") ≤ k`` over the unit: two different
-    rows tie only on a 64-bit collision). ``distinct=True`` says the rows are already distinct in
-    ``columns`` (as the distinct keys ``max_groups`` picks from), so no copy needs numbering.
-
-    Computed faster than that definition says: Polars evaluates a rank window unit by unit (about half a
-    microsecond per unit), while a count or a minimum over the unit is a single vectorized pass, so
-
-    * ``k = 1``: keep the rows whose hash is their unit's minimum, then the first of those per unit
-      (two rows share the minimum only on a collision);
-    * otherwise units with ``n ≤ k`` keep every row and need no hash; only the rows of units with
-      ``n > k`` are hashed and ranked (at 2 rows per unit on average, almost none).
-
-    Row order is not kept (the statistics do not depend on it).
+    The rows of :func:`definition` with each row's hash of its values in ``columns`` (which include
+    ``unit``), computed by :func:`kept_mask`. ``frame`` is collected once; the result reads it through
+    the mask.
 
     Example:
         >>> lf = pl.LazyFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]})
@@ -159,20 +165,9 @@ def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int,
         [(1, 2), (2, 1)]
 
     """
-    def hashed(rows: pl.LazyFrame) -> pl.LazyFrame:
-        rows = rows.with_columns(_hash(columns, seed))
-        return rows if distinct else _number_copies(rows, unit, seed)
-
-    h = pl.col(_HASH)
-    if k == 1:
-        return (hashed(frame).filter(h == h.min().over(unit)).filter(pl.col(unit).is_first_distinct())
-                .drop(_HASH))
-    # Read by both branches (and twice inside the second): cached explicitly, as the optimizer would
-    # otherwise count the units twice.
-    counted = frame.with_columns(pl.len().over(unit).alias(_COUNT)).cache()
-    small = counted.filter(pl.col(_COUNT) <= k)
-    big = hashed(counted.filter(pl.col(_COUNT) > k)).filter(h.rank("ordinal").over(unit) <= k).drop(_HASH)
-    return pl.concat([small, big]).drop(_COUNT)
+    data = frame.collect()
+    mask = kept_mask(data[unit], data.select(_hash(columns, seed)).to_series().to_numpy(), seed, k)
+    return data.lazy().filter(pl.lit(pl.Series(_KEEP, mask)))
 
 
 class PolarsBackend:
@@ -188,27 +183,45 @@ class PolarsBackend:
         self._tables[name] = source
 
     def bounded(self, request: StatisticsRequest) -> pl.LazyFrame:
-        """The row-level plan with contribution bounding applied (still lazy, still private)."""
+        """The row-level plan with contribution bounding applied (still lazy, still private).
+
+        With bounding, one query reads each candidate row's position, unit and hash; the kept positions
+        (:func:`kept_mask`) become a mask the returned frame filters the rows with. The mask is aligned
+        with the rows by position, so rows derived by a row plan are computed once first (a join, for
+        one, need not give its rows in the same order twice); a registered table is read as it is.
+        """
         frame = self._tables[request.table]
         for position, node in enumerate(request.row_nodes):
             frame = apply_node(node, frame, request.seed, position)
         unit, by = request.unit, list(request.by)
         if unit.column is None:
             return frame  # no bounding: rows outside public keys are dropped by the final join
-        if request.keys is not None:  # drop them before bounding, so they use none of a unit's rows
-            frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
         u = unit.column
-        frame = frame.filter(pl.col(u).is_not_null())
         if not request.contribution_bounding:
-            return frame
+            if request.keys is not None:
+                frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
+            return frame.filter(pl.col(u).is_not_null())
+        if request.row_nodes:
+            frame = frame.collect().lazy()
+        rows = frame.with_row_index(_INDEX)
+        if request.keys is not None:  # drop them before bounding, so they use none of a unit's rows
+            rows = rows.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
+        rows = rows.filter(pl.col(u).is_not_null())
         seed = request.seed & _SEED_MASK
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = keep_smallest(frame.select(unit_and_keys).unique(), u, unit_and_keys, seed, unit.max_groups,
-                                 distinct=True)
-            frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
+            pairs = rows.select(unit_and_keys).unique().collect()
+            hashes = pairs.select(_hash(unit_and_keys, seed)).to_series().to_numpy()
+            chosen = pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups))
+            rows = rows.join(chosen.lazy(), on=unit_and_keys, how="semi", nulls_equal=True)
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
-        return keep_smallest(frame, u, [*unit_and_keys, *used], seed ^ 0x5DEECE66D, unit.max_rows)
+        row_seed = seed ^ 0x5DEECE66D
+        candidates = rows.select(_INDEX, u, _hash([*unit_and_keys, *used], row_seed)).collect()
+        # Column by column into numpy (each copy replaces its Polars column): the largest step's memory.
+        index, hashes = (candidates.drop_in_place(c).to_numpy() for c in (_INDEX, _HASH))
+        keep = np.zeros(frame.select(pl.len()).collect().item(), dtype=bool)
+        keep[index[kept_mask(candidates.drop_in_place(u), hashes, row_seed, unit.max_rows)]] = True
+        return frame.filter(pl.lit(pl.Series(_KEEP, keep)))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """One query: bound, group, aggregate; public keys get a row even when empty (zeros).

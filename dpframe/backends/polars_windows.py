@@ -132,22 +132,20 @@ class RankWindows:
             sample = frame.gather_every(stride).select(*by, *codes)
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
         sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
-        ends: dict[int, list[tuple[int, int]]] = {}
-        for i, s in enumerate(stats):
-            column = sampled[_CODE.format(i)]
-            if by:      # if even each group's own windows would hold most codes, stop before sorting
-                if window_share(column.list.len().to_numpy().astype(np.int64), s.near, s.reach, stride) > WORTH:
-                    return cls(base, stats, [])
-                values, offsets = flat_lists(sort_each(column))
-            else:       # one group: its order statistics by a partition, not a sort
-                values, offsets = flat_lists(column)
-                values = partition_sample(values, s.near, s.reach, stride)
-            lo, hi = window_bounds(values, offsets, s.near, s.reach, stride)
-            ends[i] = [(int(lo[:, j].min()), int(hi[:, j].max())) if lo.size else (OPEN_LOW, OPEN_HIGH)
-                       for j in range(len(s.near))]
-            if not values.size or _share(values, ends[i]) > WORTH:
-                return cls(base, stats, [])     # most codes would be listed anyway: whole lists
-        return cls(base, stats, stats, by, ends, sampled.select(by))
+        placed = cls.placed(sampled, stats, by, stride, base)
+        return cls(base, stats, []) if placed is None else placed
+
+    @classmethod
+    def placed(cls, sampled: pl.DataFrame, stats: list[Statistic], by: list[str], stride: int,
+               frame: pl.LazyFrame | None = None) -> RankWindows | None:
+        """The windows :func:`place_windows` puts from ``sampled`` (None: not worth it); for every backend.
+
+        ``frame`` (the rows, with codes) is only used by the Polars backend's expressions.
+        """
+        ends = place_windows(sampled, stats, by, stride)
+        if ends is None:
+            return None
+        return cls(pl.LazyFrame() if frame is None else frame, stats, stats, by, ends, sampled.select(by))
 
     def aggregates(self, stat: Statistic) -> list[pl.Expr]:
         """The main aggregation's expressions for ``stat``: the whole list, or the count and #{x < lo}."""
@@ -189,6 +187,46 @@ class RankWindows:
                                                on=self.by, how="left", nulls_equal=True, maintain_order="left")
             out[~seen["__dpframe_seen"].fill_null(False).to_numpy()] = OPEN_LOW
         return out
+
+
+def place_windows(sampled: pl.DataFrame, stats: Sequence[Statistic], by: list[str], stride: int
+                  ) -> dict[int, list[tuple[int, int]]] | None:
+    """Each statistic's shared windows ``(lo, hi)`` per target, from a sample of its codes; None: not worth it.
+
+    ``sampled`` has the grouping columns ``by`` and, per statistic i, a list column ``code_column(i)`` of
+    the codes of about one row in ``stride`` (the groups the sample saw). A group's windows come from
+    :func:`~dpframe.backends.rank_windows.window_bounds`; the shared window of a target spans every
+    group's. None when the windows would hold more than :data:`WORTH` of the sampled codes (then whole
+    lists are cheaper). Any sample gives exact answers (:class:`~dpframe.mechanism.SortedCodes`
+    completes a window that missed); a good one only saves time.
+
+    Example:
+        >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(10**6), near=(Fraction(1, 2),), reach=10)
+        >>> place_windows(pl.DataFrame({code_column(0): [list(range(1000))]}), [stat], [], 64)
+        {0: [(418, 582)]}
+
+    """
+    ends: dict[int, list[tuple[int, int]]] = {}
+    for i, s in enumerate(stats):
+        column = sampled[code_column(i)]
+        if by:      # if even each group's own windows would hold most codes, stop before sorting
+            if window_share(column.list.len().to_numpy().astype(np.int64), s.near, s.reach, stride) > WORTH:
+                return None
+            values, offsets = flat_lists(sort_each(column))
+        else:       # one group: its order statistics by a partition, not a sort
+            values, offsets = flat_lists(column)
+            values = partition_sample(values, s.near, s.reach, stride)
+        lo, hi = window_bounds(values, offsets, s.near, s.reach, stride)
+        ends[i] = [(int(lo[:, j].min()), int(hi[:, j].max())) if lo.size else (OPEN_LOW, OPEN_HIGH)
+                   for j in range(len(s.near))]
+        if not values.size or _share(values, ends[i]) > WORTH:
+            return None             # most codes would be listed anyway: whole lists
+    return ends
+
+
+def code_column(i: int) -> str:
+    """The name of statistic i's code column in a sample (see :func:`place_windows`)."""
+    return _CODE.format(i)
 
 
 def _share(values: npt.NDArray[np.int64], ends: list[tuple[int, int]]) -> float:
@@ -260,6 +298,17 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.Da
         helpers = [c for c in out.columns if c.startswith(f"{k}#") or c == k]
         out = out.drop(helpers).with_columns(struct)
     return out
+
+
+def finish_lists(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame:
+    """:func:`finish` when each partial statistic's listed codes come as one unsorted list per group (``out[key]``).
+
+    The SQL backends aggregate them so (one query); grouped, they are exploded into rows first.
+    """
+    if windows is None or not windows.by:
+        return finish(out, windows, {})
+    return finish(out, windows, {s.key: out.select(*windows.by, s.key).explode(s.key).drop_nulls(s.key)
+                                 for s in windows.near})
 
 
 LIST_CHUNK = 256

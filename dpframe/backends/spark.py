@@ -23,10 +23,17 @@ What runs in Spark (on the executors of a cluster), as one Spark job per query:
    row, not each distinct row, is equally likely to be kept. As in the Polars backend, what a unit
    keeps depends only on its own rows and the seed — not on row order, partitioning or other units — so
    bounding is a stable transformation for every seed. (Spark's hash is not Polars' hash: for one seed
-   the two engines keep different, equally random, subsets.);
+   the two engines keep different, equally random, subsets.) It costs one shuffle of the rows by unit
+   and two sorts within it (by hash, which numbers the copies; then by each row's final key), with no
+   Python on the executors; Spark stops each unit's second sort after ``max_rows`` rows;
 3. the exact integer statistics per group (``rows``, ``units``, ``nonnull``, ``fixed_sum``,
    ``indicator_sum``, ``sorted``), with the same definitions as the Polars backend (sums are 64-bit
-   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT).
+   ``try_sum``s, re-run in DECIMAL(38,0) only if one leaves 64 bits, then clipped to ±SUM_LIMIT). A
+   partial ``sorted`` statistic (``near``: quantiles) is answered with rank windows, as on the other
+   backends: a first small job samples one row in the stride and places the windows; the aggregation
+   then counts each group's codes and those below each window and collects only the codes inside one
+   (all of them for a group the sample missed) — the same ``SortedCodes`` contract, so the released
+   quantiles are those of the other backends for the same seed and the same bounded rows.
 
 Only the statistics come back to the driver (``toArrow``): one row per group, a few integers each — or,
 for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,
@@ -57,13 +64,15 @@ import functools
 import io
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
+from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
+from dpframe.backends.spark_statistics import aggregate, code, ident, window_aggregates
 from dpframe.errors import DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
@@ -150,7 +159,7 @@ def _encode(frame: pl.DataFrame, sschema: Any) -> Any:
         elif dtype in widen:
             casts[name] = widen[dtype]
     table = frame.cast(casts).to_arrow() if casts else frame.to_arrow()  # type: ignore[arg-type]
-    return table.cast(to_arrow_schema(sschema, prefers_large_types=False))
+    return table.cast(to_arrow_schema(sschema, timezone="UTC", prefers_large_types=False))
 
 
 def _decode(table: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -239,6 +248,13 @@ class _Translator:
         if variant == "BinaryExpr":
             return self.binary(payload)
         if variant == "Ternary":
+            # Spark coerces mismatched branches its own way (a String branch cast to a number fails on
+            # some values under ANSI mode): native only when both branches already have the result type.
+            out = self.dtype(tree)
+            for branch in (payload["truthy"], payload["falsy"]):
+                kind = self.dtype(branch)
+                if kind != out and kind != pl.Null and not (_dyn_int(branch) and out == pl.Int64):
+                    raise _Untranslatable(f"when/then/otherwise mixes {kind} into {out}")
             return F.when(self(payload["predicate"]), self(payload["truthy"])).otherwise(self(payload["falsy"]))
         if variant == "Cast" and payload.get("options") == "NonStrict":
             return self.cast(payload)
@@ -554,15 +570,16 @@ class SparkBackend:
             frame = frame.join(chosen, on=on, how="left_semi")
         used = sorted({s.column for s in request.statistics if s.column is not None} - set(unit_and_keys))
         columns, row_seed = [*unit_and_keys, *used], seed ^ 0x5DEECE66D
-        # Copies of a row (equal in every hashed column, so with one hash h) are numbered 0, 1, ... within
-        # the unit and copy j ≥ 1 is ordered by hash((h, j)): copies sharing one position in the order would
-        # be kept or dropped together (a choice uniform over distinct rows, not rows). Which copy gets which
-        # number does not matter (copies are interchangeable), so the copy window has no order of its own
-        # (Spark requires one: h, constant in it), and what a unit keeps depends only on its multiset of
-        # rows and the seed.
+        # One shuffle (by unit); within it rows sorted by (hash, values), so that a row's copies (rows equal in
+        # every hashed column) are its ties, numbered 0, 1, ... by row number − rank; then sorted again by
+        # the row's key: its hash, or for copy j ≥ 1 the hash of (hash, j) (copies sharing one place would
+        # be kept or dropped together: a choice uniform over distinct rows, not rows). Which copy gets which
+        # number does not matter (copies are interchangeable): what a unit keeps depends only on its
+        # multiset of rows and the seed.
         h, copy = F.col(_HASH), F.col(_COPY)
-        frame = frame.withColumn(_HASH, self._hash(columns, row_seed))
-        frame = frame.withColumn(_COPY, F.row_number().over(self._sql.Window.partitionBy(_name(u), h).orderBy(h)) - 1)
+        order = self._order(u, h, columns)
+        frame = (frame.withColumn(_HASH, self._hash(columns, row_seed))
+                 .withColumn(_COPY, F.row_number().over(order) - F.rank().over(order)))
         key = F.when(copy == 0, h).otherwise(F.xxhash64(F.lit(row_seed), h, copy))
         frame = frame.withColumn(_RANK, F.row_number().over(self._order(u, key, [*columns, _COPY])))
         return frame.filter(F.col(_RANK) <= unit.max_rows).drop(_RANK, _COPY, _HASH), schema
@@ -593,109 +610,71 @@ class SparkBackend:
         """One Spark job: row nodes, keys, bounding, aggregation; only the statistics reach the driver.
 
         Sums are 64-bit ``try_sum``s; only if one leaves 64 bits (NULL) does a second job sum in
-        DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT.
+        DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to ±SUM_LIMIT. A partial
+        ``sorted`` statistic (quantiles) adds a first, small job: a sample placing its rank windows
+        (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads.
         """
         frame, schema = self.bounded(request)
-        types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
-                                         for s in request.statistics}
-        sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
-        result = self._aggregate_all(frame, schema, request, types, wide=False)
-        if any(result[k].null_count() for k in sums):
-            result = self._aggregate_all(frame, schema, request, types, wide=True)
+        near = [s for s in request.statistics if s.kind == "sorted" and s.near]
+        cached = bool(near) and request.unit.column is not None and request.contribution_bounding
+        if cached:
+            frame = frame.persist()
+        try:
+            windows = self._windows(frame, schema, request, near) if near else None
+            types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
+                                             for s in request.statistics}
+            sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
+            result = self._aggregate_all(frame, schema, request, types, windows, wide=False)
+            if any(result[k].null_count() for k in sums):
+                result = self._aggregate_all(frame, schema, request, types, windows, wide=True)
+        finally:
+            if cached:
+                frame.unpersist()
         result = result.with_columns([pl.col(k).clip(-SUM_LIMIT, SUM_LIMIT) for k in sums])
         by = list(request.by)
         names = [s.key for s in request.statistics]
-        if not by:
-            return result.select(names)
-        if request.keys is not None:
+        if by and request.keys is not None:
             result = result.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
             result = (request.keys.join(result, on=by, how="left", nulls_equal=True)
                       .with_columns([pl.col(n).fill_null(pl.lit([], dtype=t) if isinstance(t, pl.List) else 0)
-                                     for n, t in types.items()]))
-        return result.sort(by, nulls_last=False).select([*by, *names])
+                                     for n, t in types.items()])
+                      .with_columns(fill_missing_groups(windows.near if windows is not None else [])))
+        if by:
+            result = result.sort(by, nulls_last=False)
+        return finish_lists(result, windows).select([*by, *names])
+
+    def _windows(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,
+                 near: list[Statistic]) -> RankWindows | None:
+        """Place the rank windows of the partial ``sorted`` statistics from a sample (one row in the stride)."""
+        F = self._sql.functions
+        by = list(request.by)
+        stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
+        codes = [F.expr(f"collect_list({code(s, schema)}) AS {ident(code_column(i))}") for i, s in enumerate(near)]
+        sample = frame.sample(fraction=1 / stride, seed=request.seed & 0x7FFFFFFF)
+        sampled = sample.groupBy(*[_name(b) for b in by]).agg(*codes) if by else sample.agg(*codes)
+        types = {**{b: schema[b] for b in by}, **{code_column(i): pl.List(pl.Int64) for i in range(len(near))}}
+        return RankWindows.placed(_decode(sampled.toArrow(), types), near, by, stride)
 
     def _aggregate_all(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,
-                       types: dict[str, pl.DataType], wide: bool) -> pl.DataFrame:
+                       types: dict[str, pl.DataType], windows: RankWindows | None, wide: bool) -> pl.DataFrame:
         F = self._sql.functions
-        aggregates = [_aggregate(F, s, request.unit.column, schema, wide) for s in request.statistics]
         by = list(request.by)
+        near = windows.near if windows is not None else []
+        aggregates = [F.expr(aggregate(s, request.unit.column, schema, wide))
+                      for s in request.statistics if s not in near]
+        helpers: dict[str, pl.DataType] = {}
+        if windows is not None and near:
+            if by:    # groups the sample missed list all their codes
+                seen = windows.sampled.with_columns(pl.lit(True).alias("__dp_seen"))
+                seen = seen.rename({b: f"__dp_key{i}" for i, b in enumerate(by)})
+                sschema = _spark_schema(seen.schema, "sampled groups")
+                right = F.broadcast(self.spark.createDataFrame(_encode(seen, sschema), schema=sschema))
+                on = functools.reduce(lambda a, b: a & b, [_name(b).eqNullSafe(right[f"__dp_key{i}"])
+                                                           for i, b in enumerate(by)])
+                frame = frame.join(right, on=on, how="left").drop(*[f"__dp_key{i}" for i in range(len(by))])
+            for s in near:
+                ends = [(int(lo), int(hi)) for lo, hi in windows.ends[windows.stats.index(s)]]
+                aggregates += [F.expr(a) for a in window_aggregates(s, schema, ends, bool(by))]
+                helpers |= {f"{s.key}#n": pl.Int64(), **{f"{s.key}#below{j}": pl.Int64() for j in range(len(s.near))}}
         out = frame.groupBy(*[_name(b) for b in by]).agg(*aggregates) if by else frame.agg(*aggregates)
-        return _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types})
-
-
-# ---------------------------------------------------------------------------------- the statistics
-
-
-def _aggregate(F: Any, stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool = False) -> Any:
-    """The Spark aggregate computing ``stat`` exactly (definitions of :class:`Statistic`).
-
-    A ``fixed_sum`` is a 64-bit ``try_sum`` (NULL if it leaves 64 bits: never ANSI's overflow error), or
-    with ``wide`` a DECIMAL(38,0) sum clipped to ±SUM_LIMIT (n < 2⁶³ terms of ≤ 2⁶² fit in 10³⁸).
-    """
-    key = stat.key
-    if stat.kind == "rows":
-        return F.count(F.lit(1)).alias(key)
-    if stat.kind == "units":
-        return (F.countDistinct(_name(unit)) if unit else F.count(F.lit(1))).alias(key)
-    assert stat.column is not None
-    col, dtype = _name(stat.column), schema[stat.column]
-    present = col.isNotNull() & ~F.isnan(col) if dtype.is_float() else col.isNotNull()
-    if stat.kind == "nonnull":
-        return F.count(F.when(present, 1)).alias(key)
-    assert stat.lower is not None and stat.upper is not None
-    if stat.kind == "sorted":
-        return F.sort_array(F.collect_list(_code(F, stat, col, dtype, present))).alias(key)
-    value = col.cast("double")
-    lo, hi = F.lit(float(stat.lower)), F.lit(float(stat.upper))
-    if stat.kind == "indicator_sum":
-        return F.count(F.when(present & (value >= lo) & (value < hi), 1)).alias(key)
-    shifted = F.least(F.greatest(value, lo), hi)
-    if stat.shift:
-        shifted = shifted - F.lit(float(stat.shift))
-    powered = shifted if stat.power == 1 else functools.reduce(lambda a, b: a * b, [shifted] * stat.power)
-    if stat.grid_exp:
-        powered = powered * F.lit(2.0 ** (-stat.grid_exp))
-    # Truncation toward zero onto the grid (|term| ≤ Statistic.row_bound(), and clipped to ±SUM_LIMIT so the
-    # cast cannot fail); NULL/NaN skipped.
-    if 2 * stat.row_bound() > SUM_LIMIT:   # public: only then can a term exceed the limit
-        limit = F.lit(float(SUM_LIMIT))
-        powered = F.when(powered > limit, limit).when(powered < -limit, -limit).otherwise(powered)
-    term = F.when(present, powered.cast("long"))
-    if wide:
-        bound = F.lit(Decimal(SUM_LIMIT)).cast("decimal(38,0)")
-        total = F.coalesce(F.sum(term.cast("decimal(38,0)")), F.lit(Decimal(0)).cast("decimal(38,0)"))
-        return F.least(F.greatest(total, -bound), bound).cast("long").alias(key)
-    return F.when(F.count(term) == 0, F.lit(0).cast("long")).otherwise(F.try_sum(term)).alias(key)
-
-
-def _code(F: Any, stat: Statistic, col: Any, dtype: pl.DataType, present: Any) -> Any:
-    """The ``sorted`` code of a row (NULL for NULL/NaN): floats in double, the rest exactly in DECIMAL."""
-    assert stat.lower is not None and stat.upper is not None
-    if dtype.is_float():
-        value = F.least(F.greatest(col.cast("double"), F.lit(float(stat.lower))), F.lit(float(stat.upper)))
-        if stat.shift:
-            value = value - F.lit(float(stat.shift))
-        if stat.grid_exp:
-            value = value * F.lit(2.0 ** (-stat.grid_exp))
-        return F.when(present, value.cast("long"))
-    if dtype == pl.Date:
-        number = F.unix_date(col).cast("decimal(38,0)")
-    elif isinstance(dtype, pl.Datetime):
-        unit = {"ms": "MILLISECOND", "us": "MICROSECOND"}[dtype.time_unit or "us"]
-        if dtype.time_zone:
-            number = (F.unix_millis(col) if unit == "MILLISECOND" else F.unix_micros(col)).cast("decimal(38,0)")
-        else:
-            epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
-            number = F.timestamp_diff(unit, epoch, col).cast("decimal(38,0)")
-    elif isinstance(dtype, pl.Decimal):   # toward zero, as Polars (Spark's cast rounds half up)
-        number = F.when(col >= 0, F.floor(col)).otherwise(F.ceil(col)).cast("decimal(38,0)")
-    else:
-        number = col.cast("decimal(38,0)")
-    lo, hi, shift = (F.lit(Decimal(int(v))).cast("decimal(38,0)") for v in (stat.lower, stat.upper, stat.shift))
-    code = F.least(F.greatest(number, lo), hi) - shift          # exact; may exceed 64 bits before the division
-    if stat.grid_exp:  # division by 2**grid_exp toward zero, exactly in DECIMAL: floor, plus 1 below zero
-        step = F.lit(Decimal(2**stat.grid_exp)).cast("decimal(38,0)")
-        rest = F.pmod(code, step)
-        floor = ((code - rest) / step).cast("long")
-        code = F.when((code < 0) & (rest != 0), floor + 1).otherwise(floor)
-    return F.when(col.isNotNull(), code.cast("long"))
+        return _decode(out.toArrow(), {**{b: schema[b] for b in by}, **types, **helpers})

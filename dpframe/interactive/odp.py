@@ -133,7 +133,7 @@ def odp_delta(law0: Mapping[Any, float], law1: Mapping[Any, float], spec: OdpSpe
 
 def additive(session: Session) -> bool:
     """Whether the session composes by basic (additive) composition: the only one refunds are proven for."""
-    return session.accountant.name == "basic"
+    return session.accountant.additive
 
 
 def require_additive(session: Session, what: str) -> None:

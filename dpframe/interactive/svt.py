@@ -160,13 +160,13 @@ class SparseVector:
     _sigma2: Fraction | None = None          # σ₁² per unit Δ² (σ₁² = Δ²·(1+c)/(2ρ)); σ₂² = 4σ₁²
 
     def _open_gaussian(self, budget: object, release: object, refund: object) -> None:
-        from dpframe.accounting.rdp import RDPAccountant
+        from dpframe.accounting.rdp import RenyiFilter
 
         session, c, k = self.session, self.max_positives, self.max_length
         if not isinstance(budget, ZCDP) or budget.delta != 0:
             raise BudgetError(f"noise='gaussian' needs a zCDP budget (it sets the noise), got {shown(budget)}",
                               argument="budget", fix="pass budget=dp.ZCDP(rho)")
-        if not isinstance(session.accountant, RDPAccountant):
+        if not isinstance(session.accountant, RenyiFilter):
             raise BudgetError(f"noise='gaussian' is charged an RDP curve; this session's accountant is "
                               f"{session.accountant.name!r}", argument="noise",
                               fix="open the session with accountant='rdp' (or 'pld'), or use noise='laplace'")

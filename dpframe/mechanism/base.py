@@ -216,6 +216,14 @@ class MechanismPlan:
         """The outputs this plan releases a confidence interval for when ``confidence`` is set (none here)."""
         return ()
 
+    def half_widths(self, confidence: float) -> dict[str, float]:
+        """Per output, the noise's half-width k with P[|noise| ≤ k] ≥ ``confidence``, where it is data-independent.
+
+        None here. Public parameters only: accuracy-first queries (``collect(accuracy=dp.Accuracy(...))``)
+        plan at candidate budgets and read it.
+        """
+        return {}
+
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
         """Add noise and post-process (overridden by each mechanism's plan class)."""
         raise NotImplementedError(f"{self.mechanism} does not define release()")

@@ -5,6 +5,7 @@ variable ``DPFRAME_BLOCK_PLUGINS`` to a comma-separated list of plugin names to 
 """
 
 from dpframe.plugin.hookspecs import (
+    RegisterAudits,
     RegisterFactory,
     RegisterFamily,
     RegisterMechanism,
@@ -15,5 +16,5 @@ from dpframe.plugin.hookspecs import (
 from dpframe.plugin.manager import PluginHost, PluginInfo, plugin_host
 from dpframe.plugin.registry import Entry, Registry
 
-__all__ = ["Entry", "PluginHost", "PluginInfo", "RegisterFactory", "RegisterFamily", "RegisterMechanism",
-           "RegisterMethod", "Registry", "hookimpl", "hookspec", "plugin_host"]
+__all__ = ["Entry", "PluginHost", "PluginInfo", "RegisterAudits", "RegisterFactory", "RegisterFamily",
+           "RegisterMechanism", "RegisterMethod", "Registry", "hookimpl", "hookspec", "plugin_host"]

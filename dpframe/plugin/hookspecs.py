@@ -12,7 +12,7 @@ collisions (:mod:`dpframe.plugin.registry`). The built-ins register through the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import pluggy
@@ -44,6 +44,13 @@ class RegisterMethod(Protocol):
 
     def __call__(self, method: Any, /, *, family: str, name: str | None = None,
                  replaces: str | None = None) -> None: ...
+
+
+class RegisterAudits(Protocol):
+    """``register(specs, name=..., entry_points=())``: a zero-argument factory of privacy-audit specs."""
+
+    def __call__(self, specs: Callable[[], Iterable[Any]], /, *, name: str,
+                 entry_points: Sequence[str] = ()) -> None: ...
 
 
 class DPFrameSpecs:
@@ -110,4 +117,21 @@ class DPFrameSpecs:
             @dpframe.hookimpl
             def dpframe_methods(register):
                 register(MyInteriorPoint(), family="interior_point")
+        """
+
+    @hookspec
+    def dpframe_audits(self, register: RegisterAudits) -> None:
+        """Register the privacy audits of your queries: factories of :class:`dpframe.testing.AuditSpec`.
+
+        A factory runs only when an audit does (:func:`dpframe.testing.registered_audits`), so importing
+        the plugin never loads the test kit. ``entry_points`` names module-level query entry points
+        (``"package.module:Class.method"``) that the audit meta-test must find covered by a spec; the
+        query families and their methods it finds in the family registry.
+
+        Example::
+
+            @dpframe.hookimpl
+            def dpframe_audits(register):
+                from my_plugin.audits import specs   # a function returning a list of AuditSpec
+                register(specs, name="my_plugin")
         """

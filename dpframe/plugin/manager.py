@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -39,6 +39,18 @@ class PluginInfo:
     provides: str
 
 
+@dataclass(frozen=True)
+class Audits:
+    """What a plugin registered through ``dpframe_audits``: a factory of audit specs and its entry points.
+
+    ``specs`` receives no values: it is called with no arguments when an audit runs and returns
+    :class:`dpframe.testing.AuditSpec` objects.
+    """
+
+    specs: Callable[[], Iterable[Any]]
+    entry_points: tuple[str, ...]
+
+
 @dataclass
 class _Registries:
     """Everything the loaded plugins registered."""
@@ -49,6 +61,7 @@ class _Registries:
     backends: Registry[Callable[[], Any]] = field(default_factory=lambda: Registry("backend", replaceable=True))
     families: Registry[QueryFamily] = field(default_factory=lambda: Registry("query family", replaceable=True))
     methods: dict[str, Registry[Any]] = field(default_factory=dict)
+    audits: Registry[Audits] = field(default_factory=lambda: Registry("audit", replaceable=False))
 
 
 class PluginHost:
@@ -182,6 +195,10 @@ class PluginHost:
         """Registered accountant names."""
         return self._registries().accountants.names()
 
+    def accountants(self) -> Registry[Callable[..., Any]]:
+        """Every registered accountant factory, in registration order (built-ins first)."""
+        return self._registries().accountants
+
     def families(self) -> Registry[QueryFamily]:
         """Every registered query family (built-ins first)."""
         return self._registries().families
@@ -197,6 +214,10 @@ class PluginHost:
     def methods(self, family: str) -> Registry[Any]:
         """The sub-methods registered for query family ``family`` (empty when none)."""
         return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
+
+    def audits(self) -> list[Audits]:
+        """The audit factories plugins registered (``dpframe_audits``), built-ins first."""
+        return [e.item for e in self._registries().audits]
 
     def describe(self) -> list[PluginInfo]:
         """Name, version, source package and what each plugin provides."""
@@ -219,6 +240,7 @@ class PluginHost:
             provides += [f"query family {e.name} ({e.item.attach})" for e in found.families if e.plugin == name]
             provides += [f"{family} method {e.name}" for family, reg in found.methods.items() for e in reg
                          if e.plugin == name]
+            provides += [f"audits {e.name}" for e in found.audits if e.plugin == name]
             if not provides:
                 hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
                 provides = [f"(hooks {', '.join(hooks)}: nothing registered)" if hooks else "(no hooks)"]
@@ -264,10 +286,18 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
         registry.add(item, name=name if name is not None else str(getattr(item, "name", "")), plugin=plugin,
                      first_party=first_party, replaces=replaces)
 
+    def audits(specs: Callable[[], Iterable[Any]], /, *, name: str, entry_points: Sequence[str] = ()) -> None:
+        if not callable(specs) or isinstance(entry_points, str):
+            raise PluginError(f"plugin {plugin!r} registered audits {name!r} with specs={specs!r}, "
+                              f"entry_points={entry_points!r}", argument="dpframe_audits",
+                              fix="register a zero-argument function returning AuditSpecs, and a list of "
+                                  "'package.module:Class.method' names")
+        found.audits.add(Audits(specs, tuple(entry_points)), name=name, plugin=plugin, first_party=first_party)
+
     registrars: dict[str, Callable[..., None]] = {
         "dpframe_mechanisms": mechanism, "dpframe_accountants": factory(found.accountants),
         "dpframe_backends": factory(found.backends), "dpframe_methods": method,
-        "dpframe_query_families": query_family}
+        "dpframe_query_families": query_family, "dpframe_audits": audits}
     return registrars[hook]
 
 

@@ -6,12 +6,13 @@
         --table visits=data/visits.parquet --privacy-unit user_id --max-rows 10
         --epsilon 1 [--delta 1e-6] [--ledger budget.ledger] [--format table|csv|json]
     dpframe explain "SELECT ..." <same arguments>      # spends nothing
-    dpframe budget --ledger budget.ledger               # total, spent, remaining
+    dpframe budget --ledger budget.ledger               # total, spent, remaining, unit, tables
 
 The total budget: a ledger file remembers the total it was created with (its ``meta`` table), so later
 commands only name the ledger. The first command on a new ledger must give it with ``--total-epsilon``
 (and ``--total-delta`` / ``--total-rho``). Without a ledger the total is ``--total-*`` or, if absent,
-just this query's budget (a one-shot session). Exit codes: 0 success, 2 bad input (or any other error),
+just this query's budget (a one-shot session). The ledger also records the privacy unit and the tables
+(names and schemas) and refuses a command that names others. Exit codes: 0 success, 2 bad input (or any other error),
 3 not enough budget; errors are one line on stderr, never a traceback. ``explain --format`` is ``table``
 (text) or ``json``.
 """
@@ -29,6 +30,7 @@ import polars as pl
 
 import dpframe as dp
 from dpframe.accounting import Ledger
+from dpframe.accounting.binding import describe_meta
 from dpframe.accounting.ledger import decode
 from dpframe.budgets import Budget, describe
 from dpframe.plugin import plugin_host
@@ -223,11 +225,14 @@ def budget(args: argparse.Namespace) -> None:
     try:
         spent = ledger.spent()
         charges = ledger.charges()
+        recorded = ledger.meta()
     finally:
         ledger.close()
     row = {"ledger": str(args.ledger), "accountant": name, "total": describe(total),
            "spent": describe(accountant.report(spent)),
-           "remaining": describe(accountant.remaining(spent)), "queries": len(charges)}
+           "remaining": describe(accountant.remaining(spent)), "queries": len(charges),
+           **{shown: describe_meta(key, recorded[key]) if key in recorded else "(not recorded yet)"
+              for key, shown in (("privacy_unit", "unit"), ("tables", "tables"))}}
     if args.format == "json":
         print(json.dumps(row))
     else:

@@ -16,14 +16,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
 
 from dpframe.aggregate import confidence
 from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
-from dpframe.family import FamilyPlan
+from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
@@ -31,6 +31,7 @@ from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
 from dpframe.sql.topk import SQLTopKQuery, top_k_call, top_k_query
+from dpframe.tuning.diagnostics import Diagnosed
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -94,30 +95,41 @@ class SQLQuery(Query):
                     "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
         return super()._planned(budget)
 
-    def explain(self, budget: object, format: str = "text") -> Any:
-        out = super().explain(budget, format)
+    def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
+        check_format(format)
         refusal = self._refusal()
         backend = str(self._backend().name)
-        if format == "json":
-            out = dict(out, backend=backend, sql=self.text, post_processing=self.post.describe(),
-                       sql_notes=list(self.notes), refused=refusal)
-            return out
-        lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        lines = [f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
         if self.post.describe():
             lines.append(f"post-processing (free, on released values only): {self.post.describe()}")
         lines += [f"note: {n}" for n in self.notes]
         if refusal:
             lines.append(f"REFUSED on this backend: {refusal}; run it with backend='duckdb'")
-        return "\n".join(lines)
+        out = super().explain(budget, accuracy=accuracy).extended(lines, {
+            "backend": backend, "sql": self.text, "post_processing": self.post.describe(),
+            "sql_notes": list(self.notes), "refused": refusal})
+        return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object, *, ci: float | None = None) -> pl.DataFrame:
+    @overload
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False,
+                accuracy: object = None) -> pl.DataFrame: ...
+
+    @overload
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[True],
+                accuracy: object = None) -> Diagnosed: ...
+
+    def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: bool = False,
+                accuracy: object = None) -> pl.DataFrame | Diagnosed:
         """Charge and run, then apply the SQL's post-processing to the released values.
 
         ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
-        selected column that is a measure itself (not for expressions over measures).
+        selected column that is a measure itself (not for expressions over measures). ``diagnostics=True``
+        (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``; ``accuracy`` (see
+        there too) chooses the budget.
         """
         if self.explain_only:
-            return pl.DataFrame({"explain": [self.explain(budget)]})
+            return pl.DataFrame({"explain": [str(self.explain(budget, accuracy=accuracy))]})
+        budget = self._affordable(budget, accuracy) if accuracy is not None else needs_budget(budget, "collect")
         self._planned(budget)                       # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)
@@ -126,7 +138,12 @@ class SQLQuery(Query):
             raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
                             fix="run it on DuckDB: sess.sql(..., backend='duckdb') or "
                                 "dp.Session(..., backend='duckdb'); nothing was charged")
-        released = super().collect(budget, ci=ci)
+        if diagnostics:
+            result = super().collect(budget, ci=ci, diagnostics=True)
+            return Diagnosed(self._post(result.frame, ci), result.diagnostics)
+        return self._post(super().collect(budget, ci=ci), ci)
+
+    def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:
             out = self.post.apply(released)
             if ci is None or self.post.sql is not None:

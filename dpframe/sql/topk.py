@@ -37,7 +37,7 @@ import polars as pl
 
 import dpframe.measures as dpm
 from dpframe.errors import PlanError
-from dpframe.family import Releasable, Source
+from dpframe.family import Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node
 from dpframe.sql.aggregates import contains, is_aggregate, number
@@ -102,30 +102,29 @@ class SQLTopKQuery:
 
         return refusal(self._session._catalog.backend(self.backend_name), self._node)
 
-    def cost(self, budget: object) -> Any:
+    def cost(self, budget: object = None) -> Any:
         """The exact cost (the whole budget, in the session's notion). Free."""
         return self.inner.cost(budget)
 
-    def explain(self, budget: object, format: str = "text") -> Any:
+    def explain(self, budget: object = None, format: str = "text") -> Any:
         """The top-k plan, then the SQL and the backend. Free."""
-        out = self.inner.explain(budget, format)
+        check_format(format)
         refused = self._refusal()
         backend = str(self._session._catalog.backend(self.backend_name).name)
-        if format == "json":
-            return dict(out, sql=self.text, backend=backend, refused=refused)
-        lines = [out, f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        lines = [f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
         if refused:
             lines.append(f"REFUSED on this backend: {refused}; run it with backend='duckdb'")
-        return "\n".join(lines)
+        out = self.inner.explain(budget).extended(lines, {"sql": self.text, "backend": backend, "refused": refused})
+        return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object) -> Any:
+    def collect(self, budget: object = None) -> Any:
         """Charge and run: the key set (sorted by key) under the SELECT list's names, or a typed shortfall.
 
         The shortfall is ``TopKFailed``, or ``TopKPartial`` whose ``keys`` carry the SELECT list's names too.
         """
         if self.explain_only:
-            return pl.DataFrame({"explain": [self.explain(budget)]})
-        self.inner.plan(budget)                      # bad budgets raise first, uncharged
+            return pl.DataFrame({"explain": [str(self.explain(budget))]})
+        self.inner.plan(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
             raise PlanError(f"backend {self._session._catalog.backend(self.backend_name).name!r} cannot run {refused}",

@@ -1,10 +1,12 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
 Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum``, ``mean``,
-``var``/``std``, partition selection (private keys), the median (``quantile`` plugin) and the example
-``histogram`` plugin — each under a pure ε budget and under a zCDP ρ budget (discrete Gaussian noise;
+``var``/``std``, partition selection (private keys) and the median (``quantile`` plugin) — each under
+a pure ε budget and under a zCDP ρ budget (discrete Gaussian noise;
 audited as (ε(δ = 10⁻³), 10⁻³)-DP). The query-level specs (top-k, learning, bounds, sampling, the
-interactive mechanisms) are in :mod:`dpframe.testing.query_audits`, registered on import of this module.
+interactive mechanisms) are in :mod:`dpframe.testing.query_audits`, registered on import of this module;
+plugins register theirs through the ``dpframe_audits`` hook (the example ``histogram`` plugin, multi-label
+PATE in ``dpframe_topk``), loaded by :func:`~dpframe.testing.registered_audits`.
 Each release-level spec is
 audited on the adversarial pairs of :func:`~dpframe.testing.registry.adversarial_pairs`: the empty
 dataset vs one unit, one added unit of ``max_rows`` rows at the ends of the bounds and far outside
@@ -23,7 +25,7 @@ To audit a new mechanism, register a spec (see ``docs/guarantees.md``)::
 
 Example:
     >>> sorted({k for s in BUILTIN for k in s.kinds})[:4]
-    ['count', 'count_units', 'histogram', 'len']
+    ['count', 'count_units', 'len', 'mean']
 
 """
 
@@ -37,7 +39,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
-from dpframe.measures import Measure, count, count_units, len, mean, measure, median, std, sum, var
+from dpframe.measures import Measure, count, count_units, len, mean, median, std, sum, var
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.harness import default_table
@@ -101,9 +103,6 @@ def _zcdp_specs() -> list[AuditSpec]:
              grouped=True, budget=rho, min_power=0.15),
         _agg("median (zCDP, quantile plugin)", {"quantile"}, [median("x", bounds=(0, 100))],
              {"x": [0.0, 100.0, math.inf]}, budget=rho, min_power=0.1, samples=2_000, units=12),
-        _agg("histogram (zCDP, example plugin)", {"histogram"},
-             [measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))],
-             {"age": [10.0, 99.5, 100.0, -5.0]}, budget=rho, min_power=0.3),
     ]
 
 
@@ -162,14 +161,8 @@ def _count_units() -> AuditSpec:
                 grouped=True, min_power=0.2)
 
 
-def _histogram() -> AuditSpec:
-    hist = measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))
-    return _agg("histogram (example plugin)", {"histogram"}, [hist], {"age": [10.0, 99.5, 100.0, -5.0]},
-                min_power=0.5)
-
-
 BUILTIN: list[AuditSpec] = [register_audit(s) for s in [
-    *_specs(), _count_units(), _selection(), _median(), _histogram(), *_zcdp_specs(),
+    *_specs(), _count_units(), _selection(), _median(), *_zcdp_specs(),
     _selection(budget=ZCDP(Fraction(1, 2), Fraction(1, 100)))]]
 
 from dpframe.testing import query_audits  # noqa: E402  (registers the query-level specs after the agg ones)

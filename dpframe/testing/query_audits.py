@@ -7,7 +7,7 @@ it charges; a zCDP cost as its (ε(δ = 10⁻³), δ + 10⁻³)-DP form). The ne
 each mechanism is weakest:
 
 * top-k (``stable`` with fixed and data-chosen k, ``gumbel``, ``peeling``, ``limited_domain``,
-  ``tct``; SQL ``TOP_K``) and multi-label PATE: tied scores where one unit decides the winner; a gap
+  ``tct``; SQL ``TOP_K``): tied scores where one unit decides the winner; a gap
   at the PTR threshold, so one unit moves the pass/fail (``TopKFailed``) probability; a new key from
   one unit (keys from the data);
 * ``interior_point``, ``learn_threshold``, ``learn_rectangle``, ``bounds``: a row-count gate at its
@@ -205,43 +205,6 @@ def _sql_count() -> AuditSpec:
                  min_power=0.3)
 
 
-def _pate() -> AuditSpec:
-    """Multi-label PATE at the release level: one query per run, batched (``MultiLabelPATE.release``)."""
-    import numpy as np
-    from dpframe_topk import MultiLabelPATE
-
-    from dpframe.noise import SeededRandomSource
-
-    pate = MultiLabelPATE(gumbel_scale=2, sigma=3, delta_t=1e-3)
-    labels = ["l0", "l1", "l2"]
-
-    def votes_of(table: pl.DataFrame) -> list[int]:
-        return [int(table[label].sum()) for label in labels]
-
-    def factory(table: pl.DataFrame, budget: Budget) -> tuple[Budget, Any]:
-        counts = votes_of(table)
-
-        def sample(n: int, seed: int) -> dict[str, Any]:
-            votes = pl.DataFrame({"query": np.repeat(np.arange(n), 3), "label": labels * n,
-                                  "vote": np.tile(counts, n)})
-            out = pate.release(votes, SeededRandomSource(seed))
-            sets = out["labels"].to_list()
-            return {**{f"has {lab}": np.asarray([float(s is not None and lab in s) for s in sets]) for lab in labels},
-                    "answered": np.asarray([float(s is not None) for s in sets]), "k": out["k"].to_numpy()}
-        return pate.cost(1), sample
-
-    def teachers(votes: Sequence[tuple[int, int, int]]) -> pl.DataFrame:
-        return pl.DataFrame(list(votes), schema=labels, orient="row")
-
-    base = teachers([(1, 1, 0)] * 20 + [(1, 0, 0)] * 12)
-    moved = teachers([(1, 1, 0)] * 19 + [(0, 0, 1)] + [(1, 0, 0)] * 12)     # one record: a teacher's votes change
-    return _spec("multi-label PATE (StableTopK per query, record level)", {"dpframe_topk:MultiLabelPATE.collect"},
-                 pate.cost(1), factory,
-                 _pairs(("one teacher's votes move from {l0, l1} to {l2}", base, moved),
-                        ("+1 teacher voting for every label", base, pl.concat([base, teachers([(1, 1, 1)])]))),
-                 samples=20_000, slow=200_000, fast=True, min_power=0.1, release_level=True)
-
-
 # --------------------------------------------------------------------------------- learning, bounds
 
 def _ints(values: Sequence[int], **extra: Sequence[int]) -> pl.DataFrame:
@@ -286,13 +249,6 @@ def _learning_specs() -> list[AuditSpec]:
         _spec("bounds (quantile plugin)", {"Frame.bounds"}, PureDP(4),
               q(lambda s: s.table("t").bounds("x", domain=(0, 3), quantiles=(0.25, 0.75))), bounds_pairs,
               samples=1_000, slow=4_000, min_power=0.05),
-        _spec("linear_regression (example plugin's query family)", {"Frame.linear_regression"}, PureDP(4),
-              query_sampler(lambda s: s.table("t").query("linear_regression", ["x"], "y",
-                                                         bounds={"x": (0, 15), "y": (0, 1)}), UNIT,
-                            features=lambda m: {"slope": m.coefficients["x"], "intercept": m.intercept,
-                                                "rows": m.rows}),
-              lt_pairs, samples=400, slow=4_000, notes="five noisy sums (ε/5 each) and a least-squares fit: a "
-              "single-output test sees a part of the claimed ε"),
     ]
 
 
@@ -476,5 +432,5 @@ def _ptr_specs() -> list[AuditSpec]:
 
 
 QUERY_SPECS: list[AuditSpec] = [register_audit(s) for s in [
-    *_topk_specs(), _sql_top_k(), _sql_count(), _pate(), *_learning_specs(), _sample(), _svt(), _gaussian_svt(),
+    *_topk_specs(), _sql_top_k(), _sql_count(), *_learning_specs(), _sample(), _svt(), _gaussian_svt(),
     *_tct(), _individual(), *_ptr_specs()]]

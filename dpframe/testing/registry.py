@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -144,6 +145,7 @@ def _notions_of(budget: Budget) -> frozenset[str]:
 
 
 _REGISTRY: dict[str, AuditSpec] = {}
+_LOADED: weakref.WeakSet[PluginHost] = weakref.WeakSet()   # hosts whose plugins registered their audits
 
 
 def register_audit(spec: AuditSpec) -> AuditSpec:
@@ -163,9 +165,20 @@ def register_audit(spec: AuditSpec) -> AuditSpec:
 
 
 def registered_audits() -> list[AuditSpec]:
-    """Every registered spec, the built-in ones (``dpframe.testing.builtin_audits``) included."""
-    import dpframe.testing.builtin_audits  # noqa: F401  (registers the built-in specs)
+    """Every registered spec: the built-in ones (``dpframe.testing.builtin_audits``) and the plugins' own.
 
+    A plugin registers its specs through the ``dpframe_audits`` hook (a factory, called here once per
+    plugin host); the built-ins and third-party plugins take the same road.
+    """
+    import dpframe.testing.builtin_audits  # noqa: F401  (registers the built-in specs)
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    if host not in _LOADED:
+        for audits in host.audits():
+            for spec in audits.specs():
+                register_audit(spec)
+        _LOADED.add(host)
     return list(_REGISTRY.values())
 
 
@@ -224,10 +237,10 @@ NOT_QUERIES = frozenset({
     "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",
 })
 
-#: Query entry points outside the three classes (documented in ``docs/interactive.md`` / ``docs/topk.md``).
+#: The core's query entry points outside the three classes (documented in ``docs/interactive.md``);
+#: plugins name theirs when they register their audits (``dpframe_audits(register)``, ``entry_points=``).
 MODULE_QUERIES = ("dpframe.interactive.ptr:propose_test_release", "dpframe.interactive.ptr:gated_release",
-                  "dpframe.interactive.ptr:robust_median", "dpframe.interactive.stopping:run_until",
-                  "dpframe_topk:MultiLabelPATE.collect")
+                  "dpframe.interactive.ptr:robust_median", "dpframe.interactive.stopping:run_until")
 
 
 def query_entry_points() -> list[str]:
@@ -236,7 +249,8 @@ def query_entry_points() -> list[str]:
     The public methods of :class:`~dpframe.Frame`, :class:`~dpframe.GroupBy` and
     :class:`~dpframe.Session` except :data:`NOT_QUERIES` (so a new query method fails the audit suite
     until a spec covers it), every registered query family (a plugin's too) and each of its ``methods``
-    (``GroupBy.top_k[method=...]``), and :data:`MODULE_QUERIES`.
+    (``GroupBy.top_k[method=...]``), :data:`MODULE_QUERIES` and the module-level entry points plugins
+    name in ``dpframe_audits`` (``"dpframe_topk:MultiLabelPATE.collect"``).
 
     Example:
         >>> "GroupBy.top_k[method=peeling]" in query_entry_points()
@@ -255,7 +269,7 @@ def query_entry_points() -> list[str]:
         if name not in out and name not in NOT_QUERIES:
             out.append(name)
         out += [f"{name}[method={m}]" for m in entry.item.methods]
-    return out + list(MODULE_QUERIES)
+    return out + list(MODULE_QUERIES) + [e for audits in plugin_host().audits() for e in audits.entry_points]
 
 
 def run_audit(spec: AuditSpec, *, samples: int | None = None, seed: int = 0, alpha: float = 1e-6,

@@ -139,6 +139,16 @@ class AggregatePlan(MechanismPlan):
         """Every measure: exact intervals for counts and sums, conservative ones for mean, var and std."""
         return tuple(m.output_name for m in self.measures)
 
+    def half_widths(self, confidence: float) -> dict[str, float]:
+        """Counts and sums: their noise's exact half-width (the interval of ``collect(ci=...)``)."""
+        assert self.noises is not None and self.roles is not None
+        out: dict[str, float] = {}
+        for m in self.measures:
+            if m.kind in ("len", "count", "count_units", "sum"):
+                out[m.output_name] = self.noises[self.roles[m.output_name]["s" if m.kind == "sum" else "n"]].half_width(
+                    confidence)
+        return out
+
 
 def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: dict[str, Noise],
               confidence: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,13 @@
 """``Frame.bounds``: private clipping bounds for analysts who do not know them (it spends visible budget).
 
 Clipping bounds must be public, so they may not be read off the data; this helper *estimates* them
-privately instead. It releases a low and a high quantile (default the 1st and 99th percentile) of the
-column, jointly, with the quantile mechanism (:mod:`dpframe_quantiles.em`) over a wide public
-``domain`` — by default the whole range of an integer type, 1900–2100 for dates and datetimes; float
-columns need an explicit wide ``domain`` (their type's range has no useful finite grid). The cost is the
-budget passed to ``collect``, charged like any other query, and shown by ``explain``/``cost``; the
-returned pair may then be used as bounds of later queries (post-processing: no further cost).
-
-Rows needed: each bound's rank error (printed by ``explain()``) must be small against the rows below
-the 1st (above the 99th) percentile. A 64-bit integer column at ε = 1 has a rank error of ≈ 380 rows, so
-the default quantiles need ≈ 40,000 rows; ``quantiles=(0.05, 0.95)`` need ≈ 8,000.
+privately instead: a low and a high quantile (default the 1st and 99th percentile). Numeric columns
+use a coarse relative grid and targets moved inwards by the rank error
+(:mod:`dpframe_quantiles.grid_bounds`), so heavy-tailed data get a range near their central mass; dates
+and datetimes use the quantile mechanism (:mod:`dpframe_quantiles.em`) jointly over a wide public
+``domain`` (1900–2100 by default). The cost is the budget passed to ``collect``, charged like any other
+query, and shown by ``explain``/``cost``; the returned pair may then be used as bounds of later queries
+(post-processing: no further cost).
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -28,6 +25,7 @@ import dataclasses
 import datetime as dt
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any, Literal
 
 import polars as pl
@@ -37,6 +35,7 @@ from dpframe.domains import MAX_SIZE, OrderedDomain, domain_kind
 from dpframe.errors import BoundsError, DPFrameError, SchemaError
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import quantile, quantile_fractions
+from dpframe_quantiles.grid_bounds import GridBoundsQuery
 
 DATE_RANGE = (dt.date(1900, 1, 1), dt.date(2100, 12, 31))
 
@@ -65,10 +64,7 @@ class BoundsQuery:
                  resolution: Any = None) -> None:
         if not isinstance(column, str) or column not in source.schema:
             raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
-        qs = quantile_fractions(quantiles, argument="quantiles")
-        if len(qs) != 2:
-            raise DPFrameError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
-                               fix="pass e.g. quantiles=(0.01, 0.99)")
+        qs = _pair(quantiles)
         if domain is None:
             domain, default_resolution = default_domain(column, source.schema[column])
             resolution = default_resolution if resolution is None else resolution
@@ -105,6 +101,21 @@ class Bounds:
     methods: tuple[str, ...] = ()
     result_types: Mapping[str, type] = {}
 
-    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> BoundsQuery:
-        """Validate the arguments (free) and build the query."""
-        return BoundsQuery(source, *args, **kwargs)
+    def build(self, source: Source, /, column: Any = None, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
+              resolution: Any = None) -> BoundsQuery | GridBoundsQuery:
+        """Validate the arguments (free) and build the query: numeric columns on a relative grid."""
+        if not isinstance(column, str) or column not in source.schema:
+            raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
+        dtype = source.schema[column]
+        if dtype.is_numeric() and not dtype.is_decimal():
+            low, high = _pair(quantiles)
+            return GridBoundsQuery(source, column, (low, high), domain, resolution)
+        return BoundsQuery(source, column, domain=domain, quantiles=quantiles, resolution=resolution)
+
+
+def _pair(quantiles: Any) -> tuple[Fraction, Fraction]:
+    qs = quantile_fractions(quantiles, argument="quantiles")
+    if len(qs) != 2:
+        raise DPFrameError(f"expected two quantiles (low, high), got {quantiles!r}", argument="quantiles",
+                           fix="pass e.g. quantiles=(0.01, 0.99)")
+    return qs[0], qs[1]

@@ -10,15 +10,27 @@ release its set returns :class:`TopKFailed`; a fixed-k query that releases fewer
 :class:`TopKPartial` (a falsy subclass carrying the keys). See ``docs/topk.md``.
 """
 
-from dpframe.plugin import RegisterFamily, hookimpl
+from dpframe.plugin import RegisterAudits, RegisterFamily, hookimpl
 from dpframe_topk.pate import MultiLabelPATE
 from dpframe_topk.query import METHODS, TopK, TopKQuery
 from dpframe_topk.results import TopKFailed, TopKPartial
 
-__all__ = ["METHODS", "MultiLabelPATE", "TopK", "TopKFailed", "TopKPartial", "TopKQuery", "dpframe_query_families"]
+__all__ = ["METHODS", "MultiLabelPATE", "TopK", "TopKFailed", "TopKPartial", "TopKQuery", "dpframe_audits",
+           "dpframe_query_families"]
 
 
 @hookimpl
 def dpframe_query_families(register: RegisterFamily) -> None:
     """The ``top_k`` query family (its methods: ``METHODS``)."""
     register(TopK())
+
+
+@hookimpl
+def dpframe_audits(register: RegisterAudits) -> None:
+    """Multi-label PATE's privacy audit (:mod:`dpframe_topk.audits`), loaded only when an audit runs."""
+    def specs() -> list[object]:
+        from dpframe_topk.audits import specs
+
+        return list(specs())
+
+    register(specs, name="multi-label PATE", entry_points=("dpframe_topk:MultiLabelPATE.collect",))

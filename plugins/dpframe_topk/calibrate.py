@@ -123,7 +123,7 @@ def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, a
     return via_rho if notion == "zcdp" else max(basic, via_rho)
 
 
-@lru_cache(maxsize=256)   # public inputs only; a nested bisection (~0.1 s): once per budget
+@lru_cache(maxsize=4096)
 def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
     """Per-step ε' of a limited-domain run of at most ``steps`` draws that is (ε, δ)-DP with its ⊥ at δ/2.
 

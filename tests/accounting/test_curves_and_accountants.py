@@ -16,8 +16,9 @@ from scipy.stats import norm
 
 import dpframe as dp
 from dpframe import accounting as acc
-from dpframe.accounting.curves import subsampled_rdp_integer, two_sided
-from dpframe.accounting.pld import discretize
+from dpframe.accounting.numerics.pld import discretize
+from dpframe.accounting.numerics.profiles import two_sided
+from dpframe.accounting.numerics.subsampling import subsampled_rdp_integer
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
@@ -290,10 +291,10 @@ def _one_direction(hs, rev, k: int) -> float:
 
 
 def _direct(hs, rev, k: int) -> float:
-    from dpframe.accounting.pld import DiscretePLD, _compose, _epsilon_at
+    from dpframe.accounting.numerics.pld import DiscretePLD, compose, epsilon_at
     d = discretize(hs, rev, 1e-4)
-    p, s, extra = _compose([(DiscretePLD(d.start, d.p, d.p_inf), k)], 1e-4)
-    return _epsilon_at(p, s, extra, 1e-4, 1e-6)
+    p, s, extra = compose([(DiscretePLD(d.start, d.p, d.p_inf), k)], 1e-4)
+    return epsilon_at(p, s, extra, 1e-4, 1e-6)
 
 
 # --------------------------------------------------------------------------------------- bad input

@@ -22,8 +22,8 @@ import pytest
 
 import dpframe as dp
 from dpframe import accounting as acc
-from dpframe.accounting.curves import MAX_SUBSAMPLED_ORDER, unamplified_epsilon
-from dpframe.accounting.pld import LOSS_MAX
+from dpframe.accounting.numerics.pld import LOSS_MAX
+from dpframe.accounting.numerics.subsampling import MAX_SUBSAMPLED_ORDER, unamplified_epsilon
 
 
 def cks_log_delta(am1: np.ndarray, rho: float, eps: float) -> np.ndarray:
@@ -135,7 +135,7 @@ def test_extreme_curves_give_finite_sound_values() -> None:
     assert acc.pure(1e-300).rdp_at([2, 8]).tolist() == [0.0, 0.0]
     rr = acc.randomized_response(epsilon=1000.0)             # p rounds to 1: built from ε
     assert rr.eps_inf == 1000.0 and rr.delta_at(999.0) > 0.6 and rr.delta_at(1000.0) == 0.0
-    from dpframe.accounting.curves import from_json
+    from dpframe.accounting import from_json
 
     assert from_json(rr.to_json()).eps_inf == 1000.0
     lap = acc.laplace(1e-5)                                  # ε = 1e5
@@ -163,10 +163,12 @@ def test_a_user_function_that_raises_becomes_a_budget_error(curve: Any, argument
 
 
 def test_subsampled_rdp_beyond_the_term_limit_uses_the_unsampled_curve() -> None:
-    g = acc.gaussian(1.0)
+    g = acc.discrete_gaussian(1.0)                  # (the continuous Gaussian's series is exact at any order)
     s = g.subsampled(0.01)
     high = 2.5 * MAX_SUBSAMPLED_ORDER
     assert s.rdp_at([high])[0] == g.rdp_at([high])[0]                       # valid: sampling never hurts
+    exact = acc.gaussian(1.0).subsampled(0.01).rdp_at([high])[0]            # ≈ α/2 + α·log(γ)/(α − 1)
+    assert exact == pytest.approx(high / 2 + high * math.log(0.01) / (high - 1), rel=1e-6)
     p = acc.pure(1.0).subsampled(0.01)
     assert p.rdp_at([high])[0] == pytest.approx(math.log1p(0.01 * math.expm1(1.0)))   # the pure-DP cap
 

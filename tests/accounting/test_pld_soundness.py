@@ -16,7 +16,7 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import binom, norm
 
 from dpframe import accounting as acc
-from dpframe.accounting.pld import MAX_POINTS, _grid_end, discretize, envelope_masses
+from dpframe.accounting.numerics.pld import MAX_POINTS, _grid_end, discretize, envelope_masses
 
 
 def dgauss_pmf(sigma: float, shift: int) -> tuple[np.ndarray, np.ndarray]:

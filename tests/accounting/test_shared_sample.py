@@ -126,7 +126,7 @@ def test_gaussians_on_one_sample_are_one_gaussian_with_the_tight_bound() -> None
 def test_composition_round_trips_through_json_and_refuses_bad_input() -> None:
     c = acc.composition([acc.pure(1.0), acc.approx(0.5, 1e-7)]).subsampled(0.1)
     back = acc.PrivacyCurve.to_json(c)
-    from dpframe.accounting.curves import from_json
+    from dpframe.accounting import from_json
 
     again = from_json(back)
     assert np.allclose(again.rdp_at([2, 8, 32]), c.rdp_at([2, 8, 32]), rtol=1e-12)

@@ -109,6 +109,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.mechanism.sorted_codes.SortedCodes", "complete"): NO_VALUES,
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
+    ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
+    ("dpframe.accounting.curve.PrivacyCurve", "sampled_rdp"): PUBLIC,
+    ("dpframe.accounting.calibrate.smallest_noise", "curve"): PUBLIC,
+    ("dpframe.accounting.calibrate.smallest_noise", "accountant"): NO_VALUES,
+    ("dpframe.accounting.calibrate.largest_epsilon", "curve"): PUBLIC,
+    ("dpframe.accounting.calibrate.largest_epsilon", "accountant"): NO_VALUES,
+    ("dpframe.accounting.calibrate.most_steps", "accountant"): NO_VALUES,
+    ("dpframe.accuracy.smallest_budget", "half_widths"): PUBLIC,
+    ("dpframe.accounting.numerics.pld.composed_profile", "build"): NO_VALUES,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
     ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
     ("dpframe.release.ReleaseContext.release", "run"): READER,
@@ -117,6 +126,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.family.FamilyPlan", "run"): READER,
     ("dpframe.family.FamilyPlan", "settle"): RELEASED,
     ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
+    ("dpframe.plugin.manager.Audits", "specs"): NO_VALUES,
+    ("dpframe.tuning.stage.plan_staged", "finish"): PUBLIC,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").

@@ -134,6 +134,7 @@ class Case:
     faults: Faults = BACKEND_FAULTS
     fast: bool = True                      # in the default run (else only under -m slow)
     pairs: tuple[Neighbours, ...] = PAIRS
+    unit: dp.PrivacyUnit = UNIT
 
     def spec(self, derive: Callable[[Any], Any] | None = None, pairs: tuple[Neighbours, ...] | None = None,
              known_bug: str | None = None, runs: int = RUNS) -> AuditSpec:
@@ -141,7 +142,7 @@ class Case:
         def make(session: Any) -> Any:
             frame = session.table("t")
             return self.query(session, derive(frame) if derive is not None else frame)
-        sampler = outcome_sampler(make, UNIT, rows=self.rows, per_session=self.per_session,
+        sampler = outcome_sampler(make, self.unit, rows=self.rows, per_session=self.per_session,
                                   reuse_statistics=True, **dict(self.session))
         return distinguisher(self.name, self.queries, self.budget, sampler, pairs or self.pairs, runs=runs,
                              slow_runs=5 * runs, fast=self.fast, known_bug=known_bug)
@@ -262,6 +263,13 @@ CASES = [
     Case("sample(0.5).agg", _q("Frame.sample"), PURE,
          lambda s, f: f.sample(0.5).agg(dp.len(), dp.sum("x", bounds=BOUNDS))),
     Case("bounds", _q("Frame.bounds"), PURE, lambda s, f: f.bounds("x", domain=BOUNDS)),
+    Case("bounds on the relative grid (no domain)", _q("Frame.bounds"), PURE, lambda s, f: f.bounds("x")),
+    # issue 17: bounds chosen privately inside the query (tuning shares + release = the query's ε)
+    Case("agg with max_rows='auto', bounds='auto'", _q("Frame.agg"), PURE,
+         lambda s, f: f.agg(dp.len(), dp.mean("x", bounds="auto")), unit=dp.PrivacyUnit("user", max_rows="auto")),
+    Case("group_by private keys, max_rows and max_groups 'auto', sum bounds='auto'", _q("GroupBy.agg"), APPROX,
+         lambda s, f: f.group_by("g").agg(dp.sum("x", bounds="auto")), rows=4, fast=False,
+         unit=dp.PrivacyUnit("user", max_rows="auto", max_groups="auto")),
     Case("linear_regression (the example plugin's query family)", _q("Frame.linear_regression"), PURE,
          lambda s, f: f.query("linear_regression", ["x"], "y", bounds={"x": BOUNDS, "y": (0, 1)})),
     Case("interior_point", _q("Frame.interior_point"), PURE,

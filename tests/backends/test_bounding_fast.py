@@ -22,6 +22,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from dpframe.backends import duckdb as duckdb_backend
+from dpframe.backends._bounding import smallest_per_unit
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.duckdb import DuckDBBackend
 from dpframe.backends.polars import PolarsBackend, keep_smallest, statistic_expr
@@ -180,6 +182,30 @@ def test_duckdb_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) 
             ids = (Statistic("sorted", "i", Fraction(0), Fraction(10**6), Fraction(0)),)
             got = b.statistics(StatisticsRequest("t", (), unit, (), None, ids, req.seed))
             assert got[ids[0].key].item().to_list() == sorted(duckdb_reference(df, unit, (), ["i"], req.seed)["i"])
+
+
+@pytest.mark.parametrize("max_rows", [1, 3])
+def test_duckdb_exact_fallback_keeps_the_rows_of_the_definition(max_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every unit left to the exact path (unit hashes made all equal): DuckDB's own definition in SQL, with
+    its copy hashes, still keeps the reference's rows."""
+    calls: list[int] = []
+
+    def colliding(units: Any, hashes: Any, k: int, seed: int, rehash: Any, exact: Any) -> Any:
+        def counted(at: Any) -> Any:
+            calls.append(at.size)
+            return exact(at)
+        return smallest_per_unit(units, np.zeros(units.len(), dtype=np.uint64), hashes, k, rehash, counted)
+
+    monkeypatch.setattr(duckdb_backend, "kept", colliding)
+    for seed in range(2):
+        df = table(seed, "str")
+        b = DuckDBBackend()
+        b.register("t", df.lazy())
+        unit = PrivacyUnit("u", max_rows=max_rows)
+        req = StatisticsRequest("t", (), unit, (), None, STATS, seed * 31 + 1)
+        want = duckdb_reference(df, unit, (), ["x"], req.seed)
+        assert_same(b.statistics(req), reference(want, req.statistics, "u", ()))
+    assert calls
 
 
 # ------------------------------------------------------------------------------ fixed_sum's float → int cast

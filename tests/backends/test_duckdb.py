@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from fractions import Fraction as F
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
 import dpframe as dp
 from dpframe.backends.base import StatisticsRequest
-from dpframe.backends.duckdb import DuckDBBackend
+from dpframe.backends.duckdb import KEEP, DuckDBBackend
 from dpframe.mechanism import Statistic
 
 DATA = pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "g": ["a", "b", "a", "a", "b", "b"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
@@ -55,17 +57,52 @@ def test_parquet_is_scanned_in_place_and_nothing_else_is_readable(tmp_path: Path
         b._con.sql(f"SELECT * FROM read_parquet('{other}')").fetchall()
 
 
-def test_one_query_and_no_noise_in_sql() -> None:
+def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql() -> None:
+    """Row level: one query, nothing registered. User level: the statistics query reads the table through
+    the bounding mask (a boolean column beside the table's); the hashing ran in the candidates query."""
     b = backend(t=DATA)
+    sql, frames = b.compile(StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3))
+    assert not frames and KEEP not in sql
     sql, frames = b.compile(REQ)
-    assert sql.count("SELECT") >= 2 and not frames
+    (masked,) = frames.values()                  # the table's columns (shared, not copied) and the mask
+    assert masked.column_names == [*DATA.columns, KEEP] and sum(masked[KEEP].to_pylist()) == 5
+    assert f"WHERE {KEEP}" in sql and "hash(" not in sql
     assert "random" not in sql.lower() and "setseed" not in sql.lower()
-    assert 'hash("u", "g", ' in sql and 'QUALIFY rank() OVER (PARTITION BY "u" ORDER BY __dp_hash, __dp_row)' in sql
+
+
+def test_sums_run_in_64_bits_only_where_no_sum_can_leave_them(tmp_path: Path) -> None:
+    """Six rows of terms ≤ 10 cannot leave 64 bits (DuckDB's sum_no_overflow); terms up to SUM_LIMIT can
+    (HUGEINT); the totals are exact either way, from memory and from Parquet."""
+    small, huge = Statistic("fixed_sum", "x", F(0), F(10), grid_exp=0), Statistic("fixed_sum", "x", F(0), F(2**62),
+                                                                                  grid_exp=0)
+    DATA.write_parquet(tmp_path / "t.parquet")
+    for b in (backend(t=DATA), DuckDBBackend()):
+        if not b._tables:
+            b.register_source("t", pl.scan_parquet(tmp_path / "t.parquet"), tmp_path / "t.parquet")
+        for stat, wide in ((small, False), (huge, True)):
+            request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (stat,), 3)
+            sql, _ = b.compile(request)
+            assert ("sum_no_overflow(" in sql) is not wide and ("sum(" in sql) is wide
+            assert b.statistics(request)[stat.key].item() == 21
+
+
+def test_an_in_memory_table_is_handed_over_once_without_a_copy() -> None:
+    """Registered once as Arrow sharing the frame's buffers (strings as views); queries reuse it."""
+    df = DATA.with_columns(s=pl.col("g") + "x")
+    b = backend(t=df)
+    data = b._tables["t"].data
+    assert data is not None and data.schema.field("s").type == pa.string_view()
+    assert data.column("x").chunks[0].buffers()[1].address == df["x"].to_arrow().buffers()[1].address
+    for request in (REQ, StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3)):
+        b.statistics(request)
+    assert b._tables["t"].data is data
 
 
 def test_reserved_and_case_clashing_columns_are_refused() -> None:
     with pytest.raises(dp.SchemaError, match="reserves"):
         backend(t=pl.DataFrame({"__dp_row": [1]}))
+    with pytest.raises(dp.SchemaError, match="reserves"):
+        backend(t=pl.DataFrame({"__dp_keep": [1]}))
     with pytest.raises(dp.SchemaError, match="differ only in case"):
         backend(t=pl.DataFrame({"a": [1], "A": [2]}))
 

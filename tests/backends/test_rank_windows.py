@@ -11,9 +11,12 @@ import pytest
 
 import dpframe as dp
 import dpframe.session
+from dpframe.backends import polars_windows
+from dpframe.backends.duckdb import DuckDBBackend
 from dpframe.backends.polars import PolarsBackend
 from dpframe.backends.polars_windows import sort_each
 from dpframe.backends.rank_windows import OPEN_HIGH, OPEN_LOW, window_bounds, window_positions
+from dpframe.backends.spark import SparkBackend
 from dpframe.mechanism import Statistic
 from dpframe.testing.backends import ROW, request
 
@@ -53,12 +56,27 @@ def table(n: int, seed: int) -> pl.DataFrame:
     return pl.DataFrame({"x": x, "d": rng.integers(0, 1000, n), "g": rng.choice(["a", "b", "c"], n)})
 
 
-def releases(df: pl.DataFrame, backend: str, grouped: bool) -> list[Any]:
-    sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=17, backend=backend)
+def releases(df: pl.DataFrame, backend: str, grouped: bool, spark: Any = None) -> list[Any]:
+    extra = {"spark": spark} if backend == "spark" else {}
+    sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=17, backend=backend,
+                      **extra)
     frame = sess.table("t").group_by("g", keys=["a", "b", "c", "zz"]) if grouped else sess.table("t")
     out = frame.agg(dp.median("x", bounds=(0, 200)).alias("m"),
                     dp.quantile("d", [0.1, 0.5, 0.9], bounds=(0, 1000)).alias("d")).collect(dp.PureDP(2))
     return out.rows()
+
+
+def partial_statistics(monkeypatch: pytest.MonkeyPatch, backend: type) -> list[int]:
+    """Counts the partial ``sorted`` statistics (rank windows) ``backend`` returns."""
+    calls: list[int] = []
+    real = backend.statistics
+
+    def counted(self: Any, request: Any) -> Any:
+        out = real(self, request)
+        calls.extend(1 for s in request.statistics if s.near and isinstance(out.schema[s.key], pl.Struct))
+        return out
+    monkeypatch.setattr(backend, "statistics", counted)
+    return calls
 
 
 def completions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -75,12 +93,28 @@ def completions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.mark.parametrize("grouped", [False, True])
 def test_windows_release_exactly_what_whole_lists_release(grouped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Same seed, Polars (windows) and DuckDB (whole lists): the same random draws give the same outputs,
-    and on ordinary data the windows held every rank the draws read (no completion)."""
+    """Same seed, rank windows on Polars and on DuckDB, whole lists on Polars (the sample made to miss
+    nothing: no windows): the same random draws give the same outputs, and on ordinary data the
+    windows held every rank the draws read (no completion)."""
     df = table(80_000, 1)
     calls = completions(monkeypatch)
-    assert releases(df, "polars", grouped) == releases(df, "duckdb", grouped)
+    partial = partial_statistics(monkeypatch, DuckDBBackend)
+    on_duckdb = releases(df, "duckdb", grouped)
+    assert partial                                  # DuckDB answered with rank windows
+    assert releases(df, "polars", grouped) == on_duckdb
+    monkeypatch.setattr(polars_windows, "WORTH", -1.0)   # windows never pay: whole sorted lists
+    assert releases(df, "polars", grouped) == on_duckdb
     assert calls == []
+
+
+@pytest.mark.parametrize("grouped", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_spark_windows_release_what_polars_releases(grouped: bool, spark_session: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same on Spark (rank windows from a Spark sample): identical releases for one seed."""
+    df = table(80_000, 4)
+    partial = partial_statistics(monkeypatch, SparkBackend)
+    assert releases(df, "spark", grouped, spark_session) == releases(df, "polars", grouped)
+    assert partial
 
 
 def test_private_keys_with_windows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,6 +129,25 @@ def test_private_keys_with_windows(monkeypatch: pytest.MonkeyPatch) -> None:
         return sess.table("t").group_by("g").agg(dp.median("x", bounds=(-5, 5))).collect(dp.ApproxDP(1, 1e-7)).rows()
     calls = completions(monkeypatch)
     assert run("polars") == run("duckdb")
+    assert calls == []
+
+
+def test_user_level_quantiles_agree_where_bounding_keeps_every_row(spark_session: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a user unit whose max_rows binds nowhere the three backends bound (and cache, on Spark) and
+    still release the same quantiles for one seed (windows on each)."""
+    rng = np.random.default_rng(6)
+    n = 30_000
+    df = pl.DataFrame({"u": rng.permutation(n) // 3, "x": rng.normal(0, 1, n), "g": rng.choice(["a", "b"], n)})
+
+    def run(backend: str) -> list[Any]:
+        extra = {"spark": spark_session} if backend == "spark" else {}
+        sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.PureDP(10), seed=8,
+                          backend=backend, **extra)
+        q = sess.table("t").group_by("g", keys=["a", "b"]).agg(dp.quantile("x", [0.25, 0.75], bounds=(-5, 5)))
+        return q.collect(dp.PureDP(1)).rows()
+    calls = completions(monkeypatch)
+    assert run("polars") == run("duckdb") == run("spark")
     assert calls == []
 
 

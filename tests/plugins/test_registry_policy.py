@@ -106,3 +106,38 @@ def test_every_hook_is_documented() -> None:
     text = (DOCS / "plugins.md").read_text(encoding="utf-8")
     hooks = sorted(n for n in vars(DPFrameSpecs) if n.startswith("dpframe_"))
     assert hooks and [h for h in hooks if not re.search(rf"^\| `{h}\(register\)`", text, re.M)] == []
+
+
+def test_plugins_register_their_audits_and_module_entry_points() -> None:
+    """The example plugin's and dpframe_topk's audits arrive through ``dpframe_audits``, like a third party's."""
+    from dpframe.testing import registered_audits
+    from dpframe.testing.registry import query_entry_points
+
+    names = {s.name for s in registered_audits()}
+    assert {"histogram (example plugin)", "linear_regression (example plugin)",
+            "multi-label PATE (StableTopK per query, record level)"} <= names
+    assert "dpframe_topk:MultiLabelPATE.collect" in query_entry_points()
+    provides = {i.name: i.provides for i in dp.plugin.plugin_host().describe()}
+    assert "audits histogram" in provides["histogram"]
+
+    class Sloppy:
+        @dp.hookimpl
+        def dpframe_audits(self, register):  # noqa: ANN001, ANN202
+            register(["not", "a", "factory"], name="sloppy")
+
+    with pytest.raises(dp.PluginError, match="zero-argument function returning AuditSpecs"):
+        _host_with(Sloppy(), "sloppy").audits()
+
+
+def test_no_core_module_imports_a_plugin_package() -> None:
+    """Core code reaches plugins only through hooks: no ``import dpframe_*`` anywhere under ``dpframe/``."""
+    import ast
+
+    root = Path(dp.__file__).resolve().parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0].startswith("dpframe_")]
+    assert offenders == []

@@ -4,7 +4,7 @@ It adds the measure kind ``"histogram"`` (a mechanism, :mod:`dpframe_histogram.m
 family ``linear_regression`` (:mod:`dpframe_histogram.regression`: ``frame.linear_regression(...)``).
 Install it next to dpframe (``pip install -e plugins/dpframe_histogram`` in a source checkout); dpframe
 finds it through the ``dpframe`` entry-point group (``histogram = "dpframe_histogram"``) and calls the
-``dpframe_mechanisms`` and ``dpframe_query_families`` hooks below. Block it with
+``dpframe_mechanisms``, ``dpframe_query_families`` and ``dpframe_audits`` hooks below. Block it with
 ``DPFRAME_BLOCK_PLUGINS=histogram``.
 
 See :mod:`dpframe_histogram.mechanism` and :mod:`dpframe_histogram.regression` for the privacy proof sketches.
@@ -20,13 +20,13 @@ Example:
 
 """
 
-from dpframe.plugin import RegisterFamily, RegisterMechanism, hookimpl
+from dpframe.plugin import RegisterAudits, RegisterFamily, RegisterMechanism, hookimpl
 
 from dpframe_histogram.mechanism import MAX_BINS, HistogramMechanism, HistogramPlan, bin_columns, parse_edges
 from dpframe_histogram.regression import LinearModel, LinearRegression
 
 __all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "LinearModel", "LinearRegression", "bin_columns",
-           "dpframe_mechanisms", "dpframe_query_families", "parse_edges"]
+           "dpframe_audits", "dpframe_mechanisms", "dpframe_query_families", "parse_edges"]
 __version__ = "0.1.0"
 
 
@@ -48,3 +48,14 @@ def dpframe_mechanisms(register: RegisterMechanism) -> None:
 def dpframe_query_families(register: RegisterFamily) -> None:
     """Register the query families this plugin provides: ``linear_regression``."""
     register(LinearRegression())
+
+
+@hookimpl
+def dpframe_audits(register: RegisterAudits) -> None:
+    """Register this plugin's privacy audits (:mod:`dpframe_histogram.audits`), loaded only when an audit runs."""
+    def specs() -> list[object]:
+        from dpframe_histogram.audits import specs
+
+        return list(specs())
+
+    register(specs, name="histogram")

@@ -1,0 +1,446 @@
+"""Privacy-loss distributions: discretised dominating pairs, composed by FFT.
+
+For a dominating pair with hockey-stick profile f(x) = H_x(P‖Q) (and its reverse), :func:`discretize`
+takes f at the points x_j = e^{jh} of a uniform privacy-loss grid and builds the discrete pair whose
+profile is the chord interpolation of those points ("connect the dots", Doroshenko et al. 2022): the loss
+atom at jh gets mass p_j = x_j·(s_j − s_{j−1}) (s = chord slopes), the mass beyond the top point goes to
++∞. f is convex, so the chords lie above it: the discrete pair *dominates* the mechanism (pessimistic;
+thesis Lemma 3.3.3 and Cor. 3.5.1 say any convex profile bound is a dominating pair, which is also how a
+mechanism known only by δ(ε) is composed).
+
+Composition of dominating pairs dominates the composition (thesis Thm 3.3.4), and the loss of a product
+pair is the sum of losses, so the composed loss distribution is the convolution: the product of the
+characteristic functions on the grid (an FFT), with heterogeneous mechanisms and multiplicities handled
+as Π φ_i^{k_i} (:func:`compose_pairs`). The FFT window is chosen from Chernoff bounds on the composed
+moment-generating function so that at most τ = 1e-15 mass lies outside on each side; that mass is added
+to δ (cyclic wrap-around only adds mass inside the window, which can only increase δ). δ(ε) =
+Σ_j p_j(1 − e^{ε − jh})_+ + p_∞ (:func:`delta_at`, :func:`epsilon_at`).
+
+Example:
+    >>> from dpframe.accounting.numerics.profiles import hs_gaussian
+    >>> f = hs_gaussian(1 / 85.0)
+    >>> c = compose_pairs([(f, f, 8192)], 1e-4)
+    >>> round(max(epsilon_at(p, s, extra, c.grid, 1e-5) for p, s, extra in c.directions), 3)
+    4.708
+
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dpframe.accounting.numerics.common import BLOCK, E_MAX, Fn
+from dpframe.errors import DPFrameError
+
+TAIL = 1e-15          # mass allowed outside the FFT window on each side (added to δ)
+ATOM_TAIL = 1e-18     # profile value at which a single mechanism's grid stops (rest → +∞)
+MAX_POINTS = 1 << 20  # grid points per side of one mechanism at most (beyond: the rest of δ goes to +∞)
+LOSS_MAX = 700.0      # largest loss of one mechanism's grid: x = e^{loss} must stay a finite float
+MAX_WINDOW = 1 << 22  # FFT window of a composition at most (beyond: the grid is coarsened)
+
+
+@dataclass(frozen=True)
+class DiscretePLD:
+    """A sub-probability distribution of privacy loss on the grid {j·h}: p[i] at (start + i)·h, plus p_inf."""
+
+    start: int
+    p: np.ndarray
+    p_inf: float
+
+
+
+
+def _reach(h: float) -> int:
+    """Grid steps of one side at step h: at most :data:`MAX_POINTS`, and losses at most :data:`LOSS_MAX`."""
+    return max(0, min(MAX_POINTS, math.floor(LOSS_MAX / h)))
+
+
+def _value(f: Fn, e: float) -> float:
+    with np.errstate(all="ignore"):
+        return float(f(np.array([e]))[0])
+
+
+def _grid_end(f: Fn, h: float) -> int:
+    """Grid steps n after which f is flat: f(nh) ≤ ATOM_TAIL + f at the far end (doubling, then bisection).
+
+    f is non-increasing, so putting its value at the last point into the mass at +∞ is always sound; the
+    plateau rule stops a profile that never reaches 0 (an (ε0, δ0) step) at its plateau instead of
+    walking a huge grid, and :func:`_reach` bounds the grid for profiles that decay too slowly.
+    """
+    limit = _reach(h)
+    if limit == 0:
+        return 0
+    far = _value(f, limit * h)
+    target = ATOM_TAIL + (far if math.isfinite(far) else 0.0)
+
+    def flat(n: int) -> bool:
+        return _value(f, n * h) <= target   # NaN: not flat
+
+    hi = 1
+    while not flat(hi):
+        if hi >= limit:
+            return limit
+        hi = min(hi * 2, limit)
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if flat(mid) else (mid, hi)
+    return hi
+
+
+def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
+    """Connect-the-dots discretisation of the pair with profiles ``hs`` (P‖Q) and ``hs_rev`` (Q‖P).
+
+    The profile values are upper bounds (they need not be convex: profiles derived from RDP curves or
+    declared by plugins are not); the discrete pair's profile is the chord interpolation of their lower
+    convex envelope (:func:`envelope_masses`), which dominates every mechanism the bounds hold for.
+
+    Example:
+        >>> from dpframe.accounting.numerics.profiles import hs_atoms
+        >>> rr = hs_atoms(np.array([1.0, -1.0]), np.array([0.7311, 0.2689]))
+        >>> d = discretize(rr, rr, 0.5)
+        >>> d.start, [round(float(x), 4) for x in d.p if x > 1e-12], d.p_inf   # RR: atoms at ±1
+        (-2, [0.2689, 0.7311], 0.0)
+
+    """
+    top = _grid_end(hs, h)
+    bottom = _grid_end(hs_rev, h)
+    j = np.arange(-bottom, top + 1, dtype=np.float64)
+    eps = j * h
+    x = np.exp(eps)
+    # g = f − (1 − x)_+ is small where f is close to 1 − x (below ε = 0), which avoids cancellation:
+    # for ε < 0, f − (1 − x) = x·H_{1/x}(Q‖P).
+    g = np.empty_like(eps)
+    neg = j < 0
+    with np.errstate(all="ignore"):
+        g[neg] = x[neg] * hs_rev(-eps[neg])
+        g[~neg] = hs(eps[~neg])
+    p, p_inf = envelope_masses(x, g)
+    return DiscretePLD(int(-bottom), p, p_inf)
+
+
+def truncated(f: Fn, h: float) -> bool:
+    """Whether a profile still decreases after the grid's reach at step h (so mass would go to +∞)."""
+    at_reach, far = _value(f, _reach(h) * h), _value(f, E_MAX)
+    return at_reach > ATOM_TAIL + (far if math.isfinite(far) else 0.0)    # NaN: no
+
+
+def coarse_grid(profiles: Sequence[Fn], grid: float) -> float:
+    """The step to discretise at: ``grid`` doubled while some profile would be cut off by the grid's reach.
+
+    A profile that still carries mass beyond :data:`MAX_POINTS` steps (a large-ε mechanism: Laplace with a
+    tiny scale) is better described by a coarser grid than by moving its mass to +∞; connect-the-dots is
+    pessimistic at any step, so the result stays an upper bound. The step stops growing once the reach
+    is :data:`LOSS_MAX` (beyond, the rest of δ goes to +∞).
+
+    Example:
+        >>> from dpframe.accounting.numerics.profiles import hs_gaussian, hs_laplace
+        >>> coarse_grid([hs_gaussian(1.0)], 1e-4), coarse_grid([hs_laplace(200.0)], 1e-4)
+        (0.0001, 0.0002)
+
+    """
+    h = grid
+    while _reach(h) == MAX_POINTS and any(truncated(f, h) for f in profiles):
+        h *= 2
+    return h
+
+
+def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
+    """Loss-atom masses of the pair whose profile is the lower convex envelope of the given points.
+
+    The points are upper bounds f_j ≥ H_{x_j}(P‖Q) of a mechanism's two-sided profile at increasing
+    x_j = e^{jh} (with x_0 < 1 ≤ x_last), given as g_j = f_j − (1 − x_j)_+. Thesis Cor. 3.5.1 (HS(h)):
+    the true profile H is convex, non-increasing, ≤ 1 and ≥ (1 − x)_+, so capping at 1, raising to
+    (1 − x)_+, taking the running minimum and then the lower convex envelope of the points (with
+    (0, 1) first and a flat ray after the last point) keeps an upper bound of H; the envelope is a valid
+    profile (Lemma 3.3.3), so the discrete pair it defines dominates the mechanism. Its P-mass at loss
+    log x_j is x_j times the envelope's slope increase there, the mass at +∞ its final value; they sum
+    to its value at 0, which is 1: masses are never clipped or rescaled.
+
+    Example (a non-convex bound: the envelope drops the middle point):
+        >>> x = np.array([0.5, 1.0, 2.0])
+        >>> p, p_inf = envelope_masses(x, np.array([0.1, 0.45, 0.0]))   # f = 0.6, 0.45, 0 at x = ½, 1, 2
+        >>> [round(float(v), 4) for v in p], p_inf
+        ([0.2, 0.0, 0.8], 0.0)
+
+    """
+    m = np.minimum(x, 1.0)
+    g = np.where(np.isnan(g), m, np.clip(g, 0.0, m))          # (1 − x)_+ ≤ f ≤ 1
+    f = g + (1.0 - m)
+    run = np.minimum.accumulate(f)                              # H is non-increasing
+    lower = run < f
+    if lower.any():
+        g[lower] = np.maximum(run[lower] - (1.0 - m[lower]), 0.0)
+    xs = np.concatenate([[0.0], x])
+    gs = np.concatenate([[0.0], g])
+    ms = np.concatenate([[0.0], m])
+    keep = _lower_hull(xs, gs, ms)
+    dx = np.diff(xs[keep])
+    sg, kap = np.diff(gs[keep]) / dx, -np.diff(ms[keep]) / dx
+    sg, kap = np.append(sg, 0.0), np.append(kap, 0.0)          # flat after the last point
+    p = np.zeros(len(x))
+    p[keep[1:] - 1] = np.maximum(xs[keep[1:]] * (np.diff(sg) + np.diff(kap)), 0.0)
+    p_inf = float(g[-1])
+    total = math.fsum(p) + p_inf
+    if total > 1 + 1e-9:
+        raise DPFrameError(f"internal error: the discretised pair has mass {total!r} > 1", argument="mechanism",
+                           fix="report this bug to the dpframe authors with the mechanism's curve")
+    return p, p_inf
+
+
+def _turns(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
+    """Slope increase of f = g + 1 − m at each interior point.
+
+    The chord slopes of g and of (1 − x)_+ are kept apart (the latter are exactly −1 or 0 away from
+    x = 1), so no digits of the small g are lost.
+    """
+    dx = np.diff(xs)
+    return np.asarray(np.diff(np.diff(gs) / dx) + np.diff(-np.diff(ms) / dx))
+
+
+def _lower_hull(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
+    """Indices of the vertices of the lower convex envelope of the points (x, g + 1 − m), in order."""
+    keep = np.arange(len(xs))
+    for _ in range(8):   # vectorised passes: a point above the chord of its neighbours is no vertex
+        bad = np.nonzero(_turns(xs[keep], gs[keep], ms[keep]) < 0)[0]
+        if len(bad) == 0:
+            return keep
+        keep = np.delete(keep, bad + 1)
+    # compact arrays (not lists of Python floats): up to 2·MAX_POINTS points stay within a few dozen MB
+    x, g, m = (array("d", np.ascontiguousarray(v[keep]).tobytes()) for v in (xs, gs, ms))
+    stack = array("q")
+    for c in range(len(x)):   # Andrew's monotone chain on what is left
+        while len(stack) >= 2:
+            a, b = stack[-2], stack[-1]
+            left, right = x[b] - x[a], x[c] - x[b]
+            turn = ((g[c] - g[b]) / right - (g[b] - g[a]) / left) + ((m[b] - m[c]) / right - (m[a] - m[b]) / left)
+            if turn >= 0:
+                break
+            stack.pop()
+        stack.append(c)
+    return np.asarray(keep[np.frombuffer(stack, dtype=np.int64)])
+
+
+def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
+    """Log Σ p_i e^{t·l_i} over the finite atoms, for each t (a few t at a time: bounded memory)."""
+    nz = d.p > 0
+    losses = (d.start + np.nonzero(nz)[0]) * h
+    log_p = np.log(d.p[nz])
+    out = np.empty(len(t))
+    step = max(1, BLOCK // max(1, len(losses)))
+    for i in range(0, len(t), step):
+        a = t[i:i + step, None] * losses[None, :] + log_p[None, :]
+        top = a.max(axis=1)
+        out[i:i + step] = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+    return out
+
+
+def window(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[int, int]:
+    """(first index, width) of the FFT window: Chernoff bounds leave at most TAIL outside on each side."""
+    if any(not np.any(d.p > 0) for d, _ in parts):
+        return 0, 1              # a part with all its mass at +∞: so has the composition
+    ts = np.geomspace(1e-3, 1e3, 61)
+    k_pos = sum(t * _log_mgf(d, h, ts) for d, t in parts)
+    k_neg = sum(t * _log_mgf(d, h, -ts) for d, t in parts)
+    log_tail = math.log(TAIL)
+    upper = float(np.min((k_pos - log_tail) / ts))          # P[S ≥ upper] ≤ TAIL
+    lower = float(np.max(-(k_neg - log_tail) / ts))         # P[S ≤ lower] ≤ TAIL
+    full_lo, full_hi = support(parts)
+    lo_idx = max(math.floor(lower / h), full_lo)            # never wider than the support itself
+    hi_idx = min(math.ceil(upper / h), full_hi)
+    return lo_idx, max(hi_idx - lo_idx + 1, max(len(d.p) for d, _ in parts))
+
+
+def support(parts: Sequence[tuple[DiscretePLD, int]]) -> tuple[int, int]:
+    """(lowest, highest) grid index of the composition's finite atoms: Σ times·(first, last atom of each part)."""
+    lo = hi = 0
+    for d, t in parts:
+        nz = np.nonzero(d.p > 0)[0]
+        lo += t * (d.start + int(nz[0]))
+        hi += t * (d.start + int(nz[-1]))
+    return lo, hi
+
+
+def mass_at_infinity(parts: Sequence[tuple[DiscretePLD, int]]) -> float:
+    """1 − Π(1 − p_∞)^times, rounded up: exactly (rationals) for up to 64 runs, else in log space plus 4 ulps.
+
+    Exact rounding matters where a δ asked for is a point mass's δ: (ε=1, δ=0.1) then (ε=2, δ=0.2) has
+    δ(3) = 0.28 exactly, and 0.28 must not come out a rounding above it.
+
+    Example:
+        >>> mass_at_infinity([(DiscretePLD(0, np.ones(1), 0.1), 1), (DiscretePLD(0, np.ones(1), 0.2), 1)]) <= 0.28
+        True
+
+    """
+    if any(d.p_inf >= 1 for d, _ in parts):
+        return 1.0
+    if sum(t for _, t in parts) <= 64:
+        survive = Fraction(1)
+        for d, t in parts:
+            survive *= (1 - Fraction(d.p_inf)) ** t
+        exact = 1 - survive
+        out = float(exact)
+        return out if Fraction(out) >= exact else math.nextafter(out, math.inf)
+    out = -math.expm1(math.fsum(t * math.log1p(-d.p_inf) for d, t in parts if d.p_inf > 0))
+    for _ in range(4):
+        out = math.nextafter(out, math.inf)
+    return min(1.0, out)
+
+
+def compose(parts: Sequence[tuple[DiscretePLD, int]], h: float,
+            span: tuple[int, int] | None = None) -> tuple[np.ndarray, int, float]:
+    """The composed pmf over the FFT window (see :func:`window`), its first index and the extra δ."""
+    from scipy.fft import irfft, next_fast_len, rfft
+
+    p_inf = mass_at_infinity(parts)
+    lo_idx, width = window(parts, h) if span is None else span
+    if any(not np.any(d.p > 0) for d, _ in parts):
+        return np.zeros(1), 0, 1.0 + 2 * TAIL
+    full_lo, full_hi = support(parts)
+    # a window over the whole support truncates nothing (and n ≥ width: nothing aliases); else TAIL per side
+    tail = TAIL * ((lo_idx > full_lo) + (lo_idx + width - 1 < full_hi))
+    n = next_fast_len(width, real=True)
+    spectrum = np.ones(n // 2 + 1, dtype=np.complex128)
+    base = 0
+    for d, times in parts:
+        spectrum *= rfft(d.p, n) ** times
+        base += times * d.start
+    out = irfft(spectrum, n)
+    out = np.maximum(out, 0.0)
+    # entry m holds the folded mass of every loss index s with (s − base) mod n == m; read the window
+    kept = np.roll(out, -((lo_idx - base) % n))[:width]
+    return kept, lo_idx, p_inf + tail
+
+
+def losses_of(start: int, n: int, h: float) -> np.ndarray:
+    """The losses (start + i)·h, i < n, rounded up when the index is beyond exact int64/float range.
+
+    Example:
+        >>> losses_of(-2, 3, 0.5).tolist(), bool(losses_of(2**62, 1, 1.0)[0] >= 2.0**62)
+        ([-1.0, -0.5, 0.0], True)
+
+    """
+    if abs(start) + n < 2**52:
+        return (start + np.arange(n)) * h
+    out = float(start) * h + np.arange(n) * h             # each step rounds: nudge up (larger losses: pessimistic)
+    return np.asarray(np.nextafter(np.nextafter(np.nextafter(out, math.inf), math.inf), math.inf))
+
+
+def delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float) -> float:
+    """δ at ``eps`` of a composed pmf over the window from ``start`` (plus the extra δ)."""
+    losses = losses_of(start, len(p), h)
+    mask = losses > eps
+    return float(np.sum(p[mask] * -np.expm1(eps - losses[mask]))) + extra
+
+
+def _tails(p: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) with A_m = Σ_{i ≥ m} p_i and B_m = Σ_{i ≥ m} p_i e^{−(l_i − l_m)} for atoms on a grid of step h."""
+    from scipy.signal import lfilter
+
+    return np.cumsum(p[::-1])[::-1], lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]
+
+
+def epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float) -> float:
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (δ is exact and monotone between grid points)."""
+    target = delta - extra
+    if target < 0:
+        return math.inf
+    losses = losses_of(start, len(p), h)
+    a, b = _tails(p, h)
+    # δ(l_k) − extra = A_{k+1} − e^{−h}·B_{k+1} (the atoms above l_k), and 0 at the last point
+    at_grid = np.concatenate([a[1:] - math.exp(-h) * b[1:], [0.0]])
+    k = int(np.argmax(at_grid <= target))                       # first grid point meeting the target
+    # on (l_{k−1}, l_k] the atoms above ε are those ≥ k: δ = A_k − e^{ε − l_k}·B_k
+    if b[k] <= 0:
+        return max(0.0, float(losses[k]))
+    ratio = (a[k] - target) / b[k]
+    eps = float(losses[k]) + math.log(ratio) if ratio > 0 else float(losses[k])
+    return max(0.0, min(eps, float(losses[k])))
+
+
+@dataclass(frozen=True)
+class ComposedPLD:
+    """A composition: per neighbour direction (pmf over the window, window start index, extra δ), the step used.
+
+    ``degraded``: the step is coarser than asked, or some profile still carried mass beyond its grid's reach
+    (its rest went to +∞): still an upper bound, but a loose one.
+    """
+
+    directions: list[tuple[np.ndarray, int, float]]
+    grid: float
+    degraded: bool
+
+
+def compose_pairs(pairs: Sequence[tuple[Fn, Fn, int]], grid: float) -> ComposedPLD:
+    """Compose dominating pairs given by their profiles (hs, hs_rev) and multiplicities, in both directions.
+
+    The remove direction composes the pairs (P, Q) with profiles ``hs``; the add direction the reversed
+    pairs (thesis Thm 3.3.5: the max of the two k-fold compositions, not per step); when every pair is
+    symmetric (``hs is hs_rev``) there is one direction. The step is ``grid`` unless a profile's losses
+    reach beyond :data:`MAX_POINTS` steps or the composition's window beyond :data:`MAX_WINDOW` points;
+    then it is doubled until they fit (both pessimistic: the result stays an upper bound).
+    """
+    profiles = [f for hs, rev, _ in pairs for f in (hs, rev)]
+    h = coarse_grid(profiles, grid)
+    symmetric = all(hs is rev for hs, rev, _ in pairs)
+    for _ in range(64):
+        cache: dict[tuple[int, int], tuple[DiscretePLD, DiscretePLD]] = {}
+        rem: list[tuple[DiscretePLD, int]] = []
+        add: list[tuple[DiscretePLD, int]] = []
+        for hs, rev, times in pairs:
+            key = (id(hs), id(rev))
+            if key not in cache:
+                d_rem = discretize(hs, rev, h)
+                cache[key] = (d_rem, d_rem if hs is rev else discretize(rev, hs, h))
+            rem.append((cache[key][0], times))
+            add.append((cache[key][1], times))
+        dirs = [rem] if symmetric else [rem, add]
+        windows = [window(parts, h) for parts in dirs]
+        width = max(w for _, w in windows)
+        if width <= MAX_WINDOW:
+            break
+        h *= 2.0 ** math.ceil(math.log2(width / MAX_WINDOW))
+    degraded = h > grid or any(truncated(f, h) for f in profiles)
+    return ComposedPLD([compose(parts, h, w) for parts, w in zip(dirs, windows)], h, degraded)
+
+
+def composed_profile(build: Callable[[], ComposedPLD], symmetric: bool) -> tuple[Fn, Fn]:
+    """(hs, hs_rev) of a composition's discrete pair, composed on first use.
+
+    ``build`` receives no values; it is called once, when a profile is first evaluated. The profile at ε is
+    Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞ (+ the FFT window's tail bound); the add direction
+    is the composition of the reversed pairs.
+    """
+    done: list[ComposedPLD] = []
+    tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+
+    def table(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        if i not in tables:
+            if not done:
+                done.append(build())
+            c = done[0]
+            p, start, extra = c.directions[min(i, len(c.directions) - 1)]
+            tables[i] = (losses_of(start, len(p), c.grid), *_tails(p, c.grid), extra)
+        return tables[i]
+
+    def direction(i: int) -> Fn:
+        def f(e: np.ndarray) -> np.ndarray:
+            losses, a, b, extra = table(i)
+            e = np.asarray(e, dtype=np.float64)
+            m = np.searchsorted(losses, e, side="right")               # first atom with loss > ε
+            inside = m < len(losses)
+            k = np.minimum(m, len(losses) - 1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                above = np.where(inside, a[k] - np.exp(np.minimum(e - losses[k], 0.0)) * b[k], 0.0)
+            return np.asarray(np.clip(np.maximum(above, 0.0) + extra, 0.0, 1.0))
+
+        return f
+
+    rem = direction(0)
+    return (rem, rem) if symmetric else (rem, direction(1))

@@ -1,0 +1,139 @@
+"""Amplification by Poisson subsampling with rate γ: RDP curves and dominating pairs.
+
+RDP (thesis Ch. 2): the tight bound (Thm 2.3.4; mechanisms meeting its condition (2.2): Gaussian,
+Laplace, randomized response) or the general bound (Thm 2.3.1), both in log space with the expm1 form
+(digest §1.4.1), CGF-interpolated between integer orders, and capped by log(1 + γ(e^{ε∞} − 1)) (Li et al.
+2012). Profiles: the two amplified dominating pairs of Thm 3.3.5 (remove: ((1−γ)Q + γP, Q); add: the
+reverse); accountants take the max of both.
+
+Example:
+    >>> round(subsampled_rdp_integer(2, 0.01, lambda a: a / 8.0, tight=True), 14)
+    2.840213832e-05
+
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpframe.accounting.numerics.common import E_MAX, Array, Fn, special
+from dpframe.accounting.numerics.profiles import two_sided
+
+#: Largest integer order at which a subsampled RDP curve is computed term by term (beyond: the cap).
+MAX_SUBSAMPLED_ORDER = 4096
+
+
+def amplified_epsilon(epsilon: float, rate: float) -> float:
+    """log(1 + γ(e^ε − 1)): ε-DP on a Poisson sample of rate γ (Li et al. 2012), finite for any finite ε.
+
+    Example:
+        >>> round(amplified_epsilon(1.0, 0.01), 6), round(amplified_epsilon(1000.0, 0.5), 6)
+        (0.017037, 999.306853)
+
+    """
+    if epsilon < 700:
+        return math.log1p(rate * math.expm1(epsilon))
+    return epsilon + math.log(rate) + math.log1p((1 - rate) * math.exp(-epsilon) / rate)  # log((1−γ) + γe^ε)
+
+
+def unamplified_epsilon(e: Array, rate: float) -> Array:
+    """log(1 + (e^ε − 1)/γ) for ε ≥ 0 (the inverse of :func:`amplified_epsilon`), finite where it can be.
+
+    Example:
+        >>> [round(float(v), 6) for v in unamplified_epsilon(np.array([0.017037, 1000.0]), 0.01)]
+        [1.000005, 1004.60517]
+
+    """
+    e = np.asarray(e, dtype=np.float64)
+    log_rate = math.log(rate)
+    with np.errstate(over="ignore", divide="ignore"):
+        em1 = np.expm1(np.minimum(e, 700.0))
+        direct = np.log1p(em1 / rate)                               # accurate for small ε
+        summed = np.log(em1 + rate) - log_rate                      # when em1/γ overflows
+        large = e + np.log1p((rate - 1) * np.exp(-e)) - log_rate    # when e^ε overflows
+    out = np.where(e >= 700.0, large, np.where(np.isfinite(direct), direct, summed))
+    return np.asarray(np.minimum(out, E_MAX))
+
+
+def log_comb(n: Array, k: Array) -> Array:
+    """The log of C(n, k) for real n ≥ k ≥ 0 (by log-gamma)."""
+    sp = special()
+    return np.asarray(sp.gammaln(n + 1) - sp.gammaln(k + 1) - sp.gammaln(n - k + 1))
+
+
+def subsampled_rdp_integer(alpha: int, rate: float, rdp: Fn, *, tight: bool) -> float:
+    """ε of the Poisson-subsampled mechanism at integer α ≥ 2 (thesis Thm 2.3.4 / Thm 2.3.1).
+
+    Tight: log1p(Σ_{ℓ≥2} w_ℓ·expm1((ℓ−1)ε(ℓ)))/(α−1) with w_ℓ = C(α,ℓ)(1−γ)^{α−ℓ}γ^ℓ, all terms ≥ 0
+    (no cancellation, digest §1.4.1). General: log{(1−γ)^{α−1}(αγ−γ+1) + w_2 e^{ε(2)} + 3Σ_{ℓ≥3} w_ℓ
+    e^{(ℓ−1)ε(ℓ)}}/(α−1) in plain log-sum-exp.
+    """
+    sp = special()
+    if rate == 1:
+        return float(rdp(np.array([float(alpha)]))[0])
+    ell = np.arange(2, alpha + 1, dtype=np.float64)
+    eps = rdp(ell)
+    if not np.all(np.isfinite(eps)):
+        return math.inf
+    log_w = log_comb(np.asarray(float(alpha)), ell) + ell * math.log(rate) + (alpha - ell) * math.log1p(-rate)
+    x = (ell - 1) * eps
+    if tight:
+        small = x < 30
+        log_em1 = np.empty_like(x)
+        log_em1[small] = np.log(np.expm1(np.maximum(x[small], 1e-300)))
+        log_em1[~small] = x[~small] + np.log1p(-np.exp(-x[~small]))
+        return float(np.logaddexp(0.0, sp.logsumexp(log_w + log_em1))) / (alpha - 1)
+    terms = [(alpha - 1) * math.log1p(-rate) + math.log1p((alpha - 1) * rate), float(log_w[0] + x[0])]
+    if alpha >= 3:
+        terms.append(math.log(3) + float(sp.logsumexp(log_w[1:] + x[1:])))
+    return float(sp.logsumexp(terms)) / (alpha - 1)
+
+
+def subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
+    """The subsampled RDP curve at any real α > 1 (integer orders exact, fractional ones interpolated)."""
+    cache: dict[int, float] = {}
+
+    def at_int(n: int) -> float:
+        if n not in cache:
+            cache[n] = subsampled_rdp_integer(n, rate, rdp, tight=tight)
+        return cache[n]
+
+    def f(a: Array) -> Array:
+        out = np.empty(len(a))
+        for i, alpha in enumerate(np.asarray(a, dtype=np.float64)):
+            if alpha <= 2:
+                v = at_int(2)  # RDP is non-decreasing in α
+            elif alpha > MAX_SUBSAMPLED_ORDER:
+                # subsampling never increases a Rényi divergence (joint quasi-convexity, van Erven &
+                # Harremoës 2014, Thm 13: D_α((1−γ)Q + γP‖Q) ≤ D_α(P‖Q), likewise for the reverse pair)
+                v = float(rdp(np.array([alpha]))[0])
+            else:
+                lo, hi = math.floor(alpha), math.ceil(alpha)
+                if lo == hi:
+                    v = at_int(lo)
+                else:  # the CGF (α−1)ε(α) is convex: linear interpolation bounds it from above
+                    w = alpha - lo
+                    v = ((1 - w) * (lo - 1) * at_int(lo) + w * (hi - 1) * at_int(hi)) / (alpha - 1)
+            out[i] = v if cap is None else min(v, cap)
+        return out
+
+    return f
+
+
+def hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
+    """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0."""
+    def rem(e: Array) -> Array:
+        return rate * hs(unamplified_epsilon(e, rate))
+
+    def rev(e: Array) -> Array:
+        with np.errstate(over="ignore"):
+            x = np.exp(np.asarray(e, dtype=np.float64))
+            c = 1 - x * (1 - rate)                   # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
+        out = np.zeros_like(x)
+        ok = c > 0
+        out[ok] = c[ok] * two_sided(hs_rev, hs, np.log(x[ok] * rate / c[ok]))
+        return np.clip(out, 0.0, 1.0)
+
+    return rem, rev

@@ -1,0 +1,290 @@
+"""Exact contribution bounding in a few vectorized passes: each unit's k rows with the smallest hashes.
+
+The law (the privacy guarantee, the same on every backend): every row has a seeded 64-bit hash ``h`` of
+the values the statistics read; the j-th copy (j ≥ 1) of a row repeated in its unit (same ``h``) gets
+``rehash(h, j)`` instead, so that every row, not every distinct row, has its own chance; each unit keeps
+its ``k`` rows with the smallest (final) hashes. With a fresh random seed that is a uniformly random
+subset of ``min(k, n)`` of the unit's ``n`` rows, and it depends only on the unit's own rows and the seed.
+
+:func:`smallest_per_unit` computes exactly that set, without a window over the units (a rank per unit
+costs about half a microsecond per unit in Polars, a sort of every row by (unit, hash) more):
+
+1. **Count.** Each row's unit goes to a bucket (22 bits of a seeded hash of the unit): one ``bincount``.
+   A bucket with at most ``k`` rows holds units with at most ``k`` rows each: all are kept, nothing more
+   to do (at 10 rows per unit and ``k = 10`` about half the rows; most rows of heavy-tailed data).
+2. **Pure buckets.** The rest must be one unit per bucket: every row's unit is compared with the unit of
+   one row of its bucket (its exact value, not a hash). Buckets holding several units go to step 5.
+3. **Threshold.** In a pure bucket the rows sort by ``(bucket, h)`` packed into one 64-bit key (the
+   bucket's bits on top, ``h``'s high bits below), and one ``np.sort`` of the keys gives every bucket's
+   k-th smallest key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when
+   no two keys of the bucket are equal (then the key order is the order of ``h``).
+4. **Copies.** A bucket with two equal keys holds copies (or, rarely, two hashes equal in their high
+   bits). Its rows are sorted with their full hashes; copies are numbered and re-hashed as the
+   definition says, and the threshold is taken again over the new keys. Two different hashes with one
+   key (a truncation tie) are not resolved here: the bucket goes to step 5.
+5. **Again, then exactly.** Rows of impure or unresolved buckets run steps 1-4 again with other bits of
+   the unit hash (units that shared 22 bits rarely share the next 21), and whatever is left after three
+   rounds (units whose 64-bit hashes collide, truncation ties) goes to ``exact``, the definition itself
+   (a rank over the unit), on those rows only.
+
+Every step either decides a row exactly as the definition does or hands its whole unit on, so the
+result is the definition's set for every input: the same rows for the same seed, on any data. Which
+step decides a unit depends on the data (and the seed) — only the time does, never the output.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+T = TypeVar("T")
+U64s = npt.NDArray[np.uint64]
+Rows = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+BUCKET_BITS = 22
+"""Bits of the unit hash per round: 4M buckets (32 MiB of counts), so units rarely share one."""
+ROUNDS = 3
+"""Rounds over different bits of the unit hash (22, then 21 and 21 more: all 64) before the exact path."""
+CHUNK = 1 << 20
+"""Rows per chunk of the per-row passes, which run on all cores."""
+UNIT_SALT = 0x2545F4914F6CDD1D
+"""XORed into a query's seed for the unit hash that buckets units (speed only: any hash gives the same rows)."""
+_ALL = np.uint64(2**64 - 1)
+
+
+def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Callable[[U64s, Rows], U64s],
+         exact: Callable[[Rows], Mask]) -> Mask:
+    """The law's kept rows (see :func:`smallest_per_unit` for the arguments): the fastest exact way.
+
+    Integer units spanning fewer than 2**:data:`BUCKET_BITS` values (ids in a range, the usual case) are
+    their own buckets (:func:`smallest_per_id`); other units are bucketed by ``units.hash(unit_seed)``.
+
+    Example:
+        >>> units, h = pl.Series([1, 1, 1, 2]), np.array([30, 10, 20, 5], dtype=np.uint64)
+        >>> never = lambda rows: np.zeros(rows.size, dtype=bool)
+        >>> kept(units, h, 2, 0, lambda h, j: h + j.astype(np.uint64), never).tolist()
+        [False, True, True, True]
+
+    """
+    if units.dtype.is_integer() and units.len():
+        low, high = units.min(), units.max()
+        assert isinstance(low, int) and isinstance(high, int)
+        if high - low < 2**BUCKET_BITS:
+            # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
+            ids = np.subtract(units.to_numpy(), np.intp(low if low < 2**63 else low - 2**64), dtype=np.intp,
+                              casting="unsafe")
+            return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
+    return smallest_per_unit(units, units.hash(unit_seed).to_numpy(), row_hash, k, rehash, exact)
+
+
+def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
+                      rehash: Callable[[U64s, Rows], U64s], exact: Callable[[Rows], Mask]) -> Mask:
+    """Which rows the bounding law keeps: per unit, the ``k`` rows with the smallest final hashes.
+
+    Args:
+        units: each row's unit (no nulls); two rows belong to one unit iff their values are equal.
+        unit_hash: a seeded 64-bit hash of each row's unit (equal units, equal hashes).
+        row_hash: each row's hash ``h`` (equal for copies: rows a statistic cannot tell apart).
+        k: rows kept per unit (≥ 1).
+        rehash: ``rehash(h, j)``, the hash of the j-th copy (j ≥ 1) of a row with hash ``h``.
+        exact: the law itself on some rows (the positions given: all rows of the units concerned); it
+            returns their kept mask. Only called for the rare units the fast steps leave undecided.
+
+    Returns:
+        A boolean mask over the rows (see the module docstring for the steps and why it is exact).
+
+    Example:
+        >>> units = pl.Series([1, 1, 1, 2])
+        >>> h = np.array([30, 10, 20, 5], dtype=np.uint64)
+        >>> never = lambda rows: np.zeros(rows.size, dtype=bool)
+        >>> smallest_per_unit(units, units.hash(1).to_numpy(), h, 2, lambda h, j: h + j.astype(np.uint64),
+        ...                   never).tolist()
+        [False, True, True, True]
+
+    """
+    keep = np.ones(unit_hash.size, dtype=bool)
+    values = units.to_numpy() if units.dtype.is_integer() or units.dtype.is_float() else units
+    rows: Rows | None = None
+    for level in range(ROUNDS):
+        hashes = unit_hash if rows is None else unit_hash[rows]
+        bits = max(1, min(BUCKET_BITS, hashes.size.bit_length()))
+        shift = np.uint64(max(64 - bits - 21 * level, 0))
+        rows, buckets, counts = _over(rows, ((hashes >> shift) & np.uint64((1 << bits) - 1)).astype(np.intp), bits, k)
+        if not rows.size:
+            return keep
+        undecided = _impure(values, rows, buckets, bits)
+        undecided |= _bottom_k(keep, rows, buckets, counts, row_hash, bits, k, rehash, undecided)
+        rows = rows[undecided[buckets]]
+        keep[rows] = True
+    if rows is not None and rows.size:
+        keep[rows] = exact(rows)
+    return keep
+
+
+def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int,
+                    rehash: Callable[[U64s, Rows], U64s], exact: Callable[[Rows], Mask]) -> Mask:
+    """:func:`smallest_per_unit` when each row's unit is given as a small id: equal ids ⇔ one unit.
+
+    ``ids`` lie in ``[0, 2**bits)`` (e.g. integer units minus their minimum): every id is its own bucket,
+    so no unit hash, no purity check and no second round are needed — one count, one sort.
+
+    Example:
+        >>> h = np.array([30, 10, 20, 5], dtype=np.uint64)
+        >>> never = lambda rows: np.zeros(rows.size, dtype=bool)
+        >>> smallest_per_id(np.array([0, 0, 0, 3]), 2, h, 2, lambda h, j: h + j.astype(np.uint64), never).tolist()
+        [False, True, True, True]
+
+    """
+    keep = np.ones(ids.size, dtype=bool)
+    rows, buckets, counts = _over(None, ids, bits, k)
+    if rows.size:
+        undecided = _bottom_k(keep, rows, buckets, counts, row_hash, bits, k, rehash, np.zeros(1 << bits, dtype=bool))
+        rows = rows[undecided[buckets]]
+        if rows.size:
+            keep[rows] = exact(rows)
+    return keep
+
+
+def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], bits: int, k: int
+          ) -> tuple[Rows, npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The rows (``None``: all, in order) and buckets of buckets with more than ``k`` rows; each bucket's count."""
+    counts: npt.NDArray[np.intp] = functools.reduce(np.add, _parallel(
+        lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size))
+    over = counts > k
+
+    def pick(a: int, b: int) -> tuple[Rows, npt.NDArray[np.intp]]:
+        big = np.flatnonzero(over[buckets[a:b]])
+        chosen = buckets[a:b][big]
+        big += a
+        return (big if rows is None else rows[big]), chosen
+
+    parts = _parallel(pick, buckets.size)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), counts
+
+
+def _bottom_k(keep: Mask, rows: Rows, buckets: npt.NDArray[np.intp], counts: npt.NDArray[np.intp],
+              row_hash: U64s, bits: int, k: int, rehash: Callable[[U64s, Rows], U64s], skip: Mask) -> Mask:
+    """Steps 3 and 4 on one-unit buckets: sets ``keep`` for ``rows``; returns the buckets left undecided.
+
+    ``rows`` are all the rows of buckets with more than ``k`` rows (``counts`` per bucket); buckets in
+    ``skip`` (impure: decided later) are ignored whatever this writes for them.
+    """
+    keys = np.empty(rows.size, dtype=np.uint64)
+
+    def make(a: int, b: int) -> None:
+        keys[a:b] = _keys(buckets[a:b], row_hash[rows[a:b]], bits)
+
+    _parallel(make, rows.size)
+    ordered = np.sort(keys)
+    kth = _kth_smallest(ordered, counts, k)
+
+    def decide(a: int, b: int) -> None:
+        keep[rows[a:b]] = keys[a:b] <= kth[buckets[a:b]]
+
+    _parallel(decide, rows.size)
+    copies = np.zeros(1 << bits, dtype=bool)
+    copies[_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits)] = True
+    copies &= ~skip
+    undecided = np.zeros(1 << bits, dtype=bool)
+    if copies.any():
+        sub = np.flatnonzero(copies[buckets])
+        kept, unresolved = _with_copies(buckets[sub], row_hash[rows[sub]], bits, k, rehash)
+        keep[rows[sub]] = kept
+        undecided[unresolved] = True
+    return undecided
+
+
+def _parallel(step: Callable[[int, int], T], n: int) -> list[T]:
+    """``step(a, b)`` over consecutive chunks ``[a, b)`` of ``range(n)``, on the cores (numpy frees the GIL).
+
+    Steps must only read shared arrays or write disjoint slices.
+    """
+    chunks = [(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)] or [(0, 0)]
+    if len(chunks) == 1:
+        return [step(*chunks[0])]
+    return list(_pool().map(lambda ab: step(*ab), chunks))
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="dpframe-bounding")
+
+
+def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:
+    """One sortable key per row: the bucket in the top ``bits`` bits, the hash's high bits below."""
+    out: U64s = buckets.astype(np.uint64)
+    out <<= np.uint64(64 - bits)
+    out |= hashes >> np.uint64(bits)
+    return out
+
+
+def _buckets_of(keys: U64s, bits: int) -> npt.NDArray[np.intp]:
+    return (keys >> np.uint64(64 - bits)).astype(np.intp)
+
+
+def _kth_smallest(ordered: U64s, counts: npt.NDArray[np.intp], k: int) -> U64s:
+    """Per bucket, the k-th smallest of its keys in ``ordered``; all ones where a bucket has at most k keys.
+
+    ``ordered`` holds, sorted, the keys of every bucket with more than k keys (``counts[b]`` of them).
+    """
+    counts = np.where(counts > k, counts, 0)
+    out = np.full(counts.size, _ALL, dtype=np.uint64)
+    over = counts > k
+    out[over] = ordered[(np.cumsum(counts) - counts)[over] + (k - 1)]
+    return out
+
+
+def _impure(values: npt.NDArray[np.generic] | pl.Series, rows: Rows, buckets: npt.NDArray[np.intp],
+            bits: int) -> Mask:
+    """The buckets (dense mask) whose rows are not all of one unit: each row compared with one of its bucket's.
+
+    Numeric units compare in numpy (NaN ≠ NaN: a NaN unit is called impure, which only costs time);
+    others with Polars' equality. Exact: a bucket called pure holds one unit.
+    """
+    if isinstance(values, pl.Series):
+        first = np.empty(1 << bits, dtype=np.int64)
+        first[buckets] = rows
+        same = values.gather(rows).eq_missing(values.gather(first[buckets])).to_numpy()
+    else:
+        mine = values[rows]
+        some = np.empty(1 << bits, dtype=values.dtype)
+        some[buckets] = mine
+        same = mine == some[buckets]
+    out = np.zeros(1 << bits, dtype=bool)
+    out[buckets[~same]] = True
+    return out
+
+
+def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
+                 rehash: Callable[[U64s, Rows], U64s]) -> tuple[Mask, npt.NDArray[np.intp]]:
+    """Pure buckets holding equal keys: number the copies, re-hash them, take each bucket's k smallest.
+
+    Returns the kept mask of these rows and the buckets left undecided (two different hashes with one
+    key, before or after re-hashing: the caller hands them on).
+    """
+    keys = _keys(buckets, hashes, bits)
+    order = np.argsort(keys, kind="stable")
+    keys, hashes = keys[order], hashes[order]
+    same_key = keys[1:] == keys[:-1]
+    unresolved = [_buckets_of(keys[1:][same_key & (hashes[1:] != hashes[:-1])], bits)]
+    position = np.arange(keys.size, dtype=np.int64)
+    start = np.maximum.accumulate(np.where(np.concatenate([[True], ~same_key]), position, 0))
+    copy = position - start
+    later = np.flatnonzero(copy > 0)
+    hashes = hashes.copy()
+    hashes[later] = rehash(hashes[later], copy[later])
+    keys = _keys(_buckets_of(keys, bits), hashes, bits)
+    ordered = np.sort(keys)
+    unresolved.append(_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits))
+    kept = np.empty(keys.size, dtype=bool)
+    buckets = _buckets_of(keys, bits)
+    kept[order] = keys <= _kth_smallest(ordered, np.bincount(buckets, minlength=1 << bits), k)[buckets]
+    return kept, np.concatenate(unresolved)

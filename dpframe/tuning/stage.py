@@ -1,0 +1,320 @@
+"""``agg`` queries that choose their own bounds privately, then release: one charge, stated shares.
+
+With ``dp.PrivacyUnit(..., max_rows="auto", max_groups="auto")`` or ``dp.sum/mean/var/std(col,
+bounds="auto")`` (or ``collect(..., diagnostics=True)``), an ``agg`` query runs in stages inside *one*
+reservation of its whole budget, split before anything runs (:mod:`dpframe.tuning.shares`):
+
+1. **Contribution bounds.** One read of each unit's rows and groups (no bounding), released as noisy
+   histograms on the public :data:`~dpframe.tuning.grid.ROW_CANDIDATES` grid: rows per unit, groups per
+   unit. A unit falls in exactly one bin of each, so under add/remove of one unit each histogram moves
+   by 1 in one bin (L1 = L2 = 1): discrete Laplace (scale 1/ε) or discrete Gaussian (σ² = 1/(2ρ)) noise
+   makes each histogram cost exactly its share. ``max_groups``, then ``max_rows`` are the candidates
+   with the least estimated error (:mod:`dpframe.tuning.choose`: post-processing).
+2. **Clipping bounds.** For each ``bounds="auto"`` column, one read of a uniform random subset of ≤
+   :data:`SAMPLE_ROWS` rows per unit, released as a noisy histogram on the column's signed grid
+   (:func:`~dpframe.tuning.grid.value_edges`): each row in one bin, L1 (and L2) sensitivity
+   :data:`SAMPLE_ROWS`, noise calibrated to it (not to ``max_rows``, which would drown the histogram at
+   user level). Scaled to the rows the release keeps (estimated from stage 1, else ``max_rows`` /
+   :data:`SAMPLE_ROWS`: post-processing), it gives each measure's bounds: the least estimated clipping
+   bias plus noise. The subset weighs units more evenly than the release does: a unit with many rows
+   and unusual values is under-represented.
+3. **Release.** The query is planned with the chosen numbers (public: they were released) at the
+   release share, and runs as any ``agg`` query.
+
+Proof sketch: stage 1 is (ε₁ or ρ₁)-DP, stage 2 given stage 1's output is (ε₂ or ρ₂)-DP (its
+sensitivity is a function of released values), stage 3 given both is the release's guarantee
+(ε₃, δ) — adaptive sequential composition (basic, or zCDP's) gives the sum: the query's budget. The
+charge is computed before anything runs from the shares alone (RDP/PLD sessions: the curves each
+share's budget guarantees), and the release at the largest candidates is planned beforehand too, so no
+choice can make the run fail.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> data = pl.DataFrame({"u": [i % 50 for i in range(2000)], "x": [float(i % 7) for i in range(2000)]})
+    >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows="auto"), budget=dp.PureDP(4),
+    ...                   seed=0)
+    >>> q = sess.table("t").agg(dp.len())
+    >>> q.cost(dp.PureDP(2))
+    PureDP(epsilon=2)
+    >>> out = q.collect(dp.PureDP(2)); sess.spent()
+    PureDP(epsilon=2)
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import polars as pl
+
+from dpframe.accounting.accountants import plan_curves
+from dpframe.budgets import Budget, describe, make
+from dpframe.errors import PlanError, SchemaError
+from dpframe.explain import explain_aggregate
+from dpframe.family import Explain, FamilyPlan, Source
+from dpframe.measures import auto_bounds, with_bounds
+from dpframe.mechanism import Noise, Statistic
+from dpframe.plan.nodes import Aggregate
+from dpframe.plan.sample import Sample
+from dpframe.planning import PhysicalPlan, PlanContext, budget_of, first, plan_query
+from dpframe.privacy_unit import AUTO, PrivacyUnit
+from dpframe.tuning.choose import Chosen, ErrorModel, clipping_error, denoise, groups_error, kept_rows, rows_error
+from dpframe.tuning.diagnostics import Diagnosed, diagnose
+from dpframe.tuning.grid import AUTO_MAX_ROWS, OUTER, ROW_CANDIDATES, bin_of, value_edges
+from dpframe.tuning.shares import Shares, split
+
+if TYPE_CHECKING:
+    from dpframe.noise import RandomSource
+    from dpframe.release import PrivateReader
+
+SAMPLE_ROWS = 4
+"""Rows per unit the clipping histogram reads (a uniform random subset): its noise scales with this, not max_rows."""
+
+TOTALS = frozenset({"len", "count", "count_units", "sum"})
+"""Measures whose value is a total (their error is judged against the total; others are ratios)."""
+
+
+class RunAggregate(Protocol):
+    """:func:`dpframe.aggregate.run_aggregate`: the release of a planned ``agg`` node."""
+
+    def __call__(self, reader: PrivateReader, node: Aggregate, plan: PhysicalPlan, rng: RandomSource) -> pl.DataFrame:
+        ...
+
+
+@dataclass
+class StagedPlan:
+    """A staged plan: the shares, and the release as planned at the smallest bounds (what explain shows)."""
+
+    shares: Shares
+    shown: PhysicalPlan
+    worst: PhysicalPlan
+
+    @property
+    def cost(self) -> Budget:
+        """The query's cost: its whole budget (every share is spent)."""
+        return self.shares.budget
+
+
+def staged(unit: PrivacyUnit, node: Aggregate) -> bool:
+    """Whether ``node`` must choose bounds when it runs (an ``"auto"`` unit, or auto clipping)."""
+    return unit.auto or any(auto_bounds(m) for m in node.measures)
+
+
+def check_auto(source: Source, node: Aggregate) -> None:
+    """Build-time checks of the ``"auto"`` parts of a query (free): numeric columns, no Poisson sample.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.planning import agg_node
+        >>> node = agg_node(pl.Schema({"s": pl.String}), dp.sum("s", bounds="auto"))
+        >>> check_auto(None, node)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: bounds: bounds='auto' needs a numeric column; 's' is String...
+
+    """
+    for m in node.measures:
+        if auto_bounds(m):
+            assert m.column is not None
+            dtype = node.schema.get(m.column)
+            if dtype is not None and not (dtype.is_numeric() or dtype == pl.Boolean):
+                raise SchemaError(f"bounds='auto' needs a numeric column; {m.column!r} is {dtype}", argument="bounds",
+                                  fix="cast it first: .with_columns(pl.col(...).cast(pl.Float64, strict=False)), "
+                                      "or pass bounds=(lower, upper)")
+    if source is not None and source.unit.auto and any(isinstance(n, Sample) for n in node.lineage()):
+        raise PlanError("a Poisson-sampled frame cannot tune max_rows / max_groups (tuning and release would read "
+                        "different samples)", argument="privacy_unit",
+                        fix="open the session with numbers for max_rows / max_groups to query a sample")
+
+
+def stand_in(unit: PrivacyUnit, node: Aggregate, size: int = 1, edge: Fraction = Fraction(1)
+             ) -> tuple[PrivacyUnit, Aggregate]:
+    """``unit`` and ``node`` with ``size`` for every ``"auto"`` bound and ``(−edge, edge)`` for auto clipping."""
+    measures = tuple(with_bounds(m, (-edge, edge)) if auto_bounds(m) else m for m in node.measures)
+    return unit.tuned(size, size), dataclasses.replace(node, measures=measures)
+
+
+def _items(unit: PrivacyUnit, node: Aggregate) -> tuple[str, ...]:
+    rows = ("max_rows",) if unit.rows == AUTO else ()
+    groups = ("max_groups",) if unit.groups == AUTO and node.grouped else ()
+    columns = tuple(dict.fromkeys(f"bounds({m.column})" for m in node.measures if auto_bounds(m)))
+    return rows + groups + columns
+
+
+def _context(source: Source, unit: PrivacyUnit) -> PlanContext:
+    return dataclasses.replace(source.context, unit=unit)
+
+
+def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | None, diagnostics: bool,
+                run: RunAggregate, finish: Callable[[PhysicalPlan], PhysicalPlan]) -> FamilyPlan[Any]:
+    """The plan of a staged ``agg`` query under ``budget`` (free; raises, uncharged, if it cannot run).
+
+    ``run`` releases the tuned query (engine code: it receives the private reader, inside the reservation);
+    ``finish`` adds what ``collect`` asked for (intervals) to a plan: it receives public values only (a plan
+    made from released choices).
+    """
+    budget = budget_of(budget)
+    unit, items = source.unit, _items(source.unit, node)
+    shares = split(budget, items, diagnostics=diagnostics)
+    edge = max((value_edges(node.schema[m.column])[-1] for m in node.measures if auto_bounds(m) and m.column),
+               default=Fraction(1))
+    worst_unit, worst_node = stand_in(unit, node, AUTO_MAX_ROWS, edge)        # the noisiest release: must plan
+    worst = plan_query(_context(source, worst_unit), worst_node, shares.release)
+    shown_unit, shown_node = stand_in(unit, node)
+    shown = plan_query(_context(source, shown_unit), shown_node, shares.release)
+    release_cost = make(shares.release.notion, first(shares.release), getattr(worst.cost, "delta", Fraction(0)))
+    cost = make(budget.notion, first(budget), getattr(release_cost, "delta", Fraction(0)))
+    curves = [c for _, share in shares.tuning for c in plan_curves(None, share)]
+    curves += plan_curves(None, shares.diagnostics) if shares.diagnostics is not None else []
+    curves += plan_curves(None, release_cost)
+    charge = source.context.accountant.charge_plan(cost, curves, 1.0)
+    names = ", ".join(p.mechanism for p in ([shown.selection] if shown.selection else []) + shown.plans)
+    stages = [f"{names} ({shares.describe()})"]        # the history shows the split
+    stages = (["bound tuning"] if items else []) + stages + (["diagnostics"] if diagnostics else [])
+    tuner = Tuner(source, node, shares, shown)
+
+    def execute(reader: PrivateReader, rng: RandomSource) -> Any:
+        chosen, bounded, tuned = tuner.tune(reader, rng)
+        physical = finish(plan_query(_context(source, chosen.unit), tuned, shares.release))
+        frame = run(bounded, tuned, physical, rng)
+        if not diagnostics:
+            return frame
+        return Diagnosed(frame, diagnose(bounded, tuned, chosen, shares, frame.height, rng))
+    return FamilyPlan(budget, cost, charge, ", ".join(stages), tuner.explain(source.context.backend),
+                      execute, detail=StagedPlan(shares, shown, worst))
+
+
+class Tuner:
+    """The tuning stage of one planned query: its reads, releases and choices, and its explanation."""
+
+    def __init__(self, source: Source, node: Aggregate, shares: Shares, shown: PhysicalPlan) -> None:
+        self.source, self.node, self.shares, self.shown = source, node, shares, shown
+        self.model = ErrorModel(cells=node.keys.height if node.keys is not None else 1, noise=_noise_per_unit(shown),
+                                totals=sum(m.kind in TOTALS for m in node.measures),
+                                ratios=sum(m.kind not in TOTALS for m in node.measures))
+
+    def share(self, item: str) -> Budget:
+        """The tuning share of ``item``."""
+        return dict(self.shares.tuning)[item]
+
+    def tune(self, reader: PrivateReader, rng: RandomSource) -> tuple[Chosen, PrivateReader, Aggregate]:
+        """Choose the bounds (releases noisy histograms; runs inside the reservation)."""
+        unit, node = self.source.unit, self.node
+        kept: float | None = None
+        if unit.auto:
+            unit, kept = self._contribution(reader, rng)
+        bounded = reader.bounded_by(unit)
+        chosen: dict[str, tuple[Fraction, Fraction]] = {}
+        measures = []
+        histograms: dict[str, tuple[tuple[Fraction, ...], np.ndarray]] = {}
+        for m in node.measures:
+            if auto_bounds(m):
+                assert m.column is not None
+                if m.column not in histograms:
+                    histograms[m.column] = self._values(reader, unit, kept, m.column, rng)
+                edges, counts = histograms[m.column]
+                noise = self.model.cells * self.model.noise * unit.max_rows
+                err = clipping_error(counts, np.asarray([float(e) for e in edges]), m.kind, noise)
+                a, b = np.unravel_index(int(np.argmin(err)), err.shape)
+                lo, hi = edges[a], edges[b]
+                if m.kind == "sum":        # a sum's noise grows with max(|lo|, |hi|): reaching 0 costs nothing
+                    lo, hi = min(lo, Fraction(0)), max(hi, Fraction(0))
+                chosen[m.output_name] = (lo, hi)
+                m = with_bounds(m, chosen[m.output_name])
+            measures.append(m)
+        tuned = tuple(item for item, _ in self.shares.tuning if item in ("max_rows", "max_groups"))
+        return Chosen(unit, chosen, tuned), bounded, dataclasses.replace(node, measures=tuple(measures))
+
+    def _contribution(self, reader: PrivateReader, rng: RandomSource) -> tuple[PrivacyUnit, float | None]:
+        """The unit with chosen numbers, and the rows it keeps as estimated from the released histogram."""
+        unit, node = self.source.unit, self.node
+        if not any(item in ("max_rows", "max_groups") for item, _ in self.shares.tuning):
+            return unit.tuned(unit.max_rows, None), None      # max_groups="auto" without a group-by: unused
+        assert unit.column is not None
+        per = reader.statistics(node.input, (Statistic("rows"),), by=(unit.column, *node.by), bound=False)
+        if node.keys is not None:
+            per = per.join(node.keys, on=list(node.by), how="semi", nulls_equal=True)
+        units = per.group_by(unit.column).agg(pl.col("__rows").sum().alias("n"), pl.len().alias("g"))
+        groups = None
+        if unit.groups == AUTO and node.grouped:
+            counts = self._histogram(units["g"].to_numpy(), self.share("max_groups"), rng)
+            cap = len(ROW_CANDIDATES) if unit.rows == AUTO else \
+                int(np.searchsorted(ROW_CANDIDATES, unit.max_rows, "right"))
+            costs = [self._group_cost(g) for g in ROW_CANDIDATES[:max(cap, 1)]]
+            err = groups_error(counts, [*costs, *[np.inf] * (len(ROW_CANDIDATES) - len(costs))], self.model.cells)
+            groups = ROW_CANDIDATES[int(np.argmin(err))]
+        if unit.rows != AUTO:
+            return unit.tuned(unit.max_rows, groups), None
+        counts = self._histogram(units["n"].to_numpy(), self.share("max_rows"), rng)
+        best = int(np.argmin(rows_error(counts, self.model)))
+        return unit.tuned(ROW_CANDIDATES[best], groups), float(kept_rows(counts)[best])
+
+    def _histogram(self, values: np.ndarray, share: Budget, rng: RandomSource) -> np.ndarray:
+        exact = np.bincount(bin_of(values, ROW_CANDIDATES), minlength=len(ROW_CANDIDATES))
+        noise = Noise.calibrate(Fraction(1), share)
+        return denoise(exact + noise.sample(exact.size, rng), noise)
+
+    def _group_cost(self, groups: int) -> float:
+        """What one cell pays, in units, when units keep ``groups`` groups (selection threshold, unit counts)."""
+        if self.node.keys is not None and not any(m.kind == "count_units" for m in self.node.measures):
+            return 0.0
+        unit = self.source.unit.tuned(groups, groups)
+        plan = plan_query(_context(self.source, unit), stand_in(unit, self.node)[1], self.shares.release)
+        units = sum(m.kind == "count_units" for m in self.node.measures) * self.model.noise * math.sqrt(groups)
+        return float(getattr(plan.selection, "threshold", 0)) + units
+
+    def _values(self, reader: PrivateReader, unit: PrivacyUnit, kept: float | None, column: str, rng: RandomSource
+                ) -> tuple[tuple[Fraction, ...], np.ndarray]:
+        """The column's noisy histogram, read on ≤ SAMPLE_ROWS rows per unit and scaled to the rows kept."""
+        edges = value_edges(self.node.schema[column])
+        cuts = (-OUTER, *edges, OUTER)
+        stats = tuple(Statistic("indicator_sum", column, lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:]))
+        few = min(SAMPLE_ROWS, unit.max_rows)
+        sample = reader.bounded_by(unit if unit.is_row else PrivacyUnit(unit.column, few))
+        exact = sample.statistics(self.node.input, stats)
+        counts = np.asarray([int(exact[s.key][0]) if exact.height else 0 for s in stats], dtype=np.int64)
+        noise = Noise.calibrate(Fraction(few), self.share(f"bounds({column})"))
+        seen = denoise(counts + noise.sample(counts.size, rng), noise)
+        scale = unit.max_rows / few if kept is None else kept / max(float(seen.sum()), 1.0)
+        return edges, seen * max(scale, 1.0)
+
+    def explain(self, backend: str) -> Explain:
+        """The tuning block, then the release as planned at max_rows = 1 and bounds (−1, 1)."""
+        shown = explain_aggregate(self.source.unit, self.node, self.shown, backend)
+        lines = [f"budget split: {self.shares.describe()}"]
+        for item, share in self.shares.tuning:
+            what = ("a noisy histogram of rows per unit" if item == "max_rows" else
+                    "a noisy histogram of groups per unit" if item == "max_groups" else
+                    f"a noisy histogram of {item[7:-1]} (rows kept by the contribution bounds) on 0, ±1, ±2, ±4, ...")
+            lines.append(f"tuning {item}: {what}, {describe(share)}; chosen to minimise estimated bias + noise")
+        if self.shares.tuning:
+            lines.append("release: shown below at max_rows=1 and bounds (−1, 1); its ± grows in proportion to the "
+                         "chosen max_rows × bound")
+        notes = [*shown.notes,
+                 "tuning: candidates 1, 2, 3, 4, 6, 8, ..., 65536 rows or groups; the rule and its failure modes are "
+                 "in docs/bounds.md; collect(..., diagnostics=True) shows what was chosen"] if self.shares.tuning \
+            else list(shown.notes)
+        data = {**shown.data, "shares": self.shares.describe()}
+        return Explain("dpframe query plan" + (" (bounds chosen privately)" if self.shares.tuning else ""),
+                       shown.steps, (*lines, *shown.lines), tuple(notes), data)
+
+
+def _noise_per_unit(plan: PhysicalPlan) -> float:
+    """The release's noise standard deviation per unit of sensitivity (median over its additive noises)."""
+    per = [n.std() / (float(n.unit) * float(n.sensitivity)) for p in plan.plans for n in p.noise.values()
+           if isinstance(n, Noise)]
+    if per:
+        return statistics.median(per)
+    part = float(first(plan.budget))
+    return math.sqrt(2) / part if plan.budget.notion != "zcdp" else 1 / math.sqrt(2 * part)
+
+
+__all__ = ["RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged", "stand_in",
+           "staged"]
