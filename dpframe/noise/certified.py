@@ -36,7 +36,8 @@ is u ≥ 1, and p < 2⁻⁸⁶ < 2⁻⁶³ ≤ U.) A comparison is left undecide
 
 **The fallback** (:class:`LazyUniform`, :func:`exp_neg_bounds`). Decimal's ``exp`` is correctly
 rounded (half-even; Python's documentation), so stepping one unit outward gives rigorous bounds;
-x is first rounded outward (floor/ceiling contexts). U is extended 64 bits at a time. Since p is
+x is first rounded outward (floor/ceiling contexts), and every Decimal operation runs in a context of
+this module's own (never the application's global one). U is extended 64 bits at a time. Since p is
 irrational for rational x ≠ 0 (Lindemann) — and p = 1 for x = 0 is decided at once — the loop ends
 with probability 1.
 
@@ -80,6 +81,7 @@ _LOWER = 1.0 - 2.0**-41      # margins of decide(): wider than the certified 2^-
 _UPPER = 1.0 + 2.0**-41
 _CELL = 2.0**-62             # more than one cell (2^-63) on top of û's rounding
 _MASK63 = np.uint64(2**63 - 1)
+_LN2_ABOVE = Fraction(6932, 10000)   # > ln 2
 
 
 @functools.cache
@@ -92,16 +94,15 @@ def _tables() -> tuple[FloatArray, ...]:
     """
     one = 1 << _FIXED_BITS
     tables = []
-    with decimal.localcontext() as ctx:
-        ctx.prec = 170
-        for i in range(_DIGITS):
-            step = Decimal(2) ** (_DIGIT_BITS * i - _FRAC_BITS)            # exact
-            a1 = int((-step).exp() * Decimal(one))
-            values, a = [1.0], one
-            for _ in range(1, 1 << _DIGIT_BITS):
-                a = (a * a1) >> _FIXED_BITS
-                values.append(a / one)
-            tables.append(np.array(values, dtype=np.float64))
+    ctx = _context(170, decimal.ROUND_HALF_EVEN)     # its own context: the application's never applies
+    for i in range(_DIGITS):
+        step = ctx.power(2, _DIGIT_BITS * i - _FRAC_BITS)                    # exact at 170 digits
+        a1 = int(ctx.multiply(ctx.exp(step.copy_negate()), Decimal(one)))
+        values, a = [1.0], one
+        for _ in range(1, 1 << _DIGIT_BITS):
+            a = (a * a1) >> _FIXED_BITS
+            values.append(a / one)
+        tables.append(np.array(values, dtype=np.float64))
     return tuple(tables)
 
 
@@ -146,7 +147,12 @@ def decide(u_hat: FloatArray, p_hat: FloatArray) -> tuple[BoolArray, BoolArray]:
 
 
 def exp_neg_bounds(x: Fraction, digits: int) -> tuple[Fraction, Fraction]:
-    """Rational bounds lo ≤ exp(-x) ≤ hi, about ``digits`` significant digits apart.
+    """Rational bounds lo ≤ exp(-x) ≤ hi, about ``digits`` significant digits apart (or [0, 2^(-4·digits)]).
+
+    For x ≥ 4·digits·ln 2 the bounds are [0, 2^(-4·digits)] (valid, and tight enough for every comparison
+    with fewer than 4·digits bits); a caller needing more raises ``digits``. So a huge x (say 2⁹⁰⁰) never
+    builds a Decimal or Fraction of that size. Decimal arithmetic runs in contexts of its own (never the
+    application's).
 
     Example:
         >>> lo, hi = exp_neg_bounds(Fraction(1), 30)
@@ -156,12 +162,16 @@ def exp_neg_bounds(x: Fraction, digits: int) -> tuple[Fraction, Fraction]:
     """
     if x == 0:
         return Fraction(1), Fraction(1)
+    if x >= 4 * digits * _LN2_ABOVE:             # exp(-x) ≤ 2^(-4·digits): enough until a caller asks for more
+        return Fraction(0), Fraction(1, 1 << (4 * digits))
     ctx = _context(digits, decimal.ROUND_HALF_EVEN)
     num, den = Decimal(x.numerator), Decimal(x.denominator)
     x_lo = _context(digits, decimal.ROUND_FLOOR).divide(num, den)
     x_hi = _context(digits, decimal.ROUND_CEILING).divide(num, den)
-    lo = ctx.next_minus(ctx.exp(-x_hi))          # exp is correctly rounded: one unit outward is safe
-    hi = ctx.next_plus(ctx.exp(-x_lo))
+    # copy_negate is exact (unary minus would round in the application's global context); exp is correctly
+    # rounded, so one unit outward is safe
+    lo = ctx.next_minus(ctx.exp(x_hi.copy_negate()))
+    hi = ctx.next_plus(ctx.exp(x_lo.copy_negate()))
     return max(Fraction(lo), Fraction(0)), Fraction(hi)
 
 
