@@ -68,6 +68,7 @@ def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource
 
     ``rng``: the random source ``fn`` draws from, if any. Threads are used only when there is more
     than one chunk and more than one thread, and ``rng`` is None or the OS CSPRNG (module docstring).
+    ``fn`` receives public values only: chunk boundaries (engine code; nothing public hands it data).
     """
     parts = chunks(n, size)
     workers = min(threads(), len(parts))

@@ -36,7 +36,8 @@ is u ≥ 1, and p < 2⁻⁸⁶ < 2⁻⁶³ ≤ U.) A comparison is left undecide
 
 **The fallback** (:class:`LazyUniform`, :func:`exp_neg_bounds`). Decimal's ``exp`` is correctly
 rounded (half-even; Python's documentation), so stepping one unit outward gives rigorous bounds;
-x is first rounded outward (floor/ceiling contexts). U is extended 64 bits at a time. Since p is
+x is first rounded outward (floor/ceiling contexts), and every Decimal operation runs in a context of
+this module's own (never the application's global one). U is extended 64 bits at a time. Since p is
 irrational for rational x ≠ 0 (Lindemann) — and p = 1 for x = 0 is decided at once — the loop ends
 with probability 1.
 
@@ -72,8 +73,6 @@ BoolArray = npt.NDArray[np.bool_]
 X_MAX = 60.0
 """Above this x̂ the fast path returns 0 (the true p is below 2⁻⁸⁶)."""
 
-_HUGE_X = 4096
-_HUGE_BITS = 5909            # 4096·log₂(e) = 5909.3...: exp(-x) < 2^-5909 for x > _HUGE_X
 _FRAC_BITS = 48
 _DIGIT_BITS = 11
 _DIGITS = 5
@@ -82,6 +81,7 @@ _LOWER = 1.0 - 2.0**-41      # margins of decide(): wider than the certified 2^-
 _UPPER = 1.0 + 2.0**-41
 _CELL = 2.0**-62             # more than one cell (2^-63) on top of û's rounding
 _MASK63 = np.uint64(2**63 - 1)
+_LN2_ABOVE = Fraction(6932, 10000)   # > ln 2
 
 
 @functools.cache
@@ -94,9 +94,9 @@ def _tables() -> tuple[FloatArray, ...]:
     """
     one = 1 << _FIXED_BITS
     tables = []
-    ctx = _context(170, decimal.ROUND_HALF_EVEN)    # never the caller's global context (precision, traps)
+    ctx = _context(170, decimal.ROUND_HALF_EVEN)     # its own context: the application's never applies
     for i in range(_DIGITS):
-        step = ctx.power(Decimal(2), _DIGIT_BITS * i - _FRAC_BITS)      # exact
+        step = ctx.power(2, _DIGIT_BITS * i - _FRAC_BITS)                    # exact at 170 digits
         a1 = int(ctx.multiply(ctx.exp(step.copy_negate()), Decimal(one)))
         values, a = [1.0], one
         for _ in range(1, 1 << _DIGIT_BITS):
@@ -147,7 +147,12 @@ def decide(u_hat: FloatArray, p_hat: FloatArray) -> tuple[BoolArray, BoolArray]:
 
 
 def exp_neg_bounds(x: Fraction, digits: int) -> tuple[Fraction, Fraction]:
-    """Rational bounds lo ≤ exp(-x) ≤ hi, about ``digits`` significant digits apart.
+    """Rational bounds lo ≤ exp(-x) ≤ hi, about ``digits`` significant digits apart (or [0, 2^(-4·digits)]).
+
+    For x ≥ 4·digits·ln 2 the bounds are [0, 2^(-4·digits)] (valid, and tight enough for every comparison
+    with fewer than 4·digits bits); a caller needing more raises ``digits``. So a huge x (say 2⁹⁰⁰) never
+    builds a Decimal or Fraction of that size. Decimal arithmetic runs in contexts of its own (never the
+    application's).
 
     Example:
         >>> lo, hi = exp_neg_bounds(Fraction(1), 30)
@@ -157,16 +162,14 @@ def exp_neg_bounds(x: Fraction, digits: int) -> tuple[Fraction, Fraction]:
     """
     if x == 0:
         return Fraction(1), Fraction(1)
-    if x > _HUGE_X and digits <= 80:
-        # exp(-x) < exp(-4096) = 2^(-4096·log₂e) < 2^-5909: enough to decide unless U's first 5,909 bits are all
-        # zero (probability 2^-5909); only then (more digits asked) the Decimal bounds below, however slow.
-        return Fraction(0), Fraction(1, 1 << _HUGE_BITS)
+    if x >= 4 * digits * _LN2_ABOVE:             # exp(-x) ≤ 2^(-4·digits): enough until a caller asks for more
+        return Fraction(0), Fraction(1, 1 << (4 * digits))
     ctx = _context(digits, decimal.ROUND_HALF_EVEN)
     num, den = Decimal(x.numerator), Decimal(x.denominator)
     x_lo = _context(digits, decimal.ROUND_FLOOR).divide(num, den)
     x_hi = _context(digits, decimal.ROUND_CEILING).divide(num, den)
-    # copy_negate is exact (a unary minus would round in the global context); exp is correctly rounded, so
-    # one unit outward is safe
+    # copy_negate is exact (unary minus would round in the application's global context); exp is correctly
+    # rounded, so one unit outward is safe
     lo = ctx.next_minus(ctx.exp(x_hi.copy_negate()))
     hi = ctx.next_plus(ctx.exp(x_lo.copy_negate()))
     return max(Fraction(lo), Fraction(0)), Fraction(hi)
@@ -191,7 +194,10 @@ class LazyUniform:
         self.prefix, self.bits, self._rng = prefix, bits, rng
 
     def below(self, bounds: Callable[[int], tuple[Fraction, Fraction]]) -> bool:
-        """Exactly ``U < p``, given ``bounds(digits)`` → (lo, hi) ∋ p that tighten as ``digits`` grows."""
+        """Exactly ``U < p``, given ``bounds(digits)`` → (lo, hi) ∋ p that tighten as ``digits`` grows.
+
+        ``bounds`` receives public values only: the number of digits asked for.
+        """
         digits = 40
         while True:
             lo, hi = bounds(digits)

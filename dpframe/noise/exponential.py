@@ -221,8 +221,10 @@ def _score_interval(prefix: int, bits: int, utility: int, multiplicity: int, s: 
     the slack 10^(10−precision)·(2^bits + |base| + 100) bounds the total error, while the interval of
     G over U's unknown bits is wider than 2^−bits (G′ ≥ e), so refinement converges.
     """
-    with decimal.localcontext() as ctx:
-        ctx.prec = precision
+    # a fresh context (the application's precision, rounding or traps never apply), global inside the block so
+    # that operators (unary minus, /) use it too
+    with decimal.localcontext(decimal.Context(prec=precision, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX,
+                                              traps=[decimal.InvalidOperation])):
         slack = Decimal(10) ** (10 - precision)
         base = Decimal(multiplicity).ln() + Decimal(s.numerator * utility) / Decimal(s.denominator)
         scale = Decimal(2) ** bits

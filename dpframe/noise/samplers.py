@@ -97,6 +97,7 @@ MAX_LAPLACE_SCALE = Fraction(2**57)
 MAX_GAUSSIAN_SIGMA2 = Fraction(2**110)
 _MIN_FAST_SIGMA2 = Fraction(1, 2**900)
 _INT64_MAX = 2**63 - 1
+_HUGE = 2.0**100   # larger exponents (scales below 2^-100) are stored as this: still far beyond X_MAX, and finite
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,14 +262,15 @@ class _Scale:
 @functools.lru_cache(maxsize=256)
 def _scale(t: Fraction) -> _Scale:
     k = max(0, math.floor(math.log2(t.numerator) - math.log2(t.denominator)) - 12) if t > 2**_SPLIT else 0
-    ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX, traps=[])
+    ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX, traps=[])   # never the global one
     inv = ctx.divide(Decimal(t.denominator), Decimal(t.numerator))
-    q = ctx.exp(inv.copy_negate())               # (copy_negate is exact; a unary minus rounds in the global context)
+    q = ctx.exp(inv.copy_negate())                   # copy_negate: exact (unary minus rounds in the global context)
     one_q = ctx.add(1, q)
     step = Fraction(2**k) / t
-    return _Scale(t, k, _float(1 / step), _float(step), float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))),
+    return _Scale(t, k, _float(1 / step), min(_float(step), _HUGE),
+                  min(float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))), _HUGE),
                   float(ctx.divide(ctx.multiply(2, q), one_q)), float(ctx.exp(ctx.multiply(inv.copy_negate(), 2**k))),
-                  _float(1 / t), math.ceil(61 / step) + 1)
+                  min(_float(1 / t), _HUGE), math.ceil(61 / step) + 1)
 
 
 def _threshold_bounds(s: _Scale, j: int, digits: int) -> tuple[Fraction, Fraction]:
@@ -332,7 +334,7 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
 
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
-    guess = np.clip(np.nan_to_num(guess_f, nan=0.0), 0, batch("cap")).astype(np.int64)   # NaN: t below 2^-1074
+    guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
     p_here = thresholds(guess, None)
     p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)

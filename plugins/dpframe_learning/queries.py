@@ -55,7 +55,13 @@ from dpframe_learning.interior_point import (
     privacy_curves,
     zcdp_epsilon,
 )
-from dpframe_learning.learners import Direction, choose_direction, learn_rectangle_codes, learn_threshold_codes
+from dpframe_learning.learners import (
+    Direction,
+    Labelled,
+    choose_direction,
+    learn_rectangle_codes,
+    learn_threshold_codes,
+)
 from dpframe_learning.slicing import SlicePlan, sequential_cost, slice_plan
 
 if TYPE_CHECKING:
@@ -631,19 +637,28 @@ class ThresholdQuery(LearningQuery[Threshold]):
                      guarantee, params, curves)
 
     def _run(self, params: dict[str, Any], reader: PrivateReader, rng: RandomSource) -> Threshold | NoAnswer:
-        groups = self._groups(reader, self._input, [self.feature, self.label])
-        counts = groups["__rows"].to_numpy()
-        x = np.repeat(self.domain.encode(groups[self.feature]), counts)
-        y = np.repeat(groups[self.label].cast(pl.Int8).to_numpy(), counts)
+        data = self._labelled(reader)
         gate: Gate = params["gate"]
-        if not gate.passes(int(x.size), rng):
+        if not gate.passes(data.size, rng):
             return gate.no_answer("labelled rows")
-        positive: Direction = (choose_direction(x, y, params["eps_dir"], self._rows, rng)
+        positive: Direction = (choose_direction(data, params["eps_dir"], self._rows, rng)
                                if self.positive == "auto" else self.positive)  # type: ignore[assignment]
-        z = learn_threshold_codes(x, y, self.domain.size, positive, k=params["k"], epsilon=params["eps_ip"],
+        z = learn_threshold_codes(data, self.domain.size, positive, k=params["k"], epsilon=params["eps_ip"],
                                   rows=self._rows, rng=rng)
         cut = z + 1 if positive == "below" else z          # below: code ≤ z ⇔ code < z + 1; above: code ≥ z
         return Threshold(self.feature, self.domain.edge(cut), positive, self.domain.bounds, self.domain, cut)
+
+    def _labelled(self, reader: PrivateReader) -> Labelled:
+        """The feature's sorted codes of the positive and of the negative rows: private, only in ``_run``.
+
+        One backend query grouped by the label (rows with a null or NaN feature dropped).
+        """
+        stat = self.domain.statistic
+        stats = reader.statistics(self._input, (stat,), by=(self.label,))
+        codes = SortedCodes.of(statistic_values(stats[stat.key])).clipped(0, self.domain.size - 1)
+        labels = stats[self.label].cast(pl.Int64).to_list()
+        empty = np.zeros(0, dtype=np.int64)
+        return Labelled(*(codes[labels.index(v)] if v in labels else empty for v in (1, 0)))
 
 
 class RectangleQuery(LearningQuery[Rectangle]):

@@ -19,7 +19,7 @@ from dpframe_learning.interior_point import (
     levels,
     score_blocks,
 )
-from dpframe_learning.learners import best_errors, learn_rectangle_codes, learn_threshold_codes
+from dpframe_learning.learners import Labelled, best_errors, learn_rectangle_codes, learn_threshold_codes
 from dpframe_learning.slicing import SlicePlan, geometric, rsc_calls, rsc_cost, sequential_cost, slice_plan
 from scipy import stats
 
@@ -272,9 +272,16 @@ def test_geometric_padding_distribution() -> None:  # digest §10 T2
 
 def test_best_errors() -> None:
     x = np.array([1, 2, 3, 4, 5])
-    assert best_errors(x, np.array([1, 1, 0, 0, 0], dtype=np.int8)) == (0, 2)
-    assert best_errors(x, np.array([0, 0, 1, 1, 1], dtype=np.int8)) == (2, 0)
-    assert best_errors(x, np.array([0, 0, 0, 0, 0], dtype=np.int8)) == (0, 0)
+    assert best_errors(Labelled.of(x, np.array([1, 1, 0, 0, 0], dtype=np.int8))) == (0, 2)
+    assert best_errors(Labelled.of(x, np.array([0, 0, 1, 1, 1], dtype=np.int8))) == (2, 0)
+    assert best_errors(Labelled.of(x, np.array([0, 0, 0, 0, 0], dtype=np.int8))) == (0, 0)
+    rng = np.random.default_rng(4)            # against every cut, by brute force (ties included)
+    for _ in range(50):
+        xs, ys = rng.integers(0, 9, 30), rng.integers(0, 2, 30).astype(np.int8)
+        cuts = np.arange(-1, 9)[:, None]
+        below = ((xs > cuts) & (ys == 1)).sum(1) + ((xs <= cuts) & (ys == 0)).sum(1)
+        above = ((xs <= cuts) & (ys == 1)).sum(1) + ((xs > cuts) & (ys == 0)).sum(1)
+        assert best_errors(Labelled.of(xs, ys)) == (int(below.min()), int(above.min()))
 
 
 @pytest.mark.parametrize("positive", ["below", "above"])
@@ -286,7 +293,8 @@ def test_threshold_training_error_at_most_2k_with_ties(positive: str) -> None:
         u = int(rng.integers(5, 45))
         x = rng.integers(0, size, 1200).astype(np.int64)          # many ties
         y = ((x <= u) if positive == "below" else (x >= u)).astype(np.int8)
-        z = learn_threshold_codes(x, y, size, positive, k=k, epsilon=Fraction(1), rows=1, rng=src)  # type: ignore[arg-type]
+        z = learn_threshold_codes(Labelled.of(x, y), size, positive, k=k, epsilon=Fraction(1), rows=1,  # type: ignore[arg-type]
+                                  rng=src)
         pred = (x <= z) if positive == "below" else (x >= z)
         assert int((pred != (y == 1)).sum()) <= 2 * k
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from dpframe_learning import InteriorPoint, Rectangle, Threshold, algorithms
 from dpframe_learning.interior_point import BinarySearch, Exponential, Stability
-from dpframe_learning.learners import choose_direction
+from dpframe_learning.learners import Labelled, choose_direction
 from dpframe_learning.queries import direction_rows
 
 import dpframe as dp
@@ -144,7 +144,8 @@ def test_direction_errs_at_most_as_stated_once_each_class_has_the_stated_rows() 
     def wrong_rate(minority: int, runs: int = 3000) -> float:
         x = np.arange(1000, dtype=np.int64)
         y = (x < minority).astype(np.int8)                              # realizable, "below", m positives
-        return sum(choose_direction(x, y, eps, 1, rng) != "below" for _ in range(runs)) / runs
+        data = Labelled.of(x, y)
+        return sum(choose_direction(data, eps, 1, rng) != "below" for _ in range(runs)) / runs
 
     exact = 1 / (1 + math.exp(float(eps) * m / 2))
     assert exact <= beta

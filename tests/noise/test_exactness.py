@@ -278,21 +278,20 @@ def test_system_and_seeded_sources_consume_words_alike(sample: Any, monkeypatch:
     assert sample(SystemRandomSource()).tolist() == sample(SeededRandomSource(21)).tolist()
 
 
-# ----------------------------------------------------------------------------------- found by review
+# ------------------------------------------------- found by review (fixed; the messages say what broke)
 
-# Fixed (review of the exact samplers): exp_neg_bounds negates with Decimal's unary minus (-x_hi, -x_lo), which
-# rounds to the GLOBAL  context (28 digits by default): its 40+-digit bounds exclude exp(-x) by ~1e-28 relative,
-# so the exact  fallback decides U < p' for p' != p. Fix: ctx.exp(x_hi.copy_negate()),
-# ctx.exp(x_lo.copy_negate())
-# Fixed (review of the exact samplers): samplers._scale uses ctx.exp(-inv) and ctx.multiply(-inv, 2**k): the
-# unary minus rounds in the  global decimal context, so an application's getcontext().prec = 3 makes q, first, r
-# and x1 wrong  by ~1e-4 and the fast path certifies wrong decisions (and lru_cache keeps them). Fix:
-# inv.copy_negate() here and in exp_neg_bounds; build the table context with decimal.Context(...)
-# Fixed (review of the exact samplers): exp_neg_bounds(x) for huge x turns Decimal bounds with exponent about
-# -x/ln 10 into Fractions  (for x >= 2^899, Decimal underflows to 0 and next_plus gives 1E-(10^18): Fraction()
-# never returns):  sigma2 < 2^-900 hangs on every draw, and u = 0 hangs bernoulli_exp(10**9). Fix: in
-# LazyUniform/ exp_neg_bounds decide from the Decimal's adjusted() exponent (hi <= 10^(adjusted+1) < 2^-bits) or
-# clamp  hi to a power of two 2^-n with n = bits + 64 before any Fraction is built
+# Regression (negation): exp_neg_bounds negates with Decimal's unary minus (-x_hi, -x_lo), which rounds to the
+# GLOBAL context (28 digits by default): its 40+-digit bounds exclude exp(-x) by ~1e-28 relative, so the exact
+# fallback decides U < p' for p' != p. Fix: ctx.exp(x_hi.copy_negate()), ctx.exp(x_lo.copy_negate())
+# Regression (global context): samplers._scale uses ctx.exp(-inv) and ctx.multiply(-inv, 2**k): the unary minus
+# rounds in the global decimal context, so an application's getcontext().prec = 3 makes q, first, r and x1 wrong
+# by ~1e-4 and the fast path certifies wrong decisions (and lru_cache keeps them). Fix: inv.copy_negate() here and
+# in exp_neg_bounds; build the table context with decimal.Context(...)
+# Regression (huge x): exp_neg_bounds(x) for huge x turns Decimal bounds with exponent about -x/ln 10 into
+# Fractions (for x >= 2^899, Decimal underflows to 0 and next_plus gives 1E-(10^18): Fraction() never returns):
+# sigma2 < 2^-900 hangs on every draw, and u = 0 hangs bernoulli_exp(10**9). Fix: in LazyUniform/exp_neg_bounds
+# decide from the Decimal's adjusted() exponent (hi <= 10^(adjusted+1) < 2^-bits) or clamp hi to a power of two
+# 2^-n with n = bits + 64 before any Fraction is built
 
 
 
@@ -340,10 +339,10 @@ def test_samplers_ignore_the_global_decimal_context() -> None:
     assert z.tolist() == expected
     assert lo <= Fraction(_exp_neg(Fraction(2, 7))) <= hi
 
-# Fixed (review of the exact samplers): for t < 2^-1075, _scale stores inv_step = t/K = 0.0 and x1 = inf, so
-# _coarse's guess is  ceil((-log U - inf) * 0) = NaN, cast to int64 as -2^63; every draw returns -2^63 (should
-# be 0 but  with probability < 2^-10^300). Fix: clamp the _Scale floats to finite values (e.g. x1, step <=
-# 2^100)  or np.nan_to_num(guess_f, nan=0.0)
+# Regression (tiny scale): for t < 2^-1075, _scale stores inv_step = t/K = 0.0 and x1 = inf, so _coarse's guess is
+# ceil((-log U - inf) * 0) = NaN, cast to int64 as -2^63; every draw returns -2^63 (should be 0 but with
+# probability < 2^-10^300). Fix: clamp the _Scale floats to finite values (e.g. x1, step <= 2^100) or
+# np.nan_to_num(guess_f, nan=0.0)
 
 
 def test_laplace_scale_below_the_float_range_is_zero() -> None:
@@ -355,17 +354,20 @@ def test_laplace_scale_below_the_float_range_is_zero() -> None:
 def test_huge_exponents_in_the_exact_path_finish() -> None:
     """σ² < 2⁻⁹⁰⁰ sends every acceptance to the exact path with x ≈ 1/(2σ²); u = 0 does so for any huge x.
 
-    Fixed: beyond x = 4096 the exact path first compares with 2⁻⁵⁹⁰⁹ (no Decimal, no huge Fraction).
+    (U's first three words are zero here, U < 2⁻¹⁹⁰, and random after: with zeros forever U = 0 < exp(−10⁹),
+    which no exact comparison can certify before reading ~1.4·10⁹ bits.)
     """
     script = (
         "from fractions import Fraction\n"
         "import numpy as np\n"
         "from dpframe.noise import SeededRandomSource, discrete_gaussian, bernoulli_exp\n"
-        "class W(SeededRandomSource):\n"      # u = 0 first (probability 2^-63), then fair bits; an all-zero
-        "    calls = 0\n"                      # source is U = 0 exactly, which no finite precision decides
+        "class W(SeededRandomSource):\n"
+        "    zeros = 3\n"
         "    def random_uint64(self, size):\n"
-        "        self.calls += 1\n"
-        "        return np.zeros(size, dtype=np.uint64) if self.calls == 1 else super().random_uint64(size)\n"
+        "        out = super().random_uint64(size)\n"
+        "        out[:self.zeros] = 0\n"
+        "        self.zeros = max(0, self.zeros - size)\n"
+        "        return out\n"
         "assert not discrete_gaussian(Fraction(1, 2**901), 50, SeededRandomSource(0)).any()\n"
         "assert not bernoulli_exp(Fraction(10**9), 1, W(0))[0]\n"
     )
