@@ -66,6 +66,8 @@ def chunks(n: int, size: int) -> list[tuple[int, int]]:
 def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource | None = None) -> list[T]:
     """``[fn(start, end) for each chunk]``, in chunk order; on the thread pool when it may be.
 
+    ``fn`` receives public values only: the bounds of a chunk (engine code that reads its own data by them).
+
     ``rng``: the random source ``fn`` draws from, if any. Threads are used only when there is more
     than one chunk and more than one thread, and ``rng`` is None or the OS CSPRNG (module docstring).
     """

@@ -194,7 +194,10 @@ class LazyUniform:
         self.prefix, self.bits, self._rng = prefix, bits, rng
 
     def below(self, bounds: Callable[[int], tuple[Fraction, Fraction]]) -> bool:
-        """Exactly ``U < p``, given ``bounds(digits)`` → (lo, hi) ∋ p that tighten as ``digits`` grows."""
+        """Exactly ``U < p``, given ``bounds(digits)`` → (lo, hi) ∋ p that tighten as ``digits`` grows.
+
+        ``bounds`` receives public values only: the number of digits wanted.
+        """
         digits = 40
         while True:
             lo, hi = bounds(digits)
