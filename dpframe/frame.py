@@ -201,13 +201,17 @@ class Frame:
 
         """
         names = [name for c in columns for name in ([c] if isinstance(c, str) else c)]
+        self._check_own(names, "columns", "stays", "drop()")
+        return self.select(*[c for c in self.columns if c not in names and c != self._unit()])
+
+    def _check_own(self, names: list[str], argument: str, unit_rule: str, method: str) -> None:
+        """Each name is a column of this frame other than the privacy unit's (a SchemaError / PlanError otherwise)."""
         for c in names:
             if c not in self.schema:
-                raise SchemaError(f"unknown column {c!r}", argument="columns", fix=f"use one of {self.columns}")
+                raise SchemaError(f"unknown column {c!r}", argument=argument, fix=f"use one of {self.columns}")
             if c == self._unit():
-                raise PlanError(f"the privacy-unit column {c!r} stays", argument="columns",
-                                fix=f"leave {c!r} out of drop()")
-        return self.select(*[c for c in self.columns if c not in names and c != self._unit()])
+                raise PlanError(f"the privacy-unit column {c!r} {unit_rule}", argument=argument,
+                                fix=f"leave {c!r} out of {method}")
 
     def rename(self, mapping: dict[str, str]) -> Frame:
         """The frame with columns renamed ``{old: new}`` (not the privacy-unit column).
@@ -224,12 +228,7 @@ class Frame:
                                                     for k, v in mapping.items()):
             raise PlanError(f"expected a dict {{old: new}} of column names, got {mapping!r}", argument="mapping",
                             fix="e.g. rename({'dep_delay': 'delay'})")
-        for old in mapping:
-            if old not in self.schema:
-                raise SchemaError(f"unknown column {old!r}", argument="mapping", fix=f"use one of {self.columns}")
-            if old == self._unit():
-                raise PlanError(f"the privacy-unit column {old!r} keeps its name", argument="mapping",
-                                fix=f"leave {old!r} out of rename()")
+        self._check_own(list(mapping), "mapping", "keeps its name", "rename()")
         return self.select(*[pl.col(c).alias(mapping.get(c, c)) for c in self.columns if c != self._unit()])
 
     def sample(self, rate: float) -> Frame:
