@@ -35,14 +35,14 @@ step decides a unit depends on the data (and the seed) — only the time does, n
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+
+from dpframe.parallel import map_chunks, threads
 
 T = TypeVar("T")
 U64s = npt.NDArray[np.uint64]
@@ -54,18 +54,20 @@ BUCKET_BITS = 22
 ROUNDS = 3
 """Rounds over different bits of the unit hash (22, then 21 and 21 more: all 64) before the exact path."""
 CHUNK = 1 << 20
-"""Rows per chunk of the per-row passes, which run on all cores."""
+"""Rows per chunk of the per-row passes, which run on all cores (:mod:`dpframe.parallel`)."""
 UNIT_SALT = 0x2545F4914F6CDD1D
 """XORed into a query's seed for the unit hash that buckets units (speed only: any hash gives the same rows)."""
 _ALL = np.uint64(2**64 - 1)
 
 
 def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Callable[[U64s, Rows], U64s],
-         exact: Callable[[Rows], Mask]) -> Mask:
+         exact: Callable[[Rows], Mask], eligible: Mask | None = None) -> Mask:
     """The law's kept rows (see :func:`smallest_per_unit` for the arguments): the fastest exact way.
 
     Integer units spanning fewer than 2**:data:`BUCKET_BITS` values (ids in a range, the usual case) are
     their own buckets (:func:`smallest_per_id`); other units are bucketed by ``units.hash(unit_seed)``.
+    ``eligible`` (default: every row) marks the rows the law ranks; the others (a null unit, a group
+    outside the public keys) are never kept and use up nothing of their unit's ``k``.
 
     Example:
         >>> units, h = pl.Series([1, 1, 1, 2]), np.array([30, 10, 20, 5], dtype=np.uint64)
@@ -74,15 +76,30 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         [False, True, True, True]
 
     """
-    if units.dtype.is_integer() and units.len():
-        low, high = units.min(), units.max()
+    some = eligible is not None and not eligible.all()
+    chosen = units.filter(pl.Series(eligible)) if some else units
+    if units.dtype.is_integer() and chosen.len():
+        low, high = chosen.min(), chosen.max()
         assert isinstance(low, int) and isinstance(high, int)
-        if high - low < 2**BUCKET_BITS:
+        if high - low < 2**BUCKET_BITS - 1:
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            ids = np.subtract(units.to_numpy(), np.intp(low if low < 2**63 else low - 2**64), dtype=np.intp,
-                              casting="unsafe")
-            return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
-    return smallest_per_unit(units, units.hash(unit_seed).to_numpy(), row_hash, k, rehash, exact)
+            ids = np.subtract(units.fill_null(low).to_numpy(), np.intp(low if low < 2**63 else low - 2**64),
+                              dtype=np.intp, casting="unsafe")
+            if some:        # the other rows go to one more bucket, which is never ranked
+                np.copyto(ids, high - low + 1, where=~eligible)  # type: ignore[arg-type]
+            out = smallest_per_id(ids, (high - low + some).bit_length() or 1, row_hash, k, rehash, exact,
+                                  ignore=high - low + 1 if some else None)
+            if some:
+                out &= eligible  # type: ignore[arg-type]
+            return out
+    if not some:
+        return smallest_per_unit(units, units.hash(unit_seed).to_numpy(), row_hash, k, rehash, exact)
+    assert eligible is not None
+    at = np.flatnonzero(eligible)
+    out = np.zeros(eligible.size, dtype=bool)
+    out[at] = smallest_per_unit(chosen, chosen.hash(unit_seed).to_numpy(), row_hash[at], k, rehash,
+                                lambda rows: exact(at[rows]))
+    return out
 
 
 def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
@@ -117,11 +134,13 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
         hashes = unit_hash if rows is None else unit_hash[rows]
         bits = max(1, min(BUCKET_BITS, hashes.size.bit_length()))
         shift = np.uint64(max(64 - bits - 21 * level, 0))
-        rows, buckets, counts = _over(rows, ((hashes >> shift) & np.uint64((1 << bits) - 1)).astype(np.intp), bits, k)
+        rows, keys, counts = _over(rows, ((hashes >> shift) & np.uint64((1 << bits) - 1)).astype(np.intp), row_hash,
+                                   bits, k)
         if not rows.size:
             return keep
+        buckets = _buckets_of(keys, bits)
         undecided = _impure(values, rows, buckets, bits)
-        undecided |= _bottom_k(keep, rows, buckets, counts, row_hash, bits, k, rehash, undecided)
+        undecided |= _bottom_k(keep, rows, keys, counts, row_hash, bits, k, rehash, undecided)
         rows = rows[undecided[buckets]]
         keep[rows] = True
     if rows is not None and rows.size:
@@ -130,11 +149,13 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
 
 
 def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int,
-                    rehash: Callable[[U64s, Rows], U64s], exact: Callable[[Rows], Mask]) -> Mask:
+                    rehash: Callable[[U64s, Rows], U64s], exact: Callable[[Rows], Mask],
+                    ignore: int | None = None) -> Mask:
     """:func:`smallest_per_unit` when each row's unit is given as a small id: equal ids ⇔ one unit.
 
     ``ids`` lie in ``[0, 2**bits)`` (e.g. integer units minus their minimum): every id is its own bucket,
-    so no unit hash, no purity check and no second round are needed — one count, one sort.
+    so no unit hash, no purity check and no second round are needed — one count, one sort. Rows with
+    the id ``ignore`` are left as they are (marked kept): the caller decides them.
 
     Example:
         >>> h = np.array([30, 10, 20, 5], dtype=np.uint64)
@@ -144,50 +165,56 @@ def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int
 
     """
     keep = np.ones(ids.size, dtype=bool)
-    rows, buckets, counts = _over(None, ids, bits, k)
+    rows, keys, counts = _over(None, ids, row_hash, bits, k, ignore)
     if rows.size:
-        undecided = _bottom_k(keep, rows, buckets, counts, row_hash, bits, k, rehash, np.zeros(1 << bits, dtype=bool))
-        rows = rows[undecided[buckets]]
-        if rows.size:
+        undecided = _bottom_k(keep, rows, keys, counts, row_hash, bits, k, rehash, np.zeros(1 << bits, dtype=bool))
+        if undecided.any():
+            rows = rows[undecided[_buckets_of(keys, bits)]]
             keep[rows] = exact(rows)
     return keep
 
 
-def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], bits: int, k: int
-          ) -> tuple[Rows, npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """The rows (``None``: all, in order) and buckets of buckets with more than ``k`` rows; each bucket's count."""
-    counts: npt.NDArray[np.intp] = functools.reduce(np.add, _parallel(
-        lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size))
+def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits: int, k: int,
+          ignore: int | None = None) -> tuple[Rows, U64s, npt.NDArray[np.intp]]:
+    """The rows of buckets with more than ``k`` rows, their keys (:func:`_keys`), and each bucket's count.
+
+    ``rows``: the positions in ``row_hash`` of the rows ``buckets`` describes (``None``: all, in order).
+    The bucket ``ignore`` counts 0 (its rows are never picked).
+    """
+    # One count per thread, each 2**bits long: at most about one per 2**bits rows, to bound the memory.
+    size = max(CHUNK, 1 << bits, -(-buckets.size // threads()))
+    counts: npt.NDArray[np.intp] = functools.reduce(np.add, map_chunks(
+        lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size, size),
+        np.zeros(1 << bits, dtype=np.intp))
+    if ignore is not None:
+        counts[ignore] = 0
     over = counts > k
 
-    def pick(a: int, b: int) -> tuple[Rows, npt.NDArray[np.intp]]:
+    def pick(a: int, b: int) -> tuple[Rows, U64s]:
         big = np.flatnonzero(over[buckets[a:b]])
         chosen = buckets[a:b][big]
         big += a
-        return (big if rows is None else rows[big]), chosen
+        if rows is not None:
+            big = rows[big]
+        return big, _keys(chosen, row_hash[big], bits)
 
     parts = _parallel(pick, buckets.size)
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), counts
 
 
-def _bottom_k(keep: Mask, rows: Rows, buckets: npt.NDArray[np.intp], counts: npt.NDArray[np.intp],
-              row_hash: U64s, bits: int, k: int, rehash: Callable[[U64s, Rows], U64s], skip: Mask) -> Mask:
+def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], row_hash: U64s, bits: int, k: int,
+              rehash: Callable[[U64s, Rows], U64s], skip: Mask) -> Mask:
     """Steps 3 and 4 on one-unit buckets: sets ``keep`` for ``rows``; returns the buckets left undecided.
 
-    ``rows`` are all the rows of buckets with more than ``k`` rows (``counts`` per bucket); buckets in
-    ``skip`` (impure: decided later) are ignored whatever this writes for them.
+    ``rows`` are all the rows of buckets with more than ``k`` rows (``counts`` per bucket), with their
+    keys (:func:`_keys`); buckets in ``skip`` (impure: decided later) are ignored whatever this writes
+    for them.
     """
-    keys = np.empty(rows.size, dtype=np.uint64)
-
-    def make(a: int, b: int) -> None:
-        keys[a:b] = _keys(buckets[a:b], row_hash[rows[a:b]], bits)
-
-    _parallel(make, rows.size)
     ordered = np.sort(keys)
     kth = _kth_smallest(ordered, counts, k)
 
     def decide(a: int, b: int) -> None:
-        keep[rows[a:b]] = keys[a:b] <= kth[buckets[a:b]]
+        keep[rows[a:b]] = keys[a:b] <= kth[_buckets_of(keys[a:b], bits)]
 
     _parallel(decide, rows.size)
     copies = np.zeros(1 << bits, dtype=bool)
@@ -195,8 +222,8 @@ def _bottom_k(keep: Mask, rows: Rows, buckets: npt.NDArray[np.intp], counts: npt
     copies &= ~skip
     undecided = np.zeros(1 << bits, dtype=bool)
     if copies.any():
-        sub = np.flatnonzero(copies[buckets])
-        kept, unresolved = _with_copies(buckets[sub], row_hash[rows[sub]], bits, k, rehash)
+        sub = np.flatnonzero(copies[_buckets_of(keys, bits)])
+        kept, unresolved = _with_copies(_buckets_of(keys[sub], bits), row_hash[rows[sub]], bits, k, rehash)
         keep[rows[sub]] = kept
         undecided[unresolved] = True
     return undecided
@@ -207,15 +234,7 @@ def _parallel(step: Callable[[int, int], T], n: int) -> list[T]:
 
     Steps must only read shared arrays or write disjoint slices.
     """
-    chunks = [(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)] or [(0, 0)]
-    if len(chunks) == 1:
-        return [step(*chunks[0])]
-    return list(_pool().map(lambda ab: step(*ab), chunks))
-
-
-@functools.cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="dpframe-bounding")
+    return map_chunks(step, n, CHUNK) if n else [step(0, 0)]
 
 
 def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:

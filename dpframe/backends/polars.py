@@ -14,7 +14,7 @@ neighbours, differing by at most m rows in at most g groups. Two different rows 
 a 64-bit hash collision; which of a row's copies is kept does not matter (they are interchangeable).
 
 Speed: the rows are not ranked unit by unit (a rank window costs about half a microsecond per unit).
-One query computes each row's unit and hash (and its position); :func:`~dpframe.backends._bounding.kept`
+One query computes each row's unit, hash and whether it is ranked at all; :func:`~dpframe.backends._bounding.kept`
 picks the kept positions in a few vectorized numpy passes (a count per bucket of units, one sort of the
 rows of units over the limit), exactly the rows of the definition; the statistics query then reads
 the table through that mask. See :func:`keep_smallest`.
@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
@@ -44,7 +43,6 @@ from dpframe.plan.sample import apply_node
 _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
 _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
-_INDEX = "__dpframe_index"  # a row's position, in bounding
 _KEEP = "__dpframe_keep"   # the bounding mask
 _UNIT = "__dpframe_unit"   # the unit column, in definition()
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
@@ -116,6 +114,7 @@ def definition(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     undecided — and the reference the fast path is tested against.
 
     Example:
+        >>> import numpy as np
         >>> units = pl.Series([1, 1, 1, 2])
         >>> definition(units, np.array([30, 10, 20, 5], dtype=np.uint64), 3, 2).tolist()
         [False, True, True, True]
@@ -129,11 +128,12 @@ def definition(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     return out
 
 
-def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
+def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int, eligible: Mask | None = None) -> Mask:
     """Which rows the bounding law keeps, given each row's unit and hash (:func:`_hash`, with ``seed``).
 
-    Exactly :func:`definition`'s rows, computed by :func:`~dpframe.backends._bounding.kept` (a count per
-    unit bucket and one sort, no window over the units).
+    Exactly :func:`definition`'s rows among the ``eligible`` ones (default: all; the others are never
+    kept), computed by :func:`~dpframe.backends._bounding.kept` (a count per unit bucket and one sort,
+    no window over the units).
 
     Example:
         >>> rows = pl.DataFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]}).select("u", _hash(["u", "x"], 7))
@@ -149,7 +149,7 @@ def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     def exact(at: Rows) -> Mask:
         return definition(units.gather(at), hashes[at], seed, k)
 
-    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact)
+    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact, eligible)
 
 
 def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int) -> pl.LazyFrame:
@@ -185,8 +185,9 @@ class PolarsBackend:
     def bounded(self, request: StatisticsRequest) -> pl.LazyFrame:
         """The row-level plan with contribution bounding applied (still lazy, still private).
 
-        With bounding, one query reads each candidate row's position, unit and hash; the kept positions
-        (:func:`kept_mask`) become a mask the returned frame filters the rows with. The mask is aligned
+        With bounding, one query reads every row's unit, hash and whether it is ranked (a unit, a public
+        key, a chosen group: the others use none of their unit's rows); the kept rows (:func:`kept_mask`)
+        become a mask the returned frame filters the rows with. The mask is aligned
         with the rows by position, so rows derived by a row plan are computed once first (a join, for
         one, need not give its rows in the same order twice); a registered table is read as it is.
         """
@@ -203,24 +204,21 @@ class PolarsBackend:
             return frame.filter(pl.col(u).is_not_null())
         if request.row_nodes:
             frame = frame.collect().lazy()
-        rows = frame.with_row_index(_INDEX)
-        if request.keys is not None:  # drop them before bounding, so they use none of a unit's rows
-            rows = rows.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
-        rows = rows.filter(pl.col(u).is_not_null())
+        eligible = pl.col(u).is_not_null()
+        if request.keys is not None:  # rows outside the keys must use none of a unit's rows
+            eligible &= _among(by, request.keys)
         seed = request.seed & _SEED_MASK
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = rows.select(unit_and_keys).unique().collect()
+            pairs = frame.filter(eligible).select(unit_and_keys).unique().collect()
             hashes = pairs.select(_hash(unit_and_keys, seed)).to_series().to_numpy()
-            chosen = pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups))
-            rows = rows.join(chosen.lazy(), on=unit_and_keys, how="semi", nulls_equal=True)
+            eligible &= _among(unit_and_keys, pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups)))
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         row_seed = seed ^ 0x5DEECE66D
-        candidates = rows.select(_INDEX, u, _hash([*unit_and_keys, *used], row_seed)).collect()
+        rows = frame.select(u, _hash([*unit_and_keys, *used], row_seed), eligible.alias(_KEEP)).collect()
         # Column by column into numpy (each copy replaces its Polars column): the largest step's memory.
-        index, hashes = (candidates.drop_in_place(c).to_numpy() for c in (_INDEX, _HASH))
-        keep = np.zeros(frame.select(pl.len()).collect().item(), dtype=bool)
-        keep[index[kept_mask(candidates.drop_in_place(u), hashes, row_seed, unit.max_rows)]] = True
+        hashes, ranked = (rows.drop_in_place(c).to_numpy() for c in (_HASH, _KEEP))
+        keep = kept_mask(rows.drop_in_place(u), hashes, row_seed, unit.max_rows, ranked)
         return frame.filter(pl.lit(pl.Series(_KEEP, keep)))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
@@ -274,6 +272,13 @@ class PolarsBackend:
                    .with_columns(fill_missing_groups(near)))
         result = _sorted_lists(out.sort(by, nulls_last=False).collect(), lists)
         return finish(result, windows, dict(zip([s.key for s in near], inside)))
+
+
+def _among(columns: list[str], table: pl.DataFrame) -> pl.Expr:
+    """Whether a row's values in ``columns`` are one of ``table``'s rows (nulls match nulls, as in the keys' join)."""
+    if len(columns) == 1:
+        return pl.col(columns[0]).is_in(table[columns[0]].implode(), nulls_equal=True)
+    return pl.struct(columns).is_in(table.select(pl.struct(columns)).to_series().implode(), nulls_equal=True)
 
 
 def _clipped(expr: pl.Expr, stat: Statistic) -> pl.Expr:
