@@ -76,8 +76,8 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         [False, True, True, True]
 
     """
-    some = eligible is not None and not eligible.all()
-    chosen = units.filter(pl.Series(eligible)) if some else units
+    ranked = eligible if eligible is not None and not eligible.all() else None
+    chosen = units if ranked is None else units.filter(pl.Series(ranked))
     if units.dtype.is_integer() and chosen.len():
         low, high = chosen.min(), chosen.max()
         assert isinstance(low, int) and isinstance(high, int)
@@ -85,18 +85,16 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
             ids = np.subtract(units.fill_null(low).to_numpy(), np.intp(low if low < 2**63 else low - 2**64),
                               dtype=np.intp, casting="unsafe")
-            if some:        # the other rows go to one more bucket, which is never ranked
-                np.copyto(ids, high - low + 1, where=~eligible)  # type: ignore[arg-type]
-            out = smallest_per_id(ids, (high - low + some).bit_length() or 1, row_hash, k, rehash, exact,
-                                  ignore=high - low + 1 if some else None)
-            if some:
-                out &= eligible  # type: ignore[arg-type]
-            return out
-    if not some:
+            other = None if ranked is None else high - low + 1   # one more bucket, never ranked
+            if other is not None and ranked is not None:
+                np.copyto(ids, np.intp(other), where=~ranked)
+            out = smallest_per_id(ids, max(1, (other or high - low).bit_length()), row_hash, k, rehash, exact,
+                                  other)
+            return out if ranked is None else out & ranked
+    if ranked is None:
         return smallest_per_unit(units, units.hash(unit_seed).to_numpy(), row_hash, k, rehash, exact)
-    assert eligible is not None
-    at = np.flatnonzero(eligible)
-    out = np.zeros(eligible.size, dtype=bool)
+    at = np.flatnonzero(ranked)
+    out = np.zeros(ranked.size, dtype=bool)
     out[at] = smallest_per_unit(chosen, chosen.hash(unit_seed).to_numpy(), row_hash[at], k, rehash,
                                 lambda rows: exact(at[rows]))
     return out
