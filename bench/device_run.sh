@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One benchmark pass for the scaling tables of bench/README.md, as run on the 16-core machine.
+#
+# Here (2 cores), after `../shared/tools/device_prep.sh`, the device tool runs it with carry [".devwheels"]:
+#     bash bench/device_run.sh
+# It installs the packed wheels when polars is missing, then runs each script with a time limit and writes
+# one Markdown report per script, plus log.txt (stderr, exit codes, versions), into $OUT (default
+# bench/.data/device). ROWS (default 10M) and PY (default python3) can be set; a small local check:
+#     ROWS=200000 PY=.venv/bin/python bash bench/device_run.sh
+set -u
+OUT=${OUT:-bench/.data/device}
+ROWS=${ROWS:-10000000}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+if ! "$PY" -c "import polars" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devwheels/whl/*.whl || exit 3
+  export PYTHONPATH=/tmp/site:$PWD/.devwheels/stub
+fi
+export PYTHONUNBUFFERED=1
+log="$OUT/log.txt"
+{ date -u; nproc; "$PY" -c "import sys, numpy, polars; print(sys.version.split()[0], 'numpy', numpy.__version__, 'polars', polars.__version__)"; git rev-parse --short HEAD 2>/dev/null; } >> "$log" 2>&1
+
+run() {  # run NAME SECONDS SCRIPT ARGS...: the report to $OUT/NAME.md, stderr and the exit code to the log
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name ($(date -u +%T)): $*" >> "$log"
+  timeout "$limit" "$PY" "$@" > "$OUT/$name.md" 2>> "$log"
+  echo "== $name: exit $? at $(date -u +%T)" >> "$log"
+}
+
+run aggregations 180 bench/aggregations.py --rows "$ROWS" --runs 3 --no-noise
+run overhead 30 bench/overhead.py
+run quantiles 90 bench/quantiles.py --rows "$ROWS" --runs 3 --error-runs 1
+run quantiles_100k 130 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1 --groups 100000 \
+  --queries "median per group,deciles per group"
+run learning 50 bench/learning.py --time-only --rows "$ROWS"
+run topk 50 bench/topk.py --skip-recall --rows "$ROWS"
