@@ -35,3 +35,21 @@ run quantiles_100k 130 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1
   --queries "median per group,deciles per group"
 run learning 50 bench/learning.py --time-only --rows "$ROWS"
 run topk 50 bench/topk.py --skip-recall --rows "$ROWS"
+
+# The one sort of contribution bounding (5.4M keys, as for 10M rows and max_rows=10): np.sort against
+# dpframe's split sort (dpframe.backends._bounding.sort), which it uses from PARALLEL_SORT threads on.
+echo "== sort ($(date -u +%T))" >> "$log"
+timeout 60 "$PY" - >> "$log" 2>&1 <<'PY'
+import time
+import numpy as np
+from dpframe.backends._bounding import sort
+from dpframe.parallel import threads
+keys = np.random.default_rng(1).integers(0, 2**63, 5_400_000, dtype=np.uint64)
+for name, f in [("np.sort", np.sort), ("split sort", sort)] * 2:
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        f(keys)
+        times.append(time.perf_counter() - t)
+    print(f"{name}: {min(times) * 1000:.1f} ms (min of 5, {threads()} threads)")
+PY

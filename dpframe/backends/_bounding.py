@@ -55,45 +55,53 @@ ROUNDS = 3
 """Rounds over different bits of the unit hash (22, then 21 and 21 more: all 64) before the exact path."""
 CHUNK = 1 << 20
 """Rows per chunk of the per-row passes, which run on all cores (:mod:`dpframe.parallel`)."""
+PARALLEL_SORT = 4
+"""Threads from which :func:`sort` splits a large sort across them (with fewer, one ``np.sort`` is faster)."""
 UNIT_SALT = 0x2545F4914F6CDD1D
 """XORed into a query's seed for the unit hash that buckets units (speed only: any hash gives the same rows)."""
 _ALL = np.uint64(2**64 - 1)
 
 
 def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Callable[[U64s, Rows], U64s],
-         exact: Callable[[Rows], Mask], eligible: Mask | None = None) -> Mask:
+         exact: Callable[[Rows], Mask]) -> Mask:
     """The law's kept rows (see :func:`smallest_per_unit` for the arguments): the fastest exact way.
 
     Integer units spanning fewer than 2**:data:`BUCKET_BITS` values (ids in a range, the usual case) are
     their own buckets (:func:`smallest_per_id`); other units are bucketed by ``units.hash(unit_seed)``.
-    ``eligible`` (default: every row) marks the rows the law ranks; the others (a null unit, a group
-    outside the public keys) are never kept and use up nothing of their unit's ``k``.
+    A row whose unit is null (no unit, or a row the caller does not rank: a group outside the public
+    keys) is never kept and uses up nothing of any unit's ``k``.
 
     Example:
-        >>> units, h = pl.Series([1, 1, 1, 2]), np.array([30, 10, 20, 5], dtype=np.uint64)
+        >>> units, h = pl.Series([1, 1, None, 1, 2]), np.array([30, 10, 1, 20, 5], dtype=np.uint64)
         >>> never = lambda rows: np.zeros(rows.size, dtype=bool)
         >>> kept(units, h, 2, 0, lambda h, j: h + j.astype(np.uint64), never).tolist()
-        [False, True, True, True]
+        [False, True, False, True, True]
 
     """
-    ranked = eligible if eligible is not None and not eligible.all() else None
-    chosen = units if ranked is None else units.filter(pl.Series(ranked))
-    if units.dtype.is_integer() and chosen.len():
-        low, high = chosen.min(), chosen.max()
+    ranked = units.is_not_null().to_numpy() if units.null_count() else None
+    if units.dtype.is_integer() and units.len() > units.null_count():
+        low, high = units.min(), units.max()
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            ids = np.subtract(units.fill_null(low).to_numpy(), np.intp(low if low < 2**63 else low - 2**64),
-                              dtype=np.intp, casting="unsafe")
-            other = None if ranked is None else high - low + 1   # one more bucket, never ranked
-            if other is not None and ranked is not None:
-                np.copyto(ids, np.intp(other), where=~ranked)
-            out = smallest_per_id(ids, max(1, (other or high - low).bit_length()), row_hash, k, rehash, exact,
-                                  other)
-            return out if ranked is None else out & ranked
+            values, base = units.fill_null(low).to_numpy(), np.intp(low if low < 2**63 else low - 2**64)
+            ids = np.empty(values.size, dtype=np.intp)
+
+            def subtract(a: int, b: int) -> None:
+                np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
+
+            _parallel(subtract, values.size)
+            if ranked is None:
+                return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
+            other = high - low + 1      # the null units' bucket, never ranked
+            np.copyto(ids, np.intp(other), where=~ranked)
+            out = smallest_per_id(ids, other.bit_length(), row_hash, k, rehash, exact, other)
+            out &= ranked
+            return out
     if ranked is None:
         return smallest_per_unit(units, units.hash(unit_seed).to_numpy(), row_hash, k, rehash, exact)
     at = np.flatnonzero(ranked)
+    chosen = units.gather(at)
     out = np.zeros(ranked.size, dtype=bool)
     out[at] = smallest_per_unit(chosen, chosen.hash(unit_seed).to_numpy(), row_hash[at], k, rehash,
                                 lambda rows: exact(at[rows]))
@@ -208,7 +216,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     keys (:func:`_keys`); buckets in ``skip`` (impure: decided later) are ignored whatever this writes
     for them.
     """
-    ordered = np.sort(keys)
+    ordered = sort(keys)
     kth = _kth_smallest(ordered, counts, k)
 
     def decide(a: int, b: int) -> None:
@@ -233,6 +241,31 @@ def _parallel(step: Callable[[int, int], T], n: int) -> list[T]:
     Steps must only read shared arrays or write disjoint slices.
     """
     return map_chunks(step, n, CHUNK) if n else [step(0, 0)]
+
+
+def sort(keys: U64s) -> U64s:
+    """``np.sort(keys)``; with :data:`PARALLEL_SORT` threads or more, on all of them.
+
+    Each thread sorts a slice of the keys; the sorted slices are cut at the same values (quantiles of a
+    sample) and each thread sorts the pieces between two cuts: ranges of values, concatenated in order.
+
+    Example:
+        >>> sort(np.array([3, 1, 2], dtype=np.uint64)).tolist()
+        [1, 2, 3]
+
+    """
+    parts = min(threads(), keys.size // CHUNK)
+    if parts < max(2, PARALLEL_SORT):
+        return np.sort(keys)
+    runs = map_chunks(lambda a, b: np.sort(keys[a:b]), keys.size, -(-keys.size // parts))
+    sample = np.sort(keys[:: max(1, keys.size // (64 * parts))])
+    edges = sample[(np.arange(1, parts) * sample.size) // parts]
+    cuts = [np.concatenate([[0], np.searchsorted(run, edges), [run.size]]) for run in runs]
+
+    def between(i: int, _: int) -> U64s:
+        return np.sort(np.concatenate([run[cut[i]:cut[i + 1]] for run, cut in zip(runs, cuts)]))
+
+    return np.concatenate(map_chunks(between, parts, 1))
 
 
 def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:

@@ -128,12 +128,12 @@ def definition(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     return out
 
 
-def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int, eligible: Mask | None = None) -> Mask:
+def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     """Which rows the bounding law keeps, given each row's unit and hash (:func:`_hash`, with ``seed``).
 
-    Exactly :func:`definition`'s rows among the ``eligible`` ones (default: all; the others are never
-    kept), computed by :func:`~dpframe.backends._bounding.kept` (a count per unit bucket and one sort,
-    no window over the units).
+    Exactly :func:`definition`'s rows among the rows with a unit (a null unit is never kept), computed
+    by :func:`~dpframe.backends._bounding.kept` (a count per unit bucket and one sort, no window over
+    the units).
 
     Example:
         >>> rows = pl.DataFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]}).select("u", _hash(["u", "x"], 7))
@@ -149,7 +149,7 @@ def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int, eligible: Mask 
     def exact(at: Rows) -> Mask:
         return definition(units.gather(at), hashes[at], seed, k)
 
-    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact, eligible)
+    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact)
 
 
 def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int) -> pl.LazyFrame:
@@ -215,10 +215,10 @@ class PolarsBackend:
             eligible &= _among(unit_and_keys, pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups)))
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         row_seed = seed ^ 0x5DEECE66D
-        rows = frame.select(u, _hash([*unit_and_keys, *used], row_seed), eligible.alias(_KEEP)).collect()
-        # Column by column into numpy (each copy replaces its Polars column): the largest step's memory.
-        hashes, ranked = (rows.drop_in_place(c).to_numpy() for c in (_HASH, _KEEP))
-        keep = kept_mask(rows.drop_in_place(u), hashes, row_seed, unit.max_rows, ranked)
+        # The unit of a row that is not ranked reads as null: it is never kept and uses up nothing.
+        rows = frame.select(pl.when(eligible).then(pl.col(u)).alias(u), _hash([*unit_and_keys, *used], row_seed)
+                            ).collect()
+        keep = kept_mask(rows[u], rows.drop_in_place(_HASH).to_numpy(), row_seed, unit.max_rows)
         return frame.filter(pl.lit(pl.Series(_KEEP, keep)))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:

@@ -419,6 +419,26 @@ class BackendConformance:
         assert got["__rows"].item() == sum(min(n, max_rows) for n in sizes.values())
         assert got["__units"].item() == len(sizes)
 
+    @pytest.mark.parametrize("max_groups", [None, 1])
+    def test_rows_outside_public_keys_use_none_of_a_units_rows(self, max_groups: int | None) -> None:
+        # Each unit has one row in a public key (one in the null key, which matches the null key) and 30 in
+        # keys outside the public ones: with max_rows = 1 (and max_groups = 1) every unit keeps its public row.
+        n = 40
+        df = pl.DataFrame({"u": np.repeat(np.arange(n), 31),
+                           "g": np.tile(["a", *[f"z{i}" for i in range(30)]], n).tolist(),
+                           "k": np.tile(np.arange(31), n)})
+        df = df.with_columns(pl.when((pl.col("u") % 2 == 1) & (pl.col("g") == "a")).then(None)
+                             .otherwise(pl.col("g")).alias("g"))
+        unit = PrivacyUnit("u", max_rows=1, max_groups=max_groups)
+        stats = (Statistic("rows"),)
+        backend = self.make(t=df)
+        for seed in range(5):
+            got = backend.statistics(request(stats, unit, ("g",), pl.DataFrame({"g": ["a", None]}), seed=seed))
+            assert got.rows() == [(None, n // 2), ("a", n // 2)]
+            two = pl.DataFrame({"g": ["a", None], "k": [0, 0]})
+            got = backend.statistics(request(stats, unit, ("g", "k"), two, seed=seed))
+            assert got.rows() == [(None, 0, n // 2), ("a", 0, n // 2)]
+
     @pytest.mark.parametrize("max_groups", [1, 2])
     def test_bounding_keeps_min_groups_per_unit(self, max_groups: int) -> None:
         df = units_table(300, 10 + max_groups)

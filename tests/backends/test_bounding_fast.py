@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from dpframe.backends import _bounding
 from dpframe.backends import duckdb as duckdb_backend
 from dpframe.backends._bounding import smallest_per_unit
 from dpframe.backends.base import StatisticsRequest
@@ -223,3 +224,23 @@ def test_fixed_sum_cast_truncates_toward_zero_and_skips_nan() -> None:
     df = pl.DataFrame({"x": values})
     got = df.select(statistic_expr(stat, None, df.schema)).item()
     assert got == 0 + 3 - 3 + 1 - 1 + 4 - 4 - 4
+
+
+@pytest.mark.parametrize("kind", ["random", "few values", "one value"])
+def test_split_sort_sorts_like_numpy(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The split sort (several threads) on small chunks, so that every size takes the split path.
+    monkeypatch.setenv("DPFRAME_THREADS", "5")
+    monkeypatch.setattr(_bounding, "CHUNK", 16)
+    rng = np.random.default_rng(3)
+    for n in [80, 81, 1_000, 4_099]:
+        keys = {"random": rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True),
+                "few values": rng.integers(0, 4, n).astype(np.uint64),
+                "one value": np.full(n, 2**64 - 1, dtype=np.uint64)}[kind]
+        assert np.array_equal(_bounding.sort(keys), np.sort(keys))
+
+
+def test_polars_keeps_the_rows_of_the_definition_with_the_split_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPFRAME_THREADS", "4")
+    monkeypatch.setattr(_bounding, "CHUNK", 32)
+    test_polars_keeps_the_rows_of_the_definition("int", 2)
+    test_polars_keeps_the_rows_of_the_definition("str", 1)
