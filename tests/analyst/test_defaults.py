@@ -61,6 +61,28 @@ def test_top_k_failures_name_the_next_thing_to_try() -> None:
         assert ("k=10" in out.reason) == (kwargs["k"] is None) and ("k_max" in out.reason) == ("method" in kwargs)
 
 
+def test_private_keys_on_a_date_column_explain_why_they_rarely_pass_selection() -> None:
+    """The hint reads the schema and the plan only: two tables of the same schema, one whose dates would all
+    pass and one whose dates would all fail, get the same text; public keys and binned keys change it."""
+    def explained(days: int, by: object = "day", **kw: object) -> str:
+        rows = pl.DataFrame({"u": range(3000), "x": [1.0] * 3000,
+                             "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % days) for i in range(3000)]})
+        sess = dp.Session({"t": rows}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(5, 1e-6))
+        return str(sess.table("t").group_by(by, **kw).agg(dp.len()).explain(dp.ApproxDP(1, 1e-7)))
+
+    text = explained(365)
+    assert "private keys on 'day' (Date): every distinct date is its own group" in text
+    assert "keys=pl.date_range(start, end, '1d', eager=True)" in text and ".dt.truncate('1mo')" in text
+    assert "date_trunc('month', day)" in text
+    assert explained(2) == text                                           # data-independent
+    assert "private keys on" not in explained(365, keys=[dt.date(2024, 1, 1)])
+    assert "private keys on" not in explained(365, by="x")
+    stamps = pl.DataFrame({"u": [1], "ts": [dt.datetime(2024, 1, 1)]})
+    sess = dp.Session({"t": stamps}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(5, 1e-6))
+    sql = str(sess.sql("SELECT ts, COUNT(*) FROM t GROUP BY ts").explain(dp.ApproxDP(1, 1e-7)))
+    assert "private keys on 'ts' (Datetime): every distinct timestamp" in sql and "pl.datetime_range(" in sql
+
+
 @pytest.mark.parametrize("call, argument", [
     (lambda: dp.quantile("delay", 90, bounds=(0, 100)), "q"),
     (lambda: dp.PrivacyUnit("u", max_rows=0), "max_rows"),
