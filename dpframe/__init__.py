@@ -26,6 +26,7 @@ from dpframe.errors import (
     PluginError,
     PolarsHabitError,
     SchemaError,
+    TopKWarning,
 )
 from dpframe.frame import Frame, GroupBy, Query
 from dpframe.interactive.targets import above, below, between, outside
@@ -66,7 +67,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "count",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "TopKWarning",
+    "count",
     "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",

@@ -85,3 +85,17 @@ class PluginError(DPFrameError):
 
 class LedgerError(DPFrameError):
     """The budget ledger file is corrupt or belongs to a session with a different total budget."""
+
+
+class TopKWarning(UserWarning):
+    """A SQL ``TOP_K`` released fewer keys than asked, or none: its frame is short or empty, not "no keys".
+
+    ``outcome`` is the typed result the method chain returns (``dp.TopKFailed``, or ``dp.TopKPartial``
+    whose ``keys`` are the returned frame); ``outcome.reason`` ends with what to try next. The query stays
+    charged. ``warnings.simplefilter("error", dp.TopKWarning)`` turns it into an exception that carries the
+    same ``outcome``.
+    """
+
+    def __init__(self, message: str, outcome: object) -> None:
+        super().__init__(message)
+        self.outcome = outcome

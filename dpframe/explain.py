@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from dpframe.family import Explain
 from dpframe.plan.nodes import Aggregate
 
@@ -53,6 +55,41 @@ def error_sources(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan) -> lis
     return lines
 
 
+def temporal_key_hints(node: Aggregate, plan: PhysicalPlan) -> list[str]:
+    """Why private keys on a date / datetime column rarely pass partition selection, and what to do instead.
+
+    From the schema and the plan alone (never the data): one hint per ``Date`` / ``Datetime`` group-by column
+    of a query whose keys come from partition selection.
+
+    Example:
+        >>> import datetime, polars as pl, dpframe as dp
+        >>> data = pl.DataFrame({"u": [1], "day": [datetime.date(2024, 1, 1)]})
+        >>> sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(1, 1e-6))
+        >>> q = sess.table("t").group_by("day").agg(dp.len())
+        >>> temporal_key_hints(q.node, q.plan(dp.ApproxDP(1, 1e-7)))[0][:60]
+        "private keys on 'day' (Date): every distinct date is its own"
+
+    """
+    if plan.selection is None:
+        return []
+    schema = node.input.schema
+    hints = []
+    for c in node.by:
+        dtype = schema[c]
+        if dtype not in (pl.Date, pl.Datetime):
+            continue
+        kind, what, span = ("Date", "date", "date_range") if dtype == pl.Date else \
+            ("Datetime", "timestamp", "datetime_range")
+        hints.append(
+            f"private keys on {c!r} ({kind}): every distinct {what} is its own group, released only when about τ "
+            f"privacy units (see τ above) have rows on that very {what}, so daily or finer data often releases few "
+            f"groups or none (an empty frame; collect(..., diagnostics=True) counts the groups suppressed). Pass "
+            f"public keys: group_by({c!r}, keys=pl.{span}(start, end, '1d', eager=True)), or bin it first: "
+            f"group_by(pl.col({c!r}).dt.truncate('1mo').alias('month')) (in SQL on DuckDB: "
+            f"GROUP BY date_trunc('month', {c}))")
+    return hints
+
+
 def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, backend: str) -> Explain:
     """The explanation of ``plan`` for ``node``: steps, measures (with accuracy), noise, notes."""
     steps = [n.describe() for n in node.lineage()[:-1]]
@@ -68,7 +105,7 @@ def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, ba
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
     notes = [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes),
-             NULLS, *error_sources(unit, node, plan)]
+             NULLS, *error_sources(unit, node, plan), *temporal_key_hints(node, plan)]
     width = max(len(m["output"]) for m in measures)
     lines = ["measures:",
              *(f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in measures),

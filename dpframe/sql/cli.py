@@ -23,6 +23,7 @@ import argparse
 import json
 import sqlite3
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -190,7 +191,14 @@ def query(args: argparse.Namespace) -> None:
     sess, budget = session(args, spend=True)
     try:
         q = sess.sql(args.sql)
-        result = q.collect(budget)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", dp.TopKWarning)
+            result = q.collect(budget)
+        for w in caught:      # a short TOP_K: one line on stderr, like the errors
+            if issubclass(w.category, dp.TopKWarning):
+                print(f"dpframe: note: {_line(w.message)}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         explain_only = getattr(q, "explain_only", False)
         if explain_only:
             print(result["explain"][0])
@@ -257,6 +265,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _line(e: BaseException, limit: int | None = None) -> str:
+def _line(e: object, limit: int | None = None) -> str:
     text = " ".join(str(e).split())
     return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

@@ -11,9 +11,10 @@
 cost, ``explain()`` and ``collect()``. ``k`` is a whole number, or ``NULL`` to choose k from the data.
 The score is ``COUNT(DISTINCT <privacy unit>)`` (``dp.count_units()``), ``COUNT(*)``, ``COUNT(x)`` or
 ``SUM(CLAMP(x, lo, hi))``. The SELECT list holds the GROUP BY keys and, to also release noisy scores
-(``release_scores=True``, a visible share of the budget), the score aggregate itself. The result is the
-key set sorted by key, or a :class:`dpframe_topk.TopKFailed` — never ordered by score, so ``ORDER BY``
-and ``LIMIT`` are refused.
+(``release_scores=True``, a visible share of the budget), the score aggregate itself. The result is a
+frame: the key set sorted by key — never ordered by score, so ``ORDER BY`` and ``LIMIT`` are refused —
+or, when the selection falls short, the keys it released (possibly none) and a
+:class:`dpframe.TopKWarning` carrying the method chain's ``TopKFailed`` / ``TopKPartial``.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -36,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 import dpframe.measures as dpm
-from dpframe.errors import PlanError
-from dpframe.family import Releasable, Source, check_format, needs_budget
+from dpframe.errors import PlanError, TopKWarning
+from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node
 from dpframe.sql.aggregates import contains, is_aggregate, number
@@ -85,16 +87,20 @@ def _find(node: Any) -> dict[str, Any] | None:
     return None
 
 
-class SQLTopKQuery:
-    """A top-k query written in SQL: the ``top_k`` query family's query plus the SQL's output names.
+class SQLTopKQuery(Releasable[Any]):
+    """A top-k query written in SQL: the ``top_k`` family's query under the SELECT list's output names.
 
-    ``cost`` and ``explain`` are the top-k query's (free); ``collect`` charges and runs it and returns
-    its result with the SELECT list's column names, or its ``TopKFailed``.
+    ``cost``, ``plan`` and ``explain`` are the top-k query's (free). ``collect`` charges and runs it (the
+    ledger records the SQL text) and always returns a ``pl.DataFrame``, as every SQL query does: the key
+    set, or — when the selection fell short — the keys it did release (possibly none) with the same
+    columns, and a :class:`dpframe.TopKWarning` whose ``outcome`` is the method chain's ``TopKFailed`` /
+    ``TopKPartial`` (its reason spelled in SQL).
     """
 
-    def __init__(self, session: Session, inner: Releasable[Any], node: Node, *, text: str,
+    def __init__(self, session: Session, query: FamilyQuery[Any], node: Node, *, text: str,
                  columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None) -> None:
-        self._session, self.inner, self.text, self.columns = session, inner, text, columns
+        super().__init__(session, query)
+        self._session, self.text, self.columns = session, text, columns
         self.explain_only, self.backend_name, self._node = explain_only, backend, node
 
     def _refusal(self) -> str | None:
@@ -102,45 +108,61 @@ class SQLTopKQuery:
 
         return refusal(self._session._catalog.backend(self.backend_name), self._node)
 
-    def cost(self, budget: object = None) -> Any:
-        """The exact cost (the whole budget, in the session's notion). Free."""
-        return self.inner.cost(budget)
-
     def explain(self, budget: object = None, format: str = "text") -> Any:
-        """The top-k plan, then the SQL and the backend. Free."""
+        """The top-k plan, then the SQL, the backend and what ``collect`` returns. Free."""
         check_format(format)
         refused = self._refusal()
         backend = str(self._session._catalog.backend(self.backend_name).name)
+        inner = super().explain(budget)
         lines = [f"sql: {' '.join(self.text.split())}", f"backend: {backend}"]
+        if "TopKFailed" in str(inner.data.get("output", "")):
+            lines.append("sql result: always a frame; a failed or partial selection returns the keys it released "
+                         "(possibly none) and warns dp.TopKWarning with the reason and what to try next")
         if refused:
             lines.append(f"REFUSED on this backend: {refused}; run it with backend='duckdb'")
-        out = self.inner.explain(budget).extended(lines, {"sql": self.text, "backend": backend, "refused": refused})
+        out = inner.extended(lines, {"sql": self.text, "backend": backend, "refused": refused})
         return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object = None) -> Any:
-        """Charge and run: the key set (sorted by key) under the SELECT list's names, or a typed shortfall.
+    def collect(self, budget: object = None) -> pl.DataFrame:
+        """Charge and run: the key set (sorted by key) under the SELECT list's names.
 
-        The shortfall is ``TopKFailed``, or ``TopKPartial`` whose ``keys`` carry the SELECT list's names too.
+        A failed or partial selection returns the keys it released (none for ``TopKFailed``), with the
+        full result's columns and dtypes, and warns :class:`dpframe.TopKWarning` (``.outcome``: the typed
+        result, ``.outcome.reason``: why, and what to try next). Nothing beyond the query's cost is charged.
         """
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget))]})
-        self.inner.plan(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
+        plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
             raise PlanError(f"backend {self._session._catalog.backend(self.backend_name).name!r} cannot run {refused}",
                             argument="backend", fix="run it on DuckDB: sess.sql(..., backend='duckdb'); nothing "
                                                     "was charged")
-        out = self.inner.collect(budget)
+        out = self._collect(plan)
         if isinstance(out, pl.DataFrame):
             return self._named(out)
-        if hasattr(out, "keys") and isinstance(out.keys, pl.DataFrame):   # TopKPartial: fewer than k keys
-            return dataclasses.replace(out, keys=self._named(out.keys))
-        return out
+        return self._short(out, plan.detail)
+
+    def _short(self, out: Any, detail: Any) -> pl.DataFrame:
+        """The released keys of a failed or partial outcome, and the warning that says so (released values only)."""
+        query: Any = self.query
+        partial = isinstance(getattr(out, "keys", None), pl.DataFrame)
+        keys = self._named(out.keys if partial else pl.DataFrame(schema=query.output_schema))
+        reason = str(out.reason)
+        python, sql = query.next_step(detail), query.next_step(detail, sql=True)
+        if reason.endswith(python):
+            reason = reason[: len(reason) - len(python)] + sql
+        outcome = dataclasses.replace(out, reason=reason, **({"keys": keys} if partial else {}))
+        got = (f"only {keys.height} of the {out.k} keys asked (the frame holds those)" if partial else
+               "no key set (the empty frame means 'not released at this budget', not 'no keys')")
+        warnings.warn(TopKWarning(f"TOP_K released {got}: {reason}; the cost stays charged", outcome), stacklevel=3)
+        return keys
 
     def _named(self, frame: pl.DataFrame) -> pl.DataFrame:
         return frame.select([pl.col(src).alias(name) for name, src in self.columns])
 
     def describe(self) -> str:
+        """The SQL text on one line (``repr`` and the ledger's history)."""
         return "SQL: " + " ".join(self.text.split())
 
     def __repr__(self) -> str:
@@ -202,7 +224,7 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
         source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
         k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
         delta_t=options.get("delta_t"))
-    return SQLTopKQuery(session, Releasable(session, built), agg.input, text=text, columns=columns,
+    return SQLTopKQuery(session, built, agg.input, text=text, columns=columns,
                         explain_only=parsed.explain, backend=backend)
 
 

@@ -336,7 +336,7 @@ class TopKQuery:
             scores = np.maximum(scores, 0)
         sel = self._select(plan, scores, rng)
         if sel.chosen is None or sel.chosen.size == 0:
-            return TopKFailed(sel.k, self.method, f"{sel.reason or TopKFailed.reason}; {self._next_step(plan)}")
+            return TopKFailed(sel.k, self.method, f"{sel.reason or TopKFailed.reason}; {self.next_step(plan)}")
         chosen = np.sort(sel.chosen)
         out: pl.DataFrame = stats.select(self._by)[chosen.tolist()]
         noisy = sel.noisy
@@ -347,32 +347,56 @@ class TopKQuery:
         if noisy is not None:
             out = out.with_columns(self._released_scores(noisy))
         if self.k is not None and out.height < self.k:
-            return TopKPartial(self.k, self.method, f"{sel.reason}; {self._next_step(plan)}", keys=out)
+            return TopKPartial(self.k, self.method, f"{sel.reason}; {self.next_step(plan)}", keys=out)
         return out
 
-    def _next_step(self, plan: TopKPlan) -> str:
-        """What to try after a failed or partial release (from public parameters: method, k, keys, notion)."""
+    def next_step(self, plan: TopKPlan, *, sql: bool = False) -> str:
+        """What to try after a failed or partial release, from public parameters only (method, k, keys, notion).
+
+        The end of a :class:`TopKFailed`'s ``reason``; ``sql=True`` spells it as ``TOP_K(...)`` arguments.
+        """
+        k = self.k
+        fixed = "TOP_K(score, 10)" if sql else "k=10"
+        limited = f"TOP_K(score, {k}, method := 'limited_domain')" if sql else "method='limited_domain'"
+        chosen = "TOP_K(score, NULL)" if sql else "k=None"
+        k_max = "k_max := n" if sql else "k_max"
+        public = ("public keys: sess.sql(..., keys={'column': [...]}) with "
+                  f"TOP_K(score, {k or 'k'}, method := 'gumbel')" if sql else
+                  "public keys: group_by(..., keys=[...]).top_k(k, method='gumbel')")
         tries = []
-        if self.method == "stable" and self.k is None:
-            tries.append("a fixed k, e.g. k=10 (with public keys it always returns k keys; over keys from the data it "
-                         "may return fewer)")
+        if self.method == "stable" and k is None:
+            tries.append(f"a fixed k, e.g. {fixed} (with public keys it always returns k keys; over keys from the "
+                         "data it may return fewer)")
         elif self.method == "stable" and plan.notion != "zcdp":
-            tries.append("method='limited_domain' (fixed k over keys from the data)")
-        if self.method == "limited_domain" or (self.method == "stable" and self.k is not None):
-            tries.append(f"k=None (a data-chosen k: a superset or subset of the top {self.k})")
+            tries.append(f"{limited} (fixed k over keys from the data)")
+        if self.method == "limited_domain" or (self.method == "stable" and k is not None):
+            tries.append(f"{chosen} (a data-chosen k: a superset or subset of the top {k})")
         if self.method == "limited_domain":
-            tries.append(f"a larger k_max (now {self.k_max}: more candidate keys)")
+            tries.append(f"a larger {k_max} (now {self.k_max}: more candidate keys)")
         if self._keys is None:
-            tries.append("public keys: group_by(..., keys=[...]).top_k(k, method='gumbel') always returns k keys")
+            tries.append(f"{public} always returns k keys")
         tries.append("a larger budget for this query (each retry is charged again)")
         return "try " + "; or ".join(tries)
 
+    @property
+    def output_schema(self) -> pl.Schema:
+        """The columns and dtypes of a full result (public): the group keys, then the noisy score if released."""
+        keys = [(name, self._node.schema[name]) for name in self._by]
+        score = [(self.score.measure.output_name, self._score_dtype())] if self.release_scores or \
+            self.method == "tct" else []
+        return pl.Schema([*keys, *score])
+
+    def _score_dtype(self) -> pl.DataType:
+        """Int64 for counts in whole units (as the same measure in ``agg``), Float64 otherwise."""
+        whole = self.score.unit == 1 and self.score.measure.kind in ("len", "count", "count_units")
+        return pl.Int64() if whole else pl.Float64()
+
     def _released_scores(self, noisy: np.ndarray) -> pl.Series:
         """The noisy scores in score units, typed like the same measure in ``agg``: Int64 for counts."""
-        name = self.score.measure.output_name
-        if self.score.unit == 1 and self.score.measure.kind in ("len", "count", "count_units"):
-            return pl.Series(name, noisy.astype(np.int64), dtype=pl.Int64)
-        return pl.Series(name, noisy.astype(np.float64) * float(self.score.unit), dtype=pl.Float64)
+        name, dtype = self.score.measure.output_name, self._score_dtype()
+        if dtype == pl.Int64:
+            return pl.Series(name, noisy.astype(np.int64), dtype=dtype)
+        return pl.Series(name, noisy.astype(np.float64) * float(self.score.unit), dtype=dtype)
 
     def _select(self, plan: TopKPlan, scores: np.ndarray, rng: RandomSource) -> Selection:
         """The selection on exact scores (candidate indices), per method."""

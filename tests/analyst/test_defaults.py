@@ -4,6 +4,7 @@ steps, documented error subclasses, dates, and a demo consistent with the README
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,7 @@ import pytest
 import dpframe as dp
 from dpframe import cli
 from dpframe.domains import OrderedDomain
+from tests.test_docs_snippets import not_printed
 
 ROOT = Path(__file__).resolve().parents[2]
 MINUTES = pl.DataFrame({"u": range(3000), "delay": [float((i * 7) % 90 - 10) for i in range(3000)],
@@ -61,6 +63,28 @@ def test_top_k_failures_name_the_next_thing_to_try() -> None:
         assert ("k=10" in out.reason) == (kwargs["k"] is None) and ("k_max" in out.reason) == ("method" in kwargs)
 
 
+def test_private_keys_on_a_date_column_explain_why_they_rarely_pass_selection() -> None:
+    """The hint reads the schema and the plan only: two tables of the same schema, one whose dates would all
+    pass and one whose dates would all fail, get the same text; public keys and binned keys change it."""
+    def explained(days: int, by: object = "day", **kw: object) -> str:
+        rows = pl.DataFrame({"u": range(3000), "x": [1.0] * 3000,
+                             "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % days) for i in range(3000)]})
+        sess = dp.Session({"t": rows}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(5, 1e-6))
+        return str(sess.table("t").group_by(by, **kw).agg(dp.len()).explain(dp.ApproxDP(1, 1e-7)))
+
+    text = explained(365)
+    assert "private keys on 'day' (Date): every distinct date is its own group" in text
+    assert "keys=pl.date_range(start, end, '1d', eager=True)" in text and ".dt.truncate('1mo')" in text
+    assert "date_trunc('month', day)" in text
+    assert explained(2) == text                                           # data-independent
+    assert "private keys on" not in explained(365, keys=[dt.date(2024, 1, 1)])
+    assert "private keys on" not in explained(365, by="x")
+    stamps = pl.DataFrame({"u": [1], "ts": [dt.datetime(2024, 1, 1)]})
+    sess = dp.Session({"t": stamps}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(5, 1e-6))
+    sql = str(sess.sql("SELECT ts, COUNT(*) FROM t GROUP BY ts").explain(dp.ApproxDP(1, 1e-7)))
+    assert "private keys on 'ts' (Datetime): every distinct timestamp" in sql and "pl.datetime_range(" in sql
+
+
 @pytest.mark.parametrize("call, argument", [
     (lambda: dp.quantile("delay", 90, bounds=(0, 100)), "q"),
     (lambda: dp.PrivacyUnit("u", max_rows=0), "max_rows"),
@@ -87,13 +111,29 @@ def test_a_mean_of_dates_says_what_works() -> None:
     sess.table("t").agg(dp.mean(pl.col("day").to_physical(), bounds=(19_000, 20_000)))   # what the fix says works
 
 
+def _cli_page_shows(command: str) -> list[str]:
+    """The lines docs/cli.md shows under ``$ <command>`` (a text block)."""
+    page = (ROOT / "docs" / "cli.md").read_text()
+    return page[page.index(f"```text\n$ {command}\n"):].split("```")[1].splitlines()[2:]
+
+
+def test_the_cli_page_shows_what_dpframe_plugins_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plugins"]) == 0
+    shown = _cli_page_shows("dpframe plugins")
+    assert len(shown) == 7 and shown[-1].startswith("histogram")     # the example plugin, when it is installed
+    installed = importlib.util.find_spec("dpframe_histogram") is not None
+    assert not_printed(shown if installed else shown[:-1], capsys.readouterr().out) == []
+
+
 def test_the_demo_is_the_readme_example(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (ROOT / "README.md").read_text()
     example = readme[readme.index("## Example"):readme.index("## Features")]
     assert f"keys={cli.KEYS!r}".replace("'", '"') in example and example.count("bounds=(0, 500)") == 3
-    assert cli.main(["demo", "--rows", "3000"]) == 0
+    assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "adults in Amsterdam, Berlin, Oslo (public keys" in out and "spent ApproxDP(epsilon=3/2" in out
+    shown = _cli_page_shows("dpframe demo")                   # the run docs/cli.md shows is this one
+    assert len(shown) > 20 and not_printed(shown, out) == []
     released = pl.DataFrame({"city": ["a", "b"], "spend_var": [0.0, 3.5]})
     assert [n[:30] for n in cli.released_notes(released)] == ["note: a spend_var of 0.0 is a "]
     assert "no city was released" in cli.released_notes(released.clear())[0]

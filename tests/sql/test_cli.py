@@ -157,3 +157,13 @@ def test_explain_refuses_csv_format(files: dict[str, str], capsys: pytest.Captur
         main(["explain", "SELECT COUNT(*) FROM visits", *base(files, "--epsilon", "1"), "--format", "csv"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "invalid choice: 'csv'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_short_top_k_prints_its_frame_and_a_one_line_note(files: dict[str, str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    sql = "SELECT city FROM visits GROUP BY city HAVING TOP_K(COUNT(DISTINCT user_id), NULL)"
+    code, out, err = run(capsys, "query", sql, *base(files, "--epsilon", "0.001", "--delta", "1e-7", "--seed", "1",
+                                                    "--format", "csv"))
+    assert code == 0 and out.splitlines() == ["city"]          # an empty frame, its header, not a traceback
+    note = [line for line in err.splitlines() if line.startswith("dpframe: note: TOP_K released no key set")]
+    assert len(note) == 1 and "try a fixed k, e.g. TOP_K(score, 10)" in note[0]

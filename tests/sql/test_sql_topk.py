@@ -1,10 +1,13 @@
-"""``HAVING TOP_K(score, k)``: the same top-k query as the method chain; bad input is refused uncharged."""
+"""``HAVING TOP_K(score, k)``: the same top-k query as the method chain, always a frame; bad input refused uncharged."""
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import polars as pl
 import pytest
-from dpframe_topk import TopKFailed
+from dpframe_topk import TopKFailed, TopKPartial
 
 import dpframe as dp
 
@@ -26,6 +29,16 @@ def _data() -> pl.DataFrame:
 def _session(seed: int = 0, **kw: object) -> dp.Session:
     return dp.Session({"v": _data()}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
                       budget=dp.ApproxDP(100, 1e-3), seed=seed, **kw)
+
+
+def _collect(q: Any, budget: dp.Budget) -> tuple[pl.DataFrame, Any]:
+    """A SQL top-k's frame and the outcome of its dp.TopKWarning (None when the key set was released in full)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = q.collect(budget)
+    short = [w.message for w in caught if issubclass(w.category, dp.TopKWarning)]
+    assert isinstance(out, pl.DataFrame) and len(short) <= 1
+    return out, short[0].outcome if short else None
 
 
 CASES = [
@@ -58,14 +71,14 @@ def test_same_query_as_the_method_chain(sql, chain, budget, options, seed):
     q_sql, q_chain = s1.sql(sql), chain(s2)
     assert q_sql.cost(budget) == q_chain.cost(budget)
     assert q_chain.explain(budget) in q_sql.explain(budget)
-    out_sql, out_chain = q_sql.collect(budget), q_chain.collect(budget)
+    (out_sql, outcome), out_chain = _collect(q_sql, budget), q_chain.collect(budget)
     assert s1.spent() == s2.spent() == s1.accountant.charge(budget)
-    assert type(out_sql) is type(out_chain)
+    assert out_sql.columns[0] == "city"
     if isinstance(out_chain, pl.DataFrame):
-        assert out_sql.columns[0] == "city"
-        assert out_sql.to_dicts() == out_chain.to_dicts()
-    else:
-        assert out_sql == out_chain
+        assert outcome is None and out_sql.to_dicts() == out_chain.to_dicts()
+    else:   # the same outcome (its reason spelled in SQL); the frame holds what was released
+        assert type(outcome) is type(out_chain) and (outcome.k, outcome.method) == (out_chain.k, out_chain.method)
+        assert out_sql.rows() == (out_chain.keys.rows() if isinstance(out_chain, TopKPartial) else [])
 
 
 def test_duckdb_backend_and_output_names():
@@ -82,21 +95,22 @@ def test_duckdb_backend_and_output_names():
 
 def test_multi_key_group_by_and_failed_result():
     sess = _session(5)
-    out = sess.sql("SELECT city, spend FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), NULL)") \
-        .collect(dp.ApproxDP(0.01, 1e-6))
-    assert isinstance(out, TopKFailed) and not out
+    out, failed = _collect(sess.sql("SELECT city, spend FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), NULL)"),
+                           dp.ApproxDP(0.01, 1e-6))
+    assert isinstance(failed, TopKFailed) and not failed and out.height == 0
     assert sess.spent() == dp.ApproxDP(0.01, 1e-6)
     # (city, spend) groups over all spends have no stable top-2 (the a-groups are within a few rows of
-    # each other): a fixed k is then a typed failure, never an empty frame.
-    failed = sess.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
-    assert isinstance(failed, TopKFailed) and not failed
+    # each other): a fixed k is then a typed failure (an empty frame and a warning), never "no keys".
+    out, failed = _collect(sess.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)"),
+                           APPROX)
+    assert isinstance(failed, TopKFailed) and not failed and out.height == 0
     big = dp.ApproxDP(8, 1e-6)
     out = sess.sql("SELECT spend, city FROM v WHERE spend = 0 GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)") \
         .collect(big)
     twin = _session(5).table("v").filter(pl.col("spend") == 0).group_by("city", "spend").top_k(k=2, score=dp.len())
-    twin._front.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)").collect(
-        dp.ApproxDP(0.01, 1e-6))                                    # the same draws before it
-    twin._front.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)").collect(APPROX)
+    _collect(twin._front.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)"),
+             dp.ApproxDP(0.01, 1e-6))                               # the same draws before it
+    _collect(twin._front.sql("SELECT spend, city FROM v GROUP BY city, spend HAVING TOP_K(COUNT(*), 2)"), APPROX)
     assert out.columns == ["spend", "city"]
     assert out.select("city", "spend").rows() == twin.collect(big).rows() == [("a", 0), ("b", 0)]
 
@@ -155,5 +169,55 @@ def test_budget_and_backend_refusals_are_uncharged():
     with pytest.raises(dp.PlanError, match="backend='duckdb'"):
         duck_only.collect(APPROX)
     assert sess.spent() == before
-    assert isinstance(sess.sql("SELECT city FROM v WHERE spend % 2 = 0 GROUP BY city HAVING TOP_K(COUNT(*), NULL)",
-                               backend="duckdb").collect(APPROX), pl.DataFrame | TopKFailed)
+    _collect(sess.sql("SELECT city FROM v WHERE spend % 2 = 0 GROUP BY city HAVING TOP_K(COUNT(*), NULL)",
+                      backend="duckdb"), APPROX)
+
+
+def test_history_records_the_sql_text():
+    sess = _session()
+    q = sess.sql("SELECT city FROM v GROUP BY city   HAVING TOP_K(COUNT(*), NULL)")
+    _collect(q, APPROX)
+    assert sess.history()["query"].to_list() == ["SQL: SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)"]
+    assert repr(q) == "<dp.TopKQuery SQL: SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)>"
+    assert q.k is None and q.method == "stable"        # the family query's attributes read through
+
+
+def _short_sessions(seed: int) -> tuple[dp.Session, dp.Session]:
+    # A clear top-2 ("a", "b") but k=4 over keys from the data: StableTopK finds 2, limited domain cannot add
+    # keys nobody has: a partial result (fixed seeds: the same draws in both sessions).
+    rows = [(u, "a") for u in range(300)] + [(1000 + u, "b") for u in range(250)]
+    data = pl.DataFrame(rows, schema=["u", "k"], orient="row")
+    return tuple(dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(100, 1e-3), seed=seed)
+                 for _ in range(2))    # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("sql", "budget", "kind", "rows"), [
+    ("SELECT k AS key, COUNT(DISTINCT u) AS n FROM v GROUP BY k HAVING TOP_K(COUNT(DISTINCT u), 4)",
+     dp.ApproxDP(8, 1e-6), TopKPartial, 2),
+    ("SELECT k AS key, COUNT(DISTINCT u) AS n FROM v GROUP BY k HAVING TOP_K(COUNT(DISTINCT u), NULL)",
+     dp.ApproxDP(0.01, 1e-6), TopKFailed, 0),
+])
+def test_a_short_top_k_is_a_frame_and_a_warning(sql, budget, kind, rows):
+    """What a SQL user gets: a frame with the full result's columns and dtypes, the released keys (possibly
+    none), a dp.TopKWarning whose outcome is the method chain's (reason spelled in SQL); only the cost charged."""
+    s_sql, s_chain = _short_sessions(2)
+    q = s_sql.sql(sql)
+    with pytest.warns(dp.TopKWarning, match="TOP_K released") as caught:
+        out = q.collect(budget)
+    chain = s_chain.table("v").group_by("k").top_k(k=q.k, release_scores=True).collect(budget)
+    outcome = caught[0].message.outcome
+    assert type(outcome) is type(chain) is kind and not outcome
+    assert out.schema == pl.Schema({"key": pl.String, "n": pl.Int64}) and out.height == rows
+    assert s_sql.spent() == s_chain.spent() == s_sql.accountant.charge(budget) == q.cost(budget)
+    if kind is TopKPartial:
+        assert outcome.keys.equals(out) and out.rows() == chain.keys.rows()
+    # The same reason (released facts: counts of keys, which test failed), then what to try, in SQL words:
+    why = chain.reason.split("; try ")[0]
+    assert outcome.reason.startswith(why + "; try ") and "TOP_K(score, " in outcome.reason
+    assert "top_k(" not in outcome.reason and "k=None" not in outcome.reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.TopKWarning)    # a strict caller gets an exception carrying the outcome
+        with pytest.raises(dp.TopKWarning) as raised:
+            q.collect(budget)
+    assert isinstance(raised.value.outcome, TopKFailed)
+    assert "sql result: always a frame" in q.explain(budget)
