@@ -9,14 +9,17 @@ subset of ``min(k, n)`` of the unit's ``n`` rows, and it depends only on the uni
 :func:`smallest_per_unit` computes exactly that set, without a window over the units (a rank per unit
 costs about half a microsecond per unit in Polars, a sort of every row by (unit, hash) more):
 
+0. **Which rows.** A row whose unit is null is never kept and ranks against nothing: the caller nulls
+   the unit of every row it must not rank (no unit, a group outside the public keys, a group its unit
+   did not choose under ``max_groups``), so one column says both (no row index, no filtered copy).
 1. **Count.** Each row's unit goes to a bucket (22 bits of a seeded hash of the unit): one ``bincount``.
    A bucket with at most ``k`` rows holds units with at most ``k`` rows each: all are kept, nothing more
    to do (at 10 rows per unit and ``k = 10`` about half the rows; most rows of heavy-tailed data).
 2. **Pure buckets.** The rest must be one unit per bucket: every row's unit is compared with the unit of
    one row of its bucket (its exact value, not a hash). Buckets holding several units go to step 5.
 3. **Threshold.** In a pure bucket the rows sort by ``(bucket, h)`` packed into one 64-bit key (the
-   bucket's bits on top, ``h``'s high bits below), and one ``np.sort`` of the keys gives every bucket's
-   k-th smallest key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when
+   bucket's bits on top, ``h``'s high bits below), and one sort of the keys (:func:`sort`, split across
+   the threads of a many-core machine) gives every bucket's k-th smallest key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when
    no two keys of the bucket are equal (then the key order is the order of ``h``).
 4. **Copies.** A bucket with two equal keys holds copies (or, rarely, two hashes equal in their high
    bits). Its rows are sorted with their full hashes; copies are numbered and re-hashed as the
