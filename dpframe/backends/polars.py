@@ -44,13 +44,24 @@ _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
 _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
 _KEEP = "__dpframe_keep"   # the bounding mask
-_UNIT = "__dpframe_unit"   # the unit column, in definition()
+_UNIT = "__dpframe_unit"   # the unit column, in definition() and bounding (null: not ranked)
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
 
 
-def _hash(columns: list[str], seed: int) -> pl.Expr:
-    """A seeded 64-bit hash of a row's values in ``columns`` (copies are re-hashed in :func:`definition`)."""
-    return pl.struct(columns).hash(seed).alias(_HASH)
+def row_hashes(rows: pl.DataFrame, seed: int) -> U64s:
+    """A seeded 64-bit hash of each row's values (all of ``rows``' columns): equal rows hash alike.
+
+    Polars' ``hash_rows`` (about twice as fast as hashing a struct of the columns). Copies (equal rows)
+    share a hash and are re-hashed in :func:`definition`.
+
+    Example:
+        >>> h = row_hashes(pl.DataFrame({"u": [1, 1, 2], "x": [0.5, 0.5, 0.5]}), 7)
+        >>> bool(h[0] == h[1]), bool(h[0] == h[2])
+        (True, False)
+
+    """
+    out: U64s = rows.hash_rows(seed).to_numpy()
+    return out
 
 
 def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, wide: bool = False) -> pl.Expr:
@@ -136,8 +147,8 @@ def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     the units).
 
     Example:
-        >>> rows = pl.DataFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]}).select("u", _hash(["u", "x"], 7))
-        >>> int(kept_mask(rows["u"], rows[_HASH].to_numpy(), 7, 2).sum())
+        >>> rows = pl.DataFrame({"u": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]})
+        >>> int(kept_mask(rows["u"], row_hashes(rows, 7), 7, 2).sum())
         3
 
     """
@@ -166,7 +177,7 @@ def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int,
 
     """
     data = frame.collect()
-    mask = kept_mask(data[unit], data.select(_hash(columns, seed)).to_series().to_numpy(), seed, k)
+    mask = kept_mask(data[unit], row_hashes(data.select(columns), seed), seed, k)
     return data.lazy().filter(pl.lit(pl.Series(_KEEP, mask)))
 
 
@@ -211,14 +222,14 @@ class PolarsBackend:
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = frame.filter(eligible).select(unit_and_keys).unique().collect()
-            hashes = pairs.select(_hash(unit_and_keys, seed)).to_series().to_numpy()
+            hashes = row_hashes(pairs, seed)
             eligible &= _among(unit_and_keys, pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups)))
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         row_seed = seed ^ 0x5DEECE66D
         # The unit of a row that is not ranked reads as null: it is never kept and uses up nothing.
-        rows = frame.select(pl.when(eligible).then(pl.col(u)).alias(u), _hash([*unit_and_keys, *used], row_seed)
-                            ).collect()
-        keep = kept_mask(rows[u], rows.drop_in_place(_HASH).to_numpy(), row_seed, unit.max_rows)
+        hashed = [*unit_and_keys, *used]
+        rows = frame.select(*hashed, pl.when(eligible).then(pl.col(u)).alias(_UNIT)).collect()
+        keep = kept_mask(rows.drop_in_place(_UNIT), row_hashes(rows, row_seed), row_seed, unit.max_rows)
         return frame.filter(pl.lit(pl.Series(_KEEP, keep)))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:

@@ -74,16 +74,17 @@ def polars_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], u
     u = unit.column
     assert u is not None
     seed &= SEED_MASK
-    frame = df.lazy().filter(pl.col(u).is_not_null())
+    frame = df.filter(pl.col(u).is_not_null())
     unit_and_keys = list(dict.fromkeys([u, *by]))
     if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-        pairs = (frame.select(unit_and_keys).unique().with_columns(pl.struct(unit_and_keys).hash(seed).alias("h"))
+        pairs = frame.select(unit_and_keys).unique()
+        pairs = (pairs.with_columns(pairs.hash_rows(seed).alias("h"))
                  .filter(pl.col("h").rank("ordinal").over(u) <= unit.max_groups).drop("h"))
         frame = frame.join(pairs, on=unit_and_keys, how="semi", nulls_equal=True)
-    frame = frame.with_columns(pl.struct([*unit_and_keys, *used]).hash(seed ^ ROW_SALT).alias("h"))
+    frame = frame.with_columns(frame.select([*unit_and_keys, *used]).hash_rows(seed ^ ROW_SALT).alias("h"))
     copy = pl.int_range(pl.len(), dtype=pl.Int64).over(u, "h").alias("copy")
     frame = frame.with_columns(copy_hash(pl.col("h"), copy, seed ^ ROW_SALT).alias("h"))
-    return frame.filter(pl.col("h").rank("ordinal").over(u) <= unit.max_rows).drop("h").collect()
+    return frame.filter(pl.col("h").rank("ordinal").over(u) <= unit.max_rows).drop("h")
 
 
 def kept_values(frame: pl.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
