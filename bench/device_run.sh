@@ -28,10 +28,10 @@ run() {  # run NAME SECONDS SCRIPT ARGS...: the report to $OUT/NAME.md, stderr a
   echo "== $name: exit $? at $(date -u +%T)" >> "$log"
 }
 
-run aggregations 180 bench/aggregations.py --rows "$ROWS" --runs 3 --no-noise
+run aggregations 170 bench/aggregations.py --rows "$ROWS" --runs 3 --no-noise
 run overhead 30 bench/overhead.py
 run quantiles 90 bench/quantiles.py --rows "$ROWS" --runs 3 --error-runs 1
-run quantiles_100k 130 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1 --groups 100000 \
+run quantiles_100k 120 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1 --groups 100000 \
   --queries "median per group,deciles per group"
 run learning 50 bench/learning.py --time-only --rows "$ROWS"
 run topk 50 bench/topk.py --skip-recall --rows "$ROWS"
