@@ -33,7 +33,7 @@ from typing import TypeVar
 
 from dpframe.noise import RandomSource, SystemRandomSource
 
-__all__ = ["chunks", "map_chunks", "threads"]
+__all__ = ["TASKS", "chunk_size", "chunks", "map_chunks", "threads"]
 
 T = TypeVar("T")
 
@@ -61,6 +61,25 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 def chunks(n: int, size: int) -> list[tuple[int, int]]:
     """``[start, end)`` ranges of at most ``size`` items covering ``range(n)`` in order."""
     return [(a, min(a + size, n)) for a in range(0, n, max(1, size))]
+
+
+TASKS = 32
+"""At most this many chunks per call of :func:`chunk_size`: enough tasks to keep 16 cores busy, few enough that
+each one's fixed Python dispatch stays small next to its numpy work."""
+
+
+def chunk_size(n: int, least: int, tasks: int = TASKS) -> int:
+    """A chunk size for ``n`` items: at least ``least``, and at most ``tasks`` chunks in all.
+
+    A function of ``n`` alone, never of the machine (module docstring): many small groups get a few large
+    chunks rather than thousands of tiny ones.
+
+    Example:
+        >>> chunk_size(1_000, 256), chunk_size(100_000, 256)
+        (256, 3125)
+
+    """
+    return max(least, -(-n // tasks))
 
 
 def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource | None = None) -> list[T]:

@@ -8,7 +8,8 @@ of which we draw only as many as needed:
 1. Draw 64 bits of every Uᵢ: Uᵢ lies in a known interval of width 2⁻⁶⁴, so the score
    ``Sᵢ = ln mᵢ + s·uᵢ + G(Uᵢ)`` lies in an interval ``[loᵢ, hiᵢ]`` computed in float64 with a safety
    margin (1e-10 relative and absolute, about a million times the worst float64 rounding error of
-   the few operations involved).
+   the few operations involved; for all but about one word in a thousand, one evaluation of G bounds it
+   over the word's whole interval, see ``_gumbel_bounds``).
 2. The true argmax has ``hi ≥ max lo``; every other item is discarded. Almost always one candidate
    remains, and it is the argmax.
 3. Otherwise (near-ties), the remaining candidates get 64 more bits each and their intervals are
@@ -101,26 +102,40 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     bounds = _offsets(offsets, u.size)
     mult, log_m = _multiplicities(multiplicities, u.size)
     lengths = np.diff(bounds)
-    group = np.repeat(np.arange(lengths.size), lengths)
     alive = log_m > -np.inf
-    if lengths.size and not np.all(np.bincount(group[alive], minlength=lengths.size) > 0):
+    everyone = bool(alive.all())
+    if lengths.size and not everyone and not np.logical_or.reduceat(alive, bounds[:-1]).all():
         raise ValueError("every segment needs at least one item with a positive multiplicity")
-    base = np.where(alive, log_m, 0.0) + float(s) * u.astype(np.float64)   # dead items are masked below
+    base = np.where(alive, log_m, 0.0) if not everyone else log_m.copy()     # dead items are masked below
+    base += float(s) * u
     words = rng.random_uint64(u.size)
     g_lo, g_hi = _gumbel_bounds(words)
-    g_size = np.where(np.isfinite(g_lo), np.abs(g_lo), 0.0) + np.where(np.isfinite(g_hi), np.abs(g_hi), 0.0)
-    slack = _MARGIN * (1.0 + np.abs(base) + g_size)
-    lo = np.where(alive, base + g_lo - slack, -np.inf)
-    hi = np.where(alive, base + g_hi + slack, -np.inf)
+    # slack: _MARGIN·(1 + |base| + |G bounds|), infinite (a looser, still valid bound) at U = 0 or 1
+    slack = np.abs(base)
+    slack += np.abs(g_lo)
+    slack += np.abs(g_hi)
+    slack += 1.0
+    slack *= _MARGIN
+    lo, hi = g_lo, g_hi                     # in place: the bounds' arrays are not needed any more
+    lo += base
+    lo -= slack
+    hi += base
+    hi += slack
+    if not everyone:
+        lo[~alive] = -np.inf
+        hi[~alive] = -np.inf
     best = np.maximum.reduceat(lo, bounds[:-1])
-    candidate = alive & (hi >= best[group])
-    counts = np.bincount(group[candidate], minlength=lengths.size)
-    out = np.empty(lengths.size, dtype=np.int64)
+    candidate = hi >= np.repeat(best, lengths)
+    if not everyone:
+        candidate &= alive
     idx = np.flatnonzero(candidate)
-    single = counts[group[idx]] == 1
-    out[group[idx[single]]] = idx[single] - bounds[:-1][group[idx[single]]]
+    group = np.searchsorted(bounds, idx, side="right") - 1
+    counts = np.bincount(group, minlength=lengths.size)
+    out = np.empty(lengths.size, dtype=np.int64)
+    single = counts[group] == 1
+    out[group[single]] = idx[single] - bounds[group[single]]
     for g in np.flatnonzero(counts > 1):
-        members = idx[group[idx] == g]
+        members = idx[group == g]
         prefixes = [int(words[i]) for i in members]
         win = _refine(members, prefixes, u, mult, s, rng)
         out[g] = win - bounds[g]
@@ -169,8 +184,35 @@ def _multiplicities(multiplicities: npt.ArrayLike | None, n: int) -> tuple[npt.N
     raise TypeError(f"multiplicities must be non-negative integers, got dtype {m.dtype}")
 
 
+_BULK = (2**54, 2**64 - 2**40)
+"""Words k in ``[2⁵⁴, 2⁶⁴ − 2⁴⁰)`` (all but about one in a thousand): U ∈ [2⁻¹⁰, 1 − 2⁻²⁴], where one float64
+evaluation of G bounds it over the word's whole interval (:func:`_gumbel_bounds`)."""
+_BULK_WIDTH = 2.0**-38
+"""G(U_hi) − G(U_lo) for a bulk word: G′(U) = 1/(U·(−ln U)) is ≤ 2¹⁰/ln 2 for U ≤ 1/2 and ≤ 2/(1 − U_hi) ≤ 2⁻²³·2⁶⁴
+above, so over an interval of 2⁻⁶⁴ G grows by at most 2⁻³⁸."""
+
+
 def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Float64 bounds of G(U) for U ∈ [k/2⁶⁴, (k+1)/2⁶⁴] (before the safety margin).
+
+    *Bulk* words (:data:`_BULK`): ``E = −ln U = −log1p(−(2⁶⁴ − k)/2⁶⁴)`` at the lower end, from the integer
+    2⁶⁴ − k (no cancellation near U = 1), then G = −ln E; the upper end adds :data:`_BULK_WIDTH`. Rounding:
+    2⁶⁴ − k carries a relative error ≤ 2⁻⁵², which ``log1p`` amplifies by (1 − U)/(U·E) ≤ 1/U ≤ 2¹⁰, so E is
+    within a relative 2⁻⁴¹ and G within 2⁻⁴¹ + a few ulps — far inside ``_MARGIN`` (1e-10) with the width.
+    Other words (U < 2⁻¹⁰ or U > 1 − 2⁻²⁴) take :func:`_gumbel_bounds_exact`, both ends.
+    """
+    k = words.astype(np.uint64, copy=False)
+    with np.errstate(divide="ignore"):
+        g_lo = -np.log(-np.log1p(((~k).astype(np.float64) + 1.0) * -(2.0**-64)))
+    g_hi = g_lo + _BULK_WIDTH
+    odd = np.flatnonzero((k < np.uint64(_BULK[0])) | (k >= np.uint64(_BULK[1])))
+    if odd.size:
+        g_lo[odd], g_hi[odd] = _gumbel_bounds_exact(k[odd])
+    return g_lo, g_hi
+
+
+def _gumbel_bounds_exact(k: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`_gumbel_bounds` for any word, each end evaluated on its own.
 
     ``E = −ln U`` is computed where it keeps full relative precision: for U ≥ 1/2 (k ≥ 2⁶³) from the
     integer 2⁶⁴ − k as ``−log1p(−(1 − U))`` (an integer, so no cancellation near U = 1); for
@@ -178,7 +220,6 @@ def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float6
     k < 2¹¹ it rounds to 2⁶⁴ and gives U = 0). Each is within a few float64 roundings of the truth,
     far inside ``_MARGIN``. G(0) = −∞ and G(1) = +∞.
     """
-    k = words.astype(np.uint64)
     high = k >= np.uint64(2**63)
     e_lo = np.empty(k.size)                               # −ln U_lo
     e_hi = np.empty(k.size)                               # −ln U_hi

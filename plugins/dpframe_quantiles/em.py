@@ -59,7 +59,7 @@ import numpy.typing as npt
 
 from dpframe.mechanism.sorted_codes import SortedCodes
 from dpframe.noise import RandomSource, bernoulli_exp_ratio, exponential_index_grouped
-from dpframe.parallel import map_chunks
+from dpframe.parallel import chunk_size, map_chunks
 
 SUB_DENOMINATOR = 2**20
 """Rescaled probabilities of sub-problems are rounded to this denominator (public; only shapes accuracy)."""
@@ -106,8 +106,9 @@ class Segments:
 
 
 SEGMENT_CHUNK = 256
-"""Segments (groups) per task of :func:`em_quantile` on the thread pool (:mod:`dpframe.parallel`); fixed, so
-a seeded run draws the same stream on every machine."""
+"""At least this many segments (groups) per task of :func:`em_quantile` on the thread pool, and at most
+:data:`~dpframe.parallel.TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of
+segments only, so a seeded run draws the same stream on every machine)."""
 
 ENVELOPE_NATS = 12
 """Window slack: a proposal falls outside the window with probability ≤ e⁻¹² (speed only, not privacy)."""
@@ -154,7 +155,7 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
     the fully sorted data would (completing partial codes first if they must); the reads stay within
     the window (plus the envelope tests), which :func:`listing_reach` bounds.
 
-    Segments are independent: chunks of :data:`SEGMENT_CHUNK` run as tasks on the thread pool
+    Segments are independent: chunks of them (:data:`SEGMENT_CHUNK`) run as tasks on the thread pool
     (:func:`dpframe.parallel.map_chunks`; in chunk order on one thread for a seeded source).
     """
     def chunk(first: int, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -167,7 +168,7 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
             pending = pending[~accepted]
         return out, below
 
-    parts = map_chunks(chunk, seg.start.size, SEGMENT_CHUNK, rng)
+    parts = map_chunks(chunk, seg.start.size, chunk_size(seg.start.size, SEGMENT_CHUNK), rng)
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

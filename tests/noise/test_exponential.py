@@ -140,8 +140,9 @@ def _true_gumbel(k: int) -> float:
         return float(-(-(u.ln())).ln())
 
 
-@pytest.mark.parametrize("k", [0, 1, 2, 5, 1023, 1024, 2047, 2**11, 2**20, 2**34 - 1, 2**40, 2**52 + 3, 2**62,
-                               2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2**11, 2**64 - 2, 2**64 - 1])
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 1023, 1024, 2047, 2**11, 2**20, 2**34 - 1, 2**40, 2**52 + 3, 2**54 - 1,
+                               2**54, 2**62, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2**40 - 1, 2**64 - 2**40,
+                               2**64 - 2**11, 2**64 - 2, 2**64 - 1])
 def test_float_gumbel_interval_holds_the_true_value_also_for_tiny_uniforms(k: int) -> None:
     """The first-pass float64 interval of G(U), U ∈ [k/2⁶⁴, (k+1)/2⁶⁴], must contain the true values (with the
     sampler's own slack): tiny uniforms (k < 2¹¹ used to give U = 0, i.e. G = −∞ for the upper end) included."""
@@ -155,6 +156,19 @@ def test_float_gumbel_interval_holds_the_true_value_also_for_tiny_uniforms(k: in
     assert math.isfinite(hi) or k == 2**64 - 1          # only U = 1 has an infinite upper end
     if 0 < k < 2**64 - 1:
         assert hi - lo < 1e-3 or not 2**20 <= k <= 2**64 - 2**20   # tight except where G itself is steep
+
+
+def test_bulk_gumbel_bounds_hold_the_true_values() -> None:
+    """Random words across the one-evaluation bulk (and its edges): both ends inside the bounds, with the slack."""
+    from dpframe.noise.exponential import _BULK, _MARGIN, _gumbel_bounds
+
+    rng = np.random.default_rng(5)
+    exponents = rng.uniform(54, 64, 150)
+    words = [min(int(2.0**e), 2**64 - 1) for e in exponents] + [_BULK[0], _BULK[1] - 1, 2**64 - 2**40 - 2**30]
+    lo, hi = _gumbel_bounds(np.array(words, dtype=np.uint64))
+    for k, a, b in zip(words, lo.tolist(), hi.tolist(), strict=True):
+        slack = _MARGIN * (1 + abs(a) + abs(b))
+        assert a - slack <= _true_gumbel(k) and b + slack >= _true_gumbel(k + 1) and b - a < 1e-9
 
 
 def test_tiny_uniform_item_can_still_win() -> None:
