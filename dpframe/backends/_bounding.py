@@ -38,7 +38,6 @@ step decides a unit depends on the data (and the seed) — only the time does, n
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -46,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from dpframe.parallel import map_chunks, threads
+from dpframe.parallel import chunks, map_chunks, threads
 
 T = TypeVar("T")
 U64s = npt.NDArray[np.uint64]
@@ -189,27 +188,45 @@ def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits
     """The rows of buckets with more than ``k`` rows, their keys (:func:`_keys`), and each bucket's count.
 
     ``rows``: the positions in ``row_hash`` of the rows ``buckets`` describes (``None``: all, in order).
-    The bucket ``ignore`` counts 0 (its rows are never picked).
+    The bucket ``ignore`` counts 0 (its rows are never picked). Every pass runs on the thread pool: a
+    count per chunk of rows, their sum per range of buckets, then each chunk writes its rows and keys
+    into its own slice of the output (its size known from its counts: no concatenation).
     """
-    # One count per thread, each 2**bits long: at most about one per 2**bits rows, to bound the memory.
+    # One count per chunk, each 2**bits long: at most about one per 2**bits rows, to bound the memory.
     size = max(CHUNK, 1 << bits, -(-buckets.size // threads()))
-    counts: npt.NDArray[np.intp] = functools.reduce(np.add, map_chunks(
-        lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size, size),
-        np.zeros(1 << bits, dtype=np.intp))
+    spans = chunks(buckets.size, size)
+    parts = map_chunks(lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size, size)
+    counts = _summed(parts) if parts else np.zeros(1 << bits, dtype=np.intp)
     if ignore is not None:
         counts[ignore] = 0
     over = counts > k
+    ends = np.cumsum([0, *(int(np.dot(part, over)) for part in parts)])   # each chunk's slice of the output
+    out_rows, out_keys = np.empty(ends[-1], dtype=np.int64), np.empty(ends[-1], dtype=np.uint64)
 
-    def pick(a: int, b: int) -> tuple[Rows, U64s]:
+    def pick(i: int, _: int) -> None:
+        (a, b), start, end = spans[i], ends[i], ends[i + 1]
         big = np.flatnonzero(over[buckets[a:b]])
         chosen = buckets[a:b][big]
         big += a
-        if rows is not None:
-            big = rows[big]
-        return big, _keys(chosen, row_hash[big], bits)
+        at = out_rows[start:end]
+        at[:] = big if rows is None else rows[big]
+        out_keys[start:end] = _keys(chosen, row_hash[at], bits)
 
-    parts = _parallel(pick, buckets.size)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), counts
+    map_chunks(pick, len(spans), 1)
+    return out_rows, out_keys, counts
+
+
+def _summed(parts: list[npt.NDArray[np.intp]]) -> npt.NDArray[np.intp]:
+    """The element-wise sum of equally long count arrays, range by range on the thread pool."""
+    total = parts[0].copy()
+
+    def add(a: int, b: int) -> None:
+        for part in parts[1:]:
+            total[a:b] += part[a:b]
+
+    if len(parts) > 1:
+        _parallel(add, total.size)
+    return total
 
 
 def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], row_hash: U64s, bits: int, k: int,
@@ -289,10 +306,10 @@ def _kth_smallest(ordered: U64s, counts: npt.NDArray[np.intp], k: int) -> U64s:
 
     ``ordered`` holds, sorted, the keys of every bucket with more than k keys (``counts[b]`` of them).
     """
-    counts = np.where(counts > k, counts, 0)
+    over = np.flatnonzero(counts > k)
+    sizes = counts[over]
     out = np.full(counts.size, _ALL, dtype=np.uint64)
-    over = counts > k
-    out[over] = ordered[(np.cumsum(counts) - counts)[over] + (k - 1)]
+    out[over] = ordered[np.cumsum(sizes) - sizes + (k - 1)]
     return out
 
 
