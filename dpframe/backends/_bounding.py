@@ -87,7 +87,8 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            values, base = units.fill_null(low).to_numpy(), np.intp(low if low < 2**63 else low - 2**64)
+            values = (units if ranked is None else units.fill_null(low)).to_numpy()
+            base = np.intp(low if low < 2**63 else low - 2**64)
             ids = np.empty(values.size, dtype=np.intp)
 
             def subtract(a: int, b: int) -> None:
