@@ -87,7 +87,7 @@ class PrivacyCurve:
 
         α = 1 is the KL divergence (the limit of ε(α) as α ↓ 1) where the curve knows it (Gaussian,
         Laplace, randomized response, pure, exponential, zCDP, compositions of these; the subsampled
-        Gaussian to within 10⁻⁶ of α, from above); α = ∞ is the pure bound ε∞.
+        Gaussian and Laplace to within 10⁻⁶ of α, from above); α = ∞ is the pure bound ε∞.
 
         Example:
             >>> from dpframe import accounting as acc
