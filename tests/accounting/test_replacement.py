@@ -66,6 +66,11 @@ def test_general_conversion_weak_triangle_and_group_privacy() -> None:
     v = only_rdp.rdp_at([1.1, 2.0, 4.0, 100.0])
     assert v[1] == pytest.approx(1.0) and np.all(v >= np.array([1.1, 2.0, 4.0, 100.0]) / 2 * (1 - 1e-12))
     assert v[0] > 0.55 and v[3] < 50 * 1.001
+    lap = acc.laplace(1.0)                                    # the Laplace's own curve, as an RDP-only one
+    general = acc.replace_one(acc.from_rdp(lambda a: float(lap.rdp_at([a])[0]), eps_inf=1.0))
+    orders = [1.5, 2.0, 8.0, 64.0]
+    assert np.all(general.rdp_at(orders) >= acc.laplace(0.5).rdp_at(orders) * (1 - 1e-12))   # ≥ exact: Δ = 2
+    assert np.all(general.rdp_at(orders) <= acc.pure(2.0).rdp_at(orders))                  # capped by 2ε∞-DP
     # a curve known only by δ(ε): δ(ε₁) + e^{ε₁}δ(ε − ε₁) ≥ the exact δ of N(2Δ), equal at ε₁ = ε/2 − μ²/2
     g = acc.gaussian(2.0)
     only_profile = acc.replace_one(acc.from_profile(lambda e: g.delta_at(e)))
@@ -163,6 +168,29 @@ def test_without_replacement_pld_is_tighter_than_its_rdp() -> None:
     curve = acc.sampled_without_replacement(acc.gaussian(4.0), sample_size=100, population=10_000)
     pld = acc.PLDAccountant().compose(curve, times=1000).epsilon(1e-6)
     assert 0.7229550292537184 < pld < 1.629192245961691
+
+
+def test_without_replacement_bounds_a_small_instance_by_brute_force() -> None:
+    """n = 3 units with values in [−1, 1], a batch of m = 1, Gaussian noise σ = 1 on it (add/remove Δ = 1): the
+    output is a mixture of three Gaussians; unit 1 replaced (1 → −1). Every configuration's divergences (both
+    orders, by a fine Riemann sum) stay below the curve; x₂ = x₃ = −1 attains BBG18's profile (to 1e-15
+    with mpmath: 0.12103717381064993 at ε = 1)."""
+    curve = acc.sampled_without_replacement(acc.gaussian(1.0), sample_size=1, population=3)
+    z = np.linspace(-12, 12, 48001)
+    dz = z[1] - z[0]
+
+    def mixture(values: list[float]) -> np.ndarray:
+        return np.mean([np.exp(-(z - v) ** 2 / 2) / math.sqrt(2 * math.pi) for v in values], axis=0)
+
+    for x2 in (-1.0, 0.0, 1.0):
+        for x3 in (-1.0, 1.0):
+            p, q = mixture([1.0, x2, x3]), mixture([-1.0, x2, x3])
+            for a, b in ((p, q), (q, p)):
+                for alpha in (2.0, 4.0):
+                    assert np.log(np.sum(a**alpha * b ** (1 - alpha)) * dz) / (alpha - 1) <= curve.rdp_at([alpha])[0]
+                for eps in (0.0, 1.0):
+                    assert np.sum(np.maximum(a - math.exp(eps) * b, 0)) * dz <= curve.delta_at(eps) * (1 + 1e-6)
+    assert curve.delta_at(1.0) == pytest.approx(0.12103717381064993, rel=1e-14)
 
 
 @pytest.mark.parametrize(("call", "argument"), [
