@@ -145,7 +145,8 @@ def _chis(mu: float) -> tuple[float, ...]:
 def wor_rdp(rdp: Fn, rate: float, eps_inf: float | None, moments: Callable[[int], float] | None) -> Fn:
     """ε'(α) of a base with replace-one RDP ``rdp`` on a fixed-size batch of rate γ (see the module docstring).
 
-    ``moments``: the Gaussian's log χ_k bounds (:func:`gaussian_moments`) for the sharper Thm 27 term, or None.
+    ``moments``: the Gaussian's log χ_k bounds (:func:`gaussian_moments`) for the sharper Thm 27 term, or None;
+    it receives public values only (moment orders k), as ``rdp`` does (orders α).
     """
     log_em1_inf = math.inf if eps_inf is None else _log_expm1(eps_inf)
     cap = math.inf if eps_inf is None else amplified_epsilon(eps_inf, rate)
