@@ -29,7 +29,8 @@ can never overspend). See ``docs/accounting.md``.
 
 Layers (each imports only the ones above it; ``tests/accounting/test_layers.py`` checks it):
 ``checks`` → ``numerics/`` (the math) → ``curve`` (the curve type and the open registry of curve kinds)
-→ ``curves``, ``composition`` (the built-in curves) → ``accountants`` (the interface, basic, zCDP) →
+→ ``curves``, ``composition`` (the built-in curves) → ``neighbours`` (replace-one, sampling without
+replacement) → ``accountants`` (the interface, basic, zCDP) →
 ``rdp`` → ``pld`` → ``report``, ``ledger``, ``calibrate``, ``fdp``.
 """
 
@@ -54,6 +55,7 @@ from dpframe.accounting.curves import (
 )
 from dpframe.accounting.fdp import gdp_mu, power, tradeoff
 from dpframe.accounting.ledger import Charge, Ledger
+from dpframe.accounting.neighbours import replace_one, sampled_without_replacement
 from dpframe.accounting.pld import PLDAccountant
 from dpframe.accounting.rdp import RDPAccountant, RDPCharge
 
@@ -61,6 +63,6 @@ __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
     "RDPCharge", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian", "discrete_laplace",
     "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "gdp_mu", "laplace", "largest_epsilon",
-    "most_steps", "power", "pure", "randomized_response", "register_curve", "smallest_noise", "threshold_test",
-    "tradeoff", "tree_aggregation", "zcdp",
+    "most_steps", "power", "pure", "randomized_response", "register_curve", "replace_one",
+    "sampled_without_replacement", "smallest_noise", "threshold_test", "tradeoff", "tree_aggregation", "zcdp",
 ]

@@ -181,6 +181,10 @@ class Accountant(ABC):
             times = check_times(times)
             if not self.supports(charges):
                 raise composability_error(charges, self)
+            if self.entries and charges.neighbours != self.neighbours:
+                raise BudgetError(f"{charges.label} is a {_RELATION[charges.neighbours]} curve and this accountant "
+                                  f"composes {_RELATION[self.neighbours]} ones (a guarantee is for one relation)",
+                                  argument="charges", fix="convert the add/remove curves with acc.replace_one(curve)")
             self.entries.append((charges, times))
             self._changed()
             return self
@@ -192,6 +196,22 @@ class Accountant(ABC):
         for c in charges:
             self.check_charge(c)
         return self._compose_charges(charges)
+
+    @property
+    def neighbours(self) -> str:
+        """Standalone: the neighbouring relation of the composed curves (``"add_remove"`` or ``"replace_one"``).
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> acc.PLDAccountant().compose(acc.replace_one(acc.laplace(1.0))).neighbours
+            'replace_one'
+
+        """
+        return self.entries[0][0].neighbours if self.entries else "add_remove"
+
+    def relation_note(self) -> str:
+        """Standalone: a line for ``explain()`` naming a replace-one relation (empty for add/remove)."""
+        return "  neighbours: replace-one (one unit's data replaced)" if self.neighbours == "replace_one" else ""
 
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not a charge of this accountant (a budget of the session's notion here)."""
@@ -267,21 +287,27 @@ class Accountant(ABC):
     def explain(self, delta: float = 1e-6) -> str:
         """Standalone: how the guarantee is computed, and the result at ``delta``."""
         delta = check_delta(delta)
-        lines = [f"{self.name} accountant: {self.describe()}"]
+        lines = [f"{self.name} accountant: {self.describe()}", self.relation_note()]
         lines += [f"  {times} × {curve.label}" for curve, times in self.entries]
         lines.append(f"  ε = {self.epsilon(delta=delta):.6g} at δ = {delta:g}")
-        return "\n".join(lines)
+        return "\n".join(line for line in lines if line)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {len(self.entries)} mechanism kinds>"
 
 
+_RELATION = {"add_remove": "add/remove", "replace_one": "replace-one"}
+
+
 def check_curves(curves: object) -> None:
-    """``None`` or a sequence of privacy curves."""
+    """``None`` or a sequence of add/remove privacy curves (sessions account add/remove neighbours)."""
     if curves is not None and (isinstance(curves, str | bytes) or not isinstance(curves, Sequence) or not all(
             isinstance(c, PrivacyCurve) for c in curves)):
         raise BudgetError(f"expected a list of privacy curves or None, got {shown(curves)}", argument="curves",
                           fix="pass the plan's curves, e.g. [acc.laplace(scale=1.0)]")
+    if curves is not None and any(c.neighbours != "add_remove" for c in curves):
+        raise BudgetError("a session accounts add/remove neighbours; got a replace-one curve", argument="curves",
+                          fix="pass the mechanisms' add/remove curves (before acc.replace_one)")
 
 
 def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:

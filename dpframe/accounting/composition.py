@@ -59,6 +59,9 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     if not parts or not all(isinstance(c, PrivacyCurve) for c in parts):
         raise BudgetError(f"expected a non-empty list of privacy curves, got {shown(curves)}", argument="curves",
                           fix="pass e.g. [acc.laplace(scale=2.0), acc.gaussian(sigma=3.0)]")
+    if len({c.neighbours for c in parts}) > 1:
+        raise BudgetError("the curves are for different neighbouring relations (add/remove and replace-one)",
+                          argument="curves", fix="convert the add/remove ones with acc.replace_one(curve)")
     if len(parts) == 1:
         return parts[0]
     label = f"composition of ({'; '.join(c.label for c in parts)})"
@@ -85,7 +88,8 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     hs, hs_rev = composed_profile(build, all(c.hs is None or c.hs is c.hs_rev for c in parts))
     return PrivacyCurve(label, spec, rdp, hs, hs_rev, total([c.eps_inf for c in parts]),
                         min(1.0, math.fsum(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
-                        pure_eps=total([c.pure_eps for c in parts]), kl=total([c.kl for c in parts]))
+                        pure_eps=total([c.pure_eps for c in parts]), kl=total([c.kl for c in parts]),
+                        neighbours=parts[0].neighbours)
 
 
 def group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[PrivacyCurve, int]]:

@@ -1,6 +1,7 @@
 """The privacy curve: what an accountant needs to know about one mechanism, and its plain-data description.
 
-A :class:`PrivacyCurve` describes a mechanism under add/remove-one neighbours by up to four facts:
+A :class:`PrivacyCurve` describes a mechanism under add/remove-one neighbours (or, after
+:func:`~dpframe.accounting.replace_one`, replace-one neighbours: its ``neighbours``) by up to four facts:
 
 * ``rdp(α)``: its Rényi-DP curve ε(α) for α > 1 (Mironov 2017), used by the RDP accountant;
 * ``hs`` / ``hs_rev``: the hockey-stick profile δ(ε) = H_{e^ε}(P‖Q) (ε ≥ 0) of a *dominating pair*
@@ -42,7 +43,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,6 +53,9 @@ from dpframe.accounting.numerics.profiles import hs_from_rdp, hs_mixture
 from dpframe.accounting.numerics.rdp import RDP_ORDERS
 from dpframe.accounting.numerics.subsampling import amplified_epsilon, hs_subsampled, subsampled_rdp
 from dpframe.errors import BudgetError, DPFrameError
+
+#: The neighbouring relations a curve can describe: one unit added or removed, or one unit's data replaced.
+Neighbours = Literal["add_remove", "replace_one"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +79,7 @@ class PrivacyCurve:
     pure_eps: float | None = field(default=None)  # an ε-DP bound (for basic composition)
     kl: float | None = None             # the RDP curve at α = 1 (KL divergence), or a bound of it, where known
     sampled_rdp: Callable[[float], Fn] | None = None   # γ ↦ the exact RDP curve on a Poisson sample of rate γ
+    neighbours: Neighbours = "add_remove"              # the relation the curve is for (see neighbours.py)
 
     # ----------------------------------------------------------------------------- public queries
     @property
@@ -87,7 +92,7 @@ class PrivacyCurve:
 
         α = 1 is the KL divergence (the limit of ε(α) as α ↓ 1) where the curve knows it (Gaussian,
         Laplace, randomized response, pure, exponential, zCDP, compositions of these; the subsampled
-        Gaussian to within 10⁻⁶ of α, from above); α = ∞ is the pure bound ε∞.
+        Gaussian and Laplace to within 10⁻⁶ of α, from above); α = ∞ is the pure bound ε∞.
 
         Example:
             >>> from dpframe import accounting as acc
@@ -172,6 +177,11 @@ class PrivacyCurve:
     def subsampled(self, rate: float) -> PrivacyCurve:
         """The same mechanism run on a Poisson sample that keeps each unit with probability ``rate``."""
         g = check_rate(rate)
+        if self.neighbours != "add_remove":
+            raise BudgetError(f"{self.label} is a replace-one curve; Poisson sampling is analysed under add/remove "
+                              "neighbours", argument="rate",
+                              fix="subsample the add/remove curve, then convert: acc.replace_one(curve.subsampled"
+                                  "(rate)); for fixed-size batches use acc.sampled_without_replacement")
         if g == 1:
             return self
         spec = None if self.spec is None else {**self.spec, "rate": self.rate * g}

@@ -62,7 +62,7 @@ from dpframe.accounting.numerics.profiles import (
     hs_mixture,
 )
 from dpframe.accounting.numerics.rdp import rdp_binary, rdp_discrete_laplace, rdp_laplace, rdp_linear, rdp_pure
-from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp
+from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp, sampled_laplace_rdp
 from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
 from dpframe.errors import BudgetError
 
@@ -134,7 +134,8 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
                         rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps,
-                        kl=eps + math.expm1(-eps))     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
+                        kl=eps + math.expm1(-eps),     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
+                        sampled_rdp=lambda g: sampled_laplace_rdp(eps, g))
 
 
 def randomized_response(p: float | None = None, *, epsilon: float | None = None, k: int = 2) -> PrivacyCurve:

@@ -172,7 +172,7 @@ class PLDAccountant(RenyiFilter):
 
     def explain(self, delta: float = 1e-6) -> str:
         d = check_delta(delta)
-        lines = [f"pld accountant: {self.describe()}"]
+        lines = [f"pld accountant: {self.describe()}", *filter(None, [self.relation_note()])]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
         dirs = self.composed()
         h = self.effective_grid

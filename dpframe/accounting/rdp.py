@@ -294,7 +294,7 @@ class RDPAccountant(RenyiFilter):
     def explain(self, delta: float = 1e-6) -> str:
         delta = check_delta(delta)
         c = self.conversion(delta)
-        lines = [f"rdp accountant: {self.describe()}"]
+        lines = [f"rdp accountant: {self.describe()}", *filter(None, [self.relation_note()])]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
         if c.rule == "basic":
             rdp = best_epsilon(self.orders, self.rdp(), delta - self._delta0())

@@ -118,6 +118,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.calibrate.most_steps", "accountant"): NO_VALUES,
     ("dpframe.accuracy.smallest_budget", "half_widths"): PUBLIC,
     ("dpframe.accounting.numerics.pld.composed_profile", "build"): NO_VALUES,
+    ("dpframe.accounting.numerics.replacement.wor_rdp", "moments"): PUBLIC,
     ("dpframe.sql.aggregates.contains", "test"): PUBLIC,
     ("dpframe.plan.totality.output_schema", "apply"): PUBLIC,
     ("dpframe.release.ReleaseContext.release", "run"): READER,
