@@ -35,6 +35,7 @@ import polars as pl
 
 from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
+from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.errors import ArgumentError, BoundsError, SchemaError
 from dpframe.measures import Measure
@@ -291,6 +292,7 @@ class AggregateMechanism:
             statistics[need] = stat
             noises[stat.key] = Noise.calibrate(m_rows * stat.row_bound(), part, unit)
         roles = {name: {role: statistics[need].key for role, need in of.items()} for name, of in needs.items()}
+        cells = ctx.unit.groups_per_unit if ctx.grouped else 1    # the coordinates one unit can change
         cost = _sum([n.cost() for n in noises.values()], share.notion)
         accuracy = {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()})
                     for m in measures}
@@ -298,7 +300,7 @@ class AggregateMechanism:
                 for m in measures if m.kind in ("len", "count", "count_units", "sum")}
         return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
                              noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
-                             ci95=ci95, privacy=tuple(noise_curve(n) for n in noises.values()),
+                             ci95=ci95, privacy=tuple(noise_curve(n, cells) for n in noises.values()),
                              notes=small_input_notes(measures), noises=noises, roles=roles)
 
 
@@ -332,15 +334,49 @@ def units_sensitivity(ctx: MeasureContext, notion: str) -> Fraction:
     return Fraction(groups) if notion == "pure" else sqrt_up(groups)
 
 
-def noise_curve(noise: Noise) -> PrivacyCurve:
+def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
     """The privacy curve of calibrated noise on a (possibly vector) statistic.
 
-    Discrete Laplace with L1 sensitivity Δ and scale t is Δ/t-DP whatever the dimension (the tight
-    ε-DP curve); discrete Gaussian with L2 sensitivity Δ and σ² is ρ = Δ²/(2σ²) in RDP at every order.
+    ``cells``: how many coordinates (groups) one unit can change — 1 without a group-by, else
+    ``PrivacyUnit.groups_per_unit``. On several, the dimension-free bounds: discrete Laplace with L1
+    sensitivity Δ and scale t is Δ/t-DP whatever the dimension (the tight ε-DP curve); discrete Gaussian
+    with L2 sensitivity Δ and σ² is ρ = Δ²/(2σ²) in RDP at every order. On one coordinate with an
+    integer sensitivity (counts; sums in grid steps) the neighbouring outputs differ only there, so the
+    pair is exactly the 1-D pair (Z, Z + Δ) — its exact privacy profile (discrete Laplace: a geometric
+    sum; discrete Gaussian: CKS20 Thm 7, σ and Δ ≤ 10⁴) is what a PLD session composes. (With Δ = 1 the
+    discrete Laplace loss is ±Δ/t: randomized response, the ε-DP curve itself; the gain comes with
+    Δ > 1, e.g. ``max_rows`` rows or a sum's grid steps.) Floats are rounded so that a curve never
+    under-reports: scales down, ε up.
+
+    Example:
+        >>> count = Noise.calibrate(Fraction(3), PureDP(1))              # 3 rows per unit: t = 3
+        >>> one, many = noise_curve(count, 1), noise_curve(count, 2)
+        >>> one.delta_at(0.5) < many.delta_at(0.5)      # the exact 1-D curve is tighter than ε = 1
+        True
+
     """
+    sensitivity = noise.sensitivity
+    exact = cells == 1 and sensitivity.denominator == 1
     if noise.distribution == "discrete_laplace":
-        return acc.pure(float(noise.sensitivity / noise.scale))
-    return acc.discrete_gaussian(math.sqrt(float(noise.scale)), float(noise.sensitivity))
+        if exact:
+            return acc.discrete_laplace(_down(noise.scale), int(sensitivity))
+        return acc.pure(math.nextafter(float(sensitivity / noise.scale), math.inf))
+    sigma = _down(noise.scale, root=True)
+    # (the exact profile tabulates the pmf over about ±(38σ + Δ): only where that table is small)
+    scalar = exact and sigma <= MAX_DISCRETE_GAUSSIAN_SIGMA and sensitivity <= MAX_DISCRETE_GAUSSIAN_SIGMA
+    return acc.discrete_gaussian(sigma, float(sensitivity) if scalar else math.nextafter(float(sensitivity), math.inf),
+                                 scalar=scalar)
+
+
+def _down(x: Fraction, root: bool = False) -> float:
+    """A float ≤ x (or ≤ √x): a noise scale rounded so that its curve never under-reports."""
+    if not root:
+        f = float(x)
+        return f if Fraction(f) <= x else math.nextafter(f, 0.0)
+    f = math.sqrt(float(x))
+    while f > 0 and Fraction(f) ** 2 > x:
+        f = math.nextafter(f, 0.0)
+    return f
 
 
 def _divide(share: Budget, parts: int) -> Budget:

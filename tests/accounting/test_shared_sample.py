@@ -18,16 +18,19 @@ import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.accounting.rdp import FILTER_ORDERS, RDPCharge
 
-DATA = pl.DataFrame({"u": list(range(2000)), "x": [1.0] * 2000})
+DATA = pl.DataFrame({"u": list(range(2000)), "g": [0, 1] * 1000, "x": [1.0] * 2000})
 GAMMA = 0.01
 
 
 def session(accountant: str, budget: dp.Budget = dp.ApproxDP(2.0, 1e-6)) -> dp.Session:
-    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=budget, accountant=accountant, seed=3)
+    # Two groups a unit may touch both of: each statistic's noise is charged by its ε-DP curve (a unit
+    # that can change one coordinate only is charged the exact 1-D curve: tests/accounting/test_exact_cells.py).
+    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=budget,
+                      accountant=accountant, seed=3)
 
 
 def two_counts(sess: dp.Session) -> dp.Frame:
-    return sess.table("t").sample(GAMMA).agg(dp.len(), dp.sum("x", bounds=(0, 1)))
+    return sess.table("t").sample(GAMMA).group_by("g", keys=[0, 1]).agg(dp.len(), dp.sum("x", bounds=(0, 1)))
 
 
 def pure_rdp(eps: float, alpha: int) -> float:
