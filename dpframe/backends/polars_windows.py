@@ -67,7 +67,8 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
     """One ``sorted`` code per row, null for a null or NaN value.
 
     Floats in float64 (clamp, shift, scale, truncate toward zero); integers, dates and datetimes exactly
-    (clamped in Int128 so unsigned 64-bit values clamp correctly, then divided by 2**grid_exp toward zero).
+    (clamped in Int64, or in Int128 where Int64 could overflow, e.g. unsigned 64-bit values; then divided
+    by 2**grid_exp toward zero).
 
     Example:
         >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(10), grid_exp=-1)
@@ -89,12 +90,23 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
             value = value * 2.0 ** (-stat.grid_exp)
         return value.cast(pl.Int64, strict=widest >= 2**62)
     temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
-    ints = (col.cast(pl.Int64) if temporal else col).cast(pl.Int128)
-    codes = ints.clip(int(stat.lower), int(stat.upper)) - int(stat.shift)
-    if stat.grid_exp:
-        step = 2**stat.grid_exp   # truncation toward zero, as for floats (floor division only for codes ≥ 0)
+    lower, upper, shift = int(stat.lower), int(stat.upper), int(stat.shift)
+    step = 2**stat.grid_exp if stat.grid_exp else 1
+    ints = col.cast(pl.Int64) if temporal else col
+    # Int64 when that is exact (public: dtype and bounds): the column converts losslessly and no clamped
+    # value, shifted or rounded, leaves int64; else Int128 (e.g. UInt64 values clamp correctly there).
+    # Int64 arithmetic is several times faster than Int128 over millions of rows.
+    exact = (temporal or dtype in _INT64_EXACT) and -2**63 <= min(lower, lower - shift) and \
+        max(upper, upper - shift + step - 1) < 2**63
+    ints = ints.cast(pl.Int64 if exact else pl.Int128)
+    codes = ints.clip(lower, upper) - shift
+    if stat.grid_exp:             # truncation toward zero, as for floats (floor division only for codes ≥ 0)
         codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
     return codes.cast(pl.Int64)
+
+
+_INT64_EXACT = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
+"""Integer dtypes whose every value is an Int64 value."""
 
 
 @dataclass

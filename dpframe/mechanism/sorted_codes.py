@@ -131,10 +131,15 @@ class SortedCodes:
         """The same codes clipped to ``[lo, hi]`` (a monotone map: still sorted; completion clips too).
 
         Codes already inside are shared, not copied (the usual case: only float rounding at an upper bound
-        can reach past it).
+        can reach past it); for full codes that is read off each group's first and last code, not a scan.
         """
         known, values = self._state
-        inside = not values.size or (int(values.min()) >= lo and int(values.max()) <= hi)
+        if known is None:              # every group sorted in the buffer: its ends are its extremes
+            ends = self.starts[self.sizes > 0]
+            first, last = values[ends], values[ends + self.sizes[self.sizes > 0] - 1]
+        else:                          # the known codes (a few windows): scanned
+            first = last = values
+        inside = not first.size or (int(first.min()) >= lo and int(last.max()) <= hi)
         out = SortedCodes(self.sizes, known, values if inside else np.clip(values, lo, hi), self._complete)
         out._clip = (lo, hi)
         return out

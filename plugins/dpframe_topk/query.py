@@ -447,7 +447,9 @@ class TopKQuery:
         if patch.fill == "none":
             return Selection(k, have, reason=f"{first}, and in zCDP there is no patch over keys from the data "
                                              "(limited domain has no zCDP proof)")
-        outside = np.setdiff1d(np.arange(scores.size, dtype=np.int64), have)
+        inside = np.zeros(scores.size, dtype=bool)
+        inside[have] = True
+        outside = np.flatnonzero(~inside)              # the other candidates, ascending (a mask, not a set difference)
         if patch.fill == "peel":
             return Selection(k, np.concatenate([have, select.peeling(scores, outside, steps,
                                                                      patch.peel_epsilon(steps) / g, rng)]))

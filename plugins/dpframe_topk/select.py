@@ -37,14 +37,37 @@ def order_desc(scores: npt.ArrayLike) -> IntArray:
     return np.argsort(-np.asarray(scores, dtype=np.int64), kind="stable").astype(np.int64)
 
 
+def top_desc(scores: IntArray, count: int) -> IntArray:
+    """``order_desc(scores)[:count]`` without sorting every score: a selection, then a sort of ``count`` items.
+
+    The ``count``-th largest value v splits the scores: every index above v, then the lowest indices at v
+    (ties go to the lower index, as in :func:`order_desc`), ordered among themselves.
+
+    Example:
+        >>> top_desc(np.array([5, 9, 5, 1, 9, 5]), 4).tolist()
+        [1, 4, 0, 2]
+
+    """
+    if count >= scores.size:
+        return order_desc(scores)
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    v = np.partition(scores, scores.size - count)[scores.size - count]
+    above = np.flatnonzero(scores > v)
+    ties = np.flatnonzero(scores == v)[:count - above.size]
+    chosen = np.sort(np.concatenate([above, ties]))
+    return chosen[order_desc(scores[chosen])]
+
+
 def sorted_padded(scores: IntArray, length: int) -> IntArray:
     """The ``length`` largest scores in descending order, padded with zeros (unobserved keys score 0).
 
     Over keys from the data the caller passes scores ≥ 0 (signed sums are clamped at 0, like the
     unobserved keys), so the padding stays below every observed score and the result is sorted.
     """
-    top = np.sort(scores)[::-1][:length]
-    return np.concatenate([top, np.zeros(max(0, length - top.size), dtype=np.int64)])
+    cut = scores.size - length           # the largest `length` scores are selected first, then sorted
+    top = np.partition(scores, cut)[cut:] if 0 < length < scores.size else scores[:max(length, 0)]
+    return np.concatenate([np.sort(top)[::-1], np.zeros(max(0, length - top.size), dtype=np.int64)])
 
 
 def large_gap(hs: IntArray, j_max: int, epsilon: Fraction, g: Fraction, rng: RandomSource, *,
@@ -91,7 +114,7 @@ def stable_topk(scores: IntArray, plan: StablePlan, rng: RandomSource, *, k_max:
     k = large_gap(hs, k_max, plan.em_epsilon, plan.g, rng, k_target=k_target, lam=lam)
     if not ptr_pass(int(hs[k - 1] - hs[k]), plan, rng):
         return k, None
-    return k, order_desc(scores)[:k]
+    return k, top_desc(scores, k)
 
 
 def peeling(scores: IntArray, candidates: IntArray, steps: int, scale: Fraction,
@@ -119,11 +142,12 @@ def limited_domain(scores: IntArray, candidates: IntArray, steps: int, k_bar: in
     before ⊥ or a virtual item, at most ``steps``. Equivalent to the one-shot Gumbel version (items above
     the noisy ⊥ in noisy order). May return fewer than ``steps`` items.
 
-    Cost O(steps · min(k̄, #candidates)): drawing stops at the first ⊥ or virtual item, and the virtual
-    items are one item of multiplicity k̄ − #real (any of them stops the draw, so they need not be told
-    apart — the exact EM with multiplicities has the same law as the padded pool).
+    Cost O(#candidates) to select the top k̄ + 1 (no full sort), then O(steps · min(k̄, #candidates)):
+    drawing stops at the first ⊥ or virtual item, and the virtual items are one item of multiplicity
+    k̄ − #real (any of them stops the draw, so they need not be told apart — the exact EM with
+    multiplicities has the same law as the padded pool).
     """
-    order = candidates[order_desc(scores[candidates])]
+    order = candidates[top_desc(scores[candidates], k_bar + 1)]
     top = order[:k_bar]
     nxt = int(scores[order[k_bar]]) if order.size > k_bar else 0
     bottom = nxt + int(g) + int(np.ceil(float(g) * log_k_over_delta / float(step_epsilon) * (1 + 1e-12)))
@@ -148,5 +172,5 @@ def tct_topk(scores: IntArray, k: int, laplace_scale: Fraction, rng: RandomSourc
     are broken by the fixed public candidate order (lower index first).
     """
     noisy = scores + discrete_laplace(laplace_scale, scores.size, rng)
-    top = order_desc(noisy)[:k]
+    top = top_desc(noisy, k)
     return top, noisy[top]

@@ -199,3 +199,20 @@ def test_sort_each_sorts_every_list(groups: int, span: int) -> None:
     lists = [rng.integers(-span // 2, span // 2, rng.integers(0, 6)).tolist() for _ in range(groups)]
     got = sort_each(pl.Series("k", lists, dtype=pl.List(pl.Int64)))
     assert got.name == "k" and got.to_list() == [sorted(v) for v in lists]
+
+
+@pytest.mark.parametrize("dtype", [pl.Int8, pl.Int32, pl.Int64, pl.UInt32, pl.UInt64])
+def test_integer_codes_are_exact_in_int64_and_int128(dtype: Any) -> None:
+    """Codes clamp, shift and round toward zero exactly, whether computed in Int64 or (near int64's ends) Int128."""
+    info = np.iinfo(np.dtype(str(dtype).lower()))
+    rng = np.random.default_rng(0)
+    values = [int(v) for v in rng.integers(int(info.min), int(info.max), 40, endpoint=True, dtype=info.dtype)]
+    values += [int(info.min), int(info.max), None]
+    top = min(int(info.max), 2**63 - 1)
+    for lower, upper, shift, grid in [(int(info.min), top, 0, 0), (-5, 1000, 3, 2), (int(info.min), top, -7, 3),
+                                      (0, top, top // 2, 1)]:
+        lower = max(lower, int(info.min))
+        stat = Statistic("sorted", "x", F(lower), F(upper), shift=F(shift), grid_exp=grid)
+        got = pl.select(polars_windows.code_values(pl.lit(pl.Series(values, dtype=dtype)), dtype(), stat))
+        want = [None if v is None else int((min(max(v, lower), upper) - shift) / F(2**grid)) for v in values]
+        assert got.to_series().to_list() == want

@@ -209,3 +209,19 @@ def test_explain_shows_sum_thresholds_in_score_units():
     threshold = float(ptr.split("> ")[1].split(" score units")[0])
     assert 5 < threshold < 30 and "grid units of 1.52588e-05" in ptr     # ≈ 13.5 score units, not 885979
     assert "negative total is ranked as 0" in text
+
+
+def test_selections_without_a_full_sort_match_the_full_sort():
+    """``top_desc`` / ``sorted_padded`` (partition, then sort the few) equal the full stable sort, ties included."""
+    from dpframe_topk.select import order_desc, sorted_padded, top_desc
+
+    gen = np.random.default_rng(0)
+    for trial in range(400):
+        n = int(gen.integers(0, 40))
+        scores = gen.integers(-2, 3, n) if trial % 2 else gen.integers(0, 10**6, n)
+        for count in (1, 2, 5, n - 1, n, n + 2):
+            if count < 1:
+                continue
+            assert top_desc(scores, count).tolist() == order_desc(scores)[:count].tolist()
+            full = np.sort(scores)[::-1][:count].tolist()
+            assert sorted_padded(scores, count).tolist() == full + [0] * (count - len(full))
