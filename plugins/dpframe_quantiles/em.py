@@ -112,8 +112,8 @@ segments only, so a seeded run draws the same stream on every machine)."""
 
 ENVELOPE_NATS = 12
 """Window slack: a proposal falls outside the window with probability ≤ e⁻¹² (speed only, not privacy)."""
-CORE_NATS = 2
-"""Blocks within 2 nats (utility 2/s) of the best are listed one by one; beyond, pieces of 2 nats each."""
+CORE_NATS = Fraction(1, 2)
+"""Blocks within ½ nat (utility 1/(2s)) of the best are listed one by one; beyond, pieces of ½, ½, 1, 2, … nats."""
 
 
 def window(s: Fraction, size: int) -> int:
@@ -126,7 +126,7 @@ def window(s: Fraction, size: int) -> int:
 
 
 def core_window(s: Fraction) -> int:
-    """The utility span listed block by block (:data:`CORE_NATS`/s); also each envelope piece's span."""
+    """The utility span listed block by block (:data:`CORE_NATS`/s); also the first envelope pieces' span."""
     return math.ceil(CORE_NATS / s)
 
 
@@ -137,19 +137,22 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
     A rejection sampler. The score is unimodal along the domain and moves by b per rank, so blocks are
     grouped by rank distance from the target q·n:
 
-    * the *core* — blocks within :func:`core_window` (2 nats) of the best utility — is listed block by
+    * the *core* — blocks within :func:`core_window` (½ nat) of the best utility — is listed block by
       block with its exact utility;
-    * beyond it, up to :func:`window` (ln|X| + 12 nats), consecutive ranks form *pieces* of 2 nats each:
-      a piece is one candidate whose weight is its domain length times exp(s·U_piece), with U_piece the
-      utility bound at its inner edge (≥ the utility of each of its integers);
+    * beyond it, up to :func:`window` (ln|X| + 12 nats), consecutive ranks form *pieces* spanning ½, ½, 1,
+      2, … nats outwards (:func:`_piece_steps`): a piece is one candidate whose weight is its domain length
+      times exp(s·U_piece), with U_piece the utility bound at its inner edge (≥ the utility of each of its
+      integers);
     * beyond the window, two outer *envelopes* reach the domain ends, bounded the same way.
 
     One exact EM draw over the candidates (``exponential_index_grouped``), a uniform integer z inside the
     chosen block or piece, and for a piece or envelope acceptance with probability exp(−s·(U − u(z)))
     (an exact Bernoulli); rejected segments draw again from scratch. Every integer z is thus proposed
     with weight exp(s·ũ(z)), ũ ≥ u and equal in the core, so accepted draws have probability exactly
-    ∝ exp(s·u(z)). A piece spans ≤ 2 nats, so it is accepted with probability ≥ e⁻²; pieces are
-    proposed in about a third of the draws (speed only).
+    ∝ exp(s·u(z)). A piece w nats wide that starts d nats below the best is proposed with weight about
+    w·e⁻ᵈ and accepted with probability ≥ e⁻ʷ: doubling widths keep the far pieces (d ≥ 2w) rare while
+    their count grows only with the logarithm of the window; 80–95 % of the draws are accepted in
+    ``bench/quantiles.py`` (speed only: any piece layout gives the same distribution).
 
     ``codes`` is read only through :meth:`SortedCodes.at` / :meth:`SortedCodes.count`, which answer as
     the fully sorted data would (completing partial codes first if they must); the reads stay within
@@ -237,7 +240,7 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     gap_in = run_high <= c_max[run_owner]
     # candidates per segment, in domain order:
     #   [left envelope, left pieces (outermost first)…, gap0?, (value, gap?)…, right pieces…, right envelope]
-    pieces = _pieces(s, b, wide - narrow, (c_min, c_max), (outer_min, outer_max), n)
+    pieces = _pieces(s, b, (c_min, c_max), (outer_min, outer_max), n)
     gap0 = c_min == 0
     first_run = np.searchsorted(run_owner, np.arange(nseg))
     nruns = np.bincount(run_owner, minlength=nseg)
@@ -292,24 +295,35 @@ def _rank_range(reach: npt.NDArray[np.int64], an: npt.NDArray[np.int64], b: int,
     return np.maximum(-((reach - an) // b), 0), np.minimum((an + reach) // b, n)
 
 
-def _pieces(s: Fraction, b: int, span: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+def _pieces(s: Fraction, b: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
             outer: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], n: npt.NDArray[np.int64]) -> int:
     """Pieces per side: enough to reach the window's edge in every segment (≥ 1; speed only).
 
     Fewer would still be exact (the outer envelope's bound holds from wherever the pieces stop); small
-    segments, whose core already spans the window, get one (empty) piece a side instead of dozens.
+    segments, whose core already spans the window, get one (empty) piece a side.
     """
-    step = _piece_ranks(s, b)
     (c_min, c_max), (outer_min, outer_max) = core, outer
     left = c_min - 1 - np.maximum(outer_min - 1, 0)
     right = np.minimum(outer_max, n - 1) - c_max
-    needed = int(np.maximum(left, right).max(initial=0))
-    return max(1, min(-(-needed // step), -(-span // (step * b)) + 1))
+    needed = -(-int(np.maximum(left, right).max(initial=0)) // _piece_ranks(s, b))    # in first-piece widths
+    return max(needed - 1, 0).bit_length() + 1
 
 
 def _piece_ranks(s: Fraction, b: int) -> int:
-    """Ranks per envelope piece: the score moves by b per rank, so a piece spans ≈ core_window(s)."""
+    """Ranks of the first envelope piece: the score moves by b per rank, so it spans ≈ core_window(s)."""
     return max(1, core_window(s) // b)
+
+
+def _piece_steps(s: Fraction, b: int, pieces: int) -> npt.NDArray[np.int64]:
+    """Rank distances of the piece boundaries from the core: 0, r, 2r, 4r, … (``pieces + 1`` of them).
+
+    Example:
+        >>> _piece_steps(Fraction(1, 4), 1, 4).tolist()     # r = 2 ranks: pieces of 2, 2, 4, 8 ranks
+        [0, 2, 4, 8, 16]
+
+    """
+    steps = [0, *(1 << i for i in range(pieces))]
+    return _piece_ranks(s, b) * np.array(steps, dtype=np.int64)
 
 
 def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.int64], b: int, s: Fraction,
@@ -318,16 +332,16 @@ def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.i
     """(lower, length, utility bound) of each segment's pieces and envelopes, shape (segments, 2·pieces + 2).
 
     Columns: the left envelope and left pieces from the outside in, then the right ones from the outside
-    in. Left of the core the boundaries are ranks B₀ = c_min − 1 > B₁ > … > B_P = max(outer_min − 1, 0)
-    (steps of :func:`_piece_ranks`); piece i is ``[x(Bᵢ), x(Bᵢ₋₁))``: every z in it has z < x(Bᵢ₋₁), so
-    C(z) ≤ Bᵢ₋₁ and u(z) ≤ −(a·n − b·Bᵢ₋₁); the envelope is ``[lo, x(B_P))``. Right of the core,
-    A₀ = c_max < A₁ < … < A_P = min(outer_max, n − 1); piece i is ``[x(Aᵢ₋₁) + 1, x(Aᵢ) + 1)`` where
+    in. Left of the core the boundaries are ranks B₀ = c_min − 1 ≥ B₁ ≥ … ≥ B_P ≥ max(outer_min − 1, 0)
+    (:func:`_piece_steps` from B₀, stopping at the window); piece i is ``[x(Bᵢ), x(Bᵢ₋₁))``: every z in it
+    has z < x(Bᵢ₋₁), so C(z) ≤ Bᵢ₋₁ and u(z) ≤ −(a·n − b·Bᵢ₋₁); the envelope is ``[lo, x(B_P))``. Right of the core,
+    A₀ = c_max ≤ A₁ ≤ … ≤ A_P ≤ min(outer_max, n − 1); piece i is ``[x(Aᵢ₋₁) + 1, x(Aᵢ) + 1)`` where
     L(z) ≥ Aᵢ₋₁ + 1, so u(z) ≤ −(b·(Aᵢ₋₁ + 1) − a·n); the envelope is ``[x(A_P) + 1, hi]``. Together with
     the core they partition ``[lo, hi]``. A side the core already reaches the end of gets zero lengths.
     """
     (c_min, c_max), (outer_min, outer_max) = core, outer
     n = seg.end - seg.start
-    step = _piece_ranks(s, b) * np.arange(pieces + 1)
+    step = _piece_steps(s, b, pieces)
     left_ok = (n > 0) & (c_min >= 1)
     left_rank = np.maximum(c_min[:, None] - 1 - step, np.maximum(outer_min - 1, 0)[:, None])   # B₀ … B_P
     left_x = _take(codes, seg.start[:, None] + left_rank, np.broadcast_to(left_ok[:, None], left_rank.shape))
