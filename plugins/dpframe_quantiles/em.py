@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.mechanism.sorted_codes import SortedCodes
+from dpframe.mechanism.sorted_codes import SortedCodes, ranges
 from dpframe.noise import RandomSource, bernoulli_exp_ratio, exponential_index_grouped
 from dpframe.parallel import chunk_size, map_chunks
 
@@ -210,7 +210,7 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     # core: runs meeting positions [c_min − 1, c_max] (listed by their last position), plus the run holding c_max
     p0 = np.where(full, np.maximum(c_min - 1, 0), 0)
     p1 = np.where(full, np.minimum(c_max, n - 1), -1)
-    pos = _ranges(p0, p1 + 1)
+    pos = ranges(p0, p1 + 1)
     owner = np.repeat(np.arange(nseg), p1 + 1 - p0)
     glob = seg.start[owner] + pos
     here = codes.at(glob)
@@ -460,15 +460,4 @@ def _uniform_below_each(bounds: npt.NDArray[np.int64], rng: RandomSource) -> npt
         words[bad] = rng.random_uint64(bad.size)
         bad = bad[words[bad] < threshold[bad]]
     out: npt.NDArray[np.int64] = (words % m).astype(np.int64)
-    return out
-
-
-def _ranges(start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Concatenated ``arange(start[i], end[i])`` (vectorised)."""
-    count = end - start
-    total = int(count.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    shift = np.repeat(start - (np.cumsum(count) - count), count)
-    out: npt.NDArray[np.int64] = np.arange(total, dtype=np.int64) + shift
     return out
