@@ -105,7 +105,7 @@ class Segments:
         return Segments(self.start[index], self.end[index], self.lo[index], self.hi[index])
 
 
-SEGMENT_CHUNK = 256
+SEGMENT_CHUNK = 512
 """At least this many segments (groups) per task of :func:`em_quantile` on the thread pool, and at most
 :data:`~dpframe.parallel.TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of
 segments only, so a seeded run draws the same stream on every machine)."""
@@ -158,23 +158,23 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
     the fully sorted data would (completing partial codes first if they must); the reads stay within
     the window (plus the envelope tests), which :func:`listing_reach` bounds.
 
-    Segments are independent: chunks of them (:data:`SEGMENT_CHUNK`) run as tasks on the thread pool
-    (:func:`dpframe.parallel.map_chunks`; in chunk order on one thread for a seeded source).
+    Segments are independent: each round proposes for every pending segment, in chunks
+    (:data:`SEGMENT_CHUNK`) that run as tasks on the thread pool (:func:`dpframe.parallel.map_chunks`; in
+    chunk order on one thread for a seeded source), then the rejected ones (about one in six) go to the
+    next round together — few, larger chunks rather than a small round in every chunk.
     """
-    def chunk(first: int, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        out = np.zeros(end - first, dtype=np.int64)
-        below = np.zeros(end - first, dtype=np.int64)
-        pending = np.arange(first, end)
-        while pending.size:
-            code, c, accepted = _propose(codes, seg.take(pending), q, epsilon, max_rows, rng)
-            out[pending[accepted] - first], below[pending[accepted] - first] = code[accepted], c[accepted]
-            pending = pending[~accepted]
-        return out, below
+    out = np.zeros(seg.start.size, dtype=np.int64)
+    below = np.zeros(seg.start.size, dtype=np.int64)
+    pending = np.arange(seg.start.size)
+    while pending.size:
+        def chunk(first: int, end: int, pending: npt.NDArray[np.int64] = pending) -> tuple[Any, Any, Any]:
+            return _propose(codes, seg.take(pending[first:end]), q, epsilon, max_rows, rng)
 
-    parts = map_chunks(chunk, seg.start.size, chunk_size(seg.start.size, SEGMENT_CHUNK), rng)
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        parts = map_chunks(chunk, pending.size, chunk_size(pending.size, SEGMENT_CHUNK), rng)
+        code, c, accepted = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
+        pending = pending[~accepted]
+    return out, below
 
 
 def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:
