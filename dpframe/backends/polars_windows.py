@@ -44,7 +44,7 @@ from dpframe.backends.rank_windows import (
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
 from dpframe.mechanism.sorted_codes import ranges
-from dpframe.parallel import chunk_size, map_chunks
+from dpframe.parallel import map_chunks
 
 WORTH = 0.5
 """Windows are used only if they hold at most half of the sampled codes (speed only; an empty sample
@@ -313,8 +313,10 @@ def finish_lists(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame
 
 
 LIST_CHUNK = 256
-"""At least this many lists per task of :func:`sort_each` on the thread pool (at most
-:data:`~dpframe.parallel.TASKS` tasks)."""
+"""Groups per task of :func:`finish` (ranks of the listed codes) on the thread pool."""
+LIST_VALUES = 1 << 17
+"""About this many values per task of :func:`sort_each`: a chunk's arrays stay in a core's cache (the packed
+sort's passes are memory-bound beyond it)."""
 
 
 def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> pl.Series:
@@ -322,9 +324,9 @@ def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> 
 
     ``order``: the lists to return, by position in ``column`` (−1: an empty list), in one pass with the
     sort — a Polars gather of the lists (a join, a sort of the rows) would copy every value once more.
-    Chunks of lists are sorted as tasks on the thread pool (:mod:`dpframe.parallel`; numpy's sort
-    releases the GIL): long lists one by one, in place; short ones by one sort of (list, value) packed
-    into a single integer when that fits in 63 bits, else a lexsort.
+    Chunks of lists (about :data:`LIST_VALUES` values each) are sorted as tasks on the thread pool
+    (:mod:`dpframe.parallel`; numpy's sort releases the GIL): long lists one by one, in place; short ones by
+    one sort of (list, value) packed into a single integer when that fits in 63 bits, else a lexsort.
 
     Example:
         >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]])).to_list()
@@ -355,7 +357,7 @@ def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> 
             out[lo:hi] = _sort_by_group(part, group, end - first)
 
     n = offsets.size - 1
-    map_chunks(sort_lists, n, chunk_size(n, LIST_CHUNK))
+    map_chunks(sort_lists, n, max(1, n * LIST_VALUES // max(int(offsets[-1]), 1)))
     listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(out)))
     assert isinstance(listed, pl.Series)
     return listed.alias(column.name)
