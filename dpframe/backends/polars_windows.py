@@ -350,8 +350,9 @@ def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> 
         lo, hi = int(offsets[first]), int(offsets[end])
         part = values[lo:hi] if order is None else values[ranges(starts[first:end], ends[first:end])]
         if hi - lo >= 64 * (end - first):
+            out[lo:hi] = part
             for a, b in zip(offsets[first:end].tolist(), offsets[first + 1:end + 1].tolist()):
-                out[a:b] = np.sort(part[a - lo:b - lo])
+                out[a:b].sort()                      # in place: no copy, no wrapper per list
         elif hi > lo:
             group = np.repeat(np.arange(end - first, dtype=np.int64), np.diff(offsets[first:end + 1]))
             out[lo:hi] = _sort_by_group(part, group, end - first)
