@@ -201,8 +201,10 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     size = int((seg.hi - seg.lo).max()) + 1 if nseg else 1
     full = n > 0
     # reference: the value at position ⌊q·n⌋ (a block of length 1); an empty segment has one block, u = 0
-    v_ref = _take(codes, seg.start + np.minimum(an // b, np.maximum(n - 1, 0)), full)
-    ref_low, ref_high = _count(codes, seg, v_ref, strict=True), _count(codes, seg, v_ref, strict=False)
+    p_ref = np.minimum(an // b, np.maximum(n - 1, 0))
+    v_ref = _take(codes, seg.start + p_ref, full)
+    ref_low = _count_near(codes, seg, v_ref, p_ref, strict=True)
+    ref_high = _count_near(codes, seg, v_ref, p_ref + full, strict=False)
     u_ref = np.where(full, -_utility(a, b, an, ref_low, ref_high), 0)
     wide, narrow = window(s, size), min(core_window(s), window(s, size))
     outer_min, outer_max = _rank_range(u_ref + wide, an, b, n)      # the window, in ranks C
@@ -234,7 +236,8 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     run_low = np.zeros(run_owner.size, dtype=np.int64)
     run_low[1:][follows[1:]] = run_high[:-1][follows[1:]]
     heads = np.flatnonzero(~follows)
-    run_low[heads] = _count(codes, seg.take(run_owner[heads]), run_value[heads], strict=True)
+    run_low[heads] = _count_near(codes, seg.take(run_owner[heads]), run_value[heads], run_high[heads] - 1,
+                                 strict=True)
     more = run_high < n[run_owner]
     after = _take(codes, seg.start[run_owner] + run_high, more, seg.hi[run_owner] + 1)
     gap_in = run_high <= c_max[run_owner]
@@ -365,6 +368,27 @@ def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.i
 def _count(codes: SortedCodes, seg: Segments, v: npt.NDArray[np.int64], *, strict: bool) -> npt.NDArray[np.int64]:
     """#{x < v[g]} (``strict``) or #{x ≤ v[g]} in each segment's sorted slice."""
     return codes.count(seg.start, seg.end, v, strict=strict)
+
+
+def _count_near(codes: SortedCodes, seg: Segments, v: npt.NDArray[np.int64], near: npt.NDArray[np.int64], *,
+                strict: bool) -> npt.NDArray[np.int64]:
+    """:func:`_count` when the answer is probably ``near`` (in ``[0, n]``): two reads instead of a search.
+
+    The count is ``near`` exactly when the code before it passes the test (or ``near`` = 0) and the code at
+    it fails (or ``near`` = n); only the other segments (ties around the reference) are searched. The reads
+    are the neighbours of ranks the caller reads anyway.
+    """
+    n = seg.end - seg.start
+    passes = np.less if strict else np.less_equal
+    before = near > 0
+    at = near < n
+    fits = ~before | passes(_take(codes, seg.start + near - 1, before), v)
+    fits &= ~at | ~passes(_take(codes, seg.start + near, at), v)
+    out = near.copy()
+    miss = np.flatnonzero(~fits)
+    if miss.size:
+        out[miss] = _count(codes, seg.take(miss), v[miss], strict=strict)
+    return out
 
 
 def joint_quantiles(groups: SortedCodes | Sequence[npt.NDArray[np.int64]], size: int, qs: Sequence[Fraction],
