@@ -110,6 +110,10 @@ SEGMENT_CHUNK = 512
 :data:`~dpframe.parallel.TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of
 segments only, so a seeded run draws the same stream on every machine)."""
 
+COPIES = 8
+"""At most this many independent proposals per pending segment in one round, once fewer than
+:data:`SEGMENT_CHUNK` segments are pending (speed only)."""
+
 ENVELOPE_NATS = 12
 """Window slack: a proposal falls outside the window with probability ≤ e⁻¹² (speed only, not privacy)."""
 CORE_NATS = Fraction(1, 2)
@@ -161,19 +165,30 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
     Segments are independent: each round proposes for every pending segment, in chunks
     (:data:`SEGMENT_CHUNK`) that run as tasks on the thread pool (:func:`dpframe.parallel.map_chunks`; in
     chunk order on one thread for a seeded source), then the rejected ones (about one in six) go to the
-    next round together — few, larger chunks rather than a small round in every chunk.
+    next round together — few, larger chunks rather than a small round in every chunk. Once fewer than
+    a chunk are pending, each gets several independent proposals in one round (up to :data:`COPIES`)
+    and keeps its first accepted one: the first acceptance among independent tries is a draw of the
+    target distribution, as with one try per round, in fewer rounds of fixed numpy dispatch.
     """
     out = np.zeros(seg.start.size, dtype=np.int64)
     below = np.zeros(seg.start.size, dtype=np.int64)
     pending = np.arange(seg.start.size)
     while pending.size:
-        def chunk(first: int, end: int, pending: npt.NDArray[np.int64] = pending) -> tuple[Any, Any, Any]:
-            return _propose(codes, seg.take(pending[first:end]), q, epsilon, max_rows, rng)
+        copies = max(1, min(COPIES, SEGMENT_CHUNK // pending.size))
+        tries = np.repeat(pending, copies)             # a segment's tries are consecutive
 
-        parts = map_chunks(chunk, pending.size, chunk_size(pending.size, SEGMENT_CHUNK), rng)
+        def chunk(first: int, end: int, tries: npt.NDArray[np.int64] = tries) -> tuple[Any, Any, Any]:
+            return _propose(codes, seg.take(tries[first:end]), q, epsilon, max_rows, rng)
+
+        parts = map_chunks(chunk, tries.size, chunk_size(tries.size, SEGMENT_CHUNK), rng)
         code, c, accepted = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        out[pending[accepted]], below[pending[accepted]] = code[accepted], c[accepted]
-        pending = pending[~accepted]
+        hits = np.flatnonzero(accepted)
+        _, first = np.unique(hits // copies, return_index=True)     # each segment's first accepted try
+        won = hits[first]
+        out[tries[won]], below[tries[won]] = code[won], c[won]
+        done = np.zeros(pending.size, dtype=bool)
+        done[won // copies] = True
+        pending = pending[~done]
     return out, below
 
 
