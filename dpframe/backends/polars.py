@@ -46,6 +46,7 @@ _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wra
 _KEEP = "__dpframe_keep"   # the bounding mask
 _UNIT = "__dpframe_unit"   # the unit column, in definition() and bounding (null: not ranked)
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
+_ORDER = "__dpframe_order"  # a group's row in the aggregate, while the small columns are joined and sorted
 
 
 def row_hashes(rows: pl.DataFrame, seed: int) -> U64s:
@@ -275,13 +276,18 @@ class PolarsBackend:
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
-        if request.keys is not None:       # the keys and the (small) aggregate are joined after the big query
-            empty = pl.lit([], dtype=pl.List(pl.Int64))
-            out = (request.keys.lazy().join(out.collect().lazy(), on=by, how="left", nulls_equal=True)
-                   .with_columns([pl.col(s.key).fill_null(empty if s.kind in LIST_KINDS else 0)
-                                  for s in request.statistics if s not in near])
-                   .with_columns(fill_missing_groups(near)))
-        result = _sorted_lists(out.sort(by, nulls_last=False).collect(), lists)
+        # the keys and the aggregate without its lists are joined and sorted after the big query; each list
+        # column then follows its rows' new order in the same numpy pass that sorts the lists
+        agg = out.collect()
+        small = agg.drop(lists).with_row_index(_ORDER).lazy()
+        if request.keys is not None:
+            small = (request.keys.lazy().join(small, on=by, how="left", nulls_equal=True)
+                     .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics
+                                    if s not in near and s.kind not in LIST_KINDS])
+                     .with_columns(fill_missing_groups(near)))
+        ordered = small.sort(by, nulls_last=False).collect()
+        order = ordered[_ORDER].cast(pl.Int64).fill_null(-1).to_numpy()
+        result = ordered.drop(_ORDER).with_columns([sort_each(agg[k], order) for k in lists])
         return finish(result, windows, dict(zip([s.key for s in near], inside)))
 
 

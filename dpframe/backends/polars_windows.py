@@ -43,6 +43,7 @@ from dpframe.backends.rank_windows import (
 )
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
+from dpframe.mechanism.sorted_codes import ranges
 from dpframe.parallel import map_chunks
 
 WORTH = 0.5
@@ -324,34 +325,52 @@ def finish_lists(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame
 
 
 LIST_CHUNK = 256
-"""Lists per task of :func:`sort_each` on the thread pool."""
+"""Groups per task of :func:`finish` (ranks of the listed codes) on the thread pool."""
+LIST_VALUES = 1 << 17
+"""About this many values per task of :func:`sort_each`: a chunk's arrays stay in a core's cache (the packed
+sort's passes are memory-bound beyond it)."""
 
 
-def sort_each(column: pl.Series) -> pl.Series:
+def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> pl.Series:
     """A List[Int64] column with every list sorted (in numpy: several times faster than ``list.sort``).
 
-    Chunks of :data:`LIST_CHUNK` lists are sorted as tasks on the thread pool (:mod:`dpframe.parallel`;
-    numpy's sort releases the GIL): long lists one by one, in place; short ones by one sort of (list,
-    value) packed into a single integer when that fits in 63 bits, else a lexsort.
+    ``order``: the lists to return, by position in ``column`` (−1: an empty list), in one pass with the
+    sort — a Polars gather of the lists (a join, a sort of the rows) would copy every value once more.
+    Chunks of lists (about :data:`LIST_VALUES` values each) are sorted as tasks on the thread pool
+    (:mod:`dpframe.parallel`; numpy's sort releases the GIL): long lists one by one, in place; short ones by
+    one sort of (list, value) packed into a single integer when that fits in 63 bits, else a lexsort.
 
     Example:
         >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]])).to_list()
         [[1, 2, 3], [], [7, 9]]
+        >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]]), np.array([2, -1, 0])).to_list()
+        [[7, 9], [], [1, 2, 3]]
 
     """
     values, offsets = flat_lists(column)
-    out = np.empty_like(values)       # written chunk by chunk by the tasks (no copy pass on one thread)
+    if order is None:
+        starts, ends = offsets[:-1], offsets[1:]
+    else:
+        have = order >= 0
+        picked = np.where(have, order, 0)
+        padded = np.append(offsets, offsets[-1])           # (an empty column: only −1 may be asked for)
+        starts, ends = np.where(have, padded[picked], 0), np.where(have, padded[picked + 1], 0)
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
+    out = np.empty(int(offsets[-1]), dtype=np.int64)   # written chunk by chunk by the tasks
 
     def sort_lists(first: int, end: int) -> None:
         lo, hi = int(offsets[first]), int(offsets[end])
+        part = values[lo:hi] if order is None else values[ranges(starts[first:end], ends[first:end])]
         if hi - lo >= 64 * (end - first):
+            out[lo:hi] = part
             for a, b in zip(offsets[first:end].tolist(), offsets[first + 1:end + 1].tolist()):
-                out[a:b] = np.sort(values[a:b])
+                out[a:b].sort()                      # in place: no copy, no wrapper per list
         elif hi > lo:
             group = np.repeat(np.arange(end - first, dtype=np.int64), np.diff(offsets[first:end + 1]))
-            out[lo:hi] = _sort_by_group(values[lo:hi], group, end - first)
+            out[lo:hi] = _sort_by_group(part, group, end - first)
 
-    map_chunks(sort_lists, offsets.size - 1, LIST_CHUNK)
+    n = offsets.size - 1
+    map_chunks(sort_lists, n, max(1, n * LIST_VALUES // max(int(offsets[-1]), 1)))
     listed = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(out)))
     assert isinstance(listed, pl.Series)
     return listed.alias(column.name)

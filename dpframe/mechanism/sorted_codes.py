@@ -228,3 +228,20 @@ def search_ranges(values: Int64s, lo: Int64s, hi: Int64s, v: Int64s, strict: boo
         right = active & ((x < v) if strict else (x <= v))
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
+
+
+def ranges(start: Int64s, end: Int64s) -> Int64s:
+    """Concatenated ``arange(start[i], end[i])`` (vectorised).
+
+    Example:
+        >>> ranges(np.array([3, 0, 7]), np.array([5, 0, 9])).tolist()
+        [3, 4, 7, 8]
+
+    """
+    count = end - start
+    total = int(count.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(start - (np.cumsum(count) - count), count)
+    out: Int64s = np.arange(total, dtype=np.int64) + shift
+    return out

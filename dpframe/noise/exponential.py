@@ -195,17 +195,22 @@ above, so over an interval of 2⁻⁶⁴ G grows by at most 2⁻³⁸."""
 def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Float64 bounds of G(U) for U ∈ [k/2⁶⁴, (k+1)/2⁶⁴] (before the safety margin).
 
-    *Bulk* words (:data:`_BULK`): ``E = −ln U = −log1p(−(2⁶⁴ − k)/2⁶⁴)`` at the lower end, from the integer
-    2⁶⁴ − k (no cancellation near U = 1), then G = −ln E; the upper end adds :data:`_BULK_WIDTH`. Rounding:
-    2⁶⁴ − k carries a relative error ≤ 2⁻⁵², which ``log1p`` amplifies by (1 − U)/(U·E) ≤ 1/U ≤ 2¹⁰, so E is
-    within a relative 2⁻⁴¹ and G within 2⁻⁴¹ + a few ulps — far inside ``_MARGIN`` (1e-10) with the width.
+    *Bulk* words (:data:`_BULK`): ``E = −ln U = −log1p(U − 1)`` at the lower end, then G = −ln E; the upper end
+    adds :data:`_BULK_WIDTH`. U − 1 comes from the word read as a signed integer s (s = k for U < 1/2,
+    k − 2⁶⁴ above): s·2⁻⁶⁴, minus 1 when s ≥ 0. For U ≥ 1/2 that is −(1 − U) to a relative 2⁻⁵³ (no
+    cancellation near U = 1); below, U carries an absolute error ≤ 2⁻⁵², which moves ``log1p`` by ≤ 2⁻⁵²/U
+    ≤ 2⁻⁴². So G is within about 2⁻⁴¹ (with a few ulps) — far inside ``_MARGIN`` (1e-10), with the width.
     Other words (U < 2⁻¹⁰ or U > 1 − 2⁻²⁴) take :func:`_gumbel_bounds_exact`, both ends.
     """
     k = words.astype(np.uint64, copy=False)
+    signed = k.view(np.int64)
+    shifted = signed.astype(np.float64)                   # U·2⁶⁴, or (U − 1)·2⁶⁴ when U ≥ 1/2
+    shifted *= 2.0**-64
+    shifted -= signed >= 0                                # U − 1
     with np.errstate(divide="ignore"):
-        g_lo = -np.log(-np.log1p(((~k).astype(np.float64) + 1.0) * -(2.0**-64)))
+        g_lo = -np.log(-np.log1p(shifted))
     g_hi = g_lo + _BULK_WIDTH
-    odd = np.flatnonzero((k < np.uint64(_BULK[0])) | (k >= np.uint64(_BULK[1])))
+    odd = np.flatnonzero(k + np.uint64(2**64 - _BULK[1]) < np.uint64(_BULK[0] + 2**64 - _BULK[1]))   # not bulk
     if odd.size:
         g_lo[odd], g_hi[odd] = _gumbel_bounds_exact(k[odd])
     return g_lo, g_hi

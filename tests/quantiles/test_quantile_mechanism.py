@@ -131,6 +131,21 @@ def test_single_quantile_matches_exact_pmf(q: F, m: int) -> None:
     assert chi2_pvalue(counts, {(z,): p for z, p in pmf.items()}) > 1e-4
 
 
+def test_several_tries_per_round_keep_the_exact_pmf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few pending segments get several proposals in one round (the first accepted one is kept): with a
+    narrow core every round rejects often, and small calls take that path from the first round."""
+    monkeypatch.setattr(em, "core_window", lambda s: 1)
+    monkeypatch.setattr(em, "window", lambda s, size: 8)
+    data = [0, 1, 2, 2, 2, 5, 6, 6, 9, 30, 31, 31, 40]
+    pmf = em_pmf(data, 0, 44, F(1, 2), F(1), 1)
+    counts: Counter[tuple[int, ...]] = Counter()
+    rng = SeededRandomSource(11)
+    for _ in range(200):                 # 200 calls of 60 identical groups: 8 tries per segment and round
+        out = joint_quantiles([np.array(data, dtype=np.int64)] * 60, 45, [F(1, 2)], F(1), 1, rng)
+        counts.update(map(tuple, out.tolist()))
+    assert chi2_pvalue(counts, {(z,): p for z, p in pmf.items()}) > 1e-4
+
+
 def test_joint_quantiles_match_exact_pmf() -> None:
     qs = [F(1, 4), F(1, 2), F(3, 4)]
     pmf = joint_pmf(D, 0, 7, qs, F(1, 2), 1)
