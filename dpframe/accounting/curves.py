@@ -419,10 +419,25 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = 
         if s > MAX_DISCRETE_GAUSSIAN_SIGMA:
             raise BudgetError(f"scalar=True tabulates the pmf: σ must be at most {MAX_DISCRETE_GAUSSIAN_SIGMA:g}, "
                               f"got {shown(sigma)}", argument="sigma", fix="leave scalar=False (the RDP-derived PLD)")
-        hs = hs_discrete_gaussian(s, int(d))
+        hs = _tabulated_on_first_use(s, int(d))
         spec["scalar"] = True
     return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g}{', scalar' if hs else ''})", spec,
                         rdp_linear(rho), hs, hs, None, 0.0, rho, False, kl=rho)
+
+
+def _tabulated_on_first_use(sigma: float, sensitivity: int) -> Fn:
+    """:func:`hs_discrete_gaussian`, its pmf table built when δ(ε) is first asked for.
+
+    A session that composes RDP only never needs it: planning stays cheap.
+    """
+    table: list[Fn] = []
+
+    def hs(eps: Any) -> Any:
+        if not table:
+            table.append(hs_discrete_gaussian(sigma, sensitivity))
+        return table[0](eps)
+
+    return hs
 
 
 def exponential(epsilon: float) -> PrivacyCurve:

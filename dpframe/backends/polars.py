@@ -276,8 +276,15 @@ class PolarsBackend:
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
-        # the keys and the aggregate without its lists are joined and sorted after the big query; each list
-        # column then follows its rows' new order in the same numpy pass that sorts the lists
+        inside_of = dict(zip([s.key for s in near], inside))
+        if not lists:      # the keys and the (small) aggregate are joined and sorted after the big query
+            if request.keys is not None:
+                out = (request.keys.lazy().join(out.collect().lazy(), on=by, how="left", nulls_equal=True)
+                       .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics if s not in near])
+                       .with_columns(fill_missing_groups(near)))
+            return finish(out.sort(by, nulls_last=False).collect(), windows, inside_of)
+        # with lists, the aggregate without them is joined and sorted; each list column then follows its
+        # rows' new order in the same numpy pass that sorts the lists
         agg = out.collect()
         small = agg.drop(lists).with_row_index(_ORDER).lazy()
         if request.keys is not None:
@@ -288,7 +295,7 @@ class PolarsBackend:
         ordered = small.sort(by, nulls_last=False).collect()
         order = ordered[_ORDER].cast(pl.Int64).fill_null(-1).to_numpy()
         result = ordered.drop(_ORDER).with_columns([sort_each(agg[k], order) for k in lists])
-        return finish(result, windows, dict(zip([s.key for s in near], inside)))
+        return finish(result, windows, inside_of)
 
 
 def _among(columns: list[str], table: pl.DataFrame) -> pl.Expr:
