@@ -267,11 +267,10 @@ class PolarsBackend:
             return finish(_sorted_lists(single.collect(), lists), windows, {})
         out = frame.group_by(by).agg(exprs + extra)
         inside: list[pl.DataFrame] = []
-        if windows is not None and near:   # and per statistic the (few) rows inside its windows, ungrouped
-            main, *inside = pl.collect_all([out, *[frame.filter(windows.inside(s)).select(*by, windows.listed(s))
-                                                   for s in near]], engine="streaming")
+        if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
+            main, *inside = pl.collect_all([out, *[windows.listed_lists(s) for s in near]], engine="streaming")
             missed = windows.unsampled(main)
-            if missed.height:              # small groups the sample missed: all their rows instead
+            if missed.height:              # small groups the sample missed: all their codes instead
                 whole = pl.collect_all([windows.whole(s, missed) for s in near])
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]

@@ -53,6 +53,7 @@ counts as all listed)."""
 _CODE = "__dpframe_code{}"
 _LO, _HI = "__dpframe_lo{}_{}", "__dpframe_hi{}_{}"
 _BELOW, _IN = "__dpframe_below{}_{}", "__dpframe_in{}"
+_ROW = "__dpframe_row"
 
 
 def sorted_codes(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
@@ -178,15 +179,20 @@ class RankWindows:
         """The codes inside ``stat``'s windows (unsorted), named by its key."""
         return pl.col(_CODE.format(self.stats.index(stat))).filter(self.inside(stat)).alias(stat.key)
 
+    def listed_lists(self, stat: Statistic) -> pl.LazyFrame:
+        """Per group (grouping columns), the codes inside ``stat``'s windows as one unsorted list, named by its key."""
+        code = pl.col(_CODE.format(self.stats.index(stat)))
+        return self.frame.filter(self.inside(stat)).group_by(self.by).agg(code.alias(stat.key))
+
     def unsampled(self, groups: pl.DataFrame) -> pl.DataFrame:
         """The groups (grouping columns of ``groups``) the sample did not see."""
         return groups.select(self.by).join(self.sampled, on=self.by, how="anti", nulls_equal=True)
 
     def whole(self, stat: Statistic, groups: pl.DataFrame) -> pl.LazyFrame:
-        """Every code of the groups ``groups`` (grouping columns and code per row): groups the sample missed."""
+        """Every code of the groups ``groups`` (grouping columns and one list per group): groups the sample missed."""
         code = pl.col(_CODE.format(self.stats.index(stat)))
         return (self.frame.join(groups.lazy(), on=self.by, how="semi", nulls_equal=True)
-                .select(*self.by, code.alias(stat.key)).drop_nulls(stat.key))
+                .group_by(self.by).agg(code.drop_nulls().alias(stat.key)))
 
     def lower_ends(self, stat: Statistic, groups: pl.DataFrame) -> npt.NDArray[np.int64]:
         """Each window's lower end for the groups (rows of ``groups``' grouping columns), shape (groups, targets).
@@ -256,41 +262,40 @@ def fill_missing_groups(near: Sequence[Statistic]) -> list[pl.Expr]:
             for a in ["n", *(f"below{j}" for j in range(len(s.near)))]]
 
 
-def grouped_codes(result: pl.DataFrame, rows: pl.DataFrame, by: list[str], key: str
+def grouped_codes(result: pl.DataFrame, lists: pl.DataFrame, by: list[str], key: str
                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The listed codes ``rows`` (grouping columns and ``key``) per group of ``result``, sorted: (codes, offsets).
+    """The listed codes per group of ``result``, sorted: (codes, offsets).
 
-    Groups come in ``result``'s row order. Each row finds its group's index in ``result`` (a join with
-    the small result), then one sort by (group, code) — of a single combined integer when group index
-    and code fit in 63 bits, else a lexsort.
+    ``lists`` holds one unsorted list of codes (``key``) per group (grouping columns ``by``), in any order;
+    a group of ``result`` without a row there has no codes. Groups come in ``result``'s row order: a join
+    of the two small frames gives each group's list, and :func:`sort_each` gathers and sorts the lists on
+    the thread pool.
 
     Example:
         >>> result = pl.DataFrame({"g": ["a", "b", "c"]})
-        >>> rows = pl.DataFrame({"g": ["c", "a", "c", "a", "a"], "k": [5, 3, 4, 1, 2]})
-        >>> [a.tolist() for a in grouped_codes(result, rows, ["g"], "k")]
+        >>> lists = pl.DataFrame({"g": ["c", "a"], "k": [[5, 4], [3, 1, 2]]})
+        >>> [a.tolist() for a in grouped_codes(result, lists, ["g"], "k")]
         [[1, 2, 3, 4, 5], [0, 3, 3, 5]]
 
     """
-    groups = result.select(by).with_row_index("__dpframe_group")
-    index = rows.select(*by, key).join(groups, on=by, how="inner", nulls_equal=True)
-    group = index["__dpframe_group"].to_numpy().astype(np.int64)
-    codes = index[key].to_numpy().astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=result.height))]).astype(np.int64)
-    return _sort_by_group(codes, group, result.height), offsets
+    order = (result.select(by).join(lists.select(by).with_row_index(_ROW), on=by, how="left", nulls_equal=True,
+                                    maintain_order="left")[_ROW].cast(pl.Int64).fill_null(-1).to_numpy())
+    return flat_lists(sort_each(lists[key], order))
 
 
-def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.DataFrame]) -> pl.DataFrame:
+def finish(out: pl.DataFrame, windows: RankWindows | None, lists: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """Each partial ``sorted`` as the struct ``{n, positions, codes}`` (see :class:`Statistic`).
 
-    ``rows`` holds, when grouped, each statistic's listed codes one per row (see :func:`grouped_codes`);
-    without grouping they are the statistic's (single) list in ``out``. Codes are sorted here, in numpy.
+    ``lists`` holds, when grouped, each statistic's listed codes as one list per group (see
+    :func:`grouped_codes`); without grouping they are the statistic's (single) list in ``out``. Codes are
+    sorted here, in numpy.
     """
     if windows is None:
         return out
     for s in windows.near:
         k, targets = s.key, range(len(s.near))
         if windows.by:
-            codes, offsets = grouped_codes(out, rows[k], windows.by, k)
+            codes, offsets = grouped_codes(out, lists[k], windows.by, k)
         else:
             codes, offsets = flat_lists(out[k])
             codes = np.sort(codes)
@@ -306,8 +311,8 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.Da
             ranks[a:b] = window_positions(codes[a:b], offsets[first:end + 1] - a, below[first:end], lo[first:end])
 
         map_chunks(place, offsets.size - 1, LIST_CHUNK)
-        lists = [pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(v))) for v in (ranks, codes)]
-        struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": lists[0], "codes": lists[1]}).to_struct(k)
+        arrays = [pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(v))) for v in (ranks, codes)]
+        struct = pl.DataFrame({"n": out[f"{k}#n"], "positions": arrays[0], "codes": arrays[1]}).to_struct(k)
         helpers = [c for c in out.columns if c.startswith(f"{k}#") or c == k]
         out = out.drop(helpers).with_columns(struct)
     return out
@@ -316,11 +321,12 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, rows: dict[str, pl.Da
 def finish_lists(out: pl.DataFrame, windows: RankWindows | None) -> pl.DataFrame:
     """:func:`finish` when each partial statistic's listed codes come as one unsorted list per group (``out[key]``).
 
-    The SQL backends aggregate them so (one query); grouped, they are exploded into rows first.
+    The SQL backends aggregate them so (one query); nulls (a group without listed codes) are empty lists.
     """
     if windows is None or not windows.by:
         return finish(out, windows, {})
-    return finish(out, windows, {s.key: out.select(*windows.by, s.key).explode(s.key).drop_nulls(s.key)
+    empty = pl.lit([], dtype=pl.List(pl.Int64))
+    return finish(out, windows, {s.key: out.select(*windows.by, pl.col(s.key).list.drop_nulls().fill_null(empty))
                                  for s in windows.near})
 
 
