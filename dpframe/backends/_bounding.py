@@ -89,12 +89,15 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
             values = (units if ranked is None else units.fill_null(low)).to_numpy()
             base = np.intp(low if low < 2**63 else low - 2**64)
-            ids = np.empty(values.size, dtype=np.intp)
+            if base == 0 and values.dtype == np.intp and ranked is None:
+                ids = values       # ids from 0 already (read only from here on): no copy
+            else:
+                ids = np.empty(values.size, dtype=np.intp)
 
-            def subtract(a: int, b: int) -> None:
-                np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
+                def subtract(a: int, b: int) -> None:
+                    np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
 
-            _parallel(subtract, values.size)
+                _parallel(subtract, values.size)
             if ranked is None:
                 return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
             other = high - low + 1      # the null units' bucket, never ranked
