@@ -299,6 +299,21 @@ class _Batch:
         return self.scales[int(np.searchsorted(self.offsets, i, side="right")) - 1]
 
 
+def _batched(params: Sequence[RationalLike], sizes: Sequence[int], rng: RandomSource, name: str, maximum: Fraction,
+             prepare: Callable[[Fraction], Any], draw: Callable[[_Batch, RandomSource], Int64Array]
+             ) -> list[Int64Array]:
+    """``sizes[k]`` draws with parameter ``params[k]`` for each k, from one call of ``draw`` (checked first)."""
+    if len(params) != len(sizes):
+        raise ValueError(f"{name}s and sizes must have the same length, got {len(params)} and {len(sizes)}")
+    values = [_positive(p, name, maximum) for p in params]
+    counts = [check_size(n) for n in sizes]
+    rng = _check_rng(rng)
+    if not values:
+        return []
+    batch = _Batch([prepare(v) for v in values], counts)
+    return np.split(draw(batch, rng), batch.offsets[1:-1])
+
+
 def _gallop(lo: IntArray, hi: IntArray, cap: IntArray, test: Callable[[IntArray, npt.NDArray[np.intp]], BoolArray]
             ) -> IntArray:
     """max{m ≥ 0 : A(m)} per element, for A non-increasing in m with A(0) true and A(cap) false.
@@ -413,15 +428,7 @@ def discrete_laplace_batch(scales: Sequence[RationalLike], sizes: Sequence[int],
         [(3,), (2,)]
 
     """
-    if len(scales) != len(sizes):
-        raise ValueError(f"scales and sizes must have the same length, got {len(scales)} and {len(sizes)}")
-    lams = [_positive(s, "scale", MAX_LAPLACE_SCALE) for s in scales]
-    counts = [check_size(n) for n in sizes]
-    rng = _check_rng(rng)
-    if not lams:
-        return []
-    batch = _Batch([_scale(lam) for lam in lams], counts)
-    return np.split(_laplace(batch, rng), batch.offsets[1:-1])
+    return _batched(scales, sizes, rng, "scale", MAX_LAPLACE_SCALE, _scale, _laplace)
 
 
 def discrete_laplace(scale: RationalLike, size: int, rng: RandomSource) -> Int64Array:
@@ -575,15 +582,7 @@ def discrete_gaussian_batch(sigma2s: Sequence[RationalLike], sizes: Sequence[int
         [(3,), (2,)]
 
     """
-    if len(sigma2s) != len(sizes):
-        raise ValueError(f"sigma2s and sizes must have the same length, got {len(sigma2s)} and {len(sizes)}")
-    values = [_positive(s, "sigma2", MAX_GAUSSIAN_SIGMA2) for s in sigma2s]
-    counts = [check_size(n) for n in sizes]
-    rng = _check_rng(rng)
-    if not values:
-        return []
-    batch = _Batch([_sigma2(v) for v in values], counts)
-    return np.split(_gaussian(batch, rng), batch.offsets[1:-1])
+    return _batched(sigma2s, sizes, rng, "sigma2", MAX_GAUSSIAN_SIGMA2, _sigma2, _gaussian)
 
 
 def discrete_gaussian(sigma2: RationalLike, size: int, rng: RandomSource) -> Int64Array:
