@@ -356,7 +356,7 @@ def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
 
     """
     sensitivity = noise.sensitivity
-    exact = cells == 1 and sensitivity.denominator == 1
+    exact = cells == 1 and sensitivity.denominator == 1 and sensitivity <= 2**53   # (the exact curves' range)
     if noise.distribution == "discrete_laplace":
         if exact:
             return acc.discrete_laplace(_down(noise.scale), int(sensitivity))

@@ -74,3 +74,17 @@ def test_a_group_by_is_charged_exactly_only_when_a_unit_changes_one_group(unit: 
     else:                   # the rows may be split over 3 groups: the dimension-free ε-DP curve (RR pair)
         want = composed_epsilon(DELTA, 4.0, 1, 20)
     assert want - 1e-9 <= reported <= want + 2e-3
+
+
+def test_a_sensitivity_beyond_the_exact_curves_range_keeps_the_dimension_free_curve() -> None:
+    # Δ > 2**53 (e.g. a sum's grid steps times a huge max_rows): the exact 1-D curves refuse such a Δ, so the
+    # charge stays the ε-DP curve rather than refusing the query.
+    from fractions import Fraction
+
+    from dpframe.mechanism import Noise
+    from dpframe_aggregates.aggregates import noise_curve
+
+    huge = Noise.calibrate(Fraction(2**60), dp.PureDP(1024))
+    curve = noise_curve(huge, 1)
+    assert curve.pure_eps == pytest.approx(1024.0)
+    assert noise_curve(Noise.calibrate(Fraction(3), dp.PureDP(1)), 1).label.startswith("discrete Laplace")
