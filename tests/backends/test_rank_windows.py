@@ -201,6 +201,18 @@ def test_sort_each_sorts_every_list(groups: int, span: int) -> None:
     assert got.name == "k" and got.to_list() == [sorted(v) for v in lists]
 
 
+@pytest.mark.parametrize("threads", ["1", "16"])
+def test_sort_each_lists_of_a_hundred_on_few_and_many_threads(threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lists of ~100 values: one by one on ≤ 2 threads, packed sorts on more (LONG_LIST); same lists, same order."""
+    monkeypatch.setenv("DPFRAME_THREADS", threads)
+    rng = np.random.default_rng(3)
+    lists = [rng.integers(0, 10**6, rng.integers(60, 140)).tolist() for _ in range(3_000)]
+    order = rng.permutation(3_000)
+    order[::7] = -1
+    got = sort_each(pl.Series("k", lists, dtype=pl.List(pl.Int64)), order)
+    assert got.to_list() == [sorted(lists[i]) if i >= 0 else [] for i in order]
+
+
 @pytest.mark.parametrize("dtype", [pl.Int8, pl.Int32, pl.Int64, pl.UInt32, pl.UInt64])
 def test_integer_codes_are_exact_in_int64_and_int128(dtype: Any) -> None:
     """Codes clamp, shift and round toward zero exactly, whether computed in Int64 or (near int64's ends) Int128."""
