@@ -349,8 +349,9 @@ def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> 
     ``order``: the lists to return, by position in ``column`` (−1: an empty list), in one pass with the
     sort — a Polars gather of the lists (a join, a sort of the rows) would copy every value once more.
     Chunks of lists (about :data:`LIST_VALUES` values each) are sorted as tasks on the thread pool
-XX
-    one sort of (list, value) packed into a single integer when that fits in 63 bits, else a lexsort.
+    (:mod:`dpframe.parallel`; numpy's sort releases the GIL): long lists one by one, in place; short ones
+    (:data:`LONG_LIST`) by one sort of (list, value) packed into a single integer when that fits in 63 bits,
+    else a lexsort.
 
     Example:
         >>> sort_each(pl.Series("k", [[3, 1, 2], [], [9, 7]])).to_list()
