@@ -298,6 +298,21 @@ class _Batch:
         """The scale of element ``i``."""
         return self.scales[int(np.searchsorted(self.offsets, i, side="right")) - 1]
 
+    def slice(self, lo: int, hi: int) -> _Batch:
+        """The elements ``lo:hi`` as a batch of their own (scales that end before it keep a size of 0)."""
+        if len(self.scales) == 1:
+            return _Batch(self.scales, [hi - lo])
+        ends, starts = np.minimum(self.offsets[1:], hi), np.maximum(self.offsets[:-1], lo)
+        return _Batch(self.scales, np.maximum(ends - starts, 0))
+
+
+_CHUNK = 1 << 15   # elements per numpy pass: the working arrays of a chunk stay in the CPU cache
+
+
+def _chunks(total: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of at most :data:`_CHUNK` elements covering ``range(total)`` (one when it is empty)."""
+    return [(lo, min(lo + _CHUNK, total)) for lo in range(0, max(total, 1), _CHUNK)]
+
 
 def _batched(params: Sequence[RationalLike], sizes: Sequence[int], rng: RandomSource, name: str, maximum: Fraction,
              prepare: Callable[[Fraction], Any], draw: Callable[[_Batch, RandomSource], Int64Array]
@@ -397,14 +412,30 @@ def _low_parts(batch: _Batch, idx: npt.NDArray[np.intp], rng: RandomSource) -> I
 
 
 def _laplace(batch: _Batch, rng: RandomSource) -> Int64Array:
-    """Discrete Laplace draws, ``batch.sizes[k]`` of scale ``batch.scales[k]``, concatenated."""
-    words = rng.random_uint64(int(batch.offsets[-1]))
-    m = _coarse(batch, _Cells(words, rng))
-    if any(s.k for s in batch.scales):
-        split = np.flatnonzero((np.asarray(batch("k")) > 0) & (m > 0))
-        k = np.asarray(batch("k", split))
-        m = m.astype(object) if m.dtype == object else m
-        m[split] = 1 + (m[split] - 1) * (np.ones_like(k) << k).astype(m.dtype) + _low_parts(batch, split, rng)
+    """Discrete Laplace draws, ``batch.sizes[k]`` of scale ``batch.scales[k]``, concatenated.
+
+    The words are drawn chunk by chunk (:func:`_chunks`: the same stream as one call) and each chunk's
+    coarse magnitudes are found while its arrays are in the cache; the split scales' low parts follow.
+    """
+    if not any(s.k for s in batch.scales):
+        return np.concatenate([_signed(_coarse(sub, _Cells(words, rng)), words)
+                               for sub, words in _chunk_words(batch, rng)])
+    parts = [(_coarse(sub, _Cells(words, rng)), words) for sub, words in _chunk_words(batch, rng)]
+    words = np.concatenate([w for _m, w in parts])
+    m: IntArray = np.concatenate([m for m, _w in parts])
+    split = np.flatnonzero((np.asarray(batch("k")) > 0) & (m > 0))
+    k = np.asarray(batch("k", split))
+    m[split] = 1 + (m[split] - 1) * (np.ones_like(k) << k).astype(m.dtype) + _low_parts(batch, split, rng)
+    return _signed(m, words)
+
+
+def _chunk_words(batch: _Batch, rng: RandomSource) -> list[tuple[_Batch, npt.NDArray[np.uint64]]]:
+    """Per chunk of the batch: its sub-batch and its words, one word per element, drawn in order."""
+    return [(batch.slice(lo, hi), rng.random_uint64(hi - lo)) for lo, hi in _chunks(int(batch.offsets[-1]))]
+
+
+def _signed(m: IntArray, words: npt.NDArray[np.uint64]) -> Int64Array:
+    """±m as int64: negative where the word's top bit (the sign S) is set."""
     m = _checked_int64(m)
     return np.where(words >= np.uint64(2**63), -m, m)
 
@@ -539,8 +570,17 @@ def _gaussian_rate(sigma2: Fraction, t: int) -> float:
 
 
 def _accept(y: Int64Array, batch: _Batch, rng: RandomSource) -> BoolArray:
-    """Exactly U < exp(-(|y| − σ²/t)²/(2σ²)) per candidate (σ² per element from ``batch``)."""
-    cells = _Cells(rng.random_uint64(y.size), rng)
+    """Exactly U < exp(-(|y| − σ²/t)²/(2σ²)) per candidate (σ² per element from ``batch``), one word each.
+
+    All the words are drawn first, in order (as one call would), then decided chunk by chunk (:func:`_chunks`).
+    """
+    words = [rng.random_uint64(hi - lo) for lo, hi in _chunks(y.size)]
+    return np.concatenate([_accept_chunk(y[lo:hi], batch.slice(lo, hi), _Cells(w, rng))
+                           for (lo, hi), w in zip(_chunks(y.size), words, strict=True)])
+
+
+def _accept_chunk(y: Int64Array, batch: _Batch, cells: _Cells) -> BoolArray:
+    """:func:`_accept` on one chunk, with its uniforms ``cells``."""
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(y).astype(np.float64) - batch("s_f")
         p_hat = exp_neg(np.nan_to_num(d * d * batch("v_f"), nan=np.inf))
