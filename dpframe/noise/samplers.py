@@ -286,12 +286,14 @@ class _Batch:
     def __init__(self, scales: Sequence[Any], sizes: Sequence[int]) -> None:
         self.scales, self.sizes = list(scales), [int(s) for s in sizes]
         self.offsets = np.cumsum([0, *self.sizes])
+        self._per: dict[str, npt.NDArray[Any]] = {}     # name -> the per-element array (several scales)
 
     def __call__(self, name: str, idx: npt.NDArray[np.intp] | None = None) -> Any:
-        values = [getattr(s, name) for s in self.scales]
-        if len(values) == 1:
-            return values[0]
-        per = np.repeat(np.array(values), self.sizes)
+        if len(self.scales) == 1:
+            return getattr(self.scales[0], name)
+        per = self._per.get(name)
+        if per is None:
+            per = self._per[name] = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
         return per if idx is None else per[idx]
 
     def of(self, i: int) -> Any:
@@ -369,8 +371,11 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
     m: IntArray = guess
-    for bad, dtype in ((np.flatnonzero((~here | nxt) & (cells.u > 0)), np.int64),
-                       (np.flatnonzero((~here | nxt) & (cells.u == 0)), object)):   # U < 2⁻⁶³: no cap
+    wrong = ~here | nxt
+    if not wrong.any():
+        return m
+    for bad, dtype in ((np.flatnonzero(wrong & (cells.u > 0)), np.int64),
+                       (np.flatnonzero(wrong & (cells.u == 0)), object)):   # U < 2⁻⁶³: no cap
         if bad.size:
             start = guess[bad].astype(dtype)
             cap = (np.broadcast_to(np.asarray(batch("cap", bad)), bad.shape) if dtype is np.int64
@@ -581,10 +586,11 @@ def _accept(y: Int64Array, batch: _Batch, rng: RandomSource) -> BoolArray:
 
 def _accept_chunk(y: Int64Array, batch: _Batch, cells: _Cells) -> BoolArray:
     """:func:`_accept` on one chunk, with its uniforms ``cells``."""
+    slow = ~np.asarray(batch("fast"), dtype=bool)
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(y).astype(np.float64) - batch("s_f")
-        p_hat = exp_neg(np.nan_to_num(d * d * batch("v_f"), nan=np.inf))
-    slow = ~np.asarray(batch("fast"), dtype=bool)
+        x = d * d * batch("v_f")            # never NaN for σ² ≥ 2⁻⁹⁰⁰ (d and 1/(2σ²) finite, the latter > 0)
+        p_hat = exp_neg(np.nan_to_num(x, nan=np.inf) if slow.any() else x)
     if slow.any():          # no float bound: NaN is never certain, so the exact path decides
         p_hat[np.broadcast_to(slow, p_hat.shape)] = np.nan
 
