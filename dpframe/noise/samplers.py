@@ -355,8 +355,7 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     """M' per element (int64, or object where U < 2⁻⁶³): a float64 guess, verified exactly, corrected by search."""
     def thresholds(j: IntArray, idx: npt.NDArray[np.intp] | None) -> FloatArray:
         x = (np.asarray(j, dtype=np.float64) - 1) * batch("step", idx) + batch("x1", idx)
-        p: FloatArray = exp_neg(x)
-        p[np.asarray(j == 0)] = 2.0                # A(0) holds (c > 1): certain without a comparison
+        p: FloatArray = np.where(np.asarray(j == 0), 2.0, exp_neg(x))   # A(0) holds (c > 1): certain as it is
         return p
 
     def above(j: IntArray, idx: npt.NDArray[np.intp] | None, p_hat: FloatArray) -> BoolArray:
@@ -368,7 +367,7 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
         guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
     guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
     p_here = thresholds(guess, None)
-    p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
+    p_next = np.where(p_here == 2.0, batch("first"), p_here * batch("r"))   # next threshold: times q^K (j = 0: c·q)
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
     m: IntArray = guess
     wrong = ~here | nxt
@@ -440,15 +439,19 @@ def _chunk_words(batch: _Batch, rng: RandomSource) -> list[tuple[_Batch, npt.NDA
 
 
 def _signed(m: IntArray, words: npt.NDArray[np.uint64]) -> Int64Array:
-    """±m as int64: negative where the word's top bit (the sign S) is set."""
-    m = _checked_int64(m)
-    return np.where(words >= np.uint64(2**63), -m, m)
+    """±m as int64: negative where the word's top bit (the sign S) is set.
+
+    Branch-free, (m XOR −S) + S (two's complement: −m = (m XOR −1) + 1), since the sign bits are random.
+    """
+    s = (words >> np.uint64(63)).view(np.int64)
+    out: Int64Array = (_checked_int64(m) ^ -s) + s
+    return out
 
 
 def _checked_int64(values: IntArray) -> Int64Array:
     if values.dtype == object and values.size and max(int(v) for v in values) > _INT64_MAX:
         raise OverflowError("a discrete Laplace draw does not fit in int64; use a smaller scale")
-    return values.astype(np.int64)
+    return values.astype(np.int64, copy=False)
 
 
 def discrete_laplace_batch(scales: Sequence[RationalLike], sizes: Sequence[int],
@@ -612,7 +615,8 @@ def _gaussian(batch: _Batch, rng: RandomSource) -> Int64Array:
         y = _laplace(_Batch([g.laplace for g in round_.scales], round_.sizes), rng)
         keep = _accept(y, round_, rng)
         for pos, k in enumerate(live):
-            got = y[round_.offsets[pos]:round_.offsets[pos + 1]][keep[round_.offsets[pos]:round_.offsets[pos + 1]]]
+            span = slice(round_.offsets[pos], round_.offsets[pos + 1])
+            got = np.compress(keep[span], y[span])      # (faster than a boolean index on a random mask)
             parts[k].append(got[:need[k]])   # accepted candidates are iid: the first ones are iid too
             need[k] -= parts[k][-1].size
     return np.concatenate([np.concatenate(p) if p else np.zeros(0, dtype=np.int64) for p in parts])
