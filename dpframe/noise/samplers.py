@@ -302,6 +302,8 @@ class _Batch:
 
     def slice(self, lo: int, hi: int) -> _Batch:
         """The elements ``lo:hi`` as a batch of their own (scales that end before it keep a size of 0)."""
+        if lo == 0 and hi == self.offsets[-1]:
+            return self
         if len(self.scales) == 1:
             return _Batch(self.scales, [hi - lo])
         ends, starts = np.minimum(self.offsets[1:], hi), np.maximum(self.offsets[:-1], lo)
