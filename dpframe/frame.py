@@ -495,7 +495,8 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
         frame = cast
     if frame.height == 0:
         raise SchemaError("no keys given", argument="keys", fix="pass at least one key")
-    if frame.n_unique() < frame.height:       # (counting distinct rows is cheaper than marking duplicates)
+    distinct = frame.to_series().n_unique() if frame.width == 1 else frame.n_unique()   # (cheaper than marking
+    if distinct < frame.height:                                                       # each duplicate)
         raise SchemaError("keys contain duplicates", argument="keys", fix="pass each key once")
     return frame
 
