@@ -250,6 +250,18 @@ def test_gaussian_acceptance_uses_each_cells_own_sigma2() -> None:
     assert got.tolist() == [s < 0 for s in side]
 
 
+@pytest.mark.parametrize("sample", [
+    lambda rng: np.concatenate(discrete_laplace_batch([Fraction(1, 3), 10, 2**30 + 7], [40, 7, 30], rng)),
+    lambda rng: np.concatenate(discrete_gaussian_batch([Fraction(1, 4), 50, 2**40], [20, 9, 25], rng)),
+    lambda rng: discrete_gaussian(Fraction(9, 2), 100, rng),
+])
+def test_chunks_do_not_change_the_draws(sample: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 7 elements (scales split across them) give the one-pass draws: same words, same decisions."""
+    whole = sample(SeededRandomSource(12)).tolist()
+    monkeypatch.setattr(samplers, "_CHUNK", 7)
+    assert sample(SeededRandomSource(12)).tolist() == whole
+
+
 def test_bulk_sampling_never_takes_the_per_cell_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """200k mixed draws: every decision is made by the vectorised fast path (no LazyUniform, no bounds)."""
     def forbidden(*args: Any) -> Any:
