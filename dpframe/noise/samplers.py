@@ -22,9 +22,9 @@ No floating-point value ever decides what it cannot certify.
   are replaced by fresh ones; accepted candidates of a batch are iid, so the output is iid.
 
 Speed without changing a draw: the words are read in order and the numpy passes run over chunks of
-2¹⁵ elements (their arrays stay in the CPU cache); a small scale (t ≤ 67) or σ (≤ ~340) keeps its p̂ in a
-table built by the same float evaluation, so a lookup gives the same floats, the same decisions and the
-same draws.
+2¹⁵ elements (their arrays stay in the CPU cache); in a run of at least 4096 draws, a small scale (t ≤ 67)
+or σ (≤ ~340) reads its p̂ from a table built by the same float evaluation, so a lookup gives the same
+floats, the same decisions and the same draws.
 
 Certified float64 evaluation of the thresholds (proof of the bounds that :func:`~dpframe.noise.certified.decide`
 needs, |x̂ − x| ≤ 2⁻⁴² for x ≤ 64, u = 2⁻⁵² bounding every IEEE-754 rounding):
@@ -56,13 +56,12 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational
@@ -263,23 +262,21 @@ class _Scale:
     r: float        # q^K: the ratio of consecutive thresholds
     inv_t: float    # 1/t (the low part's acceptance)
     cap: int        # ⌈61·t/K⌉ + 1: x_cap ≥ 61, so M' < cap whenever U ≥ 2⁻⁶³
-    # p̂ of the thresholds j and j + 1 for j = 0..cap, when cap ≤ _TABLE (see _threshold_pair)
-    table: tuple[FloatArray, FloatArray] | None = field(default=None, compare=False, repr=False)
 
 
-_TABLE = 4096   # scales (and σ) small enough that a threshold's p̂ is looked up in a table of this many entries
+_TABLE = 4096   # a scale's (σ's) p̂ come from a table of at most this many entries, for runs of at least as many draws
 _BY_SCALE = 8192   # a batch of several scales works scale by scale from this many elements (else all at once)
 
 
-def _threshold_pair(j: Int64Array, s: Any) -> tuple[FloatArray, FloatArray]:
+def _threshold_pair(j: Int64Array, s: Any, table: tuple[FloatArray, FloatArray] | None = None
+                    ) -> tuple[FloatArray, FloatArray]:
     """p̂ of the thresholds j and j + 1 (j ≥ 0 here; p̂ = 2 for j = 0, where A(0) is certain).
 
     ``s``: a :class:`_Scale`, or a :class:`_Batch` of them (per-element constants). Thresholds j ≥ 1 are
     exp_neg of fl(fl((j − 1)·K/t) + x₁) (the module docstring's certified evaluation), the next one
-    p̂·fl(q^K) (for j = 0: fl(c·q)). A scale's table holds exactly these floats for every j it can meet, so
-    a lookup gives the same p̂ bit for bit.
+    p̂·fl(q^K) (for j = 0: fl(c·q)). ``table`` (:func:`_threshold_table`) holds exactly these floats for
+    every j the scale can meet, so a lookup gives the same p̂ bit for bit.
     """
-    table = s.table if isinstance(s, _Scale) else None
     if table is not None:
         return table[0].take(j), table[1].take(j)
     get = s if isinstance(s, _Batch) else functools.partial(getattr, s)
@@ -287,13 +284,14 @@ def _threshold_pair(j: Int64Array, s: Any) -> tuple[FloatArray, FloatArray]:
     return here, np.where(here == 2.0, get("first"), here * get("r"))
 
 
-def _with_table(s: _Scale) -> _Scale:
-    """``s`` with its thresholds tabulated for j = 0..cap (the guess is clipped to that range), if cap ≤ _TABLE."""
+@functools.lru_cache(maxsize=256)
+def _threshold_table(s: _Scale) -> tuple[FloatArray, FloatArray] | None:
+    """p̂ of the thresholds j and j + 1 for j = 0..cap (the guess is clipped to that range), if cap ≤ _TABLE."""
     if s.cap > _TABLE:
-        return s
+        return None
     here, nxt = _threshold_pair(np.arange(s.cap + 1, dtype=np.int64), s)
     here.flags.writeable = nxt.flags.writeable = False
-    return dataclasses.replace(s, table=(here, nxt))
+    return here, nxt
 
 
 @functools.lru_cache(maxsize=256)
@@ -304,11 +302,10 @@ def _scale(t: Fraction) -> _Scale:
     q = ctx.exp(inv.copy_negate())                   # copy_negate: exact (unary minus rounds in the global context)
     one_q = ctx.add(1, q)
     step = Fraction(2**k) / t
-    return _with_table(_Scale(t, k, _float(1 / step), min(_float(step), _HUGE),
-                              min(float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))), _HUGE),
-                              float(ctx.divide(ctx.multiply(2, q), one_q)),
-                              float(ctx.exp(ctx.multiply(inv.copy_negate(), 2**k))), min(_float(1 / t), _HUGE),
-                              math.ceil(61 / step) + 1))
+    return _Scale(t, k, _float(1 / step), min(_float(step), _HUGE),
+                  min(float(ctx.subtract(inv, ctx.ln(ctx.divide(2, one_q)))), _HUGE),
+                  float(ctx.divide(ctx.multiply(2, q), one_q)), float(ctx.exp(ctx.multiply(inv.copy_negate(), 2**k))),
+                  min(_float(1 / t), _HUGE), math.ceil(61 / step) + 1)
 
 
 def _threshold_bounds(s: _Scale, j: int, digits: int) -> tuple[Fraction, Fraction]:
@@ -417,8 +414,9 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
     if batch.by_scale():
         p_here, p_next = np.empty(guess.size), np.empty(guess.size)
-        for lo, hi, scale in batch.segments():
-            p_here[lo:hi], p_next[lo:hi] = _threshold_pair(guess[lo:hi], scale)
+        for lo, hi, scale in batch.segments():   # (a table pays for itself over as many draws as it has entries)
+            table = _threshold_table(scale) if hi - lo >= _TABLE else None
+            p_here[lo:hi], p_next[lo:hi] = _threshold_pair(guess[lo:hi], scale, table)
     else:
         p_here, p_next = _threshold_pair(guess, batch)
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
@@ -609,34 +607,36 @@ class _Sigma2:
     v_f: float       # 1/(2σ²)
     fast: bool       # 2⁻⁹⁰⁰ ≤ σ²: the float64 bound of the module docstring holds
     rate: float      # approximate acceptance rate (batch sizing only)
-    # p̂ of the acceptance for |y| = 0..L, when L ≤ _TABLE (see _acceptance)
-    table: FloatArray | None = field(default=None, compare=False, repr=False)
 
 
 @functools.lru_cache(maxsize=256)
 def _sigma2(s2: Fraction) -> _Sigma2:
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
-    g = _Sigma2(s2, _scale(Fraction(t)), s2 / t, _float(s2 / t), _float(1 / (2 * s2)),
-                s2 >= _MIN_FAST_SIGMA2, _gaussian_rate(s2, t))
-    end = math.floor(g.s_f + math.sqrt(122 * float(s2))) + 2 if g.fast else _TABLE + 1   # d ≥ √122·σ: x > 60
+    return _Sigma2(s2, _scale(Fraction(t)), s2 / t, _float(s2 / t), _float(1 / (2 * s2)),
+                   s2 >= _MIN_FAST_SIGMA2, _gaussian_rate(s2, t))
+
+
+@functools.lru_cache(maxsize=256)
+def _acceptance_table(g: _Sigma2) -> FloatArray | None:
+    """p̂ of the acceptance for |y| = 0..L (see :func:`_acceptance`), if L ≤ _TABLE."""
+    end = math.floor(g.s_f + math.sqrt(122 * float(g.sigma2))) + 2 if g.fast else _TABLE + 1   # d ≥ √122·σ: x > 60
     if end > _TABLE:
-        return g
+        return None
     table = _acceptance(np.arange(end + 1, dtype=np.int64), g)
     if table[end] != 0.0:            # (never: x̂ > X_MAX there; then no table rather than a wrong one)
-        return g
+        return None
     table.flags.writeable = False
-    return dataclasses.replace(g, table=table)
+    return table
 
 
-def _acceptance(y: Int64Array, g: Any) -> FloatArray:
+def _acceptance(y: Int64Array, g: Any, table: FloatArray | None = None) -> FloatArray:
     """p̂ of exp(-(|y| − σ²/t)²/(2σ²)) per candidate: exp_neg of fl(fl(d̂·d̂)·fl(1/(2σ²))) (module docstring).
 
     ``g``: a :class:`_Sigma2`, or a :class:`_Batch` of them. NaN for σ² < 2⁻⁹⁰⁰ (no float bound: NaN is
     never certain, so the exact path decides); x̂ is never NaN for the others (d̂ and 1/(2σ²) finite, the
-    latter > 0). A σ's table holds these floats for |y| ≤ L, where x̂ > X_MAX (p̂ = 0); x̂ only grows beyond
-    (|y| > σ²/t, every rounding monotone), so |y| ≥ L reads entry L.
+    latter > 0). ``table`` (:func:`_acceptance_table`) holds these floats for |y| ≤ L, where x̂ > X_MAX
+    (p̂ = 0); x̂ only grows beyond (|y| > σ²/t, every rounding monotone), so |y| ≥ L reads entry L.
     """
-    table = g.table if isinstance(g, _Sigma2) else None
     if table is not None:
         out: FloatArray = table.take(np.minimum(np.abs(y), table.size - 1))
         return out
@@ -678,7 +678,7 @@ def _accept_chunk(y: Int64Array, batch: _Batch, cells: _Cells) -> BoolArray:
     if batch.by_scale():
         p_hat = np.empty(y.size)
         for lo, hi, g in batch.segments():
-            p_hat[lo:hi] = _acceptance(y[lo:hi], g)
+            p_hat[lo:hi] = _acceptance(y[lo:hi], g, _acceptance_table(g) if hi - lo >= _TABLE else None)
     else:
         p_hat = _acceptance(y, batch)
 

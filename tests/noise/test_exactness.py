@@ -255,9 +255,9 @@ def test_gaussian_acceptance_uses_each_cells_own_sigma2() -> None:
     lambda rng: np.concatenate(discrete_gaussian_batch([Fraction(1, 4), 50, 2**40], [20, 9, 25], rng)),
     lambda rng: discrete_gaussian(Fraction(9, 2), 100, rng),
 ])
-def test_chunks_and_tables_do_not_change_the_draws(sample: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of 7 elements (scales split across them), worked scale by scale (small scales' p̂ from their
-    tables), give the one-pass draws of all scales at once: same words, same p̂, same decisions."""
+def test_chunks_do_not_change_the_draws(sample: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 7 elements (scales split across them), worked scale by scale, give the one-pass draws of all
+    scales at once: same words, same p̂, same decisions."""
     whole = sample(SeededRandomSource(12)).tolist()
     monkeypatch.setattr(samplers, "_CHUNK", 7)
     monkeypatch.setattr(samplers, "_BY_SCALE", 1)
@@ -267,13 +267,27 @@ def test_chunks_and_tables_do_not_change_the_draws(sample: Any, monkeypatch: pyt
 def test_tables_hold_the_computed_estimates() -> None:
     """A small scale's (σ's) table gives bit for bit the p̂ computed per element (what the proofs are about)."""
     s, g = samplers._scale(Fraction(7, 2)), samplers._sigma2(Fraction(9, 2))
-    assert s.table is not None and g.table is not None and samplers._scale(Fraction(2**30)).table is None
+    assert samplers._threshold_table(samplers._scale(Fraction(2**30))) is None
+    table, accept = samplers._threshold_table(s), samplers._acceptance_table(g)
+    assert table is not None and accept is not None
     j, y = np.arange(s.cap + 1, dtype=np.int64), np.arange(-300, 300, dtype=np.int64)
     per_element = samplers._Batch([s, samplers._scale(Fraction(2**30))], [j.size, 0])
-    for a, b in zip(samplers._threshold_pair(j, s), samplers._threshold_pair(j, per_element), strict=True):
+    for a, b in zip(samplers._threshold_pair(j, s, table), samplers._threshold_pair(j, per_element), strict=True):
         assert a.tobytes() == b.tobytes()
     per_element = samplers._Batch([g, samplers._sigma2(Fraction(2**40))], [y.size, 0])
-    assert samplers._acceptance(y, g).tobytes() == samplers._acceptance(y, per_element).tobytes()
+    assert samplers._acceptance(y, g, accept).tobytes() == samplers._acceptance(y, per_element).tobytes()
+
+
+def test_tables_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs long enough for the tables (mixed with scales too large for one) give the draws computed without."""
+    def sample() -> list[int]:
+        rng = SeededRandomSource(3)
+        return [*np.concatenate(discrete_laplace_batch([Fraction(7, 2), 2**30 + 7], [9000, 9000], rng)).tolist(),
+                *np.concatenate(discrete_gaussian_batch([Fraction(9, 2), 2**40], [6000, 6000], rng)).tolist()]
+    with_tables = sample()
+    monkeypatch.setattr(samplers, "_threshold_table", lambda s: None)
+    monkeypatch.setattr(samplers, "_acceptance_table", lambda g: None)
+    assert sample() == with_tables
 
 
 def test_bulk_sampling_never_takes_the_per_cell_path(monkeypatch: pytest.MonkeyPatch) -> None:
