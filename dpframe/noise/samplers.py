@@ -265,23 +265,32 @@ class _Scale:
 
 
 _TABLE = 4096   # a scale's (σ's) p̂ come from a table of at most this many entries, for runs of at least as many draws
-_BY_SCALE = 8192   # a batch of several scales works scale by scale from this many elements (else all at once)
 
 
-def _threshold_pair(j: Int64Array, s: Any, table: tuple[FloatArray, FloatArray] | None = None
+def _by_runs(runs: list[tuple[int, int, _Batch, Any]], values: IntArray, f: Callable[..., tuple[FloatArray, ...]],
+             outputs: int) -> tuple[FloatArray, ...]:
+    """``f(values, sub-batch, table)`` run by run (:meth:`_Batch.runs`), its ``outputs`` arrays put together."""
+    if len(runs) == 1:
+        return f(values, runs[0][2], runs[0][3])
+    out = tuple(np.empty(values.size) for _ in range(outputs))
+    for lo, hi, sub, table in runs:
+        for whole, part in zip(out, f(values[lo:hi], sub, table), strict=True):
+            whole[lo:hi] = part
+    return out
+
+
+def _threshold_pair(j: Int64Array, batch: _Batch, table: tuple[FloatArray, FloatArray] | None = None
                     ) -> tuple[FloatArray, FloatArray]:
-    """p̂ of the thresholds j and j + 1 (j ≥ 0 here; p̂ = 2 for j = 0, where A(0) is certain).
+    """p̂ of the thresholds j and j + 1 per element of ``batch`` (j ≥ 0; p̂ = 2 for j = 0, where A(0) is certain).
 
-    ``s``: a :class:`_Scale`, or a :class:`_Batch` of them (per-element constants). Thresholds j ≥ 1 are
-    exp_neg of fl(fl((j − 1)·K/t) + x₁) (the module docstring's certified evaluation), the next one
-    p̂·fl(q^K) (for j = 0: fl(c·q)). ``table`` (:func:`_threshold_table`) holds exactly these floats for
-    every j the scale can meet, so a lookup gives the same p̂ bit for bit.
+    Thresholds j ≥ 1 are exp_neg of fl(fl((j − 1)·K/t) + x₁) (the module docstring's certified evaluation),
+    the next one p̂·fl(q^K) (for j = 0: fl(c·q)). ``table`` (:func:`_threshold_table`, for a batch of one
+    scale) holds exactly these floats for every j the scale can meet, so a lookup gives the same p̂ bit for bit.
     """
     if table is not None:
         return table[0].take(j), table[1].take(j)
-    get = s if isinstance(s, _Batch) else functools.partial(getattr, s)
-    here = np.where(j == 0, 2.0, exp_neg((j.astype(np.float64) - 1) * get("step") + get("x1")))
-    return here, np.where(here == 2.0, get("first"), here * get("r"))
+    here = np.where(j == 0, 2.0, exp_neg((j.astype(np.float64) - 1) * batch("step") + batch("x1")))
+    return here, np.where(here == 2.0, batch("first"), here * batch("r"))
 
 
 @functools.lru_cache(maxsize=256)
@@ -289,7 +298,7 @@ def _threshold_table(s: _Scale) -> tuple[FloatArray, FloatArray] | None:
     """p̂ of the thresholds j and j + 1 for j = 0..cap (the guess is clipped to that range), if cap ≤ _TABLE."""
     if s.cap > _TABLE:
         return None
-    here, nxt = _threshold_pair(np.arange(s.cap + 1, dtype=np.int64), s)
+    here, nxt = _threshold_pair(np.arange(s.cap + 1, dtype=np.int64), _Batch([s], [s.cap + 1]))
     here.flags.writeable = nxt.flags.writeable = False
     return here, nxt
 
@@ -321,24 +330,29 @@ class _Batch:
     def __init__(self, scales: Sequence[Any], sizes: Sequence[int]) -> None:
         self.scales, self.sizes = list(scales), [int(s) for s in sizes]
         self.offsets = np.cumsum([0, *self.sizes])
-        self._per: dict[str, npt.NDArray[Any]] = {}     # name -> the per-element array (several scales)
 
     def __call__(self, name: str, idx: npt.NDArray[np.intp] | None = None) -> Any:
         if len(self.scales) == 1:
             return getattr(self.scales[0], name)
-        per = self._per.get(name)
-        if per is None:
-            per = self._per[name] = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
+        per = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
         return per if idx is None else per[idx]
 
-    def by_scale(self) -> bool:
-        """Whether to work scale by scale (one scale, or enough elements that a scale's tables pay)."""
-        return len(self.scales) == 1 or int(self.offsets[-1]) >= _BY_SCALE
+    def runs(self, table_of: Callable[[Any], Any]) -> list[tuple[int, int, _Batch, Any]]:
+        """The elements in runs ``(lo, hi, sub-batch, table)``, in order, covering them all.
 
-    def segments(self) -> list[tuple[int, int, Any]]:
-        """``(lo, hi, scale)`` of each scale's elements (a contiguous range), empty ones left out."""
-        return [(int(a), int(b), s) for a, b, s in zip(self.offsets[:-1], self.offsets[1:], self.scales, strict=True)
-                if b > a]
+        A scale with :data:`_TABLE` elements or more and a table (``table_of(scale)``, None if it has none) is a
+        run of its own; the elements between form one run each (table None). A table pays for itself over as
+        many draws as it has entries; a run of several scales costs one set of numpy passes (not one per scale).
+        """
+        out: list[tuple[int, int, _Batch, Any]] = []
+        start, total = 0, int(self.offsets[-1])
+        for lo, hi, scale in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist(), self.scales, strict=True):
+            table = table_of(scale) if hi - lo >= _TABLE else None
+            if table is not None:
+                out += [(start, lo, self.slice(start, lo), None)] if start < lo else []
+                out.append((lo, hi, self.slice(lo, hi), table))
+                start = hi
+        return out + ([(start, total, self.slice(start, total), None)] if start < total or not out else [])
 
     def of(self, i: int) -> Any:
         """The scale of element ``i``."""
@@ -412,13 +426,7 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
     guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
-    if batch.by_scale():
-        p_here, p_next = np.empty(guess.size), np.empty(guess.size)
-        for lo, hi, scale in batch.segments():   # (a table pays for itself over as many draws as it has entries)
-            table = _threshold_table(scale) if hi - lo >= _TABLE else None
-            p_here[lo:hi], p_next[lo:hi] = _threshold_pair(guess[lo:hi], scale, table)
-    else:
-        p_here, p_next = _threshold_pair(guess, batch)
+    p_here, p_next = _by_runs(batch.runs(_threshold_table), guess, _threshold_pair, 2)
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
     m: IntArray = guess
     wrong = ~here | nxt
@@ -622,29 +630,28 @@ def _acceptance_table(g: _Sigma2) -> FloatArray | None:
     end = math.floor(g.s_f + math.sqrt(122 * float(g.sigma2))) + 2 if g.fast else _TABLE + 1   # d ≥ √122·σ: x > 60
     if end > _TABLE:
         return None
-    table = _acceptance(np.arange(end + 1, dtype=np.int64), g)
+    table = _acceptance(np.arange(end + 1, dtype=np.int64), _Batch([g], [end + 1]))
     if table[end] != 0.0:            # (never: x̂ > X_MAX there; then no table rather than a wrong one)
         return None
     table.flags.writeable = False
     return table
 
 
-def _acceptance(y: Int64Array, g: Any, table: FloatArray | None = None) -> FloatArray:
+def _acceptance(y: Int64Array, batch: _Batch, table: FloatArray | None = None) -> FloatArray:
     """p̂ of exp(-(|y| − σ²/t)²/(2σ²)) per candidate: exp_neg of fl(fl(d̂·d̂)·fl(1/(2σ²))) (module docstring).
 
-    ``g``: a :class:`_Sigma2`, or a :class:`_Batch` of them. NaN for σ² < 2⁻⁹⁰⁰ (no float bound: NaN is
-    never certain, so the exact path decides); x̂ is never NaN for the others (d̂ and 1/(2σ²) finite, the
-    latter > 0). ``table`` (:func:`_acceptance_table`) holds these floats for |y| ≤ L, where x̂ > X_MAX
-    (p̂ = 0); x̂ only grows beyond (|y| > σ²/t, every rounding monotone), so |y| ≥ L reads entry L.
+    NaN for σ² < 2⁻⁹⁰⁰ (no float bound: NaN is never certain, so the exact path decides); x̂ is never NaN
+    for the others (d̂ and 1/(2σ²) finite, the latter > 0). ``table`` (:func:`_acceptance_table`, for a batch
+    of one σ²) holds these floats for |y| ≤ L, where x̂ > X_MAX (p̂ = 0); x̂ only grows beyond (|y| > σ²/t,
+    every rounding monotone), so |y| ≥ L reads entry L.
     """
     if table is not None:
         out: FloatArray = table.take(np.minimum(np.abs(y), table.size - 1))
         return out
-    get = g if isinstance(g, _Batch) else functools.partial(getattr, g)
-    slow = ~np.asarray(get("fast"), dtype=bool)
+    slow = ~np.asarray(batch("fast"), dtype=bool)
     with np.errstate(over="ignore", invalid="ignore"):
-        d = np.abs(y).astype(np.float64) - get("s_f")
-        x = d * d * get("v_f")
+        d = np.abs(y).astype(np.float64) - batch("s_f")
+        x = d * d * batch("v_f")
         p_hat = exp_neg(np.nan_to_num(x, nan=np.inf) if slow.any() else x)
     if slow.any():
         p_hat[np.broadcast_to(slow, p_hat.shape)] = np.nan
@@ -675,12 +682,7 @@ def _accept(y: Int64Array, batch: _Batch, rng: RandomSource) -> BoolArray:
 
 def _accept_chunk(y: Int64Array, batch: _Batch, cells: _Cells) -> BoolArray:
     """:func:`_accept` on one chunk, with its uniforms ``cells``."""
-    if batch.by_scale():
-        p_hat = np.empty(y.size)
-        for lo, hi, g in batch.segments():
-            p_hat[lo:hi] = _acceptance(y[lo:hi], g, _acceptance_table(g) if hi - lo >= _TABLE else None)
-    else:
-        p_hat = _acceptance(y, batch)
+    (p_hat,) = _by_runs(batch.runs(_acceptance_table), y, lambda v, sub, table: (_acceptance(v, sub, table),), 1)
 
     def bounds(j: int, digits: int) -> tuple[Fraction, Fraction]:
         g = batch.of(j)

@@ -256,34 +256,35 @@ def test_gaussian_acceptance_uses_each_cells_own_sigma2() -> None:
     lambda rng: discrete_gaussian(Fraction(9, 2), 100, rng),
 ])
 def test_chunks_do_not_change_the_draws(sample: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of 7 elements (scales split across them), worked scale by scale, give the one-pass draws of all
-    scales at once: same words, same p̂, same decisions."""
+    """Chunks of 7 elements (scales split across them) give the one-pass draws: same words, same decisions."""
     whole = sample(SeededRandomSource(12)).tolist()
     monkeypatch.setattr(samplers, "_CHUNK", 7)
-    monkeypatch.setattr(samplers, "_BY_SCALE", 1)
     assert sample(SeededRandomSource(12)).tolist() == whole
 
 
 def test_tables_hold_the_computed_estimates() -> None:
     """A small scale's (σ's) table gives bit for bit the p̂ computed per element (what the proofs are about)."""
-    s, g = samplers._scale(Fraction(7, 2)), samplers._sigma2(Fraction(9, 2))
-    assert samplers._threshold_table(samplers._scale(Fraction(2**30))) is None
+    s, g, big = samplers._scale(Fraction(7, 2)), samplers._sigma2(Fraction(9, 2)), samplers._scale(Fraction(2**30))
+    assert samplers._threshold_table(big) is None
     table, accept = samplers._threshold_table(s), samplers._acceptance_table(g)
     assert table is not None and accept is not None
     j, y = np.arange(s.cap + 1, dtype=np.int64), np.arange(-300, 300, dtype=np.int64)
-    per_element = samplers._Batch([s, samplers._scale(Fraction(2**30))], [j.size, 0])
-    for a, b in zip(samplers._threshold_pair(j, s, table), samplers._threshold_pair(j, per_element), strict=True):
-        assert a.tobytes() == b.tobytes()
-    per_element = samplers._Batch([g, samplers._sigma2(Fraction(2**40))], [y.size, 0])
-    assert samplers._acceptance(y, g, accept).tobytes() == samplers._acceptance(y, per_element).tobytes()
+    looked_up = samplers._threshold_pair(j, samplers._Batch([s], [j.size]), table)
+    computed = samplers._threshold_pair(j, samplers._Batch([s, big], [j.size, 0]))     # per-element constants
+    assert [a.tobytes() for a in looked_up] == [b.tobytes() for b in computed]
+    looked_up = samplers._acceptance(y, samplers._Batch([g], [y.size]), accept)
+    computed = samplers._acceptance(y, samplers._Batch([g, samplers._sigma2(Fraction(2**40))], [y.size, 0]))
+    assert looked_up.tobytes() == computed.tobytes()
 
 
 def test_tables_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs long enough for the tables (mixed with scales too large for one) give the draws computed without."""
+    """Runs long enough for the tables, next to scales too large for one and across chunks, give the draws
+    computed without them."""
     def sample() -> list[int]:
         rng = SeededRandomSource(3)
-        return [*np.concatenate(discrete_laplace_batch([Fraction(7, 2), 2**30 + 7], [9000, 9000], rng)).tolist(),
-                *np.concatenate(discrete_gaussian_batch([Fraction(9, 2), 2**40], [6000, 6000], rng)).tolist()]
+        laplace = discrete_laplace_batch([Fraction(7, 2), 2**30 + 7, 10], [30_000, 9000, 5000], rng)
+        gaussian = discrete_gaussian_batch([Fraction(9, 2), 2**40], [6000, 6000], rng)
+        return np.concatenate(laplace + gaussian).tolist()
     with_tables = sample()
     monkeypatch.setattr(samplers, "_threshold_table", lambda s: None)
     monkeypatch.setattr(samplers, "_acceptance_table", lambda g: None)
