@@ -289,8 +289,14 @@ def _threshold_pair(j: Int64Array, batch: _Batch, table: tuple[FloatArray, Float
     """
     if table is not None:
         return table[0].take(j), table[1].take(j)
-    here = np.where(j == 0, 2.0, exp_neg((j.astype(np.float64) - 1) * batch("step") + batch("x1")))
+    here = _threshold_estimate(j, batch("step"), batch("x1"))
     return here, np.where(here == 2.0, batch("first"), here * batch("r"))
+
+
+def _threshold_estimate(j: IntArray, step: Any, x1: Any) -> FloatArray:
+    """p̂ of threshold j: exp_neg of fl(fl((j − 1)·K/t) + x₁), and 2 for j = 0 (A(0) holds, c > 1: certain)."""
+    out: FloatArray = np.where(np.asarray(j == 0), 2.0, exp_neg((np.asarray(j, dtype=np.float64) - 1) * step + x1))
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -414,9 +420,7 @@ def _gallop(lo: IntArray, hi: IntArray, cap: IntArray, test: Callable[[IntArray,
 def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     """M' per element (int64, or object where U < 2⁻⁶³): a float64 guess, verified exactly, corrected by search."""
     def thresholds(j: IntArray, idx: npt.NDArray[np.intp] | None) -> FloatArray:
-        x = (np.asarray(j, dtype=np.float64) - 1) * batch("step", idx) + batch("x1", idx)
-        p: FloatArray = np.where(np.asarray(j == 0), 2.0, exp_neg(x))   # A(0) holds (c > 1): certain as it is
-        return p
+        return _threshold_estimate(j, batch("step", idx), batch("x1", idx))
 
     def above(j: IntArray, idx: npt.NDArray[np.intp] | None, p_hat: FloatArray) -> BoolArray:
         def bounds(pos: int, digits: int) -> tuple[Fraction, Fraction]:
