@@ -652,13 +652,13 @@ def _acceptance(y: Int64Array, batch: _Batch, table: FloatArray | None = None) -
     if table is not None:
         out: FloatArray = table.take(np.minimum(np.abs(y), table.size - 1))
         return out
-    slow = ~np.asarray(batch("fast"), dtype=bool)
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(y).astype(np.float64) - batch("s_f")
         x = d * d * batch("v_f")
-        p_hat = exp_neg(np.nan_to_num(x, nan=np.inf) if slow.any() else x)
-    if slow.any():
-        p_hat[np.broadcast_to(slow, p_hat.shape)] = np.nan
+        if all(g.fast for g in batch.scales):
+            return exp_neg(x)
+        p_hat = exp_neg(np.nan_to_num(x, nan=np.inf))
+    p_hat[np.broadcast_to(~np.asarray(batch("fast"), dtype=bool), p_hat.shape)] = np.nan
     return p_hat
 
 
