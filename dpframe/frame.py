@@ -480,18 +480,23 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
                               fix=f"pass keys of the column's type ({schema[c]}), e.g. "
                                   + ("strings" if _kind(schema[c]) == "string" else "numbers"
                                      if _kind(schema[c]) == "numeric" else f"{schema[c]} values"))
-    try:
-        cast = frame.select([pl.col(c).cast(schema[c]) for c in by])
-        lossless = cast.select([pl.col(c).cast(frame.schema[c]) for c in by]).equals(frame.select(by))
-    except pl.exceptions.PolarsError as e:
-        raise SchemaError(f"keys do not match the key column types: {e}", argument="keys", fix=fix) from e
-    if not lossless:
-        raise SchemaError(f"keys change value when cast to the key column types {[str(schema[c]) for c in by]}",
-                          argument="keys", fix="pass keys of the same type as the column (e.g. ints for an int column)")
-    frame = cast
+    if all(frame.schema[c] == schema[c] for c in by):    # a cast to the column's own type changes nothing
+        frame = frame.select(by)
+    else:
+        try:
+            cast = frame.select([pl.col(c).cast(schema[c]) for c in by])
+            lossless = cast.select([pl.col(c).cast(frame.schema[c]) for c in by]).equals(frame.select(by))
+        except pl.exceptions.PolarsError as e:
+            raise SchemaError(f"keys do not match the key column types: {e}", argument="keys", fix=fix) from e
+        if not lossless:
+            raise SchemaError(f"keys change value when cast to the key column types {[str(schema[c]) for c in by]}",
+                              argument="keys",
+                              fix="pass keys of the same type as the column (e.g. ints for an int column)")
+        frame = cast
     if frame.height == 0:
         raise SchemaError("no keys given", argument="keys", fix="pass at least one key")
-    if frame.is_duplicated().any():
+    distinct = frame.to_series().n_unique() if frame.width == 1 else frame.n_unique()   # (cheaper than marking
+    if distinct < frame.height:                                                       # each duplicate)
         raise SchemaError("keys contain duplicates", argument="keys", fix="pass each key once")
     return frame
 

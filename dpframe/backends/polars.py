@@ -276,9 +276,9 @@ class PolarsBackend:
                           for part, full in zip(inside, whole)]
             out = main.lazy()
         inside_of = dict(zip([s.key for s in near], inside))
-        if not lists:      # the keys and the (small) aggregate are joined and sorted after the big query
+        if not lists:      # the keys are joined to the (small) aggregate and sorted, in the same query
             if request.keys is not None:
-                out = (request.keys.lazy().join(out.collect().lazy(), on=by, how="left", nulls_equal=True)
+                out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                        .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics if s not in near])
                        .with_columns(fill_missing_groups(near)))
             return finish(out.sort(by, nulls_last=False).collect(), windows, inside_of)

@@ -77,6 +77,8 @@ _FRAC_BITS = 48
 _DIGIT_BITS = 11
 _DIGITS = 5
 _FIXED_BITS = 480
+_MASK = np.int64((1 << _DIGIT_BITS) - 1)
+_SHIFTS = [np.int64(_DIGIT_BITS * i) for i in range(_DIGITS)]   # (numpy scalars: no conversion per call)
 _LOWER = 1.0 - 2.0**-41      # margins of decide(): wider than the certified 2^-42.5
 _UPPER = 1.0 + 2.0**-41
 _CELL = 2.0**-62             # more than one cell (2^-63) on top of û's rounding
@@ -119,12 +121,12 @@ def exp_neg(x: FloatArray) -> FloatArray:
     """
     tables = _tables()
     k = (np.clip(x, 0.0, X_MAX) * 2.0**_FRAC_BITS).astype(np.int64)    # truncation = floor here
-    mask = (1 << _DIGIT_BITS) - 1
-    p = np.take(tables[0], k & mask)
+    p = tables[0].take(k & _MASK)
     digit = np.empty_like(k)
     for i in range(1, _DIGITS):
-        np.bitwise_and(np.right_shift(k, _DIGIT_BITS * i, out=digit), mask, out=digit)
-        p *= np.take(tables[i], digit)
+        np.right_shift(k, _SHIFTS[i], out=digit)
+        digit &= _MASK
+        p *= tables[i].take(digit)
     p[x > X_MAX] = 0.0
     return p
 

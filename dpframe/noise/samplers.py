@@ -21,6 +21,11 @@ No floating-point value ever decides what it cannot certify.
   does not depend on y, so accepted values have P[Z = y] ∝ exp(-y²/(2σ²)) exactly. Rejected candidates
   are replaced by fresh ones; accepted candidates of a batch are iid, so the output is iid.
 
+Speed without changing a draw: the words are read in order and the numpy passes run over chunks of
+2¹⁵ elements (their arrays stay in the CPU cache); in a run of at least 4096 draws, a small scale (t ≤ 67)
+or σ (≤ ~340) reads its p̂ from a table built by the same float evaluation, so a lookup gives the same
+floats, the same decisions and the same draws.
+
 Certified float64 evaluation of the thresholds (proof of the bounds that :func:`~dpframe.noise.certified.decide`
 needs, |x̂ − x| ≤ 2⁻⁴² for x ≤ 64, u = 2⁻⁵² bounding every IEEE-754 rounding):
 
@@ -259,6 +264,51 @@ class _Scale:
     cap: int        # ⌈61·t/K⌉ + 1: x_cap ≥ 61, so M' < cap whenever U ≥ 2⁻⁶³
 
 
+_TABLE = 4096   # a scale's (σ's) p̂ come from a table of at most this many entries, for runs of at least as many draws
+
+
+def _by_runs(runs: list[tuple[int, int, _Batch, Any]], values: IntArray, f: Callable[..., tuple[FloatArray, ...]],
+             outputs: int) -> tuple[FloatArray, ...]:
+    """``f(values, sub-batch, table)`` run by run (:meth:`_Batch.runs`), its ``outputs`` arrays put together."""
+    if len(runs) == 1:
+        return f(values, runs[0][2], runs[0][3])
+    out = tuple(np.empty(values.size) for _ in range(outputs))
+    for lo, hi, sub, table in runs:
+        for whole, part in zip(out, f(values[lo:hi], sub, table), strict=True):
+            whole[lo:hi] = part
+    return out
+
+
+def _threshold_pair(j: Int64Array, batch: _Batch, table: tuple[FloatArray, FloatArray] | None = None
+                    ) -> tuple[FloatArray, FloatArray]:
+    """p̂ of the thresholds j and j + 1 per element of ``batch`` (j ≥ 0; p̂ = 2 for j = 0, where A(0) is certain).
+
+    Thresholds j ≥ 1 are exp_neg of fl(fl((j − 1)·K/t) + x₁) (the module docstring's certified evaluation),
+    the next one p̂·fl(q^K) (for j = 0: fl(c·q)). ``table`` (:func:`_threshold_table`, for a batch of one
+    scale) holds exactly these floats for every j the scale can meet, so a lookup gives the same p̂ bit for bit.
+    """
+    if table is not None:
+        return table[0].take(j), table[1].take(j)
+    here = _threshold_estimate(j, batch("step"), batch("x1"))
+    return here, np.where(here == 2.0, batch("first"), here * batch("r"))
+
+
+def _threshold_estimate(j: IntArray, step: Any, x1: Any) -> FloatArray:
+    """p̂ of threshold j: exp_neg of fl(fl((j − 1)·K/t) + x₁), and 2 for j = 0 (A(0) holds, c > 1: certain)."""
+    out: FloatArray = np.where(np.asarray(j == 0), 2.0, exp_neg((np.asarray(j, dtype=np.float64) - 1) * step + x1))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _threshold_table(s: _Scale) -> tuple[FloatArray, FloatArray] | None:
+    """p̂ of the thresholds j and j + 1 for j = 0..cap (the guess is clipped to that range), if cap ≤ _TABLE."""
+    if s.cap > _TABLE:
+        return None
+    here, nxt = _threshold_pair(np.arange(s.cap + 1, dtype=np.int64), _Batch([s], [s.cap + 1]))
+    here.flags.writeable = nxt.flags.writeable = False
+    return here, nxt
+
+
 @functools.lru_cache(maxsize=256)
 def _scale(t: Fraction) -> _Scale:
     k = max(0, math.floor(math.log2(t.numerator) - math.log2(t.denominator)) - 12) if t > 2**_SPLIT else 0
@@ -288,15 +338,48 @@ class _Batch:
         self.offsets = np.cumsum([0, *self.sizes])
 
     def __call__(self, name: str, idx: npt.NDArray[np.intp] | None = None) -> Any:
-        values = [getattr(s, name) for s in self.scales]
-        if len(values) == 1:
-            return values[0]
-        per = np.repeat(np.array(values), self.sizes)
+        if len(self.scales) == 1:
+            return getattr(self.scales[0], name)
+        per = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
         return per if idx is None else per[idx]
+
+    def runs(self, table_of: Callable[[Any], Any]) -> list[tuple[int, int, _Batch, Any]]:
+        """The elements in runs ``(lo, hi, sub-batch, table)``, in order, covering them all.
+
+        A scale with :data:`_TABLE` elements or more and a table (``table_of(scale)``, None if it has none) is a
+        run of its own; the elements between form one run each (table None). A table pays for itself over as
+        many draws as it has entries; a run of several scales costs one set of numpy passes (not one per scale).
+        """
+        out: list[tuple[int, int, _Batch, Any]] = []
+        start, total = 0, int(self.offsets[-1])
+        for lo, hi, scale in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist(), self.scales, strict=True):
+            table = table_of(scale) if hi - lo >= _TABLE else None
+            if table is not None:
+                out += [(start, lo, self.slice(start, lo), None)] if start < lo else []
+                out.append((lo, hi, self.slice(lo, hi), table))
+                start = hi
+        return out + ([(start, total, self.slice(start, total), None)] if start < total or not out else [])
 
     def of(self, i: int) -> Any:
         """The scale of element ``i``."""
         return self.scales[int(np.searchsorted(self.offsets, i, side="right")) - 1]
+
+    def slice(self, lo: int, hi: int) -> _Batch:
+        """The elements ``lo:hi`` as a batch of their own (scales that end before it keep a size of 0)."""
+        if lo == 0 and hi == self.offsets[-1]:
+            return self
+        if len(self.scales) == 1:
+            return _Batch(self.scales, [hi - lo])
+        ends, starts = np.minimum(self.offsets[1:], hi), np.maximum(self.offsets[:-1], lo)
+        return _Batch(self.scales, np.maximum(ends - starts, 0))
+
+
+_CHUNK = 1 << 15   # elements per numpy pass: the working arrays of a chunk stay in the CPU cache
+
+
+def _chunks(total: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges of at most :data:`_CHUNK` elements covering ``range(total)`` (one when it is empty)."""
+    return [(lo, min(lo + _CHUNK, total)) for lo in range(0, max(total, 1), _CHUNK)]
 
 
 def _batched(params: Sequence[RationalLike], sizes: Sequence[int], rng: RandomSource, name: str, maximum: Fraction,
@@ -337,10 +420,7 @@ def _gallop(lo: IntArray, hi: IntArray, cap: IntArray, test: Callable[[IntArray,
 def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     """M' per element (int64, or object where U < 2⁻⁶³): a float64 guess, verified exactly, corrected by search."""
     def thresholds(j: IntArray, idx: npt.NDArray[np.intp] | None) -> FloatArray:
-        x = (np.asarray(j, dtype=np.float64) - 1) * batch("step", idx) + batch("x1", idx)
-        p: FloatArray = exp_neg(x)
-        p[np.asarray(j == 0)] = 2.0                # A(0) holds (c > 1): certain without a comparison
-        return p
+        return _threshold_estimate(j, batch("step", idx), batch("x1", idx))
 
     def above(j: IntArray, idx: npt.NDArray[np.intp] | None, p_hat: FloatArray) -> BoolArray:
         def bounds(pos: int, digits: int) -> tuple[Fraction, Fraction]:
@@ -350,12 +430,14 @@ def _coarse(batch: _Batch, cells: _Cells) -> IntArray:
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         guess_f = np.ceil((-np.log(cells.u_hat + 2.0**-64) - batch("x1")) * batch("inv_step"))
     guess = np.clip(guess_f, 0, batch("cap")).astype(np.int64)
-    p_here = thresholds(guess, None)
-    p_next = np.where(guess == 0, batch("first"), p_here * batch("r"))   # next threshold: times q^K
+    p_here, p_next = _by_runs(batch.runs(_threshold_table), guess, _threshold_pair, 2)
     here, nxt = above(guess, None, p_here), above(guess + 1, None, p_next)
     m: IntArray = guess
-    for bad, dtype in ((np.flatnonzero((~here | nxt) & (cells.u > 0)), np.int64),
-                       (np.flatnonzero((~here | nxt) & (cells.u == 0)), object)):   # U < 2⁻⁶³: no cap
+    wrong = ~here | nxt
+    if not wrong.any():
+        return m
+    for bad, dtype in ((np.flatnonzero(wrong & (cells.u > 0)), np.int64),
+                       (np.flatnonzero(wrong & (cells.u == 0)), object)):   # U < 2⁻⁶³: no cap
         if bad.size:
             start = guess[bad].astype(dtype)
             cap = (np.broadcast_to(np.asarray(batch("cap", bad)), bad.shape) if dtype is np.int64
@@ -397,22 +479,42 @@ def _low_parts(batch: _Batch, idx: npt.NDArray[np.intp], rng: RandomSource) -> I
 
 
 def _laplace(batch: _Batch, rng: RandomSource) -> Int64Array:
-    """Discrete Laplace draws, ``batch.sizes[k]`` of scale ``batch.scales[k]``, concatenated."""
-    words = rng.random_uint64(int(batch.offsets[-1]))
-    m = _coarse(batch, _Cells(words, rng))
-    if any(s.k for s in batch.scales):
-        split = np.flatnonzero((np.asarray(batch("k")) > 0) & (m > 0))
-        k = np.asarray(batch("k", split))
-        m = m.astype(object) if m.dtype == object else m
-        m[split] = 1 + (m[split] - 1) * (np.ones_like(k) << k).astype(m.dtype) + _low_parts(batch, split, rng)
-    m = _checked_int64(m)
-    return np.where(words >= np.uint64(2**63), -m, m)
+    """Discrete Laplace draws, ``batch.sizes[k]`` of scale ``batch.scales[k]``, concatenated.
+
+    The words are drawn chunk by chunk (:func:`_chunks`: the same stream as one call) and each chunk's
+    coarse magnitudes are found while its arrays are in the cache; the split scales' low parts follow.
+    """
+    if not any(s.k for s in batch.scales):
+        return np.concatenate([_signed(_coarse(sub, _Cells(words, rng)), words)
+                               for sub, words in _chunk_words(batch, rng)])
+    parts = [(_coarse(sub, _Cells(words, rng)), words) for sub, words in _chunk_words(batch, rng)]
+    words = np.concatenate([w for _m, w in parts])
+    m: IntArray = np.concatenate([m for m, _w in parts])
+    split = np.flatnonzero((np.asarray(batch("k")) > 0) & (m > 0))
+    k = np.asarray(batch("k", split))
+    m[split] = 1 + (m[split] - 1) * (np.ones_like(k) << k).astype(m.dtype) + _low_parts(batch, split, rng)
+    return _signed(m, words)
+
+
+def _chunk_words(batch: _Batch, rng: RandomSource) -> list[tuple[_Batch, npt.NDArray[np.uint64]]]:
+    """Per chunk of the batch: its sub-batch and its words, one word per element, drawn in order."""
+    return [(batch.slice(lo, hi), rng.random_uint64(hi - lo)) for lo, hi in _chunks(int(batch.offsets[-1]))]
+
+
+def _signed(m: IntArray, words: npt.NDArray[np.uint64]) -> Int64Array:
+    """±m as int64: negative where the word's top bit (the sign S) is set.
+
+    Branch-free, (m XOR −S) + S (two's complement: −m = (m XOR −1) + 1), since the sign bits are random.
+    """
+    s = (words >> np.uint64(63)).view(np.int64)
+    out: Int64Array = (_checked_int64(m) ^ -s) + s
+    return out
 
 
 def _checked_int64(values: IntArray) -> Int64Array:
     if values.dtype == object and values.size and max(int(v) for v in values) > _INT64_MAX:
         raise OverflowError("a discrete Laplace draw does not fit in int64; use a smaller scale")
-    return values.astype(np.int64)
+    return values.astype(np.int64, copy=False)
 
 
 def discrete_laplace_batch(scales: Sequence[RationalLike], sizes: Sequence[int],
@@ -526,6 +628,40 @@ def _sigma2(s2: Fraction) -> _Sigma2:
                    s2 >= _MIN_FAST_SIGMA2, _gaussian_rate(s2, t))
 
 
+@functools.lru_cache(maxsize=256)
+def _acceptance_table(g: _Sigma2) -> FloatArray | None:
+    """p̂ of the acceptance for |y| = 0..L (see :func:`_acceptance`), if L ≤ _TABLE."""
+    end = math.floor(g.s_f + math.sqrt(122 * float(g.sigma2))) + 2 if g.fast else _TABLE + 1   # d ≥ √122·σ: x > 60
+    if end > _TABLE:
+        return None
+    table = _acceptance(np.arange(end + 1, dtype=np.int64), _Batch([g], [end + 1]))
+    if table[end] != 0.0:            # (never: x̂ > X_MAX there; then no table rather than a wrong one)
+        return None
+    table.flags.writeable = False
+    return table
+
+
+def _acceptance(y: Int64Array, batch: _Batch, table: FloatArray | None = None) -> FloatArray:
+    """p̂ of exp(-(|y| − σ²/t)²/(2σ²)) per candidate: exp_neg of fl(fl(d̂·d̂)·fl(1/(2σ²))) (module docstring).
+
+    NaN for σ² < 2⁻⁹⁰⁰ (no float bound: NaN is never certain, so the exact path decides); x̂ is never NaN
+    for the others (d̂ and 1/(2σ²) finite, the latter > 0). ``table`` (:func:`_acceptance_table`, for a batch
+    of one σ²) holds these floats for |y| ≤ L, where x̂ > X_MAX (p̂ = 0); x̂ only grows beyond (|y| > σ²/t,
+    every rounding monotone), so |y| ≥ L reads entry L.
+    """
+    if table is not None:
+        out: FloatArray = table.take(np.minimum(np.abs(y), table.size - 1))
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.abs(y).astype(np.float64) - batch("s_f")
+        x = d * d * batch("v_f")
+        if all(g.fast for g in batch.scales):
+            return exp_neg(x)
+        p_hat = exp_neg(np.nan_to_num(x, nan=np.inf))
+    p_hat[np.broadcast_to(~np.asarray(batch("fast"), dtype=bool), p_hat.shape)] = np.nan
+    return p_hat
+
+
 def _gaussian_rate(sigma2: Fraction, t: int) -> float:
     """Approximate acceptance rate of Algorithm 3 (batch sizing only)."""
     s2 = max(float(sigma2), 1e-300)
@@ -539,14 +675,18 @@ def _gaussian_rate(sigma2: Fraction, t: int) -> float:
 
 
 def _accept(y: Int64Array, batch: _Batch, rng: RandomSource) -> BoolArray:
-    """Exactly U < exp(-(|y| − σ²/t)²/(2σ²)) per candidate (σ² per element from ``batch``)."""
-    cells = _Cells(rng.random_uint64(y.size), rng)
-    with np.errstate(over="ignore", invalid="ignore"):
-        d = np.abs(y).astype(np.float64) - batch("s_f")
-        p_hat = exp_neg(np.nan_to_num(d * d * batch("v_f"), nan=np.inf))
-    slow = ~np.asarray(batch("fast"), dtype=bool)
-    if slow.any():          # no float bound: NaN is never certain, so the exact path decides
-        p_hat[np.broadcast_to(slow, p_hat.shape)] = np.nan
+    """Exactly U < exp(-(|y| − σ²/t)²/(2σ²)) per candidate (σ² per element from ``batch``), one word each.
+
+    All the words are drawn first, in order (as one call would), then decided chunk by chunk (:func:`_chunks`).
+    """
+    words = [rng.random_uint64(hi - lo) for lo, hi in _chunks(y.size)]
+    return np.concatenate([_accept_chunk(y[lo:hi], batch.slice(lo, hi), _Cells(w, rng))
+                           for (lo, hi), w in zip(_chunks(y.size), words, strict=True)])
+
+
+def _accept_chunk(y: Int64Array, batch: _Batch, cells: _Cells) -> BoolArray:
+    """:func:`_accept` on one chunk, with its uniforms ``cells``."""
+    (p_hat,) = _by_runs(batch.runs(_acceptance_table), y, lambda v, sub, table: (_acceptance(v, sub, table),), 1)
 
     def bounds(j: int, digits: int) -> tuple[Fraction, Fraction]:
         g = batch.of(j)
@@ -566,7 +706,8 @@ def _gaussian(batch: _Batch, rng: RandomSource) -> Int64Array:
         y = _laplace(_Batch([g.laplace for g in round_.scales], round_.sizes), rng)
         keep = _accept(y, round_, rng)
         for pos, k in enumerate(live):
-            got = y[round_.offsets[pos]:round_.offsets[pos + 1]][keep[round_.offsets[pos]:round_.offsets[pos + 1]]]
+            span = slice(round_.offsets[pos], round_.offsets[pos + 1])
+            got = np.compress(keep[span], y[span])      # (faster than a boolean index on a random mask)
             parts[k].append(got[:need[k]])   # accepted candidates are iid: the first ones are iid too
             need[k] -= parts[k][-1].size
     return np.concatenate([np.concatenate(p) if p else np.zeros(0, dtype=np.int64) for p in parts])

@@ -250,6 +250,47 @@ def test_gaussian_acceptance_uses_each_cells_own_sigma2() -> None:
     assert got.tolist() == [s < 0 for s in side]
 
 
+@pytest.mark.parametrize("sample", [
+    lambda rng: np.concatenate(discrete_laplace_batch([Fraction(1, 3), 10, 2**30 + 7], [40, 7, 30], rng)),
+    lambda rng: np.concatenate(discrete_gaussian_batch([Fraction(1, 4), 50, 2**40], [20, 9, 25], rng)),
+    lambda rng: discrete_gaussian(Fraction(9, 2), 100, rng),
+])
+def test_chunks_do_not_change_the_draws(sample: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 7 elements (scales split across them) give the one-pass draws: same words, same decisions."""
+    whole = sample(SeededRandomSource(12)).tolist()
+    monkeypatch.setattr(samplers, "_CHUNK", 7)
+    assert sample(SeededRandomSource(12)).tolist() == whole
+
+
+def test_tables_hold_the_computed_estimates() -> None:
+    """A small scale's (σ's) table gives bit for bit the p̂ computed per element (what the proofs are about)."""
+    s, g, big = samplers._scale(Fraction(7, 2)), samplers._sigma2(Fraction(9, 2)), samplers._scale(Fraction(2**30))
+    assert samplers._threshold_table(big) is None
+    table, accept = samplers._threshold_table(s), samplers._acceptance_table(g)
+    assert table is not None and accept is not None
+    j, y = np.arange(s.cap + 1, dtype=np.int64), np.arange(-300, 300, dtype=np.int64)
+    looked_up = samplers._threshold_pair(j, samplers._Batch([s], [j.size]), table)
+    computed = samplers._threshold_pair(j, samplers._Batch([s, big], [j.size, 0]))     # per-element constants
+    assert [a.tobytes() for a in looked_up] == [b.tobytes() for b in computed]
+    looked_up = samplers._acceptance(y, samplers._Batch([g], [y.size]), accept)
+    computed = samplers._acceptance(y, samplers._Batch([g, samplers._sigma2(Fraction(2**40))], [y.size, 0]))
+    assert looked_up.tobytes() == computed.tobytes()
+
+
+def test_tables_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs long enough for the tables, next to scales too large for one and across chunks, give the draws
+    computed without them."""
+    def sample() -> list[int]:
+        rng = SeededRandomSource(3)
+        laplace = discrete_laplace_batch([Fraction(7, 2), 2**30 + 7, 10], [30_000, 9000, 5000], rng)
+        gaussian = discrete_gaussian_batch([Fraction(9, 2), 2**40], [6000, 6000], rng)
+        return np.concatenate(laplace + gaussian).tolist()
+    with_tables = sample()
+    monkeypatch.setattr(samplers, "_threshold_table", lambda s: None)
+    monkeypatch.setattr(samplers, "_acceptance_table", lambda g: None)
+    assert sample() == with_tables
+
+
 def test_bulk_sampling_never_takes_the_per_cell_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """200k mixed draws: every decision is made by the vectorised fast path (no LazyUniform, no bounds)."""
     def forbidden(*args: Any) -> Any:
