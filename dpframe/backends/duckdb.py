@@ -535,7 +535,7 @@ class DuckDBBackend:
         """The bounding mask: which positions of the source rows contribution bounding keeps.
 
         Where the ranked rows are the source's own Arrow rows and Polars can tell which of them are ranked
-        exactly as DuckDB's SQL would (:func:`_ranked_units`), one query hashes every row, in the source's
+        exactly as DuckDB's SQL would (:func:`_ranked`), one query hashes every row, in the source's
         order (a ``SELECT`` from one table: DuckDB keeps the row order, ``preserve_insertion_order``), and
         the rows' positions are implicit: no row number, no join. Otherwise one query returns the
         candidates (rows of the public keys with a unit, of the chosen groups with ``max_groups``):
@@ -552,18 +552,18 @@ class DuckDBBackend:
         unit_and_keys = list(dict.fromkeys([u, *by]))
         hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
         data = source if source is not None else self._tables[request.table].data
-        ranked = None if data is None or request.row_nodes[_split(request):] else _ranked_units(request, data)
+        units = None if data is None or request.row_nodes[_split(request):] else _ranked(request, data)
         q = _Query()
-        if ranked is not None:
+        if units is not None:
             cur = self._scan(q, request, source)
             hashes = self._run(q.sql(f"SELECT hash({hashed}, {row_seed}) AS __dp_hash FROM {cur}"), q.frames
                                )["__dp_hash"].to_numpy()
-            if not ranked.null_count():
-                return self._kept(ranked, hashes, None, row_seed, unit.max_rows)
-            at = np.flatnonzero(ranked.is_not_null().to_numpy())
-            keep = np.zeros(ranked.len(), dtype=bool)
-            keep[at[self._kept(ranked.gather(at), hashes[at], at, row_seed, unit.max_rows)]] = True
-            return keep
+            unit_of, ranked = units
+            if ranked is None:
+                return self._kept(unit_of, hashes, None, row_seed, unit.max_rows)
+            at = np.flatnonzero(ranked)
+            ranked[at[~self._kept(unit_of.gather(at), hashes[at], at, row_seed, unit.max_rows)]] = False
+            return ranked
         cur = self._unit_rows(q, self._scan(q, request, source, numbered=True), request)
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = self._run(q.sql(f"SELECT {', '.join(unit_and_keys)}, hash({', '.join(unit_and_keys)}, {seed}) "
@@ -676,8 +676,8 @@ def _split(request: StatisticsRequest) -> int:
     return max((i + 1 for i, n in enumerate(request.row_nodes) if not isinstance(n, _SQL_NODES)), default=0)
 
 
-def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series | None:
-    """Each row's unit where bounding ranks the row, else null — or ``None`` where Polars cannot tell as DuckDB would.
+def _ranked(request: StatisticsRequest, data: pa.Table) -> tuple[pl.Series, Mask | None] | None:
+    """The rows' units and which rows bounding ranks (``None``: all); ``None`` where Polars cannot tell as SQL would.
 
     A row is ranked iff its unit is not null and, with public keys, its group is one of them (rows outside
     the keys use none of a unit's quota). Polars' ``is_in`` (nulls matching nulls) decides that as
@@ -690,8 +690,9 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series | Non
         >>> from dpframe.privacy_unit import PrivacyUnit
         >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), ("g",), pl.DataFrame({"g": ["a"]}),
         ...                         (Statistic("rows"),), 7)
-        >>> _ranked_units(req, pa.table({"u": [1, None, 2], "g": ["a", "a", "b"]})).to_list()
-        [1, None, None]
+        >>> units, ranked = _ranked(req, pa.table({"u": [1, None, 2], "g": ["a", "a", "b"]}))
+        >>> units.to_list(), ranked.tolist()
+        ([1, None, 2], [True, False, False])
 
     """
     unit, by = request.unit, list(request.by)
@@ -706,7 +707,8 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series | Non
                 or not isinstance(frame.schema[by[0]], _BITWISE):
             return None
         ranked &= pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True)
-    return frame.select(pl.when(ranked).then(pl.col(unit.column))).to_series()
+    mask = frame.select(ranked).to_series()
+    return frame[unit.column], None if mask.all() else mask.to_numpy()
 
 
 def _arrow(frame: pl.DataFrame) -> pa.Table:

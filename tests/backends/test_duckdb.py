@@ -164,10 +164,10 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g",), None), ((), None)):
         for read in ("x", "i"):
             request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), 11)
-            assert duckdb_backend._ranked_units(request, data) is not None
+            assert duckdb_backend._ranked(request, data) is not None
             by_order = b._keep(request, None)
             with monkeypatch.context() as m:
-                m.setattr(duckdb_backend, "_ranked_units", lambda *_: None)
+                m.setattr(duckdb_backend, "_ranked", lambda *_: None)
                 numbered = b._keep(request, None)
             assert by_order.sum() > 0
             if read == "i":
@@ -180,4 +180,4 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     stats = (Statistic("rows"),)
     floats = StatisticsRequest("t", (), unit, ("x",), pl.DataFrame({"x": [0.5]}), stats, 11)
     pairs = StatisticsRequest("t", (), unit, ("g", "x"), pl.DataFrame({"g": ["a"], "x": [0.5]}), stats, 11)
-    assert duckdb_backend._ranked_units(floats, data) is None and duckdb_backend._ranked_units(pairs, data) is None
+    assert duckdb_backend._ranked(floats, data) is None and duckdb_backend._ranked(pairs, data) is None
