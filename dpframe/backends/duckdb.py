@@ -57,6 +57,8 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -419,14 +421,26 @@ class DuckDBBackend:
 
     def _run(self, sql: str, frames: dict[str, Any]) -> pl.DataFrame:
         """Run one query with its frames registered for its duration (under the backend's lock)."""
+        with self._registered(frames):
+            out: pl.DataFrame = self._con.sql(sql).pl()
+        return out
+
+    def _hashes(self, sql: str, frames: dict[str, Any], rows: int) -> U64s:
+        """The one (UBIGINT) column of a query's ``rows`` rows, fetched as one Arrow batch (no second copy)."""
+        with self._registered(frames):
+            column = self._con.sql(sql).to_arrow_table(max(rows, 1)).column(0)
+        out: U64s = column.to_numpy()
+        return out
+
+    @contextmanager
+    def _registered(self, frames: dict[str, Any]) -> Iterator[None]:
         for name, data in frames.items():
             self._con.register(name, data)
         try:
-            out: pl.DataFrame = self._con.sql(sql).pl()
+            yield
         finally:
             for name in frames:
                 self._con.unregister(name)
-        return out
 
     def _polars_part(self, request: StatisticsRequest) -> pa.Table | None:
         """The rows after the method-chain nodes (run by Polars once per query, for every query it needs)."""
@@ -556,8 +570,8 @@ class DuckDBBackend:
         q = _Query()
         if units is not None:
             cur = self._scan(q, request, source)
-            hashes = self._run(q.sql(f"SELECT hash({hashed}, {row_seed}) AS __dp_hash FROM {cur}"), q.frames
-                               )["__dp_hash"].to_numpy()
+            assert data is not None
+            hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {cur}"), q.frames, data.num_rows)
             unit_of, ranked = units
             if ranked is None:
                 return self._kept(unit_of, hashes, None, row_seed, unit.max_rows)
