@@ -68,7 +68,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
+from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, empty, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
@@ -426,10 +426,19 @@ class DuckDBBackend:
         return out
 
     def _hashes(self, sql: str, frames: dict[str, Any], rows: int) -> U64s:
-        """The one (UBIGINT) column of a query's ``rows`` rows, fetched as one Arrow batch (no second copy)."""
+        """The one (UBIGINT, not null) column of a query's ``rows`` rows, in order, as numpy.
+
+        Read batch by batch into one array from Arrow's pool (:func:`~dpframe.backends._bounding.empty`):
+        small batches reuse their memory, where one large result would be fresh pages every query.
+        """
+        out = empty(rows, np.uint64)
+        at = 0
         with self._registered(frames):
-            column = self._con.sql(sql).to_arrow_table(max(rows, 1)).column(0)
-        out: U64s = column.to_numpy()
+            for batch in self._con.sql(sql).to_arrow_reader(STEP):
+                part = batch.column(0).to_numpy()
+                out[at:at + part.size] = part
+                at += part.size
+        assert at == rows, (at, rows)
         return out
 
     @contextmanager
