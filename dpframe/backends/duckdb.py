@@ -15,11 +15,16 @@ What runs in DuckDB:
    distinct row, is equally likely to be kept; ties (a 64-bit collision) go to the earlier row. As in
    the Polars backend, which *values* a unit keeps depends only on its own rows and the seed (not on
    row order or other units): bounding is a stable transformation for every seed. A first query
-   returns each candidate row's position, unit and hash (row positions come from a ``POSITIONAL JOIN``
-   with ``range(n)``: nothing is numbered when nothing is bounded); the kept positions are picked in
-   numpy exactly as the Polars backend picks them (:func:`dpframe.backends._bounding.kept`: a count per
-   unit, one sort, no window over the units) and go back as a boolean column the statistics query
-   reads the table through (again a ``POSITIONAL JOIN``);
+   returns the rows' hashes. Where the rows bounded are the Arrow rows themselves (no SQL row node)
+   it is a plain scan, whose result DuckDB keeps in the table's row order, so a row's position is its
+   place in the result; which rows are ranked (a unit, one of the public keys) Polars decides on the same
+   Arrow data where its equality is DuckDB's (one key column of a string, integer, boolean or date type).
+   Otherwise (Parquet, SQL row nodes, other keys, ``max_groups``) the query returns the candidate rows
+   with their positions (a column beside the Arrow data, or the Parquet ``file_row_number``) and units.
+   The kept positions are picked in numpy exactly as the Polars backend picks them
+   (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
+   go back as a boolean column the statistics query reads the table through (for Parquet, by a
+   ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
    (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
@@ -389,7 +394,7 @@ class DuckDBBackend:
         """Row nodes, keys, bounding, statistics; zeros for empty public keys (see the module docstring).
 
         Without contribution bounding and rank windows this is one query; bounding adds one query (the
-        candidates' positions, units and hashes) and rank windows one more (their sample).
+        rows' hashes, see :meth:`_keep`) and rank windows one more (their sample).
         """
         with self._mutex:
             if not self._locked:
