@@ -481,15 +481,15 @@ class DuckDBBackend:
                 cur = q.add(f"SELECT * EXCLUDE (file_row_number), file_row_number AS {ROW} FROM "
                             f"read_parquet({literal(table.path)}, file_row_number=true)")
             elif keep is not None:
-                mask = q.frame(pa.table({KEEP: keep}))
-                cur = q.add(f"SELECT s.* FROM {table.view} AS s POSITIONAL JOIN {mask} AS k WHERE k.{KEEP}")
+                mask = q.frame(pa.table({KEEP: _bytes(keep)}))
+                cur = q.add(f"SELECT s.* FROM {table.view} AS s POSITIONAL JOIN {mask} AS k WHERE k.{KEEP} <> 0")
             else:
                 cur = q.add(f"SELECT * FROM {table.view}")
         elif numbered:
             cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, source))}")
         elif keep is not None:
-            cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, pa.array(keep)))} "
-                        f"WHERE {KEEP}")
+            cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, _bytes(keep)))} "
+                        f"WHERE {KEEP} <> 0")
         else:
             cur = q.add(f"SELECT * FROM {q.frame(source) if source is not None else table.view}")
         for node in request.row_nodes[_split(request):]:
@@ -737,6 +737,20 @@ def _ranked(request: StatisticsRequest, data: pa.Table) -> tuple[pl.Series, Mask
         ranked &= pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True)
     mask = frame.select(ranked).to_series()
     return frame[unit.column], None if mask.all() else mask.to_numpy()
+
+
+def _bytes(mask: Mask) -> pa.Array:
+    """A boolean mask as an Arrow ``uint8`` column (0/1), without a copy.
+
+    DuckDB filters on it faster than on Arrow's bit-packed booleans, which would also have to be packed
+    first (measured: 8% of the statistics query at 10M rows).
+
+    Example:
+        >>> _bytes(np.array([True, False])).to_pylist()
+        [1, 0]
+
+    """
+    return pa.array(np.ascontiguousarray(mask).view(np.uint8))
 
 
 def _arrow(frame: pl.DataFrame) -> pa.Table:
