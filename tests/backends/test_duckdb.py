@@ -61,7 +61,7 @@ def test_parquet_is_scanned_in_place_and_nothing_else_is_readable(tmp_path: Path
 
 def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql() -> None:
     """Row level: one query, nothing registered. User level: the statistics query reads the table through
-    the bounding mask (a boolean column beside the table's); the hashing ran in the candidates query."""
+    the bounding mask (a 0/1 column beside the table's); the hashing ran in the candidates query."""
     b = backend(t=DATA)
     sql, frames = b.compile(StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3))
     assert not frames and KEEP not in sql
