@@ -729,14 +729,15 @@ def _ranked(request: StatisticsRequest, data: pa.Table) -> tuple[pl.Series, Mask
         return None
     frame = pl.from_arrow(data.select(list(dict.fromkeys([unit.column, *by]))))
     assert isinstance(frame, pl.DataFrame)
-    ranked = pl.col(unit.column).is_not_null()
+    units = frame[unit.column]
+    ranked = [pl.col(unit.column).is_not_null()] if units.null_count() else []
     if request.keys is not None:
         if len(by) != 1 or request.keys.schema[by[0]] != frame.schema[by[0]] \
                 or not isinstance(frame.schema[by[0]], _BITWISE):
             return None
-        ranked &= pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True)
-    mask = frame.select(ranked).to_series()
-    return frame[unit.column], None if mask.all() else mask.to_numpy()
+        ranked.append(pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True))
+    mask = frame.select(pl.all_horizontal(ranked)).to_series() if ranked else None
+    return units, None if mask is None or mask.all() else mask.to_numpy()
 
 
 def _bytes(mask: Mask) -> pa.Array:
