@@ -39,7 +39,7 @@ step decides a unit depends on the data (and the seed) — only the time does, n
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -109,7 +109,7 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            values = (units if ranked is None else units.fill_null(low)).to_numpy()
+            values = _flat(units if ranked is None else units.fill_null(low))
             base = np.intp(low if low < 2**63 else low - 2**64)
             if base == 0 and values.dtype == np.intp and ranked is None:
                 ids = values       # ids from 0 already (read only from here on): no copy
@@ -134,6 +134,22 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
     out = np.zeros(ranked.size, dtype=bool)
     out[at] = smallest_per_unit(chosen, chosen.hash(unit_seed).to_numpy(), row_hash[at], k, rehash,
                                 lambda rows: exact(at[rows]))
+    return out
+
+
+def _flat(values: pl.Series) -> npt.NDArray[Any]:
+    """``values.to_numpy()`` (no nulls): one chunk without a copy, several copied into one :func:`empty` array.
+
+    Example:
+        >>> _flat(pl.concat([pl.Series([1, 2]), pl.Series([3])], rechunk=False)).tolist()
+        [1, 2, 3]
+
+    """
+    if values.n_chunks() == 1:
+        return values.to_numpy()
+    parts = [chunk.to_numpy() for chunk in values.get_chunks()]
+    out = empty(values.len(), parts[0].dtype.type)
+    np.concatenate(parts, out=out)
     return out
 
 
