@@ -356,7 +356,8 @@ def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:
 
 
 def _buckets_of(keys: U64s, bits: int) -> npt.NDArray[np.intp]:
-    return (keys >> np.uint64(64 - bits)).astype(np.intp)
+    # (values below 2**bits, read as the 64-bit intp of every platform Polars runs on: no second pass)
+    return (keys >> np.uint64(64 - bits)).view(np.intp)
 
 
 def _kth_smallest(ordered: U64s, counts: npt.NDArray[np.intp], k: int) -> U64s:
