@@ -255,7 +255,7 @@ def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits
             big += a + c
             at = out_rows[start:start + big.size]
             at[:] = big if rows is None else rows[big]
-            out_keys[start:start + big.size] = _keys(chosen, row_hash[at], bits)
+            _keys(chosen, row_hash[at], bits, out_keys[start:start + big.size])
             start += big.size
 
     map_chunks(pick, len(spans), 1)
@@ -347,12 +347,11 @@ def sort(keys: U64s) -> U64s:
     return np.concatenate(map_chunks(between, parts, 1))
 
 
-def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:
-    """One sortable key per row: the bucket in the top ``bits`` bits, the hash's high bits below."""
-    out: U64s = buckets.astype(np.uint64)
-    out <<= np.uint64(64 - bits)
-    out |= hashes >> np.uint64(bits)
-    return out
+def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, out: U64s | None = None) -> U64s:
+    """One sortable key per row: the bucket in the top ``bits`` bits, the hash's high bits below (into ``out``)."""
+    keys: U64s = np.left_shift(buckets, np.uint64(64 - bits), out=out, dtype=np.uint64, casting="unsafe")
+    keys |= hashes >> np.uint64(bits)
+    return keys
 
 
 def _buckets_of(keys: U64s, bits: int) -> npt.NDArray[np.intp]:
