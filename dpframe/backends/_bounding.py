@@ -39,15 +39,15 @@ step decides a unit depends on the data (and the seed) — only the time does, n
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
 
 from dpframe.parallel import chunks, map_chunks, threads
 
-T = TypeVar("T")
 U64s = npt.NDArray[np.uint64]
 Rows = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -58,11 +58,33 @@ ROUNDS = 3
 """Rounds over different bits of the unit hash (22, then 21 and 21 more: all 64) before the exact path."""
 CHUNK = 1 << 20
 """Rows per chunk of the per-row passes, which run on all cores (:mod:`dpframe.parallel`)."""
+STEP = 1 << 16
+"""Rows per step of a per-row pass: numpy's temporaries stay small enough (≤ 512 KiB) that the C allocator
+reuses their memory; larger ones get fresh pages from the OS every time, which costs more than the pass."""
 PARALLEL_SORT = 4
 """Threads from which :func:`sort` splits a large sort across them (with fewer, one ``np.sort`` is faster)."""
 UNIT_SALT = 0x2545F4914F6CDD1D
 """XORed into a query's seed for the unit hash that buckets units (speed only: any hash gives the same rows)."""
 _ALL = np.uint64(2**64 - 1)
+D = TypeVar("D", bound=np.generic)
+
+
+def empty(n: int, dtype: type[D]) -> npt.NDArray[D]:
+    """``np.empty(n, dtype)`` in memory from Arrow's pool, which keeps what it frees for the next query.
+
+    numpy takes a large array's memory from the OS each time and gives it back when freed; first touching
+    fresh pages costs more than the passes over them do (about 0.5 ms per MB on a virtual machine: most
+    of the time of this module's steps, measured). Arrow's allocator (mimalloc by default) reuses them.
+
+    Example:
+        >>> a = empty(3, np.int64)
+        >>> a[:] = 7
+        >>> a.tolist()
+        [7, 7, 7]
+
+    """
+    kind = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(n * kind.itemsize), dtype=kind)
 
 
 def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Callable[[U64s, Rows], U64s],
@@ -87,12 +109,12 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
             # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            values = (units if ranked is None else units.fill_null(low)).to_numpy()
+            values = _flat(units if ranked is None else units.fill_null(low))
             base = np.intp(low if low < 2**63 else low - 2**64)
             if base == 0 and values.dtype == np.intp and ranked is None:
                 ids = values       # ids from 0 already (read only from here on): no copy
             else:
-                ids = np.empty(values.size, dtype=np.intp)
+                ids = empty(values.size, np.intp)
 
                 def subtract(a: int, b: int) -> None:
                     np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
@@ -112,6 +134,22 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
     out = np.zeros(ranked.size, dtype=bool)
     out[at] = smallest_per_unit(chosen, chosen.hash(unit_seed).to_numpy(), row_hash[at], k, rehash,
                                 lambda rows: exact(at[rows]))
+    return out
+
+
+def _flat(values: pl.Series) -> npt.NDArray[Any]:
+    """``values.to_numpy()`` (no nulls): one chunk without a copy, several copied into one :func:`empty` array.
+
+    Example:
+        >>> _flat(pl.concat([pl.Series([1, 2]), pl.Series([3])], rechunk=False)).tolist()
+        [1, 2, 3]
+
+    """
+    if values.n_chunks() == 1:
+        return values.to_numpy()
+    parts = [chunk.to_numpy() for chunk in values.get_chunks()]
+    out = empty(values.len(), parts[0].dtype.type)
+    np.concatenate(parts, out=out)
     return out
 
 
@@ -140,7 +178,8 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
         [False, True, True, True]
 
     """
-    keep = np.ones(unit_hash.size, dtype=bool)
+    keep = empty(unit_hash.size, np.bool_)
+    keep.fill(True)
     values = units.to_numpy() if units.dtype.is_integer() or units.dtype.is_float() else units
     rows: Rows | None = None
     for level in range(ROUNDS):
@@ -177,7 +216,8 @@ def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int
         [False, True, True, True]
 
     """
-    keep = np.ones(ids.size, dtype=bool)
+    keep = empty(ids.size, np.bool_)
+    keep.fill(True)
     rows, keys, counts = _over(None, ids, row_hash, bits, k, ignore)
     if rows.size:
         undecided = _bottom_k(keep, rows, keys, counts, row_hash, bits, k, rehash, np.zeros(1 << bits, dtype=bool))
@@ -205,16 +245,18 @@ def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits
         counts[ignore] = 0
     over = counts > k
     ends = np.cumsum([0, *(int(np.dot(part, over)) for part in parts)])   # each chunk's slice of the output
-    out_rows, out_keys = np.empty(ends[-1], dtype=np.int64), np.empty(ends[-1], dtype=np.uint64)
+    out_rows, out_keys = empty(int(ends[-1]), np.int64), empty(int(ends[-1]), np.uint64)
 
     def pick(i: int, _: int) -> None:
-        (a, b), start, end = spans[i], ends[i], ends[i + 1]
-        big = np.flatnonzero(over[buckets[a:b]])
-        chosen = buckets[a:b][big]
-        big += a
-        at = out_rows[start:end]
-        at[:] = big if rows is None else rows[big]
-        out_keys[start:end] = _keys(chosen, row_hash[at], bits)
+        (a, b), start = spans[i], int(ends[i])
+        for c, d in chunks(b - a, STEP):     # in steps, so that numpy's temporaries reuse their memory
+            big = np.flatnonzero(over[buckets[a + c:a + d]])
+            chosen = buckets[a + c:a + d][big]
+            big += a + c
+            at = out_rows[start:start + big.size]
+            at[:] = big if rows is None else rows[big]
+            _keys(chosen, row_hash[at], bits, out_keys[start:start + big.size])
+            start += big.size
 
     map_chunks(pick, len(spans), 1)
     return out_rows, out_keys, counts
@@ -222,7 +264,8 @@ def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits
 
 def _summed(parts: list[npt.NDArray[np.intp]]) -> npt.NDArray[np.intp]:
     """The element-wise sum of equally long count arrays, range by range on the thread pool."""
-    total = parts[0].copy()
+    total = empty(parts[0].size, np.intp)
+    total[:] = parts[0]
 
     def add(a: int, b: int) -> None:
         for part in parts[1:]:
@@ -260,12 +303,20 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     return undecided
 
 
-def _parallel(step: Callable[[int, int], T], n: int) -> list[T]:
-    """``step(a, b)`` over consecutive chunks ``[a, b)`` of ``range(n)``, on the cores (numpy frees the GIL).
+def _parallel(step: Callable[[int, int], None], n: int) -> None:
+    """``step(a, b)`` over consecutive ranges ``[a, b)`` of ``range(n)``, on the cores (numpy frees the GIL).
 
+    One task per :data:`CHUNK` items, each calling ``step`` on ranges of at most :data:`STEP` items.
     Steps must only read shared arrays or write disjoint slices.
     """
-    return map_chunks(step, n, CHUNK) if n else [step(0, 0)]
+    def run(a: int, b: int) -> None:
+        for c, d in chunks(b - a, STEP):
+            step(a + c, a + d)
+
+    if n:
+        map_chunks(run, n, CHUNK)
+    else:
+        step(0, 0)
 
 
 def sort(keys: U64s) -> U64s:
@@ -281,7 +332,10 @@ def sort(keys: U64s) -> U64s:
     """
     parts = min(threads(), keys.size // CHUNK)
     if parts < max(2, PARALLEL_SORT):
-        return np.sort(keys)
+        out = empty(keys.size, np.uint64)
+        out[:] = keys
+        out.sort()
+        return out
     runs = map_chunks(lambda a, b: np.sort(keys[a:b]), keys.size, -(-keys.size // parts))
     sample = np.sort(keys[:: max(1, keys.size // (64 * parts))])
     edges = sample[(np.arange(1, parts) * sample.size) // parts]
@@ -293,16 +347,16 @@ def sort(keys: U64s) -> U64s:
     return np.concatenate(map_chunks(between, parts, 1))
 
 
-def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int) -> U64s:
-    """One sortable key per row: the bucket in the top ``bits`` bits, the hash's high bits below."""
-    out: U64s = buckets.astype(np.uint64)
-    out <<= np.uint64(64 - bits)
-    out |= hashes >> np.uint64(bits)
-    return out
+def _keys(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, out: U64s | None = None) -> U64s:
+    """One sortable key per row: the bucket in the top ``bits`` bits, the hash's high bits below (into ``out``)."""
+    keys: U64s = np.left_shift(buckets, np.uint64(64 - bits), out=out, dtype=np.uint64, casting="unsafe")
+    keys |= hashes >> np.uint64(bits)
+    return keys
 
 
 def _buckets_of(keys: U64s, bits: int) -> npt.NDArray[np.intp]:
-    return (keys >> np.uint64(64 - bits)).astype(np.intp)
+    # (values below 2**bits, read as the 64-bit intp of every platform Polars runs on: no second pass)
+    return (keys >> np.uint64(64 - bits)).view(np.intp)
 
 
 def _kth_smallest(ordered: U64s, counts: npt.NDArray[np.intp], k: int) -> U64s:
@@ -312,7 +366,8 @@ def _kth_smallest(ordered: U64s, counts: npt.NDArray[np.intp], k: int) -> U64s:
     """
     over = np.flatnonzero(counts > k)
     sizes = counts[over]
-    out = np.full(counts.size, _ALL, dtype=np.uint64)
+    out = empty(counts.size, np.uint64)
+    out.fill(_ALL)
     out[over] = ordered[np.cumsum(sizes) - sizes + (k - 1)]
     return out
 

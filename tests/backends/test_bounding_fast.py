@@ -245,3 +245,13 @@ def test_polars_keeps_the_rows_of_the_definition_with_the_split_sort(monkeypatch
     monkeypatch.setattr(_bounding, "CHUNK", 32)
     test_polars_keeps_the_rows_of_the_definition("int", 2)
     test_polars_keeps_the_rows_of_the_definition("str", 1)
+
+
+def test_both_backends_keep_the_rows_of_the_definition_in_small_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-row passes in steps of a few rows (several steps per chunk and per thread, the last one short)."""
+    monkeypatch.setenv("DPFRAME_THREADS", "3")
+    monkeypatch.setattr(_bounding, "CHUNK", 40)
+    monkeypatch.setattr(_bounding, "STEP", 7)
+    test_polars_keeps_the_rows_of_the_definition("int", 2)
+    test_polars_keeps_the_rows_of_the_definition("str", 1)
+    test_duckdb_keeps_the_rows_of_the_definition("int", 3)

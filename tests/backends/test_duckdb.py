@@ -6,12 +6,14 @@ from fractions import Fraction as F
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
 import dpframe as dp
+from dpframe.backends import duckdb as duckdb_backend
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.duckdb import KEEP, DuckDBBackend
 from dpframe.mechanism import Statistic
@@ -59,7 +61,7 @@ def test_parquet_is_scanned_in_place_and_nothing_else_is_readable(tmp_path: Path
 
 def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql() -> None:
     """Row level: one query, nothing registered. User level: the statistics query reads the table through
-    the bounding mask (a boolean column beside the table's); the hashing ran in the candidates query."""
+    the bounding mask (a 0/1 column beside the table's); the hashing ran in the candidates query."""
     b = backend(t=DATA)
     sql, frames = b.compile(StatisticsRequest("t", (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3))
     assert not frames and KEEP not in sql
@@ -140,3 +142,42 @@ def test_unreadable_table_is_a_schema_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(dp.SchemaError, match=r"tables\['broken'\]"):
         sess.sql("SELECT COUNT(*) FROM visits", backend="duckdb").collect(dp.PureDP(0.5))
     assert sess.history().height == 0
+
+
+def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no SQL row node, bounding reads each row's hash from a plain scan (its position: the row order,
+    which DuckDB keeps) and which rows are ranked from Polars: it keeps the rows the numbered candidates
+    query keeps (positions, public keys and null units in SQL) — on a table of many Arrow chunks that DuckDB
+    scans on several threads, with null units, null keys and rows outside the public keys; with copies
+    (rows equal in every column read: the same values kept), and without (the same rows kept)."""
+    rng = np.random.default_rng(3)
+    parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, 3_000, 10_000),
+                           "g": rng.choice(["a", "b", "c"], 10_000), "x": rng.choice([0.5, 1.5], 10_000)}).with_columns(
+        u=pl.when(pl.col("x") * pl.col("u") % 7 == 0).then(None).otherwise(pl.col("u")),
+        g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g"))) for j in range(0, 120_000, 10_000)]
+    df = pl.concat(parts, rechunk=False)
+    b = backend(t=df)
+    b._con.execute("SET threads = 4")
+    data = b._tables["t"].data
+    assert data is not None and data.column("u").num_chunks > 1
+    unit = dp.PrivacyUnit("u", max_rows=3)
+    for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g",), None), ((), None)):
+        for read in ("x", "i"):
+            request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), 11)
+            assert duckdb_backend._ranked(request, data) is not None
+            by_order = b._keep(request, None)
+            with monkeypatch.context() as m:
+                m.setattr(duckdb_backend, "_ranked", lambda *_: None)
+                numbered = b._keep(request, None)
+            assert by_order.sum() > 0
+            if read == "i":
+                assert np.array_equal(by_order, numbered)
+            else:     # which of two copies is kept is the numbered query's row order: the values are the same
+                columns = ["u", "g", "x"]
+                assert_frame_equal(df.filter(by_order).select(columns).sort(columns),
+                                   df.filter(numbered).select(columns).sort(columns))
+    # Keys Polars might match otherwise than DuckDB (floats: NaN, -0.0; several columns) stay in SQL.
+    stats = (Statistic("rows"),)
+    floats = StatisticsRequest("t", (), unit, ("x",), pl.DataFrame({"x": [0.5]}), stats, 11)
+    pairs = StatisticsRequest("t", (), unit, ("g", "x"), pl.DataFrame({"g": ["a"], "x": [0.5]}), stats, 11)
+    assert duckdb_backend._ranked(floats, data) is None and duckdb_backend._ranked(pairs, data) is None
