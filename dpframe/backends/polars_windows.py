@@ -30,6 +30,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from dpframe.backends._bounding import empty
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.rank_windows import (
     OPEN_HIGH,
@@ -369,7 +370,7 @@ def sort_each(column: pl.Series, order: npt.NDArray[np.int64] | None = None) -> 
         padded = np.append(offsets, offsets[-1])           # (an empty column: only −1 may be asked for)
         starts, ends = np.where(have, padded[picked], 0), np.where(have, padded[picked + 1], 0)
         offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
-    out = np.empty(int(offsets[-1]), dtype=np.int64)   # written chunk by chunk by the tasks
+    out = empty(int(offsets[-1]), np.int64)   # written chunk by chunk by the tasks; pooled memory: no fresh pages
 
     def sort_lists(first: int, end: int) -> None:
         lo, hi = int(offsets[first]), int(offsets[end])
