@@ -119,7 +119,7 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
                 def subtract(a: int, b: int) -> None:
                     np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
 
-                _parallel(subtract, values.size)
+                in_steps(subtract, values.size)
             if ranked is None:
                 return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
             other = high - low + 1      # the null units' bucket, never ranked
@@ -272,7 +272,7 @@ def _summed(parts: list[npt.NDArray[np.intp]]) -> npt.NDArray[np.intp]:
             total[a:b] += part[a:b]
 
     if len(parts) > 1:
-        _parallel(add, total.size)
+        in_steps(add, total.size)
     return total
 
 
@@ -290,7 +290,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     def decide(a: int, b: int) -> None:
         keep[rows[a:b]] = keys[a:b] <= kth[_buckets_of(keys[a:b], bits)]
 
-    _parallel(decide, rows.size)
+    in_steps(decide, rows.size)
     copies = np.zeros(1 << bits, dtype=bool)
     copies[_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits)] = True
     copies &= ~skip
@@ -303,7 +303,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     return undecided
 
 
-def _parallel(step: Callable[[int, int], None], n: int) -> None:
+def in_steps(step: Callable[[int, int], None], n: int) -> None:
     """``step(a, b)`` over consecutive ranges ``[a, b)`` of ``range(n)``, on the cores (numpy frees the GIL).
 
     One task per :data:`CHUNK` items, each calling ``step`` on ranges of at most :data:`STEP` items.

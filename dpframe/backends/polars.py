@@ -36,7 +36,16 @@ import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
-from dpframe.backends.polars_windows import RankWindows, fill_missing_groups, finish, sort_each, sorted_codes
+from dpframe.backends.polars_lists import packs, sorted_lists
+from dpframe.backends.polars_windows import (
+    RankWindows,
+    code_column,
+    code_values,
+    fill_missing_groups,
+    finish,
+    sort_each,
+    sorted_codes,
+)
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
 
@@ -284,16 +293,27 @@ class PolarsBackend:
             return finish(out.sort(by, nulls_last=False).collect(), windows, inside_of)
         # with lists, the aggregate without them is joined and sorted; each list column then follows its
         # rows' new order in the same numpy pass that sorts the lists
-        agg = out.collect()
-        small = agg.drop(lists).with_row_index(_ORDER).lazy()
+        packed = len(by) == 1 and packs(schema[by[0]])
+        if packed:         # one integer-like key: each list's codes by one packed sort (polars_lists)
+            rows = [frame.select(*by, _row_code(s, windows, schema).alias(s.key)).drop_nulls(s.key)
+                    for s in request.statistics if s.key in lists]
+            agg, *parts = pl.collect_all([frame.group_by(by).agg([e for e in exprs if not _is_list(e, request)]
+                                                                  + extra), *rows])
+        else:
+            agg = out.collect()
+        small = agg.drop(lists, strict=False).with_row_index(_ORDER).lazy()
         if request.keys is not None:
             small = (request.keys.lazy().join(small, on=by, how="left", nulls_equal=True)
                      .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics
                                     if s not in near and s.kind not in LIST_KINDS])
                      .with_columns(fill_missing_groups(near)))
         ordered = small.sort(by, nulls_last=False).collect()
-        order = ordered[_ORDER].cast(pl.Int64).fill_null(-1).to_numpy()
-        result = ordered.drop(_ORDER).with_columns([sort_each(agg[k], order) for k in lists])
+        if packed:
+            result = ordered.drop(_ORDER).with_columns([sorted_lists(part[by[0]], part[k], ordered[by[0]])
+                                                        for k, part in zip(lists, parts)])
+        else:
+            order = ordered[_ORDER].cast(pl.Int64).fill_null(-1).to_numpy()
+            result = ordered.drop(_ORDER).with_columns([sort_each(agg[k], order) for k in lists])
         return finish(result, windows, inside_of)
 
 
@@ -312,6 +332,14 @@ def _clipped(expr: pl.Expr, stat: Statistic) -> pl.Expr:
 def _sorted_lists(out: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """``out`` with the lists of the columns ``keys`` sorted (aggregated unsorted: sorting after is faster)."""
     return out.with_columns([sort_each(out[k]) for k in keys]) if keys else out
+
+
+def _row_code(stat: Statistic, windows: RankWindows | None, schema: pl.Schema) -> pl.Expr:
+    """One ``sorted`` code per row for ``stat`` (null: no value), read from the windows' rows where they hold it."""
+    if windows is not None and stat in windows.stats:
+        return pl.col(code_column(windows.stats.index(stat)))
+    assert stat.column is not None
+    return code_values(pl.col(stat.column), schema[stat.column], stat)
 
 
 def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:
