@@ -14,13 +14,16 @@ Which route a query takes depends on the key's type (public) and its spread (tim
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import empty, in_steps, sort
+from dpframe.backends._bounding import CHUNK, STEP, empty, in_steps, sort
 from dpframe.mechanism.sorted_codes import ranges
+from dpframe.parallel import chunks, map_chunks
 
 Ints = npt.NDArray[np.int64]
 
@@ -65,19 +68,19 @@ def sorted_lists(keys: pl.Series, codes: pl.Series, groups: pl.Series) -> pl.Ser
         ids, nids, where = np.zeros(rows.len(), dtype=np.int64), 1, np.full(wanted.len(), -1, dtype=np.int64)
     else:
         assert isinstance(low, int) and isinstance(high, int)
-        values = _flat(rows.fill_null(low))
+        values = _parts(rows.fill_null(low) if rows.null_count() else rows)
         if high - low < max(SPAN, rows.len()):       # ids 1 + key - low: a count per value
             nids = high - low + 2
             ids = _offset_ids(values, low)
-            asked = _flat(wanted.fill_null(low))
+            asked = wanted.fill_null(low).to_numpy()
             inside = (asked >= low) & (asked <= high)
-            where = np.where(inside, _offset_ids(asked, low), -1)
+            where = np.where(inside, _offset_ids([asked], low), -1)
         else:                                         # ids 1 + place among the wanted keys
-            ids, nids, where = _searched_ids(values, wanted)
+            ids, nids, where = _searched_ids(np.concatenate(values), wanted)
     if rows.null_count():
         ids[rows.is_null().to_numpy()] = 0
     where[wanted.is_null().to_numpy()] = 0
-    sorted_codes, offsets = _sorted_by_id(ids, np.asarray(_flat(codes), dtype=np.int64), nids)
+    sorted_codes, offsets = _sorted_by_id(ids, codes, nids)
     return _gathered(sorted_codes, offsets, where).alias(codes.name)
 
 
@@ -86,24 +89,43 @@ def _physical(keys: pl.Series) -> pl.Series:
     return keys.cast(pl.UInt8) if keys.dtype == pl.Boolean else keys.to_physical()
 
 
-def _flat(values: pl.Series) -> npt.NDArray[np.integer]:
-    """A null-free integer column as one numpy array (without a copy where it is one chunk)."""
-    out: npt.NDArray[np.integer] = values.rechunk().to_numpy() if values.n_chunks() > 1 else values.to_numpy()
-    return out
+def _parts(values: pl.Series) -> list[npt.NDArray[np.integer]]:
+    """A null-free integer column's chunks as numpy arrays (no copy: a streaming query returns ~100 chunks)."""
+    return [chunk.to_numpy() for chunk in values.get_chunks()]
 
 
-def _offset_ids(values: npt.NDArray[np.integer], low: int) -> Ints:
-    """``values - low + 1`` as int64 for values in ``[low, low + 2**62)``, computed in steps on the thread pool.
+def _each(parts: list[npt.NDArray[np.integer]], step: Callable[[npt.NDArray[np.integer], int, int], None]) -> None:
+    """``step(values, a, b)`` over the rows of ``parts`` (their concatenation), ``values`` being rows ``[a, b)``.
+
+    Pieces of at most :data:`~dpframe.backends._bounding.CHUNK` rows are tasks on the thread pool, each
+    stepping through its rows :data:`~dpframe.backends._bounding.STEP` at a time.
+    """
+    pieces: list[tuple[npt.NDArray[np.integer], int]] = []
+    at = 0
+    for part in parts:
+        pieces += [(part[a:b], at + a) for a, b in chunks(part.size, CHUNK)]
+        at += part.size
+
+    def run(i: int, _: int) -> None:
+        piece, start = pieces[i]
+        for a, b in chunks(piece.size, STEP):
+            step(piece[a:b], start + a, start + b)
+
+    map_chunks(run, len(pieces), 1)
+
+
+def _offset_ids(parts: list[npt.NDArray[np.integer]], low: int) -> Ints:
+    """``values - low + 1`` as int64 for values in ``[low, low + 2**62)``, on the thread pool.
 
     (In int64 arithmetic modulo 2**64: unsigned values above 2**63 wrap on the way in and back.)
     """
-    out = empty(values.size, np.int64)
+    out = empty(sum(part.size for part in parts), np.int64)
     base = np.int64((low - 1 + 2**63) % 2**64 - 2**63)
 
-    def step(a: int, b: int) -> None:
-        np.subtract(values[a:b], base, out=out[a:b], dtype=np.int64, casting="unsafe")
+    def step(values: npt.NDArray[np.integer], a: int, b: int) -> None:
+        np.subtract(values, base, out=out[a:b], dtype=np.int64, casting="unsafe")
 
-    in_steps(step, values.size)
+    _each(parts, step)
     return out
 
 
@@ -114,38 +136,40 @@ def _searched_ids(values: npt.NDArray[np.integer], wanted: pl.Series) -> tuple[I
     hit = place < known.size
     hit[hit] = known[place[hit]] == values[hit]
     ids = np.where(hit, place + 1, known.size + 1).astype(np.int64)
-    where = np.searchsorted(known, _flat(wanted.fill_null(wanted.min() or 0))).astype(np.int64) + 1
+    where = np.searchsorted(known, wanted.fill_null(wanted.min() or 0).to_numpy()).astype(np.int64) + 1
     return ids, known.size + 2, where
 
 
-def _sorted_by_id(ids: Ints, codes: Ints, nids: int) -> tuple[Ints, Ints]:
-    """The codes ordered by (id, code), and each id's offsets into them (``nids + 1`` of them)."""
-    if not codes.size:
-        return codes.astype(np.int64), np.zeros(nids + 1, dtype=np.int64)
-    low = int(codes.min())
-    bits = (int(codes.max()) - low).bit_length()
+def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
+    """The codes (Int64, no nulls) ordered by (id, code), and each id's offsets into them (``nids + 1``)."""
+    if codes.is_empty():
+        return np.zeros(0, dtype=np.int64), np.zeros(nids + 1, dtype=np.int64)
+    low, high = codes.min(), codes.max()
+    assert isinstance(low, int) and isinstance(high, int)
+    bits = (high - low).bit_length()
     if bits + (nids - 1).bit_length() > 63:
         offsets = np.zeros(nids + 1, dtype=np.int64)
         np.cumsum(np.bincount(ids, minlength=nids), out=offsets[1:])
-        ordered: Ints = codes[np.lexsort((codes, ids))]
+        values = codes.to_numpy()
+        ordered: Ints = values[np.lexsort((values, ids))]
         return ordered, offsets
-    packed = empty(codes.size, np.uint64)
+    packed = empty(codes.len(), np.uint64)
     shift, base = np.uint64(bits), np.int64(low)
 
-    def pack(a: int, b: int) -> None:
+    def pack(values: npt.NDArray[np.integer], a: int, b: int) -> None:
         np.left_shift(ids[a:b], shift, out=packed[a:b], dtype=np.uint64, casting="unsafe")
-        packed[a:b] |= (codes[a:b] - base).astype(np.uint64)
+        packed[a:b] |= (values - base).astype(np.uint64)
 
-    in_steps(pack, codes.size)
+    _each(_parts(codes), pack)
     packed = sort(packed)
-    out = empty(codes.size, np.int64)
+    out = empty(codes.len(), np.int64)
     mask = np.uint64((1 << bits) - 1)
 
     def unpack(a: int, b: int) -> None:
         np.bitwise_and(packed[a:b], mask, out=out[a:b], dtype=np.uint64, casting="unsafe")
         out[a:b] += base
 
-    in_steps(unpack, codes.size)
+    in_steps(unpack, codes.len())
     # each id's first position: where its smallest possible key would go in the sorted keys
     offsets = np.searchsorted(packed, np.arange(nids + 1, dtype=np.uint64) << shift).astype(np.int64)
     return out, offsets

@@ -141,10 +141,14 @@ class RankWindows:
         base = frame.select(*dict.fromkeys(by + unit + read), *codes)
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
-            base = base.collect().lazy()        # bounding or a row plan: run it once, read the rows twice more
+            rows = base.collect()               # bounding or a row plan: run it once, read the rows twice more
+            base, height = rows.lazy(), rows.height
             sample = base.gather_every(stride)
         else:                                   # a stored table: codes of the sampled rows only
+            height = frame.select(pl.len()).collect().item()
             sample = frame.gather_every(stride).select(*by, *codes)
+        if by and request.keys is not None and _hopeless(stats, request.keys.height, height, stride):
+            return cls(base, stats, [])
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
         sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
         placed = cls.placed(sampled, stats, by, stride, base)
@@ -207,6 +211,29 @@ class RankWindows:
                                                on=self.by, how="left", nulls_equal=True, maintain_order="left")
             out[~seen["__dpframe_seen"].fill_null(False).to_numpy()] = OPEN_LOW
         return out
+
+
+HOPELESS = 0.95
+"""The sample is skipped when groups of equal size (the rows over the public keys) would have windows holding
+at least this share of their codes: many small groups (100,000 groups of 100 rows), where whole lists win."""
+
+
+def _hopeless(stats: Sequence[Statistic], groups: int, rows: int, stride: int) -> bool:
+    """Whether windows would hold most codes anyway, judged from the group sizes if ``rows`` split evenly.
+
+    True when every statistic's windows would hold at least :data:`HOPELESS` of the codes of ``groups``
+    groups of equal size (a guess from sizes alone: it decides only how fast, never what).
+
+    Example:
+        >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(1000), near=(Fraction(1, 2),), reach=44)
+        >>> _hopeless([stat], 100_000, 10_000_000, 8), _hopeless([stat], 1_000, 10_000_000, 8)
+        (True, False)
+
+    """
+    if not groups:
+        return False
+    sizes = np.full(groups, rows // (groups * stride), dtype=np.int64)
+    return all(window_share(sizes, s.near, s.reach, stride) >= HOPELESS for s in stats)
 
 
 def place_windows(sampled: pl.DataFrame, stats: Sequence[Statistic], by: list[str], stride: int

@@ -228,3 +228,25 @@ def test_integer_codes_are_exact_in_int64_and_int128(dtype: Any) -> None:
         got = pl.select(polars_windows.code_values(pl.lit(pl.Series(values, dtype=dtype)), dtype(), stat))
         want = [None if v is None else int((min(max(v, lower), upper) - shift) / F(2**grid)) for v in values]
         assert got.to_series().to_list() == want
+
+
+def test_many_small_public_groups_skip_the_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 public groups of ~20 rows: windows would hold every code, so no sample is drawn (HOPELESS);
+    never skipping gives the same release for one seed."""
+    rng = np.random.default_rng(6)
+    df = pl.DataFrame({"x": rng.normal(100, 30, 40_000), "g": rng.integers(0, 2_000, 40_000)})
+    placed: list[int] = []
+    real = polars_windows.RankWindows.placed.__func__   # type: ignore[attr-defined]
+    monkeypatch.setattr(polars_windows.RankWindows, "placed",
+                        classmethod(lambda cls, *a: placed.append(1) or real(cls, *a)))
+
+    def release() -> list[Any]:
+        sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=11)
+        return sess.table("t").group_by("g", keys=list(range(2_000))).agg(
+            dp.median("x", bounds=(0, 200)).alias("m")).collect(dp.PureDP(1)).rows()
+
+    skipped = release()
+    assert placed == []
+    monkeypatch.setattr(polars_windows, "HOPELESS", 2.0)    # never skip: sample, find windows not worth it
+    assert release() == skipped
+    assert placed == [1]
