@@ -82,15 +82,28 @@ def release(df: pl.DataFrame, keys: list[Any] | None) -> list[Any]:
     return out.rows()
 
 
-@pytest.mark.parametrize("keys", [None, [-1, 0, 3, 5, 11, 40]])
-def test_same_seed_same_release_as_the_aggregation(keys: list[int] | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grouped by an integer: the packed lists; with packing turned off, the aggregation's lists. Same seed,
-    identical releases (public keys with and without rows, private keys, nulls in the values)."""
+DAY = dt.date(2025, 3, 1)
+
+
+@pytest.mark.parametrize(("kind", "keys"), [
+    ("int", None), ("int", [-1, 0, 3, 5, 11, 40]), ("nullable int", None),
+    ("date", [DAY + dt.timedelta(days=d) for d in (0, 3, 4, 5, 11, 17)]), ("bool", [False, True])])
+def test_same_seed_same_release_as_the_aggregation(kind: str, keys: list[Any] | None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grouped by an integer, a date or a boolean: the packed lists; with packing turned off, the aggregation's
+    lists. Same seed, identical releases (public keys with and without rows, private keys, null keys, NaNs)."""
     rng = np.random.default_rng(4)
     n = 30_000
     x = rng.normal(100, 30, n)
     x[rng.random(n) < 0.02] = np.nan
-    df = pl.DataFrame({"x": x, "g": rng.choice([0, 3, 5, 11, 17], n, p=[0.3, 0.3, 0.2, 0.15, 0.05])})
+    g = pl.Series(rng.choice([0, 3, 5, 11, 17], n, p=[0.3, 0.3, 0.2, 0.15, 0.05]))
+    if kind == "nullable int":
+        g = pl.Series([None if i % 50 == 0 else v for i, v in enumerate(g.to_list())], dtype=pl.Int16)
+    elif kind == "date":
+        g = pl.Series([DAY + dt.timedelta(days=int(v)) for v in g.to_list()])
+    elif kind == "bool":
+        g = g > 4
+    df = pl.DataFrame({"x": x, "g": g})
     monkeypatch.setattr(polars_windows, "WORTH", -1.0)     # rank windows never pay: whole sorted lists
     calls: list[int] = []
     real = polars_lists.sorted_lists
