@@ -270,6 +270,7 @@ class PolarsBackend:
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         by = list(request.by)
         lists = [s.key for s in request.statistics if s.kind in LIST_KINDS and s not in near]
+        packed = len(by) == 1 and packs(schema[by[0]])    # lists by one packed sort (polars_lists)
         if not by:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
@@ -277,10 +278,10 @@ class PolarsBackend:
         out = frame.group_by(by).agg(exprs + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
-            main, *inside = pl.collect_all([out, *[windows.listed_lists(s) for s in near]], engine="streaming")
+            main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine="streaming")
             missed = windows.unsampled(main)
             if missed.height:              # small groups the sample missed: all their codes instead
-                whole = pl.collect_all([windows.whole(s, missed) for s in near])
+                whole = pl.collect_all([windows.whole(s, missed, packed) for s in near])
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
@@ -293,8 +294,7 @@ class PolarsBackend:
             return finish(out.sort(by, nulls_last=False).collect(), windows, inside_of)
         # with lists, the aggregate without them is joined and sorted; each list column then follows its
         # rows' new order in the same numpy pass that sorts the lists
-        packed = len(by) == 1 and packs(schema[by[0]])
-        if packed:         # one integer-like key: each list's codes by one packed sort (polars_lists)
+        if packed:
             rows = [frame.select(*by, _row_code(s, windows, schema).alias(s.key)).drop_nulls(s.key)
                     for s in request.statistics if s.key in lists]
             agg, *parts = pl.collect_all([frame.group_by(by).agg([e for e in exprs if not _is_list(e, request)]

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from dpframe.backends._bounding import empty
 from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.polars_lists import sorted_lists
 from dpframe.backends.rank_windows import (
     OPEN_HIGH,
     OPEN_LOW,
@@ -184,20 +185,29 @@ class RankWindows:
         """The codes inside ``stat``'s windows (unsorted), named by its key."""
         return pl.col(_CODE.format(self.stats.index(stat))).filter(self.inside(stat)).alias(stat.key)
 
-    def listed_lists(self, stat: Statistic) -> pl.LazyFrame:
-        """Per group (grouping columns), the codes inside ``stat``'s windows as one unsorted list, named by its key."""
-        code = pl.col(_CODE.format(self.stats.index(stat)))
-        return self.frame.filter(self.inside(stat)).group_by(self.by).agg(code.alias(stat.key))
+    def listed_lists(self, stat: Statistic, rows: bool = False) -> pl.LazyFrame:
+        """Per group (grouping columns), the codes inside ``stat``'s windows as one unsorted list, named by its key.
+
+        ``rows``: one row per code instead (grouping columns and code), for :func:`grouped_codes` to sort
+        by key with :func:`~dpframe.backends.polars_lists.sorted_lists`.
+        """
+        return self._codes(self.frame.filter(self.inside(stat)), stat, rows)
 
     def unsampled(self, groups: pl.DataFrame) -> pl.DataFrame:
         """The groups (grouping columns of ``groups``) the sample did not see."""
         return groups.select(self.by).join(self.sampled, on=self.by, how="anti", nulls_equal=True)
 
-    def whole(self, stat: Statistic, groups: pl.DataFrame) -> pl.LazyFrame:
-        """Every code of the groups ``groups`` (grouping columns and one list per group): groups the sample missed."""
-        code = pl.col(_CODE.format(self.stats.index(stat)))
-        return (self.frame.join(groups.lazy(), on=self.by, how="semi", nulls_equal=True)
-                .group_by(self.by).agg(code.drop_nulls().alias(stat.key)))
+    def whole(self, stat: Statistic, groups: pl.DataFrame, rows: bool = False) -> pl.LazyFrame:
+        """Every code of the groups ``groups``: groups the sample missed.
+
+        Grouping columns and one list per group, or with ``rows`` one row per code (see :meth:`listed_lists`).
+        """
+        return self._codes(self.frame.join(groups.lazy(), on=self.by, how="semi", nulls_equal=True), stat, rows)
+
+    def _codes(self, frame: pl.LazyFrame, stat: Statistic, rows: bool) -> pl.LazyFrame:
+        code = pl.col(_CODE.format(self.stats.index(stat))).alias(stat.key)
+        return frame.select(*self.by, code).drop_nulls(stat.key) if rows else \
+            frame.group_by(self.by).agg(code.drop_nulls())
 
     def lower_ends(self, stat: Statistic, groups: pl.DataFrame) -> npt.NDArray[np.int64]:
         """Each window's lower end for the groups (rows of ``groups``' grouping columns), shape (groups, targets).
@@ -297,7 +307,8 @@ def grouped_codes(result: pl.DataFrame, lists: pl.DataFrame, by: list[str], key:
     ``lists`` holds one unsorted list of codes (``key``) per group (grouping columns ``by``), in any order;
     a group of ``result`` without a row there has no codes. Groups come in ``result``'s row order: a join
     of the two small frames gives each group's list, and :func:`sort_each` gathers and sorts the lists on
-    the thread pool.
+    the thread pool. ``lists`` may instead hold one row per code (an Int64 column ``key``) when ``by`` is
+    one column :func:`~dpframe.backends.polars_lists.packs` accepts: one packed sort then lists them.
 
     Example:
         >>> result = pl.DataFrame({"g": ["a", "b", "c"]})
@@ -306,6 +317,8 @@ def grouped_codes(result: pl.DataFrame, lists: pl.DataFrame, by: list[str], key:
         [[1, 2, 3, 4, 5], [0, 3, 3, 5]]
 
     """
+    if not isinstance(lists.schema[key], pl.List):
+        return flat_lists(sorted_lists(lists[by[0]], lists[key], result[by[0]]))
     order = (result.select(by).join(lists.select(by).with_row_index(_ROW), on=by, how="left", nulls_equal=True,
                                     maintain_order="left")[_ROW].cast(pl.Int64).fill_null(-1).to_numpy())
     return flat_lists(sort_each(lists[key], order))

@@ -85,18 +85,20 @@ def release(df: pl.DataFrame, keys: list[Any] | None) -> list[Any]:
 DAY = dt.date(2025, 3, 1)
 
 
+@pytest.mark.parametrize("windows", [False, True])
 @pytest.mark.parametrize(("kind", "keys"), [
-    ("int", None), ("int", [-1, 0, 3, 5, 11, 40]), ("nullable int", None),
+    ("int", None), ("int", [-1, 0, 3, 5, 11, 17, 40]), ("nullable int", None),
     ("date", [DAY + dt.timedelta(days=d) for d in (0, 3, 4, 5, 11, 17)]), ("bool", [False, True])])
-def test_same_seed_same_release_as_the_aggregation(kind: str, keys: list[Any] | None,
+def test_same_seed_same_release_as_the_aggregation(kind: str, keys: list[Any] | None, windows: bool,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grouped by an integer, a date or a boolean: the packed lists; with packing turned off, the aggregation's
-    lists. Same seed, identical releases (public keys with and without rows, private keys, null keys, NaNs)."""
+    """Grouped by an integer, a date or a boolean: the packed lists (whole lists, or the codes inside rank
+    windows); with packing turned off, the aggregation's lists. Same seed, identical releases (public keys
+    with and without rows, a group too small for the sample to see, private keys, null keys, NaNs)."""
     rng = np.random.default_rng(4)
     n = 30_000
     x = rng.normal(100, 30, n)
     x[rng.random(n) < 0.02] = np.nan
-    g = pl.Series(rng.choice([0, 3, 5, 11, 17], n, p=[0.3, 0.3, 0.2, 0.15, 0.05]))
+    g = pl.Series(rng.choice([0, 3, 5, 11, 17], n, p=[0.3, 0.3, 0.2, 0.1999, 0.0001]))
     if kind == "nullable int":
         g = pl.Series([None if i % 50 == 0 else v for i, v in enumerate(g.to_list())], dtype=pl.Int16)
     elif kind == "date":
@@ -104,11 +106,15 @@ def test_same_seed_same_release_as_the_aggregation(kind: str, keys: list[Any] | 
     elif kind == "bool":
         g = g > 4
     df = pl.DataFrame({"x": x, "g": g})
-    monkeypatch.setattr(polars_windows, "WORTH", -1.0)     # rank windows never pay: whole sorted lists
+    if not windows:
+        monkeypatch.setattr(polars_windows, "WORTH", -1.0)     # rank windows never pay: whole sorted lists
     calls: list[int] = []
     real = polars_lists.sorted_lists
-    monkeypatch.setattr(polars_backend, "sorted_lists", lambda *a: calls.append(1) or real(*a))
+    for module in (polars_backend, polars_windows):
+        monkeypatch.setattr(module, "sorted_lists", lambda *a: calls.append(1) or real(*a))
     packed = release(df, keys)
     assert calls                                        # the packed route ran
     monkeypatch.setattr(polars_backend, "packs", lambda dtype: False)
+    calls.clear()
     assert release(df, keys) == packed
+    assert not calls
