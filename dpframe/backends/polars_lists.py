@@ -147,9 +147,9 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
     low, high = codes.min(), codes.max()
     assert isinstance(low, int) and isinstance(high, int)
     bits = (high - low).bit_length()
+    offsets = np.zeros(nids + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ids, minlength=nids), out=offsets[1:])
     if bits + (nids - 1).bit_length() > 63:
-        offsets = np.zeros(nids + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ids, minlength=nids), out=offsets[1:])
         values = codes.to_numpy()
         ordered: Ints = values[np.lexsort((values, ids))]
         return ordered, offsets
@@ -170,8 +170,6 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
         out[a:b] += base
 
     in_steps(unpack, codes.len())
-    # each id's first position: where its smallest possible key would go in the sorted keys
-    offsets = np.searchsorted(packed, np.arange(nids + 1, dtype=np.uint64) << shift).astype(np.int64)
     return out, offsets
 
 
