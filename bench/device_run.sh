@@ -35,7 +35,7 @@ run quantiles_100k 120 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1
   --queries "median per group,deciles per group"
 run learning 50 bench/learning.py --time-only --rows "$ROWS"
 run topk 50 bench/topk.py --skip-recall --rows "$ROWS"
-run phases 120 bench/phases.py --rows "$ROWS" --threads 1,16 --runs 2
+run phases 150 bench/phases.py --rows "$ROWS" --threads 1,16 --runs 2
 
 # The one sort of contribution bounding (5.4M keys, as for 10M rows and max_rows=10): np.sort against
 # dpframe's split sort (dpframe.backends._bounding.sort), which it uses from PARALLEL_SORT threads on.

@@ -7,7 +7,8 @@ Usage::
                            [--queries "median per group,median per 100k groups,..."]
 
 Data as in ``bench/quantiles.py`` (``x`` uniform in [0, 1000), ``g`` uniform group ids) plus ``v``
-integers for the group-by. Each query is collected ``--runs`` times per thread count (``DPFRAME_THREADS``;
+integers for the group-by and ``u``, a user id with about 10 rows per user (the user-level query bounds
+to ``max_rows=10``, as ``bench/aggregations.py`` case 4). Each query is collected ``--runs`` times per thread count (``DPFRAME_THREADS``;
 Polars keeps its own pool) after one warm-up; the phases are the wall time spent inside a few named
 functions (:data:`PHASES`; nested phases count in both), taken by wrapping them for the timed runs, and
 the rest of the query as "other". The plain Polars query runs in the same process for the ratio.
@@ -34,6 +35,12 @@ from _scaling import cores  # noqa: E402
 PHASES = [
     ("dpframe.backends.polars", "PolarsBackend", "statistics"),
     ("dpframe.backends.polars", "PolarsBackend", "bounded"),
+    ("dpframe.backends.polars", None, "row_hashes"),
+    ("dpframe.backends.polars", None, "kept_mask"),
+    ("dpframe.backends._bounding", None, "_over"),
+    ("dpframe.backends._bounding", None, "_bottom_k"),
+    ("dpframe.backends._bounding", None, "sort"),
+    ("dpframe.backends.polars_lists", None, "sorted_lists"),
     ("dpframe.backends.polars_windows", "RankWindows", "plan"),
     ("dpframe.backends.polars_windows", None, "sort_each"),
     ("dpframe.backends.polars_windows", None, "finish"),
@@ -80,8 +87,8 @@ def instrument() -> list[Callable[[], None]]:
             continue
         target = getattr(mod, fn)
         for other in list(sys.modules.values()):     # `from x import fn` copies: wrap those too
-            if other is not None and getattr(other, fn, None) is target and (
-                    getattr(other, "__name__", "").startswith(("dpframe", "polars"))):
+            if other is not None and getattr(other, "__name__", "").startswith(("dpframe", "polars")) and (
+                    getattr(other, fn, None) is target):
                 undo.append(_wrap(other, fn, label))
     return undo
 
@@ -102,9 +109,11 @@ def main() -> None:
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1000, args.rows)
     g1k, g100k = rng.integers(0, 1000, args.rows), rng.integers(0, 100_000, args.rows)
-    df = pl.DataFrame({"x": x, "g": g1k, "h": g100k, "v": rng.integers(0, 100, args.rows)})
+    users = rng.integers(0, max(1, args.rows // 10), args.rows)     # ~10 rows per user, as in aggregations.py
+    df = pl.DataFrame({"x": x, "g": g1k, "h": g100k, "v": rng.integers(0, 100, args.rows), "u": users})
     sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10**9))
     t = sess.table("t")
+    by_user = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u", max_rows=10), budget=dp.PureDP(10**9)).table("t")
     k1, k100 = list(range(1000)), list(range(100_000))
     deciles = [i / 10 for i in range(1, 10)]
 
@@ -120,6 +129,9 @@ def main() -> None:
         "median per 100k groups": (lambda: median("h", k100),
                                    lambda: df.group_by("h").agg(pl.col("x").median())),
         "group-by public keys": (lambda: t.group_by("g", keys=k1).agg(
+            dp.len(), dp.sum("v", bounds=(0, 100)), dp.mean("v", bounds=(0, 100)).alias("mean")),
+            lambda: df.group_by("g").agg(pl.len(), pl.col("v").sum(), pl.col("v").mean().alias("mean"))),
+        "group-by user unit": (lambda: by_user.group_by("g", keys=k1).agg(
             dp.len(), dp.sum("v", bounds=(0, 100)), dp.mean("v", bounds=(0, 100)).alias("mean")),
             lambda: df.group_by("g").agg(pl.len(), pl.col("v").sum(), pl.col("v").mean().alias("mean"))),
     }
