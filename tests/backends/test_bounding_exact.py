@@ -112,3 +112,23 @@ def test_kept_mask_for_every_unit_type(kind: str) -> None:
               "uint64": pl.Series("u", ids.astype(np.uint64) + np.uint64(2**63 + 5))}[kind]
     for k in (1, 6):
         assert kept_mask(series, hashes, SEED, k).tolist() == definition(series, hashes, SEED, k).tolist()
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(k: int) -> None:
+    """Copies of a row (numbered in row order) beside another row whose hash agrees with theirs above the
+    low bits: that bucket cannot be numbered from the packed keys, goes to the exact fallback, and every
+    bucket keeps the definition's rows (the others decided by the copy path)."""
+    base = np.uint64(0x5EED) << np.uint64(48)
+    tied = [base + np.uint64(3)] * 3 + [base + np.uint64(1)] * 2 + [base + np.uint64(2) << np.uint64(20)]
+    copies = [np.uint64(9) << np.uint64(50)] * 4 + [np.uint64(1) << np.uint64(60)] * 2 + [np.uint64(3) << np.uint64(55)]
+    units = pl.Series("u", [0] * len(tied) + [1] * len(copies))
+    hashes = np.array(tied + copies, dtype=np.uint64)
+    order = np.random.default_rng(k).permutation(units.len())
+    units, hashes = units.gather(order), hashes[order]
+    want = definition(units, hashes, SEED, k)
+    calls: list[int] = []
+    ids = units.to_numpy().astype(np.intp)
+    got = smallest_per_id(ids, 1, hashes, k, rehash, counting_exact(units, hashes, k, calls))
+    assert got.tolist() == want.tolist()
+    assert calls == [len(tied)]                 # only the tied unit's rows went to the definition
