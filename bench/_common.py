@@ -146,6 +146,8 @@ def core_query(dp: Any, table: Any, case: str, bounds: tuple[float, float], keys
         return table.group_by("city").agg(*measures)
     if case in ("grp_public", "grp_public_user"):
         return table.group_by("city", keys=list(keys)).agg(*measures)
+    if case == "grp_public_user_count":
+        return table.group_by("city", keys=list(keys)).agg(dp.len())
     raise ValueError(f"unknown case {case!r}")
 
 

@@ -8,10 +8,11 @@ Usage::
 
 Data as in ``bench/quantiles.py`` (``x`` uniform in [0, 1000), ``g`` uniform group ids) plus ``v``
 integers for the group-by and ``u``, a user id with about 10 rows per user (the user-level query bounds
-to ``max_rows=10``, as ``bench/aggregations.py`` case 4). Each query is collected ``--runs`` times per thread count (``DPFRAME_THREADS``;
-Polars keeps its own pool) after one warm-up; the phases are the wall time spent inside a few named
-functions (:data:`PHASES`; nested phases count in both), taken by wrapping them for the timed runs, and
-the rest of the query as "other". The plain Polars query runs in the same process for the ratio.
+to ``max_rows=10``, as ``bench/aggregations.py`` case 4). Each query is collected ``--runs`` times per
+thread count (``DPFRAME_THREADS``; Polars keeps its own pool) after one warm-up; the phases are the wall
+time spent inside a few named functions (:data:`PHASES`; nested phases count in both), taken by wrapping
+them for the timed runs, and the rest of the query as "other". The plain Polars query runs in the same
+process for the ratio.
 A diagnostic for the 16-core machine (``bench/device_run.sh``), not a benchmark of record.
 """
 

@@ -48,6 +48,7 @@ from _common import (  # noqa: E402  (bench/ is not a package)
 from aggregations import (  # noqa: E402
     BOUNDS,
     CASES,
+    COUNT_ONLY,
     DELTA,
     EPS,
     MAX_ROWS,
@@ -59,6 +60,7 @@ from aggregations import (  # noqa: E402
     USER_CASES,
     ZIPF_S,
     city_names,
+    core_case,
     polars_query,
 )
 
@@ -72,6 +74,7 @@ PLAIN_SQL = {
     "mean": "SELECT avg(least(greatest(spend, 0), 500)) AS m FROM {t}",
     **{c: f"SELECT city, {PLAIN_COLUMNS} FROM {{t}} GROUP BY city" for c in ("grp_public", "grp_private", *USER_CASES)},
     MEDIAN: "SELECT median(spend) AS med FROM {t}",
+    COUNT_ONLY: "SELECT city, count(*) AS n FROM {t} GROUP BY city",
 }
 
 
@@ -93,7 +96,7 @@ def dp_query(sess: Any, case: str) -> Any:
     table = sess.table("visits")
     if case == MEDIAN:
         return table.agg(dp.median("spend", bounds=(0.0, SPEND_MAX))).collect(budget=budget)
-    query = core_query(dp, table, "grp_public_user" if case in USER_CASES else case, BOUNDS, city_names(N_CITIES))
+    query = core_query(dp, table, core_case(case), BOUNDS, city_names(N_CITIES))
     return query.collect(budget=budget)
 
 
@@ -143,7 +146,7 @@ def main() -> None:
         }
         if not args.no_polars:
             df = frames[tail]
-            polars_case = "grp_public" if case in USER_CASES else case
+            polars_case = "grp_public" if case in USER_CASES and case != COUNT_ONLY else case
             engines["plain Polars"] = (
                 (lambda: df.select(pl.col("spend").median())) if case == MEDIAN else polars_query(df, polars_case))  # noqa: B023
             engines["dpframe Polars"] = lambda: dp_query(dp_session(df, case, "polars"), case)          # noqa: B023
