@@ -429,7 +429,7 @@ def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp
     """
     packed = (buckets.astype(np.uint64) << np.uint64(32)) | np.arange(buckets.size, dtype=np.uint64)
     packed.sort()
-    order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)
     mine = (packed >> np.uint64(32)).view(np.intp)
     index = np.arange(buckets.size, dtype=np.int64)
     first = np.concatenate([[True], mine[1:] != mine[:-1]])
@@ -453,14 +453,14 @@ def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: in
     n = mine.size
     index = np.arange(n, dtype=np.int64)
     rank_bits = int(rank.max(initial=0)).bit_length()
-    key = (mine.astype(np.uint64) << np.uint64(64 - bits)) | rank.astype(np.uint64)
+    key = (mine.view(np.uint64) << np.uint64(64 - bits)) | rank.view(np.uint64)
     key |= (hashes >> np.uint64(bits + rank_bits)) << np.uint64(rank_bits)
     key.sort()
     begin = np.zeros(1 << bits, dtype=np.int64)
     first = np.concatenate([[True], mine[1:] != mine[:-1]])
     begin[mine[first]] = index[first]
     # each sorted key's place in the bucket order (buckets ascending: the reads of `begin` are in order)
-    at = begin[_buckets_of(key, bits)] + (key & np.uint64((1 << rank_bits) - 1)).astype(np.int64)
+    at = begin[_buckets_of(key, bits)] + (key & np.uint64((1 << rank_bits) - 1)).view(np.int64)
     run = key >> np.uint64(rank_bits)
     starts = np.concatenate([[True], run[1:] != run[:-1]])
     copy = np.zeros(n, dtype=np.int64)
