@@ -412,7 +412,7 @@ def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
     later = np.flatnonzero(copy > 0)
     hashes[later] = rehash(hashes[later], copy[later])
     keys = _keys(mine, hashes, bits)
-    ordered = np.sort(keys)
+    ordered = sort(keys)
     unresolved.append(_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits))
     kept = np.empty(order.size, dtype=bool)
     kept[order] = keys <= _kth_smallest(ordered, np.bincount(mine, minlength=1 << bits), k)[mine]
@@ -428,7 +428,7 @@ def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp
 
     """
     packed = (buckets.astype(np.uint64) << np.uint64(32)) | np.arange(buckets.size, dtype=np.uint64)
-    packed.sort()
+    packed = sort(packed)
     order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)
     mine = (packed >> np.uint64(32)).view(np.intp)
     index = np.arange(buckets.size, dtype=np.int64)
@@ -455,7 +455,7 @@ def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: in
     rank_bits = int(rank.max(initial=0)).bit_length()
     key = (mine.view(np.uint64) << np.uint64(64 - bits)) | rank.view(np.uint64)
     key |= (hashes >> np.uint64(bits + rank_bits)) << np.uint64(rank_bits)
-    key.sort()
+    key = sort(key)
     begin = np.zeros(1 << bits, dtype=np.int64)
     first = np.concatenate([[True], mine[1:] != mine[:-1]])
     begin[mine[first]] = index[first]
