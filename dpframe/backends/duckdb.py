@@ -73,7 +73,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, empty, kept
+from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
@@ -309,6 +309,26 @@ class _Table:
     path: str | None = None
     numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
     rows: int | None = None             # the Parquet file's row count, once needed
+    ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
+
+
+@dataclass
+class _Ranking:
+    """What bounding by row order needs that no seed changes: computed once per table and public parameters.
+
+    ``key`` (unit column, group columns, ``max_rows``) and ``keys`` (the public keys) say what it is for.
+    ``hashed``: the rows bounding may drop (ranked rows of units with more than ``max_rows`` of them,
+    :func:`~dpframe.backends._bounding.crowded`; the hash query's filter), ``rows`` their positions,
+    ``units`` their units, and ``ranked`` every ranked row (kept unless dropped); ``hashed`` is ``None``
+    where every row is ranked and may be dropped (``units``: every row's).
+    """
+
+    key: tuple[Any, ...]
+    keys: pl.DataFrame | None
+    units: pl.Series
+    hashed: Mask | None = None
+    rows: Rows | None = None
+    ranked: Mask | None = None
 
 
 @dataclass
@@ -563,13 +583,15 @@ class DuckDBBackend:
         """The bounding mask: which positions of the source rows contribution bounding keeps.
 
         Where the ranked rows are the source's own Arrow rows and Polars can tell which of them are ranked
-        exactly as DuckDB's SQL would (:func:`_ranked`), one query hashes every row, in the source's
-        order (a ``SELECT`` from one table: DuckDB keeps the row order, ``preserve_insertion_order``), and
-        the rows' positions are implicit: no row number, no join. Otherwise one query returns the
-        candidates (rows of the public keys with a unit, of the chosen groups with ``max_groups``):
-        position, unit and hash. Either way the kept positions are
-        :func:`~dpframe.backends._bounding.kept` of them (:meth:`_definition` decides the rare units the
-        fast steps leave open).
+        exactly as DuckDB's SQL would (:func:`_row_order`), one query hashes the rows bounding may drop (of
+        units with more than ``max_rows`` ranked rows; a unit with fewer keeps them all, whatever their
+        hashes), in the source's order (a ``SELECT`` from one table, filtered by a mask column: DuckDB
+        keeps the row order, ``preserve_insertion_order``), so their positions are implicit: no row
+        number, no join. Which rows those are depends on no seed: it is found once per registered table
+        and public parameters (:meth:`_ranking`). Otherwise one query returns the candidates (rows of the
+        public keys with a unit, of the chosen groups with ``max_groups``): position, unit and hash.
+        Either way the kept positions are :func:`~dpframe.backends._bounding.kept` of them
+        (:meth:`_definition` decides the rare units the fast steps leave open).
         """
         unit = request.unit
         assert unit.column is not None
@@ -580,18 +602,22 @@ class DuckDBBackend:
         unit_and_keys = list(dict.fromkeys([u, *by]))
         hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
         data = source if source is not None else self._tables[request.table].data
-        units = None if data is None or request.row_nodes[_split(request):] else _ranked(request, data)
         q = _Query()
-        if units is not None:
-            cur = self._scan(q, request, source)
-            assert data is not None
-            hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {cur}"), q.frames, data.num_rows)
-            unit_of, ranked = units
-            if ranked is None:
-                return self._kept(unit_of, hashes, None, row_seed, unit.max_rows)
-            at = np.flatnonzero(ranked)
-            ranked[at[~self._kept(unit_of.gather(at), hashes[at], at, row_seed, unit.max_rows)]] = False
-            return ranked
+        if data is not None and not request.row_nodes[_split(request):] and _row_order(request, data):
+            rank = self._ranking(request, data, source is None)
+            if rank.hashed is None:     # every row may be dropped: hash them all, no filter
+                hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {self._scan(q, request, source)}"),
+                                      q.frames, data.num_rows)
+                return self._kept(rank.units, hashes, None, row_seed, unit.max_rows)
+            assert rank.ranked is not None
+            keep = empty(rank.ranked.size, np.bool_)
+            np.copyto(keep, rank.ranked)
+            if rank.units.len():
+                assert rank.rows is not None
+                cur = self._scan(q, request, source, keep=rank.hashed)
+                hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {cur}"), q.frames, rank.rows.size)
+                keep[rank.rows[~self._kept(rank.units, hashes, rank.rows, row_seed, unit.max_rows)]] = False
+            return keep
         cur = self._unit_rows(q, self._scan(q, request, source, numbered=True), request)
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
             pairs = self._run(q.sql(f"SELECT {', '.join(unit_and_keys)}, hash({', '.join(unit_and_keys)}, {seed}) "
@@ -607,6 +633,30 @@ class DuckDBBackend:
         keep[positions[self._kept(rows[unit.column], rows["__dp_hash"].to_numpy(), positions, row_seed,
                                   unit.max_rows)]] = True
         return keep
+
+    def _ranking(self, request: StatisticsRequest, data: pa.Table, registered: bool) -> _Ranking:
+        """Which rows bounding ranks and may drop (:class:`_Ranking`), kept on a ``registered`` table.
+
+        The same public parameters find it there: a change of the seed (or of the statistics) changes only
+        the hashes. Computing it raises nothing on any data (no cast, no conversion that could fail).
+        """
+        unit, table = request.unit, self._tables[request.table]
+        key = (unit.column, request.by, unit.max_rows)
+        found = table.ranking
+        if registered and found is not None and found.key == key and _same(found.keys, request.keys):
+            return found
+        units = _ranked_units(request, data)
+        hashed = crowded(units, unit.max_rows)
+        if (hashed is None or hashed.all()) and not units.null_count():
+            ranking = _Ranking(key, request.keys, units)
+        else:
+            ranked = units.is_not_null().to_numpy()
+            hashed = ranked if hashed is None else hashed
+            ranking = _Ranking(key, request.keys, units.filter(pl.Series(hashed)), hashed, np.flatnonzero(hashed),
+                               ranked)
+        if registered:
+            table.ranking = ranking
+        return ranking
 
     def _kept(self, units: pl.Series, hashes: U64s, order: Rows | None, seed: int, k: int) -> Mask:
         """The bounding law on rows given by their unit (null: not ranked), hash and order (``None``: as given).
@@ -704,8 +754,8 @@ def _split(request: StatisticsRequest) -> int:
     return max((i + 1 for i, n in enumerate(request.row_nodes) if not isinstance(n, _SQL_NODES)), default=0)
 
 
-def _ranked(request: StatisticsRequest, data: pa.Table) -> tuple[pl.Series, Mask | None] | None:
-    """The rows' units and which rows bounding ranks (``None``: all); ``None`` where Polars cannot tell as SQL would.
+def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
+    """Whether Polars can tell which rows bounding ranks exactly as DuckDB's SQL would (:func:`_ranked_units`).
 
     A row is ranked iff its unit is not null and, with public keys, its group is one of them (rows outside
     the keys use none of a unit's quota). Polars' ``is_in`` (nulls matching nulls) decides that as
@@ -716,28 +766,56 @@ def _ranked(request: StatisticsRequest, data: pa.Table) -> tuple[pl.Series, Mask
     Example:
         >>> from dpframe.mechanism import Statistic
         >>> from dpframe.privacy_unit import PrivacyUnit
+        >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), ("g",), pl.DataFrame({"g": [0.5]}),
+        ...                         (Statistic("rows"),), 7)
+        >>> _row_order(req, pa.table({"u": [1], "g": [0.5]}))
+        False
+
+    """
+    unit, by = request.unit, list(request.by)
+    if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
+        return False
+    if request.keys is None:
+        return True
+    if len(by) != 1:
+        return False
+    dtype = pl.from_arrow(data.select(by).slice(0, 0)).schema[by[0]]    # type: ignore[union-attr]
+    return request.keys.schema[by[0]] == dtype and isinstance(dtype, _BITWISE)
+
+
+def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
+    """Each row's unit where bounding ranks the row, null where it does not (see :func:`_row_order`).
+
+    Example:
+        >>> from dpframe.mechanism import Statistic
+        >>> from dpframe.privacy_unit import PrivacyUnit
         >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), ("g",), pl.DataFrame({"g": ["a"]}),
         ...                         (Statistic("rows"),), 7)
-        >>> units, ranked = _ranked(req, pa.table({"u": [1, None, 2], "g": ["a", "a", "b"]}))
-        >>> units.to_list(), ranked.tolist()
-        ([1, None, 2], [True, False, False])
+        >>> _ranked_units(req, pa.table({"u": [1, None, 2], "g": ["a", "a", "b"]})).to_list()
+        [1, None, None]
 
     """
     unit, by = request.unit, list(request.by)
     assert unit.column is not None
-    if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-        return None
     frame = pl.from_arrow(data.select(list(dict.fromkeys([unit.column, *by]))))
     assert isinstance(frame, pl.DataFrame)
-    units = frame[unit.column]
-    ranked = [pl.col(unit.column).is_not_null()] if units.null_count() else []
-    if request.keys is not None:
-        if len(by) != 1 or request.keys.schema[by[0]] != frame.schema[by[0]] \
-                or not isinstance(frame.schema[by[0]], _BITWISE):
-            return None
-        ranked.append(pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True))
-    mask = frame.select(pl.all_horizontal(ranked)).to_series() if ranked else None
-    return units, None if mask is None or mask.all() else mask.to_numpy()
+    if request.keys is None:
+        return frame[unit.column]
+    inside = frame[by[0]].is_in(request.keys[by[0]].implode(), nulls_equal=True)
+    return frame[unit.column] if inside.all() else frame.select(pl.when(inside).then(pl.col(unit.column))).to_series()
+
+
+def _same(a: pl.DataFrame | None, b: pl.DataFrame | None) -> bool:
+    """Whether two sets of public keys are the same frame (values and types; both absent counts).
+
+    Example:
+        >>> _same(pl.DataFrame({"g": [1]}), pl.DataFrame({"g": [1.0]})), _same(None, None)
+        (False, True)
+
+    """
+    if a is None or b is None:
+        return a is b
+    return a.schema == b.schema and a.equals(b)
 
 
 def _bytes(mask: Mask) -> pa.Array:
