@@ -314,21 +314,35 @@ class _Table:
 
 @dataclass
 class _Ranking:
-    """What bounding by row order needs that no seed changes: computed once per table and public parameters.
+    """What bounding by row order needs that no seed changes: kept per registered table and public parameters.
 
-    ``key`` (unit column, group columns, ``max_rows``) and ``keys`` (the public keys) say what it is for.
-    ``hashed``: the rows bounding may drop (ranked rows of units with more than ``max_rows`` of them,
-    :func:`~dpframe.backends._bounding.crowded`; the hash query's filter), ``rows`` their positions,
-    ``units`` their units, and ``ranked`` every ranked row (kept unless dropped); ``hashed`` is ``None``
-    where every row is ranked and may be dropped (``units``: every row's).
+    ``key`` (unit column, group columns, ``max_rows``) and ``keys`` (the public keys) say what it is for;
+    ``every`` is each row's unit, null where the row is not ranked (:func:`_ranked_units`). ``hashed``:
+    the rows whose hashes the query reads (the ranked rows; once ``settled``, only those of units with
+    more than ``max_rows`` of them, :func:`~dpframe.backends._bounding.crowded`: the others keep all
+    their rows), ``rows`` their positions, ``units`` their units, and ``ranked`` every ranked row (kept
+    unless dropped); ``hashed`` is ``None`` where every row is hashed (``units``: every row's).
     """
 
     key: tuple[Any, ...]
     keys: pl.DataFrame | None
+    every: pl.Series
     units: pl.Series
+    settled: bool
     hashed: Mask | None = None
     rows: Rows | None = None
     ranked: Mask | None = None
+
+    @staticmethod
+    def of(key: tuple[Any, ...], keys: pl.DataFrame | None, every: pl.Series, hashed: Mask | None,
+           settled: bool) -> _Ranking:
+        """The ranking hashing the rows ``hashed`` (``None``: every ranked row)."""
+        if (hashed is None or hashed.all()) and not every.null_count():
+            return _Ranking(key, keys, every, every, settled)
+        ranked = every.is_not_null().to_numpy()
+        hashed = ranked if hashed is None else hashed
+        return _Ranking(key, keys, every, every.filter(pl.Series(hashed)), settled, hashed, np.flatnonzero(hashed),
+                        ranked)
 
 
 @dataclass
@@ -638,22 +652,19 @@ class DuckDBBackend:
         """Which rows bounding ranks and may drop (:class:`_Ranking`), kept on a ``registered`` table.
 
         The same public parameters find it there: a change of the seed (or of the statistics) changes only
-        the hashes. Computing it raises nothing on any data (no cast, no conversion that could fail).
+        the hashes. The first query hashes every ranked row; the second finds which rows need no hash (a
+        count per unit: paid only where the table is queried again, not by a session's first answer).
+        Computing it raises nothing on any data (no cast, no conversion that could fail).
         """
         unit, table = request.unit, self._tables[request.table]
         key = (unit.column, request.by, unit.max_rows)
-        found = table.ranking
-        if registered and found is not None and found.key == key and _same(found.keys, request.keys):
-            return found
-        units = _ranked_units(request, data)
-        hashed = crowded(units, unit.max_rows)
-        if (hashed is None or hashed.all()) and not units.null_count():
-            ranking = _Ranking(key, request.keys, units)
+        found = table.ranking if registered else None
+        if found is not None and found.key == key and _same(found.keys, request.keys):
+            if found.settled:
+                return found
+            ranking = _Ranking.of(key, request.keys, found.every, crowded(found.every, unit.max_rows), True)
         else:
-            ranked = units.is_not_null().to_numpy()
-            hashed = ranked if hashed is None else hashed
-            ranking = _Ranking(key, request.keys, units.filter(pl.Series(hashed)), hashed, np.flatnonzero(hashed),
-                               ranked)
+            ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
         if registered:
             table.ranking = ranking
         return ranking
