@@ -770,9 +770,9 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
 
     A row is ranked iff its unit is not null and, with public keys, its group is one of them (rows outside
     the keys use none of a unit's quota). Polars' ``is_in`` (nulls matching nulls) decides that as
-    DuckDB's ``IS NOT DISTINCT FROM`` does for one key column of a type whose values are equal exactly
-    when their bits are (:data:`_BITWISE`, the keys of the same type); other keys (floats: NaN, -0.0),
-    several key columns and ``max_groups`` are left to SQL.
+    DuckDB's ``IS NOT DISTINCT FROM`` does for key columns of types whose values are equal exactly when
+    their bits are (:data:`_BITWISE`, the keys of the same types; several columns: a semi-join, nulls
+    equal); other keys (floats: NaN, -0.0) and ``max_groups`` are left to SQL.
 
     Example:
         >>> from dpframe.mechanism import Statistic
@@ -788,10 +788,8 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
         return False
     if request.keys is None:
         return True
-    if len(by) != 1:
-        return False
-    dtype = pl.from_arrow(data.select(by).slice(0, 0)).schema[by[0]]    # type: ignore[union-attr]
-    return request.keys.schema[by[0]] == dtype and isinstance(dtype, _BITWISE)
+    schema = pl.from_arrow(data.select(by).slice(0, 0)).schema    # type: ignore[union-attr]
+    return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
 def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
@@ -812,7 +810,15 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     assert isinstance(frame, pl.DataFrame)
     if request.keys is None:
         return frame[unit.column]
-    inside = frame[by[0]].is_in(request.keys[by[0]].implode(), nulls_equal=True)
+    if len(by) == 1:
+        inside = frame[by[0]].is_in(request.keys[by[0]].implode(), nulls_equal=True)
+    else:      # a semi-join (nulls equal), as the SQL's: the positions of the rows of the keys
+        index = "i" * (1 + max(len(c) for c in frame.columns))
+        found = frame.select(by).with_row_index(index).join(request.keys.select(by), on=by, how="semi",
+                                                            nulls_equal=True)[index].to_numpy()
+        mask = np.zeros(frame.height, dtype=bool)
+        mask[found] = True
+        inside = pl.Series(mask)
     return frame[unit.column] if inside.all() else frame.select(pl.when(inside).then(pl.col(unit.column))).to_series()
 
 

@@ -151,16 +151,18 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     mask (their positions: the row order, which DuckDB keeps) and which rows are ranked from Polars: it
     keeps the rows the numbered candidates query keeps (positions, public keys and null units in SQL) —
     on a table of many Arrow chunks that DuckDB scans on several threads, with null units, null keys and
-    rows outside the public keys; with units of ~40 rows (all may lose rows), of ~2 (most keep all: from
-    the second query on, the scan is filtered), and string units (every ranked row hashed); for two seeds
-    (the table's :class:`_Ranking` found again); with copies (rows equal in every column read: the same
-    values kept), and without (the same rows kept). A scan that did not keep the row order would fail the ``i`` case."""
+    rows outside the public keys (of one key column, and of two: a semi-join); with units of ~40 rows (all
+    may lose rows), of ~2 (most keep all: from the second query on, the scan is filtered), and string
+    units (every ranked row hashed); for two seeds (the table's :class:`_Ranking` found again); with
+    copies (rows equal in every column read: the same values kept), and without (the same rows kept).
+    A scan that did not keep the row order would fail the ``i`` case."""
     rng = np.random.default_rng(3)
     high = 3_000 if spread == "strings" else spread
     parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, high, 10_000),
                            "g": rng.choice(["a", "b", "c"], 10_000), "x": rng.choice([0.5, 1.5], 10_000)}).with_columns(
         u=pl.when(pl.col("x") * pl.col("u") % 7 == 0).then(None).otherwise(pl.col("u")),
-        g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g"))) for j in range(0, 120_000, 10_000)]
+        g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g")),
+        h=pl.when(pl.col("i") % 13 == 0).then(None).otherwise(pl.col("i") % 3)) for j in range(0, 120_000, 10_000)]
     df = pl.concat(parts, rechunk=False)
     if spread == "strings":
         df = df.with_columns(pl.col("u").cast(pl.String))
@@ -169,7 +171,8 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     data = b._tables["t"].data
     assert data is not None and data.column("u").num_chunks > 1
     unit = dp.PrivacyUnit("u", max_rows=3)
-    for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g",), None), ((), None)):
+    two = pl.DataFrame({"g": ["a", "c", None, "b", "a"], "h": [0, 1, 1, None, 0]})    # (a repeated key too)
+    for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g", "h"), two), (("g",), None), ((), None)):
         for read in ("x", "i"):
             for seed in (11, 12):
                 request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), seed)
@@ -187,10 +190,10 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
                 if read == "i":
                     assert np.array_equal(by_order, numbered)
                 else:     # which of two copies is kept is the numbered query's row order: the values are the same
-                    columns = ["u", "g", "x"]
+                    columns = ["u", *by, "x"]
                     assert_frame_equal(df.filter(by_order).select(columns).sort(columns),
                                        df.filter(numbered).select(columns).sort(columns))
-    # Keys Polars might match otherwise than DuckDB (floats: NaN, -0.0; several columns) stay in SQL.
+    # Keys Polars might match otherwise than DuckDB (floats: NaN, -0.0, alone or beside others) stay in SQL.
     stats = (Statistic("rows"),)
     floats = StatisticsRequest("t", (), unit, ("x",), pl.DataFrame({"x": [0.5]}), stats, 11)
     pairs = StatisticsRequest("t", (), unit, ("g", "x"), pl.DataFrame({"g": ["a"], "x": [0.5]}), stats, 11)
