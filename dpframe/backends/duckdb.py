@@ -310,6 +310,8 @@ class _Table:
     numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
     rows: int | None = None             # the Parquet file's row count, once needed
     ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
+    types: pa.Table | None = None       # no rows: the Parquet file's columns as DuckDB reads them, once needed
+    asked: tuple[Any, ...] | None = None    # the Parquet file's last (key, keys) of :class:`_Ranking`
 
 
 @dataclass
@@ -615,13 +617,12 @@ class DuckDBBackend:
         used = sorted({s.column for s in request.statistics if s.column is not None} - {unit.column, *request.by})
         unit_and_keys = list(dict.fromkeys([u, *by]))
         hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
-        data = source if source is not None else self._tables[request.table].data
         q = _Query()
-        if data is not None and not request.row_nodes[_split(request):] and _row_order(request, data):
-            rank = self._ranking(request, data, source is None)
+        rank = None if request.row_nodes[_split(request):] else self._ranking(request, source)
+        if rank is not None:
             if rank.hashed is None:     # every row may be dropped: hash them all, no filter
                 hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {self._scan(q, request, source)}"),
-                                      q.frames, data.num_rows)
+                                      q.frames, rank.every.len())
                 return self._kept(rank.units, hashes, None, row_seed, unit.max_rows)
             assert rank.ranked is not None
             keep = empty(rank.ranked.size, np.bool_)
@@ -648,24 +649,42 @@ class DuckDBBackend:
                                   unit.max_rows)]] = True
         return keep
 
-    def _ranking(self, request: StatisticsRequest, data: pa.Table, registered: bool) -> _Ranking:
-        """Which rows bounding ranks and may drop (:class:`_Ranking`), kept on a ``registered`` table.
+    def _ranking(self, request: StatisticsRequest, source: pa.Table | None) -> _Ranking | None:
+        """Which rows bounding ranks and may drop (:class:`_Ranking`); ``None`` where not by row order.
 
-        The same public parameters find it there: a change of the seed (or of the statistics) changes only
-        the hashes. The first query hashes every ranked row; the second finds which rows need no hash (a
-        count per unit: paid only where the table is queried again, not by a session's first answer).
-        Computing it raises nothing on any data (no cast, no conversion that could fail).
+        The source's rows in their order: Arrow data, or a Parquet file's unit and key columns as DuckDB
+        reads them by a plain scan (in the file's order, as every scan of it). On a registered table the
+        same public parameters find the ranking again: a change of the seed (or of the statistics)
+        changes only the hashes. The first query hashes every ranked row (on a Parquet file it is the
+        numbered query); the second finds which rows need no hash (a count per unit: paid only where the
+        table is queried again, not by a session's first answer). Computing it raises nothing on any data
+        (no cast, no conversion that could fail).
         """
         unit, table = request.unit, self._tables[request.table]
+        assert unit.column is not None
+        data = source if source is not None else table.data
+        if data is None:       # a Parquet file: its columns' types as DuckDB reads them (found once)
+            if table.types is None:
+                table.types = self._con.sql(f"SELECT * FROM {table.view} LIMIT 0").to_arrow_table()
+        if not _row_order(request, data if data is not None else table.types):
+            return None
         key = (unit.column, request.by, unit.max_rows)
-        found = table.ranking if registered else None
+        found = table.ranking if source is None else None
         if found is not None and found.key == key and _same(found.keys, request.keys):
-            if found.settled:
-                return found
-            ranking = _Ranking.of(key, request.keys, found.every, crowded(found.every, unit.max_rows), True)
-        else:
-            ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
-        if registered:
+            if not found.settled:
+                found = table.ranking = _Ranking.of(key, request.keys, found.every,
+                                                    crowded(found.every, unit.max_rows), True)
+            return found
+        if data is None:
+            asked, table.asked = table.asked, (key, request.keys)
+            if asked is None or asked[0] != key or not _same(asked[1], request.keys):
+                return None     # a first query: the numbered one (reading the columns first would not pay)
+            columns = ", ".join(quote(c) for c in dict.fromkeys([unit.column, *request.by]))
+            every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
+            table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
+            return table.ranking
+        ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
+        if source is None:
             table.ranking = ranking
         return ranking
 
