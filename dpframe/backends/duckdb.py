@@ -15,12 +15,18 @@ What runs in DuckDB:
    distinct row, is equally likely to be kept; ties (a 64-bit collision) go to the earlier row. As in
    the Polars backend, which *values* a unit keeps depends only on its own rows and the seed (not on
    row order or other units): bounding is a stable transformation for every seed. A first query
-   returns the rows' hashes. Where the rows bounded are the Arrow rows themselves (no SQL row node)
-   it is a plain scan, whose result DuckDB keeps in the table's row order, so a row's position is its
-   place in the result; which rows are ranked (a unit, one of the public keys) Polars decides on the same
-   Arrow data where its equality is DuckDB's (one key column of a string, integer, boolean or date type).
-   Otherwise (Parquet, SQL row nodes, other keys, ``max_groups``) the query returns the candidate rows
-   with their positions (a column beside the Arrow data, or the Parquet ``file_row_number``) and units.
+   returns the rows' hashes. Where the rows bounded are the source's rows themselves (no SQL row node)
+   it is a scan, whose result DuckDB keeps in the rows' order, so a row's position is its place in the
+   result; which rows are ranked (a unit, one of the public keys) Polars decides on the same data where
+   its equality is DuckDB's (key columns of string, integer, boolean or date types: ``is_in``, or a
+   semi-join for several), once per registered table and public parameters (:class:`_Ranking`; a
+   Parquet file's unit and key columns are read by a plain scan, in file order, from its second query
+   on). From the second query on, only rows of units with more than ``max_rows`` ranked rows are hashed
+   (integer units spanning fewer than 2**22 values; a mask column, or for Parquet a masked ``POSITIONAL
+   JOIN``, filters the scan): the others keep all their rows whatever their hashes. Otherwise (SQL row
+   nodes, float keys, ``max_groups``, a Parquet file's first query) the query returns the candidate rows
+   with their positions (a column beside the
+   Arrow data, or the Parquet ``file_row_number``) and units.
    The kept positions are picked in numpy exactly as the Polars backend picks them
    (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
    go back as a boolean column the statistics query reads the table through (for Parquet, by a
