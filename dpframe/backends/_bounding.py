@@ -137,6 +137,55 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
     return out
 
 
+def crowded(units: pl.Series, k: int) -> Mask | None:
+    """Which rows belong to a unit with more than ``k`` rows (a null unit: none of its rows).
+
+    Only those rows can be dropped: a unit with at most ``k`` rows keeps them all, whatever their hashes,
+    so a backend whose hashes are costly (DuckDB hashing strings) need only hash these. Computed for
+    integer units spanning fewer than 2**:data:`BUCKET_BITS` values (one ``bincount``); ``None`` for
+    others (then every row with a unit is ranked).
+
+    Example:
+        >>> crowded(pl.Series([5, 7, 5, None, 5, 7]), 2).tolist()
+        [True, False, True, False, True, False]
+        >>> crowded(pl.Series(["a", "b"]), 1) is None
+        True
+
+    """
+    if not units.dtype.is_integer():
+        return None
+    if units.len() == units.null_count():
+        return np.zeros(units.len(), dtype=bool)
+    low, high = units.min(), units.max()
+    assert isinstance(low, int) and isinstance(high, int)
+    if high - low >= 2**BUCKET_BITS - 1:
+        return None
+    ranked = units.is_not_null().to_numpy() if units.null_count() else None
+    values = _flat(units if ranked is None else units.fill_null(low))
+    size = high - low + 1
+    if 0 <= low and high < 2**BUCKET_BITS and values.dtype == np.intp:
+        ids, size = values, high + 1        # ids already (read only): no copy
+    else:
+        ids = empty(values.size, np.intp)
+        base = np.intp(low if low < 2**63 else low - 2**64)
+
+        def subtract(a: int, b: int) -> None:
+            np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
+
+        in_steps(subtract, values.size)
+    counts = np.bincount(ids if ranked is None else ids[ranked], minlength=size)
+    over = counts > k
+    mask = np.empty(ids.size, dtype=bool)
+
+    def pick(a: int, b: int) -> None:
+        np.take(over, ids[a:b], out=mask[a:b])
+
+    in_steps(pick, ids.size)
+    if ranked is not None:
+        mask &= ranked
+    return mask
+
+
 def _flat(values: pl.Series) -> npt.NDArray[Any]:
     """``values.to_numpy()`` (no nulls): one chunk without a copy, several copied into one :func:`empty` array.
 

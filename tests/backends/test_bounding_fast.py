@@ -186,10 +186,13 @@ def test_duckdb_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) 
             assert got[ids[0].key].item().to_list() == sorted(duckdb_reference(df, unit, (), ["i"], req.seed)["i"])
 
 
+@pytest.mark.parametrize("unit_kind", ["str", "int"])
 @pytest.mark.parametrize("max_rows", [1, 3])
-def test_duckdb_exact_fallback_keeps_the_rows_of_the_definition(max_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_duckdb_exact_fallback_keeps_the_rows_of_the_definition(max_rows: int, unit_kind: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Every unit left to the exact path (unit hashes made all equal): DuckDB's own definition in SQL, with
-    its copy hashes, still keeps the reference's rows."""
+    its copy hashes, still keeps the reference's rows (integer units: only those of units with more than
+    ``max_rows`` rows are ranked)."""
     calls: list[int] = []
 
     def colliding(units: Any, hashes: Any, k: int, seed: int, rehash: Any, exact: Any) -> Any:
@@ -200,7 +203,7 @@ def test_duckdb_exact_fallback_keeps_the_rows_of_the_definition(max_rows: int, m
 
     monkeypatch.setattr(duckdb_backend, "kept", colliding)
     for seed in range(2):
-        df = table(seed, "str")
+        df = table(seed, unit_kind)
         b = DuckDBBackend()
         b.register("t", df.lazy())
         unit = PrivacyUnit("u", max_rows=max_rows)

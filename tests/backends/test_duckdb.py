@@ -144,40 +144,71 @@ def test_unreadable_table_is_a_schema_error_naming_it(tmp_path: Path) -> None:
     assert sess.history().height == 0
 
 
-def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no SQL row node, bounding reads each row's hash from a plain scan (its position: the row order,
-    which DuckDB keeps) and which rows are ranked from Polars: it keeps the rows the numbered candidates
-    query keeps (positions, public keys and null units in SQL) — on a table of many Arrow chunks that DuckDB
-    scans on several threads, with null units, null keys and rows outside the public keys; with copies
-    (rows equal in every column read: the same values kept), and without (the same rows kept)."""
+@pytest.mark.parametrize("spread", [3_000, 60_000, "strings", "parquet"])
+def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                    spread: int | str) -> None:
+    """With no SQL row node, bounding reads the hashes of the rows it may drop from a scan filtered by a
+    mask (their positions: the row order, which DuckDB keeps) and which rows are ranked from Polars: it
+    keeps the rows the numbered candidates query keeps (positions, public keys and null units in SQL) —
+    on a table of many Arrow chunks that DuckDB scans on several threads, with null units, null keys and
+    rows outside the public keys (of one key column, and of two: a semi-join); with units of ~40 rows (all
+    may lose rows), of ~2 (most keep all: from the second query on, the scan is filtered), and string
+    units (every ranked row hashed), and from a Parquet file of many row groups (its unit and key columns
+    read by a plain scan, the hashes by a masked ``POSITIONAL JOIN``); for two seeds (the table's
+    :class:`_Ranking` found again); with copies (rows equal in every column read: the same values kept),
+    and without (the same rows kept).
+    A scan that did not keep the row order would fail the ``i`` case."""
     rng = np.random.default_rng(3)
-    parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, 3_000, 10_000),
+    high = {"strings": 3_000, "parquet": 60_000}.get(spread, spread)
+    parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, high, 10_000),
                            "g": rng.choice(["a", "b", "c"], 10_000), "x": rng.choice([0.5, 1.5], 10_000)}).with_columns(
         u=pl.when(pl.col("x") * pl.col("u") % 7 == 0).then(None).otherwise(pl.col("u")),
-        g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g"))) for j in range(0, 120_000, 10_000)]
+        g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g")),
+        h=pl.when(pl.col("i") % 13 == 0).then(None).otherwise(pl.col("i") % 3)) for j in range(0, 120_000, 10_000)]
     df = pl.concat(parts, rechunk=False)
-    b = backend(t=df)
+    if spread == "strings":
+        df = df.with_columns(pl.col("u").cast(pl.String))
+    if spread == "parquet":
+        path = tmp_path / "t.parquet"
+        df.write_parquet(path, row_group_size=7_000)
+        b = DuckDBBackend()
+        b.register_source("t", pl.scan_parquet(path), path)
+        assert b._tables["t"].data is None
+        data = df.to_arrow()
+    else:
+        b = backend(t=df)
+        data = b._tables["t"].data
+        assert data is not None and data.column("u").num_chunks > 1
     b._con.execute("SET threads = 4")
-    data = b._tables["t"].data
-    assert data is not None and data.column("u").num_chunks > 1
     unit = dp.PrivacyUnit("u", max_rows=3)
-    for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g",), None), ((), None)):
+    two = pl.DataFrame({"g": ["a", "c", None, "b", "a"], "h": [0, 1, 1, None, 0]})    # (a repeated key too)
+    for by, keys in ((("g",), pl.DataFrame({"g": ["a", "c", None]})), (("g", "h"), two), (("g",), None), ((), None)):
         for read in ("x", "i"):
-            request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), 11)
-            assert duckdb_backend._ranked(request, data) is not None
-            by_order = b._keep(request, None)
-            with monkeypatch.context() as m:
-                m.setattr(duckdb_backend, "_ranked", lambda *_: None)
-                numbered = b._keep(request, None)
-            assert by_order.sum() > 0
-            if read == "i":
-                assert np.array_equal(by_order, numbered)
-            else:     # which of two copies is kept is the numbered query's row order: the values are the same
-                columns = ["u", "g", "x"]
-                assert_frame_equal(df.filter(by_order).select(columns).sort(columns),
-                                   df.filter(numbered).select(columns).sort(columns))
-    # Keys Polars might match otherwise than DuckDB (floats: NaN, -0.0; several columns) stay in SQL.
+            for seed in (11, 12):
+                request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), seed)
+                assert duckdb_backend._row_order(request, data)
+                by_order = b._keep(request, None)
+                ranking = b._tables["t"].ranking
+                first = read == "x" and seed == 11     # (the first query hashes every ranked row; on Parquet: numbered)
+                current = ranking is not None and ranking.key == ("u", by, 3) \
+                    and duckdb_backend._same(ranking.keys, keys)
+                assert current != (first and spread == "parquet")
+                if ranking is not None and current:
+                    assert ranking.hashed is not None and ranking.settled != first     # (null units: some never ranked)
+                    if spread in (60_000, "parquet") and ranking.settled:
+                        assert 0 < ranking.hashed.sum() < 0.7 * df.height
+                with monkeypatch.context() as m:
+                    m.setattr(duckdb_backend, "_row_order", lambda *_: False)
+                    numbered = b._keep(request, None)
+                assert by_order.sum() > 0
+                if read == "i":
+                    assert np.array_equal(by_order, numbered)
+                else:     # which of two copies is kept is the numbered query's row order: the values are the same
+                    columns = ["u", *by, "x"]
+                    assert_frame_equal(df.filter(by_order).select(columns).sort(columns),
+                                       df.filter(numbered).select(columns).sort(columns))
+    # Keys Polars might match otherwise than DuckDB (floats: NaN, -0.0, alone or beside others) stay in SQL.
     stats = (Statistic("rows"),)
     floats = StatisticsRequest("t", (), unit, ("x",), pl.DataFrame({"x": [0.5]}), stats, 11)
     pairs = StatisticsRequest("t", (), unit, ("g", "x"), pl.DataFrame({"g": ["a"], "x": [0.5]}), stats, 11)
-    assert duckdb_backend._ranked(floats, data) is None and duckdb_backend._ranked(pairs, data) is None
+    assert not duckdb_backend._row_order(floats, data) and not duckdb_backend._row_order(pairs, data)
