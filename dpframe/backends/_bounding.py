@@ -345,14 +345,22 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     copies &= ~skip
     undecided = np.zeros(1 << bits, dtype=bool)
     if copies.any():
-        sub = np.flatnonzero(copies[_buckets_of(keys, bits)])
-        kept, unresolved = _with_copies(_buckets_of(keys[sub], bits), row_hash[rows[sub]], bits, k, rehash)
-        keep[rows[sub]] = kept
+        shift = np.uint64(64 - bits)
+        sub = _picked(rows.size, lambda a, b: copies[(keys[a:b] >> shift).view(np.intp)])
+        at = _gathered(rows, sub, np.int64)
+        buckets = _gathered(keys, sub, np.uint64)
+        in_steps(lambda a, b: np.right_shift(buckets[a:b], shift, out=buckets[a:b]), buckets.size)
+        kept, unresolved = _with_copies(buckets.view(np.intp), _gathered(row_hash, at, np.uint64), bits, k, rehash)
+
+        def write(a: int, b: int) -> None:
+            keep[at[a:b]] = kept[a:b]
+
+        in_steps(write, at.size)
         undecided[unresolved] = True
     return undecided
 
 
-def in_steps(step: Callable[[int, int], None], n: int) -> None:
+def in_steps(step: Callable[[int, int], object], n: int) -> None:
     """``step(a, b)`` over consecutive ranges ``[a, b)`` of ``range(n)``, on the cores (numpy frees the GIL).
 
     One task per :data:`CHUNK` items, each calling ``step`` on ranges of at most :data:`STEP` items.
@@ -446,25 +454,36 @@ def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
                  rehash: Callable[[U64s, Rows], U64s]) -> tuple[Mask, npt.NDArray[np.intp]]:
     """Pure buckets holding equal keys: number the copies, re-hash them, take each bucket's k smallest.
 
-    Rows come in row order. Returns the kept mask of these rows and the buckets left undecided (two
-    different hashes with one key, before or after re-hashing: the caller hands them on).
+    The rows (in row order) are all the rows of their buckets, each bucket holding more than ``k``.
+    Returns the kept mask of these rows and the buckets left undecided (two different hashes with one
+    key, before or after re-hashing: the caller hands them on).
 
     Count-only queries over a few columns have copies in most units (a user in one city twice), so this
     must be fast on millions of rows: the rows are put in bucket order once (a sort of (bucket, row)
     packed into 64 bits, not an argsort, which costs about ten times as much), everything is decided in
     that order, where each bucket's rows are contiguous, and the mask goes back to row order at the end.
+    Large arrays come from :func:`empty` and are filled in steps (fresh pages would cost more than the
+    passes).
     """
+    n = buckets.size
     order, mine, rank = _by_bucket(buckets)
-    hashes = hashes[order]
-    copy, tied = _copy_numbers(mine, hashes, rank, bits)
+    hashes = _gathered(hashes, order, np.uint64)
+    copy, tied, begin = _copy_numbers(mine, hashes, rank, bits)
     unresolved = [mine[tied]]
     later = np.flatnonzero(copy > 0)
     hashes[later] = rehash(hashes[later], copy[later])
-    keys = _keys(mine, hashes, bits)
+    keys = empty(n, np.uint64)
+    in_steps(lambda a, b: _keys(mine[a:b], hashes[a:b], bits, keys[a:b]), n)
     ordered = sort(keys)
-    unresolved.append(_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits))
-    kept = np.empty(order.size, dtype=bool)
-    kept[order] = keys <= _kth_smallest(ordered, np.bincount(mine, minlength=1 << bits), k)[mine]
+    shift = np.uint64(64 - bits)
+    same = _picked(n - 1, lambda a, b: ordered[a + 1:b + 1] == ordered[a:b])
+    unresolved.append((ordered[same] >> shift).view(np.intp))
+    kept = empty(n, np.bool_)
+
+    def decide(a: int, b: int) -> None:     # a bucket's k-th smallest key: k − 1 after its first in `ordered`
+        kept[order[a:b]] = keys[a:b] <= ordered[begin[mine[a:b]] + (k - 1)]
+
+    in_steps(decide, n)
     return kept, np.concatenate(unresolved)
 
 
@@ -476,43 +495,118 @@ def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp
         [[1, 4, 0, 2, 3], [0, 0, 2, 2, 2], [0, 1, 0, 1, 2]]
 
     """
-    packed = (buckets.astype(np.uint64) << np.uint64(32)) | np.arange(buckets.size, dtype=np.uint64)
+    n = buckets.size
+    packed = empty(n, np.uint64)
+
+    def pack(a: int, b: int) -> None:
+        np.left_shift(buckets[a:b], np.uint64(32), out=packed[a:b], dtype=np.uint64, casting="unsafe")
+        packed[a:b] |= np.arange(a, b, dtype=np.uint64)
+
+    in_steps(pack, n)
     packed = sort(packed)
-    order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)
-    mine = (packed >> np.uint64(32)).view(np.intp)
-    index = np.arange(buckets.size, dtype=np.int64)
-    first = np.concatenate([[True], mine[1:] != mine[:-1]])
-    return order, mine, index - np.maximum.accumulate(np.where(first, index, 0))
+    order, mine = empty(n, np.int64), empty(n, np.intp)
+
+    def unpack(a: int, b: int) -> None:
+        np.bitwise_and(packed[a:b], np.uint64(0xFFFFFFFF), out=order[a:b].view(np.uint64))
+        np.right_shift(packed[a:b], np.uint64(32), out=mine[a:b].view(np.uint64))
+
+    in_steps(unpack, n)
+    return order, mine, _ranks(mine.view(np.uint64), 0)
 
 
-def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: int) -> tuple[Rows, Rows]:
-    """Each row's copy number among its bucket's rows with its hash, in row order (0 first), and the ties.
+def _ranks(values: U64s, shift: int) -> Rows:
+    """Each position's distance from the start of its run of equal ``values >> shift`` (runs: adjacent).
 
-    Rows come by bucket, each bucket in row order (``rank``: the place in it). One sort of (bucket, high
-    bits of the hash, rank) packed into 64 bits puts equal hashes next to each other in row order. The
-    ties: rows of runs this cannot tell apart (equal in the hash bits kept, different hashes).
+    One pass in steps, each continuing the run the last one ended in.
+
+    Example:
+        >>> _ranks(np.array([4, 4, 9, 9, 9, 1], dtype=np.uint64), 0).tolist()
+        [0, 1, 0, 1, 2, 0]
+
+    """
+    out = empty(values.size, np.int64)
+    start = 0                          # where the run holding the previous step's last position began
+    up = np.uint64(shift)
+    for a, b in chunks(values.size, STEP):
+        here = values[a:b] >> up
+        starts = np.arange(a, b, dtype=np.int64)
+        new = np.empty(b - a, dtype=bool)
+        new[0] = a == 0 or here[0] != values[a - 1] >> up
+        np.not_equal(here[1:], here[:-1], out=new[1:])
+        starts[~new] = 0
+        starts[0] = max(int(starts[0]), start)
+        np.maximum.accumulate(starts, out=starts)
+        start = int(starts[-1])
+        np.subtract(np.arange(a, b, dtype=np.int64), starts, out=out[a:b])
+    return out
+
+
+def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: int
+                  ) -> tuple[Rows, Rows, npt.NDArray[np.int64]]:
+    """Each row's copy number among its bucket's rows with its hash (0 first), the ties, each bucket's start.
+
+    The starts are indexed by bucket (only the buckets of ``mine`` are set). Rows come by bucket, each
+    bucket in row order (``rank``: the place in it). One sort of (bucket, high bits of the hash, rank)
+    packed into 64 bits puts equal hashes next to each other in row order. The ties: rows of runs this
+    cannot tell apart (equal in the hash bits kept, different hashes).
 
     Example:
         >>> mine, rank = np.array([0, 1, 1, 1, 1, 1]), np.array([0, 0, 1, 2, 3, 4])
         >>> h = np.array([9, 9, 7, 9, 9, 8], dtype=np.uint64) << np.uint64(40)
         >>> [a.tolist() for a in _copy_numbers(mine, h, rank, 2)]
-        [[0, 0, 0, 1, 2, 0], []]
+        [[0, 0, 0, 1, 2, 0], [], [0, 1, 0, 0]]
 
     """
     n = mine.size
-    index = np.arange(n, dtype=np.int64)
     rank_bits = int(rank.max(initial=0)).bit_length()
-    key = (mine.view(np.uint64) << np.uint64(64 - bits)) | rank.view(np.uint64)
-    key |= (hashes >> np.uint64(bits + rank_bits)) << np.uint64(rank_bits)
+    up, low = np.uint64(64 - bits), np.uint64(bits + rank_bits)
+    key = empty(n, np.uint64)
+
+    def build(a: int, b: int) -> None:
+        np.left_shift(mine[a:b], up, out=key[a:b], dtype=np.uint64, casting="unsafe")
+        key[a:b] |= rank[a:b].view(np.uint64)
+        key[a:b] |= (hashes[a:b] >> low) << np.uint64(rank_bits)
+
+    in_steps(build, n)
     key = sort(key)
     begin = np.zeros(1 << bits, dtype=np.int64)
-    first = np.concatenate([[True], mine[1:] != mine[:-1]])
-    begin[mine[first]] = index[first]
-    # each sorted key's place in the bucket order (buckets ascending: the reads of `begin` are in order)
-    at = begin[_buckets_of(key, bits)] + (key & np.uint64((1 << rank_bits) - 1)).view(np.int64)
-    run = key >> np.uint64(rank_bits)
-    starts = np.concatenate([[True], run[1:] != run[:-1]])
-    copy = np.zeros(n, dtype=np.int64)
-    copy[at] = index - np.maximum.accumulate(np.where(starts, index, 0))
-    h = hashes[at]
-    return copy, at[1:][~starts[1:] & (h[1:] != h[:-1])]
+    first = np.flatnonzero(rank == 0)
+    begin[mine[first]] = first
+    copy_sorted = _ranks(key, rank_bits)
+    at = empty(n, np.int64)                  # each sorted key's place in the bucket order
+    copy = empty(n, np.int64)
+    mask = np.uint64((1 << rank_bits) - 1)
+
+    def place(a: int, b: int) -> None:       # (buckets ascending: the reads of `begin` go in order)
+        np.take(begin, (key[a:b] >> up).view(np.intp), out=at[a:b])
+        at[a:b] += (key[a:b] & mask).view(np.int64)
+        copy[at[a:b]] = copy_sorted[a:b]
+
+    in_steps(place, n)
+    tied = _picked(n - 1, lambda a, b: (copy_sorted[a + 1:b + 1] > 0) & (hashes[at[a + 1:b + 1]] != hashes[at[a:b]]))
+    return copy, at[tied + 1], begin
+
+
+def _picked(n: int, test: Callable[[int, int], Mask]) -> Rows:
+    """The positions in ``range(n)`` where ``test(a, b)`` (a mask of positions ``[a, b)``) holds, in order.
+
+    Example:
+        >>> x = np.array([3, 8, 1, 9])
+        >>> _picked(4, lambda a, b: x[a:b] > 2).tolist()
+        [0, 1, 3]
+
+    """
+    def part(a: int, b: int) -> Rows:
+        found: list[Rows] = [np.flatnonzero(test(a + c, a + d)) + (a + c) for c, d in chunks(b - a, STEP)]
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+    parts = map_chunks(part, n, CHUNK) if n > 0 else []
+    out = empty(sum(p.size for p in parts), np.int64)
+    return np.concatenate(parts, out=out) if parts else out
+
+
+def _gathered(values: npt.NDArray[D], at: Rows, dtype: type[D]) -> npt.NDArray[D]:
+    """``values[at]`` into memory from :func:`empty`, in steps on the thread pool."""
+    out = empty(at.size, dtype)
+    in_steps(lambda a, b: np.take(values, at[a:b], out=out[a:b]), at.size)
+    return out

@@ -135,11 +135,13 @@ def test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(k: i
 
 
 def test_copies_are_numbered_alike_with_the_split_sort(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The copy path's sorts split across threads (4 threads, tiny chunks): still the definition's rows."""
+    """The copy path's sorts split across threads and its passes in steps of a few rows (runs of equal keys
+    continue across steps): still the definition's rows."""
     from dpframe.backends import _bounding
 
     monkeypatch.setenv("DPFRAME_THREADS", "4")
     monkeypatch.setattr(_bounding, "CHUNK", 32)
+    monkeypatch.setattr(_bounding, "STEP", 5)
     test_small_ids_keep_the_rows_of_the_definition(3)
     test_hashed_buckets_keep_the_rows_of_the_definition(2, 3)
     test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(2)
