@@ -469,11 +469,18 @@ def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
     order, mine, rank = _by_bucket(buckets)
     hashes = _gathered(hashes, order, np.uint64)
     copy, tied, begin = _copy_numbers(mine, hashes, rank, bits)
+    del rank                               # (each array here is n long: free them as soon as they are done)
     unresolved = [mine[tied]]
     later = np.flatnonzero(copy > 0)
     hashes[later] = rehash(hashes[later], copy[later])
+    del copy, later
     keys = empty(n, np.uint64)
-    in_steps(lambda a, b: _keys(mine[a:b], hashes[a:b], bits, keys[a:b]), n)
+
+    def key(a: int, b: int, h: U64s = hashes) -> None:
+        _keys(mine[a:b], h[a:b], bits, keys[a:b])
+
+    in_steps(key, n)
+    del hashes, key
     ordered = sort(keys)
     shift = np.uint64(64 - bits)
     same = _picked(n - 1, lambda a, b: ordered[a + 1:b + 1] == ordered[a:b])
