@@ -524,27 +524,45 @@ def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp
 def _ranks(values: U64s, shift: int) -> Rows:
     """Each position's distance from the start of its run of equal ``values >> shift`` (runs: adjacent).
 
-    One pass in steps, each continuing the run the last one ended in.
+    A scan, in three passes on the thread pool: each chunk finds the latest run start at or before each
+    of its positions (−1 before its first), in steps that carry the start on; the chunks' last starts,
+    carried across chunks in order, fill those −1; then the distances.
 
     Example:
         >>> _ranks(np.array([4, 4, 9, 9, 9, 1], dtype=np.uint64), 0).tolist()
         [0, 1, 0, 1, 2, 0]
 
     """
-    out = empty(values.size, np.int64)
-    start = 0                          # where the run holding the previous step's last position began
+    n = values.size
+    out = empty(n, np.int64)
     up = np.uint64(shift)
-    for a, b in chunks(values.size, STEP):
-        here = values[a:b] >> up
-        starts = np.arange(a, b, dtype=np.int64)
-        new = np.empty(b - a, dtype=bool)
-        new[0] = a == 0 or here[0] != values[a - 1] >> up
-        np.not_equal(here[1:], here[:-1], out=new[1:])
-        starts[~new] = 0
-        starts[0] = max(int(starts[0]), start)
-        np.maximum.accumulate(starts, out=starts)
-        start = int(starts[-1])
-        np.subtract(np.arange(a, b, dtype=np.int64), starts, out=out[a:b])
+
+    def starts(a: int, b: int) -> int:
+        start = -1
+        for c, d in chunks(b - a, STEP):
+            c, d = a + c, a + d
+            here = out[c:d]
+            new = np.empty(d - c, dtype=bool)
+            new[0] = c == 0 or values[c] >> up != values[c - 1] >> up
+            np.not_equal(values[c + 1:d] >> up, values[c:d - 1] >> up, out=new[1:])
+            here[:] = np.where(new, np.arange(c, d, dtype=np.int64), -1)
+            here[0] = max(int(here[0]), start)
+            np.maximum.accumulate(here, out=here)
+            start = int(here[-1])
+        return start
+
+    spans = chunks(n, CHUNK)
+    lasts = map_chunks(starts, n, CHUNK)
+    carried = np.maximum.accumulate(np.array([-1, *lasts[:-1]], dtype=np.int64))
+
+    def distances(i: int, _: int) -> None:
+        a, b = spans[i]
+        for c, d in chunks(b - a, STEP):
+            here = out[a + c:a + d]
+            np.maximum(here, carried[i], out=here)
+            np.subtract(np.arange(a + c, a + d, dtype=np.int64), here, out=here)
+
+    map_chunks(distances, len(spans), 1)
     return out
 
 
