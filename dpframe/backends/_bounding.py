@@ -376,11 +376,12 @@ def in_steps(step: Callable[[int, int], object], n: int) -> None:
         step(0, 0)
 
 
-def sort(keys: U64s) -> U64s:
+def sort(keys: U64s, spare: bool = False) -> U64s:
     """``np.sort(keys)``; with :data:`PARALLEL_SORT` threads or more, on all of them.
 
     Each thread sorts a slice of the keys; the sorted slices are cut at the same values (quantiles of a
     sample) and each thread sorts the pieces between two cuts: ranges of values, concatenated in order.
+    ``spare``: the caller no longer needs ``keys`` unsorted, so one thread sorts them in place (no copy).
 
     Example:
         >>> sort(np.array([3, 1, 2], dtype=np.uint64)).tolist()
@@ -389,8 +390,9 @@ def sort(keys: U64s) -> U64s:
     """
     parts = min(threads(), keys.size // CHUNK)
     if parts < max(2, PARALLEL_SORT):
-        out = empty(keys.size, np.uint64)
-        out[:] = keys
+        out = keys if spare else empty(keys.size, np.uint64)
+        if not spare:
+            out[:] = keys
         out.sort()
         return out
     runs = map_chunks(lambda a, b: np.sort(keys[a:b]), keys.size, -(-keys.size // parts))
@@ -510,7 +512,7 @@ def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp
         packed[a:b] |= np.arange(a, b, dtype=np.uint64)
 
     in_steps(pack, n)
-    packed = sort(packed)
+    packed = sort(packed, spare=True)
     order, mine = empty(n, np.int64), empty(n, np.intp)
 
     def unpack(a: int, b: int) -> None:
@@ -593,7 +595,7 @@ def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: in
         key[a:b] |= (hashes[a:b] >> low) << np.uint64(rank_bits)
 
     in_steps(build, n)
-    key = sort(key)
+    key = sort(key, spare=True)
     begin = np.zeros(1 << bits, dtype=np.int64)
     first = np.flatnonzero(rank == 0)
     begin[mine[first]] = first

@@ -161,7 +161,7 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
         packed[a:b] |= (values - base).astype(np.uint64)
 
     _each(_parts(codes), pack)
-    packed = sort(packed)
+    packed = sort(packed, spare=True)
     out = empty(codes.len(), np.int64)
     mask = np.uint64((1 << bits) - 1)
 
