@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from dpframe.backends._bounding import CHUNK, STEP, empty, in_steps, sort
 from dpframe.mechanism.sorted_codes import ranges
-from dpframe.parallel import chunks, map_chunks
+from dpframe.parallel import chunks, map_chunks, threads
 
 Ints = npt.NDArray[np.int64]
 
@@ -148,7 +148,7 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
     assert isinstance(low, int) and isinstance(high, int)
     bits = (high - low).bit_length()
     offsets = np.zeros(nids + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ids, minlength=nids), out=offsets[1:])
+    np.cumsum(_counts(ids, nids), out=offsets[1:])
     if bits + (nids - 1).bit_length() > 63:
         values = codes.to_numpy()
         ordered: Ints = values[np.lexsort((values, ids))]
@@ -171,6 +171,26 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
 
     in_steps(unpack, codes.len())
     return out, offsets
+
+
+def _counts(ids: Ints, nids: int) -> Ints:
+    """Rows per id: one ``bincount`` per thread's share of the rows, summed.
+
+    One count alone on two threads or fewer, or when there are more ids than rows in a share (the
+    partial counts would outgrow the rows they count).
+
+    Example:
+        >>> _counts(np.array([2, 0, 2]), 4).tolist()
+        [1, 0, 2, 0]
+
+    """
+    share = -(-ids.size // threads())
+    if threads() <= 2 or nids > share:
+        out: Ints = np.bincount(ids, minlength=nids)
+        return out
+    parts = map_chunks(lambda a, b: np.bincount(ids[a:b], minlength=nids), ids.size, share)
+    total: Ints = np.sum(parts, axis=0)
+    return total
 
 
 def _gathered(values: Ints, offsets: Ints, where: Ints) -> pl.Series:
