@@ -333,15 +333,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     keys (:func:`_keys`); buckets in ``skip`` (impure: decided later) are ignored whatever this writes
     for them.
     """
-    ordered = sort(keys)
-    kth = _kth_smallest(ordered, counts, k)
-
-    def decide(a: int, b: int) -> None:
-        keep[rows[a:b]] = keys[a:b] <= kth[_buckets_of(keys[a:b], bits)]
-
-    in_steps(decide, rows.size)
-    copies = np.zeros(1 << bits, dtype=bool)
-    copies[_buckets_of(ordered[1:][ordered[1:] == ordered[:-1]], bits)] = True
+    copies = _threshold(keep, rows, keys, counts, bits, k)
     copies &= ~skip
     undecided = np.zeros(1 << bits, dtype=bool)
     if copies.any():
@@ -349,6 +341,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
         sub = _picked(rows.size, lambda a, b: copies[(keys[a:b] >> shift).view(np.intp)])
         at = _gathered(rows, sub, np.int64)
         buckets = _gathered(keys, sub, np.uint64)
+        del sub
         in_steps(lambda a, b: np.right_shift(buckets[a:b], shift, out=buckets[a:b]), buckets.size)
         kept, unresolved = _with_copies(buckets.view(np.intp), _gathered(row_hash, at, np.uint64), bits, k, rehash)
 
@@ -358,6 +351,25 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
         in_steps(write, at.size)
         undecided[unresolved] = True
     return undecided
+
+
+def _threshold(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], bits: int, k: int) -> Mask:
+    """Step 3: keeps a row iff its key is at most its bucket's k-th smallest; returns the buckets with ties.
+
+    The ties: two equal keys in a bucket (copies, or hashes equal in their high bits: step 4). Its
+    row-sized arrays are freed on return, before step 4 allocates its own.
+    """
+    ordered = sort(keys)
+    kth = _kth_smallest(ordered, counts, k)
+
+    def decide(a: int, b: int) -> None:
+        keep[rows[a:b]] = keys[a:b] <= kth[_buckets_of(keys[a:b], bits)]
+
+    in_steps(decide, rows.size)
+    equal = _picked(ordered.size - 1, lambda a, b: ordered[a + 1:b + 1] == ordered[a:b])
+    copies = np.zeros(1 << bits, dtype=bool)
+    copies[_buckets_of(ordered[equal], bits)] = True
+    return copies
 
 
 def in_steps(step: Callable[[int, int], object], n: int) -> None:
