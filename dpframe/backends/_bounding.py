@@ -61,6 +61,12 @@ CHUNK = 1 << 20
 STEP = 1 << 16
 """Rows per step of a per-row pass: numpy's temporaries stay small enough (≤ 512 KiB) that the C allocator
 reuses their memory; larger ones get fresh pages from the OS every time, which costs more than the pass."""
+ALL_COPIES = 0.8
+"""From this share of the rows (of units over the limit) in buckets holding copies, every such row takes the
+copy path at once: its three sorts beat the main path's sort plus the copy path on most of the rows (a count
+alone over users and cities: 92 % of rows, 12 % faster; without copies the main path is ~45 % faster)."""
+SAMPLE_BUCKETS = 64
+"""The copy share is estimated on one bucket in this many (:func:`_copies_share`)."""
 PARALLEL_SORT = 4
 """Threads from which :func:`sort` splits a large sort across them (with fewer, one ``np.sort`` is faster)."""
 UNIT_SALT = 0x2545F4914F6CDD1D
@@ -333,24 +339,51 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     keys (:func:`_keys`); buckets in ``skip`` (impure: decided later) are ignored whatever this writes
     for them.
     """
-    copies = _threshold(keep, rows, keys, counts, bits, k)
-    copies &= ~skip
+    shift = np.uint64(64 - bits)
     undecided = np.zeros(1 << bits, dtype=bool)
-    if copies.any():
-        shift = np.uint64(64 - bits)
+    if _copies_share(keys, bits) >= ALL_COPIES:     # most buckets hold copies: all go down the copy path
+        at = rows
+        buckets = empty(keys.size, np.uint64)
+        in_steps(lambda a, b: np.right_shift(keys[a:b], shift, out=buckets[a:b]), keys.size)
+    else:
+        copies = _threshold(keep, rows, keys, counts, bits, k)
+        copies &= ~skip
+        if not copies.any():
+            return undecided
         sub = _picked(rows.size, lambda a, b: copies[(keys[a:b] >> shift).view(np.intp)])
         at = _gathered(rows, sub, np.int64)
         buckets = _gathered(keys, sub, np.uint64)
         del sub
         in_steps(lambda a, b: np.right_shift(buckets[a:b], shift, out=buckets[a:b]), buckets.size)
-        kept, unresolved = _with_copies(buckets.view(np.intp), _gathered(row_hash, at, np.uint64), bits, k, rehash)
+    kept, unresolved = _with_copies(buckets.view(np.intp), _gathered(row_hash, at, np.uint64), bits, k, rehash)
 
-        def write(a: int, b: int) -> None:
-            keep[at[a:b]] = kept[a:b]
+    def write(a: int, b: int) -> None:
+        keep[at[a:b]] = kept[a:b]
 
-        in_steps(write, at.size)
-        undecided[unresolved] = True
+    in_steps(write, at.size)
+    undecided[unresolved] = True
     return undecided
+
+
+def _copies_share(keys: U64s, bits: int) -> float:
+    """The share of rows in buckets holding two equal keys, estimated on one bucket in :data:`SAMPLE_BUCKETS`.
+
+    Every row of a sampled bucket is read, so its copies are seen whole. Speed only: it picks the route
+    of :func:`_bottom_k`.
+
+    Example:
+        >>> keys = np.array([0, 0, 64, 64, 3], dtype=np.uint64) << np.uint64(56)
+        >>> _copies_share(keys | np.array([1, 1, 2, 3, 4], dtype=np.uint64), 8)
+        0.5
+
+    """
+    low = np.uint64(SAMPLE_BUCKETS - 1) << np.uint64(64 - bits)       # a bucket's low bits, in place
+    sample = keys[_picked(keys.size, lambda a, b: keys[a:b] & low == 0)]
+    if sample.size < 2:
+        return 0.0
+    sample.sort()
+    buckets = _buckets_of(sample, bits)
+    return float(np.isin(buckets, buckets[1:][sample[1:] == sample[:-1]]).mean())
 
 
 def _threshold(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], bits: int, k: int) -> Mask:

@@ -145,3 +145,20 @@ def test_copies_are_numbered_alike_with_the_split_sort(monkeypatch: pytest.Monke
     test_small_ids_keep_the_rows_of_the_definition(3)
     test_hashed_buckets_keep_the_rows_of_the_definition(2, 3)
     test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(2)
+
+
+@pytest.mark.parametrize("share", [0.0, 2.0])
+def test_both_routes_of_the_copy_path_keep_the_definitions_rows(share: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every over-limit row down the copy path at once (ALL_COPIES = 0), or only the buckets holding copies
+    after the main sort (never): the same rows, with copies, ties in the hash's kept bits and shared buckets."""
+    from dpframe.backends import _bounding
+
+    monkeypatch.setattr(_bounding, "ALL_COPIES", share)
+    for k in (1, 3, 40):
+        test_small_ids_keep_the_rows_of_the_definition(k)
+    for values in (3, 10**9):
+        test_hashed_buckets_keep_the_rows_of_the_definition(2, values)
+    test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(2)
+    for top in (1, 4):
+        test_shared_buckets_go_to_later_rounds_then_to_the_definition(top)
+    test_hashes_equal_in_their_high_bits_are_decided_exactly()
