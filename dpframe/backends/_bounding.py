@@ -114,18 +114,7 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
         low, high = units.min(), units.max()
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
-            # (a wrap-around of UInt64 values above 2**63 cancels out in the difference)
-            values = _flat(units if ranked is None else units.fill_null(low))
-            base = np.intp(low if low < 2**63 else low - 2**64)
-            if base == 0 and values.dtype == np.intp and ranked is None:
-                ids = values       # ids from 0 already (read only from here on): no copy
-            else:
-                ids = empty(values.size, np.intp)
-
-                def subtract(a: int, b: int) -> None:
-                    np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
-
-                in_steps(subtract, values.size)
+            ids = minus(units if ranked is None else units.fill_null(low), low, ranked is None)
             if ranked is None:
                 return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
             other = high - low + 1      # the null units' bucket, never ranked
@@ -167,19 +156,8 @@ def crowded(units: pl.Series, k: int) -> Mask | None:
     if high - low >= 2**BUCKET_BITS - 1:
         return None
     ranked = units.is_not_null().to_numpy() if units.null_count() else None
-    values = _flat(units if ranked is None else units.fill_null(low))
-    size = high - low + 1
-    if 0 <= low and high < 2**BUCKET_BITS and values.dtype == np.intp:
-        ids, size = values, high + 1        # ids already (read only): no copy
-    else:
-        ids = empty(values.size, np.intp)
-        base = np.intp(low if low < 2**63 else low - 2**64)
-
-        def subtract(a: int, b: int) -> None:
-            np.subtract(values[a:b], base, out=ids[a:b], dtype=np.intp, casting="unsafe")
-
-        in_steps(subtract, values.size)
-    counts = np.bincount(ids if ranked is None else ids[ranked], minlength=size)
+    ids = minus(units if ranked is None else units.fill_null(low), low, True)
+    counts = np.bincount(ids if ranked is None else ids[ranked], minlength=high - low + 1)
     over = counts > k
     mask = np.empty(ids.size, dtype=bool)
 
@@ -192,20 +170,49 @@ def crowded(units: pl.Series, k: int) -> Mask | None:
     return mask
 
 
-def _flat(values: pl.Series) -> npt.NDArray[Any]:
-    """``values.to_numpy()`` (no nulls): one chunk without a copy, several copied into one :func:`empty` array.
+def minus(values: pl.Series, base: int, read_only: bool = False) -> npt.NDArray[np.intp]:
+    """``values - base`` as intp (integers, no nulls), chunk by chunk on the thread pool into one array.
+
+    Exact for results in ``[-2**63, 2**63)``: the arithmetic is modulo 2**64, so UInt64 values above 2**63
+    wrap on the way in and back. With ``read_only`` (the caller writes nothing into the result), a column
+    of one intp chunk with ``base == 0`` is returned as it is, without a copy.
 
     Example:
-        >>> _flat(pl.concat([pl.Series([1, 2]), pl.Series([3])], rechunk=False)).tolist()
-        [1, 2, 3]
+        >>> minus(pl.concat([pl.Series([5, 7]), pl.Series([9])], rechunk=False), 4).tolist()
+        [1, 3, 5]
 
     """
-    if values.n_chunks() == 1:
-        return values.to_numpy()
-    parts = [chunk.to_numpy() for chunk in values.get_chunks()]
-    out = empty(values.len(), parts[0].dtype.type)
-    np.concatenate(parts, out=out)
+    if read_only and base == 0 and values.n_chunks() == 1 and values.dtype == pl.Int64:
+        ids: npt.NDArray[np.intp] = values.to_numpy()
+        return ids
+    out = empty(values.len(), np.intp)
+    wrapped = np.intp((base + 2**63) % 2**64 - 2**63)
+
+    def step(part: npt.NDArray[Any], a: int, b: int) -> None:
+        np.subtract(part, wrapped, out=out[a:b], dtype=np.intp, casting="unsafe")
+
+    in_parts([chunk.to_numpy() for chunk in values.get_chunks()], step)
     return out
+
+
+def in_parts(parts: list[npt.NDArray[Any]], step: Callable[[npt.NDArray[Any], int, int], object]) -> None:
+    """``step(values, a, b)`` over the rows of ``parts`` (their concatenation), ``values`` being rows ``[a, b)``.
+
+    Pieces of at most :data:`CHUNK` rows are tasks on the thread pool, each stepping through its rows
+    :data:`STEP` at a time (a Polars column's chunks read in place: no concatenation).
+    """
+    pieces: list[tuple[npt.NDArray[Any], int]] = []
+    at = 0
+    for part in parts:
+        pieces += [(part[a:b], at + a) for a, b in chunks(part.size, CHUNK)]
+        at += part.size
+
+    def run(i: int, _: int) -> None:
+        piece, start = pieces[i]
+        for a, b in chunks(piece.size, STEP):
+            step(piece[a:b], start + a, start + b)
+
+    map_chunks(run, len(pieces), 1)
 
 
 def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,

@@ -14,16 +14,14 @@ Which route a query takes depends on the key's type (public) and its spread (tim
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import CHUNK, STEP, empty, in_steps, sort
+from dpframe.backends._bounding import empty, in_parts, in_steps, minus, sort
 from dpframe.mechanism.sorted_codes import ranges
-from dpframe.parallel import chunks, map_chunks, threads
+from dpframe.parallel import map_chunks, threads
 
 Ints = npt.NDArray[np.int64]
 
@@ -68,65 +66,25 @@ def sorted_lists(keys: pl.Series, codes: pl.Series, groups: pl.Series) -> pl.Ser
         ids, nids, where = np.zeros(rows.len(), dtype=np.int64), 1, np.full(wanted.len(), -1, dtype=np.int64)
     else:
         assert isinstance(low, int) and isinstance(high, int)
-        values = _parts(rows.fill_null(low) if rows.null_count() else rows)
+        values = rows.fill_null(low) if rows.null_count() else rows
         if high - low < max(SPAN, rows.len()):       # ids 1 + key - low: a count per value
             nids = high - low + 2
-            ids = _offset_ids(values, low)
-            asked = wanted.fill_null(low).to_numpy()
-            inside = (asked >= low) & (asked <= high)
-            where = np.where(inside, _offset_ids([asked], low), -1)
+            ids = minus(values, low - 1)
+            asked = wanted.fill_null(low)
+            inside = ((asked >= low) & (asked <= high)).to_numpy()
+            where = np.where(inside, minus(asked, low - 1), -1)
         else:                                         # ids 1 + place among the wanted keys
-            ids, nids, where = _searched_ids(np.concatenate(values), wanted)
+            ids, nids, where = _searched_ids(values.to_numpy(), wanted)
     if rows.null_count():
         ids[rows.is_null().to_numpy()] = 0
     where[wanted.is_null().to_numpy()] = 0
     sorted_codes, offsets = _sorted_by_id(ids, codes, nids)
-    return _gathered(sorted_codes, offsets, where).alias(codes.name)
+    return _listed(sorted_codes, offsets, where).alias(codes.name)
 
 
 def _physical(keys: pl.Series) -> pl.Series:
     """The keys as integers in the same order (dates: days; booleans: 0 and 1)."""
     return keys.cast(pl.UInt8) if keys.dtype == pl.Boolean else keys.to_physical()
-
-
-def _parts(values: pl.Series) -> list[npt.NDArray[np.integer]]:
-    """A null-free integer column's chunks as numpy arrays (no copy: a streaming query returns ~100 chunks)."""
-    return [chunk.to_numpy() for chunk in values.get_chunks()]
-
-
-def _each(parts: list[npt.NDArray[np.integer]], step: Callable[[npt.NDArray[np.integer], int, int], None]) -> None:
-    """``step(values, a, b)`` over the rows of ``parts`` (their concatenation), ``values`` being rows ``[a, b)``.
-
-    Pieces of at most :data:`~dpframe.backends._bounding.CHUNK` rows are tasks on the thread pool, each
-    stepping through its rows :data:`~dpframe.backends._bounding.STEP` at a time.
-    """
-    pieces: list[tuple[npt.NDArray[np.integer], int]] = []
-    at = 0
-    for part in parts:
-        pieces += [(part[a:b], at + a) for a, b in chunks(part.size, CHUNK)]
-        at += part.size
-
-    def run(i: int, _: int) -> None:
-        piece, start = pieces[i]
-        for a, b in chunks(piece.size, STEP):
-            step(piece[a:b], start + a, start + b)
-
-    map_chunks(run, len(pieces), 1)
-
-
-def _offset_ids(parts: list[npt.NDArray[np.integer]], low: int) -> Ints:
-    """``values - low + 1`` as int64 for values in ``[low, low + 2**62)``, on the thread pool.
-
-    (In int64 arithmetic modulo 2**64: unsigned values above 2**63 wrap on the way in and back.)
-    """
-    out = empty(sum(part.size for part in parts), np.int64)
-    base = np.int64((low - 1 + 2**63) % 2**64 - 2**63)
-
-    def step(values: npt.NDArray[np.integer], a: int, b: int) -> None:
-        np.subtract(values, base, out=out[a:b], dtype=np.int64, casting="unsafe")
-
-    _each(parts, step)
-    return out
 
 
 def _searched_ids(values: npt.NDArray[np.integer], wanted: pl.Series) -> tuple[Ints, int, Ints]:
@@ -160,7 +118,7 @@ def _sorted_by_id(ids: Ints, codes: pl.Series, nids: int) -> tuple[Ints, Ints]:
         np.left_shift(ids[a:b], shift, out=packed[a:b], dtype=np.uint64, casting="unsafe")
         packed[a:b] |= (values - base).astype(np.uint64)
 
-    _each(_parts(codes), pack)
+    in_parts([chunk.to_numpy() for chunk in codes.get_chunks()], pack)
     packed = sort(packed, spare=True)
     out = empty(codes.len(), np.int64)
     mask = np.uint64((1 << bits) - 1)
@@ -193,7 +151,7 @@ def _counts(ids: Ints, nids: int) -> Ints:
     return total
 
 
-def _gathered(values: Ints, offsets: Ints, where: Ints) -> pl.Series:
+def _listed(values: Ints, offsets: Ints, where: Ints) -> pl.Series:
     """A List[Int64] column: for each entry of ``where``, the values of that id (−1: an empty list)."""
     have = where >= 0
     picked = np.where(have, where, 0)
