@@ -275,7 +275,8 @@ class PolarsBackend:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
             return finish(_sorted_lists(single.collect(), lists), windows, {})
-        out = frame.group_by(by).agg(exprs + extra)
+        # packed: whole lists come from one sort of the rows' codes below, not from this aggregation
+        out = frame.group_by(by).agg([e for e in exprs if not (packed and _is_list(e, request))] + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
             main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine="streaming")
@@ -297,8 +298,7 @@ class PolarsBackend:
         if packed:
             rows = [frame.select(*by, _row_code(s, windows, schema).alias(s.key)).drop_nulls(s.key)
                     for s in request.statistics if s.key in lists]
-            agg, *parts = pl.collect_all([frame.group_by(by).agg([e for e in exprs if not _is_list(e, request)]
-                                                                  + extra), *rows])
+            agg, *parts = pl.collect_all([out, *rows])
         else:
             agg = out.collect()
         small = agg.drop(lists, strict=False).with_row_index(_ORDER).lazy()

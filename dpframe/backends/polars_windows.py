@@ -141,15 +141,18 @@ class RankWindows:
                  for i, s in enumerate(stats) if s.column is not None]
         base = frame.select(*dict.fromkeys(by + unit + read), *codes)
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
+        height: int | None = None               # the rows' count, where it is known without a query
         if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
             rows = base.collect()               # bounding or a row plan: run it once, read the rows twice more
             base, height = rows.lazy(), rows.height
             sample = base.gather_every(stride)
         else:                                   # a stored table: codes of the sampled rows only
-            height = frame.select(pl.len()).collect().item()
             sample = frame.gather_every(stride).select(*by, *codes)
-        if by and request.keys is not None and _hopeless(stats, request.keys.height, height, stride):
-            return cls(base, stats, [])
+        if by and request.keys is not None:
+            if height is None:
+                height = frame.select(pl.len()).collect().item()
+            if _hopeless(stats, request.keys.height, height, stride):
+                return cls(base, stats, [])
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
         sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
         placed = cls.placed(sampled, stats, by, stride, base)
