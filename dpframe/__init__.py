@@ -26,6 +26,7 @@ from dpframe.errors import (
     PluginError,
     PolarsHabitError,
     SchemaError,
+    TableChangedError,
     TopKWarning,
 )
 from dpframe.frame import Frame, GroupBy, Query
@@ -67,7 +68,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "TopKWarning",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "TableChangedError",
+    "TopKWarning",
     "count",
     "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",

@@ -26,7 +26,8 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends.base import LoadsOwnTables, SourceAware, SparkBound
-from dpframe.errors import ArgumentError, SchemaError
+from dpframe.errors import ArgumentError, SchemaError, TableChangedError
+from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.tables import load_table
 
@@ -54,6 +55,7 @@ class TableCatalog:
         self._default = backend
         self._schemas: dict[str, pl.Schema] = {}
         self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
+        self._versions: dict[str, FileVersion] = {}     # file-backed tables: the version the session reads
         self._backends: dict[str, Any] = {str(backend.name): backend}
 
     @classmethod
@@ -73,7 +75,10 @@ class TableCatalog:
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
                                   fix="use {'visits': data}")
+            version = file_version(source)      # taken first: a write while the table loads is found later
             frame = engine.load_table(name, source) if isinstance(engine, LoadsOwnTables) else load_table(name, source)
+            if version is not None:
+                catalog._versions[name] = version
             catalog._schemas[name] = catalog._check(name, frame, unit)
             catalog._sources[name] = (frame, source)
             _register(engine, name, frame, source)
@@ -100,6 +105,21 @@ class TableCatalog:
             raise SchemaError(f"table {name!r} has no privacy-unit column {unit.column!r}", argument="privacy_unit",
                               fix=f"use one of {list(schema.names())}")
         return schema
+
+    def check_unchanged(self, name: str | None = None) -> None:
+        """A :class:`TableChangedError` if the file of table ``name`` (None: of any table) changed since loading.
+
+        See :mod:`dpframe.file_versions`: a session reads each file-backed table as it was when the
+        session was created. Cheap (a ``stat`` and a read of the file's footer per file).
+        """
+        for table in self._versions if name is None else [name] if name in self._versions else []:
+            version = self._versions[table]
+            if file_version(version.path) != version:
+                raise TableChangedError(
+                    f"the file of table {table!r} ({version.path!r}) changed after the session was created; "
+                    "a session reads each table as it was when it was created", argument=f"tables[{table!r}]",
+                    fix="create a new session to query the new data (pass the same ledger= file to keep the "
+                        "budget already spent)")
 
     def names(self) -> list[str]:
         """The registered table names."""

@@ -63,6 +63,14 @@ class SchemaError(DPFrameError, ValueError):
     """Unknown table or column, or a column of the wrong type."""
 
 
+class TableChangedError(SchemaError):
+    """A table's file changed after the session was created (see :mod:`dpframe.file_versions`).
+
+    Raised before anything is charged when a query starts after the change; a change while a query reads
+    the table makes that query fail instead (its cost stays charged, nothing is released).
+    """
+
+
 class BoundsError(DPFrameError, ValueError):
     """Clipping bounds are missing, inverted, NaN or infinite."""
 

@@ -32,7 +32,7 @@ import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.budgets import Budget
-from dpframe.errors import DPFrameError
+from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import PrivacyUnit
@@ -103,9 +103,14 @@ class PrivateReader:
                                  self._context.rng.seed_for_engine(), contribution_bounding=bound)
 
     def run(self, request: StatisticsRequest) -> pl.DataFrame:
-        """The exact statistics of ``request`` (one backend query)."""
+        """The exact statistics of ``request`` (one backend query).
+
+        Then a :class:`~dpframe.errors.TableChangedError` if the table's file changed since the session
+        was created (:mod:`dpframe.file_versions`): the statistics may mix two versions of it.
+        """
         self._check()
         out: pl.DataFrame = self._backend.statistics(request)
+        self._context.catalog.check_unchanged(request.table)
         return out
 
     def rerun(self, request: StatisticsRequest, statistics: tuple[Statistic, ...]) -> pl.DataFrame:
@@ -168,7 +173,12 @@ class ReleaseContext:
         return result
 
     def reserve(self, cost: Budget, what: str, mechanisms: str) -> int:
-        """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id."""
+        """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id.
+
+        First a :class:`~dpframe.errors.TableChangedError`, nothing charged, if a table's file changed since
+        the session was created (:mod:`dpframe.file_versions`).
+        """
+        self._catalog.check_unchanged()
         return self._ledger.reserve(cost, what, mechanisms)
 
     def guarded(self, charge: int, run: Callable[[], T]) -> T:
@@ -191,8 +201,10 @@ class ReleaseContext:
             # Raised outside the except block so the engine's exception (whose message may quote
             # private values) is neither chained nor kept as __context__: only its type name survives.
             self._ledger.fail(charge, failure)
+            fix = ("create a new session to read the new version of the file" if failure == TableChangedError.__name__
+                   else "check column types and expressions against Frame.schema")
             raise DPFrameError(f"the query failed while running ({failure}); its cost stays charged",
-                               argument="query", fix="check column types and expressions against Frame.schema")
+                               argument="query", fix=fix)
         return result
 
     def reader(self, backend: str | None = None) -> PrivateReader:

@@ -330,6 +330,9 @@ class _Ranking:
     more than ``max_rows`` of them, :func:`~dpframe.backends._bounding.crowded`: the others keep all
     their rows), ``rows`` their positions, ``units`` their units, and ``ranked`` every ranked row (kept
     unless dropped); ``hashed`` is ``None`` where every row is hashed (``units``: every row's).
+
+    For a Parquet file it is valid because the file never changes under a session: the catalog refuses
+    every query once it was written (:mod:`dpframe.file_versions`).
     """
 
     key: tuple[Any, ...]

@@ -206,11 +206,12 @@ class PolarsBackend:
     def bounded(self, request: StatisticsRequest) -> pl.LazyFrame:
         """The row-level plan with contribution bounding applied (still lazy, still private).
 
-        With bounding, one query reads every row's unit, hash and whether it is ranked (a unit, a public
-        key, a chosen group: the others use none of their unit's rows); the kept rows (:func:`kept_mask`)
-        become a mask the returned frame filters the rows with. The mask is aligned
-        with the rows by position, so rows derived by a row plan are computed once first (a join, for
-        one, need not give its rows in the same order twice); a registered table is read as it is.
+        With bounding, one query reads the columns the statistics need (the unit, the keys, the measured
+        columns) and whether each row is ranked (a unit, a public key, a chosen group: the others use none
+        of their unit's rows); the kept rows (:func:`kept_mask`) become a mask the returned frame filters
+        those same rows with (the mask is aligned with them by position: nothing is read twice). Rows
+        derived by a row plan are computed once first (a join, for one, need not give its rows in the
+        same order twice).
         """
         frame = self._tables[request.table]
         for position, node in enumerate(request.row_nodes):
@@ -240,7 +241,9 @@ class PolarsBackend:
         hashed = [*unit_and_keys, *used]
         rows = frame.select(*hashed, pl.when(eligible).then(pl.col(u)).alias(_UNIT)).collect()
         keep = kept_mask(rows.drop_in_place(_UNIT), row_hashes(rows, row_seed), row_seed, unit.max_rows)
-        return frame.filter(pl.lit(pl.Series(_KEEP, keep)))
+        # the rows read once: the statistics read every column they need from them, so a source that
+        # is scanned (a file) is not read a second time, and the mask always fits the rows it was made for
+        return rows.lazy().filter(pl.lit(pl.Series(_KEEP, keep)))
 
     def statistics(self, request: StatisticsRequest) -> pl.DataFrame:
         """One query: bound, group, aggregate; public keys get a row even when empty (zeros).

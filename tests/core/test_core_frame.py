@@ -51,7 +51,7 @@ def test_building_explaining_and_costing_never_touch_the_backend(sess: dp.Sessio
 
 
 def test_explain_and_cost_work_when_the_data_is_gone(tmp_path: Path, visits: pl.DataFrame) -> None:
-    """A scanned CSV deleted after the session opened: planning still works, running cannot."""
+    """A scanned CSV deleted after the session opened: planning still works; running is refused, free."""
     path = tmp_path / "visits.csv"
     visits.drop("spend").write_csv(path)
     s = dp.Session({"v": str(path)}, privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.PureDP(2), seed=0)
@@ -64,10 +64,9 @@ def test_explain_and_cost_work_when_the_data_is_gone(tmp_path: Path, visits: pl.
     d = q.explain(dp.PureDP(1), format="json")
     assert d["budget"]["cost"] == "ε=1"
     assert s.spent().epsilon == 0                              # explain/cost are free
-    with pytest.raises(dp.DPFrameError):                       # running needs the data: it fails ...
-        q.collect(dp.PureDP(1))
-    assert s.spent() == dp.PureDP(1)                           # ... after the reservation, which stays
-    assert s.history()["status"].to_list() == ["failed"]
+    with pytest.raises(dp.TableChangedError, match="changed after the session was created"):
+        q.collect(dp.PureDP(1))                                # the file is gone: refused before the charge
+    assert s.spent().epsilon == 0 and s.history().height == 0
 
 
 # ------------------------------------------------------------------------------- row-level plan nodes
