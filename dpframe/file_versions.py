@@ -18,10 +18,11 @@ file changed is never read again:
 A new session reads the new version (with the same ``ledger=`` file, the budget spent so far carries over).
 
 What a version is: the file's device, inode, size, and modification and status-change times in
-nanoseconds — the kernel sets the status-change time on every write and no call can set it back — and a
-digest of the file's last bytes (a Parquet file's whole footer: its row groups, their sizes and
-statistics), which also tells apart two same-size versions written within one tick of a coarse file-system
-clock. A directory (Spark: a Parquet directory or a Delta table) is the version of every entry under it.
+nanoseconds — the kernel sets the status-change time on every write (also on a change of permissions or
+links, which is refused too, to be safe) and no call can set it back — and a digest of the file's last
+bytes (a Parquet file's whole footer: its row groups, their sizes and statistics), which also tells apart
+two same-size versions written within one tick of a coarse file-system clock. A directory (Spark: a
+Parquet directory or a Delta table) is the version of every entry under it.
 Paths on a remote file system (``s3a://``, ``hdfs://``) are not checked: keep them unchanged while a
 session is open. Nor is a ``LazyFrame`` a data owner passes (its plan runs again for every query): it must
 give the same rows every time.
