@@ -22,7 +22,8 @@ nanoseconds — the kernel sets the status-change time on every write (also on a
 links, which is refused too, to be safe) and no call can set it back — and a digest of the file's last
 bytes (a Parquet file's whole footer: its row groups, their sizes and statistics), which also tells apart
 two same-size versions written within one tick of a coarse file-system clock. A directory (Spark: a
-Parquet directory or a Delta table) is the version of every entry under it.
+Parquet directory or a Delta table) is the version of every file under it, without digests (a directory
+may hold thousands of files: a ``stat`` each).
 Paths on a remote file system (``s3a://``, ``hdfs://``) are not checked: keep them unchanged while a
 session is open. Nor is a ``LazyFrame`` a data owner passes (its plan runs again for every query): it must
 give the same rows every time.
@@ -61,7 +62,8 @@ class FileVersion:
     """One version of a file or directory: equal versions mean nothing was written in between.
 
     ``entries`` holds, per file (every file under a directory, by relative path; ``""`` for a file given
-    itself), ``(path, device, inode, size, modified_ns, changed_ns, digest)``; a missing path has none.
+    itself), ``(path, device, inode, size, modified_ns, changed_ns, digest)`` (``digest`` empty under a
+    directory); a missing path has none.
     """
 
     path: str
@@ -90,21 +92,24 @@ def file_version(source: object) -> FileVersion | None:
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(files):
-            entry = _entry(Path(folder) / name, os.path.relpath(Path(folder) / name, root))
+            entry = _entry(Path(folder) / name, os.path.relpath(Path(folder) / name, root), digest=False)
             if entry is not None:
                 entries.append(entry)
     return FileVersion(str(root), tuple(entries))
 
 
-def _entry(path: Path, name: str) -> tuple[str, int, int, int, int, int, bytes] | None:
-    """``path``'s identity, size, times and tail digest (``None`` if it cannot be read)."""
+def _entry(path: Path, name: str, digest: bool = True) -> tuple[str, int, int, int, int, int, bytes] | None:
+    """``path``'s identity, size, times and (with ``digest``) tail digest; ``None`` if it cannot be read."""
     try:
+        if not digest:
+            info = path.stat()
+            return name, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, b""
         with path.open("rb") as f:
             info = os.fstat(f.fileno())
-            digest = _tail_digest(f, info.st_size, path.suffix.lower() == ".parquet")
+            tail = _tail_digest(f, info.st_size, path.suffix.lower() == ".parquet")
     except OSError:
         return None
-    return name, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, digest
+    return name, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, tail
 
 
 def _tail_digest(f: BinaryIO, size: int, parquet: bool) -> bytes:
