@@ -229,6 +229,20 @@ def test_null_units_are_dropped_in_a_session(spark_session: Any) -> None:
     assert run[0].equals(run[1])
 
 
+def test_a_parquet_directory_that_changes_is_refused(spark_session: Any, tmp_path: Any) -> None:
+    """A file added under a Parquet directory after the session was created: refused, nothing charged."""
+    folder = tmp_path / "visits"
+    folder.mkdir()
+    pl.DataFrame({"u": [1, 2, 3]}).write_parquet(folder / "part-0.parquet")
+    sess = dp.Session({"v": str(folder)}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(2), backend="spark",
+                      spark=spark_session)
+    sess.table("v").agg(dp.len()).collect(dp.PureDP(1))
+    pl.DataFrame({"u": [1] * 50}).write_parquet(folder / "part-1.parquet")
+    with pytest.raises(dp.TableChangedError, match="tables\\['v'\\]"):
+        sess.table("v").agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.spent() == dp.PureDP(1)
+
+
 def test_unreadable_sources_are_schema_errors_naming_the_table(spark_session: Any, tmp_path: Any) -> None:
     """Spark read failures at registration (no Delta Lake, a corrupt file) are dpframe errors with a hint."""
     delta = tmp_path / "delta"
