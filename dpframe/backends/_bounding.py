@@ -509,70 +509,85 @@ def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
     """Pure buckets holding equal keys: number the copies, re-hash them, take each bucket's k smallest.
 
     The rows (in row order) are all the rows of their buckets, each bucket holding more than ``k``.
-    Returns the kept mask of these rows and the buckets left undecided (two different hashes with one
-    key, before or after re-hashing: the caller hands them on).
+    Returns the kept mask of these rows and the buckets left undecided (two different hashes that this
+    cannot tell apart, before or after re-hashing: the caller hands them on).
 
     Count-only queries over a few columns have copies in most units (a user in one city twice), so this
-    must be fast on millions of rows: the rows are put in bucket order once (a sort of (bucket, row)
-    packed into 64 bits, not an argsort, which costs about ten times as much), everything is decided in
-    that order, where each bucket's rows are contiguous, and the mask goes back to row order at the end.
+    must be fast on millions of rows. Two sorts of packed 64-bit keys (no argsort, which costs about ten
+    times as much):
+
+    1. ``(bucket, high bits of the hash, row)``: a bucket's rows with one hash are adjacent, in row order,
+       so a row's place in its run is its copy number (:func:`_ranks`), and the row is read off the key.
+       A run holding two different hashes (equal in the bits kept: rare while buckets are small, certain
+       in a bucket of many thousand rows) is not numbered here: its bucket is left undecided;
+    2. ``(bucket, high bits of the final hash)``: each bucket's k-th smallest (:func:`_keys`), as in step 3.
+
     Large arrays come from :func:`empty` and are filled in steps (fresh pages would cost more than the
-    passes).
+    passes). Which copy gets which number does not change the statistics (copies are equal in every
+    column they read); the numbering is the definition's all the same (row order).
+
+    Example:
+        >>> h = np.array([7, 7, 3, 7, 9], dtype=np.uint64) << np.uint64(40)    # rows 0, 1 and 3: copies
+        >>> rehash = lambda h, j: h + (j.astype(np.uint64) << np.uint64(20))  # copy j: 7·2⁴⁰ + j·2²⁰
+        >>> kept, undecided = _with_copies(np.zeros(5, dtype=np.intp), h, 1, 3, rehash)
+        >>> kept.tolist(), undecided.tolist()
+        ([True, True, True, False, False], [])
+
     """
     n = buckets.size
-    order, mine, rank = _by_bucket(buckets)
-    hashes = _gathered(hashes, order, np.uint64)
-    copy, tied, begin = _copy_numbers(mine, hashes, rank, bits)
-    del rank                               # (each array here is n long: free them as soon as they are done)
-    unresolved = [mine[tied]]
+    row_bits = max(1, (n - 1).bit_length())
+    hash_bits = max(0, 64 - bits - row_bits)
+    up = np.uint64(64 - bits)
+    key = empty(n, np.uint64)
+
+    def pack(a: int, b: int, key: U64s = key) -> None:
+        np.left_shift(buckets[a:b], up, out=key[a:b], dtype=np.uint64, casting="unsafe")
+        if hash_bits:
+            key[a:b] |= (hashes[a:b] >> np.uint64(64 - hash_bits)) << np.uint64(row_bits)
+        key[a:b] |= np.arange(a, b, dtype=np.uint64)
+
+    in_steps(pack, n)
+    key = sort(key, spare=True)
+    rows, final, mine = empty(n, np.int64), empty(n, np.uint64), empty(n, np.intp)
+
+    def unpack(a: int, b: int, key: U64s = key, final: U64s = final) -> None:
+        np.bitwise_and(key[a:b], np.uint64((1 << row_bits) - 1), out=rows[a:b].view(np.uint64))
+        np.take(hashes, rows[a:b], out=final[a:b])
+        np.right_shift(key[a:b], up, out=mine[a:b].view(np.uint64))
+
+    in_steps(unpack, n)
+    copy = _ranks(key, row_bits)
+    del key, pack, unpack
+
+    def tie(a: int, b: int, copy: Rows = copy, final: U64s = final) -> Mask:   # a later row of a run, another hash
+        out: Mask = (copy[a + 1:b + 1] > 0) & (final[a + 1:b + 1] != final[a:b])
+        return out
+
+    tied = _picked(n - 1, tie)
+    unresolved = [mine[tied + 1]]
     later = np.flatnonzero(copy > 0)
-    hashes[later] = rehash(hashes[later], copy[later])
-    del copy, later
+    final[later] = rehash(final[later], copy[later])
+    del copy, later, tie
     keys = empty(n, np.uint64)
 
-    def key(a: int, b: int, h: U64s = hashes) -> None:
-        _keys(mine[a:b], h[a:b], bits, keys[a:b])
+    def final_key(a: int, b: int, final: U64s = final) -> None:
+        _keys(mine[a:b], final[a:b], bits, keys[a:b])
 
-    in_steps(key, n)
-    del hashes, key
+    in_steps(final_key, n)
+    del final, final_key
     ordered = sort(keys)
-    shift = np.uint64(64 - bits)
     same = _picked(n - 1, lambda a, b: ordered[a + 1:b + 1] == ordered[a:b])
-    unresolved.append((ordered[same] >> shift).view(np.intp))
+    unresolved.append((ordered[same] >> up).view(np.intp))
+    begin = np.zeros(1 << bits, dtype=np.int64)      # each bucket's first place (both sorts put buckets alike)
+    starts = _picked(n - 1, lambda a, b: mine[a + 1:b + 1] != mine[a:b]) + 1
+    begin[mine[starts]] = starts                     # (the first bucket's: 0, as initialised)
     kept = empty(n, np.bool_)
 
     def decide(a: int, b: int) -> None:     # a bucket's k-th smallest key: k − 1 after its first in `ordered`
-        kept[order[a:b]] = keys[a:b] <= ordered[begin[mine[a:b]] + (k - 1)]
+        kept[rows[a:b]] = keys[a:b] <= ordered[begin[mine[a:b]] + (k - 1)]
 
     in_steps(decide, n)
     return kept, np.concatenate(unresolved)
-
-
-def _by_bucket(buckets: npt.NDArray[np.intp]) -> tuple[Rows, npt.NDArray[np.intp], Rows]:
-    """The rows ordered by (bucket, row), their buckets in that order, and each one's rank in its bucket.
-
-    Example:
-        >>> [a.tolist() for a in _by_bucket(np.array([2, 0, 2, 2, 0]))]
-        [[1, 4, 0, 2, 3], [0, 0, 2, 2, 2], [0, 1, 0, 1, 2]]
-
-    """
-    n = buckets.size
-    packed = empty(n, np.uint64)
-
-    def pack(a: int, b: int) -> None:
-        np.left_shift(buckets[a:b], np.uint64(32), out=packed[a:b], dtype=np.uint64, casting="unsafe")
-        packed[a:b] |= np.arange(a, b, dtype=np.uint64)
-
-    in_steps(pack, n)
-    packed = sort(packed, spare=True)
-    order, mine = empty(n, np.int64), empty(n, np.intp)
-
-    def unpack(a: int, b: int) -> None:
-        np.bitwise_and(packed[a:b], np.uint64(0xFFFFFFFF), out=order[a:b].view(np.uint64))
-        np.right_shift(packed[a:b], np.uint64(32), out=mine[a:b].view(np.uint64))
-
-    in_steps(unpack, n)
-    return order, mine, _ranks(mine.view(np.uint64), 0)
 
 
 def _ranks(values: U64s, shift: int) -> Rows:
@@ -618,52 +633,6 @@ def _ranks(values: U64s, shift: int) -> Rows:
 
     map_chunks(distances, len(spans), 1)
     return out
-
-
-def _copy_numbers(mine: npt.NDArray[np.intp], hashes: U64s, rank: Rows, bits: int
-                  ) -> tuple[Rows, Rows, npt.NDArray[np.int64]]:
-    """Each row's copy number among its bucket's rows with its hash (0 first), the ties, each bucket's start.
-
-    The starts are indexed by bucket (only the buckets of ``mine`` are set). Rows come by bucket, each
-    bucket in row order (``rank``: the place in it). One sort of (bucket, high bits of the hash, rank)
-    packed into 64 bits puts equal hashes next to each other in row order. The ties: rows of runs this
-    cannot tell apart (equal in the hash bits kept, different hashes).
-
-    Example:
-        >>> mine, rank = np.array([0, 1, 1, 1, 1, 1]), np.array([0, 0, 1, 2, 3, 4])
-        >>> h = np.array([9, 9, 7, 9, 9, 8], dtype=np.uint64) << np.uint64(40)
-        >>> [a.tolist() for a in _copy_numbers(mine, h, rank, 2)]
-        [[0, 0, 0, 1, 2, 0], [], [0, 1, 0, 0]]
-
-    """
-    n = mine.size
-    rank_bits = int(rank.max(initial=0)).bit_length()
-    up, low = np.uint64(64 - bits), np.uint64(bits + rank_bits)
-    key = empty(n, np.uint64)
-
-    def build(a: int, b: int) -> None:
-        np.left_shift(mine[a:b], up, out=key[a:b], dtype=np.uint64, casting="unsafe")
-        key[a:b] |= rank[a:b].view(np.uint64)
-        key[a:b] |= (hashes[a:b] >> low) << np.uint64(rank_bits)
-
-    in_steps(build, n)
-    key = sort(key, spare=True)
-    begin = np.zeros(1 << bits, dtype=np.int64)
-    first = np.flatnonzero(rank == 0)
-    begin[mine[first]] = first
-    copy_sorted = _ranks(key, rank_bits)
-    at = empty(n, np.int64)                  # each sorted key's place in the bucket order
-    copy = empty(n, np.int64)
-    mask = np.uint64((1 << rank_bits) - 1)
-
-    def place(a: int, b: int) -> None:       # (buckets ascending: the reads of `begin` go in order)
-        np.take(begin, (key[a:b] >> up).view(np.intp), out=at[a:b])
-        at[a:b] += (key[a:b] & mask).view(np.int64)
-        copy[at[a:b]] = copy_sorted[a:b]
-
-    in_steps(place, n)
-    tied = _picked(n - 1, lambda a, b: (copy_sorted[a + 1:b + 1] > 0) & (hashes[at[a + 1:b + 1]] != hashes[at[a:b]]))
-    return copy, at[tied + 1], begin
 
 
 def _picked(n: int, test: Callable[[int, int], Mask]) -> Rows:

@@ -134,6 +134,26 @@ def test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(k: i
     assert calls == [len(tied)]                 # only the tied unit's rows went to the definition
 
 
+def test_the_copy_paths_fewer_hash_bits_leave_only_their_ties_to_the_definition() -> None:
+    """The copy path packs (bucket, hash, row) into 64 bits: with 22 bucket bits and 2¹² rows, 30 bits of the
+    hash. Two different hashes equal in those 30 bits (beside copies) leave their unit to the definition;
+    a unit whose hashes differ there (also with copies) is decided by the copy path itself."""
+    rng = np.random.default_rng(3)
+    top = rng.integers(1, 2**29, 2000, dtype=np.uint64) << np.uint64(34)     # distinct in the kept 30 bits
+    tied = top.copy()
+    tied[1] = tied[0] + np.uint64(12345)                                     # differs only below them
+    units = pl.Series("u", np.repeat([0, 2**21], 2000))
+    hashes = np.concatenate([np.repeat(tied[:1000], 2), np.repeat(top[1000:], 2)])   # copies everywhere
+    order = rng.permutation(units.len())
+    units, hashes = units.gather(order), hashes[order]
+    for k in (3, 700):
+        calls: list[int] = []
+        got = smallest_per_id(units.to_numpy().astype(np.intp), 22, hashes, k, rehash,
+                              counting_exact(units, hashes, k, calls))
+        assert got.tolist() == definition(units, hashes, SEED, k).tolist()
+        assert calls == [2000]                   # unit 0 only
+
+
 def test_copies_are_numbered_alike_with_the_split_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy path's sorts split across threads and its passes in steps of a few rows (runs of equal keys
     continue across steps): still the definition's rows."""
@@ -159,6 +179,7 @@ def test_both_routes_of_the_copy_path_keep_the_definitions_rows(share: float, mo
     for values in (3, 10**9):
         test_hashed_buckets_keep_the_rows_of_the_definition(2, values)
     test_copies_next_to_hashes_equal_in_their_high_bits_are_decided_exactly(2)
+    test_the_copy_paths_fewer_hash_bits_leave_only_their_ties_to_the_definition()
     for top in (1, 4):
         test_shared_buckets_go_to_later_rounds_then_to_the_definition(top)
     test_hashes_equal_in_their_high_bits_are_decided_exactly()
