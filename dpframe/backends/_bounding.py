@@ -23,9 +23,10 @@ costs about half a microsecond per unit in Polars, a sort of every row by (unit,
    its key ≤ ``T``. That is the definition's set exactly when no two keys of the bucket are equal (then
    the key order is the order of ``h``).
 4. **Copies.** A bucket with two equal keys holds copies (or, rarely, two hashes equal in their high
-   bits). Its rows are sorted with their full hashes; copies are numbered and re-hashed as the
-   definition says, and the threshold is taken again over the new keys. Two different hashes with one
-   key (a truncation tie) are not resolved here: the bucket goes to step 5.
+   bits). Its rows are sorted by (bucket, hash, row) packed into 64 bits, so a row's copies follow it;
+   they are numbered and re-hashed as the definition says, and the threshold is taken again over the
+   new keys (:func:`_with_copies`). Two different hashes equal in the bits a key keeps (a truncation tie)
+   are not resolved here: the bucket goes to step 5.
 5. **Again, then exactly.** Rows of impure or unresolved buckets run steps 1-4 again with other bits of
    the unit hash (units that shared 22 bits rarely share the next 21), and whatever is left after three
    rounds (units whose 64-bit hashes collide, truncation ties) goes to ``exact``, the definition itself
