@@ -156,8 +156,10 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
         con.register("__dp_in", empty)
         try:
             result = con.sql(f"SELECT {select} FROM __dp_in").pl()
-        except Exception as e:
-            message = str(e).splitlines()[0]
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:   # noqa: BLE001 — a type Polars cannot import panics (pyo3's PanicException)
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise SchemaError(f"{message} in {where}: {text!r}", argument="sql",
                               fix="check the column names and types (DuckDB's message above)") from None
         finally:
