@@ -98,8 +98,9 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
          exact: Callable[[Rows], Mask]) -> Mask:
     """The law's kept rows (see :func:`smallest_per_unit` for the arguments): the fastest exact way.
 
-    Integer units spanning fewer than 2**:data:`BUCKET_BITS` values (ids in a range, the usual case) are
-    their own buckets (:func:`smallest_per_id`); other units are bucketed by ``units.hash(unit_seed)``.
+    Integer units of up to 64 bits spanning fewer than 2**:data:`BUCKET_BITS` values (ids in a range, the
+    usual case) are their own buckets (:func:`smallest_per_id`); other units are bucketed by
+    ``units.hash(unit_seed)``.
     A row whose unit is null (no unit, or a row the caller does not rank: a group outside the public
     keys) is never kept and uses up nothing of any unit's ``k``.
 
@@ -111,7 +112,7 @@ def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Calla
 
     """
     ranked = units.is_not_null().to_numpy() if units.null_count() else None
-    if units.dtype.is_integer() and units.len() > units.null_count():
+    if _numpy_integer(units.dtype) and units.len() > units.null_count():
         low, high = units.min(), units.max()
         assert isinstance(low, int) and isinstance(high, int)
         if high - low < 2**BUCKET_BITS - 1:
@@ -148,7 +149,7 @@ def crowded(units: pl.Series, k: int) -> Mask | None:
         True
 
     """
-    if not units.dtype.is_integer():
+    if not _numpy_integer(units.dtype):
         return None
     if units.len() == units.null_count():
         return np.zeros(units.len(), dtype=bool)
@@ -169,6 +170,17 @@ def crowded(units: pl.Series, k: int) -> Mask | None:
     if ranked is not None:
         mask &= ranked
     return mask
+
+
+def _numpy_integer(dtype: pl.DataType) -> bool:
+    """Whether units of this type are integers numpy holds (128-bit ones are compared and hashed in Polars).
+
+    Example:
+        >>> _numpy_integer(pl.UInt64()), _numpy_integer(pl.Int128()), _numpy_integer(pl.String())
+        (True, False, False)
+
+    """
+    return dtype.is_integer() and dtype not in (pl.Int128, pl.UInt128)
 
 
 def minus(values: pl.Series, base: int, read_only: bool = False) -> npt.NDArray[np.intp]:
@@ -243,7 +255,7 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
     """
     keep = empty(unit_hash.size, np.bool_)
     keep.fill(True)
-    values = units.to_numpy() if units.dtype.is_integer() or units.dtype.is_float() else units
+    values = units.to_numpy() if _numpy_integer(units.dtype) or units.dtype.is_float() else units
     rows: Rows | None = None
     for level in range(ROUNDS):
         hashes = unit_hash if rows is None else unit_hash[rows]

@@ -4,7 +4,8 @@ Before aggregation every expression must be computed from one row at a time: agg
 functions, subqueries, table functions, ``*`` and parameters are refused with a
 :class:`~dpframe.errors.PlanError` that quotes the fragment. So are functions that change engine state or
 read its configuration (``setseed``, ``nextval``, ``current_setting`` ...), non-deterministic ones
-(every function DuckDB marks volatile: ``random``, ``uuid``, ``nextval``, ``sleep_ms`` ...), ``unnest``
+(every function DuckDB marks volatile: ``random``, ``uuid``, ``nextval``, ``sleep_ms`` ...), functions of
+the query rather than the row (``now``, ``today``, ``txid_current``, one-argument ``age`` ...), ``unnest``
 (it multiplies rows) and ``error`` (a data-dependent failure is a side channel). Everything else DuckDB
 knows as a scalar function is allowed.
 
@@ -109,6 +110,11 @@ class _Checker:
         if "volatile" in kinds:
             raise self.refuse(node, f"{name}() is not allowed (it is volatile: not deterministic, or it changes "
                               "or reads the engine's state)", "remove it from the query")
+        if "of_query" in kinds or (name == "age" and len(node.get("arguments") or []) == 1):
+            # a backend runs several queries per request (bounding, then the statistics): such a value
+            # differs between them, by how many ran before and how long they took, i.e. by the data
+            raise self.refuse(node, f"{name}() is not allowed (its value is the query's, not the row's: the "
+                              "time or the transaction)", "use a literal date or timestamp instead")
         if "aggregate_macro" in kinds or ("aggregate" in kinds and not kinds & {"scalar", "macro"}):
             raise self.refuse(node, f"aggregate {name}() combines rows", f"{_ROWLEVEL_HINT}; aggregate only in "
                               "the outermost SELECT")
@@ -150,8 +156,10 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
         con.register("__dp_in", empty)
         try:
             result = con.sql(f"SELECT {select} FROM __dp_in").pl()
-        except Exception as e:
-            message = str(e).splitlines()[0]
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:   # noqa: BLE001 — a type Polars cannot import panics (pyo3's PanicException)
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise SchemaError(f"{message} in {where}: {text!r}", argument="sql",
                               fix="check the column names and types (DuckDB's message above)") from None
         finally:

@@ -99,21 +99,26 @@ def shared() -> Iterator[duckdb.DuckDBPyConnection]:
 def function_types() -> dict[str, frozenset[str]]:
     """``{function name: {"scalar", "aggregate", "table", "macro", ..., "volatile"}}`` of this DuckDB build.
 
-    ``"volatile"`` marks functions whose result may differ between calls (``random``, ``nextval`` ...).
+    ``"volatile"`` marks functions whose result may differ between calls (``random``, ``nextval`` ...);
+    ``"of_query"`` those with an overload that reads nothing but the query or its transaction (``now``,
+    ``today``, ``txid_current`` ...: DuckDB calls them consistent within a query, not volatile).
     Built-in *macros* are classified by their definition: ``"aggregate_macro"`` when it calls an
     aggregate (``geomean``, ``weighted_avg``, ``json_group_array`` ...), ``"subquery_macro"`` when it
     runs a subquery or a window (``pg_get_viewdef`` ...).
     """
     with shared() as con:
         rows = con.execute("SELECT DISTINCT lower(function_name), function_type, stability = 'VOLATILE', "
-                           "lower(coalesce(macro_definition, '')) FROM duckdb_functions()").fetchall()
+                           "lower(coalesce(macro_definition, '')), stability = 'CONSISTENT_WITHIN_QUERY' "
+                           "AND len(parameters) = 0 FROM duckdb_functions()").fetchall()
     out: dict[str, set[str]] = {}
-    for name, kind, volatile, _ in rows:
+    for name, kind, volatile, _, of_query in rows:
         out.setdefault(name, set()).add(kind)
         if volatile:
             out[name].add("volatile")
+        if of_query:
+            out[name].add("of_query")
     aggregates = {name for name, kinds in out.items() if "aggregate" in kinds}
-    for name, kind, _, definition in rows:
+    for name, kind, _, definition, _ in rows:
         if kind == "macro":
             calls = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", definition))
             if calls & aggregates:

@@ -100,16 +100,21 @@ def test_hashes_equal_in_their_high_bits_are_decided_exactly() -> None:
         assert got.tolist() == definition(units, hashes, SEED, k).tolist()
 
 
-@pytest.mark.parametrize("kind", ["str", "float", "wide int", "uint64"])
+@pytest.mark.parametrize("kind", ["str", "float", "wide int", "uint64", "int128", "int128 ids", "uint128", "float16"])
 def test_kept_mask_for_every_unit_type(kind: str) -> None:
     """Strings and floats (NaN is one unit, -0.0 = 0.0) by hashed buckets; integers spanning ≥ 2²² values
-    too; UInt64 ids above 2⁶³ by small ids (the offset wraps around and cancels)."""
+    too; UInt64 ids above 2⁶³ by small ids (the offset wraps around and cancels); 128-bit integers, which
+    numpy cannot hold, by hashed buckets compared in Polars (before: every bounded query failed)."""
     units, hashes = data(5, values=4)
     ids = units.to_numpy()
     floats = np.choose(ids % 3, [ids * 1.0, np.where(ids % 2, -0.0, 0.0), np.full(ids.size, np.nan)])
     series = {"str": pl.Series("u", [f"user{i}" for i in ids]), "float": pl.Series("u", floats),
               "wide int": pl.Series("u", ids * 2**40),
-              "uint64": pl.Series("u", ids.astype(np.uint64) + np.uint64(2**63 + 5))}[kind]
+              "uint64": pl.Series("u", ids.astype(np.uint64) + np.uint64(2**63 + 5)),
+              "int128": pl.Series("u", [int(i) * 2**70 - 2**100 for i in ids], dtype=pl.Int128),
+              "int128 ids": pl.Series("u", ids, dtype=pl.Int128),
+              "uint128": pl.Series("u", [int(i) + 2**127 for i in ids], dtype=pl.UInt128),
+              "float16": pl.Series("u", floats, dtype=pl.Float16)}[kind]
     for k in (1, 6):
         assert kept_mask(series, hashes, SEED, k).tolist() == definition(series, hashes, SEED, k).tolist()
 

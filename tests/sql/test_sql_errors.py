@@ -124,6 +124,11 @@ ERRORS = [
      "bounds (-1e+308, 1e+308) are too large to compute with"),
     ("plan_quantile_string", "SELECT MEDIAN(CLAMP(city, 0, 100)) FROM visits", dp.SchemaError,
      "an ordered domain needs an integer, float, date or datetime column"),
+    # a column type Polars cannot import (before: a Rust panic escaped sess.sql, not a dpframe error)
+    ("interval_column", "SELECT to_months(CAST(age AS INTEGER)) AS m, COUNT(*) FROM visits GROUP BY m",
+     dp.SchemaError, "check the column names and types"),
+    ("union_column", "SELECT COUNT(*) FROM (SELECT union_value(k := age) AS v FROM visits)", dp.SchemaError,
+     "check the column names and types"),
 ]
 
 
