@@ -10,9 +10,10 @@ What runs in DuckDB:
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
    dropped; with ``max_groups`` each unit keeps the distinct keys with the smallest seeded hash of
    (unit, keys); then each unit keeps its ``max_rows`` rows with the smallest seeded hash of the values
-   the statistics read (unit, keys, measured columns) — the j-th copy (j ≥ 1) of a row repeated in its
-   unit (equal in every hashed column) ranked by the hash of (hash, j), so that each row, not each
-   distinct row, is equally likely to be kept; ties (a 64-bit collision) go to the earlier row. As in
+   the statistics read (unit, keys, measured columns; each with its null flag, :func:`_hash`) — the
+   j-th copy (j ≥ 1) of a row repeated in its unit (equal in every hashed column) ranked by the hash of
+   (hash, j), so that each row, not each distinct row, is equally likely to be kept; ties (a 64-bit
+   collision) go to the earlier row. As in
    the Polars backend, which *values* a unit keeps depends only on its own rows and the seed (not on
    row order or other units): bounding is a stable transformation for every seed. A first query
    returns the rows' hashes. Where the rows bounded are the source's rows themselves (no SQL row node)
@@ -625,12 +626,12 @@ class DuckDBBackend:
         row_seed = seed ^ _ROW_SALT
         used = sorted({s.column for s in request.statistics if s.column is not None} - {unit.column, *request.by})
         unit_and_keys = list(dict.fromkeys([u, *by]))
-        hashed = ", ".join(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)]))
+        hashed = _hash(list(dict.fromkeys([*unit_and_keys, *(quote(c) for c in used)])), row_seed)
         q = _Query()
         rank = None if request.row_nodes[_split(request):] else self._ranking(request, source)
         if rank is not None:
             if rank.hashed is None:     # every row may be dropped: hash them all, no filter
-                hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {self._scan(q, request, source)}"),
+                hashes = self._hashes(q.sql(f"SELECT {hashed} FROM {self._scan(q, request, source)}"),
                                       q.frames, rank.every.len())
                 return self._kept(rank.units, hashes, None, row_seed, unit.max_rows)
             assert rank.ranked is not None
@@ -639,19 +640,19 @@ class DuckDBBackend:
             if rank.units.len():
                 assert rank.rows is not None
                 cur = self._scan(q, request, source, keep=rank.hashed)
-                hashes = self._hashes(q.sql(f"SELECT hash({hashed}, {row_seed}) FROM {cur}"), q.frames, rank.rows.size)
+                hashes = self._hashes(q.sql(f"SELECT {hashed} FROM {cur}"), q.frames, rank.rows.size)
                 keep[rank.rows[~self._kept(rank.units, hashes, rank.rows, row_seed, unit.max_rows)]] = False
             return keep
         cur = self._unit_rows(q, self._scan(q, request, source, numbered=True), request)
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = self._run(q.sql(f"SELECT {', '.join(unit_and_keys)}, hash({', '.join(unit_and_keys)}, {seed}) "
+            pairs = self._run(q.sql(f"SELECT {', '.join(unit_and_keys)}, {_hash(unit_and_keys, seed)} "
                                     f"AS __dp_hash, row_number() OVER () AS {ROW} FROM (SELECT DISTINCT "
                                     f"{', '.join(unit_and_keys)} FROM {cur})"), q.frames)
             chosen = pairs.filter(self._kept(pairs[unit.column], pairs["__dp_hash"].to_numpy(), pairs[ROW].to_numpy(),
                                              seed, unit.max_groups)).drop("__dp_hash", ROW)
             on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM p.{c}" for c in unit_and_keys)
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {q.frame(_arrow(chosen))} AS p ON {on}")
-        rows = self._run(q.sql(f"SELECT {ROW}, {u}, hash({hashed}, {row_seed}) AS __dp_hash FROM {cur}"), q.frames)
+        rows = self._run(q.sql(f"SELECT {ROW}, {u}, {hashed} AS __dp_hash FROM {cur}"), q.frames)
         positions = rows[ROW].to_numpy()
         keep = np.zeros(self._size(request, source), dtype=bool)
         keep[positions[self._kept(rows[unit.column], rows["__dp_hash"].to_numpy(), positions, row_seed,
@@ -786,6 +787,21 @@ class DuckDBBackend:
                        .with_columns(fill_missing_groups(near)))
             out = out.sort(by, nulls_last=False)
         return finish_lists(out, windows).select([*by, *names])
+
+
+def _hash(columns: list[str], seed: int) -> str:
+    """SQL for a seeded 64-bit hash of a row's values in ``columns`` (quoted), each with its null flag.
+
+    DuckDB hashes NULL like one particular value of each type (a BIGINT and a DOUBLE value hash exactly as
+    NULL does, whatever the seed), so without the flags a row holding that value and one holding NULL would
+    be copies of each other, and which of the two a unit keeps would depend on their order.
+
+    Example:
+        >>> _hash(['"u"', '"x"'], 7)
+        'hash("u", "u" IS NULL, "x", "x" IS NULL, 7)'
+
+    """
+    return f"hash({', '.join(f'{c}, {c} IS NULL' for c in columns)}, {seed})"
 
 
 def _split(request: StatisticsRequest) -> int:

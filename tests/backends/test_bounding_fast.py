@@ -159,7 +159,7 @@ def duckdb_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], u
     """The definition in DuckDB SQL: copies numbered in row order, one window over every unit, ties by row."""
     con = duckdb.connect()
     con.register("t", df.with_row_index("r").to_arrow())
-    hashed = ", ".join(dict.fromkeys([str(unit.column), *by, *used]))
+    hashed = ", ".join(f"{c}, {c} IS NULL" for c in dict.fromkeys([str(unit.column), *by, *used]))
     salted = (seed & SEED_MASK) ^ ROW_SALT
     out = con.sql(f"SELECT * EXCLUDE (r, h, c) FROM (SELECT *, row_number() OVER (PARTITION BY u, h ORDER BY r) - 1 "
                   f"AS c FROM (SELECT *, hash({hashed}, {salted}) AS h FROM t WHERE u IS NOT NULL)) "
