@@ -137,7 +137,8 @@ def test_bounding_keeps_at_most_max_rows_per_unit_and_drops_null_units(max_rows:
     b = _backend(t=UNITS)
     for seed in range(5):
         # the statistic reads "i": bounded() returns the columns the statistics read, rows told apart by "i"
-        kept = b.bounded(_req((Statistic("nonnull", "i"),), dp.PrivacyUnit("u", max_rows=max_rows), seed=seed)).collect()
+        req = _req((Statistic("nonnull", "i"),), dp.PrivacyUnit("u", max_rows=max_rows), seed=seed)
+        kept = b.bounded(req).collect()
         per_unit = dict(kept.group_by("u").len().iter_rows())
         assert per_unit == {1: min(7, max_rows), 2: min(2, max_rows), 3: 1}
         assert kept["u"].null_count() == 0
