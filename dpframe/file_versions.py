@@ -73,18 +73,24 @@ class FileVersion:
 def file_version(source: object) -> FileVersion | None:
     """The current version of ``source`` if it is a local file or directory path; ``None`` otherwise.
 
-    A path that does not exist (or no longer does) has a version with no entries.
+    A path that does not exist (or no longer does) has a version with no entries. A ``file://`` URI is
+    its local path; other URIs (``s3a://``, ``hdfs://`` ...) are not checked.
 
     Example:
         >>> file_version("s3a://bucket/visits.parquet") is None, file_version(42) is None
         (True, True)
-        >>> file_version("/no/such/file.parquet").entries
-        ()
+        >>> file_version("/no/such/file.parquet").entries, file_version("file:///no/such/file.parquet").entries
+        ((), ())
 
     """
-    if not isinstance(source, str | Path) or "://" in str(source):
+    if not isinstance(source, str | Path):
         return None
-    root = Path(source)
+    text = str(source)
+    if text.startswith("file://"):        # a local file as a URI (Spark): its path
+        text = text.removeprefix("file://")
+    elif "://" in text:
+        return None
+    root = Path(text)
     if not root.is_dir():
         entry = _entry(root, "")
         return FileVersion(str(root), () if entry is None else (entry,))

@@ -154,3 +154,13 @@ def test_a_file_that_is_not_parquet_still_has_a_version(tmp_path: Path, make: Ca
     make(path)
     version = file_version(path)
     assert version is not None and len(version.entries) == 1 and file_version(path) == version
+
+
+def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
+    """Spark users write local paths as ``file://`` URIs: those are checked too."""
+    path = tmp_path / "t.parquet"
+    _write(path, [1, 2])
+    version = file_version(f"file://{path}")
+    assert version is not None and version.entries == file_version(path).entries   # type: ignore[union-attr]
+    _write(path, [1, 2, 3])
+    assert file_version(f"file://{path}") != version
