@@ -164,3 +164,22 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
     assert version is not None and version.entries == file_version(path).entries   # type: ignore[union-attr]
     _write(path, [1, 2, 3])
     assert file_version(f"file://{path}") != version
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stream_whose_file_changes_closes_charged(tmp_path: Path, backend: str) -> None:
+    """An open sparse-vector stream reads inside its own reservation: a write before its next test makes
+    that test fail (the post-read check), and the stream closes charged in full, as after any failure."""
+    path = tmp_path / "t.parquet"
+    _write(path, list(range(40)))
+    sess = _session(path, backend)
+    query = sess.table("t").agg(dp.len())
+    with pytest.raises(dp.DPFrameError, match="TableChangedError"):
+        with sess.sparse_vector(threshold=10**6, max_positives=1, budget=dp.PureDP(1), max_length=3) as sv:
+            assert sv.test(query) is False
+            _write(path, [0] * 40)
+            sv.test(query)
+    assert sv.closed and sess.spent() == dp.PureDP(1)
+    with pytest.raises(dp.TableChangedError):       # and the next query is refused before its charge
+        _count(sess)
+    assert sess.spent() == dp.PureDP(1)
