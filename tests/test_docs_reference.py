@@ -1,4 +1,7 @@
-"""Every public name is documented: ``dp.__all__`` in docs/reference.md (hooks: tests/plugins/test_registry_policy.py)."""
+"""Every public name is documented: ``dp.__all__`` in docs/reference.md.
+
+(Hooks: tests/plugins/test_registry_policy.py.)
+"""
 
 from pathlib import Path
 

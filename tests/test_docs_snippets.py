@@ -5,8 +5,9 @@ carries ``<!-- skip-test -->`` on the line before its opening fence. Pages whose
 marked slow (run them with ``-m slow``); the rest run in the default suite.
 
 A ``text`` block right after a runnable Python block (or after its other output blocks) shows what the
-page prints, and is checked against it: every line must appear in the output (``...`` / ``…`` elide a part of a line, or whole lines). A block
-of noisy values (an unseeded release) starts with ``# e.g.`` and says so to the reader; it is not compared.
+page prints, and is checked against it: every line must appear in the output (``...`` / ``…`` elide a part
+of a line, or whole lines). A block of noisy values (an unseeded release) starts with ``# e.g.`` and says
+so to the reader; it is not compared.
 """
 
 from __future__ import annotations

@@ -81,8 +81,9 @@ def test_a_sensitivity_beyond_the_exact_curves_range_keeps_the_dimension_free_cu
     # charge stays the ε-DP curve rather than refusing the query.
     from fractions import Fraction
 
-    from dpframe.mechanism import Noise
     from dpframe_aggregates.aggregates import noise_curve
+
+    from dpframe.mechanism import Noise
 
     huge = Noise.calibrate(Fraction(2**60), dp.PureDP(1024))
     curve = noise_curve(huge, 1)

@@ -11,8 +11,8 @@ plugins and every parameter annotated as a callable. Each must be classified her
 values only (it sees outputs the caller gets anyway), receives no values (a zero-argument hook run
 inside a charged run), receives public values only (e.g. an accountant's ε grid), receives the private
 reader (engine and registered plugin code, reached only through the session's private release
-context: nothing public hands a reader to analyst code), or belongs to the test kit (``dpframe.testing``: the caller's own data). Its docstring must say which. Declarative
-parameters must keep refusing callables.
+context: nothing public hands a reader to analyst code), or belongs to the test kit (``dpframe.testing``:
+the caller's own data). Its docstring must say which. Declarative parameters must keep refusing callables.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.release import PrivateReader
 from dpframe.interactive.scalar import scalar
 from dpframe.interactive.stopping import run_until
+from dpframe.release import PrivateReader
 
 
 def _session() -> dp.Session:

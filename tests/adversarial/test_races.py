@@ -21,12 +21,12 @@ import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.release import PrivateReader
 from dpframe.accounting.ledger import Ledger
 from dpframe.interactive import ptr
 from dpframe.interactive.boundary import q_boundary
 from dpframe.interactive.ptr import robust_median
 from dpframe.interactive.stream import Reservation
+from dpframe.release import PrivateReader
 
 THREADS = 64
 

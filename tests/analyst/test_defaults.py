@@ -17,7 +17,8 @@ from tests.test_docs_snippets import not_printed
 
 ROOT = Path(__file__).resolve().parents[2]
 MINUTES = pl.DataFrame({"u": range(3000), "delay": [float((i * 7) % 90 - 10) for i in range(3000)],
-                        "g": [f"g{i % 40:02d}" for i in range(3000)], "none": pl.Series([None] * 3000, dtype=pl.Float64)})
+                        "g": [f"g{i % 40:02d}" for i in range(3000)],
+                        "none": pl.Series([None] * 3000, dtype=pl.Float64)})
 
 
 def session(budget: dp.Budget = dp.PureDP(10**6)) -> dp.Session:

@@ -111,7 +111,8 @@ def test_bound_is_never_looser_than_the_session() -> None:
     with pytest.raises(dp.PlanError, match="its own unit"):
         session(dp.PrivacyUnit.row()).table("t").bound(max_rows=1)
     tight = sess.table("t").bound(max_rows=2)
-    assert "≤ 2 rows" in str(tight.bound(max_rows=5).agg(dp.len()).explain(dp.PureDP(1)))   # a later bound cannot loosen
+    # a later bound cannot loosen
+    assert "≤ 2 rows" in str(tight.bound(max_rows=5).agg(dp.len()).explain(dp.PureDP(1)))
 
 
 def test_sql_median_is_named_like_dp_median() -> None:

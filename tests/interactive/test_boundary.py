@@ -10,7 +10,6 @@ import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.release import PrivateReader
 from dpframe.interactive.boundary import (
     boundary_coin,
     boundary_probability,
@@ -20,6 +19,7 @@ from dpframe.interactive.boundary import (
     wrapped_test,
 )
 from dpframe.noise import SeededRandomSource
+from dpframe.release import PrivateReader
 
 from .lp import is_q_target
 

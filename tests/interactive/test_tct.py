@@ -13,9 +13,9 @@ import pytest
 
 import dpframe as dp
 from dpframe.interactive.composition import optimal_epsilon
-from dpframe.release import PrivateReader
 from dpframe.interactive.tct import ChannelPlan, delta_star, q_between, q_notprior, q_revise
 from dpframe.noise import discrete_laplace_tail
+from dpframe.release import PrivateReader
 
 from .lp import is_q_target
 

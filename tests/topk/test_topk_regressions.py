@@ -192,7 +192,8 @@ def test_count_units_counts_every_key_of_a_unit(backend):
     sess = dp.Session({"t": _visits()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ApproxDP(100, 1e-3),
                       seed=0, backend=backend)
     q = sess.table("t").group_by("place").top_k(k=3)
-    stats = sess._release.reader().statistics(q.query._node, (Statistic("units"),), by=q.query._by, bound=q.score.bound_rows)
+    stats = sess._release.reader().statistics(q.query._node, (Statistic("units"),), by=q.query._by,
+                                              bound=q.score.bound_rows)
     assert dict(stats.rows()) == {"w": 300, "x": 1000, "y": 1000, "z": 1000}
     assert q.collect(dp.ApproxDP(5, 1e-6))["place"].to_list() == ["x", "y", "z"]
     assert "no max_rows" in q.explain(dp.ApproxDP(5, 1e-6))
