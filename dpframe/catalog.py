@@ -112,7 +112,8 @@ class TableCatalog:
         See :mod:`dpframe.file_versions`: a session reads each file-backed table as it was when the
         session was created. Cheap (a ``stat`` and a read of the file's footer per file).
         """
-        for table in self._versions if name is None else [name] if name in self._versions else []:
+        tables = list(self._versions) if name is None else [name] if name in self._versions else []
+        for table in tables:
             version = self._versions[table]
             if file_version(version.path) != version:
                 raise TableChangedError(
