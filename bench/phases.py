@@ -7,7 +7,8 @@ Usage::
                            [--queries "median per group,median per 100k groups,..."]
 
 Data as in ``bench/quantiles.py`` (``x`` uniform in [0, 1000), ``g`` uniform group ids) plus ``v``
-integers for the group-by and ``u``, a user id with about 10 rows per user (the user-level query bounds
+integers for the group-by, ``c`` skewed city codes (for the count-only query: a user's rows often share a
+city, so they are copies) and ``u``, a user id with about 10 rows per user (the user-level query bounds
 to ``max_rows=10``, as ``bench/aggregations.py`` case 4). Each query is collected ``--runs`` times per
 thread count (``DPFRAME_THREADS``; Polars keeps its own pool) after one warm-up; the phases are the wall
 time spent inside a few named functions (:data:`PHASES`; nested phases count in both), taken by wrapping
@@ -41,6 +42,8 @@ PHASES = [
     ("dpframe.backends._bounding", None, "_over"),
     ("dpframe.backends._bounding", None, "_bottom_k"),
     ("dpframe.backends._bounding", None, "sort"),
+    ("dpframe.backends._bounding", None, "_with_copies"),
+    ("dpframe.backends._bounding", None, "_ranks"),
     ("dpframe.backends.polars_lists", None, "sorted_lists"),
     ("dpframe.backends.polars_windows", "RankWindows", "plan"),
     ("dpframe.backends.polars_windows", None, "sort_each"),
@@ -111,7 +114,8 @@ def main() -> None:
     x = rng.uniform(0, 1000, args.rows)
     g1k, g100k = rng.integers(0, 1000, args.rows), rng.integers(0, 100_000, args.rows)
     users = rng.integers(0, max(1, args.rows // 10), args.rows)     # ~10 rows per user, as in aggregations.py
-    df = pl.DataFrame({"x": x, "g": g1k, "h": g100k, "v": rng.integers(0, 100, args.rows), "u": users})
+    city = (rng.zipf(1.1, args.rows) - 1) % 1000        # skewed, as aggregations.py's cities: units hold copies
+    df = pl.DataFrame({"x": x, "g": g1k, "h": g100k, "v": rng.integers(0, 100, args.rows), "u": users, "c": city})
     sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10**9))
     t = sess.table("t")
     by_user = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u", max_rows=10), budget=dp.PureDP(10**9)).table("t")
@@ -129,12 +133,17 @@ def main() -> None:
             lambda: df.group_by("g").agg([pl.col("x").quantile(q).alias(f"q{q}") for q in deciles])),
         "median per 100k groups": (lambda: median("h", k100),
                                    lambda: df.group_by("h").agg(pl.col("x").median())),
+        "deciles per 100k groups": (lambda: t.group_by("h", keys=k100).agg(
+            dp.quantile("x", deciles, bounds=(0, 1000), resolution=2**-10)),
+            lambda: df.group_by("h").agg([pl.col("x").quantile(q).alias(f"q{q}") for q in deciles])),
         "group-by public keys": (lambda: t.group_by("g", keys=k1).agg(
             dp.len(), dp.sum("v", bounds=(0, 100)), dp.mean("v", bounds=(0, 100)).alias("mean")),
             lambda: df.group_by("g").agg(pl.len(), pl.col("v").sum(), pl.col("v").mean().alias("mean"))),
         "group-by user unit": (lambda: by_user.group_by("g", keys=k1).agg(
             dp.len(), dp.sum("v", bounds=(0, 100)), dp.mean("v", bounds=(0, 100)).alias("mean")),
             lambda: df.group_by("g").agg(pl.len(), pl.col("v").sum(), pl.col("v").mean().alias("mean"))),
+        "count only user unit": (lambda: by_user.group_by("c", keys=k1).agg(dp.len()),
+                                 lambda: df.group_by("c").agg(pl.len())),
     }
     wanted = [q.strip() for q in args.queries.split(",")] if args.queries else list(queries)
     print(f"# Phases of a query ({args.rows:,} rows; {cores()}; polars {pl.__version__}, numpy {np.__version__})\n")

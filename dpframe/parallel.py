@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -36,6 +37,7 @@ from dpframe.noise import RandomSource, SystemRandomSource
 __all__ = ["TASKS", "chunk_size", "chunks", "map_chunks", "threads"]
 
 T = TypeVar("T")
+_PREFIX = "dpframe-pool"
 
 
 def threads() -> int:
@@ -55,7 +57,7 @@ def threads() -> int:
 
 @functools.cache
 def _pool(workers: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpframe")
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=_PREFIX)
 
 
 def chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -82,16 +84,28 @@ def chunk_size(n: int, least: int, tasks: int = TASKS) -> int:
     return max(least, -(-n // tasks))
 
 
-def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource | None = None) -> list[T]:
+def map_chunks(fn: Callable[[int, int], T], n: int, size: int, rng: RandomSource | None = None, *,
+               workers: int | None = None) -> list[T]:
     """``[fn(start, end) for each chunk]``, in chunk order; on the thread pool when it may be.
 
     ``rng``: the random source ``fn`` draws from, if any. Threads are used only when there is more
     than one chunk and more than one thread, and ``rng`` is None or the OS CSPRNG (module docstring).
+    ``workers``: at most this many chunks run at once, each thread taking one contiguous run of chunks —
+    for work that holds the GIL for much of its time (many small numpy calls), where more threads than
+    that only queue for the GIL and each hand-over costs more than it frees. The chunks, and so a
+    seeded run's stream, do not change with it.
+    A call made from a pool thread (a chunk that itself maps chunks, such as a sorted-codes completion
+    inside the exponential mechanism) runs its chunks on that thread: the pool's other threads may all
+    be waiting on it.
     ``fn`` receives public values only: chunk boundaries (engine code; nothing public hands it data).
     """
     parts = chunks(n, size)
-    workers = min(threads(), len(parts))
-    if workers <= 1 or not (rng is None or isinstance(rng, SystemRandomSource)):
+    active = min(threads(), len(parts), workers or len(parts))
+    nested = threading.current_thread().name.startswith(_PREFIX)      # on the pool already: it may be full
+    if active <= 1 or nested or not (rng is None or isinstance(rng, SystemRandomSource)):
         return [fn(a, b) for a, b in parts]
-    return list(_pool(workers).map(lambda ab: fn(*ab), parts))
-
+    if workers is None:
+        return list(_pool(threads()).map(lambda ab: fn(*ab), parts))
+    runs = [parts[len(parts) * i // active:len(parts) * (i + 1) // active] for i in range(active)]
+    done = _pool(threads()).map(lambda run: [fn(a, b) for a, b in run], runs)
+    return [out for run in done for out in run]

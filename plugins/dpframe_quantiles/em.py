@@ -110,6 +110,10 @@ SEGMENT_CHUNK = 512
 :data:`~dpframe.parallel.TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of
 segments only, so a seeded run draws the same stream on every machine)."""
 
+WORKERS = 2
+"""At most this many threads draw at once (:func:`~dpframe.parallel.map_chunks`' ``workers``): a proposal round
+is many small numpy calls that hold the GIL for much of their time, so more threads queue for it."""
+
 COPIES = 8
 """At most this many independent proposals per pending segment in one round, once fewer than
 :data:`SEGMENT_CHUNK` segments are pending (speed only)."""
@@ -180,7 +184,7 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
         def chunk(first: int, end: int, tries: npt.NDArray[np.int64] = tries) -> tuple[Any, Any, Any]:
             return _propose(codes, seg.take(tries[first:end]), q, epsilon, max_rows, rng)
 
-        parts = map_chunks(chunk, tries.size, chunk_size(tries.size, SEGMENT_CHUNK), rng)
+        parts = map_chunks(chunk, tries.size, chunk_size(tries.size, SEGMENT_CHUNK), rng, workers=WORKERS)
         code, c, accepted = (np.concatenate([p[i] for p in parts]) for i in range(3))
         hits = np.flatnonzero(accepted)
         _, first = np.unique(hits // copies, return_index=True)     # each segment's first accepted try
