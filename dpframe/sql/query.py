@@ -130,7 +130,7 @@ class SQLQuery(Query):
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget, accuracy=accuracy))]})
         budget = self._affordable(budget, accuracy) if accuracy is not None else needs_budget(budget, "collect")
-        self._planned(budget)                       # bad budgets raise first, uncharged
+        plan = self._planned(budget)                # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)
         refusal = self._refusal()
@@ -141,6 +141,8 @@ class SQLQuery(Query):
         if diagnostics:
             result = super().collect(budget, ci=ci, diagnostics=True)
             return Diagnosed(self._post(result.frame, ci), result.diagnostics)
+        if ci is None:
+            return self._post(self._collect(plan), None)         # the plan just made (planning is ~1 ms)
         return self._post(super().collect(budget, ci=ci), ci)
 
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:

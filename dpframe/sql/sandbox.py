@@ -129,11 +129,17 @@ def function_types() -> dict[str, frozenset[str]]:
 
 
 def serialize(text: str) -> Json:
-    """DuckDB's own parse tree of ``text`` (``json_serialize_sql``), errors included."""
-    with shared() as con:
-        out = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchall()[0][0]
-    result: Json = json.loads(out)
+    """DuckDB's own parse tree of ``text`` (``json_serialize_sql``), errors included: a fresh copy each call."""
+    result: Json = json.loads(_serialized(text))
     return result
+
+
+@lru_cache(maxsize=256)
+def _serialized(text: str) -> str:
+    """The JSON text of :func:`serialize`; a function of the text alone, so a query asked again skips DuckDB."""
+    with shared() as con:
+        out: str = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchall()[0][0]
+    return out
 
 
 @lru_cache(maxsize=1)
