@@ -85,6 +85,7 @@ from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
+from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
@@ -319,6 +320,26 @@ class _Table:
     ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
     types: pa.Table | None = None       # no rows: the Parquet file's columns as DuckDB reads them, once needed
     asked: tuple[Any, ...] | None = None    # the Parquet file's last (key, keys) of :class:`_Ranking`
+    columns: _Columns | None = None     # the Parquet file's columns bounding read, in memory
+
+
+@dataclass
+class _Columns:
+    """Columns of a Parquet file read into memory by one scan, in file order, for its user-level queries.
+
+    Bounding reads a file twice per query (the rows' hashes, then the statistics through the kept-row
+    mask), and a masked scan of a file is a ``POSITIONAL JOIN``, which DuckDB runs on one thread. So the
+    columns a bounded query reads (unit, keys, measured columns) are read once — by the query that finds
+    the ranking (:meth:`DuckDBBackend._ranking`) — and the next ones run on them as on Arrow data, string
+    columns dictionary-encoded (DuckDB hashes and groups those faster, as it does a Parquet file's).
+
+    ``version`` is the file's version (:func:`~dpframe.file_versions.file_version`) taken before the read:
+    the columns are used only while the file still has it (checked before each use), on top of the
+    catalog's refusal of every query once the file changed.
+    """
+
+    version: FileVersion | None
+    data: pa.Table
 
 
 @dataclass
@@ -446,6 +467,7 @@ class DuckDBBackend:
             if not self._locked:
                 lock(self._con, self._paths)
                 self._locked = True
+            self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
             near = [s for s in request.statistics if s.kind == "sorted" and s.near]
@@ -462,6 +484,7 @@ class DuckDBBackend:
         With contribution bounding, this runs the candidates query first (the mask is one of the frames).
         """
         with self._mutex:
+            self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
             return self._compile(request, source, keep, None)
@@ -512,6 +535,43 @@ class DuckDBBackend:
             frame = apply_node(node, frame, request.seed, position)
         return _arrow(_for_duckdb(frame).collect())
 
+    def _check_version(self, request: StatisticsRequest) -> None:
+        """Forget what was read from the request's Parquet file (columns, ranking, size) if the file changed."""
+        table = self._tables[request.table]
+        if table.columns is not None and table.path is not None and file_version(table.path) != table.columns.version:
+            table.columns, table.ranking, table.rows, table.asked = None, None, None, None
+
+    def _data(self, request: StatisticsRequest, source: pa.Table | None) -> pa.Table | None:
+        """The Arrow rows a request reads: ``source``, the table's data, or a Parquet file's columns in memory.
+
+        The latter (:class:`_Columns`) for a bounded request without row nodes whose columns they hold;
+        ``None``: DuckDB scans the file.
+        """
+        if source is not None:
+            return source
+        table = self._tables[request.table]
+        if table.data is not None:
+            return table.data
+        if table.columns is None or request.row_nodes or not self._bounds(request) \
+                or not set(_read(request)) <= set(table.columns.data.column_names):
+            return None
+        return table.columns.data
+
+    def _read_columns(self, request: StatisticsRequest) -> pa.Table:
+        """The columns a bounded request reads (:func:`_read`), read from its Parquet file by a plain scan.
+
+        Kept in memory (with those kept before), string columns dictionary-encoded (:class:`_Columns`);
+        returned as read.
+        """
+        table = self._tables[request.table]
+        assert table.path is not None
+        before = table.columns.data.column_names if table.columns is not None else []
+        names = ", ".join(quote(c) for c in dict.fromkeys([*_read(request), *before]))
+        version = file_version(table.path)     # taken first: a write during the read is found on the next query
+        data = self._con.sql(f"SELECT {names} FROM {table.view}").to_arrow_table()
+        table.columns = _Columns(version, _dictionary(data))
+        return data
+
     def _scan(self, q: _Query, request: StatisticsRequest, source: pa.Table | None, *, numbered: bool = False,
               keep: Mask | None = None) -> str:
         """The source rows through the SQL row nodes: numbered (column ``ROW``: the position), masked, or as is.
@@ -520,7 +580,7 @@ class DuckDBBackend:
         numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``.
         """
         table = self._tables[request.table]
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is None:                 # a Parquet file DuckDB scans itself
             assert table.path is not None
             if numbered:
@@ -532,25 +592,24 @@ class DuckDBBackend:
             else:
                 cur = q.add(f"SELECT * FROM {table.view}")
         elif numbered:
-            cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, source))}")
+            cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, data))}")
         elif keep is not None:
             cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, _bytes(keep)))} "
                         f"WHERE {KEEP} <> 0")
         else:
-            cur = q.add(f"SELECT * FROM {q.frame(source) if source is not None else table.view}")
+            cur = q.add(f"SELECT * FROM {q.frame(data) if data is not table.data else table.view}")
         for node in request.row_nodes[_split(request):]:
             cur = self._node(q, cur, node, numbered)
         return cur
 
     @staticmethod
-    def _numbered(table: _Table, source: pa.Table | None) -> pa.Table:
-        """Arrow data with each row's position as column ``ROW`` (for a registered table: made once)."""
-        if source is not None:
-            return source.append_column(ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-        if table.numbered is None:
-            assert table.data is not None
-            table.numbered = table.data.append_column(ROW, pa.array(np.arange(table.data.num_rows, dtype=np.int64)))
-        return table.numbered
+    def _numbered(table: _Table, data: pa.Table) -> pa.Table:
+        """Arrow data with each row's position as column ``ROW`` (for a registered table's data: made once)."""
+        numbered: pa.Table = table.numbered if data is table.data and table.numbered is not None else \
+            data.append_column(ROW, pa.array(np.arange(data.num_rows, dtype=np.int64)))
+        if data is table.data:
+            table.numbered = numbered
+        return numbered
 
     def _compile(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
                  windows: _Windows | None) -> tuple[str, dict[str, Any]]:
@@ -579,7 +638,7 @@ class DuckDBBackend:
     def _size(self, request: StatisticsRequest, source: pa.Table | None) -> int:
         """The number of source rows (for a Parquet file: counted once, from its metadata)."""
         table = self._tables[request.table]
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is not None:
             return int(data.num_rows)
         if table.rows is None:
@@ -662,17 +721,18 @@ class DuckDBBackend:
     def _ranking(self, request: StatisticsRequest, source: pa.Table | None) -> _Ranking | None:
         """Which rows bounding ranks and may drop (:class:`_Ranking`); ``None`` where not by row order.
 
-        The source's rows in their order: Arrow data, or a Parquet file's unit and key columns as DuckDB
-        reads them by a plain scan (in the file's order, as every scan of it). On a registered table the
-        same public parameters find the ranking again: a change of the seed (or of the statistics)
-        changes only the hashes. The first query hashes every ranked row (on a Parquet file it is the
-        numbered query); the second finds which rows need no hash (a count per unit: paid only where the
-        table is queried again, not by a session's first answer). Computing it raises nothing on any data
-        (no cast, no conversion that could fail).
+        The source's rows in their order: Arrow data, or a Parquet file's columns the request reads as
+        DuckDB reads them by a plain scan (in the file's order, as every scan of it), then kept in memory
+        (:class:`_Columns`). On a registered table the same public parameters find the ranking again: a
+        change of the seed (or of the statistics) changes only the hashes. The first query hashes every
+        ranked row (on a Parquet file whose columns are not in memory yet it is the numbered query); the
+        second finds which rows need no hash (a count per unit: paid only where the table is queried
+        again, not by a session's first answer). Computing it raises nothing on any data (no cast, no
+        conversion that could fail).
         """
         unit, table = request.unit, self._tables[request.table]
         assert unit.column is not None
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is None:       # a Parquet file: its columns' types as DuckDB reads them (found once)
             if table.types is None:
                 table.types = self._con.sql(f"SELECT * FROM {table.view} LIMIT 0").to_arrow_table()
@@ -684,13 +744,14 @@ class DuckDBBackend:
             if not found.settled:
                 found = table.ranking = _Ranking.of(key, request.keys, found.every,
                                                     crowded(found.every, unit.max_rows), True)
+            if data is None:    # a Parquet file whose columns in memory lack one this request reads
+                self._read_columns(request)
             return found
         if data is None:
             asked, table.asked = table.asked, (key, request.keys)
             if asked is None or asked[0] != key or not _same(asked[1], request.keys):
                 return None     # a first query: the numbered one (reading the columns first would not pay)
-            columns = ", ".join(quote(c) for c in dict.fromkeys([unit.column, *request.by]))
-            every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
+            every = _ranked_units(request, self._read_columns(request))
             table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
             return table.ranking
         ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
@@ -804,6 +865,37 @@ def _hash(columns: list[str], seed: int) -> str:
     return f"hash({', '.join(f'{c}, {c} IS NULL' for c in columns)}, {seed})"
 
 
+def _read(request: StatisticsRequest) -> list[str]:
+    """The columns a request's bounding and statistics read: unit, keys, measured columns."""
+    used = [s.column for s in request.statistics if s.column is not None]
+    return list(dict.fromkeys([c for c in (request.unit.column, *request.by, *used) if c is not None]))
+
+
+def _dictionary(data: pa.Table) -> pa.Table:
+    """``data`` with its string columns dictionary-encoded.
+
+    Example:
+        >>> _dictionary(pa.table({"s": ["a", "b", "a"], "x": [1, 2, 3]})).schema.types
+        [DictionaryType(dictionary<values=string, indices=int32, ordered=0>), DataType(int64)]
+
+    """
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    return pa.table({name: column.dictionary_encode() if any(f(column.type) for f in strings) else column
+                     for name, column in zip(data.column_names, data.columns)})
+
+
+def _plain(data: pa.Table) -> pa.Table:
+    """``data`` with its dictionary-encoded columns decoded (as Polars would read them as categoricals).
+
+    Example:
+        >>> _plain(_dictionary(pa.table({"s": ["a", "b"]}))).schema.types
+        [DataType(string)]
+
+    """
+    return pa.table({name: column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+                     for name, column in zip(data.column_names, data.columns)})
+
+
 def _split(request: StatisticsRequest) -> int:
     """How many of the request's row nodes run in Polars: up to the last one that is not an SQL node."""
     return max((i + 1 for i, n in enumerate(request.row_nodes) if not isinstance(n, _SQL_NODES)), default=0)
@@ -832,7 +924,7 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
         return False
     if request.keys is None:
         return True
-    schema = pl.from_arrow(data.select(by).slice(0, 0)).schema    # type: ignore[union-attr]
+    schema = pl.from_arrow(_plain(data.select(by).slice(0, 0))).schema    # type: ignore[union-attr]
     return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
@@ -850,7 +942,7 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     """
     unit, by = request.unit, list(request.by)
     assert unit.column is not None
-    frame = pl.from_arrow(data.select(list(dict.fromkeys([unit.column, *by]))))
+    frame = pl.from_arrow(_plain(data.select(list(dict.fromkeys([unit.column, *by])))))
     assert isinstance(frame, pl.DataFrame)
     if request.keys is None:
         return frame[unit.column]
