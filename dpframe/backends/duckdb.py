@@ -20,18 +20,21 @@ What runs in DuckDB:
    it is a scan, whose result DuckDB keeps in the rows' order, so a row's position is its place in the
    result; which rows are ranked (a unit, one of the public keys) Polars decides on the same data where
    its equality is DuckDB's (key columns of string, integer, boolean or date types: ``is_in``, or a
-   semi-join for several), once per registered table and public parameters (:class:`_Ranking`; a
-   Parquet file's unit and key columns are read by a plain scan, in file order, from its second query
-   on). From the second query on, only rows of units with more than ``max_rows`` ranked rows are hashed
-   (integer units spanning fewer than 2**22 values; a mask column, or for Parquet a masked ``POSITIONAL
-   JOIN``, filters the scan): the others keep all their rows whatever their hashes. Otherwise (SQL row
+   semi-join for several), once per registered table and public parameters (:class:`_Ranking`; from a
+   Parquet file's second query on, the columns bounded queries read — unit, keys, measured columns —
+   are read by one plain scan, in file order, and kept in memory as Arrow data, strings
+   dictionary-encoded, while the file keeps its version: :class:`_Columns`; a file whose columns would
+   take more than 1/:data:`MEMORY_SHARE` of the memory has only its unit and key columns read, and is
+   masked by a ``POSITIONAL JOIN``). From the second query on, only rows of units with more than
+   ``max_rows`` ranked rows are hashed (integer units spanning fewer than 2**22 values; a mask column
+   filters the scan): the others keep all their rows whatever their hashes. Otherwise (SQL row
    nodes, float keys, ``max_groups``, a Parquet file's first query) the query returns the candidate rows
    with their positions (a column beside the
    Arrow data, or the Parquet ``file_row_number``) and units.
    The kept positions are picked in numpy exactly as the Polars backend picks them
    (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
-   go back as a boolean column the statistics query reads the table through (for Parquet, by a
-   ``POSITIONAL JOIN``);
+   go back as a boolean column the statistics query reads the table through (for a Parquet file not
+   in memory, by a ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
    (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
