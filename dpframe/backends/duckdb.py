@@ -329,6 +329,7 @@ class _Table:
     types: pa.Table | None = None       # no rows: the Parquet file's columns as DuckDB reads them, once needed
     asked: tuple[Any, ...] | None = None    # the Parquet file's last (key, keys) of :class:`_Ranking`
     columns: _Columns | None = None     # the Parquet file's columns bounding read, in memory
+    sizes: dict[str, int] | None = None     # the Parquet file's uncompressed bytes per column, once needed
 
 
 @dataclass
@@ -544,10 +545,10 @@ class DuckDBBackend:
         return _arrow(_for_duckdb(frame).collect())
 
     def _check_version(self, request: StatisticsRequest) -> None:
-        """Forget what was read from the request's Parquet file (columns, ranking, size) if the file changed."""
+        """Forget what was read from the request's Parquet file (columns, ranking, sizes) if the file changed."""
         table = self._tables[request.table]
         if table.columns is not None and table.path is not None and file_version(table.path) != table.columns.version:
-            table.columns, table.ranking, table.rows, table.asked = None, None, None, None
+            table.columns, table.ranking, table.rows, table.asked, table.sizes = None, None, None, None, None
 
     def _data(self, request: StatisticsRequest, source: pa.Table | None) -> pa.Table | None:
         """The Arrow rows a request reads: ``source``, the table's data, or a Parquet file's columns in memory.
@@ -565,24 +566,26 @@ class DuckDBBackend:
             return None
         return table.columns.data
 
-    def _read_columns(self, request: StatisticsRequest) -> pa.Table:
-        """The columns a bounded request reads (:func:`_read`), read from its Parquet file by a plain scan.
+    def _to_hold(self, request: StatisticsRequest) -> list[str] | None:
+        """The columns to hold in memory for a bounded request on a Parquet file (:func:`_read`, and those held).
 
-        Kept in memory (with those kept before), string columns dictionary-encoded (:class:`_Columns`),
-        unless they would take more than 1/:data:`MEMORY_SHARE` of the machine's memory (then only the
-        unit and key columns are read, for the ranking); returned as read.
+        ``None`` where they would take more than 1/:data:`MEMORY_SHARE` of the machine's memory (their
+        uncompressed size in the file's metadata, read once).
         """
         table = self._tables[request.table]
         assert table.path is not None
-        before = table.columns.data.column_names if table.columns is not None else []
-        names = list(dict.fromkeys([*_read(request), *before]))
-        sizes = dict(self._con.execute(f"SELECT path_in_schema, sum(total_uncompressed_size) FROM parquet_metadata("
-                                       f"{literal(table.path)}) GROUP BY ALL").fetchall())
-        needed = sum(size for column, size in sizes.items() if any(column == n or column.startswith(f"{n}.")
-                                                                    for n in names))
-        if needed * MEMORY_SHARE > _memory():
-            names = list(dict.fromkeys([request.unit.column or "", *request.by]))
-            return self._con.sql(f"SELECT {', '.join(quote(c) for c in names)} FROM {table.view}").to_arrow_table()
+        if table.sizes is None:
+            table.sizes = dict(self._con.execute(
+                f"SELECT path_in_schema, sum(total_uncompressed_size) FROM parquet_metadata({literal(table.path)}) "
+                "GROUP BY ALL").fetchall())
+        names = list(dict.fromkeys([*_read(request), *(table.columns.data.column_names if table.columns else [])]))
+        needed = sum(size for column, size in table.sizes.items()
+                     if any(column == n or column.startswith(f"{n}.") for n in names))
+        return names if needed * MEMORY_SHARE <= _memory() else None
+
+    def _read_columns(self, table: _Table, names: list[str]) -> pa.Table:
+        """Columns of a Parquet file read by a plain scan, and held in memory (:class:`_Columns`); returned as read."""
+        assert table.path is not None
         version = file_version(table.path)     # taken first: a write during the read is found on the next query
         data = self._con.sql(f"SELECT {', '.join(quote(c) for c in names)} FROM {table.view}").to_arrow_table()
         table.columns = _Columns(version, _dictionary(data))
@@ -761,14 +764,20 @@ class DuckDBBackend:
             if not found.settled:
                 found = table.ranking = _Ranking.of(key, request.keys, found.every,
                                                     crowded(found.every, unit.max_rows), True)
-            if data is None:    # a Parquet file whose columns in memory lack one this request reads
-                self._read_columns(request)
+            names = self._to_hold(request) if data is None else None
+            if names is not None:   # a Parquet file whose columns in memory lack one this request reads
+                self._read_columns(table, names)
             return found
         if data is None:
             asked, table.asked = table.asked, (key, request.keys)
             if asked is None or asked[0] != key or not _same(asked[1], request.keys):
                 return None     # a first query: the numbered one (reading the columns first would not pay)
-            every = _ranked_units(request, self._read_columns(request))
+            names = self._to_hold(request)
+            if names is not None:
+                every = _ranked_units(request, self._read_columns(table, names))
+            else:                 # too large to hold: the unit and key columns only
+                columns = ", ".join(quote(c) for c in dict.fromkeys([unit.column, *request.by]))
+                every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
             table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
             return table.ranking
         ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
