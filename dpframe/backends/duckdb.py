@@ -20,18 +20,21 @@ What runs in DuckDB:
    it is a scan, whose result DuckDB keeps in the rows' order, so a row's position is its place in the
    result; which rows are ranked (a unit, one of the public keys) Polars decides on the same data where
    its equality is DuckDB's (key columns of string, integer, boolean or date types: ``is_in``, or a
-   semi-join for several), once per registered table and public parameters (:class:`_Ranking`; a
-   Parquet file's unit and key columns are read by a plain scan, in file order, from its second query
-   on). From the second query on, only rows of units with more than ``max_rows`` ranked rows are hashed
-   (integer units spanning fewer than 2**22 values; a mask column, or for Parquet a masked ``POSITIONAL
-   JOIN``, filters the scan): the others keep all their rows whatever their hashes. Otherwise (SQL row
+   semi-join for several), once per registered table and public parameters (:class:`_Ranking`; from a
+   Parquet file's second query on, the columns bounded queries read — unit, keys, measured columns —
+   are read by one plain scan, in file order, and kept in memory as Arrow data, strings
+   dictionary-encoded, while the file keeps its version: :class:`_Columns`; a file whose columns would
+   take more than 1/:data:`MEMORY_SHARE` of the memory has only its unit and key columns read, and is
+   masked by a ``POSITIONAL JOIN``). From the second query on, only rows of units with more than
+   ``max_rows`` ranked rows are hashed (integer units spanning fewer than 2**22 values; a mask column
+   filters the scan): the others keep all their rows whatever their hashes. Otherwise (SQL row
    nodes, float keys, ``max_groups``, a Parquet file's first query) the query returns the candidate rows
    with their positions (a column beside the
    Arrow data, or the Parquet ``file_row_number``) and units.
    The kept positions are picked in numpy exactly as the Polars backend picks them
    (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
-   go back as a boolean column the statistics query reads the table through (for Parquet, by a
-   ``POSITIONAL JOIN``);
+   go back as a boolean column the statistics query reads the table through (for a Parquet file not
+   in memory, by a ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
    (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
@@ -68,6 +71,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,6 +89,7 @@ from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
+from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
@@ -98,6 +103,10 @@ _SQL_NODES = (SQLFilter, SQLProject, PublicJoin)
 _SEED_MASK = (1 << 63) - 1
 _ROW_SALT = 0x5DEECE66D
 """XORed into a query's seed for the row hashes (another seed than the ``max_groups`` pairs')."""
+MEMORY_SHARE = 8
+"""A Parquet file's columns are kept in memory (:class:`_Columns`) only up to this share of the machine's memory
+(1/8; their uncompressed size in the file's metadata): a larger file is scanned twice per query, as DuckDB
+scans a table bigger than memory."""
 _BITWISE = (pl.String, pl.Boolean, pl.Date, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
             pl.UInt64)
 """Key types whose values are equal exactly when their bits are, in Polars and in DuckDB alike."""
@@ -319,6 +328,27 @@ class _Table:
     ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
     types: pa.Table | None = None       # no rows: the Parquet file's columns as DuckDB reads them, once needed
     asked: tuple[Any, ...] | None = None    # the Parquet file's last (key, keys) of :class:`_Ranking`
+    columns: _Columns | None = None     # the Parquet file's columns bounding read, in memory
+    sizes: dict[str, int] | None = None     # the Parquet file's uncompressed bytes per column, once needed
+
+
+@dataclass
+class _Columns:
+    """Columns of a Parquet file read into memory by one scan, in file order, for its user-level queries.
+
+    Bounding reads a file twice per query (the rows' hashes, then the statistics through the kept-row
+    mask), and a masked scan of a file is a ``POSITIONAL JOIN``, which DuckDB runs on one thread. So the
+    columns a bounded query reads (unit, keys, measured columns) are read once — by the query that finds
+    the ranking (:meth:`DuckDBBackend._ranking`) — and the next ones run on them as on Arrow data, string
+    columns dictionary-encoded (DuckDB hashes and groups those faster, as it does a Parquet file's).
+
+    ``version`` is the file's version (:func:`~dpframe.file_versions.file_version`) taken before the read:
+    the columns are used only while the file still has it (checked before each use), on top of the
+    catalog's refusal of every query once the file changed.
+    """
+
+    version: FileVersion | None
+    data: pa.Table
 
 
 @dataclass
@@ -446,6 +476,7 @@ class DuckDBBackend:
             if not self._locked:
                 lock(self._con, self._paths)
                 self._locked = True
+            self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
             near = [s for s in request.statistics if s.kind == "sorted" and s.near]
@@ -462,6 +493,7 @@ class DuckDBBackend:
         With contribution bounding, this runs the candidates query first (the mask is one of the frames).
         """
         with self._mutex:
+            self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
             return self._compile(request, source, keep, None)
@@ -512,6 +544,53 @@ class DuckDBBackend:
             frame = apply_node(node, frame, request.seed, position)
         return _arrow(_for_duckdb(frame).collect())
 
+    def _check_version(self, request: StatisticsRequest) -> None:
+        """Forget what was read from the request's Parquet file (columns, ranking, sizes) if the file changed."""
+        table = self._tables[request.table]
+        if table.columns is not None and table.path is not None and file_version(table.path) != table.columns.version:
+            table.columns, table.ranking, table.rows, table.asked, table.sizes = None, None, None, None, None
+
+    def _data(self, request: StatisticsRequest, source: pa.Table | None) -> pa.Table | None:
+        """The Arrow rows a request reads: ``source``, the table's data, or a Parquet file's columns in memory.
+
+        The latter (:class:`_Columns`) for a bounded request without row nodes whose columns they hold;
+        ``None``: DuckDB scans the file.
+        """
+        if source is not None:
+            return source
+        table = self._tables[request.table]
+        if table.data is not None:
+            return table.data
+        if table.columns is None or request.row_nodes or not self._bounds(request) \
+                or not set(_read(request)) <= set(table.columns.data.column_names):
+            return None
+        return table.columns.data
+
+    def _to_hold(self, request: StatisticsRequest) -> list[str] | None:
+        """The columns to hold in memory for a bounded request on a Parquet file (:func:`_read`, and those held).
+
+        ``None`` where they would take more than 1/:data:`MEMORY_SHARE` of the machine's memory (their
+        uncompressed size in the file's metadata, read once).
+        """
+        table = self._tables[request.table]
+        assert table.path is not None
+        if table.sizes is None:
+            table.sizes = dict(self._con.execute(
+                f"SELECT path_in_schema, sum(total_uncompressed_size) FROM parquet_metadata({literal(table.path)}) "
+                "GROUP BY ALL").fetchall())
+        names = list(dict.fromkeys([*_read(request), *(table.columns.data.column_names if table.columns else [])]))
+        needed = sum(size for column, size in table.sizes.items()
+                     if any(column == n or column.startswith(f"{n}.") for n in names))
+        return names if needed * MEMORY_SHARE <= _memory() else None
+
+    def _read_columns(self, table: _Table, names: list[str]) -> pa.Table:
+        """Columns of a Parquet file read by a plain scan, and held in memory (:class:`_Columns`); returned as read."""
+        assert table.path is not None
+        version = file_version(table.path)     # taken first: a write during the read is found on the next query
+        data = self._con.sql(f"SELECT {', '.join(quote(c) for c in names)} FROM {table.view}").to_arrow_table()
+        table.columns = _Columns(version, _dictionary(data))
+        return data
+
     def _scan(self, q: _Query, request: StatisticsRequest, source: pa.Table | None, *, numbered: bool = False,
               keep: Mask | None = None) -> str:
         """The source rows through the SQL row nodes: numbered (column ``ROW``: the position), masked, or as is.
@@ -520,7 +599,7 @@ class DuckDBBackend:
         numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``.
         """
         table = self._tables[request.table]
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is None:                 # a Parquet file DuckDB scans itself
             assert table.path is not None
             if numbered:
@@ -532,25 +611,24 @@ class DuckDBBackend:
             else:
                 cur = q.add(f"SELECT * FROM {table.view}")
         elif numbered:
-            cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, source))}")
+            cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, data))}")
         elif keep is not None:
             cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, _bytes(keep)))} "
                         f"WHERE {KEEP} <> 0")
         else:
-            cur = q.add(f"SELECT * FROM {q.frame(source) if source is not None else table.view}")
+            cur = q.add(f"SELECT * FROM {q.frame(data) if data is not table.data else table.view}")
         for node in request.row_nodes[_split(request):]:
             cur = self._node(q, cur, node, numbered)
         return cur
 
     @staticmethod
-    def _numbered(table: _Table, source: pa.Table | None) -> pa.Table:
-        """Arrow data with each row's position as column ``ROW`` (for a registered table: made once)."""
-        if source is not None:
-            return source.append_column(ROW, pa.array(np.arange(source.num_rows, dtype=np.int64)))
-        if table.numbered is None:
-            assert table.data is not None
-            table.numbered = table.data.append_column(ROW, pa.array(np.arange(table.data.num_rows, dtype=np.int64)))
-        return table.numbered
+    def _numbered(table: _Table, data: pa.Table) -> pa.Table:
+        """Arrow data with each row's position as column ``ROW`` (for a registered table's data: made once)."""
+        numbered: pa.Table = table.numbered if data is table.data and table.numbered is not None else \
+            data.append_column(ROW, pa.array(np.arange(data.num_rows, dtype=np.int64)))
+        if data is table.data:
+            table.numbered = numbered
+        return numbered
 
     def _compile(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
                  windows: _Windows | None) -> tuple[str, dict[str, Any]]:
@@ -579,7 +657,7 @@ class DuckDBBackend:
     def _size(self, request: StatisticsRequest, source: pa.Table | None) -> int:
         """The number of source rows (for a Parquet file: counted once, from its metadata)."""
         table = self._tables[request.table]
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is not None:
             return int(data.num_rows)
         if table.rows is None:
@@ -641,7 +719,8 @@ class DuckDBBackend:
                 assert rank.rows is not None
                 cur = self._scan(q, request, source, keep=rank.hashed)
                 hashes = self._hashes(q.sql(f"SELECT {hashed} FROM {cur}"), q.frames, rank.rows.size)
-                keep[rank.rows[~self._kept(rank.units, hashes, rank.rows, row_seed, unit.max_rows)]] = False
+                # (the hashed rows are ranked rows: one scatter, not a boolean index of the dropped ones, 4x slower)
+                keep[rank.rows] = self._kept(rank.units, hashes, rank.rows, row_seed, unit.max_rows)
             return keep
         cur = self._unit_rows(q, self._scan(q, request, source, numbered=True), request)
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
@@ -662,17 +741,18 @@ class DuckDBBackend:
     def _ranking(self, request: StatisticsRequest, source: pa.Table | None) -> _Ranking | None:
         """Which rows bounding ranks and may drop (:class:`_Ranking`); ``None`` where not by row order.
 
-        The source's rows in their order: Arrow data, or a Parquet file's unit and key columns as DuckDB
-        reads them by a plain scan (in the file's order, as every scan of it). On a registered table the
-        same public parameters find the ranking again: a change of the seed (or of the statistics)
-        changes only the hashes. The first query hashes every ranked row (on a Parquet file it is the
-        numbered query); the second finds which rows need no hash (a count per unit: paid only where the
-        table is queried again, not by a session's first answer). Computing it raises nothing on any data
-        (no cast, no conversion that could fail).
+        The source's rows in their order: Arrow data, or a Parquet file's columns the request reads as
+        DuckDB reads them by a plain scan (in the file's order, as every scan of it), then kept in memory
+        (:class:`_Columns`). On a registered table the same public parameters find the ranking again: a
+        change of the seed (or of the statistics) changes only the hashes. The first query hashes every
+        ranked row (on a Parquet file whose columns are not in memory yet it is the numbered query); the
+        second finds which rows need no hash (a count per unit: paid only where the table is queried
+        again, not by a session's first answer). Computing it raises nothing on any data (no cast, no
+        conversion that could fail).
         """
         unit, table = request.unit, self._tables[request.table]
         assert unit.column is not None
-        data = source if source is not None else table.data
+        data = self._data(request, source)
         if data is None:       # a Parquet file: its columns' types as DuckDB reads them (found once)
             if table.types is None:
                 table.types = self._con.sql(f"SELECT * FROM {table.view} LIMIT 0").to_arrow_table()
@@ -684,13 +764,20 @@ class DuckDBBackend:
             if not found.settled:
                 found = table.ranking = _Ranking.of(key, request.keys, found.every,
                                                     crowded(found.every, unit.max_rows), True)
+            names = self._to_hold(request) if data is None else None
+            if names is not None:   # a Parquet file whose columns in memory lack one this request reads
+                self._read_columns(table, names)
             return found
         if data is None:
             asked, table.asked = table.asked, (key, request.keys)
             if asked is None or asked[0] != key or not _same(asked[1], request.keys):
                 return None     # a first query: the numbered one (reading the columns first would not pay)
-            columns = ", ".join(quote(c) for c in dict.fromkeys([unit.column, *request.by]))
-            every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
+            names = self._to_hold(request)
+            if names is not None:
+                every = _ranked_units(request, self._read_columns(table, names))
+            else:                 # too large to hold: the unit and key columns only
+                columns = ", ".join(quote(c) for c in dict.fromkeys([unit.column, *request.by]))
+                every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
             table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
             return table.ranking
         ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
@@ -804,6 +891,45 @@ def _hash(columns: list[str], seed: int) -> str:
     return f"hash({', '.join(f'{c}, {c} IS NULL' for c in columns)}, {seed})"
 
 
+def _memory() -> int:
+    """The machine's memory in bytes (8 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _read(request: StatisticsRequest) -> list[str]:
+    """The columns a request's bounding and statistics read: unit, keys, measured columns."""
+    used = [s.column for s in request.statistics if s.column is not None]
+    return list(dict.fromkeys([c for c in (request.unit.column, *request.by, *used) if c is not None]))
+
+
+def _dictionary(data: pa.Table) -> pa.Table:
+    """``data`` with its string columns dictionary-encoded.
+
+    Example:
+        >>> _dictionary(pa.table({"s": ["a", "b", "a"], "x": [1, 2, 3]})).schema.types
+        [DictionaryType(dictionary<values=string, indices=int32, ordered=0>), DataType(int64)]
+
+    """
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    return pa.table({name: column.dictionary_encode() if any(f(column.type) for f in strings) else column
+                     for name, column in zip(data.column_names, data.columns)})
+
+
+def _plain(data: pa.Table) -> pa.Table:
+    """``data`` with its dictionary-encoded columns decoded (as Polars would read them as categoricals).
+
+    Example:
+        >>> _plain(_dictionary(pa.table({"s": ["a", "b"]}))).schema.types
+        [DataType(string)]
+
+    """
+    return pa.table({name: column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+                     for name, column in zip(data.column_names, data.columns)})
+
+
 def _split(request: StatisticsRequest) -> int:
     """How many of the request's row nodes run in Polars: up to the last one that is not an SQL node."""
     return max((i + 1 for i, n in enumerate(request.row_nodes) if not isinstance(n, _SQL_NODES)), default=0)
@@ -832,7 +958,7 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
         return False
     if request.keys is None:
         return True
-    schema = pl.from_arrow(data.select(by).slice(0, 0)).schema    # type: ignore[union-attr]
+    schema = pl.from_arrow(_plain(data.select(by).slice(0, 0))).schema    # type: ignore[union-attr]
     return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
@@ -850,7 +976,7 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     """
     unit, by = request.unit, list(request.by)
     assert unit.column is not None
-    frame = pl.from_arrow(data.select(list(dict.fromkeys([unit.column, *by]))))
+    frame = pl.from_arrow(_plain(data.select(list(dict.fromkeys([unit.column, *by])))))
     assert isinstance(frame, pl.DataFrame)
     if request.keys is None:
         return frame[unit.column]

@@ -144,7 +144,7 @@ def test_unreadable_table_is_a_schema_error_naming_it(tmp_path: Path) -> None:
     assert sess.history().height == 0
 
 
-@pytest.mark.parametrize("spread", [3_000, 60_000, "strings", "parquet"])
+@pytest.mark.parametrize("spread", [3_000, 60_000, "strings", "parquet", "large parquet", "parquet strings"])
 def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                     spread: int | str) -> None:
     """With no SQL row node, bounding reads the hashes of the rows it may drop from a scan filtered by a
@@ -153,22 +153,26 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     on a table of many Arrow chunks that DuckDB scans on several threads, with null units, null keys and
     rows outside the public keys (of one key column, and of two: a semi-join); with units of ~40 rows (all
     may lose rows), of ~2 (most keep all: from the second query on, the scan is filtered), and string
-    units (every ranked row hashed), and from a Parquet file of many row groups (its unit and key columns
-    read by a plain scan, the hashes by a masked ``POSITIONAL JOIN``); for two seeds (the table's
-    :class:`_Ranking` found again); with copies (rows equal in every column read: the same values kept),
-    and without (the same rows kept).
+    units (every ranked row hashed), and from a Parquet file of many row groups, integer and string units
+    (the columns read once by a plain scan into memory, :class:`_Columns`, against the numbered query of
+    the file; a file too large to hold: its unit and key columns read, the hashes by a masked
+    ``POSITIONAL JOIN``); for two seeds (the table's :class:`_Ranking` found again); with copies (rows
+    equal in every column read: the same values kept), and without (the same rows kept).
     A scan that did not keep the row order would fail the ``i`` case."""
     rng = np.random.default_rng(3)
-    high = {"strings": 3_000, "parquet": 60_000}.get(spread, spread)
+    high = 3_000 if "strings" in str(spread) else 60_000 if "parquet" in str(spread) else spread
     parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, high, 10_000),
                            "g": rng.choice(["a", "b", "c"], 10_000), "x": rng.choice([0.5, 1.5], 10_000)}).with_columns(
         u=pl.when(pl.col("x") * pl.col("u") % 7 == 0).then(None).otherwise(pl.col("u")),
         g=pl.when(pl.col("u") % 11 == 0).then(None).otherwise(pl.col("g")),
         h=pl.when(pl.col("i") % 13 == 0).then(None).otherwise(pl.col("i") % 3)) for j in range(0, 120_000, 10_000)]
     df = pl.concat(parts, rechunk=False)
-    if spread == "strings":
+    if spread in ("strings", "parquet strings"):
         df = df.with_columns(pl.col("u").cast(pl.String))
-    if spread == "parquet":
+    if spread == "large parquet":      # (nothing held in memory, and no column read for it on any query)
+        monkeypatch.setattr(duckdb_backend, "MEMORY_SHARE", 1 << 62)
+        monkeypatch.setattr(DuckDBBackend, "_read_columns", lambda *_: pytest.fail("columns read to hold"))
+    if "parquet" in str(spread):
         path = tmp_path / "t.parquet"
         df.write_parquet(path, row_group_size=7_000)
         b = DuckDBBackend()
@@ -187,18 +191,22 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
             for seed in (11, 12):
                 request = StatisticsRequest("t", (), unit, by, keys, (Statistic("nonnull", read),), seed)
                 assert duckdb_backend._row_order(request, data)
+                held = b._tables["t"].columns
+                in_memory = held is not None and {"u", *by, read} <= set(held.data.column_names)
                 by_order = b._keep(request, None)
                 ranking = b._tables["t"].ranking
-                first = read == "x" and seed == 11     # (the first query hashes every ranked row; on Parquet: numbered)
+                # (the first query hashes every ranked row; on Parquet: numbered, unless its columns are in memory)
+                first = read == "x" and seed == 11
                 current = ranking is not None and ranking.key == ("u", by, 3) \
                     and duckdb_backend._same(ranking.keys, keys)
-                assert current != (first and spread == "parquet")
+                assert current != (first and "parquet" in str(spread) and not in_memory)
                 if ranking is not None and current:
                     assert ranking.hashed is not None and ranking.settled != first     # (null units: some never ranked)
-                    if spread in (60_000, "parquet") and ranking.settled:
+                    if spread in (60_000, "parquet", "large parquet") and ranking.settled:
                         assert 0 < ranking.hashed.sum() < 0.7 * df.height
                 with monkeypatch.context() as m:
                     m.setattr(duckdb_backend, "_row_order", lambda *_: False)
+                    m.setattr(b._tables["t"], "columns", None)      # (on Parquet: the numbered query of the file)
                     numbered = b._keep(request, None)
                 assert by_order.sum() > 0
                 if read == "i":
@@ -212,3 +220,32 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     floats = StatisticsRequest("t", (), unit, ("x",), pl.DataFrame({"x": [0.5]}), stats, 11)
     pairs = StatisticsRequest("t", (), unit, ("g", "x"), pl.DataFrame({"g": ["a"], "x": [0.5]}), stats, 11)
     assert not duckdb_backend._row_order(floats, data) and not duckdb_backend._row_order(pairs, data)
+    if "parquet" in str(spread):
+        assert (b._tables["t"].columns is None) == (spread == "large parquet")
+
+
+def test_parquet_columns_in_memory_are_those_of_the_current_file(tmp_path: Path) -> None:
+    """From its second user-level query on, a Parquet file's columns are read once into memory (strings
+    dictionary-encoded) and later queries run on them: the same answers as a fresh backend's, with null units
+    and a unit over ``max_rows``. When the file is rewritten (which the catalog refuses anyway), the backend
+    forgets them and the ranking (keyed on the file's version) and reads the new file."""
+    path = tmp_path / "t.parquet"
+    pl.DataFrame({"u": [1] * 6 + [2, None], "g": ["a"] * 7 + ["b"], "x": [1.0] * 8}).write_parquet(path)
+    b = DuckDBBackend()
+    b.register_source("t", pl.scan_parquet(path), path)
+    unit = dp.PrivacyUnit("u", max_rows=2)
+    rows = StatisticsRequest("t", (), unit, ("g",), pl.DataFrame({"g": ["a", "b"]}), (Statistic("rows"),), 7)
+    sums = StatisticsRequest("t", (), unit, ("g",), pl.DataFrame({"g": ["a", "b"]}),
+                             (Statistic("nonnull", "x"),), 8)
+    for _ in range(3):
+        assert b.statistics(rows)["__rows"].to_list() == [3, 0]       # unit 1: 2 of 6 rows, unit 2: 1, null: none
+    held = b._tables["t"].columns
+    assert held is not None and pa.types.is_dictionary(held.data.schema.field("g").type)
+    assert b.statistics(sums)["__nonnull:x"].to_list() == [3, 0]
+    new = pl.DataFrame({"u": [1] * 50 + [3] * 50 + [None] * 5, "g": ["b"] * 100 + ["a"] * 5, "x": [1.0] * 105})
+    new.write_parquet(path)
+    fresh = DuckDBBackend()
+    fresh.register_source("t", pl.scan_parquet(path), path)
+    for request in (rows, sums, rows):
+        assert_frame_equal(b.statistics(request), fresh.statistics(request))
+    assert b.statistics(rows)["__rows"].to_list() == [0, 4]
