@@ -182,6 +182,38 @@ class Front(Protocol):
     def _release(self) -> ReleaseContext: ...
 
 
+class ReadOnly:
+    """A view of an object that reads its attributes and refuses to assign or delete any.
+
+    Example:
+        >>> view = ReadOnly(Explain("a plan"))
+        >>> view.title
+        'a plan'
+        >>> view.title = "another"
+        Traceback (most recent call last):
+        ...
+        AttributeError: 'title' is read-only: this query was validated and planned with it; build a new query
+
+    """
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: object) -> None:
+        object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_target"), name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{name!r} is read-only: this query was validated and planned with it; build a new query")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def __repr__(self) -> str:
+        return repr(object.__getattribute__(self, "_target"))
+
+
 class Releasable(Generic[R]):
     """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once."""
 
@@ -191,8 +223,12 @@ class Releasable(Generic[R]):
 
     @property
     def query(self) -> FamilyQuery[R]:
-        """The family's built query (its validated arguments, e.g. ``top_k(...).query.k``)."""
-        return self._query
+        """The family's built query, read-only (its validated arguments, e.g. ``top_k(...).query.k``).
+
+        A :class:`ReadOnly` view: ``collect`` plans from the query's attributes, so assigning one (a
+        weaker privacy unit in ``source``, another ``node``) would change what is charged and run.
+        """
+        return ReadOnly(self._query)  # type: ignore[return-value]
 
     def __getattr__(self, name: str) -> Any:
         # The family query's public attributes read through (``frame.bounds("x").domain``); a Polars habit
@@ -308,5 +344,5 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
     return out.to_dict() if format == "json" else out
 
 
-__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "Releasable", "Source",
-           "check_format", "needs_budget", "render"]
+__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
+           "Source", "check_format", "needs_budget", "render"]

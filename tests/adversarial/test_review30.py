@@ -5,9 +5,11 @@ Each test is an attack that broke, kept with its fix: it fails if the defence re
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import polars as pl
+import pytest
 
 import dpframe as dp
 from dpframe.interactive.stopping import run_until
@@ -31,3 +33,35 @@ def test_a_stop_rule_that_shortens_the_results_is_charged_every_step_it_saw() ->
     out = run_until(steps, dp.PureDP(Fraction(1, 2)), stop=stop)
     assert len(seen) == len(out) == 8
     assert sess.spent() == dp.PureDP(4)
+
+
+def test_a_query_cannot_be_given_another_node_or_privacy_unit() -> None:
+    """A query's ``node`` and its family query (``q.query``) were writable; collect planned from them.
+
+    A stop rule swapped a public-keys step's node for a private-keys one: the rare key was released with
+    no partition selection, at the public-keys price. ``q.query.source`` with a row unit made a count of
+    100-row units noised for one row. Both are read-only now.
+    """
+    data = pl.DataFrame({"u": [i // 100 for i in range(1000)], "g": ["common"] * 999 + ["rare"]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=100), budget=dp.ApproxDP(10, 1e-6),
+                      seed=0)
+    t = sess.table("t")
+    public = t.group_by("g", keys=["common"]).agg(dp.len())
+    private = t.group_by("g").agg(dp.len())
+    with pytest.raises(AttributeError):
+        public.node = private.node  # type: ignore[misc]
+    source = public.query.source
+    with pytest.raises(AttributeError, match="read-only"):
+        public.query.source = dataclasses.replace(source, context=dataclasses.replace(
+            source.context, unit=dp.PrivacyUnit.row()))
+    with pytest.raises(AttributeError, match="read-only"):
+        del public.query.node
+    steps = [t.agg(dp.len()), public]
+
+    def stop(results: list[pl.DataFrame]) -> bool:
+        with pytest.raises(AttributeError):
+            steps[1].node = private.node  # type: ignore[misc]
+        return False
+    out = run_until(steps, dp.PureDP(Fraction(1, 10)), stop=stop)
+    assert out[1]["g"].to_list() == ["common"]
+    assert public.plan(dp.PureDP(1)).plans[0].noise["count(rows)"].sensitivity == 100
