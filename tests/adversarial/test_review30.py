@@ -65,3 +65,63 @@ def test_a_query_cannot_be_given_another_node_or_privacy_unit() -> None:
     out = run_until(steps, dp.PureDP(Fraction(1, 10)), stop=stop)
     assert out[1]["g"].to_list() == ["common"]
     assert public.plan(dp.PureDP(1)).plans[0].noise["count(rows)"].sensitivity == 100
+
+
+def _counts(budget: dp.Budget = dp.ApproxDP(100, 1e-5), unit: dp.PrivacyUnit | None = None) -> dp.Session:
+    data = pl.DataFrame({"u": range(1000), "x": [float(i % 10) for i in range(1000)]})
+    return dp.Session({"t": data}, privacy_unit=unit or dp.PrivacyUnit.row(), budget=budget, seed=0)
+
+
+def test_a_sparse_vector_keeps_its_caps_and_its_answers() -> None:
+    """``sv.answers.clear()`` reset the positives (an unbounded stream, settled at k = 0), ``sv.max_positives``
+    could be raised after paying for fewer, ``sv.session`` pointed at another session's data."""
+    sess, other = _counts(), _counts()
+    q = sess.table("t").agg(dp.len())
+    sv = sess.sparse_vector(threshold=10, max_positives=2, budget=dp.PureDP(1))
+    assert sv.test(q)
+    with pytest.raises(AttributeError):
+        sv.answers.clear()       # type: ignore[attr-defined]
+    sv.values.clear()            # a copy
+    assert sv.positives == 1 and sv.answers == (True,)
+    for name, value in (("max_positives", 10**6), ("session", other), ("refund", True), ("eps2", Fraction(100)),
+                        ("max_length", None)):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(sv, name, value)
+    with pytest.raises(AttributeError, match="read-only"):
+        del sv.eps1
+    assert sv.test(q) and sv.closed and sess.spent() == dp.ApproxDP(1, 0)
+
+
+def test_a_channel_keeps_its_hits_and_parameters() -> None:
+    """``ch.hits = 0`` after each hit gave more than ``max_hits`` hits for the reserved price."""
+    sess = _counts()
+    q = sess.table("t").agg(dp.len())
+    with sess.target_charging(epsilon=1, max_hits=1, delta=1e-6) as ch:
+        for name, value in (("hits", 0), ("max_hits", 10**6), ("epsilon", Fraction(50)), ("q", 1e-9),
+                            ("per_unit", True), ("session", _counts())):
+            with pytest.raises(AttributeError, match="read-only"):
+                setattr(ch, name, value)
+        while not ch.closed:
+            ch.test(q, threshold=0)
+        assert ch.hits == 1
+
+
+def test_an_individual_filter_keeps_its_per_unit_budget() -> None:
+    sess = _counts(dp.ZCDP(10), dp.PrivacyUnit("u", max_rows=1))
+    f = sess.individual_filter(dp.ZCDP(0.5))
+    with pytest.raises(AttributeError, match="read-only"):
+        f.budget = dp.ZCDP(10**6)
+    with pytest.raises(AttributeError, match="read-only"):
+        f.session = _counts(dp.ZCDP(10), dp.PrivacyUnit("u", max_rows=1))
+    assert f.budget == dp.ZCDP(0.5)
+
+
+def test_a_robust_median_keeps_its_unit_and_grid() -> None:
+    """``rm.m = 0`` (the unit's rows) made the test's noise scale 0: an exact distance to instability."""
+    from dpframe.interactive.ptr import robust_median
+    sess = _counts()
+    rm = robust_median(sess.table("t"), "x", bounds=(0, 100))
+    for name, value in (("m", 0), ("top", 1), ("proposals", (1,)), ("lo", Fraction(-10**9))):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(rm, name, value)
+    assert rm.m == 1 and isinstance(rm.proposals, tuple)
