@@ -56,6 +56,7 @@ from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.accounting.accountants import Accountant
@@ -214,8 +215,12 @@ class ReadOnly:
         return repr(object.__getattribute__(self, "_target"))
 
 
-class Releasable(Generic[R]):
-    """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once."""
+class Releasable(Sealed, Generic[R]):
+    """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once.
+
+    Its public attributes are read-only once built (:class:`~dpframe.sealed.Sealed`): e.g. a SQL query's
+    ``backend_name`` was checked for what that backend refuses.
+    """
 
     def __init__(self, front: Front, query: FamilyQuery[R]) -> None:
         self._front = front

@@ -125,3 +125,16 @@ def test_a_robust_median_keeps_its_unit_and_grid() -> None:
         with pytest.raises(AttributeError, match="read-only"):
             setattr(rm, name, value)
     assert rm.m == 1 and isinstance(rm.proposals, tuple)
+
+
+def test_a_sql_query_keeps_the_backend_it_was_checked_for() -> None:
+    """``q.backend_name = "duckdb"`` on a Polars session skipped the refusal of a DuckDB-only function, and the
+    query failed on Polars after it was charged (a refusal must cost nothing)."""
+    sess = _counts(dp.PureDP(10))
+    q = sess.sql("SELECT COUNT(*) FROM t WHERE gcd(u, 0) > 0")
+    for name, value in (("backend_name", "duckdb"), ("explain_only", True), ("text", "SELECT 1")):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(q, name, value)
+    with pytest.raises(dp.DPFrameError, match="nothing was charged"):
+        q.collect(dp.PureDP(1))
+    assert sess.history().height == 0
