@@ -41,7 +41,7 @@ def _bound(value: object, argument: str) -> Bound:
         raise ArgumentError(f"must be a whole number ≥ 1 or 'auto', got {value!r}", argument=argument,
                             fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
                                 f"{argument}='auto' to choose it privately per query")
-    return value
+    return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -49,7 +49,7 @@ def _positive_int(value: object, argument: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ArgumentError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
                             fix=f"pass {argument}=1 or more (at most the session's bound)")
-    return value
+    return int.__index__(value)
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def positive_int(value: object, argument: str, at_most: int) -> int:
     if value > at_most:
         raise BudgetError(f"must be at most {at_most:,}, got {shown(value)}", argument=argument,
                           fix=f"pass {argument} ≤ {at_most:,} (a stream cannot use more)")
-    return value
+    return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
 
 
 MAX_POSITIVES = 10**9

@@ -138,3 +138,54 @@ def test_a_sql_query_keeps_the_backend_it_was_checked_for() -> None:
     with pytest.raises(dp.DPFrameError, match="nothing was charged"):
         q.collect(dp.PureDP(1))
     assert sess.history().height == 0
+
+
+class _Spy(int):
+    """An int whose comparisons record the other operand: Python asks a subclass's reflected method first."""
+
+    seen: list[object] = []
+
+    def _see(self, other: object) -> None:
+        _Spy.seen.append(other)
+
+    def __le__(self, other: object) -> bool:
+        self._see(other)
+        return int(self) <= other  # type: ignore[operator]
+
+    def __ge__(self, other: object) -> bool:
+        self._see(other)
+        return int(self) >= other  # type: ignore[operator]
+
+    def __lt__(self, other: object) -> bool:
+        self._see(other)
+        return int(self) < other  # type: ignore[operator]
+
+    def __gt__(self, other: object) -> bool:
+        self._see(other)
+        return int(self) > other  # type: ignore[operator]
+
+    def __eq__(self, other: object) -> bool:
+        self._see(other)
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def test_an_int_subclass_never_sees_a_per_unit_hit_count() -> None:
+    """A per-unit channel compared each unit's private hit count with ``max_hits``: given an int subclass,
+    its ``__le__`` received every count (1, 2, 3 for the one contributing unit), which ``status()`` hides.
+    Counts, caps and k are stored as plain ints."""
+    sess = _counts(unit=dp.PrivacyUnit("u", max_rows=_Spy(1)))
+    q = sess.table("t").filter(pl.col("u") < 1).agg(dp.len())
+    with sess.target_charging(epsilon=1, max_hits=_Spy(5), delta=1e-6, per_unit=True) as ch:
+        _Spy.seen.clear()
+        for _ in range(3):
+            ch.test(q, threshold=-100)
+        assert _Spy.seen == [] and type(ch.max_hits) is int
+    assert type(sess.privacy_unit.max_rows) is int
+    sv = sess.sparse_vector(threshold=10, max_positives=_Spy(2), budget=dp.PureDP(1), max_length=_Spy(3))
+    assert type(sv.max_positives) is int and type(sv.max_length) is int
+    sv.close()
+    grouped = _counts(dp.ZCDP(10, 1e-6), dp.PrivacyUnit("u")).table("t").with_columns(g=pl.col("u") % 3).group_by("g")
+    top = grouped.top_k(k=_Spy(2), k_max=_Spy(3))
+    assert type(top.query.k) is int and type(top.query.k_max) is int
