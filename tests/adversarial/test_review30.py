@@ -189,3 +189,12 @@ def test_an_int_subclass_never_sees_a_per_unit_hit_count() -> None:
     grouped = _counts(dp.ZCDP(10, 1e-6), dp.PrivacyUnit("u")).table("t").with_columns(g=pl.col("u") % 3).group_by("g")
     top = grouped.top_k(k=_Spy(2), k_max=_Spy(3))
     assert type(top.query.k) is int and type(top.query.k_max) is int
+
+
+@pytest.mark.parametrize("budget", [dp.PureDP, dp.ApproxDP, dp.ZCDP])
+def test_a_budget_cannot_be_subclassed(budget: type) -> None:
+    """A PureDP subclass whose ``epsilon`` answered 1/100 to its first read and 1000 to the next made
+    ``run_until`` charge two steps at 1/100 and run them at ε = 1000 (it reads the budget twice)."""
+    with pytest.raises(dp.DPFrameError, match="cannot be subclassed") as info:
+        type("Shifty", (budget,), {})
+    assert info.value.argument == "budget"
