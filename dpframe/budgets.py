@@ -34,6 +34,7 @@ from typing import Literal, TypeAlias, TypeVar, Union
 import numpy as np
 
 from dpframe.errors import BudgetConversionError, BudgetError
+from dpframe.sealed import Final
 
 Number: TypeAlias = Union[int, float, str, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
@@ -72,30 +73,8 @@ def _fmt(x: Fraction) -> str:
     return f"{Decimal(x.numerator) / Decimal(x.denominator):.6g}"   # beyond floats: Decimal has no range limit
 
 
-class _Final:
-    """The budget classes cannot be subclassed: a subclass could answer ``epsilon`` differently on each read.
-
-    The engine reads a budget several times (the cost charged, the noise calibrated); a property that
-    returned 1/100 to the first read and 1000 to the next was charged for one and calibrated to the other.
-
-    Example:
-        >>> class Mine(PureDP): ...
-        Traceback (most recent call last):
-        ...
-        dpframe.errors.BudgetError: budget: PureDP cannot be subclassed (Mine). Fix: pass dp.PureDP(...) itself
-
-    """
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if _Final not in cls.__bases__:
-            parent = next(b for b in cls.__mro__[1:] if _Final in b.__bases__)
-            raise BudgetError(f"{parent.__name__} cannot be subclassed ({cls.__name__})", argument="budget",
-                              fix=f"pass dp.{parent.__name__}(...) itself")
-
-
 @dataclass(frozen=True)
-class PureDP(_Final):
+class PureDP(Final, argument="budget"):
     """Pure ε-differential privacy.
 
     Example:
@@ -129,7 +108,7 @@ class PureDP(_Final):
 
 
 @dataclass(frozen=True)
-class ApproxDP(_Final):
+class ApproxDP(Final, argument="budget"):
     """Approximate (ε, δ)-differential privacy, 0 ≤ δ < 1.
 
     Example:
@@ -166,7 +145,7 @@ class ApproxDP(_Final):
 
 
 @dataclass(frozen=True)
-class ZCDP(_Final):
+class ZCDP(Final, argument="budget"):
     """ρ-zero-concentrated DP (Bun & Steinke 2016); ``delta`` > 0 makes it approximate (δ, ρ)-zCDP.
 
     Example:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpframe.errors import ArgumentError, DPFrameError, PlanError
+from dpframe.sealed import Final
 
 AUTO: Literal["auto"] = "auto"
 """The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
@@ -53,7 +54,7 @@ def _positive_int(value: object, argument: str) -> int:
 
 
 @dataclass(frozen=True)
-class PrivacyUnit:
+class PrivacyUnit(Final, argument="privacy_unit"):
     """A privacy unit: an id column (or one row) with public contribution bounds.
 
     Args:

@@ -1,4 +1,4 @@
-"""Objects whose public attributes are fixed once built: the analyst cannot reassign what accounting reads.
+"""Objects the analyst cannot reshape after they were validated: sealed attributes and final value classes.
 
 A stream, channel or filter validates its parameters (the budget, the caps, its session) and reserves
 their cost when it is built; every later call reads them again. Were they assignable, an analyst could
@@ -17,12 +17,19 @@ Example:
     ...
     AttributeError: Cap.most is read-only: it was validated and charged when the object was built; build a new one
 
+The value objects a query is built from (budgets, measures, targets, accuracy targets, the privacy unit)
+are frozen, and :class:`Final`: they cannot be subclassed. The engine reads them many times (the cost
+charged, then the noise calibrated, then the rows clamped); a subclass's property could answer
+differently on each read — bounds (0, 1) to the planner and (0, 10⁶) to the backend.
+
 """
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+from dpframe.errors import ArgumentError
 
 
 class Sealed:
@@ -52,4 +59,29 @@ class Sealed:
         object.__delattr__(self, name)
 
 
-__all__ = ["Sealed"]
+class Final:
+    """A value class that cannot be subclassed; ``argument`` names it in the error (``class C(Final, argument=...)``).
+
+    Example:
+        >>> class Bounds(Final, argument="bounds"): ...
+        >>> class Wider(Bounds): ...
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: bounds: Bounds cannot be subclassed (Wider): the engine reads it more than once...
+
+    """
+
+    _argument = "argument"
+
+    def __init_subclass__(cls, argument: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if Final in cls.__bases__:
+            cls._argument = argument or cls.__name__
+            return
+        parent = next(b for b in cls.__mro__[1:] if issubclass(b, Final) and Final in b.__bases__)
+        raise ArgumentError(f"{parent.__name__} cannot be subclassed ({cls.__name__}): the engine reads it more than "
+                            "once, and a subclass could answer differently each time", argument=parent._argument,
+                            fix=f"pass a {parent.__name__} built by dpframe itself")
+
+
+__all__ = ["Final", "Sealed"]

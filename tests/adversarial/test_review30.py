@@ -13,6 +13,8 @@ import pytest
 
 import dpframe as dp
 from dpframe.interactive.stopping import run_until
+from dpframe.interactive.targets import Target
+from dpframe.measures import Measure
 
 
 def test_a_stop_rule_that_shortens_the_results_is_charged_every_step_it_saw() -> None:
@@ -191,10 +193,14 @@ def test_an_int_subclass_never_sees_a_per_unit_hit_count() -> None:
     assert type(top.query.k) is int and type(top.query.k_max) is int
 
 
-@pytest.mark.parametrize("budget", [dp.PureDP, dp.ApproxDP, dp.ZCDP])
-def test_a_budget_cannot_be_subclassed(budget: type) -> None:
-    """A PureDP subclass whose ``epsilon`` answered 1/100 to its first read and 1000 to the next made
-    ``run_until`` charge two steps at 1/100 and run them at ε = 1000 (it reads the budget twice)."""
+@pytest.mark.parametrize(("cls", "argument"), [(dp.PureDP, "budget"), (dp.ApproxDP, "budget"), (dp.ZCDP, "budget"),
+                                             (Measure, "measures"), (Target, "when"), (dp.Accuracy, "accuracy"),
+                                             (dp.PrivacyUnit, "privacy_unit")])
+def test_a_value_the_engine_reads_twice_cannot_be_subclassed(cls: type, argument: str) -> None:
+    """A subclass's property can answer differently on each read. A PureDP whose ``epsilon`` was 1/100 on its
+    first read and 1000 after made ``run_until`` charge 1/100 per step and run at ε = 1000; a Measure whose
+    ``bounds`` were (0, 1) for the first 11 reads and (0, 10⁶) after was planned for sensitivity 1 and
+    clamped at 10⁶ (a sum of 100 × 1000 came back as 101,445)."""
     with pytest.raises(dp.DPFrameError, match="cannot be subclassed") as info:
-        type("Shifty", (budget,), {})
-    assert info.value.argument == "budget"
+        type("Shifty", (cls,), {})
+    assert info.value.argument == argument
