@@ -204,3 +204,24 @@ def test_a_value_the_engine_reads_twice_cannot_be_subclassed(cls: type, argument
     with pytest.raises(dp.DPFrameError, match="cannot be subclassed") as info:
         type("Shifty", (cls,), {})
     assert info.value.argument == argument
+
+
+@pytest.mark.parametrize("attribute", ["fits", "charge", "compose", "entries"])
+def test_the_session_accountant_cannot_be_patched(attribute: str) -> None:
+    """``sess.accountant.fits = lambda *a: True`` let a PureDP(1) session spend 50; ``charge`` returning 1e-9
+    charged a 0.9 query 1e-9."""
+    sess = _counts(dp.PureDP(1))
+    with pytest.raises(AttributeError, match="read-only"):
+        setattr(sess.accountant, attribute, lambda *args: True)
+    with pytest.raises(dp.BudgetExceededError):
+        sess.table("t").agg(dp.len()).collect(dp.PureDP(50))
+
+
+@pytest.mark.parametrize("attribute", ["random_uint64", "uniform_below", "permutation", "private", "seed_for_engine"])
+def test_the_session_random_source_cannot_be_patched(attribute: str) -> None:
+    """``sess.rng.random_uint64 = ...`` replaced the words every noise draw is made of."""
+    data = pl.DataFrame({"x": [1.0] * 10})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))    # not seeded
+    with pytest.raises(AttributeError, match="read-only"):
+        setattr(sess.rng, attribute, lambda *args: None)
+    assert sess.rng.private
