@@ -109,9 +109,9 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     from dpframe.frame import Query
 
     for name, value in (("query", query), ("gate", gate)):
-        if not isinstance(value, Query):
+        if type(value) is not Query:     # a SQL query has its own backend and post-processing: not run here
             raise ArgumentError(f"must be a query built with .agg(...), got {type(value).__name__}", argument=name,
-                               fix=f"pass {name}=sess.table(...).agg(dp.len())")
+                               fix=f"pass {name}=sess.table(...).agg(dp.len()) (a method chain, not sess.sql)")
     if gate._session is not query._session:
         raise ArgumentError("the gate and the query belong to different sessions", argument="gate",
                            fix="build both from the same dp.Session")

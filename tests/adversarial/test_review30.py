@@ -225,3 +225,14 @@ def test_the_session_random_source_cannot_be_patched(attribute: str) -> None:
     with pytest.raises(AttributeError, match="read-only"):
         setattr(sess.rng, attribute, lambda *args: None)
     assert sess.rng.private
+
+
+def test_a_gated_release_refuses_a_sql_query_uncharged() -> None:
+    """A SQL query built for DuckDB (a DuckDB-only function) ran inside ``gated_release`` on the session's
+    Polars backend and failed after both budgets were charged; it is refused before anything is charged."""
+    from dpframe.interactive.ptr import gated_release
+    sess = _counts(dp.PureDP(10))
+    q = sess.sql("SELECT COUNT(*) AS n FROM t WHERE gcd(u, 0) > 0", backend="duckdb")
+    with pytest.raises(dp.DPFrameError, match="method chain") as info:
+        gated_release(q, dp.PureDP(Fraction(1, 10)), sess.table("t").agg(dp.len()), 0, dp.PureDP(Fraction(1, 10)))
+    assert info.value.argument == "query" and sess.history().height == 0
