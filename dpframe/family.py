@@ -203,6 +203,8 @@ class ReadOnly:
         object.__setattr__(self, "_target", target)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):          # e.g. ``__dict__``: the target's own attribute dict, writable
+            raise AttributeError(f"{name!r} is not readable through a read-only view")
         return getattr(object.__getattribute__(self, "_target"), name)
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -58,6 +58,8 @@ def test_a_query_cannot_be_given_another_node_or_privacy_unit() -> None:
             source.context, unit=dp.PrivacyUnit.row()))
     with pytest.raises(AttributeError, match="read-only"):
         del public.query.node
+    with pytest.raises(AttributeError, match="read-only"):
+        public.query.__dict__["source"] = None
     steps = [t.agg(dp.len()), public]
 
     def stop(results: list[pl.DataFrame]) -> bool:
