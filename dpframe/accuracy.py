@@ -31,6 +31,7 @@ from typing import Literal
 
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError, PlanError
+from dpframe.sealed import Final
 
 #: The budgets searched: ε (or ρ) in this range.
 LIMITS = (1e-9, 1e9)
@@ -46,7 +47,7 @@ def _positive(value: object, argument: str) -> float:
 
 
 @dataclass(frozen=True)
-class Accuracy:
+class Accuracy(Final, argument="accuracy"):
     """An accuracy target: each targeted measure within ± ``half_width`` of its noiseless value, w.p. ≥ ``confidence``.
 
     ``half_width`` is a number (every measure) or a mapping from output names to numbers (only those);

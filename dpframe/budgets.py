@@ -34,6 +34,7 @@ from typing import Literal, TypeAlias, TypeVar, Union
 import numpy as np
 
 from dpframe.errors import BudgetConversionError, BudgetError
+from dpframe.sealed import Final
 
 Number: TypeAlias = Union[int, float, str, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
@@ -73,7 +74,7 @@ def _fmt(x: Fraction) -> str:
 
 
 @dataclass(frozen=True)
-class PureDP:
+class PureDP(Final, argument="budget"):
     """Pure ε-differential privacy.
 
     Example:
@@ -107,7 +108,7 @@ class PureDP:
 
 
 @dataclass(frozen=True)
-class ApproxDP:
+class ApproxDP(Final, argument="budget"):
     """Approximate (ε, δ)-differential privacy, 0 ≤ δ < 1.
 
     Example:
@@ -144,7 +145,7 @@ class ApproxDP:
 
 
 @dataclass(frozen=True)
-class ZCDP:
+class ZCDP(Final, argument="budget"):
     """ρ-zero-concentrated DP (Bun & Steinke 2016); ``delta`` > 0 makes it approximate (δ, ρ)-zCDP.
 
     Example:

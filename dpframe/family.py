@@ -56,6 +56,7 @@ from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.accounting.accountants import Accountant
@@ -182,8 +183,46 @@ class Front(Protocol):
     def _release(self) -> ReleaseContext: ...
 
 
-class Releasable(Generic[R]):
-    """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once."""
+class ReadOnly:
+    """A view of an object that reads its attributes and refuses to assign or delete any.
+
+    Example:
+        >>> view = ReadOnly(Explain("a plan"))
+        >>> view.title
+        'a plan'
+        >>> view.title = "another"
+        Traceback (most recent call last):
+        ...
+        AttributeError: 'title' is read-only: this query was validated and planned with it; build a new query
+
+    """
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: object) -> None:
+        object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):          # e.g. ``__dict__``: the target's own attribute dict, writable
+            raise AttributeError(f"{name!r} is not readable through a read-only view")
+        return getattr(object.__getattribute__(self, "_target"), name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{name!r} is read-only: this query was validated and planned with it; build a new query")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def __repr__(self) -> str:
+        return repr(object.__getattribute__(self, "_target"))
+
+
+class Releasable(Sealed, Generic[R]):
+    """A lazy private query of any family: ``explain`` and ``cost`` are free, ``collect`` charges once.
+
+    Its public attributes are read-only once built (:class:`~dpframe.sealed.Sealed`): e.g. a SQL query's
+    ``backend_name`` was checked for what that backend refuses.
+    """
 
     def __init__(self, front: Front, query: FamilyQuery[R]) -> None:
         self._front = front
@@ -191,8 +230,12 @@ class Releasable(Generic[R]):
 
     @property
     def query(self) -> FamilyQuery[R]:
-        """The family's built query (its validated arguments, e.g. ``top_k(...).query.k``)."""
-        return self._query
+        """The family's built query, read-only (its validated arguments, e.g. ``top_k(...).query.k``).
+
+        A :class:`ReadOnly` view: ``collect`` plans from the query's attributes, so assigning one (a
+        weaker privacy unit in ``source``, another ``node``) would change what is charged and run.
+        """
+        return ReadOnly(self._query)  # type: ignore[return-value]
 
     def __getattr__(self, name: str) -> Any:
         # The family query's public attributes read through (``frame.bounds("x").domain``); a Polars habit
@@ -308,5 +351,5 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
     return out.to_dict() if format == "json" else out
 
 
-__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "Releasable", "Source",
-           "check_format", "needs_budget", "render"]
+__all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
+           "Source", "check_format", "needs_budget", "render"]

@@ -532,7 +532,12 @@ class Query(Releasable[pl.DataFrame]):
         super().__init__(session, AggregateQuery(Source(node.input, session.plan_context, node.by, node.keys, backend),
                                                  node))
         self._session = session
-        self.node = node
+        self._node = node
+
+    @property
+    def node(self) -> Aggregate:
+        """The query's plan node (read-only: it was validated, and is planned and run, as built)."""
+        return self._node
 
     def plan(self, budget: object = None) -> PhysicalPlan:
         """The physical plan (mechanisms, shares, cost) for ``budget``. Free.

@@ -38,6 +38,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.errors import ArgumentError, BoundsError, PlanError
+from dpframe.sealed import Final
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -105,7 +106,7 @@ def _column(column: object) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True)
-class Measure:
+class Measure(Final, argument="measures"):
     """A private aggregate request: ``kind`` (routed to a mechanism plugin), column, bounds, options.
 
     Third-party plugins add kinds; build their measures with :func:`measure`.

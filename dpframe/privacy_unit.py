@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dpframe.errors import ArgumentError, DPFrameError, PlanError
+from dpframe.sealed import Final
 
 AUTO: Literal["auto"] = "auto"
 """The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
@@ -41,7 +42,7 @@ def _bound(value: object, argument: str) -> Bound:
         raise ArgumentError(f"must be a whole number ≥ 1 or 'auto', got {value!r}", argument=argument,
                             fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
                                 f"{argument}='auto' to choose it privately per query")
-    return value
+    return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -49,11 +50,11 @@ def _positive_int(value: object, argument: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ArgumentError(f"must be a whole number ≥ 1, got {value!r}", argument=argument,
                             fix=f"pass {argument}=1 or more (at most the session's bound)")
-    return value
+    return int.__index__(value)
 
 
 @dataclass(frozen=True)
-class PrivacyUnit:
+class PrivacyUnit(Final, argument="privacy_unit"):
     """A privacy unit: an id column (or one row) with public contribution bounds.
 
     Args:

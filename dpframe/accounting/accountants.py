@@ -63,6 +63,7 @@ from dpframe.budgets import (
     zero,
 )
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
+from dpframe.sealed import Sealed
 
 
 def round_up(x: float) -> Fraction:
@@ -103,12 +104,14 @@ def curve_of(cost: Budget) -> PrivacyCurve:
     return approx(eps, delta) if delta else pure(eps)
 
 
-class Accountant(ABC):
+class Accountant(Sealed, ABC):
     """How charges compose. Subclass and register a factory via the ``dpframe_accountants`` hook.
 
     Class attributes: ``name`` (the registered name), ``accepts`` (the session notions it filters),
     ``requires`` (what :meth:`supports` needs of a curve, for error messages) and ``additive`` (charges
     compose by adding ε and δ: basic composition, the only composition ex-post refunds are proven for).
+    Sealed: a session hands its accountant out (``sess.accountant``); a method replaced on it (``fits``,
+    ``charge``) would be the filter.
     """
 
     name: ClassVar[str]

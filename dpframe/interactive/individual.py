@@ -64,6 +64,7 @@ from dpframe.budgets import ZCDP, describe
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.stream import _atomic
 from dpframe.mechanism import Noise
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
@@ -94,7 +95,7 @@ def _zcdp(budget: object, argument: str) -> ZCDP:
     return budget
 
 
-class IndividualFilter:
+class IndividualFilter(Sealed):
     """A per-unit Rényi filter with budget ρ = B per unit; see the module docstring.
 
     Open it with :meth:`dpframe.Session.individual_filter`; run queries with :meth:`collect`.

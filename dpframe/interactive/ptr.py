@@ -50,6 +50,7 @@ from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
 from dpframe.noise import discrete_laplace, discrete_laplace_tail
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.frame import Frame, Query
@@ -108,9 +109,9 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     from dpframe.frame import Query
 
     for name, value in (("query", query), ("gate", gate)):
-        if not isinstance(value, Query):
+        if type(value) is not Query:     # a SQL query has its own backend and post-processing: not run here
             raise ArgumentError(f"must be a query built with .agg(...), got {type(value).__name__}", argument=name,
-                               fix=f"pass {name}=sess.table(...).agg(dp.len())")
+                               fix=f"pass {name}=sess.table(...).agg(dp.len()) (a method chain, not sess.sql)")
     if gate._session is not query._session:
         raise ArgumentError("the gate and the query belong to different sessions", argument="gate",
                            fix="build both from the same dp.Session")
@@ -142,7 +143,7 @@ def instability_distance(codes: np.ndarray, top: int, m: int, beta: int) -> int:
     return int(over[0]) if len(over) else n + 2
 
 
-class RobustMedian:
+class RobustMedian(Sealed):
     """The generalized-PTR median query (``explain``/``cost``/``collect``)."""
 
     def __init__(self, frame: Frame, column: str, bounds: tuple[float, float]) -> None:
@@ -168,7 +169,7 @@ class RobustMedian:
         self.grid_exp = width_exp - GRID_BITS
         self.top = int((hi - lo) // Fraction(2) ** self.grid_exp)
         self.m = self._session.privacy_unit.max_rows
-        self.proposals = sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)})
+        self.proposals = tuple(sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)}))
 
     def _split(self, budget: Budget) -> tuple[Fraction, Fraction, Fraction]:
         if not isinstance(budget, ApproxDP) or budget.delta == 0:

@@ -100,8 +100,9 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
               delta: object = 0, stops: object = None, refund: bool | None = None) -> list[pl.DataFrame]:
     """Collect ``steps`` in order at ``budget`` each until ``stop(results so far)`` is true at a stopping point.
 
-    ``stop`` receives released values only: the results of the steps run so far, each a DP release
-    covered by the reserved cell, and every one of them is returned. Returns the released results;
+    ``stop`` receives released values only: a new list of the results of the steps run so far, each a DP
+    release covered by the reserved cell (changing the list changes nothing), and every one of them is
+    returned. Returns the released results;
     charged the cell of their number (see the module docstring: ``budget`` is ``dp.PureDP(ε)`` or
     ``dp.ZCDP(ρ)``, ``delta`` the spec's δ). ``stop`` runs while the run's reservation is open: a query
     it runs (or another thread's) forfeits the refund, and an exception it raises fails the run (the
@@ -136,8 +137,8 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
         results: list[pl.DataFrame] = []
         for query, plan in zip(steps, plans, strict=True):
             results.append(run_aggregate(session._release.reader(), query.node, plan, session.rng))
-            if len(results) in points and len(results) < len(steps) and stop(results):
-                break
+            if len(results) in points and len(results) < len(steps) and stop(list(results)):   # a copy: the
+                break                                       # rule cannot change the count the cell is read from
         return results
 
     return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle)

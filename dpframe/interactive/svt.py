@@ -56,6 +56,7 @@ from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -76,7 +77,7 @@ def positive_int(value: object, argument: str, at_most: int) -> int:
     if value > at_most:
         raise BudgetError(f"must be at most {at_most:,}, got {shown(value)}", argument=argument,
                           fix=f"pass {argument} ≤ {at_most:,} (a stream cannot use more)")
-    return value
+    return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
 
 
 MAX_POSITIVES = 10**9
@@ -113,7 +114,7 @@ def entry_epsilon(eps2: Fraction, eps3: Fraction, c: int, k: int, refund: bool) 
     return ((eps3 + (c - k) * eps2 / c) if refund else eps3) / k
 
 
-class SparseVector:
+class SparseVector(Sealed):
     """An open sparse-vector stream: ``test(query) -> bool`` until ``max_positives`` "above" answers."""
 
     def __init__(self, session: Session, threshold: object, max_positives: object, budget: object, *,
@@ -128,8 +129,8 @@ class SparseVector:
         self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
         self.session = session
         self._lock = threading.RLock()      # one test (or close) at a time: check, run and record atomically
-        self.answers: list[bool] = []
-        self.values: dict[int, float | int] = {}
+        self._answers: list[bool] = []
+        self._values: dict[int, float | int] = {}
         self._positive_queries: list[tuple[int, Scalar]] = []
         self._rho: int | None = None
         self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
@@ -211,9 +212,19 @@ class SparseVector:
 
     # ----------------------------------------------------------------------------------- status
     @property
+    def answers(self) -> tuple[bool, ...]:
+        """The answers given so far, in order (public; a copy)."""
+        return tuple(self._answers)
+
+    @property
+    def values(self) -> dict[int, float | int]:
+        """``{index of the query in the stream: noisy value}`` released at close (a copy; empty before)."""
+        return dict(self._values)
+
+    @property
     def positives(self) -> int:
         """How many "above" answers were given (public)."""
-        return sum(self.answers)
+        return sum(self._answers)
 
     @property
     def closed(self) -> bool:
@@ -281,10 +292,10 @@ class SparseVector:
 
         above = self._reservation.run(run)
         self._shape = shape
-        self.answers.append(bool(above))
+        self._answers.append(bool(above))
         if above:
-            self._positive_queries.append((len(self.answers) - 1, sc))
-        if self.positives == c or (self.max_length is not None and len(self.answers) >= self.max_length):
+            self._positive_queries.append((len(self._answers) - 1, sc))
+        if self.positives == c or (self.max_length is not None and len(self._answers) >= self.max_length):
             self.close()
         return bool(above)
 
@@ -325,7 +336,7 @@ class SparseVector:
             eps_entry = entry_epsilon(self.eps2, self.eps3, self.max_positives, k, refund)
             for index, sc in self._positive_queries:
                 scale = sc.sensitivity / eps_entry
-                self.values[index] = sc.to_output(self._reservation.run(partial(
+                self._values[index] = sc.to_output(self._reservation.run(partial(
                     sc._noisy, self.session, scale, self.session.rng)))
         if refund:
             self._reservation.settle(self._cell_cost(), f"{k} positives")

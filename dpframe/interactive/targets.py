@@ -34,6 +34,7 @@ from fractions import Fraction
 
 from dpframe.errors import ArgumentError
 from dpframe.interactive.scalar import public_number
+from dpframe.sealed import Final
 
 
 def _shown(value: Fraction) -> str:
@@ -44,7 +45,7 @@ def _shown(value: Fraction) -> str:
 
 
 @dataclass(frozen=True)
-class Target:
+class Target(Final, argument="when"):
     """A public set of values: the interval [lower, upper] (``inside=True``) or its complement.
 
     ``upper=None`` is +∞ (``dp.above`` / ``dp.below``). Build one with :func:`above`, :func:`below`,

@@ -78,6 +78,7 @@ from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
 from dpframe.interactive.targets import Target, as_target
 from dpframe.noise import discrete_laplace
+from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -177,7 +178,7 @@ class ChannelPlan:
         return ChannelPlan(n, delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9), math.nan)
 
 
-class TargetChargingChannel:
+class TargetChargingChannel(Sealed):
     """A TCT channel (use as ``with sess.target_charging(epsilon=, max_hits=, delta=) as ch:``)."""
 
     def __init__(self, session: Session, epsilon: object, max_hits: object, delta: object, *,
@@ -214,8 +215,8 @@ class TargetChargingChannel:
             self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)
             self.guarantee = ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta"))
             self.cost = session.accountant.charge(self.guarantee)
-        self.hits = 0
-        self.calls = 0
+        self._hits = 0
+        self._calls = 0
         self._handles: dict[str, tuple[Scalar, int, Fraction]] = {}
         self._unit_hits: dict[Any, int] = {}
         self._exhausted: frozenset[Any] = frozenset()
@@ -241,6 +242,16 @@ class TargetChargingChannel:
         """Close the channel; its reservation stays charged in full (a filter, not an odometer)."""
         if self._reservation is not None:
             self._reservation.commit()
+
+    @property
+    def hits(self) -> int:
+        """Hits used so far (channel-wide; a per-unit channel counts them per unit, privately)."""
+        return self._hits
+
+    @property
+    def calls(self) -> int:
+        """Calls admitted so far (public)."""
+        return self._calls
 
     @property
     def closed(self) -> bool:
@@ -290,7 +301,7 @@ class TargetChargingChannel:
                 self._unit_hits[u] = self._unit_hits.get(u, 0) + 1
             self._exhausted = frozenset(u for u, h in self._unit_hits.items() if h >= self.max_hits)
             return
-        self.hits += 1
+        self._hits += 1
         if self.hits >= self.max_hits:
             self.close()
 
@@ -327,7 +338,7 @@ class TargetChargingChannel:
         bar = sc.threshold_units(bar_value)
         value, units = self._measure(sc, eps)
         above = value >= bar
-        self.calls += 1
+        self._calls += 1
         if above != prior:
             self._hit(units)
         return bool(above)
@@ -362,7 +373,7 @@ class TargetChargingChannel:
         sc = scalar(self.session, query, eps)
         self._admit(q_notprior(float(eps)))
         value, units = self._measure(sc, eps)
-        self.calls += 1
+        self._calls += 1
         if target.contains(sc.in_output_units(value)):
             self._hit(units)
             return sc.to_output(value)
@@ -382,7 +393,7 @@ class TargetChargingChannel:
                                fix=f"use one of {sorted(self._handles)}")
         sc, value, eps = self._handles[name]
         self._admit(q_revise(float(eps)), kind="a revision")
-        self.calls += 1
+        self._calls += 1
         if target.contains(sc.in_output_units(value)):
             del self._handles[name]
             self._hit()
@@ -406,7 +417,7 @@ class TargetChargingChannel:
         self._admit(q_between(float(eps), width, int(sc.sensitivity)) if width > 0 else 0.0,
                     kind=f"between() with a {width}-step gap")
         value, _ = self._measure(sc, eps)
-        self.calls += 1
+        self._calls += 1
         if value < lo_units:
             return "below"
         if value > hi_units:
@@ -434,7 +445,7 @@ class TargetChargingChannel:
         bar, scale = sc.threshold_units(bar_value), sc.sensitivity / eps
         assert self._reservation is not None
         outcome = self._reservation.run(lambda: wrapped_test(sc._exact(self.session), bar, scale, self.session.rng))
-        self.calls += 1
+        self._calls += 1
         if outcome == "boundary":
             self._hit()
         return outcome
@@ -454,7 +465,7 @@ class TargetChargingChannel:
         values = [self._measure(sc, eps)[0] for sc in scalars]
         exact_values = [sc.in_output_units(v) for sc, v in zip(scalars, values, strict=True)]
         best = max(range(len(values)), key=lambda i: (exact_values[i], -i))  # ties: lowest index
-        self.calls += 1
+        self._calls += 1
         self._hit()
         return best, scalars[best].to_output(values[best])
 

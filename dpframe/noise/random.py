@@ -28,6 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.sealed import Sealed
+
 __all__ = ["RandomSource", "SeededRandomSource", "SystemRandomSource", "default_source"]
 
 _TWO_63 = 2**63
@@ -186,8 +188,10 @@ class _WordSource:
         return int(self.random_uint64(1)[0]) >> 1
 
 
-class SystemRandomSource(_WordSource):
+class SystemRandomSource(_WordSource, Sealed):
     """The private source: every bit comes from the OS CSPRNG (``os.urandom``).
+
+    Sealed: a session hands its source out (``sess.rng``), and a method replaced on it would draw the noise.
 
     Example:
         >>> src = SystemRandomSource()

@@ -162,6 +162,9 @@ class TopKQuery:
                                   or not (k or 1) <= k_max <= K_LIMIT):
             raise PlanError(f"must be a whole number from {k or 1} to {K_LIMIT:,}, got {_short(k_max)}",
                             argument="k_max", fix="pass the largest k you would accept (public)")
+        # plain ints: an int subclass's comparisons with k would see the data-chosen k̃
+        k = None if k is None else int.__index__(k)
+        k_max = None if k_max is None else int.__index__(k_max)
         default_max = 100 if k is None else max(k, min(2 * k, K_LIMIT))
         k_max = k_max if k_max is not None else default_max
         if m is not None:
