@@ -13,7 +13,7 @@ from dpframe_quantiles.em import Segments, _count, depth, joint_quantiles, rank_
 from scipy import stats as sps
 
 from dpframe.mechanism import SortedCodes
-from dpframe.noise import SeededRandomSource
+from dpframe.noise import SeededRandomSource, SystemRandomSource
 
 # ------------------------------------------------------------------------- brute-force reference
 
@@ -153,6 +153,22 @@ def test_joint_quantiles_match_exact_pmf() -> None:
     assert all(list(k) == sorted(k) for k, v in pmf.items() if v > 0)   # non-decreasing in q
     counts = sample(D, 8, qs, F(1, 2), 1, 30_000, seed=5)
     assert chi2_pvalue(counts, pmf) > 1e-4
+
+
+@pytest.mark.parametrize("workers", [None, 3])
+def test_joint_quantiles_on_the_thread_pool_match_exact_pmf(workers: int | None,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OS CSPRNG's path: chunks of segments drawn on 4 threads (``workers`` at once; None: all), the
+    rejected ones redrawn in later rounds — 30,000 identical groups are 30,000 independent releases.
+
+    (Random, unlike the seeded tests above: a false failure has probability about 10⁻⁴.)
+    """
+    monkeypatch.setenv("DPFRAME_THREADS", "4")
+    monkeypatch.setattr(em, "WORKERS", workers)
+    qs = [F(1, 4), F(1, 2), F(3, 4)]
+    groups = [np.array(sorted(D), dtype=np.int64)] * 30_000
+    codes = joint_quantiles(groups, 8, qs, F(1, 2), 1, SystemRandomSource())
+    assert chi2_pvalue(Counter(map(tuple, codes.tolist())), joint_pmf(D, 0, 7, qs, F(1, 2), 1)) > 1e-4
 
 
 @pytest.mark.parametrize("qs", [[F(1, 2)], [F(1, 10), F(9, 10)], [F(1, 4), F(1, 2), F(3, 4)],
