@@ -22,12 +22,20 @@ are frozen, and :class:`Final`: they cannot be subclassed. The engine reads them
 charged, then the noise calibrated, then the rows clamped); a subclass's property could answer
 differently on each read — bounds (0, 1) to the planner and (0, 10⁶) to the backend.
 
+The numbers an analyst passes (budgets, bounds, thresholds, probabilities, caps) are read through
+:func:`plain` where they enter the API: an ``int``, ``float`` or ``Fraction`` subclass becomes the plain
+value, read without running any of its methods. Stored as given, its ``__le__`` or ``__mul__`` would
+later receive the engine's values (a noisy count compared with a threshold), and ``Fraction(x)`` keeps
+``x.numerator`` as given — a plain-looking Fraction with an analyst's int inside.
+
 """
 
 from __future__ import annotations
 
+import decimal
 import functools
-from typing import Any
+from fractions import Fraction
+from typing import Any, TypeVar
 
 from dpframe.errors import ArgumentError
 
@@ -84,4 +92,38 @@ class Final:
                             fix=f"pass a {parent.__name__} built by dpframe itself")
 
 
-__all__ = ["Final", "Sealed"]
+N = TypeVar("N")
+
+
+def plain(value: N) -> N:
+    """``value`` without any analyst code in it: an int/float/Fraction/Decimal subclass as the plain value.
+
+    Reads the number's own storage (never a method the subclass may override); a Fraction is rebuilt from
+    plain ints. Anything else (a string, a NumPy scalar, a non-number) is returned as given for the
+    caller's validation.
+
+    Example:
+        >>> class Loud(int):
+        ...     def __le__(self, other): raise RuntimeError("saw", other)
+        >>> type(plain(Loud(3))), plain(Fraction(Loud(1), 2)) <= Fraction(1, 2)
+        (<class 'int'>, True)
+
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int.__index__(value)  # type: ignore[return-value]
+    if isinstance(value, float):
+        return float.__float__(value)  # type: ignore[return-value]
+    if isinstance(value, Fraction):
+        parts = Fraction._numerator.__get__(value), Fraction._denominator.__get__(value)  # type: ignore[attr-defined]
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise ArgumentError(f"a Fraction must hold two ints, got {type(value).__name__}", argument="value",
+                                fix="pass a Fraction built from ints, an int or a float")
+        return Fraction(int.__index__(parts[0]), int.__index__(parts[1]))  # type: ignore[return-value]
+    if isinstance(value, decimal.Decimal) and type(value) is not decimal.Decimal:
+        return decimal.Decimal(decimal.Decimal.__str__(value))  # type: ignore[return-value]
+    return value
+
+
+__all__ = ["Final", "Sealed", "plain"]

@@ -1,0 +1,97 @@
+"""Review 30b: the analyst's numbers and lists, read after they were checked (follow-ups to review 30).
+
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+SEEN: list[tuple[str, tuple[Any, ...]]] = []
+ARMED = [False]
+
+
+def _recording(base: type, names: tuple[str, ...]) -> dict[str, Any]:
+    """Methods that record their operands once armed (after the query was built), then act as ``base``'s."""
+    def make(name: str) -> Any:
+        def method(self: Any, *args: Any) -> Any:
+            if ARMED[0]:
+                SEEN.append((name, args))
+            return getattr(base, name)(self, *args)
+        return method
+    return {n: make(n) for n in names}
+
+
+_OPS = ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__mul__", "__rmul__", "__add__", "__radd__", "__sub__",
+        "__rsub__", "__truediv__", "__rtruediv__", "__floordiv__", "__neg__", "__int__", "__float__", "__index__")
+SpyInt = type("SpyInt", (int,), {**_recording(int, _OPS), "__hash__": int.__hash__,
+                                  "numerator": property(lambda self: self)})    # Fraction(x) keeps x itself
+
+
+def _ratio(self: float) -> tuple[int, int]:
+    n, d = float.as_integer_ratio(self)
+    return SpyInt(n), SpyInt(d)
+
+
+SpyFloat = type("SpyFloat", (float,), {**_recording(float, _OPS), "__hash__": float.__hash__,
+                                       "as_integer_ratio": _ratio})
+
+
+def _spy_fraction(x: object) -> Fraction:
+    f = Fraction(x)  # type: ignore[arg-type]
+    cls = type("SpyFraction", (Fraction,), {**_recording(Fraction, _OPS), "__hash__": Fraction.__hash__})
+    return cls(SpyInt(f.numerator), SpyInt(f.denominator))  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def armed() -> Any:
+    SEEN.clear()
+
+    class Arm:
+        def __enter__(self) -> None:
+            ARMED[0] = True
+
+        def __exit__(self, *exc: object) -> None:
+            ARMED[0] = False
+    yield Arm()
+    ARMED[0] = False
+
+
+def _session(unit: dp.PrivacyUnit | None = None) -> dp.Session:
+    data = pl.DataFrame({"u": range(100), "x": [float(i % 10) for i in range(100)],
+                         "g": [str(i % 3) for i in range(100)]})
+    return dp.Session({"t": data}, privacy_unit=unit or dp.PrivacyUnit.row(), budget=dp.ApproxDP(100, 1e-5), seed=0)
+
+
+def test_a_number_subclass_sees_nothing_the_engine_computes(armed: Any) -> None:
+    """``Fraction(x)`` keeps ``x.numerator`` as given (and a float's ``as_integer_ratio()``): a budget, bounds or
+    threshold given as a number subclass left the analyst's int inside the engine's Fractions, whose
+    ``__mul__``/``__eq__`` then ran on every accounting step, clamp and noise calibration (a sum's bounds: 80
+    calls; a budget's ε: the ledger's sums), and a threshold Fraction subclass received the channel's exact
+    noisy value in ``__le__``. Numbers are read through ``dpframe.sealed.plain`` where they enter."""
+    sess = _session()
+    t = sess.table("t")
+    queries = [t.agg(dp.sum("x", bounds=(SpyFloat(0), _spy_fraction(10))), dp.mean("x", bounds=(SpyInt(0), 10))),
+               t.agg(dp.quantile("x", q=[SpyFloat(0.5)], bounds=(SpyFloat(0), SpyFloat(10)))),
+               t.agg(dp.measure("histogram", "x", bounds=(0, 10), edges=(SpyFloat(0), _spy_fraction(5), 10)))]
+    budget = dp.PureDP(_spy_fraction(Fraction(1, 2)))
+    target = dp.above(_spy_fraction(10))
+    accuracy = dp.Accuracy(half_width=SpyFloat(10), confidence=SpyFloat(0.9))
+    top = t.group_by("g").top_k(k=2, lam=_spy_fraction(1))
+    threshold = _spy_fraction(10**6)
+    with armed:
+        for q in queries:
+            q.collect(budget, ci=SpyFloat(0.9))
+        t.agg(dp.len()).cost(accuracy=accuracy)
+        top.collect(dp.ApproxDP(budget.epsilon, 1e-6))
+        assert target.contains(Fraction(12345, 7))
+        with sess.target_charging(epsilon=Fraction(1, 10), max_hits=1, delta=1e-6) as ch:
+            ch.test(t.agg(dp.len()), threshold=threshold)
+    assert SEEN == []
+    assert type(budget.epsilon) is Fraction and type(budget.epsilon.numerator) is int
