@@ -116,6 +116,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     if not callable(stop):
         raise ArgumentError("must be a function of the released results", argument="stop",
                             fix="pass stop=lambda r: ...")
+    steps = tuple(steps)    # a snapshot: ``stop`` (or another thread) replacing an item would run an unplanned query
     session = steps[0]._session
     cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
     points = {int(k) for k in cells}

@@ -95,3 +95,21 @@ def test_a_number_subclass_sees_nothing_the_engine_computes(armed: Any) -> None:
             ch.test(t.agg(dp.len()), threshold=threshold)
     assert SEEN == []
     assert type(budget.epsilon) is Fraction and type(budget.epsilon.numerator) is int
+
+
+def test_a_stop_rule_cannot_replace_a_step_after_it_was_planned() -> None:
+    """``run_until`` planned every step, then ran ``zip(steps, plans)`` over the analyst's list: a stop rule
+    doing ``steps[1] = private_keys_query`` ran that query's node with the public-keys step's plan, and the
+    key only one unit has was released with no partition selection at δ = 0. The steps are a snapshot."""
+    from dpframe.interactive.stopping import run_until
+    data = pl.DataFrame({"u": [i // 100 for i in range(1000)], "g": ["common"] * 999 + ["rare"]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=100), budget=dp.ApproxDP(10, 1e-6),
+                      seed=0)
+    t = sess.table("t")
+    steps = [t.agg(dp.len()), t.group_by("g", keys=["common"]).agg(dp.len())]
+
+    def stop(results: list[pl.DataFrame]) -> bool:
+        steps[1] = t.group_by("g").agg(dp.len())
+        return False
+    out = run_until(steps, dp.PureDP(Fraction(1, 10)), stop=stop)
+    assert out[1]["g"].to_list() == ["common"]
