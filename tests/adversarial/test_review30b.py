@@ -113,3 +113,16 @@ def test_a_stop_rule_cannot_replace_a_step_after_it_was_planned() -> None:
         return False
     out = run_until(steps, dp.PureDP(Fraction(1, 10)), stop=stop)
     assert out[1]["g"].to_list() == ["common"]
+
+
+@pytest.mark.parametrize("method", ["spent", "remaining", "history", "spent_report", "close", "table", "sql"])
+def test_a_session_handed_to_an_analyst_keeps_its_methods(method: str) -> None:
+    """The session's methods were instance-assignable: an analyst given the session could set
+    ``sess.history = lambda: <empty>`` or ``sess.spent = lambda: dp.PureDP(0)`` to hide what was spent from
+    whoever reads the same object afterwards, or ``sess.close = lambda: None`` so that the curator's
+    ``with sess:`` left it open. The session is Sealed."""
+    sess = _session()
+    with pytest.raises(AttributeError, match="read-only"):
+        setattr(sess, method, lambda *args, **kwargs: None)
+    sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.history().height == 1 and sess.spent() == dp.ApproxDP(1, 0)
