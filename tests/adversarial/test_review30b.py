@@ -5,6 +5,7 @@ Each test is an attack that broke, kept with its fix: it fails if the defence re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -126,3 +127,25 @@ def test_a_session_handed_to_an_analyst_keeps_its_methods(method: str) -> None:
         setattr(sess, method, lambda *args, **kwargs: None)
     sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
     assert sess.history().height == 1 and sess.spent() == dp.ApproxDP(1, 0)
+
+
+@pytest.mark.parametrize(("family", "attribute"), [("learn_rectangle", "features"), ("learn_rectangle", "domains"),
+                                                   ("linear_regression", "features"),
+                                                   ("linear_regression", "bounds")])
+def test_a_family_query_keeps_the_lists_it_was_validated_with(family: str, attribute: str) -> None:
+    """``q.query`` refuses assignment, but its lists were the engine's own: ``q.query.features.append("y")``
+    added a feature after validation (the label, which the builder refuses), read again when the query runs
+    — also by another thread between the plan, which priced one slice per feature, and the run. A
+    regression's features and bounds were read again at run time after its statistics were planned. They
+    are tuples and read-only mappings."""
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(200)], "y": [i % 2 for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-6), seed=0)
+    t = sess.table("t")
+    q = (t.learn_rectangle(["x"], label="y", bounds={"x": (0, 10)}) if family == "learn_rectangle" else
+         t.query("linear_regression", features=["x"], label="y", bounds={"x": (0, 10), "y": (0, 1)}))
+    value = getattr(q.query, attribute)
+    with pytest.raises((AttributeError, TypeError)):
+        if isinstance(value, Mapping):
+            value["y"] = (0, 10**6)  # type: ignore[index]
+        else:
+            value.append(value[0])
