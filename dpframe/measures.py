@@ -69,6 +69,15 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     return out[0], out[1]
 
 
+def _frozen(value: object) -> Any:
+    """``value`` with every list, tuple or set in it a tuple, and every number plain (:func:`plain`)."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(_frozen(v) for v in value)
+    return plain(value)
+
+
 Column = str | pl.Expr
 """A measure's input: a column name, or a row-level Polars expression."""
 
@@ -118,6 +127,11 @@ class Measure(Final, argument="measures"):
     options: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
     expression: str | None = None   # a row-level expression (JSON) computing ``column``; None: a plain column
+
+    def __post_init__(self) -> None:
+        # the analyst's lists as tuples of plain numbers: options are read again when the query runs, after
+        # it was priced (a list changed in between, by the analyst or another thread, would run other bins)
+        object.__setattr__(self, "options", tuple((k, _frozen(v)) for k, v in self.options))
 
     @property
     def expr(self) -> pl.Expr | None:

@@ -149,3 +149,19 @@ def test_a_family_query_keeps_the_lists_it_was_validated_with(family: str, attri
             value["y"] = (0, 10**6)  # type: ignore[index]
         else:
             value.append(value[0])
+
+
+def test_a_measure_keeps_the_options_it_was_built_with() -> None:
+    """A measure's options held the analyst's own list (``edges=[0, 5, 10]``): changing it after the query
+    was priced changed what ran (other bins), and the histogram reads the edges again when it runs, after
+    the plan validated them (another thread could make them overlap: a row in two bins for the price of
+    one). Options are stored as tuples of plain values."""
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(100)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    edges = [0, 5, 10]
+    q = sess.table("t").agg(dp.measure("histogram", "x", bounds=(0, 10), edges=edges))
+    assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    edges[1:2] = [2, 7]
+    assert q.collect(dp.PureDP(1)).columns == ["x_hist_0_5", "x_hist_5_10"]
+    assert dp.measure("histogram", "x", bounds=(0, 10), edges=[SpyInt(0), 10]).option("edges") == (0, 10)
+    assert [type(e) for e in dp.measure("histogram", "x", edges=[SpyInt(0), 10]).option("edges")] == [int, int]
