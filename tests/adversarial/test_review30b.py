@@ -165,3 +165,19 @@ def test_a_measure_keeps_the_options_it_was_built_with() -> None:
     assert q.collect(dp.PureDP(1)).columns == ["x_hist_0_5", "x_hist_5_10"]
     assert dp.measure("histogram", "x", bounds=(0, 10), edges=[SpyInt(0), 10]).option("edges") == (0, 10)
     assert [type(e) for e in dp.measure("histogram", "x", edges=[SpyInt(0), 10]).option("edges")] == [int, int]
+
+
+def test_a_stopping_point_is_read_as_a_plain_int() -> None:
+    """``run_until(stops=[k])`` keyed each cell by ``str(k)`` and ran to the points read back from those keys:
+    an int subclass equal to 1 whose ``__str__`` said "3" priced the cell "3" at one step's ε, and the run
+    released 3 steps of ε = 1 for a charge of ε = 1. Stopping points are plain ints."""
+    from dpframe.interactive.stopping import run_until
+
+    class Liar(int):
+        def __str__(self) -> str:
+            return "3"
+    sess = dp.Session({"t": pl.DataFrame({"x": list(range(100))})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=0)
+    steps = [sess.table("t").agg(dp.len()) for _ in range(4)]
+    out = run_until(steps, dp.PureDP(1), stop=lambda r: len(r) == 3, stops=[Liar(1)])
+    assert len(out) == 4 and sess.spent() == dp.PureDP(4)
