@@ -132,6 +132,8 @@ class Measure(Final, argument="measures"):
         # the analyst's lists as tuples of plain numbers: options are read again when the query runs, after
         # it was priced (a list changed in between, by the analyst or another thread, would run other bins)
         object.__setattr__(self, "options", tuple((k, _frozen(v)) for k, v in self.options))
+        for name in ("kind", "column", "name"):      # a str subclass could answer differently to the planner
+            object.__setattr__(self, name, plain(getattr(self, name)))
 
     @property
     def expr(self) -> pl.Expr | None:

@@ -96,11 +96,12 @@ N = TypeVar("N")
 
 
 def plain(value: N) -> N:
-    """``value`` without any analyst code in it: an int/float/Fraction/Decimal subclass as the plain value.
+    """``value`` without any analyst code in it: a str/int/float/Fraction/Decimal subclass as the plain value.
 
     Reads the number's own storage (never a method the subclass may override); a Fraction is rebuilt from
-    plain ints. Anything else (a string, a NumPy scalar, a non-number) is returned as given for the
-    caller's validation.
+    plain ints. Anything else (a NumPy scalar, a container, any other object) is returned as given for
+    the caller's validation. (A ``str`` subclass's ``__eq__`` could say "not 'gumbel'" while the query is
+    checked, then "gumbel" when it runs.)
 
     Example:
         >>> class Loud(int):
@@ -111,6 +112,8 @@ def plain(value: N) -> N:
     """
     if isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return str.__str__(value)  # type: ignore[return-value]
     if isinstance(value, int):
         return int.__index__(value)  # type: ignore[return-value]
     if isinstance(value, float):
@@ -126,4 +129,26 @@ def plain(value: N) -> N:
     return value
 
 
-__all__ = ["Final", "Sealed", "plain"]
+def plain_copy(value: N) -> N:
+    """``value`` with every number and string in it :func:`plain`, its lists, tuples and dicts copied.
+
+    For arguments a query stores and reads again later (a list changed after the query was checked, or
+    a ``str`` subclass that answers differently, would run something that was never checked).
+
+    Example:
+        >>> features = ["x"]
+        >>> copy = plain_copy({"features": features})
+        >>> features.append("y"); copy
+        {'features': ['x']}
+
+    """
+    if isinstance(value, list):
+        return [plain_copy(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(plain_copy(v) for v in value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {plain_copy(k): plain_copy(v) for k, v in value.items()}  # type: ignore[return-value]
+    return plain(value)
+
+
+__all__ = ["Final", "Sealed", "plain", "plain_copy"]

@@ -181,3 +181,30 @@ def test_a_stopping_point_is_read_as_a_plain_int() -> None:
     steps = [sess.table("t").agg(dp.len()) for _ in range(4)]
     out = run_until(steps, dp.PureDP(1), stop=lambda r: len(r) == 3, stops=[Liar(1)])
     assert len(out) == 4 and sess.spent() == dp.PureDP(4)
+
+
+def test_a_str_subclass_cannot_pass_one_method_to_the_checks_and_run_another() -> None:
+    """A ``str`` subclass "gumbel" whose ``__eq__`` denied being "gumbel" while ``top_k`` checked that the
+    method has public keys, then admitted it when the query ran: Gumbel sampled among the keys present in
+    the data, and the key only one unit has was released without partition selection. A family's
+    arguments (and measure kinds, columns, names and group-by columns) are read as plain strings."""
+    class Liar(str):
+        checked = 0
+
+        def __eq__(self, other: object) -> bool:
+            if type(other) is str and other in ("gumbel", "peeling", "tct"):
+                Liar.checked += 1
+                if Liar.checked > 1:       # "gumbel" is a known method, but not one that needs public keys
+                    return False
+            return str.__eq__(self, other)
+
+        def __ne__(self, other: object) -> bool:
+            return not self.__eq__(other)
+
+        __hash__ = str.__hash__
+    data = pl.DataFrame({"u": range(1000), "g": ["common"] * 999 + ["rare"]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, 1e-6), seed=0)
+    with pytest.raises(dp.PlanError, match="public key") as info:
+        sess.table("t").group_by("g").top_k(k=2, method=Liar("gumbel"))
+    assert info.value.argument == "keys"
+    assert type(dp.sum(Liar("x"), bounds=(0, 1)).column) is str
