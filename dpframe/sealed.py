@@ -32,10 +32,13 @@ later receive the engine's values (a noisy count compared with a threshold), and
 
 from __future__ import annotations
 
+import collections
 import decimal
 import functools
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
+
+import polars as pl
 
 from dpframe.errors import ArgumentError
 
@@ -90,6 +93,39 @@ class Final:
         raise ArgumentError(f"{parent.__name__} cannot be subclassed ({cls.__name__}): the engine reads it more than "
                             "once, and a subclass could answer differently each time", argument=parent._argument,
                             fix=f"pass a {parent.__name__} built by dpframe itself")
+
+
+class ReadOnlySchema(pl.Schema):
+    """A table's or a plan node's schema: it cannot be changed in place (``frame.schema`` hands it out).
+
+    Every check of a later step (totality, the backends' casts) reads it; an analyst who could set
+    ``frame.schema["s"] = pl.Int64`` on a string column made the backend cast the column, and the query
+    failed exactly when some row was not a number. Copy it (``pl.Schema(frame.schema)``) to edit one.
+
+    Example:
+        >>> s = ReadOnlySchema({"x": pl.Int64})
+        >>> s["x"] = pl.String
+        Traceback (most recent call last):
+        ...
+        TypeError: a frame's schema is read-only: it describes the private table; edit a copy, pl.Schema(schema)
+
+    """
+
+    def __init__(self, schema: Any = None) -> None:
+        for name, dtype in pl.Schema(schema).items():
+            collections.OrderedDict.__setitem__(self, name, dtype)
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a frame's schema is read-only: it describes the private table; edit a copy, "
+                        "pl.Schema(schema)")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = move_to_end = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReadOnlySchema, (list(self.items()),)
+
+    def __repr__(self) -> str:
+        return repr(pl.Schema(self))
 
 
 N = TypeVar("N")
@@ -151,4 +187,4 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "Sealed", "plain", "plain_copy"]
+__all__ = ["Final", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]

@@ -208,3 +208,21 @@ def test_a_str_subclass_cannot_pass_one_method_to_the_checks_and_run_another() -
         sess.table("t").group_by("g").top_k(k=2, method=Liar("gumbel"))
     assert info.value.argument == "keys"
     assert type(dp.sum(Liar("x"), bounds=(0, 1)).column) is str
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_frame_schema_cannot_be_changed_in_place(backend: str) -> None:
+    """``frame.schema`` was the table's own schema object: ``sess.table("t").schema["s"] = pl.Int64`` on a
+    string column changed it for every later frame, the backend cast the column to the declared type, and a
+    query failed exactly when some row was not a number (an exception oracle, charged, on both backends).
+    Schemas handed out are read-only."""
+    sess = dp.Session({"t": pl.DataFrame({"s": ["1", "2", "x"]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=0, backend=backend)
+    t = sess.table("t")
+    for schema in (t.schema, t.collect_schema(), t.filter(pl.col("s") == "1").schema,
+                   t.agg(dp.len()).node.input.schema):
+        with pytest.raises(TypeError, match="read-only"):
+            schema["s"] = pl.Int64
+        with pytest.raises(TypeError, match="read-only"):
+            schema.pop("s")
+    assert sess.table("t").schema == pl.Schema({"s": pl.String}) and pl.Schema(t.schema) == t.schema
