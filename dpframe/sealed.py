@@ -128,6 +128,60 @@ class ReadOnlySchema(pl.Schema):
         return repr(pl.Schema(self))
 
 
+class ReadOnlyKeys(pl.DataFrame):
+    """Public group keys the query was checked with: a DataFrame nothing can change in place.
+
+    ``q.node.keys`` hands them out; the engine checks them once (no duplicates, the columns' types) and
+    reads them again when the query runs. ``q.node.keys[1, "g"] = "0"`` made two groups "0", each
+    released with its own noise for the price of one. What is derived from them (a join, a filter) is an
+    ordinary DataFrame.
+
+    Example:
+        >>> keys = ReadOnlyKeys.of(pl.DataFrame({"g": ["a", "b"]}))
+        >>> keys[1, "g"] = "a"
+        Traceback (most recent call last):
+        ...
+        TypeError: public keys are read-only: the query was checked with them; build a new query
+
+    """
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame) -> ReadOnlyKeys:
+        """A read-only copy of ``frame`` (the caller's frame can change; the copy cannot)."""
+        keys = cls.__new__(cls)
+        keys._df = frame.clone()._df
+        return keys
+
+    @classmethod
+    def _from_pydf(cls, py_df: Any) -> pl.DataFrame:
+        return pl.DataFrame._from_pydf(py_df)       # what polars derives from the keys is a plain frame
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("public keys are read-only: the query was checked with them; build a new query")
+
+    __setitem__ = insert_column = replace_column = drop_in_place = extend = _refuse  # type: ignore[assignment]
+
+    def vstack(self, other: pl.DataFrame, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).vstack(other)
+
+    def hstack(self, columns: Any, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).hstack(columns)
+
+    def shrink_to_fit(self, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).shrink_to_fit()
+
+    @property  # type: ignore[override]
+    def columns(self) -> list[str]:
+        return pl.DataFrame(self).columns
+
+    @columns.setter
+    def columns(self, names: Any) -> None:
+        self._refuse()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReadOnlyKeys.of, (pl.DataFrame(self),)
+
+
 N = TypeVar("N")
 
 
@@ -187,4 +241,4 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]

@@ -27,7 +27,7 @@ from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.sealed import ReadOnlySchema
+from dpframe.sealed import ReadOnlyKeys, ReadOnlySchema
 
 _PROBE_ROWS = 3
 
@@ -270,6 +270,10 @@ class Aggregate(Node):
     by: tuple[str, ...]
     keys: pl.DataFrame | None
     measures: tuple[Measure, ...]
+
+    def __post_init__(self) -> None:
+        if self.keys is not None and type(self.keys) is not ReadOnlyKeys:    # q.node.keys hands them out
+            object.__setattr__(self, "keys", ReadOnlyKeys.of(self.keys))
 
     @property
     def schema(self) -> pl.Schema:

@@ -226,3 +226,20 @@ def test_a_frame_schema_cannot_be_changed_in_place(backend: str) -> None:
         with pytest.raises(TypeError, match="read-only"):
             schema.pop("s")
     assert sess.table("t").schema == pl.Schema({"s": pl.String}) and pl.Schema(t.schema) == t.schema
+
+
+def test_public_keys_cannot_be_changed_in_place() -> None:
+    """``q.node.keys`` was the query's own DataFrame, checked for duplicates when built and read again when
+    run: ``q.node.keys[1, "g"] = "0"`` released the group "0" twice with independent noise for the price
+    of one (ε = 1 charged, two ε = 1 answers). Public keys are read-only copies."""
+    data = pl.DataFrame({"g": [str(i % 3) for i in range(300)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    mine = pl.DataFrame({"g": ["0", "1"]})
+    q = sess.table("t").group_by("g", keys=mine).agg(dp.len())
+    for keys in (q.node.keys, q.query.source.keys):
+        with pytest.raises(TypeError, match="read-only"):
+            keys[1, "g"] = "0"
+        with pytest.raises(TypeError, match="read-only"):
+            keys.replace_column(0, pl.Series("g", ["0", "0"]))
+    mine[1, "g"] = "0"
+    assert q.collect(dp.PureDP(1))["g"].to_list() == ["0", "1"]
