@@ -27,11 +27,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Literal
 
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError, PlanError
-from dpframe.sealed import Final
+from dpframe.sealed import Final, plain
 
 #: The budgets searched: ε (or ρ) in this range.
 LIMITS = (1e-9, 1e9)
@@ -40,6 +41,7 @@ TOLERANCE = 1e-6
 
 
 def _positive(value: object, argument: str) -> float:
+    value = plain(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not 0 < float(value) < math.inf:
         raise PlanError(f"must be a positive finite number, got {value!r}", argument=argument,
                         fix="pass e.g. half_width=5 (in the measure's units)")
@@ -66,15 +68,18 @@ class Accuracy(Final, argument="accuracy"):
     notion: Literal["pure", "zcdp"] | None = None
 
     def __post_init__(self) -> None:
+        # stored as plain floats, the mapping as a read-only copy: the analyst's mapping or number subclass
+        # could answer differently when cost() and collect() each read them
         if isinstance(self.half_width, Mapping):
-            if not self.half_width or not all(isinstance(k, str) for k in self.half_width):
+            if not self.half_width or not all(type(k) is str for k in self.half_width):
                 raise PlanError(f"must map output names to half-widths, got {self.half_width!r}",
                                 argument="half_width", fix="pass e.g. half_width={'n': 5}")
-            for value in self.half_width.values():
-                _positive(value, "half_width")
+            widths = {k: _positive(v, "half_width") for k, v in dict(self.half_width).items()}
+            object.__setattr__(self, "half_width", MappingProxyType(widths))
         else:
-            _positive(self.half_width, "half_width")
-        c = self.confidence
+            object.__setattr__(self, "half_width", _positive(self.half_width, "half_width"))
+        c = plain(self.confidence)
+        object.__setattr__(self, "confidence", c)
         if isinstance(c, bool) or not isinstance(c, int | float) or not 0 < c < 1:
             raise PlanError(f"must be strictly between 0 and 1, got {c!r}", argument="confidence",
                             fix="pass e.g. confidence=0.95")

@@ -37,6 +37,7 @@ from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plan.nodes import Aggregate
 from dpframe.planning import PhysicalPlan, plan_query, validate_measures
+from dpframe.sealed import plain
 from dpframe.tuning.diagnostics import counted
 from dpframe.tuning.stage import check_auto, plan_staged, staged, stand_in
 
@@ -195,6 +196,7 @@ def confidence(ci: object) -> float:
         dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, got 95...
 
     """
+    ci = plain(ci)
     if isinstance(ci, bool) or not isinstance(ci, int | float) or not math.isfinite(ci) or not 0 < ci < 1:
         raise PlanError(f"must be a confidence level strictly between 0 and 1, got {ci!r}", argument="ci",
                         fix="pass e.g. ci=0.95")

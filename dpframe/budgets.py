@@ -34,7 +34,7 @@ from typing import Literal, TypeAlias, TypeVar, Union
 import numpy as np
 
 from dpframe.errors import BudgetConversionError, BudgetError
-from dpframe.sealed import Final
+from dpframe.sealed import Final, plain
 
 Number: TypeAlias = Union[int, float, str, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
@@ -42,6 +42,7 @@ Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
 
 def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
     """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr)."""
+    value = plain(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)
     elif isinstance(value, numbers.Real) and not isinstance(value, float | Fraction | bool):

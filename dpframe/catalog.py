@@ -29,6 +29,7 @@ from dpframe.backends.base import LoadsOwnTables, SourceAware, SparkBound
 from dpframe.errors import ArgumentError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.sealed import ReadOnlySchema
 from dpframe.tables import load_table
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class TableCatalog:
         if unit.column is not None and unit.column not in schema:
             raise SchemaError(f"table {name!r} has no privacy-unit column {unit.column!r}", argument="privacy_unit",
                               fix=f"use one of {list(schema.names())}")
-        return schema
+        return ReadOnlySchema(schema)
 
     def check_unchanged(self, name: str | None = None) -> None:
         """A :class:`TableChangedError` if the file of table ``name`` (None: of any table) changed since loading.

@@ -58,6 +58,7 @@ import polars as pl
 from dpframe.errors import BoundsError, SchemaError
 from dpframe.measures import check_bounds
 from dpframe.mechanism import Statistic
+from dpframe.sealed import plain
 
 DomainKind = Literal["int", "float", "date", "datetime"]
 Rounding = Literal["down", "nearest"]
@@ -174,6 +175,7 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
         while (hi - grid_origin(lo, g)) / Fraction(2) ** g >= DEFAULT_FLOAT_CODES:   # exact: ≤ 2**32 codes
             g += 1
         return g
+    resolution = plain(resolution)
     if kind == "datetime" and isinstance(resolution, dt.timedelta):
         assert isinstance(dtype, pl.Datetime)
         micros = (resolution.days * 86_400 + resolution.seconds) * 10**6 + resolution.microseconds

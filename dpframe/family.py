@@ -56,7 +56,7 @@ from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.sealed import Sealed
+from dpframe.sealed import ReadOnlyKeys, Sealed
 
 if TYPE_CHECKING:
     from dpframe.accounting.accountants import Accountant
@@ -87,6 +87,8 @@ class Source:
         return self.node.schema
 
     def __post_init__(self) -> None:
+        if self.keys is not None and type(self.keys) is not ReadOnlyKeys:    # q.query.source.keys hands them out
+            object.__setattr__(self, "keys", ReadOnlyKeys.of(self.keys))
         # The unit a query on this node is planned with: the session's, tightened by ``frame.bound(...)``
         # (the reader bounds the rows with the same function, dpframe.plan.nodes.bounded_unit).
         unit = bounded_unit(self.context.unit, self.node)

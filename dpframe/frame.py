@@ -35,6 +35,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound
 from dpframe.planning import PhysicalPlan
+from dpframe.sealed import plain, plain_copy
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
@@ -50,7 +51,8 @@ def _family_query(session: Session, where: str, name: str, source: Source, args:
         raise PlanError(f"{name!r} is a {family.attach.replace('_', '-')} query, not a {where.replace('_', '-')} one",
                         argument=name, fix="call it on a group_by(...)" if family.attach == "group_by"
                         else "call it on the frame, before group_by")
-    return family.build(source, *args, **kwargs)
+    # plain copies: a builder checks its arguments, its query reads them again when it runs
+    return family.build(source, *plain_copy(args), **plain_copy(kwargs))
 
 
 def _families(session: Session, where: str) -> list[str]:
@@ -269,7 +271,7 @@ class Frame:
                 raise PlanError(f"expected column names or expressions, got {c!r} ({type(c).__name__})",
                                 argument="by", fix="pass column names, e.g. group_by('city') or group_by(['city', "
                                                    "'year']), or expressions such as pl.col('city')")
-            cols.append(c)
+            cols.append(plain(c))
         if not cols:
             raise PlanError("group by at least one column", argument="by", fix="e.g. group_by('city')")
         for c in cols:

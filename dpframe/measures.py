@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.errors import ArgumentError, BoundsError, PlanError
-from dpframe.sealed import Final
+from dpframe.sealed import Final, plain
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -51,7 +51,7 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     if not isinstance(bounds, tuple | list) or builtins.len(bounds) != 2:
         raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
     out = []
-    for b in bounds:
+    for b in map(plain, bounds):
         if isinstance(b, dt.date):
             raise BoundsError(f"bound {b!r} is a date: this measure takes numbers", argument=argument,
                               fix="sums, means and variances of dates are not supported: dp.median and dp.quantile "
@@ -67,6 +67,15 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     if out[0] >= out[1]:
         raise BoundsError(f"lower {bounds[0]} must be below upper {bounds[1]}", argument=argument, fix=fix)
     return out[0], out[1]
+
+
+def _frozen(value: object) -> Any:
+    """``value`` with every list, tuple or set in it a tuple, and every number plain (:func:`plain`)."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(_frozen(v) for v in value)
+    return plain(value)
 
 
 Column = str | pl.Expr
@@ -118,6 +127,13 @@ class Measure(Final, argument="measures"):
     options: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
     expression: str | None = None   # a row-level expression (JSON) computing ``column``; None: a plain column
+
+    def __post_init__(self) -> None:
+        # the analyst's lists as tuples of plain numbers: options are read again when the query runs, after
+        # it was priced (a list changed in between, by the analyst or another thread, would run other bins)
+        object.__setattr__(self, "options", tuple((k, _frozen(v)) for k, v in self.options))
+        for name in ("kind", "column", "name"):      # a str subclass could answer differently to the planner
+            object.__setattr__(self, name, plain(getattr(self, name)))
 
     @property
     def expr(self) -> pl.Expr | None:
@@ -252,6 +268,7 @@ def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
 
 def var(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
+    ddof = plain(ddof)
     if ddof not in (0, 1):
         raise ArgumentError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
     return _bounded("var", column, bounds, ddof=ddof)
@@ -282,7 +299,7 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     if not items:
         raise ArgumentError("no quantile probabilities given", argument=argument, fix=fix)
     out = []
-    for v in items:
+    for v in map(plain, items):
         if isinstance(v, numbers.Real) and not isinstance(v, bool | int | float | Fraction):
             v = float(v)
         if isinstance(v, bool) or not isinstance(v, int | float | Fraction) or \

@@ -22,12 +22,23 @@ are frozen, and :class:`Final`: they cannot be subclassed. The engine reads them
 charged, then the noise calibrated, then the rows clamped); a subclass's property could answer
 differently on each read — bounds (0, 1) to the planner and (0, 10⁶) to the backend.
 
+The numbers an analyst passes (budgets, bounds, thresholds, probabilities, caps) are read through
+:func:`plain` where they enter the API: an ``int``, ``float`` or ``Fraction`` subclass becomes the plain
+value, read without running any of its methods. Stored as given, its ``__le__`` or ``__mul__`` would
+later receive the engine's values (a noisy count compared with a threshold), and ``Fraction(x)`` keeps
+``x.numerator`` as given — a plain-looking Fraction with an analyst's int inside.
+
 """
 
 from __future__ import annotations
 
+import collections
+import decimal
 import functools
-from typing import Any
+from fractions import Fraction
+from typing import Any, NoReturn, TypeVar
+
+import polars as pl
 
 from dpframe.errors import ArgumentError
 
@@ -84,4 +95,150 @@ class Final:
                             fix=f"pass a {parent.__name__} built by dpframe itself")
 
 
-__all__ = ["Final", "Sealed"]
+class ReadOnlySchema(pl.Schema):
+    """A table's or a plan node's schema: it cannot be changed in place (``frame.schema`` hands it out).
+
+    Every check of a later step (totality, the backends' casts) reads it; an analyst who could set
+    ``frame.schema["s"] = pl.Int64`` on a string column made the backend cast the column, and the query
+    failed exactly when some row was not a number. Copy it (``pl.Schema(frame.schema)``) to edit one.
+
+    Example:
+        >>> s = ReadOnlySchema({"x": pl.Int64})
+        >>> s["x"] = pl.String
+        Traceback (most recent call last):
+        ...
+        TypeError: a frame's schema is read-only: it describes the private table; edit a copy, pl.Schema(schema)
+
+    """
+
+    def __init__(self, schema: Any = None) -> None:
+        for name, dtype in pl.Schema(schema).items():
+            collections.OrderedDict.__setitem__(self, name, dtype)
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a frame's schema is read-only: it describes the private table; edit a copy, "
+                        "pl.Schema(schema)")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = move_to_end = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReadOnlySchema, (list(self.items()),)
+
+    def __repr__(self) -> str:
+        return repr(pl.Schema(self))
+
+
+class ReadOnlyKeys(pl.DataFrame):
+    """Public group keys the query was checked with: a DataFrame nothing can change in place.
+
+    ``q.node.keys`` hands them out; the engine checks them once (no duplicates, the columns' types) and
+    reads them again when the query runs. ``q.node.keys[1, "g"] = "0"`` made two groups "0", each
+    released with its own noise for the price of one. What is derived from them (a join, a filter) is an
+    ordinary DataFrame.
+
+    Example:
+        >>> keys = ReadOnlyKeys.of(pl.DataFrame({"g": ["a", "b"]}))
+        >>> keys[1, "g"] = "a"
+        Traceback (most recent call last):
+        ...
+        TypeError: public keys are read-only: the query was checked with them; build a new query
+
+    """
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame) -> ReadOnlyKeys:
+        """A read-only copy of ``frame`` (the caller's frame can change; the copy cannot)."""
+        keys = cls.__new__(cls)
+        keys._df = frame.clone()._df
+        return keys
+
+    @classmethod
+    def _from_pydf(cls, py_df: Any) -> pl.DataFrame:
+        return pl.DataFrame._from_pydf(py_df)       # what polars derives from the keys is a plain frame
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("public keys are read-only: the query was checked with them; build a new query")
+
+    __setitem__ = insert_column = replace_column = drop_in_place = extend = _refuse  # type: ignore[assignment]
+
+    def vstack(self, other: pl.DataFrame, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).vstack(other)
+
+    def hstack(self, columns: Any, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).hstack(columns)
+
+    def shrink_to_fit(self, *, in_place: bool = False) -> pl.DataFrame:
+        return self._refuse() if in_place else pl.DataFrame(self).shrink_to_fit()
+
+    @property  # type: ignore[override]
+    def columns(self) -> list[str]:
+        return pl.DataFrame(self).columns
+
+    @columns.setter
+    def columns(self, names: Any) -> None:
+        self._refuse()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReadOnlyKeys.of, (pl.DataFrame(self),)
+
+
+N = TypeVar("N")
+
+
+def plain(value: N) -> N:
+    """``value`` without any analyst code in it: a str/int/float/Fraction/Decimal subclass as the plain value.
+
+    Reads the number's own storage (never a method the subclass may override); a Fraction is rebuilt from
+    plain ints. Anything else (a NumPy scalar, a container, any other object) is returned as given for
+    the caller's validation. (A ``str`` subclass's ``__eq__`` could say "not 'gumbel'" while the query is
+    checked, then "gumbel" when it runs.)
+
+    Example:
+        >>> class Loud(int):
+        ...     def __le__(self, other): raise RuntimeError("saw", other)
+        >>> type(plain(Loud(3))), plain(Fraction(Loud(1), 2)) <= Fraction(1, 2)
+        (<class 'int'>, True)
+
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)  # type: ignore[return-value]
+    if isinstance(value, int):
+        return int.__index__(value)  # type: ignore[return-value]
+    if isinstance(value, float):
+        return float.__float__(value)  # type: ignore[return-value]
+    if isinstance(value, Fraction):
+        parts = Fraction._numerator.__get__(value), Fraction._denominator.__get__(value)  # type: ignore[attr-defined]
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise ArgumentError(f"a Fraction must hold two ints, got {type(value).__name__}", argument="value",
+                                fix="pass a Fraction built from ints, an int or a float")
+        return Fraction(int.__index__(parts[0]), int.__index__(parts[1]))  # type: ignore[return-value]
+    if isinstance(value, decimal.Decimal) and type(value) is not decimal.Decimal:
+        return decimal.Decimal(decimal.Decimal.__str__(value))  # type: ignore[return-value]
+    return value
+
+
+def plain_copy(value: N) -> N:
+    """``value`` with every number and string in it :func:`plain`, its lists, tuples and dicts copied.
+
+    For arguments a query stores and reads again later (a list changed after the query was checked, or
+    a ``str`` subclass that answers differently, would run something that was never checked).
+
+    Example:
+        >>> features = ["x"]
+        >>> copy = plain_copy({"features": features})
+        >>> features.append("y"); copy
+        {'features': ['x']}
+
+    """
+    if isinstance(value, list):
+        return [plain_copy(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(plain_copy(v) for v in value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {plain_copy(k): plain_copy(v) for k, v in value.items()}  # type: ignore[return-value]
+    return plain(value)
+
+
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]

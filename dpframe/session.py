@@ -32,6 +32,7 @@ from dpframe.planning import PlanContext
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.release import ReleaseContext
+from dpframe.sealed import Sealed
 from dpframe.sql.catalog import SQLCatalog
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from dpframe.interactive.tct import TargetChargingChannel
     from dpframe.sql.topk import SQLTopKQuery
 
-class Session:
+class Session(Sealed):
     """Private tables under one privacy unit and one enforced total budget.
 
     Args:

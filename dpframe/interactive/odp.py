@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dpframe.budgets import Budget, make
 from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
+from dpframe.sealed import plain
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -103,6 +104,7 @@ class OdpSpec:
 
 def _finite(value: object, argument: str) -> Fraction:
     """A finite number ≥ 0 as an exact Fraction (PluginError otherwise)."""
+    value = plain(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise PluginError(f"must be a number, got {type(value).__name__}", argument=argument, fix="pass a number ≥ 0")
     if isinstance(value, float) and not math.isfinite(value):

@@ -35,6 +35,7 @@ from dpframe.budgets import PureDP, exact
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.mechanism import Noise, Statistic
 from dpframe.noise import RandomSource, discrete_laplace
+from dpframe.sealed import plain
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
@@ -143,6 +144,7 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
 
 def public_number(value: object, argument: str) -> Fraction:
     """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
+    value = plain(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction | np.integer | np.floating):
         raise ArgumentError(f"must be a public number fixed before running, got {type(value).__name__}",
                            argument=argument,

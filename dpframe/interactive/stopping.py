@@ -67,7 +67,7 @@ def _stops(stops: object, n: int) -> list[int]:
             isinstance(k, int) and not isinstance(k, bool) for k in stops):
         raise ArgumentError(f"expected a list of step counts, got {stops!r}", argument="stops",
                             fix="pass stops=[5, 10]")
-    points = sorted(set(stops) | {n})
+    points = sorted({int.__index__(k) for k in stops} | {n})   # plain: cells are keyed by str(k)
     if points[0] < 1 or points[-1] > n:
         raise ArgumentError(f"stopping points must be in 1..{n}, got {sorted(set(stops))}", argument="stops",
                            fix=f"pass step counts between 1 and {n}")
@@ -116,6 +116,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     if not callable(stop):
         raise ArgumentError("must be a function of the released results", argument="stop",
                             fix="pass stop=lambda r: ...")
+    steps = tuple(steps)    # a snapshot: ``stop`` (or another thread) replacing an item would run an unplanned query
     session = steps[0]._session
     cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
     points = {int(k) for k in cells}

@@ -72,6 +72,7 @@ import numpy.typing as npt
 
 from dpframe.noise.certified import LazyUniform, decide, exp_neg, exp_neg_bounds, uniform_cells
 from dpframe.noise.random import RandomSource, check_size
+from dpframe.sealed import plain
 
 __all__ = [
     "MAX_GAUSSIAN_SIGMA2",
@@ -112,6 +113,7 @@ _HUGE = 2.0**100   # larger exponents (scales below 2^-100) are stored as this: 
 def _exact(value: object, name: str) -> Fraction:
     """``value`` as an exact Fraction; floats/Decimals converted exactly, NaN/inf rejected."""
     fix = "pass a finite rational such as Fraction(1, 2) or an int"
+    value = plain(value)
     if isinstance(value, bool):
         raise TypeError(f"{name} must be a rational number, got a bool; {fix}")
     if isinstance(value, Fraction):

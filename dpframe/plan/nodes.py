@@ -27,6 +27,7 @@ from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.sealed import ReadOnlyKeys, ReadOnlySchema
 
 _PROBE_ROWS = 3
 
@@ -95,6 +96,10 @@ class Scan(Node):
     table_schema: pl.Schema
     bound: PrivacyUnit | None = None
 
+    def __post_init__(self) -> None:
+        if type(self.table_schema) is not ReadOnlySchema:         # frame.schema hands it out
+            object.__setattr__(self, "table_schema", ReadOnlySchema(self.table_schema))
+
     @classmethod
     def of(cls, table: str, schema: pl.Schema) -> Scan:
         """A scan of ``table`` whose public schema is ``schema``."""
@@ -138,6 +143,10 @@ class RowNode(Node):
 
     input: Node
     output_schema: pl.Schema
+
+    def __post_init__(self) -> None:
+        if type(self.output_schema) is not ReadOnlySchema:        # frame.schema hands it out
+            object.__setattr__(self, "output_schema", ReadOnlySchema(self.output_schema))
 
     @property
     def schema(self) -> pl.Schema:
@@ -261,6 +270,10 @@ class Aggregate(Node):
     by: tuple[str, ...]
     keys: pl.DataFrame | None
     measures: tuple[Measure, ...]
+
+    def __post_init__(self) -> None:
+        if self.keys is not None and type(self.keys) is not ReadOnlyKeys:    # q.node.keys hands them out
+            object.__setattr__(self, "keys", ReadOnlyKeys.of(self.keys))
 
     @property
     def schema(self) -> pl.Schema:

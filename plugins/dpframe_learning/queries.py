@@ -352,7 +352,7 @@ class LearningQuery(Generic[R]):
                           lambda reader, rng: self._run(params, reader, rng), detail=detail)
 
     @staticmethod
-    def _groups(reader: PrivateReader, node: Node, columns: list[str]) -> pl.DataFrame:
+    def _groups(reader: PrivateReader, node: Node, columns: Sequence[str]) -> pl.DataFrame:
         """Distinct value combinations of ``columns`` with their row counts, after contribution bounding.
 
         Private: only inside :meth:`_run`. Rows with a null or NaN in any of ``columns`` are dropped.
@@ -685,7 +685,9 @@ class RectangleQuery(LearningQuery[Rectangle]):
         if isinstance(features, str) or not isinstance(features, Sequence) or not features:
             raise SchemaError(f"expected a list of feature columns, got {features!r}", argument="features",
                               fix="pass e.g. ['x1', 'x2']")
-        self.features = [_column(source, f, "features") for f in features]
+        # tuples: read again when it runs (after the plan priced one slice per feature); a list shown through
+        # ``q.query.features`` could be appended to, by another thread too, between the pricing and the run
+        self.features = tuple(_column(source, f, "features") for f in features)
         if len(set(self.features)) != len(self.features):
             raise SchemaError(f"repeated feature in {self.features}", argument="features", fix="name each once")
         self.label = _label(source, label)
@@ -695,12 +697,12 @@ class RectangleQuery(LearningQuery[Rectangle]):
             raise SchemaError(f"bounds must map every feature to (lower, upper); got {bounds!r}",
                               argument="bounds", fix="pass bounds={'x1': (0, 99), 'x2': (0, 99)}")
         res = dict(resolution or {})
-        self.domains = [OrderedDomain.of(f, source.schema[f], bounds[f], res.get(f)) for f in self.features]
+        self.domains = tuple(OrderedDomain.of(f, source.schema[f], bounds[f], res.get(f)) for f in self.features)
         self.beta = check_beta(beta)
         self._input = Filter.of(source.node, pl.col(self.label).cast(pl.Int64, strict=False) == 1)
 
     def describe(self) -> str:
-        return (f"learn_rectangle({self.features}, label={self.label}, β={self.beta:g}) over "
+        return (f"learn_rectangle({list(self.features)}, label={self.label}, β={self.beta:g}) over "
                 + "; ".join(d.describe() for d in self.domains))
 
     def _slices(self, allowance: Allowance, slices: int) -> SlicePlan:

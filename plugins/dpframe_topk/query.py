@@ -38,6 +38,7 @@ from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure, count_units
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.noise import Noise
+from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
 from dpframe_topk import select
 from dpframe_topk.budgeting import (
@@ -473,6 +474,7 @@ def _short(value: object) -> str:
 
 
 def _fraction(value: object, argument: str) -> Fraction:
+    value = plain(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise BoundsError(f"expected a number, got {value!r}", argument=argument, fix="pass a number ≥ 0")
     if isinstance(value, float) and not math.isfinite(value):

@@ -55,6 +55,7 @@ from dpframe.errors import ArgumentError, BoundsError, PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
+from dpframe.sealed import plain
 
 __all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "parse_edges", "privacy_curve"]
 
@@ -88,7 +89,7 @@ def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) 
         raise BoundsError(f"at most {MAX_BINS} bins, got {len(values) - 1}", argument="edges",
                           fix="use wider bins")
     out: list[Fraction] = []
-    for e in values:
+    for e in map(plain, values):      # plain numbers: a subclass's methods would see the engine's values
         if isinstance(e, bool | np.bool_) or not isinstance(e, int | float | Fraction | np.integer | np.floating):
             raise BoundsError(f"edge {e!r} is not a number", argument="edges", fix=_EDGES_FIX)
         if isinstance(e, float | np.floating) and not math.isfinite(float(e)):

@@ -35,6 +35,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import dpframe as dp
@@ -102,7 +103,9 @@ class RegressionQuery:
             clamp[c] = (float(pair[0]), float(pair[1]))
         if isinstance(ridge, bool) or not isinstance(ridge, int | float) or not math.isfinite(ridge) or ridge < 0:
             raise PlanError(f"ridge must be a finite number ≥ 0, got {ridge!r}", argument="ridge", fix="pass ridge=1.0")
-        self.features, self.label, self.bounds, self.ridge = list(features), label, clamp, float(ridge)
+        # a tuple and a read-only mapping: read again when it runs, after the statistics were planned
+        self.features, self.label, self.ridge = tuple(features), label, float(ridge)
+        self.bounds: Mapping[str, tuple[float, float]] = MappingProxyType(clamp)
         derived, measures = {}, [dp.len()]
         for name in columns:                                  # Σ x and Σ y
             measures.append(dp.sum(name, bounds=clamp[name]).alias(f"sum_{name}"))
@@ -121,7 +124,7 @@ class RegressionQuery:
 
     def describe(self) -> str:
         """One line for the history."""
-        return f"linear_regression({self.features}, {self.label!r}, ridge={self.ridge:g})"
+        return f"linear_regression({list(self.features)}, {self.label!r}, ridge={self.ridge:g})"
 
     def plan(self, budget: object) -> FamilyPlan[LinearModel]:
         """Plan the sums (the core splits the budget and calibrates); the run fits the model. Free."""
@@ -133,7 +136,8 @@ class RegressionQuery:
                  f"fit: ridge least squares (λ = {self.ridge:g}) on the noisy sums below (post-processing)",
                  *sums.explain.lines)
         explain = Explain("dpframe linear regression", sums.explain.steps, lines, sums.explain.notes,
-                          {**sums.explain.data, "features": self.features, "label": self.label, "ridge": self.ridge})
+                          {**sums.explain.data, "features": list(self.features), "label": self.label,
+                           "ridge": self.ridge})
         return dataclasses.replace(sums, run=run, explain=explain, mechanisms=f"linear_regression ({sums.mechanisms})")
 
     def _fit(self, released: Mapping[str, float]) -> LinearModel:
