@@ -94,7 +94,8 @@ def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) 
             raise BoundsError(f"edge {e!r} is not a number", argument="edges", fix=_EDGES_FIX)
         if isinstance(e, float | np.floating) and not math.isfinite(float(e)):
             raise BoundsError(f"edge {e} is not finite", argument="edges", fix=_EDGES_FIX)
-        out.append(Fraction(int(e)) if isinstance(e, int | np.integer) else Fraction(e))
+        out.append(Fraction(int(e)) if isinstance(e, int | np.integer) else Fraction(e) if isinstance(e, Fraction)
+                   else Fraction(float(e)))      # a NumPy float32 is exact as a float, and no Rational itself
     for a, b in zip(out, out[1:]):
         if not float(a) < float(b):   # the backend compares in float64: distinct there too
             raise BoundsError(f"must be strictly increasing, but {_name(a)} >= {_name(b)}", argument="edges",

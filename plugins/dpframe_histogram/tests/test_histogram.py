@@ -72,6 +72,7 @@ def test_columns_and_names() -> None:
     assert bin_columns(HALVES) == ["age_half_0_50", "age_half_50_100"]
     assert bin_columns(FINE) == ["x_hist_-1_-0.5", "x_hist_-0.5_0", "x_hist_0_0.25", "x_hist_0.25_1"]
     assert parse_edges([0, 0.5]) == (Fraction(0), Fraction(1, 2))
+    assert parse_edges([np.float32(0), np.float32(0.5), np.float64(1)]) == (Fraction(0), Fraction(1, 2), Fraction(1))
 
 
 def test_one_share_covers_all_bins() -> None:
