@@ -27,6 +27,7 @@ from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
+from dpframe.sealed import plain
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
@@ -169,6 +170,9 @@ class SQLQuery(Query):
 def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = None,
               backend: str | None = None) -> SQLQuery | SQLTopKQuery:
     """Parse, check and lower ``text`` for ``session`` (free: reads no private data)."""
+    # plain strings: the backend name is checked now and looked up again when the query runs, and the
+    # text's parse is cached by its hash (a str subclass could answer either differently each time)
+    text, backend = plain(text), plain(backend)
     if backend is not None:
         session._catalog.backend(backend)  # validates the name
     if keys is not None and not isinstance(keys, Mapping):

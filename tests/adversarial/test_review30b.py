@@ -243,3 +243,16 @@ def test_public_keys_cannot_be_changed_in_place() -> None:
             keys.replace_column(0, pl.Series("g", ["0", "0"]))
     mine[1, "g"] = "0"
     assert q.collect(dp.PureDP(1))["g"].to_list() == ["0", "1"]
+
+
+def test_sql_text_and_backend_name_are_read_as_plain_strings() -> None:
+    """``sess.sql(text, backend=...)`` checks the backend name (what it refuses), then stores it and looks it
+    up again when the query runs, and caches the parse of the text by its hash and equality: a ``str``
+    subclass could answer those differently each time. Both are read as plain strings where they enter."""
+    class Shifty(str):
+        __hash__ = str.__hash__
+    data = pl.DataFrame({"x": [1.0, 2.0]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), seed=0)
+    q = sess.sql(Shifty("SELECT COUNT(*) AS n FROM t"), backend=Shifty("duckdb"))
+    assert type(q.backend_name) is str and type(q.text) is str
+    assert type(q.query.source.backend) is str
