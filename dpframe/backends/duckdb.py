@@ -36,9 +36,11 @@ What runs in DuckDB:
    go back as a boolean column the statistics query reads the table through (for a Parquet file not
    in memory, by a ``POSITIONAL JOIN``);
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
-   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in 64 bits
-   (DuckDB's ``sum_no_overflow``) where the source's row count proves that no sum can leave them
-   (:func:`~dpframe.backends.base.int64_sums_are_exact`), else in HUGEINT. A partial ``sorted``
+   clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in doubles where
+   the source's row count proves every partial sum an integer a double holds exactly
+   (:func:`~dpframe.backends.base.double_sums_are_exact`: DuckDB sums doubles faster than it casts them
+   to integers), else in 64 bits (DuckDB's ``sum_no_overflow``) where it proves that no sum can leave
+   them (:func:`~dpframe.backends.base.int64_sums_are_exact`), else in HUGEINT. A partial ``sorted``
    statistic (``near``: quantiles) is answered with rank windows, as on Polars: a Bernoulli sample of
    one row in :data:`~dpframe.backends.rank_windows.SAMPLE_STRIDE` places the windows
    (:func:`~dpframe.backends.polars_windows.place_windows`), and the statistics query counts each
@@ -77,7 +79,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import numpy as np
@@ -85,7 +87,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, kept
-from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.base import StatisticsRequest, double_sums_are_exact, int64_sums_are_exact
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
@@ -165,9 +167,10 @@ class Statistics:
 
     Definitions as in the Polars backend: NULL and NaN are not values; values are cast to DOUBLE, clamped
     (±inf too), shifted, raised to ``power``, scaled to the 2^grid_exp grid, truncated toward zero onto
-    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly (HUGEINT, or with
-    ``int64_sums`` — which the caller sets only where no sum can leave 64 bits — DuckDB's 64-bit
-    ``sum_no_overflow``); terms and totals are clipped to ±SUM_LIMIT. A projection computes
+    it (so ``|term| ≤ Statistic.row_bound()``), and the integers summed exactly: in ``sums`` (which the
+    caller picks from the source's row count) "hugeint", "int64" (no sum can leave 64 bits: DuckDB's
+    ``sum_no_overflow``) or "double" (every partial sum is an integer below 2⁵³: the double sum, cast
+    back, is the integer sum); terms and totals are clipped to ±SUM_LIMIT. A projection computes
     each clamped column once (NULL when the value is NULL or NaN); the aggregates then read it.
 
     Example:
@@ -179,9 +182,9 @@ class Statistics:
     """
 
     def __init__(self, unit: str | None, schema: pl.Schema, statistics: tuple[Statistic, ...] = (),
-                 int64_sums: bool = False) -> None:
+                 sums: Literal["hugeint", "int64", "double"] = "hugeint") -> None:
         self.unit, self.schema = unit, schema
-        self._sum = "sum_no_overflow" if int64_sums else "sum"
+        self._sums = sums
         self.values: dict[str, str] = {}
         # A column's non-null count can reuse any of its clamped values (NULL exactly when not a value).
         self._clamped: dict[str, str] = {}
@@ -239,7 +242,11 @@ class Statistics:
         limit = _double(SUM_LIMIT)
         term = scaled if 2 * stat.row_bound() <= SUM_LIMIT else \
             f"CASE WHEN {scaled} > {limit} THEN {limit} WHEN {scaled} < -{limit} THEN -{limit} ELSE {scaled} END"
-        total = f"coalesce({self._sum}(CAST(trunc({term}) AS BIGINT)), 0)"
+        if self._sums == "double":
+            total = f"coalesce(CAST(sum(trunc({term})) AS BIGINT), 0)"
+        else:
+            add = "sum_no_overflow" if self._sums == "int64" else "sum"
+            total = f"coalesce({add}(CAST(trunc({term}) AS BIGINT)), 0)"
         return f"CAST(least(greatest({total}, -{SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT) AS {key}"
 
     def window_aggregates(self, stat: Statistic, ends: list[tuple[int, int]], seen: bool) -> list[str]:
@@ -640,7 +647,7 @@ class DuckDBBackend:
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
         by = [quote(b) for b in request.by]
         unit = request.unit
-        st = Statistics(unit.column, schema, request.statistics, self._int64_sums(request, source))
+        st = Statistics(unit.column, schema, request.statistics, self._sum_type(request, source))
         aggregates = [st.aggregate(s) for s in request.statistics if windows is None or s not in windows.windows.near]
         carry = [*by, *([quote(unit.column)] if unit.column is not None and unit.column not in request.by else [])]
         if windows is not None:
@@ -664,11 +671,15 @@ class DuckDBBackend:
             table.rows = int(self._run(f"SELECT count(*) AS n FROM {table.view}", {})["n"][0])
         return table.rows
 
-    def _int64_sums(self, request: StatisticsRequest, source: pa.Table | None) -> bool:
-        """Whether 64-bit sums are exact: few enough source rows (row nodes add none: public join keys are unique)."""
+    def _sum_type(self, request: StatisticsRequest, source: pa.Table | None) -> Literal["hugeint", "int64", "double"]:
+        """The cheapest exact sum for the source's row count (row nodes add none: public join keys are unique)."""
         sums = [s for s in request.statistics if s.kind == "fixed_sum"]
-        return bool(sums) and "sum_no_overflow" in function_types() \
-            and int64_sums_are_exact(sums, self._size(request, source))
+        if not sums:
+            return "hugeint"
+        rows = self._size(request, source)
+        if double_sums_are_exact(sums, rows):
+            return "double"
+        return "int64" if "sum_no_overflow" in function_types() and int64_sums_are_exact(sums, rows) else "hugeint"
 
     def _unit_rows(self, q: _Query, cur: str, request: StatisticsRequest) -> str:
         """Rows of the public keys (if any) with a unit (with a unit column; else every row)."""

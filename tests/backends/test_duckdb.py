@@ -16,6 +16,7 @@ import dpframe as dp
 from dpframe.backends import duckdb as duckdb_backend
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.duckdb import KEEP, DuckDBBackend
+from dpframe.backends.polars import PolarsBackend
 from dpframe.mechanism import Statistic
 
 DATA = pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "g": ["a", "b", "a", "a", "b", "b"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
@@ -72,20 +73,39 @@ def test_statistics_read_the_table_through_the_bounding_mask_and_no_noise_in_sql
     assert "random" not in sql.lower() and "setseed" not in sql.lower()
 
 
-def test_sums_run_in_64_bits_only_where_no_sum_can_leave_them(tmp_path: Path) -> None:
-    """Six rows of terms ≤ 10 cannot leave 64 bits (DuckDB's sum_no_overflow); terms up to SUM_LIMIT can
-    (HUGEINT); the totals are exact either way, from memory and from Parquet."""
-    small, huge = Statistic("fixed_sum", "x", F(0), F(10), grid_exp=0), Statistic("fixed_sum", "x", F(0), F(2**62),
-                                                                                  grid_exp=0)
+def test_sums_run_in_doubles_or_64_bits_only_where_no_sum_can_leave_them(tmp_path: Path) -> None:
+    """Six rows of terms ≤ 10 keep every partial sum below 2⁵³ (double sums); terms up to 2⁵² cannot leave
+    64 bits (DuckDB's sum_no_overflow); terms up to SUM_LIMIT can (HUGEINT); the totals are exact every
+    way, from memory and from Parquet."""
+    small, large, huge = (Statistic("fixed_sum", "x", F(0), F(top), grid_exp=0) for top in (10, 2**52, 2**62))
     DATA.write_parquet(tmp_path / "t.parquet")
     for b in (backend(t=DATA), DuckDBBackend()):
         if not b._tables:
             b.register_source("t", pl.scan_parquet(tmp_path / "t.parquet"), tmp_path / "t.parquet")
-        for stat, wide in ((small, False), (huge, True)):
+        for stat, kind in ((small, "sum(trunc("), (large, "sum_no_overflow(CAST("), (huge, "sum(CAST(")):
             request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (stat,), 3)
             sql, _ = b.compile(request)
-            assert ("sum_no_overflow(" in sql) is not wide and ("sum(" in sql) is wide
+            assert [k for k in ("sum(trunc(", "sum_no_overflow(CAST(", "sum(CAST(") if k in sql] == [kind]
             assert b.statistics(request)[stat.key].item() == 21
+
+
+def test_double_sums_are_exact_up_to_two_to_the_53() -> None:
+    """4,000 terms of about ±2⁴⁰ (just within 2⁵³ in all) summed in doubles on DuckDB's threads: the exact
+    integer total, equal to the Polars backend's 64-bit sum."""
+    rng = np.random.default_rng(5)
+    top = 2**40
+    x = rng.integers(top - 2**20, top, 4000) * rng.choice([-1, 1], 4000)
+    x[:2000] = np.abs(x[:2000])            # a large positive partial sum first, then cancellation
+    frame = pl.DataFrame({"g": ["a"] * 4000, "x": (x + 0.75 * np.sign(x)).astype(np.float64)})
+    stat = Statistic("fixed_sum", "x", F(-top), F(top), grid_exp=0)
+    request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (stat,), 3)
+    b = backend(t=frame)
+    assert "sum(trunc(" in b.compile(request)[0]
+    exact = int(np.sum(x.astype(object)))        # trunc(x ± 0.75) = x
+    assert b.statistics(request)[stat.key].item() == exact
+    polars = PolarsBackend()
+    polars.register("t", frame.lazy())
+    assert polars.statistics(request)[stat.key].item() == exact
 
 
 def test_an_in_memory_table_is_handed_over_once_without_a_copy() -> None:
