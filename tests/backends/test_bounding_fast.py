@@ -15,6 +15,7 @@ is the multiset of kept values — and, where the row id is itself read by a sta
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -155,14 +156,24 @@ def test_keep_smallest_does_not_depend_on_row_order_or_other_units() -> None:
 
 
 def duckdb_reference(df: pl.DataFrame, unit: PrivacyUnit, by: tuple[str, ...], used: list[str],
-                     seed: int) -> pl.DataFrame:
-    """The definition in DuckDB SQL: copies numbered in row order, one window over every unit, ties by row."""
+                     seed: int, hasher: str = "polars") -> pl.DataFrame:
+    """The definition in DuckDB SQL: copies numbered in row order, one window over every unit, ties by row.
+
+    The rows' hashes as the backend takes them: Polars' ``hash_rows`` for rows it holds as Arrow data
+    (``hasher="polars"``), else DuckDB's ``hash`` of each column and its null flag.
+    """
     con = duckdb.connect()
-    con.register("t", df.with_row_index("r").to_arrow())
-    hashed = ", ".join(f"{c}, {c} IS NULL" for c in dict.fromkeys([str(unit.column), *by, *used]))
+    columns = list(dict.fromkeys([str(unit.column), *by, *used]))
     salted = (seed & SEED_MASK) ^ ROW_SALT
+    if hasher == "polars":
+        con.register("t", df.with_row_index("r").with_columns(h=df.select(columns).hash_rows(salted)).to_arrow())
+        hash_sql = "h"
+    else:
+        con.register("__t", df.with_row_index("r").to_arrow())
+        con.execute("CREATE VIEW t AS SELECT *, NULL::UBIGINT AS h FROM __t")
+        hash_sql = f"hash({', '.join(f'{c}, {c} IS NULL' for c in columns)}, {salted})"
     out = con.sql(f"SELECT * EXCLUDE (r, h, c) FROM (SELECT *, row_number() OVER (PARTITION BY u, h ORDER BY r) - 1 "
-                  f"AS c FROM (SELECT *, hash({hashed}, {salted}) AS h FROM t WHERE u IS NOT NULL)) "
+                  f"AS c FROM (SELECT * EXCLUDE (h), {hash_sql} AS h FROM t WHERE u IS NOT NULL)) "
                   f"QUALIFY rank() OVER (PARTITION BY u ORDER BY CASE WHEN c = 0 THEN h ELSE hash(h, c, {salted}) END, "
                   f"r) <= {unit.max_rows}").pl()
     return out.with_columns(pl.col(c).cast(df.schema[c]) for c in out.columns)
@@ -184,6 +195,38 @@ def test_duckdb_keeps_the_rows_of_the_definition(unit_kind: str, max_rows: int) 
             ids = (Statistic("sorted", "i", Fraction(0), Fraction(10**6), Fraction(0)),)
             got = b.statistics(StatisticsRequest("t", (), unit, (), None, ids, req.seed))
             assert got[ids[0].key].item().to_list() == sorted(duckdb_reference(df, unit, (), ["i"], req.seed)["i"])
+
+
+@pytest.mark.parametrize("unit_kind", ["int", "str"])
+def test_duckdb_keeps_the_rows_of_the_definition_from_parquet(unit_kind: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a Parquet file the rows are hashed by DuckDB's scan (the first query; strings held in memory
+    dictionary-encoded) or, once integer and float columns are held as plain Arrow, by Polars: each
+    query keeps the definition's rows under the hash it took, and both hashes are exercised."""
+    used: list[str] = []
+    local = duckdb_backend._local_hashes
+
+    def spy(data: Any, columns: list[str], seed: int) -> Any:
+        found = local(data, columns, seed)
+        used.append("duckdb" if found is None else "polars")
+        return found
+
+    monkeypatch.setattr(duckdb_backend, "_local_hashes", spy)
+    df = table(1, unit_kind)
+    df.write_parquet(tmp_path / "t.parquet")
+    b = DuckDBBackend()
+    b.register_source("t", pl.scan_parquet(tmp_path / "t.parquet"), tmp_path / "t.parquet")
+    unit = PrivacyUnit("u", max_rows=3)
+    hashers = []
+    for seed, by in ((11, ()), (12, ()), (13, ("g",)), (14, ())):
+        req = StatisticsRequest("t", (), unit, by, None, stats_for(unit_kind), seed)
+        before = len(used)
+        got = b.statistics(req)
+        hashers.append(used[-1] if len(used) > before else "duckdb")     # (not called: the candidates query)
+        want = duckdb_reference(df, unit, by, ["x"], req.seed, hashers[-1])
+        assert_same(got, reference(want, req.statistics, "u", by))
+    # strings (the unit, or the key "g") are held dictionary-encoded: DuckDB hashes them
+    assert hashers == (["duckdb", "polars", "duckdb", "polars"] if unit_kind == "int" else ["duckdb"] * 4)
 
 
 @pytest.mark.parametrize("unit_kind", ["str", "int"])
