@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -107,21 +107,27 @@ class TableCatalog:
                               fix=f"use one of {list(schema.names())}")
         return ReadOnlySchema(schema)
 
-    def check_unchanged(self, name: str | None = None) -> None:
-        """A :class:`TableChangedError` if the file of table ``name`` (None: of any table) changed since loading.
+    def check_unchanged(self, tables: Iterable[str] | None = None) -> None:
+        """A :class:`TableChangedError` if the file of one of ``tables`` (None: of any table) changed since loading.
 
         See :mod:`dpframe.file_versions`: a session reads each file-backed table as it was when the
-        session was created. Cheap (a ``stat`` and a read of the file's footer per file).
+        session was created. Cheap (a ``stat`` and a read of the file's footer per file); tables that are
+        not file-backed have nothing to check.
         """
-        tables = list(self._versions) if name is None else [name] if name in self._versions else []
-        for table in tables:
-            version = self._versions[table]
-            if file_version(version.path) != version:
+        names = list(self._versions) if tables is None else list(tables)
+        for table in names:
+            if self._changed(table):
+                version = self._versions[table]
                 raise TableChangedError(
                     f"the file of table {table!r} ({version.path!r}) changed after the session was created; "
                     "a session reads each table as it was when it was created", argument=f"tables[{table!r}]",
                     fix="create a new session to query the new data (pass the same ledger= file to keep the "
                         "budget already spent)")
+
+    def _changed(self, table: str) -> bool:
+        """Whether table ``table`` is file-backed and its file changed since loading."""
+        version = self._versions.get(table)
+        return version is not None and file_version(version.path) != version
 
     def names(self) -> list[str]:
         """The registered table names."""
@@ -143,13 +149,18 @@ class TableCatalog:
         return self._default
 
     def backend(self, name: str | None = None) -> Any:
-        """The backend named ``name`` (None: the session's), created on first use with every table."""
+        """The backend named ``name`` (None: the session's), created on first use with every table.
+
+        Except the tables whose file changed by then: no query may read them again (see
+        :meth:`check_unchanged`), and their new version may not even load.
+        """
         if name is None:
             return self._default
         if name not in self._backends:
             engine = self._plugins.backend(name)
             for table, (frame, source) in self._sources.items():
-                _register(engine, table, frame, source)
+                if not self._changed(table):
+                    _register(engine, table, frame, source)
             self._backends[name] = engine
         return self._backends[name]
 

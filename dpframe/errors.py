@@ -66,8 +66,9 @@ class SchemaError(DPFrameError, ValueError):
 class TableChangedError(SchemaError):
     """A table's file changed after the session was created (see :mod:`dpframe.file_versions`).
 
-    Raised before anything is charged when a query starts after the change; a change while a query reads
-    the table makes that query fail instead (its cost stays charged, nothing is released).
+    Raised before anything is charged when a query that reads the table starts after the change (queries
+    on other tables still run); a change while a query reads the table makes that query fail instead
+    (its cost stays charged, nothing is released).
     """
 
 

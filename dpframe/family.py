@@ -224,11 +224,16 @@ class Releasable(Sealed, Generic[R]):
 
     Its public attributes are read-only once built (:class:`~dpframe.sealed.Sealed`): e.g. a SQL query's
     ``backend_name`` was checked for what that backend refuses.
+
+    ``tables``: the private tables the query reads, those of its source
+    (:func:`~dpframe.plan.nodes.tables_read`): ``collect`` checks their files before charging and reads
+    only them. None: not known, every file-backed table is checked.
     """
 
-    def __init__(self, front: Front, query: FamilyQuery[R]) -> None:
+    def __init__(self, front: Front, query: FamilyQuery[R], *, tables: frozenset[str] | None = None) -> None:
         self._front = front
         self._query = query
+        self._tables = tables
 
     @property
     def query(self) -> FamilyQuery[R]:
@@ -293,7 +298,7 @@ class Releasable(Sealed, Generic[R]):
         front = self._front
         return front._release.release(plan.charge, self.describe(), plan.mechanisms,
                                       lambda reader: plan.run(reader, front.rng), settle=plan.settle,
-                                      backend=getattr(self._query, "backend", None))
+                                      backend=getattr(self._query, "backend", None), tables=self._tables)
 
     def describe(self) -> str:
         """A compact one-line text of the query (used in the history)."""

@@ -8,12 +8,18 @@ file stays as it was: a kept-row mask or a cache computed on one version and app
 unit contribute far more than ``max_rows`` rows, so a release would no longer be covered by its cost.
 
 So the catalog records each file's :class:`FileVersion` when the session is created, and a table whose
-file changed is never read again:
+file changed is never read again. The check is per table: a query is checked on the tables it reads
+(its plan's scan, :func:`~dpframe.plan.nodes.tables_read`; every step's for a multi-step release), and
+queries on the other tables keep running:
 
-* a query that starts after the change is refused (:class:`~dpframe.errors.TableChangedError`) before
-  anything is charged (the refusal depends on the file having been written, not on its rows);
-* a change while a query reads the table is found when its statistics come back: the query fails, its
-  cost stays charged (the rows were read), and nothing is released.
+* a query that starts after the change to a file it reads is refused
+  (:class:`~dpframe.errors.TableChangedError`, naming the table and the file) before anything is charged
+  (the refusal depends on the file having been written, not on its rows);
+* a change while a query reads the table is found when its statistics come back (each read checks the
+  file it read): the query fails, its cost stays charged (the rows were read), and nothing is released;
+* a release that cannot name its tables when it is charged checks every table's file: an interactive
+  stream (sparse vector, target charging) and the individual filter, which reserve before they are
+  given their queries, and :func:`~dpframe.interactive.odp.run_ex_post` called without ``tables=``.
 
 A new session reads the new version (with the same ``ledger=`` file, the budget spent so far carries over).
 

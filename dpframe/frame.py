@@ -33,7 +33,7 @@ from dpframe.family import Releasable, Source, check_format, needs_budget, rende
 from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
-from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound
+from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
 from dpframe.sealed import plain, plain_copy
 from dpframe.tuning.diagnostics import Diagnosed
@@ -136,7 +136,8 @@ class Frame:
             PureDP(epsilon=1/2)
 
         """
-        return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs))
+        return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs),
+                          tables=tables_read(self._node))
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._session, "frame"):
@@ -402,7 +403,8 @@ class GroupBy:
     def query(self, family: str, /, *args: Any, **kwargs: Any) -> Releasable[Any]:
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
-        return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs))
+        return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs),
+                          tables=tables_read(self._frame._node))
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):
@@ -532,7 +534,7 @@ class Query(Releasable[pl.DataFrame]):
 
     def __init__(self, session: Session, node: Aggregate, *, backend: str | None = None) -> None:
         super().__init__(session, AggregateQuery(Source(node.input, session.plan_context, node.by, node.keys, backend),
-                                                 node))
+                                                 node), tables=tables_read(node))
         self._session = session
         self._node = node
 

@@ -10,6 +10,12 @@ A :class:`PrivateReader` exists only inside its reservation: after the release i
 is how query families (``dpframe.family``) and interactive streams get exact statistics; the
 statistics are private and must only reach a user through a mechanism.
 
+Changed files (:mod:`dpframe.file_versions`): a release names the tables it reads (``tables=``); before
+anything is charged, the files of those tables — of every table when the release cannot name them —
+are checked, and a changed one refuses the release. After each read, the file read is checked again:
+a write found then fails the release (charged, nothing released). The reader of a release that named
+its tables reads only those.
+
 Example:
     >>> import polars as pl, dpframe as dp
     >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
@@ -53,11 +59,13 @@ class PrivateReader:
     same request again (:meth:`run`) to read the same bounded rows.
     """
 
-    def __init__(self, context: ReleaseContext, backend: str | None = None) -> None:
+    def __init__(self, context: ReleaseContext, backend: str | None = None,
+                 tables: frozenset[str] | None = None) -> None:
         self._context = context
         self._backend = context.catalog.backend(backend)
         self._open = True
         self._unit = context.unit
+        self._tables = tables          # the tables its release declared (checked before charging); None: any
         self._parent: PrivateReader | None = None
 
     def bounded_by(self, unit: PrivacyUnit) -> PrivateReader:
@@ -70,7 +78,7 @@ class PrivateReader:
                                fix="tune max_rows / max_groups of the session's unit")
         view = PrivateReader.__new__(PrivateReader)
         view._context, view._backend, view._open = self._context, self._backend, True
-        view._unit, view._parent = unit, self
+        view._unit, view._tables, view._parent = unit, self._tables, self
         return view
 
     @property
@@ -106,11 +114,17 @@ class PrivateReader:
         """The exact statistics of ``request`` (one backend query).
 
         Then a :class:`~dpframe.errors.TableChangedError` if the table's file changed since the session
-        was created (:mod:`dpframe.file_versions`): the statistics may mix two versions of it.
+        was created (:mod:`dpframe.file_versions`): the statistics may mix two versions of it. A table its
+        release did not declare is refused before the read (its file was not checked before charging).
         """
         self._check()
+        if self._tables is not None and request.table not in self._tables:
+            raise DPFrameError(f"this release reads table {request.table!r}, which it did not declare when it was "
+                               f"charged (it declared {sorted(self._tables)})", argument="tables",
+                               fix="this is a dpframe bug (or a query family's that reads beyond its source): "
+                                   "report it")
         out: pl.DataFrame = self._backend.statistics(request)
-        self._context.catalog.check_unchanged(request.table)
+        self._context.catalog.check_unchanged((request.table,))
         return out
 
     def rerun(self, request: StatisticsRequest, statistics: tuple[Statistic, ...]) -> pl.DataFrame:
@@ -149,7 +163,8 @@ class ReleaseContext:
         return self._catalog
 
     def release(self, cost: Budget, what: str, mechanisms: str, run: Callable[[PrivateReader], T], *,
-                backend: str | None = None, settle: Callable[[T], tuple[Budget, str]] | None = None) -> T:
+                backend: str | None = None, settle: Callable[[T], tuple[Budget, str]] | None = None,
+                tables: frozenset[str] | None = None) -> T:
         """Reserve ``cost``, call ``run(reader)`` under the guard, then commit (or settle); the one road.
 
         ``run`` receives the private reader: engine and registered plugin code only (the context is private
@@ -159,9 +174,12 @@ class ReleaseContext:
         ``settle`` (output-DP mechanisms, basic composition only) maps the *released* result to (its cell's
         cost, the cell's name): ``cost`` is the worst cell, and the ledger lowers the charge to the realised
         cell. A settlement that fails marks the charge failed, in full.
+
+        ``tables``: the tables ``run`` reads (see :meth:`reserve`); the reader reads only those. None:
+        not known, every file-backed table is checked.
         """
-        charge = self.reserve(cost, what, mechanisms)
-        reader = self.reader(backend)
+        charge = self.reserve(cost, what, mechanisms, tables=tables)
+        reader = PrivateReader(self, backend, tables)
         try:
             result = self.guarded(charge, lambda: run(reader))
         finally:
@@ -172,13 +190,14 @@ class ReleaseContext:
             self.guarded(charge, lambda: self._ledger.settle(charge, *settle(result)))
         return result
 
-    def reserve(self, cost: Budget, what: str, mechanisms: str) -> int:
+    def reserve(self, cost: Budget, what: str, mechanisms: str, *, tables: frozenset[str] | None = None) -> int:
         """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id.
 
-        First a :class:`~dpframe.errors.TableChangedError`, nothing charged, if a table's file changed since
-        the session was created (:mod:`dpframe.file_versions`).
+        First a :class:`~dpframe.errors.TableChangedError`, nothing charged, if the file of a table in
+        ``tables`` (the tables the charge's run reads; None: not known, so every table) changed since the
+        session was created (:mod:`dpframe.file_versions`).
         """
-        self._catalog.check_unchanged()
+        self._catalog.check_unchanged(tables)
         return self._ledger.reserve(cost, what, mechanisms)
 
     def guarded(self, charge: int, run: Callable[[], T]) -> T:

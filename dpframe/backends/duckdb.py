@@ -355,7 +355,7 @@ class _Columns:
 
     ``version`` is the file's version (:func:`~dpframe.file_versions.file_version`) taken before the read:
     the columns are used only while the file still has it (checked before each use), on top of the
-    catalog's refusal of every query once the file changed.
+    catalog's refusal of every query that reads the file once it changed.
     """
 
     version: FileVersion | None
@@ -374,7 +374,7 @@ class _Ranking:
     unless dropped); ``hashed`` is ``None`` where every row is hashed (``units``: every row's).
 
     For a Parquet file it is valid because the file never changes under a session: the catalog refuses
-    every query once it was written (:mod:`dpframe.file_versions`).
+    every query that reads it once it was written (:mod:`dpframe.file_versions`).
     """
 
     key: tuple[Any, ...]

@@ -120,6 +120,7 @@ class IndividualFilter(Sealed):
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned
         self._lock = threading.RLock()              # one query at a time: each unit's check and charge atomically
         self._closed = False
+        # its queries come later, so every table's file is checked now (each read then checks its own)
         session._release.release(charge, f"individual Rényi filter (per unit {describe(bound)})", "individual_rdp",
                                  lambda reader: None)
 

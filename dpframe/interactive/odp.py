@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -162,8 +162,33 @@ def resolve_refund(session: Session, refund: object, what: str) -> bool:
     return True
 
 
+def declared_tables(session: Session, tables: object) -> frozenset[str] | None:
+    """``tables=`` of a release: the names of the session's tables its run reads, or None (not known).
+
+    Before charging, the files of these tables — of every table for None — are checked for changes
+    (:mod:`dpframe.file_versions`). An ArgumentError, nothing charged, for anything else.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(),
+        ...                   budget=dp.PureDP(1), seed=0)
+        >>> declared_tables(sess, ["t"]), declared_tables(sess, None)
+        (frozenset({'t'}), None)
+
+    """
+    if tables is None:
+        return None
+    names = session.tables()
+    items = [plain(t) for t in tables] if isinstance(tables, Collection) and not isinstance(tables, str) else None
+    if items is None or not all(isinstance(t, str) and t in names for t in items):
+        raise ArgumentError(f"expected a list of the session's table names, got {tables!r}", argument="tables",
+                           fix=f"pass the tables run reads (of {names}), e.g. tables=[{names[0]!r}]; or "
+                               "None to check every table's file before charging")
+    return frozenset(items)
+
+
 def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run: Callable[[], T], *,
-                refund: bool | None = None) -> T:
+                refund: bool | None = None, tables: Collection[str] | None = None) -> T:
     """Reserve the worst cell of ``spec``, run, settle to the released output's cell (basic sessions).
 
     The public building block for mechanisms and plugins with an ex-post cost (DESIGN §3): declare an
@@ -171,13 +196,16 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     values; it runs inside the reservation). ``refund``: None — settle in basic sessions, charge the
     worst cell in others; True — settle (a non-basic session is refused, nothing charged); False — always
     the worst cell. A failure leaves the worst cell charged, and so does any other charge reserved or
-    finished while ``run`` ran (no refund for an interleaved run).
+    finished while ``run`` ran (no refund for an interleaved run). ``tables``: the names of the session's
+    tables ``run`` reads, whose files are checked before charging (:mod:`dpframe.file_versions`); None
+    (the default): not known, every table's file is checked.
     """
+    read = declared_tables(session, tables)
     worst = session.accountant.charge(spec.budget())
     if refund is True:
         require_additive(session, what)
     if refund is False or not additive(session):
-        return session._release.release(worst, what, mechanisms, lambda reader: run())
+        return session._release.release(worst, what, mechanisms, lambda reader: run(), tables=read)
     before = {(c.id, c.status) for c in session._release.charges()}
 
     def settle(result: T) -> tuple[Budget, str]:
@@ -190,4 +218,4 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
             return worst, f"{cell} (interleaved with another charge: not refunded)"
         return session.accountant.charge(spec.budget(cell)), cell
 
-    return session._release.release(worst, what, mechanisms, lambda reader: run(), settle=settle)
+    return session._release.release(worst, what, mechanisms, lambda reader: run(), settle=settle, tables=read)

@@ -36,7 +36,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,6 +50,7 @@ from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
 from dpframe.noise import discrete_laplace, discrete_laplace_tail
+from dpframe.plan.nodes import tables_read
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ GRID_BITS = 16
 def propose_test_release(session: Session, test: Callable[[], bool], release: Callable[[], T], *,
                          test_epsilon: Fraction, release_epsilon: Fraction, delta: Fraction = Fraction(0),
                          what: str = "propose-test-release", mechanisms: str = "PTR",
-                         refund: bool | None = None) -> T | None:
+                         refund: bool | None = None, tables: Collection[str] | None = None) -> T | None:
     """Run ``test`` (ε_test-DP); if it passes, ``release`` (ε_rel-DP on data the test lets through, δ).
 
     Returns None (⊥) when the test fails; charged ε_test (+ δ) then, ε_test + ε_rel otherwise (basic
@@ -73,7 +74,9 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     ``test`` and ``release`` receive no values: they are the mechanism's own computation (a mechanism
     author's code, trusted like a plugin), run inside the charged reservation. Analyst code there can
     reach data only through ordinary charged queries — and any other charge while the block runs
-    forfeits its refund (:func:`~dpframe.interactive.odp.run_ex_post`).
+    forfeits its refund (:func:`~dpframe.interactive.odp.run_ex_post`). ``tables``: the names of the
+    session's tables ``test`` and ``release`` read, whose files are checked before charging; None (the
+    default): every table's file (see :func:`~dpframe.interactive.odp.run_ex_post`).
     """
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
     delta = exact(delta, "delta", allow_zero=True)
@@ -86,7 +89,8 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     spec = OdpSpec({"⊥": eps_test, "value": eps_test + eps_rel}, delta,
                    lambda y: "⊥" if y is None else "value")
     settle = resolve_refund(session, refund, what)
-    return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None, refund=settle)
+    return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None, refund=settle,
+                       tables=tables)
 
 
 def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, gate_budget: Budget, *,
@@ -128,7 +132,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
         lambda: run_aggregate(session._release.reader(), query.node, plan, session.rng),
         test_epsilon=eps_gate, release_epsilon=eps_rel,
         what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
-        refund=refund)
+        refund=refund, tables=tables_read(gate.node) | tables_read(query.node))
 
 
 def instability_distance(codes: np.ndarray, top: int, m: int, beta: int) -> int:
@@ -235,7 +239,7 @@ class RobustMedian(Sealed):
             return propose_test_release(session, test, release, test_epsilon=eps_test, release_epsilon=eps_rel,
                                         delta=delta, what=f"robust_median({self.column})",
                                         mechanisms="generalized PTR (AboveThreshold + discrete Laplace)",
-                                        refund=refund)
+                                        refund=refund, tables=tables_read(self._node))
         finally:
             read.clear()                # never keep private values around
 

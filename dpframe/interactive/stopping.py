@@ -46,6 +46,7 @@ from dpframe.frame import Query
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.svt import pure_epsilon
+from dpframe.plan.nodes import tables_read
 
 
 def _step_budget(budget: object, delta: Fraction) -> Budget:
@@ -142,4 +143,5 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
                 break                                       # rule cannot change the count the cell is read from
         return results
 
-    return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle)
+    return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle,
+                       tables=frozenset().union(*(tables_read(s.node) for s in steps)))

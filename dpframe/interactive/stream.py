@@ -101,6 +101,7 @@ class Reservation:
             self.closed = False
             self.failed = False
             before = {(c.id, c.status) for c in session._release.charges()}
+            # its queries come later, so every table's file is checked now (each read then checks its own)
             self.id = session._release.reserve(cost, what, mechanisms)
             self._before = before
             _OPEN[session] = weakref.ref(self)

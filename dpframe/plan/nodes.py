@@ -125,6 +125,21 @@ def bounded_unit(unit: PrivacyUnit, node: Node) -> PrivacyUnit:
     return unit if not isinstance(scan, Scan) or scan.bound is None else unit.within(scan.bound)
 
 
+def tables_read(node: Node) -> frozenset[str]:
+    """The private tables a query on ``node`` reads: its scan's (every plan is one chain from one scan).
+
+    A SQL join or CTE lowers to that chain too (it may join public tables, which are held in memory;
+    a join of two private tables is refused). What a release checks for changed files before charging
+    (:mod:`dpframe.file_versions`).
+
+    Example:
+        >>> tables_read(Filter.of(Scan.of("visits", pl.Schema({"x": pl.Int64})), pl.col("x") > 0))
+        frozenset({'visits'})
+
+    """
+    return frozenset(n.table for n in node.lineage() if isinstance(n, Scan))
+
+
 def rebound(node: Node, unit: PrivacyUnit) -> Node:
     """``node``'s chain of row steps on a scan bound by ``unit``."""
     chain = node.lineage()

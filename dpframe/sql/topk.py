@@ -41,7 +41,7 @@ import dpframe.measures as dpm
 from dpframe.errors import PlanError, TopKWarning
 from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
-from dpframe.plan.nodes import Node
+from dpframe.plan.nodes import Node, tables_read
 from dpframe.sql.aggregates import contains, is_aggregate, number
 from dpframe.sql.compile import Compiler, canonical
 from dpframe.sql.parse import Parsed, fragment
@@ -99,7 +99,7 @@ class SQLTopKQuery(Releasable[Any]):
 
     def __init__(self, session: Session, query: FamilyQuery[Any], node: Node, *, text: str,
                  columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None) -> None:
-        super().__init__(session, query)
+        super().__init__(session, query, tables=tables_read(node))
         self._session, self.text, self.columns = session, text, columns
         self.explain_only, self.backend_name, self._node = explain_only, backend, node
 

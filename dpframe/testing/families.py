@@ -86,14 +86,15 @@ class FamilyConformance:
 
     family: ClassVar[Any] = None
     table: ClassVar[pl.DataFrame | None] = None
-    call: ClassVar[Callable[[Any], Any] | None] = None            # frame -> the family's query
+    # Set with ``staticmethod(...)`` (a plain function would be bound as a method):
+    call: ClassVar[staticmethod[[Any], Any] | None] = None        # frame -> the family's query
     bad_calls: ClassVar[Sequence[Callable[[Any], Any]]] = ()
     privacy_unit: ClassVar[PrivacyUnit] = PrivacyUnit("user", max_rows=2)
     neighbour: ClassVar[pl.DataFrame | None] = None              # rows of the added unit (default: a copy of row 0)
     audit_budget: ClassVar[Budget] = PureDP(1)
     audit_samples: ClassVar[int] = 200
     slow_audit_samples: ClassVar[int] = 4_000
-    features: ClassVar[Callable[[Any], Mapping[str, float]] | None] = None
+    features: ClassVar[staticmethod[[Any], Mapping[str, float]] | None] = None
     sessions: ClassVar[Sequence[tuple[Budget, Budget, str | None]]] = SESSIONS
 
     def _table(self) -> pl.DataFrame:
@@ -114,8 +115,9 @@ class FamilyConformance:
                seed: int = 0) -> tuple[Session, Any]:
         sess = Session({"t": table}, privacy_unit=self.privacy_unit, budget=total or PureDP(10), accountant=accountant,
                        seed=seed)
-        assert self.call is not None
-        return sess, type(self).call(sess.table("t"))   # type: ignore[misc]
+        call = type(self).call
+        assert call is not None
+        return sess, call(sess.table("t"))
 
     def test_declares_the_family_protocol(self) -> None:
         family = self.family
@@ -175,7 +177,7 @@ class FamilyConformance:
     def _audit(self, samples: int) -> None:
         call = type(self).call
         assert call is not None
-        features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers   # type: ignore[assignment]
+        features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers
         sampler = query_sampler(lambda sess: call(sess.table("t")), self.privacy_unit, features=features)
         pair = Neighbours("+1 unit", self._table(), self._neighbour())
         spec = AuditSpec(f"{self.family.name} (query family)", frozenset(), self.audit_budget, lambda: [pair],

@@ -220,7 +220,8 @@ class MultiLabelPATE:
         cost = self.charge(session, queries.len())
         return session._release.release(cost, f"multilabel_pate(T={queries.len()}, privacy_unit={self.privacy_unit!r})",
                                         f"pate:stable_topk protecting {self.protects()}; gap sensitivity {int(self.g)}",
-                                        lambda reader: self.release(votes, session.rng, **columns))
+                                        lambda reader: self.release(votes, session.rng, **columns),
+                                        tables=frozenset())      # the votes are passed in: no table is read
 
 
 def _vote_table(votes: object, query: str = "query", label: str = "label",

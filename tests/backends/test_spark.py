@@ -243,6 +243,21 @@ def test_a_parquet_directory_that_changes_is_refused(spark_session: Any, tmp_pat
     assert sess.spent() == dp.PureDP(1)
 
 
+def test_a_changed_directory_refuses_only_the_queries_that_read_it(spark_session: Any, tmp_path: Any) -> None:
+    """Two Parquet directories; a file added under one: queries on the other still run."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        pl.DataFrame({"u": [1, 2, 3]}).write_parquet(tmp_path / name / "part-0.parquet")
+    sess = dp.Session({"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, privacy_unit=dp.PrivacyUnit("u"),
+                      budget=dp.PureDP(2), backend="spark", spark=spark_session)
+    pl.DataFrame({"u": [1] * 50}).write_parquet(tmp_path / "b" / "part-1.parquet")
+    with pytest.raises(dp.TableChangedError, match="tables\\['b'\\]"):
+        sess.table("b").agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.history().height == 0
+    sess.table("a").agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.spent() == dp.PureDP(1)
+
+
 def test_unreadable_sources_are_schema_errors_naming_the_table(spark_session: Any, tmp_path: Any) -> None:
     """Spark read failures at registration (no Delta Lake, a corrupt file) are dpframe errors with a hint."""
     delta = tmp_path / "delta"

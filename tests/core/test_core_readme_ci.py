@@ -20,19 +20,23 @@ def test_the_readme_has_one_test_command_with_the_ci_extras() -> None:
 
 
 def test_ci_reads_its_command_from_the_readme_and_keeps_pytests_exit_code(tmp_path: Path) -> None:
-    """Run .ci/run on a stand-in checkout whose README command fails in pytest (exit 5) or in pip (3)."""
+    """Run .ci/run on a stand-in checkout whose README command fails in pytest (exit 5) or in pip (3), or
+    whose mypy fails (1) on the package or on the plugins."""
     ci = tmp_path / ".ci"
     ci.mkdir()
     (ci / "run").write_text((ROOT / ".ci" / "run").read_text())
     (ci / "run").chmod(0o755)
     bin_ = tmp_path / ".venv" / "bin"
     bin_.mkdir(parents=True)
-    for tool, code in (("pip", "${PIPEXIT:-0}"), ("python", "${PYEXIT:-5}"), ("ruff", "0"), ("mypy", "0")):
+    for tool, code in (("pip", "${PIPEXIT:-0}"), ("python", "${PYEXIT:-5}"), ("ruff", "0")):
         (bin_ / tool).write_text(f"#!/bin/sh\nexit {code}\n")
         (bin_ / tool).chmod(0o755)
+    (bin_ / "mypy").write_text('#!/bin/sh\n[ "$1" = "${MYPYFAILS:-}" ] && exit 1\nexit 0\n')
+    (bin_ / "mypy").chmod(0o755)
     (tmp_path / "README.md").write_text("```bash\npython3 -m venv --help > /dev/null && .venv/bin/pip install -U pip"
                                         " && .venv/bin/python -m pytest\n```\n")
-    for env, code in (({}, 5), ({"PYEXIT": "0"}, 0), ({"PYEXIT": "0", "PIPEXIT": "3"}, 3)):
+    for env, code in (({}, 5), ({"PYEXIT": "0"}, 0), ({"PYEXIT": "0", "PIPEXIT": "3"}, 3),
+                      ({"PYEXIT": "0", "MYPYFAILS": "dpframe"}, 1), ({"PYEXIT": "0", "MYPYFAILS": "plugins"}, 1)):
         out = subprocess.run([str(ci / "run")], capture_output=True, text=True, env={"PATH": os.environ["PATH"], **env},
                              timeout=60)
         assert out.returncode == code, out.stdout + out.stderr

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import dpframe as dp
 import numpy as np
 import polars as pl
 import pytest
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext
 from dpframe.testing import (
     CountingRandomSource,
     MechanismConformance,
@@ -20,6 +23,7 @@ from dpframe.testing import (
 )
 
 from dpframe_histogram import HistogramMechanism, bin_columns, parse_edges
+from dpframe_histogram.mechanism import HistogramPlan
 
 AGE = dp.measure("histogram", "age", bounds=(0, 100), edges=(0, 18, 65, 100))
 HALVES = dp.measure("histogram", "age", bounds=(0, 100), edges=(0, 50, 100)).alias("age_half")
@@ -117,7 +121,7 @@ def test_audit_catches_a_histogram_charged_per_bin_wrongly() -> None:
     good = HistogramMechanism().plan([AGE], ctx, share)
 
     class Sloppy(HistogramMechanism):
-        def plan(self, measures, ctx, share):  # type: ignore[no-untyped-def]
+        def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: dp.Budget) -> HistogramPlan:
             return super().plan(measures, measure_context(max_rows=1), share)
 
     bad = Sloppy().plan([AGE], ctx, share)
@@ -135,8 +139,10 @@ def test_plan_declares_one_privacy_curve_per_histogram() -> None:
 
     ctx = measure_context(max_rows=2)
     pure = HistogramMechanism().plan([AGE, HALVES], ctx, dp.PureDP(1))
+    assert pure.privacy is not None
     assert [c.label for c in pure.privacy] == ["ε-DP(ε=0.5)", "ε-DP(ε=0.5)"]     # m/t = 2/4 each
     zc = HistogramMechanism().plan([AGE], measure_context(max_rows=2, notion="zcdp"), dp.ZCDP(Fraction(1, 8)))
+    assert zc.privacy is not None
     (curve,) = zc.privacy
     assert curve.rho == pytest.approx(0.125) and curve.rdp_at([2.0, 8.0]).tolist() == pytest.approx([0.25, 1.0])
     # an RDP session charges the declared curves: hand value of the RR-dominated ε-DP curve at α = 2
@@ -148,5 +154,6 @@ def test_plan_declares_one_privacy_curve_per_histogram() -> None:
     want = math.log(p**2 / (1 - p) + (1 - p) ** 2 / p)
     from dpframe.accounting.rdp import FILTER_ORDERS
 
+    assert isinstance(charge, acc.RDPCharge)                 # an RDP session's charge, not a dp budget
     assert charge.values[list(FILTER_ORDERS).index(2.0)] == pytest.approx(want, rel=1e-12)
     assert charge.labels == (acc.pure(0.5).label,)

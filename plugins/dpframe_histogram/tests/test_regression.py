@@ -3,10 +3,13 @@ conformance kit, the neighbouring-dataset audit, SQL-free accounting in every se
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import dpframe as dp
 import numpy as np
 import polars as pl
 import pytest
+from dpframe.family import Releasable
 from dpframe.testing import FamilyConformance
 
 from dpframe_histogram import LinearModel, LinearRegression
@@ -19,8 +22,9 @@ def _data(n: int = 400) -> pl.DataFrame:
     return pl.DataFrame({"user": list(range(n)), "x": x, "y": [2 * v + 3 + (i % 3) - 1 for i, v in enumerate(x)]})
 
 
-def _fit(frame: dp.Frame) -> dp.family.Releasable:  # type: ignore[name-defined]
-    return frame.linear_regression(["x"], "y", bounds=BOUNDS)
+def _fit(frame: dp.Frame) -> Releasable[LinearModel]:
+    query: Releasable[LinearModel] = frame.linear_regression(["x"], "y", bounds=BOUNDS)
+    return query
 
 
 class TestRegressionFamily(FamilyConformance):
@@ -48,7 +52,7 @@ def test_fits_the_line_from_its_own_package() -> None:
     assert isinstance(model, LinearModel) and abs(model.coefficients["x"] - 2) < 0.1 and abs(model.intercept - 3) < 1
     assert sess.spent() == dp.PureDP(4)
     assert sess.history()["query"][0] == "linear_regression(['x'], 'y', ridge=1)"
-    assert isinstance(model, dp.LinearModel)                 # the family's result type, exported as dp.<Name>
+    assert dp.LinearModel is LinearModel                     # the family's result type, exported as dp.<Name>
     np.testing.assert_allclose(model.predict(pl.DataFrame({"x": [0, 10]})),
                                [model.intercept, model.intercept + 10 * model.coefficients["x"]])
 
@@ -73,17 +77,18 @@ def test_the_budget_is_split_over_every_sufficient_statistic() -> None:
 
 
 def test_a_clash_with_a_core_method_or_another_family_is_refused() -> None:
-    from dpframe.plugin import PluginHost
+    from dpframe.plugin import PluginHost, RegisterFamily
 
     class Bad:
-        name, attach, methods, result_types = "filter", "frame", (), {}
+        name, attach, methods = "filter", "frame", ()
+        result_types: dict[str, type] = {}
 
-        def build(self, source):  # noqa: ANN001, ANN202
+        def build(self, source: object) -> NoReturn:
             raise AssertionError
 
     class Hooks:
         @dp.hookimpl
-        def dpframe_query_families(self, register):  # noqa: ANN001, ANN202
+        def dpframe_query_families(self, register: RegisterFamily) -> None:
             register(Bad())
 
     with pytest.raises(dp.PluginError, match="core method"):
@@ -91,7 +96,7 @@ def test_a_clash_with_a_core_method_or_another_family_is_refused() -> None:
 
     class Twice:
         @dp.hookimpl
-        def dpframe_query_families(self, register):  # noqa: ANN001, ANN202
+        def dpframe_query_families(self, register: RegisterFamily) -> None:
             register(LinearRegression())
 
     with pytest.raises(dp.PluginError, match="'linear_regression', which plugin 'histogram'"):
