@@ -29,8 +29,8 @@ What runs in DuckDB:
    ``max_rows`` ranked rows are hashed (integer units spanning fewer than 2**22 values; a mask column
    filters the scan): the others keep all their rows whatever their hashes. Rows held as plain Arrow
    data (an in-memory frame, the method chain's rows) are hashed by Polars in this process instead
-   (:func:`_local_hashes`: its seeded ``hash_rows``, twice as fast as DuckDB's ``hash`` handed back), a
-   Parquet file's by DuckDB's scan. Otherwise (SQL row
+   (:func:`_local_hashes`: its seeded ``hash_rows``, twice as fast as DuckDB's ``hash`` handed back); a
+   Parquet file's rows always by DuckDB, held in memory or not. Otherwise (SQL row
    nodes, float keys, ``max_groups``, a Parquet file's first query) the query returns the candidate rows
    with their positions (a column beside the
    Arrow data, or the Parquet ``file_row_number``) and units.
@@ -723,7 +723,8 @@ class DuckDBBackend:
         q = _Query()
         rank = None if request.row_nodes[_split(request):] else self._ranking(request, source)
         if rank is not None:
-            local = _local_hashes(self._data(request, source), [unit.column, *request.by, *used], row_seed)
+            held = source if source is not None else self._tables[request.table].data    # (not a file's columns)
+            local = _local_hashes(held, [unit.column, *request.by, *used], row_seed)
             if rank.hashed is None:     # every row may be dropped: hash them all, no filter
                 hashes = local() if local is not None else self._hashes(
                     q.sql(f"SELECT {hashed} FROM {self._scan(q, request, source)}"), q.frames, rank.every.len())
@@ -916,8 +917,10 @@ def _local_hashes(data: pa.Table | None, columns: list[str], seed: int) -> Calla
 
     Twice as fast as DuckDB hashing the same rows and handing them back. The law needs only some seeded
     hash under which rows a statistic cannot tell apart are equal, and both backends' are (NULL included:
-    Polars hashes it apart from every value). Strings held dictionary-encoded (a Parquet file's columns in
-    memory) stay with DuckDB: decoding them would cost more than the hash saves.
+    Polars hashes it apart from every value). Only for an in-memory table or the method chain's rows: a
+    Parquet file's rows are hashed by DuckDB on every path (whether its columns are held in memory
+    depends on the query's history and the machine's memory, and a seeded query keeps the same rows
+    either way); dictionary-encoded strings too, which decoding would cost more than the hash saves.
 
     Example:
         >>> h = _local_hashes(pa.table({"u": [1, 1, 2], "x": [0.5, 0.5, None]}), ["u", "x"], 7)
