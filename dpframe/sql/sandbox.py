@@ -22,9 +22,10 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import duckdb
@@ -96,7 +97,7 @@ def shared() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @lru_cache(maxsize=1)
-def function_types() -> dict[str, frozenset[str]]:
+def function_types() -> Mapping[str, frozenset[str]]:
     """``{function name: {"scalar", "aggregate", "table", "macro", ..., "volatile"}}`` of this DuckDB build.
 
     ``"volatile"`` marks functions whose result may differ between calls (``random``, ``nextval`` ...);
@@ -105,6 +106,8 @@ def function_types() -> dict[str, frozenset[str]]:
     Built-in *macros* are classified by their definition: ``"aggregate_macro"`` when it calls an
     aggregate (``geomean``, ``weighted_avg``, ``json_group_array`` ...), ``"subquery_macro"`` when it
     runs a subquery or a window (``pg_get_viewdef`` ...).
+
+    Read-only: the SQL checker refuses functions by it, and the cache is the process's.
     """
     with shared() as con:
         rows = con.execute("SELECT DISTINCT lower(function_name), function_type, stability = 'VOLATILE', "
@@ -125,7 +128,7 @@ def function_types() -> dict[str, frozenset[str]]:
                 out[name].add("aggregate_macro")
             if re.search(r"\b(select|over)\b", definition):
                 out[name].add("subquery_macro")
-    return {k: frozenset(v) for k, v in out.items()}
+    return MappingProxyType({k: frozenset(v) for k, v in out.items()})
 
 
 def serialize(text: str) -> Json:
