@@ -1,0 +1,67 @@
+"""Review 31: process-wide caches and helpers the engine's checks rely on, reachable through public names.
+
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+
+def test_the_probe_values_handed_out_are_copies() -> None:
+    """``dpframe.plan.values.probe_values(dtype)`` returned the process-wide cached Series the totality probe
+    runs every operation on: ``probe_values(pl.Datetime("us")).scatter(...)`` overwrote the extreme dates
+    with ordinary ones, ``dt.cast_time_unit("ns")`` then passed the build-time probe, and the query failed
+    after its charge exactly when some row's date was beyond 2262 (an exception oracle, charged, for every
+    later query in the process). The values and frames handed out are copies."""
+    from dpframe.plan.values import probe_frame, probe_values
+    dtype = pl.Datetime("us")
+    before = probe_values(dtype)
+    probe_values(dtype).scatter(list(range(before.len() - 1)), dt.datetime(2000, 1, 1))
+    probe_frame(pl.Schema({"d": dtype}))[0, "d"] = dt.datetime(2000, 1, 1)
+    assert probe_values(dtype).equals(before) and probe_frame(pl.Schema({"d": dtype}))["d"].equals(before.alias("d"))
+    data = pl.DataFrame({"d": [dt.datetime(2000, 1, 1), dt.datetime(3000, 1, 1)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    with pytest.raises(dp.PlanError, match="CastTimeUnit"):
+        sess.table("t").with_columns(n=pl.col("d").dt.cast_time_unit("ns")).agg(dp.len())
+    assert sess.history().height == 0
+
+
+def test_the_sql_function_catalog_is_read_only() -> None:
+    """``dpframe.sql.sandbox.function_types()`` returned the cached dict the SQL checker classifies functions
+    by: ``function_types()["txid_current"] = frozenset({"scalar"})`` let ``WHERE txid_current() % 2 = 1``
+    through again, and it counted 0 rows on D and 201 on D′ (one more person with two equal rows: one
+    bounding query more), the attack ``test_query_time_functions.py`` closed. The mapping is read-only."""
+    from dpframe.sql.sandbox import function_types
+    kinds = function_types()
+    with pytest.raises(TypeError):
+        kinds["txid_current"] = frozenset({"scalar"})  # type: ignore[index]
+    with pytest.raises((TypeError, AttributeError)):
+        kinds.pop("random")  # type: ignore[attr-defined]
+    assert "of_query" in function_types()["txid_current"] and "volatile" in function_types()["random"]
+
+
+def test_the_shared_parsing_connection_is_not_handed_out() -> None:
+    """``dpframe.sql.sandbox.shared()`` yielded the process-wide DuckDB connection that derives every SQL
+    expression's type. It is locked against files and settings, not against DDL: ``CREATE MACRO upper(x)
+    AS length(x)`` on it made ``upper(s)`` an integer to the planner while the backend ran DuckDB's own
+    ``upper``, and ``SUM(CLAMP(upper(s), 0, 10))`` was released when every string was a number and failed
+    after its charge (ConversionException) when one was not. That connection is private now; ``connect()``
+    gives a new connection of one's own."""
+    from dpframe.sql import sandbox
+    assert not hasattr(sandbox, "shared")
+    con = sandbox.connect()
+    con.execute("CREATE MACRO upper(x) AS length(x)")
+    assert con.execute("SELECT upper('ab')").fetchall() == [(2,)]
+    for rows in (["1", "2"], ["1", "x"]):
+        sess = dp.Session({"t": pl.DataFrame({"s": rows})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10),
+                          seed=0, backend="duckdb")
+        q = sess.sql("SELECT SUM(CLAMP(upper(s), 0, 10)) AS total FROM t")
+        with pytest.raises(dp.SchemaError, match="needs a numeric column"):
+            q.collect(dp.PureDP(1))
+        assert sess.history().height == 0
