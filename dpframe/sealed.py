@@ -129,19 +129,20 @@ class ReadOnlySchema(pl.Schema):
 
 
 class ReadOnlyKeys(pl.DataFrame):
-    """Public group keys the query was checked with: a DataFrame nothing can change in place.
+    """Public group keys (or a public table) the query was checked with: a DataFrame nothing can change in place.
 
     ``q.node.keys`` hands them out; the engine checks them once (no duplicates, the columns' types) and
     reads them again when the query runs. ``q.node.keys[1, "g"] = "0"`` made two groups "0", each
-    released with its own noise for the price of one. What is derived from them (a join, a filter) is an
-    ordinary DataFrame.
+    released with its own noise for the price of one; a SQL join's public table (unique join keys) the
+    same way made each private row match two public rows. What is derived from them (a join, a filter)
+    is an ordinary DataFrame.
 
     Example:
         >>> keys = ReadOnlyKeys.of(pl.DataFrame({"g": ["a", "b"]}))
         >>> keys[1, "g"] = "a"
         Traceback (most recent call last):
         ...
-        TypeError: public keys are read-only: the query was checked with them; build a new query
+        TypeError: public keys and tables are read-only: the query was checked with them; build a new query
 
     """
 
@@ -157,7 +158,7 @@ class ReadOnlyKeys(pl.DataFrame):
         return pl.DataFrame._from_pydf(py_df)       # what polars derives from the keys is a plain frame
 
     def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError("public keys are read-only: the query was checked with them; build a new query")
+        raise TypeError("public keys and tables are read-only: the query was checked with them; build a new query")
 
     __setitem__ = insert_column = replace_column = drop_in_place = extend = _refuse  # type: ignore[assignment]
 

@@ -65,3 +65,25 @@ def test_the_shared_parsing_connection_is_not_handed_out() -> None:
         with pytest.raises(dp.SchemaError, match="needs a numeric column"):
             q.collect(dp.PureDP(1))
         assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_public_join_keeps_the_table_it_was_checked_with(backend: str) -> None:
+    """A SQL join with a public table is row-level because the public join keys are unique (checked when the
+    query is built); the node kept the public rows as an ordinary DataFrame, read again when the query runs.
+    ``node.data[1, "__dp_key0"] = 1`` on ``q.node``'s join made two public rows match key 1: each of its
+    private rows was counted twice (110 rows counted as 200 at a row unit's sensitivity 1, both backends).
+    The joined table is read-only."""
+    data = pl.DataFrame({"k": [1] * 100 + [2] * 10})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=0, backend=backend,
+                      public_tables={"p": pl.DataFrame({"k": [1, 2], "name": ["a", "b"]})})
+    q = sess.sql("SELECT COUNT(*) AS n FROM t JOIN p ON t.k = p.k")
+    (join,) = [n for n in q.node.lineage() if type(n).__name__ == "PublicJoin"]
+    key = join.data.columns[0]
+    with pytest.raises(TypeError, match="read-only"):
+        join.data[1, key] = 1
+    with pytest.raises(TypeError, match="read-only"):
+        join.data.replace_column(0, pl.Series(key, [1, 1]))
+    with pytest.raises(TypeError, match="read-only"):
+        join.schema["name"] = pl.Int64
+    assert abs(q.collect(dp.PureDP(50))["n"][0] - 110) < 10
