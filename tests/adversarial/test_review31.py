@@ -87,3 +87,27 @@ def test_a_public_join_keeps_the_table_it_was_checked_with(backend: str) -> None
     with pytest.raises(TypeError, match="read-only"):
         join.schema["name"] = pl.Int64
     assert abs(q.collect(dp.PureDP(50))["n"][0] - 110) < 10
+
+
+def test_multi_label_pate_releases_the_queries_it_charged() -> None:
+    """``MultiLabelPATE.collect`` counted the vote table's queries for the charge, then read the table again
+    when it ran: a DataFrame whose ``select`` gave one query on the first read and 100 after (or a table
+    another thread extended in place meanwhile) released 100 label sets for the charge of one (the ledger
+    said ``T=1``). The table is read once, and the run releases what was counted."""
+    from dpframe_topk import MultiLabelPATE
+
+    def votes(t: int) -> pl.DataFrame:
+        return pl.DataFrame({"query": [q for q in range(t) for _ in range(3)], "label": ["a", "b", "c"] * t,
+                             "vote": [700, 10, 5] * t})
+
+    class Growing(pl.DataFrame):
+        reads = 0
+
+        def select(self, *args: object, **kwargs: object) -> pl.DataFrame:
+            Growing.reads += 1
+            return (votes(1) if Growing.reads == 1 else votes(100)).select(*args, **kwargs)  # type: ignore[arg-type]
+    sess = dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ZCDP(100, 1e-3),
+                      seed=0)
+    pate = MultiLabelPATE()
+    out = pate.collect(sess, Growing(votes(1)))
+    assert out.height == 1 and sess.spent() == pate.cost(1)
