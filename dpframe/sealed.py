@@ -183,6 +183,23 @@ class ReadOnlyKeys(pl.DataFrame):
         return ReadOnlyKeys.of, (pl.DataFrame(self),)
 
 
+def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """A plain DataFrame of ``frame``'s data, read once: a subclass's methods and properties never run again.
+
+    An analyst's DataFrame subclass could answer a check (its ``schema``, ``columns``, ``n_unique``) with
+    something other than the data the engine then uses.
+
+    Example:
+        >>> class Liar(pl.DataFrame):
+        ...     @property
+        ...     def schema(self): return pl.Schema({"g": pl.String})
+        >>> plain_frame(Liar({"g": [1]})).schema, type(plain_frame(Liar({"g": [1]}))).__name__
+        (Schema([('g', Int64)]), 'DataFrame')
+
+    """
+    return pl.DataFrame._from_pydf(frame._df.clone())
+
+
 N = TypeVar("N")
 
 
@@ -242,4 +259,4 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_frame"]

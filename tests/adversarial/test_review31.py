@@ -111,3 +111,21 @@ def test_multi_label_pate_releases_the_queries_it_charged() -> None:
     pate = MultiLabelPATE()
     out = pate.collect(sess, Growing(votes(1)))
     assert out.height == 1 and sess.spent() == pate.cost(1)
+
+
+def test_public_keys_given_as_a_dataframe_subclass_are_read_as_plain_data() -> None:
+    """``_public_keys`` checked a keys DataFrame through its own ``schema``: a subclass whose ``schema`` said
+    String while its column held integers passed the type check, and the integer keys reached the backend.
+    On DuckDB the string column was then compared with integers: the count was released when every string
+    was a number and failed after its charge (InvalidOperationError) when one was not. Keys are read once
+    into a plain DataFrame before any check."""
+    class Liar(pl.DataFrame):
+        @property
+        def schema(self) -> pl.Schema:  # type: ignore[override]
+            return pl.Schema({"g": pl.String})
+    for rows in (["1", "2", "3"], ["1", "2", "x"]):
+        sess = dp.Session({"t": pl.DataFrame({"g": rows * 50})}, privacy_unit=dp.PrivacyUnit.row(),
+                          budget=dp.PureDP(10), seed=0, backend="duckdb")
+        with pytest.raises(dp.SchemaError, match="keys for 'g' are Int64") as info:
+            sess.table("t").group_by("g", keys=Liar({"g": [1, 2]})).agg(dp.len())
+        assert info.value.argument == "keys" and sess.history().height == 0
