@@ -200,6 +200,25 @@ def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame._from_pydf(frame._df.clone())
 
 
+def plain_expr(expr: pl.Expr) -> pl.Expr:
+    """A plain ``pl.Expr`` of ``expr``'s expression, read once: a subclass's methods never run again.
+
+    A ``pl.Expr`` subclass (``Masked.deserialize(...)`` builds one through Polars' public API) could show
+    the checks one expression through ``meta`` while Polars runs another.
+
+    Example:
+        >>> class Masked(pl.Expr):
+        ...     @property
+        ...     def meta(self): return pl.col("shown").meta
+        >>> import io
+        >>> masked = Masked.deserialize(io.StringIO((pl.col("x") + 1).meta.serialize(format="json")), format="json")
+        >>> masked.meta.root_names(), plain_expr(masked).meta.root_names(), type(plain_expr(masked)).__name__
+        (['shown'], ['x'], 'Expr')
+
+    """
+    return pl.Expr._from_pyexpr(expr._pyexpr)
+
+
 N = TypeVar("N")
 
 
@@ -259,4 +278,4 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_frame"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_expr", "plain_frame"]

@@ -6,6 +6,7 @@ Each test is an attack that broke, kept with its fix: it fails if the defence re
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import polars as pl
 import pytest
@@ -129,3 +130,29 @@ def test_public_keys_given_as_a_dataframe_subclass_are_read_as_plain_data() -> N
         with pytest.raises(dp.SchemaError, match="keys for 'g' are Int64") as info:
             sess.table("t").group_by("g", keys=Liar({"g": [1, 2]})).agg(dp.len())
         assert info.value.argument == "keys" and sess.history().height == 0
+
+
+def test_an_expression_subclass_runs_what_was_checked() -> None:
+    """The allow-list and the totality probe read an expression through its ``meta`` namespace; the backend
+    ran the expression object itself. ``Masked.deserialize(...)`` (a ``pl.Expr`` subclass, built through
+    Polars' public API) whose ``meta`` showed ``pl.col("x") <= 49`` while it computed
+    ``pl.col("x") <= pl.col("x").max() - 50`` — an aggregate inside a filter, never row-level — counted
+    50 rows on D and 100 on D′ (one more row, x = 1000) at a count's sensitivity 1. Expressions are read
+    once into a plain ``pl.Expr``, and that is what is checked and run."""
+    import io
+
+    class Masked(pl.Expr):
+        @property
+        def meta(self) -> Any:  # type: ignore[override]
+            return (pl.col("x") <= 49).meta
+    real = pl.col("x") <= pl.col("x").max() - 50
+    masked = Masked.deserialize(io.StringIO(real.meta.serialize(format="json")), format="json")
+    assert type(masked) is Masked
+    sess = dp.Session({"t": pl.DataFrame({"x": [float(i) for i in range(100)]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=0)
+    t = sess.table("t")
+    for build in (lambda: t.filter(masked), lambda: t.with_columns(masked.alias("y")), lambda: t.select(y=masked),
+                  lambda: t.group_by(masked.alias("y"), keys=[True, False])):
+        with pytest.raises(dp.PlanError, match="row"):
+            build()
+    assert sess.history().height == 0
