@@ -69,7 +69,9 @@ def _exact(value: object, argument: str) -> Fraction:
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
-UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change)", 2),
+UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change), if the "
+                    "teachers were trained on disjoint partitions: a record reaching several teachers is not covered",
+                    2),
          "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's "
                      "votes)", 1)}
 
