@@ -156,3 +156,33 @@ def test_an_expression_subclass_runs_what_was_checked() -> None:
         with pytest.raises(dp.PlanError, match="row"):
             build()
     assert sess.history().height == 0
+
+
+def _bad_utf8_parquet(path: str) -> None:
+    """A Parquet file whose last string is not UTF-8 (written without validation, as a buggy writer could)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    values = [b"a", b"b"] * 50 + [b"\xff\xfe"]
+    offsets = pa.array([sum(len(v) for v in values[:i]) for i in range(len(values) + 1)], pa.int32())
+    data = pa.py_buffer(b"".join(values))
+    strings = pa.Array.from_buffers(pa.string(), len(values), [None, offsets.buffers()[1], data])
+    pq.write_table(pa.table({"s": strings, "x": [1.0] * len(values)}), path)
+
+
+@pytest.mark.parametrize(("kind", "backend"), [("csv", "polars"), ("parquet", "polars"), ("parquet", "duckdb")])
+def test_a_file_with_a_row_no_query_can_read_is_refused_when_the_session_is_created(
+        kind: str, backend: str, tmp_path: Any) -> None:
+    """A file's schema comes from its first rows (CSV) or its metadata (Parquet); its values are parsed by each
+    query. One unit's row that does not parse (``oops`` in a column the first 5000 rows made Int64; a string
+    that is not UTF-8) made every query reading that column fail after its charge, while the same file
+    without the row answered: the failure told D′ from D with certainty, at any ε. Every value is read
+    once when the session is created (the data owner sees the error; nothing is charged)."""
+    path = str(tmp_path / f"t.{kind}")
+    if kind == "csv":
+        with open(path, "w") as f:
+            f.write("u,x\n" + "".join(f"{i},{i % 10}\n" for i in range(5000)) + "9999,oops\n")
+    else:
+        _bad_utf8_parquet(path)
+    with pytest.raises(dp.SchemaError, match="cannot read table 't'") as info:
+        dp.Session({"t": path}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0, backend=backend)
+    assert info.value.argument == "tables['t']"
