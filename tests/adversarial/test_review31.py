@@ -1,4 +1,5 @@
-"""Review 31: process-wide caches and helpers the engine's checks rely on, reachable through public names.
+"""Review 31: process-wide caches and helpers the engine's checks rely on, reachable through public names; the
+analyst's DataFrames and expressions read more than once; files whose rows no query can read.
 
 Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
 """
