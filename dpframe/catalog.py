@@ -1,9 +1,10 @@
 """The catalog of private tables: their public schemas, their sources, and the backends that hold them.
 
 The data owner's tables are loaded and checked once, when the session is created (before any analyst
-query): each must be non-empty, have distinct column names without NUL characters, and contain the
-privacy-unit column. Backends are created on first use and given every table; a backend that reads
-its own sources (:class:`~dpframe.backends.base.LoadsOwnTables`) or wants the original source
+query): each must be non-empty, have distinct column names without NUL characters, contain the
+privacy-unit column, and have every value readable under its schema (a file is parsed in full once).
+Backends are created on first use and given every table; a backend that reads its own sources
+(:class:`~dpframe.backends.base.LoadsOwnTables`) or wants the original source
 (:class:`~dpframe.backends.base.SourceAware`) gets it through its typed capability.
 
 Example:
@@ -89,11 +90,20 @@ class TableCatalog:
         try:
             schema = frame.collect_schema()
             engine = self._default
-            rows = int(not engine.table_is_empty(name)) if isinstance(engine, LoadsOwnTables) else \
-                frame.select(pl.len()).collect().item()
+            if isinstance(engine, LoadsOwnTables):
+                rows = int(not engine.table_is_empty(name))
+            else:
+                rows = frame.select(pl.len()).collect().item()
+                # Every value read once, now: a file's rows are parsed by each query, and a row that does not
+                # parse (text in a CSV column its first rows made numeric, a Parquet string that is not
+                # UTF-8) would make every query reading its column fail after its charge, on D′ and not on D.
+                frame.select(pl.all().null_count()).collect(engine="streaming")
         except pl.exceptions.PolarsError as e:
-            raise SchemaError(f"cannot read table {name!r}: {str(e).splitlines()[0]}", argument="tables",
-                              fix="check the file or frame") from e
+            lines = str(e).strip().splitlines()
+            raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {lines[0] if lines else ''}",
+                              argument=f"tables[{name!r}]",
+                              fix="check the file (a CSV's column types come from its first rows; every later value "
+                                  "must parse as them) or load it yourself and pass a DataFrame") from e
         if len(schema) == 0 or rows == 0:
             raise SchemaError(f"table {name!r} is empty", argument="tables", fix="register a table with rows")
         if len(set(schema.names())) != len(schema):

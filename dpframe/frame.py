@@ -35,7 +35,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
-from dpframe.sealed import plain, plain_copy
+from dpframe.sealed import plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
@@ -463,7 +463,7 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
         raise SchemaError(f"keys name the columns {sorted(keys)}, the group-by has {by}", argument="keys", fix=fix)
     try:
         if isinstance(keys, pl.DataFrame):
-            frame = keys
+            frame = plain_frame(keys)      # read once: a subclass's schema or n_unique could say otherwise
         elif isinstance(keys, dict):
             frame = pl.DataFrame({by[0]: []})
             parts = [pl.DataFrame({c: pl.Series(c, list(keys[c]))}) for c in by]

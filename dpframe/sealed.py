@@ -129,19 +129,20 @@ class ReadOnlySchema(pl.Schema):
 
 
 class ReadOnlyKeys(pl.DataFrame):
-    """Public group keys the query was checked with: a DataFrame nothing can change in place.
+    """Public group keys (or a public table) the query was checked with: a DataFrame nothing can change in place.
 
     ``q.node.keys`` hands them out; the engine checks them once (no duplicates, the columns' types) and
     reads them again when the query runs. ``q.node.keys[1, "g"] = "0"`` made two groups "0", each
-    released with its own noise for the price of one. What is derived from them (a join, a filter) is an
-    ordinary DataFrame.
+    released with its own noise for the price of one; a SQL join's public table (unique join keys) the
+    same way made each private row match two public rows. What is derived from them (a join, a filter)
+    is an ordinary DataFrame.
 
     Example:
         >>> keys = ReadOnlyKeys.of(pl.DataFrame({"g": ["a", "b"]}))
         >>> keys[1, "g"] = "a"
         Traceback (most recent call last):
         ...
-        TypeError: public keys are read-only: the query was checked with them; build a new query
+        TypeError: public keys and tables are read-only: the query was checked with them; build a new query
 
     """
 
@@ -157,7 +158,7 @@ class ReadOnlyKeys(pl.DataFrame):
         return pl.DataFrame._from_pydf(py_df)       # what polars derives from the keys is a plain frame
 
     def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError("public keys are read-only: the query was checked with them; build a new query")
+        raise TypeError("public keys and tables are read-only: the query was checked with them; build a new query")
 
     __setitem__ = insert_column = replace_column = drop_in_place = extend = _refuse  # type: ignore[assignment]
 
@@ -180,6 +181,42 @@ class ReadOnlyKeys(pl.DataFrame):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ReadOnlyKeys.of, (pl.DataFrame(self),)
+
+
+def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """A plain DataFrame of ``frame``'s data, read once: a subclass's methods and properties never run again.
+
+    An analyst's DataFrame subclass could answer a check (its ``schema``, ``columns``, ``n_unique``) with
+    something other than the data the engine then uses.
+
+    Example:
+        >>> class Liar(pl.DataFrame):
+        ...     @property
+        ...     def schema(self): return pl.Schema({"g": pl.String})
+        >>> plain_frame(Liar({"g": [1]})).schema, type(plain_frame(Liar({"g": [1]}))).__name__
+        (Schema([('g', Int64)]), 'DataFrame')
+
+    """
+    return pl.DataFrame._from_pydf(frame._df.clone())
+
+
+def plain_expr(expr: pl.Expr) -> pl.Expr:
+    """A plain ``pl.Expr`` of ``expr``'s expression, read once: a subclass's methods never run again.
+
+    A ``pl.Expr`` subclass (``Masked.deserialize(...)`` builds one through Polars' public API) could show
+    the checks one expression through ``meta`` while Polars runs another.
+
+    Example:
+        >>> class Masked(pl.Expr):
+        ...     @property
+        ...     def meta(self): return pl.col("shown").meta
+        >>> import io
+        >>> masked = Masked.deserialize(io.StringIO((pl.col("x") + 1).meta.serialize(format="json")), format="json")
+        >>> masked.meta.root_names(), plain_expr(masked).meta.root_names(), type(plain_expr(masked)).__name__
+        (['shown'], ['x'], 'Expr')
+
+    """
+    return pl.Expr._from_pyexpr(expr._pyexpr)
 
 
 N = TypeVar("N")
@@ -241,4 +278,4 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_expr", "plain_frame"]

@@ -60,6 +60,7 @@ import polars as pl
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.rowlevel import check_row_level
 from dpframe.plan.values import guard_range, probe_values
+from dpframe.sealed import plain_expr
 
 MAX_LITERAL = 10_000
 # Functions that read a temporal value's null mask or physical integer only: they cannot fail on it.
@@ -365,6 +366,8 @@ def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
     temporal guards and probes every operation in isolation (see the module docstring). Free: reads no
     private row. The result is what runs on every backend.
     """
+    if isinstance(expr, pl.Expr):
+        expr = plain_expr(expr)     # read once: what is checked below is what runs (a subclass's meta could lie)
     check_row_level(expr, argument, schema)
     assert isinstance(expr, pl.Expr)
     output_schema(lambda f: f.select(expr), schema, argument)

@@ -166,10 +166,13 @@ def _cached(key: str, dtype: pl.DataType) -> pl.Series:
 def probe_values(dtype: pl.DataType) -> pl.Series:
     """The adversarial values of ``dtype`` (public, made up), with a null; cached per type.
 
+    A copy of the cache's Series (cheap: the buffers are shared until written), so changing it in place
+    cannot change what the totality probe runs every later operation on.
+
     Raises :class:`~dpframe.errors.PlanError` for a type dpframe has no values for (e.g. ``pl.Object``):
     an operation on it cannot be shown to be safe, so it is refused.
     """
-    return _cached(repr(dtype), dtype)
+    return _cached(repr(dtype), dtype).clone()
 
 
 @functools.lru_cache(maxsize=256)
@@ -187,13 +190,15 @@ def _frame(columns: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
 def probe_frame(schema: pl.Schema) -> pl.DataFrame:
     """A frame of ``schema`` whose columns hold their types' adversarial values side by side (padded with nulls).
 
+    A copy of the cached frame, as :func:`probe_values` is.
+
     Example:
         >>> frame = probe_frame(pl.Schema({"x": pl.Int8, "s": pl.String}))
         >>> frame.schema == pl.Schema({"x": pl.Int8, "s": pl.String}), frame.height == probe_values(pl.String()).len()
         (True, True)
 
     """
-    return _frame(tuple(schema.items()))
+    return _frame(tuple(schema.items())).clone()
 
 
 def guard_range(dtype: pl.DataType) -> tuple[int, int] | None:

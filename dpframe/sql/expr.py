@@ -38,7 +38,7 @@ from dpframe.plan.nodes import Node
 from dpframe.plan.totality import total_expression
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
-from dpframe.sql.sandbox import Json, function_types, quote, render_expression, shared
+from dpframe.sql.sandbox import Json, _shared, function_types, quote, render_expression
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
 
@@ -152,7 +152,7 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
         raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
                           fix="cast the column to a standard type when registering the table") from e
     select = ", ".join(f"{guard(sql)} AS {quote(name)}" for name, sql in items)
-    with shared() as con:
+    with _shared() as con:
         con.register("__dp_in", empty)
         try:
             result = con.sql(f"SELECT {select} FROM __dp_in").pl()

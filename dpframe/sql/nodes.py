@@ -27,6 +27,7 @@ import polars as pl
 
 from dpframe.errors import PlanError
 from dpframe.plan.nodes import RowNode
+from dpframe.sealed import ReadOnlyKeys
 
 _IDENTIFIER = re.compile(r'^(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_]*)$')
 
@@ -95,7 +96,8 @@ class PublicJoin(RowNode):
     ``data`` holds the public key columns (``right_on``, cast to the private columns' types; named
     ``public_on`` in the public table) and the public columns to add, already named as in the output.
     Each private row matches at most one public row, so the join is row-level: it never multiplies a
-    privacy unit's rows.
+    privacy unit's rows. ``data`` is read-only (``q.node`` hands it out; it was checked when built and is
+    read again when the query runs).
     """
 
     table: str
@@ -105,6 +107,11 @@ class PublicJoin(RowNode):
     how: str
     added: tuple[str, ...]
     public_on: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if type(self.data) is not ReadOnlyKeys:
+            object.__setattr__(self, "data", ReadOnlyKeys.of(self.data))
 
     def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
         joined = frame.join(self.data.lazy(), left_on=list(self.left_on), right_on=list(self.right_on),

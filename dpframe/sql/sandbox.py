@@ -22,9 +22,10 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import duckdb
@@ -84,10 +85,12 @@ def _close_all() -> None:
 
 
 @contextmanager
-def shared() -> Iterator[duckdb.DuckDBPyConnection]:
+def _shared() -> Iterator[duckdb.DuckDBPyConnection]:
     """The process-wide locked connection used for parsing, rendering and schema derivation.
 
-    It never holds private data: only empty frames with a table's schema are registered on it.
+    It never holds private data: only empty frames with a table's schema are registered on it. Private to
+    the engine: it is locked against files and settings, not against ``CREATE MACRO``, and a macro on it
+    would change the types the planner derives for SQL expressions (not what the backends run).
     """
     with _LOCK:
         if not _SHARED:
@@ -96,7 +99,7 @@ def shared() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @lru_cache(maxsize=1)
-def function_types() -> dict[str, frozenset[str]]:
+def function_types() -> Mapping[str, frozenset[str]]:
     """``{function name: {"scalar", "aggregate", "table", "macro", ..., "volatile"}}`` of this DuckDB build.
 
     ``"volatile"`` marks functions whose result may differ between calls (``random``, ``nextval`` ...);
@@ -105,8 +108,10 @@ def function_types() -> dict[str, frozenset[str]]:
     Built-in *macros* are classified by their definition: ``"aggregate_macro"`` when it calls an
     aggregate (``geomean``, ``weighted_avg``, ``json_group_array`` ...), ``"subquery_macro"`` when it
     runs a subquery or a window (``pg_get_viewdef`` ...).
+
+    Read-only: the SQL checker refuses functions by it, and the cache is the process's.
     """
-    with shared() as con:
+    with _shared() as con:
         rows = con.execute("SELECT DISTINCT lower(function_name), function_type, stability = 'VOLATILE', "
                            "lower(coalesce(macro_definition, '')), stability = 'CONSISTENT_WITHIN_QUERY' "
                            "AND len(parameters) = 0 FROM duckdb_functions()").fetchall()
@@ -125,7 +130,7 @@ def function_types() -> dict[str, frozenset[str]]:
                 out[name].add("aggregate_macro")
             if re.search(r"\b(select|over)\b", definition):
                 out[name].add("subquery_macro")
-    return {k: frozenset(v) for k, v in out.items()}
+    return MappingProxyType({k: frozenset(v) for k, v in out.items()})
 
 
 def serialize(text: str) -> Json:
@@ -137,7 +142,7 @@ def serialize(text: str) -> Json:
 @lru_cache(maxsize=256)
 def _serialized(text: str) -> str:
     """The JSON text of :func:`serialize`; a function of the text alone, so a query asked again skips DuckDB."""
-    with shared() as con:
+    with _shared() as con:
         out: str = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchall()[0][0]
     return out
 
@@ -156,7 +161,7 @@ def statement(node: Json) -> Json:
 
 def render(node: Json) -> str:
     """SQL text of a query node (``json_deserialize_sql``)."""
-    with shared() as con:
+    with _shared() as con:
         text: str = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(statement(node))]).fetchall()[0][0]
     return text
 

@@ -69,7 +69,9 @@ def _exact(value: object, argument: str) -> Fraction:
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
-UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change)", 2),
+UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change), if the "
+                    "teachers were trained on disjoint partitions: a record reaching several teachers is not covered",
+                    2),
          "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's "
                      "votes)", 1)}
 
@@ -192,7 +194,11 @@ class MultiLabelPATE:
         ``votes`` has one row per (query, label) with the number of teachers voting for the label
         (every query lists the same public labels). Use :meth:`collect` to charge a session.
         """
-        queries, names, label_dtype, counts = _vote_table(votes, query, label, vote)
+        return self._release(_vote_table(votes, query, label, vote), rng, query)
+
+    def _release(self, table: _Votes, rng: RandomSource, query: str) -> pl.DataFrame:
+        """:meth:`release` of a vote table read and validated once (:func:`_vote_table`)."""
+        queries, names, label_dtype, counts = table
         t, m = counts.shape
         p = self.plan()
         desc = -np.sort(-counts, axis=1)
@@ -216,16 +222,20 @@ class MultiLabelPATE:
         if unknown:
             raise PlanError(f"unknown argument(s) {sorted(unknown)}", argument=sorted(unknown)[0],
                             fix="pass query=, label= and/or vote= (column names)")
-        queries = _vote_table(votes, **columns)[0]
-        cost = self.charge(session, queries.len())
-        return session._release.release(cost, f"multilabel_pate(T={queries.len()}, privacy_unit={self.privacy_unit!r})",
+        table = _vote_table(votes, **columns)     # read once: the run releases the queries that were charged
+        t = len(table[3])
+        cost = self.charge(session, t)
+        return session._release.release(cost, f"multilabel_pate(T={t}, privacy_unit={self.privacy_unit!r})",
                                         f"pate:stable_topk protecting {self.protects()}; gap sensitivity {int(self.g)}",
-                                        lambda reader: self.release(votes, session.rng, **columns),
+                                        lambda reader: self._release(table, session.rng, columns.get("query", "query")),
                                         tables=frozenset())      # the votes are passed in: no table is read
 
 
-def _vote_table(votes: object, query: str = "query", label: str = "label",
-                vote: str = "vote") -> tuple[pl.Series, list[Any], pl.DataType, np.ndarray]:
+_Votes = tuple[pl.Series, list[Any], pl.DataType, np.ndarray]
+"""A validated vote table: (queries, label names, label dtype, T × m vote counts)."""
+
+
+def _vote_table(votes: object, query: str = "query", label: str = "label", vote: str = "vote") -> _Votes:
     """(queries, label names, label dtype, T × m vote counts) of a validated vote table; SchemaError otherwise."""
     if not isinstance(votes, pl.DataFrame):
         raise SchemaError(f"expected a polars DataFrame, got {type(votes).__name__}", argument="votes",

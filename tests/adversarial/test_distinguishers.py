@@ -333,7 +333,7 @@ PATE_SPEC = distinguisher(
 
 #: Every distinguisher, with the methods where a fault on D′ is injected to show that it can fail.
 TARGETS: list[tuple[AuditSpec, Faults]] = [(c.spec(), c.faults) for c in CASES] + [
-    (PATE_SPEC, ((MultiLabelPATE, "release"),))]
+    (PATE_SPEC, ((MultiLabelPATE, "_release"),))]
 SPECS = [spec for spec, _ in TARGETS]
 
 

@@ -93,7 +93,7 @@ def test_bad_files(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not parquet at all" * 10)
     with pytest.raises(dp.SchemaError) as info:
         dp.Session({"t": bad}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1))
-    assert info.value.argument == "tables"
+    assert info.value.argument == "tables['t']"     # the table named, as the guide says
 
 
 @pytest.mark.parametrize("kwargs, exc, argument", [

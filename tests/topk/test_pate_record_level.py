@@ -110,6 +110,7 @@ def test_explain_and_history_name_the_protected_unit(unit: str, g: int) -> None:
     text = pate.explain(2)
     assert f"privacy unit: {unit}: " in text and f"gap sensitivity g = {g}" in text
     assert ("does not protect a training record" in text) == (unit == "teacher")
+    assert ("disjoint partitions" in text) == (unit == "record")      # the record unit's assumption, stated
     data = pate.explain(2, format="json")
     assert data["privacy_unit"] == unit and data["gap_sensitivity"] == g and data["cost"] == repr(pate.cost(2))
     sess = dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ZCDP(10, 1e-6),
