@@ -59,6 +59,7 @@ from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlyKeys, Sealed
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.accounting.accountants import Accountant
     from dpframe.noise import RandomSource
     from dpframe.release import PrivateReader, ReleaseContext
@@ -131,11 +132,11 @@ class FamilyPlan(Generic[R]):
 
     budget: Budget
     cost: Budget
-    charge: Budget
+    charge: SessionCost
     mechanisms: str
     explain: Explain
     run: Callable[[PrivateReader, RandomSource], R]
-    settle: Callable[[R], tuple[Budget, str]] | None = None
+    settle: Callable[[R], tuple[SessionCost, str]] | None = None
     check: Callable[[], None] | None = None
     detail: Any = None
 
@@ -275,7 +276,7 @@ class Releasable(Sealed, Generic[R]):
         planned = self._planned(needs_budget(budget, "plan"))
         return planned.detail if planned.detail is not None else planned
 
-    def cost(self, budget: object = None) -> Budget:
+    def cost(self, budget: object = None) -> SessionCost:
         """The exact charge this query would be charged, in the session's notion. Free."""
         return self._planned(needs_budget(budget, "cost")).charge
 

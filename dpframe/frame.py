@@ -40,6 +40,7 @@ from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.session import Session
 
 
@@ -601,7 +602,7 @@ class Query(Releasable[pl.DataFrame]):
                                           "cannot give this accuracy)")
         return chosen
 
-    def cost(self, budget: object = None, *, accuracy: object = None) -> Budget:
+    def cost(self, budget: object = None, *, accuracy: object = None) -> SessionCost:
         """The exact charge this query would be charged, in the session's notion. Free.
 
         ``accuracy=dp.Accuracy(half_width, confidence)`` instead of a budget: the charge of the smallest

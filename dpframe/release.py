@@ -37,14 +37,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
-from dpframe.budgets import Budget
 from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import PrivacyUnit
 
 if TYPE_CHECKING:
-    from dpframe.accounting import Ledger
+    from dpframe.accounting import Ledger, SessionCost
     from dpframe.catalog import TableCatalog
     from dpframe.noise import RandomSource
 
@@ -162,8 +161,8 @@ class ReleaseContext:
         """The tables and their backends."""
         return self._catalog
 
-    def release(self, cost: Budget, what: str, mechanisms: str, run: Callable[[PrivateReader], T], *,
-                backend: str | None = None, settle: Callable[[T], tuple[Budget, str]] | None = None,
+    def release(self, cost: SessionCost, what: str, mechanisms: str, run: Callable[[PrivateReader], T], *,
+                backend: str | None = None, settle: Callable[[T], tuple[SessionCost, str]] | None = None,
                 tables: frozenset[str] | None = None) -> T:
         """Reserve ``cost``, call ``run(reader)`` under the guard, then commit (or settle); the one road.
 
@@ -190,7 +189,7 @@ class ReleaseContext:
             self.guarded(charge, lambda: self._ledger.settle(charge, *settle(result)))
         return result
 
-    def reserve(self, cost: Budget, what: str, mechanisms: str, *, tables: frozenset[str] | None = None) -> int:
+    def reserve(self, cost: SessionCost, what: str, mechanisms: str, *, tables: frozenset[str] | None = None) -> int:
         """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id.
 
         First a :class:`~dpframe.errors.TableChangedError`, nothing charged, if the file of a table in
@@ -243,7 +242,7 @@ class ReleaseContext:
         """Mark the reservation ``charge`` failed (it stays spent)."""
         self._ledger.fail(charge, error)
 
-    def settle(self, charge: int, cost: Budget, cell: str) -> None:
+    def settle(self, charge: int, cost: SessionCost, cell: str) -> None:
         """Close the reservation ``charge`` at the released output's cell (basic composition, ε only)."""
         self._ledger.settle(charge, cost, cell)
 

@@ -34,6 +34,8 @@ replacement) → ``accountants`` (the interface, basic, zCDP) →
 ``rdp`` → ``pld`` → ``report``, ``ledger``, ``calibrate``, ``fdp``.
 """
 
+from typing import TypeAlias
+
 from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAccountant
 from dpframe.accounting.calibrate import largest_epsilon, most_steps, smallest_noise
 from dpframe.accounting.composition import composition
@@ -58,11 +60,17 @@ from dpframe.accounting.ledger import Charge, Ledger
 from dpframe.accounting.neighbours import replace_one, sampled_without_replacement
 from dpframe.accounting.pld import PLDAccountant
 from dpframe.accounting.rdp import RDPAccountant, RDPCharge
+from dpframe.budgets import Budget
+
+SessionCost: TypeAlias = Budget | RDPCharge
+"""What a session is charged for a release (``Query.cost()``, ``Accountant.charge``): a budget in the
+session's notion, or an :class:`RDPCharge` in an ``rdp`` / ``pld`` session. Treat it as an opaque value
+for ``compose`` / ``fits`` / ``describe_charge`` and the ledger."""
 
 __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",
-    "RDPCharge", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian", "discrete_laplace",
-    "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "gdp_mu", "laplace", "largest_epsilon",
-    "most_steps", "power", "pure", "randomized_response", "register_curve", "replace_one",
+    "RDPCharge", "SessionCost", "ZCDPAccountant", "approx", "composition", "curve_kinds", "discrete_gaussian",
+    "discrete_laplace", "exponential", "from_json", "from_profile", "from_rdp", "gaussian", "gdp_mu", "laplace",
+    "largest_epsilon", "most_steps", "power", "pure", "randomized_response", "register_curve", "replace_one",
     "sampled_without_replacement", "smallest_noise", "threshold_test", "tradeoff", "tree_aggregation", "zcdp",
 ]

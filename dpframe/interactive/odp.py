@@ -48,6 +48,7 @@ from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
 from dpframe.sealed import plain
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.session import Session
 
 T = TypeVar("T")
@@ -208,7 +209,7 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
         return session._release.release(worst, what, mechanisms, lambda reader: run(), tables=read)
     before = {(c.id, c.status) for c in session._release.charges()}
 
-    def settle(result: T) -> tuple[Budget, str]:
+    def settle(result: T) -> tuple[SessionCost, str]:
         cell = spec.classify(result)
         if cell not in spec.cells:
             raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",

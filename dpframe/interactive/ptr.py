@@ -54,6 +54,7 @@ from dpframe.plan.nodes import tables_read
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.frame import Frame, Query
     from dpframe.session import Session
 
@@ -191,7 +192,7 @@ class RobustMedian(Sealed):
             half += max(1, half // 8)
         return 2 * half, rho_scale, nu_scale
 
-    def cost(self, budget: Budget) -> Budget:
+    def cost(self, budget: Budget) -> SessionCost:
         """The worst-case cost (reserved): the whole budget; a ⊥ is settled to ε_test + δ."""
         eps_test, eps_rel, delta = self._split(budget)
         return self._session.accountant.charge(ApproxDP(eps_test + eps_rel, delta))

@@ -32,10 +32,10 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from dpframe.budgets import Budget
 from dpframe.errors import DPFrameError, PlanError
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.session import Session
 
 T = TypeVar("T")
@@ -85,7 +85,7 @@ class Reservation:
     failed: bool
     what: str
 
-    def __init__(self, session: Session, cost: Budget, what: str, mechanisms: str, owner: object) -> None:
+    def __init__(self, session: Session, cost: SessionCost, what: str, mechanisms: str, owner: object) -> None:
         self.lock = threading.RLock()
         with _REGISTRY:
             other = _open(session)
@@ -166,7 +166,7 @@ class Reservation:
                 self.closed = True
                 self.session._release.commit(self.id)
 
-    def settle(self, cost: Budget, cell: str) -> None:
+    def settle(self, cost: SessionCost, cell: str) -> None:
         """Close, charging ``cost`` (the realised output cell; basic composition only, δ unchanged).
 
         Never after a failure: the stream is closed then, and its row stays failed, charged in full.

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make
+from dpframe.budgets import ZCDP, ApproxDP, PureDP, make
 from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
@@ -59,6 +59,7 @@ from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_lapla
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.session import Session
 
 
@@ -308,11 +309,11 @@ class SparseVector(Sealed):
                             "(the length-capped curve covers any scalar query)")
 
     # ----------------------------------------------------------------------------------- close
-    def charged(self) -> Budget:
+    def charged(self) -> SessionCost:
         """What the stream is charged: the reservation, or after a refunded close the realised cell."""
         return self._cell_cost() if self._refunded else self._reservation.cost
 
-    def _cell_cost(self) -> Budget:
+    def _cell_cost(self) -> SessionCost:
         k, c = self.positives, self.max_positives
         eps = cell_epsilon(self.eps1, self.eps2, c, k)
         if self.eps3 and k:   # the value release spends ε₃ plus the refunded (c−k)ε₂/c

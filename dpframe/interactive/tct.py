@@ -81,6 +81,7 @@ from dpframe.noise import discrete_laplace
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.session import Session
 
 _Q_SLACK = 1 - 1e-12          # q is rounded down (a smaller q only makes δ* larger: never under-reports)
@@ -209,7 +210,7 @@ class TargetChargingChannel(Sealed):
                               fix="open the session with dp.ApproxDP(eps, delta) or dp.ZCDP(rho, delta)")
         if total.notion == "zcdp":
             self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
-            self.cost: Budget = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
+            self.cost: SessionCost = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
             self.guarantee: Budget = self.cost
         else:
             self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)

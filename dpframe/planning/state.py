@@ -27,6 +27,7 @@ from dpframe.plan.nodes import Aggregate, Scan
 from dpframe.privacy_unit import PrivacyUnit
 
 if TYPE_CHECKING:
+    from dpframe.accounting import SessionCost
     from dpframe.accounting.accountants import Accountant
     from dpframe.plugin import PluginHost
 
@@ -50,7 +51,7 @@ class PhysicalPlan:
 
     budget: Budget
     cost: Budget
-    session_cost: Budget
+    session_cost: SessionCost
     selection: MechanismPlan | None
     plans: list[MechanismPlan]
     rate: float = 1.0      # Poisson sampling rate of the input (amplification is in session_cost)

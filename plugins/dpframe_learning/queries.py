@@ -292,7 +292,7 @@ class LearningPlan:
 
     budget: Budget
     cost: Budget
-    session_cost: Budget
+    session_cost: acc.SessionCost
     mechanisms: str
     details: list[str]
     guarantee: str
