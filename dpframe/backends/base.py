@@ -70,7 +70,7 @@ def double_sums_are_exact(statistics: Sequence[Statistic], rows: int) -> bool:
 
     Example:
         >>> s = Statistic("fixed_sum", "x", Fraction(0), Fraction(2**20), grid_exp=0)
-        >>> double_sums_are_exact([s], 2**32), double_sums_are_exact([s], 2**33)
+        >>> double_sums_are_exact([s], 2**31), double_sums_are_exact([s], 2**32)
         (True, False)
 
     """
