@@ -2,7 +2,8 @@
 
 The data owner's tables are loaded and checked once, when the session is created (before any analyst
 query): each must be non-empty, have distinct column names without NUL characters, contain the
-privacy-unit column, and have every value readable under its schema (a file is parsed in full once).
+privacy-unit column, and have every value readable under its schema (read in full once: by Polars, or by
+the backend that keeps the table, :meth:`~dpframe.backends.base.LoadsOwnTables.count_rows`).
 Backends are created on first use and given every table; a backend that reads its own sources
 (:class:`~dpframe.backends.base.LoadsOwnTables`) or wants the original source
 (:class:`~dpframe.backends.base.SourceAware`) gets it through its typed capability.
@@ -90,9 +91,8 @@ class TableCatalog:
         try:
             schema = frame.collect_schema()
             engine = self._default
-            if isinstance(engine, LoadsOwnTables):
-                rows = int(not engine.table_is_empty(name))
-            else:
+            rows = engine.count_rows(name) if isinstance(engine, LoadsOwnTables) else None
+            if rows is None:
                 rows = frame.select(pl.len()).collect().item()
                 # Every value read once, now: a file's rows are parsed by each query, and a row that does not
                 # parse (text in a CSV column its first rows made numeric, a Parquet string that is not

@@ -105,14 +105,19 @@ class SourceAware(Protocol):
 
 @runtime_checkable
 class LoadsOwnTables(Protocol):
-    """Reads table sources itself (Spark DataFrames and paths stay in Spark) and counts rows in place."""
+    """Reads table sources itself (Spark DataFrames and paths stay in Spark) and reads their rows in place."""
 
     def load_table(self, name: str, source: object) -> pl.LazyFrame:
         """The table as a lazy frame with its public schema (its rows may stay in the engine)."""
         ...
 
-    def table_is_empty(self, name: str) -> bool:
-        """Whether a table read by :meth:`load_table` has no rows."""
+    def count_rows(self, name: str) -> int | None:
+        """The row count of a table :meth:`load_table` kept in the engine, every value read once.
+
+        None for a table it did not keep (the catalog reads it through Polars). A value the engine cannot
+        read is a :class:`~dpframe.errors.SchemaError` naming ``tables[name]`` (every query reading its
+        column would fail after its charge).
+        """
         ...
 
 

@@ -4,7 +4,7 @@ What runs in DuckDB:
 
 1. the registered table: an Arrow table handed over by Polars once, zero-copy (strings as string
    views; only types DuckDB could fail on are converted first, see :func:`_duckdb_type`), or a Parquet
-   file DuckDB scans itself;
+   file DuckDB scans itself (where its reader reads every value: one scan at registration);
 2. the row-level SQL nodes built by ``sess.sql`` (filters, projections, joins with public tables),
    each expression evaluated under ``TRY(...)`` so no private value can make the query fail;
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
@@ -426,7 +426,7 @@ class DuckDBBackend:
         self.register_source(name, source, None)
 
     def register_source(self, name: str, frame: pl.LazyFrame, source: object) -> None:
-        """Own a private table; a Parquet path is scanned by DuckDB itself, anything else via Arrow.
+        """Own a private table; a Parquet path is scanned by DuckDB itself (:meth:`_parquet`), anything else via Arrow.
 
         An in-memory frame is handed over once, zero-copy where its types allow (Arrow string views);
         columns of a type DuckDB could fail on are converted first (:func:`_for_duckdb`).
@@ -461,16 +461,27 @@ class DuckDBBackend:
             self._tables[name] = _Table(internal, frame, data, path)
 
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
+        """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
+
+        DuckDB's reader must give the schema's columns and read every value: it refuses values Polars
+        reads (a TIME beyond a day, a JSON value that does not parse, an INT96 timestamp beyond its
+        range), and such a value in one unit's row would make every query reading its column fail after
+        its charge, on D′ and not on D. One scan hashes every column now (the file was read in full when
+        the session was created, so reading it through Polars cannot fail).
+        """
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
                 or any(_duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
             return None
         path = str(Path(source).resolve())
+        scan = f"read_parquet({literal(path)})"
         try:
-            names = [r[0] for r in self._con.execute(
-                f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()]
+            names = [r[0] for r in self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
+            if names != list(schema.names()) or "file_row_number" in names:
+                return None
+            self._con.execute(f"SELECT bit_xor(hash({', '.join(quote(c) for c in names)})) FROM {scan}").fetchall()
         except duckdb.Error:
             return None
-        return path if names == list(schema.names()) and "file_row_number" not in names else None
+        return path
 
     def supports(self, node: RowNode) -> str | None:
         """Every row node runs here (SQL nodes in DuckDB, method-chain nodes through Polars)."""

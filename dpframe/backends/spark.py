@@ -45,6 +45,10 @@ in Python, exactly as with the other backends.
 Types: Polars types map to Spark types (unsigned integers widen; UInt64 becomes DECIMAL(20,0); naive
 datetimes TIMESTAMP_NTZ; categoricals STRING) and come back as the plan's types. Nanosecond datetimes,
 durations, times, lists, structs and Spark maps/arrays/structs are refused when the table is registered.
+Shipped millisecond datetimes become microseconds (a value beyond them: null). A Spark-side table (a
+DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
+is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or compute is refused then,
+not by every query reading its column after its charge.
 
 Differences from Polars, both only on overflow: native Int64 ``+ - *`` give NULL where Polars wraps around
 (Spark's ANSI mode would raise instead: a failure that could reveal a private value), and widening casts
@@ -162,7 +166,9 @@ def _encode(frame: pl.DataFrame, sschema: Any) -> Any:
             casts[name] = pl.String()
         elif dtype in widen:
             casts[name] = widen[dtype]
-    table = frame.cast(casts).to_arrow() if casts else frame.to_arrow()  # type: ignore[arg-type]
+        elif isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":   # Spark keeps microseconds: a value
+            casts[name] = pl.Datetime("us", dtype.time_zone)                # beyond them becomes null
+    table = frame.cast(casts, strict=False).to_arrow() if casts else frame.to_arrow()  # type: ignore[arg-type]
     return table.cast(to_arrow_schema(sschema, timezone="UTC", prefers_large_types=False))
 
 
@@ -194,6 +200,22 @@ def _first_line(error: BaseException, limit: int = 240) -> str:
     if sep and " " not in head and "." in head:   # a Java class name: keep its last part
         text = f"{head.rsplit('.', 1)[-1]}: {rest}"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _count_reading_every_value(frame: Any) -> int:
+    """A Spark DataFrame's row count, computed by one job that reads (hashes) every value of every column."""
+    F = _pyspark().functions
+    hashed = [F.max(F.xxhash64(*[_name(c) for c in frame.columns]))] if frame.columns else []
+    return int(frame.agg(F.count(F.lit(1)), *hashed).first()[0])
+
+
+def _reads_every_value(frame: Any) -> bool:
+    """Whether Spark reads (computes) every value of ``frame`` without failing."""
+    try:
+        _count_reading_every_value(frame)
+    except Exception:    # Py4J, or PySpark's own exception for the Java one
+        return False
+    return True
 
 
 def _name(column: str) -> Any:
@@ -449,9 +471,23 @@ class SparkBackend:
 
         return register_io_source(read, schema=schema)
 
-    def table_is_empty(self, name: str) -> bool:
-        """Whether a table read by :meth:`load_table` has no rows (checked in Spark)."""
-        return bool(self._loaded[name].isEmpty()) if name in self._loaded else False
+    def count_rows(self, name: str) -> int | None:
+        """The row count of a table :meth:`load_table` kept in Spark, every value read once (None: Polars read it).
+
+        A Spark table is a plan Spark runs again for every query: a value it cannot read or compute (a
+        Parquet millisecond timestamp beyond its microseconds; ``CAST(s AS INT)`` of ``'oops'`` in ANSI
+        mode) would make every query reading its column fail after its charge, on D′ and not on D. One
+        Spark job reads every column now; its failure is a SchemaError naming ``tables[name]``.
+        """
+        if name not in self._loaded:
+            return None
+        try:
+            return _count_reading_every_value(self._loaded[name])
+        except Exception as e:   # Py4J, or PySpark's own exception for the Java one (ArithmeticException ...)
+            raise SchemaError(f"cannot read table {name!r}: Spark fails reading it ({type(e).__name__}: "
+                              f"{_first_line(e)})", argument=f"tables[{name!r}]",
+                              fix="fix or drop the values Spark cannot read (in a DataFrame: try_cast instead of "
+                                  "cast), or load the table yourself and pass a DataFrame") from None
 
     def register(self, name: str, source: pl.LazyFrame) -> None:
         """Own a private table given as a Polars LazyFrame (shipped to Spark once)."""
@@ -465,8 +501,10 @@ class SparkBackend:
         """
         declared = frame.collect_schema()
         spark_frame = self._loaded.pop(name, None)
-        if spark_frame is None:
+        if spark_frame is None:      # created beside another backend: the session read ``frame`` in full
             spark_frame = self._read(name, source)
+            if spark_frame is not None and not _reads_every_value(spark_frame):
+                spark_frame = None   # (Spark fails on a value the session read: its rows are shipped instead)
         if spark_frame is None:
             sschema = _spark_schema(declared, f"table {name!r}")
             spark_frame = self.spark.createDataFrame(_encode(frame.collect(), sschema), schema=sschema)
