@@ -219,6 +219,32 @@ def plain_expr(expr: pl.Expr) -> pl.Expr:
     return pl.Expr._from_pyexpr(expr._pyexpr)
 
 
+_ENGINE = object()
+"""The token the engine passes to the constructors of the objects it alone builds (:func:`engine_only`)."""
+
+
+def engine_only(token: object, what: str, fix: str) -> None:
+    """An :class:`ArgumentError` unless ``token`` is the engine's own: ``what`` is built by dpframe only.
+
+    A frame, a group-by and a query hold plan nodes, public keys and a family's query that the engine
+    checked when it built them (``Filter.of`` checks a predicate; ``group_by`` checks keys for duplicates;
+    a registered family validates its arguments) and trusts when it charges and runs them. Their
+    constructors (and the nodes' dataclass constructors) are public names, so each one asks for this
+    token: a node built directly, unchecked (an aggregate in a filter, a Python function on every row), or
+    an object of the analyst's own posing as a family's query, never reaches a charge.
+
+    Example:
+        >>> engine_only(object(), "dp.Query", "build it with sess.table(...).agg(...)")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: dp.Query: dp.Query is built by dpframe itself, from parts it checked...
+
+    """
+    if token is not _ENGINE:
+        raise ArgumentError(f"{what} is built by dpframe itself, from parts it checked: a {what} made from its "
+                            "constructor could hold an unchecked plan or query", argument=what, fix=fix)
+
+
 N = TypeVar("N")
 
 
@@ -278,4 +304,5 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_expr", "plain_frame"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "plain", "plain_copy", "plain_expr",
+           "plain_frame"]
