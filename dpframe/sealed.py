@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import decimal
 import functools
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
@@ -304,5 +305,89 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "plain", "plain_copy", "plain_expr",
-           "plain_frame"]
+def plain_dtype(dtype: object) -> pl.DataType:
+    """``dtype`` as Polars reads it, once: a plain Polars data type (a subclass's properties never run again).
+
+    A ``pl.DataType`` subclass could compare and hash equal to ``pl.Datetime("us")`` while its
+    ``time_unit`` answered ``"ns"`` to one read and ``"us"`` to the next. Read by Polars' Rust side
+    (``Series.cast`` itself compares the type with ``==`` first), which builds a new one. An
+    :class:`ArgumentError` for anything Polars does not read as a data type.
+
+    Example:
+        >>> class Int8(pl.Int8):
+        ...     def __eq__(self, other): return True
+        ...     def __hash__(self): return hash(pl.Int64())
+        >>> plain_dtype(Int8()) == pl.Int64, type(plain_dtype(Int8())).__module__, plain_dtype(pl.Int64)
+        (False, 'polars.datatypes.classes', Int64)
+
+    """
+    try:
+        out: pl.DataType = pl.Series("dtype", [], dtype=pl.Null)._s.cast(dtype, True, False).dtype()
+    except Exception as e:   # noqa: BLE001 — whatever Polars refuses to read as a type
+        raise ArgumentError(f"not a Polars data type: {type(dtype).__name__}", argument="dtype",
+                            fix="pass a Polars data type such as pl.Int64 or pl.Datetime('us')") from e
+    return out
+
+
+def plain_key(value: object) -> object:
+    """``value`` as a cache key: numbers and strings :func:`plain`, data types :func:`plain_dtype`, tuples item by item.
+
+    A key is compared with the keys cached before it (``hash``, then ``==``): an analyst's object that
+    hashed and compared equal to another key would leave what it computed under that key. A
+    :class:`TypeError` for any other kind of value.
+
+    Example:
+        >>> class Loud(int):
+        ...     def __eq__(self, other): return True
+        >>> plain_key((Loud(3), "x", pl.Int64)), type(plain_key((Loud(3),))[0]).__name__
+        ((3, 'x', Int64), 'int')
+
+    """
+    if isinstance(value, tuple):
+        return tuple(plain_key(v) for v in tuple.__iter__(value))
+    if isinstance(value, pl.DataType) or (isinstance(value, type) and issubclass(value, pl.DataType)):
+        return plain_dtype(value)
+    out = plain(value)
+    if out is None or type(out) in (bool, str, int, float, Fraction, decimal.Decimal):
+        return out
+    raise TypeError(f"a cache key is a number, a string, a Polars data type or a tuple of them, not "
+                    f"{type(value).__name__}")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plain_cache(maxsize: int | None) -> Callable[[F], F]:
+    """``functools.lru_cache(maxsize)`` whose arguments are read through :func:`plain_key` first.
+
+    A process-wide cache serves every later call, the engine's included: keyed by an analyst's object
+    that hashes and compares equal to the engine's value while it computes another (a Fraction subclass
+    equal to ε = 1 whose float is 100; a data type equal to ``Datetime("us")`` that reads as ``"ns"``),
+    the cache would hand the engine a ρ 2,500 times too large, or probe values that pass an operation
+    that fails on the private data. Keyed and computed on the plain value, an entry is always the right
+    one for its key.
+
+    Example:
+        >>> @plain_cache(maxsize=8)
+        ... def double(x):
+        ...     return 2 * x
+        >>> class Liar(int):
+        ...     def __eq__(self, other): return True
+        ...     def __hash__(self): return hash(1)
+        >>> double(Liar(50)), double(1)
+        (100, 2)
+
+    """
+    def decorate(function: F) -> F:
+        cached = functools.lru_cache(maxsize)(function)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return cached(*(plain_key(a) for a in args), **{plain(k): plain_key(v) for k, v in kwargs.items()})
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+    return decorate
+
+
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "plain", "plain_cache", "plain_copy",
+           "plain_dtype", "plain_expr", "plain_frame", "plain_key"]

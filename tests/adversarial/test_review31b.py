@@ -64,3 +64,124 @@ def test_a_releasable_runs_a_registered_familys_query_only() -> None:
     with pytest.raises(dp.ArgumentError, match="built by dpframe"):
         Releasable(sess, Exact()).collect(dp.PureDP(0.001))
     assert sess.history().height == 0
+
+
+def _equal_to(base: type, target: object, value: object) -> Any:
+    """A ``base`` subclass instance holding ``value`` that hashes and compares equal to ``target``."""
+    cls = type(f"Posing{base.__name__}", (base,), {"__hash__": lambda self: hash(target),
+                                                   "__eq__": lambda self, other: other == target})
+    return cls(value)
+
+
+def test_a_cached_probe_cannot_be_keyed_by_a_data_type_that_reads_differently() -> None:
+    """``probe_values(dtype)`` cached the totality probe's values under ``(repr(dtype), dtype)``: a
+    ``pl.Decimal`` subclass that hashed, compared and printed as ``Decimal(38, 0)`` but read its
+    ``precision`` as 5 once (the values were made) and 38 after (Polars built the Series) left five-digit
+    values as *the* probe of ``Decimal(38, 0)`` (once 300 other types had evicted the real entry).
+    ``filter(pl.col("d") * 100 > 0)``, which overflows on 38-digit values, then passed the build-time
+    probe, and the count failed after its charge exactly when some row was ≥ 10³⁶ (an exception oracle,
+    for every later query in the process). Cached helpers read their arguments as plain values
+    (``dpframe.sealed.plain_cache``; a data type as Polars reads it, once)."""
+    import contextlib
+    import decimal
+
+    from dpframe.plan.values import probe_values
+    real = pl.Decimal(38, 0)
+
+    class Decimal(pl.Decimal):
+        reads = 0
+
+        def __init__(self) -> None:
+            pass
+
+        @property  # type: ignore[override]
+        def precision(self) -> int:
+            Decimal.reads += 1
+            return 5 if Decimal.reads == 1 else 38
+        scale = 0  # type: ignore[assignment]
+
+        @classmethod
+        def base_type(cls) -> type[pl.DataType]:
+            return pl.Decimal
+
+        def __eq__(self, other: object) -> bool:
+            return other == real
+
+        def __hash__(self) -> int:
+            return hash(real)
+
+        def __repr__(self) -> str:
+            return repr(real)
+    probe_values(real)
+    for i in range(300):
+        probe_values(pl.Enum([f"evict{i}"]))
+    with contextlib.suppress(dp.ArgumentError):     # Polars refuses a local class's name; a module's is read
+        probe_values(Decimal())
+    assert probe_values(real).max() == decimal.Decimal(10**38 - 1)
+    for big in (1, 10**37):
+        data = pl.DataFrame({"d31b": [decimal.Decimal(1)] * 9 + [decimal.Decimal(big)]}).cast({"d31b": real})
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+        with pytest.raises(dp.PlanError, match="Multiply"):
+            sess.table("t").filter(pl.col("d31b") * 100 > 0).agg(dp.len())
+        assert sess.history().height == 0
+
+
+def test_process_wide_caches_are_keyed_by_plain_values() -> None:
+    """Every public function with a process-wide cache stored what it computed from the analyst's object
+    under that object: a Fraction subclass equal to ε = 7919/13 (and hashing so) but worth 10 made
+    ``zcdp_rho(ε, δ)`` — the ρ top-k's Gaussian PTR is calibrated with when it converts (ε, δ) — 2,500
+    times too large for every later query at that ε; the same held for the subsampled Gaussian's moments
+    (``gaussian_moments``, the RDP accountant's amplification), limited domain's per-step ε and the TCT
+    plan (``dpframe_topk.calibrate``), and the noise's confidence half-widths. Keys are plain values."""
+    from fractions import Fraction
+
+    from dpframe_topk import calibrate
+
+    from dpframe.accounting.numerics import replacement
+    from dpframe.budgets import zcdp_rho
+    from dpframe.mechanism import noise
+    eps, delta = Fraction(7919, 13), Fraction(1, 10**6)
+    liar = _equal_to(Fraction, eps, 10)
+    zcdp_rho(liar, delta)
+    assert zcdp_rho(eps, delta) == zcdp_rho.__wrapped__(eps, delta)
+    calibrate.ld_step_epsilon(liar, delta, 3)
+    assert calibrate.ld_step_epsilon(eps, delta, 3) == calibrate.ld_step_epsilon.__wrapped__(eps, delta, 3)
+    small = Fraction(1, 7919)
+    calibrate.tct_plan("approx", _equal_to(Fraction, small, Fraction(1, 2)), delta, 2)
+    assert calibrate.tct_plan("approx", small, delta, 2) == calibrate.tct_plan.__wrapped__("approx", small, delta, 2)
+    mu = 0.7919
+    replacement.gaussian_moments(_equal_to(float, mu, 0.5))(2)
+    assert replacement.gaussian_moments(mu)(2) == replacement._chis.__wrapped__(mu)[0]
+    scale = Fraction(7919, 7)
+    noise.Noise("discrete_laplace", _equal_to(Fraction, scale, 1), Fraction(1)).half_width(0.95)
+    assert noise.Noise("discrete_laplace", scale, Fraction(1)).half_width(0.95) == \
+        noise._half_width_units.__wrapped__("discrete_laplace", scale, 0.95)
+
+
+# Caches whose arguments only the engine builds (never an analyst's object): the sampler's tables of a
+# ``_Scale``/``_Sigma2`` it made from a plain Fraction, the plugin host per blocked-plugin set (an
+# environment variable), and the thread pool per worker count.
+_INTERNAL_CACHES = {("dpframe/noise/samplers.py", "_threshold_table"),
+                    ("dpframe/noise/samplers.py", "_acceptance_table"),
+                    ("dpframe/plugin/manager.py", "_host"), ("dpframe/parallel.py", "_pool")}
+
+
+def test_every_cache_with_arguments_reads_them_as_plain_values() -> None:
+    """The guard of the test above: a new ``functools.lru_cache``/``cache`` on a function with arguments
+    (reachable with an analyst's object, however indirectly) uses ``dpframe.sealed.plain_cache``."""
+    import ast
+    from pathlib import Path
+    root = Path(dp.__file__).parent.parent
+    found = set()
+    for path in [*root.joinpath("dpframe").rglob("*.py"), *root.joinpath("plugins").rglob("*.py")]:
+        if "tests" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            takes = isinstance(node, ast.FunctionDef) and (node.args.args or node.args.vararg or node.args.kwonlyargs)
+            if not takes:
+                continue
+            for d in node.decorator_list:
+                name = ast.unparse(d.func if isinstance(d, ast.Call) else d)
+                if name.split(".")[-1] in ("lru_cache", "cache", "cached_property"):
+                    found.add((path.relative_to(root).as_posix(), node.name))
+    assert found == _INTERNAL_CACHES
