@@ -34,12 +34,12 @@ from dpframe.sealed import plain_cache
 
 Json = dict[str, Any]
 
-CONFIG: dict[str, str | bool] = {
+CONFIG: Mapping[str, str | bool] = MappingProxyType({
     "python_enable_replacements": False,
     "python_scan_all_frames": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
-}
+})
 
 
 def quote(name: str) -> str:

@@ -43,8 +43,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,11 +71,10 @@ def _exact(value: object, argument: str) -> Fraction:
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
-UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change), if the "
-                    "teachers were trained on disjoint partitions: a record reaching several teachers is not covered",
-                    2),
-         "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's "
-                     "votes)", 1)}
+UNITS: Mapping[str, tuple[str, int]] = MappingProxyType({
+    "record": ("one training record added or removed (its teacher's whole vote vector may change), if the teachers "
+               "were trained on disjoint partitions: a record reaching several teachers is not covered", 2),
+    "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's votes)", 1)})
 
 
 @dataclass(frozen=True)

@@ -185,3 +185,43 @@ def test_every_cache_with_arguments_reads_them_as_plain_values() -> None:
                 if name.split(".")[-1] in ("lru_cache", "cache", "cached_property"):
                     found.add((path.relative_to(root).as_posix(), node.name))
     assert found == _INTERNAL_CACHES
+
+
+def test_module_level_tables_the_engine_reads_are_read_only() -> None:
+    """Module-level dicts and lists the engine decides by were public and mutable:
+    ``dpframe_topk.pate.UNITS["record"] = (text, Fraction(1, 100))`` made MultiLabelPATE's gap sensitivity
+    1/100 instead of 2 (a charge 200 times too small for the same noise), ``dpframe.sql.expr.DENIED.pop("error")``
+    let SQL call DuckDB's ``error()``, ``dpframe.sql.sandbox.CONFIG`` set what every later DuckDB connection
+    allows (Python replacement scans: a table name resolved to a variable of the caller), and
+    ``dpframe_learning.ALGORITHMS`` said which interior-point method is a built-in. Every public
+    module-level table of the engine and its plugins is a read-only mapping, a tuple or a frozenset (the
+    audit harness's own specs, ``dpframe.testing`` and the plugins' ``audits``, are not read by any query)."""
+    import importlib
+    import pkgutil
+    from fractions import Fraction
+
+    import dpframe_learning
+    import dpframe_topk
+    from dpframe_topk import pate
+
+    from dpframe.sql import expr, parse, sandbox
+    for write in (lambda: pate.UNITS.__setitem__("record", ("one record", Fraction(1, 100))),
+                  lambda: expr.DENIED.pop("error"),
+                  lambda: sandbox.CONFIG.__setitem__("python_enable_replacements", True),
+                  lambda: parse.SET_OPERATIONS.append(("MINUS",)),
+                  lambda: dpframe_learning.ALGORITHMS.__setitem__("exponential", None)):
+        with pytest.raises((TypeError, AttributeError)):
+            write()
+    assert pate.MultiLabelPATE().g == 2
+    mutable = []
+    for package in (dp, dpframe_topk, dpframe_learning, importlib.import_module("dpframe_quantiles"),
+                    importlib.import_module("dpframe_aggregates"), importlib.import_module("dpframe_histogram")):
+        names = [package.__name__, *(m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."))]
+        for name in names:
+            if name.startswith("dpframe.testing") or name.endswith(".audits") or ".tests" in name:
+                continue
+            module = importlib.import_module(name)
+            mutable += [f"{name}.{attr}" for attr, value in vars(module).items()
+                        if not attr.startswith("_") and isinstance(value, dict | list | set | bytearray)
+                        and not isinstance(value, pl.Schema)]
+    assert mutable == []
