@@ -33,9 +33,11 @@ later receive the engine's values (a noisy count compared with a threshold), and
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import decimal
 import functools
-from collections.abc import Callable
+import zoneinfo
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
@@ -280,14 +282,48 @@ def plain(value: N) -> N:
         return Fraction(int.__index__(parts[0]), int.__index__(parts[1]))  # type: ignore[return-value]
     if isinstance(value, decimal.Decimal) and type(value) is not decimal.Decimal:
         return decimal.Decimal(decimal.Decimal.__str__(value))  # type: ignore[return-value]
+    if isinstance(value, dt.date | dt.time | dt.timedelta):
+        return _plain_temporal(value)  # type: ignore[return-value]
     return value
 
 
+def _plain_temporal(value: dt.date | dt.time | dt.timedelta) -> dt.date | dt.time | dt.timedelta:
+    """A date, datetime, time or timedelta rebuilt from its own fields (read through the C type's descriptors).
+
+    A subclass's ``__sub__`` (a bound minus the epoch) would run every time the engine reads the bound,
+    and so would a ``tzinfo``'s ``utcoffset``: a time zone other than ``datetime.timezone`` or
+    ``zoneinfo.ZoneInfo`` is read once, as the fixed offset it gives at this instant.
+    """
+    if isinstance(value, dt.timedelta):
+        if type(value) is dt.timedelta:
+            return value
+        return dt.timedelta(days=dt.timedelta.days.__get__(value), seconds=dt.timedelta.seconds.__get__(value),
+                            microseconds=dt.timedelta.microseconds.__get__(value))
+    if not isinstance(value, dt.datetime | dt.time):
+        return value if type(value) is dt.date else dt.date.fromordinal(dt.date.toordinal(value))
+    clock: type[dt.datetime | dt.time] = dt.datetime if isinstance(value, dt.datetime) else dt.time
+    zone = clock.tzinfo.__get__(value)
+    if type(value) is clock and (zone is None or type(zone) in (dt.timezone, zoneinfo.ZoneInfo)):
+        return value
+    parts = (clock.hour.__get__(value), clock.minute.__get__(value), clock.second.__get__(value),
+             clock.microsecond.__get__(value))
+    fold = clock.fold.__get__(value)
+    if isinstance(value, dt.time):
+        bare: dt.datetime | dt.time = dt.time(*parts, fold=fold)
+    else:
+        bare = dt.datetime.combine(dt.date.fromordinal(dt.date.toordinal(value)), dt.time(*parts, fold=fold))
+    if zone is None or type(zone) in (dt.timezone, zoneinfo.ZoneInfo):
+        return bare.replace(tzinfo=zone)
+    offset = zone.utcoffset(bare.replace(tzinfo=zone) if isinstance(bare, dt.datetime) else None)  # once
+    return bare.replace(tzinfo=None if offset is None else dt.timezone(plain(offset)))
+
+
 def plain_copy(value: N) -> N:
-    """``value`` with every number and string in it :func:`plain`, its lists, tuples and dicts copied.
+    """``value`` with every number, string and date in it :func:`plain`, its lists, tuples and mappings copied.
 
     For arguments a query stores and reads again later (a list changed after the query was checked, or
-    a ``str`` subclass that answers differently, would run something that was never checked).
+    a ``str`` subclass that answers differently, would run something that was never checked). A tuple
+    subclass becomes a tuple of its own items and any mapping a dict, each read once.
 
     Example:
         >>> features = ["x"]
@@ -298,9 +334,9 @@ def plain_copy(value: N) -> N:
     """
     if isinstance(value, list):
         return [plain_copy(v) for v in value]  # type: ignore[return-value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(plain_copy(v) for v in value)  # type: ignore[return-value]
-    if isinstance(value, dict):
+    if isinstance(value, tuple):
+        return tuple(plain_copy(v) for v in tuple.__iter__(value))  # type: ignore[return-value]
+    if isinstance(value, Mapping):
         return {plain_copy(k): plain_copy(v) for k, v in value.items()}  # type: ignore[return-value]
     return plain(value)
 

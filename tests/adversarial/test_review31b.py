@@ -225,3 +225,40 @@ def test_module_level_tables_the_engine_reads_are_read_only() -> None:
                         if not attr.startswith("_") and isinstance(value, dict | list | set | bytearray)
                         and not isinstance(value, pl.Schema)]
     assert mutable == []
+
+
+def test_temporal_bounds_are_read_as_plain_values() -> None:
+    """``plain`` left dates, datetimes and their time zones as given: ``dp.median("d", bounds=(SpyDate(...),
+    ...))`` kept the analyst's ``date`` subclass in the measure, and its ``__sub__`` ran again when the
+    query ran, after the charge (the quantile's domain is rebuilt from the bounds then): a stateful one
+    gave the run another domain than the one planned. A datetime's ``tzinfo`` subclass is called on every
+    subtraction the same way. Temporal values are read once into plain ``date``/``datetime``/``timedelta``
+    objects (a time zone other than ``datetime.timezone`` or ``zoneinfo.ZoneInfo`` becomes its offset), and
+    a family's arguments copy a tuple subclass (whose ``__getitem__`` could lie on a later read) and any
+    mapping into plain tuples and dicts."""
+    import datetime as dt
+
+    from dpframe.sealed import plain, plain_copy
+    seen: list[object] = []
+
+    class SpyDate(dt.date):
+        def __sub__(self, other: Any) -> Any:
+            seen.append(other)
+            return dt.date.__sub__(self, other)
+
+    class SpyZone(dt.tzinfo):
+        def utcoffset(self, when: Any) -> dt.timedelta:
+            seen.append(when)
+            return dt.timedelta(hours=1)
+    data = pl.DataFrame({"d": [dt.date(2020, 1, 1) + dt.timedelta(days=i) for i in range(100)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    q = sess.table("t").agg(dp.median("d", bounds=(SpyDate(2019, 1, 1), dt.date(2021, 1, 1))))
+    aware = plain(dt.datetime(2020, 1, 1, 12, tzinfo=SpyZone()))
+    seen.clear()
+    q.collect(dp.PureDP(1))
+    assert aware - dt.datetime(2020, 1, 1, tzinfo=dt.UTC) == dt.timedelta(hours=11)
+    assert seen == [] and type(q.node.measures[0].option("bounds")[0]) is dt.date
+    assert type(plain(SpyDate(2019, 1, 1))) is dt.date and type(aware.tzinfo) is dt.timezone
+    Pair = type("Pair", (tuple,), {"__getitem__": lambda self, i: 10**6})     # a family's argument, read again
+    copied = plain_copy({"bounds": Pair((0, 10))})["bounds"]
+    assert type(copied) is tuple and copied[1] == 10
