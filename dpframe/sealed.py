@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
+import numpy as np
 import polars as pl
 
 from dpframe.errors import ArgumentError
@@ -323,7 +324,8 @@ def plain_copy(value: N) -> N:
 
     For arguments a query stores and reads again later (a list changed after the query was checked, or
     a ``str`` subclass that answers differently, would run something that was never checked). A tuple
-    subclass becomes a tuple of its own items and any mapping a dict, each read once.
+    subclass becomes a tuple of its own items, any mapping a dict, and a NumPy array or a ``pl.Series``
+    a list (it can be changed in place), each read once.
 
     Example:
         >>> features = ["x"]
@@ -334,6 +336,9 @@ def plain_copy(value: N) -> N:
     """
     if isinstance(value, list):
         return [plain_copy(v) for v in value]  # type: ignore[return-value]
+    if isinstance(value, np.ndarray | pl.Series):
+        items = np.ndarray.tolist(value) if isinstance(value, np.ndarray) else pl.Series.to_list(value)
+        return [plain_copy(v) for v in items]  # type: ignore[return-value]
     if isinstance(value, tuple):
         return tuple(plain_copy(v) for v in tuple.__iter__(value))  # type: ignore[return-value]
     if isinstance(value, Mapping):

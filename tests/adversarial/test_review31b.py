@@ -262,3 +262,23 @@ def test_temporal_bounds_are_read_as_plain_values() -> None:
     Pair = type("Pair", (tuple,), {"__getitem__": lambda self, i: 10**6})     # a family's argument, read again
     copied = plain_copy({"bounds": Pair((0, 10))})["bounds"]
     assert type(copied) is tuple and copied[1] == 10
+
+
+def test_arrays_given_as_options_or_arguments_are_copied() -> None:
+    """A measure's options and a family's arguments were frozen or copied when they were lists, but a
+    NumPy array (or a ``pl.Series``) was kept as given: ``edges = np.array([0, 5, 10])`` for a
+    histogram, changed in place after the query was priced (by the analyst, or another thread between
+    the plan that validated the edges and the run that reads them again), ran other bins than the ones
+    checked. Arrays and Series are read once into tuples (options) and lists (arguments)."""
+    import numpy as np
+
+    from dpframe.sealed import plain_copy
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(100)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    edges = np.array([0.0, 5.0, 10.0])
+    q = sess.table("t").agg(dp.measure("histogram", "x", bounds=(0, 10), edges=edges))
+    edges[1] = 7.0
+    assert q.collect(dp.PureDP(1)).columns == ["x_hist_0_5", "x_hist_5_10"]
+    series = pl.Series([0.01, 0.99])
+    assert type(plain_copy({"quantiles": series})["quantiles"]) is list
+    assert type(plain_copy(np.array([1, 2]))) is list
