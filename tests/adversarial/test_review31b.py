@@ -282,3 +282,21 @@ def test_arrays_given_as_options_or_arguments_are_copied() -> None:
     series = pl.Series([0.01, 0.99])
     assert type(plain_copy({"quantiles": series})["quantiles"]) is list
     assert type(plain_copy(np.array([1, 2]))) is list
+
+
+def test_a_registered_curve_kind_is_never_taken_over() -> None:
+    """``register_curve(kind, build)`` refused another builder for a kind already taken only when its
+    ``__module__.__qualname__`` differed: a function posing as ``dpframe.accounting.curves.pure`` (two
+    attribute assignments) replaced the builder of every stored pure-ε charge, and ``sess.spent_report()``
+    — what the session spent at δ, by every accountant, rebuilt from the ledger's curve descriptions —
+    showed ε = 0 after ε = 1 was charged. A kind keeps its first builder."""
+    from dpframe import accounting as acc
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(2, 1e-6), seed=0)
+    sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
+
+    def pure(epsilon: float) -> acc.PrivacyCurve:
+        return acc.curves.pure(1e-9)
+    pure.__module__, pure.__qualname__ = "dpframe.accounting.curves", "pure"
+    acc.register_curve("pure", pure)
+    assert sess.spent_report()["basic"] == pytest.approx(1)
