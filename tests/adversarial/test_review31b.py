@@ -300,3 +300,26 @@ def test_a_registered_curve_kind_is_never_taken_over() -> None:
     pure.__module__, pure.__qualname__ = "dpframe.accounting.curves", "pure"
     acc.register_curve("pure", pure)
     assert sess.spent_report()["basic"] == pytest.approx(1)
+
+
+def test_pate_parameters_are_read_as_plain_numbers() -> None:
+    """``MultiLabelPATE(gumbel_scale=, sigma=, delta_t=)`` made Fractions of the analyst's numbers as given:
+    ``Fraction(x)`` keeps ``x.numerator``, so an int subclass lived inside ``pate.sigma`` and its ``__pow__``
+    answered each computation of σ²: 10¹² while the charge was computed (ρ = g²/(2σ²) next to nothing),
+    then 1 when the run drew the PTR noise (σ = 1). The parameters (and the privacy unit's name, which
+    every computation of the gap sensitivity looks up) are read through ``plain``."""
+    from dpframe_topk import MultiLabelPATE
+
+    class Shifty(int):
+        calls = 0
+
+        @property
+        def numerator(self) -> int:
+            return self
+
+        def __pow__(self, power: Any, modulo: Any = None) -> int:
+            Shifty.calls += 1
+            return 10**12 if Shifty.calls <= 2 else 1
+    pate = MultiLabelPATE(sigma=Shifty(60))
+    assert pate.cost(1) == MultiLabelPATE(sigma=60).cost(1) and type(pate.sigma.numerator) is int
+    assert type(MultiLabelPATE(privacy_unit=type("Unit", (str,), {})("teacher")).privacy_unit) is str
