@@ -48,7 +48,11 @@ from dpframe.errors import ArgumentError
 
 
 class Sealed:
-    """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns)."""
+    """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
+
+    Nor can a sealed object be copied or pickled: ``copy.copy(channel)`` made a second channel on the
+    same reservation with hit counters of its own (twice the hits for one charge).
+    """
 
     _sealed = False
 
@@ -72,6 +76,17 @@ class Sealed:
     def __delattr__(self, name: str) -> None:
         self.__setattr__(name, None)
         object.__delattr__(self, name)
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(f"a {type(self).__name__} cannot be copied (copy, deepcopy, pickle): it is one of a kind, and "
+                        "a copy's own counters (hits, positives, the threshold's noise, closed) would start again "
+                        "from the original's under the same charge; build a new one")
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        self.__copy__()
 
 
 class Final:

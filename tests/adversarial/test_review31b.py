@@ -323,3 +323,27 @@ def test_pate_parameters_are_read_as_plain_numbers() -> None:
     pate = MultiLabelPATE(sigma=Shifty(60))
     assert pate.cost(1) == MultiLabelPATE(sigma=60).cost(1) and type(pate.sigma.numerator) is int
     assert type(MultiLabelPATE(privacy_unit=type("Unit", (str,), {})("teacher")).privacy_unit) is str
+
+
+def test_a_stream_cannot_be_copied() -> None:
+    """``copy.copy(channel)`` made a second channel on the same reservation with its own counters:
+    ``max_hits=3`` answered 5 hits (2 on the channel, 3 on its copy) for one charge; a copied sparse vector
+    drew its own threshold noise (two independent thresholds against one ε₁), and a copied session was
+    another key of the one-open-stream registry. A sealed object (session, query, stream, channel, filter,
+    accountant, random source) cannot be copied or pickled."""
+    import copy
+    import pickle
+    data = pl.DataFrame({"x": [float(i) for i in range(1000)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(1000, 1e-5), seed=0)
+    q = sess.table("t").agg(dp.len())
+    clones = (copy.copy, copy.deepcopy, lambda o: pickle.loads(pickle.dumps(o)))
+    with sess.sparse_vector(threshold=10, max_positives=2, budget=dp.PureDP(1)) as sv:
+        for obj in (sv, sess, q, sess.accountant):
+            for clone in clones:
+                with pytest.raises(TypeError, match="cannot be copied"):
+                    clone(obj)
+    with sess.target_charging(epsilon=1, max_hits=3, delta=1e-6) as ch:
+        for clone in clones:
+            with pytest.raises(TypeError, match="cannot be copied"):
+                clone(ch)
+        assert sum(ch.test(q, threshold=10) for _ in range(5) if not ch.closed) == 3
