@@ -347,3 +347,29 @@ def test_a_stream_cannot_be_copied() -> None:
             with pytest.raises(TypeError, match="cannot be copied"):
                 clone(ch)
         assert sum(ch.test(q, threshold=10) for _ in range(5) if not ch.closed) == 3
+
+
+def test_a_table_name_is_read_as_a_plain_string() -> None:
+    """``sess.table(name)`` looked the schema up with the analyst's object and kept it as the scan's table:
+    a ``str`` subclass that hashed and compared as "a" for the schema lookup, then as "b", made the
+    backend read table b under a's schema (Float64 where b holds strings): ``dp.sum("x")`` was released
+    when every string of b was a number and failed after its charge when one was not (and the
+    changed-file check looked at one table while the query read the other). The name is a plain str."""
+    a = pl.DataFrame({"x": [1.0, 2.0, 3.0]})
+
+    class Name(str):
+        calls = 0
+
+        def __hash__(self) -> int:
+            Name.calls += 1
+            return hash("a" if Name.calls <= 2 else "b")
+
+        def __eq__(self, other: object) -> bool:
+            return other == ("a" if Name.calls <= 2 else "b")
+    for last in ("3", "oops"):
+        Name.calls = 0
+        sess = dp.Session({"a": a, "b": pl.DataFrame({"x": ["1", "2", last]})}, privacy_unit=dp.PrivacyUnit.row(),
+                          budget=dp.PureDP(10), seed=0)
+        t = sess.table(Name("a"))
+        assert t.agg(dp.sum("x", bounds=(0, 10))).collect(dp.PureDP(1))["x_sum"].dtype == pl.Float64
+        assert type(t.agg(dp.len()).node.input.table) is str
