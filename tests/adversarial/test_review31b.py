@@ -1,5 +1,7 @@
 """Review 31b: a systematic sweep of review 31's classes — the engine's own objects built from public
-constructors, process-wide caches keyed by the analyst's values, and analyst objects read more than once.
+constructors; process-wide caches keyed by the analyst's values, module-level tables and registries the
+engine decides by; analyst objects (dates, arrays, number and string subclasses) read more than once;
+sealed objects copied.
 
 Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
 """
