@@ -28,13 +28,12 @@ import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from functools import lru_cache
 from typing import Literal, TypeAlias, TypeVar, Union
 
 import numpy as np
 
 from dpframe.errors import BudgetConversionError, BudgetError
-from dpframe.sealed import Final, plain
+from dpframe.sealed import Final, plain, plain_cache
 
 Number: TypeAlias = Union[int, float, str, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
@@ -348,7 +347,7 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     return min(found, standard)
 
 
-@lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def zcdp_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
     """The largest ρ (rounded down) whose CKS20 conversion fits (ε, δ): the inverse of :func:`zcdp_epsilon`.
 

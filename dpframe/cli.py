@@ -20,7 +20,7 @@ import dpframe as dp
 from dpframe.datasets import visits
 from dpframe.plugin import plugin_host
 
-KEYS = ["Amsterdam", "Berlin", "Oslo"]
+KEYS = ("Amsterdam", "Berlin", "Oslo")
 """The demo's public keys: the README example's."""
 
 

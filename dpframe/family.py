@@ -56,7 +56,7 @@ from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.sealed import ReadOnlyKeys, Sealed
+from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -229,9 +229,15 @@ class Releasable(Sealed, Generic[R]):
     ``tables``: the private tables the query reads, those of its source
     (:func:`~dpframe.plan.nodes.tables_read`): ``collect`` checks their files before charging and reads
     only them. None: not known, every file-backed table is checked.
+
+    Built by the engine only (:func:`~dpframe.sealed.engine_only`), around a registered family's query: the
+    family's ``run`` receives the private reader.
     """
 
-    def __init__(self, front: Front, query: FamilyQuery[R], *, tables: frozenset[str] | None = None) -> None:
+    def __init__(self, front: Front, query: FamilyQuery[R], *, tables: frozenset[str] | None = None,
+                 _engine: object = None) -> None:
+        engine_only(_engine, type(self).__name__, "build queries from a session: sess.table(...).agg(...), "
+                    ".group_by(...).top_k(...), frame.<family>(...) or sess.sql(...)")
         self._front = front
         self._query = query
         self._tables = tables

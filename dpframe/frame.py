@@ -35,7 +35,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
-from dpframe.sealed import plain, plain_copy, plain_frame
+from dpframe.sealed import _ENGINE, engine_only, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
@@ -70,9 +70,13 @@ def _no_attribute(session: Session, owner: str, name: str) -> AttributeError:
 
 
 class Frame:
-    """A private, lazy table: filter, derive columns, then aggregate with dp measures."""
+    """A private, lazy table: filter, derive columns, then aggregate with dp measures.
 
-    def __init__(self, session: Session, node: Node) -> None:
+    Built by the engine only (``sess.table(name)``, then its methods): its plan was checked step by step.
+    """
+
+    def __init__(self, session: Session, node: Node, *, _engine: object = None) -> None:
+        engine_only(_engine, "Frame", "start from sess.table(name) and chain its methods")
         self._session = session
         self._node = node
 
@@ -138,7 +142,7 @@ class Frame:
 
         """
         return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs),
-                          tables=tables_read(self._node))
+                          tables=tables_read(self._node), _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._session, "frame"):
@@ -162,15 +166,16 @@ class Frame:
             predicates = (*predicates, pl.col(name) == pl.lit(value))
         for p in predicates:
             node = Filter.of(node, p)
-        return Frame(self._session, node)
+        return Frame(self._session, node, _engine=_ENGINE)
 
     def with_columns(self, *exprs: pl.Expr, **named: Any) -> Frame:
         """Add or replace columns computed row by row (like ``pl.LazyFrame.with_columns``)."""
-        return Frame(self._session, WithColumns.of(self._node, exprs, named, self._unit()))
+        return Frame(self._session, WithColumns.of(self._node, exprs, named, self._unit()), _engine=_ENGINE)
 
     def select(self, *exprs: pl.Expr | str, **named: Any) -> Frame:
         """Keep only these row-level columns (the privacy-unit column stays, hidden from results)."""
-        return Frame(self._session, Select.of(self._node, exprs, named, self._unit()))  # type: ignore[arg-type]
+        return Frame(self._session, Select.of(self._node, exprs, named, self._unit()),  # type: ignore[arg-type]
+                     _engine=_ENGINE)
 
     def bound(self, *, max_rows: int | None = None, max_groups: int | None = None) -> Frame:
         """The frame with tighter contribution bounds for the queries built on it, never looser than the session's.
@@ -191,7 +196,7 @@ class Frame:
 
         """
         unit = self._session.privacy_unit.tightened(max_rows, max_groups)
-        return Frame(self._session, rebound(self._node, unit.within(bounded_unit(unit, self._node))))
+        return Frame(self._session, rebound(self._node, unit.within(bounded_unit(unit, self._node))), _engine=_ENGINE)
 
     def drop(self, *columns: str | Sequence[str]) -> Frame:
         """The frame without these columns (the privacy-unit column cannot be dropped).
@@ -244,7 +249,7 @@ class Frame:
         """
         from dpframe.plan.sample import Sample
 
-        return Frame(self._session, Sample.of(self._node, rate, self._unit()))
+        return Frame(self._session, Sample.of(self._node, rate, self._unit()), _engine=_ENGINE)
 
     def group_by(self, *by: str | pl.Expr | Sequence[str | pl.Expr], keys: Any = None) -> GroupBy:
         """Group by columns, with public keys or with keys chosen by DP partition selection.
@@ -266,7 +271,7 @@ class Frame:
         """
         items = [c for b in by for c in (list(b) if isinstance(b, list | tuple) else [b])]
         node, names = derive_keys(self._node, items, self._unit())
-        frame = Frame(self._session, node)
+        frame = Frame(self._session, node, _engine=_ENGINE)
         cols: list[str] = []
         for c in names:
             if not isinstance(c, str):
@@ -281,7 +286,8 @@ class Frame:
                 raise SchemaError(f"unknown column {c!r}", argument="by", fix=f"use one of {self.columns}")
         if len(set(cols)) != len(cols):
             raise PlanError(f"repeated key column in {cols}", argument="by", fix="name each column once")
-        return GroupBy(frame, tuple(cols), None if keys is None else _public_keys(keys, cols, frame.schema))
+        return GroupBy(frame, tuple(cols), None if keys is None else _public_keys(keys, cols, frame.schema),
+                       _engine=_ENGINE)
 
     def agg(self, *measures: Measure | Iterable[Measure], **named: Measure) -> Query:
         """Aggregate the whole (filtered) table into one row of private statistics.
@@ -302,7 +308,8 @@ class Frame:
         """
         node, measures, named = derive_measures(self._node, measures, named, self._unit())
         source = Source(node, self._session.plan_context)
-        return Query(self._session, _family_query(self._session, "frame", "agg", source, measures, named).node)
+        return Query(self._session, _family_query(self._session, "frame", "agg", source, measures, named).node,
+                     _engine=_ENGINE)
 
     def bounds(self, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
                resolution: Any = None) -> Releasable[tuple[Any, Any]]:
@@ -386,7 +393,9 @@ class Frame:
 class GroupBy:
     """A grouped private frame; finish it with :meth:`agg`."""
 
-    def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None) -> None:
+    def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None, *,
+                 _engine: object = None) -> None:
+        engine_only(_engine, "GroupBy", "use frame.group_by(...)")
         self._frame, self._by, self._keys = frame, by, keys
 
     def _source(self) -> Source:
@@ -405,7 +414,7 @@ class GroupBy:
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
         return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs),
-                          tables=tables_read(self._frame._node))
+                          tables=tables_read(self._frame._node), _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):
@@ -420,7 +429,8 @@ class GroupBy:
         session = self._frame._session
         node, measures, named = derive_measures(self._frame._node, measures, named, self._frame._unit())
         source = Source(node, session.plan_context, self._by, self._keys)
-        return Query(session, _family_query(session, "group_by", "agg", source, measures, named).node)
+        return Query(session, _family_query(session, "group_by", "agg", source, measures, named).node,
+                     _engine=_ENGINE)
 
     def top_k(self, k: int | None = 10, score: Measure | None = None, method: str = "stable",
               release_scores: bool = False, *, k_max: int | None = None, lam: float | None = None,
@@ -442,7 +452,7 @@ class GroupBy:
 
         """
         node, (score,), _ = derive_measures(self._frame._node, (score,), {}, self._frame._unit())
-        grouped = GroupBy(Frame(self._frame._session, node), self._by, self._keys)
+        grouped = GroupBy(Frame(self._frame._session, node, _engine=_ENGINE), self._by, self._keys, _engine=_ENGINE)
         return grouped.query("top_k", k=k, score=score, method=method, release_scores=release_scores, k_max=k_max,
                              lam=lam, ptr=ptr, delta_t=delta_t)
 
@@ -533,9 +543,11 @@ class Query(Releasable[pl.DataFrame]):
     :class:`~dpframe.planning.PhysicalPlan`.
     """
 
-    def __init__(self, session: Session, node: Aggregate, *, backend: str | None = None) -> None:
+    def __init__(self, session: Session, node: Aggregate, *, backend: str | None = None,
+                 _engine: object = None) -> None:
+        engine_only(_engine, type(self).__name__, "use frame.agg(...), frame.group_by(...).agg(...) or sess.sql(...)")
         super().__init__(session, AggregateQuery(Source(node.input, session.plan_context, node.by, node.keys, backend),
-                                                 node), tables=tables_read(node))
+                                                 node), tables=tables_read(node), _engine=_engine)
         self._session = session
         self._node = node
 

@@ -17,6 +17,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from dpframe.errors import PolarsHabitError
 
 _ROWS = ("a private frame never returns rows",
@@ -32,7 +35,7 @@ _EXTREME = ("the exact minimum and maximum are not private",
 _UDF = ("no Python function runs on private rows",
         "write the transformation with Polars expressions: frame.with_columns(pl.col('x') * 2)")
 
-FRAME: dict[str, tuple[str, str]] = {
+FRAME: Mapping[str, tuple[str, str]] = MappingProxyType({
     **dict.fromkeys(("head", "tail", "limit", "first", "last", "slice", "fetch", "show", "glimpse", "to_pandas",
                      "to_arrow", "to_dicts", "to_dict", "to_numpy", "rows", "iter_rows", "row", "item", "write_csv",
                      "write_parquet", "write_json", "sink_parquet", "sink_csv", "sink_ipc", "lazy", "__getitem__",
@@ -60,9 +63,9 @@ FRAME: dict[str, tuple[str, str]] = {
         "in SQL, join a private table to public lookup tables: sess.sql('SELECT ... FROM t JOIN lookup ...') "
         "with dp.Session(..., public_tables={'lookup': df}) (see docs/sql.md)")),
     **dict.fromkeys(("map_batches", "map_rows", "apply", "pipe_with_schema"), _UDF),
-}
+})
 
-GROUP_BY: dict[str, tuple[str, str]] = {
+GROUP_BY: Mapping[str, tuple[str, str]] = MappingProxyType({
     **dict.fromkeys(("len", "count", "__len__"), ("group sizes are private", "release them: .agg(dp.len())")),
     **{name: (_STAT[0], f".agg(dp.{name}('x', bounds=(lo, hi)))") for name in ("mean", "sum", "median", "std", "var")},
     "quantile": (_STAT[0], ".agg(dp.quantile('x', 0.9, bounds=(lo, hi)))"),
@@ -71,19 +74,19 @@ GROUP_BY: dict[str, tuple[str, str]] = {
         "a private group-by never returns rows", "release statistics per group: .agg(dp.len(), ...)")),
     "n_unique": ("distinct counts are private", "count distinct privacy units: .agg(dp.count_units())"),
     **dict.fromkeys(("map_groups", "apply"), (_UDF[0], "use dp measures in .agg(...)")),
-}
+})
 
-QUERY: dict[str, tuple[str, str]] = {
+QUERY: Mapping[str, tuple[str, str]] = MappingProxyType({
     **dict.fromkeys(("head", "tail", "limit", "sort", "filter", "select", "with_columns", "show",
                      "to_pandas", "to_arrow", "to_dicts", "rows", "height", "shape", "write_csv", "write_parquet",
                      "__len__", "__iter__", "__getitem__"), (
         "a query is not its result yet",
         "release it first: df = q.collect(budget=dp.PureDP(0.5)) returns a pl.DataFrame (q.explain(budget) "
         "is free); then use {name} on df")),
-}
+})
 
 
-def habit(owner: str, table: dict[str, tuple[str, str]], name: str) -> PolarsHabitError | None:
+def habit(owner: str, table: Mapping[str, tuple[str, str]], name: str) -> PolarsHabitError | None:
     """The error for ``<owner>.<name>`` when it is a Polars habit listed in ``table``; else None.
 
     Example:

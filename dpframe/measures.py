@@ -35,10 +35,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from dpframe.errors import ArgumentError, BoundsError, PlanError
-from dpframe.sealed import Final, plain
+from dpframe.sealed import Final, plain, plain_copy
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -70,7 +71,9 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
 
 
 def _frozen(value: object) -> Any:
-    """``value`` with every list, tuple or set in it a tuple, and every number plain (:func:`plain`)."""
+    """``value`` with every list, tuple, array or set in it a tuple, and every number plain (:func:`plain`)."""
+    if isinstance(value, np.ndarray | pl.Series):
+        value = plain_copy(value)        # read once: it can be changed in place
     if isinstance(value, list | tuple):
         return tuple(_frozen(v) for v in value)
     if isinstance(value, set | frozenset):

@@ -33,18 +33,26 @@ later receive the engine's values (a noisy count compared with a threshold), and
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import decimal
 import functools
+import zoneinfo
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, NoReturn, TypeVar
 
+import numpy as np
 import polars as pl
 
 from dpframe.errors import ArgumentError
 
 
 class Sealed:
-    """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns)."""
+    """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
+
+    Nor can a sealed object be copied or pickled: ``copy.copy(channel)`` made a second channel on the
+    same reservation with hit counters of its own (twice the hits for one charge).
+    """
 
     _sealed = False
 
@@ -68,6 +76,17 @@ class Sealed:
     def __delattr__(self, name: str) -> None:
         self.__setattr__(name, None)
         object.__delattr__(self, name)
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(f"a {type(self).__name__} cannot be copied (copy, deepcopy, pickle): it is one of a kind, and "
+                        "a copy's own counters (hits, positives, the threshold's noise, closed) would start again "
+                        "from the original's under the same charge; build a new one")
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        self.__copy__()
 
 
 class Final:
@@ -219,6 +238,32 @@ def plain_expr(expr: pl.Expr) -> pl.Expr:
     return pl.Expr._from_pyexpr(expr._pyexpr)
 
 
+_ENGINE = object()
+"""The token the engine passes to the constructors of the objects it alone builds (:func:`engine_only`)."""
+
+
+def engine_only(token: object, what: str, fix: str) -> None:
+    """An :class:`ArgumentError` unless ``token`` is the engine's own: ``what`` is built by dpframe only.
+
+    A frame, a group-by and a query hold plan nodes, public keys and a family's query that the engine
+    checked when it built them (``Filter.of`` checks a predicate; ``group_by`` checks keys for duplicates;
+    a registered family validates its arguments) and trusts when it charges and runs them. Their
+    constructors (and the nodes' dataclass constructors) are public names, so each one asks for this
+    token: a node built directly, unchecked (an aggregate in a filter, a Python function on every row), or
+    an object of the analyst's own posing as a family's query, never reaches a charge.
+
+    Example:
+        >>> engine_only(object(), "dp.Query", "build it with sess.table(...).agg(...)")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: dp.Query: dp.Query is built by dpframe itself, from parts it checked...
+
+    """
+    if token is not _ENGINE:
+        raise ArgumentError(f"{what} is built by dpframe itself, from parts it checked: a {what} made from its "
+                            "constructor could hold an unchecked plan or query", argument=what, fix=fix)
+
+
 N = TypeVar("N")
 
 
@@ -253,14 +298,49 @@ def plain(value: N) -> N:
         return Fraction(int.__index__(parts[0]), int.__index__(parts[1]))  # type: ignore[return-value]
     if isinstance(value, decimal.Decimal) and type(value) is not decimal.Decimal:
         return decimal.Decimal(decimal.Decimal.__str__(value))  # type: ignore[return-value]
+    if isinstance(value, dt.date | dt.time | dt.timedelta):
+        return _plain_temporal(value)  # type: ignore[return-value]
     return value
 
 
+def _plain_temporal(value: dt.date | dt.time | dt.timedelta) -> dt.date | dt.time | dt.timedelta:
+    """A date, datetime, time or timedelta rebuilt from its own fields (read through the C type's descriptors).
+
+    A subclass's ``__sub__`` (a bound minus the epoch) would run every time the engine reads the bound,
+    and so would a ``tzinfo``'s ``utcoffset``: a time zone other than ``datetime.timezone`` or
+    ``zoneinfo.ZoneInfo`` is read once, as the fixed offset it gives at this instant.
+    """
+    if isinstance(value, dt.timedelta):
+        if type(value) is dt.timedelta:
+            return value
+        return dt.timedelta(days=dt.timedelta.days.__get__(value), seconds=dt.timedelta.seconds.__get__(value),
+                            microseconds=dt.timedelta.microseconds.__get__(value))
+    if not isinstance(value, dt.datetime | dt.time):
+        return value if type(value) is dt.date else dt.date.fromordinal(dt.date.toordinal(value))
+    clock: type[dt.datetime | dt.time] = dt.datetime if isinstance(value, dt.datetime) else dt.time
+    zone = clock.tzinfo.__get__(value)
+    if type(value) is clock and (zone is None or type(zone) in (dt.timezone, zoneinfo.ZoneInfo)):
+        return value
+    parts = (clock.hour.__get__(value), clock.minute.__get__(value), clock.second.__get__(value),
+             clock.microsecond.__get__(value))
+    fold = clock.fold.__get__(value)
+    if isinstance(value, dt.time):
+        bare: dt.datetime | dt.time = dt.time(*parts, fold=fold)
+    else:
+        bare = dt.datetime.combine(dt.date.fromordinal(dt.date.toordinal(value)), dt.time(*parts, fold=fold))
+    if zone is None or type(zone) in (dt.timezone, zoneinfo.ZoneInfo):
+        return bare.replace(tzinfo=zone)
+    offset = zone.utcoffset(bare.replace(tzinfo=zone) if isinstance(bare, dt.datetime) else None)  # once
+    return bare.replace(tzinfo=None if offset is None else dt.timezone(plain(offset)))
+
+
 def plain_copy(value: N) -> N:
-    """``value`` with every number and string in it :func:`plain`, its lists, tuples and dicts copied.
+    """``value`` with every number, string and date in it :func:`plain`, its lists, tuples and mappings copied.
 
     For arguments a query stores and reads again later (a list changed after the query was checked, or
-    a ``str`` subclass that answers differently, would run something that was never checked).
+    a ``str`` subclass that answers differently, would run something that was never checked). A tuple
+    subclass becomes a tuple of its own items, any mapping a dict, and a NumPy array or a ``pl.Series``
+    a list (it can be changed in place), each read once.
 
     Example:
         >>> features = ["x"]
@@ -271,11 +351,99 @@ def plain_copy(value: N) -> N:
     """
     if isinstance(value, list):
         return [plain_copy(v) for v in value]  # type: ignore[return-value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(plain_copy(v) for v in value)  # type: ignore[return-value]
-    if isinstance(value, dict):
+    if isinstance(value, np.ndarray | pl.Series):
+        items = np.ndarray.tolist(value) if isinstance(value, np.ndarray) else pl.Series.to_list(value)
+        return [plain_copy(v) for v in items]  # type: ignore[return-value]
+    if isinstance(value, tuple):
+        return tuple(plain_copy(v) for v in tuple.__iter__(value))  # type: ignore[return-value]
+    if isinstance(value, Mapping):
         return {plain_copy(k): plain_copy(v) for k, v in value.items()}  # type: ignore[return-value]
     return plain(value)
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "plain", "plain_copy", "plain_expr", "plain_frame"]
+def plain_dtype(dtype: object) -> pl.DataType:
+    """``dtype`` as Polars reads it, once: a plain Polars data type (a subclass's properties never run again).
+
+    A ``pl.DataType`` subclass could compare and hash equal to ``pl.Datetime("us")`` while its
+    ``time_unit`` answered ``"ns"`` to one read and ``"us"`` to the next. Read by Polars' Rust side
+    (``Series.cast`` itself compares the type with ``==`` first), which builds a new one. An
+    :class:`ArgumentError` for anything Polars does not read as a data type.
+
+    Example:
+        >>> class Int8(pl.Int8):
+        ...     def __eq__(self, other): return True
+        ...     def __hash__(self): return hash(pl.Int64())
+        >>> plain_dtype(Int8()) == pl.Int64, type(plain_dtype(Int8())).__module__, plain_dtype(pl.Int64)
+        (False, 'polars.datatypes.classes', Int64)
+
+    """
+    try:
+        out: pl.DataType = pl.Series("dtype", [], dtype=pl.Null)._s.cast(dtype, True, False).dtype()
+    except Exception as e:   # noqa: BLE001 — whatever Polars refuses to read as a type
+        raise ArgumentError(f"not a Polars data type: {type(dtype).__name__}", argument="dtype",
+                            fix="pass a Polars data type such as pl.Int64 or pl.Datetime('us')") from e
+    return out
+
+
+def plain_key(value: object) -> object:
+    """``value`` as a cache key: numbers and strings :func:`plain`, data types :func:`plain_dtype`, tuples item by item.
+
+    A key is compared with the keys cached before it (``hash``, then ``==``): an analyst's object that
+    hashed and compared equal to another key would leave what it computed under that key. A
+    :class:`TypeError` for any other kind of value.
+
+    Example:
+        >>> class Loud(int):
+        ...     def __eq__(self, other): return True
+        >>> plain_key((Loud(3), "x", pl.Int64)), type(plain_key((Loud(3),))[0]).__name__
+        ((3, 'x', Int64), 'int')
+
+    """
+    if isinstance(value, tuple):
+        return tuple(plain_key(v) for v in tuple.__iter__(value))
+    if isinstance(value, pl.DataType) or (isinstance(value, type) and issubclass(value, pl.DataType)):
+        return plain_dtype(value)
+    out = plain(value)
+    if out is None or type(out) in (bool, str, int, float, Fraction, decimal.Decimal):
+        return out
+    raise TypeError(f"a cache key is a number, a string, a Polars data type or a tuple of them, not "
+                    f"{type(value).__name__}")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plain_cache(maxsize: int | None) -> Callable[[F], F]:
+    """``functools.lru_cache(maxsize)`` whose arguments are read through :func:`plain_key` first.
+
+    A process-wide cache serves every later call, the engine's included: keyed by an analyst's object
+    that hashes and compares equal to the engine's value while it computes another (a Fraction subclass
+    equal to ε = 1 whose float is 100; a data type equal to ``Datetime("us")`` that reads as ``"ns"``),
+    the cache would hand the engine a ρ 2,500 times too large, or probe values that pass an operation
+    that fails on the private data. Keyed and computed on the plain value, an entry is always the right
+    one for its key.
+
+    Example:
+        >>> @plain_cache(maxsize=8)
+        ... def double(x):
+        ...     return 2 * x
+        >>> class Liar(int):
+        ...     def __eq__(self, other): return True
+        ...     def __hash__(self): return hash(1)
+        >>> double(Liar(50)), double(1)
+        (100, 2)
+
+    """
+    def decorate(function: F) -> F:
+        cached = functools.lru_cache(maxsize)(function)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return cached(*(plain_key(a) for a in args), **{plain(k): plain_key(v) for k, v in kwargs.items()})
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+    return decorate
+
+
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "plain", "plain_cache", "plain_copy",
+           "plain_dtype", "plain_expr", "plain_frame", "plain_key"]

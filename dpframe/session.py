@@ -32,7 +32,7 @@ from dpframe.planning import PlanContext
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.release import ReleaseContext
-from dpframe.sealed import Sealed
+from dpframe.sealed import _ENGINE, Sealed, plain
 from dpframe.sql.catalog import SQLCatalog
 
 if TYPE_CHECKING:
@@ -220,7 +220,8 @@ class Session(Sealed):
 
     def table(self, name: str) -> Frame:
         """A lazy private frame over table ``name``."""
-        return Frame(self, Scan.of(name, self._catalog.schema(name)))
+        name = plain(name)      # a str subclass could hash as one table for the schema, as another for the backend
+        return Frame(self, Scan.of(name, self._catalog.schema(name)), _engine=_ENGINE)
 
     def spent(self) -> Budget:
         """Everything charged so far (reservations included), in the session's notion.

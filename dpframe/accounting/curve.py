@@ -228,7 +228,8 @@ def register_curve(kind: str, build: Callable[..., PrivacyCurve]) -> None:
     with :meth:`PrivacyCurve.subsampled`); ``build`` receives public values only (a description's
     parameters, never data). A kind is registered once: registering another builder for a
     kind already taken is refused (a stored description must keep its meaning); registering the same
-    builder again is a no-op.
+    builder again (by name: a module or notebook cell run again) is a no-op that keeps the first one (a
+    function given the first one's name is not it).
 
     Example:
         >>> from dpframe import accounting as acc
@@ -252,7 +253,7 @@ def register_curve(kind: str, build: Callable[..., PrivacyCurve]) -> None:
         raise DPFrameError(f"the curve kind {kind!r} is already registered by {_name(known)}; a stored "
                            "description must keep its meaning", argument="kind",
                            fix="give your curves a kind of their own, e.g. prefixed with your plugin's name")
-    _BUILDERS[kind] = build
+    _BUILDERS.setdefault(kind, build)
 
 
 def _name(build: Callable[..., Any]) -> str:

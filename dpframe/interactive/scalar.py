@@ -35,7 +35,7 @@ from dpframe.budgets import PureDP, exact
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.mechanism import Noise, Statistic
 from dpframe.noise import RandomSource, discrete_laplace
-from dpframe.sealed import plain
+from dpframe.sealed import _ENGINE, plain
 
 if TYPE_CHECKING:
     from dpframe.frame import Query
@@ -83,7 +83,7 @@ class Scalar:
 
         unit = session.privacy_unit.column
         assert unit is not None
-        return Frame(session, node).filter(~pl.col(unit).is_in(list(exclude)))._node
+        return Frame(session, node, _engine=_ENGINE).filter(~pl.col(unit).is_in(list(exclude)))._node
 
     def _noisy(self, session: Session, scale: Fraction, rng: RandomSource,
                exclude: frozenset[Any] = frozenset()) -> int:

@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from dpframe.noise import (
     discrete_laplace_batch,
     discrete_laplace_variance,
 )
+from dpframe.sealed import plain_cache
 
 Distribution = Literal["discrete_laplace", "discrete_gaussian"]
 
@@ -147,7 +147,7 @@ def sample_batch(draws: Sequence[tuple[Noise, int]], rng: RandomSource) -> list[
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@plain_cache(maxsize=4096)
 def _half_width_units(distribution: Distribution, scale: Fraction, confidence: float) -> int:
     """:meth:`Noise.half_width` in statistic units.
 
@@ -167,7 +167,7 @@ def _half_width_units(distribution: Distribution, scale: Fraction, confidence: f
     return int(np.searchsorted(np.cumsum(two_sided) / two_sided.sum(), confidence))
 
 
-@functools.lru_cache(maxsize=64)
+@plain_cache(maxsize=64)
 def _normal_quantile(p: float) -> float:
     """The standard normal quantile (scipy's), cached: a query asks for a few levels, each costing ~0.2 ms in scipy."""
     from scipy.stats import norm

@@ -72,7 +72,7 @@ import numpy.typing as npt
 
 from dpframe.noise.certified import LazyUniform, decide, exp_neg, exp_neg_bounds, uniform_cells
 from dpframe.noise.random import RandomSource, check_size
-from dpframe.sealed import plain
+from dpframe.sealed import plain, plain_cache
 
 __all__ = [
     "MAX_GAUSSIAN_SIGMA2",
@@ -311,7 +311,7 @@ def _threshold_table(s: _Scale) -> tuple[FloatArray, FloatArray] | None:
     return here, nxt
 
 
-@functools.lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _scale(t: Fraction) -> _Scale:
     k = max(0, math.floor(math.log2(t.numerator) - math.log2(t.denominator)) - 12) if t > 2**_SPLIT else 0
     ctx = decimal.Context(prec=50, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX, traps=[])   # never the global one
@@ -623,7 +623,7 @@ class _Sigma2:
     rate: float      # approximate acceptance rate (batch sizing only)
 
 
-@functools.lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _sigma2(s2: Fraction) -> _Sigma2:
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
     return _Sigma2(s2, _scale(Fraction(t)), s2 / t, _float(s2 / t), _float(1 / (2 * s2)),

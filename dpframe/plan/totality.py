@@ -47,7 +47,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import functools
 import io
 import itertools
 import json
@@ -60,7 +59,7 @@ import polars as pl
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.rowlevel import check_row_level
 from dpframe.plan.values import guard_range, probe_values
-from dpframe.sealed import plain_expr
+from dpframe.sealed import plain_cache, plain_expr
 
 MAX_LITERAL = 10_000
 # Functions that read a temporal value's null mask or physical integer only: they cannot fail on it.
@@ -299,7 +298,7 @@ def _probe_frame(schema: pl.Schema) -> pl.DataFrame:
     return pl.DataFrame(columns)
 
 
-@functools.lru_cache(maxsize=4096)
+@plain_cache(maxsize=4096)
 def _run_probe(tree: str, columns: tuple[tuple[str, pl.DataType], ...]) -> str | None:
     """Run one isolated, guarded operation on every adversarial value: None, or how it failed."""
     schema = pl.Schema(columns)
@@ -385,7 +384,7 @@ def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
     return _expr(json.loads(guarded))
 
 
-@functools.lru_cache(maxsize=1024)
+@plain_cache(maxsize=1024)
 def _total(text: str, columns: tuple[tuple[str, pl.DataType], ...], argument: str) -> str | None:
     """The guarded form of one serialized expression after probing it; None when it needs no guard.
 

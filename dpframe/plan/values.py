@@ -20,13 +20,13 @@ Example:
 from __future__ import annotations
 
 import decimal
-import functools
 from typing import TYPE_CHECKING
 
 import polars as pl
 from polars.datatypes import DataTypeClass
 
 from dpframe.errors import PlanError
+from dpframe.sealed import plain_cache, plain_dtype
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -123,7 +123,7 @@ def _nested(dtype: pl.DataType) -> pl.Series:
     return pl.DataFrame(columns).to_struct("v").cast(dtype).extend_constant(None, 1)
 
 
-@functools.lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _cached(key: str, dtype: pl.DataType) -> pl.Series:
     if dtype.is_integer():
         bits = {"Int8": 8, "Int16": 16, "Int32": 32, "Int64": 64, "Int128": 128, "UInt8": 8, "UInt16": 16,
@@ -172,10 +172,11 @@ def probe_values(dtype: pl.DataType) -> pl.Series:
     Raises :class:`~dpframe.errors.PlanError` for a type dpframe has no values for (e.g. ``pl.Object``):
     an operation on it cannot be shown to be safe, so it is refused.
     """
+    dtype = plain_dtype(dtype)      # as Polars reads it: the repr below is of the same type
     return _cached(repr(dtype), dtype).clone()
 
 
-@functools.lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _frame(columns: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
     pools = []
     for name, dtype in columns:

@@ -28,7 +28,8 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -42,11 +43,11 @@ from dpframe.sql.sandbox import Json, _shared, function_types, quote, render_exp
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
 
-DENIED = {
+DENIED: Mapping[str, str] = MappingProxyType({
     "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
     "error": "a data-dependent error is a side channel",
     "unnest": "it turns one row into several", "unlist": "it turns one row into several",
-}
+})
 _ROWLEVEL_HINT = "before aggregation every expression must be computed from one row at a time"
 
 

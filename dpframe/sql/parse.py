@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,7 +141,7 @@ def _tokens(text: str) -> list[tuple[int, str, str]]:
 Pattern = tuple[str | None, ...]
 
 
-def clause(text: str, starts: list[Pattern], *, after: int | None = None, before: int | None = None,
+def clause(text: str, starts: Sequence[Pattern], *, after: int | None = None, before: int | None = None,
            group: bool = False, stop: tuple[str, ...] = ()) -> str | None:
     """The quoted text of a clause that starts with keywords (``None`` matches any token), or None.
 
@@ -237,7 +238,7 @@ def location(node: Any) -> int | None:
     return min((f for f in found if f is not None), default=None)
 
 
-SET_OPERATIONS: list[Pattern] = [("UNION",), ("INTERSECT",), ("EXCEPT",)]
+SET_OPERATIONS: tuple[Pattern, ...] = (("UNION",), ("INTERSECT",), ("EXCEPT",))
 CLAUSE_ENDS = ("HAVING", "WINDOW", "QUALIFY", "ORDER", "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT")
 
 

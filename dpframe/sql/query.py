@@ -27,7 +27,7 @@ from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
-from dpframe.sealed import plain
+from dpframe.sealed import _ENGINE, plain
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
@@ -71,8 +71,8 @@ class SQLQuery(Query):
     """
 
     def __init__(self, session: Session, node: Aggregate, *, text: str, post: PostProcess, explain_only: bool,
-                 backend: str | None, notes: list[str]) -> None:
-        super().__init__(session, node, backend=backend)
+                 backend: str | None, notes: list[str], _engine: object = None) -> None:
+        super().__init__(session, node, backend=backend, _engine=_engine)
         self.text = text
         self.post = post
         self.explain_only = explain_only
@@ -184,4 +184,4 @@ def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = N
         return top_k_query(session, parsed, call, keys, backend)
     compiled = Compiler(session._sql_catalog, parsed, keys).compile()
     return SQLQuery(session, compiled.node, text=parsed.text, post=compiled.post, explain_only=parsed.explain,
-                    backend=backend, notes=compiled.notes)
+                    backend=backend, notes=compiled.notes, _engine=_ENGINE)

@@ -30,14 +30,16 @@ from typing import Any
 
 import duckdb
 
+from dpframe.sealed import plain_cache
+
 Json = dict[str, Any]
 
-CONFIG: dict[str, str | bool] = {
+CONFIG: Mapping[str, str | bool] = MappingProxyType({
     "python_enable_replacements": False,
     "python_scan_all_frames": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
-}
+})
 
 
 def quote(name: str) -> str:
@@ -139,7 +141,7 @@ def serialize(text: str) -> Json:
     return result
 
 
-@lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _serialized(text: str) -> str:
     """The JSON text of :func:`serialize`; a function of the text alone, so a query asked again skips DuckDB."""
     with _shared() as con:

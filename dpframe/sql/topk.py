@@ -42,6 +42,7 @@ from dpframe.errors import PlanError, TopKWarning
 from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node, tables_read
+from dpframe.sealed import _ENGINE
 from dpframe.sql.aggregates import contains, is_aggregate, number
 from dpframe.sql.compile import Compiler, canonical
 from dpframe.sql.parse import Parsed, fragment
@@ -98,8 +99,9 @@ class SQLTopKQuery(Releasable[Any]):
     """
 
     def __init__(self, session: Session, query: FamilyQuery[Any], node: Node, *, text: str,
-                 columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None) -> None:
-        super().__init__(session, query, tables=tables_read(node))
+                 columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None,
+                 _engine: object = None) -> None:
+        super().__init__(session, query, tables=tables_read(node), _engine=_engine)
         self._session, self.text, self.columns = session, text, columns
         self.explain_only, self.backend_name, self._node = explain_only, backend, node
 
@@ -225,7 +227,7 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
         k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
         delta_t=options.get("delta_t"))
     return SQLTopKQuery(session, built, agg.input, text=text, columns=columns,
-                        explain_only=parsed.explain, backend=backend)
+                        explain_only=parsed.explain, backend=backend, _engine=_ENGINE)
 
 
 def _count_units(score: dict[str, Any]) -> bool:

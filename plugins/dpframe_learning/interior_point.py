@@ -41,8 +41,10 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -497,7 +499,7 @@ FAMILY = "interior_point"
 BUILTIN: tuple[InteriorPointAlgorithm, ...] = (Exponential(), BinarySearch(), TreeLog())
 """The learning plugin's own algorithms (registered through its ``dpframe_methods`` hook)."""
 
-ALGORITHMS: dict[str, InteriorPointAlgorithm] = {a.name: a for a in BUILTIN}
+ALGORITHMS: Mapping[str, InteriorPointAlgorithm] = MappingProxyType({a.name: a for a in BUILTIN})
 """The built-in algorithms by name (:func:`algorithms` adds the ones other plugins register)."""
 
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 
 from dpframe.budgets import zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.tct import ChannelPlan, q_notprior
+from dpframe.sealed import plain_cache
 
 _PREC = 10**15
 
@@ -123,7 +123,7 @@ def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, a
     return via_rho if notion == "zcdp" else max(basic, via_rho)
 
 
-@lru_cache(maxsize=4096)
+@plain_cache(maxsize=4096)
 def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
     """Per-step ε' of a limited-domain run of at most ``steps`` draws that is (ε, δ)-DP with its ⊥ at δ/2.
 
@@ -217,7 +217,7 @@ def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
     return None if found is None else found[1]
 
 
-@lru_cache(maxsize=64)
+@plain_cache(maxsize=64)
 def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
     """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
     lo, hi = 0.0, float(first)

@@ -43,8 +43,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,6 +57,7 @@ from dpframe.accounting.curves import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
 from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
+from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
 from dpframe_topk.budgeting import repeat, up
 
@@ -63,17 +66,17 @@ if TYPE_CHECKING:
 
 
 def _exact(value: object, argument: str) -> Fraction:
+    value = plain(value)      # its value, not its methods: Fraction(x) keeps an int subclass as its numerator
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not value > 0:
         raise PlanError(f"must be a positive number, got {value!r}", argument=argument, fix="pass e.g. 50")
     return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
-UNITS = {"record": ("one training record added or removed (its teacher's whole vote vector may change), if the "
-                    "teachers were trained on disjoint partitions: a record reaching several teachers is not covered",
-                    2),
-         "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's "
-                     "votes)", 1)}
+UNITS: Mapping[str, tuple[str, int]] = MappingProxyType({
+    "record": ("one training record added or removed (its teacher's whole vote vector may change), if the teachers "
+               "were trained on disjoint partitions: a record reaching several teachers is not covered", 2),
+    "teacher": ("one whole teacher added or removed (not a record: a changed record changes a teacher's votes)", 1)})
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class MultiLabelPATE:
         if dt >= 1:
             raise BudgetError(f"must be < 1, got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
         object.__setattr__(self, "delta_t", dt)
+        privacy_unit = plain(privacy_unit)      # a str subclass could answer the lookups of g differently
         if privacy_unit not in UNITS:
             raise PlanError(f"unknown privacy unit {privacy_unit!r}", argument="privacy_unit",
                             fix="use 'record' (the default: one training record, gap sensitivity 2) or 'teacher' "

@@ -129,7 +129,7 @@ def test_the_cli_page_shows_what_dpframe_plugins_prints(capsys: pytest.CaptureFi
 def test_the_demo_is_the_readme_example(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (ROOT / "README.md").read_text()
     example = readme[readme.index("## Example"):readme.index("## Features")]
-    assert f"keys={cli.KEYS!r}".replace("'", '"') in example and example.count("bounds=(0, 500)") == 3
+    assert f"keys={list(cli.KEYS)!r}".replace("'", '"') in example and example.count("bounds=(0, 500)") == 3
     assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "adults in Amsterdam, Berlin, Oslo (public keys" in out and "spent ApproxDP(epsilon=3/2" in out

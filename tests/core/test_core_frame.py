@@ -342,13 +342,14 @@ def test_measures_are_validated_against_the_schema_when_planned(sess: dp.Session
     """agg() refuses them at once (build time); the planner checks again (a Query built around agg)."""
     from dpframe.frame import Query
     from dpframe.plan.nodes import Aggregate
+    from dpframe.sealed import _ENGINE
 
     t = sess.table("t")
     with pytest.raises(exc):
         t.agg(m)
     with pytest.raises(exc):
         t.group_by("city", keys=["a"]).agg(m)
-    q = Query(sess, Aggregate(t._node, (), None, (m,)))
+    q = Query(sess, Aggregate(t._node, (), None, (m,)), _engine=_ENGINE)
     with pytest.raises(exc):
         q.cost(dp.PureDP(1))
     with pytest.raises(exc):

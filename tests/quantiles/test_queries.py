@@ -116,13 +116,14 @@ def test_bad_measures_are_refused_at_construction(make: object, error: type, arg
 def test_bad_input_charges_nothing(measure: dp.Measure, error: type, argument: str) -> None:
     from dpframe.frame import Query
     from dpframe.plan.nodes import Aggregate
+    from dpframe.sealed import _ENGINE
 
     sess = session()
     before = sess.spent()
     with pytest.raises(error) as info:    # agg() validates at build time ...
         sess.table("t").agg(measure)
     assert info.value.argument == argument and info.value.fix
-    q = Query(sess, Aggregate(sess.table("t")._node, (), None, (measure,)))   # ... and the planner again
+    q = Query(sess, Aggregate(sess.table("t")._node, (), None, (measure,)), _engine=_ENGINE)   # ... the planner again
     for call in (q.cost, q.explain, q.collect):
         with pytest.raises(error) as info:
             call(dp.PureDP(1))

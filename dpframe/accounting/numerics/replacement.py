@@ -47,12 +47,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
-from functools import lru_cache
 
 import numpy as np
 
 from dpframe.accounting.numerics.common import Array, Fn, special
 from dpframe.accounting.numerics.subsampling import MAX_SUBSAMPLED_ORDER, amplified_epsilon, unamplified_epsilon
+from dpframe.sealed import plain_cache
 
 #: The orders p of the weak triangle inequality (each gives a valid bound; the least is taken).
 TRIANGLE_P = (1.25, 1.5, 2.0, 3.0, 5.0)
@@ -116,7 +116,7 @@ def gaussian_moments(mu: float) -> Callable[[int], float]:
     return lambda k: _chis(mu)[k // 2 - 1]
 
 
-@lru_cache(maxsize=64)
+@plain_cache(maxsize=64)
 def _chis(mu: float) -> tuple[float, ...]:
     """Log upper bounds of χ_2, χ_4, …, χ_{MAX_MOMENT} (see :func:`gaussian_moments`)."""
     digits = 40
