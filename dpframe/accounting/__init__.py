@@ -34,8 +34,6 @@ replacement) → ``accountants`` (the interface, basic, zCDP) →
 ``rdp`` → ``pld`` → ``report``, ``ledger``, ``calibrate``, ``fdp``.
 """
 
-from typing import TypeAlias
-
 from dpframe.accounting.accountants import Accountant, BasicAccountant, ZCDPAccountant
 from dpframe.accounting.calibrate import largest_epsilon, most_steps, smallest_noise
 from dpframe.accounting.composition import composition
@@ -59,13 +57,8 @@ from dpframe.accounting.fdp import gdp_mu, power, tradeoff
 from dpframe.accounting.ledger import Charge, Ledger
 from dpframe.accounting.neighbours import replace_one, sampled_without_replacement
 from dpframe.accounting.pld import PLDAccountant
-from dpframe.accounting.rdp import RDPAccountant, RDPCharge
-from dpframe.budgets import Budget
-
-SessionCost: TypeAlias = Budget | RDPCharge
-"""What a session is charged for a release (``Query.cost()``, ``Accountant.charge``): a budget in the
-session's notion, or an :class:`RDPCharge` in an ``rdp`` / ``pld`` session. Treat it as an opaque value
-for ``compose`` / ``fits`` / ``describe_charge`` and the ledger."""
+from dpframe.accounting.rdp import RDPAccountant
+from dpframe.accounting.rdp_charge import RDPCharge, SessionCost
 
 __all__ = [
     "Accountant", "BasicAccountant", "Charge", "Ledger", "PLDAccountant", "PrivacyCurve", "RDPAccountant",

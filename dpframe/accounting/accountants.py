@@ -49,6 +49,7 @@ from dpframe.accounting.checks import (
 from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.curves import approx, pure, zcdp
 from dpframe.accounting.numerics.subsampling import amplified_epsilon
+from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.budgets import (
     ZCDP,
     ApproxDP,
@@ -143,7 +144,7 @@ class Accountant(Sealed, ABC):
         """The notion charges are kept in."""
         return self.total.notion
 
-    def charge(self, cost: Budget) -> Budget:
+    def charge(self, cost: Budget) -> SessionCost:
         """A query's cost as a charge of this accountant (raises if it cannot convert soundly).
 
         RDP/PLD sessions return an :class:`~dpframe.accounting.RDPCharge` in place of a budget; treat
@@ -151,7 +152,7 @@ class Accountant(Sealed, ABC):
         """
         return convert(check_budget(cost), self.total.notion)
 
-    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> Budget:
+    def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> SessionCost:
         """The charge of a plan whose mechanisms cost ``cost`` in total, all run on one Poisson sample.
 
         ``curves`` are the plan's mechanisms (not subsampled: they all read the *same* sample, so

@@ -40,7 +40,7 @@ from typing import Any
 
 from dpframe.accounting.accountants import Accountant
 from dpframe.accounting.binding import LedgerBinding, difference
-from dpframe.accounting.rdp import RDPCharge
+from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import describe, make
 from dpframe.errors import BudgetExceededError, LedgerError
 

@@ -31,7 +31,8 @@ from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, de
 from dpframe.accounting.composition import group_rdp_only
 from dpframe.accounting.curve import from_json
 from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile, delta_at, epsilon_at
-from dpframe.accounting.rdp import RDPAccountant, RDPCharge, RenyiFilter
+from dpframe.accounting.rdp import RDPAccountant, RenyiFilter
+from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import Budget
 
 

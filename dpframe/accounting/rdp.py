@@ -26,10 +26,8 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -62,12 +60,10 @@ from dpframe.accounting.numerics.rdp import (
     best_epsilon,
     delta_conversions,
 )
+from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
+from dpframe.accounting.rdp_charge import RDPCharge as RDPCharge
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError
-
-#: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
-FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
-                          64, 128, 256], dtype=np.float64)
 
 
 def check_conversion(conversion: object) -> Conversion:
@@ -97,7 +93,7 @@ class RenyiFilter(Accountant):
             raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
                               fix="use a smaller total ε, or accountant='basic'")
 
-    def charge(self, cost: Budget) -> RDPCharge:  # type: ignore[override]
+    def charge(self, cost: Budget) -> RDPCharge:
         """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""
         return RDPCharge.of([curve_of(check_budget(cost))])
 
@@ -309,39 +305,4 @@ class RDPAccountant(RenyiFilter):
             lines.append(f"  warning: the best order is at the edge of the grid ({edge:g}); add larger orders")
         return "\n".join(lines)
 
-
-@dataclass(frozen=True)
-class RDPCharge:
-    """An RDP charge on :data:`FILTER_ORDERS` (plus δ0), with the curves it came from (for reports)."""
-
-    values: tuple[float, ...]
-    delta0: float
-    specs: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-    notion: str = "rdp"
-
-    @classmethod
-    def of(cls, curves: Sequence[PrivacyCurve]) -> RDPCharge:
-        """The charge of running ``curves`` once each."""
-        values = np.zeros(len(FILTER_ORDERS))
-        for c in curves:
-            values = values + c.rdp_at(FILTER_ORDERS)
-        specs = tuple(c.to_json() for c in curves if c.spec is not None)
-        return cls(tuple(float(v) for v in values), math.fsum(c.delta0 for c in curves),
-                   specs if len(specs) == len(curves) else (), tuple(c.label for c in curves))
-
-    def __repr__(self) -> str:
-        orders = ", ".join(f"ε({a:g})={v:.4g}" for a, v in zip(FILTER_ORDERS, self.values) if a in (2, 8, 32))
-        return f"RDPCharge({orders}, δ0={self.delta0:g}; {'; '.join(self.labels) or 'budget'})"
-
-    def to_json(self) -> str:
-        """Exact text (floats by repr, which round-trips)."""
-        return json.dumps({"notion": "rdp", "values": [repr(v) for v in self.values], "delta0": repr(self.delta0),
-                           "specs": list(self.specs), "labels": list(self.labels)})
-
-    @classmethod
-    def from_json(cls, text: str) -> RDPCharge:
-        """Inverse of :meth:`to_json`."""
-        d = json.loads(text)
-        return cls(tuple(float(v) for v in d["values"]), float(d["delta0"]), tuple(d["specs"]), tuple(d["labels"]))
 

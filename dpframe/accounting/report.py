@@ -23,7 +23,7 @@ from typing import Any
 
 from dpframe.accounting.accountants import Accountant, curve_of, registered_accountants
 from dpframe.accounting.curve import PrivacyCurve, from_json
-from dpframe.accounting.rdp import RDPCharge
+from dpframe.accounting.rdp_charge import RDPCharge
 
 
 def charge_curves(cost: Any) -> list[str] | None:
