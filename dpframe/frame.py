@@ -163,7 +163,13 @@ class Frame:
             if isinstance(value, pl.Expr | pl.Series | pl.DataFrame | list | tuple | dict | set):
                 raise PlanError(f"{name}=... must be a single value, got {type(value).__name__}", argument=name,
                                 fix=f"pass a value, e.g. {name}=..., or a predicate such as pl.col({name!r}) > 1")
-            predicates = (*predicates, pl.col(name) == pl.lit(value))
+            try:
+                literal = pl.lit(value)
+            except (TypeError, ValueError, pl.exceptions.PolarsError):
+                raise PlanError(f"{name}=... must be a value Polars can compare with, got {type(value).__name__}",
+                                argument=name, fix=f"pass a number, string, date or bool, or a predicate such as "
+                                                   f"pl.col({name!r}) > 1") from None
+            predicates = (*predicates, pl.col(name) == literal)
         for p in predicates:
             node = Filter.of(node, p)
         return Frame(self._session, node, _engine=_ENGINE)

@@ -55,6 +55,7 @@ BAD: dict[str, tuple[Callable[[dp.Frame], Any], type[dp.DPFrameError], str]] = {
     "filter list": (lambda t: t.filter([pl.col("x") > 1]), dp.PlanError, "predicate"),
     "filter constraint unknown column": (lambda t: t.filter(nope=1), dp.SchemaError, "nope"),
     "filter constraint with a list": (lambda t: t.filter(s=["a"]), dp.PlanError, "s"),
+    "filter constraint with an object": (lambda t: t.filter(s=object()), dp.PlanError, "s"),
     "filter non-boolean": (lambda t: t.filter(pl.col("x") + 1), dp.SchemaError, "predicate"),
     "with_columns number": (lambda t: t.with_columns(3), dp.PlanError, "exprs"),
     "with_columns object value": (lambda t: t.with_columns(a=object()), dp.PlanError, "a"),
