@@ -93,11 +93,13 @@ class TableCatalog:
             engine = self._default
             rows = engine.count_rows(name) if isinstance(engine, LoadsOwnTables) else None
             if rows is None:
-                rows = frame.select(pl.len()).collect().item()
-                # Every value read once, now: a file's rows are parsed by each query, and a row that does not
-                # parse (text in a CSV column its first rows made numeric, a Parquet string that is not
-                # UTF-8) would make every query reading its column fail after its charge, on D′ and not on D.
-                frame.select(pl.all().null_count()).collect(engine="streaming")
+                # Every value read once, now (in the pass that counts the rows): a file's rows are parsed by each
+                # query, and a row that does not parse (text in a CSV column its first rows made numeric, a
+                # Parquet string that is not UTF-8) would make every query reading its column fail after its
+                # charge, on D′ and not on D.
+                count = "__dp_rows" + "_" * max((len(c) for c in schema.names()), default=0)   # a name no column has
+                read = frame.select(pl.len().alias(count), pl.all().null_count()).collect(engine="streaming")
+                rows = read[count].item()
         except pl.exceptions.PolarsError as e:
             lines = str(e).strip().splitlines()
             raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {lines[0] if lines else ''}",
