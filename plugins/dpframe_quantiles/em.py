@@ -433,11 +433,11 @@ def joint_quantiles(groups: SortedCodes | Sequence[npt.NDArray[np.int64]], size:
         v, below = em_quantile(codes, seg, p, epsilon_level, max_rows, rng)
         out[:, idx[mid]] = v
         split = seg.start + below
-        if mid > 0:
-            stack.append((idx[:mid], [_bounded(x / p) for x in probs[:mid]], Segments(seg.start, split, seg.lo, v)))
-        if mid + 1 < len(idx):
-            stack.append((idx[mid + 1:], [_bounded((x - p) / (1 - p)) for x in probs[mid + 1:]],
-                          Segments(split, seg.end, v, seg.hi)))
+        left, right = split_probabilities(probs, mid)
+        if left:
+            stack.append((idx[:mid], left, Segments(seg.start, split, seg.lo, v)))
+        if right:
+            stack.append((idx[mid + 1:], right, Segments(split, seg.end, v, seg.hi)))
     return out
 
 
@@ -463,8 +463,7 @@ def listing_reach(size: int, qs: Sequence[Fraction], epsilon_level: Fraction, ma
             return 0
         mid = len(probs) // 2
         p = probs[mid]
-        left = reach([_bounded(x / p) for x in probs[:mid]])
-        right = reach([_bounded((x - p) / (1 - p)) for x in probs[mid + 1:]])
+        left, right = (reach(part) for part in split_probabilities(probs, mid))
         return width(p) + max(left, right)
     return reach(list(qs)) + 16
 
@@ -483,6 +482,25 @@ def rank_error_bound(size: int, k: int, epsilon_level: Fraction, max_rows: int, 
 
     """
     return depth(k) * 2 * max_rows / float(epsilon_level) * math.log(size * k / beta)
+
+
+def split_probabilities(probs: Sequence[Fraction], mid: int) -> tuple[list[Fraction], list[Fraction]]:
+    """The sub-problems' probabilities when ``probs`` (sorted, in [0, 1]) is split at p = ``probs[mid]``.
+
+    Left of p: qᵢ/p; right: (qᵢ − p)/(1 − p); each rounded to a denominator ≤ :data:`SUB_DENOMINATOR`
+    (public; rounding is monotone, so they stay sorted in [0, 1]). Rounding can make p itself 0 or 1
+    (say 1/4999 and 1/4998 above 1/5000 both round to 0): then every qᵢ on that side equals p, and its
+    sub-problem's probability is p's own end of [0, 1] (0 on the left, 1 on the right) rather than 0/0.
+
+    Example:
+        >>> [str(x) for side in split_probabilities([Fraction(0), Fraction(0), Fraction(1, 2)], 1) for x in side]
+        ['0', '1/2']
+
+    """
+    p = probs[mid]
+    left = [_bounded(x / p) if p else Fraction(0) for x in probs[:mid]]
+    right = [_bounded((x - p) / (1 - p)) if p != 1 else Fraction(1) for x in probs[mid + 1:]]
+    return left, right
 
 
 def _bounded(x: Fraction) -> Fraction:
