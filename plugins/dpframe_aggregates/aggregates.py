@@ -37,7 +37,7 @@ from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, make
-from dpframe.errors import ArgumentError, BoundsError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic, sample_batch
 from dpframe.noise import RandomSource
@@ -94,11 +94,29 @@ def _needs_of(measures: Sequence[Measure]) -> dict[str, dict[str, Need]]:
     return needs
 
 
+MIN_GRID_EXPONENT = -1022
+"""The finest sum grid, 2⁻¹⁰²²: 2^k and 2^(−k) stay normal float64 numbers (the backends scale by 2^(−k))."""
+MAX_GRID_EXPONENT = 1023
+
+
 def grid_exponent(noise_scale: Fraction, magnitude: Fraction) -> int:
-    """K with 2^k ≈ noise_scale / 2^20, raised so that ``magnitude`` / 2^k ≤ 2^31."""
+    """K with 2^k ≈ noise_scale / 2^20, raised so that ``magnitude`` / 2^k ≤ 2^31 and k ≥ −1022.
+
+    A coarser grid is always sound (each row's bound is computed on it), only less accurate; a grid
+    beyond 2¹⁰²³ (so much noise that its unit is not a float) is refused while planning.
+
+    Example:
+        >>> grid_exponent(Fraction(1), Fraction(100)), grid_exponent(Fraction(1, 10**400), Fraction(1, 10**400))
+        (-20, -1022)
+
+    """
     k_noise = math.floor(_log2(noise_scale)) - 20 if noise_scale > 0 else -20
     k_range = math.ceil(_log2(magnitude)) - 31 if magnitude > 0 else k_noise
-    return max(k_noise, k_range)
+    k = max(k_noise, k_range, MIN_GRID_EXPONENT)
+    if k > MAX_GRID_EXPONENT:
+        raise BudgetError("this budget is so small that the sum's noise exceeds the float64 range",
+                          argument="budget", fix="give the query a larger budget, or narrow the bounds")
+    return k
 
 
 def _log2(x: Fraction) -> float:

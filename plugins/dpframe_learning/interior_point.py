@@ -54,7 +54,7 @@ from dpframe import accounting as acc
 from dpframe.budgets import ApproxDP, Budget, PureDP
 from dpframe.errors import PluginError
 from dpframe.mechanism import SortedCodes
-from dpframe.noise import RandomSource, bernoulli_exp_ratio, discrete_laplace, exponential_index
+from dpframe.noise import MAX_LAPLACE_SCALE, RandomSource, bernoulli_exp_ratio, discrete_laplace, exponential_index
 from dpframe.noise.exponential import epsilon_from_rho
 
 Codes = npt.NDArray[np.int64]
@@ -82,9 +82,23 @@ class Stability:
         return 2 * self.rows if self.swap else self.rows
 
 
-def _ceil(x: float) -> int:
-    """⌈x⌉ with a relative margin far above float error (row minimums must never be understated)."""
-    return math.ceil(x * (1 + 1e-12))
+def within_sampler(scale: Fraction) -> bool:
+    """Whether discrete Laplace noise of this scale can be drawn (:data:`~dpframe.noise.MAX_LAPLACE_SCALE`).
+
+    Example:
+        >>> within_sampler(Fraction(10**6)), within_sampler(Fraction(10**30))
+        (True, False)
+
+    """
+    return scale <= MAX_LAPLACE_SCALE
+
+
+def _ceil(x: float | Fraction) -> int:
+    """⌈x⌉ with a relative margin far above float error (row minimums must never be understated).
+
+    A Fraction stays exact (a factor 1/ε of a tiny ε does not overflow a float).
+    """
+    return math.ceil(x * (1 + Fraction(1, 10**12))) if isinstance(x, Fraction) else math.ceil(x * (1 + 1e-12))
 
 
 def levels(size: int) -> int:
@@ -244,7 +258,7 @@ class Exponential:
 
     def min_rows(self, epsilon: Fraction, delta: Fraction, beta: float, size: int,
                  stability: Stability) -> int | None:
-        return max(1, _ceil(4 * stability.count / float(epsilon) * math.log(size / beta)))
+        return max(1, _ceil(4 * stability.count / epsilon * Fraction(math.log(size / beta))))
 
     def cost(self, epsilon: Fraction, delta: Fraction) -> Budget:
         return PureDP(epsilon)
@@ -280,7 +294,9 @@ class BinarySearch:
     def min_rows(self, epsilon: Fraction, delta: Fraction, beta: float, size: int,
                  stability: Stability) -> int | None:
         b = max(1, (size - 1).bit_length())
-        return max(1, _ceil(b * stability.difference / float(epsilon) * math.log(max(b / beta, 1.0))))
+        if not within_sampler(Fraction(b * stability.difference) / epsilon):   # its rounds' noise
+            return None
+        return max(1, _ceil(b * stability.difference / epsilon * Fraction(math.log(max(b / beta, 1.0)))))
 
     def cost(self, epsilon: Fraction, delta: Fraction) -> Budget:
         return PureDP(epsilon)
@@ -389,6 +405,8 @@ class TreeLog:
         if delta <= 0 or stability.rows != 1:
             return None
         p = TreeLogParameters.of(epsilon, delta, beta, size, stability)
+        if not within_sampler(1 / p.epsilon0):   # its AboveThreshold and histogram noise
+            return None
         return 10 * max(1, p.levels) * p.t
 
     def cost(self, epsilon: Fraction, delta: Fraction) -> Budget:

@@ -45,6 +45,7 @@ from dpframe.mechanism import SortedCodes, Statistic, statistic_values
 from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.noise.exponential import epsilon_from_rho
 from dpframe.plan.nodes import Filter, Node
+from dpframe.planning import budget_of
 from dpframe_learning.interior_point import (
     ALGORITHMS,
     Exponential,
@@ -53,6 +54,7 @@ from dpframe_learning.interior_point import (
     algorithms,
     listing_ranks,
     privacy_curves,
+    within_sampler,
     zcdp_epsilon,
 )
 from dpframe_learning.learners import (
@@ -185,7 +187,9 @@ class Allowance:
 
     @classmethod
     def of(cls, budget: object) -> Allowance:
-        """Validate a query budget: dp.PureDP, dp.ApproxDP, or dp.ZCDP without δ."""
+        """Validate a query budget: dp.PureDP, dp.ApproxDP, or dp.ZCDP without δ (below 1e300, as every query's)."""
+        if isinstance(budget, PureDP | ApproxDP | ZCDP):
+            budget_of(budget)
         if isinstance(budget, PureDP):
             return cls(budget.epsilon, Fraction(0))
         if isinstance(budget, ApproxDP):
@@ -246,6 +250,12 @@ class Gate:
     rows: int
     beta: float
     required: int
+
+    def __post_init__(self) -> None:
+        if not within_sampler(self.scale):     # refused while planning, as Noise.calibrate refuses
+            raise BudgetError(f"ε = {float(self.epsilon):.3g} for the noisy row count is so small that its noise "
+                              "scale exceeds what the exact sampler supports", argument="budget",
+                              fix="give the query a larger budget")
 
     @property
     def scale(self) -> Fraction:
@@ -413,9 +423,10 @@ def _requirements(known: Mapping[str, InteriorPointAlgorithm], allowance: Allowa
             out[name] = _Requirement(None, None, "not available: no zCDP guarantee (it needs an (ε, δ) budget)")
             continue
         rows = a.min_rows(eps, allowance.delta, beta, size, stability)
-        why = "" if rows is not None else ("not available: needs an (ε, δ) budget with δ > 0" if allowance.delta == 0
-                                           else "not available: its accounting needs one row per privacy unit "
-                                                "(max_rows=1)")
+        why = "" if rows is not None else (
+            "not available: the budget is too small (its noise would exceed the exact sampler's range)"
+            if not a.approximate else "not available: needs an (ε, δ) budget with δ > 0" if allowance.delta == 0
+            else "not available: its accounting needs one row per privacy unit (max_rows=1)")
         out[name] = _Requirement(eps, rows, why, bool(getattr(a, "experimental", False)))
     return out
 
@@ -423,6 +434,10 @@ def _requirements(known: Mapping[str, InteriorPointAlgorithm], allowance: Allowa
 def _pick(method: str, reqs: Mapping[str, _Requirement]) -> str:
     if method == "auto":       # never an experimental method: those run only when named
         usable = {k: v.rows for k, v in reqs.items() if v.rows is not None and not v.experimental}
+        if not usable:
+            raise BudgetError("no interior-point method can run at this budget: "
+                              + "; ".join(f"{k}: {v.why}" for k, v in reqs.items()), argument="budget",
+                              fix="give the query a larger budget")
         return min(usable, key=lambda k: (usable[k], k))
     if reqs[method].rows is None:
         raise PlanError(f"method {method!r} is {reqs[method].why}", argument="method",

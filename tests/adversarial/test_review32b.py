@@ -6,7 +6,11 @@ neighbouring datasets (D′ adds one privacy unit) where the attack is data-depe
 
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import Any
+
 import polars as pl
+import pytest
 
 import dpframe as dp
 
@@ -27,3 +31,55 @@ def test_quantile_probabilities_whose_rescaled_parts_round_to_zero_are_planned_a
     values = q.collect(dp.PureDP(1))["x_quantile"][0].to_list()
     assert len(values) == len(SMALL_QS) and values == sorted(values)
     assert sess.spent() == dp.PureDP(1)
+
+
+def _session(total: dp.Budget) -> dp.Session:
+    data = pl.DataFrame({"x": [float(i % 50) for i in range(500)], "y": [int(i % 50 >= 20) for i in range(500)]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=total, seed=0)
+
+
+def _refused_or_answered(sess: dp.Session, query: Any, budget: dp.Budget) -> None:
+    """Either a dpframe error before anything is charged, or an answer charged ``budget``: never a charged failure."""
+    try:
+        query.cost(budget)
+    except dp.DPFrameError:
+        with pytest.raises(dp.DPFrameError):
+            query.collect(budget)
+        assert sess.history().is_empty(), "a query refused when planned was charged"
+        return
+    query.collect(budget)
+    assert sess.history().height == 1
+
+
+@pytest.mark.parametrize("method", ["auto", "binary_search", "exponential"])
+@pytest.mark.parametrize("epsilon", [Fraction(1, 10**400), Fraction(1, 10**30), Fraction(40, 2**57), Fraction(10**400)])
+def test_a_learning_budget_beyond_the_samplers_range_is_refused_uncharged(method: str, epsilon: Fraction) -> None:
+    """The learning queries' noisy row count (scale 10/ε) and the binary search's rounds (scale b·Δ/ε) were
+    drawn with scales beyond the exact sampler's 2⁵⁷: ``interior_point(...).collect(dp.PureDP(1e-30))`` was
+    charged, then failed (a ValueError from the sampler); ``binary_search`` at ε = 40/2⁵⁷ (the gate's scale
+    fits, the rounds' does not) failed only when the gate passed. ε = 10⁴⁰⁰ was a raw OverflowError. Now
+    each is refused while planning, uncharged, as every other query's noise beyond the sampler's range.
+    """
+    sess = _session(dp.PureDP(Fraction(10**401)))
+    _refused_or_answered(sess, sess.table("t").interior_point("x", bounds=(0, 100), method=method, beta=0.5),
+                         dp.PureDP(epsilon))
+
+
+def test_a_learning_zcdp_budget_too_small_for_every_method_is_a_budget_error() -> None:
+    """``interior_point(method="auto")`` at ρ = 10⁻³⁰ found no usable method and raised a raw ValueError
+    (``min()`` of nothing) from ``cost``; now a BudgetError naming the budget."""
+    sess = _session(dp.ZCDP(1))
+    with pytest.raises(dp.BudgetError):
+        sess.table("t").interior_point("x", bounds=(0, 100)).cost(dp.ZCDP(Fraction(1, 10**30)))
+
+
+@pytest.mark.parametrize("budget", [dp.ZCDP(Fraction(1, 10**30)), dp.PureDP(10**30), dp.PureDP(Fraction(1, 10**30))])
+def test_a_sum_grid_beyond_float64_is_refused_or_coarsened(budget: dp.Budget) -> None:
+    """A sum's grid 2^k follows the noise scale: with bounds (0, 5e-324) (a subnormal) it went below 2⁻¹⁰⁷⁴ —
+    the grid unit became 0.0 and ``cost`` raised a raw ValueError (log₂ 0) — and under ρ = 10⁻³⁰ the
+    backend's 2^(−k) overflowed *after* the charge (a charged OverflowError). Now the grid stays within
+    float64's normal range (coarser is sound: each row's bound is computed on it)."""
+    total = dp.ZCDP(Fraction(10**31)) if isinstance(budget, dp.ZCDP) else dp.PureDP(Fraction(10**31))
+    sess = _session(total)
+    q = sess.table("t").agg(dp.sum("x", bounds=(-1e-300, 1e-300)), dp.mean("x", bounds=(0, 5e-324)))
+    _refused_or_answered(sess, q, budget)
