@@ -48,12 +48,12 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.domains import OrderedDomain
-from dpframe.errors import ArgumentError, BoundsError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
 from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statistic
 from dpframe.noise import RandomSource
 from dpframe.noise.exponential import epsilon_from_rho as _epsilon_from_rho
-from dpframe_quantiles.em import depth, joint_quantiles, listing_reach, rank_error_bound
+from dpframe_quantiles.em import SUB_DENOMINATOR, depth, joint_quantiles, listing_reach, rank_error_bound, window
 
 _OPTIONS = frozenset({"q", "resolution", "bounds", "mechanism"})
 _BETA = 0.05
@@ -171,6 +171,7 @@ class QuantileMechanism:
             qs = quantile_fractions(m.option("q"))
             levels = depth(len(qs))
             eps0 = part / levels if isinstance(share, PureDP) else epsilon_from_rho(part / levels)
+            check_window(dom.size, eps0, m_rows)
             name = m.output_name
             plan.domains[name], plan.probabilities[name], plan.levels[name] = dom, qs, eps0
             plan.as_list[name] = isinstance(m.option("q"), tuple)
@@ -212,6 +213,29 @@ def grid_notes(name: str, dom: OrderedDomain, resolution: object, err: int) -> l
                "mostly noise, and with none (an empty or all-null input) it is a random point of the bounds; release "
                f"dp.count('{dom.column}') with it to see how many values there were")
     return out
+
+
+MAX_WINDOW = 2**61
+"""The largest utility window (in utility units) the sampler's int64 arithmetic allows: window + a·n < 2⁶³."""
+
+
+def check_window(size: int, epsilon_level: Fraction, max_rows: int) -> None:
+    """Refuse (BudgetError, while planning) an ε₀ whose utility window would leave int64.
+
+    The widest window is a sub-problem's, whose q has a denominator ≤ :data:`~dpframe_quantiles.em.SUB_DENOMINATOR`
+    (scale ≥ ε₀/(2m·2²⁰)). Public: the domain size, ε₀ and m only.
+
+    Example:
+        >>> check_window(2**32, Fraction(1, 10**30), 1)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: ε₀ = 1e-30 per quantile is so small that the exact sampler's ...
+
+    """
+    if window(epsilon_level / (2 * max_rows * SUB_DENOMINATOR), size) > MAX_WINDOW:
+        raise BudgetError(f"ε₀ = {float(epsilon_level):.3g} per quantile is so small that the exact sampler's "
+                          "utility window leaves 64-bit integers", argument="budget",
+                          fix="give the query a larger budget (the result would be uniform noise anyway)")
 
 
 def epsilon_from_rho(rho: Fraction) -> Fraction:
