@@ -88,7 +88,8 @@ def test_a_sum_grid_beyond_float64_is_refused_or_coarsened(budget: dp.Budget) ->
 def test_a_quantile_budget_too_small_for_the_exact_sampler_is_a_budget_error() -> None:
     """At ε = 10⁻³⁰ the quantile's utility window (≈ ln|X|/ε ranks) overflowed int64: ``cost`` answered and
     ``collect`` failed in the dry run with "mechanism 'quantiles' fails on empty statistics ... this is a
-    plugin bug" (uncharged). Near 2⁶³ the window wrapped silently when added to a·n — on D′'s larger n only.
+    plugin bug" (uncharged). Just below 2⁶³ it wrapped silently when added to a·n, on D′'s larger n only
+    (no change of the output was seen: the window only sets speed, but the arithmetic was wrong).
     Now a window beyond 2⁶¹ is refused while planning with a BudgetError."""
     sess = _session(dp.PureDP(1))
     q = sess.table("t").agg(dp.median("x", bounds=(0, 100)))
