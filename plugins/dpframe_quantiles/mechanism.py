@@ -241,9 +241,19 @@ def check_window(size: int, epsilon_level: Fraction, max_rows: int) -> None:
 def epsilon_from_rho(rho: Fraction) -> Fraction:
     """The largest ε on the grid 2⁻⁴⁰ with ε²/8 ≤ ρ (the EM is ε-bounded-range ⇒ ε²/8-zCDP).
 
+    A ρ below the grid's first step (ε would be 0) is a BudgetError, while planning: nothing is charged.
+
     Example:
         >>> epsilon_from_rho(Fraction(1, 8))
         Fraction(1, 1)
+        >>> epsilon_from_rho(Fraction(1, 10**30))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: budget: ρ = 1e-30 is too small for the exponential mechanism ...
 
     """
-    return _epsilon_from_rho(rho, bounded_range=True, bits=40)
+    epsilon = _epsilon_from_rho(rho, bounded_range=True, bits=40)
+    if epsilon <= 0:
+        raise BudgetError(f"ρ = {float(rho):.3g} is too small for the exponential mechanism (its ε would be below "
+                          "2⁻⁴⁰)", argument="budget", fix="give the query a larger budget")
+    return epsilon

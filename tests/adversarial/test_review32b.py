@@ -96,3 +96,21 @@ def test_a_quantile_budget_too_small_for_the_exact_sampler_is_a_budget_error() -
     with pytest.raises(dp.BudgetError):
         q.cost(dp.PureDP(Fraction(1, 10**30)))
     assert q.cost(dp.PureDP(Fraction(1, 10**6))) == dp.PureDP(Fraction(1, 10**6))
+
+
+@pytest.mark.parametrize("make_query", [
+    lambda t: t.agg(dp.median("x", bounds=(0, 50))),
+    lambda t: t.agg(dp.quantile("x", [0.25, 0.75], bounds=(0, 50))),
+    lambda t: t.bounds("x"),
+], ids=["median", "quantiles", "bounds"])
+def test_an_exponential_mechanism_rho_below_its_epsilon_grid_is_a_budget_error(make_query: Any) -> None:
+    """ρ = 10⁻³⁰ gives ε = 0 on the EM's grid of 2⁻⁴⁰: the median's ``cost`` was a raw ZeroDivisionError and
+    ``bounds()`` said "epsilon: must be > 0, got 0.0" (review 32b's note) — a message about an argument the
+    analyst did not pass. Now a BudgetError naming the budget and ρ, while planning, uncharged.
+    """
+    sess = _session(dp.ZCDP(1))
+    query = make_query(sess.table("t"))
+    for run in (query.cost, query.collect):
+        with pytest.raises(dp.BudgetError, match="ρ = .* too small"):
+            run(dp.ZCDP(Fraction(1, 10**30)))
+    assert sess.history().is_empty()
