@@ -3,8 +3,9 @@
 What runs in DuckDB:
 
 1. the registered table: an Arrow table handed over by Polars once, zero-copy (strings as string
-   views; only types DuckDB could fail on are converted first, see :func:`_duckdb_type`), or a Parquet
-   file DuckDB scans itself (where its reader reads every value: one scan at registration);
+   views; only types DuckDB could fail on are converted first, see
+   :func:`~dpframe.sql.handover.duckdb_type`), or a Parquet file DuckDB scans itself (where its reader
+   reads every value: one scan at registration);
 2. the row-level SQL nodes built by ``sess.sql`` (filters, projections, joins with public tables),
    each expression evaluated under ``TRY(...)`` so no private value can make the query fail;
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
@@ -99,7 +100,7 @@ from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
-from dpframe.plan.values import instance as _instance
+from dpframe.sql.handover import duckdb_type, for_duckdb
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
 from dpframe.sql.sandbox import connect, function_types, literal, lock, quote
 
@@ -122,43 +123,6 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     """The first paragraph of an engine's error message, on one line (Polars puts newlines in quotes)."""
     text = " ".join(str(error).strip().split("\n\n")[0].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _duckdb_type(dtype: pl.DataType) -> pl.DataType:
-    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail reading it.
-
-    DuckDB keeps times in microseconds: a millisecond datetime beyond its range raises a conversion error
-    *when a row is read* (which rows reach the engine is private); Arrow cannot carry Polars' 128-bit
-    integers; and a duration comes back from DuckDB as an interval Polars cannot read. They become
-    microseconds, ``DECIMAL(38, 0)`` and the duration's integer count of its unit (a group key is cast
-    back to its type when the result returns); a value that does not fit becomes null (non-strict
-    cast), as the Polars backend's statistics would not read it either.
-
-    Example:
-        >>> _duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), _duckdb_type(pl.Int128()), _duckdb_type(pl.Duration())
-        (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int64)
-
-    """
-    if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":
-        return pl.Datetime("us", dtype.time_zone)
-    if isinstance(dtype, pl.Duration):
-        return pl.Int64()
-    if dtype in (pl.Int128, pl.UInt128):
-        return pl.Decimal(38, 0)
-    if isinstance(dtype, pl.List):
-        return pl.List(_duckdb_type(_instance(dtype.inner)))
-    if isinstance(dtype, pl.Array):
-        return pl.Array(_duckdb_type(_instance(dtype.inner)), dtype.size)
-    if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: _duckdb_type(_instance(f.dtype)) for f in dtype.fields})
-    return dtype
-
-
-def _for_duckdb(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """``frame`` with every column in its :func:`_duckdb_type` (unchanged when all already are)."""
-    schema = frame.collect_schema()
-    casts = [pl.col(name).cast(_duckdb_type(t), strict=False) for name, t in schema.items() if _duckdb_type(t) != t]
-    return frame.with_columns(casts) if casts else frame
 
 
 def _double(value: Any) -> str:
@@ -429,7 +393,7 @@ class DuckDBBackend:
         """Own a private table; a Parquet path is scanned by DuckDB itself (:meth:`_parquet`), anything else via Arrow.
 
         An in-memory frame is handed over once, zero-copy where its types allow (Arrow string views);
-        columns of a type DuckDB could fail on are converted first (:func:`_for_duckdb`).
+        columns of a type DuckDB could fail on are converted first (:func:`~dpframe.sql.handover.for_duckdb`).
         """
         schema = frame.collect_schema()
         if ROW in schema or KEEP in schema:
@@ -448,7 +412,7 @@ class DuckDBBackend:
                 if path is not None:
                     self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM read_parquet({literal(path)})")
                 else:
-                    data = _arrow(_for_duckdb(frame).collect())
+                    data = _arrow(for_duckdb(frame).collect())
                     self._con.register(internal, data)
             except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
                 # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
@@ -470,7 +434,7 @@ class DuckDBBackend:
         the session was created, so reading it through Polars cannot fail).
         """
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
-                or any(_duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
+                or any(duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
             return None
         path = str(Path(source).resolve())
         scan = f"read_parquet({literal(path)})"
@@ -564,7 +528,7 @@ class DuckDBBackend:
         frame = self._tables[request.table].frame
         for position, node in enumerate(nodes[:split]):
             frame = apply_node(node, frame, request.seed, position)
-        return _arrow(_for_duckdb(frame).collect())
+        return _arrow(for_duckdb(frame).collect())
 
     def _check_version(self, request: StatisticsRequest) -> None:
         """Forget what was read from the request's Parquet file (columns, ranking, sizes) if the file changed."""
@@ -704,7 +668,7 @@ class DuckDBBackend:
             return cur
         if request.keys is not None:
             # Rows outside the public keys must not use up a unit's max_rows / max_groups.
-            keys = q.frame(_arrow(_for_duckdb(request.keys.lazy()).collect()))
+            keys = q.frame(_arrow(for_duckdb(request.keys.lazy()).collect()))
             on = " AND ".join(f"s.{quote(b)} IS NOT DISTINCT FROM k.{quote(b)}" for b in request.by)
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {keys} AS k ON {on}")
         return q.add(f"SELECT * FROM {cur} WHERE {quote(unit.column)} IS NOT NULL")

@@ -37,11 +37,13 @@ import polars as pl
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.nodes import Node
 from dpframe.plan.totality import total_expression
+from dpframe.sql.handover import for_duckdb
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
 from dpframe.sql.sandbox import Json, _shared, function_types, quote, render_expression
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
+from dpframe.sql.uncaught import argument_list, calls, check_call, typical_call
 
 DENIED: Mapping[str, str] = MappingProxyType({
     "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
@@ -123,6 +125,10 @@ class _Checker:
             raise self.refuse(node, f"{name}() is a table function", "read data only from registered tables")
         if "subquery_macro" in kinds:
             raise self.refuse(node, f"{name}() runs a subquery", "remove it from the query")
+        reason = check_call(node)
+        if reason is not None:
+            raise self.refuse(node, f"{name}() is not allowed here ({reason})",
+                              "use literal arguments, or remove it from the query")
         if node.get("distinct") or node.get("filter") or (node.get("order_bys") or {}).get("orders"):
             raise self.refuse(node, "DISTINCT/FILTER/ORDER BY inside a function call is not supported",
                               "remove it")
@@ -145,10 +151,15 @@ def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list
     return out, checker.origins
 
 
-def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str) -> pl.Schema:
-    """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB)."""
+def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str,
+           checked: Sequence[Json] = ()) -> pl.Schema:
+    """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB).
+
+    The columns are typed as the DuckDB backend hands them over (:func:`~dpframe.sql.handover.for_duckdb`),
+    and each function call of the ``checked`` expressions is probed (:func:`_probe`).
+    """
     try:
-        empty = pl.DataFrame(schema=input_schema).to_arrow()
+        empty = for_duckdb(pl.LazyFrame(schema=input_schema)).collect().to_arrow()
     except Exception as e:
         raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
                           fix="cast the column to a standard type when registering the table") from e
@@ -163,6 +174,9 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise SchemaError(f"{message} in {where}: {text!r}", argument="sql",
                               fix="check the column names and types (DuckDB's message above)") from None
+        else:
+            for call in [c for expr in checked for c in calls(expr)]:
+                _probe(con, call, where)
         finally:
             con.unregister("__dp_in")
     if result.height:  # an empty input gave a row: something aggregated
@@ -170,6 +184,28 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
                         fix="before aggregation every expression must be computed from one row at a time")
     schema: pl.Schema = result.schema
     return schema
+
+
+def _probe(con: Any, call: Json, where: str) -> None:
+    """Refuse ``call`` if it fails under ``TRY`` with its non-literal arguments at a typical value of their types.
+
+    Such a call fails on every row that reaches it, an error ``TRY`` does not catch (see
+    :mod:`dpframe.sql.uncaught`): whether a row reaches it would decide whether the query fails.
+    """
+    sql = render_expression(call)
+    try:
+        if call.get("arguments"):
+            described = con.execute(f"DESCRIBE SELECT {argument_list(call)} FROM __dp_in").fetchall()
+            types = [str(row[1]) for row in described]
+            sql = typical_call(call, types)
+        con.execute(f"SELECT TRY({sql}) IS NULL").fetchall()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:   # noqa: BLE001 — DuckDB's errors, and a panic converting a value
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PlanError(f"{render_expression(call)} in {where} fails on every row that reaches it ({message}), an "
+                        "error TRY cannot turn into NULL: whether a row reaches it would show in the answer",
+                        argument="sql", fix="fix the call's literal arguments, or remove it") from None
 
 
 def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
@@ -196,7 +232,7 @@ def build_filter(input: Node, predicate: Json, scope: Scope, text: str) -> SQLFi
     checked, _ = rewrite(predicate, scope, text, where)
     sql = render_expression(checked)
     frag = fragment(text, predicate).strip("'\"")
-    schema = derive(input.schema, [("__dp_pred", sql)], where, frag)
+    schema = derive(input.schema, [("__dp_pred", sql)], where, frag, [checked])
     if schema["__dp_pred"] != pl.Boolean:
         raise SchemaError(f"WHERE needs a true/false condition, got {schema['__dp_pred']}: {frag!r}",
                           argument="sql", fix="compare a column, e.g. WHERE age >= 18")
@@ -213,7 +249,7 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
         raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
                         fix="give each output column its own alias")
     sql_items = [(name, render_expression(expr)) for name, expr in items]
-    derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items))
+    derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items), [e for _, e in items])
     # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).
     schema = pl.Schema({name: input.schema[expr["column_names"][0]] if _plain(expr, input.schema) else derived[name]
                         for name, expr in items})

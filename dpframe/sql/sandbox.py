@@ -70,6 +70,8 @@ def connect(*, locked: bool = True) -> duckdb.DuckDBPyConnection:
     return con
 
 
+PROBE_MEMORY = "512MB"
+"""The memory the engine's shared (checking) connection may use."""
 _LOCK = threading.RLock()
 _SHARED: list[duckdb.DuckDBPyConnection] = []
 _OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
@@ -92,11 +94,17 @@ def _shared() -> Iterator[duckdb.DuckDBPyConnection]:
 
     It never holds private data: only empty frames with a table's schema are registered on it. Private to
     the engine: it is locked against files and settings, not against ``CREATE MACRO``, and a macro on it
-    would change the types the planner derives for SQL expressions (not what the backends run).
+    would change the types the planner derives for SQL expressions (not what the backends run). It may
+    use at most :data:`PROBE_MEMORY` (the SQL checks run expressions on adversarial values there: one that
+    would allocate more fails, and is refused).
     """
     with _LOCK:
         if not _SHARED:
-            _SHARED.append(connect())
+            con = connect(locked=False)
+            con.execute(f"SET memory_limit = {literal(PROBE_MEMORY)}")
+            con.execute("SET threads = 1")
+            lock(con)
+            _SHARED.append(con)
         yield _SHARED[0]
 
 

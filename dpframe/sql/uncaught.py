@@ -1,0 +1,144 @@
+"""Row-level SQL calls whose errors DuckDB's ``TRY(...)`` does not turn into NULL.
+
+``TRY`` catches conversion, range and invalid-input errors, not others, and some DuckDB functions raise
+others on some values: ``LIKE ... ESCAPE`` a SyntaxException for a pattern that ends with its escape or an
+escape longer than one character, ``timezone``/``make_timestamptz``/``time_bucket`` a NotImplementedException
+for an unknown time zone or a period of zero, the week-day family (``weekday``, ``isodow`` ...) the same on
+*every* INTERVAL, ``repeat``/``lpad``/``range`` ... an OutOfMemoryException for a huge size. A private value
+(or a ``CASE WHEN <private condition>`` in front of the call) would then decide whether the query fails
+after its charge. So, when the query is built (nothing charged):
+
+* the arguments that decide such errors must be literals (:data:`LITERAL`), sizes at most
+  :data:`SIZE_LIMIT` (:data:`SIZED`), and :data:`REFUSED` functions are refused (:func:`check_call`);
+* every function call is run once (:func:`probe`) with each argument that is not a literal replaced by a
+  typical value of its type, and its literal arguments as written, on the engine's memory-capped checking
+  connection: a call that fails there fails on every row that reaches it, and is refused.
+
+The set was found by running every scalar function of the DuckDB catalog under ``TRY`` on adversarial
+values of its parameter types (``tests/adversarial/test_review32.py`` keeps the attacks).
+
+Example:
+    >>> from dpframe.sql.sandbox import parse_expression
+    >>> reason = check_call(parse_expression("repeat(s, n)"))
+    >>> reason is not None and "literal" in reason
+    True
+
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from dpframe.sql.aggregates import number
+from dpframe.sql.sandbox import Json, parse_expression, render_expression
+
+SIZE_LIMIT = 10_000
+"""The largest literal size of :data:`SIZED` calls (as Polars' ``pad_start``/``zfill`` lengths)."""
+
+REFUSED: Mapping[str, str] = MappingProxyType({
+    "variant_bytes_to_variant": "it raises an I/O error on malformed bytes, which TRY does not catch",
+    "json_deserialize_sql": "it raises a parser error on some JSON, which TRY does not catch",
+})
+LITERAL: Mapping[str, tuple[int, ...] | None] = MappingProxyType({
+    "like_escape": (1, 2), "not_like_escape": (1, 2), "ilike_escape": (1, 2), "not_ilike_escape": (1, 2),
+    "timezone": (0,), "make_timestamptz": (6,), "time_bucket": None,
+})
+"""Positions of the arguments that must be literals (``None``: every argument but the second, the time)."""
+SIZED: Mapping[str, tuple[int, ...] | None] = MappingProxyType({
+    "repeat": (1,), "lpad": (1,), "rpad": (1,), "bitstring": (1,), "list_resize": (1,), "array_resize": (1,),
+    "range": None, "generate_series": None,
+})
+"""Positions of size arguments (``None``: every argument, a list's bounds and step)."""
+_TYPICAL = ("'2020-01-01 00:00:00'", "'1 day'", "'1'", "'a'", "'[2020-01-01 00:00:00]'", "'[1 day]'", "'[1]'",
+            "'[a]'", "'[]'", "'{}'")
+
+
+def _arguments(node: Json) -> list[Json]:
+    return [a["expression"] for a in node.get("arguments") or []]
+
+
+def is_literal(node: Any) -> bool:
+    """Whether a parse-tree expression reads no column (nor lambda parameter): a constant of the query text."""
+    if isinstance(node, list):
+        return all(is_literal(x) for x in node)
+    if not isinstance(node, dict):
+        return True
+    if node.get("class") in ("COLUMN_REF", "LAMBDA", "LAMBDA_REF", "PARAMETER"):
+        return False
+    return all(is_literal(v) for v in node.values())
+
+
+def _integer(node: Json) -> int | None:
+    value = number(node)
+    return value if isinstance(value, int) else None
+
+
+def _list_length(args: list[Json], inclusive: bool) -> int | None:
+    values = [_integer(a) for a in args]
+    if not 1 <= len(values) <= 3 or any(v is None for v in values):
+        return None
+    ints = [v for v in values if v is not None]
+    start, stop, step = (0, ints[0], 1) if len(ints) == 1 else (ints[0], ints[1], ints[2] if len(ints) == 3 else 1)
+    if step == 0:
+        return None
+    return max(0, (stop - start) // step + (1 if inclusive else 0))
+
+
+def check_call(node: Json) -> str | None:
+    """Why the function call ``node`` is refused in a row-level position (None: it is not, by these rules)."""
+    name = str(node.get("function_name", "")).lower()
+    args = _arguments(node)
+    if name in REFUSED:
+        return REFUSED[name]
+    if name in LITERAL and not (name == "timezone" and len(args) != 2) and not (name == "make_timestamptz"
+                                                                               and len(args) != 7):
+        wanted = LITERAL[name]
+        positions = [i for i in range(len(args)) if i != 1] if wanted is None else wanted
+        if not all(is_literal(args[i]) for i in positions if i < len(args)):
+            return ("its pattern, escape, time zone or period must be a literal: a value read from a row could "
+                    "make it raise an error that TRY does not catch")
+    if name in SIZED:
+        if SIZED[name] is None:
+            size = _list_length(args, inclusive=name == "generate_series")
+        else:
+            size = _integer(args[1]) if len(args) > 1 else None
+        if size is None or size > SIZE_LIMIT:
+            return (f"its size must be a whole-number literal of at most {SIZE_LIMIT:,}: a larger one makes DuckDB "
+                    "run out of memory, an error TRY does not catch")
+    return None
+
+
+def calls(node: Any) -> list[Json]:
+    """Every function call in a parse tree, outside lambda bodies (their parameters have no value here)."""
+    found: list[Json] = []
+    if isinstance(node, list):
+        for x in node:
+            found += calls(x)
+    elif isinstance(node, dict) and node.get("class") != "LAMBDA":
+        if node.get("class") == "FUNCTION":
+            found.append(node)
+        for v in node.values():
+            found += calls(v)
+    return found
+
+
+def typical_call(node: Json, types: list[str]) -> str:
+    """SQL of ``node`` with each argument that is not a literal (nor a lambda) replaced by a typical value.
+
+    ``types`` holds the DuckDB type of each argument (:func:`argument_list`).
+    """
+    out = copy.deepcopy(node)
+    for arg, type_ in zip(out.get("arguments") or [], types):
+        if not is_literal(arg["expression"]) and arg["expression"].get("class") != "LAMBDA":
+            options = ", ".join(f"TRY_CAST({value} AS {type_})" for value in _TYPICAL)
+            arg["expression"] = parse_expression(f"COALESCE({options})")
+    return render_expression(out)
+
+
+def argument_list(node: Json) -> str:
+    """``<argument> AS a0, ...`` of a call (a lambda as NULL): what to DESCRIBE for the arguments' types."""
+    return ", ".join(f"{'NULL' if a.get('class') == 'LAMBDA' else render_expression(a)} AS a{i}"
+                     for i, a in enumerate(_arguments(node)))
