@@ -133,9 +133,24 @@ def typical_call(node: Json, types: list[str]) -> str:
     out = copy.deepcopy(node)
     for arg, type_ in zip(out.get("arguments") or [], types):
         if not is_literal(arg["expression"]) and arg["expression"].get("class") != "LAMBDA":
-            options = ", ".join(f"TRY_CAST({value} AS {type_})" for value in _TYPICAL)
-            arg["expression"] = parse_expression(f"COALESCE({options})")
+            arg["expression"] = parse_expression(typical(type_))
     return render_expression(out)
+
+
+def typical(type_: str) -> str:
+    """SQL of a typical value of the DuckDB type ``type_``: a list holds one typical element, never only a NULL.
+
+    A lambda over the list (``list_transform(l, lambda v: weekday(v))``) then runs its body on a value, so
+    the probe sees a call in the body that fails on every value of its type.
+
+    Example:
+        >>> typical("INTERVAL[]").startswith("[COALESCE(TRY_CAST('2020-01-01 00:00:00' AS INTERVAL)")
+        True
+
+    """
+    if type_.endswith("[]"):
+        return f"[{typical(type_[:-2])}]"
+    return f"COALESCE({', '.join(f'TRY_CAST({value} AS {type_})' for value in _TYPICAL)})"
 
 
 def argument_list(node: Json) -> str:

@@ -49,8 +49,11 @@ def _neighbours(column: str, usual: Any, extra: Any, **others: Any) -> tuple[pl.
     ("WITH a AS (SELECT u, CASE WHEN x > 100 THEN isodow(to_days(1)) END AS w FROM t) SELECT COUNT(w) AS n FROM a",
      "x", 1, 1000),
     ("SELECT COUNT(*) AS n FROM t WHERE length(repeat('x', x)) > 0", "x", 1, 2**50),
+    ("SELECT COUNT(*) AS n FROM t WHERE CASE WHEN x > 100 THEN list_transform([to_days(x)], lambda v: weekday(v))[1] "
+     "END IS NULL", "x", 1, 1000),
 ], ids=["like-escape", "ilike-escape-%", "timezone-name", "escape-existence", "timezone-existence",
-        "interval-part-existence", "time-bucket-existence", "cte-existence", "repeat-allocation"])
+        "interval-part-existence", "time-bucket-existence", "cte-existence", "repeat-allocation",
+        "lambda-body-existence"])
 def test_an_error_try_does_not_catch_is_refused_when_the_query_is_built(sql: str, column: str, usual: Any,
                                                                         extra: Any) -> None:
     """DuckDB's ``TRY(...)`` turns conversion, range and invalid-input errors into NULL, not others: ``LIKE ...
@@ -59,7 +62,10 @@ def test_an_error_try_does_not_catch_is_refused_when_the_query_is_built(sql: str
     huge ``repeat`` an OutOfMemoryException. With the value in one unit's row, or the call behind ``CASE WHEN
     <private condition>``, the query was released on D and failed after its charge on D′ (an exact answer to
     "is there such a unit?"). Every such call is now refused when the query is built (a probe runs each
-    sub-expression on adversarial values of its columns; sizes and escapes must be literals), nothing charged."""
+    sub-expression on adversarial values of its columns; sizes and escapes must be literals), nothing charged.
+    A call inside a lambda body runs when the probe runs the lambda's list function on a typical list: that
+    list once held one NULL element (``'[2020-01-01 00:00:00]'`` cast to ``INTERVAL[]``), so ``weekday(v)``
+    never ran and the lambda case was charged, then failed; a typical list now holds a typical element."""
     d, d_plus = _neighbours(column, usual, extra)
     seen = [_outcome(d, sql), _outcome(d_plus, sql)]
     assert seen[0] == seen[1] == ("PlanError", []), seen
