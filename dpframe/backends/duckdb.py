@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,19 +125,24 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _duckdb_type(dtype: pl.DataType) -> pl.DataType:
-    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail reading it.
+def _duckdb_type(dtype: pl.DataType, *, decimals: bool = True) -> pl.DataType:
+    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail or read another value.
 
     DuckDB keeps times in microseconds: a millisecond datetime beyond its range raises a conversion error
     *when a row is read* (which rows reach the engine is private); Arrow cannot carry Polars' 128-bit
-    integers; and a duration comes back from DuckDB as an interval Polars cannot read. They become
-    microseconds, ``DECIMAL(38, 0)`` and the duration's integer count of its unit (a group key is cast
-    back to its type when the result returns); a value that does not fit becomes null (non-strict
-    cast), as the Polars backend's statistics would not read it either.
+    integers; a duration comes back from DuckDB as an interval Polars cannot read; DuckDB takes no Float16
+    from Arrow; and it holds a ``DECIMAL(p, s)`` in as few bits as ``p`` needs, so a value stored beyond
+    its precision (which Polars keeps whole) would wrap. They become microseconds, ``DECIMAL(38, 0)``,
+    the duration's integer count of its unit, Float32 (exact) and ``DECIMAL(38, s)`` (with
+    ``decimals=False``: the decimal as it is); a group key is cast back to its type when the result
+    returns; a value that does not fit becomes null (non-strict cast), as the Polars backend's statistics
+    would not read it either.
 
     Example:
         >>> _duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), _duckdb_type(pl.Int128()), _duckdb_type(pl.Duration())
         (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int64)
+        >>> _duckdb_type(pl.Decimal(3, 1)), _duckdb_type(pl.Decimal(3, 1), decimals=False), _duckdb_type(pl.Float16())
+        (Decimal(precision=38, scale=1), Decimal(precision=3, scale=1), Float32)
 
     """
     if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":
@@ -145,13 +151,28 @@ def _duckdb_type(dtype: pl.DataType) -> pl.DataType:
         return pl.Int64()
     if dtype in (pl.Int128, pl.UInt128):
         return pl.Decimal(38, 0)
+    if dtype == pl.Float16:
+        return pl.Float32()
+    if isinstance(dtype, pl.Decimal) and decimals and dtype.precision != 38:
+        return pl.Decimal(38, dtype.scale)
     if isinstance(dtype, pl.List):
-        return pl.List(_duckdb_type(_instance(dtype.inner)))
+        return pl.List(_duckdb_type(_instance(dtype.inner), decimals=decimals))
     if isinstance(dtype, pl.Array):
-        return pl.Array(_duckdb_type(_instance(dtype.inner)), dtype.size)
+        return pl.Array(_duckdb_type(_instance(dtype.inner), decimals=decimals), dtype.size)
     if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: _duckdb_type(_instance(f.dtype)) for f in dtype.fields})
+        return pl.Struct({f.name: _duckdb_type(_instance(f.dtype), decimals=decimals) for f in dtype.fields})
     return dtype
+
+
+def _wide_decimals(duckdb_type: str) -> str:
+    """A DuckDB type with each ``DECIMAL(p,s)`` as the ``DECIMAL(38,s)`` it is handed over as (:func:`_duckdb_type`).
+
+    Example:
+        >>> _wide_decimals("STRUCT(a DECIMAL(3,1), b DECIMAL(38,2)[])")
+        'STRUCT(a DECIMAL(38,1), b DECIMAL(38,2)[])'
+
+    """
+    return re.sub(r"DECIMAL\(\d+,(\d+)\)", r"DECIMAL(38,\1)", duckdb_type)
 
 
 def _for_duckdb(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -334,6 +355,7 @@ class _Table:
     frame: pl.LazyFrame
     data: pa.Table | None
     path: str | None = None
+    casts: str = ""                     # the Parquet scan's ``REPLACE (...)`` giving the handed-over types
     numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
     rows: int | None = None             # the Parquet file's row count, once needed
     ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
@@ -442,11 +464,12 @@ class DuckDBBackend:
                               "cannot tell apart", argument="tables", fix="rename them")
         with self._mutex:
             internal = f"__dp_t{len(self._tables)}"
-            path = self._parquet(source, schema)
+            parquet = self._parquet(source, schema)
+            path, casts = parquet if parquet is not None else (None, "")
             data = None
             try:
                 if path is not None:
-                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM read_parquet({literal(path)})")
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT *{casts} FROM read_parquet({literal(path)})")
                 else:
                     data = _arrow(_for_duckdb(frame).collect())
                     self._con.register(internal, data)
@@ -458,30 +481,72 @@ class DuckDBBackend:
                                       "or load it yourself and pass a DataFrame") from e
             if path is not None:
                 self._paths.append(path)
-            self._tables[name] = _Table(internal, frame, data, path)
+            self._tables[name] = _Table(internal, frame, data, path, casts)
 
-    def _parquet(self, source: object, schema: pl.Schema) -> str | None:
-        """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
+    def _parquet(self, source: object, schema: pl.Schema) -> tuple[str, str] | None:
+        """A Parquet ``source`` DuckDB can scan itself: its path and its scan's casts (None: read through Polars).
 
-        DuckDB's reader must give the schema's columns and read every value: it refuses values Polars
-        reads (a TIME beyond a day, a JSON value that does not parse, an INT96 timestamp beyond its
-        range), and such a value in one unit's row would make every query reading its column fail after
-        its charge, on D′ and not on D. One scan hashes every column now (the file was read in full when
-        the session was created, so reading it through Polars cannot fail).
+        DuckDB's reader must give the session's schema (the Polars reading, the reference on every backend):
+
+        * each column in the DuckDB type of the same table handed over in memory (:meth:`_handed_over`):
+          else DuckDB would mean other values (a UUID is a UUID, not its 16 bytes; an INT96 timestamp
+          has microseconds, not nanoseconds; a TIME microseconds; a date64 is a date), and e.g. a group
+          by public keys of the schema's type would count other rows. A decimal's precision alone may
+          differ: the scan casts it to the handed-over ``DECIMAL(38, s)`` (the returned casts);
+        * no decimal stored in more bytes than DuckDB holds its precision in (:meth:`_narrowed`: a
+          ``DECIMAL(3, 1)`` in an INT32 is kept in 16 bits, and a value stored beyond the precision
+          wraps, where Polars and Spark read it whole);
+        * every value: DuckDB refuses values Polars reads (a TIME beyond a day, a JSON value that does
+          not parse, an INT96 timestamp beyond its range), and such a value in one unit's row would make
+          every query reading its column fail after its charge, on D′ and not on D. One scan hashes every
+          column now (the file was read in full when the session was created, so reading it through
+          Polars cannot fail).
+
+        Each check reads only public things (the schema, the file's footer) except the last, whose
+        failure only reads the table through Polars: the answers are the same either way.
         """
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
-                or any(_duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
-            return None
+                or any(_duckdb_type(t, decimals=False) != t for t in schema.dtypes()):   # DuckDB would read
+            return None                                                                 # such columns itself
         path = str(Path(source).resolve())
         scan = f"read_parquet({literal(path)})"
         try:
-            names = [r[0] for r in self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
+            found = self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+            names = [r[0] for r in found]
             if names != list(schema.names()) or "file_row_number" in names:
+                return None
+            wanted = self._handed_over(schema)
+            if [_wide_decimals(r[1]) for r in found] != wanted or self._narrowed(path):
                 return None
             self._con.execute(f"SELECT bit_xor(hash({', '.join(quote(c) for c in names)})) FROM {scan}").fetchall()
         except duckdb.Error:
             return None
-        return path
+        casts = [f"CAST({quote(name)} AS {t}) AS {quote(name)}" for (name, have, *_), t in zip(found, wanted)
+                 if have != t]
+        return path, f" REPLACE ({', '.join(casts)})" if casts else ""
+
+    def _handed_over(self, schema: pl.Schema) -> list[str]:
+        """DuckDB's type of each column of a table with ``schema`` handed over in memory (no rows read)."""
+        empty = _arrow(_for_duckdb(pl.DataFrame(schema=schema).lazy()).collect())
+        with self._registered({"__dp_types": empty}):
+            return [r[1] for r in self._con.execute("DESCRIBE SELECT * FROM __dp_types").fetchall()]
+
+    def _narrowed(self, path: str) -> bool:
+        """Whether a decimal of the Parquet file is stored in more bytes than DuckDB holds its precision in.
+
+        DuckDB holds ``DECIMAL(p, s)`` in 2, 4, 8 or 16 bytes (p ≤ 4, 9, 18, 38); the file's storage
+        (INT32, INT64, a fixed length, or a variable-length BYTE_ARRAY) is in its footer.
+        """
+        stored = self._con.execute(f"SELECT type, type_length, precision FROM parquet_schema({literal(path)}) "
+                                   "WHERE precision IS NOT NULL").fetchall()
+        for physical, length, precision in stored:
+            held = 2 if precision <= 4 else 4 if precision <= 9 else 8 if precision <= 18 else 16
+            if physical == "BYTE_ARRAY":     # any length
+                return True
+            width = {"INT32": 4, "INT64": 8}.get(physical) or int(length)
+            if width > held:
+                return True
+        return False
 
     def supports(self, node: RowNode) -> str | None:
         """Every row node runs here (SQL nodes in DuckDB, method-chain nodes through Polars)."""
@@ -625,7 +690,7 @@ class DuckDBBackend:
         if data is None:                 # a Parquet file DuckDB scans itself
             assert table.path is not None
             if numbered:
-                cur = q.add(f"SELECT * EXCLUDE (file_row_number), file_row_number AS {ROW} FROM "
+                cur = q.add(f"SELECT * EXCLUDE (file_row_number){table.casts}, file_row_number AS {ROW} FROM "
                             f"read_parquet({literal(table.path)}, file_row_number=true)")
             elif keep is not None:
                 mask = q.frame(pa.table({KEEP: _bytes(keep)}))
@@ -862,9 +927,8 @@ class DuckDBBackend:
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         sampled = self._run(q.sql(f"SELECT {', '.join([*by, *codes])} FROM {cur} TABLESAMPLE {100 / stride}% "
                                   "(bernoulli)" + (f" GROUP BY {', '.join(by)}" if by else "")), q.frames)
-        sampled = sampled.with_columns(
-            [pl.col(b).cast(schema[b], strict=False) for b in request.by if sampled.schema[b] != schema[b]]
-            + [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
+        sampled = _as_schema(sampled, list(request.by), schema).with_columns(
+            [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
                for i in range(len(near))])
         windows = RankWindows.placed(sampled, near, list(request.by), stride)
         if windows is None:
@@ -897,7 +961,7 @@ class DuckDBBackend:
         out = out.with_columns([pl.col(c).cast(pl.Int64) for c in helpers])
         if by:
             # Keys come back with the plan's types (DuckDB may return e.g. a Categorical as a String).
-            out = out.with_columns([pl.col(b).cast(schema[b], strict=False) for b in by if out.schema[b] != schema[b]])
+            out = _as_schema(out, by, schema)
             if request.keys is not None:
                 out = out.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
                 out = (request.keys.join(out, on=by, how="left", nulls_equal=True)
@@ -1079,6 +1143,33 @@ def _bytes(mask: Mask) -> pa.Array:
 
     """
     return pa.array(np.ascontiguousarray(mask).view(np.uint8))
+
+
+def _as_schema(frame: pl.DataFrame, columns: list[str], schema: pl.Schema) -> pl.DataFrame:
+    """``frame`` with ``columns`` (DuckDB's group keys) in their ``schema`` types (a non-strict cast).
+
+    A decimal DuckDB was handed as ``DECIMAL(38, s)`` (:func:`_duckdb_type`) goes back to its precision
+    unchecked, as Polars holds it: a value stored beyond the precision stays that value, not null.
+
+    Example:
+        >>> from decimal import Decimal
+        >>> out = pl.DataFrame({"d": [Decimal("1234.5")]}, schema={"d": pl.Decimal(38, 1)})
+        >>> typed = _as_schema(out, ["d"], pl.Schema({"d": pl.Decimal(3, 1)}))["d"]
+        >>> typed.dtype, typed.cast(pl.Float64).to_list()
+        (Decimal(precision=3, scale=1), [1234.5])
+
+    """
+    casts: list[pl.Expr | pl.Series] = []
+    for name in columns:
+        have, want = frame.schema[name], schema[name]
+        if have == want:
+            continue
+        if isinstance(have, pl.Decimal) and isinstance(want, pl.Decimal) and have.scale == want.scale:
+            column = frame[name].to_arrow().cast(pa.decimal128(want.precision, want.scale), safe=False)
+            casts.append(pl.Series(name, column))
+        else:
+            casts.append(pl.col(name).cast(want, strict=False))
+    return frame.with_columns(casts) if casts else frame
 
 
 def _arrow(frame: pl.DataFrame) -> pa.Table:
