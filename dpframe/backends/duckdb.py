@@ -355,7 +355,6 @@ class _Table:
     frame: pl.LazyFrame
     data: pa.Table | None
     path: str | None = None
-    casts: str = ""                     # the Parquet scan's ``REPLACE (...)`` giving the handed-over types
     numbered: pa.Table | None = None    # ``data`` with each row's position (column ``ROW``), once needed
     rows: int | None = None             # the Parquet file's row count, once needed
     ranking: _Ranking | None = None     # bounding's seed-free part for the last public parameters used
@@ -464,12 +463,11 @@ class DuckDBBackend:
                               "cannot tell apart", argument="tables", fix="rename them")
         with self._mutex:
             internal = f"__dp_t{len(self._tables)}"
-            parquet = self._parquet(source, schema)
-            path, casts = parquet if parquet is not None else (None, "")
+            path = self._parquet(source, schema)
             data = None
             try:
                 if path is not None:
-                    self._con.execute(f"CREATE VIEW {internal} AS SELECT *{casts} FROM read_parquet({literal(path)})")
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM read_parquet({literal(path)})")
                 else:
                     data = _arrow(_for_duckdb(frame).collect())
                     self._con.register(internal, data)
@@ -481,10 +479,10 @@ class DuckDBBackend:
                                       "or load it yourself and pass a DataFrame") from e
             if path is not None:
                 self._paths.append(path)
-            self._tables[name] = _Table(internal, frame, data, path, casts)
+            self._tables[name] = _Table(internal, frame, data, path)
 
-    def _parquet(self, source: object, schema: pl.Schema) -> tuple[str, str] | None:
-        """A Parquet ``source`` DuckDB can scan itself: its path and its scan's casts (None: read through Polars).
+    def _parquet(self, source: object, schema: pl.Schema) -> str | None:
+        """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
 
         DuckDB's reader must give the session's schema (the Polars reading, the reference on every backend):
 
@@ -492,10 +490,11 @@ class DuckDBBackend:
           else DuckDB would mean other values (a UUID is a UUID, not its 16 bytes; an INT96 timestamp
           has microseconds, not nanoseconds; a TIME microseconds; a date64 is a date), and e.g. a group
           by public keys of the schema's type would count other rows. A decimal's precision alone may
-          differ: the scan casts it to the handed-over ``DECIMAL(38, s)`` (the returned casts);
+          differ (in memory it is ``DECIMAL(38, s)``);
         * no decimal stored in more bytes than DuckDB holds its precision in (:meth:`_narrowed`: a
           ``DECIMAL(3, 1)`` in an INT32 is kept in 16 bits, and a value stored beyond the precision
-          wraps, where Polars and Spark read it whole);
+          wraps, where Polars and Spark read it whole); in as many bytes, DuckDB reads every stored
+          value as it is;
         * every value: DuckDB refuses values Polars reads (a TIME beyond a day, a JSON value that does
           not parse, an INT96 timestamp beyond its range), and such a value in one unit's row would make
           every query reading its column fail after its charge, on D′ and not on D. One scan hashes every
@@ -521,9 +520,7 @@ class DuckDBBackend:
             self._con.execute(f"SELECT bit_xor(hash({', '.join(quote(c) for c in names)})) FROM {scan}").fetchall()
         except duckdb.Error:
             return None
-        casts = [f"CAST({quote(name)} AS {t}) AS {quote(name)}" for (name, have, *_), t in zip(found, wanted)
-                 if have != t]
-        return path, f" REPLACE ({', '.join(casts)})" if casts else ""
+        return path
 
     def _handed_over(self, schema: pl.Schema) -> list[str]:
         """DuckDB's type of each column of a table with ``schema`` handed over in memory (no rows read)."""
@@ -690,7 +687,7 @@ class DuckDBBackend:
         if data is None:                 # a Parquet file DuckDB scans itself
             assert table.path is not None
             if numbered:
-                cur = q.add(f"SELECT * EXCLUDE (file_row_number){table.casts}, file_row_number AS {ROW} FROM "
+                cur = q.add(f"SELECT * EXCLUDE (file_row_number), file_row_number AS {ROW} FROM "
                             f"read_parquet({literal(table.path)}, file_row_number=true)")
             elif keep is not None:
                 mask = q.frame(pa.table({KEEP: _bytes(keep)}))

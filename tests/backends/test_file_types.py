@@ -52,6 +52,8 @@ CASES: dict[str, tuple[Callable[[], pa.Array], dict[str, Any], bool]] = {
               {"use_deprecated_int96_timestamps": True}, True),
     "decimal_beyond_precision": (lambda: _decimals(3, 1, [12345, 5, -99999, 0, 5]),
                                  {"store_decimal_as_integer": True}, True),
+    "decimal_beyond_precision_in_its_width": (lambda: _decimals(5, 1, [999_999_999, 5, -99_999, 0, 5]),
+                                              {"store_decimal_as_integer": True}, True),
     "decimal": (lambda: _decimals(9, 2, [123, -456, 123, 0, 99]), {}, True),
     "float16": (lambda: pa.array([np.float16(1.5), np.float16(-2.5), None, np.float16(1.5), np.float16(0)],
                                  pa.float16()), {}, True),
@@ -124,9 +126,10 @@ def test_duckdb_reads_small_decimals_stored_in_wide_integers_through_polars(tmp_
     backend = DuckDBBackend()
     backend.register_source("t", pl.scan_parquet(path), path)
     assert backend._tables["t"].path is None     # (read through Polars, held as Arrow data)
-    ok = _write(tmp_path, "decimal")             # DECIMAL(9, 2) in 4 bytes: DuckDB scans the file itself
-    backend.register_source("ok", pl.scan_parquet(ok), ok)
-    assert backend._tables["ok"].path is not None
+    for case in ("decimal", "decimal_beyond_precision_in_its_width"):   # DECIMAL(9, 2) in 4 bytes, DECIMAL(5, 1)
+        ok = _write(tmp_path, case)                                     # in an INT32: DuckDB scans the file
+        backend.register_source(case, pl.scan_parquet(ok), ok)
+        assert backend._tables[case].path is not None
 
 
 def test_duckdb_in_memory_decimals_beyond_their_precision(tmp_path: Path) -> None:
