@@ -9,6 +9,7 @@ naming ``tables['t']``), never answer differently.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable
 from fractions import Fraction
@@ -174,17 +175,46 @@ def test_csv_tables_are_read_by_polars_on_every_backend(tmp_path: Path) -> None:
     assert got["__rows"].to_list() == [1, 1]
 
 
-def test_spark_beside_a_polars_session_ships_what_it_reads_otherwise(spark_session: Any, tmp_path: Path) -> None:
-    """A second backend (Spark) over a Parquet path Spark cannot read, or reads as other types, gets the rows
-    the session read, or refuses the table naming its column, both types and the fix; never other values."""
+@pytest.mark.parametrize("case", ["uuid", *[pytest.param(c, marks=pytest.mark.slow)
+                                            for c in ("date64", "float16", "decimal_beyond_precision")]])
+def test_spark_beside_a_polars_session_ships_what_it_reads_otherwise(spark_session: Any, tmp_path: Path,
+                                                                     case: str) -> None:
+    """A second backend (Spark) over a Parquet path Spark cannot read (a UUID, a Float16), or reads as other
+    types (a date64 as a date), gets the rows the session read; one it reads as the schema says (a decimal
+    beyond its precision, read whole) stays in Spark. Never other values."""
     from dpframe.backends.spark import SparkBackend
 
-    for case in ("uuid", "date64", "float16", "decimal_beyond_precision"):
-        path = _write(tmp_path, case)
-        keyed = case != "decimal_beyond_precision"    # (Spark refuses such public keys: per unit instead)
-        want = _statistics(PolarsBackend(), path, case, keyed)
-        assert_same(_statistics(SparkBackend(spark_session), path, case, keyed), want)
-    path = _write(tmp_path, "int96")      # Spark keeps microseconds; the schema says nanoseconds
-    with pytest.raises(SchemaError, match=r"tables\['t'\].*'c'.*Datetime\(time_unit='ns'") as info:
+    path = _write(tmp_path, case)
+    keyed = case != "decimal_beyond_precision"    # (Spark refuses such public keys: per unit instead)
+    want = _statistics(PolarsBackend(), path, case, keyed)
+    assert_same(_statistics(SparkBackend(spark_session), path, case, keyed), want)
+
+
+def test_spark_beside_a_polars_session_refuses_a_column_it_cannot_hold(spark_session: Any, tmp_path: Path) -> None:
+    """An INT96 timestamp: Spark keeps microseconds, the schema says nanoseconds, which Spark cannot hold."""
+    from dpframe.backends.spark import SparkBackend
+
+    path = _write(tmp_path, "int96")
+    with pytest.raises(SchemaError, match=r"column 'c' has type Datetime\(time_unit='ns'.*Spark reads the file's "
+                                          r"column as timestamp") as info:
         SparkBackend(spark_session).register_source("t", pl.scan_parquet(path), path)
-    assert info.value.fix
+    assert info.value.argument == "tables['t']" and info.value.fix
+
+
+@pytest.mark.slow
+def test_duckdb_beside_a_spark_session_reads_the_file_as_spark_did(spark_session: Any, tmp_path: Path) -> None:
+    """On backend="spark" the session's schema is Spark's reading (an INT96 timestamp: a zoned instant in
+    microseconds); DuckDB (a naive TIMESTAMP) then reads the table through the session's frame."""
+    path = _write(tmp_path, "int96")
+    sess = dp.Session({"t": str(path)}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), backend="spark",
+                      spark=spark_session)
+    schema = sess.table("t").schema
+    assert schema["c"] == pl.Datetime("us", "UTC")
+    duckdb = sess._catalog.backend("duckdb")
+    assert duckdb._tables["t"].path is None
+    keys = pl.DataFrame({"c": [dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC), None]},
+                        schema={"c": schema["c"]})
+    req = request((Statistic("rows"),), UNIT, ("c",), keys)
+    got = duckdb.statistics(req)
+    assert got["__rows"].to_list() == [1, 2]
+    assert_same(got, sess._catalog.backend().statistics(req))
