@@ -3,8 +3,9 @@
 What runs in DuckDB:
 
 1. the registered table: an Arrow table handed over by Polars once, zero-copy (strings as string
-   views; only types DuckDB could fail on are converted first, see :func:`_duckdb_type`), or a Parquet
-   file DuckDB scans itself (where its reader reads every value: one scan at registration);
+   views; only types DuckDB could fail on or hold other values of are converted first, see
+   :func:`_duckdb_type`), or a Parquet file DuckDB scans itself (where its reader types each column as
+   that table would be and reads every value: one scan at registration, :meth:`DuckDBBackend._parquet`);
 2. the row-level SQL nodes built by ``sess.sql`` (filters, projections, joins with public tables),
    each expression evaluated under ``TRY(...)`` so no private value can make the query fail;
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
