@@ -147,15 +147,16 @@ def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list
 
 def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str) -> pl.Schema:
     """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB)."""
-    try:
-        empty = pl.DataFrame(schema=input_schema).to_arrow()
+    try:   # (DuckDB takes no Float16 from Arrow: the DuckDB backend hands it over as the exact Float32)
+        empty = pl.DataFrame(schema=input_schema).cast({n: pl.Float32 for n, t in input_schema.items()
+                                                        if t == pl.Float16}).to_arrow()
     except Exception as e:
         raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
                           fix="cast the column to a standard type when registering the table") from e
     select = ", ".join(f"{guard(sql)} AS {quote(name)}" for name, sql in items)
     with _shared() as con:
-        con.register("__dp_in", empty)
         try:
+            con.register("__dp_in", empty)
             result = con.sql(f"SELECT {select} FROM __dp_in").pl()
         except (KeyboardInterrupt, SystemExit):
             raise
