@@ -519,7 +519,7 @@ class DuckDBBackend:
             if [_wide_decimals(r[1]) for r in found] != wanted or self._narrowed(path):
                 return None
             self._con.execute(f"SELECT bit_xor(hash({', '.join(quote(c) for c in names)})) FROM {scan}").fetchall()
-        except duckdb.Error:
+        except (duckdb.Error, pl.exceptions.PolarsError, pa.ArrowException):   # (the Polars reading says why)
             return None
         return path
 
