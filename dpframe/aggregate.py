@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -170,7 +171,7 @@ class Aggregates:
     name = "agg"
     attach: Literal["frame", "group_by", "both"] = "both"
     methods: tuple[str, ...] = ()
-    result_types: dict[str, type] = {}
+    result_types: Mapping[str, type] = MappingProxyType({})
 
     def build(self, source: Source, /, *measures: Measure | Iterable[Measure], **named: Measure) -> AggregateQuery:
         """Validate the measures (free) and build the query."""

@@ -3,9 +3,10 @@
 What runs in DuckDB:
 
 1. the registered table: an Arrow table handed over by Polars once, zero-copy (strings as string
-   views; only types DuckDB could fail on are converted first, see
+   views; only types DuckDB could fail on or hold other values of are converted first, see
    :func:`~dpframe.sql.handover.duckdb_type`), or a Parquet file DuckDB scans itself (where its reader
-   reads every value: one scan at registration);
+   types each column as that table would be and reads every value: one scan at registration,
+   :meth:`DuckDBBackend._parquet`);
 2. the row-level SQL nodes built by ``sess.sql`` (filters, projections, joins with public tables),
    each expression evaluated under ``TRY(...)`` so no private value can make the query fail;
 3. the semi-join with the public group keys, then contribution bounding: rows with a NULL unit are
@@ -78,6 +79,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -123,6 +125,17 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     """The first paragraph of an engine's error message, on one line (Polars puts newlines in quotes)."""
     text = " ".join(str(error).strip().split("\n\n")[0].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _wide_decimals(duckdb_type: str) -> str:
+    """A DuckDB type with each ``DECIMAL(p,s)`` as the ``DECIMAL(38,s)`` it is handed over as (:func:`duckdb_type`).
+
+    Example:
+        >>> _wide_decimals("STRUCT(a DECIMAL(3,1), b DECIMAL(38,2)[])")
+        'STRUCT(a DECIMAL(38,1), b DECIMAL(38,2)[])'
+
+    """
+    return re.sub(r"DECIMAL\(\d+,(\d+)\)", r"DECIMAL(38,\1)", duckdb_type)
 
 
 def _double(value: Any) -> str:
@@ -427,25 +440,66 @@ class DuckDBBackend:
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
         """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
 
-        DuckDB's reader must give the schema's columns and read every value: it refuses values Polars
-        reads (a TIME beyond a day, a JSON value that does not parse, an INT96 timestamp beyond its
-        range), and such a value in one unit's row would make every query reading its column fail after
-        its charge, on D′ and not on D. One scan hashes every column now (the file was read in full when
-        the session was created, so reading it through Polars cannot fail).
+        DuckDB's reader must give the session's schema (the Polars reading, the reference on every backend):
+
+        * each column in the DuckDB type of the same table handed over in memory (:meth:`_handed_over`):
+          else DuckDB would mean other values (a UUID is a UUID, not its 16 bytes; an INT96 timestamp
+          has microseconds, not nanoseconds; a TIME microseconds; a date64 is a date), and e.g. a group
+          by public keys of the schema's type would count other rows. A decimal's precision alone may
+          differ (in memory it is ``DECIMAL(38, s)``);
+        * no decimal stored in more bytes than DuckDB holds its precision in (:meth:`_narrowed`: a
+          ``DECIMAL(3, 1)`` in an INT32 is kept in 16 bits, and a value stored beyond the precision
+          wraps, where Polars and Spark read it whole); in as many bytes, DuckDB reads every stored
+          value as it is;
+        * every value: DuckDB refuses values Polars reads (a TIME beyond a day, a JSON value that does
+          not parse, an INT96 timestamp beyond its range), and such a value in one unit's row would make
+          every query reading its column fail after its charge, on D′ and not on D. One scan hashes every
+          column now (the file was read in full when the session was created, so reading it through
+          Polars cannot fail).
+
+        Each check reads only public things (the schema, the file's footer) except the last, whose
+        failure only reads the table through Polars: the answers are the same either way.
         """
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
-                or any(duckdb_type(t) != t for t in schema.dtypes()):   # DuckDB would read such columns itself
-            return None
+                or any(duckdb_type(t, decimals=False) != t for t in schema.dtypes()):   # DuckDB would read
+            return None                                                                 # such columns itself
         path = str(Path(source).resolve())
         scan = f"read_parquet({literal(path)})"
         try:
-            names = [r[0] for r in self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()]
+            found = self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+            names = [r[0] for r in found]
             if names != list(schema.names()) or "file_row_number" in names:
                 return None
+            wanted = self._handed_over(schema)
+            if [_wide_decimals(r[1]) for r in found] != wanted or self._narrowed(path):
+                return None
             self._con.execute(f"SELECT bit_xor(hash({', '.join(quote(c) for c in names)})) FROM {scan}").fetchall()
-        except duckdb.Error:
+        except (duckdb.Error, pl.exceptions.PolarsError, pa.ArrowException):   # (the Polars reading says why)
             return None
         return path
+
+    def _handed_over(self, schema: pl.Schema) -> list[str]:
+        """DuckDB's type of each column of a table with ``schema`` handed over in memory (no rows read)."""
+        empty = _arrow(for_duckdb(pl.DataFrame(schema=schema).lazy()).collect())
+        with self._registered({"__dp_types": empty}):
+            return [r[1] for r in self._con.execute("DESCRIBE SELECT * FROM __dp_types").fetchall()]
+
+    def _narrowed(self, path: str) -> bool:
+        """Whether a decimal of the Parquet file is stored in more bytes than DuckDB holds its precision in.
+
+        DuckDB holds ``DECIMAL(p, s)`` in 2, 4, 8 or 16 bytes (p ≤ 4, 9, 18, 38); the file's storage
+        (INT32, INT64, a fixed length, or a variable-length BYTE_ARRAY) is in its footer.
+        """
+        stored = self._con.execute(f"SELECT type, type_length, precision FROM parquet_schema({literal(path)}) "
+                                   "WHERE precision IS NOT NULL").fetchall()
+        for physical, length, precision in stored:
+            held = 2 if precision <= 4 else 4 if precision <= 9 else 8 if precision <= 18 else 16
+            if physical == "BYTE_ARRAY":     # any length
+                return True
+            width = {"INT32": 4, "INT64": 8}.get(physical) or int(length)
+            if width > held:
+                return True
+        return False
 
     def supports(self, node: RowNode) -> str | None:
         """Every row node runs here (SQL nodes in DuckDB, method-chain nodes through Polars)."""
@@ -826,9 +880,8 @@ class DuckDBBackend:
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         sampled = self._run(q.sql(f"SELECT {', '.join([*by, *codes])} FROM {cur} TABLESAMPLE {100 / stride}% "
                                   "(bernoulli)" + (f" GROUP BY {', '.join(by)}" if by else "")), q.frames)
-        sampled = sampled.with_columns(
-            [pl.col(b).cast(schema[b], strict=False) for b in request.by if sampled.schema[b] != schema[b]]
-            + [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
+        sampled = _as_schema(sampled, list(request.by), schema).with_columns(
+            [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
                for i in range(len(near))])
         windows = RankWindows.placed(sampled, near, list(request.by), stride)
         if windows is None:
@@ -861,7 +914,7 @@ class DuckDBBackend:
         out = out.with_columns([pl.col(c).cast(pl.Int64) for c in helpers])
         if by:
             # Keys come back with the plan's types (DuckDB may return e.g. a Categorical as a String).
-            out = out.with_columns([pl.col(b).cast(schema[b], strict=False) for b in by if out.schema[b] != schema[b]])
+            out = _as_schema(out, by, schema)
             if request.keys is not None:
                 out = out.with_columns([pl.col(b).cast(request.keys.schema[b]) for b in by])
                 out = (request.keys.join(out, on=by, how="left", nulls_equal=True)
@@ -1043,6 +1096,33 @@ def _bytes(mask: Mask) -> pa.Array:
 
     """
     return pa.array(np.ascontiguousarray(mask).view(np.uint8))
+
+
+def _as_schema(frame: pl.DataFrame, columns: list[str], schema: pl.Schema) -> pl.DataFrame:
+    """``frame`` with ``columns`` (DuckDB's group keys) in their ``schema`` types (a non-strict cast).
+
+    A decimal DuckDB was handed as ``DECIMAL(38, s)`` (:func:`duckdb_type`) goes back to its precision
+    unchecked, as Polars holds it: a value stored beyond the precision stays that value, not null.
+
+    Example:
+        >>> from decimal import Decimal
+        >>> out = pl.DataFrame({"d": [Decimal("1234.5")]}, schema={"d": pl.Decimal(38, 1)})
+        >>> typed = _as_schema(out, ["d"], pl.Schema({"d": pl.Decimal(3, 1)}))["d"]
+        >>> typed.dtype, typed.cast(pl.Float64).to_list()
+        (Decimal(precision=3, scale=1), [1234.5])
+
+    """
+    casts: list[pl.Expr | pl.Series] = []
+    for name in columns:
+        have, want = frame.schema[name], schema[name]
+        if have == want:
+            continue
+        if isinstance(have, pl.Decimal) and isinstance(want, pl.Decimal) and have.scale == want.scale:
+            column = frame[name].to_arrow().cast(pa.decimal128(want.precision, want.scale), safe=False)
+            casts.append(pl.Series(name, column))
+        else:
+            casts.append(pl.col(name).cast(want, strict=False))
+    return frame.with_columns(casts) if casts else frame
 
 
 def _arrow(frame: pl.DataFrame) -> pa.Table:

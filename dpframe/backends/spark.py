@@ -42,10 +42,13 @@ Only the statistics come back to the driver (``toArrow``): one row per group, a 
 for ``sorted`` (quantiles), the codes of the kept values. Noise is drawn by the mechanisms on the driver,
 in Python, exactly as with the other backends.
 
-Types: Polars types map to Spark types (unsigned integers widen; UInt64 becomes DECIMAL(20,0); naive
-datetimes TIMESTAMP_NTZ; categoricals STRING) and come back as the plan's types. Nanosecond datetimes,
+Types: Polars types map to Spark types (unsigned integers and Float16 widen; UInt64 becomes DECIMAL(20,0);
+naive datetimes TIMESTAMP_NTZ; categoricals STRING) and come back as the plan's types. Nanosecond datetimes,
 durations, times, lists, structs and Spark maps/arrays/structs are refused when the table is registered.
-Shipped millisecond datetimes become microseconds (a value beyond them: null). A Spark-side table (a
+Beside another backend (the session's schema is then the Polars reading) a Parquet path stays in Spark only
+where Spark reads it as that schema: a UUID, a Float16, a date64 or a duration column (which Spark cannot
+read, or reads as a date or an integer) has the session's rows shipped instead. Shipped millisecond
+datetimes become microseconds (a value beyond them: null). A Spark-side table (a
 DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
 is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or compute is refused then,
 not by every query reading its column after its charge.
@@ -70,7 +73,7 @@ from __future__ import annotations
 import functools
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +117,8 @@ def spark_type(dtype: pl.DataType) -> Any:
     T = _pyspark().types
     simple = {pl.Int8: T.ByteType(), pl.Int16: T.ShortType(), pl.Int32: T.IntegerType(), pl.Int64: T.LongType(),
               pl.UInt8: T.ShortType(), pl.UInt16: T.IntegerType(), pl.UInt32: T.LongType(),
-              pl.UInt64: T.DecimalType(20, 0), pl.Float32: T.FloatType(), pl.Float64: T.DoubleType(),
+              pl.UInt64: T.DecimalType(20, 0), pl.Float16: T.FloatType(), pl.Float32: T.FloatType(),
+              pl.Float64: T.DoubleType(),
               pl.Boolean: T.BooleanType(), pl.String: T.StringType(), pl.Categorical: T.StringType(),
               pl.Date: T.DateType(), pl.Binary: T.BinaryType()}
     if isinstance(dtype, pl.Enum):
@@ -141,15 +145,23 @@ def polars_type(stype: Any) -> pl.DataType | None:
     return simple.get(type(stype))
 
 
-def _spark_schema(schema: pl.Schema, what: str) -> Any:
+def _spark_schema(schema: pl.Schema, what: str, argument: str = "tables",
+                  read_as: Callable[[], dict[str, str]] | None = None) -> Any:
+    """The Spark schema storing ``schema``; a SchemaError naming the first column Spark cannot hold exactly.
+
+    ``read_as``: how Spark reads the table's file, if it has one (:meth:`SparkBackend._read_as`), for the error.
+    """
     T = _pyspark().types
     fields = []
     for name, dtype in schema.items():
         stype = spark_type(dtype)
         if stype is None:
-            raise SchemaError(f"{what}: column {name!r} has type {dtype}, which the Spark backend cannot store "
-                              "exactly", argument="tables",
-                              fix="cast it (e.g. Datetime('ns') to Datetime('us')) or drop it before registering")
+            found = read_as() if read_as is not None else {}
+            also = f" (Spark reads the file's column as {found[name]})" if name in found else ""
+            raise SchemaError(f"{what}: column {name!r} has type {dtype}{also}, which the Spark backend cannot "
+                              "store exactly", argument=argument,
+                              fix="cast it (e.g. Datetime('ns') to Datetime('us')) or drop it before registering, "
+                                  "or query the table on another backend")
         fields.append(T.StructField(name, stype, True))
     return T.StructType(fields)
 
@@ -159,7 +171,7 @@ def _encode(frame: pl.DataFrame, sschema: Any) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     widen: dict[pl.DataType, pl.DataType] = {pl.UInt8(): pl.Int16(), pl.UInt16(): pl.Int32(), pl.UInt32(): pl.Int64(),
-                                             pl.UInt64(): pl.Decimal(20, 0)}
+                                             pl.UInt64(): pl.Decimal(20, 0), pl.Float16(): pl.Float32()}
     casts: dict[str, pl.DataType] = {}
     for name, dtype in frame.schema.items():
         if isinstance(dtype, pl.Categorical | pl.Enum):
@@ -496,17 +508,22 @@ class SparkBackend:
     def register_source(self, name: str, frame: pl.LazyFrame, source: object) -> None:
         """Own a private table: a Spark DataFrame or path stays in Spark; Polars/Arrow data is shipped.
 
-        ``frame``'s schema is the declared (public) schema: a Spark table missing one of its columns, or
-        holding it with another type, is a SchemaError.
+        ``frame``'s schema is the declared (public) schema: a Spark DataFrame missing one of its columns,
+        or holding it with another type, is a SchemaError. Beside another backend (the session read
+        ``frame`` in full), a path stays in Spark only where Spark reads it as that schema and every value
+        of it (:meth:`_as_declared`); otherwise the session's rows are shipped, and a column Spark cannot
+        hold as its declared type is a SchemaError naming ``tables[name]``, the column, both types and
+        the fix.
         """
         declared = frame.collect_schema()
         spark_frame = self._loaded.pop(name, None)
-        if spark_frame is None:      # created beside another backend: the session read ``frame`` in full
-            spark_frame = self._read(name, source)
-            if spark_frame is not None and not _reads_every_value(spark_frame):
-                spark_frame = None   # (Spark fails on a value the session read: its rows are shipped instead)
+        if spark_frame is None and isinstance(source, self._sql.DataFrame):
+            spark_frame = source
+        elif spark_frame is None:    # created beside another backend: the session read ``frame`` in full
+            spark_frame = self._as_declared(name, source, declared)
         if spark_frame is None:
-            sschema = _spark_schema(declared, f"table {name!r}")
+            sschema = _spark_schema(declared, f"table {name!r}", f"tables[{name!r}]",
+                                    functools.partial(self._read_as, name, source, declared))
             spark_frame = self.spark.createDataFrame(_encode(frame.collect(), sschema), schema=sschema)
         else:
             found = self._public_schema(name, spark_frame)
@@ -522,6 +539,31 @@ class SparkBackend:
             spark_frame = spark_frame.select(*[_name(c) for c in declared.names()])
         self._frames[name] = spark_frame
         self._schemas[name] = declared
+
+    def _as_declared(self, name: str, source: object, declared: pl.Schema) -> Any:
+        """Spark's own reading of a path ``source`` where it means the declared values (None: ship the rows).
+
+        That is where Spark reads it at all (not a UUID, a Float16, a TIME or a nanosecond timestamp),
+        with the declared columns in the Spark types storing their declared types (:func:`spark_type`:
+        not a date64 read as a date, a duration read as its integer count), and every value of it.
+        """
+        try:
+            spark_frame = self._read(name, source)
+            found = {} if spark_frame is None else {f.name: f.dataType for f in spark_frame.schema.fields}
+        except SchemaError:      # Spark cannot read the file (a UUID, a Float16, a TIME column ...)
+            return None
+        if spark_frame is None or any(c not in found or spark_type(t) != found[c] for c, t in declared.items()):
+            return None
+        return spark_frame if _reads_every_value(spark_frame) else None
+
+    def _read_as(self, name: str, source: object, declared: pl.Schema) -> dict[str, str]:
+        """How Spark reads each declared column of a path ``source`` (for errors; empty where it cannot)."""
+        try:
+            spark_frame = self._read(name, source)
+        except SchemaError:
+            return {}
+        return {} if spark_frame is None else {f.name: f.dataType.simpleString() for f in spark_frame.schema.fields
+                                               if f.name in declared}
 
     def supports(self, node: RowNode) -> str | None:
         """Why ``node`` cannot run here (None: it can). Only DuckDB-only SQL nodes are refused."""

@@ -24,6 +24,7 @@ from dpframe.family import RESERVED, QueryFamily
 from dpframe.mechanism import Mechanism
 from dpframe.plugin import hookspecs
 from dpframe.plugin.registry import Registry
+from dpframe.sealed import Sealed
 
 BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
 TRACE_ENV = "DPFRAME_TRACE_PLUGINS"
@@ -64,11 +65,13 @@ class _Registries:
     audits: Registry[Audits] = field(default_factory=lambda: Registry("audit", replaceable=False))
 
 
-class PluginHost:
+class PluginHost(Sealed):
     """Loads plugins once and answers the engine's questions about them.
 
     After loading the entry points, ``pm.check_pending()`` refuses an implementation of a hook that does
     not exist (a misspelled hook name). ``DPFRAME_TRACE_PLUGINS=1`` prints every hook call to stderr.
+    Its attributes are read-only once it is built (``sess.plugins.blocked = ...`` is refused), and it is
+    not copied (:class:`~dpframe.sealed.Sealed`).
     """
 
     def __init__(self, blocked: frozenset[str] = frozenset()) -> None:
@@ -83,7 +86,7 @@ class PluginHost:
             self.pm.register(core, name="core")
         self.pm.load_setuptools_entrypoints("dpframe")
         self._check()
-        self.first_party = {"core"} | {ep.name for ep in md.entry_points(group="dpframe")
+        self.first_party = frozenset({"core"}) | {ep.name for ep in md.entry_points(group="dpframe")
                                        if ep.dist is not None and ep.dist.name == "dpframe"}
         if os.environ.get(TRACE_ENV, "") not in ("", "0"):
             self.pm.trace.root.setwriter(lambda text: print(text, end="", file=sys.stderr))

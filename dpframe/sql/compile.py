@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -82,7 +82,7 @@ class Compiled:
 
     node: Aggregate
     post: PostProcess
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
 
 class Compiler:
@@ -144,7 +144,7 @@ class Compiler:
         aggregate = Aggregate(current, by, key_frame, tuple(named.values()))
         post = build_post(self.text, items, node.get("having"), orders, limit, keys, calls, named, aggregate,
                           rel.scope)
-        return Compiled(aggregate, post, self.notes)
+        return Compiled(aggregate, post, tuple(self.notes))
 
     # --------------------------------------------------------------------------------- modifiers
     def modifiers(self, node: Json) -> tuple[list[Json], Json | None]:

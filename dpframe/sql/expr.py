@@ -159,14 +159,14 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     and each function call of the ``checked`` expressions is probed (:func:`_probe`).
     """
     try:
-        empty = for_duckdb(pl.LazyFrame(schema=input_schema)).collect().to_arrow()
+        empty = for_duckdb(pl.LazyFrame(schema=input_schema), decimals=False).collect().to_arrow()
     except Exception as e:
         raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
                           fix="cast the column to a standard type when registering the table") from e
     select = ", ".join(f"{guard(sql)} AS {quote(name)}" for name, sql in items)
     with _shared() as con:
-        con.register("__dp_in", empty)
         try:
+            con.register("__dp_in", empty)
             result = con.sql(f"SELECT {select} FROM __dp_in").pl()
         except (KeyboardInterrupt, SystemExit):
             raise

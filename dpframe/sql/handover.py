@@ -17,20 +17,24 @@ import polars as pl
 from dpframe.plan.values import instance
 
 
-def duckdb_type(dtype: pl.DataType) -> pl.DataType:
-    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail reading it.
+def duckdb_type(dtype: pl.DataType, *, decimals: bool = True) -> pl.DataType:
+    """The type a column is handed to DuckDB as, so that no value can make DuckDB fail or read another value.
 
     DuckDB keeps times in microseconds: a millisecond datetime beyond its range raises a conversion error
     *when a row is read* (which rows reach the engine is private); Arrow cannot carry Polars' 128-bit
-    integers; a duration comes back from DuckDB as an interval Polars cannot read; and DuckDB cannot import
-    Arrow's half floats. They become microseconds, ``DECIMAL(38, 0)``, the duration's integer count of its
-    unit (a group key is cast back to its type when the result returns) and ``Float32`` (which holds every
-    half float exactly); a value that does not fit becomes null (non-strict cast), as the Polars backend's
-    statistics would not read it either.
+    integers; a duration comes back from DuckDB as an interval Polars cannot read; DuckDB cannot import
+    Arrow's half floats; and it holds a ``DECIMAL(p, s)`` in as few bits as ``p`` needs, so a value stored
+    beyond its precision (which Polars keeps whole) would wrap. They become microseconds, ``DECIMAL(38, 0)``,
+    the duration's integer count of its unit (a group key is cast back to its type when the result
+    returns), ``Float32`` (which holds every half float exactly) and ``DECIMAL(38, s)`` (with
+    ``decimals=False``: the decimal as it is); a value that does not fit becomes null (non-strict cast), as
+    the Polars backend's statistics would not read it either.
 
     Example:
         >>> duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), duckdb_type(pl.Int128()), duckdb_type(pl.Duration())
         (List(Datetime(time_unit='us', time_zone='UTC')), Decimal(precision=38, scale=0), Int64)
+        >>> duckdb_type(pl.Decimal(3, 1)), duckdb_type(pl.Decimal(3, 1), decimals=False)
+        (Decimal(precision=38, scale=1), Decimal(precision=3, scale=1))
 
     """
     if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms":
@@ -41,16 +45,18 @@ def duckdb_type(dtype: pl.DataType) -> pl.DataType:
         return pl.Decimal(38, 0)
     if dtype == pl.Float16:
         return pl.Float32()
+    if isinstance(dtype, pl.Decimal) and decimals and dtype.precision != 38:
+        return pl.Decimal(38, dtype.scale)
     if isinstance(dtype, pl.List):
-        return pl.List(duckdb_type(instance(dtype.inner)))
+        return pl.List(duckdb_type(instance(dtype.inner), decimals=decimals))
     if isinstance(dtype, pl.Array):
-        return pl.Array(duckdb_type(instance(dtype.inner)), dtype.size)
+        return pl.Array(duckdb_type(instance(dtype.inner), decimals=decimals), dtype.size)
     if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: duckdb_type(instance(f.dtype)) for f in dtype.fields})
+        return pl.Struct({f.name: duckdb_type(instance(f.dtype), decimals=decimals) for f in dtype.fields})
     return dtype
 
 
-def for_duckdb(frame: pl.LazyFrame) -> pl.LazyFrame:
+def for_duckdb(frame: pl.LazyFrame, *, decimals: bool = True) -> pl.LazyFrame:
     """``frame`` with every column in its :func:`duckdb_type` (unchanged when all already are).
 
     Example:
@@ -59,5 +65,6 @@ def for_duckdb(frame: pl.LazyFrame) -> pl.LazyFrame:
 
     """
     schema = frame.collect_schema()
-    casts = [pl.col(name).cast(duckdb_type(t), strict=False) for name, t in schema.items() if duckdb_type(t) != t]
+    wanted = {name: duckdb_type(t, decimals=decimals) for name, t in schema.items()}
+    casts = [pl.col(name).cast(wanted[name], strict=False) for name, t in schema.items() if wanted[name] != t]
     return frame.with_columns(casts) if casts else frame

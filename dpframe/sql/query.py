@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
@@ -71,13 +71,18 @@ class SQLQuery(Query):
     """
 
     def __init__(self, session: Session, node: Aggregate, *, text: str, post: PostProcess, explain_only: bool,
-                 backend: str | None, notes: list[str], _engine: object = None) -> None:
+                 backend: str | None, notes: Sequence[str], _engine: object = None) -> None:
         super().__init__(session, node, backend=backend, _engine=_engine)
         self.text = text
         self.post = post
         self.explain_only = explain_only
         self.backend_name = backend
-        self.notes = notes
+        self._notes = tuple(notes)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the SQL lowering noted for ``explain()`` (e.g. a GROUP BY left to partition selection)."""
+        return self._notes
 
     def _backend(self) -> Any:
         return self._session._catalog.backend(self.backend_name)

@@ -155,7 +155,12 @@ class _PinnedHost(PluginHost):
 
     def __init__(self, base: PluginHost, pinned: Sequence[Mechanism]) -> None:
         self.__dict__.update(base.__dict__)     # share the loaded plugin manager; no reload of entry points
-        self.pinned = list(pinned)
+        self._pinned = tuple(pinned)
+
+    @property
+    def pinned(self) -> tuple[Mechanism, ...]:
+        """The mechanisms offered first."""
+        return self._pinned
 
     def mechanisms(self) -> list[tuple[str, Mechanism]]:
         return [("dpframe.testing", m) for m in self.pinned] + super().mechanisms()

@@ -30,6 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
@@ -785,7 +786,7 @@ class LearningFamily:
     query: type[LearningQuery[Any]]
     attach: Literal["frame", "group_by", "both"] = "frame"
     methods: tuple[str, ...] = ()
-    result_types: Mapping[str, type] = field(default_factory=lambda: {"NoAnswer": NoAnswer})
+    result_types: Mapping[str, type] = field(default_factory=lambda: MappingProxyType({"NoAnswer": NoAnswer}))
 
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> LearningQuery[Any]:
         """Validate the arguments (free) and build the query."""

@@ -26,6 +26,7 @@ import datetime as dt
 import math
 from collections.abc import Mapping
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, Literal
 
 import polars as pl
@@ -99,7 +100,7 @@ class Bounds:
     name = "bounds"
     attach: Literal["frame", "group_by", "both"] = "frame"
     methods: tuple[str, ...] = ()
-    result_types: Mapping[str, type] = {}
+    result_types: Mapping[str, type] = MappingProxyType({})
 
     def build(self, source: Source, /, column: Any = None, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
               resolution: Any = None) -> BoundsQuery | GridBoundsQuery:

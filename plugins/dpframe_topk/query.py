@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
@@ -495,7 +496,7 @@ class TopK:
     name = "top_k"
     attach: Literal["frame", "group_by", "both"] = "group_by"
     methods: tuple[str, ...] = METHODS
-    result_types: Mapping[str, type] = {"TopKFailed": TopKFailed, "TopKPartial": TopKPartial}
+    result_types: Mapping[str, type] = MappingProxyType({"TopKFailed": TopKFailed, "TopKPartial": TopKPartial})
 
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> TopKQuery:
         """Validate the arguments (free) and build the query."""

@@ -167,7 +167,7 @@ class LinearRegression:
     name = "linear_regression"
     attach: Literal["frame", "group_by", "both"] = "frame"
     methods: tuple[str, ...] = ()
-    result_types: Mapping[str, type] = {"LinearModel": LinearModel}
+    result_types: Mapping[str, type] = MappingProxyType({"LinearModel": LinearModel})
 
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> RegressionQuery:
         """Validate the arguments (free) and build the query."""
