@@ -105,3 +105,40 @@ def test_an_interrupted_value_release_is_never_measured_again(monkeypatch: pytes
     assert sv.close() == {} and sv.closed and len(calls) == 1
     assert sess.history()["status"].to_list() == ["committed"]
     assert sess.spent() == dp.PureDP(2)          # ε₁ + ε₂ + ε₃: charged in full, no refund
+
+
+def test_the_module_level_grids_the_accountants_decide_by_cannot_be_changed() -> None:
+    """``dpframe.accounting.rdp.FILTER_ORDERS`` (public, a writable NumPy array) is the list of orders every
+    stored RDP charge is read at: ``FILTER_ORDERS[0] = 256`` re-read the stored ε(1.25) of every charge as
+    ε(256), and an RDP session whose (1, 10⁻⁶) budget was exhausted admitted 36 more queries (ε ≈ 1.09 by
+    the true orders). The Rényi orders, the Gaussian sparse vector's γ grid and the group-privacy splits
+    were writable too (review 31b's guard looked for dicts, lists and sets only). Each is now an array
+    over immutable bytes, and every public module-level NumPy array of the engine and its plugins is."""
+    import importlib
+    import pkgutil
+
+    import numpy as np
+
+    from dpframe.accounting.rdp import FILTER_ORDERS
+
+    data = pl.DataFrame({"u": range(600)})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(1, 1e-6),
+                      accountant="rdp", seed=0)
+    _ = sess.table("t").agg(dp.len()).collect(budget=dp.ZCDP(0.01))
+    spent = sess.spent()
+    with pytest.raises(ValueError, match="read-only"):
+        FILTER_ORDERS[0] = 256.0
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        FILTER_ORDERS.flags.writeable = True
+    assert sess.spent() == spent and FILTER_ORDERS[0] == 1.25
+    writable = []
+    for name in ("dpframe", "dpframe_topk", "dpframe_learning", "dpframe_quantiles", "dpframe_aggregates",
+                 "dpframe_histogram"):
+        package = importlib.import_module(name)
+        for module_name in [name, *(m.name for m in pkgutil.walk_packages(package.__path__, name + "."))]:
+            if module_name.startswith("dpframe.testing") or module_name.endswith(".audits") or ".tests" in module_name:
+                continue
+            module = importlib.import_module(module_name)
+            writable += [f"{module_name}.{attr}" for attr, value in vars(module).items()
+                         if isinstance(value, np.ndarray) and (value.flags.writeable or value.base is None)]
+    assert writable == []
