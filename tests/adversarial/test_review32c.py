@@ -142,3 +142,25 @@ def test_the_module_level_grids_the_accountants_decide_by_cannot_be_changed() ->
             writable += [f"{module_name}.{attr}" for attr, value in vars(module).items()
                          if isinstance(value, np.ndarray) and (value.flags.writeable or value.base is None)]
     assert writable == []
+
+
+def test_a_stop_rule_that_calls_an_open_channel_forfeits_the_refund() -> None:
+    """A refund needs its run to have run alone, which was read from the ledger: another row appearing or
+    changing status. A target-charging channel (or sparse vector) opened before ``run_until`` adds no row
+    per call: a ``stop`` rule that made private calls on it left the ledger unchanged, and the run was
+    settled to one step (ε = 1 of 6) while interleaved with the channel. Another reservation still open
+    now forfeits the refund too (for a sparse vector's refund as well)."""
+    from dpframe.interactive.stopping import run_until
+
+    sess = _session()
+    steps = [sess.table("t").filter(pl.col("g") <= g).agg(dp.len()) for g in range(6)]
+    with sess.target_charging(epsilon=1, max_hits=3, delta=1e-6) as ch:
+        def stop(results: list[pl.DataFrame]) -> bool:
+            ch.test(_all(sess), threshold=10**6)          # a private call, inside run_until's reservation
+            return True
+        assert len(run_until(steps, dp.PureDP(1), stop=stop)) == 1
+    assert ch.calls == 1
+    assert sess.history()["cost"].to_list()[1] == "ε=6, δ=0"      # the worst cell: all six steps
+    alone = _session()
+    assert len(run_until([_all(alone)] * 6, dp.PureDP(1), stop=lambda results: True)) == 1
+    assert alone.spent() == dp.ApproxDP(1, 0)                        # the refund where it did run alone
