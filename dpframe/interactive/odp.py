@@ -195,7 +195,9 @@ def interleaved_charges(charges: Iterable[Any], before: Collection[tuple[int, st
     ``before``: ``(id, status)`` of every row just before the run reserved. A row that appeared or
     changed status since is another charge made meanwhile; a row still ``reserved`` is another open
     reservation — an interactive stream or channel whose calls add no row of their own, so a call on it
-    (from a stop rule, another thread or process) leaves no other trace. Either forfeits the refund.
+    (from a stop rule, another thread or process) leaves no other trace. Either forfeits the refund. (So
+    does a row a crashed process left ``reserved`` in a ledger file: it is charged in full, and refunds
+    on that file stop — the safe side, since its owner can no longer say whether it is in use.)
 
     Example:
         >>> from types import SimpleNamespace as Row
