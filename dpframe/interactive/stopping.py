@@ -80,7 +80,7 @@ def stopping_cells(n: int, budget: object, *, delta: object = 0, stops: object =
 
     Lemma 11 with δ_j = delta/m; see the module docstring for the inner composition used.
     """
-    d = Fraction(0) if delta == 0 else exact(delta, "delta")  # type: ignore[arg-type]
+    d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]   # read once, as a plain number
     step = _step_budget(budget, d)
     points = _stops(stops, n)
     if d >= 1:
@@ -119,7 +119,9 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
                             fix="pass stop=lambda r: ...")
     steps = tuple(steps)    # a snapshot: ``stop`` (or another thread) replacing an item would run an unplanned query
     session = steps[0]._session
-    cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
+    # δ read once: a float subclass's ``== 0`` could say "not 0" to the cells (priced with a δ) and "0" to the spec
+    d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]
+    cells = stopping_cells(len(steps), budget, delta=d, stops=stops)
     points = {int(k) for k in cells}
     step = _step_budget(budget, Fraction(1))
     from dpframe.aggregate import dry_run, run_aggregate
@@ -130,8 +132,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     plans = [plan_query(session.plan_context, s.node, step, inner) for s in steps]
     for p in plans:
         dry_run(p)
-    spec = OdpSpec(cells, Fraction(0) if delta == 0 else exact(delta, "delta"),  # type: ignore[arg-type]
-                   lambda results: str(len(results)))
+    spec = OdpSpec(cells, d, lambda results: str(len(results)))
     what = f"run_until({len(steps)} steps)"
     settle = resolve_refund(session, refund, what)
 

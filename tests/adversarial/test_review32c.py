@@ -164,3 +164,23 @@ def test_a_stop_rule_that_calls_an_open_channel_forfeits_the_refund() -> None:
     alone = _session()
     assert len(run_until([_all(alone)] * 6, dp.PureDP(1), stop=lambda results: True)) == 1
     assert alone.spent() == dp.ApproxDP(1, 0)                        # the refund where it did run alone
+
+
+def test_run_until_reads_its_delta_once() -> None:
+    """``run_until(..., delta=d)`` asked ``d == 0`` twice: once for the cells (ε_j by optimal composition at
+    δ/m) and once for the spec's δ. A float subclass that said "not 0" then "0" had 30 steps of ε = 1/2
+    priced at ε = 8.5 with δ = 1/2 of slack, and charged (8.5, δ = 0). δ is now read once, as a number."""
+    from dpframe.interactive.stopping import run_until
+
+    class Flip(float):
+        answers = iter([False, True, True, True])
+
+        def __eq__(self, other: object) -> bool:
+            return next(Flip.answers)
+
+        __hash__ = float.__hash__
+
+    sess = _session()
+    with pytest.raises(dp.BudgetExceededError, match="δ=1/2"):   # the δ the cells were priced with
+        run_until([_all(sess)] * 30, dp.PureDP(0.5), stop=lambda results: False, delta=Flip(0.5), refund=False)
+    assert sess.history().height == 0
