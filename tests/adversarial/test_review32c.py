@@ -7,7 +7,12 @@ its fix: it fails if the defence regresses.
 
 from __future__ import annotations
 
+import linecache
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
+from types import FrameType
 from typing import Any
 
 import polars as pl
@@ -184,3 +189,46 @@ def test_run_until_reads_its_delta_once() -> None:
     with pytest.raises(dp.BudgetExceededError, match="δ=1/2"):   # the δ the cells were priced with
         run_until([_all(sess)] * 30, dp.PureDP(0.5), stop=lambda results: False, delta=Flip(0.5), refund=False)
     assert sess.history().height == 0
+
+
+@contextmanager
+def _interrupt_in(function: Callable[..., Any], when: Callable[[str], bool]) -> Iterator[list[str]]:
+    """A ``KeyboardInterrupt`` at the first line of ``function`` for which ``when(line text)`` holds — where a
+    signal (``signal.setitimer``, ``_thread.interrupt_main``) could land; yields the lines it fired on."""
+    code, fired, previous = function.__code__, [], sys.gettrace()
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:
+        line = linecache.getline(code.co_filename, frame.f_lineno)
+        if event == "line" and not fired and when(line):
+            fired.append(line.strip())
+            raise KeyboardInterrupt
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        yield fired
+    finally:
+        sys.settrace(previous)      # a coverage tracer, if any, goes on
+
+
+def test_a_per_unit_channel_never_lets_a_unit_past_its_hits_after_an_interrupt() -> None:
+    """A per-unit channel counted each unit's hits, then cached the set of exhausted units (those at τ hits)
+    that later calls leave out. An interrupt between the two left the counts updated and the cache stale:
+    with ``max_hits=1``, every unit of the interrupted hit took part in the next call and was charged a
+    second hit. The exhausted units are now read from the counts at each call."""
+    from dpframe.interactive.tct import TargetChargingChannel
+
+    data = pl.DataFrame({"u": [i // 2 for i in range(600)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(100, 1e-5),
+                      seed=0)
+    q = sess.table("t").agg(dp.len())
+    with sess.target_charging(epsilon=1, max_hits=1, delta=1e-6, per_unit=True) as ch:
+        counted = ch._unit_hits        # the channel's private counts (read here to check them, never handed out)
+
+        def after_the_counts(line: str) -> bool:
+            return bool(counted) and not any(s in line for s in ("self._unit_hits[u]", "for u in", "per_unit"))
+        with _interrupt_in(TargetChargingChannel._hit, after_the_counts) as fired, pytest.raises(KeyboardInterrupt):
+            ch.test(q, threshold=0)
+        assert fired and len(counted) == 300 and max(counted.values()) == 1
+        ch.test(q, threshold=0)                        # every unit is left out: it tests 0 + noise
+        assert max(counted.values()) == 1              # no unit pays a second hit
