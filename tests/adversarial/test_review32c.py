@@ -232,3 +232,42 @@ def test_a_per_unit_channel_never_lets_a_unit_past_its_hits_after_an_interrupt()
         assert fired and len(counted) == 300 and max(counted.values()) == 1
         ch.test(q, threshold=0)                        # every unit is left out: it tests 0 + noise
         assert max(counted.values()) == 1              # no unit pays a second hit
+
+
+def test_run_until_runs_the_steps_it_checked() -> None:
+    """``run_until`` checked its ``steps`` (every item a query of one session), then iterated them again to
+    run: a ``Sequence`` whose ``__iter__`` gave the checked queries twice, then another session's query, ran
+    ``filter(2 ** x > 0)`` — built on the analyst's own session, where ``x`` is Float64 and the power is
+    total — on this session's Int64 ``x``, where it fails exactly when some ``x`` is negative: released on
+    D, "the query failed while running" on D′ (one unit with x = -5). The steps are read once."""
+    from collections.abc import Sequence
+
+    from dpframe.interactive.stopping import run_until
+
+    class Swapped(Sequence[dp.Query]):
+        def __init__(self, checked: list[dp.Query], run: list[dp.Query]) -> None:
+            self.checked, self.run, self.reads = checked, run, 0
+
+        def __len__(self) -> int:
+            return len(self.checked)
+
+        def __getitem__(self, i: Any) -> Any:
+            return self.checked[i]
+
+        def __iter__(self) -> Iterator[dp.Query]:
+            self.reads += 1
+            return iter(self.checked if self.reads <= 2 else self.run)
+
+    outcomes = []
+    for neighbour in ([], [-5]):
+        sess = dp.Session({"t": pl.DataFrame({"x": list(range(300)) + neighbour})}, privacy_unit=dp.PrivacyUnit.row(),
+                          budget=dp.PureDP(10), seed=0)
+        mine = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+        good = sess.table("t").agg(dp.len())
+        evil = mine.table("t").filter(pl.lit(2).pow(pl.col("x")) > 0).agg(dp.len())
+        try:
+            outcomes.append(len(run_until(Swapped([good, good], [good, evil]), dp.PureDP(1), stop=lambda r: False)))
+        except dp.DPFrameError as e:
+            outcomes.append(str(e))
+        assert sess.history()["status"].to_list() == ["committed"]
+    assert outcomes == [2, 2]
