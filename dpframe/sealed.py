@@ -361,6 +361,22 @@ def plain_copy(value: N) -> N:
     return plain(value)
 
 
+def frozen_array(values: Any) -> np.ndarray:
+    """A float64 array that nothing can change in place, for the module-level grids the engine decides by.
+
+    Over an immutable ``bytes`` buffer: NumPy refuses both a write and turning ``writeable`` back on
+    (a plain array's flag can be set again). ``FILTER_ORDERS[0] = 256`` re-read every stored RDP charge at
+    another order: an exhausted Rényi filter admitted 36 more queries.
+
+    Example:
+        >>> grid = frozen_array([1.5, 2.0])
+        >>> grid.flags.writeable, float(grid.sum())
+        (False, 3.5)
+
+    """
+    return np.frombuffer(np.asarray(values, dtype=np.float64).tobytes(), dtype=np.float64)
+
+
 def plain_dtype(dtype: object) -> pl.DataType:
     """``dtype`` as Polars reads it, once: a plain Polars data type (a subclass's properties never run again).
 
@@ -445,5 +461,6 @@ def plain_cache(maxsize: int | None) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "plain", "plain_cache", "plain_copy",
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "frozen_array", "plain", "plain_cache",
+           "plain_copy",
            "plain_dtype", "plain_expr", "plain_frame", "plain_key"]

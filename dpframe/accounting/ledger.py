@@ -144,6 +144,7 @@ class Ledger:
         self._lock = threading.RLock()
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
+        self._closed = False
         if path is not None and Path(path).is_dir():
             raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
                               fix="pass a file path, e.g. ledger='budget.ledger'")
@@ -272,8 +273,15 @@ class Ledger:
                               f"{seq[0][0] if seq else None})", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it")
 
+    def _require_open(self) -> None:
+        """A LedgerError once :meth:`close` ran (a closed session's stream may still try to commit or settle)."""
+        if self._closed:
+            raise LedgerError(f"the ledger {self.path!r} is closed (its session was closed)", argument="session",
+                              fix="open a new session; what was reserved here stays charged")
+
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""
+        self._require_open()
         try:
             return self._db.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as e:
@@ -299,6 +307,7 @@ class Ledger:
         """
         self._check_cost(cost)
         with self._lock:
+            self._require_open()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spent_locked()
@@ -323,6 +332,7 @@ class Ledger:
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         """Close an open reservation; a charge already marked failed or committed keeps its status."""
         with self._lock:
+            self._require_open()
             self._db.execute("UPDATE charges SET status = ?, error = ? WHERE id = ? AND status = 'reserved'",
                              (status, error, charge_id))
 
@@ -346,6 +356,7 @@ class Ledger:
         """
         self._check_cost(cost)
         with self._lock:
+            self._require_open()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 row = self._rows("SELECT status, cost FROM charges WHERE id = ?", (charge_id,))
@@ -373,6 +384,7 @@ class Ledger:
     def spent(self) -> Any:
         """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
         with self._lock:
+            self._require_open()
             self._db.execute("BEGIN")      # one snapshot for the charges and the id counter checked against them
             try:
                 return self._spent_locked()
@@ -390,6 +402,7 @@ class Ledger:
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Close the database connection; every later call is a LedgerError."""
         with self._lock:
+            self._closed = True
             self._db.close()

@@ -1,7 +1,7 @@
 """What an RDP session is charged: :class:`RDPCharge`, on the filter's orders; and :data:`SessionCost`.
 
-A leaf of the accounting package (numpy and the budgets only), so that the accountants' interface can
-name the charge type without importing the RDP accountant.
+A leaf of the accounting package (numpy, the budgets and the sealed helpers only), so that the
+accountants' interface can name the charge type without importing the RDP accountant.
 
 Example:
     >>> from dpframe.accounting import curves
@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from dpframe.budgets import Budget
+from dpframe.sealed import frozen_array
 
 if TYPE_CHECKING:
     from dpframe.accounting.curve import PrivacyCurve
 
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
-FILTER_ORDERS = np.array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
-                          64, 128, 256], dtype=np.float64)
+FILTER_ORDERS = frozen_array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
+                              64, 128, 256])
 
 
 @dataclass(frozen=True)

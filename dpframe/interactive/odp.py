@@ -13,7 +13,8 @@ Rules this module enforces (each one is a pitfall of the digest, §5):
 * the cell is computed from the released value only (``classify`` never sees data or noise);
 * a refund needs the mechanism to have run alone: if any other ledger row appeared or changed status
   while it ran (a query run from inside ``run`` — e.g. an early-stopping rule — or from another thread),
-  it is settled at its worst cell (interleaving is concurrent composition: §5, pitfall 7);
+  or another reservation is open (a stream or channel, whose calls add no ledger row), it is settled at
+  its worst cell (interleaving is concurrent composition: §5, pitfall 7);
 * every cell must fit before running (the worst cell is reserved);
 * only the basic accountant: RDP/zCDP/PLD sessions are refused (:func:`require_additive`) — no
   theorem covers refunds under non-additive composition; user-facing tools take ``refund=False`` to
@@ -38,7 +39,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -188,6 +189,28 @@ def declared_tables(session: Session, tables: object) -> frozenset[str] | None:
     return frozenset(items)
 
 
+def interleaved_charges(charges: Iterable[Any], before: Collection[tuple[int, str]]) -> list[Any]:
+    """The ledger rows that show a refund's run did not run alone (its own new row is among them).
+
+    ``before``: ``(id, status)`` of every row just before the run reserved. A row that appeared or
+    changed status since is another charge made meanwhile; a row still ``reserved`` is another open
+    reservation — an interactive stream or channel whose calls add no row of their own, so a call on it
+    (from a stop rule, another thread or process) leaves no other trace. Either forfeits the refund. (So
+    does a row a crashed process left ``reserved`` in a ledger file: it is charged in full, and refunds
+    on that file stop — the safe side, since its owner can no longer say whether it is in use.)
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> rows = [Row(id=1, status="committed"), Row(id=2, status="reserved")]
+        >>> [r.id for r in interleaved_charges(rows, {(1, "committed")})]           # only the run's own row
+        [2]
+        >>> [r.id for r in interleaved_charges(rows, {(1, "reserved")})]           # 1 finished meanwhile
+        [1, 2]
+
+    """
+    return [c for c in charges if (c.id, c.status) not in before or c.status == "reserved"]
+
+
 def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run: Callable[[], T], *,
                 refund: bool | None = None, tables: Collection[str] | None = None) -> T:
     """Reserve the worst cell of ``spec``, run, settle to the released output's cell (basic sessions).
@@ -197,7 +220,8 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     values; it runs inside the reservation). ``refund``: None — settle in basic sessions, charge the
     worst cell in others; True — settle (a non-basic session is refused, nothing charged); False — always
     the worst cell. A failure leaves the worst cell charged, and so does any other charge reserved or
-    finished while ``run`` ran (no refund for an interleaved run). ``tables``: the names of the session's
+    finished while ``run`` ran, or any other reservation still open (an interactive stream: its calls
+    leave no row), forfeits the refund (:func:`interleaved_charges`). ``tables``: the names of the session's
     tables ``run`` reads, whose files are checked before charging (:mod:`dpframe.file_versions`); None
     (the default): not known, every table's file is checked.
     """
@@ -214,8 +238,7 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
         if cell not in spec.cells:
             raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",
                               fix="this is a mechanism bug")
-        changed = [c for c in session._release.charges() if (c.id, c.status) not in before]
-        if len(changed) > 1:    # more than this run's own reservation: it did not run alone
+        if len(interleaved_charges(session._release.charges(), before)) > 1:   # more than its own: not alone
             return worst, f"{cell} (interleaved with another charge: not refunded)"
         return session.accountant.charge(spec.budget(cell)), cell
 

@@ -80,7 +80,7 @@ def stopping_cells(n: int, budget: object, *, delta: object = 0, stops: object =
 
     Lemma 11 with δ_j = delta/m; see the module docstring for the inner composition used.
     """
-    d = Fraction(0) if delta == 0 else exact(delta, "delta")  # type: ignore[arg-type]
+    d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]   # read once, as a plain number
     step = _step_budget(budget, d)
     points = _stops(stops, n)
     if d >= 1:
@@ -109,7 +109,12 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     it runs (or another thread's) forfeits the refund, and an exception it raises fails the run (the
     worst cell stays charged).
     """
-    if isinstance(steps, str) or not isinstance(steps, Sequence) or not steps:
+    if isinstance(steps, str) or not isinstance(steps, Sequence):
+        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
+    # a snapshot, read once and checked: ``stop`` (or another thread) replacing an item, or a sequence whose
+    # ``__iter__`` gives other queries on a later read, would run a query that was never checked here
+    steps = tuple(steps)
+    if not steps:
         raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
     if not all(type(s) is Query for s in steps) or len({id(s._session) for s in steps}) != 1:
         raise PlanError("every step must be an agg query of one session", argument="steps",
@@ -117,9 +122,10 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     if not callable(stop):
         raise ArgumentError("must be a function of the released results", argument="stop",
                             fix="pass stop=lambda r: ...")
-    steps = tuple(steps)    # a snapshot: ``stop`` (or another thread) replacing an item would run an unplanned query
     session = steps[0]._session
-    cells = stopping_cells(len(steps), budget, delta=delta, stops=stops)
+    # δ read once: a float subclass's ``== 0`` could say "not 0" to the cells (priced with a δ) and "0" to the spec
+    d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]
+    cells = stopping_cells(len(steps), budget, delta=d, stops=stops)
     points = {int(k) for k in cells}
     step = _step_budget(budget, Fraction(1))
     from dpframe.aggregate import dry_run, run_aggregate
@@ -130,8 +136,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     plans = [plan_query(session.plan_context, s.node, step, inner) for s in steps]
     for p in plans:
         dry_run(p)
-    spec = OdpSpec(cells, Fraction(0) if delta == 0 else exact(delta, "delta"),  # type: ignore[arg-type]
-                   lambda results: str(len(results)))
+    spec = OdpSpec(cells, d, lambda results: str(len(results)))
     what = f"run_until({len(steps)} steps)"
     settle = resolve_refund(session, refund, what)
 

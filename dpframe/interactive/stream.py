@@ -20,7 +20,8 @@ A stream object that becomes unreachable without being closed is committed in fu
 ``weakref.finalize``, so a lost handle never locks the session. Refunds need the stream to have run
 alone: :meth:`Reservation.interleaved` compares every other ledger row (status included) with a
 snapshot taken *before* the reservation, so a charge that was reserved earlier and released while
-the stream was open (another thread, or another process on the same ledger) forfeits the refund.
+the stream was open (another thread, or another process on the same ledger) forfeits the refund, and
+so does another reservation still open (a channel of another session on the same ledger file).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from dpframe.errors import DPFrameError, PlanError
+from dpframe.interactive.odp import interleaved_charges
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -156,8 +158,11 @@ class Reservation:
             self.session._release.fail(self.id, failure)
 
     def interleaved(self) -> bool:
-        """Whether any other ledger row appeared or changed status since just before the stream opened."""
-        return any(c.id != self.id and (c.id, c.status) not in self._before for c in self.session._release.charges())
+        """Whether the stream did not run alone (:func:`~dpframe.interactive.odp.interleaved_charges`).
+
+        Another ledger row appeared or changed status since just before it opened, or another is still open.
+        """
+        return any(c.id != self.id for c in interleaved_charges(self.session._release.charges(), self._before))
 
     def commit(self) -> None:
         """Close, keeping the whole reservation charged."""

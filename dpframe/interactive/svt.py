@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, make
-from dpframe.errors import ArgumentError, BudgetError, PlanError
+from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
@@ -251,6 +251,11 @@ class SparseVector(Sealed):
         """
         self._reservation.check_open()
         c = self.max_positives
+        if self._closing or self._halted():
+            # its cap was reached (or a close began) but closing did not finish (the ledger failed, an interrupt
+            # landed): the stream is over all the same
+            raise DPFrameError(f"{self._reservation.what} is closed: it reached its cap or began closing",
+                               argument="stream", fix="call sv.close() and open a new stream")
         gaussian = self.noise == "gaussian"
         sc = scalar(self.session, query, Fraction(1) if gaussian else self.eps2 / (2 * c))
         if gaussian and self.nonnegative:
@@ -296,9 +301,14 @@ class SparseVector(Sealed):
         self._answers.append(bool(above))
         if above:
             self._positive_queries.append((len(self._answers) - 1, sc))
-        if self.positives == c or (self.max_length is not None and len(self._answers) >= self.max_length):
+        if self._halted():
             self.close()
         return bool(above)
+
+    def _halted(self) -> bool:
+        """Whether the stream reached its cap: ``max_positives`` "above" answers or ``max_length`` tests."""
+        return self.positives >= self.max_positives or (self.max_length is not None
+                                                         and len(self._answers) >= self.max_length)
 
     def _require_nonnegative(self, sc: Scalar) -> None:
         if sc.kind in ("len", "count"):
@@ -321,16 +331,22 @@ class SparseVector(Sealed):
         return self.session.accountant.charge(make("pure", eps))
 
     _refunded = False
+    _closing = False
 
     @_atomic
     def close(self) -> dict[int, float | int]:
         """Close the stream: release the positive queries' values (if ``release``), settle the charge.
 
         Returns ``{index of the query in the stream: noisy value}`` (empty without ``release``). A stream
-        closed by a failure stays charged in full (no refund).
+        closed by a failure stays charged in full (no refund), and so does one whose earlier close did not
+        finish (an interrupt or a ledger error): its values are released once, never measured again.
         """
         if self.closed:
             return self.values
+        if self._closing:
+            self._reservation.commit()
+            return self.values
+        self._closing = True
         k = self.positives
         refund = self.refund and not self._reservation.interleaved()
         if self.eps3 and k:

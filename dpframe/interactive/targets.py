@@ -34,7 +34,7 @@ from fractions import Fraction
 
 from dpframe.errors import ArgumentError
 from dpframe.interactive.scalar import public_number
-from dpframe.sealed import Final
+from dpframe.sealed import Final, plain
 
 
 def _shown(value: Fraction) -> str:
@@ -61,6 +61,9 @@ class Target(Final, argument="when"):
         if not all(isinstance(b, Fraction) for b in bounds) or not isinstance(self.inside, bool):
             raise ArgumentError("a target's ends are exact numbers", argument="when",
                                fix="build it with dp.above(x), dp.below(x), dp.between(a, b) or dp.outside(a, b)")
+        # plain Fractions: a subclass's comparisons would receive every noisy value, released or not
+        object.__setattr__(self, "lower", plain(self.lower))
+        object.__setattr__(self, "upper", None if self.upper is None else plain(self.upper))
         if self.upper is not None and self.upper < self.lower:
             raise ArgumentError(f"must be ≥ lower = {_shown(self.lower)}, got {_shown(self.upper)}", argument="upper",
                                fix=f"pass dp.{self.kind}({_shown(self.upper)}, {_shown(self.lower)})")

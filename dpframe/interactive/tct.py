@@ -220,7 +220,6 @@ class TargetChargingChannel(Sealed):
         self._calls = 0
         self._handles: dict[str, tuple[Scalar, int, Fraction]] = {}
         self._unit_hits: dict[Any, int] = {}
-        self._exhausted: frozenset[Any] = frozenset()
         self._reservation: Reservation | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -300,7 +299,6 @@ class TargetChargingChannel(Sealed):
         if self.per_unit:
             for u in contributors:
                 self._unit_hits[u] = self._unit_hits.get(u, 0) + 1
-            self._exhausted = frozenset(u for u, h in self._unit_hits.items() if h >= self.max_hits)
             return
         self._hits += 1
         if self.hits >= self.max_hits:
@@ -315,8 +313,9 @@ class TargetChargingChannel(Sealed):
         scale = sc.sensitivity / eps
 
         def run() -> tuple[int, list[Any]]:
-            if self.per_unit:
-                exact, units = sc._exact_by_unit(self.session, self._exhausted)
+            if self.per_unit:   # read from the counts at each call: a cached set could lag them (an interrupt)
+                exhausted = frozenset(u for u, h in self._unit_hits.items() if h >= self.max_hits)
+                exact, units = sc._exact_by_unit(self.session, exhausted)
             else:
                 exact, units = sc._exact(self.session), []
             return exact + int(discrete_laplace(scale, 1, self.session.rng)[0]), units

@@ -31,12 +31,13 @@ from typing import Literal
 import numpy as np
 
 from dpframe.accounting.numerics.common import Array, Fn
+from dpframe.sealed import frozen_array
 
 Conversion = Literal["best", "standard", "improved"]
 
 #: The default grid of Rényi orders (dp_accounting's, extended at the top).
-RDP_ORDERS = np.concatenate([np.arange(1.1, 11.0, 0.1), np.arange(11, 64, dtype=np.float64),
-                             np.array([80.0, 128, 256, 512, 1024])])
+RDP_ORDERS = frozen_array(np.concatenate([np.arange(1.1, 11.0, 0.1), np.arange(11, 64, dtype=np.float64),
+                                          np.array([80.0, 128, 256, 512, 1024])]))
 
 
 def rdp_linear(rho: float) -> Fn:

@@ -52,12 +52,12 @@ import numpy as np
 
 from dpframe.accounting.numerics.common import Array, Fn, special
 from dpframe.accounting.numerics.subsampling import MAX_SUBSAMPLED_ORDER, amplified_epsilon, unamplified_epsilon
-from dpframe.sealed import plain_cache
+from dpframe.sealed import frozen_array, plain_cache
 
 #: The orders p of the weak triangle inequality (each gives a valid bound; the least is taken).
 TRIANGLE_P = (1.25, 1.5, 2.0, 3.0, 5.0)
 #: The splits ε₁ = tε of the group-privacy profile.
-SPLITS = np.linspace(0.0, 1.0, 17)
+SPLITS = frozen_array(np.linspace(0.0, 1.0, 17))
 #: Largest moment order χ_k computed for the Gaussian's sharper term (dp_accounting's is 256 too).
 MAX_MOMENT = 256
 _MAX_DIGITS = 400       # decimal precision at most (beyond: the bound stays valid, a little looser)

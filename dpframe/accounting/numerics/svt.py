@@ -18,10 +18,11 @@ import numpy as np
 
 from dpframe.accounting.numerics.common import Array, special
 from dpframe.errors import BudgetError
+from dpframe.sealed import frozen_array
 
 #: Orders γ of the Hölder step in (7.2), as fractions of the way from 1 to (σ₂/σ₁)² (where the moment diverges).
-SVT_GAMMA_FRACTIONS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65,
-                                 0.7, 0.75, 0.8, 0.85, 0.9])
+SVT_GAMMA_FRACTIONS = frozen_array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65,
+                                     0.7, 0.75, 0.8, 0.85, 0.9])
 
 _TERMS = 64          # pmf terms summed exactly before a tail is bounded by an integral
 _MOMENT_POINTS = 40_000   # beyond this many integers z, the moment sum is bounded block by block
