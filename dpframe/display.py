@@ -177,8 +177,10 @@ def session_html(session: Session, rows: int = 20) -> str:
     tables = ", ".join(f"{escape(n)} ({len(session.table(n).schema)} columns)" for n in session.tables())
     parts = [f'<div class="dpframe-session" style="{_STYLE}"><b>dp.Session</b>{seeded}<br>tables: {tables}<br>'
              f"privacy unit: {escape(session.privacy_unit.describe())}<br>"
-             f"accountant: {escape(session.accountant.describe())}",
-             budget_bar(session.spent(), session.accountant.total, session.remaining())]
+             f"accountant: {escape(session.accountant.describe())}"]
+    if session.closed:
+        return "".join(parts) + "<br><i>closed</i></div>"
+    parts.append(budget_bar(session.spent(), session.accountant.total, session.remaining()))
     history = session.history()
     if history.height:
         shown = history.tail(rows)

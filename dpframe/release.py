@@ -254,6 +254,11 @@ class ReleaseContext:
         """The ledger's rows, oldest first."""
         return self._ledger.charges()
 
+    @property
+    def closed(self) -> bool:
+        """Whether the ledger was closed."""
+        return self._ledger.closed
+
     def close(self) -> None:
         """Close the ledger."""
         self._ledger.close()

@@ -95,8 +95,9 @@ class Session(Sealed):
                                        self._catalog)
 
     def __repr__(self) -> str:
+        spent = "closed" if self.closed else f"spent={self.spent()!r}"
         return (f"<dp.Session tables={self.tables()} {self.privacy_unit!r} budget={self.accountant.total!r} "
-                f"spent={self.spent()!r}{' SEEDED (not private)' if not self.rng.private else ''}>")
+                f"{spent}{' SEEDED (not private)' if not self.rng.private else ''}>")
 
     def _repr_html_(self) -> str:
         from dpframe.display import session_html
@@ -294,6 +295,21 @@ class Session(Sealed):
             "mechanisms": [c.mechanisms for c in rows], "cost": [self.accountant.describe_charge(c.cost) for c in rows],
         }, schema={"id": pl.Int64, "status": pl.String, "query": pl.String, "mechanisms": pl.String,
                    "cost": pl.String})
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every later query is a LedgerError, nothing charged.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> with dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(),
+            ...                 budget=dp.PureDP(1)) as sess:
+            ...     pass
+            >>> sess.closed, repr(sess).endswith("closed>")
+            (True, True)
+
+        """
+        return self._release.closed
 
     def close(self) -> None:
         """Close the ledger."""

@@ -401,6 +401,11 @@ class Ledger:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (every later call is a LedgerError)."""
+        return self._closed
+
     def close(self) -> None:
         """Close the database connection; every later call is a LedgerError."""
         with self._lock:

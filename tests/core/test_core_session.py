@@ -233,3 +233,13 @@ def test_explain_says_not_private_only_when_seeded() -> None:
 def test_unseeded_sessions_differ() -> None:
     outs = {tuple(_noisy_query(make_session(DATA, seed=None)).row(0)) for _ in range(3)}
     assert len(outs) > 1
+
+
+def test_a_closed_session_still_shows_itself() -> None:
+    """``repr`` and the notebook repr read the ledger, which raised a LedgerError once the session was closed."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1, 2]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    assert not sess.closed and "spent=" in repr(sess)
+    sess.close()
+    assert sess.closed and repr(sess).endswith("closed>") and "<i>closed</i>" in sess._repr_html_()
+    with pytest.raises(dp.LedgerError):
+        sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
