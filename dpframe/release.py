@@ -86,6 +86,7 @@ class PrivateReader:
         return str(self._backend.name)
 
     def _check(self) -> None:
+        self._context.check_process()
         if not self._open or (self._parent is not None and not self._parent._open):
             raise DPFrameError("this reader's release is over: a reader only reads inside its reservation",
                                argument="reader", fix="read statistics inside the run function you pass to release")
@@ -253,6 +254,10 @@ class ReleaseContext:
     def charges(self) -> list[Any]:
         """The ledger's rows, oldest first."""
         return self._ledger.charges()
+
+    def check_process(self) -> None:
+        """A LedgerError in a fork's child: it may neither charge nor read (:meth:`Ledger.check_process`)."""
+        self._ledger.check_process()
 
     @property
     def closed(self) -> bool:

@@ -145,6 +145,7 @@ class Ledger:
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
         self._closed = False
+        self._pid = os.getpid()
         if path is not None and Path(path).is_dir():
             raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
                               fix="pass a file path, e.g. ledger='budget.ledger'")
@@ -275,9 +276,20 @@ class Ledger:
 
     def _require_open(self) -> None:
         """A LedgerError once :meth:`close` ran (a closed session's stream may still try to commit or settle)."""
+        self.check_process()
         if self._closed:
             raise LedgerError(f"the ledger {self.path!r} is closed (its session was closed)", argument="session",
                               fix="open a new session; what was reserved here stays charged")
+
+    def check_process(self) -> None:
+        """A LedgerError in any process but the one that created the ledger (a child of ``os.fork()``).
+
+        A fork copies an in-memory ledger (and an open stream's reservation): the child and the parent
+        would each spend the whole budget. So a fork's child can neither charge nor read.
+        """
+        if os.getpid() != self._pid:
+            raise LedgerError(f"the ledger {self.path!r} was created in another process (this one is a fork of it)",
+                              argument="session", fix="create the session in the process that runs its queries")
 
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""

@@ -271,3 +271,45 @@ def test_run_until_runs_the_steps_it_checked() -> None:
             outcomes.append(str(e))
         assert sess.history()["status"].to_list() == ["committed"]
     assert outcomes == [2, 2]
+
+
+def test_a_forked_child_cannot_charge_the_parents_ledger_again() -> None:
+    """``os.fork()`` copies an in-memory ledger: the child and the parent would each spend the whole budget
+    (review 32c's note; in practice the child hung inside Polars, which is luck, not a defence). A ledger
+    now refuses every call from a process other than the one that created it."""
+    import os
+
+    ledger = dp.accounting.Ledger(None, dp.accounting.BasicAccountant(dp.PureDP(1)))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # the child: only SQLite and Python, then exit at once
+        outcome = b"charged"
+        try:
+            ledger.reserve(dp.PureDP(1), "q", "m")
+        except dp.LedgerError:
+            outcome = b"refused"
+        except BaseException:  # noqa: BLE001 — anything else is a failure of the test
+            outcome = b"other"
+        os.write(write, outcome)
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"refused"
+    os.close(read)
+    ledger.reserve(dp.PureDP(1), "q", "m")        # the parent's budget is whole
+
+
+def test_a_forked_child_cannot_read_through_an_open_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sparse vector's budget was reserved in the parent: its tests touch no ledger, so in a fork they would
+    answer past the cap the parent also answers to. Every private read refuses outside the creating process
+    (simulated here by another ``getpid``: Polars' threads do not survive a real fork)."""
+    import os
+
+    sess = _session(dp.PureDP(10))
+    stream = sess.sparse_vector(threshold=0, max_positives=1, budget=dp.PureDP(1))
+    real = os.getpid()
+    monkeypatch.setattr(dp.accounting.ledger.os, "getpid", lambda: real + 1)
+    with pytest.raises(dp.DPFrameError, match="another process"):
+        stream.test(_all(sess))
+    with pytest.raises(dp.LedgerError, match="another process"):
+        _all(sess).collect(dp.PureDP(1))
