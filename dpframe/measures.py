@@ -330,8 +330,10 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
         'quantile(age, bounds=[0, 120], q=(0.25, 0.75))'
 
     """
-    quantile_fractions(q)
-    qs: float | tuple[float, ...] = tuple(float(v) for v in q) if isinstance(q, list | tuple) else float(q)  # type: ignore[arg-type]
+    # read once: a list subclass could iterate differently the second time
+    given: tuple[Any, ...] | Any = tuple(plain(v) for v in q) if isinstance(q, list | tuple) else plain(q)
+    quantile_fractions(given)
+    qs: float | tuple[float, ...] = tuple(float(v) for v in given) if isinstance(given, tuple) else float(given)
     options: dict[str, Any] = {"q": qs}
     if resolution is not None:
         options["resolution"] = resolution

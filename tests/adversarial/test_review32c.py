@@ -313,3 +313,19 @@ def test_a_forked_child_cannot_read_through_an_open_stream(monkeypatch: pytest.M
         stream.test(_all(sess))
     with pytest.raises(dp.LedgerError, match="another process"):
         _all(sess).collect(dp.PureDP(1))
+
+
+def test_quantile_reads_its_probabilities_once() -> None:
+    """``dp.quantile`` validated ``q`` by iterating it, then iterated it again to store it: a list subclass
+    whose second ``__iter__`` gave other numbers stored [1.0, 0.5] after [0.001, 0.0005] were checked (the
+    plan's own check refused only values outside [0, 1]). ``q`` is now read once."""
+    class Flip(list[float]):
+        calls = 0
+
+        def __iter__(self) -> Iterator[float]:
+            Flip.calls += 1
+            values = list.__iter__(self) if Flip.calls == 1 else iter([1.0, 0.5])
+            return iter(values)
+
+    measure = dp.quantile("x", Flip([0.001, 0.0005]), bounds=(0, 50))
+    assert measure.option("q") == (0.001, 0.0005)
