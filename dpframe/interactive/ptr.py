@@ -183,7 +183,7 @@ class RobustMedian(Sealed):
         return budget.epsilon / 2, budget.epsilon / 2, budget.delta
 
     def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
-        """(t, ρ scale, ν scale): the smallest even t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
+        """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
         rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)
         j = len(self.proposals)
 
@@ -196,7 +196,7 @@ class RobustMedian(Sealed):
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if covers(mid) else (mid, hi)
-        return 2 * hi, rho_scale, nu_scale
+        return 2 * hi - 1, rho_scale, nu_scale    # ⌈t/2⌉ = hi; ν − ρ ≥ t needs ν ≥ hi or −ρ ≥ hi
 
     def cost(self, budget: Budget) -> SessionCost:
         """The worst-case cost (reserved): the whole budget; a ⊥ is settled to ε_test + δ."""

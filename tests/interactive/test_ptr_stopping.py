@@ -51,7 +51,7 @@ def test_robust_median_threshold_is_the_smallest_that_covers_delta_by_hand() -> 
     def union(h: int) -> float:
         return 15 * (math.exp(-h / 8) / (1 + math.exp(-1 / 8)) + math.exp(-h / 4) / (1 + math.exp(-1 / 4)))
     assert union(146) <= 1e-7 < union(145)
-    assert t == 2 * 146                                   # t/2 = 146: the smallest that covers δ, not a step past it
+    assert t == 2 * 146 - 1                     # ⌈t/2⌉ = 146: the smallest t that covers δ, not a step past it
     assert sess.spent().epsilon == 0 and sess.spent().delta == 0    # planning only: nothing charged
 
 
