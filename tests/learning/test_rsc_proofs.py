@@ -9,8 +9,9 @@ Stemmer 2022, Lemmas 2.4 and 2.7; digest ``003`` §3.4–3.5):
 * so the data holder is called more than w times with probability ≤ (1 − p)^w ≤ δ̂, and w is the smallest
   such count.
 
-The first test computes both laws exactly on a grid of ε (the paper's own constant, 1/6, is *not* a lower
-bound for ε > ln 6: there P[sync | b = 1] = e^{−ε}). The slow test checks that the rectangle learner
+The first test computes both laws exactly on a grid of ε (the paper states the lemma for ε < 1 with the
+constant 1/6, which is *not* a lower bound for ε > ln 6: there P[sync | b = 1] = e^{−ε}; dpframe may plan
+any ε₀ and uses p = 1/(1 + e^ε)). The slow test checks that the rectangle learner
 samples the law the analysis is about (one-sided padding, slices cut in the record order, the EM on each
 slice) on a pair of neighbours, and that the exact privacy loss of that law is within the charge.
 """
