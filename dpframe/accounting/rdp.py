@@ -11,9 +11,13 @@ needs α* ≈ 5.51; digest §1.2, §7.2). ``explain()`` shows which conversion a
 answers), so the order cannot be picked after the fact for free. The filter keeps one Rényi filter
 per order α ∈ Λ (Feldman & Zrnic 2021: if Σ_t ε_t(α) ≤ G_α almost surely the composition is
 (α, G_α)-RDP) and admits a query while *some* order still fits: Σ ε(α) ≤ G_α with G_α the largest RDP
-whose conversion at δ/|Λ| is ≤ ε. Proof sketch (union bound over orders): let E_α be the event "α still
-fits at the end"; on E_α the run coincides with the α-filter run P_α, so
-Pr_D[S] − e^ε Pr_D'[S] ≤ Σ_α H_{e^ε}(P_α(D)‖P_α(D')) ≤ |Λ|·δ/|Λ|. Approximate parts δ0 (partition
+whose conversion at δ/|Λ| is ≤ ε. Proof sketch (union bound over orders): let E_α be the event "α is
+the first order of Λ that still fits at the end" — disjoint events that cover every run, since no query
+that would leave no order fitting is admitted; on E_α the run coincides with the α-filter run P_α
+(α fitted throughout, so that filter refused exactly what this one refused), so
+Pr_D[S] − e^ε Pr_D'[S] = Σ_α (Pr_{P_α(D)}[S ∩ E_α] − e^ε Pr_{P_α(D')}[S ∩ E_α])
+≤ Σ_α H_{e^ε}(P_α(D)‖P_α(D')) ≤ |Λ|·δ/|Λ|. (With overlapping events "α still fits" the sum over α
+would count Pr_D'[S] up to |Λ| times.) Approximate parts δ0 (partition
 selection) are subtracted from δ first (basic composition of the δ0s, also a valid filter).
 
 Example:

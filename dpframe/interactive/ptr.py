@@ -186,11 +186,17 @@ class RobustMedian(Sealed):
         """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
         rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)
         j = len(self.proposals)
-        half = 1
-        while j * (discrete_laplace_tail(nu_scale, half) + discrete_laplace_tail(rho_scale, half)) * (1 + 1e-9) \
-                > float(delta):
-            half += max(1, half // 8)
-        return 2 * half, rho_scale, nu_scale
+
+        def covers(half: int) -> bool:      # the union bound at ⌈t/2⌉ = half; it only falls as half grows
+            return j * (discrete_laplace_tail(nu_scale, half) + discrete_laplace_tail(rho_scale, half)) * (1 + 1e-9) \
+                <= float(delta)
+        lo, hi = 0, 1                       # covers(hi), not covers(lo) (half = 0 never does: its tails are ≥ 1/2)
+        while not covers(hi):
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if covers(mid) else (mid, hi)
+        return 2 * hi - 1, rho_scale, nu_scale    # ⌈t/2⌉ = hi; ν − ρ ≥ t needs ν ≥ hi or −ρ ≥ hi
 
     def cost(self, budget: Budget) -> SessionCost:
         """The worst-case cost (reserved): the whole budget; a ⊥ is settled to ε_test + δ."""

@@ -690,7 +690,7 @@ class RectangleQuery(LearningQuery[Rectangle]):
 
     Accounting: the 2d computations are paid by whichever valid bound lets each run with the larger
     ε₀ (:func:`dpframe_learning.slicing.slice_plan`): sequential composition over deterministic slices
-    (2d·ε₀, pure), or Reorder-Slice-Compute with Geom-padded slices ((3wε₀, δ), needs δ > 0 and
+    (2d·ε₀, pure), or Reorder-Slice-Compute with Geom-padded slices ((2wε₀, δ), needs δ > 0 and
     ``max_rows = 1``); the charge is the chosen, cheaper bound plus the ε/10 gate. Under zCDP the 2d
     exponential mechanisms share 9/10 of ρ as bounded-range mechanisms (2d·ε₀²/8).
     """

@@ -7,12 +7,15 @@ in a deterministic order. Two valid ways to pay for it, both implemented here:
   datasets stay add/remove-adjacent, so every slice differs by at most one swap (§3.5). Each
   computation calibrated to be ε_s-DP *for swap-neighbours* costs ε_s; the total is ``τ·ε_s`` (pure).
 * **RSC** (Theorem 2.1, explicit constants of §3.5): every slice size is padded with one-sided
-  ``Geom(1 − e^{−ε₀})`` noise (never published), each computation is ε₀-DP for add/remove
-  neighbours, and with ``p = 1/(1 + e^{ε₀})``, ``w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉`` the whole run is
-  ``(3wε₀, δ̂)``-DP when w < τ (else ``3τε₀``, never better than sequential).
+  ``Geom(1 − e^{−ε₀})`` noise (never published), each computation is ε₀-DP for add/remove *and* for
+  swap neighbours of its slice, and with ``p = 1/(1 + e^{ε₀})``, ``w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉`` the
+  whole run is ``(2wε₀, δ̂)``-DP when w < τ (else ``2τε₀``, never better than sequential). A holder call
+  (Lemma 2.6) releases the padded size and sync bit (ε₀) and the computation on slices that are one
+  swap apart (no sync) or one addition apart (sync): ε₀ for a swap-stable computation, where the
+  paper's generic (add/remove-only) computation pays 2ε₀ by group privacy, hence its 3wε₀.
 
 For the exponential interior point both calibrations use the same sampling scale s (its score moves
-by ≤ 1 under a swap and under an addition), so ε_s = ε₀ = 2s and RSC pays off once τ > 3w.
+by ≤ 1 under a swap and under an addition), so ε_s = ε₀ = 2s and RSC pays off once τ > 2w.
 :func:`slice_plan` picks, for a budget, whichever lets each computation run with the larger ε₀ and
 charges the cheaper valid bound.
 
@@ -54,11 +57,15 @@ def sequential_cost(epsilon0: Fraction, slices: int) -> PureDP:
 
 
 def rsc_cost(epsilon0: Fraction, slices: int, delta_hat: Fraction) -> ApproxDP:
-    """(3·min(w, τ)·ε₀, δ̂ if w < τ else 0) for pure ε₀-DP computations on Geom-padded slices (§3.5)."""
+    """(2·min(w, τ)·ε₀, δ̂ if w < τ else 0) for pure, swap-stable ε₀-DP computations on Geom-padded slices.
+
+    Each holder call costs ε₀ (padded size and sync bit, Lemma 2.4) + ε₀ (the computation on slices one
+    swap or one addition apart); see the module docstring and ``docs/learning.md``.
+    """
     w = rsc_calls(epsilon0, float(delta_hat))
     if w >= slices:
-        return ApproxDP(3 * slices * epsilon0, 0)
-    return ApproxDP(3 * w * epsilon0, delta_hat)
+        return ApproxDP(2 * slices * epsilon0, 0)
+    return ApproxDP(2 * w * epsilon0, delta_hat)
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,8 @@ class SlicePlan:
 
 
 def _largest_rsc_epsilon0(epsilon: Fraction, slices: int, delta_hat: Fraction) -> Fraction:
-    """The largest ε₀ (on a 1/2^40 grid) with 3·w(ε₀)·ε₀ ≤ ε, w < τ (0 if none); w grows with ε₀."""
-    lo, hi = Fraction(0), epsilon / 3
+    """The largest ε₀ (on a 1/2^40 grid) with 2·w(ε₀)·ε₀ ≤ ε, w < τ (0 if none); w grows with ε₀."""
+    lo, hi = Fraction(0), epsilon / 2       # 2·w·ε₀ ≤ ε with w ≥ 1
     for _ in range(40):
         mid = (lo + hi) / 2
         c = rsc_cost(mid, slices, delta_hat)

@@ -4,6 +4,7 @@ charging), gated release and early stopping charged by stopping time."""
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -36,6 +37,22 @@ def test_instability_distance_has_sensitivity_m_and_certifies_local_sensitivity(
                 assert abs(instability_distance(np.array(sorted(nb)), top, m, beta) - d) <= m
                 if d >= 1 and nb:       # certified: one unit moves the median by ≤ β
                     assert abs(_median(nb) - _median(codes)) <= beta
+
+
+def test_robust_median_threshold_is_the_smallest_that_covers_delta_by_hand() -> None:
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(1, 1e-6), seed=0)
+    q = robust_median(sess.table("t"), "x", bounds=(0, 1000))
+    # width 1000 → grid 2^(10 − 16): top = 64 000 codes; proposals top >> j, j = 1..17, at least 1: 15 distinct
+    assert q.top == 64_000 and len(q.proposals) == 15
+    t, rho_scale, nu_scale = q.threshold(Fraction(1, 2), Fraction(1, 10**7))
+    assert (rho_scale, nu_scale) == (4, 8)               # m/(ε_test/2), 2m/(ε_test/2) at ε_test = 1/2, m = 1
+    # 15·(e^{−h/8}/(1 + e^{−1/8}) + e^{−h/4}/(1 + e^{−1/4})) ≤ 1e-7 first at h = 146 (9.45e-8; h = 145: 1.071e-7)
+    def union(h: int) -> float:
+        return 15 * (math.exp(-h / 8) / (1 + math.exp(-1 / 8)) + math.exp(-h / 4) / (1 + math.exp(-1 / 4)))
+    assert union(146) <= 1e-7 < union(145)
+    assert t == 2 * 146 - 1                     # ⌈t/2⌉ = 146: the smallest t that covers δ, not a step past it
+    assert sess.spent().epsilon == 0 and sess.spent().delta == 0    # planning only: nothing charged
 
 
 def test_block_charges_only_the_test_on_bottom() -> None:

@@ -231,9 +231,9 @@ def test_rsc_holder_calls_table() -> None:  # digest §3.6 (tight p)
 
 def test_rsc_cost_formula() -> None:
     assert rsc_cost(Fraction(1, 10), 100, Fraction(1, 10**6)) == \
-        type(rsc_cost(Fraction(1, 10), 100, Fraction(1, 10**6)))(Fraction(66, 10), Fraction(1, 10**6))
-    few = rsc_cost(Fraction(1, 10), 7, Fraction(1, 10**6))       # w ≥ τ: 3τε₀, no δ̂
-    assert (few.epsilon, few.delta) == (Fraction(21, 10), 0)
+        type(rsc_cost(Fraction(1, 10), 100, Fraction(1, 10**6)))(Fraction(44, 10), Fraction(1, 10**6))
+    few = rsc_cost(Fraction(1, 10), 7, Fraction(1, 10**6))       # w ≥ τ: 2τε₀, no δ̂
+    assert (few.epsilon, few.delta) == (Fraction(14, 10), 0)
     assert sequential_cost(Fraction(1, 10), 7).epsilon == Fraction(7, 10)
 
 

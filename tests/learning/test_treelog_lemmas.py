@@ -1,5 +1,6 @@
 """TreeLog (experimental): brute-force checks of the two lemmas proven in docs/learning.md, on the
-implementation's own heavy path and labels, and the experimental label (never chosen by method='auto')."""
+implementation's own heavy path and labels, the exact (ε₀, δ₀) of the stability histogram on S_d, and the
+experimental label (never chosen by method='auto')."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 import pytest
-from dpframe_learning.interior_point import TreeLog, _heavy_path, _labels
+from dpframe_learning.interior_point import TreeLog, TreeLogParameters, _heavy_path, _labels, _TreeLogRun
+from scipy import stats
 
 import dpframe as dp
+from dpframe.noise import SeededRandomSource
 
 BITS = 4           # a 16-leaf tree
 
@@ -98,3 +101,63 @@ def test_experimental_methods_are_never_picked_by_auto() -> None:
     assert named.plan(dp.ApproxDP(1, 1e-6)).mechanisms == "noisy count + treelog (experimental)"
     assert "EXPERIMENTAL" in named.explain(dp.ApproxDP(1, 1e-6))
     assert TreeLog.experimental
+
+
+# ------------------------------------------------------------------------- the stability histogram on S_d
+
+CHOOSE = TreeLogParameters(1, Fraction(1), 1e-3, 10)       # ε₀ = 1, δ₀ = 1e-3: threshold 1 + ⌈ln 1000⌉ = 8
+
+
+def _choose_law(counts: dict[int, int]) -> dict[int, float]:
+    """Exact law of ``_TreeLogRun._choose``'s vertex (0: the root, a failed run) for bins {vertex: count}.
+
+    noisy_v = count_v + Z_v, Z_v discrete Laplace of scale 1/ε₀; the argmax (ties: the smaller vertex) is
+    released iff it reaches the threshold.
+    """
+    eps, thr = float(CHOOSE.epsilon0), CHOOSE.threshold
+    z = np.arange(-80, 81)
+    pmf = np.exp(-eps * np.abs(z))
+    pmf /= pmf.sum()
+    verts = sorted(counts)
+    law = {v: 0.0 for v in verts}
+    for i, v in enumerate(verts):
+        for zi, pi in zip(z, pmf, strict=True):
+            top = counts[v] + zi
+            if top < thr:
+                continue
+            p = pi
+            for j, u in enumerate(verts):
+                if u != v:          # earlier vertices must be strictly below, later ones at most equal
+                    p *= pmf[counts[u] + z < top].sum() if j < i else pmf[counts[u] + z <= top].sum()
+            law[v] += p
+    law[0] = 1 - sum(law.values())
+    return law
+
+
+def _hockey(p: dict[int, float], q: dict[int, float], eps: float) -> float:
+    return sum(max(0.0, p.get(o, 0.0) - np.exp(eps) * q.get(o, 0.0)) for o in set(p) | set(q))
+
+
+@pytest.mark.parametrize(("before", "after"), [({1: 8, 2: 6}, {1: 8, 2: 7}),          # one count grows
+                                               ({1: 8, 2: 6}, {1: 8, 2: 6, 3: 1}),    # a new vertex appears
+                                               ({2: 7, 3: 7}, {1: 1, 2: 7, 3: 7}),    # ... below the others
+                                               ({1: 9}, {1: 9, 2: 1})])
+def test_stability_histogram_is_eps0_delta0_per_added_point(before: dict[int, int], after: dict[int, int]) -> None:
+    # the per-add/remove (ε₀, δ₀) that TreeLog's tally doubles for S_d's one swap, exactly
+    a, b = _choose_law(before), _choose_law(after)
+    eps, delta0 = float(CHOOSE.epsilon0), CHOOSE.delta0
+    assert max(_hockey(a, b, eps), _hockey(b, a, eps)) <= delta0
+    if len(after) > len(before):      # the new vertex is released only if its count 1 + noise passes: ≤ δ₀
+        (new,) = set(after) - set(before)
+        assert 0 < b[new] <= delta0
+
+
+@pytest.mark.slow
+def test_choose_samples_its_exact_law() -> None:
+    run = _TreeLogRun(CHOOSE, SeededRandomSource(3))
+    deep = np.array([0b0100] * 8 + [0b1000] * 7 + [0b1100] * 2, dtype=np.int64)   # vertices 1, 2, 3 at q = 3
+    law = _choose_law({1: 8, 2: 7, 3: 2})
+    draws = Counter(run._choose(deep, 4, 3)[0] for _ in range(20_000))
+    observed = np.array([draws.get(o, 0) for o in sorted(law)], dtype=float)
+    expected = np.array([law[o] for o in sorted(law)]) * 20_000
+    assert stats.chisquare(observed, expected).pvalue > 1e-4

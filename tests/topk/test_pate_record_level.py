@@ -100,6 +100,20 @@ def test_record_level_default_covers_the_pair() -> None:
     assert _delta(pate, 3.665, "lower") >= 1e-3
 
 
+@pytest.mark.parametrize("delta_t", [1e-9, 1e-3])
+def test_a_gap_of_exactly_g_whose_tie_flips_releases_the_set_with_probability_at_most_delta_t(delta_t: float) -> None:
+    # label 1 leads label 0 by g = 2; one teacher's vote moves from label 1 to label 0: a tie, broken towards
+    # label 0, so the top-1 sets differ although the gap was g. The PTR statistic is max{g, q} = g on both sides.
+    pate = MultiLabelPATE(gumbel_scale=5, sigma=6, delta_t=delta_t)
+    before, after = _log_law(pate, [10, 12, 0]), _log_law(pate, [11, 11, 0])
+    assert (1, (1,)) in before and (1, (0,)) in after
+    only = [math.exp(lp) for law, other in ((before, after), (after, before)) for o, lp in law.items()
+            if o[1] is not None and o not in other]
+    assert only and max(only) <= delta_t                      # each one-sided release: P ≤ P[Z > T] ≤ δ_t
+    # one more vote of lead (q = g + 1) and the sets agree on every neighbour: no one-sided output at all
+    assert set(_log_law(pate, [9, 12, 0])) == set(_log_law(pate, [10, 11, 0]))
+
+
 def _votes() -> pl.DataFrame:
     return pl.DataFrame({"query": [0, 0, 0, 1, 1, 1], "label": ["a", "b", "c"] * 2, "vote": [90, 88, 2, 50, 3, 1]})
 
