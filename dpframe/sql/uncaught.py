@@ -3,10 +3,10 @@
 ``TRY`` catches conversion, range and invalid-input errors, not others, and some DuckDB functions raise
 others on some values: ``LIKE ... ESCAPE`` a SyntaxException for a pattern that ends with its escape or an
 escape longer than one character, ``timezone``/``make_timestamptz``/``time_bucket`` a NotImplementedException
-for an unknown time zone or a period of zero, the week-day family (``weekday``, ``isodow`` ...) the same on
-*every* INTERVAL, ``repeat``/``lpad``/``range`` ... an OutOfMemoryException for a huge size. A private value
-(or a ``CASE WHEN <private condition>`` in front of the call) would then decide whether the query fails
-after its charge. So, when the query is built (nothing charged):
+for an unknown time zone or a period of zero, ``array_length`` the same for a dimension other than 1, the
+week-day family (``weekday``, ``isodow`` ...) the same on *every* INTERVAL, ``repeat``/``lpad``/``range`` ...
+an OutOfMemoryException for a huge size. A private value (or a ``CASE WHEN <private condition>`` in front
+of the call) would then decide whether the query fails after its charge. So, when the query is built (nothing charged):
 
 * the arguments that decide such errors must be literals (:data:`LITERAL`), sizes at most
   :data:`SIZE_LIMIT` (:data:`SIZED`), and :data:`REFUSED` functions are refused (:func:`check_call`);
@@ -15,7 +15,9 @@ after its charge. So, when the query is built (nothing charged):
   connection: a call that fails there fails on every row that reaches it, and is refused.
 
 The set was found by running every scalar function of the DuckDB catalog under ``TRY`` on adversarial
-values of its parameter types (``tests/adversarial/test_review32.py`` keeps the attacks).
+values of its parameter types (``tests/adversarial/test_review32.py`` keeps the attacks); the slow test
+``tests/adversarial/test_sql_catalog_fuzz.py`` reruns that fuzz, lists, maps, structs and generic parameters
+included, and checks that every call it finds failing is refused.
 
 Example:
     >>> from dpframe.sql.sandbox import parse_expression
@@ -44,7 +46,7 @@ REFUSED: Mapping[str, str] = MappingProxyType({
 })
 LITERAL: Mapping[str, tuple[int, ...] | None] = MappingProxyType({
     "like_escape": (1, 2), "not_like_escape": (1, 2), "ilike_escape": (1, 2), "not_ilike_escape": (1, 2),
-    "timezone": (0,), "make_timestamptz": (6,), "time_bucket": None,
+    "timezone": (0,), "make_timestamptz": (6,), "time_bucket": None, "array_length": (1,),
 })
 """Positions of the arguments that must be literals (``None``: every argument but the second, the time)."""
 SIZED: Mapping[str, tuple[int, ...] | None] = MappingProxyType({
@@ -98,8 +100,8 @@ def check_call(node: Json) -> str | None:
         wanted = LITERAL[name]
         positions = [i for i in range(len(args)) if i != 1] if wanted is None else wanted
         if not all(is_literal(args[i]) for i in positions if i < len(args)):
-            return ("its pattern, escape, time zone or period must be a literal: a value read from a row could "
-                    "make it raise an error that TRY does not catch")
+            return ("its pattern, escape, time zone, period or dimension must be a literal: a value read from a row "
+                    "could make it raise an error that TRY does not catch")
     if name in SIZED:
         if SIZED[name] is None:
             size = _list_length(args, inclusive=name == "generate_series")
