@@ -34,7 +34,7 @@ _ANY = ["'a'", "1", "(-1)", "1.5::DOUBLE", "''", "'%'", "DATE '2020-01-01'", "IN
         "2147483647", "0", "'[1'", "'$.a'"]
 _LISTS = ["[1, 2]", "[]::INTEGER[]", "['a', 'b']", "['']", "[NULL]::VARCHAR[]", "[[1], [2, 3]]", "[{'a': 1}]",
           "[INTERVAL 1 DAY]", "[DATE '2020-01-01']", "[1.5, 'nan'::DOUBLE]", "[9223372036854775807, 1]",
-          "[MAP {'a': 1}]", "['%', '\\']", "[0, -1]", "[true, false]", "['\\xAA'::BLOB]"]
+          "[MAP {'a': 1}]", "['%', '\\']", "[0, -1]", "[true, false]", "['\\xAA'::BLOB]", "['a', 'a']", "[1, 1, NULL]"]
 _STRUCTS = ["{'a': 1}", "{'a': 1, 'b': 'x'}", "{'a': INTERVAL 1 DAY}", "{'a': [1, 2]}", "{'a': NULL}"]
 _MAPS = ["MAP {'a': 1}", "MAP {}", "MAP {1: 'a'}", "MAP {'a': [1]}", "MAP {'': NULL}", "MAP {INTERVAL 1 DAY: 1}"]
 VALUES: dict[str, list[str]] = {
@@ -130,28 +130,42 @@ def connect() -> duckdb.DuckDBPyConnection:
 def signatures(con: duckdb.DuckDBPyConnection) -> list[tuple[str, tuple[str, ...]]]:
     """Every deterministic scalar signature whose parameter types :data:`VALUES` covers, in a fixed order.
 
-    A variadic one gets its variadic type appended once when it has fewer than two parameters.
+    A variadic one gets its variadic type appended once when it has fewer than two parameters. A scalar macro
+    (``list_kurtosis(l)``, ``split_part(s, d, i)`` ...) has untyped parameters: each is ``ANY``. The list
+    aggregates (``list_aggr(l, 'name', ...)``) get one signature per aggregate function, with no extra
+    argument and with one: a parameter ``=<sql>`` always takes the value ``<sql>``.
     """
-    rows = con.execute("SELECT function_name, parameter_types, varargs FROM duckdb_functions() "
-                       "WHERE function_type = 'scalar' AND stability <> 'VOLATILE'").fetchall()
+    rows = con.execute("SELECT function_name, function_type, parameter_types, varargs FROM duckdb_functions() "
+                       "WHERE function_type IN ('scalar', 'macro') AND stability IS DISTINCT FROM 'VOLATILE'"
+                       ).fetchall()
+    aggregates = sorted({name for (name,) in con.execute(
+        "SELECT function_name FROM duckdb_functions() WHERE function_type = 'aggregate'").fetchall()})
     found = set()
-    for name, params, varargs in rows:
+    for name, kind, params, varargs in rows:
         if name in SKIPPED or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
             continue
-        full = tuple(params) + ((varargs,) if varargs and len(params) < 2 else ())
-        if full and all(p in VALUES for p in full):
+        full = tuple("ANY" if kind == "macro" else p for p in params)
+        full += (varargs,) if varargs and len(params) < 2 else ()
+        if (tuple(params), varargs) == (("ANY[]", "VARCHAR"), "ANY"):     # list_aggr and its aliases
+            for aggregate in aggregates:
+                found |= {(name, ("ANY[]", f"='{aggregate}'")), (name, ("ANY[]", f"='{aggregate}'", "ANY"))}
+        elif full and all(p in VALUES for p in full):
             found.add((name, full))
     return sorted(found)
 
 
+def _pool(param: str) -> list[str]:
+    return [param[1:]] if param.startswith("=") else VALUES[param]
+
+
 def _calls(params: tuple[str, ...]) -> list[tuple[str, ...]]:
-    usual = [VALUES[p][0] for p in params]
+    usual = [_pool(p)[0] for p in params]
     combos = {tuple(usual)}
     for i, p in enumerate(params):
-        for v in VALUES[p]:
+        for v in _pool(p):
             combos.add(tuple(usual[:i] + [v] + usual[i + 1:]))
     if len(params) == 2:
-        combos |= {(a, b) for a in VALUES[params[0]][:8] for b in VALUES[params[1]][:8]}
+        combos |= {(a, b) for a in _pool(params[0])[:8] for b in _pool(params[1])[:8]}
     return sorted(combos)
 
 
@@ -174,15 +188,25 @@ def _runs(con: duckdb.DuckDBPyConnection, name: str, values: tuple[str, ...]) ->
     return None
 
 
+MODES = 3
+"""At most this many failing calls are kept per signature, each with an error of its own (its type and message,
+quoted values and numbers left out): a signature can fail in several ways (``LIKE ... ESCAPE`` on an escape
+longer than one character, and on a pattern ending with its escape)."""
+
+
 def findings(con: duckdb.DuckDBPyConnection,
              chosen: list[tuple[str, tuple[str, ...]]] | None = None) -> Iterator[Finding]:
-    """The first failing call of each signature (of ``chosen``, default :func:`signatures`) that has one."""
+    """Failing calls of each signature (of ``chosen``, default :func:`signatures`), at most :data:`MODES`."""
     for name, params in signatures(con) if chosen is None else chosen:
+        seen: set[str] = set()
         for values in _calls(params):
             error = _runs(con, name, values)
-            if error is not None:
-                kind, _, message = error.partition(": ")
-                yield Finding(name, params, values, kind, message)
+            if error is None or (mode := re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "", error)) in seen:
+                continue
+            seen.add(mode)
+            kind, _, message = error.partition(": ")
+            yield Finding(name, params, values, kind, message)
+            if len(seen) == MODES:
                 break
 
 
@@ -198,8 +222,8 @@ def run_isolated() -> list[Finding]:
     """
     done = subprocess.run([sys.executable, "-m", "tests.adversarial.catalog_fuzz"], capture_output=True, text=True,
                           check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    return [Finding(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(line).items()})
-            for line in done.stdout.splitlines()]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    return [Finding(r["name"], tuple(r["params"]), tuple(r["values"]), r["error"], r["message"]) for r in rows]
 
 
 def _main() -> None:
