@@ -3,7 +3,7 @@
 Review 32 found such calls by running the DuckDB catalog under ``TRY`` (:mod:`tests.adversarial.catalog_fuzz`);
 dpframe refuses them when the query is built (:mod:`dpframe.sql.uncaught`). The slow test reruns that fuzz
 on the installed DuckDB, so a DuckDB upgrade that adds such a function (or a value that makes an old one fail)
-fails the slow suite until the tables cover it. For each finding it builds two attacks, as an analyst would:
+fails the slow suite until the tables cover it. For each finding it builds these attacks, as an analyst would:
 
 * the failing arguments, one at a time and all together, read a column: ``f(..., CASE WHEN x > 100 THEN
   <failing value> END, ...)``, NULL on every row but one unit's;
