@@ -1,0 +1,77 @@
+"""Review 32d: method-chain frames, their outputs and side channels, under an analyst who picks every argument.
+
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses. D and D′ are
+neighbouring datasets (D′ adds one privacy unit) where the attack is data-dependent.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+_PLAN_IN_A_SMALL_PROCESS = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+    import polars as pl, dpframe as dp
+    sess = dp.Session({"t": pl.DataFrame({"u": [1, 2, 3], "s": ["a", "b", "c"], "i": [1, 2, 3]})},
+                      privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=0)
+    for expr in (pl.concat_str([pl.col("s")] * 10).str.len_bytes(), pl.sum_horizontal([pl.col("i")] * 15)):
+        print(sess.table("t").with_columns(n=expr).agg(dp.sum("n", bounds=(0, 1))).cost(dp.PureDP(1)))
+""")
+
+
+def test_an_operation_with_many_inputs_is_planned_without_exhausting_memory() -> None:
+    """The totality probe runs an operation on every combination of its inputs' adversarial values when
+    there are at most 20,000 of them, else on a spread of 20,000 rows. The count was ``np.prod`` in int64:
+    for 10 string inputs (83¹⁰ combinations) or 15 integer ones (26¹⁵) it wrapped to a negative number, so the
+    probe cross-joined them all — ``cost()`` of ``pl.concat_str([pl.col("s")] * 10)``, a free call, asked
+    for a 15.7 GB block and aborted the process (a Rust allocation failure no handler sees; the kernel's
+    OOM killer without a memory limit). Now the count is exact and the probe spreads 20,000 rows.
+    """
+    run = subprocess.run([sys.executable, "-c", _PLAN_IN_A_SMALL_PROCESS],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("PureDP(epsilon=1)") == 2
+
+
+I64 = (-(2**63), 2**63 - 1)
+
+
+def _extreme_neighbours(values: tuple[float | None, float | None],
+                        integers: tuple[int | None, int | None]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    base = pl.DataFrame({"u": range(40), "g": ["a", "b"] * 20, "x": [float(i % 7) for i in range(40)],
+                         "i": list(range(40))})
+    unit = pl.DataFrame({"u": [99, 99], "g": ["a", "new"], "x": values, "i": integers}, schema=base.schema)
+    return base, pl.concat([base, unit])
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize(("values", "integers"), [((float("nan"), float("inf")), I64), ((None, -1e308), (None, 0))])
+def test_no_warning_is_raised_while_private_rows_are_read(backend: str, values: tuple[float | None, float | None],
+                                                          integers: tuple[int | None, int | None]) -> None:
+    """Warnings as a channel: under ``warnings.simplefilter("error")`` (or ``-W error`` set by the data
+    owner) a warning raised while private rows are read would become a charged failure on D′ alone, and
+    a recorded warning's text could quote a value. NaN, ±inf, −1e308, the int64 limits and nulls, in
+    sums, means, variances, quantiles, a derived column and private and public keys, raise none.
+    """
+    outcomes = []
+    for data in _extreme_neighbours(values, integers):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(10, 1e-3),
+                          backend=backend, seed=0)
+        t = sess.table("t").with_columns(r=pl.col("x") / pl.col("x"), y=pl.col("i") * 3)
+        queries = [t.agg(dp.sum("i", bounds=(0, 100)), dp.var("x", bounds=(0, 10)), dp.mean("r", bounds=(0, 2)),
+                         dp.sum("y", bounds=(-5, 5)), dp.quantile("x", [0.1, 0.9], bounds=(0, 10))),
+                   t.group_by("g", keys=["a", "new"]).agg(dp.len(), dp.std("x", bounds=(0, 10))),
+                   t.group_by("g").agg(dp.count("x"))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            outcomes.append([q.collect(dp.ApproxDP(1, 1e-5), ci=0.9).columns for q in queries])
+        assert sess.history()["status"].to_list() == ["committed"] * 3
+    assert outcomes[0] == outcomes[1]
