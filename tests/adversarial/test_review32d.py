@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from typing import Any
 
 import polars as pl
 import pytest
@@ -75,3 +76,60 @@ def test_no_warning_is_raised_while_private_rows_are_read(backend: str, values: 
             outcomes.append([q.collect(dp.ApproxDP(1, 1e-5), ci=0.9).columns for q in queries])
         assert sess.history()["status"].to_list() == ["committed"] * 3
     assert outcomes[0] == outcomes[1]
+
+
+def _one_group_per_unit_and_a_unit_in_three() -> tuple[pl.DataFrame, pl.DataFrame]:
+    base = pl.DataFrame({"u": range(30), "g": ["a", "b", "c"] * 10, "x": [float(i % 7) for i in range(30)]})
+    return base, pl.concat([base, pl.DataFrame({"u": [99] * 3, "g": ["a", "b", "c"], "x": [1.0, 2.0, 3.0]})])
+
+
+def _outcome(data: pl.DataFrame, backend: str, make: Any) -> tuple[str, int]:
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2, max_groups=1),
+                      budget=dp.ApproxDP(10, 1e-3), backend=backend, seed=0)
+    try:
+        make(sess.table("t")).collect(dp.ApproxDP(1, 1e-5))
+        return "released", sess.history().height
+    except dp.DPFrameError as e:
+        return f"{type(e).__name__}: {e}", sess.history().height
+
+
+RESERVED_NAMES = {
+    "a group key named like the bounding hash": lambda t: t.with_columns(pl.col("g").alias("__dp_hash"))
+    .group_by("__dp_hash").agg(dp.len()),
+    "a public group key named like the bounding hash": lambda t: t.with_columns(pl.col("g").alias("__dp_hash"))
+    .group_by("__dp_hash", keys=["a", "b"]).agg(dp.len()),
+    "a column renamed like the row number": lambda t: t.rename({"x": "__dp_row"})
+    .group_by("g", keys=["a", "b", "c"]).agg(dp.sum("__dp_row", bounds=(0, 10))),
+    "a group key named like the row number": lambda t: t.with_columns(pl.col("g").alias("__dp_row"))
+    .group_by("__dp_row").agg(dp.len()),
+    "a column named like the kept-row mask": lambda t: t.with_columns(pl.lit(1).alias("__dp_keep")).agg(dp.len()),
+    "a group key with an empty name": lambda t: t.with_columns(pl.col("g").alias("")).group_by("").agg(dp.len()),
+    "an engine name in capitals": lambda t: t.with_columns(pl.col("g").alias("__DP_HASH")).group_by("__DP_HASH")
+    .agg(dp.len()),
+    "a column named like another but for case": lambda t: t.with_columns((pl.col("x") * 2).alias("X"))
+    .agg(dp.sum("X", bounds=(0, 10)), dp.sum("x", bounds=(0, 10))),
+    "a column named like the group key but for case": lambda t: t.with_columns(pl.col("x").alias("G"))
+    .group_by("g").agg(dp.sum("G", bounds=(0, 10))),
+    "SQL: a group key named like the bounding hash": lambda t: t._session.sql(
+        "SELECT __dp_hash, COUNT(*) AS n FROM (SELECT g AS __dp_hash FROM t) GROUP BY __dp_hash"),
+    "SQL: a group key named like the row number": lambda t: t._session.sql(
+        "SELECT __DP_ROW, COUNT(*) AS n FROM (SELECT g AS __DP_ROW FROM t) GROUP BY __DP_ROW"),
+}
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("attack", list(RESERVED_NAMES))
+def test_a_column_named_like_an_engine_column_is_refused_uncharged(backend: str, attack: str) -> None:
+    """The DuckDB backend bounds contributions with helper columns of its own (``__dp_hash``, ``__dp_row``,
+    ``__dp_keep`` ...) beside the frame's. A derived column of the same name shadowed them: grouping by a
+    column named ``__dp_hash`` under ``max_groups=1`` was charged and failed with a *UFuncTypeError* on D
+    (no unit in two groups) and a *TypeError* on D′ (one unit in three) — the message told D from D′; the
+    others were charged and failed on every dataset, as did a group key with an empty name (a DuckDB
+    ParserException). Now a new column's name that starts with ``__dp`` or is empty is refused when the
+    frame is built, nothing charged, on every backend. So is a new column named like another but for case
+    (``x`` and ``X``): DuckDB's names ignore case, so the query was charged and failed there.
+    """
+    outcomes = [_outcome(data, backend, RESERVED_NAMES[attack]) for data in _one_group_per_unit_and_a_unit_in_three()]
+    assert outcomes[0] == outcomes[1]
+    message, charges = outcomes[0]
+    assert message.startswith("PlanError") and charges == 0, outcomes
