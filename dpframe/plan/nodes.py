@@ -28,10 +28,9 @@ from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlyKeys, ReadOnlySchema
+from dpframe.tables import ENGINE_PREFIX, reserved_name
 
 _PROBE_ROWS = 3
-ENGINE_PREFIX = "__dp"
-"""New columns may not start with it: the backends bound contributions with helper columns so named."""
 
 
 def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str) -> None:
@@ -52,7 +51,7 @@ def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str
     seen: dict[str, str] = {}
     for name in names:
         new = name not in input_schema
-        if new and (name == "" or name.lower().startswith(ENGINE_PREFIX)):
+        if new and reserved_name(name):
             what = "an empty name" if name == "" else f"names starting with {ENGINE_PREFIX!r} are the engine's own"
             raise PlanError(f"a new column may not be named {name!r}: {what}, and such a column would break the "
                             "query after it is charged", argument=argument,

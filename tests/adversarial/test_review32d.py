@@ -133,3 +133,16 @@ def test_a_column_named_like_an_engine_column_is_refused_uncharged(backend: str,
     assert outcomes[0] == outcomes[1]
     message, charges = outcomes[0]
     assert message.startswith("PlanError") and charges == 0, outcomes
+
+
+@pytest.mark.parametrize("name", ["__dp_hash", "__DP_ROW", ""])
+def test_a_table_with_a_column_named_like_an_engine_column_is_refused_when_the_session_is_created(name: str) -> None:
+    """The same shadowing through the tables: grouping by a private table's column ``__dp_hash`` (or a joined
+    public table's) under ``max_groups=1`` was charged and failed with a UFuncTypeError on D and a TypeError
+    on D′. Such a table is now a SchemaError naming it when the session is created, before any query."""
+    data = pl.DataFrame({"u": [1, 2], name: ["a", "b"]})
+    with pytest.raises(dp.SchemaError, match=r"tables\['t'\]"):
+        dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1))
+    with pytest.raises(dp.SchemaError, match=r"public_tables\['p'\]"):
+        dp.Session({"t": data.rename({name: "g"})}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1),
+                   public_tables={"p": pl.DataFrame({"k": ["a"], name: ["x"]})})
