@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.errors import PlanError, SchemaError
-from dpframe.plan.nodes import Node
+from dpframe.plan.nodes import Node, check_new_names
 from dpframe.plan.totality import total_expression
 from dpframe.sql.handover import for_duckdb
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
@@ -271,6 +271,7 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
     if dupes:
         raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
                         fix="give each output column its own alias")
+    check_new_names(input.schema, names, "sql")
     sql_items = [(name, render_expression(expr)) for name, expr in items]
     derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items), [e for _, e in items])
     # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).

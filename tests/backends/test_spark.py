@@ -41,7 +41,7 @@ NATIVE_COLUMNS = [
     pl.when(pl.col("b")).then(pl.lit("yes")).otherwise(pl.col("s")).alias("w"),
 ]
 THROUGH_POLARS = [  # no exact Spark equivalent known to dpframe: Polars runs them on the executors
-    (pl.col("x") / pl.col("i")).alias("q"), pl.col("s").str.to_uppercase().alias("S"), pl.col("x").sqrt().alias("r"),
+    (pl.col("x") / pl.col("i")).alias("q"), pl.col("s").str.to_uppercase().alias("su"), pl.col("x").sqrt().alias("r"),
     (pl.col("x") == NAN).alias("n"), (pl.col("x") < INF).alias("fin"), pl.col("d").dt.weekday().alias("wd"),
     (pl.col("i") // 3).alias("fd"),
 ]
