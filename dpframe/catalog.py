@@ -32,7 +32,7 @@ from dpframe.errors import ArgumentError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlySchema
-from dpframe.tables import load_table
+from dpframe.tables import check_column_names, load_table
 
 if TYPE_CHECKING:
     from dpframe.plugin import PluginHost
@@ -111,6 +111,7 @@ class TableCatalog:
         if len(set(schema.names())) != len(schema):
             raise SchemaError(f"table {name!r} has duplicate column names", argument="tables",
                               fix="rename the columns")
+        check_column_names(schema.names(), f"tables[{name!r}]")
         if any("\x00" in c for c in schema.names()):   # Arrow (and so DuckDB) cannot carry such a name
             raise SchemaError(f"table {name!r} has a column name with a NUL character", argument="tables",
                               fix="rename the column")

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -27,6 +28,30 @@ from dpframe.errors import SchemaError
 
 _FIX = ("pass a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame, an object with the Arrow "
         "stream interface (__arrow_c_stream__), or a path to a .parquet or .csv file")
+
+
+ENGINE_PREFIX = "__dp"
+"""Column names starting with it (in any case) are the engine's: the backends bound contributions with helper
+columns so named, and a table's or a frame's column of such a name would shadow one."""
+
+
+def reserved_name(name: str) -> bool:
+    """Whether ``name`` is empty or starts with :data:`ENGINE_PREFIX` in any case (not a column's name to give).
+
+    Example:
+        >>> reserved_name("__DP_hash"), reserved_name(""), reserved_name("dp_x")
+        (True, True, False)
+
+    """
+    return name == "" or name.lower().startswith(ENGINE_PREFIX)
+
+
+def check_column_names(names: Iterable[str], where: str) -> None:
+    """A SchemaError naming ``where`` for a table with a :func:`reserved_name` column."""
+    for name in names:
+        if reserved_name(name):
+            raise SchemaError(f"the table has a column named {name!r}: empty names and names starting with "
+                              f"{ENGINE_PREFIX!r} are the engine's own", argument=where, fix="rename the column")
 
 
 def _is_pandas(source: object) -> bool:

@@ -73,6 +73,8 @@ from __future__ import annotations
 import functools
 import io
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -405,11 +407,18 @@ class SparkBackend:
 
     @property
     def spark(self) -> Any:
-        """The SparkSession (given, else the active one, else ``getOrCreate()``)."""
+        """The SparkSession (given, else the active one, else ``getOrCreate()``).
+
+        One it creates runs its Python workers on this interpreter unless ``PYSPARK_PYTHON`` says
+        otherwise: Spark's default, the first ``python3`` on the path, may lack Polars, and every query
+        with a step Spark runs through Polars would then fail after its charge.
+        """
         if self._spark is None:
             session = self._sql.SparkSession
+            builder = session.builder if os.environ.get("PYSPARK_PYTHON") else \
+                session.builder.config("spark.pyspark.python", sys.executable)
             try:
-                self._spark = session.getActiveSession() or session.builder.getOrCreate()
+                self._spark = session.getActiveSession() or builder.getOrCreate()
             except Exception as e:  # typically no Java: PySparkRuntimeError [JAVA_GATEWAY_EXITED]
                 raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "

@@ -28,8 +28,39 @@ from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlyKeys, ReadOnlySchema
+from dpframe.tables import ENGINE_PREFIX, reserved_name
 
 _PROBE_ROWS = 3
+
+
+def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str) -> None:
+    """Refuse a new column (one of ``names`` not in ``input_schema``) the backends could not tell apart.
+
+    An empty name, a name starting with :data:`ENGINE_PREFIX` in any case (the DuckDB backend's helper
+    columns: ``__dp_hash`` shadowed the bounding hash, and the charged query failed with one exception on
+    D and another on D′), or a name equal to another column's but for case (DuckDB's names ignore case)
+    would break the query after it is charged: a PlanError now, nothing charged, whatever the backend.
+
+    Example:
+        >>> check_new_names(pl.Schema({"x": pl.Int64}), ["x", "__DP_HASH"], "exprs")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: exprs: a new column may not be named '__DP_HASH': ...
+
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        new = name not in input_schema
+        if new and reserved_name(name):
+            what = "an empty name" if name == "" else f"names starting with {ENGINE_PREFIX!r} are the engine's own"
+            raise PlanError(f"a new column may not be named {name!r}: {what}, and such a column would break the "
+                            "query after it is charged", argument=argument,
+                            fix="give the column another name (.alias('...'), or AS in SQL)")
+        other = seen.setdefault(name.lower(), name)
+        if other != name and (new or other not in input_schema):
+            raise PlanError(f"the columns {other!r} and {name!r} differ only in case, which DuckDB's names ignore "
+                            "(the query would fail there after it is charged)", argument=argument,
+                            fix=f"give {name!r} another name (.alias('...'), or AS in SQL)")
 
 
 def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
@@ -43,6 +74,7 @@ def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
     misbehaving on the private data.
     """
     schema = output_schema(node.apply, input_schema, argument)
+    check_new_names(input_schema, schema.names(), argument)
     for probe, what in ((pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS), "null values"),
                         (probe_frame(input_schema), "some values of its input types")):
         try:

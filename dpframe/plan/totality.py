@@ -50,6 +50,7 @@ import copy
 import io
 import itertools
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -285,7 +286,7 @@ def _probe_frame(schema: pl.Schema) -> pl.DataFrame:
     if not schema:
         return pl.DataFrame({"__dp_row": [0]})
     pools = [probe_values(t).alias(name) for name, t in schema.items()]
-    total = int(np.prod([p.len() for p in pools]))
+    total = math.prod(p.len() for p in pools)   # exact: NumPy's int64 product wrapped past 2⁶³ (10 strings)
     if total <= _MAX_ROWS:
         frame = pools[0].to_frame()
         for p in pools[1:]:

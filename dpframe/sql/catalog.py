@@ -30,17 +30,19 @@ import polars as pl
 
 from dpframe.errors import SchemaError
 from dpframe.measures import Bounds, check_bounds
-from dpframe.tables import load_table
+from dpframe.tables import check_column_names, load_table
 
 
 def _public_frame(name: str, source: object) -> pl.DataFrame:
     argument = "public_tables"
     frame = load_table(name, source, argument)
     try:
-        return frame.collect()
+        out = frame.collect()
     except (OSError, pl.exceptions.PolarsError) as e:
         raise SchemaError(f"cannot read public table {name!r}: {str(e).splitlines()[0]}",
                           argument=f"{argument}[{name!r}]", fix="check the file or frame") from e
+    check_column_names(out.columns, f"{argument}[{name!r}]")
+    return out
 
 
 def _split(key: object, argument: str) -> tuple[str, str]:

@@ -35,15 +35,15 @@ from typing import Any
 import polars as pl
 
 from dpframe.errors import PlanError, SchemaError
-from dpframe.plan.nodes import Node
+from dpframe.plan.nodes import Node, check_new_names
 from dpframe.plan.totality import total_expression
 from dpframe.sql.handover import for_duckdb
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
-from dpframe.sql.sandbox import Json, _shared, function_types, quote, render_expression
+from dpframe.sql.sandbox import Json, _shared, function_types, quote, render, render_expression, select_node
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
-from dpframe.sql.uncaught import argument_list, calls, check_call, typical_call
+from dpframe.sql.uncaught import argument_list, calls, check_call, try_is_null, typical_call
 
 DENIED: Mapping[str, str] = MappingProxyType({
     "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
@@ -175,8 +175,7 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
             raise SchemaError(f"{message} in {where}: {text!r}", argument="sql",
                               fix="check the column names and types (DuckDB's message above)") from None
         else:
-            for call in [c for expr in checked for c in calls(expr)]:
-                _probe(con, call, where)
+            _probe_all(con, [c for expr in checked for c in calls(expr)], where)
         finally:
             con.unregister("__dp_in")
     if result.height:  # an empty input gave a row: something aggregated
@@ -186,19 +185,43 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     return schema
 
 
+def _probe_all(con: Any, found: list[Json], where: str) -> None:
+    """:func:`_probe` every call of ``found``: all at once, one by one only if that fails.
+
+    One DESCRIBE gives every call's argument types and one SELECT runs every typical call, each rendered
+    once (every query or rendering is a DuckDB call): a query with several functions is not billed per
+    call. If either fails, each call is probed alone and the first that fails is refused (the batch can
+    fail only where some call does, or on the checking connection's memory cap, where they pass alone).
+    """
+    if not found:
+        return
+    try:
+        types: list[list[str]] = [[] for _ in found]
+        items = [item for i, c in enumerate(found) for item in argument_list(c, f"c{i}_")]
+        if items:
+            for name, type_, *_ in con.execute(f"DESCRIBE {render(select_node(items))} FROM __dp_in").fetchall():
+                types[int(str(name)[1:].split("_", 1)[0])].append(str(type_))
+        probes = [try_is_null(typical_call(c, types[i]), f"p{i}") for i, c in enumerate(found)]
+        con.execute(render(select_node(probes))).fetchall()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:   # noqa: BLE001 — find the call that fails (or none: then each passes alone)
+        for call in found:
+            _probe(con, call, where)
+
+
 def _probe(con: Any, call: Json, where: str) -> None:
     """Refuse ``call`` if it fails under ``TRY`` with its non-literal arguments at a typical value of their types.
 
     Such a call fails on every row that reaches it, an error ``TRY`` does not catch (see
     :mod:`dpframe.sql.uncaught`): whether a row reaches it would decide whether the query fails.
     """
-    sql = render_expression(call)
     try:
+        types = []
         if call.get("arguments"):
-            described = con.execute(f"DESCRIBE SELECT {argument_list(call)} FROM __dp_in").fetchall()
-            types = [str(row[1]) for row in described]
-            sql = typical_call(call, types)
-        con.execute(f"SELECT TRY({sql}) IS NULL").fetchall()
+            listed = render(select_node(argument_list(call)))
+            types = [str(row[1]) for row in con.execute(f"DESCRIBE {listed} FROM __dp_in").fetchall()]
+        con.execute(render(select_node([try_is_null(typical_call(call, types))]))).fetchall()
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:   # noqa: BLE001 — DuckDB's errors, and a panic converting a value
@@ -248,6 +271,7 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
     if dupes:
         raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
                         fix="give each output column its own alias")
+    check_new_names(input.schema, names, "sql")
     sql_items = [(name, render_expression(expr)) for name, expr in items]
     derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items), [e for _, e in items])
     # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).

@@ -62,8 +62,14 @@ def lock(con: duckdb.DuckDBPyConnection, allowed_paths: Iterable[str] = ()) -> N
 
 
 def connect(*, locked: bool = True) -> duckdb.DuckDBPyConnection:
-    """A new private in-memory connection (locked unless ``locked=False``: then call :func:`lock`)."""
+    """A new private in-memory connection (locked unless ``locked=False``: then call :func:`lock`).
+
+    Its time zone is UTC, whatever the machine's: DuckDB reads the fields of a time-zoned timestamp
+    (``hour(ts)``, ``ts::DATE`` ...) in the connection's zone, so an answer would otherwise depend on
+    where the query runs.
+    """
     con = duckdb.connect(":memory:", config=dict(CONFIG))
+    con.execute("SET TimeZone = 'UTC'")     # not in CONFIG: the time-zone extension loads after connecting
     _OPEN.add(con)
     if locked:
         lock(con)

@@ -244,8 +244,11 @@ class _Translator:
             if digits < 0:
                 raise Untranslatable("ROUND to negative digits")
             return xs[0].round(digits, mode="half_away_from_zero")
-        if name in _DATE_PARTS and len(xs) == 1 and _dtype(xs[0], self.schema).is_temporal():
-            return getattr(xs[0].dt, _DATE_PARTS[name])().cast(pl.Int64, strict=False)  # type: ignore[no-any-return]
+        if name in _DATE_PARTS and len(xs) == 1 and (dtype := _dtype(xs[0], self.schema)).is_temporal():
+            x = xs[0]
+            if isinstance(dtype, pl.Datetime) and dtype.time_zone not in (None, "UTC"):
+                x = x.dt.convert_time_zone("UTC")   # DuckDB reads a zoned timestamp's fields in UTC (its zone)
+            return getattr(x.dt, _DATE_PARTS[name])().cast(pl.Int64, strict=False)  # type: ignore[no-any-return]
         raise Untranslatable(f"function {name}()")
 
 

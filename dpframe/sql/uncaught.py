@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dpframe.sql.aggregates import number
-from dpframe.sql.sandbox import Json, parse_expression, render_expression
+from dpframe.sql.sandbox import Json, parse_expression
 
 SIZE_LIMIT = 10_000
 """The largest literal size of :data:`SIZED` calls (as Polars' ``pad_start``/``zfill`` lengths)."""
@@ -127,8 +127,8 @@ def calls(node: Any) -> list[Json]:
     return found
 
 
-def typical_call(node: Json, types: list[str]) -> str:
-    """SQL of ``node`` with each argument that is not a literal (nor a lambda) replaced by a typical value.
+def typical_call(node: Json, types: list[str]) -> Json:
+    """``node`` with each argument that is not a literal (nor a lambda) replaced by a typical value.
 
     ``types`` holds the DuckDB type of each argument (:func:`argument_list`).
     """
@@ -136,7 +136,15 @@ def typical_call(node: Json, types: list[str]) -> str:
     for arg, type_ in zip(out.get("arguments") or [], types):
         if not is_literal(arg["expression"]) and arg["expression"].get("class") != "LAMBDA":
             arg["expression"] = parse_expression(typical(type_))
-    return render_expression(out)
+    return out
+
+
+def try_is_null(node: Json, alias: str = "") -> Json:
+    """The parse tree of ``TRY(<node>) IS NULL`` (named ``alias``): a probe that fails only where TRY cannot catch."""
+    out = parse_expression("TRY(0) IS NULL")
+    out["alias"] = alias
+    out["children"][0]["children"] = [node]
+    return out
 
 
 def typical(type_: str) -> str:
@@ -155,7 +163,7 @@ def typical(type_: str) -> str:
     return f"COALESCE({', '.join(f'TRY_CAST({value} AS {type_})' for value in _TYPICAL)})"
 
 
-def argument_list(node: Json) -> str:
-    """``<argument> AS a0, ...`` of a call (a lambda as NULL): what to DESCRIBE for the arguments' types."""
-    return ", ".join(f"{'NULL' if a.get('class') == 'LAMBDA' else render_expression(a)} AS a{i}"
-                     for i, a in enumerate(_arguments(node)))
+def argument_list(node: Json, prefix: str = "a") -> list[Json]:
+    """The arguments of a call (a lambda as NULL) named ``<prefix>0``, ...: select items to DESCRIBE for their types."""
+    return [dict(parse_expression("NULL") if a.get("class") == "LAMBDA" else a, alias=f"{prefix}{i}")
+            for i, a in enumerate(_arguments(node))]

@@ -234,8 +234,8 @@ NOT_QUERIES = frozenset({
     "Frame.query", "GroupBy.query", "Frame.drop", "Frame.rename", "Frame.dtypes", "Frame.width",
     "Frame.collect_schema", "Frame.bound",   # bound() tightens the unit of later queries; it releases nothing
     "Session.table", "Session.tables", "Session.spent", "Session.spent_report", "Session.spent_as_approx",
-    "Session.remaining", "Session.history", "Session.close", "Session.backend_name", "Session.privacy_unit",
-    "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",
+    "Session.remaining", "Session.history", "Session.close", "Session.closed", "Session.backend_name",
+    "Session.privacy_unit", "Session.accountant", "Session.rng", "Session.plugins", "Session.plan_context",
 })
 
 #: The core's query entry points outside the three classes (documented in ``docs/interactive.md``);

@@ -41,7 +41,7 @@ NATIVE_COLUMNS = [
     pl.when(pl.col("b")).then(pl.lit("yes")).otherwise(pl.col("s")).alias("w"),
 ]
 THROUGH_POLARS = [  # no exact Spark equivalent known to dpframe: Polars runs them on the executors
-    (pl.col("x") / pl.col("i")).alias("q"), pl.col("s").str.to_uppercase().alias("S"), pl.col("x").sqrt().alias("r"),
+    (pl.col("x") / pl.col("i")).alias("q"), pl.col("s").str.to_uppercase().alias("su"), pl.col("x").sqrt().alias("r"),
     (pl.col("x") == NAN).alias("n"), (pl.col("x") < INF).alias("fin"), pl.col("d").dt.weekday().alias("wd"),
     (pl.col("i") // 3).alias("fd"),
 ]
@@ -299,3 +299,36 @@ def test_time_zone_aware_datetimes_register_and_answer(spark_session: Any) -> No
     cut = pl.lit(dt.datetime(2024, 1, 1, 2, tzinfo=dt.UTC)).dt.convert_time_zone("Europe/Paris")
     released = sess.table("t").filter(pl.col("ts") >= cut).agg(dp.len()).collect(dp.PureDP(1e6))
     assert abs(released.item(0, "len") - stamps.filter(pl.col("ts") >= cut).height) <= 1
+
+
+def test_a_spark_session_dpframe_creates_runs_its_workers_on_this_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``PYSPARK_PYTHON``, Spark's workers ran the first ``python3`` on the path: one without Polars
+    made every query with a step Spark runs through Polars fail after its charge (review 32d's note). A
+    session dpframe creates now names this interpreter; ``PYSPARK_PYTHON``, when set, still wins."""
+    seen: list[tuple[str, str]] = []
+
+    class Builder:
+        def config(self, key: str, value: str) -> Builder:
+            seen.append((key, value))
+            return self
+
+        def getOrCreate(self) -> str:  # noqa: N802 - PySpark's name
+            return "session"
+
+    class FakeSparkSession:
+        builder = Builder()
+
+        @staticmethod
+        def getActiveSession() -> None:  # noqa: N802 - PySpark's name
+            return None
+
+    def backend() -> SparkBackend:
+        b = SparkBackend.__new__(SparkBackend)
+        b._sql, b._spark = type("FakeSql", (), {"SparkSession": FakeSparkSession}), None
+        return b
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    assert backend().spark == "session" and seen == [("spark.pyspark.python", sys.executable)]
+    seen.clear()
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
+    assert backend().spark == "session" and seen == []

@@ -119,3 +119,32 @@ def test_integer_overflow_gives_the_same_answer_on_both_backends(sql: str, colum
         out[backend] = query.collect(dp.PureDP(100.0))
     assert_frame_equal(out["polars"], out["duckdb"])
     assert abs(out["polars"][column].item() - exact) <= 1
+
+
+_ZONES_SCRIPT = """
+import datetime as dt, polars as pl, dpframe as dp
+ts = [dt.datetime(2020, 1, 1, 1, 0, tzinfo=dt.timezone.utc)] * 40
+out = []
+for zone in ["UTC", "America/New_York"]:
+    df = pl.DataFrame({"u": range(40), "ts": ts}).with_columns(pl.col("ts").dt.convert_time_zone(zone))
+    for backend in ["polars", "duckdb"]:
+        s = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=0, backend=backend)
+        q = s.sql("SELECT COUNT(*) AS n FROM t WHERE hour(ts) = 1 AND day(ts) = 1 AND year(ts) = 2020")
+        out.append(q.collect(dp.PureDP(1))["n"][0] > 20)      # 40 rows or 0, noise of scale 1
+print(out)
+"""
+
+
+def test_zoned_timestamp_fields_are_read_in_utc_on_every_backend_and_machine() -> None:
+    """DuckDB read ``hour(ts)`` of a zoned timestamp in the machine's time zone, and the Polars translation in
+    the column's: on a machine in Tokyo a UTC column's 01:00 was hour 10 on DuckDB and 1 on Polars, and an
+    America/New_York column's was 1 on DuckDB (UTC machine) and 20 on Polars. Every dpframe connection now
+    runs in UTC and the translation reads the fields in UTC, so both backends agree on every machine."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TZ="Asia/Tokyo")
+    done = subprocess.run([sys.executable, "-c", _ZONES_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str([True] * 4)
