@@ -156,7 +156,7 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB).
 
     The columns are typed as the DuckDB backend hands them over (:func:`~dpframe.sql.handover.for_duckdb`),
-    and each function call of the ``checked`` expressions is probed (:func:`_probe`).
+    and each function call of the ``checked`` expressions is probed (:func:`_probe_all`).
     """
     try:
         empty = for_duckdb(pl.LazyFrame(schema=input_schema), decimals=False).collect().to_arrow()

@@ -10,9 +10,10 @@ of the call) would then decide whether the query fails after its charge. So, whe
 
 * the arguments that decide such errors must be literals (:data:`LITERAL`), sizes at most
   :data:`SIZE_LIMIT` (:data:`SIZED`), and :data:`REFUSED` functions are refused (:func:`check_call`);
-* every function call is run once (:func:`probe`) with each argument that is not a literal replaced by a
-  typical value of its type, and its literal arguments as written, on the engine's memory-capped checking
-  connection: a call that fails there fails on every row that reaches it, and is refused.
+* every function call is run once (by :mod:`dpframe.sql.expr`, when it types the expression) with each
+  argument that is not a literal replaced by a typical value of its type (:func:`typical_call`), and its
+  literal arguments as written, on the engine's memory-capped checking connection: a call that fails
+  there fails on every row that reaches it, and is refused.
 
 The set was found by running every scalar function of the DuckDB catalog under ``TRY`` on adversarial
 values of its parameter types (``tests/adversarial/test_review32.py`` keeps the attacks); the slow test
