@@ -24,7 +24,7 @@ from dpframe.aggregate import confidence
 from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.family import FamilyPlan, check_format, needs_budget
-from dpframe.frame import Query
+from dpframe.frame import Query, diagnostics_flag
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
 from dpframe.sealed import _ENGINE, plain
@@ -136,7 +136,9 @@ class SQLQuery(Query):
         """
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget, accuracy=accuracy))]})
-        budget = self._affordable(budget, accuracy) if accuracy is not None else needs_budget(budget, "collect")
+        diagnostics = diagnostics_flag(diagnostics)
+        budget = (self._affordable(budget, accuracy, diagnostics) if accuracy is not None
+                  else needs_budget(budget, "collect"))
         plan = self._planned(budget)                # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)

@@ -173,3 +173,22 @@ def test_a_stream_that_can_answer_nothing_is_refused_before_it_is_charged(open_s
         assert _outcome(sess, open_stream) == ("PlanError", [])
         with pytest.raises(dp.PlanError, match="privacy_unit"):
             open_stream(sess)
+
+
+@pytest.mark.parametrize("run", [
+    lambda s, a: s.table("t").agg(dp.len()).collect(accuracy=a, diagnostics=True, ci=0.95),
+    lambda s, a: s.sql("SELECT COUNT(*) AS len FROM t").collect(accuracy=a, diagnostics=True, ci=0.95),
+])
+def test_an_accuracy_target_is_not_missed_for_diagnostics(run: Callable[[dp.Session, dp.Accuracy], Any]) -> None:
+    """``collect(accuracy=dp.Accuracy(half_width=50), diagnostics=True)`` charged the smallest budget whose
+    noise gives ±50, then took diagnostics' 1/10 of it from the release: the released interval was ±56,
+    not the ±50 the charge was chosen (and paid) for. Now the pair is a PlanError naming ``diagnostics``,
+    uncharged.
+    """
+    sess = _session(pl.DataFrame({"u": range(300)}), dp.PrivacyUnit("u", max_rows=3), dp.PureDP(100))
+    target = dp.Accuracy(half_width=50, confidence=0.95)
+    assert _outcome(sess, lambda s: run(s, target)) == ("PlanError", [])
+    with pytest.raises(dp.PlanError, match="diagnostics"):
+        run(sess, target)
+    out = sess.table("t").agg(dp.len()).collect(accuracy=target, ci=0.95)
+    assert (out["len_ci_high"] - out["len"]).item() <= 50
