@@ -38,6 +38,29 @@ from dpframe.sealed import Final, plain
 LIMITS = (1e-9, 1e9)
 #: Relative width of the final bracket (then rounded up to 6 significant digits).
 TOLERANCE = 1e-6
+#: The highest confidence level an interval may ask for: intervals split the miss 1 − c among up to three
+#: noisy statistics and both tails, and a level within a few ulps of 1 leaves parts that round to 1.0
+#: (their half-width is infinite).
+MAX_CONFIDENCE = 1 - 1e-9
+
+
+def level(value: object, argument: str) -> float:
+    """A confidence level: a number in (0, :data:`MAX_CONFIDENCE`], as a plain float (a PlanError naming ``argument``).
+
+    Example:
+        >>> level(0.95, "ci")
+        0.95
+        >>> level(0.9999999999999999, "ci")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, at most 0.999999999, ...
+
+    """
+    c = plain(value)
+    if isinstance(c, bool) or not isinstance(c, int | float) or not 0 < c <= MAX_CONFIDENCE:
+        raise PlanError(f"must be a confidence level strictly between 0 and 1, at most {MAX_CONFIDENCE:.9f}, got "
+                        f"{c!r}", argument=argument, fix=f"pass e.g. {argument}=0.95")
+    return float(c)
 
 
 def _positive(value: object, argument: str) -> float:
@@ -78,11 +101,7 @@ class Accuracy(Final, argument="accuracy"):
             object.__setattr__(self, "half_width", MappingProxyType(widths))
         else:
             object.__setattr__(self, "half_width", _positive(self.half_width, "half_width"))
-        c = plain(self.confidence)
-        object.__setattr__(self, "confidence", c)
-        if isinstance(c, bool) or not isinstance(c, int | float) or not 0 < c < 1:
-            raise PlanError(f"must be strictly between 0 and 1, got {c!r}", argument="confidence",
-                            fix="pass e.g. confidence=0.95")
+        object.__setattr__(self, "confidence", level(self.confidence, "confidence"))
         if self.notion not in (None, "pure", "zcdp"):
             raise PlanError(f"must be 'pure', 'zcdp' or None, got {self.notion!r}", argument="notion",
                             fix="pass notion='zcdp' for Gaussian noise, 'pure' for Laplace noise")

@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 
+from dpframe.accuracy import level
 from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import PlanError, PluginError
 from dpframe.explain import explain_aggregate
@@ -37,8 +37,7 @@ from dpframe.measures import Measure
 from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plan.nodes import Aggregate
-from dpframe.planning import PhysicalPlan, plan_query, validate_measures
-from dpframe.sealed import plain
+from dpframe.planning import PhysicalPlan, plan_query, validate_measures, with_intervals
 from dpframe.tuning.diagnostics import counted
 from dpframe.tuning.stage import check_auto, plan_staged, staged, stand_in
 
@@ -133,10 +132,7 @@ class AggregateQuery:
         level = None if ci is None else confidence(ci)
 
         def finish(physical: PhysicalPlan) -> PhysicalPlan:
-            if level is None:
-                return physical
-            return dataclasses.replace(physical, plans=[dataclasses.replace(p, confidence=level)
-                                                        for p in physical.plans])
+            return physical if level is None else with_intervals(physical, self.node.by, level)
         if diagnostics or staged(self.source.unit, self.node):
             if diagnostics and not counted(self.source.unit.is_row, self.node):
                 raise PlanError("nothing to diagnose: no contribution bounding, clipping or partition selection",
@@ -186,7 +182,7 @@ class Aggregates:
 
 
 def confidence(ci: object) -> float:
-    """A confidence level for ``collect(..., ci=...)``: a number strictly between 0 and 1.
+    """A confidence level for ``collect(..., ci=...)``: a number strictly between 0 and 1 (at most 1 − 10⁻⁹).
 
     Example:
         >>> confidence(0.95)
@@ -194,14 +190,10 @@ def confidence(ci: object) -> float:
         >>> confidence(95)
         Traceback (most recent call last):
         ...
-        dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, got 95...
+        dpframe.errors.PlanError: ci: must be a confidence level strictly between 0 and 1, at most 0.999999999, ...
 
     """
-    ci = plain(ci)
-    if isinstance(ci, bool) or not isinstance(ci, int | float) or not math.isfinite(ci) or not 0 < ci < 1:
-        raise PlanError(f"must be a confidence level strictly between 0 and 1, got {ci!r}", argument="ci",
-                        fix="pass e.g. ci=0.95")
-    return float(ci)
+    return level(ci, "ci")
 
 
 def _measures(measures: Sequence[Measure | Iterable[Measure]], named: dict[str, Measure]) -> list[Measure]:

@@ -471,6 +471,22 @@ class GroupBy:
             f"group by {list(self._by)}: {keys}"], "finish it with .agg(dp.len(), ...) or .top_k(...)")
 
 
+def diagnostics_flag(diagnostics: object) -> bool:
+    """``collect``'s ``diagnostics``: True or False (a PlanError otherwise; read once, as a plain bool).
+
+    Example:
+        >>> diagnostics_flag(1)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: diagnostics: expected True or False, got 1...
+
+    """
+    if not isinstance(diagnostics, bool):
+        raise PlanError(f"expected True or False, got {diagnostics!r}", argument="diagnostics",
+                        fix="pass diagnostics=True to release noisy counts of what bounding left out")
+    return diagnostics is True
+
+
 def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
     if isinstance(keys, str | bytes):
@@ -607,8 +623,17 @@ class Query(Releasable[pl.DataFrame]):
         found, at = smallest_budget(widths, [m.output_name for m in self.node.measures], target, notion)
         return found, accuracy_note(target, found, at)
 
-    def _affordable(self, budget: object, accuracy: object) -> object:
-        """The budget ``accuracy`` chooses, refused (uncharged) when the remaining budget cannot pay for it."""
+    def _affordable(self, budget: object, accuracy: object, diagnostics: bool) -> object:
+        """The budget ``accuracy`` chooses, refused (uncharged) when the remaining budget cannot pay for it.
+
+        Not with ``diagnostics``: they would take their share of that budget from the release, which would
+        then miss the accuracy it was chosen for.
+        """
+        if diagnostics:
+            raise PlanError("diagnostics spend 1/10 of the query's budget, so the release would miss the accuracy "
+                            "target", argument="diagnostics",
+                            fix="collect(accuracy=...) without diagnostics, or pass the budget cost(accuracy=...) "
+                                "shows, plus diagnostics' share, as collect(budget, diagnostics=True)")
         chosen = self._budget(budget, accuracy, "collect")[0]
         front, charge = self._front, self._planned(chosen).charge
         accountant, spent = front.accountant, front._release.spent()
@@ -678,10 +703,8 @@ class Query(Releasable[pl.DataFrame]):
             (['len', 'len_ci_low', 'len_ci_high'], True)
 
         """
-        if not isinstance(diagnostics, bool):
-            raise PlanError(f"expected True or False, got {diagnostics!r}", argument="diagnostics",
-                            fix="pass diagnostics=True to release noisy counts of what bounding left out")
-        budget = (self._affordable(budget, accuracy) if accuracy is not None
+        diagnostics = diagnostics_flag(diagnostics)
+        budget = (self._affordable(budget, accuracy, diagnostics) if accuracy is not None
                   else self._budget(budget, None, "collect")[0])
         if ci is None and not diagnostics:
             return super().collect(budget)

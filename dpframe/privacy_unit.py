@@ -150,6 +150,22 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         """Whether ``max_rows`` or ``max_groups`` is ``"auto"`` (chosen per query)."""
         return AUTO in (self.rows, self.groups)
 
+    def require_numbers(self, what: str) -> None:
+        """A PlanError naming ``privacy_unit`` if a bound is ``"auto"``: ``what`` could run no query (only agg tunes).
+
+        Example:
+            >>> PrivacyUnit("u", max_rows="auto").require_numbers("a sparse vector")
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.PlanError: privacy_unit: a sparse vector cannot run queries whose bounds are chosen ...
+
+        """
+        if self.auto:
+            raise PlanError(f"{what} cannot run queries whose bounds are chosen per query (this session's unit has "
+                            "max_rows or max_groups 'auto'): it would be charged and answer nothing",
+                            argument="privacy_unit",
+                            fix="open a session with numbers for max_rows / max_groups for interactive streams")
+
     @property
     def max_rows(self) -> int:
         """The most rows one unit keeps (a DPFrameError for ``"auto"``: only ``agg`` queries tune it)."""

@@ -108,6 +108,7 @@ class IndividualFilter(Sealed):
                             argument="privacy_unit",
                             fix="open the session with dp.PrivacyUnit('user_id', ...) (add a row id column "
                                 "and use max_rows=1 for row-level privacy)")
+        session.privacy_unit.require_numbers("an individual filter")
         try:
             charge = session.accountant.charge(bound)
         except BudgetConversionError as e:

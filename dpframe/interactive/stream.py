@@ -89,6 +89,7 @@ class Reservation:
 
     def __init__(self, session: Session, cost: SessionCost, what: str, mechanisms: str, owner: object) -> None:
         self.lock = threading.RLock()
+        session.privacy_unit.require_numbers(what)
         with _REGISTRY:
             other = _open(session)
             if other is not None:

@@ -46,6 +46,7 @@ from dpframe.planning.passes import (
     sampling_rate,
     session_notion,
     split_budget,
+    with_intervals,
 )
 from dpframe.planning.state import PhysicalPlan, PlanContext, PlanState, agg_node, first
 
@@ -89,4 +90,5 @@ def validate_measures(context: PlanContext, node: Aggregate) -> None:
 
 
 __all__ = ["MAX_QUERY_BUDGET", "PASSES", "VALIDATION", "Pass", "PhysicalPlan", "PlanContext", "PlanState", "agg_node",
-           "budget_of", "first", "plan", "plan_query", "sampling_rate", "validate_measures"]
+           "budget_of", "first", "plan", "plan_query", "sampling_rate", "validate_measures",
+           "with_intervals"]

@@ -9,13 +9,15 @@ first ones only, so it can never disagree with planning. The examples start from
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from fractions import Fraction
 
 from dpframe.accounting.accountants import plan_curves
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, Mechanism
+from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
 from dpframe.plan.nodes import Node
 from dpframe.plan.sample import Sample
 from dpframe.planning.state import PhysicalPlan, PlanState, first
@@ -237,14 +239,36 @@ def check_output_names(state: PlanState) -> PlanState:
         dpframe.errors.PlanError: measures: two output columns are named 'len'...
 
     """
-    names = set(state.node.by)
-    for p in state.plans:
+    _distinct_outputs(state.node.by, state.plans, "measures", "rename one with .alias('new_name')")
+    return state
+
+
+def with_intervals(physical: PhysicalPlan, by: Sequence[str], confidence: float) -> PhysicalPlan:
+    """``physical`` whose mechanisms also release ``<output>_ci_low`` / ``_ci_high`` at ``confidence`` (free).
+
+    A PlanError naming ``ci`` when an interval column would take the name of another output (a measure
+    or a group key): the release would overwrite one with the other, or fail after its charge.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> physical = price(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))).physical
+        >>> with_intervals(physical, (), 0.9).plans[0].output_names()
+        ('len', 'x_mean', 'len_ci_low', 'len_ci_high', 'x_mean_ci_low', 'x_mean_ci_high')
+
+    """
+    plans = [dataclasses.replace(p, confidence=confidence) for p in physical.plans]
+    _distinct_outputs(by, plans, "ci", "rename the output whose name ends in _ci_low / _ci_high (with .alias(...) or "
+                                       "AS), or leave ci= out")
+    return dataclasses.replace(physical, plans=plans)
+
+
+def _distinct_outputs(by: Sequence[str], plans: Sequence[MechanismPlan], argument: str, fix: str) -> None:
+    names = set(by)
+    for p in plans:
         for name in p.output_names():
             if name in names:
-                raise PlanError(f"two output columns are named {name!r}", argument="measures",
-                                fix="rename one with .alias('new_name')")
+                raise PlanError(f"two output columns are named {name!r}", argument=argument, fix=fix)
             names.add(name)
-    return state
 
 
 def price(state: PlanState) -> PlanState:

@@ -24,7 +24,7 @@ from dpframe.aggregate import confidence
 from dpframe.backends.base import Refuses
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.family import FamilyPlan, check_format, needs_budget
-from dpframe.frame import Query
+from dpframe.frame import Query, diagnostics_flag
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
 from dpframe.sealed import _ENGINE, plain
@@ -33,6 +33,7 @@ from dpframe.sql.parse import parse
 from dpframe.sql.post import PostProcess
 from dpframe.sql.topk import SQLTopKQuery, top_k_call, top_k_query
 from dpframe.tuning.diagnostics import Diagnosed
+from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
     from dpframe.session import Session
@@ -135,10 +136,13 @@ class SQLQuery(Query):
         """
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget, accuracy=accuracy))]})
-        budget = self._affordable(budget, accuracy) if accuracy is not None else needs_budget(budget, "collect")
+        diagnostics = diagnostics_flag(diagnostics)
+        budget = (self._affordable(budget, accuracy, diagnostics) if accuracy is not None
+                  else needs_budget(budget, "collect"))
         plan = self._planned(budget)                # bad budgets raise first, uncharged
         if ci is not None:
             confidence(ci)
+            self._check_interval_names(plan)
         refusal = self._refusal()
         if refusal is not None:
             raise PlanError(f"backend {self._backend().name!r} cannot run {refusal}", argument="backend",
@@ -150,6 +154,23 @@ class SQLQuery(Query):
         if ci is None:
             return self._post(self._collect(plan), None)         # the plan just made (planning is ~1 ms)
         return self._post(super().collect(budget, ci=ci), ci)
+
+    def _check_interval_names(self, plan: FamilyPlan[pl.DataFrame]) -> None:
+        """A PlanError naming ``ci`` (nothing charged) when an output's interval column takes another output's name.
+
+        ``_post`` adds ``<name>_ci_low`` / ``<name>_ci_high`` beside the selected columns: a key or measure
+        selected under that name (``SELECT g AS n_ci_low, COUNT(*) AS n``) would be replaced by the interval.
+        """
+        detail = plan.detail
+        plans = detail.shown.plans if isinstance(detail, StagedPlan) else detail.plans
+        with_intervals = {name for p in plans for name in p.interval_outputs()}
+        outputs = {name for name, _ in self.post.columns}
+        for name, src in self.post.columns:
+            taken = [f"{name}_{end}" for end in ("ci_low", "ci_high") if f"{name}_{end}" in outputs]
+            if src in with_intervals and taken:
+                raise PlanError(f"two output columns are named {taken[0]!r} (the interval of {name!r} and a selected "
+                                "column)", argument="ci",
+                                fix="give the selected column another alias, or leave ci= out")
 
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:

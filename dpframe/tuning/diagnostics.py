@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import Budget, describe, make
+from dpframe.measures import Measure
 from dpframe.mechanism import Noise, Statistic
 from dpframe.plan.nodes import Aggregate
 from dpframe.planning import first
@@ -45,6 +46,7 @@ from dpframe.tuning.shares import Shares
 
 if TYPE_CHECKING:
     from dpframe.noise import RandomSource
+    from dpframe.privacy_unit import PrivacyUnit
     from dpframe.release import PrivateReader
 
 
@@ -68,22 +70,49 @@ def counted(unit_is_row: bool, node: Aggregate) -> bool:
     return not unit_is_row or any(m.bounds is not None for m in node.measures) or (node.grouped and node.keys is None)
 
 
+def noises(unit: PrivacyUnit, node: Aggregate, share: Budget) -> list[Noise]:
+    """The noise of each count :func:`diagnose` releases, in its order: public (the unit's numbers, the query's shape).
+
+    A BudgetError when one is beyond the exact sampler's range: :func:`~dpframe.tuning.stage.plan_staged`
+    calls it at the largest bounds the query may choose, before anything is charged.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.planning import agg_node
+        >>> node = agg_node(pl.Schema({"x": pl.Float64}), dp.sum("x", bounds=(0, 5)))
+        >>> [n.sensitivity for n in noises(dp.PrivacyUnit("u", max_rows=10), node, dp.PureDP(1))]
+        [Fraction(1, 1), Fraction(10, 1), Fraction(10, 1)]
+
+    """
+    rows = Fraction(unit.max_rows)
+    sensitivities = [Fraction(1), rows] if unit.column is not None else []
+    sensitivities += [rows] * len(_clipped(node))
+    if node.grouped and node.keys is None:
+        sensitivities.append(Fraction(unit.groups_per_unit))
+    part = make(share.notion, first(share) / max(len(sensitivities), 1))
+    return [Noise.calibrate(sensitivity, part) for sensitivity in sensitivities]
+
+
+def _clipped(node: Aggregate) -> dict[str, Measure]:
+    """The measures whose values are clipped, by output name."""
+    return {m.output_name: m for m in node.measures if m.bounds is not None and m.column is not None}
+
+
 def diagnose(bounded: PrivateReader, node: Aggregate, chosen: Chosen, shares: Shares, released: int,
              rng: RandomSource) -> pl.DataFrame:
     """The diagnostics table (reads the private rows again; runs inside the query's reservation)."""
     unit = chosen.unit
-    exact: list[tuple[str, int, Fraction, str]] = []      # name, exact value, sensitivity, detail
-    m_rows = Fraction(unit.max_rows)
+    exact: list[tuple[str, int, str]] = []      # name, exact value, detail (the noises: :func:`noises`)
     if unit.column is not None:
         by = (unit.column, *node.by)
         kept = _by_unit(bounded.statistics(node.input, (Statistic("rows"),), by=by), node)
         every = _by_unit(bounded.statistics(node.input, (Statistic("rows"),), by=by, bound=False), node)
         lost = every.join(kept, on=unit.column, how="left", suffix="_kept").fill_null(0)
         dropped = (lost["__rows"] - lost["__rows_kept"]).to_numpy()
-        exact.append(("units that lost rows", int((dropped > 0).sum()), Fraction(1), "Δ = 1"))
-        exact.append(("rows dropped by bounding", int(np.minimum(dropped, unit.max_rows).sum()), m_rows,
+        exact.append(("units that lost rows", int((dropped > 0).sum()), "Δ = 1"))
+        exact.append(("rows dropped by bounding", int(np.minimum(dropped, unit.max_rows).sum()),
                       f"each unit counted up to max_rows = {unit.max_rows}; Δ = {unit.max_rows}"))
-    clipped = {m.output_name: m for m in node.measures if m.bounds is not None and m.column is not None}
+    clipped = _clipped(node)
     if clipped:
         stats: dict[str, tuple[Statistic, Statistic]] = {}
         for name, m in clipped.items():
@@ -93,21 +122,19 @@ def diagnose(bounded: PrivateReader, node: Aggregate, chosen: Chosen, shares: Sh
         read = bounded.statistics(node.input, tuple(dict.fromkeys(s for pair in stats.values() for s in pair)),
                                   by=node.by, keys=node.keys)
         for name, (values, inside) in stats.items():
-            exact.append((f"{name} values clipped", int(read[values.key].sum()) - int(read[inside.key].sum()), m_rows,
-                           f"kept rows outside the bounds; Δ = {unit.max_rows}"))
+            exact.append((f"{name} values clipped", int(read[values.key].sum()) - int(read[inside.key].sum()),
+                          f"kept rows outside the bounds; Δ = {unit.max_rows}"))
     if node.grouped and node.keys is None:
         groups = bounded.statistics(node.input, (Statistic("rows"),), by=node.by).height
-        exact.append(("groups suppressed by selection", groups - released, Fraction(unit.groups_per_unit),
+        exact.append(("groups suppressed by selection", groups - released,
                       f"distinct groups after bounding less the {released} released; Δ = {unit.groups_per_unit}"))
     assert shares.diagnostics is not None
-    part = _part(shares.diagnostics, len(exact))
     rows: list[dict[str, Any]] = [{"diagnostic": name, "value": value, "ci95": None, "detail": "chosen privately"}
                                   for name, value in chosen.rows()]
-    for name, value, sensitivity, detail in exact:
-        noise = Noise.calibrate(sensitivity, part)
+    for (name, value, detail), noise in zip(exact, noises(unit, node, shares.diagnostics), strict=True):
         noisy = max(value + int(noise.sample(1, rng)[0]), 0)
         rows.append({"diagnostic": name, "value": float(noisy), "ci95": noise.ci95(),
-                     "detail": f"{detail}; {describe(part)}"})
+                     "detail": f"{detail}; {describe(noise.cost())}"})
     return pl.DataFrame(rows, schema={"diagnostic": pl.String, "value": pl.Float64, "ci95": pl.Float64,
                                       "detail": pl.String})
 
@@ -120,8 +147,4 @@ def _by_unit(frame: pl.DataFrame, node: Aggregate) -> pl.DataFrame:
     return frame.group_by(unit).agg(pl.col("__rows").sum())
 
 
-def _part(share: Budget, count: int) -> Budget:
-    return make(share.notion, first(share) / max(count, 1))
-
-
-__all__ = ["Diagnosed", "counted", "diagnose"]
+__all__ = ["Diagnosed", "counted", "diagnose", "noises"]

@@ -66,7 +66,7 @@ from dpframe.plan.sample import Sample
 from dpframe.planning import PhysicalPlan, PlanContext, budget_of, first, plan_query
 from dpframe.privacy_unit import AUTO, PrivacyUnit
 from dpframe.tuning.choose import Chosen, ErrorModel, clipping_error, denoise, groups_error, kept_rows, rows_error
-from dpframe.tuning.diagnostics import Diagnosed, diagnose
+from dpframe.tuning.diagnostics import Diagnosed, diagnose, noises
 from dpframe.tuning.grid import AUTO_MAX_ROWS, OUTER, ROW_CANDIDATES, bin_of, value_edges
 from dpframe.tuning.shares import Shares, split
 
@@ -76,6 +76,9 @@ if TYPE_CHECKING:
 
 SAMPLE_ROWS = 4
 """Rows per unit the clipping histogram reads (a uniform random subset): its noise scales with this, not max_rows."""
+
+AUTO_KINDS = frozenset({"sum", "mean", "var", "std"})
+"""The measures that may take ``bounds="auto"``: every candidate range is a valid clipping range for them."""
 
 TOTALS = frozenset({"len", "count", "count_units", "sum"})
 """Measures whose value is a total (their error is judged against the total; others are ratios)."""
@@ -122,7 +125,10 @@ def check_auto(source: Source, node: Aggregate) -> None:
     """
     for m in node.measures:
         if auto_bounds(m):
-            assert m.column is not None
+            if m.kind not in AUTO_KINDS or m.column is None:
+                raise PlanError(f"bounds='auto' is for {', '.join(sorted(AUTO_KINDS))} only, not {m.describe()} (the "
+                                "release must accept every candidate range the tuning stage may choose)",
+                                argument="bounds", fix="pass bounds=(lower, upper), e.g. from frame.bounds(column)")
             dtype = node.schema.get(m.column)
             if dtype is not None and not (dtype.is_numeric() or dtype == pl.Boolean):
                 raise SchemaError(f"bounds='auto' needs a numeric column; {m.column!r} is {dtype}", argument="bounds",
@@ -158,7 +164,8 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
 
     ``run`` releases the tuned query (engine code: it receives the private reader, inside the reservation);
     ``finish`` adds what ``collect`` asked for (intervals) to a plan: it receives public values only (a plan
-    made from released choices).
+    made from released choices); it is applied to the plans checked before charging too (the dry runs of the
+    smallest and largest bounds), so what it adds cannot fail only after the charge.
     """
     budget = budget_of(budget)
     unit, items = source.unit, _items(source.unit, node)
@@ -166,9 +173,11 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
     edge = max((value_edges(node.schema[m.column])[-1] for m in node.measures if auto_bounds(m) and m.column),
                default=Fraction(1))
     worst_unit, worst_node = stand_in(unit, node, AUTO_MAX_ROWS, edge)        # the noisiest release: must plan
-    worst = plan_query(_context(source, worst_unit), worst_node, shares.release)
+    worst = finish(plan_query(_context(source, worst_unit), worst_node, shares.release))
+    if shares.diagnostics is not None:
+        noises(worst_unit, worst_node, shares.diagnostics)      # the noisiest diagnostics: must be drawable
     shown_unit, shown_node = stand_in(unit, node)
-    shown = plan_query(_context(source, shown_unit), shown_node, shares.release)
+    shown = finish(plan_query(_context(source, shown_unit), shown_node, shares.release))
     release_cost = make(shares.release.notion, first(shares.release), getattr(worst.cost, "delta", Fraction(0)))
     cost = make(budget.notion, first(budget), getattr(release_cost, "delta", Fraction(0)))
     curves = [c for _, share in shares.tuning for c in plan_curves(None, share)]
@@ -316,5 +325,5 @@ def _noise_per_unit(plan: PhysicalPlan) -> float:
     return math.sqrt(2) / part if plan.budget.notion != "zcdp" else 1 / math.sqrt(2 * part)
 
 
-__all__ = ["RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged", "stand_in",
+__all__ = ["AUTO_KINDS", "RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged", "stand_in",
            "staged"]
