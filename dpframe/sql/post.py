@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from dpframe.sql.compile import Key
 
 RELEASED = "__dp_released"
+INTERVAL_ENDS = ("ci_low", "ci_high")
+"""The suffixes of a measure's interval columns (``collect(..., ci=...)``)."""
 _RAW = ("only GROUP BY keys and aggregates can be released: use the column in GROUP BY, or aggregate it "
         "(COUNT, SUM(CLAMP(...)), AVG(CLAMP(...)), ...)")
 
@@ -50,21 +52,51 @@ def released_dtype(m: Measure) -> pl.DataType:
 
 @dataclass(frozen=True)
 class PostProcess:
-    """Reshapes the released frame: a column selection, or a DuckDB query over the released values."""
+    """Reshapes the released frame: a column selection, or a DuckDB query over the released values.
+
+    ``columns`` are the ``(output, released column)`` pairs of the outputs that are a released column
+    itself (every output when ``sql`` is None); ``names`` all output names, in order; ``sql_ci`` the same
+    query as ``sql`` also selecting ``<column>_ci_low`` / ``<column>_ci_high`` as ``<output>_ci_low`` /
+    ``<output>_ci_high`` for each of ``columns``, so that intervals follow the rows HAVING, ORDER BY and
+    LIMIT keep.
+    """
 
     sql: str | None
     columns: tuple[tuple[str, str], ...]
     restore: tuple[tuple[str, pl.DataType], ...] = ()
+    names: tuple[str, ...] = ()
+    sql_ci: str | None = None
 
     def describe(self) -> str | None:
         """The post-processing SQL (None when the output is just a selection of released columns)."""
         return self.sql
 
-    def apply(self, released: pl.DataFrame) -> pl.DataFrame:
-        """Run on the released (noisy) frame."""
+    def apply(self, released: pl.DataFrame, intervals: bool = False) -> pl.DataFrame:
+        """Run on the released (noisy) frame; ``intervals``: also pass the selected measures' interval columns on.
+
+        Example:
+            >>> post = PostProcess("SELECT n FROM __dp_released ORDER BY n DESC", (("n", "n"),), (), ("n",),
+            ...                    "SELECT n, n_ci_low AS n_ci_low, n_ci_high AS n_ci_high FROM __dp_released "
+            ...                    "ORDER BY n DESC")
+            >>> post.apply(pl.DataFrame({"n": [1, 5], "n_ci_low": [0, 4], "n_ci_high": [2, 6]}), True).rows()
+            [(5, 4, 6), (1, 0, 2)]
+
+        """
+        ends = [f"{src}_{end}" for _, src in self.columns for end in INTERVAL_ENDS]
+        present = [c for c in ends if c in released.columns]
         if self.sql is None:
-            return released.select([pl.col(src).alias(out) for out, src in self.columns])
-        return run(self.sql, released, dict(self.restore))
+            return released.select([pl.col(src).alias(out) for out, src in self.columns] + (
+                [pl.col(f"{src}_{end}").alias(f"{out}_{end}") for out, src in self.columns for end in INTERVAL_ENDS
+                 if f"{src}_{end}" in present] if intervals else []))
+        if not intervals or not present or self.sql_ci is None:
+            return run(self.sql, released, dict(self.restore))
+        # the measures without intervals get null ones for the query, dropped from its output
+        missing = [c for c in ends if c not in released.columns]
+        out = run(self.sql_ci, released.with_columns([pl.lit(None, pl.Float64).alias(c) for c in missing]),
+                  dict(self.restore))
+        dropped = {f"{out_name}_{end}" for out_name, src in self.columns for end in INTERVAL_ENDS
+                   if f"{src}_{end}" in missing}
+        return out.drop([c for c in out.columns if c in dropped])
 
 
 def run(sql: str, released: pl.DataFrame, restore: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -144,29 +176,41 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
         i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1 and i["column_names"][0] in released
         for i in out_items)
     if simple:
-        return PostProcess(None, tuple((n, i["column_names"][0]) for n, i in zip(names, out_items)))
-    node = select_node(out_items)
-    node["from_table"] = {"type": "BASE_TABLE", "alias": "", "sample": None, "schema_name": "",
-                          "table_name": RELEASED, "column_name_alias": [], "catalog_name": "", "at_clause": None}
-    node["where_clause"] = where
-    modifiers = []
-    if new_orders:
-        modifiers.append({"type": "ORDER_MODIFIER", "orders": new_orders})
-    if limit is not None:
-        modifiers.append(copy.deepcopy(limit))
-    node["modifiers"] = modifiers
-    sql = render(node)
+        return PostProcess(None, tuple((n, i["column_names"][0]) for n, i in zip(names, out_items)), (), tuple(names))
+    measures = {m.output_name for m in named.values()}
+    measured = tuple((n, str(i["column_names"][0])) for n, i in zip(names, out_items)
+                     if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
+                     and i["column_names"][0] in measures)
+    ends = [(f"{src}_{end}", f"{n}_{end}") for n, src in measured for end in INTERVAL_ENDS]
+    sql, sql_ci = (_render(out_items + [dict(column_ref(src), alias=out) for src, out in extra], where, new_orders,
+                           limit) for extra in ([], ends))
     schema = {k.flat: aggregate.input.schema[k.flat] for k in keys}
     schema.update({m.output_name: released_dtype(m) for m in named.values()})
     try:
         run(sql, pl.DataFrame(schema=schema), {})
+        run(sql_ci, pl.DataFrame(schema={**schema, **{src: pl.Float64() for src, _ in ends}}), {})
     except Exception as e:
         raise PlanError(f"the output expressions cannot be computed: {str(e).splitlines()[0]}", argument="sql",
                         fix="check the SELECT/HAVING/ORDER BY expressions over the released columns") from None
     restore = tuple((n, schema[i["column_names"][0]]) for n, i in zip(names, out_items)
                     if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
                     and i["column_names"][0] in schema)
-    return PostProcess(sql, (), restore)
+    return PostProcess(sql, measured, restore, tuple(names), sql_ci)
+
+
+def _render(items: list[Json], where: Json | None, orders: list[Json], limit: Json | None) -> str:
+    """``SELECT items FROM __dp_released WHERE … ORDER BY … LIMIT …`` as SQL text."""
+    node = select_node(copy.deepcopy(items))
+    node["from_table"] = {"type": "BASE_TABLE", "alias": "", "sample": None, "schema_name": "",
+                          "table_name": RELEASED, "column_name_alias": [], "catalog_name": "", "at_clause": None}
+    node["where_clause"] = copy.deepcopy(where)
+    modifiers = []
+    if orders:
+        modifiers.append({"type": "ORDER_MODIFIER", "orders": copy.deepcopy(orders)})
+    if limit is not None:
+        modifiers.append(copy.deepcopy(limit))
+    node["modifiers"] = modifiers
+    return render(node)
 
 
 def _output_name(item: Json, new: Json, named: dict[str, Measure], sub: _Substitute) -> str:
@@ -180,4 +224,4 @@ def _output_name(item: Json, new: Json, named: dict[str, Measure], sub: _Substit
     return render_expression(item)
 
 
-__all__ = ["RELEASED", "PostProcess", "build_post", "quote"]
+__all__ = ["INTERVAL_ENDS", "RELEASED", "PostProcess", "build_post", "quote"]

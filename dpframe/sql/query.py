@@ -30,7 +30,7 @@ from dpframe.planning import budget_of
 from dpframe.sealed import _ENGINE, plain
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
-from dpframe.sql.post import PostProcess
+from dpframe.sql.post import INTERVAL_ENDS, PostProcess
 from dpframe.sql.topk import SQLTopKQuery, top_k_call, top_k_query
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
@@ -164,9 +164,9 @@ class SQLQuery(Query):
         detail = plan.detail
         plans = detail.shown.plans if isinstance(detail, StagedPlan) else detail.plans
         with_intervals = {name for p in plans for name in p.interval_outputs()}
-        outputs = {name for name, _ in self.post.columns}
+        outputs = set(self.post.names)
         for name, src in self.post.columns:
-            taken = [f"{name}_{end}" for end in ("ci_low", "ci_high") if f"{name}_{end}" in outputs]
+            taken = [f"{name}_{end}" for end in INTERVAL_ENDS if f"{name}_{end}" in outputs]
             if src in with_intervals and taken:
                 raise PlanError(f"two output columns are named {taken[0]!r} (the interval of {name!r} and a selected "
                                 "column)", argument="ci",
@@ -174,11 +174,7 @@ class SQLQuery(Query):
 
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:
-            out = self.post.apply(released)
-            if ci is None or self.post.sql is not None:
-                return out
-            return out.with_columns([released[f"{src}_{end}"].alias(f"{name}_{end}") for name, src in self.post.columns
-                                     for end in ("ci_low", "ci_high") if f"{src}_{end}" in released.columns])
+            return self.post.apply(released, intervals=ci is not None)
         except Exception as e:
             error = DPFrameError(f"post-processing of the released values failed ({str(e).splitlines()[0]}); the "
                                  "query was charged; the released values are in this error's .released",

@@ -235,8 +235,8 @@ def _check_sql(out: Any, query: Any, budget: Any) -> None:
     if isinstance(query, dp.Query) and query.post.sql is None:   # a selection of the released columns, renamed
         plan = query.plan(budget)
         released = {*query.node.by, *(name for p in plan.plans for name in p.output_names())}
-        assert {source for source, _ in query.post.columns} <= released, (query.post.columns, released)
-        assert out.columns == [name for _, name in query.post.columns], (out.columns, query.post.columns)
+        assert {source for _, source in query.post.columns} <= released, (query.post.columns, released)
+        assert out.columns == [name for name, _ in query.post.columns], (out.columns, query.post.columns)
     elif isinstance(query, dp.Query):         # HAVING / ORDER BY / LIMIT / expressions: at most one row per group
         assert isinstance(out, pl.DataFrame)
         if query.node.keys is not None:
