@@ -26,6 +26,7 @@ import polars as pl
 from dpframe.accuracy import check_accuracy, smallest_budget
 from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
+from dpframe.backends.base import unsupported
 from dpframe.budgets import Budget, describe
 from dpframe.display import query_html
 from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
@@ -33,7 +34,7 @@ from dpframe.family import Releasable, Source, check_format, needs_budget, rende
 from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
-from dpframe.plan.nodes import Aggregate, Filter, Node, Select, WithColumns, bounded_unit, rebound, tables_read
+from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
 from dpframe.sealed import _ENGINE, engine_only, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
@@ -77,6 +78,12 @@ class Frame:
 
     def __init__(self, session: Session, node: Node, *, _engine: object = None) -> None:
         engine_only(_engine, "Frame", "start from sess.table(name) and chain its methods")
+        backend = session._catalog.backend(None)
+        reason = unsupported(backend, node) if isinstance(node, RowNode) else None
+        if reason is not None:   # refused now, free: it would fail after its charge
+            raise PlanError(f"backend {backend.name!r} cannot run {node.describe()}: {reason}", argument="backend",
+                            fix="change the step as the message says, or use another backend: "
+                                "dp.Session(..., backend='polars')")
         self._session = session
         self._node = node
 

@@ -57,7 +57,9 @@ class Session(Sealed):
             schemas); a session that differs in any of them is refused (``LedgerError``).
         backend: execution engine name (``"polars"``, ``"duckdb"`` or ``"spark"``; see ``dpframe plugins``).
         spark: for ``backend="spark"``: the ``SparkSession`` to run on (default: the active one); tables may
-            then also be Spark DataFrames or Parquet/Delta paths read by Spark. See ``docs/scaling.md``.
+            then also be Spark DataFrames or Parquet/Delta paths read by Spark. One whose web UI or event log
+            others may read (Spark's defaults: its metrics are exact statistics) is refused. See
+            ``docs/scaling.md``.
         accountant: ``"basic"`` (pure/approx budgets) or ``"zcdp"`` (zCDP budgets), the default by budget;
             ``"rdp"`` (Rényi filter) or ``"pld"`` (Rényi filter + PLD reports) for (ε, δ > 0) budgets.
         seed: **tests only** — a deterministic, NOT PRIVATE random source (``explain()`` says so).

@@ -136,3 +136,16 @@ class Refuses(Protocol):
     def supports(self, node: RowNode) -> str | None:
         """Why this backend cannot run ``node`` (None: it can)."""
         ...
+
+
+def unsupported(backend: Any, node: RowNode) -> str | None:
+    """Why ``backend`` cannot run ``node`` (None if it can).
+
+    A backend may answer itself with ``supports(node) -> str | None``; otherwise a SQL node runs only if it
+    has a Polars translation (``polars_unavailable`` is None).
+    """
+    if isinstance(backend, Refuses):
+        reason = backend.supports(node)
+        return None if reason is None else str(reason)
+    reason = getattr(node, "polars_unavailable", None)
+    return None if reason is None else str(reason)

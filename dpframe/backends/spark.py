@@ -53,6 +53,12 @@ DataFrame, a path) is a plan Spark runs for every query: one job reads every val
 is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or compute is refused then,
 not by every query reading its column after its charge.
 
+Spark's web UI and event log record every operator's row count — exact statistics of the private rows —
+so a SparkSession whose UI is on or that logs events is refused (:func:`metrics_reachable`; its owner may
+declare them private), and one dpframe starts has no UI. A derived column of a type Spark cannot store
+is refused when the frame is built (:meth:`SparkBackend.supports`), and comparisons Spark would compute
+differently (decimals of two types, integers beyond 64 bits) run through Polars.
+
 Differences from Polars, both only on overflow: native Int64 ``+ - *`` give NULL where Polars wraps around
 (Spark's ANSI mode would raise instead: a failure that could reveal a private value), and widening casts
 are exact on both.
@@ -232,6 +238,43 @@ def _reads_every_value(frame: Any) -> bool:
     return True
 
 
+METRICS_PRIVATE = "spark.dpframe.metricsArePrivate"
+
+
+def metrics_reachable(spark: Any) -> str | None:
+    """Where others than the data owner may read ``spark``'s query metrics (None: nowhere dpframe knows of).
+
+    Spark's web UI (on by default, on every interface, without authentication; its REST API too) and its
+    event log record each operator's "number of output rows" and each stage's record counts: after a
+    query they hold exact statistics of the private rows (how many passed a filter, how many each group
+    has), outside any ε. A data owner whose UI and logs only they can read (an access-controlled cluster)
+    declares it with the Spark configuration ``spark.dpframe.metricsArePrivate=true``.
+
+    Example (needs PySpark and Java; skipped by the doctests)::
+
+        >>> metrics_reachable(SparkSession.builder.config("spark.ui.enabled", "false").getOrCreate())  # doctest: +SKIP
+
+    """
+    if str(spark.conf.get(METRICS_PRIVATE, "false")).lower() == "true":
+        return None
+    context = spark.sparkContext
+    if context.uiWebUrl is not None:
+        return f"its web UI ({context.uiWebUrl})"
+    if str(context.getConf().get("spark.eventLog.enabled", "false")).lower() == "true":
+        return "its event log (spark.eventLog.enabled)"
+    return None
+
+
+def _check_metrics(spark: Any) -> None:
+    """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable."""
+    where = metrics_reachable(spark)
+    if where is not None:
+        raise ArgumentError(f"the SparkSession's query metrics are readable in {where}: each query's row counts "
+                            "there are exact statistics of the private rows", argument="spark",
+                            fix="start Spark with .config('spark.ui.enabled', 'false') (and no event log), or, if only "
+                                f"you can read its UI and logs, set .config('{METRICS_PRIVATE}', 'true')")
+
+
 def _name(column: str) -> Any:
     F = _pyspark().functions
     return F.col("`" + column.replace("`", "``") + "`")
@@ -308,7 +351,8 @@ class _Translator:
     def literal(payload: Any) -> Any:
         kind, value = next(iter(payload.items()))
         inner, scalar = next(iter(value.items())) if isinstance(value, dict) else (None, None)
-        if kind == "Dyn" and inner in ("Int", "Float"):
+        if kind == "Dyn" and (inner == "Float" or inner == "Int" and isinstance(scalar, int) and
+                              -(2**63) <= scalar < 2**63):    # an integer beyond 64 bits is no Spark literal
             return scalar
         if kind == "Scalar" and inner in ("String", "Boolean"):
             return scalar
@@ -321,6 +365,11 @@ class _Translator:
         lt, rt = self.dtype(left), self.dtype(right)
         if op in _COMPARE:
             if _family(lt) != _family(rt) or _family(lt) not in _ORDERED:
+                raise _Untranslatable(f"{op} on {lt}, {rt}")
+            T = _pyspark().types
+            stored = (spark_type(lt), spark_type(rt))
+            if stored[0] != stored[1] and any(isinstance(t, T.DecimalType) for t in stored):
+                # Spark casts both sides to one decimal type of at most 38 digits: the finer scale rounds
                 raise _Untranslatable(f"{op} on {lt}, {rt}")
             return getattr(self(left), _COMPARE[op])(self(right))
         if op in ("And", "Or") and lt == pl.Boolean and rt == pl.Boolean:   # Kleene logic in both engines
@@ -411,25 +460,33 @@ class SparkBackend:
 
         One it creates runs its Python workers on this interpreter unless ``PYSPARK_PYTHON`` says
         otherwise: Spark's default, the first ``python3`` on the path, may lack Polars, and every query
-        with a step Spark runs through Polars would then fail after its charge.
+        with a step Spark runs through Polars would then fail after its charge. It has no web UI; an
+        active one whose metrics others may read is refused (:func:`metrics_reachable`).
         """
         if self._spark is None:
             session = self._sql.SparkSession
-            builder = session.builder if os.environ.get("PYSPARK_PYTHON") else \
-                session.builder.config("spark.pyspark.python", sys.executable)
+            builder = session.builder.config("spark.ui.enabled", "false")   # its metrics are exact statistics
+            if not os.environ.get("PYSPARK_PYTHON"):
+                builder = builder.config("spark.pyspark.python", sys.executable)
             try:
-                self._spark = session.getActiveSession() or builder.getOrCreate()
+                spark = session.getActiveSession() or builder.getOrCreate()
             except Exception as e:  # typically no Java: PySparkRuntimeError [JAVA_GATEWAY_EXITED]
                 raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
                                    "or pass spark=<SparkSession> connected to your cluster") from None
+            _check_metrics(spark)
+            self._spark = spark
         return self._spark
 
     def use_spark(self, spark: Any) -> None:
-        """Run on ``spark`` (the ``spark=`` argument of ``dp.Session``)."""
+        """Run on ``spark`` (the ``spark=`` argument of ``dp.Session``).
+
+        Refused where others may read its metrics (:func:`metrics_reachable`).
+        """
         if not isinstance(spark, self._sql.SparkSession):
             raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
+        _check_metrics(spark)
         self._spark = spark
 
     # ---------------------------------------------------------------------------------- registration
@@ -575,9 +632,18 @@ class SparkBackend:
                                                if f.name in declared}
 
     def supports(self, node: RowNode) -> str | None:
-        """Why ``node`` cannot run here (None: it can). Only DuckDB-only SQL nodes are refused."""
+        """Why ``node`` cannot run here (None: it can): DuckDB-only SQL, or a column type Spark cannot store.
+
+        A derived column of a type :func:`spark_type` has no Spark type for (a Duration, a Time, a Null,
+        an Int128, a list) would fail the query after its charge.
+        """
         if isinstance(node, SQLFilter | SQLProject) and node.polars is None:
             return node.polars_unavailable or "this SQL has no Polars form"
+        for name, dtype in node.schema.items():
+            if spark_type(dtype) is None:
+                return (f"its column {name!r} has type {dtype}, which the Spark backend cannot store; cast it "
+                        "(e.g. a duration to Int64 with .dt.total_microseconds(), pl.lit(None, dtype=pl.Int64)) "
+                        "or run the query on another backend")
         return None
 
     # ------------------------------------------------------------------------------------ row nodes

@@ -33,13 +33,33 @@ from dpframe.tables import ENGINE_PREFIX, reserved_name
 _PROBE_ROWS = 3
 
 
+def case_key(name: str) -> str:
+    """``name`` with case ignored as Spark's and DuckDB's names ignore it: equal keys, names they may equate.
+
+    Spark matches names with Java's ``equalsIgnoreCase``: character by character, equal when their upper
+    cases, or the lower cases of those, are. That equates more than Python's ``lower()`` (``ſ``, long s,
+    with ``s``; ``İ`` with ``i``; the Kelvin sign with ``k``). Each character is keyed by the lower case of
+    its upper case (the first character of a longer mapping: a superset of Java's single-character one).
+
+    Example:
+        >>> case_key("uſer") == case_key("USER") == case_key("user"), case_key("İd") == case_key("id")
+        (True, True)
+
+    """
+    def key(ch: str) -> str:
+        upper = ch.upper()
+        return (upper if len(upper) == 1 else ch).lower()[0]
+    return "".join(key(ch) for ch in name)
+
+
 def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str) -> None:
     """Refuse a new column (one of ``names`` not in ``input_schema``) the backends could not tell apart.
 
     An empty name, a name starting with :data:`ENGINE_PREFIX` in any case (the DuckDB backend's helper
     columns: ``__dp_hash`` shadowed the bounding hash, and the charged query failed with one exception on
-    D and another on D′), or a name equal to another column's but for case (DuckDB's names ignore case)
-    would break the query after it is charged: a PlanError now, nothing charged, whatever the backend.
+    D and another on D′), or a name equal to another column's but for case (DuckDB's and Spark's names
+    ignore case: :func:`case_key`) would break the query after it is charged: a PlanError now, nothing
+    charged, whatever the backend.
 
     Example:
         >>> check_new_names(pl.Schema({"x": pl.Int64}), ["x", "__DP_HASH"], "exprs")
@@ -56,10 +76,10 @@ def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str
             raise PlanError(f"a new column may not be named {name!r}: {what}, and such a column would break the "
                             "query after it is charged", argument=argument,
                             fix="give the column another name (.alias('...'), or AS in SQL)")
-        other = seen.setdefault(name.lower(), name)
+        other = seen.setdefault(case_key(name), name)
         if other != name and (new or other not in input_schema):
-            raise PlanError(f"the columns {other!r} and {name!r} differ only in case, which DuckDB's names ignore "
-                            "(the query would fail there after it is charged)", argument=argument,
+            raise PlanError(f"the columns {other!r} and {name!r} differ only in case, which DuckDB's and Spark's "
+                            "names ignore (the query would fail there after it is charged)", argument=argument,
                             fix=f"give {name!r} another name (.alias('...'), or AS in SQL)")
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import polars as pl
 
 from dpframe.aggregate import confidence
-from dpframe.backends.base import Refuses
+from dpframe.backends.base import unsupported
 from dpframe.errors import BudgetError, DPFrameError, PlanError
 from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query, diagnostics_flag
@@ -37,19 +37,6 @@ from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
     from dpframe.session import Session
-
-
-def unsupported(backend: Any, node: RowNode) -> str | None:
-    """Why ``backend`` cannot run ``node`` (None if it can).
-
-    A backend may answer itself with ``supports(node) -> str | None``; otherwise a SQL node runs only if it
-    has a Polars translation (``polars_unavailable`` is None).
-    """
-    if isinstance(backend, Refuses):
-        reason = backend.supports(node)
-        return None if reason is None else str(reason)
-    reason = getattr(node, "polars_unavailable", None)
-    return None if reason is None else str(reason)
 
 
 def refusal(backend: Any, node: Node) -> str | None:

@@ -327,8 +327,9 @@ def test_a_spark_session_dpframe_creates_runs_its_workers_on_this_python(monkeyp
         b._sql, b._spark = type("FakeSql", (), {"SparkSession": FakeSparkSession}), None
         return b
 
+    monkeypatch.setattr("dpframe.backends.spark._check_metrics", lambda spark: None)  # (test_review33a.py)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    assert backend().spark == "session" and seen == [("spark.pyspark.python", sys.executable)]
+    assert backend().spark == "session" and ("spark.pyspark.python", sys.executable) in seen
     seen.clear()
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
-    assert backend().spark == "session" and seen == []
+    assert backend().spark == "session" and not any(key == "spark.pyspark.python" for key, _ in seen)
