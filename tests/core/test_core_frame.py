@@ -18,9 +18,16 @@ SCHEMA = pl.Schema({"u": pl.Int64, "age": pl.Int64, "city": pl.String, "spend": 
 
 
 class _Exploding:
-    """A backend stand-in whose every data access fails loudly."""
+    """A backend stand-in whose every data access fails loudly.
+
+    ``supports(node)`` is answered (every step can run): it reads the step's public types, never data, and
+    a frame asks it when it is built.
+    """
 
     name = "polars"
+
+    def supports(self, node: object) -> None:
+        return None
 
     def __getattr__(self, item: str):  # noqa: ANN204
         raise AssertionError(f"the backend was touched: {item}")
