@@ -234,9 +234,30 @@ def _float(x: Fraction) -> float:
         return math.inf
 
 
-def _log(x: Fraction) -> float:
-    """Log x for an exact x > 0, also where float(x) underflows or overflows (via the integer parts)."""
+def exact_log(x: Fraction) -> float:
+    """Log x for an exact x > 0, also where float(x) underflows or overflows (via the integer parts).
+
+    What every calibration to a δ uses: ``float(δ)`` is 0 below 5e-324 and loses precision below 2.2e-308
+    (a subnormal), so ``math.log(float(δ))`` fails or is wrong exactly where an analyst may pick δ.
+
+    Example:
+        >>> round(exact_log(Fraction(1, 10**400)), 4), round(exact_log(Fraction(1, 2)), 6)
+        (-921.034, -0.693147)
+
+    """
     return math.log(x.numerator) - math.log(x.denominator)
+
+
+def up(x: Fraction) -> float:
+    """The smallest float ≥ x (privacy curves take floats; rounding up never under-reports).
+
+    Example:
+        >>> up(Fraction(1, 3)) > 1 / 3, up(Fraction(1, 2)), up(Fraction(1, 10**400))   # 1/3 rounds down, 1/2 is exact
+        (True, 0.5, 5e-324)
+
+    """
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
 def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
@@ -327,7 +348,7 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     """
     if rho == 0:
         return Fraction(0)
-    log_inv = -_log(delta)                               # log(1/δ) > 0, also for δ below the float range
+    log_inv = -exact_log(delta)                               # log(1/δ) > 0, also for δ below the float range
     # an upper bound of log(1/δ) as an exact number (relative margin far above float error)
     log_up = Fraction(log_inv * (1 + 1e-12) + 1e-300)
     standard = _round_up(rho + 2 * _sqrt_up(rho * log_up)) + Fraction(1, 10**12)
@@ -365,7 +386,7 @@ def zcdp_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
         (0.01747, 0.02436, True)
 
     """
-    eps, log_d = float(epsilon), _log(delta)
+    eps, log_d = float(epsilon), exact_log(delta)
     classic_root = math.sqrt(-log_d + eps) - math.sqrt(-log_d)
     classic = Fraction(classic_root * classic_root * (1 - 1e-6))
     candidates = [classic]

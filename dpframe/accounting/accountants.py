@@ -171,7 +171,9 @@ class Accountant(Sealed, ABC):
             eps = min(first, round_up(amplified_epsilon(float(first), rate)))
         except (OverflowError, BudgetError):      # ε beyond floats: no amplification (sound, and it fits nothing)
             eps = first
-        return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(repr(rate)))
+        # γδ with γ the float's exact value: its decimal repr can be below it (repr 0.1 is 1/10, the float
+        # 0.1000000000000000055...), and the sample keeps a unit with probability ⌊γ·2⁶⁴⌋/2⁶⁴ ≤ γ.
+        return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(rate))
 
     @overload
     def compose(self, charges: Sequence[Any]) -> Any: ...

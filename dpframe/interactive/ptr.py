@@ -36,20 +36,21 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from dpframe.budgets import ApproxDP, Budget, exact
+from dpframe.budgets import ApproxDP, Budget, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
-from dpframe.noise import discrete_laplace, discrete_laplace_tail
+from dpframe.noise import discrete_laplace, discrete_laplace_log_tail
 from dpframe.plan.nodes import tables_read
 from dpframe.sealed import Sealed
 
@@ -187,9 +188,11 @@ class RobustMedian(Sealed):
         rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)
         j = len(self.proposals)
 
+        log_delta = exact_log(delta)        # in logs: a δ below the float range, and tails that would underflow
+
         def covers(half: int) -> bool:      # the union bound at ⌈t/2⌉ = half; it only falls as half grows
-            return j * (discrete_laplace_tail(nu_scale, half) + discrete_laplace_tail(rho_scale, half)) * (1 + 1e-9) \
-                <= float(delta)
+            tails = np.logaddexp(discrete_laplace_log_tail(nu_scale, half), discrete_laplace_log_tail(rho_scale, half))
+            return math.log(j) + float(tails) + 1e-9 <= log_delta
         lo, hi = 0, 1                       # covers(hi), not covers(lo) (half = 0 never does: its tails are ≥ 1/2)
         while not covers(hi):
             lo, hi = hi, 2 * hi

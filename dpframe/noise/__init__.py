@@ -28,6 +28,7 @@ from dpframe.noise.samplers import (
     discrete_gaussian_batch,
     discrete_laplace,
     discrete_laplace_batch,
+    discrete_laplace_log_tail,
     discrete_laplace_tail,
     discrete_laplace_variance,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "discrete_gaussian_batch",
     "discrete_laplace",
     "discrete_laplace_batch",
+    "discrete_laplace_log_tail",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
     "exponential_index",

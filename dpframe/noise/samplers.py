@@ -83,6 +83,7 @@ __all__ = [
     "discrete_gaussian_batch",
     "discrete_laplace",
     "discrete_laplace_batch",
+    "discrete_laplace_log_tail",
     "discrete_laplace_tail",
     "discrete_laplace_variance",
 ]
@@ -592,17 +593,38 @@ def discrete_laplace_tail(scale: RationalLike, k: int) -> float:
         True
 
     """
-    lam = _positive(scale, "scale")
+    lam, kk = _positive(scale, "scale"), _threshold_int(k)
+    if kk <= 0:
+        return 1.0 - discrete_laplace_tail(lam, 1 - kk)
+    log_p = discrete_laplace_log_tail(lam, kk)
+    return math.exp(log_p) if log_p > -800 else 0.0
+
+
+def discrete_laplace_log_tail(scale: RationalLike, k: int) -> float:
+    """Log P[Z >= k] for Z discrete Laplace with scale t (:func:`discrete_laplace_tail` before its exp).
+
+    Never underflows: compare it with a log δ where δ may be below the float range (a tail that has
+    underflowed to 0.0 is ``<= δ`` for every δ, which would set a threshold far too low).
+
+    Example:
+        >>> round(discrete_laplace_log_tail(4, 4000), 4)           # -1000 - log(1 + e^-1/4)
+        -1000.5759
+
+    """
+    lam, kk = _positive(scale, "scale"), _threshold_int(k)
+    if kk <= 0:
+        return math.log1p(-discrete_laplace_tail(lam, 1 - kk))
+    return -_float(Fraction(kk) / lam) - math.log1p(math.exp(-_float(1 / lam)))
+
+
+def _threshold_int(k: object) -> int:
+    """An integer threshold (a bool or a non-integer is a caller bug: TypeError)."""
     if isinstance(k, bool):
         raise TypeError("k must be an int, got a bool; pass an integer threshold")
     try:
-        kk = operator.index(k)
+        return operator.index(k)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"k must be an int, got {type(k).__name__}; pass an integer threshold") from None
-    if kk <= 0:
-        return 1.0 - discrete_laplace_tail(lam, 1 - kk)
-    log_p = -_float(Fraction(kk) / lam) - math.log1p(math.exp(-_float(1 / lam)))
-    return math.exp(log_p) if log_p > -800 else 0.0
 
 
 

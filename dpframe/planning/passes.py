@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from dpframe.accounting.accountants import plan_curves
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
@@ -303,7 +303,7 @@ def price(state: PlanState) -> PlanState:
 
 
 def sampling_rate(node: Node) -> float:
-    """The product of the Poisson sampling rates on the way from the scan to ``node`` (1: no sampling).
+    """The product of the Poisson sampling rates on the way from the scan to ``node`` (1: no sampling), rounded up.
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
@@ -311,8 +311,8 @@ def sampling_rate(node: Node) -> float:
         1.0
 
     """
-    rate = 1.0
+    rate = Fraction(1)
     for n in node.lineage():
         if isinstance(n, Sample):
-            rate *= n.rate
-    return rate
+            rate *= Fraction(n.rate)
+    return up(rate)       # rounded up: a product rounded to the nearest float can be below the true rate

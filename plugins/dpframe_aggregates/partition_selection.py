@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpframe import accounting as acc
-from dpframe.budgets import ApproxDP, Budget, PureDP, make
+from dpframe.budgets import ApproxDP, Budget, PureDP, exact_log, make, up
 from dpframe.errors import BudgetError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -43,13 +43,13 @@ def sqrt_up(n: int) -> Fraction:
 def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
     """Smallest τ with l0·P[Z ≥ τ − 1] ≤ δ for discrete Laplace(t = scale), plus one for safety."""
     t = float(scale)
-    k = -t * (math.log(float(delta)) + math.log1p(math.exp(-1 / t)) - math.log(l0))
+    k = -t * (exact_log(delta) + math.log1p(math.exp(-1 / t)) - math.log(l0))     # exact_log: any δ > 0
     return max(1, math.ceil(k)) + 2
 
 
 def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
     """Smallest τ with l0·exp(−(τ − 1)²/(2σ²)) ≤ δ, plus one for safety."""
-    k = math.sqrt(2 * float(sigma2) * math.log(l0 / float(delta)))
+    k = math.sqrt(2 * float(sigma2) * (math.log(l0) - exact_log(delta)))
     return max(1, math.ceil(k)) + 2
 
 
@@ -114,8 +114,9 @@ class PartitionSelection:
                          f"max_groups=1 the threshold would be τ = {one} units. If each unit belongs to one group (or "
                          "a few), say so: dp.PrivacyUnit(..., max_groups=1)")
         # Approximate: with probability ≤ δ a unit-only group is released; otherwise the noisy-count curve.
-        curve = (acc.approx(float(share.epsilon), float(delta)) if isinstance(share, ApproxDP)  # type: ignore[union-attr]
-                 else acc.zcdp(float(share.rho), float(delta)))  # type: ignore[union-attr]
+        # Floats rounded up (a δ below 5e-324 becomes the smallest float, not 0): the curve never under-reports.
+        curve = (acc.approx(up(share.epsilon), up(delta)) if isinstance(share, ApproxDP)  # type: ignore[union-attr]
+                 else acc.zcdp(up(share.rho), up(delta)))  # type: ignore[union-attr]
         return SelectionPlan(self.name, tuple(measures), (Statistic("units"),), cost,
                              noise={"distinct units per group": noise}, notes=tuple(notes), outputs=(KEEP,),
                              privacy=(curve,), selection_noise=noise, threshold=tau)

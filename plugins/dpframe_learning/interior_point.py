@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpframe import accounting as acc
-from dpframe.budgets import ApproxDP, Budget, PureDP
+from dpframe.budgets import ApproxDP, Budget, PureDP, exact_log
 from dpframe.errors import PluginError
 from dpframe.mechanism import SortedCodes
 from dpframe.noise import MAX_LAPLACE_SCALE, RandomSource, bernoulli_exp_ratio, discrete_laplace, exponential_index
@@ -345,23 +345,29 @@ class TreeLogParameters:
 
     levels: int
     epsilon0: Fraction
-    delta0: float
+    log_inv_delta0: float      # ln(1/δ₀), rounded up: δ₀ itself may be below the float range
     t: int
 
     @classmethod
     def of(cls, epsilon: Fraction, delta: Fraction, beta: float, size: int, stability: Stability) -> TreeLogParameters:
-        eps, dlt = epsilon, float(delta)
+        # In logs, from the exact δ: float(δ) is 0 below 5e-324 and imprecise below 2.2e-308.
+        eps, log_inv = epsilon, -exact_log(delta)
         if stability.swap:
-            eps, dlt = eps / 2, dlt / (1 + math.exp(float(eps) / 2)) * (1 - 1e-12)
+            eps, log_inv = eps / 2, log_inv + float(np.logaddexp(0.0, float(eps) / 2))     # ln(1 + e^{ε/2})
         L = levels(size)
         eps0 = eps / (9 + 4 * L)
-        delta0 = min(dlt, beta) / (L * (2 + math.exp(float(eps0))) + 1) * (1 - 1e-12)
-        return cls(L, eps0, delta0, _ceil(100 * math.log(1 / delta0) / float(eps0)))
+        log_inv0 = (max(log_inv, -math.log(beta)) + math.log(L * (2 + math.exp(float(eps0))) + 1)) * (1 + 1e-12)
+        return cls(L, eps0, log_inv0, _ceil(100 * log_inv0 / float(eps0)))
+
+    @property
+    def delta0(self) -> float:
+        """δ₀ (0.0 where it is below the float range; the thresholds use :attr:`log_inv_delta0`)."""
+        return math.exp(-self.log_inv_delta0)
 
     @property
     def threshold(self) -> int:
         """The stability-histogram threshold 1 + ⌈ln(1/δ₀)/ε₀⌉ (a new bin passes w.p. ≤ δ₀)."""
-        return 1 + _ceil(math.log(1 / self.delta0) / float(self.epsilon0))
+        return 1 + _ceil(self.log_inv_delta0 / float(self.epsilon0))
 
 
 class TreeLog:

@@ -35,14 +35,13 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, zcdp_rho
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, up, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.planning import budget_of as check_budget
 from dpframe_topk import calibrate as cal
@@ -121,11 +120,6 @@ class TopKPlan:
     curves: list[PrivacyCurve] = field(default_factory=list)
     charge: Any = None                  # what the session accountant reserves (a Budget, or an RDP charge)
     notes: list[str] = field(default_factory=list)
-
-
-def up(x: Fraction) -> float:
-    """A float ≥ x (curves take floats; rounding up never under-reports)."""
-    return math.nextafter(float(x), math.inf)
 
 
 def repeat(curve: PrivacyCurve, times: int) -> list[PrivacyCurve]:

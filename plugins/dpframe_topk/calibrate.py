@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpframe.budgets import zcdp_rho
+from dpframe.budgets import exact_log, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.tct import ChannelPlan, q_notprior
@@ -50,7 +50,7 @@ def sqrt_down(x: Fraction) -> Fraction:
 
 def log_inv(delta: Fraction) -> float:
     """ln(1/δ) for an exact δ (also for δ far below float's smallest normal)."""
-    return math.log(delta.denominator) - math.log(delta.numerator)
+    return -exact_log(delta)
 
 
 def gaussian_shift(sigma2: Fraction, delta_t: Fraction) -> int:

@@ -54,12 +54,12 @@ import polars as pl
 
 from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
-from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, zcdp_epsilon
+from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, up, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
 from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
-from dpframe_topk.budgeting import repeat, up
+from dpframe_topk.budgeting import repeat
 
 if TYPE_CHECKING:
     from dpframe.session import Session

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.accounting import curves
-from dpframe.budgets import ZCDP, describe, make
+from dpframe.budgets import ZCDP, describe, make, up
 from dpframe.errors import BoundsError, BudgetError, PlanError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure, count_units
@@ -52,7 +52,6 @@ from dpframe_topk.budgeting import (
     plan_stable,
     query_budget,
     repeat,
-    up,
 )
 from dpframe_topk.results import TopKFailed, TopKPartial
 

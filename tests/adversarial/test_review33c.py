@@ -1,0 +1,92 @@
+"""Review 33c: the accounting and privacy claims at parameters the analyst picks (tiny δ, rounding edges).
+
+The analyst picks every budget, δ and sampling rate; a δ such as ``"1e-400"`` is a valid ``dp.ApproxDP`` δ (an
+exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal float with few bits.
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses. Expected values are
+literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import polars as pl
+import pytest
+from dpframe_aggregates.partition_selection import gaussian_threshold, laplace_threshold
+from dpframe_learning.interior_point import Stability, TreeLogParameters
+
+import dpframe as dp
+from dpframe.interactive.ptr import robust_median
+
+TINY = Fraction(1, 10**400)          # a valid δ, far below the smallest float (5e-324)
+
+
+def _session(budget: dp.Budget, **kw: object) -> dp.Session:
+    data = pl.DataFrame({"u": range(600), "g": [i % 6 for i in range(600)], "x": [float(i % 50) for i in range(600)]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=budget, seed=0, **kw)  # type: ignore[arg-type]
+
+
+def test_the_robust_median_test_threshold_covers_a_delta_below_the_float_range() -> None:
+    """The generalized-PTR threshold was the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ, evaluated
+    in floats: a tail below e^-800 was rounded to 0.0 and ``float(δ)`` of δ = 10^-400 is 0.0, so the search
+    stopped where the tails underflowed (t = 5957), whose real failure probability is J·e^-742 ≈ 10^-322:
+    the ledger recorded δ = 10^-400, 10^78 times less than the run could fail with. The comparison is now in
+    logs against the exact log δ. Expected (mpmath, 60 digits): J = 15 proposals, ν = 4, ρ = 2 (m = 1,
+    ε_test = 1): the least half with 15·(e^{-h/4}/(1 + e^{-1/4}) + e^{-h/2}/(1 + e^{-1/2})) ≤ 10^-400 is
+    h = 3693 (9.20e-401; h = 3692 gives 1.18e-400), so t = 2h − 1 = 7385; at δ = 10^-6, h = 64, t = 127."""
+    rm = robust_median(_session(dp.ApproxDP(10, 1e-5)).table("t"), "x", bounds=(0, 1000))
+    assert len(rm.proposals) == 15
+    assert rm.threshold(Fraction(1), TINY) == (7385, Fraction(2), Fraction(4))
+    assert rm.threshold(Fraction(1), Fraction(1, 10**6))[0] == 127
+    assert "distance to instability ≥ 7385 rows" in rm.explain(dp.ApproxDP(2, TINY))
+
+
+def test_partition_selection_calibrates_to_a_delta_below_the_float_range() -> None:
+    """``math.log(float(δ))`` raised a raw ValueError (discrete Laplace) or ZeroDivisionError (discrete
+    Gaussian) for δ = 10^-400, escaping as a non-dpframe error from ``cost()``; and the plan's curve took
+    ``float(δ)`` = 0.0, so an RDP/PLD session would have charged the selection δ0 = 0. The thresholds now use
+    the exact log of δ and the curve's δ is rounded up (to 5e-324). Hand-computed: Laplace t = 1, l0 = 1:
+    k = 921.0340 − ln(1 + e^-1) = 920.7208 → ⌈k⌉ + 2 = 923; Gaussian σ² = 1: k = √(2·921.0340) = 42.92 → 45;
+    in the session (ε split in two, t = 2): k = 2·(921.0340 − ln(1 + e^-1/2)) = 1841.12 → τ = 1844."""
+    assert laplace_threshold(1, Fraction(1), TINY) == 923
+    assert gaussian_threshold(1, Fraction(1), TINY) == 45
+    for budget in (dp.ApproxDP(1, TINY), dp.ZCDP(1, TINY)):
+        sess = _session(dp.ApproxDP(10, 1e-300) if budget.notion == "approx" else dp.ZCDP(10, 1e-300))
+        q = sess.table("t").group_by("g").agg(dp.len())
+        assert q.cost(budget) == budget
+        q.collect(budget)
+    rdp = _session(dp.ApproxDP(10, 1e-300), accountant="rdp")
+    query = rdp.table("t").group_by("g").agg(dp.len())
+    assert query.cost(dp.ApproxDP(1, TINY)).delta0 == 5e-324         # type: ignore[union-attr]
+    assert "τ = 1844 " in query.explain(dp.ApproxDP(1, TINY))
+
+
+def test_interior_point_plans_a_delta_below_the_float_range() -> None:
+    """TreeLog's δ₀ = min(δ, β)/(L(2 + e^ε₀) + 1) was formed from ``float(δ)``: δ = 10^-400 raised a raw
+    ZeroDivisionError and δ = 10^-320 an OverflowError from ``cost()`` of every interior-point method (the
+    planner sizes TreeLog for each), and a subnormal δ had a relative error far above the 1e-12 margin. It is
+    now ln(1/δ₀), from the exact log of δ. Hand-computed for ε = 1, δ = 10^-400, β = 1e-6, N = 2^40 (L = 2,
+    ε₀ = 1/17): ln(1/δ₀) = 921.03404 + ln(2·(2 + e^{1/17}) + 1) = 921.03404 + ln 7.12117 = 922.99711."""
+    p = TreeLogParameters.of(Fraction(1), TINY, 1e-6, 2**40, Stability(1))
+    assert (p.levels, p.epsilon0) == (2, Fraction(1, 17))
+    assert p.log_inv_delta0 == pytest.approx(922.99711, abs=1e-5) and p.log_inv_delta0 >= 400 * math.log(10)
+    assert p.t == math.ceil(100 * 17 * p.log_inv_delta0 * (1 + 1e-12)) and p.delta0 == 0.0
+    for delta in ("1e-320", TINY):
+        for method in ("treelog", "binary_search", "exponential"):
+            q = _session(dp.ApproxDP(10, 1e-5)).table("t").interior_point("x", bounds=(0, 100), method=method)
+            assert q.cost(dp.ApproxDP(1, delta)).epsilon == 1      # type: ignore[union-attr]
+
+
+def test_a_sampled_query_is_charged_its_delta_at_the_rate_it_samples_with() -> None:
+    """A sample keeps a unit with probability ⌊γ·2⁶⁴⌋/2⁶⁴ for the float γ, whose exact value can exceed its
+    decimal repr (0.1 is 0.1000000000000000055511151231257827…), but the basic accountant charged
+    δ·Fraction(repr(γ)) = δ/10, below γδ; and ``.sample(0.7).sample(0.1)`` was charged at the float product
+    0.7·0.1 rounded to nearest, which is below the exact product of the two floats. The δ is now charged at
+    the float's exact value and nested rates are multiplied exactly and rounded up."""
+    sess = _session(dp.ApproxDP(10, 1e-3))
+    cost = sess.table("t").sample(0.1).group_by("g").agg(dp.len()).cost(dp.ApproxDP(1, Fraction(1, 10**6)))
+    assert cost.delta == Fraction(0.1) / 10**6 and cost.delta > Fraction(1, 10**7)      # type: ignore[union-attr]
+    assert Fraction(0.7 * 0.1) < Fraction(0.7) * Fraction(0.1)                         # the product rounds down
+    nested = sess.table("t").sample(0.7).sample(0.1).group_by("g").agg(dp.len()).cost(dp.ApproxDP(1, Fraction(1, 2)))
+    assert nested.delta >= Fraction(0.7) * Fraction(0.1) / 2                            # type: ignore[union-attr]
