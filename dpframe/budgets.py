@@ -260,6 +260,18 @@ def up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
+def down(x: Fraction) -> float:
+    """The largest float ≤ x (a budget read as a float never allows more than it says).
+
+    Example:
+        >>> down(Fraction(1, 10)) < 0.1, down(Fraction(1, 2)), down(Fraction(1, 10**400))   # 0.1 is above 1/10
+        (True, 0.5, 0.0)
+
+    """
+    f = float(x)
+    return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
+
+
 def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
     """Log of the smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP, capped at 0 (δ ≤ 1).
 

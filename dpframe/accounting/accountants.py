@@ -59,6 +59,7 @@ from dpframe.budgets import (
     convert,
     describe,
     make,
+    up,
     zcdp_delta,
     zcdp_epsilon,
     zero,
@@ -85,8 +86,9 @@ def check_budget(value: object, argument: str = "cost") -> Budget:
 
 
 def _float_of(x: Fraction, argument: str) -> float:
+    """The smallest float ≥ ``x`` (a curve never under-reports), or a BudgetError naming ``argument``."""
     try:
-        return float(x)
+        return up(Fraction(x))
     except OverflowError:
         raise BudgetError(f"{_short(x)} is too large to account with privacy curves", argument=argument,
                           fix="use a budget below 1e300") from None
@@ -99,9 +101,9 @@ def _short(x: Fraction) -> str:
 def curve_of(cost: Budget) -> PrivacyCurve:
     """The privacy curve a bare budget guarantees (for charges without declared curves)."""
     if cost.notion == "zcdp":
-        return zcdp(_float_of(cost.rho, "rho"), float(cost.delta))  # type: ignore[union-attr]
+        return zcdp(_float_of(cost.rho, "rho"), up(Fraction(cost.delta)))  # type: ignore[union-attr]
     eps = _float_of(cost.epsilon, "epsilon")  # type: ignore[union-attr]
-    delta = float(getattr(cost, "delta", 0))
+    delta = up(Fraction(getattr(cost, "delta", 0)))
     return approx(eps, delta) if delta else pure(eps)
 
 

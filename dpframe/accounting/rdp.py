@@ -66,7 +66,7 @@ from dpframe.accounting.numerics.rdp import (
 )
 from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
 from dpframe.accounting.rdp_charge import RDPCharge as RDPCharge
-from dpframe.budgets import Budget, make
+from dpframe.budgets import Budget, down, make
 from dpframe.errors import BudgetError
 
 
@@ -128,7 +128,8 @@ class RenyiFilter(Accountant):
         return RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)
 
     def _budget(self) -> tuple[float, float]:
-        return float(self.total.epsilon), float(self.total.delta)  # type: ignore[union-attr]
+        """The total (ε, δ) as the largest floats not above them (the filter never allows more)."""
+        return down(self.total.epsilon), down(self.total.delta)  # type: ignore[union-attr]
 
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
@@ -139,14 +140,14 @@ class RenyiFilter(Accountant):
     def filter_epsilon(self, spent: RDPCharge) -> Converted:
         """The filter's ε for a composed total: min over Λ of the conversion at (δ − Σδ0)/|Λ|."""
         self.check_charge(spent, "spent")
-        _, delta = self._budget()
-        left = delta - spent.delta0
+        left = down(self.total.delta - Fraction(spent.delta0))  # type: ignore[union-attr]
         if left <= 0:
             return Converted(math.inf, math.nan, "δ0 exceeds δ")
         values = np.asarray(spent.values) * (1 + 1e-12)
         if not np.any(values > 0):
             return Converted(0.0, math.nan, "nothing spent")
-        return best_epsilon(FILTER_ORDERS, values, left / len(FILTER_ORDERS))
+        # each order's share rounded down, so that the shares of the union bound add up to at most δ − Σδ0
+        return best_epsilon(FILTER_ORDERS, values, down(Fraction(left) / len(FILTER_ORDERS)))
 
     def fits(self, spent: Any) -> bool:
         eps, _ = self._budget()

@@ -90,3 +90,37 @@ def test_a_sampled_query_is_charged_its_delta_at_the_rate_it_samples_with() -> N
     assert Fraction(0.7 * 0.1) < Fraction(0.7) * Fraction(0.1)                         # the product rounds down
     nested = sess.table("t").sample(0.7).sample(0.1).group_by("g").agg(dp.len()).cost(dp.ApproxDP(1, Fraction(1, 2)))
     assert nested.delta >= Fraction(0.7) * Fraction(0.1) / 2                            # type: ignore[union-attr]
+
+
+def test_budgets_read_as_floats_round_the_safe_way() -> None:
+    """A charge's curve took ``float(ε)``, ``float(ρ)`` and ``float(δ)`` (the nearest float: 1/10 → 0.1, just
+    above, but 2/3 → 0.66…63, just below), and the Rényi filter read its own total ε and δ the same way and
+    split δ − Σδ0 over its orders with a float division that may round up, so the shares could add up to
+    more than δ. Both at 10⁻¹⁶ relative, but in the wrong direction. Now a charge's ε, ρ and δ round up, the
+    filter's total rounds down and so does each order's share of δ."""
+    from dpframe.accounting.accountants import curve_of
+    from dpframe.accounting.rdp import RDPAccountant
+    from dpframe.accounting.rdp_charge import FILTER_ORDERS
+    two_thirds = Fraction(2, 3)
+    assert Fraction(float(two_thirds)) < two_thirds                       # the nearest float is below
+    assert Fraction(curve_of(dp.PureDP(two_thirds)).eps_inf) >= two_thirds
+    assert Fraction(curve_of(dp.ApproxDP(1, two_thirds / 10**6)).delta0) >= two_thirds / 10**6
+    assert Fraction(curve_of(dp.ZCDP(two_thirds)).rho) >= two_thirds  # type: ignore[arg-type]
+    tenth = Fraction(1, 10)
+    assert Fraction(float(tenth)) > tenth                                  # the nearest float is above
+    eps, delta = RDPAccountant(dp.ApproxDP(tenth, tenth / 10**5))._budget()
+    assert Fraction(eps) <= tenth and Fraction(delta) <= tenth / 10**5
+    seen: list[float] = []
+    import dpframe.accounting.rdp as rdp
+    original = rdp.best_epsilon
+
+    def spy(orders: object, values: object, share: float) -> object:
+        seen.append(share)
+        return original(orders, values, share)  # type: ignore[arg-type]
+    rdp.best_epsilon = spy  # type: ignore[assignment]
+    try:
+        f = RDPAccountant(dp.ApproxDP(1, Fraction(2, 3 * 10**5)))
+        f.filter_epsilon(f.charge(dp.ZCDP(Fraction(1, 100))))
+    finally:
+        rdp.best_epsilon = original
+    assert seen and Fraction(seen[0]) * len(FILTER_ORDERS) <= Fraction(2, 3 * 10**5)
