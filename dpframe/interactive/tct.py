@@ -69,7 +69,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, exact, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, down, exact, make
 from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.composition import optimal_epsilon
@@ -191,7 +191,8 @@ class TargetChargingChannel(Sealed):
         if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
             raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
-        self.delta = float(delta)
+        self.charged_delta = exact(delta, "delta")     # what is charged: δ as the analyst wrote it
+        self.delta = down(self.charged_delta)           # what the plan is calibrated to: never above it
         eps = float(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
         ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
         self.q = q_notprior(eps) if min_q is None else float(min_q)
@@ -210,11 +211,11 @@ class TargetChargingChannel(Sealed):
                               fix="open the session with dp.ApproxDP(eps, delta) or dp.ZCDP(rho, delta)")
         if total.notion == "zcdp":
             self.plan = ChannelPlan.smallest(self.q, self.max_hits, self.delta)
-            self.cost: SessionCost = make("zcdp", round_up(self.plan.n * eps * eps / 2), exact(self.delta, "delta"))
+            self.cost: SessionCost = make("zcdp", round_up(self.plan.n * eps * eps / 2), self.charged_delta)
             self.guarantee: Budget = self.cost
         else:
             self.plan = ChannelPlan.optimise(eps, self.q, self.max_hits, self.delta)
-            self.guarantee = ApproxDP(round_up(self.plan.epsilon), exact(self.delta, "delta"))
+            self.guarantee = ApproxDP(round_up(self.plan.epsilon), self.charged_delta)
             self.cost = session.accountant.charge(self.guarantee)
         self._hits = 0
         self._calls = 0

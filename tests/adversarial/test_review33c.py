@@ -124,3 +124,13 @@ def test_budgets_read_as_floats_round_the_safe_way() -> None:
     finally:
         rdp.best_epsilon = original
     assert seen and Fraction(seen[0]) * len(FILTER_ORDERS) <= Fraction(2, 3 * 10**5)
+
+
+def test_target_charging_is_calibrated_to_at_most_the_delta_it_charges() -> None:
+    """A TCT channel planned its hits at ``float(δ)`` and charged δ as written: for ``delta=0.1`` the plan's δ
+    was 0.1000000000000000055…, above the 1/10 charged. Now the plan takes the largest float not above the
+    charged δ."""
+    sess = _session(dp.ApproxDP(10, Fraction(1, 5)))
+    with sess.target_charging(epsilon=0.1, max_hits=2, delta=0.1) as ch:
+        assert Fraction(ch.delta) <= Fraction(1, 10) == ch.charged_delta
+        assert ch.guarantee.delta == Fraction(1, 10)  # type: ignore[union-attr]
