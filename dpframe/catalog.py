@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends.base import LoadsOwnTables, SourceAware, SparkBound
+from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
 from dpframe.errors import ArgumentError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
@@ -53,8 +53,9 @@ TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | ArrowStream | 
 class TableCatalog:
     """Private tables by name, with their public schemas and the backends that hold them."""
 
-    def __init__(self, plugins: PluginHost, backend: Any) -> None:
+    def __init__(self, plugins: PluginHost, backend: Any, unit: PrivacyUnit) -> None:
         self._plugins = plugins
+        self._unit = unit
         self._default = backend
         self._schemas: dict[str, pl.Schema] = {}
         self._sources: dict[str, tuple[pl.LazyFrame, object]] = {}
@@ -73,7 +74,7 @@ class TableCatalog:
             engine.use_spark(spark)
         if not isinstance(tables, Mapping) or not tables:
             raise SchemaError("give at least one table", argument="tables", fix="pass {'name': dataframe}")
-        catalog = cls(plugins, engine)
+        catalog = cls(plugins, engine, unit)
         for name, source in tables.items():
             if not isinstance(name, str) or not name:
                 raise SchemaError(f"table names must be strings, got {name!r}", argument="tables",
@@ -83,6 +84,7 @@ class TableCatalog:
             if version is not None:
                 catalog._versions[name] = version
             catalog._schemas[name] = catalog._check(name, frame, unit)
+            _check_unit(engine, name, catalog._schemas[name], unit)
             catalog._sources[name] = (frame, source)
             _register(engine, name, frame, source)
         return catalog
@@ -165,17 +167,27 @@ class TableCatalog:
         """The backend named ``name`` (None: the session's), created on first use with every table.
 
         Except the tables whose file changed by then: no query may read them again (see
-        :meth:`check_unchanged`), and their new version may not even load.
+        :meth:`check_unchanged`), and their new version may not even load. A backend that cannot bound the
+        privacy unit's type (:class:`~dpframe.backends.base.ChecksUnit`) raises its SchemaError first, every
+        time (on the schema alone, when a query naming it is built: nothing charged).
         """
         if name is None:
             return self._default
         if name not in self._backends:
             engine = self._plugins.backend(name)
+            for table, schema in self._schemas.items():
+                _check_unit(engine, table, schema, self._unit)
             for table, (frame, source) in self._sources.items():
                 if not self._changed(table):
                     _register(engine, table, frame, source)
             self._backends[name] = engine
         return self._backends[name]
+
+
+def _check_unit(backend: Any, name: str, schema: pl.Schema, unit: PrivacyUnit) -> None:
+    """A backend's refusal of table ``name``'s privacy-unit column type (:class:`ChecksUnit`), before it has it."""
+    if unit.column is not None and isinstance(backend, ChecksUnit):
+        backend.check_unit(name, unit.column, schema[unit.column])
 
 
 def _register(backend: Any, name: str, frame: pl.LazyFrame, source: object) -> None:

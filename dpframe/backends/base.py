@@ -122,6 +122,15 @@ class LoadsOwnTables(Protocol):
 
 
 @runtime_checkable
+class ChecksUnit(Protocol):
+    """Refuses privacy-unit columns of types whose values it cannot keep apart (checked on the type, never the rows)."""
+
+    def check_unit(self, table: str, column: str, dtype: pl.DataType) -> None:
+        """A :class:`~dpframe.errors.SchemaError` naming ``privacy_unit`` if units of ``dtype`` cannot be bounded."""
+        ...
+
+
+@runtime_checkable
 class SparkBound(Protocol):
     """Runs on a SparkSession the data owner gives (``dp.Session(..., spark=...)``)."""
 

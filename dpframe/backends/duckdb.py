@@ -437,6 +437,27 @@ class DuckDBBackend:
                 self._paths.append(path)
             self._tables[name] = _Table(internal, frame, data, path)
 
+    def check_unit(self, table: str, column: str, dtype: pl.DataType) -> None:
+        """Refuse a privacy-unit column of 128-bit integers (a :class:`SchemaError` naming ``privacy_unit``).
+
+        Arrow cannot carry them: they are handed over as ``DECIMAL(38, 0)`` (:func:`duckdb_type`), and a
+        unit beyond 38 digits (seven UUIDs in ten, as ``UInt128``) would be NULL here and its rows dropped,
+        where the Polars backend counts them. The type decides, never the values: the check reads no row.
+
+        Example:
+            >>> DuckDBBackend().check_unit("t", "u", pl.UInt128())
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.SchemaError: privacy_unit: the DuckDB backend cannot hold the privacy-unit column 'u' ...
+
+        """
+        if dtype in (pl.Int128, pl.UInt128):
+            raise SchemaError(f"the DuckDB backend cannot hold the privacy-unit column {column!r} of table {table!r} "
+                              f"({dtype}: DuckDB is handed 38 digits, and a longer unit would lose its rows)",
+                              argument="privacy_unit",
+                              fix=f"register the ids as text (pl.col({column!r}).cast(pl.String)), or run the "
+                                  "session on the Polars backend")
+
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
         """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
 
@@ -996,16 +1017,24 @@ def _dictionary(data: pa.Table) -> pa.Table:
                      for name, column in zip(data.column_names, data.columns)})
 
 
-def _plain(data: pa.Table) -> pa.Table:
-    """``data`` with its dictionary-encoded columns decoded (as Polars would read them as categoricals).
+def _plain(data: pa.Table) -> pl.DataFrame:
+    """``data`` read by Polars with its dictionary-encoded columns decoded (their values' type, not categoricals).
+
+    Decoded by Polars: ``pyarrow`` has no kernel for a dictionary of string views (a Polars ``Categorical`` or
+    ``Enum`` handed over), and its cast failed every bounded query on one after its charge.
 
     Example:
-        >>> _plain(_dictionary(pa.table({"s": ["a", "b"]}))).schema.types
-        [DataType(string)]
+        >>> _plain(_dictionary(pa.table({"s": ["a", "b"]}))).dtypes
+        [String]
+        >>> _plain(_arrow(pl.DataFrame({"c": pl.Series(["a"], dtype=pl.Categorical)}))).dtypes
+        [String]
 
     """
-    return pa.table({name: column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
-                     for name, column in zip(data.column_names, data.columns)})
+    frame = pl.from_arrow(data)
+    assert isinstance(frame, pl.DataFrame)
+    decoded = {f.name: pl.from_arrow(pa.array([], f.type.value_type)).dtype  # type: ignore[union-attr]
+               for f in data.schema if pa.types.is_dictionary(f.type)}
+    return frame.with_columns(pl.col(name).cast(dtype) for name, dtype in decoded.items()) if decoded else frame
 
 
 def _split(request: StatisticsRequest) -> int:
@@ -1036,7 +1065,7 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
         return False
     if request.keys is None:
         return True
-    schema = pl.from_arrow(_plain(data.select(by).slice(0, 0))).schema    # type: ignore[union-attr]
+    schema = _plain(data.select(by).slice(0, 0)).schema
     return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
@@ -1054,8 +1083,7 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     """
     unit, by = request.unit, list(request.by)
     assert unit.column is not None
-    frame = pl.from_arrow(_plain(data.select(list(dict.fromkeys([unit.column, *by])))))
-    assert isinstance(frame, pl.DataFrame)
+    frame = _plain(data.select(list(dict.fromkeys([unit.column, *by]))))
     if request.keys is None:
         return frame[unit.column]
     if len(by) == 1:
