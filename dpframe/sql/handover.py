@@ -27,8 +27,11 @@ def duckdb_type(dtype: pl.DataType, *, decimals: bool = True) -> pl.DataType:
     beyond its precision (which Polars keeps whole) would wrap. They become microseconds, ``DECIMAL(38, 0)``,
     the duration's integer count of its unit (a group key is cast back to its type when the result
     returns), ``Float32`` (which holds every half float exactly) and ``DECIMAL(38, s)`` (with
-    ``decimals=False``: the decimal as it is); a value that does not fit becomes null (non-strict cast), as
-    the Polars backend's statistics would not read it either.
+    ``decimals=False``: the decimal as it is); a value that does not fit becomes null (non-strict cast), the
+    same on every dataset (so no failure can depend on which rows are read). As a group key or a privacy
+    unit such a value drops its row on DuckDB only, so the two backends' answers can differ there (a 128-bit
+    privacy-unit column is refused on DuckDB for this reason:
+    :meth:`dpframe.backends.duckdb.DuckDBBackend.check_unit`).
 
     Example:
         >>> duckdb_type(pl.List(pl.Datetime("ms", "UTC"))), duckdb_type(pl.Int128()), duckdb_type(pl.Duration())
