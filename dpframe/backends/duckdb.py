@@ -1004,8 +1004,26 @@ def _plain(data: pa.Table) -> pa.Table:
         [DataType(string)]
 
     """
-    return pa.table({name: column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+    return pa.table({name: _decoded(column) if pa.types.is_dictionary(column.type) else column
                      for name, column in zip(data.column_names, data.columns)})
+
+
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column's values, decoded chunk by chunk.
+
+    Not a cast: Polars' ``Enum`` arrives with ``string_view`` values, and Arrow has no cast (nor ``take``)
+    from such a dictionary to its values; the dictionary's values are made plain strings first.
+
+    Example:
+        >>> view = pa.chunked_array([pa.array(["a", "b"], pa.string_view()).dictionary_encode()])
+        >>> _decoded(view).type, _decoded(view).to_pylist()
+        (DataType(string_view), ['a', 'b'])
+
+    """
+    values = column.type.value_type
+    plain = pa.large_string() if pa.types.is_string_view(values) else values
+    return pa.chunked_array([pa.DictionaryArray.from_arrays(chunk.indices, chunk.dictionary.cast(plain))
+                             .dictionary_decode().cast(values) for chunk in column.chunks], type=values)
 
 
 def _split(request: StatisticsRequest) -> int:
