@@ -358,7 +358,7 @@ UNITS_OF_PRIVACY = (dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_row
 def _step(draw: st.DrawFn, columns: Columns, depth: int, row_unit: bool) -> tuple[str, Any]:
     kind = draw(st.sampled_from(["filter", "with_columns", "with_columns", "select", "drop", "rename",
                                  *([] if row_unit else ["bound"])]))
-    own = sorted(c for c in columns if c != "u")
+    own = sorted(c for c in columns if c != "u" or row_unit)
     if kind == "filter" or not own:
         return "filter", draw(expressions(columns, "bool", depth))
     if kind == "with_columns":
