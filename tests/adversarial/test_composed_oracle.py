@@ -25,7 +25,7 @@ from .composed import Chain, base, chains, extreme_rows, neighbours
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-DEEP = settings(max_examples=100_000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 BUDGET = dp.ApproxDP(1, 1e-6)
 
 Outcome = tuple[Any, ...]
