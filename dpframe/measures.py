@@ -93,8 +93,11 @@ def _check_column(column: object) -> str:
     return column
 
 
-def _column(column: object) -> tuple[str, str | None]:
-    """``(name, expression)``: a column's name and None, or an expression's Polars output name and its JSON.
+def _column(column: object) -> tuple[str, bytes | None]:
+    """``(name, expression)``: a column's name and None, or an expression's Polars output name and its bytes.
+
+    Polars' binary form, not its JSON: JSON writes a NaN or infinite float literal as ``null``, which does
+    not read back (the measure failed with a raw Polars error when the query was built).
 
     ``pl.col("x")`` is the column ``x``. Any other expression is checked like a ``with_columns``
     expression (allow-list and totality, against the frame's schema) when the measure is used.
@@ -111,7 +114,7 @@ def _column(column: object) -> tuple[str, str | None]:
     if column.meta.is_column():
         return name, None
     try:
-        return name, column.meta.serialize(format="json")
+        return name, column.meta.serialize()
     except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
         raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument="column",
                         fix="express it with built-in Polars expressions") from e
@@ -129,7 +132,7 @@ class Measure(Final, argument="measures"):
     bounds: Bounds | None = None
     options: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
-    expression: str | None = None   # a row-level expression (JSON) computing ``column``; None: a plain column
+    expression: bytes | None = None   # a row-level expression (Polars' binary form) computing ``column``
 
     def __post_init__(self) -> None:
         # the analyst's lists as tuples of plain numbers: options are read again when the query runs, after
@@ -143,7 +146,7 @@ class Measure(Final, argument="measures"):
         """The row-level expression the measure reads (named ``column``), or None for a plain column."""
         if self.expression is None:
             return None
-        return pl.Expr.deserialize(io.StringIO(self.expression), format="json")
+        return pl.Expr.deserialize(io.BytesIO(self.expression))
 
     @property
     def output_name(self) -> str:

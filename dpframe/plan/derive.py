@@ -37,7 +37,7 @@ def derive_measures(node: Node, measures: tuple[Any, ...], named: dict[str, Any]
 
     Arguments that are not measures (or lists of them) pass through unchanged: the query family reports them.
     """
-    columns: dict[str, str] = {}        # expression JSON -> derived column
+    columns: dict[bytes, str] = {}      # serialized expression -> derived column
     exprs: dict[str, pl.Expr] = {}
 
     def lower(m: Any, alias: str | None = None) -> Any:

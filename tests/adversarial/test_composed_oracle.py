@@ -1,0 +1,119 @@
+"""The composed exception-oracle fuzzer: a chain of accepted operations behaves alike on D and on D′.
+
+``test_exception_oracle.py`` checks each allow-listed operation on its own; an analyst composes them: derived
+columns read by later steps, filters, casts between them, group keys computed from expressions, measures on
+derived columns (:mod:`tests.adversarial.composed` builds such chains at random). Each chain runs on D and on
+D′ = D plus one unit whose rows hold adversarial values of every column's type (the engine's own probe values),
+on the Polars and DuckDB backends (Spark: one slow test). What the analyst sees must be the same kind of
+outcome on both: released on both (values and row counts may differ), or the same dpframe error with the
+same message on both; the same warnings; the same ledger statuses. A chain charged, then failed, or refused
+on one dataset only, answers "is this unit in the data?" outside any ε.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+import dpframe as dp
+
+from .composed import Chain, base, chains, extreme_rows, neighbours
+
+CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+BUDGET = dp.ApproxDP(1, 1e-6)
+
+Outcome = tuple[Any, ...]
+_SESSIONS: dict[tuple[str, str], dp.Session] = {}
+
+
+def session(data: pl.DataFrame, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    return dp.Session({"t": data}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
+
+
+def _d_session(backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
+    key = (backend, repr(unit))
+    if key not in _SESSIONS:
+        _SESSIONS[key] = session(base(), backend, unit)
+    return _SESSIONS[key]
+
+
+def outcome(sess: dp.Session, chain: Chain) -> Outcome:
+    """What the analyst sees of one chain: released (with its columns and types) or the error, warnings, statuses."""
+    before = sess.history().height
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            query = chain.build(sess)
+            result = query.collect(BUDGET)
+            seen: tuple[Any, ...] = ("released", *(() if not isinstance(result, pl.DataFrame) else
+                                                   (tuple(result.schema.items()),)))
+        except BaseException as e:  # noqa: BLE001 - the analyst catches everything, panics included
+            seen = (type(e).__name__, str(e))
+    statuses = tuple(sess.history()["status"].to_list()[before:])
+    return seen, tuple(sorted((w.category.__name__, str(w.message)) for w in caught)), statuses
+
+
+def shown(extra: pl.DataFrame) -> str:
+    """The added unit's rows as a list of dicts (physical integers: a far date has no Python form)."""
+    with pl.Config(fmt_str_lengths=40):
+        return str(extra.select(pl.all().to_physical()).to_dicts())
+
+
+def check(chain: Chain, extra: pl.DataFrame, backend: str) -> str:
+    """The chain's outcome on D and on D′ (D plus ``extra``) agree; a refusal charged nothing."""
+    _, d_plus = neighbours(extra)
+    try:
+        plus = session(d_plus, backend, chain.unit)
+    except dp.DPFrameError:
+        return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
+    on_d, on_plus = outcome(_d_session(backend, chain.unit), chain), outcome(plus, chain)
+    assert on_d == on_plus, f"{backend}: {chain}\n  D : {on_d}\n  D′: {on_plus}\n  unit:\n{shown(extra)}"
+    seen, _, statuses = on_d
+    return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"
+    assert seen[0] == "released" or statuses == (), f"{backend}: refused but charged: {chain}: {on_d}"
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@CI
+@given(chain=chains(), extra=extreme_rows())
+def test_a_chain_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain, extra: pl.DataFrame) -> None:
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@DEEP
+@given(chain=chains(max_steps=5, depth=3), extra=extreme_rows())
+def test_many_chains_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain, extra: pl.DataFrame) -> None:
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@settings(max_examples=15, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(chain=chains(), extra=extreme_rows())
+def test_a_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
+    check(chain, extra, "spark")
+
+
+class _FailsOnDPlus(Chain):
+    """A stand-in for a bug: the query fails on every session but D's."""
+
+    def build(self, sess: dp.Session) -> Any:
+        if sess is not _d_session("polars", self.unit):
+            raise RuntimeError("failed on D′ only")
+        return super().build(sess)
+
+
+def test_the_check_catches_a_chain_that_fails_on_one_dataset_only() -> None:
+    """The comparison can fail: an outcome that differs between D and D′ is reported, with the chain and the unit."""
+    extra = base().head(1).with_columns(u=pl.lit(10_000, dtype=pl.Int64))
+    with pytest.raises(AssertionError, match="RuntimeError"):
+        check(_FailsOnDPlus(ending=("agg", (dp.len(),))), extra, "polars")
+    check(Chain(ending=("agg", (dp.len(),))), extra, "polars")
