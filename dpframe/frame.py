@@ -224,7 +224,11 @@ class Frame:
         """
         names = [name for c in columns for name in ([c] if isinstance(c, str) else c)]
         self._check_own(names, "columns", "stays", "drop()")
-        return self.select(*[c for c in self.columns if c not in names and c != self._unit()])
+        kept = [c for c in self.columns if c not in names and c != self._unit()]
+        if not kept and self._unit() is None:
+            raise PlanError("would drop every column", argument="columns",
+                            fix="keep at least one column (any column: dp.len() counts rows whatever they hold)")
+        return self.select(*kept)
 
     def _check_own(self, names: list[str], argument: str, unit_rule: str, method: str) -> None:
         """Each name is a column of this frame other than the privacy unit's (a SchemaError / PlanError otherwise)."""

@@ -315,6 +315,9 @@ class Select(RowNode):
                             argument="exprs", fix=f"leave {protected!r} out of select()")
         if protected is not None:
             checked = (pl.col(protected), *checked)
+        if not checked:     # no column at all (a row-level frame): a frame of no columns has no rows to count
+            raise PlanError("would leave no columns", argument="exprs",
+                            fix="keep at least one column (any column: dp.len() counts rows whatever they hold)")
         node = cls(input, input.schema, checked)
         return cls(input, _derive(input.schema, node, "exprs"), checked)
 

@@ -97,6 +97,19 @@ def test_select_without_a_unit_column_keeps_only_what_is_asked() -> None:
     assert list(s.schema.names()) == ["age"]
 
 
+def test_dropping_or_selecting_every_column_of_a_row_level_frame_is_refused_clearly() -> None:
+    """A frame of no columns has no rows; the probe used to say "gives 0 rows for 3 input rows"."""
+    s = dp.Session({"t": pl.DataFrame({"a": [1, 2], "b": [3, 4]})}, privacy_unit=dp.PrivacyUnit.row(),
+                   budget=dp.PureDP(1))
+    with pytest.raises(dp.PlanError, match="would drop every column") as info:
+        s.table("t").drop("a", "b")
+    assert info.value.argument == "columns"
+    with pytest.raises(dp.PlanError, match="would leave no columns") as info:
+        s.table("t").select()
+    assert info.value.argument == "exprs"
+    assert s.table("t").drop("a").columns == ["b"]
+
+
 def test_frames_are_immutable(sess: dp.Session) -> None:
     t = sess.table("t")
     f = t.filter(pl.col("age") > 30)
