@@ -24,6 +24,7 @@ from polars.testing.parametric import series
 
 import dpframe as dp
 from dpframe.errors import PlanError, SchemaError
+from dpframe.plan.nodes import Scan, Select
 from dpframe.plan.rowlevel import allowed_operations
 from dpframe.plan.totality import total_expression
 from dpframe.plan.values import probe_values
@@ -65,15 +66,24 @@ def _schema(case: Case, dtype: pl.DataType) -> pl.Schema:
 
 
 def _accepted(name: str, case: Case, dtype: pl.DataType) -> pl.Expr | None:
-    """The checked expression, or None when dpframe refuses it at build time (data-independent: allowed)."""
+    """The checked expression, or None when dpframe refuses it at build time (data-independent: allowed).
+
+    Refused means what a frame step refuses: the expression's own checks (:func:`total_expression`) and
+    the step's, which also compares the type each output column is computed in with the type Polars reports
+    for it (a struct cast to a number is reported as the number but computed as a struct of numbers, and
+    panics where a null struct meets a non-null one: refused when the step is built).
+    """
     try:
         expr = case.build(pl.col("c"), pl.col("d")).alias("out")
     except (AttributeError, TypeError, ValueError, pl.exceptions.PolarsError):
         return None   # not buildable for this type in this Polars version
+    schema = _schema(case, dtype)
     try:
-        return total_expression(expr, "exprs", _schema(case, dtype))
+        checked = total_expression(expr, "exprs", schema)
+        Select.of(Scan.of("t", schema), [expr], {}, None)
     except (PlanError, SchemaError):
         return None
+    return checked
 
 
 def _run(frame: pl.DataFrame, expr: pl.Expr) -> None:
