@@ -65,7 +65,18 @@ def _schema(case: Case, dtype: pl.DataType) -> pl.Schema:
     return pl.Schema({"c": dtype, "d": case.second if case.second is not None else pl.Null()})
 
 
+_ACCEPTED: dict[tuple[str, str], pl.Expr | None] = {}
+
+
 def _accepted(name: str, case: Case, dtype: pl.DataType) -> pl.Expr | None:
+    """:func:`_check` once per operation and input type (the random tests draw the same pairs again and again)."""
+    key = (name, repr(dtype))
+    if key not in _ACCEPTED:
+        _ACCEPTED[key] = _check(case, dtype)
+    return _ACCEPTED[key]
+
+
+def _check(case: Case, dtype: pl.DataType) -> pl.Expr | None:
     """The checked expression, or None when dpframe refuses it at build time (data-independent: allowed).
 
     Refused means what a frame step refuses: the expression's own checks (:func:`total_expression`) and
