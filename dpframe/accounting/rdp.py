@@ -96,6 +96,10 @@ class RenyiFilter(Accountant):
         if total is not None and total.epsilon >= Fraction(10**300):  # type: ignore[union-attr]
             raise BudgetError("the Rényi filter accounts in floats: ε must be below 1e300", argument="budget",
                               fix="use a smaller total ε, or accountant='basic'")
+        if total is not None and down(total.delta / len(FILTER_ORDERS)) == 0:  # type: ignore[union-attr]
+            raise BudgetError(f"the Rényi filter accounts in floats and splits δ over {len(FILTER_ORDERS)} orders: "
+                              "this δ is so small that each order's share rounds to 0 (it could admit no query)",
+                              argument="budget", fix="use δ ≥ 1e-300, or accountant='basic'")
 
     def charge(self, cost: Budget) -> RDPCharge:
         """A bare budget's RDP charge (pure ε → the tight ε-DP curve; ρ → αρ; (ε, δ) → δ0-approximate)."""

@@ -134,3 +134,14 @@ def test_target_charging_is_calibrated_to_at_most_the_delta_it_charges() -> None
     with sess.target_charging(epsilon=0.1, max_hits=2, delta=0.1) as ch:
         assert Fraction(ch.delta) <= Fraction(1, 10) == ch.charged_delta
         assert ch.guarantee.delta == Fraction(1, 10)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("delta", [TINY, Fraction(1, 10**322)])
+def test_an_rdp_session_whose_delta_leaves_no_float_per_order_is_refused_when_opened(delta: Fraction) -> None:
+    """δ = 10⁻⁴⁰⁰ (or 10⁻³²², whose share over the 23 orders underflows): the session opened and then refused every
+    query with "δ0 exceeds δ" (safe, but wrong: nothing was spent). Now the session is refused when opened, with
+    the reason and the fix."""
+    with pytest.raises(dp.BudgetError, match="rounds to 0") as info:
+        _session(dp.ApproxDP(1, delta), accountant="rdp")
+    assert info.value.argument == "budget"
+    assert _session(dp.ApproxDP(1, 1e-300), accountant="rdp").remaining().epsilon == 1
