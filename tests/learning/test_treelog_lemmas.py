@@ -5,6 +5,7 @@ experimental label (never chosen by method='auto')."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from fractions import Fraction
 
@@ -105,7 +106,7 @@ def test_experimental_methods_are_never_picked_by_auto() -> None:
 
 # ------------------------------------------------------------------------- the stability histogram on S_d
 
-CHOOSE = TreeLogParameters(1, Fraction(1), 1e-3, 10)       # ε₀ = 1, δ₀ = 1e-3: threshold 1 + ⌈ln 1000⌉ = 8
+CHOOSE = TreeLogParameters(1, Fraction(1), math.log(1000), 10)   # ε₀ = 1, δ₀ = 1e-3: threshold 1 + ⌈ln 1000⌉ = 8
 
 
 def _choose_law(counts: dict[int, int]) -> dict[int, float]:
