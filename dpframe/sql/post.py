@@ -186,8 +186,7 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
                            limit) for extra in ([], ends))
     schema = {k.flat: aggregate.input.schema[k.flat] for k in keys}
     schema.update({m.output_name: released_dtype(m) for m in named.values()})
-    try:
-        run(sql, pl.DataFrame(schema=schema), {})
+    try:    # sql_ci is sql plus plain references to the interval columns: it runs iff sql does (one check)
         run(sql_ci, pl.DataFrame(schema={**schema, **{src: pl.Float64() for src, _ in ends}}), {})
     except Exception as e:
         raise PlanError(f"the output expressions cannot be computed: {str(e).splitlines()[0]}", argument="sql",
