@@ -25,6 +25,8 @@ ERRORS = [
     ("raw_column_in_having", "SELECT city, COUNT(*) FROM visits GROUP BY city HAVING age > 3", dp.PlanError,
      "raw column 'age'"),
     ("no_aggregate", "SELECT city FROM visits GROUP BY city", dp.PlanError, "computes no aggregate"),
+    ("post_uncomputable", "SELECT city, COUNT(*) AS n FROM visits GROUP BY city ORDER BY n + DATE '2020-01-01'",
+     dp.PlanError, "the output expressions cannot be computed"),
     ("missing_bounds_derived", "SELECT SUM(spend * 2) FROM visits", dp.BoundsError, "needs clipping bounds"),
     ("missing_bounds_column", "SELECT AVG(age) FROM visits", dp.BoundsError, "bounds={'visits.age'"),
     ("bounds_not_literal", "SELECT SUM(CLAMP(spend, 0, age)) FROM visits", dp.BoundsError, "numeric literals"),
