@@ -102,7 +102,7 @@ from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import RowNode
 from dpframe.plan.sample import apply_node
-from dpframe.sql.handover import duckdb_type, for_duckdb
+from dpframe.sql.handover import duckdb_type, for_duckdb, lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
 from dpframe.sql.sandbox import connect, function_types, literal, lock, quote
 
@@ -438,11 +438,15 @@ class DuckDBBackend:
             self._tables[name] = _Table(internal, frame, data, path)
 
     def check_unit(self, table: str, column: str, dtype: pl.DataType) -> None:
-        """Refuse a privacy-unit column of 128-bit integers (a :class:`SchemaError` naming ``privacy_unit``).
+        """Refuse a privacy-unit column whose values may not all reach DuckDB (a :class:`SchemaError`).
 
-        Arrow cannot carry them: they are handed over as ``DECIMAL(38, 0)`` (:func:`duckdb_type`), and a
-        unit beyond 38 digits (seven UUIDs in ten, as ``UInt128``) would be NULL here and its rows dropped,
-        where the Polars backend counts them. The type decides, never the values: the check reads no row.
+        128-bit integers are handed over as ``DECIMAL(38, 0)`` and millisecond datetimes as microseconds
+        (:func:`duckdb_type`): a value beyond 38 digits (seven UUIDs in ten, as ``UInt128``) or beyond the
+        microsecond range becomes NULL. A unit that is such a value would lose its rows, where the Polars
+        backend counts them; nested in a struct or list it is worse: ``{a: 2**127 - 1}`` and
+        ``{a: 2**127 - 2}`` would both arrive as ``{a: NULL}``, *one* unit, whose kept rows could then be
+        another unit's (a neighbour would swap rows, not add them: twice the sensitivity charged). The
+        type decides (:func:`dpframe.sql.handover.lossless`), never the values: the check reads no row.
 
         Example:
             >>> DuckDBBackend().check_unit("t", "u", pl.UInt128())
@@ -451,9 +455,10 @@ class DuckDBBackend:
             dpframe.errors.SchemaError: privacy_unit: the DuckDB backend cannot hold the privacy-unit column 'u' ...
 
         """
-        if dtype in (pl.Int128, pl.UInt128):
+        if not lossless(dtype):
             raise SchemaError(f"the DuckDB backend cannot hold the privacy-unit column {column!r} of table {table!r} "
-                              f"({dtype}: DuckDB is handed 38 digits, and a longer unit would lose its rows)",
+                              f"({dtype}: DuckDB is handed 128-bit integers as 38 digits and datetimes in "
+                              "microseconds, and a unit beyond them would lose its rows or merge with another)",
                               argument="privacy_unit",
                               fix=f"register the ids as text (pl.col({column!r}).cast(pl.String)), or run the "
                                   "session on the Polars backend")

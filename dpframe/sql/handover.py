@@ -59,6 +59,28 @@ def duckdb_type(dtype: pl.DataType, *, decimals: bool = True) -> pl.DataType:
     return dtype
 
 
+def lossless(dtype: pl.DataType) -> bool:
+    """Whether every value of ``dtype`` reaches DuckDB as itself (:func:`duckdb_type` nulls none of them).
+
+    A millisecond datetime beyond DuckDB's microsecond range, and a 128-bit integer beyond 38 digits, become
+    null on the way; every other conversion (half floats, durations, decimals widened) keeps each value.
+    Read from the type alone, nested types included: a struct or list holding such a field can change
+    (``{a: 2**127 - 1}`` and ``{a: 2**127 - 2}`` both arrive as ``{a: NULL}``).
+
+    Example:
+        >>> lossless(pl.Float16()), lossless(pl.Datetime("ms")), lossless(pl.Struct({"a": pl.UInt128()}))
+        (True, False, False)
+
+    """
+    if isinstance(dtype, pl.Datetime) and dtype.time_unit == "ms" or dtype in (pl.Int128, pl.UInt128):
+        return False
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return lossless(instance(dtype.inner))
+    if isinstance(dtype, pl.Struct):
+        return all(lossless(instance(f.dtype)) for f in dtype.fields)
+    return True
+
+
 def for_duckdb(frame: pl.LazyFrame, *, decimals: bool = True) -> pl.LazyFrame:
     """``frame`` with every column in its :func:`duckdb_type` (unchanged when all already are).
 

@@ -1,0 +1,61 @@
+"""Review 34 (lead): privacy-unit values that two backends would tell apart differently.
+
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses. The privacy proof
+needs every step to agree on which rows form one unit (docs/guarantees.md, "unit equality"); a value the
+DuckDB backend cannot hold is converted on the way in, and two units converted to one value are one unit
+there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+
+def _struct_units() -> pl.DataFrame:
+    """Two units that differ only beyond 38 digits, inside a struct: DuckDB would receive ``{a: NULL}`` twice."""
+    a = pl.Series([2**127 - 1, 2**127 - 1, 2**127 - 2, 2**127 - 2], dtype=pl.UInt128)
+    return pl.DataFrame({"a": a, "x": [-1.0, -1.0, 1.0, 1.0]}).select(pl.struct("a").alias("u"), "x")
+
+
+@pytest.mark.parametrize("dtype", [pl.Datetime("ms"), pl.List(pl.Datetime("ms", "UTC")),
+                                   pl.Struct({"a": pl.UInt128()}), pl.Array(pl.Int128(), 2)],
+                         ids=["datetime-ms", "list-datetime-ms", "struct-uint128", "array-int128"])
+def test_a_unit_that_duckdb_cannot_hold_whole_is_refused_by_its_type(dtype: pl.DataType) -> None:
+    """Attack: a unit column whose type holds a 128-bit integer or a millisecond datetime *inside* a struct,
+    list or array. Review 33e refused a plain 128-bit unit on DuckDB; a nested one was accepted. DuckDB is
+    handed 128-bit integers as ``DECIMAL(38, 0)`` and datetimes in microseconds by a non-strict cast, so the
+    two units of :func:`_struct_units` both arrived as ``{a: NULL}``: one unit of four rows. With
+    ``max_rows=2`` that unit kept two rows chosen among both units' rows, so adding the second unit could
+    *swap* the first one's kept rows (a sum over ``(-1, 1)`` moved by up to 4, where one unit's
+    sensitivity is 2). A plain millisecond datetime beyond the microsecond range lost its rows (NULL unit).
+    Fix: the type decides (`handover.lossless`): a `SchemaError` naming `privacy_unit` when the session is
+    created, nothing read, nothing charged."""
+    one = pl.DataFrame({"u": pl.Series([None], dtype=dtype), "x": [1.0]})
+    with pytest.raises(dp.SchemaError) as refused:
+        dp.Session({"t": one}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(1),
+                   backend="duckdb")
+    assert refused.value.argument == "privacy_unit" and "String" in (refused.value.fix or "")
+
+
+def test_the_polars_backend_keeps_such_units_apart() -> None:
+    """The same units on the Polars backend are two units: four rows, two kept each (``max_rows=2``)."""
+    sess = dp.Session({"t": _struct_units()}, privacy_unit=dp.PrivacyUnit("u", max_rows=2),
+                      budget=dp.PureDP(10**6), seed=7)
+    assert sess.table("t").agg(n=dp.len()).collect(dp.PureDP(10**5)).item() == 4
+    with pytest.raises(dp.SchemaError) as later:
+        sess.sql("SELECT COUNT(*) AS n FROM t", backend="duckdb")
+    assert later.value.argument == "privacy_unit" and sess.spent() == dp.PureDP(10**5)
+
+
+def test_units_duckdb_holds_whole_stay_accepted() -> None:
+    """Microsecond datetimes, 64-bit integers and structs of them reach DuckDB as themselves: accepted."""
+    when = [dt.datetime(2020, 1, 1), dt.datetime(2021, 1, 1)]
+    data = pl.DataFrame({"d": when, "i": [1, 2]}).select(pl.struct("d", "i").alias("u"), pl.lit(1.0).alias("x"))
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(10**6),
+                      backend="duckdb", seed=7)
+    assert sess.table("t").agg(n=dp.len()).collect(dp.PureDP(10**5)).item() == 2
