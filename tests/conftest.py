@@ -46,3 +46,46 @@ def spark_session() -> Iterator[Any]:
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+class SparkStarts:
+    """What a :class:`~dpframe.backends.spark.SparkBackend` does when no SparkSession is active, without Spark.
+
+    ``backend()`` is a backend whose PySpark module is a stand-in: its ``SparkSession.builder`` records every
+    ``config(key, value)`` in ``seen`` and its ``getOrCreate()`` returns ``created``; reading
+    ``backend().spark`` runs the backend's own start-up code against them.
+    """
+
+    def __init__(self, created: object) -> None:
+        self.created = created
+        self.seen: list[tuple[str, str]] = []
+
+    def backend(self) -> Any:
+        from dpframe.backends.spark import SparkBackend
+
+        starts = self
+
+        class Builder:
+            def config(self, key: str, value: str) -> Builder:
+                starts.seen.append((key, value))
+                return self
+
+            def getOrCreate(self) -> object:  # noqa: N802 - PySpark's name
+                return starts.created
+
+        class FakeSparkSession:
+            builder = Builder()
+
+            @staticmethod
+            def getActiveSession() -> None:  # noqa: N802 - PySpark's name
+                return None
+
+        b = SparkBackend.__new__(SparkBackend)
+        b._sql, b._spark = type("FakeSql", (), {"SparkSession": FakeSparkSession}), None
+        return b
+
+
+@pytest.fixture
+def spark_starts() -> type[SparkStarts]:
+    """:class:`SparkStarts`, for tests of how the Spark backend starts its own SparkSession (no Spark needed)."""
+    return SparkStarts

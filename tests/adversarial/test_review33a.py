@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.backends.spark import SparkBackend, metrics_reachable
+from dpframe.backends.spark import metrics_reachable
 
 
 def _session(spark: Any, data: pl.DataFrame, unit: str = "u", max_rows: int = 1) -> dp.Session:
@@ -85,30 +85,11 @@ def test_metrics_reachable_reads_the_ui_and_the_event_log(spark_session: Any) ->
     assert metrics_reachable(Spark("http://host:4040", "true", private="true")) is None
 
 
-def test_a_spark_session_dpframe_starts_has_no_web_ui(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spark_session_dpframe_starts_has_no_web_ui(monkeypatch: pytest.MonkeyPatch, spark_starts: Any) -> None:
     """The SparkSession dpframe starts when none is active is its own: its UI is off (see the test above)."""
-    seen: list[tuple[str, str]] = []
-
-    class Builder:
-        def config(self, key: str, value: str) -> Builder:
-            seen.append((key, value))
-            return self
-
-        def getOrCreate(self) -> Spark:  # noqa: N802 - PySpark's name
-            return created
-
-    class FakeSparkSession:
-        builder = Builder()
-
-        @staticmethod
-        def getActiveSession() -> None:  # noqa: N802 - PySpark's name
-            return None
-
-    created = Spark(None, "false")
-    backend = SparkBackend.__new__(SparkBackend)
-    backend._sql, backend._spark = type("FakeSql", (), {"SparkSession": FakeSparkSession}), None
+    starts = spark_starts(Spark(None, "false"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    assert backend.spark is created and ("spark.ui.enabled", "false") in seen
+    assert starts.backend().spark is starts.created and ("spark.ui.enabled", "false") in starts.seen
 
 
 @pytest.mark.parametrize("column", [

@@ -301,35 +301,15 @@ def test_time_zone_aware_datetimes_register_and_answer(spark_session: Any) -> No
     assert abs(released.item(0, "len") - stamps.filter(pl.col("ts") >= cut).height) <= 1
 
 
-def test_a_spark_session_dpframe_creates_runs_its_workers_on_this_python(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spark_session_dpframe_creates_runs_its_workers_on_this_python(monkeypatch: pytest.MonkeyPatch,
+                                                                         spark_starts: Any) -> None:
     """Without ``PYSPARK_PYTHON``, Spark's workers ran the first ``python3`` on the path: one without Polars
     made every query with a step Spark runs through Polars fail after its charge (review 32d's note). A
     session dpframe creates now names this interpreter; ``PYSPARK_PYTHON``, when set, still wins."""
-    seen: list[tuple[str, str]] = []
-
-    class Builder:
-        def config(self, key: str, value: str) -> Builder:
-            seen.append((key, value))
-            return self
-
-        def getOrCreate(self) -> str:  # noqa: N802 - PySpark's name
-            return "session"
-
-    class FakeSparkSession:
-        builder = Builder()
-
-        @staticmethod
-        def getActiveSession() -> None:  # noqa: N802 - PySpark's name
-            return None
-
-    def backend() -> SparkBackend:
-        b = SparkBackend.__new__(SparkBackend)
-        b._sql, b._spark = type("FakeSql", (), {"SparkSession": FakeSparkSession}), None
-        return b
-
+    starts = spark_starts("session")
     monkeypatch.setattr("dpframe.backends.spark._check_metrics", lambda spark: None)  # (test_review33a.py)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    assert backend().spark == "session" and ("spark.pyspark.python", sys.executable) in seen
-    seen.clear()
+    assert starts.backend().spark == "session" and ("spark.pyspark.python", sys.executable) in starts.seen
+    starts.seen.clear()
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
-    assert backend().spark == "session" and not any(key == "spark.pyspark.python" for key, _ in seen)
+    assert starts.backend().spark == "session" and not any(key == "spark.pyspark.python" for key, _ in starts.seen)
