@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -37,7 +38,7 @@ from dpframe.budgets import ZCDP, describe, make, up
 from dpframe.errors import BoundsError, BudgetError, PlanError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure, count_units
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import MIN_GRID_EXPONENT, Statistic
 from dpframe.mechanism.noise import Noise
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
@@ -112,7 +113,7 @@ def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
             raise PlanError(f"column {measure.column!r} is not numeric", argument="score", fix=fix)
         lo, hi = measure.bounds
         top = max(abs(lo), abs(hi))
-        grid = math.floor(math.log2(top)) - _SUM_BITS
+        grid = max(math.floor(math.log2(top)) - _SUM_BITS, MIN_GRID_EXPONENT)   # subnormal bounds: 2⁻¹⁰²²
         stat = Statistic("fixed_sum", measure.column, lo, hi, grid_exp=grid)
         key = rows * stat.row_bound()
         return Score(measure, stat, key, gap_sensitivity(key, lo >= 0), Fraction(2) ** grid)
@@ -258,7 +259,7 @@ class TopKQuery:
         s = self.score
         if s.unit == 1:
             return f"{grid} score units"
-        return f"{float(Fraction(grid) * s.unit):.6g} score units ({grid} grid units of {float(s.unit):g})"
+        return f"{_num(Fraction(grid) * s.unit, 6)} score units ({grid} grid units of {_num(s.unit)})"
 
     def _explain_data(self, p: TopKPlan) -> dict[str, Any]:
         s, g = self.score, self.score.gap
@@ -266,12 +267,12 @@ class TopKQuery:
         if p.stable is not None:
             st = p.stable
             what = "k from the data (Regularized Large Gap)" if self.k is None else \
-                f"k̃ near k={self.k} (regularizer −{float(self.lam * s.unit):g}·|j−k|)"
-            mech.append(f"Alg 1: exact EM on gaps j ≤ {self.k_max}, ε = {float(st.em_epsilon):.6g} "
-                        f"(Gumbel scale {float(s.unit / st.em_scale):.4g} score units): {what}")
-            sigma = math.sqrt(float(st.ptr_scale)) * float(s.unit)
-            noise = (f"discrete Gaussian σ = {sigma:.4g}" if st.ptr == "gaussian"
-                     else f"discrete Laplace t = {float(st.ptr_scale * s.unit):.4g}")
+                f"k̃ near k={self.k} (regularizer −{_num(self.lam * s.unit)}·|j−k|)"
+            mech.append(f"Alg 1: exact EM on gaps j ≤ {self.k_max}, ε = {_num(st.em_epsilon, 6)} "
+                        f"(Gumbel scale {_num(s.unit / st.em_scale)} score units): {what}")
+            sigma = Fraction(math.sqrt(st.ptr_scale)) * s.unit
+            noise = (f"discrete Gaussian σ = {_num(sigma)}" if st.ptr == "gaussian"
+                     else f"discrete Laplace t = {_num(st.ptr_scale * s.unit)}")
             mech.append(f"PTR: {noise} (score units), δ_t = {float(st.delta_t):.3g}; releases the exact set iff "
                         f"{'max{g, q_k}' if st.ptr == 'gaussian' else 'q_k'} + noise > {self._units(st.threshold())} "
                         f"(passes w.p. ≥ 1/2 when the gap q_k ≥ {self._units(int(st.threshold()) + 1)})")
@@ -285,11 +286,11 @@ class TopKQuery:
                             f"peeling EM over the released set; {fill[p.patch.fill]}; charged even when not run")
         elif p.tct is not None:
             mech.append(f"TCT one-shot top-k: each key's score + discrete Laplace(t = "
-                        f"{float(s.key_sensitivity / p.tct.candidate_epsilon * s.unit):.4g} score units); k hits of "
+                        f"{_num(s.key_sensitivity / p.tct.candidate_epsilon * s.unit)} score units); k hits of "
                         f"2ε_c-DP calls, n = {p.tct.accesses}, tail δ* = {p.tct.tail:.3g}; noisy scores released free")
         elif p.step_epsilon is not None:
-            mech.append(f"{self.method}: {self.k} exact-EM steps, ε per step = {float(p.step_epsilon):.6g} "
-                        f"(Gumbel scale {float(g * s.unit / p.step_epsilon):.4g} score units)" +
+            mech.append(f"{self.method}: {self.k} exact-EM steps, ε per step = {_num(p.step_epsilon, 6)} "
+                        f"(Gumbel scale {_num(g * s.unit / p.step_epsilon)} score units)" +
                         (f", ⊥ threshold with δ = {float(p.delta_ld):.3g}; may return fewer than k keys"
                          if self.method == "limited_domain" else ""))
         if self.release_scores and p.tct is None:
@@ -310,8 +311,8 @@ class TopKQuery:
         return {
             "query": f"group_by{list(self._by)}.top_k(k={self.k}, score={s.measure.describe()})",
             "method": self.method, "candidates": cand,
-            "score": f"{s.measure.describe()}: one unit moves a key's score by ≤ {float(s.key_sensitivity * s.unit):g}"
-                     f", every gap by ≤ {float(g * s.unit):g}",
+            "score": f"{s.measure.describe()}: one unit moves a key's score by ≤ {_num(s.key_sensitivity * s.unit, 6)}"
+                     f", every gap by ≤ {_num(g * s.unit, 6)}",
             "mechanisms": mech, "notes": notes, "cost": cost,
             "output": "keys sorted by key" + (" + noisy score" if self.release_scores or p.tct else "") +
                       (", or dp.TopKFailed / dp.TopKPartial (fewer than k keys)" if short and self.k else
@@ -467,6 +468,21 @@ class TopKQuery:
         steps = " | ".join(n.describe() for n in self._node.lineage())
         return (f"{steps} | group_by{list(self._by)} | top_k(k={self.k}, score={self.score.measure.describe()}, "
                 f"method={self.method!r})")
+
+def _num(x: Fraction, digits: int = 4) -> str:
+    """``x`` to ``digits`` significant digits, also beyond the float range (explain() must not fail on it).
+
+    A tiny budget's noise scale or the grid of a sum bounded near 1e308 is a Fraction no float holds.
+
+    Example:
+        >>> _num(Fraction(1, 3)), _num(3 / Fraction(10**310)), _num(Fraction(2) ** 1100, 3)
+        ('0.3333', '3E-310', '1.36E+331')
+
+    """
+    if x == 0 or Fraction(1, 10**300) < abs(x) < 10**300:
+        return f"{float(x):.{digits}g}"
+    return f"{Decimal(x.numerator) / Decimal(x.denominator):.{digits}G}"
+
 
 def _short(value: object) -> str:
     text = repr(value)

@@ -1,0 +1,93 @@
+"""Review 34a: the learning, selection and quantile mechanisms, end to end, under an adversarial analyst.
+
+Scope: quantiles (single, per group, public and private keys, the rank-window and whole-list paths), the
+robust median (generalized PTR), interior point, threshold and rectangle learning, top-k (every method)
+and PATE, with what ``explain()``, ``cost()`` and ``ci=`` say about them. The analyst picks every
+argument (bounds, budgets, scores, k, quantile levels) and catches every exception. Each test is an attack
+that broke, kept with its fix: it fails if the defence regresses. D and D′ are neighbouring datasets (D′
+adds one privacy unit) where the attack is data-dependent.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+
+def _visits() -> pl.DataFrame:
+    rows = [(u, c, float(u % 7)) for u in range(300) for c in ["a", "b", "c"][: 1 + (u % 3 != 0) + (u % 3 == 2)]]
+    return pl.DataFrame(rows, schema=["user", "city", "x"], orient="row")
+
+
+def _topk_session(backend: str = "polars") -> dp.Session:
+    return dp.Session({"v": _visits()}, privacy_unit=dp.PrivacyUnit("user", max_rows=3),
+                      budget=dp.ApproxDP(10**6, Fraction(1, 2)), seed=3, backend=backend)
+
+
+def _topk(method: str) -> tuple[dict[str, Any], dp.Budget]:
+    """The group-by arguments and a budget each top-k method accepts."""
+    if method in ("gumbel", "peeling"):
+        return {"keys": ["a", "b", "c"]}, dp.PureDP(1)
+    return ({"keys": ["a", "b", "c"]} if method == "tct" else {}), dp.ApproxDP(1, 1e-7)
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("method", ["stable", "gumbel"])
+@pytest.mark.parametrize("bounds", [(0, 5e-324), (0, 1e-310), (-5e-324, 0)])
+def test_a_topk_sum_score_with_subnormal_bounds_runs(backend: str, method: str, bounds: tuple[float, float]) -> None:
+    """``top_k(score=dp.sum("x", bounds=(0, 5e-324)))`` put the score on the grid 2^(⌊log₂ 5e-324⌋ − 16) = 2⁻¹⁰⁹⁰;
+    the backends scale each value by 2¹⁰⁹⁰ (∞ in float64), so the query was charged, then failed with an
+    OverflowError on every dataset (a charged failure from an analyst's parameter), and with
+    ``release_scores=True`` ``cost()`` was a raw ``ValueError: math domain error`` (log₂ of the grid unit,
+    0.0 as a float). The grid now stops at 2⁻¹⁰²², as the aggregates' sums do (coarser is sound).
+    """
+    by, budget = _topk(method)
+    sess = _topk_session(backend)
+    score = dp.sum("x", bounds=bounds)
+    cost = sess.table("v").group_by("city", **by).top_k(k=1, score=score, method=method,
+                                                        release_scores=True).cost(budget)
+    assert cost.epsilon == budget.epsilon
+    sess.table("v").group_by("city", **by).top_k(k=1, score=score, method=method).collect(budget)
+    assert sess.history()["status"].to_list() == ["committed"]
+
+
+@pytest.mark.parametrize("method", ["stable", "gumbel", "peeling", "limited_domain", "tct"])
+@pytest.mark.parametrize(("bounds", "epsilon"), [((-1e308, 1e308), Fraction(1)), ((0, 1), Fraction(1, 10**310))],
+                         ids=["bounds-near-float-max", "tiny-epsilon"])
+def test_topk_explain_of_a_scale_beyond_float_is_text_not_an_overflow(method: str, bounds: tuple[float, float],
+                                                                       epsilon: Fraction) -> None:
+    """``explain``/``cost`` printed the Gumbel scale, sensitivities and PTR noise through ``float()``: a sum
+    score bounded near 1e308 (its grid unit 2¹⁰⁰⁷ times 3·2¹⁷ rows) or a budget of ε = 10⁻³¹⁰ gave a raw
+    ``OverflowError`` (uncharged, but not a dpframe error). Now such numbers are written out (``3E+310``),
+    and the query either plans or is refused with a dpframe error, nothing charged."""
+    by, budget = _topk(method)
+    budget = dp.PureDP(epsilon) if isinstance(budget, dp.PureDP) else dp.ApproxDP(epsilon, 1e-7)
+    sess = _topk_session()
+    q = sess.table("v").group_by("city", **by).top_k(k=1, score=dp.sum("x", bounds=bounds), method=method)
+    try:
+        text = q.explain(budget)
+    except dp.DPFrameError:
+        with pytest.raises(dp.DPFrameError):
+            q.cost(budget)
+    else:
+        assert "score units" in str(text)
+        assert q.cost(budget).epsilon == epsilon
+    assert sess.history().is_empty()
+
+
+@pytest.mark.parametrize("score", [dp.len(), dp.count_units()], ids=["len", "count_units"])
+@pytest.mark.parametrize("ptr", ["gaussian", "laplace"])
+def test_stable_topk_at_a_tiny_budget_is_a_budget_error(score: dp.Measure, ptr: str) -> None:
+    """StableTopK converts (ε, δ) to a zCDP ρ for its Gaussian PTR; at ε = 10⁻³⁰ that ρ rounds to 0 and
+    ``cost()`` divided by it: a raw ``ZeroDivisionError``. Now a BudgetError while planning, uncharged."""
+    sess = _topk_session()
+    q = sess.table("v").group_by("city").top_k(k=1, score=score, ptr=ptr)
+    for run in (q.cost, q.explain, q.collect):
+        with pytest.raises(dp.BudgetError):
+            run(dp.ApproxDP(Fraction(1, 10**30), 1e-7))
+    assert sess.history().is_empty()
