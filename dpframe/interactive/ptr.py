@@ -158,14 +158,23 @@ class RobustMedian(Sealed):
         if not isinstance(column, str):
             raise SchemaError(f"expected a column name, got {type(column).__name__}", argument="column",
                               fix=f"pass one of {list(self._node.schema.names())} as a string")
-        if column not in self._node.schema or not self._node.schema[column].is_numeric():
-            raise SchemaError(f"{column!r} is not a numeric column", argument="column",
-                              fix=f"use one of {list(self._node.schema.names())}")
+        dtype = self._node.schema.get(column)
+        if dtype is None or not (dtype.is_float() or dtype.is_integer()):   # a Decimal was coded truncated
+            raise SchemaError(f"{column!r} is not an integer or float column", argument="column",
+                              fix=f"use one of {list(self._node.schema.names())}, or cast a decimal column: "
+                                  "pl.col(...).cast(pl.Float64)")
         if not isinstance(bounds, tuple | list) or len(bounds) != 2:
             raise BoundsError("expected (lower, upper)", argument="bounds", fix="pass bounds=(0, 1000)")
         lo, hi = (public_number(b, "bounds") for b in bounds)
         if not lo < hi:
             raise BoundsError(f"lower {lo} must be < upper {hi}", argument="bounds", fix="swap them")
+        if not dtype.is_float():
+            # whole-number values: clamping to the whole numbers inside the bounds is clamping to the bounds, and
+            # the backends code whole-number columns from whole-number ends (a fractional end was truncated)
+            lo, hi = Fraction(math.ceil(lo)), Fraction(math.floor(hi))
+            if not lo < hi:
+                raise BoundsError(f"the bounds {tuple(bounds)!r} of the whole-number column {column!r} hold fewer "
+                                  "than two whole numbers", argument="bounds", fix="pass wider bounds, e.g. (0, 1000)")
         width_exp = -floor_log2(1 / Fraction(hi - lo))          # ⌈log₂(upper − lower)⌉, exact
         if width_exp - GRID_BITS < MIN_GRID_EXP or hi - lo >= MAX_FLOAT_WIDTH:
             raise BoundsError(f"upper − lower ≈ 2^{width_exp} is outside the supported [2^-984, 2^1000) "
@@ -229,7 +238,9 @@ class RobustMedian(Sealed):
 
         def test() -> bool:
             stats = session._release.reader().statistics(self._node, (stat,))
-            codes = np.asarray(stats[stat.key][0], dtype=np.int64)
+            # ≤ top: float rounding of (upper − lower) can code a value at the upper bound as top + 1, above the
+            # padding the distance to instability assumes (its sensitivity bound needs the padding on top)
+            codes = np.minimum(np.asarray(stats[stat.key][0], dtype=np.int64), self.top)
             read.append(codes)
             rho = int(discrete_laplace(rho_scale, 1, rng)[0])
             for beta in self.proposals:

@@ -91,3 +91,56 @@ def test_stable_topk_at_a_tiny_budget_is_a_budget_error(score: dp.Measure, ptr: 
         with pytest.raises(dp.BudgetError):
             run(dp.ApproxDP(Fraction(1, 10**30), 1e-7))
     assert sess.history().is_empty()
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("bounds", [(0.5, 1000.5), (-10.5, 10.5), (2.5, 9.5)])
+def test_robust_median_of_a_whole_number_column_with_fractional_bounds_is_unbiased(
+        backend: str, bounds: tuple[float, float]) -> None:
+    """``robust_median`` coded a whole-number column from ``int(lower)`` (the backends' integer codes take
+    whole-number ends) but decoded from ``lower``: with ``bounds=(0.5, 1000.5)`` every released median was
+    0.5 too high, with ``(-10.5, 10.5)`` 0.5 too low — on every dataset, whatever the noise. Whole-number
+    columns now use the whole numbers inside the bounds as their ends."""
+    data = pl.DataFrame({"x": [-3] * 10 + [6] * 4000})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4,
+                      backend=backend)
+    from dpframe.interactive.ptr import robust_median
+
+    median = robust_median(sess.table("t"), "x", bounds=bounds).collect(dp.ApproxDP(1, 1e-7))
+    assert median is not None and abs(median - 6) < 0.1
+
+
+def test_robust_median_refuses_a_decimal_column_and_bounds_without_two_whole_numbers() -> None:
+    """A Decimal column was coded truncated toward zero (5.5 → 5) while the quantiles refuse it: now a
+    SchemaError, as theirs; whole-number bounds holding one whole number, (0.5, 1.5), a BoundsError. Free."""
+    from decimal import Decimal
+
+    from dpframe.interactive.ptr import robust_median
+
+    data = pl.DataFrame({"d": pl.Series([Decimal("5.5")] * 50, dtype=pl.Decimal(10, 2)), "x": list(range(50))})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4)
+    with pytest.raises(dp.SchemaError, match="cast"):
+        robust_median(sess.table("t"), "d", bounds=(0, 100))
+    with pytest.raises(dp.BoundsError, match="two whole numbers"):
+        robust_median(sess.table("t"), "x", bounds=(0.5, 1.5))
+    assert sess.history().is_empty()
+
+
+def test_robust_median_codes_stay_under_the_padding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The distance to instability pads the sorted codes with M = ⌊(upper − lower)/2^g⌋ above; its sensitivity
+    bound (m) needs every code ≤ M. With ``bounds=(2⁻⁶⁰, 1)`` the float difference 1 − 2⁻⁶⁰ rounds to 1.0,
+    so a value at the upper bound was coded M + 1 = 65536 above the padding 65535. Codes are now clipped to M.
+    """
+    import dpframe.interactive.ptr as ptr
+
+    seen: list[int] = []
+    original = ptr.instability_distance
+
+    def spy(codes: Any, top: int, m: int, beta: int) -> int:
+        seen.append(int(codes.max()) - top)
+        return original(codes, top, m, beta)
+    monkeypatch.setattr(ptr, "instability_distance", spy)
+    data = pl.DataFrame({"x": [1.0] * 10 + [0.5] * 5})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4)
+    ptr.robust_median(sess.table("t"), "x", bounds=(2.0**-60, 1.0)).collect(dp.ApproxDP(1, 1e-7))
+    assert seen and max(seen) <= 0
