@@ -221,6 +221,7 @@ class RobustMedian(Sealed):
         t, _, _ = self.threshold(eps_test, delta)
         unit = float(Fraction(2) ** self.grid_exp)
         return (f"robust median of {self.column} in [{self.lo}, {self.hi}] (grid {unit:g})\n"
+                f"  privacy unit: {self._session.privacy_unit.describe()}\n"
                 f"  generalized PTR: AboveThreshold over {len(self.proposals)} proposed local sensitivities "
                 f"{[b * unit for b in self.proposals[:4]]}…, test 'distance to instability ≥ {t} rows' "
                 f"(ε={float(eps_test):g})\n  release: median + discrete Laplace(β/{float(eps_rel):g}) of the "

@@ -192,9 +192,16 @@ class TopKQuery:
         lines = (f"method: {data['method']}", f"candidates: {data['candidates']}", f"score: {data['score']}",
                  *(f"  {line}" for line in data["mechanisms"]), f"output: {data['output']}")
         notes = (*data["notes"], "the cost is charged in full, also when the result is failed or partial")
-        explain = Explain(f"top-k: {data['query']}", lines=lines, notes=notes, data=data)
+        explain = Explain(f"top-k: {data['query']}", steps=self._steps(), lines=lines, notes=notes, data=data)
         return FamilyPlan(plan.budget, plan.budget, plan.charge, f"topk:{self.method}", explain,
                           lambda reader, rng: self._run(plan, reader, rng), detail=plan)
+
+    def _steps(self) -> tuple[str, ...]:
+        """The row-level steps and the privacy unit the selection protects (as the ``agg`` queries show them)."""
+        unit = self._source.unit
+        bound = unit.describe() if self.score.bound_rows or unit.column is None else \
+            f"unit {unit.column!r}: every row (count_units counts each unit once per key)"
+        return (*(n.describe() for n in self._node.lineage()), f"ContributionBound: {bound}")
 
     def _calibrate(self, budget: object) -> TopKPlan:
         b, curve_session = query_budget(self._context.accountant, budget)

@@ -144,3 +144,18 @@ def test_robust_median_codes_stay_under_the_padding(monkeypatch: pytest.MonkeyPa
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4)
     ptr.robust_median(sess.table("t"), "x", bounds=(2.0**-60, 1.0)).collect(dp.ApproxDP(1, 1e-7))
     assert seen and max(seen) <= 0
+
+
+@pytest.mark.parametrize(("score", "says"), [(dp.len(), "≤ 3 rows per unit"),
+                                              (dp.count_units(), "every row (count_units")], ids=["len", "count_units"])
+def test_topk_and_robust_median_explain_name_the_privacy_unit(score: dp.Measure, says: str) -> None:
+    """``explain()`` of a top-k query and of the robust median stated costs and noise but not the unit they
+    protect (the ``agg`` and learning queries print ``ContributionBound: unit 'user': ≤ 3 rows per unit``).
+    Both now name it; top-k's ``count_units`` says that it bounds nothing (each unit counts once per key)."""
+    from dpframe.interactive.ptr import robust_median
+
+    sess = _topk_session()
+    text = str(sess.table("v").group_by("city").top_k(k=1, score=score).explain(dp.ApproxDP(1, 1e-7)))
+    assert f"ContributionBound: unit 'user': {says}" in text
+    text = robust_median(sess.table("v"), "x", bounds=(0, 10)).explain(dp.ApproxDP(1, 1e-7))
+    assert "privacy unit: unit 'user': ≤ 3 rows per unit" in text
