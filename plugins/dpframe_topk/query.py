@@ -266,7 +266,7 @@ class TopKQuery:
         s = self.score
         if s.unit == 1:
             return f"{grid} score units"
-        return f"{_num(Fraction(grid) * s.unit, 6)} score units ({grid} grid units of {_num(s.unit)})"
+        return f"{_num(Fraction(grid) * s.unit, 6)} score units ({grid} grid units of {_num(s.unit, 6)})"
 
     def _explain_data(self, p: TopKPlan) -> dict[str, Any]:
         s, g = self.score, self.score.gap
@@ -274,7 +274,7 @@ class TopKQuery:
         if p.stable is not None:
             st = p.stable
             what = "k from the data (Regularized Large Gap)" if self.k is None else \
-                f"k̃ near k={self.k} (regularizer −{_num(self.lam * s.unit)}·|j−k|)"
+                f"k̃ near k={self.k} (regularizer −{_num(self.lam * s.unit, 6)}·|j−k|)"
             mech.append(f"Alg 1: exact EM on gaps j ≤ {self.k_max}, ε = {_num(st.em_epsilon, 6)} "
                         f"(Gumbel scale {_num(s.unit / st.em_scale)} score units): {what}")
             sigma = Fraction(math.sqrt(st.ptr_scale)) * s.unit

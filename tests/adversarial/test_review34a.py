@@ -159,3 +159,18 @@ def test_topk_and_robust_median_explain_name_the_privacy_unit(score: dp.Measure,
     assert f"ContributionBound: unit 'user': {says}" in text
     text = robust_median(sess.table("v"), "x", bounds=(0, 10)).explain(dp.ApproxDP(1, 1e-7))
     assert "privacy unit: unit 'user': ≤ 3 rows per unit" in text
+
+
+@pytest.mark.parametrize("budget", [dp.ApproxDP(200, Fraction(1, 10**320)), dp.ApproxDP(200, Fraction(1, 10**400)),
+                                    dp.ApproxDP(10**4, 1e-6)], ids=["delta-subnormal", "delta-below-float", "huge-eps"])
+def test_learn_rectangle_rsc_accounting_at_extreme_budgets_plans(budget: dp.Budget) -> None:
+    """The RSC bound w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉ read δ̂ as a float (1/1e-320 = ∞: OverflowError; 10⁻⁴⁰⁰ → 0.0:
+    ZeroDivisionError) and p = 1/(1 + e^{ε₀}) overflowed at ε₀ ≈ 10⁴ (OverflowError): ``cost()`` of
+    ``learn_rectangle`` raised each raw. ln(1/δ̂) is now exact and ln(1/(1 − p)) = ln(1 + e^{−ε₀}), so the query
+    plans (here sequential composition is the cheaper bound) and nothing is charged."""
+    data = pl.DataFrame({"x": [i / 100 for i in range(100)] * 3, "x2": [0.5] * 300, "y": [i % 2 for i in range(300)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10**9, 0.5), seed=0)
+    q = sess.table("t").learn_rectangle(["x", "x2"], label="y", bounds={"x": (0, 1), "x2": (0, 1)})
+    assert q.cost(budget).epsilon == budget.epsilon
+    assert "accounting: sequential" in str(q.explain(budget))
+    assert sess.history().is_empty()
