@@ -174,3 +174,21 @@ def test_learn_rectangle_rsc_accounting_at_extreme_budgets_plans(budget: dp.Budg
     assert q.cost(budget).epsilon == budget.epsilon
     assert "accounting: sequential" in str(q.explain(budget))
     assert sess.history().is_empty()
+
+
+@pytest.mark.parametrize("make", [
+    lambda t: t.interior_point("x", bounds=(0, 1), beta=5e-324),
+    lambda t: t.interior_point("x", bounds=(0, 1), beta=1e-310),
+    lambda t: t.learn_threshold("x", label="y", bounds=(0, 1), beta=5e-324),
+    lambda t: t.learn_threshold("x", label="y", bounds=(0, 1), xi=5e-324),
+    lambda t: t.learn_rectangle(["x", "x2"], label="y", bounds={"x": (0, 1), "x2": (0, 1)}, beta=5e-324),
+], ids=["ip", "ip-1e-310", "threshold", "threshold-xi", "rectangle"])
+def test_a_subnormal_failure_probability_is_an_argument_error(make: Any) -> None:
+    """``beta=5e-324`` (or ``xi``) passed the (0, 1/2] check, then the row requirements divided by it in floats
+    (|X|/β = ∞): ``cost()`` raised a raw OverflowError / ZeroDivisionError. β and ξ now lie in [10⁻¹⁰⁰, …]:
+    an ArgumentError naming the argument, when the query is built, nothing charged."""
+    data = pl.DataFrame({"x": [i / 300 for i in range(300)], "x2": [0.5] * 300, "y": [i % 2 for i in range(300)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=0)
+    with pytest.raises(dp.ArgumentError, match=r"(beta|xi) must be in \[1e-100"):
+        make(sess.table("t")).cost(dp.ApproxDP(1, 1e-6))
+    assert sess.history().is_empty()
