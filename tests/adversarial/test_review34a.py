@@ -10,13 +10,19 @@ adds one privacy unit) where the attack is data-dependent.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+from dpframe_quantiles.em import joint_quantiles, scale
 
 import dpframe as dp
+import dpframe.interactive.ptr as ptr
+from dpframe.interactive.ptr import robust_median
+from dpframe.noise import SeededRandomSource
 
 
 def _visits() -> pl.DataFrame:
@@ -104,8 +110,6 @@ def test_robust_median_of_a_whole_number_column_with_fractional_bounds_is_unbias
     data = pl.DataFrame({"x": [-3] * 10 + [6] * 4000})
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4,
                       backend=backend)
-    from dpframe.interactive.ptr import robust_median
-
     median = robust_median(sess.table("t"), "x", bounds=bounds).collect(dp.ApproxDP(1, 1e-7))
     assert median is not None and abs(median - 6) < 0.1
 
@@ -113,9 +117,6 @@ def test_robust_median_of_a_whole_number_column_with_fractional_bounds_is_unbias
 def test_robust_median_refuses_a_decimal_column_and_bounds_without_two_whole_numbers() -> None:
     """A Decimal column was coded truncated toward zero (5.5 → 5) while the quantiles refuse it: now a
     SchemaError, as theirs; whole-number bounds holding one whole number, (0.5, 1.5), a BoundsError. Free."""
-    from decimal import Decimal
-
-    from dpframe.interactive.ptr import robust_median
 
     data = pl.DataFrame({"d": pl.Series([Decimal("5.5")] * 50, dtype=pl.Decimal(10, 2)), "x": list(range(50))})
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=4)
@@ -131,8 +132,6 @@ def test_robust_median_codes_stay_under_the_padding(monkeypatch: pytest.MonkeyPa
     bound (m) needs every code ≤ M. With ``bounds=(2⁻⁶⁰, 1)`` the float difference 1 − 2⁻⁶⁰ rounds to 1.0,
     so a value at the upper bound was coded M + 1 = 65536 above the padding 65535. Codes are now clipped to M.
     """
-    import dpframe.interactive.ptr as ptr
-
     seen: list[int] = []
     original = ptr.instability_distance
 
@@ -152,8 +151,6 @@ def test_topk_and_robust_median_explain_name_the_privacy_unit(score: dp.Measure,
     """``explain()`` of a top-k query and of the robust median stated costs and noise but not the unit they
     protect (the ``agg`` and learning queries print ``ContributionBound: unit 'user': ≤ 3 rows per unit``).
     Both now name it; top-k's ``count_units`` says that it bounds nothing (each unit counts once per key)."""
-    from dpframe.interactive.ptr import robust_median
-
     sess = _topk_session()
     text = str(sess.table("v").group_by("city").top_k(k=1, score=score).explain(dp.ApproxDP(1, 1e-7)))
     assert f"ContributionBound: unit 'user': {says}" in text
@@ -192,3 +189,36 @@ def test_a_subnormal_failure_probability_is_an_argument_error(make: Any) -> None
     with pytest.raises(dp.ArgumentError, match=r"(beta|xi) must be in \[1e-100"):
         make(sess.table("t")).cost(dp.ApproxDP(1, 1e-6))
     assert sess.history().is_empty()
+
+
+def _em_law(codes: Any, size: int, q: Fraction, epsilon: Fraction) -> Any:
+    """The exponential mechanism's exact law of one quantile (the module docstring of ``dpframe_quantiles.em``)."""
+    a, b, n = q.numerator, q.denominator, len(codes)
+    z = np.arange(size)
+    low, high = np.searchsorted(codes, z, side="left"), np.searchsorted(codes, z, side="right")
+    u = -np.maximum(np.maximum(b * low - a * n, a * n - b * high), 0)
+    w = np.exp(float(scale(q, epsilon, 1)) * (u - u.max()))
+    return w / w.sum()
+
+
+@pytest.mark.slow
+def test_quantile_sampler_draws_the_em_law_and_neighbours_stay_within_e_epsilon() -> None:
+    """Statistical check on a small neighbouring pair (D = {3, 5, 5, 7}, D′ = D + {15}, 16 codes, ε = 1): the
+    exact sampler's draws (10,000 identical groups: one independent draw each) follow the EM's exact law
+    (total variation < 0.03), that law moves by ≤ e^ε between D and D′, and so do the empirical marginals
+    of a joint release of three quantiles (3 levels of ε/2 each would be 3ε/2: the tree composes to
+    2 levels, ε)."""
+    pair = [np.array([3, 5, 5, 7], dtype=np.int64), np.array([3, 5, 5, 7, 15], dtype=np.int64)]
+    size, eps, draws = 16, Fraction(1), 10_000
+    for q in (Fraction(1, 2), Fraction(1, 4)):
+        laws = [_em_law(d, size, q, eps) for d in pair]
+        assert np.abs(np.log(laws[0] / laws[1])).max() <= float(eps) + 1e-9
+        for d, law in zip(pair, laws, strict=True):
+            out = joint_quantiles([d] * draws, size, (q,), eps, 1, SeededRandomSource(7))[:, 0]
+            assert 0.5 * np.abs(np.bincount(out, minlength=size) / draws - law).sum() < 0.03
+    qs = (Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))
+    joint = [joint_quantiles([d] * draws, size, qs, eps / 2, 1, SeededRandomSource(9)) for d in pair]
+    for j in range(3):
+        p, p2 = (np.bincount(o[:, j], minlength=size) / draws for o in joint)
+        common = (p > 0.02) & (p2 > 0.02)
+        assert np.abs(np.log(p[common] / p2[common])).max() <= float(eps) + 0.15
