@@ -173,7 +173,7 @@ class TopKQuery:
             k_max = min(k_max, m)
         self.k, self.k_max, self.method, self.ptr = k, k_max, method, ptr
         self.release_scores = release_scores
-        self.lam = self.score.gap if lam is None else _fraction(lam, "lam")
+        self.lam = self.score.gap if lam is None else _regularizer(lam)
         self.delta_t = None if delta_t is None else _fraction(delta_t, "delta_t")
         if self.delta_t is not None and not 0 < self.delta_t < 1:
             raise BudgetError(f"must be in (0, 1), got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
@@ -491,6 +491,26 @@ def _num(x: Fraction, digits: int = 4) -> str:
     return f"{Decimal(x.numerator) / Decimal(x.denominator):.{digits}G}"
 
 
+LAM_LIMIT = 2**31
+"""The largest regularizer λ, and the finest: λ is rounded to a denominator ≤ 2³¹. The selection scales its
+int64 utilities by λ's numerator and denominator (λ = 1e-300 is 1/10³⁰⁰: it overflowed int64 after the charge)."""
+
+
+def _regularizer(value: object) -> Fraction:
+    """λ ≥ 0 rounded to a denominator ≤ :data:`LAM_LIMIT` (public: any λ keeps the selection's privacy).
+
+    Example:
+        >>> _regularizer(1e-300), _regularizer(0.5)
+        (Fraction(0, 1), Fraction(1, 2))
+
+    """
+    lam = _fraction(value, "lam")
+    if lam > LAM_LIMIT:
+        raise BoundsError(f"must be at most 2^31, got {_short(value)}", argument="lam",
+                          fix="pass a smaller λ (one beyond the largest gap already makes k̃ = k)")
+    return lam.limit_denominator(LAM_LIMIT)
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
@@ -508,8 +528,8 @@ def _fraction(value: object, argument: str) -> Fraction:
     return out
 
 
-__all__ = ["K_LIMIT", "METHODS", "Score", "Selection", "TopK", "TopKFailed", "TopKPartial", "TopKPlan", "TopKQuery",
-           "gap_sensitivity", "score_of"]
+__all__ = ["K_LIMIT", "LAM_LIMIT", "METHODS", "Score", "Selection", "TopK", "TopKFailed", "TopKPartial", "TopKPlan",
+           "TopKQuery", "gap_sensitivity", "score_of"]
 
 
 class TopK:

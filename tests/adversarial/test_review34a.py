@@ -222,3 +222,19 @@ def test_quantile_sampler_draws_the_em_law_and_neighbours_stay_within_e_epsilon(
         p, p2 = (np.bincount(o[:, j], minlength=size) / draws for o in joint)
         common = (p > 0.02) & (p2 > 0.02)
         assert np.abs(np.log(p[common] / p2[common])).max() <= float(eps) + 0.15
+
+
+@pytest.mark.parametrize("lam", [1e-300, 2**31, 1e300, 2**70])
+def test_a_topk_regularizer_beyond_int64_is_rounded_or_refused_uncharged(lam: float) -> None:
+    """StableTopK's Alg 1 scales its int64 gap utilities by λ's numerator and denominator: ``lam=1e-300``
+    (1/10³⁰⁰) or ``lam=1e300`` was accepted, charged, then failed with an OverflowError on every dataset.
+    λ is now rounded to a denominator ≤ 2³¹ (public: any λ keeps the privacy) and refused above 2³¹."""
+    sess = _topk_session()
+    q = sess.table("v").group_by("city").top_k(k=2, lam=lam) if lam <= 2**31 else None
+    if q is None:
+        with pytest.raises(dp.BoundsError, match="lam"):
+            sess.table("v").group_by("city").top_k(k=2, lam=lam)
+        assert sess.history().is_empty()
+        return
+    q.collect(dp.ApproxDP(5, 1e-6))
+    assert sess.history()["status"].to_list() == ["committed"]
