@@ -50,7 +50,7 @@ from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
-from dpframe.noise import discrete_laplace, discrete_laplace_log_tail
+from dpframe.noise import MAX_LAPLACE_SCALE, discrete_laplace, discrete_laplace_log_tail
 from dpframe.plan.nodes import tables_read
 from dpframe.sealed import Sealed
 
@@ -190,7 +190,13 @@ class RobustMedian(Sealed):
         if not isinstance(budget, ApproxDP) or budget.delta == 0:
             raise BudgetError(f"PTR needs an (ε, δ) budget with δ > 0, got {budget!r}", argument="budget",
                               fix="pass dp.ApproxDP(1, 1e-7)")
-        return budget.epsilon / 2, budget.epsilon / 2, budget.delta
+        eps_test, eps_rel = budget.epsilon / 2, budget.epsilon / 2
+        # the test's noise ν (scale 4m/ε_test) and the widest release (β ≤ the largest proposal) must be drawable
+        if max(4 * self.m / eps_test, self.proposals[-1] / eps_rel) > MAX_LAPLACE_SCALE:
+            raise BudgetError(f"ε = {float(budget.epsilon):.3g} is so small that the robust median's noise scale "
+                              "exceeds what the exact sampler supports", argument="budget",
+                              fix="give the query a larger budget")
+        return eps_test, eps_rel, budget.delta
 
     def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
         """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""

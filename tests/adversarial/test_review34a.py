@@ -238,3 +238,18 @@ def test_a_topk_regularizer_beyond_int64_is_rounded_or_refused_uncharged(lam: fl
         return
     q.collect(dp.ApproxDP(5, 1e-6))
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1, 10**15), Fraction(1, 10**30)])
+def test_robust_median_noise_beyond_the_sampler_is_refused_uncharged(epsilon: Fraction) -> None:
+    """At ε = 10⁻³⁰ the AboveThreshold noise (scale 4m/ε_test) is beyond the exact sampler: the query was
+    charged, then failed with a ValueError. At ε = 10⁻¹⁵ the test's noise is drawable but the release's
+    (β/ε_rel) is not, so the outcome depended on the data: ⊥ (committed) when no proposal passed, a charged
+    failure when one did. Both are now refused while planning, nothing charged."""
+    sess = dp.Session({"t": pl.DataFrame({"u": list(range(200)), "x": [50.0 + i % 7 for i in range(200)]})},
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(10, 0.5), seed=0)
+    q = robust_median(sess.table("t"), "x", bounds=(0, 100))
+    for run in (q.cost, q.explain, q.collect):
+        with pytest.raises(dp.BudgetError, match="exact sampler"):
+            run(dp.ApproxDP(epsilon, 1e-7))
+    assert sess.history().is_empty()
