@@ -50,7 +50,7 @@ from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
-from dpframe.noise import discrete_laplace, discrete_laplace_log_tail
+from dpframe.noise import MAX_LAPLACE_SCALE, discrete_laplace, discrete_laplace_log_tail
 from dpframe.plan.nodes import tables_read
 from dpframe.sealed import Sealed
 
@@ -158,14 +158,23 @@ class RobustMedian(Sealed):
         if not isinstance(column, str):
             raise SchemaError(f"expected a column name, got {type(column).__name__}", argument="column",
                               fix=f"pass one of {list(self._node.schema.names())} as a string")
-        if column not in self._node.schema or not self._node.schema[column].is_numeric():
-            raise SchemaError(f"{column!r} is not a numeric column", argument="column",
-                              fix=f"use one of {list(self._node.schema.names())}")
+        dtype = self._node.schema.get(column)
+        if dtype is None or not (dtype.is_float() or dtype.is_integer()):   # a Decimal was coded truncated
+            raise SchemaError(f"{column!r} is not an integer or float column", argument="column",
+                              fix=f"use one of {list(self._node.schema.names())}, or cast a decimal column: "
+                                  "pl.col(...).cast(pl.Float64)")
         if not isinstance(bounds, tuple | list) or len(bounds) != 2:
             raise BoundsError("expected (lower, upper)", argument="bounds", fix="pass bounds=(0, 1000)")
         lo, hi = (public_number(b, "bounds") for b in bounds)
         if not lo < hi:
             raise BoundsError(f"lower {lo} must be < upper {hi}", argument="bounds", fix="swap them")
+        if not dtype.is_float():
+            # whole-number values: clamping to the whole numbers inside the bounds is clamping to the bounds, and
+            # the backends code whole-number columns from whole-number ends (a fractional end was truncated)
+            lo, hi = Fraction(math.ceil(lo)), Fraction(math.floor(hi))
+            if not lo < hi:
+                raise BoundsError(f"the bounds {tuple(bounds)!r} of the whole-number column {column!r} hold fewer "
+                                  "than two whole numbers", argument="bounds", fix="pass wider bounds, e.g. (0, 1000)")
         width_exp = -floor_log2(1 / Fraction(hi - lo))          # ⌈log₂(upper − lower)⌉, exact
         if width_exp - GRID_BITS < MIN_GRID_EXP or hi - lo >= MAX_FLOAT_WIDTH:
             raise BoundsError(f"upper − lower ≈ 2^{width_exp} is outside the supported [2^-984, 2^1000) "
@@ -181,7 +190,13 @@ class RobustMedian(Sealed):
         if not isinstance(budget, ApproxDP) or budget.delta == 0:
             raise BudgetError(f"PTR needs an (ε, δ) budget with δ > 0, got {budget!r}", argument="budget",
                               fix="pass dp.ApproxDP(1, 1e-7)")
-        return budget.epsilon / 2, budget.epsilon / 2, budget.delta
+        eps_test, eps_rel = budget.epsilon / 2, budget.epsilon / 2
+        # the test's noise ν (scale 4m/ε_test) and the widest release (β ≤ the largest proposal) must be drawable
+        if max(4 * self.m / eps_test, self.proposals[-1] / eps_rel) > MAX_LAPLACE_SCALE:
+            raise BudgetError(f"ε = {float(budget.epsilon):.3g} is so small that the robust median's noise scale "
+                              "exceeds what the exact sampler supports", argument="budget",
+                              fix="give the query a larger budget")
+        return eps_test, eps_rel, budget.delta
 
     def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
         """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
@@ -212,6 +227,7 @@ class RobustMedian(Sealed):
         t, _, _ = self.threshold(eps_test, delta)
         unit = float(Fraction(2) ** self.grid_exp)
         return (f"robust median of {self.column} in [{self.lo}, {self.hi}] (grid {unit:g})\n"
+                f"  privacy unit: {self._session.privacy_unit.describe()}\n"
                 f"  generalized PTR: AboveThreshold over {len(self.proposals)} proposed local sensitivities "
                 f"{[b * unit for b in self.proposals[:4]]}…, test 'distance to instability ≥ {t} rows' "
                 f"(ε={float(eps_test):g})\n  release: median + discrete Laplace(β/{float(eps_rel):g}) of the "
@@ -229,7 +245,9 @@ class RobustMedian(Sealed):
 
         def test() -> bool:
             stats = session._release.reader().statistics(self._node, (stat,))
-            codes = np.asarray(stats[stat.key][0], dtype=np.int64)
+            # ≤ top: float rounding of (upper − lower) can code a value at the upper bound as top + 1, above the
+            # padding the distance to instability assumes (its sensitivity bound needs the padding on top)
+            codes = np.minimum(np.asarray(stats[stat.key][0], dtype=np.int64), self.top)
             read.append(codes)
             rho = int(discrete_laplace(rho_scale, 1, rng)[0])
             for beta in self.proposals:

@@ -2,6 +2,8 @@
 
 from dpframe.mechanism.base import (
     LIST_KINDS,
+    MAX_GRID_EXPONENT,
+    MIN_GRID_EXPONENT,
     SUM_LIMIT,
     MeasureContext,
     Mechanism,
@@ -12,5 +14,5 @@ from dpframe.mechanism.base import (
 from dpframe.mechanism.noise import Noise, sample_batch
 from dpframe.mechanism.sorted_codes import SortedCodes
 
-__all__ = ["LIST_KINDS", "SUM_LIMIT", "MeasureContext", "Mechanism", "MechanismPlan", "Noise", "SortedCodes",
-           "Statistic", "sample_batch", "statistic_values"]
+__all__ = ["LIST_KINDS", "MAX_GRID_EXPONENT", "MIN_GRID_EXPONENT", "SUM_LIMIT", "MeasureContext", "Mechanism",
+           "MechanismPlan", "Noise", "SortedCodes", "Statistic", "sample_batch", "statistic_values"]

@@ -43,6 +43,10 @@ LIST_KINDS = frozenset({"sorted"})
 SUM_LIMIT = 2**62
 """The saturation bound of a ``fixed_sum`` (terms and total), in grid steps: every backend clips to ±2⁶²,
 leaving int64 headroom for the noise a mechanism adds."""
+MIN_GRID_EXPONENT, MAX_GRID_EXPONENT = -1022, 1023
+"""The range of a ``fixed_sum``'s ``grid_exp``: 2^k and 2^(−k) stay normal float64 numbers (the backends
+scale each value by 2^(−k); a finer grid overflowed to ∞ there). A mechanism picking a grid from the bounds
+raises a finer one to 2⁻¹⁰²² (coarser is sound: each row's bound is computed on the grid)."""
 """Statistic kinds whose per-group value is a list (passed to ``release`` as an object array of int64 arrays)."""
 
 

@@ -39,7 +39,15 @@ from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, make
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic, sample_batch
+from dpframe.mechanism import (
+    MAX_GRID_EXPONENT,
+    MIN_GRID_EXPONENT,
+    MeasureContext,
+    MechanismPlan,
+    Noise,
+    Statistic,
+    sample_batch,
+)
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
@@ -93,10 +101,6 @@ def _needs_of(measures: Sequence[Measure]) -> dict[str, dict[str, Need]]:
             needs[m.output_name] = {"n": shared["n"], "s": shared["s"]}
     return needs
 
-
-MIN_GRID_EXPONENT = -1022
-"""The finest sum grid, 2⁻¹⁰²²: 2^k and 2^(−k) stay normal float64 numbers (the backends scale by 2^(−k))."""
-MAX_GRID_EXPONENT = 1023
 
 
 def grid_exponent(noise_scale: Fraction, magnitude: Fraction) -> int:

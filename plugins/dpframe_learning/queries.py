@@ -236,10 +236,16 @@ class Allowance:
         return f"ρ={_f(self.rho)} (zCDP)" if self.rho is not None else f"ε={_f(self.epsilon)}"
 
 
+MIN_PROBABILITY = 1e-100
+"""The smallest β (and ξ) a learning query takes: the row requirements divide by it in floats (|X|/β, 8/ξ), and
+a subnormal one made them ∞ — a raw OverflowError from ``cost()``. No guarantee needs a smaller one."""
+
+
 def check_beta(beta: object) -> float:
-    """β, the failure probability the row requirements are computed for: a float in (0, 1/2]."""
-    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta <= 0.5:
-        raise ArgumentError(f"beta must be in (0, 0.5], got {beta!r}", argument="beta", fix="pass e.g. beta=1e-6")
+    """β, the failure probability the row requirements are computed for: a float in [10⁻¹⁰⁰, 1/2]."""
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not MIN_PROBABILITY <= beta <= 0.5:
+        raise ArgumentError(f"beta must be in [1e-100, 0.5], got {beta!r}", argument="beta",
+                            fix="pass e.g. beta=1e-6")
     return float(beta)
 
 
@@ -614,8 +620,8 @@ class ThresholdQuery(LearningQuery[Threshold]):
                             fix="use 'below' (label 1 ⇔ x < t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
         self.positive = positive
         self.beta = check_beta(beta)
-        if isinstance(xi, bool) or not isinstance(xi, int | float) or not 0 < xi < 1:
-            raise ArgumentError(f"xi must be in (0, 1), got {xi!r}", argument="xi", fix="pass e.g. xi=0.05")
+        if isinstance(xi, bool) or not isinstance(xi, int | float) or not MIN_PROBABILITY <= xi < 1:
+            raise ArgumentError(f"xi must be in [1e-100, 1), got {xi!r}", argument="xi", fix="pass e.g. xi=0.05")
         self.xi = float(xi)
         self._input = _binary(source, self.label)
 

@@ -38,17 +38,29 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.budgets import ApproxDP, PureDP
+from dpframe.budgets import ApproxDP, PureDP, exact_log
 from dpframe.noise import RandomSource, bernoulli_exp
 
 
-def rsc_calls(epsilon0: Fraction, delta_hat: float) -> int:
+def rsc_calls(epsilon0: Fraction, delta_hat: Fraction | float) -> int:
     """The RSC holder-call bound w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉, p = 1/(1 + e^{ε₀}) (§3.5).
 
-    §10 T3: w = 22 at ε₀ = 0.1, δ̂ = 1e-6.
+    §10 T3: w = 22 at ε₀ = 0.1, δ̂ = 1e-6. ln(1/(1 − p)) = ln(1 + e^{−ε₀}), and ln(1/δ̂) is taken from δ̂ exactly:
+    a δ̂ below the float range (10⁻⁴⁰⁰) or an ε₀ so large that e^{−ε₀} underflows gives a w, not a float error
+    (beyond :data:`MAX_CALLS` it is capped there: more than any number of slices, so RSC is not chosen).
+
+    Example:
+        >>> rsc_calls(Fraction(1, 10), Fraction(1, 10**400)), rsc_calls(Fraction(10**4), 1e-6) == MAX_CALLS
+        (1430, True)
+
     """
-    p = 1 / (1 + math.exp(float(epsilon0)))
-    return math.ceil(math.log(1 / delta_hat) / -math.log1p(-p) * (1 + 1e-12))
+    per_call = math.log1p(math.exp(-float(epsilon0)))             # ln(1/(1 − p)); 0.0 once e^{−ε₀} underflows
+    calls = -exact_log(Fraction(delta_hat)) / per_call if per_call else math.inf
+    return MAX_CALLS if calls >= MAX_CALLS else math.ceil(calls * (1 + 1e-12))
+
+
+MAX_CALLS = 2**62
+"""The cap of :func:`rsc_calls` (a bound beyond it exceeds every number of slices a query can have)."""
 
 
 def sequential_cost(epsilon0: Fraction, slices: int) -> PureDP:
@@ -62,7 +74,7 @@ def rsc_cost(epsilon0: Fraction, slices: int, delta_hat: Fraction) -> ApproxDP:
     Each holder call costs ε₀ (padded size and sync bit, Lemma 2.4) + ε₀ (the computation on slices one
     swap or one addition apart); see the module docstring and ``docs/learning.md``.
     """
-    w = rsc_calls(epsilon0, float(delta_hat))
+    w = rsc_calls(epsilon0, delta_hat)
     if w >= slices:
         return ApproxDP(2 * slices * epsilon0, 0)
     return ApproxDP(2 * w * epsilon0, delta_hat)

@@ -92,6 +92,9 @@ def stable_plan_zcdp(rho: Fraction, delta_t: Fraction, g: Fraction, ptr: str = "
     """
     em = sqrt_down(4 * rho)
     rest = rho - em * em / 8
+    if rest <= 0 or (ptr != "gaussian" and sqrt_down(2 * rest) <= 0):
+        raise BudgetError(f"ρ = {float(rho):.3g} for StableTopK is too small for its PTR test's noise",
+                          argument="budget", fix="give the query a larger budget")
     if ptr == "gaussian":
         s2 = g * g / (2 * rest)
         return StablePlan(em, ptr, s2, gaussian_shift(s2, delta_t), delta_t, g)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -37,7 +38,7 @@ from dpframe.budgets import ZCDP, describe, make, up
 from dpframe.errors import BoundsError, BudgetError, PlanError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure, count_units
-from dpframe.mechanism import Statistic
+from dpframe.mechanism import MIN_GRID_EXPONENT, Statistic
 from dpframe.mechanism.noise import Noise
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
@@ -112,7 +113,7 @@ def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
             raise PlanError(f"column {measure.column!r} is not numeric", argument="score", fix=fix)
         lo, hi = measure.bounds
         top = max(abs(lo), abs(hi))
-        grid = math.floor(math.log2(top)) - _SUM_BITS
+        grid = max(math.floor(math.log2(top)) - _SUM_BITS, MIN_GRID_EXPONENT)   # subnormal bounds: 2⁻¹⁰²²
         stat = Statistic("fixed_sum", measure.column, lo, hi, grid_exp=grid)
         key = rows * stat.row_bound()
         return Score(measure, stat, key, gap_sensitivity(key, lo >= 0), Fraction(2) ** grid)
@@ -172,7 +173,7 @@ class TopKQuery:
             k_max = min(k_max, m)
         self.k, self.k_max, self.method, self.ptr = k, k_max, method, ptr
         self.release_scores = release_scores
-        self.lam = self.score.gap if lam is None else _fraction(lam, "lam")
+        self.lam = self.score.gap if lam is None else _regularizer(lam)
         self.delta_t = None if delta_t is None else _fraction(delta_t, "delta_t")
         if self.delta_t is not None and not 0 < self.delta_t < 1:
             raise BudgetError(f"must be in (0, 1), got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
@@ -191,9 +192,16 @@ class TopKQuery:
         lines = (f"method: {data['method']}", f"candidates: {data['candidates']}", f"score: {data['score']}",
                  *(f"  {line}" for line in data["mechanisms"]), f"output: {data['output']}")
         notes = (*data["notes"], "the cost is charged in full, also when the result is failed or partial")
-        explain = Explain(f"top-k: {data['query']}", lines=lines, notes=notes, data=data)
+        explain = Explain(f"top-k: {data['query']}", steps=self._steps(), lines=lines, notes=notes, data=data)
         return FamilyPlan(plan.budget, plan.budget, plan.charge, f"topk:{self.method}", explain,
                           lambda reader, rng: self._run(plan, reader, rng), detail=plan)
+
+    def _steps(self) -> tuple[str, ...]:
+        """The row-level steps and the privacy unit the selection protects (as the ``agg`` queries show them)."""
+        unit = self._source.unit
+        bound = unit.describe() if self.score.bound_rows or unit.column is None else \
+            f"unit {unit.column!r}: every row (count_units counts each unit once per key)"
+        return (*(n.describe() for n in self._node.lineage()), f"ContributionBound: {bound}")
 
     def _calibrate(self, budget: object) -> TopKPlan:
         b, curve_session = query_budget(self._context.accountant, budget)
@@ -258,7 +266,7 @@ class TopKQuery:
         s = self.score
         if s.unit == 1:
             return f"{grid} score units"
-        return f"{float(Fraction(grid) * s.unit):.6g} score units ({grid} grid units of {float(s.unit):g})"
+        return f"{_num(Fraction(grid) * s.unit, 6)} score units ({grid} grid units of {_num(s.unit, 6)})"
 
     def _explain_data(self, p: TopKPlan) -> dict[str, Any]:
         s, g = self.score, self.score.gap
@@ -266,12 +274,12 @@ class TopKQuery:
         if p.stable is not None:
             st = p.stable
             what = "k from the data (Regularized Large Gap)" if self.k is None else \
-                f"k̃ near k={self.k} (regularizer −{float(self.lam * s.unit):g}·|j−k|)"
-            mech.append(f"Alg 1: exact EM on gaps j ≤ {self.k_max}, ε = {float(st.em_epsilon):.6g} "
-                        f"(Gumbel scale {float(s.unit / st.em_scale):.4g} score units): {what}")
-            sigma = math.sqrt(float(st.ptr_scale)) * float(s.unit)
-            noise = (f"discrete Gaussian σ = {sigma:.4g}" if st.ptr == "gaussian"
-                     else f"discrete Laplace t = {float(st.ptr_scale * s.unit):.4g}")
+                f"k̃ near k={self.k} (regularizer −{_num(self.lam * s.unit, 6)}·|j−k|)"
+            mech.append(f"Alg 1: exact EM on gaps j ≤ {self.k_max}, ε = {_num(st.em_epsilon, 6)} "
+                        f"(Gumbel scale {_num(s.unit / st.em_scale)} score units): {what}")
+            sigma = Fraction(math.sqrt(st.ptr_scale)) * s.unit
+            noise = (f"discrete Gaussian σ = {_num(sigma)}" if st.ptr == "gaussian"
+                     else f"discrete Laplace t = {_num(st.ptr_scale * s.unit)}")
             mech.append(f"PTR: {noise} (score units), δ_t = {float(st.delta_t):.3g}; releases the exact set iff "
                         f"{'max{g, q_k}' if st.ptr == 'gaussian' else 'q_k'} + noise > {self._units(st.threshold())} "
                         f"(passes w.p. ≥ 1/2 when the gap q_k ≥ {self._units(int(st.threshold()) + 1)})")
@@ -285,11 +293,11 @@ class TopKQuery:
                             f"peeling EM over the released set; {fill[p.patch.fill]}; charged even when not run")
         elif p.tct is not None:
             mech.append(f"TCT one-shot top-k: each key's score + discrete Laplace(t = "
-                        f"{float(s.key_sensitivity / p.tct.candidate_epsilon * s.unit):.4g} score units); k hits of "
+                        f"{_num(s.key_sensitivity / p.tct.candidate_epsilon * s.unit)} score units); k hits of "
                         f"2ε_c-DP calls, n = {p.tct.accesses}, tail δ* = {p.tct.tail:.3g}; noisy scores released free")
         elif p.step_epsilon is not None:
-            mech.append(f"{self.method}: {self.k} exact-EM steps, ε per step = {float(p.step_epsilon):.6g} "
-                        f"(Gumbel scale {float(g * s.unit / p.step_epsilon):.4g} score units)" +
+            mech.append(f"{self.method}: {self.k} exact-EM steps, ε per step = {_num(p.step_epsilon, 6)} "
+                        f"(Gumbel scale {_num(g * s.unit / p.step_epsilon)} score units)" +
                         (f", ⊥ threshold with δ = {float(p.delta_ld):.3g}; may return fewer than k keys"
                          if self.method == "limited_domain" else ""))
         if self.release_scores and p.tct is None:
@@ -310,8 +318,8 @@ class TopKQuery:
         return {
             "query": f"group_by{list(self._by)}.top_k(k={self.k}, score={s.measure.describe()})",
             "method": self.method, "candidates": cand,
-            "score": f"{s.measure.describe()}: one unit moves a key's score by ≤ {float(s.key_sensitivity * s.unit):g}"
-                     f", every gap by ≤ {float(g * s.unit):g}",
+            "score": f"{s.measure.describe()}: one unit moves a key's score by ≤ {_num(s.key_sensitivity * s.unit, 6)}"
+                     f", every gap by ≤ {_num(g * s.unit, 6)}",
             "mechanisms": mech, "notes": notes, "cost": cost,
             "output": "keys sorted by key" + (" + noisy score" if self.release_scores or p.tct else "") +
                       (", or dp.TopKFailed / dp.TopKPartial (fewer than k keys)" if short and self.k else
@@ -468,6 +476,41 @@ class TopKQuery:
         return (f"{steps} | group_by{list(self._by)} | top_k(k={self.k}, score={self.score.measure.describe()}, "
                 f"method={self.method!r})")
 
+def _num(x: Fraction, digits: int = 4) -> str:
+    """``x`` to ``digits`` significant digits, also beyond the float range (explain() must not fail on it).
+
+    A tiny budget's noise scale or the grid of a sum bounded near 1e308 is a Fraction no float holds.
+
+    Example:
+        >>> _num(Fraction(1, 3)), _num(3 / Fraction(10**310)), _num(Fraction(2) ** 1100, 3)
+        ('0.3333', '3E-310', '1.36E+331')
+
+    """
+    if x == 0 or Fraction(1, 10**300) < abs(x) < 10**300:
+        return f"{float(x):.{digits}g}"
+    return f"{Decimal(x.numerator) / Decimal(x.denominator):.{digits}G}"
+
+
+LAM_LIMIT = 2**31
+"""The largest regularizer λ, and the finest: λ is rounded to a denominator ≤ 2³¹. The selection scales its
+int64 utilities by λ's numerator and denominator (λ = 1e-300 is 1/10³⁰⁰: it overflowed int64 after the charge)."""
+
+
+def _regularizer(value: object) -> Fraction:
+    """λ ≥ 0 rounded to a denominator ≤ :data:`LAM_LIMIT` (public: any λ keeps the selection's privacy).
+
+    Example:
+        >>> _regularizer(1e-300), _regularizer(0.5)
+        (Fraction(0, 1), Fraction(1, 2))
+
+    """
+    lam = _fraction(value, "lam")
+    if lam > LAM_LIMIT:
+        raise BoundsError(f"must be at most 2^31, got {_short(value)}", argument="lam",
+                          fix="pass a smaller λ (one beyond the largest gap already makes k̃ = k)")
+    return lam.limit_denominator(LAM_LIMIT)
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
@@ -485,8 +528,8 @@ def _fraction(value: object, argument: str) -> Fraction:
     return out
 
 
-__all__ = ["K_LIMIT", "METHODS", "Score", "Selection", "TopK", "TopKFailed", "TopKPartial", "TopKPlan", "TopKQuery",
-           "gap_sensitivity", "score_of"]
+__all__ = ["K_LIMIT", "LAM_LIMIT", "METHODS", "Score", "Selection", "TopK", "TopKFailed", "TopKPartial", "TopKPlan",
+           "TopKQuery", "gap_sensitivity", "score_of"]
 
 
 class TopK:
