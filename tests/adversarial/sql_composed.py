@@ -229,8 +229,8 @@ def _aggregate(draw: st.DrawFn, columns: Columns, depth: int) -> str:
         return f"{draw(st.sampled_from(['SUM', 'AVG']))}({name})"
     target = expression(draw, columns, draw(st.sampled_from([*NUMERIC, "bool"])), depth)
     bounds = draw(st.sampled_from(_BOUNDS))
-    clamped = (f"CLAMP({target}, {bounds})" if draw(st.integers(0, 3)) else
-               "LEAST(GREATEST({0}, {1}), {2})".format(target, *bounds.split(", ")))
+    low, high = bounds.split(", ")
+    clamped = f"CLAMP({target}, {bounds})" if draw(st.integers(0, 3)) else f"LEAST(GREATEST({target}, {low}), {high})"
     if kind == "percentile":
         return f"PERCENTILE_CONT({draw(st.sampled_from(['0.5', '0.9']))}) WITHIN GROUP (ORDER BY {clamped})"
     if kind in ("quantile", "quantiles"):
