@@ -46,7 +46,7 @@ SESSION_OPTIONS: dict[str, Any] = {
 #: reaches SQL as an integer).
 COLUMNS: dict[str, str] = {"i": "int", "n": "int", "w": "int", "e": "int", "x": "float", "f": "float", "m": "dec",
                            "s": "str", "c": "enum", "d": "date", "t": "ts", "z": "tstz", "b": "bool"}
-KINDS = ("int", "float", "dec", "str", "enum", "date", "ts", "tstz", "bool", "list")
+KINDS = ("int", "float", "dec", "str", "enum", "date", "ts", "tstz", "bool", "list", "interval")
 NUMERIC = ("int", "float", "dec")
 _LITERALS: dict[str, list[str]] = {
     "int": ["0", "1", "-1", "3", "2147483648", "(-9223372036854775808)", "9223372036854775807", "NULL"],
@@ -57,8 +57,9 @@ _LITERALS: dict[str, list[str]] = {
     "date": ["DATE '2020-01-01'", "DATE '0001-01-01'", "'infinity'::DATE", "DATE '5877642-06-25'"],
     "ts": ["TIMESTAMP '2020-01-01 12:00:00'", "'-infinity'::TIMESTAMP", "TIMESTAMP '294247-01-10 04:00:54'"],
     "tstz": ["TIMESTAMPTZ '2020-01-01 12:00:00+00'"],
-    "bool": ["true", "false", "NULL"],
+    "bool": ["true", "false"],
     "list": ["['a', 'bc']", "[]::VARCHAR[]", "[NULL]::VARCHAR[]"],
+    "interval": ["INTERVAL 1 DAY", "INTERVAL '2147483647 months'"],
 }
 _INTERVALS = ["INTERVAL 1 DAY", "INTERVAL 1 MONTH", "INTERVAL '-3 hours'", "INTERVAL 100000 YEAR",
               "INTERVAL '2147483647 months'"]
@@ -102,7 +103,9 @@ _BUILDERS: dict[str, dict[str, Build]] = {
         "position": _f("list_position({0}, 'a')", "list"), "shift": _f("({0} >> 2)", "int"),
         "from_bool": _f("CAST({0} AS INTEGER)", "bool"), "hash": _f("hash({0})", "str"),
         "gcd": _f("gcd({0}, {1})", "int", "int"), "round": _f("CAST(round({0}) AS BIGINT)", "float"),
-        "from_enum": _f("enum_code({0})", "enum"),
+        "from_enum": _f("enum_code({0})", "enum"), "md5_number": _f("md5_number({0})", "str"),
+        "hugeint": _f("CAST({0} AS HUGEINT)", "int"), "unsigned": _f("({0} * CAST({1} AS UBIGINT))", "int", "int"),
+        "interval_days": _f("datepart('day', {0})", "interval"),
     },
     "float": {
         "div": _f("({0} / {1})", "float", "float"), "idiv": _f("({0} / {1})", "int", "int"),
@@ -188,6 +191,11 @@ _BUILDERS: dict[str, dict[str, Build]] = {
         "from_str": _f("TRY_CAST({0} AS BOOLEAN)", "str"), "glob": _f("({0} GLOB '*a*')", "str"),
         "tz_lt": _f("({0} < {1})", "tstz", "tstz"),
     },
+    "interval": {
+        "minus": _f("({0} - {1})", "ts", "ts"), "age": _f("age({0}, {1})", "ts", "ts"),
+        "days": _f("to_days({0})", "int"), "times": _f("({0} * {1})", "interval", "int"),
+        "case": _case("interval"),
+    },
     "list": {
         "split": _f("string_split({0}, '-')", "str"), "make": _f("[{0}, {1}]", "str", "str"),
         "distinct": _f("list_sort(list_distinct({0}))", "list"), "slice": _f("list_slice({0}, 1, 2)", "list"),
@@ -196,6 +204,14 @@ _BUILDERS: dict[str, dict[str, Build]] = {
         "filter": _f("list_filter({0}, lambda v: v <> '')", "list"), "concat": _f("list_concat({0}, {1})", "list",
                                                                                   "list"),
     },
+}
+
+#: Key expressions of nested or exotic types, from expressions over the query's columns.
+_NESTED_KEYS: dict[str, Build] = {
+    "struct": _f("{{'a': {0}, 'b': {1}}}", "int", "str"), "struct_pack": _f("struct_pack(a := {0})", "date"),
+    "time": _f("CAST({0} AS TIME)", "ts"), "blob": _f("CAST({0} AS BLOB)", "str"), "interval": _f("{0}", "interval"),
+    "hugeint": _f("CAST({0} AS HUGEINT)", "int"), "map": _f("MAP {{{0}: {1}}}", "str", "int"),
+    "decimal": _f("CAST({0} AS DECIMAL(38, 10))", "float"), "uuid": _f("TRY_CAST({0} AS UUID)", "str"),
 }
 
 Columns = dict[str, str]   # name (as the query reads it) -> kind
@@ -247,9 +263,11 @@ class SQLQuery:
     unit: dp.PrivacyUnit = field(default_factory=lambda: dp.PrivacyUnit("u", max_rows=2))
     keys: dict[str, list[Any]] | None = None
     ci: float | None = None
+    diagnostics: bool = False
 
     def __repr__(self) -> str:
-        return f"{self.unit!r}: sess.sql({self.text!r}, keys={self.keys!r}).collect(ci={self.ci})"
+        return (f"{self.unit!r}: sess.sql({self.text!r}, keys={self.keys!r}).collect(ci={self.ci}, "
+                f"diagnostics={self.diagnostics})")
 
 
 _KEY_VALUES: dict[str, list[Any]] = {"int": [0, 1, -50, 2020], "str": ["a", "bc", ""], "bool": [True, False],
@@ -272,11 +290,21 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
         out = draw(st.sampled_from([k for k in KINDS if k != "enum"]))
         derived[f"v{j}"] = f"{expression(draw, table, out, depth)} AS v{j}"
         columns[f"v{j}"] = out
-    keep = "*" if draw(st.booleans()) else ", ".join(
-        sorted({"u", *draw(st.lists(st.sampled_from(sorted(COLUMNS)), min_size=1, max_size=4))}))
-    if keep != "*":
+    shape = draw(st.sampled_from(["*", "*", "*", "columns", "columns", "columns", "replace", "exclude"]))
+    keep = "*"
+    if shape == "columns":
+        keep = ", ".join(sorted({"u", *draw(st.lists(st.sampled_from(sorted(COLUMNS)), min_size=1, max_size=4))}))
         for c in [c for c in columns if c not in keep.split(", ") and c not in derived]:
             columns.pop(c)
+    elif shape == "replace":   # a derived column under an existing name (refused: SQL lists columns)
+        name, out = draw(st.sampled_from(sorted(COLUMNS.items())))
+        kind = draw(st.sampled_from([out, out, "str", "int", "float"]))
+        keep = f"* REPLACE ({expression(draw, table, kind, depth)} AS {name})"
+        columns[name] = kind
+    elif shape == "exclude":
+        name = draw(st.sampled_from(sorted(COLUMNS)))
+        keep = f"* EXCLUDE ({name})"
+        columns.pop(name)
     where = f" WHERE {expression(draw, table, 'bool', depth)}" if draw(st.booleans()) else ""
     inner = f"SELECT {keep}, {', '.join(derived.values())} FROM t{where}"
     if kind == "cte":
@@ -297,14 +325,19 @@ def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
         with_clause = f"WITH a AS ({inner}) "
     readable = {c: k for c, k in columns.items() if c != "u" or row_unit}
     where = f" WHERE {expression(draw, readable, 'bool', depth)}" if draw(st.booleans()) else ""
-    query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9])))
+    query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9])),
+                     diagnostics=draw(st.integers(0, 5)) == 0)
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
     items: list[str] = []
     group: list[str] = []
     keys: dict[str, list[Any]] = {}
     for j in range(n_keys):
-        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts"]))
-        expr = expression(draw, readable, key_kind, depth)
+        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested"]))
+        if key_kind == "nested":
+            nested = _NESTED_KEYS[draw(st.sampled_from(sorted(_NESTED_KEYS)))]
+            expr = nested(lambda k: expression(draw, readable, k, depth - 1), draw)
+        else:
+            expr = expression(draw, readable, key_kind, depth)
         plain = expr in readable
         name = expr if plain and draw(st.booleans()) else f"k{j}"
         items.append(expr if name == expr else f"{expr} AS {name}")
@@ -318,7 +351,7 @@ def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
                                       "SUM(CLAMP(x, 0, 1))"]))
         k = draw(st.sampled_from(["2", "NULL", "1, method := 'limited_domain'", "2, method := 'gumbel'"]))
         shown = f", {score} AS score" if draw(st.booleans()) else ""
-        query.ci = None   # TOP_K's collect takes no ci=
+        query.ci, query.diagnostics = None, False   # TOP_K's collect takes neither
         query.text = (f"{with_clause}SELECT {', '.join(items)}{shown} FROM {source}{where} GROUP BY "
                       f"{', '.join(group)} HAVING TOP_K({score}, {k})")
         return query

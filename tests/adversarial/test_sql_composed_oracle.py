@@ -59,8 +59,13 @@ def outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = sess.sql(query.text, keys=query.keys).collect(BUDGET, ci=query.ci)
-            seen: tuple[Any, ...] = ("released", tuple(result.schema.items()))
+            built = sess.sql(query.text, keys=query.keys)
+            if query.diagnostics:
+                result, diagnostics = built.collect(BUDGET, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
+                seen: tuple[Any, ...] = ("released", tuple(result.schema.items()), diagnostics["diagnostic"].to_list())
+            else:
+                result = built.collect(BUDGET, ci=query.ci) if query.ci is not None else built.collect(BUDGET)
+                seen = ("released", tuple(result.schema.items()))
         except dp.DPFrameError as e:
             seen = ("released",) if POST_FAILED in str(e) else (type(e).__name__, str(e))
         except BaseException as e:  # noqa: BLE001 - the analyst catches everything, panics included
