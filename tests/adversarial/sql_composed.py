@@ -277,13 +277,20 @@ _KEY_VALUES: dict[str, list[Any]] = {"int": [0, 1, -50, 2020], "str": ["a", "bc"
 @st.composite
 def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
     """FROM: the table, a CTE or subquery deriving columns, or a join with the public table (updates ``columns``)."""
-    kind = draw(st.sampled_from(["table", "table", "cte", "subquery", "join"]))
+    kind = draw(st.sampled_from(["table", "table", "cte", "subquery", "join", "join_derived"]))
     if kind == "table":
         return "t"
     if kind == "join":
         columns["region"] = "str"
         return draw(st.sampled_from(["t LEFT JOIN pub ON t.s = pub.name", "t JOIN pub ON s = name",
-                                     "pub JOIN t ON pub.name = t.s"]))
+                                     "pub JOIN t ON pub.name = t.s", "t LEFT JOIN (SELECT name AS s, upper(region) "
+                                     "AS region FROM pub WHERE name <> '') p USING (s)"]))
+    if kind == "join_derived":   # the private join key is an expression of any type (the public keys are cast to it)
+        on_kind = draw(st.sampled_from(["str", "int", "date", "float", "bool"]))
+        on = expression(draw, dict(columns), on_kind, depth)
+        columns.update(v0=on_kind, region="str")
+        how = draw(st.sampled_from(["LEFT JOIN", "JOIN"]))
+        return f"(SELECT *, {on} AS v0 FROM t) q {how} pub ON q.v0 = pub.name"
     derived: dict[str, str] = {}
     table = dict(columns)   # what the inner SELECT and WHERE read
     for j in range(draw(st.integers(1, 2))):
