@@ -337,6 +337,7 @@ def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
     items: list[str] = []
     group: list[str] = []
+    names: list[str] = []   # the keys' output names
     keys: dict[str, list[Any]] = {}
     for j in range(n_keys):
         key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested"]))
@@ -349,6 +350,7 @@ def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
         name = expr if plain and draw(st.booleans()) else f"k{j}"
         items.append(expr if name == expr else f"{expr} AS {name}")
         group.append(draw(st.sampled_from([name, str(j + 1), expr])))
+        names.append(name)
         if key_kind in _KEY_VALUES and draw(st.integers(0, 2)) == 0:
             keys[name] = _KEY_VALUES[key_kind]
     query.keys = keys or None
@@ -367,7 +369,9 @@ def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
         items.append(f"{agg} AS a{j}" if draw(st.integers(0, 3)) else agg)
     if draw(st.integers(0, 4)) == 0:
         items.append(draw(st.sampled_from([f"{aggregates[0]} / COUNT(*) AS r", f"round({aggregates[0]}, 1) AS r",
-                                           f"CAST({aggregates[0]} AS TINYINT) AS r"])))
+                                           f"CAST({aggregates[0]} AS TINYINT) AS r",
+                                           f"CAST(CAST({aggregates[0]} AS VARCHAR) || 'x' AS INTEGER) AS r",
+                                           *[f"CAST({name} AS INTEGER) AS r" for name in names[:1]]])))
     text = f"{with_clause}SELECT {', '.join(items)} FROM {source}{where}"
     if group:
         text += " GROUP BY ALL" if draw(st.integers(0, 5)) == 0 else f" GROUP BY {', '.join(group)}"
