@@ -67,13 +67,18 @@ def canonical(node: Any) -> str:
 
 @dataclass
 class Key:
-    """A GROUP BY key: its plan column, its SQL output name, and its public domain if any."""
+    """A GROUP BY key: its plan column, its SQL output name, and its public domain if any.
+
+    ``outputs`` are the aliases of the SELECT items that compute it (``SELECT year(d) AS y ... GROUP BY
+    year(d)``): ``keys=`` may name it by any of them.
+    """
 
     flat: str
     name: str
     canon: str
     expr: Json
     column: Column | None
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -211,8 +216,22 @@ class Compiler:
             canon = canonical(checked)
             if any(k.canon == canon for k in keys):
                 continue
-            keys.append(Key(flat, name, canon, dict(checked, alias=""), used[0] if plain else None))
+            keys.append(Key(flat, name, canon, dict(checked, alias=""), used[0] if plain else None,
+                            self.outputs(canon, items, scope)))
         return keys
+
+    def outputs(self, canon: str, items: list[Json], scope: Scope) -> tuple[str, ...]:
+        """The aliases of the SELECT items (not aggregates) whose canonical form is ``canon``."""
+        found = []
+        for item in items:
+            if item.get("alias") and not contains(item, is_aggregate):
+                try:
+                    checked, _ = rewrite(dict(item, alias=""), scope, self.text, "SELECT")
+                except DPFrameError:
+                    continue
+                if canonical(checked) == canon:
+                    found.append(str(item["alias"]))
+        return tuple(found)
 
     def key_domain(self, keys: list[Key], schema: pl.Schema) -> pl.DataFrame | None:
         """Public keys for the GROUP BY columns, or None (DP partition selection chooses them)."""
@@ -226,10 +245,10 @@ class Compiler:
                 missing.append(k.name)
             else:
                 domains[k.flat] = values
-        unknown = sorted(set(self.override) - {k.name for k in keys} - {k.flat for k in keys})
+        unknown = sorted(set(self.override) - {n for k in keys for n in (k.name, k.flat, *k.outputs)})
         if unknown:
             raise SchemaError(f"keys= names {unknown}, which the query does not GROUP BY", argument="keys",
-                              fix=f"name the GROUP BY columns: {[k.name for k in keys]}")
+                              fix=f"name the GROUP BY columns: {[n for k in keys for n in (k.name, *k.outputs)]}")
         if missing:
             self.notes.append(f"GROUP BY {', '.join(missing)}: no public keys declared, so DP partition selection "
                               "chooses the released keys (needs δ > 0); declare them with "
@@ -242,7 +261,7 @@ class Compiler:
                               fix="declare keys of the column's type") from None
 
     def domain(self, key: Key) -> list[Any] | None:
-        for name in (key.name, key.flat):
+        for name in (key.name, key.flat, *key.outputs):
             if name in self.override:
                 values = self.override[name]
                 if isinstance(values, str | bytes) or not hasattr(values, "__iter__"):

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 RELEASED = "__dp_released"
 INTERVAL_ENDS = ("ci_low", "ci_high")
 """The suffixes of a measure's interval columns (``collect(..., ci=...)``)."""
+CHECKED_KEYS = 10_000
+"""The most public keys the post-processing is checked on when the query is built."""
 _RAW = ("only GROUP BY keys and aggregates can be released: use the column in GROUP BY, or aggregate it "
         "(COUNT, SUM(CLAMP(...)), AVG(CLAMP(...)), ...)")
 
@@ -186,15 +188,61 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
                            limit) for extra in ([], ends))
     schema = {k.flat: aggregate.input.schema[k.flat] for k in keys}
     schema.update({m.output_name: released_dtype(m) for m in named.values()})
-    try:    # sql_ci is sql plus plain references to the interval columns: it runs iff sql does (one check)
-        run(sql_ci, pl.DataFrame(schema={**schema, **{src: pl.Float64() for src, _ in ends}}), {})
-    except Exception as e:
-        raise PlanError(f"the output expressions cannot be computed: {str(e).splitlines()[0]}", argument="sql",
-                        fix="check the SELECT/HAVING/ORDER BY expressions over the released columns") from None
+    # sql_ci is sql plus plain references to the interval columns: it runs iff sql does (one check); a failure
+    # at every aggregate 1 is tried again at 1000 (ln(COUNT(*) - 1) fails only on some released values)
+    failure = _fails(sql_ci, typical_release(schema, named, [src for src, _ in ends], aggregate.keys))
+    if failure is not None and _fails(sql_ci, typical_release(schema, named, [src for src, _ in ends], aggregate.keys,
+                                                              1000)) is not None:
+        raise PlanError(f"the output expressions cannot be computed: {failure} (on released rows with every aggregate "
+                        "1, then 1000, and the public keys, or NULL keys: the query would be charged, then fail)",
+                        argument="sql", fix="check the SELECT/HAVING/ORDER BY expressions over the released columns; "
+                        "TRY_CAST or TRY(...) gives NULL where a released value does not convert")
     restore = tuple((n, schema[i["column_names"][0]]) for n, i in zip(names, out_items)
                     if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
                     and i["column_names"][0] in schema)
     return PostProcess(sql, measured, restore, tuple(names), sql_ci)
+
+
+def _fails(sql: str, released: pl.DataFrame) -> str | None:
+    """The first line of the error ``sql`` raises on ``released``, or None if it runs."""
+    try:
+        run(sql, released, {})
+    except Exception as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def typical_release(schema: dict[str, pl.DataType], named: dict[str, Measure], intervals: list[str],
+                    keys: pl.DataFrame | None, value: int = 1) -> pl.DataFrame:
+    """Released rows to check the post-processing on when the query is built.
+
+    Each aggregate is ``value`` (a list of them for several quantiles), each interval end too, and the keys are
+    the public ``keys`` (at most :data:`CHECKED_KEYS` of them: every one is released) or, for a whole-table
+    aggregate or private keys, one row of NULL keys (a key may be NULL).
+
+    An expression that fails on them at two values (``CAST(COUNT(*) || 'x' AS INTEGER)``, ``error(...)``,
+    ``CAST(city AS INTEGER)`` with public keys that are names) fails whatever the data: checked on no row, it
+    would be charged, then fail.
+
+    Example:
+        >>> typical_release({"k": pl.String(), "len": pl.Int64()}, {"n": Measure("len", None)}, [], None).rows()
+        [(None, 1)]
+
+    """
+    measures = {m.output_name: m for m in named.values()}
+    rows = 1 if keys is None else min(keys.height, CHECKED_KEYS)
+    values: list[pl.Series] = []
+    for name, dtype in schema.items():
+        m = measures.get(name)
+        if m is None:
+            column = keys[name].head(rows) if keys is not None and name in keys.columns else None
+            values.append(pl.Series(name, [None] * rows, dtype=dtype) if column is None else column.cast(dtype))
+            continue
+        q = m.option("q") if m.kind == "quantile" else None
+        stand_in: object = [float(value)] * len(q) if isinstance(q, tuple) else value
+        values.append(pl.Series(name, [stand_in] * rows, dtype=dtype, strict=False))
+    values += [pl.Series(name, [float(value)] * rows, dtype=pl.Float64()) for name in intervals]
+    return pl.DataFrame(values)
 
 
 def _render(items: list[Json], where: Json | None, orders: list[Json], limit: Json | None) -> str:

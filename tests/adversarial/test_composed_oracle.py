@@ -76,8 +76,8 @@ def check(chain: Chain, extra: pl.DataFrame, backend: str) -> str:
     on_d, on_plus = outcome(_d_session(backend, chain.unit), chain), outcome(plus, chain)
     assert on_d == on_plus, f"{backend}: {chain}\n  D : {on_d}\n  D′: {on_plus}\n  unit:\n{shown(extra)}"
     seen, _, statuses = on_d
-    return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"
     assert seen[0] == "released" or statuses == (), f"{backend}: refused but charged: {chain}: {on_d}"
+    return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"
 
 
 @pytest.mark.parametrize("backend", ["polars", "duckdb"])

@@ -1,0 +1,140 @@
+"""The SQL composed exception-oracle fuzzer: a random ``sess.sql`` query behaves alike on D and on D′.
+
+``test_composed_oracle.py`` runs random method chains on neighbouring datasets; this is its twin for the SQL
+surface (:mod:`tests.adversarial.sql_composed` writes the queries: derived expressions in WHERE, GROUP BY
+keys and aggregate arguments, CTEs, subqueries, public joins, HAVING/ORDER BY/LIMIT, TOP_K, ``ci=``, under
+four privacy units). Each query runs on D and on D′ = D plus one unit of the engine's probe values (NaN,
+±inf, integer extremes, far dates, long strings, nulls ...), on the DuckDB and the Polars backends. The analyst
+must see the same kind of outcome on both: released on both (with the same columns and types), or the same
+dpframe error with the same message on both; the same warnings; the same ledger statuses. A refusal charges
+nothing, and a query charged on both that fails on both is a charged query that could never be computed.
+
+Two outcomes are the released values' own business and are not compared: whether a ``TOP_K`` falls short
+(``dp.TopKWarning``: what the released key set says) and whether the post-processing of the released values
+fails (``CAST(COUNT(*) AS TINYINT)`` overflows for a large noisy count: the query was charged, the released
+values are in the error).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+import dpframe as dp
+
+from .composed import base, extreme_rows, neighbours
+from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
+
+CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+BUDGET = dp.ApproxDP(1, 1e-6)
+POST_FAILED = "post-processing of the released values failed"
+
+Outcome = tuple[Any, ...]
+_SESSIONS: dict[tuple[str, str], dp.Session] = {}
+
+
+def session(data: pl.DataFrame, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    return dp.Session({"t": data}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0,
+                      **SESSION_OPTIONS)
+
+
+def _d_session(backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
+    key = (backend, repr(unit))
+    if key not in _SESSIONS:
+        _SESSIONS[key] = session(base(), backend, unit)
+    return _SESSIONS[key]
+
+
+def outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
+    """What the analyst sees of one query: released (columns and types) or the error; warnings; ledger statuses."""
+    before = sess.history().height
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            built = sess.sql(query.text, keys=query.keys)
+            if query.diagnostics:
+                result, diagnostics = built.collect(BUDGET, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
+                seen: tuple[Any, ...] = ("released", tuple(result.schema.items()), diagnostics["diagnostic"].to_list())
+            else:
+                result = built.collect(BUDGET, ci=query.ci) if query.ci is not None else built.collect(BUDGET)
+                seen = ("released", tuple(result.schema.items()))
+        except dp.DPFrameError as e:
+            seen = ("released", None) if POST_FAILED in str(e) else (type(e).__name__, str(e))
+        except BaseException as e:  # noqa: BLE001 - the analyst catches everything, panics included
+            seen = (type(e).__name__, str(e))
+    statuses = tuple(sess.history()["status"].to_list()[before:])
+    shown = tuple(sorted((w.category.__name__, str(w.message)) for w in caught
+                         if not issubclass(w.category, dp.TopKWarning)))
+    return seen, shown, statuses
+
+
+def _same(on_d: Outcome, on_plus: Outcome) -> bool:
+    """Equal outcomes; a post-processing failure (``("released", None)``) matches any release."""
+    (seen_d, *rest_d), (seen_plus, *rest_plus) = on_d, on_plus
+    if seen_d[0] == seen_plus[0] == "released" and None in (seen_d[1], seen_plus[1]):
+        return rest_d == rest_plus
+    return on_d == on_plus
+
+
+def shown(extra: pl.DataFrame) -> str:
+    """The added unit's rows as a list of dicts (physical integers: a far date has no Python form)."""
+    with pl.Config(fmt_str_lengths=40):
+        return str(extra.select(pl.all().to_physical()).to_dicts())
+
+
+def check(query: SQLQuery, extra: pl.DataFrame, backend: str,
+          observe: Callable[[dp.Session, SQLQuery], Outcome] = outcome) -> str:
+    """The query's outcome on D and on D′ (D plus ``extra``), as ``observe`` sees it, agree; a refusal charged
+    nothing."""
+    _, d_plus = neighbours(extra)
+    try:
+        plus = session(d_plus, backend, query.unit)
+    except dp.DPFrameError:
+        return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
+    on_d, on_plus = observe(_d_session(backend, query.unit), query), observe(plus, query)
+    assert _same(on_d, on_plus), f"{backend}: {query}\n  D : {on_d}\n  D′: {on_plus}\n  unit:\n{shown(extra)}"
+    seen, _, statuses = on_d
+    assert seen[0] == "released" or statuses == (), f"{backend}: charged, then failed on D and D′: {query}: {on_d}"
+    if seen[0] == "released":
+        return "released" if seen[1] is not None else "released, post-processing failed"
+    return f"{seen[0]}: {seen[1][:60]}"
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+@CI
+@given(query=queries(), extra=extreme_rows())
+def test_a_sql_query_behaves_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
+                                                             extra: pl.DataFrame) -> None:
+    event(check(query, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+@DEEP
+@given(query=queries(depth=3), extra=extreme_rows())
+def test_many_sql_queries_behave_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
+                                                                extra: pl.DataFrame) -> None:
+    event(check(query, extra, backend))
+
+
+def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
+    """The comparison can fail: an outcome that differs between D and D′ is reported, with the query and the unit;
+    the same query seen alike on both is not."""
+    extra = base().head(1).with_columns(u=pl.lit(10_000, dtype=pl.Int64))
+    query = SQLQuery("SELECT COUNT(*) AS n FROM t WHERE u < 10000")
+
+    def fails_on_d_plus(sess: dp.Session, q: SQLQuery) -> Outcome:
+        seen = outcome(sess, q)
+        return seen if sess is _d_session("duckdb", q.unit) else (("RuntimeError", "failed on D′ only"), (), ())
+
+    with pytest.raises(AssertionError, match="RuntimeError"):
+        check(query, extra, "duckdb", fails_on_d_plus)
+    check(query, extra, "duckdb")
