@@ -86,7 +86,7 @@ class PrivateReader:
         return str(self._backend.name)
 
     def _check(self) -> None:
-        self._context.check_process()
+        self._context.check_readable()
         if not self._open or (self._parent is not None and not self._parent._open):
             raise DPFrameError("this reader's release is over: a reader only reads inside its reservation",
                                argument="reader", fix="read statistics inside the run function you pass to release")
@@ -255,9 +255,13 @@ class ReleaseContext:
         """The ledger's rows, oldest first."""
         return self._ledger.charges()
 
-    def check_process(self) -> None:
-        """A LedgerError in a fork's child: it may neither charge nor read (:meth:`Ledger.check_process`)."""
-        self._ledger.check_process()
+    def check_readable(self) -> None:
+        """A LedgerError in a fork's child (:meth:`Ledger.check_process`) or once the session was closed.
+
+        Neither may read: a stream or filter opened before ``sess.close()`` answered every later call
+        (its reservation covered them, but a closed session reads nothing).
+        """
+        self._ledger.require_open()
 
     @property
     def closed(self) -> bool:

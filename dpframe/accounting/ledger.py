@@ -274,8 +274,11 @@ class Ledger:
                               f"{seq[0][0] if seq else None})", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it")
 
-    def _require_open(self) -> None:
-        """A LedgerError once :meth:`close` ran (a closed session's stream may still try to commit or settle)."""
+    def require_open(self) -> None:
+        """A LedgerError in a fork's child, or once :meth:`close` ran (a closed session's stream may still try).
+
+        Nothing reads, charges, commits or settles then.
+        """
         self.check_process()
         if self._closed:
             raise LedgerError(f"the ledger {self.path!r} is closed (its session was closed)", argument="session",
@@ -293,7 +296,7 @@ class Ledger:
 
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Run a read; a damaged file (SQLite cannot read a page or a text) is a LedgerError, never a reset."""
-        self._require_open()
+        self.require_open()
         try:
             return self._db.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as e:
@@ -319,7 +322,7 @@ class Ledger:
         """
         self._check_cost(cost)
         with self._lock:
-            self._require_open()
+            self.require_open()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spent_locked()
@@ -344,7 +347,7 @@ class Ledger:
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         """Close an open reservation; a charge already marked failed or committed keeps its status."""
         with self._lock:
-            self._require_open()
+            self.require_open()
             self._db.execute("UPDATE charges SET status = ?, error = ? WHERE id = ? AND status = 'reserved'",
                              (status, error, charge_id))
 
@@ -368,7 +371,7 @@ class Ledger:
         """
         self._check_cost(cost)
         with self._lock:
-            self._require_open()
+            self.require_open()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 row = self._rows("SELECT status, cost FROM charges WHERE id = ?", (charge_id,))
@@ -396,7 +399,7 @@ class Ledger:
     def spent(self) -> Any:
         """The composition of every charge ever reserved (a budget, or the accountant's charge type)."""
         with self._lock:
-            self._require_open()
+            self.require_open()
             self._db.execute("BEGIN")      # one snapshot for the charges and the id counter checked against them
             try:
                 return self._spent_locked()

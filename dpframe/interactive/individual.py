@@ -185,6 +185,7 @@ class IndividualFilter(Sealed):
         if self._closed:
             raise DPFrameError("the filter is closed: a query failed while running (everything it was charged "
                                "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
+        self.session._release.check_readable()          # a closed session reads nothing (nothing charged)
         plan = self.plan(query, budget)
         try:
             return self._run(query, plan)

@@ -122,7 +122,8 @@ class Reservation:
             pass
 
     def check_open(self) -> None:
-        """Raise (nothing charged) if the stream is closed."""
+        """Raise (nothing charged) if the stream is closed, or its session (a LedgerError: it reads nothing)."""
+        self.session._release.check_readable()
         if self.closed:
             why = " after a call failed while running (it stays charged in full)" if self.failed else ""
             raise DPFrameError(f"{self.what} is closed{why}", argument="stream",

@@ -50,8 +50,9 @@ def test_a_sparse_vector_never_answers_past_its_cap_when_closing_failed() -> Non
             except dp.DPFrameError:
                 pass
         cap = 1 if kw.get("noise") is None else 2
-        assert len(sv.answers) == cap and sv.positives <= kw["max_positives"]
+        assert len(sv.answers) <= cap and sv.positives <= kw["max_positives"]
         assert answered <= cap
+        assert answered == 0            # review 34c: a closed session's stream reads nothing (it answered the cap)
 
 
 class _Spy(Fraction):

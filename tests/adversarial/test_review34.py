@@ -1,4 +1,4 @@
-"""Review 34 (lead): privacy-unit values that two backends would tell apart differently.
+"""Review 34 (lead): privacy-unit values that two backends would tell apart differently; a closed session.
 
 Each test is an attack that broke, kept with its fix: it fails if the defence regresses. The privacy proof
 needs every step to agree on which rows form one unit (docs/guarantees.md, "unit equality"); a value the
@@ -9,6 +9,8 @@ there.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from fractions import Fraction
 
 import polars as pl
 import pytest
@@ -59,3 +61,29 @@ def test_units_duckdb_holds_whole_stay_accepted() -> None:
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(10**6),
                       backend="duckdb", seed=7)
     assert sess.table("t").agg(n=dp.len()).collect(dp.PureDP(10**5)).item() == 2
+
+
+@pytest.mark.parametrize("kind", ["sparse_vector", "target_charging", "individual_filter"])
+def test_a_stream_opened_before_the_session_closed_reads_nothing_after(kind: str) -> None:
+    """Attack (review 34c): open a sparse vector, a target-charging channel or an individual filter, then
+    ``sess.close()``. Each answered every later call (within its reservation, so no budget was overspent),
+    although a closed session promises to read nothing (``Session.closed``); the filter even released a
+    fresh sum. Fix: every private read, and a stream's or filter's call before it runs, asks the release
+    context (`ReleaseContext.check_readable`): a `LedgerError` naming the session, nothing read."""
+    budget = dp.ZCDP(100, Fraction(1, 10**5)) if kind == "individual_filter" else dp.ApproxDP(100, 1e-5)
+    data = pl.DataFrame({"u": range(50), "x": [float(i % 11) for i in range(50)]})
+    s = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=budget, seed=0)
+    q = s.table("t").agg(dp.len())
+    call: Callable[[], object]
+    if kind == "sparse_vector":
+        sv = s.sparse_vector(threshold=10**6, max_positives=1, budget=dp.PureDP(1))
+        call = lambda: sv.test(q)  # noqa: E731
+    elif kind == "target_charging":
+        ch = s.target_charging(epsilon=1, max_hits=2, delta=1e-6).__enter__()
+        call = lambda: ch.test(q, threshold=10**6)  # noqa: E731
+    else:
+        f = s.individual_filter(dp.ZCDP(1))
+        call = lambda: f.collect(s.table("t").agg(dp.sum("x", bounds=(0, 10))), budget=dp.ZCDP(0.01))  # noqa: E731
+    s.close()
+    with pytest.raises(dp.LedgerError, match="closed"):
+        call()
