@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -135,7 +136,15 @@ class Accountant(Sealed, ABC):
     # ------------------------------------------------------------------------------ session filter
     @property
     def total(self) -> Budget:
-        """The session's total budget (only for session accountants)."""
+        """The session's total budget (only for session accountants): a copy, so changing it changes nothing.
+
+        (``object.__setattr__(sess.accountant.total, "epsilon", 10**6)`` raised the total the ledger checks
+        charges against, when this was the accountant's own object.)
+        """
+        return copy.copy(self._session_total())
+
+    def _session_total(self) -> Budget:
+        """The total budget itself, for the accountant's own checks (a DPFrameError for a standalone one)."""
         if self._total is None:
             raise DPFrameError("this accountant was built standalone, without a total budget",
                                argument="total", fix=f"construct it as {type(self).__name__}(total_budget)")
@@ -144,7 +153,7 @@ class Accountant(Sealed, ABC):
     @property
     def notion(self) -> str:
         """The notion charges are kept in."""
-        return self.total.notion
+        return self._session_total().notion
 
     def charge(self, cost: Budget) -> SessionCost:
         """A query's cost as a charge of this accountant (raises if it cannot convert soundly).
@@ -152,7 +161,7 @@ class Accountant(Sealed, ABC):
         RDP/PLD sessions return an :class:`~dpframe.accounting.RDPCharge` in place of a budget; treat
         charges as opaque values for ``compose``/``fits``/``describe_charge`` and the ledger.
         """
-        return convert(check_budget(cost), self.total.notion)
+        return convert(check_budget(cost), self._session_total().notion)
 
     def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> SessionCost:
         """The charge of a plan whose mechanisms cost ``cost`` in total, all run on one Poisson sample.
@@ -166,7 +175,7 @@ class Accountant(Sealed, ABC):
         charged = self.charge(cost)
         check_curves(curves)
         rate = check_rate(rate)
-        if rate >= 1 or self.total.notion == "zcdp":
+        if rate >= 1 or self._session_total().notion == "zcdp":
             return charged
         first = charged.epsilon  # type: ignore[union-attr]
         try:
@@ -175,7 +184,7 @@ class Accountant(Sealed, ABC):
             eps = first
         # γδ with γ the float's exact value: its decimal repr can be below it (repr 0.1 is 1/10, the float
         # 0.1000000000000000055...), and the sample keeps a unit with probability ⌊γ·2⁶⁴⌋/2⁶⁴ ≤ γ.
-        return make(self.total.notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(rate))
+        return make(self._session_total().notion, eps, getattr(charged, "delta", Fraction(0)) * Fraction(rate))
 
     @overload
     def compose(self, charges: Sequence[Any]) -> Any: ...
@@ -223,9 +232,10 @@ class Accountant(Sealed, ABC):
 
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not a charge of this accountant (a budget of the session's notion here)."""
-        if not isinstance(charge, PureDP | ApproxDP | ZCDP) or charge.notion != self.total.notion:
-            raise BudgetError(f"expected a {self.total.notion} charge of this accountant, got {shown(charge)}",
-                              argument=argument, fix="pass what charge()/charge_plan()/compose() returned")
+        if not isinstance(charge, PureDP | ApproxDP | ZCDP) or charge.notion != self._session_total().notion:
+            raise BudgetError(f"expected a {self._session_total().notion} charge of this accountant, got "
+                              f"{shown(charge)}", argument=argument,
+                              fix="pass what charge()/charge_plan()/compose() returned")
 
     def supports(self, curve: PrivacyCurve) -> bool:
         """Whether this accountant can compose ``curve`` standalone (here: any curve with an RDP curve or a profile)."""
@@ -241,29 +251,29 @@ class Accountant(Sealed, ABC):
     def _compose_charges(self, charges: Sequence[Any]) -> Any:
         first = sum((_first(c) for c in charges), Fraction(0))
         delta = sum((getattr(c, "delta", Fraction(0)) for c in charges), Fraction(0))
-        return make(self.total.notion, first, delta)
+        return make(self._session_total().notion, first, delta)
 
     def fits(self, spent: Any) -> bool:
         """Whether a composed total is within the session's budget."""
         self.check_charge(spent, "spent")
-        return _first(spent) <= _first(self.total) and _delta(spent) <= _delta(self.total)
+        return _first(spent) <= _first(self._session_total()) and _delta(spent) <= _delta(self._session_total())
 
     def remaining(self, spent: Any) -> Budget:
         """What is left (coordinate-wise, never negative)."""
         self.check_charge(spent, "spent")
-        return make(self.total.notion, max(Fraction(0), _first(self.total) - _first(spent)),
-                    max(Fraction(0), _delta(self.total) - _delta(spent)))
+        return make(self._session_total().notion, max(Fraction(0), _first(self._session_total()) - _first(spent)),
+                    max(Fraction(0), _delta(self._session_total()) - _delta(spent)))
 
     def shortfall(self, spent_after: Any) -> str:
         """By how much a total overshoots the budget, as text."""
         self.check_charge(spent_after, "spent_after")
-        over = make(self.total.notion, max(Fraction(0), _first(spent_after) - _first(self.total)),
-                    max(Fraction(0), _delta(spent_after) - _delta(self.total)))
+        over = make(self._session_total().notion, max(Fraction(0), _first(spent_after) - _first(self._session_total())),
+                    max(Fraction(0), _delta(spent_after) - _delta(self._session_total())))
         return describe(over)
 
     def empty(self) -> Any:
         """Nothing spent."""
-        return zero(self.total.notion)
+        return zero(self._session_total().notion)
 
     def report(self, spent: Any) -> Budget:
         """A composed total as a budget (what ``sess.spent()`` shows)."""

@@ -195,5 +195,5 @@ class PLDAccountant(RenyiFilter):
         plan = PLDAccountant()
         for spec in charge.specs:
             plan.compose(from_json(spec))
-        delta = float(self.total.delta)  # type: ignore[union-attr]
+        delta = float(self._session_total().delta)  # type: ignore[union-attr]
         return f"PLD of this plan: ε={plan.epsilon(delta):.6g} at δ={delta:g}"

@@ -133,7 +133,7 @@ class RenyiFilter(Accountant):
 
     def _budget(self) -> tuple[float, float]:
         """The total (ε, δ) as the largest floats not above them (the filter never allows more)."""
-        return down(self.total.epsilon), down(self.total.delta)  # type: ignore[union-attr]
+        return down(self._session_total().epsilon), down(self._session_total().delta)  # type: ignore[union-attr]
 
     def check_charge(self, charge: object, argument: str = "charges") -> None:
         """Refuse what is not an :class:`RDPCharge` on this filter's orders."""
@@ -144,7 +144,7 @@ class RenyiFilter(Accountant):
     def filter_epsilon(self, spent: RDPCharge) -> Converted:
         """The filter's ε for a composed total: min over Λ of the conversion at (δ − Σδ0)/|Λ|."""
         self.check_charge(spent, "spent")
-        left = down(self.total.delta - Fraction(spent.delta0))  # type: ignore[union-attr]
+        left = down(self._session_total().delta - Fraction(spent.delta0))  # type: ignore[union-attr]
         if left <= 0:
             return Converted(math.inf, math.nan, "δ0 exceeds δ")
         values = np.asarray(spent.values) * (1 + 1e-12)
@@ -160,13 +160,13 @@ class RenyiFilter(Accountant):
     def report(self, spent: Any) -> Budget:
         c = self.filter_epsilon(spent)
         eps = round_up(c.epsilon) if math.isfinite(c.epsilon) else Fraction(10**9)
-        return make("approx", eps, self.total.delta)  # type: ignore[union-attr]
+        return make("approx", eps, self._session_total().delta)  # type: ignore[union-attr]
 
     def remaining(self, spent: Any) -> Budget:
         eps, delta = self._budget()
         used = self.report(spent)
         return make("approx", max(Fraction(0), Fraction(repr(eps)) - used.epsilon),  # type: ignore[union-attr]
-                    max(Fraction(0), self.total.delta - Fraction(repr(spent.delta0))))  # type: ignore[union-attr]
+                    max(Fraction(0), self._session_total().delta - Fraction(repr(spent.delta0))))  # type: ignore[union-attr]
 
     def shortfall(self, spent_after: Any) -> str:
         c = self.filter_epsilon(spent_after)

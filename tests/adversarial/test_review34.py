@@ -87,3 +87,22 @@ def test_a_stream_opened_before_the_session_closed_reads_nothing_after(kind: str
     s.close()
     with pytest.raises(dp.LedgerError, match="closed"):
         call()
+
+
+@pytest.mark.parametrize("budget", [dp.PureDP(1), dp.ZCDP(Fraction(1, 2)), dp.ApproxDP(1, Fraction(1, 10**6))],
+                         ids=["pure", "zcdp", "approx"])
+def test_the_session_total_handed_out_is_a_copy(budget: dp.Budget) -> None:
+    """Attack (review 34c): ``object.__setattr__`` — Python's documented way around a frozen dataclass — on
+    ``sess.accountant.total``. It was the accountant's own object, so raising its ε (or ρ) raised the total
+    the ledger checks charges against: three more queries ran on a spent PureDP(1) session. Fix: ``total``
+    hands out a copy; the accountant checks its own. (Python's reflection on the engine's own objects is
+    patching the engine, which docs/guarantees.md leaves to trusted code; this route was one object away.)"""
+    data = pl.DataFrame({"x": [1.0] * 10})
+    s = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=budget)
+    s.table("t").agg(dp.len()).collect(budget)
+    total = s.accountant.total
+    field = {"pure": "epsilon", "zcdp": "rho", "approx": "epsilon"}[budget.notion]
+    object.__setattr__(total, field, 10**6)
+    assert s.accountant.total == budget
+    with pytest.raises(dp.BudgetExceededError):
+        s.table("t").agg(dp.len()).collect(budget)
