@@ -108,7 +108,12 @@ def run(sql: str, released: pl.DataFrame, restore: dict[str, pl.DataType]) -> pl
         con.register(RELEASED, released.to_arrow())
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-        out: pl.DataFrame = con.sql(sql).pl()
+        relation = con.sql(sql)
+        intervals = [name for name, t in zip(relation.columns, relation.types) if "INTERVAL" in str(t)]
+        if intervals:   # (Polars reads no DuckDB INTERVAL; its own error names an unstable environment flag)
+            raise ValueError(f"the output {intervals[0]!r} is an INTERVAL, which cannot be returned as a Polars "
+                             "column: return a number instead (e.g. epoch(...), datediff(...), or the count itself)")
+        out: pl.DataFrame = relation.pl()
     finally:
         con.close()
     casts = [pl.col(c).cast(t, strict=False) for c, t in restore.items() if c in out.columns and out.schema[c] != t]

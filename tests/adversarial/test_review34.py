@@ -106,3 +106,16 @@ def test_the_session_total_handed_out_is_a_copy(budget: dp.Budget) -> None:
     assert s.accountant.total == budget
     with pytest.raises(dp.BudgetExceededError):
         s.table("t").agg(dp.len()).collect(budget)
+
+
+@pytest.mark.parametrize("sql", ["SELECT to_days(COUNT(*)) AS n FROM t",
+                                 "SELECT [to_days(COUNT(*))] AS n FROM t"], ids=["interval", "interval-list"])
+def test_an_interval_output_is_refused_in_words(sql: str) -> None:
+    """Review 34b's note: an INTERVAL among a SQL query's outputs was refused (free) with Polars' own import
+    error, which names an unstable environment flag (``POLARS_IMPORT_INTERVAL_AS_STRUCT``) as the fix. It is
+    now a PlanError naming the output and what to return instead, nothing charged."""
+    s = dp.Session({"t": pl.DataFrame({"u": range(20)})}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1))
+    with pytest.raises(dp.PlanError, match="'n' is an INTERVAL") as refused:
+        s.sql(sql)
+    assert refused.value.argument == "sql" and "POLARS_IMPORT" not in str(refused.value)
+    assert s.history().height == 0
