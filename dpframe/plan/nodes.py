@@ -90,11 +90,13 @@ def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
     (:func:`~dpframe.plan.values.probe_frame`; public, made up here): an expression that fails, that does
     not give one output row per input row (``select`` of literals only, a function that shortens its
     input), or whose values come out in another type than Polars reports for it (a struct cast to a
-    number casts each field; then any later step fails) is refused now rather than failing or
-    misbehaving on the private data.
+    number casts each field; then any later step fails; integer literals combined beyond 64 bits, which
+    the lazy schema calls ``Int32`` and which compute as ``Int128``: the DuckDB backend converts rows by
+    the lazy schema) is refused now rather than failing or misbehaving on the private data.
     """
     schema = output_schema(node.apply, input_schema, argument)
     check_new_names(input_schema, schema.names(), argument)
+    _check_types(node.apply(pl.LazyFrame(schema=input_schema)).collect_schema(), schema, argument)
     for probe, what in ((pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS), "null values"),
                         (probe_frame(input_schema), "some values of its input types")):
         try:
@@ -110,13 +112,18 @@ def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
             raise PlanError(f"gives {out.height} rows for {probe.height} input rows: every expression must give one "
                             "value per row", argument=argument,
                             fix="reference a column in the expression (a literal alone gives a single row)")
-        wrong = [(c, schema[c], t) for c, t in out.schema.items() if c in schema and schema[c] != t]
-        if wrong:
-            name, said, got = wrong[0]
-            raise PlanError(f"column {name!r} is reported as {said} but computed as {got} (a Polars type "
-                            "inconsistency), so the query would fail after it is charged", argument=argument,
-                            fix=f"cast {name!r} explicitly to the type you want, e.g. .cast(pl.{said}, strict=False)")
+        _check_types(schema, out.schema, argument)
     return schema
+
+
+def _check_types(said: pl.Schema, got: pl.Schema, argument: str) -> None:
+    """A PlanError for a column Polars reports (``said``) in another type than it computes (``got``)."""
+    wrong = [(c, said[c], t) for c, t in got.items() if c in said and said[c] != t]
+    if wrong:
+        name, reported, computed = wrong[0]
+        raise PlanError(f"column {name!r} is reported as {reported} but computed as {computed} (a Polars type "
+                        "inconsistency), so the query would fail after it is charged", argument=argument,
+                        fix=f"cast {name!r} explicitly to the type you want, e.g. .cast(pl.{reported}, strict=False)")
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,7 +9,8 @@ string, date, timestamp and list functions) in ``WHERE``, in ``GROUP BY`` keys (
 ``SUM``/``AVG``/``VAR_SAMP``/``STDDEV_POP``/``MEDIAN``/``QUANTILE_CONT``/``PERCENTILE_CONT`` with bounds as
 ``CLAMP`` or ``LEAST(GREATEST(...))``, or the session's declared bounds), read through a CTE, a subquery or
 a public join, then ``HAVING``/``ORDER BY``/``LIMIT``/expressions over the released values, or
-``HAVING TOP_K(...)``.
+``HAVING TOP_K(...)``. The table is that of a :class:`~tests.adversarial.composed.Storage` (in memory, or a
+Parquet or CSV file): its columns are read as their types there (:func:`sql_kind`).
 
 Example:
     >>> from hypothesis import given, settings
@@ -33,7 +34,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import UNITS_OF_PRIVACY
+from .composed import MEMORY, UNITS_OF_PRIVACY, Storage, base
 
 #: The public lookup table a query may join (``t.s = pub.name``; ``name`` is unique).
 PUBLIC = pl.DataFrame({"name": ["a", "bc", "12", ""], "region": ["r1", "r2", "r1", None]})
@@ -42,10 +43,29 @@ SESSION_OPTIONS: dict[str, Any] = {
     "bounds": {"t.x": (-10, 10), "t.n": (0, 5)}}
 """Declarations every session of the fuzzer makes (D's and D′'s alike)."""
 
-#: The table's columns (besides the unit ``u``) by the SQL kind a query reads them as (``e``, a duration,
-#: reaches SQL as an integer).
-COLUMNS: dict[str, str] = {"i": "int", "n": "int", "w": "int", "e": "int", "x": "float", "f": "float", "m": "dec",
-                           "s": "str", "c": "enum", "d": "date", "t": "ts", "z": "tstz", "b": "bool"}
+
+def sql_kind(dtype: pl.DataType) -> str:
+    """The kind (:data:`KINDS`) a query reads a column of ``dtype`` as (a duration reaches SQL as an integer).
+
+    Example:
+        >>> sql_kind(pl.Duration("us")), sql_kind(pl.Datetime("ms", "UTC"))
+        ('int', 'tstz')
+
+    """
+    if dtype.is_integer() or isinstance(dtype, pl.Duration):
+        return "int"
+    if isinstance(dtype, pl.Datetime):
+        return "ts" if dtype.time_zone is None else "tstz"
+    return "float" if dtype.is_float() else {pl.Decimal: "dec", pl.String: "str", pl.Enum: "enum", pl.Date: "date",
+                                             pl.Boolean: "bool"}[dtype.base_type()]
+
+
+def columns_of(storage: Storage) -> dict[str, str]:
+    """The table's columns (besides the unit ``u``) in ``storage``, by the SQL kind a query reads them as."""
+    return {name: sql_kind(dtype) for name, dtype in base(storage).drop("u").schema.items()}
+
+
+COLUMNS = columns_of(MEMORY)
 KINDS = ("int", "float", "dec", "str", "enum", "date", "ts", "tstz", "bool", "list", "interval")
 NUMERIC = ("int", "float", "dec")
 _LITERALS: dict[str, list[str]] = {
@@ -276,7 +296,9 @@ _KEY_VALUES: dict[str, list[Any]] = {"int": [0, 1, -50, 2020], "str": ["a", "bc"
 
 @st.composite
 def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
-    """FROM: the table, a CTE or subquery deriving columns, or a join with the public table (updates ``columns``)."""
+    """FROM: the table, a CTE or subquery deriving columns, or a join with the public table (updates ``columns``,
+    which start as the table's)."""
+    table_columns = {c: k for c, k in columns.items() if c != "u"}
     kind = draw(st.sampled_from(["table", "table", "cte", "subquery", "join", "join_derived"]))
     if kind == "table":
         return "t"
@@ -300,16 +322,17 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
     shape = draw(st.sampled_from(["*"] * 4 + ["columns"] * 4 + ["replace", "exclude"]))
     keep = "*"
     if shape == "columns":
-        keep = ", ".join(sorted({"u", *draw(st.lists(st.sampled_from(sorted(COLUMNS)), min_size=1, max_size=4))}))
+        keep = ", ".join(sorted({"u", *draw(st.lists(st.sampled_from(sorted(table_columns)), min_size=1,
+                                                     max_size=4))}))
         for c in [c for c in columns if c not in keep.split(", ") and c not in derived]:
             columns.pop(c)
     elif shape == "replace":   # a derived column under an existing name (refused: SQL lists columns)
-        name, out = draw(st.sampled_from(sorted(COLUMNS.items())))
+        name, out = draw(st.sampled_from(sorted(table_columns.items())))
         kind = draw(st.sampled_from([out, out, "str", "int", "float"]))
         keep = f"* REPLACE ({expression(draw, table, kind, depth)} AS {name})"
         columns[name] = kind
     elif shape == "exclude":
-        name = draw(st.sampled_from(sorted(COLUMNS)))
+        name = draw(st.sampled_from(sorted(table_columns)))
         keep = f"* EXCLUDE ({name})"
         columns.pop(name)
     where = f" WHERE {expression(draw, table, 'bool', depth)}" if draw(st.booleans()) else ""
@@ -320,11 +343,12 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
 
 
 @st.composite
-def queries(draw: st.DrawFn, depth: int = 2) -> SQLQuery:
-    """A random SQL query: source, WHERE, GROUP BY keys, aggregates, post-processing, ``keys=``, ``ci=``."""
+def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY) -> SQLQuery:
+    """A random SQL query over ``storage``'s table: source, WHERE, GROUP BY keys, aggregates, post-processing,
+    ``keys=``, ``ci=``."""
     unit = draw(st.sampled_from(UNITS_OF_PRIVACY))
     row_unit = unit.column is None
-    columns: Columns = {**COLUMNS, **({"u": "int"} if row_unit else {})}
+    columns: Columns = {**columns_of(storage), **({"u": "int"} if row_unit else {})}
     source = draw(_source(columns, depth))
     with_clause = ""
     if "\x00" in source:

@@ -4,7 +4,9 @@
 columns read by later steps, filters, casts between them, group keys computed from expressions, measures on
 derived columns (:mod:`tests.adversarial.composed` builds such chains at random). Each chain runs on D and on
 D′ = D plus one unit whose rows hold adversarial values of every column's type (the engine's own probe values),
-on the Polars and DuckDB backends (Spark: one slow test). What the analyst sees must be the same kind of
+on the Polars and DuckDB backends (Spark: one slow test), with both datasets in memory or each written to a
+Parquet or CSV file registered by its path (:data:`~tests.adversarial.composed.STORAGES`: the file is scanned
+lazily by Polars, scanned by DuckDB itself, or read through Polars). What the analyst sees must be the same kind of
 outcome on both: released on both (values and row counts may differ), or the same dpframe error with the
 same message on both; the same warnings; the same ledger statuses. A chain charged, then failed, or refused
 on one dataset only, answers "is this unit in the data?" outside any ε.
@@ -18,29 +20,35 @@ from typing import Any
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import Chain, base, chains, extreme_rows, neighbours
+from .composed import MEMORY, STORAGES, Chain, Storage, base, chains, extreme_rows, neighbours
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
+FEW = settings(CI, max_examples=4)
 DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+#: (backend, storage) pairs run on files: the DuckDB backend scans ``parquet_duckdb`` itself and reads the others
+#: through Polars.
+FILES = [("polars", "parquet"), ("polars", "csv"), ("duckdb", "parquet"), ("duckdb", "parquet_duckdb"),
+         ("duckdb", "csv")]
 BUDGET = dp.ApproxDP(1, 1e-6)
 
 Outcome = tuple[Any, ...]
-_SESSIONS: dict[tuple[str, str], dp.Session] = {}
+_SESSIONS: dict[tuple[str, str, Storage], dp.Session] = {}
 
 
-def session(data: pl.DataFrame, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
-    return dp.Session({"t": data}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
+def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    return dp.Session({"t": source}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
 
 
-def _d_session(backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+def _d_session(backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
     """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
-    key = (backend, repr(unit))
+    key = (backend, repr(unit), storage)
     if key not in _SESSIONS:
-        _SESSIONS[key] = session(base(), backend, unit)
+        _SESSIONS[key] = session(storage.source(base(storage)), backend, unit)
     return _SESSIONS[key]
 
 
@@ -66,15 +74,24 @@ def shown(extra: pl.DataFrame) -> str:
         return str(extra.select(pl.all().to_physical()).to_dicts())
 
 
-def check(chain: Chain, extra: pl.DataFrame, backend: str) -> str:
-    """The chain's outcome on D and on D′ (D plus ``extra``) agree; a refusal charged nothing."""
-    _, d_plus = neighbours(extra)
-    try:
-        plus = session(d_plus, backend, chain.unit)
-    except dp.DPFrameError:
-        return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
-    on_d, on_plus = outcome(_d_session(backend, chain.unit), chain), outcome(plus, chain)
-    assert on_d == on_plus, f"{backend}: {chain}\n  D : {on_d}\n  D′: {on_plus}\n  unit:\n{shown(extra)}"
+def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = MEMORY, runs: int = 1) -> str:
+    """The chain's outcome on D and on D′ (D plus ``extra``), both in ``storage``, agree; a refusal charged nothing.
+
+    D′'s session runs the chain ``runs`` times, each compared: a backend keeps per-table work between queries
+    (the DuckDB backend reads a Parquet file's columns into memory on a second query with the same unit and keys,
+    and uses them from the third on), and D's session, shared, has run other queries before.
+    """
+    _, d_plus = neighbours(extra, storage)
+    with storage.given(d_plus) as source:
+        try:
+            plus = session(source, backend, chain.unit)
+        except dp.DPFrameError:
+            return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
+        on_d = outcome(_d_session(backend, chain.unit, storage), chain)
+        for run in range(runs):
+            on_plus = outcome(plus, chain)
+            assert on_d == on_plus, (f"{backend}, {storage.name}, run {run + 1}: {chain}\n  D : {on_d}\n"
+                                     f"  D′: {on_plus}\n  unit:\n{shown(extra)}")
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: refused but charged: {chain}: {on_d}"
     return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"
@@ -93,6 +110,25 @@ def test_a_chain_behaves_alike_on_neighbouring_datasets(backend: str, chain: Cha
 @given(chain=chains(max_steps=5, depth=3), extra=extreme_rows())
 def test_many_chains_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain, extra: pl.DataFrame) -> None:
     event(check(chain, extra, backend))
+
+
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@FEW
+@given(data=st.data())
+def test_a_chain_behaves_alike_on_neighbouring_files(backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(chains(storage=storage)), data.draw(extreme_rows(storage)), backend, storage,
+                data.draw(st.sampled_from([1, 3]))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@DEEP
+@given(data=st.data())
+def test_many_chains_behave_alike_on_neighbouring_files(backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage)), data.draw(extreme_rows(storage)),
+                backend, storage, data.draw(st.sampled_from([1, 3]))))
 
 
 @pytest.mark.slow
@@ -117,3 +153,12 @@ def test_the_check_catches_a_chain_that_fails_on_one_dataset_only() -> None:
     with pytest.raises(AssertionError, match="RuntimeError"):
         check(_FailsOnDPlus(ending=("agg", (dp.len(),))), extra, "polars")
     check(Chain(ending=("agg", (dp.len(),))), extra, "polars")
+
+
+def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:
+    """The file storages reach the paths they are for: DuckDB's own Parquet scan (``DuckDBBackend._parquet``) for
+    ``parquet_duckdb``; the session's rows, read through Polars, for the others."""
+    unit = dp.PrivacyUnit("u", max_rows=2)
+    scanned = {name: _d_session("duckdb", unit, STORAGES[name])._catalog.default_backend._tables["t"].path is not None
+               for name in ("parquet", "parquet_duckdb", "csv")}
+    assert scanned == {"parquet": False, "parquet_duckdb": True, "csv": False}

@@ -4,7 +4,9 @@
 surface (:mod:`tests.adversarial.sql_composed` writes the queries: derived expressions in WHERE, GROUP BY
 keys and aggregate arguments, CTEs, subqueries, public joins, HAVING/ORDER BY/LIMIT, TOP_K, ``ci=``, under
 four privacy units). Each query runs on D and on D′ = D plus one unit of the engine's probe values (NaN,
-±inf, integer extremes, far dates, long strings, nulls ...), on the DuckDB and the Polars backends. The analyst
+±inf, integer extremes, far dates, long strings, nulls ...), on the DuckDB and the Polars backends, with both
+datasets in memory or each written to a Parquet or CSV file registered by its path (the storages of
+``test_composed_oracle.py``: :data:`~tests.adversarial.composed.STORAGES`). The analyst
 must see the same kind of outcome on both: released on both (with the same columns and types), or the same
 dpframe error with the same message on both; the same warnings; the same ledger statuses. A refusal charges
 nothing, and a query charged on both that fails on both is a charged query that could never be computed.
@@ -24,11 +26,13 @@ from typing import Any
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import base, extreme_rows, neighbours
+from .composed import MEMORY, STORAGES, Storage, base, extreme_rows, neighbours
 from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
+from .test_composed_oracle import FEW, FILES
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -37,19 +41,19 @@ BUDGET = dp.ApproxDP(1, 1e-6)
 POST_FAILED = "post-processing of the released values failed"
 
 Outcome = tuple[Any, ...]
-_SESSIONS: dict[tuple[str, str], dp.Session] = {}
+_SESSIONS: dict[tuple[str, str, Storage], dp.Session] = {}
 
 
-def session(data: pl.DataFrame, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
-    return dp.Session({"t": data}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0,
+def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+    return dp.Session({"t": source}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0,
                       **SESSION_OPTIONS)
 
 
-def _d_session(backend: str, unit: dp.PrivacyUnit) -> dp.Session:
+def _d_session(backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
     """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
-    key = (backend, repr(unit))
+    key = (backend, repr(unit), storage)
     if key not in _SESSIONS:
-        _SESSIONS[key] = session(base(), backend, unit)
+        _SESSIONS[key] = session(storage.source(base(storage)), backend, unit)
     return _SESSIONS[key]
 
 
@@ -91,16 +95,21 @@ def shown(extra: pl.DataFrame) -> str:
 
 
 def check(query: SQLQuery, extra: pl.DataFrame, backend: str,
-          observe: Callable[[dp.Session, SQLQuery], Outcome] = outcome) -> str:
-    """The query's outcome on D and on D′ (D plus ``extra``), as ``observe`` sees it, agree; a refusal charged
-    nothing."""
-    _, d_plus = neighbours(extra)
-    try:
-        plus = session(d_plus, backend, query.unit)
-    except dp.DPFrameError:
-        return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
-    on_d, on_plus = observe(_d_session(backend, query.unit), query), observe(plus, query)
-    assert _same(on_d, on_plus), f"{backend}: {query}\n  D : {on_d}\n  D′: {on_plus}\n  unit:\n{shown(extra)}"
+          observe: Callable[[dp.Session, SQLQuery], Outcome] = outcome, storage: Storage = MEMORY,
+          runs: int = 1) -> str:
+    """The query's outcome on D and on D′ (D plus ``extra``), both in ``storage``, as ``observe`` sees it, agree; a
+    refusal charged nothing. D′'s session runs the query ``runs`` times, each compared (as the chains' check)."""
+    _, d_plus = neighbours(extra, storage)
+    with storage.given(d_plus) as source:
+        try:
+            plus = session(source, backend, query.unit)
+        except dp.DPFrameError:
+            return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
+        on_d = observe(_d_session(backend, query.unit, storage), query)
+        for run in range(runs):
+            on_plus = observe(plus, query)
+            assert _same(on_d, on_plus), (f"{backend}, {storage.name}, run {run + 1}: {query}\n  D : {on_d}\n"
+                                          f"  D′: {on_plus}\n  unit:\n{shown(extra)}")
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: charged, then failed on D and D′: {query}: {on_d}"
     if seen[0] == "released":
@@ -123,6 +132,25 @@ def test_a_sql_query_behaves_alike_on_neighbouring_datasets(backend: str, query:
 def test_many_sql_queries_behave_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
                                                                 extra: pl.DataFrame) -> None:
     event(check(query, extra, backend))
+
+
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@FEW
+@given(data=st.data())
+def test_a_sql_query_behaves_alike_on_neighbouring_files(backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(queries(storage=storage)), data.draw(extreme_rows(storage)), backend, storage=storage,
+                runs=data.draw(st.sampled_from([1, 3]))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@DEEP
+@given(data=st.data())
+def test_many_sql_queries_behave_alike_on_neighbouring_files(backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(queries(depth=3, storage=storage)), data.draw(extreme_rows(storage)), backend,
+                storage=storage, runs=data.draw(st.sampled_from([1, 3]))))
 
 
 def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
