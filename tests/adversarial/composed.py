@@ -193,6 +193,54 @@ def neighbours(extra: pl.DataFrame, storage: Storage = MEMORY) -> tuple[pl.DataF
     return d, pl.concat([d, extra.cast(dict(d.schema))])   # type: ignore[arg-type]
 
 
+def shown(extra: pl.DataFrame) -> str:
+    """The added unit's rows as a list of dicts (physical integers: a far date has no Python form)."""
+    with pl.Config(fmt_str_lengths=40):
+        return str(extra.select(pl.all().to_physical()).to_dicts())
+
+
+Outcome = tuple[Any, ...]
+
+
+class Neighbours:
+    """Sessions on D and on D′ built alike by ``make(source, backend, unit)``, and the comparison of one query's
+    outcomes on them (both oracles, method chains and SQL, run their queries through one of these).
+
+    D's sessions are shared by the examples (each compares only the ledger rows its own query added); each
+    example gets a fresh D′ session, which runs the query ``runs`` times, each run compared with D: a backend
+    keeps per-table work between queries (the DuckDB backend reads a Parquet file's columns into memory on a
+    second query with the same unit and keys, and uses them from the third on).
+    """
+
+    def __init__(self, make: Callable[[object, str, dp.PrivacyUnit], dp.Session]) -> None:
+        self.make = make
+        self._d: dict[tuple[str, str, Storage], dp.Session] = {}
+
+    def d(self, backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
+        """D's session for this backend, unit and storage."""
+        key = (backend, repr(unit), storage)
+        if key not in self._d:
+            self._d[key] = self.make(storage.source(base(storage)), backend, unit)
+        return self._d[key]
+
+    def compare(self, query: Any, unit: dp.PrivacyUnit, extra: pl.DataFrame, backend: str, storage: Storage,
+                runs: int, observe: Callable[[dp.Session, Any], Outcome],
+                same: Callable[[Outcome, Outcome], bool]) -> Outcome | None:
+        """D's outcome, after asserting ``same`` for each of D′'s runs; None if D′'s session refuses D′ itself."""
+        _, d_plus = neighbours(extra, storage)
+        with storage.given(d_plus) as source:
+            try:
+                plus = self.make(source, backend, unit)
+            except dp.DPFrameError:
+                return None     # a value no query could read: the data owner's session refuses it
+            on_d = observe(self.d(backend, unit, storage), query)
+            for run in range(runs):
+                on_plus = observe(plus, query)
+                assert same(on_d, on_plus), (f"{backend}, {storage.name}, run {run + 1}: {query}\n  D : {on_d}\n"
+                                             f"  D′: {on_plus}\n  unit:\n{shown(extra)}")
+        return on_d
+
+
 # ------------------------------------------------------------------------------------------------ expressions
 
 Columns = dict[str, str]   # column name -> kind, as the chain so far has them

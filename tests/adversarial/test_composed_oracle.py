@@ -14,6 +14,7 @@ on one dataset only, answers "is this unit in the data?" outside any ε.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any
 
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, STORAGES, Chain, Storage, base, chains, extreme_rows, neighbours
+from .composed import MEMORY, STORAGES, Chain, Neighbours, Outcome, Storage, base, chains, extreme_rows
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -36,20 +37,14 @@ FILES = [("polars", "parquet"), ("polars", "csv"), ("duckdb", "parquet"), ("duck
          ("duckdb", "csv")]
 BUDGET = dp.ApproxDP(1, 1e-6)
 
-Outcome = tuple[Any, ...]
-_SESSIONS: dict[tuple[str, str, Storage], dp.Session] = {}
 
 
 def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
     return dp.Session({"t": source}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
 
 
-def _d_session(backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
-    """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
-    key = (backend, repr(unit), storage)
-    if key not in _SESSIONS:
-        _SESSIONS[key] = session(storage.source(base(storage)), backend, unit)
-    return _SESSIONS[key]
+SESSIONS = Neighbours(session)
+_d_session = SESSIONS.d
 
 
 def outcome(sess: dp.Session, chain: Chain) -> Outcome:
@@ -68,30 +63,14 @@ def outcome(sess: dp.Session, chain: Chain) -> Outcome:
     return seen, tuple(sorted((w.category.__name__, str(w.message)) for w in caught)), statuses
 
 
-def shown(extra: pl.DataFrame) -> str:
-    """The added unit's rows as a list of dicts (physical integers: a far date has no Python form)."""
-    with pl.Config(fmt_str_lengths=40):
-        return str(extra.select(pl.all().to_physical()).to_dicts())
-
-
 def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = MEMORY, runs: int = 1) -> str:
     """The chain's outcome on D and on D′ (D plus ``extra``), both in ``storage``, agree; a refusal charged nothing.
 
-    D′'s session runs the chain ``runs`` times, each compared: a backend keeps per-table work between queries
-    (the DuckDB backend reads a Parquet file's columns into memory on a second query with the same unit and keys,
-    and uses them from the third on), and D's session, shared, has run other queries before.
+    D′'s session runs the chain ``runs`` times, each compared (:class:`~tests.adversarial.composed.Neighbours`).
     """
-    _, d_plus = neighbours(extra, storage)
-    with storage.given(d_plus) as source:
-        try:
-            plus = session(source, backend, chain.unit)
-        except dp.DPFrameError:
-            return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
-        on_d = outcome(_d_session(backend, chain.unit, storage), chain)
-        for run in range(runs):
-            on_plus = outcome(plus, chain)
-            assert on_d == on_plus, (f"{backend}, {storage.name}, run {run + 1}: {chain}\n  D : {on_d}\n"
-                                     f"  D′: {on_plus}\n  unit:\n{shown(extra)}")
+    on_d = SESSIONS.compare(chain, chain.unit, extra, backend, storage, runs, outcome, operator.eq)
+    if on_d is None:
+        return "D′ refused by the session"
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: refused but charged: {chain}: {on_d}"
     return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, STORAGES, Storage, base, extreme_rows, neighbours
+from .composed import MEMORY, STORAGES, Neighbours, Outcome, Storage, base, extreme_rows
 from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
 from .test_composed_oracle import FEW, FILES
 
@@ -40,8 +40,6 @@ DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_healt
 BUDGET = dp.ApproxDP(1, 1e-6)
 POST_FAILED = "post-processing of the released values failed"
 
-Outcome = tuple[Any, ...]
-_SESSIONS: dict[tuple[str, str, Storage], dp.Session] = {}
 
 
 def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
@@ -49,12 +47,8 @@ def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
                       **SESSION_OPTIONS)
 
 
-def _d_session(backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
-    """D's session, shared by the examples (each compares only the ledger rows its own query added)."""
-    key = (backend, repr(unit), storage)
-    if key not in _SESSIONS:
-        _SESSIONS[key] = session(storage.source(base(storage)), backend, unit)
-    return _SESSIONS[key]
+SESSIONS = Neighbours(session)
+_d_session = SESSIONS.d
 
 
 def outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
@@ -88,28 +82,14 @@ def _same(on_d: Outcome, on_plus: Outcome) -> bool:
     return on_d == on_plus
 
 
-def shown(extra: pl.DataFrame) -> str:
-    """The added unit's rows as a list of dicts (physical integers: a far date has no Python form)."""
-    with pl.Config(fmt_str_lengths=40):
-        return str(extra.select(pl.all().to_physical()).to_dicts())
-
-
 def check(query: SQLQuery, extra: pl.DataFrame, backend: str,
           observe: Callable[[dp.Session, SQLQuery], Outcome] = outcome, storage: Storage = MEMORY,
           runs: int = 1) -> str:
     """The query's outcome on D and on D′ (D plus ``extra``), both in ``storage``, as ``observe`` sees it, agree; a
     refusal charged nothing. D′'s session runs the query ``runs`` times, each compared (as the chains' check)."""
-    _, d_plus = neighbours(extra, storage)
-    with storage.given(d_plus) as source:
-        try:
-            plus = session(source, backend, query.unit)
-        except dp.DPFrameError:
-            return "D′ refused by the session"   # a value no query could read: the data owner's session refuses it
-        on_d = observe(_d_session(backend, query.unit, storage), query)
-        for run in range(runs):
-            on_plus = observe(plus, query)
-            assert _same(on_d, on_plus), (f"{backend}, {storage.name}, run {run + 1}: {query}\n  D : {on_d}\n"
-                                          f"  D′: {on_plus}\n  unit:\n{shown(extra)}")
+    on_d = SESSIONS.compare(query, query.unit, extra, backend, storage, runs, observe, _same)
+    if on_d is None:
+        return "D′ refused by the session"
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: charged, then failed on D and D′: {query}: {on_d}"
     if seen[0] == "released":
