@@ -60,11 +60,11 @@ def outcome(sess: dp.Session, chain: Chain) -> Outcome:
 
 
 def _shape(result: object) -> tuple[Any, ...]:
-    """What a release shows besides its values: a frame's columns and types (a diagnosed one's, and its
-    diagnostics'), or ⊥ for a release that says no answer (``dp.TopKFailed``, ``dp.NoAnswer``, the robust median's
+    """What a release shows besides its values: a frame's columns and types (a diagnosed one's, and the names of
+    its diagnostics), or ⊥ for a release that says no answer (``dp.TopKFailed``, ``dp.NoAnswer``, the robust median's
     ``None``): an ε-DP outcome of the data, which may differ between D and D′."""
     if isinstance(result, dp.Diagnosed):
-        return tuple(result.frame.schema.items()), tuple(result.diagnostics.schema.items())
+        return tuple(result.frame.schema.items()), tuple(result.diagnostics["diagnostic"])
     if isinstance(result, pl.DataFrame):
         return (tuple(result.schema.items()),)
     return (BOTTOM,) if result is None or isinstance(result, dp.TopKFailed | dp.NoAnswer) else ()
