@@ -9,7 +9,11 @@ Parquet or CSV file registered by its path (:data:`~tests.adversarial.composed.S
 lazily by Polars, scanned by DuckDB itself, or read through Polars). What the analyst sees must be the same kind of
 outcome on both: released on both (values and row counts may differ), or the same dpframe error with the
 same message on both; the same warnings; the same ledger statuses. A chain charged, then failed, or refused
-on one dataset only, answers "is this unit in the data?" outside any ε.
+on one dataset only, answers "is this unit in the data?" outside any ε. The tuned chains (``chains(tuned=True)``)
+add what an analyst sets around them — automatic parameters, ``collect``'s ``ci=`` / ``diagnostics=`` /
+``accuracy=`` with output names of their choosing — and every other query ending (top-k's methods, the frame
+query families, the robust median), against a unit that may have many rows; a ⊥ answer (``dp.NoAnswer``,
+``dp.TopKFailed``, ``None``) is itself a DP release and matches any other.
 """
 
 from __future__ import annotations
@@ -180,6 +184,14 @@ def test_the_check_catches_a_chain_that_fails_on_one_dataset_only() -> None:
     with pytest.raises(AssertionError, match="RuntimeError"):
         check(_FailsOnDPlus(ending=("agg", (dp.len(),))), extra, "polars")
     check(Chain(ending=("agg", (dp.len(),))), extra, "polars")
+
+
+def test_a_bottom_answer_matches_a_release_only() -> None:
+    """⊥ matches another release, never an error, other warnings or other ledger statuses."""
+    bottom, frame = ("released", BOTTOM), ("released", (("m0", pl.Int64()),))
+    assert same((bottom, (), ("committed",)), (frame, (), ("committed",)))
+    assert not same((bottom, (), ("committed",)), (("DPFrameError", "x"), (), ()))
+    assert not same((bottom, (), ("committed",)), (frame, (), ("failed",)))
 
 
 def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:
