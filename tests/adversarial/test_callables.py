@@ -127,6 +127,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.family.FamilyPlan", "run"): READER,
     ("dpframe.family.FamilyPlan", "settle"): RELEASED,
     ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
+    ("dpframe.family.FamilyPlan", "explain"): NO_VALUES,
     ("dpframe.plugin.manager.Audits", "specs"): NO_VALUES,
     ("dpframe.noise.certified.LazyUniform.below", "bounds"): PUBLIC,
     ("dpframe.parallel.map_chunks", "fn"): PUBLIC,
