@@ -43,7 +43,7 @@ from .composed import MEMORY, Neighbours, Outcome, base, expressions, extreme_ro
 CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
 DEEP = settings(max_examples=1_000, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-               phases=[Phase.explicit, Phase.generate],
+                phases=[Phase.explicit, Phase.generate],
                 print_blob=True)
 
 #: Session kinds: (budget, accountant). Basic sessions refund; TCT needs δ > 0; Gaussian SVT and the individual
@@ -227,7 +227,8 @@ def _step(draw: st.DrawFn, unit: str, kind: str, opened: set[str]) -> Step:  # n
             args |= {"budget": Budget("ZCDP", (draw(st.sampled_from([0.1, 1, 0.01])),)),
                      "max_length": n([None, 3, 6])}
         else:
-            args |= {"budget": Budget("PureDP", (n(EPS),)), "release": draw(st.sampled_from([None, Budget("PureDP", (0.5,))])),
+            args |= {"budget": Budget("PureDP", (n(EPS),)),
+                     "release": draw(st.sampled_from([None, Budget("PureDP", (0.5,))])),
                      "refund": draw(st.sampled_from([None, True, False])), "max_length": n([None, None, 4])}
     elif op in ("sv_test", "filter_collect", "collect"):
         args = {"query": q()}
@@ -265,7 +266,8 @@ def _step(draw: st.DrawFn, unit: str, kind: str, opened: set[str]) -> Step:  # n
     elif op == "robust":
         column = draw(st.sampled_from(["i", "x", "n", "f", "w", "m", "s"] + (["u"] if unit == "row" else [])))
         args = {"column": column, "bounds": draw(st.sampled_from([(0, 100), (-100, 100), (0, 1), (-1e9, 1e9)])),
-                "budget": Budget("ApproxDP", (n([1, 2]), n([1e-4, 1e-6]))), "refund": draw(st.sampled_from([None, False]))}
+                "budget": Budget("ApproxDP", (n([1, 2]), n([1e-4, 1e-6]))),
+                "refund": draw(st.sampled_from([None, False]))}
     elif op == "run_until":
         args = {"steps": tuple(q() for _ in range(draw(st.integers(1, 3)))), "budget": Budget("PureDP", (n(EPS),)),
                 "stop_at": draw(st.sampled_from([1, 2, 99])), "delta": n([0, 0, 1e-6]),
