@@ -47,8 +47,35 @@ import polars as pl
 from dpframe.errors import ArgumentError
 
 
-class Sealed:
+class FixedClass:
+    """An object whose class cannot be reassigned (``obj.__class__ = C``).
+
+    A subclass's methods and properties would run on the object's state: a sparse vector's ``_halted`` saying
+    "not yet" past its cap, or a frame's ``_node`` a plan that was never checked.
+
+    Example:
+        >>> class Cap(FixedClass): ...
+        >>> class Wider(Cap): ...
+        >>> Cap().__class__ = Wider
+        Traceback (most recent call last):
+        ...
+        AttributeError: Cap.__class__ is read-only: a subclass would run its own code on this object's state; ...
+
+    """
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "__class__":
+            raise AttributeError(f"{type(self).__name__}.__class__ is read-only: a subclass would run its own code "
+                                 "on this object's state; build a new one")
+        object.__setattr__(self, name, value)
+
+
+class Sealed(FixedClass):
     """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
+
+    Its class is fixed (:class:`FixedClass`).
 
     Nor can a sealed object be copied or pickled: ``copy.copy(channel)`` made a second channel on the
     same reservation with hit counters of its own (twice the hits for one charge).
@@ -71,7 +98,7 @@ class Sealed:
         if self._sealed and not name.startswith("_"):
             raise AttributeError(f"{type(self).__name__}.{name} is read-only: it was validated and charged when the "
                                  "object was built; build a new one")
-        object.__setattr__(self, name, value)
+        super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         self.__setattr__(name, None)
