@@ -477,11 +477,6 @@ def _observe(sess: dp.Session, seq: Sequence) -> Outcome:
     return tuple(play(sess, seq))
 
 
-def _same(on_d: Outcome, on_plus: Outcome) -> bool:
-    step, why = agree(list(on_d), list(on_plus))
-    return why != "differ"
-
-
 NEIGHBOURS = Neighbours(session, shared=False)
 
 
@@ -500,9 +495,18 @@ UNITS_ADDED = st.builds(Unit, extreme_rows())
 
 def check(seq: Sequence, extra: Unit, backend: str) -> str:
     """The sequence behaves alike on D and D′ up to the first released difference; returns a label for events."""
-    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, MEMORY, 1, _observe, _same)
+    parted: list[int | None] = []
+
+    def same(on_d: Outcome, on_plus: Outcome) -> bool:
+        step, why = agree(list(on_d), list(on_plus))
+        parted.append(step)
+        return why != "differ"
+
+    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, MEMORY, 1, _observe, same)
     if on_d is None:
         return "D′ refused by the session"
+    event("runs alike throughout" if parted[0] is None else f"released outputs part at step {parted[0]}")
+    event(f"{sum(s.outcome[1] != ('answer', 'no object') for s in on_d)} of {len(on_d)} steps ran")
     return "outcomes on D: " + ", ".join(sorted({s.outcome[0] if s.outcome[0] != "released" else
                                                  "released: " + str(s.outcome[1][0]) for s in on_d}))
 
