@@ -38,7 +38,7 @@ import dpframe as dp
 from dpframe.interactive.ptr import gated_release, propose_test_release, robust_median
 from dpframe.interactive.stopping import run_until
 
-from .composed import MEMORY, Neighbours, Outcome, base, expressions, extreme_rows, kind_of, shown
+from .composed import MEMORY, STORAGES, Neighbours, Outcome, Storage, base, expressions, extreme_rows, kind_of, shown
 
 CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
@@ -155,8 +155,8 @@ class QuerySpec:
 
 
 @st.composite
-def queries(draw: st.DrawFn, unit: str) -> QuerySpec:
-    columns = {name: kind_of(dtype) for name, dtype in base().schema.items() if name != "u" or unit == "row"}
+def queries(draw: st.DrawFn, unit: str, storage: Storage = MEMORY) -> QuerySpec:
+    columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items() if name != "u" or unit == "row"}
     where = draw(st.one_of(st.none(), expressions(columns, "bool", draw(st.integers(0, 2)))))
     measure = draw(st.sampled_from(["len", "count", "sum", "sum"]))
     shape = draw(st.sampled_from(["scalar"] * 8 + ["mean", "grouped", "two"]))
@@ -190,10 +190,12 @@ class Sequence:
 
     unit: str
     kind: str
+    storage: Storage = field(default=MEMORY, repr=False)
     steps: list[Step] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        return f"{self.unit}/{self.kind}:\n  " + "\n  ".join(f"{i}: {s!r}" for i, s in enumerate(self.steps))
+        steps = "\n  ".join(f"{i}: {s!r}" for i, s in enumerate(self.steps))
+        return f"{self.unit}/{self.kind}/{self.storage.name}:\n  {steps}"
 
 
 THRESHOLDS = [-5, 0, 3, 10, 25, 40, 60, 1e9, Fraction(61, 2), 2.5]
@@ -208,13 +210,14 @@ ON = {"sv": ["sv_test", "sv_test", "sv_test", "sv_close", "lose"],
       "filter": ["filter_collect", "filter_collect"]}
 
 
-def _step(draw: st.DrawFn, unit: str, kind: str, opened: set[str]) -> Step:  # noqa: C901, PLR0912, PLR0915
+def _step(draw: st.DrawFn, seq: Sequence, opened: set[str]) -> Step:  # noqa: C901, PLR0912, PLR0915
+    unit, kind = seq.unit, seq.kind
     op = draw(st.sampled_from(FREE + [op for o in sorted(opened) for op in ON[o] * 2]))
     if op.startswith("open_"):
         opened.add(op[5:])
 
     def q() -> QuerySpec:
-        return draw(queries(unit))
+        return draw(queries(unit, seq.storage))
 
     def n(values: list[Any]) -> Any:
         return _number(draw, values)
@@ -281,13 +284,13 @@ def _step(draw: st.DrawFn, unit: str, kind: str, opened: set[str]) -> Step:  # n
 
 
 @st.composite
-def sequences(draw: st.DrawFn, max_steps: int = 8) -> Sequence:
+def sequences(draw: st.DrawFn, max_steps: int = 8, storage: Storage = MEMORY) -> Sequence:
     """A session kind and 1-``max_steps`` interactive calls (weighted towards calls on the open objects)."""
     unit = draw(st.sampled_from(sorted(UNITS)))
-    seq = Sequence(unit, draw(st.sampled_from(sorted(SESSIONS))))
+    seq = Sequence(unit, draw(st.sampled_from(sorted(SESSIONS))), storage)
     opened: set[str] = set()
     for _ in range(draw(st.integers(1, max_steps))):
-        seq.steps.append(_step(draw, unit, seq.kind, opened))
+        seq.steps.append(_step(draw, seq, opened))
     return seq
 
 
@@ -502,7 +505,7 @@ def check(seq: Sequence, extra: Unit, backend: str) -> str:
         parted.append(step)
         return why != "differ"
 
-    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, MEMORY, 1, _observe, same)
+    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, seq.storage, 1, _observe, same)
     if on_d is None:
         return "D′ refused by the session"
     event("runs alike throughout" if parted[0] is None else f"released outputs part at step {parted[0]}")
@@ -525,4 +528,28 @@ def test_a_sequence_of_interactive_calls_behaves_alike_on_neighbouring_datasets(
 @given(seq=sequences(max_steps=14), extra=UNITS_ADDED)
 def test_many_sequences_of_interactive_calls_behave_alike_on_neighbouring_datasets(
         backend: str, seq: Sequence, extra: Unit) -> None:
+    event(check(seq, extra, backend))
+
+
+#: (backend, storage) pairs with D and D′ each written to a file: Parquet scanned by Polars, and by DuckDB itself.
+FILES = [("polars", "parquet"), ("duckdb", "parquet_duckdb")]
+
+
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@settings(CI, max_examples=3)
+@given(data=st.data())
+def test_a_sequence_of_interactive_calls_behaves_alike_on_neighbouring_files(
+        backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(sequences(storage=storage)), data.draw(st.builds(Unit, extreme_rows(storage))), backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@settings(DEEP, max_examples=300)
+@given(data=st.data())
+def test_many_sequences_of_interactive_calls_behave_alike_on_neighbouring_files(
+        backend: str, stored: str, data: st.DataObject) -> None:
+    storage = STORAGES[stored]
+    seq, extra = data.draw(sequences(max_steps=14, storage=storage)), data.draw(st.builds(Unit, extreme_rows(storage)))
     event(check(seq, extra, backend))

@@ -214,6 +214,71 @@ def test_a_stream_or_channel_cannot_be_given_another_class() -> None:
     assert sv.test(sess.table("t").agg(dp.len())) and sv.closed and sv.positives == 1
 
 
+def test_a_frames_schema_cannot_be_made_editable_by_giving_it_its_base_class() -> None:
+    """``frame.schema.__class__ = pl.Schema`` (found by the sweep once it tried ``__class__`` on read-only
+    containers) made the schema the planner and the backends read editable again: ``schema["s"] = pl.Int64`` on a
+    string column made the backend cast it, and a sum released on D was charged, then failed on D′, whose added
+    unit holds a string that is not a number — "is this unit in the data?" answered exactly."""
+    outcomes = []
+    for extra in ([], ["x"]):
+        data = pl.DataFrame({"u": range(10 + len(extra)), "s": ["1"] * 10 + extra})
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), seed=0)
+        frame = sess.table("t")
+        schema = frame.schema
+        with pytest.raises(AttributeError, match="read-only"):
+            schema.__class__ = pl.Schema
+        with pytest.raises(TypeError, match="read-only"):
+            schema["s"] = pl.Int64
+        with pytest.raises(dp.DPFrameError):        # a string column has no sum, on D as on D′: refused, free
+            frame.agg(dp.sum("s", bounds=(0, 5))).collect(PURE)
+        outcomes.append(sess.history()["status"].to_list())
+    assert outcomes == [[], []]
+
+
+def test_public_keys_cannot_be_made_extendable_by_giving_them_their_base_class() -> None:
+    """``q.node.keys.__class__ = pl.DataFrame`` turned a query's checked public keys back into a plain frame:
+    ``keys.extend(...)`` added 49 copies of key "a", and one ε = 1 charge released 50 independently noised
+    counts of group "a" (their mean is the count to within ±0.2)."""
+    sess = _session(dp.PureDP(1))
+    q = sess.table("t").group_by("g", keys=["a"]).agg(dp.len())
+    with pytest.raises(AttributeError, match="read-only"):
+        q.node.keys.__class__ = pl.DataFrame
+    with pytest.raises(TypeError, match="read-only"):
+        q.node.keys.extend(pl.DataFrame({"g": ["a"] * 49}))
+    assert q.collect(PURE).height == 1
+
+
+@pytest.mark.parametrize("sql", [False, True])
+def test_a_query_runs_the_expressions_it_checked_whatever_class_a_handed_out_one_is_given(sql: bool) -> None:
+    """``q.node.input.predicate`` handed out the filter node's own ``pl.Expr``, and a ``pl.Expr``'s class can be
+    reassigned (plain syntax): given a subclass whose ``_pyexpr`` property is ``map_elements(spy) > 0``, the
+    engine ran that unchecked expression when the query was collected — the analyst's function received every
+    private value (0, 1, ..., 9), and the count changed. Nodes now hand out copies (:class:`dpframe.sealed.ExprCopies`;
+    the sweep's shared-state check covers expressions and series too)."""
+    seen: list[Any] = []
+    evil = pl.col("x").map_elements(lambda v: seen.append(v) or v, return_dtype=pl.Int64) > 0
+
+    class Evil(pl.Expr):
+        @property
+        def _pyexpr(self) -> Any:
+            return evil._pyexpr
+
+        @_pyexpr.setter
+        def _pyexpr(self, value: Any) -> None:
+            pass
+
+    data = pl.DataFrame({"u": range(10), "x": range(10)})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, 1e-6), seed=0)
+    q = sess.sql("SELECT COUNT(*) AS n FROM t WHERE x > 3") if sql else sess.table("t").filter(pl.col("x") > 3).agg(
+        dp.len())
+    node = q.node.input
+    handed = node.polars if sql else node.predicate
+    handed.__class__ = Evil
+    assert not isinstance(node.polars if sql else node.predicate, Evil)
+    q.collect(dp.PureDP(1))
+    assert seen == []
+
+
 # ------------------------------------------------------------------------------------------ the sweep
 
 SEALED = "sealed: one of a kind (no public attribute is set or deleted; no copy, no pickle)"
@@ -268,10 +333,11 @@ def _walk(roots: Mapping[str, Any]) -> dict[int, tuple[str, Any]]:
 
     def visit(path: str, obj: Any, depth: int) -> None:
         if depth > 5 or id(obj) in seen or inspect.isroutine(obj) or inspect.isclass(obj) or \
-                isinstance(obj, types.ModuleType | pl.Expr | pl.Series):
+                isinstance(obj, types.ModuleType):
             return
         seen[id(obj)] = (path, obj)
-        if isinstance(obj, str | bytes | int | float | pl.DataFrame | np.ndarray | ReadOnlySchema | pl.DataType):
+        if isinstance(obj, str | bytes | int | float | pl.DataFrame | np.ndarray | ReadOnlySchema | pl.DataType |
+                      pl.Expr | pl.Series | pl.LazyFrame):
             return
         if isinstance(obj, list | tuple | set | frozenset):
             for i, item in enumerate(list(obj)[:8]):
@@ -366,7 +432,11 @@ def _public_attributes(obj: Any) -> list[str]:
 def test_no_public_attribute_of_an_engine_object_is_set_or_deleted(handed_out: dict[int, tuple[str, Any]]) -> None:
     changed = []
     for path, obj in handed_out.values():
-        if KINDS.get(_name(obj)) not in (SEALED, FROZEN, VIEW) or isinstance(obj, ReadOnlySchema | ReadOnlyKeys):
+        if isinstance(obj, ReadOnlySchema | ReadOnlyKeys):     # read-only containers: their base class is editable
+            with pytest.raises(AttributeError, match="read-only"):
+                obj.__class__ = pl.Schema if isinstance(obj, ReadOnlySchema) else pl.DataFrame
+            continue
+        if KINDS.get(_name(obj)) not in (SEALED, FROZEN, VIEW):
             continue
         for name in _public_attributes(obj):
             for how, attempt in _attempts(obj, name).items():
@@ -421,14 +491,18 @@ def test_nothing_fresh_is_shared_between_two_runs(handed_out: dict[int, tuple[st
 
 
 def test_mutable_containers_handed_out_are_copies(handed_out: dict[int, tuple[str, Any]]) -> None:
-    """A list, dict, set or DataFrame read twice from an engine object is two objects (edits change nothing)."""
+    """A list, dict, set, DataFrame, expression or series read twice from an engine object is two objects."""
     shared = []
     for path, obj in handed_out.values():
         if KINDS.get(_name(obj)) not in (SEALED, FROZEN, VIEW) or isinstance(obj, ReadOnlySchema | ReadOnlyKeys):
             continue
         for name in _public_attributes(obj):
             first = getattr(obj, name)
-            if isinstance(first, list | dict | set | bytearray | pl.DataFrame | np.ndarray) \
+            # a polars expression or series can be given another class (``expr.__class__ = Sub``, whose ``_pyexpr``
+            # is another expression) or edited in place: the engine's own must not be handed out
+            if isinstance(first, list | dict | set | bytearray | pl.DataFrame | np.ndarray | pl.Expr | pl.Series |
+                          pl.LazyFrame | tuple) and (not isinstance(first, tuple) or any(
+                              isinstance(item, pl.Expr | pl.Series) for item in first)) \
                     and not isinstance(first, ReadOnlyKeys | ReadOnlySchema) and getattr(obj, name) is first:
                 if isinstance(first, np.ndarray) and not first.flags.writeable:
                     continue
