@@ -76,7 +76,7 @@ class FixedClass:
 class Sealed(FixedClass):
     """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
 
-    Its class is fixed (:class:`FixedClass`).
+    Its class is fixed (:class:`FixedClass`), and it is built once (a second ``__init__`` is refused).
 
     Nor can a sealed object be copied or pickled: ``copy.copy(channel)`` made a second channel on the
     same reservation with hit counters of its own (twice the hits for one charge).
@@ -90,6 +90,8 @@ class Sealed(FixedClass):
 
         @functools.wraps(init)
         def sealed_init(self: Sealed, *args: Any, **kw: Any) -> None:
+            if self._sealed:   # ``rm.__init__(other_frame, ...)`` set its private state, then failed on a public name
+                raise TypeError(f"a {type(self).__name__} is built once: build a new one")
             init(self, *args, **kw)
             if type(self) is cls:
                 object.__setattr__(self, "_sealed", True)

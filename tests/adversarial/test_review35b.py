@@ -279,6 +279,23 @@ def test_a_query_runs_the_expressions_it_checked_whatever_class_a_handed_out_one
     assert seen == []
 
 
+def test_a_sealed_object_is_built_once() -> None:
+    """Not a route of main's boundary (calling a dunder is reflection), closed because it is cheap: a second
+    ``rm.__init__(frame2, ...)`` on a robust median set its private session and node to another session's before
+    failing on a public name, while its sensitivity ``m`` (``max_rows``) stayed the first session's; a sparse
+    vector's second ``__init__`` replaced its threshold the same way."""
+    sess, other = _session(), dp.Session({"t": _data()}, privacy_unit=dp.PrivacyUnit("u", max_rows=50),
+                                         budget=dp.ApproxDP(10, Fraction(1, 10**5)), seed=0)
+    rm = robust_median(sess.table("t"), "x", bounds=BOUNDS)
+    with pytest.raises(TypeError, match="built once"):
+        rm.__init__(other.table("t"), "x", BOUNDS)      # type: ignore[misc]
+    assert rm._session is sess
+    sv = sess.sparse_vector(threshold=10, max_positives=1, budget=PURE)
+    with pytest.raises(TypeError, match="built once"):
+        sv.__init__(sess, 10**9, 1, PURE)               # type: ignore[misc]
+    assert sv.test(sess.table("t").agg(dp.len()))
+
+
 # ------------------------------------------------------------------------------------------ the sweep
 
 SEALED = "sealed: one of a kind (no public attribute is set or deleted; no copy, no pickle)"
@@ -461,7 +478,8 @@ def test_one_of_a_kind_objects_cannot_be_copied_or_rebuilt(handed_out: dict[int,
             with pytest.raises(TypeError, match="cannot be copied"):
                 how(obj)
                 pytest.fail(f"{path} was copied")
-        assert path
+        with pytest.raises(TypeError, match="built once"):
+            obj.__init__()                   # a second __init__ (its arguments never matter: refused first)
 
 
 def test_frozen_values_copy_as_equal_sealed_values(handed_out: dict[int, tuple[str, Any]]) -> None:
