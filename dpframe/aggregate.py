@@ -149,7 +149,7 @@ class AggregateQuery:
         node = self.node
         backend = self.source.backend or self.source.context.backend
         return FamilyPlan(physical.budget, physical.cost, physical.session_cost, mechanisms(physical),
-                          explain_aggregate(self.source.unit, node, physical, backend),
+                          lambda: explain_aggregate(self.source.unit, node, physical, backend),
                           lambda reader, rng: run_aggregate(reader, node, physical, rng),
                           check=lambda: dry_run(physical), detail=physical)
 

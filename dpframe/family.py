@@ -128,17 +128,31 @@ class FamilyPlan(Generic[R]):
     ``settle`` (output-DP mechanisms, basic composition only) maps the released result to (its cell's
     cost, cell name). ``check`` runs before charging (e.g. every mechanism on all-zero statistics): a
     plugin bug fails for free. ``detail`` is the family's own plan object (``query.plan(budget)`` returns it).
+    ``explain`` is the :class:`Explain`, or a function of no arguments that makes it: only ``explain()`` calls
+    it, so ``collect()`` does not build text it never shows (:meth:`explained` returns it either way).
     """
 
     budget: Budget
     cost: Budget
     charge: SessionCost
     mechanisms: str
-    explain: Explain
+    explain: Explain | Callable[[], Explain]
     run: Callable[[PrivateReader, RandomSource], R]
     settle: Callable[[R], tuple[SessionCost, str]] | None = None
     check: Callable[[], None] | None = None
     detail: Any = None
+
+    def explained(self) -> Explain:
+        """The explanation (made now when ``explain`` is a function).
+
+        Example:
+            >>> import dpframe as dp
+            >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(1), dp.PureDP(1), "m", lambda: Explain("t"), print)
+            >>> plan.explained().title
+            't'
+
+        """
+        return self.explain if isinstance(self.explain, Explain) else self.explain()
 
 
 @runtime_checkable
@@ -357,7 +371,7 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
               "charged": accountant.describe_charge(plan.charge), "accountant": accountant.describe(),
               "spent": describe(accountant.report(spent)), "fits": fits,
               "remaining_after": describe(accountant.remaining(after))}
-    e = plan.explain
+    e = plan.explained()
     default = front._release.unit.default_note
     notes = (*e.notes, *([default] if default else []))
     out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,

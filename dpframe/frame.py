@@ -674,8 +674,8 @@ class Query(Releasable[pl.DataFrame]):
         if line is None:
             return super().explain(chosen, format)
         planned = self._planned(chosen)
-        planned = dataclasses.replace(planned, explain=dataclasses.replace(
-            planned.explain, notes=(*planned.explain.notes, line)))
+        shown = planned.explained()
+        planned = dataclasses.replace(planned, explain=dataclasses.replace(shown, notes=(*shown.notes, line)))
         return render(self._front, planned, format)
 
     @overload

@@ -226,7 +226,8 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         rows = "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
         text = f"unit {self.column!r}: {rows}" + ("" if self.max_rows_given else " (the default)")
         if self.groups is not None:
-            text += ", max_groups chosen privately" if self.groups == AUTO else f", ≤ {self.groups} groups"
+            auto = ", max_groups chosen privately by agg queries (other queries: no max_groups)"
+            text += auto if self.groups == AUTO else f", ≤ {self.groups} groups"
         return text + " per unit (uniform random subset; null ids dropped)"
 
 

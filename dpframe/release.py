@@ -40,7 +40,7 @@ from dpframe.backends.base import StatisticsRequest
 from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
-from dpframe.privacy_unit import PrivacyUnit
+from dpframe.privacy_unit import AUTO, PrivacyUnit
 
 if TYPE_CHECKING:
     from dpframe.accounting import Ledger, SessionCost
@@ -104,6 +104,10 @@ class PrivateReader:
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
         unit = bounded_unit(self._unit, node)
+        if unit.groups == AUTO and unit.rows != AUTO:
+            # a query that does not tune (not agg): its plan read max_rows only (one reading max_groups is refused
+            # when built), so its rows are bounded by max_rows alone, as under a unit without max_groups
+            unit = unit.tuned(unit.rows, None)
         if bound and unit.auto:   # engine bug: a tuned query reads through bounded_by(tuned unit)
             raise DPFrameError("contribution bounds are 'auto' but were not chosen", argument="privacy_unit",
                                fix="this is a dpframe bug: report it")

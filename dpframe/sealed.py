@@ -36,6 +36,7 @@ import collections
 import datetime as dt
 import decimal
 import functools
+import math
 import zoneinfo
 from collections.abc import Callable, Mapping
 from fractions import Fraction
@@ -344,6 +345,8 @@ def engine_only(token: object, what: str, fix: str) -> None:
 
 
 N = TypeVar("N")
+_EXACT = frozenset({bool, int, str, float, type(None)})
+"""Types whose instances :func:`plain` returns as they are: immutable, and exactly the built-in type."""
 
 
 def plain(value: N) -> N:
@@ -361,6 +364,8 @@ def plain(value: N) -> N:
         (<class 'int'>, True)
 
     """
+    if type(value) in _EXACT:     # already plain: no subclass code to strip (the common case, kept cheap)
+        return value
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -371,6 +376,8 @@ def plain(value: N) -> N:
         return float.__float__(value)  # type: ignore[return-value]
     if isinstance(value, Fraction):
         parts = Fraction._numerator.__get__(value), Fraction._denominator.__get__(value)  # type: ignore[attr-defined]
+        if type(parts[0]) is int and type(parts[1]) is int and parts[1] > 0 and math.gcd(*parts) == 1:
+            return _fraction(*parts)  # type: ignore[return-value]   # already in lowest terms: no gcd step
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
             raise ArgumentError(f"a Fraction must hold two ints, got {type(value).__name__}", argument="value",
                                 fix="pass a Fraction built from ints, an int or a float")
@@ -380,6 +387,13 @@ def plain(value: N) -> N:
     if isinstance(value, dt.date | dt.time | dt.timedelta):
         return _plain_temporal(value)  # type: ignore[return-value]
     return value
+
+
+def _fraction(numerator: int, denominator: int) -> Fraction:
+    """A new Fraction of two coprime ints, denominator > 0 (what ``Fraction(n, d)`` makes, without its checks)."""
+    out = object.__new__(Fraction)
+    out._numerator, out._denominator = numerator, denominator  # type: ignore[attr-defined]
+    return out
 
 
 def _plain_temporal(value: dt.date | dt.time | dt.timedelta) -> dt.date | dt.time | dt.timedelta:
@@ -494,6 +508,8 @@ def plain_key(value: object) -> object:
         ((3, 'x', Int64), 'int')
 
     """
+    if type(value) in _EXACT:
+        return value
     if isinstance(value, tuple):
         return tuple(plain_key(v) for v in tuple.__iter__(value))
     if isinstance(value, pl.DataType) or (isinstance(value, type) and issubclass(value, pl.DataType)):

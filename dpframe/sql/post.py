@@ -84,7 +84,7 @@ class PostProcess:
             [(5, 4, 6), (1, 0, 2)]
 
         """
-        ends = [f"{src}_{end}" for _, src in self.columns for end in INTERVAL_ENDS]
+        ends = list(dict.fromkeys(f"{src}_{end}" for _, src in self.columns for end in INTERVAL_ENDS))
         present = [c for c in ends if c in released.columns]
         if self.sql is None:
             return released.select([pl.col(src).alias(out) for out, src in self.columns] + (
@@ -195,8 +195,9 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
     schema.update({m.output_name: released_dtype(m) for m in named.values()})
     # sql_ci is sql plus plain references to the interval columns: it runs iff sql does (one check); a failure
     # at every aggregate 1 is tried again at 1000 (ln(COUNT(*) - 1) fails only on some released values)
-    failure = _fails(sql_ci, typical_release(schema, named, [src for src, _ in ends], aggregate.keys))
-    if failure is not None and _fails(sql_ci, typical_release(schema, named, [src for src, _ in ends], aggregate.keys,
+    intervals = list(dict.fromkeys(src for src, _ in ends))   # one measure may be selected under two names
+    failure = _fails(sql_ci, typical_release(schema, named, intervals, aggregate.keys))
+    if failure is not None and _fails(sql_ci, typical_release(schema, named, intervals, aggregate.keys,
                                                               1000)) is not None:
         raise PlanError(f"the output expressions cannot be computed: {failure} (on released rows with every aggregate "
                         "1, then 1000, and the public keys, or NULL keys: the query would be charged, then fail)",

@@ -196,7 +196,7 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
         if not diagnostics:
             return frame
         return Diagnosed(frame, diagnose(bounded, tuned, chosen, shares, frame.height, rng))
-    return FamilyPlan(budget, cost, charge, ", ".join(stages), tuner.explain(source.context.backend),
+    return FamilyPlan(budget, cost, charge, ", ".join(stages), lambda: tuner.explain(source.context.backend),
                       execute, detail=StagedPlan(shares, shown, worst))
 
 

@@ -113,7 +113,9 @@ class GridBoundsQuery:
                  "edges of the chosen bins",)
         notes = ("bounds: rows are bounded by the privacy unit first (≤ max_rows each); null and NaN values are "
                  "ignored; values beyond the grid count in its outer bins",)
-        explain = Explain("dpframe bounds query", tuple(n.describe() for n in self.source.node.lineage()), lines, notes,
+        steps = (*(n.describe() for n in self.source.node.lineage()),
+                 f"ContributionBound: {self.source.unit.describe()}")
+        explain = Explain("dpframe bounds query", steps, lines, notes,
                           {"bins": bins, "epsilon_per_quantile": float(eps0), "rank_error": error})
         return FamilyPlan(budget, cost, charge, "quantiles (bounds grid)", explain,
                           lambda reader, rng: self._run(reader, rng, eps0, m))

@@ -235,6 +235,9 @@ class MultiLabelPATE:
                                         tables=frozenset())      # the votes are passed in: no table is read
 
 
+MAX_VOTES = 2**62
+"""The largest vote count accepted: counts are computed in int64, with room for the PTR's noise beside them."""
+
 _Votes = tuple[pl.Series, list[Any], pl.DataType, np.ndarray]
 """A validated vote table: (queries, label names, label dtype, T × m vote counts)."""
 
@@ -256,6 +259,10 @@ def _vote_table(votes: object, query: str = "query", label: str = "label", vote:
                                                                             "without a query or label")
     if table.height and int(table[vote].min()) < 0:  # type: ignore[arg-type]
         raise SchemaError("vote counts must be ≥ 0", argument="vote", fix="pass the number of teachers per label")
+    if table.height and int(table[vote].max()) > MAX_VOTES:  # type: ignore[arg-type]
+        raise SchemaError(f"a vote count is above 2^62 ({int(table[vote].max())})",  # type: ignore[arg-type]
+                          argument="vote", fix="pass the number of teachers per label (a UInt64 count above 2^63 "
+                                               "would wrap to a negative int64)")
     if table.select(query, label).is_duplicated().any():
         raise SchemaError("a (query, label) pair appears twice", argument="votes", fix="sum duplicate rows first")
     table = table.sort(query, label)

@@ -32,6 +32,7 @@ import itertools
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ import polars as pl
 from hypothesis import strategies as st
 
 import dpframe as dp
+from dpframe.interactive.ptr import robust_median
 from dpframe.plan.values import probe_values
 from dpframe.tables import load_table
 
@@ -172,9 +174,17 @@ def lost(storage: Storage) -> dict[str, list[Any]]:
     return {name: gone for name, (_, gone) in _pools(storage).items() if gone}
 
 
+#: How many rows a unit of :func:`extreme_rows` may have with ``many=True``: beyond every fixed ``max_rows``, and
+#: in the rows-per-unit histogram's far bins (``max_rows="auto"``: candidates 1, 2, 3, 4, 6, 8, ...).
+MANY_ROWS = (1, 2, 3, 64, 2_000)
+
+
 @st.composite
-def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY) -> pl.DataFrame:
-    """The added unit: one or two rows, each column an adversarial value of its type (or an ordinary one)."""
+def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY, many: bool = False) -> pl.DataFrame:
+    """The added unit: one or two rows, each column an adversarial value of its type (or an ordinary one).
+
+    With ``many``, the unit has one of :data:`MANY_ROWS` rows: its (one or two) drawn rows, repeated in turn.
+    """
     d = base(storage)
     rows = []
     for copy in range(draw(st.integers(1, 2))):
@@ -184,7 +194,8 @@ def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY) -> pl.DataFrame:
             if pick >= 0:
                 row = row.with_columns(pool.slice(pick, 1).alias(name))
         rows.append(row)
-    return pl.concat(rows)
+    size = draw(st.sampled_from(MANY_ROWS)) if many else len(rows)
+    return pl.concat([rows[j % len(rows)] for j in range(size)])
 
 
 def neighbours(extra: pl.DataFrame, storage: Storage = MEMORY) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -428,11 +439,24 @@ _BUILDERS: dict[str, dict[str, Build]] = {
 
 @dataclass(repr=False)
 class Chain:
-    """A method chain on table ``t``: row steps, then an ending; ``build`` applies it to a session."""
+    """A method chain on table ``t``: row steps, then an ending; ``build`` applies it to a session, ``collect``
+    releases it.
+
+    Endings: ``("agg", measures)``, ``(kind, (by, keys, measures))`` for ``group_by(...).agg`` (kind
+    ``"group_by"``) and ``group_by(...).top_k`` (kind ``"top_k"``: ``measures[0]`` is the score, ``top_k`` its
+    other arguments), ``("query", (family, args, kwargs))`` for ``frame.query(family, ...)`` (:data:`FAMILIES`) and
+    ``("robust_median", (column, bounds))``. ``names`` name the measures (``m0``, ``m1``, ... if empty);
+    ``options`` are ``collect``'s keyword arguments (``ci``, ``diagnostics``, ``accuracy``: then no budget);
+    ``budget`` replaces the caller's.
+    """
 
     unit: dp.PrivacyUnit = field(default_factory=lambda: dp.PrivacyUnit("u", max_rows=2))
     steps: list[tuple[str, Any]] = field(default_factory=list)
     ending: tuple[str, Any] = ("agg", ())
+    names: tuple[str, ...] = ()
+    top_k: dict[str, Any] = field(default_factory=lambda: {"k": 2})
+    options: dict[str, Any] = field(default_factory=dict)
+    budget: dp.Budget | None = None
 
     def describe(self) -> str:
         parts = [f"{self.unit!r}: t"]
@@ -440,12 +464,21 @@ class Chain:
             parts.append(f".{method}({arg})")
         kind, arg = self.ending
         if kind == "agg":
-            parts.append(f".agg({', '.join(m.describe() for m in arg)})")
+            parts.append(f".agg({self._measures(arg)})")
+        elif kind == "query":
+            family, args, kwargs = arg
+            parts.append(f".query({family!r}, {', '.join(map(repr, args))}, {kwargs})")
+        elif kind == "robust_median":
+            parts.append(f" | robust_median{arg}")
         else:
             by, keys, measures = arg
-            parts.append(f".group_by({', '.join(map(str, by))}, keys={keys})"
-                         f".{kind}({', '.join(m.describe() for m in measures)})")
-        return "".join(parts)
+            parts.append(f".group_by({', '.join(map(str, by))}, keys={keys})" +
+                         (f".top_k(score={measures[0].describe()}, {self.top_k})" if kind == "top_k" else
+                          f".agg({self._measures(measures)})"))
+        return "".join(parts) + f".collect({self.budget or ''}, {self.options})"
+
+    def _measures(self, measures: Any) -> str:
+        return ", ".join(f"{name}={m.describe()}" for name, m in _named(measures, self.names).items())
 
     def build(self, sess: dp.Session) -> Any:
         frame = sess.table("t")
@@ -458,37 +491,57 @@ class Chain:
                 frame = getattr(frame, method)(*arg) if method != "rename" else frame.rename(arg)
         kind, arg = self.ending
         if kind == "agg":
-            return frame.agg(**_named(arg))
+            return frame.agg(**_named(arg, self.names))
+        if kind == "query":
+            family, args, kwargs = arg
+            return frame.query(family, *args, **kwargs)
+        if kind == "robust_median":
+            return robust_median(frame, *arg)
         by, keys, measures = arg
         grouped = frame.group_by(*by, keys=keys)
         if kind == "top_k":
-            return grouped.top_k(k=2, score=measures[0])
-        return grouped.agg(**_named(measures))
+            return grouped.top_k(score=measures[0], **self.top_k)
+        return grouped.agg(**_named(measures, self.names))
+
+    def collect(self, sess: dp.Session, budget: dp.Budget) -> Any:
+        """Build the chain on ``sess`` and release it under ``budget`` (or the chain's own) with its ``options``."""
+        query = self.build(sess)
+        if "accuracy" in self.options:
+            return query.collect(**self.options)
+        return query.collect(self.budget or budget, **self.options)
 
     def __repr__(self) -> str:
         return self.describe()
 
 
-def _named(measures: Any) -> dict[str, dp.Measure]:
-    return {f"m{j}": m for j, m in enumerate(measures)}
+def _named(measures: Any, names: tuple[str, ...] = ()) -> dict[str, dp.Measure]:
+    return {names[j] if j < len(names) else f"m{j}": m for j, m in enumerate(measures)}
 
 
-def _measure(draw: st.DrawFn, columns: Columns) -> dp.Measure:
+#: Clipping bounds an analyst passes (measures, learners, robust median).
+BOUNDS: list[Any] = [(0, 1), (-10, 10), (-1e6, 1e6), (0, 2**40)]
+
+
+def _numeric(columns: Columns) -> list[str]:
+    return sorted(n for n, k in columns.items() if k in NUMERIC or k == "bool")
+
+
+def _measure(draw: st.DrawFn, columns: Columns, auto: bool = False) -> dp.Measure:
+    """A measure over ``columns``; with ``auto``, ``bounds="auto"`` is among its bounds."""
     kind = draw(st.sampled_from(["len", "count", "count_units", "sum", "mean", "var", "std", "quantile", "median",
                                  "histogram"]))
     if kind == "len":
         return dp.len()
     if kind == "count_units":
         return dp.count_units()
-    numeric = [n for n, k in columns.items() if k in NUMERIC or k == "bool"]
+    numeric = _numeric(columns)
     computed = expressions(columns, draw(st.sampled_from(NUMERIC)), 2)
-    target: Any = draw(st.one_of(st.sampled_from(sorted(numeric)), computed) if numeric else computed)
+    target: Any = draw(st.one_of(st.sampled_from(numeric), computed) if numeric else computed)
     if kind == "count":
         return dp.count(draw(st.one_of(st.just(target), st.sampled_from(sorted(columns)))) if columns else target)
-    bounds = draw(st.sampled_from([(0, 1), (-10, 10), (-1e6, 1e6), (0, 2**40)]))
-    if kind in ("sum", "mean"):
-        return getattr(dp, kind)(target, bounds=bounds)  # type: ignore[no-any-return]
-    if kind in ("var", "std"):
+    bounds = draw(st.sampled_from(BOUNDS))
+    if kind in ("sum", "mean", "var", "std"):    # the other measures refuse "auto" when built, before any query
+        bounds = draw(st.sampled_from([bounds, "auto"])) if auto else bounds
         return getattr(dp, kind)(target, bounds=bounds)  # type: ignore[no-any-return]
     if kind == "quantile":
         return dp.quantile(target, draw(st.sampled_from([0.5, [0.1, 0.9]])), bounds=bounds)
@@ -552,21 +605,99 @@ def kind_of(dtype: pl.DataType) -> str:
             pl.Boolean: "bool", pl.Enum: "enum"}[dtype.base_type()]
 
 
+#: The privacy units with automatic contribution bounds (``"auto"``: chosen by each ``agg`` query from a share of
+#: its budget; every other ending refuses them, free).
+AUTO_UNITS = (dp.PrivacyUnit("u", max_rows="auto"), dp.PrivacyUnit("u", max_rows="auto", max_groups="auto"),
+              dp.PrivacyUnit("u", max_rows=2, max_groups="auto"))
+#: ``collect``'s confidence levels: valid ones and edges.
+CI_LEVELS: list[Any] = [0.95, 0.5, 1 - 1e-12, 1e-12, 0.0, 1.0, 1.5, float("nan"), True, "0.9"]
+#: Output names an analyst picks: the defaults, the group key, names ``ci=`` and ``diagnostics=True`` generate.
+NAMES = ("m0", "m1", "key", "m0_ci_low", "m0_ci_high", "m1_ci_low", "len", "diagnostic", "value", "u")
+#: Budgets the other endings are released under (some top-k methods need ε-DP, PTR needs δ > 0).
+BUDGETS = (dp.ApproxDP(1, 1e-6), dp.PureDP(1), dp.ApproxDP(Fraction(1, 10**4), 1e-9))
+
+
+def _options(draw: st.DrawFn) -> dict[str, Any]:
+    """``collect``'s keyword arguments: ``ci`` and ``diagnostics``, or an ``accuracy`` target instead of a budget."""
+    options: dict[str, Any] = {}
+    if draw(st.booleans()):
+        options["ci"] = draw(st.sampled_from(CI_LEVELS))
+    if draw(st.booleans()):
+        options["diagnostics"] = True
+    if draw(st.integers(0, 5)) == 0:
+        options["accuracy"] = dp.Accuracy(half_width=draw(st.sampled_from([5, 1e-3, 1e9])))
+    return options
+
+
+def _family(draw: st.DrawFn, columns: Columns) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """A frame query family's name and arguments (:data:`FAMILIES`), over ``columns`` (any of them, mostly numeric)."""
+    every, numeric = sorted(columns) or ["x"], _numeric(columns)    # "x": a column an earlier step dropped
+
+    def column() -> str:
+        return draw(st.sampled_from(numeric if numeric and draw(st.integers(0, 4)) else every))
+
+    def bounds() -> Any:
+        return draw(st.sampled_from(BOUNDS))
+
+    family = draw(st.sampled_from(FAMILIES))
+    if family == "bounds":
+        return family, (column(),), {"domain": draw(st.sampled_from([None, *BOUNDS])),
+                                     "quantiles": draw(st.sampled_from([(0.01, 0.99), (0.25, 0.75), (0.0, 1.0)])),
+                                     "resolution": draw(st.sampled_from([None, 1, 0.5]))}
+    if family == "interior_point":
+        return family, (column(),), {"bounds": bounds(), "resolution": draw(st.sampled_from([None, 0.5])),
+                                     "method": draw(st.sampled_from(["auto", "exponential", "binary_search",
+                                                                     "treelog"]))}
+    label = column()
+    if family == "learn_threshold":
+        return family, (column(),), {"label": label, "bounds": bounds(),
+                                     "positive": draw(st.sampled_from(["auto", "below", "above"]))}
+    features = draw(st.lists(st.sampled_from(numeric or every), min_size=1, max_size=2, unique=True))
+    box = {c: bounds() for c in features}
+    if family == "learn_rectangle":
+        return family, (features,), {"label": label, "bounds": box}
+    return family, (features, label), {"bounds": {**box, label: bounds()}, "ridge": draw(st.sampled_from([1.0, 0]))}
+
+
+#: The frame query families the chains end in besides ``agg`` (registered by the plugins; ``frame.query(name)``).
+FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "linear_regression")
+
+
 @st.composite
-def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY) -> Chain:
+def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
+           tuned: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
-    top-k."""
+    top-k.
+
+    With ``tuned``, also what the analyst adds around them: automatic parameters (:data:`AUTO_UNITS`,
+    ``bounds="auto"``), ``collect`` options (:func:`_options`) and output names (:data:`NAMES`), top-k's
+    methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median.
+    """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
-    chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY)))
+    chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
     if chain.unit.column is None:
         columns["u"] = "int"   # an ordinary column under a row unit
     for _ in range(draw(st.integers(0, max_steps))):
         chain.steps.append(_step(draw, columns, depth, chain.unit.column is None))
     readable = {c: k for c, k in columns.items() if c != "u" or chain.unit.column is None}
-    measures = [_measure(draw, readable) for _ in range(draw(st.integers(1, 2)))]
-    ending = draw(st.sampled_from(["agg", "group_by", "group_by", "top_k"]))
+    measures = [_measure(draw, readable, tuned) for _ in range(draw(st.integers(1, 2)))]
+    ending = draw(st.sampled_from(["agg", "group_by", "group_by", "top_k", *(["query"] * 3 if tuned else []),
+                                   *(["robust_median"] if tuned else [])]))
+    if tuned and ending in ("agg", "group_by"):
+        chain.names = tuple(draw(st.lists(st.sampled_from(NAMES), min_size=len(measures), max_size=len(measures),
+                                          unique=True)))
+        chain.options = _options(draw)
+    elif tuned:
+        chain.budget = draw(st.sampled_from(BUDGETS))
     if ending == "agg":
         chain.ending = ("agg", tuple(measures))
+        return chain
+    if ending == "query":
+        chain.ending = ("query", _family(draw, readable))
+        return chain
+    if ending == "robust_median":
+        chain.ending = ("robust_median", (draw(st.sampled_from(_numeric(readable) or sorted(readable) or ["x"])),
+                                          draw(st.sampled_from(BOUNDS))))
         return chain
     nested = draw(st.sampled_from([None, None, None, *sorted(_NESTED_KEYS)]))
     if nested is None:
@@ -580,6 +711,11 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     if keys is not None:
         keys = {by.meta.output_name(): keys["key"]}
     if ending == "top_k":
-        measures = [draw(st.sampled_from([dp.count_units(), dp.len()]))]
+        measures = [draw(st.sampled_from([dp.count_units(), dp.len()]) if not tuned else
+                         st.sampled_from([dp.count_units(), dp.len(), *measures]))]
+        if tuned:
+            chain.top_k = {"k": draw(st.sampled_from([1, 2, None])),
+                           "method": draw(st.sampled_from(["stable", "gumbel", "peeling", "limited_domain", "tct"])),
+                           "release_scores": draw(st.booleans())}
     chain.ending = (ending, ((by,), keys, measures))
     return chain

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, UNITS_OF_PRIVACY, Storage, base
+from .composed import AUTO_UNITS, CI_LEVELS, MEMORY, UNITS_OF_PRIVACY, Storage, base
 
 #: The public lookup table a query may join (``t.s = pub.name``; ``name`` is unique).
 PUBLIC = pl.DataFrame({"name": ["a", "bc", "12", ""], "region": ["r1", "r2", "r1", None]})
@@ -343,10 +343,11 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
 
 
 @st.composite
-def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY) -> SQLQuery:
+def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: bool = False) -> SQLQuery:
     """A random SQL query over ``storage``'s table: source, WHERE, GROUP BY keys, aggregates, post-processing,
-    ``keys=``, ``ci=``."""
-    unit = draw(st.sampled_from(UNITS_OF_PRIVACY))
+    ``keys=``, ``ci=``; with ``tuned``, also under the units with automatic bounds (``AUTO_UNITS``) and at
+    ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``."""
+    unit = draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ())))
     row_unit = unit.column is None
     columns: Columns = {**columns_of(storage), **({"u": "int"} if row_unit else {})}
     source = draw(_source(columns, depth))
@@ -356,7 +357,7 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY) -> SQLQu
         with_clause = f"WITH a AS ({inner}) "
     readable = {c: k for c, k in columns.items() if c != "u" or row_unit}
     where = f" WHERE {expression(draw, readable, 'bool', depth)}" if draw(st.booleans()) else ""
-    query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9])),
+    query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9, *(CI_LEVELS if tuned else [])])),
                      diagnostics=draw(st.integers(0, 5)) == 0)
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
     items: list[str] = []

@@ -9,12 +9,15 @@ Parquet or CSV file registered by its path (:data:`~tests.adversarial.composed.S
 lazily by Polars, scanned by DuckDB itself, or read through Polars). What the analyst sees must be the same kind of
 outcome on both: released on both (values and row counts may differ), or the same dpframe error with the
 same message on both; the same warnings; the same ledger statuses. A chain charged, then failed, or refused
-on one dataset only, answers "is this unit in the data?" outside any ε.
+on one dataset only, answers "is this unit in the data?" outside any ε. The tuned chains (``chains(tuned=True)``)
+add what an analyst sets around them — automatic parameters, ``collect``'s ``ci=`` / ``diagnostics=`` /
+``accuracy=`` with output names of their choosing — and every other query ending (top-k's methods, the frame
+query families, the robust median), against a unit that may have many rows; a ⊥ answer (``dp.NoAnswer``,
+``dp.TopKFailed``, ``None``) is itself a DP release and matches any other.
 """
 
 from __future__ import annotations
 
-import operator
 import warnings
 from typing import Any
 
@@ -53,14 +56,33 @@ def outcome(sess: dp.Session, chain: Chain) -> Outcome:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            query = chain.build(sess)
-            result = query.collect(BUDGET)
-            seen: tuple[Any, ...] = ("released", *(() if not isinstance(result, pl.DataFrame) else
-                                                   (tuple(result.schema.items()),)))
+            seen: tuple[Any, ...] = ("released", *_shape(chain.collect(sess, BUDGET)))
         except BaseException as e:  # noqa: BLE001 - the analyst catches everything, panics included
             seen = (type(e).__name__, str(e))
     statuses = tuple(sess.history()["status"].to_list()[before:])
     return seen, tuple(sorted((w.category.__name__, str(w.message)) for w in caught)), statuses
+
+
+def _shape(result: object) -> tuple[Any, ...]:
+    """What a release shows besides its values: a frame's columns and types (a diagnosed one's, and the names of
+    its diagnostics), or ⊥ for a release that says no answer (``dp.TopKFailed``, ``dp.NoAnswer``, the robust median's
+    ``None``): an ε-DP outcome of the data, which may differ between D and D′."""
+    if isinstance(result, dp.Diagnosed):
+        return tuple(result.frame.schema.items()), tuple(result.diagnostics["diagnostic"])
+    if isinstance(result, pl.DataFrame):
+        return (tuple(result.schema.items()),)
+    return (BOTTOM,) if result is None or isinstance(result, dp.TopKFailed | dp.NoAnswer) else ()
+
+
+BOTTOM = "⊥"
+
+
+def same(on_d: Outcome, on_plus: Outcome) -> bool:
+    """The analyst sees the same on D and D′: a ⊥ on either side (:func:`_shape`) matches any release."""
+    (seen, *rest), (seen_plus, *rest_plus) = on_d, on_plus
+    if BOTTOM in seen[1:2] + seen_plus[1:2]:
+        seen, seen_plus = seen[:1], seen_plus[:1]
+    return bool(seen == seen_plus and rest == rest_plus)
 
 
 def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = MEMORY, runs: int = 1) -> str:
@@ -68,7 +90,7 @@ def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = ME
 
     D′'s session runs the chain ``runs`` times, each compared (:class:`~tests.adversarial.composed.Neighbours`).
     """
-    on_d = SESSIONS.compare(chain, chain.unit, extra, backend, storage, runs, outcome, operator.eq)
+    on_d = SESSIONS.compare(chain, chain.unit, extra, backend, storage, runs, outcome, same)
     if on_d is None:
         return "D′ refused by the session"
     seen, _, statuses = on_d
@@ -117,6 +139,36 @@ def test_a_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark
     check(chain, extra, "spark")
 
 
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(CI, max_examples=12)
+@given(chain=chains(tuned=True), extra=extreme_rows(many=True))
+def test_a_tuned_chain_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain, extra: pl.DataFrame
+                                                              ) -> None:
+    """Automatic parameters, ``collect`` options and names, and every other query ending (``chains(tuned=True)``),
+    against a unit that may also have many rows (``extreme_rows(many=True)``)."""
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@DEEP
+@given(chain=chains(max_steps=5, depth=3, tuned=True), extra=extreme_rows(many=True))
+def test_many_tuned_chains_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain, extra: pl.DataFrame
+                                                                 ) -> None:
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "stored"), FILES)
+@DEEP
+@given(data=st.data())
+def test_many_tuned_chains_behave_alike_on_neighbouring_files(backend: str, stored: str, data: st.DataObject
+                                                              ) -> None:
+    storage = STORAGES[stored]
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True)),
+                data.draw(extreme_rows(storage, many=True)), backend, storage, data.draw(st.sampled_from([1, 3]))))
+
+
 class _FailsOnDPlus(Chain):
     """A stand-in for a bug: the query fails on every session but D's."""
 
@@ -132,6 +184,14 @@ def test_the_check_catches_a_chain_that_fails_on_one_dataset_only() -> None:
     with pytest.raises(AssertionError, match="RuntimeError"):
         check(_FailsOnDPlus(ending=("agg", (dp.len(),))), extra, "polars")
     check(Chain(ending=("agg", (dp.len(),))), extra, "polars")
+
+
+def test_a_bottom_answer_matches_a_release_only() -> None:
+    """⊥ matches another release, never an error, other warnings or other ledger statuses."""
+    bottom, frame = ("released", BOTTOM), ("released", (("m0", pl.Int64()),))
+    assert same((bottom, (), ("committed",)), (frame, (), ("committed",)))
+    assert not same((bottom, (), ("committed",)), (("DPFrameError", "x"), (), ()))
+    assert not same((bottom, (), ("committed",)), (frame, (), ("failed",)))
 
 
 def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:

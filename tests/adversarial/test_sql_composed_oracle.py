@@ -114,6 +114,25 @@ def test_many_sql_queries_behave_alike_on_neighbouring_datasets(backend: str, qu
     event(check(query, extra, backend))
 
 
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+@settings(CI, max_examples=8)
+@given(query=queries(tuned=True), extra=extreme_rows(many=True))
+def test_a_tuned_sql_query_behaves_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
+                                                                   extra: pl.DataFrame) -> None:
+    """Units with ``max_rows="auto"`` / ``max_groups="auto"`` and ``ci=``'s edge levels, against a unit that may also
+    have many rows."""
+    event(check(query, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+@DEEP
+@given(query=queries(depth=3, tuned=True), extra=extreme_rows(many=True))
+def test_many_tuned_sql_queries_behave_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
+                                                                      extra: pl.DataFrame) -> None:
+    event(check(query, extra, backend))
+
+
 @pytest.mark.parametrize(("backend", "stored"), FILES)
 @FEW
 @given(data=st.data())

@@ -90,6 +90,21 @@ def test_sql_intervals_follow_having_order_by_and_limit() -> None:
     assert sess.history().height == 2
 
 
+def test_one_measure_selected_twice_gets_an_interval_under_each_name() -> None:
+    """``COUNT(*) AS a, COUNT(*) AS b`` is one released measure under two names: with HAVING / ORDER BY / LIMIT the
+    query used to be refused with Polars' raw DuplicateError (its interval columns were listed twice)."""
+    sess = _session(dp.PureDP(10))
+    for tail in ("LIMIT 1", "HAVING COUNT(*) > 5", "ORDER BY 1"):
+        out = sess.sql(f"SELECT COUNT(*) AS a, COUNT(*) AS b FROM t {tail}").collect(dp.PureDP(1), ci=0.9)
+        assert out.columns == ["a", "b", "a_ci_low", "a_ci_high", "b_ci_low", "b_ci_high"], tail
+        assert out["a"].to_list() == out["b"].to_list() and out["a_ci_low"].to_list() == out["b_ci_low"].to_list()
+    # a measure without an interval (a median) selected twice: its null stand-ins were added twice, after the charge
+    out = sess.sql("SELECT COUNT(*) AS n, MEDIAN(CLAMP(x, 0, 20)) AS a, MEDIAN(CLAMP(x, 0, 20)) AS b FROM t "
+                   "LIMIT 1").collect(dp.PureDP(1), ci=0.9)
+    assert out.columns == ["n", "a", "b", "n_ci_low", "n_ci_high"]
+    assert sess.history()["status"].to_list() == ["committed"] * 4
+
+
 @pytest.mark.parametrize("ci", [0, 1, 1.5, -0.1, 95, float("nan"), "0.9", True])
 def test_a_bad_confidence_is_refused_before_anything_is_charged(ci: object) -> None:
     sess = _session(dp.PureDP(10))

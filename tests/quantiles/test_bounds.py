@@ -67,3 +67,11 @@ def test_heavy_tailed_user_level_bounds_are_near_the_central_mass() -> None:
     # the range covers the central 90% and stays inside the central 99.8% (the extremes are ±10,000s)
     q, share = np.quantile(delay, [0.001, 0.05, 0.95, 0.999]), lambda v: float(np.mean(delay < v))
     assert q[0] < low <= q[1] and q[2] <= high < q[3], (low, high, q, share(low), share(high))
+
+
+def test_explain_names_the_privacy_unit_it_protects() -> None:
+    """As every other query's explain, the bounds query lists the contribution bound its rank error assumes."""
+    sess = dp.Session({"t": DATA.with_columns(u=pl.int_range(pl.len()) % 500)},
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.PureDP(2), seed=2)
+    text = str(sess.table("t").bounds("n").explain(dp.PureDP(1)))
+    assert "  2. ContributionBound: unit 'u': ≤ 3 rows per unit" in text, text

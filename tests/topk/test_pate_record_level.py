@@ -143,3 +143,18 @@ def test_unknown_privacy_unit_is_refused() -> None:
     with pytest.raises(dp.PlanError) as info:
         MultiLabelPATE().explain(3, format="html")
     assert info.value.argument == "format"
+
+
+@pytest.mark.parametrize("huge", [2**64 - 1, 2**63, 2**62 + 1])
+def test_a_vote_count_that_int64_cannot_hold_is_refused_before_the_charge(huge: int) -> None:
+    """A UInt64 vote of 2⁶⁴ − 1 used to wrap to −1 on its way to int64 (passing the ≥ 0 check, which ran before)."""
+    votes = _votes().with_columns(pl.col("vote").cast(pl.UInt64)).with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(huge, pl.UInt64)).otherwise(pl.col("vote")).alias("vote"))
+    sess = dp.Session({"t": pl.DataFrame({"x": [1]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ZCDP(10, 1e-6),
+                      seed=1)
+    with pytest.raises(dp.SchemaError, match="above 2\\^62") as info:
+        MultiLabelPATE(gumbel_scale=5, sigma=6, delta_t=1e-9).collect(sess, votes)
+    assert info.value.argument == "vote" and sess.history().height == 0
+    edge = votes.with_columns(pl.when(pl.col("vote") == huge).then(pl.lit(2**62, pl.UInt64)).otherwise(pl.col("vote"))
+                              .alias("vote"))
+    assert MultiLabelPATE(gumbel_scale=5, sigma=6, delta_t=1e-9).collect(sess, edge).height == 2

@@ -132,12 +132,14 @@ class RegressionQuery:
 
         def run(reader: Any, rng: Any) -> LinearModel:
             return self._fit(sums.run(reader, rng).row(0, named=True))
-        lines = (f"model: {self.label} ≈ β₀ + " + " + ".join(f"β·{f}" for f in self.features),
-                 f"fit: ridge least squares (λ = {self.ridge:g}) on the noisy sums below (post-processing)",
-                 *sums.explain.lines)
-        explain = Explain("dpframe linear regression", sums.explain.steps, lines, sums.explain.notes,
-                          {**sums.explain.data, "features": list(self.features), "label": self.label,
-                           "ridge": self.ridge})
+
+        def explain() -> Explain:     # made only when explain() asks (collect shows no text)
+            shown = sums.explained()
+            lines = (f"model: {self.label} ≈ β₀ + " + " + ".join(f"β·{f}" for f in self.features),
+                     f"fit: ridge least squares (λ = {self.ridge:g}) on the noisy sums below (post-processing)",
+                     *shown.lines)
+            return Explain("dpframe linear regression", shown.steps, lines, shown.notes,
+                           {**shown.data, "features": list(self.features), "label": self.label, "ridge": self.ridge})
         return dataclasses.replace(sums, run=run, explain=explain, mechanisms=f"linear_regression ({sums.mechanisms})")
 
     def _fit(self, released: Mapping[str, float]) -> LinearModel:
