@@ -36,7 +36,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
-from dpframe.sealed import _ENGINE, engine_only, plain, plain_copy, plain_frame
+from dpframe.sealed import _ENGINE, FixedClass, engine_only, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
@@ -70,7 +70,7 @@ def _no_attribute(session: Session, owner: str, name: str) -> AttributeError:
     return AttributeError(f"'{owner}' object has no attribute {name!r}{hint}")
 
 
-class Frame:
+class Frame(FixedClass):
     """A private, lazy table: filter, derive columns, then aggregate with dp measures.
 
     Built by the engine only (``sess.table(name)``, then its methods): its plan was checked step by step.
@@ -407,7 +407,7 @@ class Frame:
         return self.query("learn_rectangle", features, label=label, bounds=bounds, beta=beta, resolution=resolution)
 
 
-class GroupBy:
+class GroupBy(FixedClass):
     """A grouped private frame; finish it with :meth:`agg`."""
 
     def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None, *,

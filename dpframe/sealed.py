@@ -48,8 +48,36 @@ import polars as pl
 from dpframe.errors import ArgumentError
 
 
-class Sealed:
+class FixedClass:
+    """An object whose class cannot be reassigned (``obj.__class__ = C``).
+
+    Another class's methods and properties would run on the object's state: a sparse vector's subclass whose
+    ``_halted`` says "not yet" past its cap, or read-only public keys turned back into a ``pl.DataFrame`` whose
+    ``extend`` adds 49 copies of a key (50 noisy counts of one group for one charge).
+
+    Example:
+        >>> class Cap(FixedClass): ...
+        >>> class Wider(Cap): ...
+        >>> Cap().__class__ = Wider
+        Traceback (most recent call last):
+        ...
+        AttributeError: Cap.__class__ is read-only: another class would run its own code on this object's state; ...
+
+    """
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "__class__":
+            raise AttributeError(f"{type(self).__name__}.__class__ is read-only: another class would run its own "
+                                 "code on this object's state; build a new one")
+        object.__setattr__(self, name, value)
+
+
+class Sealed(FixedClass):
     """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
+
+    Its class is fixed (:class:`FixedClass`), and it is built once (a second ``__init__`` is refused).
 
     Nor can a sealed object be copied or pickled: ``copy.copy(channel)`` made a second channel on the
     same reservation with hit counters of its own (twice the hits for one charge).
@@ -63,6 +91,8 @@ class Sealed:
 
         @functools.wraps(init)
         def sealed_init(self: Sealed, *args: Any, **kw: Any) -> None:
+            if self._sealed:   # ``rm.__init__(other_frame, ...)`` set its private state, then failed on a public name
+                raise TypeError(f"a {type(self).__name__} is built once: build a new one")
             init(self, *args, **kw)
             if type(self) is cls:
                 object.__setattr__(self, "_sealed", True)
@@ -72,7 +102,7 @@ class Sealed:
         if self._sealed and not name.startswith("_"):
             raise AttributeError(f"{type(self).__name__}.{name} is read-only: it was validated and charged when the "
                                  "object was built; build a new one")
-        object.__setattr__(self, name, value)
+        super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         self.__setattr__(name, None)
@@ -115,12 +145,13 @@ class Final:
                             fix=f"pass a {parent.__name__} built by dpframe itself")
 
 
-class ReadOnlySchema(pl.Schema):
+class ReadOnlySchema(FixedClass, pl.Schema):
     """A table's or a plan node's schema: it cannot be changed in place (``frame.schema`` hands it out).
 
     Every check of a later step (totality, the backends' casts) reads it; an analyst who could set
     ``frame.schema["s"] = pl.Int64`` on a string column made the backend cast the column, and the query
-    failed exactly when some row was not a number. Copy it (``pl.Schema(frame.schema)``) to edit one.
+    failed exactly when some row was not a number. Copy it (``pl.Schema(frame.schema)``) to edit one; its class
+    is fixed (:class:`FixedClass`: ``frame.schema.__class__ = pl.Schema`` made it editable).
 
     Example:
         >>> s = ReadOnlySchema({"x": pl.Int64})
@@ -148,14 +179,15 @@ class ReadOnlySchema(pl.Schema):
         return repr(pl.Schema(self))
 
 
-class ReadOnlyKeys(pl.DataFrame):
+class ReadOnlyKeys(FixedClass, pl.DataFrame):
     """Public group keys (or a public table) the query was checked with: a DataFrame nothing can change in place.
 
     ``q.node.keys`` hands them out; the engine checks them once (no duplicates, the columns' types) and
     reads them again when the query runs. ``q.node.keys[1, "g"] = "0"`` made two groups "0", each
     released with its own noise for the price of one; a SQL join's public table (unique join keys) the
     same way made each private row match two public rows. What is derived from them (a join, a filter)
-    is an ordinary DataFrame.
+    is an ordinary DataFrame. Its class is fixed (:class:`FixedClass`: ``keys.__class__ = pl.DataFrame`` made
+    ``keys.extend(...)`` work).
 
     Example:
         >>> keys = ReadOnlyKeys.of(pl.DataFrame({"g": ["a", "b"]}))
@@ -237,6 +269,53 @@ def plain_expr(expr: pl.Expr) -> pl.Expr:
 
     """
     return pl.Expr._from_pyexpr(expr._pyexpr)
+
+
+E = TypeVar("E")
+
+
+def copy_exprs(value: E) -> E:
+    """``value`` with every ``pl.Expr`` in it (itself, or an item of a tuple) a new plain expression.
+
+    Example:
+        >>> e = pl.col("x") + 1
+        >>> copy_exprs(e) is e, str(copy_exprs((e, 2))[0]) == str(e)
+        (False, True)
+
+    """
+    if isinstance(value, pl.Expr):
+        return plain_expr(value)  # type: ignore[return-value]
+    if isinstance(value, tuple) and any(isinstance(item, pl.Expr) for item in value):
+        return tuple(plain_expr(item) if isinstance(item, pl.Expr) else item for item in value)  # type: ignore[return-value]
+    return value
+
+
+class ExprCopies:
+    """A plan node that hands out copies of the expressions it holds (its ``expr_fields``), never its own.
+
+    The class of a ``pl.Expr`` can be reassigned: ``q.node.input.predicate.__class__ = Sub``, ``Sub`` a subclass
+    whose ``_pyexpr`` is another expression, made the engine run an expression that was never checked — a
+    ``map_elements`` that handed every private value to the analyst's function. The engine reads its
+    expressions through the same attributes, so no one holds a reference to the ones the node keeps.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Keep(ExprCopies):
+        ...     predicate: pl.Expr
+        ...     expr_fields = frozenset({"predicate"})
+        >>> node = Keep(pl.col("x") > 1)
+        >>> node.predicate is node.predicate
+        False
+
+    """
+
+    __slots__ = ()
+    expr_fields: frozenset[str] = frozenset()
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        return copy_exprs(value) if name in type(self).expr_fields else value
 
 
 _ENGINE = object()

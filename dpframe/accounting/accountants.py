@@ -131,7 +131,12 @@ class Accountant(Sealed, ABC):
                 f"the {self.name!r} accountant accounts in {sorted(self.accepts)}, not {total.notion}",
                 argument="accountant", fix="pick the accountant that matches the session budget, or omit it")
         self._total = total
-        self.entries: list[tuple[PrivacyCurve, int]] = []
+        self._entries: list[tuple[PrivacyCurve, int]] = []
+
+    @property
+    def entries(self) -> tuple[tuple[PrivacyCurve, int], ...]:
+        """Standalone: the composed ``(curve, times)`` pairs, in order (a copy: ``compose`` adds to them)."""
+        return tuple(self._entries)
 
     # ------------------------------------------------------------------------------ session filter
     @property
@@ -202,7 +207,7 @@ class Accountant(Sealed, ABC):
                 raise BudgetError(f"{charges.label} is a {_RELATION[charges.neighbours]} curve and this accountant "
                                   f"composes {_RELATION[self.neighbours]} ones (a guarantee is for one relation)",
                                   argument="charges", fix="convert the add/remove curves with acc.replace_one(curve)")
-            self.entries.append((charges, times))
+            self._entries.append((charges, times))
             self._changed()
             return self
         if isinstance(charges, str | bytes) or not isinstance(charges, Sequence):

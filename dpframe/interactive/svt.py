@@ -56,7 +56,7 @@ from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
-from dpframe.sealed import Sealed
+from dpframe.sealed import Sealed, plain
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -72,13 +72,24 @@ def pure_epsilon(budget: object, argument: str = "budget") -> Fraction:
 
 
 def positive_int(value: object, argument: str, at_most: int) -> int:
-    """An int in [1, at_most] (BudgetError otherwise)."""
+    """An int in [1, at_most] (BudgetError otherwise), read as a plain int before it is checked.
+
+    Example:
+        >>> class Liar(int):
+        ...     def __lt__(self, other): return False     # "not below 1" for 0
+        >>> positive_int(Liar(0), "max_positives", 10)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: max_positives: must be an int ≥ 1, got 0. Fix: pass max_positives=5
+
+    """
+    value = plain(value)     # an int subclass's comparisons would pass a 0 (or -1) as ≥ 1
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BudgetError(f"must be an int ≥ 1, got {shown(value)}", argument=argument, fix=f"pass {argument}=5")
     if value > at_most:
         raise BudgetError(f"must be at most {at_most:,}, got {shown(value)}", argument=argument,
                           fix=f"pass {argument} ≤ {at_most:,} (a stream cannot use more)")
-    return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
+    return value
 
 
 MAX_POSITIVES = 10**9

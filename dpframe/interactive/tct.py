@@ -78,7 +78,7 @@ from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
 from dpframe.interactive.targets import Target, as_target
 from dpframe.noise import discrete_laplace
-from dpframe.sealed import Sealed
+from dpframe.sealed import Sealed, plain
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -188,6 +188,7 @@ class TargetChargingChannel(Sealed):
         self._lock = threading.RLock()      # one call at a time: admission, private run and hit count atomically
         self.epsilon = exact(epsilon, "epsilon")  # type: ignore[arg-type]
         self.max_hits = positive_int(max_hits, "max_hits", MAX_ACCESSES)
+        delta, min_q = plain(delta), plain(min_q)     # a number subclass's comparisons could pass δ = 5 as < 1
         if isinstance(delta, bool) or not isinstance(delta, int | float | Fraction) or not 0 < delta < 1:
             raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")

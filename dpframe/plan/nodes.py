@@ -27,7 +27,7 @@ from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.sealed import ReadOnlyKeys, ReadOnlySchema
+from dpframe.sealed import ExprCopies, ReadOnlyKeys, ReadOnlySchema
 from dpframe.tables import ENGINE_PREFIX, reserved_name
 
 _PROBE_ROWS = 3
@@ -232,10 +232,11 @@ class RowNode(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Filter(RowNode):
+class Filter(ExprCopies, RowNode):
     """Keeps the rows where a row-level boolean predicate holds (nulls count as false)."""
 
     predicate: pl.Expr
+    expr_fields = frozenset({"predicate"})
 
     @classmethod
     def of(cls, input: Node, predicate: pl.Expr) -> Filter:
@@ -279,10 +280,11 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
 
 
 @dataclass(frozen=True, eq=False)
-class WithColumns(RowNode):
+class WithColumns(ExprCopies, RowNode):
     """Adds or replaces columns computed row by row. The privacy-unit column cannot be replaced."""
 
     exprs: tuple[pl.Expr, ...]
+    expr_fields = frozenset({"exprs"})
 
     @classmethod
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
@@ -305,10 +307,11 @@ class WithColumns(RowNode):
 
 
 @dataclass(frozen=True, eq=False)
-class Select(RowNode):
+class Select(ExprCopies, RowNode):
     """Keeps only the given (row-level) columns; the privacy-unit column is always kept."""
 
     exprs: tuple[pl.Expr, ...]
+    expr_fields = frozenset({"exprs"})
 
     @classmethod
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],

@@ -27,7 +27,7 @@ import polars as pl
 
 from dpframe.errors import PlanError
 from dpframe.plan.nodes import RowNode
-from dpframe.sealed import ReadOnlyKeys
+from dpframe.sealed import ExprCopies, ReadOnlyKeys
 
 _IDENTIFIER = re.compile(r'^(?:"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_]*)$')
 
@@ -55,12 +55,13 @@ def _suffix(reason: str | None) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class SQLFilter(RowNode):
+class SQLFilter(ExprCopies, RowNode):
     """``WHERE <predicate>``: keep rows where the predicate is true (null counts as false)."""
 
     sql: str
     polars: pl.Expr | None
     polars_unavailable: str | None
+    expr_fields = frozenset({"polars"})
 
     def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
         if self.polars is None:
@@ -72,12 +73,13 @@ class SQLFilter(RowNode):
 
 
 @dataclass(frozen=True, eq=False)
-class SQLProject(RowNode):
+class SQLProject(ExprCopies, RowNode):
     """``SELECT <expr> AS <name>, ...``: exactly these columns (the privacy-unit column is one of them)."""
 
     items: tuple[tuple[str, str], ...]
     polars: tuple[pl.Expr, ...] | None
     polars_unavailable: str | None
+    expr_fields = frozenset({"polars"})
 
     def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
         if self.polars is None:

@@ -217,24 +217,26 @@ class Neighbours:
     """Sessions on D and on D′ built alike by ``make(source, backend, unit)``, and the comparison of one query's
     outcomes on them (both oracles, method chains and SQL, run their queries through one of these).
 
-    D's sessions are shared by the examples (each compares only the ledger rows its own query added); each
+    D's sessions are shared by the examples (each compares only the ledger rows its own query added), unless
+    ``shared=False`` (a query that is a whole stateful sequence needs a fresh ledger on D too); each
     example gets a fresh D′ session, which runs the query ``runs`` times, each run compared with D: a backend
     keeps per-table work between queries (the DuckDB backend reads a Parquet file's columns into memory on a
     second query with the same unit and keys, and uses them from the third on).
     """
 
-    def __init__(self, make: Callable[[object, str, dp.PrivacyUnit], dp.Session]) -> None:
+    def __init__(self, make: Callable[[object, str, Any], dp.Session], *, shared: bool = True) -> None:
         self.make = make
+        self.shared = shared
         self._d: dict[tuple[str, str, Storage], dp.Session] = {}
 
-    def d(self, backend: str, unit: dp.PrivacyUnit, storage: Storage = MEMORY) -> dp.Session:
-        """D's session for this backend, unit and storage."""
+    def d(self, backend: str, unit: Any, storage: Storage = MEMORY) -> dp.Session:
+        """D's session for this backend, unit (whatever ``make`` takes) and storage; a new one unless shared."""
         key = (backend, repr(unit), storage)
-        if key not in self._d:
+        if key not in self._d or not self.shared:
             self._d[key] = self.make(storage.source(base(storage)), backend, unit)
         return self._d[key]
 
-    def compare(self, query: Any, unit: dp.PrivacyUnit, extra: pl.DataFrame, backend: str, storage: Storage,
+    def compare(self, query: Any, unit: Any, extra: pl.DataFrame, backend: str, storage: Storage,
                 runs: int, observe: Callable[[dp.Session, Any], Outcome],
                 same: Callable[[Outcome, Outcome], bool]) -> Outcome | None:
         """D's outcome, after asserting ``same`` for each of D′'s runs; None if D′'s session refuses D′ itself."""

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
@@ -33,6 +34,12 @@ THREADS = 64
 
 @pytest.fixture(autouse=True)
 def _slow_private_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with slow_private_steps(monkeypatch):
+        yield
+
+
+@contextmanager
+def slow_private_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every private read, ledger reservation, stream check and PTR noise draw takes a millisecond more.
 
     So racing threads really are inside the same check–run–record window at once: without the locks
@@ -50,8 +57,10 @@ def _slow_private_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(ptr, "discrete_laplace", slowed(ptr.discrete_laplace))
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)        # and threads switch every microsecond (default 5 ms)
-    yield
-    sys.setswitchinterval(interval)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def _race(call: Callable[[int], Any], n: int = THREADS) -> tuple[list[Any], list[dp.DPFrameError]]:
