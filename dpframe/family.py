@@ -136,7 +136,7 @@ class FamilyPlan(Generic[R]):
     cost: Budget
     charge: SessionCost
     mechanisms: str
-    explain: Explain | Callable[[], Explain]
+    explain: Callable[[], Explain] | Explain
     run: Callable[[PrivateReader, RandomSource], R]
     settle: Callable[[R], tuple[SessionCost, str]] | None = None
     check: Callable[[], None] | None = None
