@@ -66,6 +66,7 @@ class PrivateReader:
         self._unit = context.unit
         self._tables = tables          # the tables its release declared (checked before charging); None: any
         self._parent: PrivateReader | None = None
+        self._tunes = False            # a tuning query's reader (:meth:`tuning`)
 
     def bounded_by(self, unit: PrivacyUnit) -> PrivateReader:
         """A view of this reader that bounds contributions by ``unit``; it lives and dies with this reader.
@@ -77,7 +78,18 @@ class PrivateReader:
                                fix="tune max_rows / max_groups of the session's unit")
         view = PrivateReader.__new__(PrivateReader)
         view._context, view._backend, view._open = self._context, self._backend, True
-        view._unit, view._tables, view._parent = unit, self._tables, self
+        view._unit, view._tables, view._parent, view._tunes = unit, self._tables, self, self._tunes
+        return view
+
+    def tuning(self) -> PrivateReader:
+        """A view of this reader for a query that chooses its ``"auto"`` bounds itself (``agg``: ``tuning.stage``).
+
+        Other queries read a unit whose ``max_groups`` is ``"auto"`` as one without ``max_groups`` (their plans read
+        ``max_rows`` alone); a tuning query must read through :meth:`bounded_by` its chosen unit, so a read through
+        a unit still ``"auto"`` is an engine bug and fails, after the charge but on every dataset alike.
+        """
+        view = self.bounded_by(self._unit)
+        view._tunes = True
         return view
 
     @property
@@ -87,7 +99,10 @@ class PrivateReader:
 
     def _check(self) -> None:
         self._context.check_readable()
-        if not self._open or (self._parent is not None and not self._parent._open):
+        reader: PrivateReader | None = self
+        while reader is not None and reader._open:    # a view lives as long as every reader it was made from
+            reader = reader._parent
+        if reader is not None:
             raise DPFrameError("this reader's release is over: a reader only reads inside its reservation",
                                argument="reader", fix="read statistics inside the run function you pass to release")
 
@@ -104,7 +119,7 @@ class PrivateReader:
         assert isinstance(scan, Scan)
         rows = tuple(n for n in lineage if isinstance(n, RowNode))
         unit = bounded_unit(self._unit, node)
-        if unit.groups == AUTO and unit.rows != AUTO:
+        if unit.groups == AUTO and unit.rows != AUTO and not self._tunes:
             # a query that does not tune (not agg): its plan read max_rows only (one reading max_groups is refused
             # when built), so its rows are bounded by max_rows alone, as under a unit without max_groups
             unit = unit.tuned(unit.rows, None)

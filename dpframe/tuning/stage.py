@@ -190,7 +190,7 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
     tuner = Tuner(source, node, shares, shown)
 
     def execute(reader: PrivateReader, rng: RandomSource) -> Any:
-        chosen, bounded, tuned = tuner.tune(reader, rng)
+        chosen, bounded, tuned = tuner.tune(reader.tuning(), rng)
         physical = finish(plan_query(_context(source, chosen.unit), tuned, shares.release))
         frame = run(bounded, tuned, physical, rng)
         if not diagnostics:

@@ -65,3 +65,37 @@ def test_a_bounded_top_k_score_runs_under_a_unit_with_max_groups_auto(backend: s
     sess = _session(backend)
     sess.table("t").group_by("g").top_k(k=1, score=score).collect(dp.ApproxDP(1, 1e-6))
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_tuned_agg_never_reads_through_a_unit_whose_max_groups_is_still_auto(
+        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix above must not reach ``agg``: its noise is calibrated to the ``max_groups`` it chose, so a read
+    through the session's unit (``max_groups`` still ``"auto"``) bounded by ``max_rows`` alone would let a unit
+    touch more groups than its noise covers. Such a read is an engine bug; it fails (the same on every dataset)
+    instead of running. Here the tuning stage is broken on purpose: it hands the release its own reader."""
+    from dpframe.tuning import stage
+
+    tune = stage.Tuner.tune
+
+    def broken(self: stage.Tuner, reader: Any, rng: Any) -> Any:
+        chosen, _, tuned = tune(self, reader, rng)
+        return chosen, reader, tuned
+    monkeypatch.setattr(stage.Tuner, "tune", broken)
+    sess = _session(backend)
+    query = sess.table("t").group_by("g", keys=[0, 1, 2]).agg(dp.len())
+    with pytest.raises(dp.DPFrameError, match="the query failed while running"):
+        query.collect(dp.ApproxDP(1, 1e-6))
+    assert sess.history()["status"].to_list() == ["failed"]
+
+
+def test_a_view_of_a_view_of_the_reader_dies_with_its_reservation() -> None:
+    """``reader.tuning().bounded_by(unit)`` is a view of a view: it must stop reading when the release ends, as
+    the reader it was made from does (``_check`` used to look one level up only)."""
+    sess = _session("polars")
+    kept: list[Any] = []
+    chosen = dp.PrivacyUnit("u", max_rows=2, max_groups=1)
+    sess._release.release(dp.ApproxDP(1, 0), "capture", "none",
+                          lambda reader: kept.append(reader.tuning().bounded_by(chosen)))
+    with pytest.raises(dp.DPFrameError, match="release is over"):
+        kept[0].request(sess.table("t")._node, ())
