@@ -272,6 +272,22 @@ def down(x: Fraction) -> float:
     return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
 
 
+def sqrt_down(x: Fraction) -> float:
+    """The largest float whose square is ≤ x (a noise σ read from its exact σ²: a curve never under-reports).
+
+    Example:
+        >>> s = sqrt_down(Fraction(3, 2))
+        >>> Fraction(s) ** 2 <= Fraction(3, 2) < Fraction(math.nextafter(s, math.inf)) ** 2, sqrt_down(Fraction(9, 4))
+        (True, 1.5)
+
+    """
+    f = math.sqrt(down(x))
+    while f > 0 and Fraction(f) ** 2 > x:
+        f = math.nextafter(f, 0.0)
+    up_one = math.nextafter(f, math.inf)
+    return up_one if Fraction(up_one) ** 2 <= x else f
+
+
 def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
     """Log of the smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP, capped at 0 (δ ≤ 1).
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
-from dpframe.budgets import ZCDP, ApproxDP, PureDP, make
+from dpframe.budgets import ZCDP, ApproxDP, PureDP, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
@@ -159,9 +159,9 @@ class SparseVector(Sealed):
         self.refund = additive(session) if refund is None else bool(refund)
         self.eps1, self.eps2 = svt_split(eps, self.max_positives)
         # RDP/PLD sessions charge the SVT's RDP curve (curves.sparse_vector); others its pure cost
-        svt_curve = curves.sparse_vector(float(self.eps1), float(self.eps2), self.max_positives)
+        svt_curve = curves.sparse_vector(up(self.eps1), up(self.eps2), self.max_positives)
         cost = session.accountant.charge_plan(PureDP(eps + self.eps3),
-                                              [svt_curve] + ([curves.pure(float(self.eps3))] if self.eps3 else []))
+                                              [svt_curve] + ([curves.pure(up(self.eps3))] if self.eps3 else []))
         self._reservation = Reservation(session, cost, f"sparse_vector(T={self._threshold}, c={self.max_positives})",
                                         "sparse vector (discrete Laplace)", owner=self)
 
@@ -194,20 +194,20 @@ class SparseVector(Sealed):
                               "maximum length (thesis Thm 7.2.7)", argument="max_length",
                               fix="pass max_length=k (the stream halts after k queries)")
         self._sigma2 = Fraction(1 + c) / (2 * budget.rho)
-        unit_sigma = math.sqrt(self._sigma2)
         # c = 1 without max_length: the nonnegative-query bound (7.2), which depends on the noise in statistic
         # units — calibrated for counts (Δ = max_rows, grid 1; sums are on a finer grid), counts only.
         # With max_length: the length-capped curve, the same in any statistic units (σ ∝ Δ), any scalar query.
         nonneg = c == 1 and k is None
         if nonneg:
             delta = Fraction(session.privacy_unit.max_rows)
-            sigma1 = float(delta) * unit_sigma
+            sigma1 = sqrt_down(delta**2 * self._sigma2)
             self._shape = (delta, Fraction(1))
             self._check_sampler(delta)
             self.curve = curves.gaussian_sparse_vector(sigma1, 2 * sigma1, float(delta), 1, math.ceil(self._threshold),
                                                        None, True)
         else:
             self._check_sampler(Fraction(1))     # Δ ≥ 1 is only known at the first query
+            unit_sigma = sqrt_down(self._sigma2)
             self.curve = curves.gaussian_sparse_vector(unit_sigma, 2 * unit_sigma, 1.0, c, 0, k)
         self.nonnegative = nonneg
         assert self.curve is not None

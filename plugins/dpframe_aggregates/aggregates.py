@@ -36,7 +36,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
-from dpframe.budgets import Budget, PureDP, make
+from dpframe.budgets import Budget, PureDP, down, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import (
@@ -381,24 +381,12 @@ def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
     exact = cells == 1 and sensitivity.denominator == 1 and sensitivity <= 2**53   # (the exact curves' range)
     if noise.distribution == "discrete_laplace":
         if exact:
-            return acc.discrete_laplace(_down(noise.scale), int(sensitivity))
-        return acc.pure(math.nextafter(float(sensitivity / noise.scale), math.inf))
-    sigma = _down(noise.scale, root=True)
+            return acc.discrete_laplace(down(noise.scale), int(sensitivity))
+        return acc.pure(up(sensitivity / noise.scale))
+    sigma = sqrt_down(noise.scale)
     # (the exact profile tabulates the pmf over about ±(38σ + Δ): only where that table is small)
     scalar = exact and sigma <= MAX_DISCRETE_GAUSSIAN_SIGMA and sensitivity <= MAX_DISCRETE_GAUSSIAN_SIGMA
-    return acc.discrete_gaussian(sigma, float(sensitivity) if scalar else math.nextafter(float(sensitivity), math.inf),
-                                 scalar=scalar)
-
-
-def _down(x: Fraction, root: bool = False) -> float:
-    """A float ≤ x (or ≤ √x): a noise scale rounded so that its curve never under-reports."""
-    if not root:
-        f = float(x)
-        return f if Fraction(f) <= x else math.nextafter(f, 0.0)
-    f = math.sqrt(float(x))
-    while f > 0 and Fraction(f) ** 2 > x:
-        f = math.nextafter(f, 0.0)
-    return f
+    return acc.discrete_gaussian(sigma, float(sensitivity) if scalar else up(sensitivity), scalar=scalar)
 
 
 def _divide(share: Budget, parts: int) -> Budget:

@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpframe import accounting as acc
-from dpframe.budgets import ApproxDP, Budget, PureDP, exact_log
+from dpframe.budgets import ApproxDP, Budget, PureDP, down, exact_log, up
 from dpframe.errors import PluginError
 from dpframe.mechanism import SortedCodes
 from dpframe.noise import MAX_LAPLACE_SCALE, RandomSource, bernoulli_exp_ratio, discrete_laplace, exponential_index
@@ -269,7 +269,7 @@ class Exponential:
 
     def curves(self, epsilon: Fraction, size: int, stability: Stability) -> list[acc.PrivacyCurve]:
         """One ε-bounded-range curve (its score moves by ≤ Δ, sampled at ε/(2Δ): the log-ratio spans ≤ ε)."""
-        return [acc.exponential(float(epsilon))]
+        return [acc.exponential(up(epsilon))]
 
     def run(self, codes: Codes | SortedCodes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
             stability: Stability, rng: RandomSource) -> int:
@@ -314,7 +314,7 @@ class BinarySearch:
     def curves(self, epsilon: Fraction, size: int, stability: Stability) -> list[acc.PrivacyCurve]:
         """One discrete-Laplace release of scale b·Δ'/ε per round, on a statistic of sensitivity Δ'."""
         b = self.rounds(size)
-        return [acc.discrete_laplace(float(b * stability.difference / epsilon), stability.difference)] * b
+        return [acc.discrete_laplace(down(b * stability.difference / epsilon), stability.difference)] * b
 
     def run(self, codes: Codes, size: int, epsilon: Fraction, delta: Fraction, beta: float,
             stability: Stability, rng: RandomSource) -> int:

@@ -38,7 +38,7 @@ import numpy.typing as npt
 import polars as pl
 
 from dpframe import accounting as acc
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe, down, up
 from dpframe.domains import OrderedDomain
 from dpframe.errors import ArgumentError, BudgetError, PlanError, SchemaError
 from dpframe.family import Explain, FamilyPlan, Source
@@ -281,7 +281,7 @@ class Gate:
 
     def curve(self) -> acc.PrivacyCurve:
         """Discrete Laplace of scale rows/ε_c on a count of sensitivity ``rows``."""
-        return acc.discrete_laplace(float(self.scale), self.rows)
+        return acc.discrete_laplace(down(self.scale), self.rows)
 
     def no_answer(self, what: str) -> NoAnswer:
         return NoAnswer(f"the noisy count of {what} was below the {self.required} rows the guarantee needs "
@@ -654,7 +654,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
                      f"error ≤ ξ = {self.xi:g} for an i.i.d. sample of n ≥ {needed} rows "
                      f"({needed / gate.reliable:.1f}× the {gate.reliable} rows from which it answers reliably)")
         params = {"k": k, "eps_ip": eps_ip, "eps_dir": eps_dir, "gate": gate, "direction_rows": minority}
-        curves = [gate.curve(), *([acc.exponential(float(eps_dir))] if auto else []), acc.exponential(float(eps_ip))]
+        curves = [gate.curve(), *([acc.exponential(up(eps_dir))] if auto else []), acc.exponential(up(eps_ip))]
         return _Plan(allowance.cost(), "noisy count + threshold via exponential interior point", details,
                      guarantee, params, curves)
 
@@ -762,7 +762,7 @@ class RectangleQuery(LearningQuery[Rectangle]):
                      f"and errs only on the ≤ {required} sliced positives (RSC: plus their padding); it needs "
                      f"{required} positive rows")
         params = {"plan": plan, "targets": targets, "gate": gate}
-        curves = ([gate.curve()] + [acc.exponential(float(plan.epsilon0))] * (2 * d)) if plan.method != "rsc" \
+        curves = ([gate.curve()] + [acc.exponential(up(plan.epsilon0))] * (2 * d)) if plan.method != "rsc" \
             else None
         return _Plan(cost, f"noisy count + rectangle ({plan.method} accounting)", details, guarantee, params, curves)
 

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from dpframe import accounting as acc
-from dpframe.budgets import make
+from dpframe.budgets import make, up
 from dpframe.errors import BoundsError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import check_bounds
@@ -103,7 +103,7 @@ class GridBoundsQuery:
         eps0 = half if budget.notion != "zcdp" else epsilon_from_rho(half)
         cost = make(budget.notion, first(budget))
         rate = sampling_rate(self.source.node)
-        charge = self.source.context.accountant.charge_plan(cost, [acc.exponential(float(eps0))] * 2, rate)
+        charge = self.source.context.accountant.charge_plan(cost, [acc.exponential(up(eps0))] * 2, rate)
         bins = len(self.statistics)
         error = inward_shift(bins, eps0, m)
         lines = (f"bounds({self.column}): quantiles {', '.join(str(q) for q in self.qs)} by the exponential mechanism "

@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from dpframe import accounting as acc
-from dpframe.budgets import Budget, PureDP, make
+from dpframe.budgets import Budget, PureDP, make, up
 from dpframe.domains import OrderedDomain
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
@@ -176,7 +176,7 @@ class QuantileMechanism:
             plan.domains[name], plan.probabilities[name], plan.levels[name] = dom, qs, eps0
             plan.as_list[name] = isinstance(m.option("q"), tuple)
             plan.order[name] = requested_order(m.option("q"))
-            curves += [acc.exponential(float(eps0))] * levels
+            curves += [acc.exponential(up(eps0))] * levels
             # only ranks near each q·n are read: the backend may list just those (exact either way)
             stat = replace(dom.statistic, near=qs, reach=listing_reach(dom.size, qs, eps0, m_rows))
             plan.inputs[name] = statistics.setdefault(stat.key, stat)

@@ -29,7 +29,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpframe.budgets import exact_log, zcdp_rho
+from dpframe.accounting.accountants import round_up
+from dpframe.budgets import down, exact_log, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.tct import ChannelPlan, q_notprior
@@ -222,13 +223,17 @@ def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
 
 @plain_cache(maxsize=64)
 def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
-    """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does."""
+    """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does.
+
+    As ``sess.target_charging`` does: the channel is planned at a δ rounded down, and its float cost fits
+    only once rounded up with a margin for float error (:func:`~dpframe.accounting.accountants.round_up`).
+    """
     lo, hi = 0.0, float(first)
-    d = float(delta)
+    d = down(delta)
     while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
         c = tct_cost(notion, k, mid, d)
-        lo, hi = (mid, hi) if c is not None and c <= float(first) else (lo, mid)
+        lo, hi = (mid, hi) if c is not None and round_up(c) <= first else (lo, mid)
     found = _tct_channel(notion, k, lo, d) if lo > 0 else None
     if found is None:
         return None

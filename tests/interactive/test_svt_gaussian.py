@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import polars as pl
@@ -17,6 +18,7 @@ import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.accounting import curves
 from dpframe.accounting.numerics import svt as svt_math
+from dpframe.budgets import sqrt_down
 
 ORDERS = [1.5, 2.0, 4.0, 8.0, 16.0]
 
@@ -241,8 +243,10 @@ def test_session_charges_the_gaussian_curve_before_running(accountant: str) -> N
     assert sess.history().height == 1 and "Gaussian sparse vector" in sv.status()
     expected = sess.accountant.charge_plan(dp.ZCDP(0.2), [sv.curve])
     assert np.allclose(sv.charged().values, expected.values)
-    # σ₁ = Δ·√((1+c)/(2ρ)) = √5, σ₂ = 2σ₁; T = 12 on counts
-    assert sv.curve.spec == {"kind": "gaussian_sparse_vector", "sigma1": math.sqrt(5), "sigma2": 2 * math.sqrt(5),
+    # σ₁ = Δ·√((1+c)/(2ρ)) = √5 rounded down (math.sqrt(5) is above √5: a smaller ρ), σ₂ = 2σ₁; T = 12 on counts
+    sigma1 = sqrt_down(Fraction(5))
+    assert Fraction(sigma1) ** 2 <= 5 < Fraction(math.sqrt(5)) ** 2
+    assert sv.curve.spec == {"kind": "gaussian_sparse_vector", "sigma1": sigma1, "sigma2": 2 * sigma1,
                              "sensitivity": 1.0, "max_positives": 1, "threshold": 12.0, "max_length": None,
                              "nonnegative": True}
     answers = []

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from dpframe import accounting as acc
-from dpframe.budgets import Budget, make
+from dpframe.budgets import Budget, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -248,8 +248,8 @@ def privacy_curve(noise: Noise) -> acc.PrivacyCurve:
 
     """
     if noise.distribution == "discrete_laplace":
-        return acc.pure(float(noise.sensitivity / noise.scale))
-    return acc.discrete_gaussian(math.sqrt(float(noise.scale)), float(noise.sensitivity))
+        return acc.pure(up(noise.sensitivity / noise.scale))
+    return acc.discrete_gaussian(sqrt_down(noise.scale), up(noise.sensitivity))
 
 
 def describe_measure(measure: Measure) -> dict[str, Any]:
