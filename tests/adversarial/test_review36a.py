@@ -12,6 +12,8 @@ Each test of a finding is an attack that broke, kept with its fix: it fails if t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -19,6 +21,8 @@ import pyarrow as pa
 import pytest
 
 import dpframe as dp
+from tests.adversarial.concurrency import race
+from tests.adversarial.test_races import slow_private_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -124,3 +128,27 @@ def test_an_in_memory_table_is_the_session_s_own_copy(build: object) -> None:
     xs[:] = 10
     count, total = q.collect(dp.PureDP(20)).row(0)
     assert abs(count - 200) < 10 and abs(total - 200) < 50     # the table as registered: 200 units of x = 1
+
+
+# ------------------------------------------------------------------------- the random concurrency oracle
+
+
+@pytest.mark.parametrize(("seed", "backend", "close"), [(0, "polars", False), (1, "duckdb", False),
+                                                        (2, "polars", True)])
+def test_racing_calls_on_one_session_keep_the_ledger_whole(seed: int, backend: str, close: bool,
+                                                           tmp_path: Any) -> None:
+    """32 threads at one barrier, each a query entry point (``concurrency.race``), the budget asked twice over."""
+    report = race(seed, 32, backend=backend, ledger=str(tmp_path / "budget.ledger") if close else None)
+    assert report.calls == 32 and report.spent_fits
+    assert close or report.refused > 0          # the budget ran out while they raced
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb", "close"])
+def test_racing_calls_on_one_session_keep_the_ledger_whole_at_scale(backend: str, tmp_path: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oracle on 40 seeds × 64 threads, every private read and reservation slowed (wider race windows)."""
+    with slow_private_steps(monkeypatch):
+        for seed in range(40):
+            ledger = str(tmp_path / f"{seed}.ledger") if backend == "close" else None
+            race(seed, 64, backend="polars" if backend == "close" else backend, ledger=ledger)
