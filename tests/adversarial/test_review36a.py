@@ -130,6 +130,27 @@ def test_an_in_memory_table_is_the_session_s_own_copy(build: object) -> None:
     assert abs(count - 200) < 10 and abs(total - 200) < 50     # the table as registered: 200 units of x = 1
 
 
+# ----------------------------------------------------------------- counted, then read: a pair of bounds
+
+
+def test_bounds_whose_length_and_items_disagree_are_a_dpframe_error() -> None:
+    """Finding 4: ``check_bounds`` counted the pair, then iterated it again (a raw ``IndexError``, not a dpframe error).
+
+    A list another thread shortens between the two reads — or a list whose ``__len__`` says 2 while it
+    yields one item — made ``dp.sum``/``dp.quantile`` raise Python's ``IndexError``; now the pair is read once.
+    """
+    class Short(list):      # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return 2
+
+        def __iter__(self) -> Any:
+            return iter([1])
+
+    for build in (lambda: dp.sum("x", bounds=Short([0, 1])), lambda: dp.quantile("x", 0.5, bounds=Short([0, 1]))):
+        with pytest.raises(dp.BoundsError, match="expected a pair"):
+            build()
+
+
 # ------------------------------------------------------------------------- the random concurrency oracle
 
 
