@@ -49,10 +49,12 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
     fix = "pass bounds=(lower, upper) with two finite numbers, lower < upper, chosen without looking at the data"
     if bounds is None:
         raise BoundsError("bounds are required", argument=argument, fix=fix)
-    if not isinstance(bounds, tuple | list) or builtins.len(bounds) != 2:
+    # read once: a list another thread (or a subclass's __len__) shortens between the count and the loop
+    pair = tuple(bounds) if isinstance(bounds, tuple | list) else None
+    if pair is None or builtins.len(pair) != 2:
         raise BoundsError(f"expected a pair (lower, upper), got {bounds!r}", argument=argument, fix=fix)
     out = []
-    for b in map(plain, bounds):
+    for b in map(plain, pair):
         if isinstance(b, dt.date):
             raise BoundsError(f"bound {b!r} is a date: this measure takes numbers", argument=argument,
                               fix="sums, means and variances of dates are not supported: dp.median and dp.quantile "
@@ -66,7 +68,7 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
             raise BoundsError(f"bound {b} is not finite", argument=argument, fix=fix)
         out.append(Fraction(b))
     if out[0] >= out[1]:
-        raise BoundsError(f"lower {bounds[0]} must be below upper {bounds[1]}", argument=argument, fix=fix)
+        raise BoundsError(f"lower {pair[0]} must be below upper {pair[1]}", argument=argument, fix=fix)
     return out[0], out[1]
 
 

@@ -202,7 +202,7 @@ class ReadOnlyKeys(FixedClass, pl.DataFrame):
     def of(cls, frame: pl.DataFrame) -> ReadOnlyKeys:
         """A read-only copy of ``frame`` (the caller's frame can change; the copy cannot)."""
         keys = cls.__new__(cls)
-        keys._df = frame.clone()._df
+        keys._df = plain_frame(frame)._df      # its own memory: not a NumPy array's the caller may still write
         return keys
 
     @classmethod
@@ -236,20 +236,37 @@ class ReadOnlyKeys(FixedClass, pl.DataFrame):
 
 
 def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
-    """A plain DataFrame of ``frame``'s data, read once: a subclass's methods and properties never run again.
+    """A plain DataFrame of ``frame``'s data, read once into memory of its own: nothing outside can change it.
 
     An analyst's DataFrame subclass could answer a check (its ``schema``, ``columns``, ``n_unique``) with
-    something other than the data the engine then uses.
+    something other than the data the engine then uses. And Polars shares memory with what a frame was built
+    from — a NumPy array (``pl.DataFrame({"g": array})``, ``pl.from_pandas``), an Arrow table — so a write to
+    that array reached the frame after it was checked: public keys ``[0, 1]`` became ``[0, 0]`` (group 0
+    released twice for one charge), and a registered table changed under a session. So every column is
+    copied (through Arrow IPC, which writes every buffer out); an ``Object`` column holds Python objects
+    that no query reads, and is kept as it is.
 
     Example:
+        >>> import numpy as np
         >>> class Liar(pl.DataFrame):
         ...     @property
         ...     def schema(self): return pl.Schema({"g": pl.String})
         >>> plain_frame(Liar({"g": [1]})).schema, type(plain_frame(Liar({"g": [1]}))).__name__
         (Schema([('g', Int64)]), 'DataFrame')
+        >>> array = np.array([0, 1])
+        >>> keys = plain_frame(pl.DataFrame({"g": array}))
+        >>> array[1] = 0; keys["g"].to_list()
+        [0, 1]
 
     """
-    return pl.DataFrame._from_pydf(frame._df.clone())
+    plain = pl.DataFrame._from_pydf(frame._df.clone())
+    objects = [name for name, dtype in plain.schema.items() if dtype == pl.Object]
+    if len(objects) == plain.width:
+        return plain
+    buffer = plain.drop(objects).write_ipc(None)
+    buffer.seek(0)
+    copied = pl.read_ipc(buffer)
+    return copied.hstack(plain.select(objects)).select(plain.columns) if objects else copied
 
 
 def plain_expr(expr: pl.Expr) -> pl.Expr:

@@ -367,7 +367,7 @@ def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
     private row. The result is what runs on every backend.
     """
     if isinstance(expr, pl.Expr):
-        expr = plain_expr(expr)     # read once: what is checked below is what runs (a subclass's meta could lie)
+        expr = _owned(expr)     # read once: what is checked below is what runs (a subclass's meta could lie)
     check_row_level(expr, argument, schema)
     assert isinstance(expr, pl.Expr)
     output_schema(lambda f: f.select(expr), schema, argument)
@@ -383,6 +383,30 @@ def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
         raise PlanError("combines a NaN or infinite literal with a date or time operation in one expression",
                         argument=argument, fix="compute the two parts in separate with_columns(...) steps")
     return _expr(json.loads(guarded))
+
+
+def _owned(expr: pl.Expr) -> pl.Expr:
+    """A plain copy of ``expr`` that shares no memory with the caller's (read once, through Polars' binary form).
+
+    A literal Series in an expression shares the memory of the NumPy array it was built from:
+    ``pl.col("x").replace(pl.Series(array), ...)`` was checked with distinct old values, then ``array[1] =
+    array[0]`` made every query reading it fail after its charge. One that cannot be serialized (a Python
+    function) is returned as a plain expression for :func:`check_row_level` to refuse.
+
+    Example:
+        >>> import numpy as np
+        >>> old = np.array([1, 2])
+        >>> mine = _owned(pl.col("x").replace(pl.Series(old), pl.Series([10, 20])))
+        >>> old[1] = 1; pl.DataFrame({"x": [1, 2]}).select(mine)["x"].to_list()
+        [10, 20]
+
+    """
+    expr = plain_expr(expr)
+    try:
+        data = expr.meta.serialize()
+    except Exception:  # noqa: BLE001 — Python UDFs do not serialize without pickling: refused by the allowlist
+        return expr
+    return pl.Expr.deserialize(io.BytesIO(data))
 
 
 @plain_cache(maxsize=1024)
