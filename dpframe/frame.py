@@ -36,7 +36,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
-from dpframe.sealed import _ENGINE, FixedClass, engine_only, plain, plain_copy, plain_frame
+from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
@@ -498,7 +498,7 @@ def diagnostics_flag(diagnostics: object) -> bool:
     return diagnostics is True
 
 
-def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
+def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
     fix = "pass keys=[...] (one column), {column: [...]} or a pl.DataFrame with the key columns"
     if isinstance(keys, str | bytes):
         raise SchemaError(f"got the string {keys!r}, not a collection of keys", argument="keys",
@@ -546,7 +546,7 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> pl.DataFrame:
     distinct = frame.to_series().n_unique() if frame.width == 1 else frame.n_unique()   # (cheaper than marking
     if distinct < frame.height:                                                       # each duplicate)
         raise SchemaError("keys contain duplicates", argument="keys", fix="pass each key once")
-    return frame
+    return ReadOnlyKeys.owned(frame)     # built or copied (plain_frame) above: the engine's own memory
 
 
 def _kind(dtype: pl.DataType) -> str:

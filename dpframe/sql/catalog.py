@@ -30,6 +30,7 @@ import polars as pl
 
 from dpframe.errors import SchemaError
 from dpframe.measures import Bounds, check_bounds
+from dpframe.sealed import plain_frame
 from dpframe.tables import check_column_names, load_table
 
 
@@ -42,7 +43,7 @@ def _public_frame(name: str, source: object) -> pl.DataFrame:
         raise SchemaError(f"cannot read public table {name!r}: {str(e).splitlines()[0]}",
                           argument=f"{argument}[{name!r}]", fix="check the file or frame") from e
     check_column_names(out.columns, f"{argument}[{name!r}]")
-    return out
+    return plain_frame(out)   # its own memory: a write to the NumPy arrays it was built on changes nothing
 
 
 def _split(key: object, argument: str) -> tuple[str, str]:
