@@ -201,7 +201,7 @@ def _sql_count() -> AuditSpec:
         return sess.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", keys={"g": KEYS})
     sampler = query_sampler(query, UNIT, rows=3, reuse_statistics=True)
     return _spec("SQL COUNT(*) GROUP BY public keys", {"Session.sql"}, PureDP(1), sampler,
-                 _pairs(("+1 unit on a", TIED, plus_unit(TIED, g="a"))), samples=1_000, slow=4_000, fast=True,
+                 _pairs(("+1 unit on a", TIED, plus_unit(TIED, g="a"))), samples=600, slow=4_000, fast=True,
                  min_power=0.3)
 
 
@@ -236,7 +236,7 @@ def _learning_specs() -> list[AuditSpec]:
     return [
         _spec("interior_point (exponential)", {"Frame.interior_point"}, PureDP(4),
               q(lambda s: s.table("t").interior_point("x", bounds=(0, 15), beta=0.5, method="exponential")),
-              ip_pairs, samples=1_000, slow=4_000, fast=True, min_power=0.05),
+              ip_pairs, samples=600, slow=4_000, fast=True, min_power=0.05),
         _spec("interior_point (binary search)", {"Frame.interior_point"}, PureDP(4),
               q(lambda s: s.table("t").interior_point("x", bounds=(0, 15), beta=0.5, method="binary_search")),
               ip_pairs, samples=1_000, slow=4_000, min_power=0.03, notes=weak),
@@ -262,7 +262,7 @@ def _sample() -> AuditSpec:
     big = keyed_table({"a": 30})
     return _spec("sample(0.5) amplified len", {"Frame.sample"}, PureDP(2), sampler,
                  _pairs(("one unit vs none", _with_row(empty), one), ("30 units vs 31", big, plus_unit(big))),
-                 samples=1_000, slow=10_000, fast=True, min_power=0.3)
+                 samples=600, slow=10_000, fast=True, min_power=0.3)
 
 
 def _with_row(table: pl.DataFrame) -> pl.DataFrame:

@@ -117,8 +117,9 @@ def test_a_public_table_is_the_session_s_own_copy(build: object, backend: str) -
     A SQL join checks that the public side's join key is unique (each private row joins at most one public
     row, so the sensitivity is unchanged). With ``keys[1] = 0`` written after the session was created, key 0
     was there twice: the table the session had checked was not the one the query read (here the query's own
-    duplicate-key check then refused it). Public tables are now copied when the session is created. (The owner's private in-memory tables are not copied: a 10M-row table is not duplicated per
-    session; ``docs/guarantees.md`` states the owner's contract.)
+    duplicate-key check then refused it). Public tables are now copied when the session is created. (The
+    owner's private in-memory tables are not copied: a 10M-row table is not duplicated per session;
+    ``docs/guarantees.md`` states the owner's contract.)
     """
     keys, region = np.array([0, 1], dtype=np.int64), np.array([5, 6], dtype=np.int64)
     data = pl.DataFrame({"u": list(range(200)), "g": [0] * 200})
