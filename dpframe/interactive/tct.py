@@ -367,6 +367,7 @@ class TargetChargingChannel(Sealed):
 
         """
         target = as_target(when)
+        name = plain(name)      # a str subclass's __eq__/__hash__ could say "new" for a name already kept
         if name is not None and (not isinstance(name, str) or name in self._handles):
             raise ArgumentError(f"name {name!r} is not a new string", argument="name", fix="use a fresh name")
         if name is not None and self.per_unit:
@@ -390,6 +391,7 @@ class TargetChargingChannel(Sealed):
         ``when`` is declarative, as for :meth:`conditional_release` (e.g. a lower bar: ``dp.above(3000)``).
         """
         target = as_target(when)
+        name = plain(name)
         if name not in self._handles:
             raise ArgumentError(f"no unreleased value named {name!r}", argument="name",
                                fix=f"use one of {sorted(self._handles)}")
