@@ -123,3 +123,51 @@ def test_released_scores_audit_at_the_whole_vector_sensitivity() -> None:
     spread = audit_sampler(runs((0, 0, 0)), runs((2, 1, 1)), claimed_epsilon=0.5, outputs=["total"])
     assert single.passed and spread.passed, (single, spread)
     assert single.epsilon_lower_bound > 0.3, single
+
+
+def _above_threshold_law(queries: list[int], t: int, rho_scale: float, nu_scale: float) -> np.ndarray:
+    """P[first i with q_i + ν_i ≥ t + ρ] for i = 0…J−1, then P[none] (ρ, ν discrete Laplace; |noise| ≤ 400)."""
+    k = np.arange(-400, 401)
+
+    def pmf(scale: float) -> np.ndarray:
+        p = np.exp(-np.abs(k) / scale)
+        return np.asarray(p / p.sum())
+
+    below = np.concatenate([[0.0], np.cumsum(pmf(nu_scale))])      # below[j] = P[ν < k[0] + j]
+    alive, out = pmf(rho_scale), []                                  # per value of ρ: no query passed yet
+    for q in queries:
+        less = below[np.clip(t + k - q - k[0], 0, k.size)]
+        out.append(float((alive * (1 - less)).sum()))
+        alive = alive * less
+    return np.array([*out, alive.sum()])
+
+
+def test_robust_median_above_threshold_needs_its_4m_over_epsilon_query_noise() -> None:
+    """Item 3 (checked, left as is): the robust median's AboveThreshold asks "D̂_β ≥ t?" for β ascending with
+    threshold noise ρ ~ Lap(2m/ε_test) and query noise ν ~ Lap(4m/ε_test). Lyu, Su & Li (2017, Alg. 7) halve ν to
+    2m/ε for *monotone* queries — on every neighbouring pair all answers move the same way. The distances to
+    instability are not monotone: row unit (m = 1), codes in 0…16, proposals β = 1, 2, 4, 8 (``top >> j``),
+    D = {6, 7, 7} and D′ = D + {0}. On D (n = 3, c = 2): A(0) = x₍₃₎ − x₍₁₎ = 1, A(1) = 16 − 0 (the padding),
+    so D̂_β = (1, 1, 1, 1); on D′ (n = 4, c = 2): A(0) = A(1) = 7 − 0, A(2) = 16, so D̂_β = (0, 0, 0, 2) — down for
+    β ≤ 4, up for β = 8. And the halving would break the claim on this very pair: the exact output law (first
+    index passing, or none) at ε_test = 1 over thresholds t = −10…29 has a largest privacy loss 0.747 at ν's scale
+    4 (≤ 1) but 1.226 at scale 2 (> 1)."""
+    from dpframe.interactive.ptr import instability_distance, robust_median
+
+    top, proposals = 16, [1, 2, 4, 8]
+    d, d2 = np.array([6, 7, 7]), np.array([0, 6, 7, 7])
+    qa = [instability_distance(d, top, 1, b) for b in proposals]
+    qb = [instability_distance(d2, top, 1, b) for b in proposals]
+    assert (qa, qb) == ([1, 1, 1, 1], [0, 0, 0, 2])
+
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(2, 1e-6))
+    median = robust_median(sess.table("t"), "x", bounds=(0, 16))
+    _, rho_scale, nu_scale = median.threshold(Fraction(1), Fraction(1, 10**7))
+    assert (rho_scale, nu_scale) == (2, 4)
+
+    def loss(scale: float) -> float:
+        return max(float(np.abs(np.log(_above_threshold_law(qa, t, 2.0, scale)) -
+                                np.log(_above_threshold_law(qb, t, 2.0, scale))).max()) for t in range(-10, 30))
+
+    assert loss(4.0) <= 1 < 1.2 < loss(2.0)
