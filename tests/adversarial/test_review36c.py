@@ -171,3 +171,33 @@ def test_robust_median_above_threshold_needs_its_4m_over_epsilon_query_noise() -
                                 np.log(_above_threshold_law(qb, t, 2.0, scale))).max()) for t in range(-10, 30))
 
     assert loss(4.0) <= 1 < 1.2 < loss(2.0)
+
+
+@pytest.mark.parametrize(("kind", "l0", "scale"), [
+    ("laplace", 3, Fraction(6039925542534164)),                        # t = L0/ε at ε ≈ 5·10⁻¹⁶ (t ≤ 2⁵⁷ is drawable)
+    ("gaussian", 3, Fraction(282355233520848925306185776593516)),       # σ² ≈ 2.8·10³² (≤ 2¹¹⁰)
+    ("gaussian", 1, Fraction(496117344041450244081457003446591)),
+])
+def test_partition_selection_threshold_is_conservative_at_extreme_parameters(kind: str, l0: int,
+                                                                            scale: Fraction) -> None:
+    """Item 4: τ must satisfy L0·P[Z ≥ τ − 1] ≤ δ; it was computed in floats with a +1 margin. At t ≈ 6·10¹⁵ the
+    float product t·ln(L0/δ) ≈ 8.6·10¹⁶ is off by more than 1: the old τ − 1 was 85893634165267713 (Laplace) and
+    91772333947868129 / 117082145561087569 (Gaussian), below the smallest admissible 85893634165267719,
+    91772333947868133 and 117082145561087580 (60-digit decimals here), so the selection's δ was exceeded. τ is now
+    exact rational arithmetic on a rational upper bound of ln(L0/δ) (10⁻¹² of the logs' size, ≈ 6·10⁻¹² relative
+    here), so τ − 1 is at least the admissible minimum at every ε, δ and max_groups. δ = float(10⁻⁶) exactly."""
+    from dpframe_aggregates.partition_selection import gaussian_threshold, laplace_threshold
+
+    delta = Fraction(1e-6)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        s, log_ratio = _dec(scale), (Decimal(l0) / _dec(delta)).ln()
+        if kind == "laplace":
+            tau = laplace_threshold(l0, scale, delta)
+            needed = s * (log_ratio - (1 + (-1 / s).exp()).ln())        # τ − 1 ≥ t·(ln(L0/δ) − ln(1 + e^{−1/t}))
+            assert (tau - 1) >= needed and l0 * (-(Decimal(tau - 1) / s)).exp() / (1 + (-1 / s).exp()) <= _dec(delta)
+        else:
+            tau = gaussian_threshold(l0, scale, delta)
+            needed = (2 * s * log_ratio).sqrt()                          # (τ − 1)² ≥ 2σ² ln(L0/δ)
+            assert (tau - 1) >= needed and l0 * (-(Decimal(tau - 1) ** 2) / (2 * s)).exp() <= _dec(delta)
+        assert tau - 1 - needed < needed * Decimal(1e-10)              # and barely more than needed
