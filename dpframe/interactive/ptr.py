@@ -22,6 +22,11 @@ the bounds. A wrong pick needs D̂_β = 0 yet a "yes": probability ≤ J·(P[ν 
 t chosen exactly from the discrete Laplace tails. So the query is (ε_test + ε_rel, δ)-DP, ⊥ (no
 proposal passed) costs ε_test only.
 
+The test is the general AboveThreshold (threshold noise scale 2m/ε_test, query noise 4m/ε_test). Lyu, Su & Li
+(2017) halve the query noise for *monotone* queries only, and the D̂_β are not: with m = 1, codes 0…16 and
+β = 1, 2, 4, 8, D = {6, 7, 7} has D̂ = (1, 1, 1, 1) and D + {0} has (0, 0, 0, 2). On that pair the halved
+noise loses 1.23 > ε_test = 1 (exact output law; ``tests/adversarial/test_review36c.py``).
+
 Example:
     >>> import polars as pl, dpframe as dp
     >>> data = pl.DataFrame({"x": [50.0 + (i % 7) for i in range(4000)]})

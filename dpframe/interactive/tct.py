@@ -107,10 +107,20 @@ def q_between(eps: float, width: int, sensitivity: int) -> float:
 
 
 def delta_star(tau: int, n: int, q: float) -> float:
-    """P[Binomial(n, q) ≤ τ − 1]: the chance that n data accesses see fewer than τ hits (exact tail)."""
-    from scipy.stats import binom
+    """P[Binomial(n, q) ≤ τ − 1]: the chance that n data accesses see fewer than τ hits (exact tail).
 
-    return float(binom.cdf(tau - 1, n, q))
+    The regularized upper incomplete beta function 1 − I_q(τ, n − τ + 1) (Boost's, the same routine as
+    ``scipy.stats.binom.cdf`` without its 0.6 s import): within 1e-13 relative of the exact rational tail on
+    the grid of ``tests/interactive/test_tct.py``, far inside the 1e-9 margin every plan adds.
+
+    Example:
+        >>> round(delta_star(1, 27, 0.4), 9) == round(0.6**27, 9)
+        True
+
+    """
+    from scipy.special import betaincc
+
+    return 1.0 if tau > n else float(betaincc(tau, n - tau + 1, q))
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ class ChannelPlan:
         start = ChannelPlan._first(q, tau)
 
         def at(n: int) -> ChannelPlan | None:
-            ds = delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9)
+            ds = ChannelPlan.tail(q, tau, n)
             return None if ds >= delta else ChannelPlan(n, ds, optimal_epsilon(n, eps, delta - ds))
 
         best: ChannelPlan | None = None
@@ -171,12 +181,17 @@ class ChannelPlan:
         return math.ceil(tau / q)
 
     @staticmethod
+    def tail(q: float, tau: int, n: int) -> float:
+        """δ*(n) as every plan reserves it: q rounded down and the tail rounded up (float margins)."""
+        return delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9)
+
+    @staticmethod
     def smallest(q: float, tau: int, delta: float) -> ChannelPlan:
         """The smallest n with δ*(n) ≤ δ (for zCDP sessions: ρ = nε²/2 grows with n)."""
         n = ChannelPlan._first(q, tau)
-        while delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9) > delta:
+        while ChannelPlan.tail(q, tau, n) > delta:
             n += max(1, n // 50)
-        return ChannelPlan(n, delta_star(tau, n, q * _Q_SLACK) * (1 + 1e-9), math.nan)
+        return ChannelPlan(n, ChannelPlan.tail(q, tau, n), math.nan)
 
 
 class TargetChargingChannel(Sealed):

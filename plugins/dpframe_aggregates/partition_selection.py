@@ -9,8 +9,9 @@ most L0 = min(max_groups, max_rows) groups and adds 1 to each. A group is releas
 * δ part: a group that exists only because of the added unit has u_g ≤ 1, so it is released with
   probability ≤ P[Z ≥ τ − 1]; over its ≤ L0 groups, δ ≤ L0·P[Z ≥ τ − 1]. For discrete Laplace
   P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) (k ≥ 1); for the discrete Gaussian, P[Z ≥ k] ≤ e^{−k²/(2σ²)}
-  (it is σ-subgaussian, CKS20 Prop. 3). τ is the smallest integer meeting the target δ, plus one for
-  floating-point safety.
+  (it is σ-subgaussian, CKS20 Prop. 3). τ is the smallest integer meeting the target δ, plus one, computed
+  in exact rationals from a rational upper bound of ln(L0/δ) (:func:`log_ratio_up`), so it is conservative
+  at every ε, δ and max_groups.
 Measures released for the selected groups are noised independently; together this is the standard
 argument of Korolova et al. 2009 / Wilson et al. 2020 (total: (ε_sel + ε_measures, δ)).
 """
@@ -25,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpframe import accounting as acc
-from dpframe.budgets import ApproxDP, Budget, PureDP, exact_log, make, up
+from dpframe.budgets import ApproxDP, Budget, PureDP, make, up
 from dpframe.errors import BudgetError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -40,17 +41,50 @@ def sqrt_up(n: int) -> Fraction:
     return Fraction(r) if r * r == n else Fraction(math.isqrt(n * 10**12) + 1, 10**6)
 
 
+def log_ratio_up(l0: int, delta: Fraction) -> Fraction:
+    """A rational ≥ ln(l0/δ), for any δ > 0 the analyst may pick.
+
+    ``math.log`` of an int (also one beyond the float range) is within an ulp of the true value; the three logs
+    are summed with a margin of 10⁻¹² of their total size, far above the float rounding.
+
+    Example:
+        >>> 0 < log_ratio_up(1, Fraction(1, 10**6)) - Fraction(13.815510557964274) < Fraction(1, 10**9)
+        True
+
+    """
+    parts = (math.log(l0), math.log(delta.numerator), math.log(delta.denominator))
+    return Fraction(parts[0] - parts[1] + parts[2]) + Fraction(sum(map(abs, parts)) + 1) / 10**12
+
+
 def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
-    """Smallest τ with l0·P[Z ≥ τ − 1] ≤ δ for discrete Laplace(t = scale), plus one for safety."""
+    """Smallest τ with l0·P[Z ≥ τ − 1] ≤ δ for discrete Laplace(t = scale), plus one for safety.
+
+    τ − 1 ≥ t·(ln(l0/δ) − ln(1 + e^{−1/t})), computed in exact rationals from an upper bound of the logs (the
+    product with t was a float: at t ≈ 2⁵⁶ its rounding alone moved τ by hundreds).
+
+    Example:
+        >>> laplace_threshold(1, Fraction(1), Fraction(1, 10**6))
+        16
+
+    """
     t = float(scale)
-    k = -t * (exact_log(delta) + math.log1p(math.exp(-1 / t)) - math.log(l0))     # exact_log: any δ > 0
-    return max(1, math.ceil(k)) + 2
+    small = max(Fraction(0), Fraction(math.log1p(math.exp(-1 / t))) - Fraction(1, 10**12))  # ≤ ln(1 + e^{−1/t})
+    return max(1, math.ceil(scale * (log_ratio_up(l0, delta) - small))) + 2
 
 
 def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
-    """Smallest τ with l0·exp(−(τ − 1)²/(2σ²)) ≤ δ, plus one for safety."""
-    k = math.sqrt(2 * float(sigma2) * (math.log(l0) - exact_log(delta)))
-    return max(1, math.ceil(k)) + 2
+    """Smallest τ with l0·exp(−(τ − 1)²/(2σ²)) ≤ δ, plus one for safety.
+
+    (τ − 1)² ≥ 2σ²·ln(l0/δ), with the smallest integer root of an exact rational upper bound.
+
+    Example:
+        >>> gaussian_threshold(1, Fraction(1), Fraction(1, 10**6))
+        8
+
+    """
+    x = 2 * sigma2 * log_ratio_up(l0, delta)
+    k = math.isqrt(math.ceil(x))
+    return max(1, k + (k * k < x)) + 2
 
 
 def _threshold(l0: int, sensitivity: Fraction, share: Budget, delta: Fraction) -> int:

@@ -32,8 +32,8 @@ from fractions import Fraction
 from dpframe.accounting.accountants import round_up
 from dpframe.budgets import down, exact_log, zcdp_rho
 from dpframe.errors import BudgetError
-from dpframe.interactive.composition import optimal_epsilon
-from dpframe.interactive.tct import ChannelPlan, q_notprior
+from dpframe.interactive.composition import optimal_delta, optimal_epsilon
+from dpframe.interactive.tct import MAX_ACCESSES, ChannelPlan, q_notprior
 from dpframe.sealed import plain_cache
 
 _PREC = 10**15
@@ -196,45 +196,98 @@ class TCTPlan:
     tail: float                   # δ* = P[Bin(n, q) ≤ k − 1], q = 1/(e^{2ε_c}+1)
 
 
-def _tct_channel(notion: str, k: int, eps_c: float, delta: float) -> tuple[ChannelPlan, float] | None:
-    """The TCT channel of k hits of 2ε_c-DP NotPrior calls and its first coordinate (ε or ρ), or None.
+def within(first: Fraction) -> float:
+    """A float E ≤ ``first`` whose :func:`~dpframe.accounting.accountants.round_up` is still ≤ ``first``.
 
-    The same reservation as ``sess.target_charging`` (:class:`~dpframe.interactive.tct.ChannelPlan`):
-    approx — n minimising the optimal composition of n 2ε_c-DP calls at δ − δ*(n); zcdp — the smallest n
-    with δ*(n) ≤ δ, ρ = n(2ε_c)²/2 (the tail is charged as the approximate-zCDP δ).
+    A float cost c fits a budget when ``round_up(c) ≤ first`` (the margin for float error every channel
+    adds); round_up is monotone, so every float c ≤ E fits. 0.0 when ``first`` is below round_up's margin.
+
+    Example:
+        >>> within(Fraction(1, 10)) < 0.1, round_up(within(Fraction(1, 10))) <= Fraction(1, 10)
+        (True, True)
+
+    """
+    m = math.floor(first * 10**12) - 1            # round_up(x) ≤ first ⟺ ⌈x(1 + 1e-12)·10¹²⌉ ≤ m
+    if m <= 0:
+        return 0.0
+    x = m / 1e12 / (1 + 1e-12)
+    while round_up(x) > first:                     # float division may land an ulp or two above
+        x = math.nextafter(x, 0.0)
+    return x
+
+
+def tct_channel(notion: str, k: int, eps_c: float, first: float, delta: float) -> ChannelPlan | None:
+    """A TCT channel of k hits of 2ε_c-DP NotPrior calls that fits (``first``, δ), or None if none is found.
+
+    The reservation is ``sess.target_charging``'s (:class:`~dpframe.interactive.tct.ChannelPlan`: q rounded
+    down, the tail δ*(n) rounded up, the optimal composition's δ checked with a 1e-9 margin):
+
+    * zcdp — the smallest n with δ*(n) ≤ δ; it fits iff ρ = n(2ε_c)²/2 ≤ ``first`` (the tail is charged as
+      the approximate-zCDP δ). ρ grows with n, so no other n fits when this one does not.
+    * approx — an n with δ*(n) < δ and δ_opt(n, 2ε_c, ``first``) ≤ (δ − δ*(n))(1 − 1e-9), where δ_opt is the
+      exact optimal composition δ of n 2ε_c-DP calls at ε = ``first``
+      (:func:`~dpframe.interactive.composition.optimal_delta`): then the channel is (``first``, δ)-DP
+      (Thm B.4). This is the condition ``ChannelPlan.optimise`` checks at the ε' it reports (optimal_epsilon
+      is the smallest ε' passing it), evaluated at the budget instead, which needs no search over ε'. The scan
+      starts at the first n with δ*(n) < δ (δ* falls with n: bisection) and steps by max(1, n/2000) (the
+      resolution of ``optimise``); it stops at the first fit, or once δ_opt alone reaches δ (δ_opt grows
+      with n — n calls are post-processed from n + 1 — and δ* ≥ 0: no larger n fits).
+
+    Example:
+        >>> tct_channel("approx", 1, 0.02, 1.0, 1e-6).n, tct_channel("approx", 1, 0.03, 1.0, 1e-6)
+        (21, None)
+
     """
     e2 = 2 * eps_c
     q = q_notprior(e2)
     try:
-        if notion == "zcdp":
-            plan = ChannelPlan.smallest(q, k, delta)
-            return plan, plan.n * e2 * e2 / 2
-        plan = ChannelPlan.optimise(e2, q, k, delta)
-    except BudgetError:          # more than MAX_ACCESSES accesses, or no n with δ* < δ: does not fit
+        low = ChannelPlan._first(q, k)
+    except BudgetError:          # more than MAX_ACCESSES accesses: TCT cannot pay off
         return None
-    return plan, plan.epsilon
-
-
-def tct_cost(notion: str, k: int, eps_c: float, delta: float) -> float | None:
-    """The smallest first coordinate (ε or ρ) of k hits of 2ε_c-DP NotPrior calls, or None."""
-    found = _tct_channel(notion, k, eps_c, delta)
-    return None if found is None else found[1]
+    if notion == "zcdp":
+        plan = ChannelPlan.smallest(q, k, delta)
+        return plan if plan.n * e2 * e2 / 2 <= first else None
+    if ChannelPlan.tail(q, k, MAX_ACCESSES) >= delta:
+        return None
+    high = MAX_ACCESSES                          # δ*(high) < δ ≤ δ*(low − 1): bisect for the first n below δ
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (mid + 1, high) if ChannelPlan.tail(q, k, mid) >= delta else (low, mid)
+    n = low
+    while n <= MAX_ACCESSES:
+        tail = ChannelPlan.tail(q, k, n)
+        spent = optimal_delta(n, e2, first)
+        if spent <= (delta - tail) * (1 - 1e-9):
+            return ChannelPlan(n, tail, first)
+        if spent >= delta * (1 - 1e-9):
+            return None
+        n += max(1, n // 2000)
+    return None
 
 
 @plain_cache(maxsize=64)
 def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
-    """The largest per-candidate ε_c whose TCT cost fits (first, δ), found by bisection; None if none does.
+    """The largest per-candidate ε_c whose TCT channel fits (first, δ), found by bisection; None if none does.
 
-    As ``sess.target_charging`` does: the channel is planned at a δ rounded down, and its float cost fits
-    only once rounded up with a margin for float error (:func:`~dpframe.accounting.accountants.round_up`).
+    As ``sess.target_charging`` does, the channel is planned at a δ rounded down, and a float cost fits only
+    once rounded up with a margin for float error: :func:`tct_channel` checks it against :func:`within`
+    (first), the largest such float. The search only decides how large ε_c is: the ε_c returned is one at
+    which :func:`tct_channel` found a channel that fits (the bisection keeps ``lo`` at such a point), so the
+    plan is valid even where the scan misses a better n. ε_c is at most first/2 + 2δ: the channel's first
+    call alone is 2ε_c-DP, and one ε-DP call is (E, δ)-DP only if (e^ε − e^E)/(1 + e^ε) ≤ δ, i.e.
+    ε ≤ E + ln((e^E + δ)/(e^E(1 − δ))) ≤ E + 3δ for δ ≤ 1/2.
+
+    Example:
+        >>> tct_plan("approx", Fraction(1), Fraction(1, 10**6), 1).accesses
+        22
+
     """
-    lo, hi = 0.0, float(first)
-    d = down(delta)
+    budget, d = within(first), down(delta)
+    lo, hi, found = 0.0, budget / 2 + 2 * d, None
     while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
-        c = tct_cost(notion, k, mid, d)
-        lo, hi = (mid, hi) if c is not None and round_up(c) <= first else (lo, mid)
-    found = _tct_channel(notion, k, lo, d) if lo > 0 else None
+        plan = tct_channel(notion, k, mid, budget, d)
+        lo, hi, found = (mid, hi, plan) if plan is not None else (lo, mid, found)
     if found is None:
         return None
-    return TCTPlan(Fraction(lo), found[0].n, found[0].delta_star)      # lo itself, exactly: it was found to fit
+    return TCTPlan(Fraction(lo), found.n, found.delta_star)      # lo itself, exactly: it was found to fit

@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.accounting import curves
-from dpframe.budgets import ZCDP, describe, make, up
+from dpframe.budgets import ZCDP, Budget, describe, make, up
 from dpframe.errors import BoundsError, BudgetError, PlanError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure, count_units
@@ -85,6 +85,32 @@ class Score:
     gap: Fraction                 # gap sensitivity g
     unit: Fraction                # one statistic unit in score units (2^grid for sums)
     bound_rows: bool = True       # the statistic needs max_rows / max_groups bounding (count_units does not)
+
+    def released_noise(self, share: Budget, k: int) -> Noise:
+        """The noise on k released scores that makes their release cost ``share`` (pure ε or ρ-zCDP).
+
+        The released vector's sensitivity under adding or removing one unit: a bounded score (``len``,
+        ``count``, ``sum``) keeps at most ``max_rows`` rows of the unit *in all keys together* and each row
+        moves one key by at most its row bound, so the whole vector moves by at most Δ in L1 (hence in L2),
+        whatever k is — Δ = ``max_rows`` × the row bound is also the per-key sensitivity. ``count_units``
+        is not bounded (a unit may touch every key, each by 1): L1 k·Δ, L2 √k·Δ. A clamped total
+        max(x, 0) (signed sums over keys from the data) is 1-Lipschitz, so neither bound grows.
+
+        Example:
+            >>> import dpframe as dp
+            >>> schema, unit = pl.Schema({"u": pl.Int64, "c": pl.String}), dp.PrivacyUnit("u", max_rows=5)
+            >>> score_of(dp.len(), unit, schema).released_noise(dp.PureDP(1), 3).scale        # Δ/ε = 5, not 3·5
+            Fraction(5, 1)
+            >>> score_of(dp.count_units(), unit, schema).released_noise(dp.ZCDP(1), 3).scale  # σ² = 3·1²/(2·1)
+            Fraction(3, 2)
+
+        """
+        if self.bound_rows:
+            return Noise.calibrate(self.key_sensitivity, share, self.unit)
+        if isinstance(share, ZCDP):   # σ² = kΔ²/(2ρ) (L2 √k·Δ, not a Fraction); `sensitivity` shows the per-key Δ
+            return Noise("discrete_gaussian", k * self.key_sensitivity**2 / (2 * share.rho), self.key_sensitivity,
+                         self.unit)
+        return Noise.calibrate(k * self.key_sensitivity, share, self.unit)
 
 
 def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
@@ -327,11 +353,9 @@ class TopKQuery:
         }
 
     def _score_noise(self, p: TopKPlan, k: int) -> Noise:
-        # One unit may touch every released key: L1 sensitivity k·Δ (Laplace), L2 √k·Δ (Gaussian).
-        delta = self.score.key_sensitivity
-        if isinstance(p.budget, ZCDP):   # σ² = kΔ²/(2ρ); `sensitivity` shows the per-key Δ
-            return Noise("discrete_gaussian", k * delta**2 / (2 * p.score_noise_first), delta, self.score.unit)
-        return Noise.calibrate(k * delta, make("pure", p.score_noise_first), self.score.unit)
+        """The noise on k released scores: the score share as pure ε (Laplace) or ρ-zCDP (Gaussian)."""
+        share = make("zcdp" if isinstance(p.budget, ZCDP) else "pure", p.score_noise_first)
+        return self.score.released_noise(share, k)
 
     # -- running (charged) ----------------------------------------------------------------------
 

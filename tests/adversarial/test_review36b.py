@@ -138,9 +138,10 @@ def test_tct_top_k_is_calibrated_at_or_below_the_charged_delta_and_epsilon(monke
     1.0000000000000000818e-05) — and accepted an ε_c whose float ε' was ≤ ``float(ε)``, with no margin (for
     ε = 1/10 the float 0.1 is above 1/10): the release then held at (ε', float(δ)) while (ε, δ) was charged.
     ``sess.target_charging`` (the same channel) plans at ``down(δ)`` and charges ``round_up(ε')`` (a 10⁻¹²
-    margin); top-k now does the same. The channel is replaced by a stub here (the real search takes 8–18 s): it
-    records the δ it is planned at and costs ε' = 0.1 (the float) for every ε_c ≤ 0.05 — which fits ε = 1/10
-    only if the float rounding is ignored."""
+    margin); top-k now does the same. The channel search is replaced by a stub here: it records the δ it is
+    planned at and fits for every ε_c ≤ 0.05 whose budget is at least the float 0.1 — which fits ε = 1/10 only
+    if the float rounding is ignored. (Review 36c: the search checks the channel at the budget itself,
+    ``calibrate.within(ε)``, the largest float whose ``round_up`` is ≤ ε.)"""
     from dpframe_topk import calibrate
 
     from dpframe.interactive.tct import ChannelPlan
@@ -149,11 +150,11 @@ def test_tct_top_k_is_calibrated_at_or_below_the_charged_delta_and_epsilon(monke
     assert Fraction(float(delta)) > delta and Fraction(0.1) > Fraction(1, 10)
     seen: list[float] = []
 
-    def channel(notion: str, k: int, eps_c: float, d: float) -> tuple[ChannelPlan, float] | None:
+    def channel(notion: str, k: int, eps_c: float, first: float, d: float) -> ChannelPlan | None:
         seen.append(d)
-        return (ChannelPlan(10, d / 2, 0.1), 0.1) if eps_c <= 0.05 else None
+        return ChannelPlan(10, d / 2, first) if eps_c <= 0.05 and first >= 0.1 else None
 
-    monkeypatch.setattr(calibrate, "_tct_channel", channel)
+    monkeypatch.setattr(calibrate, "tct_channel", channel)
     calibrate.tct_plan.cache_clear()
     assert calibrate.tct_plan("approx", Fraction(1, 10), delta, 2) is None
     assert seen and all(Fraction(d) <= delta for d in seen)

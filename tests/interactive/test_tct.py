@@ -298,3 +298,18 @@ def test_status_in_a_pld_session_and_equal_thresholds_message() -> None:
             ch.between(_q(basic, 0), 3, 3)
         with pytest.raises(dp.DPFrameError, match="swap them"):
             ch.between(_q(basic, 0), 5, 3)
+
+
+def test_delta_star_is_within_1e_13_of_the_exact_binomial_tail() -> None:
+    """δ*(n) = P[Bin(n, q) ≤ τ − 1] (Boost's incomplete beta) against the exact rational tail at the float q: every
+    plan multiplies it by 1 + 1e-9, so an error below 1e-13 never under-reports; τ > n is certain (δ* = 1)."""
+    from fractions import Fraction
+
+    for n in (5, 27, 62, 300):
+        for q in (0.49, 0.1, 4.5e-5):
+            for tau in (1, 2, 10, 100):
+                if tau > n:
+                    assert delta_star(tau, n, q) == 1.0
+                    continue
+                exact = sum(math.comb(n, j) * Fraction(q) ** j * (1 - Fraction(q)) ** (n - j) for j in range(tau))
+                assert abs(Fraction(delta_star(tau, n, q)) - exact) <= exact * Fraction(1, 10**13)

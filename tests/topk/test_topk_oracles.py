@@ -14,6 +14,7 @@ from dpframe_topk.query import gap_sensitivity
 from scipy import stats
 
 from dpframe.budgets import zcdp_epsilon, zcdp_rho
+from dpframe.interactive.tct import ChannelPlan, q_notprior
 from dpframe.noise import SeededRandomSource
 
 INTRO = np.array([100, 100, 99, 99] + [98] * 15 + [54, 53, 53, 52, 50] + list(range(49, 0, -1)), dtype=np.int64)
@@ -193,8 +194,12 @@ def test_limited_domain_matches_one_shot_gumbel_reference():
 @pytest.mark.parametrize(("k", "expected", "digest"), [(1, 4.3808, 4.80), (10, 7.9801, 9.636), (100, 22.5658, 25.334)])
 def test_tct_cost_oracle_o7(k, expected, digest):
     """k hits of 2ε_c = 0.2-DP calls: the channel reservation (optimal composition; the digest's O7 values use
-    advanced composition)."""
-    assert abs(cal.tct_cost("approx", k, 0.1, 1e-6) - expected) / expected < 1e-4 and expected < digest
+    advanced composition). ``tct_plan`` finds the channel with the same test at ε = the budget
+    (``cal.tct_channel``): 0.1 fits a budget just above the reservation, not one just below it."""
+    eps = ChannelPlan.optimise(0.2, q_notprior(0.2), k, 1e-6).epsilon
+    assert abs(eps - expected) / expected < 1e-4 and expected < digest
+    assert cal.tct_channel("approx", k, 0.1, eps * (1 + 1e-6), 1e-6) is not None
+    assert cal.tct_channel("approx", k, 0.1, eps * (1 - 1e-6), 1e-6) is None
 
 
 def test_em_step_costs_hand_checked():
