@@ -58,3 +58,22 @@ def test_a_tuned_chains_bound_steps_are_ones_its_unit_accepts(chain: Chain) -> N
     for method, arg in chain.steps:
         if method == "bound":
             chain.unit.tightened(**arg)
+
+
+@pytest.mark.parametrize("unit", [dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_rows=2, max_groups="auto")],
+                         ids=["max_rows=2", "max_groups=auto"])
+def test_run_until_refuses_a_step_with_automatic_bounds_naming_the_fix(unit: dp.PrivacyUnit) -> None:
+    """``run_until([frame.agg(dp.sum("x", bounds="auto"))], ...)`` (an interactive ending on a tuned chain's query,
+    found by ``sequences(tuned=True)``) was refused with ``ArgumentError: bounds: sum() takes no option 'bounds'.
+    Fix: options of sum(): ['mechanism']``: run_until plans each step directly, and the aggregates plugin read
+    ``"auto"`` as an unknown option — a message that names a fix that does not exist. It is now refused, free, as
+    the other interactive mechanisms refuse such a query: the step chooses its bounds when it runs, so it has no
+    plan to run under early stopping; pass numbers."""
+    from dpframe.interactive.stopping import run_until
+
+    sess = session(base(), "polars", unit)
+    t = sess.table("t")
+    with pytest.raises(dp.PlanError, match=r"steps: .*chooses its bounds when it runs.* Fix: pass bounds=\(lower"):
+        run_until([t.agg(dp.len()), t.agg(dp.sum("x", bounds="auto"))], dp.PureDP(1), lambda r: False)
+    assert sess.history().height == 0
+    assert len(run_until([t.agg(dp.sum("x", bounds=(0, 1)))], dp.PureDP(1), lambda r: False)) == 1
