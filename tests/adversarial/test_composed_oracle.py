@@ -194,8 +194,8 @@ def test_many_tuned_chains_with_samples_behave_alike_on_neighbouring_datasets(ba
     event(check(chain, extra, backend))
 
 
-@settings(CI, max_examples=3)
-@given(chain=chains(tuned=True, sample=True, storage=SPARK), extra=extreme_rows(SPARK, many=True))
+@settings(CI, max_examples=2)
+@given(chain=chains(tuned=True, sample=True, storage=SPARK), extra=extreme_rows(SPARK))
 def test_a_tuned_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
     """The tuned surfaces (automatic bounds, ``ci=``, ``diagnostics=True``, every ending, samples) on the Spark
     backend: a few chains here (Spark is slow), many under ``-m slow``."""
