@@ -77,3 +77,18 @@ def test_run_until_refuses_a_step_with_automatic_bounds_naming_the_fix(unit: dp.
         run_until([t.agg(dp.len()), t.agg(dp.sum("x", bounds="auto"))], dp.PureDP(1), lambda r: False)
     assert sess.history().height == 0
     assert len(run_until([t.agg(dp.sum("x", bounds=(0, 1)))], dp.PureDP(1), lambda r: False)) == 1
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_diagnostics_count_the_values_clipped_at_automatic_bounds_under_a_row_unit(backend: str) -> None:
+    """Under ``dp.PrivacyUnit.row()``, ``agg(dp.mean("x", bounds="auto")).collect(budget, diagnostics=True)`` (a
+    tuned chain's ending, with or without a ``sample()`` step) was refused: "nothing to diagnose: no contribution
+    bounding, clipping or partition selection", though the release clips at the bounds it chooses — the check read
+    the measure's ``bounds`` (None until chosen) and missed ``"auto"``. It now runs, and counts the values clipped
+    at the chosen bounds, as with numbers or under a user unit."""
+    data = pl.DataFrame({"x": [float(i % 50) for i in range(500)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), backend=backend, seed=0)
+    for frame in (sess.table("t"), sess.table("t").sample(0.5)):
+        _, diagnostics = frame.agg(dp.mean("x", bounds="auto")).collect(dp.PureDP(1), diagnostics=True)
+        assert "x_mean values clipped" in diagnostics["diagnostic"].to_list()
+    assert sess.history()["status"].to_list() == ["committed"] * 2
