@@ -129,6 +129,9 @@ MEMORY = Storage("memory")
 #: In memory, less the column of a type the Spark backend refuses to store (``e``, a ``Duration``): with it, every
 #: Spark session on D was refused when created, and each Spark example compared nothing.
 SPARK = Storage("spark", drop=("e",))
+#: The same, written to a Parquet file that the Spark backend reads itself (D′'s values are those that survive
+#: Polars' reader; one that Spark's refuses makes the session refuse D′, and the example compares nothing).
+SPARK_PARQUET = Storage("spark_parquet", ".parquet", drop=("e",))
 #: The storages the oracles run on: ``parquet`` keeps every column (the DuckDB backend reads it through
 #: Polars: it cannot take durations or millisecond datetimes from its own reader), ``parquet_duckdb`` is
 #: scanned by DuckDB itself, ``csv`` is parsed by Polars on every backend.

@@ -31,7 +31,19 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, SPARK, STORAGES, Chain, Neighbours, Outcome, Storage, base, chains, extreme_rows
+from .composed import (
+    MEMORY,
+    SPARK,
+    SPARK_PARQUET,
+    STORAGES,
+    Chain,
+    Neighbours,
+    Outcome,
+    Storage,
+    base,
+    chains,
+    extreme_rows,
+)
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -180,8 +192,10 @@ def test_many_tuned_chains_behave_alike_on_neighbouring_files(backend: str, stor
 def test_a_tuned_chain_with_samples_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain,
                                                                            extra: pl.DataFrame) -> None:
     """Tuned chains whose steps may Poisson-sample the frame (``frame.sample(rate)``, composed with filters,
-    derived columns and ``bound()``): refused, free, under an ``"auto"`` unit; amplified otherwise. D's and D′'s
-    sessions draw the same query seeds, so both keep the same units of D."""
+    derived columns and ``bound()``): refused, free, under an ``"auto"`` unit; amplified otherwise. D's session is
+    shared by the examples, so D's and D′'s runs draw different query seeds and sample independently (one may keep
+    no unit where the other keeps some): the outcome may depend on neither the data nor the sample drawn. (The
+    interactive oracle's fresh sessions draw the same seeds: there both keep the same units of D.)"""
     event(check(chain, extra, backend))
 
 
@@ -208,6 +222,16 @@ def test_a_tuned_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame,
        extra=extreme_rows(SPARK, many=True))
 def test_many_tuned_chains_behave_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
     event(check(chain, extra, "spark", SPARK))
+
+
+@pytest.mark.slow
+@settings(DEEP, max_examples=100)
+@given(data=st.data())
+def test_many_tuned_chains_behave_alike_on_spark_files(data: st.DataObject, spark_session: Any) -> None:
+    """D and D′ each written to a Parquet file the Spark backend reads itself (:data:`SPARK_PARQUET`)."""
+    storage = SPARK_PARQUET
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True)),
+                data.draw(extreme_rows(storage, many=True)), "spark", storage, data.draw(st.sampled_from([1, 3]))))
 
 
 class _FailsOnDPlus(Chain):
