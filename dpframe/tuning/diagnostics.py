@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import Budget, describe, make
-from dpframe.measures import Measure
+from dpframe.measures import Measure, auto_bounds
 from dpframe.mechanism import Noise, Statistic
 from dpframe.plan.nodes import Aggregate
 from dpframe.planning import first
@@ -66,8 +66,20 @@ class Diagnosed:
 
 
 def counted(unit_is_row: bool, node: Aggregate) -> bool:
-    """Whether ``node`` has anything to diagnose (bounded units, clipped measures or private keys)."""
-    return not unit_is_row or any(m.bounds is not None for m in node.measures) or (node.grouped and node.keys is None)
+    """Whether ``node`` has anything to diagnose (bounded units, clipped measures or private keys).
+
+    A measure with ``bounds="auto"`` is clipped too, at the bounds the query chooses when it runs.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.planning import agg_node
+        >>> schema = pl.Schema({"x": pl.Float64})
+        >>> [counted(True, agg_node(schema, m)) for m in (dp.len(), dp.mean("x", bounds="auto"))]
+        [False, True]
+
+    """
+    return not unit_is_row or any(m.bounds is not None or auto_bounds(m) for m in node.measures) or (
+        node.grouped and node.keys is None)
 
 
 def noises(unit: PrivacyUnit, node: Aggregate, share: Budget) -> list[Noise]:

@@ -77,7 +77,8 @@ def _memory_base() -> pl.DataFrame:
 @dataclass(frozen=True)
 class Storage:
     """How D and D′ reach the session: in memory (``suffix=None``), or each written to a new file with ``suffix``
-    in a temporary folder and registered by its path.
+    in a temporary folder and registered by its path. In memory, ``drop`` names the columns a backend refuses
+    (the Spark backend cannot store a ``Duration``: :data:`SPARK`).
 
     A file holds the table less the columns in ``drop`` (a type the format cannot hold), with ``cast`` applied
     (``z`` in microseconds, so that DuckDB scans the Parquet file itself: ``DuckDBBackend._parquet``); the
@@ -91,9 +92,10 @@ class Storage:
     cast: tuple[tuple[str, pl.DataType], ...] = ()
 
     def source(self, data: pl.DataFrame) -> object:
-        """What the session is given for ``data``: the frame itself, or the path of a new file holding it."""
+        """What the session is given for ``data``: the frame itself (less ``drop``), or the path of a new file
+        holding it."""
         if self.suffix is None:
-            return data
+            return data.drop(self.drop, strict=False)
         path = _folder() / f"{self.name}-{next(_FILES)}{self.suffix}"
         written = data.drop(self.drop, strict=False).cast(dict(self.cast))   # type: ignore[arg-type]
         written.write_parquet(path) if self.suffix == ".parquet" else written.write_csv(path)
@@ -124,6 +126,12 @@ def _folder() -> Path:
 
 
 MEMORY = Storage("memory")
+#: In memory, less the column of a type the Spark backend refuses to store (``e``, a ``Duration``): with it, every
+#: Spark session on D was refused when created, and each Spark example compared nothing.
+SPARK = Storage("spark", drop=("e",))
+#: The same, written to a Parquet file that the Spark backend reads itself (D′'s values are those that survive
+#: Polars' reader; one that Spark's refuses makes the session refuse D′, and the example compares nothing).
+SPARK_PARQUET = Storage("spark_parquet", ".parquet", drop=("e",))
 #: The storages the oracles run on: ``parquet`` keeps every column (the DuckDB backend reads it through
 #: Polars: it cannot take durations or millisecond datetimes from its own reader), ``parquet_duckdb`` is
 #: scanned by DuckDB itself, ``csv`` is parsed by Polars on every backend.
@@ -241,12 +249,13 @@ class Neighbours:
                 same: Callable[[Outcome, Outcome], bool]) -> Outcome | None:
         """D's outcome, after asserting ``same`` for each of D′'s runs; None if D′'s session refuses D′ itself."""
         _, d_plus = neighbours(extra, storage)
+        d = self.d(backend, unit, storage)      # D's session must open: else every example would compare nothing
         with storage.given(d_plus) as source:
             try:
                 plus = self.make(source, backend, unit)
             except dp.DPFrameError:
                 return None     # a value no query could read: the data owner's session refuses it
-            on_d = observe(self.d(backend, unit, storage), query)
+            on_d = observe(d, query)
             for run in range(runs):
                 on_plus = observe(plus, query)
                 assert same(on_d, on_plus), (f"{backend}, {storage.name}, run {run + 1}: {query}\n  D : {on_d}\n"
@@ -459,9 +468,7 @@ class Chain:
     budget: dp.Budget | None = None
 
     def describe(self) -> str:
-        parts = [f"{self.unit!r}: t"]
-        for method, arg in self.steps:
-            parts.append(f".{method}({arg})")
+        parts = [f"{self.unit!r}: t", describe_steps(self.steps)]
         kind, arg = self.ending
         if kind == "agg":
             parts.append(f".agg({self._measures(arg)})")
@@ -481,14 +488,7 @@ class Chain:
         return ", ".join(f"{name}={m.describe()}" for name, m in _named(measures, self.names).items())
 
     def build(self, sess: dp.Session) -> Any:
-        frame = sess.table("t")
-        for method, arg in self.steps:
-            if method == "with_columns":
-                frame = frame.with_columns(**arg)
-            elif method in ("filter", "bound"):
-                frame = frame.filter(arg) if method == "filter" else frame.bound(**arg)
-            else:
-                frame = getattr(frame, method)(*arg) if method != "rename" else frame.rename(arg)
+        frame = apply_steps(sess.table("t"), self.steps)
         kind, arg = self.ending
         if kind == "agg":
             return frame.agg(**_named(arg, self.names))
@@ -512,6 +512,32 @@ class Chain:
 
     def __repr__(self) -> str:
         return self.describe()
+
+
+Steps = list[tuple[str, Any]] | tuple[tuple[str, Any], ...]
+
+
+def apply_steps(frame: dp.Frame, steps: Steps) -> dp.Frame:
+    """``frame`` with a chain's row steps applied (``with_columns``, ``filter``, ``bound``, ``sample``, ...)."""
+    for method, arg in steps:
+        if method == "with_columns":
+            frame = frame.with_columns(**arg)
+        elif method in ("filter", "bound"):
+            frame = frame.filter(arg) if method == "filter" else frame.bound(**arg)
+        else:
+            frame = getattr(frame, method)(*arg) if method != "rename" else frame.rename(arg)
+    return frame
+
+
+def describe_steps(steps: Steps) -> str:
+    """A chain's row steps as the analyst writes them.
+
+    Example:
+        >>> describe_steps([("sample", (0.5,)), ("bound", {"max_rows": 1})])
+        ".sample((0.5,)).bound({'max_rows': 1})"
+
+    """
+    return "".join(f".{method}({arg})" for method, arg in steps)
 
 
 def _named(measures: Any, names: tuple[str, ...] = ()) -> dict[str, dp.Measure]:
@@ -565,12 +591,24 @@ UNITS_OF_PRIVACY = (dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_row
                     dp.PrivacyUnit("u", max_rows=1), dp.PrivacyUnit.row())
 
 
-def _step(draw: st.DrawFn, columns: Columns, depth: int, row_unit: bool) -> tuple[str, Any]:
+#: The Poisson sampling rates a chain's ``sample`` steps use (1: the frame itself; 0.05: often no unit of D).
+RATES = (0.5, 0.9, 1.0, 0.05)
+
+
+def row_step(draw: st.DrawFn, columns: Columns, depth: int, unit: dp.PrivacyUnit, tuned: bool = False,
+          sample: bool = False) -> tuple[str, Any]:
+    """One row step. With ``tuned``, a ``bound`` step is one the unit accepts (never looser than the unit; a filter
+    under an ``"auto"`` unit, which has no number to tighten); with ``sample``, ``frame.sample(rate)`` is a step."""
+    row_unit = unit.column is None
     kind = draw(st.sampled_from(["filter", "with_columns", "with_columns", "select", "drop", "rename",
-                                 *([] if row_unit else ["bound"])]))
+                                 *([] if row_unit else ["bound"]), *(["sample"] if sample else [])]))
     own = sorted(c for c in columns if c != "u" or row_unit)
+    if kind == "bound" and tuned and unit.auto:
+        kind = "filter"
     if kind == "filter" or not own:
         return "filter", draw(expressions(columns, "bool", depth))
+    if kind == "sample":
+        return kind, (draw(st.sampled_from(RATES)),)
     if kind == "with_columns":
         out = draw(st.sampled_from(KINDS))
         name = draw(st.sampled_from([*own, "v0", "v1", "v2"]))
@@ -578,7 +616,8 @@ def _step(draw: st.DrawFn, columns: Columns, depth: int, row_unit: bool) -> tupl
         columns[name] = out
         return kind, step
     if kind == "bound":
-        return kind, {"max_rows": draw(st.sampled_from([1, 2])), "max_groups": draw(st.sampled_from([None, 1]))}
+        rows, groups = draw(st.sampled_from([1, 2])), draw(st.sampled_from([None, 1]))
+        return kind, {"max_rows": min(rows, unit.max_rows) if tuned else rows, "max_groups": groups}
     picked = draw(st.lists(st.sampled_from(own), min_size=1, max_size=3, unique=True))
     if kind == "rename":
         new = {c: f"{c}_r" for c in picked}
@@ -665,20 +704,22 @@ FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "l
 
 @st.composite
 def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
-           tuned: bool = False) -> Chain:
+           tuned: bool = False, sample: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
     top-k.
 
     With ``tuned``, also what the analyst adds around them: automatic parameters (:data:`AUTO_UNITS`,
     ``bounds="auto"``), ``collect`` options (:func:`_options`) and output names (:data:`NAMES`), top-k's
-    methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median.
+    methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median; its
+    ``bound`` steps are ones the unit accepts. With ``sample``, a step may also be ``frame.sample(rate)``
+    (:data:`RATES`).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
     if chain.unit.column is None:
         columns["u"] = "int"   # an ordinary column under a row unit
     for _ in range(draw(st.integers(0, max_steps))):
-        chain.steps.append(_step(draw, columns, depth, chain.unit.column is None))
+        chain.steps.append(row_step(draw, columns, depth, chain.unit, tuned, sample))
     readable = {c: k for c, k in columns.items() if c != "u" or chain.unit.column is None}
     measures = [_measure(draw, readable, tuned) for _ in range(draw(st.integers(1, 2)))]
     ending = draw(st.sampled_from(["agg", "group_by", "group_by", "top_k", *(["query"] * 3 if tuned else []),

@@ -4,15 +4,18 @@
 columns read by later steps, filters, casts between them, group keys computed from expressions, measures on
 derived columns (:mod:`tests.adversarial.composed` builds such chains at random). Each chain runs on D and on
 D′ = D plus one unit whose rows hold adversarial values of every column's type (the engine's own probe values),
-on the Polars and DuckDB backends (Spark: one slow test), with both datasets in memory or each written to a
-Parquet or CSV file registered by its path (:data:`~tests.adversarial.composed.STORAGES`: the file is scanned
-lazily by Polars, scanned by DuckDB itself, or read through Polars). What the analyst sees must be the same kind of
+on the Polars and DuckDB backends (Spark: on :data:`~tests.adversarial.composed.SPARK`, the table less the
+``Duration`` column it refuses; a few tuned chains by default, more under ``-m slow``), with both datasets in
+memory or each written to a Parquet or CSV file registered by its path
+(:data:`~tests.adversarial.composed.STORAGES`: the file is scanned lazily by Polars, scanned by DuckDB itself, or
+read through Polars). What the analyst sees must be the same kind of
 outcome on both: released on both (values and row counts may differ), or the same dpframe error with the
 same message on both; the same warnings; the same ledger statuses. A chain charged, then failed, or refused
 on one dataset only, answers "is this unit in the data?" outside any ε. The tuned chains (``chains(tuned=True)``)
 add what an analyst sets around them — automatic parameters, ``collect``'s ``ci=`` / ``diagnostics=`` /
 ``accuracy=`` with output names of their choosing — and every other query ending (top-k's methods, the frame
-query families, the robust median), against a unit that may have many rows; a ⊥ answer (``dp.NoAnswer``,
+query families, the robust median), against a unit that may have many rows, and may Poisson-sample the frame
+(``chains(sample=True)``); a ⊥ answer (``dp.NoAnswer``,
 ``dp.TopKFailed``, ``None``) is itself a DP release and matches any other.
 """
 
@@ -28,7 +31,19 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, STORAGES, Chain, Neighbours, Outcome, Storage, base, chains, extreme_rows
+from .composed import (
+    MEMORY,
+    SPARK,
+    SPARK_PARQUET,
+    STORAGES,
+    Chain,
+    Neighbours,
+    Outcome,
+    Storage,
+    base,
+    chains,
+    extreme_rows,
+)
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -134,9 +149,11 @@ def test_many_chains_behave_alike_on_neighbouring_files(backend: str, stored: st
 
 @pytest.mark.slow
 @settings(max_examples=15, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(chain=chains(), extra=extreme_rows())
+@given(chain=chains(storage=SPARK), extra=extreme_rows(SPARK))
 def test_a_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
-    check(chain, extra, "spark")
+    """On the Spark backend, the table less the ``Duration`` column it refuses (:data:`SPARK`; with it, every
+    example compared two refused sessions)."""
+    check(chain, extra, "spark", SPARK)
 
 
 @pytest.mark.parametrize("backend", ["polars", "duckdb"])
@@ -167,6 +184,54 @@ def test_many_tuned_chains_behave_alike_on_neighbouring_files(backend: str, stor
     storage = STORAGES[stored]
     event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True)),
                 data.draw(extreme_rows(storage, many=True)), backend, storage, data.draw(st.sampled_from([1, 3]))))
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(CI, max_examples=10)
+@given(chain=chains(tuned=True, sample=True), extra=extreme_rows(many=True))
+def test_a_tuned_chain_with_samples_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain,
+                                                                           extra: pl.DataFrame) -> None:
+    """Tuned chains whose steps may Poisson-sample the frame (``frame.sample(rate)``, composed with filters,
+    derived columns and ``bound()``): refused, free, under an ``"auto"`` unit; amplified otherwise. D's session is
+    shared by the examples, so D's and D′'s runs draw different query seeds and sample independently (one may keep
+    no unit where the other keeps some): the outcome may depend on neither the data nor the sample drawn. (The
+    interactive oracle's fresh sessions draw the same seeds: there both keep the same units of D.)"""
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@DEEP
+@given(chain=chains(max_steps=5, depth=3, tuned=True, sample=True), extra=extreme_rows(many=True))
+def test_many_tuned_chains_with_samples_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain,
+                                                                              extra: pl.DataFrame) -> None:
+    event(check(chain, extra, backend))
+
+
+@settings(CI, max_examples=2)
+@given(chain=chains(tuned=True, sample=True, storage=SPARK), extra=extreme_rows(SPARK))
+def test_a_tuned_chain_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
+    """The tuned surfaces (automatic bounds, ``ci=``, ``diagnostics=True``, every ending, samples) on the Spark
+    backend: a few chains here (Spark is slow), many under ``-m slow``."""
+    event(check(chain, extra, "spark", SPARK))
+
+
+@pytest.mark.slow
+@settings(DEEP, max_examples=150)
+@given(chain=chains(max_steps=5, depth=3, tuned=True, sample=True, storage=SPARK),
+       extra=extreme_rows(SPARK, many=True))
+def test_many_tuned_chains_behave_alike_on_spark(chain: Chain, extra: pl.DataFrame, spark_session: Any) -> None:
+    event(check(chain, extra, "spark", SPARK))
+
+
+@pytest.mark.slow
+@settings(DEEP, max_examples=100)
+@given(data=st.data())
+def test_many_tuned_chains_behave_alike_on_spark_files(data: st.DataObject, spark_session: Any) -> None:
+    """D and D′ each written to a Parquet file the Spark backend reads itself (:data:`SPARK_PARQUET`)."""
+    storage = SPARK_PARQUET
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True)),
+                data.draw(extreme_rows(storage, many=True)), "spark", storage, data.draw(st.sampled_from([1, 3]))))
 
 
 class _FailsOnDPlus(Chain):

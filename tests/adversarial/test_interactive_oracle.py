@@ -7,7 +7,9 @@ tests and selections, closing, calling again after a halt or a close, losing a h
 session, ordinary collects, gated releases, robust medians, ``run_until`` and ``propose_test_release`` (whose
 analyst code runs charged queries). The same sequence runs on a fresh session over D and one over D′ = D plus one
 privacy unit of adversarial values (:func:`tests.adversarial.composed.extreme_rows`), both seeded alike, so both
-draw the same noise, on Polars and DuckDB.
+draw the same noise, on Polars and DuckDB (and Spark, on the table less the ``Duration`` column it refuses). Tuned
+sequences (``sequences(tuned=True)``) run every query and robust median on a tuned chain's frame (derived columns,
+filters, ``bound()``, ``sample()``, ``bounds="auto"``) in sessions whose unit may choose its bounds.
 
 Checked at every step, until the first step whose *released* outputs differ (a test's answer, a hit, a ⊥, a
 halt: from there on the analyst has learned something and the runs may rightly part): the same kind of outcome
@@ -38,7 +40,23 @@ import dpframe as dp
 from dpframe.interactive.ptr import gated_release, propose_test_release, robust_median
 from dpframe.interactive.stopping import run_until
 
-from .composed import MEMORY, STORAGES, Neighbours, Outcome, Storage, base, expressions, extreme_rows, kind_of, shown
+from .composed import (
+    MEMORY,
+    SPARK,
+    STORAGES,
+    Columns,
+    Neighbours,
+    Outcome,
+    Storage,
+    apply_steps,
+    base,
+    describe_steps,
+    expressions,
+    extreme_rows,
+    kind_of,
+    row_step,
+    shown,
+)
 
 CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
@@ -53,11 +71,15 @@ SESSIONS: dict[str, tuple[dp.Budget, str | None]] = {
     "rdp": (dp.ApproxDP(60, 1e-3), "rdp"), "zcdp": (dp.ZCDP(30, 1e-4), None)}
 UNITS = {"user2": dp.PrivacyUnit("u", max_rows=2), "user1": dp.PrivacyUnit("u", max_rows=1),
          "row": dp.PrivacyUnit.row()}
+#: The units with automatic contribution bounds that tuned sequences (``sequences(tuned=True)``) also open sessions
+#: with.
+AUTO_UNITS = {"auto_rows": dp.PrivacyUnit("u", max_rows="auto"),
+              "auto_groups": dp.PrivacyUnit("u", max_rows=2, max_groups="auto")}
 
 
 def session(source: object, backend: str, config: tuple[str, str]) -> dp.Session:
     budget, accountant = SESSIONS[config[1]]
-    return dp.Session({"t": source}, privacy_unit=UNITS[config[0]], budget=budget, accountant=accountant,
+    return dp.Session({"t": source}, privacy_unit=(UNITS | AUTO_UNITS)[config[0]], budget=budget, accountant=accountant,
                       backend=backend, seed=0)
 
 
@@ -118,14 +140,16 @@ def _number(draw: st.DrawFn, values: list[Any]) -> Any:
 
 @dataclass(frozen=True, repr=False)
 class QuerySpec:
-    """``t.filter(where).agg(measure)``: a scalar count or bounded sum, or (``shape``) a query interactive
-    mechanisms refuse (a mean, a grouped query, two measures)."""
+    """``t.<steps>.filter(where).agg(measure)``: a scalar count or bounded sum, or (``shape``) a query interactive
+    mechanisms refuse (a mean, a grouped query, two measures). ``steps`` are a tuned chain's row steps
+    (:class:`tests.adversarial.composed.Chain`: derived columns, filters, ``bound``, ``sample``)."""
 
     where: pl.Expr | None
     measure: str
     target: Any = None
-    bounds: tuple[float, float] = (0, 1)
+    bounds: Any = (0, 1)
     shape: str = "scalar"
+    steps: tuple[tuple[str, Any], ...] = ()
 
     def measures(self) -> list[dp.Measure]:
         if self.measure == "len":
@@ -137,7 +161,7 @@ class QuerySpec:
         return [dp.sum(self.target, bounds=self.bounds)]
 
     def build(self, sess: dp.Session) -> dp.Query:
-        frame = sess.table("t")
+        frame = apply_steps(sess.table("t"), self.steps)
         if self.where is not None:
             frame = frame.filter(self.where)
         measures = self.measures()
@@ -151,24 +175,37 @@ class QuerySpec:
         where = "" if self.where is None else f".filter({self.where})"
         target = "" if self.target is None else f"{self.target}"
         shape = "" if self.shape == "scalar" else f" [{self.shape}]"
-        return f"t{where}.{self.measure}({target}{', ' + str(self.bounds) if self.measure == 'sum' else ''}){shape}"
+        bounds = f", {self.bounds}" if self.measure == "sum" else ""
+        return f"t{describe_steps(self.steps)}{where}.{self.measure}({target}{bounds}){shape}"
+
+
+def _frame(draw: st.DrawFn, unit: str, storage: Storage, tuned: bool) -> tuple[tuple[tuple[str, Any], ...], Columns]:
+    """A tuned chain's row steps (none unless ``tuned``) and the columns, by kind, of the frame they give."""
+    columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items() if name != "u" or unit == "row"}
+    privacy_unit = (UNITS | AUTO_UNITS)[unit]
+    steps = tuple(row_step(draw, columns, 1, privacy_unit, tuned=True, sample=True)
+                  for _ in range(draw(st.integers(0, 3)) if tuned else 0))
+    return steps, columns
 
 
 @st.composite
-def queries(draw: st.DrawFn, unit: str, storage: Storage = MEMORY) -> QuerySpec:
-    columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items() if name != "u" or unit == "row"}
+def queries(draw: st.DrawFn, unit: str, storage: Storage = MEMORY, tuned: bool = False) -> QuerySpec:
+    """A query an interactive call runs; with ``tuned``, on a tuned chain's frame and maybe with ``bounds="auto"``."""
+    steps, columns = _frame(draw, unit, storage, tuned)
     where = draw(st.one_of(st.none(), expressions(columns, "bool", draw(st.integers(0, 2)))))
     measure = draw(st.sampled_from(["len", "count", "sum", "sum"]))
     shape = draw(st.sampled_from(["scalar"] * 8 + ["mean", "grouped", "two"]))
+    if shape == "grouped" and columns.get("b") != "bool":    # a tuned chain's steps dropped or replaced it
+        shape = "scalar"
     if measure == "len":
-        return QuerySpec(where, "len", shape="grouped" if shape == "grouped" else "scalar")
+        return QuerySpec(where, "len", shape="grouped" if shape == "grouped" else "scalar", steps=steps)
     numeric = sorted(n for n, k in columns.items() if k in ("int", "float", "dec", "bool"))
-    target: Any = draw(st.one_of(st.sampled_from(numeric), expressions(columns, draw(st.sampled_from(["int", "float"])),
-                                                                       1)))
+    computed = expressions(columns, draw(st.sampled_from(["int", "float"])), 1)
+    target: Any = draw(st.one_of(st.sampled_from(numeric), computed) if numeric else computed)
     if measure == "count":
-        return QuerySpec(where, "count", target, shape="two" if shape == "two" else "scalar")
-    bounds = draw(st.sampled_from([(0, 1), (-10, 10), (0, 100), (-1e6, 1e6), (0, 2**40)]))
-    return QuerySpec(where, "sum", target, bounds, shape)
+        return QuerySpec(where, "count", target, shape="two" if shape == "two" else "scalar", steps=steps)
+    bounds = draw(st.sampled_from([(0, 1), (-10, 10), (0, 100), (-1e6, 1e6), (0, 2**40), *(["auto"] if tuned else [])]))
+    return QuerySpec(where, "sum", target, bounds, shape, steps)
 
 
 # ------------------------------------------------------------------------------------------ steps
@@ -192,6 +229,7 @@ class Sequence:
     kind: str
     storage: Storage = field(default=MEMORY, repr=False)
     steps: list[Step] = field(default_factory=list)
+    tuned: bool = False
 
     def __repr__(self) -> str:
         steps = "\n  ".join(f"{i}: {s!r}" for i, s in enumerate(self.steps))
@@ -217,7 +255,7 @@ def _step(draw: st.DrawFn, seq: Sequence, opened: set[str]) -> Step:  # noqa: C9
         opened.add(op[5:])
 
     def q() -> QuerySpec:
-        return draw(queries(unit, seq.storage))
+        return draw(queries(unit, seq.storage, seq.tuned))
 
     def n(values: list[Any]) -> Any:
         return _number(draw, values)
@@ -267,8 +305,12 @@ def _step(draw: st.DrawFn, seq: Sequence, opened: set[str]) -> Step:  # noqa: C9
         args = {"query": q(), "budget": Budget("PureDP", (n(EPS),)), "gate": q(), "threshold": n(THRESHOLDS),
                 "gate_budget": Budget("PureDP", (n(EPS),)), "refund": draw(st.sampled_from([None, False]))}
     elif op == "robust":
-        column = draw(st.sampled_from(["i", "x", "n", "f", "w", "m", "s"] + (["u"] if unit == "row" else [])))
-        args = {"column": column, "bounds": draw(st.sampled_from([(0, 100), (-100, 100), (0, 1), (-1e9, 1e9)])),
+        steps, columns = _frame(draw, unit, seq.storage, seq.tuned)
+        numeric = sorted(c for c, k in columns.items() if k in ("int", "float", "dec"))
+        column = draw(st.sampled_from(["i", "x", "n", "f", "w", "m", "s"] + (["u"] if unit == "row" else [])) if
+                      not seq.tuned else st.sampled_from(numeric or sorted(columns) or ["x"]))
+        args = {"steps": steps, "column": column,
+                "bounds": draw(st.sampled_from([(0, 100), (-100, 100), (0, 1), (-1e9, 1e9)])),
                 "budget": Budget("ApproxDP", (n([1, 2]), n([1e-4, 1e-6]))),
                 "refund": draw(st.sampled_from([None, False]))}
     elif op == "run_until":
@@ -284,10 +326,14 @@ def _step(draw: st.DrawFn, seq: Sequence, opened: set[str]) -> Step:  # noqa: C9
 
 
 @st.composite
-def sequences(draw: st.DrawFn, max_steps: int = 8, storage: Storage = MEMORY) -> Sequence:
-    """A session kind and 1-``max_steps`` interactive calls (weighted towards calls on the open objects)."""
-    unit = draw(st.sampled_from(sorted(UNITS)))
-    seq = Sequence(unit, draw(st.sampled_from(sorted(SESSIONS))), storage)
+def sequences(draw: st.DrawFn, max_steps: int = 8, storage: Storage = MEMORY, tuned: bool = False) -> Sequence:
+    """A session kind and 1-``max_steps`` interactive calls (weighted towards calls on the open objects).
+
+    With ``tuned``, the session's unit may choose its bounds (:data:`AUTO_UNITS`), and every query and robust
+    median runs on a tuned chain's frame (derived columns, filters, ``bound``, ``sample``; sums may take
+    ``bounds="auto"``)."""
+    unit = draw(st.sampled_from(sorted(UNITS) + (sorted(AUTO_UNITS) if tuned else [])))
+    seq = Sequence(unit, draw(st.sampled_from(sorted(SESSIONS))), storage, tuned=tuned)
     opened: set[str] = set()
     for _ in range(draw(st.integers(1, max_steps))):
         seq.steps.append(_step(draw, seq, opened))
@@ -350,7 +396,8 @@ class Run:
             return gated_release(a["query"], a["budget"], a["gate"], a["threshold"], a["gate_budget"],
                                  refund=a["refund"])
         if step.op == "robust":
-            return robust_median(sess.table("t"), a["column"], a["bounds"]).collect(a["budget"], refund=a["refund"])
+            frame = apply_steps(sess.table("t"), a["steps"])
+            return robust_median(frame, a["column"], a["bounds"]).collect(a["budget"], refund=a["refund"])
         if step.op == "run_until":
             stop_at = a.pop("stop_at")
 
@@ -494,6 +541,9 @@ class Unit:
 
 
 UNITS_ADDED = st.builds(Unit, extreme_rows())
+#: D′'s added unit for tuned sequences: it may also have many rows (beyond every fixed ``max_rows``, and in the
+#: far bins of an ``"auto"`` unit's rows-per-unit histogram).
+MANY_ROWS_ADDED = st.builds(Unit, extreme_rows(many=True))
 
 
 def check(seq: Sequence, extra: Unit, backend: str) -> str:
@@ -529,6 +579,41 @@ def test_a_sequence_of_interactive_calls_behaves_alike_on_neighbouring_datasets(
 def test_many_sequences_of_interactive_calls_behave_alike_on_neighbouring_datasets(
         backend: str, seq: Sequence, extra: Unit) -> None:
     event(check(seq, extra, backend))
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(CI, max_examples=6)
+@given(seq=sequences(tuned=True), extra=MANY_ROWS_ADDED)
+def test_a_sequence_on_tuned_frames_behaves_alike_on_neighbouring_datasets(
+        backend: str, seq: Sequence, extra: Unit) -> None:
+    """Interactive calls whose queries and robust medians run on tuned chains' frames (derived columns, filters,
+    ``bound()``, ``sample()``, ``bounds="auto"``), in sessions whose unit may choose its bounds."""
+    event(check(seq, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@DEEP
+@given(seq=sequences(max_steps=14, tuned=True), extra=MANY_ROWS_ADDED)
+def test_many_sequences_on_tuned_frames_behave_alike_on_neighbouring_datasets(
+        backend: str, seq: Sequence, extra: Unit) -> None:
+    event(check(seq, extra, backend))
+
+
+@settings(CI, max_examples=2)
+@given(seq=sequences(max_steps=4, tuned=True, storage=SPARK), extra=st.builds(Unit, extreme_rows(SPARK)))
+def test_a_sequence_of_interactive_calls_behaves_alike_on_spark(seq: Sequence, extra: Unit, spark_session: Any
+                                                                ) -> None:
+    """The interactive mechanisms on the Spark backend (the table less the ``Duration`` column it refuses)."""
+    event(check(seq, extra, "spark"))
+
+
+@pytest.mark.slow
+@settings(DEEP, max_examples=100)
+@given(seq=sequences(max_steps=14, tuned=True, storage=SPARK), extra=st.builds(Unit, extreme_rows(SPARK, many=True)))
+def test_many_sequences_of_interactive_calls_behave_alike_on_spark(seq: Sequence, extra: Unit, spark_session: Any
+                                                                   ) -> None:
+    event(check(seq, extra, "spark"))
 
 
 #: (backend, storage) pairs with D and D′ each written to a file: Parquet scanned by Polars, and by DuckDB itself.
