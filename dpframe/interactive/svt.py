@@ -139,6 +139,8 @@ class SparseVector(Sealed):
                                fix="pass noise='laplace' (pure ε) or noise='gaussian' (zCDP budget, RDP session)")
         self.noise = str(noise)
         self.max_length = None if max_length is None else positive_int(max_length, "max_length", MAX_LENGTH)
+        # before the Gaussian stream reads max_rows (an 'auto' unit has none: a bare DPFrameError naming max_rows)
+        session.privacy_unit.require_numbers(f"sparse_vector(T={self._threshold}, c={self.max_positives})")
         self.session = session
         self._lock = threading.RLock()      # one test (or close) at a time: check, run and record atomically
         self._answers: list[bool] = []

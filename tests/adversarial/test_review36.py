@@ -1,4 +1,4 @@
-"""Review 36 (lead): arguments a target-charging channel keeps, read as plain values.
+"""Review 36 (lead): a name a target-charging channel keeps, and a stream under an automatic unit.
 
 Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
 """
@@ -41,3 +41,20 @@ def test_a_name_kept_for_revise_is_read_as_a_plain_string() -> None:
         with pytest.raises(dp.ArgumentError, match="not a new string"):
             ch.conditional_release(q, when=dp.above(10**6), name=Never("x"))
         assert sess.spent == spent
+
+
+def test_a_gaussian_sparse_vector_under_an_automatic_unit_is_refused_naming_the_unit() -> None:
+    """Review 36d noticed: the Gaussian stream read ``max_rows`` before the unit check every stream makes.
+
+    Under ``max_rows="auto"`` (an RDP session) it raised a bare ``DPFrameError`` naming ``max_rows``, where
+    the Laplace stream, the channels and the individual filter give a ``PlanError`` naming ``privacy_unit``
+    and its fix. Free either way; now the same refusal.
+    """
+    sess = dp.Session({"t": pl.DataFrame({"u": [1, 2, 3], "g": [0, 1, 0]})},
+                      privacy_unit=dp.PrivacyUnit("u", max_rows="auto"), budget=dp.ApproxDP(1, 1e-6),
+                      accountant="rdp", seed=0)
+    for kw in ({"budget": dp.ZCDP(0.1), "noise": "gaussian"}, {"budget": dp.PureDP(0.1)}):
+        with pytest.raises(dp.PlanError, match="cannot run queries whose bounds are chosen per query") as caught:
+            sess.sparse_vector(threshold=5, max_positives=1, **kw)   # type: ignore[arg-type]
+        assert caught.value.argument == "privacy_unit"
+    assert not sess.history().height
