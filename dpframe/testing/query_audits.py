@@ -418,7 +418,7 @@ def _ptr_specs() -> list[AuditSpec]:
         _spec("gated_release (propose-test-release)", {"dpframe.interactive.ptr:gated_release",
                                                        "dpframe.interactive.ptr:propose_test_release"},
               PureDP(Fraction(5, 4)), query_sampler(Gated, UNIT, reuse_statistics=True, per_session=50), pairs,
-              samples=600, slow=4_000, fast=True, min_power=0.2, ex_post=True),
+              samples=400, slow=4_000, fast=True, min_power=0.2, ex_post=True),
         _spec("run_until (early stopping)", {"dpframe.interactive.stopping:run_until"}, PureDP(Fraction(3, 2)),
               query_sampler(Until, UNIT, reuse_statistics=True, per_session=50), stop_pairs, samples=1_000, slow=4_000,
               min_power=0.1, ex_post=True),
