@@ -273,9 +273,10 @@ def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan |
     once rounded up with a margin for float error: :func:`tct_channel` checks it against :func:`within`
     (first), the largest such float. The search only decides how large ε_c is: the ε_c returned is one at
     which :func:`tct_channel` found a channel that fits (the bisection keeps ``lo`` at such a point), so the
-    plan is valid even where the scan misses a better n. ε_c is at most first/2 + 2δ: the channel's first
-    call alone is 2ε_c-DP, and one ε-DP call is (E, δ)-DP only if (e^ε − e^E)/(1 + e^ε) ≤ δ, i.e.
-    ε ≤ E + ln((e^E + δ)/(e^E(1 − δ))) ≤ E + 3δ for δ ≤ 1/2.
+    plan is valid even where the scan misses a better n. The search's upper end: for approx, ε_c is at most
+    first/2 + 2δ (the channel's first call alone is 2ε_c-DP, and one ε-DP call is (E, δ)-DP only if
+    (e^ε − e^E)/(1 + e^ε) ≤ δ, i.e. ε ≤ E + ln((e^E + δ)/(e^E(1 − δ))) ≤ E + 3δ for δ ≤ 1/2); for zcdp, at
+    most √(ρ/2) (n ≥ 1 calls cost ρ = n(2ε_c)²/2 ≥ 2ε_c²).
 
     Example:
         >>> tct_plan("approx", Fraction(1), Fraction(1, 10**6), 1).accesses
@@ -283,7 +284,7 @@ def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan |
 
     """
     budget, d = within(first), down(delta)
-    lo, hi, found = 0.0, budget / 2 + 2 * d, None
+    lo, hi, found = 0.0, (math.sqrt(budget / 2) if notion == "zcdp" else budget / 2 + 2 * d), None
     while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
         plan = tct_channel(notion, k, mid, budget, d)

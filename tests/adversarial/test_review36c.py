@@ -78,6 +78,19 @@ def _scores_query(score: dp.Measure, max_rows: int = 4) -> dp.Session:
                       budget=dp.ApproxDP(100, 1e-5), accountant="rdp", seed=0)
 
 
+@pytest.mark.parametrize("rho", [Fraction(1, 100), Fraction(1, 10)])
+def test_tct_top_k_in_a_zcdp_session_spends_its_rho(rho: Fraction) -> None:
+    """The zCDP search reaches ε_c = √(ρ/(2n)): its upper end is √(ρ/2), not the approx bound ρ/2 + 2δ.
+
+    Found reading the change: with ρ/2 as the upper end, ρ = 1/100 got ε_c ≈ 0.005 (about a third of the ρ
+    used, three times the noise) where the channel fits at ε_c ≈ 0.0154.
+    """
+    plan = calibrate.tct_plan("zcdp", rho, Fraction(1, 10**6), 1)
+    assert plan is not None
+    spent = plan.accesses * 2 * plan.candidate_epsilon**2
+    assert spent <= rho and spent > rho * Fraction(999, 1000)
+
+
 @pytest.mark.parametrize(("score", "budget", "scale"), [
     (dp.len(), dp.PureDP(2), Fraction(8)),                # t = Δ/ε_s = 4/(2/4), was k·Δ/ε_s = 24
     (dp.count("x"), dp.ZCDP(1), Fraction(32)),            # σ² = Δ²/(2ρ_s) = 16/(2/4), was k·Δ²/(2ρ_s) = 96
