@@ -275,17 +275,31 @@ def down(x: Fraction) -> float:
 def sqrt_down(x: Fraction) -> float:
     """The largest float whose square is ≤ x (a noise σ read from its exact σ²: a curve never under-reports).
 
+    Computed on x scaled by a power of 4 into the float range (``math.sqrt(down(x))`` was far below √x where
+    down(x) is subnormal or 0, e.g. 5e-324 for x = 2⁻¹⁰⁷⁴/3, whose root is 1.3e-162), then moved ulp by ulp to the
+    largest float f with f² ≤ x (exact rational squares). Beyond the float range: the largest float.
+
     Example:
         >>> s = sqrt_down(Fraction(3, 2))
         >>> Fraction(s) ** 2 <= Fraction(3, 2) < Fraction(math.nextafter(s, math.inf)) ** 2, sqrt_down(Fraction(9, 4))
         (True, 1.5)
+        >>> sqrt_down(Fraction(1, 3 * 2**1074)) > 1e-162
+        True
 
     """
-    f = math.sqrt(down(x))
+    if x <= 0:
+        return 0.0
+    half = (x.numerator.bit_length() - x.denominator.bit_length()) // 2      # x/4^half is in [1/16, 16]
+    try:
+        f = math.ldexp(math.sqrt(float(x / Fraction(4) ** half)), half)
+    except OverflowError:
+        f = math.inf
+    f = min(f, sys.float_info.max)
     while f > 0 and Fraction(f) ** 2 > x:
         f = math.nextafter(f, 0.0)
-    up_one = math.nextafter(f, math.inf)
-    return up_one if Fraction(up_one) ** 2 <= x else f
+    while f < sys.float_info.max and Fraction(math.nextafter(f, math.inf)) ** 2 <= x:
+        f = math.nextafter(f, math.inf)
+    return f
 
 
 def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:

@@ -62,6 +62,7 @@ Example:
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,6 +122,30 @@ def delta_star(tau: int, n: int, q: float) -> float:
     from scipy.special import betaincc
 
     return 1.0 if tau > n else float(betaincc(tau, n - tau + 1, q))
+
+
+def planning_delta(delta: Fraction, argument: str = "delta") -> float:
+    """The float δ a TCT plan is calibrated to: ``down(δ)``, refused below the smallest normal float (2.2e-308).
+
+    Below it a float is subnormal: δ*(n) and the composition's δ keep a few significant bits there, so the
+    relative margins of the plans (10⁻⁹) mean nothing, and plans checked at δ = 10⁻³²³ exceeded it by up to 45 %
+    (review 37b). Public inputs only: the refusal is made before anything is charged.
+
+    Example:
+        >>> planning_delta(Fraction(1, 10**6)) <= 1e-6
+        True
+        >>> try:
+        ...     planning_delta(Fraction(1, 10**320))
+        ... except BudgetError as e:
+        ...     e.argument
+        'delta'
+
+    """
+    d = down(delta)
+    if d < sys.float_info.min:
+        raise BudgetError(f"δ = {float(delta):.3g} is below the smallest normal float (2.2e-308), where the plan's "
+                          "float tails lose their precision", argument=argument, fix="pass a δ of at least 1e-300")
+    return d
 
 
 @dataclass(frozen=True)
@@ -208,7 +233,7 @@ class TargetChargingChannel(Sealed):
             raise BudgetError(f"must be in (0, 1), got {delta!r}; target charging needs δ > 0 (no pure-DP "
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
         self.charged_delta = exact(delta, "delta")     # what is charged: δ as the analyst wrote it
-        self.delta = down(self.charged_delta)           # what the plan is calibrated to: never above it
+        self.delta = planning_delta(self.charged_delta)  # what the plan is calibrated to: never above it
         eps = float(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
         ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
         self.q = q_notprior(eps) if min_q is None else float(min_q)

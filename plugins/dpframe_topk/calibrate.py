@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import down, exact_log, zcdp_rho
+from dpframe.budgets import exact_log, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.interactive.composition import optimal_delta, optimal_epsilon
-from dpframe.interactive.tct import MAX_ACCESSES, ChannelPlan, q_notprior
+from dpframe.interactive.tct import MAX_ACCESSES, ChannelPlan, planning_delta, q_notprior
 from dpframe.sealed import plain_cache
 
 _PREC = 10**15
@@ -269,7 +269,8 @@ def tct_channel(notion: str, k: int, eps_c: float, first: float, delta: float) -
 def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan | None:
     """The largest per-candidate ε_c whose TCT channel fits (first, δ), found by bisection; None if none does.
 
-    As ``sess.target_charging`` does, the channel is planned at a δ rounded down, and a float cost fits only
+    As ``sess.target_charging`` does, the channel is planned at a δ rounded down (refused below the smallest
+    normal float: :func:`~dpframe.interactive.tct.planning_delta`), and a float cost fits only
     once rounded up with a margin for float error: :func:`tct_channel` checks it against :func:`within`
     (first), the largest such float. The search only decides how large ε_c is: the ε_c returned is one at
     which :func:`tct_channel` found a channel that fits (the bisection keeps ``lo`` at such a point), so the
@@ -283,7 +284,7 @@ def tct_plan(notion: str, first: Fraction, delta: Fraction, k: int) -> TCTPlan |
         22
 
     """
-    budget, d = within(first), down(delta)
+    budget, d = within(first), planning_delta(delta, "budget")
     lo, hi, found = 0.0, (math.sqrt(budget / 2) if notion == "zcdp" else budget / 2 + 2 * d), None
     while hi - lo > 1e-6 * hi:
         mid = (lo + hi) / 2
