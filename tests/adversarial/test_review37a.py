@@ -200,3 +200,95 @@ def test_a_forked_child_closing_the_session_cuts_nothing_of_its_parent(tmp_path:
     assert _rows(sess, path) == [("reserved", None)]
     sv.close()
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+# ---------------------------------------------------------------------------- 2. max_rows=N, max_groups="auto"
+
+_GROUPS_AUTO, _NO_GROUPS = dp.PrivacyUnit("u", max_rows=2, max_groups="auto"), dp.PrivacyUnit("u", max_rows=2)
+_PURE, _APPROX, _TOTAL = dp.PureDP(1), dp.ApproxDP(1, 1e-6), dp.ApproxDP(100, 1e-3)
+
+
+def _count(s: dp.Session) -> dp.Query:
+    return s.table("t").agg(dp.len())
+
+
+def _channel(s: dp.Session, **options: Any) -> Any:
+    return s.target_charging(epsilon=1, max_hits=2, delta=1e-6, **options).__enter__()
+
+
+def _revise(s: dp.Session) -> Any:
+    ch = _channel(s)
+    ch.conditional_release(_count(s), dp.above(10**6), name="n")
+    return ch.revise("n", dp.below(10**6))
+
+
+_UNGROUPED: dict[str, tuple[dp.Budget, Callable[[dp.Session], Any]]] = {
+    "collect": (_TOTAL, lambda s: s.table("t").agg(dp.len(), dp.sum("x", bounds=(0, 50))).collect(_PURE)),
+    "collect_ci": (_TOTAL, lambda s: _count(s).collect(_PURE, ci=0.9)),
+    "collect_diagnostics": (_TOTAL, lambda s: _count(s).collect(_PURE, diagnostics=True)),
+    "collect_accuracy": (_TOTAL, lambda s: _count(s).collect(accuracy=dp.Accuracy(half_width=50))),
+    "cost_accuracy": (_TOTAL, lambda s: _count(s).cost(accuracy=dp.Accuracy(half_width=50))),
+    "plan": (_TOTAL, lambda s: _count(s).plan(_PURE).cost),
+    "sql": (_TOTAL, lambda s: s.sql("SELECT COUNT(*) AS n, SUM(CLAMP(x, 0, 50)) AS x FROM t").collect(_PURE)),
+    "run_until": (_TOTAL, lambda s: run_until([_count(s)] * 2, _PURE, stop=lambda r: False)),
+    "gated_release": (_TOTAL, lambda s: gated_release(_count(s), _PURE, _count(s), 10, _PURE)),
+    "robust_median": (_TOTAL, lambda s: robust_median(s.table("t"), "x", (0, 100)).collect(_APPROX)),
+    "bounds": (_TOTAL, lambda s: s.table("t").bounds("x").collect(_APPROX)),
+    "interior_point": (_TOTAL, lambda s: s.table("t").interior_point("x", bounds=(0, 100)).collect(_APPROX)),
+    "sparse_vector": (_TOTAL, lambda s: s.sparse_vector(threshold=10, max_positives=1, budget=_PURE).test(_count(s))),
+    "sparse_vector_gaussian": (_TOTAL, lambda s: s.sparse_vector(
+        threshold=10, max_positives=1, budget=dp.ZCDP(0.1), noise="gaussian", max_length=2).test(_count(s))),
+    "channel_test": (_TOTAL, lambda s: _channel(s).test(_count(s), threshold=10)),
+    "channel_conditional_release": (_TOTAL, lambda s: _channel(s).conditional_release(_count(s), dp.above(10))),
+    "channel_between": (_TOTAL, lambda s: _channel(s).between(_count(s), 0, 10**6)),
+    "channel_boundary_test": (_TOTAL, lambda s: _channel(s, min_q=0.18).boundary_test(_count(s), 10)),
+    "channel_select_best": (_TOTAL, lambda s: _channel(s).select_best([_count(s), _count(s)])),
+    "channel_revise": (_TOTAL, _revise),
+    "individual_filter": (dp.ZCDP(5), lambda s: s.individual_filter(dp.ZCDP(1)).collect(_count(s), dp.ZCDP(0.5))),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(_UNGROUPED))
+def test_an_ungrouped_query_under_max_groups_auto_runs_as_under_no_max_groups(entry: str) -> None:
+    """``max_groups`` bounds the groups one unit touches: without a group-by it bounds nothing. Under
+    ``dp.PrivacyUnit("u", max_rows=2, max_groups="auto")`` an ungrouped query ran through ``collect``, SQL,
+    ``run_until``, the robust median and ``frame.bounds`` (bounded by ``max_rows`` alone), but was refused by
+    ``gated_release``, ``Query.plan`` and ``collect(accuracy=...)`` ("this query chooses its bounds when it runs",
+    naming ``budget``), and by the sparse vector, target-charging channels and the individual filter when they were
+    opened. Every entry point now runs it exactly as under ``dp.PrivacyUnit("u", max_rows=2)``: the same seed gives
+    the same release, charge and ledger (the backends read alike: ``test_review35a.py``)."""
+    budget, call = _UNGROUPED[entry]
+    data = pl.DataFrame({"u": [i % 150 for i in range(300)], "x": [float(i % 50) for i in range(300)]})
+    seen = []
+    for unit in (_GROUPS_AUTO, _NO_GROUPS):
+        sess = dp.Session({"t": data}, privacy_unit=unit, budget=budget, seed=0,
+                          accountant="rdp" if entry == "sparse_vector_gaussian" else None)
+        out = call(sess)
+        seen.append((str(out), sess.history().drop("id").rows()))
+    assert seen[0] == seen[1]
+    assert all(status == "committed" or entry.startswith(("channel", "sparse")) for status, *_ in seen[0][1])
+
+
+def _grouped(s: dp.Session) -> dp.Query:
+    return s.table("t").group_by("g", keys=[0, 1, 2]).agg(dp.len())
+
+
+_GROUPED: dict[str, Callable[[dp.Session], Any]] = {
+    "plan": lambda s: _grouped(s).plan(_PURE),
+    "gated_release": lambda s: gated_release(_grouped(s), _PURE, _count(s), 10, _PURE),
+    "individual_filter": lambda s: s.individual_filter(dp.ZCDP(1)).collect(_grouped(s), dp.ZCDP(0.5)),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(_GROUPED))
+def test_a_grouped_query_that_cannot_tune_max_groups_is_refused_naming_the_privacy_unit(entry: str) -> None:
+    """With a group-by, ``max_groups="auto"`` is chosen by ``agg``'s own tuning stage; an entry point that needs the
+    query's plan before it runs cannot use it. The refusal named ``budget`` ("use explain(budget) and cost(budget)")
+    — not the argument to change. It now names ``privacy_unit`` and the item chosen, free (the individual filter's
+    own charge, made when it opened, is all the history holds)."""
+    data = pl.DataFrame({"u": range(30), "g": [i % 3 for i in range(30)]})
+    sess = dp.Session({"t": data}, privacy_unit=_GROUPS_AUTO, budget=dp.ZCDP(5), seed=0)
+    with pytest.raises(dp.PlanError, match=r"privacy_unit: this query chooses max_groups when it runs.* Fix: .*"
+                                           r"max_groups='auto' is read only by a query with a group-by"):
+        _GROUPED[entry](sess)
+    assert sess.history().height == (entry == "individual_filter")
