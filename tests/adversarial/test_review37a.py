@@ -13,6 +13,7 @@ fix: it fails if the defence regresses. Races are made deterministic with events
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -292,3 +293,92 @@ def test_a_grouped_query_that_cannot_tune_max_groups_is_refused_naming_the_priva
                                            r"max_groups='auto' is read only by a query with a group-by"):
         _GROUPED[entry](sess)
     assert sess.history().height == (entry == "individual_filter")
+
+
+# ---------------------------------------------------------------------------- 3. tuned paths on other unit types
+
+#: Unit column types the composed oracle never drew (its ``u`` is Int64): (dtype, D's ids from its ints, ids of the
+#: added unit — extremes of the type, and ids a case fold, a trailing space or a float rounding would merge).
+_UNIT_TYPES: dict[str, tuple[pl.DataType, Callable[[int], Any], list[Any]]] = {
+    "float": (pl.Float64(), lambda u: u * 0.5 - 3.25, [math.nan, math.inf, -math.inf, 5e-324, 4996.75]),
+    "string": (pl.String(), lambda u: f"u{u}", ["", "U0", "u0 ", "x" * 10_000, "u10000"]),
+    "int128": (pl.Int128(), lambda u: u + 2**100, [2**127 - 1, -(2**127), 2**100 + 10_000]),
+    "uint64": (pl.UInt64(), lambda u: u + 2**63, [2**64 - 1, 2**63 - 1, 0]),
+}
+
+
+def _retyped(frame: pl.DataFrame, kind: str, added: Any) -> pl.DataFrame:
+    """``frame`` with its unit column in ``kind``'s type: D's ids mapped, the added unit's (u = 10,000) ``added``."""
+    dtype, of, _ = _UNIT_TYPES[kind]
+    return frame.with_columns(pl.Series("u", [added if u == 10_000 else of(u) for u in frame["u"]], dtype=dtype))
+
+
+def _on_both(d: pl.DataFrame, d_plus: pl.DataFrame, backend: str, unit: dp.PrivacyUnit,
+             observe: Callable[[dp.Session], Any]) -> list[Any]:
+    outs = []
+    for data in (d, d_plus):
+        try:
+            sess = dp.Session({"t": data}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
+        except dp.DPFrameError as e:     # the type alone (Int128 on DuckDB): refused on both
+            outs.append(("session", type(e).__name__, str(e)))
+            continue
+        outs.append(observe(sess))
+    return outs
+
+
+def _tuned_queries(s: dp.Session) -> tuple[Any, ...]:
+    t = s.table("t")
+    seen: list[Any] = []
+    for query in (lambda: t.agg(dp.len(), dp.sum("x", bounds="auto")).collect(_PURE),
+                  lambda: t.group_by("n", keys=[0, 1, 2, 3, 4]).agg(dp.len(), dp.mean("x", bounds="auto")).collect(
+                      _PURE, diagnostics=True).frame.columns,
+                  lambda: t.group_by("c").agg(dp.count_units()).collect(_APPROX).columns):
+        try:
+            out = query()
+            seen.append(("released", getattr(out, "columns", out) if not isinstance(out, list) else out))
+        except dp.DPFrameError as e:
+            seen.append((type(e).__name__, str(e)))
+    return (*seen, s.history().drop("id").rows())
+
+
+def _tuned_grouped(s: dp.Session) -> tuple[Any, ...]:
+    out = s.table("t").group_by("n", keys=[0, 1, 2, 3, 4]).agg(dp.len(), dp.mean("x", bounds="auto")).collect(_PURE)
+    return out.columns, s.history().drop("id").rows()
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("kind", sorted(_UNIT_TYPES))
+def test_a_tuned_query_on_another_unit_type_is_charged_alike_on_neighbouring_datasets(kind: str, backend: str
+                                                                                     ) -> None:
+    """The fast default-run form of the test below: one query tuning ``max_rows``, ``max_groups`` and ``bounds``,
+    an added unit of 300 rows whose id is the type's first extreme."""
+    from .composed import base, neighbours
+
+    extra = pl.concat([base().head(1)] * 300).with_columns(u=pl.lit(10_000, pl.Int64))
+    d, d_plus = neighbours(extra)
+    added = _UNIT_TYPES[kind][2][0]
+    unit = dp.PrivacyUnit("u", max_rows="auto", max_groups="auto")
+    outs = _on_both(_retyped(d, kind, added), _retyped(d_plus, kind, added), backend, unit, _tuned_grouped)
+    assert outs[0] == outs[1], f"{kind} {backend}: {outs}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("kind", sorted(_UNIT_TYPES))
+def test_tuned_bounds_on_other_unit_types_behave_alike_on_neighbouring_datasets(kind: str, backend: str) -> None:
+    """``max_rows="auto"``, ``max_groups="auto"`` and ``bounds="auto"`` read a histogram of rows and groups per unit
+    (grouping by the unit column without bounding) before the release: on a float, string, 128-bit or UInt64 unit
+    column, with an added unit whose id is an extreme of its type (NaN, ±inf, a subnormal, "", a 10,000-character
+    string, 2¹²⁷ − 1, 2⁶⁴ − 1 ...) holding 300 rows, D and D′ give the same outcomes, releases of the same shape and
+    the same charges (the DuckDB backend refuses an Int128 unit on both, by type). The composed oracle's unit column
+    was always Int64; nothing broke here (every extreme id, a unit of 1 and of 300 rows: slow)."""
+    from .composed import base, neighbours
+
+    for rows in (1, 300):
+        extra = pl.concat([base().head(1)] * rows).with_columns(u=pl.lit(10_000, pl.Int64))
+        d, d_plus = neighbours(extra)
+        for added in _UNIT_TYPES[kind][2]:
+            for unit in (dp.PrivacyUnit("u", max_rows="auto", max_groups="auto"), _GROUPS_AUTO):
+                outs = _on_both(_retyped(d, kind, added), _retyped(d_plus, kind, added), backend, unit, _tuned_queries)
+                assert outs[0] == outs[1], f"{kind} {backend} {unit} {added!r:.20}: {outs}"
+                assert outs[0][0] == "session" or all(o[0] == "released" for o in outs[0][:-1]), outs[0]
