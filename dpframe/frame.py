@@ -597,9 +597,11 @@ class Query(Releasable[pl.DataFrame]):
         """
         detail = self._planned(needs_budget(budget, "plan")).detail
         if isinstance(detail, StagedPlan):
-            raise PlanError("this query chooses its bounds when it runs, so its release has no plan yet",
-                            argument="budget", fix="use explain(budget) and cost(budget); or pass numbers for "
-                                                   "max_rows / max_groups and bounds")
+            items = [item for item, _ in detail.shares.tuning]
+            raise PlanError(f"this query chooses {', '.join(items)} when it runs, so its release has no plan yet",
+                            argument="bounds" if items[0].startswith("bounds") else "privacy_unit",
+                            fix="use explain(budget) and cost(budget); or pass numbers for max_rows / max_groups "
+                                "(max_groups='auto' is read only by a query with a group-by) and bounds")
         assert isinstance(detail, PhysicalPlan)
         return detail
 

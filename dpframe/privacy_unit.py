@@ -151,20 +151,23 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         return AUTO in (self.rows, self.groups)
 
     def require_numbers(self, what: str) -> None:
-        """A PlanError naming ``privacy_unit`` if a bound is ``"auto"``: ``what`` could run no query (only agg tunes).
+        """A PlanError naming ``privacy_unit`` if ``max_rows`` is ``"auto"``: ``what`` could run no query.
+
+        ``max_groups="auto"`` alone is no refusal: a query without a group-by reads ``max_rows`` alone (as under a
+        unit without ``max_groups``), so an interactive stream's scalar queries run.
 
         Example:
             >>> PrivacyUnit("u", max_rows="auto").require_numbers("a sparse vector")
             Traceback (most recent call last):
             ...
             dpframe.errors.PlanError: privacy_unit: a sparse vector cannot run queries whose bounds are chosen ...
+            >>> PrivacyUnit("u", max_rows=3, max_groups="auto").require_numbers("a sparse vector")   # runs
 
         """
-        if self.auto:
+        if self.rows == AUTO:
             raise PlanError(f"{what} cannot run queries whose bounds are chosen per query (this session's unit has "
-                            "max_rows or max_groups 'auto'): it would be charged and answer nothing",
-                            argument="privacy_unit",
-                            fix="open a session with numbers for max_rows / max_groups for interactive streams")
+                            "max_rows 'auto'): it would be charged and answer nothing", argument="privacy_unit",
+                            fix="open a session with a number for max_rows for interactive streams")
 
     @property
     def max_rows(self) -> int:

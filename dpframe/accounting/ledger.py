@@ -3,8 +3,11 @@
 Each query's cost is *reserved* (a row with status ``reserved``) inside one ``BEGIN IMMEDIATE``
 transaction that first re-reads every earlier charge and asks the accountant whether the new total
 fits; only then is any private row read. Afterwards the row becomes ``committed`` or ``failed``; both
-still count as spent, so a crash or an error after reservation never loses a charge. With a file path
-the ledger survives restarts and may be shared by several processes; without one it lives in memory.
+still count as spent, so a crash or an error after reservation never loses a charge. Closing the ledger
+(``Session.close()``) marks ``failed`` the reservations it made that are still open — a call or stream cut
+short by the close —, so a closed session leaves no dangling ``reserved`` row (one that only a crash
+leaves, and that forfeits every later refund on the file: :func:`~dpframe.interactive.odp.interleaved_charges`).
+With a file path the ledger survives restarts and may be shared by several processes; without one it lives in memory.
 
 Durability: the file uses SQLite's rollback journal (``journal_mode=DELETE``, ``synchronous=FULL``), not
 WAL. A committed charge is therefore always in the main file, where a damaged page is detected; the
@@ -43,6 +46,9 @@ from dpframe.accounting.binding import LedgerBinding, difference
 from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import describe, make
 from dpframe.errors import BudgetExceededError, LedgerError
+
+CUT = "cut short: its session was closed before it finished"
+"""The error recorded for a reservation still open when its ledger was closed (it stays spent)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -145,6 +151,7 @@ class Ledger:
         self._cache: tuple[int, Any] = (0, accountant.empty())
         self._settled = 0
         self._closed = False
+        self._open: set[int] = set()   # reservations made here and not yet finished: close() marks them cut
         self._pid = os.getpid()
         if path is not None and Path(path).is_dir():
             raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
@@ -333,6 +340,9 @@ class Ledger:
                         "INSERT INTO charges (created, status, query, mechanisms, cost) VALUES (?, ?, ?, ?, ?)",
                         (time.time(), "reserved", query, mechanisms, encode(cost)))
                     self._db.execute("COMMIT")
+                    assert cur.lastrowid is not None
+                    charge_id: int = cur.lastrowid
+                    self._open.add(charge_id)
                 else:
                     self._db.execute("ROLLBACK")
             except BaseException:
@@ -341,8 +351,7 @@ class Ledger:
         if not fits:     # the refusal's report (possibly a PLD) is built after the write lock is released
             raise BudgetExceededError(self.accountant.describe_charge(cost), describe(self.accountant.remaining(spent)),
                                       self.accountant.shortfall(after))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        return charge_id
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         """Close an open reservation; a charge already marked failed or committed keeps its status."""
@@ -350,6 +359,7 @@ class Ledger:
             self.require_open()
             self._db.execute("UPDATE charges SET status = ?, error = ? WHERE id = ? AND status = 'reserved'",
                              (status, error, charge_id))
+            self._open.discard(charge_id)
 
     def commit(self, charge_id: int) -> None:
         """Mark a reservation as released."""
@@ -392,6 +402,7 @@ class Ledger:
                 self._db.execute("INSERT INTO settlements VALUES (?, ?, ?, ?)",
                                  (charge_id, time.time(), encode(reserved), cell))
                 self._db.execute("COMMIT")
+                self._open.discard(charge_id)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -422,7 +433,36 @@ class Ledger:
         return self._closed
 
     def close(self) -> None:
-        """Close the database connection; every later call is a LedgerError."""
+        """Mark this ledger's open reservations failed (:data:`CUT`) and close; every later call is a LedgerError.
+
+        A call (or stream) holding a reservation when its session closes is cut short: it can neither read nor
+        record any more, and its charge stays spent. Only this ledger's own reservations are marked (another
+        session's open stream on the same file is not), and not in a fork's child (:meth:`check_process`).
+
+        Example:
+            >>> import os, tempfile
+            >>> from dpframe.accounting import BasicAccountant
+            >>> from dpframe.budgets import PureDP
+            >>> path = os.path.join(tempfile.mkdtemp(), "budget.ledger")
+            >>> led = Ledger(path, BasicAccountant(PureDP(1)))
+            >>> cid = led.reserve(PureDP(0.25), "count", "laplace")    # a call still running ...
+            >>> led.close()                                             # ... when its session closes
+            >>> [(c.status, c.error) for c in Ledger(path, BasicAccountant(PureDP(1))).charges()]
+            [('failed', 'cut short: its session was closed before it finished')]
+
+        """
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._db.close()
+            try:
+                if self._open and os.getpid() == self._pid:
+                    ids = sorted(self._open)
+                    self._db.execute(f"UPDATE charges SET status = 'failed', error = ? WHERE status = 'reserved' "
+                                     f"AND id IN ({', '.join('?' * len(ids))})", (CUT, *ids))
+                    self._open.clear()
+            except sqlite3.DatabaseError as e:
+                raise LedgerError(f"the ledger {self.path!r} is damaged: {e}", argument="ledger",
+                                  fix="restore the ledger file from a backup; dpframe never resets it") from e
+            finally:
+                self._db.close()

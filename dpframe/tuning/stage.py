@@ -106,8 +106,20 @@ class StagedPlan:
 
 
 def staged(unit: PrivacyUnit, node: Aggregate) -> bool:
-    """Whether ``node`` must choose bounds when it runs (an ``"auto"`` unit, or auto clipping)."""
-    return unit.auto or any(auto_bounds(m) for m in node.measures)
+    """Whether ``node`` must choose bounds when it runs: an ``"auto"`` number it reads, or auto clipping.
+
+    ``max_groups="auto"`` bounds nothing without a group-by: such a query reads ``max_rows`` alone, as under a
+    unit without ``max_groups``, and has an ordinary plan (so every entry point runs it alike).
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.planning import agg_node
+        >>> unit, schema = dp.PrivacyUnit("u", max_rows=3, max_groups="auto"), pl.Schema({"g": pl.Int64})
+        >>> staged(unit, agg_node(schema, dp.len())), staged(unit, agg_node(schema, dp.len(), by=("g",)))
+        (False, True)
+
+    """
+    return bool(_items(unit, node))
 
 
 def check_auto(source: Source, node: Aggregate) -> None:

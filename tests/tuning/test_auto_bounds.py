@@ -120,7 +120,7 @@ def test_bad_max_rows_max_groups(argument: str, bad: object) -> None:
     (lambda t: t.agg(dp.sum("s", bounds="auto")), "bounds", "numeric"),
     (lambda t: t.agg(dp.mean("x", bounds="sometimes")), "bounds", "pair"),
     (lambda t: t.sample(0.5).agg(dp.len()), "privacy_unit", "sample"),
-    (lambda t: t.agg(dp.len()).plan(dp.PureDP(1)), "budget", "explain"),
+    (lambda t: t.agg(dp.len()).plan(dp.PureDP(1)), "privacy_unit", "explain"),
     (lambda t: t.group_by("g").top_k(k=1, score=dp.len()).collect(dp.ZCDP(1, 1e-8)), "max_rows", "agg"),
     (lambda t: t.agg(dp.len()).collect(dp.PureDP(1), diagnostics="yes"), "diagnostics", "True"),
 ], ids=["budget-too-small", "non-numeric", "bad-bounds", "sample", "plan", "top_k", "diagnostics-flag"])
