@@ -36,6 +36,7 @@ import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.polars_histogram import adjacent_bins
 from dpframe.backends.polars_lists import packs, sorted_lists
 from dpframe.backends.polars_windows import (
     RankWindows,
@@ -56,6 +57,7 @@ _KEEP = "__dpframe_keep"   # the bounding mask
 _UNIT = "__dpframe_unit"   # the unit column, in definition() and bounding (null: not ranked)
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
 _ORDER = "__dpframe_order"  # a group's row in the aggregate, while the small columns are joined and sorted
+_HIST = "__dpframe_histogram"  # a grid's (bin, count) pairs, one column per binned column
 
 
 def row_hashes(rows: pl.DataFrame, seed: int) -> U64s:
@@ -267,19 +269,28 @@ class PolarsBackend:
         windows = RankWindows.plan(frame, schema, request, near) if near else None
         if windows is not None:
             frame, near = windows.frame, windows.near
-        exprs = [e for s in request.statistics for e in
+        by = list(request.by)
+        bins = [] if by else adjacent_bins(request.statistics)     # a grid's bins: counted in one pass
+        binned = {s for b in bins for s in b.stats}
+        exprs = [e for s in request.statistics if s not in binned for e in
                  (windows.aggregates(s) if windows is not None and s in windows.stats else
                   [_clipped(statistic_expr(s, request.unit.column, schema, wide), s)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
-        by = list(request.by)
         lists = [s.key for s in request.statistics if s.kind in LIST_KINDS and s not in near]
         packed = len(by) == 1 and packs(schema[by[0]])    # lists by one packed sort (polars_lists)
         if not by:
             listed = [windows.listed(s) for s in near] if windows is not None else []
-            single = frame.select([e.implode() if _is_list(e, request) else e for e in exprs + listed] + extra)
-            return finish(_sorted_lists(single.collect(), lists), windows, {})
+            listed_keys = _list_keys(request)
+            hist = [f"{_HIST}{i}" for i in range(len(bins))]
+            single = frame.select([e.implode() if e.meta.output_name() in listed_keys else e
+                                   for e in exprs + listed] + extra + [b.expr(h) for b, h in zip(bins, hist)]).collect()
+            if bins:
+                single = pl.concat([single.drop(hist), *[b.counts(single[h][0]) for b, h in zip(bins, hist)]],
+                                   how="horizontal")
+            return finish(_sorted_lists(single, lists), windows, {})
         # packed: whole lists come from one sort of the rows' codes below, not from this aggregation
-        out = frame.group_by(by).agg([e for e in exprs if not (packed and _is_list(e, request))] + extra)
+        listed_keys = _list_keys(request)
+        out = frame.group_by(by).agg([e for e in exprs if not (packed and e.meta.output_name() in listed_keys)] + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
             main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine="streaming")
@@ -345,5 +356,6 @@ def _row_code(stat: Statistic, windows: RankWindows | None, schema: pl.Schema) -
     return code_values(pl.col(stat.column), schema[stat.column], stat)
 
 
-def _is_list(e: pl.Expr, request: StatisticsRequest) -> bool:
-    return e.meta.output_name() in {s.key for s in request.statistics if s.kind in LIST_KINDS}
+def _list_keys(request: StatisticsRequest) -> set[str]:
+    """The output names of the request's list statistics (built once per query: a grid asks for hundreds)."""
+    return {s.key for s in request.statistics if s.kind in LIST_KINDS}
