@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -226,10 +227,16 @@ def _log_delta(alpha: float, rho: float, eps: float) -> float:
     return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
 
 
-def _float(x: Fraction) -> float:
-    """``x`` as a float, +∞ when it is too large for one."""
+def _float(x: Fraction, rounding: Callable[[Fraction], float]) -> float:
+    """``rounding(x)`` (:func:`up` or :func:`down`), +∞ when x is too large for a float.
+
+    Example:
+        >>> _float(Fraction(1, 3), up) > 1 / 3, _float(Fraction(10**400), down)
+        (True, inf)
+
+    """
     try:
-        return float(x)
+        return rounding(x)
     except OverflowError:
         return math.inf
 
@@ -307,7 +314,7 @@ def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
 
     Any order α gives a valid bound, so a search that misses the optimum only loses tightness.
     """
-    r, e = _float(rho), _float(epsilon)
+    r, e = _float(rho, up), _float(epsilon, down)    # δ grows with ρ and falls with ε: both on the safe side
     if r == 0:
         return -math.inf
     if not math.isfinite(r) or r > _FLOAT_RHO:
@@ -398,7 +405,7 @@ def zcdp_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
     # an upper bound of log(1/δ) as an exact number (relative margin far above float error)
     log_up = Fraction(log_inv * (1 + 1e-12) + 1e-300)
     standard = _round_up(rho + 2 * _sqrt_up(rho * log_up)) + Fraction(1, 10**12)
-    r = _float(rho)
+    r = _float(rho, up)
     if r > _FLOAT_RHO:
         return standard
     target = -log_inv

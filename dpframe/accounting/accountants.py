@@ -184,7 +184,7 @@ class Accountant(Sealed, ABC):
             return charged
         first = charged.epsilon  # type: ignore[union-attr]
         try:
-            eps = min(first, round_up(amplified_epsilon(float(first), rate)))
+            eps = min(first, round_up(amplified_epsilon(up(first), rate)))
         except (OverflowError, BudgetError):      # ε beyond floats: no amplification (sound, and it fits nothing)
             eps = first
         # γδ with γ the float's exact value: its decimal repr can be below it (repr 0.1 is 1/10, the float

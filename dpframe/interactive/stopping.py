@@ -40,7 +40,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.accounting.accountants import ZCDPAccountant, round_up
-from dpframe.budgets import ZCDP, Budget, exact, make
+from dpframe.budgets import ZCDP, Budget, down, exact, make, up
 from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.frame import Query
 from dpframe.interactive.composition import optimal_epsilon
@@ -94,7 +94,8 @@ def stopping_cells(n: int, budget: object, *, delta: object = 0, stops: object =
         else:
             eps = step.epsilon   # type: ignore[union-attr]
             basic = k * eps
-            cells[str(k)] = basic if d == 0 else min(basic, round_up(optimal_epsilon(k, float(eps), float(d_j))))
+            # ε rounded up, δ_j down (float(·) is to nearest: float(1/3) < 1/3 would compose a smaller step)
+            cells[str(k)] = basic if d == 0 else min(basic, round_up(optimal_epsilon(k, up(eps), down(d_j))))
     return cells
 
 

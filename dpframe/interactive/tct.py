@@ -70,7 +70,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, down, exact, make
+from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, down, exact, make, up
 from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.boundary import WRAPPER_FACTOR, q_boundary, wrapped_test
 from dpframe.interactive.composition import optimal_epsilon
@@ -234,7 +234,8 @@ class TargetChargingChannel(Sealed):
                               "savings exist, LT19)", argument="delta", fix="pass delta=1e-7")
         self.charged_delta = exact(delta, "delta")     # what is charged: δ as the analyst wrote it
         self.delta = planning_delta(self.charged_delta)  # what the plan is calibrated to: never above it
-        eps = float(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
+        # rounded up: the composition never under-reports, and q = 1/(e^ε + 1) (decreasing) is a lower bound
+        eps = up(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
         ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
         self.q = q_notprior(eps) if min_q is None else float(min_q)
         if not 0 < self.q <= q_notprior(eps):
@@ -376,7 +377,7 @@ class TargetChargingChannel(Sealed):
         if self.per_unit and prior:
             raise PlanError("per-unit channels charge 'above' answers only", argument="prior", fix="omit prior")
         sc = scalar(self.session, query, eps)
-        self._admit(q_notprior(float(eps)))
+        self._admit(q_notprior(up(eps)))
         bar = sc.threshold_units(bar_value)
         value, units = self._measure(sc, eps)
         above = value >= bar
@@ -414,7 +415,7 @@ class TargetChargingChannel(Sealed):
             raise PlanError("revisions are not supported in per-unit channels", argument="name", fix="omit name")
         eps = self._call_epsilon(epsilon, 1 if name is None else 2)
         sc = scalar(self.session, query, eps)
-        self._admit(q_notprior(float(eps)))
+        self._admit(q_notprior(up(eps)))
         value, units = self._measure(sc, eps)
         self._calls += 1
         if target.contains(sc.in_output_units(value)):
@@ -436,7 +437,7 @@ class TargetChargingChannel(Sealed):
             raise ArgumentError(f"no unreleased value named {name!r}", argument="name",
                                fix=f"use one of {sorted(self._handles)}")
         sc, value, eps = self._handles[name]
-        self._admit(q_revise(float(eps)), kind="a revision")
+        self._admit(q_revise(up(eps)), kind="a revision")
         self._calls += 1
         if target.contains(sc.in_output_units(value)):
             del self._handles[name]
@@ -458,7 +459,7 @@ class TargetChargingChannel(Sealed):
         sc = scalar(self.session, query, eps)
         lo_units, hi_units = sc.threshold_units(lo), math.floor(hi / sc.unit)
         width = hi_units - lo_units
-        self._admit(q_between(float(eps), width, int(sc.sensitivity)) if width > 0 else 0.0,
+        self._admit(q_between(up(eps), width, int(sc.sensitivity)) if width > 0 else 0.0,
                     kind=f"between() with a {width}-step gap")
         value, _ = self._measure(sc, eps)
         self._calls += 1
@@ -485,7 +486,7 @@ class TargetChargingChannel(Sealed):
         eps = self._call_epsilon(epsilon, WRAPPER_FACTOR)
         bar_value = public_number(threshold, "threshold")
         sc = scalar(self.session, query, eps)
-        self._admit(q_boundary(float(eps)), kind="a boundary test")
+        self._admit(q_boundary(up(eps)), kind="a boundary test")
         bar, scale = sc.threshold_units(bar_value), sc.sensitivity / eps
         assert self._reservation is not None
         outcome = self._reservation.run(lambda: wrapped_test(sc._exact(self.session), bar, scale, self.session.rng))
@@ -505,7 +506,7 @@ class TargetChargingChannel(Sealed):
                                fix="pass [query1, query2, ...]")
         eps = self._call_epsilon(epsilon, 2)
         scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]
-        self._admit(q_notprior(2 * float(eps)), kind="a selection")
+        self._admit(q_notprior(2 * up(eps)), kind="a selection")
         values = [self._measure(sc, eps)[0] for sc in scalars]
         exact_values = [sc.in_output_units(v) for sc, v in zip(scalars, values, strict=True)]
         best = max(range(len(values)), key=lambda i: (exact_values[i], -i))  # ties: lowest index

@@ -78,7 +78,7 @@ class Patch:
     def peel_epsilon(self, steps: int) -> Fraction:
         """Per-step ε of ``steps`` exact-EM steps over a public candidate set, fitting the share."""
         if self.notion == "zcdp":
-            return cal.sqrt_down(8 * self.first / steps)
+            return cal.root_down(8 * self.first / steps)
         if self.notion == "pure":
             return self.first / steps
         return cal.em_step_epsilon("approx", self.first, self.delta, steps, "br")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpframe.accounting.accountants import round_up
-from dpframe.budgets import exact_log, zcdp_rho
+from dpframe.budgets import down, exact_log, sqrt_down, up, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.interactive.composition import optimal_delta, optimal_epsilon
 from dpframe.interactive.tct import MAX_ACCESSES, ChannelPlan, planning_delta, q_notprior
@@ -44,9 +44,18 @@ def floor_frac(x: float) -> Fraction:
     return Fraction(math.floor(x * (1 - 1e-12) * _PREC), _PREC)
 
 
-def sqrt_down(x: Fraction) -> Fraction:
-    """A Fraction ≤ √x, within 1e-15."""
-    return Fraction(math.isqrt(x.numerator * _PREC * _PREC // x.denominator), _PREC)
+def root_down(x: Fraction) -> Fraction:
+    """:func:`dpframe.budgets.sqrt_down` as an exact Fraction: the largest float whose square is ≤ x.
+
+    What the EM and PTR parameters read from a ρ (ε = √(8ρ/k), ...): never above the exact root, within one ulp
+    of it (also where x is far below 10⁻³⁰, where a fixed 10⁻¹⁵ grid gave 0).
+
+    Example:
+        >>> root_down(Fraction(9, 4)), root_down(Fraction(2)) ** 2 <= 2, float(root_down(Fraction(1, 10**40)))
+        (Fraction(3, 2), True, 1e-20)
+
+    """
+    return Fraction(sqrt_down(x))
 
 
 def log_inv(delta: Fraction) -> float:
@@ -91,15 +100,15 @@ def stable_plan_zcdp(rho: Fraction, delta_t: Fraction, g: Fraction, ptr: str = "
     Gaussian PTR: σ² = g²/(2ρ_ptr) (ρ_ptr-zCDP, CKS20 Thm 14). Laplace PTR: ε_ptr = √(2ρ_ptr)
     (pure ε-DP ⇒ ε²/2-zCDP), scale t = g/ε_ptr.
     """
-    em = sqrt_down(4 * rho)
+    em = root_down(4 * rho)
     rest = rho - em * em / 8
-    if rest <= 0 or (ptr != "gaussian" and sqrt_down(2 * rest) <= 0):
+    if rest <= 0 or (ptr != "gaussian" and root_down(2 * rest) <= 0):
         raise BudgetError(f"ρ = {float(rho):.3g} for StableTopK is too small for its PTR test's noise",
                           argument="budget", fix="give the query a larger budget")
     if ptr == "gaussian":
         s2 = g * g / (2 * rest)
         return StablePlan(em, ptr, s2, gaussian_shift(s2, delta_t), delta_t, g)
-    eps_ptr = sqrt_down(2 * rest)
+    eps_ptr = root_down(2 * rest)
     t = g / eps_ptr
     return StablePlan(em, ptr, t, laplace_shift(t, delta_t), delta_t, g)
 
@@ -123,7 +132,7 @@ def em_step_epsilon(notion: str, first: Fraction, delta: Fraction, steps: int, a
     if notion == "pure" or (notion == "approx" and delta == 0):
         return basic
     rho = first if notion == "zcdp" else zcdp_rho(first, delta)
-    via_rho = sqrt_down(per * rho / steps)
+    via_rho = root_down(per * rho / steps)
     return via_rho if notion == "zcdp" else max(basic, via_rho)
 
 
@@ -167,18 +176,18 @@ def ld_step_epsilon(epsilon: Fraction, delta: Fraction, steps: int) -> Fraction:
 
     """
     half = delta / 2
-    slack = Fraction((steps + 1) * math.log1p(float(half))) * Fraction(10**9 + 1, 10**9)   # rounded up
+    slack = Fraction((steps + 1) * math.log1p(up(half))) * Fraction(10**9 + 1, 10**9)   # rounded up
     budget = epsilon - slack
     if budget <= 0:
         return Fraction(0)
     d_comp = half / (1 + half)
-    via_br = sqrt_down(8 * zcdp_rho(budget, d_comp) / steps)
+    via_br = root_down(8 * zcdp_rho(budget, d_comp) / steps)
     if steps > _LD_OPTIMAL_STEPS:           # the bounded-range route wins there: pure steps by basic composition
         return max(via_br, budget / steps)
     lo, hi = 0.0, float(budget)
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if optimal_epsilon(steps, mid, float(d_comp)) <= float(budget) else (lo, mid)
+        lo, hi = (mid, hi) if optimal_epsilon(steps, mid, down(d_comp)) <= budget else (lo, mid)   # δ down, exact ≤
     return max(via_br, floor_frac(lo))
 
 
