@@ -27,13 +27,14 @@ from typing import Any
 import polars as pl
 import pytest
 from dpframe_topk import calibrate
-from test_review37b import PREC, _dec, kov_delta
 
 import dpframe as dp
 from dpframe import budgets
 from dpframe.accounting import accountants
 from dpframe.budgets import sqrt_down
 from dpframe.interactive import stopping, tct
+
+from .test_review37b import PREC, _dec, kov_delta
 
 THIRD = Fraction(1, 3)                        # its nearest float is below it
 TINY = Fraction(1, 10**6 + 1)                 # its nearest float is above it
