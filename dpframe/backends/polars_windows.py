@@ -145,6 +145,8 @@ class RankWindows:
         if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
             rows = base.collect()               # bounding or a row plan: run it once, read the rows twice more
             base, height = rows.lazy(), rows.height
+            if height < WHOLE_BELOW:
+                return cls(base, stats, [])
             sample = base.gather_every(stride)
         else:                                   # a stored table: codes of the sampled rows only
             sample = frame.gather_every(stride).select(*by, *codes)
@@ -229,6 +231,9 @@ class RankWindows:
 HOPELESS = 0.95
 """The sample is skipped when groups of equal size (the rows over the public keys) would have windows holding
 at least this share of their codes: many small groups (100,000 groups of 100 rows), where whole lists win."""
+WHOLE_BELOW = 4096
+"""Rows (counted without a query: bounded or row-planned tables) under which whole lists are read without a
+sample: windows cannot pay on so few codes, and sampling and placing them cost a few milliseconds per query."""
 
 
 def _hopeless(stats: Sequence[Statistic], groups: int, rows: int, stride: int) -> bool:

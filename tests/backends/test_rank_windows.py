@@ -250,3 +250,22 @@ def test_many_small_public_groups_skip_the_sample(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(polars_windows, "HOPELESS", 2.0)    # never skip: sample, find windows not worth it
     assert release() == skipped
     assert placed == [1]
+
+
+def test_a_small_bounded_table_gets_whole_lists_without_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under WHOLE_BELOW bounded rows no sample is drawn or placed (a few ms per query saved); same releases."""
+    rng = np.random.default_rng(8)
+    df = pl.DataFrame({"u": rng.integers(0, 300, 1000), "x": rng.uniform(0, 100, 1000)})
+
+    def median(seed: int) -> Any:
+        sess = dp.Session({"t": df}, privacy_unit=dp.PrivacyUnit("u", max_rows=5), budget=dp.PureDP(10), seed=seed)
+        return sess.table("t").agg(dp.median("x", bounds=(0, 100))).collect(dp.PureDP(1)).rows()
+
+    whole = median(3)
+    placed: list[int] = []
+    real = polars_windows.RankWindows.placed
+    monkeypatch.setattr(polars_windows.RankWindows, "placed", classmethod(
+        lambda cls, *a, **k: placed.append(1) or real.__func__(cls, *a, **k)))
+    assert median(3) == whole and placed == []
+    monkeypatch.setattr(polars_windows, "WHOLE_BELOW", 0)        # the old route: sampled and placed
+    assert median(3) == whole and placed == [1]
