@@ -107,12 +107,17 @@ class Segments:
 
 SEGMENT_CHUNK = 512
 """At least this many segments (groups) per task of :func:`em_quantile` on the thread pool, and at most
-:data:`~dpframe.parallel.TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of
-segments only, so a seeded run draws the same stream on every machine)."""
+:data:`TASKS` tasks (:func:`~dpframe.parallel.chunk_size`: a function of the number of segments only, so a
+seeded run draws the same stream on every machine)."""
 
-WORKERS = 2
+TASKS = 8
+"""At most this many tasks per proposal round: few and large, so that each numpy call works on many segments
+and releases the GIL for long (on 16 cores, deciles over 100,000 groups: 2.7–2.9 s at 8 tasks and 4–8
+workers against 3.3–4.4 s at 32 tasks and 2 workers; bench/README.md, "The EM's task layout")."""
+
+WORKERS = 8
 """At most this many threads draw at once (:func:`~dpframe.parallel.map_chunks`' ``workers``): a proposal round
-is many small numpy calls that hold the GIL for much of their time, so more threads queue for it."""
+is many numpy calls that hold the GIL between them, so more threads than this only queue for it."""
 
 COPIES = 8
 """At most this many independent proposals per pending segment in one round, once fewer than
@@ -184,7 +189,7 @@ def em_quantile(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fractio
         def chunk(first: int, end: int, tries: npt.NDArray[np.int64] = tries) -> tuple[Any, Any, Any]:
             return _propose(codes, seg.take(tries[first:end]), q, epsilon, max_rows, rng)
 
-        parts = map_chunks(chunk, tries.size, chunk_size(tries.size, SEGMENT_CHUNK), rng, workers=WORKERS)
+        parts = map_chunks(chunk, tries.size, chunk_size(tries.size, SEGMENT_CHUNK, TASKS), rng, workers=WORKERS)
         code, c, accepted = (np.concatenate([p[i] for p in parts]) for i in range(3))
         hits = np.flatnonzero(accepted)
         _, first = np.unique(hits // copies, return_index=True)     # each segment's first accepted try
