@@ -28,7 +28,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
-from dpframe.errors import ArgumentError, SchemaError, TableChangedError
+from dpframe.errors import ArgumentError, DPFrameError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlySchema
@@ -169,19 +169,47 @@ class TableCatalog:
         Except the tables whose file changed by then: no query may read them again (see
         :meth:`check_unchanged`), and their new version may not even load. A backend that cannot bound the
         privacy unit's type (:class:`~dpframe.backends.base.ChecksUnit`) raises its SchemaError first, every
-        time (on the schema alone, when a query naming it is built: nothing charged).
+        time (on the schema alone, when a query naming it is built: nothing charged). Any other failure to create
+        it (a DuckDB or Spark start failure, a plugin's factory) is a DPFrameError naming ``backend`` and only the
+        failure's type (registering a table may quote its values); a release looks its backend up before its charge.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> from dpframe.plugin import plugin_host
+            >>> cat = TableCatalog.load({"t": pl.DataFrame({"u": [1]})}, dp.PrivacyUnit("u"), plugin_host(), "polars")
+            >>> cat.backend("duckdb").name
+            'duckdb'
+            >>> cat.backend("nope")
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.PluginError: backend: unknown backend 'nope'...
+
         """
         if name is None:
             return self._default
         if name not in self._backends:
-            engine = self._plugins.backend(name)
-            for table, schema in self._schemas.items():
-                _check_unit(engine, table, schema, self._unit)
-            for table, (frame, source) in self._sources.items():
-                if not self._changed(table):
-                    _register(engine, table, frame, source)
-            self._backends[name] = engine
+            failure = None
+            try:
+                self._backends[name] = self._created(name)
+            except (DPFrameError, KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # noqa: BLE001 — a Rust panic too; its message may quote a table's values
+                failure = type(e).__name__
+            if failure is not None:      # raised outside the except block: the failure is neither chained nor kept
+                raise DPFrameError(f"backend {name!r} could not be created ({failure})", argument="backend",
+                                   fix=f"check that backend {name!r} is installed and can start (Spark needs Java "
+                                       "17), or leave backend= out to run on the session's backend")
         return self._backends[name]
+
+    def _created(self, name: str) -> Any:
+        """A new backend ``name`` holding every table whose file did not change (see :meth:`backend`)."""
+        engine = self._plugins.backend(name)
+        for table, schema in self._schemas.items():
+            _check_unit(engine, table, schema, self._unit)
+        for table, (frame, source) in self._sources.items():
+            if not self._changed(table):
+                _register(engine, table, frame, source)
+        return engine
 
 
 def _check_unit(backend: Any, name: str, schema: pl.Schema, unit: PrivacyUnit) -> None:

@@ -38,7 +38,7 @@ from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithCol
 from dpframe.planning import PhysicalPlan
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
-from dpframe.tuning.stage import StagedPlan
+from dpframe.tuning.stage import require_plan
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -595,15 +595,32 @@ class Query(Releasable[pl.DataFrame]):
         A query with ``"auto"`` bounds has no single plan before it runs (its release is planned with the
         bounds it chooses): a PlanError; ``explain(budget)`` and ``cost(budget)`` describe it.
         """
-        detail = self._planned(needs_budget(budget, "plan")).detail
-        if isinstance(detail, StagedPlan):
-            items = [item for item, _ in detail.shares.tuning]
-            raise PlanError(f"this query chooses {', '.join(items)} when it runs, so its release has no plan yet",
-                            argument="bounds" if items[0].startswith("bounds") else "privacy_unit",
-                            fix="use explain(budget) and cost(budget); or pass numbers for max_rows / max_groups "
-                                "(max_groups='auto' is read only by a query with a group-by) and bounds")
+        budget = needs_budget(budget, "plan")
+        self._require_plan("plan()")
+        detail = self._planned(budget).detail
         assert isinstance(detail, PhysicalPlan)
         return detail
+
+    def _require_plan(self, what: str) -> None:
+        """A PlanError (free) if this query chooses bounds when it runs, so ``what`` cannot plan it beforehand.
+
+        The one refusal of every entry point that plans a query before running it (``plan()``, accuracy targets,
+        ``run_until``, ``gated_release``, the individual filter): :func:`dpframe.tuning.stage.require_plan`.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"u": [1, 2], "g": [0, 1]})}, budget=dp.PureDP(1),
+            ...                   privacy_unit=dp.PrivacyUnit("u", max_rows=2, max_groups="auto"))
+            >>> sess.table("t").agg(dp.len())._require_plan("gated_release")     # no group-by: planned as it is
+            >>> sess.table("t").group_by("g", keys=[0, 1]).agg(dp.len())._require_plan("gated_release")
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.PlanError: privacy_unit: this query chooses max_groups when it runs, so gated_release ...
+
+        """
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+        require_plan(query.source.unit, self._node, what)
 
     def _budget(self, budget: object, accuracy: object, method: str) -> tuple[object, str | None]:
         """``budget``, or the smallest budget meeting ``accuracy`` and the line ``explain()`` adds (free)."""
@@ -618,6 +635,7 @@ class Query(Releasable[pl.DataFrame]):
             raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
                             fix="drop the budget: the accuracy target chooses it")
         target = check_accuracy(accuracy)
+        self._require_plan("an accuracy target")
         notion = target.notion or ("zcdp" if self._session.accountant.total.notion == "zcdp" else "pure")
         query = self._query
         assert isinstance(query, AggregateQuery)
@@ -625,10 +643,7 @@ class Query(Releasable[pl.DataFrame]):
         def widths(b: Budget) -> dict[str, float]:
             out: dict[str, float] = {}
             detail = query.plan(b).detail
-            if isinstance(detail, StagedPlan):
-                raise PlanError("an accuracy target needs the query's bounds fixed: this query chooses them when it "
-                                "runs", argument="accuracy",
-                                fix="pass numbers for max_rows / max_groups and bounds, or a budget instead")
+            assert isinstance(detail, PhysicalPlan)
             for p in detail.plans:
                 out.update(p.half_widths(target.confidence))
             return out

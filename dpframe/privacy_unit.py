@@ -223,13 +223,20 @@ class PrivacyUnit(Final, argument="privacy_unit"):
                 "noise grows with N)")
 
     def describe(self) -> str:
-        """One line for explain()."""
+        """One line for explain().
+
+        Example:
+            >>> print(PrivacyUnit("u", max_rows=3, max_groups="auto").describe())
+            unit 'u': ≤ 3 rows, max_groups chosen privately by each grouped agg query (queries without a group-by, ...
+
+        """
         if self.column is None:
             return "one row per unit"
         rows = "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
         text = f"unit {self.column!r}: {rows}" + ("" if self.max_rows_given else " (the default)")
         if self.groups is not None:
-            auto = ", max_groups chosen privately by agg queries (other queries: no max_groups)"
+            auto = (", max_groups chosen privately by each grouped agg query (queries without a group-by, and "
+                    "top-k: max_rows alone)")
             text += auto if self.groups == AUTO else f", ≤ {self.groups} groups"
         return text + " per unit (uniform random subset; null ids dropped)"
 

@@ -196,10 +196,14 @@ class ReleaseContext:
 
         ``tables``: the tables ``run`` reads (see :meth:`reserve`); the reader reads only those. None:
         not known, every file-backed table is checked.
+
+        ``backend`` (None: the session's) is looked up, and created on first use, before the charge: a backend that
+        cannot be created (an unknown name, a start failure) is a free refusal
+        (:meth:`~dpframe.catalog.TableCatalog.backend`), never a reservation left open.
         """
-        charge = self.reserve(cost, what, mechanisms, tables=tables)
         reader = PrivateReader(self, backend, tables)
         try:
+            charge = self.reserve(cost, what, mechanisms, tables=tables)
             result = self.guarded(charge, lambda: run(reader))
         finally:
             reader.close()

@@ -156,6 +156,7 @@ class IndividualFilter(Sealed):
         if sampling_rate(node.input) != 1:
             raise PlanError("sampled inputs are not supported by the individual filter", argument="query",
                             fix="drop .sample(...)")
+        query._require_plan("the individual filter")
         plan = query.plan(rho)
         for p in plan.plans:
             noises: dict[str, Noise] = getattr(p, "noises", None) or {}
@@ -180,12 +181,13 @@ class IndividualFilter(Sealed):
 
         The session is not charged again (the filter's B was charged when it was opened). A failure
         while running (any ``BaseException``) closes the filter: units stay charged, only the exception's
-        type is reported, and no further query runs.
+        type is reported, and no further query runs. A query cut short by ``sess.close()`` raises the closed
+        session's LedgerError, as every other entry point does.
         """
+        self.session._release.check_readable()          # a closed session reads nothing (nothing charged)
         if self._closed:
             raise DPFrameError("the filter is closed: a query failed while running (everything it was charged "
                                "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
-        self.session._release.check_readable()          # a closed session reads nothing (nothing charged)
         plan = self.plan(query, budget)
         try:
             return self._run(query, plan)
@@ -195,6 +197,7 @@ class IndividualFilter(Sealed):
         except BaseException as e:  # noqa: BLE001 — its message may quote private values: only the type is reported
             failure = type(e).__name__
         self._closed = True
+        self.session._release.check_readable()      # cut short by sess.close(): its LedgerError, as on every path
         raise DPFrameError(f"the query failed while running ({failure}); units stay charged and the filter is "
                            "closed", argument="query", fix="check column types and expressions against Frame.schema")
 

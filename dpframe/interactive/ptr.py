@@ -130,6 +130,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     eps_rel, eps_gate = pure_epsilon(budget), pure_epsilon(gate_budget, "gate_budget")
     sc = scalar(session, gate, eps_gate, argument="gate")
     bar = sc.threshold_units(public_number(threshold, "threshold"))
+    query._require_plan("gated_release")
     plan = query.plan(budget)
     from dpframe.aggregate import dry_run, run_aggregate
 

@@ -134,6 +134,7 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
     if sampling_rate(node.input) != 1:
         raise PlanError("sampled inputs are not supported by interactive mechanisms", argument=argument,
                         fix="drop .sample(...)")
+    query._require_plan("an interactive mechanism")
     plan = query.plan(PureDP(epsilon))
     noises = list(plan.plans[0].noise.values()) if len(plan.plans) == 1 else []
     if len(noises) != 1 or not isinstance(noises[0], Noise) or noises[0].distribution != "discrete_laplace":

@@ -46,7 +46,6 @@ from dpframe.frame import Query
 from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.svt import pure_epsilon
-from dpframe.measures import auto_bounds
 from dpframe.plan.nodes import tables_read
 
 
@@ -125,10 +124,8 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
         raise ArgumentError("must be a function of the released results", argument="stop",
                             fix="pass stop=lambda r: ...")
     session = steps[0]._session
-    auto = [m.describe() for s in steps for m in s.node.measures if auto_bounds(m)]
-    if auto:     # planned here, before it runs: a step that chooses its bounds when it runs has no plan yet
-        raise PlanError(f"{auto[0]} chooses its bounds when it runs, so run_until cannot plan it before the run",
-                        argument="steps", fix="pass bounds=(lower, upper), e.g. from frame.bounds(column)")
+    for s in steps:     # planned here, before it runs: a step that chooses its bounds when it runs has no plan yet
+        s._require_plan("run_until")
     # δ read once: a float subclass's ``== 0`` could say "not 0" to the cells (priced with a δ) and "0" to the spec
     d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]
     cells = stopping_cells(len(steps), budget, delta=d, stops=stops)

@@ -122,6 +122,39 @@ def staged(unit: PrivacyUnit, node: Aggregate) -> bool:
     return bool(_items(unit, node))
 
 
+def require_plan(unit: PrivacyUnit, node: Aggregate, what: str) -> None:
+    """A PlanError (free) if ``node`` chooses bounds when it runs (:func:`staged`): ``what`` plans it first.
+
+    ``plan()``, accuracy targets, ``run_until``, ``gated_release`` and the individual filter need a query's plan
+    before it runs; a query that chooses ``max_rows`` / ``max_groups`` (``"auto"``, ``max_groups`` with a group-by
+    only) or ``bounds="auto"`` has none. Every one of them refuses it alike, on public facts only (the unit and the
+    query): naming ``privacy_unit`` (or ``bounds``) with the same fix. ``collect(budget)`` and SQL run it.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.planning import agg_node
+        >>> unit, schema = dp.PrivacyUnit("u", max_rows=3, max_groups="auto"), pl.Schema({"g": pl.Int64})
+        >>> require_plan(unit, agg_node(schema, dp.len()), "run_until")          # no group-by: max_rows alone
+        >>> require_plan(unit, agg_node(schema, dp.len(), by=("g",)), "run_until")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: privacy_unit: this query chooses max_groups when it runs, so run_until cannot ...
+
+    """
+    items = _items(unit, node)
+    if not items:
+        return
+    if items[0].startswith("bounds"):
+        argument, fix = "bounds", "pass bounds=(lower, upper), e.g. from frame.bounds(column)"
+    else:
+        argument = "privacy_unit"
+        fix = ("open the session with numbers: dp.PrivacyUnit(column, max_rows=N, max_groups=M) (max_groups='auto' is "
+               "read only by a query with a group-by); or run the query with collect(budget) or sess.sql(...), which "
+               "choose them when it runs (explain(budget) and cost(budget) describe it)")
+    raise PlanError(f"this query chooses {', '.join(items)} when it runs, so {what} cannot plan it before it runs",
+                    argument=argument, fix=fix)
+
+
 def check_auto(source: Source, node: Aggregate) -> None:
     """Build-time checks of the ``"auto"`` parts of a query (free): numeric columns, no Poisson sample.
 
@@ -337,5 +370,5 @@ def _noise_per_unit(plan: PhysicalPlan) -> float:
     return math.sqrt(2) / part if plan.budget.notion != "zcdp" else 1 / math.sqrt(2 * part)
 
 
-__all__ = ["AUTO_KINDS", "RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged", "stand_in",
-           "staged"]
+__all__ = ["AUTO_KINDS", "RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged",
+           "require_plan", "stand_in", "staged"]

@@ -73,7 +73,8 @@ def test_run_until_refuses_a_step_with_automatic_bounds_naming_the_fix(unit: dp.
 
     sess = session(base(), "polars", unit)
     t = sess.table("t")
-    with pytest.raises(dp.PlanError, match=r"steps: .*chooses its bounds when it runs.* Fix: pass bounds=\(lower"):
+    with pytest.raises(dp.PlanError, match=r"bounds: this query chooses bounds\(x\) when it runs, so run_until cannot "
+                                           r"plan it.* Fix: pass bounds=\(lower"):   # the argument: review 37c
         run_until([t.agg(dp.len()), t.agg(dp.sum("x", bounds="auto"))], dp.PureDP(1), lambda r: False)
     assert sess.history().height == 0
     assert len(run_until([t.agg(dp.sum("x", bounds=(0, 1)))], dp.PureDP(1), lambda r: False)) == 1
