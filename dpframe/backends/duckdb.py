@@ -94,6 +94,7 @@ import pyarrow as pa
 
 from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, kept
 from dpframe.backends.base import StatisticsRequest, double_sums_are_exact, int64_sums_are_exact
+from dpframe.backends.bins import Bins, adjacent_bins, with_counts
 from dpframe.backends.polars import row_hashes
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
@@ -181,7 +182,7 @@ class Statistics:
         self.values[name] = sql
         return quote(name)
 
-    def _present(self, column: str) -> str:
+    def present(self, column: str) -> str:
         """True for a value, NULL/false for NULL and NaN (``isnan(NULL)`` is NULL)."""
         col = quote(column)
         return f"NOT isnan({col})" if self.schema[column].is_float() else f"{col} IS NOT NULL"
@@ -190,7 +191,7 @@ class Statistics:
         assert stat.column is not None
         value = f"CAST({quote(stat.column)} AS DOUBLE)"
         lo, hi = _double(stat.lower), _double(stat.upper)
-        return self._value(f"CASE WHEN {self._present(stat.column)} THEN least(greatest({value}, {lo}), {hi}) END")
+        return self._value(f"CASE WHEN {self.present(stat.column)} THEN least(greatest({value}, {lo}), {hi}) END")
 
     def aggregate(self, stat: Statistic) -> str:
         """The aggregate for one statistic (registering the projected value it reads)."""
@@ -201,7 +202,7 @@ class Statistics:
             return f"CAST(count(DISTINCT {quote(self.unit)}) AS BIGINT) AS {key}" if self.unit else \
                 f"CAST(count(*) AS BIGINT) AS {key}"
         assert stat.column is not None
-        present = self._present(stat.column)
+        present = self.present(stat.column)
         value = f"CAST({quote(stat.column)} AS DOUBLE)"
         if stat.kind == "nonnull":
             counted = self._clamped.get(stat.column) or self._value(f"CASE WHEN {present} THEN 1 END")
@@ -548,7 +549,8 @@ class DuckDBBackend:
             near = [s for s in request.statistics if s.kind == "sorted" and s.near]
             windows = self._windows(request, source, keep, near) if near else None
             sql, frames = self._compile(request, source, keep, windows)
-            out = self._run(sql, frames)
+            bins = _bins(request)
+            out = with_counts(self._run(sql, frames), bins, [f"{_BINS}{i}" for i in range(len(bins))])
         nodes = request.row_nodes
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
         return self._finish(out, request, schema, windows.windows if windows is not None else None)
@@ -707,7 +709,10 @@ class DuckDBBackend:
         by = [quote(b) for b in request.by]
         unit = request.unit
         st = Statistics(unit.column, schema, request.statistics, self._sum_type(request, source))
-        aggregates = [st.aggregate(s) for s in request.statistics if windows is None or s not in windows.windows.near]
+        bins = _bins(request)
+        binned = {s for b in bins for s in b.stats}
+        aggregates = [st.aggregate(s) for s in request.statistics
+                      if s not in binned and (windows is None or s not in windows.windows.near)]
         carry = [*by, *([quote(unit.column)] if unit.column is not None and unit.column not in request.by else [])]
         if windows is not None:
             aggregates += [a for s in windows.windows.near for a in st.window_aggregates(
@@ -716,8 +721,13 @@ class DuckDBBackend:
                 carry.append("__dp_seen")
                 on = " AND ".join(f"s.{b} IS NOT DISTINCT FROM z.{b}" for b in by)
                 cur = q.add(f"SELECT s.*, z.__dp_seen FROM {cur} AS s LEFT JOIN {q.frame(windows.seen)} AS z ON {on}")
+        counted = [b.duckdb(cur, q.frame(b.edge_frame()), f"CAST({quote(b.column)} AS DOUBLE)",
+                            st.present(b.column)) + f" AS {quote(f'{_BINS}{i}')}" for i, b in enumerate(bins)]
         cur = q.add(f"SELECT {st.projection(carry)} FROM {cur}")
         final = f"SELECT {', '.join([*by, *aggregates])} FROM {cur}" + (f" GROUP BY {', '.join(by)}" if by else "")
+        if counted:     # one row (no group-by): the aggregates' row, then each grid's count
+            final = f"SELECT a.*, {', '.join(counted)} FROM ({final}) AS a" if aggregates else \
+                f"SELECT {', '.join(counted)}"
         return q.sql(final), q.frames
 
     def _size(self, request: StatisticsRequest, source: pa.Table | None) -> int:
@@ -949,6 +959,14 @@ class DuckDBBackend:
                        .with_columns(fill_missing_groups(near)))
             out = out.sort(by, nulls_last=False)
         return finish_lists(out, windows).select([*by, *names])
+
+
+_BINS = "__dp_bins"   # a grid's (bin, count) pairs, one column per binned column (ungrouped queries)
+
+
+def _bins(request: StatisticsRequest) -> list[Bins]:
+    """The request's grids of adjacent bins, counted in one pass (ungrouped queries: :mod:`~dpframe.backends.bins`)."""
+    return [] if request.by else adjacent_bins(request.statistics)
 
 
 def _hash(columns: list[str], seed: int) -> str:

@@ -36,7 +36,7 @@ import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
-from dpframe.backends.polars_histogram import adjacent_bins
+from dpframe.backends.bins import adjacent_bins, with_counts
 from dpframe.backends.polars_lists import packs, sorted_lists
 from dpframe.backends.polars_windows import (
     RankWindows,
@@ -282,11 +282,10 @@ class PolarsBackend:
             listed = [windows.listed(s) for s in near] if windows is not None else []
             listed_keys = _list_keys(request)
             hist = [f"{_HIST}{i}" for i in range(len(bins))]
+            counted = [b.polars(h) for b, h in zip(bins, hist)]
             single = frame.select([e.implode() if e.meta.output_name() in listed_keys else e
-                                   for e in exprs + listed] + extra + [b.expr(h) for b, h in zip(bins, hist)]).collect()
-            if bins:
-                single = pl.concat([single.drop(hist), *[b.counts(single[h][0]) for b, h in zip(bins, hist)]],
-                                   how="horizontal")
+                                   for e in exprs + listed] + extra + counted).collect()
+            single = with_counts(single, bins, hist)
             return finish(_sorted_lists(single, lists), windows, {})
         # packed: whole lists come from one sort of the rows' codes below, not from this aggregation
         listed_keys = _list_keys(request)

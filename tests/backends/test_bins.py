@@ -1,4 +1,4 @@
-"""A grid's adjacent bins counted in one pass (``polars_histogram``) give ``statistic_expr``'s counts exactly."""
+"""A grid's adjacent bins counted in one pass (``bins``) give ``statistic_expr``'s counts exactly."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.backends.bins import LEAST_BINS, adjacent_bins
 from dpframe.backends.polars import statistic_expr
-from dpframe.backends.polars_histogram import LEAST_BINS, adjacent_bins
 from dpframe.mechanism import Statistic
 
 
@@ -25,7 +25,7 @@ def _one_by_one(frame: pl.DataFrame, stats: list[Statistic]) -> dict[str, int]:
 
 def _binned(frame: pl.DataFrame, stats: list[Statistic]) -> dict[str, int]:
     [bins] = adjacent_bins(stats, least=2)
-    return bins.counts(frame.select(bins.expr("h"))["h"][0]).row(0, named=True)
+    return bins.counts(frame.select(bins.polars("h"))["h"][0]).row(0, named=True)
 
 
 EDGES = [F(-10**6), F(-1), F(-1, 3), F(0), F(1, 10), F(1, 3), F(1), F(2**53 + 1), F(10**20)]
@@ -83,3 +83,28 @@ def test_bounds_release_the_same_values_as_before() -> None:
                           backend=backend, seed=11)
         out[backend] = [sess.table("t").bounds("x").collect(dp.PureDP(1)) for _ in range(3)]
     assert out["polars"] == out["duckdb"]
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_duckdb_counts_a_grid_as_one_aggregate_per_bin_would(extra: bool) -> None:
+    """DuckDB's ASOF-join count of a grid (ungrouped) equals its one-by-one counts, with or without other aggregates."""
+    from dpframe.backends.base import StatisticsRequest
+    from dpframe.backends.duckdb import DuckDBBackend
+
+    values = pl.Series(ODD + [None, 7.0, 7.0, -3.0], dtype=pl.Float64)
+    stats = tuple(_grid(EDGES + [F(10**21), F(10**22)] + [F(10**22 + k) for k in range(1, 10)]))
+    others = (Statistic("rows"), Statistic("nonnull", "x")) if extra else ()
+    backend = DuckDBBackend()
+    backend.register("t", pl.DataFrame({"x": values}).lazy())
+
+    def counted(least: int) -> dict[str, int]:
+        request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, stats + others, 1)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr("dpframe.backends.duckdb.adjacent_bins", lambda s: adjacent_bins(s, least=least))
+            out = backend.statistics(request)
+        assert out.height == 1          # one row, not one per source row
+        return out.row(0, named=True)
+
+    assert counted(2) == counted(10**9)
+    assert counted(2) == {**_one_by_one(pl.DataFrame({"x": values}), list(stats)),
+                          **({"__rows": len(values), "__nonnull:x": 24} if extra else {})}
