@@ -38,7 +38,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.budgets import ApproxDP, PureDP, exact_log
+from dpframe.budgets import ApproxDP, PureDP, exact_log, up
 from dpframe.noise import RandomSource, bernoulli_exp
 
 
@@ -54,7 +54,9 @@ def rsc_calls(epsilon0: Fraction, delta_hat: Fraction | float) -> int:
         (1430, True)
 
     """
-    per_call = math.log1p(math.exp(-float(epsilon0)))             # ln(1/(1 − p)); 0.0 once e^{−ε₀} underflows
+    # ln(1/(1 − p)), from ε₀ rounded up: a lower bound but for the float rounding that the 10⁻¹² margin covers (w
+    # divides by it); 0.0 once e^{−ε₀} underflows
+    per_call = math.log1p(math.exp(-up(epsilon0)))
     calls = -exact_log(Fraction(delta_hat)) / per_call if per_call else math.inf
     return MAX_CALLS if calls >= MAX_CALLS else math.ceil(calls * (1 + 1e-12))
 

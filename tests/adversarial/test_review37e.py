@@ -1,0 +1,138 @@
+"""Review 37e: directed rounding in the samplers, the learning and the quantile plugins; partition selection's
+threshold at extreme scales.
+
+Scope: every ``float(·)`` / ``_float(·)`` / ``math.*`` read of an ε, ρ, δ, β, scale, σ or threshold in
+``dpframe/noise/samplers.py``, ``plugins/dpframe_learning/`` (interior point, TreeLog, binary search, RSC
+slicing, thresholds, rectangles, the gate) and ``plugins/dpframe_quantiles/`` (grid bounds, the EM, joint
+quantiles), classified in ``docs/guarantees.md`` (proofs section, "Rounding"); ``budgets.exact_log``, which
+several of them read δ through; ``laplace_threshold`` of partition selection at scales beyond the float range.
+
+Findings: ``exact_log`` subtracted log(numerator) − log(denominator), so a δ near 1 lost every digit:
+ln(1 − 10⁻¹⁵) was 0.0. RSC's holder-call bound w = ⌈ln(1/δ̂)/ln(1 + e^{−ε₀})⌉ read it so: at ε₀ = 30,
+δ̂ = 1 − 791·10⁻¹² it gave w = 8453 where the theorem needs 8454 (the charge 2wε₀ one call short), and at
+δ̂ = 1 − 10⁻¹⁵ w = 0 (learn_rectangle refused with a BudgetError naming ``epsilon``). RSC's ε₀ and TreeLog's
+ε/2, ε₀ and its two thresholds (t, the histogram's 1 + ⌈ln(1/δ₀)/ε₀⌉) read ε as ``float(·)`` to nearest
+(inside their 10⁻¹² margins); now directed. ``laplace_threshold`` raised ZeroDivisionError for a scale below
+2.5·10⁻³²⁴ and OverflowError above 1.8·10³⁰⁸; no analyst reaches either (a query's ε is below 10³⁰⁰ and
+its scale below 2⁵⁷, both refused before the charge), and it is now exact at every scale.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+from dpframe_aggregates.partition_selection import laplace_threshold
+from dpframe_learning import interior_point, slicing
+
+import dpframe as dp
+from dpframe.budgets import exact_log
+
+from .test_review37b import PREC, _dec
+from .test_review37d import THIRD, _spy
+
+
+def _ln(x: Fraction) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = PREC
+        return _dec(x).ln()
+
+
+# --------------------------------------------------------------------------- exact_log near 1 (finding 1)
+
+@pytest.mark.parametrize("x", [Fraction(10**15 - 1, 10**15), Fraction(10**12 - 791, 10**12), Fraction(2**60 + 1, 2**60),
+                               Fraction(2**53, 2**53 - 1), Fraction(3**400 + 1, 4 * 3**400), Fraction(1, 10**400),
+                               Fraction(10**400 + 7, 3), Fraction(1, 2), Fraction(3, 2), Fraction(5, 7)])
+def test_exact_log_is_accurate_relative_to_the_log(x: Fraction) -> None:
+    """Attack: ln(1 − 10⁻¹⁵) was log(10¹⁵ − 1) − log(10¹⁵) = 0.0 (both logs round to one float). Now within
+    4 ulps of the 60-digit value, also for a δ near 1 and for numerators and denominators of hundreds of digits."""
+    got, want = exact_log(x), _ln(x)
+    assert abs(Decimal(got) - want) <= 4 * Decimal(math.ulp(got))
+
+
+def test_rsc_holder_calls_are_an_upper_bound() -> None:
+    """Attack: at ε₀ = 30, δ̂ = 1 − 791·10⁻¹² the exact ln(1/δ̂)/ln(1 + e^{−ε₀}) is 8453.0014, so RSC is
+    (2·8454·ε₀, δ̂)-DP; rsc_calls gave 8453 (ln(1/δ̂) read 1.3·10⁻¹⁶ low). At δ̂ = 1 − 10⁻¹⁵ it gave 0."""
+    cases = ((Fraction(30), Fraction(10**12 - 791, 10**12)), (Fraction(1, 10), Fraction(10**15 - 1, 10**15)))
+    for eps0, delta_hat in cases:
+        with localcontext() as ctx:
+            ctx.prec = PREC
+            ratio = -_ln(delta_hat) / (1 + (-_dec(eps0)).exp()).ln()
+        assert slicing.rsc_calls(eps0, delta_hat) >= math.ceil(ratio)
+    plan = slicing.slice_plan(Fraction(1), Fraction(10**15 - 1, 10**15), 4)   # was BudgetError('epsilon')
+    assert plan.method == "rsc" and plan.cost.epsilon == 2 * plan.epsilon0
+
+
+# --------------------------------------------------------------------------- directed ε in RSC and TreeLog
+
+def test_rsc_calls_reads_epsilon0_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: per_call = ln(1 + e^{−ε₀}) must be a lower bound (w divides by it); e^{−float(1/3)} was above
+    e^{−1/3}. Now the exponent is −up(ε₀)."""
+    calls = _spy(monkeypatch, slicing.math, "exp")
+    slicing.rsc_calls(THIRD, Fraction(1, 10**6))
+    (arg,), = calls
+    assert -Fraction(arg) >= THIRD
+
+
+def test_treelog_parameters_round_the_safe_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack (ε = 1/3, δ = 10⁻⁶, |X| = 2²⁰: ε₀ = 1/51, float(1/51) < 1/51): δ₀ = δ/(L(2 + e^{ε₀}) + 1) read
+    e^{float(ε₀)} (ε₀ low: δ₀ high) and, for swaps, ln(1 + e^{float(ε)/2}); t = ⌈100·ln(1/δ₀)/ε₀⌉ and the
+    histogram threshold ⌈ln(1/δ₀)/ε₀⌉ were float quotients below the exact ones. Now ε up in the exponentials
+    and the quotients exact."""
+    ceil_args = _spy(monkeypatch, interior_point, "_ceil")
+    exps = _spy(monkeypatch, interior_point.math, "exp")
+    p = interior_point.TreeLogParameters.of(THIRD, Fraction(1, 10**6), 1e-6, 2**20, interior_point.Stability(1))
+    threshold = p.threshold
+    assert p.epsilon0 == Fraction(1, 51) and Fraction(float(p.epsilon0)) < p.epsilon0
+    (e,), = [a for a in exps if a != (-p.log_inv_delta0,)]
+    assert Fraction(e) >= p.epsilon0
+    (t_arg,), (th_arg,) = ceil_args
+    log_inv = Fraction(p.log_inv_delta0)
+    assert Fraction(t_arg) >= 100 * log_inv / p.epsilon0 and Fraction(th_arg) >= log_inv / p.epsilon0
+    assert threshold == 1 + math.ceil(log_inv / p.epsilon0 * (1 + Fraction(1, 10**12)))
+    halves = _spy(monkeypatch, interior_point.np, "logaddexp")
+    interior_point.TreeLogParameters.of(THIRD, Fraction(1, 10**6), 1e-6, 2**20, interior_point.Stability(1, swap=True))
+    (_, half), = halves
+    assert Fraction(half) >= THIRD / 2
+
+
+# --------------------------------------------------------------------------- partition selection's threshold (part 2)
+
+def test_laplace_threshold_at_scales_beyond_the_float_range() -> None:
+    """Attack: t = float(scale) is 0.0 below 2.5·10⁻³²⁴ (ε above ~4·10³²³ per group) and −1/t raised
+    ZeroDivisionError; above 1.8·10³⁰⁸ float(scale) raised OverflowError. Now τ = 3 at a vanishing scale (a
+    unit-only group needs noise ≥ 2, probability ≈ e^{−2/t}) and τ − 1 ≥ t·(ln(1/δ) − ln 2) at a huge one."""
+    assert laplace_threshold(1, Fraction(1, 10**330), Fraction(1, 10**6)) == 3
+    t = Fraction(10**400)
+    tau = laplace_threshold(1, t, Fraction(1, 10**6))
+    with localcontext() as ctx:
+        ctx.prec = PREC
+        low = _dec(t) * (_ln(Fraction(10**6)) - _ln(Fraction(2)))
+        assert low <= tau - 1 <= low + _dec(t) * Decimal("1e-9")
+
+
+@pytest.mark.parametrize("notion", ["approx", "zcdp"])
+def test_huge_epsilon_never_reaches_the_threshold(notion: str) -> None:
+    """Private keys through group_by, SQL GROUP BY and top-k: ε (ρ) ≥ 10³⁰⁰ is refused before the charge, naming
+    the budget (so a scale l0/ε ≥ 10⁻³⁰⁰ reaches laplace_threshold), and 10³⁰⁰ − 1 runs and charges exactly."""
+    data = pl.DataFrame({"u": list(range(40)), "c": [str(i % 4) for i in range(40)]})
+    total = dp.ApproxDP(10**400, Fraction(1, 10**6)) if notion == "approx" else dp.ZCDP(10**700, Fraction(1, 10**6))
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=total)
+    make: Any = dp.ApproxDP if notion == "approx" else dp.ZCDP
+    queries = [lambda: sess.table("t").group_by("c").agg(dp.len()),
+               lambda: sess.sql("SELECT c, COUNT(*) AS n FROM t GROUP BY c"),
+               lambda: sess.table("t").group_by("c").top_k(k=2)]
+    for query in queries:
+        with pytest.raises(dp.errors.BudgetError) as err:
+            query().collect(make(10**330, Fraction(1, 10**7)))
+        assert err.value.argument == "budget"
+    spent = sess.spent()
+    assert (spent.epsilon if notion == "approx" else spent.rho) == 0 and spent.delta == 0  # type: ignore[union-attr]
+    out = sess.table("t").group_by("c").agg(dp.len()).collect(make(10**300 - 1, Fraction(1, 10**7)))
+    assert sorted(out["len"].to_list()) == [10] * 4
+    assert sess.spent() == make(10**300 - 1, Fraction(1, 10**7))
+
