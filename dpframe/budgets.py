@@ -256,10 +256,11 @@ def exact_log(x: Fraction) -> float:
         True
 
     """
-    if abs(x - 1) < Fraction(1, 2):
-        return math.log1p(float(x - 1))
-    e = x.numerator.bit_length() - x.denominator.bit_length()
-    return e * math.log(2) + math.log(float(x / Fraction(2) ** e))
+    num, den = x.numerator, x.denominator       # integer true divisions: correctly rounded, no gcd of huge parts
+    if 2 * abs(num - den) < den:
+        return math.log1p((num - den) / den)
+    e = num.bit_length() - den.bit_length()
+    return e * math.log(2) + math.log(num / (den << e) if e >= 0 else (num << -e) / den)
 
 
 def up(x: Fraction) -> float:
