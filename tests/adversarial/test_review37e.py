@@ -54,16 +54,34 @@ def test_exact_log_is_accurate_relative_to_the_log(x: Fraction) -> None:
     assert abs(Decimal(got) - want) <= 4 * Decimal(math.ulp(got))
 
 
-def test_rsc_holder_calls_are_an_upper_bound() -> None:
-    """Attack: at ε₀ = 30, δ̂ = 1 − 791·10⁻¹² the exact ln(1/δ̂)/ln(1 + e^{−ε₀}) is 8453.0014, so RSC is
-    (2·8454·ε₀, δ̂)-DP; rsc_calls gave 8453 (ln(1/δ̂) read 1.3·10⁻¹⁶ low). At δ̂ = 1 − 10⁻¹⁵ it gave 0."""
-    cases = ((Fraction(30), Fraction(10**12 - 791, 10**12)), (Fraction(1, 10), Fraction(10**15 - 1, 10**15)))
-    for eps0, delta_hat in cases:
-        with localcontext() as ctx:
-            ctx.prec = PREC
-            ratio = -_ln(delta_hat) / (1 + (-_dec(eps0)).exp()).ln()
-        assert slicing.rsc_calls(eps0, delta_hat) >= math.ceil(ratio)
-    plan = slicing.slice_plan(Fraction(1), Fraction(10**15 - 1, 10**15), 4)   # was BudgetError('epsilon')
+def _holder_ratio(eps0: Fraction, delta_hat: Fraction) -> Decimal:
+    """ln(1/δ̂)/ln(1 + e^{−ε₀}) to 60 digits (450 digits inside: δ̂ within 10⁻⁴⁰⁰ of 1, e^{−ε₀} down to 10⁻³³⁰)."""
+    with localcontext() as ctx:
+        ctx.prec = 450
+        return -_dec(delta_hat).ln() / (1 + (-_dec(eps0)).exp()).ln()
+
+
+@pytest.mark.parametrize("eps0, delta_hat", [
+    (Fraction(30), Fraction(10**12 - 791, 10**12)), (Fraction(1, 10), Fraction(10**15 - 1, 10**15)),
+    (Fraction(730), Fraction(10**305 - 1, 10**305)), (Fraction(1, 10), Fraction(10**400 - 1, 10**400)),
+    (Fraction(1, 10), Fraction(1, 10**6)), (Fraction(3, 2), Fraction(1, 10**400)), (Fraction(700), Fraction(1, 2))])
+def test_rsc_holder_calls_are_an_upper_bound(eps0: Fraction, delta_hat: Fraction) -> None:
+    """Attack: at ε₀ = 30, δ̂ = 1 − 791·10⁻¹² the exact ratio is 8453.0014, so RSC is (2·8454·ε₀, δ̂)-DP; rsc_calls
+    gave 8453 (ln(1/δ̂) read 1.3·10⁻¹⁶ low). At δ̂ = 1 − 10⁻¹⁵ and 1 − 10⁻⁴⁰⁰ it gave 0; at ε₀ = 730 (e^{−ε₀}
+    subnormal, 35 bits) and δ̂ = 1 − 10⁻³⁰⁵ 1,083,856,307,677 of 1,083,856,507,270. Now ≥ the exact ceiling, within
+    a relative 2·10⁻⁹ of it."""
+    ratio = _holder_ratio(eps0, delta_hat)
+    w = slicing.rsc_calls(eps0, delta_hat)
+    if ratio >= slicing.MAX_CALLS:
+        assert w == slicing.MAX_CALLS
+    else:
+        assert math.ceil(ratio) <= w <= max(1, math.ceil(ratio * (1 + Decimal("2e-9"))))
+
+
+def test_rsc_plan_near_delta_one() -> None:
+    """slice_plan at δ = 1 − 10⁻¹⁵ raised a BudgetError naming ``epsilon`` (w = 0: a cost of ε = 0); now RSC
+    with w = 1."""
+    plan = slicing.slice_plan(Fraction(1), Fraction(10**15 - 1, 10**15), 4)
     assert plan.method == "rsc" and plan.cost.epsilon == 2 * plan.epsilon0
 
 
@@ -74,7 +92,7 @@ def test_rsc_calls_reads_epsilon0_up(monkeypatch: pytest.MonkeyPatch) -> None:
     e^{−1/3}. Now the exponent is −up(ε₀)."""
     calls = _spy(monkeypatch, slicing.math, "exp")
     slicing.rsc_calls(THIRD, Fraction(1, 10**6))
-    (arg,), = calls
+    (arg,), _ = calls                                  # then the exp of the quotient's log
     assert -Fraction(arg) >= THIRD
 
 
