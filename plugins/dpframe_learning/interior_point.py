@@ -358,7 +358,9 @@ class TreeLogParameters:
             eps, log_inv = eps / 2, log_inv + float(np.logaddexp(0.0, up(eps / 2)))     # ln(1 + e^{ε/2})
         L = levels(size)
         eps0 = eps / (9 + 4 * L)
-        log_inv0 = (max(log_inv, -math.log(beta)) + math.log(L * (2 + math.exp(up(eps0))) + 1)) * (1 + 1e-12)
+        # ln(L(2 + e^{ε₀}) + 1) = ln(e^{ln(2L + 1)} + e^{ln L + ε₀}) (e^{ε₀} overflows past ε₀ = 709)
+        log_sum = float(np.logaddexp(math.log(2 * L + 1), math.log(L) + up(eps0))) if L else 0.0
+        log_inv0 = (max(log_inv, -math.log(beta)) + log_sum) * (1 + 1e-12)
         return cls(L, eps0, log_inv0, _ceil(100 * Fraction(log_inv0) / eps0))
 
     @property

@@ -99,23 +99,36 @@ def test_rsc_calls_reads_epsilon0_up(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_treelog_parameters_round_the_safe_way(monkeypatch: pytest.MonkeyPatch) -> None:
     """Attack (ε = 1/3, δ = 10⁻⁶, |X| = 2²⁰: ε₀ = 1/51, float(1/51) < 1/51): δ₀ = δ/(L(2 + e^{ε₀}) + 1) read
     e^{float(ε₀)} (ε₀ low: δ₀ high) and, for swaps, ln(1 + e^{float(ε)/2}); t = ⌈100·ln(1/δ₀)/ε₀⌉ and the
-    histogram threshold ⌈ln(1/δ₀)/ε₀⌉ were float quotients below the exact ones. Now ε up in the exponentials
-    and the quotients exact."""
+    histogram threshold ⌈ln(1/δ₀)/ε₀⌉ were float quotients below the exact ones. Now ε₀ and ε/2 are read through
+    ``up`` and the quotients are exact."""
     ceil_args = _spy(monkeypatch, interior_point, "_ceil")
-    exps = _spy(monkeypatch, interior_point.math, "exp")
+    rounded = _spy(monkeypatch, interior_point, "up")
     p = interior_point.TreeLogParameters.of(THIRD, Fraction(1, 10**6), 1e-6, 2**20, interior_point.Stability(1))
     threshold = p.threshold
     assert p.epsilon0 == Fraction(1, 51) and Fraction(float(p.epsilon0)) < p.epsilon0
-    (e,), = [a for a in exps if a != (-p.log_inv_delta0,)]
-    assert Fraction(e) >= p.epsilon0
+    assert rounded == [(p.epsilon0,)]
     (t_arg,), (th_arg,) = ceil_args
     log_inv = Fraction(p.log_inv_delta0)
     assert Fraction(t_arg) >= 100 * log_inv / p.epsilon0 and Fraction(th_arg) >= log_inv / p.epsilon0
     assert threshold == 1 + math.ceil(log_inv / p.epsilon0 * (1 + Fraction(1, 10**12)))
-    halves = _spy(monkeypatch, interior_point.np, "logaddexp")
-    interior_point.TreeLogParameters.of(THIRD, Fraction(1, 10**6), 1e-6, 2**20, interior_point.Stability(1, swap=True))
-    (_, half), = halves
-    assert Fraction(half) >= THIRD / 2
+    rounded.clear()
+    swap = interior_point.Stability(1, swap=True)
+    p = interior_point.TreeLogParameters.of(THIRD, Fraction(1, 10**6), 1e-6, 2**20, swap)
+    assert rounded == [(THIRD / 2,), (p.epsilon0,)]
+
+
+def test_treelog_parameters_at_a_large_epsilon() -> None:
+    """Attack: e^{ε₀} overflowed past ε₀ = 709, so every interior point under an (ε, δ) budget of ε ≥ ~1.3·10⁴
+    (auto and binary_search too: the plan prices TreeLog for its table) raised a raw OverflowError before the
+    charge. Now in logs: it runs and charges its budget."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [float(i % 50) for i in range(400)]})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10**6, Fraction(1, 1000)))
+    budget = dp.ApproxDP(10**5, Fraction(1, 10**6))
+    point = sess.table("t").interior_point("x", bounds=(0, 100)).collect(budget)
+    assert 0 <= point.value <= 49 and sess.spent() == dp.ApproxDP(10**5, 0)
+    p = interior_point.TreeLogParameters.of(Fraction(10**299), Fraction(1, 10**6), 1e-6, 2**20,
+                                            interior_point.Stability(1))
+    assert (p.t, p.threshold) == (101, 3)                   # ln(1/δ₀) ≈ ε₀: t = ⌈100·(1 + 10⁻¹²)²⌉
 
 
 # --------------------------------------------------------------------------- partition selection's threshold (part 2)
