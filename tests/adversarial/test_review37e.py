@@ -10,11 +10,14 @@ several of them read δ through; ``laplace_threshold`` of partition selection at
 Findings: ``exact_log`` subtracted log(numerator) − log(denominator), so a δ near 1 lost every digit:
 ln(1 − 10⁻¹⁵) was 0.0. RSC's holder-call bound w = ⌈ln(1/δ̂)/ln(1 + e^{−ε₀})⌉ read it so: at ε₀ = 30,
 δ̂ = 1 − 791·10⁻¹² it gave w = 8453 where the theorem needs 8454 (the charge 2wε₀ one call short), and at
-δ̂ = 1 − 10⁻¹⁵ w = 0 (learn_rectangle refused with a BudgetError naming ``epsilon``). RSC's ε₀ and TreeLog's
-ε/2, ε₀ and its two thresholds (t, the histogram's 1 + ⌈ln(1/δ₀)/ε₀⌉) read ε as ``float(·)`` to nearest
-(inside their 10⁻¹² margins); now directed. ``laplace_threshold`` raised ZeroDivisionError for a scale below
-2.5·10⁻³²⁴ and OverflowError above 1.8·10³⁰⁸; no analyst reaches either (a query's ε is below 10³⁰⁰ and
-its scale below 2⁵⁷, both refused before the charge), and it is now exact at every scale.
+δ̂ = 1 − 10⁻¹⁵ w = 0 (learn_rectangle refused with a BudgetError naming ``epsilon``); past ε₀ = 708 its
+e^{−ε₀} was subnormal (w 2·10⁵ short of 1.08·10¹² at ε₀ = 730). RSC's ε₀ and TreeLog's ε/2, ε₀ and its two
+thresholds (t, the histogram's 1 + ⌈ln(1/δ₀)/ε₀⌉) read ε as ``float(·)`` to nearest (inside their 10⁻¹² margins);
+now directed. TreeLog's e^{ε₀} overflowed: every interior point (auto included) under an (ε, δ) budget of
+ε ≥ ~1.3·10⁴ raised a raw OverflowError; grid bounds at ε ≤ 10⁻³⁰⁸ too (its accuracy-only inward shift).
+``laplace_threshold`` raised ZeroDivisionError for a scale below 2.5·10⁻³²⁴ and OverflowError above
+1.8·10³⁰⁸; no analyst reaches either (a query's ε is below 10³⁰⁰ and its scale at most 2⁵⁷, both refused
+before the charge), and it is now exact at every scale.
 """
 
 from __future__ import annotations
@@ -167,3 +170,15 @@ def test_huge_epsilon_never_reaches_the_threshold(notion: str) -> None:
     assert sorted(out["len"].to_list()) == [10] * 4
     assert sess.spent() == make(10**300 - 1, Fraction(1, 10**7))
 
+
+
+def test_grid_bounds_at_a_tiny_epsilon() -> None:
+    """Attack: frame.bounds() at ε = 10⁻³²⁰ computed its inward shift 2m/float(ε₀)·ln(bins/β) = ∞ (OverflowError
+    while planning), at 10⁻³³⁰ float(ε₀) = 0. The shift is accuracy only (public); now exact: it runs (the EM
+    at such a scale is uniform) and charges its budget."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0] * 20})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1))
+    for eps in (Fraction(1, 10**320), Fraction(1, 10**330)):
+        low, high = sess.table("t").bounds("x").collect(dp.PureDP(eps))
+        assert low <= high
+    assert sess.spent() == dp.PureDP(Fraction(1, 10**320) + Fraction(1, 10**330))
