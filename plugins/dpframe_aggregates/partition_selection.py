@@ -60,15 +60,19 @@ def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
     """Smallest τ with l0·P[Z ≥ τ − 1] ≤ δ for discrete Laplace(t = scale), plus one for safety.
 
     τ − 1 ≥ t·(ln(l0/δ) − ln(1 + e^{−1/t})), computed in exact rationals from an upper bound of the logs (the
-    product with t was a float: at t ≈ 2⁵⁶ its rounding alone moved τ by hundreds).
+    product with t was a float: at t ≈ 2⁵⁶ its rounding alone moved τ by hundreds). ln(1 + e^{−1/t}) is taken at
+    1/t capped at 40 (beyond, it is below 10⁻¹⁷, inside the 10⁻¹² margin: the bound is 0), so no scale, however
+    far outside the float range, meets a float division or overflow.
 
     Example:
         >>> laplace_threshold(1, Fraction(1), Fraction(1, 10**6))
         16
+        >>> laplace_threshold(1, Fraction(1, 10**400), Fraction(1, 10**6))   # a unit-only group needs noise ≥ 2
+        3
 
     """
-    t = float(scale)
-    small = max(Fraction(0), Fraction(math.log1p(math.exp(-1 / t))) - Fraction(1, 10**12))  # ≤ ln(1 + e^{−1/t})
+    inv = float(min(1 / scale, Fraction(40)))
+    small = max(Fraction(0), Fraction(math.log1p(math.exp(-inv))) - Fraction(1, 10**12))  # ≤ ln(1 + e^{−1/t})
     return max(1, math.ceil(scale * (log_ratio_up(l0, delta) - small))) + 2
 
 

@@ -350,14 +350,18 @@ class TreeLogParameters:
 
     @classmethod
     def of(cls, epsilon: Fraction, delta: Fraction, beta: float, size: int, stability: Stability) -> TreeLogParameters:
-        # In logs, from the exact δ: float(δ) is 0 below 5e-324 and imprecise below 2.2e-308.
+        # In logs, from the exact δ: float(δ) is 0 below 5e-324 and imprecise below 2.2e-308. ln(1/δ₀) is an upper
+        # bound: ε up in the exponentials, the float rounding inside the 10⁻¹² margin; t and the threshold divide
+        # it by the exact ε₀ (:func:`_ceil` of a Fraction)
         eps, log_inv = epsilon, -exact_log(delta)
         if stability.swap:
-            eps, log_inv = eps / 2, log_inv + float(np.logaddexp(0.0, float(eps) / 2))     # ln(1 + e^{ε/2})
+            eps, log_inv = eps / 2, log_inv + float(np.logaddexp(0.0, up(eps / 2)))     # ln(1 + e^{ε/2})
         L = levels(size)
         eps0 = eps / (9 + 4 * L)
-        log_inv0 = (max(log_inv, -math.log(beta)) + math.log(L * (2 + math.exp(float(eps0))) + 1)) * (1 + 1e-12)
-        return cls(L, eps0, log_inv0, _ceil(100 * log_inv0 / float(eps0)))
+        # ln(L(2 + e^{ε₀}) + 1) = ln(e^{ln(2L + 1)} + e^{ln L + ε₀}) (e^{ε₀} overflows past ε₀ = 709)
+        log_sum = float(np.logaddexp(math.log(2 * L + 1), math.log(L) + up(eps0))) if L else 0.0
+        log_inv0 = (max(log_inv, -math.log(beta)) + log_sum) * (1 + 1e-12)
+        return cls(L, eps0, log_inv0, _ceil(100 * Fraction(log_inv0) / eps0))
 
     @property
     def delta0(self) -> float:
@@ -367,7 +371,7 @@ class TreeLogParameters:
     @property
     def threshold(self) -> int:
         """The stability-histogram threshold 1 + ⌈ln(1/δ₀)/ε₀⌉ (a new bin passes w.p. ≤ δ₀)."""
-        return 1 + _ceil(self.log_inv_delta0 / float(self.epsilon0))
+        return 1 + _ceil(Fraction(self.log_inv_delta0) / self.epsilon0)
 
 
 class TreeLog:

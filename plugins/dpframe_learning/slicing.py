@@ -38,25 +38,34 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dpframe.budgets import ApproxDP, PureDP, exact_log
+from dpframe.budgets import ApproxDP, PureDP, exact_log, up
 from dpframe.noise import RandomSource, bernoulli_exp
 
 
 def rsc_calls(epsilon0: Fraction, delta_hat: Fraction | float) -> int:
-    """The RSC holder-call bound w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉, p = 1/(1 + e^{ε₀}) (§3.5).
+    """The RSC holder-call bound w = ⌈ln(1/δ̂)/ln(1/(1 − p))⌉, p = 1/(1 + e^{ε₀}) (§3.5), never below it.
 
-    §10 T3: w = 22 at ε₀ = 0.1, δ̂ = 1e-6. ln(1/(1 − p)) = ln(1 + e^{−ε₀}), and ln(1/δ̂) is taken from δ̂ exactly:
-    a δ̂ below the float range (10⁻⁴⁰⁰) or an ε₀ so large that e^{−ε₀} underflows gives a w, not a float error
-    (beyond :data:`MAX_CALLS` it is capped there: more than any number of slices, so RSC is not chosen).
+    §10 T3: w = 22 at ε₀ = 0.1, δ̂ = 1e-6. ln(1/(1 − p)) = ln(1 + e^{−ε₀}). The quotient is formed in logs, each log
+    within a few ulps (ε₀ read up; past ε₀ = 700, where e^{−ε₀} would be subnormal, ln ln(1 + e^{−ε₀}) ≥ −ε₀ − e^{−ε₀}
+    is −ε₀; near δ̂ = 1, ln(1/δ̂) ≤ (1 − δ̂)/δ̂, in exact rationals) and raised by 10⁻¹² of their sizes: a δ̂ below
+    the float range (10⁻⁴⁰⁰) or within 10⁻⁴⁰⁰ of 1, or a huge ε₀, gives the bound, not a float error (beyond
+    :data:`MAX_CALLS` it is capped there: more than any number of slices, so RSC is not chosen).
 
     Example:
         >>> rsc_calls(Fraction(1, 10), Fraction(1, 10**400)), rsc_calls(Fraction(10**4), 1e-6) == MAX_CALLS
         (1430, True)
+        >>> rsc_calls(Fraction(1, 10), Fraction(10**400 - 1, 10**400))      # ln(1/δ̂) ≈ 10⁻⁴⁰⁰, still one call
+        1
 
     """
-    per_call = math.log1p(math.exp(-float(epsilon0)))             # ln(1/(1 − p)); 0.0 once e^{−ε₀} underflows
-    calls = -exact_log(Fraction(delta_hat)) / per_call if per_call else math.inf
-    return MAX_CALLS if calls >= MAX_CALLS else math.ceil(calls * (1 + 1e-12))
+    delta_hat = Fraction(delta_hat)
+    gap = delta_hat.denominator - delta_hat.numerator       # 1 − δ̂ = gap/denominator > 0
+    log_log_inv = (exact_log(Fraction(gap, delta_hat.numerator)) if gap << 50 < delta_hat.denominator
+                   else math.log(-exact_log(delta_hat)))     # ≥ ln ln(1/δ̂) but for float rounding
+    eps = up(epsilon0)
+    log_per_call = math.log(math.log1p(math.exp(-eps))) if eps < 700 else -eps
+    log_calls = log_log_inv - log_per_call + 1e-12 * (1 + abs(log_log_inv) + abs(log_per_call))
+    return MAX_CALLS if log_calls >= math.log(MAX_CALLS) else max(1, math.ceil(math.exp(log_calls)))
 
 
 MAX_CALLS = 2**62

@@ -57,12 +57,15 @@ BETA = 0.05
 def inward_shift(bins: int, eps0: Fraction, m: int) -> int:
     """R = ⌈(2m/ε₀)·ln(bins/β)⌉ ranks: the EM lands within R of its target with probability ≥ 1 − β.
 
+    Public (accuracy only: any R gives the same privacy). 2m/ε₀ is exact: as a float it overflowed (a raw
+    OverflowError while planning) for ε₀ below ~10⁻³⁰⁸.
+
     Example:
-        >>> inward_shift(500, Fraction(1, 2), 1)
-        37
+        >>> inward_shift(500, Fraction(1, 2), 1), len(str(inward_shift(500, Fraction(1, 10**320), 1)))
+        (37, 322)
 
     """
-    return math.ceil(2 * m / float(eps0) * math.log(bins / BETA))
+    return math.ceil(2 * m / eps0 * Fraction(math.log(bins / BETA)))
 
 
 def grid(column: str, dtype: pl.DataType, domain: Any, resolution: Any) -> tuple[Fraction, ...]:
