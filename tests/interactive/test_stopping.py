@@ -100,10 +100,13 @@ def test_run_until_gaussian_steps_settle_to_the_cell() -> None:
     assert cells["6"] < 6 * dp.ZCDP(0.02).to_approx(1e-6 / 3).epsilon             # beats separate rounds
 
 
-def test_run_until_stopping_time_law_on_neighbouring_datasets() -> None:
-    """Statistical check of the spec: P[stop at k | D] ≤ e^{ε_k}·P[stop at k | D′] + δ (sampling slack)."""
+@pytest.mark.parametrize("runs", [150, pytest.param(600, marks=pytest.mark.slow)])
+def test_run_until_stopping_time_law_on_neighbouring_datasets(runs: int) -> None:
+    """Statistical check of the spec: P[stop at k | D] ≤ e^{ε_k}·P[stop at k | D′] + δ (sampling slack).
+
+    ``runs`` per dataset: 150 by default (each is up to three queries), 600 with ``-m slow``.
+    """
     counts: dict[int, list[int]] = {}
-    runs = 300
     for n in (20, 21):                                             # neighbours: one row more
         data = pl.DataFrame({"x": [1] * n})
         sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10**6), seed=n)
