@@ -27,6 +27,8 @@ from dpframe.interactive.stopping import run_until
 from dpframe.plugin import RegisterFactory, RegisterFamily, plugin_host
 from dpframe.release import PrivateReader
 
+from .test_review37a import _paused_reads
+
 _GROUPS_AUTO, _NO_GROUPS = dp.PrivacyUnit("u", max_rows=2, max_groups="auto"), dp.PrivacyUnit("u", max_rows=2)
 _PURE, _APPROX = dp.PureDP(1), dp.ApproxDP(1, 1e-6)
 
@@ -254,14 +256,6 @@ def test_the_individual_filter_cut_short_by_close_raises_the_ledger_error(monkey
     instead (its run catches every failure). It now raises the LedgerError too, and so does every later call."""
     sess = _session(_NO_GROUPS, budget=dp.ZCDP(5))
     f = sess.individual_filter(dp.ZCDP(1))
-    inside, go = threading.Event(), threading.Event()
-    run = PrivateReader.run
-
-    def paused(self: PrivateReader, request: Any) -> Any:
-        inside.set()
-        assert go.wait(10), "the test never let the read go on"
-        return run(self, request)
-    monkeypatch.setattr(PrivateReader, "run", paused)
     outcome: list[BaseException | None] = []
 
     def analyst() -> None:
@@ -270,12 +264,13 @@ def test_the_individual_filter_cut_short_by_close_raises_the_ledger_error(monkey
             outcome.append(None)
         except BaseException as e:  # noqa: BLE001 — the analyst catches everything
             outcome.append(e)
-    worker = threading.Thread(target=analyst)
-    worker.start()
-    assert inside.wait(10)
-    sess.close()
-    go.set()
-    worker.join(10)
+    with _paused_reads(monkeypatch) as (inside, go):
+        worker = threading.Thread(target=analyst)
+        worker.start()
+        assert inside.wait(10)
+        sess.close()
+        go.set()
+        worker.join(10)
     assert type(outcome[0]) is dp.LedgerError and "closed" in str(outcome[0])
     with pytest.raises(dp.LedgerError, match="closed"):
         f.collect(_count(sess), dp.ZCDP(0.5))
