@@ -210,10 +210,12 @@ class RobustMedian(Sealed):
         j = len(self.proposals)
 
         log_delta = exact_log(delta)        # in logs: a δ below the float range, and tails that would underflow
+        # the float logs err by ulps of their size (|log δ| reaches 10⁸ at δ = 2^-10⁸): a margin relative to it
+        margin = 1e-9 + 1e-12 * abs(log_delta)
 
         def covers(half: int) -> bool:      # the union bound at ⌈t/2⌉ = half; it only falls as half grows
             tails = np.logaddexp(discrete_laplace_log_tail(nu_scale, half), discrete_laplace_log_tail(rho_scale, half))
-            return math.log(j) + float(tails) + 1e-9 <= log_delta
+            return math.log(j) + float(tails) + margin <= log_delta
         lo, hi = 0, 1                       # covers(hi), not covers(lo) (half = 0 never does: its tails are ≥ 1/2)
         while not covers(hi):
             lo, hi = hi, 2 * hi
