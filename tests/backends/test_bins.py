@@ -87,7 +87,7 @@ def test_bounds_release_the_same_values_as_before() -> None:
 
 @pytest.mark.parametrize("extra", [False, True])
 def test_duckdb_counts_a_grid_as_one_aggregate_per_bin_would(extra: bool) -> None:
-    """DuckDB's ASOF-join count of a grid (ungrouped) equals its one-by-one counts, with or without other aggregates."""
+    """DuckDB's one-pass count of a grid (``histogram``) equals its one-by-one counts, with or without others."""
     from dpframe.backends.base import StatisticsRequest
     from dpframe.backends.duckdb import DuckDBBackend
 
