@@ -88,9 +88,10 @@ from typing import Any
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.bins import BIN, COUNT, Bins, adjacent_bins
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
-from dpframe.backends.spark_statistics import aggregate, code, ident, window_aggregates
+from dpframe.backends.spark_statistics import aggregate, code, double, ident, present, window_aggregates
 from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
@@ -784,8 +785,10 @@ class SparkBackend:
             frame = frame.persist()
         try:
             windows = self._windows(frame, schema, request, near) if near else None
+            bins = [] if request.by else adjacent_bins(request.statistics)
+            binned = {s for b in bins for s in b.stats}
             types: dict[str, pl.DataType] = {s.key: pl.List(pl.Int64) if s.kind in LIST_KINDS else pl.Int64()
-                                             for s in request.statistics}
+                                             for s in request.statistics if s not in binned}
             sums = [s.key for s in request.statistics if s.kind == "fixed_sum"]
             try:
                 result = self._aggregate_all(frame, schema, request, types, windows, wide=False)
@@ -796,6 +799,9 @@ class SparkBackend:
                 exact = False
             if not exact:
                 result = self._aggregate_all(frame, schema, request, types, windows, wide=True)
+            if bins:
+                counted = [self._binned(frame, schema, b) for b in bins]
+                result = pl.concat([result, *counted] if result.width else counted, how="horizontal")
         finally:
             if cached:
                 frame.unpersist()
@@ -824,13 +830,26 @@ class SparkBackend:
         types = {**{b: schema[b] for b in by}, **{code_column(i): pl.List(pl.Int64) for i in range(len(near))}}
         return RankWindows.placed(_decode(sampled.toArrow(), types), near, by, stride)
 
+    def _binned(self, frame: Any, schema: pl.Schema, bins: Bins) -> pl.DataFrame:
+        """A grid's adjacent bins counted in one job: each row's bin by :meth:`Bins.spark_steps`, then one group-by."""
+        F = self._sql.functions
+        first, steps = bins.spark_steps(f"CAST({ident(bins.column)} AS DOUBLE)", double)
+        rows = frame.where(F.expr(present(bins.column, schema))).select(_name(bins.column), F.expr(first).alias(BIN))
+        for step in steps:
+            rows = rows.select(_name(bins.column), F.expr(step).alias(BIN))
+        found = rows.groupBy(BIN).agg(F.count(F.lit(1)).alias(COUNT))
+        return bins.counted(_decode(found.toArrow(), {BIN: pl.Int64(), COUNT: pl.Int64()}))
+
     def _aggregate_all(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,
                        types: dict[str, pl.DataType], windows: RankWindows | None, wide: bool) -> pl.DataFrame:
+        """One job for the statistics in ``types`` (with those of ``windows``); an empty frame when none."""
         F = self._sql.functions
         by = list(request.by)
         near = windows.near if windows is not None else []
         aggregates = [F.expr(aggregate(s, request.unit.column, schema, wide))
-                      for s in request.statistics if s not in near]
+                      for s in request.statistics if s not in near and s.key in types]
+        if not aggregates and not near and not by:
+            return pl.DataFrame()
         helpers: dict[str, pl.DataType] = {}
         if not wide and any(s.kind == "fixed_sum" for s in request.statistics):   # checks the 64-bit sums
             aggregates.append(F.expr(f"count(1) AS {ident(_ROWS)}"))

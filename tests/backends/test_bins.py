@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction as F
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,6 +14,7 @@ import dpframe as dp
 from dpframe.backends.bins import LEAST_BINS, adjacent_bins
 from dpframe.backends.polars import statistic_expr
 from dpframe.mechanism import Statistic
+from dpframe.plan.nodes import Filter, Scan
 
 
 def _grid(edges: list[F], column: str = "x") -> list[Statistic]:
@@ -85,26 +87,48 @@ def test_bounds_release_the_same_values_as_before() -> None:
     assert out["polars"] == out["duckdb"]
 
 
-@pytest.mark.parametrize("extra", [False, True])
-def test_duckdb_counts_a_grid_as_one_aggregate_per_bin_would(extra: bool) -> None:
-    """DuckDB's one-pass count of a grid (``histogram``) equals its one-by-one counts, with or without others."""
+def _backend_counts_a_grid_as_one_aggregate_per_bin_would(backend: Any, name: str, extra: bool,
+                                                         per_bin: bool = True) -> None:
+    """The one-pass counts equal the definition (Polars, one by one) and, with ``per_bin``, the backend's own."""
     from dpframe.backends.base import StatisticsRequest
-    from dpframe.backends.duckdb import DuckDBBackend
 
     values = pl.Series(ODD + [None, 7.0, 7.0, -3.0], dtype=pl.Float64)
     stats = tuple(_grid(EDGES + [F(10**21), F(10**22)] + [F(10**22 + k) for k in range(1, 10)]))
     others = (Statistic("rows"), Statistic("nonnull", "x")) if extra else ()
-    backend = DuckDBBackend()
     backend.register("t", pl.DataFrame({"x": values}).lazy())
 
-    def counted(least: int) -> dict[str, int]:
-        request = StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, stats + others, 1)
+    def counted(least: int, keep: pl.Expr = pl.lit(True)) -> dict[str, int]:
+        request = StatisticsRequest("t", (Filter.of(Scan.of("t", pl.Schema({"x": pl.Float64})), keep),),
+                                    dp.PrivacyUnit.row(), (), None, stats + others, 1)
         with pytest.MonkeyPatch.context() as m:
-            m.setattr("dpframe.backends.duckdb.adjacent_bins", lambda s: adjacent_bins(s, least=least))
+            m.setattr(f"dpframe.backends.{name}.adjacent_bins", lambda s: adjacent_bins(s, least=least))
             out = backend.statistics(request)
         assert out.height == 1          # one row, not one per source row
         return out.row(0, named=True)
 
-    assert counted(2) == counted(10**9)
     assert counted(2) == {**_one_by_one(pl.DataFrame({"x": values}), list(stats)),
                           **({"__rows": len(values), "__nonnull:x": 24} if extra else {})}
+    nothing = pl.col("x") == 12345.0     # no row: every bin 0, one row still
+    assert counted(2, nothing) == {**dict.fromkeys((s.key for s in stats), 0),
+                                   **({"__rows": 0, "__nonnull:x": 0} if extra else {})}
+    if per_bin:
+        assert counted(2) == counted(10**9)
+        assert counted(2, nothing) == counted(10**9, nothing)
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_duckdb_counts_a_grid_as_one_aggregate_per_bin_would(extra: bool) -> None:
+    """DuckDB's one-pass count of a grid (``histogram``) equals its one-by-one counts, with or without others."""
+    from dpframe.backends.duckdb import DuckDBBackend
+
+    _backend_counts_a_grid_as_one_aggregate_per_bin_would(DuckDBBackend(), "duckdb", extra)
+
+
+@pytest.mark.parametrize("per_bin", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_spark_counts_a_grid_as_one_aggregate_per_bin_would(per_bin: bool, spark_session: Any) -> None:
+    """Spark's one-pass count of a grid (a search in SQL, one group-by) equals the definition (and, slow: its
+    one-by-one counts, about 30 s here)."""
+    from dpframe.backends.spark import SparkBackend
+
+    _backend_counts_a_grid_as_one_aggregate_per_bin_would(SparkBackend(spark_session), "spark", True, per_bin)
+
