@@ -64,7 +64,8 @@ class Bins:
         ``edges``: a relation of ``(i, lo)`` holding :meth:`edges` numbered from 1 (:meth:`edge_frame`);
         ``value``: the SQL of a row's value as a DOUBLE; ``present``: the SQL true for a value (not NULL, not
         NaN). The ASOF join matches each value with the greatest edge at or below it (none below ``e_0``):
-        its number is the count of edges at or below the value.
+        its number is the count of edges at or below the value. With no such value the list is NULL
+        (:meth:`counts` reads it as no pairs).
         """
         return (f"(SELECT list({{'{BIN}': e.i, '{COUNT}': c}}) FROM (SELECT e.i, count(*) AS c FROM "
                 f"(SELECT {value} AS v FROM {rows} WHERE {present}) AS r ASOF JOIN {edges} AS e ON r.v >= e.lo "
@@ -75,9 +76,14 @@ class Bins:
         edges = self.edges()
         return pl.DataFrame({"i": np.arange(1, len(edges) + 1, dtype=np.int64), "lo": edges})
 
-    def counts(self, pairs: pl.Series) -> pl.DataFrame:
-        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs."""
-        found = pairs.struct.unnest() if pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
+    def counts(self, pairs: pl.Series | None) -> pl.DataFrame:
+        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs.
+
+        None (DuckDB's ``list`` over no row: no value at or above the first edge, or no row at all) and an
+        empty list are no pairs: every count is 0, on every backend (a NULL list once raised after the charge,
+        exactly when a filter left no value in the grid; ``tests/adversarial/test_review38a.py``).
+        """
+        found = pairs.struct.unnest() if pairs is not None and pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
         out = np.zeros(len(self.stats) + 2, dtype=np.int64)
         out[found[BIN].to_numpy().astype(np.int64)] = found[COUNT].to_numpy()
         return pl.DataFrame([pl.Series(s.key, out[i + 1:i + 2], dtype=pl.Int64) for i, s in enumerate(self.stats)])
