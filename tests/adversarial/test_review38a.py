@@ -75,3 +75,145 @@ def test_a_grid_no_row_reaches_is_released_not_failed_on_duckdb() -> None:
             query.collect(dp.PureDP(F(1, 10)))
         statuses.append(sess.history()["status"].to_list())
     assert statuses == [["committed"] * 2] * 2
+
+
+def _adversarial_columns() -> tuple[pl.DataFrame, tuple[Statistic, ...]]:
+    """One column per binnable dtype, holding values on, next to and beyond its grid's edges, and each column's
+    grid (edges that float64 rounds: 2⁵³ + 1, 1/3; Fractions adjacent only as floats)."""
+    big = 2**53
+    third = F(1, 3)
+    edges = {
+        "f64": [F(-(2**1023)), F(-1), F(0), F(5e-324), F(1, 10), third, F(1), F(big + 1), F(2**1023)],
+        "f32": [F(-1), F(0), F(1, 10), F(float(pl.Series([0.1], dtype=pl.Float32).cast(pl.Float64)[0])), F(1), F(10**39)],
+        "i64": [F(-(2**63)), F(-1), F(0), F(big - 1), F(big + 1), F(big + 3), F(2**63)],
+        "u64": [F(0), F(big + 1), F(2**63), F(2**63 + 2**11), F(2**64)],
+        "i128": [F(-(10**37)), F(0), F(2**100), F(2**100 + 2**47 + 1), F(2**101), F(10**37 + 1)],
+        "dec": [F(-1), F(0), F(1, 10), third - F(1, 10**30), F(1), F(10**18)],
+        "bool": [F(-1), F(0), F(1, 2), F(1), F(2)],
+        "f16": [F(-1), F(0), F(1, 2), F(1), F(65504)],
+        "dur": [F(-1), F(0), F(1), F(2), F(10**6)],
+    }
+    f64 = [-0.0, 0.0, 5e-324, -5e-324, 0.1, math.nextafter(0.1, 0), 1 / 3, 1.0, 2.0**53, 2.0**53 + 2, math.inf,
+           -math.inf, math.nan, 1.7976931348623157e308, -1.7976931348623157e308, None]
+    n = len(f64)
+    values = {
+        "f64": pl.Series(f64),
+        "f32": pl.Series(f64, dtype=pl.Float32),
+        "i64": pl.Series([-(2**63), -1, 0, big - 1, big, big + 1, big + 2, big + 3, 2**63 - 1, None] * 2, dtype=pl.Int64),
+        "u64": pl.Series([0, big + 1, 2**63 - 1, 2**63, 2**63 + 2**10, 2**63 + 2**11, 2**64 - 1, None] * 2,
+                         dtype=pl.UInt64),
+        "i128": pl.Series([-(10**37), 0, 2**100 + 2**47, 2**100 + 2**47 + 1, 2**100 + 2**48, 10**37, None] * 2 + [1, 2],
+                          dtype=pl.Int128),
+        "dec": pl.Series(["-0.0", "0.1", "0.3333333333333333333", "0.3333333333333333148", "1", None] * 2 + ["7"] * 4,
+                         dtype=pl.String).cast(pl.Decimal(38, 19)),
+        "bool": pl.Series([True, False, None, True] * 4),
+        "f16": pl.Series(f64, dtype=pl.Float32).cast(pl.Float16),
+        "dur": pl.Series([0, 1, 2, -1, None, 10**6, 3, 5] * 2, dtype=pl.Int64).cast(pl.Duration("us")),
+    }
+    frame = pl.DataFrame({c: s.head(n).extend_constant(None, n - min(n, s.len())) for c, s in values.items()})
+    stats = [s for c, e in edges.items() for s in _grid(c, e)]
+    # adjacent as floats only: [1/10, 1/3 − 10⁻³⁰) and [1/3 + 10⁻³⁰, 1) meet at float(1/3)
+    stats = [Statistic("indicator_sum", "dec", third + F(1, 10**30), s.upper) if s.lower == third - F(1, 10**30)
+             else s for s in stats]
+    return frame, tuple(stats)
+
+
+def test_one_pass_counts_equal_the_one_by_one_aggregates_on_every_backend() -> None:
+    """Sound: on every binnable dtype (floats of three widths, 64- and 128-bit integers past 2⁵³, decimals,
+    booleans, durations) with values on the edges, ±0, subnormals, ±inf, NaN and null, the one-pass counts of
+    Polars and DuckDB equal their one-by-one aggregates and each other (DuckDB reads 128-bit integers as
+    ``DECIMAL(38, 0)``: these stay within 38 digits)."""
+    frame, stats = _adversarial_columns()
+    assert len(adjacent_bins(stats, least=2)) == frame.width          # every column's grid is one run
+    stats = (*stats, Statistic("rows"), Statistic("nonnull", "f64"))
+    counted = [_counted(b, frame, stats, least) for b in (PolarsBackend, DuckDBBackend) for least in (2, 10**9)]
+    assert all(c == counted[0] for c in counted)
+
+
+# ------------------------------------------------------------------ 2. whole lists below WHOLE_BELOW rows
+
+
+def test_the_whole_below_switch_releases_the_same_values_on_both_sides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sound: ``WHOLE_BELOW`` is compared with the private count of bounded rows, but it only picks how the codes
+    are read (whole lists, or windows completed from the data when a read falls outside them): with windows
+    forced (0) or never used (10⁹), one seed releases the same quantiles, ungrouped and per public key."""
+    import numpy as np
+
+    from dpframe.backends import polars_windows
+
+    rng = np.random.default_rng(8)
+    n = 12_000
+    rows = pl.DataFrame({"u": rng.integers(0, n // 3, n), "x": rng.uniform(0, 100, n), "g": rng.integers(0, 3, n)})
+    windowed: list[bool] = []
+    placed = polars_windows.RankWindows.placed
+
+    def spy(cls: type, *args: object) -> object:
+        out = placed.__func__(cls, *args)   # type: ignore[attr-defined]
+        windowed.append(out is not None and bool(out.near))
+        return out
+
+    monkeypatch.setattr(polars_windows.RankWindows, "placed", classmethod(spy))
+
+    def release(whole_below: int) -> list[object]:
+        monkeypatch.setattr(polars_windows, "WHOLE_BELOW", whole_below)
+        sess = dp.Session({"t": rows}, privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.PureDP(20), seed=5)
+        t = sess.table("t")
+        return [t.agg(dp.median("x", bounds=(0, 100))).collect(dp.PureDP(5)).rows(),
+                t.group_by("g", keys=[0, 1, 2, 7]).agg(dp.median("x", bounds=(0, 100))).collect(dp.PureDP(5)).rows()]
+
+    whole = release(10**9)
+    assert windowed == []
+    assert release(0) == whole and windowed == [True, True]
+
+
+# ------------------------------------------------------------------ 3. the EM's task layout
+
+
+@pytest.mark.parametrize("groups", [1, 7, 8, 9, 64, 65, 511, 513])
+def test_seeded_quantiles_do_not_depend_on_the_core_count(groups: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sound: a seeded EM draws its chunks in order on one thread, laid out by the segment count alone
+    (``chunk_size(n, SEGMENT_CHUNK, TASKS)``), so 1, 3 or 16 usable cores give the same release."""
+    import numpy as np
+
+    from dpframe.noise import SeededRandomSource
+    from dpframe_quantiles.em import joint_quantiles
+
+    rng = np.random.default_rng(groups)
+    codes = [np.sort(rng.integers(0, 1_000, int(rng.integers(0, 40)))) for _ in range(groups)]
+    out = []
+    for cores in ("1", "3", "16"):
+        monkeypatch.setenv("DPFRAME_THREADS", cores)
+        out.append(joint_quantiles(codes, 1_000, [F(1, 10), F(1, 2), F(9, 10)], F(1, 2), 1, SeededRandomSource(9)))
+    assert all((o == out[0]).all() for o in out)
+
+
+# ------------------------------------------------------------------ 4. the probe's bisection (a refusal's message)
+
+
+def test_a_failure_only_rows_together_cause_is_refused_without_a_row() -> None:
+    """Sound: the refusal is decided on the whole probe frame; the bisection only looks for a row to show, and
+    a failure that needs two rows at once (neither half fails, no row alone) shows none."""
+    from dpframe.plan.totality import _first_failing_row
+
+    calls: list[tuple[int, int]] = []
+
+    def together(a: int, b: int) -> bool:
+        calls.append((a, b))
+        return a <= 3 and b > 700
+
+    assert _first_failing_row(1_000, together) is None
+    assert all(0 <= a < b <= 1_000 for a, b in calls)            # probe rows only
+    assert _first_failing_row(1_000, lambda a, b: a <= 617 < b or a <= 900 < b) == 617
+
+
+def test_a_refusal_names_a_probe_value_never_a_row_of_the_data() -> None:
+    """Sound: the message is built from the adversarial probe values; the same on D and D′, nothing charged."""
+    messages = []
+    for extra in ([], ["2031-07-04"]):
+        dates = pl.Series(["1999-12-31", *extra]).str.to_date()
+        sess = dp.Session({"t": pl.DataFrame({"d": dates})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+        with pytest.raises(dp.PlanError) as refused:
+            sess.table("t").with_columns(h=pl.col("d").dt.to_string("%H")).agg(n=dp.len()).collect(dp.PureDP(1))
+        messages.append(str(refused.value))
+        assert sess.history().height == 0
+    assert messages[0] == messages[1] and "1999" not in messages[0] and "2031" not in messages[0]
