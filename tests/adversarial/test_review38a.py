@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction as F
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -84,7 +85,7 @@ def _adversarial_columns() -> tuple[pl.DataFrame, tuple[Statistic, ...]]:
     third = F(1, 3)
     edges = {
         "f64": [F(-(2**1023)), F(-1), F(0), F(5e-324), F(1, 10), third, F(1), F(big + 1), F(2**1023)],
-        "f32": [F(-1), F(0), F(1, 10), F(float(pl.Series([0.1], dtype=pl.Float32).cast(pl.Float64)[0])), F(1), F(10**39)],
+        "f32": [F(-1), F(0), F(1, 10), F(float(np.float32(0.1))), F(1), F(10**39)],
         "i64": [F(-(2**63)), F(-1), F(0), F(big - 1), F(big + 1), F(big + 3), F(2**63)],
         "u64": [F(0), F(big + 1), F(2**63), F(2**63 + 2**11), F(2**64)],
         "i128": [F(-(10**37)), F(0), F(2**100), F(2**100 + 2**47 + 1), F(2**101), F(10**37 + 1)],
@@ -99,7 +100,8 @@ def _adversarial_columns() -> tuple[pl.DataFrame, tuple[Statistic, ...]]:
     values = {
         "f64": pl.Series(f64),
         "f32": pl.Series(f64, dtype=pl.Float32),
-        "i64": pl.Series([-(2**63), -1, 0, big - 1, big, big + 1, big + 2, big + 3, 2**63 - 1, None] * 2, dtype=pl.Int64),
+        "i64": pl.Series([-(2**63), -1, 0, big - 1, big, big + 1, big + 2, big + 3, 2**63 - 1, None] * 2,
+                         dtype=pl.Int64),
         "u64": pl.Series([0, big + 1, 2**63 - 1, 2**63, 2**63 + 2**10, 2**63 + 2**11, 2**64 - 1, None] * 2,
                          dtype=pl.UInt64),
         "i128": pl.Series([-(10**37), 0, 2**100 + 2**47, 2**100 + 2**47 + 1, 2**100 + 2**48, 10**37, None] * 2 + [1, 2],
@@ -130,6 +132,54 @@ def test_one_pass_counts_equal_the_one_by_one_aggregates_on_every_backend() -> N
     assert all(c == counted[0] for c in counted)
 
 
+
+@pytest.mark.slow
+def test_spark_counts_each_bin_as_the_one_pass_does(spark_session: object) -> None:
+    """Sound: the Spark backend (one aggregate per bin) counts the same grids as Polars' one pass, on each dtype
+    it stores (it refuses ``Int128`` and ``Duration`` columns when the table is registered)."""
+    from dpframe.backends.spark import SparkBackend
+
+    frame, stats = _adversarial_columns()
+    frame = frame.drop("i128", "dur")
+    stats = (*(s for s in stats if s.column in frame.columns), Statistic("rows"))
+    spark = SparkBackend(spark_session)
+    spark.register("t", frame.lazy())
+    counted = spark.statistics(StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, stats, 1))
+    assert counted.row(0, named=True) == _counted(PolarsBackend, frame, stats, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", [".memory", ".parquet", ".csv"])
+def test_grids_release_alike_in_one_pass_per_bin_and_on_each_backend(storage: str, tmp_path: object) -> None:
+    """Sound: ``frame.bounds``, histograms and ``bounds="auto"`` on derived columns after filters, under row and
+    user units (each unit within ``max_rows``), from memory, Parquet (scanned by DuckDB itself) or CSV: with one
+    seed, Polars and DuckDB release the same values in one pass and one aggregate per bin."""
+    rng = np.random.default_rng(4)
+    odd = [math.nan, math.inf, -math.inf, -0.0, 0.0, 5e-324, 1.7976931348623157e308, -1.7976931348623157e308, 0.5]
+    x = np.concatenate([rng.standard_cauchy(3_000 - len(odd)), odd])
+    data = pl.DataFrame({"u": np.arange(3_000) // 3, "x": x, "g": np.arange(3_000) % 5}).with_columns(
+        i=(pl.col("x").fill_nan(0).clip(-1e15, 1e15) * 1000).cast(pl.Int64))
+    source: object = data
+    if storage != ".memory":
+        source = f"{tmp_path}/t{storage}"
+        data.write_parquet(source) if storage == ".parquet" else data.write_csv(source)
+    edges = [-1e6, *(k / 4 for k in range(-40, 41)), 1e6]
+    endings = [lambda t: t.bounds("x", domain=(-1e9, 1e9)), lambda t: t.bounds("i"),
+               lambda t: t.with_columns(y=pl.col("x") * 3 - 1).filter(pl.col("g") != 2).bounds("y", domain=(-1e9, 1e9)),
+               lambda t: t.with_columns(y=pl.col("x").abs().sqrt()).filter(pl.col("g") < 4).agg(
+                   dp.measure("histogram", "y", bounds=(-1e6, 1e6), edges=edges), n=dp.len()),
+               lambda t: t.filter(pl.col("g") == 9).agg(dp.measure("histogram", "x", bounds=(-1e6, 1e6), edges=edges)),
+               lambda t: t.agg(m=dp.mean("x", bounds="auto"))]
+    for unit in (dp.PrivacyUnit.row(), dp.PrivacyUnit("u", max_rows=3)):
+        out = {}
+        for backend in ("polars", "duckdb"):
+            for least in (2, 10**9):
+                with pytest.MonkeyPatch.context() as m:
+                    m.setattr(f"dpframe.backends.{backend}.adjacent_bins", lambda s, n=least: adjacent_bins(s, n))
+                    sess = dp.Session({"t": source}, privacy_unit=unit, budget=dp.PureDP(10), backend=backend, seed=7)
+                    out[backend, least] = [str(end(sess.table("t")).collect(dp.PureDP(1))) for end in endings]
+        assert len({tuple(v) for v in out.values()}) == 1, out
+
 # ------------------------------------------------------------------ 2. whole lists below WHOLE_BELOW rows
 
 
@@ -137,8 +187,6 @@ def test_the_whole_below_switch_releases_the_same_values_on_both_sides(monkeypat
     """Sound: ``WHOLE_BELOW`` is compared with the private count of bounded rows, but it only picks how the codes
     are read (whole lists, or windows completed from the data when a read falls outside them): with windows
     forced (0) or never used (10⁹), one seed releases the same quantiles, ungrouped and per public key."""
-    import numpy as np
-
     from dpframe.backends import polars_windows
 
     rng = np.random.default_rng(8)
@@ -173,10 +221,9 @@ def test_the_whole_below_switch_releases_the_same_values_on_both_sides(monkeypat
 def test_seeded_quantiles_do_not_depend_on_the_core_count(groups: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sound: a seeded EM draws its chunks in order on one thread, laid out by the segment count alone
     (``chunk_size(n, SEGMENT_CHUNK, TASKS)``), so 1, 3 or 16 usable cores give the same release."""
-    import numpy as np
+    from dpframe_quantiles.em import joint_quantiles
 
     from dpframe.noise import SeededRandomSource
-    from dpframe_quantiles.em import joint_quantiles
 
     rng = np.random.default_rng(groups)
     codes = [np.sort(rng.integers(0, 1_000, int(rng.integers(0, 40)))) for _ in range(groups)]
