@@ -63,7 +63,8 @@ def test_no_value_in_the_grid_counts_zero_in_one_pass(backend: type[PolarsBacken
 
 
 def test_a_grid_no_row_reaches_is_released_not_failed_on_duckdb() -> None:
-    """Attack, end to end: one unit's presence decided whether the query failed (charged) or released."""
+    """Attack, end to end: one unit's presence decided whether ``frame.bounds``, a histogram or ``bounds="auto"``
+    failed (charged) or released."""
     statuses = []
     for present in (False, True):
         rows = pl.DataFrame({"u": [*range(20), *([10_000] if present else [])],
@@ -72,10 +73,11 @@ def test_a_grid_no_row_reaches_is_released_not_failed_on_duckdb() -> None:
                           backend="duckdb", seed=3)
         frame = sess.table("t").filter(pl.col("u") == 10_000)
         for query in (frame.bounds("x", domain=(-1e9, 1e9)),
-                      frame.agg(dp.measure("histogram", "x", bounds=(0, 100), edges=list(range(0, 101, 5))))):
-            query.collect(dp.PureDP(F(1, 10)))
+                      frame.agg(dp.measure("histogram", "x", bounds=(0, 100), edges=list(range(0, 101, 5)))),
+                      frame.agg(m=dp.mean("x", bounds="auto"))):
+            query.collect(dp.PureDP(F(1, 4)))
         statuses.append(sess.history()["status"].to_list())
-    assert statuses == [["committed"] * 2] * 2
+    assert statuses == [["committed"] * 3] * 2
 
 
 def _adversarial_columns() -> tuple[pl.DataFrame, tuple[Statistic, ...]]:
