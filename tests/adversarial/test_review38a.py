@@ -182,6 +182,25 @@ def test_grids_release_alike_in_one_pass_per_bin_and_on_each_backend(storage: st
                     out[backend, least] = [str(end(sess.table("t")).collect(dp.PureDP(1))) for end in endings]
         assert len({tuple(v) for v in out.values()}) == 1, out
 
+
+@pytest.mark.parametrize("name", ["^x.*$", "*"])
+def test_a_column_named_like_a_pattern_is_refused_when_made(name: str) -> None:
+    """Attack (found binning a derived column; older than the bins): ``pl.col(name)`` reads ``*`` as every column
+    and ``^...$`` as a regular expression, so on Polars a measure of a column named ``^x.*$`` read the column
+    ``xx`` instead (DuckDB read the named one: two answers for one query) and one of ``*`` was charged, then
+    failed on every dataset. Such a name is refused where it is made: a PlanError, nothing charged."""
+    sess = dp.Session({"t": pl.DataFrame({"v": [float(i) for i in range(50)], "xx": [1.0] * 50})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    t = sess.table("t")
+    for made in (lambda: t.with_columns(pl.col("v").alias(name)), lambda: t.rename({"v": name}),
+                 lambda: t.select(pl.col("v").alias(name)),
+                 lambda: sess.sql(f'SELECT SUM(CLAMP("{name}", 0, 1)) AS s FROM (SELECT v AS "{name}" FROM t)')):
+        with pytest.raises(dp.PlanError, match="patterns"):
+            made()
+    with pytest.raises(dp.SchemaError, match="patterns"):
+        dp.Session({"t": pl.DataFrame({name: [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    assert sess.history().height == 0
+
 # ------------------------------------------------------------------ 2. whole lists below WHOLE_BELOW rows
 
 
