@@ -58,9 +58,24 @@ def reserved_name(name: str) -> str | None:
         return "an empty name is the engine's own"
     if name.lower().startswith(ENGINE_PREFIX):
         return f"names starting with {ENGINE_PREFIX!r} are the engine's own"
-    if name == "*" or (name.startswith("^") and name.endswith("$")):
-        return "Polars reads '*' and '^...$' as patterns that select other columns"
+    if pattern_name(name):
+        return PATTERN
     return None
+
+
+PATTERN = "Polars reads '*' and '^...$' as patterns that select other columns"
+"""Why :func:`pattern_name` names are refused (a column's, or a SQL query's output's)."""
+
+
+def pattern_name(name: str) -> bool:
+    """Whether ``pl.col(name)`` selects by a pattern (``*``: every column; ``^...$``: a regular expression).
+
+    Example:
+        >>> pattern_name("*"), pattern_name("^a$"), pattern_name("a$")
+        (True, True, False)
+
+    """
+    return name == "*" or (name.startswith("^") and name.endswith("$"))
 
 
 def check_column_names(names: Iterable[str], where: str) -> None:

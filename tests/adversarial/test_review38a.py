@@ -188,7 +188,9 @@ def test_a_column_named_like_a_pattern_is_refused_when_made(name: str) -> None:
     """Attack (found binning a derived column; older than the bins): ``pl.col(name)`` reads ``*`` as every column
     and ``^...$`` as a regular expression, so on Polars a measure of a column named ``^x.*$`` read the column
     ``xx`` instead (DuckDB read the named one: two answers for one query) and one of ``*`` was charged, then
-    failed on every dataset. Such a name is refused where it is made: a PlanError, nothing charged."""
+    failed on every dataset; a SQL query's output so named was dropped from its result (``^...$``) or failed in
+    post-processing (``*``), charged. Such a name is refused where it is made: a PlanError, nothing charged (the
+    method chain's own output names are fine: they are never read as patterns)."""
     sess = dp.Session({"t": pl.DataFrame({"v": [float(i) for i in range(50)], "xx": [1.0] * 50})},
                       privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
     t = sess.table("t")
@@ -197,6 +199,8 @@ def test_a_column_named_like_a_pattern_is_refused_when_made(name: str) -> None:
                  lambda: sess.sql(f'SELECT SUM(CLAMP("{name}", 0, 1)) AS s FROM (SELECT v AS "{name}" FROM t)')):
         with pytest.raises(dp.PlanError, match="patterns"):
             made()
+    with pytest.raises(dp.PlanError, match="patterns"):     # an output: dropped ('^...$') or failed ('*') once charged
+        sess.sql(f'SELECT SUM(CLAMP(v, 0, 1)) AS "{name}", COUNT(*) AS n FROM t')
     with pytest.raises(dp.SchemaError, match="patterns"):
         dp.Session({"t": pl.DataFrame({name: [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
     assert sess.history().height == 0
