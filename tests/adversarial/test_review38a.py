@@ -9,6 +9,12 @@ layout (``plugins/dpframe_quantiles/em.py``: ``TASKS``, ``WORKERS``); and the to
 a refusal's message (``dpframe.plan.totality._first_failing_row``). Each attack that broke is kept with its
 fix (it fails if the defence regresses); the checks found sound are kept as tests where a regression would
 show.
+
+Findings: on DuckDB a grid that no row reached (a filter leaving no row, or only null, NaN or values below the
+first edge) failed after its charge, so ``filter(pl.col("u") == id)`` before ``frame.bounds``, a histogram or
+``bounds="auto"`` told whether unit ``id`` was present; and (older than the bins, found binning a derived
+column) a column or SQL output named ``*`` or ``^...$`` was read by ``pl.col`` as a pattern: another column
+measured on Polars only, or a failure or a dropped output after the charge.
 """
 
 from __future__ import annotations
