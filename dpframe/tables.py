@@ -41,23 +41,49 @@ ENGINE_PREFIX = "__dp"
 columns so named, and a table's or a frame's column of such a name would shadow one."""
 
 
-def reserved_name(name: str) -> bool:
-    """Whether ``name`` is empty or starts with :data:`ENGINE_PREFIX` in any case (not a column's name to give).
+def reserved_name(name: str) -> str | None:
+    """Why ``name`` is not a column's name to give (None: it is one).
+
+    Empty, or starting with :data:`ENGINE_PREFIX` in any case (the engine's helper columns); or ``*`` or
+    ``^...$``, which ``pl.col`` reads as every column or as a regular expression, so the Polars backend read
+    other columns under that name (``^x.*$`` measured a column ``xx``; ``*`` failed after the charge) while
+    DuckDB read the named one (``tests/adversarial/test_review38a.py``).
 
     Example:
-        >>> reserved_name("__DP_hash"), reserved_name(""), reserved_name("dp_x")
+        >>> reserved_name("__DP_hash") is not None, reserved_name("^x$") is not None, reserved_name("dp_x")
+        (True, True, None)
+
+    """
+    if name == "":
+        return "an empty name is the engine's own"
+    if name.lower().startswith(ENGINE_PREFIX):
+        return f"names starting with {ENGINE_PREFIX!r} are the engine's own"
+    if pattern_name(name):
+        return PATTERN
+    return None
+
+
+PATTERN = "Polars reads '*' and '^...$' as patterns that select other columns"
+"""Why :func:`pattern_name` names are refused (a column's, or a SQL query's output's)."""
+
+
+def pattern_name(name: str) -> bool:
+    """Whether ``pl.col(name)`` selects by a pattern (``*``: every column; ``^...$``: a regular expression).
+
+    Example:
+        >>> pattern_name("*"), pattern_name("^a$"), pattern_name("a$")
         (True, True, False)
 
     """
-    return name == "" or name.lower().startswith(ENGINE_PREFIX)
+    return name == "*" or (name.startswith("^") and name.endswith("$"))
 
 
 def check_column_names(names: Iterable[str], where: str) -> None:
     """A SchemaError naming ``where`` for a table with a :func:`reserved_name` column."""
     for name in names:
-        if reserved_name(name):
-            raise SchemaError(f"the table has a column named {name!r}: empty names and names starting with "
-                              f"{ENGINE_PREFIX!r} are the engine's own", argument=where, fix="rename the column")
+        why = reserved_name(name)
+        if why is not None:
+            raise SchemaError(f"the table has a column named {name!r}: {why}", argument=where, fix="rename the column")
 
 
 def _is_pandas(source: object) -> bool:

@@ -6,7 +6,7 @@ per bin (and, on Polars, an expression built per bin in Python): 0.23 s for 644 
 on Polars, about 10 s on DuckDB. Here each row's bin is found once and the bins are counted once: by a
 binary search over the edges on Polars (:meth:`Bins.polars`), by DuckDB's ``histogram`` over given
 boundaries on DuckDB (:meth:`Bins.duckdb`), by a branch-free binary search written in Spark SQL on Spark
-(:meth:`Bins.spark_steps`, then one group-by).
+(:meth:`Bins.spark_search`, then one group-by).
 
 Exactly the backends' one-by-one counts: the column is read as a double as there, and both the search and
 the join compare as the comparisons there do (``-0.0`` equals ``0.0``; tested with edge values in
@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,27 +82,41 @@ class Bins:
         edges = self.edges()
         return pl.DataFrame({"i": np.arange(1, len(edges) + 1, dtype=np.int64), "lo": edges})
 
-    def spark_steps(self, value: str, literal: Callable[[float], str]) -> tuple[str, list[str]]:
-        """Spark SQL computing each row's bin number in a column ``BIN``: its first expression, then one per step.
+    def spark_search(self, value: str, edges: str) -> tuple[list[float], list[str]]:
+        """A branch-free binary search in Spark SQL: the padded edges, and the ``<expr> AS <name>`` list finding bins.
 
-        ``value``: the SQL of the row's value as a DOUBLE (rows without a value are filtered out before);
-        ``literal``: an exact DOUBLE literal. A branch-free binary search over the edges padded with ``+inf``
-        to ``2^m − 1`` entries: starting from 0, step ``s = 2^(m−1), ..., 1`` adds ``s`` when the edge at
-        ``BIN + s`` is ``<= value`` — the same comparison as one aggregate per bin makes — so ``BIN`` ends as the
-        number of padded edges at or below the value, and at most ``k + 1`` (a ``+inf`` value is at or above
-        the padding too). Each step reads ``BIN`` once, so the steps go in successive projections (nesting
-        them would double the SQL's size at each step); no index can leave the array.
+        ``value``: the SQL of a row's value as a DOUBLE (rows without a value are filtered out before);
+        ``edges``: the column that will hold the padded edges (one array, broadcast to every row). The edges
+        are padded with ``+inf`` to ``2^m − 1`` entries; from 0, step ``s = 2^(m−1), ..., 1`` adds ``s`` when the
+        edge at ``b + s`` is ``<= value`` — the comparison one aggregate per bin makes — so the last step holds
+        the number of padded edges at or below the value, capped at ``k + 1`` (a ``+inf`` value is at or above
+        the padding too) in the column ``BIN``. Each step reads the one before it by name (Spark's lateral
+        column aliases: one projection to analyse, where nesting would double the SQL at each step); no index
+        can leave the array.
+
+        Example:
+            >>> from fractions import Fraction as F
+            >>> [b] = adjacent_bins([Statistic("indicator_sum", "x", F(i), F(i + 1)) for i in range(16)])
+            >>> padded, steps = b.spark_search("x", "e")
+            >>> len(padded), steps[1]
+            (31, '__dp_bin0 + CASE WHEN element_at(e, __dp_bin0 + 16) <= x THEN 16 ELSE 0 END AS __dp_bin1')
+
         """
-        edges = self.edges()
-        steps = [1 << j for j in range(len(edges).bit_length() - 1, -1, -1)]
-        padded = edges + [math.inf] * (2 * steps[0] - 1 - len(edges))
-        array = "array(" + ", ".join(literal(e) for e in padded) + ")"
-        return "0", [f"{BIN} + CASE WHEN element_at({array}, {BIN} + {s}) <= {value} THEN {s} ELSE 0 END"
-                     for s in steps] + [f"least({BIN}, {len(edges)})"]
+        found = self.edges()
+        sizes = [1 << j for j in range(len(found).bit_length() - 1, -1, -1)]
+        padded = found + [math.inf] * (2 * sizes[0] - 1 - len(found))
+        steps = [f"__dp_bin{i} + CASE WHEN element_at({edges}, __dp_bin{i} + {s}) <= {value} THEN {s} ELSE 0 END "
+                 f"AS __dp_bin{i + 1}" for i, s in enumerate(sizes)]
+        return padded, ["0 AS __dp_bin0", *steps, f"least(__dp_bin{len(sizes)}, {len(found)}) AS {BIN}"]
 
-    def counts(self, pairs: pl.Series) -> pl.DataFrame:
-        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs."""
-        return self.counted(pairs.struct.unnest() if pairs.len() else pl.DataFrame({BIN: [], COUNT: []}))
+    def counts(self, pairs: pl.Series | None) -> pl.DataFrame:
+        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs.
+
+        None and an empty list are no pairs: every count is 0, on every backend (a NULL list once raised after
+        the charge, exactly when a filter left no value in the grid; ``tests/adversarial/test_review38a.py``).
+        """
+        found = pairs.struct.unnest() if pairs is not None and pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
+        return self.counted(found)
 
     def counted(self, found: pl.DataFrame) -> pl.DataFrame:
         """The statistics as one row of Int64 columns (their keys), from a frame of ``BIN`` and ``COUNT``."""

@@ -91,7 +91,7 @@ from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.bins import BIN, COUNT, Bins, adjacent_bins
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
-from dpframe.backends.spark_statistics import aggregate, code, double, ident, present, window_aggregates
+from dpframe.backends.spark_statistics import aggregate, code, ident, present, window_aggregates
 from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
@@ -831,13 +831,12 @@ class SparkBackend:
         return RankWindows.placed(_decode(sampled.toArrow(), types), near, by, stride)
 
     def _binned(self, frame: Any, schema: pl.Schema, bins: Bins) -> pl.DataFrame:
-        """A grid's adjacent bins counted in one job: each row's bin by :meth:`Bins.spark_steps`, then one group-by."""
+        """A grid's adjacent bins counted in one job: each row's bin by :meth:`Bins.spark_search`, one group-by."""
         F = self._sql.functions
-        first, steps = bins.spark_steps(f"CAST({ident(bins.column)} AS DOUBLE)", double)
-        rows = frame.where(F.expr(present(bins.column, schema))).select(_name(bins.column), F.expr(first).alias(BIN))
-        for step in steps:
-            rows = rows.select(_name(bins.column), F.expr(step).alias(BIN))
-        found = rows.groupBy(BIN).agg(F.count(F.lit(1)).alias(COUNT))
+        padded, search = bins.spark_search(f"CAST({ident(bins.column)} AS DOUBLE)", "__dp_edges")
+        edges = F.broadcast(self.spark.createDataFrame([(padded,)], "__dp_edges array<double>"))
+        rows = frame.where(F.expr(present(bins.column, schema))).select(_name(bins.column)).crossJoin(edges)
+        found = rows.selectExpr(*search).groupBy(BIN).agg(F.count(F.lit(1)).alias(COUNT))
         return bins.counted(_decode(found.toArrow(), {BIN: pl.Int64(), COUNT: pl.Int64()}))
 
     def _aggregate_all(self, frame: Any, schema: pl.Schema, request: StatisticsRequest,

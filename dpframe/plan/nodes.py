@@ -28,7 +28,7 @@ from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ExprCopies, ReadOnlyKeys, ReadOnlySchema
-from dpframe.tables import ENGINE_PREFIX, reserved_name
+from dpframe.tables import reserved_name
 
 _PROBE_ROWS = 3
 
@@ -55,11 +55,11 @@ def case_key(name: str) -> str:
 def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str) -> None:
     """Refuse a new column (one of ``names`` not in ``input_schema``) the backends could not tell apart.
 
-    An empty name, a name starting with :data:`ENGINE_PREFIX` in any case (the DuckDB backend's helper
-    columns: ``__dp_hash`` shadowed the bounding hash, and the charged query failed with one exception on
-    D and another on D′), or a name equal to another column's but for case (DuckDB's and Spark's names
-    ignore case: :func:`case_key`) would break the query after it is charged: a PlanError now, nothing
-    charged, whatever the backend.
+    A :func:`~dpframe.tables.reserved_name` (empty, or starting with ``__dp`` in any case: the DuckDB
+    backend's helper columns, ``__dp_hash`` shadowed the bounding hash, and the charged query failed with one
+    exception on D and another on D′; or a pattern to ``pl.col``, ``*`` or ``^...$``) or a name equal to
+    another column's but for case (DuckDB's and Spark's names ignore case: :func:`case_key`) would break the
+    query after it is charged: a PlanError now, nothing charged, whatever the backend.
 
     Example:
         >>> check_new_names(pl.Schema({"x": pl.Int64}), ["x", "__DP_HASH"], "exprs")
@@ -71,9 +71,9 @@ def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str
     seen: dict[str, str] = {}
     for name in names:
         new = name not in input_schema
-        if new and reserved_name(name):
-            what = "an empty name" if name == "" else f"names starting with {ENGINE_PREFIX!r} are the engine's own"
-            raise PlanError(f"a new column may not be named {name!r}: {what}, and such a column would break the "
+        why = reserved_name(name) if new else None
+        if why is not None:
+            raise PlanError(f"a new column may not be named {name!r}: {why}, and such a column would break the "
                             "query after it is charged", argument=argument,
                             fix="give the column another name (.alias('...'), or AS in SQL)")
         other = seen.setdefault(case_key(name), name)

@@ -30,6 +30,7 @@ from dpframe.sql.expr import column_ref, rewrite
 from dpframe.sql.parse import fragment
 from dpframe.sql.sandbox import Json, connect, quote, render, render_expression, select_node
 from dpframe.sql.scope import Scope
+from dpframe.tables import PATTERN, pattern_name
 
 if TYPE_CHECKING:
     from dpframe.sql.compile import Key
@@ -174,6 +175,9 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
         name = str(item.get("alias") or "") or _output_name(item, new, named, sub)
         if name in names:
             raise PlanError(f"two output columns are named {name!r}", argument="sql", fix="give one another alias")
+        if pattern_name(name):      # the released columns are selected by name: '*' failed after the charge
+            raise PlanError(f"an output column may not be named {name!r}: {PATTERN}", argument="sql",
+                            fix="give it another alias")
         names.append(name)
         out_items.append(dict(new, alias=name))
     where = sub(having, "HAVING", alias_first=False) if having else None
