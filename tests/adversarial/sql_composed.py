@@ -45,11 +45,12 @@ SESSION_OPTIONS: dict[str, Any] = {
 
 
 def sql_kind(dtype: pl.DataType) -> str:
-    """The kind (:data:`KINDS`) a query reads a column of ``dtype`` as (a duration reaches SQL as an integer).
+    """The kind (:data:`KINDS`) a query reads a column of ``dtype`` as (a duration reaches SQL as an integer;
+    ``"other"``: a type no expression builds on, such as a unit column's ``Categorical`` or ``Binary``).
 
     Example:
-        >>> sql_kind(pl.Duration("us")), sql_kind(pl.Datetime("ms", "UTC"))
-        ('int', 'tstz')
+        >>> sql_kind(pl.Duration("us")), sql_kind(pl.Datetime("ms", "UTC")), sql_kind(pl.Categorical())
+        ('int', 'tstz', 'other')
 
     """
     if dtype.is_integer() or isinstance(dtype, pl.Duration):
@@ -57,7 +58,7 @@ def sql_kind(dtype: pl.DataType) -> str:
     if isinstance(dtype, pl.Datetime):
         return "ts" if dtype.time_zone is None else "tstz"
     return "float" if dtype.is_float() else {pl.Decimal: "dec", pl.String: "str", pl.Enum: "enum", pl.Date: "date",
-                                             pl.Boolean: "bool"}[dtype.base_type()]
+                                             pl.Boolean: "bool"}.get(dtype.base_type(), "other")
 
 
 def columns_of(storage: Storage) -> dict[str, str]:
@@ -349,7 +350,7 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``."""
     unit = draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ())))
     row_unit = unit.column is None
-    columns: Columns = {**columns_of(storage), **({"u": "int"} if row_unit else {})}
+    columns: Columns = {**columns_of(storage), **({"u": sql_kind(base(storage).schema["u"])} if row_unit else {})}
     source = draw(_source(columns, depth))
     with_clause = ""
     if "\x00" in source:
@@ -365,8 +366,10 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     names: list[str] = []   # the keys' output names
     keys: dict[str, list[Any]] = {}
     for j in range(n_keys):
-        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested"]))
-        if key_kind == "nested":
+        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested", "unit"]))
+        if key_kind == "unit":      # the privacy-unit column itself, of its type
+            expr = "u"
+        elif key_kind == "nested":
             nested = _NESTED_KEYS[draw(st.sampled_from(sorted(_NESTED_KEYS)))]
             expr = nested(lambda k: expression(draw, readable, k, depth - 1), draw)
         else:
