@@ -113,6 +113,7 @@ class UnitType:
 _NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0001))[0]   # a NaN with another payload
 _NEG_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8_0000_0000_0000))[0]
 _DAY = dt.date(2020, 1, 1)
+_FALL = dt.datetime(2021, 11, 7, 1, tzinfo=dt.UTC)   # St John's clocks fall back an hour later
 #: The unit types the oracles draw (``int64`` is the oracles' original unit column).
 UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
     UnitType("int64", pl.Int64(), lambda u: u, (-(2**63), 2**63 - 1, 0, None)),
@@ -134,10 +135,10 @@ UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
              (Decimal("-0.00"), Decimal("0.001"), Decimal("9" * 36 + ".99"), Decimal("-" + "9" * 36 + ".99"), None)),
     UnitType("date", pl.Date(), lambda u: _DAY + dt.timedelta(days=u),
              (dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1), None)),
-    UnitType("datetime", pl.Datetime("us"), lambda u: dt.datetime(2020, 1, 1, 0, 0, u),
+    UnitType("datetime", pl.Datetime("us"), lambda u: dt.datetime(2020, 1, 1) + dt.timedelta(seconds=u),
              (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999_999), dt.datetime(2020, 1, 1, 0, 0, 0, 1),
               dt.datetime(1970, 1, 1), None)),
-    UnitType("datetime_tz", pl.Datetime("us", "America/St_Johns"), lambda u: dt.datetime(2021, 11, 7, 1, u, tzinfo=dt.UTC),
+    UnitType("datetime_tz", pl.Datetime("us", "America/St_Johns"), lambda u: _FALL + dt.timedelta(minutes=u),
              (dt.datetime(2021, 11, 6, 23, tzinfo=dt.timezone(dt.timedelta(hours=-2))),   # D's u = 0, another offset
               dt.datetime(1, 1, 2, tzinfo=dt.UTC), None)),
     UnitType("boolean", pl.Boolean(), lambda u: u % 2 == 0, (True, False, None)),   # D: two units of 30 rows
@@ -234,7 +235,7 @@ def _pools(storage: Storage) -> dict[str, tuple[pl.Series, list[Any]]]:
     new = _read_as(storage.unit.pool().head(1), d.schema["u"])
 
     def survive(name: str, values: pl.Series) -> bool:
-        rows = pl.concat([d.head(1)] * values.len()).with_columns(new.alias("u")).with_columns(values.alias(name))
+        rows = pl.concat([d.head(1).with_columns(new.alias("u"))] * values.len()).with_columns(values.alias(name))
         back = storage.read(pl.concat([d, rows]))
         return back.schema == d.schema and back.tail(values.len()).equals(rows)
 
