@@ -152,8 +152,9 @@ def diagnose(bounded: PrivateReader, node: Aggregate, chosen: Chosen, shares: Sh
 
 
 def by_unit_and_group(column: str, by: tuple[str, ...]) -> tuple[str, ...]:
-    """The columns of rows per unit and group: the unit ``column``, then the group keys ``by`` less it (a query may
-    group by the unit column itself: ``("u", "u")`` failed on every dataset, after the query's charge).
+    """The columns of rows per unit and group: the unit ``column``, then the group keys ``by`` less it.
+
+    A query may group by the unit column itself: ``("u", "u")`` failed on every dataset, after the query's charge.
 
     Example:
         >>> by_unit_and_group("u", ("u",)), by_unit_and_group("u", ("g", "u", "h"))

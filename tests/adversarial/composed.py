@@ -92,7 +92,7 @@ class UnitType:
 
     Example:
         >>> UNIT_TYPES["string"].ids(pl.Series([0, 1])).to_list()
-        ['u0', 'u1']
+        ['u0', 'é']
 
     """
 
@@ -100,26 +100,31 @@ class UnitType:
     dtype: pl.DataType
     of: Callable[[int], Any]
     added: tuple[Any, ...]
+    via: pl.DataType | None = None      # the ids' type before a cast to ``dtype`` (a value Python cannot hold)
 
     def ids(self, numbers: pl.Series) -> pl.Series:
         """The ``u`` column holding the ids of unit ``numbers``."""
-        return pl.Series("u", [self.of(n) for n in numbers], dtype=self.dtype)
+        return self._column([self.of(n) for n in numbers])
 
     def pool(self) -> pl.Series:
         """Every id the added unit may have, as a column of the type (nulls included)."""
-        return pl.Series("u", [self.of(NEW_ID), *self.added], dtype=self.dtype)
+        return self._column([self.of(NEW_ID), *self.added])
+
+    def _column(self, ids: list[Any]) -> pl.Series:
+        return pl.Series("u", ids, dtype=self.via or self.dtype).cast(self.dtype)
 
 
 _NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0001))[0]   # a NaN with another payload
 _NEG_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8_0000_0000_0000))[0]
 _DAY = dt.date(2020, 1, 1)
+_FAR_MS = 12_559_000_000_000_000    # milliseconds to the year 400,000: beyond the microsecond range
 _FALL = dt.datetime(2021, 11, 7, 1, tzinfo=dt.UTC)   # St John's clocks fall back an hour later
 #: The unit types the oracles draw (``int64`` is the oracles' original unit column).
 UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
     UnitType("int64", pl.Int64(), lambda u: u, (-(2**63), 2**63 - 1, 0, None)),
     UnitType("uint64", pl.UInt64(), lambda u: u + 2**63, (2**64 - 1, 2**63 - 1, 0, 2**63, None)),
     UnitType("int128", pl.Int128(), lambda u: u + 2**100, (2**127 - 1, -(2**127), 2**64, 2**100, None)),
-    UnitType("float64", pl.Float64(), lambda u: (u - 6) / 2,   # D holds 0.0 (u = 6) and NaN (u = 29)
+    UnitType("float64", pl.Float64(), lambda u: (u - 6) / 2 if u != 29 else math.nan,   # D: 0.0 (u = 6), NaN
              (-0.0, _NAN, _NEG_NAN, math.inf, -math.inf, 5e-324, -5e-324, 1.7976931348623157e308, 2.0**53 + 1,
               math.nextafter(0.5, 1), None)),
     UnitType("float32", pl.Float32(), lambda u: (u - 6) / 4, (-0.0, math.nan, math.inf, 3.4028234663852886e38,
@@ -138,6 +143,8 @@ UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
     UnitType("datetime", pl.Datetime("us"), lambda u: dt.datetime(2020, 1, 1) + dt.timedelta(seconds=u),
              (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999_999), dt.datetime(2020, 1, 1, 0, 0, 0, 1),
               dt.datetime(1970, 1, 1), None)),
+    UnitType("datetime_ms", pl.Datetime("ms"), lambda u: 1_577_836_800_000 + u,    # from milliseconds since 1970
+             (-62_135_596_800_000, _FAR_MS, _FAR_MS + 86_400_000, None), pl.Int64()),   # refused: DuckDB, Spark
     UnitType("datetime_tz", pl.Datetime("us", "America/St_Johns"), lambda u: _FALL + dt.timedelta(minutes=u),
              (dt.datetime(2021, 11, 6, 23, tzinfo=dt.timezone(dt.timedelta(hours=-2))),   # D's u = 0, another offset
               dt.datetime(1, 1, 2, tzinfo=dt.UTC), None)),

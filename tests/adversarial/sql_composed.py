@@ -366,7 +366,8 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     names: list[str] = []   # the keys' output names
     keys: dict[str, list[Any]] = {}
     for j in range(n_keys):
-        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested", "unit"]))
+        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested",
+                                         "unit"]))
         if key_kind == "unit":      # the privacy-unit column itself, of its type
             expr = "u"
         elif key_kind == "nested":

@@ -32,7 +32,7 @@ import dpframe as dp
 
 from .composed import MEMORY, SPARK, SPARK_PARQUET, STORAGES, Neighbours, Outcome, Storage, base, extreme_rows
 from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
-from .test_composed_oracle import FEW, FILES, SPARK_UNIT_TYPES, unit_storage
+from .test_composed_oracle import FEW, FILES, unit_storage
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -195,6 +195,6 @@ def test_many_sql_queries_on_any_unit_type_behave_alike_on_neighbouring_datasets
 @settings(DEEP, max_examples=100)
 @given(data=st.data())
 def test_many_sql_queries_on_any_unit_type_behave_alike_on_spark(data: st.DataObject, spark_session: Any) -> None:
-    storage = unit_storage(data, data.draw(st.sampled_from([SPARK, SPARK_PARQUET])), SPARK_UNIT_TYPES)
+    storage = unit_storage(data, data.draw(st.sampled_from([SPARK, SPARK_PARQUET])))
     event(check(data.draw(queries(depth=3, storage=storage, tuned=True)), data.draw(extreme_rows(storage, many=True)),
                 "spark", storage=storage, runs=data.draw(st.sampled_from([1, 3]))))
