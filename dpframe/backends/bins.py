@@ -75,9 +75,22 @@ class Bins:
         edges = self.edges()
         return pl.DataFrame({"i": np.arange(1, len(edges) + 1, dtype=np.int64), "lo": edges})
 
-    def counts(self, pairs: pl.Series) -> pl.DataFrame:
-        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs."""
-        found = pairs.struct.unnest() if pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
+    def counts(self, pairs: pl.Series | None) -> pl.DataFrame:
+        """The statistics as one row of Int64 columns (their keys), from the ``(bin, count)`` pairs.
+
+        ``None`` is no pair: DuckDB's ``list()`` of no rows is NULL (when no row reaches the query, as after a
+        filter none passes: reading it as a list failed such queries after their charge, on data where no row
+        passes only).
+
+        Example:
+            >>> from fractions import Fraction as F
+            >>> from dpframe.mechanism import Statistic
+            >>> bins = Bins("x", (Statistic("indicator_sum", "x", F(0), F(1)),))
+            >>> bins.counts(None).rows()
+            [(0,)]
+
+        """
+        found = pairs.struct.unnest() if pairs is not None and pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
         out = np.zeros(len(self.stats) + 2, dtype=np.int64)
         out[found[BIN].to_numpy().astype(np.int64)] = found[COUNT].to_numpy()
         return pl.DataFrame([pl.Series(s.key, out[i + 1:i + 2], dtype=pl.Int64) for i, s in enumerate(self.stats)])

@@ -64,7 +64,41 @@ def test_a_query_grouped_by_the_unit_column_runs_when_it_tunes_or_diagnoses(entr
     assert sess.history()["status"].to_list() == ["committed"]
 
 
-# ---------------------------------------------------------------------------- 2. the unit equality on every backend
+# ---------------------------------------------------------------------------- 2. a grid's bins when no row is read
+
+_EMPTY_BINS: dict[str, Callable[[dp.Frame], Any]] = {
+    "frame.bounds": lambda f: f.bounds("x").collect(_APPROX),
+    "bounds=auto": lambda f: f.agg(s=dp.sum("x", bounds="auto")).collect(_APPROX),
+    "grouped bounds=auto": lambda f: f.group_by("g", keys=[0, 1]).agg(m=dp.mean("x", bounds="auto")).collect(_APPROX),
+    "histogram": lambda f: f.agg(h=dp.measure("histogram", "x", bounds=(0, 32), edges=list(range(33)))).collect(
+        _APPROX),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(_EMPTY_BINS))
+def test_a_grid_of_bins_that_no_row_reaches_is_counted_on_duckdb(entry: str) -> None:
+    """Attack (found by the unit-type oracle, a chain ending in ``filter(False)`` then ``bounds="auto"``): on the
+    DuckDB backend, a query whose statistics are a grid of at least 16 adjacent bins — ``frame.bounds()``,
+    ``bounds="auto"``, a histogram with many edges — counts them in one ASOF join whose pairs come back as
+    ``list(...)``, and DuckDB's ``list()`` of no rows is NULL, which the counting read as a list: an
+    ``AttributeError`` after the charge. So on D, where no row passes ``filter(x > 5)``, the query was charged,
+    then failed; on D′ = D plus one unit with ``x = 7`` it was released — ``failed`` or ``committed`` answered
+    "does any row pass this filter?" exactly, outside every ε. NULL now counts as no pair
+    (``dpframe.backends.bins.Bins.counts``): both are released and committed, on both datasets. (The same held
+    under ``dp.PrivacyUnit.row()``; the Polars backend counts the bins as an empty list, and the Spark backend
+    counts each bin on its own.)"""
+    d = pl.DataFrame({"u": list(range(40)) * 2, "x": [1.0] * 80, "g": [0, 1] * 40})
+    d_plus = pl.concat([d, pl.DataFrame({"u": [99], "x": [7.0], "g": [0]})])
+    seen = []
+    for data in (d, d_plus):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(10, 1e-3),
+                          backend="duckdb", seed=0)
+        _EMPTY_BINS[entry](sess.table("t").filter(pl.col("x") > 5))
+        seen.append(sess.history()["status"].to_list())
+    assert seen == [["committed"], ["committed"]]
+
+
+# ---------------------------------------------------------------------------- 3. the unit equality on every backend
 
 def _far_ms_units() -> pl.DataFrame:
     """Four units of two rows each: two ordinary millisecond datetimes, two beyond the microsecond range (the years
@@ -146,7 +180,7 @@ def test_every_backend_counts_every_unit_type_by_the_documented_equality(kind: s
     _check_equality(backend, kind)
 
 
-# ---------------------------------------------------------------------------- 3. a unit column Spark cannot hold
+# ---------------------------------------------------------------------------- 4. a unit column Spark cannot hold
 
 def test_a_unit_column_spark_cannot_hold_is_refused_by_its_type(spark_session: Any) -> None:
     """Attack: a privacy-unit column of millisecond datetimes on the Spark backend. Spark keeps microseconds, and
