@@ -700,6 +700,26 @@ UNITS_OF_PRIVACY = (dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_row
                     dp.PrivacyUnit("u", max_rows=1), dp.PrivacyUnit.row())
 
 
+#: Filters that no row of D passes (the added unit's probe values may): a query then reads no row of D and some of
+#: D′ (what a query on no rows does must not depend on whether the unit is there), by name: (column, kind, filter).
+_UNREAD: dict[str, tuple[str, str, pl.Expr]] = {
+    "nan": ("x", "float", pl.col("x").is_nan()), "far": ("x", "float", pl.col("x").abs() > 1e6),
+    "huge": ("i", "int", pl.col("i") > 10**6), "long": ("s", "str", pl.col("s").str.len_chars() > 20),
+    "old": ("d", "date", pl.col("d") < dt.date(1900, 1, 1)), "null": ("f", "float", pl.col("f").is_null()),
+}
+
+
+def unread_filters(columns: Columns) -> list[pl.Expr]:
+    """The filters of :data:`_UNREAD` that ``columns`` (by kind) can run.
+
+    Example:
+        >>> [str(e) for e in unread_filters({"x": "float", "i": "str"})]
+        ['col("x").is_nan()', '[(col("x").abs()) > (dyn float: 1000000)]']
+
+    """
+    return [e for column, kind, e in _UNREAD.values() if columns.get(column) == kind]
+
+
 #: The Poisson sampling rates a chain's ``sample`` steps use (1: the frame itself; 0.05: often no unit of D).
 RATES = (0.5, 0.9, 1.0, 0.05)
 
@@ -715,6 +735,9 @@ def row_step(draw: st.DrawFn, columns: Columns, depth: int, unit: dp.PrivacyUnit
     if kind == "bound" and tuned and unit.auto:
         kind = "filter"
     if kind == "filter" or not own:
+        unread = unread_filters(columns)
+        if unread and draw(st.integers(0, 3)) == 0:     # no row of D passes it: D′'s unit alone may
+            return "filter", draw(st.sampled_from(unread))
         return "filter", draw(expressions(columns, "bool", depth))
     if kind == "sample":
         return kind, (draw(st.sampled_from(RATES)),)
@@ -814,7 +837,7 @@ FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "l
 
 @st.composite
 def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
-           tuned: bool = False, sample: bool = False) -> Chain:
+           tuned: bool = False, sample: bool = False, unread: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
     top-k.
 
@@ -822,10 +845,12 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     ``bounds="auto"``), ``collect`` options (:func:`_options`) and output names (:data:`NAMES`), top-k's
     methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median; its
     ``bound`` steps are ones the unit accepts. With ``sample``, a step may also be ``frame.sample(rate)``
-    (:data:`RATES`).
+    (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
+    if unread and unread_filters(columns):
+        chain.steps.append(("filter", draw(st.sampled_from(unread_filters(columns)))))
     for _ in range(draw(st.integers(0, max_steps))):
         chain.steps.append(row_step(draw, columns, depth, chain.unit, tuned, sample))
     readable = {c: k for c, k in columns.items() if c != "u" or chain.unit.column is None}

@@ -269,6 +269,26 @@ def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:
     assert scanned == {"parquet": False, "parquet_duckdb": True, "csv": False}
 
 
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(CI, max_examples=4)
+@given(chain=chains(tuned=True, unread=True), extra=extreme_rows(many=True))
+def test_a_chain_that_reads_no_row_of_d_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain,
+                                                                               extra: pl.DataFrame) -> None:
+    """Tuned chains whose first step is a filter no row of D passes (``chains(unread=True)``): the query reads no row
+    of D, and D′'s unit's rows when its probe values pass (what a query on no rows does — a grid of bins on DuckDB
+    once failed after its charge — must not tell D from D′; review 38b)."""
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(DEEP, max_examples=500)
+@given(chain=chains(max_steps=5, depth=3, tuned=True, sample=True, unread=True), extra=extreme_rows(many=True))
+def test_many_chains_that_read_no_row_of_d_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain,
+                                                                                 extra: pl.DataFrame) -> None:
+    event(check(chain, extra, backend))
+
+
 # ------------------------------------------------------------------------------------------------ unit types
 
 def unit_storage(data: st.DataObject, storage: Storage) -> Storage:
