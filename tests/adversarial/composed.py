@@ -279,16 +279,16 @@ MANY_ROWS = (1, 2, 3, 64, 2_000)
 
 
 @st.composite
-def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY, many: bool = False) -> pl.DataFrame:
+def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY, many: bool = False, ids: bool = False) -> pl.DataFrame:
     """The added unit: one or two rows, each column an adversarial value of its type (or an ordinary one).
 
-    Its id is a new ordinary one or one of its unit type's adversarial ids (:attr:`UnitType.added`: they may be
-    equal to one of D's, or null). With ``many``, the unit has one of :data:`MANY_ROWS` rows: its (one or two)
-    drawn rows, repeated in turn.
+    Its id is a new ordinary one; with ``ids``, it may be one of its unit type's adversarial ids instead
+    (:attr:`UnitType.added`: they may be equal to one of D's, or null). With ``many``, the unit has one of
+    :data:`MANY_ROWS` rows: its (one or two) drawn rows, repeated in turn.
     """
     d = base(storage)
-    ids, _ = _pools(storage)["u"]
-    unit = ids.slice(draw(st.integers(0, ids.len() - 1)) if draw(st.booleans()) else 0, 1)
+    pool, _ = _pools(storage)["u"]
+    unit = pool.slice(draw(st.integers(0, pool.len() - 1)) if ids and draw(st.booleans()) else 0, 1)
     rows = []
     for copy in range(draw(st.integers(1, 2))):
         row = d.slice(copy, 1).with_columns(unit)
@@ -735,9 +735,6 @@ def row_step(draw: st.DrawFn, columns: Columns, depth: int, unit: dp.PrivacyUnit
     if kind == "bound" and tuned and unit.auto:
         kind = "filter"
     if kind == "filter" or not own:
-        unread = unread_filters(columns)
-        if unread and draw(st.integers(0, 3)) == 0:     # no row of D passes it: D′'s unit alone may
-            return "filter", draw(st.sampled_from(unread))
         return "filter", draw(expressions(columns, "bool", depth))
     if kind == "sample":
         return kind, (draw(st.sampled_from(RATES)),)
@@ -837,7 +834,7 @@ FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "l
 
 @st.composite
 def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
-           tuned: bool = False, sample: bool = False, unread: bool = False) -> Chain:
+           tuned: bool = False, sample: bool = False, unread: bool = False, units: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
     top-k.
 
@@ -845,7 +842,8 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     ``bounds="auto"``), ``collect`` options (:func:`_options`) and output names (:data:`NAMES`), top-k's
     methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median; its
     ``bound`` steps are ones the unit accepts. With ``sample``, a step may also be ``frame.sample(rate)``
-    (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`).
+    (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`);
+    with ``units``, a group key may be the unit column itself (with public keys of D's ids, or private).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
@@ -873,7 +871,7 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
         chain.ending = ("robust_median", (draw(st.sampled_from(_numeric(readable) or sorted(readable) or ["x"])),
                                           draw(st.sampled_from(BOUNDS))))
         return chain
-    nested = draw(st.sampled_from([None, None, None, "unit", *sorted(_NESTED_KEYS)]))
+    nested = draw(st.sampled_from([None, None, None, *(["unit"] if units else []), *sorted(_NESTED_KEYS)]))
     if nested == "unit":    # the privacy-unit column itself (an ordinary one under a row unit), of its type
         expr = pl.col("u")
         ids = base(storage)["u"].unique(maintain_order=True).head(3).to_list()

@@ -308,8 +308,8 @@ def test_a_chain_on_any_unit_type_behaves_alike_on_neighbouring_datasets(backend
     unit column itself. A type a backend refuses (``Int128`` and millisecond datetimes on DuckDB and Spark) is
     refused on D and D′ alike."""
     storage = unit_storage(data, MEMORY)
-    event(check(data.draw(chains(storage=storage, tuned=True, sample=True)),
-                data.draw(extreme_rows(storage, many=True)), backend, storage))
+    event(check(data.draw(chains(storage=storage, tuned=True, sample=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), backend, storage))
 
 
 @pytest.mark.slow
@@ -320,8 +320,8 @@ def test_many_chains_on_any_unit_type_behave_alike_on_neighbouring_datasets(back
                                                                             ) -> None:
     storage = unit_storage(data, MEMORY)
     tuned = data.draw(st.booleans())
-    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=tuned, sample=tuned)),
-                data.draw(extreme_rows(storage, many=tuned)), backend, storage))
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=tuned, sample=tuned, units=True)),
+                data.draw(extreme_rows(storage, many=tuned, ids=True)), backend, storage))
 
 
 @pytest.mark.slow
@@ -333,8 +333,9 @@ def test_many_chains_on_any_unit_type_behave_alike_on_neighbouring_files(backend
     """Samples and ``bound()`` steps on file-backed tables whose unit column is of any type (a CSV reads dates and
     categories back as text, and D′'s ids are those that survive the file)."""
     storage = unit_storage(data, STORAGES[stored])
-    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True)),
-                data.draw(extreme_rows(storage, many=True)), backend, storage, data.draw(st.sampled_from([1, 3]))))
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), backend, storage,
+                data.draw(st.sampled_from([1, 3]))))
 
 
 @pytest.mark.slow
@@ -342,5 +343,6 @@ def test_many_chains_on_any_unit_type_behave_alike_on_neighbouring_files(backend
 @given(data=st.data())
 def test_many_chains_on_any_unit_type_behave_alike_on_spark(data: st.DataObject, spark_session: Any) -> None:
     storage = unit_storage(data, data.draw(st.sampled_from([SPARK, SPARK_PARQUET])))
-    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True)),
-                data.draw(extreme_rows(storage, many=True)), "spark", storage, data.draw(st.sampled_from([1, 3]))))
+    event(check(data.draw(chains(max_steps=5, depth=3, storage=storage, tuned=True, sample=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), "spark", storage,
+                data.draw(st.sampled_from([1, 3]))))

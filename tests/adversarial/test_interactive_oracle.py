@@ -650,4 +650,4 @@ def test_many_sequences_on_any_unit_type_behave_alike_on_neighbouring_datasets(b
     """The unit column of every type, the added unit's id adversarial (``UNIT_TYPES``; review 38b)."""
     storage = unit_storage(data, MEMORY)
     seq = data.draw(sequences(max_steps=14, tuned=True, storage=storage))
-    event(check(seq, data.draw(st.builds(Unit, extreme_rows(storage, many=True))), backend))
+    event(check(seq, data.draw(st.builds(Unit, extreme_rows(storage, many=True, ids=True))), backend))

@@ -173,10 +173,11 @@ def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
 def test_a_sql_query_on_any_unit_type_behaves_alike_on_neighbouring_datasets(backend: str, data: st.DataObject
                                                                             ) -> None:
     """The unit column in every type (:data:`~tests.adversarial.composed.UNIT_TYPES`) with an adversarial added id,
-    ``GROUP BY u`` among the keys (as the chains' ``test_a_chain_on_any_unit_type_behaves_alike_...``)."""
+    ``GROUP BY u`` among the keys and ``WHERE`` conditions no row of D meets (``queries(units=True)``, as the
+    chains' ``test_a_chain_on_any_unit_type_behaves_alike_...``)."""
     storage = unit_storage(data, MEMORY)
-    event(check(data.draw(queries(storage=storage, tuned=True)), data.draw(extreme_rows(storage, many=True)), backend,
-                storage=storage))
+    event(check(data.draw(queries(storage=storage, tuned=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), backend, storage=storage))
 
 
 @pytest.mark.slow
@@ -187,8 +188,9 @@ def test_many_sql_queries_on_any_unit_type_behave_alike_on_neighbouring_datasets
                                                                                  data: st.DataObject) -> None:
     storage = unit_storage(data, STORAGES[stored])
     tuned = data.draw(st.booleans())
-    event(check(data.draw(queries(depth=3, storage=storage, tuned=tuned)), data.draw(extreme_rows(storage, many=tuned)),
-                backend, storage=storage, runs=data.draw(st.sampled_from([1, 3]))))
+    event(check(data.draw(queries(depth=3, storage=storage, tuned=tuned, units=True)),
+                data.draw(extreme_rows(storage, many=tuned, ids=True)), backend, storage=storage,
+                runs=data.draw(st.sampled_from([1, 3]))))
 
 
 @pytest.mark.slow
@@ -196,5 +198,6 @@ def test_many_sql_queries_on_any_unit_type_behave_alike_on_neighbouring_datasets
 @given(data=st.data())
 def test_many_sql_queries_on_any_unit_type_behave_alike_on_spark(data: st.DataObject, spark_session: Any) -> None:
     storage = unit_storage(data, data.draw(st.sampled_from([SPARK, SPARK_PARQUET])))
-    event(check(data.draw(queries(depth=3, storage=storage, tuned=True)), data.draw(extreme_rows(storage, many=True)),
-                "spark", storage=storage, runs=data.draw(st.sampled_from([1, 3]))))
+    event(check(data.draw(queries(depth=3, storage=storage, tuned=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), "spark", storage=storage,
+                runs=data.draw(st.sampled_from([1, 3]))))
