@@ -270,7 +270,7 @@ def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:
 
 
 @pytest.mark.parametrize("backend", ["polars", "duckdb"])
-@settings(CI, max_examples=4)
+@settings(CI, max_examples=3)
 @given(chain=chains(tuned=True, unread=True), extra=extreme_rows(many=True))
 def test_a_chain_that_reads_no_row_of_d_behaves_alike_on_neighbouring_datasets(backend: str, chain: Chain,
                                                                                extra: pl.DataFrame) -> None:
@@ -299,7 +299,7 @@ def unit_storage(data: st.DataObject, storage: Storage) -> Storage:
 
 
 @pytest.mark.parametrize("backend", ["polars", "duckdb"])
-@settings(CI, max_examples=4)
+@settings(CI, max_examples=3)
 @given(data=st.data())
 def test_a_chain_on_any_unit_type_behaves_alike_on_neighbouring_datasets(backend: str, data: st.DataObject) -> None:
     """The unit column in every type a data owner may register (:data:`~tests.adversarial.composed.UNIT_TYPES`), the

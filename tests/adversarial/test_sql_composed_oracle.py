@@ -168,7 +168,7 @@ def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
 
 
 @pytest.mark.parametrize("backend", ["duckdb", "polars"])
-@settings(CI, max_examples=3)
+@settings(CI, max_examples=2)
 @given(data=st.data())
 def test_a_sql_query_on_any_unit_type_behaves_alike_on_neighbouring_datasets(backend: str, data: st.DataObject
                                                                             ) -> None:
