@@ -182,7 +182,7 @@ def test_a_sql_query_on_any_unit_type_behaves_alike_on_neighbouring_datasets(bac
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("backend", "stored"), [("duckdb", "memory"), ("polars", "memory"), *FILES])
-@DEEP
+@settings(DEEP, max_examples=300)
 @given(data=st.data())
 def test_many_sql_queries_on_any_unit_type_behave_alike_on_neighbouring_datasets(backend: str, stored: str,
                                                                                  data: st.DataObject) -> None:
