@@ -114,6 +114,13 @@ class Bins:
 
         None and an empty list are no pairs: every count is 0, on every backend (a NULL list once raised after
         the charge, exactly when a filter left no value in the grid; ``tests/adversarial/test_review38a.py``).
+
+        Example:
+            >>> from fractions import Fraction as F
+            >>> bins = Bins("x", (Statistic("indicator_sum", "x", F(0), F(1)),))
+            >>> bins.counts(None).rows()
+            [(0,)]
+
         """
         found = pairs.struct.unnest() if pairs is not None and pairs.len() else pl.DataFrame({BIN: [], COUNT: []})
         return self.counted(found)

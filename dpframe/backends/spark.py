@@ -96,6 +96,7 @@ from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample, node_seed
+from dpframe.sql.handover import lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
 from dpframe.tables import load_table
 
@@ -567,6 +568,28 @@ class SparkBackend:
                               f"{_first_line(e)})", argument=f"tables[{name!r}]",
                               fix="fix or drop the values Spark cannot read (in a DataFrame: try_cast instead of "
                                   "cast), or load the table yourself and pass a DataFrame") from None
+
+    def check_unit(self, table: str, column: str, dtype: pl.DataType) -> None:
+        """Refuse a privacy-unit column whose values may not all reach Spark (a :class:`SchemaError`).
+
+        Spark keeps datetimes in microseconds: a millisecond datetime beyond that range is stored as null
+        (:func:`_encode`), so a unit with such an id lost its rows here while the Polars backend counted them
+        (a unit's rows must be one unit on every backend: ``docs/guarantees.md``). The type decides, as on
+        DuckDB (:func:`dpframe.sql.handover.lossless`); the check reads no row.
+
+        Example:
+            >>> SparkBackend().check_unit("t", "u", pl.Datetime("ms"))
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.SchemaError: privacy_unit: the Spark backend cannot hold the privacy-unit column 'u' ...
+
+        """
+        if not lossless(dtype):
+            raise SchemaError(f"the Spark backend cannot hold the privacy-unit column {column!r} of table {table!r} "
+                              f"({dtype}: Spark keeps datetimes in microseconds and has no 128-bit integers, and a "
+                              "unit beyond them would lose its rows)", argument="privacy_unit",
+                              fix=f"register the ids as text (pl.col({column!r}).cast(pl.String)), or run the "
+                                  "session on the Polars backend")
 
     def register(self, name: str, source: pl.LazyFrame) -> None:
         """Own a private table given as a Polars LazyFrame (shipped to Spark once)."""

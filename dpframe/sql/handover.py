@@ -63,7 +63,9 @@ def lossless(dtype: pl.DataType) -> bool:
     """Whether every value of ``dtype`` reaches DuckDB as itself (:func:`duckdb_type` nulls none of them).
 
     A millisecond datetime beyond DuckDB's microsecond range, and a 128-bit integer beyond 38 digits, become
-    null on the way; every other conversion (half floats, durations, decimals widened) keeps each value.
+    null on the way; every other conversion (half floats, durations, decimals widened) keeps each value. The
+    Spark backend stores datetimes in microseconds too (and refuses 128-bit integers): it refuses a unit column
+    of such a type by this test as well (:meth:`dpframe.backends.spark.SparkBackend.check_unit`).
     Read from the type alone, nested types included: a struct or list holding such a field can change
     (``{a: 2**127 - 1}`` and ``{a: 2**127 - 2}`` both arrive as ``{a: NULL}``).
 

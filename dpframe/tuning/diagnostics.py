@@ -116,7 +116,7 @@ def diagnose(bounded: PrivateReader, node: Aggregate, chosen: Chosen, shares: Sh
     unit = chosen.unit
     exact: list[tuple[str, int, str]] = []      # name, exact value, detail (the noises: :func:`noises`)
     if unit.column is not None:
-        by = (unit.column, *node.by)
+        by = by_unit_and_group(unit.column, node.by)
         kept = _by_unit(bounded.statistics(node.input, (Statistic("rows"),), by=by), node)
         every = _by_unit(bounded.statistics(node.input, (Statistic("rows"),), by=by, bound=False), node)
         lost = every.join(kept, on=unit.column, how="left", suffix="_kept").fill_null(0)
@@ -151,6 +151,19 @@ def diagnose(bounded: PrivateReader, node: Aggregate, chosen: Chosen, shares: Sh
                                       "detail": pl.String})
 
 
+def by_unit_and_group(column: str, by: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of rows per unit and group: the unit ``column``, then the group keys ``by`` less it.
+
+    A query may group by the unit column itself: ``("u", "u")`` failed on every dataset, after the query's charge.
+
+    Example:
+        >>> by_unit_and_group("u", ("u",)), by_unit_and_group("u", ("g", "u", "h"))
+        (('u',), ('u', 'g', 'h'))
+
+    """
+    return tuple(dict.fromkeys((column, *by)))
+
+
 def _by_unit(frame: pl.DataFrame, node: Aggregate) -> pl.DataFrame:
     """Rows per unit (``frame``: rows per unit and group), public keys only when the query has them."""
     unit = frame.columns[0]
@@ -159,4 +172,4 @@ def _by_unit(frame: pl.DataFrame, node: Aggregate) -> pl.DataFrame:
     return frame.group_by(unit).agg(pl.col("__rows").sum())
 
 
-__all__ = ["Diagnosed", "counted", "diagnose", "noises"]
+__all__ = ["Diagnosed", "by_unit_and_group", "counted", "diagnose", "noises"]

@@ -66,7 +66,7 @@ from dpframe.plan.sample import Sample
 from dpframe.planning import PhysicalPlan, PlanContext, budget_of, first, plan_query
 from dpframe.privacy_unit import AUTO, PrivacyUnit
 from dpframe.tuning.choose import Chosen, ErrorModel, clipping_error, denoise, groups_error, kept_rows, rows_error
-from dpframe.tuning.diagnostics import Diagnosed, diagnose, noises
+from dpframe.tuning.diagnostics import Diagnosed, by_unit_and_group, diagnose, noises
 from dpframe.tuning.grid import AUTO_MAX_ROWS, OUTER, ROW_CANDIDATES, bin_of, value_edges
 from dpframe.tuning.shares import Shares, split
 
@@ -292,7 +292,8 @@ class Tuner:
         if not any(item in ("max_rows", "max_groups") for item, _ in self.shares.tuning):
             return unit.tuned(unit.max_rows, None), None      # max_groups="auto" without a group-by: unused
         assert unit.column is not None
-        per = reader.statistics(node.input, (Statistic("rows"),), by=(unit.column, *node.by), bound=False)
+        per = reader.statistics(node.input, (Statistic("rows"),), by=by_unit_and_group(unit.column, node.by),
+                                 bound=False)
         if node.keys is not None:
             per = per.join(node.keys, on=list(node.by), how="semi", nulls_equal=True)
         units = per.group_by(unit.column).agg(pl.col("__rows").sum().alias("n"), pl.len().alias("g"))

@@ -29,9 +29,12 @@ import contextlib
 import datetime as dt
 import functools
 import itertools
+import math
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -68,10 +71,86 @@ def _ordinary(row: int) -> dict[str, Any]:
 SCHEMA = pl.Schema({"u": pl.Int64(), **{name: dtype for name, (_, dtype) in COLUMNS.items()}})
 
 
-def _memory_base() -> pl.DataFrame:
+def _memory_base(unit: UnitType) -> pl.DataFrame:
     rows = [_ordinary(r) for r in range(UNITS)] + [{**_ordinary(r + 7), "u": r} for r in range(UNITS)]
     frame = pl.DataFrame(rows, schema={**SCHEMA, "m": pl.String()}, strict=False)
-    return frame.with_columns(pl.col("m").cast(SCHEMA["m"]))
+    return frame.with_columns(pl.col("m").cast(SCHEMA["m"]), unit.ids(frame["u"]))
+
+
+#: The added unit's ordinary id (a row number no unit of D has).
+NEW_ID = 10_000
+
+
+@dataclass(frozen=True)
+class UnitType:
+    """The privacy-unit column's type: D's ids (``of`` each unit's number, ``0`` to ``UNITS - 1``) and the ids the
+    added unit may have (``added``; besides ``of(NEW_ID)``, a new ordinary id): the type's extremes, ids equal to
+    one of D's by the engine's unit equality (``-0.0`` for ``0.0``, any NaN for D's NaN), ids a backend's
+    conversion or a normalization would merge with one of D's but that are other units (a trailing space, another
+    case or Unicode normal form, ``2**53 + 1`` as a float), null-like ids (``"NULL"``, ``"nan"``) and ``None`` (rows
+    that belong to no unit). ``dtype`` is the column's type in memory (a file's reader may read another).
+
+    Example:
+        >>> UNIT_TYPES["string"].ids(pl.Series([0, 1])).to_list()
+        ['u0', 'é']
+
+    """
+
+    name: str
+    dtype: pl.DataType
+    of: Callable[[int], Any]
+    added: tuple[Any, ...]
+    via: pl.DataType | None = None      # the ids' type before a cast to ``dtype`` (a value Python cannot hold)
+
+    def ids(self, numbers: pl.Series) -> pl.Series:
+        """The ``u`` column holding the ids of unit ``numbers``."""
+        return self._column([self.of(n) for n in numbers])
+
+    def pool(self) -> pl.Series:
+        """Every id the added unit may have, as a column of the type (nulls included)."""
+        return self._column([self.of(NEW_ID), *self.added])
+
+    def _column(self, ids: list[Any]) -> pl.Series:
+        return pl.Series("u", ids, dtype=self.via or self.dtype).cast(self.dtype)
+
+
+_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0001))[0]   # a NaN with another payload
+_NEG_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8_0000_0000_0000))[0]
+_DAY = dt.date(2020, 1, 1)
+_FAR_MS = 12_559_000_000_000_000    # milliseconds to the year 400,000: beyond the microsecond range
+_FALL = dt.datetime(2021, 11, 7, 1, tzinfo=dt.UTC)   # St John's clocks fall back an hour later
+#: The unit types the oracles draw (``int64`` is the oracles' original unit column).
+UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
+    UnitType("int64", pl.Int64(), lambda u: u, (-(2**63), 2**63 - 1, 0, None)),
+    UnitType("uint64", pl.UInt64(), lambda u: u + 2**63, (2**64 - 1, 2**63 - 1, 0, 2**63, None)),
+    UnitType("int128", pl.Int128(), lambda u: u + 2**100, (2**127 - 1, -(2**127), 2**64, 2**100, None)),
+    UnitType("float64", pl.Float64(), lambda u: (u - 6) / 2 if u != 29 else math.nan,   # D: 0.0 (u = 6), NaN
+             (-0.0, _NAN, _NEG_NAN, math.inf, -math.inf, 5e-324, -5e-324, 1.7976931348623157e308, 2.0**53 + 1,
+              math.nextafter(0.5, 1), None)),
+    UnitType("float32", pl.Float32(), lambda u: (u - 6) / 4, (-0.0, math.nan, math.inf, 3.4028234663852886e38,
+                                                               1e-45, 0.1, None)),
+    UnitType("string", pl.String(), lambda u: f"u{u}" if u != 1 else "é",
+             ("", "u0 ", " u0", "U0", "u0\x00", "e\u0301", "\ufeffu0", "u\u200d0", "NULL", "null", "nan", "None",
+              "x" * 10_000, "\U0001f600\u202e", "\n", None)),
+    UnitType("categorical", pl.Categorical(), lambda u: f"u{u}", ("", "u0 ", "U0", "NULL", "\U0001f600", None)),
+    UnitType("enum", pl.Enum([f"u{u}" for u in range(UNITS)] + [f"u{NEW_ID}", "", "u0 ", "U0"]), lambda u: f"u{u}",
+             ("", "u0 ", "U0", None)),
+    UnitType("binary", pl.Binary(), lambda u: b"u%d" % u, (b"", b"\x00", b"u0\x00", b"\xff\xfe", b"U0", None)),
+    UnitType("decimal", pl.Decimal(38, 2), lambda u: Decimal(u) / 4,
+             (Decimal("-0.00"), Decimal("0.001"), Decimal("9" * 36 + ".99"), Decimal("-" + "9" * 36 + ".99"), None)),
+    UnitType("date", pl.Date(), lambda u: _DAY + dt.timedelta(days=u),
+             (dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1), None)),
+    UnitType("datetime", pl.Datetime("us"), lambda u: dt.datetime(2020, 1, 1) + dt.timedelta(seconds=u),
+             (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999_999), dt.datetime(2020, 1, 1, 0, 0, 0, 1),
+              dt.datetime(1970, 1, 1), None)),
+    UnitType("datetime_ms", pl.Datetime("ms"), lambda u: 1_577_836_800_000 + u,    # from milliseconds since 1970
+             (-62_135_596_800_000, _FAR_MS, _FAR_MS + 86_400_000, None), pl.Int64()),   # refused: DuckDB, Spark
+    UnitType("datetime_tz", pl.Datetime("us", "America/St_Johns"), lambda u: _FALL + dt.timedelta(minutes=u),
+             (dt.datetime(2021, 11, 6, 23, tzinfo=dt.timezone(dt.timedelta(hours=-2))),   # D's u = 0, another offset
+              dt.datetime(1, 1, 2, tzinfo=dt.UTC), None)),
+    UnitType("boolean", pl.Boolean(), lambda u: u % 2 == 0, (True, False, None)),   # D: two units of 30 rows
+)}
+INT64 = UNIT_TYPES["int64"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +169,11 @@ class Storage:
     suffix: str | None = None
     drop: tuple[str, ...] = ()
     cast: tuple[tuple[str, pl.DataType], ...] = ()
+    unit: UnitType = INT64
+
+    def of_unit(self, unit: UnitType) -> Storage:
+        """This storage for a table whose privacy-unit column has type ``unit``."""
+        return replace(self, name=f"{self.name}-{unit.name}" if unit is not INT64 else self.name, unit=unit)
 
     def source(self, data: pl.DataFrame) -> object:
         """What the session is given for ``data``: the frame itself (less ``drop``), or the path of a new file
@@ -144,7 +228,7 @@ STORAGES = {s.name: s for s in (MEMORY, Storage("parquet", ".parquet"),
 @functools.cache
 def base(storage: Storage = MEMORY) -> pl.DataFrame:
     """D: ``UNITS`` units of two ordinary rows each, as ``storage`` reads it back."""
-    return storage.read(_memory_base())
+    return storage.read(_memory_base(storage.unit))
 
 
 @functools.cache
@@ -155,20 +239,27 @@ def _pools(storage: Storage) -> dict[str, tuple[pl.Series, list[Any]]]:
     with D's types and that value (all of a column's values are tried in one file first).
     """
     d = base(storage)
+    new = _read_as(storage.unit.pool().head(1), d.schema["u"])
 
     def survive(name: str, values: pl.Series) -> bool:
-        rows = pl.concat([d.head(1)] * values.len()).with_columns(values.alias(name), u=pl.lit(10_000, pl.Int64))
+        rows = pl.concat([d.head(1).with_columns(new.alias("u"))] * values.len()).with_columns(values.alias(name))
         back = storage.read(pl.concat([d, rows]))
         return back.schema == d.schema and back.tail(values.len()).equals(rows)
 
     pools = {}
-    for name, dtype in d.drop("u").schema.items():
-        pool, lost = probe_values(dtype), []
+    for name, dtype in d.schema.items():
+        pool, lost = probe_values(dtype) if name != "u" else _read_as(storage.unit.pool(), dtype), []
         if storage.suffix is not None and not survive(name, pool):
             kept = [j for j in range(pool.len()) if survive(name, pool.slice(j, 1))]
             pool, lost = pool.gather(kept), pool.gather([j for j in range(pool.len()) if j not in kept]).to_list()
         pools[name] = (pool, lost)
     return pools
+
+
+def _read_as(ids: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """Unit ids as a reader gives them in ``dtype`` (a CSV's dates are text), less those it cannot give."""
+    read = ids.cast(dtype, strict=False)
+    return read.filter(read.is_not_null() | ids.is_null())
 
 
 def lost(storage: Storage) -> dict[str, list[Any]]:
@@ -188,16 +279,22 @@ MANY_ROWS = (1, 2, 3, 64, 2_000)
 
 
 @st.composite
-def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY, many: bool = False) -> pl.DataFrame:
+def extreme_rows(draw: st.DrawFn, storage: Storage = MEMORY, many: bool = False, ids: bool = False) -> pl.DataFrame:
     """The added unit: one or two rows, each column an adversarial value of its type (or an ordinary one).
 
-    With ``many``, the unit has one of :data:`MANY_ROWS` rows: its (one or two) drawn rows, repeated in turn.
+    Its id is a new ordinary one; with ``ids``, it may be one of its unit type's adversarial ids instead
+    (:attr:`UnitType.added`: they may be equal to one of D's, or null). With ``many``, the unit has one of
+    :data:`MANY_ROWS` rows: its (one or two) drawn rows, repeated in turn.
     """
     d = base(storage)
+    pool, _ = _pools(storage)["u"]
+    unit = pool.slice(draw(st.integers(0, pool.len() - 1)) if ids and draw(st.booleans()) else 0, 1)
     rows = []
     for copy in range(draw(st.integers(1, 2))):
-        row = d.slice(copy, 1).with_columns(u=pl.lit(10_000, dtype=pl.Int64))
+        row = d.slice(copy, 1).with_columns(unit)
         for name, (pool, _) in _pools(storage).items():
+            if name == "u":
+                continue
             pick = draw(st.integers(-1, pool.len() - 1))
             if pick >= 0:
                 row = row.with_columns(pool.slice(pick, 1).alias(name))
@@ -247,9 +344,21 @@ class Neighbours:
     def compare(self, query: Any, unit: Any, extra: pl.DataFrame, backend: str, storage: Storage,
                 runs: int, observe: Callable[[dp.Session, Any], Outcome],
                 same: Callable[[Outcome, Outcome], bool]) -> Outcome | None:
-        """D's outcome, after asserting ``same`` for each of D′'s runs; None if D′'s session refuses D′ itself."""
+        """D's outcome, after asserting ``same`` for each of D′'s runs; None if D′'s session refuses D′ itself, or if
+        the backend refuses the unit column's type (then D′'s session must be refused alike)."""
         _, d_plus = neighbours(extra, storage)
-        d = self.d(backend, unit, storage)      # D's session must open: else every example would compare nothing
+        try:
+            d = self.d(backend, unit, storage)  # D's session must open: else every example would compare nothing
+        except dp.SchemaError as e:             # ... unless the unit's type is refused: on the type, never the rows
+            if e.argument != "privacy_unit":
+                raise
+            with storage.given(d_plus) as source:
+                try:
+                    self.make(source, backend, unit)
+                except dp.SchemaError as e_plus:
+                    assert str(e_plus) == str(e), f"{backend}: D refused with {e}, D′ with {e_plus}"
+                    return None
+            raise AssertionError(f"{backend}: D's session refused ({e}), D′'s opened") from e
         with storage.given(d_plus) as source:
             try:
                 plus = self.make(source, backend, unit)
@@ -591,6 +700,26 @@ UNITS_OF_PRIVACY = (dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_row
                     dp.PrivacyUnit("u", max_rows=1), dp.PrivacyUnit.row())
 
 
+#: Filters that no row of D passes (the added unit's probe values may): a query then reads no row of D and some of
+#: D′ (what a query on no rows does must not depend on whether the unit is there), by name: (column, kind, filter).
+_UNREAD: dict[str, tuple[str, str, pl.Expr]] = {
+    "nan": ("x", "float", pl.col("x").is_nan()), "far": ("x", "float", pl.col("x").abs() > 1e6),
+    "huge": ("i", "int", pl.col("i") > 10**6), "long": ("s", "str", pl.col("s").str.len_chars() > 20),
+    "old": ("d", "date", pl.col("d") < dt.date(1900, 1, 1)), "null": ("f", "float", pl.col("f").is_null()),
+}
+
+
+def unread_filters(columns: Columns) -> list[pl.Expr]:
+    """The filters of :data:`_UNREAD` that ``columns`` (by kind) can run.
+
+    Example:
+        >>> [str(e) for e in unread_filters({"x": "float", "i": "str"})]
+        ['col("x").is_nan()', '[(col("x").abs()) > (dyn float: 1000000)]']
+
+    """
+    return [e for column, kind, e in _UNREAD.values() if columns.get(column) == kind]
+
+
 #: The Poisson sampling rates a chain's ``sample`` steps use (1: the frame itself; 0.05: often no unit of D).
 RATES = (0.5, 0.9, 1.0, 0.05)
 
@@ -631,17 +760,18 @@ def row_step(draw: st.DrawFn, columns: Columns, depth: int, unit: dp.PrivacyUnit
 
 
 def kind_of(dtype: pl.DataType) -> str:
-    """A column type's kind (:data:`KINDS`).
+    """A column type's kind (:data:`KINDS`; ``"other"`` for a type no expression builds on, such as a unit column's
+    ``Categorical`` or ``Binary``).
 
     Example:
-        >>> kind_of(pl.UInt64()), kind_of(pl.Datetime("ms", "UTC"))
-        ('int', 'datetime')
+        >>> kind_of(pl.UInt64()), kind_of(pl.Datetime("ms", "UTC")), kind_of(pl.Binary())
+        ('int', 'datetime', 'other')
 
     """
     if dtype.is_integer() or dtype.is_float():
         return "int" if dtype.is_integer() else "float"
     return {pl.Decimal: "dec", pl.String: "str", pl.Date: "date", pl.Datetime: "datetime", pl.Duration: "dur",
-            pl.Boolean: "bool", pl.Enum: "enum"}[dtype.base_type()]
+            pl.Boolean: "bool", pl.Enum: "enum"}.get(dtype.base_type(), "other")
 
 
 #: The privacy units with automatic contribution bounds (``"auto"``: chosen by each ``agg`` query from a share of
@@ -704,7 +834,7 @@ FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "l
 
 @st.composite
 def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
-           tuned: bool = False, sample: bool = False) -> Chain:
+           tuned: bool = False, sample: bool = False, unread: bool = False, units: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
     top-k.
 
@@ -712,12 +842,13 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     ``bounds="auto"``), ``collect`` options (:func:`_options`) and output names (:data:`NAMES`), top-k's
     methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median; its
     ``bound`` steps are ones the unit accepts. With ``sample``, a step may also be ``frame.sample(rate)``
-    (:data:`RATES`).
+    (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`);
+    with ``units``, a group key may be the unit column itself (with public keys of D's ids, or private).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
-    if chain.unit.column is None:
-        columns["u"] = "int"   # an ordinary column under a row unit
+    if unread and unread_filters(columns):
+        chain.steps.append(("filter", draw(st.sampled_from(unread_filters(columns)))))
     for _ in range(draw(st.integers(0, max_steps))):
         chain.steps.append(row_step(draw, columns, depth, chain.unit, tuned, sample))
     readable = {c: k for c, k in columns.items() if c != "u" or chain.unit.column is None}
@@ -740,11 +871,15 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
         chain.ending = ("robust_median", (draw(st.sampled_from(_numeric(readable) or sorted(readable) or ["x"])),
                                           draw(st.sampled_from(BOUNDS))))
         return chain
-    nested = draw(st.sampled_from([None, None, None, *sorted(_NESTED_KEYS)]))
-    if nested is None:
+    nested = draw(st.sampled_from([None, None, None, *(["unit"] if units else []), *sorted(_NESTED_KEYS)]))
+    if nested == "unit":    # the privacy-unit column itself (an ordinary one under a row unit), of its type
+        expr = pl.col("u")
+        ids = base(storage)["u"].unique(maintain_order=True).head(3).to_list()
+        keys: Any = {"key": ids} if draw(st.booleans()) else None
+    elif nested is None:
         key_kind = draw(st.sampled_from(sorted(_KEYS)))
         expr = draw(expressions(readable, key_kind, depth))
-        keys: Any = {"key": _KEYS[key_kind]} if draw(st.booleans()) else None
+        keys = {"key": _KEYS[key_kind]} if draw(st.booleans()) else None
     else:
         expr = _NESTED_KEYS[nested](lambda k: draw(expressions(readable, k, depth - 1)))
         keys = None

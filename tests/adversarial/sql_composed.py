@@ -45,11 +45,12 @@ SESSION_OPTIONS: dict[str, Any] = {
 
 
 def sql_kind(dtype: pl.DataType) -> str:
-    """The kind (:data:`KINDS`) a query reads a column of ``dtype`` as (a duration reaches SQL as an integer).
+    """The kind (:data:`KINDS`) a query reads a column of ``dtype`` as (a duration reaches SQL as an integer;
+    ``"other"``: a type no expression builds on, such as a unit column's ``Categorical`` or ``Binary``).
 
     Example:
-        >>> sql_kind(pl.Duration("us")), sql_kind(pl.Datetime("ms", "UTC"))
-        ('int', 'tstz')
+        >>> sql_kind(pl.Duration("us")), sql_kind(pl.Datetime("ms", "UTC")), sql_kind(pl.Categorical())
+        ('int', 'tstz', 'other')
 
     """
     if dtype.is_integer() or isinstance(dtype, pl.Duration):
@@ -57,7 +58,7 @@ def sql_kind(dtype: pl.DataType) -> str:
     if isinstance(dtype, pl.Datetime):
         return "ts" if dtype.time_zone is None else "tstz"
     return "float" if dtype.is_float() else {pl.Decimal: "dec", pl.String: "str", pl.Enum: "enum", pl.Date: "date",
-                                             pl.Boolean: "bool"}[dtype.base_type()]
+                                             pl.Boolean: "bool"}.get(dtype.base_type(), "other")
 
 
 def columns_of(storage: Storage) -> dict[str, str]:
@@ -250,6 +251,10 @@ def expression(draw: st.DrawFn, columns: Columns, kind: str, depth: int) -> str:
 
 
 _BOUNDS = ["0, 1", "-10, 10", "-1e6, 1e6", "0, 1099511627776"]
+#: Conditions no row of D meets (the added unit's probe values may), as the chains' ``unread_filters``:
+#: (column, kind, condition).
+_UNREAD = [("x", "float", "isnan(x)"), ("x", "float", "abs(x) > 1e6"), ("i", "int", "i > 1000000"),
+           ("s", "str", "length(s) > 20"), ("d", "date", "d < DATE '1900-01-01'"), ("f", "float", "f IS NULL")]
 
 
 def _aggregate(draw: st.DrawFn, columns: Columns, depth: int) -> str:
@@ -343,13 +348,16 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
 
 
 @st.composite
-def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: bool = False) -> SQLQuery:
+def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: bool = False,
+            units: bool = False) -> SQLQuery:
     """A random SQL query over ``storage``'s table: source, WHERE, GROUP BY keys, aggregates, post-processing,
     ``keys=``, ``ci=``; with ``tuned``, also under the units with automatic bounds (``AUTO_UNITS``) and at
-    ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``."""
+    ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``. With ``units`` (as
+    ``chains(units=True)``), a key may be the unit column itself, and a ``WHERE`` one that no row of D meets
+    (:data:`_UNREAD`)."""
     unit = draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ())))
     row_unit = unit.column is None
-    columns: Columns = {**columns_of(storage), **({"u": "int"} if row_unit else {})}
+    columns: Columns = {**columns_of(storage), **({"u": sql_kind(base(storage).schema["u"])} if row_unit else {})}
     source = draw(_source(columns, depth))
     with_clause = ""
     if "\x00" in source:
@@ -357,6 +365,9 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
         with_clause = f"WITH a AS ({inner}) "
     readable = {c: k for c, k in columns.items() if c != "u" or row_unit}
     where = f" WHERE {expression(draw, readable, 'bool', depth)}" if draw(st.booleans()) else ""
+    unread = [condition for column, kind, condition in _UNREAD if readable.get(column) == kind] if units else []
+    if unread and draw(st.integers(0, 3)) == 0:      # no row of D passes it: D′'s unit alone may
+        where = f" WHERE {draw(st.sampled_from(unread))}"
     query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9, *(CI_LEVELS if tuned else [])])),
                      diagnostics=draw(st.integers(0, 5)) == 0)
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
@@ -365,8 +376,11 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     names: list[str] = []   # the keys' output names
     keys: dict[str, list[Any]] = {}
     for j in range(n_keys):
-        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested"]))
-        if key_kind == "nested":
+        key_kind = draw(st.sampled_from(["int", "str", "bool", "date", "float", "enum", "list", "ts", "nested",
+                                         *(["unit"] if units else [])]))
+        if key_kind == "unit":      # the privacy-unit column itself, of its type
+            expr = "u"
+        elif key_kind == "nested":
             nested = _NESTED_KEYS[draw(st.sampled_from(sorted(_NESTED_KEYS)))]
             expr = nested(lambda k: expression(draw, readable, k, depth - 1), draw)
         else:

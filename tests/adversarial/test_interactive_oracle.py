@@ -57,6 +57,7 @@ from .composed import (
     row_step,
     shown,
 )
+from .test_composed_oracle import unit_storage
 
 CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
@@ -638,3 +639,15 @@ def test_many_sequences_of_interactive_calls_behave_alike_on_neighbouring_files(
     storage = STORAGES[stored]
     seq, extra = data.draw(sequences(max_steps=14, storage=storage)), data.draw(st.builds(Unit, extreme_rows(storage)))
     event(check(seq, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(DEEP, max_examples=300)
+@given(data=st.data())
+def test_many_sequences_on_any_unit_type_behave_alike_on_neighbouring_datasets(backend: str, data: st.DataObject
+                                                                              ) -> None:
+    """The unit column of every type, the added unit's id adversarial (``UNIT_TYPES``; review 38b)."""
+    storage = unit_storage(data, MEMORY)
+    seq = data.draw(sequences(max_steps=14, tuned=True, storage=storage))
+    event(check(seq, data.draw(st.builds(Unit, extreme_rows(storage, many=True, ids=True))), backend))

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, STORAGES, Neighbours, Outcome, Storage, base, extreme_rows
+from .composed import MEMORY, SPARK, SPARK_PARQUET, STORAGES, Neighbours, Outcome, Storage, base, extreme_rows
 from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
-from .test_composed_oracle import FEW, FILES
+from .test_composed_oracle import FEW, FILES, unit_storage
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -165,3 +165,39 @@ def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
     with pytest.raises(AssertionError, match="RuntimeError"):
         check(query, extra, "duckdb", fails_on_d_plus)
     check(query, extra, "duckdb")
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+@settings(CI, max_examples=2)
+@given(data=st.data())
+def test_a_sql_query_on_any_unit_type_behaves_alike_on_neighbouring_datasets(backend: str, data: st.DataObject
+                                                                            ) -> None:
+    """The unit column in every type (:data:`~tests.adversarial.composed.UNIT_TYPES`) with an adversarial added id,
+    ``GROUP BY u`` among the keys and ``WHERE`` conditions no row of D meets (``queries(units=True)``, as the
+    chains' ``test_a_chain_on_any_unit_type_behaves_alike_...``)."""
+    storage = unit_storage(data, MEMORY)
+    event(check(data.draw(queries(storage=storage, tuned=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), backend, storage=storage))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "stored"), [("duckdb", "memory"), ("polars", "memory"), *FILES])
+@settings(DEEP, max_examples=300)
+@given(data=st.data())
+def test_many_sql_queries_on_any_unit_type_behave_alike_on_neighbouring_datasets(backend: str, stored: str,
+                                                                                 data: st.DataObject) -> None:
+    storage = unit_storage(data, STORAGES[stored])
+    tuned = data.draw(st.booleans())
+    event(check(data.draw(queries(depth=3, storage=storage, tuned=tuned, units=True)),
+                data.draw(extreme_rows(storage, many=tuned, ids=True)), backend, storage=storage,
+                runs=data.draw(st.sampled_from([1, 3]))))
+
+
+@pytest.mark.slow
+@settings(DEEP, max_examples=100)
+@given(data=st.data())
+def test_many_sql_queries_on_any_unit_type_behave_alike_on_spark(data: st.DataObject, spark_session: Any) -> None:
+    storage = unit_storage(data, data.draw(st.sampled_from([SPARK, SPARK_PARQUET])))
+    event(check(data.draw(queries(depth=3, storage=storage, tuned=True, units=True)),
+                data.draw(extreme_rows(storage, many=True, ids=True)), "spark", storage=storage,
+                runs=data.draw(st.sampled_from([1, 3]))))
