@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -151,6 +152,28 @@ def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list
     return out, checker.origins
 
 
+_UNREADABLE = re.compile(r"\b(INTERVAL|UNION)\b")
+"""DuckDB types Polars cannot import (it panics): an interval of months, days and nanoseconds; a union."""
+
+
+def _check_readable(names: Sequence[str], types: Sequence[str], where: str, text: str) -> None:
+    """A SchemaError naming the first output column whose DuckDB type Polars cannot read (see :data:`_UNREADABLE`).
+
+    Example:
+        >>> _check_readable(["n", "gap"], ["BIGINT", "INTERVAL"], "SELECT", "...")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: sql: column 'gap' is of the DuckDB type INTERVAL, ... Fix: convert it to a number...
+
+    """
+    for name, dtype in zip(names, types, strict=True):
+        if _UNREADABLE.search(dtype):
+            fix = (f"convert it to a number, e.g. epoch({name}) / 86400 for days" if "INTERVAL" in dtype
+                   else f"convert it to a standard type, e.g. CAST({name} AS VARCHAR)")
+            raise SchemaError(f"column {name!r} is of the DuckDB type {dtype}, which dpframe cannot read, in {where}: "
+                              f"{text!r}", argument="sql", fix=fix)
+
+
 def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str,
            checked: Sequence[Json] = ()) -> pl.Schema:
     """Output schema of ``SELECT <sql> AS <name>, ...`` over an empty frame of ``input_schema`` (in DuckDB).
@@ -167,8 +190,10 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     with _shared() as con:
         try:
             con.register("__dp_in", empty)
-            result = con.sql(f"SELECT {select} FROM __dp_in").pl()
-        except (KeyboardInterrupt, SystemExit):
+            relation = con.sql(f"SELECT {select} FROM __dp_in")
+            _check_readable(relation.columns, [str(t) for t in relation.types], where, text)
+            result = relation.pl()
+        except (KeyboardInterrupt, SystemExit, SchemaError):
             raise
         except BaseException as e:   # noqa: BLE001 — a type Polars cannot import panics (pyo3's PanicException)
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -40,3 +40,4 @@ def test_the_robust_median_threshold_covers_delta_at_a_tiny_delta() -> None:
         union = Decimal(len(median.proposals)).ln() + top + ((a - top).exp() + (b - top).exp()).ln()
         assert union <= Decimal(r).ln() - e * Decimal(2).ln()
 
+

@@ -126,11 +126,12 @@ ERRORS = [
      "bounds (-1e+308, 1e+308) are too large to compute with"),
     ("plan_quantile_string", "SELECT MEDIAN(CLAMP(city, 0, 100)) FROM visits", dp.SchemaError,
      "an ordered domain needs an integer, float, date or datetime column"),
-    # a column type Polars cannot import (before: a Rust panic escaped sess.sql, not a dpframe error)
+    # a column type Polars cannot import (before: a Rust panic escaped sess.sql, not a dpframe error; then a
+    # dpframe error quoting the panic, "called `Result::unwrap()` on an `Err` value": now refused by its type)
     ("interval_column", "SELECT to_months(CAST(age AS INTEGER)) AS m, COUNT(*) FROM visits GROUP BY m",
-     dp.SchemaError, "check the column names and types"),
+     dp.SchemaError, "is of the DuckDB type INTERVAL, which dpframe cannot read"),
     ("union_column", "SELECT COUNT(*) FROM (SELECT union_value(k := age) AS v FROM visits)", dp.SchemaError,
-     "check the column names and types"),
+     "column 'v' is of the DuckDB type UNION(k BIGINT), which dpframe cannot read"),
 ]
 
 
