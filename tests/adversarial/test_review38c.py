@@ -91,3 +91,16 @@ def test_the_largest_float64_is_still_a_bound_and_an_edge() -> None:
     assert dp.sum("x", bounds=(0, int(top))).bounds == (0, Fraction(top))
     with pytest.raises(dp.BoundsError, match=r"bound 1797693134862315807\.\.\. \(309 digits\) is beyond"):
         dp.sum("x", bounds=(0, int(top) + 2**970))       # float() rounds it to inf: beyond
+
+
+def test_int128_beyond_38_digits_is_null_on_duckdb_only_as_documented() -> None:
+    """Noticed by review 38a, documented (``docs/scaling.md``, "Same answers"): DuckDB is handed a 128-bit integer as
+    ``DECIMAL(38, 0)``, so a value beyond 38 digits is NULL there and counted on Polars. The same on every dataset
+    of one backend (read from the type); if the handover changes, the documentation must."""
+    data = pl.DataFrame({"u": range(20), "v": pl.Series([10**38 + 5] * 10 + [7] * 10, dtype=pl.Int128)})
+    counts = {}
+    for backend in ("polars", "duckdb"):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(200), backend=backend,
+                          seed=1)
+        counts[backend] = sess.table("t").agg(dp.count("v")).collect(dp.PureDP(200)).item()
+    assert counts == {"polars": 20, "duckdb": 10}
