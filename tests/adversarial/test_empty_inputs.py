@@ -12,6 +12,7 @@ linear regression, top-k with every method; SQL; and the interactive calls) runs
 * ``empty``: absent — the filter leaves no row;
 * ``one``: one row of ordinary values;
 * ``odd``: several rows whose values are only null, NaN, ±inf or far outside every query's bounds;
+* ``edge``: several rows whose values lie on the queries' bounds and bin edges (and ±0.0, the least subnormal);
 * ``many``: 300 rows (beyond every ``max_rows``),
 
 under user-level and row-level units (and automatic bounds), on the Polars and DuckDB backends (Spark under
@@ -26,7 +27,7 @@ reported.
 
 Example:
     >>> sorted(CASES)
-    ['empty', 'many', 'odd', 'one']
+    ['edge', 'empty', 'many', 'odd', 'one']
 
 """
 
@@ -75,17 +76,23 @@ ODD: dict[str, list[Any]] = {"x": _BAD_FLOAT, "f": [None, float("nan"), float("i
                              "b": [None] * 6, "s": [None] * 6, "c": [None] * 6}
 
 
+#: The ``edge`` unit: values on the queries' bounds, grid edges and signed zeros.
+EDGE: dict[str, list[Any]] = {"x": [0.0, -0.0, 10.0, 2.5, 5e-324], "f": [0.0, 10.0, 0.5, -0.0, 7.5],
+                              "i": [-10, 10, 0, -100, 100], "n": [0, 5, 1, 2, -1], "w": [0, 10, 1, 2, 0],
+                              "m": ["0", "100", "-10", "10", "0.01"], "b": [True, False, True, False, True]}
+
+
 def _case(name: str, storage: Storage) -> pl.DataFrame | None:
     if name == "empty":
         return None
     if name == "one":
         return _target_rows(storage)
-    if name == "odd":
-        return _target_rows(storage, ODD, rows=6)
+    if name in ("odd", "edge"):
+        return _target_rows(storage, ODD if name == "odd" else EDGE, rows=6 if name == "odd" else 5)
     return _target_rows(storage, rows=300)
 
 
-CASES = ("empty", "one", "odd", "many")
+CASES = ("empty", "one", "odd", "edge", "many")
 
 
 def table(case: str, storage: Storage) -> pl.DataFrame:
@@ -94,8 +101,11 @@ def table(case: str, storage: Storage) -> pl.DataFrame:
     return d if extra is None else pl.concat([d, extra.cast(dict(d.schema))])   # type: ignore[arg-type]
 
 
+#: A public lookup table SQL queries join.
+PUBLIC = pl.DataFrame({"s": ["a", "bc", "", "12"], "r": [1, 2, 3, 3]})
 #: Session kinds: (privacy unit, budget, accountant).
 UNITS: dict[str, dp.PrivacyUnit] = {"user": dp.PrivacyUnit("u", max_rows=2), "row": dp.PrivacyUnit.row(),
+                                    "user_groups": dp.PrivacyUnit("u", max_rows=2, max_groups=1),
                                     "auto": dp.PrivacyUnit("u", max_rows="auto"),
                                     "auto_groups": dp.PrivacyUnit("u", max_rows=2, max_groups="auto")}
 ACCOUNTS: dict[str, tuple[dp.Budget, str | None]] = {"approx": (dp.ApproxDP(10**6, 0.5), None),
@@ -205,8 +215,24 @@ def _individual(f: dp.Frame, sess: dp.Session) -> Any:
                                                                          dp.ZCDP(0.1))]
 
 
+def _released_sparse_vector(f: dp.Frame, sess: dp.Session) -> Any:
+    sv = sess.sparse_vector(threshold=0.5, max_positives=1, budget=dp.PureDP(1), release=dp.PureDP(0.5), refund=True)
+    answers = _stream(sv, [f.agg(c=dp.count("x")), f.agg(n=dp.len())])
+    return (*answers, tuple(sorted(sv.values)))
+
+
+def _per_unit_channel(f: dp.Frame, sess: dp.Session) -> Any:
+    with sess.target_charging(epsilon=1, max_hits=2, delta=1e-6, per_unit=True) as ch:
+        return tuple(ch.test(q, 0.5) for q in (f.agg(n=dp.len()), f.agg(c=dp.count("i"))) if not ch.closed)
+
+
 def _gated(f: dp.Frame, sess: dp.Session) -> Any:
     return gated_release(f.agg(s=dp.sum("x", bounds=(0, 10))), PURE, f.agg(n=dp.len()), 0.5, PURE)
+
+
+def _gated_no_refund(f: dp.Frame, sess: dp.Session) -> Any:
+    return gated_release(f.agg(m=dp.median("i", bounds=(-10, 10))), PURE, f.agg(c=dp.count("x")), 2, PURE,
+                         refund=False)
 
 
 def _ptr(f: dp.Frame, sess: dp.Session) -> Any:
@@ -220,11 +246,16 @@ def _run_until(f: dp.Frame, sess: dp.Session) -> Any:
                      lambda results: len(results) == 2)
 
 
+def _run_until_stops(f: dp.Frame, sess: dp.Session) -> Any:
+    return run_until([f.agg(n=dp.len())] * 3, PURE, lambda results: results[-1].item() > 0.5, delta=1e-6, stops=[1, 3])
+
+
 ENDINGS: list[Ending] = [
     *(_agg(f"agg_{k}", {k: m}) for k, m in MEASURES.items()),
     _agg("agg_all", ALL), _agg("agg_all_ci", ALL, ci=0.95), _agg("agg_all_diag", ALL, diagnostics=True),
     _agg("agg_auto_ci_diag", AUTO, ci=0.9, diagnostics=True),
     _agg("agg_accuracy", {"n": dp.len(), "s": dp.sum("x", bounds=(0, 10))}, accuracy=dp.Accuracy(half_width=5)),
+    _agg("agg_auto_accuracy", AUTO, accuracy=dp.Accuracy(half_width=50)),
     _agg("agg_pure", ALL, budget=PURE), _agg("agg_zcdp", ALL, budget=Z),
     _agg("agg_zcdp_diag", ALL, budget=Z, diagnostics=True, ci=0.95),
     _grouped("public_all", "s", KEYS, ALL), _grouped("public_all_ci_diag", "s", KEYS, ALL, ci=0.95, diagnostics=True),
@@ -280,6 +311,23 @@ ENDINGS: list[Ending] = [
     Ending("sparse_vector", _sparse_vector), Ending("sparse_vector_gaussian", _gaussian_sparse_vector, "rdp"),
     Ending("target_charging", _channel), Ending("individual_filter", _individual, "rdp"),
     Ending("gated_release", _gated), Ending("propose_test_release", _ptr), Ending("run_until", _run_until),
+    Ending("sparse_vector_release", _released_sparse_vector), Ending("target_charging_per_unit", _per_unit_channel),
+    Ending("gated_release_no_refund", _gated_no_refund), Ending("run_until_stops", _run_until_stops),
+    _family("robust_median_int", lambda f: robust_median(f, "i", (-100, 100)), dp.ApproxDP(1, 1e-4)),
+    _family("sampled_bounds", lambda f: f.sample(0.5).bounds("x", domain=(-1e9, 1e9))),
+    _family("sampled_agg", lambda f: f.sample(0.9).agg(n=dp.len(), s=dp.sum("x", bounds="auto"), h=HIST)),
+    _family("bound_agg", lambda f: f.bound(max_rows=1).agg(n=dp.len(), m=dp.median("x", bounds=(0, 10)))),
+    _family("bound_groups", lambda f: f.bound(max_rows=1, max_groups=1).group_by("s").agg(n=dp.len())),
+    _family("derived_bounds", lambda f: f.with_columns(y=pl.col("x") * 2 - 1).bounds("y", domain=(-1e9, 1e9))),
+    _family("derived_histogram", lambda f: f.with_columns(y=pl.col("i").abs().cast(pl.Float64, strict=False)).agg(
+        h=dp.measure("histogram", "y", bounds=(0, 100), edges=list(range(0, 101, 10))))),
+    _family("interior_date", lambda f: f.interior_point("d", bounds=(dt.date(2019, 1, 1), dt.date(2022, 1, 1)))),
+    _family("threshold_above", lambda f: f.learn_threshold("f", label="b", bounds=(0, 10), positive="above")),
+    _top_k("top_k_count", "stable", B, k=1, score=dp.count("x")),
+    _sql("sql_join", "SELECT r, COUNT(*) AS n, SUM(CLAMP(x, 0, 10)) AS s FROM t JOIN p USING (s) WHERE {where} "
+                     "GROUP BY r"),
+    _sql("sql_join_private", "SELECT p.r, COUNT(*) AS n FROM t LEFT JOIN p ON t.s = p.s WHERE {where} GROUP BY p.r",
+         keys=None),
 ]
 
 
@@ -348,7 +396,7 @@ def _session_source(case: str, storage: Storage) -> object:
 def session(case: str, backend: str, unit: str, account: str, storage: Storage) -> dp.Session:
     budget, accountant = ACCOUNTS[account]
     return dp.Session({"t": _session_source(case, storage)}, privacy_unit=UNITS[unit], budget=budget,
-                      accountant=accountant, backend=backend, seed=0)
+                      accountant=accountant, backend=backend, seed=0, public_tables={"p": PUBLIC})
 
 
 def sweep(backend: str, unit: str, storage: Storage, endings: list[Ending], cases: tuple[str, ...] = CASES
