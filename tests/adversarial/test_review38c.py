@@ -21,7 +21,8 @@ beyond float64 (``10**400``) reached ``float()`` unguarded and raised a raw ``Ov
 but no dpframe error naming the argument and the fix) from histogram edges (``parse_edges``), the clipping
 bounds of every measure (``sum``/``mean``/``var``/``std``/quantiles, SQL ``CLAMP``, a top-k score), a query
 family's bounds and domain (``frame.bounds``, the learners, ``linear_regression`` and its ``ridge``), public
-keys, and ``dp.Accuracy(half_width=...)``.
+keys, and ``dp.Accuracy(half_width=...)``. Documented, not changed (noticed by review 38a): a 128-bit integer beyond
+38 digits is NULL on DuckDB (handed over as ``DECIMAL(38, 0)``) and counted on Polars (``docs/scaling.md``).
 """
 
 from __future__ import annotations
