@@ -247,7 +247,9 @@ def _run_until(f: dp.Frame, sess: dp.Session) -> Any:
 
 
 def _run_until_stops(f: dp.Frame, sess: dp.Session) -> Any:
-    return run_until([f.agg(n=dp.len())] * 3, PURE, lambda results: results[-1].item() > 0.5, delta=1e-6, stops=[1, 3])
+    """Stops on a released count: where it stopped (and so the refund) is itself a DP answer."""
+    out = run_until([f.agg(n=dp.len())] * 3, PURE, lambda results: results[-1].item() > 0.5, delta=1e-6, stops=[1, 3])
+    return f"stopped after {len(out)}"
 
 
 ENDINGS: list[Ending] = [
