@@ -15,15 +15,18 @@ linear regression, top-k with every method; SQL; and the interactive calls) runs
 * ``edge``: several rows whose values lie on the queries' bounds and bin edges (and ±0.0, the least subnormal);
 * ``many``: 300 rows (beyond every ``max_rows``),
 
-under user-level and row-level units (and automatic bounds), on the Polars and DuckDB backends (Spark under
-``-m slow``), with the table in memory or in a Parquet file (:data:`tests.adversarial.composed.STORAGES`). What
+under user-level (``max_rows=2``, and ``max_groups=1``), row-level and automatic units, on the Polars and DuckDB
+backends (Spark under ``-m slow``), with the table in memory or in a Parquet file
+(:data:`tests.adversarial.composed.STORAGES`: read by Polars, or scanned by DuckDB itself). What
 the analyst sees must not depend on the case beyond the mechanism's noise: whether it raised (the error's type,
 message and argument), the warnings, what was charged and recorded (the ledger rows' status, cost and text), and
 the result's type, columns and dtypes. A release that says "no answer" (``dp.NoAnswer``, ``dp.TopKFailed``, a
 robust median's ``None``, a sparse vector's "below") is itself a DP output; where one case's released output so
 differs from another's, only the outcome's kind and the ledger statuses are compared (ex-post refunds depend on
-such answers). Every ending must also release on every case: a query charged then failed, even on every case, is
-reported.
+such answers; SQL's ``TOP_K`` says ⊥ with an empty frame and a ``dp.TopKWarning``; where ``run_until`` stops on a
+released value is one too). Every ending must also release on every case: a query charged then failed, even on
+every case, is reported. The default run keeps a few endings (:data:`FAST`: those of review 38a's finding, which
+they catch on its parent commit, partition selection and SQL) on no row against one row.
 
 Example:
     >>> sorted(CASES)
