@@ -35,6 +35,10 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.backends.base import StatisticsRequest
+from dpframe.backends.duckdb import DuckDBBackend
+from dpframe.backends.polars import PolarsBackend
+from dpframe.mechanism import Statistic
 
 HUGE = 10**400
 
@@ -108,3 +112,44 @@ def test_int128_beyond_38_digits_is_null_on_duckdb_only_as_documented() -> None:
                           seed=1)
         counts[backend] = sess.table("t").agg(dp.count("v")).collect(dp.PureDP(200)).item()
     assert counts == {"polars": 20, "duckdb": 10}
+
+
+# ------------------------------------------------------------------ an integer column on a grid finer than one
+
+_FINE = Statistic("sorted", "i", Fraction(-100), Fraction(100), grid_exp=-3)
+_INTS = pl.DataFrame({"i": pl.Series([-1, 2, -100, 100, 0, None, -7], dtype=pl.Int64)})
+
+
+def _codes(backend: Any) -> list[int]:
+    backend.register("t", _INTS.lazy())
+    out = backend.statistics(StatisticsRequest("t", (), dp.PrivacyUnit.row(), (), None, (_FINE,), 1))
+    return list(out.row(0)[0])
+
+
+@pytest.mark.parametrize("backend", [PolarsBackend, DuckDBBackend], ids=["polars", "duckdb"])
+def test_an_integer_on_a_grid_finer_than_one_is_coded_exactly(backend: type) -> None:
+    """Found with the Spark finding below: an integer column's ``sorted`` codes on a grid 2^-k (k > 0, as the
+    robust median's) are the value times 2^k. Polars divided by the step, 2^-k, and below zero added ``step − 1``
+    (the truncation for steps ≥ 1): −1 was coded −15, not −8, and the lower bound −100 as −807, below the grid.
+    Latent: the public queries shift such a grid to its lower bound, so no code is negative; now exact."""
+    assert _codes(backend()) == [-800, -56, -8, 0, 16, 800]
+
+
+@pytest.mark.slow
+def test_a_robust_median_of_integers_on_spark_fails_on_no_row_alike(spark_session: Any) -> None:
+    """Attack (the sweep, on Spark): ``robust_median(t.filter(pl.col("u") == id), "i", (0, 10))`` on an integer
+    column read its grid step 2^-k as the DECIMAL literal 0, so ``pmod(code, 0)`` raised Spark's ArithmeticException
+    on the first row it coded: charged then failed when unit ``id`` had a row, released (⊥) when it had none — a
+    membership oracle at any ε. The codes are now the value times 2^k, as on the other backends."""
+    from dpframe.backends.spark import SparkBackend
+    from dpframe.interactive.ptr import robust_median
+
+    assert _codes(SparkBackend(spark_session)) == _codes(PolarsBackend())
+    statuses = []
+    for rows in ([], [3]):
+        data = pl.DataFrame({"u": [*range(30), *([10_000] * len(rows))], "i": [*range(30), *rows]})
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-3),
+                          backend="spark", seed=0)
+        robust_median(sess.table("t").filter(pl.col("u") == 10_000), "i", (0, 10)).collect(dp.ApproxDP(1, 1e-4))
+        statuses.append(sess.history()["status"].to_list())
+    assert statuses == [["committed"]] * 2
