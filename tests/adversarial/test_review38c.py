@@ -16,16 +16,16 @@ by DuckDB itself), and Spark under ``-m slow``. It compares the error (type, mes
 the ledger rows (status, cost, text) and the result's type, columns and dtypes.
 
 Findings: on Polars and DuckDB the sweep found no ending whose outcome depends on the case (a ``TOP_K`` that
-releases no key set warns: a ⊥, which the sweep treats as such). On Spark, the robust median of an integer column
-(a grid finer than one) read its step 2^-k as the DECIMAL literal 0 and failed after its charge on the first row it
+releases no key set warns: a ⊥, which the sweep treats as such). On Spark, the robust median of an integer column (a
+grid finer than one) read its step 2^-k as the DECIMAL literal 0 and failed after its charge on the first row it
 coded: ``robust_median(t.filter(pl.col("u") == id), "i", ...)`` failed exactly when unit ``id`` had a row, a
-membership oracle; Polars coded negative values on such a grid wrongly (latent). The brief's side items: an analyst's number
-beyond float64 (``10**400``) reached ``float()`` unguarded and raised a raw ``OverflowError`` (nothing charged,
-but no dpframe error naming the argument and the fix) from histogram edges (``parse_edges``), the clipping
-bounds of every measure (``sum``/``mean``/``var``/``std``/quantiles, SQL ``CLAMP``, a top-k score), a query
-family's bounds and domain (``frame.bounds``, the learners, ``linear_regression`` and its ``ridge``), public
-keys, and ``dp.Accuracy(half_width=...)``. Documented, not changed (noticed by review 38a): a 128-bit integer beyond
-38 digits is NULL on DuckDB (handed over as ``DECIMAL(38, 0)``) and counted on Polars (``docs/scaling.md``).
+membership oracle; Polars coded negative values on such a grid wrongly (latent). The brief's side items: an
+analyst's number beyond float64 (``10**400``) reached ``float()`` unguarded and raised a raw ``OverflowError``
+(nothing charged, but no dpframe error naming the argument and the fix) from histogram edges (``parse_edges``), the
+clipping bounds of every measure (``sum``/``mean``/``var``/``std``/quantiles, SQL ``CLAMP``, a top-k score), a query
+family's bounds and domain (``frame.bounds``, the learners, ``linear_regression`` and its ``ridge``), public keys,
+and ``dp.Accuracy(half_width=...)``. Documented, not changed (noticed by review 38a): a 128-bit integer beyond 38
+digits is NULL on DuckDB (handed over as ``DECIMAL(38, 0)``) and counted on Polars (``docs/scaling.md``).
 """
 
 from __future__ import annotations
