@@ -32,6 +32,7 @@ from typing import Literal
 
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError, PlanError
+from dpframe.measures import FLOAT64_MAX
 from dpframe.sealed import Final, plain
 
 #: The budgets searched: ε (or ρ) in this range.
@@ -65,7 +66,8 @@ def level(value: object, argument: str) -> float:
 
 def _positive(value: object, argument: str) -> float:
     value = plain(value)
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not 0 < float(value) < math.inf:
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not 0 < value <= FLOAT64_MAX \
+            or float(value) == 0:     # compared exactly first: float() of an int beyond float64 raises OverflowError
         raise PlanError(f"must be a positive finite number, got {value!r}", argument=argument,
                         fix="pass e.g. half_width=5 (in the measure's units)")
     return float(value)

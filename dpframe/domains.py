@@ -240,7 +240,8 @@ class OrderedDomain:
                 raise BoundsError(f"bounds {bounds!r} of the integer column {column!r} do not fit in Int64",
                                   argument=argument, fix="pass bounds within ±9.2e18")
             if kind == "float" and hi - lo >= MAX_FLOAT_WIDTH:
-                raise BoundsError(f"bounds {bounds!r} of {column!r} are too far apart: upper − lower must stay below "
+                raise BoundsError(f"bounds ({float(lo):g}, {float(hi):g}) of {column!r} are too far apart: upper − "
+                                  "lower must stay below "
                                   "2^1000 ≈ 1.1e301 so the codes can be computed in float64", argument=argument,
                                   fix="pass narrower bounds, e.g. (-1e300, 1e300)")
         if rounding not in get_args(Rounding):

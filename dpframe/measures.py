@@ -66,10 +66,33 @@ def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
             raise BoundsError(f"bound {b!r} is not a number", argument=argument, fix=fix)
         if isinstance(b, float) and not math.isfinite(b):
             raise BoundsError(f"bound {b} is not finite", argument=argument, fix=fix)
-        out.append(Fraction(b))
+        out.append(within_float64(Fraction(b), "bound", argument, fix))
     if out[0] >= out[1]:
         raise BoundsError(f"lower {pair[0]} must be below upper {pair[1]}", argument=argument, fix=fix)
     return out[0], out[1]
+
+
+#: The largest finite float64, exactly.
+FLOAT64_MAX = Fraction(np.finfo(np.float64).max)
+
+
+def within_float64(value: Fraction, what: str, argument: str, fix: str) -> Fraction:
+    """``value`` if a float64 can hold it (the backends compare and clip in float64), else a ``BoundsError``.
+
+    An integer such as ``10**400`` has no float: ``float()`` would raise a raw ``OverflowError``.
+
+    Example:
+        >>> within_float64(Fraction(10**400), "edge", "edges", "use smaller edges")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BoundsError: edges: edge 1000000000000000000... (401 digits) is beyond the range of a ...
+
+    """
+    if abs(value) <= FLOAT64_MAX:
+        return value
+    digits = str(abs(value.numerator) // value.denominator)
+    shown = f"{'-' if value < 0 else ''}{digits[:19]}... ({builtins.len(digits)} digits)"
+    raise BoundsError(f"{what} {shown} is beyond the range of a float64 (±1.8e308)", argument=argument, fix=fix)
 
 
 def _frozen(value: object) -> Any:

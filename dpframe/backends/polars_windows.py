@@ -95,17 +95,21 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
         return value.cast(pl.Int64, strict=widest >= 2**62)
     temporal = dtype == pl.Date or isinstance(dtype, pl.Datetime)
     lower, upper, shift = int(stat.lower), int(stat.upper), int(stat.shift)
-    step = 2**stat.grid_exp if stat.grid_exp else 1
+    # A grid coarser than 1 divides (step), a finer one multiplies (scale): an integer is exactly on it.
+    step = 2**stat.grid_exp if stat.grid_exp > 0 else 1
+    scale = 2**-stat.grid_exp if stat.grid_exp < 0 else 1
     ints = col.cast(pl.Int64) if temporal else col
     # Int64 when that is exact (public: dtype and bounds): the column converts losslessly and no clamped
-    # value, shifted or rounded, leaves int64; else Int128 (e.g. UInt64 values clamp correctly there).
+    # value, shifted, scaled or rounded, leaves int64; else Int128 (e.g. UInt64 values clamp correctly there).
     # Int64 arithmetic is several times faster than Int128 over millions of rows.
-    exact = (temporal or dtype in _INT64_EXACT) and -2**63 <= min(lower, lower - shift) and \
-        max(upper, upper - shift + step - 1) < 2**63
+    exact = (temporal or dtype in _INT64_EXACT) and -2**63 <= min(lower, (lower - shift) * scale) and \
+        max(upper, (upper - shift) * scale + step - 1) < 2**63
     ints = ints.cast(pl.Int64 if exact else pl.Int128)
     codes = ints.clip(lower, upper) - shift
-    if stat.grid_exp:             # truncation toward zero, as for floats (floor division only for codes ≥ 0)
+    if stat.grid_exp > 0:         # truncation toward zero, as for floats (floor division only for codes ≥ 0)
         codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
+    elif stat.grid_exp < 0:       # (once: codes // 2^-k, and below zero (c + 2^-k - 1) // 2^-k: -1 coded -15, not -8)
+        codes = codes * scale
     return codes.cast(pl.Int64)
 
 

@@ -116,11 +116,13 @@ def code(stat: Statistic, schema: pl.Schema) -> str:
     # exact; may exceed 64 bits before the division
     coded = f"(least(greatest({number}, {decimal(int(stat.lower))}), {decimal(int(stat.upper))}) - " \
             f"{decimal(int(stat.shift))})"
-    if stat.grid_exp:  # division by 2**grid_exp toward zero, exactly in DECIMAL: floor, plus 1 below zero
+    if stat.grid_exp > 0:  # division by 2**grid_exp toward zero, exactly in DECIMAL: floor, plus 1 below zero
         step = decimal(2**stat.grid_exp)
         rest = f"pmod({coded}, {step})"
         floor = f"CAST(({coded} - {rest}) / {step} AS BIGINT)"
         coded = f"CASE WHEN {coded} < 0 AND {rest} != 0 THEN {floor} + 1 ELSE {floor} END"
+    elif stat.grid_exp < 0:  # a grid finer than 1: an integer is on it, times 2**-grid_exp (the step once read 0)
+        coded = f"({coded} * {decimal(2**-stat.grid_exp)})"
     return f"CASE WHEN {col} IS NOT NULL THEN CAST({coded} AS BIGINT) END"
 
 

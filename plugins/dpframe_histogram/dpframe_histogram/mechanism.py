@@ -52,7 +52,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, PlanError, SchemaError
-from dpframe.measures import Measure
+from dpframe.measures import Measure, within_float64
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 from dpframe.sealed import plain
@@ -94,8 +94,9 @@ def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) 
             raise BoundsError(f"edge {e!r} is not a number", argument="edges", fix=_EDGES_FIX)
         if isinstance(e, float | np.floating) and not math.isfinite(float(e)):
             raise BoundsError(f"edge {e} is not finite", argument="edges", fix=_EDGES_FIX)
-        out.append(Fraction(int(e)) if isinstance(e, int | np.integer) else Fraction(e) if isinstance(e, Fraction)
-                   else Fraction(float(e)))      # a NumPy float32 is exact as a float, and no Rational itself
+        edge = (Fraction(int(e)) if isinstance(e, int | np.integer) else Fraction(e) if isinstance(e, Fraction)
+                else Fraction(float(e)))      # a NumPy float32 is exact as a float, and no Rational itself
+        out.append(within_float64(edge, "edge", "edges", _EDGES_FIX))
     for a, b in zip(out, out[1:]):
         if not float(a) < float(b):   # the backend compares in float64: distinct there too
             raise BoundsError(f"must be strictly increasing, but {_name(a)} >= {_name(b)}", argument="edges",

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -44,6 +43,7 @@ import polars as pl
 from dpframe.aggregate import AggregateQuery, Aggregates
 from dpframe.errors import BoundsError, PlanError, SchemaError
 from dpframe.family import Explain, FamilyPlan, Source
+from dpframe.measures import FLOAT64_MAX, check_bounds
 from dpframe.plan.nodes import WithColumns
 
 
@@ -94,14 +94,9 @@ class RegressionQuery:
                               argument="bounds", fix="pass bounds={'x': (0, 10), 'y': (0, 100)}")
         clamp: dict[str, tuple[float, float]] = {}
         for c in columns:
-            pair = bounds[c]
-            if not isinstance(pair, tuple | list) or len(pair) != 2 or not all(
-                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in pair) \
-                    or not pair[0] < pair[1]:
-                raise BoundsError(f"bounds[{c!r}] must be finite numbers lower < upper, got {pair!r}",
-                                  argument=f"bounds[{c!r}]", fix="pass e.g. (0, 100)")
-            clamp[c] = (float(pair[0]), float(pair[1]))
-        if isinstance(ridge, bool) or not isinstance(ridge, int | float) or not math.isfinite(ridge) or ridge < 0:
+            lower, upper = check_bounds(bounds[c], f"bounds[{c!r}]")   # finite numbers a float64 holds
+            clamp[c] = (float(lower), float(upper))
+        if isinstance(ridge, bool) or not isinstance(ridge, int | float) or not 0 <= ridge <= FLOAT64_MAX:
             raise PlanError(f"ridge must be a finite number ≥ 0, got {ridge!r}", argument="ridge", fix="pass ridge=1.0")
         # a tuple and a read-only mapping: read again when it runs, after the statistics were planned
         self.features, self.label, self.ridge = tuple(features), label, float(ridge)
