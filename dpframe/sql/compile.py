@@ -306,7 +306,7 @@ class Compiler:
                 kind, value, explicit, options = parse_call(call)
             except DPFrameError as e:
                 raise type(e)(f"{e.args[0].split('. Fix:')[0]}: {fragment(self.text, call)}",
-                              argument=None, fix=e.fix) from None
+                              argument=e.argument, fix=e.fix) from None
             bounds: Any = explicit
             column = None
             if value is not None:
@@ -331,7 +331,7 @@ class Compiler:
             try:
                 out.append(make_measure(kind, column, bounds, options))
             except DPFrameError as e:
-                raise type(e)(f"{e.args[0].split('. Fix:')[0]} in {fragment(self.text, call)}", argument=None,
+                raise type(e)(f"{e.args[0].split('. Fix:')[0]} in {fragment(self.text, call)}", argument=e.argument,
                               fix=e.fix) from None
         return out, derived
 

@@ -143,6 +143,8 @@ def test_refused_and_nothing_charged(sql: str, error: type[Exception], fragment:
         sess.sql(sql).collect(P)
     assert fragment in str(info.value), str(info.value)
     assert isinstance(info.value, dp.DPFrameError)
+    # the argument it names (a measure's refusal kept its "bounds: ..." text but dropped the argument: review 38c)
+    assert info.value.argument is not None and str(info.value).startswith(f"{info.value.argument}:"), info.value
     assert sess.history().height == 0
     assert sess.remaining() == sess.accountant.total
 
