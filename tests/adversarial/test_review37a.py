@@ -83,6 +83,27 @@ _IN_FLIGHT: dict[str, Callable[[dp.Session], Any]] = {
 }
 
 
+def _closed_mid_call(monkeypatch: pytest.MonkeyPatch, sess: dp.Session, call: Callable[[], object]
+                     ) -> BaseException | None:
+    """Run ``call`` on another thread, close ``sess`` while it reads, then let it go on: what it raised (or None)."""
+    outcome: list[BaseException | None] = []
+
+    def analyst() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as e:   # noqa: BLE001 — the analyst catches everything
+            outcome.append(e)
+    with _paused_reads(monkeypatch) as (inside, go):
+        worker = threading.Thread(target=analyst)
+        worker.start()
+        assert inside.wait(10)
+        sess.close()
+        go.set()
+        worker.join(10)
+    return outcome[0]
+
+
 @pytest.mark.parametrize("call", sorted(_IN_FLIGHT))
 def test_a_call_cut_short_by_close_is_recorded_failed_not_left_reserved(
         call: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,22 +115,8 @@ def test_a_call_cut_short_by_close_is_recorded_failed_not_left_reserved(
     still holds ``failed`` ("cut short ..."), before it closes the file."""
     path = tmp_path / "budget.ledger"
     sess = _file_session(path)
-    outcome: list[BaseException | None] = []
-
-    def analyst() -> None:
-        try:
-            _IN_FLIGHT[call](sess)
-            outcome.append(None)
-        except BaseException as e:   # noqa: BLE001 — the analyst catches everything
-            outcome.append(e)
-    with _paused_reads(monkeypatch) as (inside, go):
-        worker = threading.Thread(target=analyst)
-        worker.start()
-        assert inside.wait(10)
-        sess.close()
-        go.set()
-        worker.join(10)
-    assert isinstance(outcome[0], dp.LedgerError) and "closed" in str(outcome[0])
+    outcome = _closed_mid_call(monkeypatch, sess, lambda: _IN_FLIGHT[call](sess))
+    assert isinstance(outcome, dp.LedgerError) and "closed" in str(outcome)
     assert _rows(sess, path) == [("failed", _CUT)]
     again = _file_session(path)
     assert again.history()["status"].to_list() == ["failed"] and again.spent().epsilon > 0

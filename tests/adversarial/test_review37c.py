@@ -13,7 +13,6 @@ broke, kept with its fix: it fails if the defence regresses. Races are made dete
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,7 +26,7 @@ from dpframe.interactive.stopping import run_until
 from dpframe.plugin import RegisterFactory, RegisterFamily, plugin_host
 from dpframe.release import PrivateReader
 
-from .test_review37a import _paused_reads
+from .test_review37a import _closed_mid_call
 
 _GROUPS_AUTO, _NO_GROUPS = dp.PrivacyUnit("u", max_rows=2, max_groups="auto"), dp.PrivacyUnit("u", max_rows=2)
 _PURE, _APPROX = dp.PureDP(1), dp.ApproxDP(1, 1e-6)
@@ -256,21 +255,7 @@ def test_the_individual_filter_cut_short_by_close_raises_the_ledger_error(monkey
     instead (its run catches every failure). It now raises the LedgerError too, and so does every later call."""
     sess = _session(_NO_GROUPS, budget=dp.ZCDP(5))
     f = sess.individual_filter(dp.ZCDP(1))
-    outcome: list[BaseException | None] = []
-
-    def analyst() -> None:
-        try:
-            f.collect(_count(sess), dp.ZCDP(0.5))
-            outcome.append(None)
-        except BaseException as e:  # noqa: BLE001 — the analyst catches everything
-            outcome.append(e)
-    with _paused_reads(monkeypatch) as (inside, go):
-        worker = threading.Thread(target=analyst)
-        worker.start()
-        assert inside.wait(10)
-        sess.close()
-        go.set()
-        worker.join(10)
-    assert type(outcome[0]) is dp.LedgerError and "closed" in str(outcome[0])
+    outcome = _closed_mid_call(monkeypatch, sess, lambda: f.collect(_count(sess), dp.ZCDP(0.5)))
+    assert type(outcome) is dp.LedgerError and "closed" in str(outcome)
     with pytest.raises(dp.LedgerError, match="closed"):
         f.collect(_count(sess), dp.ZCDP(0.5))
