@@ -66,7 +66,7 @@ from dpframe.accounting.numerics.rdp import (
 )
 from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
 from dpframe.accounting.rdp_charge import RDPCharge as RDPCharge
-from dpframe.budgets import Budget, down, make
+from dpframe.budgets import Budget, add_up, down, make
 from dpframe.errors import BudgetError
 
 
@@ -122,11 +122,11 @@ class RenyiFilter(Accountant):
 
     def _compose_charges(self, charges: Sequence[Any]) -> RDPCharge:
         values = np.zeros(len(FILTER_ORDERS))
-        d0 = 0.0
-        for c in charges:
-            values = values + np.asarray(c.values)
-            d0 += c.delta0
-        return RDPCharge(tuple(float(v) for v in values), d0)
+        d0 = np.zeros(1)
+        for c in charges:                              # rounded up: a running total never under-reports
+            values = add_up(values, np.asarray(c.values))
+            d0 = add_up(d0, np.array([c.delta0]))
+        return RDPCharge(tuple(float(v) for v in values), float(d0[0]))
 
     def empty(self) -> RDPCharge:
         return RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)

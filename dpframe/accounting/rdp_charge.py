@@ -14,14 +14,13 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from dpframe.budgets import Budget
+from dpframe.budgets import Budget, add_up
 from dpframe.sealed import frozen_array
 
 if TYPE_CHECKING:
@@ -45,11 +44,12 @@ class RDPCharge:
     @classmethod
     def of(cls, curves: Sequence[PrivacyCurve]) -> RDPCharge:
         """The charge of running ``curves`` once each."""
-        values = np.zeros(len(FILTER_ORDERS))
-        for c in curves:
-            values = values + c.rdp_at(FILTER_ORDERS)
+        values, d0 = np.zeros(len(FILTER_ORDERS)), np.zeros(1)
+        for c in curves:                               # rounded up, as the filter's running total
+            values = add_up(values, c.rdp_at(FILTER_ORDERS))
+            d0 = add_up(d0, np.array([c.delta0]))
         specs = tuple(c.to_json() for c in curves if c.spec is not None)
-        return cls(tuple(float(v) for v in values), math.fsum(c.delta0 for c in curves),
+        return cls(tuple(float(v) for v in values), float(d0[0]),
                    specs if len(specs) == len(curves) else (), tuple(c.label for c in curves))
 
     def __repr__(self) -> str:
