@@ -306,7 +306,8 @@ def add_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):                 # ∞ − ∞ in the error term of an infinite sum: s stays
         bb = s - a
         err = (a - (s - bb)) + (b - bb)
-    return np.where(err > 0, np.nextafter(s, np.inf), s)
+    out: np.ndarray = np.where(err > 0, np.nextafter(s, np.inf), s)
+    return out
 
 
 def sqrt_down(x: Fraction) -> float:
