@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -86,6 +87,24 @@ def check_column_names(names: Iterable[str], where: str) -> None:
             raise SchemaError(f"the table has a column named {name!r}: {why}", argument=where, fix="rename the column")
 
 
+_GLOB = re.compile(r"[*?\[\]{}\\]")
+
+
+def glob_pattern(path: str | Path) -> bool:
+    """Whether a reader that expands patterns (DuckDB's ``read_parquet``, Spark's) would read ``path`` as one.
+
+    Such a reader reads the files the name matches, not the file it names (``t[1].parquet`` read ``t1.parquet``,
+    whose version the session does not record); it must read such a path through Polars, which scans it with
+    ``glob=False`` (``tests/adversarial/test_review39a.py``).
+
+    Example:
+        >>> glob_pattern("/data/t[1].parquet"), glob_pattern("/data/t*.csv"), glob_pattern("/data/t.parquet")
+        (True, True, False)
+
+    """
+    return _GLOB.search(str(path)) is not None
+
+
 def _is_pandas(source: object) -> bool:
     """Whether ``source`` is a pandas DataFrame (recognised by its type, without importing pandas)."""
     return any(c.__module__.split(".")[0] == "pandas" and c.__name__ == "DataFrame" for c in type(source).__mro__)
@@ -139,10 +158,12 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
         path = Path(source)
         if not path.exists():
             raise SchemaError(f"file {str(path)!r} does not exist", argument=where, fix=_FIX)
+        # glob=False: the file (or directory) named, never the files its name would match as a pattern
+        # (``t[1].parquet`` read ``t1.parquet``, whose version the session does not record)
         if path.suffix.lower() == ".parquet":
-            return pl.scan_parquet(path)
+            return pl.scan_parquet(path, glob=False)
         if path.suffix.lower() == ".csv":
-            return pl.scan_csv(path)
+            return pl.scan_csv(path, glob=False)
         raise SchemaError(f"unsupported file type {path.suffix!r}", argument=where, fix=_FIX)
     raise SchemaError(f"unsupported table type {_type_name(source)}", argument=where, fix=_FIX)
 

@@ -1,0 +1,93 @@
+"""Review 39a: the physical layout of the data owner's tables.
+
+Scope: every oracle so far built its tables as plain Polars frames or wrote them to one Parquet or CSV file. A
+data owner registers many other layouts — Arrow tables of many chunks (empty ones, sliced arrays with offsets,
+dictionary-encoded columns whose dictionaries differ per chunk, large and view strings, Decimal256, date64,
+times, durations, a null-typed column), Polars frames of several chunks and categoricals, pandas frames (nullable
+and Arrow dtypes, categoricals with unused categories, object columns, a non-default index), Arrow streams, and
+files: a directory of Parquet files (hive-partitioned too), several row groups, a file whose name holds glob
+characters, CSV quirks. The privacy proof needs every backend and every step (the read when the session is
+created, bounding, grouping, the DuckDB hand-over, each query's file scan) to see the same rows and values
+whatever the layout, and one unit to stay one unit across chunks, files and row groups. Each test is an attack
+that broke, kept with its fix, or a check that found the engine sound.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+_HUGE = dp.ApproxDP(1e6, 1e-3)    # noise far below one: a seeded count is the exact count of the kept rows
+
+
+def _session(source: Any, backend: str, max_rows: int = 100) -> dp.Session:
+    return dp.Session({"t": source}, privacy_unit=dp.PrivacyUnit("u", max_rows=max_rows),
+                      budget=dp.ApproxDP(1e9, 0.5), backend=backend, seed=1)
+
+
+def _count(sess: dp.Session) -> int:
+    out = sess.table("t").agg(n=dp.len()).collect(_HUGE)
+    assert sess.history()["status"].to_list()[-1] == "committed"
+    return int(out["n"].item())
+
+
+# ---------------------------------------------------------------------------- 1. a path's file(s), as named
+
+
+def _write(frame: pl.DataFrame, path: Path) -> None:
+    if path.suffix == ".csv":
+        frame.write_csv(path)
+    else:
+        frame.write_parquet(path)
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("name", ["t[1].parquet", "t?.parquet", "t*.parquet", "t[1].csv", "t*.csv"])
+def test_a_file_named_with_glob_characters_is_that_file(tmp_path: Path, name: str, backend: str) -> None:
+    """Attack: the data owner registers a file whose name holds glob characters (``t[1].parquet``). Polars'
+    scans and DuckDB's ``read_parquet`` expanded the name as a pattern: the session read *other* files
+    (``t1.parquet``'s 50 rows instead of the registered file's 3; ``t*.parquet`` both), whose versions the
+    session never recorded — rewriting them between queries went unseen, the attack of ``test_changed_files.py``
+    on bounding — and on the DuckDB backend every query failed after its charge (``PermissionException``: the
+    files read were not the one allowed). Now a path is read as the one file it names: Polars scans it with
+    ``glob=False``, and DuckDB scans only a regular file whose name has no pattern (anything else it reads
+    through Polars)."""
+    path = tmp_path / name
+    _write(pl.DataFrame({"u": [1, 2, 3], "x": [1.0, 2.0, 3.0]}), path)
+    other = tmp_path / name.replace("[1]", "1").replace("?", "1").replace("*", "1")
+    _write(pl.DataFrame({"u": [7] * 50, "x": [9.0] * 50}), other)
+    sess = _session(path, backend)
+    assert _count(sess) == 3
+    _write(pl.DataFrame({"u": [8] * 70, "x": [9.0] * 70}), other)    # another file: not the table's
+    assert _count(sess) == 3
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_directory_of_parquet_files_is_one_table_whose_units_span_its_files(tmp_path: Path, backend: str) -> None:
+    """Attack: a directory named ``t.parquet`` holding several files (as Spark writes them), with unit 1's rows in
+    two files. The DuckDB backend scanned the directory itself — its ``file_row_number`` restarts in each file, so
+    its kept-row mask by position could not name one row — and every query failed after its charge
+    (``PermissionException``). Now a directory is read through Polars on DuckDB too: unit 1 is one unit (under
+    ``max_rows=1`` the count is the number of units) on both backends."""
+    folder = tmp_path / "t.parquet"
+    folder.mkdir()
+    pl.DataFrame({"u": [1, 1, 1], "x": [1.0, 2.0, 3.0]}).write_parquet(folder / "a.parquet")
+    pl.DataFrame({"u": [1, 1, 2], "x": [4.0, 5.0, 6.0]}).write_parquet(folder / "b.parquet")
+    sess = _session(folder, backend, max_rows=1)
+    assert [_count(sess) for _ in range(3)] == [2, 2, 2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["t[1].parquet", "t*.parquet"])
+def test_a_file_named_with_glob_characters_is_that_file_on_spark(tmp_path: Path, name: str) -> None:
+    """The same attack on the Spark backend, which reads a Parquet path itself (Hadoop's globbing read
+    ``t1.parquet``'s 50 rows): a local path that is a pattern is read by Polars and its rows shipped."""
+    path = tmp_path / name
+    _write(pl.DataFrame({"u": [1, 2, 3], "x": [1.0, 2.0, 3.0]}), path)
+    _write(pl.DataFrame({"u": [7] * 50, "x": [9.0] * 50}), tmp_path / name.replace("[1]", "1").replace("*", "1"))
+    assert _count(_session(path, "spark")) == 3
