@@ -91,3 +91,92 @@ def test_a_file_named_with_glob_characters_is_that_file_on_spark(tmp_path: Path,
     _write(pl.DataFrame({"u": [1, 2, 3], "x": [1.0, 2.0, 3.0]}), path)
     _write(pl.DataFrame({"u": [7] * 50, "x": [9.0] * 50}), tmp_path / name.replace("[1]", "1").replace("*", "1"))
     assert _count(_session(path, "spark")) == 3
+
+
+# ---------------------------------------------------------------------------- 2. Arrow types at registration
+
+
+def _arrow(column: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"u": pa.array([1, 2, 3, 4]), "c": column})
+
+
+def _refused(source: Any, backend: str = "polars") -> dp.SchemaError:
+    with pytest.raises(dp.SchemaError) as caught:
+        _session(source, backend)
+    return caught.value
+
+
+@pytest.mark.parametrize("kind", ["decimal256", "interval", "union"])
+def test_an_arrow_column_polars_cannot_import_is_refused_with_a_dpframe_error(kind: str) -> None:
+    """Attack: an Arrow table with a column Polars cannot import — a ``decimal256`` (a Rust panic: ``Int256``
+    unsupported), a ``month_day_nano_interval`` or a union (``ComputeError``) — made ``dp.Session`` raise the raw
+    engine error (a ``PanicException`` derives from ``BaseException``: an ``except Exception`` around the session
+    did not catch it). Now a ``SchemaError`` naming ``tables['t']``; the same for a pandas frame holding such a column
+    (an ``ArrowDtype``)."""
+    import decimal
+
+    import pandas as pd
+    import pyarrow as pa
+
+    columns = {
+        "decimal256": lambda: pa.array([decimal.Decimal(1)] * 4, pa.decimal256(50, 0)),
+        "interval": lambda: pa.array([(1, 2, 3)] * 4, pa.month_day_nano_interval()),
+        "union": lambda: pa.UnionArray.from_sparse(pa.array([0, 1, 0, 1], pa.int8()),
+                                                   [pa.array([1, 2, 3, 4]), pa.array(["a"] * 4)]),
+    }
+    error = _refused(_arrow(columns[kind]()))
+    assert error.argument == "tables['t']" and "cannot convert the Arrow table" in str(error)
+    if kind == "decimal256":    # the same column in a pandas frame (an ArrowDtype)
+        error = _refused(_arrow(columns[kind]()).to_pandas(types_mapper=pd.ArrowDtype))
+        assert error.argument == "tables['t']" and "cannot convert the pandas DataFrame" in str(error)
+
+
+def _json(texts: list[str]) -> Any:
+    import pyarrow as pa
+
+    texts_as_json = pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts))
+    return pa.table({"u": pa.array(range(len(texts))), "j": texts_as_json})
+
+
+_JSON = ['{"a": 1}', "1", "null", "[1]"] * 3
+
+
+@pytest.mark.parametrize("storage", ["memory", "parquet"])
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) AS n FROM t WHERE length(j) > 2",
+                                 "SELECT COUNT(*) AS n FROM t WHERE json_type(j) = 'OBJECT'"])
+def test_a_json_column_with_a_malformed_value_is_no_membership_oracle_on_duckdb(tmp_path: Path, sql: str,
+                                                                                storage: str) -> None:
+    """Attack: a column of Arrow's ``arrow.json`` extension type (a Parquet file's JSON column reads as one) reached
+    DuckDB as its ``JSON`` type, whose values DuckDB takes as valid JSON without checking them. Where one unit's row
+    held text that is not JSON (the extension type does not check it), ``length(j)`` or ``json_type(j)`` raised a
+    ``FatalException`` — after the charge, only on D′, and the session's connection invalidated — while on D the
+    query was released: a membership oracle. Now an extension-typed column is registered as its storage type
+    (``String``): the same values, checked by every backend as text (``json_type`` of malformed text is NULL under
+    ``TRY``); an extension nested in a list or struct is refused."""
+    import pyarrow.parquet as pq
+
+    def source(texts: list[str], name: str) -> Any:
+        if storage == "memory":
+            return _json(texts)
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(_json(texts), path)
+        return path
+
+    d, d_plus = (_session(source(texts, name), "duckdb", max_rows=2)
+                 for texts, name in ((_JSON, "d"), (_JSON + ["{not json"], "d_plus")))
+    assert d.table("t").schema["j"] == pl.String
+    for sess in (d, d_plus):
+        sess.sql(sql).collect(_HUGE)
+        assert sess.history()["status"].to_list() == ["committed"]
+
+
+def test_an_extension_type_nested_in_a_column_is_refused() -> None:
+    """An ``arrow.json`` value inside a list or struct (its storage cannot be taken there): refused when the
+    session is created, naming ``tables['t']``."""
+    import pyarrow as pa
+
+    texts = pa.ExtensionArray.from_storage(pa.json_(), pa.array(["1", "{bad", "2", "3"]))
+    error = _refused(_arrow(pa.StructArray.from_arrays([texts], ["a"])), "duckdb")
+    assert error.argument == "tables['t']" and "extension" in str(error)
