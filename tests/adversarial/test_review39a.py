@@ -109,10 +109,11 @@ def _refused(source: Any, backend: str = "polars") -> dp.SchemaError:
     return caught.value
 
 
-@pytest.mark.parametrize("kind", ["decimal256", "interval", "union"])
+@pytest.mark.parametrize("kind", ["decimal256", "interval", "union", "offset time zone"])
 def test_an_arrow_column_polars_cannot_import_is_refused_with_a_dpframe_error(kind: str) -> None:
     """Attack: an Arrow table with a column Polars cannot import — a ``decimal256`` (a Rust panic: ``Int256``
-    unsupported), a ``month_day_nano_interval`` or a union (``ComputeError``) — made ``dp.Session`` raise the raw
+    unsupported), a ``month_day_nano_interval``, a union or a timestamp whose time zone is an offset (``+05:30``:
+    ``ComputeError``) — made ``dp.Session`` raise the raw
     engine error (a ``PanicException`` derives from ``BaseException``: an ``except Exception`` around the session
     did not catch it). Now a ``SchemaError`` naming ``tables['t']``; the same for a pandas frame holding such a column
     (an ``ArrowDtype``)."""
@@ -126,6 +127,7 @@ def test_an_arrow_column_polars_cannot_import_is_refused_with_a_dpframe_error(ki
         "interval": lambda: pa.array([(1, 2, 3)] * 4, pa.month_day_nano_interval()),
         "union": lambda: pa.UnionArray.from_sparse(pa.array([0, 1, 0, 1], pa.int8()),
                                                    [pa.array([1, 2, 3, 4]), pa.array(["a"] * 4)]),
+        "offset time zone": lambda: pa.array([0, 1, 2, 3], pa.timestamp("us", "+05:30")),
     }
     error = _refused(_arrow(columns[kind]()))
     assert error.argument == "tables['t']" and "cannot convert the Arrow table" in str(error)
