@@ -139,15 +139,17 @@ def _converted(convert: Callable[[], object], what: str, where: str, fix: str) -
     return frame.lazy()
 
 
-def _storage_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
-    """``frame`` with each extension-typed column (an Arrow extension type Polars keeps) as its storage type.
+def _plain_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
+    """``frame`` with each extension-typed column as its storage type; a SchemaError for Python objects.
 
-    DuckDB is handed an extension type as its own type where it has one, and takes its values as valid: an
-    ``arrow.json`` column (a Parquet file's JSON column reads as one) is DuckDB's ``JSON``, and text in it that is
-    not JSON made ``length(j)`` raise a ``FatalException`` — after the charge, only where that unit's row was read
-    (``tests/adversarial/test_review39a.py``). As its storage (``String``) every backend reads the same text. An
-    extension type inside a list, array or struct has no such conversion: refused. A frame whose schema cannot
-    be read is left as it is (the catalog says why).
+    Extension types (Arrow extension types Polars keeps): DuckDB is handed one as its own type where it has one,
+    and takes its values as valid: an ``arrow.json`` column (a Parquet file's JSON column reads as one) is DuckDB's
+    ``JSON``, and text in it that is not JSON made ``length(j)`` raise a ``FatalException`` — after the charge,
+    only where that unit's row was read (``tests/adversarial/test_review39a.py``). As its storage (``String``)
+    every backend reads the same text. An extension type inside a list, array or struct has no such conversion:
+    refused. An ``Object`` column (Python objects) is refused: Polars cannot hash or group it (every query
+    bounding by it failed after its charge), and DuckDB was handed each object's address, so equal ids held by
+    two objects were two units there. A frame whose schema cannot be read is left as it is (the catalog says why).
 
     Example:
         >>> import pyarrow as pa
@@ -160,22 +162,27 @@ def _storage_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
         schema = frame.collect_schema()
     except pl.exceptions.PolarsError:
         return frame
-    nested = [name for name, dtype in schema.items() if dtype.is_nested() and _holds_extension(dtype)]
-    if nested:
-        raise SchemaError(f"column {nested[0]!r} holds an extension type ({schema[nested[0]]}) inside a list, array "
-                          "or struct", argument=where, fix="convert it to plain types first (e.g. the extension's "
-                          "storage) or drop the column")
+    for name, dtype in schema.items():
+        if _holds(dtype, pl.Object):
+            raise SchemaError(f"column {name!r} holds Python objects ({dtype})", argument=where,
+                              fix="convert it to a basic type (e.g. pl.col(...).map_elements(str, "
+                                  "return_dtype=pl.String) before registering) or drop it")
+        if dtype.is_nested() and _holds(dtype, pl.Extension):
+            raise SchemaError(f"column {name!r} holds an extension type ({dtype}) inside a list, array or struct",
+                              argument=where, fix="convert it to plain types first (e.g. the extension's storage) "
+                              "or drop the column")
     extension = [name for name, dtype in schema.items() if isinstance(dtype, pl.Extension)]
     return frame.with_columns(pl.col(name).ext.storage() for name in extension) if extension else frame
 
 
-def _holds_extension(dtype: pl.DataType) -> bool:
-    if isinstance(dtype, pl.Extension):
+def _holds(dtype: pl.DataType, kind: type[pl.DataType]) -> bool:
+    """Whether ``dtype`` is, or holds somewhere inside a list, array or struct, a type of class ``kind``."""
+    if isinstance(dtype, kind):
         return True
     if isinstance(dtype, pl.List | pl.Array):
-        return _holds_extension(dtype.inner)  # type: ignore[arg-type]
+        return _holds(dtype.inner, kind)  # type: ignore[arg-type]
     if isinstance(dtype, pl.Struct):
-        return any(_holds_extension(field.dtype) for field in dtype.fields)  # type: ignore[arg-type]
+        return any(_holds(field.dtype, kind) for field in dtype.fields)  # type: ignore[arg-type]
     return False
 
 
@@ -196,10 +203,10 @@ def _from_pandas(source: object, where: str) -> pl.LazyFrame:
 def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFrame:
     """``source`` as a LazyFrame (files are scanned lazily); a SchemaError naming ``argument[name]`` if not.
 
-    Extension-typed columns become their storage type (:func:`_storage_types`).
+    Extension-typed columns become their storage type, and ``Object`` columns are refused (:func:`_plain_types`).
     """
     where = f"{argument}[{name!r}]"
-    return _storage_types(_loaded(source, where), where)
+    return _plain_types(_loaded(source, where), where)
 
 
 def _loaded(source: object, where: str) -> pl.LazyFrame:
