@@ -24,7 +24,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
@@ -86,17 +87,103 @@ def check_column_names(names: Iterable[str], where: str) -> None:
             raise SchemaError(f"the table has a column named {name!r}: {why}", argument=where, fix="rename the column")
 
 
+_GLOB = re.compile(r"[*?\[\]{}\\]")
+
+
+def glob_pattern(path: str | Path) -> bool:
+    """Whether a reader that expands patterns (DuckDB's ``read_parquet``, Spark's) would read ``path`` as one.
+
+    Such a reader reads the files the name matches, not the file it names (``t[1].parquet`` read ``t1.parquet``,
+    whose version the session does not record); it must read such a path through Polars, which scans it with
+    ``glob=False`` (``tests/adversarial/test_review39a.py``).
+
+    Example:
+        >>> glob_pattern("/data/t[1].parquet"), glob_pattern("/data/t*.csv"), glob_pattern("/data/t.parquet")
+        (True, True, False)
+
+    """
+    return _GLOB.search(str(path)) is not None
+
+
 def _is_pandas(source: object) -> bool:
     """Whether ``source`` is a pandas DataFrame (recognised by its type, without importing pandas)."""
     return any(c.__module__.split(".")[0] == "pandas" and c.__name__ == "DataFrame" for c in type(source).__mro__)
 
 
 def _from_arrow(source: pa.Table, where: str) -> pl.LazyFrame:
+    """An Arrow table converted once; a type Polars cannot import is a SchemaError naming ``where``.
+
+    Polars refuses some Arrow types with an error, and panics on others (a ``decimal256``: a
+    ``PanicException``, which derives from ``BaseException``).
+    """
     if len(set(source.column_names)) != len(source.column_names):   # Arrow allows it, Polars does not
         raise SchemaError("the table has duplicate column names", argument=where, fix="rename the columns")
-    frame = pl.from_arrow(source)
+    return _converted(lambda: pl.from_arrow(source), "the Arrow table", where,
+                      "cast the column to a type Polars reads (e.g. a decimal256 to decimal128 or float64, an interval "
+                      "or union to its parts) or drop it")
+
+
+def _converted(convert: Callable[[], object], what: str, where: str, fix: str) -> pl.LazyFrame:
+    """``convert()``'s frame, lazy; any failure of the conversion (a Rust panic too) a SchemaError naming ``where``."""
+    failure = None
+    try:
+        frame = convert()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 — a PanicException derives from BaseException
+        lines = str(e).strip().splitlines()
+        failure = f"{type(e).__name__}: {lines[0] if lines else ''}"
+    if failure is not None:     # raised outside the except block: the engine's exception is not chained
+        raise SchemaError(f"cannot convert {what} ({failure})", argument=where, fix=fix)
     assert isinstance(frame, pl.DataFrame)
     return frame.lazy()
+
+
+def _plain_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
+    """``frame`` with each extension-typed column as its storage type; a SchemaError for Python objects.
+
+    Extension types (Arrow extension types Polars keeps): DuckDB is handed one as its own type where it has one,
+    and takes its values as valid: an ``arrow.json`` column (a Parquet file's JSON column reads as one) is DuckDB's
+    ``JSON``, and text in it that is not JSON made ``length(j)`` raise a ``FatalException`` — after the charge,
+    only where that unit's row was read (``tests/adversarial/test_review39a.py``). As its storage (``String``)
+    every backend reads the same text. An extension type inside a list, array or struct has no such conversion:
+    refused. An ``Object`` column (Python objects) is refused: Polars cannot hash or group it (every query
+    bounding by it failed after its charge), and DuckDB was handed each object's address, so equal ids held by
+    two objects were two units there. A frame whose schema cannot be read is left as it is (the catalog says why).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> json = pa.ExtensionArray.from_storage(pa.json_(), pa.array(['{"a": 1}']))
+        >>> load_table("t", pa.table({"j": json})).collect_schema()
+        Schema([('j', String)])
+
+    """
+    try:
+        schema = frame.collect_schema()
+    except pl.exceptions.PolarsError:
+        return frame
+    for name, dtype in schema.items():
+        if _holds(dtype, pl.Object):
+            raise SchemaError(f"column {name!r} holds Python objects ({dtype})", argument=where,
+                              fix="convert it to a basic type (e.g. pl.col(...).map_elements(str, "
+                                  "return_dtype=pl.String) before registering) or drop it")
+        if dtype.is_nested() and _holds(dtype, pl.Extension):
+            raise SchemaError(f"column {name!r} holds an extension type ({dtype}) inside a list, array or struct",
+                              argument=where, fix="convert it to plain types first (e.g. the extension's storage) "
+                              "or drop the column")
+    extension = [name for name, dtype in schema.items() if isinstance(dtype, pl.Extension)]
+    return frame.with_columns(pl.col(name).ext.storage() for name in extension) if extension else frame
+
+
+def _holds(dtype: pl.DataType, kind: type[pl.DataType]) -> bool:
+    """Whether ``dtype`` is, or holds somewhere inside a list, array or struct, a type of class ``kind``."""
+    if isinstance(dtype, kind):
+        return True
+    if isinstance(dtype, pl.List | pl.Array):
+        return _holds(dtype.inner, kind)  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return any(_holds(field.dtype, kind) for field in dtype.fields)  # type: ignore[arg-type]
+    return False
 
 
 def _from_pandas(source: object, where: str) -> pl.LazyFrame:
@@ -108,18 +195,21 @@ def _from_pandas(source: object, where: str) -> pl.LazyFrame:
                           fix="rename the columns to strings, e.g. df.columns = [str(c) for c in df.columns]")
     if len(set(columns)) != len(columns):
         raise SchemaError("the pandas DataFrame has duplicate column names", argument=where, fix="rename the columns")
-    try:
-        frame = pl.from_pandas(source)   # type: ignore[call-overload]
-    except (pl.exceptions.PolarsError, pa.ArrowException, TypeError, ValueError) as e:
-        raise SchemaError(f"cannot convert the pandas DataFrame: {type(e).__name__}: {str(e).splitlines()[0]}",
-                          argument=where, fix="convert object columns to a single type (e.g. df[c].astype(str))") from e
-    assert isinstance(frame, pl.DataFrame)
-    return frame.lazy()
+    return _converted(lambda: pl.from_pandas(source), "the pandas DataFrame", where,  # type: ignore[call-overload]
+                      "convert object columns to a single type (e.g. df[c].astype(str)), and Arrow-backed columns to "
+                      "types Polars reads (a decimal256 to decimal128 or float64)")
 
 
 def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFrame:
-    """``source`` as a LazyFrame (files are scanned lazily); a SchemaError naming ``argument[name]`` if not."""
+    """``source`` as a LazyFrame (files are scanned lazily); a SchemaError naming ``argument[name]`` if not.
+
+    Extension-typed columns become their storage type, and ``Object`` columns are refused (:func:`_plain_types`).
+    """
     where = f"{argument}[{name!r}]"
+    return _plain_types(_loaded(source, where), where)
+
+
+def _loaded(source: object, where: str) -> pl.LazyFrame:
     if isinstance(source, pl.LazyFrame):
         return source
     if isinstance(source, pl.DataFrame):
@@ -139,10 +229,12 @@ def load_table(name: str, source: object, argument: str = "tables") -> pl.LazyFr
         path = Path(source)
         if not path.exists():
             raise SchemaError(f"file {str(path)!r} does not exist", argument=where, fix=_FIX)
+        # glob=False: the file (or directory) named, never the files its name would match as a pattern
+        # (``t[1].parquet`` read ``t1.parquet``, whose version the session does not record)
         if path.suffix.lower() == ".parquet":
-            return pl.scan_parquet(path)
+            return pl.scan_parquet(path, glob=False)
         if path.suffix.lower() == ".csv":
-            return pl.scan_csv(path)
+            return pl.scan_csv(path, glob=False)
         raise SchemaError(f"unsupported file type {path.suffix!r}", argument=where, fix=_FIX)
     raise SchemaError(f"unsupported table type {_type_name(source)}", argument=where, fix=_FIX)
 

@@ -106,6 +106,7 @@ from dpframe.plan.sample import apply_node
 from dpframe.sql.handover import duckdb_type, for_duckdb, lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
 from dpframe.sql.sandbox import connect, function_types, literal, lock, quote
+from dpframe.tables import glob_pattern
 
 ROW = "__dp_row"
 KEEP = "__dp_keep"
@@ -467,6 +468,11 @@ class DuckDBBackend:
     def _parquet(self, source: object, schema: pl.Schema) -> str | None:
         """The path of a Parquet ``source`` DuckDB can scan itself (None: the table is read through Polars).
 
+        Only a regular file whose name is no pattern (:func:`~dpframe.tables.glob_pattern`): DuckDB reads a
+        directory's files, or those a pattern matches, each with a ``file_row_number`` from 0 (no position
+        names one row), and the session records the version of the path itself (every query on such a path
+        failed after its charge, ``tests/adversarial/test_review39a.py``).
+
         DuckDB's reader must give the session's schema (the Polars reading, the reference on every backend):
 
         * each column in the DuckDB type of the same table handed over in memory (:meth:`_handed_over`):
@@ -488,6 +494,7 @@ class DuckDBBackend:
         failure only reads the table through Polars: the answers are the same either way.
         """
         if self._locked or not isinstance(source, str | Path) or Path(source).suffix.lower() != ".parquet" \
+                or not Path(source).is_file() or glob_pattern(source) \
                 or any(duckdb_type(t, decimals=False) != t for t in schema.dtypes()):   # DuckDB would read
             return None                                                                 # such columns itself
         path = str(Path(source).resolve())

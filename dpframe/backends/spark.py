@@ -98,7 +98,7 @@ from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
 from dpframe.plan.sample import _SALT, Sample, node_seed
 from dpframe.sql.handover import lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
-from dpframe.tables import load_table
+from dpframe.tables import glob_pattern, load_table
 
 _SEED_MASK = (1 << 63) - 1
 _RANK = "__dp_rank"
@@ -502,6 +502,8 @@ class SparkBackend:
             if local and not Path(text).exists():
                 raise SchemaError(f"path {text!r} does not exist", argument=f"tables[{name!r}]",
                                   fix="pass a Parquet file or directory, or a Delta table directory")
+            if local and glob_pattern(text):   # Spark would read the files it matches: Polars reads the one named
+                return None
             delta = local and (Path(text) / "_delta_log").is_dir()
             if not (delta or not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet"):
                 return None
