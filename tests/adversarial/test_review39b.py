@@ -19,17 +19,24 @@ noise, thresholds, quantile, top-k, PTR and interactive filters by budget kind a
   sum of the recorded charges and the conversion evaluated in 60-digit decimals;
 * races threads on one session near its total, under each accountant: exactly the queries that fit are admitted.
 
-Findings: none in these paths — every ending gave the same outcome on D and D′ under every session kind, none was
-charged then failed, ``cost()`` always equalled the ledger's charge, no refusal charged, and the filters admitted
-exactly what fits, at the boundary and under races (the RDP running-total rounding that review 39 fixed is
-checked here again through the ledger, end to end). Noticed, not changed: see the report of review 39b (the Rényi
-filter's conversion is evaluated in round-to-nearest floats, the margin being the 10⁻¹² on the RDP values only;
-``history()`` of a PLD session composes one PLD per charge on every call).
+Findings: the Rényi filter (``rdp`` and ``pld`` sessions) converted its recorded RDP total to ε in round-to-nearest
+floats, ε(α) + log(1/δ′)/(α − 1) and the improved rule, with a 10⁻¹² margin on the RDP values only: the result was
+below its exact value by up to an ulp whenever the charges were small next to the log terms, so a total ε between
+the two admitted a charge whose exact filter ε exceeds it
+(:func:`test_renyi_filter_conversion_is_never_below_its_exact_value`;
+fixed in ``RenyiFilter.filter_epsilon``: the result is rounded up by 10⁻¹² of the conversion's terms). Otherwise
+sound — every ending gave the same outcome on D and D′ under every session kind, none was charged then failed,
+``cost()`` always equalled the ledger's charge, no refusal charged, and the filters admitted exactly what fits at
+the boundary and under races (the running-total rounding that review 39 fixed is checked again through the ledger).
+Noticed, not changed: ``history()`` of a PLD session composes one PLD per charge on every call (slow for long
+sessions); ``spent()`` of a Rényi-filter session is the filter's ε rounded up, so it may print a hair above the
+total while ``remaining()`` is 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections import Counter
 from decimal import Decimal, localcontext
@@ -44,6 +51,7 @@ from dpframe.accounting import BasicAccountant, PLDAccountant, RDPAccountant, ZC
 from dpframe.accounting.accountants import Accountant
 from dpframe.accounting.ledger import Ledger
 from dpframe.accounting.rdp import FILTER_ORDERS, RDPCharge
+from dpframe.budgets import down
 
 from . import test_empty_inputs as empty
 from .composed import MEMORY
@@ -207,7 +215,7 @@ def _decimal_epsilon(values: list[Fraction], delta: Fraction) -> Decimal:
         d = Decimal(delta.numerator) / Decimal(delta.denominator)
         best = Decimal("Infinity")
         for alpha, v in zip(FILTER_ORDERS, values, strict=True):
-            a, rdp = Decimal(repr(float(alpha))), Decimal(v.numerator) / Decimal(v.denominator)
+            a, rdp = Decimal(float(alpha)), Decimal(v.numerator) / Decimal(v.denominator)
             standard = rdp + (-d.ln()) / (a - 1)
             improved = rdp + (1 - 1 / a).ln() - (d.ln() + a.ln()) / (a - 1)
             best = min(best, standard, max(improved, Decimal(0)))
@@ -295,3 +303,28 @@ def test_threads_near_the_total_are_admitted_exactly_what_fits(total: dp.Budget,
         t.join()
     assert 2 <= fit and outcomes.count("released") == fit and outcomes.count("refused") == 5 * fit
     assert sess.history()["status"].to_list() == ["committed"] * fit and acc.fits(sess._release.spent())
+
+
+# ------------------------------------------------------------------------------------ the filter's conversion
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-5, 3e-7, 1e-9, 1e-12, 5e-8])
+def test_renyi_filter_conversion_is_never_below_its_exact_value(delta: float) -> None:
+    """The filter converted each order's RDP to ε in round-to-nearest floats: ε(α) + log(1/δ′)/(α − 1) and the
+    improved rule came out below their exact values (by under an ulp; the 10⁻¹² margin covers the RDP values only,
+    and is nothing next to the log terms when the charges are small). A data owner's total ε between the two
+    admitted a charge whose exact filter ε exceeds it: here a 10⁻¹⁵-DP count in a session whose total ε is the
+    float the filter computes for it. The conversion is now rounded up by a margin of its terms' size."""
+    acc = RDPAccountant(dp.ApproxDP(1, delta))
+    charge = acc.charge(dp.PureDP(1e-15))
+    share = Fraction(down(Fraction(down(Fraction(delta) - Fraction(charge.delta0))) / len(FILTER_ORDERS)))
+    exact = _decimal_epsilon([Fraction(v) for v in charge.values], share)
+    computed = acc.filter_epsilon(charge).epsilon
+    assert Decimal(computed) >= exact
+    # a total just below the exact ε (the largest float under it, where the float conversion used to land)
+    below = float(exact)
+    if Decimal(below) >= exact:
+        below = math.nextafter(below, 0)
+    tight = Ledger(None, RDPAccountant(dp.ApproxDP(below, delta)))
+    with pytest.raises(dp.BudgetExceededError):
+        tight.reserve(charge, "q", "m")
+    assert tight.charges() == []
