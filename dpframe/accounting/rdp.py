@@ -151,7 +151,17 @@ class RenyiFilter(Accountant):
         if not np.any(values > 0):
             return Converted(0.0, math.nan, "nothing spent")
         # each order's share rounded down, so that the shares of the union bound add up to at most δ − Σδ0
-        return best_epsilon(FILTER_ORDERS, values, down(Fraction(left) / len(FILTER_ORDERS)))
+        share = down(Fraction(left) / len(FILTER_ORDERS))
+        c = best_epsilon(FILTER_ORDERS, values, share)
+        if not math.isfinite(c.epsilon):
+            return c
+        # The conversions add float terms rounded to nearest (a few ulps each, below the exact value as often as
+        # above): round the result up by 10⁻¹² of the terms' size at the winning order, so that the filter's ε is
+        # never below the exact conversion of the recorded total (the margin on the values alone was nothing next
+        # to log(1/δ′)/(α − 1) when the charges were small).
+        a = c.alpha
+        terms = c.epsilon + abs(math.log1p(-1 / a)) + (abs(math.log(share)) + math.log(a)) / (a - 1)
+        return Converted(c.epsilon + 1e-12 * terms, a, c.rule)
 
     def fits(self, spent: Any) -> bool:
         eps, _ = self._budget()
