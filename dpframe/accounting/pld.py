@@ -35,6 +35,9 @@ from dpframe.accounting.rdp import RDPAccountant, RenyiFilter
 from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import Budget
 
+#: Plans whose PLD note a session accountant keeps (each costs a PLD composition; ``history()`` asks for all).
+NOTES = 4096
+
 
 class PLDAccountant(RenyiFilter):
     """PLD accountant (standalone: tight ε(δ)/δ(ε) of a fixed sequence; session: reports, RDP filter enforces).
@@ -52,6 +55,7 @@ class PLDAccountant(RenyiFilter):
         self.grid = check_grid(grid)
         self._composed: ComposedPLD | None = None
         self._rdp: RDPAccountant | None = None
+        self._notes: dict[tuple[str, ...], str] = {}   # plan_note per stored plan (history() reads every charge)
 
     def describe(self) -> str:
         if self._total is None:
@@ -192,8 +196,14 @@ class PLDAccountant(RenyiFilter):
         """The PLD of the plan's curves at the session δ (when they were stored)."""
         if not charge.specs:
             return ""
-        plan = PLDAccountant()
-        for spec in charge.specs:
-            plan.compose(from_json(spec))
-        delta = float(self._session_total().delta)  # type: ignore[union-attr]
-        return f"PLD of this plan: ε={plan.epsilon(delta):.6g} at δ={delta:g}"
+        specs = tuple(str(s) for s in charge.specs)
+        note = self._notes.get(specs)
+        if note is None:
+            plan = PLDAccountant()
+            for spec in specs:
+                plan.compose(from_json(spec))
+            delta = float(self._session_total().delta)  # type: ignore[union-attr]
+            note = f"PLD of this plan: ε={plan.epsilon(delta):.6g} at δ={delta:g}"
+            if len(self._notes) < NOTES:
+                self._notes[specs] = note
+        return note

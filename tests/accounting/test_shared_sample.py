@@ -154,3 +154,18 @@ def test_huge_epsilon_on_a_sample_is_a_dpframe_error_or_a_finite_charge_never_ov
         rdp.table("t").sample(0.5).agg(dp.len()).collect(budget=dp.PureDP(1000.0))
     assert basic.history().height == 0 and rdp.history().height == 0
     assert acc.pure(1000.0).subsampled(0.5).eps_inf == pytest.approx(1000 + math.log(0.5), abs=1e-9)
+
+
+def test_pld_history_composes_each_stored_plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """history() describes every charge; a PLD session computes each plan's PLD note once, not on every call
+    (35 charges took about 1.3 s per history() call; noticed by review 39b)."""
+    import dpframe.accounting.pld as pld
+
+    sess = session("pld")
+    for _ in range(3):
+        two_counts(sess).collect(dp.PureDP(0.1))
+    first = sess.history()["cost"].to_list()
+    built = []
+    monkeypatch.setattr(pld, "from_json", lambda spec: built.append(spec) or acc.laplace(1.0))
+    assert sess.history()["cost"].to_list() == first and built == []
+    assert all("PLD of this plan" in c for c in first)
