@@ -193,7 +193,11 @@ class Storage:
             yield source
         finally:
             if isinstance(source, Path):
-                source.unlink()
+                self.remove(source)
+
+    def remove(self, source: Path) -> None:
+        """Remove what :meth:`source` wrote (a file here)."""
+        source.unlink()
 
     def read(self, data: pl.DataFrame) -> pl.DataFrame:
         """``data`` as the session reads it back from its :meth:`source`."""

@@ -14,10 +14,8 @@ that broke, kept with its fix, or a check that found the engine sound.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -330,14 +328,8 @@ class _Layout(Storage):
         return pa.Table.from_batches(batches) if not self.dictionary else \
             pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
 
-    @contextlib.contextmanager
-    def given(self, data: pl.DataFrame) -> Iterator[object]:
-        source = self.source(data)
-        try:
-            yield source
-        finally:
-            if isinstance(source, Path):
-                shutil.rmtree(source.parent)
+    def remove(self, source: Path) -> None:
+        shutil.rmtree(source.parent)      # the temporary folder holding the directory
 
 
 _LAYOUT_STORAGES = [_Layout("arrow_chunks", drop=("e",)), _Layout("arrow_dictionary", drop=("e",), dictionary=True),
