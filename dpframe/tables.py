@@ -105,6 +105,48 @@ def glob_pattern(path: str | Path) -> bool:
     return _GLOB.search(str(path)) is not None
 
 
+def parquet_reading(path: Path, where: str) -> tuple[list[Path], pl.Schema]:
+    """The files Polars reads for the Parquet file or directory ``path`` (resolved, sorted), and its schema.
+
+    Another reader of the path (Spark's) must read these files as this schema to read the table Polars reads.
+    A SchemaError naming ``where`` where Polars cannot list them, or where their columns (names, in any order,
+    and types) differ: Polars refuses such a directory when it reads it in full, while Spark read every file
+    against one file's schema (a column another file lacks as null, ``U`` as ``u``; ``test_review39c.py``).
+    The footers are read, not the rows (a file without rows is not listed: Polars reads none of it).
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> pl.DataFrame({"u": [1]}).write_parquet(folder / "a.parquet")
+        >>> pl.DataFrame({"U": [2]}).write_parquet(folder / "b.parquet")
+        >>> parquet_reading(folder, "tables['t']")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: tables['t']: cannot read the Parquet data at ... (SchemaError: extra column ...
+
+    """
+    column = ENGINE_PREFIX + "_file"     # a reserved name: no table has such a column
+    failure = None
+    try:
+        scan = pl.scan_parquet(path, glob=False)
+        schema = scan.collect_schema()
+        listed = pl.scan_parquet(path, glob=False, include_file_paths=column).select(pl.col(column).unique())
+        files = sorted({Path(name).resolve() for name in listed.collect()[column]})
+        columns = {file: dict(pl.read_parquet_schema(file)) for file in files}
+    except (pl.exceptions.PolarsError, OSError) as e:
+        lines = str(e).strip().splitlines()
+        failure = f"{type(e).__name__}: {lines[0] if lines else ''}"
+    if failure is not None:
+        raise SchemaError(f"cannot read the Parquet data at {str(path)!r} ({failure})", argument=where,
+                          fix="give every file of the directory the same columns and types, or load it yourself")
+    for file in files[1:]:
+        if columns[file] != columns[files[0]]:
+            raise SchemaError(f"the Parquet files {files[0].name!r} and {file.name!r} of {str(path)!r} have different "
+                              f"columns ({columns[files[0]]} and {columns[file]})", argument=where,
+                              fix="give every file of the directory the same columns and types, or load it yourself")
+    return files, schema
+
+
 def _is_pandas(source: object) -> bool:
     """Whether ``source`` is a pandas DataFrame (recognised by its type, without importing pandas)."""
     return any(c.__module__.split(".")[0] == "pandas" and c.__name__ == "DataFrame" for c in type(source).__mro__)
