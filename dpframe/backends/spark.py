@@ -100,7 +100,7 @@ from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns, case_clashe
 from dpframe.plan.sample import _SALT, Sample, node_seed
 from dpframe.sql.handover import lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
-from dpframe.tables import glob_pattern, load_table, parquet_reading
+from dpframe.tables import check_parquet_columns, glob_pattern, load_table, parquet_reading
 
 _SEED_MASK = (1 << 63) - 1
 _RANK = "__dp_rank"
@@ -239,11 +239,16 @@ def _reads_as_polars(frame: Any, path: Path, where: str) -> bool:
     Spark skips files whose names start with ``_`` or ``.`` and plain subdirectories, which Polars reads; it types
     hive partition values its own way (``k=01`` an Int32, ``k=2020-01-01`` a String: Polars an Int64 and a Date)
     and INT96 timestamps as UTC (Polars: naive). Where it differs, the path is read through Polars
-    (``test_review39c.py``). Files whose columns differ are a SchemaError naming ``where``
-    (:func:`~dpframe.tables.parquet_reading`): Spark read them against one file's schema.
+    (``test_review39c.py``); where Polars cannot read it (a directory Spark wrote, with its ``.crc`` files), Spark's
+    reading is kept. Either way, files whose columns differ are a SchemaError naming ``where``
+    (:func:`~dpframe.tables.check_parquet_columns`): Spark read them against one file's schema.
     """
-    files, schema = parquet_reading(path, where)
     read = sorted(Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path)).resolve() for uri in frame.inputFiles())
+    polars = parquet_reading(path)
+    check_parquet_columns(read if polars is None else polars[0], str(path), where)
+    if polars is None:
+        return True
+    files, schema = polars
     found = [(field.name, field.dataType) for field in frame.schema.fields]
     return read == files and found == [(name, spark_type(dtype)) for name, dtype in schema.items()]
 

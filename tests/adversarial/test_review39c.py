@@ -92,7 +92,8 @@ _OTHER_READINGS: dict[str, dict[str, pl.DataFrame | pa.Table | str]] = {
     "hidden files": {"a.parquet": _BASE, "_b.parquet": pl.DataFrame({"u": [7, 7, 7], "x": [0.0] * 3}),
                      ".c.parquet": pl.DataFrame({"u": [8], "x": [0.0]})},
     "a subdirectory": {"a.parquet": _BASE, "sub/b.parquet": pl.DataFrame({"u": [9], "x": [0.0]})},
-    "a date partition": {"k=2020-01-01/a.parquet": _BASE, "k=2020-01-02/a.parquet": pl.DataFrame({"u": [3], "x": [0.0]})},
+    "a date partition": {"k=2020-01-01/a.parquet": _BASE,
+                         "k=2020-01-02/a.parquet": pl.DataFrame({"u": [3], "x": [0.0]})},
     "an integer partition": {"k=01/a.parquet": _BASE, "k=2/a.parquet": pl.DataFrame({"u": [3], "x": [0.0]})},
     "INT96 timestamps": {"a.parquet": pa.table({"u": [1, 2], "t": pa.array([0, 10**15], pa.timestamp("us"))})},
 }
@@ -176,11 +177,26 @@ def test_one_unit_spread_over_files_and_partitions_is_one_unit_on_spark(spark_se
         spark, polars = (_session(folder, b, spark_session, max_rows=1) for b in ("spark", "polars"))
         assert spark.table("t").schema == polars.table("t").schema
         per_unit = [_count(spark) for _ in range(2)]
-        rows = dp.Session({"t": folder}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(1e9, 0.5), backend="spark",
-                          seed=1, spark=spark_session)
+        rows = dp.Session({"t": folder}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(1e9, 0.5),
+                          backend="spark", seed=1, spark=spark_session)
         row_count = rows.table("t").agg(n=dp.len()).collect(_HUGE)["n"].item()
         total = spark.table("t").agg(s=dp.sum("x", bounds=(0, 100))).collect(_HUGE)["s"].item()
         answers.append((per_unit, row_count, round(total)))
     assert [a[:2] for a in answers] == [([3, 3], 6), ([4, 4], 9)]
     assert 1 + 8 + 32 <= answers[0][2] <= 4 + 16 + 32
     assert answers[1][2] - answers[0][2] == 64   # each unit of D keeps the same row in D′: the added unit's one
+
+
+@pytest.mark.slow
+def test_a_directory_spark_wrote_is_read_by_spark_and_its_files_checked(spark_session: Any, tmp_path: Path) -> None:
+    """A directory Spark wrote (``_SUCCESS``, ``.crc`` files: Polars refuses the mixed extensions) is still read by
+    Spark itself; once a later write appends files with another column, it is refused (Spark read them against
+    one file's schema)."""
+    folder = str(tmp_path / "t.parquet")
+    spark_session.createDataFrame([(1, 1.0), (1, 2.0), (2, 3.0)], "u long, x double").repartition(2) \
+        .write.parquet(folder)
+    assert _count(_session(folder, "spark", spark_session, max_rows=1)) == 2
+    spark_session.createDataFrame([(3, 1.0, "a")], "u long, x double, y string").write.mode("append").parquet(folder)
+    with pytest.raises(dp.SchemaError, match="different columns") as error:
+        _session(folder, "spark", spark_session)
+    assert error.value.argument == "tables['t']"
