@@ -105,6 +105,64 @@ def glob_pattern(path: str | Path) -> bool:
     return _GLOB.search(str(path)) is not None
 
 
+def parquet_reading(path: Path) -> tuple[list[Path], pl.Schema] | None:
+    """The files Polars reads for the Parquet file or directory ``path`` (resolved, sorted), and its schema.
+
+    None where Polars cannot list them (a directory Spark wrote holds ``.crc`` files: Polars refuses the mixed
+    extensions). Another reader of the path (Spark's) must read these files as this schema to read the table
+    Polars reads. The footers are read, not the rows (a file without rows is not listed: Polars reads none of it).
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> pl.DataFrame({"u": [1]}).write_parquet(folder / "a.parquet")
+        >>> [file.name for file in parquet_reading(folder)[0]]
+        ['a.parquet']
+        >>> _ = (folder / ".a.parquet.crc").write_text("crc")
+        >>> parquet_reading(folder) is None
+        True
+
+    """
+    column = ENGINE_PREFIX + "_file"     # a reserved name: no table has such a column
+    try:
+        schema = pl.scan_parquet(path, glob=False).collect_schema()
+        listed = pl.scan_parquet(path, glob=False, include_file_paths=column).select(pl.col(column).unique())
+        return sorted({Path(name).resolve() for name in listed.collect()[column]}), schema
+    except pl.exceptions.PolarsError:
+        return None
+
+
+def check_parquet_columns(files: list[Path], path: str, where: str) -> None:
+    """A SchemaError naming ``where`` where the Parquet ``files`` of ``path`` differ in their columns or types.
+
+    Polars refuses such a directory when it reads it in full, while Spark read every file against one file's
+    schema (a column another file lacks as null, ``U`` as ``u``; ``test_review39c.py``). Columns may come in any
+    order. Reads each file's footer.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> pl.DataFrame({"u": [1]}).write_parquet(folder / "a.parquet")
+        >>> pl.DataFrame({"U": [2]}).write_parquet(folder / "b.parquet")
+        >>> check_parquet_columns(sorted(folder.iterdir()), "t.parquet", "tables['t']")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: tables['t']: the Parquet files 'a.parquet' and 'b.parquet' of 't.parquet' ...
+
+    """
+    fix = "give every file of the directory the same columns and types, or load it yourself and pass a DataFrame"
+    try:
+        columns = [dict(pl.read_parquet_schema(file)) for file in files]
+    except (pl.exceptions.PolarsError, OSError) as e:
+        lines = str(e).strip().splitlines()
+        failure = f"{type(e).__name__}: {lines[0] if lines else ''}"
+        raise SchemaError(f"cannot read the Parquet footers at {path!r} ({failure})", argument=where, fix=fix) from None
+    for file, found in zip(files[1:], columns[1:]):
+        if found != columns[0]:
+            raise SchemaError(f"the Parquet files {files[0].name!r} and {file.name!r} of {path!r} have different "
+                              f"columns ({columns[0]} and {found})", argument=where, fix=fix)
+
+
 def _is_pandas(source: object) -> bool:
     """Whether ``source`` is a pandas DataFrame (recognised by its type, without importing pandas)."""
     return any(c.__module__.split(".")[0] == "pandas" and c.__name__ == "DataFrame" for c in type(source).__mro__)

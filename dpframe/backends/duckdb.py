@@ -101,7 +101,7 @@ from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.errors import SchemaError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
-from dpframe.plan.nodes import RowNode
+from dpframe.plan.nodes import RowNode, case_clashes
 from dpframe.plan.sample import apply_node
 from dpframe.sql.handover import duckdb_type, for_duckdb, lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject, guard
@@ -414,8 +414,7 @@ class DuckDBBackend:
         if ROW in schema or KEEP in schema:
             raise SchemaError(f"table {name!r} has a column named {ROW!r} or {KEEP!r}, which the DuckDB backend "
                               "reserves", argument="tables", fix="rename that column")
-        lowered = [c.lower() for c in schema.names()]
-        clash = sorted({c for c in schema.names() if lowered.count(c.lower()) > 1})
+        clash = case_clashes(schema.names())
         if clash:
             raise SchemaError(f"table {name!r} has columns that differ only in case ({clash}), which DuckDB "
                               "cannot tell apart", argument="tables", fix="rename them")

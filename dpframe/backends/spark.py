@@ -3,7 +3,8 @@
 Install with ``pip install 'dpframe[spark]'`` (PySpark, and Java 17+ for a local session). Use it with
 ``dp.Session({...}, backend="spark", spark=<SparkSession>)`` (without ``spark=``: the active session,
 else ``SparkSession.builder.getOrCreate()``). Tables may be Spark DataFrames, Parquet paths (files or
-directories, local or ``s3a://``/``hdfs://``; read by Spark), Delta directories (``_delta_log``; needs
+directories, local or ``s3a://``/``hdfs://``; read by Spark — a local one only where Spark reads what Polars
+reads, :func:`_reads_as_polars`, else through Polars), Delta directories (``_delta_log``; needs
 Delta Lake on the cluster) or Polars/Arrow frames (shipped to Spark once).
 
 What runs in Spark (on the executors of a cluster), as one Spark job per query:
@@ -81,6 +82,7 @@ import io
 import json
 import os
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -94,11 +96,11 @@ from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.backends.spark_statistics import aggregate, code, ident, present, window_aggregates
 from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
-from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns
+from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns, case_clashes
 from dpframe.plan.sample import _SALT, Sample, node_seed
 from dpframe.sql.handover import lossless
 from dpframe.sql.nodes import PublicJoin, SQLFilter, SQLProject
-from dpframe.tables import glob_pattern, load_table
+from dpframe.tables import check_parquet_columns, glob_pattern, load_table, parquet_reading
 
 _SEED_MASK = (1 << 63) - 1
 _RANK = "__dp_rank"
@@ -229,6 +231,26 @@ def _count_reading_every_value(frame: Any) -> int:
     F = _pyspark().functions
     hashed = [F.max(F.xxhash64(*[_name(c) for c in frame.columns]))] if frame.columns else []
     return int(frame.agg(F.count(F.lit(1)), *hashed).first()[0])
+
+
+def _reads_as_polars(frame: Any, path: Path, where: str) -> bool:
+    """Whether Spark's reading ``frame`` of the local Parquet ``path`` reads the files Polars reads, as its schema.
+
+    Spark skips files whose names start with ``_`` or ``.`` and plain subdirectories, which Polars reads; it types
+    hive partition values its own way (``k=01`` an Int32, ``k=2020-01-01`` a String: Polars an Int64 and a Date)
+    and INT96 timestamps as UTC (Polars: naive). Where it differs, the path is read through Polars
+    (``test_review39c.py``); where Polars cannot read it (a directory Spark wrote, with its ``.crc`` files), Spark's
+    reading is kept. Either way, files whose columns differ are a SchemaError naming ``where``
+    (:func:`~dpframe.tables.check_parquet_columns`): Spark read them against one file's schema.
+    """
+    read = sorted(Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path)).resolve() for uri in frame.inputFiles())
+    polars = parquet_reading(path)
+    check_parquet_columns(read if polars is None else polars[0], str(path), where)
+    if polars is None:
+        return True
+    files, schema = polars
+    found = [(field.name, field.dataType) for field in frame.schema.fields]
+    return read == files and found == [(name, spark_type(dtype)) for name, dtype in schema.items()]
 
 
 def _reads_every_value(frame: Any) -> bool:
@@ -509,7 +531,7 @@ class SparkBackend:
                 return None
             spark = self.spark   # (its own error when Spark cannot start)
             try:
-                return spark.read.format("delta").load(text) if delta else spark.read.parquet(text)
+                frame = spark.read.format("delta").load(text) if delta else spark.read.parquet(text)
             except Exception as e:   # Py4J / AnalysisException: a missing data source, an unreadable path ...
                 what = "Delta table" if delta else "Parquet data"
                 fix = ("Delta Lake must be on the Spark classpath (pip install delta-spark and start Spark with "
@@ -518,6 +540,7 @@ class SparkBackend:
                     "check the path and that Spark can read it (credentials, file system), or pass a DataFrame"
                 raise SchemaError(f"Spark cannot read the {what} at {text!r} ({type(e).__name__}: "
                                   f"{_first_line(e)})", argument=f"tables[{name!r}]", fix=fix) from None
+            return frame if delta or not local or _reads_as_polars(frame, Path(text), f"tables[{name!r}]") else None
         return None
 
     def _public_schema(self, name: str, frame: Any) -> pl.Schema:
@@ -608,6 +631,10 @@ class SparkBackend:
         the fix.
         """
         declared = frame.collect_schema()
+        clash = case_clashes(declared.names())
+        if clash:   # Spark's names ignore case: every query would fail after its charge (AMBIGUOUS_REFERENCE)
+            raise SchemaError(f"table {name!r} has columns that differ only in case ({clash}), which Spark cannot "
+                              "tell apart", argument="tables", fix="rename them")
         spark_frame = self._loaded.pop(name, None)
         if spark_frame is None and isinstance(source, self._sql.DataFrame):
             spark_frame = source

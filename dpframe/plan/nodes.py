@@ -52,6 +52,21 @@ def case_key(name: str) -> str:
     return "".join(key(ch) for ch in name)
 
 
+def case_clashes(names: Sequence[str]) -> list[str]:
+    """The names of ``names`` that another differs from only in case (:func:`case_key`), sorted.
+
+    DuckDB and Spark cannot tell such columns of a table apart: each refuses the table when it is registered
+    (on Spark every query failed after its charge, ``test_review39c.py``).
+
+    Example:
+        >>> case_clashes(["u", "U", "x", "uſ", "US"])
+        ['U', 'US', 'u', 'uſ']
+
+    """
+    keys = [case_key(name) for name in names]
+    return sorted(name for name, key in zip(names, keys) if keys.count(key) > 1)
+
+
 def check_new_names(input_schema: pl.Schema, names: Sequence[str], argument: str) -> None:
     """Refuse a new column (one of ``names`` not in ``input_schema``) the backends could not tell apart.
 
