@@ -54,27 +54,28 @@ from dpframe.accounting.rdp import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import down
 
 from . import test_empty_inputs as empty
-from .composed import MEMORY
+from .composed import MEMORY, QUERY_BUDGETS, SESSION_KINDS, Storage
 
 #: Session kinds: (total budget, accountant). Every accountant, with each budget kind it accepts.
-KINDS: dict[str, tuple[dp.Budget, str]] = {
-    "basic_pure": (dp.PureDP(10**6), "basic"), "basic_approx": (dp.ApproxDP(10**6, 0.5), "basic"),
-    "zcdp": (dp.ZCDP(10**6), "zcdp"), "zcdp_delta": (dp.ZCDP(10**6, 1e-3), "zcdp"),
-    "rdp": (dp.ApproxDP(10**6, 0.5), "rdp"), "pld": (dp.ApproxDP(10**6, 0.5), "pld")}
+KINDS = {name: kind for name, kind in SESSION_KINDS.items() if name != "default"}
 
 
-def _session(case: str, kind: str) -> dp.Session:
+def _session(case: str, kind: str, backend: str = "polars", unit: str = "user", storage: Storage = MEMORY
+             ) -> dp.Session:
     total, accountant = KINDS[kind]
-    return dp.Session({"t": empty._session_source(case, MEMORY)}, privacy_unit=empty.UNITS["user"], budget=total,
-                      accountant=accountant, seed=0, public_tables={"p": empty.PUBLIC})
+    return dp.Session({"t": empty._session_source(case, storage)}, privacy_unit=empty.UNITS[unit], budget=total,
+                      accountant=accountant, backend=backend, seed=0, public_tables={"p": empty.PUBLIC})
 
 
-def sweep(names: tuple[str, ...] | None, kinds: tuple[str, ...]) -> list[str]:
-    """The endings named (None: all) in a fresh session of each kind, on D ("empty") and D′ ("one")."""
+def sweep(names: tuple[str, ...] | None, kinds: tuple[str, ...], backend: str = "polars", unit: str = "user",
+          storage: Storage = MEMORY) -> list[str]:
+    """The endings named (None: all) in a fresh session of each kind (on ``backend``, under ``unit`` of
+    :data:`tests.adversarial.test_empty_inputs.UNITS`, the table in ``storage``), on D ("empty") and D′ ("one")."""
     endings = [e for e in empty.ENDINGS if names is None or e.name in names]
     defects = []
     for kind in kinds:
-        seen = {case: [empty.observe(_session(case, kind), dataclasses.replace(e, account=kind)) for e in endings]
+        seen = {case: [empty.observe(_session(case, kind, backend, unit, storage), dataclasses.replace(e, account=kind))
+                       for e in endings]
                 for case in ("empty", "one")}
         for e, on_d, on_d2 in zip(endings, seen["empty"], seen["one"], strict=True):
             if not empty.alike(on_d, on_d2):
@@ -100,8 +101,7 @@ def test_every_ending_under_every_accountant_on_d_and_d_prime(kind: str) -> None
 # ------------------------------------------------------------------------------------ cost() = the charge
 
 #: Query budgets of every kind.
-BUDGETS: dict[str, dp.Budget] = {"pure": dp.PureDP(1), "approx": dp.ApproxDP(1, 1e-6), "zcdp": dp.ZCDP(0.5),
-                                 "zcdp_delta": dp.ZCDP(0.5, 1e-6)}
+BUDGETS = QUERY_BUDGETS
 
 
 def _queries(sess: dp.Session, every: bool) -> dict[str, Any]:
