@@ -127,9 +127,9 @@ def _queries(sess: dp.Session, every: bool) -> dict[str, Any]:
             "sql_private": sess.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s")}
 
 
-def cost_defects(kind: str, every: bool) -> list[str]:
+def cost_defects(kind: str, every: bool, backend: str = "polars", unit: str = "user") -> list[str]:
     """Each query at each budget kind: cost() and explain() against what collect() records (or refuses)."""
-    sess = _session("one", kind)
+    sess = _session("one", kind, backend, unit)
     defects = []
     for name, q in _queries(sess, every).items():
         for b_name, budget in BUDGETS.items():

@@ -1,0 +1,116 @@
+"""Review 39d: review 39b's sweeps on every backend, storage and unit; the composed and SQL oracles under every
+accountant.
+
+Scope: review 39b ran every query ending under every accountant and budget kind (``basic`` pure and approximate,
+``zcdp`` with δ = 0 and δ > 0, ``rdp``, ``pld``: :data:`tests.adversarial.composed.SESSION_KINDS`) on D and D′,
+and checked ``cost()`` against the ledger's charge, on the Polars backend only, in memory, under a user-level unit.
+Mechanisms choose their noise (Laplace or Gaussian), their partition-selection thresholds, quantile and top-k
+methods by the session's accountant and the query's budget kind, and each backend computes them in its own engine.
+This review:
+
+* runs 39b's sweep (:func:`tests.adversarial.test_review39b.sweep`: every ending of
+  :data:`tests.adversarial.test_empty_inputs.ENDINGS` in a session of each kind, on D and D′) on the DuckDB
+  backend, in memory and from a Parquet file DuckDB scans itself, under user-level, row-level and automatic
+  (``max_rows="auto"``) units; on Polars from a Parquet file; and on Spark for a few endings (partition
+  selection, SQL, histograms, automatic bounds) — a few by default, the rest under ``-m slow``;
+* checks ``cost()`` against the ledger's charge (:func:`tests.adversarial.test_review39b.cost_defects`) on DuckDB;
+* lets the composed and SQL oracles draw the session's accountant and total and the query's budget kind
+  (``chains(accounts=True)``, ``queries(accounts=True)``: :func:`tests.adversarial.composed.draw_account`), a few
+  examples by default and a few hundred under ``-m slow`` on Polars and DuckDB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+from . import test_review39b as r39b
+from . import test_sql_composed_oracle as sql_oracle
+from .composed import SPARK, STORAGES, Chain, chains, extreme_rows
+from .sql_composed import SQLQuery, queries
+from .test_composed_oracle import check
+
+FEW = settings(max_examples=3, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+MANY = settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+KINDS = tuple(sorted(r39b.KINDS))
+#: Endings whose mechanism depends most on the accountant and budget kind (partition selection's threshold under
+#: δ, Gaussian or Laplace noise, quantiles, top-k, grids, accuracy targets), run on Spark.
+SPARK_ENDINGS = ("private_all", "private_auto", "sql_count", "sql_measures", "sql_top_k", "agg_histogram",
+                 "agg_sum_auto", "agg_quantiles", "agg_accuracy", "bounds", "top_k_tct", "top_k_gumbel")
+
+
+def _report(defects: list[str]) -> None:
+    assert not defects, "\n".join(defects)
+
+
+# ------------------------------------------------------------------------------------------------ 39b's sweep
+
+def test_partition_selection_under_every_accountant_on_duckdb() -> None:
+    """Partition selection (its threshold depends on the budget kind) under every session kind on DuckDB, D against
+    D′."""
+    _report(r39b.sweep(("private_all",), KINDS, "duckdb"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("unit", ["user", "row", "auto"])
+@pytest.mark.parametrize(("backend", "storage"), [("duckdb", "memory"), ("duckdb", "parquet_duckdb"),
+                                                  ("polars", "parquet")])
+def test_every_ending_under_every_accountant_on_every_backend(backend: str, storage: str, unit: str,
+                                                              kind: str) -> None:
+    _report(r39b.sweep(None, (kind,), backend, unit, STORAGES[storage]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", ["user", "row"])
+def test_a_few_endings_under_every_accountant_on_spark(unit: str, spark_session: Any) -> None:
+    _report(r39b.sweep(SPARK_ENDINGS, KINDS, "spark", unit, SPARK))
+
+
+@pytest.mark.filterwarnings("ignore::dpframe.TopKWarning")
+def test_cost_is_the_charge_under_every_accountant_on_duckdb() -> None:
+    _report([d for kind in KINDS for d in r39b.cost_defects(kind, every=False, backend="duckdb")])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::dpframe.TopKWarning")
+@pytest.mark.parametrize("kind", KINDS)
+def test_cost_is_the_charge_of_every_query_family_on_duckdb(kind: str) -> None:
+    _report(r39b.cost_defects(kind, every=True, backend="duckdb"))
+
+
+# ------------------------------------------------------------------------------------------------ the oracles
+
+@settings(FEW)
+@given(chain=chains(tuned=True, accounts=True), extra=extreme_rows(many=True))
+def test_a_chain_under_any_accountant_behaves_alike_on_neighbouring_datasets(chain: Chain,
+                                                                            extra: pl.DataFrame) -> None:
+    event(check(chain, extra, "polars"))
+
+
+@settings(FEW)
+@given(query=queries(tuned=True, accounts=True), extra=extreme_rows(many=True))
+def test_a_sql_query_under_any_accountant_behaves_alike_on_neighbouring_datasets(query: SQLQuery,
+                                                                                extra: pl.DataFrame) -> None:
+    event(sql_oracle.check(query, extra, "duckdb"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(MANY)
+@given(chain=chains(max_steps=5, depth=3, tuned=True, sample=True, accounts=True), extra=extreme_rows(many=True))
+def test_many_chains_under_any_accountant_behave_alike_on_neighbouring_datasets(backend: str, chain: Chain,
+                                                                               extra: pl.DataFrame) -> None:
+    event(check(chain, extra, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@settings(MANY)
+@given(query=queries(depth=3, tuned=True, accounts=True), extra=extreme_rows(many=True))
+def test_many_sql_queries_under_any_accountant_behave_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
+                                                                                    extra: pl.DataFrame) -> None:
+    event(sql_oracle.check(query, extra, backend))
