@@ -13,7 +13,8 @@ This review:
   backend, in memory and from a Parquet file DuckDB scans itself, under user-level, row-level and automatic
   (``max_rows="auto"``) units; on Polars from a Parquet file; and on Spark for a few endings (partition
   selection, SQL, histograms, automatic bounds) — a few by default, the rest under ``-m slow``;
-* checks ``cost()`` against the ledger's charge (:func:`tests.adversarial.test_review39b.cost_defects`) on DuckDB;
+* checks ``cost()`` against the ledger's charge (:func:`tests.adversarial.test_review39b.cost_defects`) on DuckDB
+  under each unit, and on Polars under an automatic unit;
 * lets the composed and SQL oracles draw the session's accountant and total and the query's budget kind
   (``chains(accounts=True)``, ``queries(accounts=True)``: :func:`tests.adversarial.composed.draw_account`), a few
   examples by default and a few hundred under ``-m slow`` on Polars and DuckDB.
@@ -78,8 +79,10 @@ def test_cost_is_the_charge_under_every_accountant_on_duckdb() -> None:
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::dpframe.TopKWarning")
 @pytest.mark.parametrize("kind", KINDS)
-def test_cost_is_the_charge_of_every_query_family_on_duckdb(kind: str) -> None:
-    _report(r39b.cost_defects(kind, every=True, backend="duckdb"))
+@pytest.mark.parametrize(("backend", "unit"), [("duckdb", "user"), ("duckdb", "row"), ("duckdb", "auto"),
+                                               ("polars", "auto")])
+def test_cost_is_the_charge_of_every_query_family_on_every_unit(backend: str, unit: str, kind: str) -> None:
+    _report(r39b.cost_defects(kind, every=True, backend=backend, unit=unit))
 
 
 # ------------------------------------------------------------------------------------------------ the oracles
