@@ -70,20 +70,22 @@ def _session(case: str, kind: str, backend: str = "polars", unit: str = "user", 
 
 
 def sweep(names: tuple[str, ...] | None, kinds: tuple[str, ...], backend: str = "polars", unit: str = "user",
-          storage: Storage = MEMORY) -> list[str]:
+          storage: Storage = MEMORY, cases: tuple[str, ...] = ("one",)) -> list[str]:
     """The endings named (None: all) in a fresh session of each kind (on ``backend``, under ``unit`` of
-    :data:`tests.adversarial.test_empty_inputs.UNITS`, the table in ``storage``), on D ("empty") and D′ ("one")."""
+    :data:`tests.adversarial.test_empty_inputs.UNITS`, the table in ``storage``), on D ("empty") and each D′ of
+    ``cases`` (:data:`tests.adversarial.test_empty_inputs.CASES`)."""
     endings = [e for e in empty.ENDINGS if names is None or e.name in names]
     defects = []
     for kind in kinds:
         seen = {case: [empty.observe(_session(case, kind, backend, unit, storage), dataclasses.replace(e, account=kind))
                        for e in endings]
-                for case in ("empty", "one")}
-        for e, on_d, on_d2 in zip(endings, seen["empty"], seen["one"], strict=True):
-            if not empty.alike(on_d, on_d2):
-                defects.append(f"{e.name} under {kind}: {on_d} != {on_d2}")
-            defects += [f"{e.name} under {kind}: charged then failed: {o}" for o in (on_d, on_d2)
-                        if any(row[0] == "failed" for row in o[2])]
+                for case in ("empty", *cases)}
+        for case in cases:
+            for e, on_d, on_d2 in zip(endings, seen["empty"], seen[case], strict=True):
+                if not empty.alike(on_d, on_d2):
+                    defects.append(f"{e.name} under {kind} on {case}: {on_d} != {on_d2}")
+                defects += [f"{e.name} under {kind}: charged then failed: {o}" for o in (on_d, on_d2)
+                            if any(row[0] == "failed" for row in o[2])]
     return defects
 
 

@@ -28,6 +28,8 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
+import dpframe as dp
+
 from . import test_review39b as r39b
 from . import test_sql_composed_oracle as sql_oracle
 from .composed import SPARK, STORAGES, Chain, chains, extreme_rows
@@ -117,3 +119,29 @@ def test_many_chains_under_any_accountant_behave_alike_on_neighbouring_datasets(
 def test_many_sql_queries_under_any_accountant_behave_alike_on_neighbouring_datasets(backend: str, query: SQLQuery,
                                                                                     extra: pl.DataFrame) -> None:
     event(sql_oracle.check(query, extra, backend))
+
+
+# ------------------------------------------------------------------------------------------------ findings
+
+@pytest.mark.parametrize(("total", "accountant", "budget"), [
+    (dp.PureDP(10), "basic", dp.ApproxDP(1, 1e-6)), (dp.ZCDP(10), "zcdp", dp.ApproxDP(1, 1e-6)),
+    (dp.ApproxDP(10, 1e-3), "basic", dp.ZCDP(0.5))])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_budget_the_session_cannot_take_is_refused_by_its_own_name_under_an_automatic_unit(
+        total: dp.Budget, accountant: str, budget: dp.Budget, grouped: bool) -> None:
+    """Under ``max_rows="auto"`` an ``agg`` query's budget is split into tuning and release shares before it is
+    planned, and a budget the session's accountant cannot take (an (ε, δ > 0) budget in a pure or zCDP session, a
+    zCDP one in an (ε, δ) ``basic`` session) was refused naming the release's share — ``ApproxDP(epsilon=9/10,
+    delta=1e-06) cannot be converted to pure`` for ``collect(dp.ApproxDP(1, 1e-6))`` —, a budget the analyst never
+    gave. It is now refused as under a unit with numbers, naming the query's own budget (free, as before)."""
+    data = pl.DataFrame({"u": [1, 2, 3, 1], "s": ["a", "b", "a", "a"], "x": [1.0, 2.0, 3.0, 4.0]})
+    seen = []
+    for unit in (dp.PrivacyUnit("u", max_rows=2), dp.PrivacyUnit("u", max_rows="auto")):
+        sess = dp.Session({"t": data}, privacy_unit=unit, budget=total, accountant=accountant)
+        frame = sess.table("t")
+        query = frame.group_by("s", keys={"s": ["a", "b"]}).agg(n=dp.len()) if grouped else frame.agg(n=dp.len())
+        with pytest.raises(dp.BudgetConversionError) as refused:
+            query.collect(budget)
+        assert sess.history().height == 0
+        seen.append(str(refused.value))
+    assert seen[1] == seen[0] and repr(budget) in seen[1]
