@@ -137,9 +137,10 @@ def _queries(sess: dp.Session, every: bool) -> dict[str, Callable[[], Any]]:
         "sql_private": lambda: sess.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s")}
 
 
-def cost_defects(kind: str, every: bool, backend: str = "polars", unit: str = "user") -> list[str]:
+def cost_defects(kind: str, every: bool, backend: str = "polars", unit: str = "user", storage: Storage = MEMORY
+                 ) -> list[str]:
     """Each query at each budget kind: cost() and explain() against what collect() records (or refuses)."""
-    sess = _session("one", kind, backend, unit)
+    sess = _session("one", kind, backend, unit, storage)
     defects = []
     for name, build in _queries(sess, every).items():
         try:

@@ -45,6 +45,14 @@ SPARK_ENDINGS = ("private_all", "private_auto", "sql_count", "sql_measures", "sq
                  "agg_sum_auto", "agg_quantiles", "agg_accuracy", "bounds", "top_k_tct", "top_k_gumbel")
 
 
+#: The ``agg`` endings (those an automatic unit tunes), run on every case of
+#: :data:`tests.adversarial.test_empty_inputs.CASES` under an automatic unit.
+AGG_ENDINGS = ("agg_all", "agg_sum_auto", "agg_mean_auto", "agg_var_auto", "agg_all_ci", "agg_all_diag",
+               "agg_auto_ci_diag", "agg_pure", "agg_zcdp", "agg_zcdp_diag", "public_all", "public_auto", "private_all",
+               "private_auto", "private_all_ci_diag", "sql_measures", "sql_private", "sql_ci_diag", "regression",
+               "bound_groups", "derived_bounds")
+
+
 def _report(defects: list[str]) -> None:
     assert not defects, "\n".join(defects)
 
@@ -68,7 +76,15 @@ def test_every_ending_under_every_accountant_on_every_backend(backend: str, stor
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("unit", ["user", "row"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_agg_endings_on_every_case_under_every_accountant_with_an_automatic_unit(kind: str) -> None:
+    """D′'s unit with many rows (beyond any bound), odd values or values on the bounds, against D: the automatic
+    unit's choices read them."""
+    _report(r39b.sweep(AGG_ENDINGS, (kind,), "duckdb", "auto", cases=("one", "many", "odd", "edge")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", ["user", "row", "auto"])
 def test_a_few_endings_under_every_accountant_on_spark(unit: str, spark_session: Any) -> None:
     _report(r39b.sweep(SPARK_ENDINGS, KINDS, "spark", unit, SPARK))
 
@@ -85,6 +101,13 @@ def test_cost_is_the_charge_under_every_accountant_on_duckdb() -> None:
                                                ("polars", "auto")])
 def test_cost_is_the_charge_of_every_query_family_on_every_unit(backend: str, unit: str, kind: str) -> None:
     _report(r39b.cost_defects(kind, every=True, backend=backend, unit=unit))
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::dpframe.TopKWarning")
+@pytest.mark.parametrize("kind", ["basic_approx", "zcdp", "pld"])
+def test_cost_is_the_charge_of_every_query_family_on_spark(kind: str, spark_session: Any) -> None:
+    _report(r39b.cost_defects(kind, every=True, backend="spark", storage=SPARK))
 
 
 # ------------------------------------------------------------------------------------------------ the oracles
