@@ -30,8 +30,9 @@ sound: every ending gave the same outcome on D and D′ under every session kind
 own Parquet scan; user, row and automatic units), on Polars from Parquet, and on Spark (its endings; user, row and
 automatic units); the ``agg`` endings under an automatic unit on every case (many rows, odd values, values on the
 bounds); none charged then failed; every query's cost, explained mechanisms and refusals were the same on Polars
-and DuckDB under every kind and unit (only the line naming the backend differs); ``cost()`` equalled the ledger's charge on DuckDB under every unit, on Polars
-under an automatic unit and on Spark; the oracles under every accountant found nothing.
+and DuckDB under every kind and unit (only the line naming the backend differs); ``cost()`` equalled the ledger's
+charge on DuckDB under every unit, on Polars under an automatic unit and on Spark; the oracles under every
+accountant (in memory and on Parquet files) found nothing.
 """
 
 from __future__ import annotations
