@@ -213,6 +213,7 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
     smallest and largest bounds), so what it adds cannot fail only after the charge.
     """
     budget = budget_of(budget)
+    source.context.accountant.charge(budget)    # one the session cannot take: refused by its name, not a share's
     unit, items = source.unit, _items(source.unit, node)
     shares = split(budget, items, diagnostics=diagnostics)
     edge = max((value_edges(node.schema[m.column])[-1] for m in node.measures if auto_bounds(m) and m.column),

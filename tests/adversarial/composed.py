@@ -557,6 +557,41 @@ _BUILDERS: dict[str, dict[str, Build]] = {
 }
 
 
+# ------------------------------------------------------------------------------------------------ sessions
+
+#: Session kinds: (the data owner's total, accountant). ``default``: the oracles' usual session; the others, every
+#: accountant with each budget kind it accepts (``basic`` pure and approximate, ``zcdp`` with δ = 0 and δ > 0,
+#: ``rdp``, ``pld``; reviews 39b and 39d).
+SESSION_KINDS: dict[str, tuple[dp.Budget, str | None]] = {
+    "default": (dp.ApproxDP(10**9, 0.5), None),
+    "basic_pure": (dp.PureDP(10**6), "basic"), "basic_approx": (dp.ApproxDP(10**6, 0.5), "basic"),
+    "zcdp": (dp.ZCDP(10**6), "zcdp"), "zcdp_delta": (dp.ZCDP(10**6, 1e-3), "zcdp"),
+    "rdp": (dp.ApproxDP(10**6, 0.5), "rdp"), "pld": (dp.ApproxDP(10**6, 0.5), "pld")}
+#: Query budgets of every kind: pure, approximate, zCDP without and with δ.
+QUERY_BUDGETS: dict[str, dp.Budget] = {"pure": dp.PureDP(1), "approx": dp.ApproxDP(1, 1e-6), "zcdp": dp.ZCDP(0.5),
+                                       "zcdp_delta": dp.ZCDP(0.5, 1e-6)}
+
+
+def open_session(source: object, backend: str, setting: tuple[dp.PrivacyUnit, str], **options: Any) -> dp.Session:
+    """A session on table ``t`` = ``source`` under ``setting`` = (privacy unit, :data:`SESSION_KINDS` name).
+
+    Example:
+        >>> open_session(base(), "polars", (dp.PrivacyUnit.row(), "zcdp")).accountant.name
+        'zcdp'
+
+    """
+    unit, account = setting
+    total, accountant = SESSION_KINDS[account]
+    return dp.Session({"t": source}, privacy_unit=unit, budget=total, accountant=accountant, backend=backend, seed=0,
+                      **options)
+
+
+def draw_account(draw: st.DrawFn) -> tuple[str, dp.Budget]:
+    """A session kind (:data:`SESSION_KINDS`, not the default) and a query budget (:data:`QUERY_BUDGETS`) for it."""
+    account = draw(st.sampled_from(sorted(set(SESSION_KINDS) - {"default"})))
+    return account, QUERY_BUDGETS[draw(st.sampled_from(sorted(QUERY_BUDGETS)))]
+
+
 # ------------------------------------------------------------------------------------------------ chains
 
 @dataclass(repr=False)
@@ -569,7 +604,7 @@ class Chain:
     other arguments), ``("query", (family, args, kwargs))`` for ``frame.query(family, ...)`` (:data:`FAMILIES`) and
     ``("robust_median", (column, bounds))``. ``names`` name the measures (``m0``, ``m1``, ... if empty);
     ``options`` are ``collect``'s keyword arguments (``ci``, ``diagnostics``, ``accuracy``: then no budget);
-    ``budget`` replaces the caller's.
+    ``budget`` replaces the caller's; ``account`` names the session's total and accountant (:data:`SESSION_KINDS`).
     """
 
     unit: dp.PrivacyUnit = field(default_factory=lambda: dp.PrivacyUnit("u", max_rows=2))
@@ -579,9 +614,11 @@ class Chain:
     top_k: dict[str, Any] = field(default_factory=lambda: {"k": 2})
     options: dict[str, Any] = field(default_factory=dict)
     budget: dp.Budget | None = None
+    account: str = "default"
 
     def describe(self) -> str:
-        parts = [f"{self.unit!r}: t", describe_steps(self.steps)]
+        parts = [f"{self.unit!r}{'' if self.account == 'default' else f' ({self.account})'}: t",
+                 describe_steps(self.steps)]
         kind, arg = self.ending
         if kind == "agg":
             parts.append(f".agg({self._measures(arg)})")
@@ -838,7 +875,8 @@ FAMILIES = ("bounds", "interior_point", "learn_threshold", "learn_rectangle", "l
 
 @st.composite
 def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage = MEMORY,
-           tuned: bool = False, sample: bool = False, unread: bool = False, units: bool = False) -> Chain:
+           tuned: bool = False, sample: bool = False, unread: bool = False, units: bool = False,
+           accounts: bool = False) -> Chain:
     """A random chain over ``storage``'s table: 0-``max_steps`` frame steps, then an agg, a group-by agg or a
     top-k.
 
@@ -847,7 +885,9 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     methods and arguments, and the other endings: a query family (:data:`FAMILIES`) or the robust median; its
     ``bound`` steps are ones the unit accepts. With ``sample``, a step may also be ``frame.sample(rate)``
     (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`);
-    with ``units``, a group key may be the unit column itself (with public keys of D's ids, or private).
+    with ``units``, a group key may be the unit column itself (with public keys of D's ids, or private). With
+    ``accounts``, the session's total and accountant (:data:`SESSION_KINDS`) and the query's budget
+    (:data:`QUERY_BUDGETS`, or an ending's own) are drawn too (:func:`draw_account`).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
@@ -865,6 +905,9 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
         chain.options = _options(draw)
     elif tuned:
         chain.budget = draw(st.sampled_from(BUDGETS))
+    if accounts:
+        chain.account, budget = draw_account(draw)
+        chain.budget = budget if chain.budget is None or draw(st.booleans()) else chain.budget
     if ending == "agg":
         chain.ending = ("agg", tuple(measures))
         return chain

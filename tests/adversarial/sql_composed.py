@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import AUTO_UNITS, CI_LEVELS, MEMORY, UNITS_OF_PRIVACY, Storage, base
+from .composed import AUTO_UNITS, CI_LEVELS, MEMORY, UNITS_OF_PRIVACY, Storage, base, draw_account
 
 #: The public lookup table a query may join (``t.s = pub.name``; ``name`` is unique).
 PUBLIC = pl.DataFrame({"name": ["a", "bc", "12", ""], "region": ["r1", "r2", "r1", None]})
@@ -282,17 +282,20 @@ def _aggregate(draw: st.DrawFn, columns: Columns, depth: int) -> str:
 
 @dataclass(repr=False)
 class SQLQuery:
-    """A query's text, the session's privacy unit, ``keys=`` and ``ci=``."""
+    """A query's text, the session's privacy unit, ``keys=`` and ``ci=``; the query's budget (None: the oracle's)
+    and the session's kind (:data:`~tests.adversarial.composed.SESSION_KINDS`)."""
 
     text: str
     unit: dp.PrivacyUnit = field(default_factory=lambda: dp.PrivacyUnit("u", max_rows=2))
     keys: dict[str, list[Any]] | None = None
     ci: float | None = None
     diagnostics: bool = False
+    budget: dp.Budget | None = None
+    account: str = "default"
 
     def __repr__(self) -> str:
-        return (f"{self.unit!r}: sess.sql({self.text!r}, keys={self.keys!r}).collect(ci={self.ci}, "
-                f"diagnostics={self.diagnostics})")
+        return (f"{self.unit!r} ({self.account}): sess.sql({self.text!r}, keys={self.keys!r}).collect("
+                f"{self.budget or ''}, ci={self.ci}, diagnostics={self.diagnostics})")
 
 
 _KEY_VALUES: dict[str, list[Any]] = {"int": [0, 1, -50, 2020], "str": ["a", "bc", ""], "bool": [True, False],
@@ -349,12 +352,13 @@ def _source(draw: st.DrawFn, columns: Columns, depth: int) -> str:
 
 @st.composite
 def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: bool = False,
-            units: bool = False) -> SQLQuery:
+            units: bool = False, accounts: bool = False) -> SQLQuery:
     """A random SQL query over ``storage``'s table: source, WHERE, GROUP BY keys, aggregates, post-processing,
     ``keys=``, ``ci=``; with ``tuned``, also under the units with automatic bounds (``AUTO_UNITS``) and at
     ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``. With ``units`` (as
     ``chains(units=True)``), a key may be the unit column itself, and a ``WHERE`` one that no row of D meets
-    (:data:`_UNREAD`)."""
+    (:data:`_UNREAD`). With ``accounts`` (as ``chains(accounts=True)``), the session's kind and the query's budget
+    are drawn."""
     unit = draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ())))
     row_unit = unit.column is None
     columns: Columns = {**columns_of(storage), **({"u": sql_kind(base(storage).schema["u"])} if row_unit else {})}
@@ -370,6 +374,8 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
         where = f" WHERE {draw(st.sampled_from(unread))}"
     query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9, *(CI_LEVELS if tuned else [])])),
                      diagnostics=draw(st.integers(0, 5)) == 0)
+    if accounts:
+        query.account, query.budget = draw_account(draw)
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
     items: list[str] = []
     group: list[str] = []

@@ -44,6 +44,7 @@ from .composed import (
     base,
     chains,
     extreme_rows,
+    open_session,
 )
 
 CI = settings(max_examples=25, derandomize=True, deadline=None, database=None,
@@ -58,11 +59,7 @@ BUDGET = dp.ApproxDP(1, 1e-6)
 
 
 
-def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
-    return dp.Session({"t": source}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0)
-
-
-SESSIONS = Neighbours(session)
+SESSIONS = Neighbours(open_session)
 _d_session = SESSIONS.d
 
 
@@ -106,7 +103,7 @@ def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = ME
 
     D′'s session runs the chain ``runs`` times, each compared (:class:`~tests.adversarial.composed.Neighbours`).
     """
-    on_d = SESSIONS.compare(chain, chain.unit, extra, backend, storage, runs, outcome, same)
+    on_d = SESSIONS.compare(chain, (chain.unit, chain.account), extra, backend, storage, runs, outcome, same)
     if on_d is None:
         return "D′ refused by the session"
     seen, _, statuses = on_d
@@ -239,7 +236,7 @@ class _FailsOnDPlus(Chain):
     """A stand-in for a bug: the query fails on every session but D's."""
 
     def build(self, sess: dp.Session) -> Any:
-        if sess is not _d_session("polars", self.unit):
+        if sess is not _d_session("polars", (self.unit, self.account)):
             raise RuntimeError("failed on D′ only")
         return super().build(sess)
 
@@ -263,7 +260,7 @@ def test_a_bottom_answer_matches_a_release_only() -> None:
 def test_the_duckdb_backend_scans_only_parquet_duckdb_itself() -> None:
     """The file storages reach the paths they are for: DuckDB's own Parquet scan (``DuckDBBackend._parquet``) for
     ``parquet_duckdb``; the session's rows, read through Polars, for the others."""
-    unit = dp.PrivacyUnit("u", max_rows=2)
+    unit = (dp.PrivacyUnit("u", max_rows=2), "default")
     scanned = {name: _d_session("duckdb", unit, STORAGES[name])._catalog.default_backend._tables["t"].path is not None
                for name in ("parquet", "parquet_duckdb", "csv")}
     assert scanned == {"parquet": False, "parquet_duckdb": True, "csv": False}

@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 import dpframe as dp
 
-from .composed import MEMORY, SPARK, Chain, Neighbours, base, chains
-from .test_composed_oracle import session
+from .composed import MEMORY, SPARK, Chain, Neighbours, base, chains, open_session
 
 
 def test_an_oracle_whose_d_session_is_refused_fails_instead_of_comparing_nothing() -> None:
@@ -42,11 +41,11 @@ def test_an_oracle_whose_d_session_is_refused_fails_instead_of_comparing_nothing
 def test_the_spark_oracles_run_on_a_table_the_spark_backend_opens(spark_session: Any) -> None:
     """The Spark examples run on :data:`SPARK` (the table less its ``Duration`` column): D's session opens there,
     and the whole table is still refused (what made the earlier Spark examples vacuous)."""
-    unit = dp.PrivacyUnit("u", max_rows=2)
-    assert session(SPARK.source(base(SPARK)), "spark", unit).table("t").columns == base(SPARK).columns
+    unit = (dp.PrivacyUnit("u", max_rows=2), "default")
+    assert open_session(SPARK.source(base(SPARK)), "spark", unit).table("t").columns == base(SPARK).columns
     assert "e" not in base(SPARK).columns
     with pytest.raises(dp.SchemaError, match="'e' has type Duration"):
-        session(MEMORY.source(base()), "spark", unit)
+        open_session(MEMORY.source(base()), "spark", unit)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -71,7 +70,7 @@ def test_run_until_refuses_a_step_with_automatic_bounds_naming_the_fix(unit: dp.
     plan to run under early stopping; pass numbers."""
     from dpframe.interactive.stopping import run_until
 
-    sess = session(base(), "polars", unit)
+    sess = open_session(base(), "polars", (unit, "default"))
     t = sess.table("t")
     with pytest.raises(dp.PlanError, match=r"bounds: this query chooses bounds\(x\) when it runs, so run_until cannot "
                                            r"plan it.* Fix: pass bounds=\(lower"):   # the argument: review 37c

@@ -19,6 +19,7 @@ values are in the error).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,18 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
-from .composed import MEMORY, SPARK, SPARK_PARQUET, STORAGES, Neighbours, Outcome, Storage, base, extreme_rows
+from .composed import (
+    MEMORY,
+    SPARK,
+    SPARK_PARQUET,
+    STORAGES,
+    Neighbours,
+    Outcome,
+    Storage,
+    base,
+    extreme_rows,
+    open_session,
+)
 from .sql_composed import SESSION_OPTIONS, SQLQuery, queries
 from .test_composed_oracle import FEW, FILES, unit_storage
 
@@ -42,12 +54,7 @@ POST_FAILED = "post-processing of the released values failed"
 
 
 
-def session(source: object, backend: str, unit: dp.PrivacyUnit) -> dp.Session:
-    return dp.Session({"t": source}, privacy_unit=unit, budget=dp.ApproxDP(10**9, 0.5), backend=backend, seed=0,
-                      **SESSION_OPTIONS)
-
-
-SESSIONS = Neighbours(session)
+SESSIONS = Neighbours(functools.partial(open_session, **SESSION_OPTIONS))
 _d_session = SESSIONS.d
 
 
@@ -57,12 +64,12 @@ def outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            built = sess.sql(query.text, keys=query.keys)
+            built, budget = sess.sql(query.text, keys=query.keys), query.budget or BUDGET
             if query.diagnostics:
-                result, diagnostics = built.collect(BUDGET, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
+                result, diagnostics = built.collect(budget, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
                 seen: tuple[Any, ...] = ("released", tuple(result.schema.items()), diagnostics["diagnostic"].to_list())
             else:
-                result = built.collect(BUDGET, ci=query.ci) if query.ci is not None else built.collect(BUDGET)
+                result = built.collect(budget, ci=query.ci) if query.ci is not None else built.collect(budget)
                 seen = ("released", tuple(result.schema.items()))
         except dp.DPFrameError as e:
             seen = ("released", None) if POST_FAILED in str(e) else (type(e).__name__, str(e))
@@ -87,7 +94,7 @@ def check(query: SQLQuery, extra: pl.DataFrame, backend: str,
           runs: int = 1) -> str:
     """The query's outcome on D and on D′ (D plus ``extra``), both in ``storage``, as ``observe`` sees it, agree; a
     refusal charged nothing. D′'s session runs the query ``runs`` times, each compared (as the chains' check)."""
-    on_d = SESSIONS.compare(query, query.unit, extra, backend, storage, runs, observe, _same)
+    on_d = SESSIONS.compare(query, (query.unit, query.account), extra, backend, storage, runs, observe, _same)
     if on_d is None:
         return "D′ refused by the session"
     seen, _, statuses = on_d
@@ -160,7 +167,8 @@ def test_the_check_catches_a_query_that_fails_on_one_dataset_only() -> None:
 
     def fails_on_d_plus(sess: dp.Session, q: SQLQuery) -> Outcome:
         seen = outcome(sess, q)
-        return seen if sess is _d_session("duckdb", q.unit) else (("RuntimeError", "failed on D′ only"), (), ())
+        on_d = sess is _d_session("duckdb", (q.unit, q.account))
+        return seen if on_d else (("RuntimeError", "failed on D′ only"), (), ())
 
     with pytest.raises(AssertionError, match="RuntimeError"):
         check(query, extra, "duckdb", fails_on_d_plus)
