@@ -303,10 +303,11 @@ def add_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     s = a + b
-    with np.errstate(invalid="ignore"):                 # ∞ − ∞ in the error term of an infinite sum: s stays
+    # ∞ − ∞ in the error term of an infinite sum (s stays); the step up from 0 is subnormal (an underflow)
+    with np.errstate(invalid="ignore", under="ignore"):
         bb = s - a
         err = (a - (s - bb)) + (b - bb)
-    out: np.ndarray = np.where(err > 0, np.nextafter(s, np.inf), s)
+        out: np.ndarray = np.where(err > 0, np.nextafter(s, np.inf), s)
     return out
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import polars as pl
 
 from dpframe.backends.base import StatisticsRequest
+from dpframe.engine_output import check_quiet, numpy_defaults
 from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
@@ -134,7 +135,8 @@ class PrivateReader:
 
         Then a :class:`~dpframe.errors.TableChangedError` if the table's file changed since the session
         was created (:mod:`dpframe.file_versions`): the statistics may mix two versions of it. A table its
-        release did not declare is refused before the read (its file was not checked before charging).
+        release did not declare is refused before the read (its file was not checked before charging), and so is
+        any read while Polars' diagnostic output is on (:func:`~dpframe.engine_output.check_quiet`).
         """
         self._check()
         if self._tables is not None and request.table not in self._tables:
@@ -142,6 +144,7 @@ class PrivateReader:
                                f"charged (it declared {sorted(self._tables)})", argument="tables",
                                fix="this is a dpframe bug (or a query family's that reads beyond its source): "
                                    "report it")
+        check_quiet()
         out: pl.DataFrame = self._backend.statistics(request)
         self._context.catalog.check_unchanged((request.table,))
         return out
@@ -216,24 +219,31 @@ class ReleaseContext:
     def reserve(self, cost: SessionCost, what: str, mechanisms: str, *, tables: frozenset[str] | None = None) -> int:
         """Reserve ``cost`` in the ledger (atomic; ``BudgetExceededError`` if it does not fit): the charge id.
 
-        First a :class:`~dpframe.errors.TableChangedError`, nothing charged, if the file of a table in
-        ``tables`` (the tables the charge's run reads; None: not known, so every table) changed since the
-        session was created (:mod:`dpframe.file_versions`).
+        First, nothing charged: an :class:`~dpframe.errors.ArgumentError` while Polars' diagnostic output is
+        on (it would print statistics of the private rows: :mod:`dpframe.engine_output`), and a
+        :class:`~dpframe.errors.TableChangedError` if the file of a table in ``tables`` (the tables the
+        charge's run reads; None: not known, so every table) changed since the session was created
+        (:mod:`dpframe.file_versions`).
         """
+        check_quiet()
         self._catalog.check_unchanged(tables)
-        return self._ledger.reserve(cost, what, mechanisms)
+        with numpy_defaults():
+            return self._ledger.reserve(cost, what, mechanisms)
 
     def guarded(self, charge: int, run: Callable[[], T]) -> T:
         """Call ``run()`` for the reservation ``charge``; on any failure mark it failed (it stays spent).
 
         ``run`` receives no values (engine code running inside the reservation). Any failure counts:
         pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``, not
-        ``Exception``. ``KeyboardInterrupt`` and ``SystemExit`` are re-raised as they are, after the charge
-        is marked failed; everything else becomes a :class:`DPFrameError` naming only its type.
+        ``Exception``. ``run`` runs under numpy's default floating-point error handling, whatever the caller
+        set (:func:`~dpframe.engine_output.numpy_defaults`). ``KeyboardInterrupt`` and ``SystemExit`` are
+        re-raised as they are, after the charge is marked failed; everything else becomes a
+        :class:`DPFrameError` naming only its type.
         """
         failure = None
         try:
-            result = run()
+            with numpy_defaults():
+                result = run()
         except (KeyboardInterrupt, SystemExit):
             self._ledger.fail(charge, "interrupted")
             raise
