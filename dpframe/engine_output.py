@@ -18,7 +18,9 @@ the engines' work on private rows into something the analyst reads outside any Î
   numpy into a ``FloatingPointError``: raised by a computation on private values, that would answer
   whether the data made it overflow. :func:`numpy_defaults` runs the engine's work under numpy's default
   error handling (warn on overflow, division by zero and invalid values; ignore underflow), the handling
-  the engine is tested under (its warnings are checked to be the same on neighbouring datasets).
+  the engine is tested under (its warnings are checked to be the same on neighbouring datasets); so do the
+  public methods of the engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations
+  compute in numpy and scipy.
 
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
@@ -39,13 +41,18 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import polars._plr as _plr
 
 from dpframe.errors import ArgumentError
+
+T = TypeVar("T")
 
 DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS", "POLARS_PARQUET_METRICS",
                "POLARS_OOC_LOG_METRICS")
@@ -69,6 +76,37 @@ def check_quiet() -> None:
         _plr.config_reload_env_var(name)
 
 
+def under_numpy_defaults(cls: type) -> None:
+    """Make each public method defined on ``cls`` (and ``__init__``) run under :func:`numpy_defaults`.
+
+    The engine's objects the analyst calls (the session, frames, queries, streams, the accountant: every
+    :class:`~dpframe.sealed.FixedClass`) compute costs, calibrations and releases in numpy and scipy; under
+    ``np.seterr(all="raise")`` a harmless underflow there (an accountant's ``logsumexp``) became a raw
+    ``FloatingPointError``.
+
+    Example:
+        >>> class Curve:
+        ...     def tail(self) -> float:
+        ...         return float(np.exp(np.float64(-800.0)))
+        >>> under_numpy_defaults(Curve)
+        >>> with np.errstate(all="raise"):
+        ...     Curve().tail()
+        0.0
+
+    """
+    for name, method in list(vars(cls).items()):
+        if (name == "__init__" or not name.startswith("_")) and inspect.isfunction(method):
+            setattr(cls, name, _under_defaults(method))
+
+
+def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> T:
+        with numpy_defaults():
+            return method(*args, **kwargs)
+    return call
+
+
 @contextlib.contextmanager
 def numpy_defaults() -> Iterator[None]:
     """Run the block under numpy's default floating-point error handling (this thread's: numpy keeps it per context).
@@ -83,4 +121,4 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "check_quiet", "numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "check_quiet", "numpy_defaults", "under_numpy_defaults"]

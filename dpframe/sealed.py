@@ -46,6 +46,7 @@ from typing import Any, NoReturn, TypeVar
 import numpy as np
 import polars as pl
 
+from dpframe.engine_output import under_numpy_defaults
 from dpframe.errors import ArgumentError
 
 
@@ -67,6 +68,10 @@ class FixedClass:
     """
 
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        under_numpy_defaults(cls)   # the engine's numerics, whatever np.seterr the caller set
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "__class__":

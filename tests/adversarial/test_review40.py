@@ -143,3 +143,15 @@ def test_the_environment_is_left_as_the_data_owner_set_it(monkeypatch) -> None:
     before = dict(os.environ)
     _query(_session())
     assert dict(os.environ) == before
+
+
+def test_numpy_raising_on_floating_point_errors_does_not_reach_public_numerics() -> None:
+    """The Gaussian sparse vector's accounting (scipy's ``logsumexp``, an underflow) raised a raw
+    ``FloatingPointError`` from ``sess.sparse_vector`` under ``np.seterr(all="raise")``."""
+    frame = pl.DataFrame({"u": list(range(20)), "x": [1.0] * 20})
+    sess = dp.Session({"t": frame}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, 1e-5), accountant="rdp")
+    with np.errstate(all="raise"):
+        sv = sess.sparse_vector(0, 1, dp.ZCDP(0.1), noise="gaussian")
+        sv.test(sess.table("t").agg(dp.len()))
+        sv.close()
+    assert sess.history().height == 1
