@@ -1,0 +1,54 @@
+"""Review 40a: the code stop 39 added or changed, attacked.
+
+Scope (``git diff ef91efc 83bd147 -- dpframe plugins``): how a path is read — ``glob=False`` scans, DuckDB scanning
+only a regular file whose name is no pattern, Spark reading a local Parquet path itself only where it reads the
+files and schema Polars reads (``spark._reads_as_polars``, ``tables.parquet_reading`` and its single-file shortcut,
+``tables.check_parquet_columns``) — and the file versions that make a session read one version of each table;
+the conversions of Arrow and pandas tables (``tables._converted``, extension and ``Object`` columns); the Rényi
+filter's rounded-up running totals (``budgets.add_up``) and ``RenyiFilter.filter_epsilon``; the PLD accountant's
+cached ``plan_note``; and the staged ``agg`` path charging its budget's name before the split. Each test is an
+attack that broke, kept with its fix, or a check that found the engine sound.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+_HUGE = dp.ApproxDP(1e6, 1e-3)    # noise far below one: a seeded count is the exact count of the kept rows
+
+
+def _session(source: Any, backend: str, max_rows: int = 1, unit: str = "u", **kwargs: Any) -> dp.Session:
+    return dp.Session({"t": source}, privacy_unit=dp.PrivacyUnit(unit, max_rows=max_rows),
+                      budget=dp.ApproxDP(1e9, 0.5), backend=backend, seed=1, **kwargs)
+
+
+def _count(sess: dp.Session, backend: str | None = None) -> int:
+    """The number of rows kept by bounding (under ``max_rows=1``: of units), on ``backend`` (None: the session's)."""
+    out = sess.sql("SELECT COUNT(*) AS n FROM t", backend=backend).collect(_HUGE)
+    assert sess.history()["status"].to_list()[-1] == "committed"
+    return int(out["n"].item())
+
+
+# ---------------------------------------------------------------------------- 1. what a path's reader reads
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+def test_a_file_in_a_hive_named_directory_is_read_as_its_own_values_on_duckdb(tmp_path: Path, backend: str) -> None:
+    """Attack: a single Parquet file in a directory named like a hive partition (``u=1/t.parquet``, as data lakes
+    lay out their exports) whose own columns include ``u``. Polars reads the file's values of ``u``; DuckDB's
+    ``read_parquet`` detects hive partitioning from the path of a single file too and replaced every row's ``u``
+    with ``1`` (same name, same type: the scan passed every check of ``DuckDBBackend._parquet``): on the DuckDB
+    backend three units read as one, and a unit's added rows displaced others' kept rows. Now DuckDB scans with
+    ``hive_partitioning=false``: the file's own values, as Polars and Spark read them."""
+    path = tmp_path / "u=1" / "t.parquet"
+    path.parent.mkdir()
+    pl.DataFrame({"u": [5, 6, 7], "x": [1.0, 2.0, 3.0]}).write_parquet(path)
+    sess = _session(path, backend)
+    assert _count(sess) == 3
+    assert _count(sess, "duckdb") == 3
