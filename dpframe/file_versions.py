@@ -29,7 +29,8 @@ links, which is refused too, to be safe) and no call can set it back — and a d
 bytes (a Parquet file's whole footer: its row groups, their sizes and statistics), which also tells apart
 two same-size versions written within one tick of a coarse file-system clock. A directory (Spark: a
 Parquet directory or a Delta table) is the version of every file under it, without digests (a directory
-may hold thousands of files: a ``stat`` each).
+may hold thousands of files: a ``stat`` each), also under a linked subdirectory, whose files Polars reads
+(each real directory walked once; ``tests/adversarial/test_review40a.py``).
 Paths on a remote file system (``s3a://``, ``hdfs://``) are not checked: keep them unchanged while a
 session is open. Nor is a ``LazyFrame`` a data owner passes (its plan runs again for every query): it must
 give the same rows every time.
@@ -100,8 +101,13 @@ def file_version(source: object) -> FileVersion | None:
     if not root.is_dir():
         entry = _entry(root, "")
         return FileVersion(str(root), () if entry is None else (entry,))
-    entries = []
-    for folder, dirs, files in os.walk(root):
+    entries, seen = [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):    # Polars reads the files under a linked folder
+        real = os.path.realpath(folder)
+        if real in seen:           # a cycle of links (Polars refuses to read it), or a folder linked twice: once
+            dirs.clear()
+            continue
+        seen.add(real)
         dirs.sort()
         for name in sorted(files):
             entry = _entry(Path(folder) / name, os.path.relpath(Path(folder) / name, root), digest=False)

@@ -52,3 +52,41 @@ def test_a_file_in_a_hive_named_directory_is_read_as_its_own_values_on_duckdb(tm
     sess = _session(path, backend)
     assert _count(sess) == 3
     assert _count(sess, "duckdb") == 3
+
+
+# ---------------------------------------------------------------------------- 2. one version of each table
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_file_under_a_linked_subdirectory_is_part_of_the_tables_version(tmp_path: Path, backend: str) -> None:
+    """Attack: a Parquet directory holding a symbolic link to another directory (``t.parquet/sub -> ../more``).
+    Polars reads the files under the link (the table is three units here), but the session's version of the
+    directory (:func:`dpframe.file_versions.file_version`, ``os.walk`` without following links) did not list
+    them: a file rewritten there after the session was created went unseen, and each later query read the new
+    rows — the attack of ``test_changed_files.py`` on bounding (a kept-row mask made on one version and applied
+    to another). Now the version follows linked directories (each real directory once: a cycle ends), and such
+    a query is refused with ``TableChangedError`` before its charge."""
+    folder, more = tmp_path / "t.parquet", tmp_path / "more"
+    folder.mkdir()
+    more.mkdir()
+    pl.DataFrame({"u": [1, 2], "x": [1.0, 2.0]}).write_parquet(folder / "a.parquet")
+    pl.DataFrame({"u": [3], "x": [3.0]}).write_parquet(more / "b.parquet")
+    (folder / "sub").symlink_to(more, target_is_directory=True)
+    sess = _session(folder, backend)
+    assert _count(sess) == 3
+    pl.DataFrame({"u": [3] * 50, "x": [3.0] * 50}).write_parquet(more / "b.parquet")
+    with pytest.raises(dp.TableChangedError):
+        _count(sess)
+    assert sess.history()["status"].to_list() == ["committed"]
+
+
+def test_a_linked_directory_cycle_ends_the_version(tmp_path: Path) -> None:
+    """A check: a link back to the directory itself (a cycle, which Polars refuses to read) is walked once."""
+    from dpframe.file_versions import file_version
+
+    folder = tmp_path / "t.parquet"
+    folder.mkdir()
+    pl.DataFrame({"u": [1]}).write_parquet(folder / "a.parquet")
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    version = file_version(folder)
+    assert version is not None and [entry[0] for entry in version.entries] == ["a.parquet"]
