@@ -54,6 +54,49 @@ def test_a_file_in_a_hive_named_directory_is_read_as_its_own_values_on_duckdb(tm
     assert _count(sess, "duckdb") == 3
 
 
+def _uri(path: Path, form: str) -> str:
+    """``path`` as a ``file:`` URI of ``form`` (Hadoop reads each as the local path)."""
+    return {"file:///": f"file://{path}", "file:/": f"file:{path}", "FILE:///": f"FILE://{path}"}[form]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["file:///", "file:/", "FILE:///"])
+def test_a_file_uri_is_read_as_its_local_path_on_spark(spark_session: Any, tmp_path: Path, form: str) -> None:
+    """Attack: the local path given to a Spark session as a ``file:`` URI. The Spark backend took every path with
+    ``://`` for a remote one, and ``file:/...`` for a local path named ``file:``: either way it skipped what a
+    local path gets — a name that is a pattern read through Polars (Hadoop read ``t[1].parquet`` as the
+    ``t1.parquet`` it matches, 50 other rows), the files and schema compared with Polars' reading (files whose
+    columns differ were read against one file's schema) — and ``file:/...`` and ``FILE:///...`` had no version
+    at all (a rewritten file went unseen). Now a ``file:`` URI of an absolute path is that local path
+    (:func:`dpframe.file_versions.local_path`) on every check, as a plain path is."""
+    path = tmp_path / "t[1].parquet"
+    pl.DataFrame({"u": [1, 2, 3], "x": [1.0, 2.0, 3.0]}).write_parquet(path)
+    pl.DataFrame({"u": [7] * 50, "x": [9.0] * 50}).write_parquet(tmp_path / "t1.parquet")
+    assert _count(_session(_uri(path, form), "spark", spark=spark_session)) == 3
+    folder = tmp_path / "d.parquet"
+    folder.mkdir()
+    pl.DataFrame({"u": [1, 2], "x": [1.0, 2.0]}).write_parquet(folder / "a.parquet")
+    pl.DataFrame({"U": [3], "x": [3.0]}).write_parquet(folder / "b.parquet")
+    with pytest.raises(dp.SchemaError, match="different columns"):
+        _session(_uri(folder, form), "spark", spark=spark_session)
+    plain = tmp_path / "plain.parquet"
+    pl.DataFrame({"u": [1, 2, 3], "x": [1.0, 2.0, 3.0]}).write_parquet(plain)
+    sess = _session(_uri(plain, form), "spark", spark=spark_session)
+    assert _count(sess) == 3
+    pl.DataFrame({"u": [3] * 50, "x": [3.0] * 50}).write_parquet(plain)
+    with pytest.raises(dp.TableChangedError):
+        _count(sess)
+
+
+def test_a_file_uri_names_its_local_path() -> None:
+    """The ``file:`` URIs Hadoop reads as a local path are that path (scheme in any case); a host is not local."""
+    from dpframe.file_versions import local_path
+
+    assert [local_path(t) for t in ("file:///a/t.parquet", "file:/a/t.parquet", "FILE:///a/t.parquet",
+                                    "a/t.parquet")] == [Path("/a/t.parquet")] * 3 + [Path("a/t.parquet")]
+    assert [local_path(t) for t in ("file://host/t.parquet", "s3a://b/t.parquet", "file:t.parquet", 3)] == [None] * 4
+
+
 # ---------------------------------------------------------------------------- 2. one version of each table
 
 
