@@ -133,3 +133,24 @@ def test_a_linked_directory_cycle_ends_the_version(tmp_path: Path) -> None:
     (folder / "loop").symlink_to(folder, target_is_directory=True)
     version = file_version(folder)
     assert version is not None and [entry[0] for entry in version.entries] == ["a.parquet"]
+
+
+# ---------------------------------------------------------------------------- 3. accounting
+
+
+def test_a_cached_pld_note_is_the_note_of_its_own_plan() -> None:
+    """A check (sound): ``PLDAccountant.plan_note`` is cached by the plan's curve specs, which name everything its
+    PLD depends on (a subsampled plan's spec holds its rate; two runs of a curve are two specs) besides the
+    session δ, which never changes: plans that differ get other notes, and each cached note is the one a fresh
+    accountant computes."""
+    from dpframe import accounting as acc
+    from dpframe.accounting.pld import PLDAccountant
+
+    total, cost = dp.ApproxDP(10, 1e-6), dp.ApproxDP(5, 1e-7)
+    accountant = PLDAccountant(total)
+    g1, g2 = acc.gaussian(sigma=1.0), acc.gaussian(sigma=2.0)
+    charges = [accountant.charge_plan(cost, [g1]), accountant.charge_plan(cost, [g2]),
+               accountant.charge_plan(cost, [g1], 0.5), accountant.charge_plan(cost, [g1, g1])]
+    notes = [accountant.plan_note(c) for c in charges]
+    assert len(set(notes)) == len(notes)
+    assert [accountant.plan_note(c) for c in charges] == notes == [PLDAccountant(total).plan_note(c) for c in charges]
