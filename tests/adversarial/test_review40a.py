@@ -123,8 +123,10 @@ def test_a_file_under_a_linked_subdirectory_is_part_of_the_tables_version(tmp_pa
     assert sess.history()["status"].to_list() == ["committed"]
 
 
-def test_a_linked_directory_cycle_ends_the_version(tmp_path: Path) -> None:
-    """A check: a link back to the directory itself (a cycle, which Polars refuses to read) is walked once."""
+def test_a_linked_directory_cycle_ends_the_version_and_is_refused(tmp_path: Path) -> None:
+    """A link back to the directory itself (a cycle) is walked once by the version. Polars refuses to read such a
+    directory with a raw ``OSError`` ("Too many levels of symbolic links"), which escaped ``dp.Session`` (the
+    catalog turned only Polars' own errors into a SchemaError): now a SchemaError naming ``tables['t']``."""
     from dpframe.file_versions import file_version
 
     folder = tmp_path / "t.parquet"
@@ -133,6 +135,9 @@ def test_a_linked_directory_cycle_ends_the_version(tmp_path: Path) -> None:
     (folder / "loop").symlink_to(folder, target_is_directory=True)
     version = file_version(folder)
     assert version is not None and [entry[0] for entry in version.entries] == ["a.parquet"]
+    with pytest.raises(dp.SchemaError) as error:
+        _session(folder, "polars")
+    assert error.value.argument == "tables['t']"
 
 
 # ---------------------------------------------------------------------------- 3. accounting
