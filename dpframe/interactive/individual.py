@@ -61,6 +61,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import ZCDP, describe
+from dpframe.engine_output import numpy_defaults
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.stream import _atomic
 from dpframe.mechanism import Noise
@@ -182,20 +183,22 @@ class IndividualFilter(Sealed):
         The session is not charged again (the filter's B was charged when it was opened). A failure
         while running (any ``BaseException``) closes the filter: units stay charged, only the exception's
         type is reported, and no further query runs. A query cut short by ``sess.close()`` raises the closed
-        session's LedgerError, as every other entry point does.
+        session's LedgerError, as every other entry point does. It plans and runs under numpy's default
+        floating-point error handling, whatever the caller set (:func:`~dpframe.engine_output.numpy_defaults`).
         """
         self.session._release.check_readable()          # a closed session reads nothing (nothing charged)
         if self._closed:
             raise DPFrameError("the filter is closed: a query failed while running (everything it was charged "
                                "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
-        plan = self.plan(query, budget)
-        try:
-            return self._run(query, plan)
-        except (KeyboardInterrupt, SystemExit):
-            self._closed = True
-            raise
-        except BaseException as e:  # noqa: BLE001 — its message may quote private values: only the type is reported
-            failure = type(e).__name__
+        with numpy_defaults():     # the caller's np.seterr: a float error on exact statistics told D′ from D
+            plan = self.plan(query, budget)
+            try:
+                return self._run(query, plan)
+            except (KeyboardInterrupt, SystemExit):
+                self._closed = True
+                raise
+            except BaseException as e:  # noqa: BLE001 — its message may quote private values: only its type is shown
+                failure = type(e).__name__
         self._closed = True
         self.session._release.check_readable()      # cut short by sess.close(): its LedgerError, as on every path
         raise DPFrameError(f"the query failed while running ({failure}); units stay charged and the filter is "

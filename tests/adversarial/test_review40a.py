@@ -159,3 +159,35 @@ def test_a_cached_pld_note_is_the_note_of_its_own_plan() -> None:
     notes = [accountant.plan_note(c) for c in charges]
     assert len(set(notes)) == len(notes)
     assert [accountant.plan_note(c) for c in charges] == notes == [PLDAccountant(total).plan_note(c) for c in charges]
+
+
+def test_the_individual_filter_runs_its_private_work_under_numpys_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack (review 40's, on the one private path it missed): a mechanism's harmless float work on exact
+    statistics (``exp(-count)``, an underflow for large counts) under the caller's ``np.seterr(all="raise")``.
+    Review 40 put the session's guarded run under numpy's defaults; the individual filter runs its queries
+    itself, outside that guard: the query failed (``FloatingPointError``) and closed the filter on the larger
+    dataset only, and was released on the smaller one. Now the filter's run is under numpy's defaults too."""
+    import numpy as np
+    from dpframe_aggregates.aggregates import AggregatePlan
+
+    release = AggregatePlan.release
+
+    def with_float_work(self: Any, stats: Any, rng: Any) -> Any:
+        for values in stats.values():
+            np.exp(-np.asarray(values, dtype=np.float64))
+        return release(self, stats, rng)
+
+    monkeypatch.setattr(AggregatePlan, "release", with_float_work)
+    outcomes = []
+    for rows in (10, 1_000):
+        sess = dp.Session({"t": pl.DataFrame({"u": list(range(rows))})}, privacy_unit=dp.PrivacyUnit("u"),
+                          budget=dp.ApproxDP(10, 1e-6), accountant="rdp", seed=1)
+        filt = sess.individual_filter(dp.ZCDP(1))
+        with np.errstate(all="raise"):
+            try:
+                filt.collect(sess.table("t").agg(dp.len()), dp.ZCDP(0.1))
+                outcome = "released"
+            except dp.DPFrameError as e:
+                outcome = str(e)
+        outcomes.append((outcome, sess.history()["status"].to_list()))
+    assert outcomes == [("released", ["committed"])] * 2, outcomes
