@@ -102,7 +102,7 @@ class TableCatalog:
                 count = "__dp_rows" + "_" * max((len(c) for c in schema.names()), default=0)   # a name no column has
                 read = frame.select(pl.len().alias(count), pl.all().null_count()).collect(engine="streaming")
                 rows = read[count].item()
-        except pl.exceptions.PolarsError as e:
+        except (pl.exceptions.PolarsError, OSError) as e:   # OSError: a cycle of links in a directory
             lines = str(e).strip().splitlines()
             raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {lines[0] if lines else ''}",
                               argument=f"tables[{name!r}]",

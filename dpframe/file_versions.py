@@ -29,7 +29,8 @@ links, which is refused too, to be safe) and no call can set it back — and a d
 bytes (a Parquet file's whole footer: its row groups, their sizes and statistics), which also tells apart
 two same-size versions written within one tick of a coarse file-system clock. A directory (Spark: a
 Parquet directory or a Delta table) is the version of every file under it, without digests (a directory
-may hold thousands of files: a ``stat`` each).
+may hold thousands of files: a ``stat`` each), also under a linked subdirectory, whose files Polars reads
+(each real directory walked once; ``tests/adversarial/test_review40a.py``).
 Paths on a remote file system (``s3a://``, ``hdfs://``) are not checked: keep them unchanged while a
 session is open. Nor is a ``LazyFrame`` a data owner passes (its plan runs again for every query): it must
 give the same rows every time.
@@ -79,8 +80,8 @@ class FileVersion:
 def file_version(source: object) -> FileVersion | None:
     """The current version of ``source`` if it is a local file or directory path; ``None`` otherwise.
 
-    A path that does not exist (or no longer does) has a version with no entries. A ``file://`` URI is
-    its local path; other URIs (``s3a://``, ``hdfs://`` ...) are not checked.
+    A path that does not exist (or no longer does) has a version with no entries. A ``file:`` URI is
+    its local path (:func:`local_path`); other URIs (``s3a://``, ``hdfs://`` ...) are not checked.
 
     Example:
         >>> file_version("s3a://bucket/visits.parquet") is None, file_version(42) is None
@@ -89,25 +90,53 @@ def file_version(source: object) -> FileVersion | None:
         ((), ())
 
     """
-    if not isinstance(source, str | Path):
+    root = local_path(source)
+    if root is None:
         return None
-    text = str(source)
-    if text.startswith("file://"):        # a local file as a URI (Spark): its path
-        text = text.removeprefix("file://")
-    elif "://" in text:
-        return None
-    root = Path(text)
     if not root.is_dir():
         entry = _entry(root, "")
         return FileVersion(str(root), () if entry is None else (entry,))
-    entries = []
-    for folder, dirs, files in os.walk(root):
+    entries, seen = [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):    # Polars reads the files under a linked folder
+        real = os.path.realpath(folder)
+        if real in seen:           # a cycle of links (Polars refuses to read it), or a folder linked twice: once
+            dirs.clear()
+            continue
+        seen.add(real)
         dirs.sort()
         for name in sorted(files):
             entry = _entry(Path(folder) / name, os.path.relpath(Path(folder) / name, root), digest=False)
             if entry is not None:
                 entries.append(entry)
     return FileVersion(str(root), tuple(entries))
+
+
+def local_path(source: object) -> Path | None:
+    """The local file or directory ``source`` names: a path, or a ``file:`` URI of an absolute path; None otherwise.
+
+    Hadoop (Spark's reader) reads ``file:///p``, ``file:/p`` and ``FILE:///p`` as the local path ``/p``, its text
+    as it is (no %-decoding); a URI with a host (``file://host/p``) or of another scheme is not a local path. Every
+    check a local path gets (its version here; on Spark, a pattern or a reading other than Polars' read through
+    Polars) is made on this path: a ``file:`` URI once skipped them all (``tests/adversarial/test_review40a.py``).
+
+    Example:
+        >>> local_path("file:///data/t.parquet"), local_path("FILE:/data/t.parquet"), local_path("t.parquet")
+        (PosixPath('/data/t.parquet'), PosixPath('/data/t.parquet'), PosixPath('t.parquet'))
+        >>> local_path("s3a://bucket/t.parquet"), local_path("file://host/t.parquet"), local_path(42)
+        (None, None, None)
+
+    """
+    if isinstance(source, Path):
+        return source
+    if not isinstance(source, str):
+        return None
+    if source[:5].lower() == "file:":
+        rest = source[5:]
+        if rest.startswith("//"):                       # an authority: none (this machine) or a host
+            host, _, path = rest[2:].partition("/")
+            rest = "" if host else "/" + path
+        return Path(rest) if rest.startswith("/") else None
+    return None if "://" in source else Path(source)
 
 
 def _entry(path: Path, name: str, digest: bool = True) -> tuple[str, int, int, int, int, int, bytes] | None:
@@ -137,4 +166,4 @@ def _tail_digest(f: BinaryIO, size: int, parquet: bool) -> bytes:
     return hashlib.blake2b(f.read(size - start), digest_size=16).digest()
 
 
-__all__ = ["FileVersion", "file_version"]
+__all__ = ["FileVersion", "file_version", "local_path"]

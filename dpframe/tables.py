@@ -222,7 +222,7 @@ def _plain_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
     """
     try:
         schema = frame.collect_schema()
-    except pl.exceptions.PolarsError:
+    except (pl.exceptions.PolarsError, OSError):   # (a cycle of links: an OSError)
         return frame
     for name, dtype in schema.items():
         if _holds(dtype, pl.Object):

@@ -140,6 +140,20 @@ def _wide_decimals(duckdb_type: str) -> str:
     return re.sub(r"DECIMAL\(\d+,(\d+)\)", r"DECIMAL(38,\1)", duckdb_type)
 
 
+def _parquet_scan(path: str, *options: str) -> str:
+    """DuckDB's scan of the Parquet file ``path`` as the file's own columns (``options`` added, e.g. a row number).
+
+    ``hive_partitioning=false``: DuckDB detects hive partitions in a single file's path too, and a file under
+    ``u=1/`` read every row's own ``u`` as ``1`` (Polars and Spark read the file's values; ``test_review40a.py``).
+
+    Example:
+        >>> _parquet_scan("/data/u=1/t.parquet", "file_row_number=true")
+        "read_parquet('/data/u=1/t.parquet', hive_partitioning=false, file_row_number=true)"
+
+    """
+    return f"read_parquet({', '.join([literal(path), 'hive_partitioning=false', *options])})"
+
+
 def _double(value: Any) -> str:
     """An exact DOUBLE literal (parsed from Python's round-trip repr)."""
     return f"CAST({literal(repr(float(value)))} AS DOUBLE)"
@@ -424,7 +438,7 @@ class DuckDBBackend:
             data = None
             try:
                 if path is not None:
-                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM read_parquet({literal(path)})")
+                    self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM {_parquet_scan(path)}")
                 else:
                     data = _arrow(for_duckdb(frame).collect())
                     self._con.register(internal, data)
@@ -497,7 +511,7 @@ class DuckDBBackend:
                 or any(duckdb_type(t, decimals=False) != t for t in schema.dtypes()):   # DuckDB would read
             return None                                                                 # such columns itself
         path = str(Path(source).resolve())
-        scan = f"read_parquet({literal(path)})"
+        scan = _parquet_scan(path)
         try:
             found = self._con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
             names = [r[0] for r in found]
@@ -678,7 +692,7 @@ class DuckDBBackend:
             assert table.path is not None
             if numbered:
                 cur = q.add(f"SELECT * EXCLUDE (file_row_number), file_row_number AS {ROW} FROM "
-                            f"read_parquet({literal(table.path)}, file_row_number=true)")
+                            f"{_parquet_scan(table.path, 'file_row_number=true')}")
             elif keep is not None:
                 mask = q.frame(pa.table({KEEP: _bytes(keep)}))
                 cur = q.add(f"SELECT s.* FROM {table.view} AS s POSITIONAL JOIN {mask} AS k WHERE k.{KEEP} <> 0")

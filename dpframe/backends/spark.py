@@ -95,6 +95,7 @@ from dpframe.backends.polars_windows import RankWindows, code_column, fill_missi
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.backends.spark_statistics import aggregate, code, ident, present, window_aggregates
 from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
+from dpframe.file_versions import local_path
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.nodes import Filter, RowNode, Select, WithColumns, case_clashes
 from dpframe.plan.sample import _SALT, Sample, node_seed
@@ -519,15 +520,14 @@ class SparkBackend:
         if isinstance(source, self._sql.DataFrame):
             return source
         if isinstance(source, str | Path):
-            text = str(source)
-            local = "://" not in text
-            if local and not Path(text).exists():
+            text, local = str(source), local_path(source)    # a file: URI is its local path, on every check
+            if local is not None and not local.exists():
                 raise SchemaError(f"path {text!r} does not exist", argument=f"tables[{name!r}]",
                                   fix="pass a Parquet file or directory, or a Delta table directory")
-            if local and glob_pattern(text):   # Spark would read the files it matches: Polars reads the one named
+            if local is not None and glob_pattern(local):   # Spark would read the files it matches: Polars the one
                 return None
-            delta = local and (Path(text) / "_delta_log").is_dir()
-            if not (delta or not local or Path(text).is_dir() or Path(text).suffix.lower() == ".parquet"):
+            delta = local is not None and (local / "_delta_log").is_dir()
+            if not (delta or local is None or local.is_dir() or local.suffix.lower() == ".parquet"):
                 return None
             spark = self.spark   # (its own error when Spark cannot start)
             try:
@@ -540,7 +540,7 @@ class SparkBackend:
                     "check the path and that Spark can read it (credentials, file system), or pass a DataFrame"
                 raise SchemaError(f"Spark cannot read the {what} at {text!r} ({type(e).__name__}: "
                                   f"{_first_line(e)})", argument=f"tables[{name!r}]", fix=fix) from None
-            return frame if delta or not local or _reads_as_polars(frame, Path(text), f"tables[{name!r}]") else None
+            return frame if delta or local is None or _reads_as_polars(frame, local, f"tables[{name!r}]") else None
         return None
 
     def _public_schema(self, name: str, frame: Any) -> pl.Schema:
@@ -562,7 +562,7 @@ class SparkBackend:
         """
         frame = self._read(name, source)
         if frame is None:
-            return load_table(name, source)
+            return load_table(name, local_path(source) or source)
         schema = self._public_schema(name, frame)
         self._loaded[name] = frame
         from polars.io.plugins import register_io_source
