@@ -322,6 +322,15 @@ def shown(extra: pl.DataFrame) -> str:
 Outcome = tuple[Any, ...]
 
 
+def _subclasses(cls: type) -> set[type]:
+    return {cls}.union(*(_subclasses(c) for c in cls.__subclasses__()))
+
+
+#: The names of dpframe's errors: an oracle's refusal or failure must be one of them (an ``AssertionError`` on D and
+#: on D′ alike names no argument and no fix; review 40b).
+DP_ERRORS = frozenset(c.__name__ for c in _subclasses(dp.DPFrameError))
+
+
 class Neighbours:
     """Sessions on D and on D′ built alike by ``make(source, backend, unit)``, and the comparison of one query's
     outcomes on them (both oracles, method chains and SQL, run their queries through one of these).
