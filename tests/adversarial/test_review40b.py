@@ -41,7 +41,16 @@ Findings:
   (:func:`test_a_zcdp_budget_with_delta_is_refused_by_its_own_name_under_every_unit`; fixed in
   ``dpframe.planning.passes.check_budget``: the session's accountant takes the query's own budget first).
 
-RESULTS
+Otherwise sound (run once each, on a shared 2-core machine): every ending gave the same outcome, warnings and ledger
+rows on D and D′ on Spark under every session kind, in memory and from Spark's own Parquet reading, and the ``agg``
+endings under an automatic unit on one row and on 300 (24 sweeps, 48 minutes); none charged then failed; ``cost()``
+equalled the ledger's charge for every query family and budget kind under every kind on Spark; 30 chains or SQL
+queries per storage and 25 interactive sequences under drawn accountants found nothing on Spark (charges compared,
+``cost()`` checked). One seed: every ending released the same values on Polars, DuckDB and Spark under every kind
+(Polars and DuckDB on every ending under ``rdp`` too), but ``bound(max_rows=1)`` (``bound_agg``, whose differences
+under ``basic_approx`` carried into later queries of the session) and ``frame.sample`` — both documented as chosen by
+each engine's hash; under ``basic_pure`` and the ``zcdp`` kinds most endings are refused (their ``ApproxDP``
+budget), so there the check covers the endings with pure or zCDP budgets only.
 """
 from __future__ import annotations
 
@@ -241,8 +250,10 @@ def test_many_sequences_under_any_accountant_behave_alike_on_spark(seq: io.Seque
 # ------------------------------------------------------------------------------------------- one seed, three engines
 
 #: Endings whose released values docs/scaling.md ("Same answers") does not promise alike across engines: the units
-#: ``frame.sample(rate)`` keeps are chosen by each engine's own hash.
-SAMPLED = ("sampled_bounds", "sampled_agg")
+#: ``frame.sample(rate)`` keeps, and the rows ``bound(max_rows=1)`` keeps of each unit's two, are chosen by each
+#: engine's own hash (where they keep other groups, partition selection draws noise for another set of candidates,
+#: and the session's later queries draw other noise too).
+UNPROMISED = ("sampled_bounds", "sampled_agg", "bound_agg", "bound_groups")
 
 
 def _value(result: Any) -> Any:
@@ -257,13 +268,13 @@ def _value(result: Any) -> Any:
 
 
 def released(backend: str, kind: str, endings: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Every ending (but :data:`SAMPLED`) in one session of ``kind`` with seed 0 on ``backend``, the table in memory
+    """Every ending (but :data:`UNPROMISED`) in one session of ``kind`` with seed 0 on ``backend``, the table in memory
     less the column Spark refuses: what each released, or its refusal. Every unit has at most ``max_rows`` rows,
     so bounding keeps every row."""
     sess = r39b._session("one", kind, backend, "user", SPARK)
     out = {}
     for ending in empty.ENDINGS:
-        if ending.name in SAMPLED or (endings is not None and ending.name not in endings):
+        if ending.name in UNPROMISED or (endings is not None and ending.name not in endings):
             continue
         try:
             out[ending.name] = _value(ending.run(sess.table("t"), sess))
