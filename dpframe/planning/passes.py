@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from dpframe.accounting.accountants import plan_curves
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make, up
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
@@ -30,7 +30,9 @@ def check_budget(state: PlanState) -> PlanState:
     """The query budget is a dp budget below 1e300, in a notion the pricing accountant can hold.
 
     An (ε, δ > 0) budget implies no pure-DP or zCDP guarantee; planning it in a pure or zCDP session
-    would silently drop its δ, so it is a :class:`~dpframe.errors.BudgetConversionError`.
+    would silently drop its δ, so it is a :class:`~dpframe.errors.BudgetConversionError`; so is a zCDP budget in
+    an (ε, δ) ``basic`` session. Either is refused naming the query's own budget (the cost, priced later, may
+    hold less of it: a zCDP budget's δ only where partition selection spends it).
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
@@ -43,9 +45,7 @@ def check_budget(state: PlanState) -> PlanState:
 
     """
     budget = budget_of(state.budget)
-    total = state.accountant.total
-    if total.notion in ("pure", "zcdp") and isinstance(budget, ApproxDP) and budget.delta > 0:
-        convert(budget, total.notion)
+    state.accountant.charge(budget)
     return state.but(budget=budget)
 
 

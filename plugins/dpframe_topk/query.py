@@ -134,7 +134,10 @@ def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
     if measure.kind == "count":
         return Score(measure, Statistic("nonnull", measure.column), rows, rows, Fraction(1))
     if measure.kind == "sum":
-        assert measure.bounds is not None and measure.column is not None
+        if measure.bounds is None:      # bounds="auto": chosen by agg queries only, from a share of their budget
+            raise PlanError(f"{measure.describe()} has no bounds: top-k ranks by a sum clipped to fixed bounds "
+                            "(bounds='auto' is chosen by agg queries only)", argument="score", fix=fix)
+        assert measure.column is not None
         if not schema[measure.column].is_numeric():
             raise PlanError(f"column {measure.column!r} is not numeric", argument="score", fix=fix)
         lo, hi = measure.bounds

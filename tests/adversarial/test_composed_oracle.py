@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import dpframe as dp
 
 from .composed import (
+    DP_ERRORS,
     MEMORY,
     SPARK,
     SPARK_PARQUET,
@@ -108,6 +109,7 @@ def check(chain: Chain, extra: pl.DataFrame, backend: str, storage: Storage = ME
         return "D′ refused by the session"
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: refused but charged: {chain}: {on_d}"
+    assert seen[0] in DP_ERRORS | {"released"}, f"{backend}: not a dpframe error: {chain}: {on_d}"
     return f"{seen[0]}: {seen[1][:60]}" if seen[0] != "released" else "released"
 
 

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import dpframe as dp
 
 from .composed import (
+    DP_ERRORS,
     MEMORY,
     SPARK,
     SPARK_PARQUET,
@@ -99,6 +100,7 @@ def check(query: SQLQuery, extra: pl.DataFrame, backend: str,
         return "D′ refused by the session"
     seen, _, statuses = on_d
     assert seen[0] == "released" or statuses == (), f"{backend}: charged, then failed on D and D′: {query}: {on_d}"
+    assert seen[0] in DP_ERRORS | {"released"}, f"{backend}: not a dpframe error: {query}: {on_d}"
     if seen[0] == "released":
         return "released" if seen[1] is not None else "released, post-processing failed"
     return f"{seen[0]}: {seen[1][:60]}"
