@@ -204,6 +204,7 @@ def check_sql(query: SQLQuery, extra: pl.DataFrame, storage: Storage = SPARK, ru
     return _check(SQL_SESSIONS, query, extra, storage, runs, backend, sql_outcome, sql_oracle._same)
 
 
+@pytest.mark.slow   # a Spark chain on D and D′: ~1 min on 2 cores; the default run stays under 10 minutes
 @settings(FEW, max_examples=1)
 @given(chain=chains(tuned=True, sample=True, accounts=True, storage=SPARK), extra=extreme_rows(SPARK, many=True))
 def test_a_chain_under_any_accountant_behaves_alike_on_spark(chain: Chain, extra: pl.DataFrame,
@@ -228,6 +229,7 @@ def test_many_chains_and_sql_queries_under_any_accountant_behave_alike_on_spark(
                                            accounts=True)), extra, storage, data.draw(st.sampled_from([1, 3]))))
 
 
+@pytest.mark.slow   # a Spark chain on D and D′: ~1 min on 2 cores; the default run stays under 10 minutes
 @settings(FEW, max_examples=1)
 @given(seq=io.sequences(max_steps=4, tuned=True, accounts=True, storage=SPARK),
        extra=st.builds(io.Unit, extreme_rows(SPARK)))
