@@ -109,20 +109,26 @@ def test_numpy_raising_on_floating_point_errors_does_not_reach_the_accountant() 
     assert sess.history()["status"].to_list() == ["committed", "committed"]
 
 
-def test_numpy_raising_on_floating_point_errors_reaches_no_private_computation(monkeypatch) -> None:
-    """A mechanism's float arithmetic on exact statistics (here ``exp(-count)``, harmless: it underflows to 0
-    for large counts) raised ``FloatingPointError`` under the caller's ``np.seterr(all="raise")`` on the
-    larger dataset only: the query failed on D′ and was released on D."""
+def float_work_on_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give the built-in aggregates' release a mechanism's harmless float work on its exact statistics:
+    ``exp(-count)``, which underflows (to 0) for large counts."""
     from dpframe_aggregates.aggregates import AggregatePlan
 
     release = AggregatePlan.release
 
-    def with_float_work(self, stats, rng):  # type: ignore[no-untyped-def]
+    def with_float_work(self: object, stats: dict[str, np.ndarray], rng: object) -> object:
         for values in stats.values():
             np.exp(-np.asarray(values, dtype=np.float64))
-        return release(self, stats, rng)
+        return release(self, stats, rng)  # type: ignore[arg-type]
 
     monkeypatch.setattr(AggregatePlan, "release", with_float_work)
+
+
+def test_numpy_raising_on_floating_point_errors_reaches_no_private_computation(monkeypatch) -> None:
+    """A mechanism's float arithmetic on exact statistics (here ``exp(-count)``, harmless: it underflows to 0
+    for large counts) raised ``FloatingPointError`` under the caller's ``np.seterr(all="raise")`` on the
+    larger dataset only: the query failed on D′ and was released on D."""
+    float_work_on_statistics(monkeypatch)
     outcomes = []
     for rows in (10, 1_000):
         sess = dp.Session({"t": pl.DataFrame({"u": list(range(rows))})}, privacy_unit=dp.PrivacyUnit("u"),

@@ -168,16 +168,10 @@ def test_the_individual_filter_runs_its_private_work_under_numpys_defaults(monke
     itself, outside that guard: the query failed (``FloatingPointError``) and closed the filter on the larger
     dataset only, and was released on the smaller one. Now the filter's run is under numpy's defaults too."""
     import numpy as np
-    from dpframe_aggregates.aggregates import AggregatePlan
 
-    release = AggregatePlan.release
+    from tests.adversarial.test_review40 import float_work_on_statistics
 
-    def with_float_work(self: Any, stats: Any, rng: Any) -> Any:
-        for values in stats.values():
-            np.exp(-np.asarray(values, dtype=np.float64))
-        return release(self, stats, rng)
-
-    monkeypatch.setattr(AggregatePlan, "release", with_float_work)
+    float_work_on_statistics(monkeypatch)
     outcomes = []
     for rows in (10, 1_000):
         sess = dp.Session({"t": pl.DataFrame({"u": list(range(rows))})}, privacy_unit=dp.PrivacyUnit("u"),
