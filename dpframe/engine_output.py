@@ -22,6 +22,15 @@ the engines' work on private rows into something the analyst reads outside any Î
   public methods of the engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations
   compute in numpy and scipy.
 
+* **Python's recursion limit.** ``sys.setrecursionlimit(n)`` fails, with a ``RecursionError``, whatever runs
+  deeper than ``n`` frames; the analyst picks both ``n`` and the depth they call from, so they can leave the
+  engine exactly as many frames as it uses on one dataset: how deep the engine's stack goes while it reads
+  depends on the data (a count over one unit's row skips the thread pool that ranks units' rows), and a limit
+  between the two depths failed the release, charged, on the larger dataset only. :func:`check_headroom`
+  refuses a limit that leaves fewer than :data:`HEADROOM` frames above the caller's stack â€” at the entry of
+  each public method of the engine's objects (:func:`under_numpy_defaults`), before the charge, and before
+  each private read.
+
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
 (its run time, which that code can measure anyway).
@@ -44,7 +53,10 @@ import contextlib
 import functools
 import inspect
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -59,11 +71,50 @@ DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS
 """Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``)."""
 
 
+HEADROOM = 500
+"""Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
+
+_ENTERED = threading.local()
+"""Per thread, how many public methods of the engine's objects are running (the outermost one checks)."""
+
+
+def check_headroom() -> None:
+    """An :class:`ArgumentError` naming ``sys.setrecursionlimit`` if it leaves fewer than :data:`HEADROOM` frames.
+
+    Example:
+        >>> check_headroom()                    # Python's default limit (1000) from a shallow stack: no error
+        >>> limit = sys.getrecursionlimit()
+        >>> sys.setrecursionlimit(200)
+        >>> try:
+        ...     check_headroom()
+        ... except ArgumentError as e:
+        ...     print(e.argument)
+        ... finally:
+        ...     sys.setrecursionlimit(limit)
+        sys.setrecursionlimit
+
+    """
+    frame: FrameType | None = sys._getframe()
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    limit = sys.getrecursionlimit()
+    if limit - depth < HEADROOM:
+        raise ArgumentError(f"Python's recursion limit ({limit}) leaves {limit - depth} frames above this call's "
+                            f"{depth}: the engine may need {HEADROOM}, and how many it uses while it reads private "
+                            "rows depends on them; nothing was charged", argument="sys.setrecursionlimit",
+                            fix=f"sys.setrecursionlimit({depth + HEADROOM}) or more (or call from a shallower stack)")
+
+
 def check_quiet() -> None:
-    """An :class:`ArgumentError` naming the first Polars diagnostic setting that is on (see the module docstring).
+    """An :class:`ArgumentError` naming the first Polars diagnostic setting that is on, or the recursion limit.
+
+    See the module docstring; the recursion limit is refused if it leaves too few frames (:func:`check_headroom`).
 
     Otherwise Polars' own copy of each setting is reloaded from the environment just read.
     """
+    check_headroom()
     for name in DIAGNOSTICS:
         value = os.environ.get(name, "")
         if value not in ("", "0"):
@@ -78,6 +129,9 @@ def check_quiet() -> None:
 
 def under_numpy_defaults(cls: type) -> None:
     """Make each public method defined on ``cls`` (and ``__init__``) run under :func:`numpy_defaults`.
+
+    The outermost such call on a thread first checks the recursion limit (:func:`check_headroom`): a limit
+    just above the caller's stack made planning raise a raw ``RecursionError``.
 
     The engine's objects the analyst calls (the session, frames, queries, streams, the accountant: every
     :class:`~dpframe.sealed.FixedClass`) compute costs, calibrations and releases in numpy and scipy; under
@@ -102,8 +156,15 @@ def under_numpy_defaults(cls: type) -> None:
 def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> T:
-        with numpy_defaults():
-            return method(*args, **kwargs)
+        entered = getattr(_ENTERED, "calls", 0)
+        if not entered:
+            check_headroom()
+        _ENTERED.calls = entered + 1
+        try:
+            with numpy_defaults():
+                return method(*args, **kwargs)
+        finally:
+            _ENTERED.calls = entered
     return call
 
 
@@ -121,4 +182,4 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "check_quiet", "numpy_defaults", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "check_headroom", "check_quiet", "numpy_defaults", "under_numpy_defaults"]
