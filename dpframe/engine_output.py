@@ -75,11 +75,16 @@ HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
 
 _ENTERED = threading.local()
-"""Per thread, how many public methods of the engine's objects are running (the outermost one checks)."""
+"""Per thread: how many public methods of the engine's objects are running (``calls``; the outermost one checks)
+and the stack depth of the outermost one's caller (``depth``)."""
 
 
 def check_headroom() -> None:
     """An :class:`ArgumentError` naming ``sys.setrecursionlimit`` if it leaves fewer than :data:`HEADROOM` frames.
+
+    The frames are counted above the stack of the outermost public method running on this thread (inside the
+    engine, where the same check runs again before each private read, at a depth a data-dependent path such
+    as a second read of the same rows may deepen: the answer must not depend on it), else above the caller's.
 
     Example:
         >>> check_headroom()                    # Python's default limit (1000) from a shallow stack: no error
@@ -94,17 +99,25 @@ def check_headroom() -> None:
         sys.setrecursionlimit
 
     """
-    frame: FrameType | None = sys._getframe()
-    depth = 0
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
+    depth = getattr(_ENTERED, "depth", None) if getattr(_ENTERED, "calls", 0) else None
+    if depth is None:
+        depth = _depth()
     limit = sys.getrecursionlimit()
     if limit - depth < HEADROOM:
         raise ArgumentError(f"Python's recursion limit ({limit}) leaves {limit - depth} frames above this call's "
                             f"{depth}: the engine may need {HEADROOM}, and how many it uses while it reads private "
                             "rows depends on them; nothing was charged", argument="sys.setrecursionlimit",
                             fix=f"sys.setrecursionlimit({depth + HEADROOM}) or more (or call from a shallower stack)")
+
+
+def _depth() -> int:
+    """The calling thread's stack depth, in frames."""
+    frame: FrameType | None = sys._getframe()
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
 
 
 def check_quiet() -> None:
@@ -158,6 +171,7 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
     def call(*args: Any, **kwargs: Any) -> T:
         entered = getattr(_ENTERED, "calls", 0)
         if not entered:
+            _ENTERED.depth = _depth()
             check_headroom()
         _ENTERED.calls = entered + 1
         try:

@@ -82,3 +82,30 @@ def test_the_ordinary_recursion_limit_is_enough() -> None:
     sess = dp.Session({"t": pl.DataFrame({"u": list(range(30)), "x": [1.0] * 30})}, privacy_unit=dp.PrivacyUnit("u"),
                       budget=dp.PureDP(10))
     sess.table("t").agg(dp.len(), dp.median("x", bounds=(0, 2))).collect(dp.PureDP(1))
+
+
+def test_inside_the_engine_the_headroom_is_counted_from_its_entry() -> None:
+    """The check before each private read ran at the read's own depth, which a data-dependent path deepens (a
+    second read of the same rows when a quantile's sampled windows missed a rank): a limit leaving 500-odd frames
+    at the entry passed the first read and refused the second, charged, on some data only. Counted from the
+    outermost public method's caller, the answer is the same at any depth inside."""
+    from dpframe.engine_output import HEADROOM, check_headroom, under_numpy_defaults
+
+    class Engine:
+        def read_at(self, extra: int) -> None:
+            if extra:
+                return self.read_at(extra - 1)
+            return check_headroom()
+
+    under_numpy_defaults(Engine)
+    frame: FrameType | None = sys._getframe()
+    depth = 0
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + HEADROOM + 10)
+    try:
+        for extra in (0, 40):    # both deeper than the entry; the second by more than its spare 10 frames
+            Engine().read_at(extra)
+    finally:
+        sys.setrecursionlimit(limit)
