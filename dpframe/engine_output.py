@@ -79,12 +79,13 @@ _ENTERED = threading.local()
 and the stack depth of the outermost one's caller (``depth``)."""
 
 
-def check_headroom() -> None:
+def check_headroom(depth: int | None = None) -> None:
     """An :class:`ArgumentError` naming ``sys.setrecursionlimit`` if it leaves fewer than :data:`HEADROOM` frames.
 
     The frames are counted above the stack of the outermost public method running on this thread (inside the
     engine, where the same check runs again before each private read, at a depth a data-dependent path such
-    as a second read of the same rows may deepen: the answer must not depend on it), else above the caller's.
+    as a second read of the same rows may deepen: the answer must not depend on it), else above the caller's
+    (``depth``: that stack's depth, when the caller has just counted it).
 
     Example:
         >>> check_headroom()                    # Python's default limit (1000) from a shallow stack: no error
@@ -99,9 +100,8 @@ def check_headroom() -> None:
         sys.setrecursionlimit
 
     """
-    depth = getattr(_ENTERED, "depth", None) if getattr(_ENTERED, "calls", 0) else None
     if depth is None:
-        depth = _depth()
+        depth = _ENTERED.depth if getattr(_ENTERED, "calls", 0) else _depth()
     limit = sys.getrecursionlimit()
     if limit - depth < HEADROOM:
         raise ArgumentError(f"Python's recursion limit ({limit}) leaves {limit - depth} frames above this call's "
@@ -170,9 +170,10 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> T:
         entered = getattr(_ENTERED, "calls", 0)
-        if not entered:
-            _ENTERED.depth = _depth()
-            check_headroom()
+        if not entered:     # the outermost call: its caller's depth, counted once
+            depth = _depth()
+            check_headroom(depth)
+            _ENTERED.depth = depth
         _ENTERED.calls = entered + 1
         try:
             with numpy_defaults():
