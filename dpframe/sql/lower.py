@@ -5,7 +5,7 @@
   [WHERE ...]`` (``*`` allowed), lowered to a filter and a projection. The privacy-unit column is kept
   even when the subquery does not select it (it stays invisible to SQL), and cannot be overwritten.
 * A CTE or subquery that reads only public tables is public data: DuckDB evaluates it at once, on a
-  locked connection that holds nothing but the public tables.
+  connection that sees nothing but the public tables (:func:`~dpframe.sql.sandbox.public_connection`).
 * ``private [INNER|LEFT] JOIN public ON private.a = public.b [AND ...]`` (or ``USING (...)``) becomes a
   :class:`~dpframe.sql.nodes.PublicJoin`; the public join key must be unique.
 
@@ -42,7 +42,7 @@ from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
 from dpframe.sql.nodes import PublicJoin
 from dpframe.sql.parse import clause, fragment, modifier_fragment, set_operation_fragment
-from dpframe.sql.sandbox import Json, connect, render, render_expression
+from dpframe.sql.sandbox import Json, public_connection, render, render_expression
 from dpframe.sql.scope import Column, Scope
 
 _ROW_LEVEL = ("a subquery or CTE over a private table must be row-level: SELECT expressions FROM ... "
@@ -188,18 +188,14 @@ class Lowering:
                                  "payload_aggregates": [], "query_node": v}}
             for k, v in ctes.items() if not self.reads_private(v, ctes)]
         sql = render(node)
-        con = connect(locked=False)
         try:
-            for name, data in self.catalog.public.items():
-                con.register(name, data.to_arrow())
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-            data = con.sql(sql).pl()
+            with public_connection() as con:
+                for name, data in self.catalog.public.items():
+                    con.register(name, data.to_arrow())
+                data = con.sql(sql).pl()
         except Exception as e:
             raise self.error(node, f"cannot evaluate this public subquery ({str(e).splitlines()[0]})",
                              "check it against the public tables' columns") from None
-        finally:
-            con.close()
         if len(set(data.columns)) != len(data.columns):
             raise self.error(node, "a public subquery returns two columns with the same name",
                              "give each column its own alias")

@@ -3,7 +3,8 @@
 After the mechanisms release the noisy statistics (one column per GROUP BY key and per aggregate), the
 rest of the query only reshapes those *public* values, which costs no privacy: expressions over
 aggregates (``SUM(x) / COUNT(*)``), ``HAVING`` (a filter on released values), ``ORDER BY`` and
-``LIMIT``. DuckDB runs it on a locked connection that holds nothing but the released frame. A column
+``LIMIT``. DuckDB runs it on a connection that sees nothing but the released frame (a cursor on the
+locked database for public data, :func:`~dpframe.sql.sandbox.public_connection`). A column
 reference that is neither a GROUP BY key nor an aggregate is refused when the query is built, so no
 raw value can leak through this step.
 
@@ -28,7 +29,7 @@ from dpframe.plan.nodes import Aggregate
 from dpframe.sql.aggregates import contains, is_aggregate
 from dpframe.sql.expr import column_ref, rewrite
 from dpframe.sql.parse import fragment
-from dpframe.sql.sandbox import Json, connect, quote, render, render_expression, select_node
+from dpframe.sql.sandbox import Json, public_connection, quote, render, render_expression, select_node
 from dpframe.sql.scope import Scope
 from dpframe.tables import PATTERN, pattern_name
 
@@ -104,19 +105,14 @@ class PostProcess:
 
 def run(sql: str, released: pl.DataFrame, restore: dict[str, pl.DataType]) -> pl.DataFrame:
     """Evaluate ``sql`` with ``released`` registered as the only table (``__dp_released``)."""
-    con = connect(locked=False)
-    try:
+    with public_connection() as con:
         con.register(RELEASED, released.to_arrow())
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
         relation = con.sql(sql)
         intervals = [name for name, t in zip(relation.columns, relation.types) if "INTERVAL" in str(t)]
         if intervals:   # (Polars reads no DuckDB INTERVAL; its own error names an unstable environment flag)
             raise ValueError(f"the output {intervals[0]!r} is an INTERVAL, which cannot be returned as a Polars "
                              "column: return a number instead (e.g. epoch(...), datediff(...), or the count itself)")
         out: pl.DataFrame = relation.pl()
-    finally:
-        con.close()
     casts = [pl.col(c).cast(t, strict=False) for c, t in restore.items() if c in out.columns and out.schema[c] != t]
     return out.with_columns(casts) if casts else out
 
