@@ -8,12 +8,17 @@ the engines' work on private rows into something the analyst reads outside any Î
   for a filter of a Parquet scan (how many private rows passed it), ``3 estimated groups`` for a group-by,
   the bytes a sort buffered. ``POLARS_VERBOSE_SENSITIVE`` adds schemas and predicates,
   ``POLARS_LOG_METRICS`` prints each operator's row counts, ``POLARS_PARQUET_METRICS`` each column's page
-  counts, ``POLARS_OOC_LOG_METRICS`` spill statistics. Code in the process reads its own standard error
+  counts, ``POLARS_OOC_LOG_METRICS`` spill statistics. ``POLARS_VISUALIZE_PHYSICAL_PLAN`` and
+  ``POLARS_VISUALIZE_IR`` write the plan of each query Polars runs to the file they name (``/dev/stderr``
+  too): how many queries a release runs on the private rows, and which, depends on them (a median reads
+  its rows once more from 4,096 rows). Code in the process reads its own standard error
   (it redirects file descriptor 2). :func:`check_quiet` refuses a release while one of them is on â€”
   before the charge (nothing charged), and again before each private read (charged then failed alike on
   every dataset: the setting is the analyst's, not the data's). Polars keeps some of these settings in its
   own state, read from the environment when ``pl.Config`` reloads it; the check reloads them from the
-  environment it read, so the state Polars runs with is the one checked.
+  environment it read, so the state Polars runs with is the one checked. That environment is the process's
+  own, which Polars' native code reads, not ``os.environ`` (Python's copy of it: ``os.putenv`` changes the
+  process's environment alone, and turned ``POLARS_VERBOSE`` on past a check of ``os.environ``).
 * **numpy's floating-point errors.** ``np.seterr(all="raise")`` turns an overflow or an underflow in
   numpy into a ``FloatingPointError``: raised by a computation on private values, that would answer
   whether the data made it overflow. :func:`numpy_defaults` runs the engine's work under numpy's default
@@ -50,6 +55,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import inspect
 import os
@@ -66,13 +72,22 @@ from dpframe.errors import ArgumentError
 
 T = TypeVar("T")
 
+PLAN_FILES = ("POLARS_VISUALIZE_PHYSICAL_PLAN", "POLARS_VISUALIZE_IR")
+"""Polars' settings that write each query's plan to the file they name (refused while set to anything)."""
+
 DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS", "POLARS_PARQUET_METRICS",
-               "POLARS_OOC_LOG_METRICS")
-"""Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``)."""
+               "POLARS_OOC_LOG_METRICS", *PLAN_FILES)
+"""Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``, or
+while set at all for :data:`PLAN_FILES`)."""
 
 
 HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
+
+_GETENV = None if os.name != "posix" else ctypes.CDLL(None).getenv
+"""libc's ``getenv`` (POSIX; elsewhere ``os.environ`` is read)."""
+if _GETENV is not None:
+    _GETENV.restype, _GETENV.argtypes = ctypes.c_char_p, [ctypes.c_char_p]
 
 _ENTERED = threading.local()
 """Per thread: how many public methods of the engine's objects are running (``calls``; the outermost one checks)
@@ -129,15 +144,35 @@ def check_quiet() -> None:
     """
     check_headroom()
     for name in DIAGNOSTICS:
-        value = os.environ.get(name, "")
-        if value not in ("", "0"):
+        value = environment(name)
+        if value != "" and (value != "0" or name in PLAN_FILES):
             fix = ("pl.Config.set_verbose(False)" if name == "POLARS_VERBOSE"
-                   else f"unset it (del os.environ[{name!r}])")
-            raise ArgumentError(f"Polars' diagnostic output is on ({name}={value!r}): it prints row counts and "
-                                "other statistics of the private rows to standard error; nothing was charged",
+                   else f"unset it (os.environ.pop({name!r}, None); os.unsetenv({name!r}))")
+            raise ArgumentError(f"Polars' diagnostic output is on ({name}={value!r}): it prints or writes row counts "
+                                "and other statistics of the private rows (how many queries run on them, and "
+                                "which); nothing was charged",
                                 argument=name, fix=fix)
     for name in DIAGNOSTICS:
         _plr.config_reload_env_var(name)
+
+
+def environment(name: str) -> str:
+    """The process's environment variable ``name`` as native code reads it (``getenv``; ``""`` if unset).
+
+    ``os.environ`` is Python's copy, taken at start and kept in step by its own writes only: ``os.putenv`` and
+    ``os.unsetenv`` change the process's environment without it.
+
+    Example:
+        >>> os.putenv("DPFRAME_EXAMPLE", "1")
+        >>> "DPFRAME_EXAMPLE" in os.environ, environment("DPFRAME_EXAMPLE")
+        (False, '1')
+        >>> os.unsetenv("DPFRAME_EXAMPLE")
+
+    """
+    if _GETENV is None:
+        return os.environ.get(name, "")
+    value = _GETENV(os.fsencode(name))
+    return "" if value is None else os.fsdecode(value)
 
 
 def under_numpy_defaults(cls: type) -> None:
@@ -197,4 +232,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "check_headroom", "check_quiet", "numpy_defaults", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "PLAN_FILES", "check_headroom", "check_quiet", "environment", "numpy_defaults",
+           "under_numpy_defaults"]

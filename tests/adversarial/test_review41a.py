@@ -1,0 +1,71 @@
+"""Review 41a: process-wide settings of the engines' libraries, changed by an analyst in the same process.
+
+Scope: the analyst runs in the session's process, changes any process-wide setting of dpframe's own libraries
+(Polars, DuckDB, PySpark and py4j, numpy, Python's ``warnings``, ``logging`` and ``locale``) through their public
+APIs before or between queries, and reads the process's standard output and error, its log files and any file
+written. Review 40 refused releases while one of Polars' diagnostic settings is on (``engine_output.check_quiet``);
+this review looked for the settings it did not cover: ones that make a release print or write a statistic of the
+private rows, fail or change depending on them, or write them to a file.
+Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars._plr as _plr
+import pytest
+
+import dpframe as dp
+from dpframe.engine_output import PLAN_FILES
+
+from .test_review40 import _LEAKS, _query, _session
+
+
+def test_a_setting_put_in_the_process_environment_alone_is_refused(tmp_path, capfd) -> None:
+    """``os.putenv("POLARS_VERBOSE", "1")`` changes the process's environment, not ``os.environ`` (Python's copy):
+    the check read the copy and passed, then reloaded Polars' own setting from the process's environment, which
+    turned it on: the release printed ``rows_before: 49, rows_after: 49`` (the private rows that passed the
+    filter) and ``3 estimated groups``."""
+    sess = _session(str(tmp_path / "t.parquet"))
+    capfd.readouterr()
+    os.putenv("POLARS_VERBOSE", "1")
+    try:
+        assert "POLARS_VERBOSE" not in os.environ
+        with pytest.raises(dp.ArgumentError, match="POLARS_VERBOSE"):
+            _query(sess)
+        os.unsetenv("POLARS_VERBOSE")
+        os.putenv("POLARS_LOG_METRICS", "1")        # named with a fix that unsets it in both environments
+        with pytest.raises(dp.ArgumentError, match=r"os.unsetenv\('POLARS_LOG_METRICS'\)"):
+            _query(sess)
+    finally:
+        os.unsetenv("POLARS_LOG_METRICS")
+        os.unsetenv("POLARS_VERBOSE")
+        _plr.config_reload_env_var("POLARS_VERBOSE")
+    assert not any(leak in capfd.readouterr().err for leak in _LEAKS)
+    assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("name", PLAN_FILES)
+def test_polars_plan_files_are_refused(name, tmp_path, monkeypatch) -> None:
+    """``POLARS_VISUALIZE_PHYSICAL_PLAN=path`` (and ``POLARS_VISUALIZE_IR``) writes the plan of every query Polars
+    runs to ``path``; ``/dev/stderr`` prints each. A median over 4,095 private rows ran 4 queries, over 4,096 rows 5
+    (from 4,096 rows it samples the rows to place its windows): the plans printed counted the private rows past a
+    threshold, and any value, ``0`` too, names a file. Planning still writes the plans of its checks, which run the
+    analyst's expressions on public probe values."""
+    sess = _session()
+    plan = tmp_path / "plan"
+    monkeypatch.setenv(name, str(plan))
+    with pytest.raises(dp.ArgumentError, match=name):
+        _query(sess)
+    # planning runs the analyst's expressions on public probe values (their plans are public); no private read ran
+    assert "__dpframe_keep" not in (plan.read_text() if plan.exists() else "")
+    assert sess.history().height == 0
+    monkeypatch.setenv(name, "0")
+    with pytest.raises(dp.ArgumentError, match=name):
+        _query(sess)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(name)
+    _query(sess)
+    assert sess.history().height == 1 and not (tmp_path / "0").exists()
+
