@@ -69,3 +69,18 @@ def test_polars_plan_files_are_refused(name, tmp_path, monkeypatch) -> None:
     _query(sess)
     assert sess.history().height == 1 and not (tmp_path / "0").exists()
 
+
+
+def test_duckdb_prints_no_progress_bar() -> None:
+    """DuckDB's progress bar is on by default in every new database (there is no process-wide setting the analyst
+    could reach: dpframe's connections are in-memory databases of their own, locked): a query on dpframe's
+    connection running over 2 s printed ``29% ▕███████████ ▏ (~4 seconds remaining)`` and on to standard output,
+    the progress of a scan of the private rows over time (measured: ``SELECT sum(hash(range)) FROM
+    range(600000000)`` on :func:`~dpframe.sql.sandbox.connect`'s connection). A DP release on the DuckDB backend
+    printed nothing in 91 s over a 30-million-row Parquet file (its reads go through relations, which draw no bar),
+    but its registration runs ``execute``, which does; the bar is now off on every connection dpframe opens."""
+    from dpframe.backends.duckdb import DuckDBBackend
+    from dpframe.sql.sandbox import connect
+
+    for con in (connect(), DuckDBBackend()._con):
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
