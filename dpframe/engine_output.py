@@ -80,6 +80,9 @@ DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS
 """Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``, or
 while set at all for :data:`PLAN_FILES`)."""
 
+KEPT = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_OOC_LOG_METRICS")
+"""The settings of :data:`DIAGNOSTICS` Polars keeps a copy of (it reads the others from the environment each time;
+asked to reload one of those, it warns of an unknown option under ``POLARS_WARN_UNKNOWN_CONFIG=1``)."""
 
 HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
@@ -140,7 +143,8 @@ def check_quiet() -> None:
 
     See the module docstring; the recursion limit is refused if it leaves too few frames (:func:`check_headroom`).
 
-    Otherwise Polars' own copy of each setting is reloaded from the environment just read.
+    Otherwise Polars' own copy of each setting it keeps one of (:data:`KEPT`) is reloaded from the environment
+    just read.
     """
     check_headroom()
     for name in DIAGNOSTICS:
@@ -152,7 +156,7 @@ def check_quiet() -> None:
                                 "and other statistics of the private rows (how many queries run on them, and "
                                 "which); nothing was charged",
                                 argument=name, fix=fix)
-    for name in DIAGNOSTICS:
+    for name in KEPT:
         _plr.config_reload_env_var(name)
 
 
@@ -232,5 +236,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "PLAN_FILES", "check_headroom", "check_quiet", "environment", "numpy_defaults",
-           "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
+           "numpy_defaults", "under_numpy_defaults"]

@@ -12,6 +12,8 @@ Each test is an attack that broke, kept with its fix: it fails if the defence re
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import polars._plr as _plr
 import pytest
@@ -79,8 +81,23 @@ def test_duckdb_prints_no_progress_bar() -> None:
     range(600000000)`` on :func:`~dpframe.sql.sandbox.connect`'s connection). A DP release on the DuckDB backend
     printed nothing in 91 s over a 30-million-row Parquet file (its reads go through relations, which draw no bar),
     but its registration runs ``execute``, which does; the bar is now off on every connection dpframe opens."""
-    from dpframe.backends.duckdb import DuckDBBackend
-    from dpframe.sql.sandbox import connect
+    # (in a fresh process: under pytest DuckDB starts with its bar off, as in no analyst's process)
+    code = ("from dpframe.backends.duckdb import DuckDBBackend; from dpframe.sql.sandbox import connect; "
+            "print([c.execute(\"SELECT current_setting('enable_progress_bar')\").fetchone()[0] "
+            "for c in (connect(), DuckDBBackend()._con)])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    assert out.stdout.strip() == "[False, False]", out
 
-    for con in (connect(), DuckDBBackend()._con):
-        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+def test_the_check_asks_polars_to_reload_only_the_settings_it_keeps() -> None:
+    """The check asked Polars to reload each diagnostic setting from the environment; Polars reads
+    ``POLARS_LOG_METRICS`` and ``POLARS_PARQUET_METRICS`` from there each time and keeps no copy of them, and asked to
+    reload one it printed ``unknown config option 'POLARS_LOG_METRICS' found in environment variables`` on every
+    release under ``POLARS_WARN_UNKNOWN_CONFIG=1`` (read when Polars is imported; not an error under
+    ``warnings.simplefilter("error")``, measured: the release was committed)."""
+    code = ("import warnings; import tests.adversarial.test_review40 as r; "
+            "sess = r._session(); warnings.simplefilter('error'); "
+            "r._query(sess); print(sess.history()['status'].to_list())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "POLARS_WARN_UNKNOWN_CONFIG": "1"})
+    assert out.stdout.strip() == "['committed']" and "unknown config option" not in out.stderr, out.stderr[-600:]
