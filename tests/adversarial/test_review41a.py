@@ -11,10 +11,13 @@ Each test is an attack that broke, kept with its fix: it fails if the defence re
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from typing import Any
 
+import polars as pl
 import polars._plr as _plr
 import pytest
 
@@ -101,3 +104,34 @@ def test_the_check_asks_polars_to_reload_only_the_settings_it_keeps() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "POLARS_WARN_UNKNOWN_CONFIG": "1"})
     assert out.stdout.strip() == "['committed']" and "unknown config option" not in out.stderr, out.stderr[-600:]
+
+
+@pytest.mark.slow
+def test_spark_logs_turned_on_in_the_process_are_refused(spark_session: Any) -> None:
+    """``spark.sparkContext.setLogLevel("INFO")`` (any code holding the active SparkSession: it is public) made
+    Spark's driver log print on standard error the bytes each task shipped and each shuffle read:
+    ``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000, and tasks
+    of ``11191 bytes`` against ``650218 bytes``; ``logging.getLogger("py4j").setLevel(logging.DEBUG)`` logs every
+    call the driver makes to the JVM. Both are refused before the charge, and before each read."""
+    frame = pl.DataFrame({"u": list(range(100)) * 3, "city": ["a", "b", "c"] * 100,
+                          "x": [float(i) for i in range(300)]})
+    sess = dp.Session({"t": frame}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(10, 1e-5),
+                      backend="spark")
+    spark_session.sparkContext.setLogLevel("INFO")
+    try:
+        with pytest.raises(dp.ArgumentError, match="setLogLevel") as refused:
+            _query(sess)
+        assert "nothing was charged" in str(refused.value.fix)
+    finally:
+        spark_session.sparkContext.setLogLevel("ERROR")
+    py4j = logging.getLogger("py4j")
+    level = py4j.level
+    py4j.setLevel(logging.DEBUG)
+    try:
+        with pytest.raises(dp.ArgumentError, match="py4j"):
+            _query(sess)
+    finally:
+        py4j.setLevel(level)
+    assert sess.history().height == 0
+    _query(sess)
+    assert sess.history()["status"].to_list() == ["committed"]
