@@ -36,6 +36,14 @@ the engines' work on private rows into something the analyst reads outside any Î
   each public method of the engine's objects (:func:`under_numpy_defaults`), before the charge, and before
   each private read.
 
+* **Polars' panics on errors.** ``POLARS_PANIC_ON_ERR=1`` makes Polars panic where it would raise an error,
+  printing the error's message and a backtrace to standard error: it fails the errors Polars raises and
+  recovers from inside a query (every release on the Polars backend panicked, charged, at an internal
+  downcast), and prints what an error says. Polars reads it once, at its first error, and keeps it for the
+  process: set after dpframe was imported but before any error, it turned every later release into a
+  charged failure. Importing this module makes Polars read it (:data:`PANICS`), in the data owner's process;
+  a release is refused while it is on.
+
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
 (its run time, which that code can measure anyway).
@@ -66,6 +74,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
+import polars as pl
 import polars._plr as _plr
 
 from dpframe.errors import ArgumentError
@@ -83,6 +92,21 @@ while set at all for :data:`PLAN_FILES`)."""
 KEPT = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_OOC_LOG_METRICS")
 """The settings of :data:`DIAGNOSTICS` Polars keeps a copy of (it reads the others from the environment each time;
 asked to reload one of those, it warns of an unknown option under ``POLARS_WARN_UNKNOWN_CONFIG=1``)."""
+
+
+def _panics() -> bool:
+    """Whether Polars panics on its errors: raise one (its first, if no error came before, fixing the setting)."""
+    try:
+        pl.Series(["x"]).cast(pl.Int64)
+    except pl.exceptions.PolarsError:
+        return False
+    except pl.exceptions.PanicException:
+        return True
+    return False   # pragma: no cover - the cast always fails
+
+
+PANICS = _panics()
+"""Whether Polars panics on its errors (``POLARS_PANIC_ON_ERR``), fixed for the process when dpframe is imported."""
 
 HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
@@ -139,7 +163,7 @@ def _depth() -> int:
 
 
 def check_quiet() -> None:
-    """An :class:`ArgumentError` naming the first Polars diagnostic setting that is on, or the recursion limit.
+    """An :class:`ArgumentError` naming the first Polars diagnostic setting on, Polars panics, or the recursion limit.
 
     See the module docstring; the recursion limit is refused if it leaves too few frames (:func:`check_headroom`).
 
@@ -147,6 +171,11 @@ def check_quiet() -> None:
     just read.
     """
     check_headroom()
+    if PANICS:
+        raise ArgumentError("Polars panics on its errors in this process (POLARS_PANIC_ON_ERR): it fails the errors "
+                            "it raises and recovers from while it reads private rows, and prints what they say; "
+                            "nothing was charged", argument="POLARS_PANIC_ON_ERR",
+                            fix="start the process without POLARS_PANIC_ON_ERR (Polars reads it once)")
     for name in DIAGNOSTICS:
         value = environment(name)
         if value != "" and (value != "0" or name in PLAN_FILES):
@@ -236,5 +265,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
+__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
            "numpy_defaults", "under_numpy_defaults"]

@@ -135,3 +135,28 @@ def test_spark_logs_turned_on_in_the_process_are_refused(spark_session: Any) -> 
     assert sess.history().height == 0
     _query(sess)
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+_PANIC_RUN = ("import os, dpframe as dp, tests.adversarial.test_review40 as r; sess = r._session(); "
+              "os.environ['POLARS_PANIC_ON_ERR'] = '1'\n"
+              "try:\n    r._query(sess)\nexcept dp.DPFrameError as e:\n    print(e.argument)\n"
+              "print(sess.history()['status'].to_list())")
+
+
+@pytest.mark.slow
+def test_polars_panics_set_after_import_reach_no_release() -> None:
+    """``POLARS_PANIC_ON_ERR=1``, set after dpframe was imported but before Polars' first error (Polars reads it
+    then, once), made Polars panic at an internal downcast it recovers from in every release: each was charged and
+    failed (``PanicException``), the panic's message and a backtrace printed on standard error. dpframe's import now
+    makes Polars read it."""
+    out = subprocess.run([sys.executable, "-c", _PANIC_RUN], capture_output=True, text=True, env=os.environ)
+    assert out.stdout.split() == ["['committed']"], out.stdout + out.stderr[-600:]
+    assert "panicked" not in out.stderr
+
+
+@pytest.mark.slow
+def test_polars_panics_on_at_import_are_refused() -> None:
+    """Set when the process starts (the data owner's), the setting is refused, nothing charged."""
+    out = subprocess.run([sys.executable, "-c", _PANIC_RUN], capture_output=True, text=True,
+                         env={**os.environ, "POLARS_PANIC_ON_ERR": "1"})
+    assert out.stdout.split() == ["POLARS_PANIC_ON_ERR", "[]"], out.stdout + out.stderr[-600:]
