@@ -278,16 +278,17 @@ def metrics_reachable(spark: Any) -> str | None:
     (``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000),
     and py4j's debug log (``logging``'s ``py4j`` loggers) every call the driver makes to the JVM. Those two
     can change at any time: a release checks them before its charge and before each read
-    (:meth:`SparkBackend.check_quiet`). A data owner whose UI and logs only they can read (an access-controlled
-    cluster, no untrusted code in the process) declares it with the Spark configuration
-    ``spark.dpframe.metricsArePrivate=true``.
+    (:func:`logs_reachable`, :meth:`SparkBackend.check_quiet`). A data owner whose UI and logs only they can read
+    (an access-controlled cluster, no untrusted code in the process) declares it with the Spark configuration
+    ``spark.dpframe.metricsArePrivate=true`` (read when the backend takes the session: a runtime setting, code in
+    the process may set it later).
 
     Example (needs PySpark and Java; skipped by the doctests)::
 
         >>> metrics_reachable(SparkSession.builder.config("spark.ui.enabled", "false").getOrCreate())  # doctest: +SKIP
 
     """
-    if str(spark.conf.get(METRICS_PRIVATE, "false")).lower() == "true":
+    if declared_private(spark):
         return None
     context = spark.sparkContext
     if context.uiWebUrl is not None:
@@ -295,7 +296,20 @@ def metrics_reachable(spark: Any) -> str | None:
     conf = context.getConf()
     if str(conf.get("spark.eventLog.enabled", "false")).lower() == "true":
         return "its event log (spark.eventLog.enabled)"
-    if context._jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark").isInfoEnabled():
+    return logs_reachable(spark)
+
+
+def declared_private(spark: Any) -> bool:
+    """Whether the data owner declared ``spark``'s metrics and logs private (``spark.dpframe.metricsArePrivate``)."""
+    return str(spark.conf.get(METRICS_PRIVATE, "false")).lower() == "true"
+
+
+def logs_reachable(spark: Any) -> str | None:
+    """Which of ``spark``'s logs print statistics of the private rows at their present level (None: neither).
+
+    Spark's driver log at INFO level or finer, and py4j's loggers at DEBUG (see :func:`metrics_reachable`).
+    """
+    if spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark").isInfoEnabled():
         return "its driver log, at INFO level or finer (sc.setLogLevel)"
     if any(logging.getLogger(name).isEnabledFor(logging.DEBUG) for name in _PY4J_LOGGERS):
         return "py4j's debug log (logging.getLogger('py4j'))"
@@ -308,7 +322,11 @@ _PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
 
 def _check_metrics(spark: Any) -> None:
     """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable."""
-    where = metrics_reachable(spark)
+    _refuse(metrics_reachable(spark))
+
+
+def _refuse(where: str | None) -> None:
+    """An ArgumentError naming ``spark`` whose metrics are readable in ``where`` (None: nothing)."""
     if where is not None:
         raise ArgumentError(f"the SparkSession's query metrics are readable in {where}: each query's row counts "
                             "there are exact statistics of the private rows", argument="spark",
@@ -493,6 +511,7 @@ class SparkBackend:
     def __init__(self, spark: Any = None) -> None:
         self._sql = _pyspark()
         self._spark = spark
+        self._private = spark is not None and declared_private(spark)   # the data owner's declaration, read once
         self._frames: dict[str, Any] = {}               # name -> Spark DataFrame
         self._schemas: dict[str, pl.Schema] = {}        # name -> the public (Polars) schema
         self._loaded: dict[str, Any] = {}               # Spark sources read by load_table, not yet registered
@@ -521,7 +540,7 @@ class SparkBackend:
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
                                    "or pass spark=<SparkSession> connected to your cluster") from None
             _check_metrics(spark)
-            self._spark = spark
+            self._spark, self._private = spark, declared_private(spark)
         return self._spark
 
     def use_spark(self, spark: Any) -> None:
@@ -533,14 +552,18 @@ class SparkBackend:
             raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
         _check_metrics(spark)
-        self._spark = spark
+        self._spark, self._private = spark, declared_private(spark)
 
     def check_quiet(self) -> None:
-        """An :class:`ArgumentError` naming ``spark`` while :func:`metrics_reachable` finds its metrics readable.
+        """An :class:`ArgumentError` naming ``spark`` while :func:`logs_reachable` finds a log that prints statistics.
 
-        A release calls it before its charge and before each read: the log levels may change at any time.
+        A release calls it before its charge and before each read: the log levels may change at any time (the web
+        UI and the event log cannot: they were checked when the backend took the session). Not where the data owner
+        declared the metrics private when it did.
         """
-        _check_metrics(self.spark)
+        spark = self.spark
+        if not self._private:
+            _refuse(logs_reachable(spark))
 
     # ---------------------------------------------------------------------------------- registration
     def _read(self, name: str, source: object) -> Any:

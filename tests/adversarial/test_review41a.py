@@ -22,6 +22,7 @@ import polars._plr as _plr
 import pytest
 
 import dpframe as dp
+from dpframe.backends.spark import METRICS_PRIVATE
 from dpframe.engine_output import PLAN_FILES
 
 from .test_review40 import _LEAKS, _query, _session
@@ -112,18 +113,22 @@ def test_spark_logs_turned_on_in_the_process_are_refused(spark_session: Any) -> 
     Spark's driver log print on standard error the bytes each task shipped and each shuffle read:
     ``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000, and tasks
     of ``11191 bytes`` against ``650218 bytes``; ``logging.getLogger("py4j").setLevel(logging.DEBUG)`` logs every
-    call the driver makes to the JVM. Both are refused before the charge, and before each read."""
+    call the driver makes to the JVM. Both are refused before the charge, and before each read, also after code in
+    the process declares the metrics private (``spark.dpframe.metricsArePrivate``, a runtime setting)."""
     frame = pl.DataFrame({"u": list(range(100)) * 3, "city": ["a", "b", "c"] * 100,
                           "x": [float(i) for i in range(300)]})
     sess = dp.Session({"t": frame}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ApproxDP(10, 1e-5),
                       backend="spark")
     spark_session.sparkContext.setLogLevel("INFO")
+    # the data owner's declaration is read when the backend takes the session: set later, it is not theirs
+    spark_session.conf.set(METRICS_PRIVATE, "true")
     try:
         with pytest.raises(dp.ArgumentError, match="setLogLevel") as refused:
             _query(sess)
         assert "nothing was charged" in str(refused.value.fix)
     finally:
         spark_session.sparkContext.setLogLevel("ERROR")
+        spark_session.conf.unset(METRICS_PRIVATE)
     py4j = logging.getLogger("py4j")
     level = py4j.level
     py4j.setLevel(logging.DEBUG)
