@@ -21,11 +21,12 @@ the engines' work on private rows into something the analyst reads outside any Î
   process's environment alone, and turned ``POLARS_VERBOSE`` on past a check of ``os.environ``).
 * **numpy's floating-point errors.** ``np.seterr(all="raise")`` turns an overflow or an underflow in
   numpy into a ``FloatingPointError``: raised by a computation on private values, that would answer
-  whether the data made it overflow. :func:`numpy_defaults` runs the engine's work under numpy's default
-  error handling (warn on overflow, division by zero and invalid values; ignore underflow), the handling
-  the engine is tested under (its warnings are checked to be the same on neighbouring datasets); so do the
-  public methods of the engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations
-  compute in numpy and scipy.
+  whether the data made it overflow. The engine's work on private values runs with numpy's errors ignored
+  (:func:`numpy_quiet`: numpy's warning of an overflow there, printed or raised under
+  ``warnings.simplefilter("error")``, said whether the data made it overflow too); the public methods of the
+  engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations compute in numpy and scipy on
+  public values, run under numpy's default error handling (:func:`numpy_defaults`: warn on overflow, division
+  by zero and invalid values; ignore underflow).
 
 * **Python's recursion limit.** ``sys.setrecursionlimit(n)`` fails, with a ``RecursionError``, whatever runs
   deeper than ``n`` frames; the analyst picks both ``n`` and the depth they call from, so they can leave the
@@ -252,6 +253,28 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
 
 
 @contextlib.contextmanager
+def numpy_quiet() -> Iterator[None]:
+    """Run the block with numpy's floating-point errors ignored (this thread's): the engine's work on private values.
+
+    Under :func:`numpy_defaults` numpy warns of an overflow: a mechanism's harmless float work on an exact count
+    (``exp(count)``, infinite past 709) printed ``RuntimeWarning: overflow encountered in exp`` on the larger
+    dataset only, and failed the release there under ``warnings.simplefilter("error")``. A value's overflow,
+    division by zero or invalid result stays what it is (``inf``, ``nan``); only the warning goes.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error")
+        ...     with numpy_quiet():
+        ...         float(np.exp(np.float64(800.0)))
+        inf
+
+    """
+    with np.errstate(all="ignore"):
+        yield
+
+
+@contextlib.contextmanager
 def numpy_defaults() -> Iterator[None]:
     """Run the block under numpy's default floating-point error handling (this thread's: numpy keeps it per context).
 
@@ -266,4 +289,4 @@ def numpy_defaults() -> Iterator[None]:
 
 
 __all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
-           "numpy_defaults", "under_numpy_defaults"]
+           "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]

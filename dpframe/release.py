@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import polars as pl
 
 from dpframe.backends.base import Quiet, StatisticsRequest
-from dpframe.engine_output import check_quiet, numpy_defaults
+from dpframe.engine_output import check_quiet, numpy_defaults, numpy_quiet
 from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
@@ -246,14 +246,14 @@ class ReleaseContext:
 
         ``run`` receives no values (engine code running inside the reservation). Any failure counts:
         pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``, not
-        ``Exception``. ``run`` runs under numpy's default floating-point error handling, whatever the caller
-        set (:func:`~dpframe.engine_output.numpy_defaults`). ``KeyboardInterrupt`` and ``SystemExit`` are
+        ``Exception``. ``run`` runs with numpy's floating-point errors ignored, whatever the caller set
+        (:func:`~dpframe.engine_output.numpy_quiet`). ``KeyboardInterrupt`` and ``SystemExit`` are
         re-raised as they are, after the charge is marked failed; everything else becomes a
         :class:`DPFrameError` naming only its type.
         """
         failure = None
         try:
-            with numpy_defaults():
+            with numpy_quiet():
                 result = run()
         except (KeyboardInterrupt, SystemExit):
             self._ledger.fail(charge, "interrupted")

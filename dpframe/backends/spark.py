@@ -320,9 +320,13 @@ _PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
 """The loggers py4j logs each call to the JVM with, at DEBUG level."""
 
 
-def _check_metrics(spark: Any) -> None:
-    """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable."""
+def _check_metrics(spark: Any) -> bool:
+    """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable.
+
+    Else whether the data owner declared them private (:func:`declared_private`, read now: the backend keeps it).
+    """
     _refuse(metrics_reachable(spark))
+    return declared_private(spark)
 
 
 def _refuse(where: str | None) -> None:
@@ -539,8 +543,8 @@ class SparkBackend:
                 raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
                                    "or pass spark=<SparkSession> connected to your cluster") from None
-            _check_metrics(spark)
-            self._spark, self._private = spark, declared_private(spark)
+            self._private = _check_metrics(spark)
+            self._spark = spark
         return self._spark
 
     def use_spark(self, spark: Any) -> None:
@@ -551,8 +555,8 @@ class SparkBackend:
         if not isinstance(spark, self._sql.SparkSession):
             raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
-        _check_metrics(spark)
-        self._spark, self._private = spark, declared_private(spark)
+        self._private = _check_metrics(spark)
+        self._spark = spark
 
     def check_quiet(self) -> None:
         """An :class:`ArgumentError` naming ``spark`` while :func:`logs_reachable` finds a log that prints statistics.

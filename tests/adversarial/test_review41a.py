@@ -15,8 +15,10 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from typing import Any
 
+import numpy as np
 import polars as pl
 import polars._plr as _plr
 import pytest
@@ -165,3 +167,47 @@ def test_polars_panics_on_at_import_are_refused() -> None:
     out = subprocess.run([sys.executable, "-c", _PANIC_RUN], capture_output=True, text=True,
                          env={**os.environ, "POLARS_PANIC_ON_ERR": "1"})
     assert out.stdout.split() == ["POLARS_PANIC_ON_ERR", "[]"], out.stdout + out.stderr[-600:]
+
+
+def float_overflow_on_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give the built-in aggregates' release a mechanism's harmless float work on its exact statistics:
+    ``exp(count)``, which overflows (to inf) past 709 (review 40's ``exp(-count)`` underflows, which numpy ignores
+    by default)."""
+    from dpframe_aggregates.aggregates import AggregatePlan
+
+    release = AggregatePlan.release
+
+    def with_float_work(self: object, stats: dict[str, np.ndarray], rng: object) -> object:
+        for values in stats.values():
+            np.exp(np.asarray(values, dtype=np.float64))
+        return release(self, stats, rng)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AggregatePlan, "release", with_float_work)
+
+
+@pytest.mark.parametrize("through", ["session", "individual filter"])
+def test_numpy_warnings_in_private_work_are_neither_printed_nor_raised(through, monkeypatch, capfd) -> None:
+    """Private work ran under numpy's defaults, which warn of an overflow: the float work above printed
+    ``RuntimeWarning: overflow encountered in exp`` on the dataset of 1,000 units only (whether the count passed
+    709), and under ``warnings.simplefilter("error")`` failed the release there, charged (``RuntimeWarning``), and
+    was released on the dataset of 10."""
+    float_overflow_on_statistics(monkeypatch)
+    outcomes = []
+    for rows in (10, 1_000):
+        sess = dp.Session({"t": pl.DataFrame({"u": list(range(rows))})}, privacy_unit=dp.PrivacyUnit("u"),
+                          budget=dp.ApproxDP(1000, 1e-6), accountant="rdp")
+        query = sess.table("t").agg(dp.len())
+        for action in ("default", "error"):
+            capfd.readouterr()
+            with warnings.catch_warnings():
+                warnings.simplefilter(action)
+                try:
+                    if through == "session":
+                        query.collect(dp.ZCDP(0.1))
+                    else:
+                        sess.individual_filter(dp.ZCDP(1)).collect(query, dp.ZCDP(0.1))
+                    outcome = "released"
+                except dp.DPFrameError as e:
+                    outcome = str(e)
+            outcomes.append((action, outcome, "overflow" in capfd.readouterr().err))
+    assert outcomes == [("default", "released", False), ("error", "released", False)] * 2, outcomes
