@@ -7,6 +7,20 @@ written. Review 40 refused releases while one of Polars' diagnostic settings is 
 this review looked for the settings it did not cover: ones that make a release print or write a statistic of the
 private rows, fail or change depending on them, or write them to a file.
 Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+
+Otherwise sound (runs made for this review, not part of the suite): each ``POLARS_*`` variable the installed
+Polars 2.1.0 reads (listed from its binary) that could print, write or fail, set on a filter and group count, a
+sum, a mean, a median and a top-k on 300 and 30,000 rows, in memory and from Parquet — the streaming and engine
+choices, morsel and chunk sizes, thread counts, partitioning and sort tuning, spill budgets and directories (no
+file written), ``POLARS_TRACK_METRICS``, ``POLARS_STRICT_MODE``, ``POLARS_BACKTRACE_IN_ERR``: released alike,
+nothing printed; the plans ``POLARS_VISUALIZE_*`` write hold no literal values (a ``Series`` literal prints its
+name only). ``logging.basicConfig(level=DEBUG)``: Polars, DuckDB and dpframe log nothing on either backend.
+``sys.setswitchinterval(1e-6)`` and ``(1.0)``: the same released values under one seed on Polars and DuckDB. The
+default composed, SQL and interactive oracles on Polars and DuckDB under ``warnings.simplefilter("error")``: 24
+tests passed. dpframe's DuckDB connections are in-memory databases of their own, locked (``duckdb`` has no
+process-wide setting that reaches them; ``DUCKDB_*`` variables: only ``DUCKDB_JE_MALLOC_CONF``, read at start);
+a DP release on DuckDB over a 30-million-row Parquet file printed no progress bar (its reads run through
+relations). Only the C locales are installed here: ``locale.setlocale`` was not exercised.
 """
 
 from __future__ import annotations
