@@ -8,19 +8,25 @@ the engines' work on private rows into something the analyst reads outside any Î
   for a filter of a Parquet scan (how many private rows passed it), ``3 estimated groups`` for a group-by,
   the bytes a sort buffered. ``POLARS_VERBOSE_SENSITIVE`` adds schemas and predicates,
   ``POLARS_LOG_METRICS`` prints each operator's row counts, ``POLARS_PARQUET_METRICS`` each column's page
-  counts, ``POLARS_OOC_LOG_METRICS`` spill statistics. Code in the process reads its own standard error
+  counts, ``POLARS_OOC_LOG_METRICS`` spill statistics. ``POLARS_VISUALIZE_PHYSICAL_PLAN`` and
+  ``POLARS_VISUALIZE_IR`` write the plan of each query Polars runs to the file they name (``/dev/stderr``
+  too): how many queries a release runs on the private rows, and which, depends on them (a median reads
+  its rows once more from 4,096 rows). Code in the process reads its own standard error
   (it redirects file descriptor 2). :func:`check_quiet` refuses a release while one of them is on â€”
   before the charge (nothing charged), and again before each private read (charged then failed alike on
   every dataset: the setting is the analyst's, not the data's). Polars keeps some of these settings in its
   own state, read from the environment when ``pl.Config`` reloads it; the check reloads them from the
-  environment it read, so the state Polars runs with is the one checked.
+  environment it read, so the state Polars runs with is the one checked. That environment is the process's
+  own, which Polars' native code reads, not ``os.environ`` (Python's copy of it: ``os.putenv`` changes the
+  process's environment alone, and turned ``POLARS_VERBOSE`` on past a check of ``os.environ``).
 * **numpy's floating-point errors.** ``np.seterr(all="raise")`` turns an overflow or an underflow in
   numpy into a ``FloatingPointError``: raised by a computation on private values, that would answer
-  whether the data made it overflow. :func:`numpy_defaults` runs the engine's work under numpy's default
-  error handling (warn on overflow, division by zero and invalid values; ignore underflow), the handling
-  the engine is tested under (its warnings are checked to be the same on neighbouring datasets); so do the
-  public methods of the engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations
-  compute in numpy and scipy.
+  whether the data made it overflow. The engine's work on private values runs with numpy's errors ignored
+  (:func:`numpy_quiet`: numpy's warning of an overflow there, printed or raised under
+  ``warnings.simplefilter("error")``, said whether the data made it overflow too); the public methods of the
+  engine's objects (:func:`under_numpy_defaults`), whose costs and calibrations compute in numpy and scipy on
+  public values, run under numpy's default error handling (:func:`numpy_defaults`: warn on overflow, division
+  by zero and invalid values; ignore underflow).
 
 * **Python's recursion limit.** ``sys.setrecursionlimit(n)`` fails, with a ``RecursionError``, whatever runs
   deeper than ``n`` frames; the analyst picks both ``n`` and the depth they call from, so they can leave the
@@ -30,6 +36,14 @@ the engines' work on private rows into something the analyst reads outside any Î
   refuses a limit that leaves fewer than :data:`HEADROOM` frames above the caller's stack â€” at the entry of
   each public method of the engine's objects (:func:`under_numpy_defaults`), before the charge, and before
   each private read.
+
+* **Polars' panics on errors.** ``POLARS_PANIC_ON_ERR=1`` makes Polars panic where it would raise an error,
+  printing the error's message and a backtrace to standard error: it fails the errors Polars raises and
+  recovers from inside a query (every release on the Polars backend panicked, charged, at an internal
+  downcast), and prints what an error says. Polars reads it once, at its first error, and keeps it for the
+  process: set after dpframe was imported but before any error, it turned every later release into a
+  charged failure. Importing this module makes Polars read it (:data:`PANICS`), in the data owner's process;
+  a release is refused while it is on.
 
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
@@ -50,6 +64,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import inspect
 import os
@@ -60,19 +75,47 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
+import polars as pl
 import polars._plr as _plr
 
 from dpframe.errors import ArgumentError
 
 T = TypeVar("T")
 
-DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS", "POLARS_PARQUET_METRICS",
-               "POLARS_OOC_LOG_METRICS")
-"""Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``)."""
+PLAN_FILES = ("POLARS_VISUALIZE_PHYSICAL_PLAN", "POLARS_VISUALIZE_IR")
+"""Polars' settings that write each query's plan to the file they name (refused while set to anything)."""
 
+DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS", "POLARS_PARQUET_METRICS",
+               "POLARS_OOC_LOG_METRICS", *PLAN_FILES)
+"""Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``, or
+while set at all for :data:`PLAN_FILES`)."""
+
+KEPT = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_OOC_LOG_METRICS")
+"""The settings of :data:`DIAGNOSTICS` Polars keeps a copy of (it reads the others from the environment each time;
+asked to reload one of those, it warns of an unknown option under ``POLARS_WARN_UNKNOWN_CONFIG=1``)."""
+
+
+def _panics() -> bool:
+    """Whether Polars panics on its errors: raise one (its first, if no error came before, fixing the setting)."""
+    try:
+        pl.Series(["x"]).cast(pl.Int64)
+    except pl.exceptions.PolarsError:
+        return False
+    except pl.exceptions.PanicException:
+        return True
+    return False   # pragma: no cover - the cast always fails
+
+
+PANICS = _panics()
+"""Whether Polars panics on its errors (``POLARS_PANIC_ON_ERR``), fixed for the process when dpframe is imported."""
 
 HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
+
+_GETENV = None if os.name != "posix" else ctypes.CDLL(None).getenv
+"""libc's ``getenv`` (POSIX; elsewhere ``os.environ`` is read)."""
+if _GETENV is not None:
+    _GETENV.restype, _GETENV.argtypes = ctypes.c_char_p, [ctypes.c_char_p]
 
 _ENTERED = threading.local()
 """Per thread: how many public methods of the engine's objects are running (``calls``; the outermost one checks)
@@ -121,23 +164,49 @@ def _depth() -> int:
 
 
 def check_quiet() -> None:
-    """An :class:`ArgumentError` naming the first Polars diagnostic setting that is on, or the recursion limit.
+    """An :class:`ArgumentError` naming the first Polars diagnostic setting on, Polars panics, or the recursion limit.
 
     See the module docstring; the recursion limit is refused if it leaves too few frames (:func:`check_headroom`).
 
-    Otherwise Polars' own copy of each setting is reloaded from the environment just read.
+    Otherwise Polars' own copy of each setting it keeps one of (:data:`KEPT`) is reloaded from the environment
+    just read.
     """
     check_headroom()
+    if PANICS:
+        raise ArgumentError("Polars panics on its errors in this process (POLARS_PANIC_ON_ERR): it fails the errors "
+                            "it raises and recovers from while it reads private rows, and prints what they say; "
+                            "nothing was charged", argument="POLARS_PANIC_ON_ERR",
+                            fix="start the process without POLARS_PANIC_ON_ERR (Polars reads it once)")
     for name in DIAGNOSTICS:
-        value = os.environ.get(name, "")
-        if value not in ("", "0"):
+        value = environment(name)
+        if value != "" and (value != "0" or name in PLAN_FILES):
             fix = ("pl.Config.set_verbose(False)" if name == "POLARS_VERBOSE"
-                   else f"unset it (del os.environ[{name!r}])")
-            raise ArgumentError(f"Polars' diagnostic output is on ({name}={value!r}): it prints row counts and "
-                                "other statistics of the private rows to standard error; nothing was charged",
+                   else f"unset it (os.environ.pop({name!r}, None); os.unsetenv({name!r}))")
+            raise ArgumentError(f"Polars' diagnostic output is on ({name}={value!r}): it prints or writes row counts "
+                                "and other statistics of the private rows (how many queries run on them, and "
+                                "which); nothing was charged",
                                 argument=name, fix=fix)
-    for name in DIAGNOSTICS:
+    for name in KEPT:
         _plr.config_reload_env_var(name)
+
+
+def environment(name: str) -> str:
+    """The process's environment variable ``name`` as native code reads it (``getenv``; ``""`` if unset).
+
+    ``os.environ`` is Python's copy, taken at start and kept in step by its own writes only: ``os.putenv`` and
+    ``os.unsetenv`` change the process's environment without it.
+
+    Example:
+        >>> os.putenv("DPFRAME_EXAMPLE", "1")
+        >>> "DPFRAME_EXAMPLE" in os.environ, environment("DPFRAME_EXAMPLE")
+        (False, '1')
+        >>> os.unsetenv("DPFRAME_EXAMPLE")
+
+    """
+    if _GETENV is None:
+        return os.environ.get(name, "")
+    value = _GETENV(os.fsencode(name))
+    return "" if value is None else os.fsdecode(value)
 
 
 def under_numpy_defaults(cls: type) -> None:
@@ -184,6 +253,28 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
 
 
 @contextlib.contextmanager
+def numpy_quiet() -> Iterator[None]:
+    """Run the block with numpy's floating-point errors ignored (this thread's): the engine's work on private values.
+
+    Under :func:`numpy_defaults` numpy warns of an overflow: a mechanism's harmless float work on an exact count
+    (``exp(count)``, infinite past 709) printed ``RuntimeWarning: overflow encountered in exp`` on the larger
+    dataset only, and failed the release there under ``warnings.simplefilter("error")``. A value's overflow,
+    division by zero or invalid result stays what it is (``inf``, ``nan``); only the warning goes.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error")
+        ...     with numpy_quiet():
+        ...         float(np.exp(np.float64(800.0)))
+        inf
+
+    """
+    with np.errstate(all="ignore"):
+        yield
+
+
+@contextlib.contextmanager
 def numpy_defaults() -> Iterator[None]:
     """Run the block under numpy's default floating-point error handling (this thread's: numpy keeps it per context).
 
@@ -197,4 +288,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "check_headroom", "check_quiet", "numpy_defaults", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
+           "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]

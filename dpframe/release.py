@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
-from dpframe.backends.base import StatisticsRequest
-from dpframe.engine_output import check_quiet, numpy_defaults
+from dpframe.backends.base import Quiet, StatisticsRequest
+from dpframe.engine_output import check_quiet, numpy_defaults, numpy_quiet
 from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
@@ -136,7 +136,7 @@ class PrivateReader:
         Then a :class:`~dpframe.errors.TableChangedError` if the table's file changed since the session
         was created (:mod:`dpframe.file_versions`): the statistics may mix two versions of it. A table its
         release did not declare is refused before the read (its file was not checked before charging), and so is
-        any read while Polars' diagnostic output is on (:func:`~dpframe.engine_output.check_quiet`).
+        any read while Polars' diagnostic output is on, or the backend's (:meth:`check_quiet`).
         """
         self._check()
         if self._tables is not None and request.table not in self._tables:
@@ -144,10 +144,20 @@ class PrivateReader:
                                f"charged (it declared {sorted(self._tables)})", argument="tables",
                                fix="this is a dpframe bug (or a query family's that reads beyond its source): "
                                    "report it")
-        check_quiet()
+        self.check_quiet()
         out: pl.DataFrame = self._backend.statistics(request)
         self._context.catalog.check_unchanged((request.table,))
         return out
+
+    def check_quiet(self) -> None:
+        """An :class:`~dpframe.errors.ArgumentError` while Polars' or the backend's diagnostic output is on.
+
+        Polars': :func:`~dpframe.engine_output.check_quiet`; the backend's logs or progress output:
+        :class:`~dpframe.backends.base.Quiet` (Spark's).
+        """
+        check_quiet()
+        if isinstance(self._backend, Quiet):
+            self._backend.check_quiet()
 
     def rerun(self, request: StatisticsRequest, statistics: tuple[Statistic, ...]) -> pl.DataFrame:
         """``request`` again with other ``statistics`` (same seed and rows: the same bounded rows)."""
@@ -206,6 +216,7 @@ class ReleaseContext:
         """
         reader = PrivateReader(self, backend, tables)
         try:
+            reader.check_quiet()        # the backend's output too, before the charge (reserve checks Polars')
             charge = self.reserve(cost, what, mechanisms, tables=tables)
             result = self.guarded(charge, lambda: run(reader))
         finally:
@@ -235,14 +246,14 @@ class ReleaseContext:
 
         ``run`` receives no values (engine code running inside the reservation). Any failure counts:
         pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``, not
-        ``Exception``. ``run`` runs under numpy's default floating-point error handling, whatever the caller
-        set (:func:`~dpframe.engine_output.numpy_defaults`). ``KeyboardInterrupt`` and ``SystemExit`` are
+        ``Exception``. ``run`` runs with numpy's floating-point errors ignored, whatever the caller set
+        (:func:`~dpframe.engine_output.numpy_quiet`). ``KeyboardInterrupt`` and ``SystemExit`` are
         re-raised as they are, after the charge is marked failed; everything else becomes a
         :class:`DPFrameError` naming only its type.
         """
         failure = None
         try:
-            with numpy_defaults():
+            with numpy_quiet():
                 result = run()
         except (KeyboardInterrupt, SystemExit):
             self._ledger.fail(charge, "interrupted")

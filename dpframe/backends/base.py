@@ -139,6 +139,14 @@ class SparkBound(Protocol):
 
 
 @runtime_checkable
+class Quiet(Protocol):
+    """Has output settings (logs, progress) that may print statistics of the rows, and may change at any time."""
+
+    def check_quiet(self) -> None:
+        """An :class:`~dpframe.errors.ArgumentError` while one is on (called before a charge and each read)."""
+
+
+@runtime_checkable
 class Refuses(Protocol):
     """Cannot run every row-level node: says which, for free, before anything is charged."""
 

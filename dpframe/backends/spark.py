@@ -80,6 +80,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import logging
 import os
 import sys
 import urllib.parse
@@ -272,32 +273,71 @@ def metrics_reachable(spark: Any) -> str | None:
     Spark's web UI (on by default, on every interface, without authentication; its REST API too) and its
     event log record each operator's "number of output rows" and each stage's record counts: after a
     query they hold exact statistics of the private rows (how many passed a filter, how many each group
-    has), outside any ε. A data owner whose UI and logs only they can read (an access-controlled cluster)
-    declares it with the Spark configuration ``spark.dpframe.metricsArePrivate=true``.
+    has), outside any ε. Its driver log, once code in the process calls
+    ``sc.setLogLevel("INFO")``, prints on standard error the bytes of each task and each shuffle read
+    (``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000),
+    and py4j's debug log (``logging``'s ``py4j`` loggers) every call the driver makes to the JVM. Those two
+    can change at any time: a release checks them before its charge and before each read
+    (:func:`logs_reachable`, :meth:`SparkBackend.check_quiet`). A data owner whose UI and logs only they can read
+    (an access-controlled cluster, no untrusted code in the process) declares it with the Spark configuration
+    ``spark.dpframe.metricsArePrivate=true`` (read when the backend takes the session: a runtime setting, code in
+    the process may set it later).
 
     Example (needs PySpark and Java; skipped by the doctests)::
 
         >>> metrics_reachable(SparkSession.builder.config("spark.ui.enabled", "false").getOrCreate())  # doctest: +SKIP
 
     """
-    if str(spark.conf.get(METRICS_PRIVATE, "false")).lower() == "true":
+    if declared_private(spark):
         return None
     context = spark.sparkContext
     if context.uiWebUrl is not None:
         return f"its web UI ({context.uiWebUrl})"
-    if str(context.getConf().get("spark.eventLog.enabled", "false")).lower() == "true":
+    conf = context.getConf()
+    if str(conf.get("spark.eventLog.enabled", "false")).lower() == "true":
         return "its event log (spark.eventLog.enabled)"
+    return logs_reachable(spark)
+
+
+def declared_private(spark: Any) -> bool:
+    """Whether the data owner declared ``spark``'s metrics and logs private (``spark.dpframe.metricsArePrivate``)."""
+    return str(spark.conf.get(METRICS_PRIVATE, "false")).lower() == "true"
+
+
+def logs_reachable(spark: Any) -> str | None:
+    """Which of ``spark``'s logs print statistics of the private rows at their present level (None: neither).
+
+    Spark's driver log at INFO level or finer, and py4j's loggers at DEBUG (see :func:`metrics_reachable`).
+    """
+    if spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark").isInfoEnabled():
+        return "its driver log, at INFO level or finer (sc.setLogLevel)"
+    if any(logging.getLogger(name).isEnabledFor(logging.DEBUG) for name in _PY4J_LOGGERS):
+        return "py4j's debug log (logging.getLogger('py4j'))"
     return None
 
 
-def _check_metrics(spark: Any) -> None:
-    """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable."""
-    where = metrics_reachable(spark)
+_PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+"""The loggers py4j logs each call to the JVM with, at DEBUG level."""
+
+
+def _check_metrics(spark: Any) -> bool:
+    """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable.
+
+    Else whether the data owner declared them private (:func:`declared_private`, read now: the backend keeps it).
+    """
+    _refuse(metrics_reachable(spark))
+    return declared_private(spark)
+
+
+def _refuse(where: str | None) -> None:
+    """An ArgumentError naming ``spark`` whose metrics are readable in ``where`` (None: nothing)."""
     if where is not None:
         raise ArgumentError(f"the SparkSession's query metrics are readable in {where}: each query's row counts "
                             "there are exact statistics of the private rows", argument="spark",
-                            fix="start Spark with .config('spark.ui.enabled', 'false') (and no event log), or, if only "
-                                f"you can read its UI and logs, set .config('{METRICS_PRIVATE}', 'true')")
+                            fix="start Spark with .config('spark.ui.enabled', 'false') (and no event log), keep its "
+                                "log level at WARN or above (sc.setLogLevel('WARN')) and py4j's loggers above DEBUG, "
+                                "or, if only you can read its UI and logs, set "
+                                f".config('{METRICS_PRIVATE}', 'true'); nothing was charged")
 
 
 def _name(column: str) -> Any:
@@ -475,6 +515,7 @@ class SparkBackend:
     def __init__(self, spark: Any = None) -> None:
         self._sql = _pyspark()
         self._spark = spark
+        self._private = spark is not None and declared_private(spark)   # the data owner's declaration, read once
         self._frames: dict[str, Any] = {}               # name -> Spark DataFrame
         self._schemas: dict[str, pl.Schema] = {}        # name -> the public (Polars) schema
         self._loaded: dict[str, Any] = {}               # Spark sources read by load_table, not yet registered
@@ -485,12 +526,15 @@ class SparkBackend:
 
         One it creates runs its Python workers on this interpreter unless ``PYSPARK_PYTHON`` says
         otherwise: Spark's default, the first ``python3`` on the path, may lack Polars, and every query
-        with a step Spark runs through Polars would then fail after its charge. It has no web UI; an
+        with a step Spark runs through Polars would then fail after its charge. It has no web UI and no
+        console progress bar; an
         active one whose metrics others may read is refused (:func:`metrics_reachable`).
         """
         if self._spark is None:
             session = self._sql.SparkSession
             builder = session.builder.config("spark.ui.enabled", "false")   # its metrics are exact statistics
+            # and its progress bar shows each job's stages and task counts (PySpark turns it on by default)
+            builder = builder.config("spark.ui.showConsoleProgress", "false")
             if not os.environ.get("PYSPARK_PYTHON"):
                 builder = builder.config("spark.pyspark.python", sys.executable)
             try:
@@ -499,7 +543,7 @@ class SparkBackend:
                 raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "
                                    "or pass spark=<SparkSession> connected to your cluster") from None
-            _check_metrics(spark)
+            self._private = _check_metrics(spark)
             self._spark = spark
         return self._spark
 
@@ -511,8 +555,19 @@ class SparkBackend:
         if not isinstance(spark, self._sql.SparkSession):
             raise ArgumentError(f"expected a pyspark.sql.SparkSession, got {type(spark).__name__}", argument="spark",
                                fix="pass SparkSession.builder.getOrCreate()")
-        _check_metrics(spark)
+        self._private = _check_metrics(spark)
         self._spark = spark
+
+    def check_quiet(self) -> None:
+        """An :class:`ArgumentError` naming ``spark`` while :func:`logs_reachable` finds a log that prints statistics.
+
+        A release calls it before its charge and before each read: the log levels may change at any time (the web
+        UI and the event log cannot: they were checked when the backend took the session). Not where the data owner
+        declared the metrics private when it did.
+        """
+        spark = self.spark
+        if not self._private:
+            _refuse(logs_reachable(spark))
 
     # ---------------------------------------------------------------------------------- registration
     def _read(self, name: str, source: object) -> Any:

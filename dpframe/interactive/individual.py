@@ -61,6 +61,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.budgets import ZCDP, describe
+from dpframe.engine_output import numpy_quiet
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.stream import _atomic
 from dpframe.mechanism import Noise
@@ -190,7 +191,8 @@ class IndividualFilter(Sealed):
                                "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
         plan = self.plan(query, budget)
         try:
-            return self._run(query, plan)
+            with numpy_quiet():                     # private work: numpy's warnings would say what the data did
+                return self._run(query, plan)
         except (KeyboardInterrupt, SystemExit):
             self._closed = True
             raise

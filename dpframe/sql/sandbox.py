@@ -3,7 +3,8 @@
 Every DuckDB connection dpframe opens is private to the engine: an in-memory database with Python
 replacement scans off (no variable of the caller is readable), extension auto-install/auto-load off,
 external access (files, network, ``read_csv``, ``COPY``, ``ATTACH``) off except for the Parquet files the
-data owner registered, and the configuration locked so later SQL cannot undo any of it.
+data owner registered, no progress bar (DuckDB prints one to standard output for a query running over 2 s),
+and the configuration locked so later SQL cannot undo any of it.
 
 Example:
     >>> con = connect()
@@ -71,6 +72,7 @@ def connect(*, locked: bool = True) -> duckdb.DuckDBPyConnection:
     """
     con = duckdb.connect(":memory:", config=dict(CONFIG))
     con.execute("SET TimeZone = 'UTC'")     # not in CONFIG: the time-zone extension loads after connecting
+    con.execute("SET enable_progress_bar = false")  # (a session setting): a query over 2 s printed its progress
     _OPEN.add(con)
     if locked:
         lock(con)

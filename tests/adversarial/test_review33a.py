@@ -13,6 +13,7 @@ import sys
 import textwrap
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
@@ -60,9 +61,17 @@ def test_spark_web_ui_metrics_are_refused_at_session_creation(tmp_path: Path) ->
     assert "refused spark" in out.stdout and "opted in 1" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
+class _Logger:
+    def isInfoEnabled(self) -> bool:  # noqa: N802 - log4j's name
+        return False
+
+
 class _Context:
     def __init__(self, url: str | None, log: str) -> None:
         self.uiWebUrl, self._log = url, log
+        # the JVM's log4j, as the driver reads it (a WARN level: test_review41a.py)
+        self._jvm = SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(logging=SimpleNamespace(
+            log4j=SimpleNamespace(LogManager=SimpleNamespace(getLogger=lambda name: _Logger()))))))
 
     def getConf(self) -> Any:  # noqa: N802 - PySpark's name
         return {"spark.eventLog.enabled": self._log}

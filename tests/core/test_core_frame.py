@@ -21,12 +21,16 @@ class _Exploding:
     """A backend stand-in whose every data access fails loudly.
 
     ``supports(node)`` is answered (every step can run): it reads the step's public types, never data, and
-    a frame asks it when it is built.
+    a frame asks it when it is built; so is ``check_quiet()`` (its output settings: a release asks before its
+    charge).
     """
 
     name = "polars"
 
     def supports(self, node: object) -> None:
+        return None
+
+    def check_quiet(self) -> None:
         return None
 
     def __getattr__(self, item: str):  # noqa: ANN204
