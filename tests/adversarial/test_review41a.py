@@ -83,13 +83,16 @@ def test_polars_plan_files_are_refused(name, tmp_path, monkeypatch) -> None:
     # planning runs the analyst's expressions on public probe values (their plans are public); no private read ran
     assert "__dpframe_keep" not in (plan.read_text() if plan.exists() else "")
     assert sess.history().height == 0
+    (tmp_path / "refused").mkdir()
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "refused")     # the checks' plans go to a file named "0" here, not the caller's cwd
     monkeypatch.setenv(name, "0")
     with pytest.raises(dp.ArgumentError, match=name):
         _query(sess)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path / "run")
     monkeypatch.delenv(name)
     _query(sess)
-    assert sess.history().height == 1 and not (tmp_path / "0").exists()
+    assert sess.history().height == 1 and not (tmp_path / "run" / "0").exists()
 
 
 
