@@ -151,6 +151,21 @@ class _Total:
         tree = json.loads(guarded.meta.serialize(format="json"))
         return _replace_column(tree, "__dp_guarded", node)
 
+    def typed_branches(self, node: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        """A ternary's rewritten ``payload`` with both branches cast to its planned type when that is an integer.
+
+        Polars types a branch built from integer literals alone (``pl.lit(3)``, ``-pl.lit(2**31)``) by its value
+        where every row of a batch takes it, and by the supertype where rows take both branches: its batches then
+        disagree (``when(p).then(pl.lit(3)).otherwise(pl.lit(2**40))`` panicked on 20 rows that ``p`` split, ran on
+        two), so a failure told how the private rows fall around ``p``. Cast to the type the plan gives the
+        ternary (a non-strict integer cast cannot fail), every batch has that type, whatever the rows.
+        """
+        types = self.dtypes(node)
+        if len(types) != 1 or not types[0].is_integer():
+            return payload
+        cast = json.loads(pl.col("__dp_cast").cast(types[0], strict=False).meta.serialize(format="json"))
+        return {**payload, **{k: _replace_column(cast, "__dp_cast", payload[k]) for k in ("truthy", "falsy")}}
+
     def rewrite(self, node: Any) -> Any:
         """The expression with a guard in front of every temporal input of a function or cast."""
         variant, payload = _split(node)
@@ -161,7 +176,7 @@ class _Total:
         if variant == "RenameAlias":
             return {"RenameAlias": {**payload, "expr": self.rewrite(payload["expr"])}}
         if variant == "Ternary":
-            return {"Ternary": {k: self.rewrite(v) for k, v in payload.items()}}
+            return {"Ternary": self.typed_branches(node, {k: self.rewrite(v) for k, v in payload.items()})}
         if variant == "BinaryExpr":
             return {"BinaryExpr": {**payload, "left": self.rewrite(payload["left"]),
                                    "right": self.rewrite(payload["right"])}}
