@@ -14,7 +14,10 @@ row-level expression is run only in a form that is *total*: defined for every va
    other operations panic, and such values are easy to make (``cast(pl.Datetime("ms"), strict=False)``
    of a large integer) or may be in the data. Every date, datetime or duration that a function or cast
    reads is first replaced by null when it lies more than ``SAFE_DAYS`` (about 100,000 years) from
-   1970; a literal offset, rounding or truncation then stays inside the calendar.
+   1970; a literal offset, rounding or truncation then stays inside the calendar. The branches of a
+   ``when/then/otherwise`` of an integer type are cast to that type: Polars types a batch whose rows all
+   take a branch built from literals alone by the literal, and other batches by the supertype, and the
+   mismatch panicked on some rows only.
 3. **The isolation probe.** Every operation of the guarded expression (function, cast, arithmetic,
    comparison, ``when``) is run on its own, with each non-literal input replaced by *every* adversarial
    value of that input's type (:func:`~dpframe.plan.values.probe_values`: extremes, NaN/inf, odd
