@@ -161,15 +161,16 @@ class _Total:
         where every row of a batch takes it, and by the supertype where rows take both branches: its batches then
         disagree (``when(p).then(pl.lit(3)).otherwise(pl.lit(2**40))`` panicked on 20 rows that ``p`` split, ran on
         two), so a failure told how the private rows fall around ``p``. Cast to the type the plan gives the
-        ternary (a non-strict integer cast cannot fail), every batch has that type, whatever the rows. A branch
-        of that type already, or a null literal, is left as it is (the Spark backend translates it natively).
+        ternary (a non-strict integer cast cannot fail), every batch has that type, whatever the rows (a branch
+        already reported in that type may compute in another: ``pl.lit(1) + pl.lit(2)``). A null literal is left
+        as it is (the Spark backend translates it natively).
         """
         types = self.dtypes(node)
         if len(types) != 1 or not types[0].is_integer():
             return payload
         cast = json.loads(pl.col("__dp_cast").cast(types[0], strict=False).meta.serialize(format="json"))
         return {**payload, **{k: _replace_column(cast, "__dp_cast", payload[k]) for k in ("truthy", "falsy")
-                              if self.dtypes(node["Ternary"][k]) not in (types, [pl.Null()])}}
+                              if self.dtypes(node["Ternary"][k]) != [pl.Null()]}}
 
     def rewrite(self, node: Any) -> Any:
         """The expression with a guard in front of every temporal input of a function or cast."""
