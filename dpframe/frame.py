@@ -482,6 +482,14 @@ class GroupBy(FixedClass):
             f"group by {list(self._by)}: {keys}"], "finish it with .agg(dp.len(), ...) or .top_k(...)")
 
 
+def _diagnostics_miss_accuracy() -> PlanError:
+    """The refusal of ``diagnostics=True`` with an accuracy target (``collect`` and ``cost``)."""
+    return PlanError("diagnostics spend 1/10 of the query's budget, so the release would miss the accuracy target",
+                     argument="diagnostics",
+                     fix="collect(accuracy=...) without diagnostics, or pass the budget cost(accuracy=...) shows, "
+                         "plus diagnostics' share, as collect(budget, diagnostics=True)")
+
+
 def diagnostics_flag(diagnostics: object) -> bool:
     """``collect``'s ``diagnostics``: True or False (a PlanError otherwise; read once, as a plain bool).
 
@@ -658,10 +666,7 @@ class Query(Releasable[pl.DataFrame]):
         then miss the accuracy it was chosen for.
         """
         if diagnostics:
-            raise PlanError("diagnostics spend 1/10 of the query's budget, so the release would miss the accuracy "
-                            "target", argument="diagnostics",
-                            fix="collect(accuracy=...) without diagnostics, or pass the budget cost(accuracy=...) "
-                                "shows, plus diagnostics' share, as collect(budget, diagnostics=True)")
+            raise _diagnostics_miss_accuracy()
         chosen = self._budget(budget, accuracy, "collect")[0]
         front, charge = self._front, self._planned(chosen).charge
         accountant, spent = front.accountant, front._release.spent()
@@ -673,13 +678,33 @@ class Query(Releasable[pl.DataFrame]):
                                           "cannot give this accuracy)")
         return chosen
 
-    def cost(self, budget: object = None, *, accuracy: object = None) -> SessionCost:
+    def cost(self, budget: object = None, *, accuracy: object = None, diagnostics: bool = False) -> SessionCost:
         """The exact charge this query would be charged, in the session's notion. Free.
 
         ``accuracy=dp.Accuracy(half_width, confidence)`` instead of a budget: the charge of the smallest
-        budget whose noise meets it (see :mod:`dpframe.accuracy`).
+        budget whose noise meets it (see :mod:`dpframe.accuracy`). ``diagnostics=True``: the charge of
+        ``collect(budget, diagnostics=True)``, which runs in stages (:mod:`dpframe.tuning.stage`): the same
+        budget, but in ``rdp``/``pld`` sessions the curves each share guarantees, which may lie above the curves
+        of the mechanisms ``cost(budget)`` prices.
+
+        Example:
+            >>> import polars as pl, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"u": [1, 2], "x": [1.0, 2.0]})}, budget=dp.ApproxDP(4, 1e-6),
+            ...                   privacy_unit=dp.PrivacyUnit("u", max_rows=1), accountant="rdp")
+            >>> q = sess.table("t").agg(s=dp.sum("x", bounds=(0, 2)))
+            >>> q.cost(dp.ApproxDP(1, 1e-6)) == q.cost(dp.ApproxDP(1, 1e-6), diagnostics=True)
+            False
+
         """
-        return super().cost(self._budget(budget, accuracy, "cost")[0])
+        if diagnostics_flag(diagnostics) and accuracy is not None:
+            raise _diagnostics_miss_accuracy()
+        chosen = self._budget(budget, accuracy, "cost")[0]
+        charge = super().cost(chosen)   # the query's own refusals first (SQL's partition selection), free
+        if not diagnostics:
+            return charge
+        query = self._query
+        assert isinstance(query, AggregateQuery)
+        return query.plan(chosen, diagnostics=True).charge
 
     def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:
         """The plan, the mechanisms, the cost and the accuracy, as text or a JSON-able dict. Free.

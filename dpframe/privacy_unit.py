@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dpframe.errors import ArgumentError, DPFrameError, PlanError
+from dpframe.errors import ArgumentError, PlanError
 from dpframe.sealed import Final
 
 AUTO: Literal["auto"] = "auto"
@@ -171,14 +171,14 @@ class PrivacyUnit(Final, argument="privacy_unit"):
 
     @property
     def max_rows(self) -> int:
-        """The most rows one unit keeps (a DPFrameError for ``"auto"``: only ``agg`` queries tune it)."""
+        """The most rows one unit keeps (a PlanError for ``"auto"``: only ``agg`` queries tune it)."""
         if self.rows == AUTO:
             raise _needs_number("max_rows")
         return self.rows
 
     @property
     def max_groups(self) -> int | None:
-        """The most groups one unit keeps (None: ``max_rows``); a DPFrameError for ``"auto"``."""
+        """The most groups one unit keeps (None: ``max_rows``); a PlanError for ``"auto"``."""
         if self.groups == AUTO:
             raise _needs_number("max_groups")
         return self.groups
@@ -241,8 +241,8 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         return text + " per unit (uniform random subset; null ids dropped)"
 
 
-def _needs_number(argument: str) -> DPFrameError:
-    return DPFrameError(f"{argument}='auto' is chosen per query by agg queries (group_by(...).agg, agg, SQL "
-                        "aggregates); this query needs a number", argument=argument,
-                        fix=f"open the session with dp.PrivacyUnit(column, {argument}=<a number>) for this kind "
-                            "of query")
+def _needs_number(argument: str) -> PlanError:
+    return PlanError(f"{argument}='auto' is chosen per query by agg queries (group_by(...).agg, agg, SQL "
+                     "aggregates); this query needs a number", argument=argument,
+                     fix=f"open the session with dp.PrivacyUnit(column, {argument}=<a number>) for this kind "
+                         "of query")

@@ -14,7 +14,10 @@ row-level expression is run only in a form that is *total*: defined for every va
    other operations panic, and such values are easy to make (``cast(pl.Datetime("ms"), strict=False)``
    of a large integer) or may be in the data. Every date, datetime or duration that a function or cast
    reads is first replaced by null when it lies more than ``SAFE_DAYS`` (about 100,000 years) from
-   1970; a literal offset, rounding or truncation then stays inside the calendar.
+   1970; a literal offset, rounding or truncation then stays inside the calendar. The branches of a
+   ``when/then/otherwise`` of an integer type are cast to that type: Polars types a batch whose rows all
+   take a branch built from literals alone by the literal, and other batches by the supertype, and the
+   mismatch panicked on some rows only.
 3. **The isolation probe.** Every operation of the guarded expression (function, cast, arithmetic,
    comparison, ``when``) is run on its own, with each non-literal input replaced by *every* adversarial
    value of that input's type (:func:`~dpframe.plan.values.probe_values`: extremes, NaN/inf, odd
@@ -151,6 +154,24 @@ class _Total:
         tree = json.loads(guarded.meta.serialize(format="json"))
         return _replace_column(tree, "__dp_guarded", node)
 
+    def typed_branches(self, node: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        """A ternary's rewritten ``payload`` with both branches cast to its planned type when that is an integer.
+
+        Polars types a branch built from integer literals alone (``pl.lit(3)``, ``-pl.lit(2**31)``) by its value
+        where every row of a batch takes it, and by the supertype where rows take both branches: its batches then
+        disagree (``when(p).then(pl.lit(3)).otherwise(pl.lit(2**40))`` panicked on 20 rows that ``p`` split, ran on
+        two), so a failure told how the private rows fall around ``p``. Cast to the type the plan gives the
+        ternary (a non-strict integer cast cannot fail), every batch has that type, whatever the rows (a branch
+        already reported in that type may compute in another: ``pl.lit(1) + pl.lit(2)``). A null literal is left
+        as it is (the Spark backend translates it natively).
+        """
+        types = self.dtypes(node)
+        if len(types) != 1 or not types[0].is_integer():
+            return payload
+        cast = json.loads(pl.col("__dp_cast").cast(types[0], strict=False).meta.serialize(format="json"))
+        return {**payload, **{k: _replace_column(cast, "__dp_cast", payload[k]) for k in ("truthy", "falsy")
+                              if self.dtypes(node["Ternary"][k]) != [pl.Null()]}}
+
     def rewrite(self, node: Any) -> Any:
         """The expression with a guard in front of every temporal input of a function or cast."""
         variant, payload = _split(node)
@@ -161,7 +182,7 @@ class _Total:
         if variant == "RenameAlias":
             return {"RenameAlias": {**payload, "expr": self.rewrite(payload["expr"])}}
         if variant == "Ternary":
-            return {"Ternary": {k: self.rewrite(v) for k, v in payload.items()}}
+            return {"Ternary": self.typed_branches(node, {k: self.rewrite(v) for k, v in payload.items()})}
         if variant == "BinaryExpr":
             return {"BinaryExpr": {**payload, "left": self.rewrite(payload["left"]),
                                    "right": self.rewrite(payload["right"])}}

@@ -358,7 +358,7 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     ``ci=``'s edge levels (``CI_LEVELS``), as the method chains' ``chains(tuned=True)``. With ``units`` (as
     ``chains(units=True)``), a key may be the unit column itself, and a ``WHERE`` one that no row of D meets
     (:data:`_UNREAD`). With ``accounts`` (as ``chains(accounts=True)``), the session's kind and the query's budget
-    are drawn."""
+    are drawn, the budget mostly one the kind takes (``draw_account(fitting=True)``)."""
     unit = draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ())))
     row_unit = unit.column is None
     columns: Columns = {**columns_of(storage), **({"u": sql_kind(base(storage).schema["u"])} if row_unit else {})}
@@ -375,7 +375,7 @@ def queries(draw: st.DrawFn, depth: int = 2, storage: Storage = MEMORY, tuned: b
     query = SQLQuery("", unit=unit, ci=draw(st.sampled_from([None, None, 0.9, *(CI_LEVELS if tuned else [])])),
                      diagnostics=draw(st.integers(0, 5)) == 0)
     if accounts:
-        query.account, query.budget = draw_account(draw)
+        query.account, query.budget = draw_account(draw, fitting=True)
     n_keys = draw(st.sampled_from([0, 1, 1, 2]))
     items: list[str] = []
     group: list[str] = []

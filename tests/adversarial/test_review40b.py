@@ -147,10 +147,12 @@ def _charged(sess: dp.Session, cost: Callable[[], Any], observe: Callable[[], Ou
 
 def _chain_cost(sess: dp.Session, chain: Chain) -> Any:
     query = chain.build(sess)
-    if chain.ending[0] == "robust_median" or chain.options.get("diagnostics"):
-        raise NotImplementedError("a refund follows the answer; cost() does not price diagnostics' share")
+    if chain.ending[0] == "robust_median":
+        raise NotImplementedError("a refund follows the answer")
     if "accuracy" in chain.options:
         return query.cost(accuracy=chain.options["accuracy"])
+    if chain.options.get("diagnostics"):   # review 41b: cost() prices diagnostics' staged charge
+        return query.cost(chain.budget or co.BUDGET, diagnostics=True)
     return query.cost(chain.budget or co.BUDGET)
 
 
@@ -162,9 +164,9 @@ def chain_outcome(sess: dp.Session, chain: Chain) -> Outcome:
 def sql_outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
     """:func:`tests.adversarial.test_sql_composed_oracle.outcome`, with the charges checked against ``cost()``."""
     def cost() -> Any:
-        if query.diagnostics:
-            raise NotImplementedError("cost() does not price diagnostics' share")
-        return sess.sql(query.text, keys=query.keys).cost(query.budget or sql_oracle.BUDGET)
+        priced = sess.sql(query.text, keys=query.keys)
+        budget = query.budget or sql_oracle.BUDGET
+        return priced.cost(budget, diagnostics=True) if query.diagnostics else priced.cost(budget)
 
     return _charged(sess, cost, lambda: sql_oracle.outcome(sess, query), query)
 

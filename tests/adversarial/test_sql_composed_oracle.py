@@ -59,18 +59,25 @@ SESSIONS = Neighbours(functools.partial(open_session, **SESSION_OPTIONS))
 _d_session = SESSIONS.d
 
 
+def run(sess: dp.Session, query: SQLQuery) -> Any:
+    """``query`` collected as the analyst writes it: its budget (or :data:`BUDGET`), ``ci=``, ``diagnostics=``."""
+    built, budget = sess.sql(query.text, keys=query.keys), query.budget or BUDGET
+    if query.diagnostics:
+        return built.collect(budget, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
+    return built.collect(budget, ci=query.ci) if query.ci is not None else built.collect(budget)
+
+
 def outcome(sess: dp.Session, query: SQLQuery) -> Outcome:
     """What the analyst sees of one query: released (columns and types) or the error; warnings; ledger statuses."""
     before = sess.history().height
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            built, budget = sess.sql(query.text, keys=query.keys), query.budget or BUDGET
+            result = run(sess, query)
             if query.diagnostics:
-                result, diagnostics = built.collect(budget, ci=query.ci, diagnostics=True)   # type: ignore[call-arg]
+                result, diagnostics = result
                 seen: tuple[Any, ...] = ("released", tuple(result.schema.items()), diagnostics["diagnostic"].to_list())
             else:
-                result = built.collect(budget, ci=query.ci) if query.ci is not None else built.collect(budget)
                 seen = ("released", tuple(result.schema.items()))
         except dp.DPFrameError as e:
             seen = ("released", None) if POST_FAILED in str(e) else (type(e).__name__, str(e))
