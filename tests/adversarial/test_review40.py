@@ -58,6 +58,7 @@ def test_every_diagnostic_setting_is_refused(name, tmp_path, capfd, monkeypatch)
     """Each of Polars' printing settings, set in the environment only (some Polars reads there every time)."""
     sess = _session(str(tmp_path / "t.parquet"))
     capfd.readouterr()
+    monkeypatch.chdir(tmp_path)     # a plan-file setting names a file ("1"): the checks' plans are written here
     monkeypatch.setenv(name, "1")
     with pytest.raises(dp.ArgumentError, match=name):
         _query(sess)
