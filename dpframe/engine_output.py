@@ -45,6 +45,10 @@ the engines' work on private rows into something the analyst reads outside any Î
   charged failure. Importing this module makes Polars read it (:data:`PANICS`), in the data owner's process;
   a release is refused while it is on.
 
+* **Polars' query monitoring.** ``POLARS_QUERY_MONITORING=1`` sends the metrics of every query Polars runs to
+  a Polars Cloud workspace (row counts of the private rows among them) when ``polars_cloud`` is installed, and
+  fails every query when it is not; a release is refused while it is on (:data:`MONITORING`).
+
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
 (its run time, which that code can measure anyway).
@@ -89,6 +93,9 @@ DIAGNOSTICS = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_LOG_METRICS
                "POLARS_OOC_LOG_METRICS", *PLAN_FILES)
 """Polars' settings that print statistics of the rows a query reads (refused while set, other than to ``0``, or
 while set at all for :data:`PLAN_FILES`)."""
+
+MONITORING = "POLARS_QUERY_MONITORING"
+"""Polars' setting that sends every query's metrics to Polars Cloud (read from ``os.environ``; on at ``"1"``)."""
 
 KEPT = ("POLARS_VERBOSE", "POLARS_VERBOSE_SENSITIVE", "POLARS_OOC_LOG_METRICS")
 """The settings of :data:`DIAGNOSTICS` Polars keeps a copy of (it reads the others from the environment each time;
@@ -164,9 +171,10 @@ def _depth() -> int:
 
 
 def check_quiet() -> None:
-    """An :class:`ArgumentError` naming the first Polars diagnostic setting on, Polars panics, or the recursion limit.
+    """An :class:`ArgumentError` naming the first Polars setting on that reveals private rows, or the recursion limit.
 
-    See the module docstring; the recursion limit is refused if it leaves too few frames (:func:`check_headroom`).
+    See the module docstring (diagnostic output, plan files, panics on errors, query monitoring); the recursion
+    limit is refused if it leaves too few frames (:func:`check_headroom`).
 
     Otherwise Polars' own copy of each setting it keeps one of (:data:`KEPT`) is reloaded from the environment
     just read.
@@ -186,6 +194,11 @@ def check_quiet() -> None:
                                 "and other statistics of the private rows (how many queries run on them, and "
                                 "which); nothing was charged",
                                 argument=name, fix=fix)
+    if os.environ.get(MONITORING) == "1":
+        raise ArgumentError(f"Polars' query monitoring is on ({MONITORING}=1): it sends the metrics of every query "
+                            "Polars runs, row counts of the private rows among them, to Polars Cloud (and fails "
+                            "every query where polars_cloud is not installed); nothing was charged",
+                            argument=MONITORING, fix=f"unset it (os.environ.pop({MONITORING!r}, None))")
     for name in KEPT:
         _plr.config_reload_env_var(name)
 
@@ -288,5 +301,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet", "environment",
-           "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet",
+           "environment", "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]
