@@ -517,8 +517,9 @@ def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budg
             fix="give this query's budget as dp.PureDP(epsilon)" + (" or dp.ZCDP(rho)" if notion == "zcdp" else ""))
     raise BudgetConversionError(
         f"{budget!r} cannot be charged to {_NOTION_NAMES.get(notion, notion)} budget", argument=argument,
-        fix="give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1); "
-            "for Gaussian noise, open the session with a dp.ZCDP budget")
+        fix=("give this query a dp.PureDP(epsilon) budget" if notion == "pure" else
+             "give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1)")
+        + "; for Gaussian noise, open the session with a dp.ZCDP budget")
 
 
 def describe(budget: Budget) -> str:

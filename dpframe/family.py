@@ -55,6 +55,7 @@ from dpframe.errors import BudgetError, PlanError
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
+from dpframe.planning.passes import budget_of
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
@@ -289,6 +290,11 @@ class Releasable(Sealed, Generic[R]):
         return True
 
     def _planned(self, budget: object) -> FamilyPlan[R]:
+        # Every family takes the query's budget as it is given, in a notion the session's accountant holds:
+        # an (ε, δ > 0) budget in a pure or zCDP session (whose δ a family that needs none would silently
+        # drop), or a zCDP budget in an (ε, δ) ``basic`` session, is a BudgetConversionError naming it, free
+        # (the rule of ``agg``: :func:`~dpframe.planning.passes.check_budget`).
+        self._front.accountant.charge(budget_of(budget))
         return self._query.plan(budget)
 
     def plan(self, budget: object = None) -> Any:

@@ -57,6 +57,7 @@ from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
 from dpframe.noise import MAX_LAPLACE_SCALE, discrete_laplace, discrete_laplace_log_tail
 from dpframe.plan.nodes import tables_read
+from dpframe.planning.passes import budget_of
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ class RobustMedian(Sealed):
         self.proposals = tuple(sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)}))
 
     def _split(self, budget: Budget) -> tuple[Fraction, Fraction, Fraction]:
+        self._session.accountant.charge(budget_of(budget))   # a budget of a notion the session cannot hold: refused
         if not isinstance(budget, ApproxDP) or budget.delta == 0:
             raise BudgetError(f"PTR needs an (ε, δ) budget with δ > 0, got {budget!r}", argument="budget",
                               fix="pass dp.ApproxDP(1, 1e-7)")

@@ -614,6 +614,19 @@ def draw_account(draw: st.DrawFn, fitting: bool = False) -> tuple[str, dp.Budget
     return account, QUERY_BUDGETS[draw(st.sampled_from(names))]
 
 
+def takes(account: str, budget: dp.Budget) -> bool:
+    """Whether ``budget`` is of a kind the session kind ``account`` takes for every query (:data:`FITTING_BUDGETS`).
+
+    Example:
+        >>> takes("basic_pure", dp.PureDP(1)), takes("basic_pure", dp.ApproxDP(1, 1e-6)), takes("rdp", dp.ZCDP(1, 1e-6))
+        (True, False, True)
+
+    """
+    delta = getattr(budget, "delta", 0)
+    kind = {"pure": "pure", "approx": "approx" if delta else "pure", "zcdp": "zcdp_delta" if delta else "zcdp"}
+    return kind[budget.notion] in FITTING_BUDGETS[account]
+
+
 # ------------------------------------------------------------------------------------------------ chains
 
 @dataclass(repr=False)
@@ -918,7 +931,8 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
     (:data:`RATES`). With ``unread``, the first step is a filter no row of D passes (:func:`unread_filters`);
     with ``units``, a group key may be the unit column itself (with public keys of D's ids, or private). With
     ``accounts``, the session's total and accountant (:data:`SESSION_KINDS`) and the query's budget
-    (:data:`QUERY_BUDGETS`, or an ending's own) are drawn too (:func:`draw_account`).
+    (:data:`QUERY_BUDGETS`, or an ending's own where the kind :func:`takes` it) are drawn too, seven in eight of a
+    kind the session takes (``draw_account(fitting=True)``, review 41d).
     """
     columns: Columns = {name: kind_of(dtype) for name, dtype in base(storage).schema.items()}
     chain = Chain(unit=draw(st.sampled_from(UNITS_OF_PRIVACY + (AUTO_UNITS * 2 if tuned else ()))))
@@ -938,9 +952,11 @@ def chains(draw: st.DrawFn, max_steps: int = 3, depth: int = 2, storage: Storage
             m.option("bounds") != "auto" for m in measures))
     elif tuned:     # under max_rows="auto", one each tuned bound can take a share of (a smaller one is refused, free)
         chain.budget = draw(st.sampled_from(BUDGETS if not rows_auto else BUDGETS[:2]))
-    if accounts:
-        chain.account, budget = draw_account(draw)
-        chain.budget = budget if chain.budget is None or draw(st.booleans()) else chain.budget
+    if accounts:      # mostly budgets the kind takes (an ending's own where it takes it), as the SQL oracle's
+        chain.account, budget = draw_account(draw, fitting=True)
+        own = (chain.budget is not None and takes(chain.account, chain.budget)
+               and (ending == "robust_median" or draw(st.booleans())))     # PTR needs its (ε, δ > 0) budget
+        chain.budget = chain.budget if own else budget
     if ending == "agg":
         chain.ending = ("agg", tuple(measures))
         return chain
