@@ -109,6 +109,10 @@ def public_connection() -> Iterator[duckdb.DuckDBPyConnection]:
     did); a cursor on this one costs well under 1 ms. Each cursor is a separate connection: what it
     registers is visible to it alone and is gone when the block ends, so concurrent queries never see each
     other's frames. The database is locked as :func:`connect`'s are, its time zone UTC for every cursor.
+    The lock covers settings and files, not DDL: a cursor can create a macro, a table, a type or an attached
+    database there, or detach the default one (``CREATE MACRO abs(x) AS 1000`` made every later cursor's
+    ``abs`` answer 1000). Each cursor searches only its own temporary catalog (where ``register`` puts its
+    frames) and DuckDB's built-ins, which no cursor can create anything in or change.
 
     Example:
         >>> with public_connection() as con:
@@ -125,6 +129,7 @@ def public_connection() -> Iterator[duckdb.DuckDBPyConnection]:
             _PUBLIC[os.getpid()] = database
         con = database.cursor()
     try:
+        con.execute("SET search_path = 'temp'")   # (a per-connection setting): nothing another cursor created
         yield con
     finally:
         con.close()

@@ -1,0 +1,84 @@
+"""Review 41c: attacks on the code of stop 41.
+
+Scope: the one process-wide DuckDB database that SQL post-processing and public subqueries now run on
+(``dpframe.sql.sandbox.public_connection``: what code holding a cursor of it can make another query's
+post-processing see), the Polars settings ``dpframe.engine_output.check_quiet`` refuses (review 41a), and the
+integer ternary cast of ``dpframe.plan.totality`` (review 41b) with the other expression shapes whose batch
+type could depend on the rows a batch holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.sql.sandbox import public_connection
+
+
+def _session() -> dp.Session:
+    return dp.Session({"t": pl.DataFrame({"g": ["a", "b"] * 100, "x": [1.0, 3.0] * 100})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0,
+                      public_tables={"names": pl.DataFrame({"g": ["a", "b"], "w": [-1, -2]})})
+
+
+@contextmanager
+def _macro(definition: str, name: str) -> Iterator[None]:
+    """A macro created in the shared database's default schema (as any code holding a cursor can), then dropped."""
+    with public_connection() as con:
+        con.execute(f"CREATE MACRO memory.main.{definition}")
+    try:
+        yield
+    finally:
+        with public_connection() as con:
+            con.execute(f"DROP MACRO IF EXISTS memory.main.{name}")
+
+
+def test_a_macro_in_the_shared_database_does_not_change_a_release() -> None:
+    """``public_connection()`` hands out cursors on one database; ``CREATE MACRO`` on one of them (the database is
+    locked against settings and files, not against DDL) went to the database's ``main`` schema, which every later
+    cursor searched before DuckDB's built-ins: ``CREATE MACRO abs(x) AS 1000`` made every session's
+    ``ABS(COUNT(*))`` post-processing release 1000, and a public subquery's ``abs(w)`` read 1000 too. Each cursor
+    now searches only its own temporary catalog (and the built-ins)."""
+    sess = _session()
+    with _macro("abs(x) AS 1000", "abs"):
+        out = sess.sql("SELECT g, ABS(COUNT(*)) AS n FROM t GROUP BY g", keys={"g": ["a", "b"]}).collect(dp.PureDP(1))
+        assert all(50 < n < 150 for n in out["n"])
+        sub = sess.sql("WITH k AS (SELECT g, abs(w) AS w FROM names) "
+                       "SELECT k.w, COUNT(*) AS n FROM t JOIN k ON t.g = k.g GROUP BY k.w",
+                       keys={"w": [1, 2]}).collect(dp.PureDP(1))
+        assert sorted(sub["w"]) == [1, 2]
+
+
+def test_a_macro_added_after_the_check_does_not_fail_a_release_after_its_charge() -> None:
+    """Post-processing is checked on a typical release when the query is built, and run after the charge: a macro
+    created in between (``CREATE MACRO round(x, n) AS error('x')``) failed the release, charged. It no longer
+    reaches the release's cursor."""
+    sess = _session()
+    q = sess.sql("SELECT g, ROUND(SUM(CLAMP(x, 0, 4)), 1) AS s FROM t GROUP BY g", keys={"g": ["a", "b"]})
+    with _macro("round(x, n) AS error('x')", "round"):
+        out = q.collect(dp.PureDP(1))
+    assert out.height == 2 and sess.history()["status"].to_list() == ["committed"]
+
+
+@pytest.mark.slow
+def test_detaching_the_default_database_does_not_reach_other_cursors() -> None:
+    """A cursor may ``ATTACH ':memory:' AS other; USE other; DETACH memory``: later cursors then opened on
+    ``other``, whose objects (a macro there) they searched first. Each cursor searches its temporary catalog.
+    (In a process of its own: the detach is for the process; 4 s.)"""
+    import subprocess
+    import sys
+    code = ("import polars as pl, dpframe as dp\n"
+            "from dpframe.sql.sandbox import public_connection\n"
+            "with public_connection() as c:\n"
+            "    for s in [\"ATTACH ':memory:' AS other\", 'USE other', 'DETACH memory',\n"
+            "              'CREATE MACRO other.main.abs(x) AS 1000']:\n"
+            "        c.execute(s)\n"
+            "sess = dp.Session({'t': pl.DataFrame({'x': [1.0] * 100})}, privacy_unit=dp.PrivacyUnit.row(),\n"
+            "                  budget=dp.PureDP(10), seed=0)\n"
+            "print(sess.sql('SELECT ABS(COUNT(*)) AS n FROM t').collect(dp.PureDP(1))['n'][0])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert 50 < float(out.stdout.strip()) < 150
