@@ -49,6 +49,13 @@ the engines' work on private rows into something the analyst reads outside any Î
   a Polars Cloud workspace (row counts of the private rows among them) when ``polars_cloud`` is installed, and
   fails every query when it is not; a release is refused while it is on (:data:`MONITORING`).
 
+* **Polars' default engine.** ``pl.Config.set_engine_affinity(engine)`` takes an ``Engine`` object, and every
+  ``collect()`` that names no engine hands its ``LazyFrame`` to that object's ``collect``: a subclass of
+  ``InMemoryEngine`` received the private rows of a release (every unit id and value, then the exact sum). The
+  GPU engine (``"gpu"``) runs queries on another engine (cuDF) that falls back to Polars' own where it cannot.
+  :func:`check_engine` refuses both â€” in :func:`check_quiet` and when a session reads its tables; Polars' own
+  named engines (``"auto"``, ``"in-memory"``, ``"streaming"``) are not refused.
+
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
 (its run time, which that code can measure anyway).
@@ -81,6 +88,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 import polars._plr as _plr
+from polars.lazyframe.engine_config import get_engine_affinity_override
 
 from dpframe.errors import ArgumentError
 
@@ -199,8 +207,36 @@ def check_quiet() -> None:
                             "Polars runs, row counts of the private rows among them, to Polars Cloud (and fails "
                             "every query where polars_cloud is not installed); nothing was charged",
                             argument=MONITORING, fix=f"unset it (os.environ.pop({MONITORING!r}, None))")
+    check_engine()
     for name in KEPT:
         _plr.config_reload_env_var(name)
+
+
+def check_engine() -> None:
+    """An :class:`ArgumentError` naming ``pl.Config.set_engine_affinity`` while Polars' default engine is not its own.
+
+    See the module docstring: an ``Engine`` object set as the default receives every query that names no engine,
+    private rows included, and the GPU engine is another engine.
+
+    Example:
+        >>> check_engine()                      # Polars' default ("auto"): no error
+        >>> try:
+        ...     _ = pl.Config.set_engine_affinity("gpu")
+        ...     check_engine()
+        ... except ArgumentError as e:
+        ...     print(e.argument)
+        ... finally:
+        ...     _ = pl.Config.set_engine_affinity(None)
+        pl.Config.set_engine_affinity
+
+    """
+    engine = get_engine_affinity_override()
+    name = _plr.get_engine_affinity() if engine is None else type(engine).__name__
+    if engine is not None or name == "gpu":
+        raise ArgumentError(f"Polars' default engine is {name!r} (pl.Config.set_engine_affinity): every query that "
+                            "names no engine runs there, private rows included; nothing was charged",
+                            argument="pl.Config.set_engine_affinity",
+                            fix="pl.Config.set_engine_affinity(None) (or 'in-memory' / 'streaming')")
 
 
 def environment(name: str) -> str:
@@ -301,5 +337,5 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "check_headroom", "check_quiet",
-           "environment", "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "check_engine", "check_headroom",
+           "check_quiet", "environment", "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]

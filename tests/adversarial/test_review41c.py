@@ -82,3 +82,50 @@ def test_detaching_the_default_database_does_not_reach_other_cursors() -> None:
             "print(sess.sql('SELECT ABS(COUNT(*)) AS n FROM t').collect(dp.PureDP(1))['n'][0])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert 50 < float(out.stdout.strip()) < 150
+
+
+@contextmanager
+def _engine_affinity(engine: object) -> Iterator[None]:
+    try:
+        pl.Config.set_engine_affinity(engine)  # type: ignore[arg-type]
+        yield
+    finally:
+        pl.Config.set_engine_affinity(None)
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_an_engine_object_set_as_polars_default_never_receives_private_rows(backend: str) -> None:
+    """``pl.Config.set_engine_affinity(engine)`` takes an ``Engine`` object, and every ``collect()`` that names no
+    engine hands its ``LazyFrame`` to that object's ``collect``: a subclass of ``InMemoryEngine`` kept what it
+    collected, and a release on the Polars backend handed it the private rows (every unit id and value, then the
+    exact sum); the DuckDB backend's session read its tables through it. A release, and a session, are refused
+    while an engine object (or the GPU engine) is Polars' default, free; the engine never sees a row."""
+    from polars.lazyframe.engine import InMemoryEngine
+
+    seen: list[pl.DataFrame] = []
+
+    class Spy(InMemoryEngine):
+        def collect(self, lf: pl.LazyFrame, **kwargs: object) -> pl.DataFrame:  # type: ignore[override]
+            out: pl.DataFrame = super().collect(lf, **kwargs)  # type: ignore[arg-type]
+            seen.append(out)
+            return out
+
+    table = pl.DataFrame({"u": range(100), "x": [float(i) for i in range(100)]})
+
+    def session() -> dp.Session:
+        return dp.Session({"t": table}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(10), seed=0,
+                          backend=backend)
+
+    sess = session()
+    for engine in (Spy(), "gpu"):
+        with _engine_affinity(engine):
+            with pytest.raises(dp.ArgumentError) as e:
+                sess.table("t").agg(dp.sum("x", bounds=(0, 100))).collect(dp.PureDP(1))
+            assert e.value.argument == "pl.Config.set_engine_affinity"
+            with pytest.raises(dp.ArgumentError):
+                sess.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1))
+            with pytest.raises(dp.ArgumentError):
+                session()
+    assert seen == [] and sess.history().height == 0
+    with _engine_affinity("streaming"):     # a named engine of Polars' own is not refused
+        sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
