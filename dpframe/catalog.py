@@ -28,7 +28,6 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
-from dpframe.engine_output import check_engine
 from dpframe.errors import ArgumentError, DPFrameError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
@@ -67,7 +66,6 @@ class TableCatalog:
     def load(cls, tables: Mapping[str, TableSource], unit: PrivacyUnit, plugins: PluginHost, backend: str,
              spark: Any = None) -> TableCatalog:
         """Load and check every table into a new backend named ``backend`` (run by the data owner)."""
-        check_engine()          # the tables are read now, some through Polars' default engine
         engine = plugins.backend(backend)
         if spark is not None:
             if not isinstance(engine, SparkBound):

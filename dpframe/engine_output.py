@@ -53,8 +53,11 @@ the engines' work on private rows into something the analyst reads outside any �
   ``collect()`` that names no engine hands its ``LazyFrame`` to that object's ``collect``: a subclass of
   ``InMemoryEngine`` received the private rows of a release (every unit id and value, then the exact sum). The
   GPU engine (``"gpu"``) runs queries on another engine (cuDF) that falls back to Polars' own where it cannot.
-  :func:`check_engine` refuses both — in :func:`check_quiet` and when a session reads its tables; Polars' own
-  named engines (``"auto"``, ``"in-memory"``, ``"streaming"``) are not refused.
+  The engine's checks collect through it too: the build-time probe (cached for the process) asked an engine
+  object that swallowed errors whether an operation fails, and kept its answer. :func:`check_engine` refuses
+  both — at the entry of each public method of the engine's objects (:func:`under_numpy_defaults`), in
+  :func:`check_quiet` and in the probe; Polars' own named engines (``"auto"``, ``"in-memory"``,
+  ``"streaming"``) are not refused.
 
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
 setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
@@ -262,7 +265,8 @@ def under_numpy_defaults(cls: type) -> None:
     """Make each public method defined on ``cls`` (and ``__init__``) run under :func:`numpy_defaults`.
 
     The outermost such call on a thread first checks the recursion limit (:func:`check_headroom`): a limit
-    just above the caller's stack made planning raise a raw ``RecursionError``.
+    just above the caller's stack made planning raise a raw ``RecursionError``; and Polars' default engine
+    (:func:`check_engine`).
 
     The engine's objects the analyst calls (the session, frames, queries, streams, the accountant: every
     :class:`~dpframe.sealed.FixedClass`) compute costs, calibrations and releases in numpy and scipy; under
@@ -291,6 +295,7 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
         if not entered:     # the outermost call: its caller's depth, counted once
             depth = _depth()
             check_headroom(depth)
+            check_engine()
             _ENTERED.depth = depth
         _ENTERED.calls = entered + 1
         try:

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpframe.engine_output import check_engine
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.rowlevel import check_row_level
 from dpframe.plan.values import guard_range, probe_values
@@ -323,6 +324,7 @@ def _probe_frame(schema: pl.Schema) -> pl.DataFrame:
 @plain_cache(maxsize=4096)
 def _run_probe(tree: str, columns: tuple[tuple[str, pl.DataType], ...]) -> str | None:
     """Run one isolated, guarded operation on every adversarial value: None, or how it failed."""
+    check_engine()      # the answer is kept for the process: never an engine object's (engine_output)
     schema = pl.Schema(columns)
     node = json.loads(tree)
     guarded = _Total(schema, "exprs").rewrite(node)

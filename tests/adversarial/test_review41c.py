@@ -129,3 +129,38 @@ def test_an_engine_object_set_as_polars_default_never_receives_private_rows(back
     assert seen == [] and sess.history().height == 0
     with _engine_affinity("streaming"):     # a named engine of Polars' own is not refused
         sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
+
+
+def test_an_engine_object_cannot_vouch_for_an_expression_the_probe_refuses() -> None:
+    """The build-time isolation probe (``totality._run_probe``) runs each operation on adversarial values with
+    Polars' default engine and caches its answer for the process. An ``Engine`` object set as the default that
+    swallowed errors (answering nulls) made ``str.to_integer(base=1)`` pass it, and the answer was kept:
+    ``total_expression`` accepted the operation after the default was restored. (The whole-expression probe of
+    ``plan.nodes._derive``, run afresh for each query, still refused this one; the isolation probe exists for the
+    operations it misses.) Every public method of the engine's objects is refused while such an engine is Polars'
+    default, and so is the probe, so nothing it answers is kept."""
+    from polars.lazyframe.engine import InMemoryEngine
+
+    from dpframe.plan import totality
+
+    class Liar(InMemoryEngine):
+        def collect(self, lf: pl.LazyFrame, **kwargs: object) -> pl.DataFrame:  # type: ignore[override]
+            try:
+                return super().collect(lf, **kwargs)  # type: ignore[arg-type, no-any-return]
+            except Exception:       # as many nulls as rows (a count's plan skips the failing column)
+                rows = super().collect(lf.select(pl.len()), **kwargs).item()  # type: ignore[arg-type]
+                return pl.DataFrame([pl.Series(c, [None] * rows, t) for c, t in lf.collect_schema().items()])
+
+    expr, schema = pl.col("s").str.to_integer(base=1, strict=False), pl.Schema({"s": pl.String})
+    sess = dp.Session({"t": pl.DataFrame({"s": ["7"]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10))
+    try:
+        with _engine_affinity(Liar()):
+            with pytest.raises(dp.ArgumentError) as e:
+                sess.table("t").with_columns(y=expr)
+            assert e.value.argument == "pl.Config.set_engine_affinity"
+            with pytest.raises(dp.ArgumentError):
+                totality.total_expression(expr, "y", schema)
+        with pytest.raises(dp.PlanError, match="fails on some values"):
+            totality.total_expression(expr, "y", schema)
+    finally:
+        totality._run_probe.cache_clear()  # type: ignore[attr-defined]
