@@ -116,3 +116,61 @@ def test_a_default_engine_set_after_the_check_receives_no_rows(backend, stored, 
         for query in queries:
             _release(query)
     assert engine.seen == [], [f.columns for f in engine.seen]
+
+
+def test_a_default_engine_set_after_the_probes_check_changes_no_verdict(monkeypatch) -> None:
+    """The build-time isolation probe checks Polars' default engine, then runs the operation on every adversarial
+    value, and keeps its verdict for the process (review 41c): an engine object that swallows errors, set by another
+    thread just after that check, answered the probe, and ``str.to_integer(base=1)`` was accepted (and kept)."""
+    from polars.lazyframe.engine import InMemoryEngine
+
+    from dpframe.engine_output import check_engine
+    from dpframe.plan import totality
+
+    class Liar(InMemoryEngine):
+        def collect(self, lf: pl.LazyFrame, **kwargs: Any) -> Any:  # type: ignore[override]
+            try:
+                return super().collect(lf, **kwargs)
+            except Exception:       # as many nulls as rows
+                rows = super().collect(lf.select(pl.len()), **kwargs).item()
+                return pl.DataFrame([pl.Series(c, [None] * rows, t) for c, t in lf.collect_schema().items()])
+
+    def check_then_set() -> None:
+        check_engine()
+        pl.Config.set_engine_affinity(Liar())
+
+    # a column name no other test probes: the verdict is computed here, not read from the process's cache
+    expr, schema = pl.col("s42a").str.to_integer(base=1, strict=False), pl.Schema({"s42a": pl.String})
+    monkeypatch.setattr(totality, "check_engine", check_then_set)
+    try:
+        with pytest.raises(dp.PlanError, match="fails on some values"):
+            totality.total_expression(expr, "y", schema)
+    finally:
+        pl.Config.set_engine_affinity(None)
+    monkeypatch.undo()
+    with pytest.raises(dp.PlanError, match="fails on some values"):
+        totality.total_expression(expr, "y", schema)
+
+
+def test_every_collect_of_the_engine_names_its_engine() -> None:
+    """The attacks above hold for the queries they run; this holds the rule for every query: each ``collect``,
+    ``collect_all``, ``collect_async`` and ``collect_batches`` call in dpframe and its plugins names
+    ``engine=ENGINE`` or ``engine=STREAMING`` (``dpframe.engine_output``). A call with positional arguments or a
+    ``budget=`` is a query's ``collect(budget)``; ``gc.collect()`` is not Polars'."""
+    import ast
+    from pathlib import Path
+
+    root = Path(dp.__file__).parent
+    unnamed = []
+    for path in [*root.rglob("*.py"), *(root.parent / "plugins").rglob("*.py")]:
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("collect", "collect_all", "collect_async", "collect_batches")):
+                continue
+            if call.func.attr == "collect" and (call.args or any(k.arg == "budget" for k in call.keywords)
+                                                or ast.unparse(call.func.value) == "gc"):
+                continue
+            engine = next((k.value for k in call.keywords if k.arg == "engine"), None)
+            if not (isinstance(engine, ast.Name) and engine.id in ("ENGINE", "STREAMING")):
+                unnamed.append(f"{path.relative_to(root.parent)}:{call.lineno}: {ast.unparse(call)[-60:]}")
+    assert unnamed == [], unnamed
