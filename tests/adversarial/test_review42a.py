@@ -20,6 +20,14 @@ row, each with the second thread's change at a random instant of the release):
 * ``sys.setrecursionlimit(30)`` from a thread 4 frames deep, mid-release, on a count: over one row 24 released
   and none failed with a ``RecursionError``; over two rows 3 released and 25 failed with one (the rest were
   refused, free, by the checks): the outcome told the datasets apart.
+* ``sc.setLogLevel("INFO")`` mid-release on the Spark backend: 11 of 30 releases were released and printed their
+  shuffle reads' sizes (``Getting 2 (2012.0 B) non-empty blocks``).
+* ``POLARS_QUERY_MONITORING=1`` mid-release (not measured): dpframe's own collects name an engine with monitoring
+  off, but Polars' eager operations (``DataFrame.join``, ``group_by``, ``sort``) read it at each call and fail
+  without ``polars_cloud``.
+* ``warnings.simplefilter("error")`` mid-release turns a warning raised in private work into a failure, as it
+  would be printed under the default filters; review 41a's runs found none that depends on the data (numpy's are
+  ignored per thread, ``numpy_quiet``, which no other thread changes).
 * ``pl.Config.set_engine_affinity(engine)`` mid-release: 1 release in 300 handed its private rows (every unit id
   and value) to the engine object; closed here (:func:`test_a_default_engine_set_after_the_check_receives_no_rows`).
 """
