@@ -138,10 +138,12 @@ ENGINE: Engine = _AutoEngine(monitoring=False)
 off whatever ``POLARS_QUERY_MONITORING`` says then.
 
 Example:
-    >>> _ = pl.Config.set_engine_affinity(pl.GPUEngine())     # what another thread may do after a check
-    >>> pl.LazyFrame({"x": [1, 2]}).select(pl.col("x").sum()).collect(engine=ENGINE).item()
+    >>> try:
+    ...     _ = pl.Config.set_engine_affinity(pl.GPUEngine())     # what another thread may do after a check
+    ...     print(pl.LazyFrame({"x": [1, 2]}).select(pl.col("x").sum()).collect(engine=ENGINE).item())
+    ... finally:
+    ...     _ = pl.Config.set_engine_affinity(None)
     3
-    >>> _ = pl.Config.set_engine_affinity(None)
 
 """
 
