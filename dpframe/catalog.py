@@ -28,6 +28,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
+from dpframe.engine_output import STREAMING
 from dpframe.errors import ArgumentError, DPFrameError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
@@ -100,7 +101,7 @@ class TableCatalog:
                 # Parquet string that is not UTF-8) would make every query reading its column fail after its
                 # charge, on D′ and not on D.
                 count = "__dp_rows" + "_" * max((len(c) for c in schema.names()), default=0)   # a name no column has
-                read = frame.select(pl.len().alias(count), pl.all().null_count()).collect(engine="streaming")
+                read = frame.select(pl.len().alias(count), pl.all().null_count()).collect(engine=STREAMING)
                 rows = read[count].item()
         except (pl.exceptions.PolarsError, OSError) as e:   # OSError: a cycle of links in a directory
             lines = str(e).strip().splitlines()

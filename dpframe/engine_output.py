@@ -57,11 +57,14 @@ the engines' work on private rows into something the analyst reads outside any Î
   object that swallowed errors whether an operation fails, and kept its answer. :func:`check_engine` refuses
   both â€” at the entry of each public method of the engine's objects (:func:`under_numpy_defaults`), in
   :func:`check_quiet` and in the probe; Polars' own named engines (``"auto"``, ``"in-memory"``,
-  ``"streaming"``) are not refused.
+  ``"streaming"``) are not refused. A check runs before a read, and another thread can set the default engine
+  right after it (1 release in 300 in a race handed its private rows to the engine object): every ``collect`` of
+  dpframe's names its engine (:data:`ENGINE`, :data:`STREAMING`), which no default engine replaces.
 
 Not covered (same-process code, see docs/guarantees.md, "Known limitations"): another thread turning a
-setting on while a query runs, and ``POLARS_TIMEOUT_MS``, which fails a query that runs longer than it
-(its run time, which that code can measure anyway).
+diagnostic setting on, or lowering the recursion limit, while a query runs (after the checks: what Polars prints
+then is printed, and a ``RecursionError`` then depends on how deep the engine goes), and ``POLARS_TIMEOUT_MS``,
+which fails a query that runs longer than it (its run time, which that code can measure anyway).
 
 Example:
     >>> import polars as pl
@@ -91,6 +94,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 import polars._plr as _plr
+from polars.lazyframe.engine import Engine, _AutoEngine
 from polars.lazyframe.engine_config import get_engine_affinity_override
 
 from dpframe.errors import ArgumentError
@@ -126,6 +130,25 @@ def _panics() -> bool:
 
 PANICS = _panics()
 """Whether Polars panics on its errors (``POLARS_PANIC_ON_ERR``), fixed for the process when dpframe is imported."""
+
+ENGINE: Engine = _AutoEngine(monitoring=False)
+"""The engine every ``collect`` of dpframe's names: Polars' own choice between its engines (``engine="auto"``, as a
+``collect()`` that names none runs where no default engine was set), never the default engine
+(``pl.Config.set_engine_affinity``, which the string ``"auto"`` reads at each ``collect``), with query monitoring
+off whatever ``POLARS_QUERY_MONITORING`` says then.
+
+Example:
+    >>> try:
+    ...     _ = pl.Config.set_engine_affinity(pl.GPUEngine())     # what another thread may do after a check
+    ...     print(pl.LazyFrame({"x": [1, 2]}).select(pl.col("x").sum()).collect(engine=ENGINE).item())
+    ... finally:
+    ...     _ = pl.Config.set_engine_affinity(None)
+    3
+
+"""
+
+STREAMING: Engine = pl.StreamingEngine(monitoring=False)
+"""Polars' streaming engine with query monitoring off: for dpframe's collects that stream (see :data:`ENGINE`)."""
 
 HEADROOM = 500
 """Python frames a call into the engine may use above its caller's stack (its deepest release uses about 150)."""
@@ -342,5 +365,6 @@ def numpy_defaults() -> Iterator[None]:
         yield
 
 
-__all__ = ["DIAGNOSTICS", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "check_engine", "check_headroom",
-           "check_quiet", "environment", "numpy_defaults", "numpy_quiet", "under_numpy_defaults"]
+__all__ = ["DIAGNOSTICS", "ENGINE", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "STREAMING",
+           "check_engine", "check_headroom", "check_quiet", "environment", "numpy_defaults", "numpy_quiet",
+           "under_numpy_defaults"]

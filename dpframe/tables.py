@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
+from dpframe.engine_output import ENGINE
 from dpframe.errors import SchemaError
 
 _FIX = ("pass a polars DataFrame/LazyFrame, a pyarrow Table, a pandas DataFrame, an object with the Arrow "
@@ -131,7 +132,7 @@ def parquet_reading(path: Path) -> tuple[list[Path], pl.Schema] | None:
         if path.is_file():
             return [path.resolve()], schema
         listed = pl.scan_parquet(path, glob=False, include_file_paths=column).select(pl.col(column).unique())
-        return sorted({Path(name).resolve() for name in listed.collect()[column]}), schema
+        return sorted({Path(name).resolve() for name in listed.collect(engine=ENGINE)[column]}), schema
     except pl.exceptions.PolarsError:
         return None
 

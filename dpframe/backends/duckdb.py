@@ -98,6 +98,7 @@ from dpframe.backends.bins import Bins, adjacent_bins, with_counts
 from dpframe.backends.polars import row_hashes
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
+from dpframe.engine_output import ENGINE
 from dpframe.errors import SchemaError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
@@ -440,7 +441,7 @@ class DuckDBBackend:
                 if path is not None:
                     self._con.execute(f"CREATE VIEW {internal} AS SELECT * FROM {_parquet_scan(path)}")
                 else:
-                    data = _arrow(for_duckdb(frame).collect())
+                    data = _arrow(for_duckdb(frame).collect(engine=ENGINE))
                     self._con.register(internal, data)
             except (pl.exceptions.PolarsError, duckdb.Error, pa.ArrowException, OSError) as e:
                 # Run by the data owner when the session is created (a malformed CSV, an unreadable file ...).
@@ -527,7 +528,7 @@ class DuckDBBackend:
 
     def _handed_over(self, schema: pl.Schema) -> list[str]:
         """DuckDB's type of each column of a table with ``schema`` handed over in memory (no rows read)."""
-        empty = _arrow(for_duckdb(pl.DataFrame(schema=schema).lazy()).collect())
+        empty = _arrow(for_duckdb(pl.DataFrame(schema=schema).lazy()).collect(engine=ENGINE))
         with self._registered({"__dp_types": empty}):
             return [r[1] for r in self._con.execute("DESCRIBE SELECT * FROM __dp_types").fetchall()]
 
@@ -630,7 +631,7 @@ class DuckDBBackend:
         frame = self._tables[request.table].frame
         for position, node in enumerate(nodes[:split]):
             frame = apply_node(node, frame, request.seed, position)
-        return _arrow(for_duckdb(frame).collect())
+        return _arrow(for_duckdb(frame).collect(engine=ENGINE))
 
     def _check_version(self, request: StatisticsRequest) -> None:
         """Forget what was read from the request's Parquet file (columns, ranking, sizes) if the file changed."""
@@ -778,7 +779,7 @@ class DuckDBBackend:
             return cur
         if request.keys is not None:
             # Rows outside the public keys must not use up a unit's max_rows / max_groups.
-            keys = q.frame(_arrow(for_duckdb(request.keys.lazy()).collect()))
+            keys = q.frame(_arrow(for_duckdb(request.keys.lazy()).collect(engine=ENGINE)))
             on = " AND ".join(f"s.{quote(b)} IS NOT DISTINCT FROM k.{quote(b)}" for b in request.by)
             cur = q.add(f"SELECT s.* FROM {cur} AS s SEMI JOIN {keys} AS k ON {on}")
         return q.add(f"SELECT * FROM {cur} WHERE {quote(unit.column)} IS NOT NULL")

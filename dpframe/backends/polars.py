@@ -47,6 +47,7 @@ from dpframe.backends.polars_windows import (
     sort_each,
     sorted_codes,
 )
+from dpframe.engine_output import ENGINE, STREAMING
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
 
@@ -188,7 +189,7 @@ def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int,
         [(1, 2), (2, 1)]
 
     """
-    data = frame.collect()
+    data = frame.collect(engine=ENGINE)
     mask = kept_mask(data[unit], row_hashes(data.select(columns), seed), seed, k)
     return data.lazy().filter(pl.lit(pl.Series(_KEEP, mask)))
 
@@ -227,21 +228,21 @@ class PolarsBackend:
                 frame = frame.join(request.keys.lazy(), on=by, how="semi", nulls_equal=True)
             return frame.filter(pl.col(u).is_not_null())
         if request.row_nodes:
-            frame = frame.collect().lazy()
+            frame = frame.collect(engine=ENGINE).lazy()
         eligible = pl.col(u).is_not_null()
         if request.keys is not None:  # rows outside the keys must use none of a unit's rows
             eligible &= _among(by, request.keys)
         seed = request.seed & _SEED_MASK
         unit_and_keys = list(dict.fromkeys([u, *by]))  # grouping by the unit column itself is allowed
         if by and unit.max_groups is not None and unit.max_groups < unit.max_rows:
-            pairs = frame.filter(eligible).select(unit_and_keys).unique().collect()
+            pairs = frame.filter(eligible).select(unit_and_keys).unique().collect(engine=ENGINE)
             hashes = row_hashes(pairs, seed)
             eligible &= _among(unit_and_keys, pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups)))
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         row_seed = seed ^ 0x5DEECE66D
         # The unit of a row that is not ranked reads as null: it is never kept and uses up nothing.
         hashed = [*unit_and_keys, *used]
-        rows = frame.select(*hashed, pl.when(eligible).then(pl.col(u)).alias(_UNIT)).collect()
+        rows = frame.select(*hashed, pl.when(eligible).then(pl.col(u)).alias(_UNIT)).collect(engine=ENGINE)
         keep = kept_mask(rows.drop_in_place(_UNIT), row_hashes(rows, row_seed), row_seed, unit.max_rows)
         # the rows read once: the statistics read every column they need from them, so a source that
         # is scanned (a file) is not read a second time, and the mask always fits the rows it was made for
@@ -284,7 +285,7 @@ class PolarsBackend:
             hist = [f"{_HIST}{i}" for i in range(len(bins))]
             counted = [b.polars(h) for b, h in zip(bins, hist)]
             single = frame.select([e.implode() if e.meta.output_name() in listed_keys else e
-                                   for e in exprs + listed] + extra + counted).collect()
+                                   for e in exprs + listed] + extra + counted).collect(engine=ENGINE)
             single = with_counts(single, bins, hist)
             return finish(_sorted_lists(single, lists), windows, {})
         # packed: whole lists come from one sort of the rows' codes below, not from this aggregation
@@ -292,10 +293,10 @@ class PolarsBackend:
         out = frame.group_by(by).agg([e for e in exprs if not (packed and e.meta.output_name() in listed_keys)] + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
-            main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine="streaming")
+            main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine=STREAMING)
             missed = windows.unsampled(main)
             if missed.height:              # small groups the sample missed: all their codes instead
-                whole = pl.collect_all([windows.whole(s, missed, packed) for s in near])
+                whole = pl.collect_all([windows.whole(s, missed, packed) for s in near], engine=ENGINE)
                 inside = [pl.concat([part.join(missed, on=by, how="anti", nulls_equal=True), full])
                           for part, full in zip(inside, whole)]
             out = main.lazy()
@@ -305,22 +306,22 @@ class PolarsBackend:
                 out = (request.keys.lazy().join(out, on=by, how="left", nulls_equal=True)
                        .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics if s not in near])
                        .with_columns(fill_missing_groups(near)))
-            return finish(out.sort(by, nulls_last=False).collect(), windows, inside_of)
+            return finish(out.sort(by, nulls_last=False).collect(engine=ENGINE), windows, inside_of)
         # with lists, the aggregate without them is joined and sorted; each list column then follows its
         # rows' new order in the same numpy pass that sorts the lists
         if packed:
             rows = [frame.select(*by, _row_code(s, windows, schema).alias(s.key)).drop_nulls(s.key)
                     for s in request.statistics if s.key in lists]
-            agg, *parts = pl.collect_all([out, *rows])
+            agg, *parts = pl.collect_all([out, *rows], engine=ENGINE)
         else:
-            agg = out.collect()
+            agg = out.collect(engine=ENGINE)
         small = agg.drop(lists, strict=False).with_row_index(_ORDER).lazy()
         if request.keys is not None:
             small = (request.keys.lazy().join(small, on=by, how="left", nulls_equal=True)
                      .with_columns([pl.col(s.key).fill_null(0) for s in request.statistics
                                     if s not in near and s.kind not in LIST_KINDS])
                      .with_columns(fill_missing_groups(near)))
-        ordered = small.sort(by, nulls_last=False).collect()
+        ordered = small.sort(by, nulls_last=False).collect(engine=ENGINE)
         if packed:
             result = ordered.drop(_ORDER).with_columns([sorted_lists(part[by[0]], part[k], ordered[by[0]])
                                                         for k, part in zip(lists, parts)])

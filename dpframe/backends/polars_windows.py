@@ -43,6 +43,7 @@ from dpframe.backends.rank_windows import (
     window_positions,
     window_share,
 )
+from dpframe.engine_output import ENGINE
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
 from dpframe.mechanism.sorted_codes import ranges
@@ -147,7 +148,7 @@ class RankWindows:
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         height: int | None = None               # the rows' count, where it is known without a query
         if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
-            rows = base.collect()               # bounding or a row plan: run it once, read the rows twice more
+            rows = base.collect(engine=ENGINE)  # bounding or a row plan: run it once, read the rows twice more
             base, height = rows.lazy(), rows.height
             if height < WHOLE_BELOW:
                 return cls(base, stats, [])
@@ -156,11 +157,12 @@ class RankWindows:
             sample = frame.gather_every(stride).select(*by, *codes)
         if by and request.keys is not None:
             if height is None:
-                height = frame.select(pl.len()).collect().item()
+                height = frame.select(pl.len()).collect(engine=ENGINE).item()
             if _hopeless(stats, request.keys.height, height, stride):
                 return cls(base, stats, [])
         lists = [pl.col(_CODE.format(i)).drop_nulls() for i in range(len(stats))]
-        sampled = (sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])).collect()
+        grouped = sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])
+        sampled = grouped.collect(engine=ENGINE)
         placed = cls.placed(sampled, stats, by, stride, base)
         return cls(base, stats, []) if placed is None else placed
 

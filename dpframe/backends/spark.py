@@ -95,6 +95,7 @@ from dpframe.backends.bins import BIN, COUNT, Bins, adjacent_bins
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
 from dpframe.backends.spark_statistics import aggregate, code, ident, present, window_aggregates
+from dpframe.engine_output import ENGINE
 from dpframe.errors import ArgumentError, DPFrameError, PlanError, SchemaError
 from dpframe.file_versions import local_path
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
@@ -698,7 +699,7 @@ class SparkBackend:
         if spark_frame is None:
             sschema = _spark_schema(declared, f"table {name!r}", f"tables[{name!r}]",
                                     functools.partial(self._read_as, name, source, declared))
-            spark_frame = self.spark.createDataFrame(_encode(frame.collect(), sschema), schema=sschema)
+            spark_frame = self.spark.createDataFrame(_encode(frame.collect(engine=ENGINE), sschema), schema=sschema)
         else:
             found = self._public_schema(name, spark_frame)
             missing = [c for c in declared.names() if c not in found]

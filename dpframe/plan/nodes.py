@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from dpframe.engine_output import ENGINE
 from dpframe.errors import PlanError, SchemaError
 from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
@@ -115,7 +116,7 @@ def _derive(input_schema: pl.Schema, node: RowNode, argument: str) -> pl.Schema:
     for probe, what in ((pl.DataFrame(schema=input_schema).clear(_PROBE_ROWS), "null values"),
                         (probe_frame(input_schema), "some values of its input types")):
         try:
-            out = node.apply(probe.lazy()).collect()
+            out = node.apply(probe.lazy()).collect(engine=ENGINE)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:   # noqa: BLE001 — a Polars panic (pyo3's PanicException) too

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.engine_output import check_engine
+from dpframe.engine_output import ENGINE, check_engine
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.rowlevel import check_row_level
 from dpframe.plan.values import guard_range, probe_values
@@ -333,7 +333,7 @@ def _run_probe(tree: str, columns: tuple[tuple[str, pl.DataType], ...]) -> str |
     def failure(start: int, length: int) -> str | None:
         """How the probe fails on rows ``[start, start + length)`` as one frame (None: it runs)."""
         try:
-            frame.slice(start, length).lazy().select(_expr(guarded).alias("__dp_out")).collect()
+            frame.slice(start, length).lazy().select(_expr(guarded).alias("__dp_out")).collect(engine=ENGINE)
             return None
         except (KeyboardInterrupt, SystemExit):
             raise
@@ -396,7 +396,7 @@ def output_schema(apply: Callable[[pl.LazyFrame], pl.LazyFrame], schema: pl.Sche
 
     """
     try:
-        return apply(pl.LazyFrame(schema=schema)).collect().schema
+        return apply(pl.LazyFrame(schema=schema)).collect(engine=ENGINE).schema
     except pl.exceptions.ColumnNotFoundError as e:
         raise SchemaError(f"unknown column: {str(e).splitlines()[0]}", argument=argument,
                           fix=f"use one of the columns {list(schema.names())}") from None

@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.engine_output import ENGINE
 from dpframe.errors import SchemaError
 from dpframe.measures import Bounds, check_bounds
 from dpframe.sealed import plain_frame
@@ -38,7 +39,7 @@ def _public_frame(name: str, source: object) -> pl.DataFrame:
     argument = "public_tables"
     frame = load_table(name, source, argument)
     try:
-        out = frame.collect()
+        out = frame.collect(engine=ENGINE)
     except (OSError, pl.exceptions.PolarsError) as e:
         raise SchemaError(f"cannot read public table {name!r}: {str(e).splitlines()[0]}",
                           argument=f"{argument}[{name!r}]", fix="check the file or frame") from e

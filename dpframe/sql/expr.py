@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.engine_output import ENGINE
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.nodes import Node, check_new_names
 from dpframe.plan.totality import total_expression
@@ -182,7 +183,7 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     and each function call of the ``checked`` expressions is probed (:func:`_probe_all`).
     """
     try:
-        empty = for_duckdb(pl.LazyFrame(schema=input_schema), decimals=False).collect().to_arrow()
+        empty = for_duckdb(pl.LazyFrame(schema=input_schema), decimals=False).collect(engine=ENGINE).to_arrow()
     except Exception as e:
         raise SchemaError(f"a column type cannot be used in SQL: {e}", argument="sql",
                           fix="cast the column to a standard type when registering the table") from e
