@@ -129,6 +129,9 @@ def public_connection() -> Iterator[duckdb.DuckDBPyConnection]:
     database there, or detach the default one (``CREATE MACRO abs(x) AS 1000`` made every later cursor's
     ``abs`` answer 1000). Each cursor searches only its own temporary catalog (where ``register`` puts its
     frames) and DuckDB's built-ins, which no cursor can create anything in or change.
+    A cursor can also fill the database's memory (a large table in ``memory.main``): post-processing after a
+    release may then fail, charged — a denial of service only, since it reads released rows alone
+    (``docs/guarantees.md``, resource exhaustion).
 
     Example:
         >>> with public_connection() as con:
