@@ -150,6 +150,23 @@ def test_the_gaussian_sparse_vector_takes_a_zcdp_budget_with_a_delta(accountant:
     assert sess.spent() == other.spent()
 
 
+def test_the_individual_filter_takes_a_zcdp_budget_with_a_delta_and_refuses_a_basic_session_as_a_conversion() -> None:
+    """The individual filter refused ``dp.ZCDP(rho, delta)`` ("expected dp.ZCDP(rho) (δ = 0)"), for the filter and for
+    each query, where ``agg`` takes it; it now uses the ρ (charged ``ZCDP(rho)``: its Gaussian queries use no δ). In a
+    ``basic`` session, which cannot compose a zCDP filter, the refusal was a ``BudgetError``: a
+    ``BudgetConversionError`` now, nothing charged."""
+    sess = _session(dp.ZCDP(10))
+    filt = sess.individual_filter(budget=dp.ZCDP(0.5, 1e-6))
+    assert sess.spent() == dp.ZCDP(Fraction(1, 2)) and sess.spent().delta == 0
+    query = sess.table("t").agg(n=dp.len())
+    assert filt.cost(query, dp.ZCDP(0.25, 1e-6)) == filt.cost(query, dp.ZCDP(0.25)) == dp.ZCDP(Fraction(1, 4))
+    assert filt.collect(query, budget=dp.ZCDP(0.25, 1e-6)).height == 1
+    basic = _session(dp.ApproxDP(10, 1e-3))
+    with pytest.raises(dp.BudgetConversionError) as refused:
+        basic.individual_filter(budget=dp.ZCDP(0.5))
+    assert refused.value.argument == "budget" and basic.history().height == 0
+
+
 @pytest.mark.parametrize(("total", "accountant"), [(dp.PureDP(10), "basic"), (dp.ZCDP(10), "zcdp"),
                                                    (dp.ZCDP(10, 1e-3), "zcdp")])
 def test_the_robust_median_in_a_session_that_cannot_charge_it_is_a_conversion_error(
