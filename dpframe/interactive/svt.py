@@ -246,9 +246,15 @@ class SparseVector(Sealed):
         return self._reservation.closed
 
     def status(self) -> str:
-        """E.g. 'reserved ε=1; 2 of 5 positives used; open'."""
+        """E.g. 'reserved ε=1; 2 of 5 positives used; open'; after a refunded close, also what the ledger kept.
+
+        (It said only "reserved ε=1" after a close that settled the charge to the realised cell, e.g. ε=252/887,
+        which :meth:`charged` and the history showed.)
+        """
         state = "closed" if self.closed else "open"
-        return f"reserved {self.session.accountant.describe_charge(self._reservation.cost)}; " \
+        describe_charge = self.session.accountant.describe_charge
+        settled = f", charged {describe_charge(self.charged())} on close (output DP)" if self._refunded else ""
+        return f"reserved {describe_charge(self._reservation.cost)}{settled}; " \
                f"{self.positives} of {self.max_positives} positives used; {state}"
 
     def __repr__(self) -> str:

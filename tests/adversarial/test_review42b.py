@@ -318,6 +318,18 @@ def test_every_report_agrees_with_what_the_ledger_charged(total: dp.Budget, acco
         assert acc.report(acc.compose([r.cost for r in rows])) == sess.spent(), name
 
 
+
+def test_a_refunded_sparse_vector_reports_what_the_ledger_kept() -> None:
+    """Under basic composition a Laplace sparse vector closed with fewer positives than reserved is settled to its
+    realised cell (output DP): the history and ``sv.charged()`` showed e.g. ε=252/887, ``sv.status()`` only
+    "reserved ε=1". It now adds what the ledger kept."""
+    sess = _session(dp.PureDP(10))
+    with sess.sparse_vector(threshold=10**6, max_positives=2, budget=dp.PureDP(1)) as sv:
+        sv.test(sess.table("t").agg(dp.len()))
+    kept = sess.history()["cost"].to_list()[-1]
+    assert kept == sess.accountant.describe_charge(sv.charged()) != "ε=1"
+    assert sv.status().startswith(f"reserved ε=1, charged {kept} on close (output DP);"), sv.status()
+
 def _call(method: Any, kwargs: dict[str, Any]) -> Any:
     """``method(budget, **rest)``, or ``method(**rest)`` without a budget (every ending takes its budget first)."""
     rest = {k: v for k, v in kwargs.items() if k != "budget"}
