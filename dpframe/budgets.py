@@ -502,7 +502,20 @@ def convert(budget: Budget, notion: Notion, *, argument: str = "budget") -> Budg
     """Convert ``budget`` into ``notion`` soundly, or raise :class:`BudgetConversionError`.
 
     Approximate DP with δ > 0 converts to nothing else; zCDP converts to approximate DP only with a δ
-    (use :meth:`ZCDP.to_approx`).
+    (use :meth:`ZCDP.to_approx`). ``argument`` is what the error names.
+
+    Example:
+        >>> convert(PureDP(1), "zcdp"), convert(ApproxDP(1, 0), "pure"), convert(ZCDP(0.5, 1e-6), "zcdp")
+        (ZCDP(rho=1/2), PureDP(epsilon=1), ZCDP(rho=1/2, delta=1e-06))
+        >>> convert(ApproxDP(1, 1e-6), "zcdp")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetConversionError: budget: ApproxDP(epsilon=1, delta=1e-06) cannot be converted to zcdp ...
+        >>> convert(ZCDP(0.5), "approx", argument="cost")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetConversionError: cost: ZCDP(rho=1/2) cannot be charged to an (ε, δ) budget...
+
     """
     if budget.notion == notion:
         return budget

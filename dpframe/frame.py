@@ -27,9 +27,9 @@ from dpframe.accuracy import check_accuracy, smallest_budget
 from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
-from dpframe.budgets import Budget, describe
+from dpframe.budgets import Budget
 from dpframe.display import query_html
-from dpframe.errors import BudgetError, BudgetExceededError, PlanError, SchemaError
+from dpframe.errors import BudgetError, PlanError, SchemaError
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
@@ -672,8 +672,7 @@ class Query(Releasable[pl.DataFrame]):
         accountant, spent = front.accountant, front._release.spent()
         after = accountant.compose([spent, charge])
         if not accountant.fits(after):
-            raise BudgetExceededError(accountant.describe_charge(charge), describe(accountant.remaining(spent)),
-                                      accountant.shortfall(after), argument="accuracy",
+            raise accountant.exceeded(charge, spent, after, argument="accuracy",
                                       fix="ask for a wider half_width or a lower confidence (the remaining budget "
                                           "cannot give this accuracy)")
         return chosen

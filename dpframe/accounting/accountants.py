@@ -65,7 +65,7 @@ from dpframe.budgets import (
     zcdp_epsilon,
     zero,
 )
-from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError
+from dpframe.errors import BudgetConversionError, BudgetError, BudgetExceededError, DPFrameError
 from dpframe.sealed import Sealed
 
 
@@ -270,11 +270,55 @@ class Accountant(Sealed, ABC):
                     max(Fraction(0), _delta(self._session_total()) - _delta(spent)))
 
     def shortfall(self, spent_after: Any) -> str:
-        """By how much a total overshoots the budget, as text."""
+        """By how much a total overshoots the budget, as text (every coordinate; a zCDP δ where it is short).
+
+        Example:
+            >>> from dpframe.budgets import ZCDP
+            >>> ZCDPAccountant(ZCDP(1)).shortfall(ZCDP(Fraction(1, 2), Fraction(1, 10**6)))
+            'ρ=0, δ=1e-06'
+
+        """
         self.check_charge(spent_after, "spent_after")
         over = make(self._session_total().notion, max(Fraction(0), _first(spent_after) - _first(self._session_total())),
                     max(Fraction(0), _delta(spent_after) - _delta(self._session_total())))
         return describe(over)
+
+    def short_of_delta(self, spent_after: Any) -> bool:
+        """Whether a total overshoots the budget's δ (a query's δ, or its mechanisms' δ0, does not fit)."""
+        self.check_charge(spent_after, "spent_after")
+        return _delta(spent_after) > _delta(self._session_total())
+
+    def exceeded(self, charge: Any, spent: Any, after: Any, *, argument: str = "budget",
+                 fix: str | None = None) -> BudgetExceededError:
+        """The refusal of ``charge`` when ``after`` (``spent`` composed with it) does not fit.
+
+        It says what the query asked, what is left and what is short, each by its coordinates; a δ that is short is
+        named, and so is a session total with δ = 0, which no query with a δ can fit (a zCDP budget's text omits a δ
+        of 0: "remaining ρ=1" read as if a ρ = 1/2 query with a δ should fit).
+
+        Example:
+            >>> from dpframe.budgets import ZCDP
+            >>> a = ZCDPAccountant(ZCDP(1))
+            >>> cost = ZCDP(Fraction(1, 2), Fraction(1, 10**6))
+            >>> print(a.exceeded(cost, a.empty(), a.compose([a.empty(), cost])))
+            budget: requested ρ=1/2, δ=1e-06, remaining ρ=1, δ=0, short by ρ=0, δ=1e-06; nothing ... δ = 0, ...
+
+        """
+        remaining = describe(self.remaining(spent))
+        delta_short = self.short_of_delta(after)
+        if delta_short and "δ=" not in remaining:
+            remaining += ", δ=0"
+        if fix is None and delta_short:
+            if _delta(self._session_total()) == 0:
+                fix = ("this session's total budget has δ = 0, so no query that spends a δ fits: give this query a "
+                       "budget without δ (grouping by private keys and the approximate top-k methods need one: use "
+                       "public keys or method='gumbel'), or open the session with a total budget that has a δ")
+            else:
+                fix = ("this query's δ does not fit in the δ the session has left: give it a smaller δ (at most what "
+                       "remains), or none (public keys for a group-by)")
+        extra = {"fix": fix} if fix is not None else {}
+        return BudgetExceededError(self.describe_charge(charge), remaining, self.shortfall(after), argument=argument,
+                                   **extra)
 
     def empty(self) -> Any:
         """Nothing spent."""

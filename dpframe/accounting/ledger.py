@@ -45,7 +45,7 @@ from dpframe.accounting.accountants import Accountant
 from dpframe.accounting.binding import LedgerBinding, difference
 from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import describe, make
-from dpframe.errors import BudgetExceededError, LedgerError
+from dpframe.errors import LedgerError
 
 CUT = "cut short: its session was closed before it finished"
 """The error recorded for a reservation still open when its ledger was closed (it stays spent)."""
@@ -349,8 +349,7 @@ class Ledger:
                 self._db.execute("ROLLBACK")
                 raise
         if not fits:     # the refusal's report (possibly a PLD) is built after the write lock is released
-            raise BudgetExceededError(self.accountant.describe_charge(cost), describe(self.accountant.remaining(spent)),
-                                      self.accountant.shortfall(after))
+            raise self.accountant.exceeded(cost, spent, after)
         return charge_id
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:

@@ -168,7 +168,22 @@ class RenyiFilter(Accountant):
         return self.filter_epsilon(spent).epsilon <= eps
 
     def report(self, spent: Any) -> Budget:
+        """The filter's (ε, δ) of a composed total: the conversion uses all of δ once some RDP is spent.
+
+        Before that (nothing spent, or only the δ0 of mechanisms with a zero RDP curve) the total is (0, Σδ0): the
+        whole session δ was reported spent by a fresh session's ``spent()`` and every ``explain()``'s "spent so
+        far", while ``remaining()`` kept all of it.
+
+        Example:
+            >>> from dpframe.budgets import ApproxDP
+            >>> a = RDPAccountant(ApproxDP(1, Fraction(1, 10**6)))
+            >>> a.report(a.empty()), a.report(a.charge(ApproxDP(Fraction(1, 2), 0))).delta
+            (ApproxDP(epsilon=0, delta=0), Fraction(1, 1000000))
+
+        """
         c = self.filter_epsilon(spent)
+        if c.rule == "nothing spent":
+            return make("approx", Fraction(0), Fraction(repr(spent.delta0)))
         eps = round_up(c.epsilon) if math.isfinite(c.epsilon) else Fraction(10**9)
         return make("approx", eps, self._session_total().delta)  # type: ignore[union-attr]
 
@@ -179,12 +194,24 @@ class RenyiFilter(Accountant):
                     max(Fraction(0), self._session_total().delta - Fraction(repr(spent.delta0))))  # type: ignore[union-attr]
 
     def shortfall(self, spent_after: Any) -> str:
+        if self.short_of_delta(spent_after):
+            over = Fraction(repr(spent_after.delta0)) - self._session_total().delta  # type: ignore[union-attr]
+            return (f"δ={max(0.0, float(over)):.6g} (the mechanisms' δ0 add up to {spent_after.delta0:.6g}, and the "
+                    "Rényi filter needs some of the session δ for its conversion)")
         c = self.filter_epsilon(spent_after)
         eps, _ = self._budget()
         return f"ε={max(0.0, c.epsilon - eps):.6g} (by the Rényi filter)"
 
+    def short_of_delta(self, spent_after: Any) -> bool:
+        """Whether the δ0 of a total leave no δ for the filter's conversion (its ε is then ∞ whatever the RDP)."""
+        self.check_charge(spent_after, "spent_after")
+        return down(self._session_total().delta - Fraction(repr(spent_after.delta0))) <= 0  # type: ignore[union-attr]
+
     def describe_charge(self, charge: Any) -> str:
         c = self.filter_epsilon(charge)
+        if self.short_of_delta(charge):
+            return (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}], whose δ0={charge.delta0:.6g} alone leaves "
+                    f"nothing of the session δ for the filter's conversion")
         text = (f"RDP curve of [{'; '.join(charge.labels) or 'budget'}]; alone ε={c.epsilon:.6g} by the filter "
                 f"({c.rule} conversion at α={c.alpha:g}, δ/{len(FILTER_ORDERS)} per order)")
         note = self.plan_note(charge)

@@ -90,10 +90,20 @@ def individual_loss(contributions: Iterable[tuple[int, Fraction]]) -> Fraction:
 
 
 def _zcdp(budget: object, argument: str) -> ZCDP:
-    if not isinstance(budget, ZCDP) or budget.delta != 0:
-        raise BudgetError(f"expected dp.ZCDP(rho) (δ = 0), got {budget!r}", argument=argument,
+    """The ρ of a zCDP budget, as ``dp.ZCDP(rho)`` (a BudgetError naming ``argument`` for any other budget).
+
+    The filter's Gaussian queries use no δ, so a δ given is neither used nor charged (the rule of ``agg``, which
+    charges a ``dp.ZCDP(rho, delta)`` without partition selection its ρ).
+
+    Example:
+        >>> _zcdp(ZCDP(Fraction(1, 2), Fraction(1, 10**6)), "budget")
+        ZCDP(rho=1/2)
+
+    """
+    if not isinstance(budget, ZCDP):
+        raise BudgetError(f"expected dp.ZCDP(rho), got {budget!r}", argument=argument,
                           fix="pass dp.ZCDP(0.1): the individual filter uses Gaussian noise (Rényi DP)")
-    return budget
+    return ZCDP(budget.rho)
 
 
 class IndividualFilter(Sealed):
@@ -113,7 +123,7 @@ class IndividualFilter(Sealed):
         try:
             charge = session.accountant.charge(bound)
         except BudgetConversionError as e:
-            raise BudgetError(f"this session's accountant cannot compose a zCDP filter ({e.args[0]})",
+            raise BudgetConversionError(f"this session's accountant cannot compose a zCDP filter ({e.args[0]})",
                               argument="budget",
                               fix="open the session with a dp.ZCDP budget, or an (ε, δ) budget with "
                                   "accountant='rdp'") from None

@@ -50,7 +50,7 @@ import numpy as np
 
 from dpframe.budgets import ApproxDP, Budget, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
-from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
@@ -194,10 +194,18 @@ class RobustMedian(Sealed):
         self.proposals = tuple(sorted({max(1, self.top >> j) for j in range(1, GRID_BITS + 2)}))
 
     def _split(self, budget: Budget) -> tuple[Fraction, Fraction, Fraction]:
-        self._session.accountant.charge(budget_of(budget))   # a budget of a notion the session cannot hold: refused
+        accountant = self._session.accountant
+        accountant.charge(budget_of(budget))   # a budget of a notion the session cannot hold: refused
+        total = accountant.total
+        if total.notion != "approx":           # no budget converts to an (ε, δ > 0) one there
+            raise BudgetConversionError(
+                f"the robust median (propose-test-release) is (ε, δ)-DP with δ > 0, which a "
+                f"{'pure' if total.notion == 'pure' else 'zCDP'} session cannot charge (got {budget!r})",
+                argument="budget", fix="open the session with an (ε, δ) total budget, e.g. dp.ApproxDP(2, 1e-6)")
         if not isinstance(budget, ApproxDP) or budget.delta == 0:
             raise BudgetError(f"PTR needs an (ε, δ) budget with δ > 0, got {budget!r}", argument="budget",
-                              fix="pass dp.ApproxDP(1, 1e-7)")
+                              fix="pass dp.ApproxDP(1, 1e-7)" if total.delta else  # type: ignore[union-attr]
+                              "open the session with a total budget that has a δ, e.g. dp.ApproxDP(2, 1e-6)")
         eps_test, eps_rel = budget.epsilon / 2, budget.epsilon / 2
         # the test's noise ν (scale 4m/ε_test) and the widest release (β ≤ the largest proposal) must be drawable
         if max(4 * self.m / eps_test, self.proposals[-1] / eps_rel) > MAX_LAPLACE_SCALE:

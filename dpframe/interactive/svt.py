@@ -178,7 +178,7 @@ class SparseVector(Sealed):
         from dpframe.accounting.rdp import RenyiFilter
 
         session, c, k = self.session, self.max_positives, self.max_length
-        if not isinstance(budget, ZCDP) or budget.delta != 0:
+        if not isinstance(budget, ZCDP):       # its δ, if any, is not used (nor charged), as agg's
             raise BudgetError(f"noise='gaussian' needs a zCDP budget (it sets the noise), got {shown(budget)}",
                               argument="budget", fix="pass budget=dp.ZCDP(rho)")
         if not isinstance(session.accountant, RenyiFilter):
@@ -213,7 +213,7 @@ class SparseVector(Sealed):
             self.curve = curves.gaussian_sparse_vector(unit_sigma, 2 * unit_sigma, 1.0, c, 0, k)
         self.nonnegative = nonneg
         assert self.curve is not None
-        cost = self.session.accountant.charge_plan(budget, [self.curve])
+        cost = self.session.accountant.charge_plan(ZCDP(budget.rho), [self.curve])
         what = f"sparse_vector(T={self._threshold}, c={c}" + (f", k={k}" if k is not None else "") + ", gaussian)"
         self._reservation = Reservation(session, cost, what, f"sparse vector (discrete Gaussian): {self.curve.label}",
                                         owner=self)
@@ -246,9 +246,15 @@ class SparseVector(Sealed):
         return self._reservation.closed
 
     def status(self) -> str:
-        """E.g. 'reserved ε=1; 2 of 5 positives used; open'."""
+        """E.g. 'reserved ε=1; 2 of 5 positives used; open'; after a refunded close, also what the ledger kept.
+
+        (It said only "reserved ε=1" after a close that settled the charge to the realised cell, e.g. ε=252/887,
+        which :meth:`charged` and the history showed.)
+        """
         state = "closed" if self.closed else "open"
-        return f"reserved {self.session.accountant.describe_charge(self._reservation.cost)}; " \
+        describe_charge = self.session.accountant.describe_charge
+        settled = f", charged {describe_charge(self.charged())} on close (output DP)" if self._refunded else ""
+        return f"reserved {describe_charge(self._reservation.cost)}{settled}; " \
                f"{self.positives} of {self.max_positives} positives used; {state}"
 
     def __repr__(self) -> str:

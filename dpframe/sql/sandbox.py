@@ -82,10 +82,26 @@ def connect(*, locked: bool = True) -> duckdb.DuckDBPyConnection:
 PROBE_MEMORY = "512MB"
 """The memory the engine's shared (checking) connection may use."""
 _LOCK = threading.RLock()
-_SHARED: list[duckdb.DuckDBPyConnection] = []
+_SHARED: dict[int, duckdb.DuckDBPyConnection] = {}
+"""Per process id: the connection of :func:`_shared` (a forked child opens its own)."""
 _OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 _PUBLIC: dict[int, duckdb.DuckDBPyConnection] = {}
 """Per process id: the database of :func:`public_connection` (a forked child opens its own)."""
+
+
+def _after_fork_in_child() -> None:
+    """A forked child's own lock: the parent's may have been held by another of its threads at the fork.
+
+    ``os.fork`` copies only the forking thread, so a lock that another thread held then stays held in the
+    child for ever: its first SQL query (parsed on :func:`_shared`, post-processed on
+    :func:`public_connection`) waited on it without end. The parent's DuckDB connections are not used in the
+    child either (both are kept per process id): DuckDB's own state is not fork-safe.
+    """
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
@@ -113,6 +129,9 @@ def public_connection() -> Iterator[duckdb.DuckDBPyConnection]:
     database there, or detach the default one (``CREATE MACRO abs(x) AS 1000`` made every later cursor's
     ``abs`` answer 1000). Each cursor searches only its own temporary catalog (where ``register`` puts its
     frames) and DuckDB's built-ins, which no cursor can create anything in or change.
+    A cursor can also fill the database's memory (a large table in ``memory.main``): post-processing after a
+    release may then fail, charged — a denial of service only, since it reads released rows alone
+    (``docs/guarantees.md``, resource exhaustion).
 
     Example:
         >>> with public_connection() as con:
@@ -146,13 +165,14 @@ def _shared() -> Iterator[duckdb.DuckDBPyConnection]:
     would allocate more fails, and is refused).
     """
     with _LOCK:
-        if not _SHARED:
+        con = _SHARED.get(os.getpid())
+        if con is None:
             con = connect(locked=False)
             con.execute(f"SET memory_limit = {literal(PROBE_MEMORY)}")
             con.execute("SET threads = 1")
             lock(con)
-            _SHARED.append(con)
-        yield _SHARED[0]
+            _SHARED[os.getpid()] = con
+        yield con
 
 
 @lru_cache(maxsize=1)

@@ -188,17 +188,21 @@ class Allowance:
 
     @classmethod
     def of(cls, budget: object) -> Allowance:
-        """Validate a query budget: dp.PureDP, dp.ApproxDP, or dp.ZCDP without δ (below 1e300, as every query's)."""
+        """Validate a query budget: dp.PureDP, dp.ApproxDP or dp.ZCDP (below 1e300, as every query's).
+
+        A zCDP budget's δ is not used (no learning mechanism is approximate zCDP), so it is not charged: the rule
+        of ``agg``, which charges ``dp.ZCDP(rho, delta)`` the ρ of its Gaussian noise and the δ only of a
+        partition selection.
+        """
         if isinstance(budget, PureDP | ApproxDP | ZCDP):
             budget_of(budget)
         if isinstance(budget, PureDP):
             return cls(budget.epsilon, Fraction(0))
         if isinstance(budget, ApproxDP):
             return cls(budget.epsilon, budget.delta)
-        if isinstance(budget, ZCDP) and budget.delta == 0:
+        if isinstance(budget, ZCDP):
             return cls(Fraction(0), Fraction(0), budget.rho)
-        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP (without δ), got {budget!r}",
-                          argument="budget",
+        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {budget!r}", argument="budget",
                           fix="pass budget=dp.PureDP(1) (or dp.ApproxDP(1, 1e-7) for TreeLog / RSC)")
 
     def _nonzero(self, eps: Fraction) -> Fraction:
@@ -448,7 +452,8 @@ def _pick(method: str, reqs: Mapping[str, _Requirement]) -> str:
         return min(usable, key=lambda k: (usable[k], k))
     if reqs[method].rows is None:
         raise PlanError(f"method {method!r} is {reqs[method].why}", argument="method",
-                        fix="use method='auto', or give the query dp.ApproxDP(epsilon, delta)")
+                        fix="use method='auto', or give the query dp.ApproxDP(epsilon, delta) (in a session whose "
+                            "total is an (ε, δ) budget)")
     return method
 
 

@@ -154,10 +154,11 @@ class MultiLabelPATE:
         try:
             charged = session.accountant.charge(cost)
         except BudgetConversionError:
-            raise BudgetError(f"multi-label PATE is accounted in approximate zCDP / RDP, which the session's "
-                              f"{session.accountant.name!r} accountant cannot charge", argument="session",
-                              fix="open the session with a dp.ZCDP(rho, delta) budget (accountant 'zcdp'), or with "
-                                  "dp.ApproxDP and accountant='rdp' or 'pld'") from None
+            raise BudgetConversionError(
+                f"multi-label PATE is accounted in approximate zCDP / RDP, which the session's "
+                f"{session.accountant.name!r} accountant cannot charge", argument="session",
+                fix="open the session with a dp.ZCDP(rho, delta) budget (accountant 'zcdp'), or with dp.ApproxDP and "
+                    "accountant='rdp' or 'pld'") from None
         if isinstance(charged, ZCDP | ApproxDP | PureDP):
             return charged
         return session.accountant.charge_plan(cost, self.curves(queries))

@@ -232,6 +232,26 @@ class TopKQuery:
             f"unit {unit.column!r}: every row (count_units counts each unit once per key)"
         return (*(n.describe() for n in self._node.lineage()), f"ContributionBound: {bound}")
 
+    def _needs_delta(self, budget: Budget, notion: str) -> BudgetError:
+        """The refusal of a budget without δ by an approximate-DP method, with a fix the session takes.
+
+        A session whose total has δ = 0 takes no query δ (an (ε, δ) budget in a pure session is a
+        ``BudgetConversionError``, a δ in a zCDP session with δ = 0 does not fit): the fix then names the session.
+        """
+        kind = "a pure-DP budget" if notion == "pure" and not isinstance(budget, ZCDP) else "a budget with δ = 0"
+        total = self._context.accountant.total
+        if getattr(total, "delta", 0) == 0:
+            return BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}, and this "
+                               "session's total budget has δ = 0", argument="budget",
+                               fix="use method='gumbel' (public keys) for pure DP, or open the session with a total "
+                                   "budget that has a δ")
+        example = "dp.ZCDP(0.1, 1e-8)" if total.notion == "zcdp" else \
+            "dp.ApproxDP(1, 1e-7) / dp.ZCDP(0.1, 1e-8)" if self._context.accountant.name in ("rdp", "pld") else \
+            "dp.ApproxDP(1, 1e-7)"
+        return BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}", argument="budget",
+                           fix=f"give a budget with a δ, e.g. {example}, or use method='gumbel' (public keys) for "
+                               "pure DP")
+
     def _calibrate(self, budget: object) -> TopKPlan:
         b, curve_session = query_budget(self._context.accountant, budget)
         notion, first = notion_of(b), first_of(b)
@@ -239,11 +259,7 @@ class TopKQuery:
         sel = first * (1 - SCORE_SHARE) if self.release_scores and self.method != "tct" else first
         plan = TopKPlan(self.method, b, notion, sel, score_noise_first=first - sel)
         if self.method not in ("gumbel", "peeling") and delta == 0:
-            kind = "a pure-DP budget" if notion == "pure" and not isinstance(b, ZCDP) else "a budget with δ = 0"
-            raise BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}",
-                              argument="budget",
-                              fix="give an (ε, δ) or (ρ, δ) budget, e.g. dp.ApproxDP(1, 1e-7) / dp.ZCDP(0.1, 1e-8),"
-                                  " or use method='gumbel' (public keys) for pure DP")
+            raise self._needs_delta(b, notion)
         if self.method == "stable":
             plan_stable(plan, delta, StableRequest(self.k, self._keys is not None, self.ptr, self.delta_t,
                                                    self.score.gap))

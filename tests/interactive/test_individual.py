@@ -138,7 +138,7 @@ def test_refused_queries_charge_nothing(name: str) -> None:
 
 def test_refused_filters_charge_nothing() -> None:
     data = pl.DataFrame({"u": [1, 2]})
-    for kwargs, budget, error in [({}, dp.ZCDP(1), BudgetError),            # basic (ε, δ) accountant
+    for kwargs, budget, error in [({}, dp.ZCDP(1), dp.BudgetConversionError),  # basic (ε, δ): BudgetError before 42b
                                   ({"accountant": "rdp"}, dp.PureDP(1), BudgetError)]:
         sess = _session(data, budget=dp.ApproxDP(2, 1e-6), **kwargs)
         with pytest.raises(error):

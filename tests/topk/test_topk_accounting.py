@@ -153,7 +153,7 @@ def test_pate_in_rdp_and_pld_sessions_is_charged_its_curves(accountant):
 
 def test_pate_in_a_basic_session_names_the_accountants_that_can():
     sess = dp.Session({"votes": _votes()}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=0)
-    with pytest.raises(dp.BudgetError) as e:
+    with pytest.raises(dp.BudgetConversionError) as e:      # a BudgetError before review 42b
         MultiLabelPATE().collect(sess, _votes())
     assert e.value.argument == "session" and "'rdp'" in e.value.fix and "dp.ZCDP" in e.value.fix
     assert sess.history().height == 0
