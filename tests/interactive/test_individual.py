@@ -10,7 +10,7 @@ import pytest
 
 import dpframe as dp
 from dpframe.errors import BudgetError, BudgetExceededError, DPFrameError, PlanError
-from dpframe.interactive.individual import individual_loss
+from dpframe.interactive.individual import individual_losses
 
 UNITS = dp.PrivacyUnit("u", max_rows=2)
 
@@ -20,9 +20,26 @@ def _session(data: pl.DataFrame, budget: object = None, **kw: object) -> dp.Sess
 
 
 def test_individual_loss_formula() -> None:
-    # Σ c²/(2σ²): 9/4 + 1/4 + 4/16
-    assert individual_loss([(3, Fraction(2)), (-1, Fraction(2)), (2, Fraction(8))]) == Fraction(11, 4)
-    assert individual_loss([]) == 0
+    # Σ c²/(2σ²): 9/4 + 1/4 + 4/16, one statistic per row here
+    rows = [("a", 3, 0, 0), ("a", 0, -1, 0), ("a", 0, 0, 2), ("b", 0, 0, 0)]
+    assert individual_losses(rows, [Fraction(2)] * 2 + [Fraction(8)]) == {"a": Fraction(11, 4), "b": 0}
+    assert individual_losses([], [Fraction(2)]) == {}
+
+
+def test_individual_losses_equal_the_fraction_sum_term_by_term() -> None:
+    """The common-denominator sum is the exact sum of the terms, for variances of any denominators and sizes."""
+    rng = random.Random(5)
+    for _ in range(200):
+        m = rng.randint(1, 4)
+        variances = [Fraction(rng.randint(1, 10**rng.randint(1, 30)), rng.randint(1, 10**rng.randint(0, 12)))
+                     for _ in range(m)]
+        rows = [(rng.randint(0, 5), *(rng.randint(-(10**rng.randint(0, 25)), 10**18) for _ in range(m)))
+                for _ in range(rng.randint(0, 12))]
+        expected: dict[int, Fraction] = {}
+        for unit, *cs in rows:
+            expected[unit] = expected.get(unit, Fraction(0)) + sum(
+                (Fraction(c * c) / (2 * v) for c, v in zip(cs, variances)), Fraction(0))
+        assert individual_losses(rows, variances) == expected
 
 
 def test_charges_match_hand_computation() -> None:
