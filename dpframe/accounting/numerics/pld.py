@@ -241,16 +241,44 @@ def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
     return out
 
 
+TS = np.geomspace(1e-3, 1e3, 61)
+"""The t of the Chernoff bounds of :func:`window` (any t gives a valid bound; the smallest bound is taken)."""
+COARSE = 4
+""":func:`_chernoff` evaluates every COARSE-th t of :data:`TS`, then the t around the best of those."""
+
+
+def _chernoff(parts: Sequence[tuple[DiscretePLD, int]], h: float, sign: float) -> float:
+    """min over t in :data:`TS` of (K(sign·t) − log TAIL)/t, K the log MGF of the composed loss (sign·S ≥ it has
+    probability ≤ TAIL).
+
+    The bound (K(t) − c)/t is the slope of the chord from (0, c) to the convex K, c = log TAIL < K(0): it falls, then
+    rises, in t. So the minimum over :data:`TS` is found on every :data:`COARSE`-th t and the t between the
+    neighbours of the best of them: 23 evaluations of the log MGF (each a pass over every atom per t) instead of
+    61. Any t gives a valid Chernoff bound, so the window is sound whichever t is taken.
+
+    Example:
+        >>> d = DiscretePLD(start=-2, p=np.array([0.1, 0.2, 0.4, 0.2, 0.1]), p_inf=0.0)
+        >>> full = float(np.min((2 * _log_mgf(d, 0.5, TS) - math.log(TAIL)) / TS))
+        >>> _chernoff([(d, 2)], 0.5, 1.0) == full
+        True
+
+    """
+    def bound(at: np.ndarray) -> np.ndarray:
+        ts = TS[at]
+        k = sum(t * _log_mgf(d, h, sign * ts) for d, t in parts)
+        return np.asarray((k - math.log(TAIL)) / ts)
+    coarse = np.arange(0, len(TS), COARSE)
+    best = int(coarse[int(np.argmin(bound(coarse)))])
+    near = np.arange(max(0, best - COARSE + 1), min(len(TS), best + COARSE))
+    return float(np.min(bound(near)))
+
+
 def window(parts: Sequence[tuple[DiscretePLD, int]], h: float) -> tuple[int, int]:
     """(first index, width) of the FFT window: Chernoff bounds leave at most TAIL outside on each side."""
     if any(not np.any(d.p > 0) for d, _ in parts):
         return 0, 1              # a part with all its mass at +∞: so has the composition
-    ts = np.geomspace(1e-3, 1e3, 61)
-    k_pos = sum(t * _log_mgf(d, h, ts) for d, t in parts)
-    k_neg = sum(t * _log_mgf(d, h, -ts) for d, t in parts)
-    log_tail = math.log(TAIL)
-    upper = float(np.min((k_pos - log_tail) / ts))          # P[S ≥ upper] ≤ TAIL
-    lower = float(np.max(-(k_neg - log_tail) / ts))         # P[S ≤ lower] ≤ TAIL
+    upper = _chernoff(parts, h, 1.0)                         # P[S ≥ upper] ≤ TAIL
+    lower = -_chernoff(parts, h, -1.0)                       # P[S ≤ lower] ≤ TAIL
     full_lo, full_hi = support(parts)
     lo_idx = max(math.floor(lower / h), full_lo)            # never wider than the support itself
     hi_idx = min(math.ceil(upper / h), full_hi)
