@@ -248,7 +248,7 @@ COARSE = 4
 
 
 def _chernoff(parts: Sequence[tuple[DiscretePLD, int]], h: float, sign: float) -> float:
-    """min over t in :data:`TS` of (K(sign·t) − log TAIL)/t, K the log MGF of the composed loss (sign·S ≥ it has
+    """The smallest, over t in :data:`TS` of (K(sign·t) − log TAIL)/t, K the log MGF of the composed loss (sign·S ≥ it has
     probability ≤ TAIL).
 
     The bound (K(t) − c)/t is the slope of the chord from (0, c) to the convex K, c = log TAIL < K(0): it falls, then
