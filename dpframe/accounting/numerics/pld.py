@@ -248,10 +248,9 @@ COARSE = 4
 
 
 def _chernoff(parts: Sequence[tuple[DiscretePLD, int]], h: float, sign: float) -> float:
-    """The smallest, over t in :data:`TS` of (K(sign·t) − log TAIL)/t, K the log MGF of the composed loss (sign·S ≥ it has
-    probability ≤ TAIL).
+    """A Chernoff bound b with P[sign·S ≥ b] ≤ TAIL: the smallest (K(sign·t) − log TAIL)/t over t in :data:`TS`.
 
-    The bound (K(t) − c)/t is the slope of the chord from (0, c) to the convex K, c = log TAIL < K(0): it falls, then
+    K is the log MGF of the composed loss S. The bound (K(t) − c)/t is the slope of the chord from (0, c) to the convex K, c = log TAIL < K(0): it falls, then
     rises, in t. So the minimum over :data:`TS` is found on every :data:`COARSE`-th t and the t between the
     neighbours of the best of them: 23 evaluations of the log MGF (each a pass over every atom per t) instead of
     61. Any t gives a valid Chernoff bound, so the window is sound whichever t is taken.
