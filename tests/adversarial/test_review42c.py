@@ -199,6 +199,23 @@ def test_the_renyi_filter_never_reports_less_than_a_delta_alone_spent() -> None:
     assert accountant.report(both).delta == Fraction(1, 10**6) and accountant.report(both).epsilon > 0
 
 
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_a_delta_equal_to_what_remains_is_not_advised_where_it_is_refused(accountant: str) -> None:
+    """``Accountant.exceeded`` (review 42b) advised "give it a smaller δ (at most what remains)" — but a Rényi
+    filter refuses a query whose δ0 is exactly the δ that remains (it needs some of it for its conversion): a
+    partition selection at δ = 10⁻⁶ in an (ε, δ) = (10, 10⁻⁶) session was refused, "remaining ε=10, δ=1e-06", and
+    told to ask for at most that. The fix now asks for a δ below what remains, which fits; nothing is charged."""
+    sess = _session(dp.ApproxDP(10, 1e-6), accountant)
+    query = sess.table("t").group_by("g").agg(n=dp.len())
+    with pytest.raises(dp.BudgetExceededError) as refused:
+        query.collect(dp.ApproxDP(1, 1e-6))
+    assert "remaining ε=10, δ=1e-06" in str(refused.value), str(refused.value)
+    assert "at most" not in (refused.value.fix or "") and "below what remains" in (refused.value.fix or "")
+    assert refused.value.argument == "budget" and sess.history().height == 0
+    query.collect(dp.ApproxDP(1, 9.9e-7))                 # below what remains: taken
+    assert sess.history()["status"].to_list() == ["committed"]
+
+
 # --- bounding: the id-bucket path and the hashed path keep the law's rows ---------------------------------------
 
 @pytest.mark.parametrize("dtype", [pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64])
