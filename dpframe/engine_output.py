@@ -132,7 +132,7 @@ PANICS = _panics()
 """Whether Polars panics on its errors (``POLARS_PANIC_ON_ERR``), fixed for the process when dpframe is imported."""
 
 _LOCAL: Mapping[str, type[InMemoryEngine | StreamingEngine]] = MappingProxyType(
-    {"in-memory": InMemoryEngine, "cpu": InMemoryEngine, "streaming": StreamingEngine})
+    {"in-memory": InMemoryEngine, "streaming": StreamingEngine})
 """Polars' engines by the names :class:`_Named` follows (any other name runs ``"auto"``)."""
 
 
