@@ -4,11 +4,13 @@ Scope:
 
 * ``dpframe.engine_output.ENGINE`` / ``STREAMING``, the engines every collect of dpframe names: whether they run
   what a ``collect()`` naming no engine ran (a default engine *named* with ``pl.Config.set_engine_affinity``),
-  whether the analyst can change them (module-level objects), and whether any query Polars runs for dpframe names
-  no engine (``sink_*``, ``gather_every``).
+  whether the analyst can change them (the objects, and the module's names, which the backends import when the
+  first session imports them), and whether any query Polars runs for dpframe names no engine (``sink_*``,
+  ``LazyFrame.describe``/``show``).
 * The budget rule of review 42b: ``dp.ZCDP(rho, delta)`` budgets now taken by the learners, the Gaussian sparse
   vector and the individual filter (charges against hand-computed values; the δ dropped is unused), the refusal
-  texts of ``Accountant.exceeded``, and ``RenyiFilter.report``'s new branch (never less than the real spend).
+  texts of ``Accountant.exceeded`` (a δ it advised was refused), and ``RenyiFilter.report``'s new branch (never
+  less than the real spend).
 * ``dpframe.sql.sandbox``: the lock re-made in a forked child and the per-process shared connection.
 * ``dpframe.backends._bounding.kept``: integer units take the id-bucket path only while their span is small
   (``ID_SPAN``); the kept rows must be the law's either way (``dpframe.backends.polars.definition``).
