@@ -87,14 +87,14 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable, Iterator, Mapping
+from types import FrameType, MappingProxyType, ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 import polars._plr as _plr
-from polars.lazyframe.engine import Engine, _AutoEngine
+from polars.lazyframe.engine import Engine, InMemoryEngine, StreamingEngine, _AutoEngine
 from polars.lazyframe.engine_config import get_engine_affinity_override
 
 from dpframe.errors import ArgumentError
@@ -131,11 +131,71 @@ def _panics() -> bool:
 PANICS = _panics()
 """Whether Polars panics on its errors (``POLARS_PANIC_ON_ERR``), fixed for the process when dpframe is imported."""
 
-ENGINE: Engine = _AutoEngine(monitoring=False)
-"""The engine every ``collect`` of dpframe's names: Polars' own choice between its engines (``engine="auto"``, as a
-``collect()`` that names none runs where no default engine was set), never the default engine
-(``pl.Config.set_engine_affinity``, which the string ``"auto"`` reads at each ``collect``), with query monitoring
-off whatever ``POLARS_QUERY_MONITORING`` says then.
+_LOCAL: Mapping[str, type[InMemoryEngine | StreamingEngine]] = MappingProxyType(
+    {"in-memory": InMemoryEngine, "streaming": StreamingEngine})
+"""Polars' engines by the names :class:`_Named` follows (any other name runs ``"auto"``)."""
+
+
+class _Named(Engine):
+    """An engine of Polars' own, named by dpframe's collects: never an object the process could hand it.
+
+    ``fixed`` names the engine (``"streaming"``), or ``None``: the engine named as Polars' default
+    (``pl.Config.set_engine_affinity("in-memory")``, ``POLARS_ENGINE_AFFINITY``), read at each collect as a
+    ``collect()`` that names none reads it, with ``"auto"`` for the GPU engine (refused by :func:`check_engine`;
+    one set by another thread after that check runs nothing). The engine object a collect runs on is built
+    for it, with query monitoring off; this one refuses every assignment (``ENGINE.collect = spy`` received every
+    private row of a release, ``ENGINE.monitoring = True`` turned monitoring back on).
+
+    Example:
+        >>> STREAMING.name, type(STREAMING.engine()).__name__
+        ('streaming', 'StreamingEngine')
+        >>> STREAMING.collect = print
+        Traceback (most recent call last):
+        ...
+        AttributeError: dpframe's engine cannot be changed: every private read runs on it
+
+    """
+
+    _fixed: str | None
+
+    def __init__(self, fixed: str | None) -> None:
+        object.__setattr__(self, "_fixed", fixed)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("dpframe's engine cannot be changed: every private read runs on it")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def engine(self) -> Engine:
+        """A new engine object of the engine this one names, with query monitoring off."""
+        name = self._fixed or _plr.get_engine_affinity()
+        return _LOCAL.get(name, _AutoEngine)(monitoring=False)
+
+    @property
+    def name(self) -> str:
+        """The name of the engine a collect runs on now."""
+        return self.engine().name
+
+    def collect(self, lf: pl.LazyFrame, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``lf``'s rows, collected by :meth:`engine` (``LazyFrame.collect(engine=ENGINE)`` calls it)."""
+        return self.engine().collect(lf, **kwargs)
+
+    def collect_all(self, lfs: Any, *, optimizations: Any) -> list[pl.DataFrame]:
+        """The rows of each of ``lfs``, collected by :meth:`engine` (``pl.collect_all(..., engine=...)`` calls it)."""
+        return self.engine().collect_all(lfs, optimizations=optimizations)
+
+    def execute(self, lf: pl.LazyFrame, *, optimizations: Any) -> Any:
+        """``lf``'s result, by :meth:`engine`."""
+        return self.engine().execute(lf, optimizations=optimizations)
+
+
+ENGINE: Engine = _Named(None)
+"""The engine every ``collect`` of dpframe's names: the engine named as Polars' default (``"auto"``, Polars' own
+choice between its engines, unless ``pl.Config.set_engine_affinity`` named another), as a ``collect()`` that names
+none runs, but never a default engine *object* (which the string ``"auto"`` would hand the rows to at each
+``collect``) nor the GPU engine, with query monitoring off whatever ``POLARS_QUERY_MONITORING`` says then; it cannot
+be changed (:class:`_Named`).
 
 Example:
     >>> try:
@@ -147,7 +207,7 @@ Example:
 
 """
 
-STREAMING: Engine = pl.StreamingEngine(monitoring=False)
+STREAMING: Engine = _Named("streaming")
 """Polars' streaming engine with query monitoring off: for dpframe's collects that stream (see :data:`ENGINE`)."""
 
 HEADROOM = 500
@@ -368,3 +428,35 @@ def numpy_defaults() -> Iterator[None]:
 __all__ = ["DIAGNOSTICS", "ENGINE", "HEADROOM", "KEPT", "MONITORING", "PANICS", "PLAN_FILES", "STREAMING",
            "check_engine", "check_headroom", "check_quiet", "environment", "numpy_defaults", "numpy_quiet",
            "under_numpy_defaults"]
+
+
+class _ReadOnlyModule(ModuleType):
+    """The class of this module: its names cannot be rebound or deleted once it is loaded.
+
+    The engine's modules import its names when they are first imported, and the backends are imported by the first
+    session that uses them: ``dpframe.engine_output.ENGINE = spy`` after ``import dpframe`` but before the first
+    session handed ``spy`` every private read of the Polars backend (a release's unit ids and values, then its exact
+    sums), and ``check_quiet`` rebound the same way would have turned the diagnostics check off.
+
+    Example:
+        >>> sys.modules[__name__].ENGINE = None
+        Traceback (most recent call last):
+        ...
+        AttributeError: dpframe.engine_output.ENGINE cannot be rebound: the engine's checks and its engine are ...
+
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _SEALED:
+            raise AttributeError(f"{__name__}.{name} cannot be rebound: the engine's checks and its engine are read "
+                                 "from it")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+        super().__delattr__(name)
+
+
+_SEALED = frozenset(globals())
+"""Every name of this module once it is loaded (:class:`_ReadOnlyModule`)."""
+sys.modules[__name__].__class__ = _ReadOnlyModule

@@ -314,8 +314,9 @@ class Accountant(Sealed, ABC):
                        "budget without δ (grouping by private keys and the approximate top-k methods need one: use "
                        "public keys or method='gumbel'), or open the session with a total budget that has a δ")
             else:
-                fix = ("this query's δ does not fit in the δ the session has left: give it a smaller δ (at most what "
-                       "remains), or none (public keys for a group-by)")
+                fix = ("this query's δ does not fit in the δ the session has left: give it a smaller δ, below what "
+                       "remains (a Rényi filter, accountant 'rdp' or 'pld', keeps some of it for its conversion), "
+                       "or none (public keys for a group-by)")
         extra = {"fix": fix} if fix is not None else {}
         return BudgetExceededError(self.describe_charge(charge), remaining, self.shortfall(after), argument=argument,
                                    **extra)
