@@ -88,7 +88,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from types import FrameType, MappingProxyType, ModuleType
+from types import FrameType, MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -429,34 +429,3 @@ __all__ = ["DIAGNOSTICS", "ENGINE", "HEADROOM", "KEPT", "MONITORING", "PANICS", 
            "check_engine", "check_headroom", "check_quiet", "environment", "numpy_defaults", "numpy_quiet",
            "under_numpy_defaults"]
 
-
-class _ReadOnlyModule(ModuleType):
-    """The class of this module: its names cannot be rebound or deleted once it is loaded.
-
-    The engine's modules import its names when they are first imported, and the backends are imported by the first
-    session that uses them: ``dpframe.engine_output.ENGINE = spy`` after ``import dpframe`` but before the first
-    session handed ``spy`` every private read of the Polars backend (a release's unit ids and values, then its exact
-    sums), and ``check_quiet`` rebound the same way would have turned the diagnostics check off.
-
-    Example:
-        >>> sys.modules[__name__].ENGINE = None
-        Traceback (most recent call last):
-        ...
-        AttributeError: dpframe.engine_output.ENGINE cannot be rebound: the engine's checks and its engine are ...
-
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _SEALED:
-            raise AttributeError(f"{__name__}.{name} cannot be rebound: the engine's checks and its engine are read "
-                                 "from it")
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        self.__setattr__(name, None)
-        super().__delattr__(name)
-
-
-_SEALED = frozenset(globals())
-"""Every name of this module once it is loaded (:class:`_ReadOnlyModule`)."""
-sys.modules[__name__].__class__ = _ReadOnlyModule
