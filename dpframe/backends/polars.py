@@ -110,7 +110,8 @@ def _statistic_expr(fields: tuple[object, ...], unit_column: str | None, dtype: 
                     wide: bool) -> pl.Expr:
     """:func:`statistic_expr` of the statistic with these ``fields``, its column of type ``dtype``."""
     stat = Statistic(*fields)  # type: ignore[arg-type]
-    aggregate = _aggregate(stat, unit_column, pl.Schema({} if stat.column is None else {stat.column: dtype}), wide)
+    schema = pl.Schema({} if stat.column is None or dtype is None else {stat.column: dtype})
+    aggregate = _aggregate(stat, unit_column, schema, wide)
     return aggregate.clip(-SUM_LIMIT, SUM_LIMIT).alias(stat.key) if stat.kind == "fixed_sum" else aggregate
 
 
