@@ -135,10 +135,10 @@ def _exact(value: object, name: str) -> Fraction:
 
 
 def _positive(value: object, name: str, maximum: Fraction | None = None) -> Fraction:
-    x = _exact(value, name)
-    if x <= 0:
+    x = _exact(value, name)     # a plain Fraction (positive denominator): compared on its ints, without
+    if x.numerator <= 0:        # Fraction's comparison (a few µs each, for every scale of every sampler call)
         raise ValueError(f"{name} must be > 0, got {x}; pass a positive rational such as Fraction(1, 2)")
-    if maximum is not None and x > maximum:
+    if maximum is not None and x.numerator * maximum.denominator > maximum.numerator * x.denominator:
         raise ValueError(f"{name} must be <= {maximum} (int64 outputs), got {x}; "
                          f"rescale the statistic so that less noise (in grid units) is needed")
     return x
