@@ -89,7 +89,9 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
 
     A function of public values only (the statistic's fields, the unit column, the type of the column it
     reads): built once per such key (:func:`~dpframe.sealed.plain_cache`, on the plain values) and reused, as
-    a Polars expression is immutable. Building one took about 80 µs, paid by every query.
+    a Polars expression is immutable. Building one took about 80 µs, paid by every query. The ``wide`` form,
+    asked for only when a group's row count (private) calls for it, is built each time: no entry of the cache
+    depends on the data.
 
     Example:
         >>> schema = pl.Schema({"x": pl.Float64})
@@ -98,19 +100,25 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
         True
 
     """
+    if wide:
+        return _built(stat, unit_column, schema, wide)
     dtype = None if stat.column is None else schema[stat.column]
-    return _statistic_expr(tuple(getattr(stat, name) for name in _STATISTIC_FIELDS), unit_column, dtype, wide)
+    return _narrow(tuple(getattr(stat, name) for name in _STATISTIC_FIELDS), unit_column, dtype)
 
 
 _STATISTIC_FIELDS = tuple(f.name for f in dataclasses.fields(Statistic))
 
 
 @plain_cache(maxsize=4096)
-def _statistic_expr(fields: tuple[object, ...], unit_column: str | None, dtype: pl.DataType | None,
-                    wide: bool) -> pl.Expr:
-    """:func:`statistic_expr` of the statistic with these ``fields``, its column of type ``dtype``."""
+def _narrow(fields: tuple[object, ...], unit_column: str | None, dtype: pl.DataType | None) -> pl.Expr:
+    """:func:`statistic_expr` (not ``wide``) of the statistic with these ``fields``, its column of type ``dtype``."""
     stat = Statistic(*fields)  # type: ignore[arg-type]
-    schema = pl.Schema({} if stat.column is None or dtype is None else {stat.column: dtype})
+    return _built(stat, unit_column, pl.Schema({} if stat.column is None or dtype is None else {stat.column: dtype}),
+                  False)
+
+
+def _built(stat: Statistic, unit_column: str | None, schema: pl.Schema, wide: bool) -> pl.Expr:
+    """:func:`statistic_expr`, built."""
     aggregate = _aggregate(stat, unit_column, schema, wide)
     return aggregate.clip(-SUM_LIMIT, SUM_LIMIT).alias(stat.key) if stat.kind == "fixed_sum" else aggregate
 
