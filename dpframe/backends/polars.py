@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
@@ -50,6 +52,7 @@ from dpframe.backends.polars_windows import (
 from dpframe.engine_output import ENGINE, STREAMING
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
 from dpframe.plan.sample import apply_node
+from dpframe.sealed import plain_cache
 
 _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
@@ -81,9 +84,47 @@ def statistic_expr(stat: Statistic, unit_column: str | None, schema: pl.Schema, 
     """The Polars aggregation computing ``stat`` exactly (an integer per group).
 
     A ``fixed_sum`` is an Int64 sum (exact when :func:`int64_sums_are_exact` holds for the group's row
-    count; :meth:`PolarsBackend.statistics` checks and clips it), or with ``wide`` an Int128 sum clipped
-    to ±SUM_LIMIT.
+    count; :meth:`PolarsBackend.statistics` checks it), or with ``wide`` an Int128 sum, clipped to ±SUM_LIMIT
+    (on the aggregated value: one per group).
+
+    A function of public values only (the statistic's fields, the unit column, the type of the column it
+    reads): built once per such key (:func:`~dpframe.sealed.plain_cache`, on the plain values) and reused, as
+    a Polars expression is immutable. Building one took about 80 µs, paid by every query. The ``wide`` form,
+    asked for only when a group's row count (private) calls for it, is built each time: no entry of the cache
+    depends on the data.
+
+    Example:
+        >>> schema = pl.Schema({"x": pl.Float64})
+        >>> stat = Statistic("nonnull", "x")
+        >>> statistic_expr(stat, None, schema) is statistic_expr(Statistic("nonnull", "x"), None, schema)
+        True
+
     """
+    if wide:
+        return _built(stat, unit_column, schema, wide)
+    dtype = None if stat.column is None else schema[stat.column]
+    return _narrow(tuple(getattr(stat, name) for name in _STATISTIC_FIELDS), unit_column, dtype)
+
+
+_STATISTIC_FIELDS = tuple(f.name for f in dataclasses.fields(Statistic))
+
+
+@plain_cache(maxsize=4096)
+def _narrow(fields: tuple[object, ...], unit_column: str | None, dtype: pl.DataType | None) -> pl.Expr:
+    """:func:`statistic_expr` (not ``wide``) of the statistic with these ``fields``, its column of type ``dtype``."""
+    stat = Statistic(*fields)  # type: ignore[arg-type]
+    return _built(stat, unit_column, pl.Schema({} if stat.column is None or dtype is None else {stat.column: dtype}),
+                  False)
+
+
+def _built(stat: Statistic, unit_column: str | None, schema: pl.Schema, wide: bool) -> pl.Expr:
+    """:func:`statistic_expr`, built."""
+    aggregate = _aggregate(stat, unit_column, schema, wide)
+    return aggregate.clip(-SUM_LIMIT, SUM_LIMIT).alias(stat.key) if stat.kind == "fixed_sum" else aggregate
+
+
+def _aggregate(stat: Statistic, unit_column: str | None, schema: pl.Schema, wide: bool) -> pl.Expr:
+    """:func:`statistic_expr` before a ``fixed_sum``'s total is clipped."""
     if stat.kind == "rows":
         return pl.len().cast(pl.Int64).alias(stat.key)
     if stat.kind == "units":
@@ -275,7 +316,7 @@ class PolarsBackend:
         binned = {s for b in bins for s in b.stats}
         exprs = [e for s in request.statistics if s not in binned for e in
                  (windows.aggregates(s) if windows is not None and s in windows.stats else
-                  [_clipped(statistic_expr(s, request.unit.column, schema, wide), s)])]
+                  [statistic_expr(s, request.unit.column, schema, wide)])]
         extra = [pl.len().cast(pl.Int64).alias(_ROWS)] if count else []
         lists = [s.key for s in request.statistics if s.kind in LIST_KINDS and s not in near]
         packed = len(by) == 1 and packs(schema[by[0]])    # lists by one packed sort (polars_lists)
@@ -336,11 +377,6 @@ def _among(columns: list[str], table: pl.DataFrame) -> pl.Expr:
     if len(columns) == 1:
         return pl.col(columns[0]).is_in(table[columns[0]].implode(), nulls_equal=True)
     return pl.struct(columns).is_in(table.select(pl.struct(columns)).to_series().implode(), nulls_equal=True)
-
-
-def _clipped(expr: pl.Expr, stat: Statistic) -> pl.Expr:
-    """A ``fixed_sum`` aggregate clipped to ±SUM_LIMIT (on the aggregated values: one per group)."""
-    return expr.clip(-SUM_LIMIT, SUM_LIMIT).alias(stat.key) if stat.kind == "fixed_sum" else expr
 
 
 def _sorted_lists(out: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -135,10 +135,10 @@ def _exact(value: object, name: str) -> Fraction:
 
 
 def _positive(value: object, name: str, maximum: Fraction | None = None) -> Fraction:
-    x = _exact(value, name)
-    if x <= 0:
+    x = _exact(value, name)     # a plain Fraction (positive denominator): compared on its ints, without
+    if x.numerator <= 0:        # Fraction's comparison (a few µs each, for every scale of every sampler call)
         raise ValueError(f"{name} must be > 0, got {x}; pass a positive rational such as Fraction(1, 2)")
-    if maximum is not None and x > maximum:
+    if maximum is not None and x.numerator * maximum.denominator > maximum.numerator * x.denominator:
         raise ValueError(f"{name} must be <= {maximum} (int64 outputs), got {x}; "
                          f"rescale the statistic so that less noise (in grid units) is needed")
     return x
@@ -339,11 +339,16 @@ class _Batch:
     def __init__(self, scales: Sequence[Any], sizes: Sequence[int]) -> None:
         self.scales, self.sizes = list(scales), [int(s) for s in sizes]
         self.offsets = np.cumsum([0, *self.sizes])
+        self._per: dict[str, npt.NDArray[Any]] = {}   # a constant per element, built once per name (read-only)
 
     def __call__(self, name: str, idx: npt.NDArray[np.intp] | None = None) -> Any:
         if len(self.scales) == 1:
             return getattr(self.scales[0], name)
-        per = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
+        per = self._per.get(name)
+        if per is None:
+            per = np.repeat(np.array([getattr(s, name) for s in self.scales]), self.sizes)
+            per.flags.writeable = False
+            self._per[name] = per
         return per if idx is None else per[idx]
 
     def runs(self, table_of: Callable[[Any], Any]) -> list[tuple[int, int, _Batch, Any]]:
@@ -397,7 +402,9 @@ def _batched(params: Sequence[RationalLike], sizes: Sequence[int], rng: RandomSo
     if not values:
         return []
     batch = _Batch([prepare(v) for v in values], counts)
-    return np.split(draw(batch, rng), batch.offsets[1:-1])
+    out = draw(batch, rng)
+    bounds = batch.offsets.tolist()
+    return [out[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]   # views, as np.split gives
 
 
 def _gallop(lo: IntArray, hi: IntArray, cap: IntArray, test: Callable[[IntArray, npt.NDArray[np.intp]], BoolArray]
