@@ -37,6 +37,7 @@ import numpy as np
 
 from dpframe.accounting.numerics.common import BLOCK, E_MAX, Fn
 from dpframe.errors import DPFrameError
+from dpframe.sealed import frozen_array
 
 TAIL = 1e-15          # mass allowed outside the FFT window on each side (added to δ)
 ATOM_TAIL = 1e-18     # profile value at which a single mechanism's grid stops (rest → +∞)
@@ -241,7 +242,7 @@ def _log_mgf(d: DiscretePLD, h: float, t: np.ndarray) -> np.ndarray:
     return out
 
 
-TS = np.geomspace(1e-3, 1e3, 61)
+TS = frozen_array(np.geomspace(1e-3, 1e3, 61))
 """The t of the Chernoff bounds of :func:`window` (any t gives a valid bound; the smallest bound is taken)."""
 COARSE = 4
 """:func:`_chernoff` evaluates every COARSE-th t of :data:`TS`, then the t around the best of those."""
