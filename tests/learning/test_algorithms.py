@@ -92,9 +92,13 @@ def test_two_point_failure_rate_matches_exact_probability() -> None:
     assert lo[0] <= p <= hi[0]
 
 
-@pytest.mark.parametrize("neighbour", [[], [3], [0], [7]])
+@pytest.mark.parametrize("neighbour", [[], [3], pytest.param([0], marks=pytest.mark.slow),
+                                       pytest.param([7], marks=pytest.mark.slow)])
 def test_em_distribution_matches_exact_pmf_on_neighbours(neighbour: list[int]) -> None:
-    """The exact pmfs of D and D + one row satisfy the DP inequality; draws on D + row follow its pmf (``[]``: D)."""
+    """The exact pmfs of D and D + one row satisfy the DP inequality; draws on D + row follow its pmf (``[]``: D).
+
+    The rows added at the domain's ends (0, 7) under ``-m slow`` (6,000 draws each).
+    """
     size, eps = 8, Fraction(1)
     d = np.array([1, 2, 2, 5], dtype=np.int64)
     d2 = np.sort(np.concatenate([d, np.array(neighbour, dtype=np.int64)]))
@@ -105,7 +109,8 @@ def test_em_distribution_matches_exact_pmf_on_neighbours(neighbour: list[int]) -
     assert stats.chisquare(np.bincount(draws, minlength=size), p2 * len(draws)).pvalue > 1e-4
 
 
-@pytest.mark.parametrize(("ranks", "n"), [(0, 1500), (3, 1500), pytest.param(0, 8000, marks=pytest.mark.slow),
+@pytest.mark.parametrize(("ranks", "n"), [(0, 1500), pytest.param(3, 1500, marks=pytest.mark.slow),
+                                         pytest.param(0, 8000, marks=pytest.mark.slow),
                                          pytest.param(3, 8000, marks=pytest.mark.slow)])
 def test_listed_em_with_envelopes_matches_exact_pmf(ranks: int, n: int) -> None:
     """Few listed ranks: most of the mass lies in the envelopes, drawn by rejection; still the exact pmf.

@@ -57,7 +57,8 @@ def _outcomes(data: pl.DataFrame, k_max: int, budget, n: int, seed: int) -> Coun
 
 @pytest.mark.parametrize(("counts", "k_max", "budget"), [
     ((1, 0, 50), 1, dp.ApproxDP(8, 1e-6)),          # the audit's repro: D released {A} every time
-    ((30, 10, 50), 2, dp.ApproxDP(2, 1e-2)),        # a law with real mass on several outcomes
+    pytest.param((30, 10, 50), 2, dp.ApproxDP(2, 1e-2),     # a law with real mass on several outcomes
+                 marks=pytest.mark.slow),
 ])
 def test_signed_scores_over_keys_from_the_data_are_dp(counts, k_max, budget):
     """D vs D′ = D minus unit 0: exact laws satisfy (ε, δ), and the engine's outputs follow them on both."""
