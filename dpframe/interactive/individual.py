@@ -135,9 +135,9 @@ class IndividualFilter(Sealed):
             charge = session.accountant.charge(bound)
         except BudgetConversionError as e:
             raise BudgetConversionError(f"this session's accountant cannot compose a zCDP filter ({e.args[0]})",
-                              argument="budget",
-                              fix="open the session with a dp.ZCDP budget, or an (ε, δ) budget with "
-                                  "accountant='rdp'") from None
+                                        argument="budget",
+                                        fix="open the session with a dp.ZCDP budget, or an (ε, δ) budget with "
+                                            "accountant='rdp'") from None
         self.session = session
         self.budget = bound
         self._spent: dict[Any, Fraction] = {}       # PRIVATE: per-unit spent ρ; never returned

@@ -130,6 +130,7 @@ class PlanState:
 _FIELDS = frozenset(f.name for f in dataclasses.fields(PlanState))
 """The names :meth:`PlanState.but` may change."""
 
+
 def first(budget: Budget) -> Fraction:
     """ε of a pure/approximate budget, ρ of a zCDP one.
 

@@ -252,10 +252,10 @@ def _chernoff(parts: Sequence[tuple[DiscretePLD, int]], h: float, sign: float) -
     """A Chernoff bound b with P[sign·S ≥ b] ≤ TAIL: the smallest (K(sign·t) − log TAIL)/t over t in :data:`TS`.
 
     K is the log MGF of the composed loss S. The bound (K(t) − c)/t is the slope of the chord from (0, c) to the
-    convex K, c = log TAIL < K(0): it falls, then rises, in t. So the minimum over :data:`TS` is found on every
-    :data:`COARSE`-th t and the t between the neighbours of the best of them: 23 evaluations of the log MGF (each
-    a pass over every atom per t) instead of 61. Any t gives a valid Chernoff bound, so the window is sound
-    whichever t is taken.
+    convex K, c = log TAIL: it falls, then rises, in t (it only rises where c ≥ K(0), a finite mass below TAIL).
+    So the minimum over :data:`TS` is found on every :data:`COARSE`-th t and the t between the neighbours of the
+    best of them: 23 evaluations of the log MGF (each a pass over every atom per t) instead of 61. Any t gives a
+    valid Chernoff bound, so the window is sound whichever t is taken.
 
     Example:
         >>> d = DiscretePLD(start=-2, p=np.array([0.1, 0.2, 0.4, 0.2, 0.1]), p_inf=0.0)
