@@ -38,15 +38,22 @@ run topk 50 bench/topk.py --skip-recall --rows "$ROWS"
 run phases 150 bench/phases.py --rows "$ROWS" --threads 1,16 --runs 2
 
 # The one sort of contribution bounding (5.4M keys, as for 10M rows and max_rows=10): np.sort against
-# dpframe's split sort (dpframe.backends._bounding.sort), which it uses from PARALLEL_SORT threads on.
+# dpframe's split sort (dpframe.backends._bounding.sort in numpy, from PARALLEL_SORT threads on) and
+# Polars' sort, and the engine dpframe's one-time timing picks on this machine (sort_engine).
 echo "== sort ($(date -u +%T))" >> "$log"
 timeout 60 "$PY" - >> "$log" 2>&1 <<'PY'
 import time
 import numpy as np
-from dpframe.backends._bounding import sort
+from dpframe.backends import _bounding
 from dpframe.parallel import threads
 keys = np.random.default_rng(1).integers(0, 2**63, 5_400_000, dtype=np.uint64)
-for name, f in [("np.sort", np.sort), ("split sort", sort)] * 2:
+print("sort_engine():", _bounding.sort_engine())
+def engine(name):
+    def run(k):
+        _bounding.SORT_ENGINE = name
+        return _bounding.sort(k)
+    return run
+for name, f in [("np.sort", np.sort), ("split sort", engine("numpy")), ("polars", engine("polars"))] * 2:
     times = []
     for _ in range(5):
         t = time.perf_counter()

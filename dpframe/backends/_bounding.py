@@ -18,9 +18,9 @@ costs about half a microsecond per unit in Polars, a sort of every row by (unit,
 2. **Pure buckets.** The rest must be one unit per bucket: every row's unit is compared with the unit of
    one row of its bucket (its exact value, not a hash). Buckets holding several units go to step 5.
 3. **Threshold.** In a pure bucket the rows sort by ``(bucket, h)`` packed into one 64-bit key (the
-   bucket's bits on top, ``h``'s high bits below), and one sort of the keys (:func:`sort`, split across
-   the threads of a many-core machine) gives every bucket's k-th smallest key ``T``: a row is kept iff
-   its key ≤ ``T``. That is the definition's set exactly when no two keys of the bucket are equal (then
+   bucket's bits on top, ``h``'s high bits below), and one sort of the keys (:func:`sort`: Polars' or
+   numpy's, whichever is faster on this machine, on all its cores) gives every bucket's k-th smallest
+   key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when no two keys of the bucket are equal (then
    the key order is the order of ``h``).
 4. **Copies.** A bucket with two equal keys holds copies (or, rarely, two hashes equal in their high
    bits). Its rows are sorted by (bucket, hash, row) packed into 64 bits, so a row's copies follow it;
@@ -39,6 +39,7 @@ step decides a unit depends on the data (and the seed) — only the time does, n
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -74,10 +75,16 @@ every pass of :func:`smallest_per_id` allocates and reads one count per value of
 ids reach 10**6 took 13 ms that way against 1.5 ms with the units hashed into buckets sized by the rows."""
 PARALLEL_SORT = 4
 """Threads from which :func:`sort` splits a large sort across them (with fewer, one ``np.sort`` is faster)."""
+POLARS_SORT_FROM = 1 << 14
+"""Keys from which :func:`sort` hands a sort to Polars when Polars sorts faster here (:data:`SORT_ENGINE`)."""
+SORT_ENGINE = ""
+"""Whose sort :func:`sort` uses for large arrays, ``"numpy"`` or ``"polars"``; ``""``: not chosen yet, chosen by
+timing both once per process on public random keys (:func:`sort_engine`). Speed only: both give the same array."""
 UNIT_SALT = 0x2545F4914F6CDD1D
 """XORed into a query's seed for the unit hash that buckets units (speed only: any hash gives the same rows)."""
 _ALL = np.uint64(2**64 - 1)
 D = TypeVar("D", bound=np.generic)
+K = TypeVar("K", np.uint64, np.int64)
 
 
 def empty(n: int, dtype: type[D]) -> npt.NDArray[D]:
@@ -445,21 +452,55 @@ def in_steps(step: Callable[[int, int], object], n: int) -> None:
         step(0, 0)
 
 
-def sort(keys: U64s, spare: bool = False) -> U64s:
-    """``np.sort(keys)``; with :data:`PARALLEL_SORT` threads or more, on all of them.
+def sort_engine() -> str:
+    """``"polars"`` when Polars' sort is faster than numpy's on one core of this machine, else ``"numpy"``.
 
-    Each thread sorts a slice of the keys; the sorted slices are cut at the same values (quantiles of a
-    sample) and each thread sorts the pieces between two cuts: ranges of values, concatenated in order.
-    ``spare``: the caller no longer needs ``keys`` unsorted, so one thread sorts them in place (no copy).
+    Timed once per process (:data:`SORT_ENGINE`), on 2**16 public random keys, best of three each. The two
+    differ by machine: numpy's AVX-512 sort is its fastest on Intel cores, but on AMD Zen 4 (whose
+    compress-store instruction it relies on is microcoded) it took 60 ns per key where Polars took 15.
+
+    Example:
+        >>> sort_engine() in ("numpy", "polars")
+        True
+
+    """
+    global SORT_ENGINE
+    if not SORT_ENGINE:
+        keys = np.random.default_rng(0).integers(0, 2**64 - 1, 1 << 16, dtype=np.uint64, endpoint=True)
+        ours, theirs = [], []
+        for _ in range(3):
+            copy = keys.copy()
+            start = time.perf_counter()
+            copy.sort()
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            pl.Series(keys).sort(multithreaded=False)
+            theirs.append(time.perf_counter() - start)
+        SORT_ENGINE = "polars" if min(theirs) < min(ours) else "numpy"
+    return SORT_ENGINE
+
+
+def sort(keys: npt.NDArray[K], spare: bool = False, threaded: bool = True) -> npt.NDArray[K]:
+    """``np.sort(keys)`` (integer keys), by the faster sort of this machine (:func:`sort_engine`), on all cores.
+
+    In Polars (from :data:`POLARS_SORT_FROM` keys): one sort on its thread pool (the result is read-only).
+    In numpy, with :data:`PARALLEL_SORT` threads or more: each thread sorts a slice of the keys; the sorted
+    slices are cut at the same values (quantiles of a sample) and each thread sorts the pieces between two
+    cuts: ranges of values, concatenated in order. ``spare``: the caller no longer needs ``keys`` unsorted,
+    so numpy may sort them in place (no copy). ``threaded=False``: on the calling thread only (for a task
+    already on :mod:`dpframe.parallel`'s pool).
 
     Example:
         >>> sort(np.array([3, 1, 2], dtype=np.uint64)).tolist()
         [1, 2, 3]
 
     """
-    parts = min(threads(), keys.size // CHUNK)
+    if keys.size >= POLARS_SORT_FROM and sort_engine() == "polars":
+        ordered: npt.NDArray[K] = pl.Series(keys).sort(multithreaded=threaded).to_numpy()
+        return ordered
+    parts = min(threads(), keys.size // CHUNK) if threaded else 1
     if parts < max(2, PARALLEL_SORT):
-        out = keys if spare else empty(keys.size, np.uint64)
+        out = keys if spare else empty(keys.size, keys.dtype.type)
         if not spare:
             out[:] = keys
         out.sort()
@@ -469,7 +510,7 @@ def sort(keys: U64s, spare: bool = False) -> U64s:
     edges = sample[(np.arange(1, parts) * sample.size) // parts]
     cuts = [np.concatenate([[0], np.searchsorted(run, edges), [run.size]]) for run in runs]
 
-    def between(i: int, _: int) -> U64s:
+    def between(i: int, _: int) -> npt.NDArray[K]:
         return np.sort(np.concatenate([run[cut[i]:cut[i + 1]] for run, cut in zip(runs, cuts)]))
 
     return np.concatenate(map_chunks(between, parts, 1))

@@ -30,7 +30,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import empty
+from dpframe.backends._bounding import empty, sort
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.polars_lists import sorted_lists
 from dpframe.backends.rank_windows import (
@@ -353,7 +353,7 @@ def finish(out: pl.DataFrame, windows: RankWindows | None, lists: dict[str, pl.D
             codes, offsets = grouped_codes(out, lists[k], windows.by, k)
         else:
             codes, offsets = flat_lists(out[k])
-            codes = np.sort(codes)
+            codes = sort(codes)
         lo = windows.lower_ends(s, out)
         below = np.column_stack([out[f"{k}#below{j}"].to_numpy() for j in targets]).astype(np.int64)
         below[lo == OPEN_LOW] = 0              # whole lists (groups the sample missed) start at rank 0
@@ -453,8 +453,7 @@ def _sort_by_group(values: npt.NDArray[np.int64], group: npt.NDArray[np.int64], 
     low = int(values.min())
     bits = (int(values.max()) - low).bit_length()
     if bits + groups.bit_length() <= 62:
-        packed = (group << bits) | (values - low)
-        packed.sort()
+        packed = sort((group << bits) | (values - low), spare=True, threaded=False)   # a task on the pool
         out: npt.NDArray[np.int64] = (packed & ((1 << bits) - 1)) + low
         return out
     ordered: npt.NDArray[np.int64] = values[np.lexsort((values, group))]

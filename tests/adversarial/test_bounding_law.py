@@ -50,7 +50,8 @@ _OTHERS: dict[str, tuple[pl.DataType, list[Any]]] = {
 _TUNING = st.fixed_dictionaries({
     "BUCKET_BITS": st.sampled_from([22, 1, 2, 5]), "CHUNK": st.sampled_from([1 << 20, 2, 7]),
     "STEP": st.sampled_from([1 << 16, 1, 5]), "ALL_COPIES": st.sampled_from([0.8, 0.0, 2.0]),
-    "SAMPLE_BUCKETS": st.sampled_from([64, 1, 2]), "PARALLEL_SORT": st.sampled_from([4, 1])})
+    "SAMPLE_BUCKETS": st.sampled_from([64, 1, 2]), "PARALLEL_SORT": st.sampled_from([4, 1]),
+    "SORT_ENGINE": st.sampled_from(["numpy", "polars"]), "POLARS_SORT_FROM": st.sampled_from([1 << 14, 0])})
 
 
 @st.composite

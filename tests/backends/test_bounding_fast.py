@@ -271,6 +271,32 @@ def test_split_sort_sorts_like_numpy(kind: str, monkeypatch: pytest.MonkeyPatch)
         assert np.array_equal(_bounding.sort(keys), np.sort(keys))
 
 
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64])
+@pytest.mark.parametrize("engine", ["numpy", "polars"])
+def test_each_sort_engine_sorts_like_numpy(engine: str, dtype: type[np.integer[Any]],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both engines, from the first key on, on extremes, repeats, no keys; on the pool's threads or not.
+    monkeypatch.setattr(_bounding, "SORT_ENGINE", engine)
+    monkeypatch.setattr(_bounding, "POLARS_SORT_FROM", 0)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(4)
+    for n in [0, 1, 2, 1_000]:
+        for keys in [rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True),
+                     rng.choice(np.array([info.min, 0, info.max], dtype=dtype), n)]:
+            for threaded in (True, False):
+                got = _bounding.sort(keys.copy(), spare=True, threaded=threaded)
+                assert got.dtype == dtype and np.array_equal(got, np.sort(keys))
+                assert np.array_equal(_bounding.sort(keys, threaded=threaded), np.sort(keys))
+
+
+def test_the_sort_engine_is_chosen_once_by_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_bounding, "SORT_ENGINE", "")
+    first = _bounding.sort_engine()
+    assert first in ("numpy", "polars") and _bounding.SORT_ENGINE == first
+    monkeypatch.setattr(_bounding, "pl", None)           # timing again would need Polars' sort
+    assert _bounding.sort_engine() == first
+
+
 def test_polars_keeps_the_rows_of_the_definition_with_the_split_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DPFRAME_THREADS", "4")
     monkeypatch.setattr(_bounding, "CHUNK", 32)
