@@ -369,15 +369,20 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
     An :class:`~dpframe.display.Explanation` (the text, with notebook reprs), or its ``to_dict()`` for
     ``format="json"``.
     """
+    return render_explain(front, plan.explained(), plan.budget, plan.cost, plan.charge, format)
+
+
+def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, charge: SessionCost,
+                   format: str = "text") -> Any:
+    """:func:`render` for a query that is not a :class:`FamilyQuery` (``robust_median``): ``e`` and its charge."""
     accountant = front.accountant
     spent = front._release.spent()
-    after = accountant.compose([spent, plan.charge])
+    after = accountant.compose([spent, charge])
     fits = accountant.fits(after)
-    budget = {"requested": describe(plan.budget), "cost": describe(plan.cost),
-              "charged": accountant.describe_charge(plan.charge), "accountant": accountant.describe(),
+    budget = {"requested": describe(requested), "cost": describe(cost),
+              "charged": accountant.describe_charge(charge), "accountant": accountant.describe(),
               "spent": describe(accountant.report(spent)), "fits": fits,
               "remaining_after": describe(accountant.remaining(after))}
-    e = plan.explained()
     default = front._release.unit.default_note
     notes = (*e.notes, *([default] if default else []))
     out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,
@@ -386,4 +391,4 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
 
 
 __all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
-           "Source", "check_format", "needs_budget", "render"]
+           "Source", "check_format", "needs_budget", "render", "render_explain"]

@@ -20,8 +20,8 @@ costs about half a microsecond per unit in Polars, a sort of every row by (unit,
 3. **Threshold.** In a pure bucket the rows sort by ``(bucket, h)`` packed into one 64-bit key (the
    bucket's bits on top, ``h``'s high bits below), and one sort of the keys (:func:`sort`: Polars' or
    numpy's, whichever is faster on this machine, on all its cores) gives every bucket's k-th smallest
-   key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when no two keys of the bucket are equal (then
-   the key order is the order of ``h``).
+   key ``T``: a row is kept iff its key ≤ ``T``. That is the definition's set exactly when no two keys of
+   the bucket are equal (then the key order is the order of ``h``).
 4. **Copies.** A bucket with two equal keys holds copies (or, rarely, two hashes equal in their high
    bits). Its rows are sorted by (bucket, hash, row) packed into 64 bits, so a row's copies follow it;
    they are numbered and re-hashed as the definition says, and the threshold is taken again over the

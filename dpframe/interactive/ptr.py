@@ -51,6 +51,7 @@ import numpy as np
 from dpframe.budgets import ApproxDP, Budget, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
+from dpframe.family import Explain, check_format, needs_budget, render_explain
 from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
@@ -239,18 +240,30 @@ class RobustMedian(Sealed):
         eps_test, eps_rel, delta = self._split(budget)
         return self._session.accountant.charge(ApproxDP(eps_test + eps_rel, delta))
 
-    def explain(self, budget: Budget) -> str:
-        """Free: the proposals, the test threshold and the costs."""
-        eps_test, eps_rel, delta = self._split(budget)
+    def explain(self, budget: Budget, format: str = "text") -> Any:
+        """Free: the proposals, the test threshold and the costs, with the budget block of every ``explain()``.
+
+        An :class:`~dpframe.display.Explanation` (``print(e)`` is the text), or its ``to_dict()`` for
+        ``format="json"``.
+        """
+        check_format(format)
+        eps_test, eps_rel, delta = self._split(needs_budget(budget, "explain"))  # type: ignore[arg-type]
         t, _, _ = self.threshold(eps_test, delta)
         unit = float(Fraction(2) ** self.grid_exp)
-        return (f"robust median of {self.column} in [{self.lo}, {self.hi}] (grid {unit:g})\n"
-                f"  privacy unit: {self._session.privacy_unit.describe()}\n"
-                f"  generalized PTR: AboveThreshold over {len(self.proposals)} proposed local sensitivities "
-                f"{[b * unit for b in self.proposals[:4]]}…, test 'distance to instability ≥ {t} rows' "
-                f"(ε={float(eps_test):g})\n  release: median + discrete Laplace(β/{float(eps_rel):g}) of the "
-                f"first proposal that passes; ⊥ if none\n  cost: ε={float(eps_test + eps_rel):g}, "
-                f"δ={float(delta):g}; a ⊥ is charged ε={float(eps_test):g}, δ={float(delta):g} (output DP)")
+        cost = ApproxDP(eps_test + eps_rel, delta)
+        e = Explain(f"robust median of {self.column} in [{self.lo}, {self.hi}] (grid {unit:g})", lines=(
+            f"  privacy unit: {self._session.privacy_unit.describe()}",
+            f"  generalized PTR: AboveThreshold over {len(self.proposals)} proposed local sensitivities "
+            f"{[b * unit for b in self.proposals[:4]]}…, test 'distance to instability ≥ {t} rows' "
+            f"(ε={float(eps_test):g})",
+            f"  release: median + discrete Laplace(β/{float(eps_rel):g}) of the first proposal that passes; "
+            "⊥ if none",
+            f"  cost: ε={float(eps_test + eps_rel):g}, δ={float(delta):g}; a ⊥ is charged ε={float(eps_test):g}, "
+            f"δ={float(delta):g} (output DP)"),
+            data={"column": self.column, "bounds": [float(self.lo), float(self.hi)], "grid": unit,
+                  "proposals": [b * unit for b in self.proposals], "test_threshold_rows": t,
+                  "epsilon_test": float(eps_test), "epsilon_release": float(eps_rel), "delta": float(delta)})
+        return render_explain(self._session, e, budget, cost, self._session.accountant.charge(cost), format)
 
     def collect(self, budget: Budget, *, refund: bool | None = None) -> float | None:
         """The noisy median, or None (⊥) when no proposal passed the test (``refund``: see propose_test_release)."""

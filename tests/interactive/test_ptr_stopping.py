@@ -145,3 +145,22 @@ def test_ptr_bad_input_is_refused_before_anything_is_charged() -> None:
         with pytest.raises(dp.SchemaError):
             robust_median(t, column, (0, 100))                                # type: ignore[arg-type]
     assert sess.spent() == dp.PureDP(1)              # the earlier charge is intact, nothing new charged
+
+
+def test_robust_median_explains_like_every_query() -> None:
+    # The same Explanation as other queries: the text, the budget block, format="json"; bad input free.
+    sess = dp.Session({"t": pl.DataFrame({"x": [float(i % 9) for i in range(500)]})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(2, 1e-5), seed=5)
+    q = robust_median(sess.table("t"), "x", bounds=(0, 100))
+    e = q.explain(dp.ApproxDP(1, 1e-7))
+    assert "generalized PTR" in e and "budget: requested ε=1, δ=1e-07; cost ε=1, δ=1e-07" in e
+    assert "remaining after this query" in e and e.budget["fits"] is True
+    data = q.explain(dp.ApproxDP(1, 1e-7), format="json")
+    assert data["budget"]["cost"] == "ε=1, δ=1e-07" and data["epsilon_test"] == 0.5
+    assert data["test_threshold_rows"] > 0 and data["bounds"] == [0.0, 100.0] and data["private"] is False
+    assert "DOES NOT FIT" in q.explain(dp.ApproxDP(3, 1e-7))
+    with pytest.raises(dp.PlanError, match="format"):
+        q.explain(dp.ApproxDP(1, 1e-7), format="yaml")
+    with pytest.raises(dp.BudgetError, match="explain"):
+        q.explain(None)  # type: ignore[arg-type]
+    assert sess.history().height == 0
