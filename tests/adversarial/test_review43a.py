@@ -1,0 +1,121 @@
+"""Review 43a: the fixed per-query cost cut (issue 18 item 2) keeps every charge, check and released value.
+
+Scope:
+
+* ``dpframe_aggregates.aggregates.AggregateMechanism.plan``: its accuracy texts, 95% half-widths, noise labels and
+  privacy curves are built on first read (``dpframe.mechanism.deferred``), and ``dpframe.planning.passes.price``
+  builds no curve for an accountant that only checks them. What is charged, in every session, and what
+  ``explain()`` prints stay what they were.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+KEYS = ["a", "b", "c"]
+
+
+def _session(**kw: Any) -> dp.Session:
+    data = pl.DataFrame({"g": ["a", "b", "a", "c", "b", "a"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), seed=3, **kw)
+
+
+def _query(sess: dp.Session) -> Any:
+    return sess.table("t").group_by("g", keys=KEYS).agg(dp.len(), dp.sum("x", bounds=(0, 10)),
+                                                         dp.mean("x", bounds=(0, 10)))
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often a collect asks for a noise's half-width and for a noise's privacy curve."""
+    import dpframe_aggregates.aggregates as aggregates
+
+    from dpframe.mechanism.noise import Noise
+
+    calls = {"half_width": 0, "curve": 0}
+    half_width, curve = Noise.half_width, aggregates.noise_curve
+
+    def counting_half_width(self: Noise, confidence: float) -> float:
+        calls["half_width"] += 1
+        return half_width(self, confidence)
+
+    def counting_curve(noise: Any, cells: int) -> Any:
+        calls["curve"] += 1
+        return curve(noise, cells)
+    monkeypatch.setattr(Noise, "half_width", counting_half_width)
+    monkeypatch.setattr(aggregates, "noise_curve", counting_curve)
+    return calls
+
+
+@pytest.mark.parametrize("budget", [dp.PureDP(1), dp.ZCDP(Fraction(1, 4))], ids=["basic", "zcdp"])
+def test_a_collect_builds_no_text_half_width_or_curve_that_only_explain_reads(counted: dict[str, int],
+                                                                              budget: dp.Budget) -> None:
+    """Every collect computed the accuracy texts, the 95% half-widths and the privacy curves of its plan, which only
+    ``explain()`` and the curve accountants (``rdp``, ``pld``) read: ~60–90 µs of a ~1.3 ms tiny query."""
+    total = dp.PureDP(100) if budget.notion == "pure" else dp.ZCDP(100)
+    sess = _session(budget=total)
+    out = _query(sess).collect(budget)
+    assert out.height == 3
+    assert counted == {"half_width": 0, "curve": 0}
+    text = str(_query(sess).explain(budget))               # explain() still shows them
+    assert "(95%)" in text and counted["half_width"] > 0
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_a_curve_accountant_is_still_charged_the_plans_curves(counted: dict[str, int], accountant: str) -> None:
+    """A Rényi filter charges the plan's curves (tighter than its cost): they are built for it, and the charge is the
+    one of the curves built eagerly."""
+    import dpframe_aggregates.aggregates as aggregates
+
+    from dpframe.accounting.rdp_charge import RDPCharge
+
+    sess = _session(budget=dp.ApproxDP(50, 1e-6), accountant=accountant)
+    query = _query(sess)
+    plan = query.plan(dp.PureDP(1))
+    curves = [aggregates.noise_curve(n, 1) for n in plan.plans[0].noises.values()]
+    counted["curve"] = 0
+    query.collect(dp.PureDP(1))
+    assert counted["curve"] == 3
+    acct = sess.accountant
+    assert sess.spent() == acct.report(acct.compose([acct.empty(), RDPCharge.of(curves)]))
+
+
+def test_a_plans_deferred_values_cannot_be_changed() -> None:
+    """The texts, half-widths and curves built on first read are a read-only mapping and a tuple."""
+    sess = _session(budget=dp.PureDP(10))
+    p = _query(sess).plan(dp.PureDP(1)).plans[0]
+    for values, key in ((p.accuracy, "len"), (p.ci95, "len"), (p.noise, "count(rows)")):
+        with pytest.raises(TypeError):
+            values[key] = 0                                          # type: ignore[index]
+        with pytest.raises(TypeError):
+            values._items()[key] = 0                                 # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        p.privacy[0] = None                                          # type: ignore[index]
+    assert isinstance(p.privacy._items(), tuple)                     # type: ignore[union-attr]
+    assert p.ci95 == {"len": p.noises["__rows"].half_width(0.95),    # type: ignore[index]
+                      "x_sum": p.ci95["x_sum"]}
+
+
+def test_explain_prints_what_it_printed() -> None:
+    """The explanation of the deferred plan is the one of the same plan with its values built eagerly."""
+    import dataclasses
+
+    from dpframe.explain import explain_aggregate
+
+    sess = _session(budget=dp.PureDP(10))
+    query = _query(sess)
+    deferred = query.plan(dp.PureDP(1))
+    p = deferred.plans[0]
+    eager = dataclasses.replace(p, accuracy={k: p.accuracy[k] for k in p.accuracy}, ci95=dict(p.ci95.items()),
+                                noise=dict(p.noise.items()), privacy=tuple(p.privacy))
+    assert type(eager.accuracy) is dict and type(eager.privacy) is tuple
+    shown = explain_aggregate(sess.privacy_unit, query.node, deferred, "polars")
+    assert shown == explain_aggregate(sess.privacy_unit, query.node, dataclasses.replace(deferred, plans=[eager]),
+                                      "polars")
+    assert "(95%)" in str(shown) and "discrete Laplace" in str(shown)
