@@ -6,17 +6,22 @@ Scope:
   privacy curves are built on first read (``dpframe.mechanism.deferred``), and ``dpframe.planning.passes.price``
   builds no curve for an accountant that only checks them. What is charged, in every session, and what
   ``explain()`` prints stay what they were.
+* ``dpframe.accounting.ledger.Ledger.reserve``: the composed total after a charge is kept instead of decoding the
+  charge and composing it again on the next reserve. Another session's charges on the same file are still read.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.accounting import BasicAccountant
+from dpframe.accounting.ledger import Ledger
 
 KEYS = ["a", "b", "c"]
 
@@ -119,3 +124,63 @@ def test_explain_prints_what_it_printed() -> None:
     assert shown == explain_aggregate(sess.privacy_unit, query.node, dataclasses.replace(deferred, plans=[eager]),
                                       "polars")
     assert "(95%)" in str(shown) and "discrete Laplace" in str(shown)
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stored charges the ledger decodes."""
+    import dpframe.accounting.ledger as ledger
+
+    texts: list[str] = []
+    decode = ledger.decode
+
+    def counting(text: str) -> Any:
+        texts.append(text)
+        return decode(text)
+    monkeypatch.setattr(ledger, "decode", counting)
+    return texts
+
+
+def test_a_reserve_does_not_decode_and_compose_the_charge_before_it_again(tmp_path: Path, decoded: list[str]) -> None:
+    """Each reserve re-read the charge the previous reserve had just written, decoded it and composed it again (the
+    composed total was known: it had just been checked against the budget)."""
+    led = Ledger(tmp_path / "budget.ledger", BasicAccountant(dp.PureDP(1)))
+    for _ in range(3):
+        led.commit(led.reserve(dp.PureDP(Fraction(1, 4)), "q", "aggregates"))
+    assert decoded == []
+    again = Ledger(tmp_path / "budget.ledger", BasicAccountant(dp.PureDP(1)))
+    assert led.spent() == again.spent() == dp.PureDP(Fraction(3, 4))
+    again.close()
+    with pytest.raises(dp.BudgetExceededError):
+        led.reserve(dp.PureDP(Fraction(1, 2)), "q", "aggregates")
+    led.close()
+
+
+def test_another_sessions_charges_between_two_reserves_are_read(tmp_path: Path, decoded: list[str]) -> None:
+    """The total kept after a reserve covers this ledger's charges; a charge another ledger on the same file made
+    since is read from the file before the next reserve is checked, and a settlement recomposes everything."""
+    path = tmp_path / "budget.ledger"
+    mine, theirs = Ledger(path, BasicAccountant(dp.PureDP(1))), Ledger(path, BasicAccountant(dp.PureDP(1)))
+    mine.commit(mine.reserve(dp.PureDP(Fraction(1, 4)), "q", "aggregates"))
+    theirs.commit(theirs.reserve(dp.PureDP(Fraction(1, 2)), "q", "aggregates"))
+    with pytest.raises(dp.BudgetExceededError):
+        mine.reserve(dp.PureDP(Fraction(1, 3)), "q", "aggregates")
+    assert mine.spent() == dp.PureDP(Fraction(3, 4))
+    cid = theirs.reserve(dp.PureDP(Fraction(1, 4)), "q", "aggregates")
+    theirs.settle(cid, dp.PureDP(Fraction(1, 8)), "cell")
+    assert mine.spent() == dp.PureDP(Fraction(7, 8))
+    mine.close()
+    theirs.close()
+
+
+def test_a_charge_that_does_not_read_back_as_itself_is_composed_from_the_file(tmp_path: Path) -> None:
+    """A charge whose stored text is not exactly it (a float ε, stored as its shortest decimal) is not kept: the next
+    read composes the stored row, as a restarted session would."""
+    from dpframe.budgets import _raw
+
+    led = Ledger(tmp_path / "budget.ledger", BasicAccountant(dp.PureDP(1)))
+    led.commit(led.reserve(_raw(dp.PureDP, epsilon=0.1), "q", "aggregates"))     # type: ignore[arg-type]
+    again = Ledger(tmp_path / "budget.ledger", BasicAccountant(dp.PureDP(1)))
+    assert led.spent() == again.spent() == dp.PureDP(Fraction(1, 10))
+    led.close()
+    again.close()
