@@ -125,11 +125,12 @@ class Compiler:
             if item.get("class") in ("STAR", "COLUMNS"):
                 raise self.error(item, "SELECT * would release raw rows")
         orders, limit = self.modifiers(node)
+        window, subquery = self.parsed.may_contain("WINDOW"), self.parsed.may_contain("SUBQUERY")
         for part in [*items, node.get("having"), *[o["expression"] for o in orders]]:
-            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "WINDOW"):
+            if window and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "WINDOW"):
                 raise self.error(_first(part, "WINDOW"), "window functions are not supported",
                                  "use GROUP BY with aggregates; post-process the result in Python")
-            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
+            if subquery and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
                 raise self.error(_first(part, "SUBQUERY"), "subqueries in SELECT/HAVING/ORDER BY are not supported",
                                  "send them as separate queries")
         keys = self.group_keys(node, items, rel.scope)
@@ -362,8 +363,8 @@ class Compiler:
         """``{canonical call: named measure}``: top-level aliases first, then default names."""
         named: dict[str, Measure] = {}
         taken = set(by)
-        by_call = {canonical(c): m for c, m in zip(calls, measures)}
         order = [canonical(c) for c in calls]
+        by_call = dict(zip(order, measures))
         for item in items:
             c = canonical(item)
             if is_aggregate(item) and c not in named:

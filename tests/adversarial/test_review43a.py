@@ -16,6 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -184,3 +185,73 @@ def test_a_charge_that_does_not_read_back_as_itself_is_composed_from_the_file(tm
     assert led.spent() == again.spent() == dp.PureDP(Fraction(1, 10))
     led.close()
     again.close()
+
+
+# --- SQL: what is a function of the text alone is done once per text ----------------------------------------------
+
+def _sql_session() -> dp.Session:
+    data = pl.DataFrame({"g": ["a", "b", "a", "b"], "x": [1, 2, 3, 4]})
+    return dp.Session({"s": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(100), seed=1)
+
+
+def test_a_sql_text_asked_again_is_not_tokenized_or_walked_for_top_k_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``sess.sql`` tokenized its text twice (EXPLAIN, a WINDOW clause) and walked the whole parse tree for a
+    TOP_K and, per SELECT item, for windows and subqueries, though all of it is a function of the text alone."""
+    import dpframe.sql.aggregates as aggregates
+    import dpframe.sql.compile as compile_module
+    import dpframe.sql.parse as parse
+    import dpframe.sql.topk as topk
+
+    calls = {"tokens": 0, "find": 0, "contains": 0}
+    tokens, find, contains = parse._tokens, topk._find, aggregates.contains
+
+    def counting(name: str, f: Any) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            calls[name] += 1
+            return f(*a, **k)
+        return call
+    sess = _sql_session()
+    text = "SELECT g, COUNT(*) AS n FROM s WHERE x > 0 GROUP BY g /* once */"
+    first = sess.sql(text, keys={"g": ["a", "b"]}).collect(dp.PureDP(1))
+    monkeypatch.setattr(parse, "_tokens", counting("tokens", tokens))
+    monkeypatch.setattr(topk, "_find", counting("find", find))
+    monkeypatch.setattr(compile_module, "contains", counting("contains", contains))
+    again = sess.sql(text, keys={"g": ["a", "b"]})
+    assert calls["tokens"] == 0 and calls["find"] == 0
+    assert calls["contains"] <= 2          # GROUP BY g and the SELECT item g: is either an aggregate?
+    assert again.collect(dp.PureDP(1)).columns == first.columns == ["g", "n"]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("SELECT g, COUNT(*) OVER () FROM s GROUP BY g", "window functions"),
+    ("SELECT g, (SELECT 1) + COUNT(*) FROM s GROUP BY g", "subqueries"),
+    ("SELECT g, TOP_K(COUNT(*), 1) FROM s GROUP BY g", "TOP_K"),
+    ("SELECT g, COUNT(*) FROM s GROUP BY g WINDOW w AS (PARTITION BY g)", "WINDOW"),
+    ("EXPLAIN ANALYZE SELECT COUNT(*) FROM s", "EXPLAIN ANALYZE"),
+    ("SELEC 1", "syntax"),
+])
+def test_a_refused_sql_text_is_refused_every_time(text: str, match: str) -> None:
+    """Errors are not cached: a refused text raises again, with the same message, each time it is asked."""
+    sess = _sql_session()
+    messages = []
+    for _ in range(3):
+        with pytest.raises(dp.DPFrameError, match=match) as e:
+            sess.sql(text, keys={"g": ["a", "b"]}).collect(dp.PureDP(1))
+        messages.append(str(e.value))
+    assert len(set(messages)) == 1
+    assert sess.spent().epsilon == 0                                   # type: ignore[union-attr]
+
+
+def test_a_parse_built_by_hand_is_walked_in_full() -> None:
+    """A ``Parsed`` without its text's kinds (the top-k rewrite builds one) is checked by walking its tree."""
+    from dpframe.sql.parse import Parsed, parse
+    from dpframe.sql.topk import top_k_call
+
+    with_top_k = parse("SELECT g FROM s GROUP BY g HAVING TOP_K(COUNT(*), 1)")
+    assert with_top_k.kinds is not None and "fn:top_k" in with_top_k.kinds
+    assert top_k_call(with_top_k) is not None
+    bare = Parsed(with_top_k.text, with_top_k.node, False)
+    assert bare.may_contain("fn:top_k") and top_k_call(bare) is not None
+    hidden = parse("SELECT g FROM s GROUP BY g")
+    moved = Parsed(hidden.text, dict(hidden.node, having=with_top_k.node["having"]), False)
+    assert top_k_call(moved) is not None                 # the tree, not the text, decides
