@@ -255,3 +255,45 @@ def test_a_parse_built_by_hand_is_walked_in_full() -> None:
     hidden = parse("SELECT g FROM s GROUP BY g")
     moved = Parsed(hidden.text, dict(hidden.node, having=with_top_k.node["having"]), False)
     assert top_k_call(moved) is not None                 # the tree, not the text, decides
+
+
+# --- noise: a small scale's table serves every call ----------------------------------------------------------------
+
+def test_a_small_counts_noise_reads_its_cached_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count's noise (a few draws at a small scale) evaluated the certified exp of its thresholds on every call of
+    the sampler: the table of p̂ that holds the same floats is built once per scale and now serves any run."""
+    from dpframe.noise import SeededRandomSource, discrete_gaussian_batch, discrete_laplace_batch, samplers
+
+    discrete_laplace_batch([Fraction(3)], [1], SeededRandomSource(0))          # the tables, built once
+    discrete_gaussian_batch([Fraction(6)], [1], SeededRandomSource(0))
+    evaluated = []
+    exp_neg = samplers.exp_neg  # type: ignore[attr-defined]
+
+    def counting(x: Any) -> Any:
+        evaluated.append(len(x))
+        return exp_neg(x)
+    monkeypatch.setattr(samplers, "exp_neg", counting)
+    discrete_laplace_batch([Fraction(3)], [1], SeededRandomSource(5))
+    discrete_gaussian_batch([Fraction(6)], [2], SeededRandomSource(5))
+    assert evaluated == []
+
+
+@pytest.mark.parametrize("scales, sizes", [
+    ([Fraction(3)], [1]), ([Fraction(1, 3), Fraction(3), 2**30 + 7], [5, 1, 3]), ([Fraction(100)], [40]),
+])
+def test_short_runs_with_tables_draw_what_they_drew_without(scales: list[Fraction], sizes: list[int],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same seed, same draws, with the small tables or without any table (what every seeded release relies on)."""
+    from dpframe.noise import SeededRandomSource, discrete_gaussian_batch, discrete_laplace_batch, samplers
+
+    def sample() -> list[int]:
+        out = []
+        for seed in range(40):
+            rng = SeededRandomSource(seed)
+            out += np.concatenate(discrete_laplace_batch(scales, sizes, rng) +
+                                  discrete_gaussian_batch([s * 2 for s in scales], sizes, rng)).tolist()
+        return out
+    with_tables = sample()
+    monkeypatch.setattr(samplers, "_threshold_table", lambda s: None)
+    monkeypatch.setattr(samplers, "_acceptance_table", lambda g: None)
+    assert sample() == with_tables
