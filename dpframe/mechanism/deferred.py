@@ -28,7 +28,10 @@ T = TypeVar("T")
 
 
 class DeferredMapping(Mapping[str, V]):
-    """A read-only mapping whose items ``build()`` returns on the first read (then kept)."""
+    """A read-only mapping whose items ``build()`` returns on the first read (then kept).
+
+    ``build`` receives no values: the engine's own function of a plan's public parameters.
+    """
 
     __slots__ = ("_build", "_built")
 
@@ -63,7 +66,10 @@ class DeferredMapping(Mapping[str, V]):
 
 
 class DeferredTuple(Sequence[T]):
-    """A read-only sequence whose items ``build()`` returns on the first read (then kept as a tuple)."""
+    """A read-only sequence whose items ``build()`` returns on the first read (then kept as a tuple).
+
+    ``build`` receives no values: the engine's own function of a plan's public parameters.
+    """
 
     __slots__ = ("_build", "_built")
 
