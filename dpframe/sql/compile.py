@@ -53,16 +53,25 @@ _NO_AGG = ("every output column must be an aggregate (COUNT, SUM, AVG, ...) or a
            "raw values of private rows are never released")
 
 
+_UNCOMPARED = frozenset({"query_location", "query_location_length", "alias"})
+
+
 def canonical(node: Any) -> str:
     """A comparable text of a parse tree (locations and aliases removed)."""
-    def strip(n: Any) -> Any:
-        if isinstance(n, dict):
-            return {k: strip(v) for k, v in n.items() if k not in ("query_location", "query_location_length",
-                                                                    "alias")}
-        if isinstance(n, list):
-            return [strip(x) for x in n]
+    return json.dumps(_strip(node), sort_keys=True)
+
+
+def _strip(n: Any) -> Any:
+    if type(n) in _LEAVES:         # (most nodes: the parse tree's strings, numbers and nulls)
         return n
-    return json.dumps(strip(node), sort_keys=True)
+    if isinstance(n, dict):
+        return {k: _strip(v) for k, v in n.items() if k not in _UNCOMPARED}
+    if isinstance(n, list):
+        return [_strip(x) for x in n]
+    return n
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass
