@@ -358,14 +358,17 @@ class _Batch:
         A scale with :data:`_TABLE` elements or more and a table (``table_of(scale)``, None if it has none) is a
         run of its own; the elements between form one run each (table None). A table pays for itself over as
         many draws as it has entries; a run of several scales costs one set of numpy passes (not one per scale).
-        A scale whose table has at most :data:`_SMALL_TABLE` entries (:func:`_table_entries`: small counts' noise)
-        uses it for a run of any size: built once per scale and cached, it spares every later call of the
-        sampler its certified evaluation (the same floats, bit for bit).
+        A batch of one scale whose table has at most :data:`_SMALL_TABLE` entries (:func:`_table_entries`: a
+        small count's noise) uses it for a run of any size: built once per scale and cached, it spares every
+        later call of the sampler its certified evaluation (the same floats, bit for bit). (In a batch of
+        several scales such a run of its own costs more numpy passes than the table saves.)
         """
         out: list[tuple[int, int, _Batch, Any]] = []
         start, total = 0, int(self.offsets[-1])
+        alone = len(self.scales) == 1
         for lo, hi, scale in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist(), self.scales, strict=True):
-            table = table_of(scale) if hi - lo >= _TABLE or _table_entries(scale) <= _SMALL_TABLE else None
+            small = alone and _table_entries(scale) <= _SMALL_TABLE
+            table = table_of(scale) if hi - lo >= _TABLE or small else None
             if table is not None:
                 out += [(start, lo, self.slice(start, lo), None)] if start < lo else []
                 out.append((lo, hi, self.slice(lo, hi), table))
