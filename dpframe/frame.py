@@ -517,7 +517,6 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
         if isinstance(keys, pl.DataFrame):
             frame = plain_frame(keys)      # read once: a subclass's schema or n_unique could say otherwise
         elif isinstance(keys, dict):
-            frame = pl.DataFrame({by[0]: []})
             parts = [pl.DataFrame({c: pl.Series(c, list(keys[c]))}) for c in by]
             frame = parts[0]
             for p in parts[1:]:

@@ -44,7 +44,7 @@ from typing import Any
 from dpframe.accounting.accountants import Accountant
 from dpframe.accounting.binding import LedgerBinding, difference
 from dpframe.accounting.rdp_charge import RDPCharge
-from dpframe.budgets import describe, make
+from dpframe.budgets import ZCDP, ApproxDP, PureDP, describe, make
 from dpframe.errors import LedgerError
 
 CUT = "cut short: its session was closed before it finished"
@@ -112,6 +112,24 @@ def decode(text: str) -> Any:
         return RDPCharge.from_json(d["values"][0])
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
+
+
+def _stored_exactly(charge: Any) -> bool:
+    """Whether :func:`decode` of :func:`encode` of ``charge`` equals it.
+
+    So are exact ``Fraction`` coordinates of a dp budget (stored as their exact text) and an RDP charge's floats
+    (stored by ``repr``, which round-trips); a float ε (stored as its shortest decimal) is not.
+
+    Example:
+        >>> from dpframe.budgets import _raw
+        >>> _stored_exactly(PureDP(Fraction(1, 3))), _stored_exactly(_raw(PureDP, epsilon=0.1))
+        (True, False)
+
+    """
+    if type(charge) is RDPCharge:
+        return all(type(v) is float for v in charge.values) and type(charge.delta0) is float
+    return type(charge) in (PureDP, ApproxDP, ZCDP) and all(
+        type(v) is Fraction for k, v in vars(charge).items() if k != "notion")
 
 
 def _shown_total(text: str) -> str:
@@ -343,6 +361,7 @@ class Ledger:
                     assert cur.lastrowid is not None
                     charge_id: int = cur.lastrowid
                     self._open.add(charge_id)
+                    self._composed(charge_id, after, cost)
                 else:
                     self._db.execute("ROLLBACK")
             except BaseException:
@@ -351,6 +370,19 @@ class Ledger:
         if not fits:     # the refusal's report (possibly a PLD) is built after the write lock is released
             raise self.accountant.exceeded(cost, spent, after)
         return charge_id
+
+    def _composed(self, charge_id: int, after: Any, cost: Any) -> None:
+        """Keep ``after``, the total with the charge ``charge_id`` just committed, as the composed state.
+
+        The next read then starts after ``charge_id`` (its statements and checks all run: the settlements,
+        the rows after it, the id counter) instead of decoding this charge and composing it again. Only where
+        that is what the read would compose: the charge is the row right after the state kept (the write lock
+        was held since that state was read, so no other row lies between), and its stored text reads back as
+        the charge itself (:func:`_stored_exactly`: an equal charge composes to the same total); otherwise the next
+        read composes the row from the file, as before.
+        """
+        if charge_id == self._cache[0] + 1 and _stored_exactly(cost):
+            self._cache = (charge_id, after)
 
     def _finish(self, charge_id: int, status: str, error: str | None) -> None:
         """Close an open reservation; a charge already marked failed or committed keeps its status."""

@@ -197,14 +197,16 @@ class MechanismPlan:
     measures: tuple[Measure, ...]
     statistics: tuple[Statistic, ...]
     cost: Budget
-    noise: dict[str, object] = field(default_factory=dict)   # label -> Noise (or any describable)
-    accuracy: dict[str, str] = field(default_factory=dict)   # output column -> text
+    # noise, accuracy, ci95 and privacy may be built on first read (dpframe.mechanism.deferred): only explain()
+    # and the curve accountants read them.
+    noise: Mapping[str, object] = field(default_factory=dict)   # label -> Noise (or any describable)
+    accuracy: Mapping[str, str] = field(default_factory=dict)   # output column -> text
     notes: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()                             # released columns (default: measure names)
-    ci95: dict[str, float] = field(default_factory=dict)     # output column -> 95% half-width, if known
+    ci95: Mapping[str, float] = field(default_factory=dict)     # output column -> 95% half-width, if known
     # The privacy curves of the noise this plan adds (``dpframe.accounting`` curves, e.g. acc.gaussian(...)):
     # RDP/PLD sessions charge them instead of ``cost`` (tighter); None: charged from ``cost``.
-    privacy: tuple[Any, ...] | None = None
+    privacy: Sequence[Any] | None = None
     # ``collect(budget, ci=...)``: a mechanism whose plan lists ``interval_outputs()`` then also releases
     # ``<output>_ci_low`` / ``<output>_ci_high`` (noise-only intervals; post-processing, no extra cost).
     confidence: float | None = None

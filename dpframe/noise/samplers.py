@@ -268,6 +268,7 @@ class _Scale:
 
 
 _TABLE = 4096   # a scale's (σ's) p̂ come from a table of at most this many entries, for runs of at least as many draws
+_SMALL_TABLE = 256   # ... and from a table of at most this many entries for a run of any size (built once: cached)
 
 
 def _by_runs(runs: list[tuple[int, int, _Batch, Any]], values: IntArray, f: Callable[..., tuple[FloatArray, ...]],
@@ -357,11 +358,17 @@ class _Batch:
         A scale with :data:`_TABLE` elements or more and a table (``table_of(scale)``, None if it has none) is a
         run of its own; the elements between form one run each (table None). A table pays for itself over as
         many draws as it has entries; a run of several scales costs one set of numpy passes (not one per scale).
+        A batch of one scale whose table has at most :data:`_SMALL_TABLE` entries (:func:`_table_entries`: a
+        small count's noise) uses it for a run of any size: built once per scale and cached, it spares every
+        later call of the sampler its certified evaluation (the same floats, bit for bit). (In a batch of
+        several scales such a run of its own costs more numpy passes than the table saves.)
         """
         out: list[tuple[int, int, _Batch, Any]] = []
         start, total = 0, int(self.offsets[-1])
+        alone = len(self.scales) == 1
         for lo, hi, scale in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist(), self.scales, strict=True):
-            table = table_of(scale) if hi - lo >= _TABLE else None
+            small = alone and _table_entries(scale) <= _SMALL_TABLE
+            table = table_of(scale) if hi - lo >= _TABLE or small else None
             if table is not None:
                 out += [(start, lo, self.slice(start, lo), None)] if start < lo else []
                 out.append((lo, hi, self.slice(lo, hi), table))
@@ -659,10 +666,23 @@ def _sigma2(s2: Fraction) -> _Sigma2:
                    s2 >= _MIN_FAST_SIGMA2, _gaussian_rate(s2, t))
 
 
+def _acceptance_end(g: _Sigma2) -> int:
+    """L of :func:`_acceptance_table`: the first |y| whose p̂ is 0 (d ≥ √122·σ: x > 60); beyond _TABLE without one."""
+    return math.floor(g.s_f + math.sqrt(122 * float(g.sigma2))) + 2 if g.fast else _TABLE + 1
+
+
+def _table_entries(scale: Any) -> int:
+    """How many entries a scale's table has, or would have (more than :data:`_TABLE`: it has none).
+
+    A :class:`_Scale`'s is :func:`_threshold_table`, a :class:`_Sigma2`'s :func:`_acceptance_table`.
+    """
+    return scale.cap + 1 if isinstance(scale, _Scale) else _acceptance_end(scale) + 1
+
+
 @functools.lru_cache(maxsize=256)
 def _acceptance_table(g: _Sigma2) -> FloatArray | None:
     """p̂ of the acceptance for |y| = 0..L (see :func:`_acceptance`), if L ≤ _TABLE."""
-    end = math.floor(g.s_f + math.sqrt(122 * float(g.sigma2))) + 2 if g.fast else _TABLE + 1   # d ≥ √122·σ: x > 60
+    end = _acceptance_end(g)
     if end > _TABLE:
         return None
     table = _acceptance(np.arange(end + 1, dtype=np.int64), _Batch([g], [end + 1]))

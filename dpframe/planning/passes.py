@@ -13,11 +13,13 @@ import dataclasses
 from collections.abc import Sequence
 from fractions import Fraction
 
-from dpframe.accounting.accountants import plan_curves
+from dpframe.accounting.accountants import Accountant, plan_curves
+from dpframe.accounting.curve import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make, up
 from dpframe.errors import BudgetError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
+from dpframe.mechanism.deferred import DeferredTuple
 from dpframe.plan.nodes import Node
 from dpframe.plan.sample import Sample
 from dpframe.planning.state import PhysicalPlan, PlanState, first
@@ -291,8 +293,7 @@ def price(state: PlanState) -> PlanState:
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {state.budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(state.node.input)
-    curves = [c for p in plans for c in plan_curves(p.privacy, p.cost)]
-    charge = state.accountant.charge_plan(cost, curves, rate)
+    charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, plans), rate)
     notes = state.notes
     if rate < 1:
         notes = (*notes, f"Poisson sample at rate {rate:g}: " + (
@@ -300,6 +301,27 @@ def price(state: PlanState) -> PlanState:
             if state.accountant.notion == "zcdp" else "the charge is the amplified cost"))
     physical = PhysicalPlan(state.budget, cost, charge, state.selection, list(state.plans), rate, notes)
     return state.but(physical=physical, notes=notes)
+
+
+def _charged_curves(accountant: Accountant, plans: Sequence[MechanismPlan]) -> list[PrivacyCurve] | None:
+    """The curves ``accountant.charge_plan`` is passed for ``plans``: None where it would only check them.
+
+    The base :meth:`~dpframe.accounting.Accountant.charge_plan` (``basic`` and ``zcdp`` sessions) charges the
+    cost and only checks the curves; a plan's curves that are still deferred (:class:`DeferredTuple`: built
+    by the engine's own mechanisms, on first read) are then not built. Every other accountant, or any plan
+    whose curves were given as they are, gets them all, as before.
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
+        >>> _charged_curves(state.accountant, s.plans), s.plans[0].privacy.built
+        (None, False)
+
+    """
+    if type(accountant).charge_plan is Accountant.charge_plan and all(
+            isinstance(p.privacy, DeferredTuple) and not p.privacy.built for p in plans):
+        return None
+    return [c for p in plans for c in plan_curves(p.privacy, p.cost)]
 
 
 def sampling_rate(node: Node) -> float:

@@ -53,16 +53,25 @@ _NO_AGG = ("every output column must be an aggregate (COUNT, SUM, AVG, ...) or a
            "raw values of private rows are never released")
 
 
+_UNCOMPARED = frozenset({"query_location", "query_location_length", "alias"})
+
+
 def canonical(node: Any) -> str:
     """A comparable text of a parse tree (locations and aliases removed)."""
-    def strip(n: Any) -> Any:
-        if isinstance(n, dict):
-            return {k: strip(v) for k, v in n.items() if k not in ("query_location", "query_location_length",
-                                                                    "alias")}
-        if isinstance(n, list):
-            return [strip(x) for x in n]
+    return json.dumps(_strip(node), sort_keys=True)
+
+
+def _strip(n: Any) -> Any:
+    if type(n) in _LEAVES:         # (most nodes: the parse tree's strings, numbers and nulls)
         return n
-    return json.dumps(strip(node), sort_keys=True)
+    if isinstance(n, dict):
+        return {k: _strip(v) for k, v in n.items() if k not in _UNCOMPARED}
+    if isinstance(n, list):
+        return [_strip(x) for x in n]
+    return n
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass
@@ -125,11 +134,12 @@ class Compiler:
             if item.get("class") in ("STAR", "COLUMNS"):
                 raise self.error(item, "SELECT * would release raw rows")
         orders, limit = self.modifiers(node)
+        window, subquery = self.parsed.may_contain("WINDOW"), self.parsed.may_contain("SUBQUERY")
         for part in [*items, node.get("having"), *[o["expression"] for o in orders]]:
-            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "WINDOW"):
+            if window and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "WINDOW"):
                 raise self.error(_first(part, "WINDOW"), "window functions are not supported",
                                  "use GROUP BY with aggregates; post-process the result in Python")
-            if contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
+            if subquery and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
                 raise self.error(_first(part, "SUBQUERY"), "subqueries in SELECT/HAVING/ORDER BY are not supported",
                                  "send them as separate queries")
         keys = self.group_keys(node, items, rel.scope)
@@ -362,8 +372,8 @@ class Compiler:
         """``{canonical call: named measure}``: top-level aliases first, then default names."""
         named: dict[str, Measure] = {}
         taken = set(by)
-        by_call = {canonical(c): m for c, m in zip(calls, measures)}
         order = [canonical(c) for c in calls]
+        by_call = dict(zip(order, measures))
         for item in items:
             c = canonical(item)
             if is_aggregate(item) and c not in named:

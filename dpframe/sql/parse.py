@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from dpframe.errors import PlanError
+from dpframe.sealed import plain_cache
 from dpframe.sql.sandbox import Json, render, render_expression, serialize
 
 SUPPORTED = ("supported: one SELECT (optionally after EXPLAIN, with WITH ... CTEs) over registered tables with "
@@ -31,11 +32,45 @@ _NO_LOCATION = 2**64 - 1
 
 @dataclass(frozen=True)
 class Parsed:
-    """A parsed statement: the SELECT's query node, the SQL text it came from, and whether it was EXPLAIN."""
+    """A parsed statement: the SELECT's query node, the SQL text it came from, and whether it was EXPLAIN.
+
+    ``kinds``: every node ``class`` in the statement's tree and, for each ``FUNCTION`` node, ``"fn:"`` and its
+    lower-cased name (:func:`tree_kinds`), so that a check for a construct the text never uses skips its walk
+    of the tree; None (a node built by hand): not known, every check walks the tree.
+    """
 
     text: str
     node: Json
     explain: bool
+    kinds: frozenset[str] | None = None
+
+    def may_contain(self, kind: str) -> bool:
+        """False only when ``kind`` (a node class, or ``"fn:name"``) is nowhere in the statement's tree."""
+        return self.kinds is None or kind in self.kinds
+
+
+def tree_kinds(node: Any) -> frozenset[str]:
+    """Every node ``class`` below ``node`` and ``"fn:<name>"`` (lower-cased) for each ``FUNCTION`` node.
+
+    Example:
+        >>> sorted(tree_kinds(parse("SELECT COUNT(*) FROM t WHERE x > 1").node))
+        ['COLUMN_REF', 'COMPARISON', 'CONSTANT', 'FUNCTION', 'fn:count_star']
+
+    """
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            kind = n.get("class")
+            if isinstance(kind, str):
+                found.add(kind)
+                if kind == "FUNCTION":
+                    found.add("fn:" + str(n.get("function_name", "")).lower())
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return frozenset(found)
 
 
 def _strip_explain(text: str) -> tuple[str, bool]:
@@ -59,10 +94,24 @@ def _strip_explain(text: str) -> tuple[str, bool]:
 
 
 def parse(text: object) -> Parsed:
-    """Parse one DuckDB-dialect SELECT statement (optionally prefixed by ``EXPLAIN``)."""
+    """Parse one DuckDB-dialect SELECT statement (optionally prefixed by ``EXPLAIN``).
+
+    The node is a fresh copy each call; the checks of the text and the tree's :func:`tree_kinds` (functions of
+    the text alone) are made once per text (:func:`_checked`).
+    """
     if not isinstance(text, str) or not text.strip():
         raise PlanError(f"expected a SQL string, got {text!r}", argument="sql",
                         fix="pass a query such as \"SELECT COUNT(*) FROM visits\"")
+    body, explain, kinds = _checked(text)
+    return Parsed(body, serialize(body)["statements"][0]["node"], explain, kinds)
+
+
+@plain_cache(maxsize=256)
+def _checked(text: str) -> tuple[str, bool, frozenset[str]]:
+    """The statement of ``text`` without EXPLAIN, whether it had one, and its tree's kinds; or the PlanError.
+
+    A function of the text alone, cached (a text that fails raises again each time: errors are not cached).
+    """
     body, explain = _strip_explain(text)
     doc = serialize(body)
     if doc.get("error"):
@@ -78,7 +127,7 @@ def parse(text: object) -> Parsed:
     if window is not None:
         raise PlanError(f"named WINDOW clauses are not supported (window functions combine rows): {window}",
                         argument="sql", fix="remove the WINDOW clause; " + SUPPORTED)
-    return Parsed(body, statements[0]["node"], explain)
+    return body, explain, tree_kinds(statements[0]["node"])
 
 
 def _statements(text: str) -> list[tuple[int, int]]:

@@ -64,6 +64,8 @@ def top_k_call(parsed: Parsed) -> dict[str, Any] | None:
 
     A ``TOP_K`` anywhere else (SELECT list, WHERE, a CTE, inside an expression) is refused.
     """
+    if not parsed.may_contain("fn:top_k"):      # no TOP_K anywhere in the tree: nothing to find
+        return None
     node = parsed.node
     having = node.get("having") if node.get("type") == "SELECT_NODE" else None
     if _is_top_k(having):

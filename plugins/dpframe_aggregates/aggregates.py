@@ -48,6 +48,7 @@ from dpframe.mechanism import (
     Statistic,
     sample_batch,
 )
+from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
@@ -316,14 +317,29 @@ class AggregateMechanism:
         roles = {name: {role: statistics[need].key for role, need in of.items()} for name, of in needs.items()}
         cells = ctx.unit.groups_per_unit if ctx.grouped else 1    # the coordinates one unit can change
         cost = _sum([n.cost() for n in noises.values()], share.notion)
-        accuracy = {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()})
-                    for m in measures}
-        ci95 = {m.output_name: _half_width(m, {r: noises[k] for r, k in roles[m.output_name].items()}, 0.95)
-                for m in measures if m.kind in ("len", "count", "count_units", "sum")}
-        return AggregatePlan(self.name, tuple(measures), tuple(statistics.values()), cost,
-                             noise={_label(s): noises[s.key] for s in statistics.values()}, accuracy=accuracy,
-                             ci95=ci95, privacy=tuple(noise_curve(n, cells) for n in noises.values()),
+        measures = tuple(measures)
+        stats = tuple(statistics.values())
+        # What only explain() (noise labels, accuracy texts, half-widths) and the curve accountants (privacy
+        # curves) read: built on their first read, from the calibrated noises (public) alone.
+        return AggregatePlan(self.name, measures, stats, cost,
+                             noise=DeferredMapping(lambda: {_label(s): noises[s.key] for s in stats}),
+                             accuracy=DeferredMapping(lambda: _accuracies(measures, noises, roles)),
+                             ci95=DeferredMapping(lambda: _ci95s(measures, noises, roles)),
+                             privacy=DeferredTuple(lambda: [noise_curve(n, cells) for n in noises.values()]),
                              notes=small_input_notes(measures), noises=noises, roles=roles)
+
+
+def _accuracies(measures: Sequence[Measure], noises: Mapping[str, Noise],
+                roles: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Each measure's accuracy text (explain())."""
+    return {m.output_name: _accuracy(m, {r: noises[k] for r, k in roles[m.output_name].items()}) for m in measures}
+
+
+def _ci95s(measures: Sequence[Measure], noises: Mapping[str, Noise],
+           roles: Mapping[str, Mapping[str, str]]) -> dict[str, float]:
+    """The 95% half-widths of the counts and sums (explain())."""
+    return {m.output_name: _half_width(m, {r: noises[k] for r, k in roles[m.output_name].items()}, 0.95)
+            for m in measures if m.kind in ("len", "count", "count_units", "sum")}
 
 
 def temporal_fix(kind: str, column: str) -> str:

@@ -163,6 +163,8 @@ class QuantileMechanism:
                             max_rows=m_rows)
         statistics: dict[str, Statistic] = {}
         curves: list[acc.PrivacyCurve] = []
+        noise: dict[str, object] = {}
+        accuracy: dict[str, str] = {}
         notes = ["quantiles: null and NaN values are ignored; values outside the bounds count as the nearest bound; "
                  "outputs are points of the public grid (each value counts as its nearest grid point); several q "
                  "come back in the order requested"]
@@ -180,12 +182,13 @@ class QuantileMechanism:
             # only ranks near each q·n are read: the backend may list just those (exact either way)
             stat = replace(dom.statistic, near=qs, reach=listing_reach(dom.size, qs, eps0, m_rows))
             plan.inputs[name] = statistics.setdefault(stat.key, stat)
-            plan.noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0, stat.reach)
+            noise[f"{name} ({dom.column})"] = ExponentialNoise(dom, len(qs), eps0, stat.reach)
             err = rank_error_bound(dom.size, len(qs), eps0, m_rows, _BETA)
-            plan.accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
-                                   + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
+            accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
+                              + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
             notes += grid_notes(name, dom, m.option("resolution"), math.ceil(err))
         plan.statistics = tuple(statistics.values())
+        plan.noise, plan.accuracy = noise, accuracy
         plan.privacy = tuple(curves)
         plan.notes = tuple(notes)
         return plan

@@ -132,6 +132,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.noise.certified.LazyUniform.below", "bounds"): PUBLIC,
     ("dpframe.parallel.map_chunks", "fn"): PUBLIC,
     ("dpframe.tuning.stage.plan_staged", "finish"): PUBLIC,
+    ("dpframe.mechanism.deferred.DeferredMapping", "build"): NO_VALUES,
+    ("dpframe.mechanism.deferred.DeferredTuple", "build"): NO_VALUES,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").

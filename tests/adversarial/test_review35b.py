@@ -327,6 +327,7 @@ KINDS: dict[str, str] = {
         "dpframe.mechanism.base.Statistic", "dpframe.mechanism.noise.Noise", "dpframe.accounting.curve.PrivacyCurve",
         "dpframe.errors.BudgetExceededError", "dpframe.errors.BudgetError",
         "dpframe_aggregates.aggregates.AggregatePlan", "dpframe_quantiles.mechanism.QuantilePlan",
+        "dpframe.mechanism.deferred.DeferredMapping", "dpframe.mechanism.deferred.DeferredTuple",
         "dpframe_quantiles.mechanism.ExponentialNoise", "dpframe_histogram.regression.LinearModel",
         "dpframe_learning.queries.InteriorPoint", "dpframe_learning.queries.Threshold",
         "dpframe_learning.queries.Rectangle", "dpframe_topk.results.TopKFailed", "dpframe_topk.results.TopKPartial",
