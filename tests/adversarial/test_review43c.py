@@ -19,8 +19,12 @@ import threading
 from types import FrameType
 from typing import Any
 
+import numpy as np
+import polars as pl
 import pytest
 
+import dpframe as dp
+from dpframe.backends import _bounding, polars_windows
 from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
 
 
@@ -80,3 +84,78 @@ def test_a_deferred_read_on_two_threads_at_once_answers_both(kind: type) -> None
     worker.join(10)
     assert not failed, failed
     assert got == [first]
+
+
+# --------------------------------------------------------------------------- the sort engine: same releases
+def _released(engine: str, backend: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Same-seed releases that sort through ``_bounding.sort`` (bounding, listed codes, rank windows)."""
+    monkeypatch.setattr(_bounding, "SORT_ENGINE", engine)
+    monkeypatch.setattr(_bounding, "POLARS_SORT_FROM", 0)  # every sort, from the first key, in that engine
+    monkeypatch.setattr(polars_windows, "WHOLE_BELOW", 0)  # rank windows on a small table too,
+    monkeypatch.setattr(polars_windows, "WORTH", 1.0)  # wide ones included
+    rng = np.random.default_rng(43)
+    n = 30_000
+    data = pl.DataFrame(
+        {
+            "user": rng.integers(0, n // 4, n),  # units of 4 rows on average: bounding drops some
+            "name": rng.choice(["ann", "bo", "cy", "di", "ed"] * 20 + [f"u{i}" for i in range(30)], n),
+            "g": rng.choice(["a", "b", "c"], n),
+            "gi": rng.integers(0, 5, n),
+            "x": rng.integers(-(10**6), 10**6, n),
+            "y": rng.normal(0, 100, n),
+        }
+    )
+    out: list[Any] = []
+    for unit in ("user", "name"):
+        sess = dp.Session(
+            {"t": data},
+            privacy_unit=dp.PrivacyUnit(unit, max_rows=5),
+            budget=dp.PureDP(1000),
+            seed=3,
+            backend=backend,
+        )
+        t = sess.table("t")
+        out.append(t.agg(dp.len(), dp.sum("x", bounds=(-(10**6), 10**6))).collect(dp.PureDP(1)).rows())
+        out.append(t.agg(dp.quantile("x", [0.1, 0.5, 0.9], bounds=(-(10**6), 10**6))).collect(dp.PureDP(10)).rows())
+        out.append(
+            t.group_by("g", keys=["a", "b", "c"])
+            .agg(dp.quantile("y", [0.25, 0.75], bounds=(-300, 300)), dp.median("x", bounds=(-(10**6), 10**6)))
+            .collect(dp.PureDP(10))
+            .sort("g")
+            .rows()
+        )
+        by_int = t.group_by("gi", keys=list(range(5))).agg(dp.median("y", bounds=(-300, 300)))
+        out.append(by_int.collect(dp.PureDP(10)).sort("gi").rows())
+    return out
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_release_is_the_same_whichever_engine_sorts(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Polars' sort hands back a read-only array: a caller that wrote into it would fail on one engine only.
+    numpy = _released("numpy", backend, monkeypatch)
+    assert _released("polars", backend, monkeypatch) == numpy
+
+
+@pytest.mark.parametrize("engine", ["numpy", "polars"])
+def test_the_packed_sorts_of_lists_and_windows_are_exact_at_the_extremes(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpframe.backends.polars_lists import _sorted_by_id
+    from dpframe.backends.polars_windows import _sort_by_group, sort_each
+
+    monkeypatch.setattr(_bounding, "SORT_ENGINE", engine)
+    monkeypatch.setattr(_bounding, "POLARS_SORT_FROM", 0)
+    rng = np.random.default_rng(7)
+    big = np.iinfo(np.int64)
+    for low, high in [(0, 1), (-5, 5), (big.min, big.min + 2**40), (big.max - 2**40, big.max), (-(2**61), 2**61)]:
+        values = rng.integers(low, high, 500, dtype=np.int64, endpoint=True)
+        group = np.sort(rng.integers(0, 9, values.size))
+        want = values[np.lexsort((values, group))]
+        got = _sort_by_group(values.copy(), group, 9)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        ids = rng.integers(0, 9, values.size)
+        ordered, offsets = _sorted_by_id(ids, pl.Series(values), 9)
+        assert np.array_equal(ordered, values[np.lexsort((values, ids))])
+        assert offsets.tolist() == [0, *np.cumsum(np.bincount(ids, minlength=9)).tolist()]
+    lists = pl.Series("k", [[3, -(2**62), 2**62, 0], [], [9, 9, -1], [big.min, big.max]])
+    assert sort_each(lists).to_list() == [sorted(v) for v in lists.to_list()]
