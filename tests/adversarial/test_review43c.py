@@ -159,3 +159,64 @@ def test_the_packed_sorts_of_lists_and_windows_are_exact_at_the_extremes(
         assert offsets.tolist() == [0, *np.cumsum(np.bincount(ids, minlength=9)).tolist()]
     lists = pl.Series("k", [[3, -(2**62), 2**62, 0], [], [9, 9, -1], [big.min, big.max]])
     assert sort_each(lists).to_list() == [sorted(v) for v in lists.to_list()]
+
+
+# --------------------------------------------------------------------------- SQL: the cached kinds skip nothing
+_SPELLED = [
+    "SELECT g, TOP_K(COUNT(*), 2) FROM t GROUP BY g",
+    "SELECT g FROM t GROUP BY g HAVING top_k(COUNT(*), 2)",
+    "SELECT g FROM t GROUP BY g HAVING Top_K(COUNT(*), 2)",
+    'SELECT g FROM t GROUP BY g HAVING "TOP_K"(COUNT(*), 2)',
+    "SELECT g FROM t GROUP BY g HAVING main.top_k(COUNT(*), 2)",
+    "SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(*), 2) AND COUNT(*) > 1",
+    "SELECT g FROM t GROUP BY g HAVING NOT TOP_K(COUNT(*), 2)",
+    "SELECT g, COUNT(*) FROM t GROUP BY g ORDER BY TOP_K(COUNT(*), 2)",
+    "WITH c AS (SELECT g, x FROM t WHERE TOP_K(x, 1)) SELECT COUNT(*) FROM c",
+    "SELECT COUNT(*) FROM t WHERE x IN (SELECT TOP_K(x, 1) FROM t)",
+    "SELECT g, TOP_K(COUNT(*), 2) OVER () FROM t GROUP BY g",
+    "SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(*), 2) OVER ()",
+    "-- TOP_K\nSELECT g, COUNT(*) FROM t GROUP BY g",
+    "SELECT SUM(x) OVER () FROM t",
+    "SELECT g, COUNT(*) OVER (PARTITION BY g) FROM t GROUP BY g",
+    "SELECT g, COUNT(*) FROM t GROUP BY g HAVING ROW_NUMBER() OVER () < 3",
+    "SELECT g, COUNT(*) AS n FROM t GROUP BY g ORDER BY RANK() OVER (ORDER BY COUNT(*))",
+    "SELECT g, COUNT(*) FROM t GROUP BY g QUALIFY ROW_NUMBER() OVER () = 1",
+    "SELECT g, COUNT(*), SUM(COUNT(*)) OVER w FROM t GROUP BY g WINDOW w AS ()",
+    "SELECT g, COUNT(*) + LAG(COUNT(*)) OVER (ORDER BY g) FROM t GROUP BY g",
+    "SELECT g, (SELECT 1) FROM t GROUP BY g",
+    "SELECT g, COUNT(*) FROM t GROUP BY g HAVING COUNT(*) > (SELECT COUNT(*) FROM t)",
+    "SELECT g, COUNT(*) FROM t GROUP BY g ORDER BY (SELECT 1)",
+    "SELECT g, COUNT(*) FROM t GROUP BY g HAVING EXISTS (SELECT 1 FROM t)",
+    "SELECT g, COUNT(*) + (SELECT MAX(x) FROM t) FROM t GROUP BY g",
+    "SELECT COUNT(*) FROM t WHERE x > (SELECT AVG(x) FROM t)",
+    "EXPLAIN SELECT g, COUNT(*) OVER () FROM t GROUP BY g",
+    "explain SELECT g, TOP_K(COUNT(*), 2) FROM t GROUP BY g",
+    "SELECT g, COUNT(*) FROM t GROUP BY g",
+    "SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(*), 2)",
+]
+
+
+def _outcome(sess: dp.Session, text: str) -> tuple[str, str]:
+    try:
+        q = sess.sql(text)
+        return "built", str(q.explain(dp.ApproxDP(1, 1e-7)))
+    except Exception as e:  # noqa: BLE001 - the refusal itself is what is compared
+        return type(e).__name__, str(e)
+
+
+def test_a_text_is_refused_as_its_full_walk_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each text twice (the second from the per-text cache), then with the kinds unknown (every check walks the
+    # whole tree, as a parse built by hand does): the same query or the same refusal, word for word.
+    import dataclasses
+
+    import dpframe.sql.query as query
+    from dpframe.sql.parse import parse
+
+    data = pl.DataFrame({"g": ["a", "b", "a", "c"], "x": [1.0, 2.0, 3.0, 4.0]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(10, 1e-5), seed=1)
+    cached = [(_outcome(sess, text), _outcome(sess, text)) for text in _SPELLED]
+    monkeypatch.setattr(query, "parse", lambda text: dataclasses.replace(parse(text), kinds=None))
+    walked = [_outcome(sess, text) for text in _SPELLED]
+    for text, (first, again), full in zip(_SPELLED, cached, walked):
+        assert first == again == full, text
+    assert sum(kind == "built" for kind, _ in walked) >= 2  # the corpus holds queries that run, too
