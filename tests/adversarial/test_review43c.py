@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from fractions import Fraction
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -220,3 +222,111 @@ def test_a_text_is_refused_as_its_full_walk_refuses_it(monkeypatch: pytest.Monke
     for text, (first, again), full in zip(_SPELLED, cached, walked):
         assert first == again == full, text
     assert sum(kind == "built" for kind, _ in walked) >= 2  # the corpus holds queries that run, too
+
+
+# --------------------------------------------------------------------------- ledger: the kept total loses nothing
+def _ledger_run(path: Path, accountant: Any, costs: list[Any], settle_to: Any) -> list[Any]:
+    """Two sessions on one file, interleaved: reserves, commits, failures, refusals, settlements, a close."""
+    from dpframe.accounting.ledger import Ledger
+
+    mine, theirs = Ledger(path, accountant()), Ledger(path, accountant())
+    seen: list[Any] = []
+    for i, cost in enumerate(costs):
+        led = (mine, theirs)[i % 3 == 1]
+        try:
+            cid = led.reserve(cost, f"q{i}", "m")
+        except dp.BudgetExceededError:
+            seen.append("refused")
+            continue
+        if i % 4 == 0:
+            led.fail(cid, "boom")
+        elif i % 5 == 2 and settle_to is not None:
+            theirs.settle(cid, settle_to, "cell")
+        else:
+            led.commit(cid)
+        seen += [mine.spent(), theirs.spent()]
+    theirs.close()
+    seen.append(mine.spent())
+    again = Ledger(path, accountant())
+    seen.append(again.spent())
+    again.close()
+    mine.close()
+    return seen
+
+
+@pytest.mark.parametrize("notion", ["basic", "rdp"])
+def test_the_kept_total_is_the_total_read_from_the_file(
+    notion: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same operations with the total kept after each reserve and with every charge read back from the file:
+    # every total either session reads, bit for bit (an RDP charge's floats included), and a fresh read agrees.
+    import dpframe.accounting.ledger as ledger
+    from dpframe.accounting import BasicAccountant, RDPAccountant, RDPCharge, curves
+
+    if notion == "basic":
+        costs: list[Any] = [dp.ApproxDP(Fraction(1, 7 + i % 5), Fraction(1, 10**9)) for i in range(24)]
+
+        def accountant() -> Any:
+            return BasicAccountant(dp.ApproxDP(2, 1e-6))
+
+        settle_to: Any = dp.ApproxDP(Fraction(1, 20), Fraction(1, 10**9))  # ε refunded, δ kept
+    else:
+        costs = [RDPCharge.of([curves.gaussian(3.0 + (i % 4) / 3)]) for i in range(24)]
+
+        def accountant() -> Any:
+            return RDPAccountant(dp.ApproxDP(3, 1e-6))
+
+        settle_to = None  # (an RDP ledger settles nothing: ex-post needs additive composition)
+    kept = _ledger_run(tmp_path / "kept.ledger", accountant, costs, settle_to)
+    monkeypatch.setattr(ledger, "_stored_exactly", lambda charge: False)
+    read = _ledger_run(tmp_path / "read.ledger", accountant, costs, settle_to)
+    assert kept == read
+    assert kept[-1] == kept[-2] and "refused" in kept  # the budget ran out on the way
+
+
+def test_reserves_on_four_threads_and_two_sessions_are_all_counted(tmp_path: Path) -> None:
+    # Two sessions' ledgers on one file, each used by two threads: every reservation that was granted is in
+    # every total read afterwards, exactly (Fractions), and no more was granted than the budget.
+    from dpframe.accounting import BasicAccountant
+    from dpframe.accounting.ledger import Ledger
+
+    path = tmp_path / "budget.ledger"
+    ledgers = [Ledger(path, BasicAccountant(dp.PureDP(3))) for _ in range(2)]
+    granted: list[Fraction] = []
+    lock = threading.Lock()
+
+    def work(led: Ledger, k: int) -> None:
+        for i in range(40):
+            eps = Fraction(1, 30 + (i * 7 + k) % 11)
+            try:
+                cid = led.reserve(dp.PureDP(eps), f"t{k}-{i}", "m")
+            except dp.BudgetExceededError:
+                continue
+            with lock:
+                granted.append(eps)
+            if i % 3:
+                led.commit(cid)
+            else:
+                led.fail(cid, "x")
+
+    errors: list[BaseException] = []
+
+    def run(led: Ledger, k: int) -> None:
+        try:
+            work(led, k)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(ledgers[k % 2], k)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    total = dp.PureDP(sum(granted, Fraction(0)))
+    assert len(granted) > 20 and sum(granted) <= 3
+    assert all(led.spent() == total for led in ledgers)
+    again = Ledger(path, BasicAccountant(dp.PureDP(3)))
+    assert again.spent() == total
+    for led in [*ledgers, again]:
+        led.close()
