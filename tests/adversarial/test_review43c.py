@@ -330,3 +330,24 @@ def test_reserves_on_four_threads_and_two_sessions_are_all_counted(tmp_path: Pat
     assert again.spent() == total
     for led in [*ledgers, again]:
         led.close()
+
+
+# --------------------------------------------------------------------------- robust_median's explain
+@pytest.mark.parametrize("unit", ["row", "user"])
+def test_robust_median_explain_is_the_same_on_neighbouring_data_and_free(unit: str) -> None:
+    # The Explanation reads the session's spent budget (public) and the query's public parameters only: on
+    # datasets one unit apart, text and JSON are the same, whatever the budget; nothing is charged.
+    from dpframe.interactive.ptr import robust_median
+
+    def explained(extra: int) -> list[Any]:
+        rows = [(i % 13, float(i % 9)) for i in range(300)] + [(99, 1e6)] * extra
+        data = pl.DataFrame(rows, schema=["user", "x"], orient="row")
+        privacy_unit = dp.PrivacyUnit.row() if unit == "row" else dp.PrivacyUnit("user", max_rows=3)
+        sess = dp.Session({"t": data}, privacy_unit=privacy_unit, budget=dp.ApproxDP(2, 1e-5), seed=5)
+        q = robust_median(sess.table("t").filter(pl.col("x") < 5), "x", bounds=(0, 100))
+        out = [str(q.explain(b)) for b in (dp.ApproxDP(1, 1e-7), dp.ApproxDP(5, 1e-7))]
+        out.append(q.explain(dp.ApproxDP(Fraction(1, 3), 1e-6), format="json"))
+        assert sess.history().height == 0
+        return out
+
+    assert explained(0) == explained(3)
