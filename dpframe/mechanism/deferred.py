@@ -5,7 +5,8 @@ function of public values fixed when the plan is made (its calibrated noises), a
 a ``basic`` or ``zcdp`` session reads none of them. :class:`DeferredMapping` and :class:`DeferredTuple`
 build them on their first read instead, once, and then answer as the read-only mapping or tuple built.
 Nothing in them is ever written after it is built, and nothing can be written to them: there is no
-``__setitem__``, and the built value is a ``MappingProxyType`` or a tuple.
+``__setitem__``, and the built value is a ``MappingProxyType`` or a tuple. Reads on several threads at
+once each get the built value (two first reads may both build it: the same public values, one kept).
 
 Example:
     >>> calls = []
@@ -47,8 +48,10 @@ class DeferredMapping(Mapping[str, V]):
     def _items(self) -> Mapping[str, V]:
         built = self._built
         if built is None:
-            assert self._build is not None
-            built = MappingProxyType(dict(self._build()))
+            build = self._build
+            if build is None:  # another thread built it since: it set ``_built`` before clearing ``_build``
+                return self._items()
+            built = MappingProxyType(dict(build()))
             self._built, self._build = built, None
         return built
 
@@ -85,8 +88,10 @@ class DeferredTuple(Sequence[T]):
     def _items(self) -> tuple[T, ...]:
         built = self._built
         if built is None:
-            assert self._build is not None
-            built = tuple(self._build())
+            build = self._build
+            if build is None:  # another thread built it since: it set ``_built`` before clearing ``_build``
+                return self._items()
+            built = tuple(build())
             self._built, self._build = built, None
         return built
 
