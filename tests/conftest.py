@@ -40,12 +40,68 @@ def spark_session() -> Iterator[Any]:
     spark = (SparkSession.builder.master("local[2]").appName("dpframe-tests")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g")
-             # Tiny test tables: compiling generated code would cost more than it saves.
+             # Tiny test tables: compiling generated code would cost more than it saves; so would the JVM's
+             # optimizing JIT (C2) and a parallel GC: C1 and the serial GC halve the JVM's CPU time here.
              .config("spark.sql.codegen.wholeStage", "false").config("spark.sql.adaptive.enabled", "false")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    """Whether a test may start its process's JVM: it asks for ``spark_session``, is parametrized on the
+    ``"spark"`` backend, or names Spark (``..._on_spark``, ``TestSpark``)."""
+    params = getattr(item, "callspec", None)
+    return ("spark_session" in getattr(item, "fixturenames", ()) or "spark" in item.nodeid.lower()
+            or (params is not None and any(isinstance(v, str) and v == "spark" for v in params.params.values())))
+
+
+#: Test functions of the default run with cases that take 2 s or more of CPU (measured at stop 43): they run
+#: early, so the run does not end on one of them while the other worker idles. A stale entry only costs order.
+LONG = frozenset({
+    "tests/audit/test_audit_registry.py::test_mechanism_passes_audit",
+    "tests/audit/test_audit_registry.py::test_audit_catches_a_broken_refund",
+    "tests/audit/test_audit_registry.py::test_session_collect_catches_halved_noise",
+    "tests/adversarial/test_distinguishers.py::test_entry_point",
+    "tests/adversarial/test_distinguishers.py::test_attack_does_not_kill_the_process",
+    "tests/adversarial/test_distinguishers.py::test_under_noised_mechanism_is_caught",
+    "tests/adversarial/test_review35b.py::test_queries_streams_and_ledger_reads_at_once_never_exceed_the_total",
+    "tests/adversarial/test_sql_composed_oracle.py::test_a_sql_query_behaves_alike_on_neighbouring_datasets",
+    "tests/adversarial/test_interactive_oracle.py::test_a_sequence_on_tuned_frames_behaves_alike_on_neighbouring_datasets",
+    "tests/test_docs_snippets.py::test_page_snippets_run",
+    "tests/test_examples.py::test_example_runs",
+    "tests/interactive/test_svt.py::test_implementation_matches_exact_law",
+    "tests/interactive/test_svt_gaussian.py::test_gaussian_stream_law_matches_the_declared_noise",
+    "tests/accounting/test_extreme_inputs.py::test_coarsened_pld_of_large_epsilon_mechanisms_is_sound",
+    "tests/accounting/test_extreme_inputs.py::test_pld_memory_is_bounded_in_a_1_gib_process",
+    "tests/accounting/test_fuzz_standalone.py::test_standalone_accountants_give_results_or_dpframe_errors",
+    "tests/accounting/test_pld_soundness.py::test_discrete_gaussian_is_never_under_reported",
+    "tests/ledger/test_ledger_faults.py::test_random_sigkills_never_lose_a_released_charge",
+    "tests/ledger/test_ledger_faults.py::test_two_processes_racing_on_one_ledger_never_exceed_the_budget",
+    "tests/topk/test_topk_regressions.py::test_signed_scores_over_keys_from_the_data_are_dp",
+    "tests/learning/test_algorithms.py::test_listed_em_with_envelopes_matches_exact_pmf",
+    "plugins/dpframe_histogram/tests/test_regression.py::TestRegressionFamily::test_neighbouring_audit",
+})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Spark tests first, in their order, so one xdist worker runs them all and starts the only JVM;
+    then the :data:`LONG` tests; then the rest, each group in collection order.
+
+    Those that ask for ``spark_session`` come first, so the JVM starts with the fixture's options.
+
+    ``--dist worksteal`` hands each worker a contiguous share of the collection, the first share to one
+    worker, and a worker that runs out steals from the *tail* of another's queue: the head stays where it
+    was sent. Spread over two workers, the Spark tests started two JVMs (each ~10 s of CPU to start, more
+    to warm up: the default Spark tests took 114 s of CPU, JVMs included, in two processes, 73 s in one).
+    With the long tests at the head, what is left to steal at the end is short tests.
+    """
+    items[:] = sorted(items, key=lambda item: (not uses_spark(item),
+                                                "spark_session" not in getattr(item, "fixturenames", ()),
+                                                item.nodeid.partition("[")[0] not in LONG))
 
 
 class SparkStarts:
