@@ -25,6 +25,7 @@ from dpframe.errors import (
     PlanError,
     PluginError,
     PolarsHabitError,
+    RemoteError,
     SchemaError,
     TableChangedError,
     TopKWarning,
@@ -34,6 +35,7 @@ from dpframe.interactive.targets import above, below, between, outside
 from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.remote import Remote, RemoteQuery, Server, connect
 from dpframe.session import Session
 from dpframe.tuning import Diagnosed
 
@@ -68,8 +70,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "SchemaError", "Session", "TableChangedError",
-    "TopKWarning",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteQuery",
+    "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
+    "connect",
     "count",
     "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",

@@ -96,6 +96,13 @@ class LedgerError(DPFrameError):
     """The budget ledger file is corrupt or belongs to a session with a different total budget."""
 
 
+class RemoteError(DPFrameError):
+    """A remote session's connection or protocol failed (``dp.connect``, ``dp.Server``): nothing was released.
+
+    A request whose reply never arrived may still have been charged on the server: its ``history()`` says.
+    """
+
+
 class TopKWarning(UserWarning):
     """A SQL ``TOP_K`` released fewer keys than asked, or none: its frame is short or empty, not "no keys".
 

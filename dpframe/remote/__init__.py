@@ -1,0 +1,11 @@
+"""Remote sessions: a data owner serves a session (:class:`Server`); analysts elsewhere :func:`connect` to it.
+
+The boundary that in-process use cannot give (docs/guarantees.md, "Same-process code is trusted"): the
+analyst's code runs in another process and reaches the data only through released results. See
+``docs/remote.md``.
+"""
+
+from dpframe.remote.client import Remote, RemoteQuery, connect
+from dpframe.remote.server import Server
+
+__all__ = ["Remote", "RemoteQuery", "Server", "connect"]

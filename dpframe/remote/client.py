@@ -1,0 +1,226 @@
+r"""``dp.connect``: an analyst's handle on a session served by :class:`~dpframe.remote.server.Server` elsewhere.
+
+The analyst's process holds no private data: it sends SQL text, public keys and budgets, and receives the
+released frames, costs, plans and the session's spent and remaining budget. The errors are the session's
+own (``dp.BudgetExceededError``, ``dp.PlanError``, ...), raised here with the text they had there; a
+broken connection or protocol is a :class:`~dpframe.RemoteError`.
+
+Example:
+    >>> import polars as pl, secrets, dpframe as dp
+    >>> sess = dp.Session({"t": pl.DataFrame({"g": ["a", "b", "a"]})}, privacy_unit=dp.PrivacyUnit.row(),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> key = secrets.token_bytes(32)
+    >>> with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+    ...         dp.connect(server.address, authkey=key) as remote:
+    ...     out = remote.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", keys={"g": ["a", "b"]}).collect(dp.PureDP(1))
+    ...     out.columns, remote.remaining()
+    (['g', 'n'], PureDP(epsilon=0))
+
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import polars as pl
+
+from dpframe import errors
+from dpframe.accounting.ledger import decode
+from dpframe.accounting.rdp_charge import SessionCost
+from dpframe.budgets import Budget
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError
+from dpframe.remote import wire
+
+CONNECT_SECONDS = 10.0
+"""How long connecting and the handshake may take."""
+
+
+def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes) -> Remote:
+    """A :class:`Remote` on the server at ``address`` (``(host, port)`` or a Unix socket's path).
+
+    ``authkey``: the key the server was started with (both sides prove they hold it; it is never sent).
+    """
+    key = wire.check_authkey(authkey)
+    try:
+        if isinstance(address, (str, os.PathLike)):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(CONNECT_SECONDS)
+            sock.connect(os.fspath(address))
+        elif isinstance(address, tuple) and len(address) == 2:
+            sock = socket.create_connection(address, timeout=CONNECT_SECONDS)
+        else:
+            raise ArgumentError(f"expected (host, port) or a path, got {address!r}", argument="address",
+                                fix="pass the server's address (dp.Server(...).address)")
+    except OSError as e:
+        raise RemoteError(f"cannot connect to {address!r} ({e.strerror or e})", argument="address",
+                          fix="check that the server is running at that address") from None
+    try:
+        wire.no_delay(sock)
+        hello = wire.receive(sock, len(wire.VERSION) + wire.NONCE)
+        if not hello.startswith(wire.VERSION) or len(hello) != len(wire.VERSION) + wire.NONCE:
+            raise RemoteError("the server does not speak this protocol", argument="address",
+                              fix="connect to a dp.Server of the same dpframe version")
+        ours = wire.nonce()
+        wire.send(sock, ours)
+        wire.prove(sock, key, b"client", hello[len(wire.VERSION):])
+        wire.challenge(sock, key, b"server", ours)
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
+    return Remote(sock)
+
+
+class Remote:
+    """A session served elsewhere: ``sql`` queries, the budget, the history. Thread-safe (one request at a time).
+
+    Made by :func:`connect`; close it (or leave its ``with`` block) when done.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def sql(self, query: str, *, keys: Mapping[str, Any] | None = None) -> RemoteQuery:
+        """A private query in SQL (as ``sess.sql``): nothing is sent until ``cost``, ``explain`` or ``collect``.
+
+        ``keys={"column": [...]}``: public GROUP BY keys, sent as an Arrow table (their types kept).
+        """
+        if not isinstance(query, str):
+            raise ArgumentError(f"expected SQL text, got {type(query).__name__}", argument="query",
+                                fix='pass the query as a string: remote.sql("SELECT ...")')
+        return RemoteQuery(self, query, _keys(keys))
+
+    def tables(self) -> list[str]:
+        """The private tables' names."""
+        out: list[str] = self._request({"op": "tables"})[0]
+        return out
+
+    def schema(self, table: str) -> pl.Schema:
+        """A table's columns and their types (public metadata)."""
+        frame = self._request({"op": "schema", "table": table})[1]
+        assert frame is not None
+        return frame.schema
+
+    def remaining(self) -> Budget:
+        """The session's remaining budget (every client draws on it)."""
+        out: Budget = decode(self._request({"op": "remaining"})[0])
+        return out
+
+    def spent(self) -> Budget:
+        """What the session has spent, for every client."""
+        out: Budget = decode(self._request({"op": "spent"})[0])
+        return out
+
+    def history(self) -> pl.DataFrame:
+        """The session's ledger of queries (``sess.history()``), every client's."""
+        frame = self._request({"op": "history"})[1]
+        assert frame is not None
+        return frame
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or the connection broke)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._closed = True
+            self._sock.close()
+
+    def __enter__(self) -> Remote:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<dp.Remote{' closed' if self._closed else ''}>"
+
+    def _request(self, message: dict[str, Any], keys: bytes | None = None) -> tuple[Any, pl.DataFrame | None]:
+        """Send one request; the reply's value and frame, or the server's error raised here."""
+        with self._lock:
+            if self._closed:
+                raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
+            try:
+                wire.send_json(self._sock, {**message, "keys": keys is not None})
+                if keys is not None:
+                    wire.send(self._sock, keys)
+                reply = wire.receive_json(self._sock, wire.REPLY_LIMIT)
+                frame = None
+                if reply.get("frame"):
+                    frame = wire.frame_from_bytes(wire.receive(self._sock, wire.REPLY_LIMIT))
+            except (OSError, RemoteError) as e:
+                self._closed = True
+                self._sock.close()
+                if isinstance(e, RemoteError):
+                    raise
+                raise RemoteError(f"the connection failed ({e.strerror or e}); a request in flight may have been "
+                                  "charged", argument="remote", fix="connect again and read remote.history()") from None
+        if not reply.get("ok"):
+            raise _raised(reply)
+        return reply.get("value"), frame
+
+
+class RemoteQuery:
+    """A SQL query on a :class:`Remote`: ``cost`` and ``explain`` are free, ``collect`` charges (on the server)."""
+
+    def __init__(self, remote: Remote, text: str, keys: bytes | None) -> None:
+        self._remote, self._text, self._keys = remote, text, keys
+
+    def cost(self, budget: Budget | None = None) -> SessionCost:
+        """The exact charge ``collect(budget)`` would make, in the session's notion. Free."""
+        out: SessionCost = decode(self._ask("cost", budget)[0])
+        return out
+
+    def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
+        """The plan, mechanisms, cost and accuracy: text, or with ``format="json"`` a JSON-able dict. Free."""
+        return self._ask("explain", budget, format=format)[0]
+
+    def collect(self, budget: Budget | None = None, *, ci: float | None = None) -> pl.DataFrame:
+        """Reserve the cost on the server, run, and return the released frame (``ci``: as ``dp.Query.collect``)."""
+        frame = self._ask("collect", budget, ci=ci)[1]
+        assert frame is not None
+        return frame
+
+    def __repr__(self) -> str:
+        return f"<dp.RemoteQuery {self._text!r}>"
+
+    def _ask(self, op: str, budget: Budget | None, **options: Any) -> tuple[Any, pl.DataFrame | None]:
+        sent = None if budget is None else wire.budget_to_json(budget)
+        return self._remote._request({"op": op, "sql": self._text, "budget": sent, **options}, self._keys)
+
+
+def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
+    if keys is None:
+        return None
+    if not isinstance(keys, Mapping):
+        raise ArgumentError(f"expected a dict, got {type(keys).__name__}", argument="keys",
+                            fix="pass keys={'column': [value, ...]}")
+    try:
+        frame = pl.DataFrame([pl.Series(str(c), [pl.Series(list(v))]) for c, v in keys.items()])
+    except (TypeError, ValueError, pl.exceptions.PolarsError) as e:
+        raise ArgumentError(f"cannot send these keys ({e})", argument="keys",
+                            fix="give each column a list of values of one type") from None
+    return wire.frame_bytes(frame)
+
+
+def _raised(reply: Mapping[str, Any]) -> DPFrameError:
+    """The server's error as the same class, with the same text and fields."""
+    kind = getattr(errors, str(reply.get("error")), None)
+    if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
+        kind = DPFrameError
+    e = kind.__new__(kind)
+    Exception.__init__(e, str(reply.get("message")))
+    for field in ("argument", "fix", "requested", "remaining", "difference"):
+        if field in reply:
+            setattr(e, field, reply[field])
+    return e

@@ -1,0 +1,268 @@
+"""``dp.Server``: a session served to analysts in other processes, who send SQL and receive releases.
+
+An analyst whose code runs in the session's process can patch the engine, read private attributes or
+change a process-wide setting while a query runs (docs/guarantees.md, "Same-process code is trusted").
+A server keeps the session, its data and its ledger in the data owner's process; the analyst's process
+holds only a :class:`~dpframe.remote.client.Remote`, which sends SQL text, public keys and budgets, and
+receives what a release, ``cost``, ``explain``, ``remaining``, ``spent`` or ``history`` returns in
+process — nothing else crosses (:mod:`dpframe.remote.wire`: JSON and Arrow, never a pickle).
+
+Each connection is served on its own thread, after the client proved it holds ``authkey``; every
+request runs through the session's public API, with its checks, its accountant and its ledger, so all
+clients draw on the session's one budget. A request the session refuses is answered with the error it
+raised (the same class and text as in process); any other failure with a :class:`~dpframe.RemoteError`
+naming only the exception's type (its text stays in the server's log, ``logging`` name
+``dpframe.remote``).
+
+Example:
+    >>> import polars as pl, secrets, dpframe as dp
+    >>> sess = dp.Session({"t": pl.DataFrame({"g": ["a", "b", "a"]})}, privacy_unit=dp.PrivacyUnit.row(),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> key = secrets.token_bytes(32)
+    >>> with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server:
+    ...     with dp.connect(server.address, authkey=key) as remote:
+    ...         remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(0.5))
+    PureDP(epsilon=1/2)
+
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import polars as pl
+
+from dpframe.accounting.ledger import encode
+from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError
+from dpframe.frame import Query
+from dpframe.remote import wire
+from dpframe.sealed import Sealed
+from dpframe.session import Session
+
+AUTH_SECONDS = 10.0
+"""A connection that has not proved it holds the key within this many seconds is closed."""
+POLL_SECONDS = 0.2
+"""How often the accepting thread looks whether the server was closed."""
+LOG = logging.getLogger("dpframe.remote")
+Address = tuple[str, int] | str
+
+
+class Server(Sealed):
+    """Serve ``session`` on ``address`` (``(host, port)`` for TCP, port 0 picks a free one; a path for a Unix socket).
+
+    Only clients holding ``authkey`` (bytes, at least 16: e.g. ``secrets.token_bytes(32)``) are served;
+    at most ``max_clients`` at once (others are closed at once). :meth:`start` serves on a background
+    thread, :meth:`serve_forever` on the calling one; :meth:`close` (or leaving a ``with`` block) stops.
+    Use TCP on a network you trust, or tunnel it (SSH): the key is never sent, but the traffic is not
+    encrypted.
+    """
+
+    def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32) -> None:
+        if not isinstance(session, Session):
+            raise ArgumentError(f"expected a dp.Session, got {type(session).__name__}", argument="session",
+                                fix="pass the dp.Session to serve")
+        if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
+            raise ArgumentError(f"expected a whole number ≥ 1, got {max_clients!r}", argument="max_clients",
+                                fix="pass max_clients=32")
+        self._session = session
+        self._authkey = wire.check_authkey(authkey)
+        self._max_clients = max_clients
+        self._listener, self._path = _listen(address)
+        self._clients: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> Address:
+        """Where clients connect: ``(host, port)`` with the port chosen, or the Unix socket's path."""
+        if self._path is not None:
+            return self._path
+        host, port = self._listener.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed.is_set()
+
+    def start(self) -> Server:
+        """Serve on a background (daemon) thread; returns the server."""
+        with self._lock:
+            if self._thread is not None or self.closed:
+                raise RemoteError("this server was already started", argument="start", fix="start a server once")
+            self._thread = threading.Thread(target=self.serve_forever, name="dpframe-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Accept and serve clients on the calling thread until :meth:`close`."""
+        self._listener.settimeout(POLL_SECONDS)
+        while not self.closed:
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self.closed:
+                    return
+                raise
+            with self._lock:
+                full = len(self._clients) >= self._max_clients or self.closed
+                if not full:
+                    self._clients.add(conn)
+            if full:
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), name="dpframe-client", daemon=True).start()
+
+    def close(self) -> None:
+        """Stop accepting, close every client's connection (a request being answered finishes first)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._closed.set()
+            clients = list(self._clients)
+        self._listener.close()
+        for conn in clients:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        if self._path is not None:
+            Path(self._path).unlink(missing_ok=True)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<dp.Server {self.address!r}{' closed' if self.closed else ''}>"
+
+    def _serve(self, conn: socket.socket) -> None:
+        """One client: the handshake, then requests until it hangs up (or breaks the protocol)."""
+        try:
+            conn.settimeout(AUTH_SECONDS)
+            wire.no_delay(conn)
+            ours = wire.nonce()
+            wire.send(conn, wire.VERSION + ours)
+            theirs = wire.receive(conn, wire.NONCE)
+            wire.challenge(conn, self._authkey, b"client", ours)
+            wire.prove(conn, self._authkey, b"server", theirs)
+            conn.settimeout(None)
+            while not self.closed:
+                request = wire.receive_json(conn, wire.REQUEST_LIMIT)
+                keys = wire.receive(conn, wire.REQUEST_LIMIT) if request.get("keys") is True else None
+                reply, frame = self._answer(request, keys)
+                wire.send_json(conn, reply)
+                if frame is not None:
+                    wire.send(conn, wire.frame_bytes(frame))
+        except (RemoteError, OSError):
+            pass                                # a client that hangs up, times out or breaks the protocol
+        finally:
+            with self._lock:
+                self._clients.discard(conn)
+            conn.close()
+
+    def _answer(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[dict[str, Any], pl.DataFrame | None]:
+        """The reply to one request, and the frame that follows it (if any)."""
+        try:
+            value, frame = self._run(request, keys)
+            return {"ok": True, "value": value, "frame": frame is not None}, frame
+        except DPFrameError as e:
+            return _error(e), None
+        except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            LOG.exception("a remote request failed")
+            return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
+                                      argument="request", fix="ask the data owner")), None
+
+    def _run(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[Any, pl.DataFrame | None]:
+        sess, op = self._session, request.get("op")
+        if op == "tables":
+            return sess.tables(), None
+        if op == "schema":
+            return None, pl.DataFrame(schema=sess.table(_text(request, "table")).collect_schema())
+        if op in ("remaining", "spent"):
+            return encode(sess.remaining() if op == "remaining" else sess.spent()), None
+        if op == "history":
+            return None, sess.history()
+        if op not in ("cost", "explain", "collect"):
+            raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
+        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(wire.frame_from_bytes(keys)))
+        budget = wire.budget_from_json(request.get("budget"))
+        if op == "cost":
+            return encode(query.cost(budget)), None
+        if op == "explain":
+            form = request.get("format", "text")
+            if form not in ("text", "json"):
+                raise ArgumentError(f"expected 'text' or 'json', got {form!r}", argument="format",
+                                    fix="pass format='text' or format='json'")
+            shown = query.explain(budget, format=form)
+            return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), None
+        ci = request.get("ci")
+        if ci is None:
+            return None, query.collect(budget)
+        if not isinstance(query, Query):
+            raise ArgumentError("this query has no confidence intervals", argument="ci", fix="leave ci out")
+        return None, query.collect(budget, ci=ci)
+
+
+def _text(request: Mapping[str, Any], field: str) -> str:
+    value = request.get(field)
+    if not isinstance(value, str):
+        raise ArgumentError(f"expected text, got {type(value).__name__}", argument=field,
+                            fix=f"pass {field} as a string")
+    return value
+
+
+def _keys(frame: pl.DataFrame) -> dict[str, list[Any]]:
+    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``."""
+    if frame.height != 1 or not all(isinstance(t, pl.List) for t in frame.dtypes):
+        raise ArgumentError("expected one list of keys per column", argument="keys",
+                            fix="pass keys={'column': [value, ...]}")
+    return {c: frame[c][0].to_list() for c in frame.columns}
+
+
+def _error(e: DPFrameError) -> dict[str, Any]:
+    """The reply carrying ``e``: its class's name, its text and its fields."""
+    out = {"ok": False, "error": type(e).__name__, "message": str(e), "argument": e.argument, "fix": e.fix}
+    if isinstance(e, BudgetExceededError):
+        out |= {"requested": e.requested, "remaining": e.remaining, "difference": e.difference}
+    return out
+
+
+def _listen(address: object) -> tuple[socket.socket, str | None]:
+    """A listening socket on ``address`` and, for a Unix socket, its path."""
+    if isinstance(address, (str, os.PathLike)):
+        path = os.fspath(address)
+        if not isinstance(path, str) or not path or Path(path).exists():
+            raise ArgumentError(f"{path!r} is empty or exists", argument="address",
+                                fix="pass the path of a Unix socket that does not exist yet, or (host, port)")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen()
+        return sock, path
+    if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str)
+            or isinstance(address[1], bool) or not isinstance(address[1], int)):
+        raise ArgumentError(f"expected (host, port) or a path, got {address!r}", argument="address",
+                            fix="pass ('127.0.0.1', 0) for a free local port")
+    try:
+        return socket.create_server(address), None
+    except OSError as e:
+        raise ArgumentError(f"cannot listen on {address!r} ({e.strerror or e})", argument="address",
+                            fix="pick a free port, or 0 for any") from None

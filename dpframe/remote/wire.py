@@ -1,0 +1,211 @@
+"""What crosses the socket between an analyst's :class:`~dpframe.remote.client.Remote` and a :class:`Server`.
+
+Only two kinds of bytes: JSON text and Arrow IPC streams. Nothing is unpickled on either side (a pickle
+from an analyst would run the analyst's code in the data owner's process), and every frame is read with
+a size limit stated before its bytes arrive.
+
+* **Frames**: a 4-byte big-endian length, then that many bytes (:func:`send`, :func:`receive`).
+* **Handshake** (:func:`prove`, :func:`challenge`): mutual HMAC-SHA256 over fresh random nonces with the
+  shared ``authkey``; each side's answer is bound to its role, so neither can replay the other's. The key
+  itself never crosses the socket.
+* **A request**: one JSON frame ``{"op": ..., ...}``, followed by one Arrow frame when it says
+  ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ...}`` (followed by one Arrow
+  frame when it says ``"frame": true``) or ``{"ok": false, "error": ..., "message": ...}``.
+* **Budgets from the analyst** (:func:`budget_from_json`): a type among ``PureDP``, ``ApproxDP`` and
+  ``ZCDP`` and each field as an exact fraction ``"p/q"`` of bounded length, built by the public
+  constructors, which validate them as in-process calls do.
+
+Example:
+    >>> import dpframe as dp
+    >>> budget_from_json(budget_to_json(dp.ApproxDP(0.5, 1e-6))) == dp.ApproxDP(0.5, 1e-6)
+    True
+
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import re
+import secrets
+import socket
+import struct
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
+from dpframe.errors import ArgumentError, RemoteError
+
+VERSION = b"dpframe-remote-1"
+"""Sent first by the server, so that a client of another protocol (or version) stops at once."""
+NONCE = 32
+"""Bytes of each side's random challenge."""
+MIN_KEY = 16
+"""The shortest ``authkey`` accepted (bytes)."""
+REQUEST_LIMIT = 64 << 20
+"""The largest frame a server reads (a request's JSON, or its public keys as Arrow): 64 MiB."""
+REPLY_LIMIT = 1 << 34
+"""The largest frame a client reads (a released frame): 16 GiB."""
+BUDGETS: dict[str, tuple[type[Budget], tuple[str, ...]]] = {
+    "PureDP": (PureDP, ("epsilon",)), "ApproxDP": (ApproxDP, ("epsilon", "delta")), "ZCDP": (ZCDP, ("rho", "delta"))}
+_FRACTION = re.compile(r"-?[0-9]{1,400}(/[0-9]{1,400})?")
+_LENGTH = struct.Struct("!Q")
+
+
+def send(sock: socket.socket, payload: bytes) -> None:
+    """One frame: the length, then the bytes (one write while small: no wait for the peer's acknowledgement)."""
+    head = _LENGTH.pack(len(payload))
+    if len(payload) <= 1 << 16:
+        sock.sendall(head + payload)
+    else:
+        sock.sendall(head)
+        sock.sendall(payload)
+
+
+def no_delay(sock: socket.socket) -> None:
+    """Send small frames at once (no Nagle delay) on a TCP socket; a Unix socket needs nothing."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def receive(sock: socket.socket, limit: int) -> bytes:
+    """One frame of at most ``limit`` bytes; :class:`RemoteError` when longer, or when the peer hung up."""
+    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
+    if size > limit:
+        raise RemoteError(f"a message of {size} bytes is over the limit of {limit}", argument="message",
+                          fix="send smaller requests (fewer public keys per query)")
+    return _exactly(sock, size)
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    out = bytearray(size)
+    view, got = memoryview(out), 0
+    while got < size:
+        n = sock.recv_into(view[got:], min(size - got, 1 << 20))
+        if n == 0:
+            raise RemoteError("the connection was closed", argument="connection",
+                              fix="connect again (dp.connect) and check that the server is running")
+        got += n
+    return bytes(out)
+
+
+def send_json(sock: socket.socket, message: dict[str, Any]) -> None:
+    """One JSON frame."""
+    send(sock, _dumps(message))
+
+
+def receive_json(sock: socket.socket, limit: int) -> dict[str, Any]:
+    """One JSON frame holding an object; :class:`RemoteError` for anything else."""
+    import json
+
+    try:
+        message = json.loads(receive(sock, limit))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise RemoteError("a message is not JSON text", argument="message", fix="use dp.connect's client") from None
+    if not isinstance(message, dict):
+        raise RemoteError("a message is not a JSON object", argument="message", fix="use dp.connect's client")
+    return message
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(message, allow_nan=False).encode()
+
+
+def frame_bytes(frame: pl.DataFrame) -> bytes:
+    """A frame as an Arrow IPC stream."""
+    out = io.BytesIO()
+    frame.write_ipc_stream(out)
+    return out.getvalue()
+
+
+def frame_from_bytes(data: bytes) -> pl.DataFrame:
+    """An Arrow IPC stream as a frame, validated in full (its buffers, offsets and UTF-8) before Polars reads it.
+
+    Example:
+        >>> frame_from_bytes(frame_bytes(pl.DataFrame({"g": ["a", "b"]})))["g"].to_list()
+        ['a', 'b']
+
+    """
+    try:
+        table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        table.validate(full=True)
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
+                            fix="pass keys as {'column': [value, ...]}") from None
+    out = pl.from_arrow(table)
+    assert isinstance(out, pl.DataFrame)
+    return out
+
+
+def prove(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
+    """Answer the peer's ``nonce``: HMAC-SHA256 of the role and the nonce under ``authkey``."""
+    send(sock, _answer(authkey, role, nonce))
+
+
+def challenge(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
+    """Check the peer's answer to our ``nonce`` (:func:`prove` with the peer's role); RemoteError if wrong."""
+    answer = receive(sock, 64)
+    if not hmac.compare_digest(answer, _answer(authkey, role, nonce)):
+        raise RemoteError("the peer did not prove it holds the authkey", argument="authkey",
+                          fix="use the authkey the server was started with")
+
+
+def _answer(authkey: bytes, role: bytes, nonce: bytes) -> bytes:
+    return hmac.new(authkey, VERSION + role + nonce, hashlib.sha256).digest()
+
+
+def nonce() -> bytes:
+    """A fresh random challenge."""
+    return secrets.token_bytes(NONCE)
+
+
+def check_authkey(authkey: object) -> bytes:
+    """``authkey`` as bytes of at least :data:`MIN_KEY`; ArgumentError otherwise.
+
+    Example:
+        >>> check_authkey(b"0123456789abcdef")
+        b'0123456789abcdef'
+
+    """
+    if not isinstance(authkey, bytes) or len(authkey) < MIN_KEY:
+        raise ArgumentError(f"expected at least {MIN_KEY} bytes, got {type(authkey).__name__}"
+                            + (f" of {len(authkey)}" if isinstance(authkey, bytes) else ""),
+                            argument="authkey", fix="pass authkey=secrets.token_bytes(32), shared with the analyst")
+    return authkey
+
+
+def budget_to_json(budget: Budget) -> dict[str, str]:
+    """A budget as its type's name and its fields as exact fractions."""
+    name = type(budget).__name__
+    if name not in BUDGETS:
+        raise ArgumentError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {name}", argument="budget",
+                            fix="pass a budget such as dp.PureDP(0.5)")
+    return {"type": name, **{f: str(Fraction(getattr(budget, f))) for f in BUDGETS[name][1]}}
+
+
+def budget_from_json(value: object) -> Budget | None:
+    """The budget :func:`budget_to_json` wrote (``None`` stays ``None``), built by its public constructor."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in BUDGETS or len(value) != 1 + len(
+            BUDGETS[value["type"]][1]):
+        raise ArgumentError("not a budget", argument="budget", fix="pass a budget such as dp.PureDP(0.5)")
+    kind, fields = BUDGETS[value["type"]]
+    numbers = []
+    for field in fields:
+        text = value.get(field)
+        if not isinstance(text, str) or not _FRACTION.fullmatch(text):
+            raise ArgumentError(f"{field} is not an exact fraction", argument="budget",
+                                fix="pass a budget such as dp.PureDP(0.5)")
+        try:
+            numbers.append(Fraction(text))
+        except ZeroDivisionError:
+            raise ArgumentError(f"{field} divides by zero", argument="budget",
+                                fix="pass a budget such as dp.PureDP(0.5)") from None
+    return kind(*numbers)

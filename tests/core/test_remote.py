@@ -1,0 +1,221 @@
+"""dp.Server / dp.connect: a session served to another process answers as the session does in process."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.remote import wire
+
+KEY = secrets.token_bytes(32)
+DATA = pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "g": ["a", "b", "a", "a", "b", "b"], "x": [1.0, 2, 3, 4, 5, 6]})
+QUERY = "SELECT g, COUNT(*) AS n, SUM(CLAMP(x, 0, 10)) AS s FROM t GROUP BY g"
+
+
+def session(total: float = 10, seed: int | None = 0) -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(total), seed=seed)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[dp.Session, dp.Server]]:
+    sess = session()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
+        yield sess, server
+
+
+def test_a_remote_release_is_the_release_in_process(served: tuple[dp.Session, dp.Server]) -> None:
+    _, server = served
+    with dp.connect(server.address, authkey=KEY) as remote:
+        got = remote.sql(QUERY, keys={"g": ["a", "b"]}).collect(dp.PureDP(1), ci=0.9)
+    here = session().sql(QUERY, keys={"g": ["a", "b"]}).collect(dp.PureDP(1), ci=0.9)
+    assert got.equals(here)
+    assert set(got.columns) == {"g", "n", "n_ci_low", "n_ci_high", "s", "s_ci_low", "s_ci_high"}
+
+
+def test_metadata_cost_explain_and_the_budget(served: tuple[dp.Session, dp.Server]) -> None:
+    sess, server = served
+    with dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.tables() == ["t"]
+        assert remote.schema("t") == DATA.schema
+        q = remote.sql(QUERY, keys={"g": ["a", "b"]})
+        local = sess.sql(QUERY, keys={"g": ["a", "b"]})
+        assert q.cost(dp.PureDP(0.5)) == local.cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
+        assert q.explain(dp.PureDP(0.5)) == str(local.explain(dp.PureDP(0.5)))
+        shown = local.explain(dp.PureDP(0.5), format="json")
+        assert q.explain(dp.PureDP(0.5), format="json") == json.loads(json.dumps(shown, default=str))
+        assert remote.spent() == sess.spent() and remote.remaining() == dp.PureDP(10)
+        q.collect(dp.PureDP(1))
+        remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(0.5))
+        assert remote.spent() == sess.spent() == dp.PureDP(1.5)
+        assert remote.remaining() == dp.PureDP(8.5)
+        assert remote.history().equals(sess.history())
+        assert remote.sql("EXPLAIN " + QUERY, keys={"g": ["a", "b"]}).collect(dp.PureDP(1)).columns == ["explain"]
+        assert remote.spent() == dp.PureDP(1.5)
+
+
+def test_typed_keys_keep_their_type() -> None:
+    from datetime import date
+
+    frame = pl.DataFrame({"u": [1, 2, 3], "d": [date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 1)]})
+    sess = dp.Session({"t": frame}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=0)
+    days = [date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)]
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        out = remote.sql("SELECT d, COUNT(*) AS n FROM t GROUP BY d", keys={"d": days}).collect(dp.PureDP(1))
+    assert out["d"].to_list() == days
+
+
+def test_the_sessions_errors_arrive_as_themselves_and_nothing_is_charged(served: tuple[dp.Session, dp.Server]) -> None:
+    sess, server = served
+    with dp.connect(server.address, authkey=KEY) as remote:
+        with pytest.raises(dp.BudgetExceededError) as exceeded:
+            remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(11))
+        with pytest.raises(dp.BudgetExceededError) as here:
+            sess.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(11))
+        assert str(exceeded.value) == str(here.value)
+        assert (exceeded.value.argument, exceeded.value.requested) == ("budget", here.value.requested)
+        with pytest.raises(dp.PlanError, match="raw column") as plan:
+            remote.sql("SELECT x FROM t").collect(dp.PureDP(1))
+        assert plan.value.argument == "sql" and plan.value.fix
+        with pytest.raises(dp.BudgetError):
+            remote._request({"op": "collect", "sql": "SELECT COUNT(*) FROM t",
+                             "budget": {"type": "PureDP", "epsilon": "-1"}})
+        with pytest.raises(dp.PlanError, match="ci"):
+            sess.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1), ci=1.5)
+        with pytest.raises(dp.PlanError, match="ci"):
+            remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1), ci=1.5)
+        assert remote.spent() == sess.spent() and remote.remaining() == dp.PureDP(10)
+        assert remote.tables() == ["t"]             # the connection survives refused requests
+
+
+def test_bad_input_names_the_argument() -> None:
+    sess = session()
+    with pytest.raises(dp.ArgumentError, match="authkey"):
+        dp.Server(sess, ("127.0.0.1", 0), authkey=b"short")
+    with pytest.raises(dp.ArgumentError, match="authkey"):
+        dp.Server(sess, ("127.0.0.1", 0), authkey="a string key of some length")  # type: ignore[arg-type]
+    with pytest.raises(dp.ArgumentError, match="session"):
+        dp.Server(DATA, ("127.0.0.1", 0), authkey=KEY)  # type: ignore[arg-type]
+    with pytest.raises(dp.ArgumentError, match="address"):
+        dp.Server(sess, 7070, authkey=KEY)  # type: ignore[arg-type]
+    with pytest.raises(dp.ArgumentError, match="max_clients"):
+        dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, max_clients=0)
+    with pytest.raises(dp.ArgumentError, match="authkey"):
+        dp.connect(("127.0.0.1", 1), authkey=b"")
+    with pytest.raises(dp.ArgumentError, match="address"):
+        dp.connect(7070, authkey=KEY)  # type: ignore[arg-type]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(dp.RemoteError, match="cannot connect"):
+        dp.connect(("127.0.0.1", port), authkey=KEY)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
+        with pytest.raises(dp.RemoteError, match="already started"):
+            server.start()
+        with dp.connect(server.address, authkey=KEY) as remote:
+            with pytest.raises(dp.ArgumentError, match="keys"):
+                remote.sql(QUERY, keys=["a"])  # type: ignore[arg-type]
+            with pytest.raises(dp.ArgumentError, match="keys"):
+                remote.sql(QUERY, keys={"g": ["a", 1]})
+            with pytest.raises(dp.ArgumentError, match="budget"):
+                remote.sql(QUERY).cost(dp.Accuracy(1, 0.9))  # type: ignore[arg-type]
+            with pytest.raises(dp.ArgumentError, match="format"):
+                remote.sql(QUERY, keys={"g": ["a"]}).explain(dp.PureDP(1), format="html")
+            with pytest.raises(dp.ArgumentError, match="query"):
+                remote.sql(42)  # type: ignore[arg-type]
+
+
+def test_a_wrong_key_is_refused_and_the_server_goes_on(served: tuple[dp.Session, dp.Server]) -> None:
+    _, server = served
+    with pytest.raises(dp.RemoteError):
+        dp.connect(server.address, authkey=secrets.token_bytes(32))
+    with dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.tables() == ["t"]
+
+
+def test_a_unix_socket(tmp_path: Path) -> None:
+    path = tmp_path / "dp.sock"
+    with dp.Server(session(), str(path), authkey=KEY).start() as server:
+        assert server.address == str(path)
+        with pytest.raises(dp.ArgumentError, match="exists"):
+            dp.Server(session(), str(path), authkey=KEY)
+        with dp.connect(path, authkey=KEY) as remote:
+            assert remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1)).columns == ["n"]
+    assert not path.exists()
+
+
+def test_closing_ends_every_connection(served: tuple[dp.Session, dp.Server]) -> None:
+    _, server = served
+    remote = dp.connect(server.address, authkey=KEY)
+    assert remote.tables() == ["t"]
+    server.close()
+    with pytest.raises(dp.RemoteError):
+        remote.tables()
+    assert remote.closed and server.closed
+    with pytest.raises(dp.RemoteError, match="closed"):
+        remote.tables()
+
+
+def test_clients_in_threads_share_one_budget_exactly() -> None:
+    sess = session(total=5, seed=None)
+    outcomes: list[str] = []
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
+        barrier = threading.Barrier(8)
+
+        def client() -> None:
+            with dp.connect(server.address, authkey=KEY) as remote:
+                q = remote.sql("SELECT COUNT(*) AS n FROM t")
+                barrier.wait()
+                try:
+                    q.collect(dp.PureDP(1))
+                    outcomes.append("released")
+                except dp.BudgetExceededError:
+                    outcomes.append("refused")
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(outcomes) == ["refused"] * 3 + ["released"] * 5
+    assert sess.spent() == dp.PureDP(5)
+
+
+def test_a_server_in_another_process(tmp_path: Path) -> None:
+    """The deployment the page describes: the data owner's process serves, the analyst's connects."""
+    path = tmp_path / "s.sock"
+    script = (
+        "import sys, polars as pl, dpframe as dp\n"
+        f"sess = dp.Session({{'t': pl.DataFrame({{'x': [1.0, 2.0, 3.0]}})}}, privacy_unit=dp.PrivacyUnit.row(),"
+        " budget=dp.PureDP(1), seed=0)\n"
+        f"server = dp.Server(sess, {str(path)!r}, authkey={KEY!r})\n"
+        "print('ready', flush=True)\n"
+        "import threading; threading.Thread(target=server.serve_forever, daemon=True).start()\n"
+        "sys.stdin.readline(); server.close()\n")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        with dp.connect(path, authkey=KEY) as remote:
+            out = remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1))
+            assert out.columns == ["n"] and remote.spent() == dp.PureDP(1)
+    finally:
+        assert owner.stdin is not None
+        owner.stdin.write("\n")
+        owner.stdin.flush()
+        owner.wait(timeout=30)
+
+
+def test_budgets_cross_exactly() -> None:
+    for budget in (dp.PureDP(0.1), dp.ApproxDP(1 / 3, 1e-9), dp.ZCDP(0.25), dp.ZCDP(0.5, 1e-7)):
+        assert wire.budget_from_json(wire.budget_to_json(budget)) == budget
+    assert wire.budget_from_json(None) is None
