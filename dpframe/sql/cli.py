@@ -1,4 +1,4 @@
-"""The SQL commands of the ``dpframe`` command line: ``query``, ``explain`` and ``budget``.
+"""The SQL commands of the ``dpframe`` command line: ``query``, ``explain``, ``budget`` and ``serve``.
 
 ::
 
@@ -7,6 +7,8 @@
         --epsilon 1 [--delta 1e-6] [--ledger budget.ledger] [--format table|csv|json]
     dpframe explain "SELECT ..." <same arguments>      # spends nothing
     dpframe budget --ledger budget.ledger               # total, spent, remaining, unit, tables
+    dpframe serve --table visits=data/visits.parquet --privacy-unit user_id --max-rows 10
+        --total-epsilon 4 --ledger budget.ledger --address 127.0.0.1:7070 --authkey-file key.txt
 
 The total budget: a ledger file remembers the total it was created with (its ``meta`` table), so later
 commands only name the ledger. The first command on a new ledger must give it with ``--total-epsilon``
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sqlite3
 import sys
 import warnings
@@ -36,7 +39,7 @@ from dpframe.accounting.ledger import decode
 from dpframe.budgets import Budget, describe
 from dpframe.plugin import plugin_host
 
-COMMANDS = ("query", "explain", "budget")
+COMMANDS = ("query", "explain", "budget", "serve")
 EXIT_INPUT, EXIT_BUDGET = 2, 3
 
 
@@ -59,41 +62,54 @@ def _pair(text: str, what: str) -> tuple[str, str]:
 
 
 def add_commands(sub: Any) -> None:
-    """Add ``query``, ``explain`` and ``budget`` to the ``dpframe`` subcommands."""
+    """Add ``query``, ``explain``, ``budget`` and ``serve`` to the ``dpframe`` subcommands."""
     for name, text in (("query", "run a private SQL query (charges the budget)"),
                        ("explain", "show a SQL query's plan, cost and accuracy (spends nothing)")):
         p = sub.add_parser(name, help=text, description=text)
         p.error = _one_line_error(p)  # type: ignore[method-assign]
         p.add_argument("sql", help="the SELECT query (DuckDB dialect)")
-        p.add_argument("--table", action="append", default=[], metavar="NAME=PATH", required=True,
-                       help="a private table: a .parquet or .csv file (repeat for several)")
-        p.add_argument("--public-table", action="append", default=[], metavar="NAME=PATH",
-                       help="a public lookup table the query may JOIN with")
-        unit = p.add_mutually_exclusive_group(required=True)
-        unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
-        unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
-        p.add_argument("--max-rows", type=int, default=None,
-                       help="rows kept per unit (default 1: one random row per unit; explain says so)")
-        p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
+        _session_arguments(p)
         p.add_argument("--epsilon", type=float, help="this query's ε")
         p.add_argument("--delta", type=float, default=0.0, help="this query's δ (default 0)")
         p.add_argument("--rho", type=float, help="this query's zCDP ρ (instead of --epsilon)")
-        p.add_argument("--total-epsilon", type=float, help="total ε of a new ledger / one-shot session")
-        p.add_argument("--total-delta", type=float, default=None, help="total δ (default: the query's δ)")
-        p.add_argument("--total-rho", type=float, help="total zCDP ρ of a new ledger")
-        p.add_argument("--ledger", metavar="PATH", help="budget ledger file kept across runs")
-        p.add_argument("--keys", action="append", default=[], metavar="TABLE.COLUMN=V1,V2,...",
-                       help="public GROUP BY keys of a column (or =@file with one key per line)")
-        p.add_argument("--bounds", action="append", default=[], metavar="TABLE.COLUMN=LOW:HIGH",
-                       help="clipping bounds of a column (used without CLAMP in the query)")
-        p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
         formats = ("table", "csv", "json") if name == "query" else ("table", "json")   # a plan is text or JSON
         p.add_argument("--format", choices=formats, default="table", help="output format")
-        p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    text = "serve a session to analysts in other processes (dp.connect), until interrupted"
+    s = sub.add_parser("serve", help=text, description=text)
+    s.error = _one_line_error(s)  # type: ignore[method-assign]
+    _session_arguments(s)
+    s.add_argument("--address", required=True, metavar="HOST:PORT|PATH",
+                   help="where to listen: HOST:PORT for TCP, or the path of a Unix socket")
+    s.add_argument("--authkey-file", required=True, metavar="PATH",
+                   help="a file holding the shared key (its text, stripped; at least 16 bytes)")
     b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
     b.error = _one_line_error(b)  # type: ignore[method-assign]
     b.add_argument("--ledger", metavar="PATH", required=True, help="the ledger file")
     b.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+
+
+def _session_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that describe a session: its tables, privacy unit, total budget and ledger."""
+    p.add_argument("--table", action="append", default=[], metavar="NAME=PATH", required=True,
+                   help="a private table: a .parquet or .csv file (repeat for several)")
+    p.add_argument("--public-table", action="append", default=[], metavar="NAME=PATH",
+                   help="a public lookup table the query may JOIN with")
+    unit = p.add_mutually_exclusive_group(required=True)
+    unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
+    unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
+    p.add_argument("--max-rows", type=int, default=None,
+                   help="rows kept per unit (default 1: one random row per unit; explain says so)")
+    p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
+    p.add_argument("--total-epsilon", type=float, help="total ε of a new ledger / one-shot session")
+    p.add_argument("--total-delta", type=float, default=None, help="total δ (default: the query's δ)")
+    p.add_argument("--total-rho", type=float, help="total zCDP ρ of a new ledger")
+    p.add_argument("--ledger", metavar="PATH", help="budget ledger file kept across runs")
+    p.add_argument("--keys", action="append", default=[], metavar="TABLE.COLUMN=V1,V2,...",
+                   help="public GROUP BY keys of a column (or =@file with one key per line)")
+    p.add_argument("--bounds", action="append", default=[], metavar="TABLE.COLUMN=LOW:HIGH",
+                   help="clipping bounds of a column (used without CLAMP in the query)")
+    p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
+    p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def ledger_meta(path: str) -> tuple[Budget, str] | None:
@@ -151,7 +167,13 @@ def session(args: argparse.Namespace, *, spend: bool) -> tuple[dp.Session, Budge
     query_budget = _budget(args.epsilon, args.delta, args.rho, "the query's")
     if query_budget is None:
         raise CLIError("give the query's budget: --epsilon E [--delta D] or --rho R")
-    total = _budget(args.total_epsilon, args.total_delta if args.total_delta is not None else args.delta,
+    return _opened(args, spend, query_budget), query_budget
+
+
+def _opened(args: argparse.Namespace, spend: bool, query_budget: Budget | None) -> dp.Session:
+    """The session of the arguments; its total is the ledger's, ``--total-*``, or else ``query_budget``."""
+    delta = getattr(args, "delta", 0.0)
+    total = _budget(args.total_epsilon, args.total_delta if args.total_delta is not None else delta,
                     args.total_rho, "the total")
     accountant = None
     ledger = args.ledger
@@ -167,14 +189,42 @@ def session(args: argparse.Namespace, *, spend: bool) -> tuple[dp.Session, Budge
                            "(and --total-delta) or --total-rho")
     if total is None:
         total = query_budget
+    if total is None:
+        raise CLIError("give the total budget: --total-epsilon E [--total-delta D] or --total-rho R, or --ledger")
     unit = dp.PrivacyUnit.row() if args.row_privacy else \
         dp.PrivacyUnit(args.privacy_unit, max_rows=args.max_rows, max_groups=args.max_groups)
     tables = dict(_pair(t, "--table") for t in args.table)
     public = dict(_pair(t, "--public-table") for t in args.public_table)
-    sess = dp.Session(tables, privacy_unit=unit, budget=total, ledger=ledger, backend=args.backend,
+    return dp.Session(tables, privacy_unit=unit, budget=total, ledger=ledger, backend=args.backend,
                       accountant=accountant, seed=args.seed, public_tables=public or None,
                       public_keys=_keys(args.keys) or None, bounds=_bounds(args.bounds) or None)
-    return sess, query_budget
+
+
+def serve(args: argparse.Namespace) -> None:
+    """``dpframe serve``: the session, served on ``--address`` until interrupted (Ctrl-C or SIGTERM)."""
+    key = Path(args.authkey_file).read_text(encoding="utf-8").strip().encode()
+    host, sep, port = args.address.rpartition(":")
+    address: tuple[str, int] | str = args.address
+    if sep and port.isdigit() and "/" not in args.address:
+        address = (host.strip("[]"), int(port))
+    sess = _opened(args, True, None)
+    try:
+        server = dp.Server(sess, address, authkey=key)
+        print(f"dpframe: serving {', '.join(sess.tables())} on {server.address}; stop with Ctrl-C", flush=True)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            server.close()
+    finally:
+        sess.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _emit(df: pl.DataFrame, fmt: str) -> None:
@@ -252,7 +302,7 @@ def budget(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of :data:`COMMANDS`; return the exit code."""
     try:
-        {"query": query, "explain": explain, "budget": budget}[args.command](args)
+        {"query": query, "explain": explain, "budget": budget, "serve": serve}[args.command](args)
     except dp.BudgetExceededError as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_BUDGET

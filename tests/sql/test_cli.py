@@ -167,3 +167,45 @@ def test_a_short_top_k_prints_its_frame_and_a_one_line_note(files: dict[str, str
     assert code == 0 and out.splitlines() == ["city"]          # an empty frame, its header, not a traceback
     note = [line for line in err.splitlines() if line.startswith("dpframe: note: TOP_K released no key set")]
     assert len(note) == 1 and "try a fixed k, e.g. TOP_K(score, 10)" in note[0]
+
+
+def test_serve_until_terminated(files: dict[str, str]) -> None:
+    import secrets
+    import signal
+
+    import dpframe as dp
+
+    key, sock = Path(files["dir"]) / "key.txt", Path(files["dir"]) / "dp.sock"
+    key.write_text(secrets.token_hex(32) + "\n")
+    owner = subprocess.Popen([sys.executable, "-m", "dpframe.cli", "serve", *base(files),
+                              "--total-epsilon", "3", "--ledger", files["ledger"], "--address", str(sock),
+                              "--authkey-file", str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().startswith(f"dpframe: serving visits on {sock}")
+        with dp.connect(sock, authkey=key.read_text().strip().encode()) as remote:
+            out = remote.sql("SELECT device, COUNT(*) AS n FROM visits GROUP BY device",
+                             keys={"device": ["android", "ios", "web"]}).collect(dp.PureDP(1))
+            assert out["device"].to_list() == ["android", "ios", "web"]
+            with pytest.raises(dp.BudgetExceededError):
+                remote.sql("SELECT COUNT(*) AS n FROM visits").collect(dp.PureDP(3))
+    finally:
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(timeout=30) == 0
+    assert not sock.exists()
+    proc = subprocess.run([sys.executable, "-m", "dpframe.cli", "budget", "--ledger", files["ledger"]],
+                          capture_output=True, text=True, timeout=60)
+    assert "spent       ε=1" in proc.stdout and "queries     1" in proc.stdout
+
+
+def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    key = Path(files["dir"]) / "key.txt"
+    key.write_text("short")
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key))
+    assert code == 2 and "authkey" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run(capsys, "serve", *base(files), "--address", "127.0.0.1:0", "--authkey-file", str(key))
+    assert code == 2 and "total budget" in err, err
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key) + ".missing")
+    assert code == 2 and "missing" in err, err
