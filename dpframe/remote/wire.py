@@ -114,7 +114,7 @@ def receive_json(sock: socket.socket, limit: int) -> dict[str, Any]:
 def _dumps(message: dict[str, Any]) -> bytes:
     import json
 
-    return json.dumps(message, allow_nan=False).encode()
+    return json.dumps(message).encode()
 
 
 def frame_bytes(frame: pl.DataFrame) -> bytes:
