@@ -76,6 +76,8 @@ class Server(Sealed):
         self._authkey = wire.check_authkey(authkey)
         self._max_clients = max_clients
         self._listener, self._path = _listen(address)
+        self._address: Address = self._path if self._path is not None else \
+            (str(self._listener.getsockname()[0]), int(self._listener.getsockname()[1]))
         self._clients: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -84,10 +86,7 @@ class Server(Sealed):
     @property
     def address(self) -> Address:
         """Where clients connect: ``(host, port)`` with the port chosen, or the Unix socket's path."""
-        if self._path is not None:
-            return self._path
-        host, port = self._listener.getsockname()[:2]
-        return str(host), int(port)
+        return self._address
 
     @property
     def closed(self) -> bool:

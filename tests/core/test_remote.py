@@ -161,7 +161,7 @@ def test_closing_ends_every_connection(served: tuple[dp.Session, dp.Server]) -> 
     server.close()
     with pytest.raises(dp.RemoteError):
         remote.tables()
-    assert remote.closed and server.closed
+    assert remote.closed and server.closed and "closed" in repr(server) and "closed" in repr(remote)
     with pytest.raises(dp.RemoteError, match="closed"):
         remote.tables()
 
