@@ -31,7 +31,9 @@ import re
 import secrets
 import socket
 import struct
+from collections.abc import Mapping
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import polars as pl
@@ -50,8 +52,9 @@ REQUEST_LIMIT = 64 << 20
 """The largest frame a server reads (a request's JSON, or its public keys as Arrow): 64 MiB."""
 REPLY_LIMIT = 1 << 34
 """The largest frame a client reads (a released frame): 16 GiB."""
-BUDGETS: dict[str, tuple[type[Budget], tuple[str, ...]]] = {
-    "PureDP": (PureDP, ("epsilon",)), "ApproxDP": (ApproxDP, ("epsilon", "delta")), "ZCDP": (ZCDP, ("rho", "delta"))}
+BUDGETS: Mapping[str, tuple[type[Budget], tuple[str, ...]]] = MappingProxyType({
+    "PureDP": (PureDP, ("epsilon",)), "ApproxDP": (ApproxDP, ("epsilon", "delta")), "ZCDP": (ZCDP, ("rho", "delta"))})
+"""The budget types an analyst may send, and their fields (read-only: the server decides by it)."""
 _FRACTION = re.compile(r"-?[0-9]{1,400}(/[0-9]{1,400})?")
 _LENGTH = struct.Struct("!Q")
 
