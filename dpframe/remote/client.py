@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from types import TracebackType
@@ -40,12 +41,16 @@ CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
 
 
-def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes) -> Remote:
+def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes,
+            tls: ssl.SSLContext | None = None) -> Remote:
     """A :class:`Remote` on the server at ``address`` (``(host, port)`` or a Unix socket's path).
 
     ``authkey``: the key the server was started with (both sides prove they hold it; it is never sent).
+    ``tls``: an ``ssl.SSLContext`` that verifies the server's certificate (e.g.
+    ``ssl.create_default_context(cafile="server.pem")``), for a server started with ``tls=``.
     """
     key = wire.check_authkey(authkey)
+    context = wire.check_tls(tls, address)
     try:
         if isinstance(address, (str, os.PathLike)):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -53,6 +58,8 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
             sock.connect(os.fspath(address))
         elif isinstance(address, tuple) and len(address) == 2:
             sock = socket.create_connection(address, timeout=CONNECT_SECONDS)
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=str(address[0]))
         else:
             raise ArgumentError(f"expected (host, port) or a path, got {address!r}", argument="address",
                                 fix="pass the server's address (dp.Server(...).address)")
@@ -70,6 +77,10 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
         wire.prove(sock, key, b"client", hello[len(wire.VERSION):])
         wire.challenge(sock, key, b"server", ours)
         sock.settimeout(None)
+    except OSError as e:     # a timeout too: a server that does not answer (one expecting TLS, say)
+        sock.close()
+        raise RemoteError(f"the handshake with {address!r} failed ({e.strerror or type(e).__name__})",
+                          argument="address", fix="check the address, the authkey and tls=") from None
     except BaseException:
         sock.close()
         raise

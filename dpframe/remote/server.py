@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,11 +62,12 @@ class Server(Sealed):
     Only clients holding ``authkey`` (bytes, at least 16: e.g. ``secrets.token_bytes(32)``) are served;
     at most ``max_clients`` at once (others are closed at once). :meth:`start` serves on a background
     thread, :meth:`serve_forever` on the calling one; :meth:`close` (or leaving a ``with`` block) stops.
-    Use TCP on a network you trust, or tunnel it (SSH): the key is never sent, but the traffic is not
-    encrypted.
+    The key is never sent; ``tls=`` (an ``ssl.SSLContext`` holding the server's certificate) also
+    encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
     """
 
-    def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32) -> None:
+    def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
+                 tls: ssl.SSLContext | None = None) -> None:
         if not isinstance(session, Session):
             raise ArgumentError(f"expected a dp.Session, got {type(session).__name__}", argument="session",
                                 fix="pass the dp.Session to serve")
@@ -74,8 +76,10 @@ class Server(Sealed):
                                 fix="pass max_clients=32")
         self._session = session
         self._authkey = wire.check_authkey(authkey)
+        self._tls = wire.check_tls(tls, address)
         self._max_clients = max_clients
         self._listener, self._path = _listen(address)
+        self._listener.settimeout(POLL_SECONDS)
         self._address: Address = self._path if self._path is not None else \
             (str(self._listener.getsockname()[0]), int(self._listener.getsockname()[1]))
         self._clients: set[socket.socket] = set()
@@ -104,7 +108,6 @@ class Server(Sealed):
 
     def serve_forever(self) -> None:
         """Accept and serve clients on the calling thread until :meth:`close`."""
-        self._listener.settimeout(POLL_SECONDS)
         while not self.closed:
             try:
                 conn, _ = self._listener.accept()
@@ -152,10 +155,15 @@ class Server(Sealed):
         return f"<dp.Server {self.address!r}{' closed' if self.closed else ''}>"
 
     def _serve(self, conn: socket.socket) -> None:
-        """One client: the handshake, then requests until it hangs up (or breaks the protocol)."""
+        """One client: TLS (if asked), the handshake, then requests until it hangs up (or breaks the protocol)."""
         try:
             conn.settimeout(AUTH_SECONDS)
             wire.no_delay(conn)
+            if self._tls is not None:
+                with self._lock:
+                    self._clients.discard(conn)
+                    conn = self._tls.wrap_socket(conn, server_side=True)
+                    self._clients.add(conn)
             ours = wire.nonce()
             wire.send(conn, wire.VERSION + ours)
             theirs = wire.receive(conn, wire.NONCE)

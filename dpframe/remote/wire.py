@@ -30,6 +30,7 @@ import io
 import re
 import secrets
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from fractions import Fraction
@@ -181,6 +182,19 @@ def check_authkey(authkey: object) -> bytes:
                             + (f" of {len(authkey)}" if isinstance(authkey, bytes) else ""),
                             argument="authkey", fix="pass authkey=secrets.token_bytes(32), shared with the analyst")
     return authkey
+
+
+def check_tls(tls: object, address: object) -> ssl.SSLContext | None:
+    """``tls`` as an ``ssl.SSLContext`` (or ``None``) for a TCP ``address``; ArgumentError otherwise."""
+    if tls is None:
+        return None
+    if not isinstance(tls, ssl.SSLContext):
+        raise ArgumentError(f"expected an ssl.SSLContext, got {type(tls).__name__}", argument="tls",
+                            fix="pass ssl.create_default_context(...) with the certificate loaded, or leave tls out")
+    if not isinstance(address, tuple):
+        raise ArgumentError("TLS is for TCP addresses: a Unix socket does not leave the machine", argument="tls",
+                            fix="pass (host, port) as the address, or leave tls out")
+    return tls
 
 
 def budget_to_json(budget: Budget) -> dict[str, str]:

@@ -25,6 +25,7 @@ import argparse
 import json
 import signal
 import sqlite3
+import ssl
 import sys
 import warnings
 from pathlib import Path
@@ -82,6 +83,8 @@ def add_commands(sub: Any) -> None:
                    help="where to listen: HOST:PORT for TCP, or the path of a Unix socket")
     s.add_argument("--authkey-file", required=True, metavar="PATH",
                    help="a file holding the shared key (its text, stripped; at least 16 bytes)")
+    s.add_argument("--tls-cert", metavar="PEM", help="encrypt TCP with TLS: the server's certificate chain")
+    s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key (if not in --tls-cert)")
     b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
     b.error = _one_line_error(b)  # type: ignore[method-assign]
     b.add_argument("--ledger", metavar="PATH", required=True, help="the ledger file")
@@ -207,9 +210,15 @@ def serve(args: argparse.Namespace) -> None:
     address: tuple[str, int] | str = args.address
     if sep and port.isdigit() and "/" not in args.address:
         address = (host.strip("[]"), int(port))
+    tls = None
+    if args.tls_cert is not None:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    elif args.tls_key is not None:
+        raise CLIError("--tls-key needs --tls-cert")
     sess = _opened(args, True, None)
     try:
-        server = dp.Server(sess, address, authkey=key)
+        server = dp.Server(sess, address, authkey=key, tls=tls)
         print(f"dpframe: serving {', '.join(sess.tables())} on {server.address}; stop with Ctrl-C", flush=True)
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

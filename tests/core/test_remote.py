@@ -219,3 +219,46 @@ def test_budgets_cross_exactly() -> None:
     for budget in (dp.PureDP(0.1), dp.ApproxDP(1 / 3, 1e-9), dp.ZCDP(0.25), dp.ZCDP(0.5, 1e-7)):
         assert wire.budget_from_json(wire.budget_to_json(budget)) == budget
     assert wire.budget_from_json(None) is None
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (made with the openssl command)."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_tls_encrypts_and_verifies_the_server(certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    from dpframe.remote import client
+
+    monkeypatch.setattr(client, "CONNECT_SECONDS", 1.0)
+
+    cert, key = certificate
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    with dp.Server(session(), ("127.0.0.1", 0), authkey=KEY, tls=server_side).start() as server:
+        with dp.connect(server.address, authkey=KEY, tls=trusted) as remote:
+            assert remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(1)).columns == ["n"]
+        with pytest.raises(dp.RemoteError):              # a client without TLS gets nothing
+            dp.connect(server.address, authkey=KEY)
+        with pytest.raises(dp.RemoteError, match="cannot connect"):    # nor one that does not trust the certificate
+            dp.connect(server.address, authkey=KEY, tls=ssl.create_default_context())
+        with dp.connect(server.address, authkey=KEY, tls=trusted) as remote:
+            assert remote.tables() == ["t"]
+    with dp.Server(session(), ("127.0.0.1", 0), authkey=KEY).start() as plain, pytest.raises(dp.RemoteError):
+        dp.connect(plain.address, authkey=KEY, tls=trusted)
+    with pytest.raises(dp.ArgumentError, match="tls"):
+        dp.Server(session(), ("127.0.0.1", 0), authkey=KEY, tls="cert.pem")  # type: ignore[arg-type]
+    with pytest.raises(dp.ArgumentError, match="tls"):
+        dp.connect("/tmp/some.sock", authkey=KEY, tls=trusted)

@@ -209,3 +209,10 @@ def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytes
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key) + ".missing")
     assert code == 2 and "missing" in err, err
+    key.write_text("a key long enough for the server")
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key), "--tls-cert", str(key) + ".missing")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key), "--tls-key", str(key))
+    assert code == 2 and "--tls-key needs --tls-cert" in err, err
