@@ -33,9 +33,11 @@ import polars as pl
 from dpframe import errors
 from dpframe.accounting.ledger import decode
 from dpframe.accounting.rdp_charge import SessionCost
+from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError
 from dpframe.remote import wire
+from dpframe.tuning import Diagnosed
 
 CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
@@ -115,9 +117,7 @@ class Remote:
 
     def schema(self, table: str) -> pl.Schema:
         """A table's columns and their types (public metadata)."""
-        frame = self._request({"op": "schema", "table": table})[1]
-        assert frame is not None
-        return frame.schema
+        return self._request({"op": "schema", "table": table})[1][0].schema
 
     def remaining(self) -> Budget:
         """The session's remaining budget (every client draws on it)."""
@@ -131,9 +131,8 @@ class Remote:
 
     def history(self) -> pl.DataFrame:
         """The session's ledger of queries (``sess.history()``), every client's."""
-        frame = self._request({"op": "history"})[1]
-        assert frame is not None
-        return frame
+        out: pl.DataFrame = self._request({"op": "history"})[1][0]
+        return out
 
     @property
     def closed(self) -> bool:
@@ -156,8 +155,8 @@ class Remote:
     def __repr__(self) -> str:
         return f"<dp.Remote{' closed' if self._closed else ''}>"
 
-    def _request(self, message: dict[str, Any], keys: bytes | None = None) -> tuple[Any, pl.DataFrame | None]:
-        """Send one request; the reply's value and frame, or the server's error raised here."""
+    def _request(self, message: dict[str, Any], keys: bytes | None = None) -> tuple[Any, list[pl.DataFrame]]:
+        """Send one request; the reply's value and frames, or the server's error raised here."""
         with self._lock:
             if self._closed:
                 raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
@@ -166,9 +165,9 @@ class Remote:
                 if keys is not None:
                     wire.send(self._sock, keys)
                 reply = wire.receive_json(self._sock, wire.REPLY_LIMIT)
-                frame = None
-                if reply.get("frame"):
-                    frame = wire.frame_from_bytes(wire.receive(self._sock, wire.REPLY_LIMIT))
+                count = reply.get("frames", 0)
+                frames = [wire.frame_from_bytes(wire.receive(self._sock, wire.REPLY_LIMIT))
+                          for _ in range(count if type(count) is int else 0)]
             except (OSError, RemoteError) as e:
                 self._closed = True
                 self._sock.close()
@@ -178,7 +177,7 @@ class Remote:
                                   "charged", argument="remote", fix="connect again and read remote.history()") from None
         if not reply.get("ok"):
             raise _raised(reply)
-        return reply.get("value"), frame
+        return reply.get("value"), frames
 
 
 class RemoteQuery:
@@ -187,27 +186,35 @@ class RemoteQuery:
     def __init__(self, remote: Remote, text: str, keys: bytes | None) -> None:
         self._remote, self._text, self._keys = remote, text, keys
 
-    def cost(self, budget: Budget | None = None) -> SessionCost:
-        """The exact charge ``collect(budget)`` would make, in the session's notion. Free."""
-        out: SessionCost = decode(self._ask("cost", budget)[0])
+    def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
+             diagnostics: bool = False) -> SessionCost:
+        """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free."""
+        out: SessionCost = decode(self._ask("cost", budget, accuracy, diagnostics=diagnostics)[0])
         return out
 
-    def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
+    def explain(self, budget: Budget | None = None, format: str = "text", *, accuracy: Accuracy | None = None) -> Any:
         """The plan, mechanisms, cost and accuracy: text, or with ``format="json"`` a JSON-able dict. Free."""
-        return self._ask("explain", budget, format=format)[0]
+        return self._ask("explain", budget, accuracy, format=format)[0]
 
-    def collect(self, budget: Budget | None = None, *, ci: float | None = None) -> pl.DataFrame:
-        """Reserve the cost on the server, run, and return the released frame (``ci``: as ``dp.Query.collect``)."""
-        frame = self._ask("collect", budget, ci=ci)[1]
-        assert frame is not None
-        return frame
+    def collect(self, budget: Budget | None = None, *, ci: float | None = None, diagnostics: bool = False,
+                accuracy: Accuracy | None = None) -> pl.DataFrame | Diagnosed:
+        """Reserve the cost on the server, run, and return the released frame.
+
+        ``ci``, ``diagnostics=True`` (then a ``dp.Diagnosed(frame, diagnostics)``) and ``accuracy`` as in
+        ``dp.Query.collect``.
+        """
+        frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)[1]
+        return Diagnosed(frames[0], frames[1]) if diagnostics is True else frames[0]
 
     def __repr__(self) -> str:
         return f"<dp.RemoteQuery {self._text!r}>"
 
-    def _ask(self, op: str, budget: Budget | None, **options: Any) -> tuple[Any, pl.DataFrame | None]:
+    def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
+             **options: Any) -> tuple[Any, list[pl.DataFrame]]:
         sent = None if budget is None else wire.budget_to_json(budget)
-        return self._remote._request({"op": op, "sql": self._text, "budget": sent, **options}, self._keys)
+        aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
+        return self._remote._request({"op": op, "sql": self._text, "budget": sent, "accuracy": aimed, **options},
+                                     self._keys)
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

@@ -47,6 +47,7 @@ from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.sealed import Sealed
 from dpframe.session import Session
+from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds is closed."""
@@ -173,9 +174,9 @@ class Server(Sealed):
             while not self.closed:
                 request = wire.receive_json(conn, wire.REQUEST_LIMIT)
                 keys = wire.receive(conn, wire.REQUEST_LIMIT) if request.get("keys") is True else None
-                reply, frame = self._answer(request, keys)
+                reply, frames = self._answer(request, keys)
                 wire.send_json(conn, reply)
-                if frame is not None:
+                for frame in frames:
                     wire.send(conn, wire.frame_bytes(frame))
         except (RemoteError, OSError):
             pass                                # a client that hangs up, times out or breaks the protocol
@@ -184,49 +185,63 @@ class Server(Sealed):
                 self._clients.discard(conn)
             conn.close()
 
-    def _answer(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[dict[str, Any], pl.DataFrame | None]:
-        """The reply to one request, and the frame that follows it (if any)."""
+    def _answer(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[dict[str, Any], list[pl.DataFrame]]:
+        """The reply to one request, and the frames that follow it."""
         try:
-            value, frame = self._run(request, keys)
-            return {"ok": True, "value": value, "frame": frame is not None}, frame
+            value, frames = self._run(request, keys)
+            return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:
-            return _error(e), None
+            return _error(e), []
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             LOG.exception("a remote request failed")
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
-                                      argument="request", fix="ask the data owner")), None
+                                      argument="request", fix="ask the data owner")), []
 
-    def _run(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[Any, pl.DataFrame | None]:
+    def _run(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
         if op == "tables":
-            return sess.tables(), None
+            return sess.tables(), []
         if op == "schema":
-            return None, pl.DataFrame(schema=sess.table(_text(request, "table")).collect_schema())
+            return None, [pl.DataFrame(schema=sess.table(_text(request, "table")).collect_schema())]
         if op in ("remaining", "spent"):
-            return encode(sess.remaining() if op == "remaining" else sess.spent()), None
+            return encode(sess.remaining() if op == "remaining" else sess.spent()), []
         if op == "history":
-            return None, sess.history()
+            return None, [sess.history()]
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
         query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(wire.frame_from_bytes(keys)))
         budget = wire.budget_from_json(request.get("budget"))
+        options = _options(request, op)
+        if options and not isinstance(query, Query):
+            raise ArgumentError(f"this query takes none of {sorted(options)}", argument=sorted(options)[0],
+                                fix="leave it out (a TOP_K query takes a budget only)")
         if op == "cost":
-            return encode(query.cost(budget)), None
+            return encode(query.cost(budget, **options)), []
         if op == "explain":
             form = request.get("format", "text")
             if form not in ("text", "json"):
                 raise ArgumentError(f"expected 'text' or 'json', got {form!r}", argument="format",
                                     fix="pass format='text' or format='json'")
-            shown = query.explain(budget, format=form)
-            return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), None
-        ci = request.get("ci")
-        if ci is None:
-            return None, query.collect(budget)
-        if not isinstance(query, Query):
-            raise ArgumentError("this query has no confidence intervals", argument="ci", fix="leave ci out")
-        return None, query.collect(budget, ci=ci)
+            shown = query.explain(budget, format=form, **options)
+            return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
+        out = query.collect(budget, **options)
+        return None, list(out) if isinstance(out, Diagnosed) else [out]
+
+
+def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
+    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``)."""
+    allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
+               "collect": ("ci", "diagnostics", "accuracy")}[op]
+    out: dict[str, Any] = {}
+    for name in allowed:
+        value = request.get(name)
+        if name == "accuracy":
+            value = wire.accuracy_from_json(value)
+        if value is not None and value is not False:
+            out[name] = value
+    return out
 
 
 def _text(request: Mapping[str, Any], field: str) -> str:

@@ -9,8 +9,8 @@ a size limit stated before its bytes arrive.
   shared ``authkey``; each side's answer is bound to its role, so neither can replay the other's. The key
   itself never crosses the socket.
 * **A request**: one JSON frame ``{"op": ..., ...}``, followed by one Arrow frame when it says
-  ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ...}`` (followed by one Arrow
-  frame when it says ``"frame": true``) or ``{"ok": false, "error": ..., "message": ...}``.
+  ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ..., "frames": n}`` followed by
+  ``n`` Arrow frames (a released frame, and its diagnostics), or ``{"ok": false, "error": ..., "message": ...}``.
 * **Budgets from the analyst** (:func:`budget_from_json`): a type among ``PureDP``, ``ApproxDP`` and
   ``ZCDP`` and each field as an exact fraction ``"p/q"`` of bounded length, built by the public
   constructors, which validate them as in-process calls do.
@@ -40,6 +40,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
 
@@ -195,6 +196,33 @@ def check_tls(tls: object, address: object) -> ssl.SSLContext | None:
         raise ArgumentError("TLS is for TCP addresses: a Unix socket does not leave the machine", argument="tls",
                             fix="pass (host, port) as the address, or leave tls out")
     return tls
+
+
+def accuracy_to_json(accuracy: Accuracy) -> dict[str, Any]:
+    """An accuracy target as its fields (the half-widths as numbers, or a mapping of output names to numbers)."""
+    if not isinstance(accuracy, Accuracy):
+        raise ArgumentError(f"expected a dp.Accuracy, got {type(accuracy).__name__}", argument="accuracy",
+                            fix="pass accuracy=dp.Accuracy(half_width=5)")
+    widths = accuracy.half_width
+    return {"half_width": dict(widths) if isinstance(widths, Mapping) else widths,
+            "confidence": accuracy.confidence, "notion": accuracy.notion}
+
+
+def accuracy_from_json(value: object) -> Accuracy | None:
+    """The target :func:`accuracy_to_json` wrote (``None`` stays ``None``), built by ``dp.Accuracy``."""
+    if value is None:
+        return None
+    fields = ("half_width", "confidence", "notion")
+    if not isinstance(value, dict) or set(value) != set(fields) or not all(
+            _number(v) for v in (value["half_width"].values() if isinstance(value["half_width"], dict)
+                                 else [value["half_width"]])) or not _number(value["confidence"]):
+        raise ArgumentError("not an accuracy target", argument="accuracy",
+                            fix="pass accuracy=dp.Accuracy(half_width=5)")
+    return Accuracy(value["half_width"], value["confidence"], value["notion"])
+
+
+def _number(value: object) -> bool:
+    return type(value) in (int, float)
 
 
 def budget_to_json(budget: Budget) -> dict[str, str]:

@@ -262,3 +262,28 @@ def test_tls_encrypts_and_verifies_the_server(certificate: tuple[Path, Path], mo
         dp.Server(session(), ("127.0.0.1", 0), authkey=KEY, tls="cert.pem")  # type: ignore[arg-type]
     with pytest.raises(dp.ArgumentError, match="tls"):
         dp.connect("/tmp/some.sock", authkey=KEY, tls=trusted)
+
+
+def test_accuracy_targets_and_diagnostics_as_in_process(served: tuple[dp.Session, dp.Server]) -> None:
+    _, server = served
+    aim = dp.Accuracy(half_width={"n": 4}, confidence=0.9)
+    with dp.connect(server.address, authkey=KEY) as remote:
+        q = remote.sql(QUERY, keys={"g": ["a", "b"]})
+        local = session().sql(QUERY, keys={"g": ["a", "b"]})
+        assert q.cost(accuracy=aim) == local.cost(accuracy=aim)
+        assert q.explain(accuracy=aim) == str(local.explain(accuracy=aim))
+        assert q.cost(dp.PureDP(1), diagnostics=True) == local.cost(dp.PureDP(1), diagnostics=True)
+        got = q.collect(dp.PureDP(1), diagnostics=True)
+        here = local.collect(dp.PureDP(1), diagnostics=True)
+        assert isinstance(got, dp.Diagnosed)
+        assert got.frame.equals(here.frame) and got.diagnostics.equals(here.diagnostics)
+        assert q.collect(accuracy=aim).equals(local.collect(accuracy=aim))
+        with pytest.raises(dp.ArgumentError, match="accuracy"):
+            q.collect(accuracy=4)  # type: ignore[arg-type]
+        with pytest.raises(dp.ArgumentError, match="accuracy"):
+            remote._request({"op": "cost", "sql": QUERY, "budget": None,
+                             "accuracy": {"half_width": True, "confidence": 0.9, "notion": None}})
+        with pytest.raises(dp.DPFrameError, match="diagnostics"):
+            remote._request({"op": "collect", "sql": QUERY, "budget": {"type": "PureDP", "epsilon": "1"},
+                             "diagnostics": "yes"})
+        assert remote.spent() == dp.PureDP(1) + local.cost(accuracy=aim)
