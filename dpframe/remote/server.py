@@ -168,6 +168,9 @@ class Server(Sealed):
             ours = wire.nonce()
             wire.send(conn, wire.VERSION + ours)
             theirs = wire.receive(conn, wire.NONCE)
+            if len(theirs) != wire.NONCE:
+                raise RemoteError("the client's challenge is not a fresh nonce", argument="connection",
+                                  fix="use dp.connect's client")
             wire.challenge(conn, self._authkey, b"client", ours)
             wire.prove(conn, self._authkey, b"server", theirs)
             conn.settimeout(None)

@@ -98,6 +98,14 @@ def test_a_wrong_answer_gets_no_proof_from_the_server(served: tuple[dp.Session, 
     assert closed_by_server(sock)
 
 
+def test_a_short_challenge_gets_no_proof(served: tuple[dp.Session, dp.Server]) -> None:
+    """An empty nonce would make the server's proof a constant; the server hangs up before proving anything."""
+    _, server = served
+    sock = raw(server)
+    wire.send(sock, b"")
+    assert closed_by_server(sock)
+
+
 def test_an_oversized_frame_is_refused_unread(served: tuple[dp.Session, dp.Server]) -> None:
     _, server = served
     sock = raw(server)
