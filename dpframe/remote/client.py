@@ -24,6 +24,7 @@ import os
 import socket
 import ssl
 import threading
+import warnings
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -35,7 +36,7 @@ from dpframe.accounting.ledger import decode
 from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
-from dpframe.errors import ArgumentError, DPFrameError, RemoteError
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.remote import wire
 from dpframe.tuning import Diagnosed
 
@@ -203,7 +204,9 @@ class RemoteQuery:
         ``ci``, ``diagnostics=True`` (then a ``dp.Diagnosed(frame, diagnostics)``) and ``accuracy`` as in
         ``dp.Query.collect``.
         """
-        frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)[1]
+        value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
+        if isinstance(value, dict) and "warning" in value:
+            warnings.warn(_top_k_warning(value, frames[0]), stacklevel=2)
         return Diagnosed(frames[0], frames[1]) if diagnostics is True else frames[0]
 
     def __repr__(self) -> str:
@@ -229,6 +232,17 @@ def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
         raise ArgumentError(f"cannot send these keys ({e})", argument="keys",
                             fix="give each column a list of values of one type") from None
     return wire.frame_bytes(frame)
+
+
+def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
+    """The ``dp.TopKWarning`` a SQL ``TOP_K`` gave on the server, with its outcome rebuilt (``keys``: the frame)."""
+    import dpframe
+
+    results: Any = dpframe          # the result types load from their plugin on first access
+    fields = {"k": value.get("k"), "method": value.get("method"), "reason": value.get("reason")}
+    partial = value.get("outcome") == "TopKPartial"
+    outcome = results.TopKPartial(**fields, keys=keys) if partial else results.TopKFailed(**fields)
+    return TopKWarning(str(value.get("warning")), outcome)
 
 
 def _raised(reply: Mapping[str, Any]) -> DPFrameError:

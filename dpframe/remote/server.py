@@ -42,11 +42,12 @@ from typing import Any
 import polars as pl
 
 from dpframe.accounting.ledger import encode
-from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError
+from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
 from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.sealed import Sealed
 from dpframe.session import Session
+from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
@@ -229,8 +230,18 @@ class Server(Sealed):
                                     fix="pass format='text' or format='json'")
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
+        if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
+            frame, warning = query.released(budget)
+            return (None if warning is None else _warned(warning)), [frame]
         out = query.collect(budget, **options)
         return None, list(out) if isinstance(out, Diagnosed) else [out]
+
+
+def _warned(warning: TopKWarning) -> dict[str, Any]:
+    """A SQL ``TOP_K``'s warning as its text and its outcome's fields (its keys are the frame sent with it)."""
+    outcome = warning.outcome
+    return {"warning": str(warning), "outcome": type(outcome).__name__, "k": getattr(outcome, "k", None),
+            "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
 def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:

@@ -134,8 +134,18 @@ class SQLTopKQuery(Releasable[Any]):
         full result's columns and dtypes, and warns :class:`dpframe.TopKWarning` (``.outcome``: the typed
         result, ``.outcome.reason``: why, and what to try next). Nothing beyond the query's cost is charged.
         """
+        frame, warning = self.released(budget)
+        if warning is not None:
+            warnings.warn(warning, stacklevel=2)
+        return frame
+
+    def released(self, budget: object = None) -> tuple[pl.DataFrame, TopKWarning | None]:
+        """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
+
+        For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
+        """
         if self.explain_only:
-            return pl.DataFrame({"explain": [str(self.explain(budget))]})
+            return pl.DataFrame({"explain": [str(self.explain(budget))]}), None
         plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
@@ -144,10 +154,10 @@ class SQLTopKQuery(Releasable[Any]):
                                                     "was charged")
         out = self._collect(plan)
         if isinstance(out, pl.DataFrame):
-            return self._named(out)
+            return self._named(out), None
         return self._short(out, plan.detail)
 
-    def _short(self, out: Any, detail: Any) -> pl.DataFrame:
+    def _short(self, out: Any, detail: Any) -> tuple[pl.DataFrame, TopKWarning]:
         """The released keys of a failed or partial outcome, and the warning that says so (released values only)."""
         query: Any = self.query
         partial = isinstance(getattr(out, "keys", None), pl.DataFrame)
@@ -159,8 +169,7 @@ class SQLTopKQuery(Releasable[Any]):
         outcome = dataclasses.replace(out, reason=reason, **({"keys": keys} if partial else {}))
         got = (f"only {keys.height} of the {out.k} keys asked (the frame holds those)" if partial else
                "no key set (the empty frame means 'not released at this budget', not 'no keys')")
-        warnings.warn(TopKWarning(f"TOP_K released {got}: {reason}; the cost stays charged", outcome), stacklevel=3)
-        return keys
+        return keys, TopKWarning(f"TOP_K released {got}: {reason}; the cost stays charged", outcome)
 
     def _named(self, frame: pl.DataFrame) -> pl.DataFrame:
         return frame.select([pl.col(src).alias(name) for name, src in self.columns])

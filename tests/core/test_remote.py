@@ -287,3 +287,35 @@ def test_accuracy_targets_and_diagnostics_as_in_process(served: tuple[dp.Session
             remote._request({"op": "collect", "sql": QUERY, "budget": {"type": "PureDP", "epsilon": "1"},
                              "diagnostics": "yes"})
         assert remote.spent() == dp.PureDP(1) + local.cost(accuracy=aim)
+
+
+@pytest.mark.parametrize(("sql", "budget", "kind", "rows"), [
+    ("SELECT k AS key, COUNT(DISTINCT u) AS n FROM v GROUP BY k HAVING TOP_K(COUNT(DISTINCT u), 4)",
+     dp.ApproxDP(8, 1e-6), "TopKPartial", 2),
+    ("SELECT k AS key, COUNT(DISTINCT u) AS n FROM v GROUP BY k HAVING TOP_K(COUNT(DISTINCT u), NULL)",
+     dp.ApproxDP(0.01, 1e-6), "TopKFailed", 0),
+])
+def test_a_short_top_k_warns_the_analyst_as_in_process(sql: str, budget: dp.Budget, kind: str, rows: int) -> None:
+    import warnings
+
+    data = pl.DataFrame([(u, "a") for u in range(300)] + [(1000 + u, "b") for u in range(250)],
+                        schema=["u", "k"], orient="row")
+
+    def short_session() -> dp.Session:
+        return dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(100, 1e-3), seed=2)
+
+    with pytest.warns(dp.TopKWarning) as here:
+        local = short_session().sql(sql).collect(budget)
+    with dp.Server(short_session(), ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = remote.sql(sql).collect(budget)
+    assert got.equals(local) and got.height == rows
+    (warned,) = [w.message for w in caught if isinstance(w.message, dp.TopKWarning)]
+    expected = here[0].message
+    assert str(warned) == str(expected) and type(warned.outcome).__name__ == kind
+    assert (warned.outcome.k, warned.outcome.method, warned.outcome.reason) == (
+        expected.outcome.k, expected.outcome.method, expected.outcome.reason)
+    if kind == "TopKPartial":
+        assert warned.outcome.keys.equals(got)
