@@ -39,10 +39,10 @@ What runs in DuckDB:
    The kept positions are picked in numpy exactly as the Polars backend picks them
    (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
    go back as a boolean column the statistics query reads the table through (for a Parquet file not
-   in memory, by a ``POSITIONAL JOIN``). From an in-memory table's second bounded query on, with one
-   string column of public keys, that column is each kept row's key code instead (0: not kept; the codes
-   found once with the ranking, :class:`_Groups`): DuckDB groups by the small integers, not the strings,
-   and the keys come back from the public keys;
+   in memory, by a ``POSITIONAL JOIN``). For an in-memory table grouped by one string column of public
+   keys, that column is each kept row's key code instead (0: not kept; the codes found once with the
+   ranking, in place of ``is_in``, :class:`_Groups`): DuckDB groups by the small integers, not the
+   strings, and the keys come back from the public keys;
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in doubles where
    the source's row count proves every partial sum an integer a double holds exactly
@@ -398,7 +398,7 @@ class _Ranking:
 
 @dataclass
 class _Groups:
-    """Each row's public key as a small integer, for the statistics query of a settled :class:`_Ranking`.
+    """Each row's public key as a small integer, for the statistics queries of a :class:`_Ranking`.
 
     ``codes`` holds, per row of the table, 1 + the index in ``values`` of its key (a ranked row), else 0
     (a row outside the public keys); ``values`` is the key column's distinct public keys (a Series of the
@@ -708,7 +708,7 @@ class DuckDBBackend:
         """The source rows through the SQL row nodes: numbered (column ``ROW``: the position), masked, or as is.
 
         Arrow data gets the extra column zero-copy (a table sharing the data's columns); a Parquet file is
-        numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``. With ``groups`` (a settled
+        numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``. With ``groups`` (the
         ranking's key codes, :meth:`_groups`), the mask column is each kept row's key code (0: dropped), kept
         in the rows (column ``KEEP``).
         """
@@ -727,7 +727,7 @@ class DuckDBBackend:
         elif numbered:
             cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, data))}")
         elif keep is not None and groups is not None:
-            assert not request.row_nodes     # (the table's own rows: codes of a settled ranking, :meth:`_groups`)
+            assert not request.row_nodes     # (the table's own rows: codes of its ranking, :meth:`_groups`)
             cur = q.add(f"SELECT * FROM {q.frame(data.append_column(KEEP, _codes(groups.codes, keep)))} "
                         f"WHERE {KEEP} <> 0")
         elif keep is not None:
@@ -899,10 +899,10 @@ class DuckDBBackend:
         found = table.ranking if source is None else None
         if found is not None and found.key == key and _same(found.keys, request.keys):
             if not found.settled:
+                groups = found.groups
                 found = table.ranking = _Ranking.of(key, request.keys, found.every,
                                                     crowded(found.every, unit.max_rows), True)
-                if data is not None and data is table.data:
-                    found.groups = _key_codes(request, data)
+                found.groups = groups
             names = self._to_hold(request) if data is None else None
             if names is not None:   # a Parquet file whose columns in memory lack one this request reads
                 self._read_columns(table, names)
@@ -919,13 +919,15 @@ class DuckDBBackend:
                 every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
             table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
             return table.ranking
-        ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
+        groups = _key_codes(request, data) if source is None and data is table.data else None
+        ranking = _Ranking.of(key, request.keys, _ranked_units(request, data, groups), None, False)
+        ranking.groups = groups
         if source is None:
             table.ranking = ranking
         return ranking
 
     def _groups(self, request: StatisticsRequest, source: pa.Table | None) -> _Groups | None:
-        """The key codes of the request's settled ranking (:class:`_Groups`), where its statistics can use them."""
+        """The key codes of the request's ranking (:class:`_Groups`), where its statistics can use them."""
         table = self._tables[request.table]
         found = table.ranking
         if source is not None or request.row_nodes or found is None or found.groups is None or _bins(request) \
@@ -1157,8 +1159,10 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
     return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
-def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
+def _ranked_units(request: StatisticsRequest, data: pa.Table, groups: _Groups | None = None) -> pl.Series:
     """Each row's unit where bounding ranks the row, null where it does not (see :func:`_row_order`).
+
+    ``groups``: the rows' key codes (:func:`_key_codes`), which say which rows are of the keys (code ≠ 0).
 
     Example:
         >>> from dpframe.mechanism import Statistic
@@ -1174,7 +1178,9 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     frame = _plain(data.select(list(dict.fromkeys([unit.column, *by]))))
     if request.keys is None:
         return frame[unit.column]
-    if len(by) == 1:
+    if groups is not None:
+        inside = pl.Series(groups.codes != 0)
+    elif len(by) == 1:
         # (in a select: Polars runs it on the chunks in parallel, twice as fast as Series.is_in on 2 cores)
         inside = frame.select(pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True)).to_series()
     else:      # a semi-join (nulls equal), as the SQL's: the positions of the rows of the keys
