@@ -608,7 +608,8 @@ class DuckDBBackend:
             self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
-            return self._compile(request, source, keep, None)
+            groups = self._groups(request, source) if keep is not None else None
+            return self._compile(request, source, keep, None, groups)
 
     @staticmethod
     def _bounds(request: StatisticsRequest) -> bool:

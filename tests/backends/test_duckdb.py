@@ -331,8 +331,11 @@ def test_user_level_statistics_grouped_by_key_codes_match_polars(monkeypatch: py
     ranking = duck._tables["t"].ranking
     assert ranking is not None and ranking.groups is not None and codes is duckdb_backend._key_codes
     assert ranking.groups.codes.dtype == (np.uint32 if case == "70,000 keys" else np.uint16)
-    # other requests on the same table: other keys (codes again), no keys, row level (no codes)
-    for request, coded in ((StatisticsRequest("t", (), unit, (key,), public.head(2), stats, 6), True),
+    # other requests on the same table: max_groups (the numbered path's mask over the same rows, the codes of
+    # the same keys), other keys (codes again), no keys, row level (no codes)
+    groups = dp.PrivacyUnit(str(unit.column), max_rows=3, max_groups=1)
+    for request, coded in ((StatisticsRequest("t", (), groups, (key,), public, stats, 6), True),
+                           (StatisticsRequest("t", (), unit, (key,), public.head(2), stats, 6), True),
                            (StatisticsRequest("t", (), unit, (key,), None, stats, 6), False),
                            (StatisticsRequest("t", (), dp.PrivacyUnit.row(), (key,), public, stats[:1], 6), False)):
         got = duck.statistics(request)
