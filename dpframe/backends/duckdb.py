@@ -39,7 +39,10 @@ What runs in DuckDB:
    The kept positions are picked in numpy exactly as the Polars backend picks them
    (:func:`dpframe.backends._bounding.kept`: a count per unit, one sort, no window over the units) and
    go back as a boolean column the statistics query reads the table through (for a Parquet file not
-   in memory, by a ``POSITIONAL JOIN``);
+   in memory, by a ``POSITIONAL JOIN``). For an in-memory table grouped by one string column of public
+   keys, that column is each kept row's key code instead (0: not kept; the codes found once with the
+   ranking, in place of ``is_in``, :class:`_Groups`): DuckDB groups by the small integers, not the
+   strings, and the keys come back from the public keys;
 4. the exact integer statistics per group (the same definitions as the Polars backend: fixed-point
    clamped sums truncated onto the grid, NaN and NULL ignored, ±inf clamped). Sums run in doubles where
    the source's row count proves every partial sum an integer a double holds exactly
@@ -92,7 +95,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, kept
+from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, in_steps, kept
 from dpframe.backends.base import StatisticsRequest, double_sums_are_exact, int64_sums_are_exact
 from dpframe.backends.bins import Bins, adjacent_bins, with_counts
 from dpframe.backends.polars import row_hashes
@@ -379,6 +382,7 @@ class _Ranking:
     hashed: Mask | None = None
     rows: Rows | None = None
     ranked: Mask | None = None
+    groups: _Groups | None = None
 
     @staticmethod
     def of(key: tuple[Any, ...], keys: pl.DataFrame | None, every: pl.Series, hashed: Mask | None,
@@ -390,6 +394,21 @@ class _Ranking:
         hashed = ranked if hashed is None else hashed
         return _Ranking(key, keys, every, every.filter(pl.Series(hashed)), settled, hashed, np.flatnonzero(hashed),
                         ranked)
+
+
+@dataclass
+class _Groups:
+    """Each row's public key as a small integer, for the statistics queries of a :class:`_Ranking`.
+
+    ``codes`` holds, per row of the table, 1 + the index in ``values`` of its key (a ranked row), else 0
+    (a row outside the public keys); ``values`` is the key column's distinct public keys (a Series of the
+    keys' type, in the keys' order, a null key last). DuckDB groups the kept rows by ``codes × keep`` (one
+    small-integer column, 0 for a dropped row) instead of by the strings, and the groups get their keys back
+    from ``values``: the same groups, as Polars' equality of strings is DuckDB's (bytewise).
+    """
+
+    codes: np.ndarray[Any, Any]
+    values: pl.Series
 
 
 @dataclass
@@ -569,9 +588,13 @@ class DuckDBBackend:
             keep = self._keep(request, source) if self._bounds(request) else None
             near = [s for s in request.statistics if s.kind == "sorted" and s.near]
             windows = self._windows(request, source, keep, near) if near else None
-            sql, frames = self._compile(request, source, keep, windows)
+            groups = self._groups(request, source) if keep is not None and windows is None else None
+            sql, frames = self._compile(request, source, keep, windows, groups)
             bins = _bins(request)
             out = with_counts(self._run(sql, frames), bins, [f"{_BINS}{i}" for i in range(len(bins))])
+            if groups is not None:      # each group's key from its code (1 + its index in the keys' values)
+                out = out.select(groups.values.gather(out[KEEP].cast(pl.Int64) - 1).alias(request.by[0]),
+                                 pl.exclude(KEEP))
         nodes = request.row_nodes
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
         return self._finish(out, request, schema, windows.windows if windows is not None else None)
@@ -585,7 +608,8 @@ class DuckDBBackend:
             self._check_version(request)
             source = self._polars_part(request)
             keep = self._keep(request, source) if self._bounds(request) else None
-            return self._compile(request, source, keep, None)
+            groups = self._groups(request, source) if keep is not None else None
+            return self._compile(request, source, keep, None, groups)
 
     @staticmethod
     def _bounds(request: StatisticsRequest) -> bool:
@@ -681,11 +705,13 @@ class DuckDBBackend:
         return data
 
     def _scan(self, q: _Query, request: StatisticsRequest, source: pa.Table | None, *, numbered: bool = False,
-              keep: Mask | None = None) -> str:
+              keep: Mask | None = None, groups: _Groups | None = None) -> str:
         """The source rows through the SQL row nodes: numbered (column ``ROW``: the position), masked, or as is.
 
         Arrow data gets the extra column zero-copy (a table sharing the data's columns); a Parquet file is
-        numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``.
+        numbered by its ``file_row_number`` and masked by a ``POSITIONAL JOIN``. With ``groups`` (the
+        ranking's key codes, :meth:`_groups`), the mask column is each kept row's key code (0: dropped), kept
+        in the rows (column ``KEEP``).
         """
         table = self._tables[request.table]
         data = self._data(request, source)
@@ -701,6 +727,10 @@ class DuckDBBackend:
                 cur = q.add(f"SELECT * FROM {table.view}")
         elif numbered:
             cur = q.add(f"SELECT * FROM {q.frame(self._numbered(table, data))}")
+        elif keep is not None and groups is not None:
+            assert not request.row_nodes     # (the table's own rows: codes of its ranking, :meth:`_groups`)
+            cur = q.add(f"SELECT * FROM {q.frame(data.append_column(KEEP, _codes(groups.codes, keep)))} "
+                        f"WHERE {KEEP} <> 0")
         elif keep is not None:
             cur = q.add(f"SELECT * EXCLUDE ({KEEP}) FROM {q.frame(data.append_column(KEEP, _bytes(keep)))} "
                         f"WHERE {KEEP} <> 0")
@@ -720,21 +750,22 @@ class DuckDBBackend:
         return numbered
 
     def _compile(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
-                 windows: _Windows | None) -> tuple[str, dict[str, Any]]:
+                 windows: _Windows | None, groups: _Groups | None = None) -> tuple[str, dict[str, Any]]:
         q = _Query()
-        cur = self._scan(q, request, source, keep=keep)
+        cur = self._scan(q, request, source, keep=keep, groups=groups)
         if keep is None:       # (the mask keeps only rows of public keys with a unit)
             cur = self._unit_rows(q, cur, request)
         nodes = request.row_nodes
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
-        by = [quote(b) for b in request.by]
+        by = [quote(b) for b in request.by] if groups is None else [KEEP]     # (grouped by the keys' codes)
         unit = request.unit
         st = Statistics(unit.column, schema, request.statistics, self._sum_type(request, source))
         bins = _bins(request)
         binned = {s for b in bins for s in b.stats}
         aggregates = [st.aggregate(s) for s in request.statistics
                       if s not in binned and (windows is None or s not in windows.windows.near)]
-        carry = [*by, *([quote(unit.column)] if unit.column is not None and unit.column not in request.by else [])]
+        carry = [*by, *([quote(unit.column)] if unit.column is not None
+                        and (groups is not None or unit.column not in request.by) else [])]
         if windows is not None:
             aggregates += [a for s in windows.windows.near for a in st.window_aggregates(
                 s, windows.windows.ends[windows.windows.stats.index(s)], windows.seen is not None)]
@@ -869,8 +900,10 @@ class DuckDBBackend:
         found = table.ranking if source is None else None
         if found is not None and found.key == key and _same(found.keys, request.keys):
             if not found.settled:
+                groups = found.groups
                 found = table.ranking = _Ranking.of(key, request.keys, found.every,
                                                     crowded(found.every, unit.max_rows), True)
+                found.groups = groups
             names = self._to_hold(request) if data is None else None
             if names is not None:   # a Parquet file whose columns in memory lack one this request reads
                 self._read_columns(table, names)
@@ -887,10 +920,24 @@ class DuckDBBackend:
                 every = _ranked_units(request, self._con.sql(f"SELECT {columns} FROM {table.view}").to_arrow_table())
             table.ranking = _Ranking.of(key, request.keys, every, crowded(every, unit.max_rows), True)
             return table.ranking
-        ranking = _Ranking.of(key, request.keys, _ranked_units(request, data), None, False)
+        groups = _key_codes(request, data) if source is None and data is table.data else None
+        ranking = _Ranking.of(key, request.keys, _ranked_units(request, data, groups), None, False)
+        ranking.groups = groups
         if source is None:
             table.ranking = ranking
         return ranking
+
+    def _groups(self, request: StatisticsRequest, source: pa.Table | None) -> _Groups | None:
+        """The key codes of the request's ranking (:class:`_Groups`), where its statistics can use them."""
+        table = self._tables[request.table]
+        found = table.ranking
+        if source is not None or request.row_nodes or found is None or found.groups is None or _bins(request) \
+                or self._data(request, source) is not table.data:
+            return None
+        unit = request.unit
+        if found.key != (unit.column, request.by, unit.max_rows) or not _same(found.keys, request.keys):
+            return None
+        return found.groups
 
     def _kept(self, units: pl.Series, hashes: U64s, order: Rows | None, seed: int, k: int) -> Mask:
         """The bounding law on rows given by their unit (null: not ranked), hash and order (``None``: as given).
@@ -1113,8 +1160,10 @@ def _row_order(request: StatisticsRequest, data: pa.Table) -> bool:
     return all(request.keys.schema[b] == schema[b] and isinstance(schema[b], _BITWISE) for b in by)
 
 
-def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
+def _ranked_units(request: StatisticsRequest, data: pa.Table, groups: _Groups | None = None) -> pl.Series:
     """Each row's unit where bounding ranks the row, null where it does not (see :func:`_row_order`).
+
+    ``groups``: the rows' key codes (:func:`_key_codes`), which say which rows are of the keys (code ≠ 0).
 
     Example:
         >>> from dpframe.mechanism import Statistic
@@ -1130,7 +1179,9 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
     frame = _plain(data.select(list(dict.fromkeys([unit.column, *by]))))
     if request.keys is None:
         return frame[unit.column]
-    if len(by) == 1:
+    if groups is not None:
+        inside = pl.Series(groups.codes != 0)
+    elif len(by) == 1:
         # (in a select: Polars runs it on the chunks in parallel, twice as fast as Series.is_in on 2 cores)
         inside = frame.select(pl.col(by[0]).is_in(request.keys[by[0]].implode(), nulls_equal=True)).to_series()
     else:      # a semi-join (nulls equal), as the SQL's: the positions of the rows of the keys
@@ -1141,6 +1192,57 @@ def _ranked_units(request: StatisticsRequest, data: pa.Table) -> pl.Series:
         mask[found] = True
         inside = pl.Series(mask)
     return frame[unit.column] if inside.all() else frame.select(pl.when(inside).then(pl.col(unit.column))).to_series()
+
+
+def _key_codes(request: StatisticsRequest, data: pa.Table) -> _Groups | None:
+    """Each row's public key as 1 + its index in the keys' distinct values, 0 outside them (:class:`_Groups`).
+
+    For one string key column (as Polars' ``is_in`` of :func:`_ranked_units`: a string is a key exactly when
+    its bytes are one's, null when a key is null); ``None`` otherwise.
+
+    Example:
+        >>> from dpframe.mechanism import Statistic
+        >>> from dpframe.privacy_unit import PrivacyUnit
+        >>> keys = pl.DataFrame({"g": ["b", None, "a"]})
+        >>> req = StatisticsRequest("t", (), PrivacyUnit("u", max_rows=1), ("g",), keys, (Statistic("rows"),), 7)
+        >>> found = _key_codes(req, pa.table({"u": [1, 2, 3, 4], "g": ["a", "c", None, "b"]}))
+        >>> found is not None and (found.codes.tolist(), found.values.to_list())
+        ([2, 0, 3, 1], ['b', 'a', None])
+
+    """
+    if request.keys is None or len(request.by) != 1:
+        return None
+    name = request.by[0]
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    if not any(f(data.schema.field(name).type) for f in strings) or request.keys.schema[name] != pl.String:
+        return None
+    keys = request.keys[name]
+    values = keys.drop_nulls().unique(maintain_order=True)
+    null = bool(keys.null_count())
+    count = values.len() + null
+    if not count:
+        return None
+    dtype = pl.UInt16 if count < 2**16 else pl.UInt32
+    frame = pl.from_arrow(data.select([name]))
+    assert isinstance(frame, pl.DataFrame)
+    code = pl.col(name).cast(pl.Enum(values), strict=False).to_physical().cast(dtype) + 1
+    if null:
+        code = pl.when(pl.col(name).is_null()).then(pl.lit(count, dtype)).otherwise(code)
+    codes = frame.select(code.fill_null(0)).to_series().to_numpy()
+    return _Groups(codes, values.extend(pl.Series([None], dtype=pl.String)) if null else values)
+
+
+def _codes(codes: np.ndarray[Any, Any], keep: Mask) -> pa.Array:
+    """``codes × keep`` (a dropped row's code 0) as an Arrow column, in memory from Arrow's pool (no fresh pages).
+
+    Example:
+        >>> _codes(np.array([3, 0, 2], dtype=np.uint16), np.array([True, True, False])).to_pylist()
+        [3, 0, 0]
+
+    """
+    out = empty(codes.size, codes.dtype.type)
+    in_steps(lambda a, b: np.multiply(codes[a:b], keep[a:b], out=out[a:b]), codes.size)
+    return pa.array(out)
 
 
 def _same(a: pl.DataFrame | None, b: pl.DataFrame | None) -> bool:

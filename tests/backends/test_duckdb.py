@@ -183,7 +183,7 @@ def test_bounding_by_row_order_keeps_the_rows_of_the_numbered_query(monkeypatch:
     rows are checked against the definition in ``test_bounding_fast.py``; here both paths hash in SQL.)"""
     monkeypatch.setattr(duckdb_backend, "_local_hashes", lambda *_: None)
     rng = np.random.default_rng(3)
-    high = 3_000 if "strings" in str(spread) else 60_000 if "parquet" in str(spread) else spread
+    high = 3_000 if "strings" in str(spread) else 60_000 if "parquet" in str(spread) else int(spread)
     parts = [pl.DataFrame({"i": np.arange(j, j + 10_000), "u": rng.integers(0, high, 10_000),
                            "g": rng.choice(["a", "b", "c"], 10_000), "x": rng.choice([0.5, 1.5], 10_000)}).with_columns(
         u=pl.when(pl.col("x") * pl.col("u") % 7 == 0).then(None).otherwise(pl.col("u")),
@@ -272,3 +272,72 @@ def test_parquet_columns_in_memory_are_those_of_the_current_file(tmp_path: Path)
     for request in (rows, sums, rows):
         assert_frame_equal(b.statistics(request), fresh.statistics(request))
     assert b.statistics(rows)["__rows"].to_list() == [0, 4]
+
+
+@pytest.mark.parametrize("case", ["keys", "null key", "70,000 keys", "unit is the key", "copies"])
+def test_user_level_statistics_grouped_by_key_codes_match_polars(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """On an in-memory table (the first query of a ranking, and after it settled), a string key column's
+    groups are each row's public-key code (one small integer column beside the table, 0 for a row bounding
+    dropped or outside the keys), and the keys come back from the public keys: the same statistics as the
+    Polars backend's for each seed, and as the DuckDB backend's without the codes — null units and keys,
+    strings outside the keys (empty, non-ASCII, long enough to be held out of line, a prefix of a key), a
+    repeated key, keys with no rows, units over ``max_rows``, every statistic kind of a group-by, a 16-bit and
+    a 32-bit code, the unit as the key. With copies (rows equal in every column read: null ``x``), against
+    the DuckDB backend only: each backend re-hashes copies with its own engine's hash."""
+    rng = np.random.default_rng(11)
+    words = ["a", "b", "", "é", "ab", "a" * 40, "a" * 39 + "b", "zz"]
+    n = 20_000
+    df = pl.DataFrame({"u": rng.integers(0, 2_500, n), "g": rng.choice(words, n), "x": rng.normal(5, 4, n)})
+    df = df.with_columns(u=pl.when(pl.col("u") % 17 == 0).then(None).otherwise(pl.col("u")),
+                         g=pl.when(pl.col("u") % 13 == 0).then(None).otherwise(pl.col("g")),
+                         x=pl.when((pl.col("u") % 11 == 0) & (case == "copies")).then(None).otherwise(pl.col("x")))
+    keys: list[str | None] = ["a", "", "é", "a" * 40, "b", "a", "never"]
+    key, unit = "g", dp.PrivacyUnit("u", max_rows=3)
+    if case in ("null key", "copies"):
+        keys.append(None)
+    elif case == "70,000 keys":
+        keys = [*(f"k{i}" for i in range(70_000)), *keys]
+    elif case == "unit is the key":
+        df = df.with_columns(s=pl.col("u").cast(pl.String))
+        key, unit = "s", dp.PrivacyUnit("s", max_rows=3)
+        keys = [*(str(i) for i in range(0, 2_500, 3)), "never", None]
+    public = pl.DataFrame({key: keys}, schema={key: pl.String})
+    stats = (Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"),
+             Statistic("fixed_sum", "x", F(-2), F(9), grid_exp=-4))
+    duck, plain, polars = backend(t=df), backend(t=df), PolarsBackend()
+    polars.register("t", df.lazy())
+    sqls: list[str] = []
+    run, codes = DuckDBBackend._run, duckdb_backend._key_codes
+
+    def logged(self: DuckDBBackend, sql: str, frames: dict[str, object]) -> pl.DataFrame:
+        sqls.append(sql)
+        return run(self, sql, frames)
+
+    monkeypatch.setattr(DuckDBBackend, "_run", logged)
+
+    def without_codes(request: StatisticsRequest) -> pl.DataFrame:
+        with monkeypatch.context() as m:
+            m.setattr(duckdb_backend, "_key_codes", lambda *_: None)
+            return plain.statistics(request)
+
+    for seed in (3, 4, 5):
+        request = StatisticsRequest("t", (), unit, (key,), public, stats, seed)
+        got = duck.statistics(request)
+        assert f"GROUP BY {KEEP}" in sqls[-1]
+        assert_frame_equal(got, without_codes(request))
+        if case != "copies":
+            assert_frame_equal(got, polars.statistics(request))
+        assert got[key].to_list() == pl.Series(keys).sort(nulls_last=False).to_list() and got["__rows"].sum() > 0
+    ranking = duck._tables["t"].ranking
+    assert ranking is not None and ranking.groups is not None and codes is duckdb_backend._key_codes
+    assert ranking.groups.codes.dtype == (np.uint32 if case == "70,000 keys" else np.uint16)
+    # other requests on the same table: max_groups (the numbered path's mask over the same rows, the codes of
+    # the same keys), other keys (codes again), no keys, row level (no codes)
+    groups = dp.PrivacyUnit(str(unit.column), max_rows=3, max_groups=1)
+    for request, coded in ((StatisticsRequest("t", (), groups, (key,), public, stats, 6), True),
+                           (StatisticsRequest("t", (), unit, (key,), public.head(2), stats, 6), True),
+                           (StatisticsRequest("t", (), unit, (key,), None, stats, 6), False),
+                           (StatisticsRequest("t", (), dp.PrivacyUnit.row(), (key,), public, stats[:1], 6), False)):
+        got = duck.statistics(request)
+        assert (f"GROUP BY {KEEP}" in sqls[-1]) == coded
+        assert_frame_equal(got, without_codes(request))
