@@ -34,12 +34,14 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
@@ -51,7 +53,7 @@ from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
-"""A connection that has not proved it holds the key within this many seconds is closed."""
+"""A connection that has not proved it holds the key within this many seconds of its start is closed."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -159,6 +161,7 @@ class Server(Sealed):
     def _serve(self, conn: socket.socket) -> None:
         """One client: TLS (if asked), the handshake, then requests until it hangs up (or breaks the protocol)."""
         try:
+            deadline = time.monotonic() + AUTH_SECONDS       # for the whole handshake, not each read
             conn.settimeout(AUTH_SECONDS)
             wire.no_delay(conn)
             if self._tls is not None:
@@ -168,11 +171,11 @@ class Server(Sealed):
                     self._clients.add(conn)
             ours = wire.nonce()
             wire.send(conn, wire.VERSION + ours)
-            theirs = wire.receive(conn, wire.NONCE)
+            theirs = wire.receive(conn, wire.NONCE, deadline)
             if len(theirs) != wire.NONCE:
                 raise RemoteError("the client's challenge is not a fresh nonce", argument="connection",
                                   fix="use dp.connect's client")
-            wire.challenge(conn, self._authkey, b"client", ours)
+            wire.challenge(conn, self._authkey, b"client", ours, deadline)
             wire.prove(conn, self._authkey, b"server", theirs)
             conn.settimeout(None)
             while not self.closed:
@@ -215,7 +218,7 @@ class Server(Sealed):
             return None, [sess.history()]
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
-        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(wire.frame_from_bytes(keys)))
+        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(keys))
         budget = wire.budget_from_json(request.get("budget"))
         options = _options(request, op)
         if options and not isinstance(query, Query):
@@ -266,12 +269,46 @@ def _text(request: Mapping[str, Any], field: str) -> str:
     return value
 
 
-def _keys(frame: pl.DataFrame) -> dict[str, list[Any]]:
-    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``."""
-    if frame.height != 1 or not all(isinstance(t, pl.List) for t in frame.dtypes):
+def _keys(data: bytes) -> dict[str, list[Any]]:
+    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``.
+
+    What they unpack to is bounded by the bytes sent (an analyst's few bytes must not become gigabytes
+    here): lists of plain values only (numbers, booleans, text, bytes, dates and times: no nulls-only,
+    dictionary, nested or extension type, whose values can take no bytes each or repeat one long value),
+    and at most one value, and one byte of text, per byte received. Refused before anything is charged.
+    """
+    table = wire.table_from_bytes(data)
+    fields = list(table.schema)
+    if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
+            or any(column.null_count for column in table.columns):
         raise ArgumentError("expected one list of keys per column", argument="keys",
                             fix="pass keys={'column': [value, ...]}")
-    return {c: frame[c][0].to_list() for c in frame.columns}
+    for field in fields:
+        if not _plain(field.type.value_type):
+            raise ArgumentError(f"keys of type {field.type.value_type} for {field.name!r}", argument="keys",
+                                fix="pass keys of the column's type: numbers, booleans, text, bytes, dates or times")
+    plain = pa.Table.from_arrays([column.cast(pa.list_(field.type.value_type))
+                                  for field, column in zip(fields, table.columns, strict=True)],
+                                 names=[field.name for field in fields])      # no metadata: Polars reads types only
+    frame = pl.from_arrow(plain)
+    assert isinstance(frame, pl.DataFrame)
+    lists = {c: frame[c][0] for c in frame.columns}
+    unpacked = sum(s.len() + int(s.str.len_bytes().sum() if s.dtype == pl.String else
+                                 s.bin.size().sum() if s.dtype == pl.Binary else 0) for s in lists.values())
+    if unpacked > len(data):
+        raise ArgumentError(f"keys of {len(data)} bytes that unpack to more values and text than that", argument="keys",
+                            fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
+    return {c: s.to_list() for c, s in lists.items()}
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own)."""
+    types = pa.types
+    return bool(types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+                or types.is_decimal(kind) or types.is_string(kind) or types.is_large_string(kind)
+                or types.is_string_view(kind) or types.is_binary(kind) or types.is_large_binary(kind)
+                or types.is_binary_view(kind) or types.is_date(kind) or types.is_timestamp(kind)
+                or types.is_time(kind) or types.is_duration(kind))
 
 
 def _error(e: DPFrameError) -> dict[str, Any]:

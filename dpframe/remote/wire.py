@@ -32,6 +32,7 @@ import secrets
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Mapping
 from fractions import Fraction
 from types import MappingProxyType
@@ -77,19 +78,28 @@ def no_delay(sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def receive(sock: socket.socket, limit: int) -> bytes:
-    """One frame of at most ``limit`` bytes; :class:`RemoteError` when longer, or when the peer hung up."""
-    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
+def receive(sock: socket.socket, limit: int, deadline: float | None = None) -> bytes:
+    """One frame of at most ``limit`` bytes; :class:`RemoteError` when longer, or when the peer hung up.
+
+    ``deadline`` (a :func:`time.monotonic` time): the whole frame must have arrived by then
+    (``TimeoutError`` otherwise), however the peer spaces its bytes; None: the socket's own timeout, per read.
+    """
+    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size, deadline))
     if size > limit:
         raise RemoteError(f"a message of {size} bytes is over the limit of {limit}", argument="message",
                           fix="send smaller requests (fewer public keys per query)")
-    return _exactly(sock, size)
+    return _exactly(sock, size, deadline)
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
+def _exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
     out = bytearray(size)
     view, got = memoryview(out), 0
     while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the peer did not send in time")
+            sock.settimeout(left)
         n = sock.recv_into(view[got:], min(size - got, 1 << 20))
         if n == 0:
             raise RemoteError("the connection was closed", argument="connection",
@@ -130,22 +140,74 @@ def frame_bytes(frame: pl.DataFrame) -> bytes:
 
 
 def frame_from_bytes(data: bytes) -> pl.DataFrame:
-    """An Arrow IPC stream as a frame, validated in full (its buffers, offsets and UTF-8) before Polars reads it.
+    """An Arrow IPC stream as a frame (:func:`table_from_bytes`, then Polars).
 
     Example:
         >>> frame_from_bytes(frame_bytes(pl.DataFrame({"g": ["a", "b"]})))["g"].to_list()
         ['a', 'b']
 
     """
-    try:
-        table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
-        table.validate(full=True)
-    except (pa.ArrowException, ValueError, OSError) as e:
-        raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
-                            fix="pass keys as {'column': [value, ...]}") from None
-    out = pl.from_arrow(table)
+    out = pl.from_arrow(table_from_bytes(data))
     assert isinstance(out, pl.DataFrame)
     return out
+
+
+def table_from_bytes(data: bytes) -> pa.Table:
+    """An Arrow IPC stream as a table, validated in full (its buffers, offsets and UTF-8).
+
+    A compressed stream is refused before any body is read (:func:`_compressed`): decoding is then zero-copy,
+    bounded by the bytes received.
+    """
+    try:
+        compressed = any(message.type in ("record batch", "dictionary") and _compressed(
+            message.metadata.to_pybytes(), message.type == "dictionary")
+            for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(data)))
+        table = None if compressed else pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        if table is not None:
+            table.validate(full=True)
+    except (pa.ArrowException, ValueError, OSError, struct.error) as e:
+        raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
+                            fix="pass keys as {'column': [value, ...]}") from None
+    if table is None:
+        raise ArgumentError("a compressed Arrow IPC stream (its bodies could inflate to many times their bytes)",
+                            argument="keys", fix="send the keys uncompressed, as dp.connect's client does")
+    return table
+
+
+def _compressed(metadata: bytes, dictionary: bool) -> bool:
+    """Whether a record batch's (or a dictionary batch's) flatbuffer metadata names a body compression.
+
+    Read before Arrow decodes the body: a compressed buffer states its own inflated length, which Arrow
+    allocates and fills (kilobytes of zstd inflate to gigabytes). Arrow's schema (``Message.fbs``): a Message's
+    field 2 is its header; a DictionaryBatch's field 1 its RecordBatch; a RecordBatch's field 3 its compression.
+    ``struct.error`` when the metadata points outside itself.
+    """
+    def at(fmt: str, offset: int) -> int:
+        if offset < 0:
+            raise struct.error("an offset before the metadata")
+        value: int = struct.unpack_from(fmt, metadata, offset)[0]
+        return value
+
+    def field(table: int, index: int) -> int | None:
+        vtable = table - at("<i", table)
+        if 4 + 2 * index >= at("<H", vtable):
+            return None
+        offset = at("<H", vtable + 4 + 2 * index)
+        return table + offset if offset else None
+
+    def table_of(offset: int) -> int:
+        return offset + at("<I", offset)
+
+    header = field(table_of(0), 2)
+    if header is None:
+        return False
+    batch = table_of(header)
+    if dictionary:
+        data = field(batch, 1)
+        if data is None:
+            return False
+        batch = table_of(data)
+    return field(batch, 3) is not None
 
 
 def prove(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
@@ -153,9 +215,9 @@ def prove(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> Non
     send(sock, _answer(authkey, role, nonce))
 
 
-def challenge(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
+def challenge(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes, deadline: float | None = None) -> None:
     """Check the peer's answer to our ``nonce`` (:func:`prove` with the peer's role); RemoteError if wrong."""
-    answer = receive(sock, 64)
+    answer = receive(sock, 64, deadline)
     if not hmac.compare_digest(answer, _answer(authkey, role, nonce)):
         raise RemoteError("the peer did not prove it holds the authkey", argument="authkey",
                           fix="use the authkey the server was started with")

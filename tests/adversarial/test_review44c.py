@@ -1,0 +1,127 @@
+"""Review 44c: dp.Server against an analyst who picks every byte (and anyone who can reach its port).
+
+* The handshake's 10 seconds bound the whole handshake, not each read: a peer that drips a byte at a time
+  without ever proving the key is closed on time (one slot of ``max_clients`` each, for anyone on the
+  network).
+* Public keys arrive as Arrow IPC: what they unpack to in the data owner's process is bounded by the bytes
+  sent. A compressed body, values that take no bytes (null), views or dictionary entries that repeat one
+  long string are refused before they are unpacked, free.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import secrets
+import select
+import socket
+import string
+import struct
+import time
+from collections.abc import Iterator
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import dpframe as dp
+from dpframe.remote import server as server_module
+from dpframe.remote import wire
+
+KEY = secrets.token_bytes(32)
+GROUPED = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[dp.Session, dp.Server]]:
+    sess = dp.Session({"t": pl.DataFrame({"g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
+        yield sess, server
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_handshake_dripped_byte_by_byte_is_closed_on_time(served: tuple[dp.Session, dp.Server],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "AUTH_SECONDS", 0.5)
+    _, server = served
+    address = server.address
+    assert isinstance(address, tuple)
+    sock = socket.create_connection(address, timeout=5)
+    assert wire.receive(sock, 64).startswith(wire.VERSION)
+    drip = struct.pack("!Q", wire.NONCE) + wire.nonce() + struct.pack("!Q", 32) + b"\0" * 32
+    start, closed = time.monotonic(), False
+    for byte in drip:                         # one byte every 0.1 s: each read alone is well within the limit
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            closed = True
+            break
+        if select.select([sock], [], [], 0.1)[0]:
+            closed = _hung_up(sock)
+            break
+        if time.monotonic() - start > 3:
+            break
+    assert closed, "a handshake that never ends held its connection"
+    assert time.monotonic() - start < 2
+    with dp.connect(address, authkey=KEY) as remote:
+        assert remote.tables() == ["t"]
+
+
+def _ipc(table: pa.Table, compression: str | None = None) -> bytes:
+    out = io.BytesIO()
+    with pa.ipc.new_stream(out, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
+        writer.write_table(table)
+    return out.getvalue()
+
+
+def _one_row(values: pa.Array) -> pa.Table:
+    """A table of one row holding ``values`` as its list: the shape the server's keys take."""
+    return pa.table({"g": pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)})
+
+
+def _shared_views(count: int, length: int) -> pa.Array:
+    """``count`` distinct strings of ``length`` bytes, views into one buffer of ``count + length`` bytes."""
+    text = "".join(random.Random(0).choices(string.ascii_letters, k=count + length)).encode()
+    views = b"".join(struct.pack("<i4sii", length, text[i:i + 4], 0, i) for i in range(count))
+    return pa.Array.from_buffers(pa.string_view(), count, [None, pa.py_buffer(views), pa.py_buffer(text)])
+
+
+BOMBS = {
+    "compressed": _ipc(_one_row(pa.array([0] * 2_000_000, pa.int64())), compression="zstd"),
+    "nulls": _ipc(_one_row(pa.nulls(5_000_000))),
+    "shared views": _ipc(_one_row(_shared_views(2_000, 20_000))),   # keys the column could take
+    "one dictionary entry": _ipc(_one_row(pa.DictionaryArray.from_arrays(pa.array([0] * 2_000, pa.int8()),
+                                                                        pa.array(["a" * 20_000])))),
+    "nested": _ipc(pa.table({"g": pa.array([[[1] * 10, [2] * 10]], pa.list_(pa.list_(pa.int64())))})),
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_keys_that_unpack_past_their_bytes_are_refused_free(served: tuple[dp.Session, dp.Server], name: str) -> None:
+    sess, server = served
+    keys = BOMBS[name]
+    assert len(keys) < 100_000                       # each unpacks to tens of MB (or more) of keys
+    with dp.connect(server.address, authkey=KEY) as remote:
+        with pytest.raises(dp.ArgumentError, match="keys") as refused:
+            remote._request({"op": "collect", "sql": GROUPED, "budget": {"type": "PureDP", "epsilon": "1/2"}}, keys)
+        assert "bytes" in str(refused.value) or "type" in str(refused.value)
+        assert remote.tables() == ["t"]
+    assert sess.history().height == 0
+
+
+def test_keys_as_the_client_sends_them_still_pass(served: tuple[dp.Session, dp.Server]) -> None:
+    sess, server = served
+    keys = [f"key {i}" for i in range(1000)] + ["a", "b"]
+    with dp.connect(server.address, authkey=KEY) as remote:
+        out = remote.sql(GROUPED, keys={"g": keys}).collect(dp.PureDP(0.5))
+        assert out.height == len(keys)
+        assert remote.sql("SELECT x > 1 AS big, COUNT(*) AS n FROM t GROUP BY big",
+                          keys={"big": [True, False]}).cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
+    assert sess.history().height == 1
