@@ -131,7 +131,11 @@ class Server(Sealed):
             threading.Thread(target=self._serve, args=(conn,), name="dpframe-client", daemon=True).start()
 
     def close(self) -> None:
-        """Stop accepting, close every client's connection (a request being answered finishes first)."""
+        """Stop accepting, close every client's connection.
+
+        A request being answered runs on, and what it reserved stays charged, but its reply is not sent
+        (its client gets a ``RemoteError``; ``history()`` shows the charge).
+        """
         with self._lock:
             if self.closed:
                 return
@@ -336,6 +340,9 @@ def _listen(address: object) -> tuple[socket.socket, str | None]:
                             fix="pass ('127.0.0.1', 0) for a free local port")
     try:
         return socket.create_server(address), None
+    except OverflowError:
+        raise ArgumentError(f"cannot listen on {address!r} (a port is 0 to 65535)", argument="address",
+                            fix="pick a free port, or 0 for any") from None
     except OSError as e:
         raise ArgumentError(f"cannot listen on {address!r} ({e.strerror or e})", argument="address",
                             fix="pick a free port, or 0 for any") from None

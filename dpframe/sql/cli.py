@@ -205,7 +205,11 @@ def _opened(args: argparse.Namespace, spend: bool, query_budget: Budget | None) 
 
 def serve(args: argparse.Namespace) -> None:
     """``dpframe serve``: the session, served on ``--address`` until interrupted (Ctrl-C or SIGTERM)."""
-    key = Path(args.authkey_file).read_text(encoding="utf-8").strip().encode()
+    try:
+        key = Path(args.authkey_file).read_text(encoding="utf-8").strip().encode()
+    except UnicodeDecodeError:      # its message would quote a byte of the key (and where) in the owner's logs
+        raise CLIError(f"--authkey-file {args.authkey_file}: the authkey file is not UTF-8 text (e.g. the "
+                       "output of secrets.token_hex(32))") from None
     host, sep, port = args.address.rpartition(":")
     address: tuple[str, int] | str = args.address
     if sep and port.isdigit() and "/" not in args.address:

@@ -11,14 +11,19 @@
 from __future__ import annotations
 
 import io
+import os
 import random
 import secrets
 import select
+import signal
 import socket
 import string
 import struct
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -125,3 +130,79 @@ def test_keys_as_the_client_sends_them_still_pass(served: tuple[dp.Session, dp.S
         assert remote.sql("SELECT x > 1 AS big, COUNT(*) AS n FROM t GROUP BY big",
                           keys={"big": [True, False]}).cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
     assert sess.history().height == 1
+
+
+def test_sigterm_with_a_release_in_flight_leaves_it_charged_and_unsent(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dpframe serve`` stops on SIGTERM while a client's release runs: the release reaches no one, and the
+    ledger keeps its charge (never an open reservation, never a release without its charge)."""
+    from dpframe.cli import main
+    from dpframe.release import ReleaseContext
+
+    table, ledger, key, sock = (tmp_path / "t.csv", tmp_path / "b.ledger", tmp_path / "key", tmp_path / "s")
+    pl.DataFrame({"g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]}).write_csv(table)
+    key.write_text(secrets.token_hex(32) + "\n")
+    running, go = threading.Event(), threading.Event()
+    guarded = ReleaseContext.guarded
+
+    def held(self: ReleaseContext, charge: int, run: Any) -> Any:     # the data owner's own slow query
+        running.set()
+        go.wait(10)
+        return guarded(self, charge, run)
+
+    monkeypatch.setattr(ReleaseContext, "guarded", held)
+    outcome: list[object] = []
+
+    def analyst() -> None:
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        with dp.connect(str(sock), authkey=key.read_text().strip().encode()) as remote:
+            try:
+                outcome.append(remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(0.5)))
+            except dp.DPFrameError as e:
+                outcome.append(e)
+
+    def terminate() -> None:
+        running.wait(20)
+        os.kill(os.getpid(), signal.SIGTERM)         # (stops the server even if the release never started)
+        time.sleep(0.5)
+        go.set()
+
+    threads = [threading.Thread(target=analyst), threading.Thread(target=terminate)]
+    for thread in threads:
+        thread.start()
+    code = main(["serve", "--table", f"t={table}", "--row-privacy", "--total-epsilon", "2", "--ledger", str(ledger),
+                 "--address", str(sock), "--authkey-file", str(key)])
+    for thread in threads:
+        thread.join(20)
+    assert code == 0 and running.is_set()
+    assert len(outcome) == 1 and isinstance(outcome[0], dp.RemoteError), outcome
+    monkeypatch.setattr(ReleaseContext, "guarded", guarded)
+    with dp.Session({"t": pl.read_csv(table)}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(2),
+                    ledger=ledger) as after:
+        assert after.history()["status"].to_list() in (["failed"], ["committed"])
+        assert after.spent() == dp.PureDP(0.5)
+
+
+def test_a_port_out_of_range_names_the_address() -> None:
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    with pytest.raises(dp.ArgumentError, match="address"):
+        dp.Server(sess, ("127.0.0.1", 70_000), authkey=KEY)
+    with pytest.raises(dp.ArgumentError, match="address"):
+        dp.Server(sess, ("127.0.0.1", -1), authkey=KEY)
+
+
+def test_a_key_file_that_is_not_text_is_refused_without_quoting_it(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from dpframe.cli import main
+
+    table, key = tmp_path / "t.csv", tmp_path / "key"
+    pl.DataFrame({"x": [1.0]}).write_csv(table)
+    key.write_bytes(b"\xfe\xed" + secrets.token_bytes(30))
+    code = main(["serve", "--table", f"t={table}", "--row-privacy", "--total-epsilon", "1",
+                 "--address", "127.0.0.1:0", "--authkey-file", str(key)])
+    err = capsys.readouterr().err
+    assert code == 2 and "authkey" in err and len(err.strip().splitlines()) == 1, err
+    assert "0xfe" not in err and "position" not in err          # nothing of the key's bytes in the owner's logs
