@@ -66,8 +66,9 @@ class Server(Sealed):
     Only clients holding ``authkey`` (bytes, at least 16: e.g. ``secrets.token_bytes(32)``) are served;
     at most ``max_clients`` at once (others are closed at once). :meth:`start` serves on a background
     thread, :meth:`serve_forever` on the calling one; :meth:`close` (or leaving a ``with`` block) stops.
-    The key is never sent; ``tls=`` (an ``ssl.SSLContext`` holding the server's certificate) also
-    encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
+    The key is never sent, and every message after the handshake is tagged for its connection
+    (:class:`~dpframe.remote.wire.Channel`); ``tls=`` (an ``ssl.SSLContext`` holding the server's
+    certificate) also encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
     """
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
@@ -182,13 +183,14 @@ class Server(Sealed):
             wire.challenge(conn, self._authkey, b"client", ours, deadline)
             wire.prove(conn, self._authkey, b"server", theirs)
             conn.settimeout(None)
+            channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             while not self.closed:
-                request = wire.receive_json(conn, wire.REQUEST_LIMIT)
-                keys = wire.receive(conn, wire.REQUEST_LIMIT) if request.get("keys") is True else None
+                request = channel.receive_json(wire.REQUEST_LIMIT)
+                keys = channel.receive(wire.REQUEST_LIMIT) if request.get("keys") is True else None
                 reply, frames = self._answer(request, keys)
-                wire.send_json(conn, reply)
+                channel.send_json(reply)
                 for frame in frames:
-                    wire.send(conn, wire.frame_bytes(frame))
+                    channel.send(wire.frame_bytes(frame))
         except (RemoteError, OSError):
             pass                                # a client that hangs up, times out or breaks the protocol
         finally:

@@ -8,6 +8,9 @@ a size limit stated before its bytes arrive.
 * **Handshake** (:func:`prove`, :func:`challenge`): mutual HMAC-SHA256 over fresh random nonces with the
   shared ``authkey``; each side's answer is bound to its role, so neither can replay the other's. The key
   itself never crosses the socket.
+* **After it** (:class:`Channel`): every frame ends with an HMAC-SHA256 tag under a key of this connection
+  (from ``authkey`` and both nonces), its sender's role and its position, so a frame that one who relays
+  the handshake without the key injects, replays, reorders or reflects is refused.
 * **A request**: one JSON frame ``{"op": ..., ...}``, followed by one Arrow frame when it says
   ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ..., "frames": n}`` followed by
   ``n`` Arrow frames (a released frame, and its diagnostics), or ``{"ok": false, "error": ..., "message": ...}``.
@@ -45,7 +48,7 @@ from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
 
-VERSION = b"dpframe-remote-1"
+VERSION = b"dpframe-remote-2"
 """Sent first by the server, so that a client of another protocol (or version) stops at once."""
 NONCE = 32
 """Bytes of each side's random challenge."""
@@ -108,22 +111,58 @@ def _exactly(sock: socket.socket, size: int, deadline: float | None = None) -> b
     return bytes(out)
 
 
-def send_json(sock: socket.socket, message: dict[str, Any]) -> None:
-    """One JSON frame."""
-    send(sock, _dumps(message))
+class Channel:
+    """A proven connection's frames: each ends with a tag binding it to this connection, its sender and its place.
 
+    ``role``: this side's (``b"server"`` or ``b"client"``); ``server_nonce`` and ``client_nonce``: the
+    handshake's. The tag is HMAC-SHA256, under a key derived from ``authkey`` and both nonces, of the
+    sender's role, the frame's number in its direction and its bytes; a frame whose tag is wrong is a
+    :class:`RemoteError` (the connection is then closed).
+    """
 
-def receive_json(sock: socket.socket, limit: int) -> dict[str, Any]:
-    """One JSON frame holding an object; :class:`RemoteError` for anything else."""
-    import json
+    TAG = 32
 
-    try:
-        message = json.loads(receive(sock, limit))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise RemoteError("a message is not JSON text", argument="message", fix="use dp.connect's client") from None
-    if not isinstance(message, dict):
-        raise RemoteError("a message is not a JSON object", argument="message", fix="use dp.connect's client")
-    return message
+    def __init__(self, sock: socket.socket, authkey: bytes, role: bytes, server_nonce: bytes,
+                 client_nonce: bytes) -> None:
+        self.sock = sock
+        self._key = hmac.new(authkey, VERSION + b"connection" + server_nonce + client_nonce, hashlib.sha256).digest()
+        self._role, self._peer = role, b"client" if role == b"server" else b"server"
+        self._sent = self._received = 0
+
+    def _tag(self, role: bytes, number: int, payload: bytes) -> bytes:
+        return hmac.new(self._key, role + _LENGTH.pack(number) + payload, hashlib.sha256).digest()
+
+    def send(self, payload: bytes) -> None:
+        """One tagged frame."""
+        tag = self._tag(self._role, self._sent, payload)
+        self._sent += 1
+        send(self.sock, payload + tag)
+
+    def receive(self, limit: int) -> bytes:
+        """One tagged frame of at most ``limit`` bytes (its tag checked and removed)."""
+        data = receive(self.sock, limit + self.TAG)
+        payload, tag = data[:-self.TAG], data[-self.TAG:]
+        if len(data) < self.TAG or not hmac.compare_digest(tag, self._tag(self._peer, self._received, payload)):
+            raise RemoteError("a message does not carry this connection's tag", argument="message",
+                              fix="connect with dp.connect, and not through a relay that changes the traffic")
+        self._received += 1
+        return payload
+
+    def send_json(self, message: dict[str, Any]) -> None:
+        """One JSON frame."""
+        self.send(_dumps(message))
+
+    def receive_json(self, limit: int) -> dict[str, Any]:
+        """One JSON frame holding an object; :class:`RemoteError` for anything else."""
+        import json
+
+        try:
+            message = json.loads(self.receive(limit))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise RemoteError("a message is not JSON text", argument="message", fix="use dp.connect's client") from None
+        if not isinstance(message, dict):
+            raise RemoteError("a message is not a JSON object", argument="message", fix="use dp.connect's client")
+        return message
 
 
 def _dumps(message: dict[str, Any]) -> bytes:

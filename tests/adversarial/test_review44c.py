@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import secrets
@@ -206,3 +207,48 @@ def test_a_key_file_that_is_not_text_is_refused_without_quoting_it(tmp_path: Pat
     err = capsys.readouterr().err
     assert code == 2 and "authkey" in err and len(err.strip().splitlines()) == 1, err
     assert "0xfe" not in err and "position" not in err          # nothing of the key's bytes in the owner's logs
+
+
+@pytest.mark.parametrize("attack", ["inject", "replay", "reflect"])
+def test_a_man_in_the_middle_cannot_use_a_proven_connection(served: tuple[dp.Session, dp.Server],
+                                                            attack: str) -> None:
+    """One who relays the handshake (without the key) and then speaks on the connection is refused.
+
+    The handshake proves both ends hold the key; after it, each frame carries a tag under a key of this
+    connection, its sender and its position, so a request of the relay's own, the analyst's request
+    replayed, or the server's reply reflected back is not served (the connection is closed).
+    """
+    sess, server = served
+    address = server.address
+    assert isinstance(address, tuple)
+    collect = {"op": "collect", "sql": "SELECT COUNT(*) AS n FROM t", "budget": {"type": "PureDP", "epsilon": "1/4"}}
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        connected: list[dp.Remote] = []
+        analyst = threading.Thread(target=lambda: connected.append(dp.connect(("127.0.0.1", port), authkey=KEY)))
+        analyst.start()
+        victim, _ = listener.accept()
+        upstream = socket.create_connection(address, timeout=5)
+        victim.settimeout(5)
+        wire.send(victim, wire.receive(upstream, 64))              # the server's hello and nonce
+        wire.send(upstream, wire.receive(victim, 64))              # the analyst's nonce
+        wire.send(upstream, wire.receive(victim, 64))              # the analyst's proof
+        wire.send(victim, wire.receive(upstream, 64))              # the server's proof
+        analyst.join(5)
+        assert connected, "the relayed handshake succeeds: the relay only forwards"
+        if attack == "inject":
+            wire.send(upstream, json.dumps({**collect, "keys": False}).encode())
+        else:
+            asked = threading.Thread(target=lambda: connected[0]._request(collect))
+            asked.start()
+            request = wire.receive(victim, 1 << 20)
+            wire.send(upstream, request)                           # the analyst's collect, once
+            reply = wire.receive(upstream, 1 << 20)
+            wire.send(victim, reply)
+            wire.send(victim, wire.receive(upstream, 1 << 20))     # its frame
+            asked.join(5)
+            wire.send(upstream, request if attack == "replay" else reply)
+        assert _hung_up(upstream)
+        connected[0].close()
+        victim.close()
+    assert sess.remaining() == (dp.PureDP(1) if attack == "inject" else dp.PureDP(0.75))
