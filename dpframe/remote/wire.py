@@ -15,8 +15,8 @@ a size limit stated before its bytes arrive.
   ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ..., "frames": n}`` followed by
   ``n`` Arrow frames (a released frame, and its diagnostics), or ``{"ok": false, "error": ..., "message": ...}``.
 * **Budgets from the analyst** (:func:`budget_from_json`): a type among ``PureDP``, ``ApproxDP`` and
-  ``ZCDP`` and each field as an exact fraction ``"p/q"`` of bounded length, built by the public
-  constructors, which validate them as in-process calls do.
+  ``ZCDP`` and each field as an exact decimal fraction ``"p/q"`` of bounded length (``q`` = 2^i·5^j, as
+  every float's), built by the public constructors, which validate them as in-process calls do.
 
 Example:
     >>> import dpframe as dp
@@ -350,8 +350,26 @@ def budget_from_json(value: object) -> Budget | None:
             raise ArgumentError(f"{field} is not an exact fraction", argument="budget",
                                 fix="pass a budget such as dp.PureDP(0.5)")
         try:
-            numbers.append(Fraction(text))
+            number = Fraction(text)
         except ZeroDivisionError:
             raise ArgumentError(f"{field} divides by zero", argument="budget",
                                 fix="pass a budget such as dp.PureDP(0.5)") from None
+        if not _decimal(number.denominator):
+            raise ArgumentError(f"{field} is not a decimal fraction (its denominator has a prime factor other "
+                                "than 2 and 5)", argument="budget",
+                                fix="pass the budget as a decimal number, e.g. dp.PureDP(0.3333) for a third")
+        numbers.append(number)
     return kind(*numbers)
+
+
+def _decimal(denominator: int) -> bool:
+    """Whether ``denominator`` is 2^i·5^j: a decimal (or binary) fraction's, as every float's is.
+
+    The session's totals are exact: denominators an analyst picks with new prime factors each time would
+    grow its spent budget's denominator without bound (past the 4,300 digits Python writes as text, so
+    ``remaining()`` and ``spent()`` would fail for every analyst). Decimal ones stay within 10^400.
+    """
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    return denominator == 1

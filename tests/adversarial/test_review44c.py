@@ -23,6 +23,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,23 @@ def test_a_man_in_the_middle_cannot_use_a_proven_connection(served: tuple[dp.Ses
         connected[0].close()
         victim.close()
     assert sess.remaining() == (dp.PureDP(1) if attack == "inject" else dp.PureDP(0.75))
+
+
+def test_budgets_of_coprime_denominators_cannot_make_the_spent_budget_unreadable(
+        served: tuple[dp.Session, dp.Server]) -> None:
+    """ε = a/b with a new 400-digit b each time: the exact total's denominator would grow past the 4,300 digits
+    Python turns into text, and ``remaining()`` / ``spent()`` would fail for every analyst of the session
+    (in process they answer). Budgets cross as decimal fractions (denominators 2^i·5^j: every float is one)."""
+    sess, server = served
+    with dp.connect(server.address, authkey=KEY) as remote:
+        for i in range(12):
+            odd = {"type": "PureDP", "epsilon": f"{10**398}/{10**399 + 2 * i + 1}"}      # ≈ 0.1 each
+            with pytest.raises(dp.ArgumentError, match="budget"):
+                remote._request({"op": "collect", "sql": "SELECT COUNT(*) AS n FROM t", "budget": odd})
+        assert remote.remaining() == sess.remaining() == dp.PureDP(1)
+        with pytest.raises(dp.ArgumentError, match="budget"):
+            remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(Fraction(1, 3)))
+        assert remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(1 / 3)) == dp.PureDP(1 / 3)
+    for budget in (dp.ApproxDP(0.5, 5e-324), dp.ZCDP(1e-300), dp.PureDP(1.7976931348623157e308)):   # floats' ends
+        assert wire.budget_from_json(wire.budget_to_json(budget)) == budget
+    assert sess.history().height == 0
