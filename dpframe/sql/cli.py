@@ -214,6 +214,9 @@ def serve(args: argparse.Namespace) -> None:
     address: tuple[str, int] | str = args.address
     if sep and port.isdigit() and "/" not in args.address:
         address = (host.strip("[]"), int(port))
+        if not address[0]:          # Python's "" host is every interface, not this machine alone
+            raise CLIError(f"--address {args.address}: give the host, e.g. 127.0.0.1:{port} (or 0.0.0.0:{port} "
+                           "to listen on every interface)")
     tls = None
     if args.tls_cert is not None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

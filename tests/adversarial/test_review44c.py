@@ -273,3 +273,23 @@ def test_budgets_of_coprime_denominators_cannot_make_the_spent_budget_unreadable
     for budget in (dp.ApproxDP(0.5, 5e-324), dp.ZCDP(1e-300), dp.PureDP(1.7976931348623157e308)):   # floats' ends
         assert wire.budget_from_json(wire.budget_to_json(budget)) == budget
     assert sess.history().height == 0
+
+
+def test_serve_on_an_empty_host_is_refused_not_every_interface(tmp_path: Path) -> None:
+    """``--address :7070`` would listen on every interface (Python's ``""`` host), not on this machine alone."""
+    import subprocess
+    import sys
+
+    table, key = tmp_path / "t.csv", tmp_path / "key"
+    pl.DataFrame({"x": [1.0]}).write_csv(table)
+    key.write_text(secrets.token_hex(32))
+    owner = subprocess.Popen([sys.executable, "-m", "dpframe.cli", "serve", "--table", f"t={table}", "--row-privacy",
+                              "--total-epsilon", "1", "--address", ":0", "--authkey-file", str(key)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = owner.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        owner.kill()
+        owner.communicate()
+        pytest.fail("dpframe serve --address :0 served (on every interface)")
+    assert owner.returncode == 2 and "address" in err and len(err.strip().splitlines()) == 1, err
