@@ -42,6 +42,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
@@ -279,9 +280,10 @@ def _keys(data: bytes) -> dict[str, list[Any]]:
     """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``.
 
     What they unpack to is bounded by the bytes sent (an analyst's few bytes must not become gigabytes
-    here): lists of plain values only (numbers, booleans, text, bytes, dates and times: no nulls-only,
-    dictionary, nested or extension type, whose values can take no bytes each or repeat one long value),
-    and at most one value, and one byte of text, per byte received. Refused before anything is charged.
+    here): lists of plain values only (numbers, booleans, text, bytes, dates and times, or nulls — the
+    type of an empty list; no dictionary, nested or extension type, whose values can repeat one long
+    value), and at most one value, and one byte of text, per byte received (a null takes no byte).
+    Refused before anything is charged.
     """
     table = wire.table_from_bytes(data)
     fields = list(table.schema)
@@ -293,24 +295,31 @@ def _keys(data: bytes) -> dict[str, list[Any]]:
         if not _plain(field.type.value_type):
             raise ArgumentError(f"keys of type {field.type.value_type} for {field.name!r}", argument="keys",
                                 fix="pass keys of the column's type: numbers, booleans, text, bytes, dates or times")
+    values = sum(len(pc.list_flatten(column)) for column in table.columns)
+    if values > len(data):
+        raise _unpacked(len(data))
     plain = pa.Table.from_arrays([column.cast(pa.list_(field.type.value_type))
                                   for field, column in zip(fields, table.columns, strict=True)],
                                  names=[field.name for field in fields])      # no metadata: Polars reads types only
     frame = pl.from_arrow(plain)
     assert isinstance(frame, pl.DataFrame)
     lists = {c: frame[c][0] for c in frame.columns}
-    unpacked = sum(s.len() + int(s.str.len_bytes().sum() if s.dtype == pl.String else
-                                 s.bin.size().sum() if s.dtype == pl.Binary else 0) for s in lists.values())
-    if unpacked > len(data):
-        raise ArgumentError(f"keys of {len(data)} bytes that unpack to more values and text than that", argument="keys",
-                            fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
+    text = sum(int(s.str.len_bytes().sum() if s.dtype == pl.String else s.bin.size().sum() if s.dtype == pl.Binary
+                   else 0) for s in lists.values())
+    if values + text > len(data):
+        raise _unpacked(len(data))
     return {c: s.to_list() for c, s in lists.items()}
 
 
+def _unpacked(size: int) -> ArgumentError:
+    return ArgumentError(f"keys of {size} bytes that unpack to more values and text than that", argument="keys",
+                         fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
+
+
 def _plain(kind: pa.DataType) -> bool:
-    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own)."""
+    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own, or a null)."""
     types = pa.types
-    return bool(types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+    return bool(types.is_null(kind) or types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
                 or types.is_decimal(kind) or types.is_string(kind) or types.is_large_string(kind)
                 or types.is_string_view(kind) or types.is_binary(kind) or types.is_large_binary(kind)
                 or types.is_binary_view(kind) or types.is_date(kind) or types.is_timestamp(kind)

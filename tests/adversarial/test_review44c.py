@@ -129,6 +129,8 @@ def test_keys_as_the_client_sends_them_still_pass(served: tuple[dp.Session, dp.S
     with dp.connect(server.address, authkey=KEY) as remote:
         out = remote.sql(GROUPED, keys={"g": keys}).collect(dp.PureDP(0.5))
         assert out.height == len(keys)
+        with pytest.raises(dp.SchemaError, match="no keys given"):          # the session's own refusal
+            remote.sql(GROUPED, keys={"g": []}).cost(dp.PureDP(0.5))
         assert remote.sql("SELECT x > 1 AS big, COUNT(*) AS n FROM t GROUP BY big",
                           keys={"big": [True, False]}).cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
     assert sess.history().height == 1
