@@ -95,20 +95,25 @@ def receive(sock: socket.socket, limit: int, deadline: float | None = None) -> b
 
 
 def _exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
-    out = bytearray(size)
-    view, got = memoryview(out), 0
+    """``size`` bytes, held as they arrive.
+
+    A stated length reserves nothing: a peer that announces the limit and sends a few bytes costs a few bytes.
+    """
+    chunks: list[bytes] = []
+    got = 0
     while got < size:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("the peer did not send in time")
             sock.settimeout(left)
-        n = sock.recv_into(view[got:], min(size - got, 1 << 20))
-        if n == 0:
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
             raise RemoteError("the connection was closed", argument="connection",
                               fix="connect again (dp.connect) and check that the server is running")
-        got += n
-    return bytes(out)
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 class Channel:

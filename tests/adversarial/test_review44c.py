@@ -295,3 +295,22 @@ def test_serve_on_an_empty_host_is_refused_not_every_interface(tmp_path: Path) -
         owner.communicate()
         pytest.fail("dpframe serve --address :0 served (on every interface)")
     assert owner.returncode == 2 and "address" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_length_header_alone_reserves_no_memory() -> None:
+    """A frame's stated length is a limit, not an allocation: a peer (a man in the middle before the tag is
+    checked, or an analyst) who announces the largest frame allowed and sends a few bytes costs a few bytes."""
+    import tracemalloc
+
+    left, right = socket.socketpair()
+    with left, right:
+        right.sendall(struct.pack("!Q", 256 << 20) + b"only this")
+        right.shutdown(socket.SHUT_WR)
+        tracemalloc.start()
+        try:
+            with pytest.raises(dp.RemoteError, match="closed"):
+                wire.receive(left, wire.REPLY_LIMIT)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20, peak
