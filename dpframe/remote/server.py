@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import selectors
 import socket
 import ssl
 import threading
@@ -171,10 +172,11 @@ class Server(Sealed):
             conn.settimeout(AUTH_SECONDS)
             wire.no_delay(conn)
             if self._tls is not None:
-                with self._lock:
+                with self._lock:        # the wrap only: the handshake runs unlocked (accepting takes this lock)
                     self._clients.discard(conn)
-                    conn = self._tls.wrap_socket(conn, server_side=True)
+                    conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
                     self._clients.add(conn)
+                _tls_handshake(conn, deadline)
             ours = wire.nonce()
             wire.send(conn, wire.VERSION + ours)
             theirs = wire.receive(conn, wire.NONCE, deadline)
@@ -266,6 +268,28 @@ def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
         if value is not None and value is not False:
             out[name] = value
     return out
+
+
+def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:
+    """TLS's handshake on ``conn``, all of it by ``deadline`` (``TimeoutError`` otherwise).
+
+    However the peer spaces its bytes: a blocking handshake waits up to the socket's timeout for each.
+    """
+    conn.setblocking(False)
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(conn, selectors.EVENT_READ)
+        while True:
+            try:
+                conn.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                waiting.modify(conn, selectors.EVENT_READ)
+            except ssl.SSLWantWriteError:
+                waiting.modify(conn, selectors.EVENT_WRITE)
+            left = deadline - time.monotonic()
+            if left <= 0 or not waiting.select(left):
+                raise TimeoutError("the TLS handshake did not finish in time")
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
 
 
 def _text(request: Mapping[str, Any], field: str) -> str:

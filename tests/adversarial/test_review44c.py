@@ -319,3 +319,71 @@ def test_a_length_header_alone_reserves_no_memory() -> None:
         finally:
             tracemalloc.stop()
     assert peak < 16 << 20, peak
+
+
+@pytest.fixture(scope="module")
+def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The server's TLS context: a self-signed certificate for 127.0.0.1 (made with the openssl command)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context, ssl.create_default_context(cafile=str(cert))
+
+
+def _client_hello() -> bytes:
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    with pytest.raises(ssl.SSLWantReadError):
+        context.wrap_bio(incoming, outgoing).do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("stall", ["silent", "dripped"])
+def test_a_stalled_tls_handshake_neither_holds_the_server_nor_stays(tls_server_context: Any, stall: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anyone who can reach the port: a TLS handshake that never finishes must not stop the server from
+    serving others (it once ran under the server's lock, which accepting a connection takes), and is
+    closed within the handshake's time however it spaces its bytes."""
+    monkeypatch.setattr(server_module, "AUTH_SECONDS", 2.0)
+    server_side, trusted = tls_server_context
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, tls=server_side).start() as server:
+        address = server.address
+        assert isinstance(address, tuple)
+        stalled = socket.create_connection(address, timeout=5)
+        hello = _client_hello() if stall == "dripped" else b""
+        time.sleep(0.3)                                  # the server has taken the stalled connection
+        start = time.monotonic()
+        with dp.connect(address, authkey=KEY, tls=trusted) as remote:
+            assert remote.tables() == ["t"]
+        assert time.monotonic() - start < 1.5, "another client waited for the stalled handshake"
+        closed = False
+        for byte in hello[:-1] or b"\0" * 0:             # all but its last byte, one every 0.1 s
+            try:
+                stalled.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            if select.select([stalled], [], [], 0.1)[0]:
+                closed = _hung_up(stalled)
+                break
+            if time.monotonic() - start > 6:
+                break
+        if not closed:
+            stalled.settimeout(6)
+            closed = _hung_up(stalled)
+        assert closed and time.monotonic() - start < 4, "a TLS handshake that never ends held its connection"
+        stalled.close()
