@@ -87,7 +87,7 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
     except BaseException:
         sock.close()
         raise
-    return Remote(sock)
+    return Remote(wire.Channel(sock, key, b"client", hello[len(wire.VERSION):], ours))
 
 
 class Remote:
@@ -96,8 +96,9 @@ class Remote:
     Made by :func:`connect`; close it (or leave its ``with`` block) when done.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
+    def __init__(self, channel: wire.Channel) -> None:
+        self._channel = channel
+        self._sock = channel.sock
         self._lock = threading.Lock()
         self._closed = False
 
@@ -162,12 +163,12 @@ class Remote:
             if self._closed:
                 raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
             try:
-                wire.send_json(self._sock, {**message, "keys": keys is not None})
+                self._channel.send_json({**message, "keys": keys is not None})
                 if keys is not None:
-                    wire.send(self._sock, keys)
-                reply = wire.receive_json(self._sock, wire.REPLY_LIMIT)
+                    self._channel.send(keys)
+                reply = self._channel.receive_json(wire.REPLY_LIMIT)
                 count = reply.get("frames", 0)
-                frames = [wire.frame_from_bytes(wire.receive(self._sock, wire.REPLY_LIMIT))
+                frames = [wire.frame_from_bytes(self._channel.receive(wire.REPLY_LIMIT))
                           for _ in range(count if type(count) is int else 0)]
             except (OSError, RemoteError) as e:
                 self._closed = True

@@ -31,15 +31,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import selectors
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
@@ -51,7 +55,7 @@ from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
-"""A connection that has not proved it holds the key within this many seconds is closed."""
+"""A connection that has not proved it holds the key within this many seconds of its start is closed."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -64,8 +68,9 @@ class Server(Sealed):
     Only clients holding ``authkey`` (bytes, at least 16: e.g. ``secrets.token_bytes(32)``) are served;
     at most ``max_clients`` at once (others are closed at once). :meth:`start` serves on a background
     thread, :meth:`serve_forever` on the calling one; :meth:`close` (or leaving a ``with`` block) stops.
-    The key is never sent; ``tls=`` (an ``ssl.SSLContext`` holding the server's certificate) also
-    encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
+    The key is never sent, and every message after the handshake is tagged for its connection
+    (:class:`~dpframe.remote.wire.Channel`); ``tls=`` (an ``ssl.SSLContext`` holding the server's
+    certificate) also encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
     """
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
@@ -129,7 +134,11 @@ class Server(Sealed):
             threading.Thread(target=self._serve, args=(conn,), name="dpframe-client", daemon=True).start()
 
     def close(self) -> None:
-        """Stop accepting, close every client's connection (a request being answered finishes first)."""
+        """Stop accepting, close every client's connection.
+
+        A request being answered runs on, and what it reserved stays charged, but its reply is not sent
+        (its client gets a ``RemoteError``; ``history()`` shows the charge).
+        """
         with self._lock:
             if self.closed:
                 return
@@ -159,29 +168,32 @@ class Server(Sealed):
     def _serve(self, conn: socket.socket) -> None:
         """One client: TLS (if asked), the handshake, then requests until it hangs up (or breaks the protocol)."""
         try:
+            deadline = time.monotonic() + AUTH_SECONDS       # for the whole handshake, not each read
             conn.settimeout(AUTH_SECONDS)
             wire.no_delay(conn)
             if self._tls is not None:
-                with self._lock:
+                with self._lock:        # the wrap only: the handshake runs unlocked (accepting takes this lock)
                     self._clients.discard(conn)
-                    conn = self._tls.wrap_socket(conn, server_side=True)
+                    conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
                     self._clients.add(conn)
+                _tls_handshake(conn, deadline)
             ours = wire.nonce()
             wire.send(conn, wire.VERSION + ours)
-            theirs = wire.receive(conn, wire.NONCE)
+            theirs = wire.receive(conn, wire.NONCE, deadline)
             if len(theirs) != wire.NONCE:
                 raise RemoteError("the client's challenge is not a fresh nonce", argument="connection",
                                   fix="use dp.connect's client")
-            wire.challenge(conn, self._authkey, b"client", ours)
+            wire.challenge(conn, self._authkey, b"client", ours, deadline)
             wire.prove(conn, self._authkey, b"server", theirs)
             conn.settimeout(None)
+            channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             while not self.closed:
-                request = wire.receive_json(conn, wire.REQUEST_LIMIT)
-                keys = wire.receive(conn, wire.REQUEST_LIMIT) if request.get("keys") is True else None
+                request = channel.receive_json(wire.REQUEST_LIMIT)
+                keys = channel.receive(wire.REQUEST_LIMIT) if request.get("keys") is True else None
                 reply, frames = self._answer(request, keys)
-                wire.send_json(conn, reply)
+                channel.send_json(reply)
                 for frame in frames:
-                    wire.send(conn, wire.frame_bytes(frame))
+                    channel.send(wire.frame_bytes(frame))
         except (RemoteError, OSError):
             pass                                # a client that hangs up, times out or breaks the protocol
         finally:
@@ -215,7 +227,7 @@ class Server(Sealed):
             return None, [sess.history()]
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
-        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(wire.frame_from_bytes(keys)))
+        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(keys))
         budget = wire.budget_from_json(request.get("budget"))
         options = _options(request, op)
         if options and not isinstance(query, Query):
@@ -258,6 +270,28 @@ def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
     return out
 
 
+def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:
+    """TLS's handshake on ``conn``, all of it by ``deadline`` (``TimeoutError`` otherwise).
+
+    However the peer spaces its bytes: a blocking handshake waits up to the socket's timeout for each.
+    """
+    conn.setblocking(False)
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(conn, selectors.EVENT_READ)
+        while True:
+            try:
+                conn.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                waiting.modify(conn, selectors.EVENT_READ)
+            except ssl.SSLWantWriteError:
+                waiting.modify(conn, selectors.EVENT_WRITE)
+            left = deadline - time.monotonic()
+            if left <= 0 or not waiting.select(left):
+                raise TimeoutError("the TLS handshake did not finish in time")
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+
+
 def _text(request: Mapping[str, Any], field: str) -> str:
     value = request.get(field)
     if not isinstance(value, str):
@@ -266,12 +300,54 @@ def _text(request: Mapping[str, Any], field: str) -> str:
     return value
 
 
-def _keys(frame: pl.DataFrame) -> dict[str, list[Any]]:
-    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``."""
-    if frame.height != 1 or not all(isinstance(t, pl.List) for t in frame.dtypes):
+def _keys(data: bytes) -> dict[str, list[Any]]:
+    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``.
+
+    What they unpack to is bounded by the bytes sent (an analyst's few bytes must not become gigabytes
+    here): lists of plain values only (numbers, booleans, text, bytes, dates and times, or nulls — the
+    type of an empty list; no dictionary, nested or extension type, whose values can repeat one long
+    value), and at most one value, and one byte of text, per byte received (a null takes no byte).
+    Refused before anything is charged.
+    """
+    table = wire.table_from_bytes(data)
+    fields = list(table.schema)
+    if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
+            or any(column.null_count for column in table.columns):
         raise ArgumentError("expected one list of keys per column", argument="keys",
                             fix="pass keys={'column': [value, ...]}")
-    return {c: frame[c][0].to_list() for c in frame.columns}
+    for field in fields:
+        if not _plain(field.type.value_type):
+            raise ArgumentError(f"keys of type {field.type.value_type} for {field.name!r}", argument="keys",
+                                fix="pass keys of the column's type: numbers, booleans, text, bytes, dates or times")
+    values = sum(len(pc.list_flatten(column)) for column in table.columns)
+    if values > len(data):
+        raise _unpacked(len(data))
+    plain = pa.Table.from_arrays([column.cast(pa.list_(field.type.value_type))
+                                  for field, column in zip(fields, table.columns, strict=True)],
+                                 names=[field.name for field in fields])      # no metadata: Polars reads types only
+    frame = pl.from_arrow(plain)
+    assert isinstance(frame, pl.DataFrame)
+    lists = {c: frame[c][0] for c in frame.columns}
+    text = sum(int(s.str.len_bytes().sum() if s.dtype == pl.String else s.bin.size().sum() if s.dtype == pl.Binary
+                   else 0) for s in lists.values())
+    if values + text > len(data):
+        raise _unpacked(len(data))
+    return {c: s.to_list() for c, s in lists.items()}
+
+
+def _unpacked(size: int) -> ArgumentError:
+    return ArgumentError(f"keys of {size} bytes that unpack to more values and text than that", argument="keys",
+                         fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own, or a null)."""
+    types = pa.types
+    return bool(types.is_null(kind) or types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+                or types.is_decimal(kind) or types.is_string(kind) or types.is_large_string(kind)
+                or types.is_string_view(kind) or types.is_binary(kind) or types.is_large_binary(kind)
+                or types.is_binary_view(kind) or types.is_date(kind) or types.is_timestamp(kind)
+                or types.is_time(kind) or types.is_duration(kind))
 
 
 def _error(e: DPFrameError) -> dict[str, Any]:
@@ -299,6 +375,9 @@ def _listen(address: object) -> tuple[socket.socket, str | None]:
                             fix="pass ('127.0.0.1', 0) for a free local port")
     try:
         return socket.create_server(address), None
+    except OverflowError:
+        raise ArgumentError(f"cannot listen on {address!r} (a port is 0 to 65535)", argument="address",
+                            fix="pick a free port, or 0 for any") from None
     except OSError as e:
         raise ArgumentError(f"cannot listen on {address!r} ({e.strerror or e})", argument="address",
                             fix="pick a free port, or 0 for any") from None

@@ -8,12 +8,15 @@ a size limit stated before its bytes arrive.
 * **Handshake** (:func:`prove`, :func:`challenge`): mutual HMAC-SHA256 over fresh random nonces with the
   shared ``authkey``; each side's answer is bound to its role, so neither can replay the other's. The key
   itself never crosses the socket.
+* **After it** (:class:`Channel`): every frame ends with an HMAC-SHA256 tag under a key of this connection
+  (from ``authkey`` and both nonces), its sender's role and its position, so a frame that one who relays
+  the handshake without the key injects, replays, reorders or reflects is refused.
 * **A request**: one JSON frame ``{"op": ..., ...}``, followed by one Arrow frame when it says
   ``"keys": true``. **A reply**: one JSON frame ``{"ok": true, "value": ..., "frames": n}`` followed by
   ``n`` Arrow frames (a released frame, and its diagnostics), or ``{"ok": false, "error": ..., "message": ...}``.
 * **Budgets from the analyst** (:func:`budget_from_json`): a type among ``PureDP``, ``ApproxDP`` and
-  ``ZCDP`` and each field as an exact fraction ``"p/q"`` of bounded length, built by the public
-  constructors, which validate them as in-process calls do.
+  ``ZCDP`` and each field as an exact decimal fraction ``"p/q"`` of bounded length (``q`` = 2^i·5^j, as
+  every float's), built by the public constructors, which validate them as in-process calls do.
 
 Example:
     >>> import dpframe as dp
@@ -32,6 +35,7 @@ import secrets
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Mapping
 from fractions import Fraction
 from types import MappingProxyType
@@ -44,7 +48,7 @@ from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
 
-VERSION = b"dpframe-remote-1"
+VERSION = b"dpframe-remote-2"
 """Sent first by the server, so that a client of another protocol (or version) stops at once."""
 NONCE = 32
 """Bytes of each side's random challenge."""
@@ -77,43 +81,93 @@ def no_delay(sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def receive(sock: socket.socket, limit: int) -> bytes:
-    """One frame of at most ``limit`` bytes; :class:`RemoteError` when longer, or when the peer hung up."""
-    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
+def receive(sock: socket.socket, limit: int, deadline: float | None = None) -> bytes:
+    """One frame of at most ``limit`` bytes; :class:`RemoteError` when longer, or when the peer hung up.
+
+    ``deadline`` (a :func:`time.monotonic` time): the whole frame must have arrived by then
+    (``TimeoutError`` otherwise), however the peer spaces its bytes; None: the socket's own timeout, per read.
+    """
+    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size, deadline))
     if size > limit:
         raise RemoteError(f"a message of {size} bytes is over the limit of {limit}", argument="message",
                           fix="send smaller requests (fewer public keys per query)")
-    return _exactly(sock, size)
+    return _exactly(sock, size, deadline)
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    out = bytearray(size)
-    view, got = memoryview(out), 0
+def _exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
+    """``size`` bytes, held as they arrive.
+
+    A stated length reserves nothing: a peer that announces the limit and sends a few bytes costs a few bytes.
+    """
+    chunks: list[bytes] = []
+    got = 0
     while got < size:
-        n = sock.recv_into(view[got:], min(size - got, 1 << 20))
-        if n == 0:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the peer did not send in time")
+            sock.settimeout(left)
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
             raise RemoteError("the connection was closed", argument="connection",
                               fix="connect again (dp.connect) and check that the server is running")
-        got += n
-    return bytes(out)
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
-def send_json(sock: socket.socket, message: dict[str, Any]) -> None:
-    """One JSON frame."""
-    send(sock, _dumps(message))
+class Channel:
+    """A proven connection's frames: each ends with a tag binding it to this connection, its sender and its place.
 
+    ``role``: this side's (``b"server"`` or ``b"client"``); ``server_nonce`` and ``client_nonce``: the
+    handshake's. The tag is HMAC-SHA256, under a key derived from ``authkey`` and both nonces, of the
+    sender's role, the frame's number in its direction and its bytes; a frame whose tag is wrong is a
+    :class:`RemoteError` (the connection is then closed).
+    """
 
-def receive_json(sock: socket.socket, limit: int) -> dict[str, Any]:
-    """One JSON frame holding an object; :class:`RemoteError` for anything else."""
-    import json
+    TAG = 32
 
-    try:
-        message = json.loads(receive(sock, limit))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise RemoteError("a message is not JSON text", argument="message", fix="use dp.connect's client") from None
-    if not isinstance(message, dict):
-        raise RemoteError("a message is not a JSON object", argument="message", fix="use dp.connect's client")
-    return message
+    def __init__(self, sock: socket.socket, authkey: bytes, role: bytes, server_nonce: bytes,
+                 client_nonce: bytes) -> None:
+        self.sock = sock
+        self._key = hmac.new(authkey, VERSION + b"connection" + server_nonce + client_nonce, hashlib.sha256).digest()
+        self._role, self._peer = role, b"client" if role == b"server" else b"server"
+        self._sent = self._received = 0
+
+    def _tag(self, role: bytes, number: int, payload: bytes) -> bytes:
+        return hmac.new(self._key, role + _LENGTH.pack(number) + payload, hashlib.sha256).digest()
+
+    def send(self, payload: bytes) -> None:
+        """One tagged frame."""
+        tag = self._tag(self._role, self._sent, payload)
+        self._sent += 1
+        send(self.sock, payload + tag)
+
+    def receive(self, limit: int) -> bytes:
+        """One tagged frame of at most ``limit`` bytes (its tag checked and removed)."""
+        data = receive(self.sock, limit + self.TAG)
+        payload, tag = data[:-self.TAG], data[-self.TAG:]
+        if len(data) < self.TAG or not hmac.compare_digest(tag, self._tag(self._peer, self._received, payload)):
+            raise RemoteError("a message does not carry this connection's tag", argument="message",
+                              fix="connect with dp.connect, and not through a relay that changes the traffic")
+        self._received += 1
+        return payload
+
+    def send_json(self, message: dict[str, Any]) -> None:
+        """One JSON frame."""
+        self.send(_dumps(message))
+
+    def receive_json(self, limit: int) -> dict[str, Any]:
+        """One JSON frame holding an object; :class:`RemoteError` for anything else."""
+        import json
+
+        try:
+            message = json.loads(self.receive(limit))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise RemoteError("a message is not JSON text", argument="message", fix="use dp.connect's client") from None
+        if not isinstance(message, dict):
+            raise RemoteError("a message is not a JSON object", argument="message", fix="use dp.connect's client")
+        return message
 
 
 def _dumps(message: dict[str, Any]) -> bytes:
@@ -130,22 +184,74 @@ def frame_bytes(frame: pl.DataFrame) -> bytes:
 
 
 def frame_from_bytes(data: bytes) -> pl.DataFrame:
-    """An Arrow IPC stream as a frame, validated in full (its buffers, offsets and UTF-8) before Polars reads it.
+    """An Arrow IPC stream as a frame (:func:`table_from_bytes`, then Polars).
 
     Example:
         >>> frame_from_bytes(frame_bytes(pl.DataFrame({"g": ["a", "b"]})))["g"].to_list()
         ['a', 'b']
 
     """
-    try:
-        table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
-        table.validate(full=True)
-    except (pa.ArrowException, ValueError, OSError) as e:
-        raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
-                            fix="pass keys as {'column': [value, ...]}") from None
-    out = pl.from_arrow(table)
+    out = pl.from_arrow(table_from_bytes(data))
     assert isinstance(out, pl.DataFrame)
     return out
+
+
+def table_from_bytes(data: bytes) -> pa.Table:
+    """An Arrow IPC stream as a table, validated in full (its buffers, offsets and UTF-8).
+
+    A compressed stream is refused before any body is read (:func:`_compressed`): decoding is then zero-copy,
+    bounded by the bytes received.
+    """
+    try:
+        compressed = any(message.type in ("record batch", "dictionary") and _compressed(
+            message.metadata.to_pybytes(), message.type == "dictionary")
+            for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(data)))
+        table = None if compressed else pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        if table is not None:
+            table.validate(full=True)
+    except (pa.ArrowException, ValueError, OSError, struct.error) as e:
+        raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
+                            fix="pass keys as {'column': [value, ...]}") from None
+    if table is None:
+        raise ArgumentError("a compressed Arrow IPC stream (its bodies could inflate to many times their bytes)",
+                            argument="keys", fix="send the keys uncompressed, as dp.connect's client does")
+    return table
+
+
+def _compressed(metadata: bytes, dictionary: bool) -> bool:
+    """Whether a record batch's (or a dictionary batch's) flatbuffer metadata names a body compression.
+
+    Read before Arrow decodes the body: a compressed buffer states its own inflated length, which Arrow
+    allocates and fills (kilobytes of zstd inflate to gigabytes). Arrow's schema (``Message.fbs``): a Message's
+    field 2 is its header; a DictionaryBatch's field 1 its RecordBatch; a RecordBatch's field 3 its compression.
+    ``struct.error`` when the metadata points outside itself.
+    """
+    def at(fmt: str, offset: int) -> int:
+        if offset < 0:
+            raise struct.error("an offset before the metadata")
+        value: int = struct.unpack_from(fmt, metadata, offset)[0]
+        return value
+
+    def field(table: int, index: int) -> int | None:
+        vtable = table - at("<i", table)
+        if 4 + 2 * index >= at("<H", vtable):
+            return None
+        offset = at("<H", vtable + 4 + 2 * index)
+        return table + offset if offset else None
+
+    def table_of(offset: int) -> int:
+        return offset + at("<I", offset)
+
+    header = field(table_of(0), 2)
+    if header is None:
+        return False
+    batch = table_of(header)
+    if dictionary:
+        data = field(batch, 1)
+        if data is None:
+            return False
+        batch = table_of(data)
+    return field(batch, 3) is not None
 
 
 def prove(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
@@ -153,9 +259,9 @@ def prove(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> Non
     send(sock, _answer(authkey, role, nonce))
 
 
-def challenge(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes) -> None:
+def challenge(sock: socket.socket, authkey: bytes, role: bytes, nonce: bytes, deadline: float | None = None) -> None:
     """Check the peer's answer to our ``nonce`` (:func:`prove` with the peer's role); RemoteError if wrong."""
-    answer = receive(sock, 64)
+    answer = receive(sock, 64, deadline)
     if not hmac.compare_digest(answer, _answer(authkey, role, nonce)):
         raise RemoteError("the peer did not prove it holds the authkey", argument="authkey",
                           fix="use the authkey the server was started with")
@@ -249,8 +355,26 @@ def budget_from_json(value: object) -> Budget | None:
             raise ArgumentError(f"{field} is not an exact fraction", argument="budget",
                                 fix="pass a budget such as dp.PureDP(0.5)")
         try:
-            numbers.append(Fraction(text))
+            number = Fraction(text)
         except ZeroDivisionError:
             raise ArgumentError(f"{field} divides by zero", argument="budget",
                                 fix="pass a budget such as dp.PureDP(0.5)") from None
+        if not _decimal(number.denominator):
+            raise ArgumentError(f"{field} is not a decimal fraction (its denominator has a prime factor other "
+                                "than 2 and 5)", argument="budget",
+                                fix="pass the budget as a decimal number, e.g. dp.PureDP(0.3333) for a third")
+        numbers.append(number)
     return kind(*numbers)
+
+
+def _decimal(denominator: int) -> bool:
+    """Whether ``denominator`` is 2^i·5^j: a decimal (or binary) fraction's, as every float's is.
+
+    The session's totals are exact: denominators an analyst picks with new prime factors each time would
+    grow its spent budget's denominator without bound (past the 4,300 digits Python writes as text, so
+    ``remaining()`` and ``spent()`` would fail for every analyst). Decimal ones stay within 10^400.
+    """
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    return denominator == 1

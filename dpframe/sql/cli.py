@@ -205,11 +205,18 @@ def _opened(args: argparse.Namespace, spend: bool, query_budget: Budget | None) 
 
 def serve(args: argparse.Namespace) -> None:
     """``dpframe serve``: the session, served on ``--address`` until interrupted (Ctrl-C or SIGTERM)."""
-    key = Path(args.authkey_file).read_text(encoding="utf-8").strip().encode()
+    try:
+        key = Path(args.authkey_file).read_text(encoding="utf-8").strip().encode()
+    except UnicodeDecodeError:      # its message would quote a byte of the key (and where) in the owner's logs
+        raise CLIError(f"--authkey-file {args.authkey_file}: the authkey file is not UTF-8 text (e.g. the "
+                       "output of secrets.token_hex(32))") from None
     host, sep, port = args.address.rpartition(":")
     address: tuple[str, int] | str = args.address
     if sep and port.isdigit() and "/" not in args.address:
         address = (host.strip("[]"), int(port))
+        if not address[0]:          # Python's "" host is every interface, not this machine alone
+            raise CLIError(f"--address {args.address}: give the host, e.g. 127.0.0.1:{port} (or 0.0.0.0:{port} "
+                           "to listen on every interface)")
     tls = None
     if args.tls_cert is not None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -52,11 +52,12 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-def handshake(sock: socket.socket, hello_nonce: bytes) -> None:
+def handshake(sock: socket.socket, hello_nonce: bytes) -> wire.Channel:
     ours = wire.nonce()
     wire.send(sock, ours)
     wire.prove(sock, KEY, b"client", hello_nonce)
     wire.challenge(sock, KEY, b"server", ours)
+    return wire.Channel(sock, KEY, b"client", hello_nonce, ours)
 
 
 class Flag:
@@ -72,8 +73,8 @@ def test_a_pickle_is_never_loaded(served: tuple[dp.Session, dp.Server]) -> None:
     assert isinstance(address, tuple)
     sock = socket.create_connection(address, timeout=5)
     hello = wire.receive(sock, 64)
-    handshake(sock, hello[len(wire.VERSION):])
-    wire.send(sock, pickle.dumps(Flag()))
+    channel = handshake(sock, hello[len(wire.VERSION):])
+    channel.send(pickle.dumps(Flag()))             # tagged: the analyst holds the key
     assert closed_by_server(sock)
     assert not Flag.ran
     with dp.connect(address, authkey=KEY) as remote:
