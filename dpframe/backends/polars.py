@@ -334,7 +334,11 @@ class PolarsBackend:
         out = frame.group_by(by).agg([e for e in exprs if not (packed and e.meta.output_name() in listed_keys)] + extra)
         inside: list[pl.DataFrame] = []
         if windows is not None and near:   # and per statistic the (few) codes inside its windows, a list per group
-            main, *inside = pl.collect_all([out, *[windows.listed_lists(s, packed) for s in near]], engine=STREAMING)
+            queries = [out, *[windows.listed_lists(s, packed) for s in near]]
+            if windows.raw:    # value comparisons share no work between the queries: one at a time on the cores
+                main, *inside = [q.collect(engine=STREAMING) for q in queries]
+            else:
+                main, *inside = pl.collect_all(queries, engine=STREAMING)
             missed = windows.unsampled(main)
             if missed.height:              # small groups the sample missed: all their codes instead
                 whole = pl.collect_all([windows.whole(s, missed, packed) for s in near], engine=ENGINE)

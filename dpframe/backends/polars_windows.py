@@ -54,6 +54,7 @@ WORTH = 0.5
 counts as all listed)."""
 
 _CODE = "__dpframe_code{}"
+_RAW = "__dpframe_raw{}"
 _LO, _HI = "__dpframe_lo{}_{}", "__dpframe_hi{}_{}"
 _BELOW, _IN = "__dpframe_below{}_{}", "__dpframe_in{}"
 _ROW = "__dpframe_row"
@@ -124,7 +125,9 @@ class RankWindows:
 
     ``near`` lists the statistics answered partially; empty when the windows were not worth it, in which
     case ``frame`` holds the codes and :meth:`aggregates` lists whole groups. ``ends[i]`` holds
-    statistic i's windows ``(lo, hi)`` per target; ``sampled`` the groups the sample saw.
+    statistic i's windows ``(lo, hi)`` per target; ``sampled`` the groups the sample saw. ``raw[i]``, when
+    set, holds the same windows on statistic i's float values (:func:`float_ends`): the passes over a
+    stored table then compare values instead of computing every row's code.
     """
 
     frame: pl.LazyFrame
@@ -133,6 +136,7 @@ class RankWindows:
     by: list[str] = field(default_factory=list)
     ends: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     sampled: pl.DataFrame = field(default_factory=pl.DataFrame)
+    raw: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
 
     @classmethod
     def plan(cls, frame: pl.LazyFrame, schema: pl.Schema, request: StatisticsRequest,
@@ -144,10 +148,14 @@ class RankWindows:
             else []
         codes = [code_values(pl.col(s.column), schema[s.column], s).alias(_CODE.format(i))
                  for i, s in enumerate(stats) if s.column is not None]
-        base = frame.select(*dict.fromkeys(by + unit + read), *codes)
+        materialised = bool(request.row_nodes or (request.unit.column is not None and request.contribution_bounding))
+        # a stored table's float values, to compare with the windows' ends instead of computing every code
+        floats = [] if materialised else [i for i, s in enumerate(stats) if _compares(schema, s)]
+        values = [pl.col(str(stats[i].column)).cast(pl.Float64).alias(_RAW.format(i)) for i in floats]
+        base = frame.select(*dict.fromkeys(by + unit + read), *codes, *values)
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
         height: int | None = None               # the rows' count, where it is known without a query
-        if request.row_nodes or (request.unit.column is not None and request.contribution_bounding):
+        if materialised:
             rows = base.collect(engine=ENGINE)  # bounding or a row plan: run it once, read the rows twice more
             base, height = rows.lazy(), rows.height
             if height < WHOLE_BELOW:
@@ -164,7 +172,13 @@ class RankWindows:
         grouped = sample.group_by(by).agg(lists) if by else sample.select([e.implode() for e in lists])
         sampled = grouped.collect(engine=ENGINE)
         placed = cls.placed(sampled, stats, by, stride, base)
-        return cls(base, stats, []) if placed is None else placed
+        if placed is None:
+            return cls(base, stats, [])
+        sizes = sampled.select(pl.col(code_column(i)).list.len().sum() for i in floats).row(0) if floats else ()
+        for i, size in zip(floats, sizes):
+            if size * stride >= COMPARE_FROM and (ends := float_ends(stats[i], placed.ends[i])) is not None:
+                placed.raw[i] = ends
+        return placed
 
     @classmethod
     def placed(cls, sampled: pl.DataFrame, stats: list[Statistic], by: list[str], stride: int,
@@ -184,17 +198,28 @@ class RankWindows:
         code = pl.col(_CODE.format(i))
         if stat not in self.near:
             return [code.drop_nulls().alias(k)]
+        if i in self.raw:      # the same counts from the values: code < lo exactly when value <= a
+            value = pl.col(_RAW.format(i))
+            return [value.is_not_nan().sum().cast(pl.Int64).alias(f"{k}#n"),
+                    *[(value <= a).sum().cast(pl.Int64).alias(f"{k}#below{j}") for j, (a, _) in enumerate(self.raw[i])]]
         return [code.count().cast(pl.Int64).alias(f"{k}#n"),
                 *[(code < lo).sum().cast(pl.Int64).alias(f"{k}#below{j}") for j, (lo, _) in enumerate(self.ends[i])]]
 
     def inside(self, stat: Statistic) -> pl.Expr:
         """Rows whose code lies in one of ``stat``'s windows."""
-        code = pl.col(_CODE.format(self.stats.index(stat)))
-        return pl.any_horizontal([code.is_between(lo, hi) for lo, hi in self.ends[self.stats.index(stat)]])
+        i = self.stats.index(stat)
+        if i in self.raw:      # lo <= code <= hi exactly when a < value <= b (NaN fails value <= b)
+            value = pl.col(_RAW.format(i))
+            return pl.any_horizontal([(value > a) & (value <= b) for a, b in self.raw[i]])
+        code = pl.col(_CODE.format(i))
+        return pl.any_horizontal([code.is_between(lo, hi) for lo, hi in self.ends[i]])
 
     def listed(self, stat: Statistic) -> pl.Expr:
         """The codes inside ``stat``'s windows (unsorted), named by its key."""
-        return pl.col(_CODE.format(self.stats.index(stat))).filter(self.inside(stat)).alias(stat.key)
+        i = self.stats.index(stat)
+        if i in self.raw:      # the codes of the values inside only (code_values casts to float64 first)
+            return code_values(pl.col(_RAW.format(i)).filter(self.inside(stat)), pl.Float64(), stat).alias(stat.key)
+        return pl.col(_CODE.format(i)).filter(self.inside(stat)).alias(stat.key)
 
     def listed_lists(self, stat: Statistic, rows: bool = False) -> pl.LazyFrame:
         """Per group (grouping columns), the codes inside ``stat``'s windows as one unsorted list, named by its key.
@@ -293,6 +318,100 @@ def place_windows(sampled: pl.DataFrame, stats: Sequence[Statistic], by: list[st
         if not values.size or _share(values, ends[i]) > WORTH:
             return None             # most codes would be listed anyway: whole lists
     return ends
+
+
+COMPARE_FROM = 1 << 18
+"""Rows (estimated from the sample) from which a stored float column's windows are compared on its values
+(:func:`float_ends`, about 1 ms to find); speed only."""
+_SEARCH = 255
+"""Candidates per end and round of :func:`float_ends`' search after its first (a 256-way split)."""
+
+
+def _compares(schema: pl.Schema, stat: Statistic) -> bool:
+    """Whether ``stat``'s codes are a non-decreasing function of its column's values as float64.
+
+    And null exactly for a null or NaN value (the non-strict cast of :func:`code_values`): Float32 and Float64
+    columns whose codes fit in 62 bits.
+    """
+    if stat.column is None or schema[stat.column] not in (pl.Float32, pl.Float64) or stat.lower is None or \
+            stat.upper is None:
+        return False
+    widest = max(abs(stat.lower - stat.shift), abs(stat.upper - stat.shift)) * Fraction(2) ** (-stat.grid_exp)
+    return widest < 2**62
+
+
+def float_ends(stat: Statistic, ends: Sequence[tuple[int, int]]) -> list[tuple[float, float]] | None:
+    """Each code window ``[lo, hi]`` as float64 ends ``(a, b)``; None where an end has no such float (an open end).
+
+    For a value x (not NaN), code(x) < lo exactly when x <= a, and code(x) <= hi exactly when x <= b.
+
+    The codes of :func:`code_values` on a float column are a non-decreasing function of the value (clip, shift,
+    scale by a power of two, truncate: each step is monotone, rounding included), so ``{x : code(x) < c}`` is all
+    floats up to some t. t is found by a search over float64's order evaluating the *same* Polars expression,
+    and each end is checked the same way: code(t) < c <= code(t'), t' the next float above t. The ends are so
+    exact (not an estimate), and a pass that compares values counts and lists what comparing codes would.
+
+    Example:
+        >>> stat = Statistic("sorted", "x", Fraction(0), Fraction(10), grid_exp=-1)
+        >>> float_ends(stat, [(4, 7)])       # code = trunc(2x): code < 4 iff x < 2.0; code <= 7 iff x < 4.0
+        [(1.9999999999999998, 3.9999999999999996)]
+
+    """
+    bounds = [c for lo, hi in ends for c in (lo, hi + 1 if hi != OPEN_HIGH else OPEN_HIGH)]
+    if any(c in (OPEN_LOW, OPEN_HIGH) for c in bounds):
+        return None
+    target = np.array(bounds, dtype=np.int64)
+    bottom, top = _order(np.array([-np.inf, np.inf]))
+    # first round: both infinities and floats 2^k steps either side of the end's nominal value shift + c·2^grid_exp
+    with np.errstate(over="ignore"):
+        nominal = float(stat.shift) + np.ldexp(target.astype(np.float64), stat.grid_exp)
+    centre = _order(nominal)
+    away = np.uint64(1) << np.arange(63, dtype=np.uint64)
+    below = np.where(centre[:, None] > bottom + away, centre[:, None] - away, bottom)
+    above = np.where(centre[:, None] < top - away, centre[:, None] + away, top)
+    first, final = np.full(target.size, bottom), np.full(target.size, top)
+    picks = np.sort(np.column_stack([first, below, centre, above, final]), axis=1)
+    while True:
+        codes = _codes_at(stat, _value(picks.ravel())).reshape(picks.shape)
+        last = (codes < target[:, None]).sum(axis=1)           # the codes below c: a prefix of each row (monotone)
+        if (last == 0).any() or (last == picks.shape[1]).any():
+            return None             # no value below an end, or every value below it: keep comparing codes
+        rows = np.arange(target.size)
+        low, high = picks[rows, last - 1], picks[rows, last]    # code(low) < c <= code(high)
+        if (high - low <= 1).all():
+            break
+        step = np.maximum((high - low) // np.uint64(_SEARCH + 1), np.uint64(1))
+        inner = np.minimum(low[:, None] + step[:, None] * np.arange(1, _SEARCH + 1, dtype=np.uint64),
+                           high[:, None] - np.uint64(1))
+        picks = np.column_stack([low, inner, high])
+    found = _value(low)
+    checked = _codes_at(stat, np.concatenate([found, _value(low + np.uint64(1))]))
+    if (checked[:target.size] >= target).any() or (checked[target.size:] < target).any() or \
+            (np.signbit(found) & (found == 0)).any():          # -0.0 compares equal to 0.0: no end
+        return None
+    return [(float(found[2 * j]), float(found[2 * j + 1])) for j in range(len(ends))]
+
+
+def _order(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+    """float64 (not NaN) to uint64 in the same order: a positive float's sign bit set, a negative's bits flipped."""
+    bits = values.view(np.uint64)
+    flip = np.where(bits >> np.uint64(63), np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(1 << 63))
+    out: npt.NDArray[np.uint64] = bits ^ flip
+    return out
+
+
+def _value(order: npt.NDArray[np.uint64]) -> npt.NDArray[np.float64]:
+    """The inverse of :func:`_order`."""
+    flip = np.where(order >> np.uint64(63), np.uint64(1 << 63), np.uint64(0xFFFFFFFFFFFFFFFF))
+    out: npt.NDArray[np.float64] = (order ^ flip).view(np.float64)
+    return out
+
+
+def _codes_at(stat: Statistic, values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """:func:`code_values` of ``stat`` at float64 values (none NaN), by the same Polars expression."""
+    codes = pl.select(code_values(pl.lit(pl.Series(values, dtype=pl.Float64)), pl.Float64(), stat)).to_series()
+    out: npt.NDArray[np.int64] = codes.to_numpy()
+    return out
 
 
 def code_column(i: int) -> str:

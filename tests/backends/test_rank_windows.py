@@ -269,3 +269,84 @@ def test_a_small_bounded_table_gets_whole_lists_without_a_sample(monkeypatch: py
     assert median(3) == whole and placed == []
     monkeypatch.setattr(polars_windows, "WHOLE_BELOW", 0)        # the old route: sampled and placed
     assert median(3) == whole and placed == [1]
+
+
+def _awkward_values(rng: np.random.Generator, lower: float, upper: float, shift: float) -> np.ndarray:
+    """Values around the bounds, the shift, grid points and zero, with their neighbouring floats, NaN and infinities."""
+    x = np.concatenate([rng.uniform(lower - 5, upper + 5, 2_000), [np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324,
+                                                                    -5e-324, lower, upper, shift]])
+    return np.concatenate([x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_float_ends_compare_exactly_as_codes(seed: int) -> None:
+    """For any grid, shift and window, comparing a float value with float_ends' (a, b) selects exactly the rows
+    whose code is below lo / inside [lo, hi], and counting non-NaN values counts the non-null codes."""
+    rng = np.random.default_rng(seed)
+    lower = F(int(rng.integers(-1000, 1000)), int(rng.integers(1, 8)))
+    upper = lower + F(int(rng.integers(1, 10**6)), int(rng.integers(1, 8)))
+    shift = lower if seed % 3 else F(int(rng.integers(-5000, 5000)), 3)
+    stat = Statistic("sorted", "x", lower, upper, shift, grid_exp=int(rng.integers(-30, 6)))
+    x = pl.Series(_awkward_values(rng, float(lower), float(upper), float(shift)))
+    for dtype in (pl.Float64, pl.Float32):
+        values = x.cast(dtype)
+        codes = pl.select(polars_windows.code_values(pl.lit(values), dtype(), stat)).to_series()
+        known = codes.drop_nulls().to_numpy()
+        inner = known[(known > known.min()) & (known < known.max())]       # ends some float lies beyond
+        picked = [sorted(int(v) for v in rng.choice(inner, 2)) for _ in range(3)]
+        ends = [(min(lo for lo, _ in picked[j:]), max(hi for _, hi in picked[:j + 1])) for j in range(3)]  # monotone
+        found = polars_windows.float_ends(stat, ends)
+        assert found is not None
+        wide = values.cast(pl.Float64)
+        assert codes.count() == wide.is_not_nan().sum()
+        for (lo, hi), (a, b) in zip(ends, found):
+            assert (codes < lo).fill_null(False).to_list() == (wide <= a).fill_null(False).to_list()
+            assert codes.is_between(lo, hi).fill_null(False).to_list() == \
+                ((wide > a) & (wide <= b)).fill_null(False).to_list()
+
+
+def test_float_ends_refuse_open_and_unreachable_ends() -> None:
+    """An open window end, or a code no float reaches (below the lower bound's code), keeps the code comparisons."""
+    stat = Statistic("sorted", "x", F(0), F(10), grid_exp=-1)
+    assert polars_windows.float_ends(stat, [(OPEN_LOW, 5)]) is None
+    assert polars_windows.float_ends(stat, [(3, OPEN_HIGH)]) is None
+    assert polars_windows.float_ends(stat, [(0, 5)]) is None          # every float's code is >= 0: none below
+    assert polars_windows.float_ends(stat, [(3, 20)]) is None         # every float's code is <= 20
+    assert polars_windows.float_ends(stat, [(1, 19)]) == [(0.49999999999999994, 9.999999999999998)]
+
+
+def _value_table(kind: str) -> pl.DataFrame:
+    rng = np.random.default_rng(12)
+    n = 40_000
+    x = rng.normal(100, 30, n).round(2)
+    if kind == "misleading":           # every sampled row spread over [0, 200], the rest in [20, 21]
+        x = rng.uniform(20, 21, n).round(3)
+        x[::8] = rng.uniform(0, 200, x[::8].size).round(3)
+    x[rng.random(n) < 0.01] = np.nan
+    out = pl.DataFrame({"x": x, "g": rng.choice(["a", "b", "c"], n), "d": rng.integers(0, 1000, n)})
+    out = out.with_columns(pl.when(pl.int_range(pl.len()) % 97 == 0).then(None).otherwise(pl.col("x")).alias("x"))
+    return out.with_columns(pl.col("x").cast(pl.Float32)) if kind == "float32" else out
+
+
+@pytest.mark.parametrize("kind", ["float64", "float32", "misleading"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_value_comparisons_release_what_code_comparisons_release(kind: str, grouped: bool,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same seed: a stored float column's windows compared on values (float_ends) and on codes release the same,
+    with NaN, nulls, Float32 values and a sample that misses the true ranks (then completed from the data)."""
+    df = _value_table(kind)
+    used: list[int] = []
+    real = polars_windows.float_ends
+
+    def counted(*args: Any) -> Any:
+        used.append(1)
+        return real(*args)
+    monkeypatch.setattr(polars_windows, "float_ends", counted)
+    monkeypatch.setattr(polars_windows, "COMPARE_FROM", 1 << 62)      # codes compared (as before)
+    by_codes = releases(df, "polars", grouped)
+    assert used == []
+    monkeypatch.setattr(polars_windows, "COMPARE_FROM", 0)
+    assert releases(df, "polars", grouped) == by_codes
+    assert used                                                       # values compared
+    monkeypatch.setattr(polars_windows, "WORTH", -1.0)                # whole sorted lists
+    assert releases(df, "polars", grouped) == by_codes
