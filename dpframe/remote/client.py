@@ -202,13 +202,13 @@ class RemoteQuery:
                 accuracy: Accuracy | None = None) -> pl.DataFrame | Diagnosed:
         """Reserve the cost on the server, run, and return the released frame.
 
-        ``ci``, ``diagnostics=True`` (then a ``dp.Diagnosed(frame, diagnostics)``) and ``accuracy`` as in
-        ``dp.Query.collect``.
+        ``ci``, ``diagnostics=True`` (then a ``dp.Diagnosed(frame, diagnostics)``, except for an ``EXPLAIN``
+        query's frame) and ``accuracy`` as in ``dp.Query.collect``.
         """
         value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
         if isinstance(value, dict) and "warning" in value:
             warnings.warn(_top_k_warning(value, frames[0]), stacklevel=2)
-        return Diagnosed(frames[0], frames[1]) if diagnostics is True else frames[0]
+        return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame
 
     def __repr__(self) -> str:
         return f"<dp.RemoteQuery {self._text!r}>"

@@ -4,7 +4,7 @@ Only two kinds of bytes: JSON text and Arrow IPC streams. Nothing is unpickled o
 from an analyst would run the analyst's code in the data owner's process), and every frame is read with
 a size limit stated before its bytes arrive.
 
-* **Frames**: a 4-byte big-endian length, then that many bytes (:func:`send`, :func:`receive`).
+* **Frames**: an 8-byte big-endian length, then that many bytes (:func:`send`, :func:`receive`).
 * **Handshake** (:func:`prove`, :func:`challenge`): mutual HMAC-SHA256 over fresh random nonces with the
   shared ``authkey``; each side's answer is bound to its role, so neither can replay the other's. The key
   itself never crosses the socket.
@@ -344,8 +344,8 @@ def budget_from_json(value: object) -> Budget | None:
     """The budget :func:`budget_to_json` wrote (``None`` stays ``None``), built by its public constructor."""
     if value is None:
         return None
-    if not isinstance(value, dict) or value.get("type") not in BUDGETS or len(value) != 1 + len(
-            BUDGETS[value["type"]][1]):
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str) or value["type"] not in BUDGETS \
+            or len(value) != 1 + len(BUDGETS[value["type"]][1]):
         raise ArgumentError("not a budget", argument="budget", fix="pass a budget such as dp.PureDP(0.5)")
     kind, fields = BUDGETS[value["type"]]
     numbers = []

@@ -155,6 +155,8 @@ def test_more_clients_than_allowed_are_closed() -> None:
     {"type": "ApproxDP", "epsilon": "1", "delta": "2"},
     {"type": "RDPCharge", "values": "[]"},
     {"type": "__class__", "epsilon": "1"},
+    {"type": ["PureDP"], "epsilon": "1"},
+    {"type": {"PureDP": 1}, "epsilon": "1"},
     ["PureDP", "1"],
 ])
 def test_budgets_the_constructors_refuse_are_refused_free(served: tuple[dp.Session, dp.Server], budget: object) -> None:

@@ -319,3 +319,13 @@ def test_a_short_top_k_warns_the_analyst_as_in_process(sql: str, budget: dp.Budg
         expected.outcome.k, expected.outcome.method, expected.outcome.reason)
     if kind == "TopKPartial":
         assert warned.outcome.keys.equals(got)
+
+
+def test_explain_select_with_diagnostics_is_a_frame_as_in_process(served: tuple[dp.Session, dp.Server]) -> None:
+    sess, server = served
+    text = "EXPLAIN SELECT COUNT(*) AS n FROM t"
+    here = sess.sql(text).collect(dp.PureDP(1), diagnostics=True)
+    with dp.connect(server.address, authkey=KEY) as remote:
+        got = remote.sql(text).collect(dp.PureDP(1), diagnostics=True)
+    assert isinstance(here, pl.DataFrame) and isinstance(got, pl.DataFrame) and got.columns == here.columns
+    assert sess.history().height == 0
