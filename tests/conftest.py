@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,3 +146,19 @@ class SparkStarts:
 def spark_starts() -> type[SparkStarts]:
     """:class:`SparkStarts`, for tests of how the Spark backend starts its own SparkSession (no Spark needed)."""
     return SparkStarts
+
+
+@pytest.fixture(scope="session")
+def tls_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files (made with the openssl command).
+
+    For the remote sessions' TLS tests (``dp.Server(..., tls=)``); skipped where openssl is missing.
+    """
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key

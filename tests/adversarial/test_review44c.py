@@ -322,19 +322,11 @@ def test_a_length_header_alone_reserves_no_memory() -> None:
 
 
 @pytest.fixture(scope="module")
-def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The server's TLS context: a self-signed certificate for 127.0.0.1 (made with the openssl command)."""
-    import shutil
+def tls_server_context(tls_certificate: tuple[Path, Path]) -> Any:
+    """The server's TLS context (tests/conftest.py's self-signed certificate) and a client's that trusts it."""
     import ssl
-    import subprocess
 
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
+    cert, key = tls_certificate
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     return context, ssl.create_default_context(cafile=str(cert))

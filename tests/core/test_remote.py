@@ -221,29 +221,15 @@ def test_budgets_cross_exactly() -> None:
     assert wire.budget_from_json(None) is None
 
 
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (made with the openssl command)."""
-    import shutil
-
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
-
-
-def test_tls_encrypts_and_verifies_the_server(certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tls_encrypts_and_verifies_the_server(tls_certificate: tuple[Path, Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import ssl
 
     from dpframe.remote import client
 
     monkeypatch.setattr(client, "CONNECT_SECONDS", 1.0)
 
-    cert, key = certificate
+    cert, key = tls_certificate
     server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_side.load_cert_chain(cert, key)
     trusted = ssl.create_default_context(cafile=str(cert))
