@@ -35,7 +35,7 @@ from dpframe.interactive.targets import above, below, between, outside
 from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.remote import Remote, RemoteQuery, Server, connect
+from dpframe.remote import Remote, RemoteFrame, RemoteGroupBy, RemoteQuery, Server, connect
 from dpframe.session import Session
 from dpframe.tuning import Diagnosed
 
@@ -70,7 +70,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
-    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteQuery",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
+    "RemoteGroupBy", "RemoteQuery",
     "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
     "connect",
     "count",

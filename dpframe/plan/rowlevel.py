@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,10 +152,15 @@ def _string_literal(node: Any) -> str | None:
 
 def _names_categorical(tree: Any) -> bool:
     """Whether a serialized type or value names the Categorical type (as a variant key, never a string value)."""
+    return _names(tree, "Categorical")
+
+
+def _names(tree: Any, variant: str) -> bool:
+    """Whether ``variant`` is a key (a variant's name, never a string value) anywhere in a serialized tree."""
     if isinstance(tree, dict):
-        return "Categorical" in tree or any(_names_categorical(v) for v in tree.values())
+        return variant in tree or any(_names(v, variant) for v in tree.values())
     if isinstance(tree, list):
-        return any(_names_categorical(v) for v in tree)
+        return any(_names(v, variant) for v in tree)
     return False
 
 
@@ -172,13 +178,16 @@ def _has_categorical(dtype: Any) -> bool:
 class _Checker:
     """One walk over a serialized expression tree, collecting refusals."""
 
-    def __init__(self, schema: pl.Schema | None, categoricals: bool) -> None:
+    def __init__(self, schema: pl.Schema | None, categoricals: bool, structural: bool = False) -> None:
         self.schema = schema
         self.categoricals = categoricals   # whether a Categorical value can occur at all in this expression
+        self.structural = structural       # check the tree's shape only: never deserialize a node (see check_tree)
         self.bad: list[_Refusal] = []
 
     def dtypes(self, node: Any) -> list[pl.DataType] | None:
         """The output types of a sub-expression over the input schema, or None when unknown."""
+        if self.structural:
+            return None
         try:
             expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
             frame = pl.LazyFrame(schema=self.schema or {})
@@ -309,6 +318,8 @@ class _Checker:
 
     def parameter_ok(self, label: str, first: Any, parameter: Any) -> bool:
         """Column parameters that are row-level and cannot fail: is_in a list column; a float exponent."""
+        if self.structural:     # the types decide: the full check, after deserializing, does
+            return True
         if self.schema is None:
             return False
         types = self.dtypes(parameter)
@@ -336,6 +347,73 @@ def allowed_operations() -> frozenset[str]:
     functions = {f"{name}:{sub}" if subs else name for name, subs in _FUNCTIONS.items() for sub in (subs or [None])}
     return frozenset({*functions, *(f"operator {op}" for op in _OPERATORS), *(f"name.{r}" for r in _RENAMES),
                       "Cast", "Ternary"})
+
+
+TREE_DEPTH = 400
+"""Nesting (JSON objects and arrays) from which :func:`check_tree` refuses a tree (Polars reads ~128 levels)."""
+
+
+def check_tree(tree: object, argument: str) -> None:
+    """Raise :class:`PlanError` unless a serialized expression from elsewhere may be deserialized here.
+
+    A tree that came over the wire (:mod:`dpframe.remote`) is checked *before* Polars reads it: Polars'
+    reader can rebuild a Python function from its pickled bytes, which would run code. This is the walk of
+    :func:`check_row_level` on the shape of the tree alone — every node on the allowlist, no node
+    deserialized on the way (so no rule that needs a type: the deserialized expression then goes through
+    the API's own :func:`check_row_level`, with the schema) — and no ``Object`` type anywhere.
+
+    Example:
+        >>> check_tree({"BinaryExpr": {"left": {"Column": "x"}, "op": "Gt", "right": {"Column": "y"}}}, "predicate")
+        >>> check_tree({"AnonymousFunction": {"input": [{"Column": "x"}]}}, "predicate")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: predicate: uses 'AnonymousFunction', which combines several rows ...
+
+    """
+    if _deeper(tree, TREE_DEPTH):
+        raise PlanError(f"the expression is nested more than {TREE_DEPTH} levels deep", argument=argument,
+                        fix="split it into several with_columns steps")
+    suspect = _suspect(tree)
+    if suspect is not None:       # the allowlist below refuses these too: a second, independent line
+        raise PlanError(f"uses {suspect!r}, which can hold Python objects or code", argument=argument,
+                        fix="use Polars' own functions and types")
+    checker = _Checker(None, False, structural=True)
+    checker.walk(tree)
+    if checker.bad:
+        first = checker.bad[0]
+        raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)
+
+
+_SUSPECT = re.compile(r"Object|Python|Udf|UDF|Anonymous|Plugin|^Ffi|^FFI|Pickle|Opaque|^Map$")
+
+
+def _suspect(tree: object) -> str | None:
+    """A key anywhere in ``tree`` naming a variant that can carry a Python object or function, or None."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and _SUSPECT.search(key):
+                    return key
+                pending.append(value)
+        elif isinstance(node, list):
+            pending += node
+    return None
+
+
+def _deeper(tree: object, depth: int) -> bool:
+    """Whether ``tree`` (JSON values) nests more than ``depth`` levels (iteratively: no recursion limit)."""
+    pending = [(tree, 0)]
+    while pending:
+        node, level = pending.pop()
+        if level > depth:
+            return True
+        if isinstance(node, dict):
+            pending += [(v, level + 1) for v in node.values()]
+        elif isinstance(node, list):
+            pending += [(v, level + 1) for v in node]
+    return False
 
 
 def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None) -> None:

@@ -25,9 +25,9 @@ import socket
 import ssl
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -38,7 +38,11 @@ from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.remote import wire
+from dpframe.remote.values import unpack_result
 from dpframe.tuning import Diagnosed
+
+if TYPE_CHECKING:
+    from dpframe.remote.frames import RemoteFrame
 
 CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
@@ -110,7 +114,35 @@ class Remote:
         if not isinstance(query, str):
             raise ArgumentError(f"expected SQL text, got {type(query).__name__}", argument="query",
                                 fix='pass the query as a string: remote.sql("SELECT ...")')
-        return RemoteQuery(self, query, _keys(keys))
+        keys_sent = _keys(keys)
+        return RemoteQuery(self, {"sql": query, "keys": keys_sent is not None},
+                           [] if keys_sent is None else [keys_sent], repr(query))
+
+    def table(self, name: str) -> RemoteFrame:
+        r"""A private table to query by method chaining, as ``sess.table(name)`` in process.
+
+        The calls are recorded here and replayed on the server's session when ``cost``, ``explain`` or
+        ``collect`` is called: the same methods, checks, errors and charges (``docs/remote.md``).
+
+        Example:
+            >>> import polars as pl, secrets, dpframe as dp
+            >>> sess = dp.Session({"t": pl.DataFrame({"g": ["a", "b", "a"], "x": [1.0, 5.0, 3.0]})},
+            ...                   privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), seed=0)
+            >>> key = secrets.token_bytes(32)
+            >>> with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            ...         dp.connect(server.address, authkey=key) as remote:
+            ...     q = remote.table("t").filter(pl.col("x") > 0).group_by("g", keys=["a", "b"]).agg(
+            ...         dp.len(), dp.mean("x", bounds=(0, 10)))
+            ...     q.cost(dp.PureDP(1)), q.collect(dp.PureDP(1)).columns
+            (PureDP(epsilon=1), ['g', 'len', 'x_mean'])
+
+        """
+        if not isinstance(name, str):
+            raise ArgumentError(f"expected a table name, got {type(name).__name__}", argument="name",
+                                fix="pass the table's name as a string (remote.tables() lists them)")
+        from dpframe.remote.frames import RemoteFrame  # frames builds this module's RemoteQuery
+
+        return RemoteFrame(self, name)
 
     def tables(self) -> list[str]:
         """The private tables' names."""
@@ -157,15 +189,15 @@ class Remote:
     def __repr__(self) -> str:
         return f"<dp.Remote{' closed' if self._closed else ''}>"
 
-    def _request(self, message: dict[str, Any], keys: bytes | None = None) -> tuple[Any, list[pl.DataFrame]]:
-        """Send one request; the reply's value and frames, or the server's error raised here."""
+    def _request(self, message: dict[str, Any], attached: Sequence[bytes] = ()) -> tuple[Any, list[pl.DataFrame]]:
+        """Send one request (and its Arrow streams); the reply's value and frames, or the server's error raised here."""
         with self._lock:
             if self._closed:
                 raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
             try:
-                self._channel.send_json({**message, "keys": keys is not None})
-                if keys is not None:
-                    self._channel.send(keys)
+                self._channel.send_json({**message, "attached": len(attached)})
+                for data in attached:
+                    self._channel.send(data)
                 reply = self._channel.receive_json(wire.REPLY_LIMIT)
                 count = reply.get("frames", 0)
                 frames = [wire.frame_from_bytes(self._channel.receive(wire.REPLY_LIMIT))
@@ -183,10 +215,14 @@ class Remote:
 
 
 class RemoteQuery:
-    """A SQL query on a :class:`Remote`: ``cost`` and ``explain`` are free, ``collect`` charges (on the server)."""
+    """A query on a :class:`Remote` (SQL, or a method chain): ``cost`` and ``explain`` are free, ``collect`` charges.
 
-    def __init__(self, remote: Remote, text: str, keys: bytes | None) -> None:
-        self._remote, self._text, self._keys = remote, text, keys
+    Made by :meth:`Remote.sql` or by a :class:`~dpframe.remote.frames.RemoteFrame`'s ``agg``, ``top_k`` and
+    other queries; nothing is sent until one of these three methods is called.
+    """
+
+    def __init__(self, remote: Remote, source: dict[str, Any], attached: list[bytes], shown: str) -> None:
+        self._remote, self._source, self._attached, self._shown = remote, source, attached, shown
 
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
              diagnostics: bool = False) -> SessionCost:
@@ -199,26 +235,29 @@ class RemoteQuery:
         return self._ask("explain", budget, accuracy, format=format)[0]
 
     def collect(self, budget: Budget | None = None, *, ci: float | None = None, diagnostics: bool = False,
-                accuracy: Accuracy | None = None) -> pl.DataFrame | Diagnosed:
-        """Reserve the cost on the server, run, and return the released frame.
+                accuracy: Accuracy | None = None) -> Any:
+        """Reserve the cost on the server, run, and return what the query releases (as its ``collect`` in process).
 
-        ``ci``, ``diagnostics=True`` (then a ``dp.Diagnosed(frame, diagnostics)``, except for an ``EXPLAIN``
-        query's frame) and ``accuracy`` as in ``dp.Query.collect``.
+        An aggregate's frame; with ``diagnostics=True`` a ``dp.Diagnosed(frame, diagnostics)`` (except for an
+        ``EXPLAIN`` query's frame); another family's result (top-k keys or ``dp.TopKFailed``, bounds,
+        ``InteriorPoint``, ``Threshold`` ...) rebuilt here. ``ci`` and ``accuracy`` as in ``dp.Query.collect``.
         """
         value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
         if isinstance(value, dict) and "warning" in value:
             warnings.warn(_top_k_warning(value, frames[0]), stacklevel=2)
+        if isinstance(value, dict) and "result" in value:
+            return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame
 
     def __repr__(self) -> str:
-        return f"<dp.RemoteQuery {self._text!r}>"
+        return f"<dp.RemoteQuery {self._shown}>"
 
     def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
         sent = None if budget is None else wire.budget_to_json(budget)
         aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
-        return self._remote._request({"op": op, "sql": self._text, "budget": sent, "accuracy": aimed, **options},
-                                     self._keys)
+        return self._remote._request({"op": op, **self._source, "budget": sent, "accuracy": aimed, **options},
+                                     self._attached)
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

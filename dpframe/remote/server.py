@@ -42,13 +42,13 @@ from types import TracebackType
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
 from dpframe.frame import Query
 from dpframe.remote import wire
+from dpframe.remote.replay import replay
+from dpframe.remote.values import MAX_ATTACHED, pack_result
 from dpframe.sealed import Sealed
 from dpframe.session import Session
 from dpframe.sql.topk import SQLTopKQuery
@@ -189,8 +189,12 @@ class Server(Sealed):
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             while not self.closed:
                 request = channel.receive_json(wire.REQUEST_LIMIT)
-                keys = channel.receive(wire.REQUEST_LIMIT) if request.get("keys") is True else None
-                reply, frames = self._answer(request, keys)
+                count = request.get("attached", 0)
+                if type(count) is not int or not 0 <= count <= MAX_ATTACHED:
+                    raise RemoteError("a request with a bad count of frames", argument="attached",
+                                      fix="use dp.connect's client")
+                attached = [channel.receive(wire.REQUEST_LIMIT) for _ in range(count)]
+                reply, frames = self._answer(request, attached)
                 channel.send_json(reply)
                 for frame in frames:
                     channel.send(wire.frame_bytes(frame))
@@ -201,10 +205,10 @@ class Server(Sealed):
                 self._clients.discard(conn)
             conn.close()
 
-    def _answer(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[dict[str, Any], list[pl.DataFrame]]:
-        """The reply to one request, and the frames that follow it."""
+    def _answer(self, request: Mapping[str, Any], attached: list[bytes]) -> tuple[dict[str, Any], list[pl.DataFrame]]:
+        """The reply to one request (and the Arrow streams sent with it), and the frames that follow it."""
         try:
-            value, frames = self._run(request, keys)
+            value, frames = self._run(request, attached)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:
             return _error(e), []
@@ -215,7 +219,7 @@ class Server(Sealed):
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
                                       argument="request", fix="ask the data owner")), []
 
-    def _run(self, request: Mapping[str, Any], keys: bytes | None) -> tuple[Any, list[pl.DataFrame]]:
+    def _run(self, request: Mapping[str, Any], attached: list[bytes]) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
         if op == "tables":
             return sess.tables(), []
@@ -227,7 +231,11 @@ class Server(Sealed):
             return None, [sess.history()]
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
-        query = sess.sql(_text(request, "sql"), keys=None if keys is None else _keys(keys))
+        if "chain" in request:      # a method chain, replayed on the session's own API
+            query: Any = replay(sess, request["chain"], attached)
+        else:
+            keys = attached[0] if request.get("keys") is True and attached else None
+            query = sess.sql(_text(request, "sql"), keys=None if keys is None else wire.read_keys(keys))
         budget = wire.budget_from_json(request.get("budget"))
         options = _options(request, op)
         if options and not isinstance(query, Query):
@@ -246,7 +254,10 @@ class Server(Sealed):
             frame, warning = query.released(budget)
             return (None if warning is None else _warned(warning)), [frame]
         out = query.collect(budget, **options)
-        return None, list(out) if isinstance(out, Diagnosed) else [out]
+        if isinstance(query, Query):
+            return None, list(out) if isinstance(out, Diagnosed) else [out]
+        frames: list[pl.DataFrame] = []
+        return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 
 
 def _warned(warning: TopKWarning) -> dict[str, Any]:
@@ -298,56 +309,6 @@ def _text(request: Mapping[str, Any], field: str) -> str:
         raise ArgumentError(f"expected text, got {type(value).__name__}", argument=field,
                             fix=f"pass {field} as a string")
     return value
-
-
-def _keys(data: bytes) -> dict[str, list[Any]]:
-    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``.
-
-    What they unpack to is bounded by the bytes sent (an analyst's few bytes must not become gigabytes
-    here): lists of plain values only (numbers, booleans, text, bytes, dates and times, or nulls — the
-    type of an empty list; no dictionary, nested or extension type, whose values can repeat one long
-    value), and at most one value, and one byte of text, per byte received (a null takes no byte).
-    Refused before anything is charged.
-    """
-    table = wire.table_from_bytes(data)
-    fields = list(table.schema)
-    if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
-            or any(column.null_count for column in table.columns):
-        raise ArgumentError("expected one list of keys per column", argument="keys",
-                            fix="pass keys={'column': [value, ...]}")
-    for field in fields:
-        if not _plain(field.type.value_type):
-            raise ArgumentError(f"keys of type {field.type.value_type} for {field.name!r}", argument="keys",
-                                fix="pass keys of the column's type: numbers, booleans, text, bytes, dates or times")
-    values = sum(len(pc.list_flatten(column)) for column in table.columns)
-    if values > len(data):
-        raise _unpacked(len(data))
-    plain = pa.Table.from_arrays([column.cast(pa.list_(field.type.value_type))
-                                  for field, column in zip(fields, table.columns, strict=True)],
-                                 names=[field.name for field in fields])      # no metadata: Polars reads types only
-    frame = pl.from_arrow(plain)
-    assert isinstance(frame, pl.DataFrame)
-    lists = {c: frame[c][0] for c in frame.columns}
-    text = sum(int(s.str.len_bytes().sum() if s.dtype == pl.String else s.bin.size().sum() if s.dtype == pl.Binary
-                   else 0) for s in lists.values())
-    if values + text > len(data):
-        raise _unpacked(len(data))
-    return {c: s.to_list() for c, s in lists.items()}
-
-
-def _unpacked(size: int) -> ArgumentError:
-    return ArgumentError(f"keys of {size} bytes that unpack to more values and text than that", argument="keys",
-                         fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
-
-
-def _plain(kind: pa.DataType) -> bool:
-    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own, or a null)."""
-    types = pa.types
-    return bool(types.is_null(kind) or types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
-                or types.is_decimal(kind) or types.is_string(kind) or types.is_large_string(kind)
-                or types.is_string_view(kind) or types.is_binary(kind) or types.is_large_binary(kind)
-                or types.is_binary_view(kind) or types.is_date(kind) or types.is_timestamp(kind)
-                or types.is_time(kind) or types.is_duration(kind))
 
 
 def _error(e: DPFrameError) -> dict[str, Any]:

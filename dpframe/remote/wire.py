@@ -43,6 +43,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
@@ -216,6 +217,56 @@ def table_from_bytes(data: bytes) -> pa.Table:
         raise ArgumentError("a compressed Arrow IPC stream (its bodies could inflate to many times their bytes)",
                             argument="keys", fix="send the keys uncompressed, as dp.connect's client does")
     return table
+
+
+def read_keys(data: bytes) -> dict[str, list[Any]]:
+    """Public keys sent as one row of list columns (one per GROUP BY column), as ``{column: [key, ...]}``.
+
+    What they unpack to is bounded by the bytes sent (an analyst's few bytes must not become gigabytes
+    here): lists of plain values only (numbers, booleans, text, bytes, dates and times, or nulls — the
+    type of an empty list; no dictionary, nested or extension type, whose values can repeat one long
+    value), and at most one value, and one byte of text, per byte received (a null takes no byte).
+    Refused before anything is charged.
+    """
+    table = table_from_bytes(data)
+    fields = list(table.schema)
+    if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
+            or any(column.null_count for column in table.columns):
+        raise ArgumentError("expected one list of keys per column", argument="keys",
+                            fix="pass keys={'column': [value, ...]}")
+    for field in fields:
+        if not _plain(field.type.value_type):
+            raise ArgumentError(f"keys of type {field.type.value_type} for {field.name!r}", argument="keys",
+                                fix="pass keys of the column's type: numbers, booleans, text, bytes, dates or times")
+    values = sum(len(pc.list_flatten(column)) for column in table.columns)
+    if values > len(data):
+        raise _unpacked(len(data))
+    plain = pa.Table.from_arrays([column.cast(pa.list_(field.type.value_type))
+                                  for field, column in zip(fields, table.columns, strict=True)],
+                                 names=[field.name for field in fields])      # no metadata: Polars reads types only
+    frame = pl.from_arrow(plain)
+    assert isinstance(frame, pl.DataFrame)
+    lists = {c: frame[c][0] for c in frame.columns}
+    text = sum(int(s.str.len_bytes().sum() if s.dtype == pl.String else s.bin.size().sum() if s.dtype == pl.Binary
+                   else 0) for s in lists.values())
+    if values + text > len(data):
+        raise _unpacked(len(data))
+    return {c: s.to_list() for c, s in lists.items()}
+
+
+def _unpacked(size: int) -> ArgumentError:
+    return ArgumentError(f"keys of {size} bytes that unpack to more values and text than that", argument="keys",
+                         fix="pass keys={'column': [value, ...]}, as dp.connect's client does")
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """Whether public keys may be of type ``kind`` (each value stored in bytes of its own, or a null)."""
+    types = pa.types
+    return bool(types.is_null(kind) or types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+                or types.is_decimal(kind) or types.is_string(kind) or types.is_large_string(kind)
+                or types.is_string_view(kind) or types.is_binary(kind) or types.is_large_binary(kind)
+                or types.is_binary_view(kind) or types.is_date(kind) or types.is_timestamp(kind)
+                or types.is_time(kind) or types.is_duration(kind))
 
 
 def _compressed(metadata: bytes, dictionary: bool) -> bool:

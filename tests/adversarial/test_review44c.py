@@ -117,7 +117,8 @@ def test_keys_that_unpack_past_their_bytes_are_refused_free(served: tuple[dp.Ses
     assert len(keys) < 100_000                       # each unpacks to tens of MB (or more) of keys
     with dp.connect(server.address, authkey=KEY) as remote:
         with pytest.raises(dp.ArgumentError, match="keys") as refused:
-            remote._request({"op": "collect", "sql": GROUPED, "budget": {"type": "PureDP", "epsilon": "1/2"}}, keys)
+            remote._request({"op": "collect", "sql": GROUPED, "budget": {"type": "PureDP", "epsilon": "1/2"},
+                             "keys": True}, [keys])
         assert "bytes" in str(refused.value) or "type" in str(refused.value)
         assert remote.tables() == ["t"]
     assert sess.history().height == 0

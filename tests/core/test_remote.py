@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -166,7 +166,9 @@ def test_closing_ends_every_connection(served: tuple[dp.Session, dp.Server]) -> 
         remote.tables()
 
 
-def test_clients_in_threads_share_one_budget_exactly() -> None:
+@pytest.mark.parametrize("build", [lambda remote: remote.sql("SELECT COUNT(*) AS n FROM t"),
+                                   lambda remote: remote.table("t").agg(dp.len())], ids=["sql", "method chain"])
+def test_clients_in_threads_share_one_budget_exactly(build: Callable[[dp.Remote], dp.RemoteQuery]) -> None:
     sess = session(total=5, seed=None)
     outcomes: list[str] = []
     with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
@@ -174,7 +176,7 @@ def test_clients_in_threads_share_one_budget_exactly() -> None:
 
         def client() -> None:
             with dp.connect(server.address, authkey=KEY) as remote:
-                q = remote.sql("SELECT COUNT(*) AS n FROM t")
+                q = build(remote)
                 barrier.wait()
                 try:
                     q.collect(dp.PureDP(1))

@@ -1,0 +1,148 @@
+r"""Method chaining on a remote session: ``remote.table(name).filter(...).group_by(...).agg(...)``.
+
+A :class:`RemoteFrame` (and the :class:`RemoteGroupBy` its ``group_by`` gives) records each call and its
+arguments; a query (``agg``, ``top_k``, ``bounds``, ``interior_point``, ``learn_threshold``,
+``learn_rectangle``, or any family through ``query``) is a :class:`~dpframe.remote.client.RemoteQuery`,
+whose ``cost``, ``explain`` and ``collect`` send the whole chain. The server replays it on its session's
+own API (:mod:`dpframe.remote.replay`), so the methods, their checks and errors, and the charges are those of
+``sess.table(name)`` in process; an error shows up when the chain is sent, not when a call is recorded.
+
+What crosses is JSON (:mod:`dpframe.remote.values`): numbers, text, dates, lists, dicts, Polars expressions
+as Polars' JSON, dp measures, public keys as Arrow. A Python function cannot cross (neither can a Polars
+expression that calls one): it stays in the analyst's process, refused here before anything is sent.
+
+Example:
+    >>> import polars as pl, secrets, dpframe as dp
+    >>> sess = dp.Session({"t": pl.DataFrame({"x": list(range(100))})}, privacy_unit=dp.PrivacyUnit.row(),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> key = secrets.token_bytes(32)
+    >>> with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+    ...         dp.connect(server.address, authkey=key) as remote:
+    ...     remote.table("t").filter(pl.col("x") >= 50).agg(dp.len())
+    <dp.RemoteQuery t.filter(...).agg(...)>
+
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dpframe.remote.client import RemoteQuery
+from dpframe.remote.values import Packer
+
+if TYPE_CHECKING:
+    from dpframe.remote.client import Remote
+
+
+class _Chain:
+    """Calls recorded on one table, in order (immutable: each call makes a new chain)."""
+
+    def __init__(self, remote: Remote, table: str, steps: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = ()
+                 ) -> None:
+        self._remote, self._table, self._steps = remote, table, steps
+
+    def _then(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        return self._remote, self._table, (*self._steps, (call, args, kwargs))
+
+    def _query(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RemoteQuery:
+        """The query the chain ends in: its calls packed now (a value that cannot cross is refused here)."""
+        packer = Packer()
+        steps = [{"call": name, "args": [packer.pack(a, name) for a in a_args],
+                  "kwargs": {k: packer.pack(v, k) for k, v in a_kwargs.items()}}
+                 for name, a_args, a_kwargs in (*self._steps, (call, args, kwargs))]
+        shown = ".".join([self._table, *(f"{name}(...)" for name, _, _ in (*self._steps, (call, args, kwargs)))])
+        return RemoteQuery(self._remote, {"chain": {"table": self._table, "steps": steps}}, packer.attached, shown)
+
+    def _family(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self.query(name, *args, **kwargs)
+
+    def query(self, family: str, /, *args: Any, **kwargs: Any) -> RemoteQuery:
+        """A query of any family the server's session has (built-in or a plugin's), as ``frame.query`` in process."""
+        return self._query("query", (family, *args), kwargs)
+
+    def __repr__(self) -> str:
+        calls = "".join(f".{name}(...)" for name, _, _ in self._steps)
+        return f"<dp.{type(self).__name__} {self._table}{calls}>"
+
+
+class RemoteFrame(_Chain):
+    """A private table on a :class:`~dpframe.remote.client.Remote`, queried by method chaining (``remote.table``).
+
+    The methods are ``dp.Frame``'s (see its reference): arguments are recorded, sent and checked by the
+    server's session when the query's ``cost``, ``explain`` or ``collect`` is called.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return self._family(name)       # a family query the server knows: frame.<family>(...)
+
+    def filter(self, *predicates: Any, **constraints: Any) -> RemoteFrame:
+        """The rows where every row-level predicate holds (``dp.Frame.filter``)."""
+        return RemoteFrame(*self._then("filter", predicates, constraints))
+
+    def with_columns(self, *exprs: Any, **named: Any) -> RemoteFrame:
+        """Columns added or replaced, computed row by row (``dp.Frame.with_columns``)."""
+        return RemoteFrame(*self._then("with_columns", exprs, named))
+
+    def select(self, *exprs: Any, **named: Any) -> RemoteFrame:
+        """Only these row-level columns (``dp.Frame.select``)."""
+        return RemoteFrame(*self._then("select", exprs, named))
+
+    def bound(self, **bounds: Any) -> RemoteFrame:
+        """Tighter contribution bounds, ``max_rows=`` / ``max_groups=`` (``dp.Frame.bound``)."""
+        return RemoteFrame(*self._then("bound", (), bounds))
+
+    def drop(self, *columns: Any) -> RemoteFrame:
+        """Without these columns (``dp.Frame.drop``)."""
+        return RemoteFrame(*self._then("drop", columns, {}))
+
+    def rename(self, mapping: Any) -> RemoteFrame:
+        """Columns renamed, ``{old: new}`` (``dp.Frame.rename``)."""
+        return RemoteFrame(*self._then("rename", (mapping,), {}))
+
+    def sample(self, rate: Any) -> RemoteFrame:
+        """Privacy units Poisson-sampled with public probability ``rate`` (``dp.Frame.sample``)."""
+        return RemoteFrame(*self._then("sample", (rate,), {}))
+
+    def group_by(self, *by: Any, keys: Any = None) -> RemoteGroupBy:
+        """Grouped by columns or row-level expressions, with public ``keys`` or private ones (``dp.Frame.group_by``)."""
+        return RemoteGroupBy(*self._then("group_by", by, {} if keys is None else {"keys": keys}))
+
+    def agg(self, *measures: Any, **named: Any) -> RemoteQuery:
+        """One row of private statistics of the whole frame (``dp.Frame.agg``)."""
+        return self._query("agg", measures, named)
+
+    def bounds(self, column: Any, **options: Any) -> RemoteQuery:
+        """Private clipping bounds: ``collect`` gives ``(low, high)`` (``dp.Frame.bounds``)."""
+        return self._query("bounds", (column,), options)
+
+    def interior_point(self, column: Any, **options: Any) -> RemoteQuery:
+        """A private point between the column's min and max (``dp.Frame.interior_point``)."""
+        return self._query("interior_point", (column,), options)
+
+    def learn_threshold(self, feature: Any, **options: Any) -> RemoteQuery:
+        """A private threshold classifier (``dp.Frame.learn_threshold``)."""
+        return self._query("learn_threshold", (feature,), options)
+
+    def learn_rectangle(self, features: Any, **options: Any) -> RemoteQuery:
+        """A private axis-aligned box (``dp.Frame.learn_rectangle``)."""
+        return self._query("learn_rectangle", (features,), options)
+
+
+class RemoteGroupBy(_Chain):
+    """A grouped :class:`RemoteFrame`; finish it with ``agg``, ``top_k`` or a group-by family (``dp.GroupBy``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._family(name)
+
+    def agg(self, *measures: Any, **named: Any) -> RemoteQuery:
+        """Private statistics per group (``dp.GroupBy.agg``)."""
+        return self._query("agg", measures, named)
+
+    def top_k(self, k: Any = 10, score: Any = None, **options: Any) -> RemoteQuery:
+        """The private set of the ``k`` keys with the largest ``score`` (``dp.GroupBy.top_k``)."""
+        return self._query("top_k", (k,) if score is None else (k, score), options)
+
+
+__all__ = ["RemoteFrame", "RemoteGroupBy"]

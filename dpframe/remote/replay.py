@@ -1,0 +1,77 @@
+"""A remote method chain run on the server: the analyst's calls replayed on the session's own API.
+
+The analyst's :class:`~dpframe.remote.frames.RemoteFrame` records calls (``filter``, ``group_by``, ``agg``,
+``top_k``, any query family ...) and sends them as ``{"table": name, "steps": [{"call", "args",
+"kwargs"}]}``. Here they are made again, one by one, on ``session.table(name)``: the same public methods
+with the same checks, errors and charges as in process. Only the public builder methods of a frame and of
+a group-by are callable (:data:`FRAME_CALLS`, :data:`GROUP_CALLS`; a plugin's family through ``query``),
+and the chain must end in a query; its arguments are rebuilt by :class:`~dpframe.remote.values.Unpacker`.
+
+Example:
+    >>> import polars as pl, dpframe as dp
+    >>> sess = dp.Session({"t": pl.DataFrame({"x": [1, 2]})}, privacy_unit=dp.PrivacyUnit.row(),
+    ...                   budget=dp.PureDP(1), seed=0)
+    >>> q = replay(sess, {"table": "t", "steps": [{"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}, [])
+    >>> q.cost(dp.PureDP(0.5))
+    PureDP(epsilon=1/2)
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dpframe.errors import ArgumentError, PlanError
+from dpframe.family import Releasable
+from dpframe.frame import Frame, GroupBy, Query
+from dpframe.remote.values import Unpacker
+from dpframe.session import Session
+
+FRAME_CALLS = frozenset({"filter", "with_columns", "select", "bound", "drop", "rename", "sample", "group_by", "agg",
+                         "query", "bounds", "interior_point", "learn_threshold", "learn_rectangle"})
+"""A frame's methods a remote chain may call (its family queries go through ``query``)."""
+GROUP_CALLS = frozenset({"agg", "top_k", "query"})
+"""A group-by's methods a remote chain may call."""
+POSITIONAL = {"filter": "predicate", "with_columns": "exprs", "select": "exprs", "agg": "measures"}
+"""The argument an error names for a call's positional arguments, as the method in process names it."""
+MAX_STEPS = 256
+"""Calls in one chain."""
+
+
+def replay(session: Session, chain: object, attached: list[bytes]) -> Query | Releasable[Any]:
+    """The query a chain builds on ``session`` (nothing run, nothing charged); the API's own error otherwise."""
+    if not isinstance(chain, Mapping) or not isinstance(chain.get("table"), str) \
+            or not isinstance(chain.get("steps"), list) or len(chain["steps"]) > MAX_STEPS:
+        raise ArgumentError("not a method chain", argument="chain",
+                            fix=f"build it with dp.connect(...).table(...) (at most {MAX_STEPS} calls)")
+    values = Unpacker(attached)
+    built: Any = session.table(chain["table"])
+    for step in chain["steps"]:
+        call, args, kwargs = _step(step)
+        allowed = FRAME_CALLS if type(built) is Frame else GROUP_CALLS if type(built) is GroupBy else frozenset()
+        if call not in allowed:
+            where = "a query" if isinstance(built, Query | Releasable) else f"a {type(built).__name__}"
+            raise PlanError(f"{where} has no method {call!r} a remote chain may call", argument=call,
+                            fix="frames take " + ", ".join(sorted(FRAME_CALLS)) + "; group-bys take "
+                                + ", ".join(sorted(GROUP_CALLS)) + "; a query ends the chain")
+        positional = POSITIONAL.get(call, call)
+        built = getattr(built, call)(*(values.unpack(a, positional) for a in args),
+                                     **{k: values.unpack(v, k) for k, v in kwargs.items()})
+    if not isinstance(built, Query | Releasable):
+        raise PlanError("the chain does not end in a query", argument="chain",
+                        fix="finish it with .agg(...), .group_by(...).agg(...), .top_k(...) or another query")
+    return built
+
+
+def _step(step: object) -> tuple[str, list[Any], dict[str, Any]]:
+    """One recorded call: its method's name, positional and keyword arguments (still packed)."""
+    if isinstance(step, Mapping):
+        call, args, kwargs = step.get("call"), step.get("args", []), step.get("kwargs", {})
+        if isinstance(call, str) and isinstance(args, list) and isinstance(kwargs, dict) \
+                and all(isinstance(k, str) for k in kwargs):
+            return call, args, kwargs
+    raise ArgumentError("not a recorded call", argument="chain", fix="build it with dp.connect(...).table(...)")
+
+
+__all__ = ["FRAME_CALLS", "GROUP_CALLS", "MAX_STEPS", "POSITIONAL", "replay"]

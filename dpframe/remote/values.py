@@ -1,0 +1,352 @@
+"""The values of a method chain on the wire: the analyst's arguments, and the results of its queries.
+
+A remote method chain (:class:`~dpframe.remote.frames.RemoteFrame`) sends each call's arguments as JSON;
+what JSON has no word for is a one-key object whose key starts with ``$``:
+
+- ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$float": "nan" | "inf" | "-inf"}``,
+  ``{"$fraction": "p/q"}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
+  ``{"$timedelta": [days, seconds, microseconds]}``;
+- ``{"$expr": tree}``: a Polars expression as Polars' own JSON tree. The server checks the tree's shape
+  against the row-level allowlist *before* Polars reads it (:func:`~dpframe.plan.rowlevel.check_tree`:
+  Polars' reader would unpickle a Python function), bounds the Arrow bytes inside it (list and Series
+  literals, ``Enum`` categories), then the API's own checks see the expression as in process;
+- ``{"$measure": {...}}``: a measure's fields (kind, column or expression, bounds, options, name);
+- ``{"$frame": i}`` / ``{"$series": i}``: public keys sent after the request as the i-th Arrow IPC stream
+  (one row of list columns, read as :func:`dpframe.remote.server` reads SQL keys);
+- results only: ``{"$dataclass": {"module", "name", "fields"}}`` (a dpframe result type such as
+  ``InteriorPoint`` or ``TopKFailed``), ``{"$dtype": i}`` (a Polars type, as the i-th frame's one column).
+
+Nothing else crosses: a callable, or any other object, is refused in the analyst's process. On the server
+every value is rebuilt from these plain parts (never a pickle), and a tag or shape the codec does not know
+is an :class:`~dpframe.errors.ArgumentError` before anything is charged.
+
+Example:
+    >>> from fractions import Fraction
+    >>> packed = Packer().pack({"a": (1, Fraction(1, 3))}, "bounds")
+    >>> packed
+    {'$dict': [['a', {'$tuple': [1, {'$fraction': '1/3'}]}]]}
+    >>> Unpacker([]).unpack(packed, "bounds")
+    {'a': (1, Fraction(1, 3))}
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib
+import io
+import json
+import math
+import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from dpframe.errors import ArgumentError, PlanError
+from dpframe.measures import Measure, check_bounds, column_input
+from dpframe.plan.rowlevel import check_tree
+from dpframe.remote.wire import frame_bytes, read_keys, table_from_bytes
+
+MAX_ATTACHED = 16
+"""Arrow streams (public keys) one request may carry."""
+_IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings"})
+"""Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories)."""
+_MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
+_NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
+              "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
+
+
+class Packer:
+    """The analyst's side: arguments to JSON, public key frames to :attr:`attached` Arrow streams."""
+
+    def __init__(self) -> None:
+        self.attached: list[bytes] = []
+
+    def pack(self, value: Any, argument: str) -> Any:
+        """``value`` as JSON (module docstring); an :class:`ArgumentError` naming ``argument`` if it cannot cross."""
+        if value is None or isinstance(value, bool | str):
+            return value
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value) if math.isfinite(value) else {"$float": repr(float(value))}
+        if isinstance(value, Fraction):
+            return {"$fraction": f"{value.numerator}/{value.denominator}"}
+        if isinstance(value, Decimal):
+            return {"$decimal": str(value)}
+        if isinstance(value, dt.datetime | dt.date | dt.time):
+            kind = "datetime" if isinstance(value, dt.datetime) else "date" if isinstance(value, dt.date) else "time"
+            return {f"${kind}": value.isoformat()}
+        if isinstance(value, dt.timedelta):
+            return {"$timedelta": [value.days, value.seconds, value.microseconds]}
+        if isinstance(value, pl.Expr):
+            return {"$expr": expression_tree(value, argument)}
+        if isinstance(value, Measure):
+            return {"$measure": self._measure(value, argument)}
+        if isinstance(value, pl.DataFrame | pl.Series):
+            return self._frame(value, argument)
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if isinstance(value, tuple):
+            return {"$tuple": [self.pack(v, argument) for v in value]}
+        if isinstance(value, list):
+            return [self.pack(v, argument) for v in value]
+        if isinstance(value, dict):
+            return {"$dict": [[self.pack(k, argument), self.pack(v, argument)] for k, v in value.items()]}
+        raise ArgumentError(f"cannot send a {type(value).__name__} to a remote session", argument=argument,
+                            fix=_NO_OBJECT)
+
+    def _measure(self, m: Measure, argument: str) -> dict[str, Any]:
+        expr = m.expr
+        return {"kind": m.kind, "column": m.column, "name": m.name,
+                "expression": None if expr is None else expression_tree(expr, argument),
+                "bounds": None if m.bounds is None else self.pack(tuple(m.bounds), argument),
+                "options": [[k, self.pack(v, argument)] for k, v in m.options]}
+
+    def _frame(self, value: pl.DataFrame | pl.Series, argument: str) -> dict[str, int]:
+        if len(self.attached) >= MAX_ATTACHED:
+            raise ArgumentError(f"more than {MAX_ATTACHED} frames in one query", argument=argument,
+                                fix="pass public keys as lists of values")
+        frame = value.to_frame() if isinstance(value, pl.Series) else value
+        try:        # one row of list columns: the server reads it as it reads SQL keys
+            lists = frame.select(pl.all().implode())
+        except pl.exceptions.PolarsError as e:
+            raise ArgumentError(f"cannot send this frame ({e})", argument=argument, fix=_NO_OBJECT) from None
+        self.attached.append(frame_bytes(lists))
+        return {"$series" if isinstance(value, pl.Series) else "$frame": len(self.attached) - 1}
+
+
+def expression_tree(expr: pl.Expr, argument: str) -> Any:
+    """A Polars expression as Polars' JSON tree, refused (here, free) if it would not read back the same.
+
+    JSON cannot hold a NaN or infinite float literal (Polars writes ``null``), and Polars' JSON reader stops
+    at about 40 nested operations: such an expression would mean something else, or nothing, on the server.
+
+    Example:
+        >>> expression_tree(pl.col("x") > 1, "predicate")["BinaryExpr"]["op"]
+        'Gt'
+
+    """
+    try:
+        text = expr.meta.serialize(format="json")
+    except Exception:  # Python functions (map_elements/map_batches) do not serialize without pickling
+        raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument=argument,
+                        fix="express it with built-in Polars expressions") from None
+    try:
+        same = pl.Expr.deserialize(io.StringIO(text), format="json").meta.serialize() == expr.meta.serialize()
+    except Exception:
+        same = False
+    if not same:
+        raise ArgumentError("this expression does not cross as JSON: it has a NaN or infinite literal, or is nested "
+                            "too deep for Polars' JSON reader", argument=argument,
+                            fix="compare with .is_nan() / .is_infinite() instead of a NaN or infinite literal, and "
+                                "split a long expression into several with_columns steps")
+    return json.loads(text)
+
+
+class Unpacker:
+    """The server's side: JSON arguments back to values, public keys read from the ``attached`` streams."""
+
+    def __init__(self, attached: list[bytes]) -> None:
+        self._attached = attached
+
+    def unpack(self, value: Any, argument: str) -> Any:
+        """The value ``Packer.pack`` sent; an :class:`ArgumentError` (or :class:`PlanError`) for anything else."""
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, list):
+            return [self.unpack(v, argument) for v in value]
+        if not (isinstance(value, dict) and len(value) == 1):
+            raise _shape(argument)
+        tag, body = next(iter(value.items()))
+        if tag == "$tuple" and isinstance(body, list):
+            return tuple(self.unpack(v, argument) for v in body)
+        if tag == "$dict" and isinstance(body, list) and all(isinstance(p, list) and len(p) == 2 for p in body):
+            out: dict[Any, Any] = {}
+            for k, v in body:
+                key = self.unpack(k, argument)
+                try:
+                    out[key] = self.unpack(v, argument)
+                except TypeError:   # an unhashable key (a list)
+                    raise _shape(argument) from None
+            return out
+        if tag == "$expr":
+            return unpack_expression(body, argument)
+        if tag == "$measure" and isinstance(body, dict):
+            return self._measure(body, argument)
+        if tag in ("$frame", "$series") and type(body) is int and 0 <= body < len(self._attached):
+            columns = read_keys(self._attached[body])
+            if tag == "$frame":
+                return pl.DataFrame(columns)
+            if len(columns) != 1:
+                raise _shape(argument)
+            (name, values), = columns.items()
+            return pl.Series(name, values)
+        return plain_value(tag, body, argument)
+
+    def _measure(self, body: dict[str, Any], argument: str) -> Measure:
+        kind, column, name = body.get("kind"), body.get("column"), body.get("name")
+        tree, bounds, options = body.get("expression"), body.get("bounds"), body.get("options", [])
+        if not isinstance(kind, str) or not kind or not (name is None or isinstance(name, str) and name) \
+                or not isinstance(options, list) \
+                or not all(isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) for o in options):
+            raise _shape(argument)
+        if tree is not None:
+            col, expression = column_input(unpack_expression(tree, argument))
+        elif column is not None:
+            col, expression = column_input(column)
+        else:
+            col, expression = None, None
+        checked = None if bounds is None else check_bounds(self.unpack(bounds, argument))
+        opts = tuple(sorted((k, self.unpack(v, argument)) for k, v in options))
+        return Measure(kind, col, checked, opts, name=name, expression=expression)
+
+
+def plain_value(tag: str, body: Any, argument: str) -> Any:
+    """A tagged plain value (float, fraction, decimal, date, time, duration); an :class:`ArgumentError` otherwise."""
+    try:
+        if tag == "$float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "$fraction" and isinstance(body, str) and re.fullmatch(r"-?[0-9]{1,400}/[0-9]{1,400}", body):
+            return Fraction(body)
+        if tag == "$decimal" and isinstance(body, str) and len(body) <= 400:
+            return Decimal(body)
+        if tag in ("$date", "$datetime", "$time") and isinstance(body, str) and len(body) <= 64:
+            if tag == "$time":
+                return dt.time.fromisoformat(body)
+            return (dt.date if tag == "$date" else dt.datetime).fromisoformat(body)
+        if tag == "$timedelta" and isinstance(body, list) and len(body) == 3 and all(type(v) is int for v in body):
+            return dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
+    except (ArithmeticError, ValueError, OverflowError, ZeroDivisionError):
+        pass
+    raise _shape(argument)
+
+
+def unpack_expression(tree: Any, argument: str) -> pl.Expr:
+    """A Polars expression from its JSON tree, read only once its shape and Arrow bytes were checked."""
+    _check_ipc(tree, argument)
+    check_tree(tree, argument)
+    try:
+        return pl.Expr.deserialize(io.StringIO(json.dumps(tree)), format="json")
+    except Exception:   # a shape Polars does not read (another Polars version?)
+        raise PlanError("not an expression this server's Polars reads", argument=argument,
+                        fix=f"use the server's Polars version ({pl.__version__})") from None
+
+
+def _check_ipc(tree: Any, argument: str) -> None:
+    """Arrow bytes in an expression (list/Series literals, Enum categories): uncompressed, plain, bounded."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key in _IPC_KEYS and isinstance(value, list) and all(type(b) is int for b in value):
+                    try:
+                        data = bytes(value)
+                        table = table_from_bytes(data)
+                    except (ArgumentError, ValueError):
+                        raise PlanError("a literal's Arrow bytes are not a plain Arrow stream", argument=argument,
+                                        fix="build the expression with Polars") from None
+                    if any(_inflates(field) for field in table.schema) or table.num_rows > len(data):
+                        raise PlanError("a literal's Arrow bytes unpack to more than they hold", argument=argument,
+                                        fix="build the expression with Polars") from None
+                else:
+                    pending.append(value)
+
+
+def _inflates(field: pa.Field) -> bool:
+    """Whether a field's values can repeat other bytes or take none, or are of an extension type.
+
+    Views and dictionaries repeat bytes, nulls take none; Polars' Object type travels as an extension type
+    (its values are pointers into a process's memory).
+    """
+    types, kind = pa.types, field.type
+    if any(key.startswith(b"ARROW:extension") for key in field.metadata or {}) or isinstance(kind, pa.ExtensionType):
+        return True
+    if types.is_list(kind) or types.is_large_list(kind) or types.is_fixed_size_list(kind):
+        return _inflates(kind.value_field)
+    if types.is_struct(kind):
+        return any(_inflates(kind.field(i)) for i in range(kind.num_fields))
+    return bool(types.is_dictionary(kind) or types.is_null(kind) or types.is_string_view(kind)
+                or types.is_binary_view(kind) or types.is_list_view(kind) or types.is_large_list_view(kind))
+
+
+def _shape(argument: str) -> ArgumentError:
+    return ArgumentError("a value the remote client does not send", argument=argument,
+                         fix="build queries with dp.connect(...).table(...), as its client does")
+
+
+def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
+    """A query's result as JSON, its frames (and types) appended to ``frames`` (the server's side)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, int | float | Fraction | Decimal | dt.date | dt.time | dt.timedelta):
+        return Packer().pack(value, "result")
+    if isinstance(value, pl.DataFrame):
+        frames.append(value)
+        return {"$frame": len(frames) - 1}
+    if isinstance(value, pl.DataType):
+        frames.append(pl.DataFrame(schema={"dtype": value}))
+        return {"$dtype": len(frames) - 1}
+    if isinstance(value, tuple | list):
+        items = [pack_result(v, frames) for v in value]
+        return {"$tuple": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {"$dict": [[pack_result(k, frames), pack_result(v, frames)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and _MODULE.fullmatch(type(value).__module__):
+        fields = {f.name: pack_result(getattr(value, f.name), frames) for f in dataclasses.fields(value)}
+        return {"$dataclass": {"module": type(value).__module__, "name": type(value).__qualname__, "fields": fields}}
+    raise TypeError(f"a result of type {type(value).__name__} does not cross to the analyst")
+
+
+def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
+    """:func:`pack_result`'s value rebuilt (the analyst's side): dpframe result types, frames, plain values."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list):
+        return [unpack_result(v, frames) for v in value]
+    tag, body = next(iter(value.items()))
+    if tag == "$tuple":
+        return tuple(unpack_result(v, frames) for v in body)
+    if tag == "$dict":
+        return {unpack_result(k, frames): unpack_result(v, frames) for k, v in body}
+    if tag == "$frame":
+        return frames[body]
+    if tag == "$dtype":
+        return frames[body].schema["dtype"]
+    if tag == "$dataclass":
+        fields = {k: unpack_result(v, frames) for k, v in body["fields"].items()}
+        kind = _result_type(str(body["module"]), str(body["name"]))
+        if kind is None:
+            return {"type": body["name"], **fields}
+        out: Any = object.__new__(kind)
+        for name, field_value in fields.items():
+            object.__setattr__(out, name, field_value)
+        return out
+    return plain_value(tag, body, "result")
+
+
+def _result_type(module: str, name: str) -> type | None:
+    """A dpframe result class by module and name (only dataclasses of dpframe's packages), or None."""
+    if not _MODULE.fullmatch(module) or not name.isidentifier():
+        return None
+    try:
+        kind = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
+
+
+__all__ = ["MAX_ATTACHED", "Packer", "Unpacker", "expression_tree", "pack_result", "plain_value", "unpack_expression",
+           "unpack_result"]
