@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from dpframe.errors import ArgumentError, PlanError
@@ -33,7 +34,8 @@ FRAME_CALLS = frozenset({"filter", "with_columns", "select", "bound", "drop", "r
 """A frame's methods a remote chain may call (its family queries go through ``query``)."""
 GROUP_CALLS = frozenset({"agg", "top_k", "query"})
 """A group-by's methods a remote chain may call."""
-POSITIONAL = {"filter": "predicate", "with_columns": "exprs", "select": "exprs", "agg": "measures"}
+POSITIONAL: Mapping[str, str] = MappingProxyType({"filter": "predicate", "with_columns": "exprs", "select": "exprs",
+                                                  "agg": "measures"})
 """The argument an error names for a call's positional arguments, as the method in process names it."""
 MAX_STEPS = 256
 """Calls in one chain."""
