@@ -24,6 +24,7 @@ no ``max_groups``; ``docs/scaling.md`` "Same answers"), with the Polars backend'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
 from fractions import Fraction as F
 from typing import Any
@@ -319,3 +320,56 @@ def test_end_to_end_same_released_values_and_charges(sqls: list[str]) -> None:
         assert history["status"].to_list() == ["committed"] * 8
     for got, want in zip(released["duckdb"], released["polars"], strict=True):
         assert_frame_equal(got, want)
+
+
+STATISTIC_NAMES = ["__rows", "__units", "__nonnull:x", "__ROWS", "__Units", "__sum:x:[0,1]-0^1@2^0"]
+
+
+def _named(name: str) -> pl.DataFrame:
+    rng = np.random.default_rng(3)
+    return pl.DataFrame({"u": rng.integers(0, 30, 200), name: rng.choice(["a", "b"], 200), "x": rng.normal(3, 3, 200)})
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+@pytest.mark.parametrize("name", STATISTIC_NAMES)
+def test_a_key_named_like_a_statistic_is_refused_before_the_charge(backend: str, name: str) -> None:
+    """Attack: a group-by key column named like one of the engine's statistics (the backends' result columns
+    ``__rows``, ``__units``, ``__nonnull:x`` ..., in any case: DuckDB's names ignore it) made the result hold
+    two columns of that name: ``group_by("__rows", keys=...).agg(dp.len())`` (and ``dp.count``, SQL, DP
+    partition selection; ``__ROWS`` under partition selection on DuckDB only) was charged, then failed, on
+    every dataset. Now such a name is the engine's, as ``__dp...``: a table's column of that name is refused
+    when the session is created, a new one when the query is built, nothing charged."""
+    with pytest.raises(dp.SchemaError, match="engine's statistics"):
+        dp.Session({"t": _named(name)}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10),
+                   backend=backend)
+    sess = dp.Session({"t": _named("g")}, privacy_unit=dp.PrivacyUnit("u", max_rows=2),
+                      budget=dp.ApproxDP(10, 1e-5), seed=5, backend=backend)
+    queries: list[Callable[[], Any]] = [
+        lambda: sess.table("t").with_columns(pl.col("g").alias(name)).group_by(name, keys=["a", "b"])
+        .agg(dp.len(), dp.count("x"), dp.count_units()),
+        lambda: sess.table("t").group_by(pl.col("g").alias(name), keys=["a", "b"]).agg(dp.len(), dp.count("x")),
+        lambda: sess.table("t").with_columns(pl.col("g").alias(name)).group_by(name).agg(dp.len()),
+        lambda: sess.sql(f'WITH s AS (SELECT u, x, g AS "{name}" FROM t) SELECT "{name}", COUNT(*) AS n, '
+                         f'COUNT(x) AS c FROM s GROUP BY "{name}"', keys={name: ["a", "b"]}),
+    ]
+    for query in queries:
+        with pytest.raises(dp.PlanError, match="engine's statistics"):
+            query().collect(dp.ApproxDP(1, 1e-6))
+    assert sess.history().height == 0
+
+
+def test_every_statistic_kind_is_named_as_reserved() -> None:
+    """Each statistic kind's result column (and the helper columns a backend names after it) is a reserved
+    name, so a new kind named otherwise fails here."""
+    from typing import get_args
+
+    from dpframe.mechanism.base import StatisticKind
+    from dpframe.tables import reserved_name
+
+    for kind in get_args(StatisticKind):
+        column = None if kind in ("rows", "units") else "x"
+        bounds = (F(0), F(1)) if kind in ("fixed_sum", "indicator_sum", "sorted") else (None, None)
+        key = Statistic(kind, column, *bounds).key
+        assert reserved_name(key) is not None and reserved_name(key.upper()) is not None, key
+        if column is not None:      # (a sorted statistic's helper columns: its key, then "#")
+            assert reserved_name(f"{key}#1") is not None, key
