@@ -373,3 +373,16 @@ def test_every_statistic_kind_is_named_as_reserved() -> None:
         assert reserved_name(key) is not None and reserved_name(key.upper()) is not None, key
         if column is not None:      # (a sorted statistic's helper columns: its key, then "#")
             assert reserved_name(f"{key}#1") is not None, key
+
+
+@pytest.mark.parametrize("keys", [["a", "\ud800"], {"g": ["\udfff"]}])
+def test_keys_that_are_not_utf8_are_a_schema_error(keys: Any) -> None:
+    """Attack: a key with a lone surrogate (a Python ``str`` UTF-8 cannot encode) raised a bare
+    ``UnicodeEncodeError`` out of ``group_by`` and ``sess.sql(keys=...)``: now the dpframe error naming
+    ``keys``, nothing charged."""
+    sess = _session("duckdb", _data(WORDS, n=50))
+    with pytest.raises(dp.SchemaError, match="keys"):
+        sess.table("t").group_by("g", keys=keys)
+    with pytest.raises(dp.SchemaError, match="keys"):
+        sess.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", keys=keys if isinstance(keys, dict) else {"g": keys})
+    assert sess.history().height == 0
