@@ -386,3 +386,12 @@ def test_keys_that_are_not_utf8_are_a_schema_error(keys: Any) -> None:
     with pytest.raises(dp.SchemaError, match="keys"):
         sess.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", keys=keys if isinstance(keys, dict) else {"g": keys})
     assert sess.history().height == 0
+
+
+def test_sql_text_that_is_not_utf8_is_a_plan_error() -> None:
+    """Found with the keys above: a lone surrogate in the SQL text (a literal compared with the key column)
+    escaped ``sess.sql`` as DuckDB's bare ``InvalidInputException``; now the PlanError naming ``sql``."""
+    sess = _session("duckdb", _data(WORDS, n=50))
+    with pytest.raises(dp.PlanError, match="sql.*UTF-8"):
+        sess.sql("SELECT g, COUNT(*) AS n FROM t WHERE g <> '\ud800' GROUP BY g", keys={"g": ["a"]})
+    assert sess.history().height == 0
