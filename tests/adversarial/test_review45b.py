@@ -395,3 +395,16 @@ def test_sql_text_that_is_not_utf8_is_a_plan_error() -> None:
     with pytest.raises(dp.PlanError, match="sql.*UTF-8"):
         sess.sql("SELECT g, COUNT(*) AS n FROM t WHERE g <> '\ud800' GROUP BY g", keys={"g": ["a"]})
     assert sess.history().height == 0
+
+
+def test_a_table_registered_again_keeps_its_own_view() -> None:
+    """A backend's view names were ``__dp_t{number of tables}``: registering ``t``, ``s``, then ``t`` and ``s``
+    again gave both the same view, and ``t``'s row-level query read ``s``'s rows (not reachable through
+    ``dp.Session``, which registers each table once per backend; ``register`` is the backend's public API)."""
+    duck = DuckDBBackend()
+    t, s = pl.DataFrame({"g": ["t"] * 3}), pl.DataFrame({"g": ["s"] * 5})
+    for name, df in (("t", t), ("s", s), ("t", t), ("s", s)):
+        duck.register(name, df.lazy())
+    for name, df in (("t", t), ("s", s)):
+        request = StatisticsRequest(name, (), dp.PrivacyUnit.row(), ("g",), None, (Statistic("rows"),), 3)
+        assert duck.statistics(request).to_dicts() == [{"g": name, "__rows": df.height}]
