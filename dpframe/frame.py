@@ -525,7 +525,8 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
             frame = pl.DataFrame({by[0]: pl.Series(by[0], list(keys))})
         else:
             raise TypeError("a plain list of keys needs a single key column")
-    except (TypeError, KeyError, OverflowError, pl.exceptions.PolarsError) as e:   # Overflow: an int beyond 128 bits
+    except (TypeError, KeyError, OverflowError, UnicodeError, pl.exceptions.PolarsError) as e:
+        # (Overflow: an int beyond 128 bits; Unicode: a str UTF-8 cannot encode, a lone surrogate)
         raise SchemaError(f"cannot read keys: {e}", argument="keys", fix=fix) from e
     if sorted(frame.columns) != sorted(by):
         raise SchemaError(f"keys have columns {frame.columns}, the group-by has {by}", argument="keys", fix=fix)

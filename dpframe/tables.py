@@ -43,23 +43,37 @@ ENGINE_PREFIX = "__dp"
 columns so named, and a table's or a frame's column of such a name would shadow one."""
 
 
+STATISTIC_NAMES = ("__rows", "__units")
+STATISTIC_PREFIXES = ("__nonnull:", "__ind:", "__sorted:", "__sum:")
+"""The names of the engine's statistics (:attr:`dpframe.mechanism.Statistic.key`): the columns of a backend's
+result beside the group keys, so a group key of such a name would be a second column of that name."""
+
+
 def reserved_name(name: str) -> str | None:
     """Why ``name`` is not a column's name to give (None: it is one).
 
     Empty, or starting with :data:`ENGINE_PREFIX` in any case (the engine's helper columns); or ``*`` or
     ``^...$``, which ``pl.col`` reads as every column or as a regular expression, so the Polars backend read
     other columns under that name (``^x.*$`` measured a column ``xx``; ``*`` failed after the charge) while
-    DuckDB read the named one (``tests/adversarial/test_review38a.py``).
+    DuckDB read the named one (``tests/adversarial/test_review38a.py``); or, in any case, the name of one of
+    the engine's statistics (:data:`STATISTIC_NAMES`, :data:`STATISTIC_PREFIXES`): a group key so named made
+    the backends' result hold two columns of that name, and ``group_by("__rows", keys=...).agg(dp.len())``
+    was charged, then failed (``tests/adversarial/test_review45b.py``).
 
     Example:
         >>> reserved_name("__DP_hash") is not None, reserved_name("^x$") is not None, reserved_name("dp_x")
+        (True, True, None)
+        >>> reserved_name("__Rows") is not None, reserved_name("__nonnull:x") is not None, reserved_name("__row")
         (True, True, None)
 
     """
     if name == "":
         return "an empty name is the engine's own"
-    if name.lower().startswith(ENGINE_PREFIX):
+    lowered = name.lower()
+    if lowered.startswith(ENGINE_PREFIX):
         return f"names starting with {ENGINE_PREFIX!r} are the engine's own"
+    if lowered in STATISTIC_NAMES or lowered.startswith(STATISTIC_PREFIXES):
+        return "it is the name of one of the engine's statistics (the column a backend returns it in)"
     if pattern_name(name):
         return PATTERN
     return None

@@ -429,6 +429,7 @@ class DuckDBBackend:
         # (the default, relied on: a plain SELECT from one table returns its rows in their order)
         self._con.execute("SET preserve_insertion_order = true")
         self._tables: dict[str, _Table] = {}
+        self._views = 0     # views made (one per registration: a name registered again gets a new one)
         self._paths: list[str] = []
         self._locked = False
         self._mutex = threading.RLock()
@@ -453,7 +454,7 @@ class DuckDBBackend:
             raise SchemaError(f"table {name!r} has columns that differ only in case ({clash}), which DuckDB "
                               "cannot tell apart", argument="tables", fix="rename them")
         with self._mutex:
-            internal = f"__dp_t{len(self._tables)}"
+            internal, self._views = f"__dp_t{self._views}", self._views + 1
             path = self._parquet(source, schema)
             data = None
             try:

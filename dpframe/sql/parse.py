@@ -102,6 +102,11 @@ def parse(text: object) -> Parsed:
     if not isinstance(text, str) or not text.strip():
         raise PlanError(f"expected a SQL string, got {text!r}", argument="sql",
                         fix="pass a query such as \"SELECT COUNT(*) FROM visits\"")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:      # (a lone surrogate: DuckDB's parser raised its own error)
+        raise PlanError(f"the SQL text is not UTF-8 text: {e.reason} at position {e.start}", argument="sql",
+                        fix="remove the character (a lone surrogate) from the query") from None
     body, explain, kinds = _checked(text)
     return Parsed(body, serialize(body)["statements"][0]["node"], explain, kinds)
 
