@@ -35,7 +35,7 @@ from dpframe.interactive.targets import above, below, between, outside
 from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.remote import Remote, RemoteFrame, RemoteGroupBy, RemoteQuery, Server, connect
+from dpframe.remote import Remote, RemoteFrame, RemoteGroupBy, RemoteQuery, RemoteTool, Server, connect
 from dpframe.session import Session
 from dpframe.tuning import Diagnosed
 
@@ -71,7 +71,7 @@ __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
-    "RemoteGroupBy", "RemoteQuery",
+    "RemoteGroupBy", "RemoteQuery", "RemoteTool",
     "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
     "connect",
     "count",

@@ -25,7 +25,7 @@ import socket
 import ssl
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +38,12 @@ from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.remote import wire
-from dpframe.remote.values import unpack_result
+from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.tuning import Diagnosed
 
 if TYPE_CHECKING:
     from dpframe.remote.frames import RemoteFrame
+    from dpframe.remote.tools import RemoteTool
 
 CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
@@ -114,9 +115,9 @@ class Remote:
         if not isinstance(query, str):
             raise ArgumentError(f"expected SQL text, got {type(query).__name__}", argument="query",
                                 fix='pass the query as a string: remote.sql("SELECT ...")')
-        keys_sent = _keys(keys)
-        return RemoteQuery(self, {"sql": query, "keys": keys_sent is not None},
-                           [] if keys_sent is None else [keys_sent], repr(query))
+        sent = _keys(keys)
+        return RemoteQuery(self, lambda packer: {"sql": query, "keys": None if sent is None else packer.attach(sent)},
+                           repr(query))
 
     def table(self, name: str) -> RemoteFrame:
         r"""A private table to query by method chaining, as ``sess.table(name)`` in process.
@@ -143,6 +144,35 @@ class Remote:
         from dpframe.remote.frames import RemoteFrame  # frames builds this module's RemoteQuery
 
         return RemoteFrame(self, name)
+
+    def sparse_vector(self, *args: Any, **kwargs: Any) -> RemoteTool:
+        """A sparse-vector stream opened in the server's session (``sess.sparse_vector``'s arguments).
+
+        ``sv.test(query)`` with remote queries; ``close()``, ``status()``, ``charged()``, ``answers``,
+        ``values``, ``positives``, ``closed``; a context manager (``docs/remote.md``).
+        """
+        from dpframe.remote.tools import open_tool
+
+        return open_tool(self, "sparse_vector", args, kwargs)
+
+    def target_charging(self, *args: Any, **kwargs: Any) -> RemoteTool:
+        """A target-charging channel opened (and reserved now) in the server's session.
+
+        ``sess.target_charging``'s arguments; its calls take remote queries and ``dp.above`` / ``below`` /
+        ``between`` / ``outside`` targets.
+        """
+        from dpframe.remote.tools import open_tool
+
+        return open_tool(self, "target_charging", args, kwargs)
+
+    def individual_filter(self, *args: Any, **kwargs: Any) -> RemoteTool:
+        """A per-unit Rényi filter opened (and charged) in the server's session.
+
+        ``sess.individual_filter``'s arguments; ``cost(query, budget)``, ``collect(query, budget)``, ``closed``.
+        """
+        from dpframe.remote.tools import open_tool
+
+        return open_tool(self, "individual_filter", args, kwargs)
 
     def tables(self) -> list[str]:
         """The private tables' names."""
@@ -214,15 +244,19 @@ class Remote:
         return reply.get("value"), frames
 
 
-class RemoteQuery:
+class RemoteQuery(Sendable):
     """A query on a :class:`Remote` (SQL, or a method chain): ``cost`` and ``explain`` are free, ``collect`` charges.
 
     Made by :meth:`Remote.sql` or by a :class:`~dpframe.remote.frames.RemoteFrame`'s ``agg``, ``top_k`` and
     other queries; nothing is sent until one of these three methods is called.
     """
 
-    def __init__(self, remote: Remote, source: dict[str, Any], attached: list[bytes], shown: str) -> None:
-        self._remote, self._source, self._attached, self._shown = remote, source, attached, shown
+    def __init__(self, remote: Remote, source: Callable[[Packer], dict[str, Any]], shown: str) -> None:
+        self._remote, self._source, self._shown = remote, source, shown
+
+    def packed(self, packer: Packer) -> dict[str, Any]:
+        """The query's description (its SQL and keys, or its chain), its frames attached to ``packer``."""
+        return self._source(packer)
 
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
              diagnostics: bool = False) -> SessionCost:
@@ -256,8 +290,10 @@ class RemoteQuery:
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
         sent = None if budget is None else wire.budget_to_json(budget)
         aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
-        return self._remote._request({"op": op, **self._source, "budget": sent, "accuracy": aimed, **options},
-                                     self._attached)
+        packer = Packer()
+        source = self.packed(packer)
+        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **options},
+                                     packer.attached)
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

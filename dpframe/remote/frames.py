@@ -45,13 +45,16 @@ class _Chain:
         return self._remote, self._table, (*self._steps, (call, args, kwargs))
 
     def _query(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RemoteQuery:
-        """The query the chain ends in: its calls packed now (a value that cannot cross is refused here)."""
-        packer = Packer()
-        steps = [{"call": name, "args": [packer.pack(a, name) for a in a_args],
-                  "kwargs": {k: packer.pack(v, k) for k, v in a_kwargs.items()}}
-                 for name, a_args, a_kwargs in (*self._steps, (call, args, kwargs))]
-        shown = ".".join([self._table, *(f"{name}(...)" for name, _, _ in (*self._steps, (call, args, kwargs)))])
-        return RemoteQuery(self._remote, {"chain": {"table": self._table, "steps": steps}}, packer.attached, shown)
+        """The query the chain ends in (its calls packed once now: a value that cannot cross is refused here)."""
+        table, calls = self._table, (*self._steps, (call, args, kwargs))
+
+        def source(packer: Packer) -> dict[str, Any]:
+            steps = [{"call": name, "args": [packer.pack(a, name) for a in positional],
+                      "kwargs": {k: packer.pack(v, k) for k, v in named.items()}} for name, positional, named in calls]
+            return {"chain": {"table": table, "steps": steps}}
+
+        source(Packer())
+        return RemoteQuery(self._remote, source, ".".join([table, *(f"{name}(...)" for name, _, _ in calls)]))
 
     def _family(self, name: str) -> Any:
         if name.startswith("_"):

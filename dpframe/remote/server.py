@@ -48,7 +48,8 @@ from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, Rem
 from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
-from dpframe.remote.values import MAX_ATTACHED, pack_result
+from dpframe.remote.tools import Tools
+from dpframe.remote.values import MAX_ATTACHED, Unpacker, pack_result
 from dpframe.sealed import Sealed
 from dpframe.session import Session
 from dpframe.sql.topk import SQLTopKQuery
@@ -167,6 +168,7 @@ class Server(Sealed):
 
     def _serve(self, conn: socket.socket) -> None:
         """One client: TLS (if asked), the handshake, then requests until it hangs up (or breaks the protocol)."""
+        tools: Tools | None = None
         try:
             deadline = time.monotonic() + AUTH_SECONDS       # for the whole handshake, not each read
             conn.settimeout(AUTH_SECONDS)
@@ -187,6 +189,7 @@ class Server(Sealed):
             wire.prove(conn, self._authkey, b"server", theirs)
             conn.settimeout(None)
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
+            tools = Tools(self._session)
             while not self.closed:
                 request = channel.receive_json(wire.REQUEST_LIMIT)
                 count = request.get("attached", 0)
@@ -194,21 +197,27 @@ class Server(Sealed):
                     raise RemoteError("a request with a bad count of frames", argument="attached",
                                       fix="use dp.connect's client")
                 attached = [channel.receive(wire.REQUEST_LIMIT) for _ in range(count)]
-                reply, frames = self._answer(request, attached)
+                reply, frames = self._answer(request, attached, tools)
                 channel.send_json(reply)
                 for frame in frames:
                     channel.send(wire.frame_bytes(frame))
         except (RemoteError, OSError):
             pass                                # a client that hangs up, times out or breaks the protocol
         finally:
+            if tools is not None:
+                try:
+                    tools.close_all()           # as leaving the tools' with blocks would
+                except Exception:
+                    LOG.exception("closing a connection's interactive tools failed")
             with self._lock:
                 self._clients.discard(conn)
             conn.close()
 
-    def _answer(self, request: Mapping[str, Any], attached: list[bytes]) -> tuple[dict[str, Any], list[pl.DataFrame]]:
+    def _answer(self, request: Mapping[str, Any], attached: list[bytes],
+                tools: Tools) -> tuple[dict[str, Any], list[pl.DataFrame]]:
         """The reply to one request (and the Arrow streams sent with it), and the frames that follow it."""
         try:
-            value, frames = self._run(request, attached)
+            value, frames = self._run(request, attached, tools)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:
             return _error(e), []
@@ -219,8 +228,14 @@ class Server(Sealed):
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
                                       argument="request", fix="ask the data owner")), []
 
-    def _run(self, request: Mapping[str, Any], attached: list[bytes]) -> tuple[Any, list[pl.DataFrame]]:
+    def _run(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
+        if op in ("open", "use"):           # an interactive tool; its queries are described like requests
+            values = Unpacker(attached, lambda source: self._query(source, attached))
+            if op == "open":
+                return tools.open(request, values), []
+            frames: list[pl.DataFrame] = []
+            return pack_result(tools.use(request, values), frames), frames
         if op == "tables":
             return sess.tables(), []
         if op == "schema":
@@ -231,11 +246,7 @@ class Server(Sealed):
             return None, [sess.history()]
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
-        if "chain" in request:      # a method chain, replayed on the session's own API
-            query: Any = replay(sess, request["chain"], attached)
-        else:
-            keys = attached[0] if request.get("keys") is True and attached else None
-            query = sess.sql(_text(request, "sql"), keys=None if keys is None else wire.read_keys(keys))
+        query = self._query(request, attached)
         budget = wire.budget_from_json(request.get("budget"))
         options = _options(request, op)
         if options and not isinstance(query, Query):
@@ -256,8 +267,20 @@ class Server(Sealed):
         out = query.collect(budget, **options)
         if isinstance(query, Query):
             return None, list(out) if isinstance(out, Diagnosed) else [out]
-        frames: list[pl.DataFrame] = []
+        frames = []
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
+
+
+    def _query(self, source: object, attached: list[bytes]) -> Any:
+        """The query a request describes: its SQL (and public keys), or its method chain replayed on the session."""
+        if not isinstance(source, Mapping):
+            raise ArgumentError("not a query", argument="query", fix="pass a remote query (remote.sql or a chain)")
+        if "chain" in source:
+            return replay(self._session, source["chain"], attached)
+        keys = source.get("keys")
+        if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
+            raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
+        return self._session.sql(_text(source, "sql"), keys=None if keys is None else wire.read_keys(attached[keys]))
 
 
 def _warned(warning: TopKWarning) -> dict[str, Any]:

@@ -39,6 +39,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -47,10 +48,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from dpframe.accounting.ledger import decode, encode
+from dpframe.accounting.rdp_charge import RDPCharge
+from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, PlanError
+from dpframe.interactive.targets import Target
 from dpframe.measures import Measure, check_bounds, column_input
 from dpframe.plan.rowlevel import check_tree
-from dpframe.remote.wire import frame_bytes, read_keys, table_from_bytes
+from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
 
 MAX_ATTACHED = 16
 """Arrow streams (public keys) one request may carry."""
@@ -61,11 +66,27 @@ _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressio
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
 
 
+class Sendable:
+    """An analyst-side object that crosses as its own description (a remote query: its SQL or its chain)."""
+
+    def packed(self, packer: Packer) -> dict[str, Any]:
+        """The description, its frames attached to ``packer``."""
+        raise NotImplementedError
+
+
 class Packer:
     """The analyst's side: arguments to JSON, public key frames to :attr:`attached` Arrow streams."""
 
     def __init__(self) -> None:
         self.attached: list[bytes] = []
+
+    def attach(self, data: bytes, argument: str = "keys") -> int:
+        """Send ``data`` (an Arrow stream) after the request; its index there."""
+        if len(self.attached) >= MAX_ATTACHED:
+            raise ArgumentError(f"more than {MAX_ATTACHED} frames in one request", argument=argument,
+                                fix="pass public keys as lists of values")
+        self.attached.append(data)
+        return len(self.attached) - 1
 
     def pack(self, value: Any, argument: str) -> Any:
         """``value`` as JSON (module docstring); an :class:`ArgumentError` naming ``argument`` if it cannot cross."""
@@ -90,6 +111,14 @@ class Packer:
             return {"$expr": expression_tree(value, argument)}
         if isinstance(value, Measure):
             return {"$measure": self._measure(value, argument)}
+        if isinstance(value, Sendable):
+            return {"$query": value.packed(self)}
+        if isinstance(value, Budget):
+            return {"$budget": budget_to_json(value)}
+        if isinstance(value, Target):
+            ends = [value.lower, value.upper]
+            return {"$target": {"ends": [None if e is None else self.pack(e, argument) for e in ends],
+                                "inside": value.inside}}
         if isinstance(value, pl.DataFrame | pl.Series):
             return self._frame(value, argument)
         if isinstance(value, np.ndarray):
@@ -111,16 +140,12 @@ class Packer:
                 "options": [[k, self.pack(v, argument)] for k, v in m.options]}
 
     def _frame(self, value: pl.DataFrame | pl.Series, argument: str) -> dict[str, int]:
-        if len(self.attached) >= MAX_ATTACHED:
-            raise ArgumentError(f"more than {MAX_ATTACHED} frames in one query", argument=argument,
-                                fix="pass public keys as lists of values")
         frame = value.to_frame() if isinstance(value, pl.Series) else value
         try:        # one row of list columns: the server reads it as it reads SQL keys
             lists = frame.select(pl.all().implode())
         except pl.exceptions.PolarsError as e:
             raise ArgumentError(f"cannot send this frame ({e})", argument=argument, fix=_NO_OBJECT) from None
-        self.attached.append(frame_bytes(lists))
-        return {"$series" if isinstance(value, pl.Series) else "$frame": len(self.attached) - 1}
+        return {"$series" if isinstance(value, pl.Series) else "$frame": self.attach(frame_bytes(lists), argument)}
 
 
 def expression_tree(expr: pl.Expr, argument: str) -> Any:
@@ -154,8 +179,9 @@ def expression_tree(expr: pl.Expr, argument: str) -> Any:
 class Unpacker:
     """The server's side: JSON arguments back to values, public keys read from the ``attached`` streams."""
 
-    def __init__(self, attached: list[bytes]) -> None:
+    def __init__(self, attached: list[bytes], queries: Callable[[Any], Any] | None = None) -> None:
         self._attached = attached
+        self._queries = queries     # builds a query from its description (a tool's argument), or None
 
     def unpack(self, value: Any, argument: str) -> Any:
         """The value ``Packer.pack`` sent; an :class:`ArgumentError` (or :class:`PlanError`) for anything else."""
@@ -189,6 +215,15 @@ class Unpacker:
                 raise _shape(argument)
             (name, values), = columns.items()
             return pl.Series(name, values)
+        if tag == "$query" and self._queries is not None:
+            return self._queries(body)
+        if tag == "$budget" and isinstance(body, dict):
+            return budget_from_json(body)
+        if tag == "$target" and isinstance(body, dict) and isinstance(body.get("ends"), list) \
+                and len(body["ends"]) == 2 and type(body.get("inside")) is bool:
+            lower, upper = (None if e is None else Fraction(self.unpack(e, argument)) for e in body["ends"])
+            if lower is not None:
+                return Target(lower, upper, body["inside"])
         return plain_value(tag, body, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
@@ -293,6 +328,8 @@ def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
         value = value.item()
     if isinstance(value, int | float | Fraction | Decimal | dt.date | dt.time | dt.timedelta):
         return Packer().pack(value, "result")
+    if isinstance(value, Budget | RDPCharge):
+        return {"$cost": encode(value)}
     if isinstance(value, pl.DataFrame):
         frames.append(value)
         return {"$frame": len(frames) - 1}
@@ -325,6 +362,8 @@ def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
         return frames[body]
     if tag == "$dtype":
         return frames[body].schema["dtype"]
+    if tag == "$cost":
+        return decode(body)
     if tag == "$dataclass":
         fields = {k: unpack_result(v, frames) for k, v in body["fields"].items()}
         kind = _result_type(str(body["module"]), str(body["name"]))
@@ -348,5 +387,5 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "Packer", "Unpacker", "expression_tree", "pack_result", "plain_value", "unpack_expression",
-           "unpack_result"]
+__all__ = ["MAX_ATTACHED", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result", "plain_value",
+           "unpack_expression", "unpack_result"]

@@ -177,7 +177,7 @@ def test_malformed_keys_are_refused_and_the_connection_goes_on(served: tuple[dp.
     _, server = served
     with dp.connect(server.address, authkey=KEY) as remote:
         with pytest.raises(dp.ArgumentError, match="keys"):
-            remote._request({"op": "cost", "sql": "SELECT COUNT(*) AS n FROM t", "budget": None, "keys": True}, [keys])
+            remote._request({"op": "cost", "sql": "SELECT COUNT(*) AS n FROM t", "budget": None, "keys": 0}, [keys])
         assert remote.tables() == ["t"]
 
 

@@ -118,7 +118,7 @@ def test_keys_that_unpack_past_their_bytes_are_refused_free(served: tuple[dp.Ses
     with dp.connect(server.address, authkey=KEY) as remote:
         with pytest.raises(dp.ArgumentError, match="keys") as refused:
             remote._request({"op": "collect", "sql": GROUPED, "budget": {"type": "PureDP", "epsilon": "1/2"},
-                             "keys": True}, [keys])
+                             "keys": 0}, [keys])
         assert "bytes" in str(refused.value) or "type" in str(refused.value)
         assert remote.tables() == ["t"]
     assert sess.history().height == 0
