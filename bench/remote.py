@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a remote session costs: the same SQL query in process, over a Unix socket and over local TCP.
+"""What a remote session costs: the same query in process, over a Unix socket and over local TCP.
 
 Usage::
 
@@ -11,7 +11,9 @@ and this process build the same table and the same session (row-level unit, Pola
 
 * ``count``: ``SELECT COUNT(*) AS n FROM t`` (the fixed cost of a request);
 * ``group-by``: ``SELECT g, COUNT(*) AS n, SUM(CLAMP(x, 0, 100)) AS s, AVG(CLAMP(x, 0, 100)) AS m FROM t
-  GROUP BY g`` with the ``--groups`` public keys sent along (``keys=``).
+  GROUP BY g`` with the ``--groups`` public keys sent along (``keys=``);
+* ``group-by, method chain``: the same query as ``table("t").group_by("g", keys=...).agg(...)`` (on a remote
+  session, recorded and replayed by the server).
 
 Each round runs the plain Polars query, the in-process session, the Unix-socket client and the TCP client
 once each (interleaved, so all see the same load); medians of ``--runs`` rounds after a warm-up round.
@@ -90,19 +92,26 @@ def main() -> None:
         keys = {"g": sorted(df["g"].unique().to_list())}
         unix, tcp = dp.connect(path, authkey=key), dp.connect(("127.0.0.1", port), authkey=key)
         eps = dp.PureDP(1)
-        cases = {
-            "count": ("SELECT COUNT(*) AS n FROM t", None, lambda: df.select(pl.len())),
-            "group-by": (GROUPED, keys, lambda: df.group_by("g").agg(
-                pl.len(), pl.col("x").clip(0, 100).sum().alias("s"),
-                pl.col("x").clip(0, 100).mean().alias("m")).sort("g")),
+        def grouped_plain() -> Any:
+            return df.group_by("g").agg(pl.len(), pl.col("x").clip(0, 100).sum().alias("s"),
+                                        pl.col("x").clip(0, 100).mean().alias("m")).sort("g")
+
+        def chain(front: Any) -> Any:
+            return front.table("t").group_by("g", keys=keys["g"]).agg(
+                n=dp.len(), s=dp.sum("x", bounds=(0, 100)), m=dp.mean("x", bounds=(0, 100)))
+
+        cases: dict[str, tuple[Any, Any]] = {
+            "count": (lambda front: front.sql("SELECT COUNT(*) AS n FROM t"), lambda: df.select(pl.len())),
+            "group-by": (lambda front: front.sql(GROUPED, keys=keys), grouped_plain),
+            "group-by, method chain": (chain, grouped_plain),
         }
         rows = []
-        for name, (text, public, plain) in cases.items():
+        for name, (build, plain) in cases.items():
             t = interleaved({
                 "plain": plain,
-                "in process": lambda text=text, public=public: sess.sql(text, keys=public).collect(eps),
-                "unix": lambda text=text, public=public: unix.sql(text, keys=public).collect(eps),
-                "tcp": lambda text=text, public=public: tcp.sql(text, keys=public).collect(eps),
+                "in process": lambda build=build: build(sess).collect(eps),
+                "unix": lambda build=build: build(unix).collect(eps),
+                "tcp": lambda build=build: build(tcp).collect(eps),
             }, args.runs)
             rows.append([name, f"{t['plain'] * 1e3:.1f}", f"{t['in process'] * 1e3:.1f}", f"{t['unix'] * 1e3:.1f}",
                          f"{t['tcp'] * 1e3:.1f}", fmt_ratio(t["unix"] / t["in process"]),
