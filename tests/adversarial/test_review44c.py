@@ -148,6 +148,7 @@ def test_sigterm_with_a_release_in_flight_leaves_it_charged_and_unsent(tmp_path:
     table, ledger, key, sock = (tmp_path / "t.csv", tmp_path / "b.ledger", tmp_path / "key", tmp_path / "s")
     pl.DataFrame({"g": ["a", "b", "a"], "x": [1.0, 2.0, 3.0]}).write_csv(table)
     key.write_text(secrets.token_hex(32) + "\n")
+    key.chmod(0o600)
     running, go = threading.Event(), threading.Event()
     guarded = ReleaseContext.guarded
 
@@ -291,6 +292,7 @@ def test_serve_on_an_empty_host_is_refused_not_every_interface(tmp_path: Path) -
     table, key = tmp_path / "t.csv", tmp_path / "key"
     pl.DataFrame({"x": [1.0]}).write_csv(table)
     key.write_text(secrets.token_hex(32))
+    key.chmod(0o600)
     owner = subprocess.Popen([sys.executable, "-m", "dpframe.cli", "serve", "--table", f"t={table}", "--row-privacy",
                               "--total-epsilon", "1", "--address", ":0", "--authkey-file", str(key)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -177,6 +177,7 @@ def test_serve_until_terminated(files: dict[str, str]) -> None:
 
     key, sock = Path(files["dir"]) / "key.txt", Path(files["dir"]) / "dp.sock"
     key.write_text(secrets.token_hex(32) + "\n")
+    key.chmod(0o600)
     owner = subprocess.Popen([sys.executable, "-m", "dpframe.cli", "serve", *base(files),
                               "--total-epsilon", "3", "--ledger", files["ledger"], "--address", str(sock),
                               "--authkey-file", str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -201,6 +202,7 @@ def test_serve_until_terminated(files: dict[str, str]) -> None:
 def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     key = Path(files["dir"]) / "key.txt"
     key.write_text("short")
+    key.chmod(0o600)
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key))
     assert code == 2 and "authkey" in err and len(err.strip().splitlines()) == 1, err
@@ -210,6 +212,12 @@ def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytes
                        "--authkey-file", str(key) + ".missing")
     assert code == 2 and "missing" in err, err
     key.write_text("a key long enough for the server")
+    for mode in (0o644, 0o640, 0o602):
+        key.chmod(mode)
+        code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                           "--authkey-file", str(key))
+        assert code == 2 and f"chmod 600 {key}" in err and f"{mode:04o}" in err and "long enough" not in err, err
+    key.chmod(0o600)
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key), "--tls-cert", str(key) + ".missing")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
