@@ -27,6 +27,9 @@ Example:
     {'$dict': [['a', {'$tuple': [1, {'$fraction': '1/3'}]}]]}
     >>> Unpacker([]).unpack(packed, "bounds")
     {'a': (1, Fraction(1, 3))}
+    >>> import numpy as np
+    >>> Packer().pack([np.bool_(True), np.int8(3), np.float32(0.5)], "q")
+    [True, 3, 0.5]
 
 """
 
@@ -90,10 +93,10 @@ class Packer:
 
     def pack(self, value: Any, argument: str) -> Any:
         """``value`` as JSON (module docstring); an :class:`ArgumentError` naming ``argument`` if it cannot cross."""
-        if value is None or isinstance(value, bool | str):
-            return value
         if isinstance(value, np.generic):
             value = value.item()
+        if value is None or isinstance(value, bool | str):
+            return bool(value) if isinstance(value, bool) else None if value is None else str(value)
         if isinstance(value, int):
             return int(value)
         if isinstance(value, float):
