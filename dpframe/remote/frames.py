@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from dpframe.remote.client import RemoteQuery
 from dpframe.remote.values import Packer
 
@@ -47,14 +49,9 @@ class _Chain:
     def _query(self, call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RemoteQuery:
         """The query the chain ends in (its calls packed once now: a value that cannot cross is refused here)."""
         table, calls = self._table, (*self._steps, (call, args, kwargs))
-
-        def source(packer: Packer) -> dict[str, Any]:
-            steps = [{"call": name, "args": [packer.pack(a, name) for a in positional],
-                      "kwargs": {k: packer.pack(v, k) for k, v in named.items()}} for name, positional, named in calls]
-            return {"chain": {"table": table, "steps": steps}}
-
-        source(Packer())
-        return RemoteQuery(self._remote, source, ".".join([table, *(f"{name}(...)" for name, _, _ in calls)]))
+        _source(table, calls, Packer())
+        return RemoteQuery(self._remote, lambda packer: _source(table, calls, packer),
+                           ".".join([table, *(f"{name}(...)" for name, _, _ in calls)]))
 
     def _family(self, name: str) -> Any:
         if name.startswith("_"):
@@ -74,11 +71,24 @@ class RemoteFrame(_Chain):
     """A private table on a :class:`~dpframe.remote.client.Remote`, queried by method chaining (``remote.table``).
 
     The methods are ``dp.Frame``'s (see its reference): arguments are recorded, sent and checked by the
-    server's session when the query's ``cost``, ``explain`` or ``collect`` is called.
+    server's session when the query's ``cost``, ``explain`` or ``collect`` is called (or ``schema`` read).
     """
 
     def __getattr__(self, name: str) -> Any:
         return self._family(name)       # a family query the server knows: frame.<family>(...)
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The frame's columns and types after its calls (public; one request, free), as ``dp.Frame.schema``."""
+        packer = Packer()
+        source = _source(self._table, self._steps, packer)
+        frames: list[pl.DataFrame] = self._remote._request({"op": "schema", **source}, packer.attached)[1]
+        return frames[0].schema
+
+    @property
+    def columns(self) -> list[str]:
+        """The frame's column names (:attr:`schema`'s)."""
+        return list(self.schema.names())
 
     def filter(self, *predicates: Any, **constraints: Any) -> RemoteFrame:
         """The rows where every row-level predicate holds (``dp.Frame.filter``)."""
@@ -131,6 +141,14 @@ class RemoteFrame(_Chain):
     def learn_rectangle(self, features: Any, **options: Any) -> RemoteQuery:
         """A private axis-aligned box (``dp.Frame.learn_rectangle``)."""
         return self._query("learn_rectangle", (features,), options)
+
+
+def _source(table: str, calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...], packer: Packer
+            ) -> dict[str, Any]:
+    """A chain's description: its table and calls, their arguments packed (frames attached to ``packer``)."""
+    steps = [{"call": name, "args": [packer.pack(a, name) for a in positional],
+              "kwargs": {k: packer.pack(v, k) for k, v in named.items()}} for name, positional, named in calls]
+    return {"chain": {"table": table, "steps": steps}}
 
 
 class RemoteGroupBy(_Chain):

@@ -41,8 +41,11 @@ MAX_STEPS = 256
 """Calls in one chain."""
 
 
-def replay(session: Session, chain: object, attached: list[bytes]) -> Query | Releasable[Any]:
-    """The query a chain builds on ``session`` (nothing run, nothing charged); the API's own error otherwise."""
+def replay(session: Session, chain: object, attached: list[bytes], *, frame: bool = False) -> Any:
+    """The query a chain builds on ``session`` (nothing run, nothing charged); the API's own error otherwise.
+
+    ``frame=True``: the chain ends in a frame instead (a remote frame's schema), never a query.
+    """
     if not isinstance(chain, Mapping) or not isinstance(chain.get("table"), str) \
             or not isinstance(chain.get("steps"), list) or len(chain["steps"]) > MAX_STEPS:
         raise ArgumentError("not a method chain", argument="chain",
@@ -60,7 +63,9 @@ def replay(session: Session, chain: object, attached: list[bytes]) -> Query | Re
         positional = POSITIONAL.get(call, call)
         built = getattr(built, call)(*(values.unpack(a, positional) for a in args),
                                      **{k: values.unpack(v, k) for k, v in kwargs.items()})
-    if not isinstance(built, Query | Releasable):
+    if frame and type(built) is not Frame:
+        raise PlanError("the chain does not end in a frame", argument="chain", fix="ask a frame for its schema")
+    if not frame and not isinstance(built, Query | Releasable):
         raise PlanError("the chain does not end in a query", argument="chain",
                         fix="finish it with .agg(...), .group_by(...).agg(...), .top_k(...) or another query")
     return built

@@ -238,8 +238,10 @@ class Server(Sealed):
             return pack_result(tools.use(request, values), frames), frames
         if op == "tables":
             return sess.tables(), []
-        if op == "schema":
-            return None, [pl.DataFrame(schema=sess.table(_text(request, "table")).collect_schema())]
+        if op == "schema":          # a table's, or a method chain's frame's (after its with_columns, select ...)
+            shown = replay(sess, request["chain"], attached, frame=True) if "chain" in request else \
+                sess.table(_text(request, "table"))
+            return None, [pl.DataFrame(schema=shown.collect_schema())]
         if op in ("remaining", "spent"):
             return encode(sess.remaining() if op == "remaining" else sess.spent()), []
         if op == "history":

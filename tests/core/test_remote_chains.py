@@ -167,3 +167,20 @@ def test_a_chain_is_immutable_and_reusable(served: tuple[dp.Session, dp.Remote])
     assert a.cost(dp.ZCDP(1)) == b.cost(dp.ZCDP(1)) == dp.ZCDP(1)
     assert a.collect(dp.ZCDP(1)).columns == ["len"] and b.collect(dp.ZCDP(1)).columns == ["g", "len"]
     assert sess.spent() == dp.ZCDP(2)
+
+
+def test_a_frames_schema_after_its_calls(served: tuple[dp.Session, dp.Remote]) -> None:
+    sess, remote = served
+    for chain in (lambda t: t, lambda t: t.with_columns(z=pl.col("x") * 2, m=pl.col("d").dt.month()).drop("d"),
+                  lambda t: t.select("g", (pl.col("x") > 3).alias("big")).rename({"g": "group"})):
+        assert chain(remote.table("t")).schema == chain(sess.table("t")).schema
+        assert chain(remote.table("t")).columns == chain(sess.table("t")).columns
+    with pytest.raises(dp.SchemaError) as here:
+        sess.table("t").select("nope")
+    with pytest.raises(dp.SchemaError) as there:
+        remote.table("t").select("nope").schema  # noqa: B018
+    assert str(there.value) == str(here.value)
+    with pytest.raises(dp.PlanError, match="does not end in a frame"):
+        remote._request({"op": "schema", "chain": {"table": "t", "steps": [
+            {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}})
+    assert sess.history().height == 0
