@@ -144,8 +144,8 @@ class Packer:
 
     def _frame(self, value: pl.DataFrame | pl.Series, argument: str) -> dict[str, int]:
         frame = value.to_frame() if isinstance(value, pl.Series) else value
-        try:        # one row of list columns: the server reads it as it reads SQL keys
-            lists = frame.select(pl.all().implode())
+        try:        # one row of list columns of plain values: the server reads it as it reads SQL keys
+            lists = frame.with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)).select(pl.all().implode())
         except pl.exceptions.PolarsError as e:
             raise ArgumentError(f"cannot send this frame ({e})", argument=argument, fix=_NO_OBJECT) from None
         return {"$series" if isinstance(value, pl.Series) else "$frame": self.attach(frame_bytes(lists), argument)}

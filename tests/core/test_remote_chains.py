@@ -184,3 +184,11 @@ def test_a_frames_schema_after_its_calls(served: tuple[dp.Session, dp.Remote]) -
         remote._request({"op": "schema", "chain": {"table": "t", "steps": [
             {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}})
     assert sess.history().height == 0
+
+
+def test_categorical_keys_cross_as_their_values(served: tuple[dp.Session, dp.Remote]) -> None:
+    sess, remote = served
+    keys = pl.DataFrame({"g": ["a", "c"]}, schema={"g": pl.Categorical()})
+    chain: Chain = lambda t: t.group_by("g", keys=keys).agg(dp.len())  # noqa: E731
+    assert chain(remote.table("t")).cost(dp.ZCDP(1)) == chain(sess.table("t")).cost(dp.ZCDP(1))
+    assert chain(remote.table("t")).collect(dp.ZCDP(1))["g"].cast(pl.String).to_list() == ["a", "c"]
