@@ -224,9 +224,10 @@ class Unpacker:
             return budget_from_json(body)
         if tag == "$target" and isinstance(body, dict) and isinstance(body.get("ends"), list) \
                 and len(body["ends"]) == 2 and type(body.get("inside")) is bool:
-            lower, upper = (None if e is None else Fraction(self.unpack(e, argument)) for e in body["ends"])
-            if lower is not None:
-                return Target(lower, upper, body["inside"])
+            lower, upper = (None if e is None else self.unpack(e, argument) for e in body["ends"])
+            if all(type(e) in (int, float, Fraction) and (type(e) is not float or math.isfinite(e))
+                   for e in (lower, upper) if e is not None) and lower is not None:
+                return Target(Fraction(lower), None if upper is None else Fraction(upper), body["inside"])
         return plain_value(tag, body, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
@@ -234,7 +235,8 @@ class Unpacker:
         tree, bounds, options = body.get("expression"), body.get("bounds"), body.get("options", [])
         if not isinstance(kind, str) or not kind or not (name is None or isinstance(name, str) and name) \
                 or not isinstance(options, list) \
-                or not all(isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) for o in options):
+                or not all(isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) for o in options) \
+                or len({o[0] for o in options}) != len(options):
             raise _shape(argument)
         if tree is not None:
             col, expression = column_input(unpack_expression(tree, argument))
@@ -243,7 +245,7 @@ class Unpacker:
         else:
             col, expression = None, None
         checked = None if bounds is None else check_bounds(self.unpack(bounds, argument))
-        opts = tuple(sorted((k, self.unpack(v, argument)) for k, v in options))
+        opts = tuple(sorted(((k, self.unpack(v, argument)) for k, v in options), key=lambda option: option[0]))
         return Measure(kind, col, checked, opts, name=name, expression=expression)
 
 

@@ -121,6 +121,10 @@ def test_only_public_builder_methods_can_be_called(served: tuple[dp.Session, dp.
     {"$date": "x" * 100}, {"$timedelta": [1, 2]}, {"$tuple": [1], "$dict": []}, {"$dict": [[[1], 2]]},
     {"$unknown": 1}, {"$measure": {"kind": ""}}, {"$measure": {"kind": "len", "options": [[1, 2]]}},
     {"$expr": "pl.col('x')"}, {"$expr": {"Column": "x", "Len": None}},
+    {"$measure": {"kind": "len", "options": [["q", 1], ["q", {"$tuple": []}]]}},
+    {"$target": {"ends": ["1e100000", None], "inside": True}}, {"$target": {"ends": [{"$float": "nan"}, None],
+                                                                            "inside": True}},
+    {"$target": {"ends": [None, 1], "inside": True}}, {"$target": {"ends": [1, 2], "inside": 1}},
 ])
 def test_values_the_client_never_sends_are_refused_free(served: tuple[dp.Session, dp.Remote], value: Any) -> None:
     sess, remote = served
