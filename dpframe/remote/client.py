@@ -248,7 +248,8 @@ class RemoteQuery(Sendable):
     """A query on a :class:`Remote` (SQL, or a method chain): ``cost`` and ``explain`` are free, ``collect`` charges.
 
     Made by :meth:`Remote.sql` or by a :class:`~dpframe.remote.frames.RemoteFrame`'s ``agg``, ``top_k`` and
-    other queries; nothing is sent until one of these three methods is called.
+    other queries; nothing is sent until one of these three methods is called. ``source`` writes the query's
+    description for a request: it receives public values only (the request's :class:`Packer`).
     """
 
     def __init__(self, remote: Remote, source: Callable[[Packer], dict[str, Any]], shown: str) -> None:

@@ -25,10 +25,12 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.remote.client import RemoteQuery
 from dpframe.remote.values import Packer
 
@@ -53,9 +55,12 @@ class _Chain:
         return RemoteQuery(self._remote, lambda packer: _source(table, calls, packer),
                            ".".join([table, *(f"{name}(...)" for name, _, _ in calls)]))
 
-    def _family(self, name: str) -> Any:
+    def _family(self, name: str, owner: str, habits: Mapping[str, tuple[str, str]]) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
+        found = habit(owner, habits, name)       # a Polars habit (head, sort, ...): the error it gives in process
+        if found is not None:
+            raise found
         return lambda *args, **kwargs: self.query(name, *args, **kwargs)
 
     def query(self, family: str, /, *args: Any, **kwargs: Any) -> RemoteQuery:
@@ -75,7 +80,7 @@ class RemoteFrame(_Chain):
     """
 
     def __getattr__(self, name: str) -> Any:
-        return self._family(name)       # a family query the server knows: frame.<family>(...)
+        return self._family(name, "Frame", FRAME)       # a family query the server knows: frame.<family>(...)
 
     @property
     def schema(self) -> pl.Schema:
@@ -155,7 +160,7 @@ class RemoteGroupBy(_Chain):
     """A grouped :class:`RemoteFrame`; finish it with ``agg``, ``top_k`` or a group-by family (``dp.GroupBy``)."""
 
     def __getattr__(self, name: str) -> Any:
-        return self._family(name)
+        return self._family(name, "GroupBy", GROUP_BY)
 
     def agg(self, *measures: Any, **named: Any) -> RemoteQuery:
         """Private statistics per group (``dp.GroupBy.agg``)."""

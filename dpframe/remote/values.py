@@ -180,7 +180,11 @@ def expression_tree(expr: pl.Expr, argument: str) -> Any:
 
 
 class Unpacker:
-    """The server's side: JSON arguments back to values, public keys read from the ``attached`` streams."""
+    """The server's side: JSON arguments back to values, public keys read from the ``attached`` streams.
+
+    ``queries`` builds a query from the description an analyst sent (a tool's argument): it receives public
+    values only (what the analyst sent); ``None`` refuses queries as arguments.
+    """
 
     def __init__(self, attached: list[bytes], queries: Callable[[Any], Any] | None = None) -> None:
         self._attached = attached

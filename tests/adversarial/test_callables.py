@@ -134,6 +134,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.tuning.stage.plan_staged", "finish"): PUBLIC,
     ("dpframe.mechanism.deferred.DeferredMapping", "build"): NO_VALUES,
     ("dpframe.mechanism.deferred.DeferredTuple", "build"): NO_VALUES,
+    ("dpframe.remote.values.Unpacker", "queries"): PUBLIC,
+    ("dpframe.remote.client.RemoteQuery", "source"): PUBLIC,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").

@@ -192,3 +192,22 @@ def test_categorical_keys_cross_as_their_values(served: tuple[dp.Session, dp.Rem
     chain: Chain = lambda t: t.group_by("g", keys=keys).agg(dp.len())  # noqa: E731
     assert chain(remote.table("t")).cost(dp.ZCDP(1)) == chain(sess.table("t")).cost(dp.ZCDP(1))
     assert chain(remote.table("t")).collect(dp.ZCDP(1))["g"].cast(pl.String).to_list() == ["a", "c"]
+
+
+def test_polars_habits_are_the_errors_they_are_in_process(served: tuple[dp.Session, dp.Remote]) -> None:
+    sess, remote = served
+    for name in ("head", "sort", "collect_schema_x", "to_pandas"):
+        for here, there in ((sess.table("t"), remote.table("t")),
+                            (sess.table("t").group_by("g", keys=["a"]), remote.table("t").group_by("g", keys=["a"]))):
+            try:
+                getattr(here, name)
+            except AttributeError as e:
+                local: AttributeError | None = e
+            else:
+                local = None
+            if isinstance(local, dp.PolarsHabitError):
+                with pytest.raises(dp.PolarsHabitError) as far:
+                    getattr(there, name)
+                assert str(far.value) == str(local)
+            else:
+                assert callable(getattr(there, name))     # maybe a plugin's family on the server: asked when sent
