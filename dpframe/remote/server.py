@@ -267,17 +267,23 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
             "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
+_DEFAULTS: Mapping[str, Any] = {"ci": None, "diagnostics": False, "accuracy": None}
+
+
 def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
-    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``)."""
+    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``).
+
+    Set: present and other than the in-process default (``ci=None``, ``diagnostics=False``, ``accuracy=None``),
+    passed as sent, so that the session's checks refuse what they refuse in process (``ci=False``,
+    ``diagnostics=None``), before the charge.
+    """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy")}[op]
     out: dict[str, Any] = {}
     for name in allowed:
-        value = request.get(name)
-        if name == "accuracy":
-            value = wire.accuracy_from_json(value)
-        if value is not None and value is not False:
-            out[name] = value
+        if name not in request or request[name] is _DEFAULTS[name]:
+            continue
+        out[name] = wire.accuracy_from_json(request[name]) if name == "accuracy" else request[name]
     return out
 
 
