@@ -45,6 +45,7 @@ import polars as pl
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
+from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
@@ -245,9 +246,7 @@ class Server(Sealed):
             return encode(query.cost(budget, **options)), []
         if op == "explain":
             form = request.get("format", "text")
-            if form not in ("text", "json"):
-                raise ArgumentError(f"expected 'text' or 'json', got {form!r}", argument="format",
-                                    fix="pass format='text' or format='json'")
+            check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
         if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr

@@ -64,3 +64,21 @@ def test_an_option_the_session_refuses_in_process_is_refused_remotely_free(sql: 
         assert there == here
         assert remote.remaining() == dp.ApproxDP(3, 1e-5)
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("sql", [SUM, "EXPLAIN SELECT COUNT(*) AS n FROM t",
+                                 "SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(*), NULL, method := 'stable')"])
+@pytest.mark.parametrize("form", ["xml", 3, None, ["text"]])
+def test_an_explain_format_is_refused_as_in_process(served: tuple[dp.Session, dp.Server], sql: str,
+                                                    form: object) -> None:
+    """The server's own check of ``format`` raised an ArgumentError with its own text; in process it is a
+    PlanError (``check_format``): the same class and text remotely."""
+    sess, server = served
+    here = _outcome(lambda: session().sql(sql).explain(dp.ApproxDP(1, 1e-6), format=form))  # type: ignore[arg-type]
+    assert here[0] == "PlanError"
+    with dp.connect(server.address, authkey=KEY) as remote:
+        there = _outcome(lambda: remote._request({"op": "explain", "sql": sql, "format": form,
+                                                  "budget": {"type": "ApproxDP", "epsilon": "1",
+                                                             "delta": "1/1000000"}}))
+    assert there == here
+    assert sess.history().height == 0
