@@ -3,12 +3,18 @@ forwarded TOP_K warning and the tagged channel, against an analyst who speaks th
 
 * An option's value crosses as the analyst sent it: the session's own checks refuse what they refuse in
   process (``ci=False``, ``diagnostics=None``), uncharged, and nothing stands for "left out" but the
-  value the client sends for it.
+  value the client sends for it. ``explain``'s ``format`` is checked by the session's own check too.
+* Refusals of options (and of their combinations) come before the charge and say the same on neighbouring
+  datasets; a reply carries the released frames and nothing else.
+* A tagged frame is bound to its connection: the analyst's own request replayed on another of its
+  connections is not served, and a reply-shaped request is only an unknown request.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
+import socket
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +23,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.remote import wire
 
 KEY = secrets.token_bytes(32)
 COUNT = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"
@@ -81,4 +88,140 @@ def test_an_explain_format_is_refused_as_in_process(served: tuple[dp.Session, dp
                                                   "budget": {"type": "ApproxDP", "epsilon": "1",
                                                              "delta": "1/1000000"}}))
     assert there == here
+    assert sess.history().height == 0
+
+
+REFUSED: list[dict[str, Any]] = [
+    {"op": "collect", "sql": COUNT, "budget": ONE, "ci": 1.5},
+    {"op": "collect", "sql": COUNT, "budget": ONE, "ci": True},
+    {"op": "collect", "sql": COUNT, "budget": ONE, "ci": "0.9"},
+    {"op": "collect", "sql": COUNT, "budget": ONE, "diagnostics": 1},
+    {"op": "collect", "sql": COUNT, "budget": ONE, "ci": 0.9, "diagnostics": "yes"},
+    {"op": "collect", "sql": COUNT, "budget": None, "diagnostics": True,
+     "accuracy": {"half_width": 5, "confidence": 0.9, "notion": None}},
+    {"op": "collect", "sql": COUNT, "budget": ONE, "accuracy": {"half_width": 5, "confidence": 0.9, "notion": None}},
+    {"op": "collect", "sql": COUNT, "budget": None,                       # more than the remaining budget
+     "accuracy": {"half_width": 0.01, "confidence": 0.999, "notion": None}},
+    {"op": "collect", "sql": COUNT, "budget": None, "accuracy": {"half_width": {"nope": 1}, "confidence": 0.9,
+                                                                 "notion": None}},
+    {"op": "collect", "sql": "SELECT AVG(CLAMP(x, 0, 10)) AS m FROM t", "budget": None,
+     "accuracy": {"half_width": 1, "confidence": 0.9, "notion": None}},
+    {"op": "collect", "sql": "SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(*), 1)", "budget": ONE, "ci": 0.9},
+    {"op": "cost", "sql": COUNT, "budget": None, "diagnostics": True,
+     "accuracy": {"half_width": 5, "confidence": 0.9, "notion": None}},
+]
+
+
+def _reply(remote: dp.Remote, request: dict[str, Any]) -> dict[str, Any]:
+    """The server's JSON reply to ``request`` exactly as sent (the keys ride along for a GROUP BY)."""
+    keys = [wire.frame_bytes(pl.DataFrame([pl.Series("g", [pl.Series(["a", "b"])])]))] if "GROUP BY g" in \
+        str(request.get("sql")) and "TOP_K" not in str(request.get("sql")) else []
+    channel = remote._channel
+    channel.send_json({**request, "keys": bool(keys), "attached": len(keys)})
+    for data in keys:
+        channel.send(data)
+    reply = channel.receive_json(wire.REPLY_LIMIT)
+    for _ in range(reply.get("frames", 0)):
+        channel.receive(wire.REPLY_LIMIT)
+    return reply
+
+
+def test_option_refusals_are_free_and_the_same_on_neighbouring_data() -> None:
+    """Each refused combination is answered before anything is charged, with the same reply whether or not
+    one more row is in the table (its text and fields: nothing read from the data)."""
+    replies = []
+    for rows in (50, 52):
+        sess = session(rows=rows)
+        with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+                dp.connect(server.address, authkey=KEY) as remote:
+            got = [_reply(remote, request) for request in REFUSED]
+            assert remote.remaining() == dp.ApproxDP(3, 1e-5)
+        assert sess.history().height == 0
+        assert all(r["ok"] is False for r in got), [r for r in got if r["ok"]]
+        replies.append(got)
+    assert replies[0] == replies[1]
+
+
+@pytest.mark.parametrize(("sql", "options", "frames"), [
+    (COUNT, {}, 1), (COUNT, {"ci": 0.9}, 1), (SUM, {"diagnostics": True}, 2),
+    (SUM, {"ci": 0.9, "diagnostics": True}, 2), ("EXPLAIN SELECT COUNT(*) AS n FROM t", {"diagnostics": True}, 1),
+])
+def test_a_reply_carries_the_released_frames_and_nothing_else(sql: str, options: dict[str, Any],
+                                                               frames: int) -> None:
+    """The JSON of a release says only that it succeeded and how many frames follow; the frames are the ones
+    the same call returns in process (a Diagnosed's frame, then its diagnostics)."""
+    keys = {"g": ["a", "b"]} if "GROUP" in sql else None
+    here = session().sql(sql, keys=keys).collect(dp.PureDP(1), **options)
+    expected = list(here) if isinstance(here, dp.Diagnosed) else [here]
+    with dp.Server(session(), ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        q = remote.sql(sql, keys=keys)
+        channel = remote._channel
+        channel.send_json({"op": "collect", **q._source, "budget": ONE, **options, "attached": len(q._attached)})
+        for data in q._attached:
+            channel.send(data)
+        reply = channel.receive_json(wire.REPLY_LIMIT)
+        assert reply == {"ok": True, "value": None, "frames": frames}
+        got = [wire.frame_from_bytes(channel.receive(wire.REPLY_LIMIT)) for _ in range(frames)]
+        assert remote.tables() == ["t"]        # nothing more was sent: the next reply is the next request's
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert a.schema == b.schema and a.equals(b)
+
+
+def _raw_channel(server: dp.Server) -> wire.Channel:
+    address = server.address
+    assert isinstance(address, tuple)
+    sock = socket.create_connection(address, timeout=5)
+    hello = wire.receive(sock, 64)
+    theirs = hello[len(wire.VERSION):]
+    ours = wire.nonce()
+    wire.send(sock, ours)
+    wire.prove(sock, KEY, b"client", theirs)
+    wire.challenge(sock, KEY, b"server", ours)
+    return wire.Channel(sock, KEY, b"client", theirs, ours)
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_request_tagged_for_one_connection_is_not_served_on_another(served: tuple[dp.Session, dp.Server]) -> None:
+    """The tag's key comes from both nonces: a frame of connection 1 (its first) replayed as connection 2's
+    first is refused; one who relays the analyst's traffic cannot charge its requests twice."""
+    sess, server = served
+    first, second = _raw_channel(server), _raw_channel(server)
+    request = json.dumps({"op": "collect", "sql": SUM, "budget": {"type": "PureDP", "epsilon": "1/4"}}).encode()
+    tagged = request + first._tag(b"client", 0, request)
+    wire.send(first.sock, tagged)
+    assert first.receive_json(wire.REPLY_LIMIT)["ok"] is True
+    first.receive(wire.REPLY_LIMIT)
+    wire.send(second.sock, tagged)
+    assert _hung_up(second.sock)
+    assert sess.history().height == 1
+    first.sock.close()
+
+
+@pytest.mark.parametrize("message", [
+    {"ok": True, "value": None, "frames": 1},
+    {"ok": False, "error": "BudgetExceededError", "message": "x", "op": "collect"},
+    {"op": "collect", "sql": SUM, "budget": ONE, "attached": -1},
+    {"op": "collect", "sql": SUM, "budget": ONE, "attached": True},
+])
+def test_a_reply_shaped_or_miscounted_request_charges_nothing(served: tuple[dp.Session, dp.Server],
+                                                              message: dict[str, Any]) -> None:
+    sess, server = served
+    channel = _raw_channel(server)
+    channel.send_json(message)
+    if "attached" in message:
+        assert _hung_up(channel.sock)           # a broken count ends the connection
+    else:
+        reply = channel.receive_json(wire.REPLY_LIMIT)
+        assert reply["ok"] is False and set(reply) == {"ok", "error", "message", "argument", "fix"}
+        channel.send_json({"op": "tables"})     # and the connection goes on
+        assert channel.receive_json(wire.REPLY_LIMIT)["value"] == ["t"]
+    channel.sock.close()
     assert sess.history().height == 0
