@@ -230,6 +230,8 @@ def read_keys(data: bytes) -> dict[str, list[Any]]:
     """
     table = table_from_bytes(data)
     fields = list(table.schema)
+    if not fields:
+        return {}                               # keys={}: no keys, as in process
     if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
             or any(column.null_count for column in table.columns):
         raise ArgumentError("expected one list of keys per column", argument="keys",

@@ -225,3 +225,16 @@ def test_a_reply_shaped_or_miscounted_request_charges_nothing(served: tuple[dp.S
         assert channel.receive_json(wire.REPLY_LIMIT)["value"] == ["t"]
     channel.sock.close()
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("sql", [SUM, COUNT])
+def test_empty_keys_are_no_keys_as_in_process(served: tuple[dp.Session, dp.Server], sql: str) -> None:
+    """``keys={}`` is no keys in process (a query without GROUP BY releases; one with it needs δ); remotely
+    the empty table of keys was refused as malformed."""
+    sess, server = served
+    local = session()
+    here = _outcome(lambda: local.sql(sql, keys={}).collect(dp.PureDP(1)))
+    with dp.connect(server.address, authkey=KEY) as remote:
+        there = _outcome(lambda: remote.sql(sql, keys={}).collect(dp.PureDP(1)))
+    assert there == here
+    assert sess.history().height == local.history().height
