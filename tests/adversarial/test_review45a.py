@@ -17,6 +17,7 @@ import secrets
 import socket
 import warnings
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
 import polars as pl
@@ -238,3 +239,42 @@ def test_empty_keys_are_no_keys_as_in_process(served: tuple[dp.Session, dp.Serve
         there = _outcome(lambda: remote.sql(sql, keys={}).collect(dp.PureDP(1)))
     assert there == here
     assert sess.history().height == local.history().height
+
+
+def test_accuracy_and_diagnostics_collects_from_many_connections_share_the_budget_exactly() -> None:
+    """``collect(accuracy=...)`` checks that the remaining budget can pay, then reserves; diagnostics run in
+    stages. From eight connections at once, each either releases in full or is refused uncharged, and the
+    session never spends past its total."""
+    import threading
+
+    data = pl.DataFrame({"g": ["a", "b"] * 25, "x": [float(i % 7) for i in range(50)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(3))
+    aim = dp.Accuracy(half_width=5, confidence=0.95)
+    priced = sess.sql(SUM)
+    assert isinstance(priced, dp.Query)
+    price = priced.cost(accuracy=aim)
+    outcomes: list[object] = []
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
+        barrier = threading.Barrier(8)
+
+        def client(i: int) -> None:
+            with dp.connect(server.address, authkey=KEY) as remote:
+                q = remote.sql(SUM if i % 2 else "SELECT COUNT(*) AS n, SUM(CLAMP(x, 0, 5)) AS s FROM t")
+                barrier.wait()
+                try:
+                    out = q.collect(accuracy=aim) if i % 2 else q.collect(dp.PureDP(1), diagnostics=True)
+                    outcomes.append(price if i % 2 else dp.PureDP(1))
+                    assert isinstance(out, pl.DataFrame) if i % 2 else isinstance(out, dp.Diagnosed)
+                except dp.BudgetExceededError:
+                    outcomes.append("refused")
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    spent = [o for o in outcomes if o != "refused"]
+    assert len(outcomes) == 8 and spent
+    total = sum((Fraction(c.epsilon) for c in spent), Fraction(0))  # type: ignore[attr-defined]
+    assert sess.spent() == dp.PureDP(total) and sess.history().height == len(spent)
+    assert total <= 3 and len(spent) < 8      # the total is smaller than eight queries' price
