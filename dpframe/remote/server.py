@@ -189,12 +189,14 @@ class Server(Sealed):
             conn.settimeout(None)
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             while not self.closed:
+                start = channel.received_bytes      # a request's frames share one limit, not one each
                 request = channel.receive_json(wire.REQUEST_LIMIT)
                 count = request.get("attached", 0)
                 if type(count) is not int or not 0 <= count <= MAX_ATTACHED:
                     raise RemoteError("a request with a bad count of frames", argument="attached",
                                       fix="use dp.connect's client")
-                attached = [channel.receive(wire.REQUEST_LIMIT) for _ in range(count)]
+                attached = [channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
+                            for _ in range(count)]
                 reply, frames = self._answer(request, attached)
                 channel.send_json(reply)
                 for frame in frames:

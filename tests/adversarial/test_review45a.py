@@ -278,3 +278,23 @@ def test_accuracy_and_diagnostics_collects_from_many_connections_share_the_budge
     total = sum((Fraction(c.epsilon) for c in spent), Fraction(0))  # type: ignore[attr-defined]
     assert sess.spent() == dp.PureDP(total) and sess.history().height == len(spent)
     assert total <= 3 and len(spent) < 8      # the total is smaller than eight queries' price
+
+
+def test_a_request_is_64_mib_in_all_not_per_frame(served: tuple[dp.Session, dp.Server]) -> None:
+    """docs/remote.md: 64 MiB for a request. Each of its frames was read up to 64 MiB, and a request may
+    carry 16 Arrow streams: 17 × 64 MiB held per connection (× ``max_clients``). The JSON and the streams
+    together are bounded now; the connection is closed, nothing charged, others served."""
+    sess, server = served
+    channel = _raw_channel(server)
+    channel.send_json({"op": "collect", "sql": SUM, "budget": ONE, "keys": True, "attached": 2})
+    part = b"\0" * (40 << 20)
+    try:
+        channel.send(part)
+        channel.send(part)
+    except OSError:
+        pass                                        # closed while the second was on its way: also refused
+    assert _hung_up(channel.sock)
+    channel.sock.close()
+    assert sess.history().height == 0
+    with dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.tables() == ["t"]
