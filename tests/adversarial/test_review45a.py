@@ -298,3 +298,18 @@ def test_a_request_is_64_mib_in_all_not_per_frame(served: tuple[dp.Session, dp.S
     assert sess.history().height == 0
     with dp.connect(server.address, authkey=KEY) as remote:
         assert remote.tables() == ["t"]
+
+
+@pytest.mark.parametrize("values", ["ab", b"ab"])
+def test_keys_given_as_one_string_are_refused_as_in_process(served: tuple[dp.Session, dp.Server],
+                                                             values: object) -> None:
+    """In process ``keys={"g": "ab"}`` is refused (a string is not a list of values); the client split it
+    into the keys "a" and "b" and the query was charged."""
+    sess, server = served
+    local = session()
+    here = _outcome(lambda: local.sql(COUNT, keys={"g": values}).collect(dp.PureDP(1)))
+    assert here[0] == "SchemaError" and local.history().height == 0
+    with dp.connect(server.address, authkey=KEY) as remote:
+        there = _outcome(lambda: remote.sql(COUNT, keys={"g": values}).collect(dp.PureDP(1)))
+    assert there == here
+    assert sess.history().height == 0
