@@ -8,6 +8,8 @@ forwarded TOP_K warning and the tagged channel, against an analyst who speaks th
   datasets; a reply carries the released frames and nothing else.
 * A tagged frame is bound to its connection: the analyst's own request replayed on another of its
   connections is not served, and a reply-shaped request is only an unknown request.
+* Keys as in process: ``keys={}`` is no keys, ``keys={"g": "ab"}`` is refused (not the keys "a", "b").
+* A request is 64 MiB in all (docs/remote.md), not 64 MiB for each of its 17 frames.
 """
 
 from __future__ import annotations
