@@ -36,7 +36,7 @@ from dpframe.accounting.ledger import decode
 from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
-from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.tuning import Diagnosed
@@ -303,6 +303,10 @@ def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
     if not isinstance(keys, Mapping):
         raise ArgumentError(f"expected a dict, got {type(keys).__name__}", argument="keys",
                             fix="pass keys={'column': [value, ...]}")
+    for c, v in keys.items():        # a string is one value, not its characters (as sess.sql refuses it)
+        if isinstance(v, str | bytes) or not hasattr(v, "__iter__"):
+            raise SchemaError(f"keys[{c!r}] must be a list of values", argument="keys",
+                              fix=f"pass keys={{{c!r}: [value, ...]}}")
     try:
         frame = pl.DataFrame([pl.Series(str(c), [pl.Series(list(v))]) for c, v in keys.items()])
     except (TypeError, ValueError, pl.exceptions.PolarsError) as e:

@@ -38,13 +38,14 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 import polars as pl
 
 from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
+from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
@@ -191,12 +192,14 @@ class Server(Sealed):
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             tools = Tools(self._session)
             while not self.closed:
+                start = channel.received_bytes      # a request's frames share one limit, not one each
                 request = channel.receive_json(wire.REQUEST_LIMIT)
                 count = request.get("attached", 0)
                 if type(count) is not int or not 0 <= count <= MAX_ATTACHED:
                     raise RemoteError("a request with a bad count of frames", argument="attached",
                                       fix="use dp.connect's client")
-                attached = [channel.receive(wire.REQUEST_LIMIT) for _ in range(count)]
+                attached = [channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
+                            for _ in range(count)]
                 reply, frames = self._answer(request, attached, tools)
                 channel.send_json(reply)
                 for frame in frames:
@@ -258,9 +261,7 @@ class Server(Sealed):
             return encode(query.cost(budget, **options)), []
         if op == "explain":
             form = request.get("format", "text")
-            if form not in ("text", "json"):
-                raise ArgumentError(f"expected 'text' or 'json', got {form!r}", argument="format",
-                                    fix="pass format='text' or format='json'")
+            check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
         if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
@@ -292,17 +293,23 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
             "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
+_DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None})
+
+
 def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
-    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``)."""
+    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``).
+
+    Set: present and other than the in-process default (``ci=None``, ``diagnostics=False``, ``accuracy=None``),
+    passed as sent, so that the session's checks refuse what they refuse in process (``ci=False``,
+    ``diagnostics=None``), before the charge.
+    """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy")}[op]
     out: dict[str, Any] = {}
     for name in allowed:
-        value = request.get(name)
-        if name == "accuracy":
-            value = wire.accuracy_from_json(value)
-        if value is not None and value is not False:
-            out[name] = value
+        if name not in request or request[name] is _DEFAULTS[name]:
+            continue
+        out[name] = wire.accuracy_from_json(request[name]) if name == "accuracy" else request[name]
     return out
 
 

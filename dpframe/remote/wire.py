@@ -56,7 +56,7 @@ NONCE = 32
 MIN_KEY = 16
 """The shortest ``authkey`` accepted (bytes)."""
 REQUEST_LIMIT = 64 << 20
-"""The largest frame a server reads (a request's JSON, or its public keys as Arrow): 64 MiB."""
+"""The most a server reads for one request: its JSON and its Arrow streams (public keys) together, 64 MiB."""
 REPLY_LIMIT = 1 << 34
 """The largest frame a client reads (a released frame): 16 GiB."""
 BUDGETS: Mapping[str, tuple[type[Budget], tuple[str, ...]]] = MappingProxyType({
@@ -134,6 +134,7 @@ class Channel:
         self._key = hmac.new(authkey, VERSION + b"connection" + server_nonce + client_nonce, hashlib.sha256).digest()
         self._role, self._peer = role, b"client" if role == b"server" else b"server"
         self._sent = self._received = 0
+        self.received_bytes = 0         # every frame's bytes received so far (tags not counted)
 
     def _tag(self, role: bytes, number: int, payload: bytes) -> bytes:
         return hmac.new(self._key, role + _LENGTH.pack(number) + payload, hashlib.sha256).digest()
@@ -152,6 +153,7 @@ class Channel:
             raise RemoteError("a message does not carry this connection's tag", argument="message",
                               fix="connect with dp.connect, and not through a relay that changes the traffic")
         self._received += 1
+        self.received_bytes += len(payload)
         return payload
 
     def send_json(self, message: dict[str, Any]) -> None:
@@ -230,6 +232,8 @@ def read_keys(data: bytes) -> dict[str, list[Any]]:
     """
     table = table_from_bytes(data)
     fields = list(table.schema)
+    if not fields:
+        return {}                               # keys={}: no keys, as in process
     if table.num_rows != 1 or not all(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in fields) \
             or any(column.null_count for column in table.columns):
         raise ArgumentError("expected one list of keys per column", argument="keys",

@@ -129,7 +129,7 @@ def test_bad_input_names_the_argument() -> None:
                 remote.sql(QUERY, keys={"g": ["a", 1]})
             with pytest.raises(dp.ArgumentError, match="budget"):
                 remote.sql(QUERY).cost(dp.Accuracy(1, 0.9))  # type: ignore[arg-type]
-            with pytest.raises(dp.ArgumentError, match="format"):
+            with pytest.raises(dp.PlanError, match="format"):
                 remote.sql(QUERY, keys={"g": ["a"]}).explain(dp.PureDP(1), format="html")
             with pytest.raises(dp.ArgumentError, match="query"):
                 remote.sql(42)  # type: ignore[arg-type]
