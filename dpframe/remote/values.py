@@ -350,7 +350,7 @@ def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
         return {"$tuple": items} if isinstance(value, tuple) else items
     if isinstance(value, dict):
         return {"$dict": [[pack_result(k, frames), pack_result(v, frames)] for k, v in value.items()]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and _MODULE.fullmatch(type(value).__module__):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):     # rebuilt only for dpframe's packages
         fields = {f.name: pack_result(getattr(value, f.name), frames) for f in dataclasses.fields(value)}
         return {"$dataclass": {"module": type(value).__module__, "name": type(value).__qualname__, "fields": fields}}
     raise TypeError(f"a result of type {type(value).__name__} does not cross to the analyst")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -211,3 +212,23 @@ def test_polars_habits_are_the_errors_they_are_in_process(served: tuple[dp.Sessi
                 assert str(far.value) == str(local)
             else:
                 assert callable(getattr(there, name))     # maybe a plugin's family on the server: asked when sent
+
+
+@dataclass(frozen=True)
+class _Elsewhere:
+    """A result class of a package the analyst's process is not trusted to import."""
+
+    n: int
+    frame: pl.DataFrame
+
+
+def test_results_are_rebuilt_only_for_dpframes_packages() -> None:
+    from dpframe_learning.queries import NoAnswer
+
+    from dpframe.remote.values import pack_result, unpack_result
+
+    frames: list[pl.DataFrame] = []
+    packed = pack_result((_Elsewhere(3, pl.DataFrame({"a": [1]})), NoAnswer("few rows", 10, 20)), frames)
+    other, rebuilt = unpack_result(json.loads(json.dumps(packed)), frames)
+    assert other["type"] == "_Elsewhere" and other["n"] == 3 and other["frame"].equals(pl.DataFrame({"a": [1]}))
+    assert rebuilt == NoAnswer("few rows", 10, 20) and not rebuilt
