@@ -1,0 +1,85 @@
+"""Review 45c: an analyst who writes remote requests by hand, against the server's process and budget.
+
+Each attack is one request (or a few) a client with a valid key can send; what must hold: the server
+process lives and answers, nothing is charged for a refused request, and no request holds the server
+for long.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.plan.rowlevel import check_tree
+
+KEY = secrets.token_bytes(32)
+DATA = pl.DataFrame({"u": list(range(200)), "s": ["a,b", "c"] * 100, "x": [float(i % 13) for i in range(200)]})
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[dp.Session, dp.Remote]]:
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), seed=0)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        yield sess, remote
+
+
+def _split_exact(n: int) -> dict[str, Any]:
+    return {"Alias": [{"Function": {"input": [{"Column": "s"}, {"Literal": {"Scalar": {"String": ","}}}],
+                                    "function": {"StringExpr": {"SplitExact": {"n": n, "inclusive": False}}}}},
+                      "parts"]}
+
+
+def _split_n(n: int) -> dict[str, Any]:
+    return {"Alias": [{"Function": {"input": [{"Column": "s"}, {"Literal": {"Scalar": {"String": ","}}}],
+                                    "function": {"StringExpr": {"SplitN": n}}}}, "parts"]}
+
+
+def _limit_memory() -> None:   # the child aborts at once on a huge allocation instead of swapping the machine
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+
+@pytest.mark.parametrize("tree", [_split_exact(10**12), _split_n(10**12)], ids=["split_exact", "splitn"])
+def test_a_huge_split_count_is_refused_before_polars_plans_it(tree: dict[str, Any]) -> None:
+    """split_exact(n) types its output as a struct of n + 1 fields: planning it allocated them all.
+
+    The server's replay computed the schema of the analyst's expression before its size limits ran, and
+    Polars aborted the process (an allocation failure is not an exception): one request took the server
+    down. Now the count is refused first, in the tree check and in the API's own check.
+    """
+    chain = {"table": "t", "steps": [{"call": "with_columns", "args": [{"$expr": tree}]},
+                                     {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}
+    script = ("import json, polars as pl, dpframe as dp\nfrom dpframe.remote.replay import replay\n"
+              f"data = pl.DataFrame({{'u': [1, 2], 's': ['a,b', 'c']}})\n"
+              "sess = dp.Session({'t': data}, privacy_unit=dp.PrivacyUnit('u'), budget=dp.PureDP(1), seed=0)\n"
+              "try:\n"
+              f"    replay(sess, json.loads({json.dumps(json.dumps(chain))}), [])\n"
+              "    print('built')\n"
+              "except dp.DPFrameError as e:\n"
+              "    print(type(e).__name__, e)\n")
+    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'plugins'}", "PYTHONDONTWRITEBYTECODE": "1", "RUST_BACKTRACE": "0"}
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
+                         preexec_fn=_limit_memory)
+    assert ran.returncode == 0, ran.stderr[-500:]
+    assert ran.stdout.startswith("PlanError") and "10,000" in ran.stdout
+    with pytest.raises(dp.PlanError, match="10,000"):
+        check_tree(tree, "exprs")
+
+
+def test_a_split_count_within_the_limit_still_crosses(served: tuple[dp.Session, dp.Remote]) -> None:
+    sess, remote = served
+    q = remote.table("t").with_columns(pl.col("s").str.split_exact(",", 2).alias("p")).agg(dp.len())
+    assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    with pytest.raises(dp.PlanError, match="10,000"):
+        sess.table("t").with_columns(pl.col("s").str.split_exact(",", 10_001).alias("p"))
