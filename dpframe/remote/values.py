@@ -221,9 +221,11 @@ class Unpacker:
             return budget_from_json(body)
         if tag == "$target" and isinstance(body, dict) and isinstance(body.get("ends"), list) \
                 and len(body["ends"]) == 2 and type(body.get("inside")) is bool:
-            lower, upper = (None if e is None else Fraction(self.unpack(e, argument)) for e in body["ends"])
-            if lower is not None:
-                return Target(lower, upper, body["inside"])
+            ends = [None if e is None else self.unpack(e, argument) for e in body["ends"]]
+            if ends[0] is not None and all(e is None or type(e) in (int, float, Fraction) and math.isfinite(e)
+                                           for e in ends):
+                # numbers only: Fraction("1e999999999") computes 10**999999999, holding the GIL for hours
+                return Target(Fraction(ends[0]), None if ends[1] is None else Fraction(ends[1]), body["inside"])
         return plain_value(tag, body, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
@@ -252,7 +254,10 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
         if tag == "$fraction" and isinstance(body, str) and re.fullmatch(r"-?[0-9]{1,400}/[0-9]{1,400}", body):
             return Fraction(body)
         if tag == "$decimal" and isinstance(body, str) and len(body) <= 400:
-            return Decimal(body)
+            number = Decimal(body)      # a bounded exponent: an exact conversion of 1e999999999 takes hours
+            exponent = number.as_tuple().exponent
+            if not number.is_finite() or (isinstance(exponent, int) and -400 <= exponent <= 400):
+                return number
         if tag in ("$date", "$datetime", "$time") and isinstance(body, str) and len(body) <= 64:
             if tag == "$time":
                 return dt.time.fromisoformat(body)

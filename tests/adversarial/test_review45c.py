@@ -12,6 +12,7 @@ import resource
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.errors import ArgumentError
 from dpframe.plan.rowlevel import check_tree
+from dpframe.remote.values import Unpacker
 
 KEY = secrets.token_bytes(32)
 DATA = pl.DataFrame({"u": list(range(200)), "s": ["a,b", "c"] * 100, "x": [float(i % 13) for i in range(200)]})
@@ -83,3 +86,37 @@ def test_a_split_count_within_the_limit_still_crosses(served: tuple[dp.Session, 
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
     with pytest.raises(dp.PlanError, match="10,000"):
         sess.table("t").with_columns(pl.col("s").str.split_exact(",", 10_001).alias("p"))
+
+
+@pytest.mark.parametrize("end", ["1e400000", {"$decimal": "1e400000"}, "7", True],
+                         ids=["text", "decimal", "small_text", "bool"])
+def test_a_targets_end_is_a_number_the_client_sends(end: Any) -> None:
+    """``Fraction("1e999999999")`` computes 10**999999999 holding the GIL: every connection stopped for hours.
+
+    A target's ends cross as numbers (``$fraction``, bounded to 400 digits; ints; floats); text or a
+    decimal with a huge exponent was turned into a Fraction there. Here with an exponent small enough that
+    the old code finished (in about a second): it must be refused as a value the client never sends.
+    """
+    started = time.monotonic()
+    with pytest.raises(ArgumentError, match="does not send"):
+        Unpacker([]).unpack({"$target": {"ends": [end, None], "inside": True}}, "when")
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_huge_decimal_exponent_is_refused(served: tuple[dp.Session, dp.Remote]) -> None:
+    """A decimal's exponent is bounded like a fraction's digits: ``Decimal("1e999999999")`` is 12 characters."""
+    with pytest.raises(ArgumentError, match="does not send"):
+        Unpacker([]).unpack({"$decimal": "1e999999999"}, "bounds")
+    with pytest.raises(ArgumentError, match="does not send"):
+        Unpacker([]).unpack({"$decimal": "1e-999999999"}, "bounds")
+    from decimal import Decimal
+    assert Unpacker([]).unpack({"$decimal": "123.456e10"}, "bounds") == Decimal("123.456e10")
+
+
+def test_target_ends_the_client_sends_still_cross(served: tuple[dp.Session, dp.Remote]) -> None:
+    sess, remote = served
+    for target in (dp.above(3), dp.between(0.5, 10**300), dp.outside(-1, 2.25)):
+        packed = {"$target": {"ends": [{"$fraction": f"{e.numerator}/{e.denominator}"} if e is not None else None
+                                       for e in (target.lower, target.upper)], "inside": target.inside}}
+        assert Unpacker([]).unpack(packed, "when") == target
+    assert Unpacker([]).unpack({"$target": {"ends": [3, 4.5], "inside": False}}, "when") == dp.outside(3, 4.5)
