@@ -59,8 +59,9 @@ from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, r
 
 MAX_ATTACHED = 16
 """Arrow streams (public keys) one request may carry."""
-_IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings"})
-"""Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories)."""
+_IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
+"""Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories of a type or a
+value); an ``Array`` value holds them as ``[bytes, width]``."""
 _MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
 _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
@@ -289,6 +290,8 @@ def _check_ipc(tree: Any, argument: str) -> None:
             pending += node
         elif isinstance(node, dict):
             for key, value in node.items():
+                if key == "Array" and isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+                    value = value[0]        # an Array value: [its values' bytes, its width]
                 if key in _IPC_KEYS and isinstance(value, list) and all(type(b) is int for b in value):
                     try:
                         data = bytes(value)

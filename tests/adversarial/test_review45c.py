@@ -120,3 +120,46 @@ def test_target_ends_the_client_sends_still_cross(served: tuple[dp.Session, dp.R
                                        for e in (target.lower, target.upper)], "inside": target.inside}}
         assert Unpacker([]).unpack(packed, "when") == target
     assert Unpacker([]).unpack({"$target": {"ends": [3, 4.5], "inside": False}}, "when") == dp.outside(3, 4.5)
+
+
+def _zstd_stream(values: list[str]) -> list[int]:
+    """A small, zstd-compressed Arrow stream: a stand-in for a bomb (its bodies could inflate to gigabytes)."""
+    import io
+
+    import pyarrow as pa
+    sink = io.BytesIO()
+    table = pa.table({"": pa.array(values, pa.large_string())})
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table)
+    return list(sink.getvalue())
+
+
+def _enum_literal(categories: list[int]) -> dict[str, Any]:
+    return {"Literal": {"Scalar": {"Enum": {"value": 0, "categories": categories}}}}
+
+
+def _array_literal(values: list[int], width: int) -> dict[str, Any]:
+    return {"Literal": {"Scalar": {"Array": [values, width]}}}
+
+
+@pytest.mark.parametrize("tree", [_enum_literal(_zstd_stream(["x" * 5000, "y"])),
+                                  _array_literal(_zstd_stream(["x" * 5000]), 1)], ids=["enum", "array"])
+def test_arrow_bytes_of_an_enum_or_array_literal_are_bounded(served: tuple[dp.Session, dp.Remote],
+                                                              tree: dict[str, Any]) -> None:
+    """An Enum literal holds its categories, and an Array literal its values, as Arrow bytes too.
+
+    The bytes check looked under ``Series``/``List``/``Array``/``Struct``/``strings`` keys holding a plain
+    list of bytes: an Enum value's ``categories`` and an Array value's ``[bytes, width]`` were read
+    unchecked, compressed included (a few kilobytes that Polars inflated to gigabytes on the server).
+    """
+    from dpframe.remote.values import unpack_expression
+    with pytest.raises(dp.PlanError, match="Arrow bytes"):
+        unpack_expression(tree, "exprs")
+    sess, remote = served
+    message = {"op": "cost", "chain": {"table": "t", "steps": [
+        {"call": "with_columns", "args": [{"$expr": {"Alias": [tree, "lit"]}}]},
+        {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}, "budget": {"type": "PureDP", "epsilon": "1"}}
+    with pytest.raises(dp.PlanError, match="Arrow bytes"):
+        remote._request(message)
+    assert sess.spent().epsilon == 0
+
