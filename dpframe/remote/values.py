@@ -299,7 +299,8 @@ def _check_ipc(tree: Any, argument: str) -> None:
                     except (ArgumentError, ValueError):
                         raise PlanError("a literal's Arrow bytes are not a plain Arrow stream", argument=argument,
                                         fix="build the expression with Polars") from None
-                    if any(_inflates(field) for field in table.schema) or table.num_rows > len(data):
+                    viewed = sum(_view_bytes(chunk) for column in table.columns for chunk in column.chunks)
+                    if any(_inflates(field) for field in table.schema) or max(table.num_rows, viewed) > len(data):
                         raise PlanError("a literal's Arrow bytes unpack to more than they hold", argument=argument,
                                         fix="build the expression with Polars") from None
                 else:
@@ -309,8 +310,9 @@ def _check_ipc(tree: Any, argument: str) -> None:
 def _inflates(field: pa.Field) -> bool:
     """Whether a field's values can repeat other bytes or take none, or are of an extension type.
 
-    Views and dictionaries repeat bytes, nulls take none; Polars' Object type travels as an extension type
-    (its values are pointers into a process's memory).
+    Dictionaries and list views repeat values, nulls take none; Polars' Object type travels as an extension type
+    (its values are pointers into a process's memory). String and binary views (Polars' own strings, as in an
+    ``Enum``'s categories) can repeat bytes too: :func:`_view_bytes` bounds what they hold instead.
     """
     types, kind = pa.types, field.type
     if any(key.startswith(b"ARROW:extension") for key in field.metadata or {}) or isinstance(kind, pa.ExtensionType):
@@ -319,8 +321,24 @@ def _inflates(field: pa.Field) -> bool:
         return _inflates(kind.value_field)
     if types.is_struct(kind):
         return any(_inflates(kind.field(i)) for i in range(kind.num_fields))
-    return bool(types.is_dictionary(kind) or types.is_null(kind) or types.is_string_view(kind)
-                or types.is_binary_view(kind) or types.is_list_view(kind) or types.is_large_list_view(kind))
+    return bool(types.is_dictionary(kind) or types.is_null(kind) or types.is_list_view(kind)
+                or types.is_large_list_view(kind))
+
+
+def _view_bytes(array: pa.Array) -> int:
+    """The bytes an array's string and binary views (at any depth) stand for: each view may point at any bytes."""
+    kind = array.type
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        views = array.buffers()[1]
+        if views is None or not len(array):
+            return 0
+        lengths = np.frombuffer(views, dtype=np.int32).reshape(-1, 4)[array.offset:array.offset + len(array), 0]
+        return int(np.clip(lengths, 0, None).sum(dtype=np.int64))
+    if isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
+        return _view_bytes(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_view_bytes(field) for field in array.flatten())
+    return 0
 
 
 def _shape(argument: str) -> ArgumentError:

@@ -163,3 +163,39 @@ def test_arrow_bytes_of_an_enum_or_array_literal_are_bounded(served: tuple[dp.Se
         remote._request(message)
     assert sess.spent().epsilon == 0
 
+
+def test_enum_and_array_literals_built_by_polars_still_cross(served: tuple[dp.Session, dp.Remote]) -> None:
+    from dpframe.remote.values import expression_tree, unpack_expression
+    for expr in (pl.lit("a", dtype=pl.Enum(["a", "b"])), pl.lit([1, 2], dtype=pl.Array(pl.Int64, 2)),
+                 pl.col("s").cast(pl.Enum(["a,b", "c"]), strict=False),
+                 pl.col("s").replace(pl.Series(["c"]), pl.Series(["d"]))):
+        back = unpack_expression(expression_tree(expr, "exprs"), "exprs")
+        assert back.meta.serialize() == expr.meta.serialize()
+    sess, remote = served
+    kind = pl.Enum(["a,b", "c"])
+    q = remote.table("t").filter(pl.col("s").cast(kind, strict=False) == pl.lit("c", dtype=kind))
+    assert q.agg(dp.len()).cost(dp.PureDP(1)) == dp.PureDP(1)
+
+
+def test_string_views_that_repeat_their_bytes_are_refused() -> None:
+    """Polars' strings travel as Arrow string views; a view may point at any bytes, so many views of one long
+    string stand for far more than the bytes sent. What they stand for is bounded by the bytes received."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+
+    from dpframe.remote.values import unpack_expression
+    length, count = 2000, 2000
+    views = np.zeros((count, 4), dtype=np.int32)
+    views[:, 0] = length                                                   # length; then prefix, buffer 0, offset 0
+    views[:, 1] = np.frombuffer(b"xxxx", dtype=np.int32)[0]
+    array = pa.Array.from_buffers(pa.string_view(), count, [None, pa.py_buffer(views.tobytes()),
+                                                            pa.py_buffer(b"x" * length)])
+    array.validate(full=True)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, pa.schema([pa.field("", pa.string_view())])) as writer:
+        writer.write_table(pa.table({"": array}))
+    assert len(sink.getvalue()) * 20 < length * count
+    with pytest.raises(dp.PlanError, match="more than they hold"):
+        unpack_expression({"Literal": {"Series": list(sink.getvalue())}}, "exprs")
