@@ -199,3 +199,21 @@ def test_string_views_that_repeat_their_bytes_are_refused() -> None:
     assert len(sink.getvalue()) * 20 < length * count
     with pytest.raises(dp.PlanError, match="more than they hold"):
         unpack_expression({"Literal": {"Series": list(sink.getvalue())}}, "exprs")
+
+
+def test_closed_tools_do_not_count_against_the_open_limit(served: tuple[dp.Session, dp.Remote]) -> None:
+    """MAX_OPEN bounds the tools a connection holds *open*; every tool closed stayed counted, so a long-lived
+    connection could open no 65th tool (one at a time, each closed) and had to reconnect."""
+    from dpframe.remote.tools import MAX_OPEN
+    sess, remote = served
+    for _ in range(MAX_OPEN + 1):
+        with remote.sparse_vector(threshold=10_000, max_positives=1, budget=dp.PureDP(0.01)) as sv:
+            assert sv.test(remote.table("t").agg(dp.len())) is False
+    assert sv.closed and sv.answers == (False,)           # the last one still reads after its block
+    sessions = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ZCDP(1), seed=0)
+    with dp.Server(sessions, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as other:
+        filters = [other.individual_filter(budget=dp.ZCDP(0.001)) for _ in range(MAX_OPEN)]
+        assert not filters[-1].closed
+        with pytest.raises(dp.ArgumentError, match="open on this connection"):
+            other.individual_filter(budget=dp.ZCDP(0.001))    # an individual filter stays open: still bounded
