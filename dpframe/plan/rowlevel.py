@@ -389,7 +389,11 @@ def check_tree(tree: object, argument: str) -> None:
         raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)
 
 
-_SUSPECT = re.compile(r"Object|Python|Udf|UDF|Anonymous|Plugin|^Ffi|^FFI|Pickle|Opaque|^Map$")
+_SUSPECT = re.compile(r"Object|Python|Udf|UDF|Anonymous|Plugin|^Ffi|^FFI|Pickle|Opaque|^Map$|^MapField|[Cc]allback|"
+                      r"^PipeWith|FoldHorizontal|ReduceHorizontal|^OfExpr$")
+"""Keys of variants that carry a Python object or function (``fold``/``reduce`` and ``pipe_with_dtype`` keep theirs
+under ``callback``, ``name.map_fields`` under ``MapFieldNames``), and ``OfExpr``: a type computed from an expression,
+which would hide an expression inside a function's options, where the allowlist walk does not look."""
 
 
 def _suspect(tree: object) -> str | None:

@@ -217,3 +217,65 @@ def test_closed_tools_do_not_count_against_the_open_limit(served: tuple[dp.Sessi
         assert not filters[-1].closed
         with pytest.raises(dp.ArgumentError, match="open on this connection"):
             other.individual_filter(budget=dp.ZCDP(0.001))    # an individual filter stays open: still bounded
+
+
+FLAG = "_dpframe_review45c_pickle_ran"
+
+
+class _Payload:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return exec, (f"import builtins; builtins.{FLAG} = True",)
+
+
+def _pickled() -> list[int]:
+    import pickle
+    return list(bytes([1, 11, 7]) + pickle.dumps(_Payload(), protocol=5))   # Polars' framing, then the pickle
+
+
+def _callbacks() -> dict[str, dict[str, Any]]:
+    """Polars' nodes that carry a pickled Python callback under keys no name screen matched (as Polars writes them)."""
+    x, zero, code = {"Column": "x"}, {"Literal": {"Dyn": {"Int": 0}}}, _pickled()
+    options = {"callback": code, "returns_scalar": False, "return_dtype": None}
+    return {
+        "fold": {"Function": {"input": [zero, x], "function": {"FoldHorizontal": options}}},
+        "reduce": {"Function": {"input": [x], "function": {"ReduceHorizontal": options}}},
+        "cum_fold": {"Function": {"input": [zero, x], "function": {"CumFoldHorizontal": {**options,
+                                                                                        "include_init": False}}}},
+        "cum_reduce": {"Function": {"input": [x], "function": {"CumReduceHorizontal": options}}},
+        "map_fields": {"Function": {"input": [x], "function": {"StructExpr": {"MapFieldNames": code}}}},
+        "pipe_with_dtype": {"PipeWithDtype": {"input": [x], "callback": code}},
+    }
+
+
+def _in_a_type(hidden: dict[str, Any]) -> dict[str, Any]:
+    """``hidden`` as the type of an allowed ``str.strptime``: a type computed from an expression (``pl.dtype_of``)."""
+    strptime = {"Strptime": [{"OfExpr": hidden}, {"format": "%Y", "strict": False, "exact": True, "cache": True}]}
+    return {"Function": {"input": [{"Column": "s"}, {"Literal": {"Scalar": {"String": "null"}}}],
+                         "function": {"StringExpr": strptime}}}
+
+
+@pytest.mark.parametrize("name", list(_callbacks()))
+def test_a_callback_hidden_in_a_computed_type_is_never_read(served: tuple[dp.Session, dp.Remote], name: str) -> None:
+    """The tree check walks expression positions; a function's options were screened by key names only.
+
+    A type in a function's options may be computed from an expression (``{"OfExpr": expr}``), and Polars'
+    fold/reduce, ``name.map_fields`` and ``pipe_with_dtype`` nodes carry a pickled Python function under
+    ``callback`` (or ``MapFieldNames``): hidden there, in ``str.strptime``'s type, the tree passed the
+    check, and reading it ran the analyst's code in the server (this test's flag was set).
+    """
+    import builtins
+    sess, remote = served
+    tree = _in_a_type(_callbacks()[name])
+    message = {"op": "cost", "chain": {"table": "t", "steps": [
+        {"call": "with_columns", "args": [{"$expr": {"Alias": [tree, "d"]}}]},
+        {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}, "budget": {"type": "PureDP", "epsilon": "1"}}
+    try:
+        with pytest.raises(dp.PlanError, match="Python objects or code"):
+            remote._request(message)
+        with pytest.raises(dp.PlanError):
+            check_tree(_callbacks()[name], "exprs")            # not hidden: refused as well
+        assert not getattr(builtins, FLAG, False)
+    finally:
+        if hasattr(builtins, FLAG):
+            delattr(builtins, FLAG)
+    assert sess.spent().epsilon == 0
