@@ -67,6 +67,26 @@ _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressio
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
 
 
+class Attached(list[bytes]):
+    """A request's Arrow streams, each readable once (by index): the client attaches a stream per value it sends.
+
+    Read again and again, one stream of 64 MiB named by a few bytes of JSON each time (``[{"$series": 0}] * n``,
+    or many queries' ``keys``) became as many separate frames in the server: gigabytes from kilobytes.
+    """
+
+    def __init__(self, streams: list[bytes]) -> None:
+        super().__init__(streams)
+        self._read: set[int] = set()
+
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is int:
+            if index in self._read:
+                raise ArgumentError("an attached frame is used twice in one request", argument="keys",
+                                    fix="build queries with dp.connect(...), whose client sends each frame once")
+            self._read.add(index)
+        return super().__getitem__(index)
+
+
 class Sendable:
     """An analyst-side object that crosses as its own description (a remote query: its SQL or its chain)."""
 
@@ -413,5 +433,5 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result", "plain_value",
-           "unpack_expression", "unpack_result"]
+__all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
+           "plain_value", "unpack_expression", "unpack_result"]

@@ -279,3 +279,27 @@ def test_a_callback_hidden_in_a_computed_type_is_never_read(served: tuple[dp.Ses
         if hasattr(builtins, FLAG):
             delattr(builtins, FLAG)
     assert sess.spent().epsilon == 0
+
+
+def test_an_attached_frame_is_read_once_per_request(served: tuple[dp.Session, dp.Remote]) -> None:
+    """One attached stream named many times became that many frames in the server (5 KB of JSON and a 2 MB
+    stream grew it by 1.2 GB): each stream is read once; the client attaches one per value it sends."""
+    from dpframe.remote.wire import frame_bytes
+    sess, remote = served
+    keys = frame_bytes(pl.DataFrame({"s": [["a,b", "c"]]}))
+    twice = {"op": "cost", "budget": {"type": "PureDP", "epsilon": "1"}, "chain": {"table": "t", "steps": [
+        {"call": "group_by", "args": ["s"], "kwargs": {"keys": {"$tuple": [{"$series": 0}, {"$series": 0}]}}},
+        {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}}
+    with pytest.raises(dp.ArgumentError, match="used twice"):
+        remote._request(twice, [keys])
+    sql = {"sql": "SELECT s, COUNT(*) AS n FROM t GROUP BY s", "keys": 0}
+    sv = remote.sparse_vector(threshold=10_000, max_positives=1, budget=dp.PureDP(1))
+    with pytest.raises(dp.ArgumentError, match="used twice"):
+        remote._request({"op": "use", "handle": 1, "call": "test", "args": [{"$query": sql}, {"$query": sql}]},
+                        [frame_bytes(pl.DataFrame({"s": [["a,b", "c"]]}))])
+    sv.close()
+    q = remote.table("t").group_by("s", keys=pl.Series("s", ["a,b", "c"])).agg(dp.len())   # once each: as before
+    assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    assert remote.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s", keys={"s": ["a,b", "c"]}).cost(dp.PureDP(1)) \
+        == dp.PureDP(1)
+    assert sess.history().height == 1      # the sparse vector's reservation only
