@@ -426,6 +426,10 @@ def _check_sizes(tree: object, argument: str) -> None:
         if not isinstance(node, dict):
             continue
         pending += node.values()
+        array = node.get("Array")
+        if isinstance(array, list) and len(array) == 2 and _values_per_row(node) > MAX_LITERAL:
+            raise PlanError(f"uses an Array type of more than {MAX_LITERAL:,} values per row", argument=argument,
+                            fix=f"use pl.Array widths whose product is at most {MAX_LITERAL:,}, or pl.List")
         payload = node.get("Function")
         if len(node) != 1 or not isinstance(payload, dict) or not isinstance(payload.get("function"), dict):
             continue
@@ -441,6 +445,24 @@ def _check_sizes(tree: object, argument: str) -> None:
                for n in _numbers(sizes)):
             raise PlanError(f"{label} with a length above {MAX_LITERAL:,}", argument=argument,
                             fix=f"use a length of at most {MAX_LITERAL:,}")
+
+
+def _values_per_row(dtype: object) -> int:
+    """How many values one row of a serialized type holds at least (an Array's width times its inner type's).
+
+    A null cast to ``pl.Array(pl.List(pl.Int64), 10**12)`` allocated its 10**12 offsets: Polars aborted.
+    """
+    if isinstance(dtype, dict) and len(dtype) == 1:
+        kind, inner = next(iter(dtype.items()))
+        if kind == "Array" and isinstance(inner, list) and len(inner) == 2:
+            width = inner[1]
+            if isinstance(width, int | float) and not isinstance(width, bool):
+                return int(min(abs(width), 2**62)) * max(_values_per_row(inner[0]), 1)
+        if kind == "Struct" and isinstance(inner, list):
+            return sum(_values_per_row(f.get("dtype")) if isinstance(f, dict) else 1 for f in inner)
+        if kind == "Literal":
+            return _values_per_row(inner)
+    return 1
 
 
 def _numbers(tree: object) -> list[Any]:

@@ -53,13 +53,20 @@ def _limit_memory() -> None:   # the child aborts at once on a huge allocation i
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 
 
-@pytest.mark.parametrize("tree", [_split_exact(10**12), _split_n(10**12)], ids=["split_exact", "splitn"])
+def _null_as_array(width: int) -> dict[str, Any]:
+    return {"Alias": [{"Cast": {"expr": {"Literal": {"Scalar": {"Null": "Null"}}}, "options": "NonStrict",
+                                "dtype": {"Literal": {"Array": [{"List": "Int64"}, width]}}}}, "z"]}
+
+
+@pytest.mark.parametrize("tree", [_split_exact(10**12), _split_n(10**12), _null_as_array(10**12)],
+                         ids=["split_exact", "splitn", "array_width"])
 def test_a_huge_split_count_is_refused_before_polars_plans_it(tree: dict[str, Any]) -> None:
     """split_exact(n) types its output as a struct of n + 1 fields: planning it allocated them all.
 
     The server's replay computed the schema of the analyst's expression before its size limits ran, and
     Polars aborted the process (an allocation failure is not an exception): one request took the server
-    down. Now the count is refused first, in the tree check and in the API's own check.
+    down. Now the count is refused first, in the tree check and in the API's own check. Likewise a null
+    cast to ``pl.Array(pl.List(pl.Int64), 10**12)``: the probe of the cast allocated its 10**12 offsets.
     """
     chain = {"table": "t", "steps": [{"call": "with_columns", "args": [{"$expr": tree}]},
                                      {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}
@@ -84,6 +91,10 @@ def test_a_split_count_within_the_limit_still_crosses(served: tuple[dp.Session, 
     sess, remote = served
     q = remote.table("t").with_columns(pl.col("s").str.split_exact(",", 2).alias("p")).agg(dp.len())
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    wide = pl.lit(None).cast(pl.Array(pl.Array(pl.Float64, 100), 100), strict=False).alias("a")
+    assert remote.table("t").with_columns(wide).agg(dp.len()).cost(dp.PureDP(1)) == dp.PureDP(1)
+    with pytest.raises(dp.PlanError, match="10,000"):
+        sess.table("t").with_columns(pl.lit(None).cast(pl.Array(pl.Array(pl.Int8, 101), 100), strict=False))
     with pytest.raises(dp.PlanError, match="10,000"):
         sess.table("t").with_columns(pl.col("s").str.split_exact(",", 10_001).alias("p"))
 
