@@ -350,6 +350,10 @@ def allowed_operations() -> frozenset[str]:
 
 
 TREE_DEPTH = 400
+MAX_LITERAL = 10_000
+"""The most fields ``split_exact``/``splitn`` may make and the longest ``pad_start``/``pad_end``/``zfill`` length."""
+_COUNTS = {"StringExpr:SplitExact", "StringExpr:SplitN"}
+_LENGTHS = {"StringExpr:PadStart", "StringExpr:PadEnd", "StringExpr:ZFill"}
 """Nesting (JSON objects and arrays) from which :func:`check_tree` refuses a tree (Polars reads ~128 levels)."""
 
 
@@ -377,6 +381,7 @@ def check_tree(tree: object, argument: str) -> None:
     if suspect is not None:       # the allowlist below refuses these too: a second, independent line
         raise PlanError(f"uses {suspect!r}, which can hold Python objects or code", argument=argument,
                         fix="use Polars' own functions and types")
+    _check_sizes(tree, argument)
     checker = _Checker(None, False, structural=True)
     checker.walk(tree)
     if checker.bad:
@@ -384,7 +389,11 @@ def check_tree(tree: object, argument: str) -> None:
         raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)
 
 
-_SUSPECT = re.compile(r"Object|Python|Udf|UDF|Anonymous|Plugin|^Ffi|^FFI|Pickle|Opaque|^Map$")
+_SUSPECT = re.compile(r"Object|Python|Udf|UDF|Anonymous|Plugin|^Ffi|^FFI|Pickle|Opaque|^Map$|^MapField|[Cc]allback|"
+                      r"^PipeWith|FoldHorizontal|ReduceHorizontal|^OfExpr$")
+"""Keys of variants that carry a Python object or function (``fold``/``reduce`` and ``pipe_with_dtype`` keep theirs
+under ``callback``, ``name.map_fields`` under ``MapFieldNames``), and ``OfExpr``: a type computed from an expression,
+which would hide an expression inside a function's options, where the allowlist walk does not look."""
 
 
 def _suspect(tree: object) -> str | None:
@@ -400,6 +409,74 @@ def _suspect(tree: object) -> str | None:
         elif isinstance(node, list):
             pending += node
     return None
+
+
+def _check_sizes(tree: object, argument: str) -> None:
+    """Refuse a count or length above :data:`MAX_LITERAL`, before anything types or plans the expression.
+
+    ``split_exact(n)`` is typed as a struct of n + 1 fields: Polars allocates them all when it plans the
+    expression, and an allocation that fails aborts the process (a remote request took the server down).
+    """
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+            continue
+        if not isinstance(node, dict):
+            continue
+        pending += node.values()
+        array = node.get("Array")
+        if isinstance(array, list) and len(array) == 2 and _values_per_row(node) > MAX_LITERAL:
+            raise PlanError(f"uses an Array type of more than {MAX_LITERAL:,} values per row", argument=argument,
+                            fix=f"use pl.Array widths whose product is at most {MAX_LITERAL:,}, or pl.List")
+        payload = node.get("Function")
+        if len(node) != 1 or not isinstance(payload, dict) or not isinstance(payload.get("function"), dict):
+            continue
+        function = payload["function"]
+        name = _variant(function)
+        label = f"{name}:{_variant(function.get(name))}"
+        sizes: list[Any] = []
+        if label in _COUNTS:
+            sizes = [function[name][label.split(":")[1]]]
+        elif label in _LENGTHS and isinstance(payload.get("input"), list):
+            sizes = [i for i in payload["input"][1:] if _is_literal(i)]
+        if any(isinstance(n, int | float) and not isinstance(n, bool) and abs(n) > MAX_LITERAL
+               for n in _numbers(sizes)):
+            raise PlanError(f"{label} with a length above {MAX_LITERAL:,}", argument=argument,
+                            fix=f"use a length of at most {MAX_LITERAL:,}")
+
+
+def _values_per_row(dtype: object) -> int:
+    """How many values one row of a serialized type holds at least (an Array's width times its inner type's).
+
+    A null cast to ``pl.Array(pl.List(pl.Int64), 10**12)`` allocated its 10**12 offsets: Polars aborted.
+    """
+    if isinstance(dtype, dict) and len(dtype) == 1:
+        kind, inner = next(iter(dtype.items()))
+        if kind == "Array" and isinstance(inner, list) and len(inner) == 2:
+            width = inner[1]
+            if isinstance(width, int | float) and not isinstance(width, bool):
+                return int(min(abs(width), 2**62)) * max(_values_per_row(inner[0]), 1)
+        if kind == "Struct" and isinstance(inner, list):
+            return sum(_values_per_row(f.get("dtype")) if isinstance(f, dict) else 1 for f in inner)
+        if kind == "Literal":
+            return _values_per_row(inner)
+    return 1
+
+
+def _numbers(tree: object) -> list[Any]:
+    """Every number (at any depth) in a JSON value."""
+    pending, out = [tree], []
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            pending += node.values()
+        elif isinstance(node, list):
+            pending += node
+        elif isinstance(node, int | float):
+            out.append(node)
+    return out
 
 
 def _deeper(tree: object, depth: int) -> bool:
@@ -430,9 +507,11 @@ def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None
     except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
         raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument=argument,
                         fix="express the transformation with built-in Polars expressions") from e
+    tree = json.loads(text)
+    _check_sizes(tree, argument)
     categoricals = "Categorical" in text or (schema is not None and any(_has_categorical(t) for t in schema.dtypes()))
     checker = _Checker(schema, categoricals)
-    checker.walk(json.loads(text))
+    checker.walk(tree)
     if checker.bad:
         first = checker.bad[0]
         raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)

@@ -62,11 +62,10 @@ import polars as pl
 
 from dpframe.engine_output import ENGINE, check_engine
 from dpframe.errors import PlanError, SchemaError
-from dpframe.plan.rowlevel import check_row_level
+from dpframe.plan.rowlevel import MAX_LITERAL, check_row_level
 from dpframe.plan.values import guard_range, probe_values
 from dpframe.sealed import plain_cache, plain_expr
 
-MAX_LITERAL = 10_000
 # Functions that read a temporal value's null mask or physical integer only: they cannot fail on it.
 _PHYSICAL = {"Boolean:IsNull", "Boolean:IsNotNull", "ToPhysical"}
 _LENGTHS = {"StringExpr:PadStart", "StringExpr:PadEnd", "StringExpr:ZFill"}

@@ -50,7 +50,7 @@ from dpframe.frame import Query
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools
-from dpframe.remote.values import MAX_ATTACHED, Unpacker, pack_result
+from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result
 from dpframe.sealed import Sealed
 from dpframe.session import Session
 from dpframe.sql.topk import SQLTopKQuery
@@ -198,8 +198,8 @@ class Server(Sealed):
                 if type(count) is not int or not 0 <= count <= MAX_ATTACHED:
                     raise RemoteError("a request with a bad count of frames", argument="attached",
                                       fix="use dp.connect's client")
-                attached = [channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
-                            for _ in range(count)]
+                attached = Attached([channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
+                                     for _ in range(count)])
                 reply, frames = self._answer(request, attached, tools)
                 channel.send_json(reply)
                 for frame in frames:

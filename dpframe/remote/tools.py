@@ -45,7 +45,7 @@ CALLS: Mapping[str, frozenset[str]] = MappingProxyType({
 PROPERTIES = frozenset({"answers", "values", "positives", "closed", "hits", "calls"})
 """The tools' read-only properties (the rest of :data:`CALLS` are methods)."""
 MAX_OPEN = 64
-"""Tools one connection may hold open."""
+"""Tools one connection may hold open (closed ones are kept for their properties until the limit is reached)."""
 
 
 class Tools:
@@ -62,6 +62,8 @@ class Tools:
         if tool not in CALLS:
             raise PlanError(f"no interactive tool {tool!r} is served", argument="tool",
                             fix="open one of " + ", ".join(sorted(CALLS)))
+        if len(self._open) >= MAX_OPEN:     # closed tools are forgotten first (their handles then read nothing)
+            self._open = {h: (name, t) for h, (name, t) in self._open.items() if not t.closed}
         if len(self._open) >= MAX_OPEN:
             raise ArgumentError(f"{MAX_OPEN} tools are open on this connection", argument="tool",
                                 fix="close some (tool.close(), or leave their with blocks)")

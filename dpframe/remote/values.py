@@ -62,11 +62,32 @@ from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, r
 
 MAX_ATTACHED = 16
 """Arrow streams (public keys) one request may carry."""
-_IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings"})
-"""Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories)."""
+_IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
+"""Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories of a type or a
+value); an ``Array`` value holds them as ``[bytes, width]``."""
 _MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
 _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
+
+
+class Attached(list[bytes]):
+    """A request's Arrow streams, each readable once (by index): the client attaches a stream per value it sends.
+
+    Read again and again, one stream of 64 MiB named by a few bytes of JSON each time (``[{"$series": 0}] * n``,
+    or many queries' ``keys``) became as many separate frames in the server: gigabytes from kilobytes.
+    """
+
+    def __init__(self, streams: list[bytes]) -> None:
+        super().__init__(streams)
+        self._read: set[int] = set()
+
+    def __getitem__(self, index: Any) -> Any:
+        if type(index) is int:
+            if index in self._read:
+                raise ArgumentError("an attached frame is used twice in one request", argument="keys",
+                                    fix="build queries with dp.connect(...), whose client sends each frame once")
+            self._read.add(index)
+        return super().__getitem__(index)
 
 
 class Sendable:
@@ -228,10 +249,11 @@ class Unpacker:
             return budget_from_json(body)
         if tag == "$target" and isinstance(body, dict) and isinstance(body.get("ends"), list) \
                 and len(body["ends"]) == 2 and type(body.get("inside")) is bool:
-            lower, upper = (None if e is None else self.unpack(e, argument) for e in body["ends"])
-            if all(type(e) in (int, float, Fraction) and (type(e) is not float or math.isfinite(e))
-                   for e in (lower, upper) if e is not None) and lower is not None:
-                return Target(Fraction(lower), None if upper is None else Fraction(upper), body["inside"])
+            ends = [None if e is None else self.unpack(e, argument) for e in body["ends"]]
+            if ends[0] is not None and all(e is None or type(e) in (int, float, Fraction) and math.isfinite(e)
+                                           for e in ends):
+                # numbers only: Fraction("1e999999999") computes 10**999999999, holding the GIL for hours
+                return Target(Fraction(ends[0]), None if ends[1] is None else Fraction(ends[1]), body["inside"])
         return plain_value(tag, body, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
@@ -261,7 +283,10 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
         if tag == "$fraction" and isinstance(body, str) and re.fullmatch(r"-?[0-9]{1,400}/[0-9]{1,400}", body):
             return Fraction(body)
         if tag == "$decimal" and isinstance(body, str) and len(body) <= 400:
-            return Decimal(body)
+            number = Decimal(body)      # a bounded exponent: an exact conversion of 1e999999999 takes hours
+            exponent = number.as_tuple().exponent
+            if not number.is_finite() or (isinstance(exponent, int) and -400 <= exponent <= 400):
+                return number
         if tag in ("$date", "$datetime", "$time") and isinstance(body, str) and len(body) <= 64:
             if tag == "$time":
                 return dt.time.fromisoformat(body)
@@ -293,6 +318,8 @@ def _check_ipc(tree: Any, argument: str) -> None:
             pending += node
         elif isinstance(node, dict):
             for key, value in node.items():
+                if key == "Array" and isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+                    value = value[0]        # an Array value: [its values' bytes, its width]
                 if key in _IPC_KEYS and isinstance(value, list) and all(type(b) is int for b in value):
                     try:
                         data = bytes(value)
@@ -300,7 +327,8 @@ def _check_ipc(tree: Any, argument: str) -> None:
                     except (ArgumentError, ValueError):
                         raise PlanError("a literal's Arrow bytes are not a plain Arrow stream", argument=argument,
                                         fix="build the expression with Polars") from None
-                    if any(_inflates(field) for field in table.schema) or table.num_rows > len(data):
+                    viewed = sum(_view_bytes(chunk) for column in table.columns for chunk in column.chunks)
+                    if any(_inflates(field) for field in table.schema) or max(table.num_rows, viewed) > len(data):
                         raise PlanError("a literal's Arrow bytes unpack to more than they hold", argument=argument,
                                         fix="build the expression with Polars") from None
                 else:
@@ -310,8 +338,9 @@ def _check_ipc(tree: Any, argument: str) -> None:
 def _inflates(field: pa.Field) -> bool:
     """Whether a field's values can repeat other bytes or take none, or are of an extension type.
 
-    Views and dictionaries repeat bytes, nulls take none; Polars' Object type travels as an extension type
-    (its values are pointers into a process's memory).
+    Dictionaries and list views repeat values, nulls take none; Polars' Object type travels as an extension type
+    (its values are pointers into a process's memory). String and binary views (Polars' own strings, as in an
+    ``Enum``'s categories) can repeat bytes too: :func:`_view_bytes` bounds what they hold instead.
     """
     types, kind = pa.types, field.type
     if any(key.startswith(b"ARROW:extension") for key in field.metadata or {}) or isinstance(kind, pa.ExtensionType):
@@ -320,8 +349,24 @@ def _inflates(field: pa.Field) -> bool:
         return _inflates(kind.value_field)
     if types.is_struct(kind):
         return any(_inflates(kind.field(i)) for i in range(kind.num_fields))
-    return bool(types.is_dictionary(kind) or types.is_null(kind) or types.is_string_view(kind)
-                or types.is_binary_view(kind) or types.is_list_view(kind) or types.is_large_list_view(kind))
+    return bool(types.is_dictionary(kind) or types.is_null(kind) or types.is_list_view(kind)
+                or types.is_large_list_view(kind))
+
+
+def _view_bytes(array: pa.Array) -> int:
+    """The bytes an array's string and binary views (at any depth) stand for: each view may point at any bytes."""
+    kind = array.type
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        views = array.buffers()[1]
+        if views is None or not len(array):
+            return 0
+        lengths = np.frombuffer(views, dtype=np.int32).reshape(-1, 4)[array.offset:array.offset + len(array), 0]
+        return int(np.clip(lengths, 0, None).sum(dtype=np.int64))
+    if isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
+        return _view_bytes(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_view_bytes(field) for field in array.flatten())
+    return 0
 
 
 def _shape(argument: str) -> ArgumentError:
@@ -396,5 +441,5 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result", "plain_value",
-           "unpack_expression", "unpack_result"]
+__all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
+           "plain_value", "unpack_expression", "unpack_result"]

@@ -175,7 +175,9 @@ def test_arrow_bytes_inside_an_expression_are_bounded(served: tuple[dp.Session, 
     assert ok[1][0].columns == ["len"]
     many = pa.table({"x": pa.array([[0.0] * 200_000])})
     nulls = pa.table({"x": pa.nulls(10_000_000)})
-    views = pa.table({"x": pa.array(["a" * 1000] * 10, type=pa.string_view())})
+    repeated = b"".join(int.to_bytes(1000, 4, "little") + b"aaaa" + bytes(8) for _ in range(10))  # 10 views, 1 string
+    views = pa.table({"x": pa.Array.from_buffers(pa.string_view(), 10, [None, pa.py_buffer(repeated),
+                                                                        pa.py_buffer(b"a" * 1000)])})
     extension = pa.table({"x": pa.array([1.0])}).cast(pa.schema([pa.field("x", pa.float64(), metadata={
         b"ARROW:extension:name": b"polars.object"})]))
     for data in (_ipc(many, "zstd"), _ipc(nulls), _ipc(views), _ipc(extension), [255, 255, 255, 255, 0], [256, 1]):
