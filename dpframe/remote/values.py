@@ -65,6 +65,12 @@ MAX_ATTACHED = 16
 _IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
 """Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories of a type or a
 value); an ``Array`` value holds them as ``[bytes, width]``."""
+_BYTES_KEYS = frozenset({*_IPC_KEYS, "Binary"})
+"""Keys under which a tree may hold a run of bytes: Arrow streams (checked) and a binary literal's value. Polars
+keeps a pickled Python function as bytes under other keys (``function``, ``callback``, ``Map`` ...): whatever the
+key screen and the allowlist miss, a run of bytes anywhere else is refused (a second, shape-based line)."""
+_SHORT_BYTES = 8
+"""Runs of at most this many integers pass anywhere (a decimal's precision and scale, small options)."""
 _MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
 _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
@@ -300,8 +306,8 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
 
 def unpack_expression(tree: Any, argument: str) -> pl.Expr:
     """A Polars expression from its JSON tree, read only once its shape and Arrow bytes were checked."""
-    _check_ipc(tree, argument)
     check_tree(tree, argument)
+    _check_ipc(tree, argument)
     try:
         return pl.Expr.deserialize(io.StringIO(json.dumps(tree)), format="json")
     except Exception:   # a shape Polars does not read (another Polars version?)
@@ -331,6 +337,11 @@ def _check_ipc(tree: Any, argument: str) -> None:
                     if any(_inflates(field) for field in table.schema) or max(table.num_rows, viewed) > len(data):
                         raise PlanError("a literal's Arrow bytes unpack to more than they hold", argument=argument,
                                         fix="build the expression with Polars") from None
+                elif key not in _BYTES_KEYS and isinstance(value, list) and len(value) > _SHORT_BYTES \
+                        and all(type(b) is int for b in value):
+                    raise PlanError(f"bytes under {str(key)[:40]!r}, where only Arrow streams and binary literals are "
+                                    "read (Polars keeps a pickled Python function as bytes)", argument=argument,
+                                    fix="build the expression with Polars, without Python functions")
                 else:
                     pending.append(value)
 

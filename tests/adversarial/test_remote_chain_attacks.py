@@ -214,3 +214,20 @@ def test_every_expression_allowed_in_process_crosses() -> None:
             check_tree(json.loads(expr.meta.serialize(format="json")), name)
             crossed += 1
     assert crossed > 2000
+
+
+def test_bytes_anywhere_but_arrow_streams_and_binary_literals_are_refused(
+        served: tuple[dp.Session, dp.Remote]) -> None:
+    """A pickle is bytes: under a key the name screen does not know, in an allowed node's options, it is refused
+    for its shape (the key screen and the allowlist are the other two lines)."""
+    sess, remote = served
+    for tree in [{"Function": {"input": [{"Column": "x"}], "function": {"Abs": {"hook": PICKLED}}}},
+                 {"Alias": [{"Column": "x"}, {"name_fn": PICKLED}]},
+                 {"Cast": {"expr": {"Column": "x"}, "dtype": {"Literal": {"Int64": {"payload": PICKLED}}},
+                           "options": "NonStrict"}}]:
+        with pytest.raises(dp.PlanError, match="pickled Python function"):
+            remote._request(chain({"call": "with_columns", "args": [{"$expr": tree}]}, count()))
+    literal = pl.col("g").cast(pl.Binary, strict=False) == b"a long binary literal"
+    binary = json.loads(literal.meta.serialize(format="json"))
+    assert remote._request(chain({"call": "filter", "args": [{"$expr": binary}]}, count()))[1][0].columns == ["len"]
+    assert not getattr(builtins, FLAG, False) and sess.history().height == 1

@@ -208,8 +208,10 @@ def test_string_views_that_repeat_their_bytes_are_refused() -> None:
     with pa.ipc.new_stream(sink, pa.schema([pa.field("", pa.string_view())])) as writer:
         writer.write_table(pa.table({"": array}))
     assert len(sink.getvalue()) * 20 < length * count
+    tree = json.loads(pl.col("s").replace(["a"], ["b"]).meta.serialize(format="json"))   # a Series literal's place
+    tree["Function"]["input"][1]["Literal"]["Series"] = list(sink.getvalue())
     with pytest.raises(dp.PlanError, match="more than they hold"):
-        unpack_expression({"Literal": {"Series": list(sink.getvalue())}}, "exprs")
+        unpack_expression(tree, "exprs")
 
 
 def test_closed_tools_do_not_count_against_the_open_limit(served: tuple[dp.Session, dp.Remote]) -> None:
