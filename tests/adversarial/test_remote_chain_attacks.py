@@ -22,6 +22,7 @@ import pytest
 
 import dpframe as dp
 from dpframe.plan.rowlevel import check_row_level, check_tree
+from dpframe.remote.values import unpack_expression
 
 from .operations import CASES
 
@@ -211,7 +212,9 @@ def test_every_expression_allowed_in_process_crosses() -> None:
                 check_row_level(expr, "e", schema)
             except dp.PlanError:
                 continue
-            check_tree(json.loads(expr.meta.serialize(format="json")), name)
+            tree = json.loads(expr.meta.serialize(format="json"))
+            check_tree(tree, name)      # and the whole road: Arrow bytes, bytes elsewhere, Polars' reader
+            assert unpack_expression(tree, name).meta.serialize() == expr.meta.serialize()
             crossed += 1
     assert crossed > 2000
 
