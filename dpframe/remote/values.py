@@ -57,7 +57,7 @@ from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.interactive.targets import Target
 from dpframe.measures import Measure, check_bounds, column_input
-from dpframe.plan.rowlevel import check_tree
+from dpframe.plan.rowlevel import check_size, check_tree, tree_objects
 from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
 
 MAX_ATTACHED = 16
@@ -65,6 +65,8 @@ MAX_ATTACHED = 16
 _IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
 """Keys under which Polars' JSON holds Arrow IPC bytes (list/Series literals, ``Enum`` categories of a type or a
 value); an ``Array`` value holds them as ``[bytes, width]``."""
+REQUEST_OBJECTS = 10_000
+"""JSON objects all expressions of one request may hold together (each at most ``TREE_NODES``)."""
 _BYTES_KEYS = frozenset({*_IPC_KEYS, "Binary"})
 """Keys under which a tree may hold a run of bytes: Arrow streams (checked) and a binary literal's value. Polars
 keeps a pickled Python function as bytes under other keys (``function``, ``callback``, ``Map`` ...): whatever the
@@ -203,7 +205,9 @@ def expression_tree(expr: pl.Expr, argument: str) -> Any:
                             "too deep for Polars' JSON reader", argument=argument,
                             fix="compare with .is_nan() / .is_infinite() instead of a NaN or infinite literal, and "
                                 "split a long expression into several with_columns steps")
-    return json.loads(text)
+    tree = json.loads(text)
+    check_size(tree, argument)
+    return tree
 
 
 class Unpacker:
@@ -216,6 +220,7 @@ class Unpacker:
     def __init__(self, attached: list[bytes], queries: Callable[[Any], Any] | None = None) -> None:
         self._attached = attached
         self._queries = queries     # builds a query from its description (a tool's argument), or None
+        self._objects = 0           # the JSON objects of the expressions read so far (REQUEST_OBJECTS)
 
     def unpack(self, value: Any, argument: str) -> Any:
         """The value ``Packer.pack`` sent; an :class:`ArgumentError` (or :class:`PlanError`) for anything else."""
@@ -238,7 +243,7 @@ class Unpacker:
                     raise _shape(argument) from None
             return out
         if tag == "$expr":
-            return unpack_expression(body, argument)
+            return self._expression(body, argument)
         if tag == "$measure" and isinstance(body, dict):
             return self._measure(body, argument)
         if tag in ("$frame", "$series") and type(body) is int and 0 <= body < len(self._attached):
@@ -262,6 +267,14 @@ class Unpacker:
                 return Target(Fraction(ends[0]), None if ends[1] is None else Fraction(ends[1]), body["inside"])
         return plain_value(tag, body, argument)
 
+    def _expression(self, tree: Any, argument: str) -> pl.Expr:
+        """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
+        self._objects += tree_objects(tree)
+        if self._objects > REQUEST_OBJECTS:
+            raise PlanError(f"the request's expressions have more than {REQUEST_OBJECTS} parts in all",
+                            argument=argument, fix="send fewer or smaller expressions per query")
+        return unpack_expression(tree, argument)
+
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
         kind, column, name = body.get("kind"), body.get("column"), body.get("name")
         tree, bounds, options = body.get("expression"), body.get("bounds"), body.get("options", [])
@@ -271,7 +284,7 @@ class Unpacker:
                 or len({o[0] for o in options}) != len(options):
             raise _shape(argument)
         if tree is not None:
-            col, expression = column_input(unpack_expression(tree, argument))
+            col, expression = column_input(self._expression(tree, argument))
         elif column is not None:
             col, expression = column_input(column)
         else:

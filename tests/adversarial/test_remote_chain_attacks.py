@@ -13,6 +13,7 @@ import pickle
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 import dpframe as dp
-from dpframe.plan.rowlevel import check_row_level, check_tree
+from dpframe.plan.rowlevel import check_row_level, check_tree, tree_objects
 from dpframe.remote.values import unpack_expression
 
 from .operations import CASES
@@ -234,3 +235,22 @@ def test_bytes_anywhere_but_arrow_streams_and_binary_literals_are_refused(
     binary = json.loads(literal.meta.serialize(format="json"))
     assert remote._request(chain({"call": "filter", "args": [{"$expr": binary}]}, count()))[1][0].columns == ["len"]
     assert not getattr(builtins, FLAG, False) and sess.history().height == 1
+
+
+def test_expressions_that_would_hold_the_server_are_refused_early(served: tuple[dp.Session, dp.Remote]) -> None:
+    """Checking an expression costs time growing with the square of its size: a sum of 1,600 small terms took
+    29 s of the server's time. One tree has at most 2,000 objects, one request 10,000 (free, before planning)."""
+    sess, remote = served
+    wide = pl.sum_horizontal([(pl.col("x") * i + 1).abs() for i in range(200)])
+    with pytest.raises(dp.PlanError, match="more than 2000 parts"):
+        remote.table("t").with_columns(w=wide).agg(dp.len())            # refused in the analyst's process
+    tree = json.loads(wide.meta.serialize(format="json"))
+    with pytest.raises(dp.PlanError, match="more than 2000 parts"):
+        remote._request(chain({"call": "with_columns", "args": [{"$expr": tree}]}, count()))
+    part = json.loads(pl.sum_horizontal([(pl.col("x") * i + 1).abs() for i in range(140)]).meta.serialize(
+        format="json"))
+    assert 1500 < tree_objects(part) <= 2000
+    started = time.monotonic()
+    with pytest.raises(dp.PlanError, match="10000 parts in all"):
+        remote._request(chain({"call": "with_columns", "args": [{"$expr": part}] * 8}, count()))
+    assert time.monotonic() - started < 10 and sess.history().height == 0
