@@ -58,6 +58,8 @@ from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds of its start is closed."""
+IDLE_SECONDS = 3600.0
+"""A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -73,16 +75,23 @@ class Server(Sealed):
     The key is never sent, and every message after the handshake is tagged for its connection
     (:class:`~dpframe.remote.wire.Channel`); ``tls=`` (an ``ssl.SSLContext`` holding the server's
     certificate) also encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
+    A client silent for ``idle_timeout`` seconds (default an hour; ``None``: never) is disconnected, and the
+    interactive tools it held open are closed (a session opens one sparse vector or channel at a time).
     """
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, idle_timeout: float | None = IDLE_SECONDS) -> None:
         if not isinstance(session, Session):
             raise ArgumentError(f"expected a dp.Session, got {type(session).__name__}", argument="session",
                                 fix="pass the dp.Session to serve")
         if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
             raise ArgumentError(f"expected a whole number ≥ 1, got {max_clients!r}", argument="max_clients",
                                 fix="pass max_clients=32")
+        if idle_timeout is not None and (isinstance(idle_timeout, bool) or not isinstance(idle_timeout, int | float)
+                                         or not 0 < idle_timeout < float("inf")):
+            raise ArgumentError(f"expected a positive number of seconds or None, got {idle_timeout!r}",
+                                argument="idle_timeout", fix=f"pass idle_timeout={IDLE_SECONDS:g} (or None: never)")
+        self._idle = None if idle_timeout is None else float(idle_timeout)
         self._session = session
         self._authkey = wire.check_authkey(authkey)
         self._tls = wire.check_tls(tls, address)
@@ -188,7 +197,7 @@ class Server(Sealed):
                                   fix="use dp.connect's client")
             wire.challenge(conn, self._authkey, b"client", ours, deadline)
             wire.prove(conn, self._authkey, b"server", theirs)
-            conn.settimeout(None)
+            conn.settimeout(self._idle)         # an idle client is closed, and its tools with it
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             tools = Tools(self._session)
             while not self.closed:

@@ -87,6 +87,8 @@ def add_commands(sub: Any) -> None:
                    help="a file holding the shared key (its text, stripped; at least 16 bytes)")
     s.add_argument("--tls-cert", metavar="PEM", help="encrypt TCP with TLS: the server's certificate chain")
     s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key (if not in --tls-cert)")
+    s.add_argument("--idle-timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="disconnect a client silent this long, closing the tools it holds (0: never; default 3600)")
     b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
     b.error = _one_line_error(b)  # type: ignore[method-assign]
     b.add_argument("--ledger", metavar="PATH", required=True, help="the ledger file")
@@ -231,7 +233,8 @@ def serve(args: argparse.Namespace) -> None:
         raise CLIError("--tls-key needs --tls-cert")
     sess = _opened(args, True, None)
     try:
-        server = dp.Server(sess, address, authkey=key, tls=tls)
+        idle = None if args.idle_timeout == 0 else args.idle_timeout
+        server = dp.Server(sess, address, authkey=key, tls=tls, idle_timeout=idle)
         print(f"dpframe: serving {', '.join(sess.tables())} on {server.address}; stop with Ctrl-C", flush=True)
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

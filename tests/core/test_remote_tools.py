@@ -139,3 +139,23 @@ def test_the_sessions_errors_arrive_as_themselves(served: tuple[dp.Session, dp.R
             here = (type(refused.value), str(refused.value), type(refused_too.value), str(refused_too.value))
     assert (type(refused.value), str(refused.value), type(refused_too.value), str(refused_too.value)) == here
     assert sess.history().height == 0
+
+
+def test_an_idle_client_is_disconnected_and_its_tools_closed() -> None:
+    """A session opens one sparse vector at a time: a client holding one while silent would block every other."""
+    sess = session(dp.PureDP(5))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, idle_timeout=0.3).start() as server:
+        idle = dp.connect(server.address, authkey=KEY)
+        idle.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
+        with dp.connect(server.address, authkey=KEY) as other:
+            with pytest.raises(dp.DPFrameError):
+                other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
+        time.sleep(1.0)                 # both silent past the timeout: disconnected
+        with dp.connect(server.address, authkey=KEY) as other, \
+                other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1)) as sv:
+            assert sv.answers == ()
+        with pytest.raises(dp.RemoteError):
+            idle.tables()
+    for bad in (0, -1, True, "60", float("inf"), float("nan")):
+        with pytest.raises(dp.ArgumentError, match="idle_timeout"):
+            dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, idle_timeout=bad)

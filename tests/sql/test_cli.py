@@ -219,6 +219,9 @@ def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytes
         assert code == 2 and f"chmod 600 {key}" in err and f"{mode:04o}" in err and "long enough" not in err, err
     key.chmod(0o600)
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key), "--idle-timeout", "-1")
+    assert code == 2 and "idle_timeout" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key), "--tls-cert", str(key) + ".missing")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
