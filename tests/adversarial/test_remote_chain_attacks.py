@@ -26,6 +26,7 @@ from dpframe.plan.rowlevel import check_row_level, check_tree, tree_objects
 from dpframe.remote.values import unpack_expression
 
 from .operations import CASES
+from .remote import served_table
 
 KEY = secrets.token_bytes(32)
 DATA = pl.DataFrame({"u": list(range(200)), "g": ["a", "b"] * 100, "x": [float(i % 13) for i in range(200)]})
@@ -46,10 +47,8 @@ ANONYMOUS = {"AnonymousFunction": {"input": [{"Column": "x"}], "function": list(
 
 @pytest.fixture
 def served() -> Iterator[tuple[dp.Session, dp.Remote]]:
-    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), seed=0)
-    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
-            dp.connect(server.address, authkey=KEY) as remote:
-        yield sess, remote
+    with served_table(DATA, KEY) as pair:
+        yield pair
 
 
 def chain(*steps: dict[str, Any]) -> dict[str, Any]:

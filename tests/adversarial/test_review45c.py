@@ -25,6 +25,8 @@ from dpframe.errors import ArgumentError
 from dpframe.plan.rowlevel import check_tree
 from dpframe.remote.values import Unpacker
 
+from .remote import served_table
+
 KEY = secrets.token_bytes(32)
 DATA = pl.DataFrame({"u": list(range(200)), "s": ["a,b", "c"] * 100, "x": [float(i % 13) for i in range(200)]})
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,10 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def served() -> Iterator[tuple[dp.Session, dp.Remote]]:
-    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), seed=0)
-    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
-            dp.connect(server.address, authkey=KEY) as remote:
-        yield sess, remote
+    with served_table(DATA, KEY) as pair:
+        yield pair
 
 
 def _split_exact(n: int) -> dict[str, Any]:
