@@ -144,13 +144,13 @@ def test_the_sessions_errors_arrive_as_themselves(served: tuple[dp.Session, dp.R
 def test_an_idle_client_is_disconnected_and_its_tools_closed() -> None:
     """A session opens one sparse vector at a time: a client holding one while silent would block every other."""
     sess = session(dp.PureDP(5))
-    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, idle_timeout=0.3).start() as server:
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, idle_timeout=2.0).start() as server:
         idle = dp.connect(server.address, authkey=KEY)
         idle.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
         with dp.connect(server.address, authkey=KEY) as other:
             with pytest.raises(dp.DPFrameError):
                 other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
-        time.sleep(1.0)                 # both silent past the timeout: disconnected
+        time.sleep(3.0)                 # both silent past the timeout: disconnected
         with dp.connect(server.address, authkey=KEY) as other, \
                 other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1)) as sv:
             assert sv.answers == ()
