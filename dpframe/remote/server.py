@@ -60,6 +60,9 @@ AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds of its start is closed."""
 IDLE_SECONDS = 3600.0
 """A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
+PADDED = ("collect", "use")
+"""The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
+interactive tool's call). The others (``cost``, ``explain``, ``schema``, ``remaining``, ...) never read a row."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -77,10 +80,14 @@ class Server(Sealed):
     certificate) also encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
     A client silent for ``idle_timeout`` seconds (default an hour; ``None``: never) is disconnected, and the
     interactive tools it held open are closed (a session opens one sparse vector or channel at a time).
+    ``pad`` (seconds; default ``None``, off) hides how long a release took: each reply to a request that may
+    read private rows (:data:`PADDED`) leaves ``pad`` seconds after the request arrived, or at the first of
+    2·pad, 4·pad, ... that its work did not overrun (:func:`reply_time`); pick one above your longest query.
     """
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
-                 tls: ssl.SSLContext | None = None, idle_timeout: float | None = IDLE_SECONDS) -> None:
+                 tls: ssl.SSLContext | None = None, idle_timeout: float | None = IDLE_SECONDS,
+                 pad: float | None = None) -> None:
         if not isinstance(session, Session):
             raise ArgumentError(f"expected a dp.Session, got {type(session).__name__}", argument="session",
                                 fix="pass the dp.Session to serve")
@@ -91,7 +98,11 @@ class Server(Sealed):
                                          or not 0 < idle_timeout < float("inf")):
             raise ArgumentError(f"expected a positive number of seconds or None, got {idle_timeout!r}",
                                 argument="idle_timeout", fix=f"pass idle_timeout={IDLE_SECONDS:g} (or None: never)")
+        if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int | float) or not 0 < pad < 86400):
+            raise ArgumentError(f"expected a positive number of seconds below a day, or None, got {pad!r}",
+                                argument="pad", fix="pass pad=2.0, longer than your longest query takes (or None: off)")
         self._idle = None if idle_timeout is None else float(idle_timeout)
+        self._pad = None if pad is None else float(pad)
         self._session = session
         self._authkey = wire.check_authkey(authkey)
         self._tls = wire.check_tls(tls, address)
@@ -209,7 +220,12 @@ class Server(Sealed):
                                       fix="use dp.connect's client")
                 attached = Attached([channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
                                      for _ in range(count)])
+                arrived = time.monotonic()
                 reply, frames = self._answer(request, attached, tools)
+                if self._pad is not None and request.get("op") in PADDED:
+                    self._hold(arrived, self._pad)
+                    if self.closed:     # closed while the reply was held: not sent, as one still running then
+                        break
                 channel.send_json(reply)
                 for frame in frames:
                     channel.send(wire.frame_bytes(frame))
@@ -224,6 +240,14 @@ class Server(Sealed):
             with self._lock:
                 self._clients.discard(conn)
             conn.close()
+
+    def _hold(self, arrived: float, pad: float) -> None:
+        """Wait until the reply to a request that arrived at ``arrived`` (``time.monotonic()``) may leave (``pad``)."""
+        took = time.monotonic() - arrived
+        at = reply_time(took, pad)
+        if at > pad:        # the data owner's log: the period to raise (the client sees only the multiple)
+            LOG.warning("a reply took %.3g s, more than pad=%g s: sent at %g s", took, pad, at)
+        self._closed.wait(max(arrived + at - time.monotonic(), 0.0))     # close() does not wait for it
 
     def _answer(self, request: Mapping[str, Any], attached: list[bytes],
                 tools: Tools) -> tuple[dict[str, Any], list[pl.DataFrame]]:
@@ -293,6 +317,23 @@ class Server(Sealed):
         if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
         return self._session.sql(_text(source, "sql"), keys=None if keys is None else wire.read_keys(attached[keys]))
+
+
+def reply_time(took: float, pad: float) -> float:
+    """When a padded reply leaves, in seconds after its request arrived: the first of pad, 2·pad, 4·pad, ... ≥ ``took``.
+
+    A client then learns from the time only which of these periods a request's work fell in: nothing while every
+    query takes less than ``pad``, and one of a few doublings when one overruns it.
+
+    Example:
+        >>> [reply_time(t, 1.0) for t in (0.0, 0.3, 1.0, 1.4, 3.5)]
+        [1.0, 1.0, 1.0, 2.0, 4.0]
+
+    """
+    at = pad
+    while at < took:
+        at *= 2
+    return at
 
 
 def _warned(warning: TopKWarning) -> dict[str, Any]:

@@ -89,6 +89,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key (if not in --tls-cert)")
     s.add_argument("--idle-timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="disconnect a client silent this long, closing the tools it holds (0: never; default 3600)")
+    s.add_argument("--pad", type=float, default=0.0, metavar="SECONDS",
+                   help="send each release this long after its request came (or 2x, 4x ... if it ran longer), so "
+                        "that its time tells nothing (0: off, the default)")
     b = sub.add_parser("budget", help="show a ledger's total, spent and remaining budget")
     b.error = _one_line_error(b)  # type: ignore[method-assign]
     b.add_argument("--ledger", metavar="PATH", required=True, help="the ledger file")
@@ -234,7 +237,8 @@ def serve(args: argparse.Namespace) -> None:
     sess = _opened(args, True, None)
     try:
         idle = None if args.idle_timeout == 0 else args.idle_timeout
-        server = dp.Server(sess, address, authkey=key, tls=tls, idle_timeout=idle)
+        server = dp.Server(sess, address, authkey=key, tls=tls, idle_timeout=idle,
+                           pad=None if args.pad == 0 else args.pad)
         print(f"dpframe: serving {', '.join(sess.tables())} on {server.address}; stop with Ctrl-C", flush=True)
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

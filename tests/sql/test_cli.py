@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -180,14 +181,17 @@ def test_serve_until_terminated(files: dict[str, str]) -> None:
     key.chmod(0o600)
     owner = subprocess.Popen([sys.executable, "-m", "dpframe.cli", "serve", *base(files),
                               "--total-epsilon", "3", "--ledger", files["ledger"], "--address", str(sock),
-                              "--authkey-file", str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              "--authkey-file", str(key), "--pad", "0.5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert owner.stdout is not None
         assert owner.stdout.readline().startswith(f"dpframe: serving visits on {sock}")
         with dp.connect(sock, authkey=key.read_text().strip().encode()) as remote:
+            start = time.monotonic()
             out = remote.sql("SELECT device, COUNT(*) AS n FROM visits GROUP BY device",
                              keys={"device": ["android", "ios", "web"]}).collect(dp.PureDP(1))
             assert out["device"].to_list() == ["android", "ios", "web"]
+            assert time.monotonic() - start >= 0.5          # --pad: the reply waited for its period
             with pytest.raises(dp.BudgetExceededError):
                 remote.sql("SELECT COUNT(*) AS n FROM visits").collect(dp.PureDP(3))
     finally:
@@ -221,6 +225,9 @@ def test_serve_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytes
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key), "--idle-timeout", "-1")
     assert code == 2 and "idle_timeout" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
+                       "--authkey-file", str(key), "--pad", "-1")
+    assert code == 2 and "pad" in err and len(err.strip().splitlines()) == 1, err
     code, _, err = run(capsys, "serve", *base(files), "--total-epsilon", "1", "--address", "127.0.0.1:0",
                        "--authkey-file", str(key), "--tls-cert", str(key) + ".missing")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
