@@ -327,7 +327,9 @@ class Compiler:
                 else:
                     column = self.derived_name(render_expression(value), canonical(checked), derived, schema)
                     derived[column] = dict(checked, alias="")
-                if bounds is None and kind not in ("count", "len"):
+                if kind == "count_units":
+                    self.check_units(call, used[0].origin if plain and used[0].public is None else None)
+                if bounds is None and kind not in ("count", "len", "count_units"):
                     origin = used[0].origin if plain else None
                     bounds = self.catalog.bounds.get(origin) if origin else None
                     if bounds is None:
@@ -344,6 +346,22 @@ class Compiler:
                 raise type(e)(f"{e.args[0].split('. Fix:')[0]} in {fragment(self.text, call)}", argument=e.argument,
                               fix=e.fix) from None
         return out, derived
+
+    def check_units(self, call: Json, origin: str | None) -> None:
+        """``COUNT(DISTINCT x)`` counts privacy units: ``x`` must be a private table's privacy-unit column.
+
+        ``origin``: the ``"table.column"`` the argument is, unchanged through renames (``None``: an expression,
+        or a public table's column).
+        """
+        unit = self.catalog.unit
+        if unit is None:
+            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, and with row-level privacy every row is "
+                            f"one: {fragment(self.text, call)}", argument="sql", fix="use COUNT(*)")
+        if not (origin is not None and origin.endswith(f".{unit}")
+                and origin[:-len(unit) - 1] in self.catalog.private):
+            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, so its argument must be the privacy-unit "
+                            f"column: {fragment(self.text, call)}", argument="sql",
+                            fix=f"write COUNT(DISTINCT {unit}) (distinct values of another column are not supported)")
 
     def derived_name(self, text: str, canon: str, derived: dict[str, Json], schema: pl.Schema) -> str:
         name, n = text, 1

@@ -260,7 +260,9 @@ _UNREAD = [("x", "float", "isnan(x)"), ("x", "float", "abs(x) > 1e6"), ("i", "in
 def _aggregate(draw: st.DrawFn, columns: Columns, depth: int) -> str:
     """An aggregate call with its bounds, as the SQL dialect takes them."""
     kind = draw(st.sampled_from(["count_star", "count", "sum", "avg", "var", "std", "median", "quantile",
-                                 "quantiles", "percentile", "declared"]))
+                                 "quantiles", "percentile", "declared", "units"]))
+    if kind == "units":      # dp.count_units() (refused, free, where u is not the unit or not in scope)
+        return "COUNT(DISTINCT u)"
     if kind == "count_star":
         return draw(st.sampled_from(["COUNT(*)", "COUNT(1)"]))
     if kind == "count":

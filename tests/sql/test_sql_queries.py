@@ -162,6 +162,12 @@ CASES = [
          lambda s: t(s).with_columns(pl.col("day").dt.year().cast(pl.Int64, strict=False).alias("year(\"day\")"))
          .group_by('year("day")', keys=[2023, 2024]).agg(dp.len().alias("n")),
          post=lambda d: d.rename({'year("day")': "y"}), keys={"y": [2023, 2024]}),
+    Case("count_distinct_unit", "SELECT city, COUNT(DISTINCT user_id) AS users, COUNT(*) AS n FROM visits "
+         "GROUP BY city", lambda s: t(s).group_by("city", keys=CITIES).agg(dp.count_units().alias("users"),
+                                                                          dp.len().alias("n"))),
+    Case("count_distinct_unit_renamed", "WITH a AS (SELECT user_id AS who FROM visits WHERE age > 30) "
+         "SELECT COUNT(DISTINCT who) FROM a",
+         lambda s: t(s).filter(pl.col("age") > 30).agg(dp.count_units())),
     Case("duckdb_only_function", "SELECT COUNT(*) AS n FROM visits WHERE strftime(day, '%m') = '01'",
          lambda s: t(s).filter(pl.col("day").dt.month() == 1).agg(dp.len().alias("n")), duckdb_only=True),
 ]
