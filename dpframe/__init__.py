@@ -32,7 +32,20 @@ from dpframe.errors import (
 )
 from dpframe.frame import Frame, GroupBy, Query
 from dpframe.interactive.targets import above, below, between, outside
-from dpframe.measures import Measure, count, count_units, len, mean, measure, median, quantile, std, sum, var
+from dpframe.measures import (
+    Measure,
+    count,
+    count_distinct,
+    count_units,
+    len,
+    mean,
+    measure,
+    median,
+    quantile,
+    std,
+    sum,
+    var,
+)
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.remote import Remote, RemoteFrame, RemoteGroupBy, RemoteQuery, RemoteTool, Server, connect
@@ -75,6 +88,7 @@ __all__ = [
     "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
     "connect",
     "count",
+    "count_distinct",
     "count_units",
     "above", "below", "between", "hookimpl", "len", "outside",
     "datasets", "mean", "measure", "median", "plots", "quantile", "std", "sum", "var",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from dpframe.planning import PhysicalPlan
     from dpframe.privacy_unit import PrivacyUnit
 
-NULLS = ("nulls: len counts rows; count/sum/mean/var/std ignore null and NaN values; "
+NULLS = ("nulls: len counts rows; count/count_distinct/sum/mean/var/std ignore null and NaN values; "
          "±inf and out-of-range values are clamped to the bounds")
 
 

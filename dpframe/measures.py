@@ -241,6 +241,25 @@ def count(column: Column) -> Measure:
     return Measure("count", name, expression=expression)
 
 
+def count_distinct(column: Column) -> Measure:
+    """The number of distinct values of ``column`` (null and NaN not counted) per group, with noise.
+
+    Output ``<column>_count_distinct``. Counted over the rows contribution bounding keeps (``max_rows`` per
+    unit), so one unit adds at most ``max_rows`` new values: the noise is a count's. ``COUNT(DISTINCT column)``
+    in SQL.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"u": [1, 1, 2], "x": ["a", "b", "a"]})},
+        ...                   privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(1))
+        >>> sess.table("t").agg(dp.count_distinct("x")).collect(dp.PureDP(1)).columns
+        ['x_count_distinct']
+
+    """
+    name, expression = column_input(column)
+    return Measure("count_distinct", name, expression=expression)
+
+
 AUTO_BOUNDS = "auto"
 """``bounds="auto"``: the clipping range is chosen privately per query (``docs/bounds.md``)."""
 

@@ -44,7 +44,7 @@ columns so named, and a table's or a frame's column of such a name would shadow 
 
 
 STATISTIC_NAMES = ("__rows", "__units")
-STATISTIC_PREFIXES = ("__nonnull:", "__ind:", "__sorted:", "__sum:")
+STATISTIC_PREFIXES = ("__nonnull:", "__distinct:", "__ind:", "__sorted:", "__sum:")
 """The names of the engine's statistics (:attr:`dpframe.mechanism.Statistic.key`): the columns of a backend's
 result beside the group keys, so a group key of such a name would be a second column of that name."""
 

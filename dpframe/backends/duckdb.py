@@ -226,6 +226,9 @@ class Statistics:
         if stat.kind == "nonnull":
             counted = self._clamped.get(stat.column) or self._value(f"CASE WHEN {present} THEN 1 END")
             return f"CAST(count({counted}) AS BIGINT) AS {key}"
+        if stat.kind == "distinct":
+            value = self._value(f"CASE WHEN {present} THEN {quote(stat.column)} END")
+            return f"CAST(count(DISTINCT {value}) AS BIGINT) AS {key}"
         assert stat.lower is not None and stat.upper is not None
         if stat.kind == "sorted":
             code = self.code(stat)

@@ -65,6 +65,8 @@ def aggregate(stat: Statistic, unit: str | None, schema: pl.Schema, wide: bool =
     col, is_value = ident(stat.column), present(stat.column, schema)
     if stat.kind == "nonnull":
         return f"count(CASE WHEN {is_value} THEN 1 END) AS {key}"
+    if stat.kind == "distinct":
+        return f"count(DISTINCT CASE WHEN {is_value} THEN {col} END) AS {key}"
     assert stat.lower is not None and stat.upper is not None
     if stat.kind == "sorted":
         return f"sort_array(collect_list({code(stat, schema)})) AS {key}"

@@ -38,7 +38,7 @@ from dpframe.mechanism.sorted_codes import SortedCodes
 from dpframe.noise import RandomSource
 from dpframe.privacy_unit import PrivacyUnit
 
-StatisticKind = Literal["rows", "nonnull", "fixed_sum", "units", "indicator_sum", "sorted"]
+StatisticKind = Literal["rows", "nonnull", "distinct", "fixed_sum", "units", "indicator_sum", "sorted"]
 LIST_KINDS = frozenset({"sorted"})
 SUM_LIMIT = 2**62
 """The saturation bound of a ``fixed_sum`` (terms and total), in grid steps: every backend clips to ±2⁶²,
@@ -57,6 +57,8 @@ class Statistic:
     Kinds:
         * ``rows``: number of rows.
         * ``nonnull``: rows where ``column`` is neither null nor NaN.
+        * ``distinct``: distinct values of ``column`` among them (``0.0`` and ``-0.0`` one value; one row
+          adds at most one, so it moves as ``nonnull`` does).
         * ``fixed_sum``: Σ trunc(((clamp(x, lower, upper) − shift) ** power) / 2**grid_exp) over
           non-null, non-NaN values, summed exactly as integers (fixed point: no float-summation error).
           Every term and the total are clipped to ±:data:`SUM_LIMIT` (2⁶², saturating: never an overflow,
@@ -96,6 +98,8 @@ class Statistic:
             return f"__{self.kind}"
         if self.kind == "nonnull":
             return f"__nonnull:{self.column}"
+        if self.kind == "distinct":
+            return f"__distinct:{self.column}"
         if self.kind == "indicator_sum":
             return f"__ind:{self.column}:[{self.lower},{self.upper})"
         if self.kind == "sorted":

@@ -5,8 +5,8 @@ SQL                                        measure
 =========================================  ==========================================================
 ``COUNT(*)``, ``COUNT(1)``                 ``dp.len()``
 ``COUNT(x)``                               ``dp.count(x)`` (rows where x is neither NULL nor NaN)
-``COUNT(DISTINCT unit)``                   ``dp.count_units()`` (the privacy-unit column only; named
-                                           ``count_units``)
+``COUNT(DISTINCT unit)``                   ``dp.count_units()`` (the privacy-unit column, also renamed)
+``COUNT(DISTINCT x)``                      ``dp.count_distinct(x)`` (any other column or expression)
 ``SUM(CLAMP(x, lo, hi))``                  ``dp.sum(x, bounds=(lo, hi))``
 ``AVG`` / ``MEAN``                         ``dp.mean``
 ``VAR_SAMP`` / ``VARIANCE`` / ``VAR_POP``  ``dp.var(..., ddof=1 / 1 / 0)``
@@ -36,7 +36,7 @@ from dpframe.errors import BoundsError, PlanError
 from dpframe.measures import Measure
 from dpframe.sql.sandbox import Json, function_types
 
-SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_SAMP/VARIANCE, VAR_POP, "
+SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), SUM, AVG, VAR_SAMP/VARIANCE, VAR_POP, "
              "STDDEV/STDDEV_SAMP, STDDEV_POP, MEDIAN, QUANTILE_CONT")
 _QUANTILE = {"median", "quantile_cont", "percentile_cont"}
 _BUILD: dict[str, Callable[[str, Any], Measure]] = {
@@ -143,9 +143,9 @@ def _quantiles(node: Json | None) -> float | tuple[float, ...]:
 def parse_call(node: Json) -> tuple[str, Json | None, tuple[int | float, int | float] | None, dict[str, Any]]:
     """``(kind, value expression, explicit bounds, options)`` of an aggregate call (no columns resolved yet).
 
-    ``kind`` is ``len``, ``count``, ``count_units`` (``COUNT(DISTINCT x)``: the caller checks that ``x`` is
-    the privacy unit), ``quantile`` or the SQL name of a bounded aggregate (``sum``, ``avg``, ``var_pop`` ...);
-    ``options`` holds ``q`` for quantiles. Pass it to :func:`make_measure`.
+    ``kind`` is ``len``, ``count``, ``count_distinct`` (``COUNT(DISTINCT x)``: the caller makes it
+    ``count_units`` where ``x`` is the privacy unit), ``quantile`` or the SQL name of a bounded aggregate
+    (``sum``, ``avg``, ``var_pop`` ...); ``options`` holds ``q`` for quantiles. Pass it to :func:`make_measure`.
     """
     name = str(node["function_name"]).lower()
     args = _args(node)
@@ -154,7 +154,7 @@ def parse_call(node: Json) -> tuple[str, Json | None, tuple[int | float, int | f
         if name != "count" or len(args) != 1 or bounds_of(args[0])[1] is not None:
             raise PlanError(f"{name.upper()}(DISTINCT ...) is not supported", argument="sql",
                             fix=f"supported aggregates: {SUPPORTED}")
-        return "count_units", args[0], None, {}
+        return "count_distinct", args[0], None, {}
     if node.get("filter"):
         raise PlanError(f"{name.upper()}(...) FILTER (WHERE ...) is not supported", argument="sql",
                         fix="filter rows with WHERE (one filter per query), or use CASE inside the aggregate")
@@ -204,6 +204,9 @@ def make_measure(kind: str, column: str | None, bounds: Any, options: dict[str, 
         return dpm.len()
     if kind == "count_units":
         return dpm.count_units()
+    if kind == "count_distinct":
+        assert column is not None
+        return dpm.count_distinct(column)
     assert column is not None
     if kind == "count":
         return dpm.count(column)

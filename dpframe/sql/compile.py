@@ -327,9 +327,10 @@ class Compiler:
                 else:
                     column = self.derived_name(render_expression(value), canonical(checked), derived, schema)
                     derived[column] = dict(checked, alias="")
-                if kind == "count_units":
-                    self.check_units(call, used[0].origin if plain and used[0].public is None else None)
-                if bounds is None and kind not in ("count", "len", "count_units"):
+                if kind == "count_distinct" and self.is_unit(used[0].origin if plain and used[0].public is None
+                                                             else None):
+                    kind = "count_units"            # COUNT(DISTINCT user_id): the privacy units
+                if bounds is None and kind not in ("count", "len", "count_units", "count_distinct"):
                     origin = used[0].origin if plain else None
                     bounds = self.catalog.bounds.get(origin) if origin else None
                     if bounds is None:
@@ -347,21 +348,11 @@ class Compiler:
                               fix=e.fix) from None
         return out, derived
 
-    def check_units(self, call: Json, origin: str | None) -> None:
-        """``COUNT(DISTINCT x)`` counts privacy units: ``x`` must be a private table's privacy-unit column.
-
-        ``origin``: the ``"table.column"`` the argument is, unchanged through renames (``None``: an expression,
-        or a public table's column).
-        """
+    def is_unit(self, origin: str | None) -> bool:
+        """Whether a column of this ``origin`` (``"table.column"``, kept through renames) is a private table's unit."""
         unit = self.catalog.unit
-        if unit is None:
-            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, and with row-level privacy every row is "
-                            f"one: {fragment(self.text, call)}", argument="sql", fix="use COUNT(*)")
-        if not (origin is not None and origin.endswith(f".{unit}")
-                and origin[:-len(unit) - 1] in self.catalog.private):
-            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, so its argument must be the privacy-unit "
-                            f"column: {fragment(self.text, call)}", argument="sql",
-                            fix=f"write COUNT(DISTINCT {unit}) (distinct values of another column are not supported)")
+        return (unit is not None and origin is not None and origin.endswith(f".{unit}")
+                and origin[:-len(unit) - 1] in self.catalog.private)
 
     def derived_name(self, text: str, canon: str, derived: dict[str, Json], schema: pl.Schema) -> str:
         name, n = text, 1

@@ -14,7 +14,7 @@ Example (a backend package's ``tests/test_conformance.py``)::
 
 What the inherited tests check:
 
-* every statistic kind (``rows``, ``units``, ``nonnull``, ``fixed_sum``, ``indicator_sum``, ``sorted``) on
+* every statistic kind (``rows``, ``units``, ``nonnull``, ``distinct``, ``fixed_sum``, ``indicator_sum``, ``sorted``) on
   edge values (NaN, ±inf, NULL, negative numbers, unsigned 64-bit and Decimal values, dates, datetimes),
   ungrouped and grouped, on random tables, through method-chain and SQL row nodes, from Parquet;
 * ``fixed_sum`` saturation: terms and totals clipped to ±:data:`~dpframe.mechanism.SUM_LIMIT`, never a
@@ -85,6 +85,9 @@ def reference_stat(stat: Statistic, rows: list[dict[str, Any]], unit: str | None
     if stat.kind == "units":
         return len({r[unit] for r in rows}) if unit else len(rows)
     assert stat.column is not None
+    if stat.kind == "distinct":           # the values as they are (0.0 and -0.0 equal: one value)
+        raw = [r[stat.column] for r in rows]
+        return len({v for v in raw if v is not None and not (isinstance(v, float) and math.isnan(v))})
     values = [_value(r[stat.column]) for r in rows]
     if stat.kind == "nonnull":
         return sum(v is not None for v in values)
@@ -194,7 +197,8 @@ EDGE = pl.DataFrame({
 })
 EVERY = (
     Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"), Statistic("nonnull", "i"),
-    Statistic("nonnull", "b"), Statistic("nonnull", "g"),
+    Statistic("nonnull", "b"), Statistic("nonnull", "g"), Statistic("distinct", "x"), Statistic("distinct", "i"),
+    Statistic("distinct", "b"), Statistic("distinct", "g"),
     Statistic("fixed_sum", "x", F(0), F(10), F(0), 1, -1),
     Statistic("fixed_sum", "x", F(0), F(10), F(5), 2, 0),
     Statistic("fixed_sum", "x", F(0), F(10), F(5), 1, 2),
@@ -320,7 +324,7 @@ class BackendConformance:
     @pytest.mark.parametrize("seed", [1, 2, 3])
     def test_random_tables_grouped_and_ungrouped(self, seed: int) -> None:
         df = random_table(2_000, seed)
-        stats = (Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"),
+        stats = (Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"), Statistic("distinct", "q"),
                  Statistic("fixed_sum", "x", F(0), F(100), F(50), 2, -8),
                  Statistic("fixed_sum", "x", F(-10), F(90), F(0), 1, -12),
                  Statistic("fixed_sum", "q", F(-50), F(50), F(0), 1, 0),
@@ -332,7 +336,8 @@ class BackendConformance:
 
     def test_public_keys_give_zeros_and_drop_other_keys(self) -> None:
         keys = pl.DataFrame({"g": ["a", "zz", None, "c"]})
-        stats = (Statistic("rows"), Statistic("units"), Statistic("fixed_sum", "x", F(0), F(10), F(0), 1, -1))
+        stats = (Statistic("rows"), Statistic("units"), Statistic("fixed_sum", "x", F(0), F(10), F(0), 1, -1),
+                 Statistic("distinct", "i"))
         got = self.make(t=EDGE).statistics(request(stats, ROW, ("g",), keys))
         assert_same(got, reference(EDGE, stats, None, ("g",), keys))
         assert got.filter(pl.col("g") == "zz")["__rows"].item() == 0

@@ -1,6 +1,6 @@
 """Audit specs of the built-in mechanisms (registered on import) and of deliberately broken ones.
 
-Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``sum``, ``mean``,
+Registered: ``len`` and ``count_units`` (grouped by public keys), ``count``, ``count_distinct``, ``sum``, ``mean``,
 ``var``/``std``, partition selection (private keys) and the median (``quantile`` plugin) — each under
 a pure ε budget and under a zCDP ρ budget (discrete Gaussian noise;
 audited as (ε(δ = 10⁻³), 10⁻³)-DP). The query-level specs (top-k, learning, bounds, sampling, the
@@ -39,7 +39,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
-from dpframe.measures import Measure, count, count_units, len, mean, median, std, sum, var
+from dpframe.measures import Measure, count, count_distinct, count_units, len, mean, median, std, sum, var
 from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.harness import default_table
@@ -79,6 +79,8 @@ def _specs(mechanisms: tuple[object, ...] = ()) -> list[AuditSpec]:
         _agg("len (group_by public keys)", {"len"}, [len()], {"group": ["a"]}, grouped=True, min_power=0.5,
              mechanisms=mechanisms),
         _agg("count", {"count"}, [count("x")], {"x": [100.0, math.inf]}, min_power=0.5, mechanisms=mechanisms),
+        _agg("count_distinct", {"count_distinct"}, [count_distinct("x")], {"x": [1234.5, math.nan]},
+             mechanisms=mechanisms),
         _agg("sum", {"sum"}, [sum("x", bounds=(-50, 100))], bounded, min_power=0.5, mechanisms=mechanisms),
         _agg("sum (zCDP)", {"sum"}, [sum("x", bounds=(-50, 100))], {"x": [100.0, -50.0]},
              budget=ZCDP(Fraction(1, 2)), mechanisms=mechanisms),
@@ -96,6 +98,7 @@ def _zcdp_specs() -> list[AuditSpec]:
         _agg("len (zCDP, group_by public keys)", {"len"}, [len()], {"group": ["a"]}, grouped=True, budget=rho,
              min_power=0.3),
         _agg("count (zCDP)", {"count"}, [count("x")], {"x": [100.0, math.inf]}, budget=rho, min_power=0.3),
+        _agg("count_distinct (zCDP)", {"count_distinct"}, [count_distinct("x")], {"x": [1234.5]}, budget=rho),
         _agg("mean (zCDP)", {"mean"}, [mean("x", bounds=(-50, 100))], bounded, budget=rho, min_power=0.2),
         _agg("var / std (zCDP)", {"var", "std"}, [var("x", bounds=(-10, 5)), std("x", bounds=(-10, 5), ddof=0)],
              {"x": [-10.0, 5.0, *FAR]}, budget=rho, min_power=0.1),

@@ -80,7 +80,7 @@ SAMPLE_ROWS = 4
 AUTO_KINDS = frozenset({"sum", "mean", "var", "std"})
 """The measures that may take ``bounds="auto"``: every candidate range is a valid clipping range for them."""
 
-TOTALS = frozenset({"len", "count", "count_units", "sum"})
+TOTALS = frozenset({"len", "count", "count_units", "count_distinct", "sum"})
 """Measures whose value is a total (their error is judged against the total; others are ratios)."""
 
 

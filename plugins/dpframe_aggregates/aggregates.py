@@ -4,6 +4,9 @@ Privacy (proof sketch). Under add/remove of one privacy unit, after contribution
 at most m = ``max_rows`` rows. Each measure is post-processing of a few exact integer statistics:
 
 * rows, non-null count: each row adds 1, so the L1 (and L2) sensitivity of the per-group vector is m;
+* distinct values of a column (``count_distinct``): a row adds at most 1 (a value no other kept row of the
+  group holds), and which rows the other units keep does not depend on this one's (the bounding law is
+  per unit), so a unit moves each group's count by at most its rows there: sensitivity m, as a count;
 * distinct units (``count_units``): a unit adds 1 to each group it appears in, and after bounding it
   appears in at most G = min(``max_groups`` or m, m) groups (one group without a group-by), so the per-group
   vector moves by 0 or 1 in ≤ G coordinates: L1 sensitivity G, L2 sensitivity √G (rounded up to a
@@ -52,14 +55,18 @@ from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
-_KINDS = frozenset({"len", "count", "count_units", "sum", "mean", "var", "std"})
+COUNTS = ("len", "count", "count_units", "count_distinct")
+"""The measures that are one noisy count (whole numbers, the count's noise)."""
+TOTALS = (*COUNTS, "sum")
+"""The measures that are one noisy count or sum (exact intervals)."""
+_KINDS = frozenset({*TOTALS, "mean", "var", "std"})
 
 
 @dataclass(frozen=True)
 class Need:
     """A statistic template before calibration: kind, column, bounds, centre and power."""
 
-    kind: str                      # "rows" | "nonnull" | "units" | "sum"
+    kind: str                      # "rows" | "nonnull" | "distinct" | "units" | "sum"
     column: str | None = None
     bounds: tuple[Fraction, Fraction] | None = None
     shift: Fraction = Fraction(0)
@@ -72,6 +79,8 @@ def _needs(m: Measure) -> dict[str, Need]:
         return {"n": Need("rows")}
     if m.kind == "count_units":
         return {"n": Need("units")}
+    if m.kind == "count_distinct":
+        return {"n": Need("distinct", m.column)}
     count = Need("nonnull", m.column)
     if m.kind == "count":
         return {"n": count}
@@ -168,7 +177,7 @@ class AggregatePlan(MechanismPlan):
         assert self.noises is not None and self.roles is not None
         out: dict[str, float] = {}
         for m in self.measures:
-            if m.kind in ("len", "count", "count_units", "sum"):
+            if m.kind in TOTALS:
                 out[m.output_name] = self.noises[self.roles[m.output_name]["s" if m.kind == "sum" else "n"]].half_width(
                     confidence)
         return out
@@ -185,7 +194,7 @@ def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: di
     all hold together with probability ≥ confidence), and the interval is the range of the measure's
     formula over that box, bounded to what values in ``bounds`` allow — conservative.
     """
-    if m.kind in ("len", "count", "count_units", "sum"):
+    if m.kind in TOTALS:
         half = _half_width(m, noise, confidence)
         if m.kind != "sum":       # counts are whole numbers, and so are their half-widths (unit 1)
             return value - int(half), value + int(half)
@@ -215,7 +224,7 @@ def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: di
 
 def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
     """Post-processing of the noisy statistics (already in output units) into the measure's value."""
-    if m.kind in ("len", "count", "count_units"):
+    if m.kind in COUNTS:
         return np.asarray(np.rint(v["n"]).astype(np.int64))
     if m.kind == "sum":
         return v["s"] + float(_centre(m)) * v["n"] if "n" in v else v["s"]   # shared: Σ(x − c) + c·n
@@ -235,7 +244,7 @@ def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class AggregateMechanism:
-    """len / count / count_units / sum / mean / var / std with discrete Laplace (pure) or discrete Gaussian (zCDP)."""
+    """len / count / count_units / count_distinct / sum / mean / var / std, discrete Laplace or Gaussian noise."""
 
     name = "aggregates"
     handles = _KINDS
@@ -260,8 +269,8 @@ class AggregateMechanism:
                                argument="column", fix="use dp.count_units()")
         if kind not in ("len", "count_units") and measure.column is None:
             raise ArgumentError(f"{kind}() needs a column", argument="column", fix=f"e.g. dp.{kind}('spend', ...)")
-        if kind == "count" and measure.bounds is not None:
-            raise ArgumentError("count() takes no bounds", argument="bounds", fix="drop bounds=")
+        if kind in ("count", "count_distinct") and measure.bounds is not None:
+            raise ArgumentError(f"{kind}() takes no bounds", argument="bounds", fix="drop bounds=")
         if kind in ("sum", "mean", "var", "std") and measure.bounds is None:
             raise BoundsError(f"{kind}() needs clipping bounds", argument="bounds",
                               fix=f"pass dp.{kind}(column, bounds=(lower, upper)) chosen without looking at the data")
@@ -271,6 +280,11 @@ class AggregateMechanism:
             raise SchemaError(f"unknown column {measure.column!r}", argument="column",
                               fix=f"use one of {list(ctx.schema.names())}")
         dtype = ctx.schema[measure.column]
+        if kind == "count_distinct":
+            if dtype.is_nested() or dtype == pl.Object:
+                raise SchemaError(f"count_distinct() of a {dtype} column is not supported", argument="column",
+                                  fix="count the distinct values of a plain column (numbers, text, dates, booleans)")
+            return
         if measure.kind != "count" and dtype.is_temporal():
             raise SchemaError(f"{measure.kind}() of a {dtype} column is not supported: a {measure.kind} of dates has "
                               "no numeric bounds", argument="column", fix=temporal_fix(measure.kind, measure.column))
@@ -302,8 +316,9 @@ class AggregateMechanism:
                 noises[stat.key] = Noise.calibrate(units_sensitivity(ctx, share.notion), part)
                 statistics[need] = stat
                 continue
-            if need.kind != "sum":
-                stat = Statistic("rows") if need.kind == "rows" else Statistic("nonnull", need.column)
+            if need.kind != "sum":       # rows, nonnull, distinct: one row adds at most 1
+                stat = Statistic("rows") if need.kind == "rows" else \
+                    Statistic("distinct" if need.kind == "distinct" else "nonnull", need.column)
                 unit = Fraction(1)
             else:
                 assert need.bounds is not None
@@ -339,7 +354,7 @@ def _ci95s(measures: Sequence[Measure], noises: Mapping[str, Noise],
            roles: Mapping[str, Mapping[str, str]]) -> dict[str, float]:
     """The 95% half-widths of the counts and sums (explain())."""
     return {m.output_name: _half_width(m, {r: noises[k] for r, k in roles[m.output_name].items()}, 0.95)
-            for m in measures if m.kind in ("len", "count", "count_units", "sum")}
+            for m in measures if m.kind in TOTALS}
 
 
 def temporal_fix(kind: str, column: str) -> str:
@@ -417,8 +432,9 @@ def _sum(costs: list[Budget], notion: str) -> Budget:
 
 
 def _label(s: Statistic) -> str:
-    if s.kind in ("rows", "nonnull", "units"):
-        return {"rows": "count(rows)", "units": "count(distinct units)"}.get(s.kind, f"count({s.column} not null)")
+    if s.kind in ("rows", "nonnull", "units", "distinct"):
+        return {"rows": "count(rows)", "units": "count(distinct units)", "distinct": f"count(distinct {s.column})"}.get(
+            s.kind, f"count({s.column} not null)")
     centre = f" − {float(s.shift):g}" if s.shift else ""
     power = "²" if s.power == 2 else ""
     return f"Σ (clamp({s.column}){centre}){power}"
@@ -461,7 +477,7 @@ def small_input_notes(measures: Sequence[Measure]) -> tuple[str, ...]:
 
 
 def _accuracy(m: Measure, noise: dict[str, Noise]) -> str:
-    if m.kind in ("len", "count", "count_units", "sum"):
+    if m.kind in TOTALS:
         return f"±{_half_width(m, noise, 0.95):.4g} (95%)"
     if m.kind == "mean":
         return f"≈ ±{noise['s'].ci95():.4g}/n (95%, n = count of values)"

@@ -739,8 +739,8 @@ def _numeric(columns: Columns) -> list[str]:
 
 def _measure(draw: st.DrawFn, columns: Columns, auto: bool = False) -> dp.Measure:
     """A measure over ``columns``; with ``auto``, ``bounds="auto"`` is among its bounds."""
-    kind = draw(st.sampled_from(["len", "count", "count_units", "sum", "mean", "var", "std", "quantile", "median",
-                                 "histogram"]))
+    kind = draw(st.sampled_from(["len", "count", "count_units", "count_distinct", "sum", "mean", "var", "std",
+                                 "quantile", "median", "histogram"]))
     if kind == "len":
         return dp.len()
     if kind == "count_units":
@@ -748,8 +748,9 @@ def _measure(draw: st.DrawFn, columns: Columns, auto: bool = False) -> dp.Measur
     numeric = _numeric(columns)
     computed = expressions(columns, draw(st.sampled_from(NUMERIC)), 2)
     target: Any = draw(st.one_of(st.sampled_from(numeric), computed) if numeric else computed)
-    if kind == "count":
-        return dp.count(draw(st.one_of(st.just(target), st.sampled_from(sorted(columns)))) if columns else target)
+    if kind in ("count", "count_distinct"):      # any column, of any type (count_distinct refuses nested ones, free)
+        measure = dp.count if kind == "count" else dp.count_distinct
+        return measure(draw(st.one_of(st.just(target), st.sampled_from(sorted(columns)))) if columns else target)
     bounds = draw(st.sampled_from(BOUNDS))
     if kind in ("sum", "mean", "var", "std"):    # the other measures refuse "auto" when built, before any query
         bounds = draw(st.sampled_from([bounds, "auto"])) if auto else bounds

@@ -261,8 +261,9 @@ def _aggregate(draw: st.DrawFn, columns: Columns, depth: int) -> str:
     """An aggregate call with its bounds, as the SQL dialect takes them."""
     kind = draw(st.sampled_from(["count_star", "count", "sum", "avg", "var", "std", "median", "quantile",
                                  "quantiles", "percentile", "declared", "units"]))
-    if kind == "units":      # dp.count_units() (refused, free, where u is not the unit or not in scope)
-        return "COUNT(DISTINCT u)"
+    if kind == "units":      # dp.count_units() where u is the unit, else dp.count_distinct
+        other = expression(draw, columns, draw(st.sampled_from(KINDS)), depth)
+        return draw(st.sampled_from(["COUNT(DISTINCT u)", f"COUNT(DISTINCT {other})"]))
     if kind == "count_star":
         return draw(st.sampled_from(["COUNT(*)", "COUNT(1)"]))
     if kind == "count":

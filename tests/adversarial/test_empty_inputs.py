@@ -148,7 +148,8 @@ def _grouped(name: str, by: Any, keys: Any, measures: dict[str, dp.Measure], bud
 
 HIST = dp.measure("histogram", "x", bounds=(0, 10), edges=[0, 2.5, 5, 7.5, 10])
 MEASURES: dict[str, dp.Measure] = {
-    "len": dp.len(), "count": dp.count("x"), "count_units": dp.count_units(), "sum": dp.sum("x", bounds=(0, 10)),
+    "len": dp.len(), "count": dp.count("x"), "count_units": dp.count_units(), "distinct": dp.count_distinct("m"),
+    "sum": dp.sum("x", bounds=(0, 10)),
     "sum_int": dp.sum("i", bounds=(-10, 10)), "sum_dec": dp.sum("m", bounds=(0, 100)),
     "sum_bool": dp.sum("b", bounds=(0, 1)), "mean": dp.mean("x", bounds=(0, 10)), "var": dp.var("x", bounds=(0, 10)),
     "var0": dp.var("i", bounds=(-10, 10), ddof=0), "std": dp.std("x", bounds=(0, 10)),

@@ -165,6 +165,10 @@ CASES = [
     Case("count_distinct_unit", "SELECT city, COUNT(DISTINCT user_id) AS users, COUNT(*) AS n FROM visits "
          "GROUP BY city", lambda s: t(s).group_by("city", keys=CITIES).agg(dp.count_units().alias("users"),
                                                                           dp.len().alias("n"))),
+    Case("count_distinct_values", "SELECT city, COUNT(DISTINCT device) AS devices, COUNT(DISTINCT age + 1) FROM "
+         "visits GROUP BY city", lambda s: t(s).with_columns((pl.col("age") + 1).alias("(age + 1)"))
+         .group_by("city", keys=CITIES).agg(dp.count_distinct("device").alias("devices"),
+                                             dp.count_distinct("(age + 1)"))),
     Case("count_distinct_unit_renamed", "WITH a AS (SELECT user_id AS who FROM visits WHERE age > 30) "
          "SELECT COUNT(DISTINCT who) FROM a",
          lambda s: t(s).filter(pl.col("age") > 30).agg(dp.count_units())),
