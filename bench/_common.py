@@ -148,6 +148,8 @@ def core_query(dp: Any, table: Any, case: str, bounds: tuple[float, float], keys
         return table.group_by("city", keys=list(keys)).agg(*measures)
     if case == "grp_public_user_count":
         return table.group_by("city", keys=list(keys)).agg(dp.len())
+    if case == "grp_public_distinct":
+        return table.group_by("city", keys=list(keys)).agg(dp.count_distinct("qty"))
     raise ValueError(f"unknown case {case!r}")
 
 

@@ -118,6 +118,7 @@ CASES = [
     Case("grp_public_user", "4 = 2, user unit ≤10 rows/user", "uniform", USER_TIME_TARGET, USER_MEM_TARGET),
     Case("grp_public_user_pareto", "5 = 4, Pareto rows per user", "pareto", USER_TIME_TARGET, USER_MEM_TARGET),
     Case("grp_public_user_count", "6 = 4, count only (copies)", "uniform", USER_TIME_TARGET, USER_MEM_TARGET),
+    Case("grp_public_distinct", "7 by city, public keys: count_distinct(qty)"),
 ]
 CASE_IDS = [c.id for c in CASES]
 TAILS = {c.id: c.tail for c in CASES}
@@ -182,6 +183,9 @@ def polars_query(df: Any, case: str) -> Callable[[], Any]:
         return lambda: lf.select(spend.mean().alias("spend_mean")).collect()
     if case == COUNT_ONLY:
         return lambda: lf.group_by("city").agg(pl.len()).sort("city").collect()
+    if case == "grp_public_distinct":
+        return lambda: lf.group_by("city").agg(pl.col("qty").drop_nulls().n_unique().alias("qty_count_distinct")
+                                               ).sort("city").collect()
     if case in ("grp_public", "grp_private", *USER_CASES):
         return lambda: lf.group_by("city").agg(grouped).sort("city").collect()
     if case == BOUNDING_ONLY:   # the backend's bounding step (the mask) and a plain group-by through it
