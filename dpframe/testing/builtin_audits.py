@@ -24,8 +24,8 @@ To audit a new mechanism, register a spec (see ``docs/guarantees.md``)::
     register_audit(AuditSpec("quantile", frozenset({"quantile"}), dp.PureDP(1), pairs, sampler))
 
 Example:
-    >>> sorted({k for s in BUILTIN for k in s.kinds})[:4]
-    ['count', 'count_units', 'len', 'mean']
+    >>> sorted({k for s in BUILTIN for k in s.kinds})[:5]
+    ['count', 'count_distinct', 'count_units', 'len', 'mean']
 
 """
 
