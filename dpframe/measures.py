@@ -260,6 +260,8 @@ def count_distinct(column: Column) -> Measure:
     return Measure("count_distinct", name, expression=expression)
 
 
+COUNT_KINDS = frozenset({"len", "count", "count_units", "count_distinct"})
+"""The built-in measures released as whole numbers (Int64 columns): one noisy count each."""
 AUTO_BOUNDS = "auto"
 """``bounds="auto"``: the clipping range is chosen privately per query (``docs/bounds.md``)."""
 

@@ -52,11 +52,18 @@ ages = sess.sql("SELECT age // 10 * 10 AS decade, COUNT(*) AS n FROM visits GROU
 print("\nvisits per age decade (keys chosen by DP partition selection):")
 print(ages.collect(budget=dp.ApproxDP(0.5, 1e-7)))
 
-# 5. EXPLAIN as SQL: collect() returns the plan text and charges nothing.
+# 5. Distinct counts: COUNT(DISTINCT user_id) counts privacy units (each user moves it by at most 1 per city);
+#    COUNT(DISTINCT age) counts distinct values (each kept row adds at most one: a count's noise).
+reach = sess.sql("SELECT city, COUNT(DISTINCT user_id) AS users, COUNT(DISTINCT age) AS ages FROM visits "
+                 "GROUP BY city ORDER BY users DESC LIMIT 3")
+print("\nthe 3 cities with the most (noisy) distinct users:")
+print(reach.collect(budget=dp.PureDP(0.5)))
+
+# 6. EXPLAIN as SQL: collect() returns the plan text and charges nothing.
 plan = sess.sql("EXPLAIN SELECT STDDEV(CLAMP(age, 0, 100)) FROM visits").collect(budget=dp.PureDP(0.25))
 print("\n" + plan["explain"][0].splitlines()[0], "...")
 
-# 6. Unsafe SQL is refused before anything is charged.
+# 7. Unsafe SQL is refused before anything is charged.
 for bad in ["SELECT * FROM visits", "SELECT user_id, spend FROM visits",
             "SELECT COUNT(*) FROM read_csv('/etc/passwd')", "SELECT SUM(age) FROM visits"]:
     try:

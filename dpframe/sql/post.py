@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.errors import DPFrameError, PlanError
-from dpframe.measures import Measure
+from dpframe.measures import COUNT_KINDS, Measure
 from dpframe.plan.nodes import Aggregate
 from dpframe.sql.aggregates import contains, is_aggregate
 from dpframe.sql.expr import column_ref, rewrite
@@ -47,7 +47,7 @@ _RAW = ("only GROUP BY keys and aggregates can be released: use the column in GR
 
 def released_dtype(m: Measure) -> pl.DataType:
     """The type a measure's released column will have (for checking post-processing before running)."""
-    if m.kind in ("len", "count"):
+    if m.kind in COUNT_KINDS:
         return pl.Int64()
     if m.kind == "quantile" and isinstance(m.option("q"), tuple):
         return pl.List(pl.Float64())

@@ -41,7 +41,7 @@ from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, down, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
-from dpframe.measures import Measure
+from dpframe.measures import COUNT_KINDS, Measure
 from dpframe.mechanism import (
     MAX_GRID_EXPONENT,
     MIN_GRID_EXPONENT,
@@ -55,9 +55,9 @@ from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
 from dpframe.noise import RandomSource
 from dpframe_aggregates.partition_selection import sqrt_up
 
-COUNTS = ("len", "count", "count_units", "count_distinct")
+COUNTS = COUNT_KINDS
 """The measures that are one noisy count (whole numbers, the count's noise)."""
-TOTALS = (*COUNTS, "sum")
+TOTALS = COUNTS | {"sum"}
 """The measures that are one noisy count or sum (exact intervals)."""
 _KINDS = frozenset({*TOTALS, "mean", "var", "std"})
 

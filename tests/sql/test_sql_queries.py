@@ -169,6 +169,11 @@ CASES = [
          "visits GROUP BY city", lambda s: t(s).with_columns((pl.col("age") + 1).alias("(age + 1)"))
          .group_by("city", keys=CITIES).agg(dp.count_distinct("device").alias("devices"),
                                              dp.count_distinct("(age + 1)"))),
+    Case("count_distinct_ordered", "SELECT city, COUNT(DISTINCT user_id) AS users, COUNT(DISTINCT device) AS d "
+         "FROM visits GROUP BY city ORDER BY users DESC, city LIMIT 3",       # released as Int64 through ORDER BY
+         lambda s: t(s).group_by("city", keys=CITIES).agg(dp.count_units().alias("users"),
+                                                          dp.count_distinct("device").alias("d")),
+         post=lambda d: d.sort(["users", "city"], descending=[True, False]).head(3)),
     Case("count_distinct_unit_renamed", "WITH a AS (SELECT user_id AS who FROM visits WHERE age > 30) "
          "SELECT COUNT(DISTINCT who) FROM a",
          lambda s: t(s).filter(pl.col("age") > 30).agg(dp.count_units())),
