@@ -44,6 +44,15 @@ from dpframe.noise import (
 from dpframe.sealed import plain_cache
 
 Distribution = Literal["discrete_laplace", "discrete_gaussian"]
+MAX_SPREAD_LOG2 = 1016.0
+"""The largest noise spread (log₂, in output units: 2¹⁰¹⁶ ≈ 7·10³⁰⁵) a release is planned with. A float holds up to
+2¹⁰²⁴, so a noise draw overflows only beyond 2⁸ spreads (probability below e⁻²⁵⁶); with a larger spread the
+released value would be ±inf (and its interval NaN) often, so such a query is refused, free, while planning."""
+
+
+def _log2(x: Fraction) -> float:
+    """log₂ of a positive Fraction, however large or small (no float overflow)."""
+    return math.log2(x.numerator) - math.log2(x.denominator)
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,24 @@ class Noise:
             raise BudgetError(f"this budget is so small that the noise scale (about 10^{digits:.0f}) exceeds what "
                               "the exact sampler supports", argument="budget",
                               fix="give the query a larger budget, or narrow the bounds / max_rows")
+        spread = noise.spread_log2()
+        if spread > MAX_SPREAD_LOG2:    # the release, (statistic + noise) × unit, would be ±inf as a float
+            digits = spread * math.log10(2)
+            raise BudgetError(f"at this budget the noise of the released value is about 10^{digits:.0f}, beyond what a "
+                              "float holds (the value would be ±inf)", argument="budget",
+                              fix="give the query a larger budget, or narrow the bounds / max_rows")
         return noise
+
+    def spread_log2(self) -> float:
+        """log₂ of the noise's spread in output units: t·unit (Laplace) or σ·unit (Gaussian), without overflow.
+
+        Example:
+            >>> Noise("discrete_laplace", Fraction(4), Fraction(1), Fraction(1, 8)).spread_log2()
+            -1.0
+
+        """
+        scale = _log2(self.scale)
+        return (scale if self.distribution == "discrete_laplace" else scale / 2) + _log2(self.unit)
 
     def cost(self) -> Budget:
         """ε = Δ/t for discrete Laplace; ρ = Δ²/(2σ²) for discrete Gaussian."""
