@@ -723,7 +723,15 @@ class RectangleQuery(LearningQuery[Rectangle]):
         if not isinstance(bounds, Mapping) or sorted(bounds) != sorted(self.features):
             raise SchemaError(f"bounds must map every feature to (lower, upper); got {bounds!r}",
                               argument="bounds", fix="pass bounds={'x1': (0, 99), 'x2': (0, 99)}")
+        if resolution is not None and not isinstance(resolution, Mapping):
+            raise ArgumentError(f"expected a dict of a resolution per feature, got {resolution!r}",
+                                argument="resolution", fix=f"pass e.g. resolution={{{self.features[0]!r}: 0.5}} "
+                                "(a feature left out keeps its default), or leave it out")
         res = dict(resolution or {})
+        unknown = [f for f in res if f not in self.features]
+        if unknown:
+            raise ArgumentError(f"{unknown[0]!r} is not a feature", argument="resolution",
+                                fix=f"give resolutions of the features {list(self.features)} only")
         self.domains = tuple(OrderedDomain.of(f, source.schema[f], bounds[f], res.get(f)) for f in self.features)
         self.beta = check_beta(beta)
         self._input = Filter.of(source.node, pl.col(self.label).cast(pl.Int64, strict=False) == 1)

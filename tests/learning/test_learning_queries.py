@@ -197,6 +197,16 @@ BAD = [
     (lambda f: f.learn_rectangle("x", label="y", bounds={"x": (0, 10)}), dp.SchemaError),
     (lambda f: f.learn_rectangle(["x", "f"], label="y", bounds={"x": (0, 10), "f": (3, -3)}), dp.BoundsError),
     (lambda f: f.learn_rectangle(["x", "s"], label="y", bounds={"x": (0, 10), "s": (0, 1)}), dp.SchemaError),
+    # resolution is a dict per feature: a number (a bare TypeError from the plugin before), 0 (read as left
+    # out) and a key that is not a feature are refused
+    (lambda f: f.learn_rectangle(["x", "f"], label="y", bounds={"x": (0, 10), "f": (0, 1)}, resolution=0.5),
+     dp.ArgumentError),
+    (lambda f: f.learn_rectangle(["x", "f"], label="y", bounds={"x": (0, 10), "f": (0, 1)}, resolution=0),
+     dp.ArgumentError),
+    (lambda f: f.learn_rectangle(["x", "f"], label="y", bounds={"x": (0, 10), "f": (0, 1)}, resolution={"g": 1}),
+     dp.ArgumentError),
+    (lambda f: f.learn_rectangle(["x", "f"], label="y", bounds={"x": (0, 10), "f": (0, 1)}, resolution={"f": -1}),
+     dp.BoundsError),
 ]
 
 
