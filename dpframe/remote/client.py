@@ -39,6 +39,7 @@ from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
+from dpframe.sql.parse import check_text
 from dpframe.tuning import Diagnosed
 
 if TYPE_CHECKING:
@@ -112,9 +113,7 @@ class Remote:
 
         ``keys={"column": [...]}``: public GROUP BY keys, sent as an Arrow table (their types kept).
         """
-        if not isinstance(query, str):
-            raise ArgumentError(f"expected SQL text, got {type(query).__name__}", argument="query",
-                                fix='pass the query as a string: remote.sql("SELECT ...")')
+        check_text(query)       # the in-process error (its class and text), before anything is sent
         sent = _keys(keys)
         return RemoteQuery(self, lambda packer: {"sql": query, "keys": None if sent is None else packer.attach(sent)},
                            repr(query))

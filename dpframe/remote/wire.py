@@ -45,9 +45,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpframe.accuracy import Accuracy
+from dpframe.accuracy import Accuracy, check_accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
+from dpframe.planning.passes import budget_of
 
 VERSION = b"dpframe-remote-3"
 """Sent first by the server, so that a client of another protocol (or version) stops at once."""
@@ -361,9 +362,7 @@ def check_tls(tls: object, address: object) -> ssl.SSLContext | None:
 
 def accuracy_to_json(accuracy: Accuracy) -> dict[str, Any]:
     """An accuracy target as its fields (the half-widths as numbers, or a mapping of output names to numbers)."""
-    if not isinstance(accuracy, Accuracy):
-        raise ArgumentError(f"expected a dp.Accuracy, got {type(accuracy).__name__}", argument="accuracy",
-                            fix="pass accuracy=dp.Accuracy(half_width=5)")
+    check_accuracy(accuracy)        # the in-process error (class and text), before anything is sent
     widths = accuracy.half_width
     return {"half_width": dict(widths) if isinstance(widths, Mapping) else widths,
             "confidence": accuracy.confidence, "notion": accuracy.notion}
@@ -388,10 +387,8 @@ def _number(value: object) -> bool:
 
 def budget_to_json(budget: Budget) -> dict[str, str]:
     """A budget as its type's name and its fields as exact fractions."""
+    budget_of(budget)               # the in-process error (class and text), before anything is sent
     name = type(budget).__name__
-    if name not in BUDGETS:
-        raise ArgumentError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {name}", argument="budget",
-                            fix="pass a budget such as dp.PureDP(0.5)")
     return {"type": name, **{f: str(Fraction(getattr(budget, f))) for f in BUDGETS[name][1]}}
 
 

@@ -93,15 +93,29 @@ def _strip_explain(text: str) -> tuple[str, bool]:
     return rest, True
 
 
+def check_text(text: object) -> str:
+    """``text`` if it is a non-blank string, else the PlanError every SQL entry point (remote ones too) raises.
+
+    Example:
+        >>> check_text(123)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: sql: expected a SQL string, got 123. Fix: pass a query such as ...
+
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise PlanError(f"expected a SQL string, got {text!r}", argument="sql",
+                        fix="pass a query such as \"SELECT COUNT(*) FROM visits\"")
+    return text
+
+
 def parse(text: object) -> Parsed:
     """Parse one DuckDB-dialect SELECT statement (optionally prefixed by ``EXPLAIN``).
 
     The node is a fresh copy each call; the checks of the text and the tree's :func:`tree_kinds` (functions of
     the text alone) are made once per text (:func:`_checked`).
     """
-    if not isinstance(text, str) or not text.strip():
-        raise PlanError(f"expected a SQL string, got {text!r}", argument="sql",
-                        fix="pass a query such as \"SELECT COUNT(*) FROM visits\"")
+    text = check_text(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:      # (a lone surrogate: DuckDB's parser raised its own error)

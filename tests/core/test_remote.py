@@ -127,11 +127,11 @@ def test_bad_input_names_the_argument() -> None:
                 remote.sql(QUERY, keys=["a"])  # type: ignore[arg-type]
             with pytest.raises(dp.ArgumentError, match="keys"):
                 remote.sql(QUERY, keys={"g": ["a", 1]})
-            with pytest.raises(dp.ArgumentError, match="budget"):
+            with pytest.raises(dp.BudgetError, match="budget"):            # as in process (class and text)
                 remote.sql(QUERY).cost(dp.Accuracy(1, 0.9))  # type: ignore[arg-type]
             with pytest.raises(dp.PlanError, match="format"):
                 remote.sql(QUERY, keys={"g": ["a"]}).explain(dp.PureDP(1), format="html")
-            with pytest.raises(dp.ArgumentError, match="query"):
+            with pytest.raises(dp.PlanError, match="expected a SQL string"):
                 remote.sql(42)  # type: ignore[arg-type]
 
 
@@ -266,7 +266,7 @@ def test_accuracy_targets_and_diagnostics_as_in_process(served: tuple[dp.Session
         assert isinstance(got, dp.Diagnosed)
         assert got.frame.equals(here.frame) and got.diagnostics.equals(here.diagnostics)
         assert q.collect(accuracy=aim).equals(local.collect(accuracy=aim))
-        with pytest.raises(dp.ArgumentError, match="accuracy"):
+        with pytest.raises(dp.PlanError, match="accuracy"):
             q.collect(accuracy=4)  # type: ignore[arg-type]
         with pytest.raises(dp.ArgumentError, match="accuracy"):
             remote._request({"op": "cost", "sql": QUERY, "budget": None,
@@ -316,4 +316,28 @@ def test_explain_select_with_diagnostics_is_a_frame_as_in_process(served: tuple[
     with dp.connect(server.address, authkey=KEY) as remote:
         got = remote.sql(text).collect(dp.PureDP(1), diagnostics=True)
     assert isinstance(here, pl.DataFrame) and isinstance(got, pl.DataFrame) and got.columns == here.columns
+    assert sess.history().height == 0
+
+
+def test_early_refusals_are_the_in_process_errors(served: tuple[dp.Session, dp.Server]) -> None:
+    """What the client refuses before sending (a budget that is not one, an accuracy that is not a dp.Accuracy,
+    SQL that is not text) is refused with the class and text the same call gets in process, nothing charged."""
+    sess, server = served
+    calls = {
+        "budget text": lambda s: s.sql(QUERY).collect("1"),
+        "budget float": lambda s: s.sql(QUERY).cost(0.5),
+        "budget too large": lambda s: s.sql(QUERY).collect(dp.PureDP(1e301)),
+        "chain budget": lambda s: s.table("t").agg(dp.len()).explain(1),
+        "accuracy": lambda s: s.sql(QUERY).collect(accuracy=4),
+        "chain accuracy": lambda s: s.table("t").agg(dp.len()).collect(accuracy="5"),
+        "sql": lambda s: s.sql(123),
+        "blank sql": lambda s: s.sql("   ").cost(dp.PureDP(1)),
+    }
+    with dp.connect(server.address, authkey=KEY) as remote:
+        for name, call in calls.items():
+            with pytest.raises(dp.DPFrameError) as here:
+                call(sess)
+            with pytest.raises(dp.DPFrameError) as there:
+                call(remote)
+            assert (type(there.value), str(there.value)) == (type(here.value), str(here.value)), name
     assert sess.history().height == 0
