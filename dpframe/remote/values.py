@@ -422,7 +422,23 @@ def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):     # rebuilt only for dpframe's packages
         fields = {f.name: pack_result(getattr(value, f.name), frames) for f in dataclasses.fields(value)}
         return {"$dataclass": {"module": type(value).__module__, "name": type(value).__qualname__, "fields": fields}}
-    raise TypeError(f"a result of type {type(value).__name__} does not cross to the analyst")
+    # Any other object (a plugin family's own result class): its type and text, so that a charged release is not
+    # lost on the way (it is released already: in process the analyst holds the object itself).
+    return {"$object": {"type": f"{type(value).__module__}.{type(value).__qualname__}",
+                        "repr": _shown(value)}}
+
+
+REPR_LIMIT = 1 << 16
+"""The most characters of a result's ``repr`` that cross (a plugin's result class of no type dpframe knows)."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, at most :data:`REPR_LIMIT` characters (``"<repr failed: Error>"`` when it raises)."""
+    try:
+        text = repr(value)
+    except Exception as e:      # a plugin's broken __repr__: the release still arrives, as its type
+        return f"<repr failed: {type(e).__name__}>"
+    return text if isinstance(text, str) and len(text) <= REPR_LIMIT else str(text)[:REPR_LIMIT] + "…"
 
 
 def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
@@ -442,6 +458,8 @@ def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
         return frames[body].schema["dtype"]
     if tag == "$cost":
         return decode(body)
+    if tag == "$object":
+        return {"type": str(body["type"]), "repr": str(body["repr"])}
     if tag == "$dataclass":
         fields = {k: unpack_result(v, frames) for k, v in body["fields"].items()}
         kind = _result_type(str(body["module"]), str(body["name"]))

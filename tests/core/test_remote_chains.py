@@ -232,3 +232,32 @@ def test_results_are_rebuilt_only_for_dpframes_packages() -> None:
     other, rebuilt = unpack_result(json.loads(json.dumps(packed)), frames)
     assert other["type"] == "_Elsewhere" and other["n"] == 3 and other["frame"].equals(pl.DataFrame({"a": [1]}))
     assert rebuilt == NoAnswer("few rows", 10, 20) and not rebuilt
+
+
+def test_a_result_of_no_known_type_arrives_as_its_text() -> None:
+    """A plugin family's result of its own class (no dataclass) crossed as nothing: the query failed after its charge.
+
+    It now arrives as its type and ``repr`` (released already; in process the analyst holds the object itself).
+    """
+    import json
+
+    from dpframe.remote.values import REPR_LIMIT, pack_result, unpack_result
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "Odd(3)"
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise ValueError("no")
+
+    class Long:
+        def __repr__(self) -> str:
+            return "x" * (REPR_LIMIT + 5)
+
+    frames: list[pl.DataFrame] = []
+    sent = json.loads(json.dumps(pack_result((Odd(), Broken(), Long()), frames)))
+    odd, broken, long = unpack_result(sent, frames)
+    assert odd == {"type": f"{__name__}.{Odd.__qualname__}", "repr": "Odd(3)"}
+    assert broken["repr"] == "<repr failed: ValueError>"
+    assert len(long["repr"]) == REPR_LIMIT + 1 and frames == []
