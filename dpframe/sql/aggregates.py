@@ -150,16 +150,16 @@ def parse_call(node: Json) -> tuple[str, Json | None, tuple[int | float, int | f
     name = str(node["function_name"]).lower()
     args = _args(node)
     orders = (node.get("order_bys") or {}).get("orders") or []
-    if node.get("distinct"):
-        if name != "count" or len(args) != 1 or bounds_of(args[0])[1] is not None:
-            raise PlanError(f"{name.upper()}(DISTINCT ...) is not supported", argument="sql",
-                            fix=f"supported aggregates: {SUPPORTED}")
-        return "count_distinct", args[0], None, {}
     if node.get("filter"):
         raise PlanError(f"{name.upper()}(...) FILTER (WHERE ...) is not supported", argument="sql",
                         fix="filter rows with WHERE (one filter per query), or use CASE inside the aggregate")
     if orders and name not in _QUANTILE:
         raise PlanError(f"ORDER BY inside {name.upper()}(...) is not supported", argument="sql", fix="remove it")
+    if node.get("distinct"):        # after FILTER and ORDER BY: refused, never dropped
+        if name != "count" or len(args) != 1 or bounds_of(args[0])[1] is not None:
+            raise PlanError(f"{name.upper()}(DISTINCT ...) is not supported", argument="sql",
+                            fix=f"supported aggregates: {SUPPORTED}")
+        return "count_distinct", args[0], None, {}
     if name == "count_star" or (name == "count" and not args):
         return "len", None, None, {}
     if name == "count":

@@ -1,0 +1,29 @@
+"""Review 46d: SQL ``COUNT(DISTINCT ...)`` (count_units / count_distinct) under an adversarial analyst."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+N = 300
+DATA = pl.DataFrame({"u": [i // 3 for i in range(N)], "g": ["a", "b", "c"] * (N // 3), "x": [i % 5 for i in range(N)]})
+
+
+def session() -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.PureDP(10), seed=0)
+
+
+@pytest.mark.parametrize("inner", ["u", "x", "(u)", "u + 0"])
+@pytest.mark.parametrize("clause", ["FILTER (WHERE x > 2)", ""])
+def test_count_distinct_with_filter_or_order_is_refused_free(inner: str, clause: str) -> None:
+    """COUNT(DISTINCT ...) FILTER (WHERE ...) / ORDER BY inside: refused before any charge, as for every other
+    aggregate (the FILTER was silently dropped: COUNT(DISTINCT u) FILTER (WHERE x > 2) released all users)."""
+    sess = session()
+    call = f"COUNT(DISTINCT {inner} ORDER BY {inner.strip('()')})" if not clause else \
+        f"COUNT(DISTINCT {inner}) {clause}"
+    with pytest.raises(dp.PlanError, match="FILTER|ORDER BY inside") as caught:
+        sess.sql(f"SELECT g, {call} AS c FROM t GROUP BY g", keys={"g": ["a", "b", "c"]}).collect(dp.PureDP(1))
+    assert caught.value.fix
+    assert sess.history().height == 0
