@@ -27,3 +27,22 @@ def test_count_distinct_with_filter_or_order_is_refused_free(inner: str, clause:
         sess.sql(f"SELECT g, {call} AS c FROM t GROUP BY g", keys={"g": ["a", "b", "c"]}).collect(dp.PureDP(1))
     assert caught.value.fix
     assert sess.history().height == 0
+
+
+PUBLIC = pl.DataFrame({"g": ["a", "b", "c"], "u": [7, 7, 8]})      # named like the unit, one value per g
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT t.g, COUNT(DISTINCT p.u) AS c FROM t JOIN p ON t.g = p.g GROUP BY t.g",
+    "SELECT t.g, COUNT(DISTINCT p.u) AS c FROM t JOIN p USING (g) GROUP BY t.g",
+    'SELECT t.g, COUNT(DISTINCT "P"."U") AS c FROM t JOIN p ON t.g = p.g GROUP BY t.g',
+    "WITH j AS (SELECT t.g, p.u AS w FROM t JOIN p ON t.g = p.g) SELECT g, COUNT(DISTINCT w) AS c FROM j GROUP BY g",
+])
+def test_a_public_column_named_like_the_unit_is_counted_as_distinct_values(query: str) -> None:
+    """COUNT(DISTINCT p.u) of a public table's ``u`` counts its distinct values (1 per group), not the privacy
+    units (100 per group). Held: made to fail by dropping both the public and the private-table checks of the
+    unit detection (compile.Compiler.measures / is_unit)."""
+    sess = dp.Session({"t": DATA}, public_tables={"p": PUBLIC}, privacy_unit=dp.PrivacyUnit("u", max_rows=3),
+                      budget=dp.PureDP(1e5), seed=0)
+    out = sess.sql(query, keys={"g": ["a", "b", "c"]}).collect(dp.PureDP(1e4)).sort("g")
+    assert out["c"].to_list() == [1, 1, 1]
