@@ -46,3 +46,26 @@ def test_a_public_column_named_like_the_unit_is_counted_as_distinct_values(query
                       budget=dp.PureDP(1e5), seed=0)
     out = sess.sql(query, keys={"g": ["a", "b", "c"]}).collect(dp.PureDP(1e4)).sort("g")
     assert out["c"].to_list() == [1, 1, 1]
+
+
+def test_padded_tool_calls_and_top_k_releases_wait_a_whole_period() -> None:
+    """With pad, a sparse vector's test (a tool's use) and a TOP_K release (collect) leave at least pad after
+    their request; a schema request (reads no row) does not wait. Held: made to fail by PADDED = ("collect",)."""
+    import secrets
+    import time
+
+    key, pad = secrets.token_bytes(32), 1.0
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=3), budget=dp.ApproxDP(10, 1e-5), seed=0)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key, pad=pad).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        sv = remote.sparse_vector(5, 1, dp.PureDP(1))
+        took = {}
+        for name, ask in (("test", lambda: sv.test(remote.table("t").agg(dp.len()))),
+                          ("top_k", lambda: remote.sql("SELECT g FROM t GROUP BY g HAVING TOP_K(COUNT(DISTINCT u), 2)")
+                           .collect(dp.ApproxDP(1, 1e-6))),
+                          ("schema", lambda: remote.schema("t"))):
+            start = time.monotonic()
+            ask()
+            took[name] = time.monotonic() - start
+    assert took["test"] >= pad and took["top_k"] >= pad, took
+    assert took["schema"] < pad, took
