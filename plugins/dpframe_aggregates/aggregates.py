@@ -211,15 +211,16 @@ def _interval(m: Measure, value: np.ndarray, v: dict[str, np.ndarray], noise: di
         corners = np.stack([s_lo / n_lo, s_lo / n_hi, s_hi / n_lo, s_hi / n_hi])
         return np.clip(mid + corners.min(axis=0), lo, hi), np.clip(mid + corners.max(axis=0), lo, hi)
     q_half = noise["q"].half_width(each)
-    s2_max = np.maximum(s_lo**2, s_hi**2)
-    s2_min = np.where((s_lo <= 0) & (s_hi >= 0), 0.0, np.minimum(s_lo**2, s_hi**2))
-    top, bottom = v["q"] + q_half - s2_min / n_hi, v["q"] - q_half - s2_max / n_lo
-    ddof = int(m.option("ddof", 1))
-    d_lo, d_hi = np.maximum(n_lo - ddof, 1.0), np.maximum(n_hi - ddof, 1.0)
-    candidates = np.stack([bottom / d_lo, bottom / d_hi, top / d_lo, top / d_hi])
-    cap = ((hi - lo) / 2) ** 2 * n_hi / d_lo
-    var_lo, var_hi = np.clip(candidates.min(axis=0), 0.0, cap), np.clip(candidates.max(axis=0), 0.0, cap)
-    return (var_lo, var_hi) if m.kind == "var" else (np.sqrt(var_lo), np.sqrt(var_hi))
+    with np.errstate(over="ignore", invalid="ignore"):     # as in _finish: noisy squares may leave float64
+        s2_max = np.maximum(s_lo**2, s_hi**2)
+        s2_min = np.where((s_lo <= 0) & (s_hi >= 0), 0.0, np.minimum(s_lo**2, s_hi**2))
+        top, bottom = v["q"] + q_half - s2_min / n_hi, v["q"] - q_half - s2_max / n_lo
+        ddof = int(m.option("ddof", 1))
+        d_lo, d_hi = np.maximum(n_lo - ddof, 1.0), np.maximum(n_hi - ddof, 1.0)
+        candidates = np.stack([bottom / d_lo, bottom / d_hi, top / d_lo, top / d_hi])
+        cap = ((hi - lo) / 2) ** 2 * n_hi / d_lo
+        var_lo, var_hi = np.clip(candidates.min(axis=0), 0.0, cap), np.clip(candidates.max(axis=0), 0.0, cap)
+        return (var_lo, var_hi) if m.kind == "var" else (np.sqrt(var_lo), np.sqrt(var_hi))
 
 
 def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
@@ -237,10 +238,13 @@ def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
         return np.asarray(np.clip(mid + centred, lo, hi))
     ddof = int(m.option("ddof", 1))
     denominator = np.maximum(n - ddof, 1.0)
-    var = (v["q"] - n * centred**2) / denominator
-    # Values in [lo, hi] have population variance ≤ ((hi − lo)/2)²; with ddof the bound scales by n/(n − ddof).
-    var = np.clip(var, 0.0, ((hi - lo) / 2) ** 2 * n / denominator)
-    return var if m.kind == "var" else np.asarray(np.sqrt(var))
+    # Bounds near 1e150 at a small budget: the noisy centred mean squared can leave float64 (a function of the
+    # noisy values only); numpy's overflow warning is not raised (an analyst's "error" filter made it a failure).
+    with np.errstate(over="ignore", invalid="ignore"):
+        var = (v["q"] - n * centred**2) / denominator
+        # Values in [lo, hi] have population variance ≤ ((hi − lo)/2)²; with ddof the bound scales by n/(n − ddof).
+        var = np.clip(var, 0.0, ((hi - lo) / 2) ** 2 * n / denominator)
+        return var if m.kind == "var" else np.asarray(np.sqrt(var))
 
 
 class AggregateMechanism:
