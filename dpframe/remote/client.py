@@ -37,6 +37,7 @@ from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
+from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.sql.parse import check_text
@@ -288,7 +289,9 @@ class RemoteQuery(Sendable):
 
     def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
-        sent = None if budget is None else wire.budget_to_json(budget)
+        # a query's budget: the in-process check (class and text) before anything is sent; a tool's or a measure's
+        # budget keeps its own rules (checked by the server's session as in process)
+        sent = None if budget is None else wire.budget_to_json(budget_of(budget))
         aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
         packer = Packer()
         source = self.packed(packer)

@@ -48,7 +48,6 @@ import pyarrow.compute as pc
 from dpframe.accuracy import Accuracy, check_accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
-from dpframe.planning.passes import budget_of
 
 VERSION = b"dpframe-remote-3"
 """Sent first by the server, so that a client of another protocol (or version) stops at once."""
@@ -387,8 +386,10 @@ def _number(value: object) -> bool:
 
 def budget_to_json(budget: Budget) -> dict[str, str]:
     """A budget as its type's name and its fields as exact fractions."""
-    budget_of(budget)               # the in-process error (class and text), before anything is sent
     name = type(budget).__name__
+    if name not in BUDGETS:
+        raise ArgumentError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {name}", argument="budget",
+                            fix="pass a budget such as dp.PureDP(0.5)")
     return {"type": name, **{f: str(Fraction(getattr(budget, f))) for f in BUDGETS[name][1]}}
 
 

@@ -279,10 +279,8 @@ def test_budgets_of_coprime_denominators_cannot_make_the_spent_budget_unreadable
         with pytest.raises(dp.ArgumentError, match="budget"):
             remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(Fraction(1, 3)))
         assert remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(1 / 3)) == dp.PureDP(1 / 3)
-    for budget in (dp.ApproxDP(0.5, 5e-324), dp.ZCDP(1e-300), dp.PureDP(9.9e299)):   # floats' ends
+    for budget in (dp.ApproxDP(0.5, 5e-324), dp.ZCDP(1e-300), dp.PureDP(1.7976931348623157e308)):   # floats' ends
         assert wire.budget_from_json(wire.budget_to_json(budget)) == budget
-    with pytest.raises(dp.BudgetError, match="below 1e300"):     # refused as a query's budget in process (stop 46)
-        wire.budget_to_json(dp.PureDP(1.7976931348623157e308))
     assert sess.history().height == 0
 
 

@@ -332,6 +332,9 @@ def test_early_refusals_are_the_in_process_errors(served: tuple[dp.Session, dp.S
         "chain accuracy": lambda s: s.table("t").agg(dp.len()).collect(accuracy="5"),
         "sql": lambda s: s.sql(123),
         "blank sql": lambda s: s.sql("   ").cost(dp.PureDP(1)),
+        # a tool's budget keeps the tool's own rules (not a query's 1e300 limit)
+        "tool budget too large": lambda s: s.sparse_vector(threshold=1, max_positives=1, budget=dp.PureDP(1e301)),
+        "tool budget text": lambda s: s.individual_filter(budget="x"),
     }
     with dp.connect(server.address, authkey=KEY) as remote:
         for name, call in calls.items():
