@@ -144,14 +144,14 @@ class AggregateQuery:
             def check() -> None:
                 dry_run(detail.shown)
                 dry_run(detail.worst)
-            return dataclasses.replace(planned, check=check)
+            return dataclasses.replace(planned, check=check, kinds=detail.shown.kinds() | detail.worst.kinds())
         physical = finish(plan_query(self.source.context, self.node, budget))
         node = self.node
         backend = self.source.backend or self.source.context.backend
         return FamilyPlan(physical.budget, physical.cost, physical.session_cost, mechanisms(physical),
                           lambda: explain_aggregate(self.source.unit, node, physical, backend),
                           lambda reader, rng: run_aggregate(reader, node, physical, rng),
-                          check=lambda: dry_run(physical), detail=physical)
+                          check=lambda: dry_run(physical), detail=physical, kinds=physical.kinds())
 
     def describe(self) -> str:
         """A compact one-line text of the query (used in the history)."""

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 
 import polars as pl
 
+from dpframe.backends.base import check_kinds
 from dpframe.budgets import Budget, describe
 from dpframe.display import Explanation, query_html
 from dpframe.errors import BudgetError, PlanError
@@ -129,6 +130,8 @@ class FamilyPlan(Generic[R]):
     ``settle`` (output-DP mechanisms, basic composition only) maps the released result to (its cell's
     cost, cell name). ``check`` runs before charging (e.g. every mechanism on all-zero statistics): a
     plugin bug fails for free. ``detail`` is the family's own plan object (``query.plan(budget)`` returns it).
+    ``kinds``: the statistic kinds ``run`` reads (it may leave out :data:`~dpframe.backends.base.BASE_KINDS`, which
+    every backend computes); ``collect`` refuses, free, a backend that does not compute one of them.
     ``explain`` is the :class:`Explain`, or a function of no arguments that makes it: only ``explain()`` calls
     it, so ``collect()`` does not build text it never shows (:meth:`explained` returns it either way).
     """
@@ -142,6 +145,7 @@ class FamilyPlan(Generic[R]):
     settle: Callable[[R], tuple[SessionCost, str]] | None = None
     check: Callable[[], None] | None = None
     detail: Any = None
+    kinds: frozenset[str] = frozenset()
 
     def explained(self) -> Explain:
         """The explanation (made now when ``explain`` is a function).
@@ -320,12 +324,15 @@ class Releasable(Sealed, Generic[R]):
         return self._collect(self._planned(needs_budget(budget, "collect")))
 
     def _collect(self, plan: FamilyPlan[R]) -> R:
+        front = self._front
+        backend = getattr(self._query, "backend", None)
+        if plan.kinds:      # a statistic kind the backend does not compute would fail after the charge
+            check_kinds(front._release.catalog.backend(backend), plan.kinds)
         if plan.check is not None:
             plan.check()
-        front = self._front
         return front._release.release(plan.charge, self.describe(), plan.mechanisms,
                                       lambda reader: plan.run(reader, front.rng), settle=plan.settle,
-                                      backend=getattr(self._query, "backend", None), tables=self._tables)
+                                      backend=backend, tables=self._tables)
 
     def describe(self) -> str:
         """A compact one-line text of the query (used in the history)."""

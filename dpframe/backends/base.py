@@ -19,11 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Protocol, get_args, runtime_checkable
 
 import polars as pl
 
+from dpframe.errors import PlanError, PluginError
 from dpframe.mechanism import SUM_LIMIT, Statistic
+from dpframe.mechanism.base import StatisticKind
 from dpframe.plan.nodes import RowNode
 from dpframe.privacy_unit import PrivacyUnit
 
@@ -144,6 +147,87 @@ class Quiet(Protocol):
 
     def check_quiet(self) -> None:
         """An :class:`~dpframe.errors.ArgumentError` while one is on (called before a charge and each read)."""
+
+
+#: Every statistic kind a backend may be asked for (:class:`~dpframe.mechanism.Statistic`).
+STATISTIC_KINDS: frozenset[str] = frozenset(get_args(StatisticKind))
+#: The kinds every backend computes: those of the first backend contract. A kind added since (``distinct``)
+#: runs only on a backend that lists it in ``statistic_kinds`` (:class:`ListsKinds`).
+BASE_KINDS: frozenset[str] = frozenset({"rows", "nonnull", "fixed_sum", "units", "indicator_sum", "sorted"})
+
+
+@runtime_checkable
+class ListsKinds(Protocol):
+    """Says which statistic kinds it computes: :data:`BASE_KINDS` and any of the later ones (``distinct``).
+
+    A backend without this attribute computes :data:`BASE_KINDS` only: a query reading another kind is refused
+    on it before its charge (:func:`check_kinds`), not failed after it.
+    """
+
+    statistic_kinds: frozenset[str]
+
+
+def kinds_of(backend: Any) -> frozenset[str]:
+    """The statistic kinds ``backend`` computes (see :class:`ListsKinds`).
+
+    Example:
+        >>> class Old:
+        ...     name = "old"
+        >>> sorted(STATISTIC_KINDS - kinds_of(Old()))
+        ['distinct']
+
+    """
+    return frozenset(backend.statistic_kinds) if isinstance(backend, ListsKinds) else BASE_KINDS
+
+
+def check_listed_kinds(backend: Any, name: str) -> None:
+    """A PluginError naming ``backend`` unless its ``statistic_kinds`` (if any) are known kinds, the base ones included.
+
+    Checked when a backend is created, so a backend that leaves out a base kind (which families read without
+    declaring it) is refused before any query, not after a charge.
+
+    Example:
+        >>> class Odd:
+        ...     name, statistic_kinds = "odd", frozenset({"rows"})
+        >>> check_listed_kinds(Odd(), "odd")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: backend: backend 'odd' lists statistic_kinds ['rows']...
+
+    """
+    if not isinstance(backend, ListsKinds):
+        return
+    listed = backend.statistic_kinds
+    if not (isinstance(listed, frozenset) and all(isinstance(k, str) for k in listed)
+            and BASE_KINDS <= listed <= STATISTIC_KINDS):
+        shown = sorted(map(str, listed)) if isinstance(listed, frozenset) else listed
+        raise PluginError(f"backend {name!r} lists statistic_kinds {shown!r}", argument="backend",
+                          fix=f"statistic_kinds must be a frozenset of kinds from {sorted(STATISTIC_KINDS)} holding "
+                              f"every base kind {sorted(BASE_KINDS)} (or leave the attribute out: base kinds only)")
+
+
+def check_kinds(backend: Any, kinds: frozenset[str]) -> None:
+    """A PlanError naming ``backend`` (free: called before the charge) if it does not compute one of ``kinds``.
+
+    Example:
+        >>> class Old:
+        ...     name = "old"
+        >>> check_kinds(Old(), frozenset({"rows", "distinct"}))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: backend: backend 'old' does not compute 'distinct' statistics...
+
+    """
+    missing = sorted(kinds - kinds_of(backend))
+    if missing:
+        what = ", ".join(repr(k) for k in missing)
+        raise PlanError(f"backend {backend.name!r} does not compute {what} statistics, which this query reads "
+                        f"({_READERS.get(missing[0], 'a mechanism')})", argument="backend",
+                        fix="run it on a backend that lists them in statistic_kinds: dp.Session(..., "
+                            "backend='polars') (the built-in backends compute every kind); nothing was charged")
+
+
+_READERS = MappingProxyType({"distinct": "dp.count_distinct, SQL COUNT(DISTINCT x)"})
 
 
 @runtime_checkable

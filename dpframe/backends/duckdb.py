@@ -96,7 +96,7 @@ import polars as pl
 import pyarrow as pa
 
 from dpframe.backends._bounding import STEP, UNIT_SALT, Mask, Rows, U64s, crowded, empty, in_steps, kept
-from dpframe.backends.base import StatisticsRequest, double_sums_are_exact, int64_sums_are_exact
+from dpframe.backends.base import STATISTIC_KINDS, StatisticsRequest, double_sums_are_exact, int64_sums_are_exact
 from dpframe.backends.bins import Bins, adjacent_bins, with_counts
 from dpframe.backends.polars import row_hashes
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
@@ -426,6 +426,7 @@ class DuckDBBackend:
     """Runs plans in a private, locked DuckDB connection (see the module docstring)."""
 
     name = "duckdb"
+    statistic_kinds = STATISTIC_KINDS    # every kind (see dpframe.backends.base.ListsKinds)
 
     def __init__(self) -> None:
         self._con = connect(locked=False)

@@ -37,7 +37,7 @@ import dataclasses
 import polars as pl
 
 from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
-from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.base import STATISTIC_KINDS, StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.bins import adjacent_bins, with_counts
 from dpframe.backends.polars_lists import packs, sorted_lists
 from dpframe.backends.polars_windows import (
@@ -246,6 +246,7 @@ class PolarsBackend:
     """Runs plans on Polars LazyFrames (in memory or scanned from Parquet/CSV)."""
 
     name = "polars"
+    statistic_kinds = STATISTIC_KINDS    # every kind (see dpframe.backends.base.ListsKinds)
 
     def __init__(self) -> None:
         self._tables: dict[str, pl.LazyFrame] = {}

@@ -90,7 +90,7 @@ from typing import Any
 
 import polars as pl
 
-from dpframe.backends.base import StatisticsRequest, int64_sums_are_exact
+from dpframe.backends.base import STATISTIC_KINDS, StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.bins import BIN, COUNT, Bins, adjacent_bins
 from dpframe.backends.polars_windows import RankWindows, code_column, fill_missing_groups, finish_lists
 from dpframe.backends.rank_windows import SAMPLE_STRIDE, SINGLE_STRIDE
@@ -512,6 +512,7 @@ class SparkBackend:
     """Runs plans as Spark DataFrame operations (see the module docstring)."""
 
     name = "spark"
+    statistic_kinds = STATISTIC_KINDS    # every kind (see dpframe.backends.base.ListsKinds)
 
     def __init__(self, spark: Any = None) -> None:
         self._sql = _pyspark()

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from dpframe.backends.base import check_kinds
 from dpframe.budgets import ApproxDP, Budget, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
@@ -137,6 +138,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     from dpframe.aggregate import dry_run, run_aggregate
 
     dry_run(plan)
+    check_kinds(session._release.catalog.backend(), plan.kinds())
     return propose_test_release(
         session, lambda: sc._noisy(session, sc.noise_scale, session.rng) >= bar,
         lambda: run_aggregate(session._release.reader(), query.node, plan, session.rng),

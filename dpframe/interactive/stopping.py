@@ -40,6 +40,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpframe.accounting.accountants import ZCDPAccountant, round_up
+from dpframe.backends.base import check_kinds
 from dpframe.budgets import ZCDP, Budget, down, exact, make, up
 from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.frame import Query
@@ -139,6 +140,7 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     plans = [plan_query(session.plan_context, s.node, step, inner) for s in steps]
     for p in plans:
         dry_run(p)
+        check_kinds(session._release.catalog.backend(), p.kinds())
     spec = OdpSpec(cells, d, lambda results: str(len(results)))
     what = f"run_until({len(steps)} steps)"
     settle = resolve_refund(session, refund, what)

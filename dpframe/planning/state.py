@@ -65,6 +65,10 @@ class PhysicalPlan:
                 seen.setdefault(s.key, s)
         return tuple(seen.values())
 
+    def kinds(self) -> frozenset[str]:
+        """The statistic kinds the backend must compute (see :class:`~dpframe.backends.base.ListsKinds`)."""
+        return frozenset(s.kind for s in self.statistics())
+
 
 @dataclass(frozen=True)
 class PlanState:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pluggy
 
+from dpframe.backends.base import check_listed_kinds
 from dpframe.errors import PluginError
 from dpframe.family import RESERVED, QueryFamily
 from dpframe.mechanism import Mechanism
@@ -187,8 +188,10 @@ class PluginHost(Sealed):
         return self._registries().accountants.get(name)
 
     def backend(self, name: str) -> Any:
-        """A new instance of the backend registered as ``name``."""
-        return self._registries().backends.get(name)()
+        """A new instance of the backend registered as ``name`` (its ``statistic_kinds``, if any, checked)."""
+        engine = self._registries().backends.get(name)()
+        check_listed_kinds(engine, name)
+        return engine
 
     def backend_names(self) -> list[str]:
         """Registered backend names."""

@@ -14,8 +14,9 @@ Example (a backend package's ``tests/test_conformance.py``)::
 
 What the inherited tests check:
 
-* every statistic kind (``rows``, ``units``, ``nonnull``, ``distinct``, ``fixed_sum``, ``indicator_sum``, ``sorted``) on
-  edge values (NaN, ±inf, NULL, negative numbers, unsigned 64-bit and Decimal values, dates, datetimes),
+* every statistic kind the backend computes (``rows``, ``units``, ``nonnull``, ``distinct``, ``fixed_sum``,
+  ``indicator_sum``, ``sorted``: :func:`~dpframe.backends.base.kinds_of`; a query reading another must be refused
+  free) on edge values (NaN, ±inf, NULL, negative numbers, unsigned 64-bit and Decimal values, dates, datetimes),
   ungrouped and grouped, on random tables, through method-chain and SQL row nodes, from Parquet;
 * ``fixed_sum`` saturation: terms and totals clipped to ±:data:`~dpframe.mechanism.SUM_LIMIT`, never a
   wrap-around or an error;
@@ -45,7 +46,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dpframe.backends.base import SourceAware, StatisticsRequest
+from dpframe.backends.base import SourceAware, StatisticsRequest, kinds_of
+from dpframe.budgets import PureDP
+from dpframe.errors import PlanError
+from dpframe.measures import count_distinct
 from dpframe.mechanism import SUM_LIMIT, SortedCodes, Statistic, statistic_values
 from dpframe.plan.nodes import Filter, Scan, WithColumns
 from dpframe.plugin import plugin_host
@@ -303,14 +307,31 @@ class BackendConformance:
                 backend.register(table, df.lazy())
         return backend
 
+    def computed(self, stats: tuple[Statistic, ...]) -> tuple[Statistic, ...]:
+        """The statistics among ``stats`` whose kind the backend computes (:func:`~dpframe.backends.base.kinds_of`)."""
+        kinds = kinds_of(self.new_backend())
+        return tuple(s for s in stats if s.kind in kinds)
+
     # --------------------------------------------------------------------------------- statistics
     def test_backend_is_registered(self) -> None:
         assert self.backend_name in plugin_host().backend_names()
 
+    def test_kinds_it_does_not_compute_are_refused_before_the_charge(self) -> None:
+        """A query reading a kind the backend does not list is a free PlanError (none: nothing to check)."""
+        from dpframe.session import Session
+
+        if "distinct" in kinds_of(self.new_backend()):
+            pytest.skip("the backend computes every kind")
+        sess = Session({"t": EDGE}, privacy_unit=ROW, budget=PureDP(1), backend=self.backend_name)
+        with pytest.raises(PlanError, match=r"^backend: .* does not compute 'distinct' statistics"):
+            sess.table("t").agg(count_distinct("x")).collect(PureDP(1))
+        assert sess.history().height == 0
+
     @pytest.mark.parametrize("by", [(), ("g",), ("g", "h")])
     def test_every_statistic_on_edge_values(self, by: tuple[str, ...]) -> None:
-        got = self.make(t=EDGE).statistics(request(EVERY, ROW, by))
-        assert_same(got, reference(EDGE, EVERY, None, by))
+        stats = self.computed(EVERY)
+        got = self.make(t=EDGE).statistics(request(stats, ROW, by))
+        assert_same(got, reference(EDGE, stats, None, by))
 
     @pytest.mark.parametrize("by", [(), ("g",)])
     def test_fixed_sums_saturate(self, by: tuple[str, ...]) -> None:
@@ -324,11 +345,11 @@ class BackendConformance:
     @pytest.mark.parametrize("seed", [1, 2, 3])
     def test_random_tables_grouped_and_ungrouped(self, seed: int) -> None:
         df = random_table(2_000, seed)
-        stats = (Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"), Statistic("distinct", "q"),
-                 Statistic("fixed_sum", "x", F(0), F(100), F(50), 2, -8),
-                 Statistic("fixed_sum", "x", F(-10), F(90), F(0), 1, -12),
-                 Statistic("fixed_sum", "q", F(-50), F(50), F(0), 1, 0),
-                 Statistic("indicator_sum", "x", F(25), F(75)))
+        stats = self.computed((
+            Statistic("rows"), Statistic("units"), Statistic("nonnull", "x"), Statistic("distinct", "q"),
+            Statistic("fixed_sum", "x", F(0), F(100), F(50), 2, -8),
+            Statistic("fixed_sum", "x", F(-10), F(90), F(0), 1, -12),
+            Statistic("fixed_sum", "q", F(-50), F(50), F(0), 1, 0), Statistic("indicator_sum", "x", F(25), F(75))))
         unit = PrivacyUnit("u", max_rows=10_000)
         backend = self.make(t=df)
         for by in [(), ("g",), ("g", "k")]:
@@ -336,8 +357,8 @@ class BackendConformance:
 
     def test_public_keys_give_zeros_and_drop_other_keys(self) -> None:
         keys = pl.DataFrame({"g": ["a", "zz", None, "c"]})
-        stats = (Statistic("rows"), Statistic("units"), Statistic("fixed_sum", "x", F(0), F(10), F(0), 1, -1),
-                 Statistic("distinct", "i"))
+        stats = self.computed((Statistic("rows"), Statistic("units"),
+                               Statistic("fixed_sum", "x", F(0), F(10), F(0), 1, -1), Statistic("distinct", "i")))
         got = self.make(t=EDGE).statistics(request(stats, ROW, ("g",), keys))
         assert_same(got, reference(EDGE, stats, None, ("g",), keys))
         assert got.filter(pl.col("g") == "zz")["__rows"].item() == 0

@@ -21,11 +21,12 @@ class _Exploding:
     """A backend stand-in whose every data access fails loudly.
 
     ``supports(node)`` is answered (every step can run): it reads the step's public types, never data, and
-    a frame asks it when it is built; so is ``check_quiet()`` (its output settings: a release asks before its
-    charge).
+    a frame asks it when it is built; so are ``check_quiet()`` (its output settings: a release asks before its
+    charge) and ``statistic_kinds`` (what it computes: a release asks before its charge).
     """
 
     name = "polars"
+    statistic_kinds = frozenset({"rows", "nonnull", "distinct", "fixed_sum", "units", "indicator_sum", "sorted"})
 
     def supports(self, node: object) -> None:
         return None
