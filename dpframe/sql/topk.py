@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-import dpframe.measures as dpm
 from dpframe.errors import PlanError, TopKWarning
 from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
@@ -209,8 +208,8 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
                             f"(to release noisy scores): {fragment(text, item)}", argument="sql",
                             fix="compute other aggregates of the selected keys in a second query")
     # The same query without TOP_K, with the score as an aggregate: the compiler builds its row nodes,
-    # keys and measure. COUNT(DISTINCT unit) compiles as COUNT(unit), then becomes dp.count_units().
-    plain = dict(score, distinct=False)
+    # keys and measure (COUNT(DISTINCT unit), the unit also renamed, is dp.count_units(), as in any query).
+    plain = score
     select = [dict(plain, alias=i.get("alias", "")) if s else i for i, s in zip(items, shown)]
     synthetic = dict(copy.deepcopy(node), having=None, modifiers=[],
                      select_list=select if any(shown) else [*select, plain])
@@ -221,17 +220,12 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
     agg = compiled.node
     measure: Measure = agg.measures[-1] if not any(shown) else agg.measures[0]
     columns = compiled.post.columns if any(shown) else compiled.post.columns[:-1]
-    if units:
+    if units and measure.kind != "count_units":
         unit = session._sql_catalog.unit
-        if unit is None or measure.column != unit:
-            raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, so its argument must be the privacy-unit "
-                            f"column: {fragment(text, score)}", argument="sql",
-                            fix=f"write COUNT(DISTINCT {unit})" if unit else
-                            "with row-level privacy every row is a unit: use COUNT(*)")
-        default = measure.output_name == f"{unit}_count"
-        measure = dpm.count_units().alias(measure.output_name)
-        if default:
-            columns = tuple(("count_units", s) if s == measure.output_name else (n, s) for n, s in columns)
+        raise PlanError(f"COUNT(DISTINCT ...) counts privacy units, so its argument must be the privacy-unit "
+                        f"column: {fragment(text, score)}", argument="sql",
+                        fix=f"write COUNT(DISTINCT {unit})" if unit else
+                        "with row-level privacy every row is a unit: use COUNT(*)")
     source = Source(agg.input, session.plan_context, agg.by, agg.keys, backend)
     built = session.plugins.family("top_k").build(
         source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),

@@ -52,6 +52,10 @@ CASES = [
     # (SQL, method-chain twin, budget, session options)
     ("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(DISTINCT user), NULL)",
      lambda s: s.table("v").group_by("city").top_k(k=None, score=dp.count_units()), APPROX, {}),
+    # the unit renamed in a CTE is still the unit (was refused: the check read the compiled column name)
+    ("WITH w AS (SELECT user AS uid, city FROM v) SELECT city FROM w GROUP BY city "
+     "HAVING TOP_K(COUNT(DISTINCT uid), NULL)",
+     lambda s: s.table("v").group_by("city").top_k(k=None, score=dp.count_units()), APPROX, {}),
     ("SELECT city FROM v WHERE spend >= 2 GROUP BY city HAVING TOP_K(COUNT(*), 3)",
      lambda s: s.table("v").filter(pl.col("spend") >= 2).group_by("city").top_k(k=3, score=dp.len()), APPROX, {}),
     ("SELECT city, SUM(CLAMP(spend, 0, 6)) FROM v GROUP BY city "
