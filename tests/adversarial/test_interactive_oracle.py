@@ -495,9 +495,10 @@ class Seen:
     log: int
 
 
-def play(sess: dp.Session, seq: Sequence) -> list[Seen]:
-    """Run ``seq`` on ``sess``, checking each run's own invariants (see the module docstring) at every step."""
-    run = Run(sess)
+def play(sess: dp.Session, seq: Sequence, run: Run | None = None) -> list[Seen]:
+    """Run ``seq`` on ``sess`` (or through ``run``: a remote run's handle on it), checking each run's own invariants
+    (see the module docstring) at every step."""
+    run = Run(sess) if run is None else run
     seen: list[Seen] = []
     before = run.public()
     for i, step in enumerate(seq.steps):
