@@ -48,7 +48,16 @@ from dpframe.measures import (
 )
 from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
-from dpframe.remote import Remote, RemoteFrame, RemoteGroupBy, RemoteQuery, RemoteTool, Server, connect
+from dpframe.remote import (
+    Remote,
+    RemoteFrame,
+    RemoteGroupBy,
+    RemoteQuery,
+    RemoteRobustMedian,
+    RemoteTool,
+    Server,
+    connect,
+)
 from dpframe.session import Session
 from dpframe.tuning import Diagnosed
 
@@ -84,7 +93,7 @@ __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
-    "RemoteGroupBy", "RemoteQuery", "RemoteTool",
+    "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
     "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
     "connect",
     "count",

@@ -163,6 +163,11 @@ class RobustMedian(Sealed):
     """The generalized-PTR median query (``explain``/``cost``/``collect``)."""
 
     def __init__(self, frame: Frame, column: str, bounds: tuple[float, float]) -> None:
+        from dpframe.frame import Frame
+
+        if type(frame) is not Frame:
+            raise ArgumentError(f"expected a private frame, got {type(frame).__name__}", argument="frame",
+                                fix="pass sess.table(name) (after its filters and derived columns)")
         self._session = frame._session
         self._node = frame._node
         if not isinstance(column, str):
@@ -237,12 +242,12 @@ class RobustMedian(Sealed):
             lo, hi = (lo, mid) if covers(mid) else (mid, hi)
         return 2 * hi - 1, rho_scale, nu_scale    # ⌈t/2⌉ = hi; ν − ρ ≥ t needs ν ≥ hi or −ρ ≥ hi
 
-    def cost(self, budget: Budget) -> SessionCost:
+    def cost(self, budget: Budget | None = None) -> SessionCost:
         """The worst-case cost (reserved): the whole budget; a ⊥ is settled to ε_test + δ."""
-        eps_test, eps_rel, delta = self._split(budget)
+        eps_test, eps_rel, delta = self._split(needs_budget(budget, "cost"))  # type: ignore[arg-type]
         return self._session.accountant.charge(ApproxDP(eps_test + eps_rel, delta))
 
-    def explain(self, budget: Budget, format: str = "text") -> Any:
+    def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
         """Free: the proposals, the test threshold and the costs, with the budget block of every ``explain()``.
 
         An :class:`~dpframe.display.Explanation` (``print(e)`` is the text), or its ``to_dict()`` for
@@ -265,11 +270,12 @@ class RobustMedian(Sealed):
             data={"column": self.column, "bounds": [float(self.lo), float(self.hi)], "grid": unit,
                   "proposals": [b * unit for b in self.proposals], "test_threshold_rows": t,
                   "epsilon_test": float(eps_test), "epsilon_release": float(eps_rel), "delta": float(delta)})
-        return render_explain(self._session, e, budget, cost, self._session.accountant.charge(cost), format)
+        return render_explain(self._session, e, budget, cost, self._session.accountant.charge(cost),  # type: ignore[arg-type]
+                              format)
 
-    def collect(self, budget: Budget, *, refund: bool | None = None) -> float | None:
+    def collect(self, budget: Budget | None = None, *, refund: bool | None = None) -> float | None:
         """The noisy median, or None (⊥) when no proposal passed the test (``refund``: see propose_test_release)."""
-        eps_test, eps_rel, delta = self._split(budget)
+        eps_test, eps_rel, delta = self._split(needs_budget(budget, "collect"))  # type: ignore[arg-type]
         t, rho_scale, nu_scale = self.threshold(eps_test, delta)
         stat = Statistic("sorted", self.column, self.lo, self.hi, self.lo, 1, self.grid_exp)
         session, rng = self._session, self._session.rng

@@ -5,9 +5,10 @@ analyst's code runs in another process and reaches the data only through release
 ``docs/remote.md``.
 """
 
-from dpframe.remote.client import Remote, RemoteQuery, connect
+from dpframe.remote.client import Remote, RemoteQuery, RemoteRobustMedian, connect
 from dpframe.remote.frames import RemoteFrame, RemoteGroupBy
 from dpframe.remote.server import Server
 from dpframe.remote.tools import RemoteTool
 
-__all__ = ["Remote", "RemoteFrame", "RemoteGroupBy", "RemoteQuery", "RemoteTool", "Server", "connect"]
+__all__ = ["Remote", "RemoteFrame", "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool", "Server",
+           "connect"]

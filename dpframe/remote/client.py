@@ -174,6 +174,33 @@ class Remote:
 
         return open_tool(self, "individual_filter", args, kwargs)
 
+    def robust_median(self, frame: RemoteFrame, column: str, bounds: tuple[float, float]) -> RemoteRobustMedian:
+        """The generalized-PTR median of ``column`` over a remote frame, run in the server's session.
+
+        As ``dpframe.interactive.ptr.robust_median(frame, column, bounds)`` in process: ``cost(budget)`` and
+        ``explain(budget)`` are free, ``collect(budget, refund=None)`` returns the noisy median or None (⊥).
+        """
+        from dpframe.remote.frames import RemoteFrame
+
+        if type(frame) is not RemoteFrame or frame._remote is not self:
+            raise ArgumentError(f"expected a frame of this connection, got {type(frame).__name__}", argument="frame",
+                                fix="pass remote.table(name) (after its filters and derived columns)")
+        return RemoteRobustMedian(frame._query("robust_median", (column, bounds), {}))
+
+    def gated_release(self, query: RemoteQuery, budget: Budget, gate: RemoteQuery, threshold: float,
+                      gate_budget: Budget, *, refund: bool | None = None) -> pl.DataFrame | None:
+        """``query``'s release if a noisy ``gate`` count passes ``threshold``, run in the server's session.
+
+        As ``dpframe.interactive.ptr.gated_release`` in process (its arguments, checks, charges and refund):
+        both queries are method chains ending in ``agg``; the released frame, or None when the gate held it back.
+        """
+        packer = Packer()
+        args = [packer.pack(a, "gated_release") for a in (query, budget, gate, threshold, gate_budget)]
+        value, frames = self._request({"op": "gated_release", "args": args,
+                                       "kwargs": {"refund": packer.pack(refund, "refund")}}, packer.attached)
+        out: pl.DataFrame | None = unpack_result(value, frames)
+        return out
+
     def tables(self) -> list[str]:
         """The private tables' names."""
         out: list[str] = self._request({"op": "tables"})[0]
@@ -297,6 +324,34 @@ class RemoteQuery(Sendable):
         source = self.packed(packer)
         return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **options},
                                      packer.attached)
+
+
+class RemoteRobustMedian:
+    """A robust median on a :class:`Remote` (:meth:`Remote.robust_median`): free ``cost``/``explain``, ``collect``.
+
+    As ``dpframe.interactive.ptr.RobustMedian`` in process; its chain is replayed on the server's session.
+    """
+
+    def __init__(self, query: RemoteQuery) -> None:
+        self._query = query
+
+    def cost(self, budget: Budget | None = None) -> SessionCost:
+        """The worst-case charge (the whole budget; a ⊥ is settled to the test's share). Free."""
+        out: SessionCost = decode(self._query._ask("cost", budget, None)[0])
+        return out
+
+    def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
+        """The proposals, the test threshold and the costs: text, or a JSON-able dict. Free."""
+        return self._query._ask("explain", budget, None, format=format)[0]
+
+    def collect(self, budget: Budget | None = None, *, refund: bool | None = None) -> float | None:
+        """The noisy median, or None (⊥) when no proposal passed the test; charged on the server."""
+        value, frames = self._query._ask("collect", budget, None, refund=refund)
+        out: float | None = unpack_result(value["result"], frames)
+        return out
+
+    def __repr__(self) -> str:
+        return f"<dp.RemoteRobustMedian {self._query._shown}>"
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

@@ -19,13 +19,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.family import Releasable
 from dpframe.frame import Frame, GroupBy, Query
+from dpframe.interactive.ptr import RobustMedian, robust_median
 from dpframe.remote.values import Unpacker
 from dpframe.session import Session
 
@@ -34,11 +36,15 @@ FRAME_CALLS = frozenset({"filter", "with_columns", "select", "bound", "drop", "r
 """A frame's methods a remote chain may call (its family queries go through ``query``)."""
 GROUP_CALLS = frozenset({"agg", "top_k", "query"})
 """A group-by's methods a remote chain may call."""
+ENDINGS: Mapping[str, Callable[..., Any]] = MappingProxyType({"robust_median": robust_median})
+"""Functions of a frame that end a chain as its query (``robust_median(frame, column, bounds)`` in process)."""
 POSITIONAL: Mapping[str, str] = MappingProxyType({"filter": "predicate", "with_columns": "exprs", "select": "exprs",
                                                   "agg": "measures"})
 """The argument an error names for a call's positional arguments, as the method in process names it."""
 MAX_STEPS = 256
 """Calls in one chain."""
+QUERIES = (Query, Releasable, RobustMedian)
+"""What a chain may end in."""
 
 
 def replay(session: Session, chain: object, attached: list[bytes], *, frame: bool = False) -> Any:
@@ -54,18 +60,20 @@ def replay(session: Session, chain: object, attached: list[bytes], *, frame: boo
     built: Any = session.table(chain["table"])
     for step in chain["steps"]:
         call, args, kwargs = _step(step)
-        allowed = FRAME_CALLS if type(built) is Frame else GROUP_CALLS if type(built) is GroupBy else frozenset()
+        allowed = FRAME_CALLS | ENDINGS.keys() if type(built) is Frame else GROUP_CALLS if type(built) is GroupBy \
+            else frozenset()
         if call not in allowed:
-            where = "a query" if isinstance(built, Query | Releasable) else f"a {type(built).__name__}"
+            where = "a query" if isinstance(built, QUERIES) else f"a {type(built).__name__}"
             raise PlanError(f"{where} has no method {call!r} a remote chain may call", argument=call,
-                            fix="frames take " + ", ".join(sorted(FRAME_CALLS)) + "; group-bys take "
+                            fix="frames take " + ", ".join(sorted(FRAME_CALLS | ENDINGS.keys())) + "; group-bys take "
                                 + ", ".join(sorted(GROUP_CALLS)) + "; a query ends the chain")
         positional = POSITIONAL.get(call, call)
-        built = getattr(built, call)(*(values.unpack(a, positional) for a in args),
-                                     **{k: values.unpack(v, k) for k, v in kwargs.items()})
+        method = functools.partial(ENDINGS[call], built) if call in ENDINGS else getattr(built, call)
+        built = method(*(values.unpack(a, positional) for a in args),
+                       **{k: values.unpack(v, k) for k, v in kwargs.items()})
     if frame and type(built) is not Frame:
         raise PlanError("the chain does not end in a frame", argument="chain", fix="ask a frame for its schema")
-    if not frame and not isinstance(built, Query | Releasable):
+    if not frame and not isinstance(built, QUERIES):
         raise PlanError("the chain does not end in a query", argument="chain",
                         fix="finish it with .agg(...), .group_by(...).agg(...), .top_k(...) or another query")
     return built
@@ -81,4 +89,4 @@ def _step(step: object) -> tuple[str, list[Any], dict[str, Any]]:
     raise ArgumentError("not a recorded call", argument="chain", fix="build it with dp.connect(...).table(...)")
 
 
-__all__ = ["FRAME_CALLS", "GROUP_CALLS", "MAX_STEPS", "POSITIONAL", "replay"]
+__all__ = ["ENDINGS", "FRAME_CALLS", "GROUP_CALLS", "MAX_STEPS", "POSITIONAL", "QUERIES", "replay"]

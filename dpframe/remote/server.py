@@ -47,9 +47,10 @@ from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import Query
+from dpframe.interactive.ptr import RobustMedian, gated_release
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
-from dpframe.remote.tools import Tools
+from dpframe.remote.tools import Tools, call_of
 from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result
 from dpframe.sealed import Sealed
 from dpframe.session import Session
@@ -60,9 +61,10 @@ AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds of its start is closed."""
 IDLE_SECONDS = 3600.0
 """A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
-PADDED = ("collect", "use")
+PADDED = ("collect", "use", "gated_release")
 """The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
-interactive tool's call). The others (``cost``, ``explain``, ``schema``, ``remaining``, ...) never read a row."""
+interactive tool's call, a gated release). The others (``cost``, ``explain``, ``schema``, ``remaining``, ...)
+never read a row."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -266,11 +268,16 @@ class Server(Sealed):
 
     def _run(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
-        if op in ("open", "use"):           # an interactive tool; its queries are described like requests
+        if op in ("open", "use", "gated_release"):   # their queries are described like requests
             values = Unpacker(attached, lambda source: self._query(source, attached))
             if op == "open":
                 return tools.open(request, values), []
             frames: list[pl.DataFrame] = []
+            if op == "gated_release":       # the session's function, its arguments as the analyst gave them
+                _, args, kwargs = call_of(request, "op")
+                out = gated_release(*(values.unpack(a, "gated_release") for a in args),
+                                    **{k: values.unpack(v, k) for k, v in kwargs.items()})
+                return pack_result(out, frames), frames
             return pack_result(tools.use(request, values), frames), frames
         if op == "tables":
             return sess.tables(), []
@@ -287,9 +294,12 @@ class Server(Sealed):
         query = self._query(request, attached)
         budget = wire.budget_from_json(request.get("budget"))
         options = _options(request, op)
-        if options and not isinstance(query, Query):
-            raise ArgumentError(f"this query takes none of {sorted(options)}", argument=sorted(options)[0],
-                                fix="leave it out (a TOP_K query takes a budget only)")
+        takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
+            ("refund",) if isinstance(query, RobustMedian) else ()
+        other = sorted(set(options) - set(takes))
+        if other:
+            raise ArgumentError(f"this query takes none of {other}", argument=other[0],
+                                fix="leave it out (a TOP_K query takes a budget only; refund= is the robust median's)")
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
@@ -343,18 +353,18 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
             "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
-_DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None})
+_DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
 
 
 def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
-    """The request's options for ``op`` that are set (an aggregate query's ``ci``, ``diagnostics``, ``accuracy``).
+    """The request's options for ``op`` that are set (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
 
-    Set: present and other than the in-process default (``ci=None``, ``diagnostics=False``, ``accuracy=None``),
-    passed as sent, so that the session's checks refuse what they refuse in process (``ci=False``,
-    ``diagnostics=None``), before the charge.
+    ``refund`` is the robust median's. Set: present and other than the in-process default (``ci=None``,
+    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent, so that the session's checks refuse
+    what they refuse in process (``ci=False``, ``diagnostics=None``), before the charge.
     """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
-               "collect": ("ci", "diagnostics", "accuracy")}[op]
+               "collect": ("ci", "diagnostics", "accuracy", "refund")}[op]
     out: dict[str, Any] = {}
     for name in allowed:
         if name not in request or request[name] is _DEFAULTS[name]:

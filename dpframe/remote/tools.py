@@ -58,7 +58,7 @@ class Tools:
 
     def open(self, request: Mapping[str, Any], values: Unpacker) -> dict[str, Any]:
         """Open the tool a request names in the session (a target-charging channel reserves now)."""
-        tool, args, kwargs = _call(request, "tool")
+        tool, args, kwargs = call_of(request, "tool")
         if tool not in CALLS:
             raise PlanError(f"no interactive tool {tool!r} is served", argument="tool",
                             fix="open one of " + ", ".join(sorted(CALLS)))
@@ -82,7 +82,7 @@ class Tools:
             raise ArgumentError("no such open tool on this connection", argument="handle",
                                 fix="open it on this connection (remote.sparse_vector(...), ...)")
         tool, opened = self._open[handle]
-        call, args, kwargs = _call(request, "call")
+        call, args, kwargs = call_of(request, "call")
         if call not in CALLS[tool]:
             raise PlanError(f"{tool} has no method {call!r} a remote handle may use", argument=call,
                             fix="use one of " + ", ".join(sorted(CALLS[tool])))
@@ -100,7 +100,8 @@ class Tools:
         self._open.clear()
 
 
-def _call(request: Mapping[str, Any], field: str) -> tuple[str, list[Any], dict[str, Any]]:
+def call_of(request: Mapping[str, Any], field: str) -> tuple[str, list[Any], dict[str, Any]]:
+    """A request's call: the name in ``field``, its positional and keyword arguments (still packed)."""
     name, args, kwargs = request.get(field), request.get("args", []), request.get("kwargs", {})
     if isinstance(name, str) and isinstance(args, list) and isinstance(kwargs, dict):
         return name, args, kwargs
@@ -154,4 +155,4 @@ def open_tool(remote: Remote, tool: str, args: tuple[Any, ...], kwargs: dict[str
     return RemoteTool(remote, tool, int(value["handle"]))
 
 
-__all__ = ["CALLS", "MAX_OPEN", "PROPERTIES", "RemoteTool", "Tools", "open_tool"]
+__all__ = ["CALLS", "MAX_OPEN", "PROPERTIES", "RemoteTool", "Tools", "call_of", "open_tool"]

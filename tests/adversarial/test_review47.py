@@ -1,19 +1,20 @@
 """Review 47 (lead): the interactive D/D′ oracle through the remote boundary.
 
 ``test_interactive_oracle.py`` runs random sequences of interactive calls (sparse vectors, target-charging
-channels, individual filters, ordinary collects; refused arguments, calls after a close or a halt) in the
-session's process. A remote analyst opens the same tools through ``dp.connect`` (``remote.sparse_vector(...)``
-...: :mod:`dpframe.remote.tools`). Here each drawn sequence, restricted to what a server serves, runs through a
-served D and a served D′ (seeded alike, so both draw the same noise), and must behave alike up to the first step
-whose released outputs differ — the same outcome (released, or the same error class and text), the same public
-state of every tool and the same ledger — and, step by step, as the same sequence does on D in process (the
-same seed: the same answers), public state and ledger included.
+channels, individual filters, gated releases, robust medians, ordinary collects; refused arguments, calls after a
+close or a halt) in the session's process. A remote analyst makes the same calls through ``dp.connect``
+(``remote.sparse_vector(...)`` ...: :mod:`dpframe.remote.tools`; ``remote.gated_release``,
+``remote.robust_median``). Here each drawn sequence, restricted to what a server serves, runs through a served D
+and a served D′ (seeded alike, so both draw the same noise), and must behave alike up to the first step whose
+released outputs differ — the same outcome (released, or the same error class and text), the same public state
+of every tool and the same ledger — and, step by step, as the same sequence does on D in process (the same seed:
+the same answers), public state and ledger included.
 
-Left out of the remote sequences, and why: ``gated_release``, ``robust_median``, ``run_until`` and
-``propose_test_release`` are not served (docs/remote.md); losing a handle (a remote tool stays open on its
-connection until it is closed or the connection ends, where in process its finalizer commits it); entering a
-channel twice (a remote channel is entered when it opens). The analyst's recording numbers stay in the analyst's
-process (only their JSON values cross), so remote runs pass plain numbers.
+Left out of the remote sequences, and why: ``run_until`` and ``propose_test_release`` are not served (their
+analyst code is Python, docs/remote.md); losing a handle (a remote tool stays open on its connection until it is
+closed or the connection ends, where in process its finalizer commits it); entering a channel twice (a remote
+channel is entered when it opens). The analyst's recording numbers stay in the analyst's process (only their JSON
+values cross), so remote runs pass plain numbers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
+from .composed import apply_steps
 from .test_interactive_oracle import (
     NEIGHBOURS,
     UNITS_ADDED,
@@ -37,6 +39,7 @@ from .test_interactive_oracle import (
     Run,
     Seen,
     Sequence,
+    Step,
     agree,
     ledger,
     play,
@@ -52,7 +55,7 @@ REMOTE = settings(max_examples=10, derandomize=True, deadline=None, database=Non
 NOT_DECIMAL = ("ArgumentError", "budget: epsilon is not a decimal fraction")
 NO_OBJECT = ("released", ("answer", "no object"))
 #: Calls a server does not serve, or that mean something else through a connection (see the module docstring).
-NOT_SERVED = frozenset({"gated", "robust", "run_until", "ptr", "lose", "ch_enter"})
+NOT_SERVED = frozenset({"run_until", "ptr", "lose", "ch_enter"})
 
 
 def served_sequences() -> st.SearchStrategy[Sequence]:
@@ -73,6 +76,17 @@ class RemoteRun(Run):
 
     def public(self) -> tuple[Any, ...]:
         return comparable(super().public()[:-1] + (ledger(self.owner),))
+
+    def call(self, step: Step) -> Any:
+        """As in process, except the gated release and the robust median: the client's methods of the same name."""
+        if step.op not in ("gated", "robust"):
+            return super().call(step)
+        a = {k: self.arg(v) for k, v in step.args}
+        if step.op == "gated":
+            return self.sess.gated_release(a["query"], a["budget"], a["gate"], a["threshold"], a["gate_budget"],
+                                           refund=a["refund"])
+        frame = apply_steps(self.sess.table("t"), a["steps"])
+        return self.sess.robust_median(frame, a["column"], a["bounds"]).collect(a["budget"], refund=a["refund"])
 
 
 def comparable(public: tuple[Any, ...]) -> tuple[Any, ...]:
