@@ -108,6 +108,8 @@ class Remote:
         self._sock = channel.sock
         self._lock = threading.Lock()
         self._closed = False
+        self._asking: int | None = None                  # the thread running run_until's stop, while it runs
+        self._interrupted: BaseException | None = None   # an interrupt of that rule, raised after the reply
 
     def sql(self, query: str, *, keys: Mapping[str, Any] | None = None) -> RemoteQuery:
         """A private query in SQL (as ``sess.sql``): nothing is sent until ``cost``, ``explain`` or ``collect``.
@@ -201,6 +203,28 @@ class Remote:
         out: pl.DataFrame | None = unpack_result(value, frames)
         return out
 
+    def run_until(self, steps: Sequence[RemoteQuery], budget: Budget, stop: Callable[[list[pl.DataFrame]], bool], *,
+                  delta: float = 0, stops: Sequence[int] | None = None, refund: bool | None = None
+                  ) -> list[pl.DataFrame]:
+        """Collect ``steps`` in order on the server until ``stop(results so far)`` is true at a stopping point.
+
+        As ``dpframe.interactive.stopping.run_until`` in process (its arguments, checks, cells and refund): the
+        steps are remote ``agg`` queries; ``stop`` runs here, in the analyst's process, and receives released values
+        only: the results released so far (the server asks between steps; ``stop`` may not use this connection
+        meanwhile). An exception it raises fails the run, whose worst cell stays charged.
+        """
+        if not callable(stop):      # the in-process error, before anything is sent
+            raise ArgumentError("must be a function of the released results", argument="stop",
+                                fix="pass stop=lambda r: ...")
+        packer = Packer()
+        args = [packer.pack(steps if isinstance(steps, str) else list(steps) if isinstance(steps, Sequence)
+                            else steps, "steps"), packer.pack(budget, "budget")]
+        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(stops, "stops"),
+                  "refund": packer.pack(refund, "refund")}
+        value, frames = self._request({"op": "run_until", "args": args, "kwargs": kwargs}, packer.attached, ask=stop)
+        out: list[pl.DataFrame] = unpack_result(value, frames)
+        return out
+
     def tables(self) -> list[str]:
         """The private tables' names."""
         out: list[str] = self._request({"op": "tables"})[0]
@@ -246,8 +270,16 @@ class Remote:
     def __repr__(self) -> str:
         return f"<dp.Remote{' closed' if self._closed else ''}>"
 
-    def _request(self, message: dict[str, Any], attached: Sequence[bytes] = ()) -> tuple[Any, list[pl.DataFrame]]:
-        """Send one request (and its Arrow streams); the reply's value and frames, or the server's error raised here."""
+    def _request(self, message: dict[str, Any], attached: Sequence[bytes] = (),
+                 ask: Callable[[list[pl.DataFrame]], bool] | None = None) -> tuple[Any, list[pl.DataFrame]]:
+        """Send one request (and its Arrow streams); the reply's value and frames, or the server's error raised here.
+
+        ``ask``: answers the server's questions before its reply (``run_until``'s ``stop``, given the results
+        released so far); it runs in this process, and may not use this connection meanwhile.
+        """
+        if self._asking == threading.get_ident():
+            raise ArgumentError("this connection is waiting for run_until's stop answer", argument="stop",
+                                fix="decide from the results stop receives, or use another connection (dp.connect)")
         with self._lock:
             if self._closed:
                 raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
@@ -255,10 +287,19 @@ class Remote:
                 self._channel.send_json({**message, "attached": len(attached)})
                 for data in attached:
                     self._channel.send(data)
-                reply = self._channel.receive_json(wire.REPLY_LIMIT)
-                count = reply.get("frames", 0)
-                frames = [wire.frame_from_bytes(self._channel.receive(wire.REPLY_LIMIT))
-                          for _ in range(count if type(count) is int else 0)]
+                released: list[pl.DataFrame] = []
+                while True:
+                    reply = self._channel.receive_json(wire.REPLY_LIMIT)
+                    count = reply.get("frames", 0)
+                    frames = [wire.frame_from_bytes(self._channel.receive(wire.REPLY_LIMIT))
+                              for _ in range(count if type(count) is int else 0)]
+                    if "ask" not in reply:
+                        break
+                    if ask is None:
+                        raise RemoteError("the server asked a question this request does not answer",
+                                          argument="message", fix="use a dpframe server of the client's version")
+                    released += frames
+                    self._answer(ask, released)
             except (OSError, RemoteError) as e:
                 self._closed = True
                 self._sock.close()
@@ -266,9 +307,29 @@ class Remote:
                     raise
                 raise RemoteError(f"the connection failed ({e.strerror or e}); a request in flight may have been "
                                   "charged", argument="remote", fix="connect again and read remote.history()") from None
+        interrupted, self._interrupted = self._interrupted, None
+        if interrupted is not None:     # the analyst's rule was interrupted: the run failed, charged; raised as is
+            raise interrupted
         if not reply.get("ok"):
             raise _raised(reply)
         return reply.get("value"), frames
+
+    def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> None:
+        """Send ``ask(a copy of released)`` to the server.
+
+        A failure of the analyst's rule is sent by its type's name (the run fails, as in process); an interrupt
+        is kept, and raised once the server's reply is read.
+        """
+        self._asking = threading.get_ident()
+        try:
+            answer: dict[str, Any] = {"stop": bool(ask(list(released)))}
+        except Exception as e:  # noqa: BLE001 - the analyst's code: the run fails, as in process
+            answer = {"error": type(e).__name__}
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: the run fails, then it goes on up
+            answer, self._interrupted = {"error": type(e).__name__}, e
+        finally:
+            self._asking = None
+        self._channel.send_json(answer)
 
 
 class RemoteQuery(Sendable):

@@ -36,7 +36,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -48,6 +48,7 @@ from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, Rem
 from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.interactive.ptr import RobustMedian, gated_release
+from dpframe.interactive.stopping import run_until
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
@@ -61,10 +62,15 @@ AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds of its start is closed."""
 IDLE_SECONDS = 3600.0
 """A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
-PADDED = ("collect", "use", "gated_release")
+FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType({"gated_release": gated_release,
+                                                                 "run_until": run_until})
+"""The session's interactive functions served as requests of their name (their queries remote ones)."""
+PADDED = ("collect", "use", *FUNCTIONS)
 """The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
-interactive tool's call, a gated release). The others (``cost``, ``explain``, ``schema``, ``remaining``, ...)
-never read a row."""
+interactive tool's call, a gated release, each step of a ``run_until``). The others (``cost``, ``explain``,
+``schema``, ``remaining``, ...) never read a row."""
+STOP_LIMIT = 4096
+"""The bytes of an analyst's answer to ``run_until``'s stopping question."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -222,10 +228,10 @@ class Server(Sealed):
                                       fix="use dp.connect's client")
                 attached = Attached([channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
                                      for _ in range(count)])
-                arrived = time.monotonic()
-                reply, frames = self._answer(request, attached, tools)
+                asker = Asker(channel, self._pad, self._hold)      # run_until's questions, if it asks any
+                reply, frames = self._answer(request, attached, tools, asker)
                 if self._pad is not None and request.get("op") in PADDED:
-                    self._hold(arrived, self._pad)
+                    self._hold(asker.started, self._pad)
                     if self.closed:     # closed while the reply was held: not sent, as one still running then
                         break
                 channel.send_json(reply)
@@ -251,11 +257,11 @@ class Server(Sealed):
             LOG.warning("a reply took %.3g s, more than pad=%g s: sent at %g s", took, pad, at)
         self._closed.wait(max(arrived + at - time.monotonic(), 0.0))     # close() does not wait for it
 
-    def _answer(self, request: Mapping[str, Any], attached: list[bytes],
-                tools: Tools) -> tuple[dict[str, Any], list[pl.DataFrame]]:
+    def _answer(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools,
+                asker: Asker) -> tuple[dict[str, Any], list[pl.DataFrame]]:
         """The reply to one request (and the Arrow streams sent with it), and the frames that follow it."""
         try:
-            value, frames = self._run(request, attached, tools)
+            value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:
             return _error(e), []
@@ -266,17 +272,20 @@ class Server(Sealed):
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
                                       argument="request", fix="ask the data owner")), []
 
-    def _run(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools) -> tuple[Any, list[pl.DataFrame]]:
+    def _run(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools,
+             asker: Asker) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
-        if op in ("open", "use", "gated_release"):   # their queries are described like requests
+        if op in ("open", "use", *FUNCTIONS):   # their queries are described like requests
             values = Unpacker(attached, lambda source: self._query(source, attached))
             if op == "open":
                 return tools.open(request, values), []
             frames: list[pl.DataFrame] = []
-            if op == "gated_release":       # the session's function, its arguments as the analyst gave them
+            if op in FUNCTIONS:             # the session's function, its arguments as the analyst gave them
                 _, args, kwargs = call_of(request, "op")
-                out = gated_release(*(values.unpack(a, "gated_release") for a in args),
-                                    **{k: values.unpack(v, k) for k, v in kwargs.items()})
+                unpacked = {k: values.unpack(v, k) for k, v in kwargs.items()}
+                if op == "run_until":       # its stopping rule runs in the analyst's process, asked between steps
+                    unpacked["stop"] = asker.stop
+                out = FUNCTIONS[str(op)](*(values.unpack(a, str(op)) for a in args), **unpacked)
                 return pack_result(out, frames), frames
             return pack_result(tools.use(request, values), frames), frames
         if op == "tables":
@@ -327,6 +336,40 @@ class Server(Sealed):
         if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
         return self._session.sql(_text(source, "sql"), keys=None if keys is None else wire.read_keys(attached[keys]))
+
+
+class Asker:
+    """Asks the analyst's process whether a remote ``run_until`` stops: its ``stop`` rule runs there.
+
+    ``stop(results)`` sends the results released since the last question (``{"ask": "stop", "frames": n}`` and
+    their Arrow streams) and waits for ``{"stop": true|false}``. A padded server holds each question as it holds a
+    reply, from when the step's work began (:attr:`started`: the request's arrival, then each answer's), so a step's
+    time shows only as a doubling of ``pad``. An answer that is not a boolean, or the analyst's rule failing
+    (``{"error": "ValueError"}``), fails the run: its worst cell stays charged, as an exception raised by ``stop``
+    does in process. ``hold`` (the server's wait for a padded reply) receives public values only: two times.
+    """
+
+    def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], None]) -> None:
+        self._channel, self._pad, self._hold = channel, pad, hold
+        self._sent = 0
+        self.started = time.monotonic()
+
+    def stop(self, results: list[pl.DataFrame]) -> bool:
+        """The analyst's answer for ``results`` (run_until's released results so far)."""
+        new = results[self._sent:]
+        if self._pad is not None:
+            self._hold(self.started, self._pad)
+        self._channel.send_json({"ask": "stop", "frames": len(new)})
+        for frame in new:
+            self._channel.send(wire.frame_bytes(frame))
+        self._sent = len(results)
+        answer = self._channel.receive_json(STOP_LIMIT)
+        self.started = time.monotonic()
+        if type(answer.get("stop")) is bool:
+            return bool(answer["stop"])
+        error = answer.get("error")
+        name = error if isinstance(error, str) and error.isidentifier() and len(error) <= 64 else "StopFailed"
+        raise type(name, (Exception,), {})("the analyst's stopping rule failed")
 
 
 def reply_time(took: float, pad: float) -> float:

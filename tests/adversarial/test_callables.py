@@ -136,6 +136,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.mechanism.deferred.DeferredTuple", "build"): NO_VALUES,
     ("dpframe.remote.values.Unpacker", "queries"): PUBLIC,
     ("dpframe.remote.client.RemoteQuery", "source"): PUBLIC,
+    ("dpframe.remote.client.Remote.run_until", "stop"): RELEASED,
+    ("dpframe.remote.server.Asker", "hold"): PUBLIC,
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").

@@ -1,20 +1,21 @@
 """Review 47 (lead): the interactive D/D′ oracle through the remote boundary.
 
 ``test_interactive_oracle.py`` runs random sequences of interactive calls (sparse vectors, target-charging
-channels, individual filters, gated releases, robust medians, ordinary collects; refused arguments, calls after a
-close or a halt) in the session's process. A remote analyst makes the same calls through ``dp.connect``
-(``remote.sparse_vector(...)`` ...: :mod:`dpframe.remote.tools`; ``remote.gated_release``,
-``remote.robust_median``). Here each drawn sequence, restricted to what a server serves, runs through a served D
-and a served D′ (seeded alike, so both draw the same noise), and must behave alike up to the first step whose
-released outputs differ — the same outcome (released, or the same error class and text), the same public state
-of every tool and the same ledger — and, step by step, as the same sequence does on D in process (the same seed:
-the same answers), public state and ledger included.
+channels, individual filters, gated releases, robust medians, ``run_until``, ordinary collects; refused
+arguments, calls after a close or a halt) in the session's process. A remote analyst makes the same calls through
+``dp.connect`` (``remote.sparse_vector(...)`` ...: :mod:`dpframe.remote.tools`; ``remote.gated_release``,
+``remote.robust_median``, ``remote.run_until`` whose ``stop`` runs in the analyst's process). Here each drawn
+sequence, restricted to what a server serves, runs through a served D and a served D′ (seeded alike, so both draw
+the same noise), and must behave alike up to the first step whose released outputs differ — the same outcome
+(released, or the same error class and text), the same public state of every tool and the same ledger — and,
+step by step, as the same sequence does on D in process (the same seed: the same answers), public state and
+ledger included.
 
-Left out of the remote sequences, and why: ``run_until`` and ``propose_test_release`` are not served (their
-analyst code is Python, docs/remote.md); losing a handle (a remote tool stays open on its connection until it is
-closed or the connection ends, where in process its finalizer commits it); entering a channel twice (a remote
-channel is entered when it opens). The analyst's recording numbers stay in the analyst's process (only their JSON
-values cross), so remote runs pass plain numbers.
+Left out of the remote sequences, and why: ``propose_test_release`` is not served (its test and release are
+Python functions that run charged queries, docs/remote.md); losing a handle (a remote tool stays open on its
+connection until it is closed or the connection ends, where in process its finalizer commits it); entering a
+channel twice (a remote channel is entered when it opens). The analyst's recording numbers stay in the analyst's
+process (only their JSON values cross), so remote runs pass plain numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
@@ -55,7 +57,7 @@ REMOTE = settings(max_examples=10, derandomize=True, deadline=None, database=Non
 NOT_DECIMAL = ("ArgumentError", "budget: epsilon is not a decimal fraction")
 NO_OBJECT = ("released", ("answer", "no object"))
 #: Calls a server does not serve, or that mean something else through a connection (see the module docstring).
-NOT_SERVED = frozenset({"run_until", "ptr", "lose", "ch_enter"})
+NOT_SERVED = frozenset({"ptr", "lose", "ch_enter"})
 
 
 def served_sequences() -> st.SearchStrategy[Sequence]:
@@ -78,10 +80,24 @@ class RemoteRun(Run):
         return comparable(super().public()[:-1] + (ledger(self.owner),))
 
     def call(self, step: Step) -> Any:
-        """As in process, except the gated release and the robust median: the client's methods of the same name."""
-        if step.op not in ("gated", "robust"):
+        """As in process, except the gated release, the robust median and ``run_until``: the client's methods."""
+        if step.op not in ("gated", "robust", "run_until"):
             return super().call(step)
         a = {k: self.arg(v) for k, v in step.args}
+        if step.op == "run_until":          # stop runs here, asked by the server between steps
+            stop_at = a.pop("stop_at")
+
+            def stop(results: list[pl.DataFrame]) -> bool:
+                self.stopped_on.append([r.clone() for r in results])
+                return len(results) == stop_at
+
+            out = self.sess.run_until(a["steps"], a["budget"], stop, delta=a["delta"], stops=a["stops"],
+                                      refund=a["refund"])
+            for seen in self.stopped_on[-len(out):]:
+                assert len(seen) <= len(out) and all(s.equals(r) for s, r in zip(seen, out, strict=False)), \
+                    "stop received what run_until did not return"
+            self.stopped_on.clear()
+            return out
         if step.op == "gated":
             return self.sess.gated_release(a["query"], a["budget"], a["gate"], a["threshold"], a["gate_budget"],
                                            refund=a["refund"])

@@ -18,6 +18,7 @@ import pytest
 
 import dpframe as dp
 from dpframe.interactive.ptr import gated_release, robust_median
+from dpframe.interactive.stopping import run_until
 
 KEY = secrets.token_bytes(32)
 DATA = pl.DataFrame({"visitor": [i % 700 for i in range(6000)], "store": [i % 12 for i in range(6000)],
@@ -147,3 +148,118 @@ def test_a_gated_release_reply_is_padded() -> None:
             start = time.monotonic()
             gated(remote, dp.PureDP(0.1), threshold)
             assert 0.39 <= time.monotonic() - start < 0.75
+
+
+# ------------------------------------------------------------------------------------------ run_until
+
+def steps_of(s: Any, n: int = 5) -> list[Any]:
+    return [s.table("visits").filter(pl.col("store") == i).agg(dp.len()) for i in range(n)]
+
+
+def until(s: Any, *args: Any, **kw: Any) -> Any:
+    return (run_until if isinstance(s, dp.Session) else s.run_until)(*args, **kw)
+
+
+def test_run_until_as_in_process() -> None:
+    """The steps run on the server; ``stop`` runs in the analyst's process and sees the same released results."""
+    def script(s: Any, _: Any) -> list[Callable[[], Any]]:
+        seen: list[list[Any]] = []
+
+        def stop_at(n: int) -> Callable[[list[pl.DataFrame]], bool]:
+            def stop(results: list[pl.DataFrame]) -> bool:
+                seen.append([r.rows() for r in results])
+                results.clear()                             # the caller's copy: changes nothing
+                return len(seen[-1]) == n
+            return stop
+
+        def rows(out: list[pl.DataFrame]) -> list[Any]:
+            return [r.rows() for r in out]
+        return [lambda: rows(until(s, steps_of(s), dp.PureDP(0.5), stop_at(3))),
+                lambda: rows(until(s, steps_of(s), dp.PureDP(0.25), stop_at(99), refund=False)),
+                lambda: rows(until(s, steps_of(s, 4), dp.PureDP(0.5), stop_at(2), stops=[2], delta=1e-6)),
+                lambda: seen]
+
+    local, far = both(script)
+    assert far == local
+    assert len(local[0]) == 3 and len(local[1]) == 5 and len(local[2]) == 2
+    assert [len(s) for s in local[3][:5]] == [1, 2, 3, 1, 2]
+
+
+def test_run_until_with_pure_steps_in_a_zcdp_session_as_in_process() -> None:
+    local, far = both(lambda s, _: [lambda: len(until(s, steps_of(s, 3), dp.PureDP(0.1), lambda r: len(r) == 2,
+                                                     refund=False))],
+                      budget=dp.ZCDP(5))
+    assert far == local == [2]
+
+
+BAD_RUNS = {
+    "no steps": lambda s: until(s, [], dp.PureDP(1), lambda r: False),
+    "steps that are one query": lambda s: until(s, steps_of(s)[0], dp.PureDP(1), lambda r: False),
+    "a SQL step": lambda s: until(s, [s.sql("SELECT COUNT(*) AS n FROM visits")], dp.PureDP(1), lambda r: False),
+    "a grouped step": lambda s: until(s, [s.table("visits").group_by("day").agg(dp.len())], dp.PureDP(1),
+                                      lambda r: False),
+    "a stop that is not a function": lambda s: until(s, steps_of(s), dp.PureDP(1), True),
+    "a budget that is a number": lambda s: until(s, steps_of(s), 0.5, lambda r: False),
+    "an approximate budget": lambda s: until(s, steps_of(s), dp.ApproxDP(1, 1e-6), lambda r: False),
+    "bad stops": lambda s: until(s, steps_of(s), dp.PureDP(1), lambda r: False, stops=[9]),
+    "a bad delta": lambda s: until(s, steps_of(s), dp.PureDP(1), lambda r: False, delta=-1),
+    "too much": lambda s: until(s, steps_of(s), dp.PureDP(30), lambda r: False),
+    "a failing stop": lambda s: until(s, steps_of(s), dp.PureDP(0.5), lambda r: [][1]),
+    "a stop that is not a truth value": lambda s: until(s, steps_of(s), dp.PureDP(0.5), lambda r: pl.DataFrame()),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RUNS))
+def test_run_until_refusals_and_failures_as_in_process(case: str) -> None:
+    """The same error (class and text) and ledger: refused free, or (a stop that fails) failed and charged."""
+    local, far = both(lambda s, _: [lambda: BAD_RUNS[case](s)])
+    assert far == local and isinstance(local[0], tuple), local
+
+
+def test_a_stop_rule_may_not_use_its_own_connection() -> None:
+    """The connection is waiting for the rule's answer: a request on it from the rule is refused there (an
+    ArgumentError in the analyst's process), which fails the run, charged — another connection serves it."""
+    sess = session()
+    with served(sess) as remote:
+        with pytest.raises(dp.DPFrameError, match=r"failed while running \(ArgumentError\)"):
+            remote.run_until(steps_of(remote, 2), dp.PureDP(0.5), lambda r: remote.remaining() is None)
+        assert sess.history()["status"].to_list() == ["failed"]
+        assert remote.remaining() == sess.remaining()          # the connection still works
+
+
+def test_an_answer_that_is_not_a_truth_value_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-made client answering ``{"stop": 1}`` (not a boolean): the run fails, its worst cell charged."""
+    sess = session()
+    with served(sess) as remote:
+        monkeypatch.setattr(remote, "_answer", lambda ask, released: remote._channel.send_json({"stop": 1}))
+        with pytest.raises(dp.DPFrameError, match=r"failed while running \(StopFailed\)"):
+            remote.run_until(steps_of(remote, 2), dp.PureDP(0.5), lambda r: True)
+        assert sess.history()["status"].to_list() == ["failed"] and sess.spent() == dp.ApproxDP(1, 0)
+
+
+def test_an_interrupted_stop_rule_is_raised_after_the_run_fails() -> None:
+    sess = session()
+    with served(sess) as remote:
+        def interrupt(results: list[pl.DataFrame]) -> bool:
+            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            remote.run_until(steps_of(remote, 2), dp.PureDP(0.5), interrupt)
+        assert sess.history()["status"].to_list() == ["failed"]
+        assert remote.remaining() == sess.remaining()
+
+
+def test_each_step_of_a_padded_run_until_is_held() -> None:
+    """The server asks after each step, and replies after the last: each held to ``pad`` from when that step's work
+    began (the request's arrival, then the previous answer), so no step's time shows."""
+    sess = session()
+    asked: list[float] = []
+    with served(sess, pad=0.3) as remote:
+        start = time.monotonic()
+
+        def stop(results: list[pl.DataFrame]) -> bool:
+            asked.append(time.monotonic())
+            return len(results) == 3
+        remote.run_until(steps_of(remote, 5), dp.PureDP(0.5), stop)
+        done = time.monotonic()
+    gaps = [b - a for a, b in zip([start, *asked], [*asked, done], strict=True)]
+    assert len(gaps) == 4 and all(0.29 <= g < 0.6 for g in gaps), gaps
