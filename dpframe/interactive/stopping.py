@@ -15,7 +15,10 @@ an **inner** composition theorem applied to the first k_j steps (:mod:`dpframe.i
 
 The worst cell (ε_m, δ) is reserved before the first step, so the run is never cut short by the budget,
 and on stopping the session is settled to ε_j under **basic composition** (Thm 7; δ is never
-refunded). Other accountants are refused unless ``refund=False`` (then (ε_m, δ) is charged).
+refunded). Other accountants are refused unless ``refund=False``: then (ε_m, δ) is charged, except in a zCDP
+session, which is charged the steps' composed ρ — n steps of ``dp.ZCDP(ρ)`` (or ``dp.PureDP(ε)``, ρ = ε²/2) cost
+n·ρ whatever the stopping time, no ``delta`` (zCDP composes additively under adaptive composition, Bun & Steinke
+2016 Lemma 2.3, and ``stop`` reads released results only: the run is an adaptive composition of at most n steps).
 Thm 15's tighter δ_OPT is available as :func:`~dpframe.interactive.composition.optimal_stopping_delta`
 to validate specs; the cells here come from Lemma 11.
 
@@ -45,7 +48,7 @@ from dpframe.budgets import ZCDP, Budget, down, exact, make, up
 from dpframe.errors import ArgumentError, BudgetError, PlanError
 from dpframe.frame import Query
 from dpframe.interactive.composition import optimal_epsilon
-from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
+from dpframe.interactive.odp import OdpSpec, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.plan.nodes import tables_read
 
@@ -58,6 +61,19 @@ def _step_budget(budget: object, delta: Fraction) -> Budget:
         if delta == 0:
             raise BudgetError("zCDP steps need delta > 0 to convert each stopping point's ρ to (ε, δ_j)",
                               argument="delta", fix="pass delta=1e-6")
+        return budget
+    return make("pure", pure_epsilon(budget))
+
+
+def _composed_step(budget: object, delta: Fraction) -> Budget:
+    """A step's budget in a zCDP session that composes the steps' ρ: ``dp.ZCDP(ρ)`` or ``dp.PureDP(ε)``, no δ."""
+    if delta != 0:
+        raise BudgetError("a zCDP session composes the steps' ρ (no δ to spend): delta= is for the (ε, δ) cells of "
+                          "a basic session", argument="delta", fix="leave delta out")
+    if isinstance(budget, ZCDP):
+        if budget.delta != 0:
+            raise BudgetError(f"expected dp.ZCDP(rho) with δ = 0 per step, got {budget!r}", argument="budget",
+                              fix="pass dp.ZCDP(0.01)")
         return budget
     return make("pure", pure_epsilon(budget))
 
@@ -129,9 +145,17 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
         s._require_plan("run_until")
     # δ read once: a float subclass's ``== 0`` could say "not 0" to the cells (priced with a δ) and "0" to the spec
     d = exact(delta, "delta", allow_zero=True)  # type: ignore[arg-type]
-    cells = stopping_cells(len(steps), budget, delta=d, stops=stops)
-    points = {int(k) for k in cells}
-    step = _step_budget(budget, Fraction(1))
+    what = f"run_until({len(steps)} steps)"
+    settle = resolve_refund(session, refund, what)      # a refund outside a basic session: refused first
+    # a zCDP session that refunds nothing composes the steps' ρ (adaptively: any stopping time), no cells
+    composed = not settle and session.accountant.total.notion == "zcdp"
+    if composed:
+        step = _composed_step(budget, d)
+        points = set(_stops(stops, len(steps)))
+    else:
+        cells = stopping_cells(len(steps), budget, delta=d, stops=stops)
+        points = {int(k) for k in cells}
+        step = _step_budget(budget, Fraction(1))
     from dpframe.aggregate import dry_run, run_aggregate
     from dpframe.planning import plan_query
 
@@ -141,9 +165,6 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     for p in plans:
         dry_run(p)
         check_kinds(session._release.catalog.backend(), p.kinds())
-    spec = OdpSpec(cells, d, lambda results: str(len(results)))
-    what = f"run_until({len(steps)} steps)"
-    settle = resolve_refund(session, refund, what)
 
     def run() -> list[pl.DataFrame]:
         results: list[pl.DataFrame] = []
@@ -153,5 +174,13 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
                 break                                       # rule cannot change the count the cell is read from
         return results
 
-    return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle,
-                       tables=frozenset().union(*(tables_read(s.node) for s in steps)))
+    read = frozenset().union(*(tables_read(s.node) for s in steps))
+    if composed:
+        # each step is ρ_i-zCDP and stop reads released results only: an adaptive composition of at most n steps,
+        # Σ ρ_i-zCDP whatever the stopping time (zCDP composes additively under adaptivity); the worst case is charged
+        rho = session.accountant.charge(step).rho  # type: ignore[union-attr]
+        worst = session.accountant.charge(ZCDP(len(steps) * rho))
+        return session._release.release(worst, what, "early stopping (zCDP composition)", lambda reader: run(),
+                                        tables=declared_tables(session, read))
+    spec = OdpSpec(cells, d, lambda results: str(len(results)))
+    return run_ex_post(session, spec, what, "early stopping (output DP, Lemma 11)", run, refund=settle, tables=read)

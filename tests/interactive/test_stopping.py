@@ -145,3 +145,35 @@ def test_run_until_refuses_non_basic_sessions_and_bad_input() -> None:
     with pytest.raises(dp.DPFrameError):                           # a δ > 0 spec in a pure session
         run_until([pure.table("t").agg(dp.len())] * 3, dp.PureDP(0.5), stop=lambda r: True, delta=1e-6)
     assert basic.spent().epsilon == 0 and pure.spent().epsilon == 0   # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("step", "rho"), [(dp.ZCDP(Fraction(1, 50)), Fraction(1, 50)),
+                                           (dp.PureDP(Fraction(1, 5)), Fraction(1, 50))])     # ε²/2 = 1/50
+def test_run_until_in_a_zcdp_session_composes_the_steps_rho(step: dp.Budget, rho: Fraction) -> None:
+    """A zCDP session with ``refund=False`` charges n·ρ for n steps of ρ each, whenever the run stops.
+
+    Before, zCDP steps were refused there (their cells are (ε, δ_j), which a zCDP session cannot hold) and pure
+    steps were charged the cell (nε)²/2 — here 10 steps of ε = 1/5: 2, against 10 · 1/50 = 1/5 now. zCDP composes
+    additively under adaptive composition (Bun & Steinke 2016, Lemma 2.3): ``stop`` reads released results only,
+    so any stopping time of at most n ρ-zCDP steps is n·ρ-zCDP.
+    """
+    sess = _session(dp.ZCDP(1), seed=2)
+    steps = [sess.table("t").filter(pl.col("x") < b).agg(dp.len()) for b in range(100, 1001, 100)]
+    seen: list[int] = []
+    out = run_until(steps, step, stop=lambda r: seen.append(len(r)) or len(r) == 4, stops=[2, 4, 8], refund=False)
+    assert len(out) == 4 and seen == [2, 4]
+    assert sess.spent() == dp.ZCDP(10 * rho)                                     # hand-computed: all ten steps
+    assert sess.history()["mechanisms"].to_list() == ["early stopping (zCDP composition)"]
+    with pytest.raises(dp.BudgetConversionError, match="refund=False"):           # a refund needs basic sessions
+        run_until(steps, step, stop=lambda r: True)
+
+
+def test_run_until_in_a_zcdp_session_refuses_a_delta_and_approximate_steps() -> None:
+    sess = _session(dp.ZCDP(1))
+    steps = [sess.table("t").agg(dp.len())] * 3
+    for budget, kwargs, argument in [(dp.ZCDP(0.01), {"delta": 1e-6}, "delta"),
+                                     (dp.ZCDP(0.01, 1e-7), {}, "budget"), (dp.ApproxDP(1, 1e-6), {}, "budget")]:
+        with pytest.raises(dp.BudgetError) as info:
+            run_until(steps, budget, stop=lambda r: True, refund=False, **kwargs)
+        assert info.value.argument == argument
+    assert sess.history().height == 0
