@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from dpframe.backends.base import check_kinds
-from dpframe.budgets import ApproxDP, Budget, exact, exact_log
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
 from dpframe.family import Explain, check_format, needs_budget, render_explain
-from dpframe.interactive.odp import OdpSpec, resolve_refund, run_ex_post
+from dpframe.interactive.odp import OdpSpec, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
@@ -108,7 +108,8 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     """``query.collect(budget)`` only if the noisy scalar ``gate`` ≥ ``threshold``, else None.
 
     The gate is a ``gate_budget`` test; a None is charged the test only (basic composition; other
-    sessions need ``refund=False`` and pay both budgets). Both budgets are pure ε.
+    sessions need ``refund=False`` and pay both budgets: a zCDP session their composed ρ, ε_gate²/2 + ε²/2).
+    Both budgets are pure ε.
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -139,12 +140,26 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
 
     dry_run(plan)
     check_kinds(session._release.catalog.backend(), plan.kinds())
-    return propose_test_release(
-        session, lambda: sc._noisy(session, sc.noise_scale, session.rng) >= bar,
-        lambda: run_aggregate(session._release.reader(), query.node, plan, session.rng),
-        test_epsilon=eps_gate, release_epsilon=eps_rel,
-        what=f"gated({query.describe()} if {gate.describe()} ≥ {threshold})", mechanisms="gated release",
-        refund=refund, tables=tables_read(gate.node) | tables_read(query.node))
+    what = f"gated({query.describe()} if {gate.describe()} ≥ {threshold})"
+    read = tables_read(gate.node) | tables_read(query.node)
+
+    def gate_open() -> bool:
+        return bool(sc._noisy(session, sc.noise_scale, session.rng) >= bar)
+
+    def release() -> Any:
+        return run_aggregate(session._release.reader(), query.node, plan, session.rng)
+
+    if refund is False and session.accountant.total.notion == "zcdp":
+        # two pure mechanisms in sequence (the gate's Laplace count, then the query, which is ε_rel-DP whatever the
+        # gate said): zCDP composes them additively, ε_gate²/2 + ε_rel²/2, below the cell (ε_gate + ε_rel)²/2
+        rho = Fraction(0)
+        for eps in (eps_gate, eps_rel):
+            rho += session.accountant.charge(PureDP(eps)).rho  # type: ignore[union-attr]
+        return session._release.release(session.accountant.charge(ZCDP(rho)), what, "gated release (zCDP composition)",
+                                        lambda reader: release() if gate_open() else None,
+                                        tables=declared_tables(session, read))
+    return propose_test_release(session, gate_open, release, test_epsilon=eps_gate, release_epsilon=eps_rel,
+                                what=what, mechanisms="gated release", refund=refund, tables=read)
 
 
 def instability_distance(codes: np.ndarray, top: int, m: int, beta: int) -> int:

@@ -164,3 +164,19 @@ def test_robust_median_explains_like_every_query() -> None:
     with pytest.raises(dp.BudgetError, match="explain"):
         q.explain(None)  # type: ignore[arg-type]
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("threshold", [10, 10**6])           # released, held back: the same charge
+def test_gated_release_in_a_zcdp_session_composes_the_two_rho(threshold: int) -> None:
+    """A zCDP session with ``refund=False``: ε_gate²/2 + ε²/2 (the gate's Laplace count, then an ε-DP query,
+    composed), where the pure cell (ε_gate + ε)²/2 was charged — here 1/8 + 1/2 = 5/8 against 9/8."""
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ZCDP(5), seed=8)
+    t = sess.table("t")
+    out = gated_release(t.agg(dp.mean("x", bounds=(0, 10))), dp.PureDP(1), t.agg(dp.len()), threshold,
+                        dp.PureDP(Fraction(1, 2)), refund=False)
+    assert (out is None) == (threshold == 10**6)
+    assert sess.spent() == dp.ZCDP(Fraction(5, 8))
+    assert sess.history()["mechanisms"].to_list() == ["gated release (zCDP composition)"]
+    with pytest.raises(dp.BudgetConversionError, match="refund=False"):
+        gated_release(t.agg(dp.len()), dp.PureDP(1), t.agg(dp.len()), threshold, dp.PureDP(1))
