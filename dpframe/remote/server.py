@@ -276,7 +276,7 @@ class Server(Sealed):
              asker: Asker) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
         if op in ("open", "use", *FUNCTIONS):   # their queries are described like requests
-            values = Unpacker(attached, lambda source: self._query(source, attached))
+            values = Unpacker(attached, lambda source: self._query(source, attached, values))
             if op == "open":
                 return tools.open(request, values), []
             frames: list[pl.DataFrame] = []
@@ -326,12 +326,16 @@ class Server(Sealed):
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 
 
-    def _query(self, source: object, attached: list[bytes]) -> Any:
-        """The query a request describes: its SQL (and public keys), or its method chain replayed on the session."""
+    def _query(self, source: object, attached: list[bytes], values: Unpacker | None = None) -> Any:
+        """The query a request describes: its SQL (and public keys), or its method chain replayed on the session.
+
+        ``values``: the request's unpacker when the query is one of its arguments (its expressions count with the
+        request's others).
+        """
         if not isinstance(source, Mapping):
             raise ArgumentError("not a query", argument="query", fix="pass a remote query (remote.sql or a chain)")
         if "chain" in source:
-            return replay(self._session, source["chain"], attached)
+            return replay(self._session, source["chain"], attached, values=None if values is None else values.chained())
         keys = source.get("keys")
         if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")

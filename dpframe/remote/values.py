@@ -220,7 +220,17 @@ class Unpacker:
     def __init__(self, attached: list[bytes], queries: Callable[[Any], Any] | None = None) -> None:
         self._attached = attached
         self._queries = queries     # builds a query from its description (a tool's argument), or None
-        self._objects = 0           # the JSON objects of the expressions read so far (REQUEST_OBJECTS)
+        self._objects = [0]         # the JSON objects of the request's expressions read so far (REQUEST_OBJECTS)
+
+    def chained(self) -> Unpacker:
+        """The unpacker of a query's method chain sent as an argument of this request (its queries' builder).
+
+        It takes no queries as arguments, and counts its expressions' objects with this one's: the request's
+        expressions share :data:`REQUEST_OBJECTS` however many queries carry them.
+        """
+        out = Unpacker(self._attached)
+        out._objects = self._objects
+        return out
 
     def unpack(self, value: Any, argument: str) -> Any:
         """The value ``Packer.pack`` sent; an :class:`ArgumentError` (or :class:`PlanError`) for anything else."""
@@ -269,8 +279,8 @@ class Unpacker:
 
     def _expression(self, tree: Any, argument: str) -> pl.Expr:
         """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
-        self._objects += tree_objects(tree)
-        if self._objects > REQUEST_OBJECTS:
+        self._objects[0] += tree_objects(tree)
+        if self._objects[0] > REQUEST_OBJECTS:
             raise PlanError(f"the request's expressions have more than {REQUEST_OBJECTS} parts in all",
                             argument=argument, fix="send fewer or smaller expressions per query")
         return unpack_expression(tree, argument)

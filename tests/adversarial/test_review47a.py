@@ -1,0 +1,66 @@
+"""Review 47a: the remote server against an analyst who controls the client side completely.
+
+The analyst sends any JSON (``remote._request``, the client's raw request: a request the client would never build)
+and catches every error; what they see must be what the session charged for, and the server's stated bounds on one
+request must hold however its parts are nested.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.plan.rowlevel import tree_objects
+from dpframe.remote.values import REQUEST_OBJECTS, expression_tree
+
+KEY = secrets.token_bytes(32)
+
+
+@contextmanager
+def served(sess: dp.Session, **options: Any) -> Iterator[dp.Server]:
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, **options).start() as server:
+        yield server
+
+
+def _wide_sum(terms: int) -> pl.Expr:
+    """A sum of ``terms`` products as a balanced tree (shallow enough for Polars' JSON reader)."""
+    parts = [pl.col("x") * i for i in range(terms)]
+    while len(parts) > 1:
+        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def _chain(expressions: int) -> dict[str, Any]:
+    """A remote count after ``expressions`` derived columns, each a sum of 150 terms (about 1,200 JSON objects)."""
+    steps = [{"call": "with_columns", "args": [{"$expr": expression_tree(_wide_sum(150).alias(f"y{i}"), "exprs")}]}
+             for i in range(expressions)]
+    return {"chain": {"table": "t", "steps": [*steps, {"call": "agg", "args": [{"$measure": {"kind": "len"}}]}]}}
+
+
+@pytest.mark.parametrize("op", ["gated_release", "run_until"])
+def test_one_request_s_expressions_are_bounded_together_across_its_queries(op: str) -> None:
+    """REQUEST_OBJECTS bounds the expressions of one request in all (docs/remote.md, Limits).
+
+    A request that carries queries as arguments (a gated release's query and gate, ``run_until``'s steps, a tool's
+    call) replayed each chain with a count of its own: two chains of 7,200 objects passed, and so would as many as
+    64 MiB hold (each chain under the bound, the request many times over it).
+    """
+    per_chain = 6
+    assert tree_objects(_chain(1)["chain"]["steps"][0]["args"][0]["$expr"]) * per_chain < REQUEST_OBJECTS
+    sess = dp.Session({"t": pl.DataFrame({"x": [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1), seed=0)
+    budget = {"$budget": {"type": "PureDP", "epsilon": "1/4"}}
+    request = {"op": op, "args": [{"$query": _chain(per_chain)}, budget, {"$query": _chain(per_chain)}, 1, budget]} \
+        if op == "gated_release" else {"op": op, "args": [[{"$query": _chain(per_chain)}] * 2, budget]}
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        remote.table("t").with_columns(  # one chain under the bound is served
+            *[_wide_sum(150).alias(f"y{i}") for i in range(per_chain)]).agg(dp.len()).cost(dp.PureDP(0.25))
+        with pytest.raises(dp.PlanError, match=f"more than {REQUEST_OBJECTS} parts in all"):
+            remote._request(request, (), lambda results: True)
+    assert sess.history().height == 0
