@@ -263,8 +263,10 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
-        except DPFrameError as e:
-            return _error(e), []
+        except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
+            released = getattr(e, "released", None)
+            frames = [released] if isinstance(released, pl.DataFrame) else []
+            return {**_error(e), "frames": len(frames)}, frames
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise

@@ -64,3 +64,22 @@ def test_one_request_s_expressions_are_bounded_together_across_its_queries(op: s
         with pytest.raises(dp.PlanError, match=f"more than {REQUEST_OBJECTS} parts in all"):
             remote._request(request, (), lambda results: True)
     assert sess.history().height == 0
+
+
+def test_a_sql_post_processing_failure_brings_its_charged_release_to_the_remote_analyst() -> None:
+    """A post-processing step that fails only on the released values fails after the charge; in process the
+    error's ``.released`` holds the released frame (docs/sql.md), and its text says so. Through a server the error
+    arrived with the same text but no ``.released``: the charged release was lost."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1] * 70_000})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(2), seed=0, backend="duckdb")
+    query = "SELECT CAST(COUNT(*) AS USMALLINT) AS n FROM t"        # passes on the stand-ins 1 and 1000
+    with pytest.raises(dp.DPFrameError, match="post-processing") as here:
+        sess.sql(query).collect(dp.PureDP(0.5))
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        with pytest.raises(dp.DPFrameError, match="post-processing") as there:
+            remote.sql(query).collect(dp.PureDP(0.5))
+        assert remote.tables() == sess.tables()            # the connection goes on
+    released = getattr(there.value, "released", None)
+    assert isinstance(released, pl.DataFrame)
+    assert released.schema == here.value.released.schema and released.height == 1      # type: ignore[attr-defined]
+    assert released.item() > 65_535 and sess.history()["status"].to_list() == ["committed"] * 2
