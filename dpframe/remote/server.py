@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import selectors
 import socket
 import ssl
@@ -453,11 +454,25 @@ def _text(request: Mapping[str, Any], field: str) -> str:
 
 
 def _error(e: DPFrameError) -> dict[str, Any]:
-    """The reply carrying ``e``: its class's name, its text and its fields."""
-    out = {"ok": False, "error": type(e).__name__, "message": str(e), "argument": e.argument, "fix": e.fix}
+    """The reply carrying ``e``: its class's name, its text and its fields.
+
+    Without the memory addresses the ``repr`` of an argument of the wrong type puts in a text
+    (``<Expr ['col("s")'] at 0x7f...>``): addresses in this process, where a new object lands depending on what the
+    process allocated before, its private work included.
+    """
+    out = {"ok": False, "error": type(e).__name__, "message": _unplaced(str(e)), "argument": _unplaced(e.argument),
+           "fix": _unplaced(e.fix)}
     if isinstance(e, BudgetExceededError):
         out |= {"requested": e.requested, "remaining": e.remaining, "difference": e.difference}
     return out
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
+def _unplaced(text: Any) -> Any:
+    """``text`` without the memory addresses of objects' ``repr`` (``<... at 0x7f...>``); anything else as is."""
+    return _ADDRESS.sub("", text) if isinstance(text, str) else text
 
 
 def _listen(address: object) -> tuple[socket.socket, str | None]:

@@ -83,3 +83,24 @@ def test_a_sql_post_processing_failure_brings_its_charged_release_to_the_remote_
     assert isinstance(released, pl.DataFrame)
     assert released.schema == here.value.released.schema and released.height == 1      # type: ignore[attr-defined]
     assert released.item() > 65_535 and sess.history()["status"].to_list() == ["committed"] * 2
+
+
+def test_error_texts_do_not_carry_the_server_s_memory_addresses() -> None:
+    """An argument of the wrong type is named in the error by its ``repr``: a Polars expression's says where it
+    lies in memory (``<Expr ['col("s")'] at 0x7F8D1614BE50>``). In process that is the analyst's own object; sent
+    back by a server it is an address in the data owner's process, and where a fresh object lands there depends
+    on what the process allocated before (its private work too). A server's error texts leave addresses out."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0], "s": ["a", "b"]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1), seed=0)
+    expr = {"$expr": {"Column": "s"}}
+    requests = [{"op": "open", "tool": "sparse_vector", "kwargs": {"threshold": 1, "max_positives": expr,
+                                                                   "budget": {"$budget": {"type": "PureDP",
+                                                                                          "epsilon": "1/10"}}}},
+                {"op": "cost", "chain": {"table": "t", "steps": [{"call": "bounds", "args": [expr]}]},
+                 "budget": {"type": "PureDP", "epsilon": "1/10"}}]
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        for request in requests:
+            with pytest.raises(dp.DPFrameError) as raised:
+                remote._request(request)
+            assert "col(\"s\")" in str(raised.value) and " at 0x" not in str(raised.value)
+    assert sess.history().height == 0
