@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import selectors
 import socket
 import ssl
@@ -53,7 +52,7 @@ from dpframe.interactive.stopping import run_until
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
-from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result
+from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
 from dpframe.sealed import Sealed
 from dpframe.session import Session
 from dpframe.sql.topk import SQLTopKQuery
@@ -460,19 +459,11 @@ def _error(e: DPFrameError) -> dict[str, Any]:
     (``<Expr ['col("s")'] at 0x7f...>``): addresses in this process, where a new object lands depending on what the
     process allocated before, its private work included.
     """
-    out = {"ok": False, "error": type(e).__name__, "message": _unplaced(str(e)), "argument": _unplaced(e.argument),
-           "fix": _unplaced(e.fix)}
+    out = {"ok": False, "error": type(e).__name__, "message": unplaced(str(e)), "argument": unplaced(e.argument),
+           "fix": unplaced(e.fix)}
     if isinstance(e, BudgetExceededError):
         out |= {"requested": e.requested, "remaining": e.remaining, "difference": e.difference}
     return out
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
-
-
-def _unplaced(text: Any) -> Any:
-    """``text`` without the memory addresses of objects' ``repr`` (``<... at 0x7f...>``); anything else as is."""
-    return _ADDRESS.sub("", text) if isinstance(text, str) else text
 
 
 def _listen(address: object) -> tuple[socket.socket, str | None]:

@@ -443,12 +443,33 @@ REPR_LIMIT = 1 << 16
 
 
 def _shown(value: object) -> str:
-    """``repr(value)``, at most :data:`REPR_LIMIT` characters (``"<repr failed: Error>"`` when it raises)."""
+    """``repr(value)``, at most :data:`REPR_LIMIT` characters (``"<repr failed: Error>"`` when it raises).
+
+    Without memory addresses (:func:`unplaced`: Python's default ``repr`` names one).
+    """
     try:
         text = repr(value)
     except Exception as e:      # a plugin's broken __repr__: the release still arrives, as its type
         return f"<repr failed: {type(e).__name__}>"
+    text = unplaced(text)
     return text if isinstance(text, str) and len(text) <= REPR_LIMIT else str(text)[:REPR_LIMIT] + "…"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
+def unplaced(text: Any) -> Any:
+    """``text`` without the memory addresses an object's ``repr`` holds (``<... at 0x7f...>``); a non-text as is.
+
+    An address in the server's process, where a new object lands depending on what the process allocated
+    before (its private work included), is no business of the analyst's.
+
+    Example:
+        >>> unplaced("got <Result object at 0x7f8d1614be50>")
+        'got <Result object>'
+
+    """
+    return _ADDRESS.sub("", text) if isinstance(text, str) else text
 
 
 def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
@@ -494,4 +515,4 @@ def _result_type(module: str, name: str) -> type | None:
 
 
 __all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
-           "plain_value", "unpack_expression", "unpack_result"]
+           "plain_value", "unpack_expression", "unpack_result", "unplaced"]

@@ -104,3 +104,15 @@ def test_error_texts_do_not_carry_the_server_s_memory_addresses() -> None:
                 remote._request(request)
             assert "col(\"s\")" in str(raised.value) and " at 0x" not in str(raised.value)
     assert sess.history().height == 0
+
+
+def test_a_released_object_s_repr_crosses_without_memory_addresses() -> None:
+    """A family's result of no type dpframe knows crosses as its ``repr``; Python's default one names the object's
+    address in the data owner's process (``<Result object at 0x7f...>``), left out as in error texts."""
+    from dpframe.remote.values import pack_result
+
+    class Result:
+        pass
+
+    shown = pack_result(Result(), [])["$object"]["repr"]
+    assert shown.startswith("<") and "Result object" in shown and " at 0x" not in shown
