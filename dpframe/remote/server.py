@@ -44,17 +44,19 @@ from typing import Any
 import polars as pl
 
 from dpframe.accounting.ledger import encode
-from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
+from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, PlanError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.interactive.ptr import RobustMedian, gated_release
 from dpframe.interactive.stopping import run_until
+from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
 from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
 from dpframe.sealed import Sealed
 from dpframe.session import Session
+from dpframe.sql.parse import parse
 from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
@@ -71,6 +73,10 @@ interactive tool's call, a gated release, each step of a ``run_until``). The oth
 ``schema``, ``remaining``, ...) never read a row."""
 STOP_LIMIT = 4096
 """The bytes of an analyst's answer to ``run_until``'s stopping question."""
+SQL_CHARACTERS = 1 << 18
+"""The longest SQL text a server reads (characters)."""
+SQL_OBJECTS = 5000
+"""JSON objects of a SQL query's parsed tree from which a server refuses it (a chain's expression: 2,000 each)."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -265,8 +271,9 @@ class Server(Sealed):
             return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
-            frames = [released] if isinstance(released, pl.DataFrame) else []
-            return {**_error(e), "frames": len(frames)}, frames
+            if isinstance(released, pl.DataFrame):
+                return {**_error(e), "frames": 1}, [released]
+            return _error(e), []
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -341,7 +348,9 @@ class Server(Sealed):
         keys = source.get("keys")
         if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
-        return self._session.sql(_text(source, "sql"), keys=None if keys is None else wire.read_keys(attached[keys]))
+        text = _text(source, "sql")
+        _check_sql_size(text, Unpacker(attached) if values is None else values)
+        return self._session.sql(text, keys=None if keys is None else wire.read_keys(attached[keys]))
 
 
 class Asker:
@@ -442,6 +451,29 @@ def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:
             if left <= 0 or not waiting.select(left):
                 raise TimeoutError("the TLS handshake did not finish in time")
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
+
+
+def _check_sql_size(text: str, values: Unpacker) -> None:
+    """Refuse SQL longer than :data:`SQL_CHARACTERS`, or of a tree of more than :data:`SQL_OBJECTS` JSON objects.
+
+    Its objects count with the request's other queries and expressions (``values``); all before it is built.
+
+    Building a query takes time growing faster than its size (an ``IN`` list of 4,000 numbers, 19 KB: 19 s; of
+    16,000: minutes), time one analyst would take from every other; the bound of a chain's expressions. A text
+    the parser refuses passes on, to the session's own error.
+    """
+    if len(text) > SQL_CHARACTERS:
+        raise PlanError(f"the SQL text has more than {SQL_CHARACTERS} characters", argument="sql",
+                        fix="send a shorter query (public keys go in keys=, not in the text)")
+    try:
+        node = parse(text).node
+    except Exception:
+        return
+    objects = tree_objects(node)
+    if objects > SQL_OBJECTS:
+        raise PlanError(f"the query has more than {SQL_OBJECTS} parts ({objects})", argument="sql",
+                        fix="split it into several queries, and pass long lists of public values as keys=")
+    values.count(objects, "sql")
 
 
 def _text(request: Mapping[str, Any], field: str) -> str:

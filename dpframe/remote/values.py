@@ -277,12 +277,16 @@ class Unpacker:
                 return Target(Fraction(ends[0]), None if ends[1] is None else Fraction(ends[1]), body["inside"])
         return plain_value(tag, body, argument)
 
-    def _expression(self, tree: Any, argument: str) -> pl.Expr:
-        """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
-        self._objects[0] += tree_objects(tree)
+    def count(self, objects: int, argument: str) -> None:
+        """Add ``objects`` (an expression's or a SQL query's JSON objects) to the request's: REQUEST_OBJECTS."""
+        self._objects[0] += objects
         if self._objects[0] > REQUEST_OBJECTS:
             raise PlanError(f"the request's expressions have more than {REQUEST_OBJECTS} parts in all",
                             argument=argument, fix="send fewer or smaller expressions per query")
+
+    def _expression(self, tree: Any, argument: str) -> pl.Expr:
+        """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
+        self.count(tree_objects(tree), argument)
         return unpack_expression(tree, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:

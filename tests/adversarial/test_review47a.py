@@ -116,3 +116,32 @@ def test_a_released_object_s_repr_crosses_without_memory_addresses() -> None:
 
     shown = pack_result(Result(), [])["$object"]["repr"]
     assert shown.startswith("<") and "Result object" in shown and " at 0x" not in shown
+
+
+def _in_list(n: int) -> str:
+    return "SELECT COUNT(*) AS n FROM t WHERE x IN (" + ",".join(str(i) for i in range(n)) + ")"
+
+
+def test_sql_sent_to_a_server_is_bounded_like_a_chain_s_expressions() -> None:
+    """A method chain's expressions are capped (2,000 JSON objects each, 10,000 a request) because checking them
+    takes time growing faster than their size, time one analyst would take from every other. SQL had no cap: an
+    ``IN`` list of 4,000 numbers (19 KB) took 19 s to build, of 16,000 (90 KB) more than 4 minutes, and a request
+    holds 64 MiB. A server refuses SQL whose tree has more than ``SQL_OBJECTS`` objects, or whose queries in one
+    request have more than ``REQUEST_OBJECTS`` with the expressions, free and before building it."""
+    import time
+
+    from dpframe.remote.server import SQL_OBJECTS
+
+    sess = dp.Session({"t": pl.DataFrame({"x": [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1), seed=0)
+    budget = {"$budget": {"type": "PureDP", "epsilon": "1/4"}}
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.sql(_in_list(1200)).cost(dp.PureDP(0.25)) == dp.PureDP(0.25)      # 2,409 objects, served
+        started = time.monotonic()
+        with pytest.raises(dp.PlanError, match=f"more than {SQL_OBJECTS} parts"):
+            remote.sql(_in_list(16_000)).cost(dp.PureDP(0.25))
+        with pytest.raises(dp.PlanError, match=f"more than {REQUEST_OBJECTS} parts in all"):
+            remote._request({"op": "run_until", "args": [[{"$query": {"sql": _in_list(1200)}}] * 5,
+                                                         budget]}, (), lambda results: True)
+        assert time.monotonic() - started < 5
+    assert sess.history().height == 0
