@@ -145,3 +145,22 @@ def test_sql_sent_to_a_server_is_bounded_like_a_chain_s_expressions() -> None:
                                                          budget]}, (), lambda results: True)
         assert time.monotonic() - started < 5
     assert sess.history().height == 0
+
+
+def test_a_query_nested_too_deep_for_the_check_is_refused_as_a_dpframe_error() -> None:
+    """An expression's check reads its JSON tree with Python's reader, which recurses: a tree nested past the
+    recursion limit raised a raw ``RecursionError`` from the API in process (every refusal is a dpframe error), and
+    a server answered only "the server failed this request (RecursionError)". ``x IN (0, ..., 499)`` in SQL, a
+    chain of 500 ``or``s, failed so; now it is a query the DuckDB backend runs, as other SQL without a Polars
+    equivalent, and a method chain's expression so deep a ``PlanError``, free."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1), seed=0)
+    deep = pl.col("x")
+    for _ in range(600):
+        deep = deep + 1
+    with pytest.raises(dp.PlanError, match="nested too deep"):
+        sess.table("t").with_columns(y=deep).agg(dp.len())
+    assert sess.sql(_in_list(500)).cost(dp.PureDP(0.25)) == dp.PureDP(0.25)
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.sql(_in_list(500)).cost(dp.PureDP(0.25)) == dp.PureDP(0.25)
+    assert sess.history().height == 0
