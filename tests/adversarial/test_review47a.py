@@ -164,3 +164,22 @@ def test_a_query_nested_too_deep_for_the_check_is_refused_as_a_dpframe_error() -
     with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
         assert remote.sql(_in_list(500)).cost(dp.PureDP(0.25)) == dp.PureDP(0.25)
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("where", [" OR ".join(f"x = {i}" for i in range(400)),
+                                   "x + " + " + ".join(f"abs(x - {i})" for i in range(100)) + " > 0",
+                                   "x + " + " + ".join(f"abs(x - {i})" for i in range(400)) + " > 0"],
+                         ids=["400 ors", "100 terms", "400 terms"])
+def test_sql_nested_too_deep_to_build_is_refused_as_a_dpframe_error(where: str) -> None:
+    """Long chains of operators nest the parsed tree deeply: building the query raised a raw ``RecursionError``
+    (Python's JSON reader, or the type check's walk) or DuckDB's ``SerializationException`` (its JSON writer stops
+    at 256 levels) from ``sess.sql`` in process, and a server answered only "the server failed this request"."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(1), seed=0)
+    query = f"SELECT COUNT(*) AS n FROM t WHERE {where}"
+    with pytest.raises(dp.PlanError) as here:
+        sess.sql(query).cost(dp.PureDP(0.25))
+    with served(sess) as server, dp.connect(server.address, authkey=KEY) as remote:
+        with pytest.raises(dp.PlanError) as there:
+            remote.sql(query).cost(dp.PureDP(0.25))
+    assert str(there.value) == str(here.value) and sess.history().height == 0
