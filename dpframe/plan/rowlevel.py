@@ -538,11 +538,16 @@ def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None
     except Exception as e:  # Python UDFs (map_elements/map_batches) do not serialize without pickling
         raise PlanError("uses an operation dpframe cannot inspect (a Python function?)", argument=argument,
                         fix="express the transformation with built-in Polars expressions") from e
-    tree = json.loads(text)
-    _check_sizes(tree, argument)
-    categoricals = "Categorical" in text or (schema is not None and any(_has_categorical(t) for t in schema.dtypes()))
-    checker = _Checker(schema, categoricals)
-    checker.walk(tree)
+    try:        # Python's JSON reader and the walk recurse: a tree nested past the recursion limit is refused
+        tree = json.loads(text)
+        _check_sizes(tree, argument)
+        categoricals = "Categorical" in text or (schema is not None and any(_has_categorical(t) for t in
+                                                                             schema.dtypes()))
+        checker = _Checker(schema, categoricals)
+        checker.walk(tree)
+    except RecursionError:
+        raise PlanError("the expression is nested too deep to check", argument=argument,
+                        fix="split it into several with_columns steps") from None
     if checker.bad:
         first = checker.bad[0]
         raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)

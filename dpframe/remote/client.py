@@ -311,7 +311,7 @@ class Remote:
         if interrupted is not None:     # the analyst's rule was interrupted: the run failed, charged; raised as is
             raise interrupted
         if not reply.get("ok"):
-            raise _raised(reply)
+            raise _raised(reply, frames)
         return reply.get("value"), frames
 
     def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> None:
@@ -444,8 +444,11 @@ def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
     return TopKWarning(str(value.get("warning")), outcome)
 
 
-def _raised(reply: Mapping[str, Any]) -> DPFrameError:
-    """The server's error as the same class, with the same text and fields."""
+def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> DPFrameError:
+    """The server's error as the same class, with the same text and fields.
+
+    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``).
+    """
     kind = getattr(errors, str(reply.get("error")), None)
     if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
         kind = DPFrameError
@@ -454,4 +457,6 @@ def _raised(reply: Mapping[str, Any]) -> DPFrameError:
     for field in ("argument", "fix", "requested", "remaining", "difference"):
         if field in reply:
             setattr(e, field, reply[field])
+    if len(frames) == 1:
+        e.released = frames[0]  # type: ignore[attr-defined]
     return e

@@ -47,16 +47,18 @@ QUERIES = (Query, Releasable, RobustMedian)
 """What a chain may end in."""
 
 
-def replay(session: Session, chain: object, attached: list[bytes], *, frame: bool = False) -> Any:
+def replay(session: Session, chain: object, attached: list[bytes], *, frame: bool = False,
+           values: Unpacker | None = None) -> Any:
     """The query a chain builds on ``session`` (nothing run, nothing charged); the API's own error otherwise.
 
-    ``frame=True``: the chain ends in a frame instead (a remote frame's schema), never a query.
+    ``frame=True``: the chain ends in a frame instead (a remote frame's schema), never a query. ``values``: the
+    unpacker of its arguments, when the chain is one of a request's several queries (:meth:`Unpacker.chained`).
     """
     if not isinstance(chain, Mapping) or not isinstance(chain.get("table"), str) \
             or not isinstance(chain.get("steps"), list) or len(chain["steps"]) > MAX_STEPS:
         raise ArgumentError("not a method chain", argument="chain",
                             fix=f"build it with dp.connect(...).table(...) (at most {MAX_STEPS} calls)")
-    values = Unpacker(attached)
+    values = Unpacker(attached) if values is None else values
     built: Any = session.table(chain["table"])
     for step in chain["steps"]:
         call, args, kwargs = _step(step)

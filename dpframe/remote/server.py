@@ -44,17 +44,19 @@ from typing import Any
 import polars as pl
 
 from dpframe.accounting.ledger import encode
-from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, RemoteError, TopKWarning
+from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, PlanError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.interactive.ptr import RobustMedian, gated_release
 from dpframe.interactive.stopping import run_until
+from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
-from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result
+from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
 from dpframe.sealed import Sealed
 from dpframe.session import Session
+from dpframe.sql.parse import parse
 from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
@@ -71,6 +73,10 @@ interactive tool's call, a gated release, each step of a ``run_until``). The oth
 ``schema``, ``remaining``, ...) never read a row."""
 STOP_LIMIT = 4096
 """The bytes of an analyst's answer to ``run_until``'s stopping question."""
+SQL_CHARACTERS = 1 << 18
+"""The longest SQL text a server reads (characters)."""
+SQL_OBJECTS = 5000
+"""JSON objects of a SQL query's parsed tree from which a server refuses it (a chain's expression: 2,000 each)."""
 POLL_SECONDS = 0.2
 """How often the accepting thread looks whether the server was closed."""
 LOG = logging.getLogger("dpframe.remote")
@@ -263,7 +269,10 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
-        except DPFrameError as e:
+        except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
+            released = getattr(e, "released", None)
+            if isinstance(released, pl.DataFrame):
+                return {**_error(e), "frames": 1}, [released]
             return _error(e), []
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
@@ -276,7 +285,7 @@ class Server(Sealed):
              asker: Asker) -> tuple[Any, list[pl.DataFrame]]:
         sess, op = self._session, request.get("op")
         if op in ("open", "use", *FUNCTIONS):   # their queries are described like requests
-            values = Unpacker(attached, lambda source: self._query(source, attached))
+            values = Unpacker(attached, lambda source: self._query(source, attached, values))
             if op == "open":
                 return tools.open(request, values), []
             frames: list[pl.DataFrame] = []
@@ -326,16 +335,22 @@ class Server(Sealed):
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 
 
-    def _query(self, source: object, attached: list[bytes]) -> Any:
-        """The query a request describes: its SQL (and public keys), or its method chain replayed on the session."""
+    def _query(self, source: object, attached: list[bytes], values: Unpacker | None = None) -> Any:
+        """The query a request describes: its SQL (and public keys), or its method chain replayed on the session.
+
+        ``values``: the request's unpacker when the query is one of its arguments (its expressions count with the
+        request's others).
+        """
         if not isinstance(source, Mapping):
             raise ArgumentError("not a query", argument="query", fix="pass a remote query (remote.sql or a chain)")
         if "chain" in source:
-            return replay(self._session, source["chain"], attached)
+            return replay(self._session, source["chain"], attached, values=None if values is None else values.chained())
         keys = source.get("keys")
         if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
-        return self._session.sql(_text(source, "sql"), keys=None if keys is None else wire.read_keys(attached[keys]))
+        text = _text(source, "sql")
+        _check_sql_size(text, Unpacker(attached) if values is None else values)
+        return self._session.sql(text, keys=None if keys is None else wire.read_keys(attached[keys]))
 
 
 class Asker:
@@ -438,6 +453,29 @@ def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
 
 
+def _check_sql_size(text: str, values: Unpacker) -> None:
+    """Refuse SQL longer than :data:`SQL_CHARACTERS`, or of a tree of more than :data:`SQL_OBJECTS` JSON objects.
+
+    Its objects count with the request's other queries and expressions (``values``); all before it is built.
+
+    Building a query takes time growing faster than its size (an ``IN`` list of 4,000 numbers, 19 KB: 19 s; of
+    16,000: minutes), time one analyst would take from every other; the bound of a chain's expressions. A text
+    the parser refuses passes on, to the session's own error.
+    """
+    if len(text) > SQL_CHARACTERS:
+        raise PlanError(f"the SQL text has more than {SQL_CHARACTERS} characters", argument="sql",
+                        fix="send a shorter query (public keys go in keys=, not in the text)")
+    try:
+        node = parse(text).node
+    except Exception:
+        return
+    objects = tree_objects(node)
+    if objects > SQL_OBJECTS:
+        raise PlanError(f"the query has more than {SQL_OBJECTS} parts ({objects})", argument="sql",
+                        fix="split it into several queries, and pass long lists of public values as keys=")
+    values.count(objects, "sql")
+
+
 def _text(request: Mapping[str, Any], field: str) -> str:
     value = request.get(field)
     if not isinstance(value, str):
@@ -447,8 +485,14 @@ def _text(request: Mapping[str, Any], field: str) -> str:
 
 
 def _error(e: DPFrameError) -> dict[str, Any]:
-    """The reply carrying ``e``: its class's name, its text and its fields."""
-    out = {"ok": False, "error": type(e).__name__, "message": str(e), "argument": e.argument, "fix": e.fix}
+    """The reply carrying ``e``: its class's name, its text and its fields.
+
+    Without the memory addresses the ``repr`` of an argument of the wrong type puts in a text
+    (``<Expr ['col("s")'] at 0x7f...>``): addresses in this process, where a new object lands depending on what the
+    process allocated before, its private work included.
+    """
+    out = {"ok": False, "error": type(e).__name__, "message": unplaced(str(e)), "argument": unplaced(e.argument),
+           "fix": unplaced(e.fix)}
     if isinstance(e, BudgetExceededError):
         out |= {"requested": e.requested, "remaining": e.remaining, "difference": e.difference}
     return out

@@ -220,7 +220,17 @@ class Unpacker:
     def __init__(self, attached: list[bytes], queries: Callable[[Any], Any] | None = None) -> None:
         self._attached = attached
         self._queries = queries     # builds a query from its description (a tool's argument), or None
-        self._objects = 0           # the JSON objects of the expressions read so far (REQUEST_OBJECTS)
+        self._objects = [0]         # the JSON objects of the request's expressions read so far (REQUEST_OBJECTS)
+
+    def chained(self) -> Unpacker:
+        """The unpacker of a query's method chain sent as an argument of this request (its queries' builder).
+
+        It takes no queries as arguments, and counts its expressions' objects with this one's: the request's
+        expressions share :data:`REQUEST_OBJECTS` however many queries carry them.
+        """
+        out = Unpacker(self._attached)
+        out._objects = self._objects
+        return out
 
     def unpack(self, value: Any, argument: str) -> Any:
         """The value ``Packer.pack`` sent; an :class:`ArgumentError` (or :class:`PlanError`) for anything else."""
@@ -267,12 +277,16 @@ class Unpacker:
                 return Target(Fraction(ends[0]), None if ends[1] is None else Fraction(ends[1]), body["inside"])
         return plain_value(tag, body, argument)
 
-    def _expression(self, tree: Any, argument: str) -> pl.Expr:
-        """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
-        self._objects += tree_objects(tree)
-        if self._objects > REQUEST_OBJECTS:
+    def count(self, objects: int, argument: str) -> None:
+        """Add ``objects`` (an expression's or a SQL query's JSON objects) to the request's: REQUEST_OBJECTS."""
+        self._objects[0] += objects
+        if self._objects[0] > REQUEST_OBJECTS:
             raise PlanError(f"the request's expressions have more than {REQUEST_OBJECTS} parts in all",
                             argument=argument, fix="send fewer or smaller expressions per query")
+
+    def _expression(self, tree: Any, argument: str) -> pl.Expr:
+        """:func:`unpack_expression`, all of a request's trees together at most :data:`REQUEST_OBJECTS` objects."""
+        self.count(tree_objects(tree), argument)
         return unpack_expression(tree, argument)
 
     def _measure(self, body: dict[str, Any], argument: str) -> Measure:
@@ -433,12 +447,33 @@ REPR_LIMIT = 1 << 16
 
 
 def _shown(value: object) -> str:
-    """``repr(value)``, at most :data:`REPR_LIMIT` characters (``"<repr failed: Error>"`` when it raises)."""
+    """``repr(value)``, at most :data:`REPR_LIMIT` characters (``"<repr failed: Error>"`` when it raises).
+
+    Without memory addresses (:func:`unplaced`: Python's default ``repr`` names one).
+    """
     try:
         text = repr(value)
     except Exception as e:      # a plugin's broken __repr__: the release still arrives, as its type
         return f"<repr failed: {type(e).__name__}>"
+    text = unplaced(text)
     return text if isinstance(text, str) and len(text) <= REPR_LIMIT else str(text)[:REPR_LIMIT] + "…"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
+def unplaced(text: Any) -> Any:
+    """``text`` without the memory addresses an object's ``repr`` holds (``<... at 0x7f...>``); a non-text as is.
+
+    An address in the server's process, where a new object lands depending on what the process allocated
+    before (its private work included), is no business of the analyst's.
+
+    Example:
+        >>> unplaced("got <Result object at 0x7f8d1614be50>")
+        'got <Result object>'
+
+    """
+    return _ADDRESS.sub("", text) if isinstance(text, str) else text
 
 
 def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
@@ -484,4 +519,4 @@ def _result_type(module: str, name: str) -> type | None:
 
 
 __all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
-           "plain_value", "unpack_expression", "unpack_result"]
+           "plain_value", "unpack_expression", "unpack_result", "unplaced"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import duckdb
 import polars as pl
 
 from dpframe.aggregate import confidence
@@ -187,10 +188,15 @@ def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = N
     if keys is not None and not isinstance(keys, Mapping):
         raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
                         fix="pass keys={'column': [value, ...]}")
-    parsed = parse(text)
-    call = top_k_call(parsed)
-    if call is not None:
-        return top_k_query(session, parsed, call, keys, backend)
-    compiled = Compiler(session._sql_catalog, parsed, keys).compile()
+    try:        # the parse, the checks and the lowering recurse over the tree (in Python and in DuckDB's JSON writer)
+        parsed = parse(text)
+        call = top_k_call(parsed)
+        if call is not None:
+            return top_k_query(session, parsed, call, keys, backend)
+        compiled = Compiler(session._sql_catalog, parsed, keys).compile()
+    except (RecursionError, duckdb.SerializationException):
+        raise PlanError("the query is nested too deep to check (a long chain of operators nests its tree)",
+                        argument="sql", fix="split it into several queries, pass a long IN list as keys= or a "
+                                            "public table, or sum fewer terms in one expression") from None
     return SQLQuery(session, compiled.node, text=parsed.text, post=compiled.post, explain_only=parsed.explain,
                     backend=backend, notes=compiled.notes, _engine=_ENGINE)
