@@ -437,7 +437,7 @@ class TargetChargingChannel(Sealed):
         """
         target = as_target(when)
         name = plain(name)
-        if name not in self._handles:
+        if not isinstance(name, str) or name not in self._handles:    # a list or dict is no name (and unhashable)
             raise ArgumentError(f"no unreleased value named {name!r}", argument="name",
                                fix=f"use one of {sorted(self._handles)}")
         sc, value, eps = self._handles[name]

@@ -112,6 +112,10 @@ def test_pay_only_for_change_prior_and_revisions() -> None:
         assert ch.hits == 1
         with pytest.raises(dp.DPFrameError, match="no unreleased"):
             ch.revise("h", when=dp.above(0))
+        for name in (["h"], {"h": 1}, 3):          # not a name: an ArgumentError (a list was a bare TypeError)
+            with pytest.raises(dp.ArgumentError, match="^name: no unreleased value named"):
+                ch.revise(name, when=dp.above(0))  # type: ignore[arg-type]
+        assert ch.calls == 3 and ch.hits == 1                  # refused: no call counted
         assert ch.between(_q(sess, 5), 0, 50) == "above" and ch.between(_q(sess, 0), 90, 110) == "between"
         best, value = ch.select_best([_q(sess, 0), _q(sess, 3), _q(sess, 1)], epsilon=0.5)
         assert best == 1 and value == pytest.approx(400, abs=40)
