@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
 from dpframe.engine_output import STREAMING
-from dpframe.errors import ArgumentError, DPFrameError, SchemaError, TableChangedError
+from dpframe.errors import ArgumentError, DPFrameError, PluginError, SchemaError, TableChangedError
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlySchema
@@ -155,6 +155,9 @@ class TableCatalog:
 
     def schema(self, name: str) -> pl.Schema:
         """Table ``name``'s public schema; a SchemaError naming the tables otherwise."""
+        if not isinstance(name, str):
+            raise SchemaError(f"expected a table name, got {type(name).__name__}", argument="name",
+                              fix=f"use one of {self.names()}")
         if name not in self._schemas:
             raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.names()}")
         return self._schemas[name]
@@ -188,6 +191,9 @@ class TableCatalog:
         """
         if name is None:
             return self._default
+        if not isinstance(name, str):       # a list or dict: no name (and unhashable)
+            raise PluginError(f"expected a backend name, got {type(name).__name__}", argument="backend",
+                              fix=f"use one of {self._plugins.backend_names()}, or leave backend= out")
         if name not in self._backends:
             failure = None
             try:

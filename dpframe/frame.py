@@ -222,7 +222,12 @@ class Frame(FixedClass):
             ['u', 'a']
 
         """
-        names = [name for c in columns for name in ([c] if isinstance(c, str) else c)]
+        names: list[object] = []
+        for c in columns:
+            if not isinstance(c, str | list | tuple):      # a number, None, an object: no column names
+                raise SchemaError(f"expected column names, got {type(c).__name__}", argument="columns",
+                                  fix=f"pass names of {self.columns}, e.g. drop('a', 'b') or drop(['a', 'b'])")
+            names += [c] if isinstance(c, str) else list(c)
         self._check_own(names, "columns", "stays", "drop()")
         kept = [c for c in self.columns if c not in names and c != self._unit()]
         if not kept and self._unit() is None:
@@ -230,9 +235,12 @@ class Frame(FixedClass):
                             fix="keep at least one column (any column: dp.len() counts rows whatever they hold)")
         return self.select(*kept)
 
-    def _check_own(self, names: list[str], argument: str, unit_rule: str, method: str) -> None:
+    def _check_own(self, names: Sequence[object], argument: str, unit_rule: str, method: str) -> None:
         """Each name is a column of this frame other than the privacy unit's (a SchemaError / PlanError otherwise)."""
         for c in names:
+            if not isinstance(c, str):
+                raise SchemaError(f"expected a column name, got {type(c).__name__}", argument=argument,
+                                  fix=f"use one of {self.columns}")
             if c not in self.schema:
                 raise SchemaError(f"unknown column {c!r}", argument=argument, fix=f"use one of {self.columns}")
             if c == self._unit():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -415,3 +416,19 @@ def test_query_describe(sess: dp.Session) -> None:
     assert text.startswith("Scan t") and "Filter" in text and "group_by['city']" in text
     assert "agg(len(), mean(age, bounds=[0, 100]))" in text
     assert repr(q).startswith("<dp.Query")
+
+
+@pytest.mark.parametrize(("call", "error", "text"), [
+    (lambda s: s.table("t").drop(None), dp.SchemaError, "^columns: expected column names, got NoneType"),
+    (lambda s: s.table("t").drop(3), dp.SchemaError, "^columns: expected column names, got int"),
+    (lambda s: s.table("t").drop([["x"]]), dp.SchemaError, "^columns: expected a column name, got list"),
+    (lambda s: s.table(["visits"]), dp.SchemaError, "^name: expected a table name, got list"),
+    (lambda s: s.table({"t": 1}), dp.SchemaError, "^name: expected a table name, got dict"),
+    (lambda s: s.sql("SELECT COUNT(*) AS n FROM t", backend=["duckdb"]), dp.PluginError,
+     "^backend: expected a backend name, got list"),
+])
+def test_arguments_of_the_wrong_type_are_dpframe_errors(sess: dp.Session, call: Any, error: type, text: str) -> None:
+    """A list where a name goes was a bare TypeError (unhashable), a number in ``drop`` one too ('not iterable')."""
+    with pytest.raises(error, match=text):
+        call(sess)
+    assert sess.history().height == 0
