@@ -150,14 +150,27 @@ def require_additive(session: Session, what: str) -> None:
                 "accountant='basic' (see docs/interactive.md)")
 
 
+def check_refund(refund: object) -> None:
+    """An ArgumentError naming ``refund`` unless it is None, True or False.
+
+    Example:
+        >>> check_refund("yes")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: refund: must be None, True or False, got 'yes'...
+
+    """
+    if refund not in (None, True, False):
+        raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
+                           fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
+
+
 def resolve_refund(session: Session, refund: object, what: str) -> bool:
     """Resolve a user-facing ``refund=`` argument (nothing is charged when this raises).
 
     None/True → refund (refused, clearly, outside basic sessions); False → the worst cell everywhere.
     """
-    if refund not in (None, True, False):
-        raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
-                           fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
+    check_refund(refund)
     if refund is False:
         return False
     require_additive(session, what)

@@ -26,7 +26,7 @@ import ssl
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -35,8 +35,12 @@ from dpframe import errors
 from dpframe.accounting.ledger import decode
 from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
+from dpframe.aggregate import confidence
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
+from dpframe.family import check_format
+from dpframe.frame import diagnostics_flag
+from dpframe.interactive.odp import check_refund
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
@@ -232,6 +236,9 @@ class Remote:
 
     def schema(self, table: str) -> pl.Schema:
         """A table's columns and their types (public metadata)."""
+        if not isinstance(table, str):      # the session's error, before sending what JSON may not carry
+            raise SchemaError(f"expected a table name, got {type(table).__name__}", argument="name",
+                              fix=f"use one of {self.tables()}")
         return self._request({"op": "schema", "table": table})[1][0].schema
 
     def remaining(self) -> Budget:
@@ -380,6 +387,9 @@ class RemoteQuery(Sendable):
         # a query's budget: the in-process check (class and text) before anything is sent; a tool's or a measure's
         # budget keeps its own rules (checked by the server's session as in process)
         sent = None if budget is None else wire.budget_to_json(budget_of(budget))
+        for name, value in options.items():    # JSON cannot carry it: the session's own check refuses it here
+            if not (value is None or isinstance(value, bool | int | float | str)):
+                OPTION_CHECKS.get(name, _no_option)(value)
         aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
         packer = Packer()
         source = self.packed(packer)
@@ -413,6 +423,16 @@ class RemoteRobustMedian:
 
     def __repr__(self) -> str:
         return f"<dp.RemoteRobustMedian {self._query._shown}>"
+
+
+def _no_option(value: object) -> None:
+    raise ArgumentError(f"cannot send a {type(value).__name__} as an option", argument="options",
+                        fix="pass a number, text, True/False or None, as the query takes in process")
+
+
+OPTION_CHECKS: Mapping[str, Callable[[Any], object]] = MappingProxyType({
+    "ci": confidence, "diagnostics": diagnostics_flag, "format": check_format, "refund": check_refund})
+"""The in-process check of each option a query sends, run here on a value JSON cannot carry (the same error)."""
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

@@ -263,3 +263,24 @@ def test_each_step_of_a_padded_run_until_is_held() -> None:
         done = time.monotonic()
     gaps = [b - a for a, b in zip([start, *asked], [*asked, done], strict=True)]
     assert len(gaps) == 4 and all(0.29 <= g < 0.6 for g in gaps), gaps
+
+
+# ------------------------------------------------------------------------------------------ options JSON cannot carry
+
+UNSENDABLE = {
+    "ci": lambda s, median: s.table("visits").agg(dp.len()).collect(dp.PureDP(1), ci=b"0.9"),
+    "diagnostics": lambda s, median: s.table("visits").agg(dp.len()).collect(dp.PureDP(1), diagnostics=b"1"),
+    "format": lambda s, median: s.table("visits").agg(dp.len()).explain(dp.PureDP(1), format=b"text"),
+    "refund": lambda s, median: median(s.table("visits"), "spend", (0, 9)).collect(dp.ApproxDP(1, 1e-6),
+                                                                                   refund=b"no"),
+    "table": lambda s, median: (s.table if isinstance(s, dp.Session) else s.schema)(b"visits"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNSENDABLE))
+def test_an_option_json_cannot_carry_gets_the_in_process_error(case: str) -> None:
+    """Bytes (or any object) where a query takes a number, text or a flag: the client ran ``json.dumps`` on it and
+    raised a bare TypeError; it now runs the session's own check first — the same error class and text, nothing
+    sent, nothing charged."""
+    local, far = both(lambda s, median: [lambda: UNSENDABLE[case](s, median)])
+    assert far == local and local[0][0] in ("PlanError", "ArgumentError", "SchemaError"), local
