@@ -387,9 +387,9 @@ class RemoteQuery(Sendable):
         # a query's budget: the in-process check (class and text) before anything is sent; a tool's or a measure's
         # budget keeps its own rules (checked by the server's session as in process)
         sent = None if budget is None else wire.budget_to_json(budget_of(budget))
-        for name, value in options.items():    # JSON cannot carry it: the session's own check refuses it here
-            if not (value is None or isinstance(value, bool | int | float | str)):
-                OPTION_CHECKS.get(name, _no_option)(value)
+        for name, value in options.items():    # JSON cannot carry it: the session's own check refuses it here,
+            if not (value is None or isinstance(value, bool | int | float | str)):    # or its plain value is sent
+                options[name] = OPTION_CHECKS.get(name, _no_option)(value)
         aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
         packer = Packer()
         source = self.packed(packer)
@@ -430,9 +430,20 @@ def _no_option(value: object) -> None:
                         fix="pass a number, text, True/False or None, as the query takes in process")
 
 
+def _format(value: object) -> str:
+    check_format(value)
+    return str(value)
+
+
+def _refund(value: object) -> bool | None:
+    check_refund(value)         # None, True or False, or equal to one (numpy's bool): sent as that
+    return None if value is None else bool(value)
+
+
 OPTION_CHECKS: Mapping[str, Callable[[Any], object]] = MappingProxyType({
-    "ci": confidence, "diagnostics": diagnostics_flag, "format": check_format, "refund": check_refund})
-"""The in-process check of each option a query sends, run here on a value JSON cannot carry (the same error)."""
+    "ci": confidence, "diagnostics": diagnostics_flag, "format": _format, "refund": _refund})
+"""The in-process check of each option a query sends, run here on a value JSON cannot carry: the same error, or the
+plain value it stands for (``numpy.float32(0.9)`` as ``ci``) is sent."""
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:

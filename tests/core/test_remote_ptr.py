@@ -284,3 +284,14 @@ def test_an_option_json_cannot_carry_gets_the_in_process_error(case: str) -> Non
     sent, nothing charged."""
     local, far = both(lambda s, median: [lambda: UNSENDABLE[case](s, median)])
     assert far == local and local[0][0] in ("PlanError", "ArgumentError", "SchemaError"), local
+
+
+def test_an_option_of_a_numpy_type_crosses_as_its_value() -> None:
+    """``ci=numpy.float32(0.9)`` is a confidence level in process; the client sends its plain value (json.dumps
+    refused it), and the twins release the same intervals."""
+    import numpy as np
+
+    local, far = both(lambda s, median: [
+        lambda: s.table("visits").agg(dp.len()).collect(dp.PureDP(1), ci=np.float32(0.9)),
+        lambda: median(s.table("visits"), "spend", (0, 50)).collect(dp.ApproxDP(4, 1e-6), refund=np.bool_(False))])
+    assert far == local and local[0][0][1:] != (None, None)
