@@ -70,12 +70,7 @@ def _composed_step(budget: object, delta: Fraction) -> Budget:
     if delta != 0:
         raise BudgetError("a zCDP session composes the steps' ρ (no δ to spend): delta= is for the (ε, δ) cells of "
                           "a basic session", argument="delta", fix="leave delta out")
-    if isinstance(budget, ZCDP):
-        if budget.delta != 0:
-            raise BudgetError(f"expected dp.ZCDP(rho) with δ = 0 per step, got {budget!r}", argument="budget",
-                              fix="pass dp.ZCDP(0.01)")
-        return budget
-    return make("pure", pure_epsilon(budget))
+    return _step_budget(budget, Fraction(1))    # a step's own checks; no δ needed to convert a cell
 
 
 def _stops(stops: object, n: int) -> list[int]:

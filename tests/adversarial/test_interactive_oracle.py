@@ -567,8 +567,13 @@ UNITS_ADDED = st.builds(Unit, extreme_rows())
 MANY_ROWS_ADDED = st.builds(Unit, extreme_rows(many=True))
 
 
-def check(seq: Sequence, extra: Unit, backend: str) -> str:
-    """The sequence behaves alike on D and D′ up to the first released difference; returns a label for events."""
+def check(seq: Sequence, extra: Unit, backend: str, observe: Callable[[dp.Session, Sequence], Outcome] = _observe,
+          then: Callable[[Outcome], None] | None = None) -> str:
+    """The sequence behaves alike on D and D′ up to the first released difference; returns a label for events.
+
+    ``observe`` runs it on one session (in process by default; review 47 runs it through a server); ``then``
+    receives D's outcome for further checks.
+    """
     parted: list[int | None] = []
 
     def same(on_d: Outcome, on_plus: Outcome) -> bool:
@@ -576,9 +581,11 @@ def check(seq: Sequence, extra: Unit, backend: str) -> str:
         parted.append(step)
         return why != "differ"
 
-    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, seq.storage, 1, _observe, same)
+    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, seq.storage, 1, observe, same)
     if on_d is None:
         return "D′ refused by the session"
+    if then is not None:
+        then(on_d)
     event("runs alike throughout" if parted[0] is None else f"released outputs part at step {parted[0]}")
     event(f"{sum(s.outcome[1] != ('answer', 'no object') for s in on_d)} of {len(on_d)} steps ran")
     return "outcomes on D: " + ", ".join(sorted({s.outcome[0] if s.outcome[0] != "released" else

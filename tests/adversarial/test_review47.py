@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 import dpframe as dp
 
+from . import test_interactive_oracle as oracle
 from .composed import apply_steps
 from .test_interactive_oracle import (
     NEIGHBOURS,
@@ -42,7 +43,6 @@ from .test_interactive_oracle import (
     Seen,
     Sequence,
     Step,
-    agree,
     ledger,
     play,
     sequences,
@@ -158,21 +158,8 @@ def alike_in_process(remote: tuple[Seen, ...], here: list[Seen], seq: Sequence) 
 def check(seq: Sequence, extra: Any, backend: str) -> str:
     """The sequence through a served D and D′ (alike up to the first released difference), then against D in
     process; returns a label for events."""
-    parted: list[int | None] = []
-
-    def same(on_d: Any, on_plus: Any) -> bool:
-        step, why = agree(list(on_d), list(on_plus))
-        parted.append(step)
-        return why != "differ"
-
-    on_d = NEIGHBOURS.compare(seq, (seq.unit, seq.kind), extra.rows, backend, seq.storage, 1, play_remote, same)
-    if on_d is None:
-        return "D′ refused by the session"
-    here = play(NEIGHBOURS.d(backend, (seq.unit, seq.kind), seq.storage), seq)
-    alike_in_process(on_d, here, seq)
-    event("runs alike throughout" if parted[0] is None else f"released outputs part at step {parted[0]}")
-    return "outcomes on D: " + ", ".join(sorted({s.outcome[0] if s.outcome[0] != "released" else
-                                                 "released: " + str(s.outcome[1][0]) for s in on_d}))
+    return oracle.check(seq, extra, backend, play_remote, lambda on_d: alike_in_process(
+        on_d, play(NEIGHBOURS.d(backend, (seq.unit, seq.kind), seq.storage), seq), seq))
 
 
 @REMOTE
