@@ -323,3 +323,19 @@ class Session(Sealed):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def check_session(value: object, argument: str = "session") -> Session:
+    """``value`` when it is a :class:`Session`; otherwise an ArgumentError naming ``argument`` (nothing charged).
+
+    Example:
+        >>> check_session(3)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: session: expected a dp.Session, got int...
+
+    """
+    if not isinstance(value, Session):
+        raise ArgumentError(f"expected a dp.Session, got {type(value).__name__}", argument=argument,
+                            fix="pass a dp.Session (dp.Session(tables, privacy_unit=..., budget=...))")
+    return value

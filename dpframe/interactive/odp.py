@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dpframe.budgets import Budget, make
 from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
 from dpframe.sealed import plain
+from dpframe.session import check_session
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -98,6 +99,14 @@ class OdpSpec:
         """The ε reserved before running (Lemma 4: the mechanism is (max ε, δ)-DP)."""
         return max(self.cells.values())
 
+    def cell_of(self, released: object) -> str:
+        """The cell ``classify`` puts a released value in; a PluginError if it is not one of the spec's cells."""
+        cell = self.classify(released)
+        if not isinstance(cell, str) or cell not in self.cells:
+            raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",
+                              fix="this is a mechanism bug: classify must return one of the spec's cell names")
+        return cell
+
     def budget(self, cell: str | None = None) -> Budget:
         """The cost of ``cell`` (None: the worst cell) as a pure/approx budget."""
         eps = self.worst if cell is None else self.cells[cell]
@@ -129,10 +138,38 @@ def odp_delta(law0: Mapping[Any, float], law1: Mapping[Any, float], spec: OdpSpe
         0.0
 
     """
-    def one_way(p: Mapping[Any, float], q: Mapping[Any, float]) -> float:
-        return sum(max(0.0, pr - math.exp(float(spec.cells[spec.classify(o)])) * q.get(o, 0.0)) for o, pr in p.items())
+    if not isinstance(spec, OdpSpec):
+        raise ArgumentError(f"expected an OdpSpec, got {type(spec).__name__}", argument="spec",
+                            fix="pass OdpSpec({'cell': epsilon, ...}, delta, classify)")
+    p0, p1 = _law(law0, "law0"), _law(law1, "law1")
 
-    return max(one_way(law0, law1), one_way(law1, law0))
+    def one_way(p: Mapping[Any, float], q: Mapping[Any, float]) -> float:
+        return sum(max(0.0, pr - math.exp(float(spec.cells[spec.cell_of(o)])) * q.get(o, 0.0)) for o, pr in p.items())
+
+    return max(one_way(p0, p1), one_way(p1, p0))
+
+
+def _law(law: object, argument: str) -> dict[Any, float]:
+    """A discrete law (outcome → probability in [0, 1]) as a dict of floats; ArgumentError otherwise."""
+    if not isinstance(law, Mapping):
+        raise ArgumentError(f"expected a mapping of outcomes to probabilities, got {type(law).__name__}",
+                            argument=argument, fix="pass {outcome: probability, ...}")
+    out: dict[Any, float] = {}
+    for outcome, probability in law.items():
+        value = plain(probability)
+        if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not 0 <= value <= 1:
+            raise ArgumentError(f"the probability of {outcome!r} must be a number in [0, 1], got {probability!r}",
+                                argument=argument, fix="pass {outcome: probability, ...} with probabilities in [0, 1]")
+        out[outcome] = float(value)
+    return out
+
+
+def _label(value: object, argument: str) -> str:
+    """A ledger label (the charge's query or mechanisms text): a non-empty string; ArgumentError otherwise."""
+    if not isinstance(value, str) or not value:
+        raise ArgumentError(f"expected a non-empty string, got {value!r}", argument=argument,
+                            fix="pass a short text naming it in the session's history")
+    return value
 
 
 def additive(session: Session) -> bool:
@@ -224,6 +261,21 @@ def interleaved_charges(charges: Iterable[Any], before: Collection[tuple[int, st
     return [c for c in charges if (c.id, c.status) not in before or c.status == "reserved"]
 
 
+def check_ex_post(session: object, what: object, mechanisms: object) -> None:
+    """The session and the ledger labels of an ex-post run, checked before anything is charged.
+
+    Example:
+        >>> check_ex_post(None, "coin", "toy")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: session: expected a dp.Session, got NoneType...
+
+    """
+    check_session(session)
+    _label(what, "what")
+    _label(mechanisms, "mechanisms")
+
+
 def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run: Callable[[], T], *,
                 refund: bool | None = None, tables: Collection[str] | None = None) -> T:
     """Reserve the worst cell of ``spec``, run, settle to the released output's cell (basic sessions).
@@ -238,6 +290,13 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     tables ``run`` reads, whose files are checked before charging (:mod:`dpframe.file_versions`); None
     (the default): not known, every table's file is checked.
     """
+    check_ex_post(session, what, mechanisms)
+    if not isinstance(spec, OdpSpec):
+        raise ArgumentError(f"expected an OdpSpec, got {type(spec).__name__}", argument="spec",
+                            fix="pass OdpSpec({'cell': epsilon, ...}, delta, classify)")
+    if not callable(run):
+        raise ArgumentError(f"must be a callable, got {type(run).__name__}", argument="run",
+                            fix="pass run=lambda: ... (it runs inside the charged reservation)")
     read = declared_tables(session, tables)
     worst = session.accountant.charge(spec.budget())
     if refund is True:
@@ -247,10 +306,7 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     before = {(c.id, c.status) for c in session._release.charges()}
 
     def settle(result: T) -> tuple[SessionCost, str]:
-        cell = spec.classify(result)
-        if cell not in spec.cells:
-            raise PluginError(f"output classified into unknown cell {cell!r}", argument="classify",
-                              fix="this is a mechanism bug")
+        cell = spec.cell_of(result)
         if len(interleaved_charges(session._release.charges(), before)) > 1:   # more than its own: not alone
             return worst, f"{cell} (interleaved with another charge: not refunded)"
         return session.accountant.charge(spec.budget(cell)), cell

@@ -53,7 +53,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
 from dpframe.family import Explain, check_format, needs_budget, render_explain
-from dpframe.interactive.odp import OdpSpec, declared_tables, resolve_refund, run_ex_post
+from dpframe.interactive.odp import OdpSpec, check_ex_post, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
@@ -88,6 +88,7 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     session's tables ``test`` and ``release`` read, whose files are checked before charging; None (the
     default): every table's file (see :func:`~dpframe.interactive.odp.run_ex_post`).
     """
+    check_ex_post(session, what, mechanisms)
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
     delta = exact(delta, "delta", allow_zero=True)
     if delta >= 1:

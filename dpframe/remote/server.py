@@ -55,7 +55,7 @@ from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
 from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
 from dpframe.sealed import Sealed
-from dpframe.session import Session
+from dpframe.session import Session, check_session
 from dpframe.sql.parse import parse
 from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
@@ -102,9 +102,7 @@ class Server(Sealed):
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
                  tls: ssl.SSLContext | None = None, idle_timeout: float | None = IDLE_SECONDS,
                  pad: float | None = None) -> None:
-        if not isinstance(session, Session):
-            raise ArgumentError(f"expected a dp.Session, got {type(session).__name__}", argument="session",
-                                fix="pass the dp.Session to serve")
+        check_session(session)
         if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
             raise ArgumentError(f"expected a whole number ≥ 1, got {max_clients!r}", argument="max_clients",
                                 fix="pass max_clients=32")

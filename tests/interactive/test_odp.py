@@ -191,3 +191,64 @@ def test_odp_delta_validates_a_discrete_spec() -> None:
     cheap = OdpSpec({"⊥": 0, "r": 0.5}, 0, lambda y: "⊥" if y == "⊥" else "r")  # type: ignore[dict-item, arg-type]
     assert odp_delta(law0, law1, good) <= 1e-15
     assert odp_delta(law0, law1, cheap) == pytest.approx(0.5 * (p - math.exp(0.5) * (1 - p)), rel=1e-12)
+
+
+BAD_VALUES = [None, 3, 10**30, float("nan"), b"x", ["x"], ("x",), {"x": 1}, object(), lambda: "x"]
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES, ids=lambda v: type(v).__name__)
+def test_run_ex_post_and_propose_test_release_refuse_bad_arguments_free(bad: object) -> None:
+    """Each argument of the wrong type is the dpframe error naming it, nothing charged (they reached the
+    ledger's SQLite as ``IntegrityError``/``ProgrammingError``/``OverflowError``, or were an ``AttributeError``)."""
+    from dpframe.errors import DPFrameError
+    from dpframe.interactive.ptr import propose_test_release
+
+    sess = _session(dp.PureDP(10))
+    spec = OdpSpec.trivial(1)
+    calls: dict[str, object] = {
+        "session": lambda: run_ex_post(bad, spec, "w", "m", lambda: 1),  # type: ignore[arg-type]
+        "spec": lambda: run_ex_post(sess, bad, "w", "m", lambda: 1),  # type: ignore[arg-type]
+        "what": lambda: run_ex_post(sess, spec, bad, "m", lambda: 1),  # type: ignore[arg-type]
+        "mechanisms": lambda: run_ex_post(sess, spec, "w", bad, lambda: 1),  # type: ignore[arg-type]
+        "run": lambda: run_ex_post(sess, spec, "w", "m", bad),  # type: ignore[arg-type]
+    }
+    ptr = {"session": lambda: propose_test_release(bad, lambda: True, lambda: 1,  # type: ignore[arg-type]
+                                                   test_epsilon=1, release_epsilon=1),
+           "what": lambda: propose_test_release(sess, lambda: True, lambda: 1, test_epsilon=1,
+                                                release_epsilon=1, what=bad),  # type: ignore[arg-type]
+           "mechanisms": lambda: propose_test_release(sess, lambda: True, lambda: 1, test_epsilon=1,
+                                                      release_epsilon=1, mechanisms=bad)}  # type: ignore[arg-type]
+    for argument, call in [*calls.items(), *ptr.items()]:
+        if argument == "run" and callable(bad):
+            continue
+        with pytest.raises(DPFrameError) as info:
+            call()  # type: ignore[operator]
+        assert info.value.argument == argument, (argument, info.value)
+    assert sess.remaining() == dp.PureDP(10) and sess.history().height == 0
+    with pytest.raises(dp.ArgumentError, match="what"):
+        run_ex_post(sess, spec, "", "m", lambda: 1)
+    assert sess.history().height == 0
+
+
+def test_odp_delta_refuses_bad_laws_and_specs() -> None:
+    from dpframe.errors import DPFrameError
+    from dpframe.interactive.odp import odp_delta
+
+    spec = OdpSpec({"⊥": 0, "r": 1}, 0, lambda y: "⊥" if y is None else "r")  # type: ignore[dict-item, arg-type]
+    law = {None: 0.5, 1: 0.5}
+    for bad in BAD_VALUES:
+        calls = [("spec", lambda: odp_delta(law, law, bad)),  # type: ignore[arg-type]
+                 ("law0", lambda: odp_delta({None: bad}, law, spec))]  # type: ignore[dict-item]
+        if not isinstance(bad, dict):      # ({"x": 1} is a law: the outcome "x" for sure)
+            calls += [("law0", lambda: odp_delta(bad, law, spec)),  # type: ignore[arg-type]
+                      ("law1", lambda: odp_delta(law, bad, spec))]  # type: ignore[arg-type]
+        for argument, call in calls:
+            with pytest.raises(DPFrameError) as info:
+                call()
+            assert info.value.argument == argument, (bad, argument, info.value)
+    for probability in (-0.1, 1.5, float("inf")):
+        with pytest.raises(dp.ArgumentError, match=r"law1"):
+            odp_delta(law, {None: probability}, spec)
+    odd = OdpSpec({"⊥": 0}, 0, lambda y: "elsewhere")
+    with pytest.raises(dp.PluginError, match="unknown cell"):
+        odp_delta(law, law, odd)
