@@ -38,7 +38,11 @@ MAX_STEPS = 1 << 40
 
 def _meets(curve: Callable[[float], PrivacyCurve], x: float, steps: int, epsilon: float, delta: float,
            accountant: Callable[[], Accountant]) -> bool:
-    c = curve(x)
+    try:
+        c = curve(x)
+    except Exception as e:
+        raise BudgetError(f"the curve function raised {type(e).__name__}: {e} at {x!r}", argument="curve",
+                          fix="make it return a privacy curve for every candidate, e.g. acc.gaussian(sigma=x)") from e
     if not isinstance(c, PrivacyCurve):
         raise BudgetError(f"the curve function returned {shown(c)} for {x!r}, not a privacy curve",
                           argument="curve", fix="return e.g. acc.gaussian(sigma=x)")
@@ -46,6 +50,7 @@ def _meets(curve: Callable[[float], PrivacyCurve], x: float, steps: int, epsilon
 
 
 def _check(epsilon: object, delta: object, tolerance: object, accountant: object) -> tuple[float, float, float]:
+    """The target (ε, δ) and tolerance as floats, checked, and the accountant class (BudgetError otherwise)."""
     e = positive(epsilon, "epsilon", "pass the target ε > 0")
     if not math.isfinite(e):
         raise BudgetError(f"the target ε must be finite, got {shown(epsilon)}", argument="epsilon",
@@ -56,6 +61,13 @@ def _check(epsilon: object, delta: object, tolerance: object, accountant: object
         raise BudgetError(f"expected an accountant class, got {shown(accountant)}", argument="accountant",
                           fix="pass e.g. acc.PLDAccountant or acc.RDPAccountant")
     return e, d, t
+
+
+def _check_function(curve: object, example: str) -> None:
+    """A BudgetError naming ``curve`` unless it is a function (of one candidate value, returning a curve)."""
+    if not callable(curve) or isinstance(curve, PrivacyCurve):
+        raise BudgetError(f"expected a function of the candidate value that returns a privacy curve, got "
+                          f"{shown(curve)}", argument="curve", fix=f"pass e.g. lambda x: {example}")
 
 
 def _search(meets: Callable[[float], bool], grows_private: bool, tolerance: float, what: str) -> float:
@@ -112,6 +124,7 @@ def smallest_noise(curve: Callable[[float], PrivacyCurve], epsilon: float, delta
         1.51
 
     """
+    _check_function(curve, "acc.gaussian(sigma=x)")
     e, d, t = _check(epsilon, delta, tolerance, accountant)
     n = check_times(steps)
     return _search(lambda x: _meets(curve, x, n, e, d, accountant), True, t, "noise")
@@ -131,6 +144,7 @@ def largest_epsilon(curve: Callable[[float], PrivacyCurve], epsilon: float, delt
         0.027
 
     """
+    _check_function(curve, "acc.laplace(scale=1 / e)")
     e, d, t = _check(epsilon, delta, tolerance, accountant)
     n = check_times(steps)
     return _search(lambda x: _meets(curve, x, n, e, d, accountant), False, t, "per-step ε")

@@ -286,5 +286,33 @@ def from_spec(spec: Mapping[str, Any]) -> PrivacyCurve:
 
 
 def from_json(text: str) -> PrivacyCurve:
-    """Rebuild a curve stored with :meth:`PrivacyCurve.to_json`."""
-    return from_spec(json.loads(text))
+    """Rebuild a curve stored with :meth:`PrivacyCurve.to_json`.
+
+    Text that is not such a description (not a string, not JSON, not an object, an unknown kind, parameters
+    the kind does not take) is a BudgetError naming ``text``.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> acc.from_json(acc.gaussian(2.0).to_json()).label
+        'Gaussian(σ=2, Δ=1)'
+
+    """
+    fix = "pass the text a curve's to_json() returned"
+    if not isinstance(text, str):
+        raise BudgetError(f"expected the JSON text of a curve, got {shown(text)}", argument="text", fix=fix)
+    try:
+        spec = json.loads(text)
+    except (ValueError, RecursionError) as e:        # (JSONDecodeError is a ValueError)
+        raise BudgetError(f"not JSON: {type(e).__name__}", argument="text", fix=fix) from None
+    if not isinstance(spec, dict):
+        raise BudgetError(f"expected a JSON object, got {shown(spec)}", argument="text", fix=fix)
+    kind = spec.get("kind")
+    if not isinstance(kind, str) or kind not in _BUILDERS:
+        raise BudgetError(f"unknown curve kind {shown(kind)}", argument="text",
+                          fix="upgrade dpframe, or install and import the plugin that registers this kind")
+    try:
+        return from_spec(spec)
+    except DPFrameError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise BudgetError(f"not a curve description: {type(e).__name__}: {e}", argument="text", fix=fix) from None

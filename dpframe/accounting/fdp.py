@@ -54,7 +54,7 @@ def _check(source: object) -> Source:
 def _fpr(fpr: object) -> Array:
     try:
         a = np.atleast_1d(np.asarray(fpr, dtype=np.float64))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         a = np.array([math.nan])
     if a.ndim != 1 or a.size == 0 or not np.all((a >= 0) & (a <= 1)):
         raise BudgetError(f"false-positive rates must be numbers in [0, 1], got {shown(fpr)}", argument="fpr",

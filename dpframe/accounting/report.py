@@ -17,12 +17,13 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpframe.accounting.accountants import Accountant, curve_of, registered_accountants
-from dpframe.accounting.curve import PrivacyCurve, from_json
+from dpframe.accounting.curve import PrivacyCurve, from_spec
 from dpframe.accounting.rdp_charge import RDPCharge
 
 
@@ -48,7 +49,8 @@ def spent_report(charges: Sequence[Any], delta: float,
             complete = False
             continue
         counts.update(specs)
-    curves: list[tuple[PrivacyCurve, int]] = [(from_json(s), n) for s, n in counts.items()]
+    # the ledger's own descriptions (written by to_json): an unknown kind is the ledger's error
+    curves: list[tuple[PrivacyCurve, int]] = [(from_spec(json.loads(s)), n) for s, n in counts.items()]
     out: dict[str, float | None] = {}
     for name, acc in (registered_accountants() if accountants is None else accountants).items():
         if not complete or not all(acc.supports(c) for c, _ in curves):

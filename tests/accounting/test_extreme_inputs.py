@@ -113,6 +113,20 @@ def test_zcdp_delta_never_overflows() -> None:
     (lambda: acc.from_rdp(lambda a: 1.0, label=3), "label"),
     (lambda: acc.composition([acc.laplace(1.0), acc.pure(1.0)], grid=0), "grid"),
     (lambda: acc.composition("ab"), "curves"),
+    (lambda: acc.from_json(None), "text"),
+    (lambda: acc.from_json(b"{}"), "text"),
+    (lambda: acc.from_json("not json"), "text"),
+    (lambda: acc.from_json("[1, 2]"), "text"),
+    (lambda: acc.from_json('{"kind": "gaussian"}'), "text"),
+    (lambda: acc.from_json('{"kind": "gaussian", "sigma": 1.0, "rate": "x"}'), "text"),
+    (lambda: acc.from_json('{"kind": "gaussian", "sigma": 1.0, "rate": 1e999}'), "rate"),
+    (lambda: acc.from_json('{"kind": "gaussian", "sigma": 1.0, "colour": 1}'), "text"),
+    (lambda: acc.from_json("[" * 100_000 + "]" * 100_000), "text"),
+    (lambda: acc.smallest_noise(None, 1.0, 1e-6), "curve"),
+    (lambda: acc.largest_epsilon(acc.pure(1.0), 1.0, 1e-6), "curve"),
+    (lambda: acc.largest_epsilon(lambda e: 1 / 0, 1.0, 1e-6), "curve"),
+    (lambda: acc.tradeoff(acc.pure(1.0), 10**400), "fpr"),
+    (lambda: acc.power(acc.pure(1.0), [0.1, 10**400]), "fpr"),
 ])
 def test_bad_curve_arguments_are_dpframe_errors(call, argument: str) -> None:
     with pytest.raises(dp.BudgetError) as info:
