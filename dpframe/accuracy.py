@@ -104,7 +104,7 @@ class Accuracy(Final, argument="accuracy"):
         else:
             object.__setattr__(self, "half_width", _positive(self.half_width, "half_width"))
         object.__setattr__(self, "confidence", level(self.confidence, "confidence"))
-        if self.notion not in (None, "pure", "zcdp"):
+        if self.notion is not None and (not isinstance(self.notion, str) or self.notion not in ("pure", "zcdp")):
             raise PlanError(f"must be 'pure', 'zcdp' or None, got {self.notion!r}", argument="notion",
                             fix="pass notion='zcdp' for Gaussian noise, 'pure' for Laplace noise")
 

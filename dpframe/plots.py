@@ -22,16 +22,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from dpframe.errors import SchemaError
-
-if TYPE_CHECKING:
-    from dpframe.session import Session
+from dpframe.session import Session, check_session
 
 INSTALL = "dpframe.plots needs matplotlib: pip install 'dpframe[plot]' (or pip install matplotlib)"
 
@@ -65,14 +63,14 @@ def estimates(result: pl.DataFrame, column: str, *, by: str | None = None, ax: A
     if not isinstance(result, pl.DataFrame):
         raise SchemaError(f"expected the released polars DataFrame, got {type(result).__name__}", argument="result",
                           fix="pass q.collect(budget)")
-    if column not in result.columns or not result.schema[column].is_numeric():
+    if not isinstance(column, str) or column not in result.columns or not result.schema[column].is_numeric():
         numeric = [c for c, t in result.schema.items() if t.is_numeric()]
         raise SchemaError(f"{column!r} is not a numeric column of the result", argument="column",
                           fix=f"use one of {numeric}")
     if by is None:
         keys = [c for c, t in result.schema.items() if not t.is_numeric()]
         by = keys[0] if keys else None
-    elif by not in result.columns:
+    elif not isinstance(by, str) or by not in result.columns:
         raise SchemaError(f"unknown column {by!r}", argument="by", fix=f"use one of {result.columns}")
     axes = _axes(ax)
     labels = [str(v) for v in result[by].to_list()] if by is not None else [column]
@@ -110,7 +108,7 @@ def spent_after_each(session: Session) -> list[Any]:
         [PureDP(epsilon=1/4), PureDP(epsilon=3/4)]
 
     """
-    accountant = session.accountant
+    accountant = check_session(session).accountant
     total, out = accountant.empty(), []
     for charge in session._release.charges():
         total = accountant.compose([total, charge.cost])
@@ -131,8 +129,8 @@ def budget(session: Session, *, ax: Any = None) -> Any:
         [0.0, 0.25]
 
     """
+    name, total = _coordinate(check_session(session).accountant.total)
     axes = _axes(ax)
-    name, total = _coordinate(session.accountant.total)
     spent = [0.0, *(_coordinate(b)[1] for b in spent_after_each(session))]
     axes.step(range(len(spent)), spent, where="post", marker="o", label=f"spent {name}")
     axes.axhline(total, color="#c0392b", linestyle="--", label=f"total {name} = {total:g}")
@@ -162,10 +160,7 @@ def privacy_curve(sources: Any, *, deltas: Sequence[float] | None = None, ax: An
     from dpframe.accounting import PLDAccountant, PrivacyCurve
 
     named: Mapping[str, Any] = sources if isinstance(sources, Mapping) else {"ε(δ)": sources}
-    grid = list(deltas) if deltas is not None else list(np.logspace(-10, -2, 25))
-    if not grid or any(not 0 < d < 1 for d in grid):
-        raise SchemaError(f"δ values must lie in (0, 1), got {grid[:3]}", argument="deltas",
-                          fix="pass e.g. deltas=[1e-8, 1e-6, 1e-4]")
+    grid = _deltas(deltas) if deltas is not None else list(np.logspace(-10, -2, 25))
     axes = _axes(ax)
     for label, source in named.items():
         if isinstance(source, PrivacyCurve):
@@ -183,3 +178,15 @@ def privacy_curve(sources: Any, *, deltas: Sequence[float] | None = None, ax: An
 
 
 __all__ = ["INSTALL", "budget", "estimates", "privacy_curve", "spent_after_each"]
+
+
+def _deltas(deltas: object) -> list[float]:
+    """``deltas`` as a non-empty list of floats in (0, 1); a SchemaError naming ``deltas`` otherwise."""
+    fix = "pass e.g. deltas=[1e-8, 1e-6, 1e-4]"
+    if isinstance(deltas, str | bytes | Mapping) or not isinstance(deltas, Iterable):
+        raise SchemaError(f"expected a list of δ values, got {type(deltas).__name__}", argument="deltas", fix=fix)
+    grid = list(deltas)
+    if not grid or any(isinstance(d, bool) or not isinstance(d, int | float | np.floating) or not 0 < d < 1
+                       for d in grid):
+        raise SchemaError(f"δ values must be numbers in (0, 1), got {grid[:3]}", argument="deltas", fix=fix)
+    return [float(d) for d in grid]

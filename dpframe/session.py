@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,9 +85,13 @@ class Session(Sealed):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ArgumentError(f"expected a non-negative int, got {seed!r}", argument="seed",
                                fix="pass an int ≥ 0 (tests only), or None for private randomness")
+        if ledger is not None and not isinstance(ledger, str | os.PathLike):
+            raise ArgumentError(f"expected a file path or None, got {type(ledger).__name__}", argument="ledger",
+                                fix="pass ledger='budget.db' (or a pathlib.Path) to keep the spent budget, or None")
         self._privacy_unit = privacy_unit
         self._plugins: PluginHost = plugin_host()
-        self._accountant: Accountant = self.plugins.accountant(accountant or default_accountant(budget))(budget)
+        name = default_accountant(budget) if accountant is None else accountant
+        self._accountant: Accountant = self.plugins.accountant(name)(budget)
         self._rng: RandomSource = default_source(seed)
         self._catalog = TableCatalog.load(tables, privacy_unit, self._plugins, backend, spark)
         self._sql_catalog = SQLCatalog.build(self._catalog.schemas(), privacy_unit.column,

@@ -70,13 +70,11 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(CONNECT_SECONDS)
             sock.connect(os.fspath(address))
-        elif isinstance(address, tuple) and len(address) == 2:
-            sock = socket.create_connection(address, timeout=CONNECT_SECONDS)
-            if context is not None:
-                sock = context.wrap_socket(sock, server_hostname=str(address[0]))
         else:
-            raise ArgumentError(f"expected (host, port) or a path, got {address!r}", argument="address",
-                                fix="pass the server's address (dp.Server(...).address)")
+            tcp = wire.host_port(address, "pass the server's address (dp.Server(...).address)")
+            sock = socket.create_connection(tcp, timeout=CONNECT_SECONDS)
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=tcp[0])
     except OSError as e:
         raise RemoteError(f"cannot connect to {address!r} ({e.strerror or e})", argument="address",
                           fix="check that the server is running at that address") from None

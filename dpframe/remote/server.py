@@ -507,15 +507,9 @@ def _listen(address: object) -> tuple[socket.socket, str | None]:
         sock.bind(path)
         sock.listen()
         return sock, path
-    if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str)
-            or isinstance(address[1], bool) or not isinstance(address[1], int)):
-        raise ArgumentError(f"expected (host, port) or a path, got {address!r}", argument="address",
-                            fix="pass ('127.0.0.1', 0) for a free local port")
+    tcp = wire.host_port(address, "pass a Unix socket's path, or ('127.0.0.1', 0) for a free local port")
     try:
-        return socket.create_server(address), None
-    except OverflowError:
-        raise ArgumentError(f"cannot listen on {address!r} (a port is 0 to 65535)", argument="address",
-                            fix="pick a free port, or 0 for any") from None
+        return socket.create_server(tcp), None
     except OSError as e:
         raise ArgumentError(f"cannot listen on {address!r} ({e.strerror or e})", argument="address",
                             fix="pick a free port, or 0 for any") from None

@@ -359,6 +359,23 @@ def check_tls(tls: object, address: object) -> ssl.SSLContext | None:
     return tls
 
 
+def host_port(address: object, fix: str) -> tuple[str, int]:
+    """``address`` as a TCP ``(host, port)``: a string and a port from 0 to 65535; ArgumentError otherwise.
+
+    Example:
+        >>> host_port(("127.0.0.1", 70000), "pick a port")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: address: expected (host, port) with a port from 0 to 65535, got ...
+
+    """
+    if (not isinstance(address, tuple) or len(address) != 2 or not isinstance(address[0], str)
+            or isinstance(address[1], bool) or not isinstance(address[1], int) or not 0 <= address[1] <= 65535):
+        raise ArgumentError(f"expected (host, port) with a port from 0 to 65535, got {address!r}",
+                            argument="address", fix=fix)
+    return address[0], address[1]
+
+
 def accuracy_to_json(accuracy: Accuracy) -> dict[str, Any]:
     """An accuracy target as its fields (the half-widths as numbers, or a mapping of output names to numbers)."""
     check_accuracy(accuracy)        # the in-process error (class and text), before anything is sent

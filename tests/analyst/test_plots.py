@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -66,3 +67,35 @@ def test_without_matplotlib_the_error_says_what_to_install() -> None:
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'dpframe[plot]'" in out
+
+
+@pytest.mark.parametrize("bad", [None, 3, (1, 2), pl.DataFrame({"a": [1]}), np.array([1.0, 2.0])],
+                         ids=lambda v: type(v).__name__)
+def test_plots_refuse_bad_arguments_naming_them(bad: object) -> None:
+    """Each was a raw AttributeError, TypeError or Polars error (review 48)."""
+    out = pl.DataFrame({"city": ["a", "b"], "n": [1, 2]})
+    for argument, call in [("session", lambda: dp.plots.budget(bad)),  # type: ignore[arg-type]
+                           ("session", lambda: dp.plots.spent_after_each(bad)),  # type: ignore[arg-type]
+                           ("column", lambda: dp.plots.estimates(out, bad)),  # type: ignore[arg-type]
+                           ("by", lambda: dp.plots.estimates(out, "n", by=bad))]:  # type: ignore[arg-type]
+        if argument == "by" and bad is None:
+            continue                                 # by=None: the first key column
+        with pytest.raises(dp.DPFrameError) as info:
+            call()
+        assert info.value.argument == argument
+    if bad is not None:
+        with pytest.raises(dp.DPFrameError) as info:
+            dp.plots.privacy_curve(acc.gaussian(1.0), deltas=bad)  # type: ignore[arg-type]
+        assert info.value.argument == "deltas"
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [
+    ({"rows": None}, "rows"), ({"rows": 0}, "rows"), ({"rows": 2.5}, "rows"), ({"rows": True}, "rows"),
+    ({"rows": (1, 2)}, "rows"), ({"rows": 10**12}, "rows"), ({"users": 0}, "users"), ({"users": "x"}, "users"),
+    ({"seed": -1}, "seed"), ({"seed": "x"}, "seed"), ({"seed": np.array([1, 2])}, "seed"),
+])
+def test_the_visits_dataset_refuses_bad_arguments(kwargs: dict[str, object], argument: str) -> None:
+    with pytest.raises(dp.ArgumentError) as info:
+        dp.datasets.visits(**kwargs)  # type: ignore[arg-type]
+    assert info.value.argument == argument
+

@@ -97,6 +97,8 @@ def test_sql_queries_take_an_accuracy_target() -> None:
     ({"half_width": {}}, "half_width"), ({"half_width": {"n": -1}}, "half_width"),
     ({"half_width": 5, "confidence": 1.0}, "confidence"), ({"half_width": 5, "confidence": True}, "confidence"),
     ({"half_width": 5, "notion": "approx"}, "notion"),
+    ({"half_width": 5, "notion": np.array(["pure", "zcdp"])}, "notion"),
+    ({"half_width": 5, "notion": pl.Series(["pure"])}, "notion"),
 ])
 def test_bad_targets_are_refused_naming_the_argument(kwargs: dict[str, object], argument: str) -> None:
     with pytest.raises(dp.PlanError) as info:

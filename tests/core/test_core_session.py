@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -109,6 +110,11 @@ def test_bad_files(tmp_path: Path) -> None:
     ({"budget": dp.PureDP(1), "accountant": "zcdp"}, dp.BudgetConversionError, "accountant"),
     ({"accountant": "nope"}, dp.PluginError, "accountant"),
     ({"backend": "no_such_engine"}, dp.PluginError, "backend"),
+    ({"ledger": (1, 2)}, dp.ArgumentError, "ledger"),
+    ({"ledger": 3}, dp.ArgumentError, "ledger"),
+    ({"ledger": b"x.db"}, dp.ArgumentError, "ledger"),
+    ({"accountant": np.array(["basic", "zcdp"])}, dp.PluginError, "accountant"),
+    ({"accountant": pl.Series(["basic"])}, dp.PluginError, "accountant"),
 ], ids=lambda v: repr(v) if not isinstance(v, dict) else "-".join(f"{k}={v[k]!r}" for k in v))
 def test_bad_session_arguments(kwargs: dict, exc: type, argument: str) -> None:
     args = {"privacy_unit": dp.PrivacyUnit("u"), "budget": dp.PureDP(1), **kwargs}

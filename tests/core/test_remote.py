@@ -114,6 +114,11 @@ def test_bad_input_names_the_argument() -> None:
         dp.connect(("127.0.0.1", 1), authkey=b"")
     with pytest.raises(dp.ArgumentError, match="address"):
         dp.connect(7070, authkey=KEY)  # type: ignore[arg-type]
+    for address in [(1, 2), ("127.0.0.1", "80"), ("127.0.0.1", True), ("127.0.0.1", 70000), ("127.0.0.1", -1)]:
+        for call in (lambda: dp.connect(address, authkey=KEY), lambda: dp.Server(sess, address, authkey=KEY)):
+            with pytest.raises(dp.ArgumentError, match="port from 0 to 65535") as info:     # (a TypeError or
+                call()  # type: ignore[arg-type]                                          # OverflowError once)
+            assert info.value.argument == "address"
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
