@@ -349,7 +349,7 @@ class Releasable(Sealed, Generic[R]):
 
 def check_format(format: object) -> None:
     """``explain(format=...)`` is ``"text"`` or ``"json"``; a PlanError otherwise."""
-    if format not in ("text", "json"):
+    if not isinstance(format, str) or format not in ("text", "json"):
         raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
 
 

@@ -134,7 +134,7 @@ class SparseVector(Sealed):
                  max_length: object = None) -> None:
         self._threshold = public_number(threshold, "threshold")
         self.max_positives = positive_int(max_positives, "max_positives", MAX_POSITIVES)
-        if noise not in ("laplace", "gaussian"):
+        if not isinstance(noise, str) or noise not in ("laplace", "gaussian"):
             raise ArgumentError(f"must be 'laplace' or 'gaussian', got {shown(noise)}", argument="noise",
                                fix="pass noise='laplace' (pure ε) or noise='gaussian' (zCDP budget, RDP session)")
         self.noise = str(noise)

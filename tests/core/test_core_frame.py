@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from core_testkit import make_session
@@ -401,9 +402,12 @@ def test_query_budget_must_be_a_dp_budget(sess: dp.Session, budget: object) -> N
 
 def test_explain_format(sess: dp.Session) -> None:
     q = sess.table("t").agg(dp.len())
-    with pytest.raises(dp.PlanError) as info:
-        q.explain(dp.PureDP(1), format="html")
-    assert info.value.argument == "format"
+    for bad in ("html", np.array(["text", "json"]), pl.Series(["text"]), pl.col("x")):  # (arrays: ambiguous truth once)
+        with pytest.raises(dp.PlanError) as info:
+            q.explain(dp.PureDP(1), format=bad)  # type: ignore[arg-type]
+        assert info.value.argument == "format"
+    with pytest.raises(dp.ArgumentError, match="noise"):
+        sess.sparse_vector(1, 1, dp.PureDP(1), noise=np.array(["laplace", "gaussian"]))
     d = q.explain(dp.PureDP(1), format="json")
     assert set(d) >= {"private", "steps", "measures", "noise", "budget", "notes"}
     assert d["measures"][0]["output"] == "len"
