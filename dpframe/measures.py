@@ -321,7 +321,7 @@ def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
 def var(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
     ddof = plain(ddof)
-    if ddof not in (0, 1):
+    if isinstance(ddof, bool) or not isinstance(ddof, int | float) or ddof not in (0, 1):
         raise ArgumentError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
     return _bounded("var", column, bounds, ddof=ddof)
 

@@ -212,7 +212,7 @@ class PluginHost(Sealed):
     def family(self, name: str) -> QueryFamily:
         """The query family registered as ``name``; a PluginError (naming blocked plugins) otherwise."""
         families = self._registries().families
-        if name not in families and self.blocked:
+        if isinstance(name, str) and name not in families and self.blocked:
             raise PluginError(f"no query family {name!r} is installed; blocked by {BLOCK_ENV}: {sorted(self.blocked)}",
                               argument="plugin", fix=f"remove its plugin from {BLOCK_ENV}")
         return families.get(name)

@@ -409,7 +409,7 @@ def _binary(source: Source, label: str) -> Node:
 
 
 def _method(method: object, known: Mapping[str, InteriorPointAlgorithm]) -> str:
-    if method != "auto" and method not in known:
+    if not isinstance(method, str) or (method != "auto" and method not in known):
         raise PlanError(f"unknown method {method!r}", argument="method",
                         fix=f"use 'auto' or one of {sorted(known)}")
     return str(method)

@@ -171,9 +171,9 @@ class TopKQuery:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= K_LIMIT):
             raise PlanError(f"must be a whole number ≥ 1 (at most {K_LIMIT:,}) or None, got {_short(k)}", argument="k",
                             fix="pass k=10, or k=None to choose k from the data")
-        if method not in METHODS:
+        if not isinstance(method, str) or method not in METHODS:
             raise PlanError(f"unknown method {method!r}", argument="method", fix=f"use one of {list(METHODS)}")
-        if ptr not in ("gaussian", "laplace"):
+        if not isinstance(ptr, str) or ptr not in ("gaussian", "laplace"):
             raise PlanError(f"unknown PTR noise {ptr!r}", argument="ptr", fix="use 'gaussian' or 'laplace'")
         if not isinstance(release_scores, bool):
             raise PlanError(f"must be True or False, got {release_scores!r}", argument="release_scores",

@@ -430,6 +430,17 @@ def test_query_describe(sess: dp.Session) -> None:
     (lambda s: s.table({"t": 1}), dp.SchemaError, "^name: expected a table name, got dict"),
     (lambda s: s.sql("SELECT COUNT(*) AS n FROM t", backend=["duckdb"]), dp.PluginError,
      "^backend: expected a backend name, got list"),
+    # an array, an expression or an unhashable value where a name goes: its ambiguous truth or unhashable
+    # TypeError once (review 48)
+    (lambda s: s.table("t").interior_point("age", bounds=(0, 100), method=pl.col("x")), dp.PlanError, "^method"),
+    (lambda s: s.table("t").interior_point("age", bounds=(0, 100), method={"auto"}), dp.PlanError, "^method"),
+    (lambda s: s.table("t").group_by("city").top_k(1, method=pl.col("x")), dp.PlanError, "^method"),
+    (lambda s: s.table("t").group_by("city").top_k(None, ptr=np.array(["gaussian", "laplace"])), dp.PlanError,
+     "^ptr"),
+    (lambda s: s.table("t").agg(dp.var("age", bounds=(0, 100), ddof=pl.col("x"))), dp.ArgumentError, "^ddof"),
+    (lambda s: s.table("t").agg(dp.std("age", bounds=(0, 100), ddof=True)), dp.ArgumentError, "^ddof"),
+    (lambda s: s.table("t").query({"agg"}), dp.PluginError, "unknown query family"),
+    (lambda s: s.table("t").group_by("city").query(pl.col("x")), dp.PluginError, "unknown query family"),
 ])
 def test_arguments_of_the_wrong_type_are_dpframe_errors(sess: dp.Session, call: Any, error: type, text: str) -> None:
     """A list where a name goes was a bare TypeError (unhashable), a number in ``drop`` one too ('not iterable')."""
