@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
+
+from dpframe.accounting.checks import shown
 from dpframe.budgets import Budget, make
 from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
 from dpframe.sealed import plain
@@ -187,19 +190,28 @@ def require_additive(session: Session, what: str) -> None:
                 "accountant='basic' (see docs/interactive.md)")
 
 
-def check_refund(refund: object) -> None:
-    """An ArgumentError naming ``refund`` unless it is None, True or False.
+def check_refund(refund: object) -> bool | None:
+    """``refund`` as None, True or False (numpy's bool as Python's); an ArgumentError naming it otherwise.
+
+    Callers read the value returned, never the argument: ``np.bool_(False)`` equals False but is not it,
+    and ``0`` equals False too (a number is refused: it is no flag).
 
     Example:
-        >>> check_refund("yes")
+        >>> import numpy as np
+        >>> check_refund(np.bool_(False)), check_refund(None)
+        (False, None)
+        >>> check_refund(0)
         Traceback (most recent call last):
         ...
-        dpframe.errors.ArgumentError: refund: must be None, True or False, got 'yes'...
+        dpframe.errors.ArgumentError: refund: must be None, True or False, got 0...
 
     """
-    if refund not in (None, True, False):
-        raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
-                           fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
+    if refund is None:
+        return None
+    if isinstance(refund, bool | np.bool_):
+        return bool(refund)
+    raise ArgumentError(f"must be None, True or False, got {shown(refund)}", argument="refund",
+                        fix="omit it (refund, basic sessions only) or pass refund=False (worst case)")
 
 
 def resolve_refund(session: Session, refund: object, what: str) -> bool:
@@ -207,7 +219,7 @@ def resolve_refund(session: Session, refund: object, what: str) -> bool:
 
     None/True → refund (refused, clearly, outside basic sessions); False → the worst cell everywhere.
     """
-    check_refund(refund)
+    refund = check_refund(refund)
     if refund is False:
         return False
     require_additive(session, what)
@@ -291,6 +303,7 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     (the default): not known, every table's file is checked.
     """
     check_ex_post(session, what, mechanisms)
+    refund = check_refund(refund)
     if not isinstance(spec, OdpSpec):
         raise ArgumentError(f"expected an OdpSpec, got {type(spec).__name__}", argument="spec",
                             fix="pass OdpSpec({'cell': epsilon, ...}, delta, classify)")

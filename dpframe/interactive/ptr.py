@@ -53,7 +53,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
 from dpframe.errors import ArgumentError, BoundsError, BudgetConversionError, BudgetError, SchemaError
 from dpframe.family import Explain, check_format, needs_budget, render_explain
-from dpframe.interactive.odp import OdpSpec, check_ex_post, declared_tables, resolve_refund, run_ex_post
+from dpframe.interactive.odp import OdpSpec, check_ex_post, check_refund, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.mechanism import Statistic
@@ -132,6 +132,7 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
         raise ArgumentError("the gate and the query belong to different sessions", argument="gate",
                            fix="build both from the same dp.Session")
     session = query._session
+    refund = check_refund(refund)
     eps_rel, eps_gate = pure_epsilon(budget), pure_epsilon(gate_budget, "gate_budget")
     sc = scalar(session, gate, eps_gate, argument="gate")
     bar = sc.threshold_units(public_number(threshold, "threshold"))

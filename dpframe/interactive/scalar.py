@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,10 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
     return Scalar(query, plan.statistics()[0], noise.sensitivity, noise.unit, node.measures[0].kind, noise.scale)
 
 
+FLOAT_MAX = Fraction(sys.float_info.max)
+"""The largest magnitude of a public threshold: the noise and the comparisons compute in floats too."""
+
+
 def public_number(value: object, argument: str) -> Fraction:
     """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
     value = plain(value)
@@ -152,11 +157,12 @@ def public_number(value: object, argument: str) -> Fraction:
                            fix="pass a constant (a threshold computed from the private data is not allowed)")
     if isinstance(value, float | np.floating) and not math.isfinite(float(value)):
         raise ArgumentError(f"must be finite, got {value}", argument=argument, fix="pass a finite number")
-    if isinstance(value, Fraction):
-        return value
-    if isinstance(value, int | np.integer):
-        return Fraction(int(value))
-    return Fraction(repr(float(value)))
+    out = value if isinstance(value, Fraction) else Fraction(int(value)) if isinstance(value, int | np.integer) \
+        else Fraction(repr(float(value)))
+    if abs(out) > FLOAT_MAX:
+        raise ArgumentError("must be within the float range (|x| ≤ 1.8e308)", argument=argument,
+                            fix="pass a threshold that a float can hold")
+    return out
 
 
 def positive_epsilon(value: object, argument: str = "epsilon") -> Fraction:

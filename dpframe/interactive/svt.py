@@ -52,7 +52,7 @@ from dpframe.accounting import curves
 from dpframe.accounting.checks import shown
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
-from dpframe.interactive.odp import additive, require_additive
+from dpframe.interactive.odp import additive, check_refund, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
@@ -148,6 +148,7 @@ class SparseVector(Sealed):
         self._positive_queries: list[tuple[int, Scalar]] = []
         self._rho: int | None = None
         self._shape: tuple[Fraction, Fraction] | None = None   # (Δ, unit) fixed by the first query
+        refund = check_refund(refund)
         if self.noise == "gaussian":
             self._open_gaussian(budget, release, refund)
             return
@@ -155,10 +156,7 @@ class SparseVector(Sealed):
         self.eps3 = Fraction(0) if release is None else pure_epsilon(release, "release")
         if refund is True:
             require_additive(session, "the sparse vector's refund")
-        if refund not in (None, True, False):
-            raise ArgumentError(f"must be None, True or False, got {refund!r}", argument="refund",
-                               fix="omit it (refund where proven)")
-        self.refund = additive(session) if refund is None else bool(refund)
+        self.refund = additive(session) if refund is None else refund
         self.eps1, self.eps2 = svt_split(eps, self.max_positives)
         # RDP/PLD sessions charge the SVT's RDP curve (curves.sparse_vector); others its pure cost
         svt_curve = curves.sparse_vector(up(self.eps1), up(self.eps2), self.max_positives)
@@ -174,7 +172,7 @@ class SparseVector(Sealed):
     curve: curves.PrivacyCurve | None = None
     _sigma2: Fraction | None = None          # σ₁² per unit Δ² (σ₁² = Δ²·(1+c)/(2ρ)); σ₂² = 4σ₁²
 
-    def _open_gaussian(self, budget: object, release: object, refund: object) -> None:
+    def _open_gaussian(self, budget: object, release: object, refund: bool | None) -> None:
         from dpframe.accounting.rdp import RenyiFilter
 
         session, c, k = self.session, self.max_positives, self.max_length

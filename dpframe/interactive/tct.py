@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from dpframe.accounting.accountants import round_up
 from dpframe.budgets import ZCDP, ApproxDP, Budget, describe, down, exact, make, up
 from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
@@ -241,11 +243,17 @@ class TargetChargingChannel(Sealed):
         # rounded up: the composition never under-reports, and q = 1/(e^ε + 1) (decreasing) is a lower bound
         eps = up(self.epsilon) if self.epsilon < 10**6 else math.inf   # q = 0 there: refused just below
         ChannelPlan._first(q_notprior(eps), self.max_hits)     # refuses an ε at which TCT cannot pay off
-        self.q = q_notprior(eps) if min_q is None else float(min_q)
-        if not 0 < self.q <= q_notprior(eps):
+        if min_q is not None and (isinstance(min_q, bool) or not isinstance(min_q, int | float | Fraction)):
+            raise BudgetError(f"must be a number or None, got {type(min_q).__name__}", argument="min_q",
+                              fix="omit it (NotPrior targets) or pass a probability such as 0.01")
+        if min_q is not None and not 0 < min_q <= q_notprior(eps):     # (compared exactly: an int past floats too)
             raise BudgetError(f"must be in (0, 1/(e^ε+1)] = (0, {q_notprior(eps):.6g}], got {min_q!r}",
                               argument="min_q", fix="omit it (NotPrior targets) or lower it for between()")
+        self.q = q_notprior(eps) if min_q is None else float(min_q)
         ChannelPlan._first(self.q, self.max_hits, "min_q")
+        if not isinstance(per_unit, bool | np.bool_):
+            raise ArgumentError(f"must be True or False, got {type(per_unit).__name__}", argument="per_unit",
+                                fix="pass per_unit=True for individual charging, or leave it out")
         self.per_unit = bool(per_unit)
         if self.per_unit and session.privacy_unit.column is None:
             raise PlanError("per-unit charging needs a privacy-unit column (a stable identity per unit)",
@@ -323,7 +331,8 @@ class TargetChargingChannel(Sealed):
         """The ε of the call's mechanism; the call is charged factor·ε, which must be ≤ the channel's ε."""
         eps = self.epsilon / factor if epsilon is None else exact(epsilon, "epsilon")  # type: ignore[arg-type]
         if eps * factor > self.epsilon:
-            raise BudgetError(f"this call is {factor}·ε = {float(eps * factor):g}-DP, more than the channel's "
+            shown = f"{float(eps * factor):g}" if eps * factor < 10**300 else "over 1e300"
+            raise BudgetError(f"this call is {factor}·ε = {shown}-DP, more than the channel's "
                               f"ε = {float(self.epsilon):g}", argument="epsilon",
                               fix=f"pass epsilon ≤ {float(self.epsilon / factor):g}")
         return Fraction(eps)

@@ -434,8 +434,7 @@ def _format(value: object) -> str:
 
 
 def _refund(value: object) -> bool | None:
-    check_refund(value)         # None, True or False, or equal to one (numpy's bool): sent as that
-    return None if value is None else bool(value)
+    return check_refund(value)         # None, True or False (numpy's bool: sent as Python's)
 
 
 OPTION_CHECKS: Mapping[str, Callable[[Any], object]] = MappingProxyType({

@@ -252,3 +252,29 @@ def test_odp_delta_refuses_bad_laws_and_specs() -> None:
     odd = OdpSpec({"⊥": 0}, 0, lambda y: "elsewhere")
     with pytest.raises(dp.PluginError, match="unknown cell"):
         odp_delta(law, law, odd)
+
+
+def test_refund_flags_of_numpy_type_mean_what_they_say_and_numbers_are_refused() -> None:
+    """``refund=np.bool_(False)`` passed the check (it equals False) but was then read by identity as a refund, and
+    ``refund=0`` too; the client sends numpy's bool as a plain one, so in process and remote disagreed (review 48)."""
+    import numpy as np
+
+    from dpframe.interactive.ptr import propose_test_release
+
+    coin = OdpSpec({"⊥": Fraction(0), "value": Fraction(1)}, Fraction(0), lambda y: "⊥" if y is None else "value")
+    sess = _session(dp.PureDP(10))
+    run_ex_post(sess, coin, "coin", "toy", lambda: None, refund=np.bool_(False))     # no refund: the worst cell
+    assert sess.spent() == dp.PureDP(1)
+    run_ex_post(sess, coin, "coin", "toy", lambda: None, refund=np.bool_(True))      # refunded to the ⊥ cell: 0
+    assert sess.spent() == dp.PureDP(1)
+    assert propose_test_release(sess, lambda: False, lambda: 1, test_epsilon=1, release_epsilon=1,
+                                refund=np.bool_(False)) is None
+    assert sess.spent() == dp.PureDP(3)                                          # charged ε_test + ε_rel
+    for bad in (0, 1, 1.0, "False", np.array([False])):
+        for call in (lambda: run_ex_post(sess, coin, "coin", "toy", lambda: None, refund=bad),  # type: ignore[arg-type]
+                     lambda: propose_test_release(sess, lambda: True, lambda: 1, test_epsilon=1, release_epsilon=1,
+                                                  refund=bad),  # type: ignore[arg-type]
+                     lambda: sess.sparse_vector(1, 1, dp.PureDP(1), refund=bad)):  # type: ignore[arg-type]
+            with pytest.raises(dp.ArgumentError, match="^refund: must be None, True or False"):
+                call()
+    assert sess.spent() == dp.PureDP(3)

@@ -196,6 +196,29 @@ def test_bad_input_charges_nothing() -> None:
         ch.test(_q(sess, 0), threshold=3)
 
 
+def test_arguments_of_the_wrong_type_or_past_floats_are_dpframe_errors() -> None:
+    """Each was a raw TypeError, ValueError (ambiguous truth) or OverflowError (review 48), charged nothing."""
+    sess = _session(4)
+    for kwargs, argument in [({"min_q": "x"}, "min_q"), ({"min_q": [0.1]}, "min_q"), ({"min_q": 10**400}, "min_q"),
+                             ({"per_unit": np.array([True, False])}, "per_unit"), ({"per_unit": "yes"}, "per_unit"),
+                             ({"per_unit": pl.col("x")}, "per_unit")]:
+        with pytest.raises(dp.DPFrameError) as info:
+            sess.target_charging(**({"epsilon": 0.5, "max_hits": 5, "delta": 1e-7} | kwargs))  # type: ignore[arg-type]
+        assert info.value.argument == argument
+    assert sess.spent().epsilon == 0  # type: ignore[union-attr]
+    with sess.target_charging(epsilon=0.5, max_hits=5, delta=1e-7) as ch:
+        spent = sess.spent()
+        for call, argument in [(lambda: ch.test(_q(sess, 0), 3, epsilon=10**400), "epsilon"),
+                               (lambda: ch.conditional_release(_q(sess, 0), dp.above(3), epsilon=10**400), "epsilon"),
+                               (lambda: ch.between(_q(sess, 0), 1, 10**400), "upper"),
+                               (lambda: ch.test(_q(sess, 0), -(10**400)), "threshold"),
+                               (lambda: ch.boundary_test(_q(sess, 0), 10**309), "threshold")]:
+            with pytest.raises(dp.DPFrameError) as info:
+                call()
+            assert info.value.argument == argument
+        assert ch.calls == 0 and ch.hits == 0 and sess.spent() == spent
+
+
 def test_per_unit_charges_exactly_the_units_in_the_released_sum(monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (audit 7, gap 1): the value and the charged units come from ONE bounded sample.
 
