@@ -152,7 +152,11 @@ def _keys(specs: list[str]) -> dict[str, list[str]]:
     for spec in specs:
         name, value = _pair(spec, "--keys")
         if value.startswith("@"):
-            lines = Path(value[1:]).read_text().splitlines()
+            try:
+                lines = Path(value[1:]).read_text().splitlines()
+            except (OSError, UnicodeDecodeError) as e:
+                raise CLIError(f"--keys cannot read the key file {value[1:]!r} ({getattr(e, 'strerror', None) or e}); "
+                               "give one key per line in a UTF-8 text file") from None
             out[name] = [v.strip() for v in lines if v.strip()]
         else:
             out[name] = [v.strip() for v in value.split(",")]

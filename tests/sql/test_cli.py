@@ -96,6 +96,8 @@ def test_public_table_and_polars_backend(files: dict[str, str], capsys: pytest.C
     (["query", "SELECT SUM(spend) FROM visits"], "needs clipping bounds"),
     (["query", "SELEC 1"], "syntax error"),
     (["query", "SELECT COUNT(*) FROM nope"], "unknown table"),
+    (["query", "SELECT city, COUNT(*) AS n FROM visits GROUP BY city", "--keys", "visits.city=@/no/such/file"],
+     "--keys cannot read the key file '/no/such/file' (No such file or directory)"),   # (a bare OSError's text once)
 ])
 def test_bad_input_is_one_line_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str],
                                       args: list[str], message: str) -> None:
