@@ -55,8 +55,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from dpframe.accounting.checks import shown
 from dpframe.errors import BoundsError, SchemaError
-from dpframe.measures import check_bounds
+from dpframe.measures import FLOAT64_MAX, check_bounds
 from dpframe.mechanism import Statistic
 from dpframe.sealed import plain
 
@@ -181,9 +182,9 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
         micros = (resolution.days * 86_400 + resolution.seconds) * 10**6 + resolution.microseconds
         resolution = Fraction(micros * _PER_SECOND[dtype.time_unit or "us"], 10**6)
     if isinstance(resolution, bool) or not isinstance(resolution, int | float | Fraction) \
-            or (isinstance(resolution, float) and not math.isfinite(resolution)) or not resolution > 0:
-        raise BoundsError(f"resolution must be a positive finite number, got {resolution!r}", argument="resolution",
-                          fix=fix)
+            or (isinstance(resolution, float) and not math.isfinite(resolution)) or not 0 < resolution <= FLOAT64_MAX:
+        raise BoundsError(f"resolution must be a positive finite number, got {shown(resolution)}",
+                          argument="resolution", fix=fix)
     r = Fraction(resolution)
     if kind != "float" and r < 1:
         raise BoundsError(f"the resolution of a {kind} column is at least one unit, got {resolution!r}",

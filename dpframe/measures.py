@@ -320,10 +320,26 @@ def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
 
 def var(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
-    ddof = plain(ddof)
-    if isinstance(ddof, bool) or not isinstance(ddof, int | float) or ddof not in (0, 1):
-        raise ArgumentError(f"must be 0 or 1, got {ddof!r}", argument="ddof", fix="pass ddof=0 or ddof=1")
-    return _bounded("var", column, bounds, ddof=ddof)
+    return _bounded("var", column, bounds, ddof=check_ddof(ddof))
+
+
+def check_ddof(ddof: object) -> int:
+    """``ddof`` as 0 or 1 (the population or the sample variance); an ArgumentError naming it otherwise.
+
+    Example:
+        >>> check_ddof(1.0), check_ddof(np.int64(0))
+        (1, 0)
+        >>> check_ddof(True)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: ddof: must be 0 or 1, got True...
+
+    """
+    value = plain(ddof)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value not in (0, 1):
+        raise ArgumentError(f"must be 0 or 1, got {value!r:.40}", argument="ddof",
+                            fix="pass ddof=0 (population) or ddof=1 (sample)")
+    return int(value)
 
 
 def std(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:

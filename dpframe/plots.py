@@ -40,7 +40,12 @@ def _axes(ax: Any) -> Any:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise ImportError(INSTALL) from e
+    from matplotlib.axes import Axes
+
     if ax is not None:
+        if not isinstance(ax, Axes):
+            raise SchemaError(f"expected matplotlib axes or None, got {type(ax).__name__}", argument="ax",
+                              fix="pass ax=plt.subplots()[1], or leave it out for a new figure")
         return ax
     _, new = plt.subplots(figsize=(7, 4))
     return new

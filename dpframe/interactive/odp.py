@@ -86,7 +86,7 @@ class OdpSpec:
         object.__setattr__(self, "cells", cells)
         delta = _finite(self.delta, "delta")
         if delta >= 1:
-            raise PluginError(f"δ must be < 1, got {float(delta)}", argument="delta", fix="pass a δ such as 1e-7")
+            raise PluginError(f"δ must be < 1, got {shown(self.delta)}", argument="delta", fix="pass a δ such as 1e-7")
         object.__setattr__(self, "delta", delta)
         if not callable(self.classify):
             raise PluginError("classify must map the released value to a cell name", argument="classify",

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from dpframe.accounting.checks import shown
 from dpframe.backends.base import check_kinds
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, exact, exact_log
 from dpframe.domains import MAX_FLOAT_WIDTH, MIN_GRID_EXP, floor_log2
@@ -56,6 +57,7 @@ from dpframe.family import Explain, check_format, needs_budget, render_explain
 from dpframe.interactive.odp import OdpSpec, check_ex_post, check_refund, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.scalar import public_number, scalar
 from dpframe.interactive.svt import pure_epsilon
+from dpframe.measures import within_float64
 from dpframe.mechanism import Statistic
 from dpframe.noise import MAX_LAPLACE_SCALE, discrete_laplace, discrete_laplace_log_tail
 from dpframe.plan.nodes import tables_read
@@ -90,14 +92,14 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     """
     check_ex_post(session, what, mechanisms)
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
-    delta = exact(delta, "delta", allow_zero=True)
-    if delta >= 1:
-        raise BudgetError(f"δ must be < 1, got {float(delta)}", argument="delta", fix="pass a δ such as 1e-7")
+    delta_value = exact(delta, "delta", allow_zero=True)
+    if delta_value >= 1:
+        raise BudgetError(f"δ must be < 1, got {shown(delta)}", argument="delta", fix="pass a δ such as 1e-7")
     for name, fn in (("test", test), ("release", release)):
         if not callable(fn):
             raise ArgumentError(f"must be a callable, got {type(fn).__name__}", argument=name,
                                fix=f"pass {name}=lambda: ... (it runs inside the charged reservation)")
-    spec = OdpSpec({"⊥": eps_test, "value": eps_test + eps_rel}, delta,
+    spec = OdpSpec({"⊥": eps_test, "value": eps_test + eps_rel}, delta_value,
                    lambda y: "⊥" if y is None else "value")
     settle = resolve_refund(session, refund, what)
     return run_ex_post(session, spec, what, mechanisms, lambda: release() if test() else None, refund=settle,
@@ -240,7 +242,11 @@ class RobustMedian(Sealed):
         return eps_test, eps_rel, budget.delta
 
     def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
-        """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ."""
+        """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ (public values only)."""
+        eps_test, delta = within_float64(exact(eps_test, "eps_test"), "ε", "eps_test", "pass the test's ε"), \
+            exact(delta, "delta")
+        if delta >= 1:
+            raise BudgetError(f"δ must be < 1, got {shown(delta)}", argument="delta", fix="pass a δ such as 1e-7")
         rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)
         j = len(self.proposals)
 

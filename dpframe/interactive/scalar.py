@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ import polars as pl
 
 from dpframe.budgets import PureDP, exact
 from dpframe.errors import ArgumentError, PlanError
+from dpframe.measures import FLOAT64_MAX
 from dpframe.mechanism import Noise, Statistic
 from dpframe.noise import RandomSource, discrete_laplace
 from dpframe.sealed import _ENGINE, plain
@@ -144,10 +144,6 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
     return Scalar(query, plan.statistics()[0], noise.sensitivity, noise.unit, node.measures[0].kind, noise.scale)
 
 
-FLOAT_MAX = Fraction(sys.float_info.max)
-"""The largest magnitude of a public threshold: the noise and the comparisons compute in floats too."""
-
-
 def public_number(value: object, argument: str) -> Fraction:
     """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
     value = plain(value)
@@ -159,7 +155,7 @@ def public_number(value: object, argument: str) -> Fraction:
         raise ArgumentError(f"must be finite, got {value}", argument=argument, fix="pass a finite number")
     out = value if isinstance(value, Fraction) else Fraction(int(value)) if isinstance(value, int | np.integer) \
         else Fraction(repr(float(value)))
-    if abs(out) > FLOAT_MAX:
+    if abs(out) > FLOAT64_MAX:      # the noise and the comparisons compute in floats too
         raise ArgumentError("must be within the float range (|x| ≤ 1.8e308)", argument=argument,
                             fix="pass a threshold that a float can hold")
     return out

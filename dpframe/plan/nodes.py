@@ -288,7 +288,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
         if not isinstance(e, pl.Expr):
             try:
                 e = pl.lit(e)
-            except (TypeError, ValueError) as err:
+            except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as err:   # (10**400: Polars')
                 raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
                                 argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
         out.append(total_expression(e.alias(name), name, schema))

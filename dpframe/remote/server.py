@@ -62,6 +62,8 @@ from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
 """A connection that has not proved it holds the key within this many seconds of its start is closed."""
+YEAR_SECONDS = 365 * 86_400
+"""The longest ``idle_timeout`` (``None`` waits for ever)."""
 IDLE_SECONDS = 3600.0
 """A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
 FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType({"gated_release": gated_release,
@@ -107,8 +109,8 @@ class Server(Sealed):
             raise ArgumentError(f"expected a whole number ≥ 1, got {max_clients!r}", argument="max_clients",
                                 fix="pass max_clients=32")
         if idle_timeout is not None and (isinstance(idle_timeout, bool) or not isinstance(idle_timeout, int | float)
-                                         or not 0 < idle_timeout < float("inf")):
-            raise ArgumentError(f"expected a positive number of seconds or None, got {idle_timeout!r}",
+                                         or not 0 < idle_timeout <= YEAR_SECONDS):
+            raise ArgumentError(f"expected seconds from 0 to a year, or None, got {idle_timeout!r:.40}",
                                 argument="idle_timeout", fix=f"pass idle_timeout={IDLE_SECONDS:g} (or None: never)")
         if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int | float) or not 0 < pad < 86400):
             raise ArgumentError(f"expected a positive number of seconds below a day, or None, got {pad!r}",

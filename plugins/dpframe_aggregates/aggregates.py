@@ -41,7 +41,7 @@ from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, down, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
-from dpframe.measures import COUNT_KINDS, Measure
+from dpframe.measures import COUNT_KINDS, Measure, check_ddof
 from dpframe.mechanism import (
     MAX_GRID_EXPONENT,
     MIN_GRID_EXPONENT,
@@ -262,9 +262,8 @@ class AggregateMechanism:
         if unknown:
             raise ArgumentError(f"{kind}() takes no option {unknown[0]!r}", argument=unknown[0],
                                fix=f"options of {kind}(): {sorted(allowed)}")
-        if kind in ("var", "std") and measure.option("ddof", 1) not in (0, 1):
-            raise ArgumentError(f"must be 0 or 1, got {measure.option('ddof')!r}", argument="ddof",
-                               fix="pass ddof=0 (population) or ddof=1 (sample)")
+        if kind in ("var", "std"):
+            check_ddof(measure.option("ddof", 1))
         if kind == "len" and (measure.column is not None or measure.bounds is not None):
             raise ArgumentError("len() counts rows and takes no column or bounds", argument="column",
                                fix="use dp.len(), or dp.count(column) to count non-null values")

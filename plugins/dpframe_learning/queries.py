@@ -620,7 +620,7 @@ class ThresholdQuery(LearningQuery[Threshold]):
         if self.label == self.feature:
             raise SchemaError("the label cannot be the feature", argument="label", fix="pass another column")
         self.domain = OrderedDomain.of(self.feature, source.schema[self.feature], bounds, resolution)
-        if positive not in ("auto", "below", "above"):
+        if not isinstance(positive, str) or positive not in ("auto", "below", "above"):
             raise PlanError(f"unknown direction {positive!r}", argument="positive",
                             fix="use 'below' (label 1 ⇔ x < t), 'above' (label 1 ⇔ x ≥ t) or 'auto'")
         self.positive = positive
