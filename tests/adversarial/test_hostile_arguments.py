@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -79,8 +81,12 @@ def _curve() -> Any:
     return acc.gaussian(1.0)
 
 
+_SOCKETS = f"{tempfile.gettempdir()}/dp-hostile-{os.getpid()}"       # one per test process
+
+
 def _socket() -> str:
-    return str(Path(tempfile.mkdtemp(prefix="dp-hostile-")) / "s")
+    Path(_SOCKETS).mkdir(exist_ok=True)
+    return tempfile.mktemp(dir=_SOCKETS)
 
 
 def _elsewhere(call: Callable[..., object], **kw: Any) -> None:
@@ -90,7 +96,10 @@ def _elsewhere(call: Callable[..., object], **kw: Any) -> None:
 
 
 def _server(s: dp.Session, **kw: Any) -> None:
-    dp.Server(**kw).close()
+    try:
+        dp.Server(**kw).close()
+    finally:
+        shutil.rmtree(Path(_SOCKETS), ignore_errors=True)
 
 
 def _channel(s: dp.Session, method: str, **kw: Any) -> None:
