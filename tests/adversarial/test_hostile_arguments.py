@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -85,8 +86,7 @@ _SOCKETS = f"{tempfile.gettempdir()}/dp-hostile-{os.getpid()}"       # one per t
 
 
 def _socket() -> str:
-    Path(_SOCKETS).mkdir(exist_ok=True)
-    return tempfile.mktemp(dir=_SOCKETS)
+    return f"{_SOCKETS}/{uuid.uuid4().hex[:12]}"      # (the folder is made by _server)
 
 
 def _elsewhere(call: Callable[..., object], **kw: Any) -> None:
@@ -96,6 +96,7 @@ def _elsewhere(call: Callable[..., object], **kw: Any) -> None:
 
 
 def _server(s: dp.Session, **kw: Any) -> None:
+    Path(_SOCKETS).mkdir(exist_ok=True)
     try:
         dp.Server(**kw).close()
     finally:
