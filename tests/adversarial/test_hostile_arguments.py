@@ -279,6 +279,10 @@ ENTRIES: dict[str, Entry] = {
         "law0": {None: 0.5, 1: 0.5}, "law1": {None: 0.5, 1: 0.5}, "spec": OdpSpec.trivial(1)}),
     "OdpSpec": (_session, lambda s, **kw: OdpSpec(**kw), lambda s: {
         "cells": {"a": 1}, "delta": 0, "classify": lambda y: "a"}),
+    # query families a plugin attaches (reached as frame.<name>(...) or frame.query("<name>", ...))
+    "family linear_regression": (_session, lambda s, **kw: s.table("t").linear_regression(**kw).collect(B),
+                                 lambda s: {"features": ["x"], "label": "i",
+                                            "bounds": {"x": (0, 10), "i": (0, 100)}, "ridge": 1.0}),
     # plots and data
     "plots.budget": (_session, lambda s, **kw: _plotted(dp.plots.budget, **kw), lambda s: {"session": s, "ax": None}),
     "plots.spent_after_each": (_session, lambda s, **kw: dp.plots.spent_after_each(**kw), lambda s: {"session": s}),
@@ -348,6 +352,9 @@ def _surface() -> dict[str, Any]:
                 found[f"{cls.__name__}.{attr}"] = getattr(cls, attr)
     for fn in (robust_median, gated_release, propose_test_release, run_until, run_ex_post, odp_delta, OdpSpec):
         found[fn.__name__] = fn
+    from dpframe_histogram.regression import RegressionQuery
+
+    found["family linear_regression"] = RegressionQuery.__init__
     for module in ("plots", "datasets"):
         mod = getattr(dp, module)
         for attr in getattr(mod, "__all__", None) or [a for a in vars(mod) if not a.startswith("_")]:
@@ -360,10 +367,13 @@ def _surface() -> dict[str, Any]:
 def test_every_public_argument_is_fuzzed() -> None:
     """A new entry point or parameter of the analyst's API fails this until an entry covers it."""
     surface = _surface()
+    families = {e.name for e in _session().plugins.families()}
+    built_in = {"agg", "interior_point", "learn_threshold", "learn_rectangle", "bounds", "top_k"}   # (methods above)
+    assert families - built_in <= {n.removeprefix("family ") for n in ENTRIES}, "add an entry for each family"
     missing = sorted(set(surface) - set(ENTRIES) - set(EXEMPT))
     assert not missing, f"add these entry points to ENTRIES (or EXEMPT, with the reason): {missing}"
     assert not (set(ENTRIES) | set(EXEMPT)) - set(surface), "stale entries"
     for name, (make, _, valid) in ENTRIES.items():
-        params = [p for p in inspect.signature(surface[name]).parameters if p != "self"]
+        params = [p for p in inspect.signature(surface[name]).parameters if p not in ("self", "source")]
         covered = set(valid(make()))
         assert set(params) == covered, f"{name}: fuzz exactly its parameters {params}, not {sorted(covered)}"

@@ -83,10 +83,10 @@ class RegressionQuery:
             raise SchemaError(f"expected a list of feature columns, got {features!r}", argument="features",
                               fix="pass e.g. ['x1', 'x2']")
         columns = [*features, label]
-        for c in columns:
+        for i, c in enumerate(columns):
             if not isinstance(c, str) or c not in source.schema or not source.schema[c].is_numeric():
-                raise SchemaError(f"{c!r} is not a numeric column", argument="features" if c != label else "label",
-                                  fix=f"use numeric columns of {list(source.schema)}")
+                raise SchemaError(f"{c!r:.60} is not a numeric column", argument="label" if i == len(features)
+                                  else "features", fix=f"use numeric columns of {list(source.schema)}")
         if len(set(columns)) != len(columns):
             raise SchemaError(f"repeated column in {columns}", argument="features", fix="name each column once")
         if not isinstance(bounds, Mapping) or sorted(bounds) != sorted(columns):
