@@ -243,8 +243,15 @@ class Accountant(Sealed, ABC):
                               fix="pass what charge()/charge_plan()/compose() returned")
 
     def supports(self, curve: PrivacyCurve) -> bool:
-        """Whether this accountant can compose ``curve`` standalone (here: any curve with an RDP curve or a profile)."""
-        return curve.rdp is not None or curve.hs is not None
+        """Whether this accountant can compose ``curve`` standalone (here: any curve with an RDP curve or a profile).
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> acc.BasicAccountant().supports(acc.laplace(1.0)), acc.BasicAccountant().supports("laplace")
+            (True, False)
+
+        """
+        return isinstance(curve, PrivacyCurve) and (curve.rdp is not None or curve.hs is not None)
 
     def can_compose(self, curve: PrivacyCurve) -> bool:
         """The same as :meth:`supports` (its earlier name)."""
@@ -515,7 +522,7 @@ class ZCDPAccountant(Accountant):
 
     def supports(self, curve: PrivacyCurve) -> bool:
         """Curves with a zCDP bound ρ."""
-        return curve.rho is not None
+        return isinstance(curve, PrivacyCurve) and curve.rho is not None
 
     def describe(self) -> str:
         return "zCDP composition (ρ adds up; pure ε counts as ε²/2)"

@@ -27,13 +27,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpframe.accounting.accountants import pure_total
-from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out
+from dpframe.accounting.checks import check_delta, check_epsilon, check_grid, delta_out, epsilon_out, shown
 from dpframe.accounting.composition import group_rdp_only
 from dpframe.accounting.curve import from_json
 from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile, delta_at, epsilon_at
 from dpframe.accounting.rdp import RDPAccountant, RenyiFilter
 from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import Budget
+from dpframe.errors import BudgetError
 
 #: Plans whose PLD note a session accountant keeps (each costs a PLD composition; ``history()`` asks for all).
 NOTES = 4096
@@ -79,14 +80,20 @@ class PLDAccountant(RenyiFilter):
 
         The grid is :attr:`grid` unless a mechanism's losses reach too far or the composition's window is
         too wide; then it is coarsened (pessimistic: the result stays an upper bound; :attr:`effective_grid`
-        says which step was used; :func:`~dpframe.accounting.numerics.pld.compose_pairs`).
+        says which step was used; :func:`~dpframe.accounting.numerics.pld.compose_pairs`). Nothing composed: ``[]``.
         """
-        return self._composition().directions
+        return self._composition().directions if self.entries else []
 
     @property
     def effective_grid(self) -> float:
-        """The discretisation step of the last composition (:attr:`grid`, or coarser: see :meth:`composed`)."""
-        return self._composition().grid
+        """The discretisation step of the last composition (:attr:`grid`, or coarser: see :meth:`composed`).
+
+        Example:
+            >>> PLDAccountant(grid=1e-3).effective_grid          # nothing composed yet: the grid asked for
+            0.001
+
+        """
+        return self._composition().grid if self.entries else self.grid
 
     def _rdp_fallback(self, vacuous: bool = False) -> RDPAccountant | None:
         """The RDP accountant of the same sequence, when the PLD is degraded or vacuous and every mechanism has RDP."""
@@ -120,7 +127,13 @@ class PLDAccountant(RenyiFilter):
 
     def deltas(self, epsilons: Sequence[float] | np.ndarray) -> np.ndarray:
         """δ at each ε of ``epsilons`` (≥ 0) at once, from the composed PLD's tail sums (0 from Σε on, if pure)."""
-        e = np.asarray(epsilons, dtype=np.float64)
+        try:
+            e = np.asarray(epsilons, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            e = np.array([math.nan])
+        if e.ndim != 1 or not np.all(e >= 0):
+            raise BudgetError(f"expected a list of ε ≥ 0, got {shown(epsilons)}", argument="epsilons",
+                              fix="pass e.g. [0.5, 1.0, 2.0]")
         if not self.entries:
             return np.zeros(len(e))
         composed = self._composition()
@@ -179,6 +192,8 @@ class PLDAccountant(RenyiFilter):
         d = check_delta(delta)
         lines = [f"pld accountant: {self.describe()}", *filter(None, [self.relation_note()])]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
+        if not self.entries:
+            return "\n".join([*lines, f"  nothing composed: ε = 0 at δ = {d:g}"])
         dirs = self.composed()
         h = self.effective_grid
         lines.append(f"  ε = {self.epsilon(d):.6g} at δ = {d:g} "

@@ -247,7 +247,7 @@ class RDPAccountant(RenyiFilter):
 
     def supports(self, curve: PrivacyCurve) -> bool:
         """Curves with an RDP curve."""
-        return curve.rdp is not None
+        return isinstance(curve, PrivacyCurve) and curve.rdp is not None
 
     # ---------------------------------------------------------------------------------- standalone
     def _changed(self) -> None:

@@ -222,6 +222,9 @@ def test_inverse_amplification_is_finite_for_any_epsilon() -> None:
     (lambda: acc.PLDAccountant().compose(acc.laplace(1.0)).explain(delta=0), "delta"),
     (lambda: acc.BasicAccountant().compose(acc.laplace(1.0)).delta(epsilon=float("inf")), "epsilon"),
     (lambda: acc.ZCDPAccountant().compose(acc.zcdp(1.0)).epsilon(delta=Fraction(1, 10**400)), "delta"),
+    (lambda: acc.PLDAccountant().compose(acc.laplace(1.0)).deltas([1j]), "epsilons"),
+    (lambda: acc.PLDAccountant().compose(acc.laplace(1.0)).deltas(np.array(["x"])), "epsilons"),
+    (lambda: acc.PLDAccountant().compose(acc.laplace(1.0)).deltas([-1.0, 1.0]), "epsilons"),
 ])
 def test_bad_accountant_arguments_are_dpframe_errors(call, argument: str) -> None:
     with pytest.raises(dp.DPFrameError) as info:
@@ -306,3 +309,17 @@ def test_query_budget_beyond_floats_is_refused_before_charging() -> None:
             sess.table("t").sample(0.5).agg(dp.len()).collect(budget)
         assert info.value.argument == "budget"
     assert float(sess.spent().epsilon) == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("accountant", [acc.BasicAccountant, acc.ZCDPAccountant, acc.RDPAccountant, acc.PLDAccountant])
+def test_an_empty_accountant_answers_every_question(accountant: Any) -> None:
+    """Nothing composed yet: ε = δ = 0 and an explanation (the PLD accountant's ``explain()`` and ``effective_grid``
+    raised ``max() arg is an empty sequence``, review 48)."""
+    a = accountant()
+    assert a.epsilon(1e-6) == 0.0 and a.delta(1.0) == 0.0 and a.entries == ()
+    assert "accountant" in a.explain()
+    if isinstance(a, acc.PLDAccountant):
+        assert a.effective_grid == a.grid and a.composed() == [] and a.directions(1e-6) == {"remove": 0.0, "add": 0.0}
+        assert "nothing composed" in a.explain()
+    for bad in ("laplace", 3, np.array([1.0]), None):          # a predicate: no (an AttributeError once)
+        assert not a.supports(bad)
