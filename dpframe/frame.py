@@ -172,7 +172,7 @@ class Frame(FixedClass):
                                 fix=f"pass a value, e.g. {name}=..., or a predicate such as pl.col({name!r}) > 1")
             try:
                 literal = pl.lit(value)
-            except (TypeError, ValueError, pl.exceptions.PolarsError):
+            except (TypeError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException):   # Decimal NaN
                 raise PlanError(f"{name}=... must be a value Polars can compare with, got {type(value).__name__}",
                                 argument=name, fix=f"pass a number, string, date or bool, or a predicate such as "
                                                    f"pl.col({name!r}) > 1") from None

@@ -188,7 +188,8 @@ __all__ = ["INSTALL", "budget", "estimates", "privacy_curve", "spent_after_each"
 def _deltas(deltas: object) -> list[float]:
     """``deltas`` as a non-empty list of floats in (0, 1); a SchemaError naming ``deltas`` otherwise."""
     fix = "pass e.g. deltas=[1e-8, 1e-6, 1e-4]"
-    if isinstance(deltas, str | bytes | Mapping) or not isinstance(deltas, Iterable):
+    if isinstance(deltas, str | bytes | Mapping) or not isinstance(deltas, Iterable) \
+            or (isinstance(deltas, np.ndarray) and deltas.ndim == 0):
         raise SchemaError(f"expected a list of δ values, got {type(deltas).__name__}", argument="deltas", fix=fix)
     grid = list(deltas)
     if not grid or any(isinstance(d, bool) or not isinstance(d, int | float | np.floating) or not 0 < d < 1

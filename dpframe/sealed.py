@@ -485,6 +485,8 @@ def plain_copy(value: N) -> N:
         return [plain_copy(v) for v in value]  # type: ignore[return-value]
     if isinstance(value, np.ndarray | pl.Series):
         items = np.ndarray.tolist(value) if isinstance(value, np.ndarray) else pl.Series.to_list(value)
+        if not isinstance(items, list):       # a 0-d array is its one value (tolist() gives it alone)
+            return plain_copy(items)  # type: ignore[no-any-return]
         return [plain_copy(v) for v in items]  # type: ignore[return-value]
     if isinstance(value, tuple):
         return tuple(plain_copy(v) for v in tuple.__iter__(value))  # type: ignore[return-value]

@@ -171,6 +171,12 @@ class Ledger:
         self._closed = False
         self._open: set[int] = set()   # reservations made here and not yet finished: close() marks them cut
         self._pid = os.getpid()
+        try:
+            _ = path is not None and os.fsencode(path) and Path(path).exists()   # a name no file can have: refused
+        except (OSError, ValueError) as e:                  # (too long, a lone surrogate, a NUL byte)
+            raise LedgerError(f"cannot use {self.path!r:.80} as a ledger path ({type(e).__name__}: "
+                              f"{getattr(e, 'strerror', None) or e})", argument="ledger",
+                              fix="pass a file path such as ledger='budget.ledger'") from None
         if path is not None and Path(path).is_dir():
             raise LedgerError(f"the ledger path {self.path!r} is a directory", argument="ledger",
                               fix="pass a file path, e.g. ledger='budget.ledger'")

@@ -49,7 +49,7 @@ import numpy as np
 from dpframe.accounting.checks import shown
 from dpframe.budgets import Budget, make
 from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
-from dpframe.sealed import plain
+from dpframe.sealed import plain, plain_copy
 from dpframe.session import check_session
 
 if TYPE_CHECKING:
@@ -169,10 +169,19 @@ def _law(law: object, argument: str) -> dict[Any, float]:
 
 def _label(value: object, argument: str) -> str:
     """A ledger label (the charge's query or mechanisms text): a non-empty string; ArgumentError otherwise."""
-    if not isinstance(value, str) or not value:
-        raise ArgumentError(f"expected a non-empty string, got {value!r}", argument=argument,
+    if not isinstance(value, str) or not value or not _encodable(value):
+        raise ArgumentError(f"expected a non-empty string of text, got {value!r:.60}", argument=argument,
                             fix="pass a short text naming it in the session's history")
     return value
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate: the ledger stores UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def additive(session: Session) -> bool:
@@ -243,7 +252,8 @@ def declared_tables(session: Session, tables: object) -> frozenset[str] | None:
     if tables is None:
         return None
     names = session.tables()
-    items = [plain(t) for t in tables] if isinstance(tables, Collection) and not isinstance(tables, str) else None
+    items = [plain(t) for t in plain_copy(tables)] if isinstance(tables, Collection) and not isinstance(tables, str) \
+        and not (isinstance(tables, np.ndarray) and tables.ndim == 0) else None
     if items is None or not all(isinstance(t, str) and t in names for t in items):
         raise ArgumentError(f"expected a list of the session's table names, got {tables!r}", argument="tables",
                            fix=f"pass the tables run reads (of {names}), e.g. tables=[{names[0]!r}]; or "

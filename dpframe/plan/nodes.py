@@ -282,13 +282,16 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
     flat = [x for e in exprs for x in (e if isinstance(e, list | tuple) else [e])]   # like Polars: lists too
     for e in flat:
         if isinstance(e, str):
+            if e not in schema:                     # (a name Polars cannot take, a lone surrogate, refused here too)
+                raise SchemaError(f"unknown column {e!r:.60}", argument=argument, fix=f"use one of {schema.names()}")
             e = pl.col(e)
         out.append(total_expression(e, argument, schema))
     for name, e in named.items():
         if not isinstance(e, pl.Expr):
             try:
                 e = pl.lit(e)
-            except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as err:   # (10**400: Polars')
+            except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError,   # (10**400: Polars' error)
+                    pl.exceptions.PanicException) as err:                               # (Decimal("nan"): a panic)
                 raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
                                 argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
         out.append(total_expression(e.alias(name), name, schema))

@@ -502,11 +502,21 @@ def _listen(address: object) -> tuple[socket.socket, str | None]:
     """A listening socket on ``address`` and, for a Unix socket, its path."""
     if isinstance(address, (str, os.PathLike)):
         path = os.fspath(address)
-        if not isinstance(path, str) or not path or Path(path).exists():
-            raise ArgumentError(f"{path!r} is empty or exists", argument="address",
-                                fix="pass the path of a Unix socket that does not exist yet, or (host, port)")
+        fix = "pass the path of a Unix socket that does not exist yet, or (host, port)"
+        try:
+            taken = not isinstance(path, str) or not path or (os.fsencode(path) and Path(path).exists())
+        except (OSError, ValueError) as e:                  # (too long, a lone surrogate, a NUL byte)
+            raise ArgumentError(f"cannot use {path!r:.80} as a socket path ({type(e).__name__})", argument="address",
+                                fix=fix) from None
+        if taken:
+            raise ArgumentError(f"{path!r:.80} is empty or exists", argument="address", fix=fix)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
+        try:
+            sock.bind(path)
+        except (OSError, ValueError) as e:
+            sock.close()
+            raise ArgumentError(f"cannot listen on {path!r:.80} ({getattr(e, 'strerror', None) or e})",
+                                argument="address", fix=fix) from None
         sock.listen()
         return sock, path
     tcp = wire.host_port(address, "pass a Unix socket's path, or ('127.0.0.1', 0) for a free local port")

@@ -17,6 +17,7 @@ new argument is fuzzed from the day it is added (or listed in :data:`EXEMPT` wit
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import inspect
 import math
 import os
@@ -24,6 +25,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ HOSTILE: list[Any] = [
     None, "", "zz", b"x", bytearray(b"x"), ["x"], [1, 2], {"x": 1}, {"x"}, (1, 2), object(), lambda *a: 1,
     math.nan, math.inf, -1, 0, 10**400, 1e308, True, 1j, np.float32(1.0), np.int64(-1), np.bool_(False),
     np.array([1.0, 2.0]), np.array(["x", "g"]), pl.Series(["x"]), pl.DataFrame({"x": [1]}), pl.col("x"), pl.lit(1),
+    "\ud800", "x" * 100_000, -0.0, Decimal("nan"), Fraction(1, 3**400), dt.date(2020, 1, 1), np.array(2.0),
 ]
 """Values of every kind an analyst can pass: each parameter of each entry gets each of them."""
 
