@@ -336,7 +336,7 @@ def check_ddof(ddof: object) -> int:
 
     """
     value = plain(ddof)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value not in (0, 1):
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real) or value not in (0, 1):
         raise ArgumentError(f"must be 0 or 1, got {value!r:.40}", argument="ddof",
                             fix="pass ddof=0 (population) or ddof=1 (sample)")
     return int(value)
