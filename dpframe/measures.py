@@ -339,7 +339,7 @@ def check_ddof(ddof: object) -> int:
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real) or value not in (0, 1):
         raise ArgumentError(f"must be 0 or 1, got {value!r:.40}", argument="ddof",
                             fix="pass ddof=0 (population) or ddof=1 (sample)")
-    return int(value)
+    return 1 if value == 1 else 0
 
 
 def std(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
