@@ -121,6 +121,42 @@ def test_a_client_process_that_dies_while_asked_leaves_its_run_failed_and_charge
         assert sess.spent() == WORST
 
 
+def test_stop_may_close_its_own_connection() -> None:
+    """``stop`` calling ``remote.close()``: it waited for the lock its own request held (a deadlock in the
+    analyst's process, and the server waited for an answer until ``idle_timeout``). Now the close cuts the
+    connection: the run fails on the server, charged, and ``run_until`` raises a RemoteError."""
+    sess = session()
+    with served(sess) as (server, remote):
+        def stop(results: list[pl.DataFrame]) -> bool:
+            remote.close()
+            return False
+        out = in_thread(lambda: remote.run_until(steps_of(remote), STEP, stop))
+        assert isinstance(out, dp.RemoteError), out
+        assert remote.closed
+        assert wait_for(lambda: statuses(sess) == ["failed"] and released(server))
+        assert sess.spent() == WORST
+
+
+def test_another_thread_may_close_the_connection_during_a_run() -> None:
+    """``close()`` from another thread while ``run_until`` waits in ``stop`` returns at once (it waited for the run,
+    and so for ``stop``, to end), and cuts the run: failed, charged."""
+    sess = session()
+    asked, closed = threading.Event(), threading.Event()
+    with served(sess) as (server, remote):
+        def stop(results: list[pl.DataFrame]) -> bool:
+            asked.set()
+            closed.wait(10)
+            return False
+        runner = threading.Thread(target=lambda: in_thread(lambda: remote.run_until(steps_of(remote), STEP, stop)))
+        runner.start()
+        assert asked.wait(10)
+        assert in_thread(remote.close, 5) is None
+        closed.set()
+        runner.join(10)
+        assert wait_for(lambda: statuses(sess) == ["failed"] and released(server))
+        assert sess.spent() == WORST
+
+
 # ------------------------------------------------------------------------------------------ a client that never answers
 
 def test_a_silent_analyst_is_disconnected_at_idle_timeout_and_no_reply_is_misread() -> None:
@@ -307,6 +343,79 @@ def test_a_slow_stop_is_not_timed_by_the_padded_question() -> None:
     gaps = [b - a for a, b in zip(answered, asked[1:], strict=False)]
     assert len(gaps) == 2 and all(0.28 <= g < 0.6 for g in gaps), gaps
     assert statuses(sess) == ["committed"]
+
+
+# ------------------------------------------------------------------------------------------ the client's own state
+
+def test_an_interrupt_while_waiting_for_a_reply_closes_the_connection() -> None:
+    """Ctrl-C while a request waits for its reply: the reply still comes, so the connection can no longer pair
+    replies with requests. It was kept open, and the next request read the previous one's reply (or its frame
+    as a length); now it is closed, and the next request says so."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal is delivered to the main thread")
+    sess = session()
+    with served(sess, pad=0.6) as (_, remote):
+        timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            remote.table("t").agg(dp.len()).collect(dp.PureDP(1))
+        timer.join()
+        time.sleep(0.8)                         # the reply has arrived
+        assert remote.closed
+        with pytest.raises(dp.RemoteError, match="this connection is closed"):
+            remote.table("t").agg(dp.sum("x", bounds=(0, 13))).collect(dp.PureDP(1))
+    assert wait_for(lambda: statuses(sess) == ["committed"])       # the interrupted release: charged
+
+
+class HandOff:
+    """A lock that, when the first run releases it, lets a waiting request run to its end before it returns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.owner: int | None = None
+        self.done = threading.Event()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        self._lock.release()
+        if threading.get_ident() == self.owner:
+            self.done.wait(5)
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_an_interrupted_stop_is_raised_in_its_own_thread() -> None:
+    """The interrupt of a run's ``stop`` was kept on the connection and read after its lock was released: another
+    thread's request that took the lock then could raise it (and the run returned normally)."""
+    sess = session()
+    with served(sess) as (_, remote):
+        lock = HandOff()
+        remote._lock = lock  # type: ignore[assignment]
+        started = threading.Event()
+        other: list[Any] = []
+
+        def ask_meanwhile() -> None:
+            started.set()
+            other.append(in_thread(remote.remaining))
+            lock.done.set()
+
+        def stop(results: list[pl.DataFrame]) -> bool:
+            threading.Thread(target=ask_meanwhile).start()
+            started.wait(5)
+            time.sleep(0.1)                     # the other thread now waits for the lock
+            raise KeyboardInterrupt
+
+        lock.owner = threading.get_ident()
+        with pytest.raises(KeyboardInterrupt):
+            remote.run_until(steps_of(remote), STEP, stop)
+        assert wait_for(lambda: bool(other))
+        assert other == [sess.remaining()], other
 
 
 # ------------------------------------------------------------------------------------------ clients sharing a budget
