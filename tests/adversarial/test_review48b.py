@@ -107,16 +107,16 @@ def test_a_client_process_that_dies_while_asked_leaves_its_run_failed_and_charge
     with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server:
         address = server.address
         assert isinstance(address, tuple)
-        child = subprocess.Popen([sys.executable, "-c", CLIENT, address[0], str(address[1]), KEY.hex(), how],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        try:
-            assert child.stdout is not None and child.stdout.readline() == "asked 1\n"
-            if how == "kill":
+        with subprocess.Popen([sys.executable, "-c", CLIENT, address[0], str(address[1]), KEY.hex(), how],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}) as child:
+            try:
+                assert child.stdout is not None and child.stdout.readline() == "asked 1\n"
+                if how == "kill":
+                    child.kill()
+                child.wait(timeout=30)
+            finally:
                 child.kill()
-            child.wait(timeout=30)
-        finally:
-            child.kill()
         assert wait_for(lambda: statuses(sess) == ["failed"] and released(server))
         assert sess.spent() == WORST
 
@@ -231,6 +231,7 @@ def test_sigterm_to_dpframe_serve_while_it_waits_for_an_answer(tmp_path: Path) -
     finally:
         owner.send_signal(signal.SIGTERM)
         assert owner.wait(timeout=30) == 0
+        owner.communicate()         # its pipes, closed
     runner.join(10)
     remote.close()
     with dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), ledger=str(ledger)) as again:
