@@ -41,6 +41,7 @@ from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError
 from dpframe.family import check_format
 from dpframe.frame import diagnostics_flag
 from dpframe.interactive.odp import check_refund
+from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
@@ -216,13 +217,15 @@ class Remote:
         only: the results released so far (the server asks between steps; ``stop`` may not use this connection
         meanwhile). An exception it raises fails the run, whose worst cell stays charged.
         """
-        if not callable(stop):      # the in-process error, before anything is sent
+        listed = list(step_list(steps))     # the in-process errors, before anything is sent
+        if not callable(stop):
             raise ArgumentError("must be a function of the released results", argument="stop",
                                 fix="pass stop=lambda r: ...")
         packer = Packer()
-        args = [packer.pack(steps if isinstance(steps, str) else list(steps) if isinstance(steps, Sequence)
-                            else steps, "steps"), packer.pack(budget, "budget")]
-        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(stops, "stops"),
+        args = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
+        # stops as in process: any sequence of step counts (a range, a tuple) is their list; text is refused there
+        points = list(stops) if isinstance(stops, Sequence) and not isinstance(stops, str) else stops
+        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
                   "refund": packer.pack(refund, "refund")}
         value, frames = self._request({"op": "run_until", "args": args, "kwargs": kwargs}, packer.attached, ask=stop)
         out: list[pl.DataFrame] = unpack_result(value, frames)

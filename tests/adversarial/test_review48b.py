@@ -472,3 +472,32 @@ def test_racing_runs_keep_the_ledger_whole(refund: bool | None) -> None:
         assert set(history["cost"]) == {costs[2]}
     total = sum((Fraction(c.split("=")[1]) for c in history["cost"]), Fraction(0))
     assert sess.spent() == dp.PureDP(total)
+
+
+# ------------------------------------------------------------------------------------------ arguments, as in process
+
+ARGUMENTS: dict[str, Callable[[Any, Callable[..., Any]], Any]] = {
+    "steps-a-generator": lambda s, until: until((q for q in steps_of(s)), STEP, lambda r: False),
+    "steps-an-iterator": lambda s, until: until(iter(steps_of(s)), STEP, lambda r: False),
+    "stops-a-range": lambda s, until: len(until(steps_of(s), STEP, lambda r: True, stops=range(2, 4))),
+    "stops-a-tuple": lambda s, until: len(until(steps_of(s), STEP, lambda r: True, stops=(2,))),
+    "stops-text": lambda s, until: until(steps_of(s), STEP, lambda r: True, stops="2"),
+}
+
+
+@pytest.mark.parametrize("case", list(ARGUMENTS))
+def test_run_until_arguments_as_in_process(case: str) -> None:
+    """``stops=range(2, 4)`` is a list of step counts in process; the client sent the range object, which a remote
+    session refused ("cannot send a range"). Steps given as a generator got the packer's error, not run_until's.
+    Now both are read as in process: the same result or error, the same ledger."""
+    def outcome(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except dp.DPFrameError as e:
+            return type(e).__name__, str(e)
+    here, there = session(), session()
+    local = outcome(lambda: ARGUMENTS[case](here, run_until))
+    with served(there) as (_, remote):
+        far = outcome(lambda: ARGUMENTS[case](remote, remote.run_until))
+    assert far == local
+    assert there.history().drop("id").rows() == here.history().drop("id").rows()
