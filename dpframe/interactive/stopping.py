@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import polars as pl
 
@@ -110,6 +111,16 @@ def stopping_cells(n: int, budget: object, *, delta: object = 0, stops: object =
     return cells
 
 
+def step_list(steps: object) -> tuple[Any, ...]:
+    """``run_until``'s steps read once, as a tuple: an ``ArgumentError`` unless a non-empty sequence (not text)."""
+    if isinstance(steps, str) or not isinstance(steps, Sequence):
+        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
+    out = tuple(steps)
+    if not out:
+        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
+    return out
+
+
 def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.DataFrame]], bool], *,
               delta: object = 0, stops: object = None, refund: bool | None = None) -> list[pl.DataFrame]:
     """Collect ``steps`` in order at ``budget`` each until ``stop(results so far)`` is true at a stopping point.
@@ -122,13 +133,10 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     it runs (or another thread's) forfeits the refund, and an exception it raises fails the run (the
     worst cell stays charged).
     """
-    if isinstance(steps, str) or not isinstance(steps, Sequence):
-        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
     # a snapshot, read once and checked: ``stop`` (or another thread) replacing an item, or a sequence whose
     # ``__iter__`` gives other queries on a later read, would run a query that was never checked here
-    steps = tuple(steps)
-    if not steps:
-        raise ArgumentError("expected a non-empty list of queries", argument="steps", fix="pass [query1, ...]")
+    listed: tuple[Query, ...] = step_list(steps)      # their types are checked below
+    steps = listed
     if not all(type(s) is Query for s in steps) or len({id(s._session) for s in steps}) != 1:
         raise PlanError("every step must be an agg query of one session", argument="steps",
                         fix="build the steps from one session's tables")

@@ -41,6 +41,7 @@ from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError
 from dpframe.family import check_format
 from dpframe.frame import diagnostics_flag
 from dpframe.interactive.odp import check_refund
+from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
@@ -111,7 +112,6 @@ class Remote:
         self._lock = threading.Lock()
         self._closed = False
         self._asking: int | None = None                  # the thread running run_until's stop, while it runs
-        self._interrupted: BaseException | None = None   # an interrupt of that rule, raised after the reply
 
     def sql(self, query: str, *, keys: Mapping[str, Any] | None = None) -> RemoteQuery:
         """A private query in SQL (as ``sess.sql``): nothing is sent until ``cost``, ``explain`` or ``collect``.
@@ -215,13 +215,15 @@ class Remote:
         only: the results released so far (the server asks between steps; ``stop`` may not use this connection
         meanwhile). An exception it raises fails the run, whose worst cell stays charged.
         """
-        if not callable(stop):      # the in-process error, before anything is sent
+        listed = list(step_list(steps))     # the in-process errors, before anything is sent
+        if not callable(stop):
             raise ArgumentError("must be a function of the released results", argument="stop",
                                 fix="pass stop=lambda r: ...")
         packer = Packer()
-        args = [packer.pack(steps if isinstance(steps, str) else list(steps) if isinstance(steps, Sequence)
-                            else steps, "steps"), packer.pack(budget, "budget")]
-        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(stops, "stops"),
+        args = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
+        # stops as in process: any sequence of step counts (a range, a tuple) is their list; text is refused there
+        points = list(stops) if isinstance(stops, Sequence) and not isinstance(stops, str) else stops
+        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
                   "refund": packer.pack(refund, "refund")}
         value, frames = self._request({"op": "run_until", "args": args, "kwargs": kwargs}, packer.attached, ask=stop)
         out: list[pl.DataFrame] = unpack_result(value, frames)
@@ -260,10 +262,21 @@ class Remote:
         return self._closed
 
     def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._closed = True
-            self._sock.close()
+        """Close the connection, cutting a request in flight.
+
+        Another thread's, or the ``run_until`` whose ``stop`` calls this: it raises a :class:`~dpframe.RemoteError`,
+        and what the server reserved for it stays charged.
+        """
+        self._closed = True
+        try:        # wakes a request waiting for its reply: it closes the socket, holding the lock
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self._lock.acquire(blocking=False):      # never waits for the request (stop's own would wait for ever)
+            try:
+                self._sock.close()
+            finally:
+                self._lock.release()
 
     def __enter__(self) -> Remote:
         return self
@@ -285,6 +298,7 @@ class Remote:
         if self._asking == threading.get_ident():
             raise ArgumentError("this connection is waiting for run_until's stop answer", argument="stop",
                                 fix="decide from the results stop receives, or use another connection (dp.connect)")
+        interrupted: BaseException | None = None       # of the analyst's rule: raised once the reply is read
         with self._lock:
             if self._closed:
                 raise RemoteError("this connection is closed", argument="remote", fix="connect again (dp.connect)")
@@ -304,37 +318,45 @@ class Remote:
                         raise RemoteError("the server asked a question this request does not answer",
                                           argument="message", fix="use a dpframe server of the client's version")
                     released += frames
-                    self._answer(ask, released)
-            except (OSError, RemoteError) as e:
+                    interrupted = self._answer(ask, released) or interrupted
+            except BaseException as e:
+                # cut mid-exchange (a broken connection, close(), or Ctrl-C while waiting): the reply, or the rest of
+                # it, may still come, and the next request would read it as its own, so the connection is closed
+                cut = self._closed
                 self._closed = True
                 self._sock.close()
-                if isinstance(e, RemoteError):
+                if not isinstance(e, OSError):
                     raise
-                raise RemoteError(f"the connection failed ({e.strerror or e}); a request in flight may have been "
-                                  "charged", argument="remote", fix="connect again and read remote.history()") from None
-        interrupted, self._interrupted = self._interrupted, None
+                raise RemoteError("this connection was closed during a request" if cut else
+                                  f"the connection failed ({e.strerror or e})", argument="remote",
+                                  fix="connect again and read remote.history(): a request in flight may have "
+                                      "been charged") from None
+            if self._closed:        # close() (on another thread) once the reply had come: it left the socket to us
+                self._sock.close()
         if interrupted is not None:     # the analyst's rule was interrupted: the run failed, charged; raised as is
             raise interrupted
         if not reply.get("ok"):
             raise _raised(reply, frames)
         return reply.get("value"), frames
 
-    def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> None:
+    def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> BaseException | None:
         """Send ``ask(a copy of released)`` to the server.
 
         A failure of the analyst's rule is sent by its type's name (the run fails, as in process); an interrupt
-        is kept, and raised once the server's reply is read.
+        is returned, to be raised (on this thread) once the server's reply is read.
         """
         self._asking = threading.get_ident()
+        interrupted = None
         try:
             answer: dict[str, Any] = {"stop": bool(ask(list(released)))}
         except Exception as e:  # noqa: BLE001 - the analyst's code: the run fails, as in process
             answer = {"error": type(e).__name__}
         except BaseException as e:  # KeyboardInterrupt, SystemExit: the run fails, then it goes on up
-            answer, self._interrupted = {"error": type(e).__name__}, e
+            answer, interrupted = {"error": type(e).__name__}, e
         finally:
             self._asking = None
         self._channel.send_json(answer)
+        return interrupted
 
 
 class RemoteQuery(Sendable):

@@ -236,6 +236,8 @@ class Server(Sealed):
                                      for _ in range(count)])
                 asker = Asker(channel, self._pad, self._hold)      # run_until's questions, if it asks any
                 reply, frames = self._answer(request, attached, tools, asker)
+                if asker.broken is not None:    # the run was failed, charged; the connection is cut, not answered
+                    raise asker.broken
                 if self._pad is not None and request.get("op") in PADDED:
                     self._hold(asker.started, self._pad)
                     if self.closed:     # closed while the reply was held: not sent, as one still running then
@@ -362,23 +364,33 @@ class Asker:
     time shows only as a doubling of ``pad``. An answer that is not a boolean, or the analyst's rule failing
     (``{"error": "ValueError"}``), fails the run: its worst cell stays charged, as an exception raised by ``stop``
     does in process. ``hold`` (the server's wait for a padded reply) receives public values only: two times.
+
+    The connection failing while asking (the analyst gone, silent for the server's ``idle_timeout``, the server
+    closed, or an answer that breaks the protocol: too long, not a JSON object) fails the run too, and is kept in
+    :attr:`broken`: the server then closes the connection rather than reply (a late answer would be read as the
+    next request, and its reply as the reply to the analyst's next call).
     """
 
     def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], None]) -> None:
         self._channel, self._pad, self._hold = channel, pad, hold
         self._sent = 0
         self.started = time.monotonic()
+        self.broken: OSError | RemoteError | None = None
 
     def stop(self, results: list[pl.DataFrame]) -> bool:
         """The analyst's answer for ``results`` (run_until's released results so far)."""
         new = results[self._sent:]
         if self._pad is not None:
             self._hold(self.started, self._pad)
-        self._channel.send_json({"ask": "stop", "frames": len(new)})
-        for frame in new:
-            self._channel.send(wire.frame_bytes(frame))
-        self._sent = len(results)
-        answer = self._channel.receive_json(STOP_LIMIT)
+        try:
+            self._channel.send_json({"ask": "stop", "frames": len(new)})
+            for frame in new:
+                self._channel.send(wire.frame_bytes(frame))
+            self._sent = len(results)
+            answer = self._channel.receive_json(STOP_LIMIT)
+        except (OSError, RemoteError) as e:
+            self.broken = e
+            raise
         self.started = time.monotonic()
         if type(answer.get("stop")) is bool:
             return bool(answer["stop"])
