@@ -93,7 +93,7 @@ def file_version(source: object) -> FileVersion | None:
     root = local_path(source)
     if root is None:
         return None
-    if not root.is_dir():
+    if not _is_dir(root):
         entry = _entry(root, "")
         return FileVersion(str(root), () if entry is None else (entry,))
     entries, seen = [], set()
@@ -139,6 +139,14 @@ def local_path(source: object) -> Path | None:
     return None if "://" in source else Path(source)
 
 
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder (not for a name no file can have: too long, a lone surrogate)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _entry(path: Path, name: str, digest: bool = True) -> tuple[str, int, int, int, int, int, bytes] | None:
     """``path``'s identity, size, times and (with ``digest``) tail digest; ``None`` if it cannot be read."""
     try:
@@ -148,7 +156,7 @@ def _entry(path: Path, name: str, digest: bool = True) -> tuple[str, int, int, i
         with path.open("rb") as f:
             info = os.fstat(f.fileno())
             tail = _tail_digest(f, info.st_size, path.suffix.lower() == ".parquet")
-    except OSError:
+    except (OSError, ValueError):     # (and a name no file can have: a lone surrogate, a NUL byte)
         return None
     return name, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, tail
 

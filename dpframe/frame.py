@@ -36,7 +36,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
-from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, plain, plain_copy, plain_frame
+from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import require_plan
 
@@ -258,8 +258,7 @@ class Frame(FixedClass):
             ['b']
 
         """
-        if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                    for k, v in mapping.items()):
+        if not isinstance(mapping, dict) or not all(isinstance(k, str) and is_text(v) for k, v in mapping.items()):
             raise PlanError(f"expected a dict {{old: new}} of column names, got {mapping!r}", argument="mapping",
                             fix="e.g. rename({'dep_delay': 'delay'})")
         self._check_own(list(mapping), "mapping", "keeps its name", "rename()")
@@ -533,9 +532,12 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
             frame = pl.DataFrame({by[0]: pl.Series(by[0], list(keys))})
         else:
             raise TypeError("a plain list of keys needs a single key column")
-    except (TypeError, KeyError, OverflowError, UnicodeError, pl.exceptions.PolarsError) as e:
-        # (Overflow: an int beyond 128 bits; Unicode: a str UTF-8 cannot encode, a lone surrogate)
-        raise SchemaError(f"cannot read keys: {e}", argument="keys", fix=fix) from e
+    except (TypeError, KeyError, OverflowError, UnicodeError, pl.exceptions.PolarsError,
+            pl.exceptions.PanicException) as e:
+        # (Overflow: an int beyond 128 bits; Unicode: a str UTF-8 cannot encode, a lone surrogate; a panic:
+        # Decimal('NaN'), which Polars' constructor cannot read)
+        reason = "a value Polars cannot read" if isinstance(e, pl.exceptions.PanicException) else str(e)
+        raise SchemaError(f"cannot read keys: {reason}", argument="keys", fix=fix) from None
     if sorted(frame.columns) != sorted(by):
         raise SchemaError(f"keys have columns {frame.columns}, the group-by has {by}", argument="keys", fix=fix)
     for c in by:

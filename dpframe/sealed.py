@@ -41,7 +41,7 @@ import math
 import zoneinfo
 from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeGuard, TypeVar
 
 import numpy as np
 import polars as pl
@@ -464,6 +464,23 @@ def _plain_temporal(value: dt.date | dt.time | dt.timedelta) -> dt.date | dt.tim
         return bare.replace(tzinfo=zone)
     offset = zone.utcoffset(bare.replace(tzinfo=zone) if isinstance(bare, dt.datetime) else None)  # once
     return bare.replace(tzinfo=None if offset is None else dt.timezone(plain(offset)))
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a ``str`` that UTF-8 can encode (no lone surrogate: Polars, DuckDB and SQLite refuse one).
+
+    Example:
+        >>> is_text("ok"), is_text(chr(0xD800)), is_text(b"x")
+        (True, False, False)
+
+    """
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def plain_copy(value: N) -> N:

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -304,8 +305,13 @@ def _loaded(source: object, where: str) -> pl.LazyFrame:
         return _from_arrow(table, where)
     if isinstance(source, str | Path):
         path = Path(source)
-        if not path.exists():
-            raise SchemaError(f"file {str(path)!r} does not exist", argument=where, fix=_FIX)
+        try:
+            exists = bool(os.fsencode(path)) and path.exists()
+        except (OSError, ValueError) as e:          # (too long, a lone surrogate, a NUL byte)
+            raise SchemaError(f"cannot use {str(path)!r:.80} as a file path ({type(e).__name__})", argument=where,
+                              fix=_FIX) from None
+        if not exists:
+            raise SchemaError(f"file {str(path)!r:.200} does not exist", argument=where, fix=_FIX)
         # glob=False: the file (or directory) named, never the files its name would match as a pattern
         # (``t[1].parquet`` read ``t1.parquet``, whose version the session does not record)
         if path.suffix.lower() == ".parquet":

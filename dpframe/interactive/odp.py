@@ -49,7 +49,7 @@ import numpy as np
 from dpframe.accounting.checks import shown
 from dpframe.budgets import Budget, make
 from dpframe.errors import ArgumentError, BudgetConversionError, PluginError
-from dpframe.sealed import plain, plain_copy
+from dpframe.sealed import is_text, plain, plain_copy
 from dpframe.session import check_session
 
 if TYPE_CHECKING:
@@ -169,19 +169,11 @@ def _law(law: object, argument: str) -> dict[Any, float]:
 
 def _label(value: object, argument: str) -> str:
     """A ledger label (the charge's query or mechanisms text): a non-empty string; ArgumentError otherwise."""
-    if not isinstance(value, str) or not value or not _encodable(value):
+    if not is_text(value) or not value:
         raise ArgumentError(f"expected a non-empty string of text, got {value!r:.60}", argument=argument,
                             fix="pass a short text naming it in the session's history")
     return value
 
-
-def _encodable(text: str) -> bool:
-    """Whether ``text`` is valid Unicode (no lone surrogate: the ledger stores UTF-8)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeError:
-        return False
-    return True
 
 
 def additive(session: Session) -> bool:

@@ -98,9 +98,12 @@ class SQLCatalog:
                                   fix="list each key once")
             try:
                 listed = pl.Series(column, listed).cast(dtype, strict=True).to_list()
-            except (pl.exceptions.PolarsError, TypeError, ValueError) as e:
-                raise SchemaError(f"keys of {key!r} do not fit the column type {dtype}: {str(e).splitlines()[0]}",
-                                  argument="public_keys", fix="pass keys of the column's type") from e
+            except (pl.exceptions.PolarsError, pl.exceptions.PanicException, TypeError, ValueError,
+                    OverflowError) as e:     # (10**400; Decimal('NaN'): a panic in Polars' constructor)
+                reason = "a value Polars cannot read" if isinstance(e, pl.exceptions.PanicException) else \
+                    (str(e).splitlines() or [""])[0]
+                raise SchemaError(f"keys of {key!r} do not fit the column type {dtype}: {reason}",
+                                  argument="public_keys", fix="pass keys of the column's type") from None
             cat.keys[f"{table}.{column}"] = listed
         if bounds is not None and not isinstance(bounds, Mapping):
             raise SchemaError(f"expected a dict, got {type(bounds).__name__}", argument="bounds",

@@ -50,6 +50,9 @@ HOSTILE: list[Any] = [
     "\ud800", "x" * 100_000, -0.0, Decimal("nan"), Fraction(1, 3**400), dt.date(2020, 1, 1), np.array(2.0),
 ]
 """Values of every kind an analyst can pass: each parameter of each entry gets each of them."""
+MEMBERS: list[Any] = [v for v in HOSTILE if isinstance(v, Decimal | float | int | str | np.ndarray | pl.Expr)
+                      or v is None]
+"""Those also tried as one member of a parameter that takes a list, tuple or dict (keys, bounds, features)."""
 
 DATA = pl.DataFrame({"u": [i // 2 for i in range(80)], "x": [float(i % 9) for i in range(80)],
                      "g": ["a", "b"] * 40, "i": list(range(80)), "lab": [i % 2 for i in range(80)]})
@@ -142,7 +145,7 @@ ENTRIES: dict[str, Entry] = {
     "Session": (_session, lambda s, **kw: _elsewhere(dp.Session, **kw), lambda s: {
         "tables": {"t": DATA}, "privacy_unit": dp.PrivacyUnit("u", max_rows=2), "budget": dp.PureDP(1),
         "ledger": None, "backend": "polars", "accountant": None, "seed": 0, "public_tables": None,
-        "public_keys": None, "bounds": None, "spark": None}),
+        "public_keys": {"t.g": ["a", "b"]}, "bounds": {"t.x": (0, 10)}, "spark": None}),
     "Session.table": (_session, lambda s, **kw: s.table(**kw), lambda s: {"name": "t"}),
     "Session.sql": (_session, lambda s, **kw: s.sql(**kw).collect(B), lambda s: {
         "query": "SELECT g, COUNT(*) AS n FROM t GROUP BY g", "keys": None, "backend": None}),
@@ -166,7 +169,7 @@ ENTRIES: dict[str, Entry] = {
     "Frame.filter": (_session, lambda s, predicates, constraints: s.table("t").filter(predicates, g=constraints)
                      .agg(dp.len()).collect(B), lambda s: {"predicates": pl.col("x") > 1, "constraints": "a"}),
     "Frame.group_by": (_session, lambda s, by, keys: s.table("t").group_by(by, keys=keys).agg(dp.len()).collect(B),
-                       lambda s: {"by": "g", "keys": None}),
+                       lambda s: {"by": "g", "keys": ["a", "b"]}),
     "Frame.interior_point": (_session, lambda s, **kw: s.table("t").interior_point(**kw).collect(B), lambda s: {
         "column": "x", "bounds": (0, 10), "method": "auto", "beta": 1e-6, "resolution": None}),
     "Frame.learn_rectangle": (_session, lambda s, **kw: s.table("t").learn_rectangle(**kw).collect(B), lambda s: {
@@ -328,17 +331,33 @@ def test_a_hostile_argument_is_used_or_refused_free(name: str, parameter: str, b
     sess = make(backend)
     call(sess, **valid(sess))                  # the valid call runs (what the hostile ones vary)
     raw: list[str] = []
+    variants: list[Callable[[Any], Any]] = [lambda given: value]
+    if isinstance(valid(sess)[parameter], list | tuple | dict) and valid(sess)[parameter]:
+        variants.append(lambda given: _with_member(given, value))      # one member of a list, tuple or dict
     for value in HOSTILE:
-        sess = make(backend)
-        arguments = valid(sess) | {parameter: value}
-        try:
-            call(sess, **arguments)
-        except dp.DPFrameError as e:
-            if "failed" in sess.history()["status"].to_list():     # charged, then failed: not a free refusal
-                raw.append(f"{type(value).__name__} {value!r:.40}: refused after its charge ({str(e)[:120]})")
-        except Exception as e:     # noqa: BLE001  (what the harness looks for)
-            raw.append(f"{type(value).__name__} {value!r:.40}: {type(e).__name__}: {str(e)[:120]}")
+        for variant in variants if any(value is m for m in MEMBERS) else variants[:1]:    # (by identity: arrays)
+            sess = make(backend)
+            given = valid(sess)
+            arguments = given | {parameter: variant(given[parameter])}
+            shown = f"{type(value).__name__} {value!r:.40}{' as a member' if variant is not variants[0] else ''}"
+            try:
+                call(sess, **arguments)
+            except dp.DPFrameError as e:
+                if "failed" in sess.history()["status"].to_list():     # charged, then failed: not a free refusal
+                    raw.append(f"{shown}: refused after its charge ({str(e)[:120]})")
+            except BaseException as e:     # noqa: BLE001  (what the harness looks for; a Polars panic too)
+                raw.append(f"{shown}: {type(e).__name__}: {str(e)[:120]}")
     assert not raw, f"{name}({parameter}=...) raised what is not a dpframe error:\n" + "\n".join(raw)
+
+
+def _with_member(given: list[Any] | tuple[Any, ...] | dict[Any, Any], value: object) -> object:
+    """``given`` with its last member replaced by ``value`` (a dict: in its last value, itself if not a list)."""
+    if isinstance(given, dict):
+        last = list(given)[-1]
+        inner = given[last]
+        deeper = _with_member(inner, value) if isinstance(inner, list | tuple | dict) and inner else value
+        return {k: deeper if k == last else v for k, v in given.items()}
+    return type(given)([*given[:-1], value])
 
 
 def _surface() -> dict[str, Any]:
