@@ -148,7 +148,7 @@ ENTRIES: dict[str, Entry] = {
         "public_keys": {"t.g": ["a", "b"]}, "bounds": {"t.x": (0, 10)}, "spark": None}),
     "Session.table": (_session, lambda s, **kw: s.table(**kw), lambda s: {"name": "t"}),
     "Session.sql": (_session, lambda s, **kw: s.sql(**kw).collect(B), lambda s: {
-        "query": "SELECT g, COUNT(*) AS n FROM t GROUP BY g", "keys": None, "backend": None}),
+        "query": "SELECT g, COUNT(*) AS n FROM t GROUP BY g", "keys": {"g": ["a", "b"]}, "backend": None}),
     "Session.sparse_vector": (_pure, _sparse, lambda s: {
         "threshold": 3, "max_positives": 1, "budget": dp.PureDP(1), "release": None, "refund": None,
         "noise": "laplace", "max_length": None}),
