@@ -37,15 +37,18 @@ from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
 from dpframe.aggregate import confidence
 from dpframe.budgets import Budget
-from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
+from dpframe.catalog import check_table_name
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.family import check_format
-from dpframe.frame import diagnostics_flag
+from dpframe.frame import accuracy_target, diagnostics_flag
 from dpframe.interactive.odp import check_refund
 from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
+from dpframe.sealed import plain
 from dpframe.sql.parse import check_text
+from dpframe.sql.query import check_keys
 from dpframe.tuning import Diagnosed
 
 if TYPE_CHECKING:
@@ -118,7 +121,13 @@ class Remote:
 
         ``keys={"column": [...]}``: public GROUP BY keys, sent as an Arrow table (their types kept).
         """
-        check_text(query)       # the in-process error (its class and text), before anything is sent
+        query = check_text(plain(query))    # the in-process error (its class and text), before anything is sent
+        check_keys(keys)
+        if keys is not None and any(isinstance(v, str | bytes) or not hasattr(v, "__iter__") for v in keys.values()):
+            # not a list of values: sent as given, for the session's own checks (in their order) to refuse
+            given = dict(keys)
+            return RemoteQuery(self, lambda packer: {"sql": query, "keys": {"$value": packer.pack(given, "keys")}},
+                               repr(query))
         sent = _keys(keys)
         return RemoteQuery(self, lambda packer: {"sql": query, "keys": None if sent is None else packer.attach(sent)},
                            repr(query))
@@ -142,9 +151,8 @@ class Remote:
             (PureDP(epsilon=1), ['g', 'len', 'x_mean'])
 
         """
-        if not isinstance(name, str):
-            raise ArgumentError(f"expected a table name, got {type(name).__name__}", argument="name",
-                                fix="pass the table's name as a string (remote.tables() lists them)")
+        name = plain(name)          # the session's error (class and text), before anything is sent
+        check_table_name(name, self.tables)
         from dpframe.remote.frames import RemoteFrame  # frames builds this module's RemoteQuery
 
         return RemoteFrame(self, name)
@@ -236,9 +244,8 @@ class Remote:
 
     def schema(self, table: str) -> pl.Schema:
         """A table's columns and their types (public metadata)."""
-        if not isinstance(table, str):      # the session's error, before sending what JSON may not carry
-            raise SchemaError(f"expected a table name, got {type(table).__name__}", argument="name",
-                              fix=f"use one of {self.tables()}")
+        table = plain(table)        # the session's error, before sending what JSON may not carry
+        check_table_name(table, self.tables)
         return self._request({"op": "schema", "table": table})[1][0].schema
 
     def remaining(self) -> Budget:
@@ -404,16 +411,18 @@ class RemoteQuery(Sendable):
 
     def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
-        # a query's budget: the in-process check (class and text) before anything is sent; a tool's or a measure's
-        # budget keeps its own rules (checked by the server's session as in process)
-        sent = None if budget is None else wire.budget_to_json(budget_of(budget))
-        for name, value in options.items():    # JSON cannot carry it: the session's own check refuses it here,
-            if not (value is None or isinstance(value, bool | int | float | str)):    # or its plain value is sent
-                options[name] = OPTION_CHECKS.get(name, _no_option)(value)
-        aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
+        # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
+        # class and text); a dp budget and an accuracy target as their fields (a budget checked here first, as the
+        # session does, a tool's or a measure's keeping its own rules)
         packer = Packer()
+        sent = _argument(budget, "budget", packer, budget_of,
+                         lambda b: wire.budget_to_json(budget_of(b)) if isinstance(b, Budget) else None)
+        aimed = _argument(accuracy, "accuracy", packer, lambda a: accuracy_target(budget, a),
+                          lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
+        sent_options = {name: _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
+                        for name, value in options.items()}
         source = self.packed(packer)
-        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **options},
+        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options},
                                      packer.attached)
 
 
@@ -445,6 +454,26 @@ class RemoteRobustMedian:
         return f"<dp.RemoteRobustMedian {self._query._shown}>"
 
 
+def _argument(value: object, argument: str, packer: Packer, check: Callable[[Any], object],
+              typed: Callable[[Any], object] = lambda value: None) -> Any:
+    """An argument of a query's ``cost`` / ``explain`` / ``collect`` as a request carries it.
+
+    ``typed(value)``: its own JSON (a dp budget's fields), or None; else the value as the analyst gave it (packed:
+    a NumPy scalar as its type, ``{"$value": ...}`` around a budget or an accuracy target), checked by the server's
+    session in its own order, as in process. One JSON cannot carry (bytes, an object) is refused here by
+    ``check``, the session's own check of it (the in-process class and text); what that check takes is sent as the
+    plain value it stands for.
+    """
+    own = None if value is None else typed(value)
+    if own is not None:
+        return own
+    try:
+        packed = packer.pack(value, argument)
+    except DPFrameError:
+        packed = packer.pack(check(value), argument)
+    return {"$value": packed} if argument in ("budget", "accuracy") and value is not None else packed
+
+
 def _no_option(value: object) -> None:
     raise ArgumentError(f"cannot send a {type(value).__name__} as an option", argument="options",
                         fix="pass a number, text, True/False or None, as the query takes in process")
@@ -468,13 +497,6 @@ plain value it stands for (``numpy.float32(0.9)`` as ``ci``) is sent."""
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
     if keys is None:
         return None
-    if not isinstance(keys, Mapping):
-        raise ArgumentError(f"expected a dict, got {type(keys).__name__}", argument="keys",
-                            fix="pass keys={'column': [value, ...]}")
-    for c, v in keys.items():        # a string is one value, not its characters (as sess.sql refuses it)
-        if isinstance(v, str | bytes) or not hasattr(v, "__iter__"):
-            raise SchemaError(f"keys[{c!r}] must be a list of values", argument="keys",
-                              fix=f"pass keys={{{c!r}: [value, ...]}}")
     try:
         frame = pl.DataFrame([pl.Series(str(c), [pl.Series(list(v))]) for c, v in keys.items()])
     except (TypeError, ValueError, pl.exceptions.PolarsError) as e:

@@ -312,8 +312,9 @@ class Server(Sealed):
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
         query = self._query(request, attached)
-        budget = wire.budget_from_json(request.get("budget"))
-        options = _options(request, op)
+        values = Unpacker(attached)
+        budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
+        options = _options(request, op, values)
         takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
             ("refund",) if isinstance(query, RobustMedian) else ()
         other = sorted(set(options) - set(takes))
@@ -323,7 +324,7 @@ class Server(Sealed):
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
-            form = request.get("format", "text")
+            form = values.unpack(request.get("format", "text"), "format")
             check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
@@ -347,12 +348,15 @@ class Server(Sealed):
             raise ArgumentError("not a query", argument="query", fix="pass a remote query (remote.sql or a chain)")
         if "chain" in source:
             return replay(self._session, source["chain"], attached, values=None if values is None else values.chained())
-        keys = source.get("keys")
-        if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
+        values = Unpacker(attached) if values is None else values
+        keys: Any = source.get("keys")
+        given = isinstance(keys, dict) and len(keys) == 1 and "$value" in keys   # keys that are not lists, as given
+        if keys is not None and not given and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
         text = _text(source, "sql")
-        _check_sql_size(text, Unpacker(attached) if values is None else values)
-        return self._session.sql(text, keys=None if keys is None else wire.read_keys(attached[keys]))
+        _check_sql_size(text, values)
+        return self._session.sql(text, keys=values.unpack(keys["$value"], "keys") if given else
+                                 None if keys is None else wire.read_keys(attached[keys]))
 
 
 class Asker:
@@ -426,21 +430,36 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
 
 
-def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
+def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:
     """The request's options for ``op`` that are set (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
 
     ``refund`` is the robust median's. Set: present and other than the in-process default (``ci=None``,
-    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent, so that the session's checks refuse
-    what they refuse in process (``ci=False``, ``diagnostics=None``), before the charge.
+    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent (unpacked: a NumPy scalar as its type),
+    so that the session's checks refuse what they refuse in process (``ci=False``, ``diagnostics=None``,
+    ``diagnostics=np.float64(0.5)``), before the charge.
     """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy", "refund")}[op]
     out: dict[str, Any] = {}
     for name in allowed:
-        if name not in request or request[name] is _DEFAULTS[name]:
+        if name not in request:
             continue
-        out[name] = wire.accuracy_from_json(request[name]) if name == "accuracy" else request[name]
+        value = _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else \
+            values.unpack(request[name], name)
+        if value is not _DEFAULTS[name]:
+            out[name] = value
     return out
+
+
+def _argument(value: object, argument: str, values: Unpacker, typed: Callable[[object], Any]) -> Any:
+    """A query's budget or accuracy target as the client sent it.
+
+    Its fields (read by ``typed``), or ``{"$value": ...}``: any other value the analyst gave, for the session's own
+    check to refuse as in process.
+    """
+    if isinstance(value, dict) and len(value) == 1 and "$value" in value:
+        return values.unpack(value["$value"], argument)
+    return typed(value)
 
 
 def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:

@@ -4,8 +4,8 @@ A remote method chain (:class:`~dpframe.remote.frames.RemoteFrame`) sends each c
 what JSON has no word for is a one-key object whose key starts with ``$``:
 
 - ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$float": "nan" | "inf" | "-inf"}``,
-  ``{"$fraction": "p/q"}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
-  ``{"$timedelta": [days, seconds, microseconds]}``;
+  ``{"$fraction": "p/q"}``, ``{"$bytes": hex}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
+  ``{"$timedelta": [days, seconds, microseconds]}``, ``{"$numpy": [type, value]}`` (a NumPy scalar, as its type);
 - ``{"$expr": tree}``: a Polars expression as Polars' own JSON tree. The server checks the tree's shape
   against the row-level allowlist *before* Polars reads it (:func:`~dpframe.plan.rowlevel.check_tree`:
   Polars' reader would unpickle a Python function), bounds the Arrow bytes inside it (list and Series
@@ -28,8 +28,11 @@ Example:
     >>> Unpacker([]).unpack(packed, "bounds")
     {'a': (1, Fraction(1, 3))}
     >>> import numpy as np
-    >>> Packer().pack([np.bool_(True), np.int8(3), np.float32(0.5)], "q")
-    [True, 3, 0.5]
+    >>> scalars = Packer().pack([np.bool_(True), np.int8(3), np.float32(0.5)], "q")
+    >>> scalars
+    [{'$numpy': ['bool', True]}, {'$numpy': ['int8', 3]}, {'$numpy': ['float32', 0.5]}]
+    >>> Unpacker([]).unpack(scalars, "q")
+    [np.True_, np.int8(3), np.float32(0.5)]
 
 """
 
@@ -60,6 +63,10 @@ from dpframe.measures import Measure, check_bounds, column_input
 from dpframe.plan.rowlevel import check_size, check_tree, tree_objects
 from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
 
+NUMPY_SCALARS = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                           "float32", "float64"})
+"""NumPy scalar types that cross as themselves (``{"$numpy": [type, value]}``): in process the session's checks take
+some (``ci=np.float32(0.9)``) and refuse others (``max_positives=np.int64(3)``), and name them by their ``repr``."""
 MAX_ATTACHED = 16
 """Arrow streams (public keys) one request may carry."""
 _IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
@@ -123,6 +130,9 @@ class Packer:
     def pack(self, value: Any, argument: str) -> Any:
         """``value`` as JSON (module docstring); an :class:`ArgumentError` naming ``argument`` if it cannot cross."""
         if isinstance(value, np.generic):
+            if value.dtype.name in NUMPY_SCALARS:   # as its type: the session's checks see what they see in process
+                item = value.item()
+                return {"$numpy": [value.dtype.name, self.pack(item, argument) if isinstance(item, float) else item]}
             value = value.item()
         if value is None or isinstance(value, bool | str):
             return bool(value) if isinstance(value, bool) else None if value is None else str(value)
@@ -130,6 +140,8 @@ class Packer:
             return int(value)
         if isinstance(value, float):
             return float(value) if math.isfinite(value) else {"$float": repr(float(value))}
+        if isinstance(value, bytes):
+            return {"$bytes": bytes(value).hex()}
         if isinstance(value, Fraction):
             return {"$fraction": f"{value.numerator}/{value.denominator}"}
         if isinstance(value, Decimal):
@@ -313,6 +325,16 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
     try:
         if tag == "$float" and body in ("nan", "inf", "-inf"):
             return float(body)
+        if tag == "$numpy" and isinstance(body, list) and len(body) == 2 and body[0] in NUMPY_SCALARS:
+            item = plain_value("$float", body[1].get("$float"), argument) if isinstance(body[1], dict) \
+                and len(body[1]) == 1 else body[1]
+            kind: type[np.generic] = np.dtype(body[0]).type
+            if type(item) in ((bool,) if body[0] == "bool" else (int,) if issubclass(kind, np.integer)
+                              else (int, float)):
+                with np.errstate(all="ignore"):
+                    return kind(item)
+        if tag == "$bytes" and isinstance(body, str) and re.fullmatch(r"(?:[0-9a-f]{2})*", body):
+            return bytes.fromhex(body)
         if tag == "$fraction" and isinstance(body, str) and re.fullmatch(r"-?[0-9]{1,400}/[0-9]{1,400}", body):
             return Fraction(body)
         if tag == "$decimal" and isinstance(body, str) and len(body) <= 400:
@@ -326,7 +348,7 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
             return (dt.date if tag == "$date" else dt.datetime).fromisoformat(body)
         if tag == "$timedelta" and isinstance(body, list) and len(body) == 3 and all(type(v) is int for v in body):
             return dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
-    except (ArithmeticError, ValueError, OverflowError, ZeroDivisionError):
+    except (ArithmeticError, ValueError, OverflowError, ZeroDivisionError, ArgumentError):
         pass
     raise _shape(argument)
 
@@ -414,10 +436,10 @@ def _shape(argument: str) -> ArgumentError:
 
 def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
     """A query's result as JSON, its frames (and types) appended to ``frames`` (the server's side)."""
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool | str) and not isinstance(value, np.generic):
         return value
-    if isinstance(value, np.generic):
-        value = value.item()
+    if isinstance(value, np.generic):       # as its type (``NUMPY_SCALARS``), else as its plain value
+        return Packer().pack(value, "result")
     if isinstance(value, int | float | Fraction | Decimal | dt.date | dt.time | dt.timedelta):
         return Packer().pack(value, "result")
     if isinstance(value, Budget | RDPCharge):
@@ -518,5 +540,5 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
-           "plain_value", "unpack_expression", "unpack_result", "unplaced"]
+__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree",
+           "pack_result", "plain_value", "unpack_expression", "unpack_result", "unplaced"]

@@ -128,7 +128,7 @@ def test_bad_input_names_the_argument() -> None:
         with pytest.raises(dp.RemoteError, match="already started"):
             server.start()
         with dp.connect(server.address, authkey=KEY) as remote:
-            with pytest.raises(dp.ArgumentError, match="keys"):
+            with pytest.raises(dp.PlanError, match="keys: expected a dict"):      # as in process
                 remote.sql(QUERY, keys=["a"])  # type: ignore[arg-type]
             with pytest.raises(dp.ArgumentError, match="keys"):
                 remote.sql(QUERY, keys={"g": ["a", 1]})
