@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import ssl
@@ -186,54 +187,65 @@ class Remote:
 
         return open_tool(self, "individual_filter", args, kwargs)
 
-    def robust_median(self, frame: RemoteFrame, column: str, bounds: tuple[float, float]) -> RemoteRobustMedian:
+    def robust_median(self, *args: Any, **kwargs: Any) -> RemoteRobustMedian:
         """The generalized-PTR median of ``column`` over a remote frame, run in the server's session.
 
-        As ``dpframe.interactive.ptr.robust_median(frame, column, bounds)`` in process: ``cost(budget)`` and
-        ``explain(budget)`` are free, ``collect(budget, refund=None)`` returns the noisy median or None (⊥).
+        As ``dpframe.interactive.ptr.robust_median(frame, column, bounds)`` in process (its signature): ``cost(budget)``
+        and ``explain(budget)`` are free, ``collect(budget, refund=None)`` returns the noisy median or None (⊥).
         """
+        from dpframe.interactive.ptr import robust_median
         from dpframe.remote.frames import RemoteFrame
 
+        given = _given(robust_median, args, kwargs)
+        frame = given["frame"]
         if type(frame) is not RemoteFrame or frame._remote is not self:
             raise ArgumentError(f"expected a frame of this connection, got {type(frame).__name__}", argument="frame",
                                 fix="pass remote.table(name) (after its filters and derived columns)")
-        return RemoteRobustMedian(frame._query("robust_median", (column, bounds), {}))
+        return RemoteRobustMedian(frame._query("robust_median", (given["column"], given["bounds"]), {}))
 
-    def gated_release(self, query: RemoteQuery, budget: Budget, gate: RemoteQuery, threshold: float,
-                      gate_budget: Budget, *, refund: bool | None = None) -> pl.DataFrame | None:
+    def gated_release(self, *args: Any, **kwargs: Any) -> pl.DataFrame | None:
         """``query``'s release if a noisy ``gate`` count passes ``threshold``, run in the server's session.
 
-        As ``dpframe.interactive.ptr.gated_release`` in process (its arguments, checks, charges and refund):
-        both queries are method chains ending in ``agg``; the released frame, or None when the gate held it back.
+        As ``dpframe.interactive.ptr.gated_release(query, budget, gate, threshold, gate_budget, *, refund=None)`` in
+        process (its signature, arguments, checks, charges and refund): both queries are method chains ending in
+        ``agg``; the released frame, or None when the gate held it back.
         """
+        from dpframe.interactive.ptr import gated_release
+
+        given = _given(gated_release, args, kwargs)
         packer = Packer()
-        args = [packer.pack(a, "gated_release") for a in (query, budget, gate, threshold, gate_budget)]
-        value, frames = self._request({"op": "gated_release", "args": args,
-                                       "kwargs": {"refund": packer.pack(refund, "refund")}}, packer.attached)
+        sent = [packer.pack(given[a], "gated_release") for a in ("query", "budget", "gate", "threshold", "gate_budget")]
+        value, frames = self._request({"op": "gated_release", "args": sent,
+                                       "kwargs": {"refund": packer.pack(given["refund"], "refund")}}, packer.attached)
         out: pl.DataFrame | None = unpack_result(value, frames)
         return out
 
-    def run_until(self, steps: Sequence[RemoteQuery], budget: Budget, stop: Callable[[list[pl.DataFrame]], bool], *,
-                  delta: float = 0, stops: Sequence[int] | None = None, refund: bool | None = None
-                  ) -> list[pl.DataFrame]:
+    def run_until(self, *args: Any, **kwargs: Any) -> list[pl.DataFrame]:
         """Collect ``steps`` in order on the server until ``stop(results so far)`` is true at a stopping point.
 
-        As ``dpframe.interactive.stopping.run_until`` in process (its arguments, checks, cells and refund): the
-        steps are remote ``agg`` queries; ``stop`` runs here, in the analyst's process, and receives released values
-        only: the results released so far (the server asks between steps; ``stop`` may not use this connection
-        meanwhile). An exception it raises fails the run, whose worst cell stays charged.
+        As ``dpframe.interactive.stopping.run_until(steps, budget, stop, *, delta=0, stops=None, refund=None)`` in
+        process (its signature, arguments, checks, cells and refund): the steps are remote ``agg`` queries; ``stop``
+        runs here, in the analyst's process, and receives released values only: the results released so far (the
+        server asks between steps; ``stop`` may not use this connection meanwhile). An exception it raises fails the
+        run, whose worst cell stays charged.
         """
+        from dpframe.interactive.stopping import run_until
+
+        given = _given(run_until, args, kwargs)
+        steps, budget, stop = given["steps"], given["budget"], given["stop"]
+        delta, stops, refund = given["delta"], given["stops"], given["refund"]
         listed = list(step_list(steps))     # the in-process errors, before anything is sent
         if not callable(stop):
             raise ArgumentError("must be a function of the released results", argument="stop",
                                 fix="pass stop=lambda r: ...")
         packer = Packer()
-        args = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
+        sent = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
         # stops as in process: any sequence of step counts (a range, a tuple) is their list; text is refused there
         points = list(stops) if isinstance(stops, Sequence) and not isinstance(stops, str) else stops
-        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
-                  "refund": packer.pack(refund, "refund")}
-        value, frames = self._request({"op": "run_until", "args": args, "kwargs": kwargs}, packer.attached, ask=stop)
+        options = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
+                   "refund": packer.pack(refund, "refund")}
+        value, frames = self._request({"op": "run_until", "args": sent, "kwargs": options}, packer.attached,
+                                      ask=stop)
         out: list[pl.DataFrame] = unpack_result(value, frames)
         return out
 
@@ -474,6 +486,21 @@ def _argument(value: object, argument: str, packer: Packer, check: Callable[[Any
     return {"$value": packed} if argument in ("budget", "accuracy") and value is not None else packed
 
 
+def _given(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call of the session's ``function`` by name, its defaults filled in.
+
+    Arguments its signature does not take get Python's own ``TypeError`` (raised before the function's body runs), as
+    in process.
+    """
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        function(*args, **kwargs)       # raises Python's TypeError for this call, before the body runs
+        raise
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def _no_option(value: object) -> None:
     raise ArgumentError(f"cannot send a {type(value).__name__} as an option", argument="options",
                         fix="pass a number, text, True/False or None, as the query takes in process")
@@ -516,11 +543,14 @@ def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
     return TopKWarning(str(value.get("warning")), outcome)
 
 
-def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> DPFrameError:
+def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> Exception:
     """The server's error as the same class, with the same text and fields.
 
-    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``).
+    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``). A
+    ``TypeError``: arguments a method's signature does not take, with Python's own text (as in process).
     """
+    if reply.get("error") == "TypeError":
+        return TypeError(str(reply.get("message")))
     kind = getattr(errors, str(reply.get("error")), None)
     if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
         kind = DPFrameError

@@ -53,7 +53,15 @@ from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
-from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
+from dpframe.remote.values import (
+    MAX_ATTACHED,
+    Attached,
+    SignatureMismatch,
+    Unpacker,
+    call_as_given,
+    pack_result,
+    unplaced,
+)
 from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
 from dpframe.sql.parse import parse
@@ -271,6 +279,8 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
+        except SignatureMismatch as e:  # Python's own text: the method's name and parameters, what the analyst passed
+            return {"ok": False, "error": "TypeError", "message": unplaced(str(e))}, []
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
             if isinstance(released, pl.DataFrame):
@@ -296,7 +306,7 @@ class Server(Sealed):
                 unpacked = {k: values.unpack(v, k) for k, v in kwargs.items()}
                 if op == "run_until":       # its stopping rule runs in the analyst's process, asked between steps
                     unpacked["stop"] = asker.stop
-                out = FUNCTIONS[str(op)](*(values.unpack(a, str(op)) for a in args), **unpacked)
+                out = call_as_given(FUNCTIONS[str(op)], [values.unpack(a, str(op)) for a in args], unpacked)
                 return pack_result(out, frames), frames
             return pack_result(tools.use(request, values), frames), frames
         if op == "tables":

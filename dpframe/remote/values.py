@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import importlib
+import inspect
 import io
 import json
 import math
@@ -83,6 +85,47 @@ _SHORT_BYTES = 8
 _MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
 _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
+
+
+class SignatureMismatch(Exception):
+    """Arguments a method's signature does not take: Python's own ``TypeError`` text (:func:`call_as_given`).
+
+    The text names the method and its parameters only; a server sends it back, and the client raises it as a
+    ``TypeError``.
+    """
+
+
+def call_as_given(method: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``method(*args, **kwargs)``, arguments its signature does not take refused with Python's own text.
+
+    Python refuses them before the method's body runs, so the ``TypeError`` then raised says only what the analyst
+    passed against the signature (``SparseVector.test() missing 1 required positional argument: 'query'``), as in
+    process: it is raised as a :class:`SignatureMismatch`. Any other ``TypeError`` (one from the body, whose text may
+    hold private values) goes on as it is.
+
+    Example:
+        >>> def f(x, *, y=0): return x + y
+        >>> call_as_given(f, [1], {"y": 2})
+        3
+        >>> call_as_given(f, [1, 2], {})
+        Traceback (most recent call last):
+        ...
+        dpframe.remote.values.SignatureMismatch: f() takes 1 positional argument but 2 were given
+
+    """
+    try:
+        inspect.signature(method).bind(*args, **kwargs)
+    except TypeError:
+        inner = inspect.unwrap(method.func if isinstance(method, functools.partial) else method)
+        try:
+            return method(*args, **kwargs)
+        except TypeError as e:
+            if not str(e).startswith(f"{getattr(inner, '__qualname__', None)}() "):
+                raise
+            raise SignatureMismatch(str(e)) from None
+    except ValueError:      # no signature to read: called as it is
+        pass
+    return method(*args, **kwargs)
 
 
 class Attached(list[bytes]):
@@ -540,5 +583,6 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree",
-           "pack_result", "plain_value", "unpack_expression", "unpack_result", "unplaced"]
+__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "SignatureMismatch", "Unpacker",
+           "call_as_given", "expression_tree", "pack_result", "plain_value", "unpack_expression", "unpack_result",
+           "unplaced"]

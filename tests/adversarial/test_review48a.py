@@ -84,8 +84,8 @@ class Local:
     def schema(self, table: Any) -> pl.Schema:
         return self.sess.table(table).collect_schema()
 
-    def robust_median(self, *args: Any) -> Any:
-        return robust_median(*args)
+    def robust_median(self, *args: Any, **kwargs: Any) -> Any:
+        return robust_median(*args, **kwargs)
 
     def gated_release(self, *args: Any, **kwargs: Any) -> Any:
         return gated_release(*args, **kwargs)
@@ -358,6 +358,77 @@ def compare(case: str, value: Any) -> str | None:
 def test_wrong_typed_arguments_get_the_in_process_outcome_through_a_server(case: str) -> None:
     differ = {name: d for name, value in BAD.items() if (d := compare(case, value)) is not None}
     assert not differ, f"{case}:\n" + "\n".join(f"  {name}: {d}" for name, d in differ.items())
+
+
+# ------------------------------------------------------------------------------ arguments a signature does not take
+
+#: Calls with an argument too many, too few or of an unknown name: in process Python's TypeError, whose text names the
+#: method and its parameters only. Through a server it was "the server failed this request (TypeError)" (a tool's
+#: call, a chain's method), or the client's own signature's text (``RemoteFrame.bound()``, ``Remote.gated_release()``),
+#: and ``top_k(2, dp.len(), "gumbel")`` (the method as the third positional argument, as in process) was refused.
+SV: Callable[[Any], Any] = lambda h: tool(h, "sv")  # noqa: E731
+CH: Callable[[Any], Any] = lambda h: tool(h, "ch")  # noqa: E731
+FILT: Callable[[Any], Any] = lambda h: tool(h, "filt")  # noqa: E731
+
+
+def on(build: Callable[[Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    return lambda h, s, v: build(h)
+
+
+SIGNATURES: Mapping[str, Case] = {
+    "sv.status(1)": ("approx", SV, lambda h, s, v: s.status(1)),
+    "sv.test()": ("approx", SV, lambda h, s, v: s.test()),
+    "sv.test(q, 1)": ("approx", SV, lambda h, s, v: s.test(count(h), 1)),
+    "sv.test(q, foo=1)": ("approx", SV, lambda h, s, v: s.test(count(h), foo=1)),
+    "ch.test(q)": ("approx", CH, lambda h, s, v: s.test(count(h))),
+    "filt.cost(q)": ("zcdp", FILT, lambda h, s, v: s.cost(count(h))),
+    "filt.collect(q, budget, 3)": ("zcdp", FILT, lambda h, s, v: s.collect(count(h), ZC, 3)),
+    "sparse_vector(foo=1)": ("approx", NONE, on(lambda h: h.sparse_vector(threshold=1, max_positives=1, budget=PURE,
+                                                                            foo=1).status())),
+    "sparse_vector()": ("approx", NONE, on(lambda h: h.sparse_vector().status())),
+    "target_charging(1, 3, 1e-6, 4)": ("approx", NONE, on(lambda h: h.target_charging(1, 3, 1e-6, 4).status())),
+    "individual_filter()": ("zcdp", NONE, on(lambda h: h.individual_filter().closed)),
+    "bound(foo=1)": ("approx", NONE, on(lambda h: h.table("visits").bound(foo=1).agg(dp.len()).cost(PURE))),
+    "bound(3)": ("approx", NONE, on(lambda h: h.table("visits").bound(3).agg(dp.len()).cost(PURE))),
+    "rename()": ("approx", NONE, on(lambda h: h.table("visits").rename().agg(dp.len()).cost(PURE))),
+    "sample(0.5, 1)": ("approx", NONE, on(lambda h: h.table("visits").sample(0.5, 1).agg(dp.len()).cost(PURE))),
+    "group_by(day, foo=1)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day", foo=1).agg(
+        dp.len()).cost(PURE))),
+    "top_k(2, len, gumbel)": ("approx", NONE, on(lambda h: h.table("visits").group_by(
+        "day", keys=["d0", "d1", "d2"]).top_k(2, dp.len(), "gumbel").cost(PURE))),
+    "top_k(1, len, stable, 4, 5, 6)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(
+        1, dp.len(), "stable", 4, 5, 6).cost(APPROX))),
+    "top_k(foo=1)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2, foo=1).cost(APPROX))),
+    "bounds(spend, foo=1)": ("approx", NONE, on(lambda h: h.table("visits").bounds("spend", foo=1).cost(PURE))),
+    "bounds()": ("approx", NONE, on(lambda h: h.table("visits").bounds().cost(PURE))),
+    "interior_point(spend)": ("approx", NONE, on(lambda h: h.table("visits").interior_point("spend").cost(PURE))),
+    "learn_threshold(spend)": ("approx", NONE, on(lambda h: h.table("visits").learn_threshold("spend").cost(PURE))),
+    "learn_rectangle()": ("approx", NONE, on(lambda h: h.table("visits").learn_rectangle().cost(PURE))),
+    "robust_median(frame, spend, (0, 50), 4)": ("approx", NONE, on(lambda h: h.robust_median(
+        h.table("visits"), "spend", (0, 50), 4).cost(APPROX))),
+    "robust_median(frame)": ("approx", NONE, on(lambda h: h.robust_median(h.table("visits")).cost(APPROX))),
+    "robust_median(keywords)": ("approx", NONE, on(lambda h: h.robust_median(
+        frame=h.table("visits"), column="spend", bounds=(0, 50)).cost(APPROX))),
+    "gated_release(foo=1)": ("approx", NONE, on(lambda h: h.gated_release(count(h), PURE, count(h), 1, PURE,
+                                                                            foo=1))),
+    "gated_release(q, budget)": ("approx", NONE, on(lambda h: h.gated_release(count(h), PURE))),
+    "gated_release(keywords)": ("approx", NONE, on(lambda h: h.gated_release(
+        query=count(h), budget=PURE, gate=count(h), threshold=10, gate_budget=PURE))),
+    "run_until(steps, budget)": ("approx", NONE, on(lambda h: h.run_until([count(h)], PURE))),
+    "run_until(foo=1)": ("approx", NONE, on(lambda h: h.run_until([count(h)], PURE, lambda r: True, foo=1))),
+    "run_until(keywords)": ("approx", NONE, on(lambda h: h.run_until(steps=[count(h), count(h, 2)], budget=PURE,
+                                                                      stop=lambda r: True))),
+}
+
+
+@pytest.mark.parametrize("case", list(SIGNATURES))
+def test_arguments_a_signature_does_not_take_get_python_s_own_error_through_a_server(case: str) -> None:
+    CASES[case] = SIGNATURES[case]
+    try:
+        differ = compare(case, None)
+    finally:
+        del CASES[case]
+    assert differ is None, f"{case}: {differ}"
 
 
 # ----------------------------------------------------------------------------- in process: what the sweep found there
