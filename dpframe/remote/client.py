@@ -124,12 +124,13 @@ class Remote:
         """
         query = check_text(plain(query))    # the in-process error (its class and text), before anything is sent
         check_keys(keys)
-        if keys is not None and any(isinstance(v, str | bytes) or not hasattr(v, "__iter__") for v in keys.values()):
-            # not a list of values: sent as given, for the session's own checks (in their order) to refuse
+        sent = _keys(keys)
+        if keys is not None and sent is None:
+            # not lists of plain values of one type by column name: sent as given, for the session's own checks (in
+            # their order) to take or refuse as in process
             given = dict(keys)
             return RemoteQuery(self, lambda packer: {"sql": query, "keys": {"$value": packer.pack(given, "keys")}},
                                repr(query))
-        sent = _keys(keys)
         return RemoteQuery(self, lambda packer: {"sql": query, "keys": None if sent is None else packer.attach(sent)},
                            repr(query))
 
@@ -522,14 +523,20 @@ plain value it stands for (``numpy.float32(0.9)`` as ``ci``) is sent."""
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
-    if keys is None:
+    """``sess.sql``'s keys as the Arrow stream a server reads (their types kept).
+
+    None when they are not a list of plain values of one type for each column name: the session's checks then see
+    them as given.
+    """
+    if keys is None or not all(isinstance(c, str) and not isinstance(v, str | bytes) and hasattr(v, "__iter__")
+                               for c, v in keys.items()):
         return None
     try:
-        frame = pl.DataFrame([pl.Series(str(c), [pl.Series(list(v))]) for c, v in keys.items()])
-    except (TypeError, ValueError, pl.exceptions.PolarsError) as e:
-        raise ArgumentError(f"cannot send these keys ({e})", argument="keys",
-                            fix="give each column a list of values of one type") from None
-    return wire.frame_bytes(frame)
+        data = wire.frame_bytes(pl.DataFrame([pl.Series(c, [pl.Series(list(v))]) for c, v in keys.items()]))
+        wire.read_keys(data)        # as the server reads them
+    except (TypeError, ValueError, pl.exceptions.PolarsError, DPFrameError):
+        return None
+    return data
 
 
 def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:

@@ -5,7 +5,8 @@ what JSON has no word for is a one-key object whose key starts with ``$``:
 
 - ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$float": "nan" | "inf" | "-inf"}``,
   ``{"$fraction": "p/q"}``, ``{"$bytes": hex}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
-  ``{"$timedelta": [days, seconds, microseconds]}``, ``{"$numpy": [type, value]}`` (a NumPy scalar, as its type);
+  ``{"$timedelta": [days, seconds, microseconds]}``, ``{"$numpy": [type, value]}`` (a NumPy scalar, as its type),
+  ``{"$ndarray": [type, values]}`` (a NumPy array of booleans, numbers or text, as its type);
 - ``{"$expr": tree}``: a Polars expression as Polars' own JSON tree. The server checks the tree's shape
   against the row-level allowlist *before* Polars reads it (:func:`~dpframe.plan.rowlevel.check_tree`:
   Polars' reader would unpickle a Python function), bounds the Arrow bytes inside it (list and Series
@@ -208,7 +209,9 @@ class Packer:
                                 "inside": value.inside}}
         if isinstance(value, pl.DataFrame | pl.Series):
             return self._frame(value, argument)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray):       # of a plain type: as its type too, else as its values (a list)
+            if _ARRAY_TYPES.fullmatch(value.dtype.str):
+                return {"$ndarray": [value.dtype.str, self.pack(value.tolist(), argument)]}
             value = value.tolist()
         if isinstance(value, tuple):
             return {"$tuple": [self.pack(v, argument) for v in value]}
@@ -307,6 +310,8 @@ class Unpacker:
                 except TypeError:   # an unhashable key (a list)
                     raise _shape(argument) from None
             return out
+        if tag == "$ndarray" and isinstance(body, list) and len(body) == 2 and isinstance(body[0], str):
+            return _array(body[0], self.unpack(body[1], argument), argument)
         if tag == "$expr":
             return self._expression(body, argument)
         if tag == "$measure" and isinstance(body, dict):
@@ -361,6 +366,43 @@ class Unpacker:
         checked = None if bounds is None else check_bounds(self.unpack(bounds, argument))
         opts = tuple(sorted(((k, self.unpack(v, argument)) for k, v in options), key=lambda option: option[0]))
         return Measure(kind, col, checked, opts, name=name, expression=expression)
+
+
+_ARRAY_TYPES = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|U[0-9]{1,7})")
+"""NumPy array types that cross as themselves (``{"$ndarray": [type, values]}``): booleans, numbers, text."""
+_ARRAY_PADDING = 1 << 20
+"""Characters a text array may hold beyond its values' own (its type's width times its size): a wide type of many
+empty strings would unpack to far more than was sent."""
+
+
+def _array(kind: str, values: Any, argument: str) -> np.ndarray:
+    """The NumPy array ``{"$ndarray": [kind, values]}`` stands for.
+
+    Values of ``kind``'s Python type only, as many as its size, and a text array no wider than its values plus
+    :data:`_ARRAY_PADDING` characters.
+    """
+    if not _ARRAY_TYPES.fullmatch(kind):
+        raise _shape(argument)
+    dtype = np.dtype(kind)
+    leaves, pending = [], [values]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+        else:
+            leaves.append(node)
+    allowed = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float), "U": (str,)}[dtype.kind]
+    if not all(type(v) in allowed for v in leaves) or dtype.kind == "U" and \
+            dtype.itemsize // 4 * len(leaves) > _ARRAY_PADDING + sum(len(v) for v in leaves):
+        raise _shape(argument)
+    try:
+        with np.errstate(all="ignore"):
+            out = np.array(values, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        raise _shape(argument) from None
+    if out.size != len(leaves):
+        raise _shape(argument)
+    return out
 
 
 def plain_value(tag: str, body: Any, argument: str) -> Any:

@@ -431,6 +431,41 @@ def test_arguments_a_signature_does_not_take_get_python_s_own_error_through_a_se
     assert differ is None, f"{case}: {differ}"
 
 
+# -------------------------------------------------------------------------------------- values inside the arguments
+
+QUERY = "SELECT day, COUNT(*) AS n FROM visits GROUP BY day"
+#: Values a first sweep's probes found crossing as something else: NumPy arrays (sent as lists: a list is taken where
+#: in process the array is refused), SQL keys that are not lists of plain values of one type (the client's Arrow
+#: encoding refused them with its own text, where the session's check names them), and a gap too wide for a float
+#: (a bare OverflowError in process, "the server failed this request (OverflowError)" through a server).
+VALUES: Mapping[str, Case] = {
+    "run_until(stops=np.array)": ("approx", NONE, on(lambda h: until(h, stops=np.array([1, 2])))),
+    "robust_median(bounds=np.array)": ("approx", NONE, on(lambda h: h.robust_median(
+        h.table("visits"), "spend", np.array([0, 50])).cost(APPROX))),
+    "group_by(keys=np.array)": ("approx", NONE, on(lambda h: h.table("visits").group_by(
+        "day", keys=np.array(["d0", "d1"], dtype="<U5")).agg(dp.len()).cost(PURE))),
+    "gated_release(threshold=np.array)": ("approx", NONE, on(lambda h: gated(h, threshold=np.array([1.0])))),
+    "sql(keys={day: [d0, 1]})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={"day": ["d0", 1]}).cost(PURE))),
+    "sql(keys={day: [[d0]]})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={"day": [["d0"]]}).cost(PURE))),
+    "sql(keys={day: [{a: 1}]})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={"day": [{"a": 1}]}).cost(PURE))),
+    "sql(keys={day: [10**30]})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={"day": [10**30]}).cost(PURE))),
+    "sql(keys={1: [d0]})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={1: ["d0"]}).cost(PURE))),
+    "sql(keys={day: np.array})": ("approx", NONE, on(lambda h: h.sql(QUERY, keys={"day": np.array(["d0"])}).cost(
+        PURE))),
+    "ch.between(q, 10**400, 10**401)": ("approx", CH, lambda h, s, v: s.between(count(h), 10**400, 10**401)),
+}
+
+
+@pytest.mark.parametrize("case", list(VALUES))
+def test_values_inside_arguments_cross_as_given(case: str) -> None:
+    CASES[case] = VALUES[case]
+    try:
+        differ = compare(case, None)
+    finally:
+        del CASES[case]
+    assert differ is None, f"{case}: {differ}"
+
+
 # ----------------------------------------------------------------------------- in process: what the sweep found there
 
 @pytest.mark.parametrize("family", [["agg"], {"agg": 1}])
