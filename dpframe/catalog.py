@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -49,6 +49,21 @@ class ArrowStream(Protocol):
 
 TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | ArrowStream | str | Path
 """What a session accepts as a table (a pandas DataFrame too; see :mod:`dpframe.tables`)."""
+
+
+def check_table_name(name: object, names: Callable[[], list[str]]) -> None:
+    """A SchemaError naming the tables (``names()``, asked only then) unless ``name`` is text.
+
+    Example:
+        >>> check_table_name(3, lambda: ["t"])
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: name: expected a table name, got int. Fix: use one of ['t']
+
+    """
+    if not isinstance(name, str):
+        raise SchemaError(f"expected a table name, got {type(name).__name__}", argument="name",
+                          fix=f"use one of {names()}")
 
 
 class TableCatalog:
@@ -155,9 +170,7 @@ class TableCatalog:
 
     def schema(self, name: str) -> pl.Schema:
         """Table ``name``'s public schema; a SchemaError naming the tables otherwise."""
-        if not isinstance(name, str):
-            raise SchemaError(f"expected a table name, got {type(name).__name__}", argument="name",
-                              fix=f"use one of {self.names()}")
+        check_table_name(name, self.names)
         if name not in self._schemas:
             raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.names()}")
         return self._schemas[name]

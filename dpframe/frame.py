@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import polars as pl
 
-from dpframe.accuracy import check_accuracy, smallest_budget
+from dpframe.accuracy import Accuracy, check_accuracy, smallest_budget
 from dpframe.accuracy import note as accuracy_note
 from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
@@ -497,6 +497,17 @@ def _diagnostics_miss_accuracy() -> PlanError:
                          "plus diagnostics' share, as collect(budget, diagnostics=True)")
 
 
+def accuracy_target(budget: object, accuracy: object) -> Accuracy:
+    """An aggregate's ``accuracy=`` target (given, not None), checked.
+
+    A PlanError when a budget is given too, or when it is not a ``dp.Accuracy``.
+    """
+    if budget is not None:
+        raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
+                        fix="drop the budget: the accuracy target chooses it")
+    return check_accuracy(accuracy)
+
+
 def diagnostics_flag(diagnostics: object) -> bool:
     """``collect``'s ``diagnostics``: True or False (a PlanError otherwise; read once, as a plain bool).
 
@@ -649,10 +660,7 @@ class Query(Releasable[pl.DataFrame]):
                                   f"dp.ApproxDP(eps, delta), dp.ZCDP(rho)), or {method}(accuracy=dp.Accuracy("
                                   "half_width=5)); explain(budget) shows what it buys and costs nothing")
             return budget, None
-        if budget is not None:
-            raise PlanError("give a budget or an accuracy target, not both", argument="accuracy",
-                            fix="drop the budget: the accuracy target chooses it")
-        target = check_accuracy(accuracy)
+        target = accuracy_target(budget, accuracy)
         self._require_plan("an accuracy target")
         notion = target.notion or ("zcdp" if self._session.accountant.total.notion == "zcdp" else "pure")
         query = self._query

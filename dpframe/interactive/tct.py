@@ -105,8 +105,21 @@ def q_revise(eps: float) -> float:
 
 
 def q_between(eps: float, width: int, sensitivity: int) -> float:
-    """BetweenThresholds (Lemma G.1) with w = ``width`` grid steps and discrete Laplace noise."""
-    return -math.expm1(-width * eps / sensitivity) * q_notprior(eps)
+    """BetweenThresholds (Lemma G.1) with w = ``width`` grid steps and discrete Laplace noise.
+
+    A gap too wide for a float (10⁴⁰⁰ steps: a bare OverflowError from ``between(q, 10**400, 10**401)``) is an
+    infinite exponent, where ``expm1`` is −1.
+
+    Example:
+        >>> q_between(1.0, 10**400, 1) == q_notprior(1.0)
+        True
+
+    """
+    try:
+        exponent = width * eps / sensitivity
+    except OverflowError:
+        exponent = math.inf
+    return -math.expm1(-exponent) * q_notprior(eps)
 
 
 def delta_star(tau: int, n: int, q: float) -> float:

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import ssl
@@ -37,15 +38,18 @@ from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.accuracy import Accuracy
 from dpframe.aggregate import confidence
 from dpframe.budgets import Budget
-from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SchemaError, TopKWarning
+from dpframe.catalog import check_table_name
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.family import check_format
-from dpframe.frame import diagnostics_flag
+from dpframe.frame import accuracy_target, diagnostics_flag
 from dpframe.interactive.odp import check_refund
 from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
+from dpframe.sealed import plain
 from dpframe.sql.parse import check_text
+from dpframe.sql.query import check_keys
 from dpframe.tuning import Diagnosed
 
 if TYPE_CHECKING:
@@ -118,8 +122,15 @@ class Remote:
 
         ``keys={"column": [...]}``: public GROUP BY keys, sent as an Arrow table (their types kept).
         """
-        check_text(query)       # the in-process error (its class and text), before anything is sent
+        query = check_text(plain(query))    # the in-process error (its class and text), before anything is sent
+        check_keys(keys)
         sent = _keys(keys)
+        if keys is not None and sent is None:
+            # not lists of plain values of one type by column name: sent as given, for the session's own checks (in
+            # their order) to take or refuse as in process
+            given = dict(keys)
+            return RemoteQuery(self, lambda packer: {"sql": query, "keys": {"$value": packer.pack(given, "keys")}},
+                               repr(query))
         return RemoteQuery(self, lambda packer: {"sql": query, "keys": None if sent is None else packer.attach(sent)},
                            repr(query))
 
@@ -142,9 +153,8 @@ class Remote:
             (PureDP(epsilon=1), ['g', 'len', 'x_mean'])
 
         """
-        if not isinstance(name, str):
-            raise ArgumentError(f"expected a table name, got {type(name).__name__}", argument="name",
-                                fix="pass the table's name as a string (remote.tables() lists them)")
+        name = plain(name)          # the session's error (class and text), before anything is sent
+        check_table_name(name, self.tables)
         from dpframe.remote.frames import RemoteFrame  # frames builds this module's RemoteQuery
 
         return RemoteFrame(self, name)
@@ -178,54 +188,65 @@ class Remote:
 
         return open_tool(self, "individual_filter", args, kwargs)
 
-    def robust_median(self, frame: RemoteFrame, column: str, bounds: tuple[float, float]) -> RemoteRobustMedian:
+    def robust_median(self, *args: Any, **kwargs: Any) -> RemoteRobustMedian:
         """The generalized-PTR median of ``column`` over a remote frame, run in the server's session.
 
-        As ``dpframe.interactive.ptr.robust_median(frame, column, bounds)`` in process: ``cost(budget)`` and
-        ``explain(budget)`` are free, ``collect(budget, refund=None)`` returns the noisy median or None (⊥).
+        As ``dpframe.interactive.ptr.robust_median(frame, column, bounds)`` in process (its signature): ``cost(budget)``
+        and ``explain(budget)`` are free, ``collect(budget, refund=None)`` returns the noisy median or None (⊥).
         """
+        from dpframe.interactive.ptr import robust_median
         from dpframe.remote.frames import RemoteFrame
 
+        given = _given(robust_median, args, kwargs)
+        frame = given["frame"]
         if type(frame) is not RemoteFrame or frame._remote is not self:
             raise ArgumentError(f"expected a frame of this connection, got {type(frame).__name__}", argument="frame",
                                 fix="pass remote.table(name) (after its filters and derived columns)")
-        return RemoteRobustMedian(frame._query("robust_median", (column, bounds), {}))
+        return RemoteRobustMedian(frame._query("robust_median", (given["column"], given["bounds"]), {}))
 
-    def gated_release(self, query: RemoteQuery, budget: Budget, gate: RemoteQuery, threshold: float,
-                      gate_budget: Budget, *, refund: bool | None = None) -> pl.DataFrame | None:
+    def gated_release(self, *args: Any, **kwargs: Any) -> pl.DataFrame | None:
         """``query``'s release if a noisy ``gate`` count passes ``threshold``, run in the server's session.
 
-        As ``dpframe.interactive.ptr.gated_release`` in process (its arguments, checks, charges and refund):
-        both queries are method chains ending in ``agg``; the released frame, or None when the gate held it back.
+        As ``dpframe.interactive.ptr.gated_release(query, budget, gate, threshold, gate_budget, *, refund=None)`` in
+        process (its signature, arguments, checks, charges and refund): both queries are method chains ending in
+        ``agg``; the released frame, or None when the gate held it back.
         """
+        from dpframe.interactive.ptr import gated_release
+
+        given = _given(gated_release, args, kwargs)
         packer = Packer()
-        args = [packer.pack(a, "gated_release") for a in (query, budget, gate, threshold, gate_budget)]
-        value, frames = self._request({"op": "gated_release", "args": args,
-                                       "kwargs": {"refund": packer.pack(refund, "refund")}}, packer.attached)
+        sent = [packer.pack(given[a], "gated_release") for a in ("query", "budget", "gate", "threshold", "gate_budget")]
+        value, frames = self._request({"op": "gated_release", "args": sent,
+                                       "kwargs": {"refund": packer.pack(given["refund"], "refund")}}, packer.attached)
         out: pl.DataFrame | None = unpack_result(value, frames)
         return out
 
-    def run_until(self, steps: Sequence[RemoteQuery], budget: Budget, stop: Callable[[list[pl.DataFrame]], bool], *,
-                  delta: float = 0, stops: Sequence[int] | None = None, refund: bool | None = None
-                  ) -> list[pl.DataFrame]:
+    def run_until(self, *args: Any, **kwargs: Any) -> list[pl.DataFrame]:
         """Collect ``steps`` in order on the server until ``stop(results so far)`` is true at a stopping point.
 
-        As ``dpframe.interactive.stopping.run_until`` in process (its arguments, checks, cells and refund): the
-        steps are remote ``agg`` queries; ``stop`` runs here, in the analyst's process, and receives released values
-        only: the results released so far (the server asks between steps; ``stop`` may not use this connection
-        meanwhile). An exception it raises fails the run, whose worst cell stays charged.
+        As ``dpframe.interactive.stopping.run_until(steps, budget, stop, *, delta=0, stops=None, refund=None)`` in
+        process (its signature, arguments, checks, cells and refund): the steps are remote ``agg`` queries; ``stop``
+        runs here, in the analyst's process, and receives released values only: the results released so far (the
+        server asks between steps; ``stop`` may not use this connection meanwhile). An exception it raises fails the
+        run, whose worst cell stays charged.
         """
+        from dpframe.interactive.stopping import run_until
+
+        given = _given(run_until, args, kwargs)
+        steps, budget, stop = given["steps"], given["budget"], given["stop"]
+        delta, stops, refund = given["delta"], given["stops"], given["refund"]
         listed = list(step_list(steps))     # the in-process errors, before anything is sent
         if not callable(stop):
             raise ArgumentError("must be a function of the released results", argument="stop",
                                 fix="pass stop=lambda r: ...")
         packer = Packer()
-        args = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
+        sent = [packer.pack(listed, "steps"), packer.pack(budget, "budget")]
         # stops as in process: any sequence of step counts (a range, a tuple) is their list; text is refused there
         points = list(stops) if isinstance(stops, Sequence) and not isinstance(stops, str) else stops
-        kwargs = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
-                  "refund": packer.pack(refund, "refund")}
-        value, frames = self._request({"op": "run_until", "args": args, "kwargs": kwargs}, packer.attached, ask=stop)
+        options = {"delta": packer.pack(delta, "delta"), "stops": packer.pack(points, "stops"),
+                   "refund": packer.pack(refund, "refund")}
+        value, frames = self._request({"op": "run_until", "args": sent, "kwargs": options}, packer.attached,
+                                      ask=stop)
         out: list[pl.DataFrame] = unpack_result(value, frames)
         return out
 
@@ -236,9 +257,8 @@ class Remote:
 
     def schema(self, table: str) -> pl.Schema:
         """A table's columns and their types (public metadata)."""
-        if not isinstance(table, str):      # the session's error, before sending what JSON may not carry
-            raise SchemaError(f"expected a table name, got {type(table).__name__}", argument="name",
-                              fix=f"use one of {self.tables()}")
+        table = plain(table)        # the session's error, before sending what JSON may not carry
+        check_table_name(table, self.tables)
         return self._request({"op": "schema", "table": table})[1][0].schema
 
     def remaining(self) -> Budget:
@@ -404,16 +424,18 @@ class RemoteQuery(Sendable):
 
     def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
-        # a query's budget: the in-process check (class and text) before anything is sent; a tool's or a measure's
-        # budget keeps its own rules (checked by the server's session as in process)
-        sent = None if budget is None else wire.budget_to_json(budget_of(budget))
-        for name, value in options.items():    # JSON cannot carry it: the session's own check refuses it here,
-            if not (value is None or isinstance(value, bool | int | float | str)):    # or its plain value is sent
-                options[name] = OPTION_CHECKS.get(name, _no_option)(value)
-        aimed = None if accuracy is None else wire.accuracy_to_json(accuracy)
+        # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
+        # class and text); a dp budget and an accuracy target as their fields (a budget checked here first, as the
+        # session does, a tool's or a measure's keeping its own rules)
         packer = Packer()
+        sent = _argument(budget, "budget", packer, budget_of,
+                         lambda b: wire.budget_to_json(budget_of(b)) if isinstance(b, Budget) else None)
+        aimed = _argument(accuracy, "accuracy", packer, lambda a: accuracy_target(budget, a),
+                          lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
+        sent_options = {name: _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
+                        for name, value in options.items()}
         source = self.packed(packer)
-        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **options},
+        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options},
                                      packer.attached)
 
 
@@ -445,6 +467,41 @@ class RemoteRobustMedian:
         return f"<dp.RemoteRobustMedian {self._query._shown}>"
 
 
+def _argument(value: object, argument: str, packer: Packer, check: Callable[[Any], object],
+              typed: Callable[[Any], object] = lambda value: None) -> Any:
+    """An argument of a query's ``cost`` / ``explain`` / ``collect`` as a request carries it.
+
+    ``typed(value)``: its own JSON (a dp budget's fields), or None; else the value as the analyst gave it (packed:
+    a NumPy scalar as its type, ``{"$value": ...}`` around a budget or an accuracy target), checked by the server's
+    session in its own order, as in process. One JSON cannot carry (bytes, an object) is refused here by
+    ``check``, the session's own check of it (the in-process class and text); what that check takes is sent as the
+    plain value it stands for.
+    """
+    own = None if value is None else typed(value)
+    if own is not None:
+        return own
+    try:
+        packed = packer.pack(value, argument)
+    except DPFrameError:
+        packed = packer.pack(check(value), argument)
+    return {"$value": packed} if argument in ("budget", "accuracy") and value is not None else packed
+
+
+def _given(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call of the session's ``function`` by name, its defaults filled in.
+
+    Arguments its signature does not take get Python's own ``TypeError`` (raised before the function's body runs), as
+    in process.
+    """
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        function(*args, **kwargs)       # raises Python's TypeError for this call, before the body runs
+        raise
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def _no_option(value: object) -> None:
     raise ArgumentError(f"cannot send a {type(value).__name__} as an option", argument="options",
                         fix="pass a number, text, True/False or None, as the query takes in process")
@@ -466,21 +523,20 @@ plain value it stands for (``numpy.float32(0.9)`` as ``ci``) is sent."""
 
 
 def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
-    if keys is None:
+    """``sess.sql``'s keys as the Arrow stream a server reads (their types kept).
+
+    None when they are not a list of plain values of one type for each column name: the session's checks then see
+    them as given.
+    """
+    if keys is None or not all(isinstance(c, str) and not isinstance(v, str | bytes) and hasattr(v, "__iter__")
+                               for c, v in keys.items()):
         return None
-    if not isinstance(keys, Mapping):
-        raise ArgumentError(f"expected a dict, got {type(keys).__name__}", argument="keys",
-                            fix="pass keys={'column': [value, ...]}")
-    for c, v in keys.items():        # a string is one value, not its characters (as sess.sql refuses it)
-        if isinstance(v, str | bytes) or not hasattr(v, "__iter__"):
-            raise SchemaError(f"keys[{c!r}] must be a list of values", argument="keys",
-                              fix=f"pass keys={{{c!r}: [value, ...]}}")
     try:
-        frame = pl.DataFrame([pl.Series(str(c), [pl.Series(list(v))]) for c, v in keys.items()])
-    except (TypeError, ValueError, pl.exceptions.PolarsError) as e:
-        raise ArgumentError(f"cannot send these keys ({e})", argument="keys",
-                            fix="give each column a list of values of one type") from None
-    return wire.frame_bytes(frame)
+        data = wire.frame_bytes(pl.DataFrame([pl.Series(c, [pl.Series(list(v))]) for c, v in keys.items()]))
+        wire.read_keys(data)        # as the server reads them
+    except (TypeError, ValueError, pl.exceptions.PolarsError, DPFrameError):
+        return None
+    return data
 
 
 def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
@@ -494,11 +550,14 @@ def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
     return TopKWarning(str(value.get("warning")), outcome)
 
 
-def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> DPFrameError:
+def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> Exception:
     """The server's error as the same class, with the same text and fields.
 
-    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``).
+    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``). A
+    ``TypeError``: arguments a method's signature does not take, with Python's own text (as in process).
     """
+    if reply.get("error") == "TypeError":
+        return TypeError(str(reply.get("message")))
     kind = getattr(errors, str(reply.get("error")), None)
     if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
         kind = DPFrameError

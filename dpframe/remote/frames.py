@@ -75,8 +75,9 @@ class _Chain:
 class RemoteFrame(_Chain):
     """A private table on a :class:`~dpframe.remote.client.Remote`, queried by method chaining (``remote.table``).
 
-    The methods are ``dp.Frame``'s (see its reference): arguments are recorded, sent and checked by the
-    server's session when the query's ``cost``, ``explain`` or ``collect`` is called (or ``schema`` read).
+    The methods are ``dp.Frame``'s (see its reference): arguments are recorded as given, sent and checked by the
+    server's session (against the method's own signature too) when the query's ``cost``, ``explain`` or ``collect``
+    is called (or ``schema`` read).
     """
 
     def __getattr__(self, name: str) -> Any:
@@ -107,45 +108,45 @@ class RemoteFrame(_Chain):
         """Only these row-level columns (``dp.Frame.select``)."""
         return RemoteFrame(*self._then("select", exprs, named))
 
-    def bound(self, **bounds: Any) -> RemoteFrame:
+    def bound(self, *args: Any, **bounds: Any) -> RemoteFrame:
         """Tighter contribution bounds, ``max_rows=`` / ``max_groups=`` (``dp.Frame.bound``)."""
-        return RemoteFrame(*self._then("bound", (), bounds))
+        return RemoteFrame(*self._then("bound", args, bounds))
 
     def drop(self, *columns: Any) -> RemoteFrame:
         """Without these columns (``dp.Frame.drop``)."""
         return RemoteFrame(*self._then("drop", columns, {}))
 
-    def rename(self, mapping: Any) -> RemoteFrame:
+    def rename(self, *args: Any, **kwargs: Any) -> RemoteFrame:
         """Columns renamed, ``{old: new}`` (``dp.Frame.rename``)."""
-        return RemoteFrame(*self._then("rename", (mapping,), {}))
+        return RemoteFrame(*self._then("rename", args, kwargs))
 
-    def sample(self, rate: Any) -> RemoteFrame:
+    def sample(self, *args: Any, **kwargs: Any) -> RemoteFrame:
         """Privacy units Poisson-sampled with public probability ``rate`` (``dp.Frame.sample``)."""
-        return RemoteFrame(*self._then("sample", (rate,), {}))
+        return RemoteFrame(*self._then("sample", args, kwargs))
 
-    def group_by(self, *by: Any, keys: Any = None) -> RemoteGroupBy:
+    def group_by(self, *by: Any, **kwargs: Any) -> RemoteGroupBy:
         """Grouped by columns or row-level expressions, with public ``keys`` or private ones (``dp.Frame.group_by``)."""
-        return RemoteGroupBy(*self._then("group_by", by, {} if keys is None else {"keys": keys}))
+        return RemoteGroupBy(*self._then("group_by", by, kwargs))
 
     def agg(self, *measures: Any, **named: Any) -> RemoteQuery:
         """One row of private statistics of the whole frame (``dp.Frame.agg``)."""
         return self._query("agg", measures, named)
 
-    def bounds(self, column: Any, **options: Any) -> RemoteQuery:
-        """Private clipping bounds: ``collect`` gives ``(low, high)`` (``dp.Frame.bounds``)."""
-        return self._query("bounds", (column,), options)
+    def bounds(self, *args: Any, **options: Any) -> RemoteQuery:
+        """Private clipping bounds of ``column``: ``collect`` gives ``(low, high)`` (``dp.Frame.bounds``)."""
+        return self._query("bounds", args, options)
 
-    def interior_point(self, column: Any, **options: Any) -> RemoteQuery:
+    def interior_point(self, *args: Any, **options: Any) -> RemoteQuery:
         """A private point between the column's min and max (``dp.Frame.interior_point``)."""
-        return self._query("interior_point", (column,), options)
+        return self._query("interior_point", args, options)
 
-    def learn_threshold(self, feature: Any, **options: Any) -> RemoteQuery:
-        """A private threshold classifier (``dp.Frame.learn_threshold``)."""
-        return self._query("learn_threshold", (feature,), options)
+    def learn_threshold(self, *args: Any, **options: Any) -> RemoteQuery:
+        """A private threshold classifier of ``feature`` (``dp.Frame.learn_threshold``)."""
+        return self._query("learn_threshold", args, options)
 
-    def learn_rectangle(self, features: Any, **options: Any) -> RemoteQuery:
-        """A private axis-aligned box (``dp.Frame.learn_rectangle``)."""
-        return self._query("learn_rectangle", (features,), options)
+    def learn_rectangle(self, *args: Any, **options: Any) -> RemoteQuery:
+        """A private axis-aligned box of ``features`` (``dp.Frame.learn_rectangle``)."""
+        return self._query("learn_rectangle", args, options)
 
 
 def _source(table: str, calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...], packer: Packer
@@ -166,9 +167,9 @@ class RemoteGroupBy(_Chain):
         """Private statistics per group (``dp.GroupBy.agg``)."""
         return self._query("agg", measures, named)
 
-    def top_k(self, k: Any = 10, score: Any = None, **options: Any) -> RemoteQuery:
-        """The private set of the ``k`` keys with the largest ``score`` (``dp.GroupBy.top_k``)."""
-        return self._query("top_k", (k,) if score is None else (k, score), options)
+    def top_k(self, *args: Any, **options: Any) -> RemoteQuery:
+        """The private set of the ``k`` keys with the largest ``score`` (``dp.GroupBy.top_k``, its signature)."""
+        return self._query("top_k", args, options)
 
 
 __all__ = ["RemoteFrame", "RemoteGroupBy"]

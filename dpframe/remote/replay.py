@@ -28,7 +28,7 @@ from dpframe.errors import ArgumentError, PlanError
 from dpframe.family import Releasable
 from dpframe.frame import Frame, GroupBy, Query
 from dpframe.interactive.ptr import RobustMedian, robust_median
-from dpframe.remote.values import Unpacker
+from dpframe.remote.values import Unpacker, call_as_given
 from dpframe.session import Session
 
 FRAME_CALLS = frozenset({"filter", "with_columns", "select", "bound", "drop", "rename", "sample", "group_by", "agg",
@@ -71,8 +71,8 @@ def replay(session: Session, chain: object, attached: list[bytes], *, frame: boo
                                 + ", ".join(sorted(GROUP_CALLS)) + "; a query ends the chain")
         positional = POSITIONAL.get(call, call)
         method = functools.partial(ENDINGS[call], built) if call in ENDINGS else getattr(built, call)
-        built = method(*(values.unpack(a, positional) for a in args),
-                       **{k: values.unpack(v, k) for k, v in kwargs.items()})
+        built = call_as_given(method, [values.unpack(a, positional) for a in args],
+                              {k: values.unpack(v, k) for k, v in kwargs.items()})
     if frame and type(built) is not Frame:
         raise PlanError("the chain does not end in a frame", argument="chain", fix="ask a frame for its schema")
     if not frame and not isinstance(built, QUERIES):

@@ -53,7 +53,15 @@ from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
 from dpframe.remote.tools import Tools, call_of
-from dpframe.remote.values import MAX_ATTACHED, Attached, Unpacker, pack_result, unplaced
+from dpframe.remote.values import (
+    MAX_ATTACHED,
+    Attached,
+    SignatureMismatch,
+    Unpacker,
+    call_as_given,
+    pack_result,
+    unplaced,
+)
 from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
 from dpframe.sql.parse import parse
@@ -271,6 +279,8 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
+        except SignatureMismatch as e:  # Python's own text: the method's name and parameters, what the analyst passed
+            return {"ok": False, "error": "TypeError", "message": unplaced(str(e))}, []
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
             if isinstance(released, pl.DataFrame):
@@ -296,7 +306,7 @@ class Server(Sealed):
                 unpacked = {k: values.unpack(v, k) for k, v in kwargs.items()}
                 if op == "run_until":       # its stopping rule runs in the analyst's process, asked between steps
                     unpacked["stop"] = asker.stop
-                out = FUNCTIONS[str(op)](*(values.unpack(a, str(op)) for a in args), **unpacked)
+                out = call_as_given(FUNCTIONS[str(op)], [values.unpack(a, str(op)) for a in args], unpacked)
                 return pack_result(out, frames), frames
             return pack_result(tools.use(request, values), frames), frames
         if op == "tables":
@@ -312,8 +322,9 @@ class Server(Sealed):
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
         query = self._query(request, attached)
-        budget = wire.budget_from_json(request.get("budget"))
-        options = _options(request, op)
+        values = Unpacker(attached)
+        budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
+        options = _options(request, op, values)
         takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
             ("refund",) if isinstance(query, RobustMedian) else ()
         other = sorted(set(options) - set(takes))
@@ -323,7 +334,7 @@ class Server(Sealed):
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
-            form = request.get("format", "text")
+            form = values.unpack(request.get("format", "text"), "format")
             check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
@@ -347,12 +358,15 @@ class Server(Sealed):
             raise ArgumentError("not a query", argument="query", fix="pass a remote query (remote.sql or a chain)")
         if "chain" in source:
             return replay(self._session, source["chain"], attached, values=None if values is None else values.chained())
-        keys = source.get("keys")
-        if keys is not None and not (type(keys) is int and 0 <= keys < len(attached)):
+        values = Unpacker(attached) if values is None else values
+        keys: Any = source.get("keys")
+        given = isinstance(keys, dict) and len(keys) == 1 and "$value" in keys   # keys that are not lists, as given
+        if keys is not None and not given and not (type(keys) is int and 0 <= keys < len(attached)):
             raise ArgumentError("keys that were not sent", argument="keys", fix="use dp.connect's client")
         text = _text(source, "sql")
-        _check_sql_size(text, Unpacker(attached) if values is None else values)
-        return self._session.sql(text, keys=None if keys is None else wire.read_keys(attached[keys]))
+        _check_sql_size(text, values)
+        return self._session.sql(text, keys=values.unpack(keys["$value"], "keys") if given else
+                                 None if keys is None else wire.read_keys(attached[keys]))
 
 
 class Asker:
@@ -426,21 +440,36 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
 
 
-def _options(request: Mapping[str, Any], op: str) -> dict[str, Any]:
+def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:
     """The request's options for ``op`` that are set (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
 
     ``refund`` is the robust median's. Set: present and other than the in-process default (``ci=None``,
-    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent, so that the session's checks refuse
-    what they refuse in process (``ci=False``, ``diagnostics=None``), before the charge.
+    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent (unpacked: a NumPy scalar as its type),
+    so that the session's checks refuse what they refuse in process (``ci=False``, ``diagnostics=None``,
+    ``diagnostics=np.float64(0.5)``), before the charge.
     """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy", "refund")}[op]
     out: dict[str, Any] = {}
     for name in allowed:
-        if name not in request or request[name] is _DEFAULTS[name]:
+        if name not in request:
             continue
-        out[name] = wire.accuracy_from_json(request[name]) if name == "accuracy" else request[name]
+        value = _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else \
+            values.unpack(request[name], name)
+        if value is not _DEFAULTS[name]:
+            out[name] = value
     return out
+
+
+def _argument(value: object, argument: str, values: Unpacker, typed: Callable[[object], Any]) -> Any:
+    """A query's budget or accuracy target as the client sent it.
+
+    Its fields (read by ``typed``), or ``{"$value": ...}``: any other value the analyst gave, for the session's own
+    check to refuse as in process.
+    """
+    if isinstance(value, dict) and len(value) == 1 and "$value" in value:
+        return values.unpack(value["$value"], argument)
+    return typed(value)
 
 
 def _tls_handshake(conn: ssl.SSLSocket, deadline: float) -> None:

@@ -29,7 +29,7 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from dpframe.errors import ArgumentError, PlanError
-from dpframe.remote.values import Packer, Unpacker, unpack_result
+from dpframe.remote.values import Packer, Unpacker, call_as_given, unpack_result
 
 if TYPE_CHECKING:
     from dpframe.remote.client import Remote
@@ -67,8 +67,8 @@ class Tools:
         if len(self._open) >= MAX_OPEN:
             raise ArgumentError(f"{MAX_OPEN} tools are open on this connection", argument="tool",
                                 fix="close some (tool.close(), or leave their with blocks)")
-        opened = getattr(self._session, tool)(*(values.unpack(a, tool) for a in args),
-                                              **{k: values.unpack(v, k) for k, v in kwargs.items()})
+        opened = call_as_given(getattr(self._session, tool), [values.unpack(a, tool) for a in args],
+                               {k: values.unpack(v, k) for k, v in kwargs.items()})
         if tool == "target_charging":
             opened.__enter__()
         self._next += 1
@@ -88,8 +88,8 @@ class Tools:
                             fix="use one of " + ", ".join(sorted(CALLS[tool])))
         if call in PROPERTIES:
             return getattr(opened, call)
-        return getattr(opened, call)(*(values.unpack(a, call) for a in args),
-                                     **{k: values.unpack(v, k) for k, v in kwargs.items()})
+        return call_as_given(getattr(opened, call), [values.unpack(a, call) for a in args],
+                             {k: values.unpack(v, k) for k, v in kwargs.items()})
 
     def close_all(self) -> None:
         """Close every tool still open (the connection ended), as leaving its ``with`` block would."""

@@ -4,8 +4,9 @@ A remote method chain (:class:`~dpframe.remote.frames.RemoteFrame`) sends each c
 what JSON has no word for is a one-key object whose key starts with ``$``:
 
 - ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``, ``{"$float": "nan" | "inf" | "-inf"}``,
-  ``{"$fraction": "p/q"}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
-  ``{"$timedelta": [days, seconds, microseconds]}``;
+  ``{"$fraction": "p/q"}``, ``{"$bytes": hex}``, ``{"$decimal": "1.5"}``, ``{"$date" | "$datetime" | "$time": iso}``,
+  ``{"$timedelta": [days, seconds, microseconds]}``, ``{"$numpy": [type, value]}`` (a NumPy scalar, as its type),
+  ``{"$ndarray": [type, values]}`` (a NumPy array of booleans, numbers or text, as its type);
 - ``{"$expr": tree}``: a Polars expression as Polars' own JSON tree. The server checks the tree's shape
   against the row-level allowlist *before* Polars reads it (:func:`~dpframe.plan.rowlevel.check_tree`:
   Polars' reader would unpickle a Python function), bounds the Arrow bytes inside it (list and Series
@@ -28,8 +29,11 @@ Example:
     >>> Unpacker([]).unpack(packed, "bounds")
     {'a': (1, Fraction(1, 3))}
     >>> import numpy as np
-    >>> Packer().pack([np.bool_(True), np.int8(3), np.float32(0.5)], "q")
-    [True, 3, 0.5]
+    >>> scalars = Packer().pack([np.bool_(True), np.int8(3), np.float32(0.5)], "q")
+    >>> scalars
+    [{'$numpy': ['bool', True]}, {'$numpy': ['int8', 3]}, {'$numpy': ['float32', 0.5]}]
+    >>> Unpacker([]).unpack(scalars, "q")
+    [np.True_, np.int8(3), np.float32(0.5)]
 
 """
 
@@ -37,7 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import importlib
+import inspect
 import io
 import json
 import math
@@ -60,6 +66,10 @@ from dpframe.measures import Measure, check_bounds, column_input
 from dpframe.plan.rowlevel import check_size, check_tree, tree_objects
 from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
 
+NUMPY_SCALARS = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                           "float32", "float64"})
+"""NumPy scalar types that cross as themselves (``{"$numpy": [type, value]}``): in process the session's checks take
+some (``ci=np.float32(0.9)``) and refuse others (``max_positives=np.int64(3)``), and name them by their ``repr``."""
 MAX_ATTACHED = 16
 """Arrow streams (public keys) one request may carry."""
 _IPC_KEYS = frozenset({"Series", "List", "Array", "Struct", "strings", "categories"})
@@ -76,6 +86,47 @@ _SHORT_BYTES = 8
 _MODULE = re.compile(r"dpframe(_[a-z0-9_]+)?(\.[a-z0-9_]+)*")
 _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressions, dp measures, or public keys as "
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
+
+
+class SignatureMismatch(Exception):
+    """Arguments a method's signature does not take: Python's own ``TypeError`` text (:func:`call_as_given`).
+
+    The text names the method and its parameters only; a server sends it back, and the client raises it as a
+    ``TypeError``.
+    """
+
+
+def call_as_given(method: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``method(*args, **kwargs)``, arguments its signature does not take refused with Python's own text.
+
+    Python refuses them before the method's body runs, so the ``TypeError`` then raised says only what the analyst
+    passed against the signature (``SparseVector.test() missing 1 required positional argument: 'query'``), as in
+    process: it is raised as a :class:`SignatureMismatch`. Any other ``TypeError`` (one from the body, whose text may
+    hold private values) goes on as it is.
+
+    Example:
+        >>> def f(x, *, y=0): return x + y
+        >>> call_as_given(f, [1], {"y": 2})
+        3
+        >>> call_as_given(f, [1, 2], {})
+        Traceback (most recent call last):
+        ...
+        dpframe.remote.values.SignatureMismatch: f() takes 1 positional argument but 2 were given
+
+    """
+    try:
+        inspect.signature(method).bind(*args, **kwargs)
+    except TypeError:
+        inner = inspect.unwrap(method.func if isinstance(method, functools.partial) else method)
+        try:
+            return method(*args, **kwargs)
+        except TypeError as e:
+            if not str(e).startswith(f"{getattr(inner, '__qualname__', None)}() "):
+                raise
+            raise SignatureMismatch(str(e)) from None
+    except ValueError:      # no signature to read: called as it is
+        pass
+    return method(*args, **kwargs)
 
 
 class Attached(list[bytes]):
@@ -123,6 +174,9 @@ class Packer:
     def pack(self, value: Any, argument: str) -> Any:
         """``value`` as JSON (module docstring); an :class:`ArgumentError` naming ``argument`` if it cannot cross."""
         if isinstance(value, np.generic):
+            if value.dtype.name in NUMPY_SCALARS:   # as its type: the session's checks see what they see in process
+                item = value.item()
+                return {"$numpy": [value.dtype.name, self.pack(item, argument) if isinstance(item, float) else item]}
             value = value.item()
         if value is None or isinstance(value, bool | str):
             return bool(value) if isinstance(value, bool) else None if value is None else str(value)
@@ -130,6 +184,8 @@ class Packer:
             return int(value)
         if isinstance(value, float):
             return float(value) if math.isfinite(value) else {"$float": repr(float(value))}
+        if isinstance(value, bytes):
+            return {"$bytes": bytes(value).hex()}
         if isinstance(value, Fraction):
             return {"$fraction": f"{value.numerator}/{value.denominator}"}
         if isinstance(value, Decimal):
@@ -153,7 +209,9 @@ class Packer:
                                 "inside": value.inside}}
         if isinstance(value, pl.DataFrame | pl.Series):
             return self._frame(value, argument)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray):       # of a plain type: as its type too, else as its values (a list)
+            if _ARRAY_TYPES.fullmatch(value.dtype.str):
+                return {"$ndarray": [value.dtype.str, self.pack(value.tolist(), argument)]}
             value = value.tolist()
         if isinstance(value, tuple):
             return {"$tuple": [self.pack(v, argument) for v in value]}
@@ -252,6 +310,8 @@ class Unpacker:
                 except TypeError:   # an unhashable key (a list)
                     raise _shape(argument) from None
             return out
+        if tag == "$ndarray" and isinstance(body, list) and len(body) == 2 and isinstance(body[0], str):
+            return _array(body[0], self.unpack(body[1], argument), argument)
         if tag == "$expr":
             return self._expression(body, argument)
         if tag == "$measure" and isinstance(body, dict):
@@ -308,11 +368,58 @@ class Unpacker:
         return Measure(kind, col, checked, opts, name=name, expression=expression)
 
 
+_ARRAY_TYPES = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|U[0-9]{1,7})")
+"""NumPy array types that cross as themselves (``{"$ndarray": [type, values]}``): booleans, numbers, text."""
+_ARRAY_PADDING = 1 << 20
+"""Characters a text array may hold beyond its values' own (its type's width times its size): a wide type of many
+empty strings would unpack to far more than was sent."""
+
+
+def _array(kind: str, values: Any, argument: str) -> np.ndarray:
+    """The NumPy array ``{"$ndarray": [kind, values]}`` stands for.
+
+    Values of ``kind``'s Python type only, as many as its size, and a text array no wider than its values plus
+    :data:`_ARRAY_PADDING` characters.
+    """
+    if not _ARRAY_TYPES.fullmatch(kind):
+        raise _shape(argument)
+    dtype = np.dtype(kind)
+    leaves, pending = [], [values]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+        else:
+            leaves.append(node)
+    allowed = {"b": (bool,), "i": (int,), "u": (int,), "f": (int, float), "U": (str,)}[dtype.kind]
+    if not all(type(v) in allowed for v in leaves) or dtype.kind == "U" and \
+            dtype.itemsize // 4 * len(leaves) > _ARRAY_PADDING + sum(len(v) for v in leaves):
+        raise _shape(argument)
+    try:
+        with np.errstate(all="ignore"):
+            out = np.array(values, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        raise _shape(argument) from None
+    if out.size != len(leaves):
+        raise _shape(argument)
+    return out
+
+
 def plain_value(tag: str, body: Any, argument: str) -> Any:
     """A tagged plain value (float, fraction, decimal, date, time, duration); an :class:`ArgumentError` otherwise."""
     try:
         if tag == "$float" and body in ("nan", "inf", "-inf"):
             return float(body)
+        if tag == "$numpy" and isinstance(body, list) and len(body) == 2 and body[0] in NUMPY_SCALARS:
+            item = plain_value("$float", body[1].get("$float"), argument) if isinstance(body[1], dict) \
+                and len(body[1]) == 1 else body[1]
+            kind: type[np.generic] = np.dtype(body[0]).type
+            if type(item) in ((bool,) if body[0] == "bool" else (int,) if issubclass(kind, np.integer)
+                              else (int, float)):
+                with np.errstate(all="ignore"):
+                    return kind(item)
+        if tag == "$bytes" and isinstance(body, str) and re.fullmatch(r"(?:[0-9a-f]{2})*", body):
+            return bytes.fromhex(body)
         if tag == "$fraction" and isinstance(body, str) and re.fullmatch(r"-?[0-9]{1,400}/[0-9]{1,400}", body):
             return Fraction(body)
         if tag == "$decimal" and isinstance(body, str) and len(body) <= 400:
@@ -326,7 +433,7 @@ def plain_value(tag: str, body: Any, argument: str) -> Any:
             return (dt.date if tag == "$date" else dt.datetime).fromisoformat(body)
         if tag == "$timedelta" and isinstance(body, list) and len(body) == 3 and all(type(v) is int for v in body):
             return dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
-    except (ArithmeticError, ValueError, OverflowError, ZeroDivisionError):
+    except (ArithmeticError, ValueError, OverflowError, ZeroDivisionError, ArgumentError):
         pass
     raise _shape(argument)
 
@@ -414,10 +521,10 @@ def _shape(argument: str) -> ArgumentError:
 
 def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
     """A query's result as JSON, its frames (and types) appended to ``frames`` (the server's side)."""
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool | str) and not isinstance(value, np.generic):
         return value
-    if isinstance(value, np.generic):
-        value = value.item()
+    if isinstance(value, np.generic):       # as its type (``NUMPY_SCALARS``), else as its plain value
+        return Packer().pack(value, "result")
     if isinstance(value, int | float | Fraction | Decimal | dt.date | dt.time | dt.timedelta):
         return Packer().pack(value, "result")
     if isinstance(value, Budget | RDPCharge):
@@ -518,5 +625,6 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "Attached", "Packer", "Sendable", "Unpacker", "expression_tree", "pack_result",
-           "plain_value", "unpack_expression", "unpack_result", "unplaced"]
+__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "SignatureMismatch", "Unpacker",
+           "call_as_given", "expression_tree", "pack_result", "plain_value", "unpack_expression", "unpack_result",
+           "unplaced"]

@@ -177,6 +177,13 @@ class SQLQuery(Query):
         return f"<dp.Query {self.describe()}>"
 
 
+def check_keys(keys: object) -> None:
+    """``sess.sql``'s ``keys=``: None or a mapping of column names to values (a PlanError otherwise)."""
+    if keys is not None and not isinstance(keys, Mapping):
+        raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
+                        fix="pass keys={'column': [value, ...]}")
+
+
 def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = None,
               backend: str | None = None) -> SQLQuery | SQLTopKQuery:
     """Parse, check and lower ``text`` for ``session`` (free: reads no private data)."""
@@ -185,9 +192,7 @@ def sql_query(session: Session, text: str, *, keys: Mapping[str, Any] | None = N
     text, backend = plain(text), plain(backend)
     if backend is not None:
         session._catalog.backend(backend)  # validates the name
-    if keys is not None and not isinstance(keys, Mapping):
-        raise PlanError(f"expected a dict, got {type(keys).__name__}", argument="keys",
-                        fix="pass keys={'column': [value, ...]}")
+    check_keys(keys)
     try:        # the parse, the checks and the lowering recurse over the tree (in Python and in DuckDB's JSON writer)
         parsed = parse(text)
         call = top_k_call(parsed)

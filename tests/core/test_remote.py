@@ -128,10 +128,10 @@ def test_bad_input_names_the_argument() -> None:
         with pytest.raises(dp.RemoteError, match="already started"):
             server.start()
         with dp.connect(server.address, authkey=KEY) as remote:
-            with pytest.raises(dp.ArgumentError, match="keys"):
+            with pytest.raises(dp.PlanError, match="keys: expected a dict"):      # as in process
                 remote.sql(QUERY, keys=["a"])  # type: ignore[arg-type]
-            with pytest.raises(dp.ArgumentError, match="keys"):
-                remote.sql(QUERY, keys={"g": ["a", 1]})
+            with pytest.raises(dp.SchemaError, match="keys"):     # as in process, when sent (checked by the session)
+                remote.sql(QUERY, keys={"g": ["a", 1]}).cost(dp.PureDP(1))
             with pytest.raises(dp.BudgetError, match="budget"):            # as in process (class and text)
                 remote.sql(QUERY).cost(dp.Accuracy(1, 0.9))  # type: ignore[arg-type]
             with pytest.raises(dp.PlanError, match="format"):
