@@ -54,6 +54,8 @@ TableSource: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table | ArrowStream | 
 def check_table_name(name: object, names: Callable[[], list[str]]) -> None:
     """A SchemaError naming the tables (``names()``, asked only then) unless ``name`` is text.
 
+    ``names`` receives no values (it lists the session's public table names).
+
     Example:
         >>> check_table_name(3, lambda: ["t"])
         Traceback (most recent call last):

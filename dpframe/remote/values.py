@@ -102,7 +102,8 @@ def call_as_given(method: Callable[..., Any], args: list[Any], kwargs: dict[str,
     Python refuses them before the method's body runs, so the ``TypeError`` then raised says only what the analyst
     passed against the signature (``SparseVector.test() missing 1 required positional argument: 'query'``), as in
     process: it is raised as a :class:`SignatureMismatch`. Any other ``TypeError`` (one from the body, whose text may
-    hold private values) goes on as it is.
+    hold private values) goes on as it is. ``method`` is the served session's own method (never analyst code) and
+    receives public values only: the request's arguments.
 
     Example:
         >>> def f(x, *, y=0): return x + y
