@@ -138,7 +138,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.mechanism.deferred.DeferredTuple", "build"): NO_VALUES,
     ("dpframe.remote.values.Unpacker", "queries"): PUBLIC,
     ("dpframe.remote.client.RemoteQuery", "source"): PUBLIC,
-    ("dpframe.remote.client.Remote.run_until", "stop"): RELEASED,
     ("dpframe.remote.server.Asker", "hold"): PUBLIC,
 }
 
