@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import socket
 import ssl
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -42,12 +43,14 @@ from dpframe.catalog import check_table_name
 from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import accuracy_target, diagnostics_flag
+from dpframe.interactive import ptr, stopping
 from dpframe.interactive.odp import check_refund
 from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.sealed import plain
+from dpframe.session import Session
 from dpframe.sql.parse import check_text
 from dpframe.sql.query import check_keys
 from dpframe.tuning import Diagnosed
@@ -56,8 +59,35 @@ if TYPE_CHECKING:
     from dpframe.remote.frames import RemoteFrame
     from dpframe.remote.tools import RemoteTool
 
+M = TypeVar("M", bound=Callable[..., Any])
+
 CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
+
+
+def _signed_as(like: Callable[..., Any]) -> Callable[[M], M]:
+    """The decorated method shows the parameters of the session's ``like``, which it binds.
+
+    ``help()``, editors and ``inspect.signature`` show them (a frame or query there is a remote one here); the
+    method binds them as the session does (:func:`_given`, or the server's session): one signature, kept once.
+
+    Example:
+        >>> def f(x, *, y=0): ...
+        >>> class C:
+        ...     @_signed_as(f)
+        ...     def g(self, *args, **kwargs): ...
+        >>> str(inspect.signature(C.g))
+        '(self, x, *, y=0)'
+
+    """
+    def mark(method: M) -> M:
+        shown = [p.replace(annotation=re.sub(r"\b(Frame|Query)\b", r"Remote\1", p.annotation))
+                 if isinstance(p.annotation, str) else p
+                 for p in inspect.signature(like).parameters.values() if p.name != "self"]
+        self_ = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        setattr(method, "__signature__", inspect.signature(method).replace(parameters=[self_, *shown]))  # noqa: B010
+        return method
+    return mark
 
 
 def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes,
@@ -159,6 +189,7 @@ class Remote:
 
         return RemoteFrame(self, name)
 
+    @_signed_as(Session.sparse_vector)
     def sparse_vector(self, *args: Any, **kwargs: Any) -> RemoteTool:
         """A sparse-vector stream opened in the server's session (``sess.sparse_vector``'s arguments).
 
@@ -169,6 +200,7 @@ class Remote:
 
         return open_tool(self, "sparse_vector", args, kwargs)
 
+    @_signed_as(Session.target_charging)
     def target_charging(self, *args: Any, **kwargs: Any) -> RemoteTool:
         """A target-charging channel opened (and reserved now) in the server's session.
 
@@ -179,6 +211,7 @@ class Remote:
 
         return open_tool(self, "target_charging", args, kwargs)
 
+    @_signed_as(Session.individual_filter)
     def individual_filter(self, *args: Any, **kwargs: Any) -> RemoteTool:
         """A per-unit Rényi filter opened (and charged) in the server's session.
 
@@ -188,6 +221,7 @@ class Remote:
 
         return open_tool(self, "individual_filter", args, kwargs)
 
+    @_signed_as(ptr.robust_median)
     def robust_median(self, *args: Any, **kwargs: Any) -> RemoteRobustMedian:
         """The generalized-PTR median of ``column`` over a remote frame, run in the server's session.
 
@@ -204,6 +238,7 @@ class Remote:
                                 fix="pass remote.table(name) (after its filters and derived columns)")
         return RemoteRobustMedian(frame._query("robust_median", (given["column"], given["bounds"]), {}))
 
+    @_signed_as(ptr.gated_release)
     def gated_release(self, *args: Any, **kwargs: Any) -> pl.DataFrame | None:
         """``query``'s release if a noisy ``gate`` count passes ``threshold``, run in the server's session.
 
@@ -221,6 +256,7 @@ class Remote:
         out: pl.DataFrame | None = unpack_result(value, frames)
         return out
 
+    @_signed_as(stopping.run_until)
     def run_until(self, *args: Any, **kwargs: Any) -> list[pl.DataFrame]:
         """Collect ``steps`` in order on the server until ``stop(results so far)`` is true at a stopping point.
 

@@ -112,6 +112,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
     ("dpframe.catalog.check_table_name", "names"): NO_VALUES,
     ("dpframe.remote.values.call_as_given", "method"): PUBLIC,
+    ("dpframe.remote.client.Remote.run_until", "stop"): RELEASED,     # (its signature is run_until's: _signed_as)
     ("dpframe.accounting.curve.PrivacyCurve", "sampled_rdp"): PUBLIC,
     ("dpframe.accounting.calibrate.smallest_noise", "curve"): PUBLIC,
     ("dpframe.accounting.calibrate.smallest_noise", "accountant"): NO_VALUES,
