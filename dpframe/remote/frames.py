@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dpframe.frame import Frame, GroupBy
 from dpframe.habits import FRAME, GROUP_BY, habit
-from dpframe.remote.client import RemoteQuery
+from dpframe.remote.client import RemoteQuery, _signed_as
 from dpframe.remote.values import Packer
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ class RemoteFrame(_Chain):
         """Only these row-level columns (``dp.Frame.select``)."""
         return RemoteFrame(*self._then("select", exprs, named))
 
+    @_signed_as(Frame.bound)
     def bound(self, *args: Any, **bounds: Any) -> RemoteFrame:
         """Tighter contribution bounds, ``max_rows=`` / ``max_groups=`` (``dp.Frame.bound``)."""
         return RemoteFrame(*self._then("bound", args, bounds))
@@ -116,14 +118,17 @@ class RemoteFrame(_Chain):
         """Without these columns (``dp.Frame.drop``)."""
         return RemoteFrame(*self._then("drop", columns, {}))
 
+    @_signed_as(Frame.rename)
     def rename(self, *args: Any, **kwargs: Any) -> RemoteFrame:
         """Columns renamed, ``{old: new}`` (``dp.Frame.rename``)."""
         return RemoteFrame(*self._then("rename", args, kwargs))
 
+    @_signed_as(Frame.sample)
     def sample(self, *args: Any, **kwargs: Any) -> RemoteFrame:
         """Privacy units Poisson-sampled with public probability ``rate`` (``dp.Frame.sample``)."""
         return RemoteFrame(*self._then("sample", args, kwargs))
 
+    @_signed_as(Frame.group_by)
     def group_by(self, *by: Any, **kwargs: Any) -> RemoteGroupBy:
         """Grouped by columns or row-level expressions, with public ``keys`` or private ones (``dp.Frame.group_by``)."""
         return RemoteGroupBy(*self._then("group_by", by, kwargs))
@@ -132,18 +137,22 @@ class RemoteFrame(_Chain):
         """One row of private statistics of the whole frame (``dp.Frame.agg``)."""
         return self._query("agg", measures, named)
 
+    @_signed_as(Frame.bounds)
     def bounds(self, *args: Any, **options: Any) -> RemoteQuery:
         """Private clipping bounds of ``column``: ``collect`` gives ``(low, high)`` (``dp.Frame.bounds``)."""
         return self._query("bounds", args, options)
 
+    @_signed_as(Frame.interior_point)
     def interior_point(self, *args: Any, **options: Any) -> RemoteQuery:
         """A private point between the column's min and max (``dp.Frame.interior_point``)."""
         return self._query("interior_point", args, options)
 
+    @_signed_as(Frame.learn_threshold)
     def learn_threshold(self, *args: Any, **options: Any) -> RemoteQuery:
         """A private threshold classifier of ``feature`` (``dp.Frame.learn_threshold``)."""
         return self._query("learn_threshold", args, options)
 
+    @_signed_as(Frame.learn_rectangle)
     def learn_rectangle(self, *args: Any, **options: Any) -> RemoteQuery:
         """A private axis-aligned box of ``features`` (``dp.Frame.learn_rectangle``)."""
         return self._query("learn_rectangle", args, options)
@@ -167,6 +176,7 @@ class RemoteGroupBy(_Chain):
         """Private statistics per group (``dp.GroupBy.agg``)."""
         return self._query("agg", measures, named)
 
+    @_signed_as(GroupBy.top_k)
     def top_k(self, *args: Any, **options: Any) -> RemoteQuery:
         """The private set of the ``k`` keys with the largest ``score`` (``dp.GroupBy.top_k``, its signature)."""
         return self._query("top_k", args, options)
