@@ -548,12 +548,8 @@ def _format(value: object) -> str:
     return str(value)
 
 
-def _refund(value: object) -> bool | None:
-    return check_refund(value)         # None, True or False (numpy's bool: sent as Python's)
-
-
 OPTION_CHECKS: Mapping[str, Callable[[Any], object]] = MappingProxyType({
-    "ci": confidence, "diagnostics": diagnostics_flag, "format": _format, "refund": _refund})
+    "ci": confidence, "diagnostics": diagnostics_flag, "format": _format, "refund": check_refund})
 """The in-process check of each option a query sends, run here on a value JSON cannot carry: the same error, or the
 plain value it stands for (``numpy.float32(0.9)`` as ``ci``) is sent."""
 
