@@ -29,7 +29,7 @@ run() {  # run NAME SECONDS SCRIPT ARGS...: the report to $OUT/NAME.md, stderr a
 }
 
 run aggregations 170 bench/aggregations.py --rows "$ROWS" --runs 3 --no-noise
-run overhead 30 bench/overhead.py
+run overhead 45 bench/overhead.py --affinities auto,in-memory
 run quantiles 90 bench/quantiles.py --rows "$ROWS" --runs 3 --error-runs 1
 run quantiles_100k 120 bench/quantiles.py --rows "$ROWS" --runs 2 --error-runs 1 --groups 100000 \
   --queries "median per group,deciles per group"
