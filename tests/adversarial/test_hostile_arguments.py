@@ -323,10 +323,14 @@ def _cases() -> Iterator[tuple[str, str]]:
             yield name, parameter
 
 
-@pytest.mark.parametrize("backend", ["polars", pytest.param("duckdb", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", ["polars", pytest.param("duckdb", marks=pytest.mark.slow),
+                                     pytest.param("spark", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("name", "parameter"), list(_cases()), ids=[f"{n}-{p}" for n, p in _cases()])
-def test_a_hostile_argument_is_used_or_refused_free(name: str, parameter: str, backend: str) -> None:
-    """On the Polars backend by default; on DuckDB too under ``-m slow`` (3.5 minutes on 2 cores)."""
+def test_a_hostile_argument_is_used_or_refused_free(name: str, parameter: str, backend: str,
+                                                    request: pytest.FixtureRequest) -> None:
+    """On the Polars backend by default; on DuckDB and Spark too under ``-m slow`` (3.5 and 8 minutes on 2 cores)."""
+    if backend == "spark":
+        request.getfixturevalue("spark_session")      # the JVM started with the tests' settings
     make, call, valid = ENTRIES[name]
     sess = make(backend)
     call(sess, **valid(sess))                  # the valid call runs (what the hostile ones vary)
