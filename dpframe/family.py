@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 
 import polars as pl
 
-from dpframe.backends.base import check_kinds
+from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import Budget, describe
 from dpframe.display import Explanation, query_html
 from dpframe.errors import BudgetError, PlanError
@@ -317,7 +317,22 @@ class Releasable(Sealed, Generic[R]):
         ``format="json"``) is the same content as JSON-able values.
         """
         check_format(format)
-        return render(self._front, self._planned(needs_budget(budget, "explain")), format)
+        return render(self._front, self._shown(self._planned(needs_budget(budget, "explain"))), format)
+
+    def _shown(self, plan: FamilyPlan[R]) -> FamilyPlan[R]:
+        """``plan`` for ``explain()``: with a note when ``collect`` would refuse it, free, on the query's backend."""
+        reason = self._kinds_refusal(plan)
+        if reason is None:
+            return plan
+        shown = plan.explained()
+        note = f"REFUSED on this backend: {reason}; collect() raises a PlanError and charges nothing"
+        return dataclasses.replace(plan, explain=dataclasses.replace(shown, notes=(*shown.notes, note)))
+
+    def _kinds_refusal(self, plan: FamilyPlan[R]) -> str | None:
+        """Why the query's backend refuses ``plan``'s statistic kinds (None: it computes them all)."""
+        if not plan.kinds:
+            return None
+        return kinds_refusal(self._front._release.catalog.backend(getattr(self._query, "backend", None)), plan.kinds)
 
     def collect(self, budget: object = None) -> R:
         """Reserve the cost, run once on the private rows, release the result."""

@@ -732,7 +732,7 @@ class Query(Releasable[pl.DataFrame]):
         chosen, line = self._budget(budget, accuracy, "explain")
         if line is None:
             return super().explain(chosen, format)
-        planned = self._planned(chosen)
+        planned = self._shown(self._planned(chosen))
         shown = planned.explained()
         planned = dataclasses.replace(planned, explain=dataclasses.replace(shown, notes=(*shown.notes, line)))
         return render(self._front, planned, format)

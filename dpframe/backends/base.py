@@ -218,13 +218,29 @@ def check_kinds(backend: Any, kinds: frozenset[str]) -> None:
         dpframe.errors.PlanError: backend: backend 'old' does not compute 'distinct' statistics...
 
     """
-    missing = sorted(kinds - kinds_of(backend))
-    if missing:
-        what = ", ".join(repr(k) for k in missing)
-        raise PlanError(f"backend {backend.name!r} does not compute {what} statistics, which this query reads "
-                        f"({_READERS.get(missing[0], 'a mechanism')})", argument="backend",
+    reason = kinds_refusal(backend, kinds)
+    if reason is not None:
+        raise PlanError(reason, argument="backend",
                         fix="run it on a backend that lists them in statistic_kinds: dp.Session(..., "
                             "backend='polars') (the built-in backends compute every kind); nothing was charged")
+
+
+def kinds_refusal(backend: Any, kinds: frozenset[str]) -> str | None:
+    """Why :func:`check_kinds` refuses ``kinds`` on ``backend`` (None: it computes them all); ``explain()`` shows it.
+
+    Example:
+        >>> class Old:
+        ...     name = "old"
+        >>> kinds_refusal(Old(), frozenset({"rows"})) is None
+        True
+
+    """
+    missing = sorted(kinds - kinds_of(backend))
+    if not missing:
+        return None
+    what = ", ".join(repr(k) for k in missing)
+    return (f"backend {backend.name!r} does not compute {what} statistics, which this query reads "
+            f"({_READERS.get(missing[0], 'a mechanism')})")
 
 
 _READERS = MappingProxyType({"distinct": "dp.count_distinct, SQL COUNT(DISTINCT x)"})

@@ -175,3 +175,24 @@ def test_run_until_and_gated_release_refuse_it_before_the_charge() -> None:
     with pytest.raises(dp.PlanError, match=r"^backend: backend 'kinds_old' does not compute 'distinct'"):
         gated_release(distinct, dp.PureDP(1), rows, 10, dp.PureDP(0.5))
     assert sess.history().height == 0 and _Old.asked == []
+
+
+@pytest.mark.parametrize("entry", ["chain", "grouped", "sql"])
+def test_explain_says_collect_will_refuse_the_kind(entry: str) -> None:
+    """``explain()`` (free) said nothing of it: the plan looked runnable and ``collect`` then refused. Now a note
+    names the missing kind, in the text and in the JSON; nothing is charged or read either way."""
+    sess = _session(_Old.name)
+    query = QUERIES[entry](sess)
+    says = "REFUSED on this backend: backend 'kinds_old' does not compute 'distinct' statistics"
+    assert says in str(query.explain(dp.PureDP(1)))
+    assert any(says in note for note in query.explain(dp.PureDP(1), format="json")["notes"])
+    assert sess.history().height == 0 and _Old.asked == []
+    runnable = _session(_Listing.name)
+    assert "REFUSED" not in str(QUERIES[entry](runnable).explain(dp.PureDP(1)))
+
+
+def test_explain_at_an_accuracy_target_says_it_too() -> None:
+    sess = _session(_Old.name)
+    query = sess.table("t").agg(dp.count_distinct("x"))
+    text = str(query.explain(accuracy=dp.Accuracy(50, 0.9)))
+    assert "REFUSED on this backend: backend 'kinds_old' does not compute 'distinct'" in text
