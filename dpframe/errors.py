@@ -18,9 +18,20 @@ from __future__ import annotations
 
 
 class DPFrameError(Exception):
-    """Base class of every error dpframe raises on purpose."""
+    """Base class of every error dpframe raises on purpose.
+
+    ``str(e)`` is ``"<argument>: <message>. Fix: <fix>"``; ``e.message``, ``e.argument`` and ``e.fix`` are the parts
+    (code quoting one error in another quotes ``e.message``, not a second fix).
+
+    Example:
+        >>> e = DPFrameError("must be positive", argument="q", fix="pass q=0.5")
+        >>> str(e), e.message
+        ('q: must be positive. Fix: pass q=0.5', 'must be positive')
+
+    """
 
     def __init__(self, message: str, *, argument: str | None = None, fix: str | None = None) -> None:
+        self.message = message
         self.argument = argument
         self.fix = fix
         text = message

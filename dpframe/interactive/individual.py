@@ -134,7 +134,7 @@ class IndividualFilter(Sealed):
         try:
             charge = session.accountant.charge(bound)
         except BudgetConversionError as e:
-            raise BudgetConversionError(f"this session's accountant cannot compose a zCDP filter ({e.args[0]})",
+            raise BudgetConversionError(f"this session's accountant cannot compose a zCDP filter ({e.message})",
                                         argument="budget",
                                         fix="open the session with a dp.ZCDP budget, or an (ε, δ) budget with "
                                             "accountant='rdp'") from None

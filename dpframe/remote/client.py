@@ -595,6 +595,7 @@ def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> Ex
         kind = DPFrameError
     e = kind.__new__(kind)
     Exception.__init__(e, str(reply.get("message")))
+    e.message = str(reply.get("reason", reply.get("message")))
     for field in ("argument", "fix", "requested", "remaining", "difference"):
         if field in reply:
             setattr(e, field, reply[field])

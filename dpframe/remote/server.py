@@ -533,7 +533,7 @@ def _error(e: DPFrameError) -> dict[str, Any]:
     process allocated before, its private work included.
     """
     out = {"ok": False, "error": type(e).__name__, "message": unplaced(str(e)), "argument": unplaced(e.argument),
-           "fix": unplaced(e.fix)}
+           "fix": unplaced(e.fix), "reason": unplaced(e.message)}
     if isinstance(e, BudgetExceededError):
         out |= {"requested": e.requested, "remaining": e.remaining, "difference": e.difference}
     return out

@@ -1,0 +1,45 @@
+"""Review 49 (lead): findings of the stop's own review, each a test written before its fix."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+
+def test_the_individual_filter_in_a_basic_session_gives_one_fix() -> None:
+    """Its refusal quoted the accountant's whole error, whose own "Fix:" offered a query budget the filter does
+    not take ("give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7)"), then gave its own: two fixes,
+    the first wrong. Now the accountant's reason alone, and the filter's fix once."""
+    sess = dp.Session({"t": pl.DataFrame({"u": list(range(10)), "x": [1.0] * 10})}, budget=dp.ApproxDP(1, 1e-6),
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1), seed=0)
+    with pytest.raises(dp.BudgetConversionError) as refused:
+        sess.individual_filter(dp.ZCDP(0.1))
+    text = str(refused.value)
+    assert text.count("Fix:") == 1 and "ApproxDP(1, 1e-7)" not in text, text
+    assert text.startswith("budget: this session's accountant cannot compose a zCDP filter (ZCDP(rho=1/10) cannot be "
+                           "charged to an (ε, δ) budget)"), text
+    assert refused.value.message.startswith("this session's accountant cannot compose")
+    assert sess.history().height == 0
+
+
+def test_every_dpframe_error_keeps_its_message_apart() -> None:
+    """``e.message`` is the text without the argument and the fix, for code that quotes one error in another."""
+    e = dp.ArgumentError("must be positive", argument="q", fix="pass q=0.5")
+    assert (str(e), e.message, e.argument, e.fix) == ("q: must be positive. Fix: pass q=0.5", "must be positive",
+                                                       "q", "pass q=0.5")
+
+
+def test_a_remote_error_keeps_its_message_apart_too() -> None:
+    """The client rebuilt the server's error with its text, argument and fix, but no ``message``: an
+    ``AttributeError`` for code that quotes it, where in process it is there."""
+    sess = dp.Session({"t": pl.DataFrame({"u": list(range(10)), "x": [1.0] * 10})}, budget=dp.ApproxDP(1, 1e-6),
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1), seed=0)
+    key = b"k" * 32
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        with pytest.raises(dp.BudgetExceededError) as refused:
+            remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(5))
+    assert refused.value.message.startswith("requested ") and "Fix:" not in refused.value.message
+    assert str(refused.value) == f"budget: {refused.value.message}. Fix: {refused.value.fix}"
