@@ -267,8 +267,10 @@ class Compiler:
         try:
             return _public_keys(domains, [k.flat for k in keys], schema)
         except DPFrameError as e:
-            raise SchemaError(f"the public keys do not fit the GROUP BY columns: {e}", argument="public_keys",
-                              fix="declare keys of the column's type") from None
+            given = any(n in self.override for k in keys for n in (k.name, k.flat, *k.outputs))   # sql(keys=...)
+            raise SchemaError(f"the public keys do not fit the GROUP BY columns: {e.message}",
+                              argument="keys" if given else "public_keys",
+                              fix=e.fix or "declare keys of the column's type") from None
 
     def domain(self, key: Key) -> list[Any] | None:
         for name in (key.name, key.flat, *key.outputs):

@@ -349,9 +349,12 @@ def test_a_hostile_argument_is_used_or_refused_free(name: str, parameter: str, b
             except dp.DPFrameError as e:
                 if "failed" in sess.history()["status"].to_list():     # charged, then failed: not a free refusal
                     raw.append(f"{shown}: refused after its charge ({str(e)[:120]})")
+                if not (e.argument and e.fix) or str(e).count("Fix:") > 1:     # DESIGN §5: names both, once
+                    raw.append(f"{shown}: a refusal without its argument and one fix ({str(e)[:160]})")
             except BaseException as e:     # noqa: BLE001  (what the harness looks for; a Polars panic too)
                 raw.append(f"{shown}: {type(e).__name__}: {str(e)[:120]}")
-    assert not raw, f"{name}({parameter}=...) raised what is not a dpframe error:\n" + "\n".join(raw)
+    assert not raw, f"{name}({parameter}=...) raised what is not a dpframe error naming its argument and fix:\n" + \
+        "\n".join(raw)
 
 
 def _with_member(given: list[Any] | tuple[Any, ...] | dict[Any, Any], value: object) -> object:

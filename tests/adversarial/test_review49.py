@@ -43,3 +43,24 @@ def test_a_remote_error_keeps_its_message_apart_too() -> None:
             remote.sql("SELECT COUNT(*) AS n FROM t").collect(dp.PureDP(5))
     assert refused.value.message.startswith("requested ") and "Fix:" not in refused.value.message
     assert str(refused.value) == f"budget: {refused.value.message}. Fix: {refused.value.fix}"
+
+
+def test_sql_keys_that_do_not_fit_name_keys_with_one_fix() -> None:
+    """Found by the hostile-argument harness once it checked every refusal's argument and fix: a member of
+    ``sess.sql(keys=...)`` of another type than its column was refused naming ``public_keys`` (the session's
+    argument, not the one given) and quoting the inner error whole: "keys: cannot read keys: ... Fix: ...", then
+    the outer fix. Now ``keys``, the reason, one fix; the session's own keys still name ``public_keys``."""
+    data = pl.DataFrame({"u": list(range(10)), "g": ["a", "b"] * 5})
+    sess = dp.Session({"t": data}, budget=dp.PureDP(1), privacy_unit=dp.PrivacyUnit("u", max_rows=1), seed=0)
+    query = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"
+    with pytest.raises(dp.SchemaError) as refused:
+        sess.sql(query, keys={"g": ["a", 1.5]})
+    text = str(refused.value)
+    assert refused.value.argument == "keys" and text.startswith("keys: the public keys do not fit the GROUP BY "
+                                                                "columns: cannot read keys"), text
+    assert text.count("Fix:") == 1 and "keys: keys:" not in text, text
+    with pytest.raises(dp.SchemaError) as declared:
+        dp.Session({"t": data}, budget=dp.PureDP(1), privacy_unit=dp.PrivacyUnit("u", max_rows=1),
+                   public_keys={"t.g": ["a", 1.5]}).sql(query)
+    assert declared.value.argument == "public_keys" and str(declared.value).count("Fix:") == 1, str(declared.value)
+    assert sess.history().height == 0
