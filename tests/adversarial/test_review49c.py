@@ -1,0 +1,104 @@
+"""Review 49c: a new user's mistakes, and whether the error names the argument and a fix that works.
+
+Each test is one mistake an analyst coming from OpenDP or Tumult makes on the first day: a fix that names an API
+the session cannot take (an (ε, δ) budget in a pure-ε or zCDP session), bounds left out of ``dp.mean`` (a Python
+``TypeError`` instead of the ``dp.BoundsError`` the guide promises), and the command line telling its user to write
+Python. Each refusal is free: nothing is charged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
+                     "x": [float(i % 13) for i in range(400)]})
+GROUPED = "SELECT city, COUNT(*) AS n FROM t GROUP BY city"
+
+
+def session(budget: dp.Budget) -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=budget, seed=0)
+
+
+@pytest.mark.parametrize(("total", "query", "works"), [
+    (dp.PureDP(2), dp.PureDP(0.5), None),                             # no δ in the session: keys are the only fix
+    (dp.ZCDP(1, 1e-6), dp.ZCDP(0.1), dp.ZCDP(0.1, 1e-7)),             # zCDP: the δ goes on a ZCDP budget
+    (dp.ApproxDP(2, 1e-6), dp.PureDP(0.5), dp.ApproxDP(0.5, 1e-7)),   # (ε, δ): an ApproxDP budget
+])
+def test_sql_private_keys_fix_names_a_budget_the_session_takes(total: dp.Budget, query: dp.Budget,
+                                                               works: dp.Budget | None) -> None:
+    """SQL's refusal of private keys without δ gives the method chain's fix: one the session can take."""
+    sess = session(total)
+    with pytest.raises(dp.BudgetError) as sql:
+        sess.sql(GROUPED).cost(query)
+    with pytest.raises(dp.BudgetError) as chain:
+        sess.table("t").group_by("city").agg(n=dp.len()).cost(query)
+    assert sql.value.argument == chain.value.argument == "budget"
+    fix = sql.value.fix or ""
+    assert "keys" in fix
+    if works is None:
+        assert "delta" not in fix and "δ" not in fix, fix          # the session has no δ to give
+        assert "session" in str(sql.value)
+    else:
+        suggested = "dp.ZCDP(rho, delta=" if isinstance(works, dp.ZCDP) else "dp.ApproxDP(epsilon, delta="
+        assert suggested in fix, fix
+        assert sess.sql(GROUPED).cost(works) == sess.table("t").group_by("city").agg(n=dp.len()).cost(works)
+    assert sess.history().height == 0
+
+
+AUTO = ("sum", "mean", "var", "std")
+
+
+@pytest.mark.parametrize(("build", "takes_auto"), [
+    (lambda: dp.sum("x"), True), (lambda: dp.mean("x"), True), (lambda: dp.var("x"), True),
+    (lambda: dp.std("x", ddof=0), True), (lambda: dp.median("x"), False), (lambda: dp.quantile("x", 0.5), False),
+    (lambda: dp.quantile("x", [0.1, 0.9], resolution=1), False),
+], ids=["sum", "mean", "var", "std", "median", "quantile", "quantiles"])
+def test_bounds_left_out_is_a_bounds_error_with_the_fix(build: Callable[[], Any], takes_auto: bool) -> None:
+    """The guide's error table: missing clipping bounds are a ``dp.BoundsError`` naming ``bounds`` — not Python's
+    ``TypeError: mean() missing 1 required positional argument``; its fix offers ``bounds="auto"`` where the
+    measure takes it (sum, mean, var, std), and ``frame.bounds`` where it does not (quantiles)."""
+    with pytest.raises(dp.BoundsError) as caught:
+        build()
+    e = caught.value
+    assert e.argument == "bounds"
+    assert isinstance(e, TypeError)            # as Python's missing-argument error was (test_core_measures_unit)
+    assert "bounds=(lower, upper)" in (e.fix or "")
+    assert ("bounds='auto'" in (e.fix or "")) == takes_auto, e
+
+
+@pytest.mark.parametrize("kind", AUTO)
+def test_auto_measures_offer_auto_bounds(kind: str) -> None:
+    """``dp.sum``/``mean``/``var``/``std`` without bounds, or with a misspelt ``"Auto"``: the fix offers ``"auto"``."""
+    measure: Callable[..., Any] = getattr(dp, kind)
+    calls: list[tuple[Callable[[], Any], bool]] = [
+        (lambda: measure("x"), True), (lambda: measure("x", None), True), (lambda: measure("x", bounds="Auto"), False)]
+    for call, missing in calls:
+        with pytest.raises(dp.BoundsError) as caught:
+            call()
+        assert caught.value.argument == "bounds"
+        assert "bounds='auto'" in (caught.value.fix or ""), caught.value
+        assert (f"{kind}('x') needs clipping bounds" in str(caught.value)) == missing, caught.value
+
+
+@pytest.mark.parametrize("build", [lambda: dp.median("x"), lambda: dp.quantile("x", 0.5),
+                                   lambda: dp.median("x", bounds="Auto")])  # type: ignore[arg-type]
+def test_quantile_measures_do_not_offer_auto_bounds(build: Callable[[], Any]) -> None:
+    """``bounds="auto"`` is refused for quantiles (docs/bounds.md): their fix points to ``frame.bounds`` instead."""
+    with pytest.raises(dp.BoundsError) as caught:
+        build()
+    fix = caught.value.fix or ""
+    assert "'auto'" not in fix and "frame.bounds" in fix, fix
+
+
+def test_bounds_left_out_costs_nothing_and_the_fixed_call_runs() -> None:
+    sess = session(dp.PureDP(2))
+    with pytest.raises(dp.BoundsError):
+        sess.table("t").agg(dp.mean("x")).collect(dp.PureDP(0.5))
+    assert sess.history().height == 0
+    assert sess.table("t").agg(dp.mean("x", bounds=(0, 12))).cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
