@@ -102,3 +102,21 @@ def test_bounds_left_out_costs_nothing_and_the_fixed_call_runs() -> None:
         sess.table("t").agg(dp.mean("x")).collect(dp.PureDP(0.5))
     assert sess.history().height == 0
     assert sess.table("t").agg(dp.mean("x", bounds=(0, 12))).cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
+
+
+def test_sql_bounds_fix_for_an_expression_does_not_offer_declared_bounds() -> None:
+    """Declared bounds follow a column, not an expression (docs/sql.md): ``SUM(x * 2)`` is refused even with
+    ``bounds={'t.x': ...}`` declared, so its fix must not offer declaring them; it says to write ``CLAMP``."""
+    declared = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(2),
+                          bounds={"t.x": (0, 12)}, seed=0)
+    plain = session(dp.PureDP(2))
+    for sess in (declared, plain):
+        with pytest.raises(dp.BoundsError) as caught:
+            sess.sql("SELECT SUM(x * 2) AS s FROM t").cost(dp.PureDP(0.5))
+        fix = caught.value.fix or ""
+        assert "CLAMP(x * 2, lower, upper)" in fix and "declare" not in fix and "dp.Session" not in fix, fix
+        assert sess.history().height == 0
+    with pytest.raises(dp.BoundsError) as caught:              # a plain column: declaring its bounds works
+        plain.sql("SELECT SUM(x) AS s FROM t").cost(dp.PureDP(0.5))
+    assert "dp.Session(..., bounds={'t.x': (lower, upper)})" in (caught.value.fix or "")
+    assert declared.sql("SELECT SUM(x) AS s FROM t").cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
