@@ -107,9 +107,11 @@ def _session_arguments(p: argparse.ArgumentParser) -> None:
     unit = p.add_mutually_exclusive_group(required=True)
     unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
     unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
-    p.add_argument("--max-rows", type=int, default=None,
-                   help="rows kept per unit (default 1: one random row per unit; explain says so)")
-    p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
+    p.add_argument("--max-rows", type=_bound, default=None, metavar="N|auto",
+                   help="rows kept per unit (default 1: one random row per unit; explain says so), or auto: "
+                        "each query chooses it privately from a share of its budget (docs/bounds.md)")
+    p.add_argument("--max-groups", type=_bound, default=None, metavar="N|auto",
+                   help="groups kept per unit (default max-rows), or auto")
     p.add_argument("--total-epsilon", type=float, help="total ε of a new ledger / one-shot session")
     p.add_argument("--total-delta", type=float, default=None, help="total δ (default: the query's δ)")
     p.add_argument("--total-rho", type=float, help="total zCDP ρ of a new ledger")
@@ -120,6 +122,24 @@ def _session_arguments(p: argparse.ArgumentParser) -> None:
                    help="clipping bounds of a column (used without CLAMP in the query)")
     p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def _bound(text: str) -> int | str:
+    """``--max-rows`` / ``--max-groups``: a whole number, or ``auto``; the privacy unit checks the number's range.
+
+    ``auto`` is chosen privately per query, as under ``dp.PrivacyUnit(column, max_rows="auto")``.
+
+    Example:
+        >>> _bound("10"), _bound("auto")
+        (10, 'auto')
+
+    """
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
 def ledger_meta(path: str) -> tuple[Budget, str] | None:

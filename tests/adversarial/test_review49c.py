@@ -120,3 +120,41 @@ def test_sql_bounds_fix_for_an_expression_does_not_offer_declared_bounds() -> No
         plain.sql("SELECT SUM(x) AS s FROM t").cost(dp.PureDP(0.5))
     assert "dp.Session(..., bounds={'t.x': (lower, upper)})" in (caught.value.fix or "")
     assert declared.sql("SELECT SUM(x) AS s FROM t").cost(dp.PureDP(0.5)) == dp.PureDP(0.5)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from dpframe.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as e:                  # argparse's one-line usage errors
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_takes_max_rows_and_max_groups_auto(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/bounds.md: SQL queries take ``max_rows="auto"`` from the session's privacy unit; the command line,
+    which runs SQL, could not say it (``--max-rows auto``: "invalid int value")."""
+    path = str(tmp_path / "t.parquet")
+    DATA.write_parquet(path)
+    sql = "SELECT city, COUNT(*) AS n FROM t GROUP BY city"
+    table = ["--table", f"t={path}", "--privacy-unit", "u"]
+    code, out, err = cli(capsys, "explain", sql, *table, "--max-rows", "auto", "--epsilon", "1", "--delta", "1e-7")
+    assert code == 0, err
+    assert "max_rows chosen privately" in out
+    ledger = ["--ledger", str(tmp_path / "b.ledger")]
+    code, out, err = cli(capsys, "query", sql, *table, "--max-rows", "auto", "--epsilon", "1", "--delta", "1e-7",
+                         "--total-epsilon", "2", "--total-delta", "1e-6", "--keys", "t.city=Oslo,Rome", "--seed", "0",
+                         *ledger)
+    assert code == 0, err
+    assert "Oslo" in out and "Rome" in out
+    code, out, err = cli(capsys, "budget", *ledger)
+    assert code == 0 and "max_rows='auto'" in out and "spent       ε=1, δ=0" in out, out      # public keys: no δ used
+    code, out, err = cli(capsys, "explain", sql, *table, "--max-rows", "2", "--max-groups", "auto", "--epsilon", "1",
+                         "--delta", "1e-7")
+    assert code == 0 and "max_groups chosen privately" in out, (out, err)
+    for bad in ("ten", "0", "1.5"):
+        code, out, err = cli(capsys, "explain", sql, *table, "--max-rows", bad, "--epsilon", "1", "--delta", "1e-7")
+        assert code == 2 and out == "" and "max" in err and "auto" in err, err
+        assert len(err.strip().splitlines()) == 1
