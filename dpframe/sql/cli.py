@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sqlite3
 import ssl
@@ -304,7 +305,7 @@ def query(args: argparse.Namespace) -> None:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         explain_only = getattr(q, "explain_only", False)
         if explain_only:
-            print(result["explain"][0])
+            print(for_command_line(str(result["explain"][0])))
             return
         _emit(result, args.format)
         summary = (f"spent {describe(sess.spent())} of {describe(sess.accountant.total)}; "
@@ -321,7 +322,7 @@ def explain(args: argparse.Namespace) -> None:
     sess, budget = session(args, spend=False)
     try:
         text = sess.sql(args.sql).explain(budget, format="json" if args.format == "json" else "text")
-        print(json.dumps(text, default=str, indent=2) if args.format == "json" else text)
+        print(json.dumps(text, default=str, indent=2) if args.format == "json" else for_command_line(str(text)))
     finally:
         sess.close()
 
@@ -352,6 +353,45 @@ def budget(args: argparse.Namespace) -> None:
         print("\n".join(f"{k:<{width}}  {v}" for k, v in row.items()))
 
 
+DECLARED_BOUNDS = re.compile(r"dp\.Session\(\.\.\., bounds=\{'([^']+)': \(lower, upper\)\}\)")
+"""A fix declaring a column's bounds on the session; ``--bounds TABLE.COLUMN=LOW:HIGH`` here."""
+UNIT_BOUND = re.compile(r"dp\.PrivacyUnit\('[^']*', max_rows=N\)")
+"""A fix giving the privacy unit its ``max_rows``; ``--max-rows N`` here."""
+SPELLINGS = (
+    ("dp.Session(..., public_keys={'table.column': [...]}) or sess.sql(..., keys={...})",
+     "--keys TABLE.COLUMN=V1,V2,..."),
+    ("dp.Session(public_keys={'table.column': [...]}) or sess.sql(..., keys={...})", "--keys TABLE.COLUMN=V1,V2,..."),
+    ("dp.ApproxDP(epsilon, delta=1e-7)", "--delta 1e-7"),
+    ("dp.ZCDP(rho, delta=1e-7)", "--delta 1e-7"),
+    ("dp.PrivacyUnit(column, max_rows=<a number>)", "--max-rows N"),
+    ("dp.PrivacyUnit(column, max_groups=<a number>)", "--max-groups N"),
+    ("give this query's budget as dp.PureDP(epsilon) or dp.ZCDP(rho)",
+     "give this query --epsilon E without --delta, or --rho R"),
+    ("give this query's budget as dp.PureDP(epsilon)", "give this query --epsilon E without --delta"),
+    ("give this query a dp.PureDP(epsilon) budget", "give this query --epsilon E (not --rho)"),
+    ("give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1)",
+     "give this query --epsilon E [--delta D] (not --rho)"),
+    ("open the session with a dp.ZCDP budget", "use a ledger made with --total-rho"),
+)
+"""Fixes the library's errors spell in Python, and the flags that say the same on the command line (in order:
+a longer fix before the shorter one it starts with)."""
+
+
+def for_command_line(text: str) -> str:
+    """``text`` with the fixes it spells in Python (:data:`SPELLINGS`) spelled as this command's flags.
+
+    Example:
+        >>> for_command_line("Fix: write SUM(CLAMP(x, lower, upper)), or declare them: "
+        ...                  "dp.Session(..., bounds={'t.x': (lower, upper)})")
+        'Fix: write SUM(CLAMP(x, lower, upper)), or declare them: --bounds t.x=LOWER:UPPER'
+
+    """
+    text = UNIT_BOUND.sub("--max-rows N", DECLARED_BOUNDS.sub(r"--bounds \1=LOWER:UPPER", text))
+    for python, flags in SPELLINGS:
+        text = text.replace(python, flags)
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of :data:`COMMANDS`; return the exit code."""
     try:
@@ -359,7 +399,10 @@ def run(args: argparse.Namespace) -> int:
     except dp.BudgetExceededError as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_BUDGET
-    except (dp.DPFrameError, CLIError, OSError) as e:
+    except dp.DPFrameError as e:
+        print(f"dpframe: error: {for_command_line(_line(e))}", file=sys.stderr)
+        return EXIT_INPUT
+    except (CLIError, OSError) as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:  # an engine error dpframe did not anticipate: still one line, never a traceback

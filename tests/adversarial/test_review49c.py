@@ -158,3 +158,44 @@ def test_cli_takes_max_rows_and_max_groups_auto(tmp_path: Any, capsys: pytest.Ca
         code, out, err = cli(capsys, "explain", sql, *table, "--max-rows", bad, "--epsilon", "1", "--delta", "1e-7")
         assert code == 2 and out == "" and "max" in err and "auto" in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("sql", "extra", "flag"), [
+    ("SELECT SUM(x) AS s FROM t", ["--epsilon", "1"], "--bounds t.x=LOWER:UPPER"),
+    ("SELECT MEDIAN(x) AS m FROM t", ["--epsilon", "1"], "--bounds t.x=LOWER:UPPER"),
+    (GROUPED, ["--epsilon", "1", "--total-epsilon", "2", "--total-delta", "1e-6"], "--keys TABLE.COLUMN=V1,V2,..."),
+    (GROUPED, ["--epsilon", "1", "--total-epsilon", "2", "--total-delta", "1e-6"], "--delta 1e-7"),
+    (GROUPED, ["--rho", "0.1", "--total-rho", "1", "--total-delta", "1e-6", "--delta", "0"], "--delta 1e-7"),
+    (GROUPED, ["--epsilon", "1"], "--keys TABLE.COLUMN=V1,V2,..."),
+    ("SELECT city FROM t GROUP BY city HAVING TOP_K(COUNT(*), 1)", ["--max-rows", "auto", "--epsilon", "1",
+                                                                    "--delta", "1e-7"], "--max-rows N"),
+    ("SELECT COUNT(*) AS n FROM t", ["--rho", "0.1", "--total-epsilon", "1"], "--epsilon E"),
+    ("SELECT COUNT(*) AS n FROM t", ["--epsilon", "0.1", "--delta", "1e-7", "--total-rho", "1",
+                                     "--total-delta", "1e-6"], "--rho R"),
+])
+def test_cli_errors_give_the_fix_in_command_line_terms(tmp_path: Any, capsys: pytest.CaptureFixture[str], sql: str,
+                                                        extra: list[str], flag: str) -> None:
+    """The command line's one-line errors tell its user which flag to pass, not which Python to write
+    (``dp.Session(..., bounds=...)``, ``dp.ApproxDP(epsilon, delta=1e-7)``, ``dp.PrivacyUnit(...)``)."""
+    path = str(tmp_path / "t.parquet")
+    DATA.write_parquet(path)
+    args = ["--table", f"t={path}", "--privacy-unit", "u", *(["--max-rows", "2"] if "--max-rows" not in extra else []),
+            *extra]
+    for command in ("query", "explain"):
+        code, out, err = cli(capsys, command, sql, *args)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
+        assert flag in err, err
+        assert "dp." not in err and "sess.sql" not in err, err
+
+
+def test_cli_explain_notes_give_the_fix_in_command_line_terms(tmp_path: Any,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``dpframe explain``'s notes (no ``--max-rows``, no ``--keys``) name the flags, as its errors do."""
+    path = str(tmp_path / "t.parquet")
+    DATA.write_parquet(path)
+    code, out, err = cli(capsys, "explain", GROUPED, "--table", f"t={path}", "--privacy-unit", "u", "--epsilon", "1",
+                         "--delta", "1e-7")
+    assert code == 0, err
+    assert "max_rows was not given" in out and "pass --max-rows N with N the most rows" in out, out
+    assert "no public keys declared" in out and "declare them with --keys TABLE.COLUMN=V1,V2,..." in out, out
+    assert "dp." not in out and "sess.sql" not in out
