@@ -199,3 +199,22 @@ def test_cli_explain_notes_give_the_fix_in_command_line_terms(tmp_path: Any,
     assert "max_rows was not given" in out and "pass --max-rows N with N the most rows" in out, out
     assert "no public keys declared" in out and "declare them with --keys TABLE.COLUMN=V1,V2,..." in out, out
     assert "dp." not in out and "sess.sql" not in out
+
+
+@pytest.mark.parametrize(("unit", "measure", "shown", "not_shown"), [
+    (dp.PrivacyUnit("u", max_rows="auto"), dp.mean("x", bounds=(0, 12)), ["max_rows=1"], ["bounds (−1, 1)"]),
+    (dp.PrivacyUnit("u", max_rows=2), dp.mean("x", bounds="auto"), ["bounds (−1, 1)"], ["max_rows=1"]),
+    (dp.PrivacyUnit("u", max_rows="auto"), dp.mean("x", bounds="auto"), ["max_rows=1", "bounds (−1, 1)"], []),
+    (dp.PrivacyUnit("u", max_rows=2, max_groups="auto"), dp.mean("x", bounds=(0, 12)), ["max_groups=1"],
+     ["max_rows=1", "bounds (−1, 1)"]),
+])
+def test_explain_of_a_tuned_query_names_only_its_stand_ins(unit: dp.PrivacyUnit, measure: Any, shown: list[str],
+                                                           not_shown: list[str]) -> None:
+    """``explain()`` of a query that tunes its bounds shows the release at stand-in values: it names those the query
+    chooses (and only those: a fixed ``bounds=(0, 12)`` is shown as itself, not as ``(−1, 1)``), and says that
+    the partition-selection threshold τ, like the ±, is at the stand-ins."""
+    sess = dp.Session({"t": DATA}, privacy_unit=unit, budget=dp.ApproxDP(2, 1e-6), seed=0)
+    text = str(sess.table("t").group_by("city").agg(measure).explain(dp.ApproxDP(1, 1e-7)))
+    line = next(x for x in text.splitlines() if x.startswith("release: shown below at"))
+    assert all(s in line for s in shown) and not any(s in line for s in not_shown), line
+    assert "τ" in line, line
