@@ -336,7 +336,7 @@ def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measu
 def missing_bounds(kind: str, column: Column) -> MissingBoundsError:
     """The error of a ``kind`` measure of ``column`` built without bounds: it names them and says how to give them."""
     return MissingBoundsError(f"{kind}({column_input(column)[0]!r}) needs clipping bounds", argument="bounds",
-                       fix=bounds_fix(kind))
+                              fix=bounds_fix(kind))
 
 
 def sum(column: Column, bounds: tuple[float, float] | str | None = None) -> Measure:  # noqa: A001
