@@ -400,7 +400,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_BUDGET
     except dp.DPFrameError as e:
-        print(f"dpframe: error: {for_command_line(_line(e))}", file=sys.stderr)
+        text = for_command_line(_line(e))
+        one_shot = getattr(args, "ledger", None) is None and getattr(args, "total_epsilon", None) is None \
+            and getattr(args, "total_rho", None) is None
+        if one_shot and "total budget has δ = 0" in text:     # its total is this query's budget: --delta gives both
+            text += "; or give the query a δ, --delta D: without --ledger or --total-*, the total is the query's budget"
+        print(f"dpframe: error: {text}", file=sys.stderr)
         return EXIT_INPUT
     except (CLIError, OSError) as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)

@@ -167,6 +167,7 @@ def test_cli_takes_max_rows_and_max_groups_auto(tmp_path: Any, capsys: pytest.Ca
     (GROUPED, ["--epsilon", "1", "--total-epsilon", "2", "--total-delta", "1e-6"], "--delta 1e-7"),
     (GROUPED, ["--rho", "0.1", "--total-rho", "1", "--total-delta", "1e-6", "--delta", "0"], "--delta 1e-7"),
     (GROUPED, ["--epsilon", "1"], "--keys TABLE.COLUMN=V1,V2,..."),
+    (GROUPED, ["--epsilon", "1"], "--delta D"),          # a one-shot session's total is the query's budget
     ("SELECT city FROM t GROUP BY city HAVING TOP_K(COUNT(*), 1)", ["--max-rows", "auto", "--epsilon", "1",
                                                                     "--delta", "1e-7"], "--max-rows N"),
     ("SELECT COUNT(*) AS n FROM t", ["--rho", "0.1", "--total-epsilon", "1"], "--epsilon E"),
