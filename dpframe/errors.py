@@ -87,6 +87,13 @@ class BoundsError(DPFrameError, ValueError):
     """Clipping bounds are missing, inverted, NaN or infinite."""
 
 
+class MissingBoundsError(BoundsError, TypeError):
+    """A measure that needs clipping bounds (``dp.mean``, ``dp.median`` ...) was built without them.
+
+    Its fix says what to pass. It is also a ``TypeError``, as Python's own missing-argument error was.
+    """
+
+
 class PlanError(DPFrameError, ValueError):
     """A query that is not fully private or that the planner cannot run (e.g. a raw column in the output)."""
 

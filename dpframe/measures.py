@@ -38,15 +38,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpframe.errors import ArgumentError, BoundsError, PlanError
+from dpframe.errors import ArgumentError, BoundsError, MissingBoundsError, PlanError
 from dpframe.sealed import Final, plain, plain_copy
 
 Bounds = tuple[Fraction, Fraction]
 
 
-def check_bounds(bounds: object, argument: str = "bounds") -> Bounds:
-    """Validate ``(lower, upper)`` clipping bounds: two finite numbers with lower < upper."""
-    fix = "pass bounds=(lower, upper) with two finite numbers, lower < upper, chosen without looking at the data"
+BOUNDS_FIX = "pass bounds=(lower, upper) with two finite numbers, lower < upper, chosen without looking at the data"
+
+
+def check_bounds(bounds: object, argument: str = "bounds", fix: str = BOUNDS_FIX) -> Bounds:
+    """Validate ``(lower, upper)`` clipping bounds: two finite numbers with lower < upper (``fix`` says how)."""
     if bounds is None:
         raise BoundsError("bounds are required", argument=argument, fix=fix)
     # read once: a list another thread (or a subclass's __len__) shortens between the count and the loop
@@ -288,17 +290,59 @@ def with_bounds(m: Measure, bounds: Bounds) -> Measure:
     return replace(m, bounds=bounds, options=tuple((k, v) for k, v in m.options if k != "bounds"))
 
 
+TAKES_AUTO_BOUNDS = frozenset({"sum", "mean", "var", "std"})
+"""The measures whose release accepts every candidate range, so ``bounds="auto"`` (``docs/bounds.md``)."""
+
+
+def bounds_fix(kind: str) -> str:
+    """How to give a ``kind`` measure its bounds: numbers, and ``"auto"`` where the measure takes it.
+
+    Example:
+        >>> bounds_fix("mean").endswith("bounds='auto' to choose them privately from a share of the query's budget")
+        True
+        >>> "auto" in bounds_fix("quantile")
+        False
+
+    """
+    if kind in TAKES_AUTO_BOUNDS:
+        return f"{BOUNDS_FIX}, or bounds='auto' to choose them privately from a share of the query's budget"
+    return f"{BOUNDS_FIX} (frame.bounds(column) estimates them privately)"
+
+
 def _bounded(kind: str, column: Column, bounds: object, **options: Any) -> Measure:
-    """A measure that needs ``bounds``: numbers (a BoundsError naming them when missing), or ``"auto"``."""
+    """A measure that needs ``bounds``: numbers (a BoundsError naming them when missing), or ``"auto"``.
+
+    Left out, or neither a pair nor ``"auto"``: a ``BoundsError`` naming ``bounds``, whose fix says what the
+    measure takes (the guide's error table: missing bounds are a ``BoundsError``; left out, also a ``TypeError``,
+    as Python's missing-argument error was).
+
+    Example:
+        >>> mean("spend")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.MissingBoundsError: bounds: mean('spend') needs clipping bounds. Fix: ...
+
+    """
     name, expression = column_input(column)
     if isinstance(bounds, str) and bounds == AUTO_BOUNDS:
         return Measure(kind, name, None, tuple(sorted({**options, "bounds": AUTO_BOUNDS}.items())),
                        expression=expression)
-    return Measure(kind, name, check_bounds(bounds), tuple(sorted(options.items())), expression=expression)
+    if bounds is None:
+        raise missing_bounds(kind, column)
+    return Measure(kind, name, check_bounds(bounds, fix=bounds_fix(kind)), tuple(sorted(options.items())),
+                   expression=expression)
 
 
-def sum(column: Column, bounds: tuple[float, float] | str) -> Measure:  # noqa: A001
+def missing_bounds(kind: str, column: Column) -> MissingBoundsError:
+    """The error of a ``kind`` measure of ``column`` built without bounds: it names them and says how to give them."""
+    return MissingBoundsError(f"{kind}({column_input(column)[0]!r}) needs clipping bounds", argument="bounds",
+                              fix=bounds_fix(kind))
+
+
+def sum(column: Column, bounds: tuple[float, float] | str | None = None) -> Measure:  # noqa: A001
     """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``.
+
+    ``bounds`` is required: left out, it is a ``dp.BoundsError`` saying how to give it.
 
     ``bounds="auto"`` chooses the clipping range privately from a share of the query's budget
     (``docs/bounds.md``): the range whose clipping bias plus noise is smallest.
@@ -306,8 +350,10 @@ def sum(column: Column, bounds: tuple[float, float] | str) -> Measure:  # noqa: 
     return _bounded("sum", column, bounds)
 
 
-def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
+def mean(column: Column, bounds: tuple[float, float] | str | None = None) -> Measure:
     """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values (or ``"auto"``).
+
+    ``bounds`` is required: left out, it is a ``dp.BoundsError`` saying how to give it.
 
     Example:
         >>> import polars as pl
@@ -318,8 +364,11 @@ def mean(column: Column, bounds: tuple[float, float] | str) -> Measure:
     return _bounded("mean", column, bounds)
 
 
-def var(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
-    """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``)."""
+def var(column: Column, bounds: tuple[float, float] | str | None = None, ddof: int = 1) -> Measure:
+    """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``).
+
+    ``bounds`` is required: left out, it is a ``dp.BoundsError`` saying how to give it.
+    """
     return _bounded("var", column, bounds, ddof=check_ddof(ddof))
 
 
@@ -342,8 +391,10 @@ def check_ddof(ddof: object) -> int:
     return 1 if value == 1 else 0
 
 
-def std(column: Column, bounds: tuple[float, float] | str, ddof: int = 1) -> Measure:
-    """The standard deviation: the square root of :func:`var`."""
+def std(column: Column, bounds: tuple[float, float] | str | None = None, ddof: int = 1) -> Measure:
+    """The standard deviation: the square root of :func:`var` (``bounds`` required, as there)."""
+    if bounds is None:
+        raise missing_bounds("std", column)          # named std, not var
     return replace(var(column, bounds, ddof), kind="std")
 
 
@@ -381,12 +432,14 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     return tuple(sorted(out))
 
 
-def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
+def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any] | None = None,
+             resolution: Any = None) -> Measure:
     """The private q-quantile(s) of ``column`` on its public ordered domain (``docs/quantiles.md``).
 
     ``bounds=(lower, upper)`` are public clipping bounds (numbers; ``date``/``datetime`` for temporal
-    columns); float columns are placed on a power-of-two grid (``resolution``, rounded down; default:
-    at most 2³² grid points). Nulls and NaN are ignored. One ``q`` gives a Float64 column
+    columns), required (left out, a ``dp.BoundsError`` saying how to give them); float columns are placed
+    on a power-of-two grid (``resolution``, rounded down; default: at most 2³² grid points). Nulls and NaN
+    are ignored. One ``q`` gives a Float64 column
     ``<column>_quantile`` (the column's type for dates); a list of ``q`` gives one list per group,
     released jointly (the recursive split of ``docs/quantiles.md``) in the order given, monotone in ``q``.
 
@@ -411,13 +464,15 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
     return _bounded("quantile", column, bounds, **options)
 
 
-def median(column: Column, bounds: tuple[Any, Any], resolution: Any = None) -> Measure:
-    """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median``.
+def median(column: Column, bounds: tuple[Any, Any] | None = None, resolution: Any = None) -> Measure:
+    """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median`` (``bounds`` required).
 
     Example:
         >>> median("age", bounds=(0, 120)).output_name
         'age_median'
 
     """
+    if bounds is None:
+        raise missing_bounds("median", column)       # named median, not quantile
     m = quantile(column, 0.5, bounds, resolution)
     return m.alias(f"{m.column}_median")

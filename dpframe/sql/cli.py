@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sqlite3
 import ssl
@@ -107,9 +108,11 @@ def _session_arguments(p: argparse.ArgumentParser) -> None:
     unit = p.add_mutually_exclusive_group(required=True)
     unit.add_argument("--privacy-unit", metavar="COLUMN", help="the column identifying a privacy unit")
     unit.add_argument("--row-privacy", action="store_true", help="each row is its own privacy unit")
-    p.add_argument("--max-rows", type=int, default=None,
-                   help="rows kept per unit (default 1: one random row per unit; explain says so)")
-    p.add_argument("--max-groups", type=int, default=None, help="groups kept per unit (default max-rows)")
+    p.add_argument("--max-rows", type=_bound, default=None, metavar="N|auto",
+                   help="rows kept per unit (default 1: one random row per unit; explain says so), or auto: "
+                        "each query chooses it privately from a share of its budget (docs/bounds.md)")
+    p.add_argument("--max-groups", type=_bound, default=None, metavar="N|auto",
+                   help="groups kept per unit (default max-rows), or auto")
     p.add_argument("--total-epsilon", type=float, help="total ε of a new ledger / one-shot session")
     p.add_argument("--total-delta", type=float, default=None, help="total δ (default: the query's δ)")
     p.add_argument("--total-rho", type=float, help="total zCDP ρ of a new ledger")
@@ -120,6 +123,24 @@ def _session_arguments(p: argparse.ArgumentParser) -> None:
                    help="clipping bounds of a column (used without CLAMP in the query)")
     p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def _bound(text: str) -> int | str:
+    """``--max-rows`` / ``--max-groups``: a whole number, or ``auto``; the privacy unit checks the number's range.
+
+    ``auto`` is chosen privately per query, as under ``dp.PrivacyUnit(column, max_rows="auto")``.
+
+    Example:
+        >>> _bound("10"), _bound("auto")
+        (10, 'auto')
+
+    """
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
 def ledger_meta(path: str) -> tuple[Budget, str] | None:
@@ -284,7 +305,7 @@ def query(args: argparse.Namespace) -> None:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         explain_only = getattr(q, "explain_only", False)
         if explain_only:
-            print(result["explain"][0])
+            print(for_command_line(str(result["explain"][0])))
             return
         _emit(result, args.format)
         summary = (f"spent {describe(sess.spent())} of {describe(sess.accountant.total)}; "
@@ -301,7 +322,7 @@ def explain(args: argparse.Namespace) -> None:
     sess, budget = session(args, spend=False)
     try:
         text = sess.sql(args.sql).explain(budget, format="json" if args.format == "json" else "text")
-        print(json.dumps(text, default=str, indent=2) if args.format == "json" else text)
+        print(json.dumps(text, default=str, indent=2) if args.format == "json" else for_command_line(str(text)))
     finally:
         sess.close()
 
@@ -332,6 +353,45 @@ def budget(args: argparse.Namespace) -> None:
         print("\n".join(f"{k:<{width}}  {v}" for k, v in row.items()))
 
 
+DECLARED_BOUNDS = re.compile(r"dp\.Session\(\.\.\., bounds=\{'([^']+)': \(lower, upper\)\}\)")
+"""A fix declaring a column's bounds on the session; ``--bounds TABLE.COLUMN=LOW:HIGH`` here."""
+UNIT_BOUND = re.compile(r"dp\.PrivacyUnit\('[^']*', max_rows=N\)")
+"""A fix giving the privacy unit its ``max_rows``; ``--max-rows N`` here."""
+SPELLINGS = (
+    ("dp.Session(..., public_keys={'table.column': [...]}) or sess.sql(..., keys={...})",
+     "--keys TABLE.COLUMN=V1,V2,..."),
+    ("dp.Session(public_keys={'table.column': [...]}) or sess.sql(..., keys={...})", "--keys TABLE.COLUMN=V1,V2,..."),
+    ("dp.ApproxDP(epsilon, delta=1e-7)", "--delta 1e-7"),
+    ("dp.ZCDP(rho, delta=1e-7)", "--delta 1e-7"),
+    ("dp.PrivacyUnit(column, max_rows=<a number>)", "--max-rows N"),
+    ("dp.PrivacyUnit(column, max_groups=<a number>)", "--max-groups N"),
+    ("give this query's budget as dp.PureDP(epsilon) or dp.ZCDP(rho)",
+     "give this query --epsilon E without --delta, or --rho R"),
+    ("give this query's budget as dp.PureDP(epsilon)", "give this query --epsilon E without --delta"),
+    ("give this query a dp.PureDP(epsilon) budget", "give this query --epsilon E (not --rho)"),
+    ("give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1)",
+     "give this query --epsilon E [--delta D] (not --rho)"),
+    ("open the session with a dp.ZCDP budget", "use a ledger made with --total-rho"),
+)
+"""Fixes the library's errors spell in Python, and the flags that say the same on the command line (in order:
+a longer fix before the shorter one it starts with)."""
+
+
+def for_command_line(text: str) -> str:
+    """``text`` with the fixes it spells in Python (:data:`SPELLINGS`) spelled as this command's flags.
+
+    Example:
+        >>> for_command_line("Fix: write SUM(CLAMP(x, lower, upper)), or declare them: "
+        ...                  "dp.Session(..., bounds={'t.x': (lower, upper)})")
+        'Fix: write SUM(CLAMP(x, lower, upper)), or declare them: --bounds t.x=LOWER:UPPER'
+
+    """
+    text = UNIT_BOUND.sub("--max-rows N", DECLARED_BOUNDS.sub(r"--bounds \1=LOWER:UPPER", text))
+    for python, flags in SPELLINGS:
+        text = text.replace(python, flags)
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one of :data:`COMMANDS`; return the exit code."""
     try:
@@ -339,7 +399,15 @@ def run(args: argparse.Namespace) -> int:
     except dp.BudgetExceededError as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_BUDGET
-    except (dp.DPFrameError, CLIError, OSError) as e:
+    except dp.DPFrameError as e:
+        text = for_command_line(_line(e))
+        one_shot = getattr(args, "ledger", None) is None and getattr(args, "total_epsilon", None) is None \
+            and getattr(args, "total_rho", None) is None
+        if one_shot and "total budget has δ = 0" in text:     # its total is this query's budget: --delta gives both
+            text += "; or give the query a δ, --delta D: without --ledger or --total-*, the total is the query's budget"
+        print(f"dpframe: error: {text}", file=sys.stderr)
+        return EXIT_INPUT
+    except (CLIError, OSError) as e:
         print(f"dpframe: error: {_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:  # an engine error dpframe did not anticipate: still one line, never a traceback

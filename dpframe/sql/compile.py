@@ -338,11 +338,12 @@ class Compiler:
                     if bounds is None:
                         name = str(call["function_name"]).upper()
                         inner = fragment(self.text, value).strip("'\"")
-                        declare = (f"dp.Session(..., bounds={{{origin!r}: (lower, upper)}})" if origin
-                                   else "dp.Session(..., bounds={'table.column': (lower, upper)})")
+                        # declared bounds follow a column, never an expression: offer them for a column only
+                        declare = (f", or declare them: dp.Session(..., bounds={{{origin!r}: (lower, upper)}})"
+                                   if origin else "")
                         raise BoundsError(f"{name}({inner}) needs clipping bounds: {fragment(self.text, call)}",
                                           argument="sql", fix=f"write {name}(CLAMP({inner}, lower, upper)) with "
-                                          f"public bounds, or declare them: {declare}")
+                                          f"public bounds{declare}")
             try:
                 out.append(make_measure(kind, column, bounds, options))
             except DPFrameError as e:

@@ -82,12 +82,16 @@ class SQLQuery(Query):
     def _planned(self, budget: object) -> FamilyPlan[pl.DataFrame]:
         budget = budget_of(budget)
         if self.node.grouped and self.node.keys is None and getattr(budget, "delta", 0) == 0:
-            names = list(self.node.by)
-            raise BudgetError(
-                f"GROUP BY {', '.join(names)} has no public keys, so DP partition selection must choose them, "
-                "which needs δ > 0", argument="budget",
-                fix="declare the keys: dp.Session(..., public_keys={'table.column': [...]}) or "
-                    "sess.sql(..., keys={...}); or give a budget with δ: dp.ApproxDP(epsilon, delta=1e-7)")
+            # the fix names what this session can take, as the method chain's (require_delta_for_private_keys)
+            total = self._session.accountant.total
+            keys = "declare the keys: dp.Session(..., public_keys={'table.column': [...]}) or sess.sql(..., keys={...})"
+            if getattr(total, "delta", 0) == 0:
+                where, fix = "and this session's total budget has δ = 0", keys
+            else:
+                example = "dp.ZCDP(rho, delta=1e-7)" if total.notion == "zcdp" else "dp.ApproxDP(epsilon, delta=1e-7)"
+                where, fix = "and the query budget has δ = 0", f"{keys}; or give the query a δ: {example}"
+            raise BudgetError(f"GROUP BY {', '.join(self.node.by)} has no public keys, so DP partition selection "
+                              f"must choose them, which needs δ > 0, {where}", argument="budget", fix=fix)
         return super()._planned(budget)
 
     def explain(self, budget: object = None, format: str = "text", *, accuracy: object = None) -> Any:

@@ -350,9 +350,13 @@ class Tuner:
                     "a noisy histogram of groups per unit" if item == "max_groups" else
                     f"a noisy histogram of {item[7:-1]} (rows kept by the contribution bounds) on 0, ±1, ±2, ±4, ...")
             lines.append(f"tuning {item}: {what}, {describe(share)}; chosen to minimise estimated bias + noise")
-        if self.shares.tuning:
-            lines.append("release: shown below at max_rows=1 and bounds (−1, 1); its ± grows in proportion to the "
-                         "chosen max_rows × bound")
+        if self.shares.tuning:      # name the stand-ins of this query's choices only (a fixed bound shows as itself)
+            tuned = [item for item, _ in self.shares.tuning]
+            columns = [item[7:-1] for item in tuned if item.startswith("bounds(")]
+            stand = [f"{item}=1" for item in ("max_rows", "max_groups") if item in tuned]
+            stand += [f"bounds (−1, 1) for {', '.join(columns)}"] if columns else []
+            lines.append(f"release: shown below at {' and '.join(stand)}; its ± (and, with private keys, the "
+                         "threshold τ) grows with the values chosen")
         notes = [*shown.notes,
                  "tuning: candidates 1, 2, 3, 4, 6, 8, ..., 65536 rows or groups; the rule and its failure modes are "
                  "in docs/bounds.md; collect(..., diagnostics=True) shows what was chosen"] if self.shares.tuning \
