@@ -311,7 +311,8 @@ class Accountant(Sealed, ABC):
             budget: requested ρ=1/2, δ=1e-06, remaining ρ=1, δ=0, short by ρ=0, δ=1e-06; nothing ... δ = 0, ...
 
         """
-        remaining = describe(self.remaining(spent))
+        left = self.remaining(spent)
+        remaining = describe(left)
         delta_short = self.short_of_delta(after)
         if delta_short and "δ=" not in remaining:
             remaining += ", δ=0"
@@ -324,6 +325,10 @@ class Accountant(Sealed, ABC):
                 fix = ("this query's δ does not fit in the δ the session has left: give it a smaller δ, below what "
                        "remains (a Rényi filter, accountant 'rdp' or 'pld', keeps some of it for its conversion), "
                        "or none (public keys for a group-by)")
+        if fix is None and getattr(left, "epsilon", getattr(left, "rho", None)) == 0:
+            fix = ("this session's budget is used up: no query fits, however small. More answers need more budget, "
+                   "the data owner's decision: a new session with a larger total and the same ledger= file (the "
+                   "charges add up)")
         extra = {"fix": fix} if fix is not None else {}
         return BudgetExceededError(self.describe_charge(charge), remaining, self.shortfall(after), argument=argument,
                                    **extra)

@@ -64,3 +64,23 @@ def test_sql_keys_that_do_not_fit_name_keys_with_one_fix() -> None:
                    public_keys={"t.g": ["a", 1.5]}).sql(query)
     assert declared.value.argument == "public_keys" and str(declared.value).count("Fix:") == 1, str(declared.value)
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize(("accountant", "total", "budget"), [("basic", dp.PureDP(1), dp.PureDP(1)),
+                                                             ("zcdp", dp.ZCDP(0.5), dp.ZCDP(0.5))])
+def test_a_used_up_session_does_not_advise_a_smaller_query(accountant: str, total: dp.Budget,
+                                                           budget: dp.Budget) -> None:
+    """r49c's friction item 8: with nothing left, the fix still said "ask for a smaller budget for this query",
+    which no query can follow. Now it says the budget is used up, and what gives more."""
+    sess = dp.Session({"t": pl.DataFrame({"u": list(range(20)), "x": [1.0] * 20})}, budget=total, seed=0,
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1), accountant=accountant)
+    sess.table("t").agg(dp.len()).collect(budget)
+    with pytest.raises(dp.BudgetExceededError) as refused:
+        sess.table("t").agg(dp.len()).collect(budget)
+    assert "smaller budget" not in str(refused.value) and "used up" in refused.value.fix, str(refused.value)
+    assert "ledger=" in refused.value.fix
+    half = dp.Session({"t": pl.DataFrame({"u": [1, 2], "x": [1.0, 2.0]})}, budget=total, seed=0,
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1), accountant=accountant)
+    with pytest.raises(dp.BudgetExceededError) as short:                 # something left: the old advice stands
+        half.table("t").agg(dp.len()).collect(budget + budget)  # type: ignore[operator]
+    assert "smaller budget" in short.value.fix
