@@ -172,6 +172,11 @@ class Aggregates:
     def build(self, source: Source, /, *measures: Measure | Iterable[Measure], **named: Measure) -> AggregateQuery:
         """Validate the measures (free) and build the query."""
         node = Aggregate(source.node, source.by, source.keys, tuple(_measures(measures, named)))
+        names = [*source.by, *(m.output_name for m in node.measures)]
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:       # (planning checks the mechanisms' outputs again: a plugin's may add some)
+            raise PlanError(f"two output columns are named {twice!r}", argument="measures",
+                            fix="rename one with .alias('new_name')")
         if staged(source.unit, node):
             check_auto(source, node)
             unit, stand = stand_in(source.unit, node)

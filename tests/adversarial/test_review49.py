@@ -84,3 +84,16 @@ def test_a_used_up_session_does_not_advise_a_smaller_query(accountant: str, tota
     with pytest.raises(dp.BudgetExceededError) as short:                 # something left: the old advice stands
         half.table("t").agg(dp.len()).collect(budget + budget)  # type: ignore[operator]
     assert "smaller budget" in short.value.fix
+
+
+def test_two_outputs_of_one_name_are_refused_where_written() -> None:
+    """r49c's friction item 9: ``agg(dp.len(), dp.len())`` was built, and refused only by ``cost``/``collect``;
+    every other check of a step runs on the line that wrote it (the guide). Now ``agg`` refuses it."""
+    sess = dp.Session({"t": pl.DataFrame({"u": [1, 2], "x": [1.0, 2.0], "g": ["a", "b"]})}, budget=dp.PureDP(1),
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1), seed=0)
+    for build in (lambda: sess.table("t").agg(dp.len(), dp.len()),
+                  lambda: sess.table("t").agg(dp.len(), len=dp.sum("x", bounds=(0, 1))),
+                  lambda: sess.table("t").group_by("g", keys=["a"]).agg(dp.len(), g=dp.len())):
+        with pytest.raises(dp.PlanError, match=r"^measures: two output columns are named '(len|g)'. Fix: rename one"):
+            build()
+    assert sess.table("t").agg(dp.len(), n=dp.len()).cost(dp.PureDP(1)) == dp.PureDP(1)

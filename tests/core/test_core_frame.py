@@ -344,12 +344,11 @@ def test_agg_needs_a_measure_and_flattens_iterables(sess: dp.Session) -> None:
     ((dp.len().alias("city"),), ("city",)),
 ])
 def test_duplicate_output_names_are_refused(sess: dp.Session, measures, by) -> None:
+    """Refused by ``agg`` itself, where they are written (planning checks the mechanisms' outputs again)."""
     t = sess.table("t")
-    q = t.group_by(*by, keys=["a"]).agg(*measures) if by else t.agg(*measures)
-    for call in (q.cost, q.explain, q.collect):
-        with pytest.raises(dp.PlanError) as info:
-            call(dp.PureDP(1))
-        assert info.value.argument == "measures"
+    with pytest.raises(dp.PlanError) as info:
+        t.group_by(*by, keys=["a"]).agg(*measures) if by else t.agg(*measures)
+    assert info.value.argument == "measures"
     assert sess.spent().epsilon == 0
 
 
