@@ -229,7 +229,7 @@ def test_a_reply_shaped_or_miscounted_request_charges_nothing(served: tuple[dp.S
         assert _hung_up(channel.sock)           # a broken count ends the connection
     else:
         reply = channel.receive_json(wire.REPLY_LIMIT)
-        assert reply["ok"] is False and set(reply) == {"ok", "error", "message", "argument", "fix"}
+        assert reply["ok"] is False and set(reply) == {"ok", "error", "message", "argument", "fix", "reason"}
         channel.send_json({"op": "tables"})     # and the connection goes on
         assert channel.receive_json(wire.REPLY_LIMIT)["value"] == ["t"]
     channel.sock.close()
