@@ -56,3 +56,6 @@ def _whole(value: object, argument: str, low: int, high: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
         raise ArgumentError(f"expected a whole number from {low:,} to {high:,}, got {value!r}", argument=argument,
                             fix=fix)
+
+
+__all__ = ["CITIES", "MAX_ROWS", "visits"]

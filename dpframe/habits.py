@@ -61,7 +61,8 @@ FRAME: Mapping[str, tuple[str, str]] = MappingProxyType({
     **dict.fromkeys(("join", "join_asof", "join_where", "merge"), (
         "the frame API does not join private tables",
         "in SQL, join a private table to public lookup tables: sess.sql('SELECT ... FROM t JOIN lookup ...') "
-        "with dp.Session(..., public_tables={'lookup': df}) (see docs/sql.md)")),
+        "with dp.Session(..., public_tables={'lookup': df}) (see docs/sql.md); two private tables that share the "
+        "privacy-unit column: join them on it before creating the session (docs/guide.md)")),
     **dict.fromkeys(("map_batches", "map_rows", "apply", "pipe_with_schema"), _UDF),
 })
 
@@ -74,6 +75,8 @@ GROUP_BY: Mapping[str, tuple[str, str]] = MappingProxyType({
         "a private group-by never returns rows", "release statistics per group: .agg(dp.len(), ...)")),
     "n_unique": ("distinct counts are private", "count distinct privacy units: .agg(dp.count_units())"),
     **dict.fromkeys(("map_groups", "apply"), (_UDF[0], "use dp measures in .agg(...)")),
+    **dict.fromkeys(("collect", "explain", "cost"), (
+        "a group-by is not a query yet", "finish it: .agg(dp.len(), ...) or .top_k(k=10), then .collect(budget=...)")),
 })
 
 QUERY: Mapping[str, tuple[str, str]] = MappingProxyType({

@@ -97,3 +97,18 @@ def test_two_outputs_of_one_name_are_refused_where_written() -> None:
         with pytest.raises(dp.PlanError, match=r"^measures: two output columns are named '(len|g)'. Fix: rename one"):
             build()
     assert sess.table("t").agg(dp.len(), n=dp.len()).cost(dp.PureDP(1)) == dp.PureDP(1)
+
+
+@pytest.mark.parametrize("name", ["collect", "explain", "cost"])
+def test_a_group_by_ended_as_a_query_says_to_finish_it(name: str) -> None:
+    """r49c's item 15: ``frame.group_by("g").collect(...)`` was a plain AttributeError with no hint."""
+    sess = dp.Session({"t": pl.DataFrame({"u": [1, 2], "g": ["a", "b"]})}, budget=dp.PureDP(1), seed=0,
+                      privacy_unit=dp.PrivacyUnit("u", max_rows=1))
+    with pytest.raises(dp.PolarsHabitError, match=rf"^{name}: a group-by is not a query yet .* Fix: finish it"):
+        getattr(sess.table("t").group_by("g"), name)
+    assert not hasattr(sess.table("t").group_by("g"), name)
+
+
+def test_the_datasets_module_lists_what_it_offers() -> None:
+    """r49c's item 15: ``dir(dp.datasets)`` lists ``np``, ``pl``: its ``__all__`` says what it offers."""
+    assert dp.datasets.__all__ == ["CITIES", "MAX_ROWS", "visits"]
