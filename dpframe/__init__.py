@@ -22,6 +22,7 @@ from dpframe.errors import (
     BudgetExceededError,
     DPFrameError,
     LedgerError,
+    MissingBoundsError,
     PlanError,
     PluginError,
     PolarsHabitError,
@@ -91,7 +92,8 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
-    "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure", "PlanError",
+    "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure",
+    "MissingBoundsError", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
     "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
     "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
