@@ -106,33 +106,49 @@ def empty(n: int, dtype: type[D]) -> npt.NDArray[D]:
 
 
 def kept(units: pl.Series, row_hash: U64s, k: int, unit_seed: int, rehash: Callable[[U64s, Rows], U64s],
-         exact: Callable[[Rows], Mask]) -> Mask:
+         exact: Callable[[Rows], Mask], ranked: Mask | None = None) -> Mask:
     """The law's kept rows (see :func:`smallest_per_unit` for the arguments): the fastest exact way.
 
     Integer units of up to 64 bits spanning fewer than 2**:data:`BUCKET_BITS` values and fewer than
-    :data:`ID_SPAN` per row (ids in a range, the usual case) are their own buckets (:func:`smallest_per_id`);
-    other units are bucketed by ``units.hash(unit_seed)``.
-    A row whose unit is null (no unit, or a row the caller does not rank: a group outside the public
-    keys) is never kept and uses up nothing of any unit's ``k``.
+    :data:`ID_SPAN` per row (ids in a range, the usual case) are their own buckets (:func:`smallest_per_id`;
+    non-negative Int64 or UInt64 ones read in place, as their own ids); other units are bucketed by
+    ``units.hash(unit_seed)``.
+    A row whose unit is null, or that is not ``ranked`` (when given: a row the caller does not rank, such as
+    a group outside the public keys), is never kept and uses up nothing of any unit's ``k``; ``exact`` is
+    only called on ranked rows.
 
     Example:
         >>> units, h = pl.Series([1, 1, None, 1, 2]), np.array([30, 10, 1, 20, 5], dtype=np.uint64)
         >>> never = lambda rows: np.zeros(rows.size, dtype=bool)
         >>> kept(units, h, 2, 0, lambda h, j: h + j.astype(np.uint64), never).tolist()
         [False, True, False, True, True]
+        >>> kept(units, h, 2, 0, lambda h, j: h + j.astype(np.uint64), never,
+        ...      np.array([True, False, True, True, True])).tolist()
+        [True, False, False, True, True]
 
     """
-    ranked = units.is_not_null().to_numpy() if units.null_count() else None
-    if _numpy_integer(units.dtype) and units.len() > units.null_count():
+    if units.null_count():
+        present = units.is_not_null().to_numpy()
+        ranked = present if ranked is None else ranked & present
+    if ranked is not None and ranked.all():
+        ranked = None
+    if not units.len() or ranked is not None and not ranked.any():
+        return np.zeros(units.len(), dtype=bool)
+    if _numpy_integer(units.dtype):
         low, high = units.min(), units.max()
         assert isinstance(low, int) and isinstance(high, int)
-        if high - low < min(2**BUCKET_BITS - 1, max(ID_SPAN * units.len(), 1 << 16)):
-            ids = minus(units if ranked is None else units.fill_null(low), low, ranked is None)
+        span = min(2**BUCKET_BITS - 1, max(ID_SPAN * units.len(), 1 << 16))
+        if high - low < span:
             if ranked is None:
-                return smallest_per_id(ids, max(1, (high - low).bit_length()), row_hash, k, rehash, exact)
-            other = high - low + 1      # the null units' bucket, never ranked
-            np.copyto(ids, np.intp(other), where=~ranked)
-            out = smallest_per_id(ids, other.bit_length(), row_hash, k, rehash, exact, other)
+                if 0 <= low and high < span and units.dtype in (pl.Int64, pl.UInt64):  # the values are the ids
+                    return smallest_per_id(_chunks_as_ids(units), max(1, high.bit_length()), row_hash, k, rehash,
+                                           exact)
+                # (the ids are handed over, not kept here: smallest_per_id frees them once counted)
+                return smallest_per_id(minus(units, low), max(1, (high - low).bit_length()), row_hash, k, rehash,
+                                       exact)
+            other = high - low + 1      # the bucket of the rows not ranked, never picked
+            out = smallest_per_id(_ids_or(units, low, ranked, other), other.bit_length(), row_hash, k, rehash, exact,
+                                  other)
             out &= ranked
             return out
     if ranked is None:
@@ -219,6 +235,50 @@ def minus(values: pl.Series, base: int, read_only: bool = False) -> npt.NDArray[
     return out
 
 
+def _chunks_as_ids(units: pl.Series) -> list[npt.NDArray[np.intp]]:
+    """The chunks of an Int64 or UInt64 column without nulls, values in ``[0, 2**63)``, read in place as intp.
+
+    Example:
+        >>> [a.tolist() for a in _chunks_as_ids(pl.concat([pl.Series([5, 7]), pl.Series([9])], rechunk=False))]
+        [[5, 7], [9]]
+
+    """
+    return [chunk.to_numpy().view(np.intp) for chunk in units.get_chunks()]
+
+
+def _ids_or(units: pl.Series, base: int, ranked: Mask, other: int) -> npt.NDArray[np.intp]:
+    """``units - base`` as intp (as :func:`minus`), and ``other`` in each row not ``ranked`` (null or not).
+
+    A chunk's values are read in place, nulls included (a null's slot holds some value, replaced here),
+    without a copy of the column with its nulls filled.
+
+    Example:
+        >>> _ids_or(pl.Series([5, None, 9]), 4, np.array([True, False, True]), 6).tolist()
+        [1, 6, 5]
+
+    """
+    out = empty(units.len(), np.intp)
+    wrapped = np.intp((base + 2**63) % 2**64 - 2**63)
+    fill = np.intp(other)
+
+    def step(part: npt.NDArray[Any], a: int, b: int) -> None:
+        np.subtract(part, wrapped, out=out[a:b], dtype=np.intp, casting="unsafe")
+        np.copyto(out[a:b], fill, where=~ranked[a:b])
+
+    in_parts([_values(chunk) for chunk in units.get_chunks()], step)
+    return out
+
+
+def _values(chunk: pl.Series) -> npt.NDArray[Any]:
+    """An integer chunk's values as numpy reads them in place; a null's slot holds an unspecified value."""
+    if not chunk.null_count():
+        values: npt.NDArray[Any] = chunk.to_numpy()
+        return values
+    array = chunk.to_arrow()
+    kind = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype=kind, count=len(array), offset=array.offset * kind.itemsize)
+
+
 def in_parts(parts: list[npt.NDArray[Any]], step: Callable[[npt.NDArray[Any], int, int], object]) -> None:
     """``step(values, a, b)`` over the rows of ``parts`` (their concatenation), ``values`` being rows ``[a, b)``.
 
@@ -272,8 +332,8 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
         hashes = unit_hash if rows is None else unit_hash[rows]
         bits = max(1, min(BUCKET_BITS, hashes.size.bit_length()))
         shift = np.uint64(max(64 - bits - 21 * level, 0))
-        rows, keys, counts = _over(rows, ((hashes >> shift) & np.uint64((1 << bits) - 1)).astype(np.intp), row_hash,
-                                   bits, k)
+        rows, keys, counts = _over(rows, _bucketed(hashes, shift, bits), row_hash, bits, k)
+        del hashes
         if not rows.size:
             return keep
         buckets = _buckets_of(keys, bits)
@@ -286,14 +346,39 @@ def smallest_per_unit(units: pl.Series, unit_hash: U64s, row_hash: U64s, k: int,
     return keep
 
 
-def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int,
+def _bucketed(hashes: U64s, shift: np.uint64, bits: int) -> npt.NDArray[np.intp]:
+    """Each unit's bucket: ``bits`` bits of its hash from bit ``shift``, as intp, in steps into one array.
+
+    (One numpy expression over the whole column held three row-sized temporaries.)
+
+    Example:
+        >>> _bucketed(np.array([0xAB, 0xCD], dtype=np.uint64), np.uint64(4), 4).tolist()
+        [10, 12]
+
+    """
+    out = empty(hashes.size, np.intp)
+    low = np.uint64((1 << bits) - 1)
+
+    def step(a: int, b: int) -> None:
+        part = out[a:b].view(np.uint64)
+        np.right_shift(hashes[a:b], shift, out=part)
+        part &= low
+
+    in_steps(step, hashes.size)
+    return out
+
+
+def smallest_per_id(ids: npt.NDArray[np.intp] | list[npt.NDArray[np.intp]], bits: int, row_hash: U64s, k: int,
                     rehash: Callable[[U64s, Rows], U64s], exact: Callable[[Rows], Mask],
                     ignore: int | None = None) -> Mask:
     """:func:`smallest_per_unit` when each row's unit is given as a small id: equal ids ⇔ one unit.
 
-    ``ids`` lie in ``[0, 2**bits)`` (e.g. integer units minus their minimum): every id is its own bucket,
-    so no unit hash, no purity check and no second round are needed — one count, one sort. Rows with
-    the id ``ignore`` are left as they are (marked kept): the caller decides them.
+    ``ids`` lie in ``[0, 2**bits)`` (e.g. integer units minus their minimum), one array or the arrays whose
+    concatenation they are (a column's chunks, read in place): every id is its own bucket, so no unit
+    hash, no purity check and no second round are needed — one count, one sort. Rows with the id
+    ``ignore`` are left as they are (marked kept): the caller decides them. The ids are read by the count
+    only and dropped after it: a caller that hands over an array it made keeps no reference to it, and
+    the array is freed before the sort allocates its own.
 
     Example:
         >>> h = np.array([30, 10, 20, 5], dtype=np.uint64)
@@ -302,9 +387,10 @@ def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int
         [False, True, True, True]
 
     """
-    keep = empty(ids.size, np.bool_)
+    keep = empty(row_hash.size, np.bool_)
     keep.fill(True)
     rows, keys, counts = _over(None, ids, row_hash, bits, k, ignore)
+    del ids
     if rows.size:
         undecided = _bottom_k(keep, rows, keys, counts, row_hash, bits, k, rehash, np.zeros(1 << bits, dtype=bool))
         if undecided.any():
@@ -313,36 +399,62 @@ def smallest_per_id(ids: npt.NDArray[np.intp], bits: int, row_hash: U64s, k: int
     return keep
 
 
-def _over(rows: Rows | None, buckets: npt.NDArray[np.intp], row_hash: U64s, bits: int, k: int,
-          ignore: int | None = None) -> tuple[Rows, U64s, npt.NDArray[np.intp]]:
+def _over(rows: Rows | None, buckets: npt.NDArray[np.intp] | list[npt.NDArray[np.intp]], row_hash: U64s, bits: int,
+          k: int, ignore: int | None = None) -> tuple[Rows, U64s, npt.NDArray[np.intp]]:
     """The rows of buckets with more than ``k`` rows, their keys (:func:`_keys`), and each bucket's count.
 
     ``rows``: the positions in ``row_hash`` of the rows ``buckets`` describes (``None``: all, in order).
+    ``buckets``: one array, or arrays read as their concatenation (a column's chunks, not copied into one).
     The bucket ``ignore`` counts 0 (its rows are never picked). Every pass runs on the thread pool: a
-    count per chunk of rows, their sum per range of buckets, then each chunk writes its rows and keys
+    count per span of rows, their sum per range of buckets, then each span writes its rows and keys
     into its own slice of the output (its size known from its counts: no concatenation).
     """
-    # One count per chunk, each 2**bits long: at most about one per 2**bits rows, to bound the memory.
-    size = max(CHUNK, 1 << bits, -(-buckets.size // threads()))
-    spans = chunks(buckets.size, size)
-    parts = map_chunks(lambda a, b: np.bincount(buckets[a:b], minlength=1 << bits), buckets.size, size)
-    counts = _summed(parts) if parts else np.zeros(1 << bits, dtype=np.intp)
+    parts = buckets if isinstance(buckets, list) else [buckets]
+    n = sum(part.size for part in parts)
+    # One count per span, each 2**bits long: at most about one per 2**bits rows, to bound the memory.
+    size = max(CHUNK, 1 << bits, -(-n // threads()))
+    spans = chunks(n, size)
+    starts = np.cumsum([0, *(part.size for part in parts)])
+
+    def pieces(a: int, b: int) -> list[tuple[npt.NDArray[np.intp], int]]:
+        """The rows ``[a, b)`` as views of the parts, each with the position of its first row."""
+        first = int(np.searchsorted(starts, a, side="right")) - 1
+        out = []
+        for i in range(max(first, 0), len(parts)):
+            lo, hi = max(a, int(starts[i])), min(b, int(starts[i + 1]))
+            if lo >= b:
+                break
+            if lo < hi:
+                out.append((parts[i][lo - starts[i]:hi - starts[i]], lo))
+        return out
+
+    def count(a: int, b: int) -> npt.NDArray[np.intp]:
+        found = pieces(a, b)
+        total: npt.NDArray[np.intp] = np.bincount(found[0][0], minlength=1 << bits)
+        for piece, _ in found[1:]:
+            total += np.bincount(piece, minlength=1 << bits)
+        return total
+
+    counted = map_chunks(count, n, size)
+    counts = _summed(counted) if counted else np.zeros(1 << bits, dtype=np.intp)
     if ignore is not None:
         counts[ignore] = 0
     over = counts > k
-    ends = np.cumsum([0, *(int(np.dot(part, over)) for part in parts)])   # each chunk's slice of the output
+    ends = np.cumsum([0, *(int(np.dot(part, over)) for part in counted)])   # each span's slice of the output
+    del counted
     out_rows, out_keys = empty(int(ends[-1]), np.int64), empty(int(ends[-1]), np.uint64)
 
     def pick(i: int, _: int) -> None:
-        (a, b), start = spans[i], int(ends[i])
-        for c, d in chunks(b - a, STEP):     # in steps, so that numpy's temporaries reuse their memory
-            big = np.flatnonzero(over[buckets[a + c:a + d]])
-            chosen = buckets[a + c:a + d][big]
-            big += a + c
-            at = out_rows[start:start + big.size]
-            at[:] = big if rows is None else rows[big]
-            _keys(chosen, row_hash[at], bits, out_keys[start:start + big.size])
-            start += big.size
+        start = int(ends[i])
+        for piece, first in pieces(*spans[i]):
+            for c, d in chunks(piece.size, STEP):     # in steps, so that numpy's temporaries reuse their memory
+                big = np.flatnonzero(over[piece[c:d]])
+                chosen = piece[c:d][big]
+                big += first + c
+                at = out_rows[start:start + big.size]
+                at[:] = big if rows is None else rows[big]
+                _keys(chosen, row_hash[at], bits, out_keys[start:start + big.size])
+                start += big.size
 
     map_chunks(pick, len(spans), 1)
     return out_rows, out_keys, counts
@@ -373,9 +485,7 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
     shift = np.uint64(64 - bits)
     undecided = np.zeros(1 << bits, dtype=bool)
     if _copies_share(keys, bits) >= ALL_COPIES:     # most buckets hold copies: all go down the copy path
-        at = rows
-        buckets = empty(keys.size, np.uint64)
-        in_steps(lambda a, b: np.right_shift(keys[a:b], shift, out=buckets[a:b]), keys.size)
+        at, tops = rows, keys
     else:
         copies = _threshold(keep, rows, keys, counts, bits, k)
         copies &= ~skip
@@ -383,10 +493,10 @@ def _bottom_k(keep: Mask, rows: Rows, keys: U64s, counts: npt.NDArray[np.intp], 
             return undecided
         sub = _picked(rows.size, lambda a, b: copies[(keys[a:b] >> shift).view(np.intp)])
         at = _gathered(rows, sub, np.int64)
-        buckets = _gathered(keys, sub, np.uint64)
+        tops = _gathered(keys, sub, np.uint64)
         del sub
-        in_steps(lambda a, b: np.right_shift(buckets[a:b], shift, out=buckets[a:b]), buckets.size)
-    kept, unresolved = _with_copies(buckets.view(np.intp), _gathered(row_hash, at, np.uint64), bits, k, rehash)
+    kept, unresolved = _with_copies(tops, _gathered(row_hash, at, np.uint64), bits, k, rehash)
+    del tops
 
     def write(a: int, b: int) -> None:
         keep[at[a:b]] = kept[a:b]
@@ -562,13 +672,14 @@ def _impure(values: npt.NDArray[np.generic] | pl.Series, rows: Rows, buckets: np
     return out
 
 
-def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
+def _with_copies(tops: U64s, hashes: U64s, bits: int, k: int,
                  rehash: Callable[[U64s, Rows], U64s]) -> tuple[Mask, npt.NDArray[np.intp]]:
     """Pure buckets holding equal keys: number the copies, re-hash them, take each bucket's k smallest.
 
-    The rows (in row order) are all the rows of their buckets, each bucket holding more than ``k``.
-    Returns the kept mask of these rows and the buckets left undecided (two different hashes that this
-    cannot tell apart, before or after re-hashing: the caller hands them on).
+    The rows (in row order) are all the rows of their buckets, each bucket holding more than ``k``; each
+    row's bucket is the top ``bits`` bits of its entry in ``tops`` (its key, :func:`_keys`; the rest is
+    not read). Returns the kept mask of these rows and the buckets left undecided (two different hashes
+    that this cannot tell apart, before or after re-hashing: the caller hands them on).
 
     Count-only queries over a few columns have copies in most units (a user in one city twice), so this
     must be fast on millions of rows. Two sorts of packed 64-bit keys (no argsort, which costs about ten
@@ -581,68 +692,73 @@ def _with_copies(buckets: npt.NDArray[np.intp], hashes: U64s, bits: int, k: int,
     2. ``(bucket, high bits of the final hash)``: each bucket's k-th smallest (:func:`_keys`), as in step 3.
 
     Large arrays come from :func:`empty` and are filled in steps (fresh pages would cost more than the
-    passes). Which copy gets which number does not change the statistics (copies are equal in every
-    column they read); the numbering is the definition's all the same (row order).
+    passes); the final hashes become the second keys in place, and a row's bucket is read off its key
+    (both sorts put the buckets alike), so at most four row-sized arrays are alive at once. Which copy
+    gets which number does not change the statistics (copies are equal in every column they read); the
+    numbering is the definition's all the same (row order).
 
     Example:
         >>> h = np.array([7, 7, 3, 7, 9], dtype=np.uint64) << np.uint64(40)    # rows 0, 1 and 3: copies
         >>> rehash = lambda h, j: h + (j.astype(np.uint64) << np.uint64(20))  # copy j: 7·2⁴⁰ + j·2²⁰
-        >>> kept, undecided = _with_copies(np.zeros(5, dtype=np.intp), h, 1, 3, rehash)
+        >>> kept, undecided = _with_copies(np.zeros(5, dtype=np.uint64), h, 1, 3, rehash)
         >>> kept.tolist(), undecided.tolist()
         ([True, True, True, False, False], [])
 
     """
-    n = buckets.size
+    n = tops.size
     row_bits = max(1, (n - 1).bit_length())
     hash_bits = max(0, 64 - bits - row_bits)
     up = np.uint64(64 - bits)
+    top = np.uint64(((1 << bits) - 1) << (64 - bits))
     key = empty(n, np.uint64)
 
     def pack(a: int, b: int, key: U64s = key) -> None:
-        np.left_shift(buckets[a:b], up, out=key[a:b], dtype=np.uint64, casting="unsafe")
+        np.bitwise_and(tops[a:b], top, out=key[a:b])
         if hash_bits:
             key[a:b] |= (hashes[a:b] >> np.uint64(64 - hash_bits)) << np.uint64(row_bits)
         key[a:b] |= np.arange(a, b, dtype=np.uint64)
 
     in_steps(pack, n)
+    del pack              # (its default held the unsorted keys: freed once sorted)
     key = sort(key, spare=True)
-    rows, final, mine = empty(n, np.int64), empty(n, np.uint64), empty(n, np.intp)
+    rows, final = empty(n, np.int64), empty(n, np.uint64)
 
     def unpack(a: int, b: int, key: U64s = key, final: U64s = final) -> None:
         np.bitwise_and(key[a:b], np.uint64((1 << row_bits) - 1), out=rows[a:b].view(np.uint64))
         np.take(hashes, rows[a:b], out=final[a:b])
-        np.right_shift(key[a:b], up, out=mine[a:b].view(np.uint64))
 
     in_steps(unpack, n)
     copy = _ranks(key, row_bits)
-    del key, pack, unpack
 
     def tie(a: int, b: int, copy: Rows = copy, final: U64s = final) -> Mask:   # a later row of a run, another hash
         out: Mask = (copy[a + 1:b + 1] > 0) & (final[a + 1:b + 1] != final[a:b])
         return out
 
     tied = _picked(n - 1, tie)
-    unresolved = [mine[tied + 1]]
-    later = np.flatnonzero(copy > 0)
-    final[later] = rehash(final[later], copy[later])
-    del copy, later, tie
-    keys = empty(n, np.uint64)
+    unresolved = [(key[tied + 1] >> up).view(np.intp)]
+    for a, b in chunks(n, CHUNK):     # copy j ≥ 1 gets its own hash; a chunk at a time, so the temporaries
+        later = np.flatnonzero(copy[a:b] > 0) + a      # stay small (in order: ``rehash`` may hold a connection)
+        if later.size:
+            final[later] = rehash(final[later], copy[later])
+    del copy, tie, unpack
 
-    def final_key(a: int, b: int, final: U64s = final) -> None:
-        _keys(mine[a:b], final[a:b], bits, keys[a:b])
+    def final_key(a: int, b: int, key: U64s = key, final: U64s = final) -> None:  # in place: (bucket, final hash)
+        np.right_shift(final[a:b], np.uint64(bits), out=final[a:b])
+        final[a:b] |= key[a:b] & top
 
     in_steps(final_key, n)
-    del final, final_key
+    del key, final_key
+    keys = final
     ordered = sort(keys)
     same = _picked(n - 1, lambda a, b: ordered[a + 1:b + 1] == ordered[a:b])
     unresolved.append((ordered[same] >> up).view(np.intp))
     begin = np.zeros(1 << bits, dtype=np.int64)      # each bucket's first place (both sorts put buckets alike)
-    starts = _picked(n - 1, lambda a, b: mine[a + 1:b + 1] != mine[a:b]) + 1
-    begin[mine[starts]] = starts                     # (the first bucket's: 0, as initialised)
+    starts = _picked(n - 1, lambda a, b: ordered[a + 1:b + 1] >> up != ordered[a:b] >> up) + 1
+    begin[(ordered[starts] >> up).view(np.intp)] = starts     # (the first bucket's: 0, as initialised)
     kept = empty(n, np.bool_)
 
     def decide(a: int, b: int) -> None:     # a bucket's k-th smallest key: k − 1 after its first in `ordered`
-        kept[rows[a:b]] = keys[a:b] <= ordered[begin[mine[a:b]] + (k - 1)]
+        kept[rows[a:b]] = keys[a:b] <= ordered[begin[(keys[a:b] >> up).view(np.intp)] + (k - 1)]
 
     in_steps(decide, n)
     return kept, np.concatenate(unresolved)

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import polars as pl
 
-from dpframe.backends._bounding import UNIT_SALT, Mask, Rows, U64s, kept
+from dpframe.backends._bounding import CHUNK, UNIT_SALT, Mask, Rows, U64s, empty, kept
 from dpframe.backends.base import STATISTIC_KINDS, StatisticsRequest, int64_sums_are_exact
 from dpframe.backends.bins import adjacent_bins, with_counts
 from dpframe.backends.polars_lists import packs, sorted_lists
@@ -51,6 +52,7 @@ from dpframe.backends.polars_windows import (
 )
 from dpframe.engine_output import ENGINE, STREAMING
 from dpframe.mechanism import LIST_KINDS, SUM_LIMIT, Statistic
+from dpframe.parallel import map_chunks
 from dpframe.plan.sample import apply_node
 from dpframe.sealed import plain_cache
 
@@ -58,7 +60,8 @@ _SEED_MASK = (1 << 63) - 1
 _HASH = "__dpframe_hash"
 _ROWS = "__dpframe_rows"   # rows per group, to check that Int64 sums cannot wrap
 _KEEP = "__dpframe_keep"   # the bounding mask
-_UNIT = "__dpframe_unit"   # the unit column, in definition() and bounding (null: not ranked)
+_UNIT = "__dpframe_unit"   # the unit column, in definition()
+_RANKED = "__dpframe_ranked"  # whether a row is ranked at all, in bounding
 _COPY = "__dpframe_copy"  # which copy of a repeated row (0, 1, ...), in bounding
 _ORDER = "__dpframe_order"  # a group's row in the aggregate, while the small columns are joined and sorted
 _HIST = "__dpframe_histogram"  # a grid's (bin, count) pairs, one column per binned column
@@ -67,8 +70,12 @@ _HIST = "__dpframe_histogram"  # a grid's (bin, count) pairs, one column per bin
 def row_hashes(rows: pl.DataFrame, seed: int) -> U64s:
     """A seeded 64-bit hash of each row's values (all of ``rows``' columns): equal rows hash alike.
 
-    Polars' ``hash_rows`` (about twice as fast as hashing a struct of the columns). Copies (equal rows)
-    share a hash and are re-hashed in :func:`definition`.
+    Polars' ``hash_rows`` (about twice as fast as hashing a struct of the columns), a slice of
+    :data:`~dpframe.backends._bounding.CHUNK` rows at a time on the thread pool, into one array from
+    :func:`~dpframe.backends._bounding.empty` (a row's hash depends on its values alone: the same hashes).
+    Over the whole frame at once, ``hash_rows`` held two row-sized arrays, and its result went to Polars'
+    allocator, which keeps freed pages for a while: 77 MB more at the peak of a 10M-row query, and slower.
+    Copies (equal rows) share a hash and are re-hashed in :func:`definition`.
 
     Example:
         >>> h = row_hashes(pl.DataFrame({"u": [1, 1, 2], "x": [0.5, 0.5, 0.5]}), 7)
@@ -76,7 +83,13 @@ def row_hashes(rows: pl.DataFrame, seed: int) -> U64s:
         (True, False)
 
     """
-    out: U64s = rows.hash_rows(seed).to_numpy()
+    out = empty(rows.height, np.uint64)
+
+    def part(a: int, b: int) -> None:
+        out[a:b] = rows.slice(a, b - a).hash_rows(seed).to_numpy()
+
+    if rows.height:
+        map_chunks(part, rows.height, CHUNK)
     return out
 
 
@@ -200,10 +213,11 @@ def definition(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     return out
 
 
-def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
+def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int, ranked: Mask | None = None) -> Mask:
     """Which rows the bounding law keeps, given each row's unit and hash (:func:`_hash`, with ``seed``).
 
-    Exactly :func:`definition`'s rows among the rows with a unit (a null unit is never kept), computed
+    Exactly :func:`definition`'s rows among the rows with a unit that are ``ranked`` (all, if ``None``;
+    a null unit or a row not ranked is never kept and uses up nothing of its unit's ``k``), computed
     by :func:`~dpframe.backends._bounding.kept` (a count per unit bucket and one sort, no window over
     the units).
 
@@ -221,7 +235,7 @@ def kept_mask(units: pl.Series, hashes: U64s, seed: int, k: int) -> Mask:
     def exact(at: Rows) -> Mask:
         return definition(units.gather(at), hashes[at], seed, k)
 
-    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact)
+    return kept(units, hashes, k, seed ^ UNIT_SALT, rehash, exact, ranked)
 
 
 def keep_smallest(frame: pl.LazyFrame, unit: str, columns: list[str], seed: int, k: int) -> pl.LazyFrame:
@@ -289,10 +303,14 @@ class PolarsBackend:
             eligible &= _among(unit_and_keys, pairs.filter(kept_mask(pairs[u], hashes, seed, unit.max_groups)))
         used = sorted({s.column for s in request.statistics if s.column is not None} - {u, *by})
         row_seed = seed ^ 0x5DEECE66D
-        # The unit of a row that is not ranked reads as null: it is never kept and uses up nothing.
+        # A row that is not ranked is never kept and uses up nothing (a flag beside the unit column: no copy
+        # of the units with those rows nulled).
         hashed = [*unit_and_keys, *used]
-        rows = frame.select(*hashed, pl.when(eligible).then(pl.col(u)).alias(_UNIT)).collect(engine=ENGINE)
-        keep = kept_mask(rows.drop_in_place(_UNIT), row_hashes(rows, row_seed), row_seed, unit.max_rows)
+        rows = frame.select(*hashed, eligible.fill_null(False).alias(_RANKED)).collect(engine=ENGINE)
+        flags = rows.drop_in_place(_RANKED)
+        ranked = None if flags.all() else flags.to_numpy()
+        del flags
+        keep = kept_mask(rows[u], row_hashes(rows, row_seed), row_seed, unit.max_rows, ranked)
         # the rows read once: the statistics read every column they need from them, so a source that
         # is scanned (a file) is not read a second time, and the mask always fits the rows it was made for
         return rows.lazy().filter(pl.lit(pl.Series(_KEEP, keep)))
