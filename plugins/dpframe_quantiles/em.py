@@ -209,9 +209,7 @@ def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:
 def _take(codes: SortedCodes, pos: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_],
           default: Any = 0) -> npt.NDArray[np.int64]:
     """``codes`` at ``pos`` where ``mask`` holds, ``default`` elsewhere (only masked positions are read)."""
-    out = np.broadcast_to(np.asarray(default, dtype=np.int64), pos.shape).copy()
-    out[mask] = codes.at(pos[mask])
-    return out
+    return codes.at_where(pos, mask, default)
 
 
 def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
@@ -274,36 +272,47 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     per = 2 + 2 * pieces + gap0 + nruns + np.bincount(run_owner, weights=gap_in, minlength=nseg).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     total = int(offsets[-1])
-    lower = np.zeros(total, dtype=np.int64)
-    length = np.zeros(total, dtype=np.int64)
+    length = np.zeros(total, dtype=np.int64)                        # lower ends and C: read for the chosen only
     util = np.zeros(total, dtype=np.int64)
-    high_of = np.zeros(total, dtype=np.int64)                       # C of each core block
     # value blocks and the gaps after them
     rank_in_seg = np.arange(run_owner.size) - first_run[run_owner]
     gaps_before = np.concatenate([[0], np.cumsum(gap_in)])[:-1] - np.concatenate([[0], np.cumsum(gap_in)])[
         first_run[run_owner]]
     vslot = offsets[run_owner] + 1 + pieces + gap0[run_owner] + rank_in_seg + gaps_before
-    lower[vslot], length[vslot], high_of[vslot] = run_value, 1, run_high
+    length[vslot] = 1
     util[vslot] = _utility(a, b, an[run_owner], run_low, run_high)
     gslot = vslot[gap_in] + 1
-    lower[gslot], length[gslot], high_of[gslot] = run_value[gap_in] + 1, after[gap_in] - run_value[gap_in] - 1, \
-        run_high[gap_in]
+    length[gslot] = after[gap_in] - run_value[gap_in] - 1
     util[gslot] = _utility(a, b, an[run_owner[gap_in]], run_high[gap_in], run_high[gap_in])
     # gap0 [lo, first value) when c_min = 0
     z0 = np.flatnonzero(gap0)
     first_value = _take(codes, seg.start, full & gap0, seg.hi + 1)     # read only where it is used
-    lower[offsets[z0] + 1 + pieces], length[offsets[z0] + 1 + pieces] = seg.lo[z0], first_value[z0] - seg.lo[z0]
+    length[offsets[z0] + 1 + pieces] = first_value[z0] - seg.lo[z0]
     util[offsets[z0] + 1 + pieces] = _utility(a, b, an[z0], 0, 0)
-    bound = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max), (outer_min, outer_max))
+    bound_lower, bound_length, bound_util = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max),
+                                                                 (outer_min, outer_max))
     slots = np.concatenate([offsets[:-1, None] + np.arange(pieces + 1), offsets[1:, None] - 1 - np.arange(pieces + 1)],
                            axis=1)
-    lower[slots], length[slots], util[slots] = bound
+    length[slots], util[slots] = bound_length, bound_util
     pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
-    code = lower[chosen] + _uniform_below_each(length[chosen], rng)
-    c = high_of[chosen]
-    offset_in = chosen - offsets[:-1]
-    bounded = (offset_in <= pieces) | (offset_in >= per - 1 - pieces)
+    # the chosen candidate's lower end and C: a piece or envelope (column of _bounding_candidates), gap0, or the
+    # value block or gap of run r (vslot is increasing: r is the last run listed at or before the slot)
+    from_right = per - 1 - pick
+    bounded = (pick <= pieces) | (from_right <= pieces)
+    lower = np.empty(nseg, dtype=np.int64)
+    c = np.zeros(nseg, dtype=np.int64)
+    edge = np.flatnonzero(bounded)
+    lower[edge] = bound_lower[edge, np.where(pick[edge] <= pieces, pick[edge], pieces + 1 + from_right[edge])]
+    core = np.flatnonzero(~bounded)
+    if vslot.size:
+        r = np.maximum(np.searchsorted(vslot, chosen[core], side="right") - 1, 0)
+        first_gap = gap0[core] & (pick[core] == 1 + pieces)
+        lower[core] = np.where(first_gap, seg.lo[core], run_value[r] + (chosen[core] != vslot[r]))
+        c[core] = np.where(first_gap, 0, run_high[r])
+    else:                                       # no runs listed: the core is gap0 alone
+        lower[core] = seg.lo[core]
+    code = lower + _uniform_below_each(length[chosen], rng)
     accepted = ~bounded
     tested = np.flatnonzero(bounded)            # a piece or an envelope: test z's exact utility
     if tested.size:
