@@ -124,10 +124,6 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
         lo_rare, hi_rare = np.empty(rare.size), np.empty(rare.size)
         _score_bounds(words[rare], u[rare], _logs(mult, log_m, rare), factor, lo_rare, hi_rare, bulk=False)
         lo[rare], hi[rare] = lo_rare, hi_rare
-    if alive is not None:
-        dead = ~alive
-        lo[dead] = -np.inf
-        hi[dead] = -np.inf
     best = np.maximum.reduceat(lo, bounds[:-1])
     candidate = hi >= np.repeat(best, lengths)
     if alive is not None:
@@ -171,7 +167,7 @@ def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m
     """Write the bounds ``[lo, hi]`` of each score ln m + s·u + G(U) (``factor`` = float(s); step 1 above).
 
     The slack is ``_MARGIN·(1 + |ln m + s·u| + |G bounds|)``, infinite (a looser, still valid bound) at
-    U = 0 or 1. Items with m = 0 get meaningless bounds here (the caller masks them). ``bulk``: the bounds
+    U = 0 or 1; items with m = 0 get [−∞, −∞] (never chosen: the caller masks them too). ``bulk``: the bounds
     are valid for bulk words only (:func:`_gumbel_bulk`), and the others' indices are returned for the caller
     to redo with ``bulk=False`` (every word, returns nothing).
     """
@@ -192,6 +188,10 @@ def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m
     with np.errstate(invalid="ignore"):            # −∞ + ∞ for m = 0 only
         np.add(g_hi, base, out=hi)
         hi += slack
+    if log_m is not None:
+        dead = log_m == -np.inf
+        np.copyto(lo, -np.inf, where=dead)
+        np.copyto(hi, -np.inf, where=dead)
     return odd
 
 

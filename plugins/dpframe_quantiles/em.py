@@ -291,19 +291,19 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     util[offsets[z0] + 1 + pieces] = _utility(a, b, an[z0], 0, 0)
     bound_lower, bound_length, bound_util = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max),
                                                                  (outer_min, outer_max))
-    slots = np.concatenate([offsets[:-1, None] + np.arange(pieces + 1), offsets[1:, None] - 1 - np.arange(pieces + 1)],
-                           axis=1)
+    steps = np.arange(pieces + 1)[:, None]
+    slots = np.concatenate([offsets[:-1] + steps, offsets[1:] - 1 - steps])     # as _bounding_candidates' rows
     length[slots], util[slots] = bound_length, bound_util
     pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
-    # the chosen candidate's lower end and C: a piece or envelope (column of _bounding_candidates), gap0, or the
+    # the chosen candidate's lower end and C: a piece or envelope (row of _bounding_candidates), gap0, or the
     # value block or gap of run r (vslot is increasing: r is the last run listed at or before the slot)
     from_right = per - 1 - pick
     bounded = (pick <= pieces) | (from_right <= pieces)
     lower = np.empty(nseg, dtype=np.int64)
     c = np.zeros(nseg, dtype=np.int64)
     edge = np.flatnonzero(bounded)
-    lower[edge] = bound_lower[edge, np.where(pick[edge] <= pieces, pick[edge], pieces + 1 + from_right[edge])]
+    lower[edge] = bound_lower[np.where(pick[edge] <= pieces, pick[edge], pieces + 1 + from_right[edge]), edge]
     core = np.flatnonzero(~bounded)
     if vslot.size:
         r = np.maximum(np.searchsorted(vslot, chosen[core], side="right") - 1, 0)
@@ -365,9 +365,9 @@ def _piece_steps(s: Fraction, b: int, pieces: int) -> npt.NDArray[np.int64]:
 def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.int64], b: int, s: Fraction,
                          pieces: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
                          outer: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> tuple[Any, Any, Any]:
-    """(lower, length, utility bound) of each segment's pieces and envelopes, shape (segments, 2·pieces + 2).
+    """(lower, length, utility bound) of each segment's pieces and envelopes, shape (2·pieces + 2, segments).
 
-    Columns: the left envelope and left pieces from the outside in, then the right ones from the outside
+    Rows: the left envelope and left pieces from the outside in, then the right ones from the outside
     in. Left of the core the boundaries are ranks B₀ = c_min − 1 ≥ B₁ ≥ … ≥ B_P ≥ max(outer_min − 1, 0)
     (:func:`_piece_steps` from B₀, stopping at the window); piece i is ``[x(Bᵢ), x(Bᵢ₋₁))``: every z in it
     has z < x(Bᵢ₋₁), so C(z) ≤ Bᵢ₋₁ and u(z) ≤ −(a·n − b·Bᵢ₋₁); the envelope is ``[lo, x(B_P))``. Right of the core,
@@ -377,24 +377,36 @@ def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.i
     """
     (c_min, c_max), (outer_min, outer_max) = core, outer
     n = seg.end - seg.start
-    step = _piece_steps(s, b, pieces)
+    step = _piece_steps(s, b, pieces)[:, None]
+    # rows are boundaries or columns, segments along rows: long contiguous rows for numpy's inner loops
     left_ok = (n > 0) & (c_min >= 1)
-    left_rank = np.maximum(c_min[:, None] - 1 - step, np.maximum(outer_min - 1, 0)[:, None])   # B₀ … B_P
-    left_x = _take(codes, seg.start[:, None] + left_rank, np.broadcast_to(left_ok[:, None], left_rank.shape))
+    left_rank = np.maximum(c_min - 1 - step, np.maximum(outer_min - 1, 0))      # B₀ … B_P
+    left_x = _take(codes, seg.start + left_rank, np.broadcast_to(left_ok, left_rank.shape))
     right_ok = (n > 0) & (c_max < n)
-    right_rank = np.minimum(c_max[:, None] + step, np.minimum(outer_max, n - 1)[:, None])      # A₀ … A_P
-    right_x = _take(codes, seg.start[:, None] + right_rank, np.broadcast_to(right_ok[:, None], right_rank.shape))
-    # columns, each side: [envelope, piece P, …, piece 1]
-    l_lower = np.column_stack([seg.lo, left_x[:, pieces:0:-1]])
-    l_end = left_x[:, pieces::-1]
-    l_util = -(an[:, None] - b * left_rank[:, pieces::-1])
-    r_lower = right_x[:, pieces::-1] + 1
-    r_end = np.column_stack([seg.hi, right_x[:, pieces:0:-1]]) + 1
-    r_util = -(b * (right_rank[:, pieces::-1] + 1) - an[:, None])
-    lower = np.concatenate([l_lower, r_lower], axis=1)
-    length = np.concatenate([np.where(left_ok[:, None], l_end - l_lower, 0),
-                             np.where(right_ok[:, None], r_end - r_lower, 0)], axis=1)
-    util = np.concatenate([np.where(left_ok[:, None], l_util, 0), np.where(right_ok[:, None], r_util, 0)], axis=1)
+    right_rank = np.minimum(c_max + step, np.minimum(outer_max, n - 1))         # A₀ … A_P
+    right_x = _take(codes, seg.start + right_rank, np.broadcast_to(right_ok, right_rank.shape))
+    # columns, each side: [envelope, piece P, …, piece 1], written in place (one pass each)
+    width = pieces + 1
+    lower = np.empty((2 * width, n.size), dtype=np.int64)
+    length = np.empty((2 * width, n.size), dtype=np.int64)
+    util = np.empty((2 * width, n.size), dtype=np.int64)
+    left, right = slice(0, width), slice(width, 2 * width)
+    lower[0] = seg.lo
+    lower[1:width] = left_x[pieces:0:-1]
+    np.subtract(left_x[::-1], lower[left], out=length[left])                    # ends: x(B_P), …, x(B₀)
+    np.multiply(left_rank[::-1], b, out=util[left])
+    util[left] -= an                                                            # −(a·n − b·B)
+    np.add(right_x[::-1], 1, out=lower[right])
+    length[width] = seg.hi + 1
+    length[width + 1:] = lower[width:2 * width - 1]                             # ends: hi + 1, x(A_P) + 1, …
+    length[right] -= lower[right]
+    np.add(right_rank[::-1], 1, out=util[right])
+    util[right] *= -b
+    util[right] += an                                                           # −(b·(A + 1) − a·n)
+    for ok, side in ((left_ok, left), (right_ok, right)):
+        if not ok.all():
+            length[side, ~ok] = 0
+            util[side, ~ok] = 0
     return lower, length, util
 
 
