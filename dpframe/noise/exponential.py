@@ -102,32 +102,29 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     bounds = _offsets(offsets, u.size)
     mult, log_m = _multiplicities(multiplicities, u.size)
     lengths = np.diff(bounds)
-    alive: npt.NDArray[np.bool_] | None = None                     # None: every multiplicity positive
-    if mult is not None:
-        alive = log_m > -np.inf if log_m is not None else mult > 0
-        if alive.all():
-            alive = None
-    if lengths.size and alive is not None and not np.logical_or.reduceat(alive, bounds[:-1]).all():
+    if lengths.size and mult is not None and not np.logical_or.reduceat(_alive(mult, log_m), bounds[:-1]).all():
         raise ValueError("every segment needs at least one item with a positive multiplicity")
     words = rng.random_uint64(u.size)
     lo = np.empty(u.size)
     hi = np.empty(u.size)
     factor = float(s)
     odd = []
-    for first in range(0, u.size, _BLOCK):          # blocks that stay in cache (speed only: elementwise)
-        part = slice(first, first + _BLOCK)
-        rest = _score_bounds(words[part], u[part], _logs(mult, log_m, part), factor, lo[part], hi[part], bulk=True)
-        if rest.size:
-            odd.append(rest + first)
-    if odd:                                          # the words outside the bulk, all at once
-        rare = np.concatenate(odd)
-        lo_rare, hi_rare = np.empty(rare.size), np.empty(rare.size)
-        _score_bounds(words[rare], u[rare], _logs(mult, log_m, rare), factor, lo_rare, hi_rare, bulk=False)
-        lo[rare], hi[rare] = lo_rare, hi_rare
+    with np.errstate(divide="ignore", invalid="ignore"):      # ln 0 = −∞ for m = 0 or U = 0; −∞ + ∞ for m = 0
+        for first in range(0, u.size, _BLOCK):                # blocks that stay in cache (speed only: elementwise)
+            part = slice(first, first + _BLOCK)
+            rest = _score_bounds(words[part], u[part], _logs(mult, log_m, part), factor, lo[part], hi[part],
+                                 bulk=True)
+            if rest.size:
+                odd.append(rest + first)
+        if odd:                                               # the words outside the bulk, all at once
+            rare = np.concatenate(odd)
+            lo_rare, hi_rare = np.empty(rare.size), np.empty(rare.size)
+            _score_bounds(words[rare], u[rare], _logs(mult, log_m, rare), factor, lo_rare, hi_rare, bulk=False)
+            lo[rare], hi[rare] = lo_rare, hi_rare
     best = np.maximum.reduceat(lo, bounds[:-1])
     candidate = hi >= np.repeat(best, lengths)
-    if alive is not None:
-        candidate &= alive
+    if mult is not None and np.isneginf(best).any():   # m = 0 items (hi NaN) stay out, whatever the best
+        candidate &= _alive(mult, log_m)
     idx = np.flatnonzero(candidate)
     if idx.size == lengths.size:                    # one candidate per segment (each has ≥ 1): the usual case
         return idx - bounds[:-1]
@@ -148,6 +145,12 @@ _BLOCK = 8192
 """Items per block of the float work of :func:`exponential_index_grouped` (its temporaries stay in cache)."""
 
 
+def _alive(mult: npt.NDArray[Any], log_m: npt.NDArray[np.float64] | None) -> npt.NDArray[np.bool_]:
+    """Whether each multiplicity is positive."""
+    out: npt.NDArray[np.bool_] = log_m > -np.inf if log_m is not None else mult > 0
+    return out
+
+
 def _logs(mult: npt.NDArray[Any] | None, log_m: npt.NDArray[np.float64] | None, part: Any
           ) -> npt.NDArray[np.float64] | None:
     """The ln m of the items ``part`` (None when every m is 1): ``log_m`` where given, else from integer ``mult``."""
@@ -156,8 +159,7 @@ def _logs(mult: npt.NDArray[Any] | None, log_m: npt.NDArray[np.float64] | None, 
         return given
     if mult is None:
         return None
-    with np.errstate(divide="ignore"):
-        out: npt.NDArray[np.float64] = np.log(mult[part].astype(np.float64))
+    out: npt.NDArray[np.float64] = np.log(mult[part], dtype=np.float64)     # −∞ for 0 (caller: errstate)
     return out
 
 
@@ -167,7 +169,8 @@ def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m
     """Write the bounds ``[lo, hi]`` of each score ln m + s·u + G(U) (``factor`` = float(s); step 1 above).
 
     The slack is ``_MARGIN·(1 + |ln m + s·u| + |G bounds|)``, infinite (a looser, still valid bound) at
-    U = 0 or 1; items with m = 0 get [−∞, −∞] (never chosen: the caller masks them too). ``bulk``: the bounds
+    U = 0 or 1; items with m = 0 get lo = −∞ and hi = NaN (ln m = −∞ and slack ∞), which is never ≥ anything: they
+    are never candidates (the caller masks them too when some segment's best is −∞). ``bulk``: the bounds
     are valid for bulk words only (:func:`_gumbel_bulk`), and the others' indices are returned for the caller
     to redo with ``bulk=False`` (every word, returns nothing).
     """
@@ -185,13 +188,8 @@ def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m
     slack *= _MARGIN
     np.add(g_lo, base, out=lo)
     lo -= slack
-    with np.errstate(invalid="ignore"):            # −∞ + ∞ for m = 0 only
-        np.add(g_hi, base, out=hi)
-        hi += slack
-    if log_m is not None:
-        dead = log_m == -np.inf
-        np.copyto(lo, -np.inf, where=dead)
-        np.copyto(hi, -np.inf, where=dead)
+    np.add(g_hi, base, out=hi)
+    hi += slack                                    # −∞ + ∞ = NaN for m = 0 only (the caller sets errstate)
     return odd
 
 
@@ -257,7 +255,8 @@ def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float6
     ≤ 2⁻⁴². So G is within about 2⁻⁴¹ (with a few ulps) — far inside ``_MARGIN`` (1e-10), with the width.
     Other words (U < 2⁻¹⁰ or U > 1 − 2⁻²⁴) take :func:`_gumbel_bounds_exact`, both ends.
     """
-    g_lo, g_hi, odd = _gumbel_bulk(words)
+    with np.errstate(divide="ignore"):
+        g_lo, g_hi, odd = _gumbel_bulk(words)
     if odd.size:
         g_lo[odd], g_hi[odd] = _gumbel_bounds_exact(words[odd].astype(np.uint64, copy=False))
     return g_lo, g_hi
@@ -271,8 +270,10 @@ def _gumbel_bulk(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64]
     shifted = signed.astype(np.float64)                   # U·2⁶⁴, or (U − 1)·2⁶⁴ when U ≥ 1/2
     shifted *= 2.0**-64
     shifted -= signed >= 0                                # U − 1
-    with np.errstate(divide="ignore"):
-        g_lo = -np.log(-np.log1p(shifted))
+    g_lo = np.log1p(shifted, out=shifted)                 # −E (−∞ at U = 0: the caller sets errstate)
+    np.negative(g_lo, out=g_lo)
+    np.log(g_lo, out=g_lo)
+    np.negative(g_lo, out=g_lo)                           # G = −ln E
     g_hi = g_lo + _BULK_WIDTH
     odd = np.flatnonzero(k + np.uint64(2**64 - _BULK[1]) < np.uint64(_BULK[0] + 2**64 - _BULK[1]))   # not bulk
     return g_lo, g_hi, odd
