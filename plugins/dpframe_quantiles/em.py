@@ -318,7 +318,7 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     if tested.size:
         sub = seg.take(tested)
         low_z = _count(codes, sub, code[tested], strict=True)
-        c[tested] = _count(codes, sub, code[tested], strict=False)
+        c[tested] = _count_near(codes, sub, code[tested], low_z, strict=False)     # C = L unless z is a code
         gap = util[chosen[tested]] - _utility(a, b, an[tested], low_z, c[tested])       # ≥ 0 integers
         big = int(gap.max()) > 2**62 // s.numerator          # s·gap as an exact ratio, in Python ints if needed
         accepted[tested] = bernoulli_exp_ratio((gap.astype(object) if big else gap) * s.numerator, s.denominator, rng)
