@@ -102,7 +102,8 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     bounds = _offsets(offsets, u.size)
     mult, log_m = _multiplicities(multiplicities, u.size)
     lengths = np.diff(bounds)
-    if lengths.size and mult is not None and not np.logical_or.reduceat(_alive(mult, log_m), bounds[:-1]).all():
+    positive = None if mult is None else mult if log_m is None else _alive(mult, log_m)     # numpy ints: as they are
+    if lengths.size and positive is not None and not (np.maximum.reduceat(positive, bounds[:-1]) > 0).all():
         raise ValueError("every segment needs at least one item with a positive multiplicity")
     words = rng.random_uint64(u.size)
     lo = np.empty(u.size)
