@@ -158,6 +158,22 @@ class SortedCodes:
         out = values[pos]
         return out
 
+    def at_where(self, pos: Int64s, mask: npt.NDArray[np.bool_], default: Any = 0) -> Int64s:
+        """The codes at ``pos`` where ``mask`` holds, ``default`` (a scalar or an array like ``pos``) elsewhere.
+
+        Only the masked positions count as read: partial codes complete only if one of those is unknown.
+        (Complete codes are gathered everywhere, clipped to the buffer, and the rest replaced: faster.)
+        """
+        known, values = self._state
+        if known is None and values.size:
+            out: Int64s = np.take(values, pos, mode="clip")
+            if not mask.all():
+                np.copyto(out, default, where=~mask)
+            return out
+        out = np.broadcast_to(np.asarray(default, dtype=np.int64), pos.shape).copy()
+        out[mask] = self.at(pos[mask])
+        return out
+
     def count(self, start: Int64s, end: Int64s, v: Int64s, *, strict: bool) -> Int64s:
         """``#{x < v[i]}`` (``strict``) or ``#{x ≤ v[i]}`` among the positions ``[start[i], end[i])``.
 

@@ -102,33 +102,33 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     bounds = _offsets(offsets, u.size)
     mult, log_m = _multiplicities(multiplicities, u.size)
     lengths = np.diff(bounds)
-    alive = log_m > -np.inf
-    everyone = bool(alive.all())
-    if lengths.size and not everyone and not np.logical_or.reduceat(alive, bounds[:-1]).all():
+    positive = None if mult is None else mult if log_m is None else _alive(mult, log_m)     # numpy ints: as they are
+    if lengths.size and positive is not None and not (np.maximum.reduceat(positive, bounds[:-1]) > 0).all():
         raise ValueError("every segment needs at least one item with a positive multiplicity")
-    base = np.where(alive, log_m, 0.0) if not everyone else log_m.copy()     # dead items are masked below
-    base += float(s) * u
     words = rng.random_uint64(u.size)
-    g_lo, g_hi = _gumbel_bounds(words)
-    # slack: _MARGIN·(1 + |base| + |G bounds|), infinite (a looser, still valid bound) at U = 0 or 1
-    slack = np.abs(base)
-    slack += np.abs(g_lo)
-    slack += np.abs(g_hi)
-    slack += 1.0
-    slack *= _MARGIN
-    lo, hi = g_lo, g_hi                     # in place: the bounds' arrays are not needed any more
-    lo += base
-    lo -= slack
-    hi += base
-    hi += slack
-    if not everyone:
-        lo[~alive] = -np.inf
-        hi[~alive] = -np.inf
+    lo = np.empty(u.size)
+    hi = np.empty(u.size)
+    factor = float(s)
+    odd = []
+    with np.errstate(divide="ignore", invalid="ignore"):      # ln 0 = −∞ for m = 0 or U = 0; −∞ + ∞ for m = 0
+        for first in range(0, u.size, _BLOCK):                # blocks that stay in cache (speed only: elementwise)
+            part = slice(first, first + _BLOCK)
+            rest = _score_bounds(words[part], u[part], _logs(mult, log_m, part), factor, lo[part], hi[part],
+                                 bulk=True)
+            if rest.size:
+                odd.append(rest + first)
+        if odd:                                               # the words outside the bulk, all at once
+            rare = np.concatenate(odd)
+            lo_rare, hi_rare = np.empty(rare.size), np.empty(rare.size)
+            _score_bounds(words[rare], u[rare], _logs(mult, log_m, rare), factor, lo_rare, hi_rare, bulk=False)
+            lo[rare], hi[rare] = lo_rare, hi_rare
     best = np.maximum.reduceat(lo, bounds[:-1])
     candidate = hi >= np.repeat(best, lengths)
-    if not everyone:
-        candidate &= alive
+    if mult is not None and np.isneginf(best).any():   # m = 0 items (hi NaN) stay out, whatever the best
+        candidate &= _alive(mult, log_m)
     idx = np.flatnonzero(candidate)
+    if idx.size == lengths.size:                    # one candidate per segment (each has ≥ 1): the usual case
+        return idx - bounds[:-1]
     group = np.searchsorted(bounds, idx, side="right") - 1
     counts = np.bincount(group, minlength=lengths.size)
     out = np.empty(lengths.size, dtype=np.int64)
@@ -140,6 +140,58 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
         win = _refine(members, prefixes, u, mult, s, rng)
         out[g] = win - bounds[g]
     return out
+
+
+_BLOCK = 8192
+"""Items per block of the float work of :func:`exponential_index_grouped` (its temporaries stay in cache)."""
+
+
+def _alive(mult: npt.NDArray[Any], log_m: npt.NDArray[np.float64] | None) -> npt.NDArray[np.bool_]:
+    """Whether each multiplicity is positive."""
+    out: npt.NDArray[np.bool_] = log_m > -np.inf if log_m is not None else mult > 0
+    return out
+
+
+def _logs(mult: npt.NDArray[Any] | None, log_m: npt.NDArray[np.float64] | None, part: Any
+          ) -> npt.NDArray[np.float64] | None:
+    """The ln m of the items ``part`` (None when every m is 1): ``log_m`` where given, else from integer ``mult``."""
+    if log_m is not None:
+        given: npt.NDArray[np.float64] = log_m[part]
+        return given
+    if mult is None:
+        return None
+    out: npt.NDArray[np.float64] = np.log(mult[part], dtype=np.float64)     # −∞ for 0 (caller: errstate)
+    return out
+
+
+def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m: npt.NDArray[np.float64] | None,
+                  factor: float, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], *,
+                  bulk: bool) -> npt.NDArray[np.intp]:
+    """Write the bounds ``[lo, hi]`` of each score ln m + s·u + G(U) (``factor`` = float(s); step 1 above).
+
+    The slack is ``_MARGIN·(1 + |ln m + s·u| + |G bounds|)``, infinite (a looser, still valid bound) at
+    U = 0 or 1; items with m = 0 get lo = −∞ and hi = NaN (ln m = −∞ and slack ∞), which is never ≥ anything: they
+    are never candidates (the caller masks them too when some segment's best is −∞). ``bulk``: the bounds
+    are valid for bulk words only (:func:`_gumbel_bulk`), and the others' indices are returned for the caller
+    to redo with ``bulk=False`` (every word, returns nothing).
+    """
+    base = u * factor
+    if log_m is not None:
+        base += log_m
+    if bulk:
+        g_lo, g_hi, odd = _gumbel_bulk(words)
+    else:
+        (g_lo, g_hi), odd = _gumbel_bounds(words), np.zeros(0, dtype=np.intp)
+    slack = np.abs(base)
+    slack += np.abs(g_lo)
+    slack += np.abs(g_hi)
+    slack += 1.0
+    slack *= _MARGIN
+    np.add(g_lo, base, out=lo)
+    lo -= slack
+    np.add(g_hi, base, out=hi)
+    hi += slack                                    # −∞ + ∞ = NaN for m = 0 only (the caller sets errstate)
+    return odd
 
 
 def _utilities(utilities: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -165,18 +217,20 @@ def _offsets(offsets: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
 
 
 def _multiplicities(multiplicities: npt.ArrayLike | None, n: int) -> tuple[npt.NDArray[Any] | None,
-                                                                           npt.NDArray[np.float64]]:
-    """The multiplicities (None: all 1) and their natural logs in float64 (−inf for zero)."""
+                                                                           npt.NDArray[np.float64] | None]:
+    """The multiplicities and, unless they are numpy integers (:func:`_logs` takes those by blocks), their logs.
+
+    Natural logs in float64, −inf for zero; (None, None) when every multiplicity is 1.
+    """
     if multiplicities is None:
-        return None, np.zeros(n)
+        return None, None
     m = np.asarray(multiplicities)
     if m.shape != (n,):
         raise ValueError(f"multiplicities must have the same length as utilities ({n}), got shape {m.shape}")
     if m.dtype.kind in "iu":
         if m.dtype.kind == "i" and n and int(m.min()) < 0:
             raise ValueError("multiplicities must be >= 0")
-        with np.errstate(divide="ignore"):
-            return m, np.log(m.astype(np.float64))
+        return m, None
     if m.dtype == object and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in m):
         if any(x < 0 for x in m):
             raise ValueError("multiplicities must be >= 0")
@@ -202,18 +256,28 @@ def _gumbel_bounds(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float6
     ≤ 2⁻⁴². So G is within about 2⁻⁴¹ (with a few ulps) — far inside ``_MARGIN`` (1e-10), with the width.
     Other words (U < 2⁻¹⁰ or U > 1 − 2⁻²⁴) take :func:`_gumbel_bounds_exact`, both ends.
     """
+    with np.errstate(divide="ignore"):
+        g_lo, g_hi, odd = _gumbel_bulk(words)
+    if odd.size:
+        g_lo[odd], g_hi[odd] = _gumbel_bounds_exact(words[odd].astype(np.uint64, copy=False))
+    return g_lo, g_hi
+
+
+def _gumbel_bulk(words: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64],
+                                                         npt.NDArray[np.intp]]:
+    """:func:`_gumbel_bounds` valid for the bulk words only, and the indices of the others (not bulk)."""
     k = words.astype(np.uint64, copy=False)
     signed = k.view(np.int64)
     shifted = signed.astype(np.float64)                   # U·2⁶⁴, or (U − 1)·2⁶⁴ when U ≥ 1/2
     shifted *= 2.0**-64
     shifted -= signed >= 0                                # U − 1
-    with np.errstate(divide="ignore"):
-        g_lo = -np.log(-np.log1p(shifted))
+    g_lo = np.log1p(shifted, out=shifted)                 # −E (−∞ at U = 0: the caller sets errstate)
+    np.negative(g_lo, out=g_lo)
+    np.log(g_lo, out=g_lo)
+    np.negative(g_lo, out=g_lo)                           # G = −ln E
     g_hi = g_lo + _BULK_WIDTH
     odd = np.flatnonzero(k + np.uint64(2**64 - _BULK[1]) < np.uint64(_BULK[0] + 2**64 - _BULK[1]))   # not bulk
-    if odd.size:
-        g_lo[odd], g_hi[odd] = _gumbel_bounds_exact(k[odd])
-    return g_lo, g_hi
+    return g_lo, g_hi, odd
 
 
 def _gumbel_bounds_exact(k: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

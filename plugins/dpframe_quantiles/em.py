@@ -209,9 +209,7 @@ def _utility(a: int, b: int, an: Any, low: Any, high: Any) -> Any:
 def _take(codes: SortedCodes, pos: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_],
           default: Any = 0) -> npt.NDArray[np.int64]:
     """``codes`` at ``pos`` where ``mask`` holds, ``default`` elsewhere (only masked positions are read)."""
-    out = np.broadcast_to(np.asarray(default, dtype=np.int64), pos.shape).copy()
-    out[mask] = codes.at(pos[mask])
-    return out
+    return codes.at_where(pos, mask, default)
 
 
 def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, max_rows: int,
@@ -274,42 +272,53 @@ def _propose(codes: SortedCodes, seg: Segments, q: Fraction, epsilon: Fraction, 
     per = 2 + 2 * pieces + gap0 + nruns + np.bincount(run_owner, weights=gap_in, minlength=nseg).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     total = int(offsets[-1])
-    lower = np.zeros(total, dtype=np.int64)
-    length = np.zeros(total, dtype=np.int64)
+    length = np.zeros(total, dtype=np.int64)                        # lower ends and C: read for the chosen only
     util = np.zeros(total, dtype=np.int64)
-    high_of = np.zeros(total, dtype=np.int64)                       # C of each core block
     # value blocks and the gaps after them
     rank_in_seg = np.arange(run_owner.size) - first_run[run_owner]
     gaps_before = np.concatenate([[0], np.cumsum(gap_in)])[:-1] - np.concatenate([[0], np.cumsum(gap_in)])[
         first_run[run_owner]]
     vslot = offsets[run_owner] + 1 + pieces + gap0[run_owner] + rank_in_seg + gaps_before
-    lower[vslot], length[vslot], high_of[vslot] = run_value, 1, run_high
+    length[vslot] = 1
     util[vslot] = _utility(a, b, an[run_owner], run_low, run_high)
     gslot = vslot[gap_in] + 1
-    lower[gslot], length[gslot], high_of[gslot] = run_value[gap_in] + 1, after[gap_in] - run_value[gap_in] - 1, \
-        run_high[gap_in]
+    length[gslot] = after[gap_in] - run_value[gap_in] - 1
     util[gslot] = _utility(a, b, an[run_owner[gap_in]], run_high[gap_in], run_high[gap_in])
     # gap0 [lo, first value) when c_min = 0
     z0 = np.flatnonzero(gap0)
     first_value = _take(codes, seg.start, full & gap0, seg.hi + 1)     # read only where it is used
-    lower[offsets[z0] + 1 + pieces], length[offsets[z0] + 1 + pieces] = seg.lo[z0], first_value[z0] - seg.lo[z0]
+    length[offsets[z0] + 1 + pieces] = first_value[z0] - seg.lo[z0]
     util[offsets[z0] + 1 + pieces] = _utility(a, b, an[z0], 0, 0)
-    bound = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max), (outer_min, outer_max))
-    slots = np.concatenate([offsets[:-1, None] + np.arange(pieces + 1), offsets[1:, None] - 1 - np.arange(pieces + 1)],
-                           axis=1)
-    lower[slots], length[slots], util[slots] = bound
+    bound_lower, bound_length, bound_util = _bounding_candidates(codes, seg, an, b, s, pieces, (c_min, c_max),
+                                                                 (outer_min, outer_max))
+    steps = np.arange(pieces + 1)[:, None]
+    slots = np.concatenate([offsets[:-1] + steps, offsets[1:] - 1 - steps])     # as _bounding_candidates' rows
+    length[slots], util[slots] = bound_length, bound_util
     pick = exponential_index_grouped(util, s, rng, offsets, multiplicities=length)
     chosen = offsets[:-1] + pick
-    code = lower[chosen] + _uniform_below_each(length[chosen], rng)
-    c = high_of[chosen]
-    offset_in = chosen - offsets[:-1]
-    bounded = (offset_in <= pieces) | (offset_in >= per - 1 - pieces)
+    # the chosen candidate's lower end and C: a piece or envelope (row of _bounding_candidates), gap0, or the
+    # value block or gap of run r (vslot is increasing: r is the last run listed at or before the slot)
+    from_right = per - 1 - pick
+    bounded = (pick <= pieces) | (from_right <= pieces)
+    lower = np.empty(nseg, dtype=np.int64)
+    c = np.zeros(nseg, dtype=np.int64)
+    edge = np.flatnonzero(bounded)
+    lower[edge] = bound_lower[np.where(pick[edge] <= pieces, pick[edge], pieces + 1 + from_right[edge]), edge]
+    core = np.flatnonzero(~bounded)
+    if vslot.size:
+        r = np.maximum(np.searchsorted(vslot, chosen[core], side="right") - 1, 0)
+        first_gap = gap0[core] & (pick[core] == 1 + pieces)
+        lower[core] = np.where(first_gap, seg.lo[core], run_value[r] + (chosen[core] != vslot[r]))
+        c[core] = np.where(first_gap, 0, run_high[r])
+    else:                                       # no runs listed: the core is gap0 alone
+        lower[core] = seg.lo[core]
+    code = lower + _uniform_below_each(length[chosen], rng)
     accepted = ~bounded
     tested = np.flatnonzero(bounded)            # a piece or an envelope: test z's exact utility
     if tested.size:
         sub = seg.take(tested)
         low_z = _count(codes, sub, code[tested], strict=True)
-        c[tested] = _count(codes, sub, code[tested], strict=False)
+        c[tested] = _count_near(codes, sub, code[tested], low_z, strict=False)     # C = L unless z is a code
         gap = util[chosen[tested]] - _utility(a, b, an[tested], low_z, c[tested])       # ≥ 0 integers
         big = int(gap.max()) > 2**62 // s.numerator          # s·gap as an exact ratio, in Python ints if needed
         accepted[tested] = bernoulli_exp_ratio((gap.astype(object) if big else gap) * s.numerator, s.denominator, rng)
@@ -356,9 +365,9 @@ def _piece_steps(s: Fraction, b: int, pieces: int) -> npt.NDArray[np.int64]:
 def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.int64], b: int, s: Fraction,
                          pieces: int, core: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
                          outer: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> tuple[Any, Any, Any]:
-    """(lower, length, utility bound) of each segment's pieces and envelopes, shape (segments, 2·pieces + 2).
+    """(lower, length, utility bound) of each segment's pieces and envelopes, shape (2·pieces + 2, segments).
 
-    Columns: the left envelope and left pieces from the outside in, then the right ones from the outside
+    Rows: the left envelope and left pieces from the outside in, then the right ones from the outside
     in. Left of the core the boundaries are ranks B₀ = c_min − 1 ≥ B₁ ≥ … ≥ B_P ≥ max(outer_min − 1, 0)
     (:func:`_piece_steps` from B₀, stopping at the window); piece i is ``[x(Bᵢ), x(Bᵢ₋₁))``: every z in it
     has z < x(Bᵢ₋₁), so C(z) ≤ Bᵢ₋₁ and u(z) ≤ −(a·n − b·Bᵢ₋₁); the envelope is ``[lo, x(B_P))``. Right of the core,
@@ -368,24 +377,36 @@ def _bounding_candidates(codes: SortedCodes, seg: Segments, an: npt.NDArray[np.i
     """
     (c_min, c_max), (outer_min, outer_max) = core, outer
     n = seg.end - seg.start
-    step = _piece_steps(s, b, pieces)
+    step = _piece_steps(s, b, pieces)[:, None]
+    # rows are boundaries or columns, segments along rows: long contiguous rows for numpy's inner loops
     left_ok = (n > 0) & (c_min >= 1)
-    left_rank = np.maximum(c_min[:, None] - 1 - step, np.maximum(outer_min - 1, 0)[:, None])   # B₀ … B_P
-    left_x = _take(codes, seg.start[:, None] + left_rank, np.broadcast_to(left_ok[:, None], left_rank.shape))
+    left_rank = np.maximum(c_min - 1 - step, np.maximum(outer_min - 1, 0))      # B₀ … B_P
+    left_x = _take(codes, seg.start + left_rank, np.broadcast_to(left_ok, left_rank.shape))
     right_ok = (n > 0) & (c_max < n)
-    right_rank = np.minimum(c_max[:, None] + step, np.minimum(outer_max, n - 1)[:, None])      # A₀ … A_P
-    right_x = _take(codes, seg.start[:, None] + right_rank, np.broadcast_to(right_ok[:, None], right_rank.shape))
-    # columns, each side: [envelope, piece P, …, piece 1]
-    l_lower = np.column_stack([seg.lo, left_x[:, pieces:0:-1]])
-    l_end = left_x[:, pieces::-1]
-    l_util = -(an[:, None] - b * left_rank[:, pieces::-1])
-    r_lower = right_x[:, pieces::-1] + 1
-    r_end = np.column_stack([seg.hi, right_x[:, pieces:0:-1]]) + 1
-    r_util = -(b * (right_rank[:, pieces::-1] + 1) - an[:, None])
-    lower = np.concatenate([l_lower, r_lower], axis=1)
-    length = np.concatenate([np.where(left_ok[:, None], l_end - l_lower, 0),
-                             np.where(right_ok[:, None], r_end - r_lower, 0)], axis=1)
-    util = np.concatenate([np.where(left_ok[:, None], l_util, 0), np.where(right_ok[:, None], r_util, 0)], axis=1)
+    right_rank = np.minimum(c_max + step, np.minimum(outer_max, n - 1))         # A₀ … A_P
+    right_x = _take(codes, seg.start + right_rank, np.broadcast_to(right_ok, right_rank.shape))
+    # columns, each side: [envelope, piece P, …, piece 1], written in place (one pass each)
+    width = pieces + 1
+    lower = np.empty((2 * width, n.size), dtype=np.int64)
+    length = np.empty((2 * width, n.size), dtype=np.int64)
+    util = np.empty((2 * width, n.size), dtype=np.int64)
+    left, right = slice(0, width), slice(width, 2 * width)
+    lower[0] = seg.lo
+    lower[1:width] = left_x[pieces:0:-1]
+    np.subtract(left_x[::-1], lower[left], out=length[left])                    # ends: x(B_P), …, x(B₀)
+    np.multiply(left_rank[::-1], b, out=util[left])
+    util[left] -= an                                                            # −(a·n − b·B)
+    np.add(right_x[::-1], 1, out=lower[right])
+    length[width] = seg.hi + 1
+    length[width + 1:] = lower[width:2 * width - 1]                             # ends: hi + 1, x(A_P) + 1, …
+    length[right] -= lower[right]
+    np.add(right_rank[::-1], 1, out=util[right])
+    util[right] *= -b
+    util[right] += an                                                           # −(b·(A + 1) − a·n)
+    for ok, side in ((left_ok, left), (right_ok, right)):
+        if not ok.all():
+            length[side, ~ok] = 0
+            util[side, ~ok] = 0
     return lower, length, util
 
 
