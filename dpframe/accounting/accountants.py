@@ -326,9 +326,9 @@ class Accountant(Sealed, ABC):
                        "remains (a Rényi filter, accountant 'rdp' or 'pld', keeps some of it for its conversion), "
                        "or none (public keys for a group-by)")
         if fix is None and getattr(left, "epsilon", getattr(left, "rho", None)) == 0:
-            fix = ("this session's budget is used up: no query fits, however small. More answers need more budget, "
-                   "the data owner's decision: a new session with a larger total and the same ledger= file (the "
-                   "charges add up)")
+            fix = ("this session's budget is used up: no query fits, however small. More answers need a new budget, "
+                   "the data owner's decision: a session with a new ledger= file (a ledger keeps the total it was "
+                   "made with), whose releases add to this one's in the guarantee")
         extra = {"fix": fix} if fix is not None else {}
         return BudgetExceededError(self.describe_charge(charge), remaining, self.shortfall(after), argument=argument,
                                    **extra)
