@@ -305,6 +305,29 @@ def test_row_hashes_by_slices_equal_the_whole_frames_for_every_column_type(monke
         assert row_hashes(frame, 11).tolist() == whole.hash_rows(11).to_list()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "users", "values", "k", "kind"), [(CHUNK + 1, 90_000, 3, 3, "int"),
+                                                                 (CHUNK + 7, 40_000, 2, 5, "str"),
+                                                                 (CHUNK - 1, 200_000, 4, 2, "negative")])
+def test_a_million_rows_of_copies_keep_the_laws_rows(n: int, users: int, values: int, k: int, kind: str) -> None:
+    """A count-only query's rows at the real CHUNK (copies in most units: the copy path on about a million rows,
+    its chunked re-hashing and ranks across chunks), the units in chunks cut across CHUNK, a tenth of the rows
+    not ranked: the law's rows exactly, with and without the mask."""
+    rng = np.random.default_rng(n)
+    ids = rng.integers(0, users, n)
+    frame = pl.DataFrame({"u": ids if kind == "int" else ids - 10**12 if kind == "negative" else ids.astype(str),
+                          "g": rng.integers(0, values, n)})
+    frame = pl.concat([frame.slice(0, 1000), frame.slice(1000, CHUNK - 500), frame.slice(CHUNK + 500)], rechunk=False)
+    hashes = row_hashes(frame, SEED)
+    ranked = rng.random(n) < 0.9
+    assert kept_mask(frame["u"], hashes, SEED, k).tolist() == definition(frame["u"], hashes, SEED, k).tolist()
+    nulled = frame.select(pl.when(pl.Series(ranked)).then(pl.col("u"))).to_series()
+    at = np.flatnonzero(ranked)
+    want = np.zeros(n, dtype=bool)
+    want[at] = definition(nulled.gather(at), hashes[at], SEED, k)
+    assert kept_mask(frame["u"], hashes, SEED, k, ranked).tolist() == want.tolist()
+
+
 # ---------------------------------------------------------------- 2. the exponential mechanism's blocks
 
 
