@@ -440,3 +440,21 @@ def test_grouped_draws_are_the_argmax_the_words_decide_across_blocks(n: int, off
         assert [g for g, w in zip(got, want, strict=True) if w is not None] == [w for w in want if w is not None]
         decided += sum(w is not None for w in want)
     assert decided >= 2 * (len(offsets) - 1)
+
+
+def test_scores_beyond_float64_are_drawn_exactly_not_from_empty_memory() -> None:
+    """Found here: when every score of a segment leaves float64 (s·u overflows: a scale ≥ ~1e289, or utilities
+    near 2⁶³ with a large scale), each item's float bounds were (−∞, NaN) or (NaN, ∞), no item was a candidate,
+    and the segment's index was read from ``np.empty`` — uninitialised memory: ``exponential_index([-10¹⁰,
+    -10¹⁰ - 5], 10³⁰⁰)`` gave 1, whose probability is e^(−5·10³⁰⁰). With r49a's shortcut (one candidate per
+    segment in all: taken as one in each), another segment's item could be returned, an index outside the
+    segment. Such a segment's items are now all candidates, decided by the exact (decimal) refinement."""
+    from dpframe.noise import exponential_index
+
+    huge = Fraction(10**300)
+    assert [exponential_index([-(10**10), -(10**10) - 5], huge, SeededRandomSource(s)) for s in range(5)] == [0] * 5
+    assert [exponential_index([10**10 + 5, 10**10], huge, SeededRandomSource(s)) for s in range(5)] == [0] * 5
+    # segment 0 beyond float64; segment 1 two items of equal score (the same word): candidates both — 2 in all
+    words = np.array([2**63, 2**63, 2**62, 2**62], dtype=np.uint64)
+    got = exponential_index_grouped([-(10**10) - 5, -(10**10), 0, 0], huge, _Crafted(words), [0, 2, 4]).tolist()
+    assert got[0] == 1 and got[1] in (0, 1), got
