@@ -110,7 +110,8 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     hi = np.empty(u.size)
     factor = float(s)
     odd = []
-    with np.errstate(divide="ignore", invalid="ignore"):      # ln 0 = −∞ for m = 0 or U = 0; −∞ + ∞ for m = 0
+    # ln 0 = −∞ for m = 0 or U = 0; −∞ + ∞ for m = 0; s·u past float64 (then decided exactly, below)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for first in range(0, u.size, _BLOCK):                # blocks that stay in cache (speed only: elementwise)
             part = slice(first, first + _BLOCK)
             rest = _score_bounds(words[part], u[part], _logs(mult, log_m, part), factor, lo[part], hi[part],
@@ -127,10 +128,17 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     if mult is not None and np.isneginf(best).any():   # m = 0 items (hi NaN) stay out, whatever the best
         candidate &= _alive(mult, log_m)
     idx = np.flatnonzero(candidate)
-    if idx.size == lengths.size:                    # one candidate per segment (each has ≥ 1): the usual case
+    if idx.size == lengths.size and ((idx >= bounds[:-1]) & (idx < bounds[1:])).all():   # one in each: the usual
         return idx - bounds[:-1]
     group = np.searchsorted(bounds, idx, side="right") - 1
     counts = np.bincount(group, minlength=lengths.size)
+    if not counts.all():        # every score of a segment beyond float64 (s·u overflowed: lo or hi NaN): all its
+        alive = np.repeat(counts == 0, lengths)     # items of positive multiplicity go to the exact refinement
+        if mult is not None:
+            alive &= _alive(mult, log_m)
+        idx = np.flatnonzero(candidate | alive)
+        group = np.searchsorted(bounds, idx, side="right") - 1
+        counts = np.bincount(group, minlength=lengths.size)
     out = np.empty(lengths.size, dtype=np.int64)
     single = counts[group] == 1
     out[group[single]] = idx[single] - bounds[group[single]]
