@@ -10,7 +10,7 @@ from dpframe.interactive.boundary import q_boundary
 from dpframe.interactive.ptr import gated_release, robust_median
 from dpframe.interactive.stopping import run_until
 
-# 20 stores, 3 of them busy; one row per visit, a visitor has at most 5 visits.
+# 20 stores, 2 of them busy (0 and 5: 12,000 visits; the others 2,000); one row per visit, a visitor has at most 5 visits.
 visits = pl.DataFrame({
     "visitor": [i // 5 for i in range(60_000)],
     "store": [i % 20 if i % 3 else (i % 3) + (i % 60 < 30) * 5 for i in range(60_000)],
