@@ -97,6 +97,7 @@ from polars.lazyframe.engine import Engine, InMemoryEngine, StreamingEngine, _Au
 from polars.lazyframe.engine_config import get_engine_affinity_override
 
 from dpframe.errors import ArgumentError
+from dpframe.signatures import refuse
 
 T = TypeVar("T")
 
@@ -383,6 +384,9 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
         try:
             with numpy_defaults():
                 return method(*args, **kwargs)
+        except TypeError as e:      # arguments its signature does not take: a dpframe error with the fix
+            refuse(method, args, kwargs, e)
+            raise
         finally:
             _ENTERED.calls = entered
     return call

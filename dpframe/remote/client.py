@@ -51,6 +51,7 @@ from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.sealed import plain
 from dpframe.session import Session
+from dpframe.signatures import checked, checked_class, refusal
 from dpframe.sql.parse import check_text
 from dpframe.sql.query import check_keys
 from dpframe.tuning import Diagnosed
@@ -90,6 +91,7 @@ def _signed_as(like: Callable[..., Any]) -> Callable[[M], M]:
     return mark
 
 
+@checked
 def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes,
             tls: ssl.SSLContext | None = None) -> Remote:
     """A :class:`Remote` on the server at ``address`` (``(host, port)`` or a Unix socket's path).
@@ -134,6 +136,7 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
     return Remote(wire.Channel(sock, key, b"client", hello[len(wire.VERSION):], ours))
 
 
+@checked_class
 class Remote:
     """A session served elsewhere: ``sql`` queries, the budget, the history. Thread-safe (one request at a time).
 
@@ -415,6 +418,7 @@ class Remote:
         return interrupted
 
 
+@checked_class
 class RemoteQuery(Sendable):
     """A query on a :class:`Remote` (SQL, or a method chain): ``cost`` and ``explain`` are free, ``collect`` charges.
 
@@ -475,6 +479,7 @@ class RemoteQuery(Sendable):
                                      packer.attached)
 
 
+@checked_class
 class RemoteRobustMedian:
     """A robust median on a :class:`Remote` (:meth:`Remote.robust_median`): free ``cost``/``explain``, ``collect``.
 
@@ -526,14 +531,13 @@ def _argument(value: object, argument: str, packer: Packer, check: Callable[[Any
 def _given(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The arguments of a call of the session's ``function`` by name, its defaults filled in.
 
-    Arguments its signature does not take get Python's own ``TypeError`` (raised before the function's body runs), as
-    in process.
+    Arguments its signature does not take get the in-process :class:`~dpframe.errors.SignatureError` (raised before
+    the function's body runs).
     """
-    try:
-        bound = inspect.signature(function).bind(*args, **kwargs)
-    except TypeError:
-        function(*args, **kwargs)       # raises Python's TypeError for this call, before the body runs
-        raise
+    refused = refusal(function, args, kwargs)
+    if refused is not None:
+        raise refused
+    bound = inspect.signature(function).bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
@@ -585,11 +589,8 @@ def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
 def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> Exception:
     """The server's error as the same class, with the same text and fields.
 
-    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``). A
-    ``TypeError``: arguments a method's signature does not take, with Python's own text (as in process).
+    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``).
     """
-    if reply.get("error") == "TypeError":
-        return TypeError(str(reply.get("message")))
     kind = getattr(errors, str(reply.get("error")), None)
     if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
         kind = DPFrameError

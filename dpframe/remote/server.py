@@ -47,7 +47,7 @@ from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, PlanError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import Query
-from dpframe.interactive.ptr import RobustMedian, gated_release
+from dpframe.interactive.ptr import gated_release
 from dpframe.interactive.stopping import run_until
 from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
@@ -56,7 +56,6 @@ from dpframe.remote.tools import Tools, call_of
 from dpframe.remote.values import (
     MAX_ATTACHED,
     Attached,
-    SignatureMismatch,
     Unpacker,
     call_as_given,
     pack_result,
@@ -279,8 +278,6 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
-        except SignatureMismatch as e:  # Python's own text: the method's name and parameters, what the analyst passed
-            return {"ok": False, "error": "TypeError", "message": unplaced(str(e))}, []
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
             if isinstance(released, pl.DataFrame):
@@ -325,12 +322,7 @@ class Server(Sealed):
         values = Unpacker(attached)
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
-        takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
-            ("refund",) if isinstance(query, RobustMedian) else ()
-        other = sorted(set(options) - set(takes))
-        if other:
-            raise ArgumentError(f"this query takes none of {other}", argument=other[0],
-                                fix="leave it out (a TOP_K query takes a budget only; refund= is the robust median's)")
+        # an option the query does not take (a TOP_K query's ci=): its method refuses it, as in process, uncharged
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
