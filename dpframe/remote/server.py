@@ -63,6 +63,7 @@ from dpframe.remote.values import (
 )
 from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
+from dpframe.signatures import refusal
 from dpframe.sql.parse import parse
 from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
@@ -80,6 +81,8 @@ PADDED = ("collect", "use", *FUNCTIONS)
 """The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
 interactive tool's call, a gated release, each step of a ``run_until``). The others (``cost``, ``explain``,
 ``schema``, ``remaining``, ...) never read a row."""
+MAX_CHECKED = 64
+"""The most positional arguments, and keywords, a ``refusal`` request names (a query's call its client refused)."""
 STOP_LIMIT = 4096
 """The bytes of an analyst's answer to ``run_until``'s stopping question."""
 SQL_CHARACTERS = 1 << 18
@@ -316,13 +319,26 @@ class Server(Sealed):
             return encode(sess.remaining() if op == "remaining" else sess.spent()), []
         if op == "history":
             return None, [sess.history()]
+        if op == "refusal":         # a remote query's arguments its client refused: refused as this query's method does
+            query = self._query(request, attached)
+            call, count, keywords = request.get("call"), request.get("positional"), request.get("keywords")
+            if call not in ("cost", "explain", "collect") or type(count) is not int or not 0 <= count <= MAX_CHECKED \
+                    or not isinstance(keywords, list) or len(keywords) > MAX_CHECKED \
+                    or not all(isinstance(k, str) and len(k) <= 256 for k in keywords):
+                raise ArgumentError("not a call of a query", argument="call", fix="use dp.connect's client")
+            refused = refusal(getattr(query, call), [None] * count, dict.fromkeys(keywords))
+            if refused is not None:
+                raise refused
+            return None, []
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
         query = self._query(request, attached)
         values = Unpacker(attached)
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
-        # an option the query does not take (a TOP_K query's ci=): its method refuses it, as in process, uncharged
+        refused = refusal(getattr(query, op), [budget], options)
+        if refused is not None:     # an option the query does not take (a TOP_K query's ci=): refused as in process
+            raise refused           # (before the charge; a SQL TOP_K collects through ``released``, which takes none)
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":

@@ -197,6 +197,19 @@ REMOTE: dict[str, Case] = {
         APPROX, accuracy=dp.Accuracy(1)))),
     "top_k.collect(ci=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2).collect(
         APPROX, ci=0.9))),
+    # another family's query, whose signature is not the aggregate's the client shows: the server's query refuses
+    "top_k.collect(acuracy=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2).collect(
+        APPROX, acuracy=dp.Accuracy(1)))),
+    "top_k.collect(zz=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2).collect(
+        APPROX, zz=1))),
+    "top_k.cost(budget, 3)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2).cost(
+        APPROX, 3))),
+    "top_k.explain(accuracy=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(2).explain(
+        APPROX, accuracy=dp.Accuracy(1)))),
+    "sql TOP_K.collect(zz=)": ("approx", NONE, on(lambda h: h.sql(
+        "SELECT day FROM visits GROUP BY day HAVING TOP_K(COUNT(DISTINCT visitor), 1)").collect(APPROX, zz=1))),
+    "bounds.collect(diagnostics=)": ("approx", NONE, on(lambda h: h.table("visits").bounds("spend").collect(
+        APPROX, diagnostics=True))),
     "chain.collect(budgt=)": ("approx", NONE, on(lambda h: chain(h).collect(budgt=PURE))),
     "chain.collect(epsilon=)": ("approx", NONE, on(lambda h: chain(h).collect(epsilon=0.5))),
     "chain.cost(accuarcy=)": ("approx", NONE, on(lambda h: chain(h).cost(PURE, accuarcy=dp.Accuracy(1)))),
@@ -247,3 +260,25 @@ def session_outcome(kind: str, setup: Callable[[Any], Any], call: Callable[[Any,
         return outcome(sess, lambda: call(local, state, None))
     finally:
         local.close_all()
+
+
+@pytest.mark.parametrize("request_", [
+    {"call": "drop", "positional": 0, "keywords": []}, {"call": "collect", "positional": 10**9, "keywords": []},
+    {"call": "collect", "positional": -1, "keywords": []}, {"call": "collect", "positional": 0, "keywords": "zz"},
+    {"call": "collect", "positional": 0, "keywords": ["k"] * 65}, {"call": "collect", "positional": 0,
+                                                                   "keywords": [1]}])
+def test_a_refusal_request_the_client_does_not_send_is_refused_free(request_: dict[str, Any]) -> None:
+    """The request a remote query's refused call sends (how many positional arguments, which keywords): anything
+    else is an ArgumentError, nothing charged, the connection usable."""
+    from .test_review48a import served
+    from .test_review48a import session as twin
+
+    sess = twin("approx")
+    with served(sess) as remote:
+        with pytest.raises(dp.ArgumentError, match="^call: not a call of a query"):
+            remote._request({"op": "refusal", "sql": "SELECT COUNT(*) AS n FROM visits", **request_})
+        assert remote.tables() == ["visits"]
+        with pytest.raises(dp.SignatureError, match="^zz: not an argument of collect"):
+            remote._request({"op": "refusal", "sql": "SELECT COUNT(*) AS n FROM visits", "call": "collect",
+                             "positional": 1, "keywords": ["zz"]})
+    assert sess.history().height == 0
