@@ -98,19 +98,20 @@ def checked(function: F) -> F:
 
 
 def checked_class(cls: C) -> C:
-    """``cls`` with :func:`checked` ``__init__``, public methods and class methods: a decorator (the remote client's).
+    """``cls`` with :func:`checked` ``__init__``, public methods and class methods: a decorator.
 
-    The engine's objects (every :class:`~dpframe.sealed.FixedClass`) are checked alike by the wrapper of their public
-    methods (:func:`~dpframe.engine_output.under_numpy_defaults`), with no wrapper of its own.
+    For the public classes outside the engine's objects: value classes (budgets, the privacy unit ...) and the
+    remote client's. The engine's objects (every :class:`~dpframe.sealed.FixedClass`) are checked alike by the
+    wrapper of their public methods (:func:`~dpframe.engine_output.under_numpy_defaults`), with no wrapper of its own.
     """
     return _checked_members(cls, methods=True)
 
 
 def checked_constructors(cls: C) -> C:
-    """``cls`` with :func:`checked` ``__init__`` and class methods: a decorator (value classes: budgets, measures ...).
+    """``cls`` with :func:`checked` ``__init__`` and class methods: a decorator (``dp.Measure``).
 
-    Their other methods are the engine's to read them with (``measure.option(...)`` on every query): left as they
-    are, so that a query's fixed cost stays what it was.
+    Its other methods are the engine's to read it with (``measure.option(...)``, several times for each measure of
+    each query): left as they are, so that a query's fixed cost stays what it was.
     """
     return _checked_members(cls, methods=False)
 
@@ -163,7 +164,7 @@ def _refused(signature: inspect.Signature, name: str, args: Sequence[Any],
         later = [p.name for p in params if p.kind is _P.KEYWORD_ONLY]
         return SignatureError(f"takes {taken} but {given} {'was' if given == 1 else 'were'} given", argument=name,
                               fix="pass the others by keyword: " + ", ".join(f"{k}=..." for k in later) if later
-                              else f"pass at most {most}")
+                              else f"pass at most {most}" if most else "pass none")
     for p in params:
         only = p.kind is _P.POSITIONAL_ONLY         # a keyword of its name goes to **kwargs
         if p.default is _P.empty and (only or p.name not in kwargs) and p.name not in by_position \

@@ -35,7 +35,7 @@ from fractions import Fraction
 from dpframe.errors import ArgumentError
 from dpframe.interactive.scalar import public_number
 from dpframe.sealed import Final, plain
-from dpframe.signatures import checked, checked_constructors
+from dpframe.signatures import checked, checked_class
 
 
 def _shown(value: Fraction) -> str:
@@ -45,7 +45,7 @@ def _shown(value: Fraction) -> str:
     return as_float if Fraction(as_float) == value else str(value)      # 0.1 as typed, not 1/10
 
 
-@checked_constructors
+@checked_class
 @dataclass(frozen=True)
 class Target(Final, argument="when"):
     """A public set of values: the interval [lower, upper] (``inside=True``) or its complement.
