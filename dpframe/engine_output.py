@@ -351,6 +351,10 @@ def under_numpy_defaults(cls: type) -> None:
     just above the caller's stack made planning raise a raw ``RecursionError``; and Polars' default engine
     (:func:`check_engine`).
 
+    A call whose arguments the method's signature refuses (a misspelt keyword) raises a
+    :class:`~dpframe.errors.SignatureError` with the fix (:func:`dpframe.signatures.refuse`, once the call failed:
+    nothing is added to a call that succeeds).
+
     The engine's objects the analyst calls (the session, frames, queries, streams, the accountant: every
     :class:`~dpframe.sealed.FixedClass`) compute costs, calibrations and releases in numpy and scipy; under
     ``np.seterr(all="raise")`` a harmless underflow there (an accountant's ``logsumexp``) became a raw

@@ -495,7 +495,9 @@ class RemoteQuery(Sendable):
         try:
             self._remote._request({"op": "refusal", **self.packed(packer), "call": call, "positional": positional,
                                    "keywords": keywords}, packer.attached)
-        except DPFrameError as e:
+        except RemoteError:         # no answer: the client's own refusal
+            return None
+        except DPFrameError as e:   # the server's query's (or its chain's own error, raised first as in process)
             return e
         return None
 

@@ -286,3 +286,26 @@ def test_a_refusal_request_the_client_does_not_send_is_refused_free(request_: di
             remote._request({"op": "refusal", "sql": "SELECT COUNT(*) AS n FROM visits", "call": "collect",
                              "positional": 1, "keywords": ["zz"]})
     assert sess.history().height == 0
+
+
+def test_a_chain_s_own_error_comes_first_as_in_process() -> None:
+    """A chain refused when it is built (in process at ``filter``) is refused first remotely too, where the chain is
+    sent when its query's method is called, even when that call is refused as well."""
+    case = "filter(nope).collect(budgt=)"
+    CASES[case] = ("approx", NONE, on(lambda h: h.table("visits").filter(pl.col("nope") > 1).agg(dp.len()).collect(
+        budgt=PURE)))
+    try:
+        differ = compare(case, None)
+    finally:
+        del CASES[case]
+    assert differ is None, differ
+
+
+def test_a_closed_connection_still_names_the_misspelt_keyword() -> None:
+    from .test_review48a import served
+    from .test_review48a import session as twin
+
+    with served(twin("approx")) as remote:
+        q = remote.sql("SELECT COUNT(*) AS n FROM visits")
+    with pytest.raises(dp.SignatureError, match=r"^budgt: not an argument of collect\(\). Fix: did you mean budget"):
+        q.collect(budgt=PURE)
