@@ -28,6 +28,7 @@ from dpframe.errors import (
     PolarsHabitError,
     RemoteError,
     SchemaError,
+    SignatureError,
     TableChangedError,
     TopKWarning,
 )
@@ -96,7 +97,7 @@ __all__ = [
     "MissingBoundsError", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
     "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
-    "SchemaError", "Server", "Session", "TableChangedError", "TopKWarning",
+    "SchemaError", "Server", "Session", "SignatureError", "TableChangedError", "TopKWarning",
     "connect",
     "count",
     "count_distinct",

@@ -34,6 +34,7 @@ from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError, PlanError
 from dpframe.measures import FLOAT64_MAX
 from dpframe.sealed import Final, plain
+from dpframe.signatures import checked_class
 
 #: The budgets searched: ε (or ρ) in this range.
 LIMITS = (1e-9, 1e9)
@@ -73,6 +74,7 @@ def _positive(value: object, argument: str) -> float:
     return float(value)
 
 
+@checked_class
 @dataclass(frozen=True)
 class Accuracy(Final, argument="accuracy"):
     """An accuracy target: each targeted measure within ± ``half_width`` of its noiseless value, w.p. ≥ ``confidence``.

@@ -35,6 +35,7 @@ import numpy as np
 
 from dpframe.errors import BudgetConversionError, BudgetError
 from dpframe.sealed import Final, plain, plain_cache
+from dpframe.signatures import checked_class
 
 Number: TypeAlias = Union[int, float, str, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
@@ -74,6 +75,7 @@ def _fmt(x: Fraction) -> str:
     return f"{Decimal(x.numerator) / Decimal(x.denominator):.6g}"   # beyond floats: Decimal has no range limit
 
 
+@checked_class
 @dataclass(frozen=True)
 class PureDP(Final, argument="budget"):
     """Pure ε-differential privacy.
@@ -108,6 +110,7 @@ class PureDP(Final, argument="budget"):
         return _raw(ZCDP, rho=self.epsilon**2 / 2, delta=Fraction(0))
 
 
+@checked_class
 @dataclass(frozen=True)
 class ApproxDP(Final, argument="budget"):
     """Approximate (ε, δ)-differential privacy, 0 ≤ δ < 1.
@@ -145,6 +148,7 @@ class ApproxDP(Final, argument="budget"):
         return self
 
 
+@checked_class
 @dataclass(frozen=True)
 class ZCDP(Final, argument="budget"):
     """ρ-zero-concentrated DP (Bun & Steinke 2016); ``delta`` > 0 makes it approximate (δ, ρ)-zCDP.

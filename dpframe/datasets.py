@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from dpframe.errors import ArgumentError
+from dpframe.signatures import checked
 
 CITIES = ("Amsterdam", "Berlin", "Copenhagen", "Dublin", "Edinburgh", "Florence", "Geneva", "Helsinki",
           "Istanbul", "Jena", "Krakow", "Lisbon", "Madrid", "Naples", "Oslo", "Porto", "Quimper", "Riga",
@@ -22,6 +23,7 @@ MAX_ROWS = 100_000_000
 """The most rows :func:`visits` generates (about 4 GB in memory)."""
 
 
+@checked
 def visits(rows: int = 200_000, users: int | None = None, seed: int = 2024) -> pl.DataFrame:
     """A 'visits' table: each user visits a few times (Zipf-popular cities, skewed spend).
 

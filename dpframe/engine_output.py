@@ -97,6 +97,7 @@ from polars.lazyframe.engine import Engine, InMemoryEngine, StreamingEngine, _Au
 from polars.lazyframe.engine_config import get_engine_affinity_override
 
 from dpframe.errors import ArgumentError
+from dpframe.signatures import refuse
 
 T = TypeVar("T")
 
@@ -350,6 +351,10 @@ def under_numpy_defaults(cls: type) -> None:
     just above the caller's stack made planning raise a raw ``RecursionError``; and Polars' default engine
     (:func:`check_engine`).
 
+    A call whose arguments the method's signature refuses (a misspelt keyword) raises a
+    :class:`~dpframe.errors.SignatureError` with the fix (:func:`dpframe.signatures.refuse`, once the call failed:
+    nothing is added to a call that succeeds).
+
     The engine's objects the analyst calls (the session, frames, queries, streams, the accountant: every
     :class:`~dpframe.sealed.FixedClass`) compute costs, calibrations and releases in numpy and scipy; under
     ``np.seterr(all="raise")`` a harmless underflow there (an accountant's ``logsumexp``) became a raw
@@ -383,6 +388,9 @@ def _under_defaults(method: Callable[..., T]) -> Callable[..., T]:
         try:
             with numpy_defaults():
                 return method(*args, **kwargs)
+        except TypeError as e:      # arguments its signature does not take: a dpframe error with the fix
+            refuse(method, args, kwargs, e)
+            raise
         finally:
             _ENTERED.calls = entered
     return call

@@ -49,6 +49,25 @@ class ArgumentError(DPFrameError, ValueError):
     """
 
 
+class SignatureError(ArgumentError, TypeError):
+    """A call its function's signature does not take: a misspelt or unknown keyword, a missing or doubled argument ...
+
+    ``argument`` names the keyword (the missing argument; the function, for too many positional ones), and the fix
+    the closest parameter ("did you mean bounds=...?") or the keywords the call takes. Raised before the function's
+    body runs: nothing was charged. It is also a ``TypeError``, as Python's own error was (see
+    :mod:`dpframe.signatures`).
+
+    Example:
+        >>> import dpframe as dp
+        >>> try:
+        ...     dp.sum("spend", bound=(0, 10))
+        ... except TypeError as e:
+        ...     print(e.argument, "|", e.fix)
+        bound | did you mean bounds=...?
+
+    """
+
+
 class BudgetError(DPFrameError, ValueError):
     """A privacy budget is malformed (≤ 0, NaN, δ ≥ 1, ...)."""
 

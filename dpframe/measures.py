@@ -40,6 +40,7 @@ import polars as pl
 
 from dpframe.errors import ArgumentError, BoundsError, MissingBoundsError, PlanError
 from dpframe.sealed import Final, plain, plain_copy
+from dpframe.signatures import checked, checked_constructors
 
 Bounds = tuple[Fraction, Fraction]
 
@@ -147,6 +148,7 @@ def column_input(column: object) -> tuple[str, bytes | None]:
                         fix="express it with built-in Polars expressions") from e
 
 
+@checked_constructors
 @dataclass(frozen=True)
 class Measure(Final, argument="measures"):
     """A private aggregate request: ``kind`` (routed to a mechanism plugin), column, bounds, options.
@@ -207,6 +209,7 @@ def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
+@checked
 def measure(kind: str, column: Column | None = None, bounds: object = None, **options: Any) -> Measure:
     """Build a measure of any kind, e.g. one added by a third-party mechanism plugin.
 
@@ -223,11 +226,13 @@ def measure(kind: str, column: Column | None = None, bounds: object = None, **op
     return Measure(kind, col, b, tuple(sorted(options.items())), expression=expression)
 
 
+@checked
 def len() -> Measure:  # noqa: A001  (mirrors polars' pl.len())
     """The number of rows (after contribution bounding), released with noise. Output column ``len``."""
     return Measure("len")
 
 
+@checked
 def count_units() -> Measure:
     """The number of distinct privacy units (e.g. users) per group. Output column ``count_units``.
 
@@ -237,12 +242,14 @@ def count_units() -> Measure:
     return Measure("count_units")
 
 
+@checked
 def count(column: Column) -> Measure:
     """The number of rows whose ``column`` is neither null nor NaN. Output ``<column>_count``."""
     name, expression = column_input(column)
     return Measure("count", name, expression=expression)
 
 
+@checked
 def count_distinct(column: Column) -> Measure:
     """The number of distinct values of ``column`` (null and NaN not counted) per group, with noise.
 
@@ -339,6 +346,7 @@ def missing_bounds(kind: str, column: Column) -> MissingBoundsError:
                               fix=bounds_fix(kind))
 
 
+@checked
 def sum(column: Column, bounds: tuple[float, float] | str | None = None) -> Measure:  # noqa: A001
     """The sum of ``column`` clamped to ``bounds`` (nulls/NaN ignored). Output ``<column>_sum``.
 
@@ -350,6 +358,7 @@ def sum(column: Column, bounds: tuple[float, float] | str | None = None) -> Meas
     return _bounded("sum", column, bounds)
 
 
+@checked
 def mean(column: Column, bounds: tuple[float, float] | str | None = None) -> Measure:
     """The mean of ``column`` clamped to ``bounds``: noisy centred sum / noisy count of values (or ``"auto"``).
 
@@ -364,6 +373,7 @@ def mean(column: Column, bounds: tuple[float, float] | str | None = None) -> Mea
     return _bounded("mean", column, bounds)
 
 
+@checked
 def var(column: Column, bounds: tuple[float, float] | str | None = None, ddof: int = 1) -> Measure:
     """The variance of ``column`` clamped to ``bounds`` (``ddof=1``: sample variance, like polars; or ``"auto"``).
 
@@ -391,6 +401,7 @@ def check_ddof(ddof: object) -> int:
     return 1 if value == 1 else 0
 
 
+@checked
 def std(column: Column, bounds: tuple[float, float] | str | None = None, ddof: int = 1) -> Measure:
     """The standard deviation: the square root of :func:`var` (``bounds`` required, as there)."""
     if bounds is None:
@@ -432,6 +443,7 @@ def quantile_fractions(q: object, argument: str = "q") -> tuple[Fraction, ...]:
     return tuple(sorted(out))
 
 
+@checked
 def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any] | None = None,
              resolution: Any = None) -> Measure:
     """The private q-quantile(s) of ``column`` on its public ordered domain (``docs/quantiles.md``).
@@ -464,6 +476,7 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
     return _bounded("quantile", column, bounds, **options)
 
 
+@checked
 def median(column: Column, bounds: tuple[Any, Any] | None = None, resolution: Any = None) -> Measure:
     """The private median: ``quantile(column, 0.5, bounds=...)``, output ``<column>_median`` (``bounds`` required).
 

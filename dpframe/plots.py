@@ -30,6 +30,7 @@ import polars as pl
 
 from dpframe.errors import SchemaError
 from dpframe.session import Session, check_session
+from dpframe.signatures import checked
 
 INSTALL = "dpframe.plots needs matplotlib: pip install 'dpframe[plot]' (or pip install matplotlib)"
 
@@ -51,6 +52,7 @@ def _axes(ax: Any) -> Any:
     return new
 
 
+@checked
 def estimates(result: pl.DataFrame, column: str, *, by: str | None = None, ax: Any = None) -> Any:
     """Released ``column`` per group (``by``: default the first non-numeric column), with CIs if present.
 
@@ -100,6 +102,7 @@ def _coordinate(b: Any) -> tuple[str, float]:
     return ("ρ", float(b.rho)) if hasattr(b, "rho") else ("ε", float(b.epsilon))
 
 
+@checked
 def spent_after_each(session: Session) -> list[Any]:
     """The budget spent after each charge of ``session``'s ledger, in order (public: the ledger's costs).
 
@@ -121,6 +124,7 @@ def spent_after_each(session: Session) -> list[Any]:
     return out
 
 
+@checked
 def budget(session: Session, *, ax: Any = None) -> Any:
     """The budget spent after each charge of ``session`` (ε, or ρ for zCDP), against the total.
 
@@ -147,6 +151,7 @@ def budget(session: Session, *, ax: Any = None) -> Any:
     return axes
 
 
+@checked
 def privacy_curve(sources: Any, *, deltas: Sequence[float] | None = None, ax: Any = None) -> Any:
     """ε(δ) of an accountant (anything with ``.epsilon(delta)``) or a privacy curve, or a ``{label: ...}`` of them.
 

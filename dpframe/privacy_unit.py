@@ -28,6 +28,7 @@ from typing import Literal
 
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.sealed import Final
+from dpframe.signatures import checked_class
 
 AUTO: Literal["auto"] = "auto"
 """The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
@@ -53,6 +54,7 @@ def _positive_int(value: object, argument: str) -> int:
     return int.__index__(value)
 
 
+@checked_class
 @dataclass(frozen=True)
 class PrivacyUnit(Final, argument="privacy_unit"):
     """A privacy unit: an id column (or one row) with public contribution bounds.

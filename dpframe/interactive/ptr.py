@@ -63,6 +63,7 @@ from dpframe.noise import MAX_LAPLACE_SCALE, discrete_laplace, discrete_laplace_
 from dpframe.plan.nodes import tables_read
 from dpframe.planning.passes import budget_of
 from dpframe.sealed import Sealed
+from dpframe.signatures import checked
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -106,6 +107,7 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
                        tables=tables)
 
 
+@checked
 def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, gate_budget: Budget, *,
                   refund: bool | None = None) -> Any:
     """``query.collect(budget)`` only if the noisy scalar ``gate`` ≥ ``threshold``, else None.
@@ -334,6 +336,7 @@ class RobustMedian(Sealed):
             read.clear()                # never keep private values around
 
 
+@checked
 def robust_median(frame: Frame, column: str, bounds: tuple[float, float]) -> RobustMedian:
     """A median whose noise adapts to the data's local sensitivity (generalized PTR), see module doc."""
     return RobustMedian(frame, column, bounds)

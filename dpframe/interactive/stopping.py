@@ -52,6 +52,7 @@ from dpframe.interactive.composition import optimal_epsilon
 from dpframe.interactive.odp import OdpSpec, declared_tables, resolve_refund, run_ex_post
 from dpframe.interactive.svt import pure_epsilon
 from dpframe.plan.nodes import tables_read
+from dpframe.signatures import checked
 
 
 def _step_budget(budget: object, delta: Fraction) -> Budget:
@@ -121,6 +122,7 @@ def step_list(steps: object) -> tuple[Any, ...]:
     return out
 
 
+@checked
 def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.DataFrame]], bool], *,
               delta: object = 0, stops: object = None, refund: bool | None = None) -> list[pl.DataFrame]:
     """Collect ``steps`` in order at ``budget`` each until ``stop(results so far)`` is true at a stopping point.

@@ -35,6 +35,7 @@ from fractions import Fraction
 from dpframe.errors import ArgumentError
 from dpframe.interactive.scalar import public_number
 from dpframe.sealed import Final, plain
+from dpframe.signatures import checked, checked_class
 
 
 def _shown(value: Fraction) -> str:
@@ -44,6 +45,7 @@ def _shown(value: Fraction) -> str:
     return as_float if Fraction(as_float) == value else str(value)      # 0.1 as typed, not 1/10
 
 
+@checked_class
 @dataclass(frozen=True)
 class Target(Final, argument="when"):
     """A public set of values: the interval [lower, upper] (``inside=True``) or its complement.
@@ -93,6 +95,7 @@ class Target(Final, argument="when"):
         return f"dp.{self.kind}({', '.join(_shown(e) for e in ends)})"
 
 
+@checked
 def above(threshold: float) -> Target:
     """The target "value ≥ ``threshold``" (a public, finite number).
 
@@ -105,6 +108,7 @@ def above(threshold: float) -> Target:
     return Target(public_number(threshold, "threshold"), None, True)
 
 
+@checked
 def below(threshold: float) -> Target:
     """The target "value < ``threshold``" (the complement of :func:`above`).
 
@@ -117,6 +121,7 @@ def below(threshold: float) -> Target:
     return Target(public_number(threshold, "threshold"), None, False)
 
 
+@checked
 def between(lower: float, upper: float) -> Target:
     """The target "``lower`` ≤ value ≤ ``upper``" (public, finite, ``lower`` ≤ ``upper``).
 
@@ -129,6 +134,7 @@ def between(lower: float, upper: float) -> Target:
     return Target(public_number(lower, "lower"), public_number(upper, "upper"), True)
 
 
+@checked
 def outside(lower: float, upper: float) -> Target:
     """The target "value < ``lower`` or value > ``upper``" (the complement of :func:`between`).
 

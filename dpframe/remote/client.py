@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -40,7 +41,7 @@ from dpframe.accuracy import Accuracy
 from dpframe.aggregate import confidence
 from dpframe.budgets import Budget
 from dpframe.catalog import check_table_name
-from dpframe.errors import ArgumentError, DPFrameError, RemoteError, TopKWarning
+from dpframe.errors import ArgumentError, DPFrameError, RemoteError, SignatureError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import accuracy_target, diagnostics_flag
 from dpframe.interactive import ptr, stopping
@@ -51,6 +52,7 @@ from dpframe.remote import wire
 from dpframe.remote.values import Packer, Sendable, unpack_result
 from dpframe.sealed import plain
 from dpframe.session import Session
+from dpframe.signatures import checked, checked_class, refusal, refuse
 from dpframe.sql.parse import check_text
 from dpframe.sql.query import check_keys
 from dpframe.tuning import Diagnosed
@@ -90,6 +92,7 @@ def _signed_as(like: Callable[..., Any]) -> Callable[[M], M]:
     return mark
 
 
+@checked
 def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes,
             tls: ssl.SSLContext | None = None) -> Remote:
     """A :class:`Remote` on the server at ``address`` (``(host, port)`` or a Unix socket's path).
@@ -134,6 +137,7 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
     return Remote(wire.Channel(sock, key, b"client", hello[len(wire.VERSION):], ours))
 
 
+@checked_class
 class Remote:
     """A session served elsewhere: ``sql`` queries, the budget, the history. Thread-safe (one request at a time).
 
@@ -415,6 +419,27 @@ class Remote:
         return interrupted
 
 
+def _queried(method: M) -> M:
+    """A :class:`RemoteQuery` method whose arguments its signature refuses are refused by the server's query.
+
+    The client's signature is an aggregate's (``collect(budget, *, ci, diagnostics, accuracy)``); the query the server
+    builds may be another family's (a TOP_K query's takes a budget only), whose own signature Python refuses them
+    with in process: the server names that refusal (:meth:`RemoteQuery._refusal`), or this one when it takes them.
+    Only how many positional arguments and which keywords cross (the error names no value). Nothing is charged.
+    """
+    @functools.wraps(method)
+    def call(self: RemoteQuery, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except TypeError as e:
+            try:
+                refuse(method, (self, *args), kwargs, e)
+            except SignatureError as own:
+                raise self._refusal(method.__name__, len(args), list(kwargs)) or own from None
+            raise
+    return call  # type: ignore[return-value]
+
+
 class RemoteQuery(Sendable):
     """A query on a :class:`Remote` (SQL, or a method chain): ``cost`` and ``explain`` are free, ``collect`` charges.
 
@@ -430,16 +455,19 @@ class RemoteQuery(Sendable):
         """The query's description (its SQL and keys, or its chain), its frames attached to ``packer``."""
         return self._source(packer)
 
+    @_queried
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
              diagnostics: bool = False) -> SessionCost:
         """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free."""
         out: SessionCost = decode(self._ask("cost", budget, accuracy, diagnostics=diagnostics)[0])
         return out
 
+    @_queried
     def explain(self, budget: Budget | None = None, format: str = "text", *, accuracy: Accuracy | None = None) -> Any:
         """The plan, mechanisms, cost and accuracy: text, or with ``format="json"`` a JSON-able dict. Free."""
         return self._ask("explain", budget, accuracy, format=format)[0]
 
+    @_queried
     def collect(self, budget: Budget | None = None, *, ci: float | None = None, diagnostics: bool = False,
                 accuracy: Accuracy | None = None) -> Any:
         """Reserve the cost on the server, run, and return what the query releases (as its ``collect`` in process).
@@ -458,6 +486,21 @@ class RemoteQuery(Sendable):
     def __repr__(self) -> str:
         return f"<dp.RemoteQuery {self._shown}>"
 
+    def _refusal(self, call: str, positional: int, keywords: list[str]) -> DPFrameError | None:
+        """The server's query's error for ``call`` with ``positional`` arguments and ``keywords`` (None: it takes them).
+
+        Free: the server builds the query (as ``cost`` does) and binds its method's signature, calling nothing.
+        """
+        packer = Packer()
+        try:
+            self._remote._request({"op": "refusal", **self.packed(packer), "call": call, "positional": positional,
+                                   "keywords": keywords}, packer.attached)
+        except RemoteError:         # no answer: the client's own refusal
+            return None
+        except DPFrameError as e:   # the server's query's (or its chain's own error, raised first as in process)
+            return e
+        return None
+
     def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
         # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
@@ -475,6 +518,7 @@ class RemoteQuery(Sendable):
                                      packer.attached)
 
 
+@checked_class
 class RemoteRobustMedian:
     """A robust median on a :class:`Remote` (:meth:`Remote.robust_median`): free ``cost``/``explain``, ``collect``.
 
@@ -526,14 +570,13 @@ def _argument(value: object, argument: str, packer: Packer, check: Callable[[Any
 def _given(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The arguments of a call of the session's ``function`` by name, its defaults filled in.
 
-    Arguments its signature does not take get Python's own ``TypeError`` (raised before the function's body runs), as
-    in process.
+    Arguments its signature does not take get the in-process :class:`~dpframe.errors.SignatureError` (raised before
+    the function's body runs).
     """
-    try:
-        bound = inspect.signature(function).bind(*args, **kwargs)
-    except TypeError:
-        function(*args, **kwargs)       # raises Python's TypeError for this call, before the body runs
-        raise
+    refused = refusal(function, args, kwargs)
+    if refused is not None:
+        raise refused
+    bound = inspect.signature(function).bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
@@ -585,11 +628,8 @@ def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
 def _raised(reply: Mapping[str, Any], frames: Sequence[pl.DataFrame] = ()) -> Exception:
     """The server's error as the same class, with the same text and fields.
 
-    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``). A
-    ``TypeError``: arguments a method's signature does not take, with Python's own text (as in process).
+    ``frames``: the frame sent with it, the release a SQL post-processing failure holds (its ``.released``).
     """
-    if reply.get("error") == "TypeError":
-        return TypeError(str(reply.get("message")))
     kind = getattr(errors, str(reply.get("error")), None)
     if not (isinstance(kind, type) and issubclass(kind, DPFrameError)):
         kind = DPFrameError

@@ -47,7 +47,7 @@ from dpframe.accounting.ledger import encode
 from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, PlanError, RemoteError, TopKWarning
 from dpframe.family import check_format
 from dpframe.frame import Query
-from dpframe.interactive.ptr import RobustMedian, gated_release
+from dpframe.interactive.ptr import gated_release
 from dpframe.interactive.stopping import run_until
 from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
@@ -56,7 +56,6 @@ from dpframe.remote.tools import Tools, call_of
 from dpframe.remote.values import (
     MAX_ATTACHED,
     Attached,
-    SignatureMismatch,
     Unpacker,
     call_as_given,
     pack_result,
@@ -64,6 +63,7 @@ from dpframe.remote.values import (
 )
 from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
+from dpframe.signatures import refusal
 from dpframe.sql.parse import parse
 from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
@@ -81,6 +81,8 @@ PADDED = ("collect", "use", *FUNCTIONS)
 """The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
 interactive tool's call, a gated release, each step of a ``run_until``). The others (``cost``, ``explain``,
 ``schema``, ``remaining``, ...) never read a row."""
+MAX_CHECKED = 64
+"""The most positional arguments, and keywords, a ``refusal`` request names (a query's call its client refused)."""
 STOP_LIMIT = 4096
 """The bytes of an analyst's answer to ``run_until``'s stopping question."""
 SQL_CHARACTERS = 1 << 18
@@ -279,8 +281,6 @@ class Server(Sealed):
         try:
             value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
-        except SignatureMismatch as e:  # Python's own text: the method's name and parameters, what the analyst passed
-            return {"ok": False, "error": "TypeError", "message": unplaced(str(e))}, []
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
             if isinstance(released, pl.DataFrame):
@@ -319,18 +319,26 @@ class Server(Sealed):
             return encode(sess.remaining() if op == "remaining" else sess.spent()), []
         if op == "history":
             return None, [sess.history()]
+        if op == "refusal":         # a remote query's arguments its client refused: refused as this query's method does
+            query = self._query(request, attached)
+            call, count, keywords = request.get("call"), request.get("positional"), request.get("keywords")
+            if call not in ("cost", "explain", "collect") or type(count) is not int or not 0 <= count <= MAX_CHECKED \
+                    or not isinstance(keywords, list) or len(keywords) > MAX_CHECKED \
+                    or not all(isinstance(k, str) and len(k) <= 256 for k in keywords):
+                raise ArgumentError("not a call of a query", argument="call", fix="use dp.connect's client")
+            refused = refusal(getattr(query, call), [None] * count, dict.fromkeys(keywords))
+            if refused is not None:
+                raise refused
+            return None, []
         if op not in ("cost", "explain", "collect"):
             raise RemoteError(f"unknown request {op!r}", argument="op", fix="use dp.connect's client")
         query = self._query(request, attached)
         values = Unpacker(attached)
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
-        takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
-            ("refund",) if isinstance(query, RobustMedian) else ()
-        other = sorted(set(options) - set(takes))
-        if other:
-            raise ArgumentError(f"this query takes none of {other}", argument=other[0],
-                                fix="leave it out (a TOP_K query takes a budget only; refund= is the robust median's)")
+        refused = refusal(getattr(query, op), [budget], options)
+        if refused is not None:     # an option the query does not take (a TOP_K query's ci=): refused as in process
+            raise refused           # (before the charge; a SQL TOP_K collects through ``released``, which takes none)
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":

@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import importlib
-import inspect
 import io
 import json
 import math
@@ -65,6 +63,7 @@ from dpframe.interactive.targets import Target
 from dpframe.measures import Measure, check_bounds, column_input
 from dpframe.plan.rowlevel import check_size, check_tree, tree_objects
 from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
+from dpframe.signatures import refuse
 
 NUMPY_SCALARS = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
                            "float32", "float64"})
@@ -88,46 +87,30 @@ _NO_OBJECT = ("pass numbers, text, dates, tuples, lists, dicts, Polars expressio
               "a pl.DataFrame / pl.Series; functions and other objects stay in your process")
 
 
-class SignatureMismatch(Exception):
-    """Arguments a method's signature does not take: Python's own ``TypeError`` text (:func:`call_as_given`).
-
-    The text names the method and its parameters only; a server sends it back, and the client raises it as a
-    ``TypeError``.
-    """
-
-
 def call_as_given(method: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``method(*args, **kwargs)``, arguments its signature does not take refused with Python's own text.
+    """``method(*args, **kwargs)``, arguments its signature does not take refused as in process.
 
-    Python refuses them before the method's body runs, so the ``TypeError`` then raised says only what the analyst
-    passed against the signature (``SparseVector.test() missing 1 required positional argument: 'query'``), as in
-    process: it is raised as a :class:`SignatureMismatch`. Any other ``TypeError`` (one from the body, whose text may
-    hold private values) goes on as it is. ``method`` is the served session's own method (never analyst code) and
-    receives public values only: the request's arguments.
+    Python refuses them before the method's body runs; the :class:`~dpframe.errors.SignatureError` then raised
+    (:func:`dpframe.signatures.refuse`) names the argument and the method's parameters only, as the session's own
+    public methods do in process. Any other ``TypeError`` (one from the body, whose text may hold private values)
+    goes on as it is. ``method`` is the served session's own method (never analyst code) and receives public values
+    only: the request's arguments.
 
     Example:
         >>> def f(x, *, y=0): return x + y
         >>> call_as_given(f, [1], {"y": 2})
         3
-        >>> call_as_given(f, [1, 2], {})
+        >>> call_as_given(f, [1], {"yy": 2})
         Traceback (most recent call last):
         ...
-        dpframe.remote.values.SignatureMismatch: f() takes 1 positional argument but 2 were given
+        dpframe.errors.SignatureError: yy: not an argument of f(). Fix: did you mean y=...?
 
     """
     try:
-        inspect.signature(method).bind(*args, **kwargs)
-    except TypeError:
-        inner = inspect.unwrap(method.func if isinstance(method, functools.partial) else method)
-        try:
-            return method(*args, **kwargs)
-        except TypeError as e:
-            if not str(e).startswith(f"{getattr(inner, '__qualname__', None)}() "):
-                raise
-            raise SignatureMismatch(str(e)) from None
-    except ValueError:      # no signature to read: called as it is
-        pass
-    return method(*args, **kwargs)
+        return method(*args, **kwargs)
+    except TypeError as e:
+        refuse(method, args, kwargs, e)
+        raise
 
 
 class Attached(list[bytes]):
@@ -626,6 +609,6 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "SignatureMismatch", "Unpacker",
+__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "Unpacker",
            "call_as_given", "expression_tree", "pack_result", "plain_value", "unpack_expression", "unpack_result",
            "unplaced"]

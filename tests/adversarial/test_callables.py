@@ -112,6 +112,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
     ("dpframe.catalog.check_table_name", "names"): NO_VALUES,
     ("dpframe.remote.values.call_as_given", "method"): PUBLIC,
+    ("dpframe.signatures.refuse", "function"): PUBLIC,
+    ("dpframe.signatures.refusal", "function"): PUBLIC,
     ("dpframe.remote.client.Remote.run_until", "stop"): RELEASED,     # (its signature is run_until's: _signed_as)
     ("dpframe.accounting.curve.PrivacyCurve", "sampled_rdp"): PUBLIC,
     ("dpframe.accounting.calibrate.smallest_noise", "curve"): PUBLIC,

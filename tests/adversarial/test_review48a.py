@@ -367,7 +367,8 @@ def test_wrong_typed_arguments_get_the_in_process_outcome_through_a_server(case:
 # ------------------------------------------------------------------------------ arguments a signature does not take
 
 #: Calls with an argument too many, too few or of an unknown name: in process Python's TypeError, whose text names the
-#: method and its parameters only. Through a server it was "the server failed this request (TypeError)" (a tool's
+#: method and its parameters only (since review 50a a ``dp.SignatureError``, also a TypeError, with a fix:
+#: test_review50a). Through a server it was "the server failed this request (TypeError)" (a tool's
 #: call, a chain's method), or the client's own signature's text (``RemoteFrame.bound()``, ``Remote.gated_release()``),
 #: and ``top_k(2, dp.len(), "gumbel")`` (the method as the third positional argument, as in process) was refused.
 SV: Callable[[Any], Any] = lambda h: tool(h, "sv")  # noqa: E731
