@@ -179,7 +179,9 @@ class QueryFamily(Protocol):
 
     ``name`` is the method name (``frame.<name>(...)`` or ``frame.group_by(...).<name>(...)`` as
     ``attach`` says, or both); ``methods`` the variants the privacy audit must cover (``()`` if none);
-    ``result_types`` the types its results may have besides a frame (exported as ``dp.<Name>``).
+    ``result_types`` the types its results may have besides a frame (exported as ``dp.<Name>``). Optional:
+    ``takes``, the callable ``build`` passes its arguments to (e.g. the query class) when ``build`` itself takes
+    ``*args, **kwargs``: an argument its signature does not take is then a ``dp.SignatureError`` with a fix.
     """
 
     name: str

@@ -37,6 +37,7 @@ from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
+from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import require_plan
 
@@ -54,7 +55,13 @@ def _family_query(session: Session, where: str, name: str, source: Source, args:
                         argument=name, fix="call it on a group_by(...)" if family.attach == "group_by"
                         else "call it on the frame, before group_by")
     # plain copies: a builder checks its arguments, its query reads them again when it runs
-    return family.build(source, *plain_copy(args), **plain_copy(kwargs))
+    try:
+        return family.build(source, *plain_copy(args), **plain_copy(kwargs))
+    except TypeError as e:      # arguments the builder's signature, or the one it passes them to, does not take
+        for target in (family.build, getattr(family, "takes", None)):
+            if target is not None:
+                refuse(functools.partial(target, source), args, kwargs, e, name)
+        raise
 
 
 def _families(session: Session, where: str) -> list[str]:

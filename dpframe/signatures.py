@@ -42,24 +42,29 @@ _BUDGET_FIELDS = frozenset({"epsilon", "eps", "delta", "rho"})
 """A budget's fields, passed where a call takes ``budget=``: the fix builds the budget."""
 
 
-def refuse(function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], error: TypeError) -> None:
+def refuse(function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], error: TypeError,
+           name: str | None = None) -> None:
     """Raise the :class:`SignatureError` for ``function(*args, **kwargs)``, if ``error`` is its signature's refusal.
 
     Call it in an ``except TypeError`` around that very call, then re-raise (``raise``): it returns when ``error``
     came from somewhere else (a body, a wrapper), and for a dpframe error (one already raised further in).
-    ``function`` (dpframe's own) is not called here: it receives public values only (none).
+    ``function`` (dpframe's own) is not called here: it receives public values only (none). A class stands for its
+    ``__init__``; ``name``: how the error names the call (default: the function's own name).
     """
     if isinstance(error, DPFrameError):
         return
     inner = inspect.unwrap(function.func if isinstance(function, functools.partial) else function)
+    if isinstance(inner, type):
+        inner = next(vars(c)["__init__"] for c in inner.__mro__ if "__init__" in vars(c))    # Python names that one
     if not str(error).startswith(f"{getattr(inner, '__qualname__', None)}() "):
         return      # not Python's refusal of this function's arguments: the body's, or a wrapper's own
-    refused = refusal(function, args, kwargs)
+    refused = refusal(function, args, kwargs, name)
     if refused is not None:
         raise refused from None
 
 
-def refusal(function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> SignatureError | None:
+def refusal(function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+            name: str | None = None) -> SignatureError | None:
     """The :class:`SignatureError` for ``function(*args, **kwargs)``, or None when its signature takes them.
 
     It binds the arguments: ``function`` (dpframe's own) is not called, and receives public values only (none).
@@ -81,7 +86,7 @@ def refusal(function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[s
     try:
         signature.bind(*args, **kwargs)
     except TypeError:
-        return _refused(signature, _name(function), args, kwargs)
+        return _refused(signature, name or _name(function), args, kwargs)
     return None
 
 

@@ -811,6 +811,11 @@ class LearningFamily:
         """Validate the arguments (free) and build the query."""
         return self.query(source, *args, **kwargs)
 
+    @property
+    def takes(self) -> type[LearningQuery[Any]]:
+        """What ``build`` passes its arguments to: an argument it does not take is a ``dp.SignatureError``."""
+        return self.query
+
 
 FAMILIES = (LearningFamily("interior_point", InteriorPointQuery), LearningFamily("learn_threshold", ThresholdQuery),
             LearningFamily("learn_rectangle", RectangleQuery))

@@ -582,6 +582,8 @@ class TopK:
     attach: Literal["frame", "group_by", "both"] = "group_by"
     methods: tuple[str, ...] = METHODS
     result_types: Mapping[str, type] = MappingProxyType({"TopKFailed": TopKFailed, "TopKPartial": TopKPartial})
+    takes = TopKQuery
+    """What ``build`` passes its arguments to: an argument it does not take is a ``dp.SignatureError``."""
 
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> TopKQuery:
         """Validate the arguments (free) and build the query."""

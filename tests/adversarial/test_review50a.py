@@ -104,6 +104,21 @@ MISSPELT: dict[str, tuple[Callable[[dp.Session], Any], str, str]] = {
     "dp.sum(x, column=)": (lambda s: dp.sum("x", column="x"), "column", "pass column once"),
     "frame.query(family=)": (lambda s: s.table("t").query(family="agg"), "family",
                              "pass family by position, without 'family='"),
+    # a query family called by name: its builder passes the arguments on (the family's ``takes`` names to what)
+    "frame.query('interior_point', bound=)": (lambda s: s.table("t").query("interior_point", "x", bound=(0, 10)),
+                                              "bound", "did you mean bounds=...?"),
+    "frame.query('learn_threshold', lable=)": (lambda s: s.table("t").query(
+        "learn_threshold", "x", lable="y", bounds=(0, 10)), "lable", "did you mean label=...?"),
+    "frame.query('bounds', domian=)": (lambda s: s.table("t").query("bounds", "x", domian=(0, 10)), "domian",
+                                       "did you mean domain=...?"),
+    "group_by.query('top_k', kk=)": (lambda s: s.table("t").group_by("g").query("top_k", kk=1), "kk",
+                                     "did you mean k=...?"),
+    "group_by.query('top_k', 1)": (lambda s: s.table("t").group_by("g").query("top_k", 1), "top_k",
+                                   "pass the others by keyword: k=..."),
+    "frame.linear_regression(bound=)": (lambda s: s.table("t").linear_regression(["x"], "x", bound={}), "bound",
+                                        "did you mean bounds=...?"),
+    "frame.interior_point() by name, no column": (lambda s: s.table("t").query("interior_point", bounds=(0, 1)),
+                                                  "column", "pass column=..."),
 }
 
 
@@ -193,6 +208,10 @@ REMOTE: dict[str, Case] = {
     "bounds(domian=)": ("approx", NONE, on(lambda h: h.table("visits").bounds("spend", domian=(0, 50)).cost(PURE))),
     "interior_point(bound=)": ("approx", NONE, on(lambda h: h.table("visits").interior_point(
         "spend", bound=(0, 50)).cost(PURE))),
+    "query('interior_point', bound=)": ("approx", NONE, on(lambda h: h.table("visits").query(
+        "interior_point", "spend", bound=(0, 50)).cost(PURE))),
+    "query('top_k', kk=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").query(
+        "top_k", kk=2).cost(APPROX))),
     "learn_threshold(lable=)": ("approx", NONE, on(lambda h: h.table("visits").learn_threshold(
         "spend", lable="label", bounds=(0, 50)).cost(PURE))),
     "top_k(mthod=)": ("approx", NONE, on(lambda h: h.table("visits").group_by("day").top_k(

@@ -165,6 +165,8 @@ class LinearRegression:
     attach: Literal["frame", "group_by", "both"] = "frame"
     methods: tuple[str, ...] = ()
     result_types: Mapping[str, type] = MappingProxyType({"LinearModel": LinearModel})
+    takes = RegressionQuery
+    """What ``build`` passes its arguments to: an argument it does not take is a ``dp.SignatureError``."""
 
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> RegressionQuery:
         """Validate the arguments (free) and build the query."""
