@@ -52,7 +52,7 @@ import polars as pl
 from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import Budget, convert, describe
 from dpframe.display import Explanation, query_html
-from dpframe.errors import BudgetError, PlanError, PluginError
+from dpframe.errors import BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
@@ -300,7 +300,15 @@ class Releasable(Sealed, Generic[R]):
         # drop), or a zCDP budget in an (ε, δ) ``basic`` session, is a BudgetConversionError naming it, free
         # (the rule of ``agg``: :func:`~dpframe.planning.passes.check_budget`).
         self._front.accountant.charge(budget_of(budget))
-        plan = self._query.plan(budget)
+        try:
+            plan = self._query.plan(budget)
+        except DPFrameError:
+            raise
+        except Exception as e:      # the family's plan sees public values only: its message may be quoted
+            raise PluginError(f"the query family of {self.describe()} failed in plan() ({type(e).__name__}: {e})",
+                              argument="budget", fix="plan() raised something other than a dp.DPFrameError: a bug of "
+                              "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
+                              "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
         check_cost(plan, budget_of(budget), self.describe())
         return plan
 

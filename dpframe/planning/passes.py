@@ -123,12 +123,12 @@ def route_measures(state: PlanState) -> PlanState:
             notion = notion if notion in notions or not notions else sorted(notions)[0]  # type: ignore[assignment]
         mech = host.mechanism_for(m.kind, notion, name)
         ctx = _measure_context(state, notion)
-        hook(mech, "validate", mech.validate, m, ctx)
+        _hook(mech, "validate", mech.validate, m, ctx)
         groups.setdefault(mech.name, (mech, []))[1].append(m)
     return state.but(groups=tuple((mech, tuple(ms)) for mech, ms in groups.values()))
 
 
-def hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
+def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
     """``call(*args)``, ``mech``'s hook ``name``: an exception other than a DPFrameError is a PluginError.
 
     A plugin refuses a measure with a :class:`~dpframe.errors.DPFrameError` naming the argument; any other
@@ -137,7 +137,7 @@ def hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
 
     Example:
         >>> from dpframe_aggregates import AggregateMechanism
-        >>> hook(AggregateMechanism(), "parts", {}.__getitem__, "x")
+        >>> _hook(AggregateMechanism(), "parts", {}.__getitem__, "x")
         Traceback (most recent call last):
         ...
         dpframe.errors.PluginError: mechanism: mechanism 'aggregates' failed in parts() (KeyError: 'x')...
@@ -156,7 +156,7 @@ def hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
 
 def _parts(mech: Mechanism, measures: Sequence[Measure], ctx: MeasureContext) -> int:
     """``mech.parts(measures, ctx)``, checked: a whole number ≥ 1, else a PluginError naming ``parts()``."""
-    n: object = hook(mech, "parts", mech.parts, measures, ctx)
+    n: object = _hook(mech, "parts", mech.parts, measures, ctx)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise PluginError(f"mechanism {mech.name!r} asked for {n!r} budget parts in parts()", argument="mechanism",
                           fix="parts() must return an int ≥ 1 (how many equal parts of the budget the plan needs): "
@@ -234,7 +234,7 @@ def plan_selection(state: PlanState) -> PlanState:
     share = make(state.budget.notion, state.part, state.delta)
     ctx = _measure_context(state)
     measures = (Measure("partition_selection"),)
-    return state.but(selection=_planned(mech, hook(mech, "plan", mech.plan, measures, ctx, share)))
+    return state.but(selection=_planned(mech, _hook(mech, "plan", mech.plan, measures, ctx, share)))
 
 
 def plan_mechanisms(state: PlanState) -> PlanState:
@@ -253,7 +253,7 @@ def plan_mechanisms(state: PlanState) -> PlanState:
 
     def plan(mech: Mechanism, measures: tuple[Measure, ...], share: Budget) -> MechanismPlan:
         # ``measures`` a tuple: a plan that emptied a list it was given released nothing and was charged
-        return _planned(mech, hook(mech, "plan", mech.plan, measures, ctx, share))
+        return _planned(mech, _hook(mech, "plan", mech.plan, measures, ctx, share))
     plans = tuple(plan(mech, ms, make(notion, state.part * n)) for (mech, ms), n in zip(state.groups, state.parts))
     return state.but(plans=plans)
 

@@ -213,11 +213,14 @@ class RowsQuery:
     def __init__(self, source: Source, over: bool) -> None:
         self.source, self.over = source, over
 
+    def epsilon_of(self, budget: Any) -> Fraction:
+        return Fraction(budget.epsilon)     # the author forgot ZCDP budgets: an AttributeError on dp.ZCDP
+
     def describe(self) -> str:
         return "rows()"
 
     def plan(self, budget: Any) -> FamilyPlan[int]:
-        cost = make("pure", budget.epsilon * 10) if self.over else budget
+        cost = make("pure", self.epsilon_of(budget) * 10) if self.over else budget
         noise = Noise.calibrate(Fraction(self.source.unit.max_rows), cost)
 
         def run(reader: Any, rng: RandomSource) -> int:
@@ -265,3 +268,37 @@ def test_soundness_family_cost_above_the_query_budget_is_refused(rows_families: 
     err = refused_free(sess, lambda: q.collect(dp.PureDP(1)))
     assert isinstance(err, dp.PluginError) and "rows()" in str(err) and "more than the query's" in str(err)
     refused_free(sess, lambda: q.explain(dp.PureDP(1)))
+
+
+@pytest.mark.parametrize("sql", ["SELECT COUNT_OK(x) AS n FROM t",
+                                 "SELECT city, COUNT(*) AS n, COUNT_OK(CLAMP(x, 0, 12)) FROM t GROUP BY city",
+                                 "SELECT city, COUNT(*) AS n FROM t GROUP BY city HAVING count_ok(x) > 3"])
+def test_sql_names_an_unknown_aggregate_and_the_method_chain(sql: str) -> None:
+    """A plugin author tries the new measure in SQL (``docs/sql.md`` says SQL goes through "the same mechanism
+    plugins"); SQL reaches only its listed aggregates. The refusal said "the raw column 'x' would be released":
+    now it names the function, says what SQL supports and how to reach a plugin's kind (``dp.measure``)."""
+    sess = session(Count())
+    with pytest.raises(dp.PlanError) as info:
+        sess.sql(sql).explain(dp.PureDP(1))
+    text = str(info.value)
+    assert info.value.argument == "sql" and "COUNT_OK" in text.upper() and "raw column" not in text
+    assert info.value.fix is not None and "dp.measure(" in info.value.fix and "COUNT(*)" in info.value.fix
+
+
+def test_sql_a_duckdb_aggregate_named_like_a_plugin_kind_points_to_the_method_chain() -> None:
+    """``HISTOGRAM`` is a DuckDB aggregate and the example plugin's kind: the refusal listed SQL's aggregates only."""
+    sess = session(Count())
+    with pytest.raises(dp.PlanError) as info:
+        sess.sql("SELECT HISTOGRAM(x) FROM t").explain(dp.PureDP(1))
+    assert info.value.fix is not None and "dp.measure('histogram'" in info.value.fix
+
+
+def test_a_family_plan_failing_with_a_foreign_error_names_the_family(rows_families: Any) -> None:
+    """The author's family read ``budget.epsilon`` of a ``dp.ZCDP`` query budget: a raw AttributeError from
+    ``cost()``. Now a PluginError (nothing charged) naming the query and ``plan()``, as for a mechanism's hooks."""
+    sess = session(total=dp.ZCDP(5))
+    q = sess.table("t").rows_over_r50d()
+    with pytest.raises(dp.PluginError) as info:
+        q.collect(dp.ZCDP(Fraction(1, 10)))
+    assert "rows()" in str(info.value) and "plan()" in str(info.value) and "AttributeError" in str(info.value)
+    assert sess.spent() == make("zcdp", Fraction(0))
