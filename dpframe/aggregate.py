@@ -59,14 +59,18 @@ def dry_run(plan: PhysicalPlan) -> None:
     for p in ([plan.selection] if plan.selection else []) + plan.plans:
         zeros = {s.key: _empty_lists(1) if s.kind in LIST_KINDS else np.zeros(1, dtype=np.int64)
                  for s in p.statistics}
+        fix = (f"release(stats, rng) must return {{column: array}} with exactly the plan's output_names() (its "
+               f"outputs, or one per measure), one value per group: a bug of the plugin that registers "
+               f"{p.mechanism!r} (see `dpframe plugins`); report it to its authors")
         try:
             released = p.release(zeros, SeededRandomSource(0))
         except Exception as e:
-            raise PluginError(f"mechanism {p.mechanism!r} fails on empty statistics ({type(e).__name__}: {e})",
-                              argument="mechanism", fix="this is a plugin bug: report it") from e
-        if set(released) != set(p.output_names()):
-            raise PluginError(f"mechanism {p.mechanism!r} releases {sorted(released)}, declared "
-                              f"{sorted(p.output_names())}", argument="mechanism", fix="this is a plugin bug")
+            raise PluginError(f"mechanism {p.mechanism!r} failed in release() on all-zero statistics, before the "
+                              f"charge ({type(e).__name__}: {e})", argument="mechanism", fix=fix) from e
+        names = sorted(released) if isinstance(released, Mapping) else type(released).__name__
+        if names != sorted(p.output_names()):
+            raise PluginError(f"mechanism {p.mechanism!r} returned {names} from release(), but its plan's "
+                              f"output_names() are {sorted(p.output_names())}", argument="mechanism", fix=fix)
 
 
 def mechanisms(plan: PhysicalPlan) -> str:

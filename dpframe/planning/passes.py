@@ -273,7 +273,12 @@ def _planned(mech: Mechanism, plan: object) -> MechanismPlan:
 
 
 def check_plugin_costs(state: PlanState) -> PlanState:
-    """A mechanism's cost is in its share's notion, without δ (a plugin bug otherwise).
+    """A mechanism's cost: its share's notion, no δ, positive, at most the share, at least its declared noise.
+
+    Otherwise a plugin bug (a PluginError, free); the declared noise is the :class:`~dpframe.mechanism.Noise` in
+    the plan's ``noise``, their costs added up. The engine charges the cost a plan reports; these are the lies it
+    can see. One it cannot (noise weaker than declared, randomness not from ``rng``) is the conformance suite's and
+    the audit's to catch.
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()

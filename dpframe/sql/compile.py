@@ -142,7 +142,9 @@ class Compiler:
             if subquery and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
                 raise self.error(_first(part, "SUBQUERY"), "subqueries in SELECT/HAVING/ORDER BY are not supported",
                                  "send them as separate queries")
-        unknown = _first_unknown_function([*items, node.get("having"), *[o["expression"] for o in orders]])
+        unknown = None
+        if self.parsed.kinds is None or _unknown_names(self.parsed.kinds):   # walk only when a name is unknown
+            unknown = _first_unknown_function([*items, node.get("having"), *[o["expression"] for o in orders]])
         if unknown is not None:
             name = str(unknown["function_name"]).upper()
             raise self.error(unknown, f"{name}() is neither one of dpframe's SQL aggregates nor a DuckDB function",
@@ -432,6 +434,19 @@ def _first(node: Any, cls: str) -> Json | None:
 
 _DPFRAME_FUNCTIONS = frozenset({"clamp", "top_k"})
 """Functions dpframe's SQL reads itself that DuckDB does not have (``CLAMP`` bounds, ``TOP_K``)."""
+
+
+def _unknown_names(kinds: frozenset[str]) -> frozenset[str]:
+    """The function names among a statement's node kinds (``"fn:<name>"``) that neither DuckDB nor dpframe knows.
+
+    Example:
+        >>> sorted(_unknown_names(frozenset({"fn:count_star", "fn:clamp", "fn:my_mean", "COLUMN_REF"})))
+        ['my_mean']
+
+    """
+    known = function_types()
+    return frozenset(k[3:] for k in kinds if k.startswith("fn:") and k[3:] not in known
+                     and k[3:] not in _DPFRAME_FUNCTIONS)
 
 
 def _first_unknown_function(parts: list[Any]) -> Json | None:

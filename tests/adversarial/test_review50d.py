@@ -302,3 +302,34 @@ def test_a_family_plan_failing_with_a_foreign_error_names_the_family(rows_famili
         q.collect(dp.ZCDP(Fraction(1, 10)))
     assert "rows()" in str(info.value) and "plan()" in str(info.value) and "AttributeError" in str(info.value)
     assert sess.spent() == make("zcdp", Fraction(0))
+
+
+@dataclass
+class WrongOutputsPlan(CountPlan):
+    def output_names(self) -> tuple[str, ...]:
+        return ("declared_only",)
+
+
+class WrongOutputs(Count):
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
+        return WrongOutputsPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
+                                count_noise=noise)
+
+
+class FailsOnZeros(Count):
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        plan = super().plan(measures, ctx, share)
+        plan.count_noise = None                # release() then fails on any statistics, zeros included
+        return plan
+
+
+@pytest.mark.parametrize(("mechanism", "says"), [(WrongOutputs("wrong_outputs"), "output_names()"),
+                                                 (FailsOnZeros("fails_on_zeros"), "AssertionError")])
+def test_the_dry_run_names_release_and_what_it_must_return(mechanism: Count, says: str) -> None:
+    """The dry run before the charge refused these with "this is a plugin bug": now it names ``release()`` and
+    what it must return."""
+    sess = session(mechanism)
+    err = refused_free(sess, lambda: sess.table("t").agg(dp.measure(mechanism.name)).collect(dp.PureDP(1)))
+    assert isinstance(err, dp.PluginError) and "release()" in str(err) and says in str(err)
+    assert err.fix is not None and "output_names()" in err.fix
