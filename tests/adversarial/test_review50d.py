@@ -333,3 +333,49 @@ def test_the_dry_run_names_release_and_what_it_must_return(mechanism: Count, say
     err = refused_free(sess, lambda: sess.table("t").agg(dp.measure(mechanism.name)).collect(dp.PureDP(1)))
     assert isinstance(err, dp.PluginError) and "release()" in str(err) and says in str(err)
     assert err.fix is not None and "output_names()" in err.fix
+
+
+class _Named(Count):
+    def __init__(self, name: str, handles: Any, notions: Any) -> None:
+        super().__init__()
+        self.name, self.handles, self.notions = name, handles, notions
+
+
+@pytest.mark.parametrize(("handles", "notions", "says"), [
+    (frozenset({"kind_r50d"}), frozenset({"puree"}), "'puree'"),       # a typo: routed nowhere, said the budget
+    (frozenset({"kind_r50d"}), "pure", "notions"),                     # a str: "zcdp" in "pure" is False by luck
+    ("kind_r50d", frozenset({"pure"}), "handles"),                     # a str: 'k' in handles would route
+    (frozenset(), frozenset({"pure"}), "handles"),
+])
+def test_a_mechanism_declaring_unknown_notions_or_kinds_is_refused_when_registered(handles: Any, notions: Any,
+                                                                                   says: str) -> None:
+    """``notions = frozenset({"puree"})`` registered, then every query said "give the query a budget of a notion
+    listed there"; a ``str`` for ``handles`` or ``notions`` registered and matched by substring. The registration
+    now refuses them, naming the hook and the attribute."""
+    class Hooks:
+        @dp.hookimpl
+        def dpframe_mechanisms(self, register: Any) -> None:
+            register(_Named("named_r50d", handles, notions))
+    host = plugin_host()
+    try:
+        with pytest.raises(dp.PluginError) as info:
+            host.register(Hooks(), name="named_r50d")
+            dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(1))
+    finally:
+        if "named_r50d" in [p.name for p in host.describe()]:
+            host.unregister("named_r50d")
+    assert info.value.argument == "dpframe_mechanisms" and says in str(info.value)
+    assert info.value.fix is not None and "frozenset" in info.value.fix
+
+
+def test_a_misspelt_hook_is_refused_with_every_hook_name() -> None:
+    """``dpframe_query_family`` (for ``dpframe_query_families``) was refused with a fix listing four of the six
+    hooks, leaving out the one the author meant."""
+    class Hooks:
+        @dp.hookimpl
+        def dpframe_query_family(self, register: Any) -> None:
+            register(Rows(False))
+    with pytest.raises(dp.PluginError) as info:
+        plugin_host().register(Hooks(), name="misspelt_r50d")
+    assert info.value.fix is not None
+    assert all(hook in info.value.fix for hook in ("dpframe_query_families", "dpframe_audits", "dpframe_methods"))
