@@ -30,14 +30,15 @@ import polars as pl
 
 from dpframe.accuracy import level
 from dpframe.backends.base import StatisticsRequest
-from dpframe.errors import PlanError, PluginError
+from dpframe.errors import DPFrameError, PlanError, PluginError
 from dpframe.explain import explain_aggregate
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import Measure
-from dpframe.mechanism import LIST_KINDS, Statistic, statistic_values
+from dpframe.mechanism import LIST_KINDS, MechanismPlan, Statistic, statistic_values
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plan.nodes import Aggregate
 from dpframe.planning import PhysicalPlan, plan_query, validate_measures, with_intervals
+from dpframe.release import PluginFailure
 from dpframe.tuning.diagnostics import counted
 from dpframe.tuning.stage import check_auto, plan_staged, staged, stand_in
 
@@ -58,14 +59,18 @@ def dry_run(plan: PhysicalPlan) -> None:
     for p in ([plan.selection] if plan.selection else []) + plan.plans:
         zeros = {s.key: _empty_lists(1) if s.kind in LIST_KINDS else np.zeros(1, dtype=np.int64)
                  for s in p.statistics}
+        fix = (f"release(stats, rng) must return {{column: array}} with exactly the plan's output_names() (its "
+               f"outputs, or one per measure), one value per group: a bug of the plugin that registers "
+               f"{p.mechanism!r} (see `dpframe plugins`); report it to its authors")
         try:
             released = p.release(zeros, SeededRandomSource(0))
         except Exception as e:
-            raise PluginError(f"mechanism {p.mechanism!r} fails on empty statistics ({type(e).__name__}: {e})",
-                              argument="mechanism", fix="this is a plugin bug: report it") from e
-        if set(released) != set(p.output_names()):
-            raise PluginError(f"mechanism {p.mechanism!r} releases {sorted(released)}, declared "
-                              f"{sorted(p.output_names())}", argument="mechanism", fix="this is a plugin bug")
+            raise PluginError(f"mechanism {p.mechanism!r} failed in release() on all-zero statistics, before the "
+                              f"charge ({type(e).__name__}: {e})", argument="mechanism", fix=fix) from e
+        names = sorted(released) if isinstance(released, Mapping) else type(released).__name__
+        if names != sorted(p.output_names()):
+            raise PluginError(f"mechanism {p.mechanism!r} returned {names} from release(), but its plan's "
+                              f"output_names() are {sorted(p.output_names())}", argument="mechanism", fix=fix)
 
 
 def mechanisms(plan: PhysicalPlan) -> str:
@@ -85,15 +90,41 @@ def run_aggregate(reader: PrivateReader, node: Aggregate, plan: PhysicalPlan, rn
         return statistic_values(stats[stat.key], lambda: _whole_codes(reader, request, stat, keep))
     if plan.selection is not None:     # partition selection reads its own statistics, before any filter
         inputs = {s.key: values(s) for s in plan.selection.statistics}
-        keep = pl.Series(np.asarray(plan.selection.release(inputs, rng)["__keep"], dtype=bool))
+        kept = released_by(plan.selection, inputs, rng, stats.height, ("__keep",))
+        keep = pl.Series(np.asarray(kept["__keep"], dtype=bool))
         stats = stats.filter(keep)
     columns: dict[str, Any] = {c: stats[c] for c in node.by}
     for p in plan.plans:
-        released = p.release({s.key: values(s) for s in p.statistics}, rng)
-        if set(released) != set(p.output_names()) or set(released) & set(columns):
-            raise RuntimeError(f"mechanism {p.mechanism} released unexpected columns")  # plugin bug
+        released = released_by(p, {s.key: values(s) for s in p.statistics}, rng, stats.height)
+        if set(released) & set(columns):      # planning checked the declared names: an engine bug
+            raise RuntimeError("two mechanisms released one column")
         columns.update({name: pl.Series(name, values) for name, values in released.items()})
     return pl.DataFrame(columns)
+
+
+def released_by(plan: MechanismPlan, inputs: Mapping[str, Any], rng: RandomSource, groups: int,
+                outputs: Sequence[str] | None = None) -> Mapping[str, Any]:
+    """``plan.release(inputs, rng)``, checked: the declared columns (or ``outputs``), one value per group each.
+
+    A failure of the plugin's ``release`` (or a result that breaks the contract) is a
+    :class:`~dpframe.release.PluginFailure` naming the mechanism and ``release``, with the error's type only (its
+    message could quote private values). A :class:`~dpframe.errors.DPFrameError` passes through: the engine's own
+    (a partial ``sorted`` statistic completing itself reads the table again).
+    """
+    failure = None
+    try:
+        released = plan.release(inputs, rng)
+        if not isinstance(released, Mapping) or set(released) != set(outputs or plan.output_names()):
+            failure = "undeclared columns"
+        elif any(len(v) != groups for v in released.values()):
+            failure = "not one value per group in each column"
+    except (KeyboardInterrupt, SystemExit, DPFrameError):
+        raise
+    except BaseException as e:   # noqa: BLE001 — PanicException too
+        failure = type(e).__name__
+    if failure is not None:      # raised outside the except block: the plugin's exception is not kept
+        raise PluginFailure("mechanism", plan.mechanism, "release", failure)
+    return released
 
 
 def _whole_codes(reader: PrivateReader, request: StatisticsRequest, stat: Statistic, keep: pl.Series | None) -> Any:

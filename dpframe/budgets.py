@@ -217,6 +217,38 @@ def make(notion: Notion, first: Fraction, delta: Fraction = Fraction(0)) -> Budg
     return _raw(ZCDP, rho=first, delta=delta)
 
 
+def divide(share: Budget, parts: int) -> Budget:
+    """``share`` in ``parts`` equal parts: one part, every coordinate (ε or ρ, and δ) divided by ``parts``.
+
+    For a mechanism plugin that adds several noises within the share its ``plan`` received: calibrate each
+    noise to one part (``Noise.calibrate(sensitivity, divide(share, 2))``), and the parts add up to the share
+    by basic composition (pure ε, (ε, δ)) or zCDP composition (ρ).
+
+    Example:
+        >>> divide(PureDP(1), 4), divide(ZCDP(0.5), 2)
+        (PureDP(epsilon=1/4), ZCDP(rho=1/4))
+        >>> divide(ApproxDP(1, 1e-6), 2)
+        ApproxDP(epsilon=1/2, delta=5e-07)
+        >>> divide(PureDP(1), 0)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: parts: expected a whole number ≥ 1, got 0. Fix: ...
+
+    """
+    if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or parts < 1:
+        raise BudgetError(f"expected a whole number ≥ 1, got {parts!r}", argument="parts",
+                          fix="divide a share into as many equal parts as the noises it pays for: divide(share, 2)")
+    if not isinstance(share, PureDP | ApproxDP | ZCDP):
+        raise BudgetError(f"expected dp.PureDP, dp.ApproxDP or dp.ZCDP, got {share!r}", argument="share",
+                          fix="pass the share a mechanism's plan() received")
+    n = int(parts)
+    if isinstance(share, PureDP):
+        return make("pure", share.epsilon / n)
+    if isinstance(share, ApproxDP):
+        return make("approx", share.epsilon / n, share.delta / n)
+    return make("zcdp", share.rho / n, share.delta / n)
+
+
 def zero(notion: Notion) -> Budget:
     """The zero budget of a notion (what a fresh session has spent)."""
     return make(notion, Fraction(0))

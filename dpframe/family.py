@@ -50,13 +50,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 import polars as pl
 
 from dpframe.backends.base import check_kinds, kinds_refusal
-from dpframe.budgets import Budget, describe
+from dpframe.budgets import Budget, convert, describe
 from dpframe.display import Explanation, query_html
-from dpframe.errors import BudgetError, PlanError
+from dpframe.errors import BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.planning.passes import budget_of
+from dpframe.planning.state import first
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
@@ -301,7 +302,17 @@ class Releasable(Sealed, Generic[R]):
         # drop), or a zCDP budget in an (ε, δ) ``basic`` session, is a BudgetConversionError naming it, free
         # (the rule of ``agg``: :func:`~dpframe.planning.passes.check_budget`).
         self._front.accountant.charge(budget_of(budget))
-        return self._query.plan(budget)
+        try:
+            plan = self._query.plan(budget)
+        except DPFrameError:
+            raise
+        except Exception as e:      # the family's plan sees public values only: its message may be quoted
+            raise PluginError(f"the query family of {self.describe()} failed in plan() ({type(e).__name__}: {e})",
+                              argument="budget", fix="plan() raised something other than a dp.DPFrameError: a bug of "
+                              "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
+                              "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
+        check_cost(plan, budget_of(budget), self.describe())
+        return plan
 
     def plan(self, budget: object = None) -> Any:
         """The family's own plan for ``budget`` (mechanisms, shares, cost). Free."""
@@ -364,6 +375,33 @@ class Releasable(Sealed, Generic[R]):
                           "and releases")
 
 
+def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
+    """A PluginError (nothing charged) when a family's ``plan`` costs more than the query's ``budget``.
+
+    ``agg`` refuses its mechanisms' total above the query's budget as a plugin bug; every family gets the same
+    check. The cost is compared in the budget's notion where it converts soundly (pure ε to ρ = ε²/2 or (ε, 0));
+    a cost that does not convert is left to the accountant, which refuses what the session cannot hold.
+
+    Example:
+        >>> import dpframe as dp
+        >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(2), dp.PureDP(2), "m", Explain("t"), print)
+        >>> check_cost(plan, dp.PureDP(1), "mine()")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: budget: the plan of mine() costs ε=2, more than the query's ε=1...
+
+    """
+    try:
+        cost = convert(plan.cost, budget.notion)
+    except BudgetError:
+        return
+    if first(cost) > first(budget) or getattr(cost, "delta", 0) > getattr(budget, "delta", 0):
+        raise PluginError(f"the plan of {what} costs {describe(cost)}, more than the query's {describe(budget)}",
+                          argument="budget", fix="this is a query family plugin bug: a plan's cost is at most the "
+                          "budget it was given; report it to the authors of the plugin that registers it (see "
+                          "`dpframe plugins`)")
+
+
 def check_format(format: object) -> None:
     """``explain(format=...)`` is ``"text"`` or ``"json"``; a PlanError otherwise."""
     if not isinstance(format, str) or format not in ("text", "json"):
@@ -415,4 +453,4 @@ def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, ch
 
 
 __all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
-           "Source", "check_format", "needs_budget", "render", "render_explain"]
+           "Source", "check_cost", "check_format", "needs_budget", "render", "render_explain"]

@@ -51,6 +51,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class PluginFailure(Exception):
+    """A registered plugin's hook failed inside a release (engine-raised): the guard reports whose hook it was.
+
+    It holds public facts only (the plugin's registered name, the hook, the type of what the hook raised), never
+    the hook's exception or its message, which could quote private values. :meth:`ReleaseContext.guarded` turns
+    it into the :class:`~dpframe.errors.DPFrameError` the caller sees, naming the plugin.
+
+    Example:
+        >>> str(PluginFailure("mechanism", "histogram", "release", "ValueError"))
+        "mechanism 'histogram' failed in release() (ValueError)"
+
+    """
+
+    def __init__(self, what: str, name: str, hook: str, failure: str) -> None:
+        super().__init__(f"{what} {name!r} failed in {hook}() ({failure})")
+        self.what, self.name, self.hook, self.failure = what, name, hook, failure
+
+
 class PrivateReader:
     """Exact, contribution-bounded statistics of the private tables, valid only inside one open reservation.
 
@@ -253,15 +271,23 @@ class ReleaseContext:
         re-raised as they are, after the charge is marked failed; everything else becomes a
         :class:`DPFrameError` naming only its type.
         """
-        failure = None
+        failure, plugin = None, None
         try:
             with numpy_quiet():
                 result = run()
         except (KeyboardInterrupt, SystemExit):
             self._ledger.fail(charge, "interrupted")
             raise
+        except PluginFailure as e:   # a plugin's hook, named by the engine (public facts only)
+            failure, plugin = e.failure, e
         except BaseException as e:   # noqa: BLE001 — PanicException too
             failure = type(e).__name__
+        if plugin is not None:
+            self._ledger.fail(charge, plugin.failure)
+            raise DPFrameError(f"the query failed while running: {plugin}; its cost stays charged", argument="query",
+                               fix=f"a bug of the plugin that registers {plugin.name!r} (see `dpframe plugins`): "
+                                   "report it to its authors; only the error's type is kept (its message could quote "
+                                   "private values): reproduce it in a seeded test session on the plugin's own data")
         if failure is not None:
             # Raised outside the except block so the engine's exception (whose message may quote
             # private values) is neither chained nor kept as __context__: only its type name survives.

@@ -10,19 +10,23 @@ first ones only, so it can never disagree with planning. The examples start from
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any, TypeVar
 
 from dpframe.accounting.accountants import Accountant, plan_curves
 from dpframe.accounting.curve import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make, up
-from dpframe.errors import BudgetError, PlanError, PluginError
+from dpframe.errors import BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan
-from dpframe.mechanism.deferred import DeferredTuple
+from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
+from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
 from dpframe.plan.nodes import Node
 from dpframe.plan.sample import Sample
 from dpframe.planning.state import PhysicalPlan, PlanState, first
+
+T = TypeVar("T")
 
 #: Largest ε (or ρ) of one query: noise is calibrated in floats, and its scale (Δ/ε) must not underflow.
 MAX_QUERY_BUDGET = Fraction(10**300)
@@ -118,9 +122,46 @@ def route_measures(state: PlanState) -> PlanState:
                        for n in mech.notions}
             notion = notion if notion in notions or not notions else sorted(notions)[0]  # type: ignore[assignment]
         mech = host.mechanism_for(m.kind, notion, name)
-        mech.validate(m, _measure_context(state, notion))
+        ctx = _measure_context(state, notion)
+        _hook(mech, "validate", mech.validate, m, ctx)
         groups.setdefault(mech.name, (mech, []))[1].append(m)
     return state.but(groups=tuple((mech, tuple(ms)) for mech, ms in groups.values()))
+
+
+def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, ``mech``'s hook ``name``: an exception other than a DPFrameError is a PluginError.
+
+    A plugin refuses a measure with a :class:`~dpframe.errors.DPFrameError` naming the argument; any other
+    exception (a ``KeyError``, an ``AttributeError``) is a bug of the plugin, named as such, with its hook. The
+    hooks receive public values only (measures, the context, the share), so the message may quote the error's.
+
+    Example:
+        >>> from dpframe_aggregates import AggregateMechanism
+        >>> _hook(AggregateMechanism(), "parts", {}.__getitem__, "x")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'aggregates' failed in parts() (KeyError: 'x')...
+
+    """
+    try:
+        return call(*args)
+    except DPFrameError:
+        raise
+    except Exception as e:
+        raise PluginError(f"mechanism {mech.name!r} failed in {name}() ({type(e).__name__}: {e})",
+                          argument="mechanism", fix=f"{name}() raised something other than a dp.DPFrameError: a bug "
+                          f"of the plugin that registers {mech.name!r} (see `dpframe plugins`); report it to its "
+                          "authors, or route the measure to another mechanism with mechanism=\"name\"") from e
+
+
+def _parts(mech: Mechanism, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+    """``mech.parts(measures, ctx)``, checked: a whole number ≥ 1, else a PluginError naming ``parts()``."""
+    n: object = _hook(mech, "parts", mech.parts, measures, ctx)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise PluginError(f"mechanism {mech.name!r} asked for {n!r} budget parts in parts()", argument="mechanism",
+                          fix="parts() must return an int ≥ 1 (how many equal parts of the budget the plan needs): "
+                              "a bug of the plugin that registers it; report it to its authors")
+    return int(n)
 
 
 def _measure_context(state: PlanState, notion: str | None = None) -> MeasureContext:
@@ -166,7 +207,7 @@ def split_budget(state: PlanState) -> PlanState:
 
     """
     ctx = _measure_context(state)
-    parts = tuple(mech.parts(ms, ctx) for mech, ms in state.groups)
+    parts = tuple(_parts(mech, ms, ctx) for mech, ms in state.groups)
     total = sum(parts) + (1 if state.select else 0)
     part = first(state.budget) / total
     who = [f"{p} for {mech.name}" for (mech, _), p in zip(state.groups, parts)]
@@ -191,7 +232,9 @@ def plan_selection(state: PlanState) -> PlanState:
     assert state.part is not None
     mech = state.context.plugins.mechanism_for("partition_selection", state.budget.notion)
     share = make(state.budget.notion, state.part, state.delta)
-    return state.but(selection=mech.plan([Measure("partition_selection")], _measure_context(state), share))
+    ctx = _measure_context(state)
+    measures = (Measure("partition_selection"),)
+    return state.but(selection=_planned(mech, _hook(mech, "plan", mech.plan, measures, ctx, share)))
 
 
 def plan_mechanisms(state: PlanState) -> PlanState:
@@ -206,13 +249,36 @@ def plan_mechanisms(state: PlanState) -> PlanState:
     """
     assert state.part is not None and state.notion is not None
     ctx = _measure_context(state)
-    plans = tuple(mech.plan(list(ms), ctx, make(state.notion, state.part * n))
-                  for (mech, ms), n in zip(state.groups, state.parts))
+    notion = state.notion
+
+    def plan(mech: Mechanism, measures: tuple[Measure, ...], share: Budget) -> MechanismPlan:
+        # ``measures`` a tuple: a plan that emptied a list it was given released nothing and was charged
+        return _planned(mech, _hook(mech, "plan", mech.plan, measures, ctx, share))
+    plans = tuple(plan(mech, ms, make(notion, state.part * n)) for (mech, ms), n in zip(state.groups, state.parts))
     return state.but(plans=plans)
 
 
+def _planned(mech: Mechanism, plan: object) -> MechanismPlan:
+    """``plan`` if ``mech.plan`` returned a MechanismPlan whose cost is a dp budget, else a PluginError."""
+    if not isinstance(plan, MechanismPlan):
+        raise PluginError(f"mechanism {mech.name!r} returned a {type(plan).__name__} from plan()", argument="mechanism",
+                          fix="plan() must return a dpframe.mechanism.MechanismPlan (a subclass overriding release): "
+                              "a bug of the plugin that registers it; report it to its authors")
+    if not isinstance(plan.cost, PureDP | ApproxDP | ZCDP):
+        raise PluginError(f"mechanism {mech.name!r} returned a plan from plan() whose cost is a "
+                          f"{type(plan.cost).__name__}", argument="mechanism",
+                          fix="a plan's cost is a budget in its share's notion (e.g. noise.cost()): a bug of the "
+                              "plugin that registers it; report it to its authors")
+    return plan
+
+
 def check_plugin_costs(state: PlanState) -> PlanState:
-    """A mechanism's cost is in its share's notion, without δ (a plugin bug otherwise).
+    """A mechanism's cost: its share's notion, no δ, positive, at most the share, at least its declared noise.
+
+    Otherwise a plugin bug (a PluginError, free); the declared noise is the :class:`~dpframe.mechanism.Noise` in
+    the plan's ``noise``, their costs added up. The engine charges the cost a plan reports; these are the lies it
+    can see. One it cannot (noise weaker than declared, randomness not from ``rng``) is the conformance suite's and
+    the audit's to catch.
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
@@ -221,11 +287,41 @@ def check_plugin_costs(state: PlanState) -> PlanState:
         PureDP(epsilon=3/4)
 
     """
-    for p in state.plans:
+    assert state.part is not None
+    for p, n in zip(state.plans, state.parts):
         if p.cost.notion != state.notion or getattr(p.cost, "delta", Fraction(0)) != 0:
             raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {state.notion} share",
                               argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
+        share = state.part * n
+        cost = first(p.cost)
+        if not 0 < cost <= share:
+            raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(state.notion)}={cost} for "
+                              f"a share of {share}", argument="mechanism",
+                              fix="a plan's cost is positive and at most its share (equal to it when every noise is "
+                                  "calibrated to the share): a bug of the plugin that registers it; report it")
+        declared = _declared(p, state.notion)
+        if declared > cost:
+            raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(state.notion)}={cost}, below "
+                              f"what the noise its plan declares costs ({declared})", argument="mechanism",
+                              fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
+                                  "the plugin that registers it; report it to its authors")
     return state
+
+
+def _coordinate(notion: str | None) -> str:
+    return "ρ" if notion == "zcdp" else "ε"
+
+
+def _declared(plan: MechanismPlan, notion: str | None) -> Fraction:
+    """What the :class:`~dpframe.mechanism.Noise` a plan declares costs in ``notion`` (ε or ρ, added up).
+
+    The engine's own plans build their noise table on first read (:class:`DeferredMapping`); one not built yet is
+    not built here (a plain ``collect`` never reads it, and the conformance suite checks those plans).
+    """
+    if isinstance(plan.noise, DeferredMapping) and not plan.noise.built:
+        return Fraction(0)
+    costs = [n.cost() for n in plan.noise.values() if isinstance(n, Noise)]
+    return sum((first(c) for c in costs if c.notion == notion), Fraction(0))
 
 
 def check_output_names(state: PlanState) -> PlanState:

@@ -99,8 +99,9 @@ class PluginHost(Sealed):
             self.pm.check_pending()
         except pluggy.PluginValidationError as e:
             raise PluginError(f"plugin {self.pm.get_name(e.plugin)!r}: {e}", argument="hookimpl",
-                              fix="hooks are dpframe_mechanisms, dpframe_accountants, dpframe_backends and "
-                                  "dpframe_methods (see docs/plugins.md)") from None
+                              fix="hooks are dpframe_mechanisms, dpframe_accountants, dpframe_backends, "
+                                  "dpframe_query_families, dpframe_methods and dpframe_audits (see docs/plugins.md)"
+                              ) from None
 
     def register(self, plugin: object, name: str) -> None:
         """Register a plugin object in this process (e.g. a module with ``@dpframe.hookimpl`` functions)."""
@@ -257,6 +258,38 @@ class PluginHost(Sealed):
         return rows
 
 
+NOTIONS = frozenset({"pure", "zcdp", "approx"})
+"""The share notions a mechanism may declare (``approx``: partition selection's (ε, δ) share)."""
+
+
+def _check_declared(plugin: str, item: Any) -> None:
+    """A PluginError naming ``dpframe_mechanisms`` unless ``handles`` and ``notions`` are well-formed frozensets.
+
+    ``handles``: a non-empty frozenset of kind names; ``notions``: a non-empty frozenset of :data:`NOTIONS`. A
+    ``str`` was routed by substring (``"zcdp" in "pure"``), and a misspelt notion routed nowhere.
+
+    Example:
+        >>> class Mine:
+        ...     name, handles, notions = "mine", frozenset({"my_kind"}), frozenset({"puree"})
+        >>> _check_declared("mine", Mine())
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: dpframe_mechanisms: plugin 'mine': mechanism 'mine' declares notions ['puree']...
+
+    """
+    fix = ('declare handles = frozenset({"<kind>", ...}) (the kinds of dp.measure(kind, ...)) and notions = '
+           'frozenset({"pure", "zcdp"}) (the share notions its plan() calibrates to)')
+    for attribute in ("handles", "notions"):
+        value = getattr(item, attribute)
+        if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) and v for v in value):
+            raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares {attribute} = {value!r}",
+                              argument="dpframe_mechanisms", fix=fix)
+    unknown = sorted(item.notions - NOTIONS)
+    if unknown:
+        raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares notions {unknown}, not among "
+                          f"{sorted(NOTIONS)}", argument="dpframe_mechanisms", fix=fix)
+
+
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
     """The ``register`` callback ``plugin`` gets in ``hook``."""
     def mechanism(item: Any, /, *, replaces: str | None = None) -> None:
@@ -264,6 +297,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
             raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a Mechanism",
                               argument="dpframe_mechanisms",
                               fix="give it name, handles, notions, validate(), parts() and plan()")
+        _check_declared(plugin, item)
         found.mechanisms.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def factory(registry: Registry[Any]) -> Callable[..., None]:

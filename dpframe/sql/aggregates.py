@@ -195,7 +195,9 @@ def parse_call(node: Json) -> tuple[str, Json | None, tuple[int | float, int | f
         inner, bounds = bounds_of(value)
         return "quantile", inner, bounds, {"q": q, "median": name == "median"}
     raise PlanError(f"the aggregate {name.upper()}() is not supported", argument="sql",
-                    fix=_HINTS.get(name, f"supported aggregates: {SUPPORTED}"))
+                    fix=_HINTS.get(name, f"supported aggregates: {SUPPORTED}; a measure kind a plugin adds (such as "
+                                         f"'{name}') is used from the method chain: "
+                                         f"sess.table(...).agg(dp.measure('{name}', column, ...))"))
 
 
 def make_measure(kind: str, column: str | None, bounds: Any, options: dict[str, Any]) -> Measure:

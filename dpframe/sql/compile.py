@@ -31,7 +31,7 @@ from dpframe.errors import BoundsError, DPFrameError, PlanError, SchemaError
 from dpframe.frame import _public_keys
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Aggregate, Node
-from dpframe.sql.aggregates import contains, is_aggregate, make_measure, parse_call
+from dpframe.sql.aggregates import SUPPORTED, contains, is_aggregate, make_measure, parse_call
 from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
 from dpframe.sql.lower import Lowering
@@ -46,7 +46,7 @@ from dpframe.sql.parse import (
     set_operation_fragment,
 )
 from dpframe.sql.post import PostProcess, build_post
-from dpframe.sql.sandbox import Json, render_expression
+from dpframe.sql.sandbox import Json, function_types, render_expression
 from dpframe.sql.scope import Column, Scope
 
 _NO_AGG = ("every output column must be an aggregate (COUNT, SUM, AVG, ...) or a GROUP BY key: "
@@ -142,6 +142,15 @@ class Compiler:
             if subquery and contains(part, lambda n: isinstance(n, dict) and n.get("class") == "SUBQUERY"):
                 raise self.error(_first(part, "SUBQUERY"), "subqueries in SELECT/HAVING/ORDER BY are not supported",
                                  "send them as separate queries")
+        unknown = None
+        if self.parsed.kinds is None or _unknown_names(self.parsed.kinds):   # walk only when a name is unknown
+            unknown = _first_unknown_function([*items, node.get("having"), *[o["expression"] for o in orders]])
+        if unknown is not None:
+            name = str(unknown["function_name"]).upper()
+            raise self.error(unknown, f"{name}() is neither one of dpframe's SQL aggregates nor a DuckDB function",
+                             f"the aggregates are {SUPPORTED}; a measure kind a plugin adds is used from the method "
+                             f"chain: sess.table(...).agg(dp.measure('{name.lower()}', column, bounds=...)) "
+                             "(`dpframe plugins` lists the kinds)")
         keys = self.group_keys(node, items, rel.scope)
         calls = self.aggregate_calls([*items, node.get("having"), *[o["expression"] for o in orders]])
         if not calls and not keys:
@@ -420,4 +429,51 @@ def _first(node: Any, cls: str) -> Json | None:
             found = _first(v, cls)
             if found is not None:
                 return found
+    return None
+
+
+_DPFRAME_FUNCTIONS = frozenset({"clamp", "top_k"})
+"""Functions dpframe's SQL reads itself that DuckDB does not have (``CLAMP`` bounds, ``TOP_K``)."""
+
+
+def _unknown_names(kinds: frozenset[str]) -> frozenset[str]:
+    """The function names among a statement's node kinds (``"fn:<name>"``) that neither DuckDB nor dpframe knows.
+
+    Example:
+        >>> sorted(_unknown_names(frozenset({"fn:count_star", "fn:clamp", "fn:my_mean", "COLUMN_REF"})))
+        ['my_mean']
+
+    """
+    known = function_types()
+    return frozenset(k[3:] for k in kinds if k.startswith("fn:") and k[3:] not in known
+                     and k[3:] not in _DPFRAME_FUNCTIONS)
+
+
+def _first_unknown_function(parts: list[Any]) -> Json | None:
+    """The first call in ``parts`` (the output side: SELECT, HAVING, ORDER BY) of a function no one knows.
+
+    Neither a DuckDB function nor one of dpframe's own: e.g. a plugin's measure kind written as an aggregate
+    (``SELECT WINSOR_MEAN(x)``), which the output check would otherwise report as a raw column released.
+
+    Example:
+        >>> from dpframe.sql.sandbox import parse_expression
+        >>> _first_unknown_function([parse_expression("1 + my_mean(x)")])["function_name"]
+        'my_mean'
+        >>> _first_unknown_function([parse_expression("sum(clamp(x, 0, 1))")]) is None
+        True
+
+    """
+    known = function_types()
+    found: list[Json] = []
+
+    def unknown(node: Any) -> bool:
+        if (isinstance(node, dict) and node.get("class") == "FUNCTION" and not node.get("schema")
+                and str(node.get("function_name", "")).lower() not in known
+                and str(node.get("function_name", "")).lower() not in _DPFRAME_FUNCTIONS):
+            found.append(node)
+            return True
+        return False
+    for part in parts:
+        if contains(part, unknown):
+            return found[0]
     return None
