@@ -300,7 +300,7 @@ def query(args: argparse.Namespace) -> None:
             result = q.collect(budget)
         for w in caught:      # a short TOP_K: one line on stderr, like the errors
             if issubclass(w.category, dp.TopKWarning):
-                print(f"dpframe: note: {_line(w.message)}", file=sys.stderr)
+                print(f"dpframe: note: {for_command_line(_line(w.message))}", file=sys.stderr)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         explain_only = getattr(q, "explain_only", False)
