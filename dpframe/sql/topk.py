@@ -127,13 +127,21 @@ class SQLTopKQuery(Releasable[Any]):
         out = inner.extended(lines, {"sql": self.text, "backend": backend, "refused": refused})
         return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object = None) -> pl.DataFrame:
+    def collect(self, budget: object = None, *, ci: object = None, diagnostics: object = False) -> pl.DataFrame:
         """Charge and run: the key set (sorted by key) under the SELECT list's names.
 
         A failed or partial selection returns the keys it released (none for ``TopKFailed``), with the
         full result's columns and dtypes, and warns :class:`dpframe.TopKWarning` (``.outcome``: the typed
         result, ``.outcome.reason``: why, and what to try next). Nothing beyond the query's cost is charged.
+        ``ci`` and ``diagnostics``, which an aggregate SQL query takes, are refused (free): a key set has no
+        confidence intervals, and top-k has no bounding diagnostics.
         """
+        if ci is not None:
+            raise PlanError("a TOP_K query releases a key set (and, with its score selected, noisy scores chosen by "
+                            "rank), which has no confidence intervals", argument="ci", fix="leave ci= out")
+        if diagnostics is not False:
+            raise PlanError("a TOP_K query has no diagnostics (noisy counts of what bounding left out)",
+                            argument="diagnostics", fix="drop diagnostics=True: a TOP_K query has none")
         frame, warning = self.released(budget)
         if warning is not None:
             warnings.warn(warning, stacklevel=2)

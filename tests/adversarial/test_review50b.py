@@ -89,7 +89,10 @@ def test_the_method_chain_keeps_its_own_spelling(call: Any, options: dict[str, A
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     from dpframe.cli import main
 
-    code = main(list(args))
+    try:
+        code = main(list(args))
+    except SystemExit as e:     # argparse's refusal of a flag's value (one line, exit status 2)
+        code = int(e.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -111,3 +114,74 @@ def test_cli_top_k_refusal_and_note_speak_flags_and_sql(table: list[str], capsys
                         "--epsilon", "0.01", "--delta", "1e-7", "--seed", "1")
     assert code == 0 and "dpframe: note: TOP_K released" in err
     assert "--keys TABLE.COLUMN=" in err and "sess.sql(" not in err and not PYTHON.search(err)
+
+
+# -- 2. dpframe query --ci / --diagnostics ---------------------------------------------------------------------
+
+GROUPED = "SELECT city, COUNT(*) AS n FROM v GROUP BY city"
+
+
+def _ledger_queries(capsys: pytest.CaptureFixture[str], ledger: str) -> int:
+    code, out, _ = _cli(capsys, "budget", "--ledger", ledger, "--format", "json")
+    assert code == 0
+    return int(__import__("json").loads(out)["queries"])
+
+
+def test_cli_ci_releases_intervals(table: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--ci 0.9`` is ``collect(budget, ci=0.9)``: interval columns beside each measure, no extra cost."""
+    args = [*table, "--keys", "v.city=a,b,c", "--epsilon", "1", "--seed", "3", "--format", "csv"]
+    code, out, err = _cli(capsys, "query", GROUPED, *args, "--ci", "0.9")
+    assert code == 0, err
+    assert out.splitlines()[0] == "city,n,n_ci_low,n_ci_high" and len(out.splitlines()) == 4
+    frame = pl.read_csv(out.encode())
+    assert (frame["n_ci_low"] <= frame["n"]).all() and (frame["n"] <= frame["n_ci_high"]).all()
+    assert "spent ε=1 of ε=1" in err        # intervals are post-processing: the same cost as without --ci
+
+
+@pytest.mark.parametrize("value", ["95", "0", "1", "nan", "-0.5", "abc"])
+def test_cli_bad_ci_names_the_flag_and_charges_nothing(table: list[str], capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Any, value: str) -> None:
+    ledger = str(tmp_path / "b.ledger")
+    args = [*table, "--keys", "v.city=a,b,c", "--epsilon", "1", "--ledger", ledger, "--total-epsilon", "3"]
+    assert _cli(capsys, "query", GROUPED, *args)[0] == 0      # the ledger exists, one query recorded
+    code, out, err = _cli(capsys, "query", GROUPED, *args, "--ci", value)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "--ci" in err and "ci=" not in err and "Fix: give e.g. --ci 0.95" in err, err
+    assert _ledger_queries(capsys, ledger) == 1
+
+
+def test_cli_ci_fixes_are_flags(table: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A ci refusal found at collect (an interval column taking a selected name; TOP_K has no intervals) names --ci."""
+    base = [*table, "--keys", "v.city=a,b,c", "--epsilon", "1", "--delta", "1e-7", "--ci", "0.9"]
+    for sql in ("SELECT city AS n_ci_low, COUNT(*) AS n FROM v GROUP BY city",
+                "SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, method := 'gumbel')"):
+        code, out, err = _cli(capsys, "query", sql, *base)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("dpframe: error: --ci: ") and "leave --ci out" in err and "ci=" not in err, err
+
+
+def test_cli_diagnostics(table: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--diagnostics`` is ``collect(budget, diagnostics=True)``: the frame, then its diagnostics (on stderr for
+    csv and json)."""
+    sql = "SELECT city, SUM(CLAMP(spend, 0, 2)) AS s FROM v GROUP BY city"
+    args = [*table, "--keys", "v.city=a,b,c", "--epsilon", "1", "--seed", "3"]
+    code, out, err = _cli(capsys, "query", sql, *args, "--diagnostics")
+    assert code == 0, err
+    assert "diagnostics (1/10 of this query's budget)" in out and "clipped" in out and "spent ε=1 of ε=1" in out
+    code, out, err = _cli(capsys, "query", sql, *args, "--diagnostics", "--format", "json")
+    assert code == 0, err
+    rows = __import__("json").loads(out)      # stdout stays one JSON document: the released rows
+    assert sorted(r["city"] for r in rows) == CITIES
+    assert "dpframe: diagnostics (1/10 of this query's budget)" in err and '"diagnostic"' in err
+
+
+def test_cli_diagnostics_refusals_name_the_flag(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "v.parquet"
+    DATA.write_parquet(path)
+    rows = ["--table", f"v={path}", "--row-privacy", "--keys", "v.city=a,b,c", "--epsilon", "1", "--delta", "1e-7"]
+    for sql in (GROUPED,     # row privacy, public keys, a count: nothing to diagnose
+                "SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2, method := 'gumbel')"):
+        code, out, err = _cli(capsys, "query", sql, *rows, "--diagnostics")
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("dpframe: error: --diagnostics: ") and "--diagnostics" in err.split("Fix:")[1], err
+        assert "diagnostics=" not in err, err
