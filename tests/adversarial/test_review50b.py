@@ -185,3 +185,47 @@ def test_cli_diagnostics_refusals_name_the_flag(tmp_path: Any, capsys: pytest.Ca
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert err.startswith("dpframe: error: --diagnostics: ") and "--diagnostics" in err.split("Fix:")[1], err
         assert "diagnostics=" not in err, err
+
+
+# -- 3. a budget number given as text ---------------------------------------------------------------------------------
+
+untyped: Any = dp      # budgets built from what a type checker would refuse (text)
+
+
+@pytest.mark.parametrize(("build", "argument", "number"), [
+    (lambda: untyped.PureDP("0.5"), "epsilon", "epsilon=0.5"),
+    (lambda: untyped.PureDP("1/3"), "epsilon", "epsilon=Fraction(1, 3)"),
+    (lambda: untyped.PureDP(" 2 "), "epsilon", "epsilon=2"),
+    (lambda: untyped.ApproxDP("1", 1e-6), "epsilon", "epsilon=1"),
+    (lambda: untyped.ApproxDP(1, "1e-6"), "delta", "delta=1e-06"),
+    (lambda: untyped.ZCDP("0.5"), "rho", "rho=0.5"),
+    (lambda: untyped.ZCDP(0.5, "1e-9"), "delta", "delta=1e-09"),
+    (lambda: untyped.ZCDP(0.5).to_approx("1e-6"), "delta", "delta=1e-06"),
+    (lambda: untyped.PureDP(__import__("numpy").str_("0.5")), "epsilon", "epsilon=0.5"),
+    (lambda: untyped.PureDP("abc"), "epsilon", "a number such as 0.5"),
+    (lambda: untyped.PureDP("inf"), "epsilon", "a number such as 0.5"),
+])
+def test_a_budget_number_given_as_text_is_refused(build: Any, argument: str, number: str) -> None:
+    """``dp.PureDP("0.5")`` was read as 1/2 while ``bounds=("0", "500")`` is refused: text is a bug (a CSV cell, an
+    environment variable), refused with the number to write instead, as the bounds are."""
+    with pytest.raises(dp.BudgetError) as refused:
+        build()
+    e = refused.value
+    assert e.argument == argument and "text" in e.message and e.fix is not None and number in e.fix, e
+    assert "float(" in e.fix, e
+
+
+def test_numbers_and_the_remote_wire_still_build_budgets() -> None:
+    """Numbers (int, float, Fraction, numpy) still build budgets; the remote wire's exact fractions (JSON text) are
+    read by the server into Fractions first, so a remote session's budgets are unchanged."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from dpframe.remote.wire import budget_from_json, budget_to_json
+
+    assert dp.PureDP(Fraction(1, 3)).epsilon == Fraction(1, 3) and dp.PureDP(np.float64(0.5)) == dp.PureDP(0.5)
+    assert untyped.ApproxDP(np.int64(1), 1e-6) == dp.ApproxDP(1, 1e-6)
+    for budget in (dp.PureDP(0.5), dp.ApproxDP(1, 1e-6), dp.ZCDP(0.25, 1e-9)):
+        wire = budget_to_json(budget)
+        assert all(isinstance(v, str) for v in wire.values()) and budget_from_json(wire) == budget
