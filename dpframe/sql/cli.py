@@ -330,13 +330,14 @@ def query(args: argparse.Namespace) -> None:
         q = sess.sql(args.sql)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", dp.TopKWarning)
+            warnings.simplefilter("always", dp.NoIntervalWarning)
             collect: Any = q.collect       # collect(budget, ci=None, diagnostics=False) is plain collect(budget)
             result = collect(budget, ci=args.ci, diagnostics=bool(args.diagnostics))
         diagnostics = None
         if isinstance(result, Diagnosed):
             result, diagnostics = result
-        for w in caught:      # a short TOP_K: one line on stderr, like the errors
-            if issubclass(w.category, dp.TopKWarning):
+        for w in caught:      # a short TOP_K, a measure without an interval: one line on stderr, like the errors
+            if issubclass(w.category, dp.TopKWarning | dp.NoIntervalWarning):
                 print(f"dpframe: note: {for_command_line(_line(w.message))}", file=sys.stderr)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -417,6 +418,9 @@ SPELLINGS = (
     ("pass e.g. ci=0.95", "give e.g. --ci 0.95"),
     ("leave ci= out", "leave --ci out"),
     ("drop diagnostics=True", "leave --diagnostics out"),
+    ("ci= adds no interval columns", "--ci adds no interval columns"),
+    ("collect(..., ci=0.95)", "--ci 0.95"),
+    ("collect(..., diagnostics=True)", "--diagnostics"),
 )
 """Fixes the library's errors spell in Python, and the flags that say the same on the command line (in order:
 a longer fix before the shorter one it starts with)."""

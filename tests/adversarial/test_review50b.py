@@ -229,3 +229,97 @@ def test_numbers_and_the_remote_wire_still_build_budgets() -> None:
     for budget in (dp.PureDP(0.5), dp.ApproxDP(1, 1e-6), dp.ZCDP(0.25, 1e-9)):
         wire = budget_to_json(budget)
         assert all(isinstance(v, str) for v in wire.values()) and budget_from_json(wire) == budget
+
+
+# -- 4. ci= and measures without intervals (quantiles) ----------------------------------------------------------------
+
+def _warned(run: Any) -> tuple[Any, list[Any]]:
+    """``run()``'s result and the dp.NoIntervalWarnings it gave, each warned at the caller's line (this file)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run()
+    found = [w for w in caught if issubclass(w.category, dp.NoIntervalWarning)]
+    assert all(w.filename == __file__ for w in found), [w.filename for w in found]   # not the engine's, the server's
+    return out, [w.message for w in found]
+
+
+def test_ci_names_the_quantiles_it_gives_no_interval() -> None:
+    """``collect(ci=...)`` on a query with a median beside a count warns, naming the median and why; explain() says
+    it in advance (a plan note; explain takes no ci). The warning reads the plan only (public parameters)."""
+    sess = _session()
+    q = sess.table("v").group_by("city", keys=CITIES).agg(dp.len(), dp.median("spend", bounds=(0, 10)))
+    note = [n for n in q.explain(dp.PureDP(1)).notes if "no interval columns" in n]
+    assert len(note) == 1 and "'spend_median'" in note[0] and "rank error" in note[0], note
+    out, caught = _warned(lambda: q.collect(dp.PureDP(1), ci=0.9))
+    assert "len_ci_low" in out.columns and not any(c.startswith("spend_median_ci") for c in out.columns)
+    assert len(caught) == 1 and caught[0].outputs == ("spend_median",), caught
+    assert "'spend_median'" in str(caught[0]) and "rank error" in str(caught[0]) and "len" not in caught[0].outputs
+    _, none = _warned(lambda: sess.table("v").group_by("city", keys=CITIES).agg(dp.len()).collect(dp.PureDP(1), ci=0.9))
+    assert none == []
+    assert not [n for n in sess.table("v").agg(dp.len()).explain(dp.PureDP(1)).notes if "no interval columns" in n]
+
+
+def test_a_strict_caller_is_refused_before_the_charge() -> None:
+    import warnings
+
+    sess = _session()
+    q = sess.table("v").group_by("city", keys=CITIES).agg(dp.len(), dp.median("spend", bounds=(0, 10)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.NoIntervalWarning)
+        with pytest.raises(dp.NoIntervalWarning):
+            q.collect(dp.PureDP(1), ci=0.9)
+    assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("query", [
+    lambda s: s.table("v").group_by("city", keys=CITIES).agg(dp.median("spend", bounds=(0, 10))),
+    lambda s: s.table("v").agg(dp.quantile("spend", [0.25, 0.75], bounds=(0, 10))),
+    lambda s: s.sql("SELECT city, MEDIAN(CLAMP(spend, 0, 10)) AS m FROM v GROUP BY city", keys={"city": CITIES}),
+])
+def test_ci_on_a_query_with_no_interval_at_all_is_refused_free(query: Any) -> None:
+    """ci= where no measure of the query has an interval would do nothing: refused, free, fix: leave ci= out."""
+    sess = _session()
+    with pytest.raises(dp.PlanError) as refused:
+        query(sess).collect(dp.PureDP(1), ci=0.9)
+    e = refused.value
+    assert e.argument == "ci" and e.fix == "leave ci= out" and "rank error" in str(e)
+    assert sess.history().height == 0
+    query(sess).collect(dp.PureDP(1))            # without ci= it runs
+
+
+def test_sql_ci_warning_names_the_selected_column() -> None:
+    sess = _session()
+    q = sess.sql("SELECT city, COUNT(*) AS n, MEDIAN(CLAMP(spend, 0, 10)) AS med FROM v GROUP BY city",
+                 keys={"city": CITIES})
+    assert any("no interval columns" in n for n in q.explain(dp.PureDP(1)).notes)
+    out, caught = _warned(lambda: q.collect(dp.PureDP(1), ci=0.9))
+    assert {"n_ci_low", "n_ci_high"} <= set(out.columns) and "med_ci_low" not in out.columns
+    assert len(caught) == 1 and caught[0].outputs == ("med",), caught
+
+
+def test_remote_collect_forwards_the_warning() -> None:
+    import secrets
+
+    key = secrets.token_bytes(32)
+    sess = _session()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        chain = remote.table("v").group_by("city", keys=CITIES).agg(dp.len(), dp.median("spend", bounds=(0, 10)))
+        out, caught = _warned(lambda: chain.collect(dp.PureDP(1), ci=0.9))
+        assert "len_ci_low" in out.columns and len(caught) == 1 and caught[0].outputs == ("spend_median",)
+        sql = remote.sql("SELECT city, COUNT(*) AS n, MEDIAN(CLAMP(spend, 0, 10)) AS med FROM v GROUP BY city",
+                         keys={"city": CITIES})
+        out, caught = _warned(lambda: sql.collect(dp.PureDP(1), ci=0.9))
+        assert "n_ci_low" in out.columns and len(caught) == 1 and caught[0].outputs == ("med",)
+
+
+def test_cli_ci_note_and_explain_name_the_flag(table: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    sql = "SELECT city, COUNT(*) AS n, MEDIAN(CLAMP(spend, 0, 10)) AS med FROM v GROUP BY city"
+    args = [*table, "--keys", "v.city=a,b,c", "--epsilon", "1"]
+    code, out, err = _cli(capsys, "query", sql, *args, "--ci", "0.9")
+    assert code == 0 and "n_ci_low" in out and "dpframe: note: --ci adds no interval columns for 'med'" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    code, out, _ = _cli(capsys, "explain", sql, *args)
+    assert code == 0 and "--ci adds no interval columns" in out and "ci=" not in out, out
