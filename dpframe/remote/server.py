@@ -335,7 +335,8 @@ class Server(Sealed):
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
         takes = ("ci", "diagnostics", "accuracy") if isinstance(query, Query) else \
-            ("refund",) if isinstance(query, RobustMedian) else ()
+            ("ci", "diagnostics") if isinstance(query, SQLTopKQuery) and op == "collect" else \
+            ("refund",) if isinstance(query, RobustMedian) else ()      # (a SQL TOP_K refuses them as in process)
         other = sorted(set(options) - set(takes))
         if other:
             raise ArgumentError(f"this query takes none of {other}", argument=other[0],
@@ -348,7 +349,7 @@ class Server(Sealed):
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
         if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
-            frame, warning = query.released(budget)
+            frame, warning = query.released(budget, **options)
             return (None if warning is None else _warned(warning)), [frame]
         with collected() as found:      # its dp.NoIntervalWarning goes to the analyst, as a TOP_K's warning does
             out = query.collect(budget, **options)

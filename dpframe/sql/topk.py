@@ -136,22 +136,23 @@ class SQLTopKQuery(Releasable[Any]):
         ``ci`` and ``diagnostics``, which an aggregate SQL query takes, are refused (free): a key set has no
         confidence intervals, and top-k has no bounding diagnostics.
         """
+        frame, warning = self.released(budget, ci=ci, diagnostics=diagnostics)
+        if warning is not None:
+            warnings.warn(warning, stacklevel=2)
+        return frame
+
+    def released(self, budget: object = None, *, ci: object = None,
+                 diagnostics: object = False) -> tuple[pl.DataFrame, TopKWarning | None]:
+        """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
+
+        For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
+        """
         if ci is not None:
             raise PlanError("a TOP_K query releases a key set (and, with its score selected, noisy scores chosen by "
                             "rank), which has no confidence intervals", argument="ci", fix="leave ci= out")
         if diagnostics is not False:
             raise PlanError("a TOP_K query has no diagnostics (noisy counts of what bounding left out)",
                             argument="diagnostics", fix="drop diagnostics=True: a TOP_K query has none")
-        frame, warning = self.released(budget)
-        if warning is not None:
-            warnings.warn(warning, stacklevel=2)
-        return frame
-
-    def released(self, budget: object = None) -> tuple[pl.DataFrame, TopKWarning | None]:
-        """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
-
-        For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
-        """
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget))]}), None
         plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged

@@ -323,3 +323,22 @@ def test_cli_ci_note_and_explain_name_the_flag(table: list[str], capsys: pytest.
     assert len(err.strip().splitlines()) == 1, err
     code, out, _ = _cli(capsys, "explain", sql, *args)
     assert code == 0 and "--ci adds no interval columns" in out and "ci=" not in out, out
+
+
+def test_sql_top_k_ci_and_diagnostics_refused_alike_in_process_and_remote() -> None:
+    """A SQL TOP_K refuses ci= and diagnostics= (it has neither), free, with the same error through a server."""
+    import secrets
+
+    text = "SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)"
+    key = secrets.token_bytes(32)
+    sess = _session()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        for options in ({"ci": 0.9}, {"diagnostics": True}):
+            errors = []
+            for q in (sess.sql(text), remote.sql(text)):
+                with pytest.raises(dp.PlanError) as refused:
+                    q.collect(APPROX, **options)
+                errors.append((type(refused.value), refused.value.argument, refused.value.fix))
+            assert errors[0] == errors[1] and errors[0][1] == next(iter(options)), errors
+    assert sess.history().height == 0
