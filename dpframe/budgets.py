@@ -67,13 +67,11 @@ def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise BudgetError(f"expected a number, got {type(value).__name__}", argument=argument,
                           fix=f"pass {argument} as an int, float or Fraction")
-    shown = repr(value) if isinstance(value, float) else str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise BudgetError(f"must be finite, got {value}", argument=argument,
-                              fix=f"pass a finite positive {argument}")
-    result = Fraction(shown) if isinstance(value, float) else Fraction(value)   # a float: the decimal it prints as
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BudgetError(f"must be finite, got {value}", argument=argument, fix=f"pass a finite positive {argument}")
+    result = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)  # a float: the decimal it prints as
     if result < 0 or (result == 0 and not allow_zero):
+        shown = repr(value) if isinstance(value, float) else str(value)     # (a huge Fraction: only when refused)
         raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {shown}", argument=argument,
                           fix=f"pass a positive {argument}")
     return result

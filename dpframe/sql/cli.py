@@ -32,6 +32,7 @@ import stat
 import sys
 import warnings
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 import polars as pl
@@ -424,7 +425,7 @@ SPELLINGS = (
 )
 """Fixes the library's errors spell in Python, and the flags that say the same on the command line (in order:
 a longer fix before the shorter one it starts with)."""
-FLAGS = {"ci": "--ci", "diagnostics": "--diagnostics"}
+FLAGS = MappingProxyType({"ci": "--ci", "diagnostics": "--diagnostics"})
 """Arguments of ``collect`` that are flags of ``dpframe query``: an error naming one names the flag."""
 
 

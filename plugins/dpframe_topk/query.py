@@ -168,7 +168,7 @@ class TopKQuery:
                  ptr: str = "gaussian", delta_t: float | Fraction | None = None,
                  spelling: Literal["chain", "sql"] = "chain") -> None:
         # how refusals and next steps name the arguments: "sql" (HAVING TOP_K(...)) or the method chain's keywords
-        self.spelling = spell = SQL if spelling == "sql" else CHAIN
+        self._spelling = spell = SQL if spelling == "sql" else CHAIN
         self._source, self._node, self._by, self._keys = source, source.node, source.by, source.keys
         self._context = source.context
         score = count_units() if score is None else score
@@ -251,7 +251,7 @@ class TopKQuery:
         ``BudgetConversionError``, a δ in a zCDP session with δ = 0 does not fit): the fix then names the session.
         """
         kind = "a pure-DP budget" if notion == "pure" and not isinstance(budget, ZCDP) else "a budget with δ = 0"
-        gumbel = self.spelling.arg("method", "'gumbel'")
+        gumbel = self._spelling.arg("method", "'gumbel'")
         total = self._context.accountant.total
         if getattr(total, "delta", 0) == 0:
             return BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}, and this "
@@ -274,7 +274,7 @@ class TopKQuery:
             raise self._needs_delta(b, notion)
         if self.method == "stable":
             plan_stable(plan, delta, StableRequest(self.k, self._keys is not None, self.ptr, self.delta_t,
-                                                   self.score.gap, self.spelling))
+                                                   self.score.gap, self._spelling))
         elif self.method in ("gumbel", "peeling"):
             plan.step_epsilon = cal.em_step_epsilon(notion, sel, delta, self._k,
                                                     "br" if self.method == "gumbel" else "dp")
@@ -282,7 +282,7 @@ class TopKQuery:
         elif self.method == "limited_domain":
             if notion == "zcdp":
                 raise BudgetError(f"{LD_NO_ZCDP}; this budget is zCDP", argument="method",
-                                  fix=f"use {self.spelling.arg('method', repr('stable'))}, or give an (ε, δ) budget "
+                                  fix=f"use {self._spelling.arg('method', repr('stable'))}, or give an (ε, δ) budget "
                                       "in a session with the 'basic', 'rdp' or 'pld' accountant")
             plan.step_epsilon = cal.ld_step_epsilon(sel, delta, self._k)
             plan.delta_ld = delta / 2
@@ -291,7 +291,7 @@ class TopKQuery:
             t = cal.tct_plan(notion, sel, delta, self._k)
             if t is None:
                 raise BudgetError(f"no TCT calibration fits {b!r} for k={self._k}", argument="budget",
-                                  fix=f"give a larger ε or δ, or use {self.spelling.arg('method', repr('stable'))}")
+                                  fix=f"give a larger ε or δ, or use {self._spelling.arg('method', repr('stable'))}")
             plan.tct = t
             plan.curves.append(curves.zcdp(up(sel), up(delta)) if notion == "zcdp" else
                                curves.approx(up(sel), up(delta)))
@@ -420,9 +420,9 @@ class TopKQuery:
     def next_step(self, plan: TopKPlan) -> str:
         """What to try after a failed or partial release, from public parameters only (method, k, keys, notion).
 
-        The end of a :class:`TopKFailed`'s ``reason``, in the query's :attr:`spelling` (SQL: ``TOP_K(...)``).
+        The end of a :class:`TopKFailed`'s ``reason``, in the query's spelling (SQL: ``TOP_K(...)``).
         """
-        k, spell = self.k, self.spelling
+        k, spell = self.k, self._spelling
         fixed = spell.arg("k", "10")
         limited = spell.option(k, "method", "'limited_domain'")
         chosen = spell.arg("k", spell.none)
