@@ -1,8 +1,8 @@
 """Review 33c: the accounting and privacy claims at parameters the analyst picks (tiny δ, rounding edges).
 
-The analyst picks every budget, δ and sampling rate; a δ such as ``Fraction(1, 10**400)`` is a valid ``dp.ApproxDP`` δ (an
-exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal float with few bits.
-Each test is an attack that broke, kept with its fix: it fails if the defence regresses. Expected values are
+The analyst picks every budget, δ and sampling rate; a δ such as ``Fraction(1, 10**400)`` is a valid
+``dp.ApproxDP`` δ (an exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal
+float with few bits. Each test is an attack that broke, kept with its fix: it fails if the defence regresses. Expected values are
 literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
 """
 
