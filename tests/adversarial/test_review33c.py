@@ -2,8 +2,8 @@
 
 The analyst picks every budget, δ and sampling rate; a δ such as ``Fraction(1, 10**400)`` is a valid
 ``dp.ApproxDP`` δ (an exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal
-float with few bits. Each test is an attack that broke, kept with its fix: it fails if the defence regresses. Expected values are
-literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
+float with few bits. Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+Expected values are literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
 """
 
 from __future__ import annotations
