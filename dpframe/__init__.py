@@ -23,6 +23,7 @@ from dpframe.errors import (
     DPFrameError,
     LedgerError,
     MissingBoundsError,
+    NoIntervalWarning,
     PlanError,
     PluginError,
     PolarsHabitError,
@@ -94,7 +95,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure",
-    "MissingBoundsError", "PlanError",
+    "MissingBoundsError", "NoIntervalWarning", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
     "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
     "SchemaError", "Server", "Session", "SignatureError", "TableChangedError", "TopKWarning",

@@ -1,7 +1,8 @@
 """Privacy budgets: pure ε-DP, approximate (ε, δ)-DP and zero-concentrated DP (ρ-zCDP).
 
 Budgets are exact: every number is stored as a :class:`fractions.Fraction` (a float argument is read as
-the decimal it prints as, so ``0.1`` is exactly 1/10). Conversions between notions are sound:
+the decimal it prints as, so ``0.1`` is exactly 1/10; text such as ``"0.5"`` is refused, see :func:`exact`).
+Conversions between notions are sound:
 
 * pure ε-DP → ρ-zCDP with ρ = ε²/2 (exact);
 * pure ε-DP → (ε, 0)-DP (exact);
@@ -37,34 +38,64 @@ from dpframe.errors import BudgetConversionError, BudgetError
 from dpframe.sealed import Final, plain, plain_cache
 from dpframe.signatures import checked_class
 
-Number: TypeAlias = Union[int, float, str, Fraction]
+Number: TypeAlias = Union[int, float, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
 
 
 def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
-    """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr)."""
+    """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr).
+
+    Text is refused, as clipping bounds refuse it: a budget given as ``"0.5"`` was almost always read from a
+    file or an environment variable and not converted, and the fix gives the number to write instead.
+
+    Example:
+        >>> exact(0.1, "epsilon")
+        Fraction(1, 10)
+        >>> exact("0.5", "epsilon")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: epsilon: expected a number, got the text '0.5'... pass the number, epsilon=0.5...
+
+    """
     value = plain(value)
+    if isinstance(value, str):
+        raise BudgetError(f"expected a number, got the text {_short(value)} (text read from a file or an environment "
+                          "variable must be converted first)", argument=argument, fix=_as_number(value, argument))
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = int(value)
     elif isinstance(value, numbers.Real) and not isinstance(value, float | Fraction | bool):
         value = float(value)  # numpy floating scalars
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
         raise BudgetError(f"expected a number, got {type(value).__name__}", argument=argument,
                           fix=f"pass {argument} as an int, float or Fraction")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise BudgetError(f"must be finite, got {value}", argument=argument,
-                              fix=f"pass a finite positive {argument}")
-        value = repr(value)
-    try:
-        result = Fraction(value)
-    except (ValueError, ZeroDivisionError) as e:
-        raise BudgetError(f"cannot read {value!r} as a number", argument=argument,
-                          fix=f"pass {argument} as a number such as 0.5") from e
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BudgetError(f"must be finite, got {value}", argument=argument, fix=f"pass a finite positive {argument}")
+    result = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)  # a float: the decimal it prints as
     if result < 0 or (result == 0 and not allow_zero):
-        raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {value}", argument=argument,
+        shown = repr(value) if isinstance(value, float) else str(value)     # (a huge Fraction: only when refused)
+        raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {shown}", argument=argument,
                           fix=f"pass a positive {argument}")
     return result
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}…({len(text)} characters)"
+
+
+def _as_number(text: str, argument: str) -> str:
+    """The fix for a budget number given as text: the number it reads as, written as a number."""
+    convert = "convert text read from a file with float(text)"
+    try:
+        number = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        return f"pass {argument} as a number such as 0.5 ({convert})"
+    try:
+        literal = repr(float(number))
+        literal = literal.removesuffix(".0") if Fraction(literal) == number else ""
+    except OverflowError:
+        literal = ""
+    literal = literal or f"Fraction({number.numerator}, {number.denominator})"
+    return f"pass the number, {argument}={literal} ({convert})"
 
 
 def _fmt(x: Fraction) -> str:

@@ -16,6 +16,13 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class DPFrameError(Exception):
     """Base class of every error dpframe raises on purpose.
@@ -152,3 +159,47 @@ class TopKWarning(UserWarning):
     def __init__(self, message: str, outcome: object) -> None:
         super().__init__(message)
         self.outcome = outcome
+
+
+class NoIntervalWarning(UserWarning):
+    """``collect(budget, ci=...)`` released no interval columns for some outputs: ``outputs`` names them.
+
+    Their mechanism gives no data-independent interval (a quantile: its interval in value space would depend
+    on the data near the released value; ``explain()`` gives its rank error instead). It reads the plan only
+    (public parameters), and is warned before anything is charged, so ``warnings.simplefilter("error",
+    dp.NoIntervalWarning)`` refuses the query free. A query whose outputs have no interval at all is refused
+    instead (``PlanError`` naming ``ci``).
+    """
+
+    def __init__(self, message: str, outputs: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.outputs = outputs
+
+
+_SINK: ContextVar[list[Warning] | None] = ContextVar("dpframe_warnings", default=None)
+
+
+def emit(warning: Warning) -> None:
+    """Warn ``warning`` at the analyst's line (the first caller outside dpframe).
+
+    Inside :func:`collected`, hand it to the caller instead (``dp.Server`` sends it to the analyst's process).
+    """
+    sink = _SINK.get()
+    if sink is not None:
+        sink.append(warning)
+        return
+    root, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(0), 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(root + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(warning, stacklevel=level)
+
+
+@contextmanager
+def collected() -> Iterator[list[Warning]]:
+    """The warnings :func:`emit` gives while the block runs (this thread's context only), not warned."""
+    found: list[Warning] = []
+    token = _SINK.set(found)
+    try:
+        yield found
+    finally:
+        _SINK.reset(token)

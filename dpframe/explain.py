@@ -6,6 +6,7 @@ The budget block and the text/JSON layout are the same for every query family
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -90,6 +91,21 @@ def temporal_key_hints(node: Aggregate, plan: PhysicalPlan) -> list[str]:
     return hints
 
 
+def no_interval_notes(missing: Mapping[str, str]) -> list[str]:
+    """What ``ci=`` does not give: one line per reason, naming the outputs (``missing``: output -> why).
+
+    Example:
+        >>> no_interval_notes({"x_median": "no interval", "y_median": "no interval"})
+        ["ci= adds no interval columns for 'x_median', 'y_median': no interval"]
+
+    """
+    by_reason: dict[str, list[str]] = {}
+    for name, why in missing.items():
+        by_reason.setdefault(why, []).append(name)
+    return [f"ci= adds no interval columns for {', '.join(repr(n) for n in names)}: {why}"
+            for why, names in by_reason.items()]
+
+
 def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, backend: str) -> Explain:
     """The explanation of ``plan`` for ``node``: steps, measures (with accuracy), noise, notes."""
     steps = [n.describe() for n in node.lineage()[:-1]]
@@ -105,7 +121,8 @@ def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, ba
     noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
              for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
     notes = [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes),
-             NULLS, *error_sources(unit, node, plan), *temporal_key_hints(node, plan)]
+             NULLS, *error_sources(unit, node, plan), *temporal_key_hints(node, plan),
+             *no_interval_notes({n: why for p in plan.plans for n, why in p.no_intervals().items()})]
     width = max(len(m["output"]) for m in measures)
     lines = ["measures:",
              *(f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in measures),

@@ -29,7 +29,8 @@ from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
 from dpframe.budgets import Budget
 from dpframe.display import query_html
-from dpframe.errors import BudgetError, PlanError, SchemaError
+from dpframe.errors import BudgetError, NoIntervalWarning, PlanError, SchemaError, emit
+from dpframe.explain import no_interval_notes
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
@@ -39,7 +40,7 @@ from dpframe.planning import PhysicalPlan
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
-from dpframe.tuning.stage import require_plan
+from dpframe.tuning.stage import StagedPlan, require_plan
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
@@ -787,7 +788,31 @@ class Query(Releasable[pl.DataFrame]):
             return super().collect(budget)
         query = self._query
         assert isinstance(query, AggregateQuery)
-        return self._collect(query.plan(budget, ci=ci, diagnostics=diagnostics))  # type: ignore[no-any-return]
+        planned = query.plan(budget, ci=ci, diagnostics=diagnostics)
+        if ci is not None:
+            self._without_intervals(planned.detail)
+        return self._collect(planned)  # type: ignore[no-any-return]
+
+    def _without_intervals(self, detail: object) -> None:
+        """Before the charge: warn :class:`dpframe.NoIntervalWarning` naming the outputs ``ci=`` gives no interval.
+
+        A PlanError naming ``ci`` (free) when no output has one: ``ci=`` would add nothing. Public parameters only
+        (the plan's mechanisms).
+        """
+        plans = detail.shown.plans if isinstance(detail, StagedPlan) else detail.plans  # type: ignore[attr-defined]
+        missing = {n: why for p in plans for n, why in p.no_intervals().items()}
+        if not missing:
+            return
+        shown = self._output_names(missing)
+        if not any(p.interval_outputs() for p in plans):
+            raise PlanError(f"no output of this query has a confidence interval: {'; '.join(no_interval_notes(shown))}",
+                            argument="ci", fix="leave ci= out")
+        if shown:
+            emit(NoIntervalWarning("; ".join(no_interval_notes(shown)), tuple(shown)))
+
+    def _output_names(self, missing: dict[str, str]) -> dict[str, str]:
+        """``missing`` (plan output -> why) under the names the result shows (a SQL query: its SELECT list's)."""
+        return missing
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

@@ -226,6 +226,16 @@ class MechanismPlan:
         """The outputs this plan releases a confidence interval for when ``confidence`` is set (none here)."""
         return ()
 
+    def no_intervals(self) -> dict[str, str]:
+        """The released outputs ``collect(..., ci=...)`` gives no interval, each with why (public parameters only).
+
+        Here: every output not in :meth:`interval_outputs`. A plan whose outputs are not released columns (partition
+        selection's mask) returns none; a mechanism with a better reason (quantiles) says it.
+        """
+        has = set(self.interval_outputs())
+        names = self.outputs or tuple(m.output_name for m in self.measures)
+        return {n: f"its mechanism ({self.mechanism}) declares no confidence interval" for n in names if n not in has}
+
     def half_widths(self, confidence: float) -> dict[str, float]:
         """Per output, the noise's half-width k with P[|noise| ≤ k] ≥ ``confidence``, where it is data-independent.
 

@@ -44,7 +44,16 @@ from typing import Any
 import polars as pl
 
 from dpframe.accounting.ledger import encode
-from dpframe.errors import ArgumentError, BudgetExceededError, DPFrameError, PlanError, RemoteError, TopKWarning
+from dpframe.errors import (
+    ArgumentError,
+    BudgetExceededError,
+    DPFrameError,
+    NoIntervalWarning,
+    PlanError,
+    RemoteError,
+    TopKWarning,
+    collected,
+)
 from dpframe.family import check_format
 from dpframe.frame import Query
 from dpframe.interactive.ptr import gated_release
@@ -347,11 +356,13 @@ class Server(Sealed):
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
         if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
-            frame, warning = query.released(budget)
+            frame, warning = query.released(budget, **options)
             return (None if warning is None else _warned(warning)), [frame]
-        out = query.collect(budget, **options)
+        with collected() as found:      # its dp.NoIntervalWarning goes to the analyst, as a TOP_K's warning does
+            out = query.collect(budget, **options)
         if isinstance(query, Query):
-            return None, list(out) if isinstance(out, Diagnosed) else [out]
+            notes = [{"warning": str(w), "outputs": list(w.outputs)} for w in found if isinstance(w, NoIntervalWarning)]
+            return {"no_intervals": notes} if notes else None, list(out) if isinstance(out, Diagnosed) else [out]
         frames = []
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 

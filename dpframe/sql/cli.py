@@ -32,6 +32,7 @@ import stat
 import sys
 import warnings
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 import polars as pl
@@ -40,8 +41,10 @@ import dpframe as dp
 from dpframe.accounting import Ledger
 from dpframe.accounting.binding import describe_meta
 from dpframe.accounting.ledger import decode
+from dpframe.aggregate import confidence
 from dpframe.budgets import Budget, describe
 from dpframe.plugin import plugin_host
+from dpframe.tuning.diagnostics import Diagnosed
 
 COMMANDS = ("query", "explain", "budget", "serve")
 EXIT_INPUT, EXIT_BUDGET = 2, 3
@@ -78,6 +81,13 @@ def add_commands(sub: Any) -> None:
         p.add_argument("--rho", type=float, help="this query's zCDP ρ (instead of --epsilon)")
         formats = ("table", "csv", "json") if name == "query" else ("table", "json")   # a plan is text or JSON
         p.add_argument("--format", choices=formats, default="table", help="output format")
+        if name == "query":     # collect(budget, ci=..., diagnostics=True)
+            p.add_argument("--ci", type=_ci, metavar="LEVEL",
+                           help="also release <column>_ci_low / <column>_ci_high for each measure that has intervals, "
+                                "at this confidence level, e.g. 0.95 (free: the same noisy values)")
+            p.add_argument("--diagnostics", action="store_true",
+                           help="spend 1/10 of this query's budget on noisy counts of the rows and values bounding "
+                                "left out (printed after the result; on stderr with --format csv or json)")
     text = "serve a session to analysts in other processes (dp.connect), until interrupted"
     s = sub.add_parser("serve", help=text, description=text)
     s.error = _one_line_error(s)  # type: ignore[method-assign]
@@ -123,6 +133,29 @@ def _session_arguments(p: argparse.ArgumentParser) -> None:
                    help="clipping bounds of a column (used without CLAMP in the query)")
     p.add_argument("--backend", default="duckdb", help="execution backend (default duckdb)")
     p.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def _ci(text: str) -> float:
+    """``--ci``: a confidence level, checked as ``collect(..., ci=...)`` checks it (its fix spelled as the flag).
+
+    Example:
+        >>> _ci("0.95")
+        0.95
+        >>> _ci("95")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be a confidence level strictly between 0 and 1, ... Fix: give e.g. --ci 0.95
+
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a confidence level such as 0.95, got {text!r}. "
+                                         "Fix: give e.g. --ci 0.95") from None
+    try:
+        return confidence(value)
+    except dp.DPFrameError as e:
+        raise argparse.ArgumentTypeError(for_command_line(f"{e.message}. Fix: {e.fix}")) from None
 
 
 def _bound(text: str) -> int | str:
@@ -281,13 +314,14 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _emit(df: pl.DataFrame, fmt: str) -> None:
+def _emit(df: pl.DataFrame, fmt: str, file: Any = None) -> None:
+    file = sys.stdout if file is None else file
     if fmt == "csv":
-        sys.stdout.write(df.write_csv())
+        file.write(df.write_csv())
     elif fmt == "json":
-        print(json.dumps(df.to_dicts(), default=str))
+        print(json.dumps(df.to_dicts(), default=str), file=file)
     else:
-        print(df)
+        print(df, file=file)
 
 
 def query(args: argparse.Namespace) -> None:
@@ -297,10 +331,15 @@ def query(args: argparse.Namespace) -> None:
         q = sess.sql(args.sql)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", dp.TopKWarning)
-            result = q.collect(budget)
-        for w in caught:      # a short TOP_K: one line on stderr, like the errors
-            if issubclass(w.category, dp.TopKWarning):
-                print(f"dpframe: note: {_line(w.message)}", file=sys.stderr)
+            warnings.simplefilter("always", dp.NoIntervalWarning)
+            collect: Any = q.collect       # collect(budget, ci=None, diagnostics=False) is plain collect(budget)
+            result = collect(budget, ci=args.ci, diagnostics=bool(args.diagnostics))
+        diagnostics = None
+        if isinstance(result, Diagnosed):
+            result, diagnostics = result
+        for w in caught:      # a short TOP_K, a measure without an interval: one line on stderr, like the errors
+            if issubclass(w.category, dp.TopKWarning | dp.NoIntervalWarning):
+                print(f"dpframe: note: {for_command_line(_line(w.message))}", file=sys.stderr)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         explain_only = getattr(q, "explain_only", False)
@@ -308,6 +347,11 @@ def query(args: argparse.Namespace) -> None:
             print(for_command_line(str(result["explain"][0])))
             return
         _emit(result, args.format)
+        if diagnostics is not None:     # machine formats keep stdout one document: the diagnostics go to stderr
+            side = sys.stderr if args.format != "table" else sys.stdout
+            print(f"{'dpframe: ' if args.format != 'table' else ''}diagnostics (1/10 of this query's budget):",
+                  file=side)
+            _emit(diagnostics, args.format, side)
         summary = (f"spent {describe(sess.spent())} of {describe(sess.accountant.total)}; "
                    f"remaining {describe(sess.remaining())}")
         if not sess.rng.private:
@@ -372,9 +416,17 @@ SPELLINGS = (
     ("give this query an (ε, δ) budget such as dp.ApproxDP(1, 1e-7) or dp.PureDP(1)",
      "give this query --epsilon E [--delta D] (not --rho)"),
     ("open the session with a dp.ZCDP budget", "use a ledger made with --total-rho"),
+    ("pass e.g. ci=0.95", "give e.g. --ci 0.95"),
+    ("leave ci= out", "leave --ci out"),
+    ("drop diagnostics=True", "leave --diagnostics out"),
+    ("ci= adds no interval columns", "--ci adds no interval columns"),
+    ("collect(..., ci=0.95)", "--ci 0.95"),
+    ("collect(..., diagnostics=True)", "--diagnostics"),
 )
 """Fixes the library's errors spell in Python, and the flags that say the same on the command line (in order:
 a longer fix before the shorter one it starts with)."""
+FLAGS = MappingProxyType({"ci": "--ci", "diagnostics": "--diagnostics"})
+"""Arguments of ``collect`` that are flags of ``dpframe query``: an error naming one names the flag."""
 
 
 def for_command_line(text: str) -> str:
@@ -401,6 +453,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BUDGET
     except dp.DPFrameError as e:
         text = for_command_line(_line(e))
+        flag = FLAGS.get(str(e.argument))
+        if flag is not None and text.startswith(f"{e.argument}: "):
+            text = flag + text[len(str(e.argument)):]
         one_shot = getattr(args, "ledger", None) is None and getattr(args, "total_epsilon", None) is None \
             and getattr(args, "total_rho", None) is None
         if one_shot and "total budget has δ = 0" in text:     # its total is this query's budget: --delta gives both

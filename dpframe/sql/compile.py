@@ -355,9 +355,11 @@ class Compiler:
                                           f"public bounds{declare}")
             try:
                 out.append(make_measure(kind, column, bounds, options))
-            except DPFrameError as e:
+            except DPFrameError as e:      # the measure's bounds are CLAMP's here: its fix is spelled in SQL
+                fix = "write CLAMP(x, lower, upper) with finite numeric literals, lower < upper, chosen without " \
+                      "looking at the data" if e.argument == "bounds" else e.fix
                 raise type(e)(f"{e.args[0].split('. Fix:')[0]} in {fragment(self.text, call)}", argument=e.argument,
-                              fix=e.fix) from None
+                              fix=fix) from None
         return out, derived
 
     def is_unit(self, origin: str | None) -> bool:

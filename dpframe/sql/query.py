@@ -164,6 +164,10 @@ class SQLQuery(Query):
                                 "column)", argument="ci",
                                 fix="give the selected column another alias, or leave ci= out")
 
+    def _output_names(self, missing: dict[str, str]) -> dict[str, str]:
+        """The selected columns that are a measure without an interval (expressions over measures have none)."""
+        return {name: missing[src] for name, src in self.post.columns if src in missing}
+
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:
             return self.post.apply(released, intervals=ci is not None)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import warnings
 from collections.abc import Mapping
 from fractions import Fraction
@@ -126,23 +127,32 @@ class SQLTopKQuery(Releasable[Any]):
         out = inner.extended(lines, {"sql": self.text, "backend": backend, "refused": refused})
         return out.to_dict() if format == "json" else out
 
-    def collect(self, budget: object = None) -> pl.DataFrame:
+    def collect(self, budget: object = None, *, ci: object = None, diagnostics: object = False) -> pl.DataFrame:
         """Charge and run: the key set (sorted by key) under the SELECT list's names.
 
         A failed or partial selection returns the keys it released (none for ``TopKFailed``), with the
         full result's columns and dtypes, and warns :class:`dpframe.TopKWarning` (``.outcome``: the typed
         result, ``.outcome.reason``: why, and what to try next). Nothing beyond the query's cost is charged.
+        ``ci`` and ``diagnostics``, which an aggregate SQL query takes, are refused (free): a key set has no
+        confidence intervals, and top-k has no bounding diagnostics.
         """
-        frame, warning = self.released(budget)
+        frame, warning = self.released(budget, ci=ci, diagnostics=diagnostics)
         if warning is not None:
             warnings.warn(warning, stacklevel=2)
         return frame
 
-    def released(self, budget: object = None) -> tuple[pl.DataFrame, TopKWarning | None]:
+    def released(self, budget: object = None, *, ci: object = None,
+                 diagnostics: object = False) -> tuple[pl.DataFrame, TopKWarning | None]:
         """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
 
         For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
         """
+        if ci is not None:
+            raise PlanError("a TOP_K query releases a key set (and, with its score selected, noisy scores chosen by "
+                            "rank), which has no confidence intervals", argument="ci", fix="leave ci= out")
+        if diagnostics is not False:
+            raise PlanError("a TOP_K query has no diagnostics (noisy counts of what bounding left out)",
+                            argument="diagnostics", fix="drop diagnostics=True: a TOP_K query has none")
         if self.explain_only:
             return pl.DataFrame({"explain": [str(self.explain(budget))]}), None
         plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
@@ -161,11 +171,8 @@ class SQLTopKQuery(Releasable[Any]):
         query: Any = self.query
         partial = isinstance(getattr(out, "keys", None), pl.DataFrame)
         keys = self._named(out.keys if partial else pl.DataFrame(schema=query.output_schema))
-        reason = str(out.reason)
-        python, sql = query.next_step(detail), query.next_step(detail, sql=True)
-        if reason.endswith(python):
-            reason = reason[: len(reason) - len(python)] + sql
-        outcome = dataclasses.replace(out, reason=reason, **({"keys": keys} if partial else {}))
+        reason = str(out.reason)          # its next step is spelled in SQL: the query was built with spelling=SQL
+        outcome = dataclasses.replace(out, **({"keys": keys} if partial else {}))
         got = (f"only {keys.height} of the {out.k} keys asked (the frame holds those)" if partial else
                "no key set (the empty frame means 'not released at this budget', not 'no keys')")
         return keys, TopKWarning(f"TOP_K released {got}: {reason}; the cost stays charged", outcome)
@@ -230,7 +237,7 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
     built = session.plugins.family("top_k").build(
         source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
         k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
-        delta_t=options.get("delta_t"))
+        delta_t=options.get("delta_t"), spelling="sql")     # its fixes name TOP_K(...)'s arguments
     return SQLTopKQuery(session, built, agg.input, text=text, columns=columns,
                         explain_only=parsed.explain, backend=backend, _engine=_ENGINE)
 
@@ -265,7 +272,7 @@ def _option(text: str, name: str, node: dict[str, Any]) -> Any:
     value = number(node)
     if kind == "INTEGER" and isinstance(value, int):
         return value
-    if kind == "number" and value is not None:
+    if kind == "number" and value is not None and (not isinstance(value, float) or math.isfinite(value)):
         return Fraction(str(value)) if isinstance(value, float) else value
     raise PlanError(f"TOP_K option {name} must be a {kind.lower()} literal: {fragment(text, node)}",
                     argument="sql", fix=f"e.g. {name} := " + ("'stable'" if kind == "STRING" else "10"))

@@ -112,6 +112,10 @@ class SelectionPlan(MechanismPlan):
         noisy = units + self.selection_noise.sample(units.size, rng)
         return {KEEP: noisy >= self.threshold}
 
+    def no_intervals(self) -> dict[str, str]:
+        """None: its output is the mask of released groups, not a released column."""
+        return {}
+
 
 class PartitionSelection:
     """Thresholded discrete Laplace (approx DP) or discrete Gaussian (approx zCDP) key selection."""

@@ -129,6 +129,15 @@ class QuantilePlan(MechanismPlan):
                 out[name] = flat
         return out
 
+    def no_intervals(self) -> dict[str, str]:
+        """Every quantile: its interval in value space would depend on the data near the released value."""
+        return {name: NO_INTERVAL for name in self.domains}
+
+
+NO_INTERVAL = ("an exponential-mechanism quantile has no data-independent interval in value space (one would depend "
+               "on the data near the released value); explain() gives its rank error instead")
+"""Why ``collect(..., ci=...)`` releases no interval columns for a quantile (:class:`dpframe.NoIntervalWarning`)."""
+
 
 class QuantileMechanism:
     """``quantile`` measures: the exponential mechanism on an ordered domain, joint for several q."""

@@ -45,6 +45,7 @@ from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, up, zcdp_rho
 from dpframe.errors import BudgetError
 from dpframe.planning import budget_of as check_budget
 from dpframe_topk import calibrate as cal
+from dpframe_topk.spelling import CHAIN, Spelling
 
 if TYPE_CHECKING:
     from dpframe.accounting.accountants import Accountant
@@ -167,6 +168,7 @@ class StableRequest:
     ptr: str
     delta_t: Fraction | None
     g: Fraction
+    spelling: Spelling = CHAIN     # how the refusal of a bad δ_t names delta_t (the method chain's or SQL's)
 
 
 def plan_stable(plan: TopKPlan, delta: Fraction, req: StableRequest) -> None:
@@ -175,7 +177,7 @@ def plan_stable(plan: TopKPlan, delta: Fraction, req: StableRequest) -> None:
     if req.delta_t is not None and req.delta_t >= delta:
         raise BudgetError(f"δ_t = {float(req.delta_t):g} must be smaller than the budget's δ = {float(delta):g}",
                           argument="delta_t", fix="omit delta_t (top-k picks its share of δ) or pass a smaller one, "
-                                                  "e.g. δ/10")
+                                                  f"e.g. {req.spelling.arg('delta_t', 'δ/10')}")
     sel, g = plan.selection_first, req.g
     if plan.notion == "zcdp":
         # δ_t-approximate ρ-zCDP; the patch (fixed k) peels over public candidates only (no limited domain).

@@ -55,6 +55,7 @@ from dpframe_topk.budgeting import (
     repeat,
 )
 from dpframe_topk.results import TopKFailed, TopKPartial
+from dpframe_topk.spelling import CHAIN, SQL, Spelling
 
 if TYPE_CHECKING:
     from dpframe.noise import RandomSource
@@ -113,7 +114,7 @@ class Score:
         return Noise.calibrate(k * self.key_sensitivity, share, self.unit)
 
 
-def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
+def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema, spelling: Spelling = CHAIN) -> Score:
     """Validate ``score`` and derive its statistic and sensitivities from public facts only.
 
     ``count_units`` (distinct units per key) moves every key by 0 or 1 when a unit is added or removed,
@@ -121,7 +122,7 @@ def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema) -> Score:
     g = 1; digest §0). The other scores count or sum rows, so the backend keeps ≤ ``max_rows`` rows per
     unit and Δ scales with it.
     """
-    fix = "use score=dp.count_units(), dp.len(), dp.count(col) or dp.sum(col, bounds=(0, B))"
+    fix = f"use {spelling.scores}"
     if not isinstance(measure, Measure):
         raise PlanError(f"{measure!r} is not a dp measure", argument="score", fix=fix)
     rows = Fraction(1 if unit.is_row else unit.max_rows)
@@ -164,35 +165,45 @@ class TopKQuery:
 
     def __init__(self, source: Source, *, k: int | None = 10, score: Measure | None = None, method: str = "stable",
                  release_scores: bool = False, k_max: int | None = None, lam: float | Fraction | None = None,
-                 ptr: str = "gaussian", delta_t: float | Fraction | None = None) -> None:
+                 ptr: str = "gaussian", delta_t: float | Fraction | None = None,
+                 spelling: Literal["chain", "sql"] = "chain") -> None:
+        # how refusals and next steps name the arguments: "sql" (HAVING TOP_K(...)) or the method chain's keywords
+        self._spelling = spell = SQL if spelling == "sql" else CHAIN
         self._source, self._node, self._by, self._keys = source, source.node, source.by, source.keys
         self._context = source.context
         score = count_units() if score is None else score
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= K_LIMIT):
-            raise PlanError(f"must be a whole number ≥ 1 (at most {K_LIMIT:,}) or None, got {_short(k)}", argument="k",
-                            fix="pass k=10, or k=None to choose k from the data")
+            raise PlanError(f"must be a whole number ≥ 1 (at most {K_LIMIT:,}) or {spell.none}, got {_short(k)}",
+                            argument="k", fix=f"{spell.give} {spell.arg('k', '10')}, or {spell.arg('k', spell.none)} "
+                                              "to choose k from the data")
+        stable = spell.arg("method", "'stable'")
         if not isinstance(method, str) or method not in METHODS:
-            raise PlanError(f"unknown method {method!r}", argument="method", fix=f"use one of {list(METHODS)}")
+            raise PlanError(f"unknown method {method!r}", argument="method",
+                            fix=f"use one of {list(METHODS)}, e.g. {stable}")
         if not isinstance(ptr, str) or ptr not in ("gaussian", "laplace"):
-            raise PlanError(f"unknown PTR noise {ptr!r}", argument="ptr", fix="use 'gaussian' or 'laplace'")
+            raise PlanError(f"unknown PTR noise {ptr!r}", argument="ptr",
+                            fix=f"use {spell.arg('ptr', repr('gaussian'))} or {spell.arg('ptr', repr('laplace'))}")
         if not isinstance(release_scores, bool):
             raise PlanError(f"must be True or False, got {release_scores!r}", argument="release_scores",
-                            fix="pass release_scores=True to also release noisy scores")
+                            fix=f"{spell.release_scores} to also release noisy scores")
         if k is None and method != "stable":
             raise PlanError(f"method {method!r} needs a fixed k", argument="k",
-                            fix="pass k=..., or use method='stable' for a data-chosen k")
-        self.score = score_of(score, source.unit, source.schema)
+                            fix=f"{spell.give} {spell.option(10, 'method', repr(method))}, or use {stable} for a "
+                                "data-chosen k")
+        self.score = score_of(score, source.unit, source.schema, spell)
         m = None if self._keys is None else self._keys.height
         if k is not None and m is not None and k > m:
-            raise PlanError(f"k={k} is larger than the {m} public keys", argument="k", fix=f"pass k ≤ {m}")
+            raise PlanError(f"k = {k} is larger than the {m} public keys", argument="k",
+                            fix=f"{spell.give} a k ≤ {m}, e.g. {spell.arg('k', str(m))}")
         if method in ("gumbel", "peeling", "tct") and self._keys is None:
             raise PlanError(f"method {method!r} samples among all candidate keys, so it needs a public key "
                             "domain (keys present in the data would leak which keys exist)", argument="keys",
-                            fix="pass group_by(..., keys=[...]), or use method='stable' or 'limited_domain'")
+                            fix=f"pass {spell.keys}, or use {stable} or 'limited_domain'")
         if k_max is not None and (isinstance(k_max, bool) or not isinstance(k_max, int)
                                   or not (k or 1) <= k_max <= K_LIMIT):
             raise PlanError(f"must be a whole number from {k or 1} to {K_LIMIT:,}, got {_short(k_max)}",
-                            argument="k_max", fix="pass the largest k you would accept (public)")
+                            argument="k_max", fix=f"{spell.give} {spell.arg('k_max', 'n')}, n the largest k you "
+                                                  "would accept (public)")
         # plain ints: an int subclass's comparisons with k would see the data-chosen k̃
         k = None if k is None else int.__index__(k)
         k_max = None if k_max is None else int.__index__(k_max)
@@ -202,10 +213,11 @@ class TopKQuery:
             k_max = min(k_max, m)
         self.k, self.k_max, self.method, self.ptr = k, k_max, method, ptr
         self.release_scores = release_scores
-        self.lam = self.score.gap if lam is None else _regularizer(lam)
-        self.delta_t = None if delta_t is None else _fraction(delta_t, "delta_t")
+        self.lam = self.score.gap if lam is None else _regularizer(lam, spell)
+        self.delta_t = None if delta_t is None else _fraction(delta_t, "delta_t", spell)
         if self.delta_t is not None and not 0 < self.delta_t < 1:
-            raise BudgetError(f"must be in (0, 1), got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
+            raise BudgetError(f"must be in (0, 1), got {delta_t}", argument="delta_t",
+                              fix=f"{spell.give} e.g. {spell.arg('delta_t', '1e-9')}")
 
     # -- planning (free) ------------------------------------------------------------------------
 
@@ -239,18 +251,18 @@ class TopKQuery:
         ``BudgetConversionError``, a δ in a zCDP session with δ = 0 does not fit): the fix then names the session.
         """
         kind = "a pure-DP budget" if notion == "pure" and not isinstance(budget, ZCDP) else "a budget with δ = 0"
+        gumbel = self._spelling.arg("method", "'gumbel'")
         total = self._context.accountant.total
         if getattr(total, "delta", 0) == 0:
             return BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}, and this "
                                "session's total budget has δ = 0", argument="budget",
-                               fix="use method='gumbel' (public keys) for pure DP, or open the session with a total "
+                               fix=f"use {gumbel} (public keys) for pure DP, or open the session with a total "
                                    "budget that has a δ")
         example = "dp.ZCDP(0.1, 1e-8)" if total.notion == "zcdp" else \
             "dp.ApproxDP(1, 1e-7) / dp.ZCDP(0.1, 1e-8)" if self._context.accountant.name in ("rdp", "pld") else \
             "dp.ApproxDP(1, 1e-7)"
         return BudgetError(f"method {self.method!r} is approximate DP (it needs δ > 0), got {kind}", argument="budget",
-                           fix=f"give a budget with a δ, e.g. {example}, or use method='gumbel' (public keys) for "
-                               "pure DP")
+                           fix=f"give a budget with a δ, e.g. {example}, or use {gumbel} (public keys) for pure DP")
 
     def _calibrate(self, budget: object) -> TopKPlan:
         b, curve_session = query_budget(self._context.accountant, budget)
@@ -262,7 +274,7 @@ class TopKQuery:
             raise self._needs_delta(b, notion)
         if self.method == "stable":
             plan_stable(plan, delta, StableRequest(self.k, self._keys is not None, self.ptr, self.delta_t,
-                                                   self.score.gap))
+                                                   self.score.gap, self._spelling))
         elif self.method in ("gumbel", "peeling"):
             plan.step_epsilon = cal.em_step_epsilon(notion, sel, delta, self._k,
                                                     "br" if self.method == "gumbel" else "dp")
@@ -270,8 +282,8 @@ class TopKQuery:
         elif self.method == "limited_domain":
             if notion == "zcdp":
                 raise BudgetError(f"{LD_NO_ZCDP}; this budget is zCDP", argument="method",
-                                  fix="use method='stable', or give an (ε, δ) budget in a session with the 'basic', "
-                                      "'rdp' or 'pld' accountant")
+                                  fix=f"use {self._spelling.arg('method', repr('stable'))}, or give an (ε, δ) budget "
+                                      "in a session with the 'basic', 'rdp' or 'pld' accountant")
             plan.step_epsilon = cal.ld_step_epsilon(sel, delta, self._k)
             plan.delta_ld = delta / 2
             plan.curves.append(curves.approx(up(sel), up(delta)))
@@ -279,7 +291,7 @@ class TopKQuery:
             t = cal.tct_plan(notion, sel, delta, self._k)
             if t is None:
                 raise BudgetError(f"no TCT calibration fits {b!r} for k={self._k}", argument="budget",
-                                  fix="give a larger ε or δ, or use method='stable'")
+                                  fix=f"give a larger ε or δ, or use {self._spelling.arg('method', repr('stable'))}")
             plan.tct = t
             plan.curves.append(curves.zcdp(up(sel), up(delta)) if notion == "zcdp" else
                                curves.approx(up(sel), up(delta)))
@@ -405,19 +417,17 @@ class TopKQuery:
             return TopKPartial(self.k, self.method, f"{sel.reason}; {self.next_step(plan)}", keys=out)
         return out
 
-    def next_step(self, plan: TopKPlan, *, sql: bool = False) -> str:
+    def next_step(self, plan: TopKPlan) -> str:
         """What to try after a failed or partial release, from public parameters only (method, k, keys, notion).
 
-        The end of a :class:`TopKFailed`'s ``reason``; ``sql=True`` spells it as ``TOP_K(...)`` arguments.
+        The end of a :class:`TopKFailed`'s ``reason``, in the query's spelling (SQL: ``TOP_K(...)``).
         """
-        k = self.k
-        fixed = "TOP_K(score, 10)" if sql else "k=10"
-        limited = f"TOP_K(score, {k}, method := 'limited_domain')" if sql else "method='limited_domain'"
-        chosen = "TOP_K(score, NULL)" if sql else "k=None"
-        k_max = "k_max := n" if sql else "k_max"
-        public = ("public keys: sess.sql(..., keys={'column': [...]}) with "
-                  f"TOP_K(score, {k or 'k'}, method := 'gumbel')" if sql else
-                  "public keys: group_by(..., keys=[...]).top_k(k, method='gumbel')")
+        k, spell = self.k, self._spelling
+        fixed = spell.arg("k", "10")
+        limited = spell.option(k, "method", "'limited_domain'")
+        chosen = spell.arg("k", spell.none)
+        k_max = spell.arg("k_max", "n")
+        public = f"public keys: {spell.keys} with {spell.option(k or 'k', 'method', repr('gumbel'))}"
         tries = []
         if self.method == "stable" and k is None:
             tries.append(f"a fixed k, e.g. {fixed} (with public keys it always returns k keys; over keys from the "
@@ -539,7 +549,7 @@ LAM_LIMIT = 2**31
 int64 utilities by λ's numerator and denominator (λ = 1e-300 is 1/10³⁰⁰: it overflowed int64 after the charge)."""
 
 
-def _regularizer(value: object) -> Fraction:
+def _regularizer(value: object, spelling: Spelling = CHAIN) -> Fraction:
     """λ ≥ 0 rounded to a denominator ≤ :data:`LAM_LIMIT` (public: any λ keeps the selection's privacy).
 
     Example:
@@ -547,10 +557,12 @@ def _regularizer(value: object) -> Fraction:
         (Fraction(0, 1), Fraction(1, 2))
 
     """
-    lam = _fraction(value, "lam")
+    lam = _fraction(value, "lam", spelling)
     if lam > LAM_LIMIT:
-        raise BoundsError(f"must be at most 2^31, got {_short(value)}", argument="lam",
-                          fix="pass a smaller λ (one beyond the largest gap already makes k̃ = k)")
+        shown = f"{float(value):g}" if isinstance(value, Fraction) else _short(value)
+        raise BoundsError(f"must be at most 2^31, got {shown}", argument="lam",
+                          fix=f"{spelling.give} {spelling.arg('lam', '<at most 2^31>')} (one beyond the largest gap "
+                              "already makes k̃ = k)")
     return lam.limit_denominator(LAM_LIMIT)
 
 
@@ -559,15 +571,16 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
-def _fraction(value: object, argument: str) -> Fraction:
+def _fraction(value: object, argument: str, spelling: Spelling = CHAIN) -> Fraction:
     value = plain(value)
+    fix = f"{spelling.give} {spelling.arg(argument, '<a number ≥ 0>')}"
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise BoundsError(f"expected a number, got {value!r}", argument=argument, fix="pass a number ≥ 0")
+        raise BoundsError(f"expected a number, got {value!r}", argument=argument, fix=fix)
     if isinstance(value, float) and not math.isfinite(value):
-        raise BoundsError(f"must be finite, got {value}", argument=argument, fix="pass a finite number ≥ 0")
+        raise BoundsError(f"must be finite, got {value}", argument=argument, fix=fix)
     out = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
     if out < 0:
-        raise BoundsError(f"must be ≥ 0, got {value}", argument=argument, fix="pass a number ≥ 0")
+        raise BoundsError(f"must be ≥ 0, got {value}", argument=argument, fix=fix)
     return out
 
 

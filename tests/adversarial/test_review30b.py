@@ -87,8 +87,8 @@ def test_a_number_subclass_sees_nothing_the_engine_computes(armed: Any) -> None:
     top = t.group_by("g").top_k(k=2, lam=_spy_fraction(1))
     threshold = _spy_fraction(10**6)
     with armed:
-        for q in queries:
-            q.collect(budget, ci=SpyFloat(0.9))
+        for q in queries:       # ci= where no output has an interval is refused (test_review50b): the first has some
+            q.collect(budget, ci=SpyFloat(0.9) if q is queries[0] else None)
         t.agg(dp.len()).cost(accuracy=accuracy)
         top.collect(dp.ApproxDP(budget.epsilon, 1e-6))
         assert target.contains(Fraction(12345, 7))

@@ -1,9 +1,9 @@
 """Review 33c: the accounting and privacy claims at parameters the analyst picks (tiny δ, rounding edges).
 
-The analyst picks every budget, δ and sampling rate; a δ such as ``"1e-400"`` is a valid ``dp.ApproxDP`` δ (an
-exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal float with few bits.
-Each test is an attack that broke, kept with its fix: it fails if the defence regresses. Expected values are
-literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
+The analyst picks every budget, δ and sampling rate; a δ such as ``Fraction(1, 10**400)`` is a valid
+``dp.ApproxDP`` δ (an exact Fraction) that ``float()`` turns into 0.0, and a δ below 2.2e-308 is a subnormal
+float with few bits. Each test is an attack that broke, kept with its fix: it fails if the defence regresses.
+Expected values are literals computed independently (by hand or with mpmath at 60 digits, as each docstring says).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_interior_point_plans_a_delta_below_the_float_range() -> None:
     assert (p.levels, p.epsilon0) == (2, Fraction(1, 17))
     assert p.log_inv_delta0 == pytest.approx(922.99711, abs=1e-5) and p.log_inv_delta0 >= 400 * math.log(10)
     assert p.t == math.ceil(100 * 17 * p.log_inv_delta0 * (1 + 1e-12)) and p.delta0 == 0.0
-    for delta in ("1e-320", TINY):
+    for delta in (Fraction("1e-320"), TINY):       # (text is refused since review 50b: a Fraction of it)
         for method in ("treelog", "binary_search", "exponential"):
             q = _session(dp.ApproxDP(10, 1e-5)).table("t").interior_point("x", bounds=(0, 100), method=method)
             assert q.cost(dp.ApproxDP(1, delta)).epsilon == 1      # type: ignore[union-attr]
