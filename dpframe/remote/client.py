@@ -27,7 +27,6 @@ import re
 import socket
 import ssl
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,7 +40,15 @@ from dpframe.accuracy import Accuracy
 from dpframe.aggregate import confidence
 from dpframe.budgets import Budget
 from dpframe.catalog import check_table_name
-from dpframe.errors import ArgumentError, DPFrameError, NoIntervalWarning, RemoteError, SignatureError, TopKWarning
+from dpframe.errors import (
+    ArgumentError,
+    DPFrameError,
+    NoIntervalWarning,
+    RemoteError,
+    SignatureError,
+    TopKWarning,
+    emit,
+)
 from dpframe.family import check_format
 from dpframe.frame import accuracy_target, diagnostics_flag
 from dpframe.interactive import ptr, stopping
@@ -478,11 +485,10 @@ class RemoteQuery(Sendable):
         """
         value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
         if isinstance(value, dict) and "warning" in value:
-            warnings.warn(_top_k_warning(value, frames[0]), stacklevel=2)
+            emit(_top_k_warning(value, frames[0]))
         if isinstance(value, dict) and isinstance(value.get("no_intervals"), list):   # ci= gave some outputs none
             for note in value["no_intervals"]:
-                warnings.warn(NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ())))),
-                              stacklevel=2)
+                emit(NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ())))))
         if isinstance(value, dict) and "result" in value:
             return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame

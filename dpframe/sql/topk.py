@@ -31,14 +31,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import warnings
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dpframe.errors import PlanError, TopKWarning
+from dpframe.errors import PlanError, TopKWarning, emit
 from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node, tables_read
@@ -138,7 +137,7 @@ class SQLTopKQuery(Releasable[Any]):
         """
         frame, warning = self.released(budget, ci=ci, diagnostics=diagnostics)
         if warning is not None:
-            warnings.warn(warning, stacklevel=2)
+            emit(warning)       # at the analyst's line (the public method's wrapper is a frame in between)
         return frame
 
     def released(self, budget: object = None, *, ci: object = None,

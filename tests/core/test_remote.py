@@ -305,8 +305,9 @@ def test_a_short_top_k_warns_the_analyst_as_in_process(sql: str, budget: dp.Budg
             warnings.simplefilter("always")
             got = remote.sql(sql).collect(budget)
     assert got.equals(local) and got.height == rows
-    (warned,) = [w.message for w in caught if isinstance(w.message, dp.TopKWarning)]
-    expected = here[0].message
+    (at,) = [w for w in caught if isinstance(w.message, dp.TopKWarning)]
+    assert here[0].filename == at.filename == __file__       # warned at the analyst's line, not dpframe's
+    warned, expected = at.message, here[0].message
     assert str(warned) == str(expected) and type(warned.outcome).__name__ == kind
     assert (warned.outcome.k, warned.outcome.method, warned.outcome.reason) == (
         expected.outcome.k, expected.outcome.method, expected.outcome.reason)
