@@ -39,7 +39,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
-from dpframe.budgets import Budget, PureDP, down, make, sqrt_down, up
+from dpframe.budgets import Budget, PureDP, divide, down, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import COUNT_KINDS, Measure, check_ddof
 from dpframe.mechanism import (
@@ -309,7 +309,7 @@ class AggregateMechanism:
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> AggregatePlan:
         needs = _needs_of(measures)
         distinct = list(dict.fromkeys(need for roles in needs.values() for need in roles.values()))
-        part = _divide(share, len(distinct))
+        part = divide(share, len(distinct))
         m_rows = Fraction(ctx.unit.max_rows)
         statistics: dict[Need, Statistic] = {}
         noises: dict[str, Noise] = {}
@@ -421,12 +421,6 @@ def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
     # (the exact profile tabulates the pmf over about ±(38σ + Δ): only where that table is small)
     scalar = exact and sigma <= MAX_DISCRETE_GAUSSIAN_SIGMA and sensitivity <= MAX_DISCRETE_GAUSSIAN_SIGMA
     return acc.discrete_gaussian(sigma, float(sensitivity) if scalar else up(sensitivity), scalar=scalar)
-
-
-def _divide(share: Budget, parts: int) -> Budget:
-    if share.notion == "pure":
-        return make("pure", share.epsilon / parts)  # type: ignore[union-attr]
-    return make("zcdp", share.rho / parts)  # type: ignore[union-attr]
 
 
 def _sum(costs: list[Budget], notion: str) -> Budget:
