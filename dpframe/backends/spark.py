@@ -124,6 +124,12 @@ def _pyspark() -> Any:
     return pyspark.sql
 
 
+def _pyspark_context() -> Any:
+    """``pyspark.SparkContext`` (after :func:`_pyspark`: PySpark is importable)."""
+    import pyspark
+    return pyspark.SparkContext
+
+
 # ------------------------------------------------------------------------------------------------ types
 
 
@@ -540,7 +546,12 @@ class SparkBackend:
             if not os.environ.get("PYSPARK_PYTHON"):
                 builder = builder.config("spark.pyspark.python", sys.executable)
             try:
-                spark = session.getActiveSession() or builder.getOrCreate()
+                spark = session.getActiveSession()
+                if spark is None:
+                    started = _pyspark_context()._active_spark_context is None   # no JVM context yet: ours
+                    spark = builder.getOrCreate()
+                    if started:     # Spark 4 starts a local driver log at INFO, which prints statistics of the
+                        spark.sparkContext.setLogLevel("WARN")   # private rows (metrics_reachable): before any read
             except Exception as e:  # typically no Java: PySparkRuntimeError [JAVA_GATEWAY_EXITED]
                 raise DPFrameError(f"cannot start a local SparkSession ({type(e).__name__}: {_first_line(e)})",
                                    argument="spark", fix="install Java 17+ (set JAVA_HOME or put java on PATH), "

@@ -291,6 +291,32 @@ def test_without_java_a_clear_error(tmp_path: Any) -> None:
     assert proc.stdout.startswith("DPFrameError spark | install Java 17+"), (proc.stdout, proc.stderr[-2000:])
 
 
+@pytest.mark.slow
+def test_a_session_dpframe_starts_itself_answers() -> None:
+    """``backend="spark"`` with no SparkSession (a fresh process): dpframe starts a local one and it answers.
+
+    Spark 4 starts a local driver log at INFO, which dpframe refuses (it prints statistics of the private rows):
+    every session dpframe started was refused before any query. It now sets its own session's log to WARN; a
+    session the analyst started at INFO is still refused.
+    """
+    from tests.conftest import spark_unavailable
+    if spark_unavailable():
+        pytest.skip(spark_unavailable())
+    code = ("import polars as pl, dpframe as dp\n"
+            "from pyspark.sql import SparkSession\n"
+            "sess = dp.Session({'t': pl.DataFrame({'u': [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit('u'),\n"
+            "                  budget=dp.PureDP(10**6), backend='spark', seed=0)\n"
+            "print('released', sess.table('t').agg(dp.len()).collect(dp.PureDP(10**6)).item())\n"
+            "SparkSession.getActiveSession().sparkContext.setLogLevel('INFO')\n"
+            "try:\n"
+            "    sess.table('t').agg(dp.len()).collect(dp.PureDP(1))\n"
+            "except dp.DPFrameError as e:\n"
+            "    print('refused', e.argument, len(sess.history()))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.stdout.split("\n")[:2] == ["released 3", "refused spark 1"], (proc.stdout, proc.stderr[-2000:])
+
+
 def test_time_zone_aware_datetimes_register_and_answer(spark_session: Any) -> None:
     """A tz-aware Datetime column is stored as a Spark TIMESTAMP (an instant) and reads back as the same instants."""
     stamps = TABLE.with_columns(ts=pl.datetime(2024, 1, 1, time_zone="Europe/Paris") + pl.duration(hours=pl.col("u")))
