@@ -232,3 +232,16 @@ def test_a_short_top_k_is_a_frame_and_a_warning(sql, budget, kind, rows):
             q.collect(budget)
     assert isinstance(raised.value.outcome, TopKFailed)
     assert "sql result: always a frame" in q.explain(budget)
+
+
+def test_sql_top_k_asks_for_sql_fixes_only_from_a_family_that_takes_them() -> None:
+    """A plugin's top-k family (``replaces="top_k"``) gets the protocol's arguments only; the built-in, SQL spelling."""
+    from dpframe.plugin import plugin_host
+    from dpframe.sql.topk import sql_spelling
+
+    class Replacement:
+        def build(self, source: object, /, *, k: object, score: object, method: object, release_scores: object,
+                  k_max: object, lam: object, ptr: object, delta_t: object) -> None: ...
+
+    assert sql_spelling(Replacement()) == {}
+    assert sql_spelling(plugin_host().family("top_k")) == {"spelling": "sql"}
