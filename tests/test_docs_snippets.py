@@ -19,15 +19,19 @@ What a page claims its code prints or evaluates to is checked on the same run:
   The claim holds for every time the statement runs, and it must run. A noisy value is written
   ``# e.g. value`` and is not compared; a trailing comment on an expression statement that looks like a
   value (a number, a list, a dict, a string, ``≈``, ``Name(``) must be one of the two.
+- A ``text``/``console`` block's ``$ dpframe ...`` commands run (``cli.main``, in a directory holding the synthetic
+  visits file the pages name), each followed by lines it must print, as a ``text`` block's (on stdout or stderr).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tokenize
@@ -277,6 +281,62 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
 def test_value_comments_are_claims_or_examples() -> None:
     unmarked = {page.name: found for page in PAGES if (found := unmarked_values(script(page)))}
     assert not unmarked, f"write '# -> value' (checked) or '# e.g. value' (noisy): {unmarked}"
+
+
+def transcripts(text: str) -> list[tuple[int, list[str], list[str]]]:
+    """The ``$ dpframe ...`` commands that ``text``/``console`` blocks show, each with the line it starts on, its
+    arguments (after ``dpframe``; ``\\`` continuation lines joined, a trailing ``# comment`` dropped) and the lines
+    shown as its output."""
+    lines, block = text.splitlines(), False
+    out: list[tuple[int, list[str], list[str]]] = []
+    shown: list[str] | None = None      # the output lines of the block's latest command
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            block, shown = line.strip() in ("```text", "```console") and not block, None
+        elif block and line.startswith("$ dpframe "):
+            command, j = line, i
+            while command.endswith("\\"):
+                j += 1
+                command = command[:-1] + lines[j]
+            out.append((i + 1, shlex.split(command, comments=True)[2:], shown := []))
+        elif shown is not None and not lines[i - 1].endswith("\\"):
+            shown.append(line)
+    return out
+
+
+def test_transcripts_are_found() -> None:
+    text = ("```text\n$ dpframe budget --ledger b.ledger   # spent\nledger  b.ledger\n...\n"
+            "$ dpframe query 'SELECT 1' \\\n    --epsilon 1\nshape: (1, 1)\n```\nprose\n```text\n$ ls\nx\n```\n")
+    assert transcripts(text) == [(2, ["budget", "--ledger", "b.ledger"], ["ledger  b.ledger", "..."]),
+                                 (5, ["query", "SELECT 1", "--epsilon", "1"], ["shape: (1, 1)"])]
+
+
+#: Commands whose transcripts tests/analyst/test_defaults.py checks: the demo takes seconds, and the plugins listed
+#: depend on what is installed.
+CHECKED_ELSEWHERE = {"demo", "plugins"}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if transcripts(p.read_text(encoding="utf-8"))], ids=lambda p: p.name)
+def test_page_commands_print_what_it_shows(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import polars as pl
+
+    import dpframe as dp
+    from dpframe import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    visits = dp.datasets.visits(50_000)         # the file docs/cli.md says to write, and docs/sql.md's data/ one
+    visits.write_parquet("visits.parquet")
+    visits.write_parquet("data/visits.parquet")
+    for line, args, shown in transcripts(page.read_text(encoding="utf-8")):
+        if args[0] in CHECKED_ELSEWHERE:
+            continue
+        with pl.Config(), contextlib.suppress(SystemExit):     # argparse's errors exit
+            cli.main(args)
+        printed = capsys.readouterr()
+        stale = not_printed(shown, printed.out + printed.err)
+        assert not stale, f"{page.name}:{line}: dpframe {args[0]} does not print what the page shows: {stale[:3]}"
 
 
 def test_no_page_uses_the_old_not_run_comment() -> None:
