@@ -20,13 +20,13 @@ What a page claims its code prints or evaluates to is checked on the same run:
   ``# e.g. value`` and is not compared; a trailing comment on an expression statement that looks like a
   value (a number, a list, a dict, a string, ``≈``, ``Name(``) must be one of the two.
 - A ``text``/``console`` block's ``$ dpframe ...`` commands run (``cli.main``, in a directory holding the synthetic
-  visits file the pages name), each followed by lines it must print, as a ``text`` block's (on stdout or stderr).
+  visits file the pages name), each followed by lines it must print, as a ``text`` block's (on stdout or stderr);
+  it must succeed unless they show an ``error: ``.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import io
 import json
 import os
@@ -332,11 +332,16 @@ def test_page_commands_print_what_it_shows(page: Path, tmp_path: Path, monkeypat
     for line, args, shown in transcripts(page.read_text(encoding="utf-8")):
         if args[0] in CHECKED_ELSEWHERE:
             continue
-        with pl.Config(), contextlib.suppress(SystemExit):     # argparse's errors exit
-            cli.main(args)
+        with pl.Config():
+            try:
+                status: object = cli.main(args)
+            except SystemExit as stop:      # argparse's errors
+                status = stop.code
         printed = capsys.readouterr()
         stale = not_printed(shown, printed.out + printed.err)
         assert not stale, f"{page.name}:{line}: dpframe {args[0]} does not print what the page shows: {stale[:3]}"
+        assert (status != 0) == any("error: " in shown_line for shown_line in shown), \
+            f"{page.name}:{line}: dpframe {args[0]} exits with {status}, the page shows\n{printed.err[-2000:]}"
 
 
 def test_no_page_uses_the_old_not_run_comment() -> None:
