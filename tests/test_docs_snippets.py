@@ -200,7 +200,7 @@ def claimed(comment: str) -> str:
             quote = char
         elif char in "([{" or char in ")]}":
             depth += 1 if char in "([{" else -1
-        elif depth == 0 and comment.startswith(": ", i):
+        elif depth <= 0 and comment.startswith(": ", i):      # below 0: after an elided "(" ("...x): prose")
             return comment[:i].strip()
     return comment.strip()
 
@@ -237,6 +237,7 @@ def test_claims_are_found_instrumented_and_compared() -> None:
     assert script.splitlines()[6] == '    _docs_claim(7)(i * 1.5)  # -> {"a": 1}'
     assert claimed("{'a': 1, 'b': [2]}: prose: more") == "{'a': 1, 'b': [2]}"
     assert claimed("'x: y' and more") == "'x: y' and more"
+    assert claimed("...total ±11.1): the note") == "...total ±11.1)"
     assert agrees("PureDP(epsilon=3/10)", "PureDP(epsilon=3/10)")
     assert not agrees("PureDP(epsilon=3/10)", "PureDP(epsilon=0.3)")
     assert agrees("reserved ε=4...; open", "reserved ε=49.9721, δ=1e-07; open")
@@ -272,15 +273,22 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
         assert not stale, f"{page.name}:{line}: the output shown is not what the page prints, {hint}: {stale[:3]}"
     recorded = tmp_path / "claims.jsonl"
     records = [json.loads(r) for r in recorded.read_text(encoding="utf-8").splitlines()] if recorded.exists() else []
-    lines = source.splitlines()
-    wrong = [f"{lines[line - 1].strip()!r} is {value!r}" for line, value in records if not agrees(claims[line], value)]
-    never = [lines[line - 1].strip() for line in set(claims) - {line for line, _ in records}]
+    lines, page_lines = source.splitlines(), page.read_text(encoding="utf-8").splitlines()
+
+    def where(line: int) -> str:
+        return f"line {page_lines.index(lines[line - 1]) + 1}: {lines[line - 1].strip()!r}"
+
+    wrong = [f"{where(line)} is {value!r}" for line, value in records if not agrees(claims[line], value)]
+    never = [where(line) for line in sorted(set(claims) - {line for line, _ in records})]
     assert not wrong and not never, f"{page.name}: claims that do not hold: {wrong}; claims never evaluated: {never}"
 
 
 def test_value_comments_are_claims_or_examples() -> None:
     unmarked = {page.name: found for page in PAGES if (found := unmarked_values(script(page)))}
     assert not unmarked, f"write '# -> value' (checked) or '# e.g. value' (noisy): {unmarked}"
+    unchecked = [page.name for page in PAGES for code, skip in blocks(page.read_text(encoding="utf-8"))
+                 if skip and re.search(r"#\s*->", code)]
+    assert not unchecked, f"a block marked {SKIP} does not run, so its '# ->' claims cannot hold: {unchecked}"
 
 
 def transcripts(text: str) -> list[tuple[int, list[str], list[str]]]:
