@@ -16,9 +16,9 @@ What a page claims its code prints or evaluates to is checked on the same run:
   or the printed text must equal the claim, ``...`` / ``…`` standing for any part. ``# -> ≈ value`` compares
   each number to the digits the claim shows (``≈ 1.87`` claims a value in [1.865, 1.875]). Prose may follow
   ``: `` (``# -> PureDP(epsilon=1): free``); a value that itself contains ``: `` goes in a ``text`` block.
-  The claim holds for every time the statement runs, and it must run. A noisy value is written
-  ``# e.g. value`` and is not compared; a trailing comment on an expression statement that looks like a
-  value (a number, a list, a dict, a string, ``≈``, ``Name(``) must be one of the two.
+  The claim holds for every time the statement runs, and it must run (not in a skip-test block). A noisy
+  value is written ``# e.g. value`` and is not compared; a trailing comment on an expression statement that
+  looks like a value (a number, a list, a dict, a string, ``≈``, ``Name(``) must be one of the two.
 - A ``text``/``console`` block's ``$ dpframe ...`` commands run (``cli.main``, in a directory holding the synthetic
   visits file the pages name), each followed by lines it must print, as a ``text`` block's (on stdout or stderr);
   it must succeed unless they show an ``error: ``.
