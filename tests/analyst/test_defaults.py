@@ -13,7 +13,7 @@ import pytest
 import dpframe as dp
 from dpframe import cli
 from dpframe.domains import OrderedDomain
-from tests.test_docs_snippets import not_printed
+from tests.test_docs_snippets import not_printed, transcripts
 
 ROOT = Path(__file__).resolve().parents[2]
 MINUTES = pl.DataFrame({"u": range(3000), "delay": [float((i * 7) % 90 - 10) for i in range(3000)],
@@ -113,9 +113,10 @@ def test_a_mean_of_dates_says_what_works() -> None:
 
 
 def _cli_page_shows(command: str) -> list[str]:
-    """The lines docs/cli.md shows under ``$ <command>`` (a text block)."""
+    """The lines docs/cli.md shows under ``$ <command>`` (the other commands' transcripts:
+    tests/test_docs_snippets.py)."""
     page = (ROOT / "docs" / "cli.md").read_text()
-    return page[page.index(f"```text\n$ {command}\n"):].split("```")[1].splitlines()[2:]
+    return next(shown for _, args, shown in transcripts(page) if ["dpframe", *args] == command.split())
 
 
 def test_the_cli_page_shows_what_dpframe_plugins_prints(capsys: pytest.CaptureFixture[str]) -> None:
