@@ -290,6 +290,28 @@ def _check_declared(plugin: str, item: Any) -> None:
                           f"{sorted(NOTIONS)}", argument="dpframe_mechanisms", fix=fix)
 
 
+def check_family(plugin: str, item: Any, argument: str) -> None:
+    """A PluginError (naming ``argument``) unless ``item`` is a query family whose name is not a core method.
+
+    Example:
+        >>> class Rows:
+        ...     name, attach, methods, result_types = "filter", "frame", (), {}
+        ...     def build(self, source, /, *args, **kwargs): ...
+        >>> check_family("mine", Rows(), "dpframe_query_families")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: dpframe_query_families: plugin 'mine' registers a query family named 'filter', ...
+
+    """
+    if not isinstance(item, QueryFamily) or getattr(item, "attach", None) not in ("frame", "group_by", "both"):
+        raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a query family", argument=argument,
+                          fix="give it name, attach ('frame', 'group_by' or 'both'), methods, result_types and "
+                              "build() (see dpframe.family.QueryFamily)")
+    if item.name in RESERVED:
+        raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
+                          "dpframe.Frame / GroupBy", argument=argument, fix="give the family another name")
+
+
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
     """The ``register`` callback ``plugin`` gets in ``hook``."""
     def mechanism(item: Any, /, *, replaces: str | None = None) -> None:
@@ -310,15 +332,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
         return add
 
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
-        if not isinstance(item, QueryFamily) or item.attach not in ("frame", "group_by", "both"):
-            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a query family",
-                              argument="dpframe_query_families",
-                              fix="give it name, attach ('frame', 'group_by' or 'both'), methods, result_types and "
-                                  "build() (see dpframe.family.QueryFamily)")
-        if item.name in RESERVED:
-            raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
-                              "dpframe.Frame / GroupBy", argument="dpframe_query_families",
-                              fix="give the family another name")
+        check_family(plugin, item, "dpframe_query_families")
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:

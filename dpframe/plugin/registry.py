@@ -89,6 +89,22 @@ class Registry(Generic[T]):
                               fix=f"use one of {sorted(self._entries)} (`dpframe plugins` lists what is installed)")
         return self._entries[name]
 
+    def copy(self) -> Registry[T]:
+        """A new registry of the same kind and policy holding the same entries (adding to it leaves this one as is).
+
+        Example:
+            >>> reg = Registry("backend", replaceable=True)
+            >>> reg.add(object, name="polars", plugin="core", first_party=True)
+            >>> view = reg.copy()
+            >>> view.add(dict, name="mine", plugin="me", first_party=False)
+            >>> reg.names(), view.names()
+            (['polars'], ['mine', 'polars'])
+
+        """
+        copied: Registry[T] = Registry(self.kind, replaceable=self.replaceable)
+        copied._entries = dict(self._entries)
+        return copied
+
     def names(self) -> list[str]:
         """Registered names, sorted."""
         return sorted(self._entries)

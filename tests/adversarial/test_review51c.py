@@ -10,10 +10,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import polars as pl
+import pytest
 from dpframe_quantiles.mechanism import QuantileMechanism
 
 import dpframe as dp
-from dpframe.testing import check_refused, measure_context
+from dpframe.plugin import plugin_host
+from dpframe.testing import check_refused, measure_context, pin_families
 
 
 def test_quantiles_refuse_an_approximate_share_with_a_dpframe_error() -> None:
@@ -21,3 +26,49 @@ def test_quantiles_refuse_an_approximate_share_with_a_dpframe_error() -> None:
     err = check_refused(QuantileMechanism(), dp.quantile("x", 0.5, bounds=(0, 100)), measure_context(),
                         dp.ApproxDP(1, 1e-6))
     assert err.argument == "budget" and "PureDP" in (err.fix or "")
+
+
+class Renamed:
+    """The installed ``frame.bounds`` family under another name, counting its builds (a family under test)."""
+
+    def __init__(self, name: str) -> None:
+        self.inner = plugin_host().family("bounds")
+        self.name, self.attach, self.methods = name, self.inner.attach, ()
+        self.result_types: dict[str, type] = {}
+        self.builds = 0
+
+    def build(self, source: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.builds += 1
+        return self.inner.build(source, *args, **kwargs)
+
+
+def _session() -> dp.Session:
+    data = pl.DataFrame({"x": [float(i % 10) for i in range(200)]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+
+
+def test_pin_families_adds_a_query_name_to_one_session_only() -> None:
+    family = Renamed("my_bounds")
+    sess = pin_families(_session(), family)
+    lo, hi = sess.table("t").my_bounds("x", domain=(0, 10)).collect(dp.PureDP(1))
+    assert family.builds == 1 and lo <= hi
+    assert sess.spent() == dp.PureDP(1)
+    with pytest.raises(AttributeError, match="my_bounds"):
+        _session().table("t").my_bounds("x", domain=(0, 10))
+
+
+def test_pin_families_wins_over_the_installed_family_of_that_name() -> None:
+    family = Renamed("bounds")
+    sess = pin_families(pin_families(_session(), Renamed("other")), family)
+    sess.table("t").bounds("x", domain=(0, 10)).collect(dp.PureDP(1))
+    assert family.builds == 1
+    assert [e.name for e in sess.plugins.families()].count("bounds") == 1
+    assert sess.plugins.families().entry("bounds").plugin == "dpframe.testing"
+    assert "other" in sess.plugins.families()       # pins stack, as pin_mechanisms' do
+
+
+@pytest.mark.parametrize("bad", [object(), Renamed("filter")])
+def test_pin_families_refuses_what_is_not_a_family(bad: object) -> None:
+    with pytest.raises(dp.PluginError) as e:
+        pin_families(_session(), bad)
+    assert e.value.fix
