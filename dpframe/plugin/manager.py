@@ -42,6 +42,29 @@ class PluginInfo:
 
 
 @dataclass(frozen=True)
+class Route:
+    """One row of the routing part of ``dpframe plugins``: what handles a measure kind or builds a query.
+
+    ``what`` is ``"measure"`` (``name`` a measure kind, ``notion`` the share notion its mechanism is calibrated
+    to: ``"pure"`` for pure and (ε, δ) query budgets, ``"zcdp"`` for zCDP ones, ``"approx"`` for partition
+    selection's (ε, δ)) or ``"query"`` (``name`` a query name, ``notion`` where it attaches: ``"frame"``,
+    ``"group_by"`` or ``"both"``). ``handler`` and ``plugin`` name the mechanism or family the engine uses,
+    ``replaced`` the plugin whose item of that name it replaced (``replaces=``). ``also`` lists, as
+    ``"name (plugin)"`` in the order tried, the other mechanisms that offer the kind under the notion: they run
+    only when a measure names them (``mechanism=``). ``handler`` is None when the choice is ambiguous (several
+    third-party mechanisms and no built-in: every measure of the kind must name one; they are in ``also``).
+    """
+
+    what: str
+    name: str
+    notion: str
+    handler: str | None
+    plugin: str | None
+    also: tuple[str, ...] = ()
+    replaced: str | None = None
+
+
+@dataclass(frozen=True)
 class Audits:
     """What a plugin registered through ``dpframe_audits``: a factory of audit specs and its entry points.
 
@@ -184,6 +207,41 @@ class PluginHost(Sealed):
                               "`pip install -e plugins/dpframe_histogram`)" +
                               (f", or unblock it in {BLOCK_ENV}" if self.blocked else ""))
 
+    def routes(self) -> list[Route]:
+        """Who handles what, as the engine routes it: each measure kind under each notion, then each query name.
+
+        Measure kinds are sorted, each with its notions in the order ``pure``, ``zcdp``, ``approx``; query names
+        in registration order (built-ins first). Built from :meth:`mechanism_for` and :meth:`family` themselves
+        (so a host that pins mechanisms or families, :func:`dpframe.testing.pin_mechanisms`, shows the pins).
+
+        Example:
+            >>> [(r.handler, r.plugin) for r in plugin_host().routes() if (r.name, r.notion) == ("sum", "pure")]
+            [('aggregates', 'aggregates')]
+            >>> [r.plugin for r in plugin_host().routes() if r.what == "query" and r.name == "top_k"]
+            ['topk']
+
+        """
+        offered = self.mechanisms()
+        registered = {(e.plugin, e.name): e.replaced for e in self._registries().mechanisms}
+        routes = []
+        for kind in sorted({k for _, m in offered for k in m.handles}):
+            for notion in sorted({n for _, m in offered if kind in m.handles for n in m.notions}, key=_notion_rank):
+                candidates = [(p, m) for p, m in offered if kind in m.handles and notion in m.notions]
+                try:
+                    chosen = self.mechanism_for(kind, notion)
+                except PluginError:     # several third-party mechanisms, no built-in: each measure names one
+                    routes.append(Route("measure", kind, notion, None, None, tuple(f"{m.name} ({p})" for p, m in
+                                                                                     candidates)))
+                    continue
+                plugin = next(p for p, m in candidates if m is chosen)
+                also = tuple(f"{m.name} ({p})" for p, m in candidates if m is not chosen)
+                routes.append(Route("measure", kind, notion, chosen.name, plugin, also,
+                                    registered.get((plugin, chosen.name))))
+        for e in self.families():
+            family = self.family(e.name)
+            routes.append(Route("query", e.name, family.attach, family.name, e.plugin, (), e.replaced))
+        return routes
+
     def accountant(self, name: str) -> Callable[..., Any]:
         """The accountant factory registered as ``name``."""
         return self._registries().accountants.get(name)
@@ -260,6 +318,11 @@ class PluginHost(Sealed):
 
 NOTIONS = frozenset({"pure", "zcdp", "approx"})
 """The share notions a mechanism may declare (``approx``: partition selection's (ε, δ) share)."""
+
+
+def _notion_rank(notion: str) -> int:
+    """Routes list a kind's notions as pure, zCDP, approximate."""
+    return ("pure", "zcdp", "approx").index(notion)
 
 
 def _check_declared(plugin: str, item: Any) -> None:

@@ -18,8 +18,8 @@ Example:
     ...
     dpframe.errors.PluginError: backend: plugin 'fast_polars' registers a backend named 'polars', which ...
     >>> reg.add(dict, name="polars", plugin="fast_polars", first_party=False, replaces="polars")
-    >>> reg.get("polars"), reg.entry("polars").plugin
-    (<class 'dict'>, 'fast_polars')
+    >>> reg.get("polars"), reg.entry("polars").plugin, reg.entry("polars").replaced
+    (<class 'dict'>, 'fast_polars', 'core')
 
 """
 
@@ -36,7 +36,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Entry(Generic[T]):
-    """One registered item: its name, the item, the plugin that registered it and whether that is built in."""
+    """One registered item: its name, the item, the plugin that registered it and whether that is built in.
+
+    ``replaced``: the plugin whose item of the same name this one replaced (``replaces=``), None otherwise.
+    """
 
     name: str
     item: T
@@ -76,7 +79,7 @@ class Registry(Generic[T]):
                                   "already registered", argument=self.kind,
                                   fix=f"give it another name, pass replaces={name!r} to replace it on purpose, or "
                                       "block one of the two plugins with DPFRAME_BLOCK_PLUGINS")
-        self._entries[name] = Entry(name, item, plugin, first_party, replaces)
+        self._entries[name] = Entry(name, item, plugin, first_party, None if existing is None else existing.plugin)
 
     def get(self, name: str) -> T:
         """The item registered as ``name``; a :class:`PluginError` listing the names otherwise."""

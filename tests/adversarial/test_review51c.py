@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from dpframe_aggregates import AggregateMechanism
 from dpframe_quantiles.mechanism import QuantileMechanism
 
 import dpframe as dp
+from dpframe import cli
 from dpframe.noise import (
     SeededRandomSource,
     bernoulli_exp,
@@ -36,8 +38,8 @@ from dpframe.noise import (
     exponential_index_grouped,
 )
 from dpframe.noise.exponential import epsilon_from_rho
-from dpframe.plugin import plugin_host
-from dpframe.testing import check_refused, measure_context, pin_families
+from dpframe.plugin import PluginHost, Route, plugin_host
+from dpframe.testing import check_refused, measure_context, pin_families, pin_mechanisms
 
 
 def test_quantiles_refuse_an_approximate_share_with_a_dpframe_error() -> None:
@@ -48,10 +50,10 @@ def test_quantiles_refuse_an_approximate_share_with_a_dpframe_error() -> None:
 
 
 class Renamed:
-    """The installed ``frame.bounds`` family under another name, counting its builds (a family under test)."""
+    """An installed family (``frame.bounds``) under another name, counting its builds (a family under test)."""
 
-    def __init__(self, name: str) -> None:
-        self.inner = plugin_host().family("bounds")
+    def __init__(self, name: str, inner: str = "bounds") -> None:
+        self.inner = plugin_host().family(inner)
         self.name, self.attach, self.methods = name, self.inner.attach, ()
         self.result_types: dict[str, type] = {}
         self.builds = 0
@@ -164,3 +166,94 @@ def test_bernoulli_exp_ratio_still_takes_int_uint_and_python_int_arrays() -> Non
         assert got.dtype == np.bool_ and got.size == np.asarray(num).size
         assert bool(got.flat[0]) if got.size else True      # exp(-0) = 1
     assert not bernoulli_exp_ratio(np.array([2**70], dtype=object), 1, R)[0]
+
+
+def _mechanism(name: str, kinds: set[str], notions: tuple[str, ...] = ("pure", "zcdp")) -> AggregateMechanism:
+    m = AggregateMechanism()
+    m.name, m.handles, m.notions = name, frozenset(kinds), frozenset(notions)     # type: ignore[misc]
+    return m
+
+
+class _Hooks:
+    def __init__(self, mechanisms: Sequence[tuple[Any, str | None]] = (),
+                 families: Sequence[tuple[Any, str | None]] = ()) -> None:
+        self.mechanisms, self.families = mechanisms, families
+
+    @dp.hookimpl
+    def dpframe_mechanisms(self, register: Any) -> None:
+        for m, replaces in self.mechanisms:
+            register(m, replaces=replaces)
+
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        for f, replaces in self.families:
+            register(f, replaces=replaces)
+
+
+def _host() -> PluginHost:
+    """A fresh host: the installed plugins, and three third-party ones an author might have written."""
+    host = PluginHost()
+    host.register(_Hooks([(_mechanism("fastsum", {"sum", "mykind"}, ("pure",)), None)]), name="fast")
+    host.register(_Hooks([(_mechanism("othersum", {"mykind"}), None)], [(Renamed("top_k", "top_k"), "top_k")]),
+                  name="other")
+    host.register(_Hooks([(_mechanism("quantiles", {"quantile"}), "quantiles")]), name="myq")
+    return host
+
+
+def _route(host: PluginHost, what: str, name: str, notion: str) -> Route:
+    [found] = [r for r in host.routes() if (r.what, r.name, r.notion) == (what, name, notion)]
+    return found
+
+
+def test_routes_say_which_mechanism_handles_a_kind_and_who_else_offers_it() -> None:
+    host = _host()
+    plain = _route(host, "measure", "sum", "pure")      # the built-in wins; fastsum runs only when named
+    assert (plain.handler, plain.plugin, plain.also) == ("aggregates", "aggregates", ("fastsum (fast)",))
+    assert host.mechanism_for("sum", "pure") is not host.mechanism_for("sum", "pure", "fastsum")
+    zcdp = _route(host, "measure", "sum", "zcdp")
+    assert (zcdp.handler, zcdp.also) == ("aggregates", ())
+    ambiguous = _route(host, "measure", "mykind", "pure")   # two third-party mechanisms: refused unless named
+    assert ambiguous.handler is None and ambiguous.also == ("fastsum (fast)", "othersum (other)")
+    with pytest.raises(dp.PluginError, match="several plugins"):
+        host.mechanism_for("mykind", "pure")
+    single = _route(host, "measure", "mykind", "zcdp")
+    assert (single.handler, single.plugin, single.also) == ("othersum", "other", ())
+    replaced = _route(host, "measure", "quantile", "pure")   # replaces=: the built-in's name, another plugin's object
+    assert (replaced.handler, replaced.plugin, replaced.replaced) == ("quantiles", "myq", "quantiles")
+    assert host.mechanism_for("quantile", "pure") is dict(host.mechanisms())["myq"]
+    family = _route(host, "query", "top_k", "group_by")
+    assert (family.handler, family.plugin, family.replaced) == ("top_k", "other", "topk")
+    assert family.plugin == host.families().entry("top_k").plugin
+    assert _route(host, "query", "bounds", "frame").plugin == "quantiles"
+
+
+def test_routes_follow_the_mechanisms_a_test_pins() -> None:
+    sess = pin_mechanisms(_session(), _mechanism("mine", {"len"}, ("pure",)))
+    route = _route(sess.plugins, "measure", "len", "pure")
+    assert (route.handler, route.plugin, route.also) == ("mine", "dpframe.testing", ("aggregates (aggregates)",))
+    assert _route(pin_families(_session(), Renamed("bounds")).plugins, "query", "bounds", "frame").plugin == \
+        "dpframe.testing"
+
+
+def test_the_cli_lists_routing_order(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    host = _host()
+    monkeypatch.setattr(cli, "plugin_host", lambda: host)
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    table, routing = out.split("\n\n", 1)
+    assert table.splitlines()[0].split() == ["name", "version", "package", "provides"]
+    lines = routing.splitlines()
+    row = next(line for line in lines if line.split()[:2] == ["sum", "pure"])
+    assert row.split()[2:] == ["aggregates", "(aggregates)", "fastsum", "(fast)"]
+    row = next(line for line in lines if line.split()[:2] == ["sum", "zcdp"])     # what differs gets its own row
+    assert row.split()[2:] == ["aggregates", "(aggregates)"] and row == row.rstrip()
+    row = next(line for line in lines if line.split()[0] == "len")                 # what does not, one row
+    assert row.split()[1:] == ["pure/zcdp", "aggregates", "(aggregates)"]
+    row = next(line for line in lines if line.split()[:2] == ["mykind", "pure"])
+    assert "ambiguous" in row and "fastsum (fast), othersum (other)" in row
+    row = next(line for line in lines if line.split()[:2] == ["quantile", "pure/zcdp"])
+    assert "quantiles (myq, replaces quantiles's)" in row
+    row = next(line for line in lines if line.split()[:2] == ["top_k", "group_by"])
+    assert "top_k (other, replaces topk's)" in row
+    kinds = [line.split()[0] for line in lines[2:lines.index("")]]
+    assert kinds == sorted(kinds)
