@@ -325,8 +325,8 @@ def _notion_rank(notion: str) -> int:
     return ("pure", "zcdp", "approx").index(notion)
 
 
-def _check_declared(plugin: str, item: Any) -> None:
-    """A PluginError naming ``dpframe_mechanisms`` unless ``handles`` and ``notions`` are well-formed frozensets.
+def check_declared(plugin: str, item: Any, argument: str = "dpframe_mechanisms") -> None:
+    """A PluginError naming ``argument`` unless ``handles`` and ``notions`` are well-formed frozensets.
 
     ``handles``: a non-empty frozenset of kind names; ``notions``: a non-empty frozenset of :data:`NOTIONS`. A
     ``str`` was routed by substring (``"zcdp" in "pure"``), and a misspelt notion routed nowhere.
@@ -334,7 +334,7 @@ def _check_declared(plugin: str, item: Any) -> None:
     Example:
         >>> class Mine:
         ...     name, handles, notions = "mine", frozenset({"my_kind"}), frozenset({"puree"})
-        >>> _check_declared("mine", Mine())
+        >>> check_declared("mine", Mine())
         Traceback (most recent call last):
         ...
         dpframe.errors.PluginError: dpframe_mechanisms: plugin 'mine': mechanism 'mine' declares notions ['puree']...
@@ -346,11 +346,11 @@ def _check_declared(plugin: str, item: Any) -> None:
         value = getattr(item, attribute)
         if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) and v for v in value):
             raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares {attribute} = {value!r}",
-                              argument="dpframe_mechanisms", fix=fix)
+                              argument=argument, fix=fix)
     unknown = sorted(item.notions - NOTIONS)
     if unknown:
         raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares notions {unknown}, not among "
-                          f"{sorted(NOTIONS)}", argument="dpframe_mechanisms", fix=fix)
+                          f"{sorted(NOTIONS)}", argument=argument, fix=fix)
 
 
 def check_family(plugin: str, item: Any, argument: str) -> None:
@@ -382,7 +382,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
             raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a Mechanism",
                               argument="dpframe_mechanisms",
                               fix="give it name, handles, notions, validate(), parts() and plan()")
-        _check_declared(plugin, item)
+        check_declared(plugin, item)
         found.mechanisms.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def factory(registry: Registry[Any]) -> Callable[..., None]:

@@ -35,7 +35,7 @@ from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism
 from dpframe.noise import SeededRandomSource
 from dpframe.plugin import PluginHost, Registry
-from dpframe.plugin.manager import check_family
+from dpframe.plugin.manager import check_declared, check_family
 from dpframe.privacy_unit import PrivacyUnit
 
 __all__ = [
@@ -217,7 +217,8 @@ def pin_mechanisms(session: Any, *mechanisms: Any) -> Any:
 
     Pinned mechanisms win over installed ones (built-ins included) for the kinds and notions they handle;
     the installed plugins stay available for every other kind. Use it to run a mechanism that is not
-    installed, or a deliberately broken subclass of a built-in, through the whole public API.
+    installed, or a deliberately broken subclass of a built-in, through the whole public API. Its ``handles`` and
+    ``notions`` are checked as when registering.
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -232,6 +233,7 @@ def pin_mechanisms(session: Any, *mechanisms: Any) -> Any:
         if not isinstance(m, Mechanism):
             raise PluginError(f"{m!r} is not a Mechanism", argument="mechanisms",
                               fix="give it name, handles, notions, validate(), parts() and plan()")
+        check_declared(PINNED, m, "mechanisms")
     return _pin(session, mechanisms=mechanisms)
 
 

@@ -257,3 +257,12 @@ def test_the_cli_lists_routing_order(monkeypatch: pytest.MonkeyPatch, capsys: py
     assert "top_k (other, replaces topk's)" in row
     kinds = [line.split()[0] for line in lines[2:lines.index("")]]
     assert kinds == sorted(kinds)
+
+
+def test_pin_mechanisms_checks_what_registering_checks() -> None:
+    """A pinned mechanism declaring ``handles = "len"`` (a str) was routed by substring (``"e" in "len"``)."""
+    text = _mechanism("mine", {"len"})
+    text.handles = "len"    # type: ignore[misc,assignment]
+    with pytest.raises(dp.PluginError, match="declares handles") as e:
+        pin_mechanisms(_session(), text)
+    assert e.value.argument == "mechanisms" and e.value.fix
