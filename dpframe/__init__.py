@@ -16,6 +16,7 @@ from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import (
     ArgumentError,
+    ArgumentTypeError,
     BoundsError,
     BudgetConversionError,
     BudgetError,
@@ -93,7 +94,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "BoundsError", "Budget", "BudgetConversionError", "BudgetError",
+    "ZCDP", "Accuracy", "ApproxDP", "ArgumentError", "ArgumentTypeError", "BoundsError", "Budget",
+    "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure",
     "MissingBoundsError", "NoIntervalWarning", "PlanError",
     "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",

@@ -1,7 +1,7 @@
 """The ``dpframe`` command line.
 
 dpframe demo [--rows N] [--epsilon E]   run the headline query on a generated dataset
-dpframe plugins                          list installed plugins and what they provide
+dpframe plugins                          list installed plugins, what they provide and what handles what
 dpframe query "SELECT ..." --table ...   run a private SQL query (see docs/sql.md)
 dpframe explain "SELECT ..." ...         its plan, cost and accuracy (spends nothing)
 dpframe budget --ledger PATH             a ledger's total, spent and remaining budget
@@ -18,7 +18,7 @@ import polars as pl
 
 import dpframe as dp
 from dpframe.datasets import visits
-from dpframe.plugin import plugin_host
+from dpframe.plugin import Route, plugin_host
 
 KEYS = ("Amsterdam", "Berlin", "Oslo")
 """The demo's public keys: the README example's."""
@@ -82,13 +82,50 @@ def released_notes(result: pl.DataFrame) -> list[str]:
 
 
 def plugins() -> None:
-    """Print the installed plugins."""
-    rows = plugin_host().describe()
-    head = ("name", "version", "package")
-    widths = [max(len(h), *(len(getattr(r, h)) for r in rows)) for h in head]
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  provides")
-    for r in rows:
-        print("  ".join(getattr(r, h).ljust(w) for h, w in zip(head, widths)) + "  " + r.provides)
+    """Print the installed plugins, then the routing: what handles each measure kind and query name."""
+    host = plugin_host()
+    _table(("name", "version", "package", "provides"),
+           [(r.name, r.version, r.package, r.provides) for r in host.describe()])
+    routes = host.routes()
+    print("\nrouting: the mechanism each measure kind runs on under each budget notion; the others offering it "
+          "run only when a measure names them (mechanism=...)")
+    rows: list[tuple[str, str, str, str]] = []
+    for r in (r for r in routes if r.what == "measure"):     # a kind's notions routed alike share a row
+        row = (r.name, r.notion, _handler(r), ", ".join(r.also))
+        if rows and rows[-1][0] == r.name and rows[-1][2:] == row[2:]:
+            row = (r.name, f"{rows.pop()[1]}/{r.notion}", *row[2:])
+        rows.append(row)
+    _table(("measure", "budget", "handled by", "also offered"), rows)
+    print("\nthe query family that builds each query name")
+    _table(("query", "on", "built by"), [(r.name, r.notion, _handler(r)) for r in routes if r.what == "query"])
+
+
+def _handler(route: Route) -> str:
+    """``name (plugin)``, with the plugin it replaced; for an ambiguous kind, what to do.
+
+    Example:
+        >>> _handler(Route("query", "top_k", "group_by", "top_k", "mine", (), "topk"))
+        "top_k (mine, replaces topk's)"
+
+    """
+    if route.handler is None:
+        return "ambiguous: a measure must name one (mechanism=...)"
+    replaced = f", replaces {route.replaced}'s" if route.replaced else ""
+    return f"{route.handler} ({route.plugin}{replaced})"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print ``rows`` under ``head`` in columns two spaces apart (the last column not padded).
+
+    Example:
+        >>> _table(("a", "b"), [("xyz", "1")])
+        a    b
+        xyz  1
+
+    """
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    for line in (head, *rows):
+        print(("  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths)) + "  " + line[-1]).rstrip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,6 +56,23 @@ class ArgumentError(DPFrameError, ValueError):
     """
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type: text or a bool where a number goes, a float array where integers go ...
+
+    Also a ``TypeError``, as Python's own error for a wrong type is (the exact samplers of :mod:`dpframe.noise`
+    raised plain ``TypeError`` s before). Raised when the call is made, before anything is drawn or charged.
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> try:
+        ...     discrete_laplace("1", 3, SeededRandomSource(0))
+        ... except TypeError as e:
+        ...     print(type(e).__name__, e.argument)
+        ArgumentTypeError scale
+
+    """
+
+
 class SignatureError(ArgumentError, TypeError):
     """A call its function's signature does not take: a misspelt or unknown keyword, a missing or doubled argument ...
 

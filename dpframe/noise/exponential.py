@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.errors import ArgumentError, ArgumentTypeError
 from dpframe.noise.random import RandomSource
 from dpframe.noise.samplers import RationalLike, _check_rng, _exact
 
@@ -97,14 +98,16 @@ def exponential_index_grouped(utilities: npt.ArrayLike, scale: RationalLike, rng
     rng = _check_rng(rng)
     s = _exact(scale, "scale")
     if s < 0:
-        raise ValueError(f"scale must be >= 0, got {s}; pass ε/(2Δ) or another non-negative rational")
+        raise ArgumentError(f"must be >= 0, got {s}", argument="scale",
+                            fix="pass ε/(2Δ) or another non-negative rational")
     u = _utilities(utilities)
     bounds = _offsets(offsets, u.size)
     mult, log_m = _multiplicities(multiplicities, u.size)
     lengths = np.diff(bounds)
     positive = None if mult is None else mult if log_m is None else _alive(mult, log_m)     # numpy ints: as they are
     if lengths.size and positive is not None and not (np.maximum.reduceat(positive, bounds[:-1]) > 0).all():
-        raise ValueError("every segment needs at least one item with a positive multiplicity")
+        raise ArgumentError("every segment needs at least one item with a positive multiplicity",
+                            argument="multiplicities", fix="leave out the segments whose items all weigh 0")
     words = rng.random_uint64(u.size)
     lo = np.empty(u.size)
     hi = np.empty(u.size)
@@ -205,22 +208,26 @@ def _score_bounds(words: npt.NDArray[np.uint64], u: npt.NDArray[np.int64], log_m
 def _utilities(utilities: npt.ArrayLike) -> npt.NDArray[np.int64]:
     u = np.asarray(utilities)
     if u.ndim != 1:
-        raise ValueError(f"utilities must be one-dimensional, got shape {u.shape}; pass a 1-D int array")
+        raise ArgumentError(f"must be one-dimensional, got shape {u.shape}", argument="utilities",
+                            fix="pass a 1-D int array")
     if u.size and u.dtype.kind not in "iu":
-        raise TypeError(f"utilities must be integers, got dtype {u.dtype}; scale fractional utilities to "
-                        f"integers and divide `scale` by the same factor")
+        raise ArgumentTypeError(f"must be integers, got dtype {u.dtype}", argument="utilities",
+                                fix="scale fractional utilities to integers and divide `scale` by the same factor")
     if u.dtype.kind == "u" and u.size and int(u.max()) > 2**63 - 1:
-        raise ValueError("utilities must fit in int64")
+        raise ArgumentError("must fit in int64", argument="utilities",
+                            fix="shift the utilities (the draw depends on their differences only)")
     return u.astype(np.int64, copy=False)
 
 
 def _offsets(offsets: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
     b = np.asarray(offsets)
+    fix = "pass the segments' boundaries [0, ..., len(utilities)], increasing strictly (no empty segment)"
     if b.ndim != 1 or b.size < 2 or b.dtype.kind not in "iu":
-        raise ValueError("offsets must be a 1-D integer array [0, ..., len(utilities)] with >= 2 entries")
+        raise ArgumentError(f"must be a 1-D integer array with >= 2 entries, got dtype {b.dtype}, shape {b.shape}",
+                            argument="offsets", fix=fix)
     b = b.astype(np.int64)
     if b[0] != 0 or b[-1] != n or np.any(np.diff(b) <= 0):
-        raise ValueError(f"offsets must increase strictly from 0 to len(utilities) = {n} (no empty segment)")
+        raise ArgumentError(f"must increase strictly from 0 to len(utilities) = {n}", argument="offsets", fix=fix)
     return b
 
 
@@ -232,18 +239,22 @@ def _multiplicities(multiplicities: npt.ArrayLike | None, n: int) -> tuple[npt.N
     """
     if multiplicities is None:
         return None, None
+    fix = ("pass one integer weight >= 0 per utility (uint64, or an object array of Python ints beyond 2⁶⁴), or "
+           "leave multiplicities out (every weight 1)")
     m = np.asarray(multiplicities)
     if m.shape != (n,):
-        raise ValueError(f"multiplicities must have the same length as utilities ({n}), got shape {m.shape}")
+        raise ArgumentError(f"must have the same length as utilities ({n}), got shape {m.shape}",
+                            argument="multiplicities", fix=fix)
     if m.dtype.kind in "iu":
         if m.dtype.kind == "i" and n and int(m.min()) < 0:
-            raise ValueError("multiplicities must be >= 0")
+            raise ArgumentError("must be >= 0", argument="multiplicities", fix=fix)
         return m, None
     if m.dtype == object and all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in m):
         if any(x < 0 for x in m):
-            raise ValueError("multiplicities must be >= 0")
+            raise ArgumentError("must be >= 0", argument="multiplicities", fix=fix)
         return m, np.array([math.log(int(x)) if x > 0 else -math.inf for x in m])
-    raise TypeError(f"multiplicities must be non-negative integers, got dtype {m.dtype}")
+    raise ArgumentTypeError(f"must be non-negative integers, got dtype {m.dtype}", argument="multiplicities",
+                            fix=fix)
 
 
 _BULK = (2**54, 2**64 - 2**40)
@@ -372,5 +383,8 @@ def epsilon_from_rho(rho: Fraction, *, bounded_range: bool, bits: int = 40) -> F
         (Fraction(1, 1), Fraction(1, 1))
 
     """
-    scaled = (8 if bounded_range else 2) * Fraction(rho) * 2 ** (2 * bits)
+    r = _exact(rho, "rho")
+    if r < 0:
+        raise ArgumentError(f"must be >= 0, got {r}", argument="rho", fix="pass the zCDP budget's ρ, a rational >= 0")
+    scaled = (8 if bounded_range else 2) * r * 2 ** (2 * bits)
     return Fraction(math.isqrt(scaled.numerator // scaled.denominator), 2**bits)

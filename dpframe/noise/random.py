@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.errors import ArgumentError, ArgumentTypeError
 from dpframe.sealed import Sealed
 
 __all__ = ["RandomSource", "SeededRandomSource", "SystemRandomSource", "default_source"]
@@ -65,29 +66,42 @@ class RandomSource(Protocol):
         ...
 
 
-def check_size(size: object, name: str = "size") -> int:
-    """``size`` as a non-negative int, or a ValueError/TypeError naming ``name`` and the fix."""
-    if isinstance(size, bool):
-        raise TypeError(f"{name} must be an int, got a bool; pass a non-negative integer count")
+def as_int(value: object, name: str, fix: str) -> int:
+    """``value`` as an int (``operator.index``), or an :class:`~dpframe.errors.ArgumentTypeError` naming ``name``.
+
+    A bool is refused (``True`` is no count); numpy integers are taken.
+
+    Example:
+        >>> as_int(np.int8(3), "size", "pass a count")
+        3
+        >>> as_int(2.0, "size", "pass a count")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentTypeError: size: must be an int, got float. Fix: pass a count
+
+    """
+    if isinstance(value, bool):
+        raise ArgumentTypeError("must be an int, got a bool", argument=name, fix=fix)
     try:
-        value = operator.index(size)  # type: ignore[arg-type]
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(size).__name__}; "
-                        f"pass a non-negative integer count") from None
+        raise ArgumentTypeError(f"must be an int, got {type(value).__name__}", argument=name, fix=fix) from None
+
+
+def check_size(size: object, name: str = "size") -> int:
+    """``size`` as a non-negative int, or a dpframe error (a ValueError or TypeError) naming ``name`` and the fix."""
+    fix = "pass a non-negative integer count"
+    value = as_int(size, name, fix)
     if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}; pass a non-negative integer count")
+        raise ArgumentError(f"must be >= 0, got {value}", argument=name, fix=fix)
     return value
 
 
 def _check_bound(bound: object) -> int:
-    if isinstance(bound, bool):
-        raise TypeError("bound must be an int, got a bool; pass an integer >= 1")
-    try:
-        value = operator.index(bound)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"bound must be an int, got {type(bound).__name__}; pass an integer >= 1") from None
+    fix = "pass an integer >= 1 (draws are in [0, bound))"
+    value = as_int(bound, "bound", fix)
     if value < 1:
-        raise ValueError(f"bound must be >= 1, got {value}; pass an integer >= 1 (draws are in [0, bound))")
+        raise ArgumentError(f"must be >= 1, got {value}", argument="bound", fix=fix)
     return value
 
 
@@ -229,9 +243,10 @@ class SeededRandomSource(_WordSource):
 
     def __init__(self, seed: int) -> None:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}; pass a non-negative integer")
+            raise ArgumentTypeError(f"must be an int, got {type(seed).__name__}", argument="seed",
+                                    fix="pass a non-negative integer")
         if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}; pass a non-negative integer")
+            raise ArgumentError(f"must be >= 0, got {seed}", argument="seed", fix="pass a non-negative integer")
         self.seed = int(seed)
         self._bitgen = np.random.PCG64(self.seed)
 

@@ -59,7 +59,6 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -70,8 +69,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpframe.errors import ArgumentError, ArgumentTypeError
 from dpframe.noise.certified import LazyUniform, decide, exp_neg, exp_neg_bounds, uniform_cells
-from dpframe.noise.random import RandomSource, check_size
+from dpframe.noise.random import RandomSource, as_int, check_size
 from dpframe.sealed import plain, plain_cache
 
 __all__ = [
@@ -116,7 +116,7 @@ def _exact(value: object, name: str) -> Fraction:
     fix = "pass a finite rational such as Fraction(1, 2) or an int"
     value = plain(value)
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a rational number, got a bool; {fix}")
+        raise ArgumentTypeError("must be a rational number, got a bool", argument=name, fix=fix)
     if isinstance(value, Fraction):
         return value
     if isinstance(value, (int, np.integer)):
@@ -125,30 +125,55 @@ def _exact(value: object, name: str) -> Fraction:
         return Fraction(int(value.numerator), int(value.denominator))
     if isinstance(value, (float, np.floating)):
         if not math.isfinite(float(value)):
-            raise ValueError(f"{name} must be finite, got {value!r}; {fix}")
+            raise ArgumentError(f"must be finite, got {value!r}", argument=name, fix=fix)
         return Fraction(float(value))
     if isinstance(value, Decimal):
         if not value.is_finite():
-            raise ValueError(f"{name} must be finite, got {value!r}; {fix}")
+            raise ArgumentError(f"must be finite, got {value!r}", argument=name, fix=fix)
         return Fraction(value)
-    raise TypeError(f"{name} must be an int, Fraction, Decimal or float, got {type(value).__name__}; {fix}")
+    raise ArgumentTypeError(f"must be an int, Fraction, Decimal or float, got {type(value).__name__}", argument=name,
+                            fix=fix)
 
 
 def _positive(value: object, name: str, maximum: Fraction | None = None) -> Fraction:
     x = _exact(value, name)     # a plain Fraction (positive denominator): compared on its ints, without
     if x.numerator <= 0:        # Fraction's comparison (a few µs each, for every scale of every sampler call)
-        raise ValueError(f"{name} must be > 0, got {x}; pass a positive rational such as Fraction(1, 2)")
+        raise ArgumentError(f"must be > 0, got {x}", argument=name,
+                            fix="pass a positive rational such as Fraction(1, 2)")
     if maximum is not None and x.numerator * maximum.denominator > maximum.numerator * x.denominator:
-        raise ValueError(f"{name} must be <= {maximum} (int64 outputs), got {x}; "
-                         f"rescale the statistic so that less noise (in grid units) is needed")
+        raise ArgumentError(f"must be <= {maximum} (int64 outputs), got {x}", argument=name,
+                            fix="rescale the statistic so that less noise (in grid units) is needed")
     return x
 
 
 def _check_rng(rng: object) -> RandomSource:
     if not (hasattr(rng, "random_uint64") and hasattr(rng, "uniform_below")):
-        raise TypeError(f"rng must be a dpframe RandomSource, got {type(rng).__name__}; "
-                        f"pass dpframe.noise.default_source() (numpy generators are not accepted)")
+        raise ArgumentTypeError(f"must be a dpframe RandomSource, got {type(rng).__name__}", argument="rng",
+                                fix="pass dpframe.noise.default_source() (numpy generators are not accepted)")
     return rng  # type: ignore[return-value]
+
+
+def _ratio_numerators(num: object) -> IntArray:
+    """``num`` as a 1-D int array (numpy integers, or an object array of Python ints) of values ``>= 0``.
+
+    Checked once per call: a numpy integer array by one vectorised ``min``; an object array (ints beyond int64) by
+    one pass in Python, as :func:`_ratio_floats` and the exact fallback read it anyway.
+    """
+    fix = ("pass a 1-D array of integers >= 0 (int64, uint64, or an object array of Python ints beyond int64): "
+           "the exponent is num/den exactly, so scale fractional values to integers and multiply den")
+    array = np.asarray(num)
+    if array.ndim != 1:
+        raise ArgumentError(f"must be one-dimensional, got shape {array.shape}", argument="num", fix=fix)
+    if array.dtype.kind in "iu":
+        if array.dtype.kind == "i" and array.size and int(array.min()) < 0:
+            raise ArgumentError("must be >= 0 (exp(-num/den) is a probability)", argument="num", fix=fix)
+        return array
+    if array.dtype == object and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in array):
+        if any(v < 0 for v in array):
+            raise ArgumentError("must be >= 0 (exp(-num/den) is a probability)", argument="num", fix=fix)
+        return array
+    found = array.dtype if array.dtype != object else "object with values other than ints"
+    raise ArgumentTypeError(f"must be integers, got dtype {found}", argument="num", fix=fix)
 
 
 def _float(x: Fraction) -> float:
@@ -210,7 +235,12 @@ def bernoulli_exp_ratio(num: IntArray, den: int, rng: RandomSource) -> BoolArray
         [True, True, False]
 
     """
-    num = np.asarray(num)
+    num = _ratio_numerators(num)
+    fix = "pass the exponent's denominator as an int >= 1"
+    den = as_int(den, "den", fix)
+    if den < 1:
+        raise ArgumentError(f"must be >= 1, got {den}", argument="den", fix=fix)
+    rng = _check_rng(rng)
     cells = _Cells(rng.random_uint64(num.size), rng)
     return cells.below(None, exp_neg(_ratio_floats(num, den)),
                        lambda j, digits: exp_neg_bounds(Fraction(int(num[j]), den), digits))
@@ -233,7 +263,8 @@ def bernoulli_exp(gamma: RationalLike, size: int, rng: RandomSource) -> BoolArra
     """
     g = _exact(gamma, "gamma")
     if g < 0:
-        raise ValueError(f"gamma must be >= 0, got {g}; pass a non-negative rational such as Fraction(1, 3)")
+        raise ArgumentError(f"must be >= 0, got {g}", argument="gamma",
+                            fix="pass a non-negative rational such as Fraction(1, 3)")
     size = check_size(size)
     rng = _check_rng(rng)
     cells = _Cells(rng.random_uint64(size), rng)
@@ -402,7 +433,8 @@ def _batched(params: Sequence[RationalLike], sizes: Sequence[int], rng: RandomSo
              ) -> list[Int64Array]:
     """``sizes[k]`` draws with parameter ``params[k]`` for each k, from one call of ``draw`` (checked first)."""
     if len(params) != len(sizes):
-        raise ValueError(f"{name}s and sizes must have the same length, got {len(params)} and {len(sizes)}")
+        raise ArgumentError(f"{name}s and sizes must have the same length, got {len(params)} and {len(sizes)}",
+                            argument="sizes", fix=f"pass one size per {name}")
     values = [_positive(p, name, maximum) for p in params]
     counts = [check_size(n) for n in sizes]
     rng = _check_rng(rng)
@@ -632,13 +664,8 @@ def discrete_laplace_log_tail(scale: RationalLike, k: int) -> float:
 
 
 def _threshold_int(k: object) -> int:
-    """An integer threshold (a bool or a non-integer is a caller bug: TypeError)."""
-    if isinstance(k, bool):
-        raise TypeError("k must be an int, got a bool; pass an integer threshold")
-    try:
-        return operator.index(k)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"k must be an int, got {type(k).__name__}; pass an integer threshold") from None
+    """An integer threshold (a bool or a non-integer: an :class:`~dpframe.errors.ArgumentTypeError`)."""
+    return as_int(k, "k", "pass an integer threshold")
 
 
 

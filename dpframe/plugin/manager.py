@@ -42,6 +42,29 @@ class PluginInfo:
 
 
 @dataclass(frozen=True)
+class Route:
+    """One row of the routing part of ``dpframe plugins``: what handles a measure kind or builds a query.
+
+    ``what`` is ``"measure"`` (``name`` a measure kind, ``notion`` the share notion its mechanism is calibrated
+    to: ``"pure"`` for pure and (ε, δ) query budgets, ``"zcdp"`` for zCDP ones, ``"approx"`` for partition
+    selection's (ε, δ)) or ``"query"`` (``name`` a query name, ``notion`` where it attaches: ``"frame"``,
+    ``"group_by"`` or ``"both"``). ``handler`` and ``plugin`` name the mechanism or family the engine uses,
+    ``replaced`` the plugin whose item of that name it replaced (``replaces=``). ``also`` lists, as
+    ``"name (plugin)"`` in the order tried, the other mechanisms that offer the kind under the notion: they run
+    only when a measure names them (``mechanism=``). ``handler`` is None when the choice is ambiguous (several
+    third-party mechanisms and no built-in: every measure of the kind must name one; they are in ``also``).
+    """
+
+    what: str
+    name: str
+    notion: str
+    handler: str | None
+    plugin: str | None
+    also: tuple[str, ...] = ()
+    replaced: str | None = None
+
+
+@dataclass(frozen=True)
 class Audits:
     """What a plugin registered through ``dpframe_audits``: a factory of audit specs and its entry points.
 
@@ -184,6 +207,41 @@ class PluginHost(Sealed):
                               "`pip install -e plugins/dpframe_histogram`)" +
                               (f", or unblock it in {BLOCK_ENV}" if self.blocked else ""))
 
+    def routes(self) -> list[Route]:
+        """Who handles what, as the engine routes it: each measure kind under each notion, then each query name.
+
+        Measure kinds are sorted, each with its notions in the order ``pure``, ``zcdp``, ``approx``; query names
+        in registration order (built-ins first). Built from :meth:`mechanism_for` and :meth:`family` themselves
+        (so a host that pins mechanisms or families, :func:`dpframe.testing.pin_mechanisms`, shows the pins).
+
+        Example:
+            >>> [(r.handler, r.plugin) for r in plugin_host().routes() if (r.name, r.notion) == ("sum", "pure")]
+            [('aggregates', 'aggregates')]
+            >>> [r.plugin for r in plugin_host().routes() if r.what == "query" and r.name == "top_k"]
+            ['topk']
+
+        """
+        offered = self.mechanisms()
+        registered = {(e.plugin, e.name): e.replaced for e in self._registries().mechanisms}
+        routes = []
+        for kind in sorted({k for _, m in offered for k in m.handles}):
+            for notion in sorted({n for _, m in offered if kind in m.handles for n in m.notions}, key=_notion_rank):
+                candidates = [(p, m) for p, m in offered if kind in m.handles and notion in m.notions]
+                try:
+                    chosen = self.mechanism_for(kind, notion)
+                except PluginError:     # several third-party mechanisms, no built-in: each measure names one
+                    routes.append(Route("measure", kind, notion, None, None, tuple(f"{m.name} ({p})" for p, m in
+                                                                                     candidates)))
+                    continue
+                plugin = next(p for p, m in candidates if m is chosen)
+                also = tuple(f"{m.name} ({p})" for p, m in candidates if m is not chosen)
+                routes.append(Route("measure", kind, notion, chosen.name, plugin, also,
+                                    registered.get((plugin, chosen.name))))
+        for e in self.families():
+            family = self.family(e.name)
+            routes.append(Route("query", e.name, family.attach, family.name, e.plugin, (), e.replaced))
+        return routes
+
     def accountant(self, name: str) -> Callable[..., Any]:
         """The accountant factory registered as ``name``."""
         return self._registries().accountants.get(name)
@@ -262,8 +320,13 @@ NOTIONS = frozenset({"pure", "zcdp", "approx"})
 """The share notions a mechanism may declare (``approx``: partition selection's (ε, δ) share)."""
 
 
-def _check_declared(plugin: str, item: Any) -> None:
-    """A PluginError naming ``dpframe_mechanisms`` unless ``handles`` and ``notions`` are well-formed frozensets.
+def _notion_rank(notion: str) -> int:
+    """Routes list a kind's notions as pure, zCDP, approximate."""
+    return ("pure", "zcdp", "approx").index(notion)
+
+
+def check_declared(plugin: str, item: Any, argument: str = "dpframe_mechanisms") -> None:
+    """A PluginError naming ``argument`` unless ``handles`` and ``notions`` are well-formed frozensets.
 
     ``handles``: a non-empty frozenset of kind names; ``notions``: a non-empty frozenset of :data:`NOTIONS`. A
     ``str`` was routed by substring (``"zcdp" in "pure"``), and a misspelt notion routed nowhere.
@@ -271,7 +334,7 @@ def _check_declared(plugin: str, item: Any) -> None:
     Example:
         >>> class Mine:
         ...     name, handles, notions = "mine", frozenset({"my_kind"}), frozenset({"puree"})
-        >>> _check_declared("mine", Mine())
+        >>> check_declared("mine", Mine())
         Traceback (most recent call last):
         ...
         dpframe.errors.PluginError: dpframe_mechanisms: plugin 'mine': mechanism 'mine' declares notions ['puree']...
@@ -283,11 +346,33 @@ def _check_declared(plugin: str, item: Any) -> None:
         value = getattr(item, attribute)
         if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) and v for v in value):
             raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares {attribute} = {value!r}",
-                              argument="dpframe_mechanisms", fix=fix)
+                              argument=argument, fix=fix)
     unknown = sorted(item.notions - NOTIONS)
     if unknown:
         raise PluginError(f"plugin {plugin!r}: mechanism {item.name!r} declares notions {unknown}, not among "
-                          f"{sorted(NOTIONS)}", argument="dpframe_mechanisms", fix=fix)
+                          f"{sorted(NOTIONS)}", argument=argument, fix=fix)
+
+
+def check_family(plugin: str, item: Any, argument: str) -> None:
+    """A PluginError (naming ``argument``) unless ``item`` is a query family whose name is not a core method.
+
+    Example:
+        >>> class Rows:
+        ...     name, attach, methods, result_types = "filter", "frame", (), {}
+        ...     def build(self, source, /, *args, **kwargs): ...
+        >>> check_family("mine", Rows(), "dpframe_query_families")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: dpframe_query_families: plugin 'mine' registers a query family named 'filter', ...
+
+    """
+    if not isinstance(item, QueryFamily) or getattr(item, "attach", None) not in ("frame", "group_by", "both"):
+        raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a query family", argument=argument,
+                          fix="give it name, attach ('frame', 'group_by' or 'both'), methods, result_types and "
+                              "build() (see dpframe.family.QueryFamily)")
+    if item.name in RESERVED:
+        raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
+                          "dpframe.Frame / GroupBy", argument=argument, fix="give the family another name")
 
 
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
@@ -297,7 +382,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
             raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a Mechanism",
                               argument="dpframe_mechanisms",
                               fix="give it name, handles, notions, validate(), parts() and plan()")
-        _check_declared(plugin, item)
+        check_declared(plugin, item)
         found.mechanisms.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def factory(registry: Registry[Any]) -> Callable[..., None]:
@@ -310,15 +395,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
         return add
 
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
-        if not isinstance(item, QueryFamily) or item.attach not in ("frame", "group_by", "both"):
-            raise PluginError(f"plugin {plugin!r} registered {item!r}, which is not a query family",
-                              argument="dpframe_query_families",
-                              fix="give it name, attach ('frame', 'group_by' or 'both'), methods, result_types and "
-                                  "build() (see dpframe.family.QueryFamily)")
-        if item.name in RESERVED:
-            raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
-                              "dpframe.Frame / GroupBy", argument="dpframe_query_families",
-                              fix="give the family another name")
+        check_family(plugin, item, "dpframe_query_families")
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:

@@ -18,8 +18,8 @@ Example:
     ...
     dpframe.errors.PluginError: backend: plugin 'fast_polars' registers a backend named 'polars', which ...
     >>> reg.add(dict, name="polars", plugin="fast_polars", first_party=False, replaces="polars")
-    >>> reg.get("polars"), reg.entry("polars").plugin
-    (<class 'dict'>, 'fast_polars')
+    >>> reg.get("polars"), reg.entry("polars").plugin, reg.entry("polars").replaced
+    (<class 'dict'>, 'fast_polars', 'core')
 
 """
 
@@ -36,7 +36,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Entry(Generic[T]):
-    """One registered item: its name, the item, the plugin that registered it and whether that is built in."""
+    """One registered item: its name, the item, the plugin that registered it and whether that is built in.
+
+    ``replaced``: the plugin whose item of the same name this one replaced (``replaces=``), None otherwise.
+    """
 
     name: str
     item: T
@@ -76,7 +79,7 @@ class Registry(Generic[T]):
                                   "already registered", argument=self.kind,
                                   fix=f"give it another name, pass replaces={name!r} to replace it on purpose, or "
                                       "block one of the two plugins with DPFRAME_BLOCK_PLUGINS")
-        self._entries[name] = Entry(name, item, plugin, first_party, replaces)
+        self._entries[name] = Entry(name, item, plugin, first_party, None if existing is None else existing.plugin)
 
     def get(self, name: str) -> T:
         """The item registered as ``name``; a :class:`PluginError` listing the names otherwise."""
@@ -88,6 +91,22 @@ class Registry(Generic[T]):
             raise PluginError(f"unknown {self.kind} {name!r}", argument=self.kind,
                               fix=f"use one of {sorted(self._entries)} (`dpframe plugins` lists what is installed)")
         return self._entries[name]
+
+    def copy(self) -> Registry[T]:
+        """A new registry of the same kind and policy holding the same entries (adding to it leaves this one as is).
+
+        Example:
+            >>> reg = Registry("backend", replaceable=True)
+            >>> reg.add(object, name="polars", plugin="core", first_party=True)
+            >>> view = reg.copy()
+            >>> view.add(dict, name="mine", plugin="me", first_party=False)
+            >>> reg.names(), view.names()
+            (['polars'], ['mine', 'polars'])
+
+        """
+        copied: Registry[T] = Registry(self.kind, replaceable=self.replaceable)
+        copied._entries = dict(self._entries)
+        return copied
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

@@ -50,6 +50,7 @@ from dpframe.testing.harness import (
     default_shares,
     default_table,
     measure_context,
+    pin_families,
     pin_mechanisms,
     session_budget,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "noise_cdf",
     "noise_chisquare",
     "noise_pmf",
+    "pin_families",
     "pin_mechanisms",
     "query_entry_points",
     "query_sampler",

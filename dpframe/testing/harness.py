@@ -5,6 +5,7 @@
 * :func:`default_table` — a small private table holding the columns some measures need.
 * :func:`pin_mechanisms` — make a session route measures to given mechanism objects first (so a mechanism
   under test need not be installed, and a deliberately broken variant can run end to end).
+* :func:`pin_families` — the same for query families: a session builds a query name with a given family object.
 * :func:`check_refused` — assert that a measure is refused with a :class:`~dpframe.errors.DPFrameError`.
 * :class:`CountingRandomSource` — a seeded (test-only) random source that counts the words drawn.
 
@@ -29,10 +30,12 @@ import polars as pl
 
 from dpframe.budgets import ZCDP, ApproxDP, Budget, Notion, PureDP, make
 from dpframe.errors import DPFrameError, PluginError
+from dpframe.family import QueryFamily
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism
 from dpframe.noise import SeededRandomSource
-from dpframe.plugin import PluginHost
+from dpframe.plugin import PluginHost, Registry
+from dpframe.plugin.manager import check_declared, check_family
 from dpframe.privacy_unit import PrivacyUnit
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "default_shares",
     "default_table",
     "measure_context",
+    "pin_families",
     "pin_mechanisms",
 ]
 
@@ -150,20 +154,30 @@ def default_table(measures: Sequence[Measure] = (), *, unit: PrivacyUnit | None 
     return pl.DataFrame(data)
 
 
-class _PinnedHost(PluginHost):
-    """A view of a plugin host that offers some mechanism objects before the installed ones."""
+PINNED = "dpframe.testing"
+"""The plugin name pinned mechanisms and families are listed under."""
 
-    def __init__(self, base: PluginHost, pinned: Sequence[Mechanism]) -> None:
+
+class _PinnedHost(PluginHost):
+    """A view of a plugin host that offers some mechanism and family objects before the installed ones."""
+
+    def __init__(self, base: PluginHost, pinned: Sequence[Mechanism], families: Sequence[QueryFamily] = ()) -> None:
         self.__dict__.update(base.__dict__)     # share the loaded plugin manager; no reload of entry points
         self._pinned = tuple(pinned)
+        self._pinned_families = tuple(families)
 
     @property
     def pinned(self) -> tuple[Mechanism, ...]:
         """The mechanisms offered first."""
         return self._pinned
 
+    @property
+    def pinned_families(self) -> tuple[QueryFamily, ...]:
+        """The families that build their query names in this session (the first pinned of a name wins)."""
+        return self._pinned_families
+
     def mechanisms(self) -> list[tuple[str, Mechanism]]:
-        return [("dpframe.testing", m) for m in self.pinned] + super().mechanisms()
+        return [(PINNED, m) for m in self.pinned] + super().mechanisms()
 
     def mechanism_for(self, kind: str, notion: str, name: str | None = None) -> Mechanism:
         for m in self.pinned:
@@ -171,13 +185,40 @@ class _PinnedHost(PluginHost):
                 return m
         return super().mechanism_for(kind, notion, name)
 
+    def families(self) -> Registry[QueryFamily]:
+        installed = super().families()
+        if not self.pinned_families:
+            return installed
+        view = installed.copy()
+        for family in reversed(self.pinned_families):   # the last added is the first pinned: it wins
+            view.add(family, name=family.name, plugin=PINNED, first_party=False,
+                     replaces=family.name if family.name in view else None)
+        return view
+
+    def family(self, name: str) -> QueryFamily:
+        for family in self.pinned_families:
+            if family.name == name:
+                return family
+        return super().family(name)
+
+
+def _pin(session: Any, mechanisms: Sequence[Mechanism] = (), families: Sequence[QueryFamily] = ()) -> Any:
+    """``session`` with ``mechanisms`` and ``families`` pinned before those it already pins."""
+    base = session.plugins
+    if isinstance(base, _PinnedHost):
+        session._plugins = _PinnedHost(base, [*mechanisms, *base.pinned], [*families, *base.pinned_families])
+    else:
+        session._plugins = _PinnedHost(base, list(mechanisms), list(families))
+    return session
+
 
 def pin_mechanisms(session: Any, *mechanisms: Any) -> Any:
     """Route the measure kinds of ``mechanisms`` to these objects in ``session`` (tests only); returns it.
 
     Pinned mechanisms win over installed ones (built-ins included) for the kinds and notions they handle;
     the installed plugins stay available for every other kind. Use it to run a mechanism that is not
-    installed, or a deliberately broken subclass of a built-in, through the whole public API.
+    installed, or a deliberately broken subclass of a built-in, through the whole public API. Its ``handles`` and
+    ``notions`` are checked as when registering.
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -192,12 +233,38 @@ def pin_mechanisms(session: Any, *mechanisms: Any) -> Any:
         if not isinstance(m, Mechanism):
             raise PluginError(f"{m!r} is not a Mechanism", argument="mechanisms",
                               fix="give it name, handles, notions, validate(), parts() and plan()")
-    base = session.plugins
-    if isinstance(base, _PinnedHost):
-        session._plugins = _PinnedHost(base, [*mechanisms, *base.pinned])
-    else:
-        session._plugins = _PinnedHost(base, list(mechanisms))
-    return session
+        check_declared(PINNED, m, "mechanisms")
+    return _pin(session, mechanisms=mechanisms)
+
+
+def pin_families(session: Any, *families: Any) -> Any:
+    """Route the query names of ``families`` to these family objects in ``session`` (tests only); returns it.
+
+    The query family counterpart of :func:`pin_mechanisms`: ``frame.<name>(...)`` (or
+    ``group_by(...).<name>(...)``, as the family's ``attach`` says) builds its query with the pinned object,
+    which wins over an installed family of the same name (a built-in included); the other names stay with
+    the installed plugins. Use it to run a family that is not installed, or a deliberately broken variant of
+    one, through the whole public API. Only ``session`` sees it: ``dp.<ResultType>`` names come from installed
+    families. A family named like a core method (``filter``, ``select`` ...) is refused, as when registering.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> from dpframe.plugin import plugin_host
+        >>> class MyBounds:                       # the installed frame.bounds, under another name
+        ...     name, attach, methods, result_types = "my_bounds", "frame", (), {}
+        ...     def build(self, source, /, *args, **kwargs):
+        ...         return plugin_host().family("bounds").build(source, *args, **kwargs)
+        >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
+        ...                   budget=dp.PureDP(1), seed=0)
+        >>> pin_families(sess, MyBounds()).plugins.families().entry("my_bounds").plugin
+        'dpframe.testing'
+        >>> sess.table("t").my_bounds("x", domain=(0, 10)).cost(dp.PureDP(1))
+        PureDP(epsilon=1)
+
+    """
+    for family in families:
+        check_family(PINNED, family, "families")
+    return _pin(session, families=families)
 
 
 def check_refused(mechanism: Any, measure: Measure, ctx: MeasureContext, share: Budget) -> DPFrameError:

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from dpframe import accounting as acc
-from dpframe.budgets import make, up
+from dpframe.budgets import divide, make, up
 from dpframe.errors import BoundsError
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import check_bounds
@@ -102,7 +102,7 @@ class GridBoundsQuery:
         """Cost ε (or ρ), ε₀ = ε/2 per quantile; free."""
         budget = budget_of(budget)
         m = self.source.unit.max_rows          # a DPFrameError for max_rows="auto": free
-        half = first(budget) / 2
+        half = first(divide(budget, 2))
         eps0 = half if budget.notion != "zcdp" else epsilon_from_rho(half)
         cost = make(budget.notion, first(budget))
         rate = sampling_rate(self.source.node)

@@ -46,13 +46,14 @@ import numpy as np
 import polars as pl
 
 from dpframe import accounting as acc
-from dpframe.budgets import Budget, PureDP, make, up
+from dpframe.budgets import Budget, PureDP, divide, make, up
 from dpframe.domains import OrderedDomain
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
 from dpframe.measures import Measure, quantile_fractions
 from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statistic
 from dpframe.noise import RandomSource
 from dpframe.noise.exponential import epsilon_from_rho as _epsilon_from_rho
+from dpframe.planning import first
 from dpframe_quantiles.em import SUB_DENOMINATOR, depth, joint_quantiles, listing_reach, rank_error_bound, window
 
 _OPTIONS = frozenset({"q", "resolution", "bounds", "mechanism"})
@@ -165,10 +166,12 @@ class QuantileMechanism:
         return len(measures)
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> QuantilePlan:
+        if share.notion not in self.notions:
+            raise BudgetError(f"quantiles are calibrated to pure or zCDP shares, not {share!r}", argument="budget",
+                              fix="give the query a dp.PureDP or dp.ZCDP budget")
         m_rows = ctx.unit.max_rows
-        part = share.epsilon / len(measures) if isinstance(share, PureDP) else \
-            share.rho / len(measures)  # type: ignore[union-attr]
-        plan = QuantilePlan(self.name, tuple(measures), (), make(share.notion, part * len(measures)),
+        part = divide(share, len(measures))
+        plan = QuantilePlan(self.name, tuple(measures), (), make(share.notion, first(part) * len(measures)),
                             max_rows=m_rows)
         statistics: dict[str, Statistic] = {}
         curves: list[acc.PrivacyCurve] = []
@@ -181,7 +184,8 @@ class QuantileMechanism:
             dom = domain_of(m, ctx.schema)
             qs = quantile_fractions(m.option("q"))
             levels = depth(len(qs))
-            eps0 = part / levels if isinstance(share, PureDP) else epsilon_from_rho(part / levels)
+            level = first(divide(part, levels))
+            eps0 = level if isinstance(share, PureDP) else epsilon_from_rho(level)
             check_window(dom.size, eps0, m_rows)
             name = m.output_name
             plan.domains[name], plan.probabilities[name], plan.levels[name] = dom, qs, eps0

@@ -127,6 +127,18 @@ def test_the_cli_page_shows_what_dpframe_plugins_prints(capsys: pytest.CaptureFi
     assert not_printed(shown if installed else shown[:-1], capsys.readouterr().out) == []
 
 
+def test_the_cli_page_shows_the_routing_dpframe_plugins_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plugins"]) == 0
+    page = (ROOT / "docs" / "cli.md").read_text()
+    shown = page[page.index("```text\nrouting: "):].split("```")[1].splitlines()[1:]
+    assert [line for line in shown if line.startswith(("sum ", "top_k "))] == [
+        "sum                  pure/zcdp    aggregates (aggregates)", "top_k              group_by  top_k (topk)"]
+    installed = importlib.util.find_spec("dpframe_histogram") is not None
+    printed = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]   # widths follow the rows
+    assert [line for line in shown if (installed or "histogram" not in line) and
+            " ".join(line.split()) not in printed] == []
+
+
 def test_the_demo_is_the_readme_example(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (ROOT / "README.md").read_text()
     example = readme[readme.index("## Example"):readme.index("## Features")]

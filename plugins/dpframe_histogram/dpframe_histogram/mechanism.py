@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from dpframe import accounting as acc
-from dpframe.budgets import Budget, make, sqrt_down, up
+from dpframe.budgets import Budget, divide, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, PlanError, SchemaError
 from dpframe.measures import Measure, within_float64
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -192,8 +192,7 @@ class HistogramMechanism:
                             fix="give the query a dp.PureDP or dp.ZCDP budget")
         for m in measures:
             self.validate(m, ctx)
-        first = share.rho if share.notion == "zcdp" else share.epsilon  # type: ignore[union-attr]
-        part = make(share.notion, first / len(measures))
+        part = divide(share, len(measures))
         sensitivity = Fraction(ctx.unit.max_rows)   # L1 and L2: each row lands in at most one bin
         seen: dict[str, str] = {}
         layout = []
