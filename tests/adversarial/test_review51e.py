@@ -320,3 +320,22 @@ def test_top_k_released_scores_are_private_on_neighbouring_datasets() -> None:
     spec = AuditSpec("top_k gumbel, released scores", frozenset(), dp.PureDP(8),
                      lambda: [Neighbours("+1 unit in every key", base, plus)], sampler, samples=2_000)
     _audit(spec, min_power=0.05)
+
+
+# ---------------------------------------------------------------------------- what each claim protects
+
+
+@pytest.mark.parametrize("unit, named", [(dp.PrivacyUnit("u", max_rows=3), "privacy unit 'u' (≤ 3 rows)"),
+                                         (dp.PrivacyUnit.row(), "privacy unit: one row")])
+def test_interactive_reservations_say_what_they_protect(unit: dp.PrivacyUnit, named: str) -> None:
+    # DESIGN §4: every privacy claim says what it protects. Every query's explain() names the unit (its
+    # ContributionBound step) and so does the session's repr; the sparse vector's and the target-charging
+    # channel's status() — their only description, and their repr — said "reserved ε=1" and nothing else.
+    sess = _session(DATA, unit, dp.ApproxDP(100, 1e-3))
+    sv = sess.sparse_vector(threshold=5, budget=dp.PureDP(1), max_positives=1)
+    channel = sess.target_charging(epsilon=1, max_hits=3, delta=1e-6)
+    for status in (sv.status(), repr(sv), channel.status(), repr(channel)):
+        assert named in status, status
+    sv.close()
+    channel.close()
+    assert named in sv.status() and named in channel.status()
