@@ -339,3 +339,9 @@ def test_interactive_reservations_say_what_they_protect(unit: dp.PrivacyUnit, na
     sv.close()
     channel.close()
     assert named in sv.status() and named in channel.status()
+
+
+def test_individual_filter_repr_names_its_unit() -> None:
+    # Its budget is per unit by design; which unit (column and row bound) was left to the session's repr.
+    sess = _session(DATA, dp.PrivacyUnit("u", max_rows=3), dp.ZCDP(100))
+    assert "privacy unit 'u' (≤ 3 rows)" in repr(sess.individual_filter(budget=dp.ZCDP(1)))
