@@ -11,8 +11,10 @@ The audit's table is in the review's report; this file holds the pieces it found
   the subsampled Laplace's RDP), basic amplification by Poisson sampling (ε and δ), ``Frame.bounds``'
   exponential-mechanism scale, and the noise of the bound-tuning stage and of diagnostics;
 * statistical tests on neighbouring datasets (``-m slow``) for the release paths no audit spec covered:
-  ``collect(..., diagnostics=True)``, ``max_rows="auto"``, ``bounds="auto"`` and joint quantiles (several q,
-  the recursive split).
+  ``collect(..., diagnostics=True)``, ``max_rows="auto"``, ``bounds="auto"``, joint quantiles (several q,
+  the recursive split) and top-k's ``release_scores=True``;
+* what each claim protects: the interactive tools' descriptions (sparse vector and channel ``status()``, the
+  individual filter's repr) now name the privacy unit, as every query's ``explain()`` does.
 
 Every test here can fail: a cost formula that charged less than these numbers, or a noise scale below them,
 fails the cost tests; a release path that leaks more than its charge fails the audits.
