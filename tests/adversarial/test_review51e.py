@@ -4,7 +4,7 @@ reference) numbers and a statistical test on neighbouring datasets for every mec
 The audit's table is in the review's report; this file holds the pieces it found missing:
 
 * cost tests whose expected numbers are computed by hand in the comments, or were computed once with an
-  independent reference outside the repository (``dp-accounting`` 0.4 and ``mpmath`` in a throw-away
+  independent reference outside the repository (``dp-accounting`` 0.6.0 and ``mpmath`` in a throw-away
   virtualenv, never a dependency) and are hard-coded here: the zCDP → (ε, δ) conversion at its exact
   optimum (40 digits; ``tests/core/test_core_budgets.py`` compares with a float search), the PLD accountant on
   compositions of Laplace and Poisson-subsampled Laplace curves (``tests/accounting`` checks one Laplace and
@@ -56,7 +56,7 @@ def test_zcdp_to_approx_conversion_is_never_below_its_exact_optimum(rho: Fractio
 
 
 @pytest.mark.parametrize("curve, times, epsilon_at_1e6, delta_at_1", [
-    # dp-accounting 0.4, PLD from_laplace_mechanism(..., value_discretization_interval=1e-5,
+    # dp-accounting 0.6.0, PLD from_laplace_mechanism(..., value_discretization_interval=1e-5,
     # pessimistic_estimate=True).self_compose(times): an upper bound of the true values, and the optimistic
     # (lower-bound) estimate is within 2e-6 of it (1.7739897338754314, 0.0022942699368713407).
     (lambda: acc.laplace(scale=10.0), 20, 1.7739915512404438, 0.0022943363363380326),
