@@ -224,6 +224,19 @@ class PrivacyUnit(Final, argument="privacy_unit"):
                 f"dp.PrivacyUnit({self.column!r}, max_rows=N) with N the most rows one unit may contribute (the "
                 "noise grows with N)")
 
+    def _rows_text(self) -> str:
+        return "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
+
+    def protected(self) -> str:
+        """What a privacy claim protects, in a few words (the interactive tools' ``status()`` ends with it).
+
+        Example:
+            >>> PrivacyUnit("u", max_rows=3).protected(), PrivacyUnit.row().protected()
+            ("privacy unit 'u' (≤ 3 rows)", 'privacy unit: one row')
+
+        """
+        return "privacy unit: one row" if self.column is None else f"privacy unit {self.column!r} ({self._rows_text()})"
+
     def describe(self) -> str:
         """One line for explain().
 
@@ -234,8 +247,7 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         """
         if self.column is None:
             return "one row per unit"
-        rows = "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
-        text = f"unit {self.column!r}: {rows}" + ("" if self.max_rows_given else " (the default)")
+        text = f"unit {self.column!r}: {self._rows_text()}" + ("" if self.max_rows_given else " (the default)")
         if self.groups is not None:
             auto = (", max_groups chosen privately by each grouped agg query (queries without a group-by, and "
                     "top-k: max_rows alone)")

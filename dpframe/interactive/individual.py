@@ -148,7 +148,8 @@ class IndividualFilter(Sealed):
                                  lambda reader: None)
 
     def __repr__(self) -> str:
-        return f"<dp.IndividualFilter per-unit budget={self.budget!r}{' closed' if self._closed else ''}>"
+        return (f"<dp.IndividualFilter per-unit budget={self.budget!r} for each {self.session.privacy_unit.protected()}"
+                f"{' closed' if self._closed else ''}>")
 
     @property
     def closed(self) -> bool:

@@ -244,7 +244,9 @@ class SparseVector(Sealed):
         return self._reservation.closed
 
     def status(self) -> str:
-        """E.g. 'reserved ε=1; 2 of 5 positives used; open'; after a refunded close, also what the ledger kept.
+        """E.g. "reserved ε=1; 2 of 5 positives used; open; per privacy unit 'u' (≤ 3 rows)".
+
+        After a refunded close, also what the ledger kept.
 
         (It said only "reserved ε=1" after a close that settled the charge to the realised cell, e.g. ε=252/887,
         which :meth:`charged` and the history showed.)
@@ -253,7 +255,8 @@ class SparseVector(Sealed):
         describe_charge = self.session.accountant.describe_charge
         settled = f", charged {describe_charge(self.charged())} on close (output DP)" if self._refunded else ""
         return f"reserved {describe_charge(self._reservation.cost)}{settled}; " \
-               f"{self.positives} of {self.max_positives} positives used; {state}"
+               f"{self.positives} of {self.max_positives} positives used; {state}; " \
+               f"per {self.session.privacy_unit.protected()}"
 
     def __repr__(self) -> str:
         return f"<dp.SparseVector {self.status()}>"
