@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.errors import PlanError, TopKWarning, emit
-from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
+from dpframe.family import FamilyQuery, Releasable, Source, building_sql, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node, tables_read
 from dpframe.sealed import _ENGINE
@@ -171,7 +170,7 @@ class SQLTopKQuery(Releasable[Any]):
         query: Any = self.query
         partial = isinstance(getattr(out, "keys", None), pl.DataFrame)
         keys = self._named(out.keys if partial else pl.DataFrame(schema=query.output_schema))
-        reason = str(out.reason)          # its next step is spelled in SQL: the query was built with spelling=SQL
+        reason = str(out.reason)          # its next step is spelled in SQL: the query was built under building_sql()
         outcome = dataclasses.replace(out, **({"keys": keys} if partial else {}))
         got = (f"only {keys.height} of the {out.k} keys asked (the frame holds those)" if partial else
                "no key set (the empty frame means 'not released at this budget', not 'no keys')")
@@ -234,11 +233,11 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
                         fix=f"write COUNT(DISTINCT {unit})" if unit else
                         "with row-level privacy every row is a unit: use COUNT(*)")
     source = Source(agg.input, session.plan_context, agg.by, agg.keys, backend)
-    family = session.plugins.family("top_k")
-    built = family.build(
-        source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
-        k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
-        delta_t=options.get("delta_t"), **sql_spelling(family))
+    with building_sql():        # the family words its fixes in SQL (TOP_K(score, 10), method := 'stable')
+        built = session.plugins.family("top_k").build(
+            source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
+            k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
+            delta_t=options.get("delta_t"))
     return SQLTopKQuery(session, built, agg.input, text=text, columns=columns,
                         explain_only=parsed.explain, backend=backend, _engine=_ENGINE)
 
@@ -260,27 +259,6 @@ def _k(text: str, node: dict[str, Any]) -> int | None:
         raise PlanError(f"k must be a whole-number literal or NULL: {fragment(text, node)}", argument="sql",
                         fix="e.g. TOP_K(COUNT(*), 10), or TOP_K(COUNT(*), NULL) to choose k from the data")
     return value
-
-
-def sql_spelling(family: object) -> dict[str, str]:
-    """``spelling="sql"`` (its fixes name ``TOP_K(...)``'s arguments) where the top-k family's query takes it.
-
-    The built-in family's does; a plugin's family registered with ``replaces="top_k"`` need not, and gets the
-    arguments the family protocol documents only.
-
-    Example:
-        >>> class Replacement:
-        ...     def build(self, source, /, *, k, score, method, release_scores, k_max, lam, ptr, delta_t): ...
-        >>> sql_spelling(Replacement())
-        {}
-
-    """
-    target = getattr(family, "takes", None) or getattr(family, "build", None)
-    try:
-        parameters = inspect.signature(target).parameters if target is not None else {}
-    except (TypeError, ValueError):
-        return {}
-    return {"spelling": "sql"} if "spelling" in parameters else {}
 
 
 def _option(text: str, name: str, node: dict[str, Any]) -> Any:
