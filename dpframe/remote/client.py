@@ -28,6 +28,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -426,6 +427,16 @@ class Remote:
         return interrupted
 
 
+_GIVEN: ContextVar[frozenset[str]] = ContextVar("dpframe_remote_given", default=frozenset())
+"""The keywords the analyst gave the :class:`RemoteQuery` method running (:func:`_queried` sets them)."""
+
+
+def _options_given(**options: Any) -> dict[str, Any]:
+    """Those of a :class:`RemoteQuery` method's ``options`` the analyst gave (by keyword): its request sends these."""
+    given = _GIVEN.get()
+    return {name: value for name, value in options.items() if name in given}
+
+
 def _queried(method: M) -> M:
     """A :class:`RemoteQuery` method whose arguments its signature refuses are refused by the server's query.
 
@@ -433,9 +444,12 @@ def _queried(method: M) -> M:
     builds may be another family's (a TOP_K query's takes a budget only), whose own signature Python refuses them
     with in process: the server names that refusal (:meth:`RemoteQuery._refusal`), or this one when it takes them.
     Only how many positional arguments and which keywords cross (the error names no value). Nothing is charged.
+    The request carries the options the analyst gave, and only those (:func:`_options_given`): ``ci=None`` given to
+    a query that takes no ``ci`` is refused there as in process, where an option left out is not sent.
     """
     @functools.wraps(method)
     def call(self: RemoteQuery, *args: Any, **kwargs: Any) -> Any:
+        token = _GIVEN.set(frozenset(kwargs))
         try:
             return method(self, *args, **kwargs)
         except TypeError as e:
@@ -444,6 +458,8 @@ def _queried(method: M) -> M:
             except SignatureError as own:
                 raise self._refusal(method.__name__, len(args), list(kwargs)) or own from None
             raise
+        finally:
+            _GIVEN.reset(token)
     return call  # type: ignore[return-value]
 
 
@@ -466,13 +482,14 @@ class RemoteQuery(Sendable):
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
              diagnostics: bool = False) -> SessionCost:
         """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free."""
-        out: SessionCost = decode(self._ask("cost", budget, accuracy, diagnostics=diagnostics)[0])
+        options = _options_given(accuracy=accuracy, diagnostics=diagnostics)
+        out: SessionCost = decode(self._ask("cost", budget, options)[0])
         return out
 
     @_queried
     def explain(self, budget: Budget | None = None, format: str = "text", *, accuracy: Accuracy | None = None) -> Any:
         """The plan, mechanisms, cost and accuracy: text, or with ``format="json"`` a JSON-able dict. Free."""
-        return self._ask("explain", budget, accuracy, format=format)[0]
+        return self._ask("explain", budget, {"format": format, **_options_given(accuracy=accuracy)})[0]
 
     @_queried
     def collect(self, budget: Budget | None = None, *, ci: float | None = None, diagnostics: bool = False,
@@ -483,7 +500,7 @@ class RemoteQuery(Sendable):
         ``EXPLAIN`` query's frame); another family's result (top-k keys or ``dp.TopKFailed``, bounds,
         ``InteriorPoint``, ``Threshold`` ...) rebuilt here. ``ci`` and ``accuracy`` as in ``dp.Query.collect``.
         """
-        value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
+        value, frames = self._ask("collect", budget, _options_given(accuracy=accuracy, ci=ci, diagnostics=diagnostics))
         if isinstance(value, dict) and "warning" in value:
             emit(_top_k_warning(value, frames[0]))
         if isinstance(value, dict) and isinstance(value.get("no_intervals"), list):   # ci= gave some outputs none
@@ -511,21 +528,19 @@ class RemoteQuery(Sendable):
             return e
         return None
 
-    def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
-             **options: Any) -> tuple[Any, list[pl.DataFrame]]:
+    def _ask(self, op: str, budget: Budget | None, options: Mapping[str, Any]) -> tuple[Any, list[pl.DataFrame]]:
         # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
         # class and text); a dp budget and an accuracy target as their fields (a budget checked here first, as the
-        # session does, a tool's or a measure's keeping its own rules)
+        # session does, a tool's or a measure's keeping its own rules); ``options``: those to send (the analyst's)
         packer = Packer()
         sent = _argument(budget, "budget", packer, budget_of,
                          lambda b: wire.budget_to_json(budget_of(b)) if isinstance(b, Budget) else None)
-        aimed = _argument(accuracy, "accuracy", packer, lambda a: accuracy_target(budget, a),
-                          lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
-        sent_options = {name: _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
+        sent_options = {name: _argument(value, name, packer, lambda a: accuracy_target(budget, a),
+                                        lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
+                        if name == "accuracy" else _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
                         for name, value in options.items()}
         source = self.packed(packer)
-        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options},
-                                     packer.attached)
+        return self._remote._request({"op": op, **source, "budget": sent, **sent_options}, packer.attached)
 
 
 @checked_class
@@ -540,16 +555,16 @@ class RemoteRobustMedian:
 
     def cost(self, budget: Budget | None = None) -> SessionCost:
         """The worst-case charge (the whole budget; a ⊥ is settled to the test's share). Free."""
-        out: SessionCost = decode(self._query._ask("cost", budget, None)[0])
+        out: SessionCost = decode(self._query._ask("cost", budget, {})[0])
         return out
 
     def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
         """The proposals, the test threshold and the costs: text, or a JSON-able dict. Free."""
-        return self._query._ask("explain", budget, None, format=format)[0]
+        return self._query._ask("explain", budget, {"format": format})[0]
 
     def collect(self, budget: Budget | None = None, *, refund: bool | None = None) -> float | None:
         """The noisy median, or None (⊥) when no proposal passed the test; charged on the server."""
-        value, frames = self._query._ask("collect", budget, None, refund=refund)
+        value, frames = self._query._ask("collect", budget, {"refund": refund})
         out: float | None = unpack_result(value["result"], frames)
         return out
 

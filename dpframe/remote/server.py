@@ -456,28 +456,18 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
             "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
-_DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
-
-
 def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:
-    """The request's options for ``op`` that are set (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
+    """The options the analyst gave ``op`` (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
 
-    ``refund`` is the robust median's. Set: present and other than the in-process default (``ci=None``,
-    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent (unpacked: a NumPy scalar as its type),
-    so that the session's checks refuse what they refuse in process (``ci=False``, ``diagnostics=None``,
-    ``diagnostics=np.float64(0.5)``), before the charge.
+    ``refund`` is the robust median's. The client sends the options its analyst gave, and only those, each as given
+    (unpacked: a NumPy scalar as its type), so that the session's checks refuse what they refuse in process before the
+    charge: ``ci=False``, ``diagnostics=None``, ``diagnostics=np.float64(0.5)``, and an option given at its default
+    value to a query that takes none (``ci=None`` to a top-k query: a ``dp.SignatureError``).
     """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy", "refund")}[op]
-    out: dict[str, Any] = {}
-    for name in allowed:
-        if name not in request:
-            continue
-        value = _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else \
-            values.unpack(request[name], name)
-        if value is not _DEFAULTS[name]:
-            out[name] = value
-    return out
+    return {name: _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else
+            values.unpack(request[name], name) for name in allowed if name in request}
 
 
 def _argument(value: object, argument: str, values: Unpacker, typed: Callable[[object], Any]) -> Any:
