@@ -157,7 +157,7 @@ class Remote:
         self._sock = channel.sock
         self._lock = threading.Lock()
         self._closed = False
-        self._asking: int | None = None                  # the thread running run_until's stop, while it runs
+        self._asking: tuple[int, str] | None = None      # the thread answering the server, and its question (_BUSY)
 
     def sql(self, query: str, *, keys: Mapping[str, Any] | None = None) -> RemoteQuery:
         """A private query in SQL (as ``sess.sql``): nothing is sent until ``cost``, ``explain`` or ``collect``.
@@ -363,9 +363,9 @@ class Remote:
         ``ask``: answers the server's questions before its reply (``run_until``'s ``stop``, given the results
         released so far); it runs in this process, and may not use this connection meanwhile.
         """
-        if self._asking == threading.get_ident():
-            raise ArgumentError("this connection is waiting for run_until's stop answer", argument="stop",
-                                fix="decide from the results stop receives, or use another connection (dp.connect)")
+        if self._asking is not None and self._asking[0] == threading.get_ident():
+            text, argument, fix = _BUSY[self._asking[1]]
+            raise ArgumentError(text, argument=argument, fix=fix)
         interrupted: BaseException | None = None       # of the analyst's rule: raised once the reply is read
         with self._lock:
             if self._closed:
@@ -382,6 +382,9 @@ class Remote:
                               for _ in range(count if type(count) is int else 0)]
                     if "ask" not in reply:
                         break
+                    if reply["ask"] == "warn":      # a warning the session gave: warned here, before it goes on
+                        interrupted = self._warn(reply) or interrupted
+                        continue
                     if ask is None:
                         raise RemoteError("the server asked a question this request does not answer",
                                           argument="message", fix="use a dpframe server of the client's version")
@@ -407,13 +410,32 @@ class Remote:
             raise _raised(reply, frames)
         return reply.get("value"), frames
 
+    def _warn(self, question: Mapping[str, Any]) -> BaseException | None:
+        """Warn the server's warning (a ``dp.NoIntervalWarning``) at the analyst's line, and say whether it was.
+
+        When the analyst's filters turn it into an exception (``simplefilter("error", ...)``), the server is told, stops
+        the request there (as the exception does in process: before the charge), and the exception is returned, to be
+        raised once the server's reply is read. The warning's hooks may not use this connection meanwhile.
+        """
+        warning = NoIntervalWarning(str(question.get("warning")), tuple(map(str, question.get("outputs", ()))))
+        self._asking = threading.get_ident(), "warn"
+        raised = None
+        try:
+            emit(warning)
+        except BaseException as e:  # noqa: BLE001 - raised here once the reply is read, as it is raised in process
+            raised = e
+        finally:
+            self._asking = None
+        self._channel.send_json({"warned": raised is None})
+        return raised
+
     def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> BaseException | None:
         """Send ``ask(a copy of released)`` to the server.
 
         A failure of the analyst's rule is sent by its type's name (the run fails, as in process); an interrupt
         is returned, to be raised (on this thread) once the server's reply is read.
         """
-        self._asking = threading.get_ident()
+        self._asking = threading.get_ident(), "stop"
         interrupted = None
         try:
             answer: dict[str, Any] = {"stop": bool(ask(list(released)))}
@@ -435,6 +457,16 @@ def _options_given(**options: Any) -> dict[str, Any]:
     """Those of a :class:`RemoteQuery` method's ``options`` the analyst gave (by keyword): its request sends these."""
     given = _GIVEN.get()
     return {name: value for name, value in options.items() if name in given}
+
+
+_BUSY: Mapping[str, tuple[str, str, str]] = MappingProxyType({
+    "stop": ("this connection is waiting for run_until's stop answer", "stop",
+             "decide from the results stop receives, or use another connection (dp.connect)"),
+    "warn": ("this connection is waiting for the answer to a warning its server gave", "warnings",
+             "warn without this connection (a warnings.showwarning hook may not call it), or use another connection "
+             "(dp.connect)")})
+"""A request from the thread answering the server's question (``run_until``'s stop, a warning) meanwhile: the
+refusal (its text, argument and fix); the connection is waiting for that thread's answer."""
 
 
 def _queried(method: M) -> M:
@@ -503,9 +535,6 @@ class RemoteQuery(Sendable):
         value, frames = self._ask("collect", budget, _options_given(accuracy=accuracy, ci=ci, diagnostics=diagnostics))
         if isinstance(value, dict) and "warning" in value:
             emit(_top_k_warning(value, frames[0]))
-        if isinstance(value, dict) and isinstance(value.get("no_intervals"), list):   # ci= gave some outputs none
-            for note in value["no_intervals"]:
-                emit(NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ())))))
         if isinstance(value, dict) and "result" in value:
             return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import secrets
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,6 +49,81 @@ def _mixed(front: Any, sql: bool) -> Any:
     if sql:
         return front.sql(MIXED_SQL, keys={"city": CITIES})
     return front.table("v").group_by("city", keys=CITIES).agg(dp.len(), dp.median("spend", bounds=(0, 10)))
+
+
+# -- 1. the NoIntervalWarning comes before the charge, remotely too ---------------------------------------------------
+
+@pytest.mark.parametrize("remote_side", [False, True], ids=["in_process", "remote"])
+@pytest.mark.parametrize("sql", [False, True], ids=["chain", "sql"])
+def test_the_warning_is_given_before_the_charge(sides: tuple[dp.Session, Any], remote_side: bool, sql: bool) -> None:
+    """When the analyst's process is warned, the ledger holds nothing yet; the release is charged after."""
+    sess, remote = sides
+    query = _mixed(remote if remote_side else sess, sql)
+    seen: list[tuple[type[Warning], str, int]] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, filename, *_: seen.append(
+            (category, filename, sess.history().height))
+        out = query.collect(dp.PureDP(1), ci=0.9)
+    assert [(c, h) for c, _, h in seen] == [(dp.NoIntervalWarning, 0)], seen       # warned before the charge
+    assert seen[0][1] == __file__                                                    # at the analyst's line
+    assert sess.history().height == 1 and any(c.endswith("_ci_low") for c in out.columns), out.columns
+
+
+@pytest.mark.parametrize("sql", [False, True], ids=["chain", "sql"])
+def test_a_strict_remote_caller_is_refused_free_as_in_process(sides: tuple[dp.Session, Any], sql: bool) -> None:
+    """``simplefilter("error", dp.NoIntervalWarning)``: the same exception (class, text, outputs), nothing charged."""
+    sess, remote = sides
+    raised = []
+    for front in (sess, remote):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dp.NoIntervalWarning)
+            with pytest.raises(dp.NoIntervalWarning) as refused:
+                _mixed(front, sql).collect(dp.PureDP(1), ci=0.9)
+        raised.append((type(refused.value), str(refused.value), refused.value.outputs))
+    assert raised[0] == raised[1], raised
+    assert sess.history().height == 0 and remote.remaining() == sess.remaining() == dp.ApproxDP(100, 1e-3)
+    with warnings.catch_warnings():             # the connection is still in step: its next request is answered
+        warnings.simplefilter("ignore", dp.NoIntervalWarning)
+        assert "len" in _mixed(remote, False).collect(dp.PureDP(1), ci=0.9).columns
+    assert sess.history().height == 1
+
+
+def test_a_strict_remote_caller_keeps_other_warnings_filters(sides: tuple[dp.Session, Any]) -> None:
+    """``ignore`` still ignores it (the release goes on, one charge), and no warning reaches the server's process."""
+    sess, remote = sides
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        warnings.simplefilter("ignore", dp.NoIntervalWarning)
+        _mixed(remote, True).collect(dp.PureDP(1), ci=0.9)
+    assert not [w for w in caught if issubclass(w.category, dp.NoIntervalWarning)]
+    assert sess.history().height == 1
+
+
+def test_a_warning_hook_that_calls_the_connection_is_refused_not_hung(sides: tuple[dp.Session, Any]) -> None:
+    """The connection is waiting for the warning's answer: a hook that asks it something is refused (an ArgumentError
+    naming ``warnings``), which stops the query before its charge, as an exception from a hook does in process."""
+    sess, remote = sides
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *_: remote.remaining()
+        with pytest.raises(dp.ArgumentError) as refused:
+            _mixed(remote, False).collect(dp.PureDP(1), ci=0.9)
+    assert refused.value.argument == "warnings" and "another connection" in str(refused.value.fix)
+    assert sess.history().height == 0 and remote.history().height == 0        # and the connection still answers
+
+
+def test_a_padded_server_warns_before_the_charge_too() -> None:
+    """The question is held as a reply is (``pad``), and the release after it is charged once."""
+    key = secrets.token_bytes(32)
+    sess = _session()
+    heights: list[int] = []
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key, pad=0.05).start() as server, \
+            dp.connect(server.address, authkey=key) as remote, warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *_: heights.append(sess.history().height)
+        _mixed(remote, True).collect(dp.PureDP(1), ci=0.9)
+    assert heights == [0] and sess.history().height == 1
 
 
 # -- 2. an option at its default value is refused where the query takes no such option --------------------------------
