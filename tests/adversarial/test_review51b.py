@@ -100,6 +100,23 @@ def test_a_strict_remote_caller_keeps_other_warnings_filters(sides: tuple[dp.Ses
     assert sess.history().height == 1
 
 
+@pytest.mark.parametrize("sql", [False, True], ids=["chain", "sql"])
+def test_ci_with_no_interval_at_all_is_refused_free_remotely_too(sides: tuple[dp.Session, Any], sql: bool) -> None:
+    """Only a median: ``ci=`` would add nothing, a PlanError naming ``ci`` (same text) on both sides, and no warning."""
+    sess, remote = sides
+    found = []
+    for front in (sess, remote):
+        query = front.sql("SELECT city, MEDIAN(CLAMP(spend, 0, 10)) AS m FROM v GROUP BY city", keys={"city": CITIES}) \
+            if sql else front.table("v").group_by("city", keys=CITIES).agg(dp.median("spend", bounds=(0, 10)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(dp.PlanError) as refused:
+                query.collect(dp.PureDP(1), ci=0.9)
+        found.append((str(refused.value), refused.value.argument, refused.value.fix))
+    assert found[0] == found[1] and found[0][1] == "ci", found
+    assert sess.history().height == 0
+
+
 def test_a_warning_hook_that_calls_the_connection_is_refused_not_hung(sides: tuple[dp.Session, Any]) -> None:
     """The connection is waiting for the warning's answer: a hook that asks it something is refused (an ArgumentError
     naming ``warnings``), which stops the query before its charge, as an exception from a hook does in process."""
