@@ -383,7 +383,7 @@ class Remote:
                     if "ask" not in reply:
                         break
                     if reply["ask"] == "warn":      # a warning the session gave: warned here, before it goes on
-                        interrupted = self._warn(reply) or interrupted
+                        interrupted = self._warn(reply, frames) or interrupted
                         continue
                     if ask is None:
                         raise RemoteError("the server asked a question this request does not answer",
@@ -410,14 +410,17 @@ class Remote:
             raise _raised(reply, frames)
         return reply.get("value"), frames
 
-    def _warn(self, question: Mapping[str, Any]) -> BaseException | None:
-        """Warn the server's warning (a ``dp.NoIntervalWarning``) at the analyst's line, and say whether it was.
+    def _warn(self, question: Mapping[str, Any], frames: list[pl.DataFrame]) -> BaseException | None:
+        """Warn the server's warning at the analyst's line, and say whether it was.
 
+        A ``dp.NoIntervalWarning``, or a SQL ``TOP_K``'s ``dp.TopKWarning`` (its outcome rebuilt, ``frames``: its keys).
         When the analyst's filters turn it into an exception (``simplefilter("error", ...)``), the server is told, stops
-        the request there (as the exception does in process: before the charge), and the exception is returned, to be
-        raised once the server's reply is read. The warning's hooks may not use this connection meanwhile.
+        the request there (as the exception does in process: a NoIntervalWarning's before the charge), and the
+        exception is returned, to be raised once the server's reply is read. The warning's hooks may not use this
+        connection meanwhile.
         """
-        warning = NoIntervalWarning(str(question.get("warning")), tuple(map(str, question.get("outputs", ()))))
+        warning = _top_k_warning(question, frames[0] if frames else None) if question.get("kind") == "TopKWarning" \
+            else NoIntervalWarning(str(question.get("warning")), tuple(map(str, question.get("outputs", ()))))
         self._asking = threading.get_ident(), "warn"
         raised = None
         try:
@@ -533,8 +536,6 @@ class RemoteQuery(Sendable):
         ``InteriorPoint``, ``Threshold`` ...) rebuilt here. ``ci`` and ``accuracy`` as in ``dp.Query.collect``.
         """
         value, frames = self._ask("collect", budget, _options_given(accuracy=accuracy, ci=ci, diagnostics=diagnostics))
-        if isinstance(value, dict) and "warning" in value:
-            emit(_top_k_warning(value, frames[0]))
         if isinstance(value, dict) and "result" in value:
             return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame
@@ -668,8 +669,8 @@ def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
     return data
 
 
-def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
-    """The ``dp.TopKWarning`` a SQL ``TOP_K`` gave on the server, with its outcome rebuilt (``keys``: the frame)."""
+def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame | None) -> TopKWarning:
+    """The ``dp.TopKWarning`` a SQL ``TOP_K`` gave on the server, with its outcome rebuilt (``keys``: a partial's)."""
     import dpframe
 
     results: Any = dpframe          # the result types load from their plugin on first access

@@ -75,7 +75,6 @@ from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
 from dpframe.signatures import refusal
 from dpframe.sql.parse import parse
-from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
@@ -348,8 +347,8 @@ class Server(Sealed):
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
         refused = refusal(getattr(query, op), [budget], options)
-        if refused is not None:     # an option the query does not take (a TOP_K query's ci=): refused as in process
-            raise refused           # (before the charge; a SQL TOP_K collects through ``released``, which takes none)
+        if refused is not None:     # an option the query does not take (a top-k query's ci=): refused as in process
+            raise refused           # (before the charge)
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
@@ -357,10 +356,7 @@ class Server(Sealed):
             check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
-        if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
-            frame, warning = query.released(budget, **options)
-            return (None if warning is None else _warned(warning)), [frame]
-        out = query.collect(budget, **options)      # a dp.NoIntervalWarning went to the analyst before the charge
+        out = query.collect(budget, **options)      # its warnings went to the analyst when given (Asker.warn)
         if isinstance(query, Query):
             return None, list(out) if isinstance(out, Diagnosed) else [out]
         frames = []
@@ -396,11 +392,13 @@ class Asker:
     that is not a boolean, or the analyst's rule failing (``{"error": "ValueError"}``), fails the run: its worst cell
     stays charged, as an exception raised by ``stop`` does in process.
 
-    ``warn(warning)`` (the request's :func:`~dpframe.errors.emit`) sends a :class:`~dpframe.NoIntervalWarning` when the
-    session gives it (``{"ask": "warn", "warning": text, "outputs": [...]}``), before the request goes on, and waits
-    for ``{"warned": true}``: warned at the analyst's line, at the moment it is in process (a query's, before its
-    charge). ``{"warned": false}`` (the analyst's filters turned it into an exception, which the client raises) stops
-    the request there, as that exception does in process: before the charge, nothing is charged.
+    ``warn(warning)`` (the request's :func:`~dpframe.errors.emit`) sends a warning when the session gives it
+    (``{"ask": "warn", "kind": "NoIntervalWarning", "warning": text, "outputs": [...]}``; a SQL ``TOP_K``'s
+    ``TopKWarning`` with its outcome's fields and keys), before the request goes on, and waits for
+    ``{"warned": true}``: warned at the analyst's line, at the moment it is in process (a ``NoIntervalWarning`` before
+    the charge, a ``TopKWarning`` after the release). ``{"warned": false}`` (the analyst's filters turned it into an
+    exception, which the client raises) stops the request there, as that exception does in process: before the
+    charge, nothing is charged.
 
     A padded server holds each question as it holds a reply, from when the request's work began (:attr:`started`: its
     arrival, then each answer's), so a step's time shows only as a doubling of ``pad``. ``hold`` (the server's wait for
@@ -421,7 +419,7 @@ class Asker:
     def stop(self, results: list[pl.DataFrame]) -> bool:
         """The analyst's answer for ``results`` (run_until's released results so far)."""
         new = results[self._sent:]
-        answer = self._ask({"ask": "stop", "frames": len(new)}, new)
+        answer = self._ask({"ask": "stop"}, new)
         self._sent = len(results)
         if type(answer.get("stop")) is bool:
             return bool(answer["stop"])
@@ -431,20 +429,30 @@ class Asker:
 
     def warn(self, warning: Warning) -> None:
         """Warn ``warning`` in the analyst's process now; a RemoteError when their filters raised it (it stops here)."""
-        if not isinstance(warning, NoIntervalWarning):      # no other kind is given by emit where a request runs
+        question: dict[str, Any]
+        frames: list[pl.DataFrame] = []
+        if isinstance(warning, NoIntervalWarning):
+            question = {"warning": str(warning), "outputs": list(warning.outputs)}
+        elif isinstance(warning, TopKWarning):      # its outcome's fields, and its keys (a partial result's) as a frame
+            outcome = warning.outcome
+            keys = getattr(outcome, "keys", None)
+            question = {"warning": str(warning), "outcome": type(outcome).__name__, "k": getattr(outcome, "k", None),
+                        "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
+            frames += [keys] if isinstance(keys, pl.DataFrame) else []
+        else:                                       # no other kind is given by emit
             warnings.warn(warning, stacklevel=2)
             return
-        answer = self._ask({"ask": "warn", "warning": str(warning), "outputs": list(warning.outputs)}, [])
+        answer = self._ask({"ask": "warn", "kind": type(warning).__name__, **question}, frames)
         if answer.get("warned") is not True:
             raise RemoteError("the analyst's warning filters turned a warning into an exception", argument="warnings",
                               fix="the client raises that exception; this request stopped where it was warned")
 
     def _ask(self, question: dict[str, Any], frames: list[pl.DataFrame]) -> dict[str, Any]:
-        """Send ``question`` (and ``frames``), held while padded; the analyst's answer."""
+        """Send ``question`` (and ``frames``: its ``"frames"`` counts them), held while padded; the analyst's answer."""
         if self._pad is not None:
             self._hold(self.started, self._pad)
         try:
-            self._channel.send_json(question)
+            self._channel.send_json({**question, "frames": len(frames)})
             for frame in frames:
                 self._channel.send(wire.frame_bytes(frame))
             answer = self._channel.receive_json(STOP_LIMIT)
@@ -470,13 +478,6 @@ def reply_time(took: float, pad: float) -> float:
     while at < took:
         at *= 2
     return at
-
-
-def _warned(warning: TopKWarning) -> dict[str, Any]:
-    """A SQL ``TOP_K``'s warning as its text and its outcome's fields (its keys are the frame sent with it)."""
-    outcome = warning.outcome
-    return {"warning": str(warning), "outcome": type(outcome).__name__, "k": getattr(outcome, "k", None),
-            "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
 
 
 def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:

@@ -135,17 +135,6 @@ class SQLTopKQuery(Releasable[Any]):
         ``ci`` and ``diagnostics``, which an aggregate SQL query takes, are refused (free): a key set has no
         confidence intervals, and top-k has no bounding diagnostics.
         """
-        frame, warning = self.released(budget, ci=ci, diagnostics=diagnostics)
-        if warning is not None:
-            emit(warning)       # at the analyst's line (the public method's wrapper is a frame in between)
-        return frame
-
-    def released(self, budget: object = None, *, ci: object = None,
-                 diagnostics: object = False) -> tuple[pl.DataFrame, TopKWarning | None]:
-        """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
-
-        For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
-        """
         if ci is not None:
             raise PlanError("a TOP_K query releases a key set (and, with its score selected, noisy scores chosen by "
                             "rank), which has no confidence intervals", argument="ci", fix="leave ci= out")
@@ -153,7 +142,7 @@ class SQLTopKQuery(Releasable[Any]):
             raise PlanError("a TOP_K query has no diagnostics (noisy counts of what bounding left out)",
                             argument="diagnostics", fix="drop diagnostics=True: a TOP_K query has none")
         if self.explain_only:
-            return pl.DataFrame({"explain": [str(self.explain(budget))]}), None
+            return pl.DataFrame({"explain": [str(self.explain(budget))]})
         plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
@@ -162,8 +151,10 @@ class SQLTopKQuery(Releasable[Any]):
                                                     "was charged")
         out = self._collect(plan)
         if isinstance(out, pl.DataFrame):
-            return self._named(out), None
-        return self._short(out, plan.detail)
+            return self._named(out)
+        frame, warning = self._short(out, plan.detail)
+        emit(warning)       # at the analyst's line (dp.Server's: in the analyst's process, before it replies)
+        return frame
 
     def _short(self, out: Any, detail: Any) -> tuple[pl.DataFrame, TopKWarning]:
         """The released keys of a failed or partial outcome, and the warning that says so (released values only)."""

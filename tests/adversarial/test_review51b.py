@@ -143,6 +143,30 @@ def test_a_padded_server_warns_before_the_charge_too() -> None:
     assert heights == [0] and sess.history().height == 1
 
 
+def test_a_sql_top_k_warning_comes_after_its_charge_on_both_sides(sides: tuple[dp.Session, Any]) -> None:
+    """A short ``TOP_K``'s ``dp.TopKWarning`` takes the same road (the server asks the analyst's process to warn it):
+    after the charge, as in process; a strict caller gets it (same text, outcome) and the charge stays."""
+    sess, remote = sides
+    text = "SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), NULL)"
+    raised = []
+    for front in (sess, remote):
+        before = sess.history().height
+        heights: list[int] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda *_: heights.append(sess.history().height)
+            assert front.sql(text).collect(dp.ApproxDP(0.01, 1e-6)).height == 0
+        assert heights == [before + 1], heights
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dp.TopKWarning)
+            with pytest.raises(dp.TopKWarning) as refused:
+                front.sql(text).collect(dp.ApproxDP(0.01, 1e-6))
+        outcome = refused.value.outcome
+        raised.append((str(refused.value), type(outcome).__name__, getattr(outcome, "reason", None)))
+        assert sess.history().height == before + 2
+    assert raised[0] == raised[1] and raised[0][1] == "TopKFailed", raised
+
+
 # -- 2. an option at its default value is refused where the query takes no such option --------------------------------
 
 QUERIES: dict[str, Callable[[Any], Any]] = {
