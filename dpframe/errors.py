@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -184,8 +184,9 @@ class NoIntervalWarning(UserWarning):
     Their mechanism gives no data-independent interval (a quantile: its interval in value space would depend
     on the data near the released value; ``explain()`` gives its rank error instead). It reads the plan only
     (public parameters), and is warned before anything is charged, so ``warnings.simplefilter("error",
-    dp.NoIntervalWarning)`` refuses the query free. A query whose outputs have no interval at all is refused
-    instead (``PlanError`` naming ``ci``).
+    dp.NoIntervalWarning)`` refuses the query free, in process and through ``dp.Server`` (which has the analyst's
+    process warn it before the query goes on). A query whose outputs have no interval at all is refused instead
+    (``PlanError`` naming ``ci``).
     """
 
     def __init__(self, message: str, outputs: tuple[str, ...]) -> None:
@@ -193,17 +194,18 @@ class NoIntervalWarning(UserWarning):
         self.outputs = outputs
 
 
-_SINK: ContextVar[list[Warning] | None] = ContextVar("dpframe_warnings", default=None)
+_SINK: ContextVar[Callable[[Warning], None] | None] = ContextVar("dpframe_warnings", default=None)
 
 
 def emit(warning: Warning) -> None:
     """Warn ``warning`` at the analyst's line (the first caller outside dpframe).
 
-    Inside :func:`collected`, hand it to the caller instead (``dp.Server`` sends it to the analyst's process).
+    Inside :func:`handed_to`, hand it to that block's handler instead, at once (``dp.Server`` sends it to the
+    analyst's process, where it is warned before the request goes on).
     """
-    sink = _SINK.get()
-    if sink is not None:
-        sink.append(warning)
+    handler = _SINK.get()
+    if handler is not None:
+        handler(warning)
         return
     root, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(0), 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(root + os.sep):
@@ -212,11 +214,22 @@ def emit(warning: Warning) -> None:
 
 
 @contextmanager
-def collected() -> Iterator[list[Warning]]:
-    """The warnings :func:`emit` gives while the block runs (this thread's context only), not warned."""
-    found: list[Warning] = []
-    token = _SINK.set(found)
+def handed_to(handler: Callable[[Warning], None]) -> Iterator[None]:
+    """The block's :func:`emit` calls hand their warning to ``handler`` (this thread's context only), not warned.
+
+    Called where ``emit`` is, so what ``handler`` raises stops the block there, as a warning the analyst's filter
+    turns into an exception does in process (before a query's charge, for a warning given before it).
+
+    Example:
+        >>> found = []
+        >>> with handed_to(found.append):
+        ...     emit(UserWarning("not warned here"))
+        >>> [str(w) for w in found]
+        ['not warned here']
+
+    """
+    token = _SINK.set(handler)
     try:
-        yield found
+        yield
     finally:
         _SINK.reset(token)

@@ -43,7 +43,9 @@ Example (a toy family: a noisy row count; see ``docs/plugins.md`` for a complete
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -193,6 +195,39 @@ class QueryFamily(Protocol):
     def build(self, source: Source, /, *args: Any, **kwargs: Any) -> FamilyQuery[Any]:
         """Validate the arguments (free; a DPFrameError naming the argument otherwise) and build the query."""
         ...
+
+
+_SQL: ContextVar[bool] = ContextVar("dpframe_written_in_sql", default=False)
+
+
+def written_in_sql() -> bool:
+    """Whether the query being built was written in SQL: its family's refusals may then word their fixes in SQL.
+
+    True only while the SQL front end builds a family's query (``HAVING TOP_K(...)`` builds the ``top_k`` family's,
+    under :func:`building_sql`), so a family reads it in ``build`` (or its query's constructor) and keeps it: the
+    built-in top-k then names ``method := 'stable'`` where a method chain's query names ``method='stable'``. Not an
+    argument of any query: the analyst's method chain cannot set it, and a family that ignores it gets the
+    arguments the protocol documents only. The wording alone: the checks, the plan and the cost are the same.
+
+    Example:
+        >>> written_in_sql()
+        False
+        >>> with building_sql():
+        ...     written_in_sql()
+        True
+
+    """
+    return _SQL.get()
+
+
+@contextmanager
+def building_sql() -> Iterator[None]:
+    """The block builds a query written in SQL (:func:`written_in_sql` is true in it: this thread's context only)."""
+    token = _SQL.set(True)
+    try:
+        yield
+    finally:
+        _SQL.reset(token)
 
 
 class Front(Protocol):

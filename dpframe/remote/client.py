@@ -28,6 +28,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -156,7 +157,7 @@ class Remote:
         self._sock = channel.sock
         self._lock = threading.Lock()
         self._closed = False
-        self._asking: int | None = None                  # the thread running run_until's stop, while it runs
+        self._asking: tuple[int, str] | None = None      # the thread answering the server, and its question (_BUSY)
 
     def sql(self, query: str, *, keys: Mapping[str, Any] | None = None) -> RemoteQuery:
         """A private query in SQL (as ``sess.sql``): nothing is sent until ``cost``, ``explain`` or ``collect``.
@@ -362,9 +363,9 @@ class Remote:
         ``ask``: answers the server's questions before its reply (``run_until``'s ``stop``, given the results
         released so far); it runs in this process, and may not use this connection meanwhile.
         """
-        if self._asking == threading.get_ident():
-            raise ArgumentError("this connection is waiting for run_until's stop answer", argument="stop",
-                                fix="decide from the results stop receives, or use another connection (dp.connect)")
+        if self._asking is not None and self._asking[0] == threading.get_ident():
+            text, argument, fix = _BUSY[self._asking[1]]
+            raise ArgumentError(text, argument=argument, fix=fix)
         interrupted: BaseException | None = None       # of the analyst's rule: raised once the reply is read
         with self._lock:
             if self._closed:
@@ -381,6 +382,9 @@ class Remote:
                               for _ in range(count if type(count) is int else 0)]
                     if "ask" not in reply:
                         break
+                    if reply["ask"] == "warn":      # a warning the session gave: warned here, before it goes on
+                        interrupted = self._warn(reply, frames) or interrupted
+                        continue
                     if ask is None:
                         raise RemoteError("the server asked a question this request does not answer",
                                           argument="message", fix="use a dpframe server of the client's version")
@@ -406,13 +410,35 @@ class Remote:
             raise _raised(reply, frames)
         return reply.get("value"), frames
 
+    def _warn(self, question: Mapping[str, Any], frames: list[pl.DataFrame]) -> BaseException | None:
+        """Warn the server's warning at the analyst's line, and say whether it was.
+
+        A ``dp.NoIntervalWarning``, or a SQL ``TOP_K``'s ``dp.TopKWarning`` (its outcome rebuilt, ``frames``: its keys).
+        When the analyst's filters turn it into an exception (``simplefilter("error", ...)``), the server is told, stops
+        the request there (as the exception does in process: a NoIntervalWarning's before the charge), and the
+        exception is returned, to be raised once the server's reply is read. The warning's hooks may not use this
+        connection meanwhile.
+        """
+        warning = _top_k_warning(question, frames[0] if frames else None) if question.get("kind") == "TopKWarning" \
+            else NoIntervalWarning(str(question.get("warning")), tuple(map(str, question.get("outputs", ()))))
+        self._asking = threading.get_ident(), "warn"
+        raised = None
+        try:
+            emit(warning)
+        except BaseException as e:  # noqa: BLE001 - raised here once the reply is read, as it is raised in process
+            raised = e
+        finally:
+            self._asking = None
+        self._channel.send_json({"warned": raised is None})
+        return raised
+
     def _answer(self, ask: Callable[[list[pl.DataFrame]], bool], released: list[pl.DataFrame]) -> BaseException | None:
         """Send ``ask(a copy of released)`` to the server.
 
         A failure of the analyst's rule is sent by its type's name (the run fails, as in process); an interrupt
         is returned, to be raised (on this thread) once the server's reply is read.
         """
-        self._asking = threading.get_ident()
+        self._asking = threading.get_ident(), "stop"
         interrupted = None
         try:
             answer: dict[str, Any] = {"stop": bool(ask(list(released)))}
@@ -426,6 +452,26 @@ class Remote:
         return interrupted
 
 
+_GIVEN: ContextVar[frozenset[str]] = ContextVar("dpframe_remote_given", default=frozenset())
+"""The keywords the analyst gave the :class:`RemoteQuery` method running (:func:`_queried` sets them)."""
+
+
+def _options_given(**options: Any) -> dict[str, Any]:
+    """Those of a :class:`RemoteQuery` method's ``options`` the analyst gave (by keyword): its request sends these."""
+    given = _GIVEN.get()
+    return {name: value for name, value in options.items() if name in given}
+
+
+_BUSY: Mapping[str, tuple[str, str, str]] = MappingProxyType({
+    "stop": ("this connection is waiting for run_until's stop answer", "stop",
+             "decide from the results stop receives, or use another connection (dp.connect)"),
+    "warn": ("this connection is waiting for the answer to a warning its server gave", "warnings",
+             "warn without this connection (a warnings.showwarning hook may not call it), or use another connection "
+             "(dp.connect)")})
+"""A request from the thread answering the server's question (``run_until``'s stop, a warning) meanwhile: the
+refusal (its text, argument and fix); the connection is waiting for that thread's answer."""
+
+
 def _queried(method: M) -> M:
     """A :class:`RemoteQuery` method whose arguments its signature refuses are refused by the server's query.
 
@@ -433,9 +479,12 @@ def _queried(method: M) -> M:
     builds may be another family's (a TOP_K query's takes a budget only), whose own signature Python refuses them
     with in process: the server names that refusal (:meth:`RemoteQuery._refusal`), or this one when it takes them.
     Only how many positional arguments and which keywords cross (the error names no value). Nothing is charged.
+    The request carries the options the analyst gave, and only those (:func:`_options_given`): ``ci=None`` given to
+    a query that takes no ``ci`` is refused there as in process, where an option left out is not sent.
     """
     @functools.wraps(method)
     def call(self: RemoteQuery, *args: Any, **kwargs: Any) -> Any:
+        token = _GIVEN.set(frozenset(kwargs))
         try:
             return method(self, *args, **kwargs)
         except TypeError as e:
@@ -444,6 +493,8 @@ def _queried(method: M) -> M:
             except SignatureError as own:
                 raise self._refusal(method.__name__, len(args), list(kwargs)) or own from None
             raise
+        finally:
+            _GIVEN.reset(token)
     return call  # type: ignore[return-value]
 
 
@@ -466,13 +517,14 @@ class RemoteQuery(Sendable):
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
              diagnostics: bool = False) -> SessionCost:
         """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free."""
-        out: SessionCost = decode(self._ask("cost", budget, accuracy, diagnostics=diagnostics)[0])
+        options = _options_given(accuracy=accuracy, diagnostics=diagnostics)
+        out: SessionCost = decode(self._ask("cost", budget, options)[0])
         return out
 
     @_queried
     def explain(self, budget: Budget | None = None, format: str = "text", *, accuracy: Accuracy | None = None) -> Any:
         """The plan, mechanisms, cost and accuracy: text, or with ``format="json"`` a JSON-able dict. Free."""
-        return self._ask("explain", budget, accuracy, format=format)[0]
+        return self._ask("explain", budget, {"format": format, **_options_given(accuracy=accuracy)})[0]
 
     @_queried
     def collect(self, budget: Budget | None = None, *, ci: float | None = None, diagnostics: bool = False,
@@ -483,12 +535,7 @@ class RemoteQuery(Sendable):
         ``EXPLAIN`` query's frame); another family's result (top-k keys or ``dp.TopKFailed``, bounds,
         ``InteriorPoint``, ``Threshold`` ...) rebuilt here. ``ci`` and ``accuracy`` as in ``dp.Query.collect``.
         """
-        value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
-        if isinstance(value, dict) and "warning" in value:
-            emit(_top_k_warning(value, frames[0]))
-        if isinstance(value, dict) and isinstance(value.get("no_intervals"), list):   # ci= gave some outputs none
-            for note in value["no_intervals"]:
-                emit(NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ())))))
+        value, frames = self._ask("collect", budget, _options_given(accuracy=accuracy, ci=ci, diagnostics=diagnostics))
         if isinstance(value, dict) and "result" in value:
             return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame
@@ -511,21 +558,19 @@ class RemoteQuery(Sendable):
             return e
         return None
 
-    def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
-             **options: Any) -> tuple[Any, list[pl.DataFrame]]:
+    def _ask(self, op: str, budget: Budget | None, options: Mapping[str, Any]) -> tuple[Any, list[pl.DataFrame]]:
         # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
         # class and text); a dp budget and an accuracy target as their fields (a budget checked here first, as the
-        # session does, a tool's or a measure's keeping its own rules)
+        # session does, a tool's or a measure's keeping its own rules); ``options``: those to send (the analyst's)
         packer = Packer()
         sent = _argument(budget, "budget", packer, budget_of,
                          lambda b: wire.budget_to_json(budget_of(b)) if isinstance(b, Budget) else None)
-        aimed = _argument(accuracy, "accuracy", packer, lambda a: accuracy_target(budget, a),
-                          lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
-        sent_options = {name: _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
+        sent_options = {name: _argument(value, name, packer, lambda a: accuracy_target(budget, a),
+                                        lambda a: wire.accuracy_to_json(a) if isinstance(a, Accuracy) else None)
+                        if name == "accuracy" else _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
                         for name, value in options.items()}
         source = self.packed(packer)
-        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options},
-                                     packer.attached)
+        return self._remote._request({"op": op, **source, "budget": sent, **sent_options}, packer.attached)
 
 
 @checked_class
@@ -540,16 +585,16 @@ class RemoteRobustMedian:
 
     def cost(self, budget: Budget | None = None) -> SessionCost:
         """The worst-case charge (the whole budget; a ⊥ is settled to the test's share). Free."""
-        out: SessionCost = decode(self._query._ask("cost", budget, None)[0])
+        out: SessionCost = decode(self._query._ask("cost", budget, {})[0])
         return out
 
     def explain(self, budget: Budget | None = None, format: str = "text") -> Any:
         """The proposals, the test threshold and the costs: text, or a JSON-able dict. Free."""
-        return self._query._ask("explain", budget, None, format=format)[0]
+        return self._query._ask("explain", budget, {"format": format})[0]
 
     def collect(self, budget: Budget | None = None, *, refund: bool | None = None) -> float | None:
         """The noisy median, or None (⊥) when no proposal passed the test; charged on the server."""
-        value, frames = self._query._ask("collect", budget, None, refund=refund)
+        value, frames = self._query._ask("collect", budget, {"refund": refund})
         out: float | None = unpack_result(value["result"], frames)
         return out
 
@@ -624,8 +669,8 @@ def _keys(keys: Mapping[str, Any] | None) -> bytes | None:
     return data
 
 
-def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame) -> TopKWarning:
-    """The ``dp.TopKWarning`` a SQL ``TOP_K`` gave on the server, with its outcome rebuilt (``keys``: the frame)."""
+def _top_k_warning(value: Mapping[str, Any], keys: pl.DataFrame | None) -> TopKWarning:
+    """The ``dp.TopKWarning`` a SQL ``TOP_K`` gave on the server, with its outcome rebuilt (``keys``: a partial's)."""
     import dpframe
 
     results: Any = dpframe          # the result types load from their plugin on first access

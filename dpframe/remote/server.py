@@ -36,6 +36,7 @@ import socket
 import ssl
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -52,7 +53,7 @@ from dpframe.errors import (
     PlanError,
     RemoteError,
     TopKWarning,
-    collected,
+    handed_to,
 )
 from dpframe.family import check_format
 from dpframe.frame import Query
@@ -74,7 +75,6 @@ from dpframe.sealed import Sealed
 from dpframe.session import Session, check_session
 from dpframe.signatures import refusal
 from dpframe.sql.parse import parse
-from dpframe.sql.topk import SQLTopKQuery
 from dpframe.tuning import Diagnosed
 
 AUTH_SECONDS = 10.0
@@ -288,7 +288,8 @@ class Server(Sealed):
                 asker: Asker) -> tuple[dict[str, Any], list[pl.DataFrame]]:
         """The reply to one request (and the Arrow streams sent with it), and the frames that follow it."""
         try:
-            value, frames = self._run(request, attached, tools, asker)
+            with handed_to(asker.warn):     # a warning the session gives goes to the analyst at once (Asker.warn)
+                value, frames = self._run(request, attached, tools, asker)
             return {"ok": True, "value": value, "frames": len(frames)}, frames
         except DPFrameError as e:       # a SQL post-processing failure's charged release comes with it, as in process
             released = getattr(e, "released", None)
@@ -346,8 +347,8 @@ class Server(Sealed):
         budget = _argument(request.get("budget"), "budget", values, wire.budget_from_json)
         options = _options(request, op, values)
         refused = refusal(getattr(query, op), [budget], options)
-        if refused is not None:     # an option the query does not take (a TOP_K query's ci=): refused as in process
-            raise refused           # (before the charge; a SQL TOP_K collects through ``released``, which takes none)
+        if refused is not None:     # an option the query does not take (a top-k query's ci=): refused as in process
+            raise refused           # (before the charge)
         if op == "cost":
             return encode(query.cost(budget, **options)), []
         if op == "explain":
@@ -355,14 +356,9 @@ class Server(Sealed):
             check_format(form)          # the session's own check: the same error as in process
             shown = query.explain(budget, format=form, **options)
             return (str(shown) if form == "text" else json.loads(json.dumps(shown, default=str))), []
-        if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
-            frame, warning = query.released(budget, **options)
-            return (None if warning is None else _warned(warning)), [frame]
-        with collected() as found:      # its dp.NoIntervalWarning goes to the analyst, as a TOP_K's warning does
-            out = query.collect(budget, **options)
+        out = query.collect(budget, **options)      # its warnings went to the analyst when given (Asker.warn)
         if isinstance(query, Query):
-            notes = [{"warning": str(w), "outputs": list(w.outputs)} for w in found if isinstance(w, NoIntervalWarning)]
-            return {"no_intervals": notes} if notes else None, list(out) if isinstance(out, Diagnosed) else [out]
+            return None, list(out) if isinstance(out, Diagnosed) else [out]
         frames = []
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 
@@ -389,17 +385,27 @@ class Server(Sealed):
 
 
 class Asker:
-    """Asks the analyst's process whether a remote ``run_until`` stops: its ``stop`` rule runs there.
+    """Asks the analyst's process during a request: whether a remote ``run_until`` stops, and to warn a warning.
 
     ``stop(results)`` sends the results released since the last question (``{"ask": "stop", "frames": n}`` and
-    their Arrow streams) and waits for ``{"stop": true|false}``. A padded server holds each question as it holds a
-    reply, from when the step's work began (:attr:`started`: the request's arrival, then each answer's), so a step's
-    time shows only as a doubling of ``pad``. An answer that is not a boolean, or the analyst's rule failing
-    (``{"error": "ValueError"}``), fails the run: its worst cell stays charged, as an exception raised by ``stop``
-    does in process. ``hold`` (the server's wait for a padded reply) receives public values only: two times.
+    their Arrow streams) and waits for ``{"stop": true|false}``: ``run_until``'s ``stop`` rule runs there. An answer
+    that is not a boolean, or the analyst's rule failing (``{"error": "ValueError"}``), fails the run: its worst cell
+    stays charged, as an exception raised by ``stop`` does in process.
+
+    ``warn(warning)`` (the request's :func:`~dpframe.errors.emit`) sends a warning when the session gives it
+    (``{"ask": "warn", "kind": "NoIntervalWarning", "warning": text, "outputs": [...]}``; a SQL ``TOP_K``'s
+    ``TopKWarning`` with its outcome's fields and keys), before the request goes on, and waits for
+    ``{"warned": true}``: warned at the analyst's line, at the moment it is in process (a ``NoIntervalWarning`` before
+    the charge, a ``TopKWarning`` after the release). ``{"warned": false}`` (the analyst's filters turned it into an
+    exception, which the client raises) stops the request there, as that exception does in process: before the
+    charge, nothing is charged.
+
+    A padded server holds each question as it holds a reply, from when the request's work began (:attr:`started`: its
+    arrival, then each answer's), so a step's time shows only as a doubling of ``pad``. ``hold`` (the server's wait for
+    a padded reply) receives public values only: two times.
 
     The connection failing while asking (the analyst gone, silent for the server's ``idle_timeout``, the server
-    closed, or an answer that breaks the protocol: too long, not a JSON object) fails the run too, and is kept in
+    closed, or an answer that breaks the protocol: too long, not a JSON object) fails the request too, and is kept in
     :attr:`broken`: the server then closes the connection rather than reply (a late answer would be read as the
     next request, and its reply as the reply to the analyst's next call).
     """
@@ -413,23 +419,48 @@ class Asker:
     def stop(self, results: list[pl.DataFrame]) -> bool:
         """The analyst's answer for ``results`` (run_until's released results so far)."""
         new = results[self._sent:]
-        if self._pad is not None:
-            self._hold(self.started, self._pad)
-        try:
-            self._channel.send_json({"ask": "stop", "frames": len(new)})
-            for frame in new:
-                self._channel.send(wire.frame_bytes(frame))
-            self._sent = len(results)
-            answer = self._channel.receive_json(STOP_LIMIT)
-        except (OSError, RemoteError) as e:
-            self.broken = e
-            raise
-        self.started = time.monotonic()
+        answer = self._ask({"ask": "stop"}, new)
+        self._sent = len(results)
         if type(answer.get("stop")) is bool:
             return bool(answer["stop"])
         error = answer.get("error")
         name = error if isinstance(error, str) and error.isidentifier() and len(error) <= 64 else "StopFailed"
         raise type(name, (Exception,), {})("the analyst's stopping rule failed")
+
+    def warn(self, warning: Warning) -> None:
+        """Warn ``warning`` in the analyst's process now; a RemoteError when their filters raised it (it stops here)."""
+        question: dict[str, Any]
+        frames: list[pl.DataFrame] = []
+        if isinstance(warning, NoIntervalWarning):
+            question = {"warning": str(warning), "outputs": list(warning.outputs)}
+        elif isinstance(warning, TopKWarning):      # its outcome's fields, and its keys (a partial result's) as a frame
+            outcome = warning.outcome
+            keys = getattr(outcome, "keys", None)
+            question = {"warning": str(warning), "outcome": type(outcome).__name__, "k": getattr(outcome, "k", None),
+                        "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
+            frames += [keys] if isinstance(keys, pl.DataFrame) else []
+        else:                                       # no other kind is given by emit
+            warnings.warn(warning, stacklevel=2)
+            return
+        answer = self._ask({"ask": "warn", "kind": type(warning).__name__, **question}, frames)
+        if answer.get("warned") is not True:
+            raise RemoteError("the analyst's warning filters turned a warning into an exception", argument="warnings",
+                              fix="the client raises that exception; this request stopped where it was warned")
+
+    def _ask(self, question: dict[str, Any], frames: list[pl.DataFrame]) -> dict[str, Any]:
+        """Send ``question`` (and ``frames``: its ``"frames"`` counts them), held while padded; the analyst's answer."""
+        if self._pad is not None:
+            self._hold(self.started, self._pad)
+        try:
+            self._channel.send_json({**question, "frames": len(frames)})
+            for frame in frames:
+                self._channel.send(wire.frame_bytes(frame))
+            answer = self._channel.receive_json(STOP_LIMIT)
+        except (OSError, RemoteError) as e:
+            self.broken = e
+            raise
+        self.started = time.monotonic()
+        return answer
 
 
 def reply_time(took: float, pad: float) -> float:
@@ -449,35 +480,18 @@ def reply_time(took: float, pad: float) -> float:
     return at
 
 
-def _warned(warning: TopKWarning) -> dict[str, Any]:
-    """A SQL ``TOP_K``'s warning as its text and its outcome's fields (its keys are the frame sent with it)."""
-    outcome = warning.outcome
-    return {"warning": str(warning), "outcome": type(outcome).__name__, "k": getattr(outcome, "k", None),
-            "method": getattr(outcome, "method", None), "reason": getattr(outcome, "reason", None)}
-
-
-_DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
-
-
 def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:
-    """The request's options for ``op`` that are set (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
+    """The options the analyst gave ``op`` (an aggregate's ``ci``, ``diagnostics``, ``accuracy``; ``refund``).
 
-    ``refund`` is the robust median's. Set: present and other than the in-process default (``ci=None``,
-    ``diagnostics=False``, ``accuracy=None``, ``refund=None``), passed as sent (unpacked: a NumPy scalar as its type),
-    so that the session's checks refuse what they refuse in process (``ci=False``, ``diagnostics=None``,
-    ``diagnostics=np.float64(0.5)``), before the charge.
+    ``refund`` is the robust median's. The client sends the options its analyst gave, and only those, each as given
+    (unpacked: a NumPy scalar as its type), so that the session's checks refuse what they refuse in process before the
+    charge: ``ci=False``, ``diagnostics=None``, ``diagnostics=np.float64(0.5)``, and an option given at its default
+    value to a query that takes none (``ci=None`` to a top-k query: a ``dp.SignatureError``).
     """
     allowed = {"cost": ("accuracy", "diagnostics"), "explain": ("accuracy",),
                "collect": ("ci", "diagnostics", "accuracy", "refund")}[op]
-    out: dict[str, Any] = {}
-    for name in allowed:
-        if name not in request:
-            continue
-        value = _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else \
-            values.unpack(request[name], name)
-        if value is not _DEFAULTS[name]:
-            out[name] = value
-    return out
+    return {name: _argument(request[name], name, values, wire.accuracy_from_json) if name == "accuracy" else
+            values.unpack(request[name], name) for name in allowed if name in request}
 
 
 def _argument(value: object, argument: str, values: Unpacker, typed: Callable[[object], Any]) -> Any:

@@ -49,7 +49,7 @@ from dpframe.accuracy import Accuracy, check_accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import ArgumentError, RemoteError
 
-VERSION = b"dpframe-remote-3"
+VERSION = b"dpframe-remote-4"
 """Sent first by the server, so that a client of another protocol (or version) stops at once."""
 NONCE = 32
 """Bytes of each side's random challenge."""

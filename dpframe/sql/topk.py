@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dpframe.errors import PlanError, TopKWarning, emit
-from dpframe.family import FamilyQuery, Releasable, Source, check_format, needs_budget
+from dpframe.family import FamilyQuery, Releasable, Source, building_sql, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node, tables_read
 from dpframe.sealed import _ENGINE
@@ -136,17 +135,6 @@ class SQLTopKQuery(Releasable[Any]):
         ``ci`` and ``diagnostics``, which an aggregate SQL query takes, are refused (free): a key set has no
         confidence intervals, and top-k has no bounding diagnostics.
         """
-        frame, warning = self.released(budget, ci=ci, diagnostics=diagnostics)
-        if warning is not None:
-            emit(warning)       # at the analyst's line (the public method's wrapper is a frame in between)
-        return frame
-
-    def released(self, budget: object = None, *, ci: object = None,
-                 diagnostics: object = False) -> tuple[pl.DataFrame, TopKWarning | None]:
-        """:meth:`collect`'s frame and the warning it would give (``None`` for a full key set), not warned.
-
-        For a caller that hands the warning on instead (``dp.Server`` sends it to the analyst's process).
-        """
         if ci is not None:
             raise PlanError("a TOP_K query releases a key set (and, with its score selected, noisy scores chosen by "
                             "rank), which has no confidence intervals", argument="ci", fix="leave ci= out")
@@ -154,7 +142,7 @@ class SQLTopKQuery(Releasable[Any]):
             raise PlanError("a TOP_K query has no diagnostics (noisy counts of what bounding left out)",
                             argument="diagnostics", fix="drop diagnostics=True: a TOP_K query has none")
         if self.explain_only:
-            return pl.DataFrame({"explain": [str(self.explain(budget))]}), None
+            return pl.DataFrame({"explain": [str(self.explain(budget))]})
         plan = self._planned(needs_budget(budget, "collect"))   # bad budgets raise first, uncharged
         refused = self._refusal()
         if refused is not None:
@@ -163,15 +151,17 @@ class SQLTopKQuery(Releasable[Any]):
                                                     "was charged")
         out = self._collect(plan)
         if isinstance(out, pl.DataFrame):
-            return self._named(out), None
-        return self._short(out, plan.detail)
+            return self._named(out)
+        frame, warning = self._short(out, plan.detail)
+        emit(warning)       # at the analyst's line (dp.Server's: in the analyst's process, before it replies)
+        return frame
 
     def _short(self, out: Any, detail: Any) -> tuple[pl.DataFrame, TopKWarning]:
         """The released keys of a failed or partial outcome, and the warning that says so (released values only)."""
         query: Any = self.query
         partial = isinstance(getattr(out, "keys", None), pl.DataFrame)
         keys = self._named(out.keys if partial else pl.DataFrame(schema=query.output_schema))
-        reason = str(out.reason)          # its next step is spelled in SQL: the query was built with spelling=SQL
+        reason = str(out.reason)          # its next step is spelled in SQL: the query was built under building_sql()
         outcome = dataclasses.replace(out, **({"keys": keys} if partial else {}))
         got = (f"only {keys.height} of the {out.k} keys asked (the frame holds those)" if partial else
                "no key set (the empty frame means 'not released at this budget', not 'no keys')")
@@ -234,11 +224,11 @@ def top_k_query(session: Session, parsed: Parsed, call: dict[str, Any], keys: Ma
                         fix=f"write COUNT(DISTINCT {unit})" if unit else
                         "with row-level privacy every row is a unit: use COUNT(*)")
     source = Source(agg.input, session.plan_context, agg.by, agg.keys, backend)
-    family = session.plugins.family("top_k")
-    built = family.build(
-        source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
-        k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
-        delta_t=options.get("delta_t"), **sql_spelling(family))
+    with building_sql():        # the family words its fixes in SQL (TOP_K(score, 10), method := 'stable')
+        built = session.plugins.family("top_k").build(
+            source, k=k, score=measure, method=options.get("method", "stable"), release_scores=any(shown),
+            k_max=options.get("k_max"), lam=options.get("lam"), ptr=options.get("ptr", "gaussian"),
+            delta_t=options.get("delta_t"))
     return SQLTopKQuery(session, built, agg.input, text=text, columns=columns,
                         explain_only=parsed.explain, backend=backend, _engine=_ENGINE)
 
@@ -260,27 +250,6 @@ def _k(text: str, node: dict[str, Any]) -> int | None:
         raise PlanError(f"k must be a whole-number literal or NULL: {fragment(text, node)}", argument="sql",
                         fix="e.g. TOP_K(COUNT(*), 10), or TOP_K(COUNT(*), NULL) to choose k from the data")
     return value
-
-
-def sql_spelling(family: object) -> dict[str, str]:
-    """``spelling="sql"`` (its fixes name ``TOP_K(...)``'s arguments) where the top-k family's query takes it.
-
-    The built-in family's does; a plugin's family registered with ``replaces="top_k"`` need not, and gets the
-    arguments the family protocol documents only.
-
-    Example:
-        >>> class Replacement:
-        ...     def build(self, source, /, *, k, score, method, release_scores, k_max, lam, ptr, delta_t): ...
-        >>> sql_spelling(Replacement())
-        {}
-
-    """
-    target = getattr(family, "takes", None) or getattr(family, "build", None)
-    try:
-        parameters = inspect.signature(target).parameters if target is not None else {}
-    except (TypeError, ValueError):
-        return {}
-    return {"spelling": "sql"} if "spelling" in parameters else {}
 
 
 def _option(text: str, name: str, node: dict[str, Any]) -> Any:

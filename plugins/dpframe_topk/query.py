@@ -36,7 +36,7 @@ import polars as pl
 from dpframe.accounting import curves
 from dpframe.budgets import ZCDP, Budget, describe, make, up
 from dpframe.errors import BoundsError, BudgetError, PlanError
-from dpframe.family import Explain, FamilyPlan, Source
+from dpframe.family import Explain, FamilyPlan, Source, written_in_sql
 from dpframe.measures import Measure, count_units
 from dpframe.mechanism import MIN_GRID_EXPONENT, Statistic
 from dpframe.mechanism.noise import Noise
@@ -165,10 +165,10 @@ class TopKQuery:
 
     def __init__(self, source: Source, *, k: int | None = 10, score: Measure | None = None, method: str = "stable",
                  release_scores: bool = False, k_max: int | None = None, lam: float | Fraction | None = None,
-                 ptr: str = "gaussian", delta_t: float | Fraction | None = None,
-                 spelling: Literal["chain", "sql"] = "chain") -> None:
-        # how refusals and next steps name the arguments: "sql" (HAVING TOP_K(...)) or the method chain's keywords
-        self._spelling = spell = SQL if spelling == "sql" else CHAIN
+                 ptr: str = "gaussian", delta_t: float | Fraction | None = None) -> None:
+        # how refusals and next steps name the arguments: SQL's when the SQL front end builds it (HAVING TOP_K(...)),
+        # else the method chain's keywords; never an argument (the analyst's chain cannot ask for the other words)
+        self._spelling = spell = SQL if written_in_sql() else CHAIN
         self._source, self._node, self._by, self._keys = source, source.node, source.by, source.keys
         self._context = source.context
         score = count_units() if score is None else score

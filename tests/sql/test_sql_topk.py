@@ -234,14 +234,27 @@ def test_a_short_top_k_is_a_frame_and_a_warning(sql, budget, kind, rows):
     assert "sql result: always a frame" in q.explain(budget)
 
 
-def test_sql_top_k_asks_for_sql_fixes_only_from_a_family_that_takes_them() -> None:
-    """A plugin's top-k family (``replaces="top_k"``) gets the protocol's arguments only; the built-in, SQL spelling."""
-    from dpframe.plugin import plugin_host
-    from dpframe.sql.topk import sql_spelling
+def test_sql_top_k_gives_a_replacement_family_the_protocol_arguments_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's top-k family (``replaces="top_k"``) gets the protocol's arguments only, built under
+    ``dpframe.family.written_in_sql()`` (how the built-in words its fixes in SQL; not an argument)."""
+    from dpframe.family import written_in_sql
+    from dpframe.plugin import PluginHost
+
+    built_in_sql: list[bool] = []
 
     class Replacement:
-        def build(self, source: object, /, *, k: object, score: object, method: object, release_scores: object,
-                  k_max: object, lam: object, ptr: object, delta_t: object) -> None: ...
+        name, attach = "top_k", "group_by"
 
-    assert sql_spelling(Replacement()) == {}
-    assert sql_spelling(plugin_host().family("top_k")) == {"spelling": "sql"}
+        def build(self, source: object, /, *, k: object, score: object, method: object, release_scores: object,
+                  k_max: object, lam: object, ptr: object, delta_t: object) -> None:
+            built_in_sql.append(written_in_sql())      # its signature takes the protocol's arguments only
+            raise dp.PlanError("the replacement stops here", argument="k", fix="none")
+
+    sess = _session()
+    family = PluginHost.family
+    monkeypatch.setattr(PluginHost, "family",
+                        lambda host, name: Replacement() if name == "top_k" else family(host, name))
+    with pytest.raises(dp.PlanError, match="the replacement stops here"):
+        sess.sql("SELECT city FROM v GROUP BY city HAVING TOP_K(COUNT(*), 2)")
+    assert built_in_sql == [True]
+    assert not written_in_sql()         # only while SQL builds it
