@@ -1,0 +1,127 @@
+"""Review 51a: adversarial review of stop 50 (signature errors, the remote ``refusal`` request, plugin checks before
+the charge, ``budgets.divide``/``exact``, the exponential sampler's overflow fix, the CLI's ``--ci``/``--diagnostics``).
+
+Each test is one attack; those that found something say so in their docstring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.budgets import Budget, make
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, Noise
+from dpframe.testing import pin_mechanisms
+from tests.adversarial.test_review50d import ROWS, CountPlan  # review 50d's honest plugin count
+
+DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
+                     "x": [float(i % 13) for i in range(400)]})
+
+
+# -- 1. plugin cost checks: what check_plugin_costs does not see -------------------------------------------------------
+
+
+class LaplaceUnderZCDP:
+    """A count plugin that, given a zCDP share ρ, adds discrete Laplace noise (a pure-ε noise, costing ε²/2 in ρ) of
+    ε = √(2ρ)·10 — a hundred times the share — and reports the cost its share allows: the noise costs 100·ρ."""
+
+    name = "laplace_zcdp"
+    handles = frozenset({"laplace_zcdp"})
+    notions = frozenset({"zcdp"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        assert isinstance(share, dp.ZCDP)
+        eps = Fraction(10) * Fraction(int((2 * share.rho * 10**12) ** 0.5), 10**6)       # ≈ 10·√(2ρ)
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), dp.PureDP(eps))
+        return CountPlan(self.name, tuple(measures), (ROWS,), dp.ZCDP(share.rho), noise={"count": noise},
+                          count_noise=noise)
+
+
+def test_soundness_a_pure_noise_under_a_zcdp_share_counts_toward_its_declared_cost() -> None:
+    """Found: ``check_plugin_costs`` refuses a plan whose cost is below what its declared noise costs, but added up
+    only the noises whose cost was in the share's notion: a discrete Laplace noise (pure ε) in a zCDP share counted
+    as nothing, so a plugin whose noise costs 100 times its share (and its reported cost) ran and was charged the
+    share. The noise's cost is now read in the share's notion (ε²/2 for a pure noise under zCDP); a noise whose cost
+    cannot be read in it (a Gaussian under a pure share) is a plugin bug too."""
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ZCDP(10), seed=0)
+    pin_mechanisms(sess, LaplaceUnderZCDP())
+    q = sess.table("t").agg(dp.measure("laplace_zcdp"))
+    with pytest.raises(dp.PluginError) as refused:
+        q.collect(dp.ZCDP(Fraction(1, 2)))
+    assert "laplace_zcdp" in str(refused.value) and sess.history().height == 0
+
+
+class GaussianUnderPure(LaplaceUnderZCDP):
+    """Given a pure share, a Gaussian noise (no pure-ε guarantee at all), reported at the share's cost."""
+
+    name = "gauss_pure"
+    handles = frozenset({"gauss_pure"})
+    notions = frozenset({"pure"})
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        assert isinstance(share, dp.PureDP)
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), dp.ZCDP(share.epsilon))
+        return CountPlan(self.name, tuple(measures), (ROWS,), dp.PureDP(share.epsilon), noise={"count": noise},
+                          count_noise=noise)
+
+
+def test_soundness_a_gaussian_noise_under_a_pure_share_is_refused() -> None:
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0)
+    pin_mechanisms(sess, GaussianUnderPure())
+    with pytest.raises(dp.PluginError) as refused:
+        sess.table("t").agg(dp.measure("gauss_pure")).collect(dp.PureDP(1))
+    assert "gauss_pure" in str(refused.value) and sess.history().height == 0
+
+
+def _selection(how: str) -> Any:
+    from dpframe_aggregates.partition_selection import PartitionSelection
+
+    class Selection(PartitionSelection):  # type: ignore[misc]   # the built-in selection, its reported cost changed
+        def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+            plan = super().plan(measures, ctx, share)
+            eps = share.epsilon  # type: ignore[union-attr]
+            cost = {"tenth": make("approx", eps / 10, plan.cost.delta),  # type: ignore[union-attr]
+                    "more_delta": make("approx", eps, plan.cost.delta * 2),  # type: ignore[union-attr]
+                    "above": make("approx", eps * 2, plan.cost.delta),  # type: ignore[union-attr]
+                    "pure": dp.PureDP(eps)}[how]
+            return dataclasses.replace(plan, cost=cost, privacy=None)
+    return Selection()
+
+
+@pytest.mark.parametrize("how", ["tenth", "more_delta", "above", "pure"])
+def test_soundness_a_partition_selection_plugin_s_cost_is_checked_too(how: str) -> None:
+    """Found: the checks of a mechanism's reported cost (its notion, positive, at most its share, at least its
+    declared noise) covered the measures' plans only, not the partition-selection plan, which any plugin handling the
+    ``partition_selection`` kind provides: a selection plan reporting a tenth of its share (its noise calibrated to
+    all of it) was charged a tenth; one reporting twice its share's δ (its threshold set for that δ) was charged
+    the share's δ; one reporting a pure cost for an (ε, δ) share ran."""
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2, max_groups=1),
+                      budget=dp.ApproxDP(10, 1e-5), seed=0)
+    pin_mechanisms(sess, _selection(how))
+    q = sess.table("t").group_by("city").agg(dp.len())
+    with pytest.raises(dp.PluginError) as refused:
+        q.collect(dp.ApproxDP(1, 1e-6))
+    assert "partition_selection" in str(refused.value) and sess.history().height == 0
+
+
+def test_an_honest_selection_plugin_still_runs() -> None:
+    from dpframe_aggregates.partition_selection import PartitionSelection
+
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2, max_groups=1),
+                      budget=dp.ApproxDP(10, 1e-5), seed=0)
+    pin_mechanisms(sess, PartitionSelection())
+    sess.table("t").group_by("city").agg(dp.len()).collect(dp.ApproxDP(1, 1e-6))
+    assert sess.spent() == dp.ApproxDP(1, 1e-6)
