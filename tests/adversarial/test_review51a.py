@@ -7,6 +7,8 @@ Each test is one attack; those that found something say so in their docstring.
 from __future__ import annotations
 
 import dataclasses
+import secrets
+import time
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -125,3 +127,38 @@ def test_an_honest_selection_plugin_still_runs() -> None:
     pin_mechanisms(sess, PartitionSelection())
     sess.table("t").group_by("city").agg(dp.len()).collect(dp.ApproxDP(1, 1e-6))
     assert sess.spent() == dp.ApproxDP(1, 1e-6)
+
+
+# -- 2. a budget number given as text (stop 50's refusal of text, with the number in its fix) ----------------------
+
+
+@pytest.mark.parametrize("text", ["1e5000", "1e-5000", "-1e5000", "1/" + "3" * 60, "  1e400  "])
+def test_a_huge_budget_text_is_a_budget_error_not_a_raw_value_error(text: str) -> None:
+    """Found: the fix of the text refusal spelled the number the text reads as, ``Fraction(n, d)`` when no float is
+    exactly it, and ``str`` of an integer past 4,300 digits is a ValueError of Python's: ``dp.PureDP("1e5000")``
+    (or ``delta="1e-5000"``) raised a raw ``ValueError``, also through a server (a ``RemoteError``)."""
+    untyped: Any = dp
+    with pytest.raises(dp.BudgetError) as refused:
+        untyped.PureDP(text)
+    assert refused.value.argument == "epsilon" and "float(text)" in str(refused.value.fix)
+
+
+def test_a_budget_text_is_refused_without_computing_its_power_of_ten() -> None:
+    """Found: the fix read the text with ``Fraction(text)``, which computes ``10**e`` for an exponent e: a request of
+    eleven characters (``delta="1e30000000"`` in ``remote.run_until``, whose ``delta`` crosses as text) held a
+    server's CPU for 77 s, and any number of such requests for as long. (``1e10000000`` here: 9 s before.)"""
+    untyped: Any = dp
+    start = time.perf_counter()
+    with pytest.raises(dp.BudgetError):
+        untyped.ApproxDP(1, "1e10000000")
+    assert time.perf_counter() - start < 1
+
+
+def test_a_huge_budget_text_is_refused_through_a_server() -> None:
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0)
+    key = secrets.token_bytes(32)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        with pytest.raises(dp.BudgetError) as refused:
+            remote.run_until([remote.table("t").agg(dp.len())], dp.PureDP(1), lambda r: True, delta="1e-5000")
+    assert refused.value.argument == "delta" and sess.history().height == 0
