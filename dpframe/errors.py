@@ -176,17 +176,20 @@ class NoIntervalWarning(UserWarning):
         self.outputs = outputs
 
 
-_SINK: ContextVar[list[Warning] | None] = ContextVar("dpframe_warnings", default=None)
+_SINK: ContextVar[tuple[list[Warning], tuple[type[Warning], ...]] | None] = ContextVar("dpframe_warnings", default=None)
 
 
 def emit(warning: Warning) -> None:
     """Warn ``warning`` at the analyst's line (the first caller outside dpframe).
 
-    Inside :func:`collected`, hand it to the caller instead (``dp.Server`` sends it to the analyst's process).
+    Inside :func:`collected`, hand it to the caller instead (``dp.Server`` sends it to the analyst's process), or
+    raise it when it is of a class the block raises (the analyst's filters make it an error there).
     """
     sink = _SINK.get()
     if sink is not None:
-        sink.append(warning)
+        if isinstance(warning, sink[1]):
+            raise warning
+        sink[0].append(warning)
         return
     root, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(0), 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(root + os.sep):
@@ -194,11 +197,37 @@ def emit(warning: Warning) -> None:
     warnings.warn(warning, stacklevel=level)
 
 
+def raises(warning: Warning) -> bool:
+    """Whether :func:`emit` of ``warning`` here would raise it (the caller's warning filters make it an error).
+
+    Probed at the line :func:`emit` warns at, with nothing shown. ``dp.connect``'s client tells the server, which
+    then raises before the charge what in process is raised before the charge.
+
+    Example:
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", NoIntervalWarning)
+        ...     raises(NoIntervalWarning("ci= adds no interval columns", ()))
+        True
+        >>> raises(NoIntervalWarning("ci= adds no interval columns", ()))
+        False
+
+    """
+    with warnings.catch_warnings(record=True):
+        try:
+            emit(warning)
+        except type(warning):
+            return True
+    return False
+
+
 @contextmanager
-def collected() -> Iterator[list[Warning]]:
-    """The warnings :func:`emit` gives while the block runs (this thread's context only), not warned."""
+def collected(raising: tuple[type[Warning], ...] = ()) -> Iterator[list[Warning]]:
+    """The warnings :func:`emit` gives while the block runs (this thread's context only), not warned.
+
+    ``raising``: classes of warning :func:`emit` raises instead (the analyst's filters make them errors).
+    """
     found: list[Warning] = []
-    token = _SINK.set(found)
+    token = _SINK.set((found, raising))
     try:
         yield found
     finally:

@@ -48,6 +48,7 @@ from dpframe.errors import (
     SignatureError,
     TopKWarning,
     emit,
+    raises,
 )
 from dpframe.family import check_format
 from dpframe.frame import accuracy_target, diagnostics_flag
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
     from dpframe.remote.tools import RemoteTool
 
 M = TypeVar("M", bound=Callable[..., Any])
+_NONE: Mapping[str, Any] = MappingProxyType({})
+"""No extra fields of a request (:meth:`RemoteQuery._ask`)."""
 
 CONNECT_SECONDS = 10.0
 """How long connecting and the handshake may take."""
@@ -483,12 +486,18 @@ class RemoteQuery(Sendable):
         ``EXPLAIN`` query's frame); another family's result (top-k keys or ``dp.TopKFailed``, bounds,
         ``InteriorPoint``, ``Threshold`` ...) rebuilt here. ``ci`` and ``accuracy`` as in ``dp.Query.collect``.
         """
-        value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics)
+        # where this line's filters make a dp.NoIntervalWarning an error, the server raises it before the charge
+        strict = ci is not None and raises(NoIntervalWarning("ci= adds no interval columns", ()))
+        value, frames = self._ask("collect", budget, accuracy, ci=ci, diagnostics=diagnostics,
+                                  request=({"strict": True} if strict else {}))
         if isinstance(value, dict) and "warning" in value:
             emit(_top_k_warning(value, frames[0]))
         if isinstance(value, dict) and isinstance(value.get("no_intervals"), list):   # ci= gave some outputs none
             for note in value["no_intervals"]:
-                emit(NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ())))))
+                warning = NoIntervalWarning(str(note.get("warning")), tuple(map(str, note.get("outputs", ()))))
+                if value.get("refused") is True:    # refused by the server, nothing charged (the filter said error)
+                    raise warning
+                emit(warning)
         if isinstance(value, dict) and "result" in value:
             return unpack_result(value["result"], frames)
         return Diagnosed(frames[0], frames[1]) if len(frames) == 2 else frames[0]   # EXPLAIN: one frame
@@ -511,7 +520,7 @@ class RemoteQuery(Sendable):
             return e
         return None
 
-    def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None,
+    def _ask(self, op: str, budget: Budget | None, accuracy: Accuracy | None, request: Mapping[str, Any] = _NONE,
              **options: Any) -> tuple[Any, list[pl.DataFrame]]:
         # every argument as the analyst gave it, so that the server's session checks it as in process (its order, its
         # class and text); a dp budget and an accuracy target as their fields (a budget checked here first, as the
@@ -524,8 +533,8 @@ class RemoteQuery(Sendable):
         sent_options = {name: _argument(value, name, packer, OPTION_CHECKS.get(name, _no_option))
                         for name, value in options.items()}
         source = self.packed(packer)
-        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options},
-                                     packer.attached)
+        return self._remote._request({"op": op, **source, "budget": sent, "accuracy": aimed, **sent_options,
+                                      **request}, packer.attached)
 
 
 @checked_class

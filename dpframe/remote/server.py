@@ -358,10 +358,16 @@ class Server(Sealed):
         if isinstance(query, SQLTopKQuery):      # its warning goes to the analyst, not to this process's stderr
             frame, warning = query.released(budget, **options)
             return (None if warning is None else _warned(warning)), [frame]
-        with collected() as found:      # its dp.NoIntervalWarning goes to the analyst, as a TOP_K's warning does
-            out = query.collect(budget, **options)
+        # its dp.NoIntervalWarning goes to the analyst, as a TOP_K's warning does; where the analyst's filters make it
+        # an error (``strict``, the client's probe), it is raised before the charge, as in process
+        strict = (NoIntervalWarning,) if request.get("strict") is True else ()
+        with collected(strict) as found:
+            try:
+                out = query.collect(budget, **options)
+            except NoIntervalWarning as w:
+                return {"no_intervals": [_no_intervals(w)], "refused": True}, []
         if isinstance(query, Query):
-            notes = [{"warning": str(w), "outputs": list(w.outputs)} for w in found if isinstance(w, NoIntervalWarning)]
+            notes = [_no_intervals(w) for w in found if isinstance(w, NoIntervalWarning)]
             return {"no_intervals": notes} if notes else None, list(out) if isinstance(out, Diagnosed) else [out]
         frames = []
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
@@ -457,6 +463,11 @@ def _warned(warning: TopKWarning) -> dict[str, Any]:
 
 
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({"ci": None, "diagnostics": False, "accuracy": None, "refund": None})
+
+
+def _no_intervals(warning: NoIntervalWarning) -> dict[str, Any]:
+    """A :class:`~dpframe.errors.NoIntervalWarning` as the reply carries it (the client gives it again)."""
+    return {"warning": str(warning), "outputs": list(warning.outputs)}
 
 
 def _options(request: Mapping[str, Any], op: str, values: Unpacker) -> dict[str, Any]:

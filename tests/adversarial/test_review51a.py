@@ -162,3 +162,34 @@ def test_a_huge_budget_text_is_refused_through_a_server() -> None:
         with pytest.raises(dp.BudgetError) as refused:
             remote.run_until([remote.table("t").agg(dp.len())], dp.PureDP(1), lambda r: True, delta="1e-5000")
     assert refused.value.argument == "delta" and sess.history().height == 0
+
+
+# -- 3. dp.NoIntervalWarning as an error through a server --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chain", [True, False])
+def test_a_strict_remote_caller_is_refused_before_the_charge_too(chain: bool) -> None:
+    """Found: ``warnings.simplefilter("error", dp.NoIntervalWarning)`` refuses ``collect(..., ci=...)`` free in process
+    (the warning is given before the charge), but through a server the warning was given in the analyst's process
+    once the reply came: the query was charged and its release thrown away by the exception. The client now tells
+    the server that the warning is an error where it is (its filters, probed at the analyst's line), and the server
+    refuses the query before the charge, as in process."""
+    import warnings
+
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0)
+    key = secrets.token_bytes(32)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        q = remote.table("t").agg(dp.len(), dp.median("x", bounds=(0, 20))) if chain else \
+            remote.sql("SELECT COUNT(*) AS n, MEDIAN(CLAMP(x, 0, 20)) AS m FROM t")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dp.NoIntervalWarning)
+            with pytest.raises(dp.NoIntervalWarning) as refused:
+                q.collect(dp.PureDP(1), ci=0.9)
+        assert refused.value.outputs == (("x_median",) if chain else ("m",))
+        assert sess.history().height == 0, "refused before the charge, as in process"
+        with warnings.catch_warnings(record=True) as caught:      # not an error: released, and warned
+            warnings.simplefilter("always")
+            out = q.collect(dp.PureDP(1), ci=0.9)
+        assert sess.history().height == 1 and out.height == 1
+        assert [w.category for w in caught] == [dp.NoIntervalWarning]
