@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.budgets import Budget, make
+from dpframe.budgets import Budget, describe, divide, make
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Noise
 from dpframe.testing import pin_mechanisms
@@ -193,3 +194,166 @@ def test_a_strict_remote_caller_is_refused_before_the_charge_too(chain: bool) ->
             out = q.collect(dp.PureDP(1), ci=0.9)
         assert sess.history().height == 1 and out.height == 1
         assert [w.category for w in caught] == [dp.NoIntervalWarning]
+
+
+# -- 4. the exponential sampler beyond float64 (stop 50's fix) ------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sign", [1, -1])
+def test_segments_beyond_float64_draw_their_multiplicities_exactly(sign: int) -> None:
+    """Every score of a segment beyond float64 (s·u = ±2⁶²·10²⁹⁰) goes to the exact refinement: with equal
+    utilities, multiplicities 1 and 3 must give 1/4 and 3/4, beside segments decided in floats (equal utilities,
+    multiplicities 1, 1, 2: 1/4, 1/4, 1/2) and a segment of two items 10²⁹⁰ apart (the higher, always), each index
+    within its segment. (Holds on main: a pin of stop 50's fix, slow: ~5 ms a refinement.)"""
+    from dpframe.noise import SeededRandomSource
+    from dpframe.noise.exponential import exponential_index_grouped
+
+    n, big = 300, sign * 2**62
+    u = np.array([big, big, 0, 0, 0, 5, 4] * n, dtype=np.int64)
+    m = np.array([1, 3, 1, 1, 2, 1, 1] * n, dtype=np.int64)
+    offsets = [o for i in range(n) for o in (7 * i, 7 * i + 2, 7 * i + 5)] + [7 * n]
+    out = exponential_index_grouped(u, Fraction(10**290), SeededRandomSource(7), offsets, multiplicities=m)
+    out = out.reshape(n, 3)
+    for column, p in ((0, [0.25, 0.75]), (1, [0.25, 0.25, 0.5]), (2, [1.0, 0.0])):
+        counts = np.bincount(out[:, column], minlength=len(p))
+        assert counts.size == len(p), counts        # no index outside its segment
+        expected = n * np.array(p)
+        spread = np.sqrt(n * np.array(p) * (1 - np.array(p)))
+        assert (np.abs(counts - expected) <= 4 * spread + 1e-9).all(), (column, counts, expected)
+
+
+# -- 5. the CLI's --ci / --diagnostics charge what cost() says ---------------------------------------------------------
+
+CLI_DATA = pl.DataFrame({"user": list(range(300)), "city": ["a", "b", "c"] * 100, "spend": [1, 2, 3] * 100})
+
+
+@pytest.mark.parametrize(("sql", "flags", "budget"), [
+    ("SELECT city, SUM(CLAMP(spend, 0, 2)) AS s, COUNT(*) AS n FROM v GROUP BY city",
+     ["--keys", "v.city=a,b,c", "--ci", "0.9", "--diagnostics", "--epsilon", "1"], dp.PureDP(1)),
+    ("SELECT city, AVG(CLAMP(spend, 0, 2)) AS m FROM v GROUP BY city",
+     ["--diagnostics", "--ci", "0.5", "--epsilon", "1", "--delta", "1e-6"], dp.ApproxDP(1, 1e-6)),
+    ("SELECT COUNT(*) AS n, SUM(CLAMP(spend, 0, 3)) AS s FROM v",
+     ["--diagnostics", "--rho", "0.25", "--total-rho", "1"], dp.ZCDP(0.25)),
+])
+def test_cli_ci_and_diagnostics_charge_what_cost_says(tmp_path: Any, capsys: pytest.CaptureFixture[str], sql: str,
+                                                       flags: list[str], budget: dp.Budget) -> None:
+    """``dpframe query --ci/--diagnostics`` charges exactly ``cost(budget, diagnostics=True)`` of the same query in
+    process (the ledger's one row), and ``--ci`` adds nothing to it. (Holds on main: a pin.)"""
+    import json
+
+    from dpframe.cli import main
+
+    path, ledger = tmp_path / "v.parquet", str(tmp_path / "b.ledger")
+    CLI_DATA.write_parquet(path)
+    total = [] if "--total-rho" in flags else ["--total-epsilon", "5", "--total-delta", "1e-5"]
+    args = ["query", sql, "--table", f"v={path}", "--privacy-unit", "user", "--max-rows", "2", "--ledger", ledger,
+            *total, *flags, "--seed", "1"]
+    assert main(args) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["budget", "--ledger", ledger, "--format", "json"]) == 0
+    spent = json.loads(capsys.readouterr().out)
+    sess = dp.Session({"v": CLI_DATA}, privacy_unit=dp.PrivacyUnit("user", max_rows=2),
+                      budget=dp.ZCDP(1) if "--total-rho" in flags else dp.ApproxDP(5, 1e-5), seed=0)
+    keys = {"city": ["a", "b", "c"]} if "v.city=a,b,c" in flags else None
+    query: Any = sess.sql(sql, keys=keys)
+    cost = query.cost(budget, diagnostics=True)
+    assert spent["queries"] == 1 and spent["spent"] == describe(cost), (spent, cost)
+    assert query.cost(budget) == cost, "diagnostics take their tenth inside the budget"
+
+
+# -- 6. a query family's plan: its charge and a cost in another notion ----------------------------------------------
+
+
+class LyingRowsQuery:
+    """A noisy row count whose plan lies in one way (``how``): its ``charge`` a hundredth of its cost, or its cost in
+    zCDP (ten times the query's ρ) for a pure budget."""
+
+    def __init__(self, source: Any, how: str) -> None:
+        self.source, self.how = source, how
+
+    def describe(self) -> str:
+        return f"rows_{self.how}()"
+
+    def plan(self, budget: Any) -> Any:
+        from dpframe.family import Explain, FamilyPlan
+
+        accountant = self.source.context.accountant
+        cost = budget if self.how == "small_charge" else dp.ZCDP(budget.epsilon ** 2 / 2 * 10)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), cost)
+        charged = make("pure", budget.epsilon / 100) if self.how == "small_charge" else cost
+
+        def run(reader: Any, rng: Any) -> int:
+            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
+            return exact + int(noise.sample(1, rng)[0])
+        return FamilyPlan(budget, cost, accountant.charge_plan(charged, None, 1.0), "rows", Explain("rows"), run)
+
+
+class LyingRows:
+    attach, methods = "frame", ()
+    result_types: dict[str, type] = {}
+
+    def __init__(self, how: str) -> None:
+        self.how, self.name = how, f"rows_{how}_r51a"
+
+    def build(self, source: Any) -> LyingRowsQuery:
+        return LyingRowsQuery(source, self.how)
+
+
+class LyingRowsHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(LyingRows("small_charge"))
+        register(LyingRows("zcdp_cost"))
+
+
+@pytest.fixture(scope="module")
+def lying_families() -> Any:
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    host.register(LyingRowsHooks(), name="rows_r51a")
+    yield
+    host.unregister(name="rows_r51a")
+
+
+def test_soundness_a_family_charge_below_its_cost_is_refused(lying_families: Any) -> None:
+    """Found: ``check_cost`` (stop 50) refuses a family plan whose ``cost`` is above the query's budget, but the
+    ledger reserves the plan's ``charge``, which nothing compared with the cost: a family reporting an honest cost
+    of ε = 1 and a charge of ε = 1/100 ran and was charged 1/100. In a session that charges budgets (``basic``,
+    ``zcdp``), the charge must now be at least what the accountant charges for the cost."""
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0)
+    with pytest.raises(dp.PluginError) as refused:
+        sess.table("t").rows_small_charge_r51a().collect(dp.PureDP(1))
+    assert "rows_small_charge()" in str(refused.value) and sess.history().height == 0
+
+
+def test_a_family_cost_in_another_notion_is_the_plugin_s_error_not_the_budget_s(lying_families: Any) -> None:
+    """Found: a family plan's cost that does not convert into the budget's notion (zCDP for a pure budget) was
+    refused with a BudgetConversionError naming the analyst's ``budget`` and telling them to give another one — a
+    plugin's bug blamed on the analyst (``check_cost`` meant to leave it to the accountant, but caught BudgetError,
+    which a conversion error is not). The budget is now read in the cost's notion where it converts (pure ε as
+    ε²/2), and a cost above it is the plugin's PluginError, free."""
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ZCDP(50), seed=0)
+    with pytest.raises(dp.PluginError) as refused:
+        sess.table("t").rows_zcdp_cost_r51a().collect(dp.PureDP(1))
+    assert "rows_zcdp_cost()" in str(refused.value) and sess.history().height == 0
+
+
+# -- 7. budgets.divide ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("share", [dp.PureDP(Fraction(1, 3)), dp.ApproxDP(0.7, 1e-7), dp.ZCDP(0.1, 1e-9),
+                                   dp.PureDP(1e-300)])
+def test_divided_parts_add_up_to_the_share_exactly(share: Budget) -> None:
+    """``divide(share, n)``'s n parts compose to exactly the share (no float rounding: a part rounded up would add
+    up to more than the plan's share; one rounded down, if calibrated to it, to weaker noise than charged). Pin."""
+    from dpframe.planning.state import first
+
+    for n in (1, 2, 3, 7, 10**6, 10**30):
+        part = divide(share, n)
+        assert part.notion == share.notion and first(part) * n == first(share)
+        assert getattr(part, "delta", 0) * n == getattr(share, "delta", 0)
+    for bad in (0, -1, 1.5, True, np.int64(0)):
+        with pytest.raises(dp.BudgetError):
+            divide(share, bad)  # type: ignore[arg-type]
