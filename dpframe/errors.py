@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import FrameType
 
 
 class DPFrameError(Exception):
@@ -191,17 +192,24 @@ def emit(warning: Warning) -> None:
             raise warning
         sink[0].append(warning)
         return
-    root, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(0), 1
+    warnings.warn(warning, stacklevel=_caller()[1])
+
+
+def _caller() -> tuple[FrameType, int]:
+    """The first frame outside dpframe (the analyst's line), and its ``stacklevel`` seen from :func:`emit`."""
+    root, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 1
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(root + os.sep):
         frame, level = frame.f_back, level + 1
-    warnings.warn(warning, stacklevel=level)
+    return frame, level
 
 
 def raises(warning: Warning) -> bool:
-    """Whether :func:`emit` of ``warning`` here would raise it (the caller's warning filters make it an error).
+    """Whether :func:`emit` of ``warning`` here would raise it (the warning filters say ``error`` for it there).
 
-    Probed at the line :func:`emit` warns at, with nothing shown. ``dp.connect``'s client tells the server, which
-    then raises before the charge what in process is raised before the charge.
+    Read from ``warnings.filters`` as :func:`warnings.warn` matches them (message, class, module and line of the
+    analyst's line), without warning anything: no filter, registry or ``showwarning`` is changed, so another
+    thread's warnings are untouched. ``dp.connect``'s client tells the server, which then raises before the charge
+    what in process is raised before the charge.
 
     Example:
         >>> with warnings.catch_warnings():
@@ -212,12 +220,13 @@ def raises(warning: Warning) -> bool:
         False
 
     """
-    with warnings.catch_warnings(record=True):
-        try:
-            emit(warning)
-        except type(warning):
-            return True
-    return False
+    frame = _caller()[0]
+    module, line, text = str(frame.f_globals.get("__name__", "<string>")), frame.f_lineno, str(warning)
+    for action, message, category, where, at in warnings.filters:
+        if (message is None or message.match(text)) and issubclass(type(warning), category) \
+                and (where is None or where.match(module)) and at in (0, line):
+            return bool(action == "error")
+    return bool(warnings.defaultaction == "error")   # type: ignore[attr-defined]
 
 
 @contextmanager
