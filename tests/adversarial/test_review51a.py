@@ -340,7 +340,7 @@ def test_a_family_cost_in_another_notion_is_the_plugin_s_error_not_the_budget_s(
     assert "rows_zcdp_cost()" in str(refused.value) and sess.history().height == 0
 
 
-# -- 7. budgets.divide ---------------------------------------------------------------------------------------------------
+# -- 7. budgets.divide ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("share", [dp.PureDP(Fraction(1, 3)), dp.ApproxDP(0.7, 1e-7), dp.ZCDP(0.1, 1e-9),
@@ -357,3 +357,36 @@ def test_divided_parts_add_up_to_the_share_exactly(share: Budget) -> None:
     for bad in (0, -1, 1.5, True, np.int64(0)):
         with pytest.raises(dp.BudgetError):
             divide(share, bad)  # type: ignore[arg-type]
+
+
+class LyingTopK:
+    """A top-k replacement (``replaces="top_k"``) whose plan charges a hundredth of its cost."""
+
+    name, attach, methods = "top_k", "group_by", ()
+    result_types: dict[str, type] = {}
+
+    def build(self, source: Any, /, **arguments: Any) -> LyingRowsQuery:
+        return LyingRowsQuery(source, "small_charge")
+
+
+class LyingTopKHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(LyingTopK(), replaces="top_k")
+
+
+def test_soundness_a_top_k_replacement_s_charge_is_checked_in_sql_too() -> None:
+    """SQL ``TOP_K`` runs the registered top-k family (a plugin's replacement too) through its own query class,
+    which is checked as a frame's family is."""
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    host.register(LyingTopKHooks(), name="top_k_r51a")
+    try:
+        sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0,
+                          public_keys={"t.city": ["Oslo", "Rome"]})
+        with pytest.raises(dp.PluginError) as refused:
+            sess.sql("SELECT city FROM t GROUP BY city HAVING TOP_K(COUNT(*), 1)").collect(dp.PureDP(1))
+        assert "less than its cost" in str(refused.value) and sess.history().height == 0
+    finally:
+        host.unregister(name="top_k_r51a")
