@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,20 +83,42 @@ def _short(text: str) -> str:
     return repr(text) if len(text) <= 40 else f"{text[:20]!r}…({len(text)} characters)"
 
 
+_NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?|[+-]?\d+/\d+")
+"""Text :func:`_as_number` reads as a number: a decimal whose exponent has at most 3 digits, or a ratio."""
+_LITERAL = 60
+"""The longest number a fix spells out (a longer one would not be worth copying)."""
+
+
 def _as_number(text: str, argument: str) -> str:
-    """The fix for a budget number given as text: the number it reads as, written as a number."""
+    """The fix for a budget number given as text: the number it reads as, written as a number.
+
+    Only short text of a decimal (exponent of at most 3 digits) or a ratio is read: ``Fraction("1e30000000")``
+    computes ``10**30000000`` (77 s), and ``str`` of an integer past 4,300 digits is a ``ValueError``.
+
+    Example:
+        >>> _as_number("0.5", "epsilon")
+        'pass the number, epsilon=0.5 (convert text read from a file with float(text))'
+        >>> _as_number("1e30000000", "epsilon")
+        'pass epsilon as a number such as 0.5 (convert text read from a file with float(text))'
+
+    """
     convert = "convert text read from a file with float(text)"
+    generic = f"pass {argument} as a number such as 0.5 ({convert})"
+    stripped = text.strip()
+    if len(stripped) > _LITERAL or not _NUMBER_TEXT.fullmatch(stripped):
+        return generic
     try:
-        number = Fraction(text.strip())
+        number = Fraction(stripped)
     except (ValueError, ZeroDivisionError):
-        return f"pass {argument} as a number such as 0.5 ({convert})"
+        return generic
     try:
         literal = repr(float(number))
         literal = literal.removesuffix(".0") if Fraction(literal) == number else ""
     except OverflowError:
         literal = ""
-    literal = literal or f"Fraction({number.numerator}, {number.denominator})"
-    return f"pass the number, {argument}={literal} ({convert})"
+    if not literal and len(str(number.numerator)) + len(str(number.denominator)) <= _LITERAL:
+        literal = f"Fraction({number.numerator}, {number.denominator})"
+    return f"pass the number, {argument}={literal} ({convert})" if literal else generic
 
 
 def _fmt(x: Fraction) -> str:

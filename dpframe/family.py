@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 import polars as pl
 
 from dpframe.backends.base import check_kinds, kinds_refusal
-from dpframe.budgets import Budget, convert, describe
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe
 from dpframe.display import Explanation, query_html
-from dpframe.errors import BudgetError, DPFrameError, PlanError, PluginError
+from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
@@ -292,12 +292,13 @@ class Releasable(Sealed, Generic[R]):
     """
 
     def __init__(self, front: Front, query: FamilyQuery[R], *, tables: frozenset[str] | None = None,
-                 _engine: object = None) -> None:
+                 rate: float | None = None, _engine: object = None) -> None:
         engine_only(_engine, type(self).__name__, "build queries from a session: sess.table(...).agg(...), "
                     ".group_by(...).top_k(...), frame.<family>(...) or sess.sql(...)")
         self._front = front
         self._query = query
         self._tables = tables
+        self._rate = rate       # a registered family's frame's sampling rate: its charge is checked (check_charge)
 
     @property
     def query(self) -> FamilyQuery[R]:
@@ -347,6 +348,8 @@ class Releasable(Sealed, Generic[R]):
                               "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
                               "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
         check_cost(plan, budget_of(budget), self.describe())
+        if self._rate is not None:
+            check_charge(plan, self._front.accountant, self._rate, self.describe())
         return plan
 
     def plan(self, budget: object = None) -> Any:
@@ -414,8 +417,10 @@ def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
     """A PluginError (nothing charged) when a family's ``plan`` costs more than the query's ``budget``.
 
     ``agg`` refuses its mechanisms' total above the query's budget as a plugin bug; every family gets the same
-    check. The cost is compared in the budget's notion where it converts soundly (pure ε to ρ = ε²/2 or (ε, 0));
-    a cost that does not convert is left to the accountant, which refuses what the session cannot hold.
+    check. The cost is compared in the budget's notion where it converts soundly (pure ε to ρ = ε²/2 or (ε, 0)),
+    else the budget in the cost's notion (a zCDP cost for a pure budget: the budget's ε as ρ = ε²/2); a cost
+    neither converts to or from (zCDP for an (ε, δ > 0) budget) is a plugin bug too: the family's plan, not the
+    analyst's budget.
 
     Example:
         >>> import dpframe as dp
@@ -426,15 +431,54 @@ def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
         dpframe.errors.PluginError: budget: the plan of mine() costs ε=2, more than the query's ε=1...
 
     """
+    fix = ("this is a query family plugin bug: a plan's cost is at most the budget it was given, in its notion; "
+           "report it to the authors of the plugin that registers it (see `dpframe plugins`)")
     try:
-        cost = convert(plan.cost, budget.notion)
-    except BudgetError:
+        cost, limit = convert(plan.cost, budget.notion), budget
+    except BudgetConversionError:
+        try:
+            cost, limit = plan.cost, convert(budget, plan.cost.notion)
+        except BudgetConversionError:
+            raise PluginError(f"the plan of {what} costs {describe(plan.cost)}, which no {describe(budget)} budget "
+                              "pays for (no sound conversion between them)", argument="budget", fix=fix) from None
+    if first(cost) > first(limit) or getattr(cost, "delta", 0) > getattr(limit, "delta", 0):
+        raise PluginError(f"the plan of {what} costs {describe(plan.cost)}, more than the query's {describe(budget)}",
+                          argument="budget", fix=fix)
+
+
+def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, what: str) -> None:
+    """A PluginError (nothing charged) when a family's ``plan`` charges less than its ``cost`` costs the session.
+
+    The ledger reserves ``plan.charge``; in a session that charges budgets (``basic``, ``zcdp``) it is at least
+    ``accountant.charge_plan(plan.cost, None, rate)`` (its cost, amplified by the frame's Poisson sampling ``rate``
+    where the accountant amplifies). A charge of curves (``rdp``, ``pld`` sessions) is the plan's to get right.
+
+    Example:
+        >>> import dpframe as dp
+        >>> from dpframe.accounting import BasicAccountant
+        >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(1), dp.PureDP(0.01), "m", Explain("t"), print)
+        >>> check_charge(plan, BasicAccountant(dp.PureDP(10)), 1.0, "mine()")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: budget: the plan of mine() charges ε=1/100, less than its cost ε=1 costs...
+
+    """
+    charged = plan.charge
+    if not isinstance(charged, PureDP | ApproxDP | ZCDP):
         return
-    if first(cost) > first(budget) or getattr(cost, "delta", 0) > getattr(budget, "delta", 0):
-        raise PluginError(f"the plan of {what} costs {describe(cost)}, more than the query's {describe(budget)}",
-                          argument="budget", fix="this is a query family plugin bug: a plan's cost is at most the "
-                          "budget it was given; report it to the authors of the plugin that registers it (see "
-                          "`dpframe plugins`)")
+    try:
+        least = accountant.charge_plan(plan.cost, None, rate)
+    except DPFrameError:        # a cost the session cannot hold: the accountant refuses the charge
+        return
+    if not isinstance(least, PureDP | ApproxDP | ZCDP):
+        return
+    if charged.notion != least.notion or first(charged) < first(least) \
+            or getattr(charged, "delta", 0) < getattr(least, "delta", 0):
+        raise PluginError(f"the plan of {what} charges {describe(charged)}, less than its cost {describe(plan.cost)} "
+                          f"costs the session ({describe(least)})", argument="budget",
+                          fix="this is a query family plugin bug: a plan's charge is accountant.charge_plan(cost, "
+                              "curves, rate) (or more); report it to the authors of the plugin that registers it (see "
+                              "`dpframe plugins`)")
 
 
 def check_format(format: object) -> None:
@@ -488,4 +532,4 @@ def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, ch
 
 
 __all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
-           "Source", "check_cost", "check_format", "needs_budget", "render", "render_explain"]
+           "Source", "check_charge", "check_cost", "check_format", "needs_budget", "render", "render_explain"]

@@ -36,7 +36,7 @@ from dpframe.habits import FRAME, GROUP_BY, habit
 from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
-from dpframe.planning import PhysicalPlan
+from dpframe.planning import PhysicalPlan, sampling_rate
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
@@ -157,7 +157,7 @@ class Frame(FixedClass):
 
         """
         return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs),
-                          tables=tables_read(self._node), _engine=_ENGINE)
+                          tables=tables_read(self._node), rate=sampling_rate(self._node), _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._session, "frame"):
@@ -446,7 +446,7 @@ class GroupBy(FixedClass):
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
         return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs),
-                          tables=tables_read(self._frame._node), _engine=_ENGINE)
+                          tables=tables_read(self._frame._node), rate=sampling_rate(self._frame._node), _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from dpframe.accounting.accountants import Accountant, plan_curves
 from dpframe.accounting.curve import PrivacyCurve
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, make, up
-from dpframe.errors import BudgetError, DPFrameError, PlanError, PluginError
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
+from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
 from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
@@ -276,52 +276,73 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     """A mechanism's cost: its share's notion, no δ, positive, at most the share, at least its declared noise.
 
     Otherwise a plugin bug (a PluginError, free); the declared noise is the :class:`~dpframe.mechanism.Noise` in
-    the plan's ``noise``, their costs added up. The engine charges the cost a plan reports; these are the lies it
-    can see. One it cannot (noise weaker than declared, randomness not from ``rng``) is the conformance suite's and
-    the audit's to catch.
+    the plan's ``noise``, their costs read in the share's notion and added up (a pure-ε noise under a zCDP share
+    costs ε²/2; a Gaussian noise under a pure share has no pure cost: refused). The partition-selection plan (which
+    a plugin handling ``partition_selection`` provides) is checked alike, against its (ε or ρ, δ) share. The engine
+    charges the cost a plan reports; these are the lies it can see. One it cannot (noise weaker than declared,
+    randomness not from ``rng``) is the conformance suite's and the audit's to catch.
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
-        >>> planned = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
-        >>> check_plugin_costs(planned).plans[0].cost
+        >>> s = check_plugin_costs(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state))))))
+        >>> s.plans[0].cost
         PureDP(epsilon=3/4)
 
     """
-    assert state.part is not None
+    assert state.part is not None and state.notion is not None
+    if state.selection is not None:
+        _check_cost(state.selection, state.budget.notion, state.part, state.delta)
     for p, n in zip(state.plans, state.parts):
-        if p.cost.notion != state.notion or getattr(p.cost, "delta", Fraction(0)) != 0:
-            raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {state.notion} share",
-                              argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
-        share = state.part * n
-        cost = first(p.cost)
-        if not 0 < cost <= share:
-            raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(state.notion)}={cost} for "
-                              f"a share of {share}", argument="mechanism",
-                              fix="a plan's cost is positive and at most its share (equal to it when every noise is "
-                                  "calibrated to the share): a bug of the plugin that registers it; report it")
-        declared = _declared(p, state.notion)
-        if declared > cost:
-            raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(state.notion)}={cost}, below "
-                              f"what the noise its plan declares costs ({declared})", argument="mechanism",
-                              fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
-                                  "the plugin that registers it; report it to its authors")
+        _check_cost(p, state.notion, state.part * n, Fraction(0))
     return state
+
+
+def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction) -> None:
+    """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`."""
+    if p.cost.notion != notion or getattr(p.cost, "delta", Fraction(0)) > delta:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {notion} share"
+                          + (f" with δ={delta}" if delta else ""),
+                          argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
+    cost = first(p.cost)
+    if not 0 < cost <= share:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={cost} for "
+                          f"a share of {share}", argument="mechanism",
+                          fix="a plan's cost is positive and at most its share (equal to it when every noise is "
+                              "calibrated to the share): a bug of the plugin that registers it; report it")
+    declared = _declared(p, notion)
+    if declared > cost:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={cost}, below "
+                          f"what the noise its plan declares costs ({declared})", argument="mechanism",
+                          fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
+                              "the plugin that registers it; report it to its authors")
 
 
 def _coordinate(notion: str | None) -> str:
     return "ρ" if notion == "zcdp" else "ε"
 
 
-def _declared(plan: MechanismPlan, notion: str | None) -> Fraction:
+def _declared(plan: MechanismPlan, notion: str) -> Fraction:
     """What the :class:`~dpframe.mechanism.Noise` a plan declares costs in ``notion`` (ε or ρ, added up).
 
-    The engine's own plans build their noise table on first read (:class:`DeferredMapping`); one not built yet is
-    not built here (a plain ``collect`` never reads it, and the conformance suite checks those plans).
+    Each noise's cost is read in ``notion`` (:func:`~dpframe.budgets.convert`: a pure ε is ε²/2 in zCDP); a noise
+    whose cost has no such reading (Gaussian noise under a pure share) is a PluginError. The engine's own plans
+    build their noise table on first read (:class:`DeferredMapping`); one not built yet is not built here (a plain
+    ``collect`` never reads it, and the conformance suite checks those plans).
     """
     if isinstance(plan.noise, DeferredMapping) and not plan.noise.built:
         return Fraction(0)
-    costs = [n.cost() for n in plan.noise.values() if isinstance(n, Noise)]
-    return sum((first(c) for c in costs if c.notion == notion), Fraction(0))
+    total = Fraction(0)
+    for label, n in plan.noise.items():
+        if not isinstance(n, Noise):
+            continue
+        try:
+            total += first(convert(n.cost(), notion))  # type: ignore[arg-type]
+        except BudgetConversionError:
+            raise PluginError(f"mechanism {plan.mechanism!r} declares a {n.distribution} noise ({label}) costing "
+                              f"{n.cost()!r}, which gives no {notion} guarantee for its share", argument="mechanism",
+                              fix="calibrate each noise to the share the plan received (Noise.calibrate(sensitivity, "
+                                  "share)): a bug of the plugin that registers it; report it to its authors") from None
+    return total
 
 
 def check_output_names(state: PlanState) -> PlanState:

@@ -70,6 +70,10 @@ class PostProcess:
     restore: tuple[tuple[str, pl.DataType], ...] = ()
     names: tuple[str, ...] = ()
     sql_ci: str | None = None
+    ends: tuple[tuple[str, str], ...] | None = None
+    """The (interval column, output name) pairs ``sql_ci`` selects (None: every ``<column>_ci_low`` /
+    ``<column>_ci_high`` of ``columns``). A pair whose column is itself a released column (a measure selected as
+    ``n_ci_low`` beside ``n``), or whose name another output has, is left out: it is no interval."""
 
     def describe(self) -> str | None:
         """The post-processing SQL (None when the output is just a selection of released columns)."""
@@ -86,20 +90,21 @@ class PostProcess:
             [(5, 4, 6), (1, 0, 2)]
 
         """
-        ends = list(dict.fromkeys(f"{src}_{end}" for _, src in self.columns for end in INTERVAL_ENDS))
-        present = [c for c in ends if c in released.columns]
+        sources = {src for _, src in self.columns}      # a selected column named like an interval is not one
+        pairs = self.ends if self.ends is not None else tuple(
+            (f"{src}_{end}", f"{out}_{end}") for out, src in self.columns for end in INTERVAL_ENDS)
+        pairs = tuple((src, out) for src, out in pairs if src not in sources)
+        present = {src for src, _ in pairs if src in released.columns}
         if self.sql is None:
             return released.select([pl.col(src).alias(out) for out, src in self.columns] + (
-                [pl.col(f"{src}_{end}").alias(f"{out}_{end}") for out, src in self.columns for end in INTERVAL_ENDS
-                 if f"{src}_{end}" in present] if intervals else []))
+                [pl.col(src).alias(out) for src, out in pairs if src in present] if intervals else []))
         if not intervals or not present or self.sql_ci is None:
             return run(self.sql, released, dict(self.restore))
         # the measures without intervals get null ones for the query, dropped from its output
-        missing = [c for c in ends if c not in released.columns]
+        missing = list(dict.fromkeys(src for src, _ in pairs if src not in present))
         out = run(self.sql_ci, released.with_columns([pl.lit(None, pl.Float64).alias(c) for c in missing]),
                   dict(self.restore))
-        dropped = {f"{out_name}_{end}" for out_name, src in self.columns for end in INTERVAL_ENDS
-                   if f"{src}_{end}" in missing}
+        dropped = {out_name for src, out_name in pairs if src in missing}
         return out.drop([c for c in out.columns if c in dropped])
 
 
@@ -188,7 +193,10 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
     measured = tuple((n, str(i["column_names"][0])) for n, i in zip(names, out_items)
                      if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
                      and i["column_names"][0] in measures)
-    ends = [(f"{src}_{end}", f"{n}_{end}") for n, src in measured for end in INTERVAL_ENDS]
+    # an interval's column or name taken by a released column or an output: no interval (ci= refuses it, free,
+    # where that measure has one: SQLQuery._check_interval_names)
+    ends = [(f"{src}_{end}", f"{n}_{end}") for n, src in measured for end in INTERVAL_ENDS
+            if f"{src}_{end}" not in released and f"{n}_{end}" not in names]
     sql, sql_ci = (_render(out_items + [dict(column_ref(src), alias=out) for src, out in extra], where, new_orders,
                            limit) for extra in ([], ends))
     schema = {k.flat: aggregate.input.schema[k.flat] for k in keys}
@@ -206,7 +214,7 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
     restore = tuple((n, schema[i["column_names"][0]]) for n, i in zip(names, out_items)
                     if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
                     and i["column_names"][0] in schema)
-    return PostProcess(sql, measured, restore, tuple(names), sql_ci)
+    return PostProcess(sql, measured, restore, tuple(names), sql_ci, tuple(ends))
 
 
 def _fails(sql: str, released: pl.DataFrame) -> str | None:

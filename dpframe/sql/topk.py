@@ -41,6 +41,7 @@ from dpframe.errors import PlanError, TopKWarning, emit
 from dpframe.family import FamilyQuery, Releasable, Source, building_sql, check_format, needs_budget
 from dpframe.measures import Measure
 from dpframe.plan.nodes import Node, tables_read
+from dpframe.planning import sampling_rate
 from dpframe.sealed import _ENGINE
 from dpframe.sql.aggregates import contains, is_aggregate, number
 from dpframe.sql.compile import Compiler, canonical
@@ -102,7 +103,7 @@ class SQLTopKQuery(Releasable[Any]):
     def __init__(self, session: Session, query: FamilyQuery[Any], node: Node, *, text: str,
                  columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None,
                  _engine: object = None) -> None:
-        super().__init__(session, query, tables=tables_read(node), _engine=_engine)
+        super().__init__(session, query, tables=tables_read(node), rate=sampling_rate(node), _engine=_engine)
         self._session, self.text, self.columns = session, text, columns
         self.explain_only, self.backend_name, self._node = explain_only, backend, node
 
