@@ -218,7 +218,9 @@ def handed_to(handler: Callable[[Warning], None]) -> Iterator[None]:
     """The block's :func:`emit` calls hand their warning to ``handler`` (this thread's context only), not warned.
 
     Called where ``emit`` is, so what ``handler`` raises stops the block there, as a warning the analyst's filter
-    turns into an exception does in process (before a query's charge, for a warning given before it).
+    turns into an exception does in process (before a query's charge, for a warning given before it). ``handler``
+    receives released values only: every warning dpframe emits is made from public parameters before a charge
+    (``NoIntervalWarning``) or from a released result after it (a SQL ``TOP_K``'s ``TopKWarning``).
 
     Example:
         >>> found = []

@@ -142,6 +142,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.remote.values.Unpacker", "queries"): PUBLIC,
     ("dpframe.remote.client.RemoteQuery", "source"): PUBLIC,
     ("dpframe.remote.server.Asker", "hold"): PUBLIC,
+    ("dpframe.errors.handed_to", "handler"): RELEASED,     # dp.Server's: a warning the session gives, to the analyst
 }
 
 #: The plugin author kit: its callables build sessions on the caller's own test data ("Nothing here is private").
