@@ -299,7 +299,8 @@ class Server(Sealed):
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            LOG.exception("a remote request failed")
+            if e is not asker.broken:   # the client gone while asked (hung up, silent) is no failure of the server's
+                LOG.exception("a remote request failed")
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
                                       argument="request", fix="ask the data owner")), []
 
@@ -407,7 +408,7 @@ class Asker:
     The connection failing while asking (the analyst gone, silent for the server's ``idle_timeout``, the server
     closed, or an answer that breaks the protocol: too long, not a JSON object) fails the request too, and is kept in
     :attr:`broken`: the server then closes the connection rather than reply (a late answer would be read as the
-    next request, and its reply as the reply to the analyst's next call).
+    next request, and its reply as the reply to the analyst's next call), and logs no failure of its own for it.
     """
 
     def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], None]) -> None:
