@@ -388,3 +388,31 @@ def test_a_client_gone_while_asked_is_no_server_failure_in_its_log(caplog: pytes
         _served_out(server)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert sess.history().height == CHARGED_BEFORE_ASKING.get(kind, 1)
+
+
+@pytest.mark.parametrize("kind", list(ASKING))
+def test_a_question_held_when_the_server_closes_is_not_sent(kind: str) -> None:
+    """As a held reply: a question the padded server is holding when it is closed is not sent (sent at once, it
+    would tell when the request's work ended, to within the close, where pad lets only its doubling show)."""
+    key = secrets.token_bytes(32)
+    sess = _session()
+    server = dp.Server(sess, ("127.0.0.1", 0), authkey=key, pad=30.0).start()
+    with server, dp.connect(server.address, authkey=key) as remote:
+        sql, keys, budget, options = ASKING[kind]
+        packer = Packer()
+        source = remote.sql(sql, keys=keys).packed(packer)
+        remote._channel.send_json({"op": "collect", **source, "budget": wire.budget_to_json(budget), **options,
+                                   "attached": len(packer.attached)})
+        for data in packer.attached:
+            remote._channel.send(data)
+        deadline = time.monotonic() + 5
+        while sess.history().height < CHARGED_BEFORE_ASKING[kind] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)         # the question is being held
+        closing = threading.Thread(target=server.close)
+        closing.start()
+        with pytest.raises((dp.RemoteError, OSError)):
+            remote._sock.settimeout(5)
+            remote._channel.receive_json(wire.REPLY_LIMIT)
+        closing.join(5)
+    assert sess.history().height == CHARGED_BEFORE_ASKING[kind]
