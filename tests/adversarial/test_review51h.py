@@ -416,3 +416,38 @@ def test_a_question_held_when_the_server_closes_is_not_sent(kind: str) -> None:
             remote._channel.receive_json(wire.REPLY_LIMIT)
         closing.join(5)
     assert sess.history().height == CHARGED_BEFORE_ASKING[kind]
+
+
+def test_a_question_before_the_charge_is_the_same_on_neighbouring_data() -> None:
+    """The ``NoIntervalWarning`` question reads the plan only: its every field is the same with one more unit in the
+    table, and it comes before any charge."""
+    asked = []
+    for data in (DATA, pl.concat([DATA, pl.DataFrame({"user": [300], "city": ["a"], "spend": [9]})])):
+        key = secrets.token_bytes(32)
+        sess = dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("user", max_rows=2), budget=TOTAL, seed=0)
+        with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+                dp.connect(server.address, authkey=key) as remote:
+            asked.append(_ask(remote, "NoIntervalWarning"))
+            assert sess.history().height == 0
+    assert asked[0] == asked[1]
+    assert set(asked[0]) == {"ask", "kind", "warning", "outputs", "frames"} and asked[0]["frames"] == 0
+
+
+def test_an_answer_sent_before_its_question_is_read_as_the_answer(served: tuple[dp.Session, dp.Server, bytes]) -> None:
+    """An analyst who answers ahead (the request and ``{"warned": true}`` at once) consents blindly, as ``ignore``
+    would: the request goes on and is charged once; the connection stays in step."""
+    sess, server, key = served
+    with dp.connect(server.address, authkey=key) as remote:
+        sql, keys, budget, options = ASKING["NoIntervalWarning"]
+        packer = Packer()
+        source = remote.sql(sql, keys=keys).packed(packer)
+        channel = remote._channel
+        channel.send_json({"op": "collect", **source, "budget": wire.budget_to_json(budget), **options,
+                           "attached": len(packer.attached)})
+        for data in packer.attached:
+            channel.send(data)
+        channel.send_json({"warned": True})
+        assert _reply(remote)["ask"] == "warn"
+        assert _reply(remote)["ok"] is True
+        assert remote.tables() == ["v"]
+    assert sess.history().height == 1
