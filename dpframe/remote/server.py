@@ -257,10 +257,9 @@ class Server(Sealed):
                 reply, frames = self._answer(request, attached, tools, asker)
                 if asker.broken is not None:    # the run was failed, charged; the connection is cut, not answered
                     raise asker.broken
-                if self._pad is not None and request.get("op") in PADDED:
-                    self._hold(asker.started, self._pad)
-                    if self.closed:     # closed while the reply was held: not sent, as one still running then
-                        break
+                if self._pad is not None and request.get("op") in PADDED \
+                        and not self._hold(asker.started, self._pad):
+                    break       # closed while the reply was held: not sent, as one still running then
                 channel.send_json(reply)
                 for frame in frames:
                     channel.send(wire.frame_bytes(frame))
@@ -276,13 +275,17 @@ class Server(Sealed):
                 self._clients.discard(conn)
             conn.close()
 
-    def _hold(self, arrived: float, pad: float) -> None:
-        """Wait until the reply to a request that arrived at ``arrived`` (``time.monotonic()``) may leave (``pad``)."""
+    def _hold(self, arrived: float, pad: float) -> bool:
+        """Wait until the reply to a request that arrived at ``arrived`` (``time.monotonic()``) may leave (``pad``).
+
+        False when the server was closed meanwhile: the reply is not sent (sent at once, its time would show when the
+        request's work ended, to within the close).
+        """
         took = time.monotonic() - arrived
         at = reply_time(took, pad)
         if at > pad:        # the data owner's log: the period to raise (the client sees only the multiple)
             LOG.warning("a reply took %.3g s, more than pad=%g s: sent at %g s", took, pad, at)
-        self._closed.wait(max(arrived + at - time.monotonic(), 0.0))     # close() does not wait for it
+        return not self._closed.wait(max(arrived + at - time.monotonic(), 0.0))     # close() does not wait for it
 
     def _answer(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools,
                 asker: Asker) -> tuple[dict[str, Any], list[pl.DataFrame]]:
@@ -299,7 +302,8 @@ class Server(Sealed):
         except BaseException as e:      # a Polars panic too; the text may say more than the API does: logged only
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
-            LOG.exception("a remote request failed")
+            if e is not asker.broken:   # the client gone while asked (hung up, silent) is no failure of the server's
+                LOG.exception("a remote request failed")
             return _error(RemoteError(f"the server failed this request ({type(e).__name__}); its log says why",
                                       argument="request", fix="ask the data owner")), []
 
@@ -401,16 +405,17 @@ class Asker:
     charge, nothing is charged.
 
     A padded server holds each question as it holds a reply, from when the request's work began (:attr:`started`: its
-    arrival, then each answer's), so a step's time shows only as a doubling of ``pad``. ``hold`` (the server's wait for
-    a padded reply) receives public values only: two times.
+    arrival, then each answer's), so a step's time shows only as a doubling of ``pad``, and does not send it when the
+    server was closed meanwhile (as a held reply). ``hold`` (the server's wait for a padded reply: false when the server
+    was closed) receives public values only: two times.
 
     The connection failing while asking (the analyst gone, silent for the server's ``idle_timeout``, the server
     closed, or an answer that breaks the protocol: too long, not a JSON object) fails the request too, and is kept in
     :attr:`broken`: the server then closes the connection rather than reply (a late answer would be read as the
-    next request, and its reply as the reply to the analyst's next call).
+    next request, and its reply as the reply to the analyst's next call), and logs no failure of its own for it.
     """
 
-    def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], None]) -> None:
+    def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], bool]) -> None:
         self._channel, self._pad, self._hold = channel, pad, hold
         self._sent = 0
         self.started = time.monotonic()
@@ -449,8 +454,10 @@ class Asker:
 
     def _ask(self, question: dict[str, Any], frames: list[pl.DataFrame]) -> dict[str, Any]:
         """Send ``question`` (and ``frames``: its ``"frames"`` counts them), held while padded; the analyst's answer."""
-        if self._pad is not None:
-            self._hold(self.started, self._pad)
+        if self._pad is not None and not self._hold(self.started, self._pad):
+            self.broken = RemoteError("the server was closed while a question was held", argument="connection",
+                                      fix="connect again and read remote.history(): the request may have been charged")
+            raise self.broken
         try:
             self._channel.send_json({**question, "frames": len(frames)})
             for frame in frames:
