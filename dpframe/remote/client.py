@@ -128,8 +128,12 @@ def connect(address: tuple[str, int] | str | os.PathLike[str], *, authkey: bytes
         wire.no_delay(sock)
         hello = wire.receive(sock, len(wire.VERSION) + wire.NONCE)
         if not hello.startswith(wire.VERSION) or len(hello) != len(wire.VERSION) + wire.NONCE:
-            raise RemoteError("the server does not speak this protocol", argument="address",
-                              fix="connect to a dp.Server of the same dpframe version")
+            theirs = hello[:len(wire.VERSION)]
+            spoken = (f" (it speaks {theirs.decode('ascii')}, this client {wire.VERSION.decode('ascii')})"
+                      if theirs[:-1] == wire.VERSION[:-1] and theirs[-1:].isdigit() else "")
+            raise RemoteError(f"the server does not speak this protocol{spoken}", argument="address",
+                              fix="connect to a dp.Server of the same dpframe version (install the server's dpframe "
+                                  "release here, or the same release on the server)")
         ours = wire.nonce()
         wire.send(sock, ours)
         wire.prove(sock, key, b"client", hello[len(wire.VERSION):])

@@ -347,6 +347,7 @@ def test_a_client_of_another_version_is_stopped_at_the_handshake(served: tuple[d
         dp.connect(old.getsockname()[:2], authkey=secrets.token_bytes(32))
     thread.join(5)
     assert "protocol" in str(refused.value) and refused.value.argument == "address"
+    assert "it speaks dpframe-remote-3, this client dpframe-remote-4" in str(refused.value)   # which side is older
 
 
 def _served_out(server: dp.Server) -> None:
