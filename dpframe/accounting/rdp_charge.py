@@ -31,6 +31,26 @@ FILTER_ORDERS = frozen_array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10
                               64, 128, 256])
 
 
+def filter_rdp(curve: PrivacyCurve) -> np.ndarray:
+    """``curve.rdp_at(FILTER_ORDERS)``, computed once per curve and kept on it (read-only).
+
+    Planning reads a plan's curves twice (the plugin checks, then the charge): one evaluation, and the charge is
+    what was checked even where a curve's function would answer differently the second time.
+
+    Example:
+        >>> from dpframe.accounting import curves
+        >>> g = curves.gaussian(sigma=2.0)
+        >>> float(filter_rdp(g)[3]), filter_rdp(g) is filter_rdp(g)
+        (0.25, True)
+
+    """
+    values: np.ndarray | None = curve.__dict__.get("_filter_rdp")
+    if values is None:
+        values = frozen_array(curve.rdp_at(FILTER_ORDERS))
+        object.__setattr__(curve, "_filter_rdp", values)
+    return values
+
+
 @dataclass(frozen=True)
 class RDPCharge:
     """An RDP charge on :data:`FILTER_ORDERS` (plus δ0), with the curves it came from (for reports)."""
@@ -46,7 +66,7 @@ class RDPCharge:
         """The charge of running ``curves`` once each."""
         values, d0 = np.zeros(len(FILTER_ORDERS)), np.zeros(1)
         for c in curves:                               # rounded up, as the filter's running total
-            values = add_up(values, c.rdp_at(FILTER_ORDERS))
+            values = add_up(values, filter_rdp(c))
             d0 = add_up(d0, np.array([c.delta0]))
         specs = tuple(c.to_json() for c in curves if c.spec is not None)
         return cls(tuple(float(v) for v in values), float(d0[0]),
