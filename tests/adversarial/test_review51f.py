@@ -1,11 +1,13 @@
 """Review 51f: a plugin's plan is charged no less than the noise it declares costs (curves in RDP/PLD sessions, a
-deferred noise table, a plan changed after its check).
+deferred noise table, a plan changed after its check) and SQL ``ci=`` on expressions over measures.
 
 Each test is one attack; those that found something say so in their docstring.
 """
 
 from __future__ import annotations
 
+import secrets
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -201,3 +203,55 @@ def test_no_built_in_is_refused_under_any_accountant(accountant: str) -> None:
         except dp.PluginError as e:
             refused.append((name, str(e)))
     assert refused == []
+
+
+# -- 4. SQL ci= on expressions over measures -------------------------------------------------------------------------
+
+
+def _sql_session() -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.PureDP(10), seed=0,
+                      public_keys={"t.city": ["Oslo", "Rome"]})
+
+
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) + 1 AS n FROM t",
+                                 "SELECT COUNT(*) + MEDIAN(CLAMP(x, 0, 20)) AS s FROM t",
+                                 "SELECT city, 2 * COUNT(*) AS n FROM t GROUP BY city"])
+def test_sql_ci_on_expressions_only_is_refused_free_as_the_method_chain(sql: str) -> None:
+    """Found: ``ci=`` on a SQL query whose outputs are only expressions over measures added no interval column, with
+    neither the method chain's "no output has a confidence interval" refusal nor a ``dp.NoIntervalWarning``: the
+    analyst was charged for intervals that never came. Now a PlanError naming ``ci``, free."""
+    sess = _sql_session()
+    with pytest.raises(dp.PlanError) as refused:
+        sess.sql(sql).collect(dp.PureDP(1), ci=0.9)
+    assert refused.value.argument == "ci" and sess.history().height == 0
+
+
+def test_sql_ci_warns_about_an_expression_beside_a_measure_with_an_interval() -> None:
+    sess = _sql_session()
+    q = sess.sql("SELECT COUNT(*) AS n, COUNT(*) + 1 AS m, SUM(CLAMP(x, 0, 20)) / COUNT(*) AS r FROM t")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = q.collect(dp.PureDP(1), ci=0.9)
+    assert [w.category for w in caught] == [dp.NoIntervalWarning]
+    assert caught[0].message.outputs == ("m", "r")  # type: ignore[union-attr]
+    assert out.columns == ["n", "m", "r", "n_ci_low", "n_ci_high"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.NoIntervalWarning)
+        with pytest.raises(dp.NoIntervalWarning):
+            q.collect(dp.PureDP(1), ci=0.9)
+    assert sess.history().height == 1, "the strict caller is refused before the charge"
+
+
+def test_sql_ci_on_expressions_through_a_server() -> None:
+    sess = _sql_session()
+    key = secrets.token_bytes(32)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        with pytest.raises(dp.PlanError) as refused:
+            remote.sql("SELECT COUNT(*) + 1 AS n FROM t").collect(dp.PureDP(1), ci=0.9)
+        assert refused.value.argument == "ci" and sess.history().height == 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", dp.NoIntervalWarning)
+            with pytest.raises(dp.NoIntervalWarning) as warned:
+                remote.sql("SELECT COUNT(*) AS n, COUNT(*) + 1 AS m FROM t").collect(dp.PureDP(1), ci=0.9)
+        assert warned.value.outputs == ("m",) and sess.history().height == 0
