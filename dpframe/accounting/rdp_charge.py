@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 
+from dpframe.accounting.curve import PrivacyCurve
 from dpframe.budgets import Budget, add_up
 from dpframe.sealed import frozen_array
-
-if TYPE_CHECKING:
-    from dpframe.accounting.curve import PrivacyCurve
 
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
 FILTER_ORDERS = frozen_array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
@@ -32,7 +30,7 @@ FILTER_ORDERS = frozen_array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10
 
 
 def filter_rdp(curve: PrivacyCurve) -> np.ndarray:
-    """``curve.rdp_at(FILTER_ORDERS)``, computed once per curve and kept on it (read-only).
+    """``curve.rdp_at(FILTER_ORDERS)`` (:class:`PrivacyCurve`'s), computed once per curve and kept on it (read-only).
 
     Planning reads a plan's curves twice (the plugin checks, then the charge): one evaluation, and the charge is
     what was checked even where a curve's function would answer differently the second time.
@@ -46,7 +44,7 @@ def filter_rdp(curve: PrivacyCurve) -> np.ndarray:
     """
     values: np.ndarray | None = curve.__dict__.get("_filter_rdp")
     if values is None:
-        values = frozen_array(curve.rdp_at(FILTER_ORDERS))
+        values = frozen_array(PrivacyCurve.rdp_at(curve, FILTER_ORDERS))   # a subclass's own rdp_at is not asked
         object.__setattr__(curve, "_filter_rdp", values)
     return values
 

@@ -137,6 +137,20 @@ class Noise:
         """
         return _filter_rdp(self.distribution, self.scale, self.sensitivity)
 
+    def pure_bound(self) -> float:
+        """A lower bound on this noise's pure ε (Rényi order ∞) at its sensitivity: ⌊Δ⌋/t, ∞ for the Gaussian.
+
+        Example:
+            >>> Noise("discrete_laplace", Fraction(4), Fraction(2)).pure_bound() <= 0.5
+            True
+            >>> Noise("discrete_gaussian", Fraction(4), Fraction(2)).pure_bound()
+            inf
+
+        """
+        if self.distribution == "discrete_gaussian":
+            return math.inf
+        return down(Fraction(self.sensitivity.numerator // self.sensitivity.denominator) / self.scale)
+
     def sample(self, size: int, rng: RandomSource) -> np.ndarray:
         """``size`` integer draws (in statistic units) from the session's random source."""
         if self.distribution == "discrete_laplace":

@@ -10,6 +10,7 @@ first ones only, so it can never disagree with planning. The examples start from
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -297,11 +298,12 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     """
     assert state.part is not None and state.notion is not None
     curves = _charges_curves(state.accountant)
+    sampled = curves and sampling_rate(state.node.input) < 1
     checked = []
     if state.selection is not None:
-        checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves))
+        checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves, sampled))
     for p, n in zip(state.plans, state.parts):
-        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves))
+        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled))
     return state.but(checked=tuple(checked))
 
 
@@ -310,11 +312,13 @@ def _charges_curves(accountant: Accountant) -> bool:
     return type(accountant).charge_plan is not Accountant.charge_plan
 
 
-def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction, curves: bool
-                ) -> tuple[Budget, Any]:
+def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction, curves: bool = False,
+                sampled: bool = False) -> tuple[Budget, Any]:
     """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`.
 
-    Returns the (cost, privacy curves) checked, each read once from the plan.
+    Returns the (cost, privacy curves) checked, each read once from the plan; ``curves``: the session charges
+    curves (they are checked too); ``sampled``: on a Poisson sample (a curve's subsampling claims are dropped,
+    :func:`_plain`).
     """
     cost, privacy = p.cost, _snapshot(p.privacy)
     if cost.notion != notion or getattr(cost, "delta", Fraction(0)) > delta:
@@ -336,7 +340,23 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
                               "the plugin that registers it; report it to its authors")
     if curves and noises:
         _check_curves(p.mechanism, privacy, noises)
+    if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
+        privacy = tuple(_plain(c) for c in privacy)
     return cost, privacy
+
+
+def _plain(curve: PrivacyCurve) -> PrivacyCurve:
+    """``curve`` without the subsampling claims no check reads, for a plan on a Poisson sample (``curve`` if none).
+
+    Its own exact ``sampled_rdp``, its ``tight_subsampling`` flag, a subclass's ``subsampled``, and a ``gaussian``
+    spec (the composition of Gaussians is rebuilt from the specs): amplified from its checked RDP curve and pure
+    bound instead, with the general bound. The engine's mechanisms declare none of them.
+    """
+    if type(curve) is PrivacyCurve and curve.sampled_rdp is None and not curve.tight_subsampling and (
+            curve.spec is None or curve.spec.get("kind") != "gaussian"):
+        return curve
+    facts = {f.name: getattr(curve, f.name) for f in dataclasses.fields(PrivacyCurve)}
+    return PrivacyCurve(**{**facts, "spec": None, "sampled_rdp": None, "tight_subsampling": False})
 
 
 def _snapshot(privacy: object) -> object:
@@ -378,13 +398,21 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
     """A PluginError when the curves a session would charge for a plan are below its declared noises' curves.
 
     The session charges the declared curves where each has an RDP curve (else the curve of the cost, checked above);
-    composed, their RDP at every order of the Rényi filter is at least the noises' (:meth:`Noise.rdp`, added up;
+    composed, their pure bound ε∞ (which caps an amplified curve) is at least the noises' (:meth:`Noise.pure_bound`),
+    and their RDP at every order of the Rényi filter is at least the noises' (:meth:`Noise.rdp`, added up;
     the curves' values are kept on them, :func:`~dpframe.accounting.rdp_charge.filter_rdp`: the charge reads the same).
     Curves that are not privacy curves are left to the accountant, which refuses them.
     """
     if not isinstance(privacy, Sequence) or not privacy or not all(
             isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
         return
+    pure = math.fsum(math.inf if c.eps_inf is None else c.eps_inf for c in privacy)
+    least = math.fsum(Noise.pure_bound(n) for _, n in noises)
+    if not pure >= least * (1 - 1e-9):
+        raise PluginError(f"mechanism {mechanism!r} declares privacy curves whose pure bound (ε∞) is {pure:.6g}, below "
+                          f"what the noise its plan declares has ({least:.6g}; a Gaussian noise has none)",
+                          argument="mechanism", fix="leave eps_inf out, or give the noise's (Δ/t for discrete Laplace "
+                          "noise): a bug of the plugin that registers it; report it to its authors")
     floor = sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS)))
     declared = sum((filter_rdp(c) for c in privacy), np.zeros(len(FILTER_ORDERS)))
     low = np.flatnonzero(~(declared >= floor * (1 - 1e-9)))

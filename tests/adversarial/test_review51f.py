@@ -6,6 +6,7 @@ Each test is one attack; those that found something say so in their docstring.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import warnings
 from collections.abc import Callable, Sequence
@@ -120,6 +121,51 @@ def test_soundness_a_curve_that_is_low_at_one_filter_order_only_is_refused() -> 
     with pytest.raises(dp.PluginError):
         sess.table("t").agg(dp.measure("sly_curve")).collect(dp.ApproxDP(1, 1e-6))
     assert sess.history().height == 0
+
+
+class SubsampledToNothing(acc.PrivacyCurve):
+    """A curve whose own ``subsampled`` says a Poisson sample makes it free."""
+
+    def subsampled(self, rate: float) -> acc.PrivacyCurve:
+        return acc.from_rdp(lambda a: 1e-300, label="nothing")
+
+
+def _lying(claim: str) -> Callable[[Noise], acc.PrivacyCurve]:
+    def curve(noise: Noise) -> acc.PrivacyCurve:
+        honest = honest_curve(noise)
+        if claim == "eps_inf":
+            return dataclasses.replace(honest, eps_inf=1e-9)
+        if claim == "sampled_rdp":
+            return dataclasses.replace(honest, sampled_rdp=lambda rate: (lambda a: a * 0.0))
+        if claim == "tight_subsampling":
+            return dataclasses.replace(honest, tight_subsampling=True)
+        return SubsampledToNothing(**{f.name: getattr(honest, f.name) for f in dataclasses.fields(honest)})
+    return curve
+
+
+def _sampled_charge(claim: str) -> Any:
+    sess = _session("rdp")
+    pin_mechanisms(sess, CurveCount("count", honest_curve if claim == "honest" else _lying(claim)))
+    return sess.table("t").sample(0.1).agg(dp.measure("count")).cost(dp.ApproxDP(1, 1e-6))
+
+
+def test_soundness_a_curve_s_pure_bound_below_its_noise_is_refused() -> None:
+    """Found: on a Poisson-sampled frame an RDP session caps the amplified curve by the curve's pure bound ``eps_inf``,
+    which nothing checked: a plugin whose curve is honest at every order but claims ε∞ = 10⁻⁹ was charged 0 at every
+    order of the filter. Its ε∞ is now compared with its noise's (Δ/t for a discrete Laplace, ∞ for a Gaussian)."""
+    with pytest.raises(dp.PluginError) as refused:
+        _sampled_charge("eps_inf")
+    assert "pure" in str(refused.value)
+
+
+@pytest.mark.parametrize("claim", ["sampled_rdp", "tight_subsampling", "subclass"])
+def test_soundness_a_curve_s_own_subsampling_claims_are_not_charged(claim: str) -> None:
+    """Found: on a Poisson-sampled frame the charge is the declared curves' composition ``.subsampled(rate)``, which
+    reads claims of the curve the check does not see: its exact ``sampled_rdp`` (a plugin's function), its
+    ``tight_subsampling`` flag, or a subclass's own ``subsampled``; each made the charge 0 (or lower). A plugin
+    curve carrying one is charged as a plain curve of its checked RDP (the general amplification bound)."""
+    honest, lying = _sampled_charge("honest"), _sampled_charge(claim)
+    assert all(a >= b for a, b in zip(lying.values, honest.values)), (lying, honest)
 
 
 # -- 2. a deferred noise table is read -------------------------------------------------------------------------------
