@@ -331,7 +331,7 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
                           f"a share of {share}", argument="mechanism",
                           fix="a plan's cost is positive and at most its share (equal to it when every noise is "
                               "calibrated to the share): a bug of the plugin that registers it; report it")
-    noises = _noises(p)
+    noises = _read(p.mechanism, "its noise table", _noises, p)
     declared = _declared(p.mechanism, noises, notion)
     if declared > spent:
         raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={spent}, below "
@@ -339,10 +339,30 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
                           fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
                               "the plugin that registers it; report it to its authors")
     if curves and noises:
-        _check_curves(p.mechanism, privacy, noises)
+        _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
         privacy = tuple(_plain(c) for c in privacy)
     return cost, privacy
+
+
+def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, reading a plan's ``what`` (plugin code: a mapping, curve functions): a PluginError on failure.
+
+    Example:
+        >>> _read("mine", "its noise table", {}.__getitem__, "x")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' failed reading its noise table (KeyError: 'x')...
+
+    """
+    try:
+        return call(*args)
+    except DPFrameError:
+        raise
+    except Exception as e:
+        raise PluginError(f"mechanism {mechanism!r} failed reading {what} ({type(e).__name__}: {e})",
+                          argument="mechanism", fix="a bug of the plugin that registers it (its plan's noise table "
+                          "and curves are read before the charge); report it to its authors") from e
 
 
 def _plain(curve: PrivacyCurve) -> PrivacyCurve:
@@ -361,7 +381,7 @@ def _plain(curve: PrivacyCurve) -> PrivacyCurve:
 
 def _snapshot(privacy: object) -> object:
     """A plan's ``privacy`` as it is now: a plain sequence copied to a tuple (a deferred one is built only once)."""
-    if isinstance(privacy, Sequence) and not isinstance(privacy, DeferredTuple | str | bytes | tuple):
+    if isinstance(privacy, Sequence) and type(privacy) not in (DeferredTuple, tuple, str, bytes):
         return tuple(privacy)
     return privacy
 

@@ -185,6 +185,20 @@ def test_soundness_a_deferred_noise_table_is_checked_too(accountant: str) -> Non
     assert sess.history().height == 0
 
 
+def test_a_noise_table_that_fails_to_build_is_the_plugin_s_error() -> None:
+    """A deferred noise table (now read before the charge) whose build raises: a PluginError naming the mechanism,
+    not the plugin's own KeyError, and nothing charged."""
+    def broken(table: dict[str, object]) -> Any:
+        empty: dict[str, object] = {}
+        return DeferredMapping(lambda: {"count": empty["count"]})
+
+    sess = _session("rdp")
+    pin_mechanisms(sess, CurveCount("broken_table", honest_curve, table=broken))
+    with pytest.raises(dp.PluginError, match="broken_table' failed reading its noise table"):
+        sess.table("t").agg(dp.measure("broken_table")).collect(dp.ApproxDP(1, 1e-6))
+    assert sess.history().height == 0
+
+
 # -- 3. check, then act: a plan changed after its check --------------------------------------------------------------
 
 
