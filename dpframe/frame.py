@@ -44,6 +44,7 @@ from dpframe.tuning.stage import StagedPlan, require_plan
 
 if TYPE_CHECKING:
     from dpframe.accounting import SessionCost
+    from dpframe.mechanism import MechanismPlan
     from dpframe.session import Session
 
 
@@ -800,19 +801,22 @@ class Query(Releasable[pl.DataFrame]):
         (the plan's mechanisms).
         """
         plans = detail.shown.plans if isinstance(detail, StagedPlan) else detail.plans  # type: ignore[attr-defined]
-        missing = {n: why for p in plans for n, why in p.no_intervals().items()}
-        if not missing:
+        shown, has = self._no_intervals(plans)
+        if not shown:
             return
-        shown = self._output_names(missing)
-        if not any(p.interval_outputs() for p in plans):
+        if not has:
             raise PlanError(f"no output of this query has a confidence interval: {'; '.join(no_interval_notes(shown))}",
                             argument="ci", fix="leave ci= out")
-        if shown:
-            emit(NoIntervalWarning("; ".join(no_interval_notes(shown)), tuple(shown)))
+        emit(NoIntervalWarning("; ".join(no_interval_notes(shown)), tuple(shown)))
 
-    def _output_names(self, missing: dict[str, str]) -> dict[str, str]:
-        """``missing`` (plan output -> why) under the names the result shows (a SQL query: its SELECT list's)."""
-        return missing
+    def _no_intervals(self, plans: Sequence[MechanismPlan]) -> tuple[dict[str, str], bool]:
+        """The outputs the result shows without an interval (each with why), and whether any output has one.
+
+        Here the plans' outputs; a SQL query's are its SELECT list's
+        (:meth:`dpframe.sql.post.PostProcess.no_intervals`).
+        """
+        missing = {n: why for p in plans for n, why in p.no_intervals().items()}
+        return missing, any(p.interval_outputs() for p in plans)
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

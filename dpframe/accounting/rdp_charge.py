@@ -16,19 +16,37 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 
+from dpframe.accounting.curve import PrivacyCurve
 from dpframe.budgets import Budget, add_up
 from dpframe.sealed import frozen_array
-
-if TYPE_CHECKING:
-    from dpframe.accounting.curve import PrivacyCurve
 
 #: The orders of the session filter (few: the filter pays log |Λ| in its δ split).
 FILTER_ORDERS = frozen_array([1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48,
                               64, 128, 256])
+
+
+def filter_rdp(curve: PrivacyCurve) -> np.ndarray:
+    """``curve.rdp_at(FILTER_ORDERS)`` (:class:`PrivacyCurve`'s), computed once per curve and kept on it (read-only).
+
+    Planning reads a plan's curves twice (the plugin checks, then the charge): one evaluation, and the charge is
+    what was checked even where a curve's function would answer differently the second time.
+
+    Example:
+        >>> from dpframe.accounting import curves
+        >>> g = curves.gaussian(sigma=2.0)
+        >>> float(filter_rdp(g)[3]), filter_rdp(g) is filter_rdp(g)
+        (0.25, True)
+
+    """
+    values: np.ndarray | None = curve.__dict__.get("_filter_rdp")
+    if values is None:
+        values = frozen_array(PrivacyCurve.rdp_at(curve, FILTER_ORDERS))   # a subclass's own rdp_at is not asked
+        object.__setattr__(curve, "_filter_rdp", values)
+    return values
 
 
 @dataclass(frozen=True)
@@ -46,7 +64,7 @@ class RDPCharge:
         """The charge of running ``curves`` once each."""
         values, d0 = np.zeros(len(FILTER_ORDERS)), np.zeros(1)
         for c in curves:                               # rounded up, as the filter's running total
-            values = add_up(values, c.rdp_at(FILTER_ORDERS))
+            values = add_up(values, filter_rdp(c))
             d0 = add_up(d0, np.array([c.delta0]))
         specs = tuple(c.to_json() for c in curves if c.spec is not None)
         return cls(tuple(float(v) for v in values), float(d0[0]),

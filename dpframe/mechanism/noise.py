@@ -29,7 +29,9 @@ from typing import Literal
 
 import numpy as np
 
-from dpframe.budgets import ZCDP, Budget, PureDP, make
+from dpframe.accounting.numerics.rdp import rdp_discrete_laplace
+from dpframe.accounting.rdp_charge import FILTER_ORDERS
+from dpframe.budgets import ZCDP, Budget, PureDP, down, make, up
 from dpframe.errors import BudgetConversionError, BudgetError
 from dpframe.noise import (
     MAX_GAUSSIAN_SIGMA2,
@@ -41,7 +43,7 @@ from dpframe.noise import (
     discrete_laplace_batch,
     discrete_laplace_variance,
 )
-from dpframe.sealed import plain_cache
+from dpframe.sealed import frozen_array, plain_cache
 
 Distribution = Literal["discrete_laplace", "discrete_gaussian"]
 MAX_SPREAD_LOG2 = 1016.0
@@ -105,6 +107,50 @@ class Noise:
             return make("pure", self.sensitivity / self.scale)
         return make("zcdp", self.sensitivity**2 / (2 * self.scale))
 
+    def rdp(self, alpha: np.ndarray) -> np.ndarray:
+        """A lower bound, at each order α > 1, on the Rényi divergence this noise's release has at its sensitivity.
+
+        The release of one integer statistic moved by the whole sensitivity (⌊Δ⌋ steps on one coordinate; L2 norm Δ
+        for the Gaussian): what any privacy curve a plan declares for this noise is at least (the engine refuses a
+        plan whose declared curves are below it, :func:`~dpframe.planning.passes.check_plugin_costs`). Discrete
+        Laplace(t): the exact divergence of (Z, Z + ⌊Δ⌋) (geometric sums), with t rounded up and a float margin off.
+        Discrete Gaussian(σ²): ⌊α⌋·ρ (ρ = Δ²/(2σ²) rounded down; exact at integer orders, and the divergence grows
+        with α), ρ below order 2 (the KL divergence). 0 where it does not say (Δ < 1 step for the Laplace).
+
+        Example:
+            >>> n = Noise("discrete_gaussian", Fraction(2), Fraction(1))             # ρ = 1/4
+            >>> [float(v) for v in n.rdp(np.array([1.5, 2.0, 2.5, 8.0]))]
+            [0.25, 0.5, 0.5, 2.0]
+            >>> float(Noise("discrete_laplace", Fraction(1), Fraction(1)).rdp(np.array([256.0]))[0]) > 0.99
+            True
+
+        """
+        return _rdp(self.distribution, self.scale, self.sensitivity, np.asarray(alpha, dtype=np.float64))
+
+    def filter_rdp(self) -> np.ndarray:
+        """:meth:`rdp` at the Rényi filter's orders (``FILTER_ORDERS``), cached by the noise's parameters (read-only).
+
+        Example:
+            >>> float(Noise("discrete_gaussian", Fraction(2), Fraction(1)).filter_rdp()[3])      # order 2
+            0.5
+
+        """
+        return _filter_rdp(self.distribution, self.scale, self.sensitivity)
+
+    def pure_bound(self) -> float:
+        """A lower bound on this noise's pure ε (Rényi order ∞) at its sensitivity: ⌊Δ⌋/t, ∞ for the Gaussian.
+
+        Example:
+            >>> Noise("discrete_laplace", Fraction(4), Fraction(2)).pure_bound() <= 0.5
+            True
+            >>> Noise("discrete_gaussian", Fraction(4), Fraction(2)).pure_bound()
+            inf
+
+        """
+        if self.distribution == "discrete_gaussian":
+            return math.inf
+        return down(Fraction(self.sensitivity.numerator // self.sensitivity.denominator) / self.scale)
+
     def sample(self, size: int, rng: RandomSource) -> np.ndarray:
         """``size`` integer draws (in statistic units) from the session's random source."""
         if self.distribution == "discrete_laplace":
@@ -146,6 +192,26 @@ class Noise:
         par = f"t={_short(self.scale)}" if self.distribution == "discrete_laplace" else f"σ²={_short(self.scale)}"
         grid = "" if self.unit == 1 else f" on grid 2^{round(math.log2(self.unit))}"
         return f"{name}({par}, Δ={_short(self.sensitivity)}){grid}, ±{self.ci95():.4g} (95%)"
+
+
+def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: np.ndarray) -> np.ndarray:
+    """:meth:`Noise.rdp` of a noise with these parameters."""
+    if distribution == "discrete_gaussian":
+        rho = down(sensitivity**2 / (2 * scale))
+        return np.asarray(np.maximum(np.floor(a), 1.0) * rho)
+    steps = min(sensitivity.numerator // sensitivity.denominator, 2**53)
+    if steps < 1:
+        return np.zeros_like(a)
+    t = up(scale)
+    with np.errstate(all="ignore"):
+        exact = rdp_discrete_laplace(t, steps)(a) - 1e-12 * a * (steps / t)
+    return np.where(np.isfinite(exact), np.maximum(exact, 0.0), 0.0)
+
+
+@plain_cache(maxsize=4096)
+def _filter_rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction) -> np.ndarray:
+    """:meth:`Noise.filter_rdp`: a pure function of public values, cached (each query plans the same few noises)."""
+    return frozen_array(_rdp(distribution, scale, sensitivity, np.asarray(FILTER_ORDERS)))
 
 
 def sample_batch(draws: Sequence[tuple[Noise, int]], rng: RandomSource) -> list[np.ndarray]:

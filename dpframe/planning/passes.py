@@ -10,18 +10,22 @@ first ones only, so it can never disagree with planning. The examples start from
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, TypeVar
 
+import numpy as np
+
 from dpframe.accounting.accountants import Accountant, plan_curves
 from dpframe.accounting.curve import PrivacyCurve
+from dpframe.accounting.rdp_charge import FILTER_ORDERS, filter_rdp
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
-from dpframe.mechanism.deferred import DeferredMapping, DeferredTuple
+from dpframe.mechanism.deferred import DeferredTuple
 from dpframe.plan.nodes import Node
 from dpframe.plan.sample import Sample
 from dpframe.planning.state import PhysicalPlan, PlanState, first
@@ -278,71 +282,168 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     Otherwise a plugin bug (a PluginError, free); the declared noise is the :class:`~dpframe.mechanism.Noise` in
     the plan's ``noise``, their costs read in the share's notion and added up (a pure-ε noise under a zCDP share
     costs ε²/2; a Gaussian noise under a pure share has no pure cost: refused). The partition-selection plan (which
-    a plugin handling ``partition_selection`` provides) is checked alike, against its (ε or ρ, δ) share. The engine
+    a plugin handling ``partition_selection`` provides) is checked alike, against its (ε or ρ, δ) share. Where the
+    session charges privacy curves (``rdp``, ``pld``), a plan's declared curves, composed, are at least its declared
+    noises' at every order the filter reads (:meth:`~dpframe.mechanism.Noise.rdp`). Each plan's cost and curves are
+    read once: :func:`price` charges what was checked (plugin code run in between cannot change it). The engine
     charges the cost a plan reports; these are the lies it can see. One it cannot (noise weaker than declared,
     randomness not from ``rng``) is the conformance suite's and the audit's to catch.
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
         >>> s = check_plugin_costs(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state))))))
-        >>> s.plans[0].cost
-        PureDP(epsilon=3/4)
+        >>> s.plans[0].cost, s.checked[0][0]
+        (PureDP(epsilon=3/4), PureDP(epsilon=3/4))
 
     """
     assert state.part is not None and state.notion is not None
+    curves = _charges_curves(state.accountant)
+    sampled = curves and sampling_rate(state.node.input) < 1
+    checked = []
     if state.selection is not None:
-        _check_cost(state.selection, state.budget.notion, state.part, state.delta)
+        checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves, sampled))
     for p, n in zip(state.plans, state.parts):
-        _check_cost(p, state.notion, state.part * n, Fraction(0))
-    return state
+        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled))
+    return state.but(checked=tuple(checked))
 
 
-def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction) -> None:
-    """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`."""
-    if p.cost.notion != notion or getattr(p.cost, "delta", Fraction(0)) > delta:
-        raise PluginError(f"mechanism {p.mechanism!r} reported a {p.cost!r} cost for a {notion} share"
+def _charges_curves(accountant: Accountant) -> bool:
+    """Whether ``accountant`` charges a plan's privacy curves (the base ``charge_plan`` charges its cost)."""
+    return type(accountant).charge_plan is not Accountant.charge_plan
+
+
+def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction, curves: bool = False,
+                sampled: bool = False) -> tuple[Budget, Any]:
+    """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`.
+
+    Returns the (cost, privacy curves) checked, each read once from the plan; ``curves``: the session charges
+    curves (they are checked too); ``sampled``: on a Poisson sample (a curve's subsampling claims are dropped,
+    :func:`_plain`).
+    """
+    cost, privacy = p.cost, _snapshot(p.privacy)
+    if cost.notion != notion or getattr(cost, "delta", Fraction(0)) > delta:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a {cost!r} cost for a {notion} share"
                           + (f" with δ={delta}" if delta else ""),
                           argument="mechanism", fix="this is a plugin bug: report it to the plugin's authors")
-    cost = first(p.cost)
-    if not 0 < cost <= share:
-        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={cost} for "
+    spent = first(cost)
+    if not 0 < spent <= share:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={spent} for "
                           f"a share of {share}", argument="mechanism",
                           fix="a plan's cost is positive and at most its share (equal to it when every noise is "
                               "calibrated to the share): a bug of the plugin that registers it; report it")
-    declared = _declared(p, notion)
-    if declared > cost:
-        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={cost}, below "
+    noises = _read(p.mechanism, "its noise table", _noises, p)
+    declared = _declared(p.mechanism, noises, notion)
+    if declared > spent:
+        raise PluginError(f"mechanism {p.mechanism!r} reported a cost of {_coordinate(notion)}={spent}, below "
                           f"what the noise its plan declares costs ({declared})", argument="mechanism",
                           fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
                               "the plugin that registers it; report it to its authors")
+    if curves and noises:
+        _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
+    if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
+        privacy = tuple(_plain(c) for c in privacy)
+    return cost, privacy
+
+
+def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, reading a plan's ``what`` (plugin code: a mapping, curve functions): a PluginError on failure.
+
+    Example:
+        >>> _read("mine", "its noise table", {}.__getitem__, "x")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' failed reading its noise table (KeyError: 'x')...
+
+    """
+    try:
+        return call(*args)
+    except DPFrameError:
+        raise
+    except Exception as e:
+        raise PluginError(f"mechanism {mechanism!r} failed reading {what} ({type(e).__name__}: {e})",
+                          argument="mechanism", fix="a bug of the plugin that registers it (its plan's noise table "
+                          "and curves are read before the charge); report it to its authors") from e
+
+
+def _plain(curve: PrivacyCurve) -> PrivacyCurve:
+    """``curve`` without the subsampling claims no check reads, for a plan on a Poisson sample (``curve`` if none).
+
+    Its own exact ``sampled_rdp``, its ``tight_subsampling`` flag, a subclass's ``subsampled``, and a ``gaussian``
+    spec (the composition of Gaussians is rebuilt from the specs): amplified from its checked RDP curve and pure
+    bound instead, with the general bound. The engine's mechanisms declare none of them.
+    """
+    if type(curve) is PrivacyCurve and curve.sampled_rdp is None and not curve.tight_subsampling and (
+            curve.spec is None or curve.spec.get("kind") != "gaussian"):
+        return curve
+    facts = {f.name: getattr(curve, f.name) for f in dataclasses.fields(PrivacyCurve)}
+    return PrivacyCurve(**{**facts, "spec": None, "sampled_rdp": None, "tight_subsampling": False})
+
+
+def _snapshot(privacy: object) -> object:
+    """A plan's ``privacy`` as it is now: a plain sequence copied to a tuple (a deferred one is built only once)."""
+    if isinstance(privacy, Sequence) and type(privacy) not in (DeferredTuple, tuple, str, bytes):
+        return tuple(privacy)
+    return privacy
 
 
 def _coordinate(notion: str | None) -> str:
     return "ρ" if notion == "zcdp" else "ε"
 
 
-def _declared(plan: MechanismPlan, notion: str) -> Fraction:
-    """What the :class:`~dpframe.mechanism.Noise` a plan declares costs in ``notion`` (ε or ρ, added up).
+def _noises(plan: MechanismPlan) -> list[tuple[str, Noise]]:
+    """The :class:`~dpframe.mechanism.Noise` entries of a plan's noise table (read once; a deferred one is built)."""
+    return [(str(label), n) for label, n in plan.noise.items() if isinstance(n, Noise)]
+
+
+def _declared(mechanism: str, noises: Sequence[tuple[str, Noise]], notion: str) -> Fraction:
+    """What the noises a plan declares cost in ``notion`` (ε or ρ, added up).
 
     Each noise's cost is read in ``notion`` (:func:`~dpframe.budgets.convert`: a pure ε is ε²/2 in zCDP); a noise
-    whose cost has no such reading (Gaussian noise under a pure share) is a PluginError. The engine's own plans
-    build their noise table on first read (:class:`DeferredMapping`); one not built yet is not built here (a plain
-    ``collect`` never reads it, and the conformance suite checks those plans).
+    whose cost has no such reading (Gaussian noise under a pure share) is a PluginError. Read with :class:`Noise`'s
+    own formulas (a subclass's ``cost`` or ``rdp`` is not asked).
     """
-    if isinstance(plan.noise, DeferredMapping) and not plan.noise.built:
-        return Fraction(0)
     total = Fraction(0)
-    for label, n in plan.noise.items():
-        if not isinstance(n, Noise):
-            continue
+    for label, n in noises:
         try:
-            total += first(convert(n.cost(), notion))  # type: ignore[arg-type]
+            total += first(convert(Noise.cost(n), notion))  # type: ignore[arg-type]
         except BudgetConversionError:
-            raise PluginError(f"mechanism {plan.mechanism!r} declares a {n.distribution} noise ({label}) costing "
+            raise PluginError(f"mechanism {mechanism!r} declares a {n.distribution} noise ({label}) costing "
                               f"{n.cost()!r}, which gives no {notion} guarantee for its share", argument="mechanism",
                               fix="calibrate each noise to the share the plan received (Noise.calibrate(sensitivity, "
                                   "share)): a bug of the plugin that registers it; report it to its authors") from None
     return total
+
+
+def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, Noise]]) -> None:
+    """A PluginError when the curves a session would charge for a plan are below its declared noises' curves.
+
+    The session charges the declared curves where each has an RDP curve (else the curve of the cost, checked above);
+    composed, their pure bound ε∞ (which caps an amplified curve) is at least the noises' (:meth:`Noise.pure_bound`),
+    and their RDP at every order of the Rényi filter is at least the noises' (:meth:`Noise.rdp`, added up;
+    the curves' values are kept on them, :func:`~dpframe.accounting.rdp_charge.filter_rdp`: the charge reads the same).
+    Curves that are not privacy curves are left to the accountant, which refuses them.
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return
+    pure = math.fsum(math.inf if c.eps_inf is None else c.eps_inf for c in privacy)
+    least = math.fsum(Noise.pure_bound(n) for _, n in noises)
+    if not pure >= least * (1 - 1e-9):
+        raise PluginError(f"mechanism {mechanism!r} declares privacy curves whose pure bound (ε∞) is {pure:.6g}, below "
+                          f"what the noise its plan declares has ({least:.6g}; a Gaussian noise has none)",
+                          argument="mechanism", fix="leave eps_inf out, or give the noise's (Δ/t for discrete Laplace "
+                          "noise): a bug of the plugin that registers it; report it to its authors")
+    floor = sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS)))
+    declared = sum((filter_rdp(c) for c in privacy), np.zeros(len(FILTER_ORDERS)))
+    low = np.flatnonzero(~(declared >= floor * (1 - 1e-9)))
+    if low.size:
+        i = int(low[0])
+        raise PluginError(f"mechanism {mechanism!r} declares privacy curves of Rényi divergence {declared[i]:.6g} at "
+                          f"order {FILTER_ORDERS[i]:g}, below what the noise its plan declares has there "
+                          f"({floor[i]:.6g})", argument="mechanism",
+                          fix="a plan's curves are those of the noise it adds (e.g. acc.discrete_laplace(t, Δ) for "
+                              "discrete Laplace noise of scale t on a sensitivity Δ): a bug of the plugin that "
+                              "registers it; report it to its authors")
 
 
 def check_output_names(state: PlanState) -> PlanState:
@@ -403,14 +504,16 @@ def price(state: PlanState) -> PlanState:
         (ApproxDP(epsilon=1, delta=1e-07), ApproxDP(epsilon=1, delta=1e-07))
 
     """
-    plans = [*([state.selection] if state.selection else []), *state.plans]
-    spent = sum((first(p.cost) for p in plans), Fraction(0))
+    if state.checked is None:
+        state = check_plugin_costs(state)
+    assert state.checked is not None
+    spent = sum((first(cost) for cost, _ in state.checked), Fraction(0))
     cost = make(state.budget.notion, spent, state.delta if state.select else Fraction(0))
     if spent > first(state.budget):
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {state.budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(state.node.input)
-    charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, plans), rate)
+    charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
     notes = state.notes
     if rate < 1:
         notes = (*notes, f"Poisson sample at rate {rate:g}: " + (
@@ -420,8 +523,10 @@ def price(state: PlanState) -> PlanState:
     return state.but(physical=physical, notes=notes)
 
 
-def _charged_curves(accountant: Accountant, plans: Sequence[MechanismPlan]) -> list[PrivacyCurve] | None:
-    """The curves ``accountant.charge_plan`` is passed for ``plans``: None where it would only check them.
+def _charged_curves(accountant: Accountant, checked: Sequence[tuple[Budget, Any]]) -> list[PrivacyCurve] | None:
+    """The curves ``accountant.charge_plan`` is passed for the plans' checked ``(cost, privacy)`` (or None).
+
+    None where it would only check them.
 
     The base :meth:`~dpframe.accounting.Accountant.charge_plan` (``basic`` and ``zcdp`` sessions) charges the
     cost and only checks the curves; a plan's curves that are still deferred (:class:`DeferredTuple`: built
@@ -430,15 +535,15 @@ def _charged_curves(accountant: Accountant, plans: Sequence[MechanismPlan]) -> l
 
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
-        >>> s = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
-        >>> _charged_curves(state.accountant, s.plans), s.plans[0].privacy.built
+        >>> s = check_plugin_costs(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state))))))
+        >>> _charged_curves(state.accountant, s.checked), s.plans[0].privacy.built
         (None, False)
 
     """
-    if type(accountant).charge_plan is Accountant.charge_plan and all(
-            isinstance(p.privacy, DeferredTuple) and not p.privacy.built for p in plans):
+    if not _charges_curves(accountant) and all(
+            isinstance(privacy, DeferredTuple) and not privacy.built for _, privacy in checked):
         return None
-    return [c for p in plans for c in plan_curves(p.privacy, p.cost)]
+    return [c for cost, privacy in checked for c in plan_curves(privacy, cost)]
 
 
 def sampling_rate(node: Node) -> float:

@@ -86,6 +86,9 @@ class PlanState:
     plans: tuple[MechanismPlan, ...] = ()
     physical: PhysicalPlan | None = None
     notes: tuple[str, ...] = field(default=())
+    # each plan's (cost, privacy curves) as ``check_plugin_costs`` read and checked them (the selection's first):
+    # what ``price`` charges, whatever plugin code run since did to the plans
+    checked: tuple[tuple[Budget, Any], ...] | None = None
 
     @classmethod
     def start(cls, node: Aggregate, context: PlanContext, budget: object,

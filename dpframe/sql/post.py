@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,8 @@ class PostProcess:
     """The (interval column, output name) pairs ``sql_ci`` selects (None: every ``<column>_ci_low`` /
     ``<column>_ci_high`` of ``columns``). A pair whose column is itself a released column (a measure selected as
     ``n_ci_low`` beside ``n``), or whose name another output has, is left out: it is no interval."""
+    derived: tuple[str, ...] = ()
+    """The outputs computed from measures that are not a measure itself (``COUNT(*) + 1``): they have no interval."""
 
     def describe(self) -> str | None:
         """The post-processing SQL (None when the output is just a selection of released columns)."""
@@ -90,10 +93,7 @@ class PostProcess:
             [(5, 4, 6), (1, 0, 2)]
 
         """
-        sources = {src for _, src in self.columns}      # a selected column named like an interval is not one
-        pairs = self.ends if self.ends is not None else tuple(
-            (f"{src}_{end}", f"{out}_{end}") for out, src in self.columns for end in INTERVAL_ENDS)
-        pairs = tuple((src, out) for src, out in pairs if src not in sources)
+        pairs = self._pairs()
         present = {src for src, _ in pairs if src in released.columns}
         if self.sql is None:
             return released.select([pl.col(src).alias(out) for out, src in self.columns] + (
@@ -106,6 +106,41 @@ class PostProcess:
                   dict(self.restore))
         dropped = {out_name for src, out_name in pairs if src in missing}
         return out.drop([c for c in out.columns if c in dropped])
+
+    def _pairs(self) -> tuple[tuple[str, str], ...]:
+        """The (interval column, output name) pairs ``apply`` passes on where the released frame has them."""
+        sources = {src for _, src in self.columns}      # a selected column named like an interval is not one
+        pairs = self.ends if self.ends is not None else tuple(
+            (f"{src}_{end}", f"{out}_{end}") for out, src in self.columns for end in INTERVAL_ENDS)
+        return tuple((src, out) for src, out in pairs if src not in sources)
+
+    def no_intervals(self, measures: Mapping[str, str], with_intervals: Set[str]) -> tuple[dict[str, str], bool]:
+        """The outputs ``ci=`` gives no interval (each with why), and whether any output gets one. Free.
+
+        ``measures``: each released measure without an interval, with why; ``with_intervals``: those with one.
+
+        Example:
+            >>> post = PostProcess("SELECT n, n + 1 AS m FROM __dp_released", (("n", "n"),), (), ("n", "m"),
+            ...                    derived=("m",))
+            >>> post.no_intervals({}, {"n"})
+            ({'m': 'an expression over measures has no interval (select a measure as it is for one)'}, True)
+
+        """
+        given = {out for _, out in self._pairs()}
+        sources = dict(self.columns)
+        missing: dict[str, str] = {}
+        has = False
+        for name in self.names or tuple(sources):
+            src = sources.get(name)
+            if src in with_intervals and all(f"{name}_{end}" in given for end in INTERVAL_ENDS):
+                has = True
+            elif src in with_intervals:
+                missing[name] = "its interval's column name is taken by another column"
+            elif src is not None and src in measures:
+                missing[name] = measures[src]
+            elif name in self.derived:
+                missing[name] = "an expression over measures has no interval (select a measure as it is for one)"
+        return missing, has
 
 
 def run(sql: str, released: pl.DataFrame, restore: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -214,7 +249,15 @@ def build_post(text: str, items: list[Json], having: Json | None, orders: list[J
     restore = tuple((n, schema[i["column_names"][0]]) for n, i in zip(names, out_items)
                     if i.get("class") == "COLUMN_REF" and len(i["column_names"]) == 1
                     and i["column_names"][0] in schema)
-    return PostProcess(sql, measured, restore, tuple(names), sql_ci, tuple(ends))
+    derived = tuple(n for n, i in zip(names, out_items) if n not in dict(measured)
+                    and contains(i, lambda node: _refers_to(node, measures)))
+    return PostProcess(sql, measured, restore, tuple(names), sql_ci, tuple(ends), derived)
+
+
+def _refers_to(node: Any, columns: Set[str]) -> bool:
+    """Whether ``node`` (a parse-tree node of the output side) is a reference to one of the released ``columns``."""
+    return isinstance(node, dict) and node.get("class") == "COLUMN_REF" and len(node.get("column_names", ())) == 1 \
+        and node["column_names"][0] in columns
 
 
 def _fails(sql: str, released: pl.DataFrame) -> str | None:

@@ -37,6 +37,7 @@ from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan
 
 if TYPE_CHECKING:
+    from dpframe.mechanism import MechanismPlan
     from dpframe.session import Session
 
 
@@ -122,7 +123,8 @@ class SQLQuery(Query):
         """Charge and run, then apply the SQL's post-processing to the released values.
 
         ``ci`` (see :meth:`dpframe.Query.collect`) adds ``<name>_ci_low`` / ``<name>_ci_high`` for every
-        selected column that is a measure itself (not for expressions over measures). ``diagnostics=True``
+        selected column that is a measure itself (not for expressions over measures: a ``dp.NoIntervalWarning``
+        names them, before the charge; a query with no interval at all is a PlanError, free). ``diagnostics=True``
         (see :meth:`dpframe.Query.collect`) returns ``Diagnosed(frame, diagnostics)``; ``accuracy`` (see
         there too) chooses the budget.
         """
@@ -164,9 +166,10 @@ class SQLQuery(Query):
                                 "column)", argument="ci",
                                 fix="give the selected column another alias, or leave ci= out")
 
-    def _output_names(self, missing: dict[str, str]) -> dict[str, str]:
-        """The selected columns that are a measure without an interval (expressions over measures have none)."""
-        return {name: missing[src] for name, src in self.post.columns if src in missing}
+    def _no_intervals(self, plans: Sequence[MechanismPlan]) -> tuple[dict[str, str], bool]:
+        """The selected columns without an interval: measures without one, and expressions over measures."""
+        return self.post.no_intervals({n: why for p in plans for n, why in p.no_intervals().items()},
+                                      {name for p in plans for name in p.interval_outputs()})
 
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:
