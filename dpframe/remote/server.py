@@ -199,6 +199,10 @@ class Server(Sealed):
                 return
             self._closed.set()
             clients = list(self._clients)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)   # wakes the accepting thread now (Linux), not at its next poll
+        except OSError:
+            pass                                        # elsewhere it sees the close within POLL_SECONDS
         self._listener.close()
         for conn in clients:
             try:
