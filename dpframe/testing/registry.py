@@ -428,7 +428,10 @@ class Overclaiming:
 
     With ``factor=2`` an additive mechanism's noise scale is halved (discrete Laplace t = Δ/(2ε)) while
     its reported cost stays ε: the audit must catch it. δ is multiplied by ``delta_factor`` (default:
-    ``factor``; e.g. a lower selection threshold for partition selection).
+    ``factor``; e.g. a lower selection threshold for partition selection). It declares the noise, curves and
+    accuracy of the honest plan for the share (what explain() shows and the engine's plan checks read), so the
+    engine sees a consistent plan and only the release draws less noise: the lie no check before the charge can
+    see (a plan that declared its real noise is refused as a plugin bug), which an audit must catch.
 
     Example:
         >>> import dpframe as dp
@@ -460,9 +463,11 @@ class Overclaiming:
         return self.inner.parts(measures, ctx)
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
-        """The inner plan for ``factor`` × ``share``, reporting the cost ``share``."""
+        """The inner plan for ``factor`` × ``share``, reporting the cost ``share`` and the share's declared noise."""
         first = share.rho if share.notion == "zcdp" else share.epsilon  # type: ignore[union-attr]
         delta = getattr(share, "delta", Fraction(0)) * (self.factor if self.delta_factor is None else self.delta_factor)
         plan = self.inner.plan(measures, ctx, make(share.notion, first * self.factor, delta))
-        plan.cost = share
+        honest = self.inner.plan(measures, ctx, share)
+        plan.cost, plan.noise, plan.privacy = share, honest.noise, honest.privacy
+        plan.accuracy, plan.ci95 = honest.accuracy, honest.ci95
         return plan
