@@ -35,6 +35,8 @@ from dpframe import accounting as acc
 from dpframe.budgets import zcdp_epsilon
 from dpframe.mechanism import Noise
 
+from .test_review51g import _audit  # run_audit: passes, with at least min_power of its claim
+
 # ------------------------------------------------------------------------------------------ accounting
 
 
@@ -196,18 +198,6 @@ def test_diagnostics_noise_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ------------------------------------------------------------------- neighbouring datasets (-m slow)
-
-
-def _audit(spec: Any, min_power: float = 0.0) -> None:
-    from dpframe.testing import run_audit
-
-    results = run_audit(spec)
-    for r in results:
-        print(r)
-    bad = [r for r in results if not r.passed]
-    assert not bad, "privacy audit failed:\n" + "\n".join(map(str, bad))
-    best = max(results, key=lambda r: r.epsilon_lower_bound / r.claimed_epsilon)
-    assert best.epsilon_lower_bound >= min_power * best.claimed_epsilon, f"the audit has no power: {best}"
 
 
 class _WithDiagnostics:

@@ -62,8 +62,8 @@ def served() -> Iterator[tuple[dp.Session, dp.Server, bytes]]:
         yield sess, server, key
 
 
-def _ask(remote: dp.Remote, kind: str) -> dict[str, Any]:
-    """Send ``kind``'s collect by hand on ``remote``'s channel; the server's question (its frames read)."""
+def _send(remote: dp.Remote, kind: str) -> Any:
+    """Send ``kind``'s collect by hand on ``remote``'s channel (its answers not read); the channel."""
     sql, keys, budget, options = ASKING[kind]
     packer = Packer()
     source = remote.sql(sql, keys=keys).packed(packer)
@@ -72,6 +72,12 @@ def _ask(remote: dp.Remote, kind: str) -> dict[str, Any]:
                        "attached": len(packer.attached)})
     for data in packer.attached:
         channel.send(data)
+    return channel
+
+
+def _ask(remote: dp.Remote, kind: str) -> dict[str, Any]:
+    """Send ``kind``'s collect by hand on ``remote``'s channel; the server's question (its frames read)."""
+    channel = _send(remote, kind)
     question = channel.receive_json(wire.REPLY_LIMIT)
     for _ in range(question["frames"]):
         channel.receive(wire.REPLY_LIMIT)
@@ -439,15 +445,7 @@ def test_an_answer_sent_before_its_question_is_read_as_the_answer(served: tuple[
     would: the request goes on and is charged once; the connection stays in step."""
     sess, server, key = served
     with dp.connect(server.address, authkey=key) as remote:
-        sql, keys, budget, options = ASKING["NoIntervalWarning"]
-        packer = Packer()
-        source = remote.sql(sql, keys=keys).packed(packer)
-        channel = remote._channel
-        channel.send_json({"op": "collect", **source, "budget": wire.budget_to_json(budget), **options,
-                           "attached": len(packer.attached)})
-        for data in packer.attached:
-            channel.send(data)
-        channel.send_json({"warned": True})
+        _send(remote, "NoIntervalWarning").send_json({"warned": True})
         assert _reply(remote)["ask"] == "warn"
         assert _reply(remote)["ok"] is True
         assert remote.tables() == ["v"]
