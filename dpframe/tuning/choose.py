@@ -15,7 +15,9 @@ so every choice here is post-processing. The error model, in one line per bound:
   the noise of a sum grows with max(|lo|, |hi|), of a mean/var/std with the width (hi − lo)/2.
 
 Bins whose noisy count is below the noise's (1 − 0.05/bins) half-width are read as empty
-(:func:`denoise`): noise in empty bins would otherwise invent a tail of huge units or values.
+(:func:`denoise`): noise in empty bins would otherwise invent a tail of huge units or values. A bin cut off
+from the bulk by empty bins must stand out at (1 − 10⁻⁶/bins): a phantom bound there (2⁵⁰ for values
+of 0–500) would make the release pure noise, so it may happen far more rarely than a one-bin widening.
 
 Example:
     >>> from dpframe.tuning.grid import ROW_CANDIDATES
@@ -41,7 +43,11 @@ from dpframe.tuning.grid import ROW_CANDIDATES, representatives
 Array = npt.NDArray[np.float64]
 
 MISS = 0.05
-"""The chance that noise alone makes some empty bin of a histogram look occupied (:func:`denoise`)."""
+"""The chance that noise alone makes some empty bin next to the bulk of a histogram look occupied (:func:`denoise`)."""
+
+FAR = 1e-6
+"""The chance that noise alone makes some empty bin cut off from the bulk look occupied (:func:`denoise`): such a
+phantom would move a bound by orders of magnitude, not by one bin."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +80,12 @@ def denoise(noisy: npt.ArrayLike, noise: Noise) -> Array:
     """Noisy counts read as a histogram: the bins that stand out of the noise and their neighbours (post-processing).
 
     A bin *stands out* when its count exceeds the noise's (1 − MISS/bins) half-width (noise alone does that
-    in some bin with probability ≤ MISS). The support runs from the lowest to the highest such bin and
-    grows outwards while the next bin exceeds the (1 − MISS) half-width; counts inside are kept (floored
-    at 0), counts outside are 0. Without this, noise in the many empty bins would invent a tail of huge
-    units or values. Nothing stands out: all 0.
+    in some bin with probability ≤ MISS). The support starts at the largest count, if it stands out, and grows
+    outwards while the next bin exceeds the (1 − MISS) half-width. A bin beyond it, cut off by bins that do
+    not, joins (with the bins between) only if it exceeds the (1 − FAR/bins) half-width: noise alone lifts
+    one of the many empty bins that high with probability ≤ FAR, where MISS would let it happen to about
+    one histogram in 40 and move a bound to the far end of the grid. Counts inside the support are kept
+    (floored at 0), counts outside are 0. Nothing stands out: all 0.
 
     Example:
         >>> from fractions import Fraction
@@ -87,11 +95,13 @@ def denoise(noisy: npt.ArrayLike, noise: Noise) -> Array:
     """
     counts = np.asarray(noisy, dtype=np.float64)
     out: Array = np.zeros_like(counts)
-    strong = np.flatnonzero(counts > noise.half_width(1 - MISS / max(counts.size, 1)) / float(noise.unit))
-    if not strong.size:
+    bins, unit = max(counts.size, 1), float(noise.unit)
+    peak = int(np.argmax(counts)) if counts.size else 0
+    if not counts.size or counts[peak] <= noise.half_width(1 - MISS / bins) / unit:
         return out
-    weak = noise.half_width(1 - MISS) / float(noise.unit)
-    low, high = int(strong[0]), int(strong[-1])
+    weak = noise.half_width(1 - MISS) / unit
+    far = np.flatnonzero(counts > noise.half_width(1 - FAR / bins) / unit)
+    low, high = min(peak, int(far[0]) if far.size else peak), max(peak, int(far[-1]) if far.size else peak)
     while low > 0 and counts[low - 1] > weak:
         low -= 1
     while high < counts.size - 1 and counts[high + 1] > weak:
@@ -170,4 +180,4 @@ def clipping_error(counts: npt.ArrayLike, edges: npt.ArrayLike, kind: str, noise
     return np.where(lo < hi, err, np.inf)
 
 
-__all__ = ["MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "kept_rows", "rows_error"]
+__all__ = ["FAR", "MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "kept_rows", "rows_error"]

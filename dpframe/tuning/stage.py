@@ -357,13 +357,30 @@ class Tuner:
             stand += [f"bounds (−1, 1) for {', '.join(columns)}"] if columns else []
             lines.append(f"release: shown below at {' and '.join(stand)}; its ± (and, with private keys, the "
                          "threshold τ) grows with the values chosen")
-        notes = [*shown.notes,
+        notes = [*shown.notes, *self._groups_note(),
                  "tuning: candidates 1, 2, 3, 4, 6, 8, ..., 65536 rows or groups; the rule and its failure modes are "
                  "in docs/bounds.md; collect(..., diagnostics=True) shows what was chosen"] if self.shares.tuning \
             else list(shown.notes)
         data = {**shown.data, "shares": self.shares.describe()}
         return Explain("dpframe query plan" + (" (bounds chosen privately)" if self.shares.tuning else ""),
                        shown.steps, (*lines, *shown.lines), tuple(notes), data)
+
+    def _groups_note(self) -> list[str]:
+        """Under ``max_rows="auto"`` without ``max_groups``, private keys: τ follows the chosen ``max_rows`` (public)."""
+        unit, node = self.source.unit, self.node
+        if unit.rows != AUTO or unit.groups is not None or not node.grouped or node.keys is not None:
+            return []
+        taus = []
+        for size in (1, 16, 256):
+            plan = plan_query(_context(self.source, unit.tuned(size, None)), stand_in(unit, node, size)[1],
+                              self.shares.release)
+            taus.append(f"{getattr(plan.selection, 'threshold', 0):,.0f} at {size}")
+        return [f"partition selection under max_rows='auto': this privacy unit gives no max_groups, so a unit may "
+                f"keep as many groups as the max_rows chosen, and τ grows with it (τ ≈ {', '.join(taus)}): with "
+                "hundreds of rows per unit, groups of fewer units than that are all suppressed, and the result can be "
+                "empty. If a unit is in few groups (an aircraft flies for one carrier), say so: "
+                "dp.PrivacyUnit(column, max_rows='auto', max_groups=<a number>) or max_groups='auto' (chosen "
+                "privately too), or pass public keys: group_by(..., keys=[...])"]
 
 
 def _noise_per_unit(plan: PhysicalPlan) -> float:
