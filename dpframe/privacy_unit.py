@@ -35,6 +35,9 @@ AUTO: Literal["auto"] = "auto"
 
 Bound = int | Literal["auto"]
 
+AUTO_MAX = 2**16
+"""The largest ``max_rows`` / ``max_groups`` that ``"auto"`` may choose: the most ``bound()`` may give under it."""
+
 
 def _bound(value: object, argument: str) -> Bound:
     if isinstance(value, str) and value == AUTO:
@@ -44,6 +47,12 @@ def _bound(value: object, argument: str) -> Bound:
                             fix=f"pass {argument}=1 or more (the most one privacy unit may contribute), or "
                                 f"{argument}='auto' to choose it privately per query")
     return int.__index__(value)      # a plain int: an int subclass's comparisons would see private counts
+
+
+def _tighter(a: Bound | None, b: Bound | None) -> Bound | None:
+    """The smaller number of the two; ``"auto"`` if neither is a number but one is ``"auto"``; else None."""
+    numbers = [v for v in (a, b) if isinstance(v, int)]
+    return min(numbers) if numbers else (AUTO if AUTO in (a, b) else None)
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -117,9 +126,7 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         if max_rows is None and max_groups is None:
             raise PlanError("give max_rows, max_groups or both", argument="bound", fix="e.g. bound(max_groups=1)")
         if self.auto:
-            raise PlanError("this session's unit chooses its bounds per query ('auto'): there is no number to tighten",
-                            argument="bound", fix="open the session with numbers for max_rows / max_groups to "
-                                                  "tighten them per query with bound()")
+            return self._pinned(max_rows, max_groups)
         rows = self.max_rows if max_rows is None else _positive_int(max_rows, "max_rows")
         groups = None if max_groups is None else _positive_int(max_groups, "max_groups")
         fix = ("a query may only tighten the bounds the session was opened with; open the session with the larger "
@@ -134,18 +141,48 @@ class PrivacyUnit(Final, argument="privacy_unit"):
             groups = min(self.max_groups, rows)
         return PrivacyUnit(self.column, rows, groups)
 
+    def _pinned(self, max_rows: int | None, max_groups: int | None) -> PrivacyUnit:
+        """:meth:`tightened` of a unit with an ``"auto"`` bound: numbers pinned for the frame's queries.
+
+        Each is at most what ``"auto"`` may choose (:data:`AUTO_MAX`) or the session's number; a bound left out
+        stays as the session has it.
+
+        Example:
+            >>> PrivacyUnit("user", max_rows="auto").tightened(max_rows=100)
+            PrivacyUnit('user', max_rows=100)
+            >>> PrivacyUnit("user", max_rows="auto").tightened(max_groups=1)
+            PrivacyUnit('user', max_rows='auto', max_groups=1)
+
+        """
+        rows: Bound = self.rows if max_rows is None else _positive_int(max_rows, "max_rows")
+        groups: Bound | None = self.groups if max_groups is None else _positive_int(max_groups, "max_groups")
+        fix = (f"under 'auto' a query may pin a number up to {AUTO_MAX} (the most 'auto' may choose), or up to the "
+               "session's own number; open the session with a larger one for more")
+        top_rows = AUTO_MAX if self.rows == AUTO else self.rows
+        if rows != AUTO and rows > top_rows:
+            raise PlanError(f"{rows} is looser than the session's unit (max_rows={self.rows!r}, at most {top_rows})",
+                            argument="max_rows", fix=fix)
+        top_groups = AUTO_MAX if self.groups in (AUTO, None) else self.groups
+        if groups not in (AUTO, None) and groups > top_groups:
+            raise PlanError(f"{groups} is looser than the session's unit (max_groups={self.groups!r}, at most "
+                            f"{top_groups})", argument="max_groups", fix=fix)
+        return PrivacyUnit(self.column, rows, groups)
+
     def within(self, other: PrivacyUnit) -> PrivacyUnit:
         """The tighter of this unit's and ``other``'s bounds, on this unit's column (``other`` cannot loosen them).
+
+        A number is tighter than ``"auto"``; ``max_groups`` left out (None) follows ``max_rows``.
 
         Example:
             >>> PrivacyUnit("user", max_rows=5).within(PrivacyUnit("user", max_rows=50, max_groups=2))
             PrivacyUnit('user', max_rows=5, max_groups=2)
+            >>> PrivacyUnit("user", max_rows="auto", max_groups="auto").within(PrivacyUnit("user", max_rows=64))
+            PrivacyUnit('user', max_rows=64, max_groups='auto')
 
         """
         if self.column is None:
             return self
-        groups = [g for g in (self.max_groups, other.max_groups) if g is not None]
-        return PrivacyUnit(self.column, min(self.max_rows, other.max_rows), min(groups) if groups else None)
+        return PrivacyUnit(self.column, _tighter(self.rows, other.rows) or AUTO, _tighter(self.groups, other.groups))
 
     @property
     def auto(self) -> bool:
@@ -255,8 +292,12 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         return text + " per unit (uniform random subset; null ids dropped)"
 
 
+PIN_FIX = ("pin one for this query: frame.bound({argument}=<a number>) (at most " + str(AUTO_MAX) + "), or open the "
+           "session with dp.PrivacyUnit(column, {argument}=<a number>)")
+"""The fix of a query that needs a number where the session's unit says ``"auto"`` (``{argument}``: which)."""
+
+
 def _needs_number(argument: str) -> PlanError:
     return PlanError(f"{argument}='auto' is chosen per query by agg queries (group_by(...).agg, agg, SQL "
                      "aggregates); this query needs a number", argument=argument,
-                     fix=f"open the session with dp.PrivacyUnit(column, {argument}=<a number>) for this kind "
-                         "of query")
+                     fix=PIN_FIX.format(argument=argument))

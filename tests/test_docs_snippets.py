@@ -88,6 +88,14 @@ def shown_outputs(text: str) -> list[tuple[int, list[str], bool]]:
     return out
 
 
+def test_every_example_block_shows_a_frame() -> None:
+    """An ``# e.g.`` block is compared by its frames' outline only: one without a frame would check nothing. Noisy
+    values outside a frame go in the code, as ``# e.g. value`` beside what is public about them as ``# -> value``."""
+    empty = [f"{page.name}:{line}" for page in PAGES
+             for line, shown, example in shown_outputs(page.read_text(encoding="utf-8")) if example and not shown]
+    assert not empty, f"'{EXAMPLE}' blocks that show no frame, so nothing of them is checked: {empty}"
+
+
 def outline(lines: list[str]) -> list[str]:
     """The ``shape: ...`` lines and the headers (names, ``---``, dtypes) of the Polars frames in ``lines``, each with
     its runs of spaces squeezed (a column's width follows its noisy values)."""

@@ -185,8 +185,11 @@ class Scan(Node):
         return self.table_schema
 
     def describe(self) -> str:
-        bound = "" if self.bound is None else f", bound to ≤ {self.bound.max_rows} rows" + (
-            f", ≤ {self.bound.max_groups} groups" if self.bound.max_groups is not None else "") + " per unit"
+        bound = ""
+        if self.bound is not None:       # a number, or "auto" where bound() left the session's choice in place
+            rows, groups = self.bound.rows, self.bound.groups
+            parts = [f"≤ {n} {what}" for n, what in ((rows, "rows"), (groups, "groups")) if isinstance(n, int)]
+            bound = f", bound to {', '.join(parts)} per unit"
         return f"Scan {self.table} ({len(self.table_schema)} columns{bound})"
 
 

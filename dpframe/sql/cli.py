@@ -44,6 +44,7 @@ from dpframe.accounting.ledger import decode
 from dpframe.aggregate import confidence
 from dpframe.budgets import Budget, describe
 from dpframe.plugin import plugin_host
+from dpframe.privacy_unit import PIN_FIX
 from dpframe.tuning.diagnostics import Diagnosed
 
 COMMANDS = ("query", "explain", "budget", "serve")
@@ -402,6 +403,8 @@ DECLARED_BOUNDS = re.compile(r"dp\.Session\(\.\.\., bounds=\{'([^']+)': \(lower,
 UNIT_BOUND = re.compile(r"dp\.PrivacyUnit\('[^']*', max_rows=N\)")
 """A fix giving the privacy unit its ``max_rows``; ``--max-rows N`` here."""
 SPELLINGS = (
+    (PIN_FIX.format(argument="max_rows"), "--max-rows N"),      # the command line has no frame.bound()
+    (PIN_FIX.format(argument="max_groups"), "--max-groups N"),
     ("dp.Session(..., public_keys={'table.column': [...]}) or sess.sql(..., keys={...})",
      "--keys TABLE.COLUMN=V1,V2,..."),
     ("dp.Session(public_keys={'table.column': [...]}) or sess.sql(..., keys={...})", "--keys TABLE.COLUMN=V1,V2,..."),

@@ -55,6 +55,23 @@ def released_dtype(m: Measure) -> pl.DataType:
     return pl.Float64()
 
 
+def _beside(frame: pl.DataFrame, pairs: tuple[tuple[str, str], ...]) -> pl.DataFrame:
+    """``frame`` with each output's interval columns right after it, as a method chain's ``collect(ci=...)`` has them.
+
+    Example:
+        >>> _beside(pl.DataFrame({"n": [1], "m": [2.0], "n_ci_low": [0], "n_ci_high": [2]}),
+        ...         (("n_ci_low", "n_ci_low"), ("n_ci_high", "n_ci_high"))).columns
+        ['n', 'n_ci_low', 'n_ci_high', 'm']
+
+    """
+    added = {out for _, out in pairs if out in frame.columns}
+    order: list[str] = []
+    for name in frame.columns:
+        if name not in added:
+            order += [name, *(f"{name}_{end}" for end in INTERVAL_ENDS if f"{name}_{end}" in added)]
+    return frame.select(order + [name for name in frame.columns if name not in order])
+
+
 @dataclass(frozen=True)
 class PostProcess:
     """Reshapes the released frame: a column selection, or a DuckDB query over the released values.
@@ -96,8 +113,8 @@ class PostProcess:
         pairs = self._pairs()
         present = {src for src, _ in pairs if src in released.columns}
         if self.sql is None:
-            return released.select([pl.col(src).alias(out) for out, src in self.columns] + (
-                [pl.col(src).alias(out) for src, out in pairs if src in present] if intervals else []))
+            return _beside(released.select([pl.col(src).alias(out) for out, src in self.columns] + (
+                [pl.col(src).alias(out) for src, out in pairs if src in present] if intervals else [])), pairs)
         if not intervals or not present or self.sql_ci is None:
             return run(self.sql, released, dict(self.restore))
         # the measures without intervals get null ones for the query, dropped from its output
@@ -105,7 +122,7 @@ class PostProcess:
         out = run(self.sql_ci, released.with_columns([pl.lit(None, pl.Float64).alias(c) for c in missing]),
                   dict(self.restore))
         dropped = {out_name for src, out_name in pairs if src in missing}
-        return out.drop([c for c in out.columns if c in dropped])
+        return _beside(out.drop([c for c in out.columns if c in dropped]), pairs)
 
     def _pairs(self) -> tuple[tuple[str, str], ...]:
         """The (interval column, output name) pairs ``apply`` passes on where the released frame has them."""

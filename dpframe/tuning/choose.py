@@ -180,4 +180,5 @@ def clipping_error(counts: npt.ArrayLike, edges: npt.ArrayLike, kind: str, noise
     return np.where(lo < hi, err, np.inf)
 
 
-__all__ = ["FAR", "MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "kept_rows", "rows_error"]
+__all__ = ["FAR", "MISS", "Chosen", "ErrorModel", "clipping_error", "denoise", "groups_error", "kept_rows",
+           "rows_error"]

@@ -22,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from dpframe.privacy_unit import AUTO_MAX
+
 
 def _ladder(low_exp: int, high_exp: int) -> list[Fraction]:
     """2^k and 1.5·2^k for k in [low_exp, high_exp), then 2^high_exp: ratios of 1.5 and 4/3 in turn."""
@@ -31,7 +33,7 @@ def _ladder(low_exp: int, high_exp: int) -> list[Fraction]:
     return [*out, Fraction(2) ** high_exp]
 
 
-AUTO_MAX_ROWS = 2**16
+AUTO_MAX_ROWS = AUTO_MAX
 """The largest ``max_rows`` / ``max_groups`` that ``"auto"`` may choose."""
 
 ROW_CANDIDATES: tuple[int, ...] = tuple(sorted({int(x) for x in _ladder(0, 16)}))

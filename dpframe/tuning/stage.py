@@ -173,7 +173,8 @@ def check_auto(source: Source, node: Aggregate) -> None:
             if m.kind not in AUTO_KINDS or m.column is None:
                 raise PlanError(f"bounds='auto' is for {', '.join(sorted(AUTO_KINDS))} only, not {m.describe()} (the "
                                 "release must accept every candidate range the tuning stage may choose)",
-                                argument="bounds", fix="pass bounds=(lower, upper), e.g. from frame.bounds(column)")
+                                argument="bounds", fix="pass bounds=(lower, upper), e.g. from frame.bounds(column) "
+                                "(under max_rows='auto': frame.bound(max_rows=<a number>).bounds(column))")
             dtype = node.schema.get(m.column)
             if dtype is not None and not (dtype.is_numeric() or dtype == pl.Boolean):
                 raise SchemaError(f"bounds='auto' needs a numeric column; {m.column!r} is {dtype}", argument="bounds",
@@ -366,7 +367,7 @@ class Tuner:
                        shown.steps, (*lines, *shown.lines), tuple(notes), data)
 
     def _groups_note(self) -> list[str]:
-        """Under ``max_rows="auto"`` without ``max_groups``, private keys: τ follows the chosen ``max_rows`` (public)."""
+        """Under ``max_rows="auto"`` without ``max_groups``, private keys: τ follows the chosen ``max_rows``."""
         unit, node = self.source.unit, self.node
         if unit.rows != AUTO or unit.groups is not None or not node.grouped or node.keys is not None:
             return []

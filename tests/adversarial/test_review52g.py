@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 
 import dpframe as dp
 from dpframe.mechanism import Noise
@@ -61,3 +63,71 @@ def test_explain_warns_that_private_keys_follow_an_automatic_max_rows() -> None:
     assert notes(dp.PrivacyUnit("user_id", max_rows="auto", max_groups=1)) == []
     assert notes(dp.PrivacyUnit("user_id", max_rows="auto", max_groups="auto")) == []
     assert notes(dp.PrivacyUnit("user_id", max_rows="auto"), keys=["Oslo"]) == []
+
+
+@pytest.mark.filterwarnings("ignore::dpframe.NoIntervalWarning")
+def test_sql_puts_each_interval_beside_its_measure_as_the_method_chain_does() -> None:
+    """The same query, asked with ci=0.95 in SQL and by method chain, gave its columns in two orders: the chain
+    each measure's interval after it, SQL all the intervals at the end."""
+    sess = dp.Session({"v": dp.datasets.visits(2_000)}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=5),
+                      budget=dp.PureDP(10), seed=0)
+    keys = ["Berlin", "Oslo"]
+    chain = sess.table("v").group_by("city", keys=keys).agg(
+        n=dp.len(), m=dp.mean("spend", bounds=(0, 500)), q=dp.median("spend", bounds=(0, 500)))
+    want = ["city", "n", "n_ci_low", "n_ci_high", "m", "m_ci_low", "m_ci_high", "q"]
+    assert chain.collect(dp.PureDP(1), ci=0.95).columns == want
+    plain = "SELECT city, COUNT(*) AS n, AVG(CLAMP(spend, 0, 500)) AS m, MEDIAN(CLAMP(spend, 0, 500)) AS q " \
+            "FROM v GROUP BY city"
+    for text in (plain, plain + " ORDER BY n DESC LIMIT 5"):      # a selection, and a post-processing query
+        assert sess.sql(text, keys={"city": keys}).collect(dp.PureDP(1), ci=0.95).columns == want
+    derived = sess.sql("SELECT COUNT(*) AS n, COUNT(*) * 2 AS twice, AVG(CLAMP(spend, 0, 500)) AS m FROM v")
+    assert derived.collect(dp.PureDP(1), ci=0.95).columns == ["n", "n_ci_low", "n_ci_high", "twice", "m", "m_ci_low",
+                                                              "m_ci_high"]
+
+
+def _noise_lines(query: Any, budget: Any) -> list[str]:
+    return [line for line in str(query.explain(budget)).splitlines() if "discrete" in line]
+
+
+def test_bound_pins_a_number_under_an_automatic_unit() -> None:
+    """Under max_rows='auto', top-k, frame.bounds, the learners and the robust median are refused (they need a
+    number), and so was frame.bound(): "there is no number to tighten", fix "open the session with numbers" — a new
+    session, for an analyst who holds one. A quantile's bounds='auto' refusal sent the analyst to frame.bounds,
+    refused in turn. bound(max_rows=N) now pins a number for the frame's queries, calibrated exactly as in a session
+    opened with it; one looser than what 'auto' may choose is refused, free."""
+    data = dp.datasets.visits(3_000)
+    auto = dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("user_id", max_rows="auto"),
+                      budget=dp.ApproxDP(5, 1e-6), seed=0)
+    fixed = dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=20),
+                       budget=dp.ApproxDP(5, 1e-6), seed=0)
+    budget = dp.ApproxDP(0.5, 1e-7)
+    with pytest.raises(dp.PlanError, match=r"max_rows.*Fix: pin one for this query: frame\.bound\(max_rows=<a number>\)"
+                                           r" \(at most 65536\)"):
+        auto.table("v").group_by("city").top_k(2).cost(budget)
+    pinned = auto.table("v").bound(max_rows=20)
+    for build in (lambda t: t.group_by("city").top_k(2), lambda t: t.bounds("spend"),
+                  lambda t: t.group_by("city", keys=["Oslo"]).agg(dp.len(), dp.sum("spend", bounds=(0, 500)))):
+        assert _noise_lines(build(pinned), budget) == _noise_lines(build(fixed.table("v")), budget)
+        assert build(pinned).cost(budget) == build(fixed.table("v")).cost(budget)
+    low, high = pinned.bounds("spend").collect(dp.PureDP(0.5))
+    assert 0 <= low < high
+    with pytest.raises(dp.PlanError, match=r"max_rows: 65537 is looser than the session's unit \(max_rows='auto', at "
+                                           r"most 65536\)"):
+        auto.table("v").bound(max_rows=2**16 + 1)
+    with pytest.raises(dp.PlanError, match="max_rows: 21 is looser"):
+        dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=20, max_groups="auto"),
+                   budget=dp.PureDP(1)).table("v").bound(max_rows=21)
+    assert auto.history().height == 1          # the refusals charged nothing
+
+
+def test_bound_max_groups_alone_keeps_max_rows_automatic() -> None:
+    data = dp.datasets.visits(3_000)
+    auto = dp.Session({"v": data}, privacy_unit=dp.PrivacyUnit("user_id", max_rows="auto"),
+                      budget=dp.ApproxDP(5, 1e-6), seed=0)
+    q = auto.table("v").bound(max_groups=1).group_by("city").agg(dp.len())
+    text = str(q.explain(dp.ApproxDP(1, 1e-7)))
+    assert "max_rows chosen privately, ≤ 1 groups per unit" in text and "budget split: max_rows ε=1/10" in text
+    assert "Scan v (5 columns, bound to ≤ 1 groups per unit)" in text
+    assert "partition selection under max_rows='auto'" not in text      # max_groups is given: τ does not follow
+    out = q.collect(dp.ApproxDP(1, 1e-7), diagnostics=True)
+    assert out.diagnostics["diagnostic"][0] == "max_rows (chosen)" and out.frame.height > 0

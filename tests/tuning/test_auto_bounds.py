@@ -146,10 +146,12 @@ def test_nothing_to_diagnose() -> None:
     assert info.value.argument == "diagnostics" and _first(sess.spent()) == 0
 
 
-def test_bound_refuses_an_auto_unit_and_charges_nothing() -> None:
-    """frame.bound() tightens numbers; an 'auto' unit has none yet, so it is refused before anything runs."""
+def test_bound_under_an_auto_unit_pins_a_number_and_a_looser_one_charges_nothing() -> None:
+    """frame.bound() under an 'auto' unit pins a number for the frame's queries (review 52g: it was refused, which
+    left top-k and frame.bounds unreachable in such a session); one above what 'auto' may choose is refused, free."""
     data = pl.DataFrame({"u": [i % 20 for i in range(200)], "g": [i % 3 for i in range(200)]})
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows="auto"), budget=dp.PureDP(4), seed=0)
+    assert "≤ 2 rows per unit" in str(sess.table("t").bound(max_rows=2).agg(dp.len()).explain(dp.PureDP(1)))
     with pytest.raises(dp.PlanError, match="'auto'") as info:
-        sess.table("t").bound(max_rows=2)
-    assert info.value.argument == "bound" and sess.history().height == 0
+        sess.table("t").bound(max_rows=2**16 + 1)
+    assert info.value.argument == "max_rows" and sess.history().height == 0
