@@ -356,8 +356,12 @@ class Tuner:
             columns = [item[7:-1] for item in tuned if item.startswith("bounds(")]
             stand = [f"{item}=1" for item in ("max_rows", "max_groups") if item in tuned]
             stand += [f"bounds (−1, 1) for {', '.join(columns)}"] if columns else []
+            grows = (["every ± in proportion to the max_rows chosen"] if "max_rows" in tuned else []) + (
+                [f"the ± of {', '.join(columns)} to the size of the bounds chosen"] if columns else [])
             lines.append(f"release: shown below at {' and '.join(stand)}; its ± (and, with private keys, the "
-                         "threshold τ) grows with the values chosen")
+                         "threshold τ) grows with the values chosen" + (f" ({'; '.join(grows)})" if grows else "") +
+                         ": the ± below is at these stand-ins, not at the values chosen (collect(..., ci=0.95) "
+                         "gives intervals at the values chosen)")
         notes = [*shown.notes, *self._groups_note(),
                  "tuning: candidates 1, 2, 3, 4, 6, 8, ..., 65536 rows or groups; the rule and its failure modes are "
                  "in docs/bounds.md; collect(..., diagnostics=True) shows what was chosen"] if self.shares.tuning \

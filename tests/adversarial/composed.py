@@ -804,8 +804,9 @@ RATES = (0.5, 0.9, 1.0, 0.05)
 def row_step(draw: st.DrawFn, columns: Columns, depth: int, unit: dp.PrivacyUnit, tuned: bool = False,
           sample: bool = False) -> tuple[str, Any]:
     """One row step. With ``tuned``, a ``bound`` step is one the unit accepts (never looser than the unit; a filter
-    under an ``"auto"`` unit, whose chains compare tuned runs: a pinned number is test_review52g's); with ``sample``, ``frame.sample(rate)`` is a step (a
-    filter under an ``"auto"`` unit with ``tuned``: its queries cannot tune bounds on a sample, refused, free)."""
+    under an ``"auto"`` unit, whose chains compare tuned runs: a pinned number is test_review52g's); with
+    ``sample``, ``frame.sample(rate)`` is a step (a filter under an ``"auto"`` unit with ``tuned``: its queries
+    cannot tune bounds on a sample, refused, free)."""
     row_unit = unit.column is None
     kind = draw(st.sampled_from(["filter", "with_columns", "with_columns", "select", "drop", "rename",
                                  *([] if row_unit else ["bound"]), *(["sample"] if sample else [])]))

