@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from dpframe.backends.base import ChecksUnit, LoadsOwnTables, SourceAware, SparkBound
 from dpframe.engine_output import STREAMING
-from dpframe.errors import ArgumentError, DPFrameError, PluginError, SchemaError, TableChangedError
+from dpframe.errors import ArgumentError, DPFrameError, PluginError, SchemaError, TableChangedError, one_of
 from dpframe.file_versions import FileVersion, file_version
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.sealed import ReadOnlySchema
@@ -174,7 +174,7 @@ class TableCatalog:
         """Table ``name``'s public schema; a SchemaError naming the tables otherwise."""
         check_table_name(name, self.names)
         if name not in self._schemas:
-            raise SchemaError(f"unknown table {name!r}", argument="name", fix=f"use one of {self.names()}")
+            raise SchemaError(f"unknown table {name!r}", argument="name", fix=one_of(name, self.names()))
         return self._schemas[name]
 
     @property

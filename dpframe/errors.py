@@ -16,12 +16,30 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+
+
+def one_of(name: object, names: Iterable[str], what: str = "") -> str:
+    """The fix for an unknown name: the closest public name first, if one is close, then all of them.
+
+    ``names`` are public (a schema's columns, the session's tables), so the fix says nothing of the data.
+
+    Example:
+        >>> one_of("arr_dealy", ["origin", "arr_delay"])
+        "did you mean 'arr_delay'? Use one of ['origin', 'arr_delay']"
+        >>> one_of("zzz", ["origin"], "the columns ")
+        "use one of the columns ['origin']"
+
+    """
+    names = list(names)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    return (f"did you mean {close[0]!r}? Use" if close else "use") + f" one of {what}{names}"
 
 
 class DPFrameError(Exception):

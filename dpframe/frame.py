@@ -29,7 +29,7 @@ from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
 from dpframe.budgets import Budget
 from dpframe.display import query_html
-from dpframe.errors import BudgetError, NoIntervalWarning, PlanError, SchemaError, emit
+from dpframe.errors import BudgetError, NoIntervalWarning, PlanError, SchemaError, emit, one_of
 from dpframe.explain import no_interval_notes
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.habits import FRAME, GROUP_BY, habit
@@ -175,7 +175,7 @@ class Frame(FixedClass):
         node = self._node
         for name, value in constraints.items():
             if name not in self.schema:
-                raise SchemaError(f"unknown column {name!r}", argument=name, fix=f"use one of {self.columns}")
+                raise SchemaError(f"unknown column {name!r}", argument=name, fix=one_of(name, self.columns))
             if isinstance(value, pl.Expr | pl.Series | pl.DataFrame | list | tuple | dict | set):
                 raise PlanError(f"{name}=... must be a single value, got {type(value).__name__}", argument=name,
                                 fix=f"pass a value, e.g. {name}=..., or a predicate such as pl.col({name!r}) > 1")
@@ -251,7 +251,7 @@ class Frame(FixedClass):
                 raise SchemaError(f"expected a column name, got {type(c).__name__}", argument=argument,
                                   fix=f"use one of {self.columns}")
             if c not in self.schema:
-                raise SchemaError(f"unknown column {c!r}", argument=argument, fix=f"use one of {self.columns}")
+                raise SchemaError(f"unknown column {c!r}", argument=argument, fix=one_of(c, self.columns))
             if c == self._unit():
                 raise PlanError(f"the privacy-unit column {c!r} {unit_rule}", argument=argument,
                                 fix=f"leave {c!r} out of {method}")
@@ -316,7 +316,7 @@ class Frame(FixedClass):
             raise PlanError("group by at least one column", argument="by", fix="e.g. group_by('city')")
         for c in cols:
             if c not in frame.schema:
-                raise SchemaError(f"unknown column {c!r}", argument="by", fix=f"use one of {self.columns}")
+                raise SchemaError(f"unknown column {c!r}", argument="by", fix=one_of(c, self.columns))
         if len(set(cols)) != len(cols):
             raise PlanError(f"repeated key column in {cols}", argument="by", fix="name each column once")
         return GroupBy(frame, tuple(cols), None if keys is None else _public_keys(keys, cols, frame.schema),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dpframe.engine_output import ENGINE
-from dpframe.errors import PlanError, SchemaError
+from dpframe.errors import PlanError, SchemaError, one_of
 from dpframe.measures import Measure
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
@@ -286,7 +286,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
     for e in flat:
         if isinstance(e, str):
             if e not in schema:                     # (a name Polars cannot take, a lone surrogate, refused here too)
-                raise SchemaError(f"unknown column {e!r:.60}", argument=argument, fix=f"use one of {schema.names()}")
+                raise SchemaError(f"unknown column {e!r:.60}", argument=argument, fix=one_of(e, schema.names()))
             e = pl.col(e)
         out.append(total_expression(e, argument, schema))
     for name, e in named.items():

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from dpframe.engine_output import ENGINE
-from dpframe.errors import SchemaError
+from dpframe.errors import SchemaError, one_of
 from dpframe.measures import Bounds, check_bounds
 from dpframe.sealed import plain_frame
 from dpframe.tables import check_column_names, load_table
@@ -124,10 +124,10 @@ class SQLCatalog:
             schema = self.public[table].schema
         if schema is None:
             raise SchemaError(f"unknown table {table!r}", argument=argument,
-                              fix=f"use one of {sorted([*self.private, *self.public])}")
+                              fix=one_of(table, sorted([*self.private, *self.public])))
         if column not in schema:
             raise SchemaError(f"table {table!r} has no column {column!r}", argument=argument,
-                              fix=f"use one of {list(schema.names())}")
+                              fix=one_of(column, schema.names()))
         return schema[column]
 
     def lookup(self, name: str) -> tuple[str, str] | None:

@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import difflib
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,8 +130,10 @@ class Lowering:
         found = self.catalog.lookup(name)
         if found is None:
             what = "a file name cannot be read as a table" if "." in name or "/" in name else "unknown table"
+            close = difflib.get_close_matches(name, [*self.catalog.private, *self.catalog.public], n=1)
             raise SchemaError(f"{what}: {fragment(self.text, ref)}", argument="sql",
-                              fix=f"register it on the session and use its name ({self.registered()})")
+                              fix=(f"did you mean {close[0]!r}? Or " if close else "") +
+                              f"register it on the session and use its name ({self.registered()})")
         kind, table = found
         quals = frozenset({alias.lower()})
         if kind == "public":

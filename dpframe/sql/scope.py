@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from dpframe.errors import SchemaError
+from dpframe.errors import SchemaError, one_of
 
 
 @dataclass(frozen=True)
@@ -85,4 +85,4 @@ class Scope:
             raise SchemaError(f"column {name!r} is ambiguous in {where}", argument="sql",
                               fix=f"qualify it with its table alias (one of {quals})")
         raise SchemaError(f"unknown column {'.'.join(parts)!r} in {where}", argument="sql",
-                          fix=f"use one of the columns {self.names()}")
+                          fix=one_of(name, self.names(), "the columns "))

@@ -40,7 +40,7 @@ from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
 from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, divide, down, make, sqrt_down, up
-from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError, one_of
 from dpframe.measures import COUNT_KINDS, Measure, check_ddof
 from dpframe.mechanism import (
     MAX_GRID_EXPONENT,
@@ -281,7 +281,7 @@ class AggregateMechanism:
             return
         if measure.column not in ctx.schema:
             raise SchemaError(f"unknown column {measure.column!r}", argument="column",
-                              fix=f"use one of {list(ctx.schema.names())}")
+                              fix=one_of(measure.column, ctx.schema.names()))
         dtype = ctx.schema[measure.column]
         if kind == "count_distinct":
             if dtype.is_nested() or dtype == pl.Object:

@@ -40,7 +40,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe, down, up
 from dpframe.domains import OrderedDomain
-from dpframe.errors import ArgumentError, BudgetError, PlanError, SchemaError
+from dpframe.errors import ArgumentError, BudgetError, PlanError, SchemaError, one_of
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.mechanism import SortedCodes, Statistic, statistic_values
 from dpframe.noise import RandomSource, discrete_laplace
@@ -387,7 +387,7 @@ class LearningQuery(Generic[R]):
 
 def _column(source: Source, column: object, argument: str) -> str:
     if not isinstance(column, str) or column not in source.schema:
-        raise SchemaError(f"unknown column {column!r}", argument=argument, fix=f"use one of {list(source.schema)}")
+        raise SchemaError(f"unknown column {column!r}", argument=argument, fix=one_of(column, source.schema))
     if column == source.unit.column:
         raise SchemaError(f"{column!r} is the privacy-unit column", argument=argument,
                           fix="learn from another column")

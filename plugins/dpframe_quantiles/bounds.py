@@ -33,7 +33,7 @@ import polars as pl
 
 from dpframe.aggregate import Aggregates
 from dpframe.domains import MAX_SIZE, OrderedDomain, domain_kind
-from dpframe.errors import ArgumentError, BoundsError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, SchemaError, one_of
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import quantile, quantile_fractions
 from dpframe_quantiles.grid_bounds import GridBoundsQuery
@@ -64,7 +64,7 @@ class BoundsQuery:
     def __init__(self, source: Source, column: str, *, domain: Any = None, quantiles: Any = (0.01, 0.99),
                  resolution: Any = None) -> None:
         if not isinstance(column, str) or column not in source.schema:
-            raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
+            raise SchemaError(f"unknown column {column!r}", argument="column", fix=one_of(column, source.schema))
         qs = _pair(quantiles)
         if domain is None:
             domain, default_resolution = default_domain(column, source.schema[column])
@@ -106,7 +106,7 @@ class Bounds:
               resolution: Any = None) -> BoundsQuery | GridBoundsQuery:
         """Validate the arguments (free) and build the query: numeric columns on a relative grid."""
         if not isinstance(column, str) or column not in source.schema:
-            raise SchemaError(f"unknown column {column!r}", argument="column", fix=f"use one of {list(source.schema)}")
+            raise SchemaError(f"unknown column {column!r}", argument="column", fix=one_of(column, source.schema))
         dtype = source.schema[column]
         if dtype.is_numeric() and not dtype.is_decimal():
             low, high = _pair(quantiles)

@@ -48,7 +48,7 @@ import polars as pl
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, PureDP, divide, make, up
 from dpframe.domains import OrderedDomain
-from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError
+from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError, one_of
 from dpframe.measures import Measure, quantile_fractions
 from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statistic
 from dpframe.noise import RandomSource
@@ -82,7 +82,7 @@ def domain_of(measure: Measure, schema: pl.Schema) -> OrderedDomain:
     assert measure.column is not None
     if measure.column not in schema:
         raise SchemaError(f"unknown column {measure.column!r}", argument="column",
-                          fix=f"use one of {list(schema.names())}")
+                          fix=one_of(measure.column, schema.names()))
     bounds = measure.bounds if measure.bounds is not None else measure.option("bounds")
     if bounds is None:
         raise BoundsError("quantiles need public bounds", argument="bounds",

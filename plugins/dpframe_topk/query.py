@@ -35,7 +35,7 @@ import polars as pl
 
 from dpframe.accounting import curves
 from dpframe.budgets import ZCDP, Budget, describe, make, up
-from dpframe.errors import BoundsError, BudgetError, PlanError
+from dpframe.errors import BoundsError, BudgetError, PlanError, one_of
 from dpframe.family import Explain, FamilyPlan, Source, written_in_sql
 from dpframe.measures import Measure, count_units
 from dpframe.mechanism import MIN_GRID_EXPONENT, Statistic
@@ -127,7 +127,8 @@ def score_of(measure: object, unit: PrivacyUnit, schema: pl.Schema, spelling: Sp
         raise PlanError(f"{measure!r} is not a dp measure", argument="score", fix=fix)
     rows = Fraction(1 if unit.is_row else unit.max_rows)
     if measure.column is not None and measure.column not in schema:
-        raise PlanError(f"unknown column {measure.column!r}", argument="score", fix=f"use one of {schema.names()}")
+        raise PlanError(f"unknown column {measure.column!r}", argument="score",
+                        fix=one_of(measure.column, schema.names()))
     if measure.kind == "count_units":
         return Score(measure, Statistic("units"), Fraction(1), Fraction(1), Fraction(1), bound_rows=False)
     if measure.kind == "len":

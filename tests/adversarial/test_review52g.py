@@ -143,3 +143,28 @@ def test_explain_of_a_tuned_query_says_its_plus_minus_is_not_the_releases() -> N
     (line,) = [x for x in text.splitlines() if x.startswith("release: shown below at")]
     assert "every ± in proportion to the max_rows chosen; the ± of spend to the size of the bounds chosen" in line
     assert "the ± below is at these stand-ins, not at the values chosen" in line
+
+
+def test_a_misspelt_column_or_table_gets_the_closest_name_first() -> None:
+    """'arr_dealy' got "use one of [...]" with every column: on a wide table the fix is a list to read. The closest
+    public name now comes first (the schema's, never the data's), and nothing is charged."""
+    sess = dp.Session({"visits": dp.datasets.visits(500)}, privacy_unit=dp.PrivacyUnit("user_id", max_rows=5),
+                      budget=dp.PureDP(1), seed=0)
+    t = sess.table("visits")
+    attempts = {
+        "column": lambda: t.agg(dp.mean("spnd", bounds=(0, 1))),
+        "by": lambda: t.group_by("citty", keys=["Oslo"]),
+        "cty": lambda: t.filter(cty="Oslo"),
+        "exprs": lambda: t.select("agee"),
+        "sql": lambda: sess.sql("SELECT AVG(CLAMP(spnd, 0, 1)) FROM visits").cost(dp.PureDP(0.1)),
+        "name": lambda: sess.table("vists"),
+    }
+    wanted = {"column": "spend", "by": "city", "cty": "city", "exprs": "age", "sql": "spend", "name": "visits"}
+    for argument, attempt in attempts.items():
+        with pytest.raises(dp.SchemaError) as info:
+            attempt()
+        assert info.value.argument == argument and info.value.fix.startswith(f"did you mean '{wanted[argument]}'? "), \
+            info.value.fix
+    with pytest.raises(dp.SchemaError, match=r"unknown table: 'vistis'. Fix: did you mean 'visits'\? Or register"):
+        sess.sql("SELECT COUNT(*) FROM vistis").cost(dp.PureDP(0.1))
+    assert sess.history().height == 0
