@@ -223,6 +223,7 @@ def test_a_query_that_needs_a_number_under_max_rows_auto_is_refused_by_a_plan_er
     charged — though it is refused before anything is charged."""
     data = pl.DataFrame({"u": [1, 2, 3, 1], "s": ["a", "b", "a", "a"], "x": [1.0, 2.0, 3.0, 4.0]})
     sess = open_session(data, "polars", (dp.PrivacyUnit("u", max_rows="auto"), "rdp"))
-    with pytest.raises(dp.PlanError, match=r"^max_rows: max_rows='auto' is chosen per query .* Fix: open the "):
+    with pytest.raises(dp.PlanError, match=r"^max_rows: max_rows='auto' is chosen per query .* Fix: pin one for this "
+                                           r"query: frame\.bound\(max_rows=<a number>\) .*, or open the "):
         call(sess)
     assert sess.history().height == 0

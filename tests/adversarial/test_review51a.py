@@ -423,8 +423,9 @@ def test_sql_ci_beside_a_column_named_like_a_quantile_s_interval(sql: str, added
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dp.NoIntervalWarning)
         out = sess.sql(sql).collect(dp.PureDP(1), ci=0.9)
-    assert out.columns == plain.columns + added, out.columns
-    assert out.schema == {**plain.schema, **{c: out.schema[c] for c in added}}
+    beside = [x for c in plain.columns for x in (c, f"{c}_ci_low", f"{c}_ci_high") if x == c or x in added]
+    assert out.columns == beside, out.columns       # each interval right after its measure (review 52g)
+    assert dict(out.schema) == {**plain.schema, **{c: out.schema[c] for c in added}}
 
 
 def test_sql_ci_still_refuses_free_a_column_named_like_a_real_interval() -> None:

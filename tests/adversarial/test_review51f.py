@@ -294,7 +294,7 @@ def test_sql_ci_warns_about_an_expression_beside_a_measure_with_an_interval() ->
         out = q.collect(dp.PureDP(1), ci=0.9)
     assert [w.category for w in caught] == [dp.NoIntervalWarning]
     assert caught[0].message.outputs == ("m", "r")  # type: ignore[union-attr]
-    assert out.columns == ["n", "m", "r", "n_ci_low", "n_ci_high"]
+    assert out.columns == ["n", "n_ci_low", "n_ci_high", "m", "r"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", dp.NoIntervalWarning)
         with pytest.raises(dp.NoIntervalWarning):

@@ -65,7 +65,7 @@ def test_intervals_cost_nothing_extra_and_sql_names_them() -> None:
     sql = sess.sql("SELECT COUNT(*) AS n, AVG(CLAMP(x, 0, 20)) AS m, COUNT(*) + 1 AS n1 FROM t")
     assert sql.collect(dp.PureDP(1)).columns == ["n", "m", "n1"]
     plain = sess.sql("SELECT COUNT(*) AS n, AVG(CLAMP(x, 0, 20)) AS m FROM t").collect(dp.PureDP(1), ci=0.9)
-    assert plain.columns == ["n", "m", "n_ci_low", "n_ci_high", "m_ci_low", "m_ci_high"]
+    assert plain.columns == ["n", "n_ci_low", "n_ci_high", "m", "m_ci_low", "m_ci_high"]      # as the chain has them
 
 
 def test_sql_intervals_follow_having_order_by_and_limit() -> None:
@@ -76,7 +76,7 @@ def test_sql_intervals_follow_having_order_by_and_limit() -> None:
     with pytest.warns(dp.NoIntervalWarning, match="'twice': an expression over measures"):  # as the chain warns
         out = sess.sql("SELECT g, COUNT(*) AS n, AVG(CLAMP(x, 0, 20)) AS m, COUNT(*) * 2 AS twice FROM t GROUP BY g "
                        "HAVING COUNT(*) > 0 ORDER BY n DESC LIMIT 50", keys=keys).collect(dp.PureDP(1), ci=0.9)
-    assert out.columns == ["g", "n", "m", "twice", "n_ci_low", "n_ci_high", "m_ci_low", "m_ci_high"]
+    assert out.columns == ["g", "n", "n_ci_low", "n_ci_high", "m", "m_ci_low", "m_ci_high", "twice"]
     assert out.height == 50 and out["n"].is_sorted(descending=True)
     assert (out["n_ci_low"] <= out["n"]).all() and (out["n"] <= out["n_ci_high"]).all()
     assert ((out["m_ci_low"] <= out["m"]) & (out["m"] <= out["m_ci_high"])).all()
@@ -85,7 +85,7 @@ def test_sql_intervals_follow_having_order_by_and_limit() -> None:
     with pytest.warns(dp.NoIntervalWarning, match="'med'"):
         median = sess.sql("SELECT g, COUNT(*) AS n, MEDIAN(CLAMP(x, 0, 20)) AS med FROM t GROUP BY g ORDER BY g",
                           keys=keys).collect(dp.PureDP(1), ci=0.9)
-    assert median.columns == ["g", "n", "med", "n_ci_low", "n_ci_high"] and median["g"].is_sorted()
+    assert median.columns == ["g", "n", "n_ci_low", "n_ci_high", "med"] and median["g"].is_sorted()
     with pytest.raises(dp.PlanError, match="ci"):
         sess.sql("SELECT g, COUNT(*) AS n, COUNT(*) + 1 AS n_ci_low FROM t GROUP BY g ORDER BY g",
                  keys=keys).collect(dp.PureDP(1), ci=0.9)
@@ -98,12 +98,12 @@ def test_one_measure_selected_twice_gets_an_interval_under_each_name() -> None:
     sess = _session(dp.PureDP(10))
     for tail in ("LIMIT 1", "HAVING COUNT(*) > 5", "ORDER BY 1"):
         out = sess.sql(f"SELECT COUNT(*) AS a, COUNT(*) AS b FROM t {tail}").collect(dp.PureDP(1), ci=0.9)
-        assert out.columns == ["a", "b", "a_ci_low", "a_ci_high", "b_ci_low", "b_ci_high"], tail
+        assert out.columns == ["a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high"], tail
         assert out["a"].to_list() == out["b"].to_list() and out["a_ci_low"].to_list() == out["b_ci_low"].to_list()
     # a measure without an interval (a median) selected twice: its null stand-ins were added twice, after the charge
     out = sess.sql("SELECT COUNT(*) AS n, MEDIAN(CLAMP(x, 0, 20)) AS a, MEDIAN(CLAMP(x, 0, 20)) AS b FROM t "
                    "LIMIT 1").collect(dp.PureDP(1), ci=0.9)
-    assert out.columns == ["n", "a", "b", "n_ci_low", "n_ci_high"]
+    assert out.columns == ["n", "n_ci_low", "n_ci_high", "a", "b"]
     assert sess.history()["status"].to_list() == ["committed"] * 4
 
 
