@@ -341,7 +341,7 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     if curves and noises:
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
-        privacy = tuple(_plain(c) for c in privacy)
+        privacy = _as_checked(tuple(_plain(c) for c in privacy), noises)
     return cost, privacy
 
 
@@ -377,6 +377,55 @@ def _plain(curve: PrivacyCurve) -> PrivacyCurve:
         return curve
     facts = {f.name: getattr(curve, f.name) for f in dataclasses.fields(PrivacyCurve)}
     return PrivacyCurve(**{**facts, "spec": None, "sampled_rdp": None, "tight_subsampling": False})
+
+
+def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, Noise]]) -> tuple[PrivacyCurve, ...]:
+    """A sampled plan's curves, each reading no lower than what was checked, at every order the amplification asks.
+
+    Amplifying a curve (:meth:`PrivacyCurve.subsampled`) reads it at every integer order 2..α, most of which the
+    Rényi filter (and so :func:`_check_curves`) never reads, by calling its function again. Each curve reads at least
+    its checked filter-order values (:func:`~dpframe.accounting.rdp_charge.filter_rdp`; RDP is non-decreasing in α,
+    so at α, its value at the largest filter order ≤ α), and the plan, composed, at least its declared noises'
+    (:meth:`Noise.rdp`, at α itself): the first curve carries what the others' checked values leave of that floor.
+    A curve without an RDP curve is left as it is (the plan is then charged its cost's curve).
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> noise = Noise("discrete_laplace", Fraction(1), Fraction(1))
+        >>> (low,) = _as_checked((acc.from_rdp(lambda a: 0.0),), [("count", noise)])
+        >>> bool(np.all(low.rdp(np.array([9.0])) >= noise.rdp(np.array([9.0]))))
+        True
+
+    """
+    if not privacy or any(c.rdp is None for c in privacy):
+        return privacy
+    orders = np.asarray(FILTER_ORDERS, dtype=np.float64)
+    checked = [np.asarray(filter_rdp(c), dtype=np.float64) for c in privacy]
+    kept = tuple(noise for _, noise in noises)
+
+    def step(values: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """The checked values' lower bound at ``a``: the value at the largest filter order ≤ a (0 below them)."""
+        at = np.searchsorted(orders, a, side="right") - 1
+        return np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
+
+    def reading(i: int, rdp: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def read(alpha: np.ndarray) -> np.ndarray:
+            a = np.asarray(alpha, dtype=np.float64)
+            least = step(checked[i], a)
+            if i == 0 and kept:
+                floor = sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape))
+                others = sum((step(v, a) for v in checked[1:]), np.zeros(a.shape))
+                least = np.maximum(least, floor - others)
+            with np.errstate(invalid="ignore"):
+                return np.asarray(np.fmax(np.asarray(rdp(a), dtype=np.float64), least))
+        return read
+
+    out = []
+    for i, c in enumerate(privacy):
+        assert c.rdp is not None
+        facts = {f.name: getattr(c, f.name) for f in dataclasses.fields(PrivacyCurve)}
+        out.append(PrivacyCurve(**{**facts, "rdp": reading(i, c.rdp)}))
+    return tuple(out)
 
 
 def _snapshot(privacy: object) -> object:

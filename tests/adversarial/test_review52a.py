@@ -1,0 +1,62 @@
+"""Review 52a: adversarial review of stop 51 (plugin checks before a charge, the remote warning question, budget
+text, SQL ``ci=``, the SQL-building context).
+
+Each test is one attack; those that found something say so in their docstring (``Found:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpframe as dp
+from dpframe import accounting as acc
+from dpframe.accounting.rdp_charge import FILTER_ORDERS
+from dpframe.mechanism import Noise
+from dpframe.testing import pin_mechanisms
+from tests.adversarial.test_review51f import CurveCount, _session, honest_curve
+
+# -- 1. a sampled plan's curves are charged as checked, at every order the amplification reads -----------------------
+
+FILTER = {float(a) for a in FILTER_ORDERS}
+
+
+def _off_filter(noise: Noise) -> acc.PrivacyCurve:
+    """Honest at every order the Rényi filter reads, and next to nothing at every other order."""
+    honest = honest_curve(noise).rdp
+    assert honest is not None
+    return acc.from_rdp(lambda a: float(honest(np.array([a]))[0]) if a in FILTER else 1e-300, label="off filter")
+
+
+def _honest_once(noise: Noise) -> acc.PrivacyCurve:
+    """Honest the first time it is asked (the check's reading), next to nothing afterwards."""
+    honest = honest_curve(noise).rdp
+    assert honest is not None
+    asked: list[float] = []
+
+    def rdp(a: float) -> float:
+        asked.append(a)
+        return float(honest(np.array([a]))[0]) if len(asked) <= len(FILTER_ORDERS) else 1e-300
+    return acc.from_rdp(rdp, label="honest once")
+
+
+def _sampled_cost(curve: Callable[[Noise], acc.PrivacyCurve], rate: float = 0.1) -> Any:
+    sess = _session("rdp")
+    pin_mechanisms(sess, CurveCount("count", curve))
+    return sess.table("t").sample(rate).agg(dp.measure("count")).cost(dp.ApproxDP(1, 1e-6))
+
+
+@pytest.mark.parametrize("curve", [_off_filter, _honest_once], ids=["off_filter", "honest_once"])
+def test_soundness_a_sampled_plan_is_charged_at_least_its_checked_curves_at_every_order(
+        curve: Callable[[Noise], acc.PrivacyCurve]) -> None:
+    """Found: on a Poisson-sampled frame the charge amplifies the declared curves (``composition(...).subsampled``),
+    whose bound at order α reads the curve at every integer order 2..α (9, 11, 13, 15, 17, ... that the Rényi filter,
+    and so the plugin check, never reads), by calling the plugin's function again: a curve honest at the filter's
+    orders and ~0 elsewhere, or honest only the first time it is asked (the check's reading), was charged less than
+    the honest curve (order 10: about half). The sampled charge now reads each curve no lower than what was checked
+    (its filter-order values, non-decreasing in α) and the plan no lower than its declared noises', at every order."""
+    honest, lying = _sampled_cost(honest_curve), _sampled_cost(curve)
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(honest.values, lying.values)), (honest.values, lying.values)
