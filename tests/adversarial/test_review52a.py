@@ -7,6 +7,7 @@ Each test is one attack; those that found something say so in their docstring (`
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,12 @@ import pytest
 import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.accounting.rdp_charge import FILTER_ORDERS
+from dpframe.budgets import make
+from dpframe.family import Explain, FamilyPlan
 from dpframe.mechanism import Noise
 from dpframe.testing import pin_mechanisms
-from tests.adversarial.test_review51f import CurveCount, _session, honest_curve
+from tests.adversarial.test_review50d import ROWS
+from tests.adversarial.test_review51f import DATA, UNIT, CurveCount, _session, honest_curve
 
 # -- 1. a sampled plan's curves are charged as checked, at every order the amplification reads -----------------------
 
@@ -60,3 +64,73 @@ def test_soundness_a_sampled_plan_is_charged_at_least_its_checked_curves_at_ever
     (its filter-order values, non-decreasing in α) and the plan no lower than its declared noises', at every order."""
     honest, lying = _sampled_cost(honest_curve), _sampled_cost(curve)
     assert all(b >= a * (1 - 1e-9) for a, b in zip(honest.values, lying.values)), (honest.values, lying.values)
+
+
+# -- 2. a query family's plan is charged as it was checked -----------------------------------------------------------
+
+
+class ShiftyFamilyPlan(FamilyPlan[int]):
+    """A family plan whose ``charge`` is honest the first time it is read (``check_charge``'s reading) and a
+    hundredth of it afterwards (the ledger's)."""
+
+    def _charge(self) -> Any:
+        self.__dict__["reads"] = self.__dict__.get("reads", 0) + 1
+        honest = self.__dict__["honest"]
+        return honest if self.__dict__["reads"] == 1 else make("pure", honest.epsilon / 100)
+
+    def _store(self, value: Any) -> None:
+        self.__dict__["honest"] = value
+
+    charge = property(_charge, _store)  # type: ignore[assignment]
+
+
+class ShiftyRowsQuery:
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def describe(self) -> str:
+        return "shifty_rows()"
+
+    def plan(self, budget: Any) -> Any:
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), budget)
+
+        def run(reader: Any, rng: Any) -> int:
+            return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
+        charge = self.source.context.accountant.charge_plan(budget, None, 1.0)
+        return ShiftyFamilyPlan(budget, budget, charge, "rows", Explain("rows"), run)
+
+
+class ShiftyRows:
+    attach, methods, name = "frame", (), "shifty_rows_r52a"
+    result_types: dict[str, type] = {}
+
+    def build(self, source: Any) -> ShiftyRowsQuery:
+        return ShiftyRowsQuery(source)
+
+
+class ShiftyHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(ShiftyRows())
+
+
+@pytest.fixture(scope="module")
+def shifty_family() -> Any:
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    host.register(ShiftyHooks(), name="shifty_r52a")
+    yield
+    host.unregister(name="shifty_r52a")
+
+
+def test_soundness_a_family_plan_is_charged_what_was_checked(shifty_family: Any) -> None:
+    """Found: ``check_charge`` (stop 51) compares a family plan's ``charge`` with its cost, and the ledger then reads
+    ``plan.charge`` again: a plan (a ``FamilyPlan`` subclass, whose fields may be properties) whose charge is honest
+    when checked and a hundredth of it when reserved ran, charged ε = 1/100 for a query of ε = 1. The plan's fields
+    are now read once, into a plain ``FamilyPlan``, before its checks; what is checked is what is reserved."""
+    sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.PureDP(10), seed=0)
+    q = sess.table("t").shifty_rows_r52a()
+    assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
+    q.collect(dp.PureDP(1))
+    assert sess.spent() == dp.PureDP(1), sess.spent()
