@@ -134,3 +134,39 @@ def test_soundness_a_family_plan_is_charged_what_was_checked(shifty_family: Any)
     assert q.cost(dp.PureDP(1)) == dp.PureDP(1)
     q.collect(dp.PureDP(1))
     assert sess.spent() == dp.PureDP(1), sess.spent()
+
+
+# -- 3. one remote analyst cannot break the session's totals for the others ------------------------------------------
+
+
+def test_denial_of_service_exact_charges_with_long_denominators_keep_the_totals_readable() -> None:
+    """Found: budgets sent as ``$budget`` must have decimal denominators (so the session's exact totals stay short),
+    but a number sent as a Fraction (``$fraction``, up to 400 digits each side) is charged exactly where a tool charges
+    what the analyst wrote (a target-charging channel's δ): a dozen channels with 400-digit denominators sharing no
+    factor made the spent δ's denominator pass the 4,300 digits Python writes as text, and ``remaining()`` and
+    ``spent()`` failed for every analyst of the server ("the server failed this request (ValueError)"); each further
+    charge added more digits for every later sum. A basic/zCDP session's total is now rounded up (by < 2⁻²⁰⁴⁸, sound)
+    when its denominator would pass 2²⁰⁴⁸."""
+    import random
+    import secrets
+
+    import polars as pl
+
+    rng = random.Random(3)
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 10})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.ApproxDP(1000, 0.9), seed=0)
+    key = secrets.token_bytes(32)
+    deltas = []
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server:
+        with dp.connect(server.address, authkey=key) as attacker:
+            for _ in range(12):
+                d = int("9" + "".join(rng.choice("0123456789") for _ in range(399))) | 1
+                deltas.append(Fraction(d // 1000, d))
+                with attacker.target_charging(epsilon=0.5, max_hits=1, delta=deltas[-1]):
+                    pass
+        with dp.connect(server.address, authkey=key) as other:
+            spent, remaining = other.spent(), other.remaining()
+            assert other.sql("SELECT COUNT(*) AS n FROM t").collect(dp.ApproxDP(1, 0)).height == 1
+    exact = sum(deltas, Fraction(0))
+    assert exact <= spent.delta <= exact + Fraction(1, 2**2040), "rounded up, by next to nothing"
+    assert remaining.delta == Fraction(9, 10) - spent.delta
