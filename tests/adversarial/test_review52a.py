@@ -170,3 +170,20 @@ def test_denial_of_service_exact_charges_with_long_denominators_keep_the_totals_
     exact = sum(deltas, Fraction(0))
     assert exact <= spent.delta <= exact + Fraction(1, 2**2040), "rounded up, by next to nothing"
     assert remaining.delta == Fraction(9, 10) - spent.delta
+
+
+# -- 4. budget numbers past what Python writes as text ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [Fraction(1, 10**5000), Fraction(10**5000 + 1, 10**5000), 10**5000 + 1],
+                         ids=["tiny", "near_one", "huge_int"])
+def test_a_budget_number_of_thousands_of_digits_is_a_budget_error(number: Any) -> None:
+    """Found: a budget number whose numerator or denominator has thousands of digits passed ``exact`` and failed
+    later, in whatever wrote it as text (past 4,300 digits ``str`` of an int is a ValueError): ``dp.Session`` raised a
+    raw ValueError, and a query's ``cost``/``collect`` a PluginError blaming the built-in ``agg`` family ("failed in
+    plan()"). It is now the analyst's BudgetError naming the number, when the budget is made."""
+    with pytest.raises(dp.BudgetError) as refused:
+        dp.PureDP(number)
+    assert refused.value.argument == "epsilon" and "digits" in str(refused.value)
+    with pytest.raises(dp.BudgetError):
+        dp.ApproxDP(1, Fraction(1, 10**5000))
