@@ -321,6 +321,8 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     :func:`_plain`).
     """
     cost, privacy = p.cost, _snapshot(p.privacy)
+    if curves and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
+        privacy = _read(p.mechanism, "its privacy curves", _read_curves, privacy)
     if cost.notion != notion or getattr(cost, "delta", Fraction(0)) > delta:
         raise PluginError(f"mechanism {p.mechanism!r} reported a {cost!r} cost for a {notion} share"
                           + (f" with δ={delta}" if delta else ""),
@@ -426,6 +428,27 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
         facts = {f.name: getattr(c, f.name) for f in dataclasses.fields(PrivacyCurve)}
         out.append(PrivacyCurve(**{**facts, "rdp": reading(i, c.rdp)}))
     return tuple(out)
+
+
+def _read_curves(privacy: Sequence[PrivacyCurve]) -> tuple[PrivacyCurve, ...]:
+    """Declared curves as plain :class:`PrivacyCurve` s, each field read once: what is checked is what is charged.
+
+    A subclass's field may be a property answering differently on each read (an honest ``rdp`` for the check, another
+    for the charge), and may refuse the filter-order values kept on the curve
+    (:func:`~dpframe.accounting.rdp_charge.filter_rdp`); a plain curve is kept as it is.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> g = acc.gaussian(sigma=2.0)
+        >>> _read_curves([g])[0] is g
+        True
+
+    """
+    def plain(c: PrivacyCurve) -> PrivacyCurve:
+        if type(c) is PrivacyCurve:
+            return c
+        return PrivacyCurve(**{f.name: getattr(c, f.name) for f in dataclasses.fields(PrivacyCurve)})
+    return tuple(plain(c) for c in privacy)
 
 
 def _snapshot(privacy: object) -> object:

@@ -187,3 +187,47 @@ def test_a_budget_number_of_thousands_of_digits_is_a_budget_error(number: Any) -
     assert refused.value.argument == "epsilon" and "digits" in str(refused.value)
     with pytest.raises(dp.BudgetError):
         dp.ApproxDP(1, Fraction(1, 10**5000))
+
+
+# -- 5. a curve subclass's fields are read once ----------------------------------------------------------------------
+
+
+class ShiftyCurve(acc.PrivacyCurve):
+    """A privacy curve whose ``rdp`` field is a property: the honest function for its first three reads (the
+    check's), next to nothing afterwards (the charge's); it also refuses the cache of its filter-order values."""
+
+    _filter_rdp = property(lambda self: None, lambda self, value: None)
+
+    def _rdp(self) -> Any:
+        reads = self.__dict__["reads"] = self.__dict__.get("reads", 0) + 1
+        return self.__dict__["honest"] if reads <= 3 else (lambda a: np.asarray(a, dtype=np.float64) * 0 + 1e-300)
+
+    def _store(self, value: Any) -> None:
+        self.__dict__["honest"] = value
+
+    rdp = property(_rdp, _store)  # type: ignore[assignment]
+
+
+def _shifty(noise: Noise) -> acc.PrivacyCurve:
+    import dataclasses
+
+    honest = honest_curve(noise)
+    return ShiftyCurve(**{f.name: getattr(honest, f.name) for f in dataclasses.fields(honest)})
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.1], ids=["whole", "sampled"])
+def test_soundness_a_curve_subclass_is_charged_what_was_checked(rate: float) -> None:
+    """Found: the curve check and the charge read a declared curve's fields separately, and the charge's filter-order
+    values were kept on the curve only where the curve lets them be set: a ``PrivacyCurve`` subclass whose ``rdp`` is
+    a property (honest for the check's reads, ~0 afterwards) and which refuses that cache passed the check and was
+    charged 1e-300 at every order of an RDP session. A declared curve is now read once, into a plain PrivacyCurve,
+    before it is checked."""
+    sess = _session("rdp")
+    pin_mechanisms(sess, CurveCount("count", _shifty))
+    frame = sess.table("t") if rate == 1 else sess.table("t").sample(rate)
+    cost = frame.agg(dp.measure("count")).cost(dp.ApproxDP(1, 1e-6))
+    honest = _session("rdp")
+    pin_mechanisms(honest, CurveCount("count", honest_curve))
+    frame = honest.table("t") if rate == 1 else honest.table("t").sample(rate)
+    expected = frame.agg(dp.measure("count")).cost(dp.ApproxDP(1, 1e-6))
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(expected.values, cost.values)), (expected.values, cost.values)
