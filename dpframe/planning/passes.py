@@ -382,14 +382,15 @@ def _plain(curve: PrivacyCurve) -> PrivacyCurve:
 
 
 def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, Noise]]) -> tuple[PrivacyCurve, ...]:
-    """A sampled plan's curves, each reading no lower than what was checked, at every order the amplification asks.
+    """A sampled plan's curves as one curve reading no lower than what was checked, at every order amplification asks.
 
     Amplifying a curve (:meth:`PrivacyCurve.subsampled`) reads it at every integer order 2..α, most of which the
-    Rényi filter (and so :func:`_check_curves`) never reads, by calling its function again. Each curve reads at least
-    its checked filter-order values (:func:`~dpframe.accounting.rdp_charge.filter_rdp`; RDP is non-decreasing in α,
-    so at α, its value at the largest filter order ≤ α), and the plan, composed, at least its declared noises'
-    (:meth:`Noise.rdp`, at α itself): the first curve carries what the others' checked values leave of that floor.
-    A curve without an RDP curve is left as it is (the plan is then charged its cost's curve).
+    Rényi filter (and so :func:`_check_curves`) never reads, by calling its function again. The plan's curves are
+    composed (:func:`~dpframe.accounting.composition.composition`: its facts, and its description) and read, in one
+    call, as the sum of each curve's value, each no lower than its checked filter-order values
+    (:func:`~dpframe.accounting.rdp_charge.filter_rdp`; RDP is non-decreasing in α, so at α, its value at the largest
+    filter order ≤ α), and no lower than the plan's declared noises' (:meth:`Noise.rdp` at α). A plan with a curve
+    without an RDP curve is left as it is (it is charged its cost's curve).
 
     Example:
         >>> from dpframe import accounting as acc
@@ -401,33 +402,28 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
     """
     if not privacy or any(c.rdp is None for c in privacy):
         return privacy
+    from dpframe.accounting.composition import composition
+
     orders = np.asarray(FILTER_ORDERS, dtype=np.float64)
-    checked = [np.asarray(filter_rdp(c), dtype=np.float64) for c in privacy]
+    parts = [(c.rdp, np.asarray(filter_rdp(c), dtype=np.float64)) for c in privacy]
     kept = tuple(noise for _, noise in noises)
 
-    def step(values: np.ndarray, a: np.ndarray) -> np.ndarray:
-        """The checked values' lower bound at ``a``: the value at the largest filter order ≤ a (0 below them)."""
-        at = np.searchsorted(orders, a, side="right") - 1
-        return np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
-
-    def reading(i: int, rdp: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-        def read(alpha: np.ndarray) -> np.ndarray:
-            a = np.asarray(alpha, dtype=np.float64)
-            least = step(checked[i], a)
-            if i == 0 and kept:
-                floor = sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape))
-                others = sum((step(v, a) for v in checked[1:]), np.zeros(a.shape))
-                least = np.maximum(least, floor - others)
+    def read(alpha: np.ndarray) -> np.ndarray:
+        a = np.asarray(alpha, dtype=np.float64)
+        at = np.searchsorted(orders, a, side="right") - 1       # the largest filter order ≤ α (-1: below them)
+        total = np.zeros(a.shape)
+        for rdp, checked in parts:
+            assert rdp is not None
+            least = np.where(at >= 0, checked[np.maximum(at, 0)], 0.0)
             with np.errstate(invalid="ignore"):
-                return np.asarray(np.fmax(np.asarray(rdp(a), dtype=np.float64), least))
-        return read
+                total = total + np.fmax(np.asarray(rdp(a), dtype=np.float64), least)
+        if kept:
+            total = np.maximum(total, sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape)))
+        return total
 
-    out = []
-    for i, c in enumerate(privacy):
-        assert c.rdp is not None
-        facts = {f.name: getattr(c, f.name) for f in dataclasses.fields(PrivacyCurve)}
-        out.append(PrivacyCurve(**{**facts, "rdp": reading(i, c.rdp)}))
-    return tuple(out)
+    merged = composition(list(privacy))
+    facts = {f.name: getattr(merged, f.name) for f in dataclasses.fields(PrivacyCurve)}
+    return (PrivacyCurve(**{**facts, "rdp": read, "tight_subsampling": False, "sampled_rdp": None}),)
 
 
 def _read_curves(privacy: Sequence[PrivacyCurve]) -> tuple[PrivacyCurve, ...]:
