@@ -493,8 +493,12 @@ def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, wha
         return
     try:
         least = accountant.charge_plan(plan.cost, None, rate)
-    except DPFrameError:        # a cost the session cannot hold: the accountant refuses the charge
-        return
+    except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
+        raise PluginError(f"the plan of {what} costs {describe(plan.cost)}, which this session cannot charge "
+                          f"({e.message})", argument="budget",
+                          fix="this is a query family plugin bug: a plan's cost is in a notion its session holds "
+                              "(one the query's budget converts to); report it to the authors of the plugin that "
+                              "registers it (see `dpframe plugins`)") from None
     if not isinstance(least, PureDP | ApproxDP | ZCDP):
         return
     if charged.notion != least.notion or first(charged) < first(least) \

@@ -231,3 +231,64 @@ def test_soundness_a_curve_subclass_is_charged_what_was_checked(rate: float) -> 
     frame = honest.table("t") if rate == 1 else honest.table("t").sample(rate)
     expected = frame.agg(dp.measure("count")).cost(dp.ApproxDP(1, 1e-6))
     assert all(b >= a * (1 - 1e-9) for a, b in zip(expected.values, cost.values)), (expected.values, cost.values)
+
+
+# -- 6. a family's cost the session cannot hold is not a way around check_charge ---------------------------------------
+
+
+class UnheldCostQuery:
+    """A noisy row count with Gaussian noise: its cost is zCDP (ρ = ε²/2 for a budget of ε, within it), which a pure
+    session cannot hold, and its charge a pure ε/100."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def describe(self) -> str:
+        return "unheld_rows()"
+
+    def plan(self, budget: Any) -> Any:
+        cost = dp.ZCDP(budget.epsilon ** 2 / 2)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), cost)
+
+        def run(reader: Any, rng: Any) -> int:
+            return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
+        charge = self.source.context.accountant.charge_plan(make("pure", budget.epsilon / 100), None, 1.0)
+        return FamilyPlan(budget, cost, charge, "rows", Explain("rows"), run)
+
+
+class UnheldRows:
+    attach, methods, name = "frame", (), "unheld_rows_r52a"
+    result_types: dict[str, type] = {}
+
+    def build(self, source: Any) -> UnheldCostQuery:
+        return UnheldCostQuery(source)
+
+
+class UnheldHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(UnheldRows())
+
+
+@pytest.fixture(scope="module")
+def unheld_family() -> Any:
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    host.register(UnheldHooks(), name="unheld_r52a")
+    yield
+    host.unregister(name="unheld_r52a")
+
+
+def test_soundness_a_family_cost_the_session_cannot_hold_is_refused(unheld_family: Any) -> None:
+    """Found: ``check_charge`` compares a family plan's charge with what the accountant charges for its cost, and
+    skipped the check where the accountant cannot charge that cost at all: a Gaussian family (cost ρ = ε²/2, which
+    ``check_cost`` accepts against a pure budget of ε) in a pure session charging ε/100 ran, charged 1/100, though its
+    noise gives no pure guarantee at any ε. A cost the session cannot hold is now a PluginError, free."""
+    sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.PureDP(10), seed=0)
+    q = sess.table("t").unheld_rows_r52a()
+    for run in (q.cost, q.collect):
+        with pytest.raises(dp.PluginError) as refused:
+            run(dp.PureDP(1))
+        assert "unheld_rows()" in str(refused.value)
+    assert sess.history().height == 0
