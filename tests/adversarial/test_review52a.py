@@ -84,47 +84,57 @@ class ShiftyFamilyPlan(FamilyPlan[int]):
     charge = property(_charge, _store)  # type: ignore[assignment]
 
 
-class ShiftyRowsQuery:
-    def __init__(self, source: Any) -> None:
-        self.source = source
+class RowsQuery:
+    """A noisy row count whose plan lies in one way (``how``): ``"shifty"``, a :class:`ShiftyFamilyPlan`; ``"unheld"``,
+    Gaussian noise (its cost ρ = ε²/2 for a budget of ε, which a pure session cannot hold) charged a pure ε/100."""
+
+    def __init__(self, source: Any, how: str) -> None:
+        self.source, self.how = source, how
 
     def describe(self) -> str:
-        return "shifty_rows()"
+        return f"{self.how}_rows()"
 
     def plan(self, budget: Any) -> Any:
-        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), budget)
+        cost = budget if self.how == "shifty" else dp.ZCDP(budget.epsilon ** 2 / 2)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), cost)
 
         def run(reader: Any, rng: Any) -> int:
             return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
-        charge = self.source.context.accountant.charge_plan(budget, None, 1.0)
-        return ShiftyFamilyPlan(budget, budget, charge, "rows", Explain("rows"), run)
+        charged = budget if self.how == "shifty" else make("pure", budget.epsilon / 100)
+        charge = self.source.context.accountant.charge_plan(charged, None, 1.0)
+        kind = ShiftyFamilyPlan if self.how == "shifty" else FamilyPlan
+        return kind(budget, cost, charge, "rows", Explain("rows"), run)
 
 
-class ShiftyRows:
-    attach, methods, name = "frame", (), "shifty_rows_r52a"
+class Rows:
+    attach, methods = "frame", ()
     result_types: dict[str, type] = {}
 
-    def build(self, source: Any) -> ShiftyRowsQuery:
-        return ShiftyRowsQuery(source)
+    def __init__(self, how: str) -> None:
+        self.how, self.name = how, f"{how}_rows_r52a"
+
+    def build(self, source: Any) -> RowsQuery:
+        return RowsQuery(source, self.how)
 
 
-class ShiftyHooks:
+class RowsHooks:
     @dp.hookimpl
     def dpframe_query_families(self, register: Any) -> None:
-        register(ShiftyRows())
+        register(Rows("shifty"))
+        register(Rows("unheld"))
 
 
 @pytest.fixture(scope="module")
-def shifty_family() -> Any:
+def lying_families() -> Any:
     from dpframe.plugin import plugin_host
 
     host = plugin_host()
-    host.register(ShiftyHooks(), name="shifty_r52a")
+    host.register(RowsHooks(), name="rows_r52a")
     yield
-    host.unregister(name="shifty_r52a")
+    host.unregister(name="rows_r52a")
 
 
-def test_soundness_a_family_plan_is_charged_what_was_checked(shifty_family: Any) -> None:
+def test_soundness_a_family_plan_is_charged_what_was_checked(lying_families: Any) -> None:
     """Found: ``check_charge`` (stop 51) compares a family plan's ``charge`` with its cost, and the ledger then reads
     ``plan.charge`` again: a plan (a ``FamilyPlan`` subclass, whose fields may be properties) whose charge is honest
     when checked and a hundredth of it when reserved ran, charged ε = 1/100 for a query of ε = 1. The plan's fields
@@ -236,51 +246,7 @@ def test_soundness_a_curve_subclass_is_charged_what_was_checked(rate: float) -> 
 # -- 6. a family's cost the session cannot hold is not a way around check_charge ---------------------------------------
 
 
-class UnheldCostQuery:
-    """A noisy row count with Gaussian noise: its cost is zCDP (ρ = ε²/2 for a budget of ε, within it), which a pure
-    session cannot hold, and its charge a pure ε/100."""
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
-
-    def describe(self) -> str:
-        return "unheld_rows()"
-
-    def plan(self, budget: Any) -> Any:
-        cost = dp.ZCDP(budget.epsilon ** 2 / 2)
-        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), cost)
-
-        def run(reader: Any, rng: Any) -> int:
-            return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
-        charge = self.source.context.accountant.charge_plan(make("pure", budget.epsilon / 100), None, 1.0)
-        return FamilyPlan(budget, cost, charge, "rows", Explain("rows"), run)
-
-
-class UnheldRows:
-    attach, methods, name = "frame", (), "unheld_rows_r52a"
-    result_types: dict[str, type] = {}
-
-    def build(self, source: Any) -> UnheldCostQuery:
-        return UnheldCostQuery(source)
-
-
-class UnheldHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(UnheldRows())
-
-
-@pytest.fixture(scope="module")
-def unheld_family() -> Any:
-    from dpframe.plugin import plugin_host
-
-    host = plugin_host()
-    host.register(UnheldHooks(), name="unheld_r52a")
-    yield
-    host.unregister(name="unheld_r52a")
-
-
-def test_soundness_a_family_cost_the_session_cannot_hold_is_refused(unheld_family: Any) -> None:
+def test_soundness_a_family_cost_the_session_cannot_hold_is_refused(lying_families: Any) -> None:
     """Found: ``check_charge`` compares a family plan's charge with what the accountant charges for its cost, and
     skipped the check where the accountant cannot charge that cost at all: a Gaussian family (cost ρ = ε²/2, which
     ``check_cost`` accepts against a pure budget of ε) in a pure session charging ε/100 ran, charged 1/100, though its
