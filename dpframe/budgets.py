@@ -43,10 +43,6 @@ Number: TypeAlias = Union[int, float, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
 
 
-NUMBER_BITS = 4096
-"""The most bits of a budget number's numerator or denominator (about 1,233 digits: δ = 10⁻³⁰⁰ has 997 bits)."""
-
-
 def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
     """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr).
 
@@ -76,11 +72,6 @@ def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction
     if isinstance(value, float) and not math.isfinite(value):
         raise BudgetError(f"must be finite, got {value}", argument=argument, fix=f"pass a finite positive {argument}")
     result = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)  # a float: the decimal it prints as
-    bits = max(result.numerator.bit_length(), result.denominator.bit_length())
-    if bits > NUMBER_BITS:          # (written as text, past 4,300 digits, it is a ValueError wherever it is shown)
-        raise BudgetError(f"an exact number of about {int(bits * math.log10(2))} digits (numerator or denominator); "
-                          f"a budget's have at most {int(NUMBER_BITS * math.log10(2))}", argument=argument,
-                          fix=f"pass {argument} rounded to a few significant digits, e.g. as a float")
     if result < 0 or (result == 0 and not allow_zero):
         shown = repr(value) if isinstance(value, float) else str(value)     # (a huge Fraction: only when refused)
         raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {shown}", argument=argument,

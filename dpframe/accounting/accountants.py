@@ -485,8 +485,8 @@ def rounded_up(x: Fraction) -> Fraction:
         (True, True)
 
     """
-    if x.denominator.bit_length() <= TOTAL_BITS:
-        return x
+    if not isinstance(x, Fraction) or x.denominator.bit_length() <= TOTAL_BITS:
+        return x        # (a float coordinate, as a hand-made charge may hold, is left as it is)
     return Fraction(-((-x.numerator << TOTAL_BITS) // x.denominator), 1 << TOTAL_BITS)
 
 
