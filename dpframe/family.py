@@ -347,6 +347,7 @@ class Releasable(Sealed, Generic[R]):
                               argument="budget", fix="plan() raised something other than a dp.DPFrameError: a bug of "
                               "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
                               "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
+        plan = _read_once(plan, self.describe())
         check_cost(plan, budget_of(budget), self.describe())
         if self._rate is not None:
             check_charge(plan, self._front.accountant, self._rate, self.describe())
@@ -413,6 +414,30 @@ class Releasable(Sealed, Generic[R]):
                           "and releases")
 
 
+def _read_once(plan: object, what: str) -> FamilyPlan[Any]:
+    """A family's ``plan`` as a plain :class:`FamilyPlan`, each field read once: what is checked is what is reserved.
+
+    A subclass's field may be a property answering differently on each read (an honest ``charge`` for
+    :func:`check_charge`, a hundredth of it for the ledger); a plan that lacks a field is the plugin's PluginError.
+
+    Example:
+        >>> import dpframe as dp
+        >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(1), dp.PureDP(1), "m", Explain("t"), print)
+        >>> _read_once(plan, "mine()") is plan
+        True
+
+    """
+    if type(plan) is FamilyPlan:
+        return plan
+    try:
+        return FamilyPlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(FamilyPlan)})
+    except Exception as e:
+        raise PluginError(f"the query family of {what} returned a plan whose fields cannot be read "
+                          f"({type(e).__name__}: {e})", argument="budget",
+                          fix="plan() returns a dpframe.family.FamilyPlan: a bug of the plugin that registers the "
+                              "family (see `dpframe plugins`); report it to its authors") from e
+
+
 def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
     """A PluginError (nothing charged) when a family's ``plan`` costs more than the query's ``budget``.
 
@@ -468,8 +493,12 @@ def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, wha
         return
     try:
         least = accountant.charge_plan(plan.cost, None, rate)
-    except DPFrameError:        # a cost the session cannot hold: the accountant refuses the charge
-        return
+    except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
+        raise PluginError(f"the plan of {what} costs {describe(plan.cost)}, which this session cannot charge "
+                          f"({e.message})", argument="budget",
+                          fix="this is a query family plugin bug: a plan's cost is in a notion its session holds "
+                              "(one the query's budget converts to); report it to the authors of the plugin that "
+                              "registers it (see `dpframe plugins`)") from None
     if not isinstance(least, PureDP | ApproxDP | ZCDP):
         return
     if charged.notion != least.notion or first(charged) < first(least) \

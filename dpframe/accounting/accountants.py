@@ -263,7 +263,7 @@ class Accountant(Sealed, ABC):
     def _compose_charges(self, charges: Sequence[Any]) -> Any:
         first = sum((_first(c) for c in charges), Fraction(0))
         delta = sum((getattr(c, "delta", Fraction(0)) for c in charges), Fraction(0))
-        return make(self._session_total().notion, first, delta)
+        return make(self._session_total().notion, rounded_up(first), rounded_up(delta))
 
     def fits(self, spent: Any) -> bool:
         """Whether a composed total is within the session's budget."""
@@ -461,6 +461,33 @@ def plan_curves(declared: Sequence[PrivacyCurve] | None, cost: Budget) -> list[P
     if declared and all(c.rdp is not None for c in declared):
         return list(declared)
     return [curve_of(cost)]
+
+
+TOTAL_BITS = 2048
+"""A composed total whose denominator passes 2^TOTAL_BITS is rounded up to a multiple of 2^-TOTAL_BITS."""
+
+
+def rounded_up(x: Fraction) -> Fraction:
+    """``x``, or where its denominator passes 2^:data:`TOTAL_BITS`, the next multiple of 2^-TOTAL_BITS above it.
+
+    A session's totals are exact sums, and charges whose denominators share no factor (δ = p/q for 400-digit q's,
+    as a remote analyst may send them) grow the total's denominator with each charge: past 4,300 digits, Python no
+    longer writes it as text (``remaining()``/``spent()`` of a server failed for every analyst), and every later sum
+    is slower. Rounding the total up over-reports it by less than 2^-2048 (sound); totals of ordinary charges (decimal
+    or small denominators) stay exact.
+
+    Example:
+        >>> rounded_up(Fraction(1, 3))
+        Fraction(1, 3)
+        >>> q = 3 ** 1300
+        >>> x = rounded_up(Fraction(1, q))
+        >>> x.denominator == 2 ** TOTAL_BITS, 0 < x - Fraction(1, q) <= Fraction(1, 2 ** TOTAL_BITS)
+        (True, True)
+
+    """
+    if not isinstance(x, Fraction) or x.denominator.bit_length() <= TOTAL_BITS:
+        return x        # (a float coordinate, as a hand-made charge may hold, is left as it is)
+    return Fraction(-((-x.numerator << TOTAL_BITS) // x.denominator), 1 << TOTAL_BITS)
 
 
 def _first(b: Any) -> Fraction:

@@ -321,6 +321,8 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     :func:`_plain`).
     """
     cost, privacy = p.cost, _snapshot(p.privacy)
+    if curves and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
+        privacy = _read(p.mechanism, "its privacy curves", _read_curves, privacy)
     if cost.notion != notion or getattr(cost, "delta", Fraction(0)) > delta:
         raise PluginError(f"mechanism {p.mechanism!r} reported a {cost!r} cost for a {notion} share"
                           + (f" with δ={delta}" if delta else ""),
@@ -341,7 +343,7 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     if curves and noises:
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
-        privacy = tuple(_plain(c) for c in privacy)
+        privacy = _as_checked(tuple(_plain(c) for c in privacy), noises)
     return cost, privacy
 
 
@@ -377,6 +379,72 @@ def _plain(curve: PrivacyCurve) -> PrivacyCurve:
         return curve
     facts = {f.name: getattr(curve, f.name) for f in dataclasses.fields(PrivacyCurve)}
     return PrivacyCurve(**{**facts, "spec": None, "sampled_rdp": None, "tight_subsampling": False})
+
+
+def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, Noise]]) -> tuple[PrivacyCurve, ...]:
+    """A sampled plan's curves as one curve reading no lower than what was checked, at every order amplification asks.
+
+    Amplifying a curve (:meth:`PrivacyCurve.subsampled`) reads it at every integer order 2..α, most of which the
+    Rényi filter (and so :func:`_check_curves`) never reads, by calling its function again. The plan's curves are
+    composed (:func:`~dpframe.accounting.composition.composition`: its facts, and its description) and read, in one
+    call, as the sum of each curve's value, each no lower than its checked filter-order values
+    (:func:`~dpframe.accounting.rdp_charge.filter_rdp`; RDP is non-decreasing in α, so at α, its value at the largest
+    filter order ≤ α), and no lower than the plan's declared noises' (:meth:`Noise.rdp` at α). A plan with a curve
+    without an RDP curve is left as it is (it is charged its cost's curve).
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> noise = Noise("discrete_laplace", Fraction(1), Fraction(1))
+        >>> (low,) = _as_checked((acc.from_rdp(lambda a: 0.0),), [("count", noise)])
+        >>> bool(np.all(low.rdp(np.array([9.0])) >= noise.rdp(np.array([9.0]))))
+        True
+
+    """
+    if not privacy or any(c.rdp is None for c in privacy):
+        return privacy
+    from dpframe.accounting.composition import composition
+
+    orders = np.asarray(FILTER_ORDERS, dtype=np.float64)
+    parts = [(c.rdp, np.asarray(filter_rdp(c), dtype=np.float64)) for c in privacy]
+    kept = tuple(noise for _, noise in noises)
+
+    def read(alpha: np.ndarray) -> np.ndarray:
+        a = np.asarray(alpha, dtype=np.float64)
+        at = np.searchsorted(orders, a, side="right") - 1       # the largest filter order ≤ α (-1: below them)
+        total = np.zeros(a.shape)
+        for rdp, checked in parts:
+            assert rdp is not None
+            least = np.where(at >= 0, checked[np.maximum(at, 0)], 0.0)
+            with np.errstate(invalid="ignore"):
+                total = total + np.fmax(np.asarray(rdp(a), dtype=np.float64), least)
+        if kept:
+            total = np.maximum(total, sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape)))
+        return total
+
+    merged = composition(list(privacy))
+    facts = {f.name: getattr(merged, f.name) for f in dataclasses.fields(PrivacyCurve)}
+    return (PrivacyCurve(**{**facts, "rdp": read, "tight_subsampling": False, "sampled_rdp": None}),)
+
+
+def _read_curves(privacy: Sequence[PrivacyCurve]) -> tuple[PrivacyCurve, ...]:
+    """Declared curves as plain :class:`PrivacyCurve` s, each field read once: what is checked is what is charged.
+
+    A subclass's field may be a property answering differently on each read (an honest ``rdp`` for the check, another
+    for the charge), and may refuse the filter-order values kept on the curve
+    (:func:`~dpframe.accounting.rdp_charge.filter_rdp`); a plain curve is kept as it is.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> g = acc.gaussian(sigma=2.0)
+        >>> _read_curves([g])[0] is g
+        True
+
+    """
+    def plain(c: PrivacyCurve) -> PrivacyCurve:
+        if type(c) is PrivacyCurve:
+            return c
+        return PrivacyCurve(**{f.name: getattr(c, f.name) for f in dataclasses.fields(PrivacyCurve)})
+    return tuple(plain(c) for c in privacy)
 
 
 def _snapshot(privacy: object) -> object:
