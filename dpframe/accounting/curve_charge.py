@@ -6,10 +6,12 @@ filter's values at :data:`FILTER_ORDERS`, a δ0, and the plain-data descriptions
 from, which the PLD reports compose). :func:`check_curve_charge` accepts a charge, and returns the copy the ledger
 reserves, when
 
-1. it is at least, at every order the filter reads and in δ0, the charge of the cost's own curve
-   (``charge_plan(cost, None, rate)``: the curve every ``cost``-private mechanism has, amplified by the frame's
-   Poisson sampling), which is sound whatever the mechanism is; **or**
-2. it is backed by its descriptions: each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas:
+1. it has no descriptions dpframe can rebuild, and it is at least, at every order the filter reads and in δ0, the
+   charge of the cost's own curve (``charge_plan(cost, None, rate)``: the curve every ``cost``-private mechanism
+   has, amplified by the frame's Poisson sampling, or unamplified where that is less), which is sound whatever the
+   mechanism is; **or**
+2. it is backed by its descriptions (a charge with descriptions dpframe rebuilds is held to this rule, as its
+   reports compose them): each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas:
    a plugin's registered builder, or a curve object's own functions, are not asked), it is at least, at every order
    and in δ0, what the rebuilt curves charge (their composition amplified at the frame's rate: the rate a
    description claims for the frame is not read), and the rebuilt curves do not prove the plan more private than
@@ -108,28 +110,42 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
     if copied is None:
         return None, (f"its charge is {type(charge).__name__}, not the RDPCharge this session's Rényi filter "
                       "composes")
-    floor = accountant.charge_plan(cost, None, rate)
-    floor_specs = floor.specs
-    if rate < 1:            # the amplified bound, or the cost's own curve where that is less (both are valid)
-        whole = accountant.charge_plan(cost, None, 1.0)
-        floor = RDPCharge(tuple(float(v) for v in np.minimum(floor.values, whole.values)),
-                          min(floor.delta0, whole.delta0))
-    backed = _rebuilt(copied.specs, rate) if copied.specs else None
+    backed = _rebuilt(copied.specs) if copied.specs else None
     if backed is None:
+        floor = accountant.charge_plan(cost, None, rate)
+        floor_specs = floor.specs
+        if rate < 1:        # the amplified bound, or the cost's own curve where that is less (both are valid)
+            whole = accountant.charge_plan(cost, None, 1.0)
+            floor = RDPCharge(tuple(float(v) for v in np.minimum(floor.values, whole.values)),
+                              min(floor.delta0, whole.delta0))
         if _dominates(copied, floor, 0.0):
             return RDPCharge(copied.values, copied.delta0, floor_specs, copied.labels), None
         why = "its curves have no description dpframe can rebuild" if copied.specs else "it declares no curves"
         return None, (f"it charges less than its cost's curve at some order the Rényi filter reads (or in δ0), "
                       f"and {why} (a plugin's curve kind, or a curve object's own functions, are not trusted)")
-    parts, expected, specs = backed
+    curves, parts, expected, specs = backed
     named = "; ".join(c.label for c in parts)
+    if rate < 1 and not _dominates(copied, expected, VALUE_SLACK):
+        # the composition amplified once, as charge_plan; the unamplified charge where that is less (both valid)
+        amplified, specs = _amplified(copied.specs, float(rate))
+        expected = RDPCharge(tuple(float(v) for v in np.minimum(expected.values, amplified.values)),
+                             min(expected.delta0, amplified.delta0))
     if not _dominates(copied, expected, VALUE_SLACK):
         return None, ("it charges less, at some order the Rényi filter reads (or in δ0), than the curves it "
                       f"describes ({named}) cost by dpframe's formulas")
-    more = _more_private(parts, cost)
+    try:
+        more = _cost_link(tuple(copied.specs), cost)
+    except TypeError:       # a cost that is not hashable (a plugin's Budget subclass): not cached
+        more = _more_private(parts, cost)
     if more is not None:
         return None, f"its curves ({named}) {more}"
     return RDPCharge(copied.values, copied.delta0, specs, copied.labels), None
+
+
+@lru_cache(maxsize=256)
+def _cost_link(specs: tuple[str, ...], cost: Budget) -> str | None:
+    """:func:`_more_private` of the parts ``specs`` rebuild (cached: plain data, dpframe's deterministic builders)."""
+    return _more_private(_rebuilt_cached(specs)[1], cost)
 
 
 def described(charge: RDPCharge) -> RDPCharge:
@@ -176,19 +192,20 @@ def _dominates(charge: RDPCharge, least: RDPCharge, slack: float) -> bool:
     return bool(np.all(values >= floor * (1 - slack))) and charge.delta0 >= least.delta0 * (1 - slack)
 
 
-def _rebuilt(specs: Sequence[str], rate: float) -> tuple[tuple[PrivacyCurve, ...], RDPCharge, tuple[str, ...]] | None:
-    """The curves ``specs`` describe (rebuilt by dpframe), their charge at ``rate`` and their descriptions.
+Rebuilt = tuple[tuple[PrivacyCurve, ...], tuple[PrivacyCurve, ...], RDPCharge, tuple[str, ...]]
+
+
+def _rebuilt(specs: Sequence[str]) -> Rebuilt | None:
+    """The curves ``specs`` describe (rebuilt by dpframe), their parts, their charge and their descriptions.
 
     None when one is not a description dpframe builds (not JSON, a plugin's kind anywhere in it, parameters its
     builder refuses, a replace-one curve). A description's own top-level ``rate`` (the frame's sample, as
-    ``charge_plan`` records it) is dropped: the frame's ``rate`` is applied to their composition, as
-    ``charge_plan`` does. Cached by the descriptions (plain data, rebuilt by dpframe's deterministic builders).
+    ``charge_plan`` records it) is dropped: the frame's rate is applied to their composition by :func:`_amplified`.
+    Cached by the descriptions (plain data, rebuilt by dpframe's deterministic builders).
     """
     try:
-        return _rebuilt_cached(tuple(specs), float(rate))
-    except (TypeError, ValueError, KeyError, RecursionError, OverflowError, ArithmeticError, _Untrusted):
-        return None
-    except Exception:       # a builder refusing a parameter (a DPFrameError, ...): not a description it builds
+        return _rebuilt_cached(tuple(specs))
+    except Exception:       # not JSON, a plugin's kind, a builder refusing a parameter: not a description it builds
         return None
 
 
@@ -197,7 +214,7 @@ class _Untrusted(Exception):
 
 
 @lru_cache(maxsize=256)
-def _rebuilt_cached(specs: tuple[str, ...], rate: float) -> tuple[tuple[PrivacyCurve, ...], RDPCharge, tuple[str, ...]]:
+def _rebuilt_cached(specs: tuple[str, ...]) -> Rebuilt:
     curves, parts = [], []
     for text in specs:
         spec = json.loads(text)
@@ -209,15 +226,15 @@ def _rebuilt_cached(specs: tuple[str, ...], rate: float) -> tuple[tuple[PrivacyC
         parts += [_build(p) for p in _parts(spec)]
     if not curves:
         raise _Untrusted("no curves")
-    expected = RDPCharge.of(curves)
     kept = tuple(c.to_json() for c in curves) if all(c.spec is not None for c in curves) else ()
-    if rate < 1:            # the composition amplified once, as charge_plan; or unamplified, where that is less
-        sampled = composition(curves).subsampled(rate)
-        amplified = RDPCharge.of([sampled])
-        expected = RDPCharge(tuple(float(v) for v in np.minimum(expected.values, amplified.values)),
-                             min(expected.delta0, amplified.delta0))
-        kept = (sampled.to_json(),) if sampled.spec is not None else ()
-    return tuple(parts), expected, kept
+    return tuple(curves), tuple(parts), RDPCharge.of(curves), kept
+
+
+@lru_cache(maxsize=256)
+def _amplified(specs: tuple[str, ...], rate: float) -> tuple[RDPCharge, tuple[str, ...]]:
+    """The charge of the rebuilt curves' composition on a Poisson sample of ``rate``, and its description."""
+    sampled = composition(list(_rebuilt_cached(specs)[0])).subsampled(rate)
+    return RDPCharge.of([sampled]), (sampled.to_json(),) if sampled.spec is not None else ()
 
 
 def _build(spec: dict[str, Any]) -> PrivacyCurve:
