@@ -11,28 +11,31 @@ reserves, when
    has, amplified by the frame's Poisson sampling, or unamplified where that is less), which is sound whatever the
    mechanism is; **or**
 2. it is backed by its descriptions (a charge with descriptions dpframe rebuilds is held to this rule, as its
-   reports compose them): each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas:
-   a plugin's registered builder, or a curve object's own functions, are not asked), it is at least, at every order
-   and in δ0, what the rebuilt curves charge (their composition amplified at the frame's rate: the rate a
-   description claims for the frame is not read), and the rebuilt curves do not prove the plan more private than
-   its cost says, in the cost's notion: a pure ε cost needs a pure bound of at least ε; an (ε, δ) cost an ε at δ
-   (the smaller of the pure bound and the RDP conversion at δ − δ0) of at least ε; a ρ cost a zCDP bound of at
-   least ρ (relative slack 10⁻⁶ for floats).
+   reports compose them): each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas: a plugin's
+   registered builder, or a curve object's own functions, are not asked), the charge is at least, at every order and
+   in δ0, what the rebuilt curves charge (unamplified, or their composition amplified once at the frame's rate where
+   that is less: the rate a description claims for the frame is not read), and the rebuilt curves do not prove the
+   plan more private than its cost says: by basic composition of their parts, the loosest rule a cost may be priced
+   with, they give at least the cost in its own notion (:func:`_more_private`; relative slack 10⁻⁶ for floats).
 
 Why that is sound for the filter: the filter composes the charges order by order (:mod:`dpframe.accounting.rdp`), so
 a charge must bound the mechanism's Rényi divergence at *every* order (a curve honest at a few orders leaves the
 others' filters open). Rule 1 bounds it from the cost alone. Rule 2 bounds it for the mechanism the descriptions
 declare, by the engine's formulas at every order; that the declared mechanism is the one that runs is the claim the
 family makes with its cost too, and (2)'s last condition refuses curves that contradict the cost (a curve of a
-hundredth of the cost's ε). A plan lying in both its cost and its curves is what the neighbouring-dataset audit is
-for, as for a mechanism plugin's noise.
+hundredth of the cost's ε, a Gaussian of tiny ρ under a pure cost). It is a consistency check, not a proof: curves
+that give the cost by basic composition and less by a tighter one are accepted (that is what tight curves are for),
+and a plan lying in both its cost and its curves is what the neighbouring-dataset audit is for, as for a mechanism
+plugin's noise.
 
 Why that is sound for the PLD reports: a PLD session enforces with the same filter; its reports (``history()``,
-``explain()``, ``describe_charge``) compose the PLD of the charge's descriptions. The copy returned keeps only the
-descriptions rule 2 checked (rebuilt, normalised: the composition amplified at the frame's rate, as checked), so a
-report composes the profiles of the curves whose RDP was checked against the charge and the cost — never a profile
-the plan declared beside values it does not match; a charge passing by rule 1 alone is described by the cost's own
-curve (amplified at the frame's rate), which it is at least.
+``explain()``, ``describe_charge``, ``spent_report()``) compose the curves the charge's descriptions rebuild. The copy
+returned keeps only the descriptions rule 2 checked (normalised: the rebuilt curves, or their amplified composition
+where that is what the charge was checked against), so a report composes the profiles of the curves whose RDP was
+checked against the charge and the cost, never a profile the plan declared beside values it does not match; a
+charge passing by rule 1 is described by the cost's own curve (amplified at the frame's rate), which it is at least.
+The PLD of the checked curves is composed instead of any PLD the plan declares: a profile is only ever built by
+dpframe's builders from checked parameters.
 
 Everything is read once: the values, δ0 and descriptions are copied (floats, strings) before they are checked, and
 the copy is what the ledger reserves.
