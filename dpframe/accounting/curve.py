@@ -290,7 +290,10 @@ _CORE: set[str] = set()
 
 
 def register_core_curve(kind: str, build: Callable[..., PrivacyCurve]) -> None:
-    """:func:`register_curve` for dpframe's own kinds (the accounting package's builders): :func:`is_core_kind`."""
+    """:func:`register_curve` for dpframe's own kinds (the accounting package's builders): :func:`is_core_kind`.
+
+    ``build`` receives public values only (a description's parameters, never data), as for :func:`register_curve`.
+    """
     register_curve(kind, build)
     _CORE.add(kind)
 
