@@ -58,7 +58,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from functools import lru_cache
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,7 +67,8 @@ from dpframe.accounting.composition import composition
 from dpframe.accounting.curve import PrivacyCurve, from_json, from_spec, is_core_kind
 from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
-from dpframe.budgets import Budget, describe
+from dpframe.budgets import Budget, describe, make
+from dpframe.sealed import plain_cache
 
 if TYPE_CHECKING:
     from dpframe.accounting.rdp import RenyiFilter
@@ -137,18 +138,22 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
         return None, ("it charges less, at some order the Rényi filter reads (or in δ0), than the curves it "
                       f"describes ({named}) cost by dpframe's formulas")
     try:
-        more = _cost_link(tuple(copied.specs), cost)
-    except TypeError:       # a cost that is not hashable (a plugin's Budget subclass): not cached
+        more = _cost_link(tuple(copied.specs), cost.notion, _first(cost), Fraction(getattr(cost, "delta", 0)))
+    except TypeError:       # a cost that is not plain values (a plugin's Budget subclass): not cached
         more = _more_private(parts, cost)
     if more is not None:
         return None, f"its curves ({named}) {more}"
     return RDPCharge(copied.values, copied.delta0, specs, copied.labels), None
 
 
-@lru_cache(maxsize=256)
-def _cost_link(specs: tuple[str, ...], cost: Budget) -> str | None:
-    """:func:`_more_private` of the parts ``specs`` rebuild (cached: plain data, dpframe's deterministic builders)."""
-    return _more_private(_rebuilt_cached(specs)[1], cost)
+@plain_cache(maxsize=256)
+def _cost_link(specs: tuple[str, ...], notion: str, first: Fraction, delta: Fraction) -> str | None:
+    """:func:`_more_private` of the parts ``specs`` rebuild and the cost ``make(notion, first, delta)``, cached."""
+    return _more_private(_rebuilt_cached(specs)[1], make(notion, first, delta))  # type: ignore[arg-type]
+
+
+def _first(cost: Budget) -> Fraction:
+    return Fraction(cost.rho if cost.notion == "zcdp" else cost.epsilon)  # type: ignore[union-attr]
 
 
 def described(charge: RDPCharge) -> RDPCharge:
@@ -185,7 +190,7 @@ def _as_stored(specs: tuple[str, ...]) -> RDPCharge | None:
         return None
 
 
-@lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _as_stored_cached(specs: tuple[str, ...]) -> RDPCharge:
     return RDPCharge.of([from_json(text) for text in specs])
 
@@ -216,7 +221,7 @@ class _Untrusted(Exception):
     """A description dpframe does not build itself."""
 
 
-@lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _rebuilt_cached(specs: tuple[str, ...]) -> Rebuilt:
     curves, parts = [], []
     for text in specs:
@@ -233,7 +238,7 @@ def _rebuilt_cached(specs: tuple[str, ...]) -> Rebuilt:
     return tuple(curves), tuple(parts), RDPCharge.of(curves), kept
 
 
-@lru_cache(maxsize=256)
+@plain_cache(maxsize=256)
 def _amplified(specs: tuple[str, ...], rate: float) -> tuple[RDPCharge, tuple[str, ...]]:
     """The charge of the rebuilt curves' composition on a Poisson sample of ``rate``, and its description."""
     sampled = composition(list(_rebuilt_cached(specs)[0])).subsampled(rate)
