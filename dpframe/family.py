@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 
 import polars as pl
 
+from dpframe.accounting.curve_charge import check_curve_charge
+from dpframe.accounting.rdp import RenyiFilter
 from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe
 from dpframe.display import Explanation, query_html
@@ -347,10 +349,11 @@ class Releasable(Sealed, Generic[R]):
                               argument="budget", fix="plan() raised something other than a dp.DPFrameError: a bug of "
                               "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
                               "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
-        plan = _read_once(plan, self.describe())
+        plan = copy_plan(plan, self.describe())
         check_cost(plan, budget_of(budget), self.describe())
         if self._rate is not None:
-            check_charge(plan, self._front.accountant, self._rate, self.describe())
+            plan = dataclasses.replace(plan, charge=check_charge(plan, self._front.accountant, self._rate,
+                                                                 self.describe()))
         return plan
 
     def plan(self, budget: object = None) -> Any:
@@ -414,30 +417,6 @@ class Releasable(Sealed, Generic[R]):
                           "and releases")
 
 
-def _read_once(plan: object, what: str) -> FamilyPlan[Any]:
-    """A family's ``plan`` as a plain :class:`FamilyPlan`, each field read once: what is checked is what is reserved.
-
-    A subclass's field may be a property answering differently on each read (an honest ``charge`` for
-    :func:`check_charge`, a hundredth of it for the ledger); a plan that lacks a field is the plugin's PluginError.
-
-    Example:
-        >>> import dpframe as dp
-        >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(1), dp.PureDP(1), "m", Explain("t"), print)
-        >>> _read_once(plan, "mine()") is plan
-        True
-
-    """
-    if type(plan) is FamilyPlan:
-        return plan
-    try:
-        return FamilyPlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(FamilyPlan)})
-    except Exception as e:
-        raise PluginError(f"the query family of {what} returned a plan whose fields cannot be read "
-                          f"({type(e).__name__}: {e})", argument="budget",
-                          fix="plan() returns a dpframe.family.FamilyPlan: a bug of the plugin that registers the "
-                              "family (see `dpframe plugins`); report it to its authors") from e
-
-
 def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
     """A PluginError (nothing charged) when a family's ``plan`` costs more than the query's ``budget``.
 
@@ -471,12 +450,44 @@ def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:
                           argument="budget", fix=fix)
 
 
-def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, what: str) -> None:
-    """A PluginError (nothing charged) when a family's ``plan`` charges less than its ``cost`` costs the session.
+def copy_plan(plan: object, what: str) -> FamilyPlan[Any]:
+    """A plain :class:`FamilyPlan` of ``plan``'s fields, each read once: what the core checks is what it charges.
 
-    The ledger reserves ``plan.charge``; in a session that charges budgets (``basic``, ``zcdp``) it is at least
-    ``accountant.charge_plan(plan.cost, None, rate)`` (its cost, amplified by the frame's Poisson sampling ``rate``
-    where the accountant amplifies). A charge of curves (``rdp``, ``pld`` sessions) is the plan's to get right.
+    A subclass could answer a field (``charge``) through a property, honestly while checked and otherwise when
+    reserved; the copy has the values the first read gave. Not a FamilyPlan: a PluginError naming ``what``.
+
+    Example:
+        >>> import dpframe as dp
+        >>> plan = FamilyPlan(dp.PureDP(1), dp.PureDP(1), dp.PureDP(1), "m", Explain("t"), print)
+        >>> copy_plan(plan, "mine()") == plan, copy_plan(plan, "mine()") is plan
+        (True, False)
+
+    """
+    if not isinstance(plan, FamilyPlan):
+        raise PluginError(f"the query family of {what} returned a {type(plan).__name__} from plan(), not a "
+                          "dpframe.family.FamilyPlan", argument="budget",
+                          fix="a bug of the plugin that registers the family (see `dpframe plugins`); report it to "
+                              "its authors")
+    try:
+        return FamilyPlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(FamilyPlan)})
+    except Exception as e:
+        raise PluginError(f"the query family of {what} returned a plan whose fields cannot be read "
+                          f"({type(e).__name__}: {e})", argument="budget",
+                          fix="plan() returns a dpframe.family.FamilyPlan: a bug of the plugin that registers the "
+                              "family (see `dpframe plugins`); report it to its authors") from e
+
+
+def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, what: str) -> SessionCost:
+    """What the ledger reserves for a family's ``plan``: its charge, once checked against its cost (else a PluginError).
+
+    In a session that charges budgets (``basic``, ``zcdp``) the charge is at least ``accountant.charge_plan(plan.cost,
+    None, rate)`` (its cost, amplified by the frame's Poisson sampling ``rate`` where the accountant amplifies). In a
+    session that charges privacy curves (``rdp``, ``pld``: the Rényi filter) it is at least the cost's curve at every
+    order the filter reads, or it is backed by the descriptions of the curves it came from, rebuilt by dpframe, which
+    do not prove the plan more private than its cost
+    (:func:`~dpframe.accounting.curve_charge.check_curve_charge`, whose docstring says why that is sound, for the
+    filter and for the PLD reports); the charge returned is then a copy keeping only the descriptions checked. A
+    refusal charges nothing: the core checks while planning (``cost()``, ``explain()``, ``collect()``).
 
     Example:
         >>> import dpframe as dp
@@ -486,28 +497,50 @@ def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, wha
         Traceback (most recent call last):
         ...
         dpframe.errors.PluginError: budget: the plan of mine() charges ε=1/100, less than its cost ε=1 costs...
+        >>> from dpframe import accounting as acc
+        >>> rdp = acc.RDPAccountant(dp.ApproxDP(10, 1e-5))
+        >>> tiny = FamilyPlan(dp.PureDP(1), dp.PureDP(1), rdp.charge(dp.PureDP(0.01)), "m", Explain("t"), print)
+        >>> check_charge(tiny, rdp, 1.0, "mine()")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: budget: the plan of mine() costs ε=1 but its curves (ε-DP(ε=0.01)) prove it...
 
     """
     charged = plan.charge
+    fix = ("this is a query family plugin bug: a plan's charge is accountant.charge_plan(cost, curves, rate) with the "
+           "curves of the mechanisms it runs (dpframe's curve constructors, e.g. dpframe.accounting.laplace), or "
+           "charge_plan(cost, None, rate); report it to the authors of the plugin that registers it (see "
+           "`dpframe plugins`)")
+    if isinstance(accountant, RenyiFilter) and isinstance(plan.cost, PureDP | ApproxDP | ZCDP):
+        try:
+            checked, why = check_curve_charge(charged, plan.cost, accountant, rate)
+        except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
+            raise _uncharged(plan.cost, what, e) from None
+        if checked is None:
+            raise PluginError(f"the plan of {what} costs {describe(plan.cost)} but {why}", argument="budget", fix=fix)
+        return checked
     if not isinstance(charged, PureDP | ApproxDP | ZCDP):
-        return
+        return charged
     try:
         least = accountant.charge_plan(plan.cost, None, rate)
     except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
-        raise PluginError(f"the plan of {what} costs {describe(plan.cost)}, which this session cannot charge "
-                          f"({e.message})", argument="budget",
-                          fix="this is a query family plugin bug: a plan's cost is in a notion its session holds "
-                              "(one the query's budget converts to); report it to the authors of the plugin that "
-                              "registers it (see `dpframe plugins`)") from None
+        raise _uncharged(plan.cost, what, e) from None
     if not isinstance(least, PureDP | ApproxDP | ZCDP):
-        return
+        return charged
     if charged.notion != least.notion or first(charged) < first(least) \
             or getattr(charged, "delta", 0) < getattr(least, "delta", 0):
         raise PluginError(f"the plan of {what} charges {describe(charged)}, less than its cost {describe(plan.cost)} "
-                          f"costs the session ({describe(least)})", argument="budget",
-                          fix="this is a query family plugin bug: a plan's charge is accountant.charge_plan(cost, "
-                              "curves, rate) (or more); report it to the authors of the plugin that registers it (see "
-                              "`dpframe plugins`)")
+                          f"costs the session ({describe(least)})", argument="budget", fix=fix)
+    return charged
+
+
+def _uncharged(cost: Budget, what: str, e: DPFrameError) -> PluginError:
+    """The PluginError of a plan whose ``cost`` the session's accountant cannot charge (``e`` says why)."""
+    return PluginError(f"the plan of {what} costs {describe(cost)}, which this session cannot charge ({e.message})",
+                       argument="budget",
+                       fix="this is a query family plugin bug: a plan's cost is in a notion its session holds (one the "
+                           "query's budget converts to); report it to the authors of the plugin that registers it "
+                           "(see `dpframe plugins`)")
 
 
 def check_format(format: object) -> None:
@@ -561,4 +594,5 @@ def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, ch
 
 
 __all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
-           "Source", "check_charge", "check_cost", "check_format", "needs_budget", "render", "render_explain"]
+           "Source", "check_charge", "check_cost", "check_format", "copy_plan", "needs_budget", "render",
+           "render_explain"]

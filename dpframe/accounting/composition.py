@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dpframe.accounting.checks import check_grid, shown
-from dpframe.accounting.curve import PrivacyCurve, from_spec, register_curve
+from dpframe.accounting.curve import PrivacyCurve, from_spec, register_core_curve
 from dpframe.accounting.curves import gaussian
 from dpframe.accounting.numerics.common import Array
 from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile
@@ -122,4 +122,4 @@ def _composition_of_specs(parts: list[dict[str, Any]]) -> PrivacyCurve:
     return composition([from_spec(p) for p in parts])
 
 
-register_curve("composition", _composition_of_specs)
+register_core_curve("composition", _composition_of_specs)

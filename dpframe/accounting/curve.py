@@ -272,6 +272,32 @@ def curve_kinds() -> list[str]:
     return sorted(_BUILDERS)
 
 
+def is_core_kind(kind: str) -> bool:
+    """Whether curves of ``kind`` are rebuilt by dpframe's own accounting code (not a plugin's registered builder).
+
+    The engine checks a plan's charge against the curves its descriptions rebuild
+    (:func:`~dpframe.accounting.curve_charge.check_curve_charge`) only where dpframe builds them.
+
+    Example:
+        >>> is_core_kind("gaussian"), is_core_kind("composition"), is_core_kind("no.such.kind")
+        (True, True, False)
+
+    """
+    return kind in _CORE
+
+
+_CORE: set[str] = set()
+
+
+def register_core_curve(kind: str, build: Callable[..., PrivacyCurve]) -> None:
+    """:func:`register_curve` for dpframe's own kinds (the accounting package's builders): :func:`is_core_kind`.
+
+    ``build`` receives public values only (a description's parameters, never data), as for :func:`register_curve`.
+    """
+    register_curve(kind, build)
+    _CORE.add(kind)
+
+
 def from_spec(spec: Mapping[str, Any]) -> PrivacyCurve:
     """Rebuild a curve from its plain-data description (see :func:`register_curve`)."""
     params = dict(spec)

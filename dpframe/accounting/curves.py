@@ -48,7 +48,7 @@ from dpframe.accounting.checks import (
     real,
     shown,
 )
-from dpframe.accounting.curve import PrivacyCurve, register_curve
+from dpframe.accounting.curve import PrivacyCurve, register_core_curve
 from dpframe.accounting.numerics.binary import binary_profile, binary_rdp, sampled_pairs, threshold_pairs
 from dpframe.accounting.numerics.common import Array, Fn
 from dpframe.accounting.numerics.profiles import (
@@ -589,4 +589,4 @@ _BUILT_IN: dict[str, Callable[..., PrivacyCurve]] = {
     "tree_aggregation": tree_aggregation,
     "gaussian_sparse_vector": gaussian_sparse_vector}
 for _kind, _build in _BUILT_IN.items():
-    register_curve(_kind, _build)
+    register_core_curve(_kind, _build)

@@ -42,7 +42,7 @@ import numpy as np
 
 from dpframe.accounting.checks import shown
 from dpframe.accounting.composition import composition
-from dpframe.accounting.curve import PrivacyCurve, from_spec, register_curve
+from dpframe.accounting.curve import PrivacyCurve, from_spec, register_core_curve
 from dpframe.accounting.curves import (
     approx,
     discrete_gaussian,
@@ -224,5 +224,5 @@ def _from_without_replacement(curve: dict[str, Any], sample_size: int, populatio
     return sampled_without_replacement(from_spec(curve), sample_size, population)
 
 
-register_curve("replace_one", _from_replace_one)
-register_curve("sampled_without_replacement", _from_without_replacement)
+register_core_curve("replace_one", _from_replace_one)
+register_core_curve("sampled_without_replacement", _from_without_replacement)

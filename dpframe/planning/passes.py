@@ -20,7 +20,8 @@ import numpy as np
 
 from dpframe.accounting.accountants import Accountant, plan_curves
 from dpframe.accounting.curve import PrivacyCurve
-from dpframe.accounting.rdp_charge import FILTER_ORDERS, filter_rdp
+from dpframe.accounting.curve_charge import described
+from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
 from dpframe.measures import Measure
@@ -582,6 +583,8 @@ def price(state: PlanState) -> PlanState:
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(state.node.input)
     charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
+    if isinstance(charge, RDPCharge):       # the reports compose its descriptions: only those costing what it does
+        charge = described(charge)
     notes = state.notes
     if rate < 1:
         notes = (*notes, f"Poisson sample at rate {rate:g}: " + (

@@ -20,7 +20,10 @@ What the inherited tests check:
   query budget, equals ``cost()`` and ``explain(format="json")["budget"]``, and is the same on two
   neighbouring tables (it may not depend on the data);
 * ``test_collect_charges_exactly_the_cost``: in every session kind (pure, approximate, zCDP, and the RDP and
-  PLD filters) the ledger records exactly the planned charge, once;
+  PLD filters) the ledger records exactly the planned charge, once (each ``cost()`` and ``collect()`` goes through
+  the core's checks of the charge against the cost: :func:`~dpframe.family.check_charge`, and in RDP and PLD
+  sessions :func:`~dpframe.accounting.curve_charge.check_curve_charge`, so a plan whose curves are below its cost
+  fails here as a :class:`~dpframe.errors.PluginError`);
 * ``test_a_failure_while_running_keeps_the_charge``: a backend failure after the reservation leaves the
   charge spent and reports only the exception's type;
 * ``test_bad_calls_charge_nothing``: each bad call raises a :class:`~dpframe.errors.DPFrameError` naming an

@@ -110,6 +110,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
+    ("dpframe.accounting.curve.register_core_curve", "build"): PUBLIC,
     ("dpframe.catalog.check_table_name", "names"): NO_VALUES,
     ("dpframe.remote.values.call_as_given", "method"): PUBLIC,
     ("dpframe.signatures.refuse", "function"): PUBLIC,
