@@ -10,6 +10,7 @@ a fix fails if the defence regresses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from math import comb
@@ -139,7 +140,7 @@ def test_released_scores_audit_at_the_whole_vector_sensitivity() -> None:
     assert "t=8" in str(q.explain(dp.PureDP(2)))
     base = np.array([40, 33, 21])
 
-    def runs(extra: tuple[int, int, int]) -> object:
+    def runs(extra: tuple[int, int, int]) -> Callable[[int, int], dict[str, np.ndarray]]:
         def sample(n: int, seed: int) -> dict[str, np.ndarray]:
             noisy = base + np.array(extra) + noise.sample(3 * n, SeededRandomSource(seed)).reshape(n, 3)
             return {"first": noisy[:, 0], "total": noisy.sum(axis=1)}
@@ -190,7 +191,7 @@ def test_robust_median_above_threshold_needs_its_4m_over_epsilon_query_noise() -
                       budget=dp.ApproxDP(2, 1e-6))
     median = robust_median(sess.table("t"), "x", bounds=(0, 16))
     _, rho_scale, nu_scale = median.threshold(Fraction(1), Fraction(1, 10**7))
-    assert (rho_scale, nu_scale) == (2, 4)
+    assert (rho_scale, nu_scale) == (Fraction(2), Fraction(4))
 
     def loss(scale: float) -> float:
         return max(float(np.abs(np.log(_above_threshold_law(qa, t, 2.0, scale)) -

@@ -120,6 +120,11 @@ def test_gated_release_as_in_process() -> None:
     assert isinstance(local[0], list) and local[1] is None      # released; held back (the gate: ~500 rows)
 
 
+def _unchecked(value: Any) -> Any:
+    """``value``, typed ``Any``: a wrong-typed argument the test passes on purpose."""
+    return value
+
+
 BAD_GATES = {
     "a SQL query": lambda s: (gated_release if isinstance(s, dp.Session) else s.gated_release)(
         s.sql("SELECT COUNT(*) AS n FROM visits"), dp.PureDP(1), s.table("visits").agg(dp.len()), 5, dp.PureDP(1)),
@@ -127,8 +132,8 @@ BAD_GATES = {
         s.table("visits").agg(dp.len()), dp.PureDP(1), s.table("visits").group_by("day").agg(dp.len()), 5,
         dp.PureDP(1)),
     "an approximate budget": lambda s: gated(s, dp.ApproxDP(1, 1e-6), 5),
-    "a budget that is a number": lambda s: gated(s, 1.0, 5),
-    "a threshold that is text": lambda s: gated(s, dp.PureDP(1), "many"),
+    "a budget that is a number": lambda s: gated(s, _unchecked(1.0), 5),
+    "a threshold that is text": lambda s: gated(s, dp.PureDP(1), _unchecked("many")),
     "too much": lambda s: gated(s, dp.PureDP(100), 5),
     "a bad refund": lambda s: gated(s, dp.PureDP(1), 5, refund="no"),
 }
@@ -277,13 +282,13 @@ def test_each_step_of_a_padded_run_until_is_held(padded_holds: Any) -> None:
 
 # ------------------------------------------------------------------------------------------ options JSON cannot carry
 
-UNSENDABLE = {
+UNSENDABLE: dict[str, Callable[[Any, Any], Any]] = {
     "ci": lambda s, median: s.table("visits").agg(dp.len()).collect(dp.PureDP(1), ci=b"0.9"),
     "diagnostics": lambda s, median: s.table("visits").agg(dp.len()).collect(dp.PureDP(1), diagnostics=b"1"),
     "format": lambda s, median: s.table("visits").agg(dp.len()).explain(dp.PureDP(1), format=b"text"),
     "refund": lambda s, median: median(s.table("visits"), "spend", (0, 9)).collect(dp.ApproxDP(1, 1e-6),
                                                                                    refund=b"no"),
-    "table": lambda s, median: (s.table if isinstance(s, dp.Session) else s.schema)(b"visits"),
+    "table": lambda s, median: (s.table if isinstance(s, dp.Session) else s.schema)(_unchecked(b"visits")),
 }
 
 
