@@ -9,7 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +165,94 @@ def tls_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
                     "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
     return cert, key
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One wait of a padded ``dp.Server`` before it lets a reply (or a question) go, as the server computed it: tests
+    of ``pad`` check the schedule the server set, which holds under any machine load, not how late the machine ran.
+
+    ``began`` is when the request's (or step's) work began, ``entered`` when the server's hold was called (after the
+    work), ``asked`` when it waited, ``waited`` the timeout it waited for, ``left`` when it let the reply go (all
+    ``time.monotonic()``). The server reads its clock between ``entered`` and ``asked``.
+    """
+
+    began: float
+    pad: float
+    entered: float
+    asked: float
+    waited: float
+    left: float
+
+    def period(self) -> float | None:
+        """When the reply was scheduled to leave, in seconds after ``began``, if that is the first of pad, 2·pad,
+        4·pad, ... ≥ the work's time (what the server's clock read of it: between ``entered`` and ``asked``), and the
+        server waited for it; ``None`` otherwise (a schedule that shows the work's time finer than a period)."""
+        from dpframe.remote.server import reply_time
+
+        target = self.asked - self.began + self.waited         # the schedule, read by our later clock: ≥ the server's
+        for period in (reply_time(self.entered - self.began, self.pad), reply_time(self.asked - self.began, self.pad)):
+            if target - (self.asked - self.entered) - 1e-6 <= period <= target + 1e-6 \
+                    and self.left - self.began >= period - 1e-3:
+                return period
+        return None
+
+
+@pytest.fixture
+def padded_holds(monkeypatch: pytest.MonkeyPatch) -> list[Hold]:
+    """Every :class:`Hold` a ``dp.Server`` made in this test, in order (each server's close event records the
+    timeout its padded hold waits for; nothing else waits on it with a timeout)."""
+    from dpframe.remote import server as server_module
+
+    holds: list[Hold] = []
+    lock = threading.Lock()
+    context = threading.local()
+
+    class Recorded(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            asked = time.monotonic()
+            closed = super().wait(timeout)
+            hold: tuple[float, float, float] | None = getattr(context, "hold", None)
+            if timeout is not None and hold is not None:
+                began, pad, entered = hold
+                with lock:
+                    holds.append(Hold(began, pad, entered, asked, timeout, time.monotonic()))
+            return closed
+
+    plain_init, plain_hold = server_module.Server.__init__, server_module.Server._hold
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        plain_init(self, *args, **kwargs)
+        self._closed = Recorded()
+
+    def hold(self: Any, arrived: float, pad: float) -> bool:
+        context.hold = (arrived, pad, time.monotonic())
+        try:
+            return bool(plain_hold(self, arrived, pad))
+        finally:
+            context.hold = None
+
+    monkeypatch.setattr(server_module.Server, "__init__", init)
+    monkeypatch.setattr(server_module.Server, "_hold", hold)
+    return holds
+
+
+@pytest.fixture
+def peak_memory() -> Callable[[Callable[[], object]], int]:
+    """A function that runs a call (an exception it raises is kept from the test) and returns the peak of the Python
+    memory it allocated, in bytes (``tracemalloc``): a measure of its work that machine load does not change, for
+    tests that some input is refused before a large computation (a huge power of ten: ``10**400000`` alone is
+    166 kB)."""
+    import tracemalloc
+
+    def peak(call: Callable[[], object]) -> int:
+        tracemalloc.start()
+        try:
+            try:
+                call()
+            except Exception:       # noqa: BLE001 - the test checks what is raised separately
+                pass
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return peak

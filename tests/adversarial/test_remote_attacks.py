@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import secrets
+import select
 import socket
 import struct
 import time
@@ -116,14 +117,17 @@ def test_an_oversized_frame_is_refused_unread(served: tuple[dp.Session, dp.Serve
 
 def test_a_stalled_handshake_neither_blocks_others_nor_stays(served: tuple[dp.Session, dp.Server],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_module, "AUTH_SECONDS", 0.3)
+    """Judged by order, not by a wall-clock bound: another client is served while the stalled connection is still
+    open (within its 3 s: not after the server gave up on it), and the stalled one is then closed (within 10 times
+    its limit)."""
+    monkeypatch.setattr(server_module, "AUTH_SECONDS", 3.0)
     _, server = served
     stalled = raw(server)                                  # says nothing after the hello
     with dp.connect(server.address, authkey=KEY) as remote:
         assert remote.tables() == ["t"]
-    start = time.monotonic()
+    assert not select.select([stalled], [], [], 0)[0], "another client waited for the stalled handshake"
+    stalled.settimeout(10 * server_module.AUTH_SECONDS)
     assert closed_by_server(stalled)
-    assert time.monotonic() - start < 4
 
 
 def test_more_clients_than_allowed_are_closed() -> None:
@@ -165,7 +169,7 @@ def test_budgets_the_constructors_refuse_are_refused_free(served: tuple[dp.Sessi
         start = time.monotonic()
         with pytest.raises((dp.ArgumentError, dp.BudgetError)):
             remote._request({"op": "collect", "sql": "SELECT COUNT(*) AS n FROM t", "budget": budget})
-        assert time.monotonic() - start < 2
+        assert time.monotonic() - start < 30       # 1e999999999 as a Fraction would take hours: a margin for load
         assert remote.tables() == ["t"]
     assert sess.history().height == 0
 

@@ -6,6 +6,7 @@ import logging
 import secrets
 import threading
 import time
+from typing import Any
 
 import polars as pl
 import pytest
@@ -40,21 +41,29 @@ def test_reply_time_doubles_past_the_pad() -> None:
     assert [reply_time(t, 0.5) for t in (0.0, 0.2, 0.5, 0.51, 1.0, 1.7, 9.0)] == [0.5, 0.5, 0.5, 1.0, 1.0, 2.0, 16.0]
 
 
-def test_a_small_and_a_large_table_answer_at_the_same_time() -> None:
-    """Releases and refusals are answered one period after the request; a request that reads no row is not held."""
+def test_a_small_and_a_large_table_answer_at_the_same_time(padded_holds: Any) -> None:
+    """Releases and refusals are answered one period after the request; a request that reads no row is not held.
+
+    What the analyst sees is at least ``pad``; what the server scheduled (``padded_holds``, load-proof) is one hold
+    per release or refusal, at the first period from the request's arrival that its work did not overrun
+    (``pad`` here, unless the machine is slow enough to overrun it: then a doubling, never the work's time), and no
+    hold for a request that reads no row, nor on a server without ``pad``."""
     pad = 1.5
     took: dict[tuple[str, str], float] = {}
     for name, data in (("small", SMALL), ("large", LARGE)):
         with served(data, pad) as server, dp.connect(server.address, authkey=KEY) as remote:
             for ask in ("collect", "refused"):
                 took[name, ask] = timed(remote, ask)
-            took[name, "remaining"] = timed(remote, "remaining")       # reads no row: not held
+            held = len(padded_holds)
+            timed(remote, "remaining")                                  # reads no row: not held
+            assert len(padded_holds) == held
     for name in ("small", "large"):
         for ask in ("collect", "refused"):
-            assert pad <= took[name, ask] < 2 * pad - 0.2, took
-        assert took[name, "remaining"] < pad, took
+            assert took[name, ask] >= pad, took
+    assert len(padded_holds) == 4 and all(hold.period() is not None for hold in padded_holds), padded_holds
     with served(SMALL, None) as fast, dp.connect(fast.address, authkey=KEY) as remote:
-        assert timed(remote, "collect") < pad
+        timed(remote, "collect")
+    assert len(padded_holds) == 4
 
 
 def test_an_overrun_waits_for_the_next_doubling_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
