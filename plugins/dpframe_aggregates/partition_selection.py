@@ -74,7 +74,7 @@ def per_group_log_up(l0: int, delta: Fraction) -> Fraction:
     δ₁ = −expm1(−a/l0), a = −ln(1 − δ): for δ ≤ 1/2, a = −log1p(−float(δ)) (condition number ≤ 2); above,
     a = ln(denominator) − ln(denominator − numerator) of the exact δ (a ≥ ln 2, the logs' ulps are ≤ 10⁻¹² of
     it). Each float step is within a few ulps, so ln(1/δ₁) is within 10⁻¹² of the float result; 10⁻⁹ is added.
-    Where float(δ) or a/l0 is below 10⁻³⁰⁰ it is :func:`log_ratio_up` (also an upper bound: δ₁ ≥ δ/l0).
+    Where float(δ) or a/l0 is below 10⁻³⁰⁰, or l0 ≥ 10³⁰⁰, it is :func:`log_ratio_up` (also an upper bound).
 
     Example:
         >>> round(float(log_ratio_up(1000, Fraction(1, 2)) - per_group_log_up(1000, Fraction(1, 2))), 3)  # ln(2 ln 2)
@@ -84,6 +84,8 @@ def per_group_log_up(l0: int, delta: Fraction) -> Fraction:
 
     """
     base = log_ratio_up(l0, delta)
+    if l0 >= 10**300:                  # a float division by it would overflow (a ZCDP budget's ρ reaches 10³⁰⁰)
+        return base
     if delta <= Fraction(1, 2):
         d = float(delta)
         if d < 1e-300:

@@ -8,8 +8,8 @@ the exact δ: ``selection_exact.py``). τ was the smallest integer meeting the u
 (per-group δ₁ = 1 − (1 − δ)^{1/L0} ≥ δ/L0), the discrete Laplace τ is the smallest τ ≥ 2 whose exact δ is
 ≤ δ at every grid point below (t ≤ 10⁴; beyond, within its 10⁻⁹-of-ℓ margin), so lowering it by one breaks DP;
 the discrete Gaussian τ is the smallest meeting the subgaussian bound e^{−(τ−1)²/(2σ²)} ≤ δ₁, whose exact δ is
-far below δ. Example: ε = 1 per selection, L0 = 1, δ = 10⁻⁶: τ = 15 (was 16), exact δ = 8.5·10⁻⁷, at τ = 14
-it would be 2.3·10⁻⁶.
+far below δ. Example: ε = 1 per selection, L0 = 1, δ = 10⁻⁶: τ = 15 (was 16, exact δ 2.2·10⁻⁷), exact δ = 6.1·10⁻⁷; at
+τ = 14 it would be 1.7·10⁻⁶.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def test_per_group_log_is_an_upper_bound() -> None:
     """ℓ = per_group_log_up(L0, δ) ≥ ln(1/δ₁) (both branches of a: δ ≤ 1/2 from log1p, above from exact logs;
     δ near 1 and below the float range), and within 10⁻⁸ of it where it is not the union bound's ln(L0/δ)."""
     deltas = [*DELTAS, Fraction(3, 4), Fraction(10**15 - 1, 10**15), Fraction(1, 3), Fraction(2, 2**1074)]
-    for l0, delta in itertools.product([*L0S, 10**30], deltas):
+    for l0, delta in itertools.product([*L0S, 10**30, 10**320], deltas):
         with localcontext() as ctx:
             ctx.prec = PREC
             exact = -per_group_delta(l0, delta).ln()
@@ -153,6 +153,19 @@ def test_a_query_plans_the_smallest_sound_threshold(budget: dp.ApproxDP | dp.ZCD
     assert f"τ = {tau} " in query.explain(budget)
     if (budget, max_groups) == (dp.ApproxDP(1, 1e-6), 1):
         assert (noise.scale, tau) == (2, 28)
+
+
+def test_a_huge_max_groups_plans_under_zcdp() -> None:
+    """Attack (found while writing this review's change): max_groups = 10³²⁰ under ρ = 10²⁹⁸ is a drawable
+    σ² = 5·10²¹, and the per-group δ₁'s float division a/L0 raised OverflowError in plan() (a PluginError
+    before any charge). L0 ≥ 10³⁰⁰ takes the union bound's ln(L0/δ), which needs no float of L0."""
+    data = pl.DataFrame({"u": list(range(40)), "g": [str(i % 4) for i in range(40)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=10**320),
+                      budget=dp.ZCDP(10**299, Fraction(1, 10)))
+    budget = dp.ZCDP(10**298, Fraction(1, 100))
+    plan = sess.table("t").group_by("g").agg(dp.count_units()).plan(budget).selection  # L2 √L0, as the selection
+    assert isinstance(plan, SelectionPlan) and plan.selection_noise is not None
+    assert plan.threshold == gaussian_threshold(10**320, plan.selection_noise.scale, budget.delta) > 2
 
 
 # --------------------------------------------------------------------------- statistical: D vs D plus one unit
