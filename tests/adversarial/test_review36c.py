@@ -212,19 +212,24 @@ def test_partition_selection_threshold_is_conservative_at_extreme_parameters(kin
     91772333947868129 / 117082145561087569 (Gaussian), below the smallest admissible 85893634165267719,
     91772333947868133 and 117082145561087580 (60-digit decimals here), so the selection's δ was exceeded. τ is now
     exact rational arithmetic on a rational upper bound of ln(L0/δ) (10⁻¹² of the logs' size, ≈ 6·10⁻¹² relative
-    here), so τ − 1 is at least the admissible minimum at every ε, δ and max_groups. δ = float(10⁻⁶) exactly."""
+    here), so τ − 1 is at least the admissible minimum at every ε, δ and max_groups. δ = float(10⁻⁶) exactly. Review
+    52d: the condition is now the exact one, 1 − (1 − P[Z ≥ τ − 1])^L0 ≤ δ, i.e. P[Z ≥ τ − 1] ≤ δ₁ =
+    1 − (1 − δ)^{1/L0} (≥ δ/L0; ln(1/δ₁) from selection_exact.per_group_delta), and τ carries no +1."""
     from dpframe_aggregates.partition_selection import gaussian_threshold, laplace_threshold
+
+    from .selection_exact import per_group_delta, selection_delta
 
     delta = Fraction(1e-6)
     with localcontext() as ctx:
         ctx.prec = 80
-        s, log_ratio = _dec(scale), (Decimal(l0) / _dec(delta)).ln()
+        s, per_group = _dec(scale), per_group_delta(l0, delta)
+        log_ratio = -per_group.ln()
         if kind == "laplace":
             tau = laplace_threshold(l0, scale, delta)
-            needed = s * (log_ratio - (1 + (-1 / s).exp()).ln())        # τ − 1 ≥ t·(ln(L0/δ) − ln(1 + e^{−1/t}))
-            assert (tau - 1) >= needed and l0 * (-(Decimal(tau - 1) / s)).exp() / (1 + (-1 / s).exp()) <= _dec(delta)
+            needed = s * (log_ratio - (1 + (-1 / s).exp()).ln())        # τ − 1 ≥ t·(ln(1/δ₁) − ln(1 + e^{−1/t}))
+            assert (tau - 1) >= needed and selection_delta("discrete_laplace", l0, scale, tau) <= _dec(delta)
         else:
             tau = gaussian_threshold(l0, scale, delta)
-            needed = (2 * s * log_ratio).sqrt()                          # (τ − 1)² ≥ 2σ² ln(L0/δ)
-            assert (tau - 1) >= needed and l0 * (-(Decimal(tau - 1) ** 2) / (2 * s)).exp() <= _dec(delta)
+            needed = (2 * s * log_ratio).sqrt()                          # (τ − 1)² ≥ 2σ² ln(1/δ₁)
+            assert (tau - 1) >= needed and (-(Decimal(tau - 1) ** 2) / (2 * s)).exp() <= per_group
         assert tau - 1 - needed < needed * Decimal(1e-10)              # and barely more than needed

@@ -138,9 +138,9 @@ def test_treelog_parameters_at_a_large_epsilon() -> None:
 
 def test_laplace_threshold_at_scales_beyond_the_float_range() -> None:
     """Attack: t = float(scale) is 0.0 below 2.5·10⁻³²⁴ (ε above ~4·10³²³ per group) and −1/t raised
-    ZeroDivisionError; above 1.8·10³⁰⁸ float(scale) raised OverflowError. Now τ = 3 at a vanishing scale (a
-    unit-only group needs noise ≥ 2, probability ≈ e^{−2/t}) and τ − 1 ≥ t·(ln(1/δ) − ln 2) at a huge one."""
-    assert laplace_threshold(1, Fraction(1, 10**330), Fraction(1, 10**6)) == 3
+    ZeroDivisionError; above 1.8·10³⁰⁸ float(scale) raised OverflowError. Now τ = 2 at a vanishing scale (a
+    unit-only group needs noise ≥ 1, probability ≈ e^{−1/t}) and τ − 1 ≥ t·(ln(1/δ) − ln 2) at a huge one."""
+    assert laplace_threshold(1, Fraction(1, 10**330), Fraction(1, 10**6)) == 2
     t = Fraction(10**400)
     tau = laplace_threshold(1, t, Fraction(1, 10**6))
     with localcontext() as ctx:
