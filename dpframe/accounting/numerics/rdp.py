@@ -46,6 +46,7 @@ _U = 2.0 ** -53
 #: How many units of roundoff of the added magnitudes the margin of a closed form allows (at most 1.6 were needed
 #: over 3,000 random (ε, α, Δ, t) against 80-digit references; tests/adversarial/test_review52e checks a grid).
 _ULPS = 8.0
+_TINY = float(np.finfo(np.float64).smallest_subnormal)
 
 Conversion = Literal["best", "standard", "improved"]
 
@@ -159,11 +160,33 @@ def conversions(alpha: Array, rdp: Array, delta: float) -> tuple[Array, Array]:
 
 
 def delta_conversions(alpha: Array, rdp: Array, epsilon: float) -> tuple[Array, Array]:
-    """(standard, improved) δ at ``epsilon`` for each order (capped at 1)."""
-    with np.errstate(over="ignore"):
-        std = np.exp((alpha - 1) * (rdp - epsilon))
-        imp = np.exp((alpha - 1) * (rdp - epsilon + np.log1p(-1 / alpha)) - np.log(alpha))
+    """(standard, improved) δ at ``epsilon`` for each order (capped at 1), rounded up.
+
+    The exponents are rounded to nearest, off by a few ulps of (α − 1)(|ε(α)| + ε); 10⁻¹² of that (and of 1) is
+    added to them, so that δ is never below the exact conversion of the float RDP values (and a δ that underflows
+    is the least positive float, not 0).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        margin = 1e-12 * (1 + (alpha - 1) * (np.abs(rdp) + abs(epsilon)) + np.log(alpha))
+        x_std = (alpha - 1) * (rdp - epsilon) + margin
+        x_imp = (alpha - 1) * (rdp - epsilon + np.log1p(-1 / alpha)) - np.log(alpha) + margin
+        # e^x below the least float (x < −745) underflows to 0: the least positive float is above it
+        std, imp = (np.where(x > -np.inf, np.maximum(np.exp(x), _TINY), 0.0) for x in (x_std, x_imp))
     return np.minimum(std, 1.0), np.minimum(imp, 1.0)
+
+
+def conversion_margin(epsilon: float, alpha: float, delta: float) -> float:
+    """What to add to a conversion's ε at order ``alpha`` and ``delta`` so that it is never below the exact value.
+
+    The conversions add float terms rounded to nearest (a few ulps each, below the exact value as often as above),
+    and the RDP values summed into ε(α) carry as many: 10⁻¹² of the terms' size at that order covers them.
+
+    Example:
+        >>> conversion_margin(1.0, 2.0, 1e-5) < 1e-10
+        True
+
+    """
+    return 1e-12 * (epsilon + abs(math.log1p(-1 / alpha)) + (abs(math.log(delta)) + math.log(alpha)) / (alpha - 1))
 
 
 @dataclass(frozen=True)
