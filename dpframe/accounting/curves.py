@@ -56,6 +56,7 @@ from dpframe.accounting.numerics.profiles import (
     hs_atoms,
     hs_bounded_range,
     hs_discrete_gaussian,
+    hs_discrete_gaussian_bound,
     hs_discrete_laplace,
     hs_gaussian,
     hs_laplace,
@@ -397,7 +398,10 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = 
 
     By default its PLD is derived from this RDP curve (valid for vectors of any dimension). With
     ``scalar=True`` the noise is on *one* integer statistic whose sensitivity Δ is an integer: the PLD then
-    uses the exact privacy profile of N_Z(0, σ²) against N_Z(Δ, σ²) (CKS20 Thm 7; σ ≤ 10⁴).
+    uses the exact privacy profile of N_Z(0, σ²) against N_Z(Δ, σ²) (CKS20 Thm 7) while σ and Δ are at most 10⁴
+    (a table of the pmf), and beyond the Gaussian profile plus a proven bound on the lattice sum's error
+    (:func:`~dpframe.accounting.numerics.profiles.hs_discrete_gaussian_bound`: relatively about z²/(12σ²) above
+    the exact profile, e.g. 10⁻⁷ at σ = 10⁵; the RDP-derived profile is several % above it).
 
     Example:
         >>> round(discrete_gaussian(1.0, scalar=True).delta_at(1.0), 4)    # exact; 0.2475 from the RDP curve
@@ -416,10 +420,10 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = 
                               if scalar is True else f"scalar must be True or False, got {shown(scalar)}",
                               argument="scalar" if scalar is not True else "sensitivity",
                               fix="pass the integer sensitivity of the one statistic, or leave scalar=False")
-        if s > MAX_DISCRETE_GAUSSIAN_SIGMA:
-            raise BudgetError(f"scalar=True tabulates the pmf: σ must be at most {MAX_DISCRETE_GAUSSIAN_SIGMA:g}, "
-                              f"got {shown(sigma)}", argument="sigma", fix="leave scalar=False (the RDP-derived PLD)")
-        hs = _tabulated_on_first_use(s, int(d))
+        if s <= MAX_DISCRETE_GAUSSIAN_SIGMA and d <= MAX_DISCRETE_GAUSSIAN_SIGMA:
+            hs = _tabulated_on_first_use(s, int(d))
+        else:
+            hs = hs_discrete_gaussian_bound(s, int(d))
         spec["scalar"] = True
     return PrivacyCurve(f"discrete Gaussian(σ={s:g}, Δ={d:g}{', scalar' if hs else ''})", spec,
                         rdp_linear(rho), hs, hs, None, 0.0, rho, False, kl=rho)

@@ -62,6 +62,7 @@ from dpframe.accounting.numerics.rdp import (
     Conversion,
     Converted,
     best_epsilon,
+    conversion_margin,
     delta_conversions,
 )
 from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
@@ -159,9 +160,7 @@ class RenyiFilter(Accountant):
         # above): round the result up by 10⁻¹² of the terms' size at the winning order, so that the filter's ε is
         # never below the exact conversion of the recorded total (the margin on the values alone was nothing next
         # to log(1/δ′)/(α − 1) when the charges were small).
-        a = c.alpha
-        terms = c.epsilon + abs(math.log1p(-1 / a)) + (abs(math.log(share)) + math.log(a)) / (a - 1)
-        return Converted(c.epsilon + 1e-12 * terms, a, c.rule)
+        return Converted(c.epsilon + conversion_margin(c.epsilon, c.alpha, share), c.alpha, c.rule)
 
     def fits(self, spent: Any) -> bool:
         eps, _ = self._budget()
@@ -291,6 +290,8 @@ class RDPAccountant(RenyiFilter):
         best = best_epsilon(self.orders, self.rdp(), d, rule)
         if refine and math.isfinite(best.epsilon):
             best = self._refine(best, d, rule)
+        if math.isfinite(best.epsilon):    # rounded up: never below the exact conversion (as the filter's)
+            best = Converted(best.epsilon + conversion_margin(best.epsilon, best.alpha, d), best.alpha, best.rule)
         pure = pure_total(self.entries)
         if pure is not None and pure <= best.epsilon:
             return Converted(pure, math.inf, "basic")

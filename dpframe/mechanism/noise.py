@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from dpframe.accounting.numerics.rdp import rdp_discrete_laplace
+from dpframe.accounting.numerics.rdp import rdp_discrete_laplace_bounds
 from dpframe.accounting.rdp_charge import FILTER_ORDERS
 from dpframe.budgets import ZCDP, Budget, PureDP, down, make, up
 from dpframe.errors import BudgetConversionError, BudgetError
@@ -110,12 +110,21 @@ class Noise:
     def rdp(self, alpha: np.ndarray) -> np.ndarray:
         """A lower bound, at each order α > 1, on the Rényi divergence this noise's release has at its sensitivity.
 
-        The release of one integer statistic moved by the whole sensitivity (⌊Δ⌋ steps on one coordinate; L2 norm Δ
-        for the Gaussian): what any privacy curve a plan declares for this noise is at least (the engine refuses a
-        plan whose declared curves are below it, :func:`~dpframe.planning.passes.check_plugin_costs`). Discrete
-        Laplace(t): the exact divergence of (Z, Z + ⌊Δ⌋) (geometric sums), with t rounded up and a float margin off.
-        Discrete Gaussian(σ²): ⌊α⌋·ρ (ρ = Δ²/(2σ²) rounded down; exact at integer orders, and the divergence grows
-        with α), ρ below order 2 (the KL divergence). 0 where it does not say (Δ < 1 step for the Laplace).
+        The least divergence of a release whose integer statistic (one or several coordinates, each with its own
+        draw of this noise) moves by the whole sensitivity: what any privacy curve a plan declares for this noise is
+        at least (the engine refuses a plan whose declared curves are below it,
+        :func:`~dpframe.planning.passes.check_plugin_costs`). The divergence of independent coordinates adds up.
+
+        Discrete Laplace(t), L1 sensitivity Δ: an integer shift v with ‖v‖₁ = ⌊Δ⌋ has divergence Σᵢ D(|vᵢ|), where
+        D(s) = D_α(Z ‖ Z + s). exp((α−1)·D(s)) = A·e^{(α−1)s/t} + B·e^{−αs/t} with A, B > 0 (the geometric sums of
+        :func:`~dpframe.accounting.numerics.rdp.rdp_discrete_laplace`), a log-convex function of s, so (α−1)·D is
+        convex with D(0) = 0: D(s) ≥ s·D(1), and Σᵢ D(|vᵢ|) ≥ ⌊Δ⌋·D(1), with equality when every step is on a
+        coordinate of its own. So the floor is ⌊Δ⌋·D(1) (t rounded up, the float error taken off), not the
+        one-coordinate D(⌊Δ⌋), which is above the exact curve of a plugin whose steps are spread (false refusals).
+        Discrete Gaussian(σ²), L2 sensitivity Δ: an integer shift has an integer ‖v‖₂² ≤ Δ², so at most ⌊Δ²⌋, and
+        its divergence at an integer order α is exactly α‖v‖₂²/(2σ²) whatever the coordinates (CKS20); the floor is
+        ⌊α⌋·ρ with ρ = ⌊Δ²⌋/(2σ²) rounded down (the divergence grows with α), ρ below order 2 (the KL divergence).
+        0 where it does not say (Δ < 1 step). (The check allows 10⁻⁹ of relative float slack on top.)
 
         Example:
             >>> n = Noise("discrete_gaussian", Fraction(2), Fraction(1))             # ρ = 1/4
@@ -197,15 +206,14 @@ class Noise:
 def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: np.ndarray) -> np.ndarray:
     """:meth:`Noise.rdp` of a noise with these parameters."""
     if distribution == "discrete_gaussian":
-        rho = down(sensitivity**2 / (2 * scale))
+        squared = sensitivity**2
+        rho = down(Fraction(squared.numerator // squared.denominator) / (2 * scale))
         return np.asarray(np.maximum(np.floor(a), 1.0) * rho)
     steps = min(sensitivity.numerator // sensitivity.denominator, 2**53)
     if steps < 1:
         return np.zeros_like(a)
-    t = up(scale)
-    with np.errstate(all="ignore"):
-        exact = rdp_discrete_laplace(t, steps)(a) - 1e-12 * a * (steps / t)
-    return np.where(np.isfinite(exact), np.maximum(exact, 0.0), 0.0)
+    one_step, _ = rdp_discrete_laplace_bounds(up(scale), 1)(a)
+    return np.asarray(one_step * steps * (1 - 2.0**-52))
 
 
 @plain_cache(maxsize=4096)

@@ -38,7 +38,6 @@ import polars as pl
 
 from dpframe import accounting as acc
 from dpframe.accounting import PrivacyCurve
-from dpframe.accounting.numerics.profiles import MAX_DISCRETE_GAUSSIAN_SIGMA
 from dpframe.budgets import Budget, PureDP, divide, down, make, sqrt_down, up
 from dpframe.errors import ArgumentError, BoundsError, BudgetError, SchemaError, one_of
 from dpframe.measures import COUNT_KINDS, Measure, check_ddof
@@ -399,7 +398,8 @@ def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
     with L2 sensitivity Δ and σ² is ρ = Δ²/(2σ²) in RDP at every order. On one coordinate with an
     integer sensitivity (counts; sums in grid steps) the neighbouring outputs differ only there, so the
     pair is exactly the 1-D pair (Z, Z + Δ) — its exact privacy profile (discrete Laplace: a geometric
-    sum; discrete Gaussian: CKS20 Thm 7, σ and Δ ≤ 10⁴) is what a PLD session composes. (With Δ = 1 the
+    sum; discrete Gaussian: CKS20 Thm 7 while σ and Δ ≤ 10⁴, beyond within about z²/(12σ²) above it, from above)
+    is what a PLD session composes. (With Δ = 1 the
     discrete Laplace loss is ±Δ/t: randomized response, the ε-DP curve itself; the gain comes with
     Δ > 1, e.g. ``max_rows`` rows or a sum's grid steps.) Floats are rounded so that a curve never
     under-reports: scales down, ε up.
@@ -418,9 +418,8 @@ def noise_curve(noise: Noise, cells: int) -> PrivacyCurve:
             return acc.discrete_laplace(down(noise.scale), int(sensitivity))
         return acc.pure(up(sensitivity / noise.scale))
     sigma = sqrt_down(noise.scale)
-    # (the exact profile tabulates the pmf over about ±(38σ + Δ): only where that table is small)
-    scalar = exact and sigma <= MAX_DISCRETE_GAUSSIAN_SIGMA and sensitivity <= MAX_DISCRETE_GAUSSIAN_SIGMA
-    return acc.discrete_gaussian(sigma, float(sensitivity) if scalar else up(sensitivity), scalar=scalar)
+    # (the exact profile tabulates the pmf while σ, Δ ≤ 10⁴; beyond, the Gaussian profile plus a proven lattice term)
+    return acc.discrete_gaussian(sigma, float(sensitivity) if exact else up(sensitivity), scalar=exact)
 
 
 def _sum(costs: list[Budget], notion: str) -> Budget:

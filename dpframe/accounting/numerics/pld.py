@@ -59,7 +59,8 @@ class DiscretePLD:
 
 def _reach(h: float) -> int:
     """Grid steps of one side at step h: at most :data:`MAX_POINTS`, and losses at most :data:`LOSS_MAX`."""
-    return max(0, min(MAX_POINTS, math.floor(LOSS_MAX / h)))
+    steps = LOSS_MAX / h          # ∞ for a subnormal h
+    return MAX_POINTS if steps >= MAX_POINTS else max(0, math.floor(steps))
 
 
 def _value(f: Fn, e: float) -> float:
