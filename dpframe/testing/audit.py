@@ -211,7 +211,8 @@ def audit_samples(pilot_a: Samples, pilot_b: Samples, final_a: Samples, final_b:
     names = list(outputs) if outputs is not None else [k for k in pilot_a if k in pilot_b]
     if not names:
         raise ValueError("no common output to audit")
-    runs = {name: tuple(_as_float(s[name]) for s in (pilot_a, pilot_b, final_a, final_b)) for name in names}
+    runs: dict[str, Runs] = {name: (_as_float(pilot_a[name]), _as_float(pilot_b[name]), _output(final_a, name),
+                                    _output(final_b, name)) for name in names}
     runs.update(_ranked_outputs(runs))
     best: tuple[float, str, int, float] | None = None
     for name, (a, b, _, _) in runs.items():
@@ -227,6 +228,14 @@ def audit_samples(pilot_a: Samples, pilot_b: Samples, final_a: Samples, final_b:
     final = float(_events(a, b, np.asarray([tau]), delta, alpha)[event, 0])
     return AuditResult(final, claimed_epsilon, delta, name, _EVENT_TEXT[event].format(o=name, t=f"{tau:g}"),
                        tau, pilot_value, int(min(a.size, b.size)), alpha)
+
+
+def _output(samples: Samples, name: str) -> npt.NDArray[np.float64]:
+    """``samples[name]`` as floats; an output no run of ``samples`` produced is NaN in every run (+inf here)."""
+    if name in samples:
+        return _as_float(samples[name])
+    runs = max((np.asarray(v).size for v in samples.values()), default=0)
+    return np.full(runs, np.inf)
 
 
 #: The most distinct values (pilot runs of both datasets) of an output the audit also tests ranked by likelihood ratio.

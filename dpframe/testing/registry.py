@@ -425,7 +425,8 @@ def release_outputs(name: str, values: Any) -> dict[str, npt.NDArray[np.float64]
     if series is None or series.dtype.is_numeric() or series.dtype == pl.Boolean:
         return {name: np.asarray(values, dtype=np.float64)}
     if isinstance(series.dtype, pl.List | pl.Array):
-        width = int(series.list.len().max() or 0) if isinstance(series.dtype, pl.List) else series.dtype.size
+        longest: Any = series.list.len().max() if isinstance(series.dtype, pl.List) else series.dtype.size
+        width = int(longest or 0)
         return {k: v for i in range(width)
                 for k, v in release_outputs(f"{name}[{i}]", series.list.get(i, null_on_oob=True)).items()}
     return {name: np.asarray([stable_code(v) for v in series.to_list()], dtype=np.float64)}
