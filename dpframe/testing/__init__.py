@@ -54,7 +54,7 @@ from dpframe.testing.harness import (
     pin_mechanisms,
     session_budget,
 )
-from dpframe.testing.queries import Stream, query_sampler, result_features
+from dpframe.testing.queries import Stream, family_sampler, query_sampler, result_features
 from dpframe.testing.registry import (
     AuditSpec,
     Neighbours,
@@ -64,6 +64,7 @@ from dpframe.testing.registry import (
     query_entry_points,
     register_audit,
     registered_audits,
+    release_outputs,
     run_audit,
     unaudited_kinds,
     unaudited_notions,
@@ -99,6 +100,7 @@ __all__ = [
     "epsilon_lower_bound",
     "exact_statistics",
     "extreme_assignments",
+    "family_sampler",
     "measure_context",
     "neighbouring_tables",
     "noise_cdf",
@@ -110,6 +112,7 @@ __all__ = [
     "query_sampler",
     "register_audit",
     "registered_audits",
+    "release_outputs",
     "release_sampler",
     "result_features",
     "run_audit",

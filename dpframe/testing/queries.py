@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,10 @@ from dpframe.budgets import ZCDP, Budget
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.testing.audit import Sampler
 
-__all__ = ["SamplerFactory", "Stream", "query_sampler", "result_features", "stable_code"]
+__all__ = ["SamplerFactory", "Stream", "family_sampler", "query_sampler", "result_features", "stable_code"]
+
+_MICROSECOND = dt.timedelta(microseconds=1)
+_EPOCH = dt.datetime(1970, 1, 1)
 
 #: ``factory(dataset, budget)`` → ``(the cost the engine charges for it, sampler(n, seed))``.
 SamplerFactory = Callable[[pl.DataFrame, Budget], tuple[Budget, Sampler]]
@@ -49,15 +53,32 @@ SamplerFactory = Callable[[pl.DataFrame, Budget], tuple[Budget, Sampler]]
 def stable_code(value: Any) -> float:
     """A number for any value: numbers as themselves, None as NaN, anything else a stable hash code.
 
+    Ordered values keep their order, so the audit's threshold events ``{output ≥ τ}`` mean "at or after τ":
+    a ``date`` is its day number (``date.toordinal()``), a ``datetime`` its microseconds since 1970-01-01
+    (exact in a float for the years 1685–2255; ``tzinfo`` dropped), a ``time`` its microseconds since
+    midnight and a ``timedelta`` its microseconds. (A hash code would scatter neighbouring dates at random, so
+    an audit of a date-valued release could only test equality events and would miss most of a leak.)
+
     Example:
+        >>> import datetime as dt
         >>> stable_code(3), stable_code(None), stable_code("a") == stable_code("a")
         (3.0, nan, True)
+        >>> stable_code(dt.date(2020, 1, 2)) - stable_code(dt.date(2020, 1, 1))
+        1.0
 
     """
     if value is None:
         return math.nan
     if isinstance(value, bool | int | float | Fraction | np.integer | np.floating):
         return float(value)
+    if isinstance(value, dt.datetime):
+        return float((value.replace(tzinfo=None) - _EPOCH) // _MICROSECOND)
+    if isinstance(value, dt.date):
+        return float(value.toordinal())
+    if isinstance(value, dt.time):
+        return float((value.hour * 3600 + value.minute * 60 + value.second) * 10**6 + value.microsecond)
+    if isinstance(value, dt.timedelta):
+        return float(value // _MICROSECOND)
     return float(int.from_bytes(hashlib.sha256(repr(value).encode()).digest()[:6], "big"))
 
 
@@ -195,6 +216,54 @@ def query_sampler(make_query: Callable[[Any], Any], unit: PrivacyUnit, *, mechan
             out["__charged"] = np.asarray(charged)
             return out
         return cost, sample
+    return factory
+
+
+def family_sampler(make_query: Callable[[Any], Any], unit: PrivacyUnit, *, mechanisms: Sequence[Any] = (),
+                   families: Sequence[Any] = (), rows: int = 1,
+                   features: Callable[[Any], Mapping[str, float]] | None = None,
+                   **session_kwargs: Any) -> SamplerFactory:
+    """Fast samples of a query-family query (``frame.bounds``, ``top_k``, ``interior_point`` ...): its plan's run.
+
+    ``make_query(session)`` returns the public query object of a registered family (``families`` are pinned
+    first, :func:`~dpframe.testing.pin_families`, as ``mechanisms`` are). The query is planned once per dataset
+    (the claimed cost is the plan's charge, what ``cost(budget)`` returns) and each sample is one call of the
+    plan's ``run`` on the session's private reader, with the exact statistics computed once: what ``collect``
+    releases, without the ledger's work per run (reserve, commit) — 10 to 100 times faster than
+    :func:`query_sampler`, so an audit can afford the 10⁴–10⁵ runs that a small leak needs. Not for what the
+    ledger itself decides (ex-post settlement, refusals after a charge, streams: use :func:`query_sampler`), nor
+    for ``.sample()`` (its statistics are not deterministic).
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> t = pl.DataFrame({"user": list(range(60)), "x": [5, 6, 7] * 20})
+        >>> cost, sample = family_sampler(lambda s: s.table("t").bounds("x", domain=(0, 15)),
+        ...                               dp.PrivacyUnit("user"))(t, dp.PureDP(4))
+        >>> out = sample(3, 0)
+        >>> cost, sorted(out)
+        (PureDP(epsilon=4), ['[0]', '[1]', 'answered'])
+
+    """
+    from dpframe.noise import SeededRandomSource
+    from dpframe.testing.harness import pin_families
+
+    featurize = features if features is not None else (lambda r: result_features(r, rows))
+
+    def factory(table: pl.DataFrame, budget: Budget) -> tuple[Budget, Sampler]:
+        sess = _session(table, unit, budget, mechanisms, 0, **session_kwargs)
+        if families:
+            pin_families(sess, *families)
+        _reuse_statistics(sess)
+        query = make_query(sess)
+        plan = query._planned(budget)
+        reader = sess._release.reader(getattr(query._query, "backend", None))
+
+        def sample(n: int, seed: int) -> dict[str, npt.NDArray[Any]]:
+            rng = SeededRandomSource(seed)
+            runs = [featurize(plan.run(reader, rng)) for _ in range(n)]
+            names = sorted({k for r in runs for k in r})
+            return {k: np.asarray([r.get(k, math.nan) for r in runs], dtype=np.float64) for k in names}
+        return plan.charge, sample
     return factory
 
 

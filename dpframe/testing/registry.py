@@ -63,7 +63,7 @@ from dpframe.testing.audit import (
     extreme_assignments,
     neighbouring_tables,
 )
-from dpframe.testing.queries import SamplerFactory, _session, query_sampler
+from dpframe.testing.queries import SamplerFactory, _session, query_sampler, stable_code
 
 __all__ = [
     "MODULE_QUERIES",
@@ -78,6 +78,7 @@ __all__ = [
     "query_sampler",
     "register_audit",
     "registered_audits",
+    "release_outputs",
     "run_audit",
     "unaudited_kinds",
     "unaudited_notions",
@@ -395,13 +396,40 @@ def agg_sampler(measures: Sequence[Measure], unit: PrivacyUnit, *, by: Sequence[
             tiled = _tile(stats, row, n)
             out = {}
             for p in plan.plans:
-                out.update({k: np.asarray(v, dtype=np.float64) for k, v in p.release(tiled, rng).items()})
+                for k, v in p.release(tiled, rng).items():
+                    out.update(release_outputs(k, v))
             if plan.selection is None:
                 return out
             keep = np.asarray(plan.selection.release(tiled, rng)["__keep"], dtype=bool)
             return {**{k: np.where(keep, v, np.nan) for k, v in out.items()}, "released": keep.astype(np.float64)}
         return plan.cost, sample
     return factory
+
+
+def release_outputs(name: str, values: Any) -> dict[str, npt.NDArray[np.float64]]:
+    """The audited outputs of one released column (one entry per run): numbers as floats, in order.
+
+    A numeric column is ``{name: floats}``. A column of lists (several quantiles in one measure) gives one
+    output per position, ``"name[i]"``, and a temporal column (date, datetime, duration) its ordered codes
+    (:func:`~dpframe.testing.queries.stable_code`: a date is its day number), so the audit's threshold events
+    stay "at or above τ" — the events in which a quantile or bounds release leaks.
+
+    Example:
+        >>> import datetime as dt
+        >>> out = release_outputs("q", pl.Series([[dt.date(2020, 1, 1), dt.date(2020, 1, 3)]]))
+        >>> {k: v.tolist() for k, v in out.items()}
+        {'q[0]': [737425.0], 'q[1]': [737427.0]}
+
+    """
+    series = values if isinstance(values, pl.Series) else None
+    if series is None or series.dtype.is_numeric() or series.dtype == pl.Boolean:
+        return {name: np.asarray(values, dtype=np.float64)}
+    if isinstance(series.dtype, pl.List | pl.Array):
+        longest: Any = series.list.len().max() if isinstance(series.dtype, pl.List) else series.dtype.size
+        width = int(longest or 0)
+        return {k: v for i in range(width)
+                for k, v in release_outputs(f"{name}[{i}]", series.list.get(i, null_on_oob=True)).items()}
+    return {name: np.asarray([stable_code(v) for v in series.to_list()], dtype=np.float64)}
 
 
 def _filler(schema: pl.Schema) -> dict[str, Any]:
