@@ -29,7 +29,7 @@ from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
 from dpframe.budgets import Budget
 from dpframe.display import query_html
-from dpframe.errors import BudgetError, NoIntervalWarning, PlanError, SchemaError, emit
+from dpframe.errors import BudgetError, DPFrameError, NoIntervalWarning, PlanError, SchemaError, emit, plugin_failure
 from dpframe.explain import no_interval_notes
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.habits import FRAME, GROUP_BY, habit
@@ -64,6 +64,13 @@ def _family_query(session: Session, where: str, name: str, source: Source, args:
             if target is not None:
                 refuse(functools.partial(target, source), args, kwargs, e, name)
         raise
+    except DPFrameError as e:   # the family refuses an argument; a sampler refusing the family's own call is its bug
+        failure = plugin_failure(e, f"query family {name!r}", "in build()", argument=name,
+                                 fix="a bug of the plugin that registers it (see `dpframe plugins`): one of dpframe's "
+                                     "samplers refused the arguments the family gave it; report it to its authors")
+        if failure is None:
+            raise
+        raise failure from e
 
 
 def _families(session: Session, where: str) -> list[str]:
@@ -742,7 +749,7 @@ class Query(Releasable[pl.DataFrame]):
         if line is None:
             return super().explain(chosen, format)
         planned = self._shown(self._planned(chosen))
-        shown = planned.explained()
+        shown = self._explained(planned)
         planned = dataclasses.replace(planned, explain=dataclasses.replace(shown, notes=(*shown.notes, line)))
         return render(self._front, planned, format)
 

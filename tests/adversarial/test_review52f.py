@@ -1,0 +1,239 @@
+"""Review 52f: a plugin author's third day.
+
+* Attribution: plugin code that runs while a query is planned (``validate``, ``parts``, ``plan``, a deferred noise
+  table, ``output_names()``, the texts ``explain()`` reads, a family's ``plan`` and explanation) and calls one of
+  dpframe's samplers with a bad argument is a ``dp.PluginError`` naming the plugin and the hook, not an
+  ``ArgumentError`` that blames the analyst; nothing is charged, and after the charge the failure names the
+  mechanism, stays charged and quotes no value. An analyst's bad argument is still an ``ArgumentError``.
+* Routing: a plugin that replaces a built-in by name (``replaces=``) takes the built-in's place, its precedence
+  included; two plugins replacing the same name are refused, naming both.
+* ``FamilyConformance`` runs a family that is not registered anywhere, and leaves the process-wide host as it was.
+* Result types: ``sess.plugins.result_types()`` gives a pinned family's ``dp.<Name>`` types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.budgets import Budget, make
+from dpframe.family import Explain, FamilyPlan, Source
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism.deferred import DeferredMapping
+from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
+from dpframe.testing import pin_families, pin_mechanisms
+
+ROWS = Statistic("rows")
+DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
+                     "x": [float(i % 13) for i in range(400)]})
+ZERO = make("pure", Fraction(0))
+
+
+def _bad_sample() -> None:
+    """A plugin's own slip: a sampler called with a negative scale (no analyst value involved)."""
+    discrete_laplace(-1, 1, SeededRandomSource(0))
+
+
+@dataclass
+class SlipPlan(MechanismPlan):
+    """A noisy row count whose ``where`` hook calls a sampler with a bad argument."""
+
+    count_noise: Noise | None = None
+    where: str = ""
+
+    def output_names(self) -> tuple[str, ...]:
+        if self.where == "output_names":
+            _bad_sample()
+        if self.where == "output_names_keyerror":
+            raise KeyError("outputs")
+        return super().output_names()
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.count_noise is not None
+        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
+        if self.where == "release" and exact.sum() > 0:      # on the data only (the dry run sees zeros)
+            discrete_laplace(-int(exact.sum()), 1, rng)       # a scale derived from the private count
+        return {m.output_name: exact + self.count_noise.sample(exact.size, rng) for m in self.measures}
+
+
+class Slip:
+    """A mechanism written from docs/plugins.md whose ``where`` hook calls a sampler with a bad argument."""
+
+    notions = frozenset({"pure", "zcdp"})
+
+    def __init__(self, where: str, refuse: str | None = None) -> None:
+        self.where, self.refuse = where, refuse
+        self.name = f"slip_{where}"
+        self.handles = frozenset({"slip"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        if self.refuse is not None and measure.option("edges") is not None:   # the plugin refuses an option
+            raise dp.ArgumentError("edges must increase", argument="edges", fix="pass increasing edges")
+        if self.where == "validate":
+            _bad_sample()
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        if self.where == "parts":
+            _bad_sample()
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
+        if self.where == "plan":
+            _bad_sample()
+        if self.where == "plan_rng":
+            noise.sample(1, None)  # type: ignore[arg-type]     # no rng while planning
+
+        def table() -> dict[str, object]:
+            if self.where == "noise_table":
+                _bad_sample()
+            return {"count": noise}
+
+        def accuracy() -> dict[str, str]:
+            if self.where == "accuracy":
+                _bad_sample()
+            if self.where == "accuracy_valueerror":      # (a KeyError would read as a missing key: no text)
+                raise ValueError("ci")
+            return {m.output_name: f"±{noise.ci95():.3g}" for m in measures}
+        return SlipPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise=DeferredMapping(table),
+                        accuracy=DeferredMapping(accuracy), count_noise=noise, where=self.where)
+
+
+def _session(*mechanisms: Any, data: pl.DataFrame = DATA) -> dp.Session:
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10), seed=0)
+    return pin_mechanisms(sess, *mechanisms)
+
+
+def _refused_free(sess: dp.Session, call: Callable[[], Any], kind: type[dp.DPFrameError]) -> dp.DPFrameError:
+    with pytest.raises(dp.DPFrameError) as info:
+        call()
+    assert type(info.value) is kind, f"{type(info.value).__name__}: {info.value}"
+    assert sess.spent() == ZERO and sess.history().height == 0
+    return info.value
+
+
+@pytest.mark.parametrize(("where", "hook"), [
+    ("validate", "validate()"), ("parts", "parts()"), ("plan", "plan()"), ("plan_rng", "plan()"),
+    ("noise_table", "its noise table"), ("output_names", "output_names()"),
+])
+@pytest.mark.parametrize("step", ["cost", "explain", "collect"])
+def test_a_sampler_slip_while_planning_is_the_plugins_error(where: str, hook: str, step: str) -> None:
+    """The attack on attribution: a sampler's ArgumentError out of plugin code read as the analyst's mistake."""
+    sess = _session(Slip(where))
+
+    def query() -> Any:      # validate() runs when the query is built
+        return sess.table("t").group_by("city", keys=["Oslo", "Rome"]).agg(dp.measure("slip"))
+    err = _refused_free(sess, lambda: getattr(query(), step)(dp.PureDP(1)), dp.PluginError)
+    assert f"slip_{where}" in str(err) and hook in str(err), str(err)
+    assert "dpframe.noise" in str(err) and err.argument == "mechanism"
+
+
+@pytest.mark.parametrize("where", ["accuracy", "accuracy_valueerror"])
+def test_the_texts_explain_reads_name_the_mechanism(where: str) -> None:
+    """A deferred accuracy table is plugin code run by explain() only: a failure there names the mechanism too."""
+    sess = _session(Slip(where))
+    query = sess.table("t").agg(dp.measure("slip"))
+    err = _refused_free(sess, lambda: query.explain(dp.PureDP(1)), dp.PluginError)
+    assert f"slip_{where}" in str(err) and "explain()" in str(err), str(err)
+    assert query.collect(dp.PureDP(1)).columns == ["slip"]      # collect() never reads it
+
+
+def test_a_foreign_error_in_output_names_names_the_mechanism() -> None:
+    sess = _session(Slip("output_names_keyerror"))
+    err = _refused_free(sess, lambda: sess.table("t").agg(dp.measure("slip")).cost(dp.PureDP(1)), dp.PluginError)
+    assert "slip_output_names_keyerror" in str(err) and "KeyError" in str(err)
+
+
+def test_the_refusal_does_not_depend_on_the_data() -> None:
+    """Planning sees no rows: the same refusal, word for word, on a table and its neighbour."""
+    texts = []
+    for data in (DATA, pl.concat([DATA, DATA.head(2).with_columns(pl.lit(10**6, dtype=pl.Int64).alias("u"))])):
+        sess = _session(Slip("plan"), data=data)
+        texts.append(str(_refused_free(sess, lambda s=sess: s.table("t").agg(dp.measure("slip")).collect(
+            dp.PureDP(1)), dp.PluginError)))
+    assert texts[0] == texts[1]
+
+
+def test_the_analysts_bad_argument_is_still_an_argument_error() -> None:
+    """What a plugin refuses on purpose (its own dp.ArgumentError), and the built-ins' checks, still blame the call."""
+    sess = _session(Slip("none", refuse="edges"))
+    err = _refused_free(sess, lambda: sess.table("t").agg(dp.measure("slip", edges=(2, 1))).cost(dp.PureDP(1)),
+                        dp.ArgumentError)
+    assert err.argument == "edges"
+    plain = _session()
+    with pytest.raises(dp.ArgumentError) as info:
+        plain.table("t").agg(dp.quantile("x", 90, bounds=(0, 20))).cost(dp.PureDP(1))
+    assert info.value.argument == "q" and plain.spent() == ZERO
+    _refused_free(plain, lambda: plain.table("t").agg(dp.measure("histogram", "x", bounds=(0, 20), edges=(5, 1)))
+                  .cost(dp.PureDP(1)), dp.BoundsError)
+
+
+def test_a_sampler_slip_on_the_data_stays_charged_and_quotes_no_value() -> None:
+    """After the charge: the failure names the mechanism and the hook, keeps the charge, and drops the message
+    (its scale was the private count)."""
+    sess = _session(Slip("release"))
+    with pytest.raises(dp.DPFrameError) as info:
+        sess.table("t").agg(dp.measure("slip")).collect(dp.PureDP(1))
+    assert "slip_release" in str(info.value) and "release()" in str(info.value)
+    assert "ArgumentError" in str(info.value) and "400" not in str(info.value) and info.value.__cause__ is None
+    assert sess.spent() == dp.PureDP(1) and sess.history()["status"].to_list() == ["failed"]
+
+
+class SlipQuery:
+    """A family's query whose plan (or explanation) calls a sampler with a bad argument."""
+
+    def __init__(self, source: Source, where: str) -> None:
+        self.source, self.where = source, where
+
+    def describe(self) -> str:
+        return f"slip_rows({self.where})"
+
+    def plan(self, budget: Any) -> FamilyPlan[int]:
+        share = budget if isinstance(budget, dp.ZCDP) else dp.PureDP(budget.epsilon)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), share)
+        if self.where == "plan":
+            _bad_sample()
+
+        def explain() -> Explain:
+            if self.where == "explain":
+                _bad_sample()
+            if self.where == "explain_keyerror":
+                raise KeyError("title")
+            return Explain(self.describe())
+
+        def run(reader: Any, rng: RandomSource) -> int:
+            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
+            return exact + int(noise.sample(1, rng)[0])
+        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
+        return FamilyPlan(budget, noise.cost(), charge, "slip rows", explain, run)
+
+
+class SlipRows:
+    name, attach, methods, result_types = "slip_rows", "frame", (), {}
+
+    def build(self, source: Source, where: str = "") -> SlipQuery:
+        if where == "build":
+            _bad_sample()
+        return SlipQuery(source, where)
+
+
+@pytest.mark.parametrize(("where", "step", "hook"), [
+    ("plan", "cost", "plan()"), ("plan", "collect", "plan()"), ("explain", "explain", "explain()"),
+    ("explain_keyerror", "explain", "explain()"), ("build", None, "build()"),
+])
+def test_a_family_slip_names_the_family(where: str, step: str | None, hook: str) -> None:
+    sess = pin_families(_session(), SlipRows())
+    frame = sess.table("t")
+    call = (lambda: frame.slip_rows(where)) if step is None else \
+        (lambda: getattr(frame.slip_rows(where), step)(dp.PureDP(1)))
+    err = _refused_free(sess, call, dp.PluginError)
+    assert "slip_rows" in str(err) and hook in str(err), str(err)
+    assert frame.slip_rows().collect(dp.PureDP(1)) > 0             # the honest variant runs
