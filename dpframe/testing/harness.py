@@ -191,8 +191,7 @@ class _PinnedHost(PluginHost):
             return installed
         view = installed.copy()
         for family in reversed(self.pinned_families):   # the last added is the first pinned: it wins
-            view.add(family, name=family.name, plugin=PINNED, first_party=False,
-                     replaces=family.name if family.name in view else None)
+            view.pin(family, name=family.name, plugin=PINNED)
         return view
 
     def family(self, name: str) -> QueryFamily:

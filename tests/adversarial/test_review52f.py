@@ -29,6 +29,7 @@ from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.mechanism.deferred import DeferredMapping
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
+from dpframe.plugin import PluginHost, plugin_host
 from dpframe.testing import pin_families, pin_mechanisms
 
 ROWS = Statistic("rows")
@@ -237,3 +238,103 @@ def test_a_family_slip_names_the_family(where: str, step: str | None, hook: str)
     err = _refused_free(sess, call, dp.PluginError)
     assert "slip_rows" in str(err) and hook in str(err), str(err)
     assert frame.slip_rows().collect(dp.PureDP(1)) > 0             # the honest variant runs
+
+
+# --- Routing: replacing a built-in is an explicit override, with the built-in's precedence -----------------------
+
+def _sum_mechanism(name: str, kinds: set[str], notions: tuple[str, ...] = ("pure", "zcdp")) -> Any:
+    from dpframe_aggregates import AggregateMechanism
+
+    m = AggregateMechanism()
+    m.name, m.handles, m.notions = name, frozenset(kinds), frozenset(notions)     # type: ignore[misc]
+    return m
+
+
+class _Mechanisms:
+    def __init__(self, *mechanisms: tuple[Any, str | None]) -> None:
+        self.mechanisms = mechanisms
+
+    @dp.hookimpl
+    def dpframe_mechanisms(self, register: Any) -> None:
+        for m, replaces in self.mechanisms:
+            register(m, replaces=replaces)
+
+
+def _replacing_host() -> tuple[PluginHost, Any]:
+    """A fresh host: ``mine`` replaces the built-in ``aggregates`` on purpose (and adds ``mykind``); ``other`` offers
+    ``sum`` and ``mykind`` next to it."""
+    host = PluginHost()
+    mine = _sum_mechanism("aggregates", {"sum", "len", "mykind"})
+    host.register(_Mechanisms((mine, "aggregates")), name="mine")
+    host.register(_Mechanisms((_sum_mechanism("othersum", {"sum", "mykind"}), None)), name="other")
+    return host, mine
+
+
+def _route(host: PluginHost, name: str, notion: str) -> Any:
+    [found] = [r for r in host.routes() if (r.what, r.name, r.notion) == ("measure", name, notion)]
+    return found
+
+
+def test_a_replacement_of_a_built_in_keeps_its_precedence() -> None:
+    """The documented override (``replaces="aggregates"``) made ``sum`` third-party: installing any other plugin that
+    offers ``sum`` made every ``dp.sum`` ambiguous, refused. The replacement stands in the built-in's place."""
+    host, mine = _replacing_host()
+    for notion in ("pure", "zcdp"):
+        route = _route(host, "sum", notion)
+        assert (route.handler, route.plugin, route.replaced, route.also) == \
+            ("aggregates", "mine", "aggregates", ("othersum (other)",))
+        assert host.mechanism_for("sum", notion) is mine
+    assert host.mechanism_for("sum", "pure", "othersum") is not mine      # named, the other one runs
+    assert _route(host, "len", "pure").handler == "aggregates"
+
+
+def test_a_kind_the_replaced_built_in_did_not_serve_stays_ambiguous() -> None:
+    """Precedence is the built-in's, for what the built-in served: ``mykind`` is new, offered by two third parties."""
+    host, _ = _replacing_host()
+    route = _route(host, "mykind", "pure")
+    assert route.handler is None and route.also == ("aggregates (mine)", "othersum (other)")
+    with pytest.raises(dp.PluginError, match="several plugins") as info:
+        host.mechanism_for("mykind", "pure")
+    assert "'mine'" in str(info.value) and "'other'" in str(info.value) and info.value.argument == "mechanism"
+    assert "DPFRAME_BLOCK_PLUGINS" in (info.value.fix or "") and "mechanism='othersum'" in (info.value.fix or "")
+
+
+def test_two_plugins_replacing_one_built_in_are_refused_naming_both() -> None:
+    """Which one won depended on the order the environment lists entry points in: refused, naming both."""
+    host, _ = _replacing_host()
+    with pytest.raises(dp.PluginError) as info:
+        host.register(_Mechanisms((_sum_mechanism("aggregates", {"sum"}), "aggregates")), name="third")
+    text = str(info.value)
+    assert "'third'" in text and "'mine'" in text and "'aggregates'" in text and "DPFRAME_BLOCK_PLUGINS" in text
+    assert host.mechanism_for("sum", "pure") is dict(host.mechanisms())["mine"]   # the host is as it was
+    assert "third" not in {name for name, _ in host.pm.list_name_plugin()}
+
+
+def test_the_cli_marks_the_override(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpframe import cli
+
+    host, _ = _replacing_host()
+    monkeypatch.setattr(cli, "plugin_host", lambda: host)
+    assert cli.main(["plugins"]) == 0
+    table, routing = capsys.readouterr().out.split("\n\n", 1)
+    mine = next(line for line in table.splitlines() if line.split()[0] == "mine")
+    assert "aggregates: len, mykind, sum [pure/zcdp] (replaces aggregates's)" in mine
+    row = next(line for line in routing.splitlines() if line.split()[:2] == ["sum", "pure/zcdp"])
+    assert "aggregates (mine, replaces aggregates's)" in row and "othersum (other)" in row
+    row = next(line for line in routing.splitlines() if line.split()[:2] == ["mykind", "pure/zcdp"])
+    assert "ambiguous" in row
+
+
+def test_pins_still_stack_over_a_replacement() -> None:
+    """A test's pins (``pin_families``) go over whatever is installed, a replacement included, and over each other."""
+    class Named:
+        attach, methods, result_types = "frame", (), {}
+
+        def __init__(self, tag: str) -> None:
+            self.name, self.tag = "bounds", tag
+
+        def build(self, source: Source, /, *args: Any, **kwargs: Any) -> Any:
+            return plugin_host().family("bounds").build(source, *args, **kwargs)
+    sess = pin_families(pin_families(_session(), Named("first")), Named("second"))
+    assert sess.plugins.family("bounds").tag == "second"                 # type: ignore[attr-defined]
+    assert sess.plugins.families().entry("bounds").plugin == "dpframe.testing"
