@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -282,6 +282,21 @@ class PluginHost(Sealed):
                               argument="plugin", fix=f"remove its plugin from {BLOCK_ENV}")
         return families.get(name)
 
+    def result_types(self) -> dict[str, type]:
+        """The result types the query families of this host declare (``result_types``), by name.
+
+        ``dp.<Name>`` reads them from the process-wide host (``plugin_host()``); a session's host
+        (``sess.plugins``) also has those of the families a test pinned in it (:func:`dpframe.testing.pin_families`),
+        which ``dp.<Name>``, module-wide, does not show.
+
+        Example:
+            >>> import dpframe as dp
+            >>> plugin_host().result_types()["TopKFailed"] is dp.TopKFailed
+            True
+
+        """
+        return {name: kind for e in self.families() for name, kind in e.item.result_types.items()}
+
     def methods(self, family: str) -> Registry[Any]:
         """The sub-methods registered for query family ``family`` (empty when none)."""
         return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
@@ -391,6 +406,21 @@ def check_family(plugin: str, item: Any, argument: str) -> None:
     if item.name in RESERVED:
         raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
                           "dpframe.Frame / GroupBy", argument=argument, fix="give the family another name")
+    types = item.result_types
+    fix = 'declare result_types = {"MyResult": MyResult}: the classes its results may be, exported as dp.<Name>'
+    if not isinstance(types, Mapping):
+        raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result_types = {types!r}, not a "
+                          "mapping", argument=argument, fix=fix)
+    import dpframe
+
+    for name, kind in types.items():
+        if not isinstance(name, str) or not name.isidentifier() or not isinstance(kind, type):
+            raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result type {name!r}: "
+                              f"{kind!r}, not a name and a class", argument=argument, fix=fix)
+        if name in vars(dpframe):
+            raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares a result type named {name!r}, "
+                              f"which is dp.{name} already (dpframe's own)", argument=argument,
+                              fix="give the result type another name")
 
 
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:

@@ -30,7 +30,7 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.mechanism.deferred import DeferredMapping
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.plugin import PluginHost, plugin_host
-from dpframe.testing import pin_families, pin_mechanisms
+from dpframe.testing import FamilyConformance, pin_families, pin_mechanisms
 
 ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
@@ -338,3 +338,106 @@ def test_pins_still_stack_over_a_replacement() -> None:
     sess = pin_families(pin_families(_session(), Named("first")), Named("second"))
     assert sess.plugins.family("bounds").tag == "second"                 # type: ignore[attr-defined]
     assert sess.plugins.families().entry("bounds").plugin == "dpframe.testing"
+
+
+# --- FamilyConformance without a process-wide registration; a pinned family's result types ---------------------
+
+@dataclass(frozen=True)
+class Tally:
+    """The result type of the ``tally`` family below (``dp.Tally`` once installed)."""
+
+    rows: int
+
+
+class TallyQuery:
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    def describe(self) -> str:
+        return "tally()"
+
+    def plan(self, budget: Any) -> FamilyPlan[Tally]:
+        share = budget if isinstance(budget, dp.ZCDP) else dp.PureDP(budget.epsilon)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), share)
+
+        def run(reader: Any, rng: RandomSource) -> Tally:
+            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
+            return Tally(exact + int(noise.sample(1, rng)[0]))
+        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
+        return FamilyPlan(budget, noise.cost(), charge, "tally", Explain("tally", lines=(noise.describe(),)), run)
+
+
+class TallyFamily:
+    """A family a plugin author tests before it is installed: registered nowhere in this process."""
+
+    name, attach, methods, result_types = "tally", "frame", (), {"Tally": Tally}
+
+    def build(self, source: Source, *, strict: bool = False) -> TallyQuery:
+        if not isinstance(strict, bool):
+            raise dp.ArgumentTypeError("must be True or False", argument="strict", fix="pass strict=True")
+        return TallyQuery(source)
+
+
+class TallyHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(TallyFamily())
+
+
+class TestAnUnregisteredFamily(FamilyConformance):
+    """The suite runs a family no plugin host of the process knows: each of its sessions pins it."""
+
+    family = TallyFamily()
+    plugin = TallyHooks()
+    table = pl.DataFrame({"user": list(range(60)), "x": [1.0] * 60})
+    call = staticmethod(lambda frame: frame.tally())
+    bad_calls = [lambda frame: frame.tally(strict="yes")]
+
+
+def test_the_conformance_suite_leaves_the_process_host_alone() -> None:
+    """Run the whole inherited suite here (an unregistered family) and check nothing was registered on the way."""
+    before = plugin_host().families().names()
+    suite = TestAnUnregisteredFamily()
+    suite.test_declares_the_family_protocol()
+    suite.test_cost_is_computed_before_running_and_is_data_independent()
+    suite.test_collect_charges_exactly_the_cost()
+    suite.test_bad_calls_charge_nothing()
+    suite.test_neighbouring_audit()
+    assert plugin_host().families().names() == before and "tally" not in before
+    with pytest.raises(dp.PluginError):
+        plugin_host().family("tally")
+
+
+def test_the_suite_checks_the_plugins_hook_registers_the_family() -> None:
+    """``plugin``: the object with the hooks; a hook that registers nothing (or another name) fails the suite."""
+    class Forgot:
+        @dp.hookimpl
+        def dpframe_query_families(self, register: Any) -> None:
+            return None
+
+    class Broken(TestAnUnregisteredFamily):
+        plugin = Forgot()
+    with pytest.raises(AssertionError, match="dpframe_query_families"):
+        Broken().test_declares_the_family_protocol()
+
+
+def test_a_pinned_familys_result_types_are_the_sessions() -> None:
+    """``dp.<Name>`` is module-wide, so it lists installed families only; a session's pinned ones are in
+    ``sess.plugins.result_types()``, the same road the installed ones take (``plugin_host().result_types()``)."""
+    sess = pin_families(dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10),
+                                   seed=0), TallyFamily())
+    out = sess.table("t").tally().collect(dp.PureDP(1))
+    types = sess.plugins.result_types()
+    assert isinstance(out, types["Tally"]) and types["TopKFailed"] is dp.TopKFailed
+    assert "Tally" not in plugin_host().result_types() and not hasattr(dp, "Tally")
+    assert plugin_host().result_types()["LinearModel"] is dp.LinearModel
+
+
+@pytest.mark.parametrize(("types", "says"), [({"Session": Tally}, "dp.Session"), ({"Tally": "Tally"}, "class"),
+                                             ([("Tally", Tally)], "mapping")])
+def test_result_types_that_cannot_be_exported_are_refused(types: Any, says: str) -> None:
+    """A result type named like one of dpframe's own names would never be dp.<Name> (the module's wins)."""
+    family = TallyFamily()
+    family.result_types = types
+    with pytest.raises(dp.PluginError, match=says):
+        pin_families(_session(), family)
