@@ -35,8 +35,9 @@ What the inherited tests check:
   argument, and nothing is charged;
 * ``test_neighbouring_audit`` (and ``test_neighbouring_audit_large``, marked ``slow``): outputs on two
   neighbouring tables (one privacy unit added) are audited with the Clopper–Pearson test of
-  :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result), and the
-  claim must hold at confidence 1 − 1e-6.
+  :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result; a result with no
+  number, such as a ``str``, fails the test until ``features`` says what to compare), and the claim must hold at
+  confidence 1 − 1e-6.
 
 Nothing here is private: the tables are the caller's test data and the sessions are seeded.
 """
@@ -207,6 +208,10 @@ class FamilyConformance:
         call = type(self).call
         assert call is not None
         features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers
+        _, query = self._query(self._table())
+        if not features(query.collect(self.audit_budget)):     # else the audit would compare the charge alone
+            pytest.fail(f"{type(self).__name__}: the result of {query!r} has no number to audit; set features = "
+                        "staticmethod(lambda result: {'name': float(...)}) (e.g. an indicator per released value)")
         sampler = query_sampler(lambda sess: call(self._pinned(sess).table("t")), self.privacy_unit,
                                 features=features)
         pair = Neighbours("+1 unit", self._table(), self._neighbour())

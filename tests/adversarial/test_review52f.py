@@ -441,3 +441,50 @@ def test_result_types_that_cannot_be_exported_are_refused(types: Any, says: str)
     family.result_types = types
     with pytest.raises(dp.PluginError, match=says):
         pin_families(_session(), family)
+
+
+class _CityQuery(TallyQuery):
+    """Releases a city's name (a str): no number the default features can audit."""
+
+    def plan(self, budget: Any) -> FamilyPlan[Any]:
+        planned = super().plan(budget)
+        return FamilyPlan(planned.budget, planned.cost, planned.charge, "city", planned.explain,
+                          lambda reader, rng: "Oslo" if planned.run(reader, rng).rows > 30 else "Rome")
+
+
+class _City(TallyFamily):
+    name, result_types = "city", {}
+
+    def build(self, source: Source, *, strict: bool = False) -> TallyQuery:
+        return _CityQuery(source)
+
+
+def test_an_audit_with_nothing_to_compare_fails() -> None:
+    """Walk-through: a newcomer's family releasing text passed the neighbouring audit vacuously (no feature but the
+    charge: a test that cannot fail). The suite now asks for ``features``."""
+    class Vacuous(FamilyConformance):
+        family = _City()
+        table = TestAnUnregisteredFamily.table
+        call = staticmethod(lambda frame: frame.city())
+    with pytest.raises(pytest.fail.Exception, match="features"):
+        Vacuous().test_neighbouring_audit()
+
+    class Featured(Vacuous):
+        features = staticmethod(lambda city: {"oslo": float(city == "Oslo")})
+    Featured().test_neighbouring_audit()
+
+
+def test_the_documented_pyproject_installs() -> None:
+    """Walk-through: the pyproject.toml docs/plugins.md gave had no version and no build backend, and
+    ``pip install .`` stopped at "`project` must contain ['version']". It declares both now (the walk-through built
+    and installed it with pip in a throwaway venv; here, the fields pip needs)."""
+    import tomllib
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
+    section = page[page.index("## Packaging: the entry point"):page.index("## Walk-through")]
+    block = section[section.index("```toml\n") + len("```toml\n"):]
+    config = tomllib.loads(block[:block.index("```")])
+    assert config["build-system"]["build-backend"] and config["build-system"]["requires"]
+    assert config["project"]["version"] and config["project"]["name"] == "dpframe-units"
+    assert config["project"]["entry-points"]["dpframe"] == {"units": "dpframe_units"}
