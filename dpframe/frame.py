@@ -37,6 +37,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan, sampling_rate
+from dpframe.planning.passes import plugin_hook
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
@@ -687,7 +688,7 @@ class Query(Releasable[pl.DataFrame]):
             detail = query.plan(b).detail
             assert isinstance(detail, PhysicalPlan)
             for p in detail.plans:
-                out.update(p.half_widths(target.confidence))
+                out.update(plugin_hook(p.mechanism, "half_widths()", p.half_widths, target.confidence))
             return out
 
         found, at = smallest_budget(widths, [m.output_name for m in self.node.measures], target, notion)
@@ -822,8 +823,9 @@ class Query(Releasable[pl.DataFrame]):
         Here the plans' outputs; a SQL query's are its SELECT list's
         (:meth:`dpframe.sql.post.PostProcess.no_intervals`).
         """
-        missing = {n: why for p in plans for n, why in p.no_intervals().items()}
-        return missing, any(p.interval_outputs() for p in plans)
+        missing = {n: why for p in plans
+                   for n, why in plugin_hook(p.mechanism, "no_intervals()", p.no_intervals).items()}
+        return missing, any(plugin_hook(p.mechanism, "interval_outputs()", p.interval_outputs) for p in plans)
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

@@ -147,10 +147,10 @@ def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
         dpframe.errors.PluginError: mechanism: mechanism 'aggregates' failed in parts() (KeyError: 'x')...
 
     """
-    return _guarded(mech.name, f"{name}()", call, *args)
+    return plugin_hook(mech.name, f"{name}()", call, *args)
 
 
-def _guarded(mechanism: str, hook: str, call: Callable[..., T], *args: Any) -> T:
+def plugin_hook(mechanism: str, hook: str, call: Callable[..., T], *args: Any) -> T:
     """``call(*args)``, plugin code of ``mechanism`` (its ``hook``) run while planning: see :func:`_hook`.
 
     A DPFrameError the plugin raises passes through (its refusal of the measure); one a dpframe sampler raised
@@ -159,7 +159,7 @@ def _guarded(mechanism: str, hook: str, call: Callable[..., T], *args: Any) -> T
 
     Example:
         >>> from dpframe.noise import SeededRandomSource, discrete_laplace
-        >>> _guarded("mine", "output_names()", discrete_laplace, 0, 1, SeededRandomSource(0))
+        >>> plugin_hook("mine", "output_names()", discrete_laplace, 0, 1, SeededRandomSource(0))
         Traceback (most recent call last):
         ...
         dpframe.errors.PluginError: mechanism: mechanism 'mine' failed in output_names(): dpframe.noise.samplers...
@@ -506,7 +506,7 @@ def with_intervals(physical: PhysicalPlan, by: Sequence[str], confidence: float)
 def _distinct_outputs(by: Sequence[str], plans: Sequence[MechanismPlan], argument: str, fix: str) -> None:
     names = set(by)
     for p in plans:
-        for name in _guarded(p.mechanism, "output_names()", p.output_names):
+        for name in plugin_hook(p.mechanism, "output_names()", p.output_names):
             if name in names:
                 raise PlanError(f"two output columns are named {name!r}", argument=argument, fix=fix)
             names.add(name)

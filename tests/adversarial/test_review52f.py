@@ -488,3 +488,32 @@ def test_the_documented_pyproject_installs() -> None:
     assert config["build-system"]["build-backend"] and config["build-system"]["requires"]
     assert config["project"]["version"] and config["project"]["name"] == "dpframe-units"
     assert config["project"]["entry-points"]["dpframe"] == {"units": "dpframe_units"}
+
+
+@dataclass
+class _IntervalSlipPlan(SlipPlan):
+    def interval_outputs(self) -> tuple[str, ...]:
+        raise KeyError("intervals")
+
+    def half_widths(self, confidence: float) -> dict[str, float]:
+        _bad_sample()
+        return {}
+
+
+class _IntervalSlip(Slip):
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
+        p = super().plan(measures, ctx, share)
+        assert isinstance(p, SlipPlan)
+        return _IntervalSlipPlan(p.mechanism, p.measures, p.statistics, p.cost, noise=p.noise, accuracy=p.accuracy,
+                                 count_noise=p.count_noise)
+
+
+@pytest.mark.parametrize(("call", "hook"), [
+    (lambda q: q.collect(dp.PureDP(1), ci=0.9), "output_names()"),     # it lists the intervals
+    (lambda q: q.explain(accuracy=dp.Accuracy(half_width=50)), "half_widths()"),
+])
+def test_the_interval_hooks_name_the_mechanism(call: Callable[[Any], Any], hook: str) -> None:
+    """``collect(ci=)`` and accuracy-first planning read more plan code, before the charge: guarded alike."""
+    sess = _session(_IntervalSlip("intervals"))
+    err = _refused_free(sess, lambda: call(sess.table("t").agg(dp.measure("slip"))), dp.PluginError)
+    assert "slip_intervals" in str(err) and hook in str(err), str(err)
