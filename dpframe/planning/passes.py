@@ -153,6 +153,8 @@ def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
 def plugin_hook(mechanism: str, hook: str, call: Callable[..., T], *args: Any) -> T:
     """``call(*args)``, plugin code of ``mechanism`` (its ``hook``) run while planning: see :func:`_hook`.
 
+    ``call`` receives public values only (the measures, the context, the share, the plan's own parameters).
+
     A DPFrameError the plugin raises passes through (its refusal of the measure); one a dpframe sampler raised
     about the arguments the plugin gave it, or any other exception, is a PluginError naming the mechanism and hook
     (:func:`~dpframe.errors.plugin_failure`).

@@ -108,6 +108,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.mechanism.base.partial_codes", "complete"): NO_VALUES,
     ("dpframe.mechanism.sorted_codes.SortedCodes", "complete"): NO_VALUES,
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
+    ("dpframe.planning.passes.plugin_hook", "call"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
     ("dpframe.catalog.check_table_name", "names"): NO_VALUES,
