@@ -71,7 +71,7 @@ def _result_types() -> dict[str, type]:
     """The result types query families declare (``dp.TopKFailed``, ``dp.NoAnswer`` ...), by name."""
     from dpframe.plugin import plugin_host
 
-    return {name: kind for e in plugin_host().families() for name, kind in e.item.result_types.items()}
+    return plugin_host().result_types()
 
 
 def __getattr__(name: str) -> object:

@@ -30,7 +30,7 @@ import polars as pl
 
 from dpframe.accuracy import level
 from dpframe.backends.base import StatisticsRequest
-from dpframe.errors import DPFrameError, PlanError, PluginError
+from dpframe.errors import DPFrameError, PlanError, PluginError, refused_in
 from dpframe.explain import explain_aggregate
 from dpframe.family import FamilyPlan, Source
 from dpframe.measures import Measure
@@ -108,8 +108,9 @@ def released_by(plan: MechanismPlan, inputs: Mapping[str, Any], rng: RandomSourc
 
     A failure of the plugin's ``release`` (or a result that breaks the contract) is a
     :class:`~dpframe.release.PluginFailure` naming the mechanism and ``release``, with the error's type only (its
-    message could quote private values). A :class:`~dpframe.errors.DPFrameError` passes through: the engine's own
-    (a partial ``sorted`` statistic completing itself reads the table again).
+    message could quote private values), as is a sampler's refusal of the arguments the plugin gave it
+    (:func:`~dpframe.errors.refused_in`). Another :class:`~dpframe.errors.DPFrameError` passes through: the
+    engine's own (a partial ``sorted`` statistic completing itself reads the table again).
     """
     failure = None
     try:
@@ -118,8 +119,12 @@ def released_by(plan: MechanismPlan, inputs: Mapping[str, Any], rng: RandomSourc
             failure = "undeclared columns"
         elif any(len(v) != groups for v in released.values()):
             failure = "not one value per group in each column"
-    except (KeyboardInterrupt, SystemExit, DPFrameError):
+    except (KeyboardInterrupt, SystemExit):
         raise
+    except DPFrameError as e:    # the engine's own passes; a sampler refusing the plugin's arguments is the plugin's
+        if refused_in(e) is None:
+            raise
+        failure = type(e).__name__
     except BaseException as e:   # noqa: BLE001 — PanicException too
         failure = type(e).__name__
     if failure is not None:      # raised outside the except block: the plugin's exception is not kept

@@ -171,6 +171,62 @@ class PluginError(DPFrameError):
     """A plugin could not be loaded, or no plugin handles what a query asks for."""
 
 
+LIBRARY = "dpframe.noise"
+"""The package whose :class:`ArgumentError` s concern the arguments of its own functions (a sampler's ``scale``,
+``size``, ``rng``): out of plugin code, they are the plugin's call, never the analyst's (:func:`refused_in`)."""
+
+
+def refused_in(error: BaseException, package: str = LIBRARY) -> str | None:
+    """The function of ``package`` (module-qualified) that raised ``error`` while checking its own arguments, or None.
+
+    Read from the traceback: the outermost frame of ``package`` below where ``error`` is being handled, i.e. the
+    function plugin code called (``dpframe.noise.samplers.discrete_laplace``). None when ``error`` was raised
+    elsewhere (a plugin's own ``raise dp.ArgumentError(...)`` refusing an analyst's option, an engine check).
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> try:
+        ...     discrete_laplace(-1, 1, SeededRandomSource(0))
+        ... except ArgumentError as e:
+        ...     print(refused_in(e), refused_in(ArgumentError("q: must be in [0, 1]")))
+        dpframe.noise.samplers.discrete_laplace None
+
+    """
+    tb = error.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module == package or module.startswith(f"{package}."):
+            return f"{module}.{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return None
+
+
+def plugin_failure(error: Exception, who: str, where: str, *, argument: str, fix: str) -> PluginError | None:
+    """The :class:`PluginError` for ``error``, raised by plugin code (``who`` failed ``where``) while planning.
+
+    None for a :class:`DPFrameError` the plugin raised on purpose (it refuses the analyst's measure or argument:
+    it passes through as it is). A :class:`DPFrameError` one of dpframe's samplers raised about its own arguments
+    (:func:`refused_in`: a negative scale, no ``rng`` while planning) is the plugin's call, as is any other
+    exception (a ``KeyError``): a PluginError naming ``who`` and the hook (``where``: ``"in plan()"``). Planning
+    hooks see public values only, so the message quotes the error's.
+
+    Example:
+        >>> print(plugin_failure(KeyError("edges"), "mechanism 'mine'", "in plan()", argument="mechanism", fix="-"))
+        mechanism: mechanism 'mine' failed in plan() (KeyError: 'edges'). Fix: -
+        >>> plugin_failure(PlanError("no bins", argument="edges"), "mechanism 'mine'", "in plan()", argument="m",
+        ...                fix="-")
+
+    """
+    if isinstance(error, DPFrameError):
+        callee = refused_in(error)
+        if callee is None:
+            return None
+        detail = f"{callee}() refused its argument ({type(error).__name__}: {error.message}" + \
+                 (f", argument {error.argument!r})" if error.argument else ")")
+        return PluginError(f"{who} failed {where}: {detail}", argument=argument, fix=fix)
+    return PluginError(f"{who} failed {where} ({type(error).__name__}: {error})", argument=argument, fix=fix)
+
+
 class LedgerError(DPFrameError):
     """The budget ledger file is corrupt or belongs to a session with a different total budget."""
 

@@ -6,18 +6,21 @@ The budget block and the text/JSON layout are the same for every query family
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
+from dpframe.errors import plugin_failure
 from dpframe.family import Explain
 from dpframe.plan.nodes import Aggregate
 
 if TYPE_CHECKING:
+    from dpframe.mechanism import MechanismPlan
     from dpframe.planning import PhysicalPlan
     from dpframe.privacy_unit import PrivacyUnit
 
+T = TypeVar("T")
 NULLS = ("nulls: len counts rows; count/count_distinct/sum/mean/var/std ignore null and NaN values; "
          "±inf and out-of-range values are clamped to the bounds")
 
@@ -106,6 +109,36 @@ def no_interval_notes(missing: Mapping[str, str]) -> list[str]:
             for why, names in by_reason.items()]
 
 
+def _shown(mechanism: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, reading what a mechanism's plan shows (plugin code: deferred tables, ``output_names()``).
+
+    Any failure is the plugin's (a :class:`~dpframe.errors.PluginError` naming the mechanism, free: ``explain()``
+    charges nothing), a sampler's refusal of the plugin's arguments included; a DPFrameError the plugin raises on
+    purpose passes through (:func:`~dpframe.errors.plugin_failure`).
+    """
+    try:
+        return call(*args)
+    except Exception as e:
+        failure = plugin_failure(e, f"mechanism {mechanism!r}", "in explain() (reading its plan's outputs, accuracy, "
+                                 "noise and notes)", argument="mechanism",
+                                 fix="a bug of the plugin that registers it: report it to its authors; collect() "
+                                     "does not read these texts")
+        if failure is None:
+            raise
+        raise failure from e
+
+
+def _measure_rows(p: MechanismPlan) -> list[dict[str, Any]]:
+    described = {m.output_name: m.describe() for m in p.measures}
+    return [{"output": name, "measure": described.get(name, ", ".join(described.values())), "mechanism": p.mechanism,
+             "accuracy": p.accuracy.get(name, ""), "ci95": p.ci95.get(name)} for name in p.output_names()]
+
+
+def _noise_rows(p: MechanismPlan) -> list[dict[str, Any]]:
+    return [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
+            for label, n in p.noise.items()]
+
+
 def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, backend: str) -> Explain:
     """The explanation of ``plan`` for ``node``: steps, measures (with accuracy), noise, notes."""
     steps = [n.describe() for n in node.lineage()[:-1]]
@@ -113,16 +146,12 @@ def explain_aggregate(unit: PrivacyUnit, node: Aggregate, plan: PhysicalPlan, ba
     steps.append(node.describe())
     measures: list[dict[str, Any]] = []
     for p in plan.plans:
-        described = {m.output_name: m.describe() for m in p.measures}
-        for name in p.output_names():
-            measures.append({"output": name, "measure": described.get(name, ", ".join(described.values())),
-                             "mechanism": p.mechanism, "accuracy": p.accuracy.get(name, ""),
-                             "ci95": p.ci95.get(name)})
-    noise = [{"plan": p.mechanism, "statistic": label, "noise": n.describe()}  # type: ignore[attr-defined]
-             for p in ([plan.selection] if plan.selection else []) + plan.plans for label, n in p.noise.items()]
-    notes = [*plan.notes, *(n for p in ([plan.selection] if plan.selection else []) + plan.plans for n in p.notes),
-             NULLS, *error_sources(unit, node, plan), *temporal_key_hints(node, plan),
-             *no_interval_notes({n: why for p in plan.plans for n, why in p.no_intervals().items()})]
+        measures += _shown(p.mechanism, _measure_rows, p)
+    every = ([plan.selection] if plan.selection else []) + plan.plans
+    noise = [row for p in every for row in _shown(p.mechanism, _noise_rows, p)]
+    missing = {n: why for p in plan.plans for n, why in _shown(p.mechanism, p.no_intervals).items()}
+    notes = [*plan.notes, *(n for p in every for n in _shown(p.mechanism, tuple, p.notes)),
+             NULLS, *error_sources(unit, node, plan), *temporal_key_hints(node, plan), *no_interval_notes(missing)]
     width = max(len(m["output"]) for m in measures)
     lines = ["measures:",
              *(f"  {m['output']:<{width}}  {m['measure']}  via {m['mechanism']}  {m['accuracy']}" for m in measures),

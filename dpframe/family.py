@@ -56,7 +56,7 @@ from dpframe.accounting.rdp import RenyiFilter
 from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe
 from dpframe.display import Explanation, query_html
-from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
+from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError, plugin_failure
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
@@ -342,13 +342,15 @@ class Releasable(Sealed, Generic[R]):
         self._front.accountant.charge(budget_of(budget))
         try:
             plan = self._query.plan(budget)
-        except DPFrameError:
-            raise
         except Exception as e:      # the family's plan sees public values only: its message may be quoted
-            raise PluginError(f"the query family of {self.describe()} failed in plan() ({type(e).__name__}: {e})",
-                              argument="budget", fix="plan() raised something other than a dp.DPFrameError: a bug of "
-                              "the plugin that registers the family (see `dpframe plugins`); report it to its authors "
-                              "(a family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)") from e
+            failure = plugin_failure(e, f"the query family of {self.describe()}", "in plan()", argument="budget",
+                                     fix="plan() raised something other than a dp.DPFrameError refusing the query: a "
+                                         "bug of the plugin that registers the family (see `dpframe plugins`); report "
+                                         "it to its authors (a family's plan takes budgets of every notion: "
+                                         "dp.PureDP, dp.ApproxDP, dp.ZCDP)")
+            if failure is None:
+                raise
+            raise failure from e
         plan = copy_plan(plan, self.describe())
         check_cost(plan, budget_of(budget), self.describe())
         if self._rate is not None:
@@ -375,13 +377,37 @@ class Releasable(Sealed, Generic[R]):
         return render(self._front, self._shown(self._planned(needs_budget(budget, "explain"))), format)
 
     def _shown(self, plan: FamilyPlan[R]) -> FamilyPlan[R]:
-        """``plan`` for ``explain()``: with a note when ``collect`` would refuse it, free, on the query's backend."""
+        """``plan`` for ``explain()``: its explanation made (:meth:`_explained`), noting a backend's refusal.
+
+        The note says when ``collect`` would refuse it, free, on the query's backend.
+        """
+        shown = self._explained(plan)
         reason = self._kinds_refusal(plan)
         if reason is None:
-            return plan
-        shown = plan.explained()
+            return dataclasses.replace(plan, explain=shown)
         note = f"REFUSED on this backend: {reason}; collect() raises a PlanError and charges nothing"
         return dataclasses.replace(plan, explain=dataclasses.replace(shown, notes=(*shown.notes, note)))
+
+    def _explained(self, plan: FamilyPlan[R]) -> Explain:
+        """``plan.explained()``: the family's explanation, made now if it is a function (plugin code, free).
+
+        A failure in it is a PluginError naming the family (a sampler's refusal of the family's arguments too), as
+        is something other than an :class:`Explain`; a DPFrameError the family raises on purpose passes through.
+        """
+        try:
+            shown = plan.explained()
+        except Exception as e:
+            failure = plugin_failure(e, f"the query family of {self.describe()}", "in explain()", argument="query",
+                                     fix="a bug of the plugin that registers the family (see `dpframe plugins`); "
+                                         "report it to its authors (collect() does not make the explanation)")
+            if failure is None:
+                raise
+            raise failure from e
+        if not isinstance(shown, Explain):
+            raise PluginError(f"the query family of {self.describe()} explained its plan with a {type(shown).__name__}",
+                              argument="query", fix="a plan's explain is a dpframe.family.Explain, or a function of no "
+                              "arguments returning one: a bug of the plugin that registers the family; report it")
+        return shown
 
     def _kinds_refusal(self, plan: FamilyPlan[R]) -> str | None:
         """Why the query's backend refuses ``plan``'s statistic kinds (None: it computes them all)."""

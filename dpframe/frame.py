@@ -29,7 +29,16 @@ from dpframe.aggregate import AggregateQuery
 from dpframe.backends.base import unsupported
 from dpframe.budgets import Budget
 from dpframe.display import query_html
-from dpframe.errors import BudgetError, NoIntervalWarning, PlanError, SchemaError, emit, one_of
+from dpframe.errors import (
+    BudgetError,
+    DPFrameError,
+    NoIntervalWarning,
+    PlanError,
+    SchemaError,
+    emit,
+    one_of,
+    plugin_failure,
+)
 from dpframe.explain import no_interval_notes
 from dpframe.family import Releasable, Source, check_format, needs_budget, render
 from dpframe.habits import FRAME, GROUP_BY, habit
@@ -37,6 +46,7 @@ from dpframe.measures import Measure
 from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan, sampling_rate
+from dpframe.planning.passes import plugin_hook
 from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
@@ -64,6 +74,13 @@ def _family_query(session: Session, where: str, name: str, source: Source, args:
             if target is not None:
                 refuse(functools.partial(target, source), args, kwargs, e, name)
         raise
+    except DPFrameError as e:   # the family refuses an argument; a sampler refusing the family's own call is its bug
+        failure = plugin_failure(e, f"query family {name!r}", "in build()", argument=name,
+                                 fix="a bug of the plugin that registers it (see `dpframe plugins`): one of dpframe's "
+                                     "samplers refused the arguments the family gave it; report it to its authors")
+        if failure is None:
+            raise
+        raise failure from e
 
 
 def _families(session: Session, where: str) -> list[str]:
@@ -680,7 +697,7 @@ class Query(Releasable[pl.DataFrame]):
             detail = query.plan(b).detail
             assert isinstance(detail, PhysicalPlan)
             for p in detail.plans:
-                out.update(p.half_widths(target.confidence))
+                out.update(plugin_hook(p.mechanism, "half_widths()", p.half_widths, target.confidence))
             return out
 
         found, at = smallest_budget(widths, [m.output_name for m in self.node.measures], target, notion)
@@ -742,7 +759,7 @@ class Query(Releasable[pl.DataFrame]):
         if line is None:
             return super().explain(chosen, format)
         planned = self._shown(self._planned(chosen))
-        shown = planned.explained()
+        shown = self._explained(planned)
         planned = dataclasses.replace(planned, explain=dataclasses.replace(shown, notes=(*shown.notes, line)))
         return render(self._front, planned, format)
 
@@ -815,8 +832,9 @@ class Query(Releasable[pl.DataFrame]):
         Here the plans' outputs; a SQL query's are its SELECT list's
         (:meth:`dpframe.sql.post.PostProcess.no_intervals`).
         """
-        missing = {n: why for p in plans for n, why in p.no_intervals().items()}
-        return missing, any(p.interval_outputs() for p in plans)
+        missing = {n: why for p in plans
+                   for n, why in plugin_hook(p.mechanism, "no_intervals()", p.no_intervals).items()}
+        return missing, any(plugin_hook(p.mechanism, "interval_outputs()", p.interval_outputs) for p in plans)
 
     def __repr__(self) -> str:
         return f"<dp.Query {self.describe()}>"

@@ -23,7 +23,7 @@ from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.curve_charge import described
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
-from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError
+from dpframe.errors import BudgetConversionError, BudgetError, PlanError, PluginError, plugin_failure
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
 from dpframe.mechanism.deferred import DeferredTuple
@@ -148,15 +148,37 @@ def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:
         dpframe.errors.PluginError: mechanism: mechanism 'aggregates' failed in parts() (KeyError: 'x')...
 
     """
+    return plugin_hook(mech.name, f"{name}()", call, *args)
+
+
+def plugin_hook(mechanism: str, hook: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, plugin code of ``mechanism`` (its ``hook``) run while planning: see :func:`_hook`.
+
+    ``call`` receives public values only (the measures, the context, the share, the plan's own parameters).
+
+    A DPFrameError the plugin raises passes through (its refusal of the measure); one a dpframe sampler raised
+    about the arguments the plugin gave it, or any other exception, is a PluginError naming the mechanism and hook
+    (:func:`~dpframe.errors.plugin_failure`).
+
+    Example:
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> plugin_hook("mine", "output_names()", discrete_laplace, 0, 1, SeededRandomSource(0))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' failed in output_names(): dpframe.noise.samplers...
+
+    """
     try:
         return call(*args)
-    except DPFrameError:
-        raise
     except Exception as e:
-        raise PluginError(f"mechanism {mech.name!r} failed in {name}() ({type(e).__name__}: {e})",
-                          argument="mechanism", fix=f"{name}() raised something other than a dp.DPFrameError: a bug "
-                          f"of the plugin that registers {mech.name!r} (see `dpframe plugins`); report it to its "
-                          "authors, or route the measure to another mechanism with mechanism=\"name\"") from e
+        failure = plugin_failure(e, f"mechanism {mechanism!r}", f"in {hook}", argument="mechanism",
+                                 fix=f"{hook} raised something other than a dp.DPFrameError refusing the measure: a "
+                                     f"bug of the plugin that registers {mechanism!r} (see `dpframe plugins`); report "
+                                     "it to its authors, or route the measure to another mechanism with "
+                                     "mechanism=\"name\"")
+        if failure is None:
+            raise
+        raise failure from e
 
 
 def _parts(mech: Mechanism, measures: Sequence[Measure], ctx: MeasureContext) -> int:
@@ -360,12 +382,13 @@ def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
     """
     try:
         return call(*args)
-    except DPFrameError:
-        raise
     except Exception as e:
-        raise PluginError(f"mechanism {mechanism!r} failed reading {what} ({type(e).__name__}: {e})",
-                          argument="mechanism", fix="a bug of the plugin that registers it (its plan's noise table "
-                          "and curves are read before the charge); report it to its authors") from e
+        failure = plugin_failure(e, f"mechanism {mechanism!r}", f"reading {what}", argument="mechanism",
+                                 fix="a bug of the plugin that registers it (its plan's noise table and curves are "
+                                     "read before the charge); report it to its authors")
+        if failure is None:
+            raise
+        raise failure from e
 
 
 def _plain(curve: PrivacyCurve) -> PrivacyCurve:
@@ -554,7 +577,7 @@ def with_intervals(physical: PhysicalPlan, by: Sequence[str], confidence: float)
 def _distinct_outputs(by: Sequence[str], plans: Sequence[MechanismPlan], argument: str, fix: str) -> None:
     names = set(by)
     for p in plans:
-        for name in p.output_names():
+        for name in plugin_hook(p.mechanism, "output_names()", p.output_names):
             if name in names:
                 raise PlanError(f"two output columns are named {name!r}", argument=argument, fix=fix)
             names.add(name)

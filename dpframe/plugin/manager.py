@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -24,7 +24,7 @@ from dpframe.errors import PluginError
 from dpframe.family import RESERVED, QueryFamily
 from dpframe.mechanism import Mechanism
 from dpframe.plugin import hookspecs
-from dpframe.plugin.registry import Registry
+from dpframe.plugin.registry import Entry, Registry
 from dpframe.sealed import Sealed
 
 BLOCK_ENV = "DPFRAME_BLOCK_PLUGINS"
@@ -52,7 +52,8 @@ class Route:
     ``replaced`` the plugin whose item of that name it replaced (``replaces=``). ``also`` lists, as
     ``"name (plugin)"`` in the order tried, the other mechanisms that offer the kind under the notion: they run
     only when a measure names them (``mechanism=``). ``handler`` is None when the choice is ambiguous (several
-    third-party mechanisms and no built-in: every measure of the kind must name one; they are in ``also``).
+    third-party mechanisms and no built-in, nor a mechanism that replaced one serving the kind: every measure of
+    the kind must name one; they are in ``also``).
     """
 
     what: str
@@ -178,20 +179,25 @@ class PluginHost(Sealed):
     def mechanism_for(self, kind: str, notion: str, name: str | None = None) -> Mechanism:
         """The mechanism that handles measure ``kind`` under ``notion`` (or the one named ``name``).
 
-        Built-in mechanisms come first; if only third-party plugins offer ``kind`` and more than one
-        could run it, the choice is refused as ambiguous (name one with ``mechanism=``).
+        Built-in mechanisms come first, and so does a mechanism that replaced a built-in by name (``replaces=``,
+        the documented override) for what that built-in served: the kinds it handled under its notions. Otherwise,
+        if only third-party plugins offer ``kind`` and more than one could run it, the choice is refused as
+        ambiguous, naming them (name one with ``mechanism=``).
         """
         entries = [e for e in self._registries().mechanisms if kind in e.item.handles]
         if name is not None:
             entries = [e for e in entries if e.name == name]
         usable = [e for e in entries if notion in e.item.notions]
-        builtin = [e.item for e in usable if e.first_party]
+        builtin = [e.item for e in usable if e.first_party or _serves_built_in(e, kind, notion)]
         if builtin:
             return builtin[0]
         if len(usable) > 1:
-            raise PluginError(f"several plugins offer {kind!r}: {[f'{e.plugin}:{e.name}' for e in usable]}",
-                              argument="mechanism",
-                              fix=f"choose one: dp.measure({kind!r}, ..., mechanism='<name>')")
+            offers = ", ".join(f"plugin {e.plugin!r} (mechanism {e.name!r})" for e in usable)
+            names = " or ".join(f"mechanism={e.name!r}" for e in usable)
+            raise PluginError(f"several plugins offer {kind!r} under {notion} budgets, none built in or replacing a "
+                              f"built-in: {offers}", argument="mechanism",
+                              fix=f"choose one in each measure: dp.measure({kind!r}, ..., {names}); or keep one "
+                                  f"plugin: block the others with DPFRAME_BLOCK_PLUGINS")
         if usable:
             return usable[0].item
         candidates = [e.item for e in entries]
@@ -276,6 +282,21 @@ class PluginHost(Sealed):
                               argument="plugin", fix=f"remove its plugin from {BLOCK_ENV}")
         return families.get(name)
 
+    def result_types(self) -> dict[str, type]:
+        """The result types the query families of this host declare (``result_types``), by name.
+
+        ``dp.<Name>`` reads them from the process-wide host (``plugin_host()``); a session's host
+        (``sess.plugins``) also has those of the families a test pinned in it (:func:`dpframe.testing.pin_families`),
+        which ``dp.<Name>``, module-wide, does not show.
+
+        Example:
+            >>> import dpframe as dp
+            >>> plugin_host().result_types()["TopKFailed"] is dp.TopKFailed
+            True
+
+        """
+        return {name: kind for e in self.families() for name, kind in e.item.result_types.items()}
+
     def methods(self, family: str) -> Registry[Any]:
         """The sub-methods registered for query family ``family`` (empty when none)."""
         return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
@@ -299,12 +320,13 @@ class PluginHost(Sealed):
             if plugin is None:  # a blocked name
                 continue
             provides = [f"{e.name}: {', '.join(sorted(e.item.handles))} [{'/'.join(sorted(e.item.notions))}]"
-                        for e in found.mechanisms if e.plugin == name]
+                        f"{_replaces(e)}" for e in found.mechanisms if e.plugin == name]
             provides += [f"accountant {e.name}" for e in found.accountants if e.plugin == name]
-            provides += [f"backend {e.name}" for e in found.backends if e.plugin == name]
-            provides += [f"query family {e.name} ({e.item.attach})" for e in found.families if e.plugin == name]
-            provides += [f"{family} method {e.name}" for family, reg in found.methods.items() for e in reg
+            provides += [f"backend {e.name}{_replaces(e)}" for e in found.backends if e.plugin == name]
+            provides += [f"query family {e.name} ({e.item.attach}){_replaces(e)}" for e in found.families
                          if e.plugin == name]
+            provides += [f"{family} method {e.name}{_replaces(e)}" for family, reg in found.methods.items()
+                         for e in reg if e.plugin == name]
             provides += [f"audits {e.name}" for e in found.audits if e.plugin == name]
             if not provides:
                 hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
@@ -314,6 +336,17 @@ class PluginHost(Sealed):
             version = source.version if source else md.version("dpframe")
             rows.append(PluginInfo(name, version, package, "; ".join(provides)))
         return rows
+
+
+def _replaces(entry: Entry[Any]) -> str:
+    """The marker ``dpframe plugins`` shows next to an item that replaced another plugin's (``replaces=``)."""
+    return f" (replaces {entry.replaced}'s)" if entry.replaced else ""
+
+
+def _serves_built_in(entry: Entry[Mechanism], kind: str, notion: str) -> bool:
+    """Whether ``entry`` replaced (``replaces=``) a built-in mechanism that handled ``kind`` under ``notion``."""
+    built_in = entry.replaces_built_in()
+    return built_in is not None and kind in built_in.item.handles and notion in built_in.item.notions
 
 
 NOTIONS = frozenset({"pure", "zcdp", "approx"})
@@ -373,6 +406,21 @@ def check_family(plugin: str, item: Any, argument: str) -> None:
     if item.name in RESERVED:
         raise PluginError(f"plugin {plugin!r} registers a query family named {item.name!r}, a core method of "
                           "dpframe.Frame / GroupBy", argument=argument, fix="give the family another name")
+    types = item.result_types
+    fix = 'declare result_types = {"MyResult": MyResult}: the classes its results may be, exported as dp.<Name>'
+    if not isinstance(types, Mapping):
+        raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result_types = {types!r}, not a "
+                          "mapping", argument=argument, fix=fix)
+    import dpframe
+
+    for name, kind in types.items():
+        if not isinstance(name, str) or not name.isidentifier() or not isinstance(kind, type):
+            raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result type {name!r}: "
+                              f"{kind!r}, not a name and a class", argument=argument, fix=fix)
+        if name in vars(dpframe):
+            raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares a result type named {name!r}, "
+                              f"which is dp.{name} already (dpframe's own)", argument=argument,
+                              fix="give the result type another name")
 
 
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:

@@ -8,7 +8,11 @@ algorithms, ...) are all kept in a :class:`Registry`, filled by the plugins' ``r
   names both plugins — unless it passes ``replaces=<name>`` explicitly;
 * names that dpframe itself registers are reserved the same way: replacing one needs ``replaces=``;
 * an **enforcement-critical** kind (accountants: they decide what a session may spend) can never be
-  replaced, not even with ``replaces=``.
+  replaced, not even with ``replaces=``;
+* a replacement takes the replaced item's place, in its registration order (:attr:`Entry.previous` keeps what it
+  replaced: a mechanism replacing a built-in keeps the built-in's routing precedence, see
+  :meth:`dpframe.plugin.PluginHost.mechanism_for`). A second plugin replacing the same name is refused, naming
+  both: which one won would depend on the order the environment lists entry points in.
 
 Example:
     >>> reg = Registry("backend", replaceable=True)
@@ -26,7 +30,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from dpframe.errors import PluginError
@@ -38,7 +42,8 @@ T = TypeVar("T")
 class Entry(Generic[T]):
     """One registered item: its name, the item, the plugin that registered it and whether that is built in.
 
-    ``replaced``: the plugin whose item of the same name this one replaced (``replaces=``), None otherwise.
+    ``replaced``: the plugin whose item of the same name this one replaced (``replaces=``), None otherwise;
+    ``previous``: that plugin's entry.
     """
 
     name: str
@@ -46,6 +51,23 @@ class Entry(Generic[T]):
     plugin: str
     first_party: bool
     replaced: str | None = None
+    previous: Entry[T] | None = field(default=None, repr=False, compare=False)
+
+    def replaces_built_in(self) -> Entry[T] | None:
+        """The built-in entry this one replaced (``replaces=``), directly or through test pins; None otherwise.
+
+        Example:
+            >>> reg = Registry("backend", replaceable=True)
+            >>> reg.add(object, name="polars", plugin="core", first_party=True)
+            >>> reg.add(dict, name="polars", plugin="fast_polars", first_party=False, replaces="polars")
+            >>> reg.entry("polars").replaces_built_in().plugin
+            'core'
+
+        """
+        previous = self.previous
+        while previous is not None and not previous.first_party:
+            previous = previous.previous
+        return previous
 
 
 class Registry(Generic[T]):
@@ -79,7 +101,31 @@ class Registry(Generic[T]):
                                   "already registered", argument=self.kind,
                                   fix=f"give it another name, pass replaces={name!r} to replace it on purpose, or "
                                       "block one of the two plugins with DPFRAME_BLOCK_PLUGINS")
-        self._entries[name] = Entry(name, item, plugin, first_party, None if existing is None else existing.plugin)
+            if existing.replaced is not None and existing.plugin != plugin:
+                raise PluginError(f"plugins {existing.plugin!r} and {plugin!r} both replace the {self.kind} {name!r} "
+                                  f"of plugin {existing.replaced!r}: which one runs would depend on the order the "
+                                  "environment lists them in", argument="replaces",
+                                  fix=f"keep one: block the other with DPFRAME_BLOCK_PLUGINS={plugin} (or "
+                                      f"{existing.plugin}), or uninstall it")
+        self._entries[name] = Entry(name, item, plugin, first_party, None if existing is None else existing.plugin,
+                                    existing)
+
+    def pin(self, item: T, *, name: str, plugin: str) -> None:
+        """Put ``item`` in front as ``name`` for a test (``dpframe.testing.pin_families``); not for plugins.
+
+        It replaces whatever has that name, pins included (the last pinned wins), with no collision check.
+
+        Example:
+            >>> reg = Registry("query family", replaceable=True)
+            >>> reg.add(object, name="top_k", plugin="topk", first_party=True)
+            >>> reg.pin(dict, name="top_k", plugin="dpframe.testing")
+            >>> reg.get("top_k"), reg.entry("top_k").replaced
+            (<class 'dict'>, 'topk')
+
+        """
+        existing = self._entries.get(name)
+        self._entries[name] = Entry(name, item, plugin, False, None if existing is None else existing.plugin,
+                                    existing)
 
     def get(self, name: str) -> T:
         """The item registered as ``name``; a :class:`PluginError` listing the names otherwise."""

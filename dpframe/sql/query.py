@@ -28,6 +28,7 @@ from dpframe.family import FamilyPlan, check_format, needs_budget
 from dpframe.frame import Query, diagnostics_flag
 from dpframe.plan.nodes import Aggregate, Node, RowNode
 from dpframe.planning import budget_of
+from dpframe.planning.passes import plugin_hook
 from dpframe.sealed import _ENGINE, plain
 from dpframe.sql.compile import Compiler
 from dpframe.sql.parse import parse
@@ -157,7 +158,8 @@ class SQLQuery(Query):
         """
         detail = plan.detail
         plans = detail.shown.plans if isinstance(detail, StagedPlan) else detail.plans
-        with_intervals = {name for p in plans for name in p.interval_outputs()}
+        with_intervals = {name for p in plans
+                          for name in plugin_hook(p.mechanism, "interval_outputs()", p.interval_outputs)}
         outputs = set(self.post.names)
         for name, src in self.post.columns:
             taken = [f"{name}_{end}" for end in INTERVAL_ENDS if f"{name}_{end}" in outputs]
@@ -168,8 +170,9 @@ class SQLQuery(Query):
 
     def _no_intervals(self, plans: Sequence[MechanismPlan]) -> tuple[dict[str, str], bool]:
         """The selected columns without an interval: measures without one, and expressions over measures."""
-        return self.post.no_intervals({n: why for p in plans for n, why in p.no_intervals().items()},
-                                      {name for p in plans for name in p.interval_outputs()})
+        return self.post.no_intervals(
+            {n: why for p in plans for n, why in plugin_hook(p.mechanism, "no_intervals()", p.no_intervals).items()},
+            {name for p in plans for name in plugin_hook(p.mechanism, "interval_outputs()", p.interval_outputs)})
 
     def _post(self, released: pl.DataFrame, ci: float | None) -> pl.DataFrame:
         try:

@@ -3,19 +3,27 @@
 Example (a plugin's ``tests/test_regression.py``)::
 
     import dpframe as dp
+    import dpframe_histogram
     from dpframe.testing import FamilyConformance
     from dpframe_histogram import LinearRegression
 
     class TestRegression(FamilyConformance):
         family = LinearRegression()
+        plugin = dpframe_histogram             # optional: the hooks that must register it
         table = pl.DataFrame({"user": range(300), "x": [i % 10 for i in range(300)], "y": ...})
         call = staticmethod(lambda frame: frame.linear_regression(["x"], "y", bounds={"x": (0, 10), "y": (0, 30)}))
         bad_calls = [lambda frame: frame.linear_regression(["x"], "y", bounds={})]
 
+The family needs no registration: every session the suite builds pins :attr:`FamilyConformance.family`
+(:func:`~dpframe.testing.pin_families`: that session only), so a plugin tests it in its own test suite before it
+is installed, and the process-wide plugin host (``plugin_host()``), other tests' sessions and ``dp.<Name>`` stay as
+they were. An installed family of the same name (the plugin's own, in an editable install) is not the one tested.
+
 What the inherited tests check:
 
 * ``test_declares_the_family_protocol``: the object satisfies :class:`~dpframe.family.QueryFamily`, its name
-  is not a core method, and it is reachable as ``frame.<name>`` / ``frame.query(name)`` once registered;
+  is not a core method, it is reachable as ``frame.<name>`` / ``frame.query(name)``, and (with ``plugin``, the
+  module or object with the plugin's hooks) its ``dpframe_query_families`` hook registers a family of that name;
 * ``test_cost_is_computed_before_running_and_is_data_independent``: the charge is a dp budget that fits the
   query budget, equals ``cost()`` and ``explain(format="json")["budget"]``, and is the same on two
   neighbouring tables (it may not depend on the data);
@@ -30,8 +38,9 @@ What the inherited tests check:
   argument, and nothing is charged;
 * ``test_neighbouring_audit`` (and ``test_neighbouring_audit_large``, marked ``slow``): outputs on two
   neighbouring tables (one privacy unit added) are audited with the Clopper–Pearson test of
-  :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result), and the
-  claim must hold at confidence 1 − 1e-6.
+  :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result; a result with no
+  number, such as a ``str``, fails the test until ``features`` says what to compare), and the claim must hold at
+  confidence 1 − 1e-6.
 
 Nothing here is private: the tables are the caller's test data and the sessions are seeded.
 """
@@ -48,9 +57,9 @@ import pytest
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import DPFrameError
 from dpframe.family import RESERVED, QueryFamily
-from dpframe.plugin import plugin_host
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
+from dpframe.testing.harness import pin_families
 from dpframe.testing.queries import query_sampler
 from dpframe.testing.registry import AuditSpec, Neighbours, run_audit
 
@@ -88,6 +97,7 @@ class FamilyConformance:
     """Base class of a query family's conformance tests: set :attr:`family`, :attr:`table` and :attr:`call`."""
 
     family: ClassVar[Any] = None
+    plugin: ClassVar[Any] = None                                # the hooks object (module) that registers it
     table: ClassVar[pl.DataFrame | None] = None
     # Set with ``staticmethod(...)`` (a plain function would be bound as a method):
     call: ClassVar[staticmethod[[Any], Any] | None] = None        # frame -> the family's query
@@ -114,10 +124,19 @@ class FamilyConformance:
             added = added.with_columns(pl.lit(10**9).cast(table.schema[unit]).alias(unit))
         return pl.concat([table, added])
 
-    def _query(self, table: pl.DataFrame, total: Budget | None = None, accountant: str | None = None,
-               seed: int = 0) -> tuple[Session, Any]:
+    def _session(self, table: pl.DataFrame, total: Budget | None = None, accountant: str | None = None,
+                 seed: int = 0) -> Session:
+        """A seeded session on ``table`` that routes the family's name to :attr:`family` (and no other session)."""
         sess = Session({"t": table}, privacy_unit=self.privacy_unit, budget=total or PureDP(10), accountant=accountant,
                        seed=seed)
+        return self._pinned(sess)
+
+    def _pinned(self, sess: Session) -> Session:
+        return pin_families(sess, self.family)  # type: ignore[no-any-return]
+
+    def _query(self, table: pl.DataFrame, total: Budget | None = None, accountant: str | None = None,
+               seed: int = 0) -> tuple[Session, Any]:
+        sess = self._session(table, total, accountant, seed)
         call = type(self).call
         assert call is not None
         return sess, call(sess.table("t"))
@@ -127,7 +146,18 @@ class FamilyConformance:
         self._table()
         assert isinstance(family, QueryFamily), "give it name, attach, methods, result_types and build()"
         assert family.name not in RESERVED and family.attach in ("frame", "group_by", "both")
-        assert plugin_host().family(family.name) is not None, "register it through dpframe_query_families"
+        sess = self._session(self._table())
+        assert sess.plugins.family(family.name) is family
+        where = sess.table("t") if family.attach in ("frame", "both") else sess.table("t").group_by(
+            self._table().columns[0])
+        assert callable(getattr(where, family.name)), f"frame.{family.name} is not reachable"
+        if self.plugin is not None:
+            registered: list[Any] = []
+            hook = getattr(self.plugin, "dpframe_query_families", None)
+            assert hook is not None, f"{self.plugin!r} has no dpframe_query_families hook"
+            hook(register=lambda item, /, *, replaces=None: registered.append(item))
+            assert any(getattr(item, "name", None) == family.name for item in registered), \
+                f"the plugin's dpframe_query_families hook registers no family named {family.name!r}"
 
     def test_cost_is_computed_before_running_and_is_data_independent(self) -> None:
         for total, budget, accountant in self.sessions:
@@ -164,7 +194,7 @@ class FamilyConformance:
 
     def test_bad_calls_charge_nothing(self) -> None:
         for bad in self.bad_calls:
-            sess = Session({"t": self._table()}, privacy_unit=self.privacy_unit, budget=PureDP(10), seed=0)
+            sess = self._session(self._table())
             with pytest.raises(DPFrameError) as info:
                 bad(sess.table("t")).collect(PureDP(1))
             assert info.value.argument, "a bad call's error must name the argument"
@@ -181,7 +211,12 @@ class FamilyConformance:
         call = type(self).call
         assert call is not None
         features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers
-        sampler = query_sampler(lambda sess: call(sess.table("t")), self.privacy_unit, features=features)
+        _, query = self._query(self._table())
+        if not features(query.collect(self.audit_budget)):     # else the audit would compare the charge alone
+            pytest.fail(f"{type(self).__name__}: the result of {query!r} has no number to audit; set features = "
+                        "staticmethod(lambda result: {'name': float(...)}) (e.g. an indicator per released value)")
+        sampler = query_sampler(lambda sess: call(self._pinned(sess).table("t")), self.privacy_unit,
+                                features=features)
         pair = Neighbours("+1 unit", self._table(), self._neighbour())
         spec = AuditSpec(f"{self.family.name} (query family)", frozenset(), self.audit_budget, lambda: [pair],
                          sampler, samples=samples)

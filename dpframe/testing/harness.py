@@ -191,8 +191,7 @@ class _PinnedHost(PluginHost):
             return installed
         view = installed.copy()
         for family in reversed(self.pinned_families):   # the last added is the first pinned: it wins
-            view.add(family, name=family.name, plugin=PINNED, first_party=False,
-                     replaces=family.name if family.name in view else None)
+            view.pin(family, name=family.name, plugin=PINNED)
         return view
 
     def family(self, name: str) -> QueryFamily:
@@ -245,7 +244,8 @@ def pin_families(session: Any, *families: Any) -> Any:
     which wins over an installed family of the same name (a built-in included); the other names stay with
     the installed plugins. Use it to run a family that is not installed, or a deliberately broken variant of
     one, through the whole public API. Only ``session`` sees it: ``dp.<ResultType>`` names come from installed
-    families. A family named like a core method (``filter``, ``select`` ...) is refused, as when registering.
+    families (module-wide), and ``session.plugins.result_types()`` has the pinned ones' too. A family named like a
+    core method (``filter``, ``select`` ...) is refused, as when registering.
 
     Example:
         >>> import polars as pl, dpframe as dp

@@ -108,6 +108,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.mechanism.base.partial_codes", "complete"): NO_VALUES,
     ("dpframe.mechanism.sorted_codes.SortedCodes", "complete"): NO_VALUES,
     ("dpframe.accounting.curves.from_profile", "delta"): PUBLIC,
+    ("dpframe.planning.passes.plugin_hook", "call"): PUBLIC,
     ("dpframe.accounting.curves.from_rdp", "rdp"): PUBLIC,
     ("dpframe.accounting.curve.register_curve", "build"): PUBLIC,
     ("dpframe.accounting.curve.register_core_curve", "build"): PUBLIC,
@@ -154,6 +155,7 @@ TEST_KIT = {
     ("dpframe.testing.distinguish.outcome_sampler", "make_query"),
     ("dpframe.testing.distinguish.outcome_sampler", "features"), ("dpframe.testing.distinguish.catching", "make_query"),
     ("dpframe.testing.distinguish.outcome_features", "features"),
+    ("dpframe.testing.queries.family_sampler", "make_query"), ("dpframe.testing.queries.family_sampler", "features"),
 }
 
 #: Parameters that once took a callable on unreleased values and are now declarative (a callable is refused).

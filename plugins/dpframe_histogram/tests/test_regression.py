@@ -3,7 +3,7 @@ conformance kit, the neighbouring-dataset audit, SQL-free accounting in every se
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import dpframe as dp
 import numpy as np
@@ -12,6 +12,7 @@ import pytest
 from dpframe.family import Releasable
 from dpframe.testing import FamilyConformance
 
+import dpframe_histogram
 from dpframe_histogram import LinearModel, LinearRegression
 
 BOUNDS = {"x": (0, 10), "y": (0, 25)}
@@ -28,7 +29,11 @@ def _fit(frame: dp.Frame) -> Releasable[LinearModel]:
 
 
 class TestRegressionFamily(FamilyConformance):
+    """The family tested as this package defines it: pinned in the suite's sessions (no registration needed, none
+    made), and the package's ``dpframe_query_families`` hook checked to register it."""
+
     family = LinearRegression()
+    plugin: ClassVar[Any] = dpframe_histogram
     table = _data()
     call = staticmethod(_fit)
     bad_calls = [
