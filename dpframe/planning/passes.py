@@ -19,10 +19,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpframe.accounting.accountants import Accountant, plan_curves
-from dpframe.accounting.curve import PrivacyCurve
-from dpframe.accounting.curve_charge import described
+from dpframe.accounting.curve import PrivacyCurve, from_json
+from dpframe.accounting.curve_charge import check_curve_charge, described
+from dpframe.accounting.rdp import RenyiFilter
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, make, up
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe, make, up
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, PluginError, plugin_failure
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
@@ -307,7 +308,9 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     costs ε²/2; a Gaussian noise under a pure share has no pure cost: refused). The partition-selection plan (which
     a plugin handling ``partition_selection`` provides) is checked alike, against its (ε or ρ, δ) share. Where the
     session charges privacy curves (``rdp``, ``pld``), a plan's declared curves, composed, are at least its declared
-    noises' at every order the filter reads (:meth:`~dpframe.mechanism.Noise.rdp`). Each plan's cost and curves are
+    noises' at every order the filter reads (:meth:`~dpframe.mechanism.Noise.rdp`); a plan declaring no noise (the
+    exponential-mechanism quantiles) has its curves checked against its cost as a query family's charge is
+    (:func:`_check_bare_curves`). Each plan's cost and curves are
     read once: :func:`price` charges what was checked (plugin code run in between cannot change it). The engine
     charges the cost a plan reports; these are the lies it can see. One it cannot (noise weaker than declared,
     randomness not from ``rng``) is the conformance suite's and the audit's to catch.
@@ -322,11 +325,13 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     assert state.part is not None and state.notion is not None
     curves = _charges_curves(state.accountant)
     sampled = curves and sampling_rate(state.node.input) < 1
+    rdp = state.accountant if curves and isinstance(state.accountant, RenyiFilter) else None
     checked = []
     if state.selection is not None:
-        checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves, sampled))
+        checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves, sampled,
+                                   rdp))
     for p, n in zip(state.plans, state.parts):
-        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled))
+        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled, rdp))
     return state.but(checked=tuple(checked))
 
 
@@ -336,12 +341,13 @@ def _charges_curves(accountant: Accountant) -> bool:
 
 
 def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction, curves: bool = False,
-                sampled: bool = False) -> tuple[Budget, Any]:
+                sampled: bool = False, rdp: RenyiFilter | None = None) -> tuple[Budget, Any]:
     """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`.
 
     Returns the (cost, privacy curves) checked, each read once from the plan; ``curves``: the session charges
     curves (they are checked too); ``sampled``: on a Poisson sample (a curve's subsampling claims are dropped,
-    :func:`_plain`).
+    :func:`_plain`); ``rdp``: the session's Rényi filter, which checks the curves of a plan declaring no noise
+    (:func:`_check_bare_curves`).
     """
     cost, privacy = p.cost, _snapshot(p.privacy)
     if curves and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
@@ -363,10 +369,13 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
                           f"what the noise its plan declares costs ({declared})", argument="mechanism",
                           fix="a plan's cost is at least what its noises cost (noise.cost() added up): a bug of "
                               "the plugin that registers it; report it to its authors")
+    floor: tuple[PrivacyCurve, ...] = ()
     if curves and noises:
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
+    elif rdp is not None:
+        floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
-        privacy = _as_checked(tuple(_plain(c) for c in privacy), noises)
+        privacy = _as_checked(tuple(_plain(c) for c in privacy), noises, floor)
     return cost, privacy
 
 
@@ -405,7 +414,8 @@ def _plain(curve: PrivacyCurve) -> PrivacyCurve:
     return PrivacyCurve(**{**facts, "spec": None, "sampled_rdp": None, "tight_subsampling": False})
 
 
-def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, Noise]]) -> tuple[PrivacyCurve, ...]:
+def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, Noise]],
+                floor: Sequence[PrivacyCurve] = ()) -> tuple[PrivacyCurve, ...]:
     """A sampled plan's curves as one curve reading no lower than what was checked, at every order amplification asks.
 
     Amplifying a curve (:meth:`PrivacyCurve.subsampled`) reads it at every integer order 2..α, most of which the
@@ -413,8 +423,10 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
     composed (:func:`~dpframe.accounting.composition.composition`: its facts, and its description) and read, in one
     call, as the sum of each curve's value, each no lower than its checked filter-order values
     (:func:`~dpframe.accounting.rdp_charge.filter_rdp`; RDP is non-decreasing in α, so at α, its value at the largest
-    filter order ≤ α), and no lower than the plan's declared noises' (:meth:`Noise.rdp` at α). A plan with a curve
-    without an RDP curve is left as it is (it is charged its cost's curve).
+    filter order ≤ α), and no lower than the plan's declared noises' (:meth:`Noise.rdp` at α) or, for a plan declaring
+    none, than the ``floor`` curves its curves were checked against (:func:`_check_bare_curves`: dpframe's own, at
+    α; their pure bound too). A plan with a curve without an RDP curve is left as it is (it is charged its cost's
+    curve).
 
     Example:
         >>> from dpframe import accounting as acc
@@ -443,10 +455,18 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
                 total = total + np.fmax(np.asarray(rdp(a), dtype=np.float64), least)
         if kept:
             total = np.maximum(total, sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape)))
+        if bound_rdp is not None:
+            total = np.maximum(total, np.asarray(bound_rdp(a), dtype=np.float64))
         return total
 
     merged = composition(list(privacy))
     facts = {f.name: getattr(merged, f.name) for f in dataclasses.fields(PrivacyCurve)}
+    bound_rdp = None
+    if floor:
+        bound = composition(list(floor))
+        bound_rdp = bound.rdp
+        pure = None if merged.eps_inf is None or bound.eps_inf is None else max(merged.eps_inf, bound.eps_inf)
+        facts = {**facts, "eps_inf": pure}
     return (PrivacyCurve(**{**facts, "rdp": read, "tight_subsampling": False, "sampled_rdp": None}),)
 
 
@@ -536,6 +556,41 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
                           fix="a plan's curves are those of the noise it adds (e.g. acc.discrete_laplace(t, Δ) for "
                               "discrete Laplace noise of scale t on a sensitivity Δ): a bug of the plugin that "
                               "registers it; report it to its authors")
+
+
+def _check_bare_curves(mechanism: str, privacy: object, cost: Budget, accountant: RenyiFilter) -> tuple[PrivacyCurve, ...]:
+    """A PluginError when the curves of a plan declaring no noise are not a sound charge of its ``cost``.
+
+    With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), a
+    plan's curves are held to the rule a query family's charge is (:func:`~dpframe.accounting.curve_charge.\
+    check_curve_charge`, unamplified: the engine amplifies them): at least the cost's own curve at every order the
+    filter reads, or of kinds dpframe builds, rebuilt by dpframe, charged no less than that and not proving the plan
+    more private than its cost. Returns the curves the check accepted them against (dpframe's, rebuilt from the
+    accepted descriptions), which an amplified charge reads no lower than (:func:`_as_checked`); () where the plan
+    is charged its cost's curve (no RDP curve declared) or no description was kept.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> filt = acc.RDPAccountant(ApproxDP(10, 1e-5))
+        >>> [c.label for c in _check_bare_curves("mine", (acc.laplace(1.0),), PureDP(1), filt)]
+        ['Laplace(b=1, Δ=1)']
+        >>> _check_bare_curves("mine", (acc.laplace(100.0),), PureDP(1), filt)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' declares no noise, and its privacy curves are not...
+
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return ()
+    checked, why = check_curve_charge(RDPCharge.of(privacy), cost, accountant, 1.0)
+    if checked is None:
+        raise PluginError(f"mechanism {mechanism!r} declares no noise, and its privacy curves are not a charge of its "
+                          f"cost {describe(cost)}: {why}", argument="mechanism",
+                          fix="a plan's curves are those of the mechanisms it runs, built with dpframe's constructors "
+                              "(e.g. acc.exponential(ε) for the exponential mechanism), or declare its Noise: a bug "
+                              "of the plugin that registers it; report it to its authors")
+    return tuple(from_json(text) for text in checked.specs)
 
 
 def check_output_names(state: PlanState) -> PlanState:
