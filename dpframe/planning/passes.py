@@ -558,16 +558,18 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
                               "registers it; report it to its authors")
 
 
-def _check_bare_curves(mechanism: str, privacy: object, cost: Budget, accountant: RenyiFilter) -> tuple[PrivacyCurve, ...]:
+def _check_bare_curves(mechanism: str, privacy: object, cost: Budget,
+                       accountant: RenyiFilter) -> tuple[PrivacyCurve, ...]:
     """A PluginError when the curves of a plan declaring no noise are not a sound charge of its ``cost``.
 
     With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), a
-    plan's curves are held to the rule a query family's charge is (:func:`~dpframe.accounting.curve_charge.\
-    check_curve_charge`, unamplified: the engine amplifies them): at least the cost's own curve at every order the
-    filter reads, or of kinds dpframe builds, rebuilt by dpframe, charged no less than that and not proving the plan
-    more private than its cost. Returns the curves the check accepted them against (dpframe's, rebuilt from the
-    accepted descriptions), which an amplified charge reads no lower than (:func:`_as_checked`); () where the plan
-    is charged its cost's curve (no RDP curve declared) or no description was kept.
+    plan's curves are held to the rule a query family's charge is
+    (:func:`~dpframe.accounting.curve_charge.check_curve_charge`, unamplified: the engine amplifies them): at least
+    the cost's own curve at every order the filter reads, or of kinds dpframe builds, rebuilt by dpframe, charged no
+    less than that and not proving the plan more private than its cost. Returns the curves the check accepted them
+    against (dpframe's, rebuilt from the accepted descriptions), which an amplified charge reads no lower than
+    (:func:`_as_checked`); () where the plan is charged its cost's curve (no RDP curve declared) or no description
+    was kept.
 
     Example:
         >>> from dpframe import accounting as acc
