@@ -62,7 +62,14 @@ from dpframe.accounting.numerics.profiles import (
     hs_laplace,
     hs_mixture,
 )
-from dpframe.accounting.numerics.rdp import rdp_binary, rdp_discrete_laplace, rdp_laplace, rdp_linear, rdp_pure
+from dpframe.accounting.numerics.rdp import (
+    half_square_ratio_up,
+    rdp_binary,
+    rdp_discrete_laplace,
+    rdp_laplace,
+    rdp_linear,
+    rdp_pure,
+)
 from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp, sampled_laplace_rdp
 from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
 from dpframe.errors import BudgetError
@@ -89,7 +96,7 @@ def gaussian(sigma: float, sensitivity: float = 1.0) -> PrivacyCurve:
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity, e.g. 1.0")
     mu = ratio(d, s, "sigma", "μ = Δ/σ")
     hs = hs_gaussian(mu)
-    rho = mu * mu / 2                          # +∞ when μ² overflows: a vacuous, valid bound
+    rho = half_square_ratio_up(d, s)           # Δ²/(2σ²) rounded up; +∞ beyond floats: a vacuous, valid bound
     return PrivacyCurve(f"Gaussian(σ={s:g}, Δ={d:g})", {"kind": "gaussian", "sigma": s, "sensitivity": d},
                         rdp_linear(rho), hs, hs, None, 0.0, rho, True, kl=rho,
                         sampled_rdp=(lambda g: sampled_gaussian_rdp(mu, g)) if math.isfinite(rho) else None)
@@ -410,8 +417,8 @@ def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = 
     """
     s = positive(sigma, "sigma", "pass sigma > 0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity")
-    mu = ratio(d, s, "sigma", "Δ/σ")
-    rho = mu * mu / 2
+    ratio(d, s, "sigma", "Δ/σ")                # refuses a Δ/σ beyond floats
+    rho = half_square_ratio_up(d, s)
     spec: dict[str, Any] = {"kind": "discrete_gaussian", "sigma": s, "sensitivity": d}
     hs = None
     if scalar is not False:

@@ -55,7 +55,7 @@ from dpframe.accounting.checks import (
     epsilon_out,
     shown,
 )
-from dpframe.accounting.composition import composition
+from dpframe.accounting.composition import compose_up, composition
 from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.numerics.rdp import (
     RDP_ORDERS,
@@ -264,10 +264,7 @@ class RDPAccountant(RenyiFilter):
         return self._sum(check_alpha(alpha))
 
     def _sum(self, alpha: np.ndarray) -> np.ndarray:
-        total = np.zeros(len(alpha))
-        for curve, times in self.entries:
-            total = total + times * curve.rdp_at(alpha)
-        return total
+        return compose_up(((curve.rdp_at(alpha), times) for curve, times in self.entries), len(alpha))
 
     def conversion(self, delta: float, conversion: Conversion = "best", *, refine: bool = True) -> Converted:
         """ε at ``delta`` with the order and the rule used.

@@ -10,9 +10,10 @@ Closed forms (sensitivity-normalised; digest ``research/004_modern_accounting.md
 
 **Rounding.** Each closed form is evaluated in floats and then rounded *outward*: the value returned is at least
 the exact divergence (a curve never under-reports). The float error of a closed form is a few ulps of the
-magnitudes it adds, divided by α − 1 (:func:`_up`); where those magnitudes cancel (a tiny ε: e.g. ``log(inner) −
-log1p(e^{−1/t})``, both ≈ log 2) the margin is far above the value itself, so an ε-DP mechanism's curve is also
-capped by αε²/2 (ε-DP implies ε²/2-zCDP, Bun & Steinke 2016, Prop. 3.3), rounded up: tight for small ε.
+magnitudes it adds, divided by α − 1 (:func:`round_up_rdp`); where those magnitudes cancel (a tiny ε: e.g.
+``log(inner) − log1p(e^{−1/t})``, both ≈ log 2) the margin is far above the value itself, so an ε-DP mechanism's
+curve is also capped by αε²/2 (ε-DP implies ε²/2-zCDP, Bun & Steinke 2016, Prop. 3.3), rounded up: tight for small
+ε. The linear curve αρ is rounded up too, by one ulp exactly where the float product is below αρ.
 :func:`rdp_discrete_laplace_bounds` gives the matching lower bound (the engine's floor for declared curves).
 
 Conversions: the standard one, ε(α) + log(1/δ)/(α − 1) (Mironov 2017, Prop. 3), and the improved one,
@@ -32,8 +33,9 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -56,18 +58,92 @@ RDP_ORDERS = frozen_array(np.concatenate([np.arange(1.1, 11.0, 0.1), np.arange(1
 
 
 def rdp_linear(rho: float) -> Fn:
-    """ε(α) = αρ (Gaussian with ρ = Δ²/(2σ²), any ρ-zCDP mechanism); ρ may be +∞ (vacuous)."""
-    return lambda a: np.asarray(a * rho)
+    """ε(α) = αρ (Gaussian with ρ = Δ²/(2σ²), any ρ-zCDP mechanism); ρ may be +∞ (vacuous).
+
+    Rounded up: the float product is raised by one ulp exactly where it is below the exact αρ (an exact product,
+    as 4 · 0.125, is kept).
+    """
+    return lambda a: product_up(np.asarray(a, dtype=np.float64), rho)
 
 
-def _up(value: Array, magnitude: Array, a: Array) -> Array:
-    """``value`` plus a margin for its float error.
+#: Veltkamp's splitting constant 2²⁷ + 1 (a float is split into two halves of 26 bits whose products are exact).
+_SPLIT = 134217729.0
+
+
+def product_up(a: Array, b: float) -> Array:
+    """a·b rounded toward +∞ (Dekker's exact product gives the rounding error's sign; exact products are kept).
+
+    Where the error cannot be found exactly (huge values, where splitting overflows, or products near the subnormal
+    range) the product is raised by one ulp anyway.
+
+    Example:
+        >>> [float(v) for v in product_up(np.array([4.0, 3.0]), 0.125)], float(product_up(np.array([3.0]), 0.1)[0])
+        ([0.5, 0.375], 0.30000000000000004)
+
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        ca, cb = _SPLIT * a, _SPLIT * b
+        ah, bh = ca - (ca - a), cb - (cb - b)
+        al, bl = a - ah, b - bh
+        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl        # exactly a·b − p when nothing over/underflows
+        unsure = ~np.isfinite(err) | (np.abs(p) < 2.0 ** -960) | (np.abs(p) > 2.0 ** 960)
+        raise_ = ((err > 0) | unsure) & (a != 0) & (b != 0)
+        return np.asarray(np.where(raise_, np.nextafter(p, np.inf), p))
+
+
+def sum_up(values: Iterable[float]) -> float:
+    """The exact sum of ``values``, rounded toward +∞ (+∞ if one is).
+
+    Example:
+        >>> sum_up([1.0, 1e-17]) > 1.0, sum_up([0.5, 0.25]), sum_up([1.0, math.inf])
+        (True, 0.75, inf)
+
+    """
+    exact = Fraction(0)
+    for v in values:
+        if not math.isfinite(v):
+            return math.inf
+        exact += Fraction(v)
+    return _float_up(exact)
+
+
+def _float_up(exact: Fraction) -> float:
+    """The least float ≥ ``exact`` (+∞ beyond floats)."""
+    try:
+        value = float(exact)
+    except OverflowError:
+        return math.inf
+    return math.nextafter(value, math.inf) if Fraction(value) < exact else value
+
+
+def half_square_ratio_up(d: float, s: float) -> float:
+    """Δ²/(2σ²) rounded toward +∞ (ρ of the Gaussian; μ = Δ/σ squared in floats can be an ulp below it).
+
+    Example:
+        >>> half_square_ratio_up(1.0, 1.0), half_square_ratio_up(1.0, 3.0) > 1 / 18
+        (0.5, True)
+
+    """
+    return _float_up(Fraction(d) ** 2 / (2 * Fraction(s) ** 2))
+
+
+def round_up_rdp(value: Array | float, magnitude: Array | float, a: Array | float) -> Array:
+    """``value`` plus a margin for its float error: at least the exact value whenever the error is within it.
 
     :data:`_ULPS` ulps of ``magnitude`` (the sum of the absolute values of the terms the numerator added) over
     α − 1, and of the value itself.
+
+    Example:
+        >>> v = float(round_up_rdp(0.5, 0.0, 2.0))
+        >>> 0.5 < v < 0.5 + 1e-14
+        True
+
     """
     with np.errstate(all="ignore"):
-        return np.asarray(value + _ULPS * _U * (magnitude / (a - 1) + np.abs(value)))
+        return np.asarray(value + _ULPS * _U * (np.asarray(magnitude) / (np.asarray(a) - 1) + np.abs(value)))
+
+
 
 
 def _pure_cap(eps: float, a: Array) -> Array:
@@ -81,7 +157,7 @@ def rdp_laplace(eps: float) -> Fn:
     def f(a: Array) -> Array:
         with np.errstate(over="ignore"):
             tail = np.log1p((a - 1) * np.expm1((1 - 2 * a) * eps) / (2 * a - 1))
-            value = _up(eps + tail / (a - 1), a * eps + np.abs(tail), a)
+            value = round_up_rdp(eps + tail / (a - 1), a * eps + np.abs(tail), a)
             return np.asarray(np.minimum(value, _pure_cap(eps, a)))
 
     return f
@@ -102,7 +178,7 @@ def rdp_binary(lp: float, l1p: float, lq: float, l1q: float, rest: float = -math
             size = (np.where(np.isfinite(x1), a * abs(lp) + (a - 1) * abs(lq), 0.0)
                     + np.where(np.isfinite(x2), a * abs(l1p) + (a - 1) * abs(l1q), 0.0)
                     + (abs(rest) if math.isfinite(rest) else 0.0) + np.abs(num))
-            return np.asarray(np.where(np.isfinite(num), _up(num / (a - 1), size, a), num / (a - 1)))
+            return np.asarray(np.where(np.isfinite(num), round_up_rdp(num / (a - 1), size, a), num / (a - 1)))
 
     return f
 
@@ -143,7 +219,7 @@ def rdp_discrete_laplace_bounds(t: float, d: int) -> Callable[[Array], tuple[Arr
             log_inner = np.log(inner)
             value = np.asarray((shift + log_inner - math.log1p(math.exp(-1 / t))) / (a - 1))
             size = shift + np.abs(log_inner) + 1.0
-            hi = _up(value, size, a)
+            hi = round_up_rdp(value, size, a)
             lo = 2 * value - hi
             ok = np.isfinite(value)
             return (np.where(ok, np.maximum(lo, 0.0), 0.0),

@@ -3,8 +3,9 @@
 RDP (thesis Ch. 2): the tight bound (Thm 2.3.4; mechanisms meeting its condition (2.2): Gaussian,
 Laplace, randomized response) or the general bound (Thm 2.3.1), both in log space with the expm1 form
 (digest §1.4.1), CGF-interpolated between integer orders, and capped by log(1 + γ(e^{ε∞} − 1)) (Li et al.
-2012). Profiles: the two amplified dominating pairs of Thm 3.3.5 (remove: ((1−γ)Q + γP, Q); add: the
-reverse); accountants take the max of both.
+2012). Each is rounded up (:func:`~dpframe.accounting.numerics.rdp.round_up_rdp`): never below the same
+formula in exact arithmetic on the base curve's float values. Profiles: the two amplified dominating pairs of
+Thm 3.3.5 (remove: ((1−γ)Q + γP, Q); add: the reverse); accountants take the max of both.
 
 Example:
     >>> round(subsampled_rdp_integer(2, 0.01, lambda a: a / 8.0, tight=True), 14)
@@ -20,6 +21,7 @@ import numpy as np
 
 from dpframe.accounting.numerics.common import E_MAX, Array, Fn, special
 from dpframe.accounting.numerics.profiles import two_sided
+from dpframe.accounting.numerics.rdp import round_up_rdp
 
 #: Largest integer order at which a subsampled RDP curve is computed term by term (beyond: the cap).
 MAX_SUBSAMPLED_ORDER = 4096
@@ -28,14 +30,18 @@ MAX_SUBSAMPLED_ORDER = 4096
 def amplified_epsilon(epsilon: float, rate: float) -> float:
     """log(1 + γ(e^ε − 1)): ε-DP on a Poisson sample of rate γ (Li et al. 2012), finite for any finite ε.
 
+    Rounded up: a few ulps of the magnitudes it adds are added (it is never below the exact value).
+
     Example:
         >>> round(amplified_epsilon(1.0, 0.01), 6), round(amplified_epsilon(1000.0, 0.5), 6)
         (0.017037, 999.306853)
 
     """
     if epsilon < 700:
-        return math.log1p(rate * math.expm1(epsilon))
-    return epsilon + math.log(rate) + math.log1p((1 - rate) * math.exp(-epsilon) / rate)  # log((1−γ) + γe^ε)
+        value = math.log1p(rate * math.expm1(epsilon))          # all factors ≥ 0: a few ulps of the value
+        return float(round_up_rdp(value, 0.0, 2.0))
+    value = epsilon + math.log(rate) + math.log1p((1 - rate) * math.exp(-epsilon) / rate)  # log((1−γ) + γe^ε)
+    return float(round_up_rdp(value, epsilon - math.log(rate), 2.0))
 
 
 def unamplified_epsilon(e: Array, rate: float) -> Array:
@@ -77,18 +83,27 @@ def subsampled_rdp_integer(alpha: int, rate: float, rdp: Fn, *, tight: bool) -> 
     eps = rdp(ell)
     if not np.all(np.isfinite(eps)):
         return math.inf
-    log_w = log_comb(np.asarray(float(alpha)), ell) + ell * math.log(rate) + (alpha - ell) * math.log1p(-rate)
+    log_rate, log_keep = math.log(rate), math.log1p(-rate)
+    log_w = log_comb(np.asarray(float(alpha)), ell) + ell * log_rate + (alpha - ell) * log_keep
     x = (ell - 1) * eps
-    if tight:
-        small = x < 30
-        log_em1 = np.empty_like(x)
-        log_em1[small] = np.log(np.expm1(np.maximum(x[small], 1e-300)))
-        log_em1[~small] = x[~small] + np.log1p(-np.exp(-x[~small]))
-        return float(np.logaddexp(0.0, sp.logsumexp(log_w + log_em1))) / (alpha - 1)
-    terms = [(alpha - 1) * math.log1p(-rate) + math.log1p((alpha - 1) * rate), float(log_w[0] + x[0])]
-    if alpha >= 3:
-        terms.append(math.log(3) + float(sp.logsumexp(log_w[1:] + x[1:])))
-    return float(sp.logsumexp(terms)) / (alpha - 1)
+    # Both bounds are log1p(Σ w_ℓ·c_ℓ)/(α − 1) with every term ≥ 0 (Σ_ℓ w_ℓ = 1 takes the ℓ = 0, 1 terms to the 1):
+    # tight c_ℓ = e^{x_ℓ} − 1; general c_2 = e^{x_2} − 1, c_ℓ = 3e^{x_ℓ} − 1 for ℓ ≥ 3 (3e^x − 1 ≥ 2).
+    small = x < 30
+    log_c = np.empty_like(x)
+    log_c[small] = np.log(np.expm1(np.maximum(x[small], 1e-300)))
+    log_c[~small] = x[~small] + np.log1p(-np.exp(-x[~small]))
+    if not tight and alpha >= 3:
+        log_c[1:] = x[1:] + math.log(3) + np.log1p(-np.exp(-x[1:]) / 3)
+    log_t = log_w + log_c
+    log_s = float(sp.logsumexp(log_t))
+    # the float error of log S, in units of roundoff: each term's exponent is off by ulps of the magnitudes it
+    # adds (log-gammas, ℓ·|log γ|, (α − ℓ)·|log(1 − γ)|, x_ℓ), weighted by the term's share of the sum
+    size = (sp.gammaln(alpha + 1.0) + sp.gammaln(ell + 1) + sp.gammaln(alpha - ell + 1) + ell * abs(log_rate)
+            + (alpha - ell) * abs(log_keep) + np.abs(x) + np.abs(log_c) + 4)
+    spread = float(np.sum(np.exp(log_t - log_s) * size)) + abs(log_s)
+    numerator = float(np.logaddexp(0.0, log_s))
+    # log1p(S) moves by S/(1 + S) per unit of relative error in S
+    return float(round_up_rdp(numerator / (alpha - 1), spread * -math.expm1(-numerator), float(alpha)))
 
 
 def subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
@@ -116,6 +131,7 @@ def subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
                 else:  # the CGF (α−1)ε(α) is convex: linear interpolation bounds it from above
                     w = alpha - lo
                     v = ((1 - w) * (lo - 1) * at_int(lo) + w * (hi - 1) * at_int(hi)) / (alpha - 1)
+                    v = float(round_up_rdp(v, 0.0, alpha))   # terms ≥ 0: a few ulps of the value
             out[i] = v if cap is None else min(v, cap)
         return out
 
