@@ -25,6 +25,18 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 
+def closest(name: object, names: Iterable[str]) -> str | None:
+    """The public name of ``names`` closest to ``name`` (a misspelling of it), or None when none is close.
+
+    Example:
+        >>> closest("arr_dealy", ["origin", "arr_delay"]), closest("zzz", ["origin"])
+        ('arr_delay', None)
+
+    """
+    close = difflib.get_close_matches(name, list(names), n=1) if isinstance(name, str) else []
+    return close[0] if close else None
+
+
 def one_of(name: object, names: Iterable[str], what: str = "") -> str:
     """The fix for an unknown name: the closest public name first, if one is close, then all of them.
 
@@ -38,8 +50,8 @@ def one_of(name: object, names: Iterable[str], what: str = "") -> str:
 
     """
     names = list(names)
-    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
-    return (f"did you mean {close[0]!r}? Use" if close else "use") + f" one of {what}{names}"
+    close = closest(name, names)
+    return (f"did you mean {close!r}? Use" if close else "use") + f" one of {what}{names}"
 
 
 class DPFrameError(Exception):

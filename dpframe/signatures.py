@@ -25,13 +25,12 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from dpframe.errors import DPFrameError, SignatureError
+from dpframe.errors import DPFrameError, SignatureError, closest
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound=type)
@@ -182,9 +181,9 @@ def _refused(signature: inspect.Signature, name: str, args: Sequence[Any],
 
 def _meant(key: str, name: str, keywords: list[str], given: set[str]) -> str:
     """The fix for an unknown keyword: the closest keyword not ``given`` by position, else the keywords it takes."""
-    close = difflib.get_close_matches(key, [k for k in keywords if k not in given], n=1)
+    close = closest(key, [k for k in keywords if k not in given])
     if close:
-        return f"did you mean {close[0]}=...?"
+        return f"did you mean {close}=...?"
     if key in _BUDGET_FIELDS and "budget" in keywords:
         return f"pass the budget as budget=dp.PureDP(epsilon), dp.ApproxDP(epsilon, delta) or dp.ZCDP(rho), not {key}="
     if not keywords:

@@ -31,13 +31,12 @@ Example:
 from __future__ import annotations
 
 import copy
-import difflib
 from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from dpframe.errors import PlanError, SchemaError
+from dpframe.errors import PlanError, SchemaError, closest
 from dpframe.plan.nodes import Node, Scan
 from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
@@ -130,9 +129,9 @@ class Lowering:
         found = self.catalog.lookup(name)
         if found is None:
             what = "a file name cannot be read as a table" if "." in name or "/" in name else "unknown table"
-            close = difflib.get_close_matches(name, [*self.catalog.private, *self.catalog.public], n=1)
+            close = closest(name, [*self.catalog.private, *self.catalog.public])
             raise SchemaError(f"{what}: {fragment(self.text, ref)}", argument="sql",
-                              fix=(f"did you mean {close[0]!r}? Or " if close else "") +
+                              fix=(f"did you mean {close!r}? Or " if close else "") +
                               f"register it on the session and use its name ({self.registered()})")
         kind, table = found
         quals = frozenset({alias.lower()})
