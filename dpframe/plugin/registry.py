@@ -113,7 +113,8 @@ class Registry(Generic[T]):
     def pin(self, item: T, *, name: str, plugin: str) -> None:
         """Put ``item`` in front as ``name`` for a test (``dpframe.testing.pin_families``); not for plugins.
 
-        It replaces whatever has that name, pins included (the last pinned wins), with no collision check.
+        It replaces whatever has that name, pins included (the last pinned wins), with no collision check; an
+        enforcement-critical registry (``replaceable=False``: accountants) takes no pins, as it takes no ``replaces=``.
 
         Example:
             >>> reg = Registry("query family", replaceable=True)
@@ -121,8 +122,15 @@ class Registry(Generic[T]):
             >>> reg.pin(dict, name="top_k", plugin="dpframe.testing")
             >>> reg.get("top_k"), reg.entry("top_k").replaced
             (<class 'dict'>, 'topk')
+            >>> Registry("accountant", replaceable=False).pin(dict, name="basic", plugin="mine")
+            Traceback (most recent call last):
+            ...
+            dpframe.errors.PluginError: accountant: accountants enforce the budget: 'basic' cannot be pinned...
 
         """
+        if not self.replaceable:
+            raise PluginError(f"{self.kind}s enforce the budget: {name!r} cannot be pinned", argument=self.kind,
+                              fix="register it under another name and select it by that name")
         existing = self._entries.get(name)
         self._entries[name] = Entry(name, item, plugin, False, None if existing is None else existing.plugin,
                                     existing)
