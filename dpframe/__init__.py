@@ -11,6 +11,8 @@ Example:
 
 """
 
+from typing import TYPE_CHECKING
+
 from dpframe import datasets, plots
 from dpframe.accuracy import Accuracy
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
@@ -64,6 +66,11 @@ from dpframe.remote import (
 )
 from dpframe.session import Session
 from dpframe.tuning import Diagnosed
+
+if TYPE_CHECKING:   # the built-in families' result types, as type checkers see dp.<Name> (at run time: __getattr__)
+    from dpframe_learning.queries import NoAnswer as NoAnswer
+    from dpframe_topk.results import TopKFailed as TopKFailed
+    from dpframe_topk.results import TopKPartial as TopKPartial
 
 __version__ = "0.1.0"
 

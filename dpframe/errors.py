@@ -20,9 +20,10 @@ import difflib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import MappingProxyType
 
 
 def closest(name: object, names: Iterable[str]) -> str | None:
@@ -187,6 +188,15 @@ LIBRARY = "dpframe.noise"
 """The package whose :class:`ArgumentError` s concern the arguments of its own functions (a sampler's ``scale``,
 ``size``, ``rng``): out of plugin code, they are the plugin's call, never the analyst's (:func:`refused_in`)."""
 
+OWN_ARGUMENTS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "dpframe.mechanism.noise": frozenset({"share"}),
+    "dpframe.budgets": frozenset({"share", "parts"}),
+})
+"""Modules of the plugin API outside :data:`LIBRARY` whose functions refuse some of their own arguments, by the names
+they give them: ``Noise.calibrate(sensitivity, share)`` refusing an (ε, δ) ``share``, ``divide(share, parts)``. Plugin
+code passes these, never the analyst (whose ``budget`` a refusal naming ``budget`` is about: a budget too small for
+the sampler), so :func:`refused_in` counts them as the plugin's call too."""
+
 
 def refused_in(error: BaseException, package: str = LIBRARY) -> str | None:
     """The function of ``package`` (module-qualified) that raised ``error`` while checking its own arguments, or None.
@@ -202,13 +212,23 @@ def refused_in(error: BaseException, package: str = LIBRARY) -> str | None:
         ... except ArgumentError as e:
         ...     print(refused_in(e), refused_in(ArgumentError("q: must be in [0, 1]")))
         dpframe.noise.samplers.discrete_laplace None
+        >>> from fractions import Fraction
+        >>> from dpframe.budgets import ApproxDP
+        >>> from dpframe.mechanism import Noise
+        >>> try:
+        ...     Noise.calibrate(Fraction(1), ApproxDP(1, 1e-6))      # its share: the plugin's call (OWN_ARGUMENTS)
+        ... except BudgetConversionError as e:
+        ...     print(refused_in(e))
+        dpframe.mechanism.noise.Noise.calibrate
 
     """
+    own = getattr(error, "argument", None)
     tb = error.__traceback__
     while tb is not None:
         module = str(tb.tb_frame.f_globals.get("__name__", ""))
-        if module == package or module.startswith(f"{package}."):
-            return f"{module}.{tb.tb_frame.f_code.co_name}"
+        if module == package or module.startswith(f"{package}.") or (
+                package == LIBRARY and own in OWN_ARGUMENTS.get(module, ())):
+            return f"{module}.{tb.tb_frame.f_code.co_qualname}"
         tb = tb.tb_next
     return None
 

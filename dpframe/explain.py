@@ -129,9 +129,12 @@ def _shown(mechanism: str, call: Callable[..., T], *args: Any) -> T:
 
 
 def _measure_rows(p: MechanismPlan) -> list[dict[str, Any]]:
+    # The plugin's tables are read whole (a KeyError in a deferred one's build is its bug, not a missing text:
+    # ``Mapping.get`` would read it as one), then looked up.
     described = {m.output_name: m.describe() for m in p.measures}
+    accuracy, ci95 = dict(p.accuracy), dict(p.ci95)
     return [{"output": name, "measure": described.get(name, ", ".join(described.values())), "mechanism": p.mechanism,
-             "accuracy": p.accuracy.get(name, ""), "ci95": p.ci95.get(name)} for name in p.output_names()]
+             "accuracy": accuracy.get(name, ""), "ci95": ci95.get(name)} for name in p.output_names()]
 
 
 def _noise_rows(p: MechanismPlan) -> list[dict[str, Any]]:

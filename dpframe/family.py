@@ -24,12 +24,13 @@ Example (a toy family: a noisy row count; see ``docs/plugins.md`` for a complete
     ...         self.source = source
     ...     def describe(self):
     ...         return "rows()"
-    ...     def plan(self, budget):
-    ...         noise = Noise.calibrate(self.source.unit.max_rows, budget)
+    ...     def plan(self, budget):      # the analyst's budget as given: an (ε, δ) one read as pure ε
+    ...         share = budget if isinstance(budget, dp.ZCDP) else dp.PureDP(budget.epsilon)
+    ...         noise = Noise.calibrate(self.source.unit.max_rows, share)
     ...         def run(reader, rng):
     ...             exact = int(reader.statistics(self.source.node, (Statistic("rows"),))["__rows"][0])
     ...             return exact + int(noise.sample(1, rng)[0])
-    ...         return FamilyPlan(budget, budget, self.source.context.accountant.charge(budget), "noisy rows",
+    ...         return FamilyPlan(budget, share, self.source.context.accountant.charge(share), "noisy rows",
     ...                           Explain("rows query", lines=(f"noise: {noise.describe()}",)), run)
     >>> class Rows:
     ...     name, attach, methods, result_types = "rows", "frame", (), {}
@@ -56,13 +57,22 @@ from dpframe.accounting.rdp import RenyiFilter
 from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe
 from dpframe.display import Explanation, query_html
-from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError, PluginError, plugin_failure
+from dpframe.errors import (
+    BudgetConversionError,
+    BudgetError,
+    DPFrameError,
+    PlanError,
+    PluginError,
+    plugin_failure,
+    refused_in,
+)
 from dpframe.habits import QUERY, habit
 from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.planning.passes import budget_of
 from dpframe.planning.state import first
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.release import PluginFailure
 from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
 if TYPE_CHECKING:
@@ -285,6 +295,9 @@ class Releasable(Sealed, Generic[R]):
     Its public attributes are read-only once built (:class:`~dpframe.sealed.Sealed`): e.g. a SQL query's
     ``backend_name`` was checked for what that backend refuses.
 
+    ``family``: the registered name of the query family that built ``query`` (a failure of its ``run`` names it,
+    :func:`run_family`; None: the query's description).
+
     ``tables``: the private tables the query reads, those of its source
     (:func:`~dpframe.plan.nodes.tables_read`): ``collect`` checks their files before charging and reads
     only them. None: not known, every file-backed table is checked.
@@ -293,12 +306,13 @@ class Releasable(Sealed, Generic[R]):
     family's ``run`` receives the private reader.
     """
 
-    def __init__(self, front: Front, query: FamilyQuery[R], *, tables: frozenset[str] | None = None,
-                 rate: float | None = None, _engine: object = None) -> None:
+    def __init__(self, front: Front, query: FamilyQuery[R], *, family: str | None = None,
+                 tables: frozenset[str] | None = None, rate: float | None = None, _engine: object = None) -> None:
         engine_only(_engine, type(self).__name__, "build queries from a session: sess.table(...).agg(...), "
                     ".group_by(...).top_k(...), frame.<family>(...) or sess.sql(...)")
         self._front = front
         self._query = query
+        self._family = family   # the registered name of the family that built ``query``, named by its failures
         self._tables = tables
         self._rate = rate       # a registered family's frame's sampling rate: its charge is checked (check_charge)
 
@@ -344,10 +358,7 @@ class Releasable(Sealed, Generic[R]):
             plan = self._query.plan(budget)
         except Exception as e:      # the family's plan sees public values only: its message may be quoted
             failure = plugin_failure(e, f"the query family of {self.describe()}", "in plan()", argument="budget",
-                                     fix="plan() raised something other than a dp.DPFrameError refusing the query: a "
-                                         "bug of the plugin that registers the family (see `dpframe plugins`); report "
-                                         "it to its authors (a family's plan takes budgets of every notion: "
-                                         "dp.PureDP, dp.ApproxDP, dp.ZCDP)")
+                                     fix=_plan_fix(e, budget))
             if failure is None:
                 raise
             raise failure from e
@@ -426,9 +437,10 @@ class Releasable(Sealed, Generic[R]):
             check_kinds(front._release.catalog.backend(backend), plan.kinds)
         if plan.check is not None:
             plan.check()
+        family = self._family or self.describe()
         return front._release.release(plan.charge, self.describe(), plan.mechanisms,
-                                      lambda reader: plan.run(reader, front.rng), settle=plan.settle,
-                                      backend=backend, tables=self._tables)
+                                      lambda reader: run_family(family, plan.run, reader, front.rng),
+                                      settle=plan.settle, backend=backend, tables=self._tables)
 
     def describe(self) -> str:
         """A compact one-line text of the query (used in the history)."""
@@ -441,6 +453,71 @@ class Releasable(Sealed, Generic[R]):
         return query_html(f"dp.{type(self).__name__}", [self.describe()],
                           "q.explain(budget) shows the plan, cost and accuracy for free; q.collect(budget) charges "
                           "and releases")
+
+
+def _plan_fix(error: Exception, budget: object) -> str:
+    """The fix of a family's ``plan()`` failing on ``budget``: the analyst's way round it, where there is one.
+
+    A family that hands an (ε, δ) budget to ``Noise.calibrate`` as it is (which takes pure DP or zCDP shares) runs
+    with the pure budget of the same ε, or a zCDP one: the fix says so, before the plugin's bug.
+    """
+    bug = ("a bug of the plugin that registers the family (see `dpframe plugins`): report it to its authors (a "
+           "family's plan takes budgets of every notion: dp.PureDP, dp.ApproxDP, dp.ZCDP)")
+    if isinstance(budget, ApproxDP) and isinstance(error, BudgetConversionError) and \
+            str(refused_in(error)).endswith(".calibrate"):
+        return (f"give this query budget=dp.PureDP({float(budget.epsilon):g}) or a dp.ZCDP budget: its family "
+                f"passed your (ε, δ) budget to Noise.calibrate, which takes pure DP or zCDP shares only; {bug}")
+    return f"plan() raised something other than a dp.DPFrameError refusing the query: {bug}"
+
+
+ENGINE_READS = ("dpframe.release", "dpframe.backends")
+"""The engine's code that reads private rows for a family's ``run`` (the private reader and the backends)."""
+
+
+def run_family(family: str, run: Callable[[PrivateReader, RandomSource], R], reader: PrivateReader,
+               rng: RandomSource) -> R:
+    """``run(reader, rng)``, a family's run inside its charge; a failure of the family's own code names the family.
+
+    An exception raised in the family's code (or in a library it called, one of dpframe's samplers refusing its
+    arguments included, :func:`~dpframe.errors.refused_in`) is a :class:`~dpframe.release.PluginFailure` naming
+    the family and ``run``, with the error's type only: its message could quote private values, so neither it nor
+    the exception is kept. The engine's own failures pass as they are: one raised while the private reader or a
+    backend read the rows (:data:`ENGINE_READS` in its traceback), another :class:`~dpframe.errors.DPFrameError`,
+    and a mechanism's failure the engine already named (a family that runs the ``agg`` family's plan). Either way
+    the charge stands (:meth:`~dpframe.release.ReleaseContext.guarded`).
+
+    Example:
+        >>> run_family("rows", lambda reader, rng: {}["secret 42"], None, None)  # type: ignore[arg-type]
+        Traceback (most recent call last):
+        ...
+        dpframe.release.PluginFailure: query family 'rows' failed in run() (KeyError)
+
+    """
+    failure = None
+    try:
+        return run(reader, rng)
+    except (KeyboardInterrupt, SystemExit, PluginFailure):
+        raise
+    except DPFrameError as e:   # the engine's, or the family's own refusal; a sampler's refusal of its call is its bug
+        if refused_in(e) is None:
+            raise
+        failure = type(e).__name__
+    except BaseException as e:  # noqa: BLE001 — PanicException too
+        if _read_by_engine(e):
+            raise
+        failure = type(e).__name__
+    raise PluginFailure("query family", family, "run", failure)    # outside the except block: nothing chained
+
+
+def _read_by_engine(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside the engine's reading of the rows (a frame of :data:`ENGINE_READS`)."""
+    tb = error.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if any(module == m or module.startswith(f"{m}.") for m in ENGINE_READS):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def check_cost(plan: FamilyPlan[Any], budget: Budget, what: str) -> None:

@@ -175,7 +175,8 @@ class Frame(FixedClass):
 
         """
         return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs),
-                          tables=tables_read(self._node), rate=sampling_rate(self._node), _engine=_ENGINE)
+                          family=family, tables=tables_read(self._node), rate=sampling_rate(self._node),
+                          _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._session, "frame"):
@@ -464,7 +465,8 @@ class GroupBy(FixedClass):
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
         return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs),
-                          tables=tables_read(self._frame._node), rate=sampling_rate(self._frame._node), _engine=_ENGINE)
+                          family=family, tables=tables_read(self._frame._node), rate=sampling_rate(self._frame._node),
+                          _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):

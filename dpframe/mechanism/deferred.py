@@ -58,6 +58,24 @@ class DeferredMapping(Mapping[str, V]):
     def __getitem__(self, key: str) -> V:
         return self._items()[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """The item of ``key``, else ``default``; a failure to build the items is raised, never read as missing.
+
+        ``Mapping.get`` catches ``KeyError`` around ``self[key]``, which includes one raised by ``build()``: a
+        plugin's bug (``noises[s.key]`` on a missing key) read as a missing text. Built first, outside that catch.
+
+        Example:
+            >>> DeferredMapping(lambda: {}["edges"]).get("len", "")
+            Traceback (most recent call last):
+            ...
+            KeyError: 'edges'
+
+        """
+        return self._items().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items()
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._items())
 

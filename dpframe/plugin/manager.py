@@ -423,6 +423,45 @@ def check_family(plugin: str, item: Any, argument: str) -> None:
                               fix="give the result type another name")
 
 
+def check_result_types(families: Registry[QueryFamily], plugin: str, item: QueryFamily, argument: str) -> None:
+    """A PluginError (naming ``argument``) when ``item`` gives a result type name another family has another class.
+
+    ``dp.<Name>`` is one class: two families of two plugins declaring ``{"Fit": their own class}`` left ``dp.Fit``
+    to whichever registered last, and ``isinstance(out, dp.Fit)`` false for the other's results. The same class under
+    the same name (families of one plugin sharing it) is no conflict, nor is the family ``item`` replaces by name
+    (``replaces=``: its types go with it).
+
+    Example:
+        >>> class Fit: ...
+        >>> class OtherFit: ...
+        >>> class Mine:
+        ...     name, attach, methods, result_types = "mine", "frame", (), {"Fit": Fit}
+        ...     def build(self, source, /, *args, **kwargs): ...
+        >>> class Theirs(Mine):
+        ...     name, result_types = "theirs", {"Fit": OtherFit}
+        >>> families = Registry("query family", replaceable=True)
+        >>> families.add(Mine(), name="mine", plugin="mine_plugin", first_party=False)
+        >>> check_result_types(families, "their_plugin", Theirs(), "dpframe_query_families")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: dpframe_query_families: plugins 'mine_plugin' (query family 'mine') and ...
+
+    """
+    for entry in families:
+        if entry.name == item.name:     # replaced by name (replaces=), or refused as a second family of that name
+            continue
+        for name, kind in entry.item.result_types.items():
+            theirs = item.result_types.get(name)
+            if theirs is not None and theirs is not kind:
+                raise PluginError(f"plugins {entry.plugin!r} (query family {entry.name!r}) and {plugin!r} (query "
+                                  f"family {item.name!r}) both declare a result type named {name!r}, as different "
+                                  f"classes ({kind.__module__}.{kind.__qualname__}, {theirs.__module__}."
+                                  f"{theirs.__qualname__}): dp.{name} would be whichever registered last",
+                                  argument=argument,
+                                  fix=f"give one of them another name, declare the other plugin's class under "
+                                      f"{name!r}, or block one of the two plugins with {BLOCK_ENV}")
+
+
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
     """The ``register`` callback ``plugin`` gets in ``hook``."""
     def mechanism(item: Any, /, *, replaces: str | None = None) -> None:
@@ -444,6 +483,7 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
 
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
         check_family(plugin, item, "dpframe_query_families")
+        check_result_types(found.families, plugin, item, "dpframe_query_families")
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:

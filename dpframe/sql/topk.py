@@ -103,7 +103,8 @@ class SQLTopKQuery(Releasable[Any]):
     def __init__(self, session: Session, query: FamilyQuery[Any], node: Node, *, text: str,
                  columns: tuple[tuple[str, str], ...], explain_only: bool, backend: str | None,
                  _engine: object = None) -> None:
-        super().__init__(session, query, tables=tables_read(node), rate=sampling_rate(node), _engine=_engine)
+        super().__init__(session, query, family="top_k", tables=tables_read(node), rate=sampling_rate(node),
+                         _engine=_engine)
         self._session, self.text, self.columns = session, text, columns
         self.explain_only, self.backend_name, self._node = explain_only, backend, node
 

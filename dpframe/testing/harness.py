@@ -35,7 +35,7 @@ from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism
 from dpframe.noise import SeededRandomSource
 from dpframe.plugin import PluginHost, Registry
-from dpframe.plugin.manager import check_declared, check_family
+from dpframe.plugin.manager import check_declared, check_family, check_result_types
 from dpframe.privacy_unit import PrivacyUnit
 
 __all__ = [
@@ -245,7 +245,8 @@ def pin_families(session: Any, *families: Any) -> Any:
     the installed plugins. Use it to run a family that is not installed, or a deliberately broken variant of
     one, through the whole public API. Only ``session`` sees it: ``dp.<ResultType>`` names come from installed
     families (module-wide), and ``session.plugins.result_types()`` has the pinned ones' too. A family named like a
-    core method (``filter``, ``select`` ...) is refused, as when registering.
+    core method (``filter``, ``select`` ...) is refused, as when registering, and so is a result type name another
+    family of the session has for another class (:func:`~dpframe.plugin.manager.check_result_types`).
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -262,8 +263,11 @@ def pin_families(session: Any, *families: Any) -> Any:
         PureDP(epsilon=1)
 
     """
+    view = session.plugins.families().copy()
     for family in families:
         check_family(PINNED, family, "families")
+        check_result_types(view, PINNED, family, "families")
+        view.pin(family, name=family.name, plugin=PINNED)
     return _pin(session, families=families)
 
 

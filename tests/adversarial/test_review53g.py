@@ -1,0 +1,359 @@
+"""Review 53g: a plugin author's leftovers, and the remote server's one interactive slot.
+
+* A deferred table (``DeferredMapping``) read with ``.get`` or ``in`` turned a ``KeyError`` its build raised (a
+  plugin's bug) into a missing value: ``explain()`` showed no accuracy text, silently.
+* Two plugins' families declaring a result type of one name as different classes: ``dp.<Name>`` was whichever
+  registered last, silently. Refused at registration (and when pinned), naming both plugins.
+* A family whose ``run`` failed after the charge said only "the query failed while running (ValueError)", with a
+  fix about column types: now it names the family and ``run()``, says the charge stands, and still quotes nothing of
+  the exception (its message may hold private values). A failure while the engine reads the rows stays the engine's.
+* ``Noise.calibrate(..., dp.ApproxDP(...))`` from a family's plan reached the analyst as a BudgetConversionError
+  naming ``share``, an argument the analyst never passed: now a PluginError naming the family, ``budget`` and the
+  analyst's way round it (``dp.PureDP(ε)``). A budget too small for the sampler is still the analyst's BudgetError.
+* ``dp.TopKFailed`` (and the other built-in result types) were ``object`` to a type checker (module ``__getattr__``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe.budgets import Budget
+from dpframe.family import Explain, FamilyPlan, Source, run_family
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism.deferred import DeferredMapping
+from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
+from dpframe.plugin import PluginHost, plugin_host
+from dpframe.release import PluginFailure
+from dpframe.testing import pin_families, pin_mechanisms
+
+ROWS = Statistic("rows")
+DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
+                     "x": [float(i % 13) for i in range(400)]})
+
+
+def _session(budget: dp.Budget = dp.PureDP(10)) -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=budget, seed=0)
+
+
+def _refused_free(sess: dp.Session, call: Callable[[], Any], kind: type[dp.DPFrameError]) -> dp.DPFrameError:
+    with pytest.raises(dp.DPFrameError) as info:
+        call()
+    assert type(info.value) is kind, f"{type(info.value).__name__}: {info.value}"
+    assert sess.spent().epsilon == 0 and sess.history().height == 0      # type: ignore[attr-defined]
+    return info.value
+
+
+# --- 1. A deferred table's KeyError is the plugin's bug, not a missing key -------------------------------------------
+
+def test_a_deferred_tables_keyerror_is_not_a_missing_key() -> None:
+    broken = DeferredMapping(lambda: {"count": "±3"}["len"])      # a plugin's build looking up a key it lacks
+    with pytest.raises(KeyError, match="len"):
+        broken.get("count", "")
+    with pytest.raises(KeyError, match="len"):
+        "count" in broken     # noqa: B015 — the membership test itself must raise
+    honest = DeferredMapping(lambda: {"count": "±3"})
+    assert honest.get("count") == "±3" and honest.get("len", "-") == "-" and "count" in honest and "len" not in honest
+
+
+@dataclass
+class CountPlan(MechanismPlan):
+    count_noise: Noise | None = None
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.count_noise is not None
+        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
+        return {m.output_name: exact + self.count_noise.sample(exact.size, rng) for m in self.measures}
+
+
+class LazyTexts(Mapping[str, str]):
+    """A plugin's own lazy mapping (not dpframe's DeferredMapping): ``Mapping.get`` swallows its KeyError too."""
+
+    def __init__(self, build: Callable[[], dict[str, str]]) -> None:
+        self._build = build
+
+    def __getitem__(self, key: str) -> str:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+
+class Counting:
+    """A noisy row count whose accuracy texts are built on first read, by ``table`` (a mapping type)."""
+
+    handles = frozenset({"counting"})
+    notions = frozenset({"pure", "zcdp"})
+
+    def __init__(self, table: Callable[[Callable[[], dict[str, str]]], Mapping[str, str]], broken: bool) -> None:
+        self.table, self.broken = table, broken
+        self.name = f"counting_{getattr(table, '__name__', 'table')}_{broken}"
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
+        texts = {m.output_name: f"±{noise.ci95():.3g}" for m in measures}
+
+        def accuracy() -> dict[str, str]:
+            return {name: texts["typo" if self.broken else name] for name in texts}
+        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), accuracy=self.table(accuracy),
+                         count_noise=noise)
+
+
+@pytest.mark.parametrize("table", [DeferredMapping, LazyTexts])
+def test_explain_names_the_mechanism_whose_deferred_texts_fail(table: Any) -> None:
+    """The attack: explain() printed the measure with no accuracy text at all (``p.accuracy.get(name, "")``)."""
+    sess = pin_mechanisms(_session(), Counting(table, broken=True))
+    query = sess.table("t").agg(dp.measure("counting"))
+    err = _refused_free(sess, lambda: query.explain(dp.PureDP(1)), dp.PluginError)
+    assert "counting_" in str(err) and "explain()" in str(err) and "KeyError" in str(err), str(err)
+    honest = pin_mechanisms(_session(), Counting(table, broken=False))
+    [row] = honest.table("t").agg(dp.measure("counting")).explain(dp.PureDP(1)).data["measures"]
+    assert row["accuracy"].startswith("±")
+
+
+# --- 2. One result-type name, two classes: refused, naming both plugins ---------------------------------------------
+
+class Fit:
+    """One plugin's result."""
+
+
+class OtherFit:
+    """Another plugin's result under the same name."""
+
+
+class FitFamily:
+    attach, methods = "frame", ()
+
+    def __init__(self, name: str, result: type) -> None:
+        self.name, self.result_types = name, {"Fit": result}
+
+    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError      # never built here: registration is what is checked
+
+
+class _Families:
+    def __init__(self, *families: tuple[Any, str | None]) -> None:
+        self.families = families
+
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        for family, replaces in self.families:
+            register(family, replaces=replaces)
+
+
+def test_two_plugins_one_result_type_name_are_refused_naming_both() -> None:
+    host = PluginHost()
+    host.register(_Families((FitFamily("fit_a", Fit), None)), name="plugin_a")
+    with pytest.raises(dp.PluginError) as info:
+        host.register(_Families((FitFamily("fit_b", OtherFit), None)), name="plugin_b")
+    text = str(info.value)
+    assert "'plugin_a'" in text and "'plugin_b'" in text and "'Fit'" in text and "OtherFit" in text, text
+    assert info.value.argument == "dpframe_query_families" and "another name" in (info.value.fix or "")
+    assert host.result_types()["Fit"] is Fit              # the refused plugin left nothing behind
+    assert "fit_b" not in host.families()
+
+
+def test_one_class_under_one_name_and_a_replacement_are_no_conflict() -> None:
+    host = PluginHost()
+    host.register(_Families((FitFamily("fit_a", Fit), None)), name="plugin_a")
+    host.register(_Families((FitFamily("fit_c", Fit), None)), name="plugin_c")      # the same class: shared
+    assert host.result_types()["Fit"] is Fit
+    replacing = _Families((FitFamily("fit_a", OtherFit), "fit_a"))
+    with pytest.raises(dp.PluginError, match="'plugin_c'"):     # fit_c still declares Fit as the first class
+        host.register(replacing, name="plugin_d")
+    host.unregister("plugin_c")
+    host.register(replacing, name="plugin_d")                  # fit_a replaced: its result types with it
+    assert host.result_types()["Fit"] is OtherFit
+
+
+def test_a_pinned_family_cannot_rebind_an_installed_result_type() -> None:
+    """dp.TopKFailed is the top_k family's; a pinned family under another name declaring its own TopKFailed."""
+    sess = _session()
+    shadow = FitFamily("shadow", Fit)
+    shadow.result_types = {"TopKFailed": Fit}
+    with pytest.raises(dp.PluginError, match="TopKFailed"):
+        pin_families(sess, shadow)
+    assert sess.plugins.result_types()["TopKFailed"] is dp.TopKFailed
+    top_k = plugin_host().family("top_k")
+    pin_families(sess, top_k)           # the same family (same classes) pinned again: fine
+    assert sess.plugins.result_types()["TopKFailed"] is dp.TopKFailed
+
+
+# --- 3. A family's run failing after the charge names the family, keeps the charge, quotes nothing -------------------
+
+class FailingQuery:
+    def __init__(self, source: Source, where: str) -> None:
+        self.source, self.where = source, where
+
+    def describe(self) -> str:
+        return f"failing_rows({self.where})"
+
+    def plan(self, budget: Any) -> FamilyPlan[int]:
+        share = budget if isinstance(budget, dp.ZCDP | dp.PureDP) or self.where == "calibrate" \
+            else dp.PureDP(budget.epsilon)
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), share)
+
+        def run(reader: Any, rng: RandomSource) -> int:
+            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
+            if self.where == "run":
+                raise ValueError(f"no model for {exact} rows")            # the message holds the private count
+            if self.where == "sampler":
+                discrete_laplace(-exact, 1, rng)                          # a sampler refusing a data-derived scale
+            return exact + int(noise.sample(1, rng)[0])
+        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
+        return FamilyPlan(budget, noise.cost(), charge, "failing rows", Explain(self.describe()), run)
+
+
+class FailingRows:
+    name, attach, methods, result_types = "failing_rows", "frame", (), {}
+
+    def build(self, source: Source, where: str = "") -> FailingQuery:
+        return FailingQuery(source, where)
+
+
+@pytest.mark.parametrize(("where", "kind"), [("run", "ValueError"), ("sampler", "ArgumentError")])
+def test_a_family_run_failing_after_the_charge_names_the_family(where: str, kind: str) -> None:
+    sess = pin_families(_session(), FailingRows())
+    with pytest.raises(dp.DPFrameError) as info:
+        sess.table("t").failing_rows(where).collect(dp.PureDP(1))
+    text = str(info.value)
+    assert "query family 'failing_rows' failed in run()" in text and kind in text, text
+    assert "stays charged" in text and "Frame.schema" not in (info.value.fix or "")
+    assert "400" not in text and "no model" not in text and "-400" not in text
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert sess.spent() == dp.PureDP(1) and sess.history()["status"].to_list() == ["failed"]
+    assert sess.table("t").failing_rows().collect(dp.PureDP(1)) > 0      # the honest run
+
+
+def test_a_failure_while_the_engine_reads_stays_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that fails under the reader is not blamed on the family that asked it to read."""
+    sess = pin_families(_session(), FailingRows())
+    backend = sess._catalog.backend(None)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the backend broke on row 17")
+    monkeypatch.setattr(backend, "statistics", broken)
+    with pytest.raises(dp.DPFrameError) as info:
+        sess.table("t").failing_rows().collect(dp.PureDP(1))
+    text = str(info.value)
+    assert "(RuntimeError)" in text and "failing_rows" not in text and "row 17" not in text, text
+    assert sess.spent() == dp.PureDP(1) and sess.history()["status"].to_list() == ["failed"]
+
+
+def test_run_family_passes_the_engines_own_failures() -> None:
+    """A mechanism's failure the engine named (a family running agg's plan) and an engine refusal pass as they are."""
+    named = PluginFailure("mechanism", "histogram", "release", "ValueError")
+
+    def raises(error: BaseException) -> Callable[[Any, Any], Any]:
+        def run(reader: Any, rng: Any) -> Any:
+            raise error
+        return run
+    with pytest.raises(PluginFailure) as info:
+        run_family("mine", raises(named), None, SeededRandomSource(0))   # type: ignore[arg-type]
+    assert info.value is named
+    refusal = dp.PlanError("the engine refuses", argument="query")
+    with pytest.raises(dp.PlanError) as plan_info:
+        run_family("mine", raises(refusal), None, SeededRandomSource(0))  # type: ignore[arg-type]
+    assert plan_info.value is refusal
+
+
+# --- 4. Noise.calibrate's refusal of an (ε, δ) share names the analyst's argument ------------------------------------
+
+def test_a_family_calibrating_to_an_approx_budget_names_budget_and_the_way_round() -> None:
+    sess = pin_families(_session(dp.ApproxDP(10, 1e-6)), FailingRows())
+    query = sess.table("t").failing_rows("calibrate")
+    for step in ("cost", "explain", "collect"):
+        err = _refused_free(sess, lambda s=step: getattr(query, s)(dp.ApproxDP(0.5, 1e-7)), dp.PluginError)
+        assert err.argument == "budget" and "failing_rows(calibrate)" in str(err), str(err)
+        assert "Noise.calibrate" in str(err) and "dp.PureDP(0.5)" in (err.fix or ""), err.fix
+    assert query.collect(dp.PureDP(0.5)) > 0             # the way round the fix gives
+
+
+class WrongShare:
+    """A mechanism whose plan calibrates to an (ε, δ) share it made itself."""
+
+    name, handles, notions = "wrong_share", frozenset({"wrong_share"}), frozenset({"pure"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
+        noise = Noise.calibrate(Fraction(1), dp.ApproxDP(share.epsilon, 1e-9))   # type: ignore[attr-defined]
+        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), count_noise=noise)
+
+
+def test_a_mechanism_calibrating_to_a_wrong_share_is_its_own_bug() -> None:
+    sess = pin_mechanisms(_session(), WrongShare())
+    err = _refused_free(sess, lambda: sess.table("t").agg(dp.measure("wrong_share")).cost(dp.PureDP(1)),
+                        dp.PluginError)
+    assert "wrong_share" in str(err) and "plan()" in str(err) and err.argument == "mechanism", str(err)
+
+
+def test_a_budget_too_small_for_the_sampler_is_still_the_analysts() -> None:
+    sess = _session()
+    err = _refused_free(sess, lambda: sess.table("t").agg(dp.sum("x", bounds=(0, 1e12))).cost(dp.PureDP(1e-300)),
+                        dp.BudgetError)
+    assert err.argument == "budget"
+
+
+# --- 5. The built-in result types are typed on dp -------------------------------------------------------------------
+
+def _typed_exports() -> dict[str, str]:
+    """``dpframe/__init__.py``'s ``if TYPE_CHECKING:`` imports: name -> module."""
+    tree = ast.parse(Path(dp.__file__).read_text())
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
+                for alias in imp.names:
+                    assert alias.asname == alias.name, "re-exported: `import X as X` (mypy strict)"
+                    found[alias.name] = imp.module
+    return found
+
+
+def test_the_built_in_result_types_are_declared_for_type_checkers() -> None:
+    """``dp.__getattr__`` returns ``object`` to a type checker: ``isinstance(out, dp.TopKFailed)`` then narrowed
+    nothing (``out.reason`` an error under mypy strict). Every built-in family's result type is imported for type
+    checkers under its dp name, from the module that defines the class the family declares."""
+    host = plugin_host()
+    built_in = {name: kind for e in host.families() if e.plugin in host.first_party
+                for name, kind in e.item.result_types.items()}
+    assert {"TopKFailed", "TopKPartial", "NoAnswer"} <= set(built_in)
+    assert _typed_exports() == {name: kind.__module__ for name, kind in built_in.items()}
+    assert all(getattr(dp, name) is kind for name, kind in built_in.items())
+
+
+@pytest.mark.parametrize("kind", ["TopKFailed", "TopKPartial", "NoAnswer"])
+def test_the_result_types_are_frozen_typed_and_shown(kind: str) -> None:
+    cls = getattr(dp, kind)
+    fields = dataclasses.fields(cls)
+    assert cls.__dataclass_params__.frozen and all(f.type not in ("Any", "object") for f in fields)
+    values = {"k": 3, "method": "stable", "reason": "gap too small", "required_rows": 10, "reliable_rows": 20}
+    out = cls(**{f.name: values[f.name] for f in fields if f.name in values})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.reason = "changed"
+    assert repr(out).startswith(f"{kind}(") and "gap too small" in repr(out) and not out
