@@ -62,7 +62,7 @@ from dpframe.interactive.stopping import run_until
 from dpframe.plan.rowlevel import tree_objects
 from dpframe.remote import wire
 from dpframe.remote.replay import replay
-from dpframe.remote.tools import Tools, call_of
+from dpframe.remote.tools import STREAMS, Tools, call_of
 from dpframe.remote.values import (
     MAX_ATTACHED,
     Attached,
@@ -83,12 +83,15 @@ YEAR_SECONDS = 365 * 86_400
 """The longest ``idle_timeout`` (``None`` waits for ever)."""
 IDLE_SECONDS = 3600.0
 """A client that sends nothing for this long is disconnected (its open tools closed): ``dp.Server``'s default."""
+STREAM_IDLE_SECONDS = 60.0
+"""A sparse vector or channel unused this long is closed when another client asks for one: ``dp.Server``'s default."""
 FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType({"gated_release": gated_release,
                                                                  "run_until": run_until})
 """The session's interactive functions served as requests of their name (their queries remote ones)."""
 PADDED = ("collect", "use", *FUNCTIONS)
 """The requests whose replies ``dp.Server(pad=...)`` holds: those that may read private rows (a release, an
-interactive tool's call, a gated release, each step of a ``run_until``). The others (``cost``, ``explain``,
+interactive tool's call, a gated release, each step of a ``run_until``), and an ``open`` that closed another
+client's idle sparse vector (whose close may release values: ``stream_idle``). The others (``cost``, ``explain``,
 ``schema``, ``remaining``, ...) never read a row."""
 MAX_CHECKED = 64
 """The most positional arguments, and keywords, a ``refusal`` request names (a query's call its client refused)."""
@@ -114,7 +117,11 @@ class Server(Sealed):
     (:class:`~dpframe.remote.wire.Channel`); ``tls=`` (an ``ssl.SSLContext`` holding the server's
     certificate) also encrypts the traffic over TCP, else use a network you trust, or tunnel it (SSH).
     A client silent for ``idle_timeout`` seconds (default an hour; ``None``: never) is disconnected, and the
-    interactive tools it held open are closed (a session opens one sparse vector or channel at a time).
+    interactive tools it held open are closed (a session opens one sparse vector or channel at a time). A sparse
+    vector or target-charging channel a client holds open but has not used for ``stream_idle`` seconds (default a
+    minute; ``None``: never) is closed when another client asks to open one, as leaving its ``with`` block would (its
+    charge stands; its later calls are refused saying why), so one analyst cannot keep the session's one stream
+    from the others by holding it idle.
     ``pad`` (seconds; default ``None``, off) hides how long a release took: each reply to a request that may
     read private rows (:data:`PADDED`) leaves ``pad`` seconds after the request arrived, or at the first of
     2·pad, 4·pad, ... that its work did not overrun (:func:`reply_time`); pick one above your longest query.
@@ -122,7 +129,7 @@ class Server(Sealed):
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
                  tls: ssl.SSLContext | None = None, idle_timeout: float | None = IDLE_SECONDS,
-                 pad: float | None = None) -> None:
+                 pad: float | None = None, stream_idle: float | None = STREAM_IDLE_SECONDS) -> None:
         check_session(session)
         if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
             raise ArgumentError(f"expected a whole number ≥ 1, got {max_clients!r}", argument="max_clients",
@@ -134,7 +141,13 @@ class Server(Sealed):
         if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int | float) or not 0 < pad < 86400):
             raise ArgumentError(f"expected a positive number of seconds below a day, or None, got {pad!r}",
                                 argument="pad", fix="pass pad=2.0, longer than your longest query takes (or None: off)")
+        if stream_idle is not None and (isinstance(stream_idle, bool) or not isinstance(stream_idle, int | float)
+                                        or not 0 < stream_idle <= YEAR_SECONDS):
+            raise ArgumentError(f"expected seconds from 0 to a year, or None, got {stream_idle!r:.40}",
+                                argument="stream_idle", fix=f"pass stream_idle={STREAM_IDLE_SECONDS:g} (or None: "
+                                                            "a stream stays open until its client closes it or leaves)")
         self._idle = None if idle_timeout is None else float(idle_timeout)
+        self._stream_idle = None if stream_idle is None else float(stream_idle)
         self._pad = None if pad is None else float(pad)
         self._session = session
         self._authkey = wire.check_authkey(authkey)
@@ -145,6 +158,7 @@ class Server(Sealed):
         self._address: Address = self._path if self._path is not None else \
             (str(self._listener.getsockname()[0]), int(self._listener.getsockname()[1]))
         self._clients: set[socket.socket] = set()
+        self._tools: set[Tools] = set()        # each connection's open interactive tools
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -248,6 +262,8 @@ class Server(Sealed):
             conn.settimeout(self._idle)         # an idle client is closed, and its tools with it
             channel = wire.Channel(conn, self._authkey, b"server", ours, theirs)
             tools = Tools(self._session)
+            with self._lock:
+                self._tools.add(tools)
             while not self.closed:
                 start = channel.received_bytes      # a request's frames share one limit, not one each
                 request = channel.receive_json(wire.REQUEST_LIMIT)
@@ -261,7 +277,7 @@ class Server(Sealed):
                 reply, frames = self._answer(request, attached, tools, asker)
                 if asker.broken is not None:    # the run was failed, charged; the connection is cut, not answered
                     raise asker.broken
-                if self._pad is not None and request.get("op") in PADDED \
+                if self._pad is not None and (request.get("op") in PADDED or asker.read_rows) \
                         and not self._hold(asker.started, self._pad):
                     break       # closed while the reply was held: not sent, as one still running then
                 channel.send_json(reply)
@@ -271,6 +287,8 @@ class Server(Sealed):
             pass                                # a client that hangs up, times out or breaks the protocol
         finally:
             if tools is not None:
+                with self._lock:
+                    self._tools.discard(tools)
                 try:
                     tools.close_all()           # as leaving the tools' with blocks would
                 except Exception:
@@ -317,6 +335,8 @@ class Server(Sealed):
         if op in ("open", "use", *FUNCTIONS):   # their queries are described like requests
             values = Unpacker(attached, lambda source: self._query(source, attached, values))
             if op == "open":
+                if request.get("tool") in STREAMS:
+                    asker.read_rows = self._release_idle_stream(tools)
                 return tools.open(request, values), []
             frames: list[pl.DataFrame] = []
             if op in FUNCTIONS:             # the session's function, its arguments as the analyst gave them
@@ -371,6 +391,25 @@ class Server(Sealed):
         return {"result": pack_result(out, frames)}, frames      # any family's result: a frame, a model, a tuple
 
 
+    def _release_idle_stream(self, asking: Tools) -> bool:
+        """Close another connection's stream tool unused for ``stream_idle`` seconds, for ``asking`` to open one.
+
+        True when one was closed (a sparse vector's close may measure its ``release`` values: the reply is then held as
+        a release's under ``pad``). Which tool sat idle, and for how long, are facts of the requests' times only.
+        """
+        if self._stream_idle is None:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            held = [(tools, found) for tools in self._tools if tools is not asking
+                    for found in [tools.idle_stream(now)] if found is not None]
+        released = False
+        for tools, (handle, idle) in held:
+            if idle >= self._stream_idle:
+                tools.release_idle(handle, idle)
+                released = True
+        return released
+
     def _query(self, source: object, attached: list[bytes], values: Unpacker | None = None) -> Any:
         """The query a request describes: its SQL (and public keys), or its method chain replayed on the session.
 
@@ -424,6 +463,7 @@ class Asker:
         self._sent = 0
         self.started = time.monotonic()
         self.broken: OSError | RemoteError | None = None
+        self.read_rows = False      # a request not in PADDED that read rows all the same (held as one under pad)
 
     def stop(self, results: list[pl.DataFrame]) -> bool:
         """The analyst's answer for ``results`` (run_until's released results so far)."""

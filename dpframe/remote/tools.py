@@ -24,6 +24,9 @@ Example:
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,9 @@ PROPERTIES = frozenset({"answers", "values", "positives", "closed", "hits", "cal
 """The tools' read-only properties (the rest of :data:`CALLS` are methods)."""
 MAX_OPEN = 64
 """Tools one connection may hold open (closed ones are kept for their properties until the limit is reached)."""
+STREAMS = frozenset({"sparse_vector", "target_charging"})
+"""The tools that hold the session's one interactive stream while open (:mod:`dpframe.interactive.stream`)."""
+LOG = logging.getLogger("dpframe.remote")
 
 
 class Tools:
@@ -55,6 +61,12 @@ class Tools:
         self._session = session
         self._open: dict[int, tuple[str, Any]] = {}
         self._next = 0
+        # Each handle's last call's end (time.monotonic()), the calls of it under way, and the tools the server closed
+        # for another client (:meth:`release_idle`): read by other connections' threads, so under a lock.
+        self._lock = threading.Lock()
+        self._used: dict[int, float] = {}
+        self._busy: dict[int, int] = {}
+        self._released: dict[int, float] = {}
 
     def open(self, request: Mapping[str, Any], values: Unpacker) -> dict[str, Any]:
         """Open the tool a request names in the session (a target-charging channel reserves now)."""
@@ -63,7 +75,8 @@ class Tools:
             raise PlanError(f"no interactive tool {tool!r} is served", argument="tool",
                             fix="open one of " + ", ".join(sorted(CALLS)))
         if len(self._open) >= MAX_OPEN:     # closed tools are forgotten first (their handles then read nothing)
-            self._open = {h: (name, t) for h, (name, t) in self._open.items() if not t.closed}
+            with self._lock:
+                self._open = {h: (name, t) for h, (name, t) in self._open.items() if not t.closed}
         if len(self._open) >= MAX_OPEN:
             raise ArgumentError(f"{MAX_OPEN} tools are open on this connection", argument="tool",
                                 fix="close some (tool.close(), or leave their with blocks)")
@@ -71,8 +84,10 @@ class Tools:
                                {k: values.unpack(v, k) for k, v in kwargs.items()})
         if tool == "target_charging":
             opened.__enter__()
-        self._next += 1
-        self._open[self._next] = (tool, opened)
+        with self._lock:
+            self._next += 1
+            self._open[self._next] = (tool, opened)
+            self._used[self._next] = time.monotonic()
         return {"handle": self._next}
 
     def use(self, request: Mapping[str, Any], values: Unpacker) -> Any:
@@ -88,16 +103,61 @@ class Tools:
                             fix="use one of " + ", ".join(sorted(CALLS[tool])))
         if call in PROPERTIES:
             return getattr(opened, call)
-        return call_as_given(getattr(opened, call), [values.unpack(a, call) for a in args],
-                             {k: values.unpack(v, k) for k, v in kwargs.items()})
+        with self._lock:
+            idle = self._released.get(handle)
+            self._busy[handle] = self._busy.get(handle, 0) + 1
+        try:
+            if idle is not None and call not in ("close", "status", "charged"):
+                raise PlanError(f"the server closed this {tool} after it sat unused for {idle:.0f} s while another "
+                                "client asked to open one (a session holds one sparse vector or channel at a time); "
+                                "it was closed as leaving its with block does, and its charge stands", argument=call,
+                                fix=f"open a new one ({tool}(...)) and use it without long pauses; its status, answers "
+                                    "and values can still be read")
+            return call_as_given(getattr(opened, call), [values.unpack(a, call) for a in args],
+                                 {k: values.unpack(v, k) for k, v in kwargs.items()})
+        finally:
+            with self._lock:
+                self._busy[handle] -= 1
+                self._used[handle] = time.monotonic()
+
+    def idle_stream(self, now: float) -> tuple[int, float] | None:
+        """The connection's open stream tool (:data:`STREAMS`) with no call under way: its handle and idle seconds.
+
+        Idle: since its last call ended (or it opened), before ``now`` (``time.monotonic()``). None when there is none.
+        """
+        with self._lock:
+            for handle, (tool, opened) in self._open.items():
+                if tool in STREAMS and not opened.closed and not self._busy.get(handle, 0):
+                    return handle, now - self._used[handle]
+        return None
+
+    def release_idle(self, handle: int, idle: float) -> None:
+        """Close the stream tool ``handle`` for another client (``idle``: seconds unused), as leaving its with block.
+
+        The tool's own close settles its reservation exactly once (a sparse vector's ``release`` values are measured
+        then, and kept for this connection's ``values``); its later calls are refused, saying why. A failure while
+        closing (a value release failing: the stream stays charged in full) is logged by type only, never passed on
+        to the client that asked: it is this connection's stream.
+        """
+        with self._lock:
+            tool, opened = self._open[handle]
+            self._released[handle] = idle
+        try:
+            opened.close()
+        except Exception as e:      # noqa: BLE001 — the holder's failure, closed and charged in full either way
+            LOG.warning("closing an idle %s for another client failed (%s): it stays charged in full", tool,
+                        type(e).__name__)
 
     def close_all(self) -> None:
         """Close every tool still open (the connection ended), as leaving its ``with`` block would."""
-        for _, opened in self._open.values():
+        with self._lock:
+            still = list(self._open.values())
+        for _, opened in still:
             close = getattr(opened, "close", None)
             if close is not None and not opened.closed:
                 close()
-        self._open.clear()
+        with self._lock:
+            self._open.clear()
 
 
 def call_of(request: Mapping[str, Any], field: str) -> tuple[str, list[Any], dict[str, Any]]:
@@ -155,4 +215,4 @@ def open_tool(remote: Remote, tool: str, args: tuple[Any, ...], kwargs: dict[str
     return RemoteTool(remote, tool, int(value["handle"]))
 
 
-__all__ = ["CALLS", "MAX_OPEN", "PROPERTIES", "RemoteTool", "Tools", "call_of", "open_tool"]
+__all__ = ["CALLS", "MAX_OPEN", "PROPERTIES", "STREAMS", "RemoteTool", "Tools", "call_of", "open_tool"]

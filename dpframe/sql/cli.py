@@ -101,6 +101,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--tls-key", metavar="PEM", help="the certificate's private key (if not in --tls-cert)")
     s.add_argument("--idle-timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="disconnect a client silent this long, closing the tools it holds (0: never; default 3600)")
+    s.add_argument("--stream-idle", type=float, default=60.0, metavar="SECONDS",
+                   help="close a sparse vector or channel a client has not used this long when another client asks "
+                        "for one (0: never; default 60)")
     s.add_argument("--pad", type=float, default=0.0, metavar="SECONDS",
                    help="send each release this long after its request came (or 2x, 4x ... if it ran longer), so "
                         "that its time tells nothing (0: off, the default)")
@@ -297,7 +300,8 @@ def serve(args: argparse.Namespace) -> None:
     try:
         idle = None if args.idle_timeout == 0 else args.idle_timeout
         server = dp.Server(sess, address, authkey=key, tls=tls, idle_timeout=idle,
-                           pad=None if args.pad == 0 else args.pad)
+                           pad=None if args.pad == 0 else args.pad,
+                           stream_idle=None if args.stream_idle == 0 else args.stream_idle)
         print(f"dpframe: serving {', '.join(sess.tables())} on {server.address}; stop with Ctrl-C", flush=True)
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

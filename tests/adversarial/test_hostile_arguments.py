@@ -301,7 +301,7 @@ ENTRIES: dict[str, Entry] = {
         "rows": 50, "users": None, "seed": 0}),
     "Server": (_session, _server, lambda s: {
         "session": s, "address": _socket(), "authkey": b"k" * 32, "max_clients": 2, "tls": None,
-        "idle_timeout": 10, "pad": None}),
+        "idle_timeout": 10, "pad": None, "stream_idle": 60}),
 }
 
 EXEMPT: dict[str, str] = {

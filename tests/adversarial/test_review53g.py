@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import secrets
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -357,3 +359,86 @@ def test_the_result_types_are_frozen_typed_and_shown(kind: str) -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         out.reason = "changed"
     assert repr(out).startswith(f"{kind}(") and "gap too small" in repr(out) and not out
+
+
+# --- 6. A remote analyst cannot hold the session's one interactive stream idle -------------------------------------
+
+KEY = secrets.token_bytes(32)
+VISITS = pl.DataFrame({"visitor": [i % 700 for i in range(6000)], "store": [i % 12 for i in range(6000)]})
+
+
+def _visits(budget: dp.Budget = dp.PureDP(10)) -> dp.Session:
+    return dp.Session({"visits": VISITS}, privacy_unit=dp.PrivacyUnit("visitor", max_rows=10), budget=budget, seed=0)
+
+
+def _store(remote: Any, store: int) -> Any:
+    return remote.table("visits").filter(pl.col("store") == store).agg(dp.len())
+
+
+def _wait_idle(seconds: float, remote: Any) -> None:
+    """``seconds`` during which ``remote`` keeps its connection busy with other requests (not the stream's)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        remote.remaining()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("release", [None, dp.PureDP(0.5)])
+def test_an_idle_stream_is_released_to_another_client_charged_once(release: Any) -> None:
+    """The attack: one analyst opens the session's one sparse vector and keeps it (busy on other requests, or
+    silent) for ``idle_timeout`` (an hour): every other analyst is refused meanwhile. Now a stream unused for
+    ``stream_idle`` is closed for the next client who asks, as leaving its with block: charged once, never lost."""
+    sess = _visits()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=0.4).start() as server, \
+            dp.connect(server.address, authkey=KEY) as holder, dp.connect(server.address, authkey=KEY) as other:
+        sv = holder.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1), release=release)
+        first = sv.test(_store(holder, 0))
+        with pytest.raises(dp.PlanError, match="still open"):        # in use a moment ago: refused as before
+            other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
+        _wait_idle(0.6, holder)                                      # its other requests do not keep the stream
+        with other.sparse_vector(threshold=480, max_positives=1, budget=dp.PureDP(1)) as theirs:
+            assert theirs.test(_store(other, 1)) in (True, False)
+        with pytest.raises(dp.PlanError, match="the server closed this sparse_vector") as info:
+            sv.test(_store(holder, 2))
+        assert info.value.argument == "test" and "charge stands" in str(info.value)
+        assert sv.closed and sv.answers == (first,) and "reserved" in sv.status()
+        values = sv.values
+        with sv:        # leaving its with block closes it again: nothing more charged
+            pass
+        assert sv.values == values and (release is None) == (values == {})
+    history = sess.history()
+    assert history.height == 2 and history["status"].to_list() == ["committed", "committed"], history
+    twin = _visits()            # in process, the holder closing its stream before the other opens: the same charges
+    mine = twin.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1), release=release)
+    assert mine.test(_store(twin, 0)) == first
+    mine.close()
+    with twin.sparse_vector(threshold=480, max_positives=1, budget=dp.PureDP(1)) as theirs:
+        theirs.test(_store(twin, 1))
+    assert sess.spent() == twin.spent() and history["cost"].to_list() == twin.history()["cost"].to_list()
+
+
+def test_no_release_without_stream_idle_and_the_argument_is_checked() -> None:
+    sess = _visits()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=None).start() as server, \
+            dp.connect(server.address, authkey=KEY) as holder, dp.connect(server.address, authkey=KEY) as other:
+        with holder.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1)) as sv:
+            time.sleep(0.3)
+            with pytest.raises(dp.PlanError, match="still open"):
+                other.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
+            assert sv.test(_store(holder, 0)) in (True, False)
+    for bad in (0, -1, True, "60", float("inf"), float("nan")):
+        with pytest.raises(dp.ArgumentError, match="stream_idle"):
+            dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=bad)
+
+
+def test_an_open_that_released_a_stream_is_held_under_pad(padded_holds: list[Any]) -> None:
+    """Closing a sparse vector with ``release`` measures its values: the open that caused it reads rows, so a padded
+    server holds its reply as a release's; an open that released nothing is not held (it reads no row)."""
+    sess = _visits()
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=0.2, pad=0.05).start() as server, \
+            dp.connect(server.address, authkey=KEY) as holder, dp.connect(server.address, authkey=KEY) as other:
+        holder.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1), release=dp.PureDP(0.5))
+        before = len(padded_holds)
+        time.sleep(0.3)
+        other.sparse_vector(threshold=480, max_positives=1, budget=dp.PureDP(1)).close()
+        assert len(padded_holds) == before + 2          # the releasing open, then the close (a "use")
