@@ -38,6 +38,8 @@ from dpframe.mechanism.deferred import DeferredMapping
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.release import PluginFailure
+from dpframe.remote.server import PADDED
+from dpframe.remote.wire import frame_bytes
 from dpframe.testing import pin_families, pin_mechanisms
 
 ROWS = Statistic("rows")
@@ -442,3 +444,21 @@ def test_an_open_that_released_a_stream_is_held_under_pad(padded_holds: list[Any
         time.sleep(0.3)
         other.sparse_vector(threshold=480, max_positives=1, budget=dp.PureDP(1)).close()
         assert len(padded_holds) == before + 2          # the releasing open, then the close (a "use")
+
+
+def test_remote_confidence_intervals_are_the_local_ones() -> None:
+    """The carried "remote pad/raw ci" note, checked: ``collect(budget, ci=...)`` through a server gives the frame the
+    same query gives in process (same seed), and nothing more: the interval columns are post-processing of the
+    noisy statistics, no exact input crosses, and the reply's bytes are the local frame's Arrow stream (so its size
+    tells no more than the local result); the release is a padded ``collect``."""
+    def query(s: Any) -> Any:
+        return s.table("visits").group_by("store").agg(dp.len(), dp.mean("visitor", bounds=(0, 700)),
+                                                       dp.sum("visitor", bounds=(0, 700)))
+    here, there = _visits(dp.ApproxDP(10, 1e-6)), _visits(dp.ApproxDP(10, 1e-6))
+    local = query(here).collect(dp.ApproxDP(1, 1e-7), ci=0.9)
+    with dp.Server(there, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        far = query(remote).collect(dp.ApproxDP(1, 1e-7), ci=0.9)
+    assert far.equals(local) and far.columns == local.columns and far.schema == local.schema
+    assert len(frame_bytes(far)) == len(frame_bytes(local)) and "collect" in PADDED
+    assert there.spent() == here.spent()
