@@ -140,6 +140,8 @@ class Tools:
         to the client that asked: it is this connection's stream.
         """
         with self._lock:
+            if handle not in self._open:    # its connection ended meanwhile: close_all closed it
+                return
             tool, opened = self._open[handle]
             self._released[handle] = idle
         try:

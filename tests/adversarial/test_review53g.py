@@ -419,6 +419,16 @@ def test_an_idle_stream_is_released_to_another_client_charged_once(release: Any)
     assert sess.spent() == twin.spent() and history["cost"].to_list() == twin.history()["cost"].to_list()
 
 
+def test_releasing_a_stream_whose_connection_just_ended_is_nothing() -> None:
+    """The holder's connection may end (its tools closed and forgotten) between the idle check and the release:
+    the other client's open then goes on, rather than failing on the forgotten handle (a KeyError)."""
+    from dpframe.remote.tools import Tools
+
+    tools = Tools(_visits())
+    tools.release_idle(1, 60.0)
+    assert tools.idle_stream(time.monotonic()) is None
+
+
 def test_no_release_without_stream_idle_and_the_argument_is_checked() -> None:
     sess = _visits()
     with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=None).start() as server, \
