@@ -478,6 +478,9 @@ def run_family(family: str, run: Callable[[PrivateReader, RandomSource], R], rea
                rng: RandomSource) -> R:
     """``run(reader, rng)``, a family's run inside its charge; a failure of the family's own code names the family.
 
+    ``run`` receives the private reader: it is a registered family's ``FamilyPlan.run``, called by the core only
+    (:meth:`Releasable.collect`, inside the reservation).
+
     An exception raised in the family's code (or in a library it called, one of dpframe's samplers refusing its
     arguments included, :func:`~dpframe.errors.refused_in`) is a :class:`~dpframe.release.PluginFailure` naming
     the family and ``run``, with the error's type only: its message could quote private values, so neither it nor

@@ -132,6 +132,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dpframe.release.ReleaseContext.release", "settle"): RELEASED,
     ("dpframe.release.ReleaseContext.guarded", "run"): NO_VALUES,
     ("dpframe.family.FamilyPlan", "run"): READER,
+    ("dpframe.family.run_family", "run"): READER,
     ("dpframe.family.FamilyPlan", "settle"): RELEASED,
     ("dpframe.family.FamilyPlan", "check"): NO_VALUES,
     ("dpframe.family.FamilyPlan", "explain"): NO_VALUES,
