@@ -419,6 +419,25 @@ def test_an_idle_stream_is_released_to_another_client_charged_once(release: Any)
     assert sess.spent() == twin.spent() and history["cost"].to_list() == twin.history()["cost"].to_list()
 
 
+def test_an_idle_channel_is_released_too_its_reservation_kept() -> None:
+    """A target-charging channel holds the same slot: released alike, its whole reservation kept (no refund)."""
+    sess = _visits(dp.ApproxDP(50, 1e-5))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, stream_idle=0.3).start() as server, \
+            dp.connect(server.address, authkey=KEY) as holder, dp.connect(server.address, authkey=KEY) as other:
+        ch = holder.target_charging(epsilon=0.5, max_hits=30, delta=1e-6)
+        ch.conditional_release(_store(holder, 0), when=dp.above(10**6))
+        reserved = sess.history()["cost"].to_list()
+        time.sleep(0.5)
+        with other.sparse_vector(threshold=480, max_positives=1, budget=dp.PureDP(1)):
+            pass
+        with pytest.raises(dp.PlanError, match="the server closed this target_charging"):
+            ch.conditional_release(_store(holder, 1), when=dp.above(10**6))
+        assert ch.closed and ch.calls == 1 and "closed" in ch.status()
+        ch.close()
+    assert sess.history()["status"].to_list() == ["committed", "committed"]
+    assert sess.history()["cost"].to_list()[:1] == reserved            # the channel's whole reservation, once
+
+
 def test_releasing_a_stream_whose_connection_just_ended_is_nothing() -> None:
     """The holder's connection may end (its tools closed and forgotten) between the idle check and the release:
     the other client's open then goes on, rather than failing on the forgotten handle (a KeyError)."""
