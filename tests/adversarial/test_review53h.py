@@ -1,0 +1,116 @@
+"""Review 53h: a fresh red team of the public entry points (threads, expressions, SQL, remote, outputs).
+
+Each test is one attack; those that found something say so in their docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+
+import dpframe as dp
+
+# Two units with the same rows; only the first unit's id differs between the twin sessions: NaN against 1.0.
+# The engine's unit equality makes every NaN one unit (as -0.0 and 0.0 are one), so a per-unit mechanism must
+# treat the NaN unit exactly as it treats the unit 1.0: same seed, same releases.
+_IDS = {"nan": [math.nan, math.nan, 2.0], "one": [1.0, 1.0, 2.0]}
+
+
+BACKENDS = ["polars", "duckdb"]
+
+
+def _twin(first: str, budget: dp.Budget, backend: str) -> dp.Session:
+    data = pl.DataFrame({"u": _IDS[first], "first": [True, True, False], "x": [1.0, 1.0, 1.0]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=budget, seed=7,
+                      backend=backend)
+
+
+def _individual_run(first: str, backend: str) -> list[Any]:
+    sess = _twin(first, dp.ZCDP(10), backend)
+    filt = sess.individual_filter(budget=dp.ZCDP(1))
+    q = sess.table("t").filter(pl.col("first")).agg(n=dp.len())
+    return [filt.collect(q, budget=dp.ZCDP(Fraction(1, 2)))["n"][0] for _ in range(12)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_individual_filter_charges_a_nan_unit_like_any_other(backend: str) -> None:
+    """Found: the individual filter kept each unit's spent ρ in a dict keyed by the ids Polars hands back, and
+    every NaN read from a frame is a new float object that no dict lookup finds (NaN != NaN). The NaN unit was a
+    fresh unit at every query: never left out, its loss unbounded (40 queries of ρ = 1/2 each under a per-unit
+    budget of 1, and their mean told its count). Now it pays like the unit 1.0 with the same rows: out after two.
+    """
+    assert _individual_run("nan", backend) == _individual_run("one", backend)
+
+
+def _per_unit_run(first: str, backend: str) -> list[bool]:
+    sess = _twin(first, dp.ApproxDP(100, 1e-5), backend)
+    q = sess.table("t").filter(pl.col("first")).agg(dp.len())
+    with sess.target_charging(epsilon=1, max_hits=2, delta=1e-6, per_unit=True) as ch:
+        return [ch.test(q, threshold=1) for _ in range(12)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_unit_target_charging_removes_a_nan_unit_after_max_hits(backend: str) -> None:
+    """Found: the per-unit channel counted hits in a dict keyed by unit ids as Polars returns them; each NaN id
+    was a new key with one hit, so the NaN unit never reached `max_hits` and was never removed (every later
+    "above" read it again). Now it is removed after its `max_hits` hits, as the unit 1.0 with the same rows."""
+    assert _per_unit_run("nan", backend) == _per_unit_run("one", backend)
+
+
+# A unit id Polars stores but Python's datetime cannot hold (year > 9999 or < 1), against an ordinary one.
+_FAR: dict[str, tuple[Any, int]] = {"date": (pl.Date, 10**8), "datetime_ms": (pl.Datetime("ms"), 2**62),
+                                    "datetime_us_utc": (pl.Datetime("us", "UTC"), -(2**62)),
+                                    "duration_ms": (pl.Duration("ms"), 2**62)}
+
+
+def _far_twin(dtype: Any, first: int, budget: dp.Budget, backend: str = "polars") -> dp.Session:
+    ids = pl.Series([first, first, 5], dtype=pl.Int64).cast(pl.Int32 if dtype == pl.Date else pl.Int64).cast(dtype)
+    data = pl.DataFrame({"u": ids, "first": [True, True, False], "x": [1.0, 1.0, 1.0]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=budget, seed=3,
+                      backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", sorted(_FAR))
+def test_per_unit_tools_read_a_unit_id_beyond_pythons_dates(kind: str, backend: str) -> None:
+    """Found: the per-unit tools turned the unit ids of each read into Python values; an id past year 9999 (or a
+    duration past Python's timedelta) raised — a Rust panic for dates and naive or zoned datetimes — only when
+    that unit's rows reached the query. The query was charged and failed (the filter closed), so `filter(P)`
+    before it told whether a far-dated unit satisfies P. Now such a unit is counted like any other: the same
+    releases as the twin whose unit has an ordinary id."""
+    dtype, far = _FAR[kind]
+    if backend == "duckdb" and kind == "datetime_ms":
+        with pytest.raises(dp.SchemaError, match="cannot hold the privacy-unit column"):   # refused, free
+            _far_twin(dtype, far, dp.ZCDP(10), backend)
+        return
+
+    def individual(first: int) -> list[Any]:
+        sess = _far_twin(dtype, first, dp.ZCDP(10), backend)
+        filt = sess.individual_filter(budget=dp.ZCDP(1))
+        q = sess.table("t").filter(pl.col("first")).agg(n=dp.len())
+        return [filt.collect(q, budget=dp.ZCDP(Fraction(1, 2)))["n"][0] for _ in range(4)]
+
+    def per_unit(first: int) -> list[bool]:
+        sess = _far_twin(dtype, first, dp.ApproxDP(100, 1e-5), backend)
+        q = sess.table("t").filter(pl.col("first")).agg(dp.len())
+        with sess.target_charging(epsilon=1, max_hits=2, delta=1e-6, per_unit=True) as ch:
+            return [ch.test(q, threshold=1) for _ in range(6)]
+
+    assert individual(far) == individual(1)
+    assert per_unit(far) == per_unit(1)
+
+
+def test_individual_filter_grouped_by_the_unit_column_keeps_its_keys() -> None:
+    """Found (on every dataset alike, so no leak): a query grouped by the unit column itself asked the backend for
+    statistics by (unit, unit), a DuplicateError after the filter's charge, which closed the filter for good. Now
+    it runs, and the unit column keeps its type (units are named by their keys beside the rows, a temporal id as
+    its integer): the public keys are released as given."""
+    sess = _far_twin(pl.Date, 1, dp.ZCDP(10))
+    filt = sess.individual_filter(budget=dp.ZCDP(1))
+    keys = pl.Series([1, 5], dtype=pl.Int32).cast(pl.Date).to_list()
+    out = filt.collect(sess.table("t").group_by("u", keys=keys).agg(n=dp.len()), budget=dp.ZCDP(Fraction(1, 2)))
+    assert out["u"].to_list() == keys and out.schema["u"] == pl.Date
