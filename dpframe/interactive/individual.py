@@ -65,7 +65,7 @@ from dpframe.budgets import ZCDP, describe
 from dpframe.engine_output import numpy_quiet
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.stream import _atomic
-from dpframe.interactive.unit_keys import unit_keys
+from dpframe.interactive.unit_keys import check_keyable, unit_keys
 from dpframe.mechanism import Noise
 from dpframe.sealed import Sealed
 
@@ -180,6 +180,9 @@ class IndividualFilter(Sealed):
         if sampling_rate(node.input) != 1:
             raise PlanError("sampled inputs are not supported by the individual filter", argument="query",
                             fix="drop .sample(...)")
+        unit = self.session.privacy_unit.column
+        assert unit is not None
+        check_keyable(node.input.schema[unit], "the individual filter")
         query._require_plan("the individual filter")
         plan = query.plan(rho)
         for p in plan.plans:

@@ -80,6 +80,7 @@ from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
 from dpframe.interactive.targets import Target, as_target
+from dpframe.interactive.unit_keys import check_keyable
 from dpframe.noise import discrete_laplace
 from dpframe.sealed import Sealed, plain, plain_cache
 
@@ -380,6 +381,10 @@ class TargetChargingChannel(Sealed):
         a hit charges exactly the units that moved the released value.
         """
         scale = sc.sensitivity / eps
+        if self.per_unit:       # before any read: a record per unit needs ids that can key one (unit_keys)
+            unit = self.session.privacy_unit.column
+            assert unit is not None
+            check_keyable(sc.query.node.input.schema[unit], "a per-unit target-charging channel")
 
         def run() -> tuple[int, list[Any]]:
             if self.per_unit:   # read from the counts at each call: a cached set could lag them (an interrupt)

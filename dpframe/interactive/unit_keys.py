@@ -8,6 +8,9 @@ ids as Polars hands them to Python:
   ``NaN != NaN``: no dict lookup finds the key of an earlier query, so the NaN unit was a fresh unit at every
   query and never ran out of its budget (review 53h). Every NaN becomes the one :data:`NAN_ID` object, which
   dict and set lookups find by identity (``-0.0`` and ``0.0`` are already one key, as they are one unit).
+* **Nested ids** (a list, array or struct unit column): a list is no dict key, and a query whose rows reached
+  the tool failed with a ``TypeError`` after the charge, one that no row reached did not. :func:`check_keyable`
+  refuses such a column before anything is read (the unit column's type is public).
 * **Dates and times outside Python's range.** Polars stores dates and times about ±262,000 years from 1970;
   Python's ``datetime`` stops at year 9999, and converting a farther id raised (a Rust panic for some types)
   only when that unit reached the query — charged, and a failure that told whether it did. A temporal id is
@@ -38,8 +41,27 @@ from typing import Any
 
 import polars as pl
 
+from dpframe.errors import PlanError
+
 NAN_ID = float("nan")
 """The one key of every NaN unit id (dict and set lookups find it by identity, NaN being unequal to itself)."""
+
+
+def check_keyable(dtype: pl.DataType, what: str) -> None:
+    """A :class:`PlanError` (before any read) when ``what`` cannot keep a record per unit of ids of type ``dtype``.
+
+    Example:
+        >>> check_keyable(pl.List(pl.Int64), "the individual filter")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: query: the individual filter keeps a record per privacy unit, and cannot for ids of \
+the nested type List(Int64)...
+
+    """
+    if dtype.is_nested():
+        raise PlanError(f"{what} keeps a record per privacy unit, and cannot for ids of the nested type {dtype}",
+                        argument="query", fix="register the unit ids as one plain column (e.g. text: "
+                                              "pl.col('id').list.join('/') or .struct.json_encode()) for these tools")
 
 
 def unit_key_expr(column: str, dtype: pl.DataType) -> pl.Expr:
@@ -59,4 +81,4 @@ def unit_keys(ids: pl.Series) -> list[Any]:
     return values
 
 
-__all__ = ["NAN_ID", "unit_key_expr", "unit_keys"]
+__all__ = ["NAN_ID", "check_keyable", "unit_key_expr", "unit_keys"]

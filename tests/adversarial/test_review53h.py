@@ -114,3 +114,34 @@ def test_individual_filter_grouped_by_the_unit_column_keeps_its_keys() -> None:
     keys = pl.Series([1, 5], dtype=pl.Int32).cast(pl.Date).to_list()
     out = filt.collect(sess.table("t").group_by("u", keys=keys).agg(n=dp.len()), budget=dp.ZCDP(Fraction(1, 2)))
     assert out["u"].to_list() == keys and out.schema["u"] == pl.Date
+
+
+_NESTED = {"list": pl.Series([[1], [1], [2]]), "array": pl.Series([[1], [1], [2]], dtype=pl.Array(pl.Int64, 1)),
+           "struct": pl.Series([{"a": 1}, {"a": 1}, {"a": 2}])}
+
+
+@pytest.mark.parametrize("kind", sorted(_NESTED))
+def test_per_unit_tools_refuse_nested_unit_ids_before_reading(kind: str) -> None:
+    """Found: a session takes a list, array or struct unit column (queries bound and count such units), but the
+    per-unit tools kept their records in dicts keyed by the ids as Python values, and a list is no dict key: a
+    query failed with a TypeError, after the charge, where rows reached it (the individual filter's count of
+    `filter(P)`; a per-unit channel's "above" answer), and ran where none did — the failure answered "does any
+    row satisfy P". Now both refuse such a unit column when the query is asked, before any read, alike on every
+    dataset: nothing more is charged, and the filter or channel stays open."""
+    data = pl.DataFrame({"u": _NESTED[kind], "x": [1.0, 2.0, 3.0]})
+    for hit in (False, True):           # no row reaches the query / every row does: the same refusal
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.ZCDP(10), seed=0)
+        q = sess.table("t").filter(pl.col("x") > (0 if hit else 10)).agg(dp.len())
+        filt = sess.individual_filter(budget=dp.ZCDP(1))
+        with pytest.raises(dp.PlanError, match="nested type") as refused:
+            filt.collect(q, budget=dp.ZCDP(Fraction(1, 2)))
+        assert refused.value.argument == "query" and not filt.closed
+        assert sess.history()["status"].to_list() == ["committed"]         # the filter's own charge only
+        approx = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2),
+                            budget=dp.ApproxDP(100, 1e-5), seed=0)
+        q = approx.table("t").filter(pl.col("x") > (0 if hit else 10)).agg(dp.len())
+        with approx.target_charging(epsilon=1, max_hits=2, delta=1e-6, per_unit=True) as ch:
+            for call in (lambda: ch.test(q, threshold=0), lambda: ch.conditional_release(q, when=dp.above(0))):
+                with pytest.raises(dp.PlanError, match="nested type"):
+                    call()
+            assert ch.calls == 0
