@@ -145,3 +145,23 @@ def test_per_unit_tools_refuse_nested_unit_ids_before_reading(kind: str) -> None
                 with pytest.raises(dp.PlanError, match="nested type"):
                     call()
             assert ch.calls == 0
+
+
+class _Hollow(list[Any]):
+    """A list that says it has one item and iterates none."""
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_select_best_reads_its_queries_once() -> None:
+    """Found: `select_best` checked `len(queries)` and then iterated them: a sequence of length 1 that iterates
+    nothing reached `max()` of no values, a raw ValueError (no read, no charge). Now the queries are read once,
+    into a tuple, and an empty one is the ArgumentError naming `queries`."""
+    data = pl.DataFrame({"u": list(range(20)), "x": [1.0] * 20})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(100, 1e-5),
+                      seed=0)
+    with sess.target_charging(epsilon=1, max_hits=3, delta=1e-6) as ch:
+        with pytest.raises(dp.ArgumentError) as refused:
+            ch.select_best(_Hollow())
+        assert refused.value.argument == "queries" and ch.calls == 0 and ch.hits == 0
