@@ -10,9 +10,11 @@ from fractions import Fraction
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 import pytest
 
 import dpframe as dp
+from dpframe.remote import wire
 
 # Two units with the same rows; only the first unit's id differs between the twin sessions: NaN against 1.0.
 # The engine's unit equality makes every NaN one unit (as -0.0 and 0.0 are one), so a per-unit mechanism must
@@ -165,3 +167,19 @@ def test_select_best_reads_its_queries_once() -> None:
         with pytest.raises(dp.ArgumentError) as refused:
             ch.select_best(_Hollow())
         assert refused.value.argument == "queries" and ch.calls == 0 and ch.hits == 0
+
+
+def test_a_served_reply_numbers_categorical_keys_from_zero() -> None:
+    """Noted (docs/guarantees.md, same-process code): in process, a released Categorical key column carries Polars'
+    process-wide codes, which number strings in the order the process first saw them — a private category between
+    two public keys shows as a gap. What a served session sends is the Arrow stream of the frame: its dictionary
+    holds the released values only, numbered from 0, and no other category's text."""
+    data = pl.DataFrame({"u": [1, 2, 3], "c": pl.Series(["k53h_a", "k53h_secret", "k53h_b"], dtype=pl.Categorical)})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(10), seed=0)
+    out = sess.table("t").group_by("c", keys=["k53h_a", "k53h_b"]).agg(dp.len()).collect(dp.PureDP(1))
+    codes = out["c"].to_physical().to_list()
+    assert codes[1] - codes[0] == 2                 # the gap the in-process frame shows (documented)
+    sent = wire.frame_bytes(out)
+    column = pa.ipc.open_stream(pa.BufferReader(sent)).read_all().column("c").combine_chunks()
+    assert column.dictionary.to_pylist() == ["k53h_a", "k53h_b"] and column.indices.to_pylist() == [0, 1]
+    assert b"k53h_secret" not in sent
