@@ -65,6 +65,7 @@ from dpframe.budgets import ZCDP, describe
 from dpframe.engine_output import numpy_quiet
 from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.stream import _atomic
+from dpframe.interactive.unit_keys import check_keyable, unit_keys
 from dpframe.mechanism import Noise
 from dpframe.sealed import Sealed
 
@@ -179,6 +180,9 @@ class IndividualFilter(Sealed):
         if sampling_rate(node.input) != 1:
             raise PlanError("sampled inputs are not supported by the individual filter", argument="query",
                             fix="drop .sample(...)")
+        unit = self.session.privacy_unit.column
+        assert unit is not None
+        check_keyable(node.input.schema[unit], "the individual filter")
         query._require_plan("the individual filter")
         plan = query.plan(rho)
         for p in plan.plans:
@@ -232,17 +236,21 @@ class IndividualFilter(Sealed):
         stats = plan.statistics()
         sigma2 = {k: n.scale for p in plan.plans for k, n in p.noises.items()}  # type: ignore[attr-defined]
         by = list(node.by)
-        per = sess._release.reader().statistics(node.input, stats, by=(unit, *by))   # PRIVATE: per (unit, group)
+        # PRIVATE: per (unit, group); a query grouped by the unit column names it once (twice failed every run)
+        per = sess._release.reader().statistics(node.input, stats, by=(unit, *(b for b in by if b != unit)))
         if by:
             assert node.keys is not None
             per = per.join(node.keys, on=by, how="semi", nulls_equal=True)   # only released groups
         keys = [s.key for s in stats]
-        loss = individual_losses(per.select([unit, *keys]).iter_rows(), [sigma2[k] for k in keys])
+        # Each unit by its key (unit_keys: every NaN id one key, a far date its physical integer), never by the
+        # id as a Python value: a NaN id was a new unit at every query, a date past year 9999 failed the query.
+        ids = unit_keys(per[unit])
+        loss = individual_losses(zip(ids, *(per[k] for k in keys), strict=True), [sigma2[k] for k in keys])
         after = {u: self._spent.get(u, 0) + r for u, r in loss.items() if r}
-        active = [u for u, total in after.items() if total <= self.budget.rho]
+        active = {u for u, total in after.items() if total <= self.budget.rho}
         for u in active:
             self._spent[u] = after[u]
-        kept = per.filter(pl.col(unit).is_in(active)) if active else per.clear()
+        kept = per.filter(pl.Series([u in active for u in ids], dtype=pl.Boolean)) if active else per.clear()
         if by:
             assert node.keys is not None
             summed = kept.group_by(by).agg([pl.col(k).sum().cast(pl.Int64) for k in keys])

@@ -29,10 +29,10 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from dpframe.budgets import PureDP, exact
 from dpframe.errors import ArgumentError, PlanError
+from dpframe.interactive.unit_keys import unit_key_expr, unit_keys
 from dpframe.measures import FLOAT64_MAX
 from dpframe.mechanism import Noise, Statistic
 from dpframe.noise import RandomSource, discrete_laplace
@@ -63,7 +63,9 @@ class Scalar:
         return int(stats[self.statistic.key][0])
 
     def _exact_by_unit(self, session: Session, exclude: frozenset[Any] = frozenset()) -> tuple[int, list[Any]]:
-        """(exact statistic, the units whose contribution to it is non-zero) — PRIVATE: only inside a run.
+        """(exact statistic, the keys of the units whose contribution to it is non-zero) — PRIVATE: only inside a run.
+
+        Units are named by their :func:`~dpframe.interactive.unit_keys.unit_keys`, as ``exclude`` names them.
 
         ONE statistics call grouped by privacy unit: contribution bounding (which keeps ``max_rows`` rows
         per unit by a seeded hash) runs once, so the units returned are exactly the units that moved the
@@ -73,7 +75,7 @@ class Scalar:
         assert unit is not None
         stats = session._release.reader().statistics(self._input(session, exclude), (self.statistic,), by=(unit,))
         values = stats[self.statistic.key].to_list()
-        units = stats[unit].to_list()
+        units = unit_keys(stats[unit])      # never the ids as Python values: a NaN or a far date (unit_keys)
         return sum(int(v) for v in values), [u for u, v in zip(units, values, strict=True) if v != 0]
 
     def _input(self, session: Session, exclude: frozenset[Any]) -> Node:
@@ -84,7 +86,8 @@ class Scalar:
 
         unit = session.privacy_unit.column
         assert unit is not None
-        return Frame(session, node, _engine=_ENGINE).filter(~pl.col(unit).is_in(list(exclude)))._node
+        key = unit_key_expr(unit, node.schema[unit])
+        return Frame(session, node, _engine=_ENGINE).filter(~key.is_in(list(exclude)))._node
 
     def _noisy(self, session: Session, scale: Fraction, rng: RandomSource,
                exclude: frozenset[Any] = frozenset()) -> int:

@@ -80,6 +80,7 @@ from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.interactive.svt import positive_int
 from dpframe.interactive.targets import Target, as_target
+from dpframe.interactive.unit_keys import check_keyable
 from dpframe.noise import discrete_laplace
 from dpframe.sealed import Sealed, plain, plain_cache
 
@@ -380,6 +381,10 @@ class TargetChargingChannel(Sealed):
         a hit charges exactly the units that moved the released value.
         """
         scale = sc.sensitivity / eps
+        if self.per_unit:       # before any read: a record per unit needs ids that can key one (unit_keys)
+            unit = self.session.privacy_unit.column
+            assert unit is not None
+            check_keyable(sc.query.node.input.schema[unit], "a per-unit target-charging channel")
 
         def run() -> tuple[int, list[Any]]:
             if self.per_unit:   # read from the counts at each call: a cached set could lag them (an interrupt)
@@ -527,11 +532,14 @@ class TargetChargingChannel(Sealed):
         if self.per_unit:
             raise PlanError("per-unit channels support test and conditional_release", argument="select_best",
                             fix="use a channel without per_unit")
-        if isinstance(queries, str) or not isinstance(queries, Sequence) or len(queries) == 0:
+        # read once, then checked: a sequence whose len() and iteration disagree (len 1, no item) reached max() of
+        # nothing, a raw ValueError
+        listed = () if isinstance(queries, str) or not isinstance(queries, Sequence) else tuple(queries)
+        if not listed:
             raise ArgumentError("expected a non-empty list of queries", argument="queries",
                                fix="pass [query1, query2, ...]")
         eps = self._call_epsilon(epsilon, 2)
-        scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(queries)]
+        scalars = [scalar(self.session, q, eps, argument=f"queries[{i}]") for i, q in enumerate(listed)]
         self._admit(q_notprior(2 * up(eps)), kind="a selection")
         values = [self._measure(sc, eps)[0] for sc in scalars]
         exact_values = [sc.in_output_units(v) for sc, v in zip(scalars, values, strict=True)]
