@@ -64,7 +64,7 @@ SCALES = [Fraction(1, 3), Fraction(1), Fraction(4), Fraction(10**4), Fraction(10
 
 
 def _points() -> list[tuple[int, Fraction, Fraction]]:
-    """The plan's calibrations (σ² from 1/2000·… to 5·10⁵) and scales on both sides of the lattice / Euler–Maclaurin
+    """The plan's calibrations (σ² from 5·10⁻⁵ to 5·10⁵) and scales on both sides of the lattice / Euler–Maclaurin
     switch at σ² = 10⁴, up to 10¹⁴."""
     return _grid() + [(l0, s2, delta) for s2, delta, l0 in itertools.product(SCALES, DELTAS, [1, 7, 1000])]
 
