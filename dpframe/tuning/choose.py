@@ -8,7 +8,9 @@ so every choice here is post-processing. The error model, in one line per bound:
   standard deviation per unit of sensitivity). A total (count, sum) errs by (D(c) + G·k·c)/N as a
   fraction of the N rows; a ratio (mean, var, std, quantile) by at most D(c)/N + G·k·c/N_kept(c).
   The minimiser is where about G·k units still exceed c: raising c further adds more noise than the
-  rows it recovers.
+  rows it recovers. With private keys and no ``max_groups`` (a unit keeps up to c groups), the stage adds
+  τ(c)/N̂ per cell and measure, τ(c) the selection threshold at c and N̂ the units counted
+  (``Tuner._selection_error``): a c whose τ no group can reach would release nothing.
 * ``max_groups = g`` (:func:`groups_error`): a unit in m groups loses (m − g)⁺ of them; raising g costs
   what the release pays per group (the partition-selection threshold and the noise of unit counts).
 * clipping bounds (:func:`clipping_error`): values beyond ``hi`` lose (x − hi), below ``lo`` (lo − x);

@@ -310,8 +310,39 @@ class Tuner:
         if unit.rows != AUTO:
             return unit.tuned(unit.max_rows, groups), None
         counts = self._histogram(units["n"].to_numpy(), self.share("max_rows"), rng)
-        best = int(np.argmin(rows_error(counts, self.model)))
+        best = int(np.argmin(rows_error(counts, self.model) + self._selection_error(counts)))
         return unit.tuned(ROW_CANDIDATES[best], groups), float(kept_rows(counts)[best])
+
+    def _selection_error(self, counts: np.ndarray) -> np.ndarray:
+        """Under ``max_rows="auto"`` without ``max_groups``, private keys: what τ(c) costs each candidate c.
+
+        A unit then keeps up to c groups, so the selection's L0 is c and τ grows with it (nearly linearly under
+        (ε, δ), as √c under zCDP). A group of fewer than about τ units is suppressed, and no group has more units
+        than the N̂ the rows histogram counts: a candidate with τ(c) ≥ N̂ releases nothing. Each cell is charged
+        τ(c)/N̂ per measure — what losing a cell of τ units costs, as :func:`groups_error` charges τ for
+        ``max_groups`` — so such a candidate errs by ≥ 100% and loses to every other (the error of
+        :func:`rows_error` is below that whenever its noise is). τ(c) is planned from public parameters (the
+        release at c) and N̂ is a released count: post-processing. τ grows with c, so past the first candidate
+        whose τ reaches 2N̂ the rest are charged that τ (less than theirs) unplanned. Elsewhere: zeros.
+        """
+        unit, node = self.source.unit, self.node
+        if unit.groups is not None or not node.grouped or node.keys is not None:
+            return np.zeros(len(ROW_CANDIDATES))
+        units = max(float(np.maximum(counts, 0.0).sum()), 1.0)
+        taus = np.zeros(len(ROW_CANDIDATES))
+        for i, size in enumerate(ROW_CANDIDATES):
+            taus[i:] = self._selection_threshold(size)
+            if taus[i] >= 2 * units:
+                break
+        out: np.ndarray = (self.model.totals + self.model.ratios) * self.model.cells * taus / units
+        return out
+
+    def _selection_threshold(self, size: int) -> int:
+        """τ of the release planned with ``max_rows = size`` (``max_groups`` following it): public."""
+        unit = self.source.unit
+        plan = plan_query(_context(self.source, unit.tuned(size, None)), stand_in(unit, self.node, size)[1],
+                          self.shares.release)
+        return int(getattr(plan.selection, "threshold", 0))
 
     def _histogram(self, values: np.ndarray, share: Budget, rng: RandomSource) -> np.ndarray:
         exact = np.bincount(bin_of(values, ROW_CANDIDATES), minlength=len(ROW_CANDIDATES))
@@ -381,9 +412,10 @@ class Tuner:
                               self.shares.release)
             taus.append(f"{getattr(plan.selection, 'threshold', 0):,.0f} at {size}")
         return [f"partition selection under max_rows='auto': this privacy unit gives no max_groups, so a unit may "
-                f"keep as many groups as the max_rows chosen, and τ grows with it (τ ≈ {', '.join(taus)}): with "
-                "hundreds of rows per unit, groups of fewer units than that are all suppressed, and the result can be "
-                "empty. If a unit is in few groups (an aircraft flies for one carrier), say so: "
+                f"keep as many groups as the max_rows chosen, and τ grows with it (τ ≈ {', '.join(taus)}): groups of "
+                "fewer units are suppressed. The rule charges each max_rows its τ, so it keeps fewer rows per unit "
+                "where a larger τ would suppress every group. If a unit is in few groups (an aircraft flies for one "
+                "carrier), say so: "
                 "dp.PrivacyUnit(column, max_rows='auto', max_groups=<a number>) or max_groups='auto' (chosen "
                 "privately too), or pass public keys: group_by(..., keys=[...])"]
 

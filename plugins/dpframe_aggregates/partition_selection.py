@@ -15,11 +15,22 @@ u_g = 1, since null unit ids are dropped and a group exists only through its row
   δ-approximately ρ-zCDP) **if and only if** 1 − (1 − p)^L0 ≤ δ, i.e. p ≤ δ₁ = 1 − (1 − δ)^{1/L0}.
 * Discrete Laplace: P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) for k ≥ 0 exactly, so τ = 1 + max(1, ⌈t·(ℓ −
   ln(1 + e^{−1/t}))⌉) with ℓ ≥ ln(1/δ₁) (:func:`per_group_log_up`): the smallest τ ≥ 2 meeting it, up to the
-  10⁻¹² margins of ℓ. Discrete Gaussian: P[Z ≥ k] ≤ e^{−k²/(2σ²)} (σ-subgaussian, CKS20 Prop. 3), so
-  τ = 1 + max(1, ⌈√(2σ²·ℓ)⌉): sufficient, not exact (the exact tail is smaller). Both in exact rationals.
-  No margin is added on top: τ − 1 below these values breaks the condition (Laplace; tests/adversarial/
-  test_review52d.py computes the exact δ of both noises). τ ≥ 2 is a floor: τ = 1 could meet the condition
+  10⁻¹² margins of ℓ.
+* Discrete Gaussian (review 53d; it was the subgaussian e^{−k²/(2σ²)}, up to 2.2× too high): P[Z ≥ k] = S(k)/N,
+  S(k) = Σ_{z≥k} f(z), N = Σ_z f(z), f(z) = e^{−z²/(2σ²)}. τ − 1 is the smallest k ≥ 1 with ln U(k) + m ≤ −ℓ,
+  U(k) ≥ S(k)/N (:func:`gaussian_threshold`): N ≥ √(2πσ²) (Poisson summation: N = √(2πσ²)·Σ_n e^{−2π²σ²n²}, every
+  term positive; the partial sum |z| ≤ 20 below σ² = 4); S(k) summed term by term up to σ² = 10⁴, past the
+  terms a geometric bound (:func:`_log_tail_direct`); above, Euler–Maclaurin to order 4 with its remainder,
+  |R| ≤ (1/720)·∫|f⁗| (:func:`_log_tail_em`). m = 10⁻⁹ + 10⁻¹²·ℓ covers the floats. Past σ² = 10³⁰⁰: the
+  subgaussian bound.
+* No margin is added on top: τ − 1 below these values breaks the condition (tests/adversarial/selection_exact.py
+  computes the exact δ: test_review52d.py, test_review53d.py). τ ≥ 2 is a floor: τ = 1 could meet the condition
   only at δ ≥ 1/2.
+* zCDP: the claim is δ-approximate ρ-zCDP (Bun & Steinke 2016, Def. 8.1): the events E = everything (on D) and
+  E′ = "no new group is released" (on D′, probability (1 − p)^k ≥ 1 − δ), under which the output is the
+  thresholded noisy counts of D's groups, ρ-zCDP. An E′ with a finite Rényi divergence to M(D) must exclude every
+  release of a new group (M(D) never has one), so P[E′] ≤ (1 − p)^L0: the same iff. The plan's curve is
+  ``acc.zcdp(ρ, δ)``: δ + (1 − δ)·(ρ-zCDP's profile), and a session reports (ε, δ + δ_CKS(ε)).
 Measures released for the selected groups are noised independently; the two bounds above hold with ε the
 whole query's (the part on groups of D composes), so the total is (ε_sel + ε_measures, δ) (Korolova et al.
 2009 / Wilson et al. 2020).
@@ -35,11 +46,13 @@ from fractions import Fraction
 import numpy as np
 
 from dpframe import accounting as acc
+from dpframe.accounting.numerics.common import special
 from dpframe.budgets import ApproxDP, Budget, PureDP, make, up
 from dpframe.errors import BudgetError
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
+from dpframe.sealed import plain_cache
 
 KEEP = "__keep"
 
@@ -121,20 +134,127 @@ def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
     return max(1, math.ceil(scale * (per_group_log_up(l0, delta) - small))) + 1
 
 
-def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
-    """Smallest τ ≥ 2 with exp(−(τ − 1)²/(2σ²)) ≤ δ₁ = 1 − (1 − δ)^{1/l0} (the subgaussian tail bound).
+DIRECT_MAX = 10**4
+"""σ² up to this: the tail is a sum over the lattice; above, Euler–Maclaurin with its remainder bound."""
 
-    (τ − 1)² ≥ 2σ²·ln(1/δ₁), with the smallest integer root of an exact rational upper bound
-    (:func:`per_group_log_up`).
+EM_MAX = 10**300
+"""σ² above this (beyond the float range): the subgaussian bound."""
+
+_A, _B = math.sqrt(3 - math.sqrt(6)), math.sqrt(3 + math.sqrt(6))   # where g(y) = y(3 − y²)φ(y) peaks, dips
+
+
+def _phi3(y: float) -> float:
+    """g(y) = y(3 − y²)φ(y): f'''(σy)·σ³/f-scale, f(z) = e^{−z²/(2σ²)} (see :func:`_log_tail_em`)."""
+    return y * (3 - y * y) * math.exp(-y * y / 2) / math.sqrt(2 * math.pi)
+
+
+def _log_norm_low(s2: float) -> float:
+    """A lower bound of ln N, N = Σ_z e^{−z²/(2σ²)} (before the float margin of :func:`gaussian_threshold`).
+
+    Poisson summation: N = √(2πσ²)·Σ_n e^{−2π²σ²n²} ≥ √(2πσ²), within 2e^{−2π²σ²} (10⁻³³ at σ² = 4); below σ² = 4,
+    the terms |z| ≤ 20 (each omitted one is below e^{−50} of the sum).
+    """
+    if s2 >= 4:
+        return 0.5 * math.log(2 * math.pi * s2)
+    z = np.arange(1, 21, dtype=np.float64)
+    return math.log1p(2 * float(np.exp(-z * z / (2 * s2)).sum()))
+
+
+def _log_tail_direct(k: int, s2: float) -> float:
+    """An upper bound of ln Σ_{z≥k} e^{−z²/(2σ²)} (k ≥ 1): the lattice terms, and a geometric bound past them.
+
+    Σ_{z≥k} = e^{−k²/(2σ²)}·Σ_{j≥0} e^{−(2kj + j²)/(2σ²)}: the terms j ≤ J (J: the first whose exponent is ≥ 50),
+    then Σ_{z≥Z} w(z) ≤ w(Z)/(1 − e^{−(2Z+1)/(2σ²)}) at Z = k + J + 1 (w(z + 1)/w(z) = e^{−(2z+1)/(2σ²)} falls).
+    """
+    jmax = math.ceil(math.sqrt(k * k + 100 * s2)) - k
+    j = np.arange(jmax + 1, dtype=np.float64)
+    head = float(np.exp(-(2 * k * j + j * j) / (2 * s2)).sum())
+    z = k + jmax + 1
+    rest = math.exp(-(z * z - k * k) / (2 * s2)) / -math.expm1(-(2 * z + 1) / (2 * s2))
+    return -(k * k) / (2 * s2) + math.log(head + rest)
+
+
+def _log_tail_em(k: int, s2: float) -> float:
+    """An upper bound of ln P[Z ≥ k] from Euler–Maclaurin (σ² ≥ 4, k ≥ 1; x = k/σ, Q the normal tail).
+
+    With f(z) = e^{−z²/(2σ²)}, S = Σ_{z≥k} f(z) = ∫_k^∞ f + f(k)/2 − f′(k)/12 + f‴(k)/720 + R, |R| ≤ V/720, V the
+    total variation of f‴ on [k, ∞) (Euler–Maclaurin to order 4: |R| ≤ |B₄|/4!·∫|f⁗|). Over N ≥ σ√(2π):
+    P[Z ≥ k] ≤ Q(x) + φ(x)·(1/(2σ) + x/(12σ²)) + (g(x) + V_g(x))/(720σ⁴), g(y) = y(3 − y²)φ(y) (f‴(σy) =
+    √(2π)·g(y)/σ³), V_g its variation on [x, ∞): g rises to g(a) at a = √(3 − √6), falls to g(b) < 0 at
+    b = √(3 + √6), then rises to 0; g + V_g = 0 from b on.
+    """
+    sp = special()
+    s = math.sqrt(s2)
+    x = k / s
+    log_q = float(sp.log_ndtr(-x))
+    ratio = math.exp(-x * x / 2 - 0.5 * math.log(2 * math.pi) - log_q)     # φ(x)/Q(x)
+    if x >= _B:
+        extra = 0.0
+    elif x >= _A:
+        extra = 2 * (_phi3(x) - _phi3(_B))
+    else:
+        extra = 2 * (_phi3(_A) - _phi3(_B))
+    rel = ratio * (1 / (2 * s) + x / (12 * s2))
+    if extra:                                                           # x < b: Q(x) > 0.0098
+        rel += extra / (720 * s2) / s2 / math.exp(log_q)
+    return log_q + math.log1p(rel)
+
+
+def _log_tail_up(k: int, s2: float) -> float:
+    """An upper bound of ln P[Z ≥ k], k ≥ 1, before the float margin (:func:`gaussian_threshold`)."""
+    if s2 <= DIRECT_MAX:
+        return _log_tail_direct(k, s2) - _log_norm_low(s2)
+    return _log_tail_em(k, s2)
+
+
+def subgaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
+    """Smallest τ ≥ 2 with exp(−(τ − 1)²/(2σ²)) ≤ δ₁ (σ-subgaussian tail, CKS20 Prop. 3), in exact rationals.
 
     Example:
-        >>> gaussian_threshold(1, Fraction(1), Fraction(1, 10**6))   # ⌈√(2·13.8155)⌉ + 1
+        >>> subgaussian_threshold(1, Fraction(1), Fraction(1, 10**6))   # ⌈√(2·13.8155)⌉ + 1
         7
 
     """
     x = 2 * sigma2 * per_group_log_up(l0, delta)
     k = math.isqrt(math.ceil(x))
     return max(1, k + (k * k < x)) + 1
+
+
+@plain_cache(maxsize=256)
+def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
+    """Smallest τ ≥ 2 with 1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ for the discrete Gaussian N_ℤ(0, σ²) (up to margins).
+
+    The condition is P[Z ≥ τ − 1] ≤ δ₁ = 1 − (1 − δ)^{1/l0}; it is checked as ln U(k) + m ≤ −ℓ with ℓ ≥ ln(1/δ₁)
+    (:func:`per_group_log_up`), U(k) ≥ P[Z ≥ k] (the lattice sum over a lower bound of the lattice total up to
+    σ² = 10⁴, :func:`_log_tail_direct`; Euler–Maclaurin with its remainder above, :func:`_log_tail_em`) and
+    m = 10⁻⁹ + 10⁻¹²·ℓ, far above the floats' error (each a few ulps of terms ≤ 50 + ℓ, summed over ≤ 2000
+    terms). τ − 1 is the smallest k passing (bisection below the subgaussian :func:`subgaussian_threshold`,
+    which is the answer where nothing smaller passes, and beyond σ² = 10³⁰⁰). Exact on the test grid up to
+    σ² = 10¹⁴; beyond, τ − 1 misses δ by at most the margins (≈ 2·10⁻⁹ of δ). Cached (a bisection of up to
+    ~60 tail evaluations, each ≤ 2000 terms: planning calls it for every query and explain note).
+
+    Example:
+        >>> gaussian_threshold(1, Fraction(1), Fraction(1, 10**6))   # P[Z ≥ 5] = 1.5e-6, P[Z ≥ 6] = 6.1e-9
+        7
+        >>> gaussian_threshold(1, Fraction(100), Fraction(1, 10**6)), subgaussian_threshold(1, Fraction(100),
+        ...                                                                                Fraction(1, 10**6))
+        (50, 54)
+
+    """
+    sub = subgaussian_threshold(l0, sigma2, delta) - 1
+    if sub <= 1 or sigma2 > EM_MAX or sigma2 < Fraction(1, 10**6) or (sigma2 <= DIRECT_MAX and sub >= 2**40):
+        return sub + 1
+    ell = float(per_group_log_up(l0, delta))
+    target = -ell - 1e-9 - 1e-12 * ell
+    s2 = float(sigma2)
+    lo, hi = 0, sub                     # the answer k is in (lo, hi]: k = hi passes (subgaussian)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _log_tail_up(mid, s2) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi + 1
 
 
 def _threshold(l0: int, sensitivity: Fraction, share: Budget, delta: Fraction) -> int:

@@ -217,7 +217,7 @@ def test_partition_selection_threshold_is_conservative_at_extreme_parameters(kin
     1 − (1 − δ)^{1/L0} (≥ δ/L0; ln(1/δ₁) from selection_exact.per_group_delta), and τ carries no +1."""
     from dpframe_aggregates.partition_selection import gaussian_threshold, laplace_threshold
 
-    from .selection_exact import per_group_delta, selection_delta
+    from .selection_exact import gaussian_tail_range, per_group_delta, selection_delta
 
     delta = Fraction(1e-6)
     with localcontext() as ctx:
@@ -228,8 +228,9 @@ def test_partition_selection_threshold_is_conservative_at_extreme_parameters(kin
             tau = laplace_threshold(l0, scale, delta)
             needed = s * (log_ratio - (1 + (-1 / s).exp()).ln())        # τ − 1 ≥ t·(ln(1/δ₁) − ln(1 + e^{−1/t}))
             assert (tau - 1) >= needed and selection_delta("discrete_laplace", l0, scale, tau) <= _dec(delta)
-        else:
+            assert tau - 1 - needed < needed * Decimal(1e-10)          # and barely more than needed
+        else:   # review 53d: the discrete Gaussian's own tail (Euler–Maclaurin bounds at 60 digits), not e^{−k²/(2σ²)}
             tau = gaussian_threshold(l0, scale, delta)
-            needed = (2 * s * log_ratio).sqrt()                          # (τ − 1)² ≥ 2σ² ln(1/δ₁)
-            assert (tau - 1) >= needed and (-(Decimal(tau - 1) ** 2) / (2 * s)).exp() <= per_group
-        assert tau - 1 - needed < needed * Decimal(1e-10)              # and barely more than needed
+            assert gaussian_tail_range(scale, tau - 1)[1] <= per_group
+            assert gaussian_tail_range(scale, tau - 2)[0] > per_group * (1 - Decimal(3e-9))   # τ − 1: within margin
+            assert tau - 1 < (2 * s * log_ratio).sqrt()                                   # below the subgaussian τ

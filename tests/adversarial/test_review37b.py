@@ -33,7 +33,7 @@ from dpframe.interactive.composition import optimal_delta, optimal_epsilon
 from dpframe.interactive.ptr import instability_distance
 from dpframe.interactive.tct import ChannelPlan, q_notprior
 
-from .selection_exact import any_released
+from .selection_exact import any_released, gaussian_tail_range
 
 PREC = 60
 PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
@@ -254,8 +254,9 @@ def _exp(x: Decimal) -> Decimal:
 @pytest.mark.parametrize("delta", [Fraction(1, 2), Fraction(1, 10**6), Fraction(1, 10**400)])
 def test_partition_thresholds_exact(l0: int, scale: Fraction, delta: Fraction) -> None:
     """1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ at 60 digits: discrete Laplace P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) (k ≥ 0);
-    the Gaussian bound e^{−k²/(2σ²)} (σ² = scale). log_ratio_up(l0, δ) ≥ ln(l0/δ) (review 52d: the condition was
-    the union bound l0·P[Z ≥ τ − 1] ≤ δ; the exact one is P[Z ≥ τ − 1] ≤ δ₁ = 1 − (1 − δ)^{1/l0})."""
+    the discrete Gaussian's tail (σ² = scale; its lattice sum, or Euler–Maclaurin bounds: review 53d).
+    log_ratio_up(l0, δ) ≥ ln(l0/δ) (review 52d: the condition was the union bound l0·P[Z ≥ τ − 1] ≤ δ; the exact
+    one is P[Z ≥ τ − 1] ≤ δ₁ = 1 − (1 − δ)^{1/l0})."""
     with localcontext() as ctx:
         ctx.prec = PREC
         ln_ratio = Decimal(l0).ln() - _dec(delta).ln()
@@ -265,8 +266,8 @@ def test_partition_thresholds_exact(l0: int, scale: Fraction, delta: Fraction) -
         k = tau - 1
         tail = _exp(-k / t) / (1 + _exp(-1 / t)) if k >= 0 else Decimal(1)
         assert any_released(l0, tail) <= _dec(delta)
-        tau = gaussian_threshold(l0, scale, delta)
-        assert any_released(l0, _exp(-Decimal((tau - 1) ** 2) / (2 * t))) <= _dec(delta)
+        tau = gaussian_threshold(l0, scale, delta)   # review 53d: the lattice tail (or its bound), not e^{−k²/(2σ²)}
+        assert any_released(l0, gaussian_tail_range(scale, tau - 1)[1]) <= _dec(delta)
 
 
 # --------------------------------------------------------------------------- robust median: D̂_β has sensitivity m
