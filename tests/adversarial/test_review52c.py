@@ -209,7 +209,8 @@ def test_int_bounds_pass_large_audit() -> None:
 
 @pytest.mark.slow
 def test_audit_catches_eightfold_weakened_int_bounds() -> None:
-    """8× too little noise is caught (ε ≥ 1.2–1.9 at 10⁴ runs); 4× is not (≤ 0.8): the charge has that slack."""
+    """8× too little noise is caught (ε ≥ 1.2–1.9 at 10⁴ runs); 4× not on this pair (≤ 0.8), but it is at the
+    worst-case pair of ``test_review53f.py``; 2× is ε-DP on every pair tried (not catchable at all)."""
     _caught(_int_bounds_spec(8), 10_000)
 
 
@@ -344,7 +345,8 @@ def test_treelog_passes_audit() -> None:
 @pytest.mark.slow
 def test_audit_catches_treelog_with_quiet_noise() -> None:
     """AboveThreshold and histogram noise 40× too small: the test flips with the row, ε ≥ ~5 > 3.25. A 4× or 10×
-    weakening is NOT caught (≤ ~1): see the report — the charge is 13 steps' worth, one pair shows one step."""
+    weakening is NOT caught (≤ ~1): the charge is 13 steps' worth, one pair shows one step; 20× is caught at 6 000
+    runs (``test_review53f.py``, with the exact limit: k ≥ 16 for any event on this pair)."""
     _caught(_treelog_spec(40), 4_000)
 
 
