@@ -7,6 +7,8 @@ docs/guarantees.md. α = 10⁻⁶ per result throughout (an honest mechanism fai
 
 from __future__ import annotations
 
+import dataclasses
+from fractions import Fraction
 from typing import Any
 
 import polars as pl
@@ -101,3 +103,70 @@ def test_audit_catches_treelog_with_twentyfold_quieter_noise() -> None:
     from tests.adversarial.test_review52c import _treelog_spec
 
     _caught(_treelog_spec(20), 6_000)
+
+
+# --------------------------------------------------------------------------------- 3. target-charging channels
+
+def _registered_names(prefix: str) -> list[AuditSpec]:
+    from dpframe.testing import registered_audits
+
+    return [s for s in registered_audits() if s.name.startswith(prefix)]
+
+
+def _registered(prefix: str) -> AuditSpec:
+    (spec,) = _registered_names(prefix)
+    return spec
+
+
+def _quiet_channel(monkeypatch: pytest.MonkeyPatch, factor: Fraction) -> None:
+    """Every channel call draws its noise at ``factor`` × its ε (the admission and the charge unchanged)."""
+    from dpframe.interactive.tct import TargetChargingChannel
+
+    measure = TargetChargingChannel._measure
+    monkeypatch.setattr(TargetChargingChannel, "_measure", lambda self, sc, eps: measure(self, sc, eps * factor))
+
+
+def _under_reserving_channel(monkeypatch: pytest.MonkeyPatch, factor: int) -> None:
+    """Every channel reserves ε'/``factor`` (its calls, noise and hit count unchanged): a plan that under-counts."""
+    from dpframe.interactive.tct import ChannelPlan
+
+    optimise = ChannelPlan.optimise
+
+    def smaller(*args: Any) -> ChannelPlan:
+        plan = optimise(*args)
+        return dataclasses.replace(plan, epsilon=plan.epsilon / factor)
+    monkeypatch.setattr(ChannelPlan, "optimise", staticmethod(smaller))
+
+
+def test_channel_scripts_are_registered() -> None:
+    """Stop 52's run-until-hit script is a registered spec now (run by tests/audit under -m slow and by
+    bench/audit_report.py), with the one-call spec; the three-call scripts (min_power 0.01) are gone."""
+    names = {s.name for s in _registered_names("target_charging")}
+    assert names == {"target_charging test (one call, against the call's ε)",
+                     "target_charging test (run until the first hit)",
+                     "target_charging conditional_release (run until the first release)"}, names
+    assert all(s.min_power >= 0.1 for s in _registered_names("target_charging"))
+
+
+@pytest.mark.slow
+def test_audit_catches_channel_calls_with_less_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls at 1.5 × their ε: the registered one-call spec sees ε ≥ ~1.3 against 1 at 4 000 runs (stop 52 showed
+    4× at 1 000). At the target 11 (D' = 11, D = 10 units) one call realises exactly its ε (the discrete Laplace's
+    tail ratio), so any factor above 1 is caught given the runs; honest: the registered spec under -m slow."""
+    _quiet_channel(monkeypatch, Fraction(3, 2))
+    _caught(_registered("target_charging test (one call"), 4_000)
+
+
+@pytest.mark.slow
+def test_audit_catches_a_channel_reserving_a_sixth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A channel reserving ε'/6 ≈ 2.48: the run-until-hit spec sees ε ≥ ~3.1 at 4 000 runs (ε'/5 ≈ 2.98 is caught
+    on some seeds only, ε'/4 ≈ 3.72 on none). The three-call script it replaces realised ~0.57 at 2 000 runs, so it
+    caught only a reservation ≥ 26× too small."""
+    _under_reserving_channel(monkeypatch, 6)
+    _caught(_registered("target_charging test (run until"), 4_000)
+
+
+@pytest.mark.slow
+def test_until_hit_channel_passes_audit() -> None:
+    """Honest, on the same runs: ε ≥ ~3 of the claimed ε' ≈ 14.9 (the registered spec's min_power 0.1)."""
+    _passes(_registered("target_charging test (run until"), 4_000)
