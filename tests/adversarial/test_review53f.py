@@ -170,3 +170,37 @@ def test_audit_catches_a_channel_reserving_a_sixth(monkeypatch: pytest.MonkeyPat
 def test_until_hit_channel_passes_audit() -> None:
     """Honest, on the same runs: ε ≥ ~3 of the claimed ε' ≈ 14.9 (the registered spec's min_power 0.1)."""
     _passes(_registered("target_charging test (run until"), 4_000)
+
+
+# ------------------------------------------------------------------------------ 4. top-k tct released scores
+
+def _quiet_tct_scores(monkeypatch: pytest.MonkeyPatch, factor: Fraction) -> None:
+    """``top_k(method="tct")`` draws its candidates' noise at ``factor`` × ε_c (plan and charge unchanged)."""
+    import dpframe_topk.select as select
+
+    honest = select.tct_topk
+    monkeypatch.setattr(select, "tct_topk", lambda scores, k, scale, rng: honest(scores, k, scale / factor, rng))
+
+
+TCT_SCORE = "top_k tct released score"
+
+
+def test_tct_score_audit_is_registered_and_fast() -> None:
+    """The registered spec runs in the default suite (its first pair at 2 000 runs, ~1.5 s)."""
+    spec = _registered(TCT_SCORE)
+    assert spec.fast and spec.samples == 2_000 and "GroupBy.top_k[method=tct]" in spec.queries
+
+
+def test_audit_catches_tct_scores_with_half_the_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores at 2 × ε_c: ε ≥ ~0.78 against ε_c ≈ 0.52 at 2 000 runs. Stop 52's tct spec (tied keys, membership
+    features only, against the query's whole charge ε = 4) showed ε ≥ 0.000: no factor was catchable."""
+    _quiet_tct_scores(monkeypatch, Fraction(2))
+    _caught(_registered(TCT_SCORE), 2_000)
+
+
+@pytest.mark.slow
+def test_audit_catches_tct_scores_with_two_thirds_of_the_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores at 1.5 × ε_c: ε ≥ ~0.70 against ε_c ≈ 0.52 at 20 000 runs (honest: ~0.44, the registered spec's
+    slow run)."""
+    _quiet_tct_scores(monkeypatch, Fraction(3, 2))
+    _caught(_registered(TCT_SCORE), 20_000)
