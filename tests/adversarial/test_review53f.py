@@ -54,11 +54,12 @@ def _int_bounds_spec(factor: int = 1) -> AuditSpec:
 
     Both targets sit at the median (two rows: the rank error R caps them there), so each draw's realised loss is
     at most ε₀/2 of the ε₀ it is charged (the utility moves by ±b where the charge assumes 2b, and the EM's
-    factor 2): an honest mechanism realises ≤ ~0.41 ε, a 2× weakened one ≤ ~0.81 ε on every pair tried (domains
-    0..3 to 0..100, 2 to 400 rows) — 2× is not catchable by any audit there, since it is still ε-DP on them. 4× realises 1.3 ε on stop 52's pair (domain 0..3, 5
-    bins), too close to the claim for 10⁴ runs; over the domain 0..100 (21 bins, so the two draws spread over
-    many outputs) with rows at 1 and 3 and the neighbour's row at the top end it realises ~1.6 ε, and 4·10⁴ runs
-    bound it at ~1.25 (exact computation from the mechanism's utilities; see the report of review 53f).
+    factor 2). A 2× weakened variant realises < ε on every pair tried (≤ 0.95 ε: two rows on domains 0..3 to
+    0..100, up to 400 rows on 0..15; computed exactly), so 2× is not catchable by any audit there: it is still
+    ε-DP. 4× realises 1.3 ε on stop 52's pair (domain 0..3, 5 bins), too close to the claim for 10⁴ runs; over
+    the domain 0..100 (21 bins: the two draws spread over many outputs), rows at 1 and 3 and the neighbour's row
+    at the top end, it realises 1.58 ε, which 4·10⁴ runs bound at ~1.3
+    (:func:`test_int_bounds_exact_privacy_loss_on_the_audited_pair`).
     """
     table = pl.DataFrame({"user": [0, 1], "x": [1, 3]}, schema={"user": pl.Int64, "x": pl.Int64})
     families = (_Weakened.family(factor),) if factor != 1 else ()
