@@ -16,7 +16,9 @@ each mechanism is weakest:
 * ``sparse_vector``, ``target_charging`` (``test``, ``conditional_release``), ``individual_filter``,
   ``gated_release`` / ``propose_test_release``, ``robust_median`` and ``run_until``: scripts whose
   answers flip with one unit; the ex-post ones are also audited cell by cell against the ε each run
-  was settled to (:mod:`dpframe.testing.expost`).
+  was settled to (:mod:`dpframe.testing.expost`). A target-charging channel is also audited one call at a
+  time against the call's own ε, and ``top_k(method="tct")``'s released score against its candidate's ε_c:
+  parts of a composed claim that a single test could never show against the whole of it.
 
 These specs are slower than the release-level ``agg`` ones (each run is a ``collect``): a few run in
 the default test run on their first pair with a few hundred runs; all of them, on every pair and with
