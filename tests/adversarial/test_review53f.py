@@ -141,10 +141,11 @@ def test_audit_catches_treelog_with_twentyfold_quieter_noise() -> None:
 
     The pair (``tests/adversarial/test_review52c.py``: Γ one short of the shared AboveThreshold's test, +1 row at
     the top) moves Γ by one, so the test Γ + ν ≥ 3t/4 + ρ (ν − ρ a difference of two discrete Laplace draws at
-    scale 1/(kε₀)) realises at most ln P[ν − ρ ≥ 0] / P[ν − ρ ≥ 1] ≤ kε₀ of the claimed 13ε₀ — exactly, from the
-    noise's distribution: 1.85 (k = 10), 2.58 (13), 3.32 (16), 4.31 (20), so k ≥ 16 is the least any event on
-    this output can catch, and 20× the least with a margin at this run count (the exact expected bound: 3.7 at
-    6 000 runs, 3.1 for k = 16 even at 4·10⁴). The pair one row further into the test's tail realises a little
+    scale 1/(kε₀)) realises ln P[ν − ρ ≥ 0] / P[ν − ρ ≥ 1] of the claimed 13ε₀ — exactly, from the noise's
+    distribution (:func:`test_treelog_pair_limit_is_exact`): 1.85 (k = 10), 2.58 (13), 3.32 (16), 4.31 (20), so
+    an event this test decides needs k ≥ 16, and 20× is the least caught with a margin at this run count (the
+    expected bound: 3.7 at 6 000 runs, 3.1 for k = 16 even at 4·10⁴; the other paths' outputs are alike on D and
+    D' here). The pair one row further into the test's tail realises a little
     more (2.85 at k = 13) but at probabilities (≤ 0.3 %) that 10⁵ runs cannot bound. An honest run realises ≤ ε₀.
     """
     from tests.adversarial.test_review52c import _treelog_spec
@@ -251,3 +252,23 @@ def test_audit_catches_tct_scores_with_two_thirds_of_the_noise(monkeypatch: pyte
     slow run)."""
     _quiet_tct_scores(monkeypatch, Fraction(3, 2))
     _caught(_registered(TCT_SCORE), 20_000)
+
+
+def test_treelog_pair_limit_is_exact() -> None:
+    """The AboveThreshold test the TreeLog pair moves, exactly: with ν − ρ a difference of two discrete Laplace
+    draws at scale 1/(kε₀), one row realises ln P[ν − ρ ≥ 0] / P[ν − ρ ≥ 1] on the events it decides — below the
+    claimed 13ε₀ = 3.25 for k ≤ 13, above it from k = 16 — so no event on this test catches less than ~16×."""
+    from tests.adversarial.test_review52c import _treelog_parameters
+
+    eps0 = float(_treelog_parameters().epsilon0)
+
+    def realised(k: int) -> float:
+        x = np.arange(-400, 401)
+        pmf = np.exp(-np.abs(x) * eps0 * k)
+        pmf /= pmf.sum()
+        diff = np.convolve(pmf, pmf[::-1])                      # ν − ρ on −800..800
+        support = np.arange(-800, 801)
+        return float(np.log(diff[support >= 0].sum() / diff[support >= 1].sum()))
+    claim = 13 * eps0
+    assert realised(1) <= eps0 + 1e-12 and realised(13) < claim < realised(16) < realised(20), [
+        realised(k) for k in (1, 13, 16, 20)]
