@@ -209,7 +209,8 @@ def test_int_bounds_pass_large_audit() -> None:
 
 @pytest.mark.slow
 def test_audit_catches_eightfold_weakened_int_bounds() -> None:
-    """8× too little noise is caught (ε ≥ 1.2–1.9 at 10⁴ runs); 4× is not (≤ 0.8): the charge has that slack."""
+    """8× too little noise is caught (ε ≥ 1.2–1.9 at 10⁴ runs); 4× not on this pair (≤ 0.8), but it is at the
+    worst-case pair of ``test_review53f.py``; 2× is ε-DP on every pair tried (not catchable at all)."""
     _caught(_int_bounds_spec(8), 10_000)
 
 
@@ -344,7 +345,8 @@ def test_treelog_passes_audit() -> None:
 @pytest.mark.slow
 def test_audit_catches_treelog_with_quiet_noise() -> None:
     """AboveThreshold and histogram noise 40× too small: the test flips with the row, ε ≥ ~5 > 3.25. A 4× or 10×
-    weakening is NOT caught (≤ ~1): see the report — the charge is 13 steps' worth, one pair shows one step."""
+    weakening is NOT caught (≤ ~1): the charge is 13 steps' worth, one pair shows one step; 20× is caught at 6 000
+    runs (``test_review53f.py``, with the exact limit: k ≥ 16 for any event on this pair)."""
     _caught(_treelog_spec(40), 4_000)
 
 
@@ -403,65 +405,8 @@ def test_audit_catches_overclaiming_sampled_queries() -> None:
 
 
 # ---------------------------------------------------------------------------- 5. target-charging channels
-
-CHANNEL_TABLE = keyed_table({"a": 10, "b": 10, "c": 10})
-
-
-def _channel_spec(script: str) -> AuditSpec:
-    """A target-charging channel (ε = 1 per call, τ = 1 hit, δ = 0.01) on "+1 unit on a" (10 vs 11).
-
-    ``"one call"``: a single ``test(count(a) ≥ 11)``, audited against the call's own ε = 1 (each call is an ε-DP
-    mechanism whatever the channel does around it: the claim a broken call breaks). ``"until hit"``: ``test``
-    on the same count until the first hit closes the channel (≤ 40 calls), the output the number of misses,
-    audited against the channel's reservation ε' ≈ 14.9 (Theorem B.4): every miss leaks the same way, so this
-    script realises ε ≥ ~1.6, ten times the registered three-call script (~0.15).
-    """
-    from dpframe.testing import Stream, query_sampler
-    from dpframe.testing.query_audits import _count
-
-    def channel(sess: Any, budget: dp.Budget) -> Any:
-        return sess.target_charging(epsilon=1, max_hits=1, delta=0.01)
-
-    def one_call(sess: Any, ch: Any) -> tuple[Any, ...]:
-        return (ch.test(_count(sess, "a"), threshold=11),)
-
-    def until_hit(sess: Any, ch: Any) -> tuple[Any, ...]:
-        misses = 0
-        while misses < 40 and not ch.closed and not ch.test(_count(sess, "a"), threshold=12):
-            misses += 1
-        return (misses,)
-
-    if script == "one call":
-        run, claim, min_power = one_call, (lambda ch: dp.PureDP(ch.epsilon)), 0.4
-    else:
-        run, claim, min_power = until_hit, (lambda ch: ch.cost), 0.05
-    sampler = query_sampler(lambda s: Stream(s, channel, run, reserved=claim), UNIT, reuse_statistics=True,
-                            total=dp.ApproxDP(10**9, Fraction(1, 2)), per_session=40)
-    pairs = [Neighbours("+1 unit on a", CHANNEL_TABLE, plus_unit(CHANNEL_TABLE, g="a"))]
-    return AuditSpec(f"target_charging ({script})", frozenset(), dp.ApproxDP(1, Fraction(1, 100)), lambda: pairs,
-                     sampler, min_power=min_power)
-
-
-def _quiet_channel(monkeypatch: pytest.MonkeyPatch, factor: int) -> None:
-    """Every channel call draws its noise at ``factor`` × its ε (the admission and the charge unchanged)."""
-    from dpframe.interactive.tct import TargetChargingChannel
-
-    measure = TargetChargingChannel._measure
-    monkeypatch.setattr(TargetChargingChannel, "_measure", lambda self, sc, eps: measure(self, sc, eps * factor))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("script", ["one call", "until hit"])
-def test_channel_passes_audit(script: str) -> None:
-    _passes(_channel_spec(script), 1_000)
-
-
-@pytest.mark.slow
-def test_audit_catches_channel_calls_with_quartered_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Calls at 4 × their ε: the one-call audit sees ε ≥ ~2 against 1. (The until-hit audit cannot: its claim
-    ε' ≈ 14.9 is beyond what 10³ runs can show, ln(n / ln(1/α)) ≈ 4.3.)"""
-    _quiet_channel(monkeypatch, 4)
-    _caught(_channel_spec("one call"), 1_000)
+# Registered since review 53f (``dpframe.testing.query_audits``: one call against its ε, run until the first hit);
+# their catches are in tests/adversarial/test_review53f.py.
 
 
 def test_an_output_missing_from_the_final_runs_is_nan_there() -> None:
