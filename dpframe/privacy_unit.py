@@ -171,10 +171,10 @@ class PrivacyUnit(Final, argument="privacy_unit"):
     def within(self, other: PrivacyUnit) -> PrivacyUnit:
         """The tighter of this unit's and ``other``'s bounds, on this unit's column (``other`` cannot loosen them).
 
-        A number is tighter than ``"auto"``; ``max_groups`` left out (None) follows ``max_rows``, so under a number
-        of rows it is a number too: tighter than ``other``'s ``"auto"`` (the unit a query's tuning stage chose,
-        whose ``max_groups`` it left out, read through a frame that ``bound()`` pinned under a session's
-        ``max_groups="auto"``).
+        A number is tighter than ``"auto"``; ``max_groups`` left out (None) follows ``max_rows``. This unit's, under
+        a number of rows, is a number too: tighter than ``other``'s ``"auto"`` (the unit a query's tuning stage
+        chose, leaving ``max_groups`` out, read through a frame that ``bound()`` pinned under a session's
+        ``max_groups="auto"``: taking ``"auto"`` there made the read fail after the charge).
 
         Example:
             >>> PrivacyUnit("user", max_rows=5).within(PrivacyUnit("user", max_rows=50, max_groups=2))
@@ -188,7 +188,7 @@ class PrivacyUnit(Final, argument="privacy_unit"):
         if self.column is None:
             return self
         groups = _tighter(self.groups, other.groups)
-        if groups == AUTO and any(u.groups is None and isinstance(u.rows, int) for u in (self, other)):
+        if groups == AUTO and self.groups is None and isinstance(self.rows, int):
             groups = None
         return PrivacyUnit(self.column, _tighter(self.rows, other.rows) or AUTO, groups)
 
