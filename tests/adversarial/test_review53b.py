@@ -10,11 +10,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 import polars as pl
 import pytest
+from dpframe_aggregates.aggregates import AggregateMechanism, AggregatePlan
 
 import dpframe as dp
+from dpframe.aggregate import released_by
+from dpframe.budgets import Budget
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext
+from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.privacy_unit import PrivacyUnit
+from dpframe.release import PluginFailure
+from dpframe.testing import pin_mechanisms
 
 DATA = pl.DataFrame({"u": [i % 50 for i in range(500)], "g": [i % 7 for i in range(500)],
                      "x": [float(i % 13) for i in range(500)]})
@@ -44,3 +55,91 @@ def test_within_keeps_a_resolved_max_groups_over_auto() -> None:
     session = PrivacyUnit("u", max_rows="auto", max_groups="auto")         # planning: still to be chosen
     assert session.within(PrivacyUnit("u", max_rows=4, max_groups="auto")) == \
         PrivacyUnit("u", max_rows=4, max_groups="auto")
+
+
+# 2. Exception oracles. ``plugin_failure`` / ``refused_in`` quote a plugin's error while planning only; in a
+# release, whatever the plugin raises (a sampler's refusal of a data-dependent scale, a DPFrameError quoting the
+# statistics, any other type) reaches the analyst as its type alone, nothing chained, and stays charged (held).
+# Found: a DPFrameError the plugin's release raised itself passed through as "the engine's own", so the analyst was
+# told to "check column types and expressions against Frame.schema" for a plugin's bug; it now names the plugin,
+# as every other failure of its release does (the engine's own: raised through the private reader, below).
+
+SECRET = 987654321
+
+
+class _Leaky(AggregatePlan):
+    """A release that fails only on some data, each way quoting the exact statistic."""
+
+    how: str = "sampler"
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        exact = int(np.asarray(next(iter(stats.values())))[0])
+        if exact > 100:                       # the data-dependent branch
+            if self.how == "sampler":         # dpframe.noise refuses the plugin's argument, quoting it
+                discrete_laplace(-exact * SECRET, 1, rng)
+            if self.how == "dpframe":
+                raise dp.PlanError(f"count is {exact * SECRET}", argument="secret", fix=str(exact))
+            raise KeyError(exact * SECRET)
+        return super().release(stats, rng)
+
+
+def _leaky_plan(how: str) -> _Leaky:
+    leaky = _Leaky.__new__(_Leaky)
+    object.__setattr__(leaky, "mechanism", "leaky")
+    object.__setattr__(leaky, "how", how)
+    return leaky
+
+
+class _LeakyMechanism(AggregateMechanism):
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> AggregatePlan:
+        planned = super().plan(measures, ctx, share)
+        leaky = _Leaky.__new__(_Leaky)
+        leaky.__dict__.update(planned.__dict__)
+        leaky.how = self.how
+        return leaky
+
+
+@pytest.mark.parametrize("how", ["sampler", "dpframe", "other"])
+def test_a_data_dependent_release_failure_quotes_nothing_private(how: str) -> None:
+    texts = []
+    for n in (500, 50):                                        # the failing and the quiet dataset
+        sess = dp.Session({"t": DATA.head(n)}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+        pin_mechanisms(sess, _LeakyMechanism(how))
+        try:
+            sess.table("t").agg(dp.len()).collect(dp.PureDP(1))
+            texts.append("released")
+        except BaseException as e:  # noqa: BLE001 — the analyst catches everything
+            assert e.__cause__ is None and e.__context__ is None
+            text = f"{type(e).__name__} {e} {getattr(e, 'argument', '')} {getattr(e, 'fix', '')}"
+            assert str(SECRET)[:6] not in text and "500" not in text, text
+            assert sess.history()["status"].to_list() == ["failed"]   # charged: the failure cost the query
+            texts.append(text)
+    assert texts[1] == "released" and "failed in release()" in texts[0]
+
+
+def test_the_engine_readers_own_error_still_passes_through_a_release() -> None:
+    """What the plugin's release reads through the private reader (a partial ``sorted`` statistic reads the table
+    again) may fail in the engine (the file changed, the release is over): that error stays the engine's."""
+    sess = _session(dp.PrivacyUnit("u", max_rows=2))
+    reader = sess._release.reader()
+    reader._open = False                                     # the reservation it belonged to is over
+    node = sess.table("t")._node
+
+    class Rereads:
+        mechanism = "rereads"
+
+        def release(self, inputs: Mapping[str, object], rng: RandomSource) -> dict[str, object]:
+            reader.statistics(node, ())
+            return {}
+
+        def output_names(self) -> tuple[str, ...]:
+            return ()
+
+    with pytest.raises(dp.DPFrameError, match="release is over") as info:
+        released_by(Rereads(), {}, SeededRandomSource(0), 1)     # type: ignore[arg-type]
+    assert not isinstance(info.value, PluginFailure)
+    with pytest.raises(PluginFailure, match=r"'leaky' failed in release\(\) \(PlanError\)"):
+        released_by(_leaky_plan("dpframe"), {"n": np.asarray([SECRET])}, SeededRandomSource(0), 1)
