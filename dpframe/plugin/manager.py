@@ -444,6 +444,15 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
 
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
         check_family(plugin, item, "dpframe_query_families")
+        for e in found.families:        # dp.<Name> is process-wide: one class per name (the family it replaces aside)
+            if e.name == item.name:
+                continue
+            clash = sorted(n for n, kind in item.result_types.items() if e.item.result_types.get(n, kind) is not kind)
+            if clash:
+                raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result type {clash[0]!r}, "
+                                  f"which query family {e.name!r} of plugin {e.plugin!r} declares as another class "
+                                  f"(dp.{clash[0]} can be only one of them)", argument="dpframe_query_families",
+                                  fix="give the result type another name, or declare the same class")
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,7 @@ from dpframe.budgets import Budget
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
+from dpframe.plugin import PluginHost
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.release import PluginFailure
 from dpframe.testing import pin_mechanisms
@@ -143,3 +145,43 @@ def test_the_engine_readers_own_error_still_passes_through_a_release() -> None:
     assert not isinstance(info.value, PluginFailure)
     with pytest.raises(PluginFailure, match=r"'leaky' failed in release\(\) \(PlanError\)"):
         released_by(_leaky_plan("dpframe"), {"n": np.asarray([SECRET])}, SeededRandomSource(0), 1)
+
+
+# 3. ``dp.<Name>`` result types (stop 52: ``PluginHost.result_types()``). Found: a third-party family could declare a
+# result type under a name another family already declares (``TopKFailed``) with its own class; the later one won
+# silently, so ``isinstance(out, dp.TopKFailed)`` no longer matched top-k's failures. Registering it is now refused,
+# naming both plugins (as two plugins registering one name are); the same class declared twice is no clash.
+
+class _Result:
+    pass
+
+
+class _Family:
+    attach, methods = "frame", ()
+
+    def __init__(self, name: str, result_types: dict[str, type]) -> None:
+        self.name, self.result_types = name, result_types
+
+    def build(self, source: object, /, *args: object, **kwargs: object) -> object:
+        raise AssertionError("not built here")
+
+
+class _FamilyHooks:
+    def __init__(self, *families: _Family) -> None:
+        self.families = families
+
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        for family in self.families:
+            register(family)
+
+
+def test_a_plugin_cannot_take_another_familys_result_type_name() -> None:
+    host = PluginHost()
+    with pytest.raises(dp.PluginError, match="TopKFailed") as info:
+        host.register(_FamilyHooks(_Family("my_top", {"TopKFailed": _Result})), name="shadow")
+    assert "'shadow'" in str(info.value) and "'topk'" in str(info.value)
+    assert host.result_types()["TopKFailed"] is dp.TopKFailed and "my_top" not in host.families()   # rolled back
+    same = PluginHost()
+    same.register(_FamilyHooks(_Family("my_top", {"TopKFailed": dp.TopKFailed, "Mine": _Result})), name="kind")
+    assert same.result_types()["TopKFailed"] is dp.TopKFailed and same.result_types()["Mine"] is _Result
