@@ -185,3 +185,20 @@ def test_a_plugin_cannot_take_another_familys_result_type_name() -> None:
     same = PluginHost()
     same.register(_FamilyHooks(_Family("my_top", {"TopKFailed": dp.TopKFailed, "Mine": _Result})), name="kind")
     assert same.result_types()["TopKFailed"] is dp.TopKFailed and same.result_types()["Mine"] is _Result
+
+
+# 4. Typo suggestions (held): "did you mean" draws on public names only (schemas, registered tables, keywords), never
+# on values, so a misspelled name that is close to a private group key suggests nothing of it.
+
+def test_did_you_mean_never_suggests_a_private_value() -> None:
+    data = pl.DataFrame({"u": list(range(20)), "carrier": ["carrier_secret"] * 20})
+    sess = dp.Session({"flights": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1), seed=0)
+    frame = sess.table("flights")
+    for call in (lambda: frame.select("carrier_secrte"), lambda: frame.group_by("carrier_secrte"),
+                 lambda: frame.filter(carrier_secrte="x"), lambda: sess.table("carrier_secrte"),
+                 lambda: sess.sql("SELECT COUNT(*) FROM flights GROUP BY carrier_secrte"),
+                 lambda: sess.sql("SELECT COUNT(*) FROM carrier_secrte")):
+        with pytest.raises(dp.SchemaError) as info:
+            call()
+        assert "carrier_secret'" not in f"{info.value.message} {info.value.fix}"
+    assert sess.history().height == 0
