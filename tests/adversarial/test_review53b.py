@@ -25,6 +25,7 @@ from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.plugin import PluginHost
+from dpframe.plugin.manager import check_family
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.release import PluginFailure
 from dpframe.testing import pin_mechanisms
@@ -202,3 +203,11 @@ def test_did_you_mean_never_suggests_a_private_value() -> None:
             call()
         assert "carrier_secret'" not in f"{info.value.message} {info.value.fix}"
     assert sess.history().height == 0
+
+
+def test_a_result_type_cannot_take_the_name_of_a_dpframe_submodule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``name in vars(dpframe)`` missed the submodules not imported yet (``dp.testing`` until ``import
+    dpframe.testing``): a result type named so was ``dp.testing`` in one process and the module in another."""
+    monkeypatch.delattr(dp, "testing")                     # as in a process that has not imported it
+    with pytest.raises(dp.PluginError, match="'testing'"):
+        check_family("mine", _Family("my_top", {"testing": _Result}), "families")
