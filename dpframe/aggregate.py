@@ -109,8 +109,9 @@ def released_by(plan: MechanismPlan, inputs: Mapping[str, Any], rng: RandomSourc
     A failure of the plugin's ``release`` (or a result that breaks the contract) is a
     :class:`~dpframe.release.PluginFailure` naming the mechanism and ``release``, with the error's type only (its
     message could quote private values), as is a sampler's refusal of the arguments the plugin gave it
-    (:func:`~dpframe.errors.refused_in`). Another :class:`~dpframe.errors.DPFrameError` passes through: the
-    engine's own (a partial ``sorted`` statistic completing itself reads the table again).
+    (:func:`~dpframe.errors.refused_in`) and a :class:`~dpframe.errors.DPFrameError` the plugin raises itself.
+    Only the engine's own passes through: one raised through the private reader (``dpframe.release``: a partial
+    ``sorted`` statistic completing itself reads the table again, and finds it changed).
     """
     failure = None
     try:
@@ -121,8 +122,8 @@ def released_by(plan: MechanismPlan, inputs: Mapping[str, Any], rng: RandomSourc
             failure = "not one value per group in each column"
     except (KeyboardInterrupt, SystemExit):
         raise
-    except DPFrameError as e:    # the engine's own passes; a sampler refusing the plugin's arguments is the plugin's
-        if refused_in(e) is None:
+    except DPFrameError as e:    # the engine's reader's passes; the plugin's own, or a sampler's, is the plugin's
+        if refused_in(e) is None and refused_in(e, "dpframe.release") is not None:
             raise
         failure = type(e).__name__
     except BaseException as e:   # noqa: BLE001 — PanicException too

@@ -171,18 +171,26 @@ class PrivacyUnit(Final, argument="privacy_unit"):
     def within(self, other: PrivacyUnit) -> PrivacyUnit:
         """The tighter of this unit's and ``other``'s bounds, on this unit's column (``other`` cannot loosen them).
 
-        A number is tighter than ``"auto"``; ``max_groups`` left out (None) follows ``max_rows``.
+        A number is tighter than ``"auto"``; ``max_groups`` left out (None) follows ``max_rows``. This unit's, under
+        a number of rows, is a number too: tighter than ``other``'s ``"auto"`` (the unit a query's tuning stage
+        chose, leaving ``max_groups`` out, read through a frame that ``bound()`` pinned under a session's
+        ``max_groups="auto"``: taking ``"auto"`` there made the read fail after the charge).
 
         Example:
             >>> PrivacyUnit("user", max_rows=5).within(PrivacyUnit("user", max_rows=50, max_groups=2))
             PrivacyUnit('user', max_rows=5, max_groups=2)
             >>> PrivacyUnit("user", max_rows="auto", max_groups="auto").within(PrivacyUnit("user", max_rows=64))
             PrivacyUnit('user', max_rows=64, max_groups='auto')
+            >>> PrivacyUnit("user", max_rows=3).within(PrivacyUnit("user", max_rows=4, max_groups="auto"))
+            PrivacyUnit('user', max_rows=3)
 
         """
         if self.column is None:
             return self
-        return PrivacyUnit(self.column, _tighter(self.rows, other.rows) or AUTO, _tighter(self.groups, other.groups))
+        groups = _tighter(self.groups, other.groups)
+        if groups == AUTO and self.groups is None and isinstance(self.rows, int):
+            groups = None
+        return PrivacyUnit(self.column, _tighter(self.rows, other.rows) or AUTO, groups)
 
     @property
     def auto(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import pkgutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -417,7 +418,7 @@ def check_family(plugin: str, item: Any, argument: str) -> None:
         if not isinstance(name, str) or not name.isidentifier() or not isinstance(kind, type):
             raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result type {name!r}: "
                               f"{kind!r}, not a name and a class", argument=argument, fix=fix)
-        if name in vars(dpframe):
+        if name in vars(dpframe) or name in _submodules():   # dp.testing, before dpframe.testing is imported
             raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares a result type named {name!r}, "
                               f"which is dp.{name} already (dpframe's own)", argument=argument,
                               fix="give the result type another name")
@@ -460,6 +461,14 @@ def check_result_types(families: Registry[QueryFamily], plugin: str, item: Query
                                   argument=argument,
                                   fix=f"give one of them another name, declare the other plugin's class under "
                                       f"{name!r}, or block one of the two plugins with {BLOCK_ENV}")
+
+
+@lru_cache(maxsize=1)
+def _submodules() -> frozenset[str]:
+    """The names of dpframe's submodules: ``dp.<name>`` once imported, whatever a plugin declares."""
+    import dpframe
+
+    return frozenset(m.name for m in pkgutil.iter_modules(dpframe.__path__))
 
 
 def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) -> Callable[..., None]:
