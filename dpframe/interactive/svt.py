@@ -55,8 +55,8 @@ from dpframe.errors import ArgumentError, BudgetError, DPFrameError, PlanError
 from dpframe.interactive.odp import additive, check_refund, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
-from dpframe.planning.passes import MAX_QUERY_BUDGET
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
+from dpframe.planning.passes import MAX_QUERY_BUDGET
 from dpframe.sealed import Sealed, plain
 
 if TYPE_CHECKING:

@@ -34,10 +34,10 @@ def _session(total: dp.Budget, **kw: Any) -> dp.Session:
     (lambda: dp.ZCDP(Fraction(HUGE + 1, 2 * HUGE)), "rho"),
 ], ids=["tiny", "near_one", "huge_int", "tiny_delta", "zcdp_near_half"])
 def test_a_budget_number_of_thousands_of_digits_is_refused_when_made(make: Any, argument: str) -> None:
-    """Found: ε = (10⁵⁰⁰⁰ + 1)/3 passed the budget's checks and failed at ``dp.Session`` with a raw ValueError (the ledger
-    writes the total as text; ``str`` of an int past 4,300 digits raises); as a query budget, every query of a pure or
-    zCDP session failed with a PluginError blaming the built-in ``agg`` family ("failed in plan()"), and a sparse
-    vector with a raw ValueError. The number is the analyst's BudgetError naming it, when the budget is made."""
+    """Found: ε = (10⁵⁰⁰⁰ + 1)/3 passed the budget's checks and failed at ``dp.Session`` with a raw ValueError (the
+    ledger writes the total as text; ``str`` of an int past 4,300 digits raises); as a query budget, every query of a
+    pure or zCDP session failed with a PluginError blaming the built-in ``agg`` family ("failed in plan()"), and a
+    sparse vector with a raw ValueError. The number is the analyst's BudgetError naming it, when the budget is made."""
     with pytest.raises(dp.BudgetError) as refused:
         make()
     assert refused.value.argument == argument and "digits" in str(refused.value)
