@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,17 +19,7 @@ import pytest
 
 import dpframe as dp
 from dpframe import accounting as acc
-
-F = TypeVar("F", bound=Callable[..., Decimal])
-
-
-def exact_decimal(f: F) -> F:
-    """Run ``f`` at 80 digits with unbounded exponents (its own context: other tests' decimals are untouched)."""
-    def run(*args: Any) -> Decimal:
-        with localcontext(Context(prec=80, Emax=MAX_EMAX, Emin=MIN_EMIN)):
-            return +f(*args)
-    return run  # type: ignore[return-value]
-
+from tests.adversarial.test_review52e import exact as exact_decimal  # 80 digits, its own context
 
 # -- 1. budget numbers the session cannot store -----------------------------------------------------------------------
 
