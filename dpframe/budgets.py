@@ -43,8 +43,19 @@ Number: TypeAlias = Union[int, float, Fraction]
 Notion: TypeAlias = Literal["pure", "approx", "zcdp"]
 
 
-def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction:
+#: The most bits of the numerator or denominator of a budget number the session can hold (about 1,233 digits;
+#: δ = 10⁻³⁰⁰ has 997 bits). Past 4,300 digits Python cannot write an int as text (a ValueError wherever a budget is
+#: stored in the ledger, described or shown), and sums of such numbers grow: the headroom keeps a session's totals
+#: (a total minus what was spent) within it.
+NUMBER_BITS = 4096
+
+
+def exact(value: Number, argument: str, *, allow_zero: bool = False, stored: bool = True) -> Fraction:
     """Read a user number as an exact, finite Fraction (floats by their shortest decimal repr).
+
+    ``stored`` (the default): the number becomes a budget or a charge, so its numerator and denominator must have at
+    most :data:`NUMBER_BITS` bits (a BudgetError naming ``argument`` otherwise, before anything is charged). A
+    number only calibrated with, never stored (PTR's threshold at a δ far below floats), passes ``stored=False``.
 
     Text is refused, as clipping bounds refuse it: a budget given as ``"0.5"`` was almost always read from a
     file or an environment variable and not converted, and the fix gives the number to write instead.
@@ -56,6 +67,10 @@ def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction
         Traceback (most recent call last):
         ...
         dpframe.errors.BudgetError: epsilon: expected a number, got the text '0.5'... pass the number, epsilon=0.5...
+        >>> exact(Fraction(1, 10**2000), "delta")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BudgetError: delta: an exact number of about 2000 digits (numerator or denominator)...
 
     """
     value = plain(value)
@@ -72,6 +87,12 @@ def exact(value: Number, argument: str, *, allow_zero: bool = False) -> Fraction
     if isinstance(value, float) and not math.isfinite(value):
         raise BudgetError(f"must be finite, got {value}", argument=argument, fix=f"pass a finite positive {argument}")
     result = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)  # a float: the decimal it prints as
+    bits = max(result.numerator.bit_length(), result.denominator.bit_length())
+    if stored and bits > NUMBER_BITS:
+        raise BudgetError(f"an exact number of about {int(bits * math.log10(2))} digits (numerator or denominator); a "
+                          f"budget's have at most {int(NUMBER_BITS * math.log10(2))} (the session stores and shows "
+                          "them as text)", argument=argument,
+                          fix=f"pass {argument} rounded to a few significant digits, e.g. as a float")
     if result < 0 or (result == 0 and not allow_zero):
         shown = repr(value) if isinstance(value, float) else str(value)     # (a huge Fraction: only when refused)
         raise BudgetError(f"must be {'≥' if allow_zero else '>'} 0, got {shown}", argument=argument,

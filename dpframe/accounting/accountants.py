@@ -49,6 +49,7 @@ from dpframe.accounting.checks import (
 )
 from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.curves import approx, pure, zcdp
+from dpframe.accounting.numerics.rdp import dot_up
 from dpframe.accounting.numerics.subsampling import amplified_epsilon
 from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.budgets import (
@@ -59,6 +60,7 @@ from dpframe.budgets import (
     PureDP,
     convert,
     describe,
+    down,
     make,
     up,
     zcdp_delta,
@@ -393,14 +395,16 @@ def check_curves(curves: object) -> None:
 def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:
     """Σ times·ε of a sequence when every mechanism is pure ε-DP (basic composition: (Σε, 0)-DP; else None).
 
+    Rounded up (exactly: :func:`~dpframe.accounting.numerics.rdp.dot_up`).
+
     Example:
         >>> from dpframe.accounting.curves import gaussian, laplace
-        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])
-        (0.03, None)
+        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])   # 3 × float 0.01 > 0.03
+        (0.030000000000000002, None)
 
     """
     if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in entries):
-        return math.fsum(t * float(c.pure_eps) for c, t in entries)  # type: ignore[arg-type]
+        return dot_up((t, float(c.pure_eps)) for c, t in entries)  # type: ignore[arg-type]   # rounded up
     return None
 
 
@@ -517,14 +521,17 @@ class BasicAccountant(Accountant):
         d = check_delta(delta)
         exact = [(c, t) for c, t in self.entries if c.pure_eps is not None and c.delta0 == 0]
         other = [(c, t) for c, t in self.entries if not (c.pure_eps is not None and c.delta0 == 0)]
-        eps = math.fsum(t * float(c.pure_eps or 0.0) for c, t in exact)
+        eps = dot_up((t, float(c.pure_eps or 0.0)) for c, t in exact)
         if not other:
             return float(eps)
-        spare = d - math.fsum(t * c.delta0 for c, t in other)
+        # exact: δ less the δ0 parts, in equal shares; each mechanism's δ (share + its δ0) rounded down, so the
+        # δs used add up to at most δ; the ε add up rounded up
+        spare = Fraction(d) - sum((t * Fraction(c.delta0) for c, t in other), Fraction(0))
         if spare <= 0:
             return math.inf
         share = spare / sum(t for _, t in other)
-        return epsilon_out(eps + math.fsum(t * c._approx_dp(share + c.delta0) for c, t in other))
+        used = [(t, c._approx_dp(down(share + Fraction(c.delta0)))) for c, t in other]
+        return epsilon_out(dot_up([(1, eps), *used]))
 
     def delta(self, epsilon: float) -> float:
         e = check_epsilon(epsilon)
@@ -560,8 +567,8 @@ class ZCDPAccountant(Accountant):
         return "zCDP composition (ρ adds up; pure ε counts as ε²/2)"
 
     def _rho(self) -> tuple[float, float]:
-        return (math.fsum(t * float(c.rho) for c, t in self.entries),  # type: ignore[arg-type]
-                math.fsum(t * c.delta0 for c, t in self.entries))
+        return (dot_up((t, float(c.rho)) for c, t in self.entries),  # type: ignore[arg-type]
+                dot_up((t, c.delta0) for c, t in self.entries))        # both rounded up
 
     def epsilon(self, delta: float) -> float:
         d = check_delta(delta)
@@ -569,7 +576,7 @@ class ZCDPAccountant(Accountant):
         if d <= d0 or not math.isfinite(rho):
             return math.inf
         try:
-            return epsilon_out(zcdp_epsilon(Fraction(rho), Fraction(d - d0)))
+            return epsilon_out(zcdp_epsilon(Fraction(rho), Fraction(d) - Fraction(d0)))
         except OverflowError:       # ε beyond floats
             return math.inf
 
@@ -578,7 +585,7 @@ class ZCDPAccountant(Accountant):
         rho, d0 = self._rho()
         if not math.isfinite(rho):
             return 1.0
-        return delta_out(zcdp_delta(Fraction(rho), Fraction(e)) + d0)
+        return delta_out(dot_up([(1, zcdp_delta(Fraction(rho), Fraction(e))), (1, d0)]))
 
 
 def default_accountant(total: Budget) -> str:

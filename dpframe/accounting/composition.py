@@ -24,7 +24,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_spec, register_core_curv
 from dpframe.accounting.curves import gaussian
 from dpframe.accounting.numerics.common import Array
 from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile
-from dpframe.accounting.numerics.rdp import product_up, sum_up
+from dpframe.accounting.numerics.rdp import product_up, root_sum_squares_up, sum_up
 from dpframe.budgets import add_up
 from dpframe.errors import BudgetError
 
@@ -70,7 +70,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
     h = check_grid(grid)
     mu = math.inf
     if all(c.spec is not None and c.spec.get("kind") == "gaussian" and "rate" not in c.spec for c in parts):
-        mu = math.hypot(*(c.spec["sensitivity"] / c.spec["sigma"] for c in parts))  # type: ignore[index]
+        mu = root_sum_squares_up((c.spec["sensitivity"], c.spec["sigma"], 1) for c in parts)  # type: ignore[index]
     if math.isfinite(mu):   # (an overflowing μ is composed like any other mechanisms)
         return replace(gaussian(sigma=1.0, sensitivity=mu), label=label)
     specs = [c.spec for c in parts]
@@ -89,7 +89,7 @@ def composition(curves: Sequence[PrivacyCurve], *, grid: float = 1e-4) -> Privac
 
     hs, hs_rev = composed_profile(build, all(c.hs is None or c.hs is c.hs_rev for c in parts))
     return PrivacyCurve(label, spec, rdp, hs, hs_rev, total([c.eps_inf for c in parts]),
-                        min(1.0, math.fsum(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
+                        min(1.0, sum_up(c.delta0 for c in parts)), total([c.rho for c in parts]), False,
                         pure_eps=total([c.pure_eps for c in parts]), kl=total([c.kl for c in parts]),
                         neighbours=parts[0].neighbours)
 

@@ -69,6 +69,7 @@ from dpframe.accounting.numerics.rdp import (
     rdp_laplace,
     rdp_linear,
     rdp_pure,
+    root_sum_squares_up,
 )
 from dpframe.accounting.numerics.sampled import sampled_gaussian_rdp, sampled_laplace_rdp
 from dpframe.accounting.numerics.svt import SVT_GAMMA_FRACTIONS, gaussian_svt_log_moments, log_binomial_sum
@@ -123,7 +124,7 @@ def tree_aggregation(sigma: float, steps: int | Sequence[int], sensitivity: floa
     depth = math.ceil(math.log2(max(counts) + 1))
     s = positive(sigma, "sigma", "pass the noise standard deviation, e.g. sigma=1.0")
     d = positive(sensitivity, "sensitivity", "pass the L2 sensitivity of one record, e.g. 1.0")
-    one = gaussian(s, d * math.sqrt(depth))
+    one = gaussian(s, root_sum_squares_up([(d, 1.0, depth)]))      # Δ√D rounded up
     return replace(one, label=f"tree aggregation(σ={s:g}, Δ={d:g}, depth {depth})",
                    spec={"kind": "tree_aggregation", "sigma": s, "steps": list(counts), "sensitivity": d})
 
@@ -141,7 +142,7 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     eps = ratio(d, b, "scale", "ε = Δ/b")
     hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        rdp_laplace(eps), hs, hs, eps, 0.0, eps * eps / 2, True, pure_eps=eps,
+                        rdp_laplace(eps), hs, hs, eps, 0.0, half_square_ratio_up(eps, 1.0), True, pure_eps=eps,
                         kl=eps + math.expm1(-eps),     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
                         sampled_rdp=lambda g: sampled_laplace_rdp(eps, g))
 
@@ -192,8 +193,9 @@ def randomized_response(p: float | None = None, *, epsilon: float | None = None,
     probs = np.array([math.exp(lp), math.exp(lq), max(0.0, 1 - math.exp(lp) - math.exp(lq))])
     hs = hs_atoms(atoms, probs) if k > 2 else hs_atoms(atoms[:2], probs[:2])
     rest = math.log1p(-math.exp(lp) - math.exp(lq)) if k > 2 else -math.inf
-    return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp, rest), hs, hs, eta, 0.0, eta * eta / 2, k == 2,
-                        pure_eps=eta, kl=eta * (math.exp(lp) - math.exp(lq)))   # Σ P·loss = ε(P(x) − P(x′))
+    return PrivacyCurve(label, spec, rdp_binary(lp, lq, lq, lp, rest), hs, hs, eta, 0.0,
+                        half_square_ratio_up(eta, 1.0), k == 2, pure_eps=eta,
+                        kl=eta * (math.exp(lp) - math.exp(lq)))   # Σ P·loss = ε(P(x) − P(x′))
 
 
 def _k(k: int) -> str:
@@ -397,7 +399,8 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
     hs = hs_discrete_laplace(t, sensitivity)
     return PrivacyCurve(f"discrete Laplace(t={t:g}, Δ={sensitivity})",
                         {"kind": "discrete_laplace", "scale": t, "sensitivity": sensitivity},
-                        rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, eps * eps / 2, False, pure_eps=eps)
+                        rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, half_square_ratio_up(eps, 1.0), False,
+                        pure_eps=eps)
 
 
 def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = False) -> PrivacyCurve:

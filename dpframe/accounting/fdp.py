@@ -31,6 +31,7 @@ from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.numerics.common import Array
 from dpframe.accounting.numerics.fdp import tradeoff_from_profile
 from dpframe.accounting.numerics.profiles import hs_gaussian
+from dpframe.accounting.numerics.rdp import root_sum_squares_up
 from dpframe.errors import BudgetError
 
 #: ε grid points of a trade-off curve.
@@ -114,8 +115,8 @@ def gdp_mu(source: Source) -> float:
     entries = [(src, 1)] if isinstance(src, PrivacyCurve) else list(src.entries)
     specs = [c.spec for c, _ in entries]
     if all(s is not None and s.get("kind") == "gaussian" and "rate" not in s for s in specs):
-        return math.sqrt(math.fsum(t * (s["sensitivity"] / s["sigma"]) ** 2  # type: ignore[index]
-                                   for (_, t), s in zip(entries, specs)))
+        return root_sum_squares_up((s["sensitivity"], s["sigma"], t)  # type: ignore[index]
+                                   for (_, t), s in zip(entries, specs))
     eps, delta = _profile(src)
 
     def above(mu: float) -> bool:

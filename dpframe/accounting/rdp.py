@@ -64,6 +64,8 @@ from dpframe.accounting.numerics.rdp import (
     best_epsilon,
     conversion_margin,
     delta_conversions,
+    difference_down,
+    dot_up,
 )
 from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
 from dpframe.accounting.rdp_charge import RDPCharge as RDPCharge
@@ -253,7 +255,7 @@ class RDPAccountant(RenyiFilter):
         self._curve = None
 
     def _delta0(self) -> float:
-        return math.fsum(t * c.delta0 for c, t in self.entries)
+        return dot_up((t, c.delta0) for c, t in self.entries)      # rounded up
 
     def rdp(self, alpha: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
         """The composed ε(α) at ``alpha`` (default: the accountant's orders)."""
@@ -279,7 +281,7 @@ class RDPAccountant(RenyiFilter):
 
         """
         rule = check_conversion(conversion)
-        d = check_delta(delta) - self._delta0()
+        d = difference_down(check_delta(delta), self._delta0())      # what δ leaves, rounded down
         if d <= 0:
             return Converted(math.inf, math.nan, "δ0 of the mechanisms exceeds δ")
         if not self.entries:
@@ -329,7 +331,7 @@ class RDPAccountant(RenyiFilter):
             return 0.0                                   # basic composition: (Σε, 0)-DP
         std, imp = delta_conversions(self.orders, self.rdp(), e)
         pick = {"best": np.minimum(std, imp), "standard": std, "improved": imp}[rule]
-        return delta_out(np.nanmin(pick, initial=1.0) + self._delta0())
+        return delta_out(dot_up([(1, float(np.nanmin(pick, initial=1.0))), (1, self._delta0())]))
 
     def explain(self, delta: float = 1e-6) -> str:
         delta = check_delta(delta)
@@ -337,7 +339,7 @@ class RDPAccountant(RenyiFilter):
         lines = [f"rdp accountant: {self.describe()}", *filter(None, [self.relation_note()])]
         lines += [f"  {t} × {curve.label}" for curve, t in self.entries]
         if c.rule == "basic":
-            rdp = best_epsilon(self.orders, self.rdp(), delta - self._delta0())
+            rdp = best_epsilon(self.orders, self.rdp(), difference_down(delta, self._delta0()))
             lines.append(f"  ε = {c.epsilon:.6g} at δ = {delta:g} by basic composition (every mechanism is pure ε-DP; "
                          f"the RDP conversion gives {rdp.epsilon:.6g})")
             return "\n".join(lines)

@@ -245,8 +245,9 @@ class RobustMedian(Sealed):
 
     def threshold(self, eps_test: Fraction, delta: Fraction) -> tuple[int, Fraction, Fraction]:
         """(t, ρ scale, ν scale): the smallest t with J·(P[ν ≥ ⌈t/2⌉] + P[−ρ ≥ ⌈t/2⌉]) ≤ δ (public values only)."""
-        eps_test, delta = within_float64(exact(eps_test, "eps_test"), "ε", "eps_test", "pass the test's ε"), \
-            exact(delta, "delta")
+        # only calibrated with, never stored: any exact δ
+        eps_test = within_float64(exact(eps_test, "eps_test", stored=False), "ε", "eps_test", "pass the test's ε")
+        delta = exact(delta, "delta", stored=False)
         if delta >= 1:
             raise BudgetError(f"δ must be < 1, got {shown(delta)}", argument="delta", fix="pass a δ such as 1e-7")
         rho_scale, nu_scale = self.m / (eps_test / 2), 2 * self.m / (eps_test / 2)

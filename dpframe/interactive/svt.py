@@ -56,6 +56,7 @@ from dpframe.interactive.odp import additive, check_refund, require_additive
 from dpframe.interactive.scalar import Scalar, public_number, scalar
 from dpframe.interactive.stream import Reservation, _atomic
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, discrete_gaussian, discrete_laplace
+from dpframe.planning.passes import MAX_QUERY_BUDGET
 from dpframe.sealed import Sealed, plain
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ if TYPE_CHECKING:
 def pure_epsilon(budget: object, argument: str = "budget") -> Fraction:
     """The ε of a pure budget (``dp.PureDP`` or ``dp.ApproxDP`` with δ = 0); BudgetError otherwise."""
     if isinstance(budget, PureDP) or (isinstance(budget, ApproxDP) and budget.delta == 0):
+        if budget.epsilon >= MAX_QUERY_BUDGET:         # its noise scales and curve are floats
+            raise BudgetError("ε of one stream must be below 1e300 (the noise scales and the privacy curve are "
+                              "floats)", argument=argument, fix="pass a smaller ε; 1e6 already adds next to no noise")
         return budget.epsilon
     raise BudgetError(f"expected a pure ε budget, got {budget!r}", argument=argument,
                       fix="pass dp.PureDP(epsilon)")
@@ -193,6 +197,9 @@ class SparseVector(Sealed):
             raise BudgetError("a Gaussian sparse vector with max_positives > 1 has a finite RDP curve only with a "
                               "maximum length (thesis Thm 7.2.7)", argument="max_length",
                               fix="pass max_length=k (the stream halts after k queries)")
+        if budget.rho >= MAX_QUERY_BUDGET:         # σ² ∝ 1/ρ would underflow to 0 as a float
+            raise BudgetError("ρ of one stream must be below 1e300 (the noise scale is a float)", argument="budget",
+                              fix="pass a smaller ρ; 1e6 already adds next to no noise")
         self._sigma2 = Fraction(1 + c) / (2 * budget.rho)
         # c = 1 without max_length: the nonnegative-query bound (7.2), which depends on the noise in statistic
         # units — calibrated for counts (Δ = max_rows, grid 1; sums are on a finer grid), counts only.

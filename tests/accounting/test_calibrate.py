@@ -42,7 +42,10 @@ def test_most_steps_matches_dp_accounting() -> None:
     assert acc.most_steps(acc.gaussian(10.0), 1.0, 1e-5) == 7         # dp_accounting: 7
     assert acc.most_steps(acc.laplace(10.0), 1.0, 1e-5) == 10         # dp_accounting: 10
     assert acc.most_steps(acc.laplace(0.5), 1.0, 1e-5) == 0           # one run is already ε = 2
-    assert acc.most_steps(acc.pure(0.01), 1.0, 1e-5, accountant=acc.BasicAccountant) == 100
+    # the float 0.01 is 1/100 + 2·10⁻¹⁹: a hundred of them exceed ε = 1 by 2·10⁻¹⁷, and basic composition's sum is
+    # rounded up (exactly) since review 53e; a budget's ε (exact decimals: 1/100) fits a hundred times
+    assert acc.most_steps(acc.pure(0.01), 1.0, 1e-5, accountant=acc.BasicAccountant) == 99
+    assert acc.most_steps(acc.pure(0.0625), 1.0, 1e-5, accountant=acc.BasicAccountant) == 16   # 2⁻⁴: exact
 
 
 def test_calibration_refuses_bad_input_naming_the_argument() -> None:

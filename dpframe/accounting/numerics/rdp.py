@@ -108,6 +108,38 @@ def sum_up(values: Iterable[float]) -> float:
     return _float_up(exact)
 
 
+def dot_up(pairs: Iterable[tuple[float, float]]) -> float:
+    """Σ a·b over ``pairs`` (a repetition count times a δ0, a pure ε or a ρ), exactly, rounded toward +∞.
+
+    ``math.fsum`` of the float products rounds each product and the sum to nearest: below the exact sum about half the
+    time. Every a·b here is ≥ 0; an infinite one makes the sum +∞.
+
+    Example:
+        >>> dot_up([(1, 1.0), (3, 1e-17)]) > 1.0, dot_up([(2, 0.25), (1, 0.5)])
+        (True, 1.0)
+
+    """
+    exact = Fraction(0)
+    for a, b in pairs:
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return math.inf
+        exact += Fraction(a) * Fraction(b)
+    return _float_up(exact)
+
+
+def difference_down(a: float, b: float) -> float:
+    """The difference a − b rounded toward −∞ (what is left of a δ after the δ0 parts: never more than is left).
+
+    Example:
+        >>> difference_down(1e-5, 1e-6) <= 9e-6, difference_down(0.5, 0.25)
+        (True, 0.25)
+
+    """
+    exact = Fraction(a) - Fraction(b)
+    value = float(exact)
+    return math.nextafter(value, -math.inf) if Fraction(value) > exact else value
+
+
 def _float_up(exact: Fraction) -> float:
     """The least float ≥ ``exact`` (+∞ beyond floats)."""
     try:
@@ -126,6 +158,26 @@ def half_square_ratio_up(d: float, s: float) -> float:
 
     """
     return _float_up(Fraction(d) ** 2 / (2 * Fraction(s) ** 2))
+
+
+def root_sum_squares_up(terms: Iterable[tuple[float, float, float]]) -> float:
+    """√(Σ t·(a/b)²) over ``(a, b, t)`` rounded toward +∞: μ = Δ/σ of composed or repeated Gaussians.
+
+    ``math.hypot`` and ``math.sqrt`` of a float sum round to nearest (below the exact root about half the time); here
+    the sum of squares is exact and the root is moved up to the least float whose square is at least it.
+
+    Example:
+        >>> root_sum_squares_up([(3.0, 1.0, 1), (4.0, 1.0, 1)]), root_sum_squares_up([(1.0, 1.0, 2)]) ** 2 >= 2
+        (5.0, True)
+
+    """
+    exact = Fraction(0)
+    for a, b, t in terms:
+        exact += Fraction(t) * (Fraction(a) / Fraction(b)) ** 2
+    root = math.sqrt(_float_up(exact))
+    while math.isfinite(root) and Fraction(root) ** 2 < exact:
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 def round_up_rdp(value: Array | float, magnitude: Array | float, a: Array | float) -> Array:

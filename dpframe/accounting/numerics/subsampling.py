@@ -138,18 +138,40 @@ def subsampled_rdp(rdp: Fn, rate: float, tight: bool, cap: float | None) -> Fn:
     return f
 
 
+_U = 2.0 ** -53         # unit roundoff of a float64
+
+
 def hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
-    """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0."""
+    """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0.
+
+    Remove: H_x(A‖Q) = γ·H_{x′}(P‖Q) with x′ = 1 + (x − 1)/γ. Reverse: H_x(Q‖A) = ∫(c·q − xγ·p)₊ = c·H_{xγ/c}(Q‖P)
+    with c = 1 − x(1 − γ) (0 when c ≤ 0). Rounded outward, given base profiles accurate to a few ulps: the base is read
+    at a log x′ rounded down (a profile is non-increasing; near the end of its support a few ulps of log x′ were
+    all of δ: 0 where the exact value is 10⁻¹⁷), the integral ∫(c·q − xγ·p)₊ grows with c and falls with xγ, so c is
+    raised and xγ lowered by their float errors (c = −expm1(ε + log(1 − γ)) cancels near the reverse profile's end:
+    it was 10⁻⁷ below the exact value at γ = 10⁻⁹), and the products are raised by a few ulps.
+    """
+    l1 = math.log1p(-rate)
+
     def rem(e: Array) -> Array:
-        return rate * hs(unamplified_epsilon(e, rate))
+        e = np.asarray(e, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            un = unamplified_epsilon(e, rate)
+            # its float error: a few ulps of the magnitudes it adds (ε, log γ, the result; log1p's argument ≤ 1 u)
+            un = np.maximum(un - 8 * _U * (1 + e + abs(math.log(rate)) + un), 0.0)
+            return np.asarray(np.clip(rate * hs(un) * (1 + 4 * _U), 0.0, 1.0))
 
     def rev(e: Array) -> Array:
-        with np.errstate(over="ignore"):
-            x = np.exp(np.asarray(e, dtype=np.float64))
-            c = 1 - x * (1 - rate)                   # H_x(Q‖A) = c·H_{xγ/c}(Q‖P) when c > 0
-        out = np.zeros_like(x)
-        ok = c > 0
-        out[ok] = c[ok] * two_sided(hs_rev, hs, np.log(x[ok] * rate / c[ok]))
-        return np.clip(out, 0.0, 1.0)
+        e = np.asarray(e, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = e + l1                                   # log(x(1 − γ)); c = 1 − e^s
+            c = -np.expm1(s)
+            # s errs by ulps of e and of log(1 − γ); c by e^s times that, and by its own ulps
+            c_up = c + 4 * _U * (np.abs(c) + np.exp(s) * (1 + e + abs(l1)))
+            xg = np.exp(e + math.log(rate)) * (1 - 8 * _U)   # xγ, lowered (also for the quotient and its log)
+            out = np.zeros_like(e)
+            ok = c_up > 0
+            out[ok] = c_up[ok] * two_sided(hs_rev, hs, np.log(xg[ok] / c_up[ok])) * (1 + 4 * _U)
+        return np.asarray(np.clip(np.nan_to_num(out, nan=1.0), 0.0, 1.0))
 
     return rem, rev
