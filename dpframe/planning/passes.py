@@ -372,8 +372,11 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     floor: tuple[PrivacyCurve, ...] = ()
     if curves and noises:
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
-    elif rdp is not None:
-        floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp)
+    if curves and delta:
+        _read(p.mechanism, "its privacy curves", _check_delta0, p.mechanism, privacy, cost)
+    if rdp is not None and not (noises and declared == spent):     # noises paying for the whole cost: checked above
+        floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp,
+                      bool(noises))
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
         privacy = _as_checked(tuple(_plain(c) for c in privacy), noises, floor)
     return cost, privacy
@@ -558,11 +561,42 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
                               "registers it; report it to its authors")
 
 
-def _check_bare_curves(mechanism: str, privacy: object, cost: Budget,
-                       accountant: RenyiFilter) -> tuple[PrivacyCurve, ...]:
-    """A PluginError when the curves of a plan declaring no noise are not a sound charge of its ``cost``.
+def _check_delta0(mechanism: str, privacy: object, cost: Budget) -> None:
+    """A PluginError when a plan whose ``cost`` has a δ (a partition-selection plan's) declares curves charging less δ0.
 
-    With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), a
+    Releasing a group key only the private data holds is never pure DP: the δ of a selection plan's cost is what its
+    threshold is calibrated to, and curves charged as they are (each with an RDP curve, :func:`plan_curves`) whose δ0
+    add up to less would leave it charged nowhere in an RDP or PLD session (a pure curve of the selection's noise: δ0
+    = 0). Curves charged as the cost's own curve carry its δ.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> _check_delta0("mine", (acc.approx(1.0, 1e-6),), ApproxDP(1, Fraction(1, 10**6)))
+        >>> _check_delta0("mine", (acc.pure(1.0),), ApproxDP(1, Fraction(1, 10**6)))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' costs ε=1, δ=1e-06 but its privacy curves' δ0 add...
+
+    """
+    delta = Fraction(getattr(cost, "delta", 0))
+    if not delta or not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return
+    delta0 = math.fsum(c.delta0 for c in privacy)
+    if not delta0 >= float(delta) * (1 - 1e-9):          # (float slack: δ given as a float, 1e-6, is a hair below)
+        raise PluginError(f"mechanism {mechanism!r} costs {describe(cost)} but its privacy curves' δ0 add up to "
+                          f"{delta0:.6g}: the δ of its cost would be charged nowhere", argument="mechanism",
+                          fix="a selection's curves carry the δ its threshold is calibrated to (e.g. acc.approx(ε, "
+                              "δ)): a bug of the plugin that registers it; report it to its authors")
+
+
+def _check_bare_curves(mechanism: str, privacy: object, cost: Budget, accountant: RenyiFilter,
+                       noised: bool = False) -> tuple[PrivacyCurve, ...]:
+    """A PluginError when the curves of a plan whose declared noise does not pay for its cost are not a charge of it.
+
+    With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), or
+    noises costing less than the plan's ``cost`` (``noised``: a plan stating its whole share as its cost and declaring
+    a hundredth of it, an output released beside the noise, a sensitivity understated), a
     plan's curves are held to the rule a query family's charge is
     (:func:`~dpframe.accounting.curve_charge.check_curve_charge`, unamplified: the engine amplifies them): at least
     the cost's own curve at every order the filter reads, or of kinds dpframe builds, rebuilt by dpframe, charged no
@@ -587,7 +621,8 @@ def _check_bare_curves(mechanism: str, privacy: object, cost: Budget,
         return ()
     checked, why = check_curve_charge(RDPCharge.of(privacy), cost, accountant, 1.0)
     if checked is None:
-        raise PluginError(f"mechanism {mechanism!r} declares no noise, and its privacy curves are not a charge of its "
+        which = "declares noise costing less than its cost" if noised else "declares no noise"
+        raise PluginError(f"mechanism {mechanism!r} {which}, and its privacy curves are not a charge of its "
                           f"cost {describe(cost)}: {why}", argument="mechanism",
                           fix="a plan's curves are those of the mechanisms it runs, built with dpframe's constructors "
                               "(e.g. acc.exponential(ε) for the exponential mechanism), or declare its Noise: a bug "

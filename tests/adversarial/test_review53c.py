@@ -1,0 +1,181 @@
+"""Review 53c: the privacy curves a mechanism plan declaring some noise, or any plan under a third-party accountant, is
+charged, against the cost the plan states; the discrete Laplace floor of a declared noise (L1 over coordinates).
+
+Each test is one attack; those that found something say so in their docstring (``Found:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from dpframe_aggregates.partition_selection import KEEP
+
+import dpframe as dp
+from dpframe import accounting as acc
+from dpframe.budgets import Budget, make
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.noise import RandomSource
+from dpframe.planning.state import first
+from dpframe.testing import pin_mechanisms
+
+ROWS = Statistic("rows")
+DATA = pl.DataFrame({"u": [i // 4 for i in range(800)], "k": ["a", "b"] * 400})
+UNIT = dp.PrivacyUnit("u", max_rows=100)
+BUDGET = dp.ApproxDP(1, 1e-6)
+
+
+def _session(accountant: str) -> dp.Session:
+    return dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.ApproxDP(50, 1e-5), accountant=accountant, seed=0)
+
+
+def _frame(sess: dp.Session, sampled: bool) -> Any:
+    frame = sess.table("t")
+    return frame.sample(0.1) if sampled else frame
+
+
+def curve_of(noise: Noise) -> acc.PrivacyCurve:
+    """The exact curve of ``noise`` at its declared sensitivity, on one integer statistic (dpframe's constructors)."""
+    if noise.distribution == "discrete_laplace":
+        return acc.discrete_laplace(float(noise.scale), int(noise.sensitivity))
+    return acc.discrete_gaussian(float(noise.scale) ** 0.5, float(noise.sensitivity))
+
+
+@dataclass
+class ShortPlan(MechanismPlan):
+    """A row count released with ``used`` noise (what the release adds), whatever the plan declares."""
+
+    used: Noise | None = None
+    exact_too: bool = False
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.used is not None
+        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
+        out = {m.output_name: exact + self.used.sample(exact.size, rng) for m in self.measures}
+        return out | ({"exact": exact} if self.exact_too else {})
+
+
+class ShortCount:
+    """A plugin count whose plan states its whole share as its cost, but declares less noise than that costs.
+
+    ``how``: ``"tiny_share"`` declares (and adds) noise calibrated to a hundredth of the share, and releases the exact
+    count beside it (an unnoised second output); ``"understated"`` adds the noise the share pays for (sensitivity
+    max_rows) and declares it with a hundredth of its sensitivity; ``"honest"`` declares what it adds.
+    """
+
+    notions = frozenset({"pure", "zcdp"})
+
+    def __init__(self, how: str) -> None:
+        self.how, self.name = how, f"short_{how}"
+        self.handles = frozenset({self.name})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        rows = Fraction(ctx.unit.max_rows)
+        used = Noise.calibrate(rows, share)
+        declared = used
+        if self.how == "tiny_share":
+            used = declared = Noise.calibrate(rows, make(share.notion, first(share) / 100))
+        elif self.how == "understated":
+            declared = Noise(used.distribution, used.scale, rows / (100 if used.distribution == "discrete_laplace"
+                                                                    else 10))
+        outputs = (*(m.output_name for m in measures), *(("exact",) if self.how == "tiny_share" else ()))
+        return ShortPlan(self.name, tuple(measures), (ROWS,), share, noise={"count": declared}, outputs=outputs,
+                         privacy=(curve_of(declared),), used=used, exact_too=self.how == "tiny_share")
+
+
+# -- 1. a plan declaring some noise: its curves against its stated cost ---------------------------------------------
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+@pytest.mark.parametrize("budget", [dp.PureDP(1), dp.ZCDP(Fraction(1, 2))], ids=["pure", "zcdp"])
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("how", ["tiny_share", "understated"])
+def test_soundness_declared_noise_below_the_stated_cost_is_refused(how: str, accountant: str, budget: Budget,
+                                                                   sampled: bool) -> None:
+    """Found: the curves of a plan declaring a `Noise` were checked only against that noise, never against the cost
+    the plan states. A plan stating its whole share (ε = 1) as its cost, declaring noise calibrated to a hundredth of
+    it and releasing the exact count beside it, or declaring the noise it adds with a hundredth of its sensitivity,
+    was charged the declared noise's curve, a hundredth of its cost (a basic session charged ε = 1 for the same
+    plan). Now a PluginError naming the mechanism, nothing charged: where the declared noises do not pay for the
+    whole cost, the curves are held to check_curve_charge's rule against the cost."""
+    sess = _session(accountant)
+    pin_mechanisms(sess, ShortCount(how))
+    q = _frame(sess, sampled).agg(dp.measure(f"short_{how}"))
+    for run in (q.cost, q.collect):
+        with pytest.raises(dp.PluginError) as refused:
+            run(budget)
+        assert f"short_{how}" in str(refused.value) and refused.value.argument == "mechanism"
+        assert "more private than its cost" in str(refused.value)
+    assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+@pytest.mark.parametrize("accountant", ["basic", "rdp", "pld"])
+def test_an_honest_noised_plan_is_charged_its_curves(accountant: str, sampled: bool) -> None:
+    """The plan declaring what it adds runs, charged its declared curve (tighter than its cost's in RDP sessions)."""
+    sess = _session(accountant)
+    pin_mechanisms(sess, ShortCount("honest"))
+    q = _frame(sess, sampled).agg(dp.measure("short_honest"))
+    charged = q.cost(dp.PureDP(1))
+    q.collect(dp.PureDP(1))
+    assert sess.history().height == 1
+    if accountant != "basic":
+        whole = sess.accountant.charge_plan(dp.PureDP(1), None, 0.1 if sampled else 1.0)
+        assert charged.values[0] < whole.values[0]           # the exact discrete Laplace curve, below ε-DP's
+
+
+# -- 1b. a selection plan: its δ is charged --------------------------------------------------------------------------
+
+
+@dataclass
+class KeepAll(MechanismPlan):
+    selection_noise: Noise | None = None
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.selection_noise is not None
+        units = np.asarray(stats[Statistic("units").key], dtype=np.int64)
+        return {KEEP: units + self.selection_noise.sample(units.size, rng) >= 1}
+
+
+class NoDeltaSelection:
+    """A partition-selection plugin whose plan states an (ε, δ) cost and declares a pure curve (its δ0: none)."""
+
+    name = "no_delta_selection"
+    handles = frozenset({"partition_selection"})
+    notions = frozenset({"approx", "zcdp"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        assert isinstance(share, dp.ApproxDP)
+        l0 = Fraction(ctx.unit.groups_per_unit)
+        noise = Noise.calibrate(l0, dp.PureDP(share.epsilon))
+        return KeepAll(self.name, tuple(measures), (Statistic("units"),), share, noise={"units": noise},
+                       outputs=(KEEP,), privacy=(acc.pure(float(share.epsilon)),), selection_noise=noise)
+
+
+def test_soundness_a_selection_plan_s_delta_is_charged() -> None:
+    """Found: a partition-selection plan (pluggable: a mechanism handling `partition_selection`) stating an (ε, δ)
+    cost was held only to its declared noise's curve, which has no δ: declaring the pure curve of that noise it was
+    charged δ0 = 0 in RDP/PLD sessions (δ = 1e-6 in a basic one). Now a PluginError, free."""
+    sess = _session("rdp")
+    pin_mechanisms(sess, NoDeltaSelection())
+    with pytest.raises(dp.PluginError, match="no_delta_selection"):
+        sess.table("t").group_by("k").agg(dp.len()).cost(BUDGET)
+    assert sess.history().height == 0
