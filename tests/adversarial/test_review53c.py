@@ -18,6 +18,7 @@ from dpframe_aggregates.partition_selection import KEEP
 
 import dpframe as dp
 from dpframe import accounting as acc
+from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import Budget, make
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
@@ -179,3 +180,148 @@ def test_soundness_a_selection_plan_s_delta_is_charged() -> None:
     with pytest.raises(dp.PluginError, match="no_delta_selection"):
         sess.table("t").group_by("k").agg(dp.len()).cost(BUDGET)
     assert sess.history().height == 0
+
+
+# -- 2. a third-party accountant that charges curves (not a Rényi filter) -------------------------------------------
+
+
+class Wrapped(acc.Accountant):
+    """A third-party accountant composing curves: dpframe's Rényi filter behind delegation (not a subclass), honest in
+    every charge it composes. ``seen`` records the curves each plan's charge was built from."""
+
+    name = "wrapped_rdp_r53c"
+    accepts = frozenset({"approx"})
+    seen: list[tuple[acc.PrivacyCurve, ...]] = []
+
+    def __init__(self, total: Budget | None = None) -> None:
+        super().__init__(total)
+        self._inner = acc.RDPAccountant(total)
+
+    def charge(self, cost: Budget) -> Any:
+        return self._inner.charge(cost)
+
+    def charge_plan(self, cost: Budget, curves: Sequence[acc.PrivacyCurve] | None, rate: float = 1.0) -> Any:
+        Wrapped.seen.append(tuple(curves or ()))
+        return self._inner.charge_plan(cost, curves, rate)
+
+    def check_charge(self, charge: object, argument: str = "charges") -> None:
+        self._inner.check_charge(charge, argument)
+
+    def _compose_charges(self, charges: Sequence[Any]) -> Any:
+        return self._inner.compose(list(charges))
+
+    def empty(self) -> Any:
+        return self._inner.empty()
+
+    def fits(self, spent: Any) -> bool:
+        return self._inner.fits(spent)
+
+    def remaining(self, spent: Any) -> Budget:
+        return self._inner.remaining(spent)
+
+    def report(self, spent: Any) -> Budget:
+        return self._inner.report(spent)
+
+    def shortfall(self, spent_after: Any) -> str:
+        return self._inner.shortfall(spent_after)
+
+    def short_of_delta(self, spent_after: Any) -> bool:
+        return self._inner.short_of_delta(spent_after)
+
+    def describe_charge(self, charge: Any) -> str:
+        return self._inner.describe_charge(charge)
+
+    def describe(self) -> str:
+        return "dpframe's Rényi filter, by delegation"
+
+    def epsilon(self, delta: float) -> float:
+        return self._inner.epsilon(delta)
+
+    def delta(self, epsilon: float) -> float:
+        return self._inner.delta(epsilon)
+
+
+class WrappedHooks:
+    @dp.hookimpl
+    def dpframe_accountants(self, register: Any) -> None:
+        register(Wrapped, name=Wrapped.name)
+
+
+@pytest.fixture(scope="module")
+def wrapped() -> Any:
+    from dpframe.plugin import plugin_host
+    from tests.adversarial.test_review52b import LedgerHooks
+
+    host = plugin_host()
+    host.register(WrappedHooks(), name="wrapped_r53c")
+    host.register(LedgerHooks(), name="rows_r52b")
+    yield
+    host.unregister(name="rows_r52b")
+    host.unregister(name="wrapped_r53c")
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+@pytest.mark.parametrize("how", ["tiny_share", "understated", "bare_weak"])
+def test_soundness_a_third_party_accountant_is_given_checked_curves(wrapped: Any, how: str, sampled: bool) -> None:
+    """Found: only a session whose accountant is a RenyiFilter (``rdp``, ``pld``) checked a plan's curves against
+    its cost; a third-party accountant charging curves (here dpframe's filter behind delegation, honest in what it
+    composes) was handed a plan's curves unchecked: a plan declaring no noise and a curve a hundredth of its cost, or
+    noise below its cost, was charged that. The same checks now run with dpframe's own filter's formulas: a
+    PluginError, free."""
+    from tests.adversarial.test_review51f import CurveCount, weak_curve
+
+    sess = _session(Wrapped.name)
+    plugin = CurveCount("bare_weak", weak_curve, table=lambda noises: {}) if how == "bare_weak" else ShortCount(how)
+    pin_mechanisms(sess, plugin)
+    q = _frame(sess, sampled).agg(dp.measure(plugin.name))
+    for run in (q.cost, q.collect):
+        with pytest.raises(dp.PluginError, match=plugin.name):
+            run(dp.PureDP(1))
+    assert sess.history().height == 0
+
+
+def test_soundness_a_third_party_accountant_reads_only_curves_dpframe_built(wrapped: Any) -> None:
+    """Found: the engine checks a plan's curves by their RDP at the filter's orders, and handed a third-party
+    accountant the plugin's curve objects themselves, whose other functions (the privacy profile, the RDP at other
+    orders) nothing checked: a curve honest in its RDP and describing a hundredth of its noise reached it as it was.
+    It now gets only curves dpframe built from checked parameters (the descriptions that passed the check, else the
+    cost's own curve)."""
+    from tests.adversarial.test_review52b import DescribedCount
+
+    for plugin, name in ((DescribedCount(), "described_count"), (ShortCount("honest"), "short_honest")):
+        sess = _session(Wrapped.name)
+        pin_mechanisms(sess, plugin)
+        Wrapped.seen.clear()
+        sess.table("t").agg(dp.measure(name)).collect(dp.PureDP(1))
+        assert Wrapped.seen and sess.history().height == 1
+        for curves in Wrapped.seen:
+            for c in curves:        # what its description rebuilds is what it is, and costs its plan's ε = 1
+                assert type(c) is acc.PrivacyCurve and c.spec is not None
+                rebuilt = acc.from_json(c.to_json())
+                assert RDPCharge.of([rebuilt]).values == RDPCharge.of([c]).values
+                assert rebuilt.eps_inf is not None and rebuilt.eps_inf >= 0.99     # never the description of 1/100
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+@pytest.mark.parametrize("how", ["small", "small_curve", "few_orders", "no_spec", "pld_profile"])
+def test_soundness_a_family_charge_under_a_third_party_accountant_is_checked(wrapped: Any, how: str,
+                                                                             sampled: bool) -> None:
+    """Found: a family's charge was checked only in budget sessions and under a RenyiFilter; under a third-party
+    accountant composing RDP charges the ledger reserved whatever the plan said (a curve of ε = 1/100 for a cost of
+    ε = 1). An RDPCharge is now checked by check_curve_charge with dpframe's own filter's formulas, whatever the
+    accountant."""
+    sess = _session(Wrapped.name)
+    query = getattr(_frame(sess, sampled), f"rows_{how}_r52b")()
+    with pytest.raises(dp.PluginError, match=f"rows_{how}"):
+        query.collect(dp.PureDP(1))
+    assert sess.history().height == 0
+
+
+def test_an_honest_family_under_a_third_party_accountant_keeps_its_curves(wrapped: Any) -> None:
+    sess = _session(Wrapped.name)
+    query = sess.table("t").rows_honest_r52b()
+    charged = query.cost(dp.PureDP(1))
+    query.collect(dp.PureDP(1))
+    assert sess.history().height == 1
+    assert charged.values[0] < sess.accountant.charge_plan(dp.PureDP(1), None).values[0]
+
