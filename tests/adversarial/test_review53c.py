@@ -325,3 +325,63 @@ def test_an_honest_family_under_a_third_party_accountant_keeps_its_curves(wrappe
     assert sess.history().height == 1
     assert charged.values[0] < sess.accountant.charge_plan(dp.PureDP(1), None).values[0]
 
+
+# -- 3. the discrete Laplace floor: a declared noise says how much of its sensitivity one coordinate takes -----------
+
+
+class OneCoordinate:
+    """A count of max_rows (Δ = 4) rows per unit under one discrete Laplace draw (one coordinate: the pair is
+    (Z, Z + 4)), declaring the curve of four one-step pairs, [acc.discrete_laplace(t, 1)] * 4: its cost (4/t by
+    basic composition) is right, its RDP a fraction of the release's at low orders."""
+
+    name = "one_coordinate"
+    handles = frozenset({"one_coordinate"})
+    notions = frozenset({"pure"})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        rows = Fraction(ctx.unit.max_rows)
+        noise = Noise.calibrate(rows, share)
+        one = acc.discrete_laplace(float(noise.scale), 1)
+        return ShortPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
+                         privacy=(one,) * int(rows), used=noise)
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_soundness_one_coordinate_declared_as_spread_steps_is_refused(accountant: str, sampled: bool) -> None:
+    """Found: since r52e the floor of a declared discrete Laplace noise of L1 sensitivity Δ was ⌊Δ⌋·D(1) (every step
+    on its own coordinate), because `Noise` said nothing of coordinates; a plugin whose release puts all of Δ = 4 on
+    one coordinate, D(4), declared four one-step curves and was charged 4·D(1): at t = 400 a quarter of the
+    release's RDP at low orders (Δ = 100, t = 100: a sixtieth). `Noise` now says how far one coordinate moves
+    (`coordinate_sensitivity`, L∞; by default all of the sensitivity), and the floor is max(D(⌊L∞⌋), ⌊Δ⌋·D(1)):
+    a PluginError, free, unless the plan declares its steps spread."""
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=4), budget=dp.ApproxDP(50, 1e-5),
+                      accountant=accountant, seed=0)
+    pin_mechanisms(sess, OneCoordinate())
+    q = _frame(sess, sampled).agg(dp.measure("one_coordinate"))
+    with pytest.raises(dp.PluginError, match="one_coordinate"):
+        q.collect(dp.PureDP(Fraction(1, 100)))
+    assert sess.history().height == 0
+
+
+def test_the_floor_is_what_a_release_attaining_both_sensitivities_has_at_least() -> None:
+    """A release whose L1 sensitivity ⌊Δ⌋ and per-coordinate sensitivity ⌊m⌋ are both attained (by some neighbouring
+    pair each) has divergence at least D(⌊m⌋) (one coordinate moved by m) and ⌊Δ⌋·D(1) (the least of any shift of
+    L1 norm ⌊Δ⌋): the floor is the larger, within float slack of it, and never above it (exact references)."""
+    from tests.adversarial.test_review52e import dlap_divergence
+
+    orders = np.array([1.5, 2.0, 7.5, 32.0])
+    for t, steps, most in [(0.7, 3, 1), (3.0, 4, 2), (40.0, 4, 4), (400.0, 6, 3), (1000.0, 3, None)]:
+        noise = Noise("discrete_laplace", Fraction(t), Fraction(steps),
+                      coordinate_sensitivity=None if most is None else Fraction(most))
+        floor = noise.rdp(orders)
+        m = steps if most is None else most
+        for i, a in enumerate(orders):
+            least = max(dlap_divergence(t, m, float(a)), steps * dlap_divergence(t, 1, float(a)))
+            assert float(least) * (1 - 1e-9) - 1e-12 <= float(floor[i]) <= float(least), (t, steps, most, a)
