@@ -236,9 +236,12 @@ def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: 
     steps = min(sensitivity.numerator // sensitivity.denominator, 2**53)
     if steps < 1:
         return np.zeros_like(a)
+    most = steps if coordinate is None else min(steps, coordinate.numerator // coordinate.denominator)
+    if most >= steps:       # one coordinate moved by ⌊Δ⌋: D(⌊Δ⌋) ≥ ⌊Δ⌋·D(1) (D convex, D(0) = 0)
+        one_coordinate, _ = rdp_discrete_laplace_bounds(up(scale), int(steps))(a)
+        return np.asarray(one_coordinate)
     one_step, _ = rdp_discrete_laplace_bounds(up(scale), 1)(a)
     spread = np.asarray(one_step * steps * (1 - 2.0**-52))
-    most = steps if coordinate is None else min(steps, coordinate.numerator // coordinate.denominator)
     if most <= 1:
         return spread
     one_coordinate, _ = rdp_discrete_laplace_bounds(up(scale), int(most))(a)
