@@ -52,8 +52,9 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runt
 
 import polars as pl
 
-from dpframe.accounting.curve_charge import check_curve_charge
+from dpframe.accounting.curve_charge import check_curve_charge, reference
 from dpframe.accounting.rdp import RenyiFilter
+from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.backends.base import check_kinds, kinds_refusal
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe
 from dpframe.display import Explanation, query_html
@@ -592,8 +593,13 @@ def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, wha
     order the filter reads, or it is backed by the descriptions of the curves it came from, rebuilt by dpframe, which
     do not prove the plan more private than its cost
     (:func:`~dpframe.accounting.curve_charge.check_curve_charge`, whose docstring says why that is sound, for the
-    filter and for the PLD reports); the charge returned is then a copy keeping only the descriptions checked. A
-    refusal charges nothing: the core checks while planning (``cost()``, ``explain()``, ``collect()``).
+    filter and for the PLD reports); the charge returned is then a copy keeping only the descriptions checked. An
+    :class:`~dpframe.accounting.RDPCharge` a third-party accountant composes is checked alike, with dpframe's own
+    filter's formulas (:func:`~dpframe.accounting.curve_charge.reference`). A charge the core cannot compare (a
+    third-party accountant's own kind) is not reserved: the core reserves ``accountant.charge_plan(plan.cost, None,
+    rate)``, the accountant's charge of the cost itself (sound for every ``cost``-private plan; a plan's curves
+    cannot make it lower there). A refusal charges nothing: the core checks while planning (``cost()``,
+    ``explain()``, ``collect()``).
 
     Example:
         >>> import dpframe as dp
@@ -617,27 +623,35 @@ def check_charge(plan: FamilyPlan[Any], accountant: Accountant, rate: float, wha
            "curves of the mechanisms it runs (dpframe's curve constructors, e.g. dpframe.accounting.laplace), or "
            "charge_plan(cost, None, rate); report it to the authors of the plugin that registers it (see "
            "`dpframe plugins`)")
-    if isinstance(accountant, RenyiFilter) and isinstance(plan.cost, PureDP | ApproxDP | ZCDP):
-        try:
-            checked, why = check_curve_charge(charged, plan.cost, accountant, rate)
-        except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
-            raise _uncharged(plan.cost, what, e) from None
-        if checked is None:
-            raise PluginError(f"the plan of {what} costs {describe(plan.cost)} but {why}", argument="budget", fix=fix)
-        return checked
-    if not isinstance(charged, PureDP | ApproxDP | ZCDP):
-        return charged
+    budget = isinstance(plan.cost, PureDP | ApproxDP | ZCDP)
+    if budget and isinstance(accountant, RenyiFilter):
+        return _curve_charge(charged, plan.cost, accountant, rate, what, fix)
     try:
         least = accountant.charge_plan(plan.cost, None, rate)
     except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
         raise _uncharged(plan.cost, what, e) from None
+    if budget and isinstance(least, RDPCharge):     # a third-party accountant composing RDP charges
+        return _curve_charge(charged, plan.cost, reference(), rate, what, fix)
     if not isinstance(least, PureDP | ApproxDP | ZCDP):
-        return charged
+        return least            # a third-party accountant's own kind of charge: not one the core can compare
+    if not isinstance(charged, PureDP | ApproxDP | ZCDP):
+        return charged          # not a charge of this accountant: its check_charge refuses it, free
     if charged.notion != least.notion or first(charged) < first(least) \
             or getattr(charged, "delta", 0) < getattr(least, "delta", 0):
         raise PluginError(f"the plan of {what} charges {describe(charged)}, less than its cost {describe(plan.cost)} "
                           f"costs the session ({describe(least)})", argument="budget", fix=fix)
     return charged
+
+
+def _curve_charge(charged: object, cost: Budget, filt: RenyiFilter, rate: float, what: str, fix: str) -> RDPCharge:
+    """The copy of a charge of curves to reserve (:func:`check_curve_charge` with ``filt``), or a PluginError."""
+    try:
+        checked, why = check_curve_charge(charged, cost, filt, rate)
+    except DPFrameError as e:   # the budget converts (checked first): a cost that does not is the plan's
+        raise _uncharged(cost, what, e) from None
+    if checked is None:
+        raise PluginError(f"the plan of {what} costs {describe(cost)} but {why}", argument="budget", fix=fix)
+    return checked
 
 
 def _uncharged(cost: Budget, what: str, e: DPFrameError) -> PluginError:

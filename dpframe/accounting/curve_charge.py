@@ -55,6 +55,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -77,6 +78,28 @@ if TYPE_CHECKING:
 COST_SLACK = 1e-6
 #: Relative slack of a charge against the rebuilt curves' (the same formulas, summed in another order).
 VALUE_SLACK = 1e-9
+
+
+def reference() -> RenyiFilter:
+    """The engine's own Rényi filter (standalone, built once), whose formulas check curves a third-party charges.
+
+    They check a charge of curves where the session's accountant is not a
+    :class:`~dpframe.accounting.rdp.RenyiFilter` (a third-party accountant).
+
+    Example:
+        >>> from dpframe.budgets import PureDP
+        >>> reference().charge_plan(PureDP(1), None).labels
+        ('ε-DP(ε=1)',)
+
+    """
+    return _reference()
+
+
+@functools.cache
+def _reference() -> RenyiFilter:
+    from dpframe.accounting.rdp import RDPAccountant
+
+    return RDPAccountant()
 
 
 def copy_charge(charge: object) -> RDPCharge | None:
@@ -330,4 +353,4 @@ def _loosest_rho(curve: PrivacyCurve) -> float | None:
     return max(bounds) if bounds else None
 
 
-__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described"]
+__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described", "reference"]

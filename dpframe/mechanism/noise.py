@@ -65,14 +65,29 @@ class Noise:
     scale: Fraction          # Laplace: t; Gaussian: σ²
     sensitivity: Fraction    # L1 (Laplace) or L2 (Gaussian), in statistic units
     unit: Fraction = Fraction(1)
+    # L∞: the most one coordinate (one released value) moves, in statistic units; None: all of ``sensitivity`` can
+    # (the floor of the declared curves, :meth:`rdp`, reads it for discrete Laplace noise)
+    coordinate_sensitivity: Fraction | None = None
 
     @classmethod
-    def calibrate(cls, sensitivity: Fraction, share: Budget, unit: Fraction = Fraction(1)) -> Noise:
-        """The noise that makes a statistic of this sensitivity cost exactly ``share``."""
+    def calibrate(cls, sensitivity: Fraction, share: Budget, unit: Fraction = Fraction(1), *,
+                  coordinate_sensitivity: Fraction | None = None) -> Noise:
+        """The noise that makes a statistic of this sensitivity cost exactly ``share``.
+
+        ``coordinate_sensitivity``: the most one coordinate of the statistic moves (L∞), where it is less than
+        ``sensitivity`` (L1: e.g. two counts that each move by one step, under one noise of sensitivity 2); it does not
+        change the noise, only the least privacy curve the plan may declare for it (:meth:`rdp`).
+
+        Example:
+            >>> Noise.calibrate(Fraction(2), PureDP(1), coordinate_sensitivity=Fraction(1)).coordinate_sensitivity
+            Fraction(1, 1)
+
+        """
         if isinstance(share, PureDP):
-            noise = cls("discrete_laplace", sensitivity / share.epsilon, sensitivity, unit)
+            noise = cls("discrete_laplace", sensitivity / share.epsilon, sensitivity, unit, coordinate_sensitivity)
         elif isinstance(share, ZCDP):
-            noise = cls("discrete_gaussian", sensitivity**2 / (2 * share.rho), sensitivity, unit)
+            noise = cls("discrete_gaussian", sensitivity**2 / (2 * share.rho), sensitivity, unit,
+                        coordinate_sensitivity)
         else:
             raise BudgetConversionError(f"additive noise is calibrated to pure DP or zCDP, not {share!r}",
                                         argument="share", fix="pass a PureDP or ZCDP share")
@@ -119,8 +134,11 @@ class Noise:
         D(s) = D_α(Z ‖ Z + s). exp((α−1)·D(s)) = A·e^{(α−1)s/t} + B·e^{−αs/t} with A, B > 0 (the geometric sums of
         :func:`~dpframe.accounting.numerics.rdp.rdp_discrete_laplace`), a log-convex function of s, so (α−1)·D is
         convex with D(0) = 0: D(s) ≥ s·D(1), and Σᵢ D(|vᵢ|) ≥ ⌊Δ⌋·D(1), with equality when every step is on a
-        coordinate of its own. So the floor is ⌊Δ⌋·D(1) (t rounded up, the float error taken off), not the
-        one-coordinate D(⌊Δ⌋), which is above the exact curve of a plugin whose steps are spread (false refusals).
+        coordinate of its own. A release whose one coordinate moves by m = ⌊:attr:`coordinate_sensitivity`⌋ (by
+        default all of ⌊Δ⌋) has divergence D(m) at least. So the floor is max(D(m), ⌊Δ⌋·D(1)) (t rounded up, the
+        float error taken off): each is the divergence of a neighbouring pair the declared sensitivities say exists
+        (the one-coordinate D(⌊Δ⌋) by default — four one-step curves declared for one coordinate moved by 4 are a
+        fraction of its RDP at low orders; a plugin whose steps are spread declares ``coordinate_sensitivity=1``).
         Discrete Gaussian(σ²), L2 sensitivity Δ: an integer shift has an integer ‖v‖₂² ≤ Δ², so at most ⌊Δ²⌋, and
         its divergence at an integer order α is exactly α‖v‖₂²/(2σ²) whatever the coordinates (CKS20); the floor is
         ⌊α⌋·ρ with ρ = ⌊Δ²⌋/(2σ²) rounded down (the divergence grows with α), ρ below order 2 (the KL divergence).
@@ -132,9 +150,14 @@ class Noise:
             [0.25, 0.5, 0.5, 2.0]
             >>> float(Noise("discrete_laplace", Fraction(1), Fraction(1)).rdp(np.array([256.0]))[0]) > 0.99
             True
+            >>> one, spread = (Noise("discrete_laplace", Fraction(400), Fraction(4), coordinate_sensitivity=m)
+            ...                for m in (None, Fraction(1)))
+            >>> round(float(one.rdp(np.array([2.0]))[0] / spread.rdp(np.array([2.0]))[0]), 1)   # D(4) / 4·D(1)
+            4.0
 
         """
-        return _rdp(self.distribution, self.scale, self.sensitivity, np.asarray(alpha, dtype=np.float64))
+        return _rdp(self.distribution, self.scale, self.sensitivity, np.asarray(alpha, dtype=np.float64),
+                    self.coordinate_sensitivity)
 
     def filter_rdp(self) -> np.ndarray:
         """:meth:`rdp` at the Rényi filter's orders (``FILTER_ORDERS``), cached by the noise's parameters (read-only).
@@ -144,7 +167,7 @@ class Noise:
             0.5
 
         """
-        return _filter_rdp(self.distribution, self.scale, self.sensitivity)
+        return _filter_rdp(self.distribution, self.scale, self.sensitivity, self.coordinate_sensitivity)
 
     def pure_bound(self) -> float:
         """A lower bound on this noise's pure ε (Rényi order ∞) at its sensitivity: ⌊Δ⌋/t, ∞ for the Gaussian.
@@ -203,8 +226,9 @@ class Noise:
         return f"{name}({par}, Δ={_short(self.sensitivity)}){grid}, ±{self.ci95():.4g} (95%)"
 
 
-def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: np.ndarray) -> np.ndarray:
-    """:meth:`Noise.rdp` of a noise with these parameters."""
+def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: np.ndarray,
+         coordinate: Fraction | None = None) -> np.ndarray:
+    """:meth:`Noise.rdp` of a noise with these parameters (``coordinate``: its ``coordinate_sensitivity``)."""
     if distribution == "discrete_gaussian":
         squared = sensitivity**2
         rho = down(Fraction(squared.numerator // squared.denominator) / (2 * scale))
@@ -212,14 +236,23 @@ def _rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction, a: 
     steps = min(sensitivity.numerator // sensitivity.denominator, 2**53)
     if steps < 1:
         return np.zeros_like(a)
+    most = steps if coordinate is None else min(steps, coordinate.numerator // coordinate.denominator)
+    if most >= steps:       # one coordinate moved by ⌊Δ⌋: D(⌊Δ⌋) ≥ ⌊Δ⌋·D(1) (D convex, D(0) = 0)
+        one_coordinate, _ = rdp_discrete_laplace_bounds(up(scale), int(steps))(a)
+        return np.asarray(one_coordinate)
     one_step, _ = rdp_discrete_laplace_bounds(up(scale), 1)(a)
-    return np.asarray(one_step * steps * (1 - 2.0**-52))
+    spread = np.asarray(one_step * steps * (1 - 2.0**-52))
+    if most <= 1:
+        return spread
+    one_coordinate, _ = rdp_discrete_laplace_bounds(up(scale), int(most))(a)
+    return np.asarray(np.maximum(spread, one_coordinate))
 
 
 @plain_cache(maxsize=4096)
-def _filter_rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction) -> np.ndarray:
+def _filter_rdp(distribution: Distribution, scale: Fraction, sensitivity: Fraction,
+                coordinate: Fraction | None = None) -> np.ndarray:
     """:meth:`Noise.filter_rdp`: a pure function of public values, cached (each query plans the same few noises)."""
-    return frozen_array(_rdp(distribution, scale, sensitivity, np.asarray(FILTER_ORDERS)))
+    return frozen_array(_rdp(distribution, scale, sensitivity, np.asarray(FILTER_ORDERS), coordinate))
 
 
 def sample_batch(draws: Sequence[tuple[Noise, int]], rng: RandomSource) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from dpframe.accounting.accountants import Accountant, plan_curves
 from dpframe.accounting.curve import PrivacyCurve, from_json
-from dpframe.accounting.curve_charge import check_curve_charge, described
+from dpframe.accounting.curve_charge import check_curve_charge, described, reference
 from dpframe.accounting.rdp import RenyiFilter
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe, make, up
@@ -309,9 +309,12 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     a plugin handling ``partition_selection`` provides) is checked alike, against its (ε or ρ, δ) share. Where the
     session charges privacy curves (``rdp``, ``pld``), a plan's declared curves, composed, are at least its declared
     noises' at every order the filter reads (:meth:`~dpframe.mechanism.Noise.rdp`); a plan declaring no noise (the
-    exponential-mechanism quantiles) has its curves checked against its cost as a query family's charge is
-    (:func:`_check_bare_curves`). Each plan's cost and curves are
-    read once: :func:`price` charges what was checked (plugin code run in between cannot change it). The engine
+    exponential-mechanism quantiles), or noise costing less than its cost, has its curves checked against its cost
+    as a query family's charge is (:func:`_check_bare_curves`), and a partition-selection plan's curves carry its
+    cost's δ (:func:`_check_delta0`). A third-party accountant charging curves (not a Rényi filter) gets the same
+    checks, with dpframe's own filter's formulas, and only curves dpframe built (:func:`_third_party_curves`). Each
+    plan's cost and curves are read once: :func:`price` charges what was checked (plugin code run in between cannot
+    change it). The engine
     charges the cost a plan reports; these are the lies it can see. One it cannot (noise weaker than declared,
     randomness not from ``rng``) is the conformance suite's and the audit's to catch.
 
@@ -325,13 +328,16 @@ def check_plugin_costs(state: PlanState) -> PlanState:
     assert state.part is not None and state.notion is not None
     curves = _charges_curves(state.accountant)
     sampled = curves and sampling_rate(state.node.input) < 1
-    rdp = state.accountant if curves and isinstance(state.accountant, RenyiFilter) else None
+    rdp: RenyiFilter | None = None
+    if curves:
+        rdp = state.accountant if isinstance(state.accountant, RenyiFilter) else reference()
+    third = curves and not isinstance(state.accountant, RenyiFilter)
     checked = []
     if state.selection is not None:
         checked.append(_check_cost(state.selection, state.budget.notion, state.part, state.delta, curves, sampled,
-                                   rdp))
+                                   rdp, third))
     for p, n in zip(state.plans, state.parts):
-        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled, rdp))
+        checked.append(_check_cost(p, state.notion, state.part * n, Fraction(0), curves, sampled, rdp, third))
     return state.but(checked=tuple(checked))
 
 
@@ -341,13 +347,16 @@ def _charges_curves(accountant: Accountant) -> bool:
 
 
 def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction, curves: bool = False,
-                sampled: bool = False, rdp: RenyiFilter | None = None) -> tuple[Budget, Any]:
+                sampled: bool = False, rdp: RenyiFilter | None = None,
+                third_party: bool = False) -> tuple[Budget, Any]:
     """``p``'s reported cost against its share (``share`` in ε or ρ, ``delta``): :func:`check_plugin_costs`.
 
     Returns the (cost, privacy curves) checked, each read once from the plan; ``curves``: the session charges
     curves (they are checked too); ``sampled``: on a Poisson sample (a curve's subsampling claims are dropped,
-    :func:`_plain`); ``rdp``: the session's Rényi filter, which checks the curves of a plan declaring no noise
-    (:func:`_check_bare_curves`).
+    :func:`_plain`); ``rdp``: the session's Rényi filter (dpframe's own, :func:`~dpframe.accounting.curve_charge.
+    reference`, under a ``third_party`` accountant), which checks the curves of a plan whose declared noise does not
+    pay for its cost (:func:`_check_bare_curves`); ``third_party``: the session's accountant charges curves and is no
+    Rényi filter, and is given only dpframe's own curves (:func:`_third_party_curves`).
     """
     cost, privacy = p.cost, _snapshot(p.privacy)
     if curves and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
@@ -372,11 +381,52 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     floor: tuple[PrivacyCurve, ...] = ()
     if curves and noises:
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
-    elif rdp is not None:
-        floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp)
+    if curves and delta:
+        _read(p.mechanism, "its privacy curves", _check_delta0, p.mechanism, privacy, cost)
+    if rdp is not None and not (noises and declared == spent):     # noises paying for the whole cost: checked above
+        floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp,
+                      bool(noises))
+    if third_party:
+        return cost, _read(p.mechanism, "its privacy curves", _third_party_curves, privacy, cost, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
         privacy = _as_checked(tuple(_plain(c) for c in privacy), noises, floor)
     return cost, privacy
+
+
+def _third_party_curves(privacy: object, cost: Budget,
+                        noises: Sequence[tuple[str, Noise]]) -> tuple[PrivacyCurve, ...] | None:
+    """The curves a third-party accountant (one charging curves, not a Rényi filter) is given for a checked plan.
+
+    Such an accountant may read any function of a curve (its privacy profile, its RDP at any order, how it amplifies
+    on a sample), while the engine checks a plan's curves by their RDP at the Rényi filter's orders: a curve honest
+    there and lying elsewhere (a profile a hundredth of its noise's) would be charged its lie. So the accountant
+    gets only curves dpframe built itself from checked parameters: those the plan's descriptions rebuild where
+    :func:`~dpframe.accounting.curve_charge.check_curve_charge` accepts the plan's charge (against its cost, dpframe's
+    formulas, unamplified: the accountant amplifies; a charge accepted as at least the cost's own curve is described
+    by that curve) and they are at least its declared noises' floor at every filter order; else None: the cost's own
+    curve (:func:`~dpframe.accounting.accountants.plan_curves`), which every
+    ``cost``-private mechanism has.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> [c.label for c in _third_party_curves((acc.laplace(1.0),), PureDP(1), [])]
+        ['Laplace(b=1, Δ=1)']
+        >>> [c.label for c in _third_party_curves((acc.from_rdp(lambda a: 0.5 * a),), PureDP(1), [])]  # no description
+        ['ε-DP(ε=1)']
+
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return None
+    checked, _ = check_curve_charge(RDPCharge.of(privacy), cost, reference(), 1.0)
+    if checked is None or not checked.specs:
+        return None
+    rebuilt = tuple(from_json(text) for text in checked.specs)
+    if noises:
+        floor = sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS)))
+        if not np.all(np.asarray(RDPCharge.of(rebuilt).values) >= floor * (1 - 1e-9)):
+            return None
+    return rebuilt
 
 
 def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
@@ -558,11 +608,42 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
                               "registers it; report it to its authors")
 
 
-def _check_bare_curves(mechanism: str, privacy: object, cost: Budget,
-                       accountant: RenyiFilter) -> tuple[PrivacyCurve, ...]:
-    """A PluginError when the curves of a plan declaring no noise are not a sound charge of its ``cost``.
+def _check_delta0(mechanism: str, privacy: object, cost: Budget) -> None:
+    """A PluginError when a plan whose ``cost`` has a δ (a partition-selection plan's) declares curves charging less δ0.
 
-    With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), a
+    Releasing a group key only the private data holds is never pure DP: the δ of a selection plan's cost is what its
+    threshold is calibrated to, and curves charged as they are (each with an RDP curve, :func:`plan_curves`) whose δ0
+    add up to less would leave it charged nowhere in an RDP or PLD session (a pure curve of the selection's noise: δ0
+    = 0). Curves charged as the cost's own curve carry its δ.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> _check_delta0("mine", (acc.approx(1.0, 1e-6),), ApproxDP(1, Fraction(1, 10**6)))
+        >>> _check_delta0("mine", (acc.pure(1.0),), ApproxDP(1, Fraction(1, 10**6)))
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PluginError: mechanism: mechanism 'mine' costs ε=1, δ=1e-06 but its privacy curves' δ0 add...
+
+    """
+    delta = Fraction(getattr(cost, "delta", 0))
+    if not delta or not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return
+    delta0 = math.fsum(c.delta0 for c in privacy)
+    if not delta0 >= float(delta) * (1 - 1e-9):          # (float slack: δ given as a float, 1e-6, is a hair below)
+        raise PluginError(f"mechanism {mechanism!r} costs {describe(cost)} but its privacy curves' δ0 add up to "
+                          f"{delta0:.6g}: the δ of its cost would be charged nowhere", argument="mechanism",
+                          fix="a selection's curves carry the δ its threshold is calibrated to (e.g. acc.approx(ε, "
+                              "δ)): a bug of the plugin that registers it; report it to its authors")
+
+
+def _check_bare_curves(mechanism: str, privacy: object, cost: Budget, accountant: RenyiFilter,
+                       noised: bool = False) -> tuple[PrivacyCurve, ...]:
+    """A PluginError when the curves of a plan whose declared noise does not pay for its cost are not a charge of it.
+
+    With no :class:`~dpframe.mechanism.Noise` to hold them to (the exponential-mechanism quantiles declare none), or
+    noises costing less than the plan's ``cost`` (``noised``: a plan stating its whole share as its cost and declaring
+    a hundredth of it, an output released beside the noise, a sensitivity understated), a
     plan's curves are held to the rule a query family's charge is
     (:func:`~dpframe.accounting.curve_charge.check_curve_charge`, unamplified: the engine amplifies them): at least
     the cost's own curve at every order the filter reads, or of kinds dpframe builds, rebuilt by dpframe, charged no
@@ -587,7 +668,8 @@ def _check_bare_curves(mechanism: str, privacy: object, cost: Budget,
         return ()
     checked, why = check_curve_charge(RDPCharge.of(privacy), cost, accountant, 1.0)
     if checked is None:
-        raise PluginError(f"mechanism {mechanism!r} declares no noise, and its privacy curves are not a charge of its "
+        which = "declares noise costing less than its cost" if noised else "declares no noise"
+        raise PluginError(f"mechanism {mechanism!r} {which}, and its privacy curves are not a charge of its "
                           f"cost {describe(cost)}: {why}", argument="mechanism",
                           fix="a plan's curves are those of the mechanisms it runs, built with dpframe's constructors "
                               "(e.g. acc.exponential(ε) for the exponential mechanism), or declare its Noise: a bug "

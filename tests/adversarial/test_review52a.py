@@ -70,8 +70,8 @@ def test_soundness_a_sampled_plan_is_charged_at_least_its_checked_curves_at_ever
 def _floor(noise: Noise) -> acc.PrivacyCurve:
     """The least curve the engine can hold ``noise``'s declarations to at every order: its ``Noise.rdp`` floor.
 
-    Since r52e, a discrete Laplace of L1 sensitivity Δ floors at ⌊Δ⌋·D(1) (steps spread over coordinates), below this
-    plugin's one-coordinate D(Δ); a curve between the two passes the check at every order and is the audit's to catch.
+    Since r53c, a discrete Laplace noise of L1 sensitivity Δ floors at max(D(m), ⌊Δ⌋·D(1)), m its declared
+    ``coordinate_sensitivity`` (by default Δ: this plugin's one-coordinate D(Δ)).
     """
     return acc.from_rdp(lambda a: float(noise.rdp(np.array([a]))[0]), label="floor")
 

@@ -85,7 +85,7 @@ class PairCount:
         return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
-        noise = Noise.calibrate(Fraction(2), share)           # L1 over the two coordinates: 1 + 1
+        noise = Noise.calibrate(Fraction(2), share, coordinate_sensitivity=Fraction(1))  # L1 = 1 + 1, L∞ = 1
         one = acc.discrete_laplace(float(noise.scale), 1)
         return PairPlan(self.name, tuple(measures), (ROWS, NONNULL), noise.cost(), noise={"pair": noise},
                         privacy=[one, one], pair_noise=noise)
@@ -95,7 +95,8 @@ def test_floor_is_l1_over_coordinates_a_spread_shift_is_not_refused() -> None:
     """Found: the floor the engine holds a plan's declared curves to was the divergence of ⌊Δ⌋ steps on ONE
     coordinate; a plugin whose L1 sensitivity Δ = 2 is spread over two counts (one step each, its exact curve: two
     1-step pairs) was refused as a plugin bug, though its curves are exact. The floor is now ⌊Δ⌋ one-step pairs,
-    the least divergence of any integer shift of L1 norm ⌊Δ⌋ (proof in :meth:`Noise.rdp`)."""
+    the least divergence of any integer shift of L1 norm ⌊Δ⌋ (proof in :meth:`Noise.rdp`), where the noise declares
+    that one coordinate moves by one step (``coordinate_sensitivity=1``; by default the whole Δ: review 53c)."""
     data = pl.DataFrame({"u": list(range(50)), "x": [float(i) for i in range(50)]})
     sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.ApproxDP(10, 1e-6),
                       accountant="rdp", seed=0)
@@ -105,12 +106,13 @@ def test_floor_is_l1_over_coordinates_a_spread_shift_is_not_refused() -> None:
 
 
 def test_floor_stays_a_lower_bound_of_every_shift_pattern() -> None:
-    """The floor ⌊Δ⌋·D(1 step) is at most the exact divergence of every integer shift of L1 norm ⌊Δ⌋ (all the
-    patterns over up to ⌊Δ⌋ coordinates: D adds over coordinates), and equals the all-ones pattern's: nothing
-    lower would be sound (that plugin exists, above) and nothing higher is needed."""
+    """The floor ⌊Δ⌋·D(1 step) of a noise whose coordinates move by one step at most (``coordinate_sensitivity=1``)
+    is at most the exact divergence of every integer shift of L1 norm ⌊Δ⌋ (all the patterns over up to ⌊Δ⌋
+    coordinates: D adds over coordinates), and equals the all-ones pattern's: nothing lower would be sound (that
+    plugin exists, above) and nothing higher is needed."""
     orders = np.array([1.5, 2.0, 3.0, 7.5, 32.0, 256.0])
     for t, steps in [(0.7, 2), (3.0, 3), (40.0, 4), (1000.0, 3)]:
-        floor = Noise("discrete_laplace", Fraction(t), Fraction(steps)).rdp(orders)
+        floor = Noise("discrete_laplace", Fraction(t), Fraction(steps), coordinate_sensitivity=Fraction(1)).rdp(orders)
         patterns = {tuple(sorted(p)) for n in range(1, steps + 1)
                     for p in itertools.product(range(1, steps + 1), repeat=n) if sum(p) == steps}
         for i, a in enumerate(orders):
