@@ -431,6 +431,21 @@ def sqrt_down(x: Fraction) -> float:
     return f
 
 
+def sqrt_up(x: Fraction) -> float:
+    """The smallest float whose square is ≥ x (+∞ beyond the float range): :func:`sqrt_down`, moved up where inexact.
+
+    Example:
+        >>> s = sqrt_up(Fraction(3, 2))
+        >>> Fraction(math.nextafter(s, 0.0)) ** 2 < Fraction(3, 2) <= Fraction(s) ** 2, sqrt_up(Fraction(9, 4))
+        (True, 1.5)
+
+    """
+    f = sqrt_down(x)
+    if Fraction(f) ** 2 >= x:
+        return f
+    return math.inf if f == sys.float_info.max else math.nextafter(f, math.inf)
+
+
 def zcdp_log_delta(rho: Fraction, epsilon: Fraction) -> float:
     """Log of the smallest δ the CKS20 conversion gives for ρ-zCDP ⇒ (ε, δ)-DP, capped at 0 (δ ≤ 1).
 

@@ -14,7 +14,8 @@ reserves, when
    reports compose them): each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas: a plugin's
    registered builder, or a curve object's own functions, are not asked), the charge is at least, at every order and
    in δ0, what the rebuilt curves charge (unamplified, or their composition amplified once at the frame's rate where
-   that is less: the rate a description claims for the frame is not read), and the rebuilt curves do not prove the
+   that is less: the rate a description claims for the frame is not read; within :data:`VALUE_SLACK` for float
+   order, the copy reserved then raised to theirs), and the rebuilt curves do not prove the
    plan more private than its cost says: by basic composition of their parts, the loosest rule a cost may be priced
    with, they give at least the cost in its own notion (:func:`_more_private`; relative slack 10⁻⁶ for floats).
 
@@ -75,7 +76,8 @@ if TYPE_CHECKING:
 
 #: Relative slack of the comparisons with the cost (float rounding of honest plans; a lie is far larger).
 COST_SLACK = 1e-6
-#: Relative slack of a charge against the rebuilt curves' (the same formulas, summed in another order).
+#: Relative slack of a charge against the rebuilt curves' (the same formulas, summed in another order); a charge
+#: accepted within it is reserved at the rebuilt curves' values (the slack is no discount).
 VALUE_SLACK = 1e-9
 
 
@@ -96,7 +98,7 @@ def copy_charge(charge: object) -> RDPCharge | None:
         delta0 = float(charge.delta0)
         specs = tuple(charge.specs)
         labels = tuple(str(x) for x in tuple(charge.labels))
-    except (TypeError, ValueError, OverflowError):
+    except Exception:       # plugin objects: whatever their __float__, __str__ or __iter__ raises, not a charge
         return None
     if len(values) != len(FILTER_ORDERS) or not all(v >= 0 for v in values) or not 0 <= delta0 <= 1 \
             or not all(type(s) is str for s in specs):
@@ -112,6 +114,9 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
     """
     copied = copy_charge(charge)
     if copied is None:
+        if isinstance(charge, RDPCharge):
+            return None, ("its charge's values, δ0, descriptions or labels cannot be read as the numbers and text "
+                          f"of an RDPCharge on the filter's {len(FILTER_ORDERS)} orders")
         return None, (f"its charge is {type(charge).__name__}, not the RDPCharge this session's Rényi filter "
                       "composes")
     backed = _rebuilt(copied.specs) if copied.specs else None
@@ -143,7 +148,10 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
         more = _more_private(parts, cost)
     if more is not None:
         return None, f"its curves ({named}) {more}"
-    return RDPCharge(copied.values, copied.delta0, specs, copied.labels), None
+    # accepted within VALUE_SLACK of the rebuilt curves: reserved at least at what they cost (the slack is for
+    # honest float order, not a discount: 10⁻⁹ is millions of ulps of the curves' outward-rounded values)
+    values = tuple(float(v) for v in np.maximum(copied.values, expected.values))
+    return RDPCharge(values, max(copied.delta0, expected.delta0), specs, copied.labels), None
 
 
 @plain_cache(maxsize=256)

@@ -23,7 +23,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_json
 from dpframe.accounting.curve_charge import check_curve_charge, described
 from dpframe.accounting.rdp import RenyiFilter
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe, make, up
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, add_up, convert, describe, make, up
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, PluginError, plugin_failure
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
@@ -451,8 +451,8 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
         for rdp, checked in parts:
             assert rdp is not None
             least = np.where(at >= 0, checked[np.maximum(at, 0)], 0.0)
-            with np.errstate(invalid="ignore"):
-                total = total + np.fmax(np.asarray(rdp(a), dtype=np.float64), least)
+            with np.errstate(invalid="ignore"):     # each partial sum rounded up, as the filter's
+                total = add_up(total, np.fmax(np.asarray(rdp(a), dtype=np.float64), least))
         if kept:
             total = np.maximum(total, sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape)))
         if bound_rdp is not None:

@@ -1,0 +1,233 @@
+"""Review 53a: stop 52's accounting changes (the RDP/PLD charge check, the read-once copies, the outward rounding).
+
+Each test is an attack by a third-party plugin author (a query family's charge, a plan's curves) or an analyst (the
+public curve constructors and ``composition``), checked against exact rational references where it is about
+rounding: a charge or curve is never below the exact value of the formula it stands for.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe import accounting as acc
+from dpframe.accounting.composition import composition
+from dpframe.accounting.curve_charge import check_curve_charge
+from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
+from dpframe.family import Explain, FamilyPlan
+from dpframe.mechanism import Noise, Statistic
+from dpframe.planning.passes import _as_checked
+
+FILT = acc.RDPAccountant(dp.ApproxDP(10, Fraction(1, 10**5)))
+RNG = np.random.default_rng(53)
+
+
+def _scaled(charge: RDPCharge, by: float, delta_by: float = 1.0) -> RDPCharge:
+    return RDPCharge(tuple(v * by for v in charge.values), charge.delta0 * delta_by, charge.specs, charge.labels)
+
+
+# -- the charge check's value slack -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.5])
+def test_soundness_a_charge_within_the_slack_is_reserved_at_its_curves_cost(rate: float) -> None:
+    """Found: a charge backed by its descriptions was accepted down to 10⁻⁹ relatively below what dpframe's formulas
+    give for them (VALUE_SLACK, for float order), and the ledger reserved the plugin's lower values: millions of
+    ulps below the curves stop 52 rounds up ulp by ulp (the filter's own margin is 10⁻¹²). Now the charge reserved
+    is at least the rebuilt curves' at every order and in δ0."""
+    curves = [acc.laplace(1.0), acc.approx(0.5, 1e-7)]
+    honest = FILT.charge_plan(dp.ApproxDP(Fraction(3, 2), Fraction(1, 10**7)), curves, rate)
+    low = _scaled(honest, 1 - 5e-10, 1 - 5e-10)
+    checked, why = check_curve_charge(low, dp.ApproxDP(Fraction(3, 2), Fraction(1, 10**7)), FILT, rate)
+    assert why is None and checked is not None
+    assert all(c >= h for c, h in zip(checked.values, honest.values)) and checked.delta0 >= honest.delta0
+
+
+def test_an_honest_charge_above_its_curves_keeps_its_values() -> None:
+    """A charge above what its curves cost (a family charging more) is reserved as it is."""
+    honest = FILT.charge_plan(dp.PureDP(1), [acc.laplace(1.0)])
+    high = _scaled(honest, 1.5)
+    checked, why = check_curve_charge(high, dp.PureDP(1), FILT, 1.0)
+    assert why is None and checked is not None and checked.values == high.values
+
+
+# -- a charge whose reads raise ---------------------------------------------------------------------------------
+
+
+class _Raises:
+    def __float__(self) -> float:
+        raise RuntimeError("no float today")
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text today")
+
+    def __iter__(self) -> Any:
+        raise KeyError("no items today")
+
+
+BAD = {
+    "values": lambda: RDPCharge((_Raises(),) * len(FILTER_ORDERS), 0.0),
+    "iter": lambda: RDPCharge(_Raises(), 0.0),                          # type: ignore[arg-type]
+    "delta0": lambda: RDPCharge((1.0,) * len(FILTER_ORDERS), _Raises()),  # type: ignore[arg-type]
+    "specs": lambda: RDPCharge((9.0,) * len(FILTER_ORDERS), 0.0, _Raises()),  # type: ignore[arg-type]
+    "labels": lambda: RDPCharge((9.0,) * len(FILTER_ORDERS), 0.0, (), (_Raises(),)),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("field", list(BAD))
+def test_a_charge_whose_fields_raise_is_refused_not_raised(field: str) -> None:
+    """Found: copy_charge caught only TypeError/ValueError/OverflowError, so a plugin charge whose value's
+    ``__float__``, label's ``__str__`` or field's ``__iter__`` raised anything else (RuntimeError, KeyError) escaped
+    check_curve_charge, and a query family's ``cost()``/``collect()``, as a bare non-dpframe exception."""
+    checked, why = check_curve_charge(BAD[field](), dp.PureDP(1), FILT, 1.0)
+    assert checked is None and why is not None and "cannot be read" in why
+
+
+ROWS = Statistic("rows")
+DATA = pl.DataFrame({"u": list(range(60)), "x": [1.0] * 60})
+
+
+class _RaisingQuery:
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def describe(self) -> str:
+        return "raising_charge_r53a()"
+
+    def plan(self, budget: Any) -> Any:
+        noise = Noise.calibrate(Fraction(1), dp.PureDP(budget.epsilon))
+
+        def run(reader: Any, rng: Any) -> int:
+            return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
+        return FamilyPlan(budget, dp.PureDP(budget.epsilon), BAD["values"](), "rows", Explain("rows"), run)
+
+
+class _RaisingFamily:
+    attach, methods, name = "frame", (), "raising_charge_r53a"
+    result_types: dict[str, type] = {}
+
+    def build(self, source: Any) -> _RaisingQuery:
+        return _RaisingQuery(source)
+
+
+class _Hooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(_RaisingFamily())
+
+
+@pytest.fixture()
+def raising_family() -> Any:
+    from dpframe.plugin import plugin_host
+
+    host = plugin_host()
+    host.register(_Hooks(), name="raising_charge_r53a")
+    yield
+    host.unregister(name="raising_charge_r53a")
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_a_family_charge_that_raises_is_a_plugin_error_charging_nothing(raising_family: Any,
+                                                                         accountant: str) -> None:
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, Fraction(1, 10**5)),
+                      accountant=accountant, seed=0)
+    remaining = sess.remaining()
+    query = sess.table("t").raising_charge_r53a()
+    for call in (query.cost, query.collect):
+        with pytest.raises(dp.PluginError) as refused:
+            call(dp.PureDP(1))
+        assert "raising_charge_r53a()" in str(refused.value)
+    assert sess.history().height == 0 and sess.remaining() == remaining
+
+
+# -- outward rounding: exact references -------------------------------------------------------------------------
+
+
+def _sqrt_floor_fraction(x: Fraction) -> Fraction:
+    """A rational ≤ √x within 2⁻¹⁰⁰ relatively (integer square root of a scaled x)."""
+    scale = 2 ** 200
+    return Fraction(math.isqrt(x.numerator * scale * scale // x.denominator), scale)
+
+
+def test_soundness_a_composition_of_gaussians_is_no_more_private_than_its_parts() -> None:
+    """Found: composition() of Gaussian parts is one Gaussian of μ = hypot(Δᵢ/σᵢ), each ratio and the hypot
+    rounded to nearest: its ρ (and αρ, and the subsampled curve of μ) was below the exact Σ Δᵢ²/(2σᵢ²) for about
+    a quarter of random parts (stop 52 rounded a single Gaussian's ρ up, not the composed one's). Now μ is the
+    least float ≥ √(Σ (Δᵢ/σᵢ)²), exactly."""
+    for _ in range(300):
+        s1, s2, d1, d2 = (float(v) for v in RNG.uniform(0.1, 10, 4))
+        c = composition([acc.gaussian(s1, d1), acc.gaussian(s2, d2)])
+        exact = (Fraction(d1) / Fraction(s1)) ** 2 / 2 + (Fraction(d2) / Fraction(s2)) ** 2 / 2
+        assert c.rho is not None and Fraction(c.rho) >= exact
+        assert Fraction(float(c.rdp_at([2.0])[0])) >= 2 * exact
+        assert c.spec is not None and Fraction(c.spec["sensitivity"]) >= _sqrt_floor_fraction(2 * exact)
+
+
+def test_soundness_composed_and_sampled_delta0_are_never_below_exact() -> None:
+    """Found: a composition's δ0 was math.fsum of the parts' (rounded to nearest) and a sampled curve's δ0 the
+    float product δ0·γ: each below the exact value for most random inputs (by an ulp; the filter charges δ0 in
+    full, so this was δ the session never counted). Now both are rounded up."""
+    for _ in range(300):
+        ds = [float(d) for d in RNG.uniform(1e-9, 1e-6, 3)]
+        g = float(RNG.uniform(0.01, 0.99))
+        c = composition([acc.approx(1.0, d) for d in ds])
+        assert Fraction(c.delta0) >= sum(Fraction(d) for d in ds)
+        s = acc.approx(1.0, ds[0]).subsampled(g)
+        assert Fraction(s.delta0) >= Fraction(ds[0]) * Fraction(g)
+        both = composition([acc.approx(1.0, d) for d in ds]).subsampled(g)
+        assert Fraction(both.delta0) >= sum(Fraction(d) for d in ds) * Fraction(g)
+
+
+@pytest.mark.parametrize("eps", [1e-200, 3e-162, 1.5e-160, 1e-155])
+@pytest.mark.parametrize("kind", ["laplace", "pure", "discrete_laplace"])
+def test_soundness_a_tiny_epsilon_curve_is_not_rounded_to_zero(eps: float, kind: str) -> None:
+    """Found: the αε²/2 cap of an ε-DP curve (stop 52) squared ε in floats: below ε ≈ 1.5·10⁻¹⁶² the square is
+    subnormal (or 0), so the cap, and with it the Laplace and ε-DP curves, read up to 10⁻⁵ relatively below the
+    exact αε²/2 bound, or 0 (a charge of nothing for a Laplace of scale 10²⁰⁰). Now the cap is rounded up exactly.
+    The exact Laplace curve is αε²/2 − O(ε³); randomized response's is ≥ αε²/8 − O(ε³): each is checked above a
+    bound below it."""
+    if kind == "laplace":
+        curve, e, low = acc.laplace(1 / eps), Fraction(1) / Fraction(1 / eps), Fraction(1, 2) * (1 - Fraction(1, 10**9))
+    elif kind == "pure":
+        curve, e, low = acc.pure(eps), Fraction(eps), Fraction(1, 8) * (1 - Fraction(1, 10**9))
+    else:
+        curve, e, low = acc.discrete_laplace(1 / eps), Fraction(1) / Fraction(1 / eps), Fraction(1, 2) * (
+            1 - Fraction(1, 10**9))
+    orders = [2.0, 8.0, 256.0]
+    values = curve.rdp_at(orders)
+    for a, v in zip(orders, values):
+        assert Fraction(float(v)) >= Fraction(a) * e * e * low, (a, v)
+
+
+def test_soundness_a_sampled_plans_parts_are_summed_up() -> None:
+    """Found: the curve a sampled plan's curves are read as (_as_checked, stop 52) summed its parts with plain
+    float +, below the exact sum where it rounds down (1 + 10⁻¹⁷ read as 1): the amplified charge started from
+    less than the curves checked. Now each partial sum is rounded up."""
+    parts = (acc.from_rdp(lambda a: 1.0), acc.from_rdp(lambda a: 1e-17))
+    (merged,) = _as_checked(parts, [])
+    assert merged.rdp is not None
+    assert all(float(v) > 1.0 for v in merged.rdp(np.array([2.0, 3.0, 9.0])))
+
+
+def test_soundness_the_zcdp_bounds_of_pure_curves_are_never_below_exact() -> None:
+    """Found: the exponential mechanism's curve min(ε-DP's, αε²/8) took αε²/8 as two float products (below the
+    exact value for about a third of random ε, by an ulp), and its ρ = ε²/8, Laplace's and discrete Laplace's
+    ρ = (Δ/b)²/2 (of the rounded ratio) and ε-DP's ε²/2 were rounded to nearest: below the exact bounds the
+    zCDP accountant adds up and the charge check reads (:func:`_loosest_rho`). Now each is rounded up."""
+    for _ in range(300):
+        e, b, d = (float(v) for v in RNG.uniform(0.01, 5.0, 3))
+        a = float(RNG.choice(FILTER_ORDERS))
+        x = acc.exponential(e)
+        assert x.rho is not None and Fraction(x.rho) >= Fraction(e) ** 2 / 8
+        assert Fraction(float(x.rdp_at([a])[0])) >= min(Fraction(float(acc.pure(e).rdp_at([a])[0])),
+                                                         Fraction(a) * Fraction(e) ** 2 / 8)
+        lap, dlap, pure = acc.laplace(b, d), acc.discrete_laplace(b, 3), acc.pure(e)
+        assert lap.rho is not None and Fraction(lap.rho) >= (Fraction(d) / Fraction(b)) ** 2 / 2
+        assert dlap.rho is not None and Fraction(dlap.rho) >= (3 / Fraction(b)) ** 2 / 2
+        assert pure.rho is not None and Fraction(pure.rho) >= Fraction(e) ** 2 / 2
