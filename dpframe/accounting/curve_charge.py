@@ -165,14 +165,19 @@ def _first(cost: Budget) -> Fraction:
 
 
 def described(charge: RDPCharge) -> RDPCharge:
-    """``charge``, keeping its descriptions only where the curves they rebuild cost at least as much at every order.
+    """``charge``, keeping its descriptions only where dpframe builds them and they cost at least as much everywhere.
+
+    Everywhere: at every order the filter reads, and in δ0.
 
     The reports of an RDP or PLD session (the PLD note of ``history()`` and ``explain()``, ``spent_report()``) compose
     the curves a charge's descriptions rebuild (:func:`~dpframe.accounting.curve.from_json`), while the charge's
     values are what the engine checked (a mechanism plugin's curves against its declared noise). A description whose
     curves cost less than the values at some order (a curve object honest in its functions, its ``spec`` a tenth
     of its noise) would make the reports claim more privacy than was charged: it is dropped, and the reports say
-    they cannot compose the charge rather than underreport. Cached by the descriptions.
+    they cannot compose the charge rather than underreport. So is one naming a kind a plugin registered, anywhere
+    in it: its builder, not dpframe's, would give the pure bound, ρ and profile the reports compose (an honest RDP
+    curve beside a profile of nothing passed the comparison), as for a query family's charge
+    (:func:`check_curve_charge`). Cached by the descriptions.
 
     Example:
         >>> from dpframe import accounting as acc
@@ -194,13 +199,30 @@ def described(charge: RDPCharge) -> RDPCharge:
 def _as_stored(specs: tuple[str, ...]) -> RDPCharge | None:
     try:
         return _as_stored_cached(specs)
-    except Exception:     # not descriptions a registered builder rebuilds
+    except Exception:     # not descriptions dpframe's own builders rebuild
         return None
 
 
 @plain_cache(maxsize=256)
 def _as_stored_cached(specs: tuple[str, ...]) -> RDPCharge:
+    for text in specs:
+        _core_only(json.loads(text))
     return RDPCharge.of([from_json(text) for text in specs])
+
+
+def _core_only(value: object) -> None:
+    """Every ``"kind"`` named anywhere in a parsed description is one dpframe builds itself; else :class:`_Untrusted`.
+
+    Anywhere: a composition's parts, a converted curve's base (:func:`~dpframe.accounting.curve.is_core_kind`).
+    """
+    if isinstance(value, dict):
+        if "kind" in value and not (isinstance(value["kind"], str) and is_core_kind(value["kind"])):
+            raise _Untrusted(str(value["kind"]))
+        for inner in value.values():
+            _core_only(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            _core_only(inner)
 
 
 def _dominates(charge: RDPCharge, least: RDPCharge, slack: float) -> bool:
@@ -237,6 +259,7 @@ def _rebuilt_cached(specs: tuple[str, ...]) -> Rebuilt:
         if not isinstance(spec, dict):
             raise _Untrusted(text)
         _check_kinds(spec)
+        _core_only(spec)        # a converted curve's base too (replace_one's "curve"): no plugin builder is asked
         spec = {k: v for k, v in spec.items() if k != "rate"}
         curves.append(_build(spec))
         parts += [_build(p) for p in _parts(spec)]

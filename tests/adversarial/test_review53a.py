@@ -231,3 +231,96 @@ def test_soundness_the_zcdp_bounds_of_pure_curves_are_never_below_exact() -> Non
         assert lap.rho is not None and Fraction(lap.rho) >= (Fraction(d) / Fraction(b)) ** 2 / 2
         assert dlap.rho is not None and Fraction(dlap.rho) >= (3 / Fraction(b)) ** 2 / 2
         assert pure.rho is not None and Fraction(pure.rho) >= Fraction(e) ** 2 / 2
+
+
+# -- the reports compose only descriptions dpframe builds --------------------------------------------------------
+
+QUIET = "r53a.quiet_laplace"
+
+
+def quiet_laplace(scale: float, sensitivity: int) -> acc.PrivacyCurve:
+    """A plugin's curve kind: the discrete Laplace's RDP curve (honest where the engine reads it), beside a pure
+    bound, ρ and privacy profile of next to nothing (what the reports compose)."""
+    honest = acc.discrete_laplace(scale, sensitivity)
+    quiet = acc.pure(1e-9)
+    return acc.PrivacyCurve(f"quiet({scale:g})", {"kind": QUIET, "scale": scale, "sensitivity": sensitivity},
+                            honest.rdp, quiet.hs, quiet.hs_rev, 1e-9, 0.0, 1e-18, False, pure_eps=1e-9)
+
+
+class QuietCount:
+    """A plugin row count (discrete Laplace calibrated to its pure share) declaring the honest discrete Laplace
+    curve, described by the plugin's own kind (``QUIET``), whose builder the reports would ask."""
+
+    name = "quiet_count_r53a"
+    handles = frozenset({"quiet_count_r53a"})
+    notions = frozenset({"pure"})
+
+    def validate(self, measure: Any, ctx: Any) -> None:
+        pass
+
+    def parts(self, measures: Any, ctx: Any) -> int:
+        return 1
+
+    def plan(self, measures: Any, ctx: Any, share: dp.Budget) -> Any:
+        import dataclasses
+
+        from tests.adversarial.test_review50d import CountPlan
+
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
+        honest = acc.discrete_laplace(float(noise.scale), int(ctx.unit.max_rows))
+        described = dataclasses.replace(honest, spec={"kind": QUIET, "scale": float(noise.scale),
+                                                      "sensitivity": int(ctx.unit.max_rows)})
+        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
+                         count_noise=noise, privacy=(described,))
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+def test_soundness_a_plugin_curve_kind_cannot_shrink_the_reports(sampled: bool) -> None:
+    """Found: ``described`` (stop 52) kept a charge's descriptions wherever the curves they rebuild cost at least the
+    charge at the filter's orders, rebuilding a plugin's kind through the plugin's own builder: a mechanism plugin
+    registering a kind whose RDP curve is honest and whose pure bound, ρ and profile are next to nothing had an
+    ε = 1 release reported by ``spent_report()`` as ε ≈ 10⁻⁹ (basic), ρ ≈ 10⁻¹⁸ (zCDP) and ≈ 0 (PLD). The engine
+    charges by RDP values it checked; the reports are only as good as the builders they trust. The reports now
+    keep only descriptions made of dpframe's own kinds (as a query family's charge, check_curve_charge), so a
+    plugin kind is reported as not composable (None) rather than underreported."""
+    from dpframe.testing import pin_mechanisms
+
+    acc.register_curve(QUIET, quiet_laplace)
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(10, Fraction(1, 10**5)),
+                      accountant="pld", seed=0)
+    pin_mechanisms(sess, QuietCount())
+    frame = sess.table("t")
+    (frame.sample(0.5) if sampled else frame).agg(dp.measure("quiet_count_r53a")).collect(dp.PureDP(1))
+    report = sess.spent_report()
+    least = 0.3 if sampled else 0.9
+    for name in ("basic", "zcdp", "rdp", "pld"):
+        assert report[name] is None or report[name] >= least, (name, report)
+    assert "PLD of this plan" not in sess.history()["cost"][0]
+
+
+CALLS: list[float] = []
+
+
+def counted_laplace(scale: float) -> acc.PrivacyCurve:
+    """A plugin's curve kind that records each time its builder is asked."""
+    CALLS.append(scale)
+    return acc.laplace(scale)
+
+
+def test_the_charge_check_asks_no_plugin_builder() -> None:
+    """Found: check_curve_charge (stop 52) checked the kinds at a description's top level and in a composition's
+    parts only: a dpframe kind wrapping another curve (``replace_one``'s ``curve``) passed a plugin's kind on to
+    ``from_spec``, which ran the plugin's builder inside the check before the result was refused (for its
+    neighbouring relation). Now every kind anywhere in a description is dpframe's before anything is built."""
+    acc.register_curve("r53a.counted", counted_laplace)
+    CALLS.clear()
+    inner = {"kind": "r53a.counted", "scale": 1.0}
+    import json
+
+    for spec in ({"kind": "replace_one", "curve": inner}, {"kind": "composition", "parts": [inner]},
+                 {"kind": "sampled_without_replacement", "curve": inner, "sample_size": 1, "population": 10}):
+        charge = RDPCharge((50.0,) * len(FILTER_ORDERS), 0.0, (json.dumps(spec),))
+        checked, why = check_curve_charge(charge, dp.PureDP(1), FILT, 1.0)
+        assert checked is not None and why is None            # rule 1: at least the cost's own curve
+        assert checked.specs == FILT.charge_plan(dp.PureDP(1), None).specs
+    assert CALLS == []
