@@ -376,7 +376,25 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
         floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
         privacy = _as_checked(tuple(_plain(c) for c in privacy), noises, floor)
+    elif (floor or (curves and noises)) and _under(privacy, noises, floor):
+        # accepted within the checks' 10⁻⁹ of float slack, below what they were checked against: charged that
+        privacy = _as_checked(tuple(privacy), noises, floor)    # type: ignore[arg-type]
     return cost, privacy
+
+
+def _under(privacy: object, noises: Sequence[tuple[str, Noise]], floor: Sequence[PrivacyCurve]) -> bool:
+    """Whether checked curves read, at some order the filter reads (or in δ0), below their noises' or ``floor``'s.
+
+    :func:`_check_curves` and :func:`_check_bare_curves` accept curves up to 10⁻⁹ relatively below (float order);
+    those are charged as :func:`_as_checked` reads them, no lower than what they were checked against.
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return False
+    have = RDPCharge.of(list(privacy))
+    bound = RDPCharge.of(list(floor)) if floor else RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)
+    least = np.maximum(bound.values, sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS))))
+    return bool(np.any(np.asarray(have.values) < least)) or have.delta0 < bound.delta0
 
 
 def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
@@ -466,7 +484,7 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
         bound = composition(list(floor))
         bound_rdp = bound.rdp
         pure = None if merged.eps_inf is None or bound.eps_inf is None else max(merged.eps_inf, bound.eps_inf)
-        facts = {**facts, "eps_inf": pure}
+        facts = {**facts, "eps_inf": pure, "delta0": max(merged.delta0, bound.delta0)}
     return (PrivacyCurve(**{**facts, "rdp": read, "tight_subsampling": False, "sampled_rdp": None}),)
 
 

@@ -324,3 +324,52 @@ def test_the_charge_check_asks_no_plugin_builder() -> None:
         assert checked is not None and why is None            # rule 1: at least the cost's own curve
         assert checked.specs == FILT.charge_plan(dp.PureDP(1), None).specs
     assert CALLS == []
+
+
+def _shaved(noise: Noise) -> acc.PrivacyCurve:
+    """The exact curve of ``noise``, its RDP values 5·10⁻¹⁰ relatively below (its description unchanged)."""
+    import dataclasses
+
+    from tests.adversarial.test_review51f import honest_curve
+
+    honest = honest_curve(noise)
+    truth = honest.rdp
+    assert truth is not None
+    return dataclasses.replace(honest, rdp=lambda a: np.asarray(truth(a)) * (1 - 5e-10))
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_soundness_a_bare_plans_curve_within_the_slack_is_charged_its_description(accountant: str) -> None:
+    """Found: the same 10⁻⁹ slack on the mechanism side: a plan declaring no noise whose curve's values sat
+    5·10⁻¹⁰ below what its own description rebuilds passed ``_check_bare_curves`` and was charged its lower
+    values on an unsampled frame (a sampled one was already floored by the rebuilt curves). Now it is charged no
+    less than the rebuilt curves at every order the filter reads."""
+    from dpframe.testing import pin_mechanisms
+    from tests.adversarial.test_review51f import CurveCount, honest_curve
+
+    charges = []
+    for name, curve in (("shaved_r53a", _shaved), ("exact_r53a", honest_curve)):
+        sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"),
+                          budget=dp.ApproxDP(50, Fraction(1, 10**5)), accountant=accountant, seed=0)
+        pin_mechanisms(sess, CurveCount(name, curve, table=lambda noises: {}))
+        charges.append(sess.table("t").agg(dp.measure(name)).cost(dp.PureDP(1)))
+    shaved, exact = charges
+    assert isinstance(shaved, RDPCharge) and isinstance(exact, RDPCharge)
+    assert all(s >= e for s, e in zip(shaved.values, exact.values)), (shaved.values, exact.values)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_soundness_a_curve_within_the_slack_of_its_noise_is_charged_the_noise_floor(accountant: str) -> None:
+    """Found: likewise a plan declaring its noise, whose curve sat 5·10⁻¹⁰ below the noise's own RDP floor
+    (``Noise.rdp``, a lower bound on the divergence the release has) passed ``_check_curves`` and was charged below
+    that floor on an unsampled frame. Now it is charged no less than the floor at every order the filter reads."""
+    from dpframe.testing import pin_mechanisms
+    from tests.adversarial.test_review51f import CurveCount
+
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(50, Fraction(1, 10**5)),
+                      accountant=accountant, seed=0)
+    pin_mechanisms(sess, CurveCount("shaved_noise_r53a", _shaved))
+    charge = sess.table("t").agg(dp.measure("shaved_noise_r53a")).cost(dp.PureDP(1))
+    noise = Noise.calibrate(Fraction(1), dp.PureDP(1))
+    assert isinstance(charge, RDPCharge)
+    assert all(c >= f for c, f in zip(charge.values, Noise.filter_rdp(noise)))
