@@ -69,6 +69,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_json, from_spec, is_core
 from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import Budget, describe, make
+from dpframe.errors import BudgetError
 from dpframe.sealed import plain_cache
 
 if TYPE_CHECKING:
@@ -143,9 +144,13 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
         return None, ("it charges less, at some order the Rényi filter reads (or in δ0), than the curves it "
                       f"describes ({named}) cost by dpframe's formulas")
     try:
-        more = _cost_link(tuple(copied.specs), cost.notion, _first(cost), Fraction(getattr(cost, "delta", 0)))
-    except TypeError:       # a cost that is not plain values (a plugin's Budget subclass): not cached
-        more = _more_private(parts, cost)
+        try:
+            more = _cost_link(tuple(copied.specs), cost.notion, _first(cost), Fraction(getattr(cost, "delta", 0)))
+        except TypeError:       # a cost that is not plain values (a plugin's Budget subclass): not cached
+            more = _more_private(parts, cost)
+    except OverflowError:       # as charge_plan refuses such a cost (rule 1's path)
+        raise BudgetError(f"the cost {describe(cost)} is too large to account with privacy curves", argument="cost",
+                          fix="use a budget below 1e300") from None
     if more is not None:
         return None, f"its curves ({named}) {more}"
     # accepted within VALUE_SLACK of the rebuilt curves: reserved at least at what they cost (the slack is for

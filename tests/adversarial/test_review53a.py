@@ -94,32 +94,38 @@ DATA = pl.DataFrame({"u": list(range(60)), "x": [1.0] * 60})
 
 
 class _RaisingQuery:
-    def __init__(self, source: Any) -> None:
-        self.source = source
+    def __init__(self, source: Any, how: str) -> None:
+        self.source, self.how = source, how
 
     def describe(self) -> str:
-        return "raising_charge_r53a()"
+        return f"{self.how}_charge_r53a()"
 
     def plan(self, budget: Any) -> Any:
         noise = Noise.calibrate(Fraction(1), dp.PureDP(budget.epsilon))
 
         def run(reader: Any, rng: Any) -> int:
             return int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0]) + int(noise.sample(1, rng)[0])
-        return FamilyPlan(budget, dp.PureDP(budget.epsilon), BAD["values"](), "rows", Explain("rows"), run)
+        charge = BAD["values"]() if self.how == "raising" else self.source.context.accountant.charge_plan(
+            dp.PureDP(budget.epsilon / 100), None, 1.0)
+        return FamilyPlan(budget, dp.PureDP(budget.epsilon), charge, "rows", Explain("rows"), run)
 
 
 class _RaisingFamily:
-    attach, methods, name = "frame", (), "raising_charge_r53a"
+    attach, methods = "frame", ()
     result_types: dict[str, type] = {}
 
+    def __init__(self, how: str) -> None:
+        self.how, self.name = how, f"{how}_charge_r53a"
+
     def build(self, source: Any) -> _RaisingQuery:
-        return _RaisingQuery(source)
+        return _RaisingQuery(source, self.how)
 
 
 class _Hooks:
     @dp.hookimpl
     def dpframe_query_families(self, register: Any) -> None:
-        register(_RaisingFamily())
+        register(_RaisingFamily("raising"))
+        register(_RaisingFamily("tiny"))
 
 
 @pytest.fixture()
@@ -144,6 +150,21 @@ def test_a_family_charge_that_raises_is_a_plugin_error_charging_nothing(raising_
             call(dp.PureDP(1))
         assert "raising_charge_r53a()" in str(refused.value)
     assert sess.history().height == 0 and sess.remaining() == remaining
+
+
+def test_the_charge_refusal_does_not_depend_on_the_data(raising_family: Any) -> None:
+    """Held: the charge check runs while planning, on the plan's public values (its cost, charge and descriptions,
+    the frame's sampling rate): two tables that differ in every row and in size get the same refusal, free."""
+    other = pl.DataFrame({"u": list(range(1000, 1007)), "x": [5.0] * 7})
+    messages = []
+    for data in (DATA, other):
+        sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"),
+                          budget=dp.ApproxDP(10, Fraction(1, 10**5)), accountant="rdp", seed=0)
+        with pytest.raises(dp.PluginError) as refused:
+            sess.table("t").tiny_charge_r53a().collect(dp.PureDP(1))
+        messages.append(str(refused.value))
+        assert sess.history().height == 0
+    assert messages[0] == messages[1] and "tiny_charge_r53a()" in messages[0]
 
 
 # -- outward rounding: exact references -------------------------------------------------------------------------
@@ -373,3 +394,15 @@ def test_soundness_a_curve_within_the_slack_of_its_noise_is_charged_the_noise_fl
     noise = Noise.calibrate(Fraction(1), dp.PureDP(1))
     assert isinstance(charge, RDPCharge)
     assert all(c >= f for c, f in zip(charge.values, Noise.filter_rdp(noise)))
+
+
+@pytest.mark.parametrize("cost", [dp.PureDP(10**400), dp.ApproxDP(10**400, Fraction(1, 10**5)), dp.ZCDP(10**400)],
+                         ids=["pure", "approx", "zcdp"])
+def test_a_cost_beyond_floats_is_a_budget_error(cost: dp.Budget) -> None:
+    """Found: check_curve_charge (public) with a cost beyond floats raised OverflowError from the basic-composition
+    comparison where the charge had descriptions (without, ``charge_plan`` refused it as a BudgetError). Now a
+    BudgetError either way (a query family's cost never gets there: it is at most the query's budget, which the
+    session's filter took)."""
+    for curves in ([acc.laplace(1.0)], None):
+        with pytest.raises(dp.BudgetError):
+            check_curve_charge(FILT.charge_plan(dp.PureDP(1), curves), cost, FILT, 1.0)
