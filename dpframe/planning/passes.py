@@ -680,7 +680,16 @@ def price(state: PlanState) -> PlanState:
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {state.budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(state.node.input)
-    charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
+    try:
+        charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
+    except Exception as e:   # a plan's curve function, read at the orders amplification asks: the plugin's slip
+        names = ", ".join(repr(p.mechanism) for p in (*([state.selection] if state.selection else []), *state.plans))
+        failure = plugin_failure(e, f"mechanism {names}", "reading its privacy curves for the charge",
+                                 argument="mechanism", fix="a bug of the plugin that registers it (a curve's rdp "
+                                 "function is read at every order its amplification asks); report it to its authors")
+        if failure is None:
+            raise
+        raise failure from e
     if isinstance(charge, RDPCharge):       # the reports compose its descriptions: only those costing what it does
         charge = described(charge)
     notes = state.notes

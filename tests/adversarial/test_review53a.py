@@ -406,3 +406,42 @@ def test_a_cost_beyond_floats_is_a_budget_error(cost: dp.Budget) -> None:
     for curves in ([acc.laplace(1.0)], None):
         with pytest.raises(dp.BudgetError):
             check_curve_charge(FILT.charge_plan(dp.PureDP(1), curves), cost, FILT, 1.0)
+
+
+def _picky(noise: Noise) -> acc.PrivacyCurve:
+    """The exact curve of ``noise``, whose RDP function raises at any order the filter does not read."""
+    import dataclasses
+
+    from tests.adversarial.test_review51f import honest_curve
+
+    honest = honest_curve(noise)
+    truth = honest.rdp
+    assert truth is not None
+
+    def rdp(a: Any) -> Any:
+        a = np.asarray(a, dtype=np.float64)
+        if not np.all(np.isin(a, FILTER_ORDERS)):
+            raise RuntimeError("not an order I answer")
+        return truth(a)
+    return dataclasses.replace(honest, rdp=rdp)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_a_curve_failing_where_amplification_reads_it_names_the_mechanism(accountant: str) -> None:
+    """Found: a plan's curve function that raises at orders only amplification reads (on a Poisson sample) failed
+    in the charge, after the checks, as "the query family of ... agg(...) failed in plan()": blamed on the family
+    (the engine's own ``agg``) and its plugin. Now a PluginError naming the mechanism; nothing charged."""
+    from dpframe.testing import pin_mechanisms
+    from tests.adversarial.test_review51f import CurveCount
+
+    sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.ApproxDP(50, Fraction(1, 10**5)),
+                      accountant=accountant, seed=0)
+    pin_mechanisms(sess, CurveCount("picky_r53a", _picky))
+    for call in ("cost", "collect"):
+        with pytest.raises(dp.PluginError) as refused:
+            getattr(sess.table("t").sample(0.5).agg(dp.measure("picky_r53a")), call)(dp.PureDP(1))
+        assert refused.value.argument == "mechanism" and "mechanism 'picky_r53a'" in str(refused.value)
+        assert "query family" not in str(refused.value)
+    assert sess.history().height == 0
+    sess.table("t").agg(dp.measure("picky_r53a")).collect(dp.PureDP(1))     # the filter's orders only: it runs
+    assert sess.history().height == 1
