@@ -49,6 +49,7 @@ from dpframe.accounting.checks import (
 )
 from dpframe.accounting.curve import PrivacyCurve
 from dpframe.accounting.curves import approx, pure, zcdp
+from dpframe.accounting.numerics.rdp import total_up
 from dpframe.accounting.numerics.subsampling import amplified_epsilon
 from dpframe.accounting.rdp_charge import SessionCost
 from dpframe.budgets import (
@@ -59,6 +60,7 @@ from dpframe.budgets import (
     PureDP,
     convert,
     describe,
+    down,
     make,
     up,
     zcdp_delta,
@@ -393,14 +395,16 @@ def check_curves(curves: object) -> None:
 def pure_total(entries: Sequence[tuple[PrivacyCurve, int]]) -> float | None:
     """Σ times·ε of a sequence when every mechanism is pure ε-DP (basic composition: (Σε, 0)-DP; else None).
 
+    The exact sum, rounded up (:func:`~dpframe.accounting.numerics.rdp.total_up`).
+
     Example:
         >>> from dpframe.accounting.curves import gaussian, laplace
-        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])
-        (0.03, None)
+        >>> pure_total([(laplace(scale=100.0), 3)]), pure_total([(gaussian(sigma=1.0), 1)])   # 3 × float(0.01) > 0.03
+        (0.030000000000000002, None)
 
     """
     if all(c.pure_eps is not None and c.delta0 == 0 for c, _ in entries):
-        return math.fsum(t * float(c.pure_eps) for c, t in entries)  # type: ignore[arg-type]
+        return total_up((float(c.pure_eps), t) for c, t in entries)  # type: ignore[arg-type]
     return None
 
 
@@ -517,14 +521,14 @@ class BasicAccountant(Accountant):
         d = check_delta(delta)
         exact = [(c, t) for c, t in self.entries if c.pure_eps is not None and c.delta0 == 0]
         other = [(c, t) for c, t in self.entries if not (c.pure_eps is not None and c.delta0 == 0)]
-        eps = math.fsum(t * float(c.pure_eps or 0.0) for c, t in exact)
+        eps = total_up((float(c.pure_eps or 0.0), t) for c, t in exact)    # exact sums, rounded up
         if not other:
             return float(eps)
-        spare = d - math.fsum(t * c.delta0 for c, t in other)
+        spare = Fraction(d) - sum((Fraction(c.delta0) * t for c, t in other), Fraction(0))
         if spare <= 0:
             return math.inf
-        share = spare / sum(t for _, t in other)
-        return epsilon_out(eps + math.fsum(t * c._approx_dp(share + c.delta0) for c, t in other))
+        share = down(spare / sum(t for _, t in other))      # each part's share of δ, rounded down
+        return epsilon_out(total_up([(eps, 1), *((c._approx_dp(share + c.delta0), t) for c, t in other)]))
 
     def delta(self, epsilon: float) -> float:
         e = check_epsilon(epsilon)
@@ -560,8 +564,8 @@ class ZCDPAccountant(Accountant):
         return "zCDP composition (ρ adds up; pure ε counts as ε²/2)"
 
     def _rho(self) -> tuple[float, float]:
-        return (math.fsum(t * float(c.rho) for c, t in self.entries),  # type: ignore[arg-type]
-                math.fsum(t * c.delta0 for c, t in self.entries))
+        return (total_up((float(c.rho), t) for c, t in self.entries),  # type: ignore[arg-type]
+                total_up((c.delta0, t) for c, t in self.entries))
 
     def epsilon(self, delta: float) -> float:
         d = check_delta(delta)

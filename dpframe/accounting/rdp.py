@@ -64,6 +64,7 @@ from dpframe.accounting.numerics.rdp import (
     best_epsilon,
     conversion_margin,
     delta_conversions,
+    total_up,
 )
 from dpframe.accounting.rdp_charge import FILTER_ORDERS as FILTER_ORDERS
 from dpframe.accounting.rdp_charge import RDPCharge as RDPCharge
@@ -253,7 +254,7 @@ class RDPAccountant(RenyiFilter):
         self._curve = None
 
     def _delta0(self) -> float:
-        return math.fsum(t * c.delta0 for c, t in self.entries)
+        return total_up((c.delta0, t) for c, t in self.entries)
 
     def rdp(self, alpha: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
         """The composed ε(α) at ``alpha`` (default: the accountant's orders)."""

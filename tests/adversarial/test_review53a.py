@@ -445,3 +445,29 @@ def test_a_curve_failing_where_amplification_reads_it_names_the_mechanism(accoun
     assert sess.history().height == 0
     sess.table("t").agg(dp.measure("picky_r53a")).collect(dp.PureDP(1))     # the filter's orders only: it runs
     assert sess.history().height == 1
+
+
+def test_soundness_standalone_totals_are_never_below_exact() -> None:
+    """Found: the standalone accountants ``spent_report()`` composes the ledger with (and the analyst's own) added
+    their totals with ``math.fsum(t * v)``: each product rounded to nearest, then the sum: the pure total (RDP and
+    PLD accountants' pure shortcut), the zCDP accountant's ρ and δ0, and the RDP accountant's δ0 were below the
+    exact Σ tᵢ·vᵢ for many random histories. Now the exact sums, rounded up."""
+    from dpframe.accounting.accountants import pure_total
+
+    low = {"pure": 0, "rho": 0, "d0z": 0, "d0r": 0}
+    for _ in range(200):
+        eps = [float(v) for v in RNG.uniform(0.01, 2.0, 3)]
+        ds = [float(v) for v in RNG.uniform(1e-9, 1e-7, 3)]
+        times = [int(t) for t in RNG.integers(1, 10**6, 3)]
+        entries = [(acc.laplace(1 / e), t) for e, t in zip(eps, times)]
+        exact = sum(Fraction(c.pure_eps) * t for c, t in entries)               # type: ignore[arg-type]
+        low["pure"] += Fraction(pure_total(entries)) < exact                    # type: ignore[arg-type]
+        z, r = acc.ZCDPAccountant(), acc.RDPAccountant()
+        for e, d, t in zip(eps, ds, times):
+            z.compose(acc.zcdp(e, d), times=t)
+            r.compose(acc.approx(e, d), times=t)
+        rho, d0 = z._rho()
+        low["rho"] += Fraction(rho) < sum(Fraction(e) * t for e, t in zip(eps, times))
+        low["d0z"] += Fraction(d0) < sum(Fraction(d) * t for d, t in zip(ds, times))
+        low["d0r"] += Fraction(r._delta0()) < sum(Fraction(d) * t for d, t in zip(ds, times))
+    assert low == {"pure": 0, "rho": 0, "d0z": 0, "d0r": 0}

@@ -108,6 +108,25 @@ def sum_up(values: Iterable[float]) -> float:
     return _float_up(exact)
 
 
+def total_up(terms: Iterable[tuple[float, int]]) -> float:
+    """The exact Σ times·value over ``terms``, rounded toward +∞ (+∞ if a value is): a composed total.
+
+    ``math.fsum(t * v)`` rounds each product to nearest first, and the sum: below the exact total about half the
+    time.
+
+    Example:
+        >>> total_up([(0.1, 3)]) >= 3 * 0.1, total_up([(0.5, 3), (0.25, 1)]), total_up([(math.inf, 1)])
+        (True, 1.75, inf)
+
+    """
+    exact = Fraction(0)
+    for v, t in terms:
+        if not math.isfinite(v):
+            return math.inf
+        exact += Fraction(v) * t
+    return _float_up(exact)
+
+
 def _float_up(exact: Fraction) -> float:
     """The least float ≥ ``exact`` (+∞ beyond floats)."""
     try:
