@@ -43,6 +43,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -52,6 +53,7 @@ from dpframe.accounting.numerics.common import Array, Fn
 from dpframe.accounting.numerics.profiles import hs_from_rdp, hs_mixture
 from dpframe.accounting.numerics.rdp import RDP_ORDERS
 from dpframe.accounting.numerics.subsampling import amplified_epsilon, hs_subsampled, subsampled_rdp
+from dpframe.budgets import up
 from dpframe.errors import BudgetError, DPFrameError
 
 #: The neighbouring relations a curve can describe: one unit added or removed, or one unit's data replaced.
@@ -197,7 +199,7 @@ class PrivacyCurve:
         hs, rev = self.profile()
         hs_s, rev_s = hs_subsampled(hs, rev, g)
         return PrivacyCurve(f"{self.label} sampled at rate {g:g}", spec, rdp, hs_s, rev_s, cap,
-                            self.delta0 * g, None, False, self.rate * g,
+                            up(Fraction(self.delta0) * Fraction(g)), None, False, self.rate * g,
                             None if self.pure_eps is None else cap, kl, self.sampled_rdp)
 
     def to_json(self) -> str:

@@ -14,7 +14,8 @@ reserves, when
    reports compose them): each is of a kind dpframe itself builds (rebuilt with dpframe's own formulas: a plugin's
    registered builder, or a curve object's own functions, are not asked), the charge is at least, at every order and
    in δ0, what the rebuilt curves charge (unamplified, or their composition amplified once at the frame's rate where
-   that is less: the rate a description claims for the frame is not read), and the rebuilt curves do not prove the
+   that is less: the rate a description claims for the frame is not read; within :data:`VALUE_SLACK` for float
+   order, the copy reserved then raised to theirs), and the rebuilt curves do not prove the
    plan more private than its cost says: by basic composition of their parts, the loosest rule a cost may be priced
    with, they give at least the cost in its own notion (:func:`_more_private`; relative slack 10⁻⁶ for floats).
 
@@ -69,6 +70,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_json, from_spec, is_core
 from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import Budget, describe, make
+from dpframe.errors import BudgetError
 from dpframe.sealed import plain_cache
 
 if TYPE_CHECKING:
@@ -76,7 +78,8 @@ if TYPE_CHECKING:
 
 #: Relative slack of the comparisons with the cost (float rounding of honest plans; a lie is far larger).
 COST_SLACK = 1e-6
-#: Relative slack of a charge against the rebuilt curves' (the same formulas, summed in another order).
+#: Relative slack of a charge against the rebuilt curves' (the same formulas, summed in another order); a charge
+#: accepted within it is reserved at the rebuilt curves' values (the slack is no discount).
 VALUE_SLACK = 1e-9
 
 
@@ -119,7 +122,7 @@ def copy_charge(charge: object) -> RDPCharge | None:
         delta0 = float(charge.delta0)
         specs = tuple(charge.specs)
         labels = tuple(str(x) for x in tuple(charge.labels))
-    except (TypeError, ValueError, OverflowError):
+    except Exception:       # plugin objects: whatever their __float__, __str__ or __iter__ raises, not a charge
         return None
     if len(values) != len(FILTER_ORDERS) or not all(v >= 0 for v in values) or not 0 <= delta0 <= 1 \
             or not all(type(s) is str for s in specs):
@@ -135,6 +138,9 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
     """
     copied = copy_charge(charge)
     if copied is None:
+        if isinstance(charge, RDPCharge):
+            return None, ("its charge's values, δ0, descriptions or labels cannot be read as the numbers and text "
+                          f"of an RDPCharge on the filter's {len(FILTER_ORDERS)} orders")
         return None, (f"its charge is {type(charge).__name__}, not the RDPCharge this session's Rényi filter "
                       "composes")
     backed = _rebuilt(copied.specs) if copied.specs else None
@@ -161,12 +167,19 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
         return None, ("it charges less, at some order the Rényi filter reads (or in δ0), than the curves it "
                       f"describes ({named}) cost by dpframe's formulas")
     try:
-        more = _cost_link(tuple(copied.specs), cost.notion, _first(cost), Fraction(getattr(cost, "delta", 0)))
-    except TypeError:       # a cost that is not plain values (a plugin's Budget subclass): not cached
-        more = _more_private(parts, cost)
+        try:
+            more = _cost_link(tuple(copied.specs), cost.notion, _first(cost), Fraction(getattr(cost, "delta", 0)))
+        except TypeError:       # a cost that is not plain values (a plugin's Budget subclass): not cached
+            more = _more_private(parts, cost)
+    except OverflowError:       # as charge_plan refuses such a cost (rule 1's path)
+        raise BudgetError(f"the cost {describe(cost)} is too large to account with privacy curves", argument="cost",
+                          fix="use a budget below 1e300") from None
     if more is not None:
         return None, f"its curves ({named}) {more}"
-    return RDPCharge(copied.values, copied.delta0, specs, copied.labels), None
+    # accepted within VALUE_SLACK of the rebuilt curves: reserved at least at what they cost (the slack is for
+    # honest float order, not a discount: 10⁻⁹ is millions of ulps of the curves' outward-rounded values)
+    values = tuple(float(v) for v in np.maximum(copied.values, expected.values))
+    return RDPCharge(values, max(copied.delta0, expected.delta0), specs, copied.labels), None
 
 
 @plain_cache(maxsize=256)
@@ -180,14 +193,19 @@ def _first(cost: Budget) -> Fraction:
 
 
 def described(charge: RDPCharge) -> RDPCharge:
-    """``charge``, keeping its descriptions only where the curves they rebuild cost at least as much at every order.
+    """``charge``, keeping its descriptions only where dpframe builds them and they cost at least as much everywhere.
+
+    Everywhere: at every order the filter reads, and in δ0.
 
     The reports of an RDP or PLD session (the PLD note of ``history()`` and ``explain()``, ``spent_report()``) compose
     the curves a charge's descriptions rebuild (:func:`~dpframe.accounting.curve.from_json`), while the charge's
     values are what the engine checked (a mechanism plugin's curves against its declared noise). A description whose
     curves cost less than the values at some order (a curve object honest in its functions, its ``spec`` a tenth
     of its noise) would make the reports claim more privacy than was charged: it is dropped, and the reports say
-    they cannot compose the charge rather than underreport. Cached by the descriptions.
+    they cannot compose the charge rather than underreport. So is one naming a kind a plugin registered, anywhere
+    in it: its builder, not dpframe's, would give the pure bound, ρ and profile the reports compose (an honest RDP
+    curve beside a profile of nothing passed the comparison), as for a query family's charge
+    (:func:`check_curve_charge`). Cached by the descriptions.
 
     Example:
         >>> from dpframe import accounting as acc
@@ -209,13 +227,30 @@ def described(charge: RDPCharge) -> RDPCharge:
 def _as_stored(specs: tuple[str, ...]) -> RDPCharge | None:
     try:
         return _as_stored_cached(specs)
-    except Exception:     # not descriptions a registered builder rebuilds
+    except Exception:     # not descriptions dpframe's own builders rebuild
         return None
 
 
 @plain_cache(maxsize=256)
 def _as_stored_cached(specs: tuple[str, ...]) -> RDPCharge:
+    for text in specs:
+        _core_only(json.loads(text))
     return RDPCharge.of([from_json(text) for text in specs])
+
+
+def _core_only(value: object) -> None:
+    """Every ``"kind"`` named anywhere in a parsed description is one dpframe builds itself; else :class:`_Untrusted`.
+
+    Anywhere: a composition's parts, a converted curve's base (:func:`~dpframe.accounting.curve.is_core_kind`).
+    """
+    if isinstance(value, dict):
+        if "kind" in value and not (isinstance(value["kind"], str) and is_core_kind(value["kind"])):
+            raise _Untrusted(str(value["kind"]))
+        for inner in value.values():
+            _core_only(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            _core_only(inner)
 
 
 def _dominates(charge: RDPCharge, least: RDPCharge, slack: float) -> bool:
@@ -252,6 +287,7 @@ def _rebuilt_cached(specs: tuple[str, ...]) -> Rebuilt:
         if not isinstance(spec, dict):
             raise _Untrusted(text)
         _check_kinds(spec)
+        _core_only(spec)        # a converted curve's base too (replace_one's "curve"): no plugin builder is asked
         spec = {k: v for k, v in spec.items() if k != "rate"}
         curves.append(_build(spec))
         parts += [_build(p) for p in _parts(spec)]

@@ -64,6 +64,7 @@ from dpframe.accounting.numerics.profiles import (
 )
 from dpframe.accounting.numerics.rdp import (
     half_square_ratio_up,
+    product_up,
     rdp_binary,
     rdp_discrete_laplace,
     rdp_laplace,
@@ -142,7 +143,7 @@ def laplace(scale: float, sensitivity: float = 1.0) -> PrivacyCurve:
     eps = ratio(d, b, "scale", "ε = Δ/b")
     hs = hs_laplace(eps)
     return PrivacyCurve(f"Laplace(b={b:g}, Δ={d:g})", {"kind": "laplace", "scale": b, "sensitivity": d},
-                        rdp_laplace(eps), hs, hs, eps, 0.0, half_square_ratio_up(eps, 1.0), True, pure_eps=eps,
+                        rdp_laplace(eps), hs, hs, eps, 0.0, half_square_ratio_up(d, b), True, pure_eps=eps,
                         kl=eps + math.expm1(-eps),     # D(Lap(0, b)‖Lap(Δ, b)) = ε + e^{−ε} − 1
                         sampled_rdp=lambda g: sampled_laplace_rdp(eps, g))
 
@@ -208,7 +209,7 @@ def pure(epsilon: float) -> PrivacyCurve:
     p = 1 / (1 + math.exp(-e))
     hs = hs_atoms(np.array([e, -e]), np.array([p, math.exp(-float(np.logaddexp(0.0, e)))]))
     return PrivacyCurve(f"ε-DP(ε={e:g})", {"kind": "pure", "epsilon": e}, rdp_pure(e), hs, hs, e, 0.0,
-                        e * e / 2, False, pure_eps=e, kl=min(_kl_rr(e), e))   # e * e: inf, not OverflowError
+                        half_square_ratio_up(e, 1.0), False, pure_eps=e, kl=min(_kl_rr(e), e))   # ρ: ∞ past floats
 
 
 def _kl_rr(eta: float) -> float:
@@ -399,8 +400,8 @@ def discrete_laplace(scale: float, sensitivity: int = 1) -> PrivacyCurve:
     hs = hs_discrete_laplace(t, sensitivity)
     return PrivacyCurve(f"discrete Laplace(t={t:g}, Δ={sensitivity})",
                         {"kind": "discrete_laplace", "scale": t, "sensitivity": sensitivity},
-                        rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0, half_square_ratio_up(eps, 1.0), False,
-                        pure_eps=eps)
+                        rdp_discrete_laplace(t, sensitivity), hs, hs, eps, 0.0,
+                        half_square_ratio_up(sensitivity, t), False, pure_eps=eps)
 
 
 def discrete_gaussian(sigma: float, sensitivity: float = 1.0, *, scalar: bool = False) -> PrivacyCurve:
@@ -461,9 +462,10 @@ def exponential(epsilon: float) -> PrivacyCurve:
     hs = hs_bounded_range(e)
     assert base.rdp is not None
     pure_rdp = base.rdp
+    rho = half_square_ratio_up(e, 2.0)        # ε²/8 rounded up (αε²/8 in floats was up to an ulp or two below)
     return PrivacyCurve(f"exponential mechanism(ε={e:g})", {"kind": "exponential", "epsilon": e},
-                        lambda a: np.minimum(pure_rdp(a), a * (e * e / 8)), hs, hs, e, 0.0, e * e / 8, False,
-                        pure_eps=e, kl=min(float(base.kl or math.inf), e * e / 8))
+                        lambda a: np.minimum(pure_rdp(a), product_up(np.asarray(a, dtype=np.float64), rho)), hs, hs,
+                        e, 0.0, rho, False, pure_eps=e, kl=min(float(base.kl or math.inf), rho))
 
 
 def threshold_test(sigma: float, threshold: float, lower: int, upper: int) -> PrivacyCurve:

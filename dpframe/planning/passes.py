@@ -23,7 +23,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_json
 from dpframe.accounting.curve_charge import check_curve_charge, described, reference
 from dpframe.accounting.rdp import RenyiFilter
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
-from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, convert, describe, make, up
+from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, add_up, convert, describe, make, up
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, PluginError, plugin_failure
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Mechanism, MechanismPlan, Noise
@@ -390,6 +390,9 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
         return cost, _read(p.mechanism, "its privacy curves", _third_party_curves, privacy, cost, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
         privacy = _as_checked(tuple(_plain(c) for c in privacy), noises, floor)
+    elif (floor or (curves and noises)) and _under(privacy, noises, floor):
+        # accepted within the checks' 10⁻⁹ of float slack, below what they were checked against: charged that
+        privacy = _as_checked(tuple(privacy), noises, floor)    # type: ignore[arg-type]
     return cost, privacy
 
 
@@ -427,6 +430,21 @@ def _third_party_curves(privacy: object, cost: Budget,
         if not np.all(np.asarray(RDPCharge.of(rebuilt).values) >= floor * (1 - 1e-9)):
             return None
     return rebuilt
+
+
+def _under(privacy: object, noises: Sequence[tuple[str, Noise]], floor: Sequence[PrivacyCurve]) -> bool:
+    """Whether checked curves read, at some order the filter reads (or in δ0), below their noises' or ``floor``'s.
+
+    :func:`_check_curves` and :func:`_check_bare_curves` accept curves up to 10⁻⁹ relatively below (float order);
+    those are charged as :func:`_as_checked` reads them, no lower than what they were checked against.
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) and c.rdp is not None for c in privacy):
+        return False
+    have = RDPCharge.of(list(privacy))
+    bound = RDPCharge.of(list(floor)) if floor else RDPCharge(tuple(0.0 for _ in FILTER_ORDERS), 0.0)
+    least = np.maximum(bound.values, sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS))))
+    return bool(np.any(np.asarray(have.values) < least)) or have.delta0 < bound.delta0
 
 
 def _read(mechanism: str, what: str, call: Callable[..., T], *args: Any) -> T:
@@ -501,8 +519,8 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
         for rdp, checked in parts:
             assert rdp is not None
             least = np.where(at >= 0, checked[np.maximum(at, 0)], 0.0)
-            with np.errstate(invalid="ignore"):
-                total = total + np.fmax(np.asarray(rdp(a), dtype=np.float64), least)
+            with np.errstate(invalid="ignore"):     # each partial sum rounded up, as the filter's
+                total = add_up(total, np.fmax(np.asarray(rdp(a), dtype=np.float64), least))
         if kept:
             total = np.maximum(total, sum((Noise.rdp(n, a) for n in kept), np.zeros(a.shape)))
         if bound_rdp is not None:
@@ -516,7 +534,7 @@ def _as_checked(privacy: tuple[PrivacyCurve, ...], noises: Sequence[tuple[str, N
         bound = composition(list(floor))
         bound_rdp = bound.rdp
         pure = None if merged.eps_inf is None or bound.eps_inf is None else max(merged.eps_inf, bound.eps_inf)
-        facts = {**facts, "eps_inf": pure}
+        facts = {**facts, "eps_inf": pure, "delta0": max(merged.delta0, bound.delta0)}
     return (PrivacyCurve(**{**facts, "rdp": read, "tight_subsampling": False, "sampled_rdp": None}),)
 
 
@@ -744,7 +762,16 @@ def price(state: PlanState) -> PlanState:
         raise PluginError(f"mechanisms cost {cost!r}, more than the query's {state.budget!r}", argument="budget",
                           fix="this is a mechanism plugin bug: report it")
     rate = sampling_rate(state.node.input)
-    charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
+    try:
+        charge = state.accountant.charge_plan(cost, _charged_curves(state.accountant, state.checked), rate)
+    except Exception as e:   # a plan's curve function, read at the orders amplification asks: the plugin's slip
+        names = ", ".join(repr(p.mechanism) for p in (*([state.selection] if state.selection else []), *state.plans))
+        failure = plugin_failure(e, f"mechanism {names}", "reading its privacy curves for the charge",
+                                 argument="mechanism", fix="a bug of the plugin that registers it (a curve's rdp "
+                                 "function is read at every order its amplification asks); report it to its authors")
+        if failure is None:
+            raise
+        raise failure from e
     if isinstance(charge, RDPCharge):       # the reports compose its descriptions: only those costing what it does
         charge = described(charge)
     notes = state.notes

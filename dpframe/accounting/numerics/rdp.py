@@ -198,19 +198,24 @@ def round_up_rdp(value: Array | float, magnitude: Array | float, a: Array | floa
 
 
 
-def _pure_cap(eps: float, a: Array) -> Array:
-    """αε²/2, rounded up: the RDP bound of any ε-DP mechanism (ε-DP ⇒ ε²/2-zCDP), tight as ε → 0."""
-    with np.errstate(over="ignore"):
-        return np.asarray(a * (eps * eps / 2) * (1 + 8 * _U))
+def _pure_cap(half: float, a: Array) -> Array:
+    """α·``half`` rounded up, ``half`` ≥ ε²/2 (:func:`half_square_ratio_up`): the RDP bound of any ε-DP mechanism.
+
+    ε-DP ⇒ ε²/2-zCDP; tight as ε → 0. (Squared in floats, ε below about 1.5·10⁻¹⁶² gave a subnormal or zero
+    square, and the cap fell up to 10⁻⁵ relatively below αε²/2, or to 0.)
+    """
+    return product_up(np.asarray(a, dtype=np.float64), half)
 
 
 def rdp_laplace(eps: float) -> Fn:
     """Laplace with ε = Δ/b: ε + log1p((α−1)·expm1((1−2α)ε)/(2α−1))/(α−1)."""
+    half = half_square_ratio_up(eps, 1.0)
+
     def f(a: Array) -> Array:
         with np.errstate(over="ignore"):
             tail = np.log1p((a - 1) * np.expm1((1 - 2 * a) * eps) / (2 * a - 1))
             value = round_up_rdp(eps + tail / (a - 1), a * eps + np.abs(tail), a)
-            return np.asarray(np.minimum(value, _pure_cap(eps, a)))
+            return np.asarray(np.minimum(value, _pure_cap(half, a)))
 
     return f
 
@@ -240,7 +245,8 @@ def rdp_pure(eps: float) -> Fn:
     p = -float(np.logaddexp(0.0, -eps))        # log p
     q = -float(np.logaddexp(0.0, eps))         # log (1 − p)
     rr = rdp_binary(p, q, q, p)
-    return lambda a: np.minimum(np.minimum(rr(a), eps), _pure_cap(eps, a))
+    half = half_square_ratio_up(eps, 1.0)
+    return lambda a: np.minimum(np.minimum(rr(a), eps), _pure_cap(half, a))
 
 
 def rdp_discrete_laplace(t: float, d: int) -> Fn:
@@ -261,6 +267,8 @@ def rdp_discrete_laplace_bounds(t: float, d: int) -> Callable[[Array], tuple[Arr
         True
 
     """
+    half = half_square_ratio_up(d, t)       # (Δ/t)²/2, exactly rounded up
+
     def f(a: Array) -> tuple[Array, Array]:
         with np.errstate(over="ignore", invalid="ignore"):
             k = (2 * a - 1) / t
@@ -275,7 +283,7 @@ def rdp_discrete_laplace_bounds(t: float, d: int) -> Callable[[Array], tuple[Arr
             lo = 2 * value - hi
             ok = np.isfinite(value)
             return (np.where(ok, np.maximum(lo, 0.0), 0.0),
-                    np.where(ok, np.minimum(hi, _pure_cap(d / t * (1 + 2 * _U), a)), math.inf))
+                    np.where(ok, np.minimum(hi, _pure_cap(half, a)), math.inf))
 
     return f
 
