@@ -10,6 +10,7 @@ first ones only, so it can never disagree with planning. The examples start from
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -386,6 +387,8 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
     if rdp is not None and not (noises and declared == spent):     # noises paying for the whole cost: checked above
         floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp,
                       bool(noises))
+    if curves and noises:       # the reports compose the descriptions: only those of the declared noises
+        privacy = _read(p.mechanism, "its privacy curves", _own_descriptions, privacy, noises)
     if third_party:
         return cost, _read(p.mechanism, "its privacy curves", _third_party_curves, privacy, cost, noises)
     if sampled and isinstance(privacy, Sequence) and all(isinstance(c, PrivacyCurve) for c in privacy):
@@ -624,6 +627,107 @@ def _check_curves(mechanism: str, privacy: object, noises: Sequence[tuple[str, N
                           fix="a plan's curves are those of the noise it adds (e.g. acc.discrete_laplace(t, Δ) for "
                               "discrete Laplace noise of scale t on a sensitivity Δ): a bug of the plugin that "
                               "registers it; report it to its authors")
+
+
+def _own_descriptions(privacy: object, noises: Sequence[tuple[str, Noise]]) -> object:
+    """``privacy`` with the descriptions the reports compose kept only where they describe the declared noises.
+
+    The filter charges a plan's curves by their RDP at its orders, checked against the noises' (:func:`_check_curves`);
+    the PLD reports compose the profiles dpframe rebuilds from the curves' descriptions (``spec``). A description
+    whose RDP passes the floor can still have a profile below its noise's: a Gaussian described on discrete Laplace
+    noise (t = 1, Δ = 1) reports ε = 0.557 at δ = 0.2 where the noise's own PLD gives 0.680. So each declared noise
+    must be described by a curve of its own (a one-to-one match, :func:`_describes`); further curves only add to the
+    composition. Where one is not, every description is dropped (the charge's values are kept) and the reports say
+    they cannot compose the charge. Kept descriptions are plain-data copies of what was checked, each curve keeping
+    its checked filter-order values.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> noise = Noise("discrete_laplace", Fraction(1), Fraction(1))
+        >>> [c.spec for c in _own_descriptions((acc.pure(1.0), acc.gaussian(1.0)), [("count", noise)])]
+        [{'kind': 'pure', 'epsilon': 1.0}, {'kind': 'gaussian', 'sigma': 1.0, 'sensitivity': 1.0}]
+        >>> [c.spec for c in _own_descriptions((acc.gaussian(1.0),), [("count", noise)])]
+        [None]
+
+    """
+    if not isinstance(privacy, Sequence) or not privacy or not all(isinstance(c, PrivacyCurve) for c in privacy):
+        return privacy
+    specs = [_plain_spec(c.spec) for c in privacy]
+    matched = _matches([n for _, n in noises], specs)
+
+    def kept(curve: PrivacyCurve, spec: dict[str, Any] | None) -> PrivacyCurve:
+        out = dataclasses.replace(curve, spec=spec if matched else None)
+        cached = curve.__dict__.get("_filter_rdp")
+        if cached is not None:              # the values checked are the values charged (filter_rdp's cache)
+            object.__setattr__(out, "_filter_rdp", cached)
+        return out
+    return tuple(kept(c, s) for c, s in zip(privacy, specs))
+
+
+def _plain_spec(spec: object) -> dict[str, Any] | None:
+    """A plain-data copy of a curve's description (None: none, or not JSON)."""
+    if not isinstance(spec, dict):
+        return None
+    try:
+        copied = json.loads(json.dumps(spec, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return copied if isinstance(copied, dict) else None
+
+
+def _matches(noises: Sequence[Noise], specs: Sequence[dict[str, Any] | None]) -> bool:
+    """Whether each noise is described by a spec of its own (a matching of noises into specs, by :func:`_describes`)."""
+    owner: dict[int, int] = {}      # spec index -> noise index
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j, spec in enumerate(specs):
+            if j not in seen and spec is not None and _describes(noises[i], spec):
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+    return all(place(i, set()) for i in range(len(noises)))
+
+
+def _describes(noise: Noise, spec: dict[str, Any]) -> bool:
+    """Whether the curve ``spec`` describes, dominates in every privacy profile, the release of ``noise``.
+
+    Discrete Laplace (t, Δ; ⌊Δ⌋ integer steps): ``pure``/``approx`` with ε ≥ ⌊Δ⌋/t (the tight pair of every ε-DP
+    mechanism), or ``discrete_laplace`` of the same ⌊Δ⌋ (one coordinate moved by all of it: ``coordinate_sensitivity``
+    not below) and a scale ≤ t (the larger scale is the smaller's release plus independent noise: the ratio of their
+    characteristic functions is a mixture of a point mass and a discrete Laplace). Not ``laplace``: at Δ = 1 the
+    discrete pair is randomized response, above the continuous profile. Discrete Gaussian (σ², Δ; ρ = ⌊Δ²⌋/(2σ²)):
+    ``zcdp`` or a vector ``discrete_gaussian`` of ρ at least that (their profile is derived from the RDP curve: valid
+    for any mechanism with it), or a ``scalar`` one of the same Δ and σ (within float rounding down). Not ``gaussian``:
+    the continuous profile is not shown above the discrete one. Any other key (a ``rate``) is not a description of it.
+    """
+    kind, keys = spec.get("kind"), set(spec)
+    numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                     for k, v in spec.items() if k not in ("kind", "scalar"))
+    if not numbers_ok:
+        return False
+    if noise.distribution == "discrete_laplace":
+        steps = noise.sensitivity.numerator // noise.sensitivity.denominator
+        least = Fraction(steps) / noise.scale
+        if kind == "pure" and keys == {"kind", "epsilon"} or kind == "approx" and keys == {"kind", "epsilon", "delta"}:
+            return Fraction(spec["epsilon"]) >= least
+        coordinate = noise.coordinate_sensitivity
+        return (kind == "discrete_laplace" and keys == {"kind", "scale", "sensitivity"} and steps >= 1
+                and isinstance(spec["sensitivity"], int) and spec["sensitivity"] == steps
+                and (coordinate is None or coordinate >= steps) and 0 < Fraction(spec["scale"]) <= noise.scale)
+    squared = noise.sensitivity ** 2
+    rho = Fraction(squared.numerator // squared.denominator) / (2 * noise.scale)
+    if kind == "zcdp" and keys == {"kind", "rho", "delta0"}:
+        return Fraction(spec["rho"]) >= rho
+    if kind != "discrete_gaussian" or not keys <= {"kind", "sigma", "sensitivity", "scalar"} \
+            or not {"sigma", "sensitivity"} <= keys or spec["sigma"] <= 0:
+        return False
+    sigma, sensitivity = Fraction(spec["sigma"]), Fraction(spec["sensitivity"])
+    if spec.get("scalar", False) is False:
+        return sensitivity ** 2 / (2 * sigma ** 2) >= rho
+    return (spec["scalar"] is True and sensitivity == noise.sensitivity and sigma ** 2 <= noise.scale
+            and sigma ** 2 >= noise.scale * (1 - Fraction(1, 10**9)))
 
 
 def _check_delta0(mechanism: str, privacy: object, cost: Budget) -> None:
