@@ -56,7 +56,7 @@ from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, up, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
-from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
+from dpframe.noise import MAX_GAUSSIAN_SIGMA2, RandomSource, discrete_gaussian, exponential_index_grouped
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
 from dpframe_topk.budgeting import repeat
@@ -91,7 +91,11 @@ class MultiLabelPATE:
     def __init__(self, gumbel_scale: float = 50, sigma: float = 60, delta_t: float = 1e-9,
                  privacy_unit: str = "record") -> None:
         object.__setattr__(self, "gumbel_scale", _exact(gumbel_scale, "gumbel_scale"))
-        object.__setattr__(self, "sigma", _exact(sigma, "sigma"))
+        sigma_ = _exact(sigma, "sigma")
+        if sigma_**2 > MAX_GAUSSIAN_SIGMA2:     # public: refused here, not by the sampler after the charge
+            raise PlanError(f"must be at most 2^55 votes (the exact discrete Gaussian sampler's range), got {sigma}",
+                            argument="sigma", fix="pass a smaller sigma (the paper's is 60)")
+        object.__setattr__(self, "sigma", sigma_)
         dt = _exact(delta_t, "delta_t")
         if dt >= 1:
             raise BudgetError(f"must be < 1, got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
