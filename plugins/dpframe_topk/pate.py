@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -69,7 +70,24 @@ def _exact(value: object, argument: str) -> Fraction:
     value = plain(value)      # its value, not its methods: Fraction(x) keeps an int subclass as its numerator
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not value > 0:
         raise PlanError(f"must be a positive number, got {value!r}", argument=argument, fix="pass e.g. 50")
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if not _TINY <= exact <= _HUGE:   # explain() and the curves read it as a float: an OverflowError, once charged
+        raise PlanError(f"must be a float64 number between 5e-324 and 1.8e308, got {_shown(exact)}", argument=argument,
+                        fix="pass e.g. 50")
+    return exact
+
+
+_TINY, _HUGE = Fraction(2) ** -1074, Fraction(np.finfo(np.float64).max)
+
+
+def _float(x: Fraction) -> float:
+    """``x`` as a float, ``inf`` beyond float64 (2g/b for b near 5e-324)."""
+    return float(x) if x <= _HUGE else math.inf
+
+
+def _shown(x: Fraction) -> str:
+    """``x`` in a few characters, also when its parts have more digits than ``str`` writes (4,300)."""
+    return f"about 2^{x.numerator.bit_length() - x.denominator.bit_length()}"
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
@@ -140,7 +158,10 @@ class MultiLabelPATE:
         if rest <= 0:
             raise BudgetError(f"δ = {delta} does not cover T·δ_t = {float(c.delta):g}", argument="delta",
                               fix="use a larger δ or a smaller delta_t")
-        return float(zcdp_epsilon(c.rho, rest))
+        try:
+            return float(zcdp_epsilon(c.rho, rest))
+        except OverflowError:       # ε beyond floats (a σ or Gumbel scale near 5e-324)
+            return math.inf
 
     def curves(self, queries: int) -> list[PrivacyCurve]:
         """The privacy curves of ``queries`` queries (for RDP/PLD sessions): T EM steps + the T PTR tests.
@@ -176,7 +197,7 @@ class MultiLabelPATE:
             raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
         cost, p = self.cost(queries), self.plan()
         data = {"queries": queries, "privacy_unit": self.privacy_unit, "protects": UNITS[self.privacy_unit][0],
-                "gap_sensitivity": int(self.g), "em_epsilon": float(p.em_epsilon),
+                "gap_sensitivity": int(self.g), "em_epsilon": _float(p.em_epsilon),
                 "gumbel_scale": float(self.gumbel_scale), "sigma": float(self.sigma), "delta_t": float(self.delta_t),
                 "threshold": int(p.threshold()), "cost": repr(cost), "delta": delta,
                 "epsilon": self.epsilon(queries, delta)}

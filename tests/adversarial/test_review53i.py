@@ -121,12 +121,39 @@ def test_a_zcdp_budget_with_a_huge_denominator_delta_is_charged_not_a_value_erro
     assert TINY <= spent.delta <= TINY + __import__("fractions").Fraction(1, 2**2048)
 
 
-def test_pate_with_a_huge_denominator_delta_t_is_charged_not_a_value_error() -> None:
+# PATE reads its parameters as floats in explain() and its RDP curves: ``explain()`` raised a raw OverflowError for
+# ``gumbel_scale=10**400`` (a query that runs), and an RDP session a raw ValueError for ``gumbel_scale=1/10**5000``.
+# Each parameter must now be a float64-sized number, refused when the MultiLabelPATE is built.
+
+@pytest.mark.parametrize(("argument", "value"), [("delta_t", TINY), ("gumbel_scale", 10**400),
+                                                 ("gumbel_scale", __import__("fractions").Fraction(1, 10**5000)),
+                                                 ("sigma", __import__("fractions").Fraction(1, 10**400))])
+def test_pate_refuses_parameters_beyond_float64(argument: str, value: object) -> None:
     from dpframe_topk import MultiLabelPATE
 
-    sess = _ledger_session()
-    out = MultiLabelPATE(delta_t=TINY).collect(sess, _votes())
-    assert out.height == 2 and sess.history().height == 1
+    with pytest.raises(dp.errors.PlanError, match="float64") as err:
+        MultiLabelPATE(**{argument: value})  # type: ignore[arg-type]
+    assert err.value.argument == argument
+
+
+@pytest.mark.parametrize("accountant", ["zcdp", "rdp"])
+@pytest.mark.parametrize("kw", [{"gumbel_scale": 1.7e308}, {"gumbel_scale": 5e-324}, {"sigma": 5e-324},
+                                {"delta_t": 5e-324}, {"sigma": 2**55}])
+def test_pate_at_the_float64_extremes_explains_and_charges_or_refuses_with_a_dpframe_error(
+        accountant: str, kw: dict[str, float]) -> None:
+    from dpframe_topk import MultiLabelPATE
+
+    pate = MultiLabelPATE(**kw)
+    assert "multi-label PATE" in pate.explain(3)
+    budget = dp.ZCDP(1, 1e-3) if accountant == "zcdp" else dp.ApproxDP(1, 1e-3)
+    sess = dp.Session({"t": pl.DataFrame({"a": [1]})}, privacy_unit=dp.PrivacyUnit.row(), budget=budget,
+                      accountant=accountant, seed=1)
+    try:
+        pate.collect(sess, _votes())
+    except dp.errors.DPFrameError:
+        assert sess.history().height == 0      # refused (the budget is exceeded): nothing charged
+    else:
+        assert sess.history()["status"].to_list() == ["committed"]
 
 
 @pytest.mark.parametrize("backend", ["polars", "duckdb"])
@@ -148,3 +175,120 @@ def test_floats_inside_nested_keys_are_released_canonically(backend: str, kind: 
         released.add(tuple(sorted(_bits([v for v in inner.to_list() if v is not None]))))
         assert inner.null_count() == 1
     assert released == {(0x0, 0x7FF8_0000_0000_0000)}
+
+
+# --- cost: each family's charge is fixed before it runs and equals a hand-computed value -------------------------
+
+def _fresh(budget: dp.budgets.Budget, rows: int = 2000) -> dp.Session:
+    frame = pl.DataFrame({"x": [i % 1000 for i in range(rows)], "y": [i % 2 for i in range(rows)],
+                          "g": [str(i % 5) for i in range(rows)]})
+    return dp.Session({"t": frame}, privacy_unit=dp.PrivacyUnit.row(), budget=budget, seed=3)
+
+
+def test_each_family_charges_its_hand_computed_cost() -> None:
+    from fractions import Fraction as F
+
+    from dpframe_topk import MultiLabelPATE
+
+    # PATE, T = 3 queries, record level (g = 2), b = 50, σ = 60: per query (2g/b)²/8 + g²/(2σ²)
+    # = 0.08²/8 + 4/7200 = 1/1250 + 1/1800 = 61/45000, so ZCDP(61/15000, 3·10⁻⁹)
+    votes = pl.DataFrame({"query": [0, 0, 1, 1, 2, 2], "label": ["a", "b"] * 3, "vote": [9, 1, 5, 5, 0, 10]})
+    sess = _fresh(dp.ZCDP(1, 1e-6))
+    pate = MultiLabelPATE()
+    assert pate.cost(3) == dp.ZCDP(F(61, 15000), F(3, 10**9))
+    pate.collect(sess, votes)
+    assert sess.spent() == dp.ZCDP(F(61, 15000), F(3, 10**9))
+
+    # a histogram and a median under a pure budget in a zCDP session: ρ = ε²/2 each
+    sess = _fresh(dp.ZCDP(1))
+    hist = sess.table("t").agg(dp.measure("histogram", "x", bounds=(0, 1000), edges=(0, 10, 500, 1000)))
+    assert hist.cost(dp.PureDP(F(1, 2))) == dp.ZCDP(F(1, 8))
+    hist.collect(dp.PureDP(F(1, 2)))
+    med = sess.table("t").agg(dp.median("x", bounds=(0, 1000)))
+    assert med.cost(dp.PureDP(F(1, 2))) == dp.ZCDP(F(1, 8))
+    med.collect(dp.PureDP(F(1, 2)))
+    assert sess.spent() == dp.ZCDP(F(1, 4))
+
+    # a one-feature rectangle at (2, 10⁻⁶): sequential composition (2d = 2 slices at ε₀ = 0.9, plus the ε/10
+    # gate) is pure and as cheap as RSC, so the charge is (2, 0): no δ is spent
+    sess = _fresh(dp.ApproxDP(10, 1e-3))
+    rect = sess.table("t").learn_rectangle(["x"], label="y", bounds={"x": (0, 1000)})
+    assert rect.cost(dp.ApproxDP(2, 1e-6)) == dp.ApproxDP(2, 0)
+    rect.collect(dp.ApproxDP(2, 1e-6))
+    assert sess.spent() == dp.ApproxDP(2, 0)
+
+    # top-k over keys from the data: the whole (ε, δ), whatever the outcome (a ⊥ is charged too)
+    sess = _fresh(dp.ApproxDP(10, 1e-3))
+    top = sess.table("t").group_by("g").top_k(k=2, release_scores=True)
+    assert top.cost(dp.ApproxDP(1, 1e-7)) == dp.ApproxDP(1, 1e-7)
+    top.collect(dp.ApproxDP(1, 1e-7))
+    assert sess.spent() == dp.ApproxDP(1, 1e-7)
+
+
+# --- frame.bounds released an empty range (x, x) -----------------------------------------------------------------
+#
+# When both quantiles fell in one outer bin of the grid (every value ≥ 2⁶⁰, or every value below ``domain``'s low
+# end), the result was that bin's edge twice: ``(1.15e18, 1.15e18)``, ``(5.0, 5.0)``. The docs promise the pair
+# "may be used as the bounds of later queries", but every later query refused it ("lower must be below upper").
+# The outer bin now releases the grid's last (first) bin with it: a valid range, the same post-processing of the
+# same draw.
+
+@pytest.mark.parametrize(("values", "domain", "expected"), [
+    ([1e300] * 3000, None, "top"),
+    ([-1e300] * 3000, None, "bottom"),
+    ([0.5] * 3000, (5.0, 6.0), None),
+    ([9.0] * 3000, (5.0, 6.0), None),
+])
+def test_bounds_never_releases_an_empty_range(values: list[float], domain: tuple[float, float] | None,
+                                             expected: str | None) -> None:
+    from dpframe_quantiles.grid_bounds import grid
+
+    sess = dp.Session({"t": pl.DataFrame({"x": values})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=1)
+    low, high = sess.table("t").bounds("x", domain=domain).collect(dp.PureDP(2))
+    assert low < high
+    edges = [float(e) for e in grid("x", pl.Float64(), None, None)]
+    if expected == "top":                   # the grid's last bin, with the outer bin beyond it
+        assert (low, high) == (edges[-2], edges[-1])
+    elif expected == "bottom":
+        assert (low, high) == (edges[0], edges[1])
+    if domain is not None:
+        assert domain[0] <= low < high <= domain[1]
+    out = sess.table("t").agg(dp.mean("x", bounds=(low, high))).collect(dp.PureDP(1))     # usable as bounds
+    assert out.height == 1
+
+
+@pytest.mark.parametrize("value", [__import__("datetime").date(2000, 1, 1), __import__("datetime").date(1, 1, 1),
+                                   __import__("datetime").date(9999, 12, 31)])
+def test_date_bounds_never_release_one_day_twice(value: object) -> None:
+    """All rows on one day (or beyond the 1900–2100 domain): both quantiles on one day gave (d, d)."""
+    sess = dp.Session({"t": pl.DataFrame({"d": [value] * 3000})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=1)
+    low, high = sess.table("t").bounds("d").collect(dp.PureDP(2))
+    assert low < high
+    assert __import__("datetime").date(1900, 1, 1) <= low and high <= __import__("datetime").date(2100, 12, 31)
+    assert sess.table("t").agg(dp.median("d", bounds=(low, high))).collect(dp.PureDP(1)).height == 1
+
+
+def test_bounds_of_a_time_zone_aware_column_uses_an_aware_default_domain() -> None:
+    """``bounds('d')`` on a tz-aware column refused its own default domain (naive 1900–2100) as ``bounds['d']``."""
+    import datetime as dt
+
+    col = pl.Series([dt.datetime(2000, 1, 1, 12) + dt.timedelta(hours=i) for i in range(3000)])
+    sess = dp.Session({"t": pl.DataFrame({"d": col.dt.replace_time_zone("Asia/Tokyo")})},
+                      privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=1)
+    low, high = sess.table("t").bounds("d").collect(dp.PureDP(5))
+    assert low.tzinfo is not None and low < high
+    assert sess.table("t").agg(dp.median("d", bounds=(low, high))).collect(dp.PureDP(1)).height == 1
+
+
+# --- a bound with a 5,000-digit integer part: a raw ValueError while the refusal was being written --------------
+
+@pytest.mark.parametrize("make", [lambda b: dp.mean("x", bounds=(0, b)),
+                                  lambda b: dp.measure("histogram", "x", bounds=(0, b), edges=(0, 1))])
+def test_a_bound_too_large_for_text_is_a_bounds_error(make: object) -> None:
+    from fractions import Fraction
+
+    with pytest.raises(dp.errors.BoundsError, match="beyond the range of a float64") as err:
+        make(Fraction(10**5000))  # type: ignore[operator]
+    assert err.value.argument == "bounds"
