@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
-from polars.datatypes import DataTypeClass
+from polars.datatypes import DataTypeClass, FloatType
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.engine_output import check_quiet, numpy_defaults, numpy_quiet
@@ -43,6 +43,7 @@ from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import AUTO, PrivacyUnit
+from dpframe.tables import holds_type
 
 if TYPE_CHECKING:
     from dpframe.accounting import Ledger, SessionCost
@@ -207,7 +208,7 @@ def canonical_keys(out: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
         (['0.0', 'nan'], [False, True], [[0.0], None])
 
     """
-    floats = [c for c in by if c in out.columns and _has_float(out.schema[c])]
+    floats = [c for c in by if c in out.columns and holds_type(out.schema[c], FloatType)]
     if not floats:
         return out
     return out.with_columns(_canonical(pl.col(c), out.schema[c]).alias(c) for c in floats)
@@ -217,19 +218,9 @@ _Dtype = pl.DataType | DataTypeClass
 """A dtype as a schema or a nested dtype's ``inner`` / field holds it (an instance or a class)."""
 
 
-def _has_float(dtype: _Dtype) -> bool:
-    if dtype.is_float():
-        return True
-    if isinstance(dtype, pl.List | pl.Array):
-        return _has_float(dtype.inner)
-    if isinstance(dtype, pl.Struct):
-        return any(_has_float(f.dtype) for f in dtype.fields)
-    return False
-
-
 def _canonical(e: pl.Expr, dtype: _Dtype) -> pl.Expr:
     """``e`` (of ``dtype``) with every float in it canonical (:func:`canonical_keys`); nulls stay null."""
-    if not _has_float(dtype):
+    if not holds_type(dtype, FloatType):  # type: ignore[arg-type]
         return e
     if dtype.is_float():
         return (pl.when(e.is_nan()).then(pl.lit(float("nan"), dtype)).when(e == 0).then(pl.lit(0.0, dtype))

@@ -5,8 +5,13 @@ whichever row the backend met first in its group: ``-0.0`` and ``0.0`` (and NaNs
 are one group — equal keys — but the released key was ``-0.0`` when the first row held ``-0.0`` and ``0.0``
 otherwise. Adding one row at the front of a table (or changing one row's sign of zero) changed the released
 key's sign bit with probability 1, whatever the noise: `group_by(x).top_k(...)`, `group_by(x).agg(...)` and
-SQL's ``GROUP BY x`` on Polars and DuckDB. The reader now releases every float key column canonically (``0.0``,
-the one quiet NaN ``0x7ff8000000000000``).
+SQL's ``GROUP BY x`` on Polars and DuckDB (and floats inside list, array and struct keys on DuckDB). The reader now
+releases every float key column canonically (``0.0``, the one quiet NaN ``0x7ff8000000000000``).
+
+Also here: PATE parameters the sampler or a float cannot hold (charged, then failed; raw OverflowError /
+ValueError), a δ or a bound too long for ``str`` (raw ValueError), ``frame.bounds`` releasing an empty range
+(x, x) that every later query refused, its default domain on a time-zone-aware column, and each family's charge
+checked against a hand-computed value.
 """
 
 from __future__ import annotations
