@@ -261,6 +261,9 @@ class MultiLabelPATE:
                                         tables=frozenset())      # the votes are passed in: no table is read
 
 
+OUTPUTS = ("labels", "k")
+"""The output columns beside the query column (which must be named otherwise)."""
+
 MAX_VOTES = 2**62
 """The largest vote count accepted: counts are computed in int64, with room for the PTR's noise beside them."""
 
@@ -276,6 +279,9 @@ def _vote_table(votes: object, query: str = "query", label: str = "label", vote:
     for argument, c in (("query", query), ("label", label), ("vote", vote)):
         if not isinstance(c, str) or c not in votes.columns:
             raise SchemaError(f"no column {c!r}", argument=argument, fix=f"pass {argument}= one of {votes.columns}")
+    if query in OUTPUTS:
+        raise SchemaError(f"the query column {query!r} has the name of an output column {list(OUTPUTS)}",
+                          argument="query", fix=f"rename it first: votes.rename({{{query!r}: 'query'}})")
     if not votes.schema[vote].is_integer():
         raise SchemaError(f"votes must be whole numbers of teachers, got dtype {votes.schema[vote]}", argument="vote",
                           fix=f"cast it: votes.with_columns(pl.col({vote!r}).cast(pl.Int64)) (after rounding)")

@@ -297,3 +297,21 @@ def test_a_bound_too_large_for_text_is_a_bounds_error(make: object) -> None:
     with pytest.raises(dp.errors.BoundsError, match="beyond the range of a float64") as err:
         make(Fraction(10**5000))  # type: ignore[operator]
     assert err.value.argument == "bounds"
+
+
+# --- PATE: a query column named like an output column was silently dropped -------------------------------------
+#
+# The output is ``{query: ..., "labels": ..., "k": ...}``: with ``query="k"`` (or ``"labels"``) the dict kept one of
+# the two, so the charged result had no query ids (``[(1, ['a']), (1, ['b'])]`` for queries 7 and 9). Refused now,
+# before the charge, naming ``query``.
+
+@pytest.mark.parametrize("name", ["k", "labels"])
+def test_pate_refuses_a_query_column_named_like_an_output_column(name: str) -> None:
+    from dpframe_topk import MultiLabelPATE
+
+    votes = _votes().rename({"query": name})
+    sess = _ledger_session()
+    with pytest.raises(dp.errors.SchemaError, match="output") as err:
+        MultiLabelPATE().collect(sess, votes, query=name)
+    assert err.value.argument == "query"
+    assert sess.history().height == 0
