@@ -78,6 +78,11 @@ def grid(column: str, dtype: pl.DataType, domain: Any, resolution: Any) -> tuple
             raise BoundsError(f"expected a positive number, got {resolution!r}", argument="resolution",
                               fix="pass the smallest magnitude worth telling from 0, e.g. resolution=0.01")
         edges = tuple(e for e in edges if e == 0 or abs(e) >= Fraction(resolution))
+        if len(edges) < 2 and domain is None:      # only 0 is left: no range to release
+            top = float(max(value_edges(dtype, 4)))
+            raise BoundsError(f"resolution {resolution!r} is above every edge of the grid (up to {top:g}): no range "
+                              "is left", argument="resolution",
+                              fix="pass a resolution below the magnitudes of the column, or a domain=(lower, upper)")
     if domain is not None:
         lo, hi = check_bounds(domain, argument=f"bounds[{column!r}]")
         edges = (lo, *(e for e in edges if lo < e < hi), hi)

@@ -315,3 +315,14 @@ def test_pate_refuses_a_query_column_named_like_an_output_column(name: str) -> N
         MultiLabelPATE().collect(sess, votes, query=name)
     assert err.value.argument == "query"
     assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("resolution", [10**39, 1e308])
+def test_bounds_refuses_a_resolution_that_leaves_no_range(resolution: float) -> None:
+    """A resolution above every grid edge left only 0: the pair was (0, 0), and with its neighbour there was none."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 100})}, privacy_unit=dp.PrivacyUnit.row(),
+                      budget=dp.PureDP(10), seed=1)
+    with pytest.raises(dp.errors.BoundsError, match="no range") as err:
+        sess.table("t").bounds("x", resolution=resolution).collect(dp.PureDP(1))
+    assert err.value.argument == "resolution"
+    assert sess.history().height == 0
