@@ -93,8 +93,12 @@ def within_float64(value: Fraction, what: str, argument: str, fix: str) -> Fract
     """
     if abs(value) <= FLOAT64_MAX:
         return value
-    digits = str(abs(value.numerator) // value.denominator)
-    shown = f"{'-' if value < 0 else ''}{digits[:19]}... ({builtins.len(digits)} digits)"
+    whole, sign = abs(value.numerator) // value.denominator, "-" if value < 0 else ""
+    if whole.bit_length() < 14_000:          # str() of an int past 4,300 digits is a ValueError
+        digits = str(whole)
+        shown = f"{sign}{digits[:19]}... ({builtins.len(digits)} digits)"
+    else:
+        shown = f"{sign}about 10^{int(whole.bit_length() * math.log10(2))}"
     raise BoundsError(f"{what} {shown} is beyond the range of a float64 (±1.8e308)", argument=argument, fix=fix)
 
 

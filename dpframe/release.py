@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
+from polars.datatypes import DataTypeClass, FloatType
 
 from dpframe.backends.base import StatisticsRequest
 from dpframe.engine_output import check_quiet, numpy_defaults, numpy_quiet
@@ -42,6 +43,7 @@ from dpframe.errors import DPFrameError, TableChangedError
 from dpframe.mechanism import Statistic
 from dpframe.plan.nodes import Node, RowNode, Scan, bounded_unit
 from dpframe.privacy_unit import AUTO, PrivacyUnit
+from dpframe.tables import holds_type
 
 if TYPE_CHECKING:
     from dpframe.accounting import Ledger, SessionCost
@@ -163,7 +165,7 @@ class PrivateReader:
                                fix="this is a dpframe bug (or a query family's that reads beyond its source): "
                                    "report it")
         self.check_quiet()
-        out: pl.DataFrame = self._backend.statistics(request)
+        out: pl.DataFrame = canonical_keys(self._backend.statistics(request), request.by)
         self._context.catalog.check_unchanged((request.table,))
         return out
 
@@ -191,6 +193,45 @@ class PrivateReader:
     def close(self) -> None:
         """End the reader's life (the release calls it when its run returns or fails)."""
         self._open = False
+
+
+def canonical_keys(out: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
+    """``out`` with the floats in its key columns ``by`` canonical: ``0.0`` for both zeros, one quiet NaN for NaNs.
+
+    Equal keys are one group, but a backend gives the group the bits of the first row it met: without this a
+    released key ``-0.0`` (or a NaN's sign and payload) told whether one row led its group (review 53i). Floats
+    inside list, array and struct keys too (DuckDB kept ``[-0.0]``).
+
+    Example:
+        >>> out = canonical_keys(pl.DataFrame({"x": [-0.0, float("-nan")], "l": [[-0.0], None]}), ("x", "l"))
+        >>> [str(v) for v in out["x"]], out["x"].is_nan().to_list(), out["l"].to_list()
+        (['0.0', 'nan'], [False, True], [[0.0], None])
+
+    """
+    floats = [c for c in by if c in out.columns and holds_type(out.schema[c], FloatType)]
+    if not floats:
+        return out
+    return out.with_columns(_canonical(pl.col(c), out.schema[c]).alias(c) for c in floats)
+
+
+_Dtype = pl.DataType | DataTypeClass
+"""A dtype as a schema or a nested dtype's ``inner`` / field holds it (an instance or a class)."""
+
+
+def _canonical(e: pl.Expr, dtype: _Dtype) -> pl.Expr:
+    """``e`` (of ``dtype``) with every float in it canonical (:func:`canonical_keys`); nulls stay null."""
+    if not holds_type(dtype, FloatType):  # type: ignore[arg-type]
+        return e
+    if dtype.is_float():
+        return (pl.when(e.is_nan()).then(pl.lit(float("nan"), dtype)).when(e == 0).then(pl.lit(0.0, dtype))
+                .otherwise(e))
+    if isinstance(dtype, pl.List):
+        return e.list.eval(_canonical(pl.element(), dtype.inner))
+    if isinstance(dtype, pl.Array):
+        return e.arr.eval(_canonical(pl.element(), dtype.inner), as_list=False)
+    assert isinstance(dtype, pl.Struct)
+    fields = pl.struct([_canonical(e.struct.field(f.name), f.dtype).alias(f.name) for f in dtype.fields])
+    return pl.when(e.is_null()).then(pl.lit(None, dtype)).otherwise(fields)
 
 
 class ReleaseContext:

@@ -241,11 +241,11 @@ def _plain_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
     except (pl.exceptions.PolarsError, OSError):   # (a cycle of links: an OSError)
         return frame
     for name, dtype in schema.items():
-        if _holds(dtype, pl.Object):
+        if holds_type(dtype, pl.Object):
             raise SchemaError(f"column {name!r} holds Python objects ({dtype})", argument=where,
                               fix="convert it to a basic type (e.g. pl.col(...).map_elements(str, "
                                   "return_dtype=pl.String) before registering) or drop it")
-        if dtype.is_nested() and _holds(dtype, pl.Extension):
+        if dtype.is_nested() and holds_type(dtype, pl.Extension):
             raise SchemaError(f"column {name!r} holds an extension type ({dtype}) inside a list, array or struct",
                               argument=where, fix="convert it to plain types first (e.g. the extension's storage) "
                               "or drop the column")
@@ -253,14 +253,21 @@ def _plain_types(frame: pl.LazyFrame, where: str) -> pl.LazyFrame:
     return frame.with_columns(pl.col(name).ext.storage() for name in extension) if extension else frame
 
 
-def _holds(dtype: pl.DataType, kind: type[pl.DataType]) -> bool:
-    """Whether ``dtype`` is, or holds somewhere inside a list, array or struct, a type of class ``kind``."""
-    if isinstance(dtype, kind):
+def holds_type(dtype: pl.DataType, kind: type[pl.DataType]) -> bool:
+    """Whether ``dtype`` is, or holds somewhere inside a list, array or struct, a type of class ``kind``.
+
+    Example:
+        >>> from polars.datatypes import FloatType
+        >>> holds_type(pl.Struct({"a": pl.List(pl.Float32)}), FloatType), holds_type(pl.List(pl.Int8), FloatType)
+        (True, False)
+
+    """
+    if isinstance(dtype, kind) or (isinstance(dtype, type) and issubclass(dtype, kind)):   # pl.Float64 or Float64()
         return True
     if isinstance(dtype, pl.List | pl.Array):
-        return _holds(dtype.inner, kind)  # type: ignore[arg-type]
+        return holds_type(dtype.inner, kind)  # type: ignore[arg-type]
     if isinstance(dtype, pl.Struct):
-        return any(_holds(field.dtype, kind) for field in dtype.fields)  # type: ignore[arg-type]
+        return any(holds_type(field.dtype, kind) for field in dtype.fields)  # type: ignore[arg-type]
     return False
 
 

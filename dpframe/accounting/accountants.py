@@ -168,7 +168,12 @@ class Accountant(Sealed, ABC):
         RDP/PLD sessions return an :class:`~dpframe.accounting.RDPCharge` in place of a budget; treat
         charges as opaque values for ``compose``/``fits``/``describe_charge`` and the ledger.
         """
-        return convert(check_budget(cost), self._session_total().notion)
+        charged = convert(check_budget(cost), self._session_total().notion)
+        first, delta = rounded_up(_first(charged)), rounded_up(_delta(charged))
+        if first == _first(charged) and delta == _delta(charged):
+            return charged
+        # a denominator past 2^TOTAL_BITS (δ = 10^-10000 sent exactly): the ledger could not write it (review 53i)
+        return make(charged.notion, first, delta)
 
     def charge_plan(self, cost: Budget, curves: Sequence[PrivacyCurve] | None, rate: float = 1.0) -> SessionCost:
         """The charge of a plan whose mechanisms cost ``cost`` in total, all run on one Poisson sample.

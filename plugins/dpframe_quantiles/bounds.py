@@ -51,7 +51,9 @@ def default_domain(column: str, dtype: pl.DataType) -> tuple[tuple[Any, Any], An
         return DATE_RANGE, None
     if kind == "datetime":
         first, final = DATE_RANGE
-        return (dt.datetime(first.year, 1, 1), dt.datetime(final.year, 12, 31, 23, 59, 59)), dt.timedelta(seconds=1)
+        zone = dt.UTC if getattr(dtype, "time_zone", None) else None      # an aware column takes aware bounds
+        return ((dt.datetime(first.year, 1, 1, tzinfo=zone), dt.datetime(final.year, 12, 31, 23, 59, 59, tzinfo=zone)),
+                dt.timedelta(seconds=1))
     info = pl.select(pl.lit(0, dtype=dtype).lower_bound().alias("lo"), pl.lit(0, dtype=dtype).upper_bound().alias("hi"))
     lo, hi = max(int(info["lo"][0]), -(2**63)), min(int(info["hi"][0]), 2**63 - 1)
     codes = hi - lo + 1
@@ -86,8 +88,20 @@ class BoundsQuery:
 
         def run(reader: Any, rng: Any) -> tuple[Any, Any]:
             low, high = inner.run(reader, rng)[f"{column}_bounds"][0]
+            if low is not None and low == high:
+                low, high = self._widened(low)
             return (int(low), int(high)) if kind == "int" else (low, high)
         return dataclasses.replace(inner, run=run, settle=None)
+
+    def _widened(self, value: Any) -> tuple[Any, Any]:
+        """Both quantiles on one grid point: that point and the next one (the previous one at the domain's top).
+
+        Post-processing of the released value: (d, d) is a range every later query refuses as bounds.
+        """
+        dom = self.domain
+        code = int(dom.encode(pl.Series([value], dtype=dom.dtype))[0])
+        code = min(code, dom.size - 2)
+        return dom.decode(code), dom.decode(code + 1)
 
     def describe(self) -> str:
         """One line for the history."""

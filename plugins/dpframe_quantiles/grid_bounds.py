@@ -11,7 +11,9 @@ the high one), L and C the rows below and up to the bin. One row moves 2b·L and
 ≤ max(2a, b) ≤ 2b, so m rows move the utility by ≤ 2b·m: drawn with probability ∝ exp(ε₀·u/(4b·m)) it is
 ε₀-DP (and ε₀-bounded-range: ε₀²/8-zCDP). ε₀ = ε/2 each (zCDP: ε₀²/8 ≤ ρ/2); two draws compose to ε
 (ρ). With probability ≥ 1 − β each bound's rank is within R of its target: at or inside the requested
-quantile. The low bound is the lower edge of its bin, the high bound the upper edge of its bin.
+quantile. The low bound is the lower edge of its bin, the high bound the upper edge of its bin; when both
+fall in one outer bin (beyond the grid's ends) the result is the grid's end bin next to it, never an empty
+range (x, x) that later queries would refuse as bounds.
 
 Why a coarse grid: the EM's rank error grows with the logarithm of the number of candidates. Over the
 whole 64-bit range (2⁶² points) ln|X| ≈ 46, and the wide empty stretches beyond the data carry so much
@@ -76,6 +78,11 @@ def grid(column: str, dtype: pl.DataType, domain: Any, resolution: Any) -> tuple
             raise BoundsError(f"expected a positive number, got {resolution!r}", argument="resolution",
                               fix="pass the smallest magnitude worth telling from 0, e.g. resolution=0.01")
         edges = tuple(e for e in edges if e == 0 or abs(e) >= Fraction(resolution))
+        if len(edges) < 2 and domain is None:      # only 0 is left: no range to release
+            top = float(max(value_edges(dtype, 4)))
+            raise BoundsError(f"resolution {resolution!r} is above every edge of the grid (up to {top:g}): no range "
+                              "is left", argument="resolution",
+                              fix="pass a resolution below the magnitudes of the column, or a domain=(lower, upper)")
     if domain is not None:
         lo, hi = check_bounds(domain, argument=f"bounds[{column!r}]")
         edges = (lo, *(e for e in edges if lo < e < hi), hi)
@@ -138,6 +145,8 @@ class GridBoundsQuery:
         cuts = (self.edges[0], *self.edges, self.edges[-1])        # the outer bins end at the grid's ends
         low = min(cuts[picks[0]], cuts[picks[1]])
         high = max(cuts[picks[0] + 1], cuts[picks[1] + 1])
+        if low == high:     # both in one outer bin: with the grid's bin next to it, a range later queries accept
+            low, high = (self.edges[0], self.edges[1]) if low == self.edges[0] else (self.edges[-2], self.edges[-1])
         if self.source.schema[self.column].is_integer():
             return int(low), int(high)
         return float(low), float(high)

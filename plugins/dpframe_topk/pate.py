@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,7 +57,7 @@ from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, up, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
-from dpframe.noise import RandomSource, discrete_gaussian, exponential_index_grouped
+from dpframe.noise import MAX_GAUSSIAN_SIGMA2, RandomSource, discrete_gaussian, exponential_index_grouped
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
 from dpframe_topk.budgeting import repeat
@@ -69,7 +70,24 @@ def _exact(value: object, argument: str) -> Fraction:
     value = plain(value)      # its value, not its methods: Fraction(x) keeps an int subclass as its numerator
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not value > 0:
         raise PlanError(f"must be a positive number, got {value!r}", argument=argument, fix="pass e.g. 50")
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    if not _TINY <= exact <= _HUGE:   # explain() and the curves read it as a float: an OverflowError, once charged
+        raise PlanError(f"must be a float64 number between 5e-324 and 1.8e308, got {_shown(exact)}", argument=argument,
+                        fix="pass e.g. 50")
+    return exact
+
+
+_TINY, _HUGE = Fraction(2) ** -1074, Fraction(np.finfo(np.float64).max)
+
+
+def _float(x: Fraction) -> float:
+    """``x`` as a float, ``inf`` beyond float64 (2g/b for b near 5e-324)."""
+    return float(x) if x <= _HUGE else math.inf
+
+
+def _shown(x: Fraction) -> str:
+    """``x`` in a few characters, also when its parts have more digits than ``str`` writes (4,300)."""
+    return f"about 2^{x.numerator.bit_length() - x.denominator.bit_length()}"
 
 
 #: What each privacy unit of :class:`MultiLabelPATE` protects, and its gap sensitivity g.
@@ -91,7 +109,11 @@ class MultiLabelPATE:
     def __init__(self, gumbel_scale: float = 50, sigma: float = 60, delta_t: float = 1e-9,
                  privacy_unit: str = "record") -> None:
         object.__setattr__(self, "gumbel_scale", _exact(gumbel_scale, "gumbel_scale"))
-        object.__setattr__(self, "sigma", _exact(sigma, "sigma"))
+        sigma_ = _exact(sigma, "sigma")
+        if sigma_**2 > MAX_GAUSSIAN_SIGMA2:     # public: refused here, not by the sampler after the charge
+            raise PlanError(f"must be at most 2^55 votes (the exact discrete Gaussian sampler's range), got {sigma}",
+                            argument="sigma", fix="pass a smaller sigma (the paper's is 60)")
+        object.__setattr__(self, "sigma", sigma_)
         dt = _exact(delta_t, "delta_t")
         if dt >= 1:
             raise BudgetError(f"must be < 1, got {delta_t}", argument="delta_t", fix="pass e.g. 1e-9")
@@ -136,7 +158,10 @@ class MultiLabelPATE:
         if rest <= 0:
             raise BudgetError(f"δ = {delta} does not cover T·δ_t = {float(c.delta):g}", argument="delta",
                               fix="use a larger δ or a smaller delta_t")
-        return float(zcdp_epsilon(c.rho, rest))
+        try:
+            return float(zcdp_epsilon(c.rho, rest))
+        except OverflowError:       # ε beyond floats (a σ or Gumbel scale near 5e-324)
+            return math.inf
 
     def curves(self, queries: int) -> list[PrivacyCurve]:
         """The privacy curves of ``queries`` queries (for RDP/PLD sessions): T EM steps + the T PTR tests.
@@ -172,7 +197,7 @@ class MultiLabelPATE:
             raise PlanError(f"unknown format {format!r}", argument="format", fix="use 'text' or 'json'")
         cost, p = self.cost(queries), self.plan()
         data = {"queries": queries, "privacy_unit": self.privacy_unit, "protects": UNITS[self.privacy_unit][0],
-                "gap_sensitivity": int(self.g), "em_epsilon": float(p.em_epsilon),
+                "gap_sensitivity": int(self.g), "em_epsilon": _float(p.em_epsilon),
                 "gumbel_scale": float(self.gumbel_scale), "sigma": float(self.sigma), "delta_t": float(self.delta_t),
                 "threshold": int(p.threshold()), "cost": repr(cost), "delta": delta,
                 "epsilon": self.epsilon(queries, delta)}
@@ -236,6 +261,9 @@ class MultiLabelPATE:
                                         tables=frozenset())      # the votes are passed in: no table is read
 
 
+OUTPUTS = ("labels", "k")
+"""The output columns beside the query column (which must be named otherwise)."""
+
 MAX_VOTES = 2**62
 """The largest vote count accepted: counts are computed in int64, with room for the PTR's noise beside them."""
 
@@ -251,6 +279,9 @@ def _vote_table(votes: object, query: str = "query", label: str = "label", vote:
     for argument, c in (("query", query), ("label", label), ("vote", vote)):
         if not isinstance(c, str) or c not in votes.columns:
             raise SchemaError(f"no column {c!r}", argument=argument, fix=f"pass {argument}= one of {votes.columns}")
+    if query in OUTPUTS:
+        raise SchemaError(f"the query column {query!r} has the name of an output column {list(OUTPUTS)}",
+                          argument="query", fix=f"rename it first: votes.rename({{{query!r}: 'query'}})")
     if not votes.schema[vote].is_integer():
         raise SchemaError(f"votes must be whole numbers of teachers, got dtype {votes.schema[vote]}", argument="vote",
                           fix=f"cast it: votes.with_columns(pl.col({vote!r}).cast(pl.Int64)) (after rounding)")
