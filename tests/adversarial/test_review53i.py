@@ -111,19 +111,26 @@ def test_pate_runs_at_the_largest_sigma_the_sampler_draws() -> None:
 # ``dp.ZCDP(ρ, Fraction(1, 10**10000))`` (an exact δ, as a remote analyst may send one) and PATE's
 # ``delta_t=Fraction(1, 10**10000)`` reached the ledger, whose ``str`` of the denominator passed Python's 4,300-digit
 # limit: a bare ``ValueError`` from ``collect``. The accountant now rounds such a charge up to a multiple of 2^-2048
-# (over-reporting by less than 2^-2048, as it already does for totals) and the query runs.
+# (over-reporting by less than 2^-2048, as it already does for totals) and the query runs (since review 53e a number
+# past 4,096 bits is refused when the budget is made).
 
 TINY = __import__("fractions").Fraction(1, 10**10000)
 
 
 def test_a_zcdp_budget_with_a_huge_denominator_delta_is_charged_not_a_value_error() -> None:
+    # Since review 53e a budget number past 4,096 bits is refused when made (naming it, nothing charged); one between
+    # 2,048 and 4,096 bits is charged rounded up to a multiple of 2^-2048, as totals are.
+    with pytest.raises(dp.BudgetError) as err:
+        dp.ZCDP(1, TINY)
+    assert err.value.argument == "delta"
+    wide = __import__("fractions").Fraction(1, 3**1900)        # ~3,011 bits
     sess = dp.Session({"t": pl.DataFrame({"a": [1] * 100})}, privacy_unit=dp.PrivacyUnit.row(),
                       budget=dp.ZCDP(10, 0.5), seed=1)
-    out = sess.table("t").group_by("a").agg(dp.len()).collect(dp.ZCDP(1, TINY))
+    out = sess.table("t").group_by("a").agg(dp.len()).collect(dp.ZCDP(1, wide))
     assert isinstance(out, pl.DataFrame)
     assert sess.history().height == 1
     spent = sess.spent()
-    assert TINY <= spent.delta <= TINY + __import__("fractions").Fraction(1, 2**2048)
+    assert wide < spent.delta <= wide + __import__("fractions").Fraction(1, 2**2048)
 
 
 # PATE reads its parameters as floats in explain() and its RDP curves: ``explain()`` raised a raw OverflowError for
