@@ -524,7 +524,7 @@ def delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float, marg
     pmf's own rounding, :func:`compose_parts`) is added where some loss of the window is above ``eps``.
 
     Example:
-        >>> delta_at(np.array([0.5, 0.5]), -1, 0.0, 1.0, 0.0) >= 0.5 * (1 - math.exp(-1))
+        >>> delta_at(np.array([0.5, 0.5]), 0, 0.0, 1.0, 0.0) >= 0.5 * (1 - math.exp(-1))    # losses 0 and 1
         True
 
     """
@@ -569,7 +569,7 @@ def epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float, 
     (the pmf's own rounding) counts below the window's top loss.
 
     Example:
-        >>> epsilon_at(np.array([0.5, 0.5]), -1, 0.0, 1.0, 0.1) >= math.log(0.5 / 0.4)
+        >>> epsilon_at(np.array([0.5, 0.5]), 0, 0.0, 1.0, 0.1) >= 1 + math.log(0.8)   # 0.5·(1 − e^{ε − 1}) = 0.1
         True
 
     """
