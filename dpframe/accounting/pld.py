@@ -154,9 +154,9 @@ class PLDAccountant(RenyiFilter):
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
 
         When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) or the PLD cannot
-        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound) the RDP bound of the same sequence is taken as
-        well, if every mechanism has an RDP curve, and a sequence of pure ε-DP mechanisms is never reported
-        above Σε (basic composition): all are valid, so is the smallest.
+        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound plus its proven rounding margin) the RDP bound
+        of the same sequence is taken as well, if every mechanism has an RDP curve, and a sequence of pure
+        ε-DP mechanisms is never reported above Σε (basic composition): all are valid, so is the smallest.
 
         Example:
             >>> from dpframe import accounting as acc
