@@ -252,7 +252,9 @@ def hs_mixture(hs: Fn, delta0: float) -> Fn:
 
     """
     def f(e: Array) -> Array:
-        v = delta0 + (1 - delta0) * np.asarray(hs(e), dtype=np.float64)
-        return np.asarray(np.minimum(np.nextafter(v + 4 * _U * v, np.inf), 1.0))
+        h = np.asarray(hs(e), dtype=np.float64)
+        v = delta0 + (1 - delta0) * h
+        up = np.minimum(np.nextafter(v + 4 * _U * v, np.inf), 1.0)
+        return np.asarray(np.where(h == 0, delta0, up))          # hs = 0: exactly δ0 (a point mass's δ stays exact)
 
     return f
