@@ -23,7 +23,7 @@ from dpframe.accounting.checks import check_grid, shown
 from dpframe.accounting.curve import PrivacyCurve, from_spec, register_core_curve
 from dpframe.accounting.curves import gaussian
 from dpframe.accounting.numerics.common import Array
-from dpframe.accounting.numerics.pld import ComposedPLD, compose_pairs, composed_profile
+from dpframe.accounting.numerics.pld import ComposedPLD, at_least_one, compose_pairs, composed_profile
 from dpframe.accounting.numerics.rdp import product_up, root_sum_squares_up, sum_up
 from dpframe.budgets import add_up
 from dpframe.errors import BudgetError
@@ -114,7 +114,8 @@ def group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[Pr
     """Mechanisms known only by RDP curves are composed in RDP first and enter a PLD as one dominating pair.
 
     Converting each one to a privacy profile before composing would lose far more (the conversion is
-    lossy once per mechanism instead of once); the group's summed curve is a valid RDP curve of the group.
+    lossy once per mechanism instead of once); the group's summed curve is a valid RDP curve of the group,
+    and its δ0 is 1 − Π(1 − δ0ᵢ)^tᵢ rounded up (exact for up to 64 runs).
 
     Example:
         >>> from dpframe import accounting as acc
@@ -131,7 +132,7 @@ def group_rdp_only(entries: Sequence[tuple[PrivacyCurve, int]]) -> list[tuple[Pr
     def total(a: Array) -> Array:
         return compose_up(((f(a), t) for f, t in curves if f is not None), len(a))
 
-    delta0 = -math.expm1(sum(t * math.log1p(-c.delta0) for c, t in rdp_only))
+    delta0 = at_least_one([(c.delta0, t) for c, t in rdp_only])    # 1 − Π(1 − δ0)^t, rounded up
     group = PrivacyCurve("RDP-only mechanisms (composed in RDP)", None, total, delta0=delta0)
     return [(c, t) for c, t in entries if c.hs is not None] + [(group, 1)]
 

@@ -82,7 +82,15 @@ class PLDAccountant(RenyiFilter):
         too wide; then it is coarsened (pessimistic: the result stays an upper bound; :attr:`effective_grid`
         says which step was used; :func:`~dpframe.accounting.numerics.pld.compose_pairs`). Nothing composed: ``[]``.
         """
-        return self._composition().directions if self.entries else []
+        if not self.entries:
+            return []
+        c = self._composition()
+        return [(p, s, math.nextafter(extra + c.margin(i), math.inf)) for i, (p, s, extra) in enumerate(c.directions)]
+
+    def _directions(self) -> list[tuple[np.ndarray, int, float, float]]:
+        """Per direction (pmf, start, extra δ, rounding margin below the window's top loss)."""
+        c = self._composition()
+        return [(p, s, extra, c.margin(i)) for i, (p, s, extra) in enumerate(c.directions)]
 
     @property
     def effective_grid(self) -> float:
@@ -121,7 +129,7 @@ class PLDAccountant(RenyiFilter):
         if pure is not None and e >= pure:
             return 0.0                                   # basic composition: (Σε, 0)-DP
         h = self.effective_grid
-        d = max(delta_out(delta_at(p, s, extra, h, e)) for p, s, extra in self.composed())
+        d = max(delta_out(delta_at(p, s, extra, h, e, m)) for p, s, extra, m in self._directions())
         rdp = self._rdp_fallback(d >= 1)
         return d if rdp is None else min(d, rdp.delta(e))
 
@@ -146,9 +154,9 @@ class PLDAccountant(RenyiFilter):
         """ε at ``delta``: the max over both directions (exact on the piecewise form between grid points).
 
         When the grid had to be coarsened (a mechanism with a huge ε, a huge composition) or the PLD cannot
-        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound) the RDP bound of the same sequence is taken as
-        well, if every mechanism has an RDP curve, and a sequence of pure ε-DP mechanisms is never reported
-        above Σε (basic composition): all are valid, so is the smallest.
+        certify ``delta`` at all (below its 2·10⁻¹⁵ tail bound plus its proven rounding margin) the RDP bound
+        of the same sequence is taken as well, if every mechanism has an RDP curve, and a sequence of pure
+        ε-DP mechanisms is never reported above Σε (basic composition): all are valid, so is the smallest.
 
         Example:
             >>> from dpframe import accounting as acc
@@ -160,7 +168,7 @@ class PLDAccountant(RenyiFilter):
         if not self.entries:
             return 0.0
         h = self.effective_grid
-        eps = max(epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed())
+        eps = max(epsilon_out(epsilon_at(p, s, extra, h, d, m)) for p, s, extra, m in self._directions())
         rdp = self._rdp_fallback(math.isinf(eps))
         if rdp is not None:
             eps = min(eps, rdp.epsilon(d))
@@ -185,7 +193,7 @@ class PLDAccountant(RenyiFilter):
         if not self.entries:
             return {"remove": 0.0, "add": 0.0}
         h = self.effective_grid
-        eps = [epsilon_out(epsilon_at(p, s, extra, h, d)) for p, s, extra in self.composed()]
+        eps = [epsilon_out(epsilon_at(p, s, extra, h, d, m)) for p, s, extra, m in self._directions()]
         return {"remove": eps[0], "add": eps[-1]}
 
     def explain(self, delta: float = 1e-6) -> str:

@@ -281,7 +281,8 @@ def test_both_subsampling_directions_are_counted() -> None:
     sub = acc.laplace(scale=0.5).subsampled(rate=0.5)
     a = acc.PLDAccountant().compose(sub, times=50)
     only_remove = max(_one_direction(sub.hs, sub.hs_rev, 50), _one_direction(sub.hs_rev, sub.hs, 50))
-    assert a.epsilon(1e-6) == pytest.approx(only_remove, rel=1e-9)
+    # compose() adds its rounding margin at every ε, the accountant only below the window's top loss
+    assert a.epsilon(1e-6) == pytest.approx(only_remove, rel=1e-8)
     assert _one_direction(sub.hs_rev, sub.hs, 50) != pytest.approx(_one_direction(sub.hs, sub.hs_rev, 50), rel=1e-3)
 
 

@@ -162,7 +162,8 @@ def test_subsampled_laplace_rdp_stays_above_the_peer_pld(rate: float, scale: flo
     curve = acc.laplace(scale).subsampled(rate)
     eps = acc.RDPAccountant().compose(curve, times=steps).epsilon(delta)
     assert peer < eps < peer * 1.1                               # the RDP → (ε, δ) conversion costs ~8% here
-    assert acc.PLDAccountant().compose(curve, times=steps).epsilon(delta) == pytest.approx(peer, rel=1e-6)
+    # the peer rounds to nearest; dpframe adds its proven FFT/sum rounding bounds (r53j): a little above it
+    assert peer * (1 - 1e-9) <= acc.PLDAccountant().compose(curve, times=steps).epsilon(delta) <= peer * (1 + 2e-5)
 
 
 # ------------------------------------------------------------------------------------------- α = 1, ∞

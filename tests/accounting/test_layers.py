@@ -198,4 +198,5 @@ def test_charges_stored_before_the_layering_are_read_and_rebuilt() -> None:
         if name == "rdp":                 # the subsampled Laplace's fractional orders are exact since: a little tighter
             assert eps * (1 - 1e-5) < report[name] <= eps
             continue
-        assert report[name] == (None if eps is None else pytest.approx(eps, rel=1e-9)), name
+        # PLD-derived values carry the proven rounding margins since r53j: up to ~4e-8 relative above
+        assert report[name] == (None if eps is None else pytest.approx(eps, rel=1e-7)), name

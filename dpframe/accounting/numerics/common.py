@@ -23,6 +23,9 @@ Fn = Callable[[Array], Array]
 BLOCK = 1 << 21
 
 #: Profiles are evaluated at ε ≤ this (δ is non-increasing in ε, so a smaller ε only raises δ: sound).
+U = 2.0 ** -53
+"""The unit roundoff of float64 (round to nearest): every correctly rounded operation has relative error ≤ U."""
+
 E_MAX = 1e300
 
 

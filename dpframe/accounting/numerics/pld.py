@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpframe.accounting.numerics.common import BLOCK, E_MAX, Fn
+from dpframe.accounting.numerics.common import BLOCK, E_MAX, Fn, U
 from dpframe.errors import DPFrameError
 from dpframe.sealed import frozen_array
 
@@ -53,6 +53,8 @@ class DiscretePLD:
     start: int
     p: np.ndarray
     p_inf: float
+    err: float = 0.0
+    """A bound on ‖p − p*‖₁ + |p_inf − p*_inf| against the masses p* of the exact envelope (:func:`envelope_error`)."""
 
 
 
@@ -123,8 +125,8 @@ def discretize(hs: Fn, hs_rev: Fn, h: float) -> DiscretePLD:
     with np.errstate(all="ignore"):
         g[neg] = x[neg] * hs_rev(-eps[neg])
         g[~neg] = hs(eps[~neg])
-    p, p_inf = envelope_masses(x, g)
-    return DiscretePLD(int(-bottom), p, p_inf)
+    p, p_inf, err = _envelope(x, g)
+    return DiscretePLD(int(-bottom), p, p_inf, err)
 
 
 def truncated(f: Fn, h: float) -> bool:
@@ -172,13 +174,20 @@ def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
         ([0.2, 0.0, 0.8], 0.0)
 
     """
+    p, p_inf, _ = _envelope(x, g)
+    return p, p_inf
+
+
+def _envelope(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """:func:`envelope_masses` and a bound on the rounding error of the masses (:func:`envelope_error`)."""
     m = np.minimum(x, 1.0)
     g = np.where(np.isnan(g), m, np.clip(g, 0.0, m))          # (1 − x)_+ ≤ f ≤ 1
     f = g + (1.0 - m)
     run = np.minimum.accumulate(f)                              # H is non-increasing
     lower = run < f
     if lower.any():
-        g[lower] = np.maximum(run[lower] - (1.0 - m[lower]), 0.0)
+        # run is a rounded sum g + (1 − m) (within U of exact): raise the difference by 4U to stay an upper bound
+        g[lower] = np.maximum(run[lower] - (1.0 - m[lower]), 0.0) + 4 * U
     xs = np.concatenate([[0.0], x])
     gs = np.concatenate([[0.0], g])
     ms = np.concatenate([[0.0], m])
@@ -193,7 +202,44 @@ def envelope_masses(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
     if total > 1 + 1e-9:
         raise DPFrameError(f"internal error: the discretised pair has mass {total!r} > 1", argument="mechanism",
                            fix="report this bug to the dpframe authors with the mechanism's curve")
-    return p, p_inf
+    return p, p_inf, envelope_error(dx, sg, kap, p)
+
+
+def _sum_up(values: np.ndarray) -> float:
+    """Σ values (≥ 0) rounded up: numpy's pairwise sum is within (⌈log₂ n⌉ + 128)·U ≪ 1e-10 relative of exact.
+
+    Example:
+        >>> _sum_up(np.array([0.1, 0.2])) >= 0.30000000000000004
+        True
+
+    """
+    return float(np.sum(values)) * (1 + 1e-10)
+
+
+def envelope_error(dx: np.ndarray, sg: np.ndarray, kap: np.ndarray, p: np.ndarray) -> float:
+    """τ ≥ sup_x |F̃(x) − F(x)|: the computed masses' profile F̃ against the exact chord interpolation F.
+
+    F(x) = Σ_j p_j·(1 − x/x_j)_+ + p_∞ with p_j = x_j·(s_j − s_{j−1}), s the chord slopes (of g, ``sg``, and of
+    (1 − x)_+, ``kap``; ``dx`` the chord widths, from x = 0; the last slope 0, exact). Both profiles are piecewise
+    linear with the same kinks, so the sup is at a kink x_m, where by summation by parts
+    F̃(x_m) − F(x_m) = −Σ_{j ≥ m} dx_j·(s̃_j − s_j) + Σ_{j > m} θ_j·p̃_j·(1 − x_m/x_j), with each slope (a difference
+    and a quotient of floats over a rounded width) within 4U·|s_j| and θ (the difference of slopes, the product
+    by x_j) within 2U. So τ = 4U·Σ dx_j·(|sg_j| + |κ_j|) + 2U·Σ p̃_j (Σ dx·|s| is the profile's variation, ≤ 2).
+    Negative masses clipped to 0 only raise F̃.
+
+    δ of a composition is linear in each part's profile with non-negative weights (δ_{A⊗B}(ε) =
+    E_{L_B}[δ_A(ε − L_B)], the masses of B ≤ 1 + their own τ), so each run of a part moves it by at most τ:
+    :func:`compose` adds Σ times·τ (doubled) to δ.
+
+    Example:
+        >>> dx = np.array([0.5, 0.5, 1.0])
+        >>> sg, kap = np.array([0.2, 0.2, -0.45, 0.0]), np.array([1.0, 1.0, 0.0, 0.0])   # chords from x = 0, then flat
+        >>> 0 < envelope_error(dx, sg, kap, np.array([0.0, 0.65, 0.0])) < 1e-14
+        True
+
+    """
+    variation = _sum_up(dx * (np.abs(sg[:len(dx)]) + np.abs(kap[:len(dx)])))
+    return float((4 * U * variation + 2 * U * _sum_up(p)) * (1 + 1e-9))
 
 
 def _turns(xs: np.ndarray, gs: np.ndarray, ms: np.ndarray) -> np.ndarray:
@@ -298,7 +344,12 @@ def support(parts: Sequence[tuple[DiscretePLD, int]]) -> tuple[int, int]:
 
 
 def mass_at_infinity(parts: Sequence[tuple[DiscretePLD, int]]) -> float:
-    """1 − Π(1 − p_∞)^times, rounded up: exactly (rationals) for up to 64 runs, else in log space plus 4 ulps.
+    """1 − Π(1 − p_∞)^times, rounded up: exactly (rationals) for up to 64 runs, else in log space plus 8 ulps.
+
+    The margin in log space: log1p (≤ 1 ulp, relative ≤ 2U), the product by times (U) and the correctly
+    rounded fsum of same-signed terms (U) give S = Σ t·log1p(−p) within 4U relative; x = −expm1(S) has
+    |dx/dS|·|S|/x = |S|e^S/(1 − e^S) ≤ 1 for S ≤ 0, so x is within 4U, and expm1's own ≤ 1 ulp adds 2U:
+    6U relative in all, and an ulp of x is ≥ U·x, so 8 ulps up cover it.
 
     Exact rounding matters where a δ asked for is a point mass's δ: (ε=1, δ=0.1) then (ε=2, δ=0.2) has
     δ(3) = 0.28 exactly, and 0.28 must not come out a rounding above it.
@@ -308,44 +359,143 @@ def mass_at_infinity(parts: Sequence[tuple[DiscretePLD, int]]) -> float:
         True
 
     """
-    if any(d.p_inf >= 1 for d, _ in parts):
+    return at_least_one([(d.p_inf, t) for d, t in parts])
+
+
+def at_least_one(probabilities: Sequence[tuple[float, int]]) -> float:
+    """1 − Π(1 − p)^times over (p, times): the chance that some run happens, rounded up (see :func:`mass_at_infinity`).
+
+    Example:
+        >>> at_least_one([(0.1, 1), (0.2, 1)]) >= 0.28, at_least_one([(0.5, 2)])
+        (True, 0.75)
+
+    """
+    if any(p >= 1 for p, _ in probabilities):
         return 1.0
-    if sum(t for _, t in parts) <= 64:
+    if sum(t for _, t in probabilities) <= 64:
         survive = Fraction(1)
-        for d, t in parts:
-            survive *= (1 - Fraction(d.p_inf)) ** t
+        for p, t in probabilities:
+            survive *= (1 - Fraction(p)) ** t
         exact = 1 - survive
         out = float(exact)
         return out if Fraction(out) >= exact else math.nextafter(out, math.inf)
-    out = -math.expm1(math.fsum(t * math.log1p(-d.p_inf) for d, t in parts if d.p_inf > 0))
-    for _ in range(4):
+    out = -math.expm1(math.fsum(t * math.log1p(-p) for p, t in probabilities if p > 0))
+    if out == 0.0:
+        return 0.0
+    for _ in range(8):
         out = math.nextafter(out, math.inf)
     return min(1.0, out)
 
 
+FFT_ETA = 16 * U
+"""Rounding of one level of an FFT (Cooley–Tukey, as pocketfft): each level's butterflies or radix-r passes
+add at most FFT_ETA relative to the sum of the moduli of their inputs (Higham 2002, Thm 24.2: η = μ + γ₄(√2 + μ)
+≈ 6U per radix-2 level with twiddles accurate to μ ≈ U; the margin up to 16U covers radix-3/4/5 passes, each
+counted as one level). So with L = ⌈log₂ n⌉: every output of a length-n transform is within FFT_ETA·L·‖x‖₁ of
+exact (every intermediate value is a sub-transform, bounded by its inputs' ‖·‖₁), and in 2-norm
+‖fl(Fx) − Fx‖₂ ≤ FFT_ETA·L·‖Fx‖₂."""
+
+
+def fft_error(parts: Sequence[tuple[DiscretePLD, int]], n: int, width: int, spectrum: np.ndarray,
+              powers: list[tuple[np.ndarray, int]]) -> float:
+    """A bound on Σ_i |y_i − fl(y)_i| over ``width`` entries of y = F⁻¹ Π (F x_j)^{t_j} computed by FFT at length n.
+
+    With L = ⌈log₂ n⌉, η = :data:`FFT_ETA` and the half spectrum k ≤ n/2 that a real transform keeps (the rest
+    is its conjugate, so a sum over the full spectrum is at most twice the sum over the half):
+
+    * forward: |X̂_jk − X_jk| ≤ ε_j := η·L·‖x_j‖₁, and |a^t − b^t| ≤ t·max(|a|, |b|)^{t−1}·|a − b|, so with
+      M_jk = |X̂_jk| + ε_j ≥ both moduli, S_k = Π_j X_jk^{t_j} moves by at most Π_j M_jk^{t_j}·Σ_j t_j·ε_j/M_jk;
+    * powers and products: numpy's complex power is binary exponentiation (t < 100: ≤ 2·log₂t + 2 products
+      of ≤ 4U) or cexp(t·clog z) (clog's parts within 4U: |Δ(t·log z)| ≤ 4U·t·(|log|z|| + |arg z|), cexp ≤ 4U),
+      each product of parts ≤ 4U: relative error ρ_k ≤ Σ_j 8U·(t_j·(|log|z_jk|| + |arg z_jk|) + 2·log₂t_j + 4);
+    * inverse (F⁻¹ = F*/n): each entry moves by ≤ (2/n)·(Σ_k |ΔS_k| + η·L·Σ_k |Ŝ_k|), so w entries by w times
+      that; or, in 2-norm, ‖Δy‖₂ ≤ √2·(‖ΔS‖₂ + η·L·‖Ŝ‖₂)/√n and w entries by √w·‖Δy‖₂.
+
+    The smaller of the two is returned, doubled (second-order terms). Clipping negative entries at 0 only moves
+    them towards the exact y ≥ 0.
+
+    Example:
+        >>> d = DiscretePLD(start=-1, p=np.array([0.25, 0.5, 0.25]), p_inf=0.0)
+        >>> z = np.fft.rfft(d.p, 8)
+        >>> 0 < fft_error([(d, 3)], 8, 7, z ** 3, [(z, 3)]) < 1e-13
+        True
+
+    """
+    levels = max(1, math.ceil(math.log2(n)))
+    log_m = np.zeros(len(spectrum))
+    spread = np.zeros(len(spectrum))
+    rho = np.zeros(len(spectrum))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for (d, _), (z, t) in zip(parts, powers):
+            eps = FFT_ETA * levels * _sum_up(d.p)
+            mod = np.abs(z)
+            bound = mod + eps
+            log_m += t * np.log(bound)
+            spread += t * eps / bound
+            size = t * (np.abs(np.log(mod)) + np.abs(np.angle(z))) + 2 * math.log2(max(t, 1)) + 4
+            rho += 8 * U * np.where(mod > 0, size, 0.0)
+        change = np.exp(log_m) * spread + np.where(rho > 0, np.abs(spectrum) * rho, 0.0)
+    size_s = np.abs(spectrum)
+    entrywise = 2 * width / n * (_sum_up(change) + FFT_ETA * levels * _sum_up(size_s))
+    # 2-norms by sums of squares (rounded up), not BLAS: a threaded dot product is slower here than the FFT
+    energy = math.sqrt(2 * width / n) * (math.sqrt(_sum_up(change * change))
+                                         + FFT_ETA * levels * math.sqrt(_sum_up(size_s * size_s))) * (1 + 1e-10)
+    return 2 * min(entrywise, energy) * (1 + 1e-9)
+
+
 def compose(parts: Sequence[tuple[DiscretePLD, int]], h: float,
             span: tuple[int, int] | None = None) -> tuple[np.ndarray, int, float]:
-    """The composed pmf over the FFT window (see :func:`window`), its first index and the extra δ."""
+    """The composed pmf over the FFT window (see :func:`window`), its first index and the extra δ.
+
+    The extra δ includes the rounding margin of :func:`compose_parts` (which keeps it apart).
+    """
+    kept, lo_idx, extra, margin = compose_parts(parts, h, span)
+    return kept, lo_idx, math.nextafter(extra + margin, math.inf)
+
+
+def compose_parts(parts: Sequence[tuple[DiscretePLD, int]], h: float,
+                  span: tuple[int, int] | None = None) -> tuple[np.ndarray, int, float, float]:
+    """The composed pmf over the FFT window, its first index, the extra δ (p_∞, tails) and the rounding margin.
+
+    The extra δ is p_∞ (rounded up), the window's tail bounds, :func:`fft_error` (the FFT's rounding summed
+    over the window: δ(ε) = Σ p_l·(1 − e^{ε−l})_+ weighs each entry by at most 1) and 2·Σ times·err of the
+    parts (their masses' rounding, :func:`envelope_error`: δ of a composition is multilinear in the parts'
+    masses, each run's weights are products of the other parts' masses, ≤ 1 + their errors), so δ from the
+    result is ≥ δ of the exact composition of the parts' exact envelopes. The margin is needed only at ε
+    below the window's top loss: above every finite loss the exact δ is p_∞ and the computed pmf adds ≥ 0.
+    A single run of one part is its own pmf (no FFT, no FFT margin).
+    """
     from scipy.fft import irfft, next_fast_len, rfft
 
     p_inf = mass_at_infinity(parts)
     lo_idx, width = window(parts, h) if span is None else span
     if any(not np.any(d.p > 0) for d, _ in parts):
-        return np.zeros(1), 0, 1.0 + 2 * TAIL
+        return np.zeros(1), 0, 1.0 + 2 * TAIL, 0.0
     full_lo, full_hi = support(parts)
     # a window over the whole support truncates nothing (and n ≥ width: nothing aliases); else TAIL per side
     tail = TAIL * ((lo_idx > full_lo) + (lo_idx + width - 1 < full_hi))
+    if len(parts) == 1 and parts[0][1] == 1:
+        d = parts[0][0]
+        kept = np.zeros(width)
+        a, b = max(lo_idx, d.start), min(lo_idx + width, d.start + len(d.p))
+        if b > a:
+            kept[a - lo_idx:b - lo_idx] = d.p[a - d.start:b - d.start]
+        return kept, lo_idx, p_inf + tail, 2 * d.err
     n = next_fast_len(width, real=True)
     spectrum = np.ones(n // 2 + 1, dtype=np.complex128)
     base = 0
+    powers = []
     for d, times in parts:
-        spectrum *= rfft(d.p, n) ** times
+        z = rfft(d.p, n)
+        powers.append((z, times))
+        spectrum *= z ** times
         base += times * d.start
+    rounding = fft_error(parts, n, width, spectrum, powers) + 2 * sum(t * d.err for d, t in parts)
     out = irfft(spectrum, n)
     out = np.maximum(out, 0.0)
     # entry m holds the folded mass of every loss index s with (s − base) mod n == m; read the window
     kept = np.roll(out, -((lo_idx - base) % n))[:width]
-    return kept, lo_idx, p_inf + tail
+    return kept, lo_idx, p_inf + tail, math.nextafter(rounding, math.inf)
 
 
 def losses_of(start: int, n: int, h: float) -> np.ndarray:
@@ -362,11 +512,31 @@ def losses_of(start: int, n: int, h: float) -> np.ndarray:
     return np.asarray(np.nextafter(np.nextafter(np.nextafter(out, math.inf), math.inf), math.inf))
 
 
-def delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float) -> float:
-    """δ at ``eps`` of a composed pmf over the window from ``start`` (plus the extra δ)."""
+def delta_at(p: np.ndarray, start: int, extra: float, h: float, eps: float, margin: float = 0.0) -> float:
+    """δ at ``eps`` of a composed pmf over the window from ``start`` (plus the extra δ), rounded up.
+
+    The exact value is Σ_{l > ε} p_l·(1 − e^{ε − l}) over the exact losses l = (start + i)·h. Each computed
+    loss is within U·|l| of exact (one product; :func:`losses_of` beyond 2⁵²), ε − l adds U·|ε − l| and expm1
+    ≤ 2U relative; 1 − e^{ε − l} has slope ≤ 1 in l, so each weight is within 4U·(|l| + |ε| + 1) of exact
+    (which also covers atoms the comparison l > ε misplaces: their exact weight is below that). numpy's
+    pairwise sum of the non-negative terms is within (⌈log₂ w⌉ + 128)·U of their sum (blocks of 128 summed in
+    a row). Both margins are added, so the result is never below the exact δ of the pmf; ``margin`` (the
+    pmf's own rounding, :func:`compose_parts`) is added where some loss of the window is above ``eps``.
+
+    Example:
+        >>> delta_at(np.array([0.5, 0.5]), 0, 0.0, 1.0, 0.0) >= 0.5 * (1 - math.exp(-1))    # losses 0 and 1
+        True
+
+    """
     losses = losses_of(start, len(p), h)
+    scale = 4 * U * (np.abs(losses) + (abs(eps) + 1))
+    near = losses > eps - scale
     mask = losses > eps
-    return float(np.sum(p[mask] * -np.expm1(eps - losses[mask]))) + extra
+    total = float(np.sum(p[mask] * -np.expm1(eps - losses[mask])))
+    rounding = float(np.sum(p[near] * scale[near])) + (math.ceil(math.log2(len(p) + 1)) + 130) * U * total
+    if losses[-1] > eps - scale[-1]:
+        margin += rounding
+    return math.nextafter(math.nextafter(total + margin, math.inf) + extra, math.inf)
 
 
 def _tails(p: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -376,21 +546,52 @@ def _tails(p: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(p[::-1])[::-1], lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]
 
 
-def epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float) -> float:
-    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (δ is exact and monotone between grid points)."""
+def tail_error(n: int) -> float:
+    """The relative error bound of :func:`_tails` over n atoms, 8U·(n + 1).
+
+    A (a running sum of non-negative terms) is within 2nU of exact, B (with e^{−h} rounded, its powers off
+    by ≤ 2U per step) within 6nU, each relative to itself.
+
+    Example:
+        >>> tail_error(1) < 1e-14
+        True
+
+    """
+    return 8 * U * (n + 1) * (1 + 1e-9)
+
+
+def epsilon_at(p: np.ndarray, start: int, extra: float, h: float, delta: float, margin: float = 0.0) -> float:
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` (δ is exact and monotone between grid points), rounded up.
+
+    The tail sums A and B are taken within :func:`tail_error` of exact (the subtraction A − e^{−h}·B may
+    cancel: the margin is relative to A + B, not to δ), and the losses are rounded up by an ulp (within
+    U·|l| of exact, so at least the exact loss), so the ε returned has exact δ(ε) ≤ ``delta``; ``margin``
+    (the pmf's own rounding) counts below the window's top loss.
+
+    Example:
+        >>> epsilon_at(np.array([0.5, 0.5]), 0, 0.0, 1.0, 0.1) >= 1 + math.log(0.8)   # 0.5·(1 − e^{ε − 1}) = 0.1
+        True
+
+    """
     target = delta - extra
     if target < 0:
         return math.inf
-    losses = losses_of(start, len(p), h)
+    losses = np.nextafter(losses_of(start, len(p), h), math.inf)
     a, b = _tails(p, h)
+    rel = tail_error(len(p))
     # δ(l_k) − extra = A_{k+1} − e^{−h}·B_{k+1} (the atoms above l_k), and 0 at the last point
-    at_grid = np.concatenate([a[1:] - math.exp(-h) * b[1:], [0.0]])
+    at_grid = np.concatenate([a[1:] - math.exp(-h) * b[1:] + rel * (a[1:] + b[1:]) + margin, [0.0]])
     k = int(np.argmax(at_grid <= target))                       # first grid point meeting the target
     # on (l_{k−1}, l_k] the atoms above ε are those ≥ k: δ = A_k − e^{ε − l_k}·B_k
-    if b[k] <= 0:
+    low_b = b[k] * (1 - rel)
+    if low_b <= 0:
         return max(0.0, float(losses[k]))
-    ratio = (a[k] - target) / b[k]
-    eps = float(losses[k]) + math.log(ratio) if ratio > 0 else float(losses[k])
+    ratio = (a[k] * (1 + rel) - (target - margin)) / low_b * (1 + 4 * U)
+    if not ratio > 0:
+        return max(0.0, float(losses[k]))
+    step = math.log(ratio)
+    eps = float(losses[k]) + step
+    eps += 4 * U * (abs(float(losses[k])) + abs(step) + 1)      # log ≤ 1 ulp, the sum ≤ 1 ulp
     return max(0.0, min(eps, float(losses[k])))
 
 
@@ -405,6 +606,12 @@ class ComposedPLD:
     directions: list[tuple[np.ndarray, int, float]]
     grid: float
     degraded: bool
+    margins: tuple[float, ...] = ()
+    """Per direction, the rounding margin of the pmf (:func:`compose_parts`): δ below the window's top loss."""
+
+    def margin(self, i: int) -> float:
+        """The rounding margin of direction ``i`` (0 if none was recorded)."""
+        return self.margins[i] if i < len(self.margins) else 0.0
 
 
 def compose_pairs(pairs: Sequence[tuple[Fn, Fn, int]], grid: float) -> ComposedPLD:
@@ -437,18 +644,22 @@ def compose_pairs(pairs: Sequence[tuple[Fn, Fn, int]], grid: float) -> ComposedP
             break
         h *= 2.0 ** math.ceil(math.log2(width / MAX_WINDOW))
     degraded = h > grid or any(truncated(f, h) for f in profiles)
-    return ComposedPLD([compose(parts, h, w) for parts, w in zip(dirs, windows)], h, degraded)
+    done = [compose_parts(parts, h, w) for parts, w in zip(dirs, windows)]
+    return ComposedPLD([(p, s, extra) for p, s, extra, _ in done], h, degraded, tuple(m for *_, m in done))
 
 
 def composed_profile(build: Callable[[], ComposedPLD], symmetric: bool) -> tuple[Fn, Fn]:
     """(hs, hs_rev) of a composition's discrete pair, composed on first use.
 
     ``build`` receives no values; it is called once, when a profile is first evaluated. The profile at ε is
-    Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞ (+ the FFT window's tail bound); the add direction
+    Σ_{l > ε} p_l(1 − e^{ε−l}) + p_∞ (+ the FFT window's tail and rounding bounds), rounded up by the tail
+    sums' and the exponential's error bounds; the add direction
     is the composition of the reversed pairs.
     """
     done: list[ComposedPLD] = []
     tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+    rel: list[float] = []
+    margins: dict[int, float] = {}
 
     def table(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         if i not in tables:
@@ -457,6 +668,8 @@ def composed_profile(build: Callable[[], ComposedPLD], symmetric: bool) -> tuple
             c = done[0]
             p, start, extra = c.directions[min(i, len(c.directions) - 1)]
             tables[i] = (losses_of(start, len(p), c.grid), *_tails(p, c.grid), extra)
+            rel.append(tail_error(len(p)))
+            margins[i] = c.margin(min(i, len(c.directions) - 1))
         return tables[i]
 
     def direction(i: int) -> Fn:
@@ -468,6 +681,9 @@ def composed_profile(build: Callable[[], ComposedPLD], symmetric: bool) -> tuple
             k = np.minimum(m, len(losses) - 1)
             with np.errstate(over="ignore", invalid="ignore"):
                 above = np.where(inside, a[k] - np.exp(np.minimum(e - losses[k], 0.0)) * b[k], 0.0)
+                # A, B within :func:`tail_error`; ε − l within U·(|ε| + 2|l|), exp ≤ 2U (slope ≤ 1 times B)
+                slack = max(rel) * (a[k] + b[k]) + 4 * U * (np.abs(e) + 2 * np.abs(losses[k]) + 1) * b[k]
+                above = np.where(inside, above + slack + margins[i], 0.0)
             return np.asarray(np.clip(np.maximum(above, 0.0) + extra, 0.0, 1.0))
 
         return f

@@ -240,5 +240,21 @@ def hs_from_rdp(rdp: Fn, orders: Array, fine: int = 8) -> Fn:
 
 
 def hs_mixture(hs: Fn, delta0: float) -> Fn:
-    """The profile of a mechanism that is ``hs`` except with probability δ0: δ0 + (1 − δ0)·hs."""
-    return lambda e: delta0 + (1 - delta0) * hs(e)
+    """The profile of a mechanism that is ``hs`` except with probability δ0: δ0 + (1 − δ0)·hs, rounded up.
+
+    1 − δ0, the product and the sum of non-negative terms each round by ≤ U relative: 4U and an ulp cover them.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> v = float(hs_mixture(lambda e: np.full(len(e), 0.1), 0.3)(np.array([0.0]))[0])
+        >>> Fraction(v) >= Fraction(0.3) + (1 - Fraction(0.3)) * Fraction(0.1)
+        True
+
+    """
+    def f(e: Array) -> Array:
+        h = np.asarray(hs(e), dtype=np.float64)
+        v = delta0 + (1 - delta0) * h
+        up = np.minimum(np.nextafter(v + 4 * _U * v, np.inf), 1.0)
+        return np.asarray(np.where(h == 0, delta0, up))          # hs = 0: exactly δ0 (a point mass's δ stays exact)
+
+    return f
