@@ -406,8 +406,7 @@ class Server(Sealed):
         released = False
         for tools, (handle, idle) in held:
             if idle >= self._stream_idle:
-                tools.release_idle(handle, idle)
-                released = True
+                released = tools.release_idle(handle, self._stream_idle) or released   # re-checked under its lock
         return released
 
     def _query(self, source: object, attached: list[bytes], values: Unpacker | None = None) -> Any:

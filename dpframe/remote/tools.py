@@ -131,17 +131,22 @@ class Tools:
                     return handle, now - self._used[handle]
         return None
 
-    def release_idle(self, handle: int, idle: float) -> None:
-        """Close the stream tool ``handle`` for another client (``idle``: seconds unused), as leaving its with block.
+    def release_idle(self, handle: int, least: float) -> bool:
+        """Close the stream tool ``handle`` for another client if unused ``least`` seconds, as leaving its with block.
 
+        Checked again here, under the lock a call takes (:meth:`use`): no call of it under way and its last call ended
+        ``least`` seconds ago, whatever :meth:`idle_stream` saw (a call starting or ending since then keeps the stream).
         The tool's own close settles its reservation exactly once (a sparse vector's ``release`` values are measured
         then, and kept for this connection's ``values``); its later calls are refused, saying why. A failure while
         closing (a value release failing: the stream stays charged in full) is logged by type only, never passed on
-        to the client that asked: it is this connection's stream.
+        to the client that asked: it is this connection's stream. True when it was closed.
         """
         with self._lock:
-            if handle not in self._open:    # its connection ended meanwhile: close_all closed it
-                return
+            if handle not in self._open or self._busy.get(handle, 0):  # ended meanwhile (close_all), or in use
+                return False
+            idle = time.monotonic() - self._used[handle]
+            if idle < least:
+                return False
             tool, opened = self._open[handle]
             self._released[handle] = idle
         try:
@@ -149,6 +154,7 @@ class Tools:
         except Exception as e:      # noqa: BLE001 — the holder's failure, closed and charged in full either way
             LOG.warning("closing an idle %s for another client failed (%s): it stays charged in full", tool,
                         type(e).__name__)
+        return True
 
     def close_all(self) -> None:
         """Close every tool still open (the connection ended), as leaving its ``with`` block would."""

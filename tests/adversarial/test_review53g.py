@@ -491,3 +491,27 @@ def test_remote_confidence_intervals_are_the_local_ones() -> None:
     assert far.equals(local) and far.columns == local.columns and far.schema == local.schema
     assert len(frame_bytes(far)) == len(frame_bytes(local)) and "collect" in PADDED
     assert there.spent() == here.spent()
+
+
+def test_a_call_starting_between_the_idle_check_and_the_release_keeps_its_stream() -> None:
+    """Check-then-act: the server finds a stream idle (:meth:`Tools.idle_stream`, under the connection's lock), lets
+    the lock go, then closes it (:meth:`Tools.release_idle`). A holder's call starting in between ran beside the close
+    on another thread. The release now re-checks, under the same lock the call takes, that no call is under way and
+    that the stream is still idle long enough; else it closes nothing."""
+    from dpframe.remote.tools import Tools
+
+    sess = _visits()
+    tools = Tools(sess)
+    sv = sess.sparse_vector(threshold=480, max_positives=2, budget=dp.PureDP(1))
+    tools._open[1] = ("sparse_vector", sv)          # as Tools.open leaves it (its arguments need a client's packing)
+    tools._used[1] = time.monotonic() - 100.0
+    found = tools.idle_stream(time.monotonic())
+    assert found is not None and found[0] == 1
+    tools._busy[1] = 1                              # the holder's call begins (Tools.use, under the lock)
+    assert tools.release_idle(1, 60.0) is False
+    assert not sv.closed
+    tools._busy[1] = 0                              # its call ends: used just now, not idle for 60 s
+    tools._used[1] = time.monotonic()
+    assert tools.release_idle(1, 60.0) is False and not sv.closed
+    tools._used[1] = time.monotonic() - 100.0       # unused for 100 s: released
+    assert tools.release_idle(1, 60.0) is True and sv.closed
