@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import random
-import secrets
 import struct
 import time
 from collections.abc import Callable
@@ -29,17 +28,7 @@ from dpframe_aggregates.partition_selection import gaussian_threshold, subgaussi
 import dpframe as dp
 
 from .selection_exact import PREC, any_released, dec, gaussian_tail_range
-
-KEY = secrets.token_bytes(32)
-VISITS = pl.DataFrame({"visitor": [i % 700 for i in range(6000)], "store": [i % 12 for i in range(6000)]})
-
-
-def _visits(budget: dp.Budget = dp.PureDP(10)) -> dp.Session:
-    return dp.Session({"visits": VISITS}, privacy_unit=dp.PrivacyUnit("visitor", max_rows=10), budget=budget, seed=0)
-
-
-def _store(source: Any, store: int) -> Any:
-    return source.table("visits").filter(pl.col("store") == store).agg(dp.len())
+from .test_review53g import KEY, _store, _visits  # its remote stream fixtures
 
 
 def _refused_open(sess: dp.Session, remote: Any, *secrets_shown: str) -> dp.PlanError:
