@@ -96,8 +96,8 @@ class Reservation:
                 gc.collect()                  # a lost, unreachable stream in a reference cycle: finalize it now
                 other = _open(session)
             if other is not None:
-                raise PlanError(f"{other.what} is still open; interactive streams cannot be nested or interleaved",
-                                argument="session", fix="close it first (leave its `with` block or call .close())")
+                raise StreamBusy(f"{other.what} is still open; interactive streams cannot be nested or interleaved",
+                                 argument="session", fix="close it first (leave its `with` block or call .close())")
             self.session = session
             self.cost = cost
             self.what = what
@@ -182,6 +182,14 @@ class Reservation:
             if not self.closed:
                 self.closed = True
                 self.session._release.settle(self.id, cost, cell)
+
+
+class StreamBusy(PlanError):
+    """The refusal to open a stream while the session's one stream is open: its text names the open one.
+
+    In process that is the caller's own stream; a server answers another client with a refusal of its own that
+    names nothing of the stream (:meth:`dpframe.remote.tools.Tools.open`).
+    """
 
 
 _OPEN: weakref.WeakKeyDictionary[Any, weakref.ref[Reservation]] = weakref.WeakKeyDictionary()

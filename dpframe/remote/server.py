@@ -121,7 +121,8 @@ class Server(Sealed):
     vector or target-charging channel a client holds open but has not used for ``stream_idle`` seconds (default a
     minute; ``None``: never) is closed when another client asks to open one, as leaving its ``with`` block would (its
     charge stands; its later calls are refused saying why), so one analyst cannot keep the session's one stream
-    from the others by holding it idle.
+    from the others by holding it idle. An open refused while another user holds the stream names nothing of it;
+    the data owner's own stream (opened in process) is never closed so: the server cannot see its calls.
     ``pad`` (seconds; default ``None``, off) hides how long a release took: each reply to a request that may
     read private rows (:data:`PADDED`) leaves ``pad`` seconds after the request arrived, or at the first of
     2·pad, 4·pad, ... that its work did not overrun (:func:`reply_time`); pick one above your longest query.

@@ -32,6 +32,7 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from dpframe.errors import ArgumentError, PlanError
+from dpframe.interactive.stream import StreamBusy
 from dpframe.remote.values import Packer, Unpacker, call_as_given, unpack_result
 
 if TYPE_CHECKING:
@@ -80,10 +81,19 @@ class Tools:
         if len(self._open) >= MAX_OPEN:
             raise ArgumentError(f"{MAX_OPEN} tools are open on this connection", argument="tool",
                                 fix="close some (tool.close(), or leave their with blocks)")
-        opened = call_as_given(getattr(self._session, tool), [values.unpack(a, tool) for a in args],
-                               {k: values.unpack(v, k) for k, v in kwargs.items()})
-        if tool == "target_charging":
-            opened.__enter__()
+        try:
+            opened = call_as_given(getattr(self._session, tool), [values.unpack(a, tool) for a in args],
+                                   {k: values.unpack(v, k) for k, v in kwargs.items()})
+            if tool == "target_charging":
+                opened.__enter__()
+        except StreamBusy as e:
+            if self._holds_stream():    # this connection's own stream: its text names the caller's own tool
+                raise PlanError(e.message, argument=e.argument, fix=e.fix) from None    # a class the client knows
+            raise PlanError("the session's interactive stream (a sparse vector or target-charging channel) is still "
+                            "open, held by another user of this session (another client, or the data owner's own "
+                            "code); a session holds one at a time", argument="session",
+                            fix="try again later: a client's stream is closed when it closes it or disconnects, or "
+                                "for the next open once unused for the server's stream_idle seconds") from None
         with self._lock:
             self._next += 1
             self._open[self._next] = (tool, opened)
@@ -119,6 +129,11 @@ class Tools:
             with self._lock:
                 self._busy[handle] -= 1
                 self._used[handle] = time.monotonic()
+
+    def _holds_stream(self) -> bool:
+        """Whether a stream tool (:data:`STREAMS`) this connection opened is still open: the session's one stream."""
+        with self._lock:
+            return any(tool in STREAMS and not opened.closed for tool, opened in self._open.values())
 
     def idle_stream(self, now: float) -> tuple[int, float] | None:
         """The connection's open stream tool (:data:`STREAMS`) with no call under way: its handle and idle seconds.
