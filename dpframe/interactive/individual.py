@@ -13,8 +13,7 @@ u the *individual* Rényi divergence between the outputs with and without u is a
 otherwise. The filter needs only the upper bound; coordinates' independent noises add their divergences.) The
 filter (Alg. 2, Thm. 5.2.4 — fully adaptive composition) keeps ``spent_u``; before each query it computes ρ_u from
 u's own rows and public parameters, and u takes part only if ``spent_u + ρ_u ≤ B`` (the prospective check includes
-this query's
-charge); otherwise u is left out of this query and pays nothing. Every unit's total loss then stays
+this query's charge); otherwise u is left out of this query and pays nothing. Every unit's total loss then stays
 ≤ B almost surely, and the whole interaction is (α, α·B)-RDP for every α ≥ 1, i.e. B-zCDP: that is what
 the session is charged, once, when the filter is opened (:meth:`dpframe.Session.individual_filter`).
 A unit that contributes nothing to a query (filtered out, or only rows outside the public keys) pays 0.
