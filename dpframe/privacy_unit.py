@@ -23,7 +23,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from dpframe.errors import ArgumentError, PlanError
@@ -35,11 +37,11 @@ AUTO: Literal["auto"] = "auto"
 
 Bound = int | Literal["auto"]
 
-RELATIONS: dict[str, str] = {
+RELATIONS: Mapping[str, str] = MappingProxyType({
     "unit": "add/remove one privacy unit",
     "record": "add/remove one training record",
     "teacher": "add/remove one teacher",
-}
+})
 """The neighbouring relations a dpframe release may protect, by key: the first words of every ``protects:`` line.
 
 ``unit``: the session's relation (:meth:`PrivacyUnit.protects`; every session query, stream and filter);
