@@ -52,14 +52,17 @@ class Explanation(str):
     notes: tuple[str, ...]
     extra: tuple[str, ...]
     data: dict[str, Any]
+    protects: str
 
     def __new__(cls, title: str, *, private: bool, steps: Sequence[str] = (), lines: Sequence[str] = (),
                 budget: Mapping[str, Any] | None = None, remaining: str = "", notes: Sequence[str] = (),
-                extra: Sequence[str] = (), data: Mapping[str, Any] | None = None) -> Explanation:
+                extra: Sequence[str] = (), data: Mapping[str, Any] | None = None, protects: str = "") -> Explanation:
         budget = dict(budget or {})
         text = [title + ("" if private else "   [seeded random source: NOT PRIVATE]")]
         text += [f"  {i}. {s}" for i, s in enumerate(steps, 1)]
         text += lines
+        if protects:
+            text.append(f"protects: {protects}")
         if budget:
             text.append(f"budget: requested {budget['requested']}; cost {budget['cost']}; charged "
                         f"{budget['charged']} ({budget['accountant']})")
@@ -74,7 +77,7 @@ class Explanation(str):
         self = super().__new__(cls, "\n".join(text))
         self.heading, self.private, self.steps, self.lines = title, private, tuple(steps), tuple(lines)
         self.budget, self.remaining, self.notes = budget, remaining, tuple(notes)
-        self.extra, self.data = tuple(extra), dict(data or {})
+        self.extra, self.data, self.protects = tuple(extra), dict(data or {}), protects
         return self
 
     def __repr__(self) -> str:
@@ -84,18 +87,19 @@ class Explanation(str):
         """The same explanation with more trailing ``lines`` (and ``data`` keys), e.g. a SQL query's text."""
         return Explanation(self.heading, private=self.private, steps=self.steps, lines=self.lines, budget=self.budget,
                            remaining=self.remaining, notes=self.notes, extra=(*self.extra, *lines),
-                           data={**self.data, **(data or {})})
+                           data={**self.data, **(data or {})}, protects=self.protects)
 
     def to_dict(self) -> dict[str, Any]:
         """The content as JSON-able values (what ``explain(format="json")`` returns)."""
         return {"private": self.private, "steps": list(self.steps), **self.data, "notes": list(self.notes),
-                "budget": dict(self.budget)}
+                "budget": dict(self.budget), **({"protects": self.protects} if self.protects else {})}
 
     def _budget_rows(self) -> list[tuple[str, str]]:
         b = self.budget
         if not b:
             return []
-        rows = [("requested", b["requested"]), ("cost", b["cost"]), ("charged", f"{b['charged']} ({b['accountant']})"),
+        rows = [("protects", self.protects)] if self.protects else []
+        rows += [("requested", b["requested"]), ("cost", b["cost"]), ("charged", f"{b['charged']} ({b['accountant']})"),
                 ("spent so far", b["spent"])]
         if b["fits"]:
             rows.append(("remaining after", b["remaining_after"]))

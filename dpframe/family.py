@@ -72,7 +72,7 @@ from dpframe.plan.nodes import Node, bounded_unit
 from dpframe.planning import PlanContext
 from dpframe.planning.passes import budget_of
 from dpframe.planning.state import first
-from dpframe.privacy_unit import PrivacyUnit
+from dpframe.privacy_unit import RELATIONS, PrivacyUnit
 from dpframe.release import PluginFailure
 from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
@@ -126,6 +126,9 @@ class Explain:
 
     ``data`` is the same content as JSON-able values (``explain(format="json")``); the core adds the
     budget block (requested, cost, charged, spent, fits, remaining) and whether the session is private.
+    ``protects``: the neighbouring relation the release protects, starting with a key phrase of
+    :data:`dpframe.privacy_unit.RELATIONS`; None (every built-in family) is the session's, the query's privacy
+    unit (:meth:`~dpframe.PrivacyUnit.protects`). The core shows it as ``explain()``'s ``protects:`` line.
     """
 
     title: str
@@ -133,6 +136,7 @@ class Explain:
     lines: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
+    protects: str | None = None
 
 
 @dataclass(frozen=True)
@@ -419,6 +423,13 @@ class Releasable(Sealed, Generic[R]):
             raise PluginError(f"the query family of {self.describe()} explained its plan with a {type(shown).__name__}",
                               argument="query", fix="a plan's explain is a dpframe.family.Explain, or a function of no "
                               "arguments returning one: a bug of the plugin that registers the family; report it")
+        if shown.protects is not None and not (isinstance(shown.protects, str)
+                                               and shown.protects.startswith(tuple(RELATIONS.values()))):
+            raise PluginError(f"the query family of {self.describe()} states that it protects {shown.protects!r}, "
+                              "which names no neighbouring relation dpframe knows", argument="query",
+                              fix="Explain.protects starts with one of dpframe.privacy_unit.RELATIONS' phrases ("
+                                  + "; ".join(repr(v) for v in RELATIONS.values()) + "), or is None for the session's "
+                                  "privacy unit: a bug of the plugin that registers the family; report it")
         return shown
 
     def _kinds_refusal(self, plan: FamilyPlan[R]) -> str | None:
@@ -695,6 +706,22 @@ def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
     return render_explain(front, plan.explained(), plan.budget, plan.cost, plan.charge, format)
 
 
+def guarantee(cost: Budget) -> str:
+    """The privacy notion a release of cost ``cost`` satisfies, in words (``explain()``'s ``protects:`` line).
+
+    Example:
+        >>> import dpframe as dp
+        >>> guarantee(dp.PureDP(1)), guarantee(dp.ApproxDP(1, 1e-6)), guarantee(dp.ZCDP(0.5, 1e-9))
+        ('ε-DP at the cost below', '(ε, δ)-DP at the cost below', 'δ-approximate ρ-zCDP at the cost below')
+
+    """
+    if isinstance(cost, ZCDP):
+        notion = "δ-approximate ρ-zCDP" if cost.delta else "ρ-zCDP"
+    else:
+        notion = "(ε, δ)-DP" if isinstance(cost, ApproxDP) and cost.delta else "ε-DP"
+    return f"{notion} at the cost below"
+
+
 def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, charge: SessionCost,
                    format: str = "text") -> Any:
     """:func:`render` for a query that is not a :class:`FamilyQuery` (``robust_median``): ``e`` and its charge."""
@@ -708,11 +735,12 @@ def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, ch
               "remaining_after": describe(accountant.remaining(after))}
     default = front._release.unit.default_note
     notes = (*e.notes, *([default] if default else []))
+    protects = f"{e.protects or front._release.unit.protects()}; guarantee: {guarantee(cost)}"
     out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,
-                      remaining=describe(accountant.remaining(spent)), notes=notes, data=e.data)
+                      remaining=describe(accountant.remaining(spent)), notes=notes, data=e.data, protects=protects)
     return out.to_dict() if format == "json" else out
 
 
 __all__ = ["RESERVED", "Explain", "FamilyPlan", "FamilyQuery", "Front", "QueryFamily", "ReadOnly", "Releasable",
-           "Source", "check_charge", "check_cost", "check_format", "copy_plan", "needs_budget", "render",
+           "Source", "check_charge", "check_cost", "check_format", "copy_plan", "guarantee", "needs_budget", "render",
            "render_explain"]

@@ -297,6 +297,11 @@ class Frame(FixedClass):
         Fresh randomness at every execution. Queries on the sample are charged the *amplified* cost
         (shown in ``explain()``): e.g. ε → log(1 + rate·(e^ε − 1)) under basic composition, and the
         tight subsampled curves under ``accountant="rdp"``/``"pld"`` (see ``docs/accounting.md``).
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups): each unit is in the sample with probability ``rate``, independently; the
+        amplification holds for add/remove neighbours (a session refuses replace-one curves). Guarantee: the amplified
+        cost each query on the sample shows.
         """
         from dpframe.plan.sample import Sample
 
@@ -347,6 +352,10 @@ class Frame(FixedClass):
         Each measure is validated now, free: its kind must be handled by an installed mechanism, its
         column must exist and have a type the mechanism accepts.
 
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows (its ``protects:`` line): ε-DP for a pure
+        budget, ρ-zCDP for a ``dp.ZCDP`` one; automatic bounds spend a stated share of that same cost.
+
         Example:
             >>> import polars as pl, dpframe as dp
             >>> sess = dp.Session({"t": pl.DataFrame({"s": ["a"]})}, privacy_unit=dp.PrivacyUnit.row(),
@@ -367,6 +376,10 @@ class Frame(FixedClass):
         """Private clipping bounds (the low/high quantiles over a wide public ``domain``); costs the budget.
 
         ``collect(budget)`` returns ``(low, high)``; see ``dpframe_quantiles.bounds`` and ``docs/quantiles.md``.
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: ε-DP exponential mechanisms (ρ-zCDP under a ``dp.ZCDP`` budget, as
+        bounded range), the cost ``explain()`` shows.
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -389,6 +402,10 @@ class Frame(FixedClass):
         ``method``: ``"auto"`` (fewest rows needed), ``"exponential"``, ``"binary_search"`` or
         ``"treelog"`` (needs δ > 0). ``collect`` returns ``InteriorPoint`` or ``NoAnswer`` (too few rows).
 
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows (ε-DP; (ε, δ)-DP for ``"treelog"``;
+        ρ-zCDP under a ``dp.ZCDP`` budget).
+
         Example:
             >>> import polars as pl, dpframe as dp
             >>> sess = dp.Session({"t": pl.DataFrame({"x": range(500, 900)})}, privacy_unit=dp.PrivacyUnit.row(),
@@ -410,6 +427,10 @@ class Frame(FixedClass):
         it holds (w.p. ≥ 1 − 2β) only if each class has ≥ (2Δ/ε_dir)·ln(1/β) rows; ``explain()`` prints
         k, that row count and the bounds. ``collect`` returns ``Threshold`` or ``NoAnswer``.
 
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows (ε-DP, (ε, δ)-DP or ρ-zCDP as the
+        budget).
+
         Example:
             >>> import polars as pl, dpframe as dp
             >>> data = pl.DataFrame({"x": range(2000), "y": [int(v <= 700) for v in range(2000)]})
@@ -428,6 +449,10 @@ class Frame(FixedClass):
 
         ``bounds={feature: (lower, upper)}``. ``collect`` returns ``Rectangle`` (1 iff lower ≤ x < upper on
         every feature) or ``NoAnswer``.
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows (ε-DP, (ε, δ)-DP or ρ-zCDP as the
+        budget).
 
         Example:
             >>> import polars as pl, dpframe as dp
@@ -477,6 +502,10 @@ class GroupBy(FixedClass):
         """Private statistics per group (one row per public key, or per selected private key).
 
         Measures are validated now, free, as in :meth:`Frame.agg`; ``agg(n=dp.len())`` names a column.
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows: ε-DP or ρ-zCDP for public keys; with
+        private keys, partition selection makes it (ε, δ)-DP or δ-approximate ρ-zCDP.
         """
         session = self._frame._session
         node, measures, named = derive_measures(self._frame._node, measures, named, self._frame._unit())
@@ -494,6 +523,11 @@ class GroupBy(FixedClass):
         ``"stable"`` (StableTopK), ``"gumbel"``, ``"peeling"``, ``"limited_domain"``, ``"tct"``.
         ``collect`` returns the keys sorted by key (plus noisy scores if ``release_scores``) or a
         ``dp.TopKFailed`` when the stability test does not pass.
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the method's cost ``explain()`` shows (``gumbel``, ``peeling``: ε-DP
+        or bounded range; ``stable``, ``limited_domain``, ``tct``: (ε, δ)-DP or δ-approximate ρ-zCDP;
+        ``docs/topk.md``).
 
         Example:
             >>> import polars as pl, dpframe as dp

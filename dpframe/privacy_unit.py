@@ -23,7 +23,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from dpframe.errors import ArgumentError, PlanError
@@ -34,6 +36,21 @@ AUTO: Literal["auto"] = "auto"
 """The value of ``max_rows`` / ``max_groups`` (and of a measure's ``bounds``) chosen privately per query."""
 
 Bound = int | Literal["auto"]
+
+RELATIONS: Mapping[str, str] = MappingProxyType({
+    "unit": "add/remove one privacy unit",
+    "record": "add/remove one training record",
+    "teacher": "add/remove one teacher",
+})
+"""The neighbouring relations a dpframe release may protect, by key: the first words of every ``protects:`` line.
+
+``unit``: the session's relation (:meth:`PrivacyUnit.protects`; every session query, stream and filter);
+``record`` / ``teacher``: ``dpframe_topk.MultiLabelPATE``'s ``privacy_unit`` (one training record of a teacher
+trained on a disjoint partition, or one whole teacher). Every relation is add/remove; replace-one curves exist
+only in the standalone accountants (``dp.accounting.replace_one``), which sessions refuse. ``docs/guarantees.md``
+("What each release protects") gives each public release path's relation and guarantee, and
+``tests/adversarial/test_review54g.py`` fails when a path lacks one.
+"""
 
 AUTO_MAX = 2**16
 """The largest ``max_rows`` / ``max_groups`` that ``"auto"`` may choose: the most ``bound()`` may give under it."""
@@ -281,6 +298,28 @@ class PrivacyUnit(Final, argument="privacy_unit"):
 
         """
         return "privacy unit: one row" if self.column is None else f"privacy unit {self.column!r} ({self._rows_text()})"
+
+    def protects(self) -> str:
+        """The neighbouring relation a release under this unit protects (``explain()``'s ``protects:`` line).
+
+        Datasets that differ by adding or removing ONE unit with ALL its rows, however many it owns: the bounds
+        limit what a query *keeps* of a unit (inside the query, before any statistic), not whom it protects.
+        Starts with ``RELATIONS["unit"]``'s key phrase (the audit's meta-test reads it).
+
+        Example:
+            >>> print(PrivacyUnit("u", max_rows=3).protects())
+            add/remove one privacy unit: every row whose 'u' holds one id, however many (each query keeps ≤ 3 of them)
+            >>> print(PrivacyUnit.row().protects())
+            add/remove one privacy unit: one row (dp.PrivacyUnit.row())
+
+        """
+        if self.column is None:
+            return f"{RELATIONS['unit']}: one row (dp.PrivacyUnit.row())"
+        kept = "max_rows chosen privately per query" if self.rows == AUTO else f"≤ {self.rows}"
+        groups = ("" if self.groups is None else ", max_groups chosen privately per query" if self.groups == AUTO
+                  else f", in ≤ {self.groups} groups")
+        return (f"{RELATIONS['unit']}: every row whose {self.column!r} holds one id, however many (each query keeps "
+                f"{kept} of them{groups})")
 
     def describe(self) -> str:
         """One line for explain().

@@ -151,6 +151,9 @@ class Session(Sealed):
         ``backend="duckdb"`` runs this query on another backend than the session's. ``EXPLAIN SELECT ...``
         gives a query whose ``collect()`` returns the plan text and charges nothing. See ``docs/sql.md``.
 
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the cost ``explain()`` shows, as for the method chain it compiles to.
+
         Example:
             >>> import polars as pl, dpframe as dp
             >>> sess = dp.Session({"t": pl.DataFrame({"x": [1.0, 2.0]})}, privacy_unit=dp.PrivacyUnit.row(),
@@ -181,6 +184,10 @@ class Session(Sealed):
         ``max_positives=1`` and no ``max_length`` it is the nonnegative-query curve and only counts may be tested.
         No refund, no release. See ``docs/interactive.md``.
 
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the stream is (ε₁ + ε₂)-DP (ε₁ + k·ε₂/c once refunded, + ε₃ with
+        ``release``), or the Gaussian stream's RDP curve; ``sv.status()`` ends with the unit.
+
         Example:
             >>> import polars as pl, dpframe as dp
             >>> sess = dp.Session({"t": pl.DataFrame({"g": [i % 4 for i in range(40)]})},
@@ -204,6 +211,10 @@ class Session(Sealed):
         Charges the session ``budget`` once, now; ``filt.collect(query, budget=dp.ZCDP(rho))`` then runs
         Gaussian linear queries in which each unit pays Σc²/(2σ²) for its own contribution c, and units that
         cannot afford it are left out. See ``docs/interactive.md`` (conditions and refused queries).
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups): each unit's own Rényi loss stays ≤ ``budget``. Guarantee: the whole interaction
+        is ``budget``-zCDP (Feldman & Zrnic 2021), charged once when the filter opens.
         """
         from dpframe.interactive.individual import IndividualFilter
 
@@ -217,6 +228,10 @@ class Session(Sealed):
         ``max_hits`` hits
         (per privacy unit with ``per_unit=True``). The reservation uses the exact binomial tail. See
         ``docs/interactive.md``.
+
+        Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them,
+        in ≤ ``max_groups`` groups). Guarantee: the channel's reserved (ε′, δ) for its whole adaptive interaction
+        (Cohen & Lyu 2023, Thm B.4), or ρ = n·ε²/2 with δ* in a zCDP session; ``ch.status()`` shows both.
         """
         from dpframe.interactive.tct import TargetChargingChannel
 

@@ -3,14 +3,17 @@
 Digest ``004_modern_accounting.md`` §3.2–3.3 (thesis ch. 5; Feldman & Zrnic 2021). A query releases
 ``Σ_u c_u + Z`` where ``c_u`` is unit u's (contribution-bounded) vector of integer statistics over the
 released groups and ``Z`` is discrete Gaussian noise with variance parameter σ² per statistic. For a unit
-u the *individual* Rényi divergence between the outputs with and without u is exactly
+u the *individual* Rényi divergence between the outputs with and without u is at most
 
-    D_α = α · ρ_u,     ρ_u = Σ_statistics ‖c_u‖₂² / (2σ²)        (Lemma 5.2.3; CKS20 Thm. 14 per coordinate)
+    D_α ≤ α · ρ_u,     ρ_u = Σ_statistics ‖c_u‖₂² / (2σ²)        (Lemma 5.2.3; CKS20 Thm. 14 per coordinate)
 
-— linear in α, so one scalar per unit tracks every order. The filter (Alg. 2, Thm. 5.2.4 — fully adaptive
-composition) keeps ``spent_u``; before each query it computes ρ_u from u's own rows and public
-parameters, and u takes part only if ``spent_u + ρ_u ≤ B`` (the prospective check includes this query's
-charge); otherwise u is left out of this query and pays nothing. Every unit's total loss then stays
+— linear in α, so one scalar per unit tracks every order. (Per coordinate, for an integer shift c:
+α z² + (1 − α)(z − c)² = (z − (1 − α)c)² + α(1 − α)c², so D_α = αc²/(2σ²) + log(Θ((α − 1)c)/Θ(0))/(α − 1) with
+Θ(s) = Σ_z e^{−(z − s)²/(2σ²)}, which is largest at integer s: equality exactly when (α − 1)c is an integer, below
+otherwise. The filter needs only the upper bound; coordinates' independent noises add their divergences.) The
+filter (Alg. 2, Thm. 5.2.4 — fully adaptive composition) keeps ``spent_u``; before each query it computes ρ_u from
+u's own rows and public parameters, and u takes part only if ``spent_u + ρ_u ≤ B`` (the prospective check includes
+this query's charge); otherwise u is left out of this query and pays nothing. Every unit's total loss then stays
 ≤ B almost surely, and the whole interaction is (α, α·B)-RDP for every α ≥ 1, i.e. B-zCDP: that is what
 the session is charged, once, when the filter is opened (:meth:`dpframe.Session.individual_filter`).
 A unit that contributes nothing to a query (filtered out, or only rows outside the public keys) pays 0.

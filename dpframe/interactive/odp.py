@@ -303,6 +303,10 @@ def run_ex_post(session: Session, spec: OdpSpec, what: str, mechanisms: str, run
     leave no row), forfeits the refund (:func:`interleaved_charges`). ``tables``: the names of the session's
     tables ``run`` reads, whose files are checked before charging (:mod:`dpframe.file_versions`); None
     (the default): not known, every table's file is checked.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows) — the relation the spec's cells must
+    be ε-DP for: the mechanism's author computes them for it. Guarantee: (max cell ε, δ)-DP reserved, settled to
+    the released cell's ε under basic composition (Hartmann et al. 2022, Thm 7; δ never refunded).
     """
     check_ex_post(session, what, mechanisms)
     refund = check_refund(refund)

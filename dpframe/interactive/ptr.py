@@ -90,6 +90,10 @@ def propose_test_release(session: Session, test: Callable[[], bool], release: Ca
     forfeits its refund (:func:`~dpframe.interactive.odp.run_ex_post`). ``tables``: the names of the
     session's tables ``test`` and ``release`` read, whose files are checked before charging; None (the
     default): every table's file (see :func:`~dpframe.interactive.odp.run_ex_post`).
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups). Guarantee: (ε_test + ε_rel, δ)-DP, settled to ε_test on ⊥ (output DP, basic composition;
+    δ always charged).
     """
     check_ex_post(session, what, mechanisms)
     eps_test, eps_rel = exact(test_epsilon, "test_epsilon"), exact(release_epsilon, "release_epsilon", allow_zero=True)
@@ -115,6 +119,10 @@ def gated_release(query: Query, budget: Budget, gate: Query, threshold: object, 
     The gate is a ``gate_budget`` test; a None is charged the test only (basic composition; other
     sessions need ``refund=False`` and pay both budgets: a zCDP session their composed ρ, ε_gate²/2 + ε²/2).
     Both budgets are pure ε.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups). Guarantee: (ε_gate + ε_query, δ) as :func:`propose_test_release`, settled to the gate's
+    cost when it fails.
 
     Example:
         >>> import polars as pl, dpframe as dp
@@ -339,7 +347,11 @@ class RobustMedian(Sealed):
 
 @checked
 def robust_median(frame: Frame, column: str, bounds: tuple[float, float]) -> RobustMedian:
-    """A median whose noise adapts to the data's local sensitivity (generalized PTR), see module doc."""
+    """A median whose noise adapts to the data's local sensitivity (generalized PTR), see module doc.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups). Guarantee: (ε_test + ε_rel, δ)-DP (generalized PTR), ε_test on ⊥.
+    """
     return RobustMedian(frame, column, bounds)
 
 

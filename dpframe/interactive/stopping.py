@@ -134,6 +134,10 @@ def run_until(steps: Sequence[Query], budget: object, stop: Callable[[list[pl.Da
     ``dp.ZCDP(ρ)``, ``delta`` the spec's δ). ``stop`` runs while the run's reservation is open: a query
     it runs (or another thread's) forfeits the refund, and an exception it raises fails the run (the
     worst cell stays charged).
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups). Guarantee: (ε_m, δ)-DP reserved (Lemma 11 cells), settled to ε_j at the stopping point
+    under basic composition; n·ρ-zCDP in a zCDP session.
     """
     # a snapshot, read once and checked: ``stop`` (or another thread) replacing an item, or a sequence whose
     # ``__iter__`` gives other queries on a later read, would run a query that was never checked here

@@ -247,7 +247,12 @@ def _finish(m: Measure, v: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class AggregateMechanism:
-    """len / count / count_units / count_distinct / sum / mean / var / std, discrete Laplace or Gaussian noise."""
+    """len / count / count_units / count_distinct / sum / mean / var / std, discrete Laplace or Gaussian noise.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups), through the sensitivities the engine declares from the unit's bounds (a mechanism sees
+    statistics only). Guarantee: ε-DP (discrete Laplace) or ρ-zCDP (discrete Gaussian) per share.
+    """
 
     name = "aggregates"
     handles = _KINDS

@@ -284,7 +284,12 @@ class SelectionPlan(MechanismPlan):
 
 
 class PartitionSelection:
-    """Thresholded discrete Laplace (approx DP) or discrete Gaussian (approx zCDP) key selection."""
+    """Thresholded discrete Laplace (approx DP) or discrete Gaussian (approx zCDP) key selection.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups) (a new unit creates ≤ ``max_groups`` new keys). Guarantee: (ε, δ)-DP or δ-approximate
+    ρ-zCDP (proof: ``docs/guarantees.md``, Proofs of the calibration formulas).
+    """
 
     name = "partition_selection"
     handles = frozenset({"partition_selection"})

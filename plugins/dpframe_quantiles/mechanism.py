@@ -141,7 +141,12 @@ NO_INTERVAL = ("an exponential-mechanism quantile has no data-independent interv
 
 
 class QuantileMechanism:
-    """``quantile`` measures: the exponential mechanism on an ordered domain, joint for several q."""
+    """``quantile`` measures: the exponential mechanism on an ordered domain, joint for several q.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups), through the rank sensitivity ``max_rows``. Guarantee: ε-DP exponential mechanism
+    (ε²/8-zCDP as bounded range under a ``dp.ZCDP`` budget).
+    """
 
     name = "quantiles"
     handles = frozenset({"quantile"})

@@ -57,7 +57,9 @@ from dpframe.accounting import curves
 from dpframe.accounting.curves import PrivacyCurve
 from dpframe.budgets import ZCDP, ApproxDP, PureDP, exact, up, zcdp_epsilon
 from dpframe.errors import BudgetConversionError, BudgetError, PlanError, SchemaError
+from dpframe.family import guarantee
 from dpframe.noise import MAX_GAUSSIAN_SIGMA2, RandomSource, discrete_gaussian, exponential_index_grouped
+from dpframe.privacy_unit import RELATIONS
 from dpframe.sealed import plain
 from dpframe_topk import calibrate as cal
 from dpframe_topk.budgeting import repeat
@@ -205,6 +207,8 @@ class MultiLabelPATE:
             return data
         lines = [f"multi-label PATE: {queries} public queries, StableTopK on each query's label vote counts",
                  f"privacy unit: {self.protects()}; gap sensitivity g = {data['gap_sensitivity']}",
+                 f"protects: {RELATIONS[self.privacy_unit]} (not the session's privacy unit); guarantee: "
+                 f"{guarantee(cost)} (T·δ_t is its δ)",
                  f"  Alg 1: exact EM on the sorted vote gaps, Gumbel scale {data['gumbel_scale']:g} votes "
                  f"(ε_EM = 2g/b = {data['em_epsilon']:g}, bounded range: ε_EM²/8-zCDP)",
                  f"  PTR: discrete Gaussian σ = {data['sigma']:g} votes, δ_t = {data['delta_t']:g}; releases the top-k "
@@ -247,6 +251,10 @@ class MultiLabelPATE:
 
         Sessions: zCDP (charged ZCDP(T·ρ, T·δ_t)), or ``accountant="rdp"`` / ``"pld"`` (charged the curves);
         a basic (ε, δ) session cannot express the zCDP cost and is refused.
+
+        Protects: add/remove one training record (``privacy_unit="record"``, the default; teachers trained on
+        disjoint partitions) or one teacher (``"teacher"``) — NOT the session's privacy unit: the votes are
+        passed in and no table is read. Guarantee: δ-approximate ρ-zCDP, ZCDP(T·ρ, T·δ_t) (:meth:`cost`).
         """
         unknown = set(columns) - {"query", "label", "vote"}
         if unknown:

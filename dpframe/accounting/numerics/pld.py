@@ -414,6 +414,11 @@ def fft_error(parts: Sequence[tuple[DiscretePLD, int]], n: int, width: int, spec
     The smaller of the two is returned, doubled (second-order terms). Clipping negative entries at 0 only moves
     them towards the exact y ≥ 0.
 
+    Assumption (stated, not proven for pocketfft's code): each level of numpy's FFT rounds within
+    :data:`FFT_ETA` = 16U of its inputs' ‖·‖₁ (Higham 2002, Thm 24.2 gives ≈ 6U per radix-2 level; the margin
+    covers radix-3/4/5 passes counted as one level each). ``tests/adversarial/test_review53j.py`` checks the bound
+    against exact Fraction convolutions; ``docs/accounting.md`` lists it under known limits.
+
     Example:
         >>> d = DiscretePLD(start=-1, p=np.array([0.25, 0.5, 0.25]), p_inf=0.0)
         >>> z = np.fft.rfft(d.p, 8)

@@ -30,6 +30,12 @@ MAX_SUBSAMPLED_ORDER = 4096
 def amplified_epsilon(epsilon: float, rate: float) -> float:
     """log(1 + γ(e^ε − 1)): ε-DP on a Poisson sample of rate γ (Li et al. 2012), finite for any finite ε.
 
+    Proof, both directions of add/remove (the bound of Li, Qardaji & Su 2012, Thm 1, derived here for each). For
+    D = S ∪ {x}, D′ = S and an event E, with the sample T of S shared: Q(E) = E_T[M(T) ∈ E] and P(E) =
+    E_T[M(T ∪ {x}) ∈ E] ∈ [e^{−ε}Q(E), e^ε Q(E)], and M∘S(D) gives (1 − γ)Q(E) + γP(E). Remove: that is ≤ (1 + γ(e^ε −
+    1))·Q(E). Add: Q(E) / ((1 − γ)Q(E) + γP(E)) ≤ a/((1 − γ)a + γ) with a = e^ε, and (1 + γ(a − 1))·((1 − γ)a + γ) =
+    a + γ(1 − γ)(a − 1)² ≥ a, so the same bound holds.
+
     Rounded up: a few ulps of the magnitudes it adds are added (it is never below the exact value).
 
     Example:
@@ -143,6 +149,19 @@ _U = 2.0 ** -53         # unit roundoff of a float64
 
 def hs_subsampled(hs: Fn, hs_rev: Fn, rate: float) -> tuple[Fn, Fn]:
     """Profiles of the remove pair ((1−γ)Q + γP, Q) and its reverse (thesis Thm 3.3.5), for ε ≥ 0.
+
+    **Which pairs, and why** (the seed's statement of Thm 3.3.5(1) names one (P, Q) for both directions, which read
+    literally swaps them). A curve's (P, Q) is its *remove* pair: for D = S ∪ {x} and D′ = S, H(M(D)‖M(D′)) ≤
+    H(P‖Q), and its add pair is the reverse (Q, P) (``hs_rev``; the thesis: (P, Q) dominates add iff (Q, P) dominates
+    removal). Poisson sampling keeps x with probability γ, independently of the sample T of S, so M∘S(D) =
+    E_T[(1 − γ)M(T) + γM(T ∪ {x})] and M∘S(D′) = E_T[M(T)]. H is jointly convex (the average over T only lowers
+    it), and for each T the two identities below write H_x((1 − γ)Q_T + γP_T‖Q_T) and H_x(Q_T‖(1 − γ)Q_T + γP_T)
+    as non-negative multiples of H_y(P_T‖Q_T) and H_y(Q_T‖P_T), with (P_T, Q_T) = (M(T ∪ {x}), M(T)), which the
+    pair bounds at every y ≥ 0 (Def. 3.3.1's α ≥ 0). So the remove direction is dominated by ((1 − γ)Q + γP, Q)
+    and the add direction (D′ then D) by (Q, (1 − γ)Q + γP) — Thm 3.3.5(1)'s add pair (P′, (1 − γ)P′ + γQ′) with
+    the add pair (P′, Q′) = (Q, P), not (P, (1 − γ)P + γQ), which is smaller for an asymmetric pair
+    (``tests/adversarial/test_review54g.py``: exact against a binary mechanism). For symmetric pairs (Laplace,
+    Gaussian) the two coincide.
 
     Remove: H_x(A‖Q) = γ·H_{x′}(P‖Q) with x′ = 1 + (x − 1)/γ. Reverse: H_x(Q‖A) = ∫(c·q − xγ·p)₊ = c·H_{xγ/c}(Q‖P)
     with c = 1 − x(1 − γ) (0 when c ≤ 0). Rounded outward, given base profiles accurate to a few ulps: the base is read

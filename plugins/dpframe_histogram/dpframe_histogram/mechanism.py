@@ -144,6 +144,10 @@ class HistogramPlan(MechanismPlan):
 class HistogramMechanism:
     """Histograms over public bin edges: discrete Laplace (pure ε) or discrete Gaussian (zCDP) on every bin.
 
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups), through the sensitivities the engine declares from the unit's bounds. Guarantee: ε-DP
+    (discrete Laplace) or ρ-zCDP (discrete Gaussian) per share.
+
     Example:
         >>> import dpframe as dp
         >>> from dpframe.testing import measure_context

@@ -75,7 +75,12 @@ def _range(lo: float, hi: float, lo2: float, hi2: float) -> tuple[float, float]:
 
 
 class RegressionQuery:
-    """The built query: the clamped product columns and one ``agg`` query for their sums."""
+    """The built query: the clamped product columns and one ``agg`` query for their sums.
+
+    Protects: add/remove one privacy unit (the session's, with all its rows; a query keeps ≤ ``max_rows`` of them, in
+    ≤ ``max_groups`` groups). Guarantee: the composed cost of its releases, which ``explain()`` shows (ε-DP, or ρ-zCDP
+    for a ``dp.ZCDP`` budget).
+    """
 
     def __init__(self, source: Source, features: Sequence[str], label: str, *, bounds: Mapping[str, Any],
                  ridge: float = 1.0) -> None:
