@@ -315,3 +315,14 @@ def test_released_categorical_keys_come_in_lexical_order_whatever_the_process_sa
     public_keys = t.group_by("g", keys=["mid", "zeta", "alpha"]).agg(dp.len()).collect(dp.PureDP(1))
     assert private_keys == ["alpha", "mid", "zeta"]
     assert public_keys["g"].cast(pl.String).to_list() == ["alpha", "mid", "zeta"]
+
+
+@pytest.mark.parametrize("dtype, first, later", [
+    (pl.Float16, -0.0, 0.0), (pl.Map(pl.String, pl.Float64), {"a": -0.0}, {"a": 0.0})])
+def test_keys_of_polars_newer_float_types_are_released_canonically(dtype: pl.DataType, first: Any, later: Any) -> None:
+    """Review 53i released float keys canonically (a ``-0.0`` key told that one row led its group). Polars' newer
+    ``Float16`` and ``Map`` types hold floats too: a group whose first row holds ``-0.0`` is released as ``0.0``."""
+    data = pl.DataFrame({"u": list(range(100)), "k": pl.Series([first] * 50 + [later] * 50, dtype=dtype)})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=_WIDE, seed=0)
+    keys = sess.table("t").group_by("k").agg(dp.len()).collect(dp.ApproxDP(1, 1e-6))["k"]
+    assert [str(v) for v in keys.to_list()] == [str(later)]
