@@ -49,7 +49,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -192,6 +192,31 @@ def _grid_exponent(kind: DomainKind, dtype: pl.DataType, lo: Fraction, hi: Fract
     return floor_log2(r)
 
 
+IntValues = TypeVar("IntValues", pl.Expr, pl.Series)
+
+INT128_MAX = 2**127 - 1
+"""The largest Int128: a ``UInt128`` value beyond it is clamped to it before the exact Int128 arithmetic below."""
+
+
+def exact_int128(values: IntValues, dtype: pl.DataType) -> IntValues:
+    """Integer ``values`` (an expression or a Series of ``dtype``) as Int128, for clamping to integer bounds.
+
+    Exact where the value fits in Int128; a ``UInt128`` value past 2¹²⁷ − 1 is first clamped to 2¹²⁷ − 1 in its own
+    type. Integer bounds fit in Int64, so the clamp to them that follows gives what clamping the value itself would,
+    and the cast never fails: a strict cast of such a value failed the query after its charge, on that row only
+    (review 54e).
+
+    Example:
+        >>> x = pl.Series([3, 2**128 - 1], dtype=pl.UInt128)
+        >>> exact_int128(x, x.dtype).clip(0, 100).to_list()
+        [3, 100]
+
+    """
+    if dtype == pl.UInt128:
+        values = values.clip(upper_bound=pl.lit(INT128_MAX, dtype=pl.UInt128))
+    return values.cast(pl.Int128)
+
+
 @dataclass(frozen=True)
 class OrderedDomain:
     """The public ordered domain of one column: its kind, bounds (as numbers), grid ``2**grid_exp`` and size.
@@ -307,7 +332,9 @@ class OrderedDomain:
             scaled = (np.clip(x, float(self.lower), float(self.upper)) - float(self.shift)) * 2.0 ** -self.grid_exp
             codes: npt.NDArray[np.int64] = np.minimum(np.trunc(scaled).astype(np.int64), self.size - 1)
             return codes
-        ints = values.drop_nulls().cast(pl.Int64 if self.kind in ("date", "datetime") else pl.Int128).cast(pl.Int128)
+        present = values.drop_nulls()
+        ints = present.cast(pl.Int64).cast(pl.Int128) if self.kind in ("date", "datetime") else \
+            exact_int128(present, present.dtype)
         # exact in Int128 (clamped − shift ≥ 0 can exceed Int64 on a 64-bit range), then floor division by the step
         shifted = ints.clip(int(self.lower), int(self.upper)) - pl.Series([int(self.shift)], dtype=pl.Int128)
         codes = (shifted // (2**self.grid_exp)).cast(pl.Int64).to_numpy()
@@ -350,7 +377,7 @@ class OrderedDomain:
             v = col.cast(pl.Float64)
             test = v.clip(float(self.lower), float(self.upper)) >= self._edge_number(code)
             return pl.when(v.is_nan()).then(None).otherwise(test)
-        v = col.cast(pl.Int128 if self.kind == "int" else pl.Int64)
+        v = exact_int128(col, self.dtype) if self.kind == "int" else col.cast(pl.Int64)
         return v.clip(int(self.lower), int(self.upper)) >= pl.lit(int(self._edge_number(code)), dtype=pl.Int128)
 
     def _edge_number(self, code: int) -> int | float:

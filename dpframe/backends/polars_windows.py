@@ -43,6 +43,7 @@ from dpframe.backends.rank_windows import (
     window_positions,
     window_share,
 )
+from dpframe.domains import exact_int128
 from dpframe.engine_output import ENGINE
 from dpframe.mechanism import Statistic
 from dpframe.mechanism.base import flat_lists
@@ -106,7 +107,8 @@ def code_values(col: pl.Expr, dtype: pl.DataType, stat: Statistic) -> pl.Expr:
     # Int64 arithmetic is several times faster than Int128 over millions of rows.
     exact = (temporal or dtype in _INT64_EXACT) and -2**63 <= min(lower, (lower - shift) * scale) and \
         max(upper, (upper - shift) * scale + step - 1) < 2**63
-    ints = ints.cast(pl.Int64 if exact else pl.Int128)
+    # (a UInt128 value past Int128 is clamped to 2^127 - 1 first: a strict cast failed on it after the charge)
+    ints = ints.cast(pl.Int64) if exact else exact_int128(ints, pl.Int64() if temporal else dtype)
     codes = ints.clip(lower, upper) - shift
     if stat.grid_exp > 0:         # truncation toward zero, as for floats (floor division only for codes ≥ 0)
         codes = pl.when(codes >= 0).then(codes // step).otherwise((codes + (step - 1)) // step)
