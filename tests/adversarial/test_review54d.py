@@ -114,3 +114,39 @@ def test_spark_beside_polars_starts_alike_whatever_the_digits_of_a_decimal(over:
     want = _session(_digits_39(over), "polars").sql(sql).collect(budget=dp.PureDP(10))
     got = _session(_digits_39(over), "polars").sql(sql, backend="spark").collect(budget=dp.PureDP(10))
     assert got.equals(want), (got, want)
+
+
+def _strings(valid: bool) -> pa.Table:
+    """Six rows; without ``valid``, unit 2's string is the bytes ff fe (not UTF-8), as a Parquet STRING may hold."""
+    values = [b"ab", b"\xff\xfe" if not valid else b"cd", b"ef", b"ab", b"cd", b"ef"]
+    return pa.table({"u": [1, 2, 3, 4, 5, 6], "s": pa.array(values, pa.binary()).view(pa.string()),
+                     "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+
+
+@pytest.mark.parametrize("valid", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["D", "D'"])
+def test_a_parquet_string_that_is_not_utf8_is_refused_by_spark_as_by_polars(tmp_path: Path, valid: bool,
+                                                                             spark_session: Any) -> None:
+    """Attack: a Parquet STRING column holding bytes that are not UTF-8 in one row. Polars and DuckDB refuse the
+    file when the session is created; Spark's reader does not look, and its registration check (hashing every
+    value) passed. Then ``filter(pl.col("u") == 2).with_columns(v=pl.col("s").str.to_uppercase()).agg(dp.len())``
+    (Polars on the executors) was charged, then failed on D and ran on D′: an oracle on unit 2's string (and a
+    group key released from such a string was a frame Polars panicked on). Now Spark's check reads every string
+    as UTF-8 too: the session is refused before any charge (a SchemaError naming the table), from the path and
+    from a Spark DataFrame alike."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(_strings(valid), path)
+
+    def query(frame: dp.Frame) -> Any:
+        return frame.filter(pl.col("u") == 2).with_columns(v=pl.col("s").str.to_uppercase()).agg(dp.len())
+
+    for source in (path, spark_session.read.parquet(str(path))):
+        if valid:
+            want = query(_session(path, "polars").table("t")).collect(budget=dp.PureDP(10))
+            assert query(_session(source, "spark", spark_session).table("t")).collect(budget=dp.PureDP(10)).equals(want)
+            continue
+        with pytest.raises(dp.SchemaError) as e:
+            _session(source, "spark", spark_session)
+        assert e.value.argument == "tables['t']" and "UTF-8" in str(e.value) and "\\xff" not in str(e.value)
+    if not valid:
+        with pytest.raises(dp.SchemaError):
+            _session(path, "polars")
