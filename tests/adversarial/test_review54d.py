@@ -19,6 +19,7 @@ declared precision unchecked, as DuckDB does.
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,21 @@ def test_a_parquet_string_that_is_not_utf8_is_refused_by_spark_as_by_polars(tmp_
     if not valid:
         with pytest.raises(dp.SchemaError):
             _session(path, "polars")
+
+
+@pytest.mark.parametrize(("unit", "zone"), [("us", None), ("ns", None), ("us", "UTC")])
+def test_the_int64_extremes_of_a_datetime_are_values_on_duckdb_as_on_polars(unit: str, zone: str | None,
+                                                                             tmp_path: Path) -> None:
+    """Attack: a datetime of ±(2⁶³ − 1) (Polars: year ±294247 in microseconds) is ±infinity to DuckDB, whose
+    ``epoch_us`` of it is NULL: DuckDB's quantile codes dropped those rows (as if null) where Polars clamps them to
+    the bounds, so one seed released another quantile (2009-09-29 for 2026-06-02 below) from other rows, and a
+    row's presence moved the DuckDB release differently from Polars'. Now DuckDB codes them as Polars does."""
+    extremes = pl.Series([0, 2**63 - 1, -(2**63 - 1), 5, 2**63 - 1, 7]).cast(pl.Datetime(unit))  # type: ignore[arg-type]
+    frame = pl.DataFrame({"u": range(6), "t": extremes.dt.replace_time_zone(zone)})
+    tz = dt.UTC if zone else None
+    bounds = (dt.datetime(1970, 1, 1, tzinfo=tz), dt.datetime(2030, 1, 1, tzinfo=tz))
+    frame.write_parquet(tmp_path / "t.parquet")     # (DuckDB reads the file itself)
+    out = [_session(source, backend).table("t").agg(dp.quantile("t", [0.25, 0.5, 0.75], bounds=bounds))
+           .collect(budget=dp.PureDP(10)) for backend, source in
+           [("polars", frame), ("duckdb", frame), ("duckdb", tmp_path / "t.parquet")]]
+    assert out[0].equals(out[1]) and out[0].equals(out[2]), out
