@@ -290,7 +290,11 @@ class Statistics:
         if dtype == pl.Date:
             number = f"CAST({col} - DATE '1970-01-01' AS HUGEINT)"
         elif isinstance(dtype, pl.Datetime):
-            number = f"CAST(epoch_{dtype.time_unit or 'us'}({col}) AS HUGEINT)"
+            # DuckDB reads the int64 extremes ±(2⁶³ − 1) as ±infinity, whose epoch is NULL: they are those values
+            # to Polars (clamped to the bounds), so here too (``test_review54d.py``)
+            top = 2**63 - 1
+            number = (f"CAST(CASE WHEN isinf({col}) THEN CASE WHEN {col} = 'infinity' THEN {top} ELSE -{top} END "
+                      f"ELSE epoch_{dtype.time_unit or 'us'}({col}) END AS HUGEINT)")
         elif isinstance(dtype, pl.Decimal):
             number = f"CAST(trunc({col}) AS HUGEINT)"   # toward zero, as Polars (a plain CAST rounds)
         else:
