@@ -1,0 +1,158 @@
+"""Review 54f: the plugin-author surface (the audit kit, families' run errors, registry snapshots) and the histogram
+plugin, red-teamed as a malicious or careless plugin author and as an analyst using a third-party plugin.
+
+Each test is one attack; those that found something say so in their docstring (``Found:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpframe as dp
+from dpframe import accounting as acc
+from dpframe.budgets import Budget
+from dpframe.measures import Measure
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.noise import RandomSource
+from dpframe.testing import MechanismConformance, audit_curves, pin_mechanisms
+
+ROWS = Statistic("rows")
+STEPS = 4                   # max_rows: the L1 sensitivity of a row count
+
+
+# --- 1. the audit kit catches what no static check sees: a false coordinate_sensitivity, curves without noise -------
+
+
+@dataclass
+class OneCountPlan(MechanismPlan):
+    """A row count released with ``used`` noise, whatever the plan declares (one coordinate moves by max_rows)."""
+
+    used: Noise | None = None
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.used is not None
+        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
+        return {m.output_name: exact + self.used.sample(exact.size, rng) for m in self.measures}
+
+
+class SpreadClaim:
+    """A count of max_rows = 4 rows per unit under one discrete Laplace draw (the pair is (Z, Z + 4)) whose plan
+    charges, in RDP/PLD sessions, the curves of four one-step moves, [acc.discrete_laplace(t, 1)] * 4.
+
+    ``how``: ``"false_coordinate"`` declares its noise with ``coordinate_sensitivity=1`` (a lie: one coordinate moves
+    by 4), so the engine's floor (max(D(1·⌊L∞⌋), 4·D(1))) is met; ``"no_noise"`` declares no ``Noise`` at all (the
+    floor then has nothing to read; four one-step curves are a sound charge of the cost ε = 4/t); ``"honest"``
+    declares its noise as it is and the one-coordinate curve ``acc.discrete_laplace(t, 4)``.
+    """
+
+    notions = frozenset({"pure"})
+
+    def __init__(self, how: str) -> None:
+        self.how, self.name = how, f"spread_{how}"
+        self.handles = frozenset({self.name})
+
+    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
+        pass
+
+    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
+        return 1
+
+    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
+        rows = Fraction(ctx.unit.max_rows)
+        used = Noise.calibrate(rows, share)
+        t = float(used.scale)
+        if self.how == "honest":
+            noise: dict[str, object] = {"count": used}
+            curves = (acc.discrete_laplace(t, int(rows)),)
+        else:
+            noise = {"count": Noise.calibrate(rows, share, coordinate_sensitivity=Fraction(1))} \
+                if self.how == "false_coordinate" else {}
+            curves = (acc.discrete_laplace(t, 1),) * int(rows)
+        return OneCountPlan(self.name, tuple(measures), (ROWS,), used.cost(), noise=noise, privacy=curves, used=used)
+
+
+def _conformance(how: str) -> MechanismConformance:
+    mechanism = SpreadClaim(how)
+
+    class Conformance(MechanismConformance):
+        privacy_unit = dp.PrivacyUnit("user", max_rows=STEPS)
+        measures = [dp.measure(mechanism.name)]
+        shares = [dp.PureDP(1)]
+    Conformance.mechanism = mechanism
+    return Conformance()
+
+
+def _spent(how: str, accountant: str) -> float:
+    data = pl.DataFrame({"u": [i // STEPS for i in range(400)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=STEPS), budget=dp.ApproxDP(50, 1e-5),
+                      accountant=accountant, seed=0)
+    pin_mechanisms(sess, SpreadClaim(how))
+    sess.table("t").agg(dp.measure(f"spread_{how}")).collect(dp.PureDP(Fraction(1, 100)))
+    return float(sess.spent().epsilon)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("how", ["false_coordinate", "no_noise"])
+def test_soundness_a_curve_session_charges_the_spread_curves_of_one_moved_coordinate(how: str,
+                                                                                     accountant: str) -> None:
+    """The attack the audit must catch: the engine cannot see how far a coordinate really moves, so RDP and PLD
+    sessions run both plugins and charge four one-step curves for a release moving one coordinate by four steps,
+    less than the honest plugin is charged for the same release."""
+    assert _spent(how, accountant) < _spent("honest", accountant)
+
+
+@pytest.mark.parametrize("how", ["false_coordinate", "no_noise"])
+def test_soundness_the_audit_fails_a_plan_whose_curves_claim_spread_steps(how: str) -> None:
+    """Found: `MechanismConformance`'s neighbouring audit held a plan to its `cost` only (pure ε = 4/t, true here),
+    never to the `privacy` curves RDP/PLD sessions charge instead, so a false `coordinate_sensitivity=1`, or curves
+    with no `Noise` declared at all, passed every test a plugin author runs. The audit now also holds the release to
+    the (ε, δ) pairs its declared curves claim (composed by the PLD accountant, tight), on the same neighbours: at
+    ε = 1/2 the four one-step curves claim δ ≈ 0.04 where the release has δ ≈ 0.22."""
+    with pytest.raises(pytest.fail.Exception, match="privacy audit failed"):
+        _conformance(how).test_neighbouring_audit()
+
+
+def test_an_honest_one_coordinate_plan_passes_the_curve_audit() -> None:
+    results = _conformance("honest").conformance_audit(20_000)
+    assert any("curves" in r.label for r in results) and all(r.passed for r in results)
+
+
+@dataclass
+class SpreadPlan(MechanismPlan):
+    """``bins`` counts under one noise each (a histogram whose unit puts one row in each bin)."""
+
+    used: Noise | None = None
+    bins: int = STEPS
+
+    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
+        assert self.used is not None
+        return {f"bin{i}": np.asarray(stats[f"b{i}"], dtype=np.int64) + self.used.sample(len(stats[f"b{i}"]), rng)
+                for i in range(self.bins)}
+
+
+def test_an_honest_spread_plan_passes_the_curve_audit() -> None:
+    """Four counts each moved by one step under noise of L1 sensitivity 4: its four one-step curves are true, and the
+    audit on all its outputs (each alone and jointly) passes them."""
+    noise = Noise.calibrate(Fraction(STEPS), dp.PureDP(1), coordinate_sensitivity=Fraction(1))
+    plan = SpreadPlan("spread", (), (), noise.cost(), noise={"bins": noise},
+                      privacy=(acc.discrete_laplace(float(noise.scale), 1),) * STEPS, used=noise)
+    base = {f"b{i}": np.array([20]) for i in range(STEPS)}
+    other = {f"b{i}": np.array([21]) for i in range(STEPS)}
+    results = audit_curves(plan, base, other, samples=20_000, seed=3)
+    assert results and all(r.passed for r in results), [str(r) for r in results]
+    moved_one = {**base, "b0": np.array([24])}      # the same claim for a release moving one bin by 4: caught
+    caught = audit_curves(plan, base, moved_one, samples=20_000, seed=3)
+    assert not all(r.passed for r in caught), [str(r) for r in caught]
+
+
+def test_audit_curves_of_a_plan_without_curves_is_empty() -> None:
+    noise = Noise.calibrate(Fraction(STEPS), dp.PureDP(1))
+    plan = OneCountPlan("plain", (dp.len(),), (ROWS,), noise.cost(), noise={"count": noise}, used=noise)
+    assert audit_curves(plan, {ROWS.key: np.array([10])}, {ROWS.key: np.array([14])}) == []
