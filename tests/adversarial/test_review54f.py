@@ -18,10 +18,11 @@ import pytest
 import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.budgets import Budget
+from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, SortedCodes, Statistic
 from dpframe.noise import RandomSource
-from dpframe.testing import MechanismConformance, audit_curves, pin_mechanisms
+from dpframe.testing import MechanismConformance, audit_curves, pin_families, pin_mechanisms
 
 ROWS = Statistic("rows")
 STEPS = 4                   # max_rows: the L1 sensitivity of a row count
@@ -156,3 +157,91 @@ def test_audit_curves_of_a_plan_without_curves_is_empty() -> None:
     noise = Noise.calibrate(Fraction(STEPS), dp.PureDP(1))
     plan = OneCountPlan("plain", (dp.len(),), (ROWS,), noise.cost(), noise={"count": noise}, used=noise)
     assert audit_curves(plan, {ROWS.key: np.array([10])}, {ROWS.key: np.array([14])}) == []
+
+
+# --- 2. a family's run failing after the charge: whose failure, and what of it may be shown ---------------------------
+
+
+class RefusingQuery:
+    """A row count whose ``run`` fails the way ``how`` says (after the charge, inside the reservation)."""
+
+    def __init__(self, source: Source, how: str) -> None:
+        self.source, self.how = source, how
+
+    def describe(self) -> str:
+        return f"refusing_rows({self.how})"
+
+    def plan(self, budget: Any) -> FamilyPlan[int]:
+        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), dp.PureDP(budget.epsilon))
+
+        def run(reader: Any, rng: RandomSource) -> int:
+            if self.how == "before":     # a refusal of public facts only: it could have been made in plan()
+                raise dp.PlanError("this family needs a public key list", argument="keys",
+                                   fix="pass keys=[...] to group_by")
+            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
+            if self.how == "after":      # the message quotes the private count
+                raise dp.PlanError(f"{exact} rows is too few", argument="query", fix="use a larger table")
+            if self.how == "engine":     # engine code the family called, given a wrong argument
+                SortedCodes.of(None)     # type: ignore[arg-type]
+            return exact + int(noise.sample(1, rng)[0])
+        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
+        return FamilyPlan(budget, noise.cost(), charge, "refusing rows", Explain(self.describe()), run)
+
+
+class RefusingRows:
+    name, attach, methods, result_types = "refusing_rows", "frame", (), {}
+
+    def build(self, source: Source, how: str = "") -> RefusingQuery:
+        return RefusingQuery(source, how)
+
+
+def _failed(how: str) -> tuple[dp.DPFrameError, dp.Session]:
+    data = pl.DataFrame({"u": [i // 2 for i in range(400)]})
+    sess = pin_families(dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10),
+                                   seed=0), RefusingRows())
+    with pytest.raises(dp.DPFrameError) as info:
+        sess.table("t").refusing_rows(how).collect(dp.PureDP(1))
+    assert info.value.__cause__ is None and info.value.__context__ is None and info.value.__traceback__ is not None
+    assert sess.spent() == dp.PureDP(1) and sess.history()["status"].to_list() == ["failed"]   # the charge stays
+    return info.value, sess
+
+
+def test_a_family_refusal_before_any_read_keeps_its_type_and_message() -> None:
+    """Found: a family's own dp.PlanError raised in run() was reported as "the query failed while running
+    (PlanError)" with the fix "check column types and expressions against Frame.schema": neither the family nor its
+    reason. Raised before the run read any private row, its message can depend on public facts only: it is kept,
+    with its type and argument, naming the family, and the fix says such a refusal belongs in plan() (free)."""
+    err, _ = _failed("before")
+    assert type(err) is dp.PlanError and err.argument == "keys", (type(err), str(err))
+    assert "query family 'refusing_rows'" in str(err) and "needs a public key list" in str(err), str(err)
+    assert "before reading" in str(err) and "stays charged" in str(err), str(err)
+    assert "pass keys=[...]" in (err.fix or "") and "plan()" in (err.fix or ""), err.fix
+
+
+def test_a_family_refusal_after_a_read_keeps_only_its_type() -> None:
+    """After a read the message may quote private values (here the count): only the type, naming the family."""
+    err, _ = _failed("after")
+    text = str(err)
+    assert "query family 'refusing_rows' failed in run() (PlanError)" in text, text
+    assert "rows is too few" not in text and "400" not in text and "Frame.schema" not in (err.fix or ""), text
+
+
+def test_engine_code_a_family_called_is_named_beside_the_family() -> None:
+    """Found: a failure inside dpframe code the family called outside the reader (here `SortedCodes.of` given None)
+    was blamed on the family alone, "failed in run() (TypeError)". It now names the dpframe function it came out of
+    too, a public code fact like the type: the author (or dpframe's maintainers) can tell where to look."""
+    err, _ = _failed("engine")
+    text = str(err)
+    assert "query family 'refusing_rows' failed in run()" in text, text
+    assert "TypeError raised in dpframe.mechanism.sorted_codes.SortedCodes.of" in text, text
+    assert "not iterable" not in text, text
+
+
+def test_a_reader_knows_whether_it_has_read() -> None:
+    data = pl.DataFrame({"u": [1, 2, 3]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(1), seed=0)
+    reader = sess._release.reader()
+    view = reader.bounded_by(dp.PrivacyUnit("u", max_rows=1))
+    assert not reader.has_read and not view.has_read
+    view.statistics(sess.table("t")._node, (ROWS,))
+    assert reader.has_read and view.has_read
