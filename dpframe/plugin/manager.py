@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import pluggy
@@ -89,6 +90,8 @@ class _Registries:
     families: Registry[QueryFamily] = field(default_factory=lambda: Registry("query family", replaceable=True))
     methods: dict[str, Registry[Any]] = field(default_factory=dict)
     audits: Registry[Audits] = field(default_factory=lambda: Registry("audit", replaceable=False))
+    # Each family's result types as it declared them when registered (read once: the check and dp.<Name> read them).
+    result_types: dict[str, tuple[object, Mapping[str, type]]] = field(default_factory=dict)
 
 
 class PluginHost(Sealed):
@@ -268,12 +271,23 @@ class PluginHost(Sealed):
         return self._registries().accountants.names()
 
     def accountants(self) -> Registry[Callable[..., Any]]:
-        """Every registered accountant factory, in registration order (built-ins first)."""
-        return self._registries().accountants
+        """Every registered accountant factory, built-ins first: a copy (adding to it changes no host)."""
+        return self._registries().accountants.copy()
 
     def families(self) -> Registry[QueryFamily]:
-        """Every registered query family (built-ins first)."""
-        return self._registries().families
+        """Every registered query family (built-ins first): a copy (pinning in it changes no host)."""
+        return self._registries().families.copy()
+
+    def snapshot(self) -> PluginHost:
+        """A view of this host for one session: its registries stay those loaded now (:class:`SessionPlugins`).
+
+        Example:
+            >>> host = plugin_host().snapshot()
+            >>> host.family("top_k") is plugin_host().family("top_k")
+            True
+
+        """
+        return SessionPlugins(self)
 
     def family(self, name: str) -> QueryFamily:
         """The query family registered as ``name``; a PluginError (naming blocked plugins) otherwise."""
@@ -296,11 +310,18 @@ class PluginHost(Sealed):
             True
 
         """
-        return {name: kind for e in self.families() for name, kind in e.item.result_types.items()}
+        declared = self._registries().result_types
+        out: dict[str, type] = {}
+        for e in self.families():
+            item, types = declared.get(e.name, (None, {}))
+            # as declared when registered; a family pinned in a test session (not registered) is read now
+            out.update(types if item is e.item else dict(e.item.result_types))
+        return out
 
     def methods(self, family: str) -> Registry[Any]:
-        """The sub-methods registered for query family ``family`` (empty when none)."""
-        return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
+        """The sub-methods registered for query family ``family`` (empty when none): a copy."""
+        found = self._registries().methods.get(family)
+        return found.copy() if found is not None else Registry(f"{family} method", replaceable=True)
 
     def audits(self) -> list[Audits]:
         """The audit factories plugins registered (``dpframe_audits``), built-ins first."""
@@ -493,7 +514,9 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
         check_family(plugin, item, "dpframe_query_families")
         check_result_types(found.families, plugin, item, "dpframe_query_families")
+        declared = MappingProxyType(dict(item.result_types))        # what was checked is what dp.<Name> reads
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
+        found.result_types[item.name] = (item, declared)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:
         registry = found.methods.setdefault(family, Registry(f"{family} method", replaceable=True))
@@ -513,6 +536,39 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
         "dpframe_backends": factory(found.backends), "dpframe_methods": method,
         "dpframe_query_families": query_family, "dpframe_audits": audits}
     return registrars[hook]
+
+
+class SessionPlugins(PluginHost):
+    """What one session sees of a plugin host: its registries as they were when the session was made.
+
+    ``Session`` takes one of the process-wide host (:meth:`PluginHost.snapshot`): a plugin registered in the process
+    afterwards (another library's import, a test's ``plugin_host().register``) does not change the mechanisms,
+    families, backends or routing of a running session's queries; a new session sees it. Registering in it is
+    refused: register in ``plugin_host()`` before making the session (tests pin objects in one session with
+    :func:`dpframe.testing.pin_mechanisms` / :func:`~dpframe.testing.pin_families`).
+    """
+
+    def __init__(self, base: PluginHost) -> None:
+        self.__dict__.update(base.__dict__)     # share the loaded plugin manager; no reload of entry points
+        self._loaded = base._registries()       # the process-wide host makes new registries when plugins change
+
+    def _registries(self) -> _Registries:
+        assert self._loaded is not None
+        return self._loaded
+
+    def register(self, plugin: object, name: str) -> None:
+        """Refused: a session's plugins are fixed when it is made."""
+        raise _fixed(name)
+
+    def unregister(self, name: str) -> None:
+        """Refused: a session's plugins are fixed when it is made."""
+        raise _fixed(name)
+
+
+def _fixed(name: str) -> PluginError:
+    return PluginError(f"plugin {name!r}: a session's plugins are fixed when it is made", argument="plugin",
+                       fix="register it in dpframe.plugin.plugin_host() before creating the session (a test pins "
+                           "objects in one session with dpframe.testing.pin_mechanisms / pin_families)")
 
 
 @lru_cache(maxsize=4)

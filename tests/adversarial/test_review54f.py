@@ -22,6 +22,7 @@ from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, SortedCodes, Statistic
 from dpframe.noise import RandomSource
+from dpframe.plugin import PluginHost, plugin_host
 from dpframe.testing import MechanismConformance, audit_curves, pin_families, pin_mechanisms
 
 ROWS = Statistic("rows")
@@ -245,3 +246,101 @@ def test_a_reader_knows_whether_it_has_read() -> None:
     assert not reader.has_read and not view.has_read
     view.statistics(sess.table("t")._node, (ROWS,))
     assert reader.has_read and view.has_read
+
+
+# --- 3. what a running session sees of the plugins is fixed when it is made -------------------------------------------
+
+
+class LateRows:
+    """A family a plugin registers after a session was made."""
+
+    name, attach, methods, result_types = "late_rows_r54f", "frame", (), {}
+
+    def build(self, source: Source) -> RefusingQuery:
+        return RefusingQuery(source, "")
+
+
+class LateHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(LateRows())
+
+
+def _data_session() -> dp.Session:
+    return dp.Session({"t": pl.DataFrame({"u": [1, 2, 3]})}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1),
+                      seed=0)
+
+
+def test_a_plugin_registered_later_does_not_change_a_running_session() -> None:
+    """Found: a session read the process-wide plugin host live, so a plugin registered in the process after the
+    session was made (another library's import, a test) changed the families, mechanisms and routing that session's
+    queries already planned with. A session now keeps the registries it was made with; a new session sees the
+    plugin."""
+    sess = _data_session()
+    host = plugin_host()
+    host.register(LateHooks(), name="late_r54f")
+    try:
+        assert "late_rows_r54f" in [e.name for e in host.families()]
+        assert "late_rows_r54f" not in [e.name for e in sess.plugins.families()]
+        with pytest.raises(AttributeError):
+            sess.table("t").late_rows_r54f()
+        assert _data_session().table("t").late_rows_r54f().cost(dp.PureDP(1)) == dp.PureDP(1)
+    finally:
+        host.unregister("late_r54f")
+
+
+def test_a_sessions_host_refuses_registering() -> None:
+    sess = _data_session()
+    with pytest.raises(dp.PluginError) as refused:
+        sess.plugins.register(LateHooks(), name="late_r54f")
+    assert refused.value.argument == "plugin" and "plugin_host()" in (refused.value.fix or "")
+    with pytest.raises(dp.PluginError):
+        sess.plugins.unregister("core")
+    assert "late_r54f" not in [p.name for p in plugin_host().describe()]
+
+
+@pytest.mark.parametrize("what", ["families", "accountants"])
+def test_the_registries_a_host_returns_are_copies(what: str) -> None:
+    """Found: `sess.plugins.families()` and `accountants()` returned the host's own registries, shared by every
+    session of the process: `sess.plugins.families().pin(...)` re-routed `agg` everywhere, and `accountants().add`
+    added an accountant every later session could select. They are copies now."""
+    sess = _data_session()
+    registry = getattr(sess.plugins, what)()
+    if what == "families":
+        registry.pin(LateRows(), name="agg", plugin="mine")
+        assert plugin_host().family("agg") is not registry.get("agg") and sess.plugins.family("agg").name == "agg"
+    else:
+        registry.add(dp.accounting.BasicAccountant, name="mine_r54f", plugin="mine", first_party=False)
+        assert "mine_r54f" not in plugin_host().accountant_names() + sess.plugins.accountant_names()
+
+
+class Fit:
+    """A result type."""
+
+
+class FitFamily:
+    name, attach, methods = "fit_r54f", "frame", ()
+
+    def __init__(self) -> None:
+        self.result_types: dict[str, type] = {"Fit": Fit}
+
+    def build(self, source: Source) -> RefusingQuery:
+        return RefusingQuery(source, "")
+
+
+def test_result_types_are_read_when_the_family_is_registered() -> None:
+    """Found: `result_types()` (and so `dp.<Name>`) re-read every family's `result_types` on each access, after the
+    check that refuses two classes under one name: a family that rebinds its mapping later (`"TopKFailed": its own
+    class`) changed `dp.TopKFailed` for every session. What it declared when registered is kept."""
+    family = FitFamily()
+
+    class Hooks:
+        @dp.hookimpl
+        def dpframe_query_families(self, register: Any) -> None:
+            register(family)
+    host = PluginHost()
+    host.register(Hooks(), name="fit_r54f")
+    family.result_types["TopKFailed"] = Fit
+    family.result_types["Fit"] = LateRows
+    types = host.result_types()
+    assert types["Fit"] is Fit and types["TopKFailed"] is dp.TopKFailed
