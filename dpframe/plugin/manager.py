@@ -92,6 +92,8 @@ class _Registries:
     audits: Registry[Audits] = field(default_factory=lambda: Registry("audit", replaceable=False))
     # Each family's result types as it declared them when registered (read once: the check and dp.<Name> read them).
     result_types: dict[str, tuple[object, Mapping[str, type]]] = field(default_factory=dict)
+    # Registrations with ``replaces=``, applied after every plugin's plain ones (whatever the load order).
+    replacements: list[Callable[[], None]] = field(default_factory=list)
 
 
 class PluginHost(Sealed):
@@ -167,12 +169,24 @@ class PluginHost(Sealed):
                 for caller in self.pm.get_hookcallers(plugin) or []:
                     register = _registrar(caller.name, found, name, first)
                     others = [p for n, p in self._plugins() if n != name]
-                    results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                    try:
+                        results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                    except PluginError:
+                        raise
+                    except Exception as e:   # the plugin's own bug (a missing file ...): name it, not a raw error
+                        raise PluginError(f"plugin {name!r}: {caller.name} raised {type(e).__name__}: {e}",
+                                          argument=caller.name,
+                                          fix=f"a bug of that plugin: report it to its authors; meanwhile keep it from "
+                                              f"loading with {BLOCK_ENV}={name}") from e
                     if any(r is not None for r in results):
                         raise PluginError(f"plugin {name!r}: {caller.name} returned a value instead of calling "
                                           "register(...)", argument=caller.name,
                                           fix=f"write `def {caller.name}(register): register(...)` (see "
                                               "docs/plugins.md)")
+            # A replacement (``replaces=``) applies once every plain registration is in: which plugin the environment
+            # lists first must not decide whether "replaces 'x', which nothing registered" fails the whole host.
+            for apply in found.replacements:
+                apply()
             self._loaded = found
         return self._loaded
 
@@ -531,10 +545,19 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
                                   "'package.module:Class.method' names")
         found.audits.add(Audits(specs, tuple(entry_points)), name=name, plugin=plugin, first_party=first_party)
 
+    def after_plain(register: Callable[..., None]) -> Callable[..., None]:
+        """``register``, keeping a call with ``replaces=`` for after every plugin's plain registrations."""
+        def call(*args: Any, replaces: str | None = None, **kwargs: Any) -> None:
+            if replaces is None:
+                register(*args, **kwargs)
+            else:
+                found.replacements.append(lambda: register(*args, replaces=replaces, **kwargs))
+        return call
+
     registrars: dict[str, Callable[..., None]] = {
-        "dpframe_mechanisms": mechanism, "dpframe_accountants": factory(found.accountants),
-        "dpframe_backends": factory(found.backends), "dpframe_methods": method,
-        "dpframe_query_families": query_family, "dpframe_audits": audits}
+        "dpframe_mechanisms": after_plain(mechanism), "dpframe_accountants": after_plain(factory(found.accountants)),
+        "dpframe_backends": after_plain(factory(found.backends)), "dpframe_methods": after_plain(method),
+        "dpframe_query_families": after_plain(query_family), "dpframe_audits": audits}
     return registrars[hook]
 
 

@@ -344,3 +344,85 @@ def test_result_types_are_read_when_the_family_is_registered() -> None:
     family.result_types["Fit"] = LateRows
     types = host.result_types()
     assert types["Fit"] is Fit and types["TopKFailed"] is dp.TopKFailed
+
+
+# --- 4. the hooks: a hook that raises, the order plugins load in ------------------------------------------------------
+
+
+class RaisingHooks:
+    @dp.hookimpl
+    def dpframe_mechanisms(self, register: Any) -> None:
+        raise RuntimeError("cannot read /etc/mine.conf")
+
+
+def test_a_hook_that_raises_is_a_plugin_error_naming_it_and_leaves_the_host_as_it_was() -> None:
+    """Found: a hook raising anything but a PluginError (a plugin's own bug, a missing config file) came out of
+    `register` raw, and the plugin stayed registered: every later question to the host (every `dp.Session` of an
+    installed plugin) raised the same raw error, naming no plugin. It is a PluginError naming the plugin, the hook
+    and the error, with the way out (block it), and `register` leaves the host as it was."""
+    host = PluginHost()
+    with pytest.raises(dp.PluginError) as refused:
+        host.register(RaisingHooks(), name="raising_r54f")
+    text = str(refused.value)
+    assert "'raising_r54f'" in text and "dpframe_mechanisms" in text and "RuntimeError" in text, text
+    assert "DPFRAME_BLOCK_PLUGINS" in (refused.value.fix or "")
+    assert "raising_r54f" not in [p.name for p in host.describe()]
+    assert host.family("agg").name == "agg"          # the host still answers
+
+
+class Plain:
+    name, attach, methods, result_types = "order_r54f", "frame", (), {}
+
+    def build(self, source: Source) -> RefusingQuery:
+        return RefusingQuery(source, "")
+
+
+class PlainHooks:
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(Plain())
+
+
+class ReplacingHooks:
+    def __init__(self) -> None:
+        self.family = Plain()
+
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(self.family, replaces="order_r54f")
+
+
+@pytest.mark.parametrize("replacing_first", [False, True])
+def test_a_replacement_does_not_depend_on_the_order_plugins_load_in(replacing_first: bool) -> None:
+    """Found: a third-party plugin replacing another third-party plugin's family (`replaces="order_r54f"`) loaded,
+    or failed the whole host with "replaces ... which nothing registered", depending on which of the two the
+    environment listed first. Replacements now apply after every plain registration: the replacing one wins
+    either way."""
+    host = PluginHost()
+    replacing = ReplacingHooks()
+    plugins: list[tuple[object, str]] = [(PlainHooks(), "plain_r54f"), (replacing, "replacing_r54f")]
+    for plugin, name in reversed(plugins) if replacing_first else plugins:
+        host.pm.register(plugin, name=name)          # as load_setuptools_entrypoints does, in the environment's order
+    entry = host.families().entry("order_r54f")
+    assert entry.item is replacing.family and entry.plugin == "replacing_r54f" and entry.replaced == "plain_r54f"
+
+
+# --- 5. the histogram plugin ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("edges", "shown"), [
+    ((0, Fraction(1, 10**400)), "1/1000000000"),
+    ((2**53, 2**53 + 1), "9007199254740993"),
+    ((Fraction(-1, 2**1075), Fraction(1, 2**1075)), "-1/"),
+])
+def test_histogram_edges_one_float_apart_say_so(edges: tuple[Any, Any], shown: str) -> None:
+    """Found: distinct edges that are one float64 value (the backends compare in float64) were refused as "must be
+    strictly increasing, but 0 >= 0.0", or "9007199254740992 >= 9007199254740993", a false statement. The message
+    now says they are distinct but one float64, naming both and the float."""
+    from dpframe_histogram import parse_edges
+
+    with pytest.raises(dp.BoundsError) as refused:
+        parse_edges(edges)
+    text = refused.value.message
+    assert "the same float64" in text and shown in text and ">=" not in text, text
+    assert refused.value.argument == "edges"
