@@ -73,7 +73,7 @@ from dpframe.planning import PlanContext
 from dpframe.planning.passes import budget_of
 from dpframe.planning.state import first
 from dpframe.privacy_unit import RELATIONS, PrivacyUnit
-from dpframe.release import PluginFailure
+from dpframe.release import PluginFailure, PluginRefusal
 from dpframe.sealed import ReadOnlyKeys, Sealed, engine_only
 
 if TYPE_CHECKING:
@@ -491,37 +491,80 @@ def run_family(family: str, run: Callable[[PrivateReader, RandomSource], R], rea
     """``run(reader, rng)``, a family's run inside its charge; a failure of the family's own code names the family.
 
     ``run`` receives the private reader: it is a registered family's ``FamilyPlan.run``, called by the core only
-    (:meth:`Releasable.collect`, inside the reservation).
+    (:meth:`Releasable.collect`, inside the reservation). Whatever fails, the charge stands
+    (:meth:`~dpframe.release.ReleaseContext.guarded`). Who is named, and what of the error is kept:
 
-    An exception raised in the family's code (or in a library it called, one of dpframe's samplers refusing its
-    arguments included, :func:`~dpframe.errors.refused_in`) is a :class:`~dpframe.release.PluginFailure` naming
-    the family and ``run``, with the error's type only: its message could quote private values, so neither it nor
-    the exception is kept. The engine's own failures pass as they are: one raised while the private reader or a
-    backend read the rows (:data:`ENGINE_READS` in its traceback), another :class:`~dpframe.errors.DPFrameError`,
-    and a mechanism's failure the engine already named (a family that runs the ``agg`` family's plan). Either way
-    the charge stands (:meth:`~dpframe.release.ReleaseContext.guarded`).
+    * raised while the private reader or a backend read the rows (:data:`ENGINE_READS` in its traceback), a
+      mechanism's failure the engine already named (a family running the ``agg`` family's plan), or a
+      :class:`~dpframe.errors.DPFrameError` dpframe's own code raised (a frame of the ``dpframe`` package below
+      ``run``: a built-in family's refusal, an engine check): the engine's, passed as it is (the guard keeps its
+      type only);
+    * a :class:`~dpframe.errors.DPFrameError` the family's code raised itself **before its reader read anything**
+      (:attr:`~dpframe.release.PrivateReader.has_read`): a refusal of public facts only (the query, the plan, random
+      draws), which is not data-dependent however it is worded. It is kept, type, message, argument and fix, naming
+      the family (:class:`~dpframe.release.PluginRefusal`); its fix adds that such a refusal belongs in ``plan()``,
+      where it is free. That the reader has read is the one thing the engine can know: a message made after a read
+      may quote private values whatever the family meant, so it is never kept;
+    * anything else (the family's own error after a read, any other exception, a sampler refusing the family's
+      arguments, :func:`~dpframe.errors.refused_in`) is a :class:`~dpframe.release.PluginFailure` naming the family
+      and ``run`` with the error's type only, and, when it came out of dpframe code the family called (the outermost
+      frame of the ``dpframe`` package below ``run``: a helper given a wrong argument, or an engine bug), that
+      function's name (``TypeError raised in dpframe.mechanism.sorted_codes.SortedCodes.of``): a public fact of the
+      code, like the type, that says where to look. Neither the message nor the exception is kept.
 
     Example:
-        >>> run_family("rows", lambda reader, rng: {}["secret 42"], None, None)  # type: ignore[arg-type]
+        >>> plugin_run = eval("lambda reader, rng: {}['secret 42']", {"__name__": "myplugin"})  # a plugin's run
+        >>> run_family("rows", plugin_run, None, None)  # type: ignore[arg-type]
         Traceback (most recent call last):
         ...
         dpframe.release.PluginFailure: query family 'rows' failed in run() (KeyError)
+        >>> run_family("rows", lambda reader, rng: check_format("xml"), None, None)  # type: ignore[arg-type]
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: format: unknown format 'xml'. Fix: use 'text' or 'json'
 
     """
-    failure = None
+    failure, refusal = None, None
     try:
         return run(reader, rng)
     except (KeyboardInterrupt, SystemExit, PluginFailure):
         raise
     except DPFrameError as e:   # the engine's, or the family's own refusal; a sampler's refusal of its call is its bug
-        if refused_in(e) is None:
+        if refused_in(e) is None and (_read_by_engine(e) or _called_engine(e) is not None):
             raise
-        failure = type(e).__name__
+        if refused_in(e) is None and reader is not None and not reader.has_read and PluginRefusal.keeps(e):
+            refusal = PluginRefusal("query family", family, "run", e)
+        else:
+            failure = _failure(e)
     except BaseException as e:  # noqa: BLE001 — PanicException too
         if _read_by_engine(e):
             raise
-        failure = type(e).__name__
-    raise PluginFailure("query family", family, "run", failure)    # outside the except block: nothing chained
+        failure = _failure(e)
+    if refusal is not None:     # outside the except blocks: nothing chained
+        raise refusal
+    raise PluginFailure("query family", family, "run", str(failure))
+
+
+def _failure(error: BaseException) -> str:
+    """The error's type, and the dpframe function it came out of where the family called one (:func:`run_family`)."""
+    callee = _called_engine(error)
+    return type(error).__name__ if callee is None else f"{type(error).__name__} raised in {callee}"
+
+
+def _called_engine(error: BaseException) -> str | None:
+    """The outermost function of the ``dpframe`` package in ``error``'s traceback below :func:`run_family` (None: none).
+
+    Module-qualified (``dpframe.mechanism.sorted_codes.SortedCodes.of``): the engine code a family called, or a
+    built-in family's own ``run``.
+    """
+    tb = error.__traceback__
+    tb = tb.tb_next if tb is not None else None        # run_family's own frame
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module == "dpframe" or module.startswith("dpframe."):
+            return f"{module}.{tb.tb_frame.f_code.co_qualname}"
+        tb = tb.tb_next
+    return None
 
 
 def _read_by_engine(error: BaseException) -> bool:

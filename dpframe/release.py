@@ -71,6 +71,43 @@ class PluginFailure(Exception):
         self.what, self.name, self.hook, self.failure = what, name, hook, failure
 
 
+class PluginRefusal(PluginFailure):
+    """A registered plugin's hook refused on purpose inside a release **before reading any private rows**.
+
+    Engine-raised (:func:`~dpframe.family.run_family`) for a :class:`~dpframe.errors.DPFrameError` the plugin raised
+    itself while its reader had read nothing (:attr:`PrivateReader.has_read`): its message, argument and fix can
+    depend on public facts only (the query, the plan, random draws), so they are kept, and the caller sees the
+    error's own dpframe type (``kind``; a plugin's subclass is seen as the dpframe class it derives from). After a
+    read only the type is kept (:class:`PluginFailure`).
+
+    Example:
+        >>> from dpframe.errors import PlanError
+        >>> r = PluginRefusal("query family", "rows", "run", PlanError("needs keys", argument="keys", fix="pass keys"))
+        >>> str(r), r.kind.__name__, r.argument
+        ("query family 'rows' refused in run(), before reading any data: needs keys", 'PlanError', 'keys')
+
+    """
+
+    def __init__(self, what: str, name: str, hook: str, error: DPFrameError) -> None:
+        Exception.__init__(self, f"{what} {name!r} refused in {hook}(), before reading any data: {error.message}")
+        self.what, self.name, self.hook, self.failure = what, name, hook, type(error).__name__
+        self.kind = next(c for c in type(error).__mro__ if issubclass(c, DPFrameError) and
+                         c.__module__ == DPFrameError.__module__ and c.__init__ is DPFrameError.__init__)
+        self.argument, self.fix = error.argument, error.fix
+
+    @staticmethod
+    def keeps(error: DPFrameError) -> bool:
+        """Whether ``error``'s parts are plain text (a message, argument and fix that are other objects are not kept).
+
+        Example:
+            >>> from dpframe.errors import PlanError
+            >>> PluginRefusal.keeps(PlanError("no keys")), PluginRefusal.keeps(PlanError(3))  # type: ignore[arg-type]
+            (True, False)
+
+        """
+        return type(error.message) is str and all(type(p) is str or p is None for p in (error.argument, error.fix))
+
+
 class PrivateReader:
     """Exact, contribution-bounded statistics of the private tables, valid only inside one open reservation.
 
@@ -88,6 +125,7 @@ class PrivateReader:
         self._tables = tables          # the tables its release declared (checked before charging); None: any
         self._parent: PrivateReader | None = None
         self._tunes = False            # a tuning query's reader (:meth:`tuning`)
+        self._read = False             # whether a backend was asked for rows (:attr:`has_read`; the root's counts)
 
     def bounded_by(self, unit: PrivacyUnit) -> PrivateReader:
         """A view of this reader that bounds contributions by ``unit``; it lives and dies with this reader.
@@ -100,6 +138,7 @@ class PrivateReader:
         view = PrivateReader.__new__(PrivateReader)
         view._context, view._backend, view._open = self._context, self._backend, True
         view._unit, view._tables, view._parent, view._tunes = unit, self._tables, self, self._tunes
+        view._read = False
         return view
 
     def tuning(self) -> PrivateReader:
@@ -112,6 +151,21 @@ class PrivateReader:
         view = self.bounded_by(self._unit)
         view._tunes = True
         return view
+
+    @property
+    def has_read(self) -> bool:
+        """Whether this reader, the reader it is a view of or any view of that one asked a backend for rows.
+
+        Set before the backend is asked (a read that fails counts): until then, whatever the run holding the reader
+        computed depends on public facts and random draws only (:class:`PluginRefusal`).
+        """
+        return self._root()._read
+
+    def _root(self) -> PrivateReader:
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        return root
 
     @property
     def backend_name(self) -> str:
@@ -165,6 +219,7 @@ class PrivateReader:
                                fix="this is a dpframe bug (or a query family's that reads beyond its source): "
                                    "report it")
         self.check_quiet()
+        self._root()._read = True
         out: pl.DataFrame = canonical_keys(self._backend.statistics(request), request.by)
         self._context.catalog.check_unchanged((request.table,))
         return out
@@ -323,6 +378,13 @@ class ReleaseContext:
             failure, plugin = e.failure, e
         except BaseException as e:   # noqa: BLE001 — PanicException too
             failure = type(e).__name__
+        if isinstance(plugin, PluginRefusal):    # refused before reading: its public message, argument and fix
+            self._ledger.fail(charge, plugin.failure)
+            fix = (f"{plugin.fix}; " if plugin.fix else "") + (
+                f"(the plugin that registers {plugin.name!r} refused after the charge what does not depend on the "
+                "data: such a refusal belongs in its plan(), where it is free; report it to its authors)")
+            raise plugin.kind(f"the query failed while running: {plugin}; its cost stays charged",
+                              argument=plugin.argument, fix=fix)
         if plugin is not None:
             self._ledger.fail(charge, plugin.failure)
             raise DPFrameError(f"the query failed while running: {plugin}; its cost stays charged", argument="query",

@@ -89,7 +89,7 @@ class Session(Sealed):
             raise ArgumentError(f"expected a file path or None, got {type(ledger).__name__}", argument="ledger",
                                 fix="pass ledger='budget.db' (or a pathlib.Path) to keep the spent budget, or None")
         self._privacy_unit = privacy_unit
-        self._plugins: PluginHost = plugin_host()
+        self._plugins: PluginHost = plugin_host().snapshot()     # fixed for this session's life
         name = default_accountant(budget) if accountant is None else accountant
         self._accountant: Accountant = self.plugins.accountant(name)(budget)
         self._rng: RandomSource = default_source(seed)

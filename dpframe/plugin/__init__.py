@@ -13,8 +13,9 @@ from dpframe.plugin.hookspecs import (
     hookimpl,
     hookspec,
 )
-from dpframe.plugin.manager import PluginHost, PluginInfo, Route, plugin_host
+from dpframe.plugin.manager import PluginHost, PluginInfo, Route, SessionPlugins, plugin_host
 from dpframe.plugin.registry import Entry, Registry
 
 __all__ = ["Entry", "PluginHost", "PluginInfo", "RegisterAudits", "RegisterFactory", "RegisterFamily",
-           "RegisterMechanism", "RegisterMethod", "Registry", "Route", "hookimpl", "hookspec", "plugin_host"]
+           "RegisterMechanism", "RegisterMethod", "Registry", "Route", "SessionPlugins", "hookimpl", "hookspec",
+           "plugin_host"]

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 import pluggy
@@ -89,6 +90,10 @@ class _Registries:
     families: Registry[QueryFamily] = field(default_factory=lambda: Registry("query family", replaceable=True))
     methods: dict[str, Registry[Any]] = field(default_factory=dict)
     audits: Registry[Audits] = field(default_factory=lambda: Registry("audit", replaceable=False))
+    # Each family's result types as it declared them when registered (read once: the check and dp.<Name> read them).
+    result_types: dict[str, tuple[object, Mapping[str, type]]] = field(default_factory=dict)
+    # Registrations with ``replaces=``, applied after every plugin's plain ones (whatever the load order).
+    replacements: list[Callable[[], None]] = field(default_factory=list)
 
 
 class PluginHost(Sealed):
@@ -164,12 +169,24 @@ class PluginHost(Sealed):
                 for caller in self.pm.get_hookcallers(plugin) or []:
                     register = _registrar(caller.name, found, name, first)
                     others = [p for n, p in self._plugins() if n != name]
-                    results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                    try:
+                        results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                    except PluginError:
+                        raise
+                    except Exception as e:   # the plugin's own bug (a missing file ...): name it, not a raw error
+                        raise PluginError(f"plugin {name!r}: {caller.name} raised {type(e).__name__}: {e}",
+                                          argument=caller.name,
+                                          fix=f"a bug of that plugin: report it to its authors; meanwhile keep it from "
+                                              f"loading with {BLOCK_ENV}={name}") from e
                     if any(r is not None for r in results):
                         raise PluginError(f"plugin {name!r}: {caller.name} returned a value instead of calling "
                                           "register(...)", argument=caller.name,
                                           fix=f"write `def {caller.name}(register): register(...)` (see "
                                               "docs/plugins.md)")
+            # A replacement (``replaces=``) applies once every plain registration is in: which plugin the environment
+            # lists first must not decide whether "replaces 'x', which nothing registered" fails the whole host.
+            for apply in found.replacements:
+                apply()
             self._loaded = found
         return self._loaded
 
@@ -268,12 +285,23 @@ class PluginHost(Sealed):
         return self._registries().accountants.names()
 
     def accountants(self) -> Registry[Callable[..., Any]]:
-        """Every registered accountant factory, in registration order (built-ins first)."""
-        return self._registries().accountants
+        """Every registered accountant factory, built-ins first: a copy (adding to it changes no host)."""
+        return self._registries().accountants.copy()
 
     def families(self) -> Registry[QueryFamily]:
-        """Every registered query family (built-ins first)."""
-        return self._registries().families
+        """Every registered query family (built-ins first): a copy (pinning in it changes no host)."""
+        return self._registries().families.copy()
+
+    def snapshot(self) -> PluginHost:
+        """A view of this host for one session: its registries stay those loaded now (:class:`SessionPlugins`).
+
+        Example:
+            >>> host = plugin_host().snapshot()
+            >>> host.family("top_k") is plugin_host().family("top_k")
+            True
+
+        """
+        return SessionPlugins(self)
 
     def family(self, name: str) -> QueryFamily:
         """The query family registered as ``name``; a PluginError (naming blocked plugins) otherwise."""
@@ -296,11 +324,18 @@ class PluginHost(Sealed):
             True
 
         """
-        return {name: kind for e in self.families() for name, kind in e.item.result_types.items()}
+        declared = self._registries().result_types
+        out: dict[str, type] = {}
+        for e in self.families():
+            item, types = declared.get(e.name, (None, {}))
+            # as declared when registered; a family pinned in a test session (not registered) is read now
+            out.update(types if item is e.item else dict(e.item.result_types))
+        return out
 
     def methods(self, family: str) -> Registry[Any]:
-        """The sub-methods registered for query family ``family`` (empty when none)."""
-        return self._registries().methods.get(family) or Registry(f"{family} method", replaceable=True)
+        """The sub-methods registered for query family ``family`` (empty when none): a copy."""
+        found = self._registries().methods.get(family)
+        return found.copy() if found is not None else Registry(f"{family} method", replaceable=True)
 
     def audits(self) -> list[Audits]:
         """The audit factories plugins registered (``dpframe_audits``), built-ins first."""
@@ -493,7 +528,9 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
     def query_family(item: Any, /, *, replaces: str | None = None) -> None:
         check_family(plugin, item, "dpframe_query_families")
         check_result_types(found.families, plugin, item, "dpframe_query_families")
+        declared = MappingProxyType(dict(item.result_types))        # what was checked is what dp.<Name> reads
         found.families.add(item, name=item.name, plugin=plugin, first_party=first_party, replaces=replaces)
+        found.result_types[item.name] = (item, declared)
 
     def method(item: Any, /, *, family: str, name: str | None = None, replaces: str | None = None) -> None:
         registry = found.methods.setdefault(family, Registry(f"{family} method", replaceable=True))
@@ -508,11 +545,53 @@ def _registrar(hook: str, found: _Registries, plugin: str, first_party: bool) ->
                                   "'package.module:Class.method' names")
         found.audits.add(Audits(specs, tuple(entry_points)), name=name, plugin=plugin, first_party=first_party)
 
+    def after_plain(register: Callable[..., None]) -> Callable[..., None]:
+        """``register``, keeping a call with ``replaces=`` for after every plugin's plain registrations."""
+        def call(*args: Any, replaces: str | None = None, **kwargs: Any) -> None:
+            if replaces is None:
+                register(*args, **kwargs)
+            else:
+                found.replacements.append(lambda: register(*args, replaces=replaces, **kwargs))
+        return call
+
     registrars: dict[str, Callable[..., None]] = {
-        "dpframe_mechanisms": mechanism, "dpframe_accountants": factory(found.accountants),
-        "dpframe_backends": factory(found.backends), "dpframe_methods": method,
-        "dpframe_query_families": query_family, "dpframe_audits": audits}
+        "dpframe_mechanisms": after_plain(mechanism), "dpframe_accountants": after_plain(factory(found.accountants)),
+        "dpframe_backends": after_plain(factory(found.backends)), "dpframe_methods": after_plain(method),
+        "dpframe_query_families": after_plain(query_family), "dpframe_audits": audits}
     return registrars[hook]
+
+
+class SessionPlugins(PluginHost):
+    """What one session sees of a plugin host: its registries as they were when the session was made.
+
+    ``Session`` takes one of the process-wide host (:meth:`PluginHost.snapshot`): a plugin registered in the process
+    afterwards (another library's import, a test's ``plugin_host().register``) does not change the mechanisms,
+    families, backends or routing of a running session's queries; a new session sees it. Registering in it is
+    refused: register in ``plugin_host()`` before making the session (tests pin objects in one session with
+    :func:`dpframe.testing.pin_mechanisms` / :func:`~dpframe.testing.pin_families`).
+    """
+
+    def __init__(self, base: PluginHost) -> None:
+        self.__dict__.update(base.__dict__)     # share the loaded plugin manager; no reload of entry points
+        self._loaded = base._registries()       # the process-wide host makes new registries when plugins change
+
+    def _registries(self) -> _Registries:
+        assert self._loaded is not None
+        return self._loaded
+
+    def register(self, plugin: object, name: str) -> None:
+        """Refused: a session's plugins are fixed when it is made."""
+        raise _fixed(name)
+
+    def unregister(self, name: str) -> None:
+        """Refused: a session's plugins are fixed when it is made."""
+        raise _fixed(name)
+
+
+def _fixed(name: str) -> PluginError:
+    return PluginError(f"plugin {name!r}: a session's plugins are fixed when it is made", argument="plugin",
+                       fix="register it in dpframe.plugin.plugin_host() before creating the session (a test pins "
+                           "objects in one session with dpframe.testing.pin_mechanisms / pin_families)")
 
 
 @lru_cache(maxsize=4)

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from dpframe.accounting.pld import PLDAccountant
 from dpframe.backends.base import StatisticsRequest
 from dpframe.backends.polars import PolarsBackend
 from dpframe.budgets import Budget
@@ -48,11 +49,14 @@ from dpframe.testing.stats import clopper_pearson
 
 __all__ = [
     "AuditResult",
+    "audit_claims",
+    "audit_curves",
     "audit_release",
     "audit_sampler",
     "audit_samples",
     "bound_extremes",
     "claimed_epsilon_delta",
+    "curve_claims",
     "epsilon_lower_bound",
     "exact_statistics",
     "extreme_assignments",
@@ -208,26 +212,74 @@ def audit_samples(pilot_a: Samples, pilot_b: Samples, final_a: Samples, final_b:
         (False, True)
 
     """
+    return audit_claims(pilot_a, pilot_b, final_a, final_b, [(claimed_epsilon, delta)], alpha=alpha, outputs=outputs)
+
+
+def audit_claims(pilot_a: Samples, pilot_b: Samples, final_a: Samples, final_b: Samples,
+                 claims: Sequence[tuple[float, float]], *, alpha: float = 1e-6,
+                 outputs: Sequence[str] | None = None) -> AuditResult:
+    """:func:`audit_samples` against several (ε, δ) claims at once: a mechanism claiming all of them must meet each.
+
+    A privacy curve claims a δ at every ε (``claims``: some of its points, :func:`curve_claims`). The pilot picks
+    the claim, output, threshold and event whose lower bound exceeds its claim's ε by the most; the final samples
+    bound ε for that one test only, so the result keeps its 1 − alpha confidence however many claims there are.
+
+    Example:
+        >>> from fractions import Fraction
+        >>> from dpframe.noise import SeededRandomSource, discrete_laplace
+        >>> def runs(shift, seed):
+        ...     return {"x": shift + discrete_laplace(Fraction(4), 20_000, SeededRandomSource(seed))}
+        >>> r = audit_claims(runs(0, 1), runs(4, 2), runs(0, 3), runs(4, 4), [(1.0, 0.0), (0.5, 0.04)])
+        >>> r.passed, (r.claimed_epsilon, r.delta)    # ε = 1 is true; (1/2, 0.04) is not: the shift has δ ≈ 0.22
+        (False, (0.5, 0.04))
+
+    """
     names = list(outputs) if outputs is not None else [k for k in pilot_a if k in pilot_b]
     if not names:
         raise ValueError("no common output to audit")
+    if not claims:
+        raise ValueError("no claim to audit")
     runs: dict[str, Runs] = {name: (_as_float(pilot_a[name]), _as_float(pilot_b[name]), _output(final_a, name),
                                     _output(final_b, name)) for name in names}
     runs.update(_ranked_outputs(runs))
-    best: tuple[float, str, int, float] | None = None
-    for name, (a, b, _, _) in runs.items():
-        taus = _thresholds(a, b)
-        bounds = _events(a, b, taus, delta, alpha)
-        row, col = (int(i) for i in np.unravel_index(int(np.argmax(bounds)), bounds.shape))
-        value = float(bounds[row, col])
-        if best is None or value > best[0]:
-            best = (value, name, row, float(taus[col]))
+    best: tuple[float, float, tuple[float, float], str, int, float] | None = None
+    for eps, delta in claims:
+        for name, (a, b, _, _) in runs.items():
+            taus = _thresholds(a, b)
+            bounds = _events(a, b, taus, delta, alpha)
+            row, col = (int(i) for i in np.unravel_index(int(np.argmax(bounds)), bounds.shape))
+            value = float(bounds[row, col])
+            if best is None or value - eps > best[0]:
+                best = (value - eps, value, (eps, delta), name, row, float(taus[col]))
     assert best is not None
-    pilot_value, name, event, tau = best
+    _, pilot_value, (eps, delta), name, event, tau = best
     a, b = runs[name][2], runs[name][3]
     final = float(_events(a, b, np.asarray([tau]), delta, alpha)[event, 0])
-    return AuditResult(final, claimed_epsilon, delta, name, _EVENT_TEXT[event].format(o=name, t=f"{tau:g}"),
+    return AuditResult(final, eps, delta, name, _EVENT_TEXT[event].format(o=name, t=f"{tau:g}"),
                        tau, pilot_value, int(min(a.size, b.size)), alpha)
+
+
+#: Where :func:`audit_curves` reads a plan's curves: these fractions of the ε its cost claims.
+CURVE_POINTS = (0.25, 0.5, 0.75, 1.0)
+
+
+def curve_claims(curves: Sequence[Any], epsilons: Sequence[float]) -> list[tuple[float, float]]:
+    """The (ε, δ) pairs a plan's privacy curves (``MechanismPlan.privacy``), composed, claim at each ε of ``epsilons``.
+
+    Composed by the PLD accountant (tight: the curves' own δ(ε), rounded toward privacy, as ``sess.spent_report()``
+    reads them in a ``pld`` session); a pair whose δ is 1 or more claims nothing and is left out.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> [(e, round(d, 4)) for e, d in curve_claims([acc.laplace(1.0)], [0.5, 1.0])]   # Laplace(1) is 1-DP
+        [(0.5, 0.2212), (1.0, 0.0)]
+
+    """
+    pld = PLDAccountant()
+    for curve in curves:
+        pld.compose(curve)
+    pairs = [(float(e), float(pld.delta(float(e)))) for e in epsilons]
+    return [(e, d) for e, d in pairs if d < 1]
 
 
 def _output(samples: Samples, name: str) -> npt.NDArray[np.float64]:
@@ -372,6 +424,49 @@ def audit_release(plan: MechanismPlan, stats_a: Mapping[str, npt.ArrayLike], sta
                          release_sampler(plan, stats_b, group=group, batched=batched),
                          claimed_epsilon=eps, delta=delta, samples=samples, seed=seed, alpha=alpha,
                          outputs=outputs)
+
+
+def audit_curves(plan: MechanismPlan, stats_a: Mapping[str, npt.ArrayLike], stats_b: Mapping[str, npt.ArrayLike],
+                 *, samples: int = 20_000, seed: int = 0, group: int = 0, alpha: float = 1e-6,
+                 zcdp_delta: float = 1e-3, batched: bool = True,
+                 outputs: Sequence[str] | None = None) -> list[AuditResult]:
+    """Audit ``plan.release`` on two neighbours' statistics against the privacy curves the plan declares.
+
+    RDP and PLD sessions charge a plan's ``privacy`` curves instead of its ``cost``, and the engine can check them
+    only against what the plan *says*: its declared :class:`~dpframe.mechanism.Noise` (a false
+    ``coordinate_sensitivity`` is believed) or, with no ``Noise`` declared, its cost (which curves spreading the
+    move over several coordinates meet). This audit holds the release to the curves themselves: the (ε, δ) pairs
+    they claim (:func:`curve_claims`, at :data:`CURVE_POINTS` of the ε :func:`claimed_epsilon_delta` reads from
+    the cost) are tested together (:func:`audit_claims`). ``[]`` when the plan declares no curves.
+
+    Example:
+        >>> import numpy as np, dpframe as dp
+        >>> from fractions import Fraction
+        >>> from dpframe import accounting as acc
+        >>> from dpframe_aggregates import AggregateMechanism
+        >>> from dpframe.testing import measure_context
+        >>> plan = AggregateMechanism().plan([dp.len()], measure_context(max_rows=4), dp.PureDP(1))
+        >>> t = float(plan.noise["count(rows)"].scale)
+        >>> [r.passed for r in audit_curves(plan, {"__rows": [40]}, {"__rows": [44]}, samples=10_000)]
+        [True]
+        >>> plan.privacy = [acc.discrete_laplace(t, 1)] * 4     # the lie: four one-step moves; one moves by 4
+        >>> [r.passed for r in audit_curves(plan, {"__rows": [40]}, {"__rows": [44]}, samples=10_000)]
+        [False]
+
+    """
+    if plan.privacy is None:
+        return []
+    curves = list(plan.privacy)          # read once: what is audited is what was read
+    top, _ = claimed_epsilon_delta(plan.cost, zcdp_delta)
+    claims = curve_claims(curves, [top * p for p in CURVE_POINTS])
+    if not claims:
+        return []
+    seeds = [seed * 4 + i for i in range(4)]
+    a = release_sampler(plan, stats_a, group=group, batched=batched)
+    b = release_sampler(plan, stats_b, group=group, batched=batched)
+    result = audit_claims(a(samples, seeds[0]), b(samples, seeds[1]), a(samples, seeds[2]), b(samples, seeds[3]),
+                          claims, alpha=alpha, outputs=outputs)
+    return [result.labelled(f"curves {', '.join(getattr(c, 'label', type(c).__name__) for c in curves)}")]
 
 
 def exact_statistics(table: pl.DataFrame, unit: PrivacyUnit, statistics: Sequence[Statistic], *,

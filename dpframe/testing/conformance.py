@@ -31,7 +31,9 @@ What the inherited tests check (each runs in well under 3 s by default):
   one ``release`` call on n identical groups (``batched_release = False``: n calls on one group).
 * ``test_neighbouring_audit`` (and ``test_neighbouring_audit_large``, marked ``slow``): an empirical privacy
   audit on two neighbouring tables (see :mod:`dpframe.testing.audit`): fails if the Clopper–Pearson lower
-  bound on ε exceeds the claimed ε at confidence 1 − 1e-6.
+  bound on ε exceeds the claimed ε at confidence 1 − 1e-6. The claim is the plan's ``cost``, and, for a plan
+  that declares ``privacy`` curves (what RDP/PLD sessions charge), the (ε, δ) pairs the curves claim
+  (:func:`~dpframe.testing.audit_curves`).
 
 Override the class attributes below to fit the mechanism (e.g. ``shares`` for a mechanism that needs δ,
 ``noise_outputs`` to say which output carries which declared noise, ``neighbour_values`` to say where the
@@ -59,6 +61,7 @@ from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
 from dpframe.testing.audit import (
     AuditResult,
+    audit_curves,
     audit_release,
     bound_extremes,
     exact_statistics,
@@ -255,6 +258,10 @@ class MechanismConformance:
                 seed += 1
                 results.append(audit_release(plan, base, other, samples=samples, seed=seed, alpha=self.alpha,
                                              zcdp_delta=self.zcdp_audit_delta, batched=self.batched_release))
+                # RDP/PLD sessions charge the plan's curves: the release is held to them too (a false
+                # coordinate_sensitivity, or curves with no Noise declared, pass every static check).
+                results += audit_curves(plan, base, other, samples=samples, seed=seed, alpha=self.alpha,
+                                        zcdp_delta=self.zcdp_audit_delta, batched=self.batched_release)
         if not moved:
             pytest.fail("the neighbour's rows changed no statistic, so the audit tests nothing: set "
                         "`neighbour_values = {column: [values...]}` to values the measures count")

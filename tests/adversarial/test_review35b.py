@@ -313,7 +313,7 @@ KINDS: dict[str, str] = {
         "interactive.svt.SparseVector", "interactive.tct.TargetChargingChannel",
         "interactive.individual.IndividualFilter", "interactive.ptr.RobustMedian",
         "accounting.accountants.BasicAccountant", "accounting.accountants.ZCDPAccountant",
-        "plugin.manager.PluginHost")},
+        "plugin.manager.PluginHost", "plugin.manager.SessionPlugins")},
     **{f"dpframe.{name}": FROZEN for name in (
         "budgets.PureDP", "budgets.ApproxDP", "budgets.ZCDP", "measures.Measure", "privacy_unit.PrivacyUnit",
         "plan.nodes.Scan", "plan.nodes.Filter", "plan.nodes.WithColumns", "plan.nodes.Select",

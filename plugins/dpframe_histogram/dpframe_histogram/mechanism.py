@@ -98,7 +98,11 @@ def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) 
                 else Fraction(float(e)))      # a NumPy float32 is exact as a float, and no Rational itself
         out.append(within_float64(edge, "edge", "edges", _EDGES_FIX))
     for a, b in zip(out, out[1:]):
-        if not float(a) < float(b):   # the backend compares in float64: distinct there too
+        if a < b and not float(a) < float(b):   # distinct, but not to the backends, which compare in float64
+            raise BoundsError(f"edges {_exact(a)} and {_exact(b)} are distinct but the same float64 value "
+                              f"({float(b)!r}): the backends compare in float64, so the bin between them would hold "
+                              "nothing", argument="edges", fix=_EDGES_FIX + "; edges at least one float64 step apart")
+        if not a < b:
             raise BoundsError(f"must be strictly increasing, but {_name(a)} >= {_name(b)}", argument="edges",
                               fix=_EDGES_FIX)
     if bounds is not None and (out[0] < bounds[0] or out[-1] > bounds[1]):
@@ -109,6 +113,22 @@ def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) 
 
 def _name(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else repr(float(x))
+
+
+def _exact(x: Fraction) -> str:
+    """``x`` exactly, as an integer or a ratio (long ones shortened: their first digits and how many there are).
+
+    Example:
+        >>> _exact(Fraction(2**53 + 1)), _exact(Fraction(1, 10**40))
+        ('9007199254740993', '1/1000000000000000000... (41 digits)')
+
+    """
+    def digits(n: int) -> str:
+        text = str(n)      # an edge is a float64's size: at most ~1,100 digits, far below int's str() limit
+        return text if len(text) <= 24 else f"{text[:19]}... ({len(text)} digits)"
+    sign = "-" if x < 0 else ""
+    whole = digits(abs(x.numerator))
+    return f"{sign}{whole}" if x.denominator == 1 else f"{sign}{whole}/{digits(x.denominator)}"
 
 
 def bin_columns(measure: Measure) -> list[str]:
@@ -132,12 +152,15 @@ class HistogramPlan(MechanismPlan):
     layout: tuple[tuple[Noise, tuple[tuple[str, Statistic], ...]], ...] = ()
 
     def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        """Exact bin counts plus independent integer noise per bin (and per group)."""
+        """Exact bin counts plus independent integer noise per bin (and per group).
+
+        One draw per histogram for all its bins and groups (a draw per bin cost ~0.4 ms each: 10,000 bins, 4 s).
+        """
         out: dict[str, np.ndarray] = {}
         for noise, columns in self.layout:
-            for name, stat in columns:
-                exact = np.asarray(stats[stat.key], dtype=np.int64)
-                out[name] = exact + noise.sample(exact.size, rng)
+            exact = np.stack([np.asarray(stats[stat.key], dtype=np.int64) for _, stat in columns])
+            noisy = exact + noise.sample(exact.size, rng).reshape(exact.shape)
+            out.update((name, noisy[i]) for i, (name, _) in enumerate(columns))
         return out
 
 
@@ -211,11 +234,12 @@ class HistogramMechanism:
             assert m.column is not None
             edges = parse_edges(m.option("edges"), m.bounds)
             names = bin_columns(m)
+            described = m.describe()        # once: it lists every edge (per bin, planning took O(bins²))
             for name in names:
                 if name in seen:
-                    raise PlanError(f"{m.describe()} and {seen[name]} both release a column {name!r}",
+                    raise PlanError(f"{described} and {seen[name]} both release a column {name!r}",
                                     argument="measures", fix="give one of them another name with .alias('...')")
-                seen[name] = m.describe()
+                seen[name] = described
             noise = Noise.calibrate(sensitivity, part)
             stats = tuple(Statistic("indicator_sum", m.column, lo, hi) for lo, hi in zip(edges, edges[1:]))
             for s in stats:
