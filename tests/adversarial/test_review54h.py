@@ -89,3 +89,52 @@ def test_joint_quantiles_keep_the_rank_error_explain_promises_on_tied_data() -> 
                    .split("rank error ≤ ")[1].split(" rows")[0])
     released = q.collect(dp.PureDP(1))["x_quantile"][0].to_list()
     assert max(_rank_errors(x, qs, released)) <= promised, (released, promised)
+
+
+# A public number the analyst writes as an exact fraction of 5,000 digits: small in magnitude (so within the float
+# range every threshold check reads), but past the 4,300 digits Python writes as text.
+BIG = Fraction(1, 10**5000)
+
+
+def _public_number_calls(sess: dp.Session) -> dict[str, tuple[str, Any]]:
+    from dpframe.interactive.ptr import gated_release, robust_median
+
+    t = sess.table("t")
+    q = t.agg(dp.len())
+
+    def channel(call: Any) -> Any:
+        with sess.target_charging(epsilon=1, max_hits=3, delta=1e-6) as ch:
+            return call(ch)
+
+    return {
+        "sparse_vector": ("threshold", lambda: sess.sparse_vector(threshold=BIG, max_positives=1,
+                                                                  budget=dp.PureDP(1))),
+        "above": ("threshold", lambda: dp.above(BIG)),
+        "below": ("threshold", lambda: dp.below(BIG)),
+        "between_target": ("lower", lambda: dp.between(-BIG, 1)),
+        "outside_target": ("upper", lambda: dp.outside(0, BIG)),
+        "test": ("threshold", lambda: channel(lambda ch: ch.test(q, threshold=BIG))),
+        "between": ("upper", lambda: channel(lambda ch: ch.between(q, 0, BIG))),
+        "boundary_test": ("threshold", lambda: channel(lambda ch: ch.boundary_test(q, threshold=BIG))),
+        "gated_release": ("threshold", lambda: gated_release(q, dp.PureDP(1), q, BIG, dp.PureDP(1))),
+        "robust_median": ("bounds", lambda: robust_median(t, "x", bounds=(0, 1 + BIG))),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_public_number_calls(dp.Session(
+    {"t": pl.DataFrame({"x": [1.0]})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1)))))
+def test_a_public_number_of_thousands_of_digits_is_refused_naming_it(call: str) -> None:
+    """Found: a threshold (or target end, or robust-median bound) given as an exact fraction of 5,000 digits
+    passed ``public_number`` (it checks the magnitude only): ``sess.sparse_vector(threshold=...)`` then failed
+    with a raw ValueError (Python writes no int of more than 4,300 digits as text, and the stream's name quotes
+    its threshold), in process and through a server, and ``dp.above(...)`` built a target whose repr raised the
+    same. Such a number is now refused where it is read, an ArgumentError naming the argument (as budgets past
+    4,096 bits are a BudgetError), before anything is charged."""
+    data = pl.DataFrame({"x": [float(i % 50) for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.ApproxDP(1000, 1e-4), seed=2)
+    argument, run = _public_number_calls(sess)[call]
+    with pytest.raises(dp.ArgumentError, match="digits") as info:
+        run()
+    assert info.value.argument == argument
+    assert "failed" not in set(sess.history()["status"])
+    assert sess.spent().epsilon <= 100      # at most the channel's reservation (a filter: kept when it closes)
