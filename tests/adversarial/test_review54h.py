@@ -138,3 +138,39 @@ def test_a_public_number_of_thousands_of_digits_is_refused_naming_it(call: str) 
     assert info.value.argument == argument
     assert "failed" not in set(sess.history()["status"])
     assert sess.spent().epsilon <= 100      # at most the channel's reservation (a filter: kept when it closes)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "var", "quantile", "median"])
+def test_clipping_bounds_of_thousands_of_digits_are_the_analysts_bounds_error(kind: str) -> None:
+    """Found: clipping bounds given as exact fractions of 5,000 digits passed ``check_bounds`` (magnitude only), so
+    planning failed writing them as text: a PluginError blaming the ``aggregates`` or ``quantiles`` mechanism's
+    ``plan()`` for the analyst's argument. Now a BoundsError naming ``bounds`` when the measure is built."""
+    build = {"sum": dp.sum, "mean": dp.mean, "var": dp.var, "median": dp.median,
+             "quantile": lambda c, bounds: dp.quantile(c, [0.25, 0.75], bounds=bounds)}[kind]
+    with pytest.raises(dp.BoundsError, match="digits") as info:
+        build("x", bounds=(0, 1 + BIG))
+    assert info.value.argument == "bounds"
+
+
+def test_a_remote_number_of_thousands_of_digits_is_refused_before_it_is_sent() -> None:
+    """Found: the client's Packer wrote a Fraction as ``"numerator/denominator"`` text, a raw ValueError past 4,300
+    digits (and an int so long is no JSON). Now the ArgumentError naming the argument ("if it cannot cross"), before
+    anything is sent; the server's session never sees it."""
+    import secrets
+
+    from dpframe.remote.values import Packer
+
+    for value in (BIG, 10**5000):
+        with pytest.raises(dp.ArgumentError, match="digits") as info:
+            Packer().pack(value, "threshold")
+        assert info.value.argument == "threshold"
+    data = pl.DataFrame({"x": [1.0, 2.0]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    key = secrets.token_bytes(32)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=key).start() as server, \
+            dp.connect(server.address, authkey=key) as remote:
+        with pytest.raises(dp.ArgumentError, match="digits") as info:
+            remote.sparse_vector(threshold=BIG, max_positives=1, budget=dp.PureDP(1))
+        assert info.value.argument == "threshold"
+        assert remote.table("t").agg(dp.len()).collect(dp.PureDP(1)).height == 1   # the connection still serves
+    assert sess.history().height == 1
