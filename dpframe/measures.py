@@ -492,6 +492,9 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
     qs: float | tuple[float, ...] = tuple(float(v) for v in given) if isinstance(given, tuple) else float(given)
     options: dict[str, Any] = {"q": qs}
     if resolution is not None:
+        exact_resolution = plain(resolution)
+        if isinstance(exact_resolution, int | Fraction) and not isinstance(exact_resolution, bool):   # in its text
+            within_digits(Fraction(exact_resolution), "resolution", "resolution", "pass e.g. resolution=0.01")
         options["resolution"] = resolution
     numeric = isinstance(bounds, tuple | list) and all(
         isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)

@@ -174,3 +174,23 @@ def test_a_remote_number_of_thousands_of_digits_is_refused_before_it_is_sent() -
         assert info.value.argument == "threshold"
         assert remote.table("t").agg(dp.len()).collect(dp.PureDP(1)).height == 1   # the connection still serves
     assert sess.history().height == 1
+
+
+@pytest.mark.parametrize("resolution", [1 + BIG, 10**5000], ids=["fraction", "int"])
+def test_a_quantile_resolution_of_thousands_of_digits_is_refused_when_built(resolution: Any) -> None:
+    """Found: ``dp.median(x, bounds=..., resolution=1 + Fraction(1, 10**5000))`` built a measure whose description
+    raised a raw ValueError at ``collect`` (before the charge: the query's text is written first). Now a
+    BoundsError naming ``resolution`` when the measure is built."""
+    with pytest.raises(dp.BoundsError, match="digits") as info:
+        dp.median("x", bounds=(0, 100), resolution=resolution)
+    assert info.value.argument == "resolution"
+
+
+def test_a_learning_beta_of_thousands_of_digits_is_refused_by_its_own_error() -> None:
+    """Found: ``interior_point(..., beta=Fraction(1, 10**5000))`` was refused (β must be a float or int), but the
+    refusal's text quoted ``repr(beta)``, which raised a raw ValueError instead. The refusal now shows it
+    shortened (``shown``: a fraction of 5,000 digits)."""
+    sess = dp.Session({"t": pl.DataFrame({"x": [1.0] * 10})}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1))
+    with pytest.raises(dp.ArgumentError, match="digits") as info:
+        sess.table("t").interior_point("x", bounds=(0, 100), beta=BIG)
+    assert info.value.argument == "beta"
