@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpframe.budgets import NUMBER_BITS
 from dpframe.errors import ArgumentError, BoundsError, MissingBoundsError, PlanError
 from dpframe.sealed import Final, plain, plain_copy
 from dpframe.signatures import checked, checked_constructors
@@ -69,7 +70,7 @@ def check_bounds(bounds: object, argument: str = "bounds", fix: str = BOUNDS_FIX
             raise BoundsError(f"bound {b!r} is not a number", argument=argument, fix=fix)
         if isinstance(b, float) and not math.isfinite(b):
             raise BoundsError(f"bound {b} is not finite", argument=argument, fix=fix)
-        out.append(within_float64(Fraction(b), "bound", argument, fix))
+        out.append(within_digits(within_float64(Fraction(b), "bound", argument, fix), "bound", argument, fix))
     if out[0] >= out[1]:
         raise BoundsError(f"lower {pair[0]} must be below upper {pair[1]}", argument=argument, fix=fix)
     return out[0], out[1]
@@ -100,6 +101,27 @@ def within_float64(value: Fraction, what: str, argument: str, fix: str) -> Fract
     else:
         shown = f"{sign}about 10^{int(whole.bit_length() * math.log10(2))}"
     raise BoundsError(f"{what} {shown} is beyond the range of a float64 (±1.8e308)", argument=argument, fix=fix)
+
+
+def within_digits(value: Fraction, what: str, argument: str, fix: str) -> Fraction:
+    """``value`` if its numerator and denominator have at most :data:`~dpframe.budgets.NUMBER_BITS` bits.
+
+    Else a ``BoundsError``: the plans, ``explain()`` and the ledger write bounds as text, and Python writes no int of
+    more than 4,300 digits (a ValueError deep inside a mechanism's plan, blamed on its plugin).
+
+    Example:
+        >>> within_digits(Fraction(1, 10**5000), "bound", "bounds", "round it")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.BoundsError: bounds: bound is an exact number of about 5,000 digits (numerator or ...
+
+    """
+    bits = max(abs(value.numerator).bit_length(), value.denominator.bit_length())
+    if bits <= NUMBER_BITS:
+        return value
+    raise BoundsError(f"{what} is an exact number of about {int(bits * math.log10(2)):,} digits (numerator or "
+                      f"denominator); one has at most {int(NUMBER_BITS * math.log10(2)):,}, as a budget's",
+                      argument=argument, fix=f"round it to a few significant digits (e.g. a float); {fix}")
 
 
 def _frozen(value: object) -> Any:
@@ -470,6 +492,9 @@ def quantile(column: Column, q: float | Sequence[float], bounds: tuple[Any, Any]
     qs: float | tuple[float, ...] = tuple(float(v) for v in given) if isinstance(given, tuple) else float(given)
     options: dict[str, Any] = {"q": qs}
     if resolution is not None:
+        exact_resolution = plain(resolution)
+        if isinstance(exact_resolution, int | Fraction) and not isinstance(exact_resolution, bool):   # in its text
+            within_digits(Fraction(exact_resolution), "resolution", "resolution", "pass e.g. resolution=0.01")
         options["resolution"] = resolution
     numeric = isinstance(bounds, tuple | list) and all(
         isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds)

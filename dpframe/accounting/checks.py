@@ -46,11 +46,16 @@ def shown(value: object) -> str:
         'an int with 401 digits'
         >>> shown(2**20_000)
         'an int of 20,001 bits'
+        >>> shown(Fraction(1, 10**5000))
+        'a fraction of about 5,000 digits'
 
     """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         digits = len(str(abs(value))) if value.bit_length() < 10_000 else None   # str() refuses > 4,300 digits
         return f"an int with {digits} digits" if digits else f"an int of {value.bit_length():,} bits"
+    if isinstance(value, Fraction) and max(abs(value.numerator).bit_length(), value.denominator.bit_length()) > 10_000:
+        bits = max(abs(value.numerator).bit_length(), value.denominator.bit_length())
+        return f"a fraction of about {int(bits * math.log10(2)):,} digits"        # its repr would raise
     text = repr(value)
     return text if len(text) <= 80 else text[:60] + f"… ({len(text)} characters)"
 

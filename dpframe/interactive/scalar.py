@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpframe.budgets import PureDP, exact
+from dpframe.budgets import NUMBER_BITS, PureDP, exact
 from dpframe.errors import ArgumentError, PlanError
 from dpframe.interactive.unit_keys import unit_key_expr, unit_keys
 from dpframe.measures import FLOAT64_MAX
@@ -148,7 +148,11 @@ def scalar(session: Session, query: Any, epsilon: Fraction, argument: str = "que
 
 
 def public_number(value: object, argument: str) -> Fraction:
-    """A threshold-like argument: a finite public number (never a query, column or data-derived object)."""
+    """A threshold-like argument: a finite public number (never a query, column or data-derived object).
+
+    Exact numbers keep at most :data:`~dpframe.budgets.NUMBER_BITS` bits in numerator and denominator, as budgets
+    do: a stream's name and a target's repr quote them, and Python writes no int of more than 4,300 digits.
+    """
     value = plain(value)
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction | np.integer | np.floating):
         raise ArgumentError(f"must be a public number fixed before running, got {type(value).__name__}",
@@ -161,6 +165,12 @@ def public_number(value: object, argument: str) -> Fraction:
     if abs(out) > FLOAT64_MAX:      # the noise and the comparisons compute in floats too
         raise ArgumentError("must be within the float range (|x| ≤ 1.8e308)", argument=argument,
                             fix="pass a threshold that a float can hold")
+    bits = max(abs(out.numerator).bit_length(), out.denominator.bit_length())
+    if bits > NUMBER_BITS:          # before anything writes it: Python writes no int past 4,300 digits as text
+        raise ArgumentError(f"an exact number of about {int(bits * math.log10(2)):,} digits (numerator or "
+                            f"denominator); a public number has at most {int(NUMBER_BITS * math.log10(2)):,}, as a "
+                            "budget's (streams and targets show theirs as text)", argument=argument,
+                            fix="pass it rounded to a few significant digits, e.g. as a float")
     return out
 
 

@@ -141,6 +141,32 @@ class Sendable:
         raise NotImplementedError
 
 
+TEXT_BITS = 14_000
+"""The most bits of an int (or a fraction's numerator or denominator) a request carries: about 4,200 digits, below the
+4,300 past which Python writes no int as text (JSON, and a fraction's ``"numerator/denominator"``)."""
+
+
+def check_digits(value: int | Fraction, argument: str) -> None:
+    """An :class:`ArgumentError` naming ``argument`` when ``value`` has too many digits to cross (:data:`TEXT_BITS`).
+
+    Shorter numbers cross as given, so the session refuses what it refuses in process (a threshold past 4,096 bits,
+    a budget number past them) with its own error.
+
+    Example:
+        >>> check_digits(Fraction(1, 10**5000), "threshold")
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.ArgumentError: threshold: an exact number of about 5,000 digits cannot be sent...
+
+    """
+    parts = (value,) if isinstance(value, int) else (value.numerator, value.denominator)
+    bits = max(abs(int(p)).bit_length() for p in parts)
+    if bits > TEXT_BITS:
+        raise ArgumentError(f"an exact number of about {int(bits * math.log10(2)):,} digits cannot be sent (Python "
+                            "writes no int of more than 4,300 digits as text)", argument=argument,
+                            fix="pass it rounded to a few significant digits, e.g. as a float")
+
+
 class Packer:
     """The analyst's side: arguments to JSON, public key frames to :attr:`attached` Arrow streams."""
 
@@ -164,6 +190,8 @@ class Packer:
             value = value.item()
         if value is None or isinstance(value, bool | str):
             return bool(value) if isinstance(value, bool) else None if value is None else str(value)
+        if isinstance(value, int | Fraction):
+            check_digits(value, argument)
         if isinstance(value, int):
             return int(value)
         if isinstance(value, float):

@@ -38,6 +38,7 @@ import numpy.typing as npt
 import polars as pl
 
 from dpframe import accounting as acc
+from dpframe.accounting.checks import shown
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP, describe, down, up
 from dpframe.domains import OrderedDomain
 from dpframe.errors import ArgumentError, BudgetError, PlanError, SchemaError, one_of
@@ -248,7 +249,7 @@ a subnormal one made them ∞ — a raw OverflowError from ``cost()``. No guaran
 def check_beta(beta: object) -> float:
     """β, the failure probability the row requirements are computed for: a float in [10⁻¹⁰⁰, 1/2]."""
     if isinstance(beta, bool) or not isinstance(beta, int | float) or not MIN_PROBABILITY <= beta <= 0.5:
-        raise ArgumentError(f"beta must be in [1e-100, 0.5], got {beta!r}", argument="beta",
+        raise ArgumentError(f"beta must be in [1e-100, 0.5], got {shown(beta)}", argument="beta",
                             fix="pass e.g. beta=1e-6")
     return float(beta)
 
