@@ -205,6 +205,11 @@ class QuantileMechanism:
             accuracy[name] = (f"rank error ≤ {math.ceil(err)} rows (95%, each q)"
                               + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
             notes += grid_notes(name, dom, m.option("resolution"), math.ceil(err))
+            if len(qs) > 1:
+                notes.append(f"quantiles: {name}: the rank error above assumes few rows share a released value: "
+                             "rows equal to a split value all go left, so where one value holds a large share of "
+                             "the rows (zero-inflated data) the other quantiles can miss by up to that share; "
+                             "released one q per measure they do not (each then costs the measure's whole share)")
         plan.statistics = tuple(statistics.values())
         plan.noise, plan.accuracy = noise, accuracy
         plan.privacy = tuple(curves)
