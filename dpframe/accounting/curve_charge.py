@@ -67,6 +67,7 @@ import numpy as np
 
 from dpframe.accounting.composition import composition
 from dpframe.accounting.curve import PrivacyCurve, from_json, from_spec, is_core_kind
+from dpframe.accounting.curves import pure, zcdp
 from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import Budget, describe, make
@@ -180,6 +181,39 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
     # honest float order, not a discount: 10⁻⁹ is millions of ulps of the curves' outward-rounded values)
     values = tuple(float(v) for v in np.maximum(copied.values, expected.values))
     return RDPCharge(values, max(copied.delta0, expected.delta0), specs, copied.labels), None
+
+
+def guarantee(text: str) -> PrivacyCurve | None:
+    """The curve of the guarantee the description ``text`` states, not of the mechanism it names (None: none).
+
+    A description names a mechanism (a Gaussian of σ, an exponential mechanism of ε) whose privacy profile is below
+    that of other mechanisms with the same guarantee (ρ-zCDP, ε-DP). Where nothing ties a plan's curves to the noise
+    it adds (a mechanism plan declaring no :class:`~dpframe.mechanism.Noise`, or one paying for less than its cost),
+    the reports, and a third-party accountant, may read only the guarantee: each part, rebuilt by dpframe
+    (:func:`_rebuilt`), as ``pure(ε)`` where it is ε-DP (δ0 = 0), itself where it is ``pure``, ``approx`` or
+    ``zcdp``, else ``zcdp(ρ, δ0)``; their composition where there are several. None where a part has none of these,
+    or the description is not one dpframe builds (the reports then say they cannot compose the charge).
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> guarantee(acc.gaussian(2.0).to_json()).spec, guarantee(acc.exponential(0.5).to_json()).spec
+        ({'kind': 'zcdp', 'rho': 0.125, 'delta0': 0.0}, {'kind': 'pure', 'epsilon': 0.5})
+
+    """
+    backed = _rebuilt((text,))
+    if backed is None:
+        return None
+    parts: list[PrivacyCurve] = []
+    for part in backed[1]:
+        if part.spec is not None and part.spec.get("kind") in ("pure", "approx", "zcdp"):
+            parts.append(part)
+        elif part.pure_eps is not None and part.delta0 == 0:
+            parts.append(pure(part.pure_eps))
+        elif part.rho is not None:
+            parts.append(zcdp(part.rho, part.delta0))
+        else:
+            return None
+    return parts[0] if len(parts) == 1 else composition(parts)
 
 
 @plain_cache(maxsize=256)
@@ -389,4 +423,4 @@ def _loosest_rho(curve: PrivacyCurve) -> float | None:
     return max(bounds) if bounds else None
 
 
-__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described", "reference"]
+__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described", "guarantee", "reference"]

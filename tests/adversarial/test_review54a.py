@@ -127,12 +127,12 @@ def own() -> Any:
     from dpframe.plugin import plugin_host
     from tests.adversarial.test_review52b import LedgerHooks
 
-    host = plugin_host()
-    host.register(OwnHooks(), name="own_r54a")
-    host.register(LedgerHooks(), name="rows_r52b")
+    host, hooks = plugin_host(), {"own_r54a": OwnHooks(), "rows_r52b": LedgerHooks()}
+    for name, hook in hooks.items():
+        host.register(hook, name=name)
     yield
-    host.unregister(name="rows_r52b")
-    host.unregister(name="own_r54a")
+    for name in reversed(hooks):
+        host.unregister(name=name)
 
 
 def _session(accountant: str, ledger: Path | None = None) -> dp.Session:
@@ -201,3 +201,44 @@ def test_soundness_an_own_kind_accountant_reads_no_plugin_curve(own: Any) -> Non
     sess.table("t").agg(dp.measure("lying_eps_inf")).collect(dp.PureDP(1))
     assert sess.history()["cost"].to_list() == ["moments ε=1"]
     assert OwnKind.seen and all(c.eps_inf == 1.0 for curves in OwnKind.seen for c in curves)
+
+
+# -- 2. the reports of a plan no declared noise ties to a mechanism ---------------------------------------------------
+
+
+def _gaussian_of(noise: Noise) -> acc.PrivacyCurve:
+    """The Gaussian whose ρ = Δ²/(2σ²) is the plan's (Δ = 1, σ² = the declared noise's σ²/Δ²): a ρ-zCDP curve."""
+    sigma2 = noise.scale / noise.sensitivity ** 2
+    return acc.gaussian(float(sigma2) ** 0.5, 1.0)
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole", "sampled"])
+def test_soundness_a_plan_declaring_no_noise_reports_its_guarantee_not_its_description(sampled: bool) -> None:
+    """Found: a plan declaring no noise, of cost ρ = 1/2, whose curve is a Gaussian of that ρ (its RDP is the cost's
+    own curve: the charge is right) was reported by the Gaussian's privacy profile: ``spent_report()["pld"]`` 4.38 at
+    δ = 1e-5, below the 4.73 of an arbitrary ½-zCDP mechanism, which is all its cost says (nothing ties the curve to
+    the noise the plan adds). The reports now compose the guarantee each description states (ρ-zCDP here, ε-DP for
+    an exponential mechanism), or say None."""
+    from tests.adversarial.test_review51f import CurveCount
+
+    sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.ApproxDP(50, 1e-5), accountant="pld", seed=0)
+    pin_mechanisms(sess, CurveCount("described_gaussian", _gaussian_of, table=lambda noises: {}))
+    frame = sess.table("t").sample(0.5) if sampled else sess.table("t")
+    query = frame.agg(dp.measure("described_gaussian"))
+    assert not any('"gaussian"' in text for text in query.cost(dp.ZCDP(0.5)).specs)   # what the reports compose
+    query.collect(dp.ZCDP(0.5))
+    general = acc.PLDAccountant()
+    general.compose(acc.zcdp(0.5).subsampled(0.5) if sampled else acc.zcdp(0.5))
+    report = sess.spent_report(1e-5)["pld"]
+    assert report is None or report >= general.epsilon(1e-5) * (1 - 1e-6), (report, general.epsilon(1e-5))
+
+
+def test_the_guarantee_of_a_description() -> None:
+    from dpframe.accounting.curve_charge import guarantee
+
+    assert guarantee(acc.gaussian(2.0).to_json()).spec == acc.zcdp(0.125).spec         # type: ignore[union-attr]
+    assert guarantee(acc.exponential(0.5).to_json()).spec == acc.pure(0.5).spec        # type: ignore[union-attr]
+    assert guarantee(acc.approx(1.0, 1e-6).to_json()).spec == acc.approx(1.0, 1e-6).spec  # type: ignore[union-attr]
+    both = guarantee(acc.composition([acc.laplace(2.0), acc.gaussian(2.0)]).to_json())
+    assert both is not None and [p["kind"] for p in both.spec["parts"]] == ["pure", "zcdp"]  # type: ignore[index]
+    assert guarantee('{"kind": "plugin_kind_r54a"}') is None and guarantee("not json") is None
