@@ -9,7 +9,8 @@ plugin's author. The cost rule for plugin curves, checked here:
 * the cost is in its share's notion, positive, at most the share, and at least its declared noises' cost
   (:func:`_declared`);
 * the curves, composed, are at least the declared noises' at every order the Rényi filter reads, and in their pure
-  bound (:func:`_check_curves`); a selection's curves carry its cost's δ (:func:`_check_delta0`);
+  bound (:func:`_check_curves`); a selection's curves carry its cost's δ (:func:`_check_delta0`, charged in full:
+  :func:`_carrying`);
 * a plan declaring no noise, or noise paying for less than its cost, has its curves held to a query family's charge
   rule (:func:`_check_bare_curves`: at least the cost's own curve, or dpframe-built descriptions);
 * the reports compose only descriptions that describe the declared noises (:func:`_own_descriptions`,
@@ -47,7 +48,7 @@ from dpframe.accounting.curve import PrivacyCurve, from_json
 from dpframe.accounting.curve_charge import check_curve_charge, guarantee, reference
 from dpframe.accounting.rdp import RenyiFilter
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge, filter_rdp
-from dpframe.budgets import Budget, add_up, convert, describe
+from dpframe.budgets import Budget, add_up, convert, describe, up
 from dpframe.errors import BudgetConversionError, PluginError, plugin_failure
 from dpframe.mechanism import MechanismPlan, Noise
 from dpframe.mechanism.deferred import DeferredTuple
@@ -94,6 +95,7 @@ def _check_cost(p: MechanismPlan, notion: str, share: Fraction, delta: Fraction,
         _read(p.mechanism, "its privacy curves", _check_curves, p.mechanism, privacy, noises)
     if curves and delta:
         _read(p.mechanism, "its privacy curves", _check_delta0, p.mechanism, privacy, cost)
+        privacy = _read(p.mechanism, "its privacy curves", _carrying, privacy, cost)
     if rdp is not None and not (noises and declared == spent):     # noises paying for the whole cost: checked above
         floor = _read(p.mechanism, "its privacy curves", _check_bare_curves, p.mechanism, privacy, cost, rdp,
                       bool(noises))
@@ -373,12 +375,12 @@ def _own_descriptions(privacy: object, noises: Sequence[tuple[str, Noise]]) -> o
     specs = [_plain_spec(c.spec) for c in privacy]
     matched = _matches([n for _, n in noises], specs)
 
-    return tuple(_described_as(c, s if matched else None) for c, s in zip(privacy, specs))
+    return tuple(_replaced(c, spec=s if matched else None) for c, s in zip(privacy, specs))
 
 
-def _described_as(curve: PrivacyCurve, spec: dict[str, Any] | None) -> PrivacyCurve:
-    """``curve`` with the description ``spec``, keeping its checked filter-order values (the values charged)."""
-    out = dataclasses.replace(curve, spec=spec)
+def _replaced(curve: PrivacyCurve, **changes: Any) -> PrivacyCurve:
+    """``curve`` with ``changes`` (its description, its δ0), keeping its checked filter-order values (those charged)."""
+    out = dataclasses.replace(curve, **changes)
     cached = curve.__dict__.get("_filter_rdp")
     if cached is not None:              # the values checked are the values charged (filter_rdp's cache)
         object.__setattr__(out, "_filter_rdp", cached)
@@ -408,7 +410,7 @@ def _guarantees(privacy: object) -> object:
         spec = _plain_spec(curve.spec)
         general = None if spec is None else guarantee(json.dumps(spec))
         return None if general is None else _plain_spec(general.spec)
-    return tuple(_described_as(c, stated(c)) for c in privacy)
+    return tuple(_replaced(c, spec=stated(c)) for c in privacy)
 
 
 def _plain_spec(spec: object) -> dict[str, Any] | None:
@@ -505,6 +507,37 @@ def _check_delta0(mechanism: str, privacy: object, cost: Budget) -> None:
                           f"{delta0:.6g}: the δ of its cost would be charged nowhere", argument="mechanism",
                           fix="a selection's curves carry the δ its threshold is calibrated to (e.g. acc.approx(ε, "
                               "δ)): a bug of the plugin that registers it; report it to its authors")
+
+
+def _carrying(privacy: object, cost: Budget) -> object:
+    """``privacy`` whose δ0 add up, exactly, to at least the δ of ``cost``: the last curve's raised by what is short.
+
+    :func:`_check_delta0` accepts curves whose δ0 add up to 10⁻⁹ relatively less (a δ given as a float is a hair
+    below the exact one); the session charges their δ0, so the shortfall is added to the last curve's (rounded up),
+    and to its description where that is an ``approx`` or ``zcdp`` curve (the reports compose it; another kind of
+    description is then dropped from them, :func:`~dpframe.accounting.curve_charge.described`).
+
+    Example:
+        >>> from dpframe import accounting as acc; from dpframe.budgets import ApproxDP
+        >>> (c,) = _carrying((acc.approx(1.0, 1e-6),), ApproxDP(1, Fraction(1, 10**6)))
+        >>> Fraction(c.delta0) >= Fraction(1, 10**6), Fraction(c.spec["delta"]) == Fraction(c.delta0)
+        (True, True)
+
+    """
+    delta = Fraction(getattr(cost, "delta", 0))
+    if not delta or not isinstance(privacy, Sequence) or not privacy or not all(
+            isinstance(c, PrivacyCurve) for c in privacy):
+        return privacy
+    have = sum((Fraction(c.delta0) for c in privacy), Fraction(0))
+    if have >= delta:
+        return privacy
+    last = privacy[-1]
+    raised = up(Fraction(last.delta0) + delta - have)
+    spec = _plain_spec(last.spec)
+    kind = None if spec is None else spec.get("kind")
+    key = {"approx": "delta", "zcdp": "delta0"}.get(kind) if isinstance(kind, str) else None
+    described = {**spec, key: raised} if spec is not None and key is not None and key in spec else None
+    return (*privacy[:-1], _replaced(last, delta0=raised, spec=described))
 
 
 def _check_bare_curves(mechanism: str, privacy: object, cost: Budget, accountant: RenyiFilter,

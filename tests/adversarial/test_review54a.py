@@ -20,13 +20,15 @@ from typing import Any
 
 import polars as pl
 import pytest
+from dpframe_aggregates.partition_selection import KEEP
 
 import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.budgets import Budget, make
 from dpframe.errors import BudgetError, LedgerError
-from dpframe.mechanism import Noise
+from dpframe.mechanism import Noise, Statistic
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.test_review53c import KeepAll, NoDeltaSelection
 
 DATA = pl.DataFrame({"u": [i // 4 for i in range(800)], "k": ["a", "b"] * 400})
 UNIT = dp.PrivacyUnit("u", max_rows=4)
@@ -242,3 +244,31 @@ def test_the_guarantee_of_a_description() -> None:
     both = guarantee(acc.composition([acc.laplace(2.0), acc.gaussian(2.0)]).to_json())
     assert both is not None and [p["kind"] for p in both.spec["parts"]] == ["pure", "zcdp"]  # type: ignore[index]
     assert guarantee('{"kind": "plugin_kind_r54a"}') is None and guarantee("not json") is None
+
+
+# -- 3. a selection plan's δ, accepted within the check's float slack ------------------------------------------------
+
+
+class ShortDeltaSelection(NoDeltaSelection):
+    """A partition-selection plugin declaring the (ε, δ) curve of its share with δ a 1e-9 relative hair below it (the
+    check of its curves' δ0 allows that much for a δ given as a float)."""
+
+    name = "short_delta_selection"
+
+    def plan(self, measures: Sequence[Any], ctx: Any, share: Budget) -> Any:
+        assert isinstance(share, dp.ApproxDP)
+        noise = Noise.calibrate(Fraction(ctx.unit.groups_per_unit), dp.PureDP(share.epsilon))
+        curve = acc.approx(float(share.epsilon), float(share.delta) * (1 - 5e-10))
+        return KeepAll(self.name, tuple(measures), (Statistic("units"),), share,
+                       noise={"units": noise}, outputs=(KEEP,), privacy=(curve,), selection_noise=noise)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_soundness_a_selection_plan_is_charged_all_of_its_delta(accountant: str) -> None:
+    """Found: a selection plan's curves are accepted with δ0 adding up to 10⁻⁹ relatively below its cost's δ (float
+    slack), and the session was charged their δ0: 9.9999999950e-07 for a δ of 1e-6. The δ0 charged is now raised to the
+    cost's δ (rounded up)."""
+    sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.ApproxDP(50, 1e-5), accountant=accountant, seed=0)
+    pin_mechanisms(sess, ShortDeltaSelection())
+    charge = sess.table("t").group_by("k").agg(dp.len()).cost(dp.ApproxDP(1, 1e-6))
+    assert Fraction(charge.delta0) >= Fraction(1, 10**6), charge.delta0
