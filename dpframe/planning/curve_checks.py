@@ -388,14 +388,15 @@ def _replaced(curve: PrivacyCurve, **changes: Any) -> PrivacyCurve:
 
 
 def _guarantees(privacy: object) -> object:
-    """``privacy`` with each description replaced by that of the guarantee it states (None where it states none).
+    """``privacy`` with each description replaced by what the reports may compose of it (None: nothing).
 
     For a plan whose declared noise does not pay for its cost (none declared, the exponential-mechanism quantiles,
     or less than its cost): its curves are checked as a charge of its cost (:func:`_check_bare_curves`), and nothing
     ties their descriptions to the mechanism it runs. The reports compose the privacy profiles the descriptions
     rebuild: a ρ-zCDP plan described as a Gaussian of that ρ would report the Gaussian's profile, below that of
-    other ρ-zCDP mechanisms (ε = 4.38 at δ = 1e-5 for ρ = 1/2, against 4.73). So the reports compose the guarantee
-    (:func:`~dpframe.accounting.curve_charge.guarantee`: ρ-zCDP, ε-DP); the charge's values are unchanged.
+    other ρ-zCDP mechanisms (ε = 4.38 at δ = 1e-5 for ρ = 1/2, against 4.73), while charged as any of them. So each
+    part is reported as its guarantee where its charge is that guarantee's
+    (:func:`~dpframe.accounting.curve_charge.guarantee`); the charge's values are unchanged.
 
     Example:
         >>> from dpframe import accounting as acc

@@ -219,8 +219,8 @@ def test_soundness_a_plan_declaring_no_noise_reports_its_guarantee_not_its_descr
     """Found: a plan declaring no noise, of cost ρ = 1/2, whose curve is a Gaussian of that ρ (its RDP is the cost's
     own curve: the charge is right) was reported by the Gaussian's privacy profile: ``spent_report()["pld"]`` 4.38 at
     δ = 1e-5, below the 4.73 of an arbitrary ½-zCDP mechanism, which is all its cost says (nothing ties the curve to
-    the noise the plan adds). The reports now compose the guarantee each description states (ρ-zCDP here, ε-DP for
-    an exponential mechanism), or say None."""
+    the noise the plan adds). The reports now compose the guarantee a description states (ρ-zCDP here) wherever its
+    charge is that guarantee's, or say None."""
     from tests.adversarial.test_review51f import CurveCount
 
     sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.ApproxDP(50, 1e-5), accountant="pld", seed=0)
@@ -239,10 +239,11 @@ def test_the_guarantee_of_a_description() -> None:
     from dpframe.accounting.curve_charge import guarantee
 
     assert guarantee(acc.gaussian(2.0).to_json()).spec == acc.zcdp(0.125).spec         # type: ignore[union-attr]
-    assert guarantee(acc.exponential(0.5).to_json()).spec == acc.pure(0.5).spec        # type: ignore[union-attr]
+    assert guarantee(acc.exponential(0.5).to_json()).spec == acc.exponential(0.5).spec  # type: ignore[union-attr]
+    assert guarantee(acc.laplace(2.0).to_json()).spec == acc.laplace(2.0).spec   # its RDP is below pure(½)'s: kept
     assert guarantee(acc.approx(1.0, 1e-6).to_json()).spec == acc.approx(1.0, 1e-6).spec  # type: ignore[union-attr]
     both = guarantee(acc.composition([acc.laplace(2.0), acc.gaussian(2.0)]).to_json())
-    assert both is not None and [p["kind"] for p in both.spec["parts"]] == ["pure", "zcdp"]  # type: ignore[index]
+    assert both is not None and [p["kind"] for p in both.spec["parts"]] == ["laplace", "zcdp"]  # type: ignore[index]
     assert guarantee('{"kind": "plugin_kind_r54a"}') is None and guarantee("not json") is None
 
 
