@@ -249,6 +249,26 @@ class Accountant(Sealed, ABC):
                               f"{shown(charge)}", argument=argument,
                               fix="pass what charge()/charge_plan()/compose() returned")
 
+    def charge_from_json(self, text: str) -> Any:
+        """A charge of this accountant's own kind from the text its ``to_json()`` wrote: how the ledger reads it back.
+
+        The ledger stores dp budgets and :class:`~dpframe.accounting.RDPCharge` s itself; a charge of another kind
+        (its ``notion`` none of ``pure``, ``approx``, ``zcdp``, ``rdp``) is stored as ``charge.to_json()`` and read
+        back by this method, which an accountant with charges of its own overrides. The ledger records such a charge
+        only if it reads back equal to itself (else a :class:`~dpframe.errors.LedgerError`, nothing charged): a
+        charge it could not read would make every later read of the ledger fail. Here: a ValueError (this accountant
+        has no charge kind of its own).
+
+        Example:
+            >>> BasicAccountant(PureDP(1)).charge_from_json("{}")
+            Traceback (most recent call last):
+            ...
+            ValueError: the 'basic' accountant has no charge kind of its own to read from '{}'...
+
+        """
+        raise ValueError(f"the {self.name!r} accountant has no charge kind of its own to read from {text[:80]!r}: "
+                         "an accountant whose charges are not dp budgets or RDPCharges overrides charge_from_json")
+
     def supports(self, curve: PrivacyCurve) -> bool:
         """Whether this accountant can compose ``curve`` standalone (here: any curve with an RDP curve or a profile).
 

@@ -67,6 +67,7 @@ import numpy as np
 
 from dpframe.accounting.composition import composition
 from dpframe.accounting.curve import PrivacyCurve, from_json, from_spec, is_core_kind
+from dpframe.accounting.curves import pure, zcdp
 from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import Budget, describe, make
@@ -180,6 +181,47 @@ def check_curve_charge(charge: object, cost: Budget, accountant: RenyiFilter,
     # honest float order, not a discount: 10⁻⁹ is millions of ulps of the curves' outward-rounded values)
     values = tuple(float(v) for v in np.maximum(copied.values, expected.values))
     return RDPCharge(values, max(copied.delta0, expected.delta0), specs, copied.labels), None
+
+
+def guarantee(text: str) -> PrivacyCurve | None:
+    """What the reports may compose for the description ``text`` of curves no declared noise ties to a mechanism.
+
+    A description names a mechanism (a Gaussian of σ), whose privacy profile can be below that of other mechanisms
+    with the same guarantee (ρ-zCDP). Where nothing ties a plan's curves to the noise it adds (a mechanism plan
+    declaring no :class:`~dpframe.mechanism.Noise`, or one paying for less than its cost), each part, rebuilt by
+    dpframe (:func:`_rebuilt`), is replaced by the curve of the guarantee it states (ε-DP, δ0 = 0, as ``pure(ε)``;
+    else ρ-zCDP as ``zcdp(ρ, δ0)``) wherever that guarantee's RDP is at most the part's at every order the filter
+    reads: the charge of the part is then what any mechanism with the guarantee is charged, and does not rely on the
+    part being the mechanism it names, so the reports may not either (the Gaussian of ρ = ½ reports ε = 4.38 at
+    δ = 10⁻⁵, any ½-zCDP mechanism 4.73). A part whose RDP is below its guarantee's (an exponential mechanism, a
+    Laplace, a curve on a sample) is kept: its charge already relies on it, as the cost rule accepts (the module
+    docstring). Their composition where there are several; None where the description is not one dpframe builds.
+
+    Example:
+        >>> from dpframe import accounting as acc
+        >>> guarantee(acc.gaussian(2.0).to_json()).spec, guarantee(acc.exponential(0.5).to_json()).spec
+        ({'kind': 'zcdp', 'rho': 0.125, 'delta0': 0.0}, {'kind': 'exponential', 'epsilon': 0.5})
+
+    """
+    backed = _rebuilt((text,))
+    if backed is None:
+        return None
+    parts = [_stated(part) for part in backed[1]]
+    return parts[0] if len(parts) == 1 else composition(parts)
+
+
+def _stated(part: PrivacyCurve) -> PrivacyCurve:
+    """``part``'s guarantee (ε-DP, else ρ-zCDP) where it costs no more at the filter's orders, else ``part``."""
+    if part.spec is not None and part.spec.get("kind") in ("pure", "approx", "zcdp"):
+        return part
+    if part.pure_eps is not None and part.delta0 == 0:
+        general = pure(part.pure_eps)
+    elif part.rho is not None:
+        general = zcdp(part.rho, part.delta0)
+    else:
+        return part
+    charged = RDPCharge.of([part])
+    return general if _dominates(charged, RDPCharge.of([general]), 0.0) else part
 
 
 @plain_cache(maxsize=256)
@@ -389,4 +431,4 @@ def _loosest_rho(curve: PrivacyCurve) -> float | None:
     return max(bounds) if bounds else None
 
 
-__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described", "reference"]
+__all__ = ["COST_SLACK", "VALUE_SLACK", "check_curve_charge", "copy_charge", "described", "guarantee", "reference"]

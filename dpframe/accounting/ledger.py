@@ -103,13 +103,35 @@ def encode(b: Any) -> str:
     return json.dumps({"notion": b.notion, "values": values, "check": _check(b.notion, values)})
 
 
-def decode(text: str) -> Any:
-    """Inverse of :func:`encode`; raises ValueError when the checksum does not match."""
+#: The notions of the charges the ledger reads itself (dp budgets, RDP charges); any other is its accountant's.
+LEDGER_NOTIONS = ("pure", "approx", "zcdp", "rdp")
+
+
+def decode(text: str, accountant: Accountant | None = None) -> Any:
+    """Inverse of :func:`encode`; raises ValueError when the checksum does not match, or the charge cannot be read.
+
+    A charge of another notion than :data:`LEDGER_NOTIONS` is ``accountant``'s own kind, read by its
+    :meth:`~dpframe.accounting.Accountant.charge_from_json` (plugin code: whatever it raises is a ValueError here).
+
+    Example:
+        >>> decode(encode(PureDP(Fraction(1, 3))))
+        PureDP(epsilon=1/3)
+
+    """
     d = json.loads(text)
     if d.get("check") != _check(d["notion"], d["values"]):
         raise ValueError(f"checksum mismatch in the stored cost {text!r}")
     if d["notion"] == "rdp":
         return RDPCharge.from_json(d["values"][0])
+    if d["notion"] not in LEDGER_NOTIONS:
+        if accountant is None or len(d["values"]) != 1:
+            raise ValueError(f"a stored charge of notion {d['notion']!r} is read by its accountant's "
+                             "charge_from_json, from the text of its to_json()")
+        try:
+            return accountant.charge_from_json(d["values"][0])
+        except Exception as e:
+            raise ValueError(f"the {accountant.name!r} accountant could not read its charge {text[:200]!r} "
+                             f"({type(e).__name__}: {e})") from e
     values = [Fraction(v) for v in d["values"]]
     return make(d["notion"], values[0], values[1] if len(values) > 1 else Fraction(0))
 
@@ -284,7 +306,7 @@ class Ledger:
             self._cache, self._settled = (last_id, total), settled
             return total
         try:
-            total = self.accountant.compose([total, *(decode(r[1]) for r in rows)])
+            total = self.accountant.compose([total, *(decode(r[1], self.accountant) for r in rows)])
             self._cache, self._settled = (rows[-1][0], total), settled
             return total
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
@@ -346,6 +368,27 @@ class Ledger:
                               "coordinate must be a number ≥ 0",
                               argument="cost", fix="this is a mechanism bug: a cost is never negative")
 
+    def _check_readable(self, cost: Any) -> None:
+        """A charge of the accountant's own kind is recorded only if its stored text reads back as itself.
+
+        Every reservation and report re-reads every stored charge (:func:`decode`): one the accountant's
+        :meth:`~dpframe.accounting.Accountant.charge_from_json` cannot read back would leave the ledger unreadable
+        after its release (a LedgerError on every later read), and one that reads back as less would count less
+        from the next read on. dp budgets and RDP charges are the ledger's own (:func:`_stored_exactly`).
+        """
+        if isinstance(cost, PureDP | ApproxDP | ZCDP | RDPCharge):
+            return
+        try:
+            same = bool(decode(encode(cost), self.accountant) == cost)
+        except Exception:
+            same = False
+        if not same:
+            raise LedgerError(f"refusing to record a {type(cost).__name__} charge of the {self.accountant.name!r} "
+                              "accountant that does not read back as itself from the ledger", argument="accountant",
+                              fix="an accountant whose charges are of its own kind gives them a to_json() and equality "
+                                  "and reads them back with charge_from_json(text) (see docs/plugins.md, the "
+                                  "accountant hook): a bug of the plugin that registers it; report it to its authors")
+
     def reserve(self, cost: Any, query: str, mechanisms: str) -> int:
         """Atomically check that ``cost`` fits and record it; raise BudgetExceededError otherwise.
 
@@ -357,7 +400,8 @@ class Ledger:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 spent = self._spent_locked()
-                after = self.accountant.compose([spent, cost])
+                after = self.accountant.compose([spent, cost])      # (its check_charge refuses a foreign charge)
+                self._check_readable(cost)
                 fits = self.accountant.fits(after)
                 if fits:
                     cur = self._db.execute(
@@ -425,7 +469,7 @@ class Ledger:
                 if not row or row[0][0] != "reserved":
                     raise LedgerError(f"charge {charge_id} is not an open reservation", argument="charge_id",
                                       fix="settle a reservation once, before committing it")
-                reserved = decode(row[0][1])
+                reserved = decode(row[0][1], self.accountant)
                 if not self.accountant.additive:
                     raise LedgerError(f"ex-post settlement needs basic (additive) composition; this ledger's "
                                       f"accountant is {self.accountant.name!r}", argument="accountant",
@@ -459,7 +503,7 @@ class Ledger:
         with self._lock:
             rows = self._rows("SELECT id, created, status, query, mechanisms, cost, error FROM charges ORDER BY id")
         try:
-            return [Charge(r[0], r[1], r[2], r[3], r[4], decode(r[5]), r[6]) for r in rows]
+            return [Charge(r[0], r[1], r[2], r[3], r[4], decode(r[5], self.accountant), r[6]) for r in rows]
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
             raise LedgerError(f"the ledger {self.path!r} has an unreadable charge: {e}", argument="ledger",
                               fix="restore the ledger file from a backup; dpframe never resets it") from e

@@ -135,9 +135,9 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     texts: list[str] = []
     decode = ledger.decode
 
-    def counting(text: str) -> Any:
+    def counting(text: str, accountant: Any = None) -> Any:
         texts.append(text)
-        return decode(text)
+        return decode(text, accountant)
     monkeypatch.setattr(ledger, "decode", counting)
     return texts
 

@@ -14,7 +14,7 @@ import pytest
 import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, filter_rdp
-from dpframe.planning.passes import _as_checked, _check_bare_curves
+from dpframe.planning.curve_checks import _as_checked, _check_bare_curves
 from dpframe.testing import pin_mechanisms
 from tests.adversarial.test_review51f import CurveCount, honest_curve, weak_curve
 

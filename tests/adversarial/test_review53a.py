@@ -22,7 +22,7 @@ from dpframe.accounting.curve_charge import check_curve_charge
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.family import Explain, FamilyPlan
 from dpframe.mechanism import Noise, Statistic
-from dpframe.planning.passes import _as_checked
+from dpframe.planning.curve_checks import _as_checked
 
 FILT = acc.RDPAccountant(dp.ApproxDP(10, Fraction(1, 10**5)))
 RNG = np.random.default_rng(53)
