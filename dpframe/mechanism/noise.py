@@ -32,7 +32,7 @@ import numpy as np
 from dpframe.accounting.numerics.rdp import rdp_discrete_laplace_bounds
 from dpframe.accounting.rdp_charge import FILTER_ORDERS
 from dpframe.budgets import ZCDP, Budget, PureDP, down, make, up
-from dpframe.errors import BudgetConversionError, BudgetError
+from dpframe.errors import BudgetConversionError, BudgetError, PluginError
 from dpframe.noise import (
     MAX_GAUSSIAN_SIGMA2,
     MAX_LAPLACE_SCALE,
@@ -68,6 +68,18 @@ class Noise:
     # L∞: the most one coordinate (one released value) moves, in statistic units; None: all of ``sensitivity`` can
     # (the floor of the declared curves, :meth:`rdp`, reads it for discrete Laplace noise)
     coordinate_sensitivity: Fraction | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a ``coordinate_sensitivity`` that is not a positive exact number; keep a whole one as a Fraction."""
+        m = self.coordinate_sensitivity
+        if m is None:
+            return
+        if isinstance(m, bool) or not isinstance(m, (int, Fraction)) or m <= 0:
+            raise PluginError(f"Noise: coordinate_sensitivity must be a positive int or Fraction, not {m!r}",
+                              argument="coordinate_sensitivity",
+                              fix="pass the most one coordinate moves as an exact number, e.g. Fraction(1), or "
+                                  "leave it None (all of the sensitivity)")
+        object.__setattr__(self, "coordinate_sensitivity", Fraction(m))
 
     @classmethod
     def calibrate(cls, sensitivity: Fraction, share: Budget, unit: Fraction = Fraction(1), *,
