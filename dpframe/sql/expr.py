@@ -11,7 +11,9 @@ knows as a scalar function is allowed.
 
 No row-level expression may fail because of a private value (the failure itself would reveal
 something): the DuckDB backend evaluates each one under ``TRY(...)`` (:func:`guard`), so an error becomes
-NULL — in ``WHERE`` the row is dropped — like Polars' non-strict casts.
+NULL — in ``WHERE`` the row is dropped — like Polars' non-strict casts. The calls and casts that raise an
+error ``TRY`` does not catch are refused when the expression is built (:mod:`dpframe.sql.uncaught`: each is
+run once on typical values, and casts to ``VARIANT`` are refused).
 
 Example:
     >>> import polars as pl
@@ -45,7 +47,7 @@ from dpframe.sql.parse import fragment
 from dpframe.sql.sandbox import Json, _shared, function_types, quote, render, render_expression, select_node
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
-from dpframe.sql.uncaught import argument_list, calls, check_call, try_is_null, typical_call
+from dpframe.sql.uncaught import argument_list, calls, check_call, check_type, operands, try_is_null, typical_call
 
 DENIED: Mapping[str, str] = MappingProxyType({
     "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
@@ -88,6 +90,9 @@ class _Checker:
             raise self.refuse(node, "'*' is not allowed here", "name the columns")
         elif cls in ("PARAMETER", "POSITIONAL_REFERENCE", "DEFAULT"):
             raise self.refuse(node, f"{cls.lower().replace('_', ' ')} is not supported", "write the value inline")
+        elif cls == "TYPE" and (reason := check_type(node)) is not None:
+            raise self.refuse(node, f"a cast to {str(node.get('type_name')).upper()} is not allowed ({reason})",
+                              "cast to another type, or remove the cast")
         elif cls not in ("CONSTANT", "OPERATOR", "COMPARISON", "CONJUNCTION", "CASE", "CAST", "BETWEEN",
                          "COLLATE", "TYPE"):
             raise self.refuse(node, f"the expression kind {cls} is not supported", "rewrite the expression")
@@ -244,7 +249,7 @@ def _probe(con: Any, call: Json, where: str) -> None:
     """
     try:
         types = []
-        if call.get("arguments"):
+        if operands(call):
             listed = render(select_node(argument_list(call)))
             types = [str(row[1]) for row in con.execute(f"DESCRIBE {listed} FROM __dp_in").fetchall()]
         con.execute(render(select_node([try_is_null(typical_call(call, types))]))).fetchall()
@@ -254,7 +259,8 @@ def _probe(con: Any, call: Json, where: str) -> None:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PlanError(f"{render_expression(call)} in {where} fails on every row that reaches it ({message}), an "
                         "error TRY cannot turn into NULL: whether a row reaches it would show in the answer",
-                        argument="sql", fix="fix the call's literal arguments, or remove it") from None
+                        argument="sql",
+                        fix="fix the call's literal arguments (a cast: its type), or remove it") from None
 
 
 def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
