@@ -48,7 +48,17 @@ SIZE_LIMIT = 10_000
 REFUSED: Mapping[str, str] = MappingProxyType({
     "variant_bytes_to_variant": "it raises an I/O error on malformed bytes, which TRY does not catch",
     "json_deserialize_sql": "it raises a parser error on some JSON, which TRY does not catch",
+    "json_contains": "it recurses over both values: JSON nested about 80,000 levels deep (a 160 KB string) overflows "
+                     "the stack and kills the process",
+    "json_pretty": "its output grows with the square of a value's nesting depth: a 200 KB value takes gigabytes, an "
+                   "out-of-memory error TRY does not catch",
 })
+JSON_PATHS: frozenset[str] = frozenset({
+    "json_extract", "json_extract_string", "json_extract_path", "json_extract_path_text", "->>", "json_exists",
+    "json_value", "json_array_length", "json_type", "json_keys",
+})
+"""Functions whose second argument is a JSON path (or a list of them): it must be a literal without recursive descent
+(``$..a``, ``$.**``: every match is a whole subtree, so the output grows with the square of the nesting depth)."""
 LITERAL: Mapping[str, tuple[int, ...] | None] = MappingProxyType({
     "like_escape": (1, 2), "not_like_escape": (1, 2), "ilike_escape": (1, 2), "not_ilike_escape": (1, 2),
     "timezone": (0,), "make_timestamptz": (6,), "time_bucket": None, "array_length": (1,),
@@ -137,6 +147,12 @@ def check_call(node: Json) -> str | None:
         if not all(is_literal(args[i]) for i in positions if i < len(args)):
             return ("its pattern, escape, time zone, period or dimension must be a literal: a value read from a row "
                     "could make it raise an error that TRY does not catch")
+    if name in JSON_PATHS and len(args) > 1:
+        if not is_literal(args[1]):
+            return "its JSON path must be a literal: a path read from a row could descend recursively"
+        if any(".." in text or "**" in text for text in _strings(args[1])):
+            return ("a recursive JSON path ('..' or '**') matches every subtree, so its output grows with the square "
+                    "of a value's nesting depth: an out-of-memory error TRY does not catch")
     if name in SIZED:
         if SIZED[name] is None:
             size = _list_length(args, inclusive=name == "generate_series")
@@ -146,6 +162,18 @@ def check_call(node: Json) -> str | None:
             return (f"its size must be a whole-number literal of at most {SIZE_LIMIT:,}: a larger one makes DuckDB "
                     "run out of memory, an error TRY does not catch")
     return None
+
+
+def _strings(node: Any) -> list[str]:
+    """The text of every string literal in a parse tree."""
+    if isinstance(node, list):
+        return [t for x in node for t in _strings(x)]
+    if not isinstance(node, dict):
+        return []
+    lit = node.get("literal") if node.get("class") == "CONSTANT" else None
+    if isinstance(lit, dict) and lit.get("kind") == "STRING":
+        return [str(lit.get("text", ""))]
+    return [t for v in node.values() for t in _strings(v)]
 
 
 def calls(node: Any) -> list[Json]:
