@@ -7,11 +7,14 @@ read its configuration (``setseed``, ``nextval``, ``current_setting`` ...), non-
 (every function DuckDB marks volatile: ``random``, ``uuid``, ``nextval``, ``sleep_ms`` ...), functions of
 the query rather than the row (``now``, ``today``, ``txid_current``, one-argument ``age`` ...), ``unnest``
 (it multiplies rows) and ``error`` (a data-dependent failure is a side channel). Everything else DuckDB
-knows as a scalar function is allowed.
+knows as a scalar function is allowed. An arrow ``a -> b`` is checked as the ``json_extract(a, b)`` DuckDB
+binds it as, except as a list function's lambda argument (rendered as ``lambda x: ...``).
 
 No row-level expression may fail because of a private value (the failure itself would reveal
 something): the DuckDB backend evaluates each one under ``TRY(...)`` (:func:`guard`), so an error becomes
-NULL — in ``WHERE`` the row is dropped — like Polars' non-strict casts.
+NULL — in ``WHERE`` the row is dropped — like Polars' non-strict casts. The calls and casts that raise an
+error ``TRY`` does not catch are refused when the expression is built (:mod:`dpframe.sql.uncaught`: each is
+run once on typical values, and casts to ``VARIANT`` are refused).
 
 Example:
     >>> import polars as pl
@@ -42,10 +45,20 @@ from dpframe.plan.totality import total_expression
 from dpframe.sql.handover import for_duckdb
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
-from dpframe.sql.sandbox import Json, _shared, function_types, quote, render, render_expression, select_node
+from dpframe.sql.sandbox import (
+    Json,
+    _shared,
+    function_types,
+    lambda_parameters,
+    parse_expression,
+    quote,
+    render,
+    render_expression,
+    select_node,
+)
 from dpframe.sql.scope import Column, Scope
 from dpframe.sql.topolars import Untranslatable, to_polars
-from dpframe.sql.uncaught import argument_list, calls, check_call, try_is_null, typical_call
+from dpframe.sql.uncaught import argument_list, calls, check_call, check_type, operands, try_is_null, typical_call
 
 DENIED: Mapping[str, str] = MappingProxyType({
     "current_setting": "it reads the engine's configuration", "getvariable": "it reads engine variables",
@@ -77,8 +90,14 @@ class _Checker:
             return self.column(node, params)
         if cls == "FUNCTION":
             self.function(node)
-        elif cls == "LAMBDA":
-            return self.lambda_(node, params)
+            return self.call(node, params)
+        if cls == "LAMBDA":
+            if node.get("syntax_type") != "SINGLE_ARROW":
+                raise self.refuse(node, "a lambda is allowed only as the lambda argument of a list function",
+                                  "e.g. list_transform(l, lambda x: x + 1)")
+            # Not a list function's lambda argument: DuckDB binds ``a -> b`` as json_extract(a, b). Checked (and
+            # rendered) as that call: its left side is an expression like any other, not lambda parameters.
+            return self.walk(json_extract(node), params)
         elif cls == "SUBQUERY":
             raise self.refuse(node, "subqueries inside expressions are not supported",
                               "join a public table instead, or compute the value as a separate query")
@@ -88,6 +107,9 @@ class _Checker:
             raise self.refuse(node, "'*' is not allowed here", "name the columns")
         elif cls in ("PARAMETER", "POSITIONAL_REFERENCE", "DEFAULT"):
             raise self.refuse(node, f"{cls.lower().replace('_', ' ')} is not supported", "write the value inline")
+        elif cls == "TYPE" and (reason := check_type(node)) is not None:
+            raise self.refuse(node, f"a cast to {str(node.get('type_name')).upper()} is not allowed ({reason})",
+                              "cast to another type, or remove the cast")
         elif cls not in ("CONSTANT", "OPERATOR", "COMPARISON", "CONJUNCTION", "CASE", "CAST", "BETWEEN",
                          "COLLATE", "TYPE"):
             raise self.refuse(node, f"the expression kind {cls} is not supported", "rewrite the expression")
@@ -135,12 +157,47 @@ class _Checker:
             raise self.refuse(node, "DISTINCT/FILTER/ORDER BY inside a function call is not supported",
                               "remove it")
 
+    def call(self, node: Json, params: frozenset[str]) -> Json:
+        """A checked call: a lambda at one of its lambda parameters is a lambda, any other argument an expression.
+
+        An arrow ``a -> b`` elsewhere is DuckDB's JSON extraction (:func:`json_extract`).
+        """
+        lambdas = lambda_parameters().get(str(node.get("function_name", "")).lower(), frozenset())
+        out = {k: self.walk(v, params) for k, v in node.items() if k != "arguments"}
+        out["arguments"] = [
+            dict(a, expression=self.lambda_(a["expression"], params))
+            if i in lambdas and isinstance(a, dict) and (a.get("expression") or {}).get("class") == "LAMBDA"
+            else self.walk(a, params)
+            for i, a in enumerate(node.get("arguments") or [])]
+        return out
+
     def lambda_(self, node: Json, params: frozenset[str]) -> Json:
         lhs = node.get("lhs") or {}
-        names = [lhs] if lhs.get("class") == "COLUMN_REF" else [
-            a["expression"] for a in lhs.get("arguments", []) if isinstance(a, dict)]
-        bound = {str(n["column_names"][0]).lower() for n in names if n.get("class") == "COLUMN_REF"}
-        return dict(node, expr=self.walk(node.get("expr"), params | bound))
+        names: list[Any] = [lhs] if lhs.get("class") == "COLUMN_REF" else [
+            a.get("expression") for a in lhs.get("arguments", []) if isinstance(a, dict)] \
+            if lhs.get("class") == "FUNCTION" and str(lhs.get("function_name")).lower() == "row" else [None]
+        if any(not isinstance(n, dict) or n.get("class") != "COLUMN_REF" or len(n["column_names"]) != 1
+               for n in names):
+            raise self.refuse(node, "a lambda's parameters must be names", "e.g. lambda x: x + 1 or lambda x, i: x")
+        bound = {str(n["column_names"][0]).lower() for n in names}
+        # rendered in the lambda keyword's syntax: DuckDB 2 refuses the arrow's for a lambda
+        return dict(node, expr=self.walk(node.get("expr"), params | bound), syntax_type="LAMBDA_KEYWORD")
+
+
+def json_extract(arrow: Json) -> Json:
+    """The ``json_extract(a, b)`` call DuckDB binds ``a -> b`` as, where no list function takes it as a lambda.
+
+    Example:
+        >>> from dpframe.sql.sandbox import parse_expression
+        >>> render_expression(json_extract(parse_expression("j -> '$.a'")))
+        "json_extract(j, '$.a')"
+
+    """
+    call = parse_expression("json_extract(NULL, NULL)")
+    call["arguments"][0]["expression"] = arrow["lhs"]
+    call["arguments"][1]["expression"] = arrow["expr"]
+    return dict(call, alias=arrow.get("alias", ""), query_location=arrow.get("query_location"),
+                query_location_length=arrow.get("query_location_length"))
 
 
 def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list[Column]]:
@@ -153,8 +210,10 @@ def rewrite(expr: Json, scope: Scope, text: str, where: str) -> tuple[Json, list
     return out, checker.origins
 
 
-_UNREADABLE = re.compile(r"\b(INTERVAL|UNION)\b")
-"""DuckDB types Polars cannot import (it panics): an interval of months, days and nanoseconds; a union."""
+_UNREADABLE = re.compile(r"\b(INTERVAL|UNION|TIME WITH TIME ZONE)\b")
+"""DuckDB types dpframe cannot read: Polars cannot import an interval of months, days and nanoseconds, nor a union
+(it panics); a time with a time zone comes back as a plain ``Time``, to which DuckDB has no cast (so the backend could
+not compare the column with keys of the type the plan gives it)."""
 
 
 def _check_readable(names: Sequence[str], types: Sequence[str], where: str, text: str) -> None:
@@ -170,6 +229,8 @@ def _check_readable(names: Sequence[str], types: Sequence[str], where: str, text
     for name, dtype in zip(names, types, strict=True):
         if _UNREADABLE.search(dtype):
             fix = (f"convert it to a number, e.g. epoch({name}) / 86400 for days" if "INTERVAL" in dtype
+                   else f"convert it to TIME (its local time) or VARCHAR, e.g. CAST({name} AS TIME)"
+                   if "TIME WITH TIME ZONE" in dtype
                    else f"convert it to a standard type, e.g. CAST({name} AS VARCHAR)")
             raise SchemaError(f"column {name!r} is of the DuckDB type {dtype}, which dpframe cannot read, in {where}: "
                               f"{text!r}", argument="sql", fix=fix)
@@ -182,6 +243,16 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
     The columns are typed as the DuckDB backend hands them over (:func:`~dpframe.sql.handover.for_duckdb`),
     and each function call of the ``checked`` expressions is probed (:func:`_probe_all`).
     """
+    return _derive(input_schema, items, where, text, checked)[0]
+
+
+def _derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str, text: str,
+            checked: Sequence[Json] = (), handed: bool = False) -> tuple[pl.Schema, list[str], list[str]]:
+    """:func:`derive`'s schema, the DuckDB type of each output, and (with ``handed``) their handed types.
+
+    A handed type is the DuckDB type a frame of the output schema is handed to DuckDB as (:func:`_handed_types`);
+    without ``handed`` the list is empty.
+    """
     try:
         empty = for_duckdb(pl.LazyFrame(schema=input_schema), decimals=False).collect(engine=ENGINE).to_arrow()
     except Exception as e:
@@ -192,8 +263,10 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
         try:
             con.register("__dp_in", empty)
             relation = con.sql(f"SELECT {select} FROM __dp_in")
-            _check_readable(relation.columns, [str(t) for t in relation.types], where, text)
+            types = [str(t) for t in relation.types]
+            _check_readable(relation.columns, types, where, text)
             result = relation.pl()
+            back = _handed_types(con, result.schema) if handed else []
         except (KeyboardInterrupt, SystemExit, SchemaError):
             raise
         except BaseException as e:   # noqa: BLE001 — a type Polars cannot import panics (pyo3's PanicException)
@@ -208,7 +281,29 @@ def derive(input_schema: pl.Schema, items: Sequence[tuple[str, str]], where: str
         raise PlanError(f"{where} combines rows: {text!r}", argument="sql",
                         fix="before aggregation every expression must be computed from one row at a time")
     schema: pl.Schema = result.schema
-    return schema
+    return schema, types, back
+
+
+_HANDED: dict[str, str] = {}
+"""``{str(Polars type): DuckDB type}`` found by :func:`_handed_types` (a function of the type and the DuckDB build)."""
+
+
+def _handed_types(con: Any, schema: pl.Schema) -> list[str]:
+    """The DuckDB type of each column of an (empty) Polars frame of ``schema``, handed over as the backend does it.
+
+    The backend hands frames (public keys, the groups ``max_groups`` chose) to DuckDB through
+    :func:`~dpframe.sql.handover.for_duckdb`; each type is looked up once per process.
+    """
+    missing = {str(t): t for t in schema.dtypes() if str(t) not in _HANDED}
+    if missing:
+        names = [f"c{i}" for i in range(len(missing))]
+        empty = pl.LazyFrame(schema=pl.Schema(dict(zip(names, missing.values()))))
+        con.register("__dp_back", for_duckdb(empty, decimals=False).collect(engine=ENGINE).to_arrow())
+        try:
+            _HANDED.update(zip(missing, (str(t) for t in con.sql("SELECT * FROM __dp_back").types)))
+        finally:
+            con.unregister("__dp_back")
+    return [_HANDED[str(t)] for t in schema.dtypes()]
 
 
 def _probe_all(con: Any, found: list[Json], where: str) -> None:
@@ -244,7 +339,7 @@ def _probe(con: Any, call: Json, where: str) -> None:
     """
     try:
         types = []
-        if call.get("arguments"):
+        if operands(call):
             listed = render(select_node(argument_list(call)))
             types = [str(row[1]) for row in con.execute(f"DESCRIBE {listed} FROM __dp_in").fetchall()]
         con.execute(render(select_node([try_is_null(typical_call(call, types))]))).fetchall()
@@ -254,7 +349,8 @@ def _probe(con: Any, call: Json, where: str) -> None:
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PlanError(f"{render_expression(call)} in {where} fails on every row that reaches it ({message}), an "
                         "error TRY cannot turn into NULL: whether a row reaches it would show in the answer",
-                        argument="sql", fix="fix the call's literal arguments, or remove it") from None
+                        argument="sql",
+                        fix="fix the call's literal arguments (a cast: its type), or remove it") from None
 
 
 def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
@@ -299,7 +395,21 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
                         fix="give each output column its own alias")
     check_new_names(input.schema, names, "sql")
     sql_items = [(name, render_expression(expr)) for name, expr in items]
-    derived = derive(input.schema, sql_items, where, ", ".join(s for _, s in sql_items), [e for _, e in items])
+    text = ", ".join(s for _, s in sql_items)
+    derived, types, back = _derive(input.schema, sql_items, where, text, [e for _, e in items], handed=True)
+    # A computed column runs as the type the plan holds it as: the DuckDB type its Polars type is handed to DuckDB
+    # as. DuckDB computes some types Polars reads as others (HUGEINT as Decimal(38, 0), JSON and UUID as String):
+    # the backend then compared the column with the public keys (or the groups max_groups chose), handed over
+    # as the plan's type, and a value that type cannot hold failed to convert, outside TRY, after the charge.
+    retyped = [(name, sql if _plain(expr, input.schema) or got == want else f"TRY_CAST({sql} AS {want})")
+               for (name, sql), (_, expr), got, want in zip(sql_items, items, types, back, strict=True)]
+    if retyped != sql_items:
+        again, types, _ = _derive(input.schema, retyped, where, text)
+        if again != derived or any(got != want for (name, _), got, want in zip(items, types, back, strict=True)
+                                   if not _plain(dict(items)[name], input.schema)):
+            raise SchemaError(f"{where} computes a DuckDB type dpframe cannot hold as it is: {text!r}", argument="sql",
+                              fix="cast the expression to a standard type (a number, VARCHAR, DATE, TIMESTAMP ...)")
+        sql_items = retyped
     # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).
     schema = pl.Schema({name: input.schema[expr["column_names"][0]] if _plain(expr, input.schema) else derived[name]
                         for name, expr in items})

@@ -210,6 +210,26 @@ def function_types() -> Mapping[str, frozenset[str]]:
     return MappingProxyType({k: frozenset(v) for k, v in out.items()})
 
 
+@lru_cache(maxsize=1)
+def lambda_parameters() -> Mapping[str, frozenset[int]]:
+    """``{function name: positions of its LAMBDA parameters}`` of this DuckDB build (``list_transform``: ``{1}``).
+
+    A lambda there is a lambda; an arrow ``a -> b`` anywhere else is DuckDB's JSON extraction.
+
+    Example:
+        >>> lambda_parameters()["list_transform"], lambda_parameters()["invoke"]
+        (frozenset({1}), frozenset({0}))
+
+    """
+    with _shared() as con:
+        rows = con.execute("SELECT DISTINCT lower(function_name), parameter_types FROM duckdb_functions() "
+                           "WHERE list_contains(parameter_types, 'LAMBDA')").fetchall()
+    out: dict[str, set[int]] = {}
+    for name, params in rows:
+        out.setdefault(name, set()).update(i for i, p in enumerate(params) if p == "LAMBDA")
+    return MappingProxyType({k: frozenset(v) for k, v in out.items()})
+
+
 def serialize(text: str) -> Json:
     """DuckDB's own parse tree of ``text`` (``json_serialize_sql``), errors included: a fresh copy each call."""
     result: Json = json.loads(_serialized(text))
