@@ -9,6 +9,15 @@ onto fd 2). :func:`~dpframe.backends.spark.metrics_reachable` refused the web UI
 SparkSession with the bar on. It is now refused the same way: free, when the session is created, an
 ``ArgumentError`` naming ``spark`` whose fix names the setting (the bar is fixed when the SparkContext starts:
 ``spark.conf.set`` cannot turn it off later); the data owner's ``spark.dpframe.metricsArePrivate`` still wins.
+Spark's executors' error log (``ERROR Executor: Exception in task``, ``WARN TaskSetManager: Lost task``) quotes a
+row's values where a task fails, at WARN and ERROR alike; only ``sc.setLogLevel("OFF")`` silences it (documented).
+
+**Races over one SparkSession or one session (tried, nothing broke).** Two dpframe sessions over the one
+SparkSession the data owner passed, each with its own table under the same name, collected from two threads at
+once, each read its own rows: the Spark backend names nothing in the SparkSession (no temp view, no registered
+table: its tables are DataFrames it holds). A DuckDB backend owns a private connection (the data owner cannot pass
+one) and runs each query under its lock; one DuckDB or Polars session collected from several threads at once
+releases what each query asks of its own table, and the ledger holds every charge.
 """
 
 from __future__ import annotations
@@ -16,10 +25,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import polars as pl
 import pytest
 
 import dpframe as dp
@@ -113,3 +124,57 @@ def test_a_spark_session_dpframe_starts_has_no_progress_bar(monkeypatch: pytest.
     starts = spark_starts(_Spark({"spark.ui.showConsoleProgress": "false"}))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     assert starts.backend().spark is starts.created and ("spark.ui.showConsoleProgress", "false") in starts.seen
+
+
+def _races(sessions: list[tuple[dp.Session, str, int]], rounds: int) -> list[tuple[int, float]]:
+    """Collect ``sess.table(name).agg(dp.len())`` for each entry from its own thread, all at once, ``rounds`` times.
+
+    Returns each entry's (expected count, released count) — or raises what a thread raised."""
+    out: list[tuple[int, float]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(sessions))
+
+    def run(sess: dp.Session, name: str, rows: int) -> None:
+        try:
+            start.wait()
+            for _ in range(rounds):
+                out.append((rows, sess.table(name).agg(n=dp.len()).collect(dp.PureDP(1e6)).item()))
+        except BaseException as e:    # handed to the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=entry) for entry in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+def _table(rows: int) -> pl.DataFrame:
+    return pl.DataFrame({"u": range(rows), "x": [i % 3 for i in range(rows)]})
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_one_session_collected_from_threads_reads_its_own_tables(backend: str) -> None:
+    """Attack: one session's queries on two tables, collected from four threads at once (a DuckDB backend
+    registers each query's frames in its connection): each release is its own table's count, every charge in the
+    ledger."""
+    sess = dp.Session({"a": _table(40), "b": _table(300)}, privacy_unit=dp.PrivacyUnit("u"),
+                      budget=dp.PureDP(1e9), backend=backend, seed=1)
+    out = _races([(sess, "a", 40), (sess, "b", 300), (sess, "a", 40), (sess, "b", 300)], rounds=5)
+    assert len(out) == 20 and all(abs(released - rows) < 1 for rows, released in out), out
+    assert sess.history().height == 20 and sess.spent().epsilon == pytest.approx(20 * 1e6)
+
+
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("spark", marks=pytest.mark.slow)])
+def test_two_sessions_over_one_engine_from_two_threads_read_their_own_rows(backend: str, request: Any) -> None:
+    """Attack: two sessions naming their tables alike ("t"), over one SparkSession the data owner passed (DuckDB:
+    each its own connection), collected from two threads at once: neither reads the other's rows."""
+    spark = {"spark": request.getfixturevalue("spark_session")} if backend == "spark" else {}
+    one, other = (dp.Session({"t": _table(rows)}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1e9),
+                             backend=backend, seed=rows, **spark) for rows in (30, 200))
+    out = _races([(one, "t", 30), (other, "t", 200)], rounds=3 if backend == "spark" else 10)
+    assert all(abs(released - rows) < 1 for rows, released in out), out
+    assert one.history().height == other.history().height == len(out) // 2
