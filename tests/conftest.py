@@ -42,7 +42,8 @@ def spark_session() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("dpframe-tests")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g")
              # Tiny test tables: compiling generated code would cost more than it saves; so would the JVM's
              # optimizing JIT (C2) and a parallel GC: C1 and the serial GC halve the JVM's CPU time here.

@@ -58,8 +58,9 @@ is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or co
 not by every query reading its column after its charge.
 
 Spark's web UI and event log record every operator's row count — exact statistics of the private rows —
-so a SparkSession whose UI is on or that logs events is refused (:func:`metrics_reachable`; its owner may
-declare them private), and one dpframe starts has no UI. A derived column of a type Spark cannot store
+so a SparkSession whose UI is on, that logs events or that shows a console progress bar (each job's stages
+and task counts) is refused (:func:`metrics_reachable`; its owner may declare them private), and one dpframe
+starts has none of them. A derived column of a type Spark cannot store
 is refused when the frame is built (:meth:`SparkBackend.supports`), and comparisons Spark would compute
 differently (decimals of two types, integers beyond 64 bits) run through Polars.
 
@@ -375,7 +376,11 @@ def metrics_reachable(spark: Any) -> str | None:
     Spark's web UI (on by default, on every interface, without authentication; its REST API too) and its
     event log record each operator's "number of output rows" and each stage's record counts: after a
     query they hold exact statistics of the private rows (how many passed a filter, how many each group
-    has), outside any ε. Its driver log, once code in the process calls
+    has), outside any ε. Its console progress bar (``spark.ui.showConsoleProgress``, which PySpark turns on
+    for every context it starts, and which cannot be turned off once the context runs) prints on standard
+    error each job's stages and their task counts (``[Stage 6:> (0 + 2) / 2]``): how many jobs a release
+    runs depends on the rows, and adaptive execution sets task counts from the size of the shuffled rows;
+    code in the process reads its own standard error. Its driver log, once code in the process calls
     ``sc.setLogLevel("INFO")``, prints on standard error the bytes of each task and each shuffle read
     (``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000),
     and py4j's debug log (``logging``'s ``py4j`` loggers) every call the driver makes to the JVM. Those two
@@ -398,7 +403,13 @@ def metrics_reachable(spark: Any) -> str | None:
     conf = context.getConf()
     if str(conf.get("spark.eventLog.enabled", "false")).lower() == "true":
         return "its event log (spark.eventLog.enabled)"
+    if str(conf.get(_PROGRESS, "false")).lower() == "true":
+        return f"its console progress bar ({_PROGRESS}: each job's stages and task counts, on standard error)"
     return logs_reachable(spark)
+
+
+_PROGRESS = "spark.ui.showConsoleProgress"
+"""Spark's console progress bar: fixed when its SparkContext starts; PySpark turns it on (:func:`metrics_reachable`)."""
 
 
 def declared_private(spark: Any) -> bool:
@@ -436,7 +447,8 @@ def _refuse(where: str | None) -> None:
     if where is not None:
         raise ArgumentError(f"the SparkSession's query metrics are readable in {where}: each query's row counts "
                             "there are exact statistics of the private rows", argument="spark",
-                            fix="start Spark with .config('spark.ui.enabled', 'false') (and no event log), keep its "
+                            fix="start Spark with .config('spark.ui.enabled', 'false') and "
+                                f".config('{_PROGRESS}', 'false') (and no event log), keep its "
                                 "log level at WARN or above (sc.setLogLevel('WARN')) and py4j's loggers above DEBUG, "
                                 "or, if only you can read its UI and logs, set "
                                 f".config('{METRICS_PRIVATE}', 'true'); nothing was charged")
@@ -637,7 +649,7 @@ class SparkBackend:
             session = self._sql.SparkSession
             builder = session.builder.config("spark.ui.enabled", "false")   # its metrics are exact statistics
             # and its progress bar shows each job's stages and task counts (PySpark turns it on by default)
-            builder = builder.config("spark.ui.showConsoleProgress", "false")
+            builder = builder.config(_PROGRESS, "false")
             if not os.environ.get("PYSPARK_PYTHON"):
                 builder = builder.config("spark.pyspark.python", sys.executable)
             try:
