@@ -48,7 +48,8 @@ of the row it reads: one replacement of every position by a 10,000-character lit
 Growth = tuple[int, int]
 """``(a, b)``: a string computed is at most ``a·L + b`` bytes, ``L`` the longest value of the row (at least 1)."""
 
-_SCALE = {"Uppercase": 3, "Lowercase": 3, "Titlecase": 3,   # a character's case mapping: at most 3 characters
+_SCALE = {"Uppercase": 3, "Lowercase": 3, "Titlecase": 3,   # bytes of a character's case mapping (U+0390: 2 → 6)
+          "Normalize": 11,                                   # NFKC/NFKD of U+FDFA: 3 bytes → 33
           "HexEncode": 2, "JsonEncode": 6}                   # a byte as two hex digits; "\u0000" for one byte
 _ONE: Growth = (1, 0)
 
@@ -245,6 +246,13 @@ def _literal_bytes(node: Any, *, longest: bool) -> int:
 
     The literal's serialized size (an upper bound) when it cannot be read, and 0 for the shortest then.
     """
+    scalar = node.get("Literal") if isinstance(node, dict) and len(node) == 1 else None
+    if isinstance(scalar, dict) and len(scalar) == 1 and scalar.keys() <= {"Scalar", "Dyn"}:
+        inner = next(iter(scalar.values()))
+        if isinstance(inner, dict) and len(inner) == 1 and next(iter(inner)) in ("String", "Str"):
+            text = next(iter(inner.values()))
+            if isinstance(text, str):        # (the common case, read without Polars)
+                return len(text.encode("utf-8", "surrogatepass"))
     value = _literal_value(node)
     if value is None:
         return len(json.dumps(node)) if longest else 0

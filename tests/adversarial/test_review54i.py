@@ -98,6 +98,8 @@ _GROWING: dict[str, Any] = {
     "concatenated copies, step by step": lambda t: _doubled(t, 16),
     "case maps and hex, step by step": lambda t: t.with_columns(v=_empty(pl.col("s"), "r" * 5000)).with_columns(
         w=pl.col("v").str.to_uppercase().str.encode("hex")),
+    "a normalization, step by step": lambda t: t.with_columns(v=_empty(pl.col("s"), "r" * 2500)).with_columns(
+        w=pl.col("v").str.normalize("NFKD")),
     "a measure's expression": lambda t: t.with_columns(v=_empty(pl.col("s"))).agg(
         dp.sum(_empty(pl.col("v")).str.len_chars(), bounds=(0, 10))),
 }
