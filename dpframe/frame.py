@@ -597,12 +597,12 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
         if isinstance(keys, pl.DataFrame):
             frame = plain_frame(keys)      # read once: a subclass's schema or n_unique could say otherwise
         elif isinstance(keys, dict):
-            parts = [pl.DataFrame({c: pl.Series(c, list(keys[c]))}) for c in by]
+            parts = [pl.DataFrame({c: _key_series(c, list(keys[c]), schema[c])}) for c in by]
             frame = parts[0]
             for p in parts[1:]:
                 frame = frame.join(p, how="cross")
         elif len(by) == 1:
-            frame = pl.DataFrame({by[0]: pl.Series(by[0], list(keys))})
+            frame = pl.DataFrame({by[0]: _key_series(by[0], list(keys), schema[by[0]])})
         else:
             raise TypeError("a plain list of keys needs a single key column")
     except (TypeError, KeyError, OverflowError, UnicodeError, pl.exceptions.PolarsError,
@@ -638,6 +638,39 @@ def _public_keys(keys: Any, by: list[str], schema: pl.Schema) -> ReadOnlyKeys:
     if distinct < frame.height:                                                       # each duplicate)
         raise SchemaError("keys contain duplicates", argument="keys", fix="pass each key once")
     return ReadOnlyKeys.owned(frame)     # built or copied (plain_frame) above: the engine's own memory
+
+
+_INT_BITS = {"Int8": 8, "Int16": 16, "Int32": 32, "Int64": 64, "Int128": 128, "UInt8": 8, "UInt16": 16, "UInt32": 32,
+             "UInt64": 64, "UInt128": 128}
+
+
+def _key_series(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
+    """One column of public keys, for a key column of type ``dtype``.
+
+    Plain ints (or None) for an integer column are built in the column's own type (their type was guessed from the
+    first key: ``[1, 2**128 - 1]`` failed as ``Int64`` for a ``UInt128`` column), after a check that
+    each fits it (a SchemaError naming the key otherwise); other keys as Polars reads them (their kind and a lossless
+    cast are checked by :func:`_public_keys`). Reads only the analyst's keys.
+
+    Example:
+        >>> _key_series("g", [1, 2**128 - 1], pl.UInt128()).dtype
+        UInt128
+        >>> _key_series("g", [1, 256], pl.UInt8())
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.SchemaError: keys: the key 256 does not fit the column 'g' of type UInt8 (0 to 255)...
+
+    """
+    if not dtype.is_integer() or not values or not all(v is None or type(v) is int for v in values):
+        return pl.Series(name, values)
+    bits = _INT_BITS[dtype.base_type().__name__]
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.is_signed_integer() else (0, 2**bits - 1)
+    for v in values:
+        if v is not None and not lo <= v <= hi:
+            raise SchemaError(f"the key {v} does not fit the column {name!r} of type {dtype} ({lo} to {hi})",
+                              argument="keys", fix=f"pass keys from {lo} to {hi}, or drop the key {v} (no row of "
+                                                   f"the column can hold it)")
+    return pl.Series(name, values, dtype=dtype)
 
 
 def _kind(dtype: pl.DataType) -> str:

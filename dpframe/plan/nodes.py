@@ -25,6 +25,7 @@ import polars as pl
 from dpframe.engine_output import ENGINE
 from dpframe.errors import PlanError, SchemaError, one_of
 from dpframe.measures import Measure
+from dpframe.plan.growth import column_growth
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
@@ -260,7 +261,7 @@ class Filter(ExprCopies, RowNode):
     @classmethod
     def of(cls, input: Node, predicate: pl.Expr) -> Filter:
         """Validate and build."""
-        predicate = total_expression(predicate, "predicate", input.schema)
+        predicate = total_expression(predicate, "predicate", input.schema, column_growth(input))
         node = cls(input, input.schema, predicate)
         schema = _derive(input.schema, node, "predicate")
         if schema != input.schema:
@@ -280,15 +281,16 @@ class Filter(ExprCopies, RowNode):
 
 
 def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
-           schema: pl.Schema) -> tuple[pl.Expr, ...]:
+           input: Node) -> tuple[pl.Expr, ...]:
     out = []
+    schema, growth = input.schema, column_growth(input)
     flat = [x for e in exprs for x in (e if isinstance(e, list | tuple) else [e])]   # like Polars: lists too
     for e in flat:
         if isinstance(e, str):
             if e not in schema:                     # (a name Polars cannot take, a lone surrogate, refused here too)
                 raise SchemaError(f"unknown column {e!r:.60}", argument=argument, fix=one_of(e, schema.names()))
             e = pl.col(e)
-        out.append(total_expression(e, argument, schema))
+        out.append(total_expression(e, argument, schema, growth))
     for name, e in named.items():
         if not isinstance(e, pl.Expr):
             try:
@@ -297,7 +299,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
                     pl.exceptions.PanicException) as err:                               # (Decimal("nan"): a panic)
                 raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
                                 argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
-        out.append(total_expression(e.alias(name), name, schema))
+        out.append(total_expression(e.alias(name), name, schema, growth))
     return tuple(out)
 
 
@@ -312,7 +314,7 @@ class WithColumns(ExprCopies, RowNode):
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
            protected: str | None) -> WithColumns:
         """Validate and build."""
-        checked = _named(exprs, named, "exprs", input.schema)
+        checked = _named(exprs, named, "exprs", input)
         node = cls(input, input.schema, checked)
         schema = _derive(input.schema, node, "exprs")
         written = pl.LazyFrame(schema=input.schema).select(checked).collect_schema().names()
@@ -339,7 +341,7 @@ class Select(ExprCopies, RowNode):
     def of(cls, input: Node, exprs: Sequence[pl.Expr], named: dict[str, pl.Expr],
            protected: str | None) -> Select:
         """Validate and build."""
-        checked = _named(exprs, named, "exprs", input.schema)
+        checked = _named(exprs, named, "exprs", input)
         names = list(_derive(input.schema, cls(input, input.schema, checked), "exprs").names()) if checked else []
         if protected is not None and protected in names:
             # Selected explicitly: it must be the unit column itself, unchanged.

@@ -54,7 +54,7 @@ import io
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ import polars as pl
 
 from dpframe.engine_output import ENGINE, check_engine
 from dpframe.errors import PlanError, SchemaError
+from dpframe.plan.growth import Growth, check_growth
 from dpframe.plan.rowlevel import MAX_LITERAL, check_row_level
 from dpframe.plan.values import guard_range, probe_values
 from dpframe.sealed import plain_cache, plain_expr
@@ -407,10 +408,13 @@ def output_schema(apply: Callable[[pl.LazyFrame], pl.LazyFrame], schema: pl.Sche
                           fix="check the column types with Frame.schema") from None
 
 
-def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
+def total_expression(expr: object, argument: str, schema: pl.Schema,
+                     growth: Mapping[str, Growth] | None = None) -> pl.Expr:
     """``expr`` in a form that cannot fail on any value of ``schema``, or a :class:`PlanError` saying why not.
 
-    Checks the allowlist (:func:`~dpframe.plan.rowlevel.check_row_level`), limits literal sizes, adds the
+    Checks the allowlist (:func:`~dpframe.plan.rowlevel.check_row_level`), bounds how much its strings may grow
+    (:func:`~dpframe.plan.growth.check_growth`, its input columns bounded by ``growth``: what earlier steps
+    derived, :func:`~dpframe.plan.growth.column_growth`), limits literal sizes, adds the
     temporal guards and probes every operation in isolation (see the module docstring). Free: reads no
     private row. The result is what runs on every backend.
     """
@@ -418,6 +422,7 @@ def total_expression(expr: object, argument: str, schema: pl.Schema) -> pl.Expr:
         expr = _owned(expr)     # read once: what is checked below is what runs (a subclass's meta could lie)
     check_row_level(expr, argument, schema)
     assert isinstance(expr, pl.Expr)
+    check_growth(expr, argument, growth or {})     # before anything computes the expression (the probes below)
     output_schema(lambda f: f.select(expr), schema, argument)
     text = expr.meta.serialize(format="json")
     guarded = _total(text, tuple(schema.items()), argument)

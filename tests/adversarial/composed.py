@@ -124,11 +124,15 @@ UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
     UnitType("int64", pl.Int64(), lambda u: u, (-(2**63), 2**63 - 1, 0, None)),
     UnitType("uint64", pl.UInt64(), lambda u: u + 2**63, (2**64 - 1, 2**63 - 1, 0, 2**63, None)),
     UnitType("int128", pl.Int128(), lambda u: u + 2**100, (2**127 - 1, -(2**127), 2**64, 2**100, None)),
+    UnitType("uint128", pl.UInt128(), lambda u: u + 2**127,     # D's ids past Int128 (review 54e's failure)
+             (2**128 - 1, 2**127 - 1, 2**127, 0, 2**64, None)),
     UnitType("float64", pl.Float64(), lambda u: (u - 6) / 2 if u != 29 else math.nan,   # D: 0.0 (u = 6), NaN
              (-0.0, _NAN, _NEG_NAN, math.inf, -math.inf, 5e-324, -5e-324, 1.7976931348623157e308, 2.0**53 + 1,
               math.nextafter(0.5, 1), None)),
     UnitType("float32", pl.Float32(), lambda u: (u - 6) / 4, (-0.0, math.nan, math.inf, 3.4028234663852886e38,
                                                                1e-45, 0.1, None)),
+    UnitType("float16", pl.Float16(), lambda u: (u - 6) / 4, (-0.0, math.nan, -math.inf, 65504.0, 6e-08, 0.1,
+                                                               2049.0, None)),   # (2049 is 2048 in Float16)
     UnitType("string", pl.String(), lambda u: f"u{u}" if u != 1 else "é",
              ("", "u0 ", " u0", "U0", "u0\x00", "e\u0301", "\ufeffu0", "u\u200d0", "NULL", "null", "nan", "None",
               "x" * 10_000, "\U0001f600\u202e", "\n", None)),
@@ -149,6 +153,9 @@ UNIT_TYPES: dict[str, UnitType] = {t.name: t for t in (
              (dt.datetime(2021, 11, 6, 23, tzinfo=dt.timezone(dt.timedelta(hours=-2))),   # D's u = 0, another offset
               dt.datetime(1, 1, 2, tzinfo=dt.UTC), None)),
     UnitType("boolean", pl.Boolean(), lambda u: u % 2 == 0, (True, False, None)),   # D: two units of 30 rows
+    UnitType("map", pl.Map(pl.String(), pl.Int64()), lambda u: (("k", u),),     # (key, value) pairs: hashable
+             ((), (("k", 0), ("j", 1)), (("j", 1), ("k", 0)), (("K", 0),), (("k", None),), None),
+             pl.List(pl.Struct({"key": pl.String(), "value": pl.Int64()}))),
 )}
 INT64 = UNIT_TYPES["int64"]
 
@@ -445,7 +452,8 @@ _BUILDERS: dict[str, dict[str, Build]] = {
         "times": lambda sub, draw: sub("int") * sub("int"), "floordiv": lambda sub, draw: sub("int") // sub("int"),
         "mod": lambda sub, draw: sub("int") % sub("int"), "abs": lambda sub, draw: sub("int").abs(),
         "neg": lambda sub, draw: -sub("int"), "clip": lambda sub, draw: sub("int").clip(-5, 5),
-        "from_float": lambda sub, draw: sub("float").cast(draw(st.sampled_from([pl.Int64, pl.Int8, pl.UInt32])),
+        "from_float": lambda sub, draw: sub("float").cast(draw(st.sampled_from([pl.Int64, pl.Int8, pl.UInt32,
+                                                                                pl.UInt128])),
                                                           strict=False),
         "from_dec": lambda sub, draw: sub("dec").cast(pl.Int64, strict=False),
         "len": lambda sub, draw: sub("str").str.len_chars().cast(pl.Int64, strict=False),
@@ -473,7 +481,7 @@ _BUILDERS: dict[str, dict[str, Build]] = {
         "from_int": lambda sub, draw: sub("int").cast(pl.Float64, strict=False),
         "from_dec": lambda sub, draw: sub("dec").cast(pl.Float64, strict=False),
         "from_str": lambda sub, draw: sub("str").cast(pl.Float64, strict=False),
-        "to_f32": lambda sub, draw: sub("float").cast(pl.Float32, strict=False),
+        "to_f32": lambda sub, draw: sub("float").cast(draw(st.sampled_from([pl.Float32, pl.Float16])), strict=False),
         "total": lambda sub, draw: sub("dur").dt.total_days(fractional=True),
         "when": _when("float"), "fill_nan": lambda sub, draw: sub("float").fill_null(0.5),
         "clip": lambda sub, draw: sub("float").clip(-1e3, 1e3), "mean_h": lambda sub, draw: pl.mean_horizontal(

@@ -292,8 +292,11 @@ def test_many_chains_that_read_no_row_of_d_behave_alike_on_neighbouring_datasets
 
 def unit_storage(data: st.DataObject, storage: Storage) -> Storage:
     """``storage`` for a unit column of a type drawn from :data:`UNIT_TYPES` (in a CSV, not binaries, which it cannot
-    hold, nor millisecond datetimes, whose far ids Polars cannot write as text)."""
-    types = [t for t in sorted(UNIT_TYPES) if t not in ("binary", "datetime_ms") or storage.suffix != ".csv"]
+    hold, nor millisecond datetimes, whose far ids Polars cannot write as text, nor maps, which it has no text for,
+    nor unsigned 128-bit ids past 2¹²⁷ − 1, which Polars' CSV reader infers as ``Int128`` and cannot read: the
+    session refuses the file, naming it)."""
+    types = [t for t in sorted(UNIT_TYPES)
+             if t not in ("binary", "datetime_ms", "map", "uint128") or storage.suffix != ".csv"]
     return storage.of_unit(UNIT_TYPES[data.draw(st.sampled_from(types), label="unit type")])
 
 

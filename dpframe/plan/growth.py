@@ -1,0 +1,274 @@
+"""A bound on how much longer a row-level expression's strings can be than its inputs, checked when it is built.
+
+Some string operations multiply a value's length: ``str.replace_all("", r, literal=True)`` puts ``r`` at every
+position of a string (each character becomes ``1 + len(r)``), a regular-expression replacement can insert its
+match again (``"$0$0"``), case mappings and encodings widen characters, ``concat_str`` and ``+`` add values up.
+Each call's literals are capped (:data:`~dpframe.plan.rowlevel.MAX_LITERAL`), but nested calls (in one expression,
+or across the steps of a method chain) multiply: two nested ``replace_all("", r)`` with a 10,000-character ``r``
+turn each character into about 10⁸ (review 54e) — gigabytes from one row, on the rows a private condition lets
+through, and seconds to minutes of the engine's own checks when the query is built.
+
+So each expression gets a bound ``(a, b)``: every string it computes (the result and every value on the way) is
+at most ``a·L + b`` bytes, where ``L`` (at least 1) is the longest value, in text form, of the table's row it reads.
+Columns of the scanned table are ``(1, 0)``; a column an earlier step derived has that step's bound
+(:func:`column_growth`). An expression is refused (:func:`check_growth`, free: it reads no row) when some value
+on the way may exceed :data:`MAX_GROWTH` bytes per byte of input, ``a + b > MAX_GROWTH``: one ``replace_all``
+of a literal of up to 10,000 characters (``a + b`` about 20,001) passes, two nested do not.
+
+Example:
+    >>> import polars as pl
+    >>> s = pl.col("s")
+    >>> growth(s.str.replace_all("", "ab", literal=True), {})
+    (3, 2)
+    >>> check_growth(s.str.replace_all("", "r" * 200, literal=True).str.replace_all("", "r" * 200, literal=True),
+    ...              "exprs", {})
+    Traceback (most recent call last):
+    ...
+    dpframe.errors.PlanError: exprs: the string ... may grow to 80801 bytes per byte of its input...
+
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from dpframe.errors import PlanError
+from dpframe.plan.rowlevel import MAX_LITERAL
+
+MAX_GROWTH = 25_000
+"""The most bytes a row-level expression may compute (a result or a value on the way) per byte of the longest value
+of the row it reads: one replacement of every position by a 10,000-character literal (about 20,001) fits."""
+
+Growth = tuple[int, int]
+"""``(a, b)``: a string computed is at most ``a·L + b`` bytes, ``L`` the longest value of the row (at least 1)."""
+
+_SCALE = {"Uppercase": 3, "Lowercase": 3, "Titlecase": 3,   # bytes of a character's case mapping (U+0390: 2 → 6)
+          "Normalize": 11,                                   # NFKC/NFKD of U+FDFA: 3 bytes → 33
+          "HexEncode": 2, "JsonEncode": 6}                   # a byte as two hex digits; "\u0000" for one byte
+_ONE: Growth = (1, 0)
+
+
+class _TooLarge(Exception):
+    def __init__(self, size: Growth) -> None:
+        self.size = size
+
+
+def growth(expr: pl.Expr, columns: Mapping[str, Growth]) -> Growth:
+    """The bound ``(a, b)`` of ``expr``'s result, its input columns bounded by ``columns`` (others: ``(1, 0)``).
+
+    Raises nothing: a value on the way above :data:`MAX_GROWTH` is what :func:`check_growth` refuses.
+
+    Example:
+        >>> growth(pl.concat_str(pl.col("s"), pl.col("s").str.zfill(50)), {"s": (2, 0)})
+        (4, 50)
+
+    """
+    return _Walk(columns, check=False).size(json.loads(expr.meta.serialize(format="json")))
+
+
+def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) -> None:
+    """Refuse ``expr`` if a string it computes may exceed :data:`MAX_GROWTH` bytes per byte of the row it reads.
+
+    A :class:`PlanError` naming ``argument``; its input columns are bounded by ``columns``.
+
+    Example:
+        >>> check_growth(pl.col("s").str.replace_all("", "-", literal=True), "exprs", {})
+        >>> check_growth(pl.col("s").str.replace_all("", "-", literal=True), "exprs", {"s": (20_000, 0)})
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: exprs: the string ... may grow to 40001 bytes per byte of its input...
+
+    """
+    try:
+        _Walk(columns, check=True).size(json.loads(expr.meta.serialize(format="json")))
+    except _TooLarge as e:
+        a, b = e.size
+        raise PlanError(f"the string {_short(expr)} may grow to {a + b} bytes per byte of its input (at most "
+                        f"{MAX_GROWTH:,}): replacements of empty or repeated patterns, case mappings, encodings and "
+                        "concatenations multiply when nested", argument=argument,
+                        fix="use shorter replacements and fewer nested calls (in one expression or across "
+                            "with_columns steps)") from None
+    # (a RecursionError propagates: as from the checks after this one, the query's builder refuses the tree as
+    # nested too deep — SQL's says so rather than handing it to DuckDB as an expression without a Polars form)
+
+
+def _short(expr: pl.Expr) -> str:
+    text = str(expr)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_CACHE: weakref.WeakKeyDictionary[object, dict[str, Growth]] = weakref.WeakKeyDictionary()
+
+
+def column_growth(node: Any) -> dict[str, Growth]:
+    """Each column's bound on the output of a plan ``node`` (cached per node).
+
+    ``(1, 0)`` for the scanned table's columns (left out), the bound of the expression that computed it for a column a
+    ``with_columns``/``select`` step derived.
+
+    Example:
+        >>> from dpframe.plan.nodes import Scan, WithColumns
+        >>> scan = Scan.of("t", pl.Schema({"s": pl.String}))
+        >>> step = WithColumns.of(scan, [pl.col("s").str.replace_all("", "ab", literal=True)], {}, None)
+        >>> column_growth(step)
+        {'s': (3, 2)}
+
+    """
+    from dpframe.plan.nodes import RowNode, Select, WithColumns  # (the nodes check with this module)
+
+    if node in _CACHE:
+        return _CACHE[node]
+    if not isinstance(node, RowNode):
+        out: dict[str, Growth] = {}
+    else:
+        out = dict(column_growth(node.input))
+        exprs = node.exprs if isinstance(node, WithColumns | Select) else getattr(node, "exprs", None)
+        if isinstance(node, Select):
+            out = {}
+        if exprs is not None:
+            inputs = column_growth(node.input)
+            for e in exprs:
+                size = growth(e, inputs)
+                if size != _ONE:
+                    out[e.meta.output_name()] = size
+                else:
+                    out.pop(e.meta.output_name(), None)
+    _CACHE[node] = out
+    return out
+
+
+class _Walk:
+    def __init__(self, columns: Mapping[str, Growth], check: bool) -> None:
+        self.columns = columns
+        self.check = check
+
+    def size(self, node: Any) -> Growth:
+        out = self._size(node)
+        if self.check and out[0] + out[1] > MAX_GROWTH:
+            raise _TooLarge(out)
+        return out
+
+    def _sum(self, nodes: list[Any]) -> Growth:
+        sizes = [self.size(n) for n in nodes]
+        return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+
+    def _size(self, node: Any) -> Growth:
+        if not isinstance(node, dict) or len(node) != 1:
+            return self._sum(_children(node))
+        kind, body = next(iter(node.items()))
+        if kind == "Column" and isinstance(body, str):
+            return self.columns.get(body, _ONE)
+        if kind == "Literal":
+            return 0, _literal_bytes(node, longest=True)
+        if kind == "Ternary" and isinstance(body, dict):
+            self.size(body.get("predicate"))
+            t, f = self.size(body.get("truthy")), self.size(body.get("falsy"))
+            return max(t[0], f[0]), max(t[1], f[1])
+        if kind == "Function" and isinstance(body, dict) and isinstance(body.get("input"), list):
+            return self._function(body["input"], body.get("function"))
+        return self._sum(_children(body))
+
+    def _function(self, inputs: list[Any], function: Any) -> Growth:
+        sizes = [self.size(i) for i in inputs]
+        first = sizes[0] if sizes else (0, 0)
+        total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+        if not isinstance(function, dict) or set(function) != {"StringExpr"}:
+            return total
+        op = function["StringExpr"]
+        name = op if isinstance(op, str) else next(iter(op)) if isinstance(op, dict) and op else ""
+        options = op.get(name) if isinstance(op, dict) else None
+        options = options if isinstance(options, dict) else {}
+        a, b = first
+        if name in _SCALE:
+            return a * _SCALE[name], b * _SCALE[name]
+        if name == "Base64Encode":                      # 4 characters per 3 bytes, padded
+            return 2 * a, 2 * b + 4
+        if name in ("PadStart", "PadEnd", "ZFill"):     # max(value, n fill characters)
+            width = _literal_int(inputs[1]) if len(inputs) > 1 else None
+            fill = len(str(options.get("fill_char", "0")).encode()) or 4
+            return a, max(b, fill * (MAX_LITERAL if width is None else abs(width)))
+        if name == "ConcatHorizontal":
+            delimiter = len(str(options.get("delimiter", "")).encode())
+            return total[0], total[1] + delimiter * max(len(inputs) - 1, 0)
+        if name == "Format":
+            return total[0], total[1] + len(str(options.get("format", "")).encode())
+        if name == "Replace" and len(inputs) == 3:
+            pattern = _literal_bytes(inputs[1], longest=False)
+            value = _literal_bytes(inputs[2], longest=True)
+            if options.get("literal") is True:      # no references to the match
+                if pattern > 0:                      # each match of ≥ pattern bytes becomes value
+                    times = max(1, -(-value // pattern))
+                    return a * times, b * times
+                return a * (1 + value), b * (1 + value) + value
+            return _insert(first, value)
+        if name == "ReplaceMany" and len(inputs) >= 3:              # a pattern may be empty
+            return _insert(first, _literal_bytes(inputs[2], longest=True))
+        return total
+
+
+def _insert(size: Growth, value: int) -> Growth:
+    """A replacement of up to ``value`` bytes at each of the L + 1 positions.
+
+    With ``$0``-style references to the match: at most one per two bytes of ``value``; the matches do not overlap.
+    """
+    a, b = size
+    times = 1 + 2 * value
+    return a * times, b * times + value
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        return list(node.values())
+    if isinstance(node, list):
+        return node
+    return []
+
+
+def _literal_value(node: Any) -> pl.Series | None:
+    try:
+        value = pl.select(pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")).to_series()
+    except Exception:  # noqa: BLE001 — not a literal Polars reads back: the caller takes the worst case
+        return None
+    while isinstance(value.dtype, pl.List | pl.Array):
+        value = value.explode() if isinstance(value.dtype, pl.List) else value.arr.explode()
+    return value
+
+
+def _literal_bytes(node: Any, *, longest: bool) -> int:
+    """The longest (or, ``longest=False``, shortest) value of a literal, in bytes of its text.
+
+    The literal's serialized size (an upper bound) when it cannot be read, and 0 for the shortest then.
+    """
+    scalar = node.get("Literal") if isinstance(node, dict) and len(node) == 1 else None
+    if isinstance(scalar, dict) and len(scalar) == 1 and scalar.keys() <= {"Scalar", "Dyn"}:
+        inner = next(iter(scalar.values()))
+        if isinstance(inner, dict) and len(inner) == 1 and next(iter(inner)) in ("String", "Str"):
+            text = next(iter(inner.values()))
+            if isinstance(text, str):        # (the common case, read without Polars)
+                return len(text.encode("utf-8", "surrogatepass"))
+    value = _literal_value(node)
+    if value is None:
+        return len(json.dumps(node)) if longest else 0
+    try:
+        if value.dtype == pl.Binary:
+            lengths = value.bin.size()
+        else:
+            lengths = value.cast(pl.String, strict=False).str.len_bytes()
+    except Exception:  # noqa: BLE001 — a type without a text form (a duration, a struct): its serialized size
+        return len(json.dumps(node)) if longest else 0
+    found = lengths.max() if longest else lengths.min()
+    return int(found) if isinstance(found, int) else 0
+
+
+def _literal_int(node: Any) -> int | None:
+    value = _literal_value(node)
+    if value is None or value.len() != 1 or not value.dtype.is_integer():
+        return None
+    item = value.item()
+    return item if isinstance(item, int) else None
