@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -25,7 +25,8 @@ import polars as pl
 from dpframe.engine_output import ENGINE
 from dpframe.errors import PlanError, SchemaError, one_of
 from dpframe.measures import Measure
-from dpframe.plan.growth import column_growth
+from dpframe.plan.growth import Growth, column_growth
+from dpframe.plan.rowlevel import too_deep
 from dpframe.plan.totality import output_schema, total_expression
 from dpframe.plan.values import probe_frame
 from dpframe.privacy_unit import PrivacyUnit
@@ -261,7 +262,7 @@ class Filter(ExprCopies, RowNode):
     @classmethod
     def of(cls, input: Node, predicate: pl.Expr) -> Filter:
         """Validate and build."""
-        predicate = total_expression(predicate, "predicate", input.schema, column_growth(input))
+        predicate = _checked(predicate, "predicate", input.schema, column_growth(input))
         node = cls(input, input.schema, predicate)
         schema = _derive(input.schema, node, "predicate")
         if schema != input.schema:
@@ -280,6 +281,21 @@ class Filter(ExprCopies, RowNode):
         return f"Filter {self.predicate}"
 
 
+def _checked(expr: object, argument: str, schema: pl.Schema, growth: Mapping[str, Growth]) -> pl.Expr:
+    """:func:`~dpframe.plan.totality.total_expression`, a tree too deep for its walks refused as such (free).
+
+    (SQL's builder calls ``total_expression`` itself and refuses a RecursionError in its own words.)
+    """
+    try:
+        return total_expression(expr, argument, schema, growth)
+    except RecursionError:
+        raise too_deep(argument) from None
+    except pl.exceptions.ComputeError as e:     # Polars' own reader: "depth limit exceeded"
+        if "depth limit" not in str(e):
+            raise
+        raise too_deep(argument) from None
+
+
 def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
            input: Node) -> tuple[pl.Expr, ...]:
     out = []
@@ -290,7 +306,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
             if e not in schema:                     # (a name Polars cannot take, a lone surrogate, refused here too)
                 raise SchemaError(f"unknown column {e!r:.60}", argument=argument, fix=one_of(e, schema.names()))
             e = pl.col(e)
-        out.append(total_expression(e, argument, schema, growth))
+        out.append(_checked(e, argument, schema, growth))
     for name, e in named.items():
         if not isinstance(e, pl.Expr):
             try:
@@ -299,7 +315,7 @@ def _named(exprs: Sequence[pl.Expr], named: dict[str, pl.Expr], argument: str,
                     pl.exceptions.PanicException) as err:                               # (Decimal("nan"): a panic)
                 raise PlanError(f"expected a Polars expression or a single value, got {type(e).__name__}",
                                 argument=name, fix=f"pass e.g. {name}=pl.col('x') * 2 or {name}=0") from err
-        out.append(total_expression(e.alias(name), name, schema, growth))
+        out.append(_checked(e.alias(name), name, schema, growth))
     return tuple(out)
 
 

@@ -524,6 +524,18 @@ def _deeper(tree: object, depth: int) -> bool:
     return False
 
 
+def too_deep(argument: str) -> PlanError:
+    """The refusal of an expression nested deeper than its checks can walk (free: its shape is the analyst's).
+
+    Example:
+        >>> too_deep("predicate").fix
+        'split it into several with_columns steps'
+
+    """
+    return PlanError("the expression is nested too deep to check", argument=argument,
+                     fix="split it into several with_columns steps")
+
+
 def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None) -> None:
     """Raise :class:`PlanError` unless ``expr`` is a Polars expression computed row by row.
 
@@ -546,8 +558,7 @@ def check_row_level(expr: object, argument: str, schema: pl.Schema | None = None
         checker = _Checker(schema, categoricals)
         checker.walk(tree)
     except RecursionError:
-        raise PlanError("the expression is nested too deep to check", argument=argument,
-                        fix="split it into several with_columns steps") from None
+        raise too_deep(argument) from None
     if checker.bad:
         first = checker.bad[0]
         raise PlanError(f"uses {first.what!r}, {first.why}", argument=argument, fix=first.fix)

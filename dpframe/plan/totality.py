@@ -63,7 +63,7 @@ import polars as pl
 from dpframe.engine_output import ENGINE, check_engine
 from dpframe.errors import PlanError, SchemaError
 from dpframe.plan.growth import Growth, check_growth
-from dpframe.plan.rowlevel import MAX_LITERAL, check_row_level
+from dpframe.plan.rowlevel import MAX_LITERAL, check_row_level, too_deep
 from dpframe.plan.values import guard_range, probe_values
 from dpframe.sealed import plain_cache, plain_expr
 
@@ -469,11 +469,35 @@ def _total(text: str, columns: tuple[tuple[str, pl.DataType], ...], argument: st
     Cached: queries rebuild the same expressions.
     """
     tree = json.loads(text)
+    if nesting(tree) > MAX_NESTING:     # Polars' JSON reader stops there: the probes below could not rebuild it
+        raise too_deep(argument)
     _check_literals(tree, argument)
     total = _Total(pl.Schema(columns), argument)
     total.probe_all(tree)
     rewritten = total.rewrite(tree)
     return None if rewritten == tree else json.dumps(rewritten)
+
+
+MAX_NESTING = 128
+"""The deepest serialized expression tree (JSON levels) the probes can check: Polars reads no deeper JSON back (a
+chain of about 64 ``|`` comparisons reaches it), so a deeper one is refused as nested too deep, free."""
+
+
+def nesting(tree: Any) -> int:
+    """How many JSON levels ``tree`` (lists and dicts) nests, without recursing.
+
+    Example:
+        >>> nesting({"a": [1, {"b": 2}]})
+        3
+
+    """
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _check_literals(tree: Any, argument: str) -> None:
@@ -491,4 +515,4 @@ def _check_literals(tree: Any, argument: str) -> None:
             _check_literals(v, argument)
 
 
-__all__ = ["MAX_LITERAL", "output_schema", "total_expression"]
+__all__ = ["MAX_LITERAL", "MAX_NESTING", "nesting", "output_schema", "total_expression"]
