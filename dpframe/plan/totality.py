@@ -478,9 +478,10 @@ def _total(text: str, columns: tuple[tuple[str, pl.DataType], ...], argument: st
     return None if rewritten == tree else json.dumps(rewritten)
 
 
-MAX_NESTING = 128
-"""The deepest serialized expression tree (JSON levels) the probes can check: Polars reads no deeper JSON back (a
-chain of about 64 ``|`` comparisons reaches it), so a deeper one is refused as nested too deep, free."""
+MAX_NESTING = 129
+"""The deepest serialized expression tree (JSON levels) the probes can check: Polars reads no deeper JSON back
+(serde_json: the root and 128 levels below it; a chain of 63 ``|`` comparisons reaches it), so a deeper one is
+refused as nested too deep, free."""
 
 
 def nesting(tree: Any) -> int:

@@ -26,7 +26,7 @@ def test_noise_keeps_a_whole_number_coordinate_sensitivity_as_a_fraction() -> No
     assert Noise("discrete_laplace", Fraction(4), Fraction(4)).coordinate_sensitivity is None
 
 
-@pytest.mark.parametrize("terms", [70, 100, 250, 400, 2000])
+@pytest.mark.parametrize("terms", [64, 100, 250, 400, 2000])
 @pytest.mark.parametrize("step", ["filter", "with_columns"])
 def test_a_deeply_nested_expression_is_refused_as_too_deep_whatever_its_depth(terms: int, step: str) -> None:
     """Found by review 54i (and on main before it): a chain of ``|`` comparisons in a method chain was refused with a
@@ -55,7 +55,7 @@ def test_a_deeply_nested_expression_is_refused_as_too_deep_whatever_its_depth(te
     assert sess.history().height == 0
 
 
-def test_sixty_terms_still_build() -> None:
+def test_sixty_three_terms_still_build() -> None:
     from functools import reduce
 
     import polars as pl
@@ -64,5 +64,5 @@ def test_sixty_terms_still_build() -> None:
 
     sess = dp.Session({"t": pl.DataFrame({"x": list(range(10))})}, budget=dp.PureDP(1),
                       privacy_unit=dp.PrivacyUnit.row())
-    ok = reduce(lambda a, b: a | b, [pl.col("x") == i for i in range(60)])
+    ok = reduce(lambda a, b: a | b, [pl.col("x") == i for i in range(63)])
     assert sess.table("t").filter(ok).agg(dp.len()).cost(dp.PureDP(0.1)) == dp.PureDP(0.1)
