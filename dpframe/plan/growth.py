@@ -88,14 +88,27 @@ def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) ->
     try:
         _Walk(columns, check=True).size(json.loads(expr.meta.serialize(format="json")))
     except _TooLarge as e:
-        a, b = e.size
-        raise PlanError(f"the string {_short(expr)} may grow to {a + b} bytes per byte of its input (at most "
-                        f"{MAX_GROWTH:,}): replacements of empty or repeated patterns, case mappings, encodings and "
-                        "concatenations multiply when nested", argument=argument,
-                        fix="use shorter replacements and fewer nested calls (in one expression or across "
-                            "with_columns steps)") from None
+        raise too_large(_short(expr), e.size, argument,
+                        "shorter replacements and fewer nested calls (in one expression or across with_columns "
+                        "steps)") from None
     # (a RecursionError propagates: as from the checks after this one, the query's builder refuses the tree as
     # nested too deep — SQL's says so rather than handing it to DuckDB as an expression without a Polars form)
+
+
+def too_large(what: str, size: Growth, argument: str, fix: str) -> PlanError:
+    """The refusal of ``what`` (an expression), one of whose values may grow to ``size``; the fix: use ``fix``.
+
+    Shared with SQL's bound (:mod:`dpframe.sql.growth`).
+
+    Example:
+        >>> print(too_large("s", (30_000, 1), "exprs", "fewer calls"))  # doctest: +ELLIPSIS
+        exprs: the string s may grow to 30001 bytes per byte of its input (at most 25,000)... Fix: use fewer calls
+
+    """
+    a, b = size
+    return PlanError(f"the string {what} may grow to {a + b} bytes per byte of its input (at most {MAX_GROWTH:,}): "
+                     "repetitions, paddings, replacements of empty or repeated patterns, case mappings, encodings and "
+                     "concatenations multiply when nested", argument=argument, fix=f"use {fix}")
 
 
 def _short(expr: pl.Expr) -> str:
@@ -110,7 +123,7 @@ def column_growth(node: Any) -> dict[str, Growth]:
     """Each column's bound on the output of a plan ``node`` (cached per node).
 
     ``(1, 0)`` for the scanned table's columns (left out), the bound of the expression that computed it for a column a
-    ``with_columns``/``select`` step derived.
+    ``with_columns``/``select`` step derived, or a SQL projection (its ``column_bounds``).
 
     Example:
         >>> from dpframe.plan.nodes import Scan, WithColumns
@@ -126,6 +139,8 @@ def column_growth(node: Any) -> dict[str, Growth]:
         return _CACHE[node]
     if not isinstance(node, RowNode):
         out: dict[str, Growth] = {}
+    elif (bounds := getattr(node, "column_bounds", None)) is not None:   # a projection bounding its columns itself
+        out = dict(bounds)                                                    # (SQL's: dpframe.sql.growth)
     else:
         out = dict(column_growth(node.input))
         exprs = node.exprs if isinstance(node, WithColumns | Select) else getattr(node, "exprs", None)
@@ -206,13 +221,13 @@ class _Walk:
                     times = max(1, -(-value // pattern))
                     return a * times, b * times
                 return a * (1 + value), b * (1 + value) + value
-            return _insert(first, value)
+            return insert(first, value)
         if name == "ReplaceMany" and len(inputs) >= 3:              # a pattern may be empty
-            return _insert(first, _literal_bytes(inputs[2], longest=True))
+            return insert(first, _literal_bytes(inputs[2], longest=True))
         return total
 
 
-def _insert(size: Growth, value: int) -> Growth:
+def insert(size: Growth, value: int) -> Growth:
     """A replacement of up to ``value`` bytes at each of the L + 1 positions.
 
     With ``$0``-style references to the match: at most one per two bytes of ``value``; the matches do not overlap.

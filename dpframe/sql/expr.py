@@ -40,8 +40,10 @@ import polars as pl
 
 from dpframe.engine_output import ENGINE
 from dpframe.errors import PlanError, SchemaError
+from dpframe.plan.growth import column_growth
 from dpframe.plan.nodes import Node, check_new_names
 from dpframe.plan.totality import total_expression
+from dpframe.sql.growth import check_sql_growth, sql_column_growth
 from dpframe.sql.handover import for_duckdb
 from dpframe.sql.nodes import SQLFilter, SQLProject, guard
 from dpframe.sql.parse import fragment
@@ -375,6 +377,7 @@ def build_filter(input: Node, predicate: Json, scope: Scope, text: str) -> SQLFi
     """A validated ``WHERE`` node."""
     where = "WHERE"
     checked, _ = rewrite(predicate, scope, text, where)
+    check_sql_growth(checked, column_growth(input), where)     # before anything runs it (the probes below)
     sql = render_expression(checked)
     frag = fragment(text, predicate).strip("'\"")
     schema = derive(input.schema, [("__dp_pred", sql)], where, frag, [checked])
@@ -394,6 +397,7 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
         raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
                         fix="give each output column its own alias")
     check_new_names(input.schema, names, "sql")
+    bounds = sql_column_growth(list(items), column_growth(input), where)   # before anything runs them (the probes)
     sql_items = [(name, render_expression(expr)) for name, expr in items]
     text = ", ".join(s for _, s in sql_items)
     derived, types, back = _derive(input.schema, sql_items, where, text, [e for _, e in items], handed=True)
@@ -414,7 +418,7 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
     schema = pl.Schema({name: input.schema[expr["column_names"][0]] if _plain(expr, input.schema) else derived[name]
                         for name, expr in items})
     exprs, reason = _translate([e for _, e in items], input.schema, schema, names)
-    return SQLProject(input, schema, tuple(sql_items), exprs, reason)
+    return SQLProject(input, schema, tuple(sql_items), exprs, reason, tuple(bounds.items()))
 
 
 def _plain(expr: Json, schema: pl.Schema) -> bool:

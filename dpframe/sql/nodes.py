@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dpframe.errors import PlanError
+from dpframe.plan.growth import Growth
 from dpframe.plan.nodes import RowNode
 from dpframe.sealed import ExprCopies, ReadOnlyKeys
 
@@ -79,6 +80,8 @@ class SQLProject(ExprCopies, RowNode):
     items: tuple[tuple[str, str], ...]
     polars: tuple[pl.Expr, ...] | None
     polars_unavailable: str | None
+    column_bounds: tuple[tuple[str, Growth], ...] = ()
+    """Each computed column's growth bound other than ``(1, 0)`` (:mod:`dpframe.sql.growth`): what later steps read."""
     expr_fields = frozenset({"polars"})
 
     def apply(self, frame: pl.LazyFrame) -> pl.LazyFrame:
