@@ -9,7 +9,9 @@ SQL expression gets a worst case ``a·L + b`` bytes for every value it computes,
 the longest value (in text form) of the row it reads: ``repeat`` multiplies, ``lpad``/``rpad`` add their width,
 ``replace``/``regexp_replace`` multiply by their replacement, case mappings and encodings widen, ``||``/``concat``/
 ``concat_ws``/``printf``/``format`` add up (a format's widths included), ``list_resize``/``range`` make lists of
-their size, a lambda runs once per element and ``list_reduce`` may not copy its accumulator. A column a CTE or
+their size, ``array_to_string``/``list_aggregate(..., 'string_agg', sep)`` put a separator between each two
+elements, a lambda runs once per element and ``list_reduce`` may not copy its accumulator. A list has at most
+``a·L + b + 1`` elements (``string_split(s, ',')`` of ``L`` commas has ``L + 1`` empty ones). A column a CTE or
 subquery computed has that expression's bound (:class:`~dpframe.sql.nodes.SQLProject` keeps it). An expression
 whose ``a + b`` exceeds ``MAX_GROWTH`` is refused (:func:`check_sql_growth`, free: it reads no row).
 
@@ -49,6 +51,10 @@ _PAD = frozenset({"lpad", "rpad"})
 _LISTS = frozenset({"range", "generate_series"})
 _REDUCE = frozenset({"list_reduce", "array_reduce", "reduce"})
 _FORMATS = frozenset({"printf", "format"})
+_JOINS: Mapping[str, int] = {"array_to_string": 1, "array_to_string_comma_default": 1, "list_string_agg": 1,
+                             "list_aggregate": 2, "array_aggregate": 2, "list_aggr": 2, "array_aggr": 2,
+                             "aggregate": 2}
+"""Functions joining a list's elements (``string_agg``), and the position of their first separator argument."""
 _BOOLEAN_CLASSES = frozenset({"COMPARISON", "CONJUNCTION", "BETWEEN"})
 _BOOLEAN_OPERATORS = frozenset({"COMPARE_IN", "COMPARE_NOT_IN", "OPERATOR_NOT", "OPERATOR_IS_NULL",
                                 "OPERATOR_IS_NOT_NULL"})
@@ -207,6 +213,12 @@ class _Walk:
                 return _UNBOUNDED
             return 0, min(SIZE_LIMIT, max(abs(v) for v in bounds if v is not None) + 1)   # its elements: what a
             # lambda over it multiplies (a list of numbers is its elements' count, not its text form, here)
+        if name in _JOINS and sizes:           # a separator between each two of at most a·L + b + 1 elements
+            separators = sizes[_JOINS[name]:]
+            sep = (sum(x[0] for x in separators), sum(x[1] for x in separators) + 1)   # (list_string_agg's ',')
+            if sep[0]:
+                return _UNBOUNDED                                             # a separator read from a row
+            return a * (1 + sep[1]), b * (1 + sep[1]) + sep[1]
         if name == "concat_ws" and sizes:
             return total[0] + a * max(len(sizes) - 2, 0), total[1] + b * max(len(sizes) - 2, 0)
         if name in ("replace", "regexp_replace") and len(args) >= 3:
@@ -242,9 +254,8 @@ class _Walk:
             if acc.size(body)[0] > 1:
                 return _UNBOUNDED
         inner = _Walk(self.columns, self.check, {**self.params, **{n: _ONE for n in names}})
-        p, q = inner.size(body)
-        scale = p + q                       # per element of length ℓ: p·ℓ + q ≤ (p + q)·ℓ (elements are ≥ 1 byte)
-        return max(total[0], items[0] * scale), max(total[1], items[1] * scale)
+        p, q = inner.size(body)         # per element of length ℓ: p·ℓ + q, over at most a·L + b + 1 elements
+        return max(total[0], items[0] * (p + q)), max(total[1], items[1] * (p + q) + q)
 
 
 def sql_column_growth(items: list[tuple[str, Json]], columns: Mapping[str, Growth], where: str) -> dict[str, Growth]:

@@ -50,6 +50,11 @@ _GUARD = "CASE WHEN x > 100 THEN {} END"
     "list_transform(list_resize(l, 10000), lambda v: repeat(v, 10000))",
     "list_reduce(l, lambda acc, v: acc || acc)",
     "repeat(s || t, 10000) || repeat(s, 10000) || repeat(t, 10000)",
+    "array_to_string(string_split(array_to_string(string_split(s, ''), repeat('-', 200)), ''), repeat('-', 200))",
+    "list_aggregate(string_split(list_aggregate(string_split(s, ''), 'string_agg', repeat('-', 200)), ''), "
+    "'string_agg', repeat('-', 200))",
+    "array_to_string(string_split(s, ''), s)",
+    "array_to_string(list_transform(string_split(repeat(',', 10000), ','), lambda v: repeat('x', 10000)), '')",
 ])
 def test_nested_growth_is_refused_free_when_built(grow: str) -> None:
     sess = _session()
@@ -92,6 +97,8 @@ def test_growth_is_carried_through_ctes_subqueries_and_group_by(sql: str) -> Non
     ("SELECT COUNT(*) AS n FROM t WHERE len(list_transform(l, lambda v: v || 'x')) = 2", 40),
     ("SELECT COUNT(*) AS n FROM t WHERE list_reduce(l, lambda acc, v: acc || v) = 'ab'", 40),
     ("SELECT COUNT(*) AS n FROM t WHERE printf('%5s', s) = '   ab'", 40),
+    ("SELECT COUNT(*) AS n FROM t WHERE array_to_string(string_split(s, ''), '-') = 'a-b'", 40),
+    ("SELECT COUNT(*) AS n FROM t WHERE list_string_agg(l) = 'a,b'", 40),
 ])
 def test_ordinary_string_sql_still_runs(sql: str, expected: int) -> None:
     sess = _session()
