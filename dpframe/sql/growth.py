@@ -7,10 +7,10 @@ Each DuckDB call's size argument is capped (:data:`~dpframe.sql.uncaught.SIZE_LI
 (:mod:`dpframe.plan.growth`, whose :data:`~dpframe.plan.growth.MAX_GROWTH` and ``(a, b)`` bounds this reuses), each
 SQL expression gets a worst case ``a·L + b`` bytes for every value it computes, result or value on the way, ``L``
 the longest value (in text form) of the row it reads: ``repeat`` multiplies, ``lpad``/``rpad`` add their width,
-``replace``/``regexp_replace`` multiply by their replacement, case mappings and encodings widen, ``||``/``concat``/
-``concat_ws``/``printf``/``format`` add up (a format's widths included), ``list_resize``/``range`` make lists of
-their size, ``array_to_string``/``list_aggregate(..., 'string_agg', sep)`` put a separator between each two
-elements, a lambda runs once per element and ``list_reduce`` may not copy its accumulator. A list has at most
+``replace``/``regexp_replace`` multiply by their replacement, case mappings, encodings and JSON escaping widen,
+``||``/``concat``/``concat_ws``/``printf``/``format`` add up (a format's widths included), ``list_resize``/``range``
+make lists of their size, ``array_to_string``/``list_aggregate(..., 'string_agg', sep)`` put a separator between each
+two elements, a lambda runs once per element and ``list_reduce`` may not copy its accumulator. A list has at most
 ``a·L + b + 1`` elements (``string_split(s, ',')`` of ``L`` commas has ``L + 1`` empty ones). A column a CTE or
 subquery computed has that expression's bound (:class:`~dpframe.sql.nodes.SQLProject` keeps it). An expression
 whose ``a + b`` exceeds ``MAX_GROWTH`` is refused (:func:`check_sql_growth`, free: it reads no row).
@@ -43,9 +43,13 @@ _SCALE: Mapping[str, int] = {
     "upper": 3, "lower": 3, "ucase": 3, "lcase": 3,                 # a character's case mapping (U+0390: 2 → 6)
     "nfc_normalize": 11,                                            # NFC of U+FB2C: 3 bytes up to 33
     "hex": 2, "to_hex": 2, "url_encode": 3, "translate": 4,         # a byte as two hex digits, %XX; a character
-    "to_json": 6, "json_quote": 6, "json_serialize_plan": 6,        # "\u0000" for one byte
     "to_base64": 2, "base64": 2,                                    # 4 characters per 3 bytes (and padding)
 }
+_ESCAPE = frozenset({"to_json", "json_quote", "json_object", "json_array", "array_to_json", "row_to_json",
+                     "json_insert", "json_set", "json_replace", "json_serialize_plan", "json_serialize_sql"})
+"""Functions writing their arguments as JSON: each byte of a text may become 6 (a control character as an escape
+sequence), and a JSON text cast to VARCHAR and written again is escaped again (each quote gets a backslash, each
+backslash another: nested calls multiply)."""
 _REPEAT = frozenset({"repeat", "list_resize", "array_resize"})
 _PAD = frozenset({"lpad", "rpad"})
 _LISTS = frozenset({"range", "generate_series"})
@@ -193,6 +197,8 @@ class _Walk:
         if name in _SCALE:
             k = _SCALE[name]
             return (a * k, b * k + 4) if name in ("to_base64", "base64") else (a * k, b * k)
+        if name in _ESCAPE:                  # quoted, escaped, separated and bracketed
+            return 6 * total[0], 6 * total[1] + 4 * len(sizes) + 2
         if name in _REPEAT:
             n = _integer(args[1]) if len(args) > 1 else None
             if n is None:

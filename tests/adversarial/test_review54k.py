@@ -54,6 +54,9 @@ _GUARD = "CASE WHEN x > 100 THEN {} END"
     "list_aggregate(string_split(list_aggregate(string_split(s, ''), 'string_agg', repeat('-', 200)), ''), "
     "'string_agg', repeat('-', 200))",
     "array_to_string(string_split(s, ''), s)",
+    "json_object('k', json_object('k', json_object('k', repeat(s, 1000))::VARCHAR)::VARCHAR)::VARCHAR",
+    "json_array(json_array(json_array(json_array(json_array(json_array(s)::VARCHAR)::VARCHAR)::VARCHAR)::VARCHAR)"
+    "::VARCHAR)::VARCHAR",
     "array_to_string(list_transform(string_split(repeat(',', 10000), ','), lambda v: repeat('x', 10000)), '')",
 ])
 def test_nested_growth_is_refused_free_when_built(grow: str) -> None:
@@ -99,6 +102,7 @@ def test_growth_is_carried_through_ctes_subqueries_and_group_by(sql: str) -> Non
     ("SELECT COUNT(*) AS n FROM t WHERE printf('%5s', s) = '   ab'", 40),
     ("SELECT COUNT(*) AS n FROM t WHERE array_to_string(string_split(s, ''), '-') = 'a-b'", 40),
     ("SELECT COUNT(*) AS n FROM t WHERE list_string_agg(l) = 'a,b'", 40),
+    ("SELECT COUNT(*) AS n FROM t WHERE json_object('k', s)::VARCHAR = '{\"k\":\"ab\"}'", 40),
 ])
 def test_ordinary_string_sql_still_runs(sql: str, expected: int) -> None:
     sess = _session()
