@@ -15,24 +15,7 @@ import pytest
 
 import dpframe as dp
 
-
-def _outcome(data: pl.DataFrame, sql: str, backend: str = "duckdb") -> tuple[str, list[str]]:
-    """What the analyst sees of one SQL query: ``released`` or the exception's type, and the ledger's statuses."""
-    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(10), seed=0, backend=backend)
-    try:
-        sess.sql(sql).collect(dp.PureDP(1))
-        seen = "released"
-    except BaseException as e:  # noqa: BLE001 - the analyst catches everything
-        seen = type(e).__name__
-    return seen, sess.history()["status"].to_list() if sess.history().height else []
-
-
-def _neighbours(column: str, usual: Any, extra: Any, **others: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """D (40 units, ``column`` = ``usual``) and D′ (D plus one unit whose ``column`` is ``extra``)."""
-    base = pl.DataFrame({"u": range(40), column: [usual] * 40, **{k: [v] * 40 for k, v in others.items()}})
-    plus = pl.concat([base, pl.DataFrame({"u": [99], column: [extra], **{k: [v] for k, v in others.items()}},
-                                         schema=base.schema)])
-    return base, plus
+from .test_review32 import _neighbours, _outcome  # D, D′ and what the analyst sees of one SQL query
 
 
 @pytest.mark.parametrize("sql", [
