@@ -289,16 +289,6 @@ class PrivacyUnit(Final, argument="privacy_unit"):
     def _rows_text(self) -> str:
         return "max_rows chosen privately" if self.rows == AUTO else f"≤ {self.rows} rows"
 
-    def protected(self) -> str:
-        """What a privacy claim protects, in a few words (the interactive tools' ``status()`` ends with it).
-
-        Example:
-            >>> PrivacyUnit("u", max_rows=3).protected(), PrivacyUnit.row().protected()
-            ("privacy unit 'u' (≤ 3 rows)", 'privacy unit: one row')
-
-        """
-        return "privacy unit: one row" if self.column is None else f"privacy unit {self.column!r} ({self._rows_text()})"
-
     def protects(self) -> str:
         """The neighbouring relation a release under this unit protects (``explain()``'s ``protects:`` line).
 

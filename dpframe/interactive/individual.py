@@ -152,7 +152,8 @@ class IndividualFilter(Sealed):
                                  lambda reader: None)
 
     def __repr__(self) -> str:
-        return (f"<dp.IndividualFilter per-unit budget={self.budget!r} for each {self.session.privacy_unit.protected()}"
+        protects = self.session.privacy_unit.protects()
+        return (f"<dp.IndividualFilter per-unit budget={self.budget!r}; protects {protects}"
                 f"{' closed' if self._closed else ''}>")
 
     @property

@@ -251,7 +251,7 @@ class SparseVector(Sealed):
         return self._reservation.closed
 
     def status(self) -> str:
-        """E.g. "reserved ε=1; 2 of 5 positives used; open; per privacy unit 'u' (≤ 3 rows)".
+        """E.g. "reserved ε=1; 2 of 5 positives used; open; protects add/remove one privacy unit: every row whose ...".
 
         After a refunded close, also what the ledger kept.
 
@@ -263,7 +263,7 @@ class SparseVector(Sealed):
         settled = f", charged {describe_charge(self.charged())} on close (output DP)" if self._refunded else ""
         return f"reserved {describe_charge(self._reservation.cost)}{settled}; " \
                f"{self.positives} of {self.max_positives} positives used; {state}; " \
-               f"per {self.session.privacy_unit.protected()}"
+               f"protects {self.session.privacy_unit.protects()}"
 
     def __repr__(self) -> str:
         return f"<dp.SparseVector {self.status()}>"

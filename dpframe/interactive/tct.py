@@ -53,7 +53,7 @@ Example:
     >>> with sess.target_charging(epsilon=0.5, max_hits=30, delta=1e-7) as ch:
     ...     low = [ch.test(sess.table("t").filter(pl.col("g") == g).agg(dp.len()), threshold=4000) for g in range(20)]
     ...     print(ch.status())  # doctest: +ELLIPSIS
-    reserved ε=49.97..., δ=1e-07; 0 of 30 hits used; open; per privacy unit: one row
+    reserved ε=49.97..., δ=1e-07; 0 of 30 hits used; open; protects add/remove one privacy unit: one row (dp.Pri...
     >>> any(low)
     False
 
@@ -328,14 +328,14 @@ class TargetChargingChannel(Sealed):
         return self._reservation is None or self._reservation.closed
 
     def status(self) -> str:
-        """E.g. "reserved ε=7.58, δ=1e-07; 3 of 30 hits used; open; per privacy unit 'u' (≤ 3 rows)"."""
+        """E.g. "reserved ε=7.58, δ=1e-07; 3 of 30 hits used; open; protects add/remove one privacy unit: ..."."""
         state = "not open" if self._reservation is None else ("closed" if self.closed else "open")
         # Per unit: which units are exhausted is private (never shown); only the cap is public.
         used = (f"{self.max_hits} hits per privacy unit" if self.per_unit
                 else f"{self.hits} of {self.max_hits} hits used")
         # The channel's own guarantee (not the accountant's rendering of the charge: a PLD session would
         # re-discretise an (ε', δ) point and print a meaningless ε).
-        return f"reserved {describe(self.guarantee)}; {used}; {state}; per {self.session.privacy_unit.protected()}"
+        return f"reserved {describe(self.guarantee)}; {used}; {state}; protects {self.session.privacy_unit.protects()}"
 
     def __repr__(self) -> str:
         return f"<dp.TargetChargingChannel {self.status()}>"

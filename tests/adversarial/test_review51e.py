@@ -317,8 +317,8 @@ def test_top_k_released_scores_are_private_on_neighbouring_datasets() -> None:
 # ---------------------------------------------------------------------------- what each claim protects
 
 
-@pytest.mark.parametrize("unit, named", [(dp.PrivacyUnit("u", max_rows=3), "privacy unit 'u' (≤ 3 rows)"),
-                                         (dp.PrivacyUnit.row(), "privacy unit: one row")])
+@pytest.mark.parametrize("unit, named", [(dp.PrivacyUnit("u", max_rows=3), dp.PrivacyUnit("u", max_rows=3).protects()),
+                                         (dp.PrivacyUnit.row(), dp.PrivacyUnit.row().protects())])
 def test_interactive_reservations_say_what_they_protect(unit: dp.PrivacyUnit, named: str) -> None:
     # DESIGN §4: every privacy claim says what it protects. Every query's explain() names the unit (its
     # ContributionBound step) and so does the session's repr; the sparse vector's and the target-charging
@@ -336,4 +336,5 @@ def test_interactive_reservations_say_what_they_protect(unit: dp.PrivacyUnit, na
 def test_individual_filter_repr_names_its_unit() -> None:
     # Its budget is per unit by design; which unit (column and row bound) was left to the session's repr.
     sess = _session(DATA, dp.PrivacyUnit("u", max_rows=3), dp.ZCDP(100))
-    assert "privacy unit 'u' (≤ 3 rows)" in repr(sess.individual_filter(budget=dp.ZCDP(1)))
+    assert "protects add/remove one privacy unit: every row whose 'u' holds one id, however many (each query " \
+           "keeps ≤ 3 of them)" in repr(sess.individual_filter(budget=dp.ZCDP(1)))
