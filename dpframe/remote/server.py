@@ -68,6 +68,7 @@ from dpframe.remote.values import (
     Attached,
     Unpacker,
     call_as_given,
+    pack_charge,
     pack_result,
     unplaced,
 )
@@ -379,7 +380,7 @@ class Server(Sealed):
         if refused is not None:     # an option the query does not take (a top-k query's ci=): refused as in process
             raise refused           # (before the charge)
         if op == "cost":
-            return encode(query.cost(budget, **options)), []
+            return pack_charge(query.cost(budget, **options), sess.accountant), []
         if op == "explain":
             form = values.unpack(request.get("format", "text"), "format")
             check_format(form)          # the session's own check: the same error as in process

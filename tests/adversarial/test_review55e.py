@@ -6,14 +6,19 @@ Each test is one attack; those that found something say so in their docstring (`
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe.plugin.manager import PluginHost
+from dpframe.remote.values import unpack_result
 
 KEY = secrets.token_bytes(32)
 EVIL = "<img src=x onerror=alert(1)>"
@@ -86,3 +91,129 @@ def test_html_reprs_escape_what_the_analyst_names(served: tuple[dp.Session, dp.S
     sess.sql(f'SELECT COUNT(*) AS "{EVIL}" FROM t').collect(dp.PureDP(0.1))      # the history shows its text
     for html in (frame._repr_html_(), frame.group_by("g")._repr_html_(), query._repr_html_(), sess._repr_html_()):
         assert "<img" not in html and "<script" not in html, html
+
+
+# -- 2. result type names: dunders ------------------------------------------------------------------------------------
+
+
+class _Named:
+    attach, methods = "frame", ()
+
+    def __init__(self, name: str, result_name: str) -> None:
+        self.name, self.result_types = name, {result_name: dataclasses.make_dataclass("Fit", [("x", int)])}
+
+    def build(self, source: Any, /, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError       # never built: registration is what is checked
+
+
+class _Hooks:
+    def __init__(self, family: _Named) -> None:
+        self.family = family
+
+    @dp.hookimpl
+    def dpframe_query_families(self, register: Any) -> None:
+        register(self.family)
+
+
+@pytest.mark.parametrize("name", ["__class__", "__init__", "__getattr__", "__dict__", "_Fit"])
+def test_a_result_type_with_a_dunder_or_private_name_is_refused_at_registration(name: str) -> None:
+    """Found: ``result_types = {"__class__": Fit}`` (or ``__init__``, ``__dict__``) was accepted: exported as
+    ``dp.<Name>``, yet ``dp.__class__`` is the module's class and ``dp.__init__`` its method, so ``isinstance(out,
+    dp.__class__)`` tested something else, and ``dir(dp)`` listed the name. Refused now, naming the plugin and the
+    name; nothing of the plugin is left registered."""
+    host = PluginHost()
+    with pytest.raises(dp.PluginError) as info:
+        host.register(_Hooks(_Named("fit_r55e", name)), name="plugin_r55e")
+    assert repr(name) in str(info.value) and "'plugin_r55e'" in str(info.value)
+    assert info.value.argument == "dpframe_query_families" and "public class name" in (info.value.fix or "")
+    assert name not in host.result_types()
+
+
+@pytest.mark.parametrize("module", ["dpframe.__main__", "dpframe.__init__", "dpframe_topk.__init__"])
+def test_the_client_imports_no_dunder_module_a_reply_names(module: str) -> None:
+    """Found: the client rebuilt a reply's ``$dataclass`` from any module matching dpframe's package names, and
+    ``dpframe.__init__`` matched (``dpframe(\\.[a-z0-9_]+)*``): importing it ran dpframe's ``__init__`` again as a
+    second module (``dpframe.__main__`` would run a package's command line). A module path with a dunder part is
+    refused: the result arrives as a plain dict, nothing imported."""
+    before = set(sys.modules)
+    out = unpack_result({"$dataclass": {"module": module, "name": "Fit", "fields": {"x": 1}}}, [])
+    assert out == {"type": "Fit", "x": 1}
+    assert module not in sys.modules and set(sys.modules) - before == set()
+
+
+@pytest.mark.parametrize("fields", [{"__dict__": {"$dict": [["k", 1]]}, "k": 3, "method": "m", "reason": "r"},
+                                    {"k": 3, "method": "m"},
+                                    {"k": 3, "method": "m", "reason": "r", "extra": 1}])
+def test_the_client_sets_only_a_result_type_s_declared_fields(fields: dict[str, Any]) -> None:
+    """Found: the client set every field a reply named on the rebuilt object with ``object.__setattr__``: a field
+    ``__dict__`` replaced the instance's dict (attributes the class does not declare), and a missing field left an
+    object that fails when read. A reply whose fields are not exactly the class's is returned as a plain dict."""
+    body = {"module": "dpframe_topk.results", "name": "TopKFailed", "fields": fields}
+    out = unpack_result({"$dataclass": body}, [])
+    assert isinstance(out, dict) and out["type"] == "TopKFailed"
+    good = unpack_result({"$dataclass": {**body, "fields": {"k": 3, "method": "m", "reason": "r"}}}, [])
+    assert isinstance(good, dp.TopKFailed) and (good.k, good.method, good.reason) == (3, "m", "r")
+
+
+# -- 3. a third-party accountant's own charge kind, remotely ----------------------------------------------------------
+
+
+@pytest.fixture
+def own_kind() -> Iterator[None]:
+    from dpframe.plugin import plugin_host
+    from tests.adversarial.test_review54a import OwnHooks
+
+    host = plugin_host()
+    host.register(OwnHooks(), name="own_r55e")
+    yield
+    host.unregister(name="own_r55e")
+
+
+def test_remote_cost_of_an_accountant_s_own_charge_kind(own_kind: None) -> None:
+    """Found: ``remote.sql(...).cost(...)`` (and a chain's) on a session whose accountant has a charge kind of its own
+    (``Accountant.charge_from_json``, stop 54) raised a raw ValueError in the client ("read by its accountant's
+    charge_from_json"): the client has no such accountant. It now returns a ``dp.RemoteCharge``: the charge's
+    notion, the text its ``to_json()`` wrote and the served accountant's description of it, the same as in process."""
+    from tests.adversarial.test_review54a import DATA, UNIT, OwnKind
+
+    sess = dp.Session({"t": DATA}, privacy_unit=UNIT, budget=dp.PureDP(10), accountant=OwnKind.name, seed=0)
+    here = sess.table("t").agg(dp.len()).cost(dp.PureDP(1))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        for query in (remote.table("t").agg(dp.len()), remote.sql("SELECT COUNT(*) AS n FROM t")):
+            charge = query.cost(dp.PureDP(1))
+            assert isinstance(charge, dp.RemoteCharge)
+            assert (charge.notion, charge.text) == (here.notion, here.to_json())
+            assert str(charge) == "moments ε=1" == sess.accountant.describe_charge(here)
+            assert OwnKind.charge_from_json(sess.accountant, charge.text) == here
+        assert remote.spent().epsilon == 0              # cost is free
+        assert remote.table("t").agg(dp.len()).collect(dp.PureDP(1)).height == 1
+        assert remote.spent() == dp.PureDP(1)
+
+
+def test_remote_cost_of_dp_budgets_is_still_the_budget(served: tuple[dp.Session, dp.Server]) -> None:
+    """The ledger's own notions still arrive as the budget itself (no RemoteCharge)."""
+    _, server = served
+    with dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.sql("SELECT COUNT(*) AS n FROM t").cost(dp.PureDP(1)) == dp.PureDP(1)
+
+
+# -- 4. history: one session's clients are one party (documented), and see each other's queries ---------------------
+
+
+def test_every_client_of_a_session_sees_the_whole_history_as_documented(served: tuple[dp.Session, dp.Server]) -> None:
+    """Decided (stop 54's open question): the clients of one server share one session, its budget and its ledger; the
+    ledger's text is the queries' (the analysts' own words) and their costs, never a row, and ``spent()``/
+    ``remaining()`` already show every client's spending. Clients are one party; analysts who must not see each
+    other's queries get a session (and a server) each: docs/remote.md says so, under "Who sees what"."""
+    sess, server = served
+    with dp.connect(server.address, authkey=KEY) as alice, dp.connect(server.address, authkey=KEY) as bob:
+        alice.sql("SELECT COUNT(*) AS alice_count FROM t").collect(dp.PureDP(0.25))
+        seen = bob.history()
+        assert seen["query"].str.contains("alice_count").to_list() == [True]
+        assert seen.equals(sess.history()) and bob.spent() == dp.PureDP(0.25)
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "remote.md").read_text(encoding="utf-8")
+    section = docs.split("## Who sees what", 1)[1].split("\n## ", 1)[0]
+    assert "history()" in section and "a session of their own" in section
