@@ -11,6 +11,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -212,8 +213,32 @@ def test_every_client_of_a_session_sees_the_whole_history_as_documented(served: 
         seen = bob.history()
         assert seen["query"].str.contains("alice_count").to_list() == [True]
         assert seen.equals(sess.history()) and bob.spent() == dp.PureDP(0.25)
-    from pathlib import Path
-
     docs = (Path(__file__).resolve().parents[2] / "docs" / "remote.md").read_text(encoding="utf-8")
     section = docs.split("## Who sees what", 1)[1].split("\n## ", 1)[0]
     assert "history()" in section and "a session of their own" in section
+
+
+# -- 5. the command line ----------------------------------------------------------------------------------------------
+
+
+def test_serve_names_the_flag_of_a_key_or_certificate_it_cannot_read(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Found: ``dpframe serve --authkey-file MISSING`` printed only ``[Errno 2] No such file or directory: ...``, and
+    ``--tls-cert`` of a file that is no certificate only ``[SSL] PEM lib (_ssl.c:3905)``: neither named its flag nor
+    said what to pass. Each now names the flag and the fix, one line, exit code 2, before the session is opened."""
+    from dpframe.cli import main
+
+    data, key = tmp_path / "t.csv", tmp_path / "key.txt"
+    pl.DataFrame({"x": [1.0, 2.0]}).write_csv(data)
+    key.write_text(secrets.token_hex(32))
+    key.chmod(0o600)
+    common = ["serve", "--table", f"t={data}", "--row-privacy", "--total-epsilon", "1", "--address", "127.0.0.1:0"]
+    cases = [(["--authkey-file", str(tmp_path / "missing.txt")], "--authkey-file", "a file holding the key"),
+             (["--authkey-file", str(tmp_path)], "--authkey-file", "a file holding the key"),
+             (["--authkey-file", str(key), "--tls-cert", str(data)], "--tls-cert", "PEM"),
+             (["--authkey-file", str(key), "--tls-cert", str(tmp_path / "none.pem")], "--tls-cert", "PEM")]
+    for extra, flag, fix in cases:
+        code = main([*common, *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"dpframe: error: {flag} ") and fix in err and "_ssl.c" not in err, err
