@@ -242,3 +242,32 @@ def test_serve_names_the_flag_of_a_key_or_certificate_it_cannot_read(tmp_path: P
         err = capsys.readouterr().err
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert err.startswith(f"dpframe: error: {flag} ") and fix in err and "_ssl.c" not in err, err
+
+
+# -- 6. a release the wire could not carry ---------------------------------------------------------------------------
+
+
+def test_a_released_frame_of_128_bit_integers_reaches_the_client() -> None:
+    """Found: a released frame (or a table's schema) holding a 128-bit integer column (``UInt128`` keys, r54i) was
+    charged, sent, and then unreadable in the client: ``pyarrow`` reads no integer of more than 64 bits, so the client
+    raised ``ArgumentError: keys: not an Arrow IPC stream (ArrowNotImplementedError)`` (an error about keys the
+    analyst had given right) and the charged release was lost; ``remote.schema`` failed the same way. Polars wrote the
+    frame, so the client now reads such a frame with Polars' own reader: the same frame as in process."""
+    data = pl.DataFrame({"k": pl.Series([1, 2**128 - 1, 1], dtype=pl.UInt128), "x": [1.0, 2.0, 3.0]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(10), seed=0)
+    here = sess.table("t").group_by("k", keys=[1, 2**128 - 1]).agg(dp.len()).collect(dp.PureDP(1))
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY).start() as server, \
+            dp.connect(server.address, authkey=KEY) as remote:
+        assert remote.schema("t") == data.schema
+        out = remote.table("t").group_by("k", keys=[1, 2**128 - 1]).agg(dp.len()).collect(dp.PureDP(1))
+        assert out.schema == here.schema and out["k"].to_list() == here["k"].to_list() == [1, 2**128 - 1]
+        assert len(remote.history()) == 2
+
+
+def test_a_reply_frame_no_reader_reads_is_a_remote_error_naming_the_reply() -> None:
+    """A frame neither Arrow nor Polars reads is a ``dp.RemoteError`` about the reply (not an error about keys)."""
+    from dpframe.remote import wire
+
+    with pytest.raises(dp.RemoteError) as info:
+        wire.frame_from_bytes(b"\xff\xff\xff\xff" + b"not arrow")
+    assert info.value.argument == "reply"
