@@ -271,3 +271,21 @@ def test_a_reply_frame_no_reader_reads_is_a_remote_error_naming_the_reply() -> N
     with pytest.raises(dp.RemoteError) as info:
         wire.frame_from_bytes(b"\xff\xff\xff\xff" + b"not arrow")
     assert info.value.argument == "reply"
+
+
+@pytest.mark.parametrize("name", ["\ud800", "x\udfffy"])
+def test_a_measure_alias_no_column_can_have_is_refused_before_the_charge(served: tuple[dp.Session, dp.Server],
+                                                                         name: str) -> None:
+    """Found: ``dp.len().alias("\\ud800")`` (a lone surrogate: JSON carries it, ``str`` holds it) was planned,
+    charged, and then failed while running (``UnicodeEncodeError``: Polars names columns in UTF-8), in process and
+    remotely, by a chain or ``agg(**{name: ...})``: ε spent for nothing. Refused when the measure is named, free."""
+    sess, server = served
+    with pytest.raises(dp.ArgumentError, match="lone surrogate") as info:
+        sess.table("t").agg(dp.len().alias(name))
+    assert info.value.argument == "name"
+    with dp.connect(server.address, authkey=KEY) as remote:
+        for query in (lambda: remote.table("t").agg(dp.len().alias(name)),
+                      lambda: remote.table("t").group_by("g", keys=["a"]).agg(**{name: dp.len()})):
+            with pytest.raises(dp.ArgumentError, match="lone surrogate"):
+                query().collect(dp.PureDP(0.5))
+    assert sess.history().height == 0
