@@ -10,6 +10,8 @@ import dataclasses
 import re
 import secrets
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +291,56 @@ def test_a_measure_alias_no_column_can_have_is_refused_before_the_charge(served:
             with pytest.raises(dp.ArgumentError, match="lone surrogate"):
                 query().collect(dp.PureDP(0.5))
     assert sess.history().height == 0
+
+
+# -- 7. pad and a second connection ----------------------------------------------------------------------------------
+
+
+def test_under_pad_a_second_connection_s_history_shows_no_release_before_its_reply() -> None:
+    """Found: with ``pad=``, a release's reply left ``pad`` seconds after its request, but a second connection polling
+    ``history()`` (never held: it reads no row) saw the charge turn from ``reserved`` to ``committed`` when the
+    release's work ended, to the millisecond (pad 3 s: ``committed`` at 0.29 s): the time ``pad`` hides, read exactly.
+    A ledger read (``history``, ``spent``, ``remaining``, ``explain``) now waits for the replies of the releases in
+    flight when it arrived: it shows a release only once its held reply was sent."""
+    sess = _session(100)
+    pad = 0.8
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, pad=pad).start() as server, \
+            dp.connect(server.address, authkey=KEY) as alice, dp.connect(server.address, authkey=KEY) as bob:
+        for _ in range(2):
+            replied: list[float] = []
+            start = time.monotonic()
+            runner = threading.Thread(target=lambda: (alice.sql("SELECT COUNT(*) AS n FROM t").collect(
+                dp.PureDP(0.5)), replied.append(time.monotonic())))
+            runner.start()
+            seen = []
+            while runner.is_alive():
+                statuses = bob.history()["status"].to_list()
+                seen.append((time.monotonic(), statuses))
+                time.sleep(0.005)
+            runner.join()
+            assert replied and replied[0] - start >= pad - 0.01
+            assert all(s == "committed" for _, statuses in seen for s in statuses), seen    # never "reserved"
+            shown = [at for at, statuses in seen if len(statuses) == len(sess.history())]
+            assert all(at >= start + pad for at in shown), (start, replied, seen)     # its reply left at start + pad
+
+
+def test_under_pad_a_stop_rule_reading_another_connection_s_history_is_answered() -> None:
+    """A ``run_until`` in flight is waited for by ledger reads, but not while it waits for its ``stop`` answer (its
+    question is held as a reply is): a stop rule that reads ``history()`` on a second connection gets the steps charged
+    so far, rather than waiting for the run that waits for it."""
+    sess = _session(100)
+    with dp.Server(sess, ("127.0.0.1", 0), authkey=KEY, pad=0.2).start() as server, \
+            dp.connect(server.address, authkey=KEY) as alice, dp.connect(server.address, authkey=KEY) as bob:
+        seen: list[int] = []
+
+        def stop(results: list[pl.DataFrame]) -> bool:
+            seen.append(bob.history().height)
+            return len(results) == 2
+
+        steps = [alice.table("t").filter(pl.col("g") == g).agg(dp.len()) for g in ("a", "b", "a")]
+        out: list[list[pl.DataFrame]] = []
+        runner = threading.Thread(target=lambda: out.append(alice.run_until(steps, dp.PureDP(0.5), stop)), daemon=True)
+        runner.start()
+        runner.join(30)
+        stalled = runner.is_alive()     # (leaving the with block closes the server: a stalled run ends there)
+    assert not stalled and len(out[0]) == 2 and seen == [1, 1], seen
