@@ -56,6 +56,7 @@ from dpframe.plugin import hookimpl
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.remote import (
     Remote,
+    RemoteCharge,
     RemoteFrame,
     RemoteGroupBy,
     RemoteQuery,
@@ -105,8 +106,8 @@ __all__ = [
     "BudgetConversionError", "BudgetError",
     "BudgetExceededError", "DPFrameError", "Diagnosed", "Frame", "GroupBy", "LedgerError", "Measure",
     "MissingBoundsError", "NoIntervalWarning", "PlanError",
-    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteError", "RemoteFrame",
-    "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
+    "PluginError", "PolarsHabitError", "PrivacyUnit", "PureDP", "Query", "Remote", "RemoteCharge", "RemoteError",
+    "RemoteFrame", "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
     "SchemaError", "Server", "Session", "SignatureError", "TableChangedError", "TopKWarning",
     "connect",
     "count",

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from html import escape
@@ -124,18 +125,71 @@ class Explanation(str):
         return "".join(parts) + "</div>"
 
     def _repr_markdown_(self) -> str:
-        out = [f"**{self.heading}**" + ("" if self.private else " *(seeded random source: NOT PRIVATE)*"), ""]
-        out += [f"{i}. `{s}`" for i, s in enumerate(self.steps, 1)]
+        seeded = "" if self.private else " *(seeded random source: NOT PRIVATE)*"
+        out = [f"**{markdown_text(self.heading)}**{seeded}", ""]
+        out += [f"{i}. {markdown_code(s)}" for i, s in enumerate(self.steps, 1)]
         if self.lines:
-            out += ["", "```", *self.lines, "```"]
+            out += ["", *markdown_block(self.lines)]
         rows = self._budget_rows()
         if rows:
-            out += ["", "| budget | |", "|---|---|", *(f"| {k} | {v.replace('|', '/')} |" for k, v in rows)]
+            out += ["", "| budget | |", "|---|---|", *(f"| {markdown_text(k)} | {markdown_text(v)} |" for k, v in rows)]
         if self.notes:
-            out += ["", *(f"- note: {n}" for n in self.notes)]
+            out += ["", *(f"- note: {markdown_text(n)}" for n in self.notes)]
         if self.extra:
-            out += ["", "```", *self.extra, "```"]
+            out += ["", *markdown_block(self.extra)]
         return "\n".join(out)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|!&~#])")
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
+def markdown_text(text: str) -> str:
+    r"""``text`` as plain Markdown text: its Markdown and HTML punctuation backslash-escaped, its line breaks spaces.
+
+    What an analyst names (a column, an alias, a label) reaches an explanation's notes and budget rows; unescaped, a
+    name holding ``<img src=x onerror=...>`` is raw HTML where the Markdown is rendered (a notebook's Markdown view, a
+    report converted from it), and ``|`` splits a table cell.
+
+    Example:
+        >>> print(markdown_text("a|b <img src=x>"))
+        a\|b \<img src=x\>
+
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _LINE_BREAK.sub(" ", text))
+
+
+def _ticks(texts: Sequence[str], least: int) -> str:
+    """Backticks one more than the longest run of them in ``texts``, at least ``least``: a delimiter none closes."""
+    longest = max((len(run) for text in texts for run in re.findall("`+", text)), default=0)
+    return "`" * max(longest + 1, least)
+
+
+def markdown_code(text: str) -> str:
+    r"""``text`` as a Markdown code span (shown as is, never markup), its line breaks written ``\n``.
+
+    Delimited by more backticks than any run of them in ``text``, so that none closes the span early.
+
+    Example:
+        >>> markdown_code("col(`x`)")
+        '`` col(`x`) ``'
+
+    """
+    shown = _LINE_BREAK.sub("\\\\n", text)
+    ticks = _ticks([shown], 1)
+    return f"{ticks} {shown} {ticks}"
+
+
+def markdown_block(lines: Sequence[str]) -> list[str]:
+    """``lines`` as a fenced Markdown code block: a fence longer than any run of backticks in them.
+
+    Example:
+        >>> markdown_block(["a", "```"])
+        ['````', 'a', '```', '````']
+
+    """
+    fence = _ticks(lines, 3)
+    return [fence, *lines, fence]
 
 
 def html_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -202,4 +256,5 @@ def query_html(kind: str, lineage: Sequence[str], hint: str) -> str:
             f"<ol>{steps}</ol><i>{escape(hint)}</i></div>")
 
 
-__all__ = ["Explanation", "budget_bar", "html_table", "query_html", "session_html", "used_fraction"]
+__all__ = ["Explanation", "budget_bar", "html_table", "markdown_block", "markdown_code", "markdown_text", "query_html",
+           "session_html", "used_fraction"]

@@ -195,6 +195,13 @@ class Measure(Final, argument="measures"):
         object.__setattr__(self, "options", tuple((k, _frozen(v)) for k, v in self.options))
         for name in ("kind", "column", "name"):      # a str subclass could answer differently to the planner
             object.__setattr__(self, name, plain(getattr(self, name)))
+        if isinstance(self.name, str) and not self.name.isascii():
+            try:
+                self.name.encode("utf-8")
+            except UnicodeEncodeError:  # Polars names columns in UTF-8: the release failed after its charge
+                raise ArgumentError(f"the output name {self.name!r:.80} is not UTF-8 text (it holds a lone "
+                                    "surrogate), which no released column can be named", argument="name",
+                                    fix="pass a name of valid Unicode text") from None
 
     @property
     def expr(self) -> pl.Expr | None:

@@ -453,6 +453,11 @@ def check_family(plugin: str, item: Any, argument: str) -> None:
         if not isinstance(name, str) or not name.isidentifier() or not isinstance(kind, type):
             raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares result type {name!r}: "
                               f"{kind!r}, not a name and a class", argument=argument, fix=fix)
+        if name.startswith("_"):    # dp.__class__ is the module's class, dp.__init__ its method: never the plugin's
+            raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares a result type named {name!r}, "
+                              "which dp.<Name> cannot export (a dunder is the module's own attribute; a leading _ "
+                              "marks a private name)", argument=argument,
+                              fix="give the result type a public class name (MyResult)")
         if name in vars(dpframe) or name in _submodules():   # dp.testing, before dpframe.testing is imported
             raise PluginError(f"plugin {plugin!r}: query family {item.name!r} declares a result type named {name!r}, "
                               f"which is dp.{name} already (dpframe's own)", argument=argument,

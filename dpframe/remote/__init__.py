@@ -9,6 +9,7 @@ from dpframe.remote.client import Remote, RemoteQuery, RemoteRobustMedian, conne
 from dpframe.remote.frames import RemoteFrame, RemoteGroupBy
 from dpframe.remote.server import Server
 from dpframe.remote.tools import RemoteTool
+from dpframe.remote.values import RemoteCharge
 
-__all__ = ["Remote", "RemoteFrame", "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool", "Server",
-           "connect"]
+__all__ = ["Remote", "RemoteCharge", "RemoteFrame", "RemoteGroupBy", "RemoteQuery", "RemoteRobustMedian", "RemoteTool",
+           "Server", "connect"]

@@ -57,7 +57,7 @@ from dpframe.interactive.odp import check_refund
 from dpframe.interactive.stopping import step_list
 from dpframe.planning.passes import budget_of
 from dpframe.remote import wire
-from dpframe.remote.values import Packer, Sendable, unpack_result
+from dpframe.remote.values import Packer, RemoteCharge, Sendable, unpack_charge, unpack_result
 from dpframe.sealed import plain
 from dpframe.session import Session
 from dpframe.signatures import checked, checked_class, refusal, refuse
@@ -324,7 +324,11 @@ class Remote:
         return out
 
     def history(self) -> pl.DataFrame:
-        """The session's ledger of queries (``sess.history()``), every client's."""
+        """The session's ledger of queries (``sess.history()``), every client's.
+
+        The clients of one server are one party (one budget, one ledger: docs/remote.md, "Who sees what"); analysts who
+        must not see each other's queries are served a session each.
+        """
         out: pl.DataFrame = self._request({"op": "history"})[1][0]
         return out
 
@@ -519,10 +523,14 @@ class RemoteQuery(Sendable):
 
     @_queried
     def cost(self, budget: Budget | None = None, *, accuracy: Accuracy | None = None,
-             diagnostics: bool = False) -> SessionCost:
-        """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free."""
+             diagnostics: bool = False) -> SessionCost | RemoteCharge:
+        """The exact charge ``collect`` would make, in the session's notion (as ``dp.Query.cost``). Free.
+
+        A charge of the served accountant's own kind (neither a dp budget nor an RDP charge) arrives as a
+        :class:`~dpframe.remote.values.RemoteCharge`: its notion, its JSON text and the accountant's description.
+        """
         options = _options_given(accuracy=accuracy, diagnostics=diagnostics)
-        out: SessionCost = decode(self._ask("cost", budget, options)[0])
+        out: SessionCost | RemoteCharge = unpack_charge(self._ask("cost", budget, options)[0])
         return out
 
     @_queried
@@ -587,9 +595,12 @@ class RemoteRobustMedian:
     def __init__(self, query: RemoteQuery) -> None:
         self._query = query
 
-    def cost(self, budget: Budget | None = None) -> SessionCost:
-        """The worst-case charge (the whole budget; a ⊥ is settled to the test's share). Free."""
-        out: SessionCost = decode(self._query._ask("cost", budget, {})[0])
+    def cost(self, budget: Budget | None = None) -> SessionCost | RemoteCharge:
+        """The worst-case charge (the whole budget; a ⊥ is settled to the test's share), as ``RemoteQuery.cost``.
+
+        Free.
+        """
+        out: SessionCost | RemoteCharge = unpack_charge(self._query._ask("cost", budget, {})[0])
         return out
 
     def explain(self, budget: Budget | None = None, format: str = "text") -> Any:

@@ -68,6 +68,7 @@ from dpframe.remote.values import (
     Attached,
     Unpacker,
     call_as_given,
+    pack_charge,
     pack_result,
     unplaced,
 )
@@ -93,6 +94,14 @@ PADDED = ("collect", "use", *FUNCTIONS)
 interactive tool's call, a gated release, each step of a ``run_until``), and an ``open`` that closed another
 client's idle sparse vector (whose close may release values: ``stream_idle``). The others (``cost``, ``explain``,
 ``schema``, ``remaining``, ...) never read a row."""
+LEDGER_READS = ("history", "spent", "remaining", "explain")
+"""The requests that show the session's ledger (its charges and their statuses, the spent and remaining budget;
+``explain``'s budget block). Under ``pad`` each waits until every request of :data:`PADDED` (or ``open``) in flight
+when it arrived has sent its reply (:class:`Flights`): a charge's status turns from ``reserved`` to ``committed``
+when its release's work ends, and a refund lowers the spent budget then, which a second connection polling
+``history()`` saw to the millisecond while the release's reply was held."""
+LEDGER_TRIES = 50
+"""The most times a ledger read under ``pad`` is read again because a release started while it read."""
 MAX_CHECKED = 64
 """The most positional arguments, and keywords, a ``refusal`` request names (a query's call its client refused)."""
 STOP_LIMIT = 4096
@@ -125,7 +134,9 @@ class Server(Sealed):
     the data owner's own stream (opened in process) is never closed so: the server cannot see its calls.
     ``pad`` (seconds; default ``None``, off) hides how long a release took: each reply to a request that may
     read private rows (:data:`PADDED`) leaves ``pad`` seconds after the request arrived, or at the first of
-    2·pad, 4·pad, ... that its work did not overrun (:func:`reply_time`); pick one above your longest query.
+    2·pad, 4·pad, ... that its work did not overrun (:func:`reply_time`); pick one above your longest query. A
+    request that shows the ledger (:data:`LEDGER_READS`) then waits for the held replies of the releases in flight
+    when it arrived (:class:`Flights`), so another connection's ``history()`` does not show when a release ended.
     """
 
     def __init__(self, session: Session, address: Address, *, authkey: bytes, max_clients: int = 32,
@@ -163,6 +174,7 @@ class Server(Sealed):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._flights = Flights()
 
     @property
     def address(self) -> Address:
@@ -214,6 +226,7 @@ class Server(Sealed):
                 return
             self._closed.set()
             clients = list(self._clients)
+        self._flights.wake()                            # ledger reads waiting for a release's reply: closed now
         try:
             self._listener.shutdown(socket.SHUT_RDWR)   # wakes the accepting thread now (Linux), not at its next poll
         except OSError:
@@ -274,16 +287,26 @@ class Server(Sealed):
                                       fix="use dp.connect's client")
                 attached = Attached([channel.receive(wire.REQUEST_LIMIT - (channel.received_bytes - start))
                                      for _ in range(count)])
-                asker = Asker(channel, self._pad, self._hold)      # run_until's questions, if it asks any
-                reply, frames = self._answer(request, attached, tools, asker)
-                if asker.broken is not None:    # the run was failed, charged; the connection is cut, not answered
-                    raise asker.broken
-                if self._pad is not None and (request.get("op") in PADDED or asker.read_rows) \
-                        and not self._hold(asker.started, self._pad):
-                    break       # closed while the reply was held: not sent, as one still running then
-                channel.send_json(reply)
-                for frame in frames:
-                    channel.send(wire.frame_bytes(frame))
+                op = request.get("op")
+                flight = self._flights.board() if self._pad is not None and (op in PADDED or op == "open") else None
+                asker = Asker(channel, self._pad, self._hold, self._flights, flight)    # run_until's questions
+                try:
+                    ledger = self._pad is not None and op in LEDGER_READS
+                    read = self._read_ledger(request, attached, tools, asker) if ledger else \
+                        self._answer(request, attached, tools, asker)
+                    if read is None:
+                        break   # closed while waiting: nothing sent
+                    reply, frames = read
+                    if asker.broken is not None:    # the run was failed, charged; the connection is cut, not answered
+                        raise asker.broken
+                    if self._pad is not None and (op in PADDED or asker.read_rows) \
+                            and not self._hold(asker.started, self._pad):
+                        break   # closed while the reply was held: not sent, as one still running then
+                    channel.send_json(reply)
+                    for frame in frames:
+                        channel.send(wire.frame_bytes(frame))
+                finally:
+                    self._flights.land(asker.flight)    # its reply is out (or never will be): the ledger may show it
         except (RemoteError, OSError):
             pass                                # a client that hangs up, times out or breaks the protocol
         finally:
@@ -309,6 +332,23 @@ class Server(Sealed):
         if at > pad:        # the data owner's log: the period to raise (the client sees only the multiple)
             LOG.warning("a reply took %.3g s, more than pad=%g s: sent at %g s", took, pad, at)
         return not self._closed.wait(max(arrived + at - time.monotonic(), 0.0))     # close() does not wait for it
+
+    def _read_ledger(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools,
+                     asker: Asker) -> tuple[dict[str, Any], list[pl.DataFrame]] | None:
+        """A ledger read's reply under ``pad`` (:data:`LEDGER_READS`), once the releases in flight sent theirs.
+
+        Read again when a request boarded while it read (it may have reserved, or settled, meanwhile); None when the
+        server was closed while it waited.
+        """
+        for _ in range(LEDGER_TRIES):
+            upto = self._flights.issued()
+            if not self._flights.wait(upto, self._closed):
+                return None
+            answer = self._answer(request, attached, tools, asker)
+            if self._flights.issued() == upto:      # no request boarded while it read: what it shows is settled
+                return answer
+        return _error(RemoteError(f"the session's ledger changed while this request read it, {LEDGER_TRIES} times",
+                                  argument="request", fix="ask again (other clients' releases were starting)")), []
 
     def _answer(self, request: Mapping[str, Any], attached: list[bytes], tools: Tools,
                 asker: Asker) -> tuple[dict[str, Any], list[pl.DataFrame]]:
@@ -379,7 +419,7 @@ class Server(Sealed):
         if refused is not None:     # an option the query does not take (a top-k query's ci=): refused as in process
             raise refused           # (before the charge)
         if op == "cost":
-            return encode(query.cost(budget, **options)), []
+            return pack_charge(query.cost(budget, **options), sess.accountant), []
         if op == "explain":
             form = values.unpack(request.get("format", "text"), "format")
             check_format(form)          # the session's own check: the same error as in process
@@ -458,8 +498,11 @@ class Asker:
     next request, and its reply as the reply to the analyst's next call), and logs no failure of its own for it.
     """
 
-    def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], bool]) -> None:
+    def __init__(self, channel: wire.Channel, pad: float | None, hold: Callable[[float, float], bool],
+                 flights: Flights | None = None, flight: int | None = None) -> None:
         self._channel, self._pad, self._hold = channel, pad, hold
+        self._flights = flights
+        self.flight = flight        # the request's ticket in ``flights`` (None: not in flight, or landed to ask)
         self._sent = 0
         self.started = time.monotonic()
         self.broken: OSError | RemoteError | None = None
@@ -502,6 +545,10 @@ class Asker:
             self.broken = RemoteError("the server was closed while a question was held", argument="connection",
                                       fix="connect again and read remote.history(): the request may have been charged")
             raise self.broken
+        flights = self._flights if self.flight is not None else None
+        if flights is not None:     # the question leaves as a held reply would: the ledger may show what came before
+            flights.land(self.flight)
+            self.flight = None
         try:
             self._channel.send_json({**question, "frames": len(frames)})
             for frame in frames:
@@ -510,8 +557,77 @@ class Asker:
         except (OSError, RemoteError) as e:
             self.broken = e
             raise
+        finally:        # (a stop rule reading history() on another connection meanwhile is answered, not stalled)
+            if flights is not None:
+                self.flight = flights.board()
         self.started = time.monotonic()
         return answer
+
+
+class Flights:
+    """The requests in flight whose replies ``pad`` holds (and ``open`` s), by ticket: what a ledger read waits for.
+
+    A request boards when it arrives and lands once its reply was sent (or will never be); a ledger read
+    (:data:`LEDGER_READS`) arriving meanwhile waits until every ticket issued before it has landed, so the ledger it
+    shows holds no more than the replies already sent tell: the status of a charge, or a refund, shows no earlier than
+    its release's held reply. A request asking its analyst a question (``run_until``'s ``stop``, a warning) lands
+    while it waits for the answer, the question being held as a reply is.
+
+    Example:
+        >>> import threading
+        >>> flights = Flights()
+        >>> first = flights.board()
+        >>> flights.wait(flights.issued(), threading.Event(), timeout=0.01)
+        False
+        >>> flights.land(first)
+        >>> flights.wait(flights.issued(), threading.Event())
+        True
+
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._issued = 0
+        self._flying: set[int] = set()
+
+    def board(self) -> int:
+        """A new ticket, in flight until :meth:`land`."""
+        with self._changed:
+            self._issued += 1
+            self._flying.add(self._issued)
+            return self._issued
+
+    def land(self, ticket: int | None) -> None:
+        """``ticket`` is no longer in flight (None: nothing)."""
+        if ticket is None:
+            return
+        with self._changed:
+            self._flying.discard(ticket)
+            self._changed.notify_all()
+
+    def issued(self) -> int:
+        """The last ticket issued (0: none yet)."""
+        with self._changed:
+            return self._issued
+
+    def wake(self) -> None:
+        """Wake every waiter (the server was closed: they look again)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, upto: int, closed: threading.Event, timeout: float | None = None) -> bool:
+        """Wait until no ticket up to ``upto`` is in flight: True.
+
+        False when ``closed`` is set first, or ``timeout`` seconds passed.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while any(ticket <= upto for ticket in self._flying):
+                left = POLL_SECONDS if deadline is None else min(POLL_SECONDS, deadline - time.monotonic())
+                if closed.is_set() or left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
 
 
 def reply_time(took: float, pad: float) -> float:

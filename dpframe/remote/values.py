@@ -49,13 +49,13 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from dpframe.accounting.ledger import decode, encode
+from dpframe.accounting.ledger import LEDGER_NOTIONS, decode, encode
 from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.budgets import Budget
 from dpframe.errors import ArgumentError, PlanError
@@ -64,6 +64,9 @@ from dpframe.measures import Measure, check_bounds, column_input
 from dpframe.plan.rowlevel import check_size, check_tree, tree_objects
 from dpframe.remote.wire import budget_from_json, budget_to_json, frame_bytes, read_keys, table_from_bytes
 from dpframe.signatures import refuse
+
+if TYPE_CHECKING:
+    from dpframe.accounting.accountants import Accountant
 
 NUMPY_SCALARS = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
                            "float32", "float64"})
@@ -531,6 +534,61 @@ def _shape(argument: str) -> ArgumentError:
                          fix="build queries with dp.connect(...).table(...), as its client does")
 
 
+@dataclasses.dataclass(frozen=True)
+class RemoteCharge:
+    """A charge of the served session's accountant's own kind, as a remote ``cost()`` returns it.
+
+    A third-party accountant may charge in a kind of its own, neither a dp budget nor an
+    :class:`~dpframe.accounting.RDPCharge` (:meth:`~dpframe.accounting.Accountant.charge_from_json`); in process,
+    ``query.cost(budget)`` returns that object. The analyst's process does not hold the served accountant, so a remote
+    ``cost()`` returns this instead: the charge's ``notion``, the ``text`` its ``to_json()`` wrote (the accountant's
+    ``charge_from_json(text)`` rebuilds it, where its plugin is installed) and ``described``, the served accountant's
+    description of it (as ``history()``'s cost column shows it; also its ``str``). dp budgets and RDP charges arrive as
+    themselves.
+
+    Example:
+        >>> charge = RemoteCharge("moments", '{"epsilon": 1.0}', "moments ε=1")
+        >>> str(charge), charge.notion
+        ('moments ε=1', 'moments')
+
+    """
+
+    notion: str
+    text: str
+    described: str
+
+    def __str__(self) -> str:
+        return self.described
+
+
+def pack_charge(charge: Any, accountant: Accountant) -> Any:
+    """A ``cost()``'s charge for the wire (the server's side).
+
+    Its ledger text; with ``accountant``'s description when it is of the accountant's own kind (:class:`RemoteCharge`,
+    read by :func:`unpack_charge`).
+    """
+    text = encode(charge)
+    if charge.notion in LEDGER_NOTIONS:
+        return text
+    return {"charge": text, "described": str(accountant.describe_charge(charge))}
+
+
+def unpack_charge(value: Any) -> Any:
+    """:func:`pack_charge`'s charge rebuilt (the analyst's side): a dp budget, an RDP charge or a :class:`RemoteCharge`.
+
+    Example:
+        >>> import dpframe as dp
+        >>> unpack_charge(pack_charge(dp.PureDP(1), dp.Session({"t": pl.DataFrame({"x": [1]})},
+        ...     privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1)).accountant))
+        PureDP(epsilon=1)
+
+    """
+    if isinstance(value, dict):
+        stored = json.loads(value["charge"])
+        return RemoteCharge(str(stored["notion"]), str(stored["values"][0]), str(value["described"]))
+    return decode(value)
+
+
 def pack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
     """A query's result as JSON, its frames (and types) appended to ``frames`` (the server's side)."""
     if value is None or isinstance(value, bool | str) and not isinstance(value, np.generic):
@@ -617,7 +675,7 @@ def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
     if tag == "$dataclass":
         fields = {k: unpack_result(v, frames) for k, v in body["fields"].items()}
         kind = _result_type(str(body["module"]), str(body["name"]))
-        if kind is None:
+        if kind is None or set(fields) != {f.name for f in dataclasses.fields(kind)}:   # as the class declares
             return {"type": body["name"], **fields}
         out: Any = object.__new__(kind)
         for name, field_value in fields.items():
@@ -627,8 +685,13 @@ def unpack_result(value: Any, frames: list[pl.DataFrame]) -> Any:
 
 
 def _result_type(module: str, name: str) -> type | None:
-    """A dpframe result class by module and name (only dataclasses of dpframe's packages), or None."""
-    if not _MODULE.fullmatch(module) or not name.isidentifier():
+    """A dpframe result class by module and name (only dataclasses of dpframe's packages), or None.
+
+    Public names only: no part of ``module``, nor ``name``, starts with ``_`` (``dpframe.__init__`` would run dpframe's
+    ``__init__`` again as a module of its own, a ``__main__`` a package's command line).
+    """
+    if not _MODULE.fullmatch(module) or not name.isidentifier() \
+            or any(part.startswith("_") for part in [*module.split("."), name]):
         return None
     try:
         kind = getattr(importlib.import_module(module), name, None)
@@ -637,6 +700,6 @@ def _result_type(module: str, name: str) -> type | None:
     return kind if isinstance(kind, type) and dataclasses.is_dataclass(kind) else None
 
 
-__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "Sendable", "Unpacker",
-           "call_as_given", "expression_tree", "pack_result", "plain_value", "unpack_expression", "unpack_result",
-           "unplaced"]
+__all__ = ["MAX_ATTACHED", "NUMPY_SCALARS", "Attached", "Packer", "RemoteCharge", "Sendable", "Unpacker",
+           "call_as_given", "expression_tree", "pack_charge", "pack_result", "plain_value", "unpack_charge",
+           "unpack_expression", "unpack_result", "unplaced"]

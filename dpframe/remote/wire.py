@@ -187,14 +187,36 @@ def frame_bytes(frame: pl.DataFrame) -> bytes:
 
 
 def frame_from_bytes(data: bytes) -> pl.DataFrame:
-    """An Arrow IPC stream as a frame (:func:`table_from_bytes`, then Polars).
+    """A reply's Arrow IPC stream as a frame (the client's side: :func:`table_from_bytes`, then Polars).
+
+    A frame of a type Arrow's Python library does not read (Polars' 128-bit integers: released ``UInt128`` keys, a
+    table's schema) is read by Polars' own reader, as the server's Polars wrote it; a stream neither reads is a
+    :class:`~dpframe.errors.RemoteError` about the reply (a release it held is charged: ``history()`` shows it).
 
     Example:
         >>> frame_from_bytes(frame_bytes(pl.DataFrame({"g": ["a", "b"]})))["g"].to_list()
         ['a', 'b']
+        >>> frame_from_bytes(frame_bytes(pl.DataFrame({"k": pl.Series([2**100], dtype=pl.UInt128)})))["k"].dtype
+        UInt128
 
     """
-    out = pl.from_arrow(table_from_bytes(data))
+    try:
+        pa.ipc.open_stream(pa.BufferReader(data)).schema    # noqa: B018 — reads the schema message only
+    except pa.ArrowNotImplementedError:
+        try:
+            return pl.read_ipc_stream(io.BytesIO(data))
+        except Exception as e:      # noqa: BLE001 — a panic too: a stream Polars does not read either
+            raise RemoteError(f"a reply frame this client cannot read ({type(e).__name__})", argument="reply",
+                              fix="use the server's dpframe and Polars versions") from None
+    except (pa.ArrowException, ValueError, OSError, struct.error) as e:
+        raise RemoteError(f"a reply frame is not an Arrow IPC stream ({type(e).__name__})", argument="reply",
+                          fix="use the server's dpframe and Polars versions") from None
+    try:
+        table = table_from_bytes(data)
+    except ArgumentError as e:
+        raise RemoteError(f"a reply frame this client cannot read ({e.message})", argument="reply",
+                          fix="use the server's dpframe and Polars versions") from None
+    out = pl.from_arrow(table)
     assert isinstance(out, pl.DataFrame)
     return out
 

@@ -279,6 +279,9 @@ def serve(args: argparse.Namespace) -> None:
     except UnicodeDecodeError:      # its message would quote a byte of the key (and where) in the owner's logs
         raise CLIError(f"--authkey-file {args.authkey_file}: the authkey file is not UTF-8 text (e.g. the "
                        "output of secrets.token_hex(32))") from None
+    except OSError as e:
+        raise CLIError(f"--authkey-file {args.authkey_file}: cannot read it ({e.strerror or type(e).__name__}); pass "
+                       "a file holding the key (e.g. the output of secrets.token_hex(32), chmod 600)") from None
     mode = stat.S_IMODE(os.stat(args.authkey_file).st_mode)
     if os.name == "posix" and mode & 0o077:     # whoever reads the key connects as an analyst (as ssh refuses)
         raise CLIError(f"--authkey-file {args.authkey_file}: other users can read or change the key (mode "
@@ -293,7 +296,15 @@ def serve(args: argparse.Namespace) -> None:
     tls = None
     if args.tls_cert is not None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        tls.load_cert_chain(args.tls_cert, args.tls_key)
+        try:
+            tls.load_cert_chain(args.tls_cert, args.tls_key)
+        except OSError as e:        # ssl.SSLError too: "[SSL] PEM lib (_ssl.c:3905)" names neither flag nor file
+            reason = (e.reason or "not a PEM certificate and key") if isinstance(e, ssl.SSLError) else \
+                e.strerror or type(e).__name__
+            keyed = "" if args.tls_key is None else f" with --tls-key {args.tls_key}"
+            raise CLIError(f"--tls-cert {args.tls_cert}{keyed}: cannot load the certificate and its key ({reason}); "
+                           "pass the server's certificate chain as a PEM file, and its private key in it or in "
+                           "--tls-key") from None
     elif args.tls_key is not None:
         raise CLIError("--tls-key needs --tls-cert")
     sess = _opened(args, True, None)
