@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -223,3 +224,61 @@ def test_statistical_a_two_coordinate_release_against_its_charged_curve() -> Non
     honest = audit_claims(*samples, curve_claims([acc.discrete_gaussian(1.0, math.sqrt(2.0))], eps))
     assert honest.passed
     assert not audit_claims(*samples, curve_claims([acc.discrete_gaussian(1.0, 1.0, scalar=True)], eps)).passed
+
+
+# -- 2. conversions at a δ below the normal floats -------------------------------------------------------------------
+
+SUBNORMAL = [1e-310, 1e-315, 1e-320, 5e-324]
+
+
+def _gaussian_delta(mu: float, eps: float) -> Decimal:
+    """δ(ε) of the Gaussian mechanism with μ = Δ/σ: Q(ε/μ − μ/2) − e^ε Q(ε/μ + μ/2), to ~10⁻⁷⁰ (Decimal, 90 digits)."""
+    from .selection_exact import PREC, dec, normal_tail
+
+    with localcontext() as ctx:
+        ctx.prec = PREC
+        m, e = dec(mu), dec(eps)
+        return normal_tail(e / m - m / 2) - e.exp() * normal_tail(e / m + m / 2)
+
+
+@pytest.mark.parametrize("delta", SUBNORMAL)
+def test_soundness_rdp_standard_conversion_below_the_normal_floats(delta: float) -> None:
+    """Found: the standard RDP conversion ε(α) + ln(1/δ)/(α − 1) computed 1/δ, which overflows to ∞ for δ below
+    5.6·10⁻³⁰⁹: `epsilon(δ, "standard")` was ∞ where a finite ε exists. Now −ln δ (log space). Against the exact
+    minimum for a Gaussian of σ = 1 (ε(α) = α/2): min_α α/2 + L/(α − 1) = 1/2 + √(2L), L = ln(1/δ) of the float δ,
+    in 90-digit Decimals; the result is at least that (an upper bound) and within 10⁻⁶ of it."""
+    rdp = acc.RDPAccountant().compose(acc.gaussian(1.0))
+    got = rdp.epsilon(delta, "standard")
+    with localcontext() as ctx:
+        ctx.prec = 90
+        exact = Decimal(1) / 2 + (2 * -Decimal(delta).ln()).sqrt()
+    assert math.isfinite(got) and Decimal(got) >= exact and got <= float(exact) * (1 + 1e-6)
+    assert rdp.epsilon(delta) <= got
+
+
+@pytest.mark.parametrize("delta", SUBNORMAL)
+def test_soundness_a_curve_s_epsilon_below_the_normal_floats_is_an_upper_bound(delta: float) -> None:
+    """Found: `PrivacyCurve.approx_dp` inverts the float privacy profile, whose values below the normal floats carry
+    absolute errors of subnormal ulps: the Gaussian (σ = 1) at δ = 5·10⁻³²⁴ returned ε = 38.865 where its exact δ
+    is 6.5·10⁻³²⁴ (1.3 δ; 1.03 δ at 10⁻³²²), not an upper bound. Below the normal floats it is now the RDP
+    conversion (log space, with the engine's margin) or the pure bound, whichever is less: at least the exact ε
+    (checked against 90-digit Decimals) and finite."""
+    got = acc.gaussian(1.0).approx_dp(delta)
+    assert math.isfinite(got) and _gaussian_delta(1.0, got) <= Decimal(delta)
+    assert got <= _exact_rdp_bound(delta) * (1 + 1e-4)       # the fixed orders, not refined
+    assert acc.laplace(1.0).approx_dp(delta) == 1.0          # a pure curve keeps its ε∞ (δ(ε∞) = 0)
+    sampled = acc.gaussian(1.0).subsampled(0.01).approx_dp(delta)
+    assert math.isfinite(sampled) and sampled < got
+
+
+def _exact_rdp_bound(delta: float) -> float:
+    """The improved RDP conversion's minimum for ε(α) = α/2, over a fine grid of α (a reference, not a bound)."""
+    alpha = np.linspace(1.5, 200.0, 400_001)
+    return float(np.min(alpha / 2 + np.log1p(-1 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1)))
+
+
+def test_a_normal_delta_keeps_the_profile_inversion() -> None:
+    """Above the subnormals the profile is inverted as before (tighter than RDP): Gaussian σ = 1 at δ = 10⁻³⁰⁰."""
+    got = acc.gaussian(1.0).approx_dp(1e-300)
+    assert _gaussian_delta(1.0, got) <= Decimal(1e-300) and got < acc.RDPAccountant().compose(
+        acc.gaussian(1.0)).epsilon(1e-300)
