@@ -282,3 +282,92 @@ def test_a_normal_delta_keeps_the_profile_inversion() -> None:
     got = acc.gaussian(1.0).approx_dp(1e-300)
     assert _gaussian_delta(1.0, got) <= Decimal(1e-300) and got < acc.RDPAccountant().compose(
         acc.gaussian(1.0)).epsilon(1e-300)
+
+
+# -- 3. the partition-selection threshold τ: δ > ½, and the discrete Gaussian beyond σ² = 10¹⁴ ------------------------
+
+
+def _achieved(kind: str, l0: int, scale: Fraction, tau: int) -> tuple[Decimal, Decimal]:
+    """(lower, upper) bounds of the δ partition selection achieves at threshold ``tau`` (exact for Laplace, and for
+    the discrete Gaussian up to σ² = 10⁵; 90-digit Euler–Maclaurin bounds beyond)."""
+    from .selection_exact import PREC, any_released, gaussian_tail_range, selection_delta
+
+    with localcontext() as ctx:
+        ctx.prec = PREC
+        if kind == "discrete_laplace":
+            exact = selection_delta(kind, l0, scale, tau)
+            return exact, exact
+        low, up = gaussian_tail_range(scale, tau - 1)
+        return any_released(l0, low), any_released(l0, up)
+
+
+LARGE_DELTAS = [Fraction(11, 20), Fraction(3, 4), Fraction(9, 10), Fraction(99, 100), Fraction(999_999, 10**6)]
+
+
+@pytest.mark.parametrize("kind,scales", [
+    ("discrete_laplace", [Fraction(1, 10), Fraction(1, 2), Fraction(1), Fraction(3), Fraction(100)]),
+    ("discrete_gaussian", [Fraction(1, 1000), Fraction(1, 4), Fraction(1), Fraction(4), Fraction(100),
+                           Fraction(10**6), Fraction(10**20)]),
+])
+def test_soundness_the_threshold_is_the_smallest_sound_one_for_delta_above_a_half(kind: str,
+                                                                                 scales: list[Fraction]) -> None:
+    """Found: τ had a floor of 2, so at δ > ½ (where the per-group chance δ₁ = 1 − (1 − δ)^{1/L0} can exceed
+    P[Z ≥ 0], a little above ½) the threshold was 2 where 1 meets δ: at t = 1, L0 = 1, δ = 0.9 a new group is released
+    with probability 0.54 at τ = 2 against δ = 0.9 allowed (sound, but not the threshold the docstring promises).
+    τ = 1 is now returned where P[Z ≥ 0] ≤ δ₁ (with the same margins); at every point τ is sound (the δ achieved is at
+    most δ, exactly) and τ − 1 is not."""
+    from dpframe_aggregates.partition_selection import gaussian_threshold, laplace_threshold
+
+    threshold = laplace_threshold if kind == "discrete_laplace" else gaussian_threshold
+    ones = 0
+    for scale, delta, l0 in ((s, d, n) for s in scales for d in LARGE_DELTAS for n in (1, 2, 7)):
+        tau = threshold(l0, scale, delta)
+        assert tau >= 1 and _achieved(kind, l0, scale, tau)[1] <= delta, (scale, delta, l0, tau)
+        if tau > 1 and scale <= 10**14:
+            assert _achieved(kind, l0, scale, tau - 1)[0] > delta, (scale, delta, l0, tau)
+        ones += tau == 1
+    assert ones >= 20
+
+
+def test_a_selection_plan_at_delta_above_a_half_uses_tau_one() -> None:
+    """The plan (as `group_by(...).agg(...)` makes it) calibrates, charges and notes τ = 1 at (ε = 1, δ = 0.9),
+    L0 = 1: a new group (one unit) is released with probability 1/(1 + e⁻¹) = 0.73 ≤ 0.9; it is charged (1, 0.9)."""
+    from dpframe_aggregates.partition_selection import PartitionSelection
+
+    from dpframe.testing import measure_context
+
+    plan = PartitionSelection().plan([dp.len()], measure_context(max_rows=1, grouped=True),
+                                     dp.ApproxDP(1, Fraction(9, 10)))
+    assert plan.threshold == 1 and plan.cost == dp.ApproxDP(1, Fraction(9, 10))
+    assert "τ = 1 " in plan.notes[0]
+
+
+BEYOND = [Fraction(10**15), Fraction(10**18 + 1), Fraction(10**22), Fraction(10**26 + 3), Fraction(10**30),
+          Fraction(2**110)]          # up to the largest σ² the sampler takes (MAX_GAUSSIAN_SIGMA2)
+
+
+def test_the_gaussian_threshold_beyond_sigma2_1e14_is_sound_and_not_absurd() -> None:
+    """Beyond σ² = 10¹⁴ (the exact reference's reach in test_review53d) up to 2¹¹⁰, the largest σ² a plan
+    calibrates: at every point the δ achieved at τ is at most δ (a 90-digit Euler–Maclaurin upper bound), τ is at
+    most the subgaussian τ, and τ is either the smallest sound one or τ − 1's δ is within 10⁻⁸ of δ (the margins,
+    ≈ 2·10⁻⁹ in log space, plus one step of k, ≈ x/σ; past σ² ≈ 10¹⁸ the margins span many k and τ is that much
+    above the smallest: e.g. 1,256,307 instead of 2 at σ² = 10³⁰, δ = ½, a threshold of 10⁻⁹ σ)."""
+    from dpframe_aggregates.partition_selection import gaussian_threshold, subgaussian_threshold
+
+    from .selection_exact import PREC, per_group_delta
+
+    for s2, delta, l0 in ((s, d, n) for s in BEYOND for d in [*LARGE_DELTAS[:1], Fraction(1, 2), Fraction(1, 10),
+                                                              Fraction(1, 10**6), Fraction(1, 10**100)]
+                          for n in (1, 7)):
+        tau = gaussian_threshold(l0, s2, delta)
+        low, up = _achieved("discrete_gaussian", l0, s2, tau)
+        assert up <= delta and tau <= subgaussian_threshold(l0, s2, delta), (s2, delta, l0, tau)
+        if tau > 1:
+            with localcontext() as ctx:
+                ctx.prec = PREC
+                per_group = per_group_delta(l0, delta)
+                from .selection_exact import gaussian_tail_range
+
+                smaller = gaussian_tail_range(s2, tau - 2)[0] > per_group
+                close = (per_group - gaussian_tail_range(s2, tau - 1)[1]) / per_group <= Decimal("1e-8")
+            assert smaller or close, (s2, delta, l0, tau)
