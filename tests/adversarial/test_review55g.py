@@ -371,3 +371,110 @@ def test_the_gaussian_threshold_beyond_sigma2_1e14_is_sound_and_not_absurd() -> 
                 smaller = gaussian_tail_range(s2, tau - 2)[0] > per_group
                 close = (per_group - gaussian_tail_range(s2, tau - 1)[1]) / per_group <= Decimal("1e-8")
             assert smaller or close, (s2, delta, l0, tau)
+
+
+# -- 4. the PLD's FFT margin: an adversarial composition against its exact value -------------------------------------
+
+#: Randomized response of five ε, 273 mechanisms in all: 980,880 distinct composed losses, spread from 0.05 to 2.0.
+HETEROGENEOUS = [(0.05, 200), (0.1, 60), (0.37, 9), (1.3, 3), (2.0, 1)]
+
+
+def _rr_losses(mix: Sequence[tuple[float, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact privacy-loss distribution (losses, masses) of composed randomized responses: under P the loss of
+    RR(ε) is +ε with probability e^ε/(1 + e^ε), −ε otherwise, so n of them lose ε·(n − 2B), B ~ Binomial(n, q),
+    q = 1/(1 + e^ε); the composition is the sum over the kinds (every combination enumerated)."""
+    losses, masses = np.zeros(1), np.ones(1)
+    for eps, n in mix:
+        q = 1 / (1 + math.exp(eps))
+        b = np.arange(n + 1)
+        log_binom = np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in range(n + 1)])
+        mass = np.exp(log_binom + b * math.log(q) + (n - b) * math.log1p(-q))
+        losses = (losses[:, None] + eps * (n - 2 * b)[None, :]).ravel()
+        masses = (masses[:, None] * mass[None, :]).ravel()
+    return losses, masses
+
+
+def test_pld_of_many_heterogeneous_mechanisms_is_an_upper_bound_of_the_exact_composition() -> None:
+    """273 randomized responses of five different ε composed by the PLD accountant (one discretisation and one FFT,
+    with its single rounding margin, per direction; RR is symmetric) against the exact composition (the enumerated
+    loss distribution, δ(ε) = Σ p·(1 − e^{ε − l})₊ summed directly): the exact δ at the ε the PLD reports is at most
+    δ at every δ asked (an upper bound), and the ε is within 0.1 % of the exact one at δ ≥ 10⁻⁶ (measured: 4·10⁻⁹
+    at 10⁻², 1·10⁻⁵ at 10⁻⁶; below the FFT's resolution, 10⁻¹², the RDP bound takes over, 10 % above)."""
+    losses, masses = _rr_losses(HETEROGENEOUS)
+    order = np.argsort(losses)
+    losses, masses = losses[order], masses[order]
+    above = np.cumsum(masses[::-1])[::-1]
+    weighted = np.cumsum((masses * np.exp(-(losses - losses[-1])))[::-1])[::-1]
+
+    def fast(eps: float) -> float:          # A − e^ε·B over the losses above ε (for the bisection only)
+        i = int(np.searchsorted(losses, eps, side="right"))
+        return 0.0 if i == len(losses) else float(above[i] - math.exp(eps - losses[-1]) * weighted[i])
+
+    def exact_delta(eps: float) -> float:   # summed directly: no cancellation
+        return math.fsum((masses * np.clip(-np.expm1(eps - losses), 0.0, None)).tolist())
+
+    pld = acc.PLDAccountant()
+    for eps, n in HETEROGENEOUS:
+        pld.compose(acc.randomized_response(epsilon=eps), n)
+    for delta in (1e-2, 1e-6, 1e-12):
+        got = pld.epsilon(delta)
+        assert exact_delta(got) <= delta, delta
+        lo, hi = 0.0, got
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if fast(mid) <= delta else (mid, hi)
+        if delta >= 1e-6:
+            assert got <= hi * 1.001, (delta, got, hi)
+
+
+_PI = np.longdouble("3.141592653589793238462643383279502884197")
+
+
+def _dft_matrix(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of −2π·jk/n for k ≤ n/2, j < n, in long double (64-bit mantissa; jk reduced mod n exactly)."""
+    j, k = np.arange(n, dtype=np.int64), np.arange(n // 2 + 1, dtype=np.int64)
+    angle = -2 * _PI * ((k[:, None] * j[None, :]) % n).astype(np.longdouble) / n
+    return np.cos(angle), np.sin(angle)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 60, reason="needs an 80-bit long double for the reference")
+def test_fft_rounding_per_level_is_far_below_the_assumed_16_ulps() -> None:
+    """The FFT margin (numerics.pld.fft_error) assumes each level of scipy's pocketfft rounds within FFT_ETA = 16 ulps
+    of its inputs' ‖·‖₁: |fl(Fx)_k − (Fx)_k| ≤ 16U·L·‖x‖₁ forward, and each inverse entry within (2/n)·16U·L·Σ|S_k|
+    (L = ⌈log₂ n⌉). Measured against a long-double DFT (its own error, n·2⁻⁶⁴ of the same norms, is added to the
+    measurement) on the lengths the PLD uses (5-smooth: radix-4, 2, 3 and 5 passes) with PLD-like inputs (masses over
+    700 orders of magnitude, and heavy-headed ones) and Hermitian spectra of such transforms raised to a power: the
+    worst, the reference's error included, is 0.9 ulps per level, 18× inside the assumption (FFT_ETA's docstring
+    sketches why pocketfft's passes stay within it)."""
+    from scipy.fft import irfft, next_fast_len, rfft
+
+    from dpframe.accounting.numerics.pld import FFT_ETA
+
+    u, ld = 2.0**-53, float(np.finfo(np.longdouble).eps)
+    rng = np.random.default_rng(55)
+    worst = 0.0
+    for n in (1024, 729, 625, 960, 1125, 1458):
+        assert next_fast_len(n, real=True) == n
+        levels = math.ceil(math.log2(n))
+        cos, sin = _dft_matrix(n)
+        for heavy in (False, True):
+            x = rng.random(n - int(rng.integers(0, n // 3))) ** 8 if heavy else np.exp(rng.uniform(-700, 0, n // 2))
+            x /= x.sum()
+            z = rfft(x, n)
+            xl = np.zeros(n, dtype=np.longdouble)
+            xl[:len(x)] = x
+            err = np.abs(z.real - cos @ xl) + np.abs(z.imag - sin @ xl)
+            norm = float(np.sum(x))
+            worst = max(worst, (float(np.max(err)) + 2 * n * ld * norm) / (u * levels * norm))
+            spectrum = z ** 3
+            y = irfft(spectrum, n)
+            weight = np.full(n // 2 + 1, 2.0, dtype=np.longdouble)
+            weight[0] = 1
+            if n % 2 == 0:
+                weight[-1] = 1
+            sr, si = spectrum.real.astype(np.longdouble), spectrum.imag.astype(np.longdouble)
+            exact = ((weight * sr) @ cos + (weight * si) @ sin) / n       # F⁻¹ of the Hermitian spectrum
+            size = float(np.sum(np.abs(spectrum)))
+            err_inv = float(np.max(np.abs(y - exact))) + 4 * ld * size
+            worst = max(worst, err_inv / (2 / n * u * levels * size))
+    assert worst < FFT_ETA / u / 10, worst
