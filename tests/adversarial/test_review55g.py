@@ -28,6 +28,7 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 from dpframe.planning.curve_checks import _describes, _third_party_curves
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.test_review53c import Wrapped
 
 ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 4 for i in range(800)], "k": ["a", "b"] * 400})
@@ -115,30 +116,46 @@ DESCRIPTIONS = {
 }
 
 
+class Recording(Wrapped):
+    """test_review53c's delegating accountant under a name of its own (its module fixture may hold the other)."""
+
+    name = "recording_r55g"
+    seen: list[tuple[acc.PrivacyCurve, ...]] = []
+
+    def charge_plan(self, cost: Budget, curves: Sequence[acc.PrivacyCurve] | None, rate: float = 1.0) -> Any:
+        Recording.seen.append(tuple(curves or ()))
+        return self._inner.charge_plan(cost, curves, rate)
+
+
+class RecordingHooks:
+    @dp.hookimpl
+    def dpframe_accountants(self, register: Any) -> None:
+        register(Recording, name=Recording.name)
+
+
 @pytest.mark.parametrize("how", sorted(DESCRIPTIONS))
 def test_a_recording_third_party_accountant_gets_curves_at_least_the_floor(how: str) -> None:
     """A third-party accountant (dpframe's Rényi filter by delegation, recording what it is handed) is given, for
     honest plugins describing their noise with dpframe's constructors (floats rounded to nearest, as a plugin
     writes them), curves whose RDP at every filter order is at least the declared noise's floor, exactly."""
     from dpframe.plugin import plugin_host
-    from tests.adversarial.test_review53c import Wrapped, WrappedHooks
 
     host = plugin_host()
-    host.register(WrappedHooks(), name="wrapped_r55g")
+    host.register(RecordingHooks(), name="recording_r55g")
     try:
         budget, describe = DESCRIPTIONS[how]
         plugin = DescribedBy(f"described_{how}_r55g", describe)
         sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=3),
-                          budget=dp.ApproxDP(50, 1e-5), accountant=Wrapped.name, seed=0)
+                          budget=dp.ApproxDP(50, 1e-5), accountant=Recording.name, seed=0)
         pin_mechanisms(sess, plugin)
-        Wrapped.seen.clear()
+        Recording.seen.clear()
         sess.table("t").agg(dp.measure(plugin.name)).collect(budget)
-        assert sess.history().height == 1 and Wrapped.seen
+        assert sess.history().height == 1 and Recording.seen
         noise = Noise.calibrate(Fraction(3), budget)
-        for curves in Wrapped.seen:
+        for curves in Recording.seen:
             assert np.all(np.asarray(RDPCharge.of(list(curves)).values) >= _floor([noise])), how
     finally:
-        host.unregister(name="wrapped_r55g")
+        host.unregister(name="recording_r55g")
 
 
 # -- 5. a scalar discrete Gaussian describing noise that moves several coordinates ----------------------------------
