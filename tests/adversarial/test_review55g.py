@@ -9,8 +9,7 @@ docstring (``Found:``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Any
@@ -23,14 +22,12 @@ import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.budgets import Budget
-from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
-from dpframe.noise import RandomSource
+from dpframe.mechanism import Noise
 from dpframe.planning.curve_checks import _describes, _third_party_curves
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.test_review51f import CurveCount
 from tests.adversarial.test_review53c import Wrapped
 
-ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 4 for i in range(800)], "k": ["a", "b"] * 400})
 
 
@@ -68,39 +65,6 @@ def test_soundness_handed_guarantees_are_held_to_the_floor_too() -> None:
     fair = _third_party_curves((acc.gaussian(math.sqrt(2.0) * (1 - 1e-12)),), dp.ZCDP(Fraction(1, 4)),
                                [("count", noise)], untied=True)
     assert fair is not None and [c.spec["kind"] for c in fair] == ["zcdp"]  # type: ignore[index]
-
-
-@dataclass
-class NoisedCount(MechanismPlan):
-    """A row count released with its declared noise."""
-
-    count_noise: Noise | None = None
-
-    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        assert self.count_noise is not None
-        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
-        return {m.output_name: exact + self.count_noise.sample(exact.size, rng) for m in self.measures}
-
-
-class DescribedBy:
-    """A plugin row count whose plan declares its noise and the curve ``describe(noise)`` (dpframe's constructors)."""
-
-    notions = frozenset({"pure", "zcdp"})
-
-    def __init__(self, name: str, describe: Any) -> None:
-        self.name, self.describe = name, describe
-        self.handles = frozenset({name})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
-
-    def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
-        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
-        return NoisedCount(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
-                           privacy=(self.describe(noise),), count_noise=noise)
 
 
 def _sigma(noise: Noise) -> float:
@@ -144,7 +108,7 @@ def test_a_recording_third_party_accountant_gets_curves_at_least_the_floor(how: 
     host.register(RecordingHooks(), name="recording_r55g")
     try:
         budget, describe = DESCRIPTIONS[how]
-        plugin = DescribedBy(f"described_{how}_r55g", describe)
+        plugin = CurveCount(f"described_{how}_r55g", describe)       # declares the noise it adds
         sess = dp.Session({"t": DATA}, privacy_unit=dp.PrivacyUnit("u", max_rows=3),
                           budget=dp.ApproxDP(50, 1e-5), accountant=Recording.name, seed=0)
         pin_mechanisms(sess, plugin)
