@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -51,7 +52,7 @@ import numpy as np
 from dpframe.accounting.checks import check_alpha, check_delta, check_epsilon, check_rate, delta_out, rdp_out, shown
 from dpframe.accounting.numerics.common import Array, Fn
 from dpframe.accounting.numerics.profiles import hs_from_rdp, hs_mixture
-from dpframe.accounting.numerics.rdp import RDP_ORDERS
+from dpframe.accounting.numerics.rdp import RDP_ORDERS, best_epsilon, conversion_margin, difference_down
 from dpframe.accounting.numerics.subsampling import amplified_epsilon, hs_subsampled, subsampled_rdp
 from dpframe.budgets import up
 from dpframe.errors import BudgetError, DPFrameError
@@ -161,6 +162,8 @@ class PrivacyCurve:
         return self._approx_dp(check_delta(delta))
 
     def _approx_dp(self, delta: float) -> float:
+        if delta < sys.float_info.min:
+            return self._approx_dp_subnormal(delta)
         if self._delta_at(0.0) <= delta:
             return 0.0
         limit = max(1e4, 2 * self.eps_inf) if self.eps_inf is not None and math.isfinite(self.eps_inf) else 1e4
@@ -175,6 +178,34 @@ class PrivacyCurve:
             if hi - lo <= 1e-15 * hi:
                 break
         return hi
+
+    def _approx_dp_subnormal(self, delta: float) -> float:
+        """:meth:`approx_dp` at a ``delta`` below the normal floats (10⁻³⁰⁸), where a profile cannot be inverted.
+
+        A float privacy profile there carries absolute errors of a few subnormal ulps (4.9·10⁻³²⁴ each: rounding the
+        terms' exponentials, and every sum), a large part of δ: the Gaussian's, inverted, gave ε = 38.865 at
+        δ = 5·10⁻³²⁴ where its exact δ is 6.5·10⁻³²⁴. The answer is instead the smaller of two bounds computed without
+        it: the pure bound ε∞ where δ ≥ δ0 (the curve is (ε∞, δ0)-DP), and the RDP conversion at δ − δ0 (in logs,
+        rounded up by :func:`~dpframe.accounting.numerics.rdp.conversion_margin`, as an RDP accountant's); ∞ where
+        neither applies.
+
+        Example:
+            >>> from dpframe import accounting as acc
+            >>> round(acc.gaussian(1.0).approx_dp(5e-324), 3), acc.laplace(1.0).approx_dp(5e-324)
+            (38.968, 1.0)
+
+        """
+        options = [math.inf]
+        if self.eps_inf is not None and self.delta0 <= delta:
+            options.append(self.eps_inf)
+        left = difference_down(delta, self.delta0)
+        if self.rdp is not None and left > 0:
+            with np.errstate(all="ignore"):
+                values = rdp_out(self.rdp(RDP_ORDERS))
+            best = best_epsilon(RDP_ORDERS, values, left)
+            if math.isfinite(best.epsilon):
+                options.append(best.epsilon + conversion_margin(best.epsilon, best.alpha, left))
+        return max(0.0, min(options))
 
     def subsampled(self, rate: float) -> PrivacyCurve:
         """The same mechanism run on a Poisson sample that keeps each unit with probability ``rate``."""

@@ -124,11 +124,14 @@ def _third_party_curves(privacy: object, cost: Budget, noises: Sequence[tuple[st
     gets only curves dpframe built itself from checked parameters: those the plan's descriptions rebuild where
     :func:`~dpframe.accounting.curve_charge.check_curve_charge` accepts the plan's charge (against its cost, dpframe's
     formulas, unamplified: the accountant amplifies; a charge accepted as at least the cost's own curve is described
-    by that curve) and they are at least its declared noises' floor at every filter order; else None: the cost's own
-    curve (:func:`~dpframe.accounting.accountants.plan_curves`), which every
-    ``cost``-private mechanism has. ``untied``: no declared noise pays for the plan's cost, so nothing ties its
-    descriptions to its mechanism; the accountant gets the curves of the guarantees they state
-    (:func:`~dpframe.accounting.curve_charge.guarantee`: a Gaussian of ρ as ρ-zCDP), else None.
+    by that curve) and they are at least its declared noises' floor at every filter order, exactly (the checks of
+    the plan's own curves allow 10⁻⁹ of float slack, which the charge then raises away, :func:`_as_checked`; the
+    accountant composes what it is handed as it is, so a curve up to 10⁻⁹ below the floor is not handed); else None:
+    the cost's own curve (:func:`~dpframe.accounting.accountants.plan_curves`), which every ``cost``-private mechanism
+    has, so at least every neighbouring pair's divergence, the floor's included. ``untied``: no declared noise pays
+    for the plan's cost, so nothing ties its descriptions to its mechanism; the accountant gets the curves of the
+    guarantees they state (:func:`~dpframe.accounting.curve_charge.guarantee`: a Gaussian of ρ as ρ-zCDP), held to
+    the same floor, else None.
 
     Example:
         >>> from dpframe import accounting as acc; from dpframe.budgets import ApproxDP, PureDP
@@ -144,15 +147,17 @@ def _third_party_curves(privacy: object, cost: Budget, noises: Sequence[tuple[st
     checked, _ = check_curve_charge(RDPCharge.of(privacy), cost, reference(), 1.0)
     if checked is None or not checked.specs:
         return None
-    rebuilt = tuple(from_json(text) for text in checked.specs)
-    if noises:
-        floor = sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS)))
-        if not np.all(np.asarray(RDPCharge.of(rebuilt).values) >= floor * (1 - 1e-9)):
-            return None
+    handed = tuple(from_json(text) for text in checked.specs)
     if untied:
-        stated = [guarantee(c.to_json()) for c in rebuilt]
-        return tuple(c for c in stated if c is not None) if all(c is not None for c in stated) else None
-    return rebuilt
+        stated = [guarantee(c.to_json()) for c in handed]
+        if not all(c is not None for c in stated):
+            return None
+        handed = tuple(c for c in stated if c is not None)
+    if noises:      # no float slack: the accountant composes these curves as they are, at any order
+        floor = sum((Noise.filter_rdp(n) for _, n in noises), np.zeros(len(FILTER_ORDERS)))
+        if not np.all(np.asarray(RDPCharge.of(handed).values) >= floor):
+            return None
+    return handed
 
 
 def _under(privacy: object, noises: Sequence[tuple[str, Noise]], floor: Sequence[PrivacyCurve]) -> bool:
@@ -449,8 +454,11 @@ def _describes(noise: Noise, spec: dict[str, Any]) -> bool:
     characteristic functions is a mixture of a point mass and a discrete Laplace). Not ``laplace``: at Δ = 1 the
     discrete pair is randomized response, above the continuous profile. Discrete Gaussian (σ², Δ; ρ = ⌊Δ²⌋/(2σ²)):
     ``zcdp`` or a vector ``discrete_gaussian`` of ρ at least that (their profile is derived from the RDP curve: valid
-    for any mechanism with it), or a ``scalar`` one of the same Δ and σ (within float rounding down). Not ``gaussian``:
-    the continuous profile is not shown above the discrete one. Any other key (a ``rate``) is not a description of it.
+    for any mechanism with it), or a ``scalar`` one of the same Δ and σ (within float rounding down) where one
+    coordinate may move by all of Δ (``coordinate_sensitivity`` not below: the one-coordinate profile of N_Z(0, σ²)
+    against N_Z(2, σ²) is up to 6 % below that of four coordinates each moved by 1, the same L2 sensitivity;
+    ``tests/adversarial/test_review55g.py``). Not ``gaussian``: the continuous profile is not shown above the discrete
+    one. Any other key (a ``rate``) is not a description of it.
     """
     kind, keys = spec.get("kind"), set(spec)
     numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
@@ -476,8 +484,10 @@ def _describes(noise: Noise, spec: dict[str, Any]) -> bool:
     sigma, sensitivity = Fraction(spec["sigma"]), Fraction(spec["sensitivity"])
     if spec.get("scalar", False) is False:
         return sensitivity ** 2 / (2 * sigma ** 2) >= rho
+    coordinate = noise.coordinate_sensitivity
     return (spec["scalar"] is True and sensitivity == noise.sensitivity and sigma ** 2 <= noise.scale
-            and sigma ** 2 >= noise.scale * (1 - Fraction(1, 10**9)))
+            and sigma ** 2 >= noise.scale * (1 - Fraction(1, 10**9))
+            and (coordinate is None or coordinate >= sensitivity))
 
 
 def _check_delta0(mechanism: str, privacy: object, cost: Budget) -> None:

@@ -13,8 +13,8 @@ u_g = 1, since null unit ids are dropped and a group exists only through its row
   (1 − (1 − p)^k), and P[M(D) ∈ S] − e^ε·P[M(D′) ∈ S] ≤ P_E(S) − (1 − p)^k·P_E(S) ≤ 1 − (1 − p)^k. At m = 0,
   k = L0 the first is an equality for S = "a new group is released": the selection is (ε, δ)-DP (or
   δ-approximately ρ-zCDP) **if and only if** 1 − (1 − p)^L0 ≤ δ, i.e. p ≤ δ₁ = 1 − (1 − δ)^{1/L0}.
-* Discrete Laplace: P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) for k ≥ 0 exactly, so τ = 1 + max(1, ⌈t·(ℓ −
-  ln(1 + e^{−1/t}))⌉) with ℓ ≥ ln(1/δ₁) (:func:`per_group_log_up`): the smallest τ ≥ 2 meeting it, up to the
+* Discrete Laplace: P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) for k ≥ 0 exactly, so τ = 1 + max(0, ⌈t·(ℓ −
+  ln(1 + e^{−1/t}))⌉) with ℓ ≥ ln(1/δ₁) (:func:`per_group_log_up`): the smallest τ ≥ 1 meeting it, up to the
   10⁻¹² margins of ℓ.
 * Discrete Gaussian (review 53d; it was the subgaussian e^{−k²/(2σ²)}, up to 2.2× too high): P[Z ≥ k] = S(k)/N,
   S(k) = Σ_{z≥k} f(z), N = Σ_z f(z), f(z) = e^{−z²/(2σ²)}. τ − 1 is the smallest k ≥ 1 with ln U(k) + m ≤ −ℓ,
@@ -24,8 +24,8 @@ u_g = 1, since null unit ids are dropped and a group exists only through its row
   |R| ≤ (1/720)·∫|f⁗| (:func:`_log_tail_em`). m = 10⁻⁹ + 10⁻¹²·ℓ covers the floats. Past σ² = 10³⁰⁰: the
   subgaussian bound.
 * No margin is added on top: τ − 1 below these values breaks the condition (tests/adversarial/selection_exact.py
-  computes the exact δ: test_review52d.py, test_review53d.py). τ ≥ 2 is a floor: τ = 1 could meet the condition
-  only at δ ≥ 1/2.
+  computes the exact δ: test_review52d.py, test_review53d.py, test_review55g.py). τ = 1 (k = 0) meets the condition
+  only at δ > 1/2 (P[Z ≥ 0] > ½ for both noises): it is taken where it does, as any other k.
 * zCDP: the claim is δ-approximate ρ-zCDP (Bun & Steinke 2016, Def. 8.1): the events E = everything (on D) and
   E′ = "no new group is released" (on D′, probability (1 − p)^k ≥ 1 − δ), under which the output is the
   thresholded noisy counts of D's groups, ρ-zCDP. An E′ with a finite Rényi divergence to M(D) must exclude every
@@ -114,24 +114,26 @@ def per_group_log_up(l0: int, delta: Fraction) -> Fraction:
 
 
 def laplace_threshold(l0: int, scale: Fraction, delta: Fraction) -> int:
-    """Smallest τ ≥ 2 with 1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ for discrete Laplace(t = scale) (up to ℓ's margin).
+    """Smallest τ ≥ 1 with 1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ for discrete Laplace(t = scale) (up to ℓ's margin).
 
-    P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) (k ≥ 0) ≤ δ₁ ⇔ k ≥ t·(ln(1/δ₁) − ln(1 + e^{−1/t})): τ − 1 is the ceiling
-    of that, at least 1, computed in exact rationals from ℓ ≥ ln(1/δ₁) (:func:`per_group_log_up`; the product
-    with t was a float: at t ≈ 2⁵⁶ its rounding alone moved τ by hundreds). ln(1 + e^{−1/t}) is taken at 1/t
-    capped at 40 (beyond, it is below 10⁻¹⁷, inside the 10⁻¹² margin: the bound is 0), so no scale, however
-    far outside the float range, meets a float division or overflow.
+    P[Z ≥ k] = e^{−k/t}/(1 + e^{−1/t}) (k ≥ 0) ≤ δ₁ ⇔ k ≥ t·(ln(1/δ₁) − ln(1 + e^{−1/t})): τ − 1 is the ceiling of
+    that, at least 0 (k = 0, τ = 1, only where δ₁ ≥ P[Z ≥ 0] > ½: a δ above ½), computed in exact rationals from ℓ ≥
+    ln(1/δ₁) (:func:`per_group_log_up`; the product with t was a float: at t ≈ 2⁵⁶ its rounding alone moved τ by
+    hundreds). ln(1 + e^{−1/t}) is taken at 1/t capped at 40 (beyond, it is below 10⁻¹⁷, inside the 10⁻¹² margin:
+    the bound is 0), so no scale, however far outside the float range, meets a float division or overflow.
 
     Example:
         >>> laplace_threshold(1, Fraction(1), Fraction(1, 10**6))   # ⌈13.8155 − 0.3133⌉ + 1
         15
         >>> laplace_threshold(1, Fraction(1, 10**400), Fraction(1, 10**6))   # a unit-only group needs noise ≥ 1
         2
+        >>> laplace_threshold(1, Fraction(1), Fraction(9, 10))    # P[Z ≥ 0] = 1/(1 + e⁻¹) = 0.73 ≤ δ₁ = 0.9
+        1
 
     """
     inv = float(min(1 / scale, Fraction(40)))
     small = max(Fraction(0), Fraction(math.log1p(math.exp(-inv))) - Fraction(1, 10**12))  # ≤ ln(1 + e^{−1/t})
-    return max(1, math.ceil(scale * (per_group_log_up(l0, delta) - small))) + 1
+    return max(0, math.ceil(scale * (per_group_log_up(l0, delta) - small))) + 1
 
 
 DIRECT_MAX = 10**4
@@ -222,16 +224,20 @@ def subgaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
 
 @plain_cache(maxsize=256)
 def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
-    """Smallest τ ≥ 2 with 1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ for the discrete Gaussian N_ℤ(0, σ²) (up to margins).
+    """Smallest τ ≥ 1 with 1 − (1 − P[Z ≥ τ − 1])^l0 ≤ δ for the discrete Gaussian N_ℤ(0, σ²) (up to margins).
+
+    τ = 1 where P[Z ≥ 0] ≤ δ₁ (:func:`_zero_passes`: only at a δ above ½); else τ ≥ 2, as follows.
 
     The condition is P[Z ≥ τ − 1] ≤ δ₁ = 1 − (1 − δ)^{1/l0}; it is checked as ln U(k) + m ≤ −ℓ with ℓ ≥ ln(1/δ₁)
-    (:func:`per_group_log_up`), U(k) ≥ P[Z ≥ k] (the lattice sum over a lower bound of the lattice total up to
-    σ² = 10⁴, :func:`_log_tail_direct`; Euler–Maclaurin with its remainder above, :func:`_log_tail_em`) and
-    m = 10⁻⁹ + 10⁻¹²·ℓ, far above the floats' error (each a few ulps of terms ≤ 50 + ℓ, summed over ≤ 2000
-    terms). τ − 1 is the smallest k passing (bisection below the subgaussian :func:`subgaussian_threshold`,
-    which is the answer where nothing smaller passes, and beyond σ² = 10³⁰⁰). Exact on the test grid up to
-    σ² = 10¹⁴; beyond, τ − 1 misses δ by at most the margins (≈ 2·10⁻⁹ of δ). Cached (a bisection of up to
-    ~60 tail evaluations, each ≤ 2000 terms: planning calls it for every query and explain note).
+    (:func:`per_group_log_up`), U(k) ≥ P[Z ≥ k] (the lattice sum over a lower bound of the lattice total up to σ² =
+    10⁴, :func:`_log_tail_direct`; Euler–Maclaurin with its remainder above, :func:`_log_tail_em`) and m = 10⁻⁹ +
+    10⁻¹²·ℓ, far above the floats' error (each a few ulps of terms ≤ 50 + ℓ, summed over ≤ 2000 terms). τ − 1 is the
+    smallest k passing (bisection below the subgaussian :func:`subgaussian_threshold`, which is the answer where
+    nothing smaller passes, and beyond σ² = 10³⁰⁰). Exact on the test grid up to σ² = 10¹⁴; beyond, up to 2¹¹⁰ (the
+    largest σ² the sampler takes), sound and either exact or τ − 1 achieving δ within 10⁻⁸ of it (the margins, ≈
+    2·10⁻⁹, and one step of k: past σ² ≈ 10¹⁸ floats cannot tell k from k + 1, so τ may be up to 10⁻⁹·σ above the
+    smallest; tests/adversarial/test_review55g.py). Cached (a bisection of up to ~60 tail evaluations, each ≤ 2000
+    terms: planning calls it for every query and explain note).
 
     Example:
         >>> gaussian_threshold(1, Fraction(1), Fraction(1, 10**6))   # P[Z ≥ 5] = 1.5e-6, P[Z ≥ 6] = 6.1e-9
@@ -241,6 +247,8 @@ def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
         (50, 54)
 
     """
+    if _zero_passes(l0, sigma2, delta):
+        return 1
     sub = subgaussian_threshold(l0, sigma2, delta) - 1
     if sub <= 1 or sigma2 > EM_MAX or sigma2 < Fraction(1, 10**6) or (sigma2 <= DIRECT_MAX and sub >= 2**40):
         return sub + 1
@@ -255,6 +263,25 @@ def gaussian_threshold(l0: int, sigma2: Fraction, delta: Fraction) -> int:
         else:
             lo = mid
     return hi + 1
+
+
+def _zero_passes(l0: int, sigma2: Fraction, delta: Fraction) -> bool:
+    """Whether P[Z ≥ 0] ≤ δ₁ for N_ℤ(0, σ²), so that τ = 1 is sound (only at a δ above ½: P[Z ≥ 0] > ½).
+
+    P[Z ≥ 0] = (N + 1)/(2N) = ½ + 1/(2N) (the lattice is symmetric, the term z = 0 is 1), at most ½ + e^{−L}/2
+    with L ≤ ln N (:func:`_log_norm_low`; N grows with σ², so beyond 10³⁰⁰ its value there); checked, as every k,
+    with the margin m = 10⁻⁹ + 10⁻¹²·ℓ above ln(1/δ₁)'s upper bound ℓ.
+
+    Example:
+        >>> _zero_passes(1, Fraction(1), Fraction(9, 10)), _zero_passes(1, Fraction(1), Fraction(1, 2))
+        (True, False)
+
+    """
+    ell = float(per_group_log_up(l0, delta))
+    if ell >= math.log(2):              # δ₁ ≤ ½ < P[Z ≥ 0]
+        return False
+    log_n = _log_norm_low(float(min(sigma2, Fraction(EM_MAX))))
+    return math.log(0.5) + math.log1p(math.exp(-log_n)) + 1e-9 + 1e-12 * ell <= -ell
 
 
 def _threshold(l0: int, sensitivity: Fraction, share: Budget, delta: Fraction) -> int:

@@ -289,8 +289,17 @@ def rdp_discrete_laplace_bounds(t: float, d: int) -> Callable[[Array], tuple[Arr
 
 
 def conversions(alpha: Array, rdp: Array, delta: float) -> tuple[Array, Array]:
-    """(standard, improved) ε at ``delta`` for each order (improved clamped at ≥ 0)."""
-    std = rdp + math.log(1 / delta) / (alpha - 1)
+    """(standard, improved) ε at ``delta`` for each order (improved clamped at ≥ 0).
+
+    In logs: −ln δ, not ln(1/δ) (1/δ overflows to ∞ below δ = 5.6·10⁻³⁰⁹, where a finite ε exists).
+
+    Example:
+        >>> std, _ = conversions(np.array([2.0]), np.array([1.0]), 5e-324)
+        >>> round(float(std[0]), 3)                # 1 + 744.44: finite at the least subnormal
+        745.44
+
+    """
+    std = rdp - math.log(delta) / (alpha - 1)
     imp = rdp + np.log1p(-1 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1)
     return std, np.maximum(imp, 0.0)
 
