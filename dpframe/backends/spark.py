@@ -51,9 +51,10 @@ the table is registered.
 Beside another backend (the session's schema is then the Polars reading) a Parquet path stays in Spark only
 where Spark reads it as that schema: a UUID, a Float16, a date64 or a duration column (which Spark cannot
 read, or reads as a date or an integer) has the session's rows shipped instead. Shipped millisecond
-datetimes become microseconds (a value beyond them: null), and a shipped decimal of more than 38 digits (a
-128-bit value stored beyond any precision) becomes null (:func:`_in_38_digits`). A Spark-side table (a
-DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
+datetimes become microseconds (a value beyond them: null); a table holding a decimal of more than 38 digits (a
+128-bit value stored beyond any precision) is refused when the session is created, on every backend
+(:func:`dpframe.catalog.beyond_38_digits`), and a derived one becomes null (:func:`_in_38_digits`). A Spark-side
+table (a DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
 is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or compute is refused then,
 not by every query reading its column after its charge.
 
@@ -235,7 +236,9 @@ def _in_38_digits(table: Any) -> Any:
     A Polars decimal is a 128-bit integer, which may hold 39 digits whatever its precision (an Arrow array cast
     unsafely): shipping one failed (``ArithmeticException``), so a Spark backend created beside another one was
     created or not depending on the rows (``test_review54d.py``). As a millisecond datetime beyond microseconds,
-    such a value becomes null; every other value is shipped as it is (in ``DECIMAL(38, s)``, :func:`held`).
+    such a value becomes null; every other value is shipped as it is (in ``DECIMAL(38, s)``, :func:`held`). A
+    registered table holding one is refused when the session is created, on every backend
+    (:func:`dpframe.catalog.beyond_38_digits`, ``test_review55f.py``): only a derived column reaches this.
 
     Example:
         >>> import pyarrow as pa
