@@ -119,12 +119,12 @@ class TableCatalog:
                 # Parquet string that is not UTF-8) would make every query reading its column fail after its
                 # charge, on D′ and not on D.
                 count = "__dp_rows" + "_" * max((len(c) for c in schema.names()), default=0)   # a name no column has
-                wide = {f"{count}{i}": c for i, c in enumerate(schema.names()) if isinstance(schema[c], pl.Decimal)}
+                wide = {f"{count}{i}": (c, t) for i, (c, t) in enumerate(schema.items()) if isinstance(t, pl.Decimal)}
                 read = frame.select(pl.len().alias(count), pl.all().null_count(),
-                                    *[beyond_38_digits(c, schema[c]).alias(a) for a, c in wide.items()]
+                                    *[beyond_38_digits(c, t).alias(a) for a, (c, t) in wide.items()]
                                     ).collect(engine=STREAMING)
                 rows = read[count].item()
-                _refuse_wide_decimals(name, [c for a, c in wide.items() if read[a].item()])
+                _refuse_wide_decimals(name, [c for a, (c, _) in wide.items() if read[a].item()])
         except (pl.exceptions.PolarsError, OSError) as e:   # OSError: a cycle of links in a directory
             lines = str(e).strip().splitlines()
             raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {lines[0] if lines else ''}",
