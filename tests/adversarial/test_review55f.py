@@ -164,3 +164,81 @@ def test_the_widest_decimals_agree_on_the_three_backends(spark_session: Any) -> 
                               seed=11, **({"spark": spark_session} if backend == "spark" else {}))
             out.append(sess.table("t").filter(pl.col("d") > 300).agg(n=dp.len()).collect(dp.PureDP(5))["n"].item())
         assert out[0] == out[1] == out[2], (precision, out)
+
+
+# ------------------------------------------------------------------------------------ 4. rank windows' placement
+
+
+def _quantile_table(n: int = 80_000) -> pl.DataFrame:
+    """``n`` rows of units of three rows each, a float column (5 % of it tied at 0), and two groups."""
+    import numpy as np
+
+    rng = np.random.default_rng(55)
+    x = np.where(rng.random(n) < 0.05, 0.0, rng.normal(0, 1, n)).round(3)
+    return pl.DataFrame({"u": rng.permutation(n) // 3, "x": x, "g": rng.choice(["a", "b"], n)})
+
+
+def _quantiles(backend: str, spark: Any, grouped: bool) -> list[Any]:
+    sess = dp.Session({"t": _quantile_table()}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10),
+                      seed=21, backend=backend, **({"spark": spark} if backend == "spark" else {}))
+    frame = sess.table("t").group_by("g", keys=["a", "b"]) if grouped else sess.table("t")
+    return frame.agg(dp.quantile("x", [0.1, 0.5, 0.9], bounds=(-5, 5))).collect(dp.PureDP(2)).rows()
+
+
+def _placements(monkeypatch: pytest.MonkeyPatch, how: str) -> list[dict[int, list[tuple[int, int]]] | None]:
+    """Every backend's windows placed ``how``: "none" (whole lists), "shifted" (each window moved past its own
+    width), "narrow" (one code each, at the window's low end) or "missing" (beyond every code); the placements made."""
+    from dpframe.backends import polars_windows
+
+    real = polars_windows.place_windows
+    made: list[dict[int, list[tuple[int, int]]] | None] = []
+
+    def placed(*args: Any) -> dict[int, list[tuple[int, int]]] | None:
+        ends = real(*args)
+        if ends is not None and how != "as placed":
+            big = 2**62
+            move = {"shifted": lambda lo, hi: (min(lo, big) + (min(hi, big) - min(lo, big)) + 1, min(hi, big) * 2 + 1),
+                    "narrow": lambda lo, hi: (max(lo, -big), max(lo, -big)),
+                    "missing": lambda lo, hi: (big, big)}[how] if how != "none" else None
+            ends = None if move is None else {i: [move(lo, hi) for lo, hi in w] for i, w in ends.items()}
+        made.append(ends)
+        return ends
+    monkeypatch.setattr(polars_windows, "place_windows", placed)
+    return made
+
+
+PLACEMENTS = ["as placed", "shifted", "narrow", "missing", "none"]
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb", pytest.param("spark", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("grouped", [False, True], ids=["one group", "grouped"])
+def test_the_release_does_not_depend_on_where_the_windows_are(backend: str, grouped: bool, request: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The completion contract, on each backend: for one seed, windows placed by the sample, moved past their
+    width, narrowed to one code, put beyond every code, or none at all (whole sorted lists) release the same
+    quantiles (an unseeded sample — DuckDB's was — can change only where the windows are, never what is released).
+    Spark (80,000 rows, five placements, two shapes: about a minute) under ``-m slow``;
+    ``tests/backends/test_rank_windows.py`` runs its default windows against Polars'."""
+    spark = request.getfixturevalue("spark_session") if backend == "spark" else None
+    out = {}
+    for how in PLACEMENTS:
+        with monkeypatch.context() as m:
+            made = _placements(m, how)
+            out[how] = _quantiles(backend, spark, grouped)
+        assert made and (how == "none" or any(e is not None for e in made)), (how, made)
+    assert all(rows == out["none"] for rows in out.values()), out
+
+
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("spark", marks=pytest.mark.slow)])
+def test_one_seed_places_the_same_windows(backend: str, request: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack (reproducibility): DuckDB's sample (``TABLESAMPLE ... (bernoulli)``) was not seeded, so one seeded
+    session placed other windows on every run (the release the same, its time not). It now samples with the
+    request's seed, as Spark's ``sample`` does: two runs of one seeded query place the same windows."""
+    spark = request.getfixturevalue("spark_session") if backend == "spark" else None
+    runs = []
+    for _ in range(3):
+        with monkeypatch.context() as m:
+            made = _placements(m, "as placed")
+            _quantiles(backend, spark, True)
+        runs.append(made)
+    assert runs[0] and runs[0][0] is not None and runs[0] == runs[1] == runs[2], runs
