@@ -87,6 +87,7 @@ import io
 import json
 import logging
 import os
+import secrets
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -116,6 +117,7 @@ _RANK = "__dp_rank"
 _HASH = "__dp_hash"
 _COPY = "__dp_copy"
 _ROWS = "__dp_rows"
+_SCOPE = "__dp_scope"
 _INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ for a local SparkSession)"
 
 
@@ -707,6 +709,7 @@ class SparkBackend:
         self._frames: dict[str, Any] = {}               # name -> Spark DataFrame
         self._schemas: dict[str, pl.Schema] = {}        # name -> the public (Polars) schema
         self._loaded: dict[str, Any] = {}               # Spark sources read by load_table, not yet registered
+        self._scope = secrets.randbits(63)              # this backend's own cache entries (:meth:`statistics`)
 
     @property
     def spark(self) -> Any:
@@ -1082,15 +1085,18 @@ class SparkBackend:
         does a second job sum in DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to
         ±SUM_LIMIT. A partial
         ``sorted`` statistic (quantiles) adds a first, small job: a sample placing its rank windows
-        (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads.
+        (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads, under a plan no
+        other backend builds (a column holding this backend's random scope): Spark's cache is shared by every
+        session of a SparkSession and keyed by the plan, and two dpframe sessions seeded alike over one DataFrame
+        built the same one, so one read the other's cached rows while it held them (``test_review55f.py``).
         """
         from pyspark.errors import ArithmeticException  # (installed: the backend was made)
 
         frame, schema = self.bounded(request)
         near = [s for s in request.statistics if s.kind == "sorted" and s.near]
         cached = bool(near) and request.unit.column is not None and request.contribution_bounding
-        if cached:
-            frame = frame.persist()
+        if cached:   # Spark's cache is keyed by the plan, for every session of the SparkSession: this one's own
+            frame = frame.withColumn(_SCOPE, self._sql.functions.lit(self._scope)).persist()
         try:
             windows = self._windows(frame, schema, request, near) if near else None
             bins = [] if request.by else adjacent_bins(request.statistics)

@@ -242,3 +242,30 @@ def test_one_seed_places_the_same_windows(backend: str, request: Any, monkeypatc
             _quantiles(backend, spark, True)
         runs.append(made)
     assert runs[0] and runs[0][0] is not None and runs[0] == runs[1] == runs[2], runs
+
+
+# ------------------------------------------------------------------------------------ 2. Spark's cache
+
+
+def test_two_sessions_never_share_a_cached_frame(spark_session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's cache is keyed by the plan (``CacheManager.lookupCachedData``: a plan with the same result), across
+    every session of one SparkSession. A quantile with bounding persists the bounded rows; two dpframe sessions over
+    one Spark DataFrame, seeded alike (or whose fresh query seeds collide), built the same plan, so B's query would
+    read A's cached rows while A held them (and either one's ``unpersist`` dropped the other's). The cached frame now
+    carries its session's own random scope: the two plans differ, and each query reads only what it cached."""
+    from dpframe.backends.spark import SparkBackend
+
+    persisted: list[Any] = []
+    real = SparkBackend._windows
+
+    def seen(self: SparkBackend, frame: Any, *args: Any) -> Any:
+        persisted.append(frame)
+        return real(self, frame, *args)
+    monkeypatch.setattr(SparkBackend, "_windows", seen)
+    table = spark_session.createDataFrame([(i // 2, float(i % 11)) for i in range(300)], "u long, x double")
+    for _ in range(2):
+        sess = dp.Session({"t": table}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=dp.PureDP(10), seed=9,
+                          backend="spark", spark=spark_session)
+        sess.table("t").agg(dp.median("x", bounds=(0, 10))).collect(dp.PureDP(1))
+    assert len(persisted) == 2
+    assert not persisted[0].sameSemantics(persisted[1])
