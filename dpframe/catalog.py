@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -118,8 +119,12 @@ class TableCatalog:
                 # Parquet string that is not UTF-8) would make every query reading its column fail after its
                 # charge, on D′ and not on D.
                 count = "__dp_rows" + "_" * max((len(c) for c in schema.names()), default=0)   # a name no column has
-                read = frame.select(pl.len().alias(count), pl.all().null_count()).collect(engine=STREAMING)
+                wide = {f"{count}{i}": (c, t) for i, (c, t) in enumerate(schema.items()) if isinstance(t, pl.Decimal)}
+                read = frame.select(pl.len().alias(count), pl.all().null_count(),
+                                    *[beyond_38_digits(c, t).alias(a) for a, (c, t) in wide.items()]
+                                    ).collect(engine=STREAMING)
                 rows = read[count].item()
+                _refuse_wide_decimals(name, [c for a, (c, _) in wide.items() if read[a].item()])
         except (pl.exceptions.PolarsError, OSError) as e:   # OSError: a cycle of links in a directory
             lines = str(e).strip().splitlines()
             raise SchemaError(f"cannot read table {name!r}: {type(e).__name__}: {lines[0] if lines else ''}",
@@ -232,6 +237,37 @@ class TableCatalog:
             if not self._changed(table):
                 _register(engine, table, frame, source)
         return engine
+
+
+def beyond_38_digits(column: str, dtype: pl.Decimal) -> pl.Expr:
+    """How many values of a decimal ``column`` have more than 38 digits (a 128-bit value beyond any precision).
+
+    A Polars decimal is a 128-bit integer, which may hold up to 39 digits whatever the precision (an Arrow array cast
+    unsafely): Polars and DuckDB kept such a value, Spark (whose decimals have at most 38 digits) held it as null
+    (``test_review55f.py``). The comparison is exact (Polars compares the scaled integers).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from decimal import Decimal
+        >>> wide = pa.array([Decimal(10**38), Decimal(5)], pa.decimal256(76, 0)).cast(pa.decimal128(38, 0), safe=False)
+        >>> frame = pl.from_arrow(pa.table({"d": wide.view(pa.decimal128(3, 1))}))
+        >>> frame.select(beyond_38_digits("d", frame.schema["d"])).item()
+        1
+
+    """
+    scale = dtype.scale or 0
+    top = pl.lit(Decimal(f"{10**38 - 1}E-{scale}"), dtype=pl.Decimal(38, scale))
+    return pl.col(column).is_between(-top, top).not_().sum()
+
+
+def _refuse_wide_decimals(name: str, columns: list[str]) -> None:
+    """A SchemaError naming table ``name``'s first decimal column holding a value beyond 38 digits (none: nothing)."""
+    if columns:
+        raise SchemaError(f"table {name!r}: column {columns[0]!r} holds a decimal of more than 38 digits (a value "
+                          "beyond any decimal precision, which the Spark backend cannot hold and the others would "
+                          "keep)", argument=f"tables[{name!r}]",
+                          fix=f"cast the column to Float64 (pl.col({columns[0]!r}).cast(pl.Float64)) or drop the "
+                              "values beyond 38 digits before registering the table")
 
 
 def _check_unit(backend: Any, name: str, schema: pl.Schema, unit: PrivacyUnit) -> None:

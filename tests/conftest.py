@@ -51,6 +51,9 @@ def spark_session() -> Iterator[Any]:
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    from dpframe.backends.spark import quiet_task_failures
+
+    quiet_task_failures(spark)   # as the backend does on taking it: tests read metrics_reachable before one does
     yield spark
     spark.stop()
 

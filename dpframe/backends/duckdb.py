@@ -978,7 +978,7 @@ class DuckDBBackend:
 
     def _windows(self, request: StatisticsRequest, source: pa.Table | None, keep: Mask | None,
                  near: list[Statistic]) -> _Windows | None:
-        """Sample the codes of ``near`` (Bernoulli, one row in the stride) and place the rank windows."""
+        """Sample the codes of ``near`` (Bernoulli, one row in the stride, seeded) and place the rank windows."""
         by = [quote(b) for b in request.by]
         nodes = request.row_nodes
         schema = nodes[-1].schema if nodes else self._tables[request.table].frame.collect_schema()
@@ -991,8 +991,11 @@ class DuckDBBackend:
                  for i, s in enumerate(near)]
         cur = q.add(f"SELECT {st.projection(by)} FROM {cur}")
         stride = SAMPLE_STRIDE if by else SINGLE_STRIDE
+        # seeded (a repeatable sample: one seed, one placement, as Spark's and Polars' stride); only where the windows
+        # sit depends on it, never what is released (SortedCodes completes a window that missed: test_review55f.py)
         sampled = self._run(q.sql(f"SELECT {', '.join([*by, *codes])} FROM {cur} TABLESAMPLE {100 / stride}% "
-                                  "(bernoulli)" + (f" GROUP BY {', '.join(by)}" if by else "")), q.frames)
+                                  f"(bernoulli, {request.seed & 0x7FFFFFFF})"
+                                  + (f" GROUP BY {', '.join(by)}" if by else "")), q.frames)
         sampled = _as_schema(sampled, list(request.by), schema).with_columns(
             [pl.col(code_column(i)).cast(pl.List(pl.Int64)).fill_null(pl.lit([], dtype=pl.List(pl.Int64)))
                for i in range(len(near))])

@@ -13,7 +13,9 @@ Why the ranks are exact: the codes below ``loⱼ`` are exactly the first ``below
 ``[loⱼ, hiⱼ]``, sorted, sit at ranks ``belowⱼ, belowⱼ + 1, …``. The sample only decides *which* ranks get
 listed; if it misjudges (an adversarial row order, bad luck), :class:`~dpframe.mechanism.SortedCodes`
 notices an unknown rank and completes from the data, so the answer never depends on the sample — only
-the time does. The sample is a deterministic stride, not randomness, and it is never released.
+the time does. The sample is a deterministic stride (Polars) or a sample seeded by the query's seed (DuckDB's
+``TABLESAMPLE``, Spark's ``sample``): one seed places the same windows; it is never released, and any placement
+releases the same (``test_review55f.py``).
 
 Example:
     >>> import numpy as np

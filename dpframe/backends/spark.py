@@ -51,9 +51,10 @@ the table is registered.
 Beside another backend (the session's schema is then the Polars reading) a Parquet path stays in Spark only
 where Spark reads it as that schema: a UUID, a Float16, a date64 or a duration column (which Spark cannot
 read, or reads as a date or an integer) has the session's rows shipped instead. Shipped millisecond
-datetimes become microseconds (a value beyond them: null), and a shipped decimal of more than 38 digits (a
-128-bit value stored beyond any precision) becomes null (:func:`_in_38_digits`). A Spark-side table (a
-DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
+datetimes become microseconds (a value beyond them: null); a table holding a decimal of more than 38 digits (a
+128-bit value stored beyond any precision) is refused when the session is created, on every backend
+(:func:`dpframe.catalog.beyond_38_digits`), and a derived one becomes null (:func:`_in_38_digits`). A Spark-side
+table (a DataFrame, a path) is a plan Spark runs for every query: one job reads every value of it when the session
 is created (:meth:`SparkBackend.count_rows`), so a value Spark cannot read or compute is refused then,
 not by every query reading its column after its charge.
 
@@ -86,6 +87,7 @@ import io
 import json
 import logging
 import os
+import secrets
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -115,6 +117,7 @@ _RANK = "__dp_rank"
 _HASH = "__dp_hash"
 _COPY = "__dp_copy"
 _ROWS = "__dp_rows"
+_SCOPE = "__dp_scope"
 _INSTALL = "install the Spark extra: pip install 'dpframe[spark]' (and Java 17+ for a local SparkSession)"
 
 
@@ -235,7 +238,9 @@ def _in_38_digits(table: Any) -> Any:
     A Polars decimal is a 128-bit integer, which may hold 39 digits whatever its precision (an Arrow array cast
     unsafely): shipping one failed (``ArithmeticException``), so a Spark backend created beside another one was
     created or not depending on the rows (``test_review54d.py``). As a millisecond datetime beyond microseconds,
-    such a value becomes null; every other value is shipped as it is (in ``DECIMAL(38, s)``, :func:`held`).
+    such a value becomes null; every other value is shipped as it is (in ``DECIMAL(38, s)``, :func:`held`). A
+    registered table holding one is refused when the session is created, on every backend
+    (:func:`dpframe.catalog.beyond_38_digits`, ``test_review55f.py``): only a derived column reaches this.
 
     Example:
         >>> import pyarrow as pa
@@ -383,7 +388,9 @@ def metrics_reachable(spark: Any) -> str | None:
     code in the process reads its own standard error. Its driver log, once code in the process calls
     ``sc.setLogLevel("INFO")``, prints on standard error the bytes of each task and each shuffle read
     (``Getting 2 (2012.0 B) non-empty blocks`` for a group count over 300 rows, ``398.2 KiB`` over 30,000),
-    and py4j's debug log (``logging``'s ``py4j`` loggers) every call the driver makes to the JVM. Those two
+    and py4j's debug log (``logging``'s ``py4j`` loggers) every call the driver makes to the JVM; the logs of a
+    failing task quote the row it failed on (:func:`quiet_task_failures`, which the backend calls on every session it
+    takes, turns them off). Those logs
     can change at any time: a release checks them before its charge and before each read
     (:func:`logs_reachable`, :meth:`SparkBackend.check_quiet`). A data owner whose UI and logs only they can read
     (an access-controlled cluster, no untrusted code in the process) declares it with the Spark configuration
@@ -397,6 +404,11 @@ def metrics_reachable(spark: Any) -> str | None:
     """
     if declared_private(spark):
         return None
+    return _settings_reachable(spark) or logs_reachable(spark)
+
+
+def _settings_reachable(spark: Any) -> str | None:
+    """Where ``spark``'s metrics are reachable by a setting fixed when its context started (its UI, event log, bar)."""
     context = spark.sparkContext
     if context.uiWebUrl is not None:
         return f"its web UI ({context.uiWebUrl})"
@@ -405,7 +417,7 @@ def metrics_reachable(spark: Any) -> str | None:
         return "its event log (spark.eventLog.enabled)"
     if str(conf.get(_PROGRESS, "false")).lower() == "true":
         return f"its console progress bar ({_PROGRESS}: each job's stages and task counts, on standard error)"
-    return logs_reachable(spark)
+    return None
 
 
 _PROGRESS = "spark.ui.showConsoleProgress"
@@ -420,13 +432,71 @@ def declared_private(spark: Any) -> bool:
 def logs_reachable(spark: Any) -> str | None:
     """Which of ``spark``'s logs print statistics of the private rows at their present level (None: neither).
 
-    Spark's driver log at INFO level or finer, and py4j's loggers at DEBUG (see :func:`metrics_reachable`).
+    Spark's driver log at INFO level or finer, py4j's loggers at DEBUG (see :func:`metrics_reachable`), and a
+    logger of :data:`TASK_LOGGERS` or :data:`CONTEXT_LOGGERS` at ERROR or finer (:func:`quiet_task_failures`).
     """
-    if spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark").isInfoEnabled():
+    log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
+    if log_manager.getLogger("org.apache.spark").isInfoEnabled():
         return "its driver log, at INFO level or finer (sc.setLogLevel)"
     if any(logging.getLogger(name).isEnabledFor(logging.DEBUG) for name in _PY4J_LOGGERS):
         return "py4j's debug log (logging.getLogger('py4j'))"
+    for name in TASK_LOGGERS:
+        if log_manager.getLogger(name).isErrorEnabled():
+            return f"the log of a failing task (log4j's {name}, on: a task's error quotes the row it failed on)"
+    for name in CONTEXT_LOGGERS:
+        if logging.getLogger(name).isEnabledFor(logging.ERROR):
+            return f"PySpark's log of a failing query ({name}, on: a task's error quotes the row it failed on)"
     return None
+
+
+TASK_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                "org.apache.spark.scheduler.TaskResultGetter", "org.apache.spark.api.python.PythonRunner",
+                "org.apache.spark.sql.execution.python.ArrowPythonRunner",
+                "org.apache.spark.storage.memory.MemoryStore")
+"""The log4j loggers (on the driver: the executor's too in local mode) whose WARN and ERROR lines depend on the rows.
+
+A failing task's exception, quoted in full (``ERROR Executor: Exception in task``, ``WARN TaskSetManager: Lost task``,
+a result that cannot be read back, a Python worker's traceback), quotes the value it failed on; ``MemoryStore`` warns
+how many bytes of a cached partition it had computed when memory ran out. :func:`quiet_task_failures` turns them off.
+"""
+
+_TASK_PACKAGES = ("org.apache.spark.executor", "org.apache.spark.scheduler", "org.apache.spark.api.python",
+                  "org.apache.spark.sql.execution.python", "org.apache.spark.storage", "org.apache.spark.memory")
+"""The log4j packages :func:`quiet_task_failures` turns off (each holding some of :data:`TASK_LOGGERS`)."""
+
+CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers of an error with a query context: a JSON line on the driver's standard error, quoting it."""
+
+
+def quiet_task_failures(spark: Any) -> None:
+    """Turn off the logs that quote a failing task's rows: :data:`TASK_LOGGERS` and :data:`CONTEXT_LOGGERS`.
+
+    In local mode the executors run in the driver's JVM, whose standard error is the analyst's process's: a task
+    failing on a row (an error dpframe does not know of; ANSI mode's 64-bit sum overflow, which the backend catches
+    and sums again in DECIMAL(38,0)) printed the exception quoting the value (``The value 'secret-4817' of the type
+    "STRING" cannot be cast ...``) three times, at WARN and ERROR (``test_review55f.py``). The backend calls this on
+    every SparkSession it takes (unless the data owner declared its logs private, :func:`declared_private`); a
+    release is refused while one of them is back on (:func:`logs_reachable`). Spark's other warnings still print.
+
+    Example (needs PySpark and Java; skipped by the doctests)::
+
+        >>> quiet_task_failures(spark)                               # doctest: +SKIP
+        >>> logs_reachable(spark) is None                            # doctest: +SKIP
+        True
+
+    """
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    configurator, off = log4j.core.config.Configurator, log4j.Level.OFF
+    for name in (*_TASK_PACKAGES, *TASK_LOGGERS):
+        configurator.setLevel(name, off)
+    try:
+        from pyspark.logger import PySparkLogger  # (Spark 4: the query-context loggers are PySpark loggers)
+    except ImportError:
+        make: Callable[[str], logging.Logger] = logging.getLogger
+    else:
+        make = PySparkLogger.getLogger
+    for name in CONTEXT_LOGGERS:
+        make(name).setLevel(logging.CRITICAL + 1)
 
 
 _PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
@@ -437,9 +507,14 @@ def _check_metrics(spark: Any) -> bool:
     """An ArgumentError naming ``spark`` where :func:`metrics_reachable` finds its metrics reachable.
 
     Else whether the data owner declared them private (:func:`declared_private`, read now: the backend keeps it).
+    Before its logs are checked, the logs of a failing task are turned off (:func:`quiet_task_failures`).
     """
-    _refuse(metrics_reachable(spark))
-    return declared_private(spark)
+    if declared_private(spark):
+        return True
+    _refuse(_settings_reachable(spark))
+    quiet_task_failures(spark)
+    _refuse(logs_reachable(spark))
+    return False
 
 
 def _refuse(where: str | None) -> None:
@@ -634,6 +709,7 @@ class SparkBackend:
         self._frames: dict[str, Any] = {}               # name -> Spark DataFrame
         self._schemas: dict[str, pl.Schema] = {}        # name -> the public (Polars) schema
         self._loaded: dict[str, Any] = {}               # Spark sources read by load_table, not yet registered
+        self._scope = secrets.randbits(63)              # this backend's own cache entries (:meth:`statistics`)
 
     @property
     def spark(self) -> Any:
@@ -1009,15 +1085,18 @@ class SparkBackend:
         does a second job sum in DECIMAL(38,0). Either way a ``fixed_sum`` is exact, then clipped to
         ±SUM_LIMIT. A partial
         ``sorted`` statistic (quantiles) adds a first, small job: a sample placing its rank windows
-        (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads.
+        (:meth:`_windows`); with bounding the bounded rows are then cached for the two reads, under a plan no
+        other backend builds (a column holding this backend's random scope): Spark's cache is shared by every
+        session of a SparkSession and keyed by the plan, and two dpframe sessions seeded alike over one DataFrame
+        built the same one, so one read the other's cached rows while it held them (``test_review55f.py``).
         """
         from pyspark.errors import ArithmeticException  # (installed: the backend was made)
 
         frame, schema = self.bounded(request)
         near = [s for s in request.statistics if s.kind == "sorted" and s.near]
         cached = bool(near) and request.unit.column is not None and request.contribution_bounding
-        if cached:
-            frame = frame.persist()
+        if cached:   # Spark's cache is keyed by the plan, for every session of the SparkSession: this one's own
+            frame = frame.withColumn(_SCOPE, self._sql.functions.lit(self._scope)).persist()
         try:
             windows = self._windows(frame, schema, request, near) if near else None
             bins = [] if request.by else adjacent_bins(request.statistics)

@@ -65,13 +65,18 @@ class _Logger:
     def isInfoEnabled(self) -> bool:  # noqa: N802 - log4j's name
         return False
 
+    def isErrorEnabled(self) -> bool:  # noqa: N802 - log4j's name (the task-failure loggers, turned off)
+        return False
+
 
 class _Context:
     def __init__(self, url: str | None, log: str) -> None:
         self.uiWebUrl, self._log = url, log
         # the JVM's log4j, as the driver reads it (a WARN level: test_review41a.py)
         self._jvm = SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(logging=SimpleNamespace(
-            log4j=SimpleNamespace(LogManager=SimpleNamespace(getLogger=lambda name: _Logger()))))))
+            log4j=SimpleNamespace(LogManager=SimpleNamespace(getLogger=lambda name: _Logger()),
+                                  Level=SimpleNamespace(OFF="OFF"), core=SimpleNamespace(config=SimpleNamespace(
+                                      Configurator=SimpleNamespace(setLevel=lambda name, level: None))))))))
 
     def getConf(self) -> Any:  # noqa: N802 - PySpark's name
         return {"spark.eventLog.enabled": self._log}

@@ -10,7 +10,7 @@ SparkSession with the bar on. It is now refused the same way: free, when the ses
 ``ArgumentError`` naming ``spark`` whose fix names the setting (the bar is fixed when the SparkContext starts:
 ``spark.conf.set`` cannot turn it off later); the data owner's ``spark.dpframe.metricsArePrivate`` still wins.
 Spark's executors' error log (``ERROR Executor: Exception in task``, ``WARN TaskSetManager: Lost task``) quotes a
-row's values where a task fails, at WARN and ERROR alike; only ``sc.setLogLevel("OFF")`` silences it (documented).
+row's values where a task fails, at WARN and ERROR alike (turned off by the backend since review 55f).
 
 **Races over one SparkSession or one session (tried, nothing broke).** Two dpframe sessions over the one
 SparkSession the data owner passed, each with its own table under the same name, collected from two threads at
@@ -39,7 +39,7 @@ from dpframe.backends.spark import metrics_reachable
 
 def _quiet_log(name: str) -> Any:
     """log4j's logger as the driver reads it, at WARN (not INFO)."""
-    return SimpleNamespace(isInfoEnabled=lambda: False)
+    return SimpleNamespace(isInfoEnabled=lambda: False, isErrorEnabled=lambda: False)
 
 
 class _Spark:
@@ -47,7 +47,9 @@ class _Spark:
 
     def __init__(self, conf: dict[str, str], private: str = "false") -> None:
         jvm = SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(logging=SimpleNamespace(
-            log4j=SimpleNamespace(LogManager=SimpleNamespace(getLogger=_quiet_log))))))
+            log4j=SimpleNamespace(LogManager=SimpleNamespace(getLogger=_quiet_log), Level=SimpleNamespace(OFF="OFF"),
+                                  core=SimpleNamespace(config=SimpleNamespace(Configurator=SimpleNamespace(
+                                      setLevel=lambda name, level: None))))))))
         self.sparkContext = SimpleNamespace(uiWebUrl=None, getConf=lambda: dict(conf), _jvm=jvm)
         self.conf = {"spark.dpframe.metricsArePrivate": private}
 
