@@ -6,8 +6,11 @@ Each test is one attack; those that found something say so in their docstring (`
 
 from __future__ import annotations
 
+import time
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pluggy
 import polars as pl
 import pytest
@@ -130,3 +133,115 @@ def test_a_plugin_that_registers_a_plugin_at_import_is_refused(monkeypatch: pyte
     host = PluginHost()          # loading ended: registering works again
     host.register(InnerHooks(), name="inner_r55d")
     assert "late_family_r55d" in host.families()
+
+
+# --- 3. one cap on the values a query releases, for every mechanism ---------------------------------------------------
+
+
+def _data() -> pl.DataFrame:
+    return pl.DataFrame({"user": range(200), "x": [i / 200 for i in range(200)], "g": [i % 5 for i in range(200)]})
+
+
+def _hist(i: int, bins: int = 10_000) -> dp.Measure:
+    return dp.measure("histogram", "x", bounds=(0, 1), edges=np.linspace(0, 1, bins + 1)).alias(f"h{i}")
+
+
+@pytest.mark.parametrize("rows", [200, 1])
+def test_many_histogram_bins_are_refused_before_any_edge_is_parsed(rows: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: nothing capped the bins of one query: 100 histograms of 10,000 bins (each allowed) took minutes to
+    validate, plan and collect, holding the session (a served one: every analyst) — and validation alone parsed every
+    edge at build time, again at cost() and again in plan(). Now a query releases at most MAX_RELEASED_VALUES values
+    per group, counted from the measures' public options before any is validated: a PlanError naming the measures and
+    the fix, free, the same on any data."""
+    import dpframe_histogram.mechanism as hist
+
+    from dpframe.planning import MAX_RELEASED_VALUES
+
+    parsed = {"n": 0}
+    parse = hist.parse_edges
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        parsed["n"] += 1
+        return parse(*args, **kwargs)
+    monkeypatch.setattr(hist, "parse_edges", counted)
+    data = _data().head(rows)
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(10), seed=0)
+    started = time.process_time()
+    with pytest.raises(dp.PlanError) as refused:
+        sess.table("t").agg(*[_hist(i) for i in range(3)])
+    assert time.process_time() - started < 2 and parsed["n"] == 0
+    err = refused.value
+    assert err.argument == "measures" and "30,000 values per group" in err.message, err.message
+    assert f"at most {MAX_RELEASED_VALUES:,}" in err.message and "fewer measures or histogram bins" in (err.fix or "")
+    assert sess.history().height == 0
+
+
+def test_public_keys_times_values_are_capped_alike_for_built_in_and_plugin_measures() -> None:
+    """One rule for every mechanism: values per group × public groups ≤ MAX_RELEASED_CELLS (a built-in count over a
+    million public keys, and a histogram's bins over a thousand, are refused alike, free); private keys count as one
+    group (the groups they release are the data's)."""
+    from dpframe.planning import MAX_RELEASED_CELLS
+
+    sess = dp.Session({"t": _data()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.ApproxDP(10, 1e-6), seed=0)
+    keys = list(range(1_000_000))
+    counts = [dp.len().alias(f"n{i}") for i in range(MAX_RELEASED_CELLS // len(keys) + 1)]
+    for build in (lambda: sess.table("t").group_by("g", keys=keys).agg(*counts),
+                  lambda: sess.table("t").group_by("g", keys=keys[:2_001]).agg(_hist(0))):
+        with pytest.raises(dp.PlanError) as refused:
+            build()
+        assert refused.value.argument == "measures" and "public groups" in refused.value.message
+        assert f"at most {MAX_RELEASED_CELLS:,}" in refused.value.message, refused.value.message
+    assert sess.history().height == 0
+    out = sess.table("t").group_by("g").agg(_hist(0, 200), dp.len()).collect(dp.ApproxDP(1, 1e-7))   # private keys
+    assert out.width == 1 + 200 + 1
+
+
+class OneMore:
+    """A mechanism that says its measures release one value each, but plans a thousand outputs per measure."""
+
+    name, handles, notions = "one_more_r55d", frozenset({"one_more_r55d"}), frozenset({"pure"})
+
+    def validate(self, measure: dp.Measure, ctx: Any) -> None:
+        pass
+
+    def values_per_group(self, measure: dp.Measure) -> int:
+        return 1
+
+    def parts(self, measures: Any, ctx: Any) -> int:
+        return 1
+
+    def plan(self, measures: Any, ctx: Any, share: Any) -> Any:
+        from dpframe.mechanism import MechanismPlan, Noise, Statistic
+
+        noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
+        outputs = tuple(f"{m.output_name}_{i}" for m in measures for i in range(1_000))
+        return MechanismPlan(self.name, tuple(measures), (Statistic("rows"),), share, noise={"n": noise},
+                             outputs=outputs)
+
+
+def test_a_mechanism_that_undercounts_its_values_is_capped_by_its_plans_outputs() -> None:
+    """The count read before validation is the mechanism's word; the plans' output columns are checked again once
+    planned (before anything is charged)."""
+    from dpframe.testing import pin_mechanisms
+
+    sess = pin_mechanisms(dp.Session({"t": _data()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(10),
+                                     seed=0), OneMore())
+    query = sess.table("t").agg(*[dp.measure("one_more_r55d").alias(f"m{i}") for i in range(21)])
+    with pytest.raises(dp.PlanError, match="21,000 values per group"):
+        query.cost(dp.PureDP(1))
+    assert sess.history().height == 0
+
+
+@pytest.mark.parametrize("answer", [0, -1, 1.5, True, "3"])
+def test_a_bad_values_per_group_is_a_plugin_error(answer: object) -> None:
+    from dpframe.testing import pin_mechanisms
+
+    class Bad(OneMore):
+        def values_per_group(self, measure: dp.Measure) -> object:
+            return answer
+
+    sess = pin_mechanisms(dp.Session({"t": _data()}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(10),
+                                     seed=0), Bad())
+    with pytest.raises(dp.PluginError, match="values_per_group"):
+        sess.table("t").agg(dp.measure("one_more_r55d"))

@@ -206,6 +206,24 @@ class HistogramMechanism:
                               fix="pass bounds=(lower, upper) enclosing the edges")
         parse_edges(measure.option("edges"), measure.bounds)
 
+    def values_per_group(self, measure: Measure) -> int:
+        """How many values ``measure`` releases per group: its bins (1 for edges :meth:`validate` will refuse).
+
+        Read before the measure is validated: the planner caps a query's values before validating any measure
+        (:func:`dpframe.planning.passes.check_released`).
+
+        Example:
+            >>> import dpframe as dp
+            >>> HistogramMechanism().values_per_group(dp.measure("histogram", "age", bounds=(0, 100),
+            ...                                                  edges=(0, 18, 65, 100)))
+            3
+
+        """
+        edges = measure.option("edges")
+        if isinstance(edges, str | bytes) or not isinstance(edges, Sequence | np.ndarray):
+            return 1
+        return max(len(edges) - 1, 1)
+
     def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
         """One part per histogram measure (all its bins share it)."""
         return len(measures)
