@@ -245,3 +245,33 @@ def test_a_bad_values_per_group_is_a_plugin_error(answer: object) -> None:
                                      seed=0), Bad())
     with pytest.raises(dp.PluginError, match="values_per_group"):
         sess.table("t").agg(dp.measure("one_more_r55d"))
+
+
+# --- 4. a histogram's edges are shown as they are compared -----------------------------------------------------------
+
+
+def test_an_inexact_histogram_edge_is_named_as_the_float64_it_is_compared_as() -> None:
+    """Found: an edge no float64 holds was shown exactly but compared as a float64: edges (0, 2**53 + 1, 2**54)
+    released columns x_hist_0_9007199254740993 and x_hist_9007199254740993_..., yet a row of 2**53 (below the
+    shown edge) was counted in the second bin, the backends comparing with float(2**53 + 1) = 2**53. Edges are now
+    the float64 values compared: the names, the notes and describe_measure show them, and explain() notes which
+    edge was rounded."""
+    from dpframe_histogram.mechanism import describe_measure
+
+    data = pl.DataFrame({"user": [1, 2, 3], "x": [2**53, 2**53 - 2, 2**53 + 2]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("user"), budget=dp.PureDP(10**7), seed=0)
+    hist = dp.measure("histogram", "x", bounds=(0, 2**54), edges=(0, 2**53 + 1, 2**54))
+    query = sess.table("t").agg(hist)
+    out = query.collect(dp.PureDP(10**6))            # noise of scale 10⁻⁶: the exact counts
+    low, high = "x_hist_0_9007199254740992", "x_hist_9007199254740992_18014398509481984"
+    assert out.columns == [low, high], out.columns
+    assert out.row(0) == (1, 2)                      # 2**53 lies in [2**53, 2**54): the bin the name says
+    notes = "\n".join(query.explain(dp.PureDP(1), format="json")["notes"])
+    assert "1 edge(s) no float64 holds" in notes and "9007199254740993 as 9007199254740992" in notes, notes
+    assert describe_measure(hist)["columns"] == [low, high]
+    third = dp.measure("histogram", "x", bounds=(0, 1), edges=(0, Fraction(1, 3), 1))
+    notes = "\n".join(sess.table("t").agg(third).explain(dp.PureDP(1), format="json")["notes"])
+    assert "1/3 as 0.3333333333333333" in notes, notes                              # 1/3 too
+    exact = dp.measure("histogram", "x", bounds=(0, 4), edges=(0, 0.5, 4))
+    assert not [n for n in sess.table("t").agg(exact).explain(dp.PureDP(1), format="json")["notes"]
+                if "no float64 holds" in n]
