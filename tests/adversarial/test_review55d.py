@@ -16,26 +16,16 @@ import polars as pl
 import pytest
 
 import dpframe as dp
+from dpframe import accounting as acc
 from dpframe.cli import plugins as plugins_command
-from dpframe.family import Source
+from dpframe.mechanism import Noise
 from dpframe.plugin import PluginHost, plugin_host
+from tests.adversarial.doubles import ROWS, CountPlan, FakeMechanism, FamilyHooks, RowsFamily, RowsQuery
 
 # --- 1. a session's describe() and `dpframe plugins` read the session's snapshot ------------------------------------
 
 
-class LateFamily:
-    """A family a plugin registers after a session was made."""
-
-    name, attach, methods, result_types = "late_family_r55d", "frame", (), {}
-
-    def build(self, source: Source) -> None:
-        raise AssertionError("never built here")
-
-
-class LateHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(LateFamily())
+LATE = RowsFamily("late_family_r55d")          # a family a plugin registers after a session was made
 
 
 def _session() -> dp.Session:
@@ -50,7 +40,7 @@ def test_a_plugin_registered_later_is_not_in_the_sessions_describe(capsys: pytes
     plugins of the session's snapshot; the process-wide host (and a new session) shows the new plugin."""
     sess = _session()
     host = plugin_host()
-    host.register(LateHooks(), name="late_r55d")
+    host.register(FamilyHooks(LATE), name="late_r55d")
     try:
         assert "late_r55d" in [p.name for p in host.describe()]
         assert "late_r55d" in [p.name for p in _session().plugins.describe()]
@@ -64,7 +54,7 @@ def test_a_plugin_registered_later_is_not_in_the_sessions_describe(capsys: pytes
         host.unregister("late_r55d")
     # a plugin unregistered in the process after the session was made stays in that session's view (its queries use it)
     sess = _session()
-    host.register(LateHooks(), name="late_r55d")
+    host.register(FamilyHooks(LATE), name="late_r55d")
     later = _session()
     host.unregister("late_r55d")
     assert "late_r55d" in [p.name for p in later.plugins.describe()]
@@ -74,18 +64,12 @@ def test_a_plugin_registered_later_is_not_in_the_sessions_describe(capsys: pytes
 # --- 2. a plugin that registers another plugin while plugins load -------------------------------------------------
 
 
-class InnerHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(LateFamily())
-
-
 class RegisteringHooks:
     """A plugin whose own hook registers another plugin in the process-wide host (instead of calling ``register``)."""
 
     @dp.hookimpl
     def dpframe_mechanisms(self, register: Any) -> None:
-        plugin_host().register(InnerHooks(), name="inner_r55d")
+        plugin_host().register(FamilyHooks(LATE), name="inner_r55d")
 
 
 class UnregisteringHooks:
@@ -121,7 +105,7 @@ def test_a_plugin_that_registers_a_plugin_at_import_is_refused(monkeypatch: pyte
     one's loading (the process's first), or the cached one — never in the host being loaded, where it was lost. It is
     now refused while the host loads its entry points."""
     def load_entry_points(group: str) -> int:
-        plugin_host().register(InnerHooks(), name="inner_r55d")    # what the module's import does
+        plugin_host().register(FamilyHooks(LATE), name="inner_r55d")    # what the module's import does
         return 0
     monkeypatch.setattr(pluggy.PluginManager, "load_setuptools_entrypoints",
                         lambda self, group, name=None: load_entry_points(group))
@@ -131,7 +115,7 @@ def test_a_plugin_that_registers_a_plugin_at_import_is_refused(monkeypatch: pyte
     assert "inner_r55d" not in [n for n, _ in plugin_host().pm.list_name_plugin()]
     monkeypatch.undo()
     host = PluginHost()          # loading ended: registering works again
-    host.register(InnerHooks(), name="inner_r55d")
+    host.register(FamilyHooks(LATE), name="inner_r55d")
     assert "late_family_r55d" in host.families()
 
 
@@ -197,27 +181,18 @@ def test_public_keys_times_values_are_capped_alike_for_built_in_and_plugin_measu
     assert out.width == 1 + 200 + 1
 
 
-class OneMore:
+class OneMore(FakeMechanism):
     """A mechanism that says its measures release one value each, but plans a thousand outputs per measure."""
 
-    name, handles, notions = "one_more_r55d", frozenset({"one_more_r55d"}), frozenset({"pure"})
-
-    def validate(self, measure: dp.Measure, ctx: Any) -> None:
-        pass
+    name = "one_more_r55d"
 
     def values_per_group(self, measure: dp.Measure) -> int:
         return 1
 
-    def parts(self, measures: Any, ctx: Any) -> int:
-        return 1
-
-    def plan(self, measures: Any, ctx: Any, share: Any) -> Any:
-        from dpframe.mechanism import MechanismPlan, Noise, Statistic
-
+    def plan(self, measures: Any, ctx: Any, share: Any) -> CountPlan:
         noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
         outputs = tuple(f"{m.output_name}_{i}" for m in measures for i in range(1_000))
-        return MechanismPlan(self.name, tuple(measures), (Statistic("rows"),), share, noise={"n": noise},
-                             outputs=outputs)
+        return CountPlan(self.name, tuple(measures), (ROWS,), share, noise={"n": noise}, outputs=outputs, used=noise)
 
 
 def test_a_mechanism_that_undercounts_its_values_is_capped_by_its_plans_outputs() -> None:
@@ -282,47 +257,21 @@ def test_an_inexact_histogram_edge_is_named_as_the_float64_it_is_compared_as() -
 SPREAD = 16                 # max_rows: the row count of one unit moves by 16
 
 
-class SpreadRowsQuery:
+class SpreadRowsQuery(RowsQuery):
     """A row count under one discrete Laplace draw of scale t = 16/ε (honest: ε-DP, its cost), whose plan charges in
-    RDP/PLD sessions ``curves``: the lie [discrete_laplace(t, 1)] * 16 (sixteen one-step moves, each ε/16-DP, which
-    basic composition prices at ε: the engine's check accepts them) or the truth [discrete_laplace(t, 16)]."""
+    RDP/PLD sessions the lie [discrete_laplace(t, 1)] * 16 (sixteen one-step moves, each ε/16-DP, which basic
+    composition prices at ε: the engine's check accepts them) or, ``how=True``, the truth [discrete_laplace(t, 16)]."""
 
-    def __init__(self, source: Source, honest: bool) -> None:
-        self.source, self.honest = source, honest
-
-    def describe(self) -> str:
-        return f"spread_rows(honest={self.honest})"
-
-    def plan(self, budget: Any) -> Any:
-        from dpframe import accounting as acc
-        from dpframe.family import Explain, FamilyPlan
-        from dpframe.mechanism import Noise, Statistic
-
-        rows = Statistic("rows")
-        m = self.source.unit.max_rows
-        noise = Noise.calibrate(Fraction(m), dp.PureDP(budget.epsilon))
-        t = float(noise.scale)
-        curves = [acc.discrete_laplace(t, m)] if self.honest else [acc.discrete_laplace(t, 1)] * m
-        charge = self.source.context.accountant.charge_plan(noise.cost(), curves)
-
-        def run(reader: Any, rng: Any) -> int:
-            exact = int(reader.statistics(self.source.node, (rows,))[rows.key][0])
-            return exact + int(noise.sample(1, rng)[0])
-        return FamilyPlan(budget, noise.cost(), charge, "spread rows", Explain(self.describe()), run)
-
-
-class SpreadRows:
-    name, attach, methods, result_types = "spread_rows_r55d", "frame", (), {}
-
-    def build(self, source: Source, honest: bool = False) -> SpreadRowsQuery:
-        return SpreadRowsQuery(source, honest)
+    def curves(self, noise: Noise) -> list[acc.PrivacyCurve]:
+        m, t = int(noise.sensitivity), float(noise.scale)
+        return [acc.discrete_laplace(t, m)] if self.how else [acc.discrete_laplace(t, 1)] * m
 
 
 def _spread_conformance(honest: bool) -> Any:
     from dpframe.testing import FamilyConformance
 
     class Spread(FamilyConformance):
-        family = SpreadRows()
+        family = RowsFamily("spread_rows_r55d", SpreadRowsQuery)
         table = pl.DataFrame({"user": [i // SPREAD for i in range(40 * SPREAD)]})
         neighbour = pl.DataFrame({"user": [10**9] * SPREAD})
         privacy_unit = dp.PrivacyUnit("user", max_rows=SPREAD)
