@@ -8,7 +8,8 @@ honest rest of such a plugin; a test subclasses it and overrides the one place i
 * :class:`RowsQuery` / :class:`RowsFamily`: a query family releasing the row count plus noise calibrated to
   ``max_rows``, with hooks for the share it calibrates to, the curves it charges, its explanation, and what happens
   before and after it reads;
-* :class:`FamilyHooks`: a plugin object whose ``dpframe_query_families`` registers the families it is given.
+* :class:`FamilyHooks`: a plugin object whose ``dpframe_query_families`` registers the families it is given;
+  :func:`installed` registers them in the process-wide host for a fixture's life.
 
 Example:
     >>> import polars as pl, dpframe as dp
@@ -22,7 +23,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -35,6 +36,7 @@ from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
+from dpframe.plugin import plugin_host
 
 ROWS = Statistic("rows")
 
@@ -118,16 +120,23 @@ class RowsQuery:
 
 
 class RowsFamily:
-    """A query family named ``name`` (attached to frames) building ``query(source, how, name)``."""
+    """A query family named ``name`` (attached to frames) building ``query(source, how)``.
+
+    ``how``: the variant ``frame.<name>()`` builds (``frame.<name>(how)`` another); a :class:`RowsQuery` subclass
+    also gets the family's name (``family=``), which its description shows.
+    """
 
     attach, methods = "frame", ()
 
-    def __init__(self, name: str, query: type[RowsQuery] = RowsQuery) -> None:
-        self.name, self.query = name, query
+    def __init__(self, name: str, query: Callable[..., Any] = RowsQuery, how: Any = "") -> None:
+        self.name, self.query, self.how = name, query, how
         self.result_types: Mapping[str, type] = {}
 
-    def build(self, source: Source, how: Any = "") -> RowsQuery:
-        return self.query(source, how, self.name)
+    def build(self, source: Source, how: Any = None) -> Any:
+        how = self.how if how is None else how
+        if isinstance(self.query, type) and issubclass(self.query, RowsQuery):
+            return self.query(source, how, family=self.name)
+        return self.query(source, how)
 
 
 class FamilyHooks:
@@ -140,3 +149,14 @@ class FamilyHooks:
     def dpframe_query_families(self, register: Any) -> None:
         for family in self.families:
             register(family, replaces=self.replaces)
+
+
+def installed(name: str, *families: Any) -> Iterator[None]:
+    """For a fixture (``yield from installed(...)``): ``families`` registered in the process-wide host as plugin
+    ``name`` until the fixture ends."""
+    host = plugin_host()
+    host.register(FamilyHooks(*families), name=name)
+    try:
+        yield
+    finally:
+        host.unregister(name)
