@@ -108,6 +108,7 @@ class PluginHost(Sealed):
     """
 
     def __init__(self, blocked: frozenset[str] = frozenset()) -> None:
+        _refuse_while_loading("built", "*")
         self.pm = pluggy.PluginManager("dpframe")
         self.pm.add_hookspecs(hookspecs.DPFrameSpecs)
         self.blocked = blocked
@@ -634,6 +635,9 @@ def _loading(where: str) -> Iterator[None]:
 def _refuse_while_loading(action: str, name: str) -> None:
     """A PluginError when plugin ``name`` is (un)registered while this thread loads plugins (a hook, an import).
 
+    ``name`` ``"*"``: a second host is being built there (``plugin_host()`` called at an entry point's import, before
+    the first host is cached, built another inside the first one's loading, with the importing module half-defined).
+
     Registering inside a hook reloaded the host's registries inside its own loading (the hook ran again; pluggy's raw
     "already registered" error, both plugins lost); registering at an entry point's import went to whichever host
     ``plugin_host()`` returned — a second one built inside the first one's loading, or the cached one — never to
@@ -641,6 +645,11 @@ def _refuse_while_loading(action: str, name: str) -> None:
     """
     stack: list[str] = getattr(_LOADING, "stack", [])
     if stack:
+        if name == "*":
+            raise PluginError(f"a second plugin host was {action} while dpframe was loading plugins (in {stack[-1]}): "
+                              "plugin_host() called when a plugin's module is imported, before the first host is "
+                              "ready, loads every plugin again (the importing one half-defined)", argument="plugin",
+                              fix="call dpframe.plugin.plugin_host() when your code runs, not at import")
         raise PluginError(f"plugin {name!r} was {action} while dpframe was loading plugins (in {stack[-1]}): that "
                           "plugin would be lost", argument="plugin",
                           fix="a hook registers what its plugin provides only through its `register` argument; "

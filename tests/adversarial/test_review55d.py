@@ -102,8 +102,9 @@ def test_a_hook_that_registers_a_plugin_is_refused_by_name(hooks: type) -> None:
 def test_a_plugin_that_registers_a_plugin_at_import_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found: an entry point whose module, when imported, registers another plugin (``plugin_host().register(...)`` at
     module level) registered it in whatever host ``plugin_host()`` returned — a second host built inside the first
-    one's loading (the process's first), or the cached one — never in the host being loaded, where it was lost. It is
-    now refused while the host loads its entry points."""
+    one's loading (the process's first, with the importing module half-defined), or the cached one — never in the
+    host being loaded, where it was lost. Registering, and building a second host, are now refused while a host loads
+    its entry points."""
     def load_entry_points(group: str) -> int:
         plugin_host().register(FamilyHooks(LATE), name="inner_r55d")    # what the module's import does
         return 0
@@ -113,6 +114,11 @@ def test_a_plugin_that_registers_a_plugin_at_import_is_refused(monkeypatch: pyte
         PluginHost()
     assert "while dpframe was loading plugins" in refused.value.message and "entry points" in refused.value.message
     assert "inner_r55d" not in [n for n, _ in plugin_host().pm.list_name_plugin()]
+    monkeypatch.setattr(pluggy.PluginManager, "load_setuptools_entrypoints",
+                        lambda self, group, name=None: PluginHost())   # plugin_host() at import, none cached yet
+    with pytest.raises(dp.PluginError) as refused:
+        PluginHost()
+    assert "a second plugin host" in refused.value.message and "entry points" in refused.value.message
     monkeypatch.undo()
     host = PluginHost()          # loading ended: registering works again
     host.register(FamilyHooks(LATE), name="inner_r55d")
