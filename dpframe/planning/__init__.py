@@ -3,8 +3,8 @@
 Planning is a tuple of small pure passes over a frozen :class:`PlanState` (the shape of sqlglot's
 optimizer): :data:`PASSES` check the budget, choose the noise notion, route every measure to a mechanism plugin
 (capping the values released first: :func:`~dpframe.planning.passes.check_released`), require δ for private
-keys, split the budget, plan partition selection and the mechanisms, cap the values again by the plans' outputs,
-check what plugins report, check output names and price the plan. Each pass is one function with a doctest in
+keys, split the budget, plan partition selection and the mechanisms, check what plugins report, cap the values again
+by the plans' outputs, check output names and price the plan. Each pass is one function with a doctest in
 :mod:`dpframe.planning.passes`; :func:`plan` runs them, and ``explain()`` shows the notes they leave. Build-time
 validation (:func:`validate_measures`) runs the routing passes only, so it can never disagree with planning; query
 families call :func:`~dpframe.planning.passes.budget_of` and :func:`~dpframe.planning.passes.sampling_rate` rather
@@ -63,7 +63,7 @@ Pass = Callable[[PlanState], PlanState]
 
 PASSES: tuple[Pass, ...] = (check_budget, choose_notion, route_measures,
                             require_delta_for_private_keys, split_budget, plan_selection, plan_mechanisms,
-                            check_released_cells, check_plugin_costs, check_output_names, price)
+                            check_plugin_costs, check_released_cells, check_output_names, price)
 """The passes of a query plan, in order."""
 
 VALIDATION: tuple[Pass, ...] = (session_notion, route_measures)

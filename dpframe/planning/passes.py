@@ -80,9 +80,11 @@ def _public_groups(state: PlanState) -> int:
 def check_released_cells(state: PlanState) -> PlanState:
     """Every plan's output columns, times the public groups, within the caps of :func:`check_released`.
 
+    After :func:`check_plugin_costs` (``output_names()`` is plugin code: what it may change in a plan is read first).
+
     Example:
         >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
-        >>> s = plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state)))))
+        >>> s = check_plugin_costs(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state))))))
         >>> check_released_cells(s) is s
         True
 
