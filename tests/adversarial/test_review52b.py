@@ -119,7 +119,12 @@ HOWS = ("small", "small_curve", "few_orders", "no_spec", "pld_profile", "flip", 
 
 @pytest.fixture(scope="module")
 def families() -> Iterator[None]:
-    yield from installed("rows_r52b", *(RowsFamily(f"rows_{how}_r52b", LedgerQuery, how) for how in HOWS))
+    yield from installed("rows_r52b", *ledger_families())
+
+
+def ledger_families() -> list[RowsFamily]:
+    """One family per variant of :data:`HOWS` (reviews 53c and 54a install them too)."""
+    return [RowsFamily(f"rows_{how}_r52b", LedgerQuery, how) for how in HOWS]
 
 
 def _frame(sess: dp.Session, sampled: bool) -> Any:

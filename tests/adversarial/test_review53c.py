@@ -224,11 +224,12 @@ class WrappedHooks:
 @pytest.fixture(scope="module")
 def wrapped() -> Any:
     from dpframe.plugin import plugin_host
-    from tests.adversarial.test_review52b import LedgerHooks
+    from tests.adversarial.doubles import FamilyHooks
+    from tests.adversarial.test_review52b import ledger_families
 
     host = plugin_host()
     host.register(WrappedHooks(), name="wrapped_r53c")
-    host.register(LedgerHooks(), name="rows_r52b")
+    host.register(FamilyHooks(*ledger_families()), name="rows_r52b")
     yield
     host.unregister(name="rows_r52b")
     host.unregister(name="wrapped_r53c")
