@@ -18,7 +18,7 @@ import polars as pl
 
 import dpframe as dp
 from dpframe.datasets import visits
-from dpframe.plugin import Route, plugin_host
+from dpframe.plugin import PluginHost, Route, plugin_host
 
 KEYS = ("Amsterdam", "Berlin", "Oslo")
 """The demo's public keys: the README example's."""
@@ -81,9 +81,21 @@ def released_notes(result: pl.DataFrame) -> list[str]:
     return notes
 
 
-def plugins() -> None:
-    """Print the installed plugins, then the routing: what handles each measure kind and query name."""
-    host = plugin_host()
+def plugins(host: PluginHost | None = None) -> None:
+    """Print the installed plugins, then the routing: what handles each measure kind and query name.
+
+    ``host``: whose plugins (default the process-wide ``plugin_host()``; ``sess.plugins``: those a session was made
+    with, a plugin registered in the process later left out).
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"u": [1]})}, privacy_unit=dp.PrivacyUnit("u"), budget=dp.PureDP(1))
+        >>> plugins(sess.plugins)        # doctest: +ELLIPSIS
+        name ... provides
+        core ...
+
+    """
+    host = host if host is not None else plugin_host()
     _table(("name", "version", "package", "provides"),
            [(r.name, r.version, r.package, r.provides) for r in host.describe()])
     routes = host.routes()

@@ -1,13 +1,14 @@
 """The planner: from a logical plan and a budget to a physical plan with an exact cost, reading no data.
 
 Planning is a tuple of small pure passes over a frozen :class:`PlanState` (the shape of sqlglot's
-optimizer): :data:`PASSES` check the budget, choose the noise notion, route every measure to a mechanism
-plugin, require δ for private keys, split the budget, plan partition selection and the mechanisms,
-check what plugins report, check output names and price the plan. Each pass is one function with a
-doctest in :mod:`dpframe.planning.passes`; :func:`plan` runs them, and ``explain()`` shows the notes
-they leave. Build-time validation (:func:`validate_measures`) runs the routing passes only, so it can
-never disagree with planning; query families call :func:`~dpframe.planning.passes.budget_of` and
-:func:`~dpframe.planning.passes.sampling_rate` rather than re-deriving them.
+optimizer): :data:`PASSES` check the budget, choose the noise notion, route every measure to a mechanism plugin
+(capping the values released first: :func:`~dpframe.planning.passes.check_released`), require δ for private
+keys, split the budget, plan partition selection and the mechanisms, check what plugins report, cap the values again
+by the plans' outputs, check output names and price the plan. Each pass is one function with a doctest in
+:mod:`dpframe.planning.passes`; :func:`plan` runs them, and ``explain()`` shows the notes they leave. Build-time
+validation (:func:`validate_measures`) runs the routing passes only, so it can never disagree with planning; query
+families call :func:`~dpframe.planning.passes.budget_of` and :func:`~dpframe.planning.passes.sampling_rate` rather
+than re-deriving them.
 
 Budget split (``docs/concepts.md``): the query budget's first coordinate (ε or ρ) is split into equal
 parts; each mechanism asks for as many parts as it releases distinct statistics, and partition selection
@@ -33,10 +34,14 @@ from typing import TYPE_CHECKING
 
 from dpframe.planning.passes import (
     MAX_QUERY_BUDGET,
+    MAX_RELEASED_CELLS,
+    MAX_RELEASED_VALUES,
     budget_of,
     check_budget,
     check_output_names,
     check_plugin_costs,
+    check_released,
+    check_released_cells,
     choose_notion,
     plan_mechanisms,
     plan_selection,
@@ -56,9 +61,9 @@ if TYPE_CHECKING:
 
 Pass = Callable[[PlanState], PlanState]
 
-PASSES: tuple[Pass, ...] = (check_budget, choose_notion, route_measures, require_delta_for_private_keys,
-                            split_budget, plan_selection, plan_mechanisms, check_plugin_costs, check_output_names,
-                            price)
+PASSES: tuple[Pass, ...] = (check_budget, choose_notion, route_measures,
+                            require_delta_for_private_keys, split_budget, plan_selection, plan_mechanisms,
+                            check_plugin_costs, check_released_cells, check_output_names, price)
 """The passes of a query plan, in order."""
 
 VALIDATION: tuple[Pass, ...] = (session_notion, route_measures)
@@ -89,6 +94,6 @@ def validate_measures(context: PlanContext, node: Aggregate) -> None:
     plan(PlanState.start(node, context, None), VALIDATION)
 
 
-__all__ = ["MAX_QUERY_BUDGET", "PASSES", "VALIDATION", "Pass", "PhysicalPlan", "PlanContext", "PlanState", "agg_node",
-           "budget_of", "first", "plan", "plan_query", "sampling_rate", "validate_measures",
-           "with_intervals"]
+__all__ = ["MAX_QUERY_BUDGET", "MAX_RELEASED_CELLS", "MAX_RELEASED_VALUES", "PASSES", "VALIDATION", "Pass",
+           "PhysicalPlan", "PlanContext", "PlanState", "agg_node", "budget_of", "check_released", "first", "plan",
+           "plan_query", "sampling_rate", "validate_measures", "with_intervals"]

@@ -36,6 +36,64 @@ T = TypeVar("T")
 MAX_QUERY_BUDGET = Fraction(10**300)
 
 
+#: The most values one query releases per group (output columns, summed over its measures: a histogram's bins each).
+MAX_RELEASED_VALUES = 20_000
+#: The most cells one query releases: values per group × public groups (private keys count as one group).
+MAX_RELEASED_CELLS = 20_000_000
+
+
+def check_released(values: int, groups: int, argument: str = "measures") -> None:
+    """A PlanError (naming ``argument``) when ``values`` per group × ``groups`` exceed the caps, else nothing.
+
+    The caps bound the work of one query, which holds the session (a served one too) while it runs: planning and
+    computing a released value cost about a millisecond each (100 histograms of 10,000 bins took minutes), a cell of a
+    public group a few hundred nanoseconds. Public facts only: the measures, their options and the public keys (with
+    private keys the groups released are the data's: counted as one here). The planner calls it before any measure
+    is validated (:func:`route_measures`: each measure's values, from its mechanism's optional
+    ``values_per_group(measure)``, else 1) and again with every plan's outputs (:func:`check_released_cells`);
+    query families and mechanisms may call it with what they know before building their plans.
+
+    Example:
+        >>> check_released(10_000, 2_000)
+        >>> check_released(20_001, 1)
+        Traceback (most recent call last):
+        ...
+        dpframe.errors.PlanError: measures: this query would release 20,001 values per group (at most 20,000: ...
+
+    """
+    if values > MAX_RELEASED_VALUES:
+        raise PlanError(f"this query would release {values:,} values per group (at most {MAX_RELEASED_VALUES:,}: "
+                        "planning and computing each takes about a millisecond)", argument=argument,
+                        fix="release fewer values per query: fewer measures or histogram bins, split over several "
+                            "queries")
+    if values * groups > MAX_RELEASED_CELLS:
+        raise PlanError(f"this query would release {values:,} values in each of {groups:,} public groups: "
+                        f"{values * groups:,} cells (at most {MAX_RELEASED_CELLS:,})", argument=argument,
+                        fix="release fewer values per query, or split the public keys over several queries")
+
+
+def _public_groups(state: PlanState) -> int:
+    keys = state.node.keys
+    return keys.height if keys is not None else 1
+
+
+def check_released_cells(state: PlanState) -> PlanState:
+    """Every plan's output columns, times the public groups, within the caps of :func:`check_released`.
+
+    After :func:`check_plugin_costs` (``output_names()`` is plugin code: what it may change in a plan is read first).
+
+    Example:
+        >>> import dpframe as dp; from dpframe.planning.state import example_state; state = example_state()
+        >>> s = check_plugin_costs(plan_mechanisms(split_budget(route_measures(choose_notion(check_budget(state))))))
+        >>> check_released_cells(s) is s
+        True
+
+    """
+    values = sum(len(plugin_hook(p.mechanism, "output_names()", p.output_names)) for p in state.plans)
+    check_released(values, _public_groups(state))
+    return state
+
+
 def check_budget(state: PlanState) -> PlanState:
     """The query budget is a dp budget below 1e300, in a notion the pricing accountant can hold.
 
@@ -118,18 +176,42 @@ def route_measures(state: PlanState) -> PlanState:
     """
     assert state.notion is not None
     host = state.context.plugins
-    groups: dict[str, tuple[Mechanism, list[Measure]]] = {}
+    check_released(len(state.node.measures), _public_groups(state))    # each releases a value at least: routing costs
+    routed: list[tuple[Measure, Mechanism, str]] = []
     for m in state.node.measures:
         name, notion = m.option("mechanism"), state.notion
         if state.budget is None:   # build time: fall back to a notion the kind's mechanisms support
             notions = {n for _, mech in host.mechanisms() if m.kind in mech.handles and name in (None, mech.name)
                        for n in mech.notions}
             notion = notion if notion in notions or not notions else sorted(notions)[0]  # type: ignore[assignment]
-        mech = host.mechanism_for(m.kind, notion, name)
-        ctx = _measure_context(state, notion)
+        routed.append((m, host.mechanism_for(m.kind, notion, name), notion))
+    # before any validation (a histogram's parses its edges: 100 of 10,000 bins took seconds, each time)
+    check_released(sum(_values_per_group(mech, m) for m, mech, _ in routed), _public_groups(state))
+    groups: dict[str, tuple[Mechanism, list[Measure]]] = {}
+    for m, mech, routed_notion in routed:
+        ctx = _measure_context(state, routed_notion)
         _hook(mech, "validate", mech.validate, m, ctx)
         groups.setdefault(mech.name, (mech, []))[1].append(m)
     return state.but(groups=tuple((mech, tuple(ms)) for mech, ms in groups.values()))
+
+
+def _values_per_group(mech: Mechanism, measure: Measure) -> int:
+    """How many values per group ``measure`` releases: ``mech.values_per_group(measure)`` if it has one, else 1.
+
+    Called before the measure is validated (so a mechanism reads only what it can count cheaply, e.g. how many edges
+    an option holds, and answers 1 for what it would refuse); a count that is not a whole number ≥ 1 is a
+    PluginError naming ``values_per_group()``.
+    """
+    count = getattr(mech, "values_per_group", None)
+    if count is None:
+        return 1
+    n: object = _hook(mech, "values_per_group", count, measure)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise PluginError(f"mechanism {mech.name!r} said a measure releases {n!r} values per group in "
+                          "values_per_group()", argument="mechanism",
+                          fix="values_per_group() must return an int ≥ 1 (how many columns the measure releases): a "
+                              "bug of the plugin that registers it; report it to its authors")
+    return int(n)
 
 
 def _hook(mech: Mechanism, name: str, call: Callable[..., T], *args: Any) -> T:

@@ -13,7 +13,9 @@ import importlib.metadata as md
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
@@ -106,6 +108,7 @@ class PluginHost(Sealed):
     """
 
     def __init__(self, blocked: frozenset[str] = frozenset()) -> None:
+        _refuse_while_loading("built", "*")
         self.pm = pluggy.PluginManager("dpframe")
         self.pm.add_hookspecs(hookspecs.DPFrameSpecs)
         self.blocked = blocked
@@ -115,7 +118,8 @@ class PluginHost(Sealed):
 
         if "core" not in blocked:
             self.pm.register(core, name="core")
-        self.pm.load_setuptools_entrypoints("dpframe")
+        with _loading("the 'dpframe' entry points (importing them)"):
+            self.pm.load_setuptools_entrypoints("dpframe")
         self._check()
         self.first_party = frozenset({"core"}) | {ep.name for ep in md.entry_points(group="dpframe")
                                        if ep.dist is not None and ep.dist.name == "dpframe"}
@@ -134,7 +138,11 @@ class PluginHost(Sealed):
                               ) from None
 
     def register(self, plugin: object, name: str) -> None:
-        """Register a plugin object in this process (e.g. a module with ``@dpframe.hookimpl`` functions)."""
+        """Register a plugin object in this process (e.g. a module with ``@dpframe.hookimpl`` functions).
+
+        Refused while plugins load (:func:`_refuse_while_loading`): from a plugin's hook or its entry point's import.
+        """
+        _refuse_while_loading("registered", name)
         if name in self.blocked:
             raise PluginError(f"plugin {name!r} is blocked by {BLOCK_ENV}", argument="name",
                               fix=f"remove it from {BLOCK_ENV}")
@@ -149,7 +157,8 @@ class PluginHost(Sealed):
             raise
 
     def unregister(self, name: str) -> None:
-        """Remove a plugin registered under ``name``."""
+        """Remove a plugin registered under ``name`` (refused while plugins load, as :meth:`register`)."""
+        _refuse_while_loading("unregistered", name)
         plugin = self.pm.get_plugin(name)
         if plugin is None:
             raise PluginError(f"no plugin named {name!r}", argument="name", fix="see `dpframe plugins`")
@@ -170,7 +179,9 @@ class PluginHost(Sealed):
                     register = _registrar(caller.name, found, name, first)
                     others = [p for n, p in self._plugins() if n != name]
                     try:
-                        results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(register=register)
+                        with _loading(f"plugin {name!r}'s {caller.name} hook"):
+                            results = self.pm.subset_hook_caller(caller.name, remove_plugins=others)(
+                                register=register)
                     except PluginError:
                         raise
                     except Exception as e:   # the plugin's own bug (a missing file ...): name it, not a raw error
@@ -341,8 +352,19 @@ class PluginHost(Sealed):
         """The audit factories plugins registered (``dpframe_audits``), built-ins first."""
         return [e.item for e in self._registries().audits]
 
+    def _listed(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(name, its hooks, sorted) of each plugin loaded, in registration order (blocked names left out)."""
+        return tuple((name, tuple(sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])))
+                     for name, plugin in self.pm.list_name_plugin() if plugin is not None)
+
     def describe(self) -> list[PluginInfo]:
-        """Name, version, source package and what each plugin provides."""
+        """Name, version, source package and what each plugin provides (a session's: those it was made with).
+
+        Example:
+            >>> [(p.name, p.package) for p in plugin_host().describe()][:2]
+            [('core', 'dpframe'), ('aggregates', 'dpframe')]
+
+        """
         dists: dict[str, md.Distribution] = {}
         for dist in md.distributions():
             for ep in dist.entry_points:
@@ -352,9 +374,7 @@ class PluginHost(Sealed):
                            dists[name].metadata["Name"] if name in dists else "?", f"BLOCKED by {BLOCK_ENV}")
                 for name in sorted(self.blocked)]
         found = self._registries()
-        for name, plugin in self.pm.list_name_plugin():
-            if plugin is None:  # a blocked name
-                continue
+        for name, hooks in self._listed():
             provides = [f"{e.name}: {', '.join(sorted(e.item.handles))} [{'/'.join(sorted(e.item.notions))}]"
                         f"{_replaces(e)}" for e in found.mechanisms if e.plugin == name]
             provides += [f"accountant {e.name}" for e in found.accountants if e.plugin == name]
@@ -365,7 +385,6 @@ class PluginHost(Sealed):
                          for e in reg if e.plugin == name]
             provides += [f"audits {e.name}" for e in found.audits if e.plugin == name]
             if not provides:
-                hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
                 provides = [f"(hooks {', '.join(hooks)}: nothing registered)" if hooks else "(no hooks)"]
             source = dists.get(name)
             package = source.metadata["Name"] if source else "dpframe"
@@ -579,10 +598,14 @@ class SessionPlugins(PluginHost):
     def __init__(self, base: PluginHost) -> None:
         self.__dict__.update(base.__dict__)     # share the loaded plugin manager; no reload of entry points
         self._loaded = base._registries()       # the process-wide host makes new registries when plugins change
+        self._plugins_listed = base._listed()   # what describe() shows: the plugins these registries came from
 
     def _registries(self) -> _Registries:
         assert self._loaded is not None
         return self._loaded
+
+    def _listed(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return self._plugins_listed
 
     def register(self, plugin: object, name: str) -> None:
         """Refused: a session's plugins are fixed when it is made."""
@@ -597,6 +620,47 @@ def _fixed(name: str) -> PluginError:
     return PluginError(f"plugin {name!r}: a session's plugins are fixed when it is made", argument="plugin",
                        fix="register it in dpframe.plugin.plugin_host() before creating the session (a test pins "
                            "objects in one session with dpframe.testing.pin_mechanisms / pin_families)")
+
+
+_LOADING = threading.local()
+
+
+@contextmanager
+def _loading(where: str) -> Iterator[None]:
+    """Mark this thread as loading plugins (``where``: what runs) until the block ends."""
+    stack: list[str] = getattr(_LOADING, "stack", [])
+    _LOADING.stack = stack
+    stack.append(where)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _refuse_while_loading(action: str, name: str) -> None:
+    """A PluginError when plugin ``name`` is (un)registered while this thread loads plugins (a hook, an import).
+
+    ``name`` ``"*"``: a second host is being built there (``plugin_host()`` called at an entry point's import, before
+    the first host is cached, built another inside the first one's loading, with the importing module half-defined).
+
+    Registering inside a hook reloaded the host's registries inside its own loading (the hook ran again; pluggy's raw
+    "already registered" error, both plugins lost); registering at an entry point's import went to whichever host
+    ``plugin_host()`` returned — a second one built inside the first one's loading, or the cached one — never to
+    the one loading, where it was lost.
+    """
+    stack: list[str] = getattr(_LOADING, "stack", [])
+    if stack:
+        if name == "*":
+            raise PluginError(f"a second plugin host was {action} while dpframe was loading plugins (in {stack[-1]}): "
+                              "plugin_host() called when a plugin's module is imported, before the first host is "
+                              "ready, loads every plugin again (the importing one half-defined)", argument="plugin",
+                              fix="call dpframe.plugin.plugin_host() when your code runs, not at import")
+        raise PluginError(f"plugin {name!r} was {action} while dpframe was loading plugins (in {stack[-1]}): that "
+                          "plugin would be lost", argument="plugin",
+                          fix="a hook registers what its plugin provides only through its `register` argument; "
+                              "make another plugin its own entry point in the 'dpframe' group (pyproject.toml: "
+                              "[project.entry-points.dpframe]), or register it with plugin_host().register(...) "
+                              "after dpframe has loaded its plugins (not at import)")
 
 
 @lru_cache(maxsize=4)

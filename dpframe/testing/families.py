@@ -40,7 +40,12 @@ What the inherited tests check:
   neighbouring tables (one privacy unit added) are audited with the Clopper–Pearson test of
   :mod:`dpframe.testing.audit` (features: ``features``, default every number in the result; a result with no
   number, such as a ``str``, fails the test until ``features`` says what to compare), and the claim must hold at
-  confidence 1 − 1e-6.
+  confidence 1 − 1e-6. Where the family's plan charges privacy curves of its own in RDP/PLD sessions (its
+  ``charge`` is not its cost's curve), the release is also held to them: the (ε, δ) pairs they claim, composed
+  (:func:`~dpframe.testing.curve_claims` at :data:`~dpframe.testing.audit.CURVE_POINTS` of the budget's ε), are
+  audited on outputs of a ``pld`` session (:func:`~dpframe.testing.audit_claims`). Curves the engine's static checks
+  accept can still claim too little: four one-step moves where one coordinate moves by four
+  (:func:`FamilyConformance.curve_audit`).
 
 Nothing here is private: the tables are the caller's test data and the sessions are seeded.
 """
@@ -48,17 +53,21 @@ Nothing here is private: the tables are the caller's test data and the sessions 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import polars as pl
 import pytest
 
+from dpframe.accounting.curve import from_json
+from dpframe.accounting.curve_charge import reference
 from dpframe.budgets import ZCDP, ApproxDP, Budget, PureDP
 from dpframe.errors import DPFrameError
 from dpframe.family import RESERVED, QueryFamily
 from dpframe.privacy_unit import PrivacyUnit
 from dpframe.session import Session
+from dpframe.testing.audit import CURVE_POINTS, AuditResult, audit_claims, claimed_epsilon_delta, curve_claims
 from dpframe.testing.harness import pin_families
 from dpframe.testing.queries import query_sampler
 from dpframe.testing.registry import AuditSpec, Neighbours, run_audit
@@ -68,6 +77,10 @@ SESSIONS: tuple[tuple[Budget, Budget, str | None], ...] = (
     (PureDP(10), PureDP(1), None), (ApproxDP(10, 1e-5), ApproxDP(1, 1e-6), None), (ZCDP(5), ZCDP(0.5), None),
     (ApproxDP(10, 1e-5), PureDP(1), "rdp"), (ApproxDP(10, 1e-5), PureDP(1), "pld"),
 )
+
+
+#: The total of the ``pld`` sessions :meth:`FamilyConformance.curve_audit` samples in (a fresh one every 200 runs).
+CURVE_SESSION = ApproxDP(10**6, 1e-5)
 
 
 def _numbers(result: Any) -> dict[str, float]:
@@ -220,8 +233,40 @@ class FamilyConformance:
         pair = Neighbours("+1 unit", self._table(), self._neighbour())
         spec = AuditSpec(f"{self.family.name} (query family)", frozenset(), self.audit_budget, lambda: [pair],
                          sampler, samples=samples)
-        failed = [r for r in run_audit(spec) if not r.passed]
+        failed = [r for r in [*run_audit(spec), *self.curve_audit(samples)] if not r.passed]
         assert not failed, failed
 
+    def curve_audit(self, samples: int) -> list[AuditResult]:
+        """The release held to the privacy curves its plan charges in a ``pld`` session (``[]``: it charges its cost's).
 
-__all__ = ["FamilyConformance", "SESSIONS"]
+        An RDP/PLD session charges a family's curves (``context.accountant.charge_plan(cost, curves)``) instead of its
+        cost; the engine checks them only against what they say (their composition may not prove less than the
+        cost by basic composition), so curves of several small moves where one coordinate moves by their sum pass.
+        Here the pairs the curves claim are audited on ``samples`` outputs per dataset (two pilot and two final runs,
+        as :func:`~dpframe.testing.audit_curves` does for a mechanism's plan).
+        """
+        call = type(self).call
+        assert call is not None
+        features: Callable[[Any], Mapping[str, float]] = type(self).features or _numbers
+        sampler = query_sampler(lambda sess: call(self._pinned(sess).table("t")), self.privacy_unit,
+                                features=features, accountant="pld", total=CURVE_SESSION)
+        charge_a, sample_a = sampler(self._table(), self.audit_budget)
+        charge_b, sample_b = sampler(self._neighbour(), self.audit_budget)
+        specs = tuple(getattr(charge_a, "specs", ()))
+        assert specs == tuple(getattr(charge_b, "specs", ())), f"the charge depends on the data: {charge_a!r}, " \
+                                                               f"{charge_b!r}"
+        if not specs or specs == reference().charge_plan(self.audit_budget, None).specs:
+            return []               # the cost's own curve: what run_audit tests
+        curves = [from_json(spec) for spec in specs]
+        top, _ = claimed_epsilon_delta(self.audit_budget)
+        claims = curve_claims(curves, [top * p for p in CURVE_POINTS])
+        if not claims:
+            return []
+        result = audit_claims(sample_a(samples, 1), sample_b(samples, 2), sample_a(samples, 3), sample_b(samples, 4),
+                              claims)
+        counted = Counter(c.label for c in curves)
+        return [result.labelled(f"{self.family.name} (query family) against its curves "
+                                f"{', '.join(f'{n} × {label}' if n > 1 else label for label, n in counted.items())}")]
+
+
+__all__ = ["CURVE_SESSION", "FamilyConformance", "SESSIONS"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -21,6 +21,7 @@ from dpframe.budgets import Budget, describe, divide, make
 from dpframe.measures import Measure
 from dpframe.mechanism import MeasureContext, Noise
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.doubles import FakeMechanism, RowsFamily, installed
 from tests.adversarial.test_review50d import ROWS, CountPlan  # review 50d's honest plugin count
 
 DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
@@ -30,19 +31,13 @@ DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"]
 # -- 1. plugin cost checks: what check_plugin_costs does not see -------------------------------------------------------
 
 
-class LaplaceUnderZCDP:
+class LaplaceUnderZCDP(FakeMechanism):
     """A count plugin that, given a zCDP share ρ, adds discrete Laplace noise (a pure-ε noise, costing ε²/2 in ρ) of
     ε = √(2ρ)·10 — a hundred times the share — and reports the cost its share allows: the noise costs 100·ρ."""
 
     name = "laplace_zcdp"
     handles = frozenset({"laplace_zcdp"})
     notions = frozenset({"zcdp"})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
         assert isinstance(share, dp.ZCDP)
@@ -290,32 +285,10 @@ class LyingRowsQuery:
         return FamilyPlan(budget, cost, accountant.charge_plan(charged, None, 1.0), "rows", Explain("rows"), run)
 
 
-class LyingRows:
-    attach, methods = "frame", ()
-    result_types: dict[str, type] = {}
-
-    def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"rows_{how}_r51a"
-
-    def build(self, source: Any) -> LyingRowsQuery:
-        return LyingRowsQuery(source, self.how)
-
-
-class LyingRowsHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(LyingRows("small_charge"))
-        register(LyingRows("zcdp_cost"))
-
-
 @pytest.fixture(scope="module")
-def lying_families() -> Any:
-    from dpframe.plugin import plugin_host
-
-    host = plugin_host()
-    host.register(LyingRowsHooks(), name="rows_r51a")
-    yield
-    host.unregister(name="rows_r51a")
+def lying_families() -> Iterator[None]:
+    yield from installed("rows_r51a", *(RowsFamily(f"rows_{how}_r51a", LyingRowsQuery, how)
+                                                for how in ("small_charge", "zcdp_cost")))
 
 
 def test_soundness_a_family_charge_below_its_cost_is_refused(lying_families: Any) -> None:

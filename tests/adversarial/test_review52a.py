@@ -6,7 +6,7 @@ Each test is one attack; those that found something say so in their docstring (`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -20,6 +20,7 @@ from dpframe.budgets import make
 from dpframe.family import Explain, FamilyPlan
 from dpframe.mechanism import Noise
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.doubles import RowsFamily, installed
 from tests.adversarial.test_review50d import ROWS
 from tests.adversarial.test_review51f import DATA, UNIT, CurveCount, _session, honest_curve
 
@@ -94,7 +95,7 @@ class ShiftyFamilyPlan(FamilyPlan[int]):
     charge = property(_charge, _store)  # type: ignore[assignment]
 
 
-class RowsQuery:
+class HeldRowsQuery:
     """A noisy row count whose plan lies in one way (``how``): ``"shifty"``, a :class:`ShiftyFamilyPlan`; ``"unheld"``,
     Gaussian noise (its cost ρ = ε²/2 for a budget of ε, which a pure session cannot hold) charged a pure ε/100."""
 
@@ -116,32 +117,10 @@ class RowsQuery:
         return kind(budget, cost, charge, "rows", Explain("rows"), run)
 
 
-class Rows:
-    attach, methods = "frame", ()
-    result_types: dict[str, type] = {}
-
-    def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"{how}_rows_r52a"
-
-    def build(self, source: Any) -> RowsQuery:
-        return RowsQuery(source, self.how)
-
-
-class RowsHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(Rows("shifty"))
-        register(Rows("unheld"))
-
-
 @pytest.fixture(scope="module")
-def lying_families() -> Any:
-    from dpframe.plugin import plugin_host
-
-    host = plugin_host()
-    host.register(RowsHooks(), name="rows_r52a")
-    yield
-    host.unregister(name="rows_r52a")
+def lying_families() -> Iterator[None]:
+    yield from installed("rows_r52a", *(RowsFamily(f"{how}_rows_r52a", HeldRowsQuery, how)
+                                                for how in ("shifty", "unheld")))
 
 
 def test_soundness_a_family_plan_is_charged_what_was_checked(lying_families: Any) -> None:

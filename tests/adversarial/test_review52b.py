@@ -9,6 +9,7 @@ third-party family registered the documented way (``dpframe_query_families``), w
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +23,7 @@ from dpframe.accounting.rdp_charge import RDPCharge
 from dpframe.family import Explain, FamilyPlan
 from dpframe.mechanism import Noise, Statistic
 from dpframe.planning import sampling_rate
+from tests.adversarial.doubles import RowsFamily, installed
 
 ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "g": ["a", "b", "c", "d"] * 100,
@@ -112,35 +114,17 @@ class LedgerQuery:
         return FamilyPlan(budget, dp.PureDP(eps), charge, "rows", Explain("rows"), run)
 
 
-class LedgerFamily:
-    attach, methods = "frame", ()
-    result_types: dict[str, type] = {}
-
-    def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"rows_{how}_r52b"
-
-    def build(self, source: Any) -> LedgerQuery:
-        return LedgerQuery(source, self.how)
-
-
 HOWS = ("small", "small_curve", "few_orders", "no_spec", "pld_profile", "flip", "honest")
 
 
-class LedgerHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        for how in HOWS:
-            register(LedgerFamily(how))
-
-
 @pytest.fixture(scope="module")
-def families() -> Any:
-    from dpframe.plugin import plugin_host
+def families() -> Iterator[None]:
+    yield from installed("rows_r52b", *ledger_families())
 
-    host = plugin_host()
-    host.register(LedgerHooks(), name="rows_r52b")
-    yield
-    host.unregister(name="rows_r52b")
+
+def ledger_families() -> list[RowsFamily]:
+    """One family per variant of :data:`HOWS` (reviews 53c and 54a install them too)."""
+    return [RowsFamily(f"rows_{how}_r52b", LedgerQuery, how) for how in HOWS]
 
 
 def _frame(sess: dp.Session, sampled: bool) -> Any:

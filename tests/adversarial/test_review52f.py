@@ -26,13 +26,13 @@ import dpframe as dp
 from dpframe.budgets import Budget, make
 from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise
 from dpframe.mechanism.deferred import DeferredMapping
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.testing import FamilyConformance, pin_families, pin_mechanisms
+from tests.adversarial.doubles import ROWS, RowsFamily, RowsQuery
 
-ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
                      "x": [float(i % 13) for i in range(400)]})
 ZERO = make("pure", Fraction(0))
@@ -188,42 +188,34 @@ def test_a_sampler_slip_on_the_data_stays_charged_and_quotes_no_value() -> None:
     assert sess.spent() == dp.PureDP(1) and sess.history()["status"].to_list() == ["failed"]
 
 
-class SlipQuery:
+class SlipQuery(RowsQuery):
     """A family's query whose plan (or explanation) calls a sampler with a bad argument."""
 
-    def __init__(self, source: Source, where: str) -> None:
-        self.source, self.where = source, where
+    def share(self, budget: Any) -> Budget:
+        return budget if isinstance(budget, dp.ZCDP) else dp.PureDP(budget.epsilon)
 
-    def describe(self) -> str:
-        return f"slip_rows({self.where})"
+    def explain(self) -> Explain:
+        if self.how == "explain":
+            _bad_sample()
+        if self.how == "explain_keyerror":
+            raise KeyError("title")
+        return super().explain()
 
     def plan(self, budget: Any) -> FamilyPlan[int]:
-        share = budget if isinstance(budget, dp.ZCDP) else dp.PureDP(budget.epsilon)
-        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), share)
-        if self.where == "plan":
+        planned = super().plan(budget)      # the noise is calibrated first, as a family would
+        if self.how == "plan":
             _bad_sample()
-
-        def explain() -> Explain:
-            if self.where == "explain":
-                _bad_sample()
-            if self.where == "explain_keyerror":
-                raise KeyError("title")
-            return Explain(self.describe())
-
-        def run(reader: Any, rng: RandomSource) -> int:
-            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
-            return exact + int(noise.sample(1, rng)[0])
-        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
-        return FamilyPlan(budget, noise.cost(), charge, "slip rows", explain, run)
+        return planned
 
 
-class SlipRows:
-    name, attach, methods, result_types = "slip_rows", "frame", (), {}
+class SlipRows(RowsFamily):
+    def __init__(self) -> None:
+        super().__init__("slip_rows", SlipQuery)
 
-    def build(self, source: Source, where: str = "") -> SlipQuery:
-        if where == "build":
+    def build(self, source: Source, how: Any = "") -> RowsQuery:
+        if how == "build":
             _bad_sample()
-        return SlipQuery(source, where)
+        return super().build(source, how)
 
 
 @pytest.mark.parametrize(("where", "step", "hook"), [

@@ -8,6 +8,7 @@ rounding: a charge or curve is never below the exact value of the formula it sta
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +24,7 @@ from dpframe.accounting.rdp_charge import FILTER_ORDERS, RDPCharge
 from dpframe.family import Explain, FamilyPlan
 from dpframe.mechanism import Noise, Statistic
 from dpframe.planning.curve_checks import _as_checked
+from tests.adversarial.doubles import RowsFamily, installed
 
 FILT = acc.RDPAccountant(dp.ApproxDP(10, Fraction(1, 10**5)))
 RNG = np.random.default_rng(53)
@@ -110,32 +112,10 @@ class _RaisingQuery:
         return FamilyPlan(budget, dp.PureDP(budget.epsilon), charge, "rows", Explain("rows"), run)
 
 
-class _RaisingFamily:
-    attach, methods = "frame", ()
-    result_types: dict[str, type] = {}
-
-    def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"{how}_charge_r53a"
-
-    def build(self, source: Any) -> _RaisingQuery:
-        return _RaisingQuery(source, self.how)
-
-
-class _Hooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(_RaisingFamily("raising"))
-        register(_RaisingFamily("tiny"))
-
-
 @pytest.fixture()
-def raising_family() -> Any:
-    from dpframe.plugin import plugin_host
-
-    host = plugin_host()
-    host.register(_Hooks(), name="raising_charge_r53a")
-    yield
-    host.unregister(name="raising_charge_r53a")
+def raising_family() -> Iterator[None]:
+    yield from installed("raising_charge_r53a", *(RowsFamily(f"{how}_charge_r53a", _RaisingQuery, how)
+                                                for how in ("raising", "tiny")))
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])

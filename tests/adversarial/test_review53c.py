@@ -25,8 +25,8 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 from dpframe.planning.state import first
 from dpframe.testing import pin_mechanisms
+from tests.adversarial.doubles import ROWS, CountPlan, FakeMechanism
 
-ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 4 for i in range(800)], "k": ["a", "b"] * 400})
 UNIT = dp.PrivacyUnit("u", max_rows=100)
 BUDGET = dp.ApproxDP(1, 1e-6)
@@ -48,21 +48,7 @@ def curve_of(noise: Noise) -> acc.PrivacyCurve:
     return acc.discrete_gaussian(float(noise.scale) ** 0.5, float(noise.sensitivity))
 
 
-@dataclass
-class ShortPlan(MechanismPlan):
-    """A row count released with ``used`` noise (what the release adds), whatever the plan declares."""
-
-    used: Noise | None = None
-    exact_too: bool = False
-
-    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        assert self.used is not None
-        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
-        out = {m.output_name: exact + self.used.sample(exact.size, rng) for m in self.measures}
-        return out | ({"exact": exact} if self.exact_too else {})
-
-
-class ShortCount:
+class ShortCount(FakeMechanism):
     """A plugin count whose plan states its whole share as its cost, but declares less noise than that costs.
 
     ``how``: ``"tiny_share"`` declares (and adds) noise calibrated to a hundredth of the share, and releases the exact
@@ -73,14 +59,8 @@ class ShortCount:
     notions = frozenset({"pure", "zcdp"})
 
     def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"short_{how}"
-        self.handles = frozenset({self.name})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
+        super().__init__(f"short_{how}")
+        self.how = how
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
         rows = Fraction(ctx.unit.max_rows)
@@ -92,7 +72,7 @@ class ShortCount:
             declared = Noise(used.distribution, used.scale, rows / (100 if used.distribution == "discrete_laplace"
                                                                     else 10))
         outputs = (*(m.output_name for m in measures), *(("exact",) if self.how == "tiny_share" else ()))
-        return ShortPlan(self.name, tuple(measures), (ROWS,), share, noise={"count": declared}, outputs=outputs,
+        return CountPlan(self.name, tuple(measures), (ROWS,), share, noise={"count": declared}, outputs=outputs,
                          privacy=(curve_of(declared),), used=used, exact_too=self.how == "tiny_share")
 
 
@@ -150,18 +130,12 @@ class KeepAll(MechanismPlan):
         return {KEEP: units + self.selection_noise.sample(units.size, rng) >= 1}
 
 
-class NoDeltaSelection:
+class NoDeltaSelection(FakeMechanism):
     """A partition-selection plugin whose plan states an (ε, δ) cost and declares a pure curve (its δ0: none)."""
 
     name = "no_delta_selection"
     handles = frozenset({"partition_selection"})
     notions = frozenset({"approx", "zcdp"})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
         assert isinstance(share, dp.ApproxDP)
@@ -250,11 +224,12 @@ class WrappedHooks:
 @pytest.fixture(scope="module")
 def wrapped() -> Any:
     from dpframe.plugin import plugin_host
-    from tests.adversarial.test_review52b import LedgerHooks
+    from tests.adversarial.doubles import FamilyHooks
+    from tests.adversarial.test_review52b import ledger_families
 
     host = plugin_host()
     host.register(WrappedHooks(), name="wrapped_r53c")
-    host.register(LedgerHooks(), name="rows_r52b")
+    host.register(FamilyHooks(*ledger_families()), name="rows_r52b")
     yield
     host.unregister(name="rows_r52b")
     host.unregister(name="wrapped_r53c")
@@ -329,26 +304,19 @@ def test_an_honest_family_under_a_third_party_accountant_keeps_its_curves(wrappe
 # -- 3. the discrete Laplace floor: a declared noise says how much of its sensitivity one coordinate takes -----------
 
 
-class OneCoordinate:
+class OneCoordinate(FakeMechanism):
     """A count of max_rows (Δ = 4) rows per unit under one discrete Laplace draw (one coordinate: the pair is
     (Z, Z + 4)), declaring the curve of four one-step pairs, [acc.discrete_laplace(t, 1)] * 4: its cost (4/t by
     basic composition) is right, its RDP a fraction of the release's at low orders."""
 
     name = "one_coordinate"
-    handles = frozenset({"one_coordinate"})
     notions = frozenset({"pure"})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
         rows = Fraction(ctx.unit.max_rows)
         noise = Noise.calibrate(rows, share)
         one = acc.discrete_laplace(float(noise.scale), 1)
-        return ShortPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
+        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), noise={"count": noise},
                          privacy=(one,) * int(rows), used=noise)
 
 

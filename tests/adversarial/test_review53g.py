@@ -20,20 +20,18 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 
 import dpframe as dp
 from dpframe.budgets import Budget
-from dpframe.family import Explain, FamilyPlan, Source, check_format, run_family
+from dpframe.family import check_format, run_family
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise
 from dpframe.mechanism.deferred import DeferredMapping
 from dpframe.noise import RandomSource, SeededRandomSource, discrete_laplace
 from dpframe.plugin import PluginHost, plugin_host
@@ -41,8 +39,8 @@ from dpframe.release import PluginFailure
 from dpframe.remote.server import PADDED
 from dpframe.remote.wire import frame_bytes
 from dpframe.testing import pin_families, pin_mechanisms
+from tests.adversarial.doubles import ROWS, CountPlan, FakeMechanism, FamilyHooks, RowsFamily, RowsQuery
 
-ROWS = Statistic("rows")
 DATA = pl.DataFrame({"u": [i // 2 for i in range(400)], "city": ["Oslo", "Rome"] * 200,
                      "x": [float(i % 13) for i in range(400)]})
 
@@ -71,16 +69,6 @@ def test_a_deferred_tables_keyerror_is_not_a_missing_key() -> None:
     assert honest.get("count") == "±3" and honest.get("len", "-") == "-" and "count" in honest and "len" not in honest
 
 
-@dataclass
-class CountPlan(MechanismPlan):
-    count_noise: Noise | None = None
-
-    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        assert self.count_noise is not None
-        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
-        return {m.output_name: exact + self.count_noise.sample(exact.size, rng) for m in self.measures}
-
-
 class LazyTexts(Mapping[str, str]):
     """A plugin's own lazy mapping (not dpframe's DeferredMapping): ``Mapping.get`` swallows its KeyError too."""
 
@@ -97,21 +85,15 @@ class LazyTexts(Mapping[str, str]):
         return len(self._build())
 
 
-class Counting:
+class Counting(FakeMechanism):
     """A noisy row count whose accuracy texts are built on first read, by ``table`` (a mapping type)."""
 
     handles = frozenset({"counting"})
     notions = frozenset({"pure", "zcdp"})
 
     def __init__(self, table: Callable[[Callable[[], dict[str, str]]], Mapping[str, str]], broken: bool) -> None:
+        super().__init__(f"counting_{getattr(table, '__name__', 'table')}_{broken}")
         self.table, self.broken = table, broken
-        self.name = f"counting_{getattr(table, '__name__', 'table')}_{broken}"
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
         noise = Noise.calibrate(Fraction(ctx.unit.max_rows), share)
@@ -120,7 +102,7 @@ class Counting:
         def accuracy() -> dict[str, str]:
             return {name: texts["typo" if self.broken else name] for name in texts}
         return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), accuracy=self.table(accuracy),
-                         count_noise=noise)
+                         used=noise)
 
 
 @pytest.mark.parametrize("table", [DeferredMapping, LazyTexts])
@@ -145,31 +127,18 @@ class OtherFit:
     """Another plugin's result under the same name."""
 
 
-class FitFamily:
-    attach, methods = "frame", ()
-
-    def __init__(self, name: str, result: type) -> None:
-        self.name, self.result_types = name, {"Fit": result}
-
-    def build(self, source: Source, /, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError      # never built here: registration is what is checked
-
-
-class _Families:
-    def __init__(self, *families: tuple[Any, str | None]) -> None:
-        self.families = families
-
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        for family, replaces in self.families:
-            register(family, replaces=replaces)
+def fit_family(name: str, result: type) -> RowsFamily:
+    """A family declaring ``result`` as its result type ``Fit`` (registration is what is checked)."""
+    family = RowsFamily(name)
+    family.result_types = {"Fit": result}
+    return family
 
 
 def test_two_plugins_one_result_type_name_are_refused_naming_both() -> None:
     host = PluginHost()
-    host.register(_Families((FitFamily("fit_a", Fit), None)), name="plugin_a")
+    host.register(FamilyHooks(fit_family("fit_a", Fit)), name="plugin_a")
     with pytest.raises(dp.PluginError) as info:
-        host.register(_Families((FitFamily("fit_b", OtherFit), None)), name="plugin_b")
+        host.register(FamilyHooks(fit_family("fit_b", OtherFit)), name="plugin_b")
     text = str(info.value)
     assert "'plugin_a'" in text and "'plugin_b'" in text and "'Fit'" in text and "OtherFit" in text, text
     assert info.value.argument == "dpframe_query_families" and "another name" in (info.value.fix or "")
@@ -179,10 +148,10 @@ def test_two_plugins_one_result_type_name_are_refused_naming_both() -> None:
 
 def test_one_class_under_one_name_and_a_replacement_are_no_conflict() -> None:
     host = PluginHost()
-    host.register(_Families((FitFamily("fit_a", Fit), None)), name="plugin_a")
-    host.register(_Families((FitFamily("fit_c", Fit), None)), name="plugin_c")      # the same class: shared
+    host.register(FamilyHooks(fit_family("fit_a", Fit)), name="plugin_a")
+    host.register(FamilyHooks(fit_family("fit_c", Fit)), name="plugin_c")      # the same class: shared
     assert host.result_types()["Fit"] is Fit
-    replacing = _Families((FitFamily("fit_a", OtherFit), "fit_a"))
+    replacing = FamilyHooks(fit_family("fit_a", OtherFit), replaces="fit_a")
     with pytest.raises(dp.PluginError, match="'plugin_c'"):     # fit_c still declares Fit as the first class
         host.register(replacing, name="plugin_d")
     host.unregister("plugin_c")
@@ -193,7 +162,7 @@ def test_one_class_under_one_name_and_a_replacement_are_no_conflict() -> None:
 def test_a_pinned_family_cannot_rebind_an_installed_result_type() -> None:
     """dp.TopKFailed is the top_k family's; a pinned family under another name declaring its own TopKFailed."""
     sess = _session()
-    shadow = FitFamily("shadow", Fit)
+    shadow = fit_family("shadow", Fit)
     shadow.result_types = {"TopKFailed": Fit}
     with pytest.raises(dp.PluginError, match="TopKFailed"):
         pin_families(sess, shadow)
@@ -205,39 +174,26 @@ def test_a_pinned_family_cannot_rebind_an_installed_result_type() -> None:
 
 # --- 3. A family's run failing after the charge names the family, keeps the charge, quotes nothing -------------------
 
-class FailingQuery:
-    def __init__(self, source: Source, where: str) -> None:
-        self.source, self.where = source, where
-
-    def describe(self) -> str:
-        return f"failing_rows({self.where})"
-
-    def plan(self, budget: Any) -> FamilyPlan[int]:
-        share = budget if isinstance(budget, dp.ZCDP | dp.PureDP) or self.where == "calibrate" \
+class FailingQuery(RowsQuery):
+    def share(self, budget: Any) -> Budget:
+        return budget if isinstance(budget, dp.ZCDP | dp.PureDP) or self.how == "calibrate" \
             else dp.PureDP(budget.epsilon)
-        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), share)
 
-        def run(reader: Any, rng: RandomSource) -> int:
-            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
-            if self.where == "run":
-                raise ValueError(f"no model for {exact} rows")            # the message holds the private count
-            if self.where == "sampler":
-                discrete_laplace(-exact, 1, rng)                          # a sampler refusing a data-derived scale
-            return exact + int(noise.sample(1, rng)[0])
-        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
-        return FamilyPlan(budget, noise.cost(), charge, "failing rows", Explain(self.describe()), run)
+    def released(self, exact: int, noise: Noise, rng: RandomSource) -> int:
+        if self.how == "run":
+            raise ValueError(f"no model for {exact} rows")            # the message holds the private count
+        if self.how == "sampler":
+            discrete_laplace(-exact, 1, rng)                          # a sampler refusing a data-derived scale
+        return super().released(exact, noise, rng)
 
 
-class FailingRows:
-    name, attach, methods, result_types = "failing_rows", "frame", (), {}
-
-    def build(self, source: Source, where: str = "") -> FailingQuery:
-        return FailingQuery(source, where)
+def failing_rows() -> RowsFamily:
+    return RowsFamily("failing_rows", FailingQuery)
 
 
 @pytest.mark.parametrize(("where", "kind"), [("run", "ValueError"), ("sampler", "ArgumentError")])
 def test_a_family_run_failing_after_the_charge_names_the_family(where: str, kind: str) -> None:
-    sess = pin_families(_session(), FailingRows())
+    sess = pin_families(_session(), failing_rows())
     with pytest.raises(dp.DPFrameError) as info:
         sess.table("t").failing_rows(where).collect(dp.PureDP(1))
     text = str(info.value)
@@ -251,7 +207,7 @@ def test_a_family_run_failing_after_the_charge_names_the_family(where: str, kind
 
 def test_a_failure_while_the_engine_reads_stays_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
     """A backend that fails under the reader is not blamed on the family that asked it to read."""
-    sess = pin_families(_session(), FailingRows())
+    sess = pin_families(_session(), failing_rows())
     backend = sess._catalog.backend(None)
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -285,7 +241,7 @@ def test_run_family_passes_the_engines_own_failures() -> None:
 # --- 4. Noise.calibrate's refusal of an (ε, δ) share names the analyst's argument ------------------------------------
 
 def test_a_family_calibrating_to_an_approx_budget_names_budget_and_the_way_round() -> None:
-    sess = pin_families(_session(dp.ApproxDP(10, 1e-6)), FailingRows())
+    sess = pin_families(_session(dp.ApproxDP(10, 1e-6)), failing_rows())
     query = sess.table("t").failing_rows("calibrate")
     for step in ("cost", "explain", "collect"):
         err = _refused_free(sess, lambda s=step: getattr(query, s)(dp.ApproxDP(0.5, 1e-7)), dp.PluginError)
@@ -294,20 +250,14 @@ def test_a_family_calibrating_to_an_approx_budget_names_budget_and_the_way_round
     assert query.collect(dp.PureDP(0.5)) > 0             # the way round the fix gives
 
 
-class WrongShare:
+class WrongShare(FakeMechanism):
     """A mechanism whose plan calibrates to an (ε, δ) share it made itself."""
 
-    name, handles, notions = "wrong_share", frozenset({"wrong_share"}), frozenset({"pure"})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
+    name = "wrong_share"
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> MechanismPlan:
         noise = Noise.calibrate(Fraction(1), dp.ApproxDP(share.epsilon, 1e-9))   # type: ignore[attr-defined]
-        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), count_noise=noise)
+        return CountPlan(self.name, tuple(measures), (ROWS,), noise.cost(), used=noise)
 
 
 def test_a_mechanism_calibrating_to_a_wrong_share_is_its_own_bug() -> None:

@@ -127,9 +127,10 @@ class OwnHooks:
 @pytest.fixture(scope="module")
 def own() -> Any:
     from dpframe.plugin import plugin_host
-    from tests.adversarial.test_review52b import LedgerHooks
+    from tests.adversarial.doubles import FamilyHooks
+    from tests.adversarial.test_review52b import ledger_families
 
-    host, hooks = plugin_host(), {"own_r54a": OwnHooks(), "rows_r52b": LedgerHooks()}
+    host, hooks = plugin_host(), {"own_r54a": OwnHooks(), "rows_r52b": FamilyHooks(*ledger_families())}
     for name, hook in hooks.items():
         host.register(hook, name=name)
     yield

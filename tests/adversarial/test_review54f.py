@@ -18,33 +18,20 @@ import pytest
 import dpframe as dp
 from dpframe import accounting as acc
 from dpframe.budgets import Budget
-from dpframe.family import Explain, FamilyPlan, Source
 from dpframe.measures import Measure
-from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, SortedCodes, Statistic
+from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, SortedCodes
 from dpframe.noise import RandomSource, SeededRandomSource
 from dpframe.plugin import PluginHost, plugin_host
 from dpframe.testing import MechanismConformance, audit_curves, measure_context, pin_families, pin_mechanisms
+from tests.adversarial.doubles import ROWS, CountPlan, FakeMechanism, FamilyHooks, RowsFamily, RowsQuery
 
-ROWS = Statistic("rows")
 STEPS = 4                   # max_rows: the L1 sensitivity of a row count
 
 
 # --- 1. the audit kit catches what no static check sees: a false coordinate_sensitivity, curves without noise -------
 
 
-@dataclass
-class OneCountPlan(MechanismPlan):
-    """A row count released with ``used`` noise, whatever the plan declares (one coordinate moves by max_rows)."""
-
-    used: Noise | None = None
-
-    def release(self, stats: Mapping[str, np.ndarray], rng: RandomSource) -> dict[str, np.ndarray]:
-        assert self.used is not None
-        exact = np.asarray(stats[ROWS.key], dtype=np.int64)
-        return {m.output_name: exact + self.used.sample(exact.size, rng) for m in self.measures}
-
-
-class SpreadClaim:
+class SpreadClaim(FakeMechanism):
     """A count of max_rows = 4 rows per unit under one discrete Laplace draw (the pair is (Z, Z + 4)) whose plan
     charges, in RDP/PLD sessions, the curves of four one-step moves, [acc.discrete_laplace(t, 1)] * 4.
 
@@ -54,17 +41,9 @@ class SpreadClaim:
     declares its noise as it is and the one-coordinate curve ``acc.discrete_laplace(t, 4)``.
     """
 
-    notions = frozenset({"pure"})
-
     def __init__(self, how: str) -> None:
-        self.how, self.name = how, f"spread_{how}"
-        self.handles = frozenset({self.name})
-
-    def validate(self, measure: Measure, ctx: MeasureContext) -> None:
-        pass
-
-    def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
-        return 1
+        super().__init__(f"spread_{how}")
+        self.how = how
 
     def plan(self, measures: Sequence[Measure], ctx: MeasureContext, share: Budget) -> Any:
         rows = Fraction(ctx.unit.max_rows)
@@ -77,7 +56,7 @@ class SpreadClaim:
             noise = {"count": Noise.calibrate(rows, share, coordinate_sensitivity=Fraction(1))} \
                 if self.how == "false_coordinate" else {}
             curves = (acc.discrete_laplace(t, 1),) * int(rows)
-        return OneCountPlan(self.name, tuple(measures), (ROWS,), used.cost(), noise=noise, privacy=curves, used=used)
+        return CountPlan(self.name, tuple(measures), (ROWS,), used.cost(), noise=noise, privacy=curves, used=used)
 
 
 def _conformance(how: str) -> MechanismConformance:
@@ -156,50 +135,33 @@ def test_an_honest_spread_plan_passes_the_curve_audit() -> None:
 
 def test_audit_curves_of_a_plan_without_curves_is_empty() -> None:
     noise = Noise.calibrate(Fraction(STEPS), dp.PureDP(1))
-    plan = OneCountPlan("plain", (dp.len(),), (ROWS,), noise.cost(), noise={"count": noise}, used=noise)
+    plan = CountPlan("plain", (dp.len(),), (ROWS,), noise.cost(), noise={"count": noise}, used=noise)
     assert audit_curves(plan, {ROWS.key: np.array([10])}, {ROWS.key: np.array([14])}) == []
 
 
 # --- 2. a family's run failing after the charge: whose failure, and what of it may be shown ---------------------------
 
 
-class RefusingQuery:
+class RefusingQuery(RowsQuery):
     """A row count whose ``run`` fails the way ``how`` says (after the charge, inside the reservation)."""
 
-    def __init__(self, source: Source, how: str) -> None:
-        self.source, self.how = source, how
+    def before_read(self) -> None:
+        if self.how == "before":     # a refusal of public facts only: it could have been made in plan()
+            raise dp.PlanError("this family needs a public key list", argument="keys",
+                               fix="pass keys=[...] to group_by")
 
-    def describe(self) -> str:
-        return f"refusing_rows({self.how})"
-
-    def plan(self, budget: Any) -> FamilyPlan[int]:
-        noise = Noise.calibrate(Fraction(self.source.unit.max_rows), dp.PureDP(budget.epsilon))
-
-        def run(reader: Any, rng: RandomSource) -> int:
-            if self.how == "before":     # a refusal of public facts only: it could have been made in plan()
-                raise dp.PlanError("this family needs a public key list", argument="keys",
-                                   fix="pass keys=[...] to group_by")
-            exact = int(reader.statistics(self.source.node, (ROWS,))[ROWS.key][0])
-            if self.how == "after":      # the message quotes the private count
-                raise dp.PlanError(f"{exact} rows is too few", argument="query", fix="use a larger table")
-            if self.how == "engine":     # engine code the family called, given a wrong argument
-                SortedCodes.of(None)     # type: ignore[arg-type]
-            return exact + int(noise.sample(1, rng)[0])
-        charge = self.source.context.accountant.charge_plan(noise.cost(), None)
-        return FamilyPlan(budget, noise.cost(), charge, "refusing rows", Explain(self.describe()), run)
-
-
-class RefusingRows:
-    name, attach, methods, result_types = "refusing_rows", "frame", (), {}
-
-    def build(self, source: Source, how: str = "") -> RefusingQuery:
-        return RefusingQuery(source, how)
+    def released(self, exact: int, noise: Noise, rng: RandomSource) -> int:
+        if self.how == "after":      # the message quotes the private count
+            raise dp.PlanError(f"{exact} rows is too few", argument="query", fix="use a larger table")
+        if self.how == "engine":     # engine code the family called, given a wrong argument
+            SortedCodes.of(None)     # type: ignore[arg-type]
+        return super().released(exact, noise, rng)
 
 
 def _failed(how: str) -> tuple[dp.DPFrameError, dp.Session]:
     data = pl.DataFrame({"u": [i // 2 for i in range(400)]})
     sess = pin_families(dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(10),
-                                   seed=0), RefusingRows())
+                                   seed=0), RowsFamily("refusing_rows", RefusingQuery))
     with pytest.raises(dp.DPFrameError) as info:
         sess.table("t").refusing_rows(how).collect(dp.PureDP(1))
     assert info.value.__cause__ is None and info.value.__context__ is None and info.value.__traceback__ is not None
@@ -251,19 +213,9 @@ def test_a_reader_knows_whether_it_has_read() -> None:
 # --- 3. what a running session sees of the plugins is fixed when it is made -------------------------------------------
 
 
-class LateRows:
+def _late() -> RowsFamily:
     """A family a plugin registers after a session was made."""
-
-    name, attach, methods, result_types = "late_rows_r54f", "frame", (), {}
-
-    def build(self, source: Source) -> RefusingQuery:
-        return RefusingQuery(source, "")
-
-
-class LateHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(LateRows())
+    return RowsFamily("late_rows_r54f")
 
 
 def _data_session() -> dp.Session:
@@ -278,7 +230,7 @@ def test_a_plugin_registered_later_does_not_change_a_running_session() -> None:
     plugin."""
     sess = _data_session()
     host = plugin_host()
-    host.register(LateHooks(), name="late_r54f")
+    host.register(FamilyHooks(_late()), name="late_r54f")
     try:
         assert "late_rows_r54f" in [e.name for e in host.families()]
         assert "late_rows_r54f" not in [e.name for e in sess.plugins.families()]
@@ -292,7 +244,7 @@ def test_a_plugin_registered_later_does_not_change_a_running_session() -> None:
 def test_a_sessions_host_refuses_registering() -> None:
     sess = _data_session()
     with pytest.raises(dp.PluginError) as refused:
-        sess.plugins.register(LateHooks(), name="late_r54f")
+        sess.plugins.register(FamilyHooks(_late()), name="late_r54f")
     assert refused.value.argument == "plugin" and "plugin_host()" in (refused.value.fix or "")
     with pytest.raises(dp.PluginError):
         sess.plugins.unregister("core")
@@ -307,7 +259,7 @@ def test_the_registries_a_host_returns_are_copies(what: str) -> None:
     sess = _data_session()
     registry = getattr(sess.plugins, what)()
     if what == "families":
-        registry.pin(LateRows(), name="agg", plugin="mine")
+        registry.pin(_late(), name="agg", plugin="mine")
         assert plugin_host().family("agg") is not registry.get("agg") and sess.plugins.family("agg").name == "agg"
     else:
         registry.add(dp.accounting.BasicAccountant, name="mine_r54f", plugin="mine", first_party=False)
@@ -318,30 +270,16 @@ class Fit:
     """A result type."""
 
 
-class FitFamily:
-    name, attach, methods = "fit_r54f", "frame", ()
-
-    def __init__(self) -> None:
-        self.result_types: dict[str, type] = {"Fit": Fit}
-
-    def build(self, source: Source) -> RefusingQuery:
-        return RefusingQuery(source, "")
-
-
 def test_result_types_are_read_when_the_family_is_registered() -> None:
     """Found: `result_types()` (and so `dp.<Name>`) re-read every family's `result_types` on each access, after the
     check that refuses two classes under one name: a family that rebinds its mapping later (`"TopKFailed": its own
     class`) changed `dp.TopKFailed` for every session. What it declared when registered is kept."""
-    family = FitFamily()
-
-    class Hooks:
-        @dp.hookimpl
-        def dpframe_query_families(self, register: Any) -> None:
-            register(family)
+    family = RowsFamily("fit_r54f")
+    family.result_types = {"Fit": Fit}
     host = PluginHost()
-    host.register(Hooks(), name="fit_r54f")
-    family.result_types["TopKFailed"] = Fit
-    family.result_types["Fit"] = LateRows
+    host.register(FamilyHooks(family), name="fit_r54f")
+    family.result_types["TopKFailed"] = Fit                         # type: ignore[index]
+    family.result_types["Fit"] = RowsFamily                         # type: ignore[index]
     types = host.result_types()
     assert types["Fit"] is Fit and types["TopKFailed"] is dp.TopKFailed
 
@@ -370,28 +308,6 @@ def test_a_hook_that_raises_is_a_plugin_error_naming_it_and_leaves_the_host_as_i
     assert host.family("agg").name == "agg"          # the host still answers
 
 
-class Plain:
-    name, attach, methods, result_types = "order_r54f", "frame", (), {}
-
-    def build(self, source: Source) -> RefusingQuery:
-        return RefusingQuery(source, "")
-
-
-class PlainHooks:
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(Plain())
-
-
-class ReplacingHooks:
-    def __init__(self) -> None:
-        self.family = Plain()
-
-    @dp.hookimpl
-    def dpframe_query_families(self, register: Any) -> None:
-        register(self.family, replaces="order_r54f")
-
-
 @pytest.mark.parametrize("replacing_first", [False, True])
 def test_a_replacement_does_not_depend_on_the_order_plugins_load_in(replacing_first: bool) -> None:
     """Found: a third-party plugin replacing another third-party plugin's family (`replaces="order_r54f"`) loaded,
@@ -399,12 +315,13 @@ def test_a_replacement_does_not_depend_on_the_order_plugins_load_in(replacing_fi
     environment listed first. Replacements now apply after every plain registration: the replacing one wins
     either way."""
     host = PluginHost()
-    replacing = ReplacingHooks()
-    plugins: list[tuple[object, str]] = [(PlainHooks(), "plain_r54f"), (replacing, "replacing_r54f")]
+    replacing = FamilyHooks(RowsFamily("order_r54f"), replaces="order_r54f")
+    plugins: list[tuple[object, str]] = [(FamilyHooks(RowsFamily("order_r54f")), "plain_r54f"),
+                                         (replacing, "replacing_r54f")]
     for plugin, name in reversed(plugins) if replacing_first else plugins:
         host.pm.register(plugin, name=name)          # as load_setuptools_entrypoints does, in the environment's order
     entry = host.families().entry("order_r54f")
-    assert entry.item is replacing.family and entry.plugin == "replacing_r54f" and entry.replaced == "plain_r54f"
+    assert entry.item is replacing.families[0] and entry.plugin == "replacing_r54f" and entry.replaced == "plain_r54f"
 
 
 # --- 5. the histogram plugin ------------------------------------------------------------------------------------------

@@ -57,7 +57,8 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, Noise, Statistic
 from dpframe.noise import RandomSource
 from dpframe.sealed import plain
 
-__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "parse_edges", "privacy_curve"]
+__all__ = ["MAX_BINS", "HistogramMechanism", "HistogramPlan", "bin_columns", "exact_edges", "parse_edges",
+           "privacy_curve"]
 
 #: The most bins one histogram measure may have.
 MAX_BINS = 10_000
@@ -67,15 +68,32 @@ _EDGES_FIX = ("pass edges=(e0, e1, ..., ek): at least two finite numbers, strict
 
 
 def parse_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) -> tuple[Fraction, ...]:
-    """Validate bin edges and return them as exact Fractions (raises BoundsError naming ``edges``).
+    """Validate bin edges and return them as the float64 values the backends compare with, as exact Fractions.
+
+    Raises BoundsError naming ``edges``. An edge no float64 holds (``2**53 + 1``, ``Fraction(1, 3)``) becomes its
+    nearest float64: the backends compare every value in float64, so that is the bin's real bound, and the column
+    names and notes show it (they showed ``2**53 + 1`` while counting from ``2**53``).
 
     Example:
         >>> parse_edges((0, 18, 65, 100))
         (Fraction(0, 1), Fraction(18, 1), Fraction(65, 1), Fraction(100, 1))
+        >>> parse_edges((0, 2**53 + 1, 2**54))[1]
+        Fraction(9007199254740992, 1)
         >>> parse_edges((18, 0))
         Traceback (most recent call last):
         ...
         dpframe.errors.BoundsError: edges: must be strictly increasing, but 18 >= 0. Fix: ...
+
+    """
+    return tuple(Fraction(float(e)) for e in exact_edges(edges, bounds))
+
+
+def exact_edges(edges: object, bounds: tuple[Fraction, Fraction] | None = None) -> tuple[Fraction, ...]:
+    """Validate the edges as :func:`parse_edges` does and return them as given, exactly (it rounds them to float64).
+
+    Example:
+        >>> exact_edges((0, 2**53 + 1, 2**54))[1]
+        Fraction(9007199254740993, 1)
 
     """
     if edges is None:
@@ -206,6 +224,24 @@ class HistogramMechanism:
                               fix="pass bounds=(lower, upper) enclosing the edges")
         parse_edges(measure.option("edges"), measure.bounds)
 
+    def values_per_group(self, measure: Measure) -> int:
+        """How many values ``measure`` releases per group: its bins (1 for edges :meth:`validate` will refuse).
+
+        Read before the measure is validated: the planner caps a query's values before validating any measure
+        (:func:`dpframe.planning.passes.check_released`).
+
+        Example:
+            >>> import dpframe as dp
+            >>> HistogramMechanism().values_per_group(dp.measure("histogram", "age", bounds=(0, 100),
+            ...                                                  edges=(0, 18, 65, 100)))
+            3
+
+        """
+        edges = measure.option("edges")
+        if isinstance(edges, str | bytes) or not isinstance(edges, Sequence | np.ndarray):
+            return 1
+        return max(len(edges) - 1, 1)
+
     def parts(self, measures: Sequence[Measure], ctx: MeasureContext) -> int:
         """One part per histogram measure (all its bins share it)."""
         return len(measures)
@@ -232,8 +268,14 @@ class HistogramMechanism:
         total = Fraction(0)
         for m in measures:
             assert m.column is not None
-            edges = parse_edges(m.option("edges"), m.bounds)
+            given = exact_edges(m.option("edges"), m.bounds)
+            edges = tuple(Fraction(float(e)) for e in given)      # parse_edges(...), parsed once
             names = bin_columns(m)
+            rounded = [(a, b) for a, b in zip(given, edges) if a != b]
+            if rounded:
+                notes.append(f"{m.output_name}: {len(rounded)} edge(s) no float64 holds are compared as their nearest "
+                             f"float64, which names the columns (e.g. {_exact(rounded[0][0])} as "
+                             f"{_name(rounded[0][1])})")
             described = m.describe()        # once: it lists every edge (per bin, planning took O(bins²))
             for name in names:
                 if name in seen:
