@@ -44,3 +44,24 @@ def test_protects_line_in_json_shows_the_frames_bound() -> None:
     sess = _session(max_rows=10)
     shown = sess.table("t").bound(max_rows=3).agg(dp.len()).explain(dp.PureDP(1), format="json")
     assert "keeps ≤ 3 of them" in shown["protects"], shown["protects"]
+
+
+@pytest.mark.parametrize("accountant", ["basic", "rdp", "zcdp"])
+def test_tuned_query_on_a_sample_does_not_claim_an_amplified_charge(accountant: str) -> None:
+    """``bounds="auto"`` on ``frame.sample(0.1)``: the staged query is charged its full budget (its stages read
+    several fresh samples; it is not amplified), but ``explain()`` said "the charge is the amplified cost"."""
+    data = pl.DataFrame({"u": [i % 50 for i in range(500)], "x": [float(i % 7) for i in range(500)]})
+    budget = {"basic": dp.PureDP(10), "rdp": dp.ApproxDP(10, 1e-5), "zcdp": dp.ZCDP(10)}[accountant]
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=10), budget=budget, seed=0,
+                      accountant=accountant)
+    b = dp.ZCDP(0.5) if accountant == "zcdp" else dp.PureDP(1)
+    q = sess.table("t").sample(0.1).agg(dp.mean("x", bounds="auto"))
+    notes = [line for line in str(q.explain(b)).splitlines() if "Poisson sample" in line]
+    assert len(notes) == 1 and "the charge is the amplified cost" not in notes[0], notes
+    assert "charged the full cost" in notes[0] and "accountant='rdp'" not in notes[0], notes
+    q.collect(b)
+    full = sess.spent()
+    plain = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=10), budget=budget, seed=0,
+                       accountant=accountant)
+    plain.table("t").agg(dp.mean("x", bounds="auto")).collect(b)
+    assert full == plain.spent()        # the full cost: what the same query without the sample is charged
