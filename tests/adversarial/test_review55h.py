@@ -65,3 +65,23 @@ def test_tuned_query_on_a_sample_does_not_claim_an_amplified_charge(accountant: 
                        accountant=accountant)
     plain.table("t").agg(dp.mean("x", bounds="auto")).collect(b)
     assert full == plain.spent()        # the full cost: what the same query without the sample is charged
+
+
+@pytest.mark.parametrize("backend", ["polars", "duckdb"])
+def test_a_join_comparing_one_public_column_with_two_private_ones_runs(backend: str) -> None:
+    """``JOIN p ON t.k = p.k AND t.j = p.k`` (rows whose k and j both equal p.k) raised Polars' raw DuplicateError from
+    the uniqueness check of the public key (it selected ``['k', 'k']``); nothing was charged, but bad input gets a
+    dpframe error or runs. The key ``k`` is unique, so each private row matches at most one public row: it runs."""
+    priv = pl.DataFrame({"k": [1, 1, 2, 3] * 25, "j": [1, 2, 2, 3] * 25})
+    pub = pl.DataFrame({"k": [1, 2, 3], "w": [10, 20, 30]})
+    sess = dp.Session({"t": priv}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1e6), seed=0,
+                      public_tables={"p": pub}, backend=backend)
+    n = sess.sql("SELECT COUNT(*) AS n FROM t JOIN p ON t.k = p.k AND t.j = p.k").collect(dp.PureDP(1e5))["n"][0]
+    assert abs(n - 75) <= 2
+    dup = pl.DataFrame({"k": [1, 1, 3], "w": [10, 20, 30]})
+    sess = dp.Session({"t": priv}, privacy_unit=dp.PrivacyUnit.row(), budget=dp.PureDP(1), seed=0,
+                      public_tables={"p": dup}, backend=backend)
+    before = sess.spent()
+    with pytest.raises(dp.errors.PlanError, match="repeated values in its join key"):
+        sess.sql("SELECT COUNT(*) AS n FROM t JOIN p ON t.k = p.k AND t.j = p.k")
+    assert sess.spent() == before
