@@ -85,3 +85,29 @@ def test_a_join_comparing_one_public_column_with_two_private_ones_runs(backend: 
     with pytest.raises(dp.errors.PlanError, match="repeated values in its join key"):
         sess.sql("SELECT COUNT(*) AS n FROM t JOIN p ON t.k = p.k AND t.j = p.k")
     assert sess.spent() == before
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) AS n FROM t SEMI JOIN p ON t.k = p.k",
+    "SELECT COUNT(*) AS n FROM t ANTI JOIN p ON t.k = p.k",
+    "SELECT COUNT(*) AS n FROM t NATURAL JOIN p",
+    "SELECT COUNT(*) AS n FROM t, p WHERE t.k = p.k",
+    "SELECT COUNT(*) AS n FROM t JOIN LATERAL (SELECT * FROM p WHERE p.k <= t.k) q ON true",
+    "SELECT COUNT(*) AS n FROM t JOIN t AS t2 ON t.u = t2.u",
+    "SELECT COUNT(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM t AS t2 WHERE t2.k = t.k AND t2.x > t.x)",
+    "SELECT COUNT(*) AS n FROM t WHERE x > (SELECT AVG(x) FROM t)",
+    "SELECT COUNT(*) AS n FROM t JOIN (SELECT k FROM p WHERE w > (SELECT COUNT(*) FROM t)) q ON t.k = q.k",
+    "SELECT COUNT(*) AS n FROM t JOIN (SELECT 1 AS k FROM p) q ON t.k = q.k",
+])
+def test_joins_that_read_other_private_rows_or_multiply_rows_are_refused_free(sql: str) -> None:
+    """Semi/anti/natural/cross/lateral joins, private self-joins, subqueries over the private table and a public side
+    whose key repeats: each would make a row's fate depend on other private rows, or let one row match several;
+    each is a PlanError when the query is built, nothing charged (a regression pin: every one is refused today)."""
+    priv = pl.DataFrame({"u": [1, 1, 2, 3], "k": [1, 1, 2, 3], "x": [1.0, 2.0, 3.0, 4.0]})
+    pub = pl.DataFrame({"k": [1, 2, 3], "w": [10, 20, 30]})
+    sess = dp.Session({"t": priv}, privacy_unit=dp.PrivacyUnit("u", max_rows=2), budget=dp.PureDP(1), seed=0,
+                      public_tables={"p": pub})
+    before = sess.spent()
+    with pytest.raises(dp.errors.PlanError):
+        sess.sql(sql).collect(dp.PureDP(1))
+    assert sess.spent() == before
