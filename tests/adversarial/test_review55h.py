@@ -111,3 +111,22 @@ def test_joins_that_read_other_private_rows_or_multiply_rows_are_refused_free(sq
     with pytest.raises(dp.errors.PlanError):
         sess.sql(sql).collect(dp.PureDP(1))
     assert sess.spent() == before
+
+
+@pytest.mark.parametrize("budget", [dp.PureDP(1e6), dp.ZCDP(1e6)])
+def test_accuracy_target_of_a_sum_shared_with_a_mean_holds(budget: dp.Budget) -> None:
+    """``agg(dp.sum("x", bounds=(100, 200)), dp.mean("x", bounds=(100, 200)))`` releases the sum as Σ(x − 150) + 150·n
+    (one statistic fewer). Its accuracy-first half-width was the centred sum's noise alone: ``accuracy=
+    dp.Accuracy(half_width={"x_sum": 500})`` bought ε ≈ 0.6, where the sum's interval (``ci=0.95``, and explain's ±)
+    is ±2416, and the note claimed ±499.999: 39% of 1,000 releases erred by more than 500 (claimed ≤ 5%)."""
+    data = pl.DataFrame({"u": list(range(200)), "x": [150.0 + (i % 3) for i in range(200)]})
+    sess = dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=budget, seed=0)
+    target = dp.Accuracy(half_width={"x_sum": 500}, confidence=0.95)
+    q = sess.table("t").agg(dp.sum("x", bounds=(100, 200)), dp.mean("x", bounds=(100, 200)))
+    note = next(line for line in str(q.explain(accuracy=target)).splitlines() if "accuracy-first" in line)
+    chosen = float(note.split("needs the budget ")[1].split("=")[1].split(" ")[0])
+    kind = dp.ZCDP if isinstance(budget, dp.ZCDP) else dp.PureDP
+    out = q.collect(kind(chosen), ci=0.95)
+    assert (out["x_sum_ci_high"][0] - out["x_sum_ci_low"][0]) / 2 <= 500 * (1 + 1e-6), (note, out)
+    shown = next(line for line in str(q.explain(kind(chosen))).splitlines() if line.strip().startswith("x_sum"))
+    assert float(shown.split("±")[1].split(" ")[0]) <= 500 * (1 + 1e-3), shown       # explain's ± agrees
