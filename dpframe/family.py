@@ -307,12 +307,16 @@ class Releasable(Sealed, Generic[R]):
     (:func:`~dpframe.plan.nodes.tables_read`): ``collect`` checks their files before charging and reads
     only them. None: not known, every file-backed table is checked.
 
+    ``unit``: the privacy unit the query is bounded by, its source's (the session's, tightened by ``frame.bound``):
+    ``explain()``'s ``protects:`` line states what the query keeps of a unit from it. None: the session's.
+
     Built by the engine only (:func:`~dpframe.sealed.engine_only`), around a registered family's query: the
     family's ``run`` receives the private reader.
     """
 
     def __init__(self, front: Front, query: FamilyQuery[R], *, family: str | None = None,
-                 tables: frozenset[str] | None = None, rate: float | None = None, _engine: object = None) -> None:
+                 tables: frozenset[str] | None = None, rate: float | None = None, unit: PrivacyUnit | None = None,
+                 _engine: object = None) -> None:
         engine_only(_engine, type(self).__name__, "build queries from a session: sess.table(...).agg(...), "
                     ".group_by(...).top_k(...), frame.<family>(...) or sess.sql(...)")
         self._front = front
@@ -320,6 +324,7 @@ class Releasable(Sealed, Generic[R]):
         self._family = family   # the registered name of the family that built ``query``, named by its failures
         self._tables = tables
         self._rate = rate       # a registered family's frame's sampling rate: its charge is checked (check_charge)
+        self._unit = unit       # the bound the query keeps of a unit (frame.bound), for the protects: line
 
     @property
     def query(self) -> FamilyQuery[R]:
@@ -390,7 +395,7 @@ class Releasable(Sealed, Generic[R]):
         ``format="json"``) is the same content as JSON-able values.
         """
         check_format(format)
-        return render(self._front, self._shown(self._planned(needs_budget(budget, "explain"))), format)
+        return render(self._front, self._shown(self._planned(needs_budget(budget, "explain"))), format, self._unit)
 
     def _shown(self, plan: FamilyPlan[R]) -> FamilyPlan[R]:
         """``plan`` for ``explain()``: its explanation made (:meth:`_explained`), noting a backend's refusal.
@@ -740,13 +745,13 @@ def needs_budget(budget: object, method: str) -> object:
     return budget
 
 
-def render(front: Front, plan: FamilyPlan[Any], format: str = "text") -> Any:
+def render(front: Front, plan: FamilyPlan[Any], format: str = "text", unit: PrivacyUnit | None = None) -> Any:
     """The one ``explain()`` renderer: the family's explanation plus the budget block.
 
     An :class:`~dpframe.display.Explanation` (the text, with notebook reprs), or its ``to_dict()`` for
-    ``format="json"``.
+    ``format="json"``. ``unit``: the unit the query is bounded by (``frame.bound``), None for the session's.
     """
-    return render_explain(front, plan.explained(), plan.budget, plan.cost, plan.charge, format)
+    return render_explain(front, plan.explained(), plan.budget, plan.cost, plan.charge, format, unit)
 
 
 def guarantee(cost: Budget) -> str:
@@ -766,8 +771,12 @@ def guarantee(cost: Budget) -> str:
 
 
 def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, charge: SessionCost,
-                   format: str = "text") -> Any:
-    """:func:`render` for a query that is not a :class:`FamilyQuery` (``robust_median``): ``e`` and its charge."""
+                   format: str = "text", unit: PrivacyUnit | None = None) -> Any:
+    """:func:`render` for a query that is not a :class:`FamilyQuery` (``robust_median``): ``e`` and its charge.
+
+    The ``protects:`` line is the family's own relation, else ``unit``'s (what a query bounded by ``frame.bound``
+    keeps of a unit; None: the session's unit).
+    """
     accountant = front.accountant
     spent = front._release.spent()
     after = accountant.compose([spent, charge])
@@ -778,7 +787,7 @@ def render_explain(front: Front, e: Explain, requested: Budget, cost: Budget, ch
               "remaining_after": describe(accountant.remaining(after))}
     default = front._release.unit.default_note
     notes = (*e.notes, *([default] if default else []))
-    protects = f"{e.protects or front._release.unit.protects()}; guarantee: {guarantee(cost)}"
+    protects = f"{e.protects or (unit or front._release.unit).protects()}; guarantee: {guarantee(cost)}"
     out = Explanation(e.title, private=front.rng.private, steps=e.steps, lines=e.lines, budget=budget,
                       remaining=describe(accountant.remaining(spent)), notes=notes, data=e.data, protects=protects)
     return out.to_dict() if format == "json" else out

@@ -174,9 +174,10 @@ class Frame(FixedClass):
             PureDP(epsilon=1/2)
 
         """
-        return Releasable(self._session, _family_query(self._session, "frame", family, self._source(), args, kwargs),
+        source = self._source()
+        return Releasable(self._session, _family_query(self._session, "frame", family, source, args, kwargs),
                           family=family, tables=tables_read(self._node), rate=sampling_rate(self._node),
-                          _engine=_ENGINE)
+                          unit=source.unit, _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._session, "frame"):
@@ -489,9 +490,10 @@ class GroupBy(FixedClass):
     def query(self, family: str, /, *args: Any, **kwargs: Any) -> Releasable[Any]:
         """A query of any registered group-by query family by name; ``group_by(...).<family>(...)`` too."""
         session = self._frame._session
-        return Releasable(session, _family_query(session, "group_by", family, self._source(), args, kwargs),
+        source = self._source()
+        return Releasable(session, _family_query(session, "group_by", family, source, args, kwargs),
                           family=family, tables=tables_read(self._frame._node), rate=sampling_rate(self._frame._node),
-                          _engine=_ENGINE)
+                          unit=source.unit, _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):
@@ -703,8 +705,9 @@ class Query(Releasable[pl.DataFrame]):
     def __init__(self, session: Session, node: Aggregate, *, backend: str | None = None,
                  _engine: object = None) -> None:
         engine_only(_engine, type(self).__name__, "use frame.agg(...), frame.group_by(...).agg(...) or sess.sql(...)")
-        super().__init__(session, AggregateQuery(Source(node.input, session.plan_context, node.by, node.keys, backend),
-                                                 node), tables=tables_read(node), _engine=_engine)
+        source = Source(node.input, session.plan_context, node.by, node.keys, backend)
+        super().__init__(session, AggregateQuery(source, node), tables=tables_read(node), unit=source.unit,
+                         _engine=_engine)
         self._session = session
         self._node = node
 
@@ -830,7 +833,7 @@ class Query(Releasable[pl.DataFrame]):
         planned = self._shown(self._planned(chosen))
         shown = self._explained(planned)
         planned = dataclasses.replace(planned, explain=dataclasses.replace(shown, notes=(*shown.notes, line)))
-        return render(self._front, planned, format)
+        return render(self._front, planned, format, self._unit)
 
     @overload
     def collect(self, budget: object = None, *, ci: float | None = None, diagnostics: Literal[False] = False,

@@ -250,6 +250,25 @@ class PrivateReader:
         self._open = False
 
 
+def bare_interrupt(error: KeyboardInterrupt | SystemExit) -> KeyboardInterrupt | SystemExit:
+    """A new ``KeyboardInterrupt`` (or ``SystemExit``, its exit code kept if an int) to raise in place of ``error``.
+
+    ``error`` interrupted a private run; the new one is raised once its charge is marked failed. ``error``'s
+    traceback holds the frames of the run it interrupted, and their locals are exact statistics: an analyst's
+    ``_thread.interrupt_main()`` from a timer thread, landing while a release drew its noise, handed back every
+    exact count of the query (``error.__traceback__`` … ``tb_frame.f_locals["exact"]``) for a failed charge.
+    Raise the new one outside the ``except`` block, so that ``error`` is not its ``__context__`` either.
+
+    Example:
+        >>> bare_interrupt(KeyboardInterrupt("x")).args, bare_interrupt(SystemExit(3)).code
+        ((), 3)
+
+    """
+    if isinstance(error, SystemExit):
+        return SystemExit(error.code if isinstance(error.code, int) and not isinstance(error.code, bool) else None)
+    return KeyboardInterrupt()
+
+
 def canonical_keys(out: pl.DataFrame, by: tuple[str, ...]) -> pl.DataFrame:
     """``out`` with the floats in its key columns ``by`` canonical: ``0.0`` for both zeros, one quiet NaN for NaNs.
 
@@ -364,20 +383,22 @@ class ReleaseContext:
         pyo3's ``PanicException`` (a Rust panic in the engine) derives from ``BaseException``, not
         ``Exception``. ``run`` runs with numpy's floating-point errors ignored, whatever the caller set
         (:func:`~dpframe.engine_output.numpy_quiet`). ``KeyboardInterrupt`` and ``SystemExit`` are
-        re-raised as they are, after the charge is marked failed; everything else becomes a
-        :class:`DPFrameError` naming only its type.
+        re-raised after the charge is marked failed, as new exceptions of their type (:func:`bare_interrupt`);
+        everything else becomes a :class:`DPFrameError` naming only its type.
         """
-        failure, plugin = None, None
+        failure, plugin, interrupted = None, None, None
         try:
             with numpy_quiet():
                 result = run()
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit) as e:
             self._ledger.fail(charge, "interrupted")
-            raise
+            interrupted = bare_interrupt(e)
         except PluginFailure as e:   # a plugin's hook, named by the engine (public facts only)
             failure, plugin = e.failure, e
         except BaseException as e:   # noqa: BLE001 — PanicException too
             failure = type(e).__name__
+        if interrupted is not None:     # raised outside the except block: no frame of the run is reachable
+            raise interrupted
         if isinstance(plugin, PluginRefusal):    # refused before reading: its public message, argument and fix
             self._ledger.fail(charge, plugin.failure)
             fix = (f"{plugin.fix}; " if plugin.fix else "") + (
@@ -448,4 +469,4 @@ class ReleaseContext:
         self._ledger.close()
 
 
-__all__ = ["PrivateReader", "ReleaseContext"]
+__all__ = ["PrivateReader", "ReleaseContext", "bare_interrupt"]

@@ -70,6 +70,7 @@ from dpframe.errors import BudgetConversionError, BudgetError, DPFrameError, Pla
 from dpframe.interactive.stream import _atomic
 from dpframe.interactive.unit_keys import check_keyable, unit_keys
 from dpframe.mechanism import Noise
+from dpframe.release import bare_interrupt
 from dpframe.sealed import Sealed
 
 if TYPE_CHECKING:
@@ -220,15 +221,17 @@ class IndividualFilter(Sealed):
             raise DPFrameError("the filter is closed: a query failed while running (everything it was charged "
                                "stays)", argument="filter", fix="open a new one with sess.individual_filter(...)")
         plan = self.plan(query, budget)
+        interrupted: KeyboardInterrupt | SystemExit | None = None
         try:
             with numpy_quiet():                     # private work: numpy's warnings would say what the data did
                 return self._run(query, plan)
-        except (KeyboardInterrupt, SystemExit):
-            self._closed = True
-            raise
+        except (KeyboardInterrupt, SystemExit) as e:    # its traceback holds the run's exact statistics: a new one
+            interrupted = bare_interrupt(e)
         except BaseException as e:  # noqa: BLE001 — its message may quote private values: only the type is reported
             failure = type(e).__name__
         self._closed = True
+        if interrupted is not None:
+            raise interrupted
         self.session._release.check_readable()      # cut short by sess.close(): its LedgerError, as on every path
         raise DPFrameError(f"the query failed while running ({failure}); units stay charged and the filter is "
                            "closed", argument="query", fix="check column types and expressions against Frame.schema")

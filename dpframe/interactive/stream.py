@@ -5,10 +5,10 @@ read). Every call runs inside :meth:`Reservation.run`. A failure there — any `
 Rust panic (pyo3's ``PanicException`` is not an ``Exception``) as much as an engine error — marks the
 charge failed and closes the stream *charged in full*: a failure may depend on the data, so after one
 there is no further call and no refund, ever. The caller sees a :class:`DPFrameError` naming the
-failure's type only (``KeyboardInterrupt`` and ``SystemExit`` are re-raised as themselves, after
-marking). Closing commits the reservation, or — output DP, basic composition only — settles it to the
-cell the released answers fell in. A crash before closing leaves the whole reservation spent. One
-interactive stream may be open per session at a time (nesting is refused).
+failure's type only (``KeyboardInterrupt`` and ``SystemExit`` are re-raised after marking, as new exceptions of
+their type: :func:`dpframe.release.bare_interrupt`). Closing commits the reservation, or — output DP, basic
+composition only — settles it to the cell the released answers fell in. A crash before closing leaves the
+whole reservation spent. One interactive stream may be open per session at a time (nesting is refused).
 
 Threads: the analyst may call one stream from many threads at once. Every stateful interactive object
 holds a lock (:func:`_atomic`) across each call's check, private run and record, so a limit checked

@@ -318,7 +318,7 @@ class Lowering:
         assert left.node is not None and right.data is not None
         schema = left.node.schema
         data = right.data
-        keys = [b.flat for _, b in pairs]
+        keys = list(dict.fromkeys(b.flat for _, b in pairs))    # ON t.k = p.k AND t.j = p.k names p.k twice
         if data.select(keys).is_duplicated().any():
             raise self.error(ref, f"the public table {right.label!r} has repeated values in its join key {keys}, "
                              "so a private row could match several rows", "join on a unique key of the public table")

@@ -224,7 +224,7 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
     if shares.diagnostics is not None:
         noises(worst_unit, worst_node, shares.diagnostics)      # the noisiest diagnostics: must be drawable
     shown_unit, shown_node = stand_in(unit, node)
-    shown = finish(plan_query(_context(source, shown_unit), shown_node, shares.release))
+    shown = unamplified(finish(plan_query(_context(source, shown_unit), shown_node, shares.release)))
     release_cost = make(shares.release.notion, first(shares.release), getattr(worst.cost, "delta", Fraction(0)))
     cost = make(budget.notion, first(budget), getattr(release_cost, "delta", Fraction(0)))
     curves = [c for _, share in shares.tuning for c in plan_curves(None, share)]
@@ -245,6 +245,33 @@ def plan_staged(source: Source, node: Aggregate, budget: object, *, ci: float | 
         return Diagnosed(frame, diagnose(bounded, tuned, chosen, shares, frame.height, rng))
     return FamilyPlan(budget, cost, charge, ", ".join(stages), lambda: tuner.explain(source.context.backend),
                       execute, detail=StagedPlan(shares, shown, worst))
+
+
+def unamplified(plan: PhysicalPlan) -> PhysicalPlan:
+    """``plan`` (a staged query's release, as ``explain()`` shows it) saying that its sample is not amplified.
+
+    A staged query is charged its whole budget (``charge_plan(cost, curves, 1.0)``): its stages read the data
+    several times, each read a fresh Poisson sample, so the release's note "the charge is the amplified cost"
+    (or "use accountant='rdp'") would describe a charge it does not make.
+
+    Example:
+        >>> import polars as pl, dpframe as dp
+        >>> sess = dp.Session({"t": pl.DataFrame({"u": [1], "x": [1.0]})}, budget=dp.PureDP(1),
+        ...                   privacy_unit=dp.PrivacyUnit("u", max_rows=1))
+        >>> plan = sess.table("t").sample(0.5).agg(dp.len()).plan(dp.PureDP(1))
+        >>> plan.notes[-1]
+        'Poisson sample at rate 0.5: the charge is the amplified cost'
+        >>> unamplified(plan).notes[-1][:50]
+        'Poisson sample at rate 0.5: charged the full cost '
+
+    """
+    if plan.rate >= 1:
+        return plan
+    note = (f"Poisson sample at rate {plan.rate:g}: charged the full cost (a query that chooses its bounds or "
+            "releases diagnostics reads the data in stages, each on a fresh sample: its charge is not amplified; "
+            "pass fixed bounds and leave diagnostics out for the amplified charge)")
+    return dataclasses.replace(plan, notes=tuple(note if n.startswith("Poisson sample at rate") else n
+                                                 for n in plan.notes))
 
 
 class Tuner:
@@ -431,4 +458,4 @@ def _noise_per_unit(plan: PhysicalPlan) -> float:
 
 
 __all__ = ["AUTO_KINDS", "RunAggregate", "StagedPlan", "TOTALS", "Tuner", "check_auto", "plan_staged",
-           "require_plan", "stand_in", "staged"]
+           "require_plan", "stand_in", "staged", "unamplified"]

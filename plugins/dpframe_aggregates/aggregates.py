@@ -172,13 +172,18 @@ class AggregatePlan(MechanismPlan):
         return tuple(m.output_name for m in self.measures)
 
     def half_widths(self, confidence: float) -> dict[str, float]:
-        """Counts and sums: their noise's exact half-width (the interval of ``collect(ci=...)``)."""
+        """Counts and sums: the half-width of the interval of ``collect(ci=...)`` (:func:`_half_width`).
+
+        A sum released with a mean of its column and bounds is Σ(x − c) + c·n: both noises count (the centred
+        sum's alone understated it by c times the count's noise, and accuracy targets bought too little budget).
+        """
         assert self.noises is not None and self.roles is not None
         out: dict[str, float] = {}
         for m in self.measures:
             if m.kind in TOTALS:
-                out[m.output_name] = self.noises[self.roles[m.output_name]["s" if m.kind == "sum" else "n"]].half_width(
-                    confidence)
+                roles = self.roles[m.output_name]
+                out[m.output_name] = _half_width(m, {role: self.noises[key] for role, key in roles.items()},
+                                                 confidence)
         return out
 
 
