@@ -8,8 +8,11 @@ or across the steps of a method chain) multiply: two nested ``replace_all("", r)
 turn each character into about 10⁸ (review 54e) — gigabytes from one row, on the rows a private condition lets
 through, and seconds to minutes of the engine's own checks when the query is built.
 
-So each expression gets a bound ``(a, b)``: every string it computes (the result and every value on the way) is
-at most ``a·L + b`` bytes, where ``L`` (at least 1) is the longest value, in text form, of the table's row it reads.
+So each expression gets a bound ``(a, b)``: every value it computes (the result and every value on the way: a
+string's bytes, a list's or struct's JSON text, a number's or date's text) is at most ``a·L + b`` bytes, where ``L``
+(at least 1) is the longest value, in text form, of the table's row it reads. Lists count their elements (an
+overlapping ``extract_many`` may match each pattern at each position), structs their fields' names, JSON its
+escapes (a control byte becomes six), a date format what its specifiers write.
 Columns of the scanned table are ``(1, 0)``; a column an earlier step derived has that step's bound
 (:func:`column_growth`). An expression is refused (:func:`check_growth`, free: it reads no row) when some value
 on the way may exceed :data:`MAX_GROWTH` bytes per byte of input, ``a + b > MAX_GROWTH``: one ``replace_all``
@@ -52,6 +55,12 @@ _SCALE = {"Uppercase": 3, "Lowercase": 3, "Titlecase": 3,   # bytes of a charact
           "Normalize": 11,                                   # NFKC/NFKD of U+FDFA: 3 bytes → 33
           "HexEncode": 2, "JsonEncode": 6}                   # a byte as two hex digits; "\u0000" for one byte
 _ONE: Growth = (1, 0)
+_ESCAPE = 6      # JSON text of a byte: "\u0001"
+_INDEX = 10      # a match's byte offset (u32) in JSON text
+_FIELD = 8       # a struct field's quotes, colon and comma, and a null, in JSON; its name's bytes are added
+_VALUE = 64      # the longest text of a number, date, time, duration or boolean (computed from a shorter input:
+                 # 1/3 from two bytes, a datetime from one)
+_FORMAT = 16     # bytes a date format writes per byte of it (%c: 24 bytes for 2, %+: 25 for 2 in a time zone)
 
 
 class _TooLarge(Exception):
@@ -187,18 +196,40 @@ class _Walk:
             return max(t[0], f[0]), max(t[1], f[1])
         if kind == "Function" and isinstance(body, dict) and isinstance(body.get("input"), list):
             return self._function(body["input"], body.get("function"))
+        if kind == "Cast" and isinstance(body, dict):
+            a, b = self.size(body.get("expr"))
+            if body.get("dtype") in ({"Literal": "String"}, {"Literal": "Binary"}):   # the value's own text
+                return a, b
+            return a, max(b, _VALUE)                    # (an Enum's value is the string cast to it)
+        if kind == "BinaryExpr" and isinstance(body, dict):     # a concatenation, or a number or boolean
+            a, b = self._sum([body.get("left"), body.get("right")])
+            return a, max(b, _VALUE)
         return self._sum(_children(body))
 
     def _function(self, inputs: list[Any], function: Any) -> Growth:
         sizes = [self.size(i) for i in inputs]
         first = sizes[0] if sizes else (0, 0)
         total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
-        if not isinstance(function, dict) or set(function) != {"StringExpr"}:
-            return total
-        op = function["StringExpr"]
+        if function == "AsStruct":                       # each field's name, quotes, colon, comma, a null or number
+            return total[0], total[1] + sum(_FIELD + _name_bytes(i) for i in inputs) + 2
+        if not isinstance(function, dict) or len(function) != 1:
+            return total[0], max(total[1], _VALUE)
+        namespace, op = next(iter(function.items()))
         name = op if isinstance(op, str) else next(iter(op)) if isinstance(op, dict) and op else ""
         options = op.get(name) if isinstance(op, dict) else None
-        options = options if isinstance(options, dict) else {}
+        if namespace == "StructExpr":
+            return _struct(name, options, first, total)
+        if namespace == "TemporalExpr" and name == "ToString" and isinstance(options, str):
+            return 0, _FORMAT * len(options.encode())    # the format's text and what each specifier writes
+        if namespace != "StringExpr":                   # its inputs, or a number, date or boolean
+            return total[0], max(total[1], _VALUE)
+        if name in ("SplitExact", "SplitN"):                        # up to n + 1 fields named field_0 ... field_n
+            n = options.get("n") if isinstance(options, dict) else options
+            n = n if isinstance(n, int) and not isinstance(n, bool) else MAX_LITERAL
+            return first[0], first[1] + (abs(n) + 1) * (_FIELD + len(f"field_{abs(n)}")) + 2
+        return self._string(name, options if isinstance(options, dict) else {}, inputs, first, total)
+
+    def _string(self, name: str, options: dict[str, Any], inputs: list[Any], first: Growth, total: Growth) -> Growth:
         a, b = first
         if name in _SCALE:
             return a * _SCALE[name], b * _SCALE[name]
@@ -224,7 +255,62 @@ class _Walk:
             return insert(first, value)
         if name == "ReplaceMany" and len(inputs) >= 3:              # a pattern may be empty
             return insert(first, _literal_bytes(inputs[2], longest=True))
+        if name in ("Split", "SplitRegex", "ExtractAll"):           # up to L + 1 disjoint pieces, JSON-escaped
+            return _elements(first, 1, _ESCAPE)
+        if name in ("ExtractMany", "FindMany"):                     # overlapping: each pattern at each position
+            patterns = _literal_value(inputs[1]) if len(inputs) > 1 else None
+            count = len(json.dumps(inputs[1:])) if patterns is None else patterns.len()   # (unread: its size)
+            each = _INDEX if name == "FindMany" else _ESCAPE * _literal_bytes(inputs[1], longest=True)
+            if options.get("overlapping") is True:
+                return _elements(first, max(count, 1), max(each, 1))
+            return _elements(first, 1, _ESCAPE if name == "ExtractMany" else _INDEX)
+        if name == "ExtractGroups":                                 # nested groups copy the same bytes again
+            fields = _fields(options.get("dtype"))
+            return (a * max(len(fields), 1), b * max(len(fields), 1)
+                    + sum(_FIELD + len(f.encode()) for f in fields) + 2)
         return total
+
+
+def _struct(name: str, options: Any, first: Growth, total: Growth) -> Growth:
+    """A struct function's bound: JSON text writes a control byte as 6 characters; renames add their names."""
+    a, b = first
+    if name == "JsonEncode":
+        return _ESCAPE * a, _ESCAPE * b + 2
+    if name == "RenameFields":                         # the new names (the old ones' room is kept: a bound)
+        names = options if isinstance(options, list) else []
+        return a, b + sum(_FIELD + len(str(n).encode()) for n in names)
+    if name in ("PrefixFields", "SuffixFields"):       # at most one field per byte of the struct's JSON text
+        affix = len(str(options).encode())
+        return a * (1 + affix), b * (1 + affix)
+    return total
+
+
+def _elements(size: Growth, per: int, each: int) -> Growth:
+    """A list of up to ``per`` elements at each of the L + 1 positions, each up to ``each`` bytes per input byte.
+
+    In JSON text: ``each`` times the input's bytes, plus a comma and two quotes per element, plus the brackets.
+    """
+    a, b = size
+    k = per * (each + 3)
+    return k * a, k * (b + 1) + 2
+
+
+def _name_bytes(node: Any) -> int:
+    """The length of a serialized expression's output name (the field name it makes in a struct).
+
+    Its serialized size when Polars cannot say (a selector of several columns: every name is in its tree).
+    """
+    try:
+        expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
+        return len(expr.meta.output_name().encode("utf-8", "surrogatepass"))
+    except Exception:  # noqa: BLE001 — no single output name: the caller's refusals come later; an upper bound
+        return len(json.dumps(node).encode())
+
+
+def _fields(dtype: Any) -> list[str]:
+    """The field names of a serialized struct type (``{"Struct": [{"name": ...}, ...]}``), or []."""
+    fields = dtype.get("Struct") if isinstance(dtype, dict) else None
+    return [str(f.get("name", "")) for f in fields if isinstance(f, dict)] if isinstance(fields, list) else []
 
 
 def insert(size: Growth, value: int) -> Growth:
