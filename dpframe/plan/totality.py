@@ -475,6 +475,8 @@ def _total(text: str, columns: tuple[tuple[str, pl.DataType], ...], argument: st
     total = _Total(pl.Schema(columns), argument)
     total.probe_all(tree)
     rewritten = total.rewrite(tree)
+    if nesting(rewritten) > MAX_NESTING:    # the guards add levels (a cast per integer when): Polars could not read
+        raise too_deep(argument)            # it back (a bare ComputeError from 32 nested whens, review 55b)
     return None if rewritten == tree else json.dumps(rewritten)
 
 

@@ -8,6 +8,7 @@ is checked on the bound (and a tiny row shows the real growth), never by computi
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import polars as pl
@@ -15,6 +16,7 @@ import pytest
 
 import dpframe as dp
 from dpframe.plan.growth import MAX_GROWTH, growth
+from dpframe.plan.rowlevel import TREE_DEPTH, _deeper
 
 _WIDE = dp.PureDP(100)
 _S = pl.DataFrame({"u": [0, 1, 2], "s": ["a", "bc", ""], "b": [True, False, True], "x": [1, 2, 3],
@@ -141,3 +143,49 @@ def test_the_bound_holds_for_ordinary_values(expr: pl.Expr, value: str) -> None:
     regex groups and numbers or dates longer than their input (a third, a datetime from one byte) holds on small rows,
     control characters and quotes included."""
     assert _real(expr, value) <= _bound(expr, value), (_real(expr, value), growth(expr, {}))
+
+
+# ------------------------------------------------------------------------------- deep but allowed expressions
+
+def _whens(n: int) -> pl.Expr:
+    e = pl.col("x")
+    for _ in range(n):
+        e = pl.when(pl.col("x") > 1).then(e).otherwise(pl.col("x"))
+    return e
+
+
+@pytest.mark.parametrize("n", [32, 40, 61])
+def test_integer_whens_nested_past_the_reader_are_refused_as_too_deep(n: int) -> None:
+    """Found: 32 to 61 nested ``pl.when(...).then(...)`` over an integer column passed the nesting check (129 JSON
+    levels), then the guard that casts each integer ternary to its planned type added two levels per ``when`` and
+    Polars could not read the guarded tree back: a bare ``polars.exceptions.ComputeError`` ("could not deserialize
+    input into an expression") instead of a dpframe error. The guarded tree's depth is now checked too: the same
+    refusal as a deeper expression, naming the argument, free."""
+    sess = _session()
+    with pytest.raises(dp.PlanError) as e:
+        sess.table("t").with_columns(v=_whens(n)).agg(dp.len()).collect(dp.PureDP(1))
+    assert "nested too deep" in str(e.value) and e.value.argument == "v"
+    assert sess.history().height == 0
+
+
+def test_deep_chains_within_the_limits_build() -> None:
+    """What stays: 25 nested integer ``when``s, and long chains of the other row-level kinds the growth walk
+    recurses through (its recursion stays far inside Python's limit at the deepest tree the checks accept)."""
+    sess = _session()
+    e = pl.col("s")
+    for _ in range(20):
+        e = pl.concat_str(e.str.slice(0, 3), pl.lit("-"))
+    sess.table("t").with_columns(v=_whens(25), w=e).agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.history()["status"].to_list() == ["committed"]
+
+
+def test_the_growth_walk_stays_inside_the_recursion_limit_at_the_deepest_accepted_tree() -> None:
+    """The growth walk recurses; at the deepest tree the size check lets through (``TREE_DEPTH`` JSON levels) of
+    the kinds that cost it the most frames per level it returns (a RecursionError would still be refused as nested
+    too deep by the builder, but the walk does not need that)."""
+    for step in (lambda e: e + pl.col("x"), lambda e: pl.when(pl.col("b")).then(e).otherwise(None),
+                 lambda e: e.abs(), lambda e: pl.struct(e)):
+        e = pl.col("x")
+        while not _deeper(json.loads(step(e).meta.serialize(format="json")), TREE_DEPTH):
+            e = step(e)
+        assert growth(e, {})[0] >= 1
