@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import weakref
@@ -159,12 +160,28 @@ def column_growth(node: Any) -> dict[str, Growth]:
             inputs = column_growth(node.input)
             for e in exprs:
                 size = growth(e, inputs)
-                if size != _ONE:
-                    out[e.meta.output_name()] = size
-                else:
-                    out.pop(e.meta.output_name(), None)
+                for name in _output_names(e, node.input.schema, node.schema):
+                    if size != _ONE:
+                        out[name] = size
+                    else:
+                        out.pop(name, None)
     _CACHE[node] = out
     return out
+
+
+def _output_names(expr: pl.Expr, schema: pl.Schema, output: pl.Schema) -> list[str]:
+    """The columns ``expr`` writes over ``schema`` (every column of the step's ``output`` if Polars cannot say).
+
+    One, or those of a selector (``pl.col(pl.String)``, ``pl.all()``) or a ``name.keep()``: no single output name.
+    """
+    try:
+        return [expr.meta.output_name()]
+    except pl.exceptions.PolarsError:
+        pass
+    try:
+        return list(pl.LazyFrame(schema=schema).select(expr).collect_schema().names())
+    except pl.exceptions.PolarsError:
+        return list(output.names())
 
 
 class _Walk:
@@ -188,6 +205,9 @@ class _Walk:
         kind, body = next(iter(node.items()))
         if kind == "Column" and isinstance(body, str):
             return self.columns.get(body, _ONE)
+        if kind in ("Selector", "Columns", "Nth"):      # any of the columns: the widest bound of them all
+            sizes = [_ONE, *self.columns.values()]
+            return max(s[0] for s in sizes), max(s[1] for s in sizes)
         if kind == "Literal":
             return 0, _literal_bytes(node, longest=True)
         if kind == "Ternary" and isinstance(body, dict):
@@ -260,7 +280,7 @@ class _Walk:
         if name in ("ExtractMany", "FindMany"):                     # overlapping: each pattern at each position
             patterns = _literal_value(inputs[1]) if len(inputs) > 1 else None
             count = len(json.dumps(inputs[1:])) if patterns is None else patterns.len()   # (unread: its size)
-            each = _INDEX if name == "FindMany" else _ESCAPE * _literal_bytes(inputs[1], longest=True)
+            each = _INDEX if name == "FindMany" else _ESCAPE * _literal_bytes(inputs[1], longest=True)   # (cached)
             if options.get("overlapping") is True:
                 return _elements(first, max(count, 1), max(each, 1))
             return _elements(first, 1, _ESCAPE if name == "ExtractMany" else _INDEX)
@@ -332,13 +352,28 @@ def _children(node: Any) -> list[Any]:
 
 
 def _literal_value(node: Any) -> pl.Series | None:
+    """A literal's values (a list's elements), read by Polars; None when it cannot be read."""
+    return _read_literal(json.dumps(node))
+
+
+@functools.lru_cache(maxsize=512)
+def _read_literal(text: str) -> pl.Series | None:
+    """(Cached: a chain's steps and the derived columns' bounds walk the same literals again; read-only use.)"""
     try:
-        value = pl.select(pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")).to_series()
+        value = pl.select(pl.Expr.deserialize(io.StringIO(text), format="json")).to_series()
     except Exception:  # noqa: BLE001 — not a literal Polars reads back: the caller takes the worst case
         return None
     while isinstance(value.dtype, pl.List | pl.Array):
         value = value.explode() if isinstance(value.dtype, pl.List) else value.arr.explode()
     return value
+
+
+def _dyn_int(node: Any) -> int | None:
+    """The value of a Python integer literal (``pl.lit(3)``, ``x * 2``), read without Polars, or None."""
+    scalar = node.get("Literal") if isinstance(node, dict) and len(node) == 1 else None
+    inner = scalar.get("Dyn") if isinstance(scalar, dict) and len(scalar) == 1 else None
+    value = inner.get("Int") if isinstance(inner, dict) and len(inner) == 1 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _literal_bytes(node: Any, *, longest: bool) -> int:
@@ -353,6 +388,8 @@ def _literal_bytes(node: Any, *, longest: bool) -> int:
             text = next(iter(inner.values()))
             if isinstance(text, str):        # (the common case, read without Polars)
                 return len(text.encode("utf-8", "surrogatepass"))
+    if (number := _dyn_int(node)) is not None:
+        return len(str(number))
     value = _literal_value(node)
     if value is None:
         return len(json.dumps(node)) if longest else 0
@@ -368,6 +405,8 @@ def _literal_bytes(node: Any, *, longest: bool) -> int:
 
 
 def _literal_int(node: Any) -> int | None:
+    if (number := _dyn_int(node)) is not None:
+        return number
     value = _literal_value(node)
     if value is None or value.len() != 1 or not value.dtype.is_integer():
         return None

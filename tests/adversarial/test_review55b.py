@@ -189,3 +189,48 @@ def test_the_growth_walk_stays_inside_the_recursion_limit_at_the_deepest_accepte
         while not _deeper(json.loads(step(e).meta.serialize(format="json")), TREE_DEPTH):
             e = step(e)
         assert growth(e, {})[0] >= 1
+
+
+# ------------------------------------------------------- the bound carried by selectors and multi-output steps
+
+def _grown(t: dp.Frame) -> dp.Frame:
+    return t.with_columns(v=_empty(pl.col("s"), "r" * 300))
+
+
+_SELECTED: dict[str, Any] = {
+    "a dtype selector": lambda t: _grown(t).with_columns(_empty(pl.col(pl.String), "r" * 300)),
+    "a regex selector": lambda t: _grown(t).with_columns(_empty(pl.col("^v$"), "r" * 300)),
+    "pl.all()": lambda t: _grown(t).with_columns(pl.all().exclude("u", "b", "x", "d").str.replace_all(
+        "", "r" * 300, literal=True)),
+    "select(pl.all()) then a replacement": lambda t: _grown(t).select(pl.all().exclude("u")).with_columns(
+        w=_empty(pl.col("v"), "r" * 300)),
+    "a selector step then a replacement": lambda t: _grown(t).with_columns(pl.col(pl.String).str.slice(0)).with_columns(
+        w=_empty(pl.col("v"), "r" * 300)),
+    "name.keep then a replacement": lambda t: _grown(t).with_columns(pl.col("v").str.slice(0).name.keep()).with_columns(
+        w=_empty(pl.col("v"), "r" * 300)),
+    "name.suffix then a replacement": lambda t: _grown(t).with_columns(pl.col("v").name.suffix("2")).with_columns(
+        w=_empty(pl.col("v2"), "r" * 300)),
+}
+
+
+@pytest.mark.parametrize("name", list(_SELECTED))
+def test_a_selector_carries_the_bound_of_the_columns_it_may_pick(name: str) -> None:
+    """Found: the growth walk gave a selector (``pl.col(pl.String)``, ``pl.col("^v$")``, ``pl.all()``) the bound
+    ``(0, 0)``, so a replacement over a selector picking an already-grown column was counted from nothing (301 × 301
+    bytes per byte built); and a step whose expression had no single output name (a selector, ``name.keep()``) made
+    the next step's bounds fail with a bare ``polars.exceptions.ComputeError`` ("unable to find root column name").
+    A selector now carries the widest bound of the columns it may pick, and a step's bounds go to every column its
+    expression outputs: each chain is refused as growing, free."""
+    sess = _session()
+    with pytest.raises(dp.PlanError) as e:
+        _SELECTED[name](sess.table("t")).agg(dp.len()).collect(dp.PureDP(1))
+    assert "bytes per byte of its input" in str(e.value), e.value
+    assert sess.history().height == 0
+
+
+def test_selectors_over_ungrown_columns_are_released() -> None:
+    """What stays: selectors and ``name.keep()`` over the table's own columns, with a long replacement after."""
+    sess = _session()
+    sess.table("t").with_columns(pl.col(pl.String).str.slice(0).name.keep()).select(pl.all().exclude("u")).with_columns(
+        w=_empty(pl.col("s"), "r" * 1_000)).agg(dp.len()).collect(dp.PureDP(1))
+    assert sess.history()["status"].to_list() == ["committed"]
