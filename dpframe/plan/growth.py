@@ -144,6 +144,7 @@ def column_growth(node: Any) -> dict[str, Growth]:
 
     """
     from dpframe.plan.nodes import RowNode, Select, WithColumns  # (the nodes check with this module)
+    from dpframe.sql.nodes import PublicJoin
 
     if node in _CACHE:
         return _CACHE[node]
@@ -151,6 +152,8 @@ def column_growth(node: Any) -> dict[str, Growth]:
         out: dict[str, Growth] = {}
     elif (bounds := getattr(node, "column_bounds", None)) is not None:   # a projection bounding its columns itself
         out = dict(bounds)                                                    # (SQL's: dpframe.sql.growth)
+    elif isinstance(node, PublicJoin):     # a public value is as long as it is, not as the private row's longest
+        out = {**column_growth(node.input), **{name: (0, _longest(node.data[name])) for name in node.added}}
     else:
         out = dict(column_growth(node.input))
         exprs = node.exprs if isinstance(node, WithColumns | Select) else getattr(node, "exprs", None)
@@ -167,6 +170,17 @@ def column_growth(node: Any) -> dict[str, Growth]:
                         out.pop(name, None)
     _CACHE[node] = out
     return out
+
+
+def _longest(values: pl.Series) -> int:
+    """The most bytes of a public column's values in text form (JSON for a list or struct)."""
+    if values.dtype == pl.Binary:
+        found = values.bin.size().max()
+    elif values.dtype.is_nested():
+        found = values.to_frame().select(pl.struct(pl.all()).struct.json_encode().str.len_bytes()).to_series().max()
+    else:
+        found = values.cast(pl.String, strict=False).str.len_bytes().max()
+    return int(found) if isinstance(found, int) else 0
 
 
 def _output_names(expr: pl.Expr, schema: pl.Schema, output: pl.Schema) -> list[str]:

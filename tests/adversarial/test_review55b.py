@@ -234,3 +234,41 @@ def test_selectors_over_ungrown_columns_are_released() -> None:
     sess.table("t").with_columns(pl.col(pl.String).str.slice(0).name.keep()).select(pl.all().exclude("u")).with_columns(
         w=_empty(pl.col("s"), "r" * 1_000)).agg(dp.len()).collect(dp.PureDP(1))
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+# ----------------------------------------------------------------------- a public table's values, joined in
+
+_PUBLIC = pl.DataFrame({"k": [1, 2, 3], "v": ["x" * 2_000] * 3})
+
+
+def _sql_session() -> dp.Session:
+    data = pl.DataFrame({"u": [0, 1, 2], "k": [1, 2, 3], "s": ["a", "bc", ""]})
+    return dp.Session({"t": data}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=_WIDE, seed=0,
+                      public_tables={"p": _PUBLIC})
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT count(*) AS n FROM t JOIN p ON t.k = p.k WHERE length(repeat(p.v, 20)) > 0",
+    "WITH b AS (SELECT k, repeat(v, 5) AS w FROM p) SELECT count(*) AS n FROM t JOIN b ON t.k = b.k "
+    "WHERE CASE WHEN t.s = 'a' THEN length(repeat(b.w, 20)) ELSE 0 END > 0",
+])
+def test_a_joined_public_value_counts_its_own_length(query: str) -> None:
+    """Found: a public table's columns joined to the private rows were bounded like the private table's
+    (``(1, 0)``: as long as the private row's longest value), but a public value can be far longer — 2,000 bytes
+    here, or as long as a public CTE makes it (``repeat(v, 10000)`` is evaluated on the public data when the query
+    is built) — and only the private rows whose key matches get it. ``repeat(p.v, 20)`` was bounded as 20 bytes per
+    byte of the private row and built (40,000 bytes per row from a 2-byte one). A joined public column is now
+    bounded by its own longest value, read when the join is built (public data: free)."""
+    sess = _sql_session()
+    with pytest.raises(dp.PlanError) as e:
+        sess.sql(query, backend="duckdb").collect(dp.PureDP(1))
+    assert "bytes per byte of its input" in str(e.value), e.value
+    assert sess.history().height == 0
+
+
+def test_a_joined_public_value_within_the_bound_is_released() -> None:
+    """What stays: reading and modestly growing a joined public value (2,000 bytes, repeated 10 times)."""
+    sess = _sql_session()
+    sess.sql("SELECT count(*) AS n FROM t JOIN p ON t.k = p.k WHERE length(repeat(p.v, 10)) > 0",
+             backend="duckdb").collect(dp.PureDP(1))
+    assert sess.history()["status"].to_list() == ["committed"]
