@@ -37,7 +37,7 @@ import functools
 import io
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -69,8 +69,10 @@ class _TooLarge(Exception):
         self.size = size
 
 
-def growth(expr: pl.Expr, columns: Mapping[str, Growth]) -> Growth:
+def growth(expr: pl.Expr, columns: Mapping[str, Growth], names: Sequence[str] = ()) -> Growth:
     """The bound ``(a, b)`` of ``expr``'s result, its input columns bounded by ``columns`` (others: ``(1, 0)``).
+
+    ``names`` are the input's columns: a selector (``pl.all()``, ``pl.col(pl.String)``) may expand to all of them.
 
     Raises nothing: a value on the way above :data:`MAX_GROWTH` is what :func:`check_growth` refuses.
 
@@ -79,13 +81,13 @@ def growth(expr: pl.Expr, columns: Mapping[str, Growth]) -> Growth:
         (4, 50)
 
     """
-    return _Walk(columns, check=False).size(json.loads(expr.meta.serialize(format="json")))
+    return _Walk(columns, names, check=False).size(json.loads(expr.meta.serialize(format="json")))
 
 
-def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) -> None:
+def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth], names: Sequence[str] = ()) -> None:
     """Refuse ``expr`` if a string it computes may exceed :data:`MAX_GROWTH` bytes per byte of the row it reads.
 
-    A :class:`PlanError` naming ``argument``; its input columns are bounded by ``columns``.
+    A :class:`PlanError` naming ``argument``; its input columns (``names``) are bounded by ``columns``.
 
     Example:
         >>> check_growth(pl.col("s").str.replace_all("", "-", literal=True), "exprs", {})
@@ -96,7 +98,7 @@ def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) ->
 
     """
     try:
-        _Walk(columns, check=True).size(json.loads(expr.meta.serialize(format="json")))
+        _Walk(columns, names, check=True).size(json.loads(expr.meta.serialize(format="json")))
     except _TooLarge as e:
         raise too_large(_short(expr), e.size, argument,
                         "shorter replacements and fewer nested calls (in one expression or across with_columns "
@@ -162,7 +164,7 @@ def column_growth(node: Any) -> dict[str, Growth]:
         if exprs is not None:
             inputs = column_growth(node.input)
             for e in exprs:
-                size = growth(e, inputs)
+                size = growth(e, inputs, node.input.schema.names())
                 for name in _output_names(e, node.input.schema, node.schema):
                     if size != _ONE:
                         out[name] = size
@@ -199,8 +201,9 @@ def _output_names(expr: pl.Expr, schema: pl.Schema, output: pl.Schema) -> list[s
 
 
 class _Walk:
-    def __init__(self, columns: Mapping[str, Growth], check: bool) -> None:
+    def __init__(self, columns: Mapping[str, Growth], names: Sequence[str], check: bool) -> None:
         self.columns = columns
+        self.names = list(dict.fromkeys([*names, *columns]))   # the columns a selector may pick
         self.check = check
 
     def size(self, node: Any) -> Growth:
@@ -213,15 +216,24 @@ class _Walk:
         sizes = [self.size(n) for n in nodes]
         return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
 
+    def name_bytes(self, node: Any) -> int:
+        """The bytes of the field names an input of ``pl.struct`` makes, each with a field's punctuation.
+
+        A selector's: every column's it may pick.
+        """
+        if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Selector", "Columns", "Nth"):
+            return sum(_FIELD + len(n.encode("utf-8", "surrogatepass")) for n in self.names)
+        return _name_bytes(node)
+
     def _size(self, node: Any) -> Growth:
         if not isinstance(node, dict) or len(node) != 1:
             return self._sum(_children(node))
         kind, body = next(iter(node.items()))
         if kind == "Column" and isinstance(body, str):
             return self.columns.get(body, _ONE)
-        if kind in ("Selector", "Columns", "Nth"):      # any of the columns: the widest bound of them all
-            sizes = [_ONE, *self.columns.values()]
-            return max(s[0] for s in sizes), max(s[1] for s in sizes)
+        if kind in ("Selector", "Columns", "Nth"):      # inside a function, one input per column it picks: all
+            sizes = [self.columns.get(n, _ONE) for n in self.names] or [_ONE]
+            return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
         if kind == "Literal":
             return 0, _literal_bytes(node, longest=True)
         if kind == "Ternary" and isinstance(body, dict):
@@ -245,7 +257,7 @@ class _Walk:
         first = sizes[0] if sizes else (0, 0)
         total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
         if function == "AsStruct":                       # each field's name, quotes, colon, comma, a null or number
-            return total[0], total[1] + sum(_FIELD + _name_bytes(i) for i in inputs) + 2
+            return total[0], total[1] + sum(_FIELD + self.name_bytes(i) for i in inputs) + 2
         if not isinstance(function, dict) or len(function) != 1:
             return total[0], max(total[1], _VALUE)
         namespace, op = next(iter(function.items()))
@@ -332,7 +344,7 @@ def _elements(size: Growth, per: int, each: int) -> Growth:
 def _name_bytes(node: Any) -> int:
     """The length of a serialized expression's output name (the field name it makes in a struct).
 
-    Its serialized size when Polars cannot say (a selector of several columns: every name is in its tree).
+    Its serialized size when Polars cannot say (an expression over a selector: every name is in its tree).
     """
     try:
         expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")

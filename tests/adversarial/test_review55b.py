@@ -272,3 +272,27 @@ def test_a_joined_public_value_within_the_bound_is_released() -> None:
     sess.sql("SELECT count(*) AS n FROM t JOIN p ON t.k = p.k WHERE length(repeat(p.v, 10)) > 0",
              backend="duckdb").collect(dp.PureDP(1))
     assert sess.history()["status"].to_list() == ["committed"]
+
+
+# ----------------------------------------------------------------- a selector expanded into many inputs
+
+_WIDE_TABLE = pl.DataFrame({"u": [0, 1, 2], **{f"c{i}": ["a", "b", ""] for i in range(12)}})
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pl.concat_str(pl.col(pl.String)).str.replace_all("", "r" * 3_000, literal=True),
+    lambda: pl.struct(pl.all().exclude("u")).struct.json_encode().str.replace_all("", "r" * 1_000, literal=True),
+], ids=["concat_str", "struct"])
+def test_a_selector_inside_a_function_counts_every_column_it_expands_to(make: Any) -> None:
+    """Found: Polars expands a selector inside ``concat_str``/``pl.struct`` into one input per column, but the walk
+    counted it once (as its widest column): on a table of 12 one-byte strings ``concat_str(pl.col(pl.String))``
+    is 12 bytes from a 1-byte row, so a 3,000-character replacement after it made 36,000 bytes per byte of input,
+    bounded as 3,001 and built. A selector now counts every column of the input it may pick (a bound: all of
+    them), and its struct fields' names."""
+    sess = dp.Session({"t": _WIDE_TABLE}, privacy_unit=dp.PrivacyUnit("u", max_rows=1), budget=_WIDE, seed=0)
+    row = _WIDE_TABLE.head(1)
+    assert row.select(make().str.len_bytes()).item() > MAX_GROWTH          # what it computes from a 1-byte row
+    with pytest.raises(dp.PlanError) as e:
+        sess.table("t").with_columns(v=make()).agg(dp.len()).collect(dp.PureDP(1))
+    assert "bytes per byte of its input" in str(e.value), e.value
+    assert sess.history().height == 0
