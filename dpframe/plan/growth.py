@@ -61,6 +61,9 @@ _INDEX = 10      # a match's byte offset (u32) in JSON text
 _FIELD = 8       # a struct field's quotes, colon and comma, and a null, in JSON; its name's bytes are added
 _VALUE = 64      # the longest text of a number, date, time, duration or boolean (computed from a shorter input:
                  # 1/3 from two bytes, a datetime from one)
+_NOT_TEXT = {"Strptime", "ToInteger", "LenBytes", "LenChars", "Find", "CountMatches", "Contains", "StartsWith",
+             "EndsWith", "ContainsAny"}
+"""String functions whose value is not a string (its text may be longer than the input: "false" from "")."""
 _FORMAT = 16     # bytes a date format writes per byte of it (%c: 24 bytes for 2, %+: 25 for 2 in a time zone)
 
 
@@ -310,6 +313,8 @@ class _Walk:
             if options.get("overlapping") is True:
                 return _elements(first, max(count, 1), max(each, 1))
             return _elements(first, 1, _ESCAPE if name == "ExtractMany" else _INDEX)
+        if name in _NOT_TEXT:                                       # a number, boolean or date: its own text
+            return total[0], max(total[1], _VALUE)
         if name == "ExtractGroups":                                 # nested groups copy the same bytes again
             fields = _fields(options.get("dtype"))
             return (a * max(len(fields), 1), b * max(len(fields), 1)

@@ -137,6 +137,8 @@ def test_ordinary_list_json_and_format_chains_are_released(name: str) -> None:
     ((pl.col("s").str.len_bytes().cast(pl.Float64) / 3).cast(pl.String), "ab"),
     (pl.col("s").str.len_bytes().cast(pl.Datetime("ns")).cast(pl.String), "a"),
     (pl.struct(*(pl.col("x").cast(pl.Float64).alias(f"f{i}") / 3 for i in range(20))).struct.json_encode(), ""),
+    (pl.col("s").str.to_date("%y", strict=False).cast(pl.String), "20"),
+    (pl.col("s").str.contains("x").cast(pl.String), ""),
 ])
 def test_the_bound_holds_for_ordinary_values(expr: pl.Expr, value: str) -> None:
     """The bound on lists (their elements and a JSON comma and quotes each), JSON text (escapes, names, nulls),
