@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import weakref
@@ -44,6 +43,7 @@ import polars as pl
 
 from dpframe.errors import PlanError
 from dpframe.plan.rowlevel import MAX_LITERAL
+from dpframe.sealed import plain_cache
 
 MAX_GROWTH = 25_000
 """The most bytes a row-level expression may compute (a result or a value on the way) per byte of the longest value
@@ -387,7 +387,7 @@ def _literal_value(node: Any) -> pl.Series | None:
     return _read_literal(json.dumps(node))
 
 
-@functools.lru_cache(maxsize=512)
+@plain_cache(maxsize=512)
 def _read_literal(text: str) -> pl.Series | None:
     """(Cached: a chain's steps and the derived columns' bounds walk the same literals again; read-only use.)"""
     try:
