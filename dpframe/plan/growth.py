@@ -337,9 +337,10 @@ def _struct(name: str, options: Any, first: Growth, total: Growth) -> Growth:
 
 
 def _elements(size: Growth, per: int, each: int) -> Growth:
-    """A list of up to ``per`` elements at each of the L + 1 positions, each up to ``each`` bytes per input byte.
+    """A list of up to ``per`` elements at each of the L + 1 positions of its input, in JSON text.
 
-    In JSON text: ``each`` times the input's bytes, plus a comma and two quotes per element, plus the brackets.
+    Each element up to ``each`` bytes (a split's pieces: disjoint, so ``each`` per input byte in all), plus a comma
+    and two quotes, plus the brackets.
     """
     a, b = size
     k = per * (each + 3)
