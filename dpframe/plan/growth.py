@@ -8,8 +8,11 @@ or across the steps of a method chain) multiply: two nested ``replace_all("", r)
 turn each character into about 10⁸ (review 54e) — gigabytes from one row, on the rows a private condition lets
 through, and seconds to minutes of the engine's own checks when the query is built.
 
-So each expression gets a bound ``(a, b)``: every string it computes (the result and every value on the way) is
-at most ``a·L + b`` bytes, where ``L`` (at least 1) is the longest value, in text form, of the table's row it reads.
+So each expression gets a bound ``(a, b)``: every value it computes (the result and every value on the way: a
+string's bytes, a list's or struct's JSON text, a number's or date's text) is at most ``a·L + b`` bytes, where ``L``
+(at least 1) is the longest value, in text form, of the table's row it reads. Lists count their elements (an
+overlapping ``extract_many`` may match each pattern at each position), structs their fields' names, JSON its
+escapes (a control byte becomes six), a date format what its specifiers write.
 Columns of the scanned table are ``(1, 0)``; a column an earlier step derived has that step's bound
 (:func:`column_growth`). An expression is refused (:func:`check_growth`, free: it reads no row) when some value
 on the way may exceed :data:`MAX_GROWTH` bytes per byte of input, ``a + b > MAX_GROWTH``: one ``replace_all``
@@ -33,13 +36,14 @@ from __future__ import annotations
 import io
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
 from dpframe.errors import PlanError
 from dpframe.plan.rowlevel import MAX_LITERAL
+from dpframe.sealed import plain_cache
 
 MAX_GROWTH = 25_000
 """The most bytes a row-level expression may compute (a result or a value on the way) per byte of the longest value
@@ -52,6 +56,15 @@ _SCALE = {"Uppercase": 3, "Lowercase": 3, "Titlecase": 3,   # bytes of a charact
           "Normalize": 11,                                   # NFKC/NFKD of U+FDFA: 3 bytes → 33
           "HexEncode": 2, "JsonEncode": 6}                   # a byte as two hex digits; "\u0000" for one byte
 _ONE: Growth = (1, 0)
+_ESCAPE = 6      # JSON text of a byte: "\u0001"
+_INDEX = 10      # a match's byte offset (u32) in JSON text
+_FIELD = 8       # a struct field's quotes, colon and comma, and a null, in JSON; its name's bytes are added
+_VALUE = 64      # the longest text of a number, date, time, duration or boolean (computed from a shorter input:
+                 # 1/3 from two bytes, a datetime from one)
+_NOT_TEXT = {"Strptime", "ToInteger", "LenBytes", "LenChars", "Find", "CountMatches", "Contains", "StartsWith",
+             "EndsWith", "ContainsAny"}
+"""String functions whose value is not a string (its text may be longer than the input: "false" from "")."""
+_FORMAT = 16     # bytes a date format writes per byte of it (%c: 24 bytes for 2, %+: 25 for 2 in a time zone)
 
 
 class _TooLarge(Exception):
@@ -59,8 +72,10 @@ class _TooLarge(Exception):
         self.size = size
 
 
-def growth(expr: pl.Expr, columns: Mapping[str, Growth]) -> Growth:
+def growth(expr: pl.Expr, columns: Mapping[str, Growth], names: Sequence[str] = ()) -> Growth:
     """The bound ``(a, b)`` of ``expr``'s result, its input columns bounded by ``columns`` (others: ``(1, 0)``).
+
+    ``names`` are the input's columns: a selector (``pl.all()``, ``pl.col(pl.String)``) may expand to all of them.
 
     Raises nothing: a value on the way above :data:`MAX_GROWTH` is what :func:`check_growth` refuses.
 
@@ -69,13 +84,13 @@ def growth(expr: pl.Expr, columns: Mapping[str, Growth]) -> Growth:
         (4, 50)
 
     """
-    return _Walk(columns, check=False).size(json.loads(expr.meta.serialize(format="json")))
+    return _Walk(columns, names, check=False).size(json.loads(expr.meta.serialize(format="json")))
 
 
-def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) -> None:
+def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth], names: Sequence[str] = ()) -> None:
     """Refuse ``expr`` if a string it computes may exceed :data:`MAX_GROWTH` bytes per byte of the row it reads.
 
-    A :class:`PlanError` naming ``argument``; its input columns are bounded by ``columns``.
+    A :class:`PlanError` naming ``argument``; its input columns (``names``) are bounded by ``columns``.
 
     Example:
         >>> check_growth(pl.col("s").str.replace_all("", "-", literal=True), "exprs", {})
@@ -86,7 +101,7 @@ def check_growth(expr: pl.Expr, argument: str, columns: Mapping[str, Growth]) ->
 
     """
     try:
-        _Walk(columns, check=True).size(json.loads(expr.meta.serialize(format="json")))
+        _Walk(columns, names, check=True).size(json.loads(expr.meta.serialize(format="json")))
     except _TooLarge as e:
         raise too_large(_short(expr), e.size, argument,
                         "shorter replacements and fewer nested calls (in one expression or across with_columns "
@@ -134,6 +149,7 @@ def column_growth(node: Any) -> dict[str, Growth]:
 
     """
     from dpframe.plan.nodes import RowNode, Select, WithColumns  # (the nodes check with this module)
+    from dpframe.sql.nodes import PublicJoin
 
     if node in _CACHE:
         return _CACHE[node]
@@ -141,6 +157,8 @@ def column_growth(node: Any) -> dict[str, Growth]:
         out: dict[str, Growth] = {}
     elif (bounds := getattr(node, "column_bounds", None)) is not None:   # a projection bounding its columns itself
         out = dict(bounds)                                                    # (SQL's: dpframe.sql.growth)
+    elif isinstance(node, PublicJoin):     # a public value is as long as it is, not as the private row's longest
+        out = {**column_growth(node.input), **{name: (0, _longest(node.data[name])) for name in node.added}}
     else:
         out = dict(column_growth(node.input))
         exprs = node.exprs if isinstance(node, WithColumns | Select) else getattr(node, "exprs", None)
@@ -149,18 +167,46 @@ def column_growth(node: Any) -> dict[str, Growth]:
         if exprs is not None:
             inputs = column_growth(node.input)
             for e in exprs:
-                size = growth(e, inputs)
-                if size != _ONE:
-                    out[e.meta.output_name()] = size
-                else:
-                    out.pop(e.meta.output_name(), None)
+                size = growth(e, inputs, node.input.schema.names())
+                for name in _output_names(e, node.input.schema, node.schema):
+                    if size != _ONE:
+                        out[name] = size
+                    else:
+                        out.pop(name, None)
     _CACHE[node] = out
     return out
 
 
+def _longest(values: pl.Series) -> int:
+    """The most bytes of a public column's values in text form (JSON for a list or struct)."""
+    if values.dtype == pl.Binary:
+        found = values.bin.size().max()
+    elif values.dtype.is_nested():
+        found = values.to_frame().select(pl.struct(pl.all()).struct.json_encode().str.len_bytes()).to_series().max()
+    else:
+        found = values.cast(pl.String, strict=False).str.len_bytes().max()
+    return int(found) if isinstance(found, int) else 0
+
+
+def _output_names(expr: pl.Expr, schema: pl.Schema, output: pl.Schema) -> list[str]:
+    """The columns ``expr`` writes over ``schema`` (every column of the step's ``output`` if Polars cannot say).
+
+    One, or those of a selector (``pl.col(pl.String)``, ``pl.all()``) or a ``name.keep()``: no single output name.
+    """
+    try:
+        return [expr.meta.output_name()]
+    except pl.exceptions.PolarsError:
+        pass
+    try:
+        return list(pl.LazyFrame(schema=schema).select(expr).collect_schema().names())
+    except pl.exceptions.PolarsError:
+        return list(output.names())
+
+
 class _Walk:
-    def __init__(self, columns: Mapping[str, Growth], check: bool) -> None:
+    def __init__(self, columns: Mapping[str, Growth], names: Sequence[str], check: bool) -> None:
         self.columns = columns
+        self.names = list(dict.fromkeys([*names, *columns]))   # the columns a selector may pick
         self.check = check
 
     def size(self, node: Any) -> Growth:
@@ -173,12 +219,24 @@ class _Walk:
         sizes = [self.size(n) for n in nodes]
         return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
 
+    def name_bytes(self, node: Any) -> int:
+        """The bytes of the field names an input of ``pl.struct`` makes, each with a field's punctuation.
+
+        A selector's: every column's it may pick.
+        """
+        if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("Selector", "Columns", "Nth"):
+            return sum(_FIELD + len(n.encode("utf-8", "surrogatepass")) for n in self.names)
+        return _name_bytes(node)
+
     def _size(self, node: Any) -> Growth:
         if not isinstance(node, dict) or len(node) != 1:
             return self._sum(_children(node))
         kind, body = next(iter(node.items()))
         if kind == "Column" and isinstance(body, str):
             return self.columns.get(body, _ONE)
+        if kind in ("Selector", "Columns", "Nth"):      # inside a function, one input per column it picks: all
+            sizes = [self.columns.get(n, _ONE) for n in self.names] or [_ONE]
+            return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
         if kind == "Literal":
             return 0, _literal_bytes(node, longest=True)
         if kind == "Ternary" and isinstance(body, dict):
@@ -187,18 +245,40 @@ class _Walk:
             return max(t[0], f[0]), max(t[1], f[1])
         if kind == "Function" and isinstance(body, dict) and isinstance(body.get("input"), list):
             return self._function(body["input"], body.get("function"))
+        if kind == "Cast" and isinstance(body, dict):
+            a, b = self.size(body.get("expr"))
+            if body.get("dtype") in ({"Literal": "String"}, {"Literal": "Binary"}):   # the value's own text
+                return a, b
+            return a, max(b, _VALUE)                    # (an Enum's value is the string cast to it)
+        if kind == "BinaryExpr" and isinstance(body, dict):     # a concatenation, or a number or boolean
+            a, b = self._sum([body.get("left"), body.get("right")])
+            return a, max(b, _VALUE)
         return self._sum(_children(body))
 
     def _function(self, inputs: list[Any], function: Any) -> Growth:
         sizes = [self.size(i) for i in inputs]
         first = sizes[0] if sizes else (0, 0)
         total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
-        if not isinstance(function, dict) or set(function) != {"StringExpr"}:
-            return total
-        op = function["StringExpr"]
+        if function == "AsStruct":                       # each field's name, quotes, colon, comma, a null or number
+            return total[0], total[1] + sum(_FIELD + self.name_bytes(i) for i in inputs) + 2
+        if not isinstance(function, dict) or len(function) != 1:
+            return total[0], max(total[1], _VALUE)
+        namespace, op = next(iter(function.items()))
         name = op if isinstance(op, str) else next(iter(op)) if isinstance(op, dict) and op else ""
         options = op.get(name) if isinstance(op, dict) else None
-        options = options if isinstance(options, dict) else {}
+        if namespace == "StructExpr":
+            return _struct(name, options, first, total)
+        if namespace == "TemporalExpr" and name == "ToString" and isinstance(options, str):
+            return 0, _FORMAT * len(options.encode())    # the format's text and what each specifier writes
+        if namespace != "StringExpr":                   # its inputs, or a number, date or boolean
+            return total[0], max(total[1], _VALUE)
+        if name in ("SplitExact", "SplitN"):                        # up to n + 1 fields named field_0 ... field_n
+            n = options.get("n") if isinstance(options, dict) else options
+            n = n if isinstance(n, int) and not isinstance(n, bool) else MAX_LITERAL
+            return first[0], first[1] + (abs(n) + 1) * (_FIELD + len(f"field_{abs(n)}")) + 2
+        return self._string(name, options if isinstance(options, dict) else {}, inputs, first, total)
+
+    def _string(self, name: str, options: dict[str, Any], inputs: list[Any], first: Growth, total: Growth) -> Growth:
         a, b = first
         if name in _SCALE:
             return a * _SCALE[name], b * _SCALE[name]
@@ -224,7 +304,65 @@ class _Walk:
             return insert(first, value)
         if name == "ReplaceMany" and len(inputs) >= 3:              # a pattern may be empty
             return insert(first, _literal_bytes(inputs[2], longest=True))
+        if name in ("Split", "SplitRegex", "ExtractAll"):           # up to L + 1 disjoint pieces, JSON-escaped
+            return _elements(first, 1, _ESCAPE)
+        if name in ("ExtractMany", "FindMany"):                     # overlapping: each pattern at each position
+            patterns = _literal_value(inputs[1]) if len(inputs) > 1 else None
+            count = len(json.dumps(inputs[1:])) if patterns is None else patterns.len()   # (unread: its size)
+            each = _INDEX if name == "FindMany" else _ESCAPE * _literal_bytes(inputs[1], longest=True)   # (cached)
+            if options.get("overlapping") is True:
+                return _elements(first, max(count, 1), max(each, 1))
+            return _elements(first, 1, _ESCAPE if name == "ExtractMany" else _INDEX)
+        if name in _NOT_TEXT:                                       # a number, boolean or date: its own text
+            return total[0], max(total[1], _VALUE)
+        if name == "ExtractGroups":                                 # nested groups copy the same bytes again
+            fields = _fields(options.get("dtype"))
+            return (a * max(len(fields), 1), b * max(len(fields), 1)
+                    + sum(_FIELD + len(f.encode()) for f in fields) + 2)
         return total
+
+
+def _struct(name: str, options: Any, first: Growth, total: Growth) -> Growth:
+    """A struct function's bound: JSON text writes a control byte as 6 characters; renames add their names."""
+    a, b = first
+    if name == "JsonEncode":
+        return _ESCAPE * a, _ESCAPE * b + 2
+    if name == "RenameFields":                         # the new names (the old ones' room is kept: a bound)
+        names = options if isinstance(options, list) else []
+        return a, b + sum(_FIELD + len(str(n).encode()) for n in names)
+    if name in ("PrefixFields", "SuffixFields"):       # at most one field per byte of the struct's JSON text
+        affix = len(str(options).encode())
+        return a * (1 + affix), b * (1 + affix)
+    return total
+
+
+def _elements(size: Growth, per: int, each: int) -> Growth:
+    """A list of up to ``per`` elements at each of the L + 1 positions of its input, in JSON text.
+
+    Each element up to ``each`` bytes (a split's pieces: disjoint, so ``each`` per input byte in all), plus a comma
+    and two quotes, plus the brackets.
+    """
+    a, b = size
+    k = per * (each + 3)
+    return k * a, k * (b + 1) + 2
+
+
+def _name_bytes(node: Any) -> int:
+    """The length of a serialized expression's output name (the field name it makes in a struct).
+
+    Its serialized size when Polars cannot say (an expression over a selector: every name is in its tree).
+    """
+    try:
+        expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
+        return len(expr.meta.output_name().encode("utf-8", "surrogatepass"))
+    except Exception:  # noqa: BLE001 — no single output name: the caller's refusals come later; an upper bound
+        return len(json.dumps(node).encode())
+
+
+def _fields(dtype: Any) -> list[str]:
+    """The field names of a serialized struct type (``{"Struct": [{"name": ...}, ...]}``), or []."""
+    fields = dtype.get("Struct") if isinstance(dtype, dict) else None
+    return [str(f.get("name", "")) for f in fields if isinstance(f, dict)] if isinstance(fields, list) else []
 
 
 def insert(size: Growth, value: int) -> Growth:
@@ -246,13 +384,28 @@ def _children(node: Any) -> list[Any]:
 
 
 def _literal_value(node: Any) -> pl.Series | None:
+    """A literal's values (a list's elements), read by Polars; None when it cannot be read."""
+    return _read_literal(json.dumps(node))
+
+
+@plain_cache(maxsize=512)
+def _read_literal(text: str) -> pl.Series | None:
+    """(Cached: a chain's steps and the derived columns' bounds walk the same literals again; read-only use.)"""
     try:
-        value = pl.select(pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")).to_series()
+        value = pl.select(pl.Expr.deserialize(io.StringIO(text), format="json")).to_series()
     except Exception:  # noqa: BLE001 — not a literal Polars reads back: the caller takes the worst case
         return None
     while isinstance(value.dtype, pl.List | pl.Array):
         value = value.explode() if isinstance(value.dtype, pl.List) else value.arr.explode()
     return value
+
+
+def _dyn_int(node: Any) -> int | None:
+    """The value of a Python integer literal (``pl.lit(3)``, ``x * 2``), read without Polars, or None."""
+    scalar = node.get("Literal") if isinstance(node, dict) and len(node) == 1 else None
+    inner = scalar.get("Dyn") if isinstance(scalar, dict) and len(scalar) == 1 else None
+    value = inner.get("Int") if isinstance(inner, dict) and len(inner) == 1 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _literal_bytes(node: Any, *, longest: bool) -> int:
@@ -267,6 +420,8 @@ def _literal_bytes(node: Any, *, longest: bool) -> int:
             text = next(iter(inner.values()))
             if isinstance(text, str):        # (the common case, read without Polars)
                 return len(text.encode("utf-8", "surrogatepass"))
+    if (number := _dyn_int(node)) is not None:
+        return len(str(number))
     value = _literal_value(node)
     if value is None:
         return len(json.dumps(node)) if longest else 0
@@ -282,6 +437,8 @@ def _literal_bytes(node: Any, *, longest: bool) -> int:
 
 
 def _literal_int(node: Any) -> int | None:
+    if (number := _dyn_int(node)) is not None:
+        return number
     value = _literal_value(node)
     if value is None or value.len() != 1 or not value.dtype.is_integer():
         return None

@@ -422,7 +422,7 @@ def total_expression(expr: object, argument: str, schema: pl.Schema,
         expr = _owned(expr)     # read once: what is checked below is what runs (a subclass's meta could lie)
     check_row_level(expr, argument, schema)
     assert isinstance(expr, pl.Expr)
-    check_growth(expr, argument, growth or {})     # before anything computes the expression (the probes below)
+    check_growth(expr, argument, growth or {}, schema.names())   # before anything computes it (the probes below)
     output_schema(lambda f: f.select(expr), schema, argument)
     text = expr.meta.serialize(format="json")
     guarded = _total(text, tuple(schema.items()), argument)
@@ -475,6 +475,8 @@ def _total(text: str, columns: tuple[tuple[str, pl.DataType], ...], argument: st
     total = _Total(pl.Schema(columns), argument)
     total.probe_all(tree)
     rewritten = total.rewrite(tree)
+    if nesting(rewritten) > MAX_NESTING:    # the guards add levels (a cast per integer when): Polars could not read
+        raise too_deep(argument)            # it back (a bare ComputeError from 32 nested whens, review 55b)
     return None if rewritten == tree else json.dumps(rewritten)
 
 
