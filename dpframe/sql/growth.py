@@ -57,8 +57,10 @@ _SCALE: Mapping[str, int] = {
     "icu_sort_key": 32,                                             # U+FDFA (3 bytes): 46 key bytes, in hex
 }
 _CONSTANT: Mapping[str, int] = {"icu_sort_key": 16, "format_bytes": 16, "formatreadablesize": 16,
-                                "formatreadabledecimalsize": 16, "version": 64}
-"""Bytes a call may write whatever its arguments' lengths (a key's terminator, a unit's name, the engine's version)."""
+                                "formatreadabledecimalsize": 16, "version": 64, "hex": 32, "to_hex": 32, "bin": 128,
+                                "to_binary": 128}
+"""Bytes a call may write whatever its arguments' lengths (a key's terminator, a unit's name, the engine's version, a
+negative HUGEINT's 32 hex or 128 binary digits: ``hex(-1)`` of two bytes is 16 digits)."""
 _ESCAPE = frozenset({"to_json", "json_quote", "json_object", "json_array", "array_to_json", "row_to_json",
                      "json_insert", "json_set", "json_replace", "json_serialize_plan", "json_serialize_sql"})
 """Functions writing their arguments as JSON: each byte of a text may become 6 (a control character as an escape
@@ -359,6 +361,8 @@ class _Walk:
             return 0, 16 * len(form.encode("utf-8", "surrogatepass"))  # %c: 19 bytes, %Z: a zone's name, per 2
         if name == "regexp_extract" and len(args) > 2 and not isinstance(number(args[2]), int):
             return _NESTED * total[0], _NESTED * total[1] + 2          # a struct of the named groups
+        if name == "to_base":
+            return 0, 64                                               # a BIGINT's binary digits at most
         if name == "bar":
             bars = _integer(args[3]) if len(args) > 3 else 80
             return _UNBOUNDED if bars is None else (0, 3 * max(bars, 0) + 3)   # 3-byte block characters
