@@ -269,6 +269,10 @@ class _Walk:
             a, b = self.size(node.get("child"))
             k = _cast_factor(node.get("type_expr"))
             return a * k, b * k
+        if cls == "OPERATOR" and node.get("type") == "ARRAY_CONSTRUCTOR":          # ARRAY[...]: as list_value
+            items = [self.size(c) for c in node.get("children") or []]
+            return (_NESTED * sum(x[0] for x in items),
+                    _NESTED * sum(x[1] for x in items) + _NESTED * len(items) + 2)
         if cls == "OPERATOR" and node.get("type") in ("ARRAY_EXTRACT", "STRUCT_EXTRACT", "ARRAY_SLICE"):
             children = node.get("children") or []
             sizes = [self.size(c) for c in children]

@@ -70,6 +70,7 @@ _BOUND_HOLDS = [
     "string_split(string_split(s, '')::VARCHAR, '')::VARCHAR",
     "regexp_extract_all(s, '')",
     "[[[[s]::VARCHAR]::VARCHAR]::VARCHAR]::VARCHAR",
+    "ARRAY[ARRAY[ARRAY[s]::VARCHAR]::VARCHAR]::VARCHAR",
     "{'k': s}::VARCHAR",
     "MAP {s: s}::VARCHAR",
     "map_entries(MAP {s: s})",
@@ -140,6 +141,7 @@ _NEST = "string_split({}::VARCHAR, '')"
     # nesting that multiplies: text forms, encodings, positional formats
     _NEST.format(_NEST.format(_NEST.format(_NEST.format(_NEST.format("s"))))),
     "[" * 15 + "s" + "]::VARCHAR" * 15,
+    "ARRAY[" * 15 + "s" + "]::VARCHAR" * 15,
     "bin(bin(bin(bin(bin(s)))))",
     "encode(encode(encode(encode(encode(encode(encode(encode(s)::VARCHAR)::VARCHAR)::VARCHAR)::VARCHAR)::VARCHAR)"
     "::VARCHAR)::VARCHAR)::VARCHAR",
