@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from dpframe.plan.growth import MAX_GROWTH, Growth, insert, too_large
 from dpframe.sql.aggregates import number
-from dpframe.sql.sandbox import Json, render_expression
+from dpframe.sql.sandbox import Json, render_expression, return_types
 from dpframe.sql.uncaught import SIZE_LIMIT, is_literal
 
 _ONE: Growth = (1, 0)
@@ -55,12 +57,25 @@ _SCALE: Mapping[str, int] = {
     "encode": 4, "from_base64": 3, "unhex": 2, "from_hex": 2,       # a BLOB, written \xNN a byte
     "json_structure": 9,                                            # a one-digit number written "UBIGINT"
     "icu_sort_key": 32,                                             # U+FDFA (3 bytes): 46 key bytes, in hex
+    "regexp_escape": 2,                                             # a backslash before each byte
 }
 _CONSTANT: Mapping[str, int] = {"icu_sort_key": 16, "format_bytes": 16, "formatreadablesize": 16,
                                 "formatreadabledecimalsize": 16, "version": 64, "hex": 32, "to_hex": 32, "bin": 128,
-                                "to_binary": 128}
+                                "to_binary": 128, "-": 1, "subtract": 1}
 """Bytes a call may write whatever its arguments' lengths (a key's terminator, a unit's name, the engine's version, a
-negative HUGEINT's 32 hex or 128 binary digits: ``hex(-1)`` of two bytes is 16 digits)."""
+negative HUGEINT's 32 hex or 128 binary digits: ``hex(-1)`` of two bytes is 16 digits; a minus sign)."""
+_WIDTHS: Mapping[str, int] = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                     "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "DATE", "TIME", "TIME_NS", "TIMESTAMP",
+                     "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
+                     "TIME WITH TIME ZONE", "UUID", "INT1", "INT2", "INT4", "INT8", "INT", "INT128", "SIGNED",
+                     "LONG", "SHORT", "REAL", "FLOAT4", "FLOAT8", "NUMERIC", "DATETIME", "TIMESTAMPTZ", "TIMETZ"),
+                    48),
+    "BOOLEAN": 5, "BOOL": 5, "LOGICAL": 5, "INTERVAL": 96,
+}
+"""Types whose every value's text is at most this long, whatever it was computed from (a 38-digit DECIMAL and its
+sign and point, a timestamp of year 294247 BC, an interval of every part at its extreme)."""
+_HASHES: Mapping[str, int] = {"md5": 32, "sha1": 40, "sha256": 64}
 _ESCAPE = frozenset({"to_json", "json_quote", "json_object", "json_array", "array_to_json", "row_to_json",
                      "json_insert", "json_set", "json_replace", "json_serialize_plan", "json_serialize_sql"})
 """Functions writing their arguments as JSON: each byte of a text may become 6 (a control character as an escape
@@ -105,6 +120,26 @@ _POSITIONAL = re.compile(r"\{\s*\d|%\d+\$")
 """A format reading an argument by its position (``{0}``, ``%1$s``): it may write that argument once per placeholder."""
 _VALUE_WIDTH = re.compile(r"%[^%a-zA-Z]*\*|\{[^{}]*\{")
 """A width or precision read from an argument (``%*s``, ``{:>{}}``): a size decided by a value."""
+
+
+@lru_cache(maxsize=1)
+def fixed_widths() -> Mapping[str, int]:
+    """``{function name: the longest text of its result}``, for calls whose result's length no argument decides.
+
+    The scalar functions all of whose overloads return a type of :data:`_WIDTHS` (``length``, ``make_timestamp``,
+    ``to_years``, ``hash`` ...), and the hashes.
+
+    Example:
+        >>> fixed_widths()["to_years"], fixed_widths()["md5"], "repeat" in fixed_widths()
+        (96, 32, False)
+
+    """
+    out = dict(_HASHES)
+    for name, types in return_types().items():
+        widths = [_WIDTHS.get(str(t).split("(")[0].upper()) for t in types]
+        if widths and all(w is not None for w in widths):
+            out[name] = max(w for w in widths if w is not None)
+    return MappingProxyType(out)
 
 
 def sql_growth(expr: Json, columns: Mapping[str, Growth], nested: frozenset[str] = frozenset()) -> Growth:
@@ -267,7 +302,11 @@ class _Walk:
             return max(s[0] for s in sizes), max(s[1] for s in sizes)
         if cls == "CAST":
             a, b = self.size(node.get("child"))
-            k = _cast_factor(node.get("type_expr"))
+            target = node.get("type_expr") or {}
+            width = _WIDTHS.get(str(target.get("type_name", "")).upper()) if not target.get("children") else None
+            if width is not None:
+                return 0, width                                   # a number, a time, a UUID ...: its text's width
+            k = _cast_factor(target)
             return a * k, b * k
         if cls == "OPERATOR" and node.get("type") == "ARRAY_CONSTRUCTOR":          # ARRAY[...]: as list_value
             items = [self.size(c) for c in node.get("children") or []]
@@ -304,6 +343,9 @@ class _Walk:
         extra = _CONSTANT.get(name, 0)
         if lambdas:
             return self._lambda(name, lambdas[0], sizes, total)
+        width = fixed_widths().get(name)
+        if width is not None:
+            return 0, width
         if name in _SCALE:
             k = _SCALE[name]
             return (a * k, b * k + 4 + extra) if name in ("to_base64", "base64") else (a * k, b * k + extra)
@@ -365,6 +407,8 @@ class _Walk:
             return 0, 16 * len(form.encode("utf-8", "surrogatepass"))  # %c: 19 bytes, %Z: a zone's name, per 2
         if name == "regexp_extract" and len(args) > 2 and not isinstance(number(args[2]), int):
             return _NESTED * total[0], _NESTED * total[1] + 2          # a struct of the named groups
+        if name == "hive_partition_component":
+            return 3 * total[0], 3 * total[1] + 2                        # key=value/, each byte %XX at most
         if name == "to_base":
             return 0, 64                                               # a BIGINT's binary digits at most
         if name == "bar":

@@ -36,7 +36,8 @@ def test_duplicate_quantile_probabilities_are_refused_when_sql_is_built(backend:
 # on tiny adversarial rows (quotes, backslashes, commas, control and wide characters) and its text form measured.
 # ---------------------------------------------------------------------------------------------------------------
 
-_VALUES = ["a'\\,b" * 4, "[,,,,,,,]", "'''''\\\\\\", ",,,,,,,,", "\x01\x02\x03\x04", "\ufdfa\ufdfa", "é,ü'ß", "0110"]
+_VALUES = ["a'\\,b" * 4, "." * 25, "[,,,,,,,]",
+           "'''''\\\\\\", ",,,,,,,,", "\x01\x02\x03\x04", "\ufdfa\ufdfa", "é,ü'ß", "0110"]
 _ROW = ("SELECT $s AS s, 'cd' AS t, 1000 AS x, ['a', 'b'] AS l, TIMESTAMP '2020-09-30 12:00:00' AS d, "
         "CAST('0101' AS BIT) AS bits")
 
@@ -84,7 +85,8 @@ _BOUND_HOLDS = [
     # encodings
     "bin(s)", "bin(bin(s))", "to_binary(s)", "encode(s)::VARCHAR", "encode(encode(s)::VARCHAR)::VARCHAR",
     "CAST(encode(s) AS BIT)", "icu_sort_key(s, 'de')", "json_structure('{\"a\":1,\"b\":2}')", "bitstring(bits, 2000)",
-    "format_bytes(x)", "version()", "to_base(x * 1000000000000000, 2)",
+    "format_bytes(x)", "version()", "to_base(x * 1000000000000000, 2)", "regexp_escape(s)",
+    "hive_partition_component(s, s)",
 ]
 
 
@@ -124,6 +126,18 @@ def test_the_bound_of_a_short_number_written_in_another_base(expr: str) -> None:
         assert row is not None and row[0] <= a * row[1] + b, (expr, value, row, (a, b))
         ran += 1
     assert ran >= 2
+
+
+
+@pytest.mark.parametrize("expr", ["to_years(x)", "to_microseconds(x * 100000000000)", "make_timestamp(x::BIGINT)",
+                                  "md5(x::VARCHAR)", "sha256(x::VARCHAR)", "CAST(x::VARCHAR || '-1-1' AS DATE)",
+                                  "age(make_date(x, 1, 1))", "pi()", "json_valid(x::VARCHAR)", "hash(x)",
+                                  "epoch_ms(x)", "strptime(x::VARCHAR, '%d')"])
+def test_the_bound_of_a_call_writing_a_value_of_fixed_width(expr: str) -> None:
+    """A row of one one-digit number (``L`` = 1): an interval, a timestamp, a hash is written in up to 96 bytes."""
+    a, b = sql_growth(parse_expression(expr), {})
+    row = duckdb.connect().execute(f"SELECT strlen(({expr})::VARCHAR) FROM (SELECT 1 AS x)").fetchone()
+    assert row is not None and row[0] <= a + b, (expr, row[0], (a, b))
 
 
 _GUARD = "SELECT COUNT(*) AS n FROM t WHERE length(CASE WHEN x > 100 THEN ({}) END::VARCHAR) > 1"
