@@ -40,7 +40,7 @@ from typing import Any
 from dpframe.plan.growth import MAX_GROWTH, Growth, insert, too_large
 from dpframe.sql.aggregates import number
 from dpframe.sql.sandbox import Json, render_expression, return_types
-from dpframe.sql.uncaught import SIZE_LIMIT, is_literal
+from dpframe.sql.uncaught import JSON_PATHS, SIZE_LIMIT, is_literal
 
 _ONE: Growth = (1, 0)
 _BOOLEAN: Growth = (0, 5)
@@ -318,6 +318,9 @@ class _Walk:
             return sizes[0] if sizes else (0, 0)
         if cls == "FUNCTION":
             return self._function(node)
+        if cls == "LAMBDA":                     # an arrow outside a list function: DuckDB's json_extract(a, b)
+            return self._function({"function_name": "json_extract", "arguments": [
+                {"expression": node.get("lhs")}, {"expression": node.get("expr")}]})
         return self._sum(self._children(node))
 
     def _scalar(self, node: Any) -> bool:
@@ -405,8 +408,12 @@ class _Walk:
             if form is None:                  # a format read from a row: its specifiers' expansions
                 return 16 * total[0], 16 * total[1]
             return 0, 16 * len(form.encode("utf-8", "surrogatepass"))  # %c: 19 bytes, %Z: a zone's name, per 2
-        if name == "regexp_extract" and len(args) > 2 and not isinstance(number(args[2]), int):
-            return _NESTED * total[0], _NESTED * total[1] + 2          # a struct of the named groups
+        if (name in JSON_PATHS or name == "json_extract") and len(args) > 1 and self._many(args[1]):
+            k = self._count(args[1], sizes[1])      # a list of paths: the value (or a part of it) once per path
+            return 2 * k * a + total[0], k * (2 * b + _NESTED) + total[1] + 2
+        if name == "regexp_extract" and len(args) > 2 and self._many(args[2]):
+            k = self._count(args[2], sizes[2])      # a struct of the named groups: each may be the whole match
+            return 2 * k * a + total[0], k * (2 * b + _NESTED + 2) + total[1] + 2
         if name == "hive_partition_component":
             return 3 * total[0], 3 * total[1] + 2                        # key=value/, each byte %XX at most
         if name == "to_base":
@@ -415,6 +422,19 @@ class _Walk:
             bars = _integer(args[3]) if len(args) > 3 else 80
             return _UNBOUNDED if bars is None else (0, 3 * max(bars, 0) + 3)   # 3-byte block characters
         return total[0], total[1] + extra
+
+    @staticmethod
+    def _many(node: Any) -> bool:
+        """Whether ``node`` may be a list (of JSON paths, of group names), not one literal string or number."""
+        return not (isinstance(node, dict) and node.get("class") == "CONSTANT")
+
+    @staticmethod
+    def _count(node: Any, size: Growth) -> int:
+        """How many elements the list ``node`` (of bound ``size``, a literal's) has at most."""
+        if isinstance(node, dict) and (node.get("function_name") in ("list_value", "array_value")
+                                       or node.get("type") == "ARRAY_CONSTRUCTOR"):
+            return len(node.get("arguments") or node.get("children") or [])
+        return size[1] + 1                          # (each element at least a byte of its text)
 
     def _range(self, args: list[Any]) -> Growth:
         """``range``/``generate_series`` of literal bounds: each number's text and a separator."""

@@ -36,7 +36,7 @@ def test_duplicate_quantile_probabilities_are_refused_when_sql_is_built(backend:
 # on tiny adversarial rows (quotes, backslashes, commas, control and wide characters) and its text form measured.
 # ---------------------------------------------------------------------------------------------------------------
 
-_VALUES = ["a'\\,b" * 4, "." * 25, "[,,,,,,,]",
+_VALUES = ["a'\\,b" * 4, "." * 25, "ab" * 1500, "[,,,,,,,]",
            "'''''\\\\\\", ",,,,,,,,", "\x01\x02\x03\x04", "\ufdfa\ufdfa", "é,ü'ß", "0110"]
 _ROW = ("SELECT $s AS s, 'cd' AS t, 1000 AS x, ['a', 'b'] AS l, TIMESTAMP '2020-09-30 12:00:00' AS d, "
         "CAST('0101' AS BIT) AS bits")
@@ -87,6 +87,11 @@ _BOUND_HOLDS = [
     "CAST(encode(s) AS BIT)", "icu_sort_key(s, 'de')", "json_structure('{\"a\":1,\"b\":2}')", "bitstring(bits, 2000)",
     "format_bytes(x)", "version()", "to_base(x * 1000000000000000, 2)", "regexp_escape(s)",
     "hive_partition_component(s, s)",
+    # one copy of the value per path of a list of paths, per name of a list of groups
+    "json_extract(to_json(s), [" + ", ".join(["'$'"] * 10) + "])",
+    "json_extract_string(to_json(s), [" + ", ".join(["'$'"] * 10) + "])",
+    "to_json(s) -> [" + ", ".join(["'$'"] * 10) + "]",
+    "regexp_extract(s, '" + "(" * 10 + ".*" + ")" * 10 + "', [" + ", ".join(f"'g{i}'" for i in range(10)) + "])",
 ]
 
 
@@ -164,6 +169,9 @@ _NEST = "string_split({}::VARCHAR, '')"
     "repeat(strftime(CAST(x AS TIMESTAMP), '" + "%c" * 10 + "'), 1000)",
     "list_filter([repeat(s, 1000)], lambda v: length(repeat(v, 10000)) > 0)",
     "invoke(lambda a, b: repeat(b, 10000), s, repeat(s, 1000))",
+    "json_extract(json_extract(to_json(s), [" + ", ".join(["'$'"] * 200) + "])::VARCHAR, ["
+    + ", ".join(["'$'"] * 200) + "])",
+    "((to_json(s) -> [" + ", ".join(["'$'"] * 200) + "])::VARCHAR) -> [" + ", ".join(["'$'"] * 200) + "]",
     "repeat(icu_sort_key(repeat(s, 1000), 'de'), 10)",
 ])
 @pytest.mark.parametrize("backend", ["duckdb", "polars"])
