@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dpframe.measures as dpm
-from dpframe.errors import BoundsError, PlanError
+from dpframe.errors import ArgumentError, BoundsError, PlanError
 from dpframe.measures import Measure
 from dpframe.sql.sandbox import Json, function_types
 
@@ -137,6 +137,11 @@ def _quantiles(node: Json | None) -> float | tuple[float, ...]:
     qs = tuple(float(v) for v in values if v is not None)
     if any(not 0.0 <= q <= 1.0 for q in qs):
         raise PlanError(f"quantile probabilities must be in [0, 1], got {list(qs)}", argument="sql", fix=fix)
+    try:                       # as the measure will (duplicates after rounding), now: not first when it is collected
+        dpm.quantile_fractions(qs, "sql")
+    except ArgumentError as e:
+        raise PlanError(f"duplicate quantile probabilities in {list(qs)} (after rounding to a denominator of at most "
+                        f"{dpm.Q_DENOMINATOR:,})", argument="sql", fix="pass each probability once") from e
     return qs if is_list else qs[0]
 
 

@@ -355,9 +355,14 @@ def _probe(con: Any, call: Json, where: str) -> None:
                         fix="fix the call's literal arguments (a cast: its type), or remove it") from None
 
 
-def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
+def _translate(exprs: Sequence[Json], input: Node, want: pl.Schema,
                names: Sequence[str]) -> tuple[tuple[pl.Expr, ...] | None, str | None]:
-    """The Polars expressions with DuckDB's semantics, or ``None`` and the reason."""
+    """The Polars expressions with DuckDB's semantics, or ``None`` and the reason.
+
+    Each is checked as a method chain's would be, its growth bound included, with the bounds earlier steps (a CTE's
+    or subquery's columns) derived: as SQL's own bound (:mod:`dpframe.sql.growth`) was.
+    """
+    input_schema, growth = input.schema, column_growth(input)
     out = []
     try:
         for expr, name in zip(exprs, names):
@@ -365,7 +370,7 @@ def _translate(exprs: Sequence[Json], input_schema: pl.Schema, want: pl.Schema,
             got = pl.LazyFrame(schema=input_schema).select(pe.alias(name)).collect_schema()[name]
             if got != want[name]:
                 raise Untranslatable(f"{name!r} has type {want[name]} in DuckDB but {got} in Polars")
-            out.append(total_expression(pe.alias(name), name, input_schema))
+            out.append(total_expression(pe.alias(name), name, input_schema, growth))
     except Untranslatable as e:
         return None, str(e)
     except (PlanError, pl.exceptions.PolarsError, TypeError, ValueError) as e:
@@ -377,14 +382,14 @@ def build_filter(input: Node, predicate: Json, scope: Scope, text: str) -> SQLFi
     """A validated ``WHERE`` node."""
     where = "WHERE"
     checked, _ = rewrite(predicate, scope, text, where)
-    check_sql_growth(checked, column_growth(input), where)     # before anything runs it (the probes below)
+    check_sql_growth(checked, column_growth(input), where, _nested(input.schema))   # before anything runs it
     sql = render_expression(checked)
     frag = fragment(text, predicate).strip("'\"")
     schema = derive(input.schema, [("__dp_pred", sql)], where, frag, [checked])
     if schema["__dp_pred"] != pl.Boolean:
         raise SchemaError(f"WHERE needs a true/false condition, got {schema['__dp_pred']}: {frag!r}",
                           argument="sql", fix="compare a column, e.g. WHERE age >= 18")
-    exprs, reason = _translate([checked], input.schema, pl.Schema({"__dp_pred": pl.Boolean}), ["__dp_pred"])
+    exprs, reason = _translate([checked], input, pl.Schema({"__dp_pred": pl.Boolean}), ["__dp_pred"])
     return SQLFilter(input, input.schema, sql, None if exprs is None else exprs[0], reason)
 
 
@@ -397,7 +402,8 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
         raise PlanError(f"{where} names the column {dupes[0]!r} twice (SQL names ignore case)", argument="sql",
                         fix="give each output column its own alias")
     check_new_names(input.schema, names, "sql")
-    bounds = sql_column_growth(list(items), column_growth(input), where)   # before anything runs them (the probes)
+    bounds = sql_column_growth(list(items), column_growth(input), where,   # before anything runs them (the probes)
+                               _nested(input.schema))
     sql_items = [(name, render_expression(expr)) for name, expr in items]
     text = ", ".join(s for _, s in sql_items)
     derived, types, back = _derive(input.schema, sql_items, where, text, [e for _, e in items], handed=True)
@@ -417,8 +423,13 @@ def build_project(input: Node, items: Sequence[tuple[str, Json]], text: str, whe
     # A plain column reference keeps its type exactly (DuckDB may round-trip e.g. Categorical as String).
     schema = pl.Schema({name: input.schema[expr["column_names"][0]] if _plain(expr, input.schema) else derived[name]
                         for name, expr in items})
-    exprs, reason = _translate([e for _, e in items], input.schema, schema, names)
+    exprs, reason = _translate([e for _, e in items], input, schema, names)
     return SQLProject(input, schema, tuple(sql_items), exprs, reason, tuple(bounds.items()))
+
+
+def _nested(schema: pl.Schema) -> frozenset[str]:
+    """The columns holding lists, arrays or structs (``concat_ws`` joins a list's elements)."""
+    return frozenset(name for name, dtype in schema.items() if dtype.is_nested())
 
 
 def _plain(expr: Json, schema: pl.Schema) -> bool:

@@ -211,6 +211,21 @@ def function_types() -> Mapping[str, frozenset[str]]:
 
 
 @lru_cache(maxsize=1)
+def return_types() -> Mapping[str, frozenset[str]]:
+    """``{function name: the return types of its scalar overloads}`` of this DuckDB build (lower-case names).
+
+    Example:
+        >>> sorted(return_types()["to_years"])
+        ['INTERVAL']
+
+    """
+    with _shared() as con:
+        rows = con.execute("SELECT lower(function_name), list(DISTINCT return_type) FROM duckdb_functions() "
+                           "WHERE function_type = 'scalar' GROUP BY ALL").fetchall()
+    return MappingProxyType({name: frozenset(str(t) for t in types) for name, types in rows})
+
+
+@lru_cache(maxsize=1)
 def lambda_parameters() -> Mapping[str, frozenset[int]]:
     """``{function name: positions of its LAMBDA parameters}`` of this DuckDB build (``list_transform``: ``{1}``).
 
