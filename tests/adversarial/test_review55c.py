@@ -125,3 +125,24 @@ def test_single_quantiles_and_medians_on_heavily_tied_data_keep_the_promise(back
             for q in qs:
                 assert rank_errors(x, [q], np.array([out[f"{c}_{q}"]]))[0] <= promise, (c, q, out)
             assert rank_errors(x, [0.5], np.array([out[f"{c}_median"]]))[0] <= promise, (c, out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("added", [0, 3, 100])
+def test_tie_broken_joint_quantiles_are_private_on_tied_neighbours(added: int) -> None:
+    """The empirical audit of ``test_review51e.py`` on tied data: quartiles at ε₀ = 1 per level (ε = 2) of a group
+    whose median falls inside a run of six zeros, against the same group plus one row — another zero (its run, and
+    the tie-broken code of every zero after the split, shift), a value between the ties and the rest, or the top."""
+    from dpframe.testing import audit_samples
+
+    qs = [Fraction(1, 4), Fraction(1, 2), Fraction(3, 4)]
+    base = np.array([0, 0, 0, 0, 0, 0, 50, 60], dtype=np.int64)
+    plus = np.sort(np.append(base, added))
+
+    def runs(codes: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+        out = joint_quantiles([codes] * 20_000, 101, qs, Fraction(1), 1, SeededRandomSource(seed))
+        return {f"q{i}": out[:, i].astype(np.float64) for i in range(3)}
+
+    result = audit_samples(runs(base, 1), runs(plus, 2), runs(base, 3), runs(plus, 4), claimed_epsilon=2.0, delta=0.0)
+    assert result.passed, result
+    assert result.epsilon_lower_bound > 0.05, f"the audit has no power: {result}"
