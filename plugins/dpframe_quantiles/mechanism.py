@@ -54,7 +54,15 @@ from dpframe.mechanism import MeasureContext, MechanismPlan, SortedCodes, Statis
 from dpframe.noise import RandomSource
 from dpframe.noise.exponential import epsilon_from_rho as _epsilon_from_rho
 from dpframe.planning import first
-from dpframe_quantiles.em import SUB_DENOMINATOR, depth, joint_quantiles, listing_reach, rank_error_bound, window
+from dpframe_quantiles.em import (
+    SUB_DENOMINATOR,
+    depth,
+    joint_quantiles,
+    listing_reach,
+    rank_error_bound,
+    tie_spread,
+    window,
+)
 
 _OPTIONS = frozenset({"q", "resolution", "bounds", "mechanism"})
 _BETA = 0.05
@@ -191,7 +199,7 @@ class QuantileMechanism:
             levels = depth(len(qs))
             level = first(divide(part, levels))
             eps0 = level if isinstance(share, PureDP) else epsilon_from_rho(level)
-            check_window(dom.size, eps0, m_rows)
+            check_window(dom.size * (tie_spread(dom.size) if len(qs) > 1 else 1), eps0, m_rows)
             name = m.output_name
             plan.domains[name], plan.probabilities[name], plan.levels[name] = dom, qs, eps0
             plan.as_list[name] = isinstance(m.option("q"), tuple)
@@ -206,10 +214,10 @@ class QuantileMechanism:
                               + (f"; values on the grid {float(dom.step):g}" if dom.kind == "float" else ""))
             notes += grid_notes(name, dom, m.option("resolution"), math.ceil(err))
             if len(qs) > 1:
-                notes.append(f"quantiles: {name}: the rank error above assumes few rows share a released value: "
-                             "rows equal to a split value all go left, so where one value holds a large share of "
-                             "the rows (zero-inflated data) the other quantiles can miss by up to that share; "
-                             "released one q per measure they do not (each then costs the measure's whole share)")
+                notes.append(f"quantiles: {name}: the rank error above holds on tied data (a split can fall inside a "
+                             f"run of rows equal to one value) while no value is held by {tie_spread(dom.size):,} or "
+                             "more rows of a group; a longer run is split within its first rows or at its end, so "
+                             "the other quantiles can miss by up to its excess")
         plan.statistics = tuple(statistics.values())
         plan.noise, plan.accuracy = noise, accuracy
         plan.privacy = tuple(curves)
@@ -249,7 +257,8 @@ def check_window(size: int, epsilon_level: Fraction, max_rows: int) -> None:
     """Refuse (BudgetError, while planning) an ε₀ whose utility window would leave int64.
 
     The widest window is a sub-problem's, whose q has a denominator ≤ :data:`~dpframe_quantiles.em.SUB_DENOMINATOR`
-    (scale ≥ ε₀/(2m·2²⁰)). Public: the domain size, ε₀ and m only.
+    (scale ≥ ε₀/(2m·2²⁰)); ``size`` is a split's number of tie-broken codes (|X|·M) when there are several q.
+    Public: the domain size, ε₀ and m only.
 
     Example:
         >>> check_window(2**32, Fraction(1, 10**30), 1)

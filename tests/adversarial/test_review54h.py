@@ -68,16 +68,16 @@ def _rank_errors(x: np.ndarray, qs: list[float], released: list[float]) -> list[
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="review 54h, not fixed: the recursive split sends every row tied at the "
-                   "released value left, so the right sub-problem's rescaled quantiles miss the tie mass")
 def test_joint_quantiles_keep_the_rank_error_explain_promises_on_tied_data() -> None:
-    """Found (not fixed): on zero-inflated integers (70 % zeros, the rest 1..100; 100,000 rows) the joint deciles
-    at ε = 1 come back [0, 0, 0, 0, 0, 21, 41, 61, 81] for every seed, where the true deciles are
-    [0 × 7, 34, 67]: rank errors of 15,928, 12,051, 8,009 and 4,060 rows, against the "rank error ≤ 314 rows
-    (95%, each q)" that ``explain()`` states. The median splits at v = 0 with every zero on the left, and the
-    right sub-problem (the 30 % of rows above 0) gets the rescaled ranks (q − ½)/(1 − ½) as if it held half of
-    them. A single ``dp.quantile(x, 0.6)`` releases 0. Privacy is not affected (the split is still by released
-    values only)."""
+    """Found (fixed in r55c: splits draw on tie-broken codes, ``dpframe_quantiles.em``): on zero-inflated
+    integers (70 % zeros, the rest 1..100; 100,000 rows) the joint deciles at ε = 1 came back
+    [0, 0, 0, 0, 0, 21, 41, 61, 81] for every seed, where the true deciles are [0 × 7, 34, 67]: rank errors
+    of 15,928, 12,051, 8,009 and 4,060 rows, against the "rank error ≤ 314 rows (95%, each q)" that
+    ``explain()`` stated. The median splits at v = 0 with every zero on the left, and the right sub-problem
+    (the 30 % of rows above 0) got the rescaled ranks (q − ½)/(1 − ½) as if it held half of them. A single
+    ``dp.quantile(x, 0.6)`` releases 0. Privacy was not affected (the split is still by released values
+    only). Now a split can fall inside the run of zeros (the promise, which counts the splits' tie-broken
+    points, is 647 rows) and every seed gives the true deciles."""
     rng = np.random.default_rng(0)
     n = 100_000
     x = np.where(rng.random(n) < 0.7, 0, rng.integers(1, 101, n))

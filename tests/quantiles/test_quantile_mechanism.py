@@ -32,27 +32,56 @@ def em_pmf(data: list[int], lo: int, hi: int, q: F, eps: F, m: int) -> dict[int,
     return {z: v / total for z, v in w.items()}
 
 
-def joint_pmf(data: list[int], lo: int, hi: int, qs: list[F], eps0: F, m: int) -> dict[tuple[int, ...], float]:
-    """The recursive split's exact output distribution, by enumerating every branch."""
+SPREAD = 3
+"""Tie-broken codes per code in the brute-force tests (production: ``em.tie_spread``, 2²⁰): small enough to
+enumerate, and runs of 3 or more ties (saturated at the top code) are exercised too."""
+
+
+def tie_broken(data: list[int], spread: int) -> list[int]:
+    """The j-th copy of x (sorted order) as x·M + min(j, M − 1)."""
+    seen: Counter[int] = Counter()
+    out = []
+    for x in sorted(data):
+        out.append(x * spread + min(seen[x], spread - 1))
+        seen[x] += 1
+    return out
+
+
+def joint_pmf(data: list[int], lo: int, hi: int, qs: list[F], eps0: F, m: int,
+              spread: int = SPREAD) -> dict[tuple[int, ...], float]:
+    """The recursive split's exact output distribution, by enumerating every branch.
+
+    Splits draw a tie-broken code e (the EM over [lo·M, hi·M + M − 1]), send codes ≤ e left and release
+    ⌊e/M⌋; a node without sub-problems draws on its rows' plain codes over [⌊lo/M⌋, ⌊hi/M⌋].
+    """
+    return _joint_pmf(tie_broken(data, spread), lo * spread, hi * spread + spread - 1, qs, eps0, m, spread)
+
+
+def _joint_pmf(codes: list[int], lo: int, hi: int, qs: list[F], eps0: F, m: int,
+               spread: int) -> dict[tuple[int, ...], float]:
     if not qs:
         return {(): 1.0}
     mid = len(qs) // 2
     p = qs[mid]
+    lefts, rights = [x / p for x in qs[:mid]], [(x - p) / (1 - p) for x in qs[mid + 1:]]
+    if not lefts and not rights:
+        plain = em_pmf([x // spread for x in codes], lo // spread, hi // spread, p, eps0, m)
+        return {(z,): pz for z, pz in plain.items()}
     out: dict[tuple[int, ...], float] = {}
-    for v, pv in em_pmf(data, lo, hi, p, eps0, m).items():
-        left = joint_pmf([x for x in data if x <= v], lo, v, [x / p for x in qs[:mid]], eps0, m)
-        right = joint_pmf([x for x in data if x > v], v, hi, [(x - p) / (1 - p) for x in qs[mid + 1:]], eps0, m)
+    for e, pe in em_pmf(codes, lo, hi, p, eps0, m).items():
+        left = _joint_pmf([x for x in codes if x <= e], lo, e, lefts, eps0, m, spread)
+        right = _joint_pmf([x for x in codes if x > e], e, hi, rights, eps0, m, spread)
         for a, pa in left.items():
             for b, pb in right.items():
-                key = (*a, v, *b)
-                out[key] = out.get(key, 0.0) + pv * pa * pb
+                key = (*a, e // spread, *b)
+                out[key] = out.get(key, 0.0) + pe * pa * pb
     return out
 
 
 def sample(data: list[int], size: int, qs: list[F], eps0: F, m: int, draws: int, seed: int) -> Counter[tuple[int, ...]]:
     """``draws`` independent releases, vectorised as ``draws`` identical groups."""
     groups = [np.array(sorted(data), dtype=np.int64)] * draws
-    codes = joint_quantiles(groups, size, qs, eps0, m, SeededRandomSource(seed))
+    codes = joint_quantiles(groups, size, qs, eps0, m, SeededRandomSource(seed), spread=SPREAD)
     return Counter(map(tuple, codes.tolist()))
 
 
@@ -73,7 +102,7 @@ def chi2_pvalue(counts: Counter[tuple[int, ...]], pmf: dict[tuple[int, ...], flo
 # ------------------------------------------------------------------------------------------ tests
 
 D = [1, 2, 2, 5, 6]
-NEIGHBOURS = [D, D + [0], D + [7], D[:-1], [2, 2, 5, 6]]
+NEIGHBOURS = [D, D + [0], D + [7], D[:-1], [2, 2, 5, 6], D + [2], [1, 2, 5, 6]]   # ties added and removed too
 
 
 def test_count_per_segment() -> None:
@@ -167,7 +196,7 @@ def test_joint_quantiles_on_the_thread_pool_match_exact_pmf(workers: int | None,
     monkeypatch.setattr(em, "WORKERS", workers)
     qs = [F(1, 4), F(1, 2), F(3, 4)]
     groups = [np.array(sorted(D), dtype=np.int64)] * 30_000
-    codes = joint_quantiles(groups, 8, qs, F(1, 2), 1, SystemRandomSource())
+    codes = joint_quantiles(groups, 8, qs, F(1, 2), 1, SystemRandomSource(), spread=SPREAD)
     assert chi2_pvalue(Counter(map(tuple, codes.tolist())), joint_pmf(D, 0, 7, qs, F(1, 2), 1)) > 1e-4
 
 
@@ -184,6 +213,55 @@ def test_exact_privacy_loss_on_neighbours(qs: list[F]) -> None:
             worst = max(worst, abs(math.log(pmfs[0][o]) - math.log(other[o])))
     assert worst <= budget + 1e-9
     assert worst > 0.2 * budget     # the bound is not vacuous
+
+
+@pytest.mark.parametrize("qs", [[F(1, 4), F(1, 2), F(3, 4)], [F(1, 3), F(2, 3)]])
+def test_exact_privacy_loss_on_tied_neighbours(qs: list[F]) -> None:
+    """Heavy ties (runs longer than the tie spread, so the saturated top code is reached): adding or removing a
+    row inside, below or above a run — which shifts the run and every tie-broken code above it in the group's
+    order — still moves every output's log-probability by ≤ depth·ε₀ (exact pmfs)."""
+    eps0 = F(1, 3)
+    tied = [0, 0, 0, 0, 2, 2, 5]
+    pmfs = [joint_pmf(d, 0, 7, qs, eps0, 1) for d in
+            (tied, tied + [0], tied + [2], tied + [1], tied + [7], tied[1:], tied[:4] + tied[5:])]
+    worst = max(abs(math.log(pmfs[0][o]) - math.log(other[o])) for other in pmfs[1:] for o in pmfs[0])
+    assert worst <= float(eps0 * depth(len(qs))) + 1e-9
+
+
+def test_tie_broken_codes_are_neighbour_preserving() -> None:
+    """Adding one row to a group adds exactly one tie-broken code and keeps every other (as multisets), for
+    random tied groups, added values and spreads; the codes are non-decreasing, as the sampler needs."""
+    rng = np.random.default_rng(8)
+    for _ in range(150):
+        spread = int(rng.integers(1, 5))
+        groups = [np.sort(rng.integers(0, 4, rng.integers(0, 9))) for _ in range(3)]
+        g, x = int(rng.integers(0, 3)), int(rng.integers(0, 4))
+        bigger = [np.sort(np.append(c, x)) if i == g else c for i, c in enumerate(groups)]
+
+        def broken(gs: list[np.ndarray]) -> list[list[int]]:
+            codes = em.TieBroken(SortedCodes.of(gs), spread)
+            flat = codes.at(np.arange(sum(c.size for c in gs), dtype=np.int64)).tolist()
+            out, start = [], 0
+            for c in gs:
+                out.append(flat[start:start + c.size])
+                start += c.size
+            return out
+        before, after = broken(groups), broken(bigger)
+        assert all(a == sorted(a) for a in after)
+        assert after[:g] + after[g + 1:] == before[:g] + before[g + 1:]
+        assert sorted((Counter(after[g]) - Counter(before[g])).elements()) == [x * spread + min(
+            int(np.sum(groups[g] == x)), spread - 1)]
+        assert not Counter(before[g]) - Counter(after[g])
+        # count() agrees with the listed codes, in sub-ranges of a group, strict and not
+        codes = em.TieBroken(SortedCodes.of(bigger), spread)
+        starts = np.cumsum([0, *[c.size for c in bigger[:-1]]])
+        lo = starts[g] + int(rng.integers(0, bigger[g].size + 1))
+        hi = int(rng.integers(lo, starts[g] + bigger[g].size + 1))
+        flat = [c for part in after for c in part]
+        for e in range(0, 4 * spread + 1):
+            for strict in (True, False):
+                got = codes.count(np.array([lo]), np.array([hi]), np.array([e]), strict=strict)[0]
+                assert got == sum((c < e) if strict else (c <= e) for c in flat[lo:hi]), (lo, hi, e, strict)
 
 
 def test_two_rows_per_unit_privacy() -> None:
@@ -223,15 +301,23 @@ def test_empty_group_is_uniform_on_the_domain() -> None:
     assert sps.chisquare([counts[(z,)] for z in range(6)]).pvalue > 1e-4
 
 
-def test_seeded_releases_and_stream_are_pinned() -> None:
+@pytest.mark.parametrize(("spread", "expected"), [(None, "c6699b07f7484e3ef088c279766c6f66"),
+                                                  (1, "0eef63ccff71583afd3ebb3b19fba0b8")])
+def test_seeded_releases_and_stream_are_pinned(spread: int | None, expected: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A seeded run's releases and how many random words it draws stay those of the reference code (r49a).
 
     Speed work on the EM (``em._propose``, ``exponential_index_grouped``) must keep the law *and* the stream:
     the same words consumed in the same order, the same candidates. The digest covers ties, empty and
     single-code groups, a 2⁶² domain, a tiny ε (object-int acceptance tests) and partial codes (completion);
-    it was computed with the code before the r49a changes and again after them.
+    it was computed with the code before the r49a changes and again after them. Splits on tie-broken codes
+    (r55c) changed it; with one tie-broken code per code (``tie_spread`` 1) the run is the pre-r55c one, digest
+    and stream alike: the tie-break is the only change.
     """
     import hashlib
+
+    if spread is not None:
+        monkeypatch.setattr(em, "tie_spread", lambda size: spread)
 
     rng = np.random.default_rng(49)
     digest = hashlib.sha256()
@@ -253,4 +339,4 @@ def test_seeded_releases_and_stream_are_pinned() -> None:
         source = SeededRandomSource(i)
         digest.update(joint_quantiles(codes, size, qs, eps, [1, 3][i % 2], source).tobytes())
         digest.update(source.random_uint64(1).tobytes())          # the stream's position after the run
-    assert digest.hexdigest()[:32] == "0eef63ccff71583afd3ebb3b19fba0b8"
+    assert digest.hexdigest()[:32] == expected
