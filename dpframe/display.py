@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -41,7 +42,9 @@ class Explanation(str):
     """The explanation of a plan (``query.explain(budget)``): the text, plus notebook reprs and a dict.
 
     It *is* the text (``print(e)``, ``"laplace" in e``, ``e.splitlines()``); ``e.to_dict()`` is the same
-    content as JSON-able values (``explain(format="json")``); in a notebook it renders as HTML.
+    content as JSON-able values (``explain(format="json")``); in a notebook it renders as HTML. Like the text, its
+    attributes are read-only (``e.private = True`` would render a seeded run's explanation as private); it copies
+    and pickles as the same explanation.
     """
 
     heading: str
@@ -76,10 +79,23 @@ class Explanation(str):
         text += [f"note: {n}" for n in notes]
         text += extra
         self = super().__new__(cls, "\n".join(text))
-        self.heading, self.private, self.steps, self.lines = title, private, tuple(steps), tuple(lines)
-        self.budget, self.remaining, self.notes = budget, remaining, tuple(notes)
-        self.extra, self.data, self.protects = tuple(extra), dict(data or {}), protects
+        fields = {"heading": title, "private": private, "steps": tuple(steps), "lines": tuple(lines),
+                  "budget": budget, "remaining": remaining, "notes": tuple(notes), "extra": tuple(extra),
+                  "data": dict(data or {}), "protects": protects}
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
         return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Explanation.{name} is read-only: it describes the plan explained; explain again")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return functools.partial(Explanation, self.heading, private=self.private, steps=self.steps, lines=self.lines,
+                                 budget=self.budget, remaining=self.remaining, notes=self.notes, extra=self.extra,
+                                 data=self.data, protects=self.protects), ()
 
     def __repr__(self) -> str:
         return str(self)

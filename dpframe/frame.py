@@ -47,7 +47,7 @@ from dpframe.plan.derive import derive_keys, derive_measures
 from dpframe.plan.nodes import Aggregate, Filter, Node, RowNode, Select, WithColumns, bounded_unit, rebound, tables_read
 from dpframe.planning import PhysicalPlan, sampling_rate
 from dpframe.planning.passes import plugin_hook
-from dpframe.sealed import _ENGINE, FixedClass, ReadOnlyKeys, engine_only, is_text, plain, plain_copy, plain_frame
+from dpframe.sealed import _ENGINE, ReadOnlyKeys, ReadOnlyNames, engine_only, is_text, plain, plain_copy, plain_frame
 from dpframe.signatures import refuse
 from dpframe.tuning.diagnostics import Diagnosed
 from dpframe.tuning.stage import StagedPlan, require_plan
@@ -96,7 +96,7 @@ def _no_attribute(session: Session, owner: str, name: str) -> AttributeError:
     return AttributeError(f"'{owner}' object has no attribute {name!r}{hint}")
 
 
-class Frame(FixedClass):
+class Frame(ReadOnlyNames):
     """A private, lazy table: filter, derive columns, then aggregate with dp measures.
 
     Built by the engine only (``sess.table(name)``, then its methods): its plan was checked step by step.
@@ -180,6 +180,8 @@ class Frame(FixedClass):
                           unit=source.unit, _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
+        if "_session" not in vars(self):    # an empty copy being built (copy.copy): no session to ask yet
+            raise AttributeError(name)
         if not name.startswith("_") and name in _families(self._session, "frame"):
             return functools.partial(self.query, name)
         raise _no_attribute(self._session, "Frame", name)
@@ -467,7 +469,7 @@ class Frame(FixedClass):
         return self.query("learn_rectangle", features, label=label, bounds=bounds, beta=beta, resolution=resolution)
 
 
-class GroupBy(FixedClass):
+class GroupBy(ReadOnlyNames):
     """A grouped private frame; finish it with :meth:`agg`."""
 
     def __init__(self, frame: Frame, by: tuple[str, ...], keys: pl.DataFrame | None, *,
@@ -496,6 +498,8 @@ class GroupBy(FixedClass):
                           unit=source.unit, _engine=_ENGINE)
 
     def __getattr__(self, name: str) -> Any:
+        if "_frame" not in vars(self):      # an empty copy being built (copy.copy): no frame to ask yet
+            raise AttributeError(name)
         if not name.startswith("_") and name in _families(self._frame._session, "group_by"):
             return functools.partial(self.query, name)
         raise _no_attribute(self._frame._session, "GroupBy", name)

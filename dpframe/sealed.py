@@ -80,6 +80,37 @@ class FixedClass:
         object.__setattr__(self, name, value)
 
 
+class ReadOnlyNames(FixedClass):
+    """An immutable object whose public names cannot be assigned or deleted (its state is ``_``-prefixed).
+
+    A frame or a group-by is a checked plan, handed around and read again by the engine; none of its public names
+    (its methods included: ``frame.agg = ...``) can be replaced on it. Unlike a :class:`Sealed` object it holds no
+    counters, so a copy (the same plan on the same session) is harmless.
+
+    Example:
+        >>> class Plan(ReadOnlyNames):
+        ...     def run(self) -> int:
+        ...         return 1
+        >>> Plan().run = lambda: 2
+        Traceback (most recent call last):
+        ...
+        AttributeError: Plan.run is read-only: build another one through the engine's methods
+
+    """
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if not name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__}.{name} is read-only: build another one through the "
+                                 "engine's methods")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+        object.__delattr__(self, name)
+
+
 class Sealed(FixedClass):
     """Public attributes are set by ``__init__`` only (a subclass's ``__init__`` seals when it returns).
 
@@ -614,6 +645,5 @@ def plain_cache(maxsize: int | None) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["Final", "ReadOnlyKeys", "ReadOnlySchema", "Sealed", "engine_only", "frozen_array", "plain", "plain_cache",
-           "plain_copy",
-           "plain_dtype", "plain_expr", "plain_frame", "plain_key"]
+__all__ = ["Final", "ReadOnlyKeys", "ReadOnlyNames", "ReadOnlySchema", "Sealed", "engine_only", "frozen_array", "plain",
+           "plain_cache", "plain_copy", "plain_dtype", "plain_expr", "plain_frame", "plain_key"]

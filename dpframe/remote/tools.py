@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
+import unicodedata
 from collections.abc import Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,6 +55,64 @@ MAX_OPEN = 64
 STREAMS = frozenset({"sparse_vector", "target_charging"})
 """The tools that hold the session's one interactive stream while open (:mod:`dpframe.interactive.stream`)."""
 LOG = logging.getLogger("dpframe.remote")
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories escaped in the log: controls (terminal escapes, newlines), format characters (bidirectional
+overrides), lone surrogates and line or paragraph separators."""
+
+
+def escaped(text: str, *, lines: bool = False) -> str:
+    r"""``text`` with every control or format character written as its escape (``\x1b``, ``\u202e``).
+
+    ``lines=True`` keeps line breaks (``\n``: a traceback's own); else they are escaped too.
+
+    Example:
+        >>> print(escaped("name\x1b[2J\nforged"))
+        name\x1b[2J\nforged
+
+    """
+    return "".join(c if (lines and c == "\n") or unicodedata.category(c) not in _UNPRINTABLE
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _traceback(error: BaseException) -> str:
+    """A traceback as ``logging`` formats it, escaped (:func:`escaped`).
+
+    An exception's text (which may quote the analyst's names) on one line each; the stack's lines as they are.
+    """
+    formatted = traceback.TracebackException.from_exception(error)
+    messages: set[str] = set()
+    chained, seen = [formatted], set()
+    while chained:
+        one = chained.pop()
+        if id(one) in seen:
+            continue
+        seen.add(id(one))
+        messages.update(one.format_exception_only())
+        chained += [c for c in (one.__cause__, one.__context__) if c is not None]
+    return "".join(escaped(chunk.removesuffix("\n")) + "\n" if chunk in messages else escaped(chunk, lines=True)
+                   for chunk in formatted.format()).removesuffix("\n")
+
+
+class EscapedLog(logging.Filter):
+    """The ``dpframe.remote`` log's filter: what a record says, escaped (:func:`escaped`), before any handler writes it.
+
+    An exception's text may quote a name the analyst chose (a table, a column, an alias); written as it is, its
+    escape sequences reached the data owner's terminal and its newlines forged log lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = escaped(record.getMessage()), None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = _traceback(record.exc_info[1])
+        elif record.exc_text:
+            record.exc_text = escaped(record.exc_text, lines=True)
+        record.exc_info = None          # a handler formats exc_text: the escaped one
+        if record.stack_info:
+            record.stack_info = escaped(record.stack_info, lines=True)
+        return True
+
+
+LOG.addFilter(EscapedLog())
 
 
 class Tools:

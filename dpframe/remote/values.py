@@ -246,6 +246,11 @@ class Packer:
 
     def _frame(self, value: pl.DataFrame | pl.Series, argument: str) -> dict[str, int]:
         frame = value.to_frame() if isinstance(value, pl.Series) else value
+        for name, dtype in frame.schema.items():    # Arrow's Python library, which reads the keys, reads neither
+            if dtype in (pl.Int128, pl.UInt128):
+                raise ArgumentError(f"keys of 128-bit integers ({dtype}) for {name!r}: the wire carries no integer "
+                                    "of more than 64 bits", argument=argument,
+                                    fix=f"pass them as Python ints: {{{name!r}: keys[{name!r}].to_list()}}")
         try:        # one row of list columns of plain values: the server reads it as it reads SQL keys
             lists = frame.with_columns(pl.col(pl.Categorical, pl.Enum).cast(pl.String)).select(pl.all().implode())
         except pl.exceptions.PolarsError as e:

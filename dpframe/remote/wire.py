@@ -234,6 +234,9 @@ def table_from_bytes(data: bytes) -> pa.Table:
         table = None if compressed else pa.ipc.open_stream(pa.BufferReader(data)).read_all()
         if table is not None:
             table.validate(full=True)
+    except pa.ArrowNotImplementedError as e:    # a type this Arrow does not read (an integer of more than 64 bits)
+        raise ArgumentError(f"keys of a type this server cannot read ({str(e)[:200]})", argument="keys",
+                            fix="pass keys as {'column': [value, ...]} (128-bit integers as Python ints)") from None
     except (pa.ArrowException, ValueError, OSError, struct.error) as e:
         raise ArgumentError(f"not an Arrow IPC stream ({type(e).__name__})", argument="keys",
                             fix="pass keys as {'column': [value, ...]}") from None
