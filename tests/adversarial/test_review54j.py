@@ -22,10 +22,12 @@ releases what each query asks of its own table, and the ledger holds every charg
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,7 +36,7 @@ import polars as pl
 import pytest
 
 import dpframe as dp
-from dpframe.backends.spark import metrics_reachable
+from dpframe.backends.spark import CONTEXT_LOGGERS, metrics_reachable
 
 
 def _quiet_log(name: str) -> Any:
@@ -54,7 +56,23 @@ class _Spark:
         self.conf = {"spark.dpframe.metricsArePrivate": private}
 
 
-def test_a_console_progress_bar_is_reachable_unless_declared_private() -> None:
+@pytest.fixture
+def quiet_context_loggers() -> Iterator[None]:
+    """PySpark's query-context loggers off, as :func:`quiet_task_failures` leaves them on a session dpframe takes.
+
+    They are this process's Python loggers, not the stand-in's: left at their default (on), every stand-in is
+    reachable through them, or not, depending on whether a real Spark session was quieted earlier in this worker.
+    """
+    loggers = [logging.getLogger(name) for name in CONTEXT_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
+def test_a_console_progress_bar_is_reachable_unless_declared_private(quiet_context_loggers: None) -> None:
     """The check behind the fix: the bar on (PySpark's default, any case) is reachable; off, or unset (Spark's own
     default), it is not; the owner's declaration wins."""
     for on in ("true", "TRUE"):
