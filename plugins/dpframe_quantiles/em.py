@@ -132,7 +132,8 @@ class TieBroken:
         """The first position of v's run in the group of ``pos``, for codes ``≥ v`` at ``pos`` (v = the code there).
 
         Searched among the :data:`NEAR` positions before ``pos`` first (most runs are short), then in the
-        group's positions before ``pos`` where the run reaches past them: the same answer, fewer search steps.
+        group's positions before ``pos`` where the run reaches past them (unless the group's first code, when
+        known, is already ``≥ v``): the same answer, fewer search steps.
         """
         first = self._groups(pos)[0]
         near = np.maximum(first, pos - NEAR)
@@ -140,6 +141,15 @@ class TieBroken:
         out: npt.NDArray[np.int64] = near + below
         far = np.flatnonzero((below == 0) & (near > first))
         if far.size:
+            # a run from the group's first code (a zero-inflated group's zeros) needs no search, where that
+            # code is known (reading an unknown one would complete partial codes the search may not need)
+            first_far = first[far]
+            seen = np.flatnonzero(self.codes.is_known(first_far))
+            if seen.size:
+                at_first = np.zeros(far.size, dtype=bool)
+                at_first[seen] = self.codes.at(first_far[seen]) >= v[far[seen]]
+                out[far[at_first]] = first_far[at_first]
+                far = far[~at_first]
             out[far] = first[far] + self.codes.count(first[far], near[far], v[far], strict=True)
         return out
 
