@@ -150,6 +150,14 @@ class TieBroken:
                 at_first[seen] = self.codes.at(first_far[seen]) >= v[far[seen]]
                 out[far[at_first]] = first_far[at_first]
                 far = far[~at_first]
+            if far.size and self.codes.known:
+                # full codes: a wider look back before the group search (on partial codes a window's unknown
+                # start could complete them where the group search would not)
+                wide = np.maximum(first[far], near[far] - WIDE)
+                found = self.codes.count(wide, near[far], v[far], strict=True)
+                hit = (found > 0) | (wide == first[far])
+                out[far[hit]] = wide[hit] + found[hit]
+                far = far[~hit]
             out[far] = first[far] + self.codes.count(first[far], near[far], v[far], strict=True)
         return out
 
@@ -205,6 +213,9 @@ class TieBroken:
 
 NEAR = 8
 """:meth:`TieBroken._run_start` looks this many positions back before searching a whole group (speed only)."""
+
+WIDE = 256
+""":meth:`TieBroken._run_start` then looks this many further back on full codes (speed only)."""
 
 Codes = SortedCodes | TieBroken
 """What the EM reads: plain sorted codes (a leaf, one quantile) or tie-broken ones (a split)."""
