@@ -111,6 +111,23 @@ class SortedCodes:
         known = self._state[0]
         return np.arange(self.total, dtype=np.int64) if known is None else known.copy()
 
+    def is_known(self, pos: Int64s) -> npt.NDArray[np.bool_]:
+        """Whether the code at each global position is known (reading it with :meth:`at` cannot complete).
+
+        Example:
+            >>> part = SortedCodes(np.array([4]), np.array([0, 2]), np.array([1, 5]), complete=lambda: [])
+            >>> part.is_known(np.array([0, 1, 2])).tolist()
+            [True, False, True]
+
+        """
+        known = self._state[0]
+        if known is None:
+            return np.ones(pos.shape, dtype=bool)
+        k = np.searchsorted(known, pos)
+        hit = k < known.size
+        hit[hit] = known[k[hit]] == pos[hit]
+        return hit
+
     def __len__(self) -> int:
         """The number of groups."""
         return int(self.sizes.size)

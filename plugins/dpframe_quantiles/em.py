@@ -129,18 +129,36 @@ class TieBroken:
         return starts[g], starts[g] + self.codes.sizes[g]
 
     def _run_start(self, pos: npt.NDArray[np.int64], v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """The first position of v's run in the group of ``pos`` (v = the code at ``pos``).
+        """The first position of v's run in the group of ``pos``, for codes ``≥ v`` at ``pos`` (v = the code there).
 
         Searched among the :data:`NEAR` positions before ``pos`` first (most runs are short), then in the
-        whole group where the run reaches past them: the same answer, fewer search steps.
+        group's positions before ``pos`` where the run reaches past them (unless the group's first code, when
+        known, is already ``≥ v``): the same answer, fewer search steps.
         """
-        first, last = self._groups(pos)
+        first = self._groups(pos)[0]
         near = np.maximum(first, pos - NEAR)
         below = self.codes.count(near, pos, v, strict=True)
         out: npt.NDArray[np.int64] = near + below
         far = np.flatnonzero((below == 0) & (near > first))
         if far.size:
-            out[far] = first[far] + self.codes.count(first[far], last[far], v[far], strict=True)
+            # a run from the group's first code (a zero-inflated group's zeros) needs no search, where that
+            # code is known (reading an unknown one would complete partial codes the search may not need)
+            first_far = first[far]
+            seen = np.flatnonzero(self.codes.is_known(first_far))
+            if seen.size:
+                at_first = np.zeros(far.size, dtype=bool)
+                at_first[seen] = self.codes.at(first_far[seen]) >= v[far[seen]]
+                out[far[at_first]] = first_far[at_first]
+                far = far[~at_first]
+            if far.size and self.codes.known:
+                # full codes: a wider look back before the group search (on partial codes a window's unknown
+                # start could complete them where the group search would not)
+                wide = np.maximum(first[far], near[far] - WIDE)
+                found = self.codes.count(wide, near[far], v[far], strict=True)
+                hit = (found > 0) | (wide == first[far])
+                out[far[hit]] = wide[hit] + found[hit]
+                far = far[~hit]
+            out[far] = first[far] + self.codes.count(first[far], near[far], v[far], strict=True)
         return out
 
     def at(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -166,24 +184,38 @@ class TieBroken:
 
         With ``e = v·M + r``: the codes below v, plus the copies of v whose tie rank j has ``min(j, M − 1) < r``
         (j < r) or ``≤ r`` (j ≤ r, or every copy when r = M − 1) — the first ones of v's run — inside the range.
+        The run is found locally: it starts at the range's first code ≥ v when a smaller code precedes that
+        inside the range (else :meth:`_run_start` searches back from the range's start), and its end is
+        searched only up to the last copy that can pass (``run + r``), not in the whole group.
         """
         if self.spread == 1:
             return self.codes.count(start, end, e, strict=strict)
         v, r = np.divmod(e, self.spread)
         below = self.codes.count(start, end, v, strict=True)
-        first, last = self._groups(start)
-        run = first + self.codes.count(first, last, v, strict=True)
-        run_end = first + self.codes.count(first, last, v, strict=False)
-        upto = run + r + (0 if strict else 1)
+        out: npt.NDArray[np.int64] = below.copy()
+        p = start + below                       # the range's first position with a code ≥ v (or its end)
+        i = np.flatnonzero(p < end)             # elsewhere no copy of v lies inside the range
+        if not i.size:
+            return out
+        # v's run starts at p when a code < v precedes it inside the range (below > 0), else at or before start
+        run = p[i].copy()
+        back = np.flatnonzero(below[i] == 0)
+        if back.size:
+            run[back] = self._run_start(p[i][back], v[i][back])
+        upto = run + r[i] + (0 if strict else 1)
+        lim = np.minimum(end[i], upto)
         if not strict:
-            upto = np.where(r == self.spread - 1, run_end, upto)
-        inside = np.minimum(np.minimum(end, run_end), upto) - np.maximum(start, run)
-        out: npt.NDArray[np.int64] = below + np.maximum(inside, 0)
+            lim = np.where(r[i] == self.spread - 1, end[i], lim)
+        # the copies of v in [p, lim): the run's first rows that pass, inside the range
+        out[i] += self.codes.count(p[i], np.maximum(lim, p[i]), v[i], strict=False)
         return out
 
 
 NEAR = 8
 """:meth:`TieBroken._run_start` looks this many positions back before searching a whole group (speed only)."""
+
+WIDE = 256
+""":meth:`TieBroken._run_start` then looks this many further back on full codes (speed only)."""
 
 Codes = SortedCodes | TieBroken
 """What the EM reads: plain sorted codes (a leaf, one quantile) or tie-broken ones (a split)."""
