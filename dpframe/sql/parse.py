@@ -73,6 +73,38 @@ def tree_kinds(node: Any) -> frozenset[str]:
     return frozenset(found)
 
 
+MAX_LAMBDA_DEPTH = 6
+"""How many lambdas (``lambda x: ...``, a list comprehension's) a query may nest in each other's bodies.
+
+DuckDB binds a lambda's body once more for each lambda around it: its cost doubles a level (``list_filter`` nested 14
+deep in the body took 0.2 s of DuckDB's CPU, 16 deep seconds, 18 deep tens of seconds, the query a few hundred bytes),
+and a query is bound several times on the process's checking connection, under its lock: on a ``dpframe serve`` server
+every other client's query waited. Real queries nest two or three (a list of lists)."""
+
+
+def lambda_depth(node: Any) -> int:
+    """The most ``LAMBDA`` nodes below ``node`` nested in each other's bodies (``expr``); a function of the text alone.
+
+    Example:
+        >>> lambda_depth(parse("SELECT list_filter(l, lambda v: len(list_filter(v, lambda w: w > 0)) > 0) FROM t").node)
+        2
+
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if isinstance(n, dict):
+            if n.get("class") == "LAMBDA":
+                deepest = max(deepest, depth + 1)
+                stack.extend((v, depth + 1 if k == "expr" else depth) for k, v in n.items())
+            else:
+                stack.extend((v, depth) for v in n.values())
+        elif isinstance(n, list):
+            stack.extend((v, depth) for v in n)
+    return deepest
+
+
 def _strip_explain(text: str) -> tuple[str, bool]:
     """Remove a leading ``EXPLAIN`` keyword (comments before it are allowed)."""
     try:
@@ -146,6 +178,12 @@ def _checked(text: str) -> tuple[str, bool, frozenset[str]]:
     if window is not None:
         raise PlanError(f"named WINDOW clauses are not supported (window functions combine rows): {window}",
                         argument="sql", fix="remove the WINDOW clause; " + SUPPORTED)
+    depth = lambda_depth(statements[0]["node"])
+    if depth > MAX_LAMBDA_DEPTH:
+        raise PlanError(f"lambdas nested {depth} deep (one in another's body; a list comprehension is one), more than "
+                        f"{MAX_LAMBDA_DEPTH}: DuckDB binds each body again for each lambda around it",
+                        argument="sql", fix=f"nest at most {MAX_LAMBDA_DEPTH} lambdas in each other's bodies, e.g. "
+                                            "compute an inner list in a CTE first")
     return body, explain, tree_kinds(statements[0]["node"])
 
 
