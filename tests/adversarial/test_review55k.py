@@ -100,3 +100,45 @@ def test_ordinary_public_subqueries_still_run() -> None:
     q = sess.sql("WITH b AS (SELECT k, upper(name) || '_' || name AS w FROM p WHERE k < 3) "
                  "SELECT COUNT(*) AS n FROM t JOIN b ON t.x = b.k")
     assert q.collect(dp.PureDP(5)).item() == pytest.approx(40, abs=15)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Build time super-linear in the query's length: each copy of a part doubles what is bound, translated and probed.
+# ---------------------------------------------------------------------------------------------------------------
+
+def _nested(template: str, inner: str, depth: int) -> str:
+    for i in range(depth):
+        inner = template.format(inner, i)
+    return inner
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "polars"])
+def test_nested_integer_arithmetic_builds_in_linear_time(backend: str) -> None:
+    """``((x + 1) + 1) ...``: the Polars form held each operand twice (its overflow guard): 20 deep took a minute."""
+    sess = _session()
+    start = time.perf_counter()
+    sess.sql(f"SELECT COUNT(*) AS n FROM t WHERE {_nested('({} + {})', 'x', 30)} > 0", backend=backend)
+    assert time.perf_counter() - start < 2
+
+
+def test_integer_overflow_is_still_null_in_the_polars_form() -> None:
+    """As ``TRY(x + 9223372036854775807)`` in DuckDB: NULL, not a wrapped-around number (the guard is a cast now)."""
+    sess = _session()
+    q = sess.sql("SELECT COUNT(*) AS n FROM t WHERE (x + 9223372036854775807) IS NULL AND (-x - x) * 2 = -4",
+                 backend="polars")
+    assert q.collect(dp.PureDP(5)).item() == pytest.approx(40, abs=15)
+
+
+@pytest.mark.parametrize(("template", "inner"), [
+    ("nullif({}, {})", "x"),                                     # DuckDB's macro: CASE WHEN a = b THEN NULL ELSE a END
+    ("split_part({}, 'a', {} + 1)", "s"),                        # a macro reading its string twice
+    ("(({}) BETWEEN false AND true OR {} < 0)", "x > 0"),        # BETWEEN's Polars form holds its input twice
+])
+def test_parts_bound_exponentially_often_are_refused_at_parse(template: str, inner: str) -> None:
+    sess = _session()
+    start = time.perf_counter()
+    with pytest.raises(dp.errors.PlanError, match="more than 64") as e:
+        sess.sql(f"SELECT COUNT(*) AS n FROM t WHERE ({_nested(template, inner, 30)}) IS NOT NULL")
+    assert time.perf_counter() - start < 2
+    assert e.value.argument == "sql" and sess.history().height == 0
+    sess.sql(f"SELECT COUNT(*) AS n FROM t WHERE ({_nested(template, inner, 6)}) IS NOT NULL")   # 64 copies: built
