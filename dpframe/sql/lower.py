@@ -214,22 +214,22 @@ class Lowering:
         ``repeat(repeat('x', 10000), 10000)`` over a public table made 10⁸ bytes a row). Each expression of each
         SELECT in it (its CTEs' and nested subqueries' included; SELECT list, WHERE, join conditions, ORDER BY ...) is
         bounded as a private one's are (:func:`~dpframe.sql.growth.check_sql_growth`, every column it reads at
-        ``(1, 0)``), and as one SELECT may read another's columns, their bounds multiply: the product of each
-        SELECT's largest ``a + b`` is bounded too.
+        ``(1, 0)``), and as one SELECT may read another's columns, their bounds compose: ``a·L + b`` with ``a`` the
+        product of each SELECT's largest ``a`` and ``b`` its ``b``'s, each times that product, is bounded too.
         """
         nested = frozenset(c for data in self.catalog.public.values()
                            for c, dtype in data.schema.items() if dtype.is_nested())
-        total = 1
+        grown_a, grown_b = 1, 0     # a·L + b for any order of the SELECTs: the a's multiply, each b times all a's
         for select in _selects(node):
-            largest = 1
+            most_a, most_b = 1, 0
             for expr in _expressions(select):
                 a, b = check_sql_growth(expr, {}, "a public subquery", nested)
-                largest = max(largest, a + b)
-            total *= largest
-            if total > MAX_GROWTH:
-                raise too_large(f"of the public subquery {fragment(self.text, node)!r}", (total, 0), "sql",
-                                "fewer nested repetitions, paddings and concatenations across its CTEs and "
-                                "subqueries (their bounds multiply)")
+                most_a, most_b = max(most_a, a), max(most_b, b)
+            grown_a, grown_b = grown_a * most_a, grown_b * most_a + most_b
+            if grown_a + grown_b * grown_a > MAX_GROWTH:
+                raise too_large(f"of the public subquery {fragment(self.text, node)!r}", (grown_a, grown_b * grown_a),
+                                "sql", "fewer nested repetitions, paddings and concatenations across its CTEs and "
+                                       "subqueries (their bounds multiply)")
 
     def row_select(self, node: Json, ctes: dict[str, Json], label: str) -> Relation:
         """``SELECT <row-level expressions> FROM <private> [WHERE ...]`` as Filter + projection nodes."""

@@ -100,6 +100,10 @@ def test_ordinary_public_subqueries_still_run() -> None:
     q = sess.sql("WITH b AS (SELECT k, upper(name) || '_' || name AS w FROM p WHERE k < 3) "
                  "SELECT COUNT(*) AS n FROM t JOIN b ON t.x = b.k")
     assert q.collect(dp.PureDP(5)).item() == pytest.approx(40, abs=15)
+    # a long chain of public CTEs, each adding a little: the additions add up, they do not multiply
+    chain = ", ".join(["c0 AS (SELECT k, name FROM p)"] + [f"c{i} AS (SELECT k, name || 'ab' AS name FROM c{i - 1})"
+                                                            for i in range(1, 40)])
+    sess.sql(f"WITH {chain} SELECT COUNT(*) AS n FROM t JOIN c39 ON t.x = c39.k")
 
 
 # ---------------------------------------------------------------------------------------------------------------
