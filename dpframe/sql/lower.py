@@ -37,9 +37,11 @@ from typing import Any
 import polars as pl
 
 from dpframe.errors import PlanError, SchemaError, closest
+from dpframe.plan.growth import MAX_GROWTH, too_large
 from dpframe.plan.nodes import Node, Scan
 from dpframe.sql.catalog import SQLCatalog
 from dpframe.sql.expr import build_filter, build_project, column_ref, rewrite
+from dpframe.sql.growth import check_sql_growth
 from dpframe.sql.nodes import PublicJoin
 from dpframe.sql.parse import clause, fragment, modifier_fragment, set_operation_fragment
 from dpframe.sql.sandbox import Json, public_connection, render, render_expression
@@ -189,6 +191,7 @@ class Lowering:
             {"key": k, "value": {"aliases": [], "materialized": "CTE_MATERIALIZE_DEFAULT", "key_targets": [],
                                  "payload_aggregates": [], "query_node": v}}
             for k, v in ctes.items() if not self.reads_private(v, ctes)]
+        self.check_public_growth(node)        # before DuckDB runs it: it runs now, when the query is built
         sql = render(node)
         try:
             with public_connection() as con:
@@ -203,6 +206,30 @@ class Lowering:
                              "give each column its own alias")
         cols = [Column(c, c, frozenset(), None, public=label, domain=data[c]) for c in data.columns]
         return Relation(None, data, Scope(cols), label)
+
+    def check_public_growth(self, node: Json) -> None:
+        """Refuse a public subquery whose values may grow past ``MAX_GROWTH`` times the public rows it reads.
+
+        It runs when the query is built (free, data-independent, but a memory denial of service on a server:
+        ``repeat(repeat('x', 10000), 10000)`` over a public table made 10⁸ bytes a row). Each expression of each
+        SELECT in it (its CTEs' and nested subqueries' included; SELECT list, WHERE, join conditions, ORDER BY ...) is
+        bounded as a private one's are (:func:`~dpframe.sql.growth.check_sql_growth`, every column it reads at
+        ``(1, 0)``), and as one SELECT may read another's columns, their bounds compose: ``a·L + b`` with ``a`` the
+        product of each SELECT's largest ``a`` and ``b`` its ``b``'s, each times that product, is bounded too.
+        """
+        nested = frozenset(c for data in self.catalog.public.values()
+                           for c, dtype in data.schema.items() if dtype.is_nested())
+        grown_a, grown_b = 1, 0     # a·L + b for any order of the SELECTs: the a's multiply, each b times all a's
+        for select in _selects(node):
+            most_a, most_b = 1, 0
+            for expr in _expressions(select):
+                a, b = check_sql_growth(expr, {}, "a public subquery", nested)
+                most_a, most_b = max(most_a, a), max(most_b, b)
+            grown_a, grown_b = grown_a * most_a, grown_b * most_a + most_b
+            if grown_a + grown_b * grown_a > MAX_GROWTH:
+                raise too_large(f"of the public subquery {fragment(self.text, node)!r}", (grown_a, grown_b * grown_a),
+                                "sql", "fewer nested repetitions, paddings and concatenations across its CTEs and "
+                                       "subqueries (their bounds multiply)")
 
     def row_select(self, node: Json, ctes: dict[str, Json], label: str) -> Relation:
         """``SELECT <row-level expressions> FROM <private> [WHERE ...]`` as Filter + projection nodes."""
@@ -360,3 +387,36 @@ def _default_name(item: Json) -> str:
         return str(item["column_names"][-1])
     return render_expression(item)
 
+
+def _selects(node: Any) -> list[Json]:
+    """Every ``SELECT_NODE`` at or below ``node`` (CTE bodies, subqueries in FROM and in expressions)."""
+    found, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if n.get("type") == "SELECT_NODE":
+                found.append(n)
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return found
+
+
+def _expressions(select: Json) -> list[Json]:
+    """The outermost expression nodes of ``select``, not those of the SELECTs nested in it.
+
+    Its SELECT list, WHERE, GROUP BY, HAVING, join conditions, ORDER BY ...: a nested SELECT (a CTE, a subquery) is
+    its own :func:`_selects` entry.
+    """
+    found: list[Json] = []
+    stack: list[Any] = [v for k, v in select.items() if k != "cte_map"]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if "class" in n:
+                found.append(n)
+            elif n.get("type") != "SELECT_NODE":
+                stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return found

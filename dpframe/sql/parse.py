@@ -22,7 +22,7 @@ import duckdb
 
 from dpframe.errors import PlanError
 from dpframe.sealed import plain_cache
-from dpframe.sql.sandbox import Json, render, render_expression, serialize
+from dpframe.sql.sandbox import Json, macro_copies, render, render_expression, serialize
 
 SUPPORTED = ("supported: one SELECT (optionally after EXPLAIN, with WITH ... CTEs) over registered tables with "
              "COUNT/SUM/AVG/VAR/STDDEV/MEDIAN/QUANTILE_CONT aggregates, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT; "
@@ -71,6 +71,72 @@ def tree_kinds(node: Any) -> frozenset[str]:
         elif isinstance(n, list):
             stack.extend(n)
     return frozenset(found)
+
+
+MAX_LAMBDA_DEPTH = 6
+"""How many lambdas (``lambda x: ...``, a list comprehension's) a query may nest in each other's bodies.
+
+DuckDB binds a lambda's body once more for each lambda around it: its cost doubles a level (``list_filter`` nested 14
+deep in the body took 0.2 s of DuckDB's CPU, 16 deep seconds, 18 deep tens of seconds, the query a few hundred bytes),
+and a query is bound several times on the process's checking connection, under its lock: on a ``dpframe serve`` server
+every other client's query waited. Real queries nest two or three (a list of lists)."""
+
+
+def lambda_depth(node: Any) -> int:
+    """The most ``LAMBDA`` nodes below ``node`` nested in each other's bodies (``expr``); a function of the text alone.
+
+    Example:
+        >>> lambda_depth(parse("SELECT list_filter(l, lambda v: len(list_filter(v, lambda w: w > 0)) > 0) FROM t").node)
+        2
+
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if isinstance(n, dict):
+            if n.get("class") == "LAMBDA":
+                deepest = max(deepest, depth + 1)
+                stack.extend((v, depth + 1 if k == "expr" else depth) for k, v in n.items())
+            else:
+                stack.extend((v, depth) for v in n.values())
+        elif isinstance(n, list):
+            stack.extend((v, depth) for v in n)
+    return deepest
+
+
+MAX_COPIES = 64
+"""How many times DuckDB (or SQL's Polars form) may have to bind one part of a query.
+
+A built-in macro's call is expanded into its definition, which may read an argument twice (``nullif(a, b)`` is
+``CASE WHEN a = b THEN NULL ELSE a END``), and ``a BETWEEN l AND h``'s Polars form holds ``a`` twice: nested ``n``
+deep, ``2ⁿ`` copies (``nullif`` nested 14 deep, a 200-byte query, took 70 s to build, 18 deep 38 s of DuckDB's binder
+alone, review 55k)."""
+
+
+def copies(node: Any) -> int:
+    """The most copies of one part of ``node`` that binding it (or its Polars form) makes; the text's function.
+
+    Example:
+        >>> copies(parse("SELECT nullif(nullif(x, 1), 2) FROM t").node)
+        4
+
+    """
+    doubling = macro_copies()
+    most = 1
+    stack: list[tuple[Any, int]] = [(node, 1)]
+    while stack:
+        n, factor = stack.pop()
+        most = max(most, factor)
+        if isinstance(n, dict):
+            if n.get("class") == "BETWEEN":
+                factor *= 2
+            elif n.get("class") == "FUNCTION":
+                factor *= doubling.get(str(n.get("function_name", "")).lower(), 1)
+            stack.extend((v, factor) for v in n.values())
+        elif isinstance(n, list):
+            stack.extend((v, factor) for v in n)
+    return most
 
 
 def _strip_explain(text: str) -> tuple[str, bool]:
@@ -146,6 +212,18 @@ def _checked(text: str) -> tuple[str, bool, frozenset[str]]:
     if window is not None:
         raise PlanError(f"named WINDOW clauses are not supported (window functions combine rows): {window}",
                         argument="sql", fix="remove the WINDOW clause; " + SUPPORTED)
+    depth = lambda_depth(statements[0]["node"])
+    if depth > MAX_LAMBDA_DEPTH:
+        raise PlanError(f"lambdas nested {depth} deep (one in another's body; a list comprehension is one), more than "
+                        f"{MAX_LAMBDA_DEPTH}: DuckDB binds each body again for each lambda around it",
+                        argument="sql", fix=f"nest at most {MAX_LAMBDA_DEPTH} lambdas in each other's bodies, e.g. "
+                                            "compute an inner list in a CTE first")
+    most = copies(statements[0]["node"])
+    if most > MAX_COPIES:
+        raise PlanError(f"the query makes DuckDB bind one of its parts {most:,} times, more than {MAX_COPIES}: a "
+                        "built-in macro reading its argument twice (nullif, split_part, array_to_string ...), or "
+                        "BETWEEN, doubles what it is nested in", argument="sql",
+                        fix="nest such calls less deep, e.g. compute the inner part in a CTE first")
     return body, explain, tree_kinds(statements[0]["node"])
 
 

@@ -176,6 +176,30 @@ def _shared() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @lru_cache(maxsize=1)
+def macro_copies() -> Mapping[str, int]:
+    """``{built-in macro: the most times its definition reads one parameter}``, for those reading one more than once.
+
+    DuckDB expands a macro's call into its definition when it binds it: ``nullif(a, b)`` binds ``a`` twice, so
+    nested ``n`` deep ``2ⁿ`` times (:func:`dpframe.sql.parse.copies`). Read-only, the process's cache.
+
+    Example:
+        >>> macro_copies()["nullif"]
+        2
+
+    """
+    with _shared() as con:
+        rows = con.execute("SELECT lower(function_name), parameters, coalesce(macro_definition, '') "
+                           "FROM duckdb_functions() WHERE function_type = 'macro'").fetchall()
+    out: dict[str, int] = {}
+    for name, parameters, definition in rows:
+        most = max([len(re.findall(r"\b" + re.escape(str(p)) + r"\b", str(definition))) for p in parameters or []]
+                   or [0])
+        if most > 1:
+            out[str(name)] = max(out.get(str(name), 0), most)
+    return MappingProxyType(out)
+
+
+@lru_cache(maxsize=1)
 def function_types() -> Mapping[str, frozenset[str]]:
     """``{function name: {"scalar", "aggregate", "table", "macro", ..., "volatile"}}`` of this DuckDB build.
 
